@@ -1,0 +1,1 @@
+//! Built-in agents, embedded. (Stub: implemented by the catalog work.)

@@ -1,0 +1,154 @@
+//! The resolved agent definition the engine uses.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::{Condition, PermissionMode};
+
+/// Where a definition came from, lowest precedence first: a later source
+/// replaces an agent of the same name from an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Builtin,
+    Plugin,
+    User,
+    Project,
+    Cli,
+    Managed,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Builtin => "builtin",
+            Source::Plugin => "plugin",
+            Source::User => "user",
+            Source::Project => "project",
+            Source::Cli => "cli",
+            Source::Managed => "managed",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    Worktree,
+}
+
+/// The colours an agent may be shown in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Color {
+    Red,
+    Blue,
+    Green,
+    Yellow,
+    Purple,
+    Orange,
+    Pink,
+    Cyan,
+}
+
+impl Color {
+    pub const NAMES: &'static [&'static str] = &["red", "blue", "green", "yellow", "purple", "orange", "pink", "cyan"];
+
+    pub fn parse(s: &str) -> Option<Color> {
+        Some(match s {
+            "red" => Color::Red,
+            "blue" => Color::Blue,
+            "green" => Color::Green,
+            "yellow" => Color::Yellow,
+            "purple" => Color::Purple,
+            "orange" => Color::Orange,
+            "pink" => Color::Pink,
+            "cyan" => Color::Cyan,
+            _ => return None,
+        })
+    }
+}
+
+/// Where the system prompt comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prompt {
+    /// The body of a `.md` file, or `prompt` in YAML/TOML: rendered as a
+    /// template when the agent is spawned.
+    Inline(String),
+    /// `prompt_template`: the name of a template in the registry.
+    Template(String),
+}
+
+/// One agent, as the engine uses it. Field names follow Claude Code's
+/// frontmatter; see `docs/agent-files.md` for each field's parsing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentDef {
+    pub name: String,
+    pub description: String,
+    pub source: Source,
+    /// The file it was read from; `None` for embedded built-ins and `--agents`.
+    pub path: Option<PathBuf>,
+    /// Allowlist as written, after tokenising. `None` = all tools.
+    pub tools: Option<Vec<String>>,
+    pub disallowed_tools: Vec<String>,
+    /// `inherit`, an alias or a full id; `None` means inherit.
+    pub model: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
+    pub max_turns: Option<u32>,
+    pub background: bool,
+    pub isolation: Option<Isolation>,
+    pub color: Option<Color>,
+    /// Per-agent hooks, kept as written (validated as a mapping).
+    pub hooks: Option<Value>,
+    pub mcp_servers: Vec<Value>,
+    pub required_mcp_servers: Vec<String>,
+    pub skills: Vec<String>,
+    pub memory: Option<String>,
+    pub effort: Option<Value>,
+    pub initial_prompt: Option<String>,
+    /// The agent exists only while this condition holds.
+    pub when: Option<Condition>,
+    pub prompt: Prompt,
+    /// True only for `fork`: never listed, never selectable by type.
+    pub synthetic: bool,
+}
+
+impl AgentDef {
+    /// A definition with only the required fields set.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, source: Source) -> Self {
+        AgentDef {
+            name: name.into(),
+            description: description.into(),
+            source,
+            path: None,
+            tools: None,
+            disallowed_tools: Vec::new(),
+            model: None,
+            permission_mode: None,
+            max_turns: None,
+            background: false,
+            isolation: None,
+            color: None,
+            hooks: None,
+            mcp_servers: Vec::new(),
+            required_mcp_servers: Vec::new(),
+            skills: Vec::new(),
+            memory: None,
+            effort: None,
+            initial_prompt: None,
+            when: None,
+            prompt: Prompt::Inline(String::new()),
+            synthetic: false,
+        }
+    }
+}

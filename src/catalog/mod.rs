@@ -1,0 +1,29 @@
+//! The agent catalog: definitions, where they come from, and which one wins.
+//!
+//! Owns [`AgentDef`], parsing agent files (`*.md` with YAML frontmatter,
+//! `*.yaml`/`*.yml`, `*.toml`) from raw documents into definitions with
+//! diagnostics, the source folders and their precedence, the built-in agents
+//! (embedded; a folder on disk may replace them) and the synthetic `fork`.
+//! It runs nothing and knows nothing of tools beyond their names.
+
+mod builtin;
+mod def;
+mod frontmatter;
+mod load;
+mod parse;
+mod sources;
+mod tokens;
+
+pub use def::{AgentDef, Color, Isolation, Prompt, Source};
+pub use frontmatter::{Frontmatter, split_frontmatter};
+pub use load::{Catalog, CatalogInput, Shadowed, load};
+pub use parse::{parse_agent_file, parse_cli_agents};
+pub use sources::{SourceDir, source_dirs};
+pub use tokens::{base_name, tokenize_tools};
+
+/// Name of the synthetic agent reached only by the fork route.
+pub const FORK_AGENT: &str = "fork";
+/// The agent used when an Agent call names no type.
+pub const GENERAL_PURPOSE: &str = "general-purpose";
+/// Built-in agents that return their result without the usage trailer.
+pub const ONE_SHOT_AGENTS: &[&str] = &["Explore", "Plan"];

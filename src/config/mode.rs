@@ -1,0 +1,88 @@
+//! Small enumerations that settings and agent definitions share.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// How tool calls are approved (SPEC §17). `Bubble` is internal: a fork
+/// sends its permission prompts to its parent's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum PermissionMode {
+    #[serde(rename = "default")]
+    Default,
+    #[serde(rename = "acceptEdits")]
+    AcceptEdits,
+    #[serde(rename = "bypassPermissions")]
+    BypassPermissions,
+    #[serde(rename = "dontAsk")]
+    DontAsk,
+    #[serde(rename = "plan")]
+    Plan,
+    #[serde(rename = "bubble")]
+    Bubble,
+}
+
+impl PermissionMode {
+    /// The names a user may write (not `bubble`, which is internal).
+    pub const USER_NAMES: &'static [&'static str] =
+        &["default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Default => "default",
+            PermissionMode::AcceptEdits => "acceptEdits",
+            PermissionMode::BypassPermissions => "bypassPermissions",
+            PermissionMode::DontAsk => "dontAsk",
+            PermissionMode::Plan => "plan",
+            PermissionMode::Bubble => "bubble",
+        }
+    }
+}
+
+impl fmt::Display for PermissionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for PermissionMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "default" => PermissionMode::Default,
+            "acceptEdits" => PermissionMode::AcceptEdits,
+            "bypassPermissions" => PermissionMode::BypassPermissions,
+            "dontAsk" => PermissionMode::DontAsk,
+            "plan" => PermissionMode::Plan,
+            "bubble" => PermissionMode::Bubble,
+            _ => {
+                return Err(format!(
+                    "expected one of {}, found {s:?}",
+                    PermissionMode::USER_NAMES.join(", ")
+                ));
+            }
+        })
+    }
+}
+
+/// Whether the main session coordinates workers (SPEC §4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Normal,
+    Coordinator,
+}
+
+/// What a session is, for flag gates and `x-when` conditions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionKind {
+    pub interactive: bool,
+    pub coordinator: bool,
+}
+
+impl SessionKind {
+    pub const NON_INTERACTIVE: SessionKind = SessionKind { interactive: false, coordinator: false };
+    pub const INTERACTIVE: SessionKind = SessionKind { interactive: true, coordinator: false };
+}

@@ -1,0 +1,197 @@
+//! The resolved settings: what the engine reads after every layer merged.
+//!
+//! Field defaults live here (`Default` impls) and in the embedded defaults
+//! file (`config/defaults.toml`, flag declarations and model aliases). The
+//! struct mirrors the file; `load` does the layering.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::flags::{FlagDecl, FlagValue};
+use super::mode::{Mode, PermissionMode};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// Unknown keys are errors instead of warnings.
+    pub strict: bool,
+    /// `normal` or `coordinator`.
+    pub mode: Mode,
+    pub provider: ProviderSettings,
+    /// Model aliases: name → full model id.
+    pub models: BTreeMap<String, String>,
+    pub agents: AgentSettings,
+    /// Flag values: name → on/off.
+    pub features: BTreeMap<String, FlagValue>,
+    /// Flag declarations: name → description, default, gates.
+    pub flags: BTreeMap<String, FlagDecl>,
+    pub permissions: PermissionSettings,
+    pub reload: ReloadSettings,
+    pub transcripts: TranscriptSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            strict: false,
+            mode: Mode::Normal,
+            provider: ProviderSettings::default(),
+            models: BTreeMap::new(),
+            agents: AgentSettings::default(),
+            features: BTreeMap::new(),
+            flags: BTreeMap::new(),
+            permissions: PermissionSettings::default(),
+            reload: ReloadSettings::default(),
+            transcripts: TranscriptSettings::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    #[default]
+    Anthropic,
+    Openai,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProviderSettings {
+    pub kind: ProviderKind,
+    /// Server root, without `/v1/...`. Default: `ANTHROPIC_BASE_URL` or
+    /// Anthropic's API for `anthropic`; required for `openai`.
+    pub base_url: Option<String>,
+    /// The main session's model (an alias from `[models]` or a full id).
+    pub model: String,
+    /// Name of the environment variable that holds the API key.
+    /// Default: `ANTHROPIC_API_KEY` or `OPENAI_API_KEY` by kind.
+    pub api_key_env: Option<String>,
+    pub max_tokens: u32,
+    pub temperature: Option<f64>,
+    /// Extended thinking budget in tokens (Anthropic only).
+    pub thinking_budget: Option<u32>,
+    /// Connect timeout for one attempt, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// A stream that sends nothing for this long is treated as cut.
+    pub idle_timeout_ms: u64,
+    /// Retries after the first attempt for retryable failures.
+    pub max_retries: u32,
+    /// First backoff delay; doubles each retry, with jitter, up to `retry_max_ms`.
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+}
+
+impl Default for ProviderSettings {
+    fn default() -> Self {
+        ProviderSettings {
+            kind: ProviderKind::Anthropic,
+            base_url: None,
+            model: "sonnet".to_string(),
+            api_key_env: None,
+            max_tokens: 8192,
+            temperature: None,
+            thinking_budget: None,
+            connect_timeout_ms: 10_000,
+            idle_timeout_ms: 120_000,
+            max_retries: 4,
+            retry_base_ms: 500,
+            retry_max_ms: 30_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentSettings {
+    /// A folder laid out like the shipped `agents/` (agent files,
+    /// `templates/`, `tools/`) whose files replace the embedded built-ins.
+    pub builtin_dir: Option<PathBuf>,
+    /// Extra project agent folders.
+    pub dirs: Vec<PathBuf>,
+    /// Extra user agent folders (besides `~/.claude/agents`).
+    pub user_dirs: Vec<PathBuf>,
+    pub plugin_dirs: Vec<PathBuf>,
+    pub managed_dirs: Vec<PathBuf>,
+    /// Read `~/.claude/agents`.
+    pub load_user_home: bool,
+    /// Read `.claude/agents` in the working directory and its ancestors.
+    pub load_project_claude: bool,
+    /// How deep sub-agents may nest when a definition opts in to `Agent`.
+    pub max_depth: u32,
+    pub default_max_turns: u32,
+    /// A foreground child still running after this long moves to the
+    /// background; 0 = never.
+    pub auto_background_ms: u64,
+    pub max_concurrent: usize,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        AgentSettings {
+            builtin_dir: None,
+            dirs: Vec::new(),
+            user_dirs: Vec::new(),
+            plugin_dirs: Vec::new(),
+            managed_dirs: Vec::new(),
+            load_user_home: true,
+            load_project_claude: true,
+            max_depth: 3,
+            default_max_turns: 100,
+            auto_background_ms: 120_000,
+            max_concurrent: 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PermissionSettings {
+    pub default_mode: PermissionMode,
+    pub allow: Vec<String>,
+    pub ask: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+impl Default for PermissionSettings {
+    fn default() -> Self {
+        PermissionSettings {
+            default_mode: PermissionMode::Default,
+            allow: Vec::new(),
+            ask: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReloadSettings {
+    /// Changes closer together than this form one reload.
+    pub debounce_ms: u64,
+}
+
+impl Default for ReloadSettings {
+    fn default() -> Self {
+        ReloadSettings { debounce_ms: 50 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TranscriptSettings {
+    pub enabled: bool,
+    /// Relative to the working directory.
+    pub dir: PathBuf,
+}
+
+impl Default for TranscriptSettings {
+    fn default() -> Self {
+        TranscriptSettings { enabled: true, dir: PathBuf::from(".cadre/sessions") }
+    }
+}
+
+/// Keys under which any name is allowed (user-chosen names).
+pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags"];

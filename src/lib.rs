@@ -1,0 +1,15 @@
+//! cadre: a declarative, config-driven agent engine.
+//!
+//! Agents, feature flags, prompt templates and tool schemas are data, loaded
+//! from files into an immutable snapshot and reloaded while the engine runs.
+//! See `DESIGN.md` in the shared folder for the module map; dependencies
+//! point down: cli → runtime → agent_tool → tools → provider → message →
+//! snapshot → templates/catalog → config.
+
+pub mod catalog;
+pub mod config;
+pub mod diagnostic;
+pub mod message;
+pub mod provider;
+pub mod raw;
+pub mod tools;

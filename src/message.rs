@@ -1,0 +1,234 @@
+//! The provider-neutral conversation: messages, content blocks, usage.
+//!
+//! Values here serialise in the Anthropic Messages wire shape, which is also
+//! the shape of transcript lines; the OpenAI provider maps to and from it.
+//! Messages are immutable once built and shared behind `Arc`, so a parent
+//! and its forks hold one copy of a history. This module knows nothing about
+//! HTTP, tools or agents.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One block of a message's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentBlock {
+    Text {
+        text: String,
+    },
+    Thinking {
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: Vec<ToolResultContent>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        is_error: bool,
+    },
+    /// Images pass through untouched (`source` is the provider's object).
+    Image {
+        source: Value,
+    },
+}
+
+/// What a tool result may hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolResultContent {
+    Text { text: String },
+    Image { source: Value },
+}
+
+impl ContentBlock {
+    pub fn text(text: impl Into<String>) -> Self {
+        ContentBlock::Text { text: text.into() }
+    }
+
+    pub fn tool_result(tool_use_id: impl Into<String>, text: impl Into<String>, is_error: bool) -> Self {
+        ContentBlock::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: vec![ToolResultContent::Text { text: text.into() }],
+            is_error,
+        }
+    }
+
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            ContentBlock::Text { text } => Some(text),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: Vec<ContentBlock>,
+}
+
+impl Message {
+    pub fn user(content: Vec<ContentBlock>) -> Self {
+        Message { role: Role::User, content }
+    }
+
+    pub fn user_text(text: impl Into<String>) -> Self {
+        Message::user(vec![ContentBlock::text(text)])
+    }
+
+    pub fn assistant(content: Vec<ContentBlock>) -> Self {
+        Message { role: Role::Assistant, content }
+    }
+
+    /// The tool_use blocks of this message as (id, name, input).
+    pub fn tool_uses(&self) -> impl Iterator<Item = (&str, &str, &Value)> {
+        self.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolUse { id, name, input } => Some((id.as_str(), name.as_str(), input)),
+            _ => None,
+        })
+    }
+
+    /// The text blocks of this message joined with newlines, or `None` when
+    /// it holds no text.
+    pub fn joined_text(&self) -> Option<String> {
+        let texts: Vec<&str> = self.content.iter().filter_map(ContentBlock::as_text).collect();
+        if texts.is_empty() { None } else { Some(texts.join("\n")) }
+    }
+}
+
+/// A conversation: a list of shared messages. Cloning copies pointers only.
+pub type History = Vec<Arc<Message>>;
+
+/// Token usage of one model response, with the prompt-cache counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    #[serde(default)]
+    pub input_tokens: u64,
+    #[serde(default)]
+    pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+}
+
+impl Usage {
+    /// Everything the request and response counted: input (fresh, cache
+    /// writes and cache reads) plus output.
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens + self.output_tokens
+    }
+
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+    }
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    StopSequence,
+    PauseTurn,
+    Refusal,
+    #[serde(untagged)]
+    Other(String),
+}
+
+/// A tool as the model sees it: already rendered and trimmed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+}
+
+/// Everything a provider needs for one request. The system prompt and tool
+/// definitions are shared (`Arc`) so a fork sends its parent's exact bytes.
+#[derive(Debug, Clone)]
+pub struct ModelRequest {
+    pub model: String,
+    pub system: Arc<str>,
+    pub tools: Arc<[ToolDefinition]>,
+    pub messages: History,
+    pub max_tokens: u32,
+    pub sampling: Sampling,
+}
+
+/// Sampling and thinking settings; inherited unchanged by forks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Extended thinking budget in tokens; `None` leaves thinking off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+}
+
+/// One complete model response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    pub message: Message,
+    pub stop_reason: Option<StopReason>,
+    pub usage: Usage,
+    pub model: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn blocks_serialise_in_the_anthropic_shape() {
+        let m = Message::user(vec![
+            ContentBlock::tool_result("toolu_1", "done", true),
+            ContentBlock::text("next"),
+        ]);
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v,
+            json!({"role":"user","content":[
+                {"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"done"}],"is_error":true},
+                {"type":"text","text":"next"}]})
+        );
+        let back: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn successful_results_omit_is_error() {
+        let v = serde_json::to_value(ContentBlock::tool_result("t", "ok", false)).unwrap();
+        assert!(v.get("is_error").is_none());
+    }
+
+    #[test]
+    fn total_counts_cache_reads_and_writes() {
+        let u = Usage { input_tokens: 1, output_tokens: 2, cache_creation_input_tokens: 3, cache_read_input_tokens: 4 };
+        assert_eq!(u.total(), 10);
+    }
+}
