@@ -112,7 +112,10 @@ impl Pos {
     /// This position moved down by `lines` lines (for text embedded in a file,
     /// such as frontmatter that starts after the opening `---`).
     pub fn shifted(self, lines: usize) -> Pos {
-        Pos { line: self.line + lines, column: self.column }
+        Pos {
+            line: self.line + lines,
+            column: self.column,
+        }
     }
 }
 
@@ -171,7 +174,11 @@ mod tests {
 
     #[test]
     fn display_is_path_line_col() {
-        let d = Diagnostic::error(Some(Path::new("a/b.md")), Some(Pos::new(4, 8)), "tools: expected a list");
+        let d = Diagnostic::error(
+            Some(Path::new("a/b.md")),
+            Some(Pos::new(4, 8)),
+            "tools: expected a list",
+        );
         assert_eq!(d.to_string(), "a/b.md:4:8: error: tools: expected a list");
     }
 }

@@ -6,10 +6,15 @@
 //! point down: cli → runtime → agent_tool → tools → provider → message →
 //! snapshot → templates/catalog → config.
 
+pub mod agent_tool;
 pub mod catalog;
+pub mod cli;
 pub mod config;
 pub mod diagnostic;
 pub mod message;
 pub mod provider;
 pub mod raw;
+pub mod runtime;
+pub mod snapshot;
+pub mod templates;
 pub mod tools;

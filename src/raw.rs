@@ -59,7 +59,11 @@ impl Node {
     /// The entry `key` of a mapping, with the key's own position.
     pub fn entry(&self, key: &str) -> Option<(&Key, &Node)> {
         match &self.kind {
-            Kind::Map(entries) => entries.iter().rev().find(|(k, _)| k.name == key).map(|(k, v)| (k, v)),
+            Kind::Map(entries) => entries
+                .iter()
+                .rev()
+                .find(|(k, _)| k.name == key)
+                .map(|(k, v)| (k, v)),
             _ => None,
         }
     }
@@ -119,9 +123,12 @@ impl Node {
             Kind::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
             Kind::Str(s) => Value::String(s.clone()),
             Kind::Seq(items) => Value::Array(items.iter().map(Node::to_json).collect()),
-            Kind::Map(entries) => {
-                Value::Object(entries.iter().map(|(k, v)| (k.name.clone(), v.to_json())).collect())
-            }
+            Kind::Map(entries) => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.name.clone(), v.to_json()))
+                    .collect(),
+            ),
         }
     }
 
@@ -142,7 +149,10 @@ pub fn parse_yaml(text: &str) -> Result<Node, SyntaxError> {
         Ok(s) => Ok(Node::new(yaml_pos(&s.referenced), s.value.0)),
         Err(e) => {
             let pos = e.location().map_or(Pos::START, |l| yaml_pos(&l));
-            Err(SyntaxError { pos, message: first_line(&e.to_string()) })
+            Err(SyntaxError {
+                pos,
+                message: first_line(&e.to_string()),
+            })
         }
     }
 }
@@ -253,8 +263,12 @@ pub fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
             DeValue::String(s) => Kind::Str(s.to_string()),
             DeValue::Integer(i) => {
                 let digits: String = i.as_str().chars().filter(|c| *c != '_').collect();
-                let digits = digits.trim_start_matches("0x").trim_start_matches("0o").trim_start_matches("0b");
-                i64::from_str_radix(digits, i.radix()).map_or_else(|_| Kind::Str(i.as_str().to_string()), Kind::Int)
+                let digits = digits
+                    .trim_start_matches("0x")
+                    .trim_start_matches("0o")
+                    .trim_start_matches("0b");
+                i64::from_str_radix(digits, i.radix())
+                    .map_or_else(|_| Kind::Str(i.as_str().to_string()), Kind::Int)
             }
             DeValue::Float(f) => {
                 let t: String = f.as_str().chars().filter(|c| *c != '_').collect();
@@ -267,9 +281,12 @@ pub fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
             }
             DeValue::Boolean(b) => Kind::Bool(*b),
             DeValue::Datetime(d) => Kind::Str(d.to_string()),
-            DeValue::Array(items) => {
-                Kind::Seq(items.iter().map(|s| value(text, s.get_ref(), pos(text, s.span()))).collect())
-            }
+            DeValue::Array(items) => Kind::Seq(
+                items
+                    .iter()
+                    .map(|s| value(text, s.get_ref(), pos(text, s.span())))
+                    .collect(),
+            ),
             DeValue::Table(t) => table(text, t),
         };
         Node::new(at, kind)
@@ -279,7 +296,10 @@ pub fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
         Kind::Map(
             t.iter()
                 .map(|(k, v)| {
-                    let key = Key { name: k.get_ref().to_string(), pos: pos(text, k.span()) };
+                    let key = Key {
+                        name: k.get_ref().to_string(),
+                        pos: pos(text, k.span()),
+                    };
                     (key, value(text, v.get_ref(), pos(text, v.span())))
                 })
                 .collect(),
@@ -289,15 +309,24 @@ pub fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
     match DeTable::parse(text) {
         Ok(t) => Ok(Node::new(Pos::START, table(text, t.get_ref()))),
         Err(e) => {
-            let at = e.span().map_or(Pos::START, |s| Pos::of_offset(text, s.start));
-            Err(SyntaxError { pos: at, message: toml_message(&e) })
+            let at = e
+                .span()
+                .map_or(Pos::START, |s| Pos::of_offset(text, s.start));
+            Err(SyntaxError {
+                pos: at,
+                message: toml_message(&e),
+            })
         }
     }
 }
 
 fn toml_message(e: &toml::de::Error) -> String {
     let m = e.message().trim();
-    if m.is_empty() { first_line(&e.to_string()) } else { first_line(m) }
+    if m.is_empty() {
+        first_line(&e.to_string())
+    } else {
+        first_line(m)
+    }
 }
 
 #[cfg(test)]
@@ -335,7 +364,10 @@ mod tests {
         let (k, v) = n.get("provider").unwrap().entry("max_tokens").unwrap();
         assert_eq!(k.pos, Pos::new(5, 1));
         assert_eq!(v.kind, Kind::Int(1000));
-        assert_eq!(n.at_path(&["provider", "model"]).unwrap().as_str(), Some("m"));
+        assert_eq!(
+            n.at_path(&["provider", "model"]).unwrap().as_str(),
+            Some("m")
+        );
         let e = parse_toml("a = \n").unwrap_err();
         assert_eq!(e.pos.line, 1);
     }

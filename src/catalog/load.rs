@@ -17,6 +17,8 @@ pub struct CatalogInput {
     pub dirs: Vec<SourceDir>,
     /// `--agents JSON`.
     pub cli_json: Option<String>,
+    /// Tool names that `tools` entries may name (empty: no check).
+    pub known_tools: Vec<String>,
 }
 
 /// An agent hidden by a same-named agent from a later source.

@@ -6,7 +6,11 @@ use super::def::{AgentDef, Source};
 use crate::diagnostic::Diagnostic;
 
 /// Parses one agent file. `None` when the file defines no loadable agent.
-pub fn parse_agent_file(path: &Path, text: &str, source: Source) -> (Option<AgentDef>, Vec<Diagnostic>) {
+pub fn parse_agent_file(
+    path: &Path,
+    text: &str,
+    source: Source,
+) -> (Option<AgentDef>, Vec<Diagnostic>) {
     let _ = (path, text, source);
     (None, Vec::new())
 }

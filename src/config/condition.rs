@@ -52,11 +52,17 @@ impl Term {
             Some(rest) => (true, rest.trim()),
             None => (false, text),
         };
-        let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        let valid = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         if !valid {
             return Err(format!("expected a flag name or !NAME, found {text:?}"));
         }
-        Ok(Term { negated, name: name.to_string() })
+        Ok(Term {
+            negated,
+            name: name.to_string(),
+        })
     }
 }
 

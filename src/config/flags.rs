@@ -83,10 +83,12 @@ impl<'de> Deserialize<'de> for FlagValue {
             Raw::Bool(b) => Ok(FlagValue(b)),
             Raw::Int(0) => Ok(FlagValue(false)),
             Raw::Int(1) => Ok(FlagValue(true)),
-            Raw::Int(n) => Err(serde::de::Error::custom(format!("expected on or off, found {n}"))),
-            Raw::Text(s) => FlagValue::parse(&s)
-                .map(FlagValue)
-                .ok_or_else(|| serde::de::Error::custom(format!("expected on or off, found {s:?}"))),
+            Raw::Int(n) => Err(serde::de::Error::custom(format!(
+                "expected on or off, found {n}"
+            ))),
+            Raw::Text(s) => FlagValue::parse(&s).map(FlagValue).ok_or_else(|| {
+                serde::de::Error::custom(format!("expected on or off, found {s:?}"))
+            }),
         }
     }
 }
@@ -143,7 +145,9 @@ pub const DISABLE_BACKGROUND_TASKS: &str = "DISABLE_BACKGROUND_TASKS";
 
 impl Flags {
     pub fn new(flags: impl IntoIterator<Item = Flag>) -> Self {
-        Flags { flags: flags.into_iter().map(|f| (f.name.clone(), f)).collect() }
+        Flags {
+            flags: flags.into_iter().map(|f| (f.name.clone(), f)).collect(),
+        }
     }
 
     pub fn get(&self, name: &str) -> Option<&Flag> {
@@ -182,7 +186,11 @@ mod tests {
     fn fork(value: bool, gates: Vec<Gate>) -> Flags {
         Flags::new([Flag {
             name: FORK_SUBAGENT.into(),
-            decl: FlagDecl { description: String::new(), default: false, gates },
+            decl: FlagDecl {
+                description: String::new(),
+                default: false,
+                gates,
+            },
             value,
             set_by: Layer::File,
         }])
@@ -193,8 +201,14 @@ mod tests {
         let flags = fork(true, vec![Gate::Coordinator, Gate::NonInteractive]);
         assert!(flags.effective(FORK_SUBAGENT, SessionKind::INTERACTIVE));
         assert!(!flags.effective(FORK_SUBAGENT, SessionKind::NON_INTERACTIVE));
-        let coord = SessionKind { interactive: true, coordinator: true };
-        assert_eq!(flags.get(FORK_SUBAGENT).unwrap().blocked_by(coord), Some(Gate::Coordinator));
+        let coord = SessionKind {
+            interactive: true,
+            coordinator: true,
+        };
+        assert_eq!(
+            flags.get(FORK_SUBAGENT).unwrap().blocked_by(coord),
+            Some(Gate::Coordinator)
+        );
         assert!(!fork(false, vec![]).effective(FORK_SUBAGENT, SessionKind::INTERACTIVE));
         assert!(fork(true, vec![]).effective(FORK_SUBAGENT, SessionKind::NON_INTERACTIVE));
     }
@@ -205,8 +219,14 @@ mod tests {
         let c = Condition::parse("FORK_SUBAGENT").unwrap();
         assert!(flags.holds(&c, SessionKind::INTERACTIVE));
         assert!(!flags.holds(&c, SessionKind::NON_INTERACTIVE));
-        assert!(flags.holds(&Condition::parse("!interactive").unwrap(), SessionKind::NON_INTERACTIVE));
-        assert!(!flags.holds(&Condition::parse("UNKNOWN").unwrap(), SessionKind::INTERACTIVE));
+        assert!(flags.holds(
+            &Condition::parse("!interactive").unwrap(),
+            SessionKind::NON_INTERACTIVE
+        ));
+        assert!(!flags.holds(
+            &Condition::parse("UNKNOWN").unwrap(),
+            SessionKind::INTERACTIVE
+        ));
     }
 
     #[test]

@@ -49,7 +49,11 @@ pub struct LoadInput {
 
 impl LoadInput {
     pub fn env_var(&self, name: &str) -> Option<&str> {
-        self.env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -86,7 +90,9 @@ impl fmt::Display for ConfigError {
 
 impl ConfigError {
     fn one(d: Diagnostic) -> Self {
-        ConfigError { diagnostics: vec![d] }
+        ConfigError {
+            diagnostics: vec![d],
+        }
     }
 }
 
@@ -95,9 +101,16 @@ impl ConfigError {
 /// directory, then `$XDG_CONFIG_HOME/cadre/cadre.toml` (default
 /// `~/.config`). `Ok(None)` means no file: built-in defaults apply.
 pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
-    let explicit = input.config.clone().or_else(|| input.env_var("CADRE_CONFIG").map(PathBuf::from));
+    let explicit = input
+        .config
+        .clone()
+        .or_else(|| input.env_var("CADRE_CONFIG").map(PathBuf::from));
     if let Some(path) = explicit {
-        let path = if path.is_relative() { input.cwd.join(path) } else { path };
+        let path = if path.is_relative() {
+            input.cwd.join(path)
+        } else {
+            path
+        };
         if !path.is_file() {
             return Err(ConfigError::one(Diagnostic::error(
                 Some(&path),
@@ -107,7 +120,12 @@ pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
         }
         return Ok(Some(path));
     }
-    for name in ["cadre.toml", "cadre.yaml", "config/cadre.toml", "config/cadre.yaml"] {
+    for name in [
+        "cadre.toml",
+        "cadre.yaml",
+        "config/cadre.toml",
+        "config/cadre.yaml",
+    ] {
         let p = input.cwd.join(name);
         if p.is_file() {
             return Ok(Some(p));
@@ -155,22 +173,40 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
             None => figment,
         };
     }
-    let figment = figment.merge(Serialized::defaults(env_layer.clone())).merge(Serialized::defaults(cli_layer));
+    let figment = figment
+        .merge(Serialized::defaults(env_layer.clone()))
+        .merge(Serialized::defaults(cli_layer));
 
-    let mut settings: Settings = figment.extract().map_err(|e| extraction_error(e, file.as_ref()))?;
+    let mut settings: Settings = figment
+        .extract()
+        .map_err(|e| extraction_error(e, file.as_ref()))?;
 
     let strict = settings.strict;
     if strict && !warnings.is_empty() {
         for w in &mut warnings {
             w.severity = crate::diagnostic::Severity::Error;
         }
-        return Err(ConfigError { diagnostics: warnings });
+        return Err(ConfigError {
+            diagnostics: warnings,
+        });
     }
 
     resolve_paths(&mut settings, input, file.as_ref());
-    let flags = build_flags(&settings, input, file.as_ref().map(|(_, n)| n), &env_layer, file.as_ref().map(|(p, _)| p.as_path()), &mut warnings);
+    let flags = build_flags(
+        &settings,
+        input,
+        file.as_ref().map(|(_, n)| n),
+        &env_layer,
+        file.as_ref().map(|(p, _)| p.as_path()),
+        &mut warnings,
+    );
 
-    Ok(LoadedConfig { settings, path, flags, diagnostics: warnings })
+    Ok(LoadedConfig {
+        settings,
+        path,
+        flags,
+        diagnostics: warnings,
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -197,14 +233,20 @@ fn read_file(path: &Path) -> Result<(PathBuf, Node), ConfigError> {
             "unsupported config file extension; expected .toml, .yaml or .yml",
         ))
     })?;
-    let text = fs_err::read_to_string(path)
-        .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), None, format!("cannot read: {e}"))))?;
+    let text = fs_err::read_to_string(path).map_err(|e| {
+        ConfigError::one(Diagnostic::error(
+            Some(path),
+            None,
+            format!("cannot read: {e}"),
+        ))
+    })?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let parsed = match format {
         FileFormat::Toml => raw::parse_toml(text),
         FileFormat::Yaml => raw::parse_yaml(text),
     };
-    let node = parsed.map_err(|e| ConfigError::one(Diagnostic::error(Some(path), Some(e.pos), e.message)))?;
+    let node = parsed
+        .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), Some(e.pos), e.message)))?;
     if !matches!(node.kind, Kind::Map(_)) {
         return Err(ConfigError::one(Diagnostic::error(
             Some(path),
@@ -222,8 +264,16 @@ fn unknown_keys(path: &Path, node: &Node, out: &mut Vec<Diagnostic>) {
     walk_unknown(path, node, &template, &mut Vec::new(), out);
 }
 
-fn walk_unknown(path: &Path, node: &Node, template: &Value, at: &mut Vec<String>, out: &mut Vec<Diagnostic>) {
-    let Some(known) = template.as_object() else { return };
+fn walk_unknown(
+    path: &Path,
+    node: &Node,
+    template: &Value,
+    at: &mut Vec<String>,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(known) = template.as_object() else {
+        return;
+    };
     for (key, value) in node.entries() {
         at.push(key.name.clone());
         let dotted = at.join(".");
@@ -232,7 +282,13 @@ fn walk_unknown(path: &Path, node: &Node, template: &Value, at: &mut Vec<String>
                 if key.name == "flags" {
                     let decl = serde_json::to_value(FlagDecl::default()).unwrap_or(Value::Null);
                     for (_, flag) in value.entries() {
-                        walk_unknown(path, flag, &decl, &mut vec!["flags".into(), "*".into()], out);
+                        walk_unknown(
+                            path,
+                            flag,
+                            &decl,
+                            &mut vec!["flags".into(), "*".into()],
+                            out,
+                        );
                     }
                 }
                 let _ = sub;
@@ -244,7 +300,10 @@ fn walk_unknown(path: &Path, node: &Node, template: &Value, at: &mut Vec<String>
                 out.push(Diagnostic::warning(
                     Some(path),
                     Some(key.pos),
-                    format!("unknown key `{dotted}`; expected one of: {}", names.join(", ")),
+                    format!(
+                        "unknown key `{dotted}`; expected one of: {}",
+                        names.join(", ")
+                    ),
                 ));
             }
         }
@@ -258,14 +317,20 @@ fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
     let template = serde_json::to_value(Settings::default()).unwrap_or(Value::Null);
     let mut root = Map::new();
     for (key, value) in &input.env {
-        let Some(rest) = key.strip_prefix("CADRE_") else { continue };
+        let Some(rest) = key.strip_prefix("CADRE_") else {
+            continue;
+        };
         if NON_SETTING_ENV.contains(&key.as_str()) || rest.is_empty() {
             continue;
         }
         let mut segments = Vec::new();
         let mut keep_case = false;
         for seg in rest.split("__") {
-            let s = if keep_case { seg.to_string() } else { seg.to_ascii_lowercase() };
+            let s = if keep_case {
+                seg.to_string()
+            } else {
+                seg.to_ascii_lowercase()
+            };
             keep_case = segments.is_empty() && (s == "features" || s == "flags" || s == "models");
             segments.push(s);
         }
@@ -284,10 +349,10 @@ fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
 
 fn env_value(text: &str) -> Value {
     let t = text.trim();
-    if t.starts_with('[') || t.starts_with('{') {
-        if let Ok(v) = serde_json::from_str(t) {
-            return v;
-        }
+    if (t.starts_with('[') || t.starts_with('{'))
+        && let Ok(v) = serde_json::from_str(t)
+    {
+        return v;
     }
     match t {
         "true" => return Value::Bool(true),
@@ -297,19 +362,23 @@ fn env_value(text: &str) -> Value {
     if let Ok(i) = t.parse::<i64>() {
         return Value::from(i);
     }
-    if let Ok(f) = t.parse::<f64>() {
-        if f.is_finite() {
-            return Value::from(f);
-        }
+    if let Ok(f) = t.parse::<f64>()
+        && f.is_finite()
+    {
+        return Value::from(f);
     }
     Value::String(text.to_string())
 }
 
 fn insert_path(root: &mut Map<String, Value>, path: &[String], value: Value) {
-    let Some((last, parents)) = path.split_last() else { return };
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
     let mut map = root;
     for p in parents {
-        let entry = map.entry(p.clone()).or_insert_with(|| Value::Object(Map::new()));
+        let entry = map
+            .entry(p.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
         if !entry.is_object() {
             *entry = Value::Object(Map::new());
         }
@@ -322,10 +391,18 @@ fn insert_path(root: &mut Map<String, Value>, path: &[String], value: Value) {
 fn cli_layer(cli: &CliOverrides) -> Value {
     let mut root = Map::new();
     for (name, on) in &cli.features {
-        insert_path(&mut root, &["features".into(), name.clone()], Value::Bool(*on));
+        insert_path(
+            &mut root,
+            &["features".into(), name.clone()],
+            Value::Bool(*on),
+        );
     }
     if let Some(m) = &cli.model {
-        insert_path(&mut root, &["provider".into(), "model".into()], Value::String(m.clone()));
+        insert_path(
+            &mut root,
+            &["provider".into(), "model".into()],
+            Value::String(m.clone()),
+        );
     }
     if let Some(mode) = cli.permission_mode {
         insert_path(
@@ -347,13 +424,20 @@ fn extraction_error(e: figment::Error, file: Option<&(PathBuf, Node)>) -> Config
             let parts: Vec<&str> = err.path.iter().map(String::as_str).collect();
             node.at_path(&parts).map(|n| (p.as_path(), n.pos))
         });
-        let from_file = err.metadata.as_ref().is_some_and(|m| m.source.as_ref().is_some_and(|s| s.file_path().is_some()));
+        let from_file = err
+            .metadata
+            .as_ref()
+            .is_some_and(|m| m.source.as_ref().is_some_and(|s| s.file_path().is_some()));
         let (path, pos) = match located {
             Some((p, pos)) => (Some(p), Some(pos)),
             None if from_file => (file.map(|(p, _)| p.as_path()), None),
             None => (Some(Path::new("settings")), None),
         };
-        let what = if key.is_empty() { String::new() } else { format!("`{key}`: ") };
+        let what = if key.is_empty() {
+            String::new()
+        } else {
+            format!("`{key}`: ")
+        };
         diagnostics.push(Diagnostic::error(path, pos, format!("{what}{}", err.kind)));
     }
     ConfigError { diagnostics }
@@ -413,19 +497,33 @@ fn build_flags(
         } else {
             Layer::Default
         };
-        flags.insert(name.clone(), Flag { name: name.clone(), decl: decl.clone(), value, set_by });
+        flags.insert(
+            name.clone(),
+            Flag {
+                name: name.clone(),
+                decl: decl.clone(),
+                value,
+                set_by,
+            },
+        );
     }
     let declared: Vec<&str> = settings.flags.keys().map(String::as_str).collect();
     for name in settings.features.keys() {
         if settings.flags.contains_key(name) {
             continue;
         }
-        let pos = file.and_then(|n| n.get("features")).and_then(|f| f.entry(name)).map(|(k, _)| k.pos);
+        let pos = file
+            .and_then(|n| n.get("features"))
+            .and_then(|f| f.entry(name))
+            .map(|(k, _)| k.pos);
         let path = if pos.is_some() { file_path } else { None };
         warnings.push(Diagnostic::warning(
             path.or(Some(Path::new("settings"))),
             pos,
-            format!("unknown feature flag `{name}`; declared flags: {}", declared.join(", ")),
+            format!(
+                "unknown feature flag `{name}`; declared flags: {}",
+                declared.join(", ")
+            ),
         ));
     }
     Flags::new(flags.into_values())
@@ -462,10 +560,13 @@ impl Format for Yaml {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{SessionKind, FORK_SUBAGENT};
+    use crate::config::{FORK_SUBAGENT, SessionKind};
 
     fn input(dir: &Path) -> LoadInput {
-        LoadInput { cwd: dir.to_path_buf(), ..Default::default() }
+        LoadInput {
+            cwd: dir.to_path_buf(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -476,7 +577,10 @@ mod tests {
         assert!(!fork.value);
         assert_eq!(fork.set_by, Layer::Default);
         assert_eq!(fork.decl.gates.len(), 2);
-        assert_eq!(loaded.settings.models.get("haiku").map(String::as_str), Some("claude-haiku-4-5"));
+        assert_eq!(
+            loaded.settings.models.get("haiku").map(String::as_str),
+            Some("claude-haiku-4-5")
+        );
         assert!(loaded.path.is_none());
     }
 
@@ -510,8 +614,16 @@ mod tests {
         assert_eq!(loaded.settings.provider.model, "from-cli");
         let f = loaded.flags.get(FORK_SUBAGENT).unwrap();
         assert!(f.value && f.set_by == Layer::Cli);
-        assert!(loaded.flags.effective(FORK_SUBAGENT, SessionKind::INTERACTIVE));
-        assert!(!loaded.flags.effective(FORK_SUBAGENT, SessionKind::NON_INTERACTIVE));
+        assert!(
+            loaded
+                .flags
+                .effective(FORK_SUBAGENT, SessionKind::INTERACTIVE)
+        );
+        assert!(
+            !loaded
+                .flags
+                .effective(FORK_SUBAGENT, SessionKind::NON_INTERACTIVE)
+        );
     }
 
     #[test]
@@ -534,7 +646,11 @@ mod tests {
     #[test]
     fn type_errors_name_the_key_and_its_line() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("cadre.toml"), "\n[agents]\nmax_depth = \"deep\"\n").unwrap();
+        std::fs::write(
+            dir.path().join("cadre.toml"),
+            "\n[agents]\nmax_depth = \"deep\"\n",
+        )
+        .unwrap();
         let err = load(&input(dir.path())).unwrap_err();
         let d = &err.diagnostics[0];
         assert_eq!(d.line, Some(3), "{d}");
@@ -557,18 +673,31 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("config")).unwrap();
         std::fs::write(dir.path().join("config/cadre.toml"), "").unwrap();
-        assert_eq!(discover(&input(dir.path())).unwrap(), Some(dir.path().join("config/cadre.toml")));
+        assert_eq!(
+            discover(&input(dir.path())).unwrap(),
+            Some(dir.path().join("config/cadre.toml"))
+        );
         std::fs::write(dir.path().join("cadre.yaml"), "").unwrap();
-        assert_eq!(discover(&input(dir.path())).unwrap(), Some(dir.path().join("cadre.yaml")));
+        assert_eq!(
+            discover(&input(dir.path())).unwrap(),
+            Some(dir.path().join("cadre.yaml"))
+        );
         let mut i = input(dir.path());
         i.env = vec![("CADRE_CONFIG".into(), "config/cadre.toml".into())];
-        assert_eq!(discover(&i).unwrap(), Some(dir.path().join("config/cadre.toml")));
+        assert_eq!(
+            discover(&i).unwrap(),
+            Some(dir.path().join("config/cadre.toml"))
+        );
     }
 
     #[test]
     fn unknown_flags_are_warned_about() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("cadre.toml"), "[features]\nFORK_SUBAGENTS = true\n").unwrap();
+        std::fs::write(
+            dir.path().join("cadre.toml"),
+            "[features]\nFORK_SUBAGENTS = true\n",
+        )
+        .unwrap();
         let loaded = load(&input(dir.path())).unwrap();
         let d = &loaded.diagnostics[0];
         assert!(d.message.contains("FORK_SUBAGENTS"));

@@ -12,7 +12,9 @@ mod mode;
 mod settings;
 
 pub use condition::{Condition, Term};
-pub use flags::{DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer};
+pub use flags::{
+    DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
+};
 pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, load};
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{

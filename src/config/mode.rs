@@ -25,8 +25,13 @@ pub enum PermissionMode {
 
 impl PermissionMode {
     /// The names a user may write (not `bubble`, which is internal).
-    pub const USER_NAMES: &'static [&'static str] =
-        &["default", "acceptEdits", "bypassPermissions", "dontAsk", "plan"];
+    pub const USER_NAMES: &'static [&'static str] = &[
+        "default",
+        "acceptEdits",
+        "bypassPermissions",
+        "dontAsk",
+        "plan",
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -83,6 +88,12 @@ pub struct SessionKind {
 }
 
 impl SessionKind {
-    pub const NON_INTERACTIVE: SessionKind = SessionKind { interactive: false, coordinator: false };
-    pub const INTERACTIVE: SessionKind = SessionKind { interactive: true, coordinator: false };
+    pub const NON_INTERACTIVE: SessionKind = SessionKind {
+        interactive: false,
+        coordinator: false,
+    };
+    pub const INTERACTIVE: SessionKind = SessionKind {
+        interactive: true,
+        coordinator: false,
+    };
 }

@@ -189,7 +189,10 @@ pub struct TranscriptSettings {
 
 impl Default for TranscriptSettings {
     fn default() -> Self {
-        TranscriptSettings { enabled: true, dir: PathBuf::from(".cadre/sessions") }
+        TranscriptSettings {
+            enabled: true,
+            dir: PathBuf::from(".cadre/sessions"),
+        }
     }
 }
 

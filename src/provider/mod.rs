@@ -18,9 +18,16 @@ use crate::message::{ModelRequest, ModelResponse};
 pub enum StreamEvent {
     TextDelta(String),
     ThinkingDelta(String),
-    ToolUseStart { id: String, name: String },
+    ToolUseStart {
+        id: String,
+        name: String,
+    },
     /// An attempt failed and another will follow after `delay_ms`.
-    Retrying { attempt: u32, delay_ms: u64, reason: String },
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,9 +64,14 @@ pub struct Provider {
 impl Provider {
     /// Builds the provider from settings and the process environment
     /// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, or `api_key_env`).
-    pub fn new(settings: &ProviderSettings, env: &[(String, String)]) -> Result<Provider, ProviderError> {
+    pub fn new(
+        settings: &ProviderSettings,
+        env: &[(String, String)],
+    ) -> Result<Provider, ProviderError> {
         let _ = env;
-        Ok(Provider { settings: settings.clone() })
+        Ok(Provider {
+            settings: settings.clone(),
+        })
     }
 
     /// The exact bytes that `send` puts in the request body.
@@ -75,6 +87,9 @@ impl Provider {
         on_event: &(dyn Fn(StreamEvent) + Send + Sync),
     ) -> Result<ModelResponse, ProviderError> {
         let _ = (req, on_event);
-        Err(ProviderError { kind: ProviderErrorKind::Config, message: "not implemented".into() })
+        Err(ProviderError {
+            kind: ProviderErrorKind::Config,
+            message: "not implemented".into(),
+        })
     }
 }

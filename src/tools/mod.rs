@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub mod permissions;
+pub mod spec;
 
 /// What a tool call may use from its session.
 #[derive(Debug, Clone)]
@@ -27,13 +28,20 @@ pub struct ToolContext {
 
 impl ToolContext {
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        ToolContext { cwd: cwd.into(), cancel: CancellationToken::new() }
+        ToolContext {
+            cwd: cwd.into(),
+            cancel: CancellationToken::new(),
+        }
     }
 
     /// `path` made absolute against the working directory.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
-        if p.is_absolute() { p.to_path_buf() } else { self.cwd.join(p) }
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        }
     }
 }
 
@@ -46,11 +54,17 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), is_error: false }
+        ToolOutput {
+            text: text.into(),
+            is_error: false,
+        }
     }
 
     pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), is_error: true }
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+        }
     }
 }
 

@@ -11,9 +11,13 @@ use crate::config::{PermissionMode, PermissionSettings};
 pub enum Decision {
     Allow,
     /// Ask the user; `reason` names the rule or mode that asked.
-    Ask { reason: String },
+    Ask {
+        reason: String,
+    },
     /// Refused; `reason` names the rule or mode that refused.
-    Deny { reason: String },
+    Deny {
+        reason: String,
+    },
 }
 
 /// The parsed allow/ask/deny rules.
@@ -26,7 +30,11 @@ pub struct Rules {
 
 impl Rules {
     pub fn from_settings(p: &PermissionSettings) -> Self {
-        Rules { allow: p.allow.clone(), ask: p.ask.clone(), deny: p.deny.clone() }
+        Rules {
+            allow: p.allow.clone(),
+            ask: p.ask.clone(),
+            deny: p.deny.clone(),
+        }
     }
 
     /// The deny rule `Agent(T)` (or `Task(T)`) that forbids spawning `agent_type`.
@@ -37,7 +45,13 @@ impl Rules {
 }
 
 /// Decides one call in the order of SPEC §17 (hooks have already run).
-pub fn decide(rules: &Rules, mode: PermissionMode, tool: &str, input: &Value, cwd: &Path) -> Decision {
+pub fn decide(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+) -> Decision {
     let _ = (rules, mode, tool, input, cwd);
     Decision::Allow
 }

@@ -1,0 +1,22 @@
+//! The Agent tool's logic: routing a call (the decision table), resolving a
+//! child's model and tool pool, building a fork's messages, and the texts
+//! returned to the caller.
+//!
+//! Everything here is a pure function of its inputs so it can be tested row
+//! by row; the runtime calls these to start and finish a child. This module
+//! does not talk to a provider and does not run anything.
+
+mod fork;
+mod model;
+mod pool;
+mod route;
+
+pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
+pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
+pub use pool::{tool_pool, tools_summary};
+pub use route::{AgentInput, Route, RouteError, route};
+
+/// The tool's name as the model calls it.
+pub const AGENT_TOOL: &str = "Agent";
+/// Claude Code's older name for the Agent tool, accepted in rules.
+pub const AGENT_TOOL_ALIAS: &str = "Task";

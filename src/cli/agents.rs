@@ -1,0 +1,364 @@
+//! `cadre agents list|show|validate`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::output::print_json;
+use super::{CliError, GlobalArgs, Overrides, load_snapshot, snapshot_input};
+use crate::agent_tool::{resolve_model, tool_pool};
+use crate::catalog::{self, AgentDef, CatalogInput, Source, SourceDir};
+use crate::diagnostic::{Diagnostic, Severity};
+use crate::runtime;
+use crate::snapshot::{self, Snapshot};
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// The effective agents, one per name.
+    List(ListArgs),
+    /// One agent in full.
+    Show(ShowArgs),
+    /// Check agent files and report every problem; exit 1 if any is an error.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON (documented in docs/cli.md).
+    #[arg(long)]
+    json: bool,
+    /// Also list shadowed agents and the synthetic `fork`.
+    #[arg(long)]
+    all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    name: String,
+    #[arg(long)]
+    json: bool,
+    /// Add the model and tools the agent would really get as a sub-agent of the main session.
+    #[arg(long)]
+    effective: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Files or folders to check; without any, everything cadre would load.
+    paths: Vec<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn dispatch(g: &GlobalArgs, cmd: AgentsCommand) -> Result<(), CliError> {
+    match cmd {
+        AgentsCommand::List(a) => list(g, a),
+        AgentsCommand::Show(a) => show(g, a),
+        AgentsCommand::Validate(a) => validate(g, a),
+    }
+}
+
+/// The JSON shape of one agent (docs/cli.md).
+fn agent_json(d: &AgentDef) -> Value {
+    json!({
+        "name": d.name,
+        "description": d.description,
+        "source": d.source,
+        "path": d.path,
+        "tools": d.tools,
+        "disallowed_tools": d.disallowed_tools,
+        "model": d.model,
+        "permission_mode": d.permission_mode,
+        "max_turns": d.max_turns,
+        "background": d.background,
+        "isolation": d.isolation,
+        "color": d.color,
+        "when": d.when,
+        "mcp_servers": d.mcp_servers,
+        "skills": d.skills,
+        "memory": d.memory,
+        "effort": d.effort,
+        "initial_prompt": d.initial_prompt,
+        "synthetic": d.synthetic,
+    })
+}
+
+fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
+    let (_, swap) = load_snapshot(g, &Overrides::default())?;
+    let snap = swap.load_full();
+    let mut rows: Vec<(Arc<AgentDef>, Option<Source>)> = snap
+        .catalog
+        .agents
+        .values()
+        .filter(|d| args.all || !d.synthetic)
+        .map(|d| (Arc::clone(d), None))
+        .collect();
+    if args.all {
+        rows.extend(
+            snap.catalog
+                .shadowed
+                .iter()
+                .map(|s| (Arc::clone(&s.def), Some(s.shadowed_by))),
+        );
+    }
+    rows.sort_by_cached_key(|(d, s)| {
+        (d.name.to_lowercase(), d.name.clone(), s.is_some(), d.source)
+    });
+    if args.json {
+        let out: Vec<Value> = rows
+            .iter()
+            .map(|(d, shadowed_by)| {
+                let mut v = agent_json(d);
+                if args.all
+                    && let Value::Object(m) = &mut v
+                {
+                    m.insert("shadowed_by".into(), json!(shadowed_by));
+                }
+                v
+            })
+            .collect();
+        return print_json(&out);
+    }
+    let w = rows
+        .iter()
+        .map(|(d, _)| d.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    println!("{:w$}  {:8}  {:22}  DESCRIPTION", "NAME", "SOURCE", "MODEL");
+    for (d, shadowed_by) in &rows {
+        let mut desc: String = d
+            .description
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(70)
+            .collect();
+        if d.description.chars().count() > desc.chars().count() {
+            desc.push('…');
+        }
+        let source = match shadowed_by {
+            Some(by) => format!("{} (shadowed by {by})", d.source),
+            None => d.source.to_string(),
+        };
+        println!(
+            "{:w$}  {:8}  {:22}  {desc}",
+            d.name,
+            source,
+            d.model.as_deref().unwrap_or("inherit")
+        );
+    }
+    Ok(())
+}
+
+fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Value {
+    let settings = snap.settings();
+    let env_model = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "CADRE_SUBAGENT_MODEL" || k == "CLAUDE_CODE_SUBAGENT_MODEL")
+        .map(|(_, v)| v.as_str());
+    let parent = snap.resolve_alias(&settings.provider.model).to_string();
+    let resolved = resolve_model(
+        env_model,
+        None,
+        d.model.as_deref(),
+        &parent,
+        &settings.models,
+    );
+    let implemented = crate::tools::builtin_tools();
+    let available = runtime::available_tools(snap, implemented.iter().map(|t| t.name()));
+    let tools = if d.synthetic {
+        available.clone()
+    } else {
+        let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
+        tool_pool(
+            &available,
+            interactive_only,
+            d,
+            1,
+            settings.agents.max_depth,
+        )
+    };
+    json!({"model": resolved.model, "model_source": resolved.source, "tools": tools})
+}
+
+fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
+    let (input, swap) = load_snapshot(g, &Overrides::default())?;
+    let snap = swap.load_full();
+    let d = snap.catalog.get(&args.name).ok_or_else(|| {
+        let names: Vec<&str> = snap.catalog.agents.keys().map(String::as_str).collect();
+        CliError::Usage(format!(
+            "no agent named `{}`. Agents: {}",
+            args.name,
+            names.join(", ")
+        ))
+    })?;
+    let mut v = agent_json(d);
+    if args.effective
+        && let Value::Object(m) = &mut v
+    {
+        m.insert(
+            "effective".into(),
+            effective_json(&snap, d, &input.load.env),
+        );
+    }
+    if args.json {
+        return print_json(&v);
+    }
+    println!("name:        {}", d.name);
+    println!(
+        "source:      {}{}",
+        d.source,
+        d.path
+            .as_ref()
+            .map(|p| format!(" ({})", p.display()))
+            .unwrap_or_default()
+    );
+    println!("description: {}", d.description);
+    println!("tools:       {}", crate::agent_tool::tools_summary(d));
+    println!("model:       {}", d.model.as_deref().unwrap_or("inherit"));
+    if let Some(m) = d.permission_mode {
+        println!("permission:  {m}");
+    }
+    if let Some(t) = d.max_turns {
+        println!("max turns:   {t}");
+    }
+    if let Some(w) = &d.when {
+        println!("when:        {w}");
+    }
+    if let Some(e) = v.get("effective") {
+        println!(
+            "effective:   model {} (from {}), tools {}",
+            e["model"].as_str().unwrap_or(""),
+            e["model_source"].as_str().unwrap_or(""),
+            e["tools"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        );
+    }
+    if let catalog::Prompt::Inline(body) = &d.prompt
+        && !body.is_empty()
+    {
+        println!("\n{body}");
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ValidateReport {
+    files: usize,
+    agents: usize,
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
+    let report = if args.paths.is_empty() {
+        let input = snapshot_input(g, &Overrides::default())?;
+        let snap = snapshot::build(&input, 1)?;
+        let agents = snap
+            .catalog
+            .agents
+            .values()
+            .filter(|d| !d.synthetic)
+            .count();
+        ValidateReport {
+            files: snap.catalog.files,
+            agents,
+            diagnostics: snap.diagnostics.clone(),
+        }
+    } else {
+        let cwd = super::working_dir(g)?;
+        let mut files = 0;
+        let mut agents = 0;
+        let mut diagnostics = Vec::new();
+        for p in &args.paths {
+            let p = if p.is_relative() {
+                cwd.join(p)
+            } else {
+                p.clone()
+            };
+            if p.is_dir() {
+                let cat = catalog::load(&CatalogInput {
+                    dirs: vec![SourceDir {
+                        source: Source::Project,
+                        path: p.clone(),
+                    }],
+                    ..Default::default()
+                });
+                files += cat.files;
+                agents += cat
+                    .agents
+                    .values()
+                    .filter(|d| d.source == Source::Project)
+                    .count()
+                    + cat
+                        .shadowed
+                        .iter()
+                        .filter(|s| s.def.source == Source::Project)
+                        .count();
+                diagnostics.extend(cat.diagnostics);
+            } else {
+                files += 1;
+                match fs_err::read(&p) {
+                    Ok(bytes) => match String::from_utf8(bytes) {
+                        Ok(text) => {
+                            let (def, diags) =
+                                catalog::parse_agent_file(&p, &text, Source::Project);
+                            agents += usize::from(def.is_some());
+                            diagnostics.extend(diags);
+                        }
+                        Err(_) => diagnostics.push(Diagnostic::error(
+                            Some(&p),
+                            None,
+                            "not a UTF-8 text file",
+                        )),
+                    },
+                    Err(e) => diagnostics.push(Diagnostic::error(
+                        Some(&p),
+                        None,
+                        format!("cannot read: {e}"),
+                    )),
+                }
+            }
+        }
+        ValidateReport {
+            files,
+            agents,
+            diagnostics,
+        }
+    };
+    let errors = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
+    if args.json {
+        print_json(&report)?;
+    } else {
+        for d in &report.diagnostics {
+            println!("{d}");
+        }
+        println!(
+            "{} file(s), {} agent(s), {} error(s), {} warning(s)",
+            report.files,
+            report.agents,
+            errors,
+            report.diagnostics.len() - errors
+        );
+    }
+    if errors > 0 {
+        Err(CliError::Exit(1))
+    } else {
+        Ok(())
+    }
+}

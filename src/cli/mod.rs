@@ -1,0 +1,257 @@
+//! The command line: clap definitions, one file per subcommand, output
+//! formats and exit codes (0 success, 1 a task or validation failed, 2 bad
+//! usage or configuration). Uses only the public API of the modules below.
+
+mod agents;
+mod flags;
+mod output;
+mod run;
+mod tools;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{CliOverrides, ConfigError, FlagValue, LoadInput, PermissionMode};
+use crate::snapshot::{self, Snapshot, SnapshotInput};
+
+/// cadre: a declarative agent engine. Agents, feature flags, prompt
+/// templates and tool schemas are files; cadre loads them, reloads them
+/// when they change, and runs agents and their sub-agents against a model.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cadre",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+#[command(
+    after_help = "Configuration: --config PATH, else CADRE_CONFIG, else cadre.toml, cadre.yaml, config/cadre.toml or \
+config/cadre.yaml in the working directory, else $XDG_CONFIG_HOME/cadre/cadre.toml. Settings layer as defaults < file < \
+CADRE_* environment (CADRE_PROVIDER__MODEL=...) < command line.\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Config file (TOML or YAML, by extension).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Set a feature flag for this run; repeatable.
+    #[arg(long = "feature", global = true, value_name = "NAME=on|off")]
+    pub features: Vec<String>,
+    /// Extra agents as a JSON object of name → definition (the `cli` source).
+    #[arg(long, global = true, value_name = "JSON")]
+    pub agents: Option<String>,
+    /// Treat DIR as the working directory (discovery, tools, transcripts).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task to completion, non-interactively (PROMPT or stdin).
+    Run(run::RunArgs),
+    /// An interactive session: type prompts, see answers stream in.
+    Chat(run::ChatArgs),
+    /// Print the first request body that `run` would send, without sending it.
+    Render(run::RenderArgs),
+    /// Inspect and check agent definitions.
+    #[command(subcommand)]
+    Agents(agents::AgentsCommand),
+    /// Inspect tool definitions.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
+    /// Every feature flag: value, where it was set, effective or not.
+    Flags(flags::FlagsArgs),
+}
+
+/// How a command failed, which decides the exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Bad usage or configuration: exit 2.
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Config(#[from] ConfigError),
+    /// The task or the check failed: exit 1.
+    #[error("{0}")]
+    Failed(String),
+    /// Already reported; exit with this code.
+    #[error("")]
+    Exit(u8),
+}
+
+impl CliError {
+    fn code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) | CliError::Config(_) => 2,
+            CliError::Failed(_) => 1,
+            CliError::Exit(c) => *c,
+        }
+    }
+}
+
+/// The entry point: parses arguments, runs the command, returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging(&cli.global);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let msg = e.to_string();
+            if !msg.is_empty() {
+                match &e {
+                    CliError::Config(c) => {
+                        for d in &c.diagnostics {
+                            eprintln!("{d}");
+                        }
+                    }
+                    _ => eprintln!("error: {msg}"),
+                }
+            }
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> Result<(), CliError> {
+    let g = cli.global;
+    match cli.command {
+        Command::Run(args) => run::run(&g, args).await,
+        Command::Chat(args) => run::chat(&g, args).await,
+        Command::Render(args) => run::render(&g, args).await,
+        Command::Agents(cmd) => agents::dispatch(&g, cmd),
+        Command::Tools(cmd) => tools::dispatch(&g, cmd),
+        Command::Flags(args) => flags::flags(&g, args),
+    }
+}
+
+fn init_logging(g: &GlobalArgs) {
+    let default = if g.quiet {
+        "error"
+    } else {
+        match g.verbose {
+            0 => "warn",
+            1 => "info",
+            2 => "debug",
+            _ => "trace",
+        }
+    };
+    let filter = std::env::var("CADRE_LOG")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| default.to_string());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// Extra settings a subcommand contributes.
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub model: Option<String>,
+    pub permission_mode: Option<PermissionMode>,
+}
+
+/// The working directory commands act on.
+pub fn working_dir(g: &GlobalArgs) -> Result<PathBuf, CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Usage(format!("cannot read the working directory: {e}")))?;
+    match &g.cwd {
+        Some(d) => {
+            let d = if d.is_relative() {
+                cwd.join(d)
+            } else {
+                d.clone()
+            };
+            if !d.is_dir() {
+                return Err(CliError::Usage(format!(
+                    "--cwd {}: not a directory",
+                    d.display()
+                )));
+            }
+            Ok(d)
+        }
+        None => Ok(cwd),
+    }
+}
+
+/// The inputs of a snapshot for this invocation.
+pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, CliError> {
+    let mut features = Vec::new();
+    for f in &g.features {
+        let (name, value) = f.split_once('=').ok_or_else(|| {
+            CliError::Usage(format!("--feature {f}: expected NAME=on or NAME=off"))
+        })?;
+        let on = FlagValue::parse(value).ok_or_else(|| {
+            CliError::Usage(format!(
+                "--feature {f}: expected on or off after `=`, found {value:?}"
+            ))
+        })?;
+        features.push((name.trim().to_string(), on));
+    }
+    Ok(SnapshotInput {
+        load: LoadInput {
+            cwd: working_dir(g)?,
+            config: g.config.clone(),
+            env: std::env::vars().collect(),
+            cli: CliOverrides {
+                features,
+                model: o.model.clone(),
+                permission_mode: o.permission_mode,
+            },
+        },
+        cli_agents: g.agents.clone(),
+        home: dirs::home_dir(),
+    })
+}
+
+/// Builds the snapshot and prints its warnings (unless `--quiet`).
+pub fn load_snapshot(
+    g: &GlobalArgs,
+    o: &Overrides,
+) -> Result<(SnapshotInput, Arc<ArcSwap<Snapshot>>), CliError> {
+    let input = snapshot_input(g, o)?;
+    let snap = snapshot::build(&input, 1)?;
+    if !g.quiet {
+        for d in &snap.diagnostics {
+            eprintln!("{d}");
+        }
+    }
+    Ok((input, Arc::new(ArcSwap::from_pointee(snap))))
+}

@@ -1,0 +1,388 @@
+//! `cadre run`, `cadre chat` and `cadre render`: a main session against the
+//! configured provider.
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::Args;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::output::{
+    OutputFormat, Progress, SessionArg, print_line, result_object, stream_json_sink,
+};
+use super::{CliError, GlobalArgs, Overrides, load_snapshot};
+use crate::catalog::AgentDef;
+use crate::config::PermissionMode;
+use crate::message::{ContentBlock, Message};
+use crate::provider::Provider;
+use crate::runtime::{
+    self, Engine, EventSink, Session, SessionSpec, StopKind, transcript::Transcript,
+};
+
+#[derive(Debug, Clone, Args)]
+pub struct SessionArgs {
+    /// Run as this agent (its prompt, tools and model) instead of the default main agent.
+    #[arg(long, value_name = "NAME")]
+    agent: Option<String>,
+    /// Model for the main session (an alias from [models] or a full id).
+    #[arg(long, value_name = "MODEL")]
+    model: Option<String>,
+    /// Stop after this many model turns.
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
+    /// Permission mode of the main session.
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    permission_mode: Option<PermissionMode>,
+}
+
+fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+    match s.parse::<PermissionMode>()? {
+        PermissionMode::Bubble => Err("`bubble` is internal to forks".into()),
+        m => Ok(m),
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task. Read from stdin when absent.
+    prompt: Option<String>,
+    #[command(flatten)]
+    session: SessionArgs,
+    #[arg(long, value_enum, default_value = "text")]
+    output_format: OutputFormat,
+    /// Treat this run as interactive for flag gates (it still never prompts).
+    #[arg(long = "session", value_enum, default_value = "non-interactive")]
+    kind: SessionArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The task (stdin when absent).
+    prompt: Option<String>,
+    #[command(flatten)]
+    session: SessionArgs,
+    #[arg(long = "session", value_enum, default_value = "non-interactive")]
+    kind: SessionArg,
+}
+
+/// A main session ready to run.
+struct Prepared {
+    session: Session,
+    engine: Arc<Engine>,
+    def: Option<Arc<AgentDef>>,
+}
+
+fn prepare(
+    g: &GlobalArgs,
+    args: &SessionArgs,
+    interactive: bool,
+    events: EventSink,
+    asker: Option<runtime::Asker>,
+    write_transcripts: bool,
+) -> Result<Prepared, CliError> {
+    let overrides = Overrides {
+        model: args.model.clone(),
+        permission_mode: args.permission_mode,
+    };
+    let (input, swap) = load_snapshot(g, &overrides)?;
+    let snap = swap.load_full();
+    let kind = snap.session_kind(interactive);
+    let def = match &args.agent {
+        Some(name) => Some(snap.visible_agent(name, kind).cloned().ok_or_else(|| {
+            let names: Vec<&str> = snap
+                .visible_agents(kind)
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect();
+            CliError::Usage(format!(
+                "--agent {name}: no such agent. Available agents: {}",
+                names.join(", ")
+            ))
+        })?),
+        None => None,
+    };
+    let settings = snap.settings();
+    let model_written = match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
+        (Some(m), _) => m.clone(),
+        (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => m.to_string(),
+        _ => settings.provider.model.clone(),
+    };
+    let model = snap.resolve_alias(&model_written).to_string();
+    let provider = Provider::new(&settings.provider, &input.load.env)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let tools = crate::tools::builtin_tools();
+    let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
+    let tool_names = runtime::main_tool_pool(&available, &snap, kind, def.as_deref());
+    let session_id = new_session_id();
+    let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
+        .then(|| settings.transcripts.dir.join(&session_id));
+    let engine = Arc::new(Engine::new(
+        Arc::clone(&swap),
+        provider,
+        tools,
+        input.load.env.clone(),
+        session_dir.clone(),
+        session_id,
+        events,
+        asker,
+    ));
+    let transcript = match &session_dir {
+        Some(d) => Transcript::open(d.join("main.jsonl"), "main", None),
+        None => Transcript::disabled("main", None),
+    };
+    let mode = match def.as_ref().and_then(|d| d.permission_mode) {
+        Some(m) if args.permission_mode.is_none() => m,
+        _ => settings.permissions.default_mode,
+    };
+    let max_turns = args
+        .max_turns
+        .or_else(|| def.as_ref().and_then(|d| d.max_turns))
+        .unwrap_or(settings.agents.default_max_turns);
+    let spec = SessionSpec {
+        agent_id: "main".into(),
+        parent_agent_id: None,
+        def: def.clone(),
+        is_main: true,
+        model,
+        kind,
+        mode,
+        depth: 0,
+        frozen: None,
+        started_by_fork: false,
+        max_turns,
+        cwd: input.load.cwd.clone(),
+        tool_names,
+    };
+    let session = Session::new(
+        Arc::clone(&engine),
+        spec,
+        Vec::new(),
+        Arc::new(transcript),
+        CancellationToken::new(),
+    );
+    Ok(Prepared {
+        session,
+        engine,
+        def,
+    })
+}
+
+fn new_session_id() -> String {
+    let t = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S").to_string();
+    format!("{t}-{:08x}", rand::random::<u32>())
+}
+
+fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
+    if let Some(p) = prompt {
+        return Ok(p);
+    }
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err(CliError::Usage(
+            "no prompt: give one as an argument or on stdin".into(),
+        ));
+    }
+    let mut text = String::new();
+    stdin
+        .lock()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(CliError::Usage("no prompt: stdin was empty".into()));
+    }
+    Ok(text)
+}
+
+/// The first user message: the agent's `initialPrompt` (for `--agent`), then the prompt.
+fn first_message(def: Option<&AgentDef>, prompt: String) -> Message {
+    let mut blocks = Vec::new();
+    if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
+        blocks.push(ContentBlock::text(initial));
+    }
+    blocks.push(ContentBlock::text(prompt));
+    Message::user(blocks)
+}
+
+pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
+    let prompt = read_prompt(args.prompt)?;
+    let started = Instant::now();
+    let events: EventSink = match args.output_format {
+        OutputFormat::StreamJson => stream_json_sink(),
+        _ => Progress::new(false).sink(),
+    };
+    let Prepared {
+        mut session,
+        engine,
+        def,
+    } = prepare(
+        g,
+        &args.session,
+        args.kind.interactive(),
+        events,
+        None,
+        true,
+    )?;
+    session.push_user(first_message(def.as_deref(), prompt));
+    let result = session.run().await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let session_id = engine.session_id.clone();
+    match result {
+        Ok(outcome) => {
+            let text = outcome.final_text.clone().unwrap_or_default().join("\n");
+            let stop = match outcome.stop {
+                StopKind::EndTurn => "end_turn",
+                StopKind::MaxTurns => "max_turns",
+            };
+            if outcome.stop == StopKind::MaxTurns && !g.quiet {
+                eprintln!(
+                    "warning: stopped after {} turns (the turn limit)",
+                    outcome.turns
+                );
+            }
+            let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
+            match args.output_format {
+                OutputFormat::Text => print_line(&text),
+                OutputFormat::Json => super::output::print_json(&result_object(
+                    &text,
+                    false,
+                    outcome.turns,
+                    duration_ms,
+                    &usage,
+                    &session_id,
+                    stop,
+                ))?,
+                OutputFormat::StreamJson => {
+                    print_line(
+                        &result_object(
+                            &text,
+                            false,
+                            outcome.turns,
+                            duration_ms,
+                            &usage,
+                            &session_id,
+                            stop,
+                        )
+                        .to_string(),
+                    );
+                }
+            }
+            Ok(())
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            match args.output_format {
+                OutputFormat::Text => Err(CliError::Failed(msg)),
+                OutputFormat::Json | OutputFormat::StreamJson => {
+                    let obj = result_object(
+                        &msg,
+                        true,
+                        0,
+                        duration_ms,
+                        &Value::Null,
+                        &session_id,
+                        "error",
+                    );
+                    if args.output_format == OutputFormat::Json {
+                        super::output::print_json(&obj)?;
+                    } else {
+                        print_line(&obj.to_string());
+                    }
+                    eprintln!("error: {msg}");
+                    Err(CliError::Exit(1))
+                }
+            }
+        }
+    }
+}
+
+pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
+    let prompt = read_prompt(args.prompt)?;
+    let events: EventSink = Arc::new(|_: &runtime::EngineEvent| {});
+    let Prepared {
+        mut session,
+        engine,
+        def,
+    } = prepare(
+        g,
+        &args.session,
+        args.kind.interactive(),
+        events,
+        None,
+        false,
+    )?;
+    session.push_user(first_message(def.as_deref(), prompt));
+    let request = session
+        .next_request()
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let body = engine.provider.request_body(&request);
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| CliError::Failed(format!("request body is not JSON: {e}")))?;
+    super::output::print_json(&value)
+}
+
+pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
+    let progress = Progress::new(true);
+    let asker: runtime::Asker = Arc::new(|question: String| {
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                eprint!("{question}\nAllow? [y/N] ");
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).is_ok()
+                    && matches!(line.trim(), "y" | "Y" | "yes")
+            })
+            .await
+            .unwrap_or(false)
+        })
+    });
+    let Prepared {
+        mut session, def, ..
+    } = prepare(g, &args.session, true, progress.sink(), Some(asker), true)?;
+    let mut editor = rustyline::DefaultEditor::new()
+        .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
+    eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
+    let mut first = true;
+    loop {
+        let line = match editor.readline("› ") {
+            Ok(l) => l,
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(CliError::Failed(format!("input: {e}"))),
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(line.as_str());
+        let message = if first {
+            first_message(def.as_deref(), line)
+        } else {
+            Message::user_text(line)
+        };
+        first = false;
+        session.push_user(message);
+        let cancel = CancellationToken::new();
+        session.set_cancel(cancel.clone());
+        let result = tokio::select! {
+            r = session.run() => Some(r),
+            _ = tokio::signal::ctrl_c() => { cancel.cancel(); None }
+        };
+        println!();
+        match result {
+            Some(Ok(_)) => {}
+            Some(Err(e)) => eprintln!("error: {e}"),
+            None => {
+                session.repair_after_cancel();
+                eprintln!("(cancelled)");
+            }
+        }
+    }
+    Ok(())
+}

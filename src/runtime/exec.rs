@@ -1,0 +1,302 @@
+//! Running one turn's tool calls: pool check, input validation, the
+//! permission decision, then the tool. Read-only calls that follow each
+//! other run concurrently; any other call runs alone, in order. Every
+//! tool_use gets exactly one tool_result, in the order of the calls.
+
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+
+use crate::agent_tool::AGENT_TOOL;
+use crate::message::{ContentBlock, ToolResultContent, Usage};
+use crate::tools::permissions::{Decision, Rules, decide};
+use crate::tools::spec::untrimmed_schema;
+use crate::tools::{ToolContext, ToolOutput};
+
+use super::EngineEvent;
+use super::session::{Session, Turn};
+
+/// What one call produced, plus the usage of any child it ran.
+pub(super) struct CallResult {
+    pub block: ContentBlock,
+    pub child_usage: Usage,
+}
+
+impl CallResult {
+    fn text(id: &str, text: impl Into<String>, is_error: bool) -> Self {
+        CallResult {
+            block: ContentBlock::tool_result(id, text, is_error),
+            child_usage: Usage::default(),
+        }
+    }
+}
+
+impl Session {
+    pub(super) async fn run_tools(
+        &mut self,
+        turn: &Turn,
+        invalid: &[(String, String)],
+    ) -> Vec<ContentBlock> {
+        let calls: Vec<(String, String, Value)> = turn
+            .assistant
+            .tool_uses()
+            .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
+            .collect();
+        self.tool_uses += u32::try_from(calls.len()).unwrap_or(u32::MAX);
+        let mut results: Vec<CallResult> = Vec::with_capacity(calls.len());
+        let mut i = 0;
+        while i < calls.len() {
+            let mut j = i + 1;
+            if self.is_read_only(turn, &calls[i].1) {
+                while j < calls.len() && self.is_read_only(turn, &calls[j].1) {
+                    j += 1;
+                }
+            }
+            let this = &*self;
+            let batch = calls[i..j].iter().map(|(id, name, input)| {
+                let bad = invalid
+                    .iter()
+                    .find(|(bad_id, _)| bad_id == id)
+                    .map(|(_, e)| e.as_str());
+                this.call_tool(turn, id, name, input.clone(), bad)
+            });
+            results.extend(join_all(batch).await);
+            i = j;
+        }
+        let mut blocks = Vec::with_capacity(results.len());
+        for r in results {
+            self.usage.add(&r.child_usage);
+            blocks.push(r.block);
+        }
+        blocks
+    }
+
+    fn is_read_only(&self, turn: &Turn, name: &str) -> bool {
+        turn.snap.tools.get(name).is_none_or(|s| s.read_only)
+    }
+
+    async fn call_tool(
+        &self,
+        turn: &Turn,
+        id: &str,
+        name: &str,
+        input: Value,
+        invalid_json: Option<&str>,
+    ) -> CallResult {
+        let engine = &self.engine;
+        let agent_id = self.spec.agent_id.clone();
+        engine.emit(EngineEvent::ToolUse {
+            agent_id: agent_id.clone(),
+            tool_use_id: id.into(),
+            name: name.into(),
+            input: input.clone(),
+        });
+        if !self.spec.is_main {
+            engine.emit(EngineEvent::SubagentProgress {
+                agent_id: agent_id.clone(),
+                tool_uses: self.tool_uses,
+                duration_ms: 0,
+                last_tool: name.to_string(),
+            });
+        }
+        let result = self
+            .call_tool_inner(turn, id, name, input, invalid_json)
+            .await;
+        let is_error = matches!(
+            result.block,
+            ContentBlock::ToolResult { is_error: true, .. }
+        );
+        engine.emit(EngineEvent::ToolResult {
+            agent_id,
+            tool_use_id: id.into(),
+            is_error,
+        });
+        result
+    }
+
+    async fn call_tool_inner(
+        &self,
+        turn: &Turn,
+        id: &str,
+        name: &str,
+        input: Value,
+        invalid_json: Option<&str>,
+    ) -> CallResult {
+        let snap = &turn.snap;
+        let render = |template: &str, ctx: Value| -> String {
+            snap.templates
+                .render(template, &ctx)
+                .unwrap_or_else(|e| e.to_string())
+        };
+        if !turn.tool_names.iter().any(|n| n == name) {
+            return CallResult::text(
+                id,
+                render("error_no_such_tool", json!({"name": name})),
+                true,
+            );
+        }
+        if let Some(err) = invalid_json {
+            let issues = format!("The input is not valid JSON: {err}");
+            return CallResult::text(
+                id,
+                render(
+                    "error_invalid_input",
+                    json!({"tool": name, "issues": issues, "plural": false}),
+                ),
+                true,
+            );
+        }
+        if let Err(issues) = self.validate(snap, name, &input) {
+            let plural = issues.len() > 1;
+            return CallResult::text(
+                id,
+                render(
+                    "error_invalid_input",
+                    json!({"tool": name, "issues": issues.join("\n"), "plural": plural}),
+                ),
+                true,
+            );
+        }
+        let rules = Rules::from_settings(&snap.settings().permissions);
+        match decide(&rules, self.spec.mode, name, &input, &self.spec.cwd) {
+            Decision::Allow => {}
+            Decision::Deny { reason } => {
+                return CallResult::text(
+                    id,
+                    render(
+                        "error_permission_denied",
+                        json!({"tool": name, "reason": reason}),
+                    ),
+                    true,
+                );
+            }
+            Decision::Ask { reason } => {
+                let allowed = match &self.engine.asker {
+                    Some(ask) => {
+                        ask(format!(
+                            "{} wants to use {name}: {}",
+                            self.spec.agent_id,
+                            summarize(&input)
+                        ))
+                        .await
+                    }
+                    None => false,
+                };
+                if !allowed {
+                    let reason = if self.engine.asker.is_some() {
+                        format!("{reason}; the user declined")
+                    } else {
+                        format!(
+                            "{reason}; this session is non-interactive, so nobody could approve it"
+                        )
+                    };
+                    return CallResult::text(
+                        id,
+                        render(
+                            "error_permission_denied",
+                            json!({"tool": name, "reason": reason}),
+                        ),
+                        true,
+                    );
+                }
+            }
+        }
+        if name == AGENT_TOOL {
+            return match self.agent_call(turn, id, input).await {
+                Ok((content, usage)) => CallResult {
+                    block: ContentBlock::ToolResult {
+                        tool_use_id: id.into(),
+                        content,
+                        is_error: false,
+                    },
+                    child_usage: usage,
+                },
+                Err(text) => CallResult::text(id, text, true),
+            };
+        }
+        let Some(tool) = self.engine.tools.get(name) else {
+            return CallResult::text(
+                id,
+                render("error_no_such_tool", json!({"name": name})),
+                true,
+            );
+        };
+        let ctx = ToolContext {
+            cwd: self.spec.cwd.clone(),
+            cancel: self.cancel.child_token(),
+        };
+        let ToolOutput { text, is_error } = tool.call(input, &ctx).await;
+        CallResult::text(id, text, is_error)
+    }
+
+    /// Checks `input` against the tool's untrimmed schema; `Err` lists the
+    /// problems, each naming the field.
+    fn validate(
+        &self,
+        snap: &crate::snapshot::Snapshot,
+        name: &str,
+        input: &Value,
+    ) -> Result<(), Vec<String>> {
+        let Some(spec) = snap.tools.get(name) else {
+            return Ok(());
+        };
+        let key = (snap.generation, name.to_string());
+        let cached = self
+            .engine
+            .validators
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned());
+        let validator = match cached {
+            Some(v) => v,
+            None => {
+                let schema = untrimmed_schema(&spec.input_schema, &snap.model_aliases());
+                match jsonschema::validator_for(&schema) {
+                    Ok(v) => {
+                        let v = Arc::new(v);
+                        if let Ok(mut m) = self.engine.validators.lock() {
+                            m.insert(key, Arc::clone(&v));
+                        }
+                        v
+                    }
+                    // A schema that does not compile cannot reject anything.
+                    Err(_) => return Ok(()),
+                }
+            }
+        };
+        let issues: Vec<String> = validator
+            .iter_errors(input)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    format!("{e}")
+                } else {
+                    format!("{at}: {e}")
+                }
+            })
+            .collect();
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(issues)
+        }
+    }
+}
+
+fn summarize(input: &Value) -> String {
+    let s = input.to_string();
+    if s.chars().count() > 200 {
+        format!("{}…", s.chars().take(200).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Text blocks as tool-result content.
+pub(super) fn text_content(texts: impl IntoIterator<Item = String>) -> Vec<ToolResultContent> {
+    texts
+        .into_iter()
+        .map(|text| ToolResultContent::Text { text })
+        .collect()
+}

@@ -1,0 +1,222 @@
+//! The runtime: sessions and the query loop, sub-agent spawning, tool
+//! execution, transcripts.
+//!
+//! An [`Engine`] holds what every session of one process shares: the
+//! current snapshot (swapped by hot reload), the provider, the tool
+//! implementations, the event sink and the transcript folder. A
+//! [`Session`] is one agent's conversation and loop; an Agent tool call
+//! starts a child session. This module does not parse files.
+
+mod exec;
+mod prompt;
+mod session;
+mod spawn;
+pub mod transcript;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use futures_util::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::message::{Message, Usage};
+use crate::provider::Provider;
+use crate::snapshot::Snapshot;
+use crate::tools::Tool;
+
+pub use prompt::{PromptContext, git_branch, main_system_prompt, subagent_system_prompt};
+pub use session::{Outcome, RunError, Session, SessionSpec, StopKind, last_text, render_tools};
+
+/// Something that happened in any session of the engine, for output
+/// (stream-json, progress lines). `agent_id` is `main` for the main session.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EngineEvent {
+    TextDelta {
+        agent_id: String,
+        text: String,
+    },
+    /// A message was appended to a session's history.
+    Message {
+        agent_id: String,
+        message: Arc<Message>,
+    },
+    ToolUse {
+        agent_id: String,
+        tool_use_id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        agent_id: String,
+        tool_use_id: String,
+        is_error: bool,
+    },
+    SubagentStart {
+        agent_id: String,
+        parent_agent_id: String,
+        agent_type: String,
+        description: String,
+        model: String,
+        fork: bool,
+    },
+    SubagentProgress {
+        agent_id: String,
+        tool_uses: u32,
+        duration_ms: u64,
+        last_tool: String,
+    },
+    SubagentEnd {
+        agent_id: String,
+        status: String,
+        tool_uses: u32,
+        duration_ms: u64,
+        total_tokens: u64,
+    },
+    Retrying {
+        agent_id: String,
+        attempt: u32,
+        delay_ms: u64,
+        reason: String,
+    },
+}
+
+/// Receives every engine event.
+pub type EventSink = Arc<dyn Fn(&EngineEvent) + Send + Sync>;
+
+/// Answers a permission question (interactive sessions): `true` = allow.
+pub type Asker = Arc<dyn Fn(String) -> BoxFuture<'static, bool> + Send + Sync>;
+
+/// What all sessions of one process share.
+pub struct Engine {
+    /// The current snapshot; a turn loads it once at its start.
+    pub snapshot: Arc<ArcSwap<Snapshot>>,
+    pub provider: Provider,
+    /// Tool implementations by name (the Agent tool is handled here).
+    pub tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// The process environment, read for `CADRE_SUBAGENT_MODEL`.
+    pub env: Vec<(String, String)>,
+    pub session_id: String,
+    /// `.cadre/sessions/SESSION`, or `None` when transcripts are off.
+    pub session_dir: Option<PathBuf>,
+    pub events: EventSink,
+    /// Asks the user; `None` in non-interactive sessions (an ask is a denial).
+    pub asker: Option<Asker>,
+    validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
+}
+
+impl Engine {
+    pub fn new(
+        snapshot: Arc<ArcSwap<Snapshot>>,
+        provider: Provider,
+        tools: Vec<Arc<dyn Tool>>,
+        env: Vec<(String, String)>,
+        session_dir: Option<PathBuf>,
+        session_id: String,
+        events: EventSink,
+        asker: Option<Asker>,
+    ) -> Self {
+        Engine {
+            snapshot,
+            provider,
+            tools: tools
+                .into_iter()
+                .map(|t| (t.name().to_string(), t))
+                .collect(),
+            env,
+            session_id,
+            session_dir,
+            events,
+            asker,
+            validators: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn emit(&self, event: EngineEvent) {
+        (self.events)(&event);
+    }
+
+    pub fn env_var(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every tool this engine can run, sorted by name.
+    pub fn available_tools(&self, snap: &Snapshot) -> Vec<String> {
+        available_tools(snap, self.tools.keys().map(String::as_str))
+    }
+}
+
+/// The tools that both have a spec and can run (the implemented ones and
+/// the Agent tool), sorted by name.
+pub fn available_tools<'a>(
+    snap: &Snapshot,
+    implemented: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
+    let implemented: Vec<&str> = implemented.into_iter().collect();
+    let mut names: Vec<String> = snap
+        .tools
+        .names()
+        .filter(|n| implemented.contains(n) || *n == crate::agent_tool::AGENT_TOOL)
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The main session's tools: everything available, minus interactive-only
+/// tools outside interactive sessions, then the `--agent` definition's
+/// allowlist and denylist (by base name).
+pub fn main_tool_pool(
+    available: &[String],
+    snap: &Snapshot,
+    kind: crate::config::SessionKind,
+    def: Option<&crate::catalog::AgentDef>,
+) -> Vec<String> {
+    use crate::catalog::base_name;
+    available
+        .iter()
+        .filter(|n| kind.interactive || snap.tools.get(n).is_none_or(|s| !s.interactive_only))
+        .filter(|n| {
+            def.and_then(|d| d.tools.as_ref())
+                .is_none_or(|allow| allow.iter().any(|s| base_name(s) == n.as_str()))
+        })
+        .filter(|n| {
+            def.is_none_or(|d| {
+                !d.disallowed_tools
+                    .iter()
+                    .any(|s| base_name(s) == n.as_str())
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// A fresh id: `a` followed by 16 hex digits.
+pub fn new_agent_id() -> String {
+    format!("a{:016x}", rand::random::<u64>())
+}
+
+/// Usage as one number for results: the last request's input (including
+/// cache reads and writes) plus every output token.
+pub fn total_tokens(last: &Usage, cumulative: &Usage) -> u64 {
+    last.input_tokens
+        + last.cache_creation_input_tokens
+        + last.cache_read_input_tokens
+        + cumulative.output_tokens
+}
+
+#[allow(dead_code)]
+fn _assert_threadsafe() {
+    fn sync<T: Sync + Send>() {}
+    sync::<Engine>();
+    sync::<Snapshot>();
+    sync::<session::Session>();
+    sync::<crate::templates::Templates>();
+}

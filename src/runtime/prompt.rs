@@ -1,0 +1,117 @@
+//! System prompts: the main session's and a sub-agent's, each followed by
+//! the environment block. All text comes from templates.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::catalog::{AgentDef, Prompt};
+use crate::snapshot::Snapshot;
+use crate::templates::RenderError;
+
+/// What prompt templates may refer to.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptContext {
+    pub cwd: String,
+    pub platform: String,
+    pub date: String,
+    pub git_branch: Option<String>,
+    pub model: String,
+    pub agent_name: String,
+}
+
+impl PromptContext {
+    pub fn new(cwd: &Path, model: &str, agent_name: &str) -> Self {
+        PromptContext {
+            cwd: cwd.display().to_string(),
+            platform: std::env::consts::OS.to_string(),
+            date: jiff::Zoned::now().strftime("%Y-%m-%d").to_string(),
+            git_branch: git_branch(cwd),
+            model: model.to_string(),
+            agent_name: agent_name.to_string(),
+        }
+    }
+}
+
+/// The main session's system prompt: the agent's body (for `--agent`) or
+/// the `main_system` template, then the environment block.
+pub fn main_system_prompt(
+    snap: &Snapshot,
+    def: Option<&AgentDef>,
+    ctx: &PromptContext,
+) -> Result<String, RenderError> {
+    let head = match def {
+        Some(d) => agent_body(snap, d, ctx)?,
+        None => snap.templates.render("main_system", ctx)?,
+    };
+    let env = snap.templates.render("environment", ctx)?;
+    Ok(join_blocks(&[head.trim(), env.trim()]))
+}
+
+/// A sub-agent's system prompt: its body rendered as a template, the notes
+/// for sub-agents, then the environment block.
+pub fn subagent_system_prompt(
+    snap: &Snapshot,
+    def: &AgentDef,
+    ctx: &PromptContext,
+) -> Result<String, RenderError> {
+    let body = agent_body(snap, def, ctx)?;
+    let notes = snap.templates.render("subagent_notes", ctx)?;
+    let env = snap.templates.render("environment", ctx)?;
+    Ok(join_blocks(&[body.trim(), notes.trim(), env.trim()]))
+}
+
+/// An agent's own prompt. An inline body that is not a valid template (a
+/// published agent file may quote `{{ }}` from another tool) is used as
+/// written rather than failing the spawn.
+fn agent_body(snap: &Snapshot, def: &AgentDef, ctx: &PromptContext) -> Result<String, RenderError> {
+    match &def.prompt {
+        Prompt::Inline(text) => Ok(snap
+            .templates
+            .render_text(&format!("agent {}", def.name), text, ctx)
+            .unwrap_or_else(|_| text.clone())),
+        Prompt::Template(name) => snap.templates.render(name, ctx),
+    }
+}
+
+fn join_blocks(blocks: &[&str]) -> String {
+    blocks
+        .iter()
+        .filter(|b| !b.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The current branch, read from `.git/HEAD` (no process started); `None`
+/// outside a repository. A detached HEAD shows as its short hash.
+pub fn git_branch(cwd: &Path) -> Option<String> {
+    let git = git_dir(cwd)?;
+    let head = fs_err::read_to_string(git.join("HEAD")).ok()?;
+    let head = head.trim();
+    match head.strip_prefix("ref: ") {
+        Some(r) => Some(r.strip_prefix("refs/heads/").unwrap_or(r).to_string()),
+        None => Some(head.chars().take(8).collect()),
+    }
+}
+
+fn git_dir(cwd: &Path) -> Option<PathBuf> {
+    for dir in cwd.ancestors() {
+        let dot_git = dir.join(".git");
+        if dot_git.is_dir() {
+            return Some(dot_git);
+        }
+        if dot_git.is_file() {
+            // A worktree or submodule: `gitdir: PATH`.
+            let text = fs_err::read_to_string(&dot_git).ok()?;
+            let target = text.trim().strip_prefix("gitdir:")?.trim();
+            let p = Path::new(target);
+            return Some(if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                dir.join(p)
+            });
+        }
+    }
+    None
+}

@@ -1,0 +1,394 @@
+//! One agent's conversation and its query loop.
+//!
+//! Each turn loads the current snapshot once, builds the request (system
+//! prompt and tool definitions rendered for this session, or a fork's
+//! inherited bytes), streams the response, runs the tool calls and appends
+//! exactly one tool_result per tool_use. The loop ends when the model stops
+//! calling tools or the session reaches its turn limit.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::catalog::AgentDef;
+use crate::config::{PermissionMode, SessionKind};
+use crate::message::{
+    ContentBlock, History, Message, ModelRequest, Role, Sampling, ToolDefinition, Usage,
+};
+use crate::provider::{ProviderError, StreamEvent};
+use crate::snapshot::Snapshot;
+use crate::templates::RenderError;
+use crate::tools::spec::{AgentLine, DescriptionContext, TrimContext, render_definitions};
+
+use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
+use super::transcript::Transcript;
+use super::{Engine, EngineEvent};
+
+/// A fork's inherited request parts: never re-rendered.
+#[derive(Debug, Clone)]
+pub struct Frozen {
+    pub system: Arc<str>,
+    pub tools: Arc<[ToolDefinition]>,
+    pub tool_names: Arc<[String]>,
+    pub sampling: Sampling,
+    pub max_tokens: u32,
+}
+
+/// Everything that defines a session before it runs.
+#[derive(Debug, Clone)]
+pub struct SessionSpec {
+    pub agent_id: String,
+    pub parent_agent_id: Option<String>,
+    /// The agent it runs as; `None` for the default main agent.
+    pub def: Option<Arc<AgentDef>>,
+    /// True for the process's main session.
+    pub is_main: bool,
+    pub model: String,
+    pub kind: SessionKind,
+    pub mode: PermissionMode,
+    /// 0 for the main session, +1 per level of sub-agent.
+    pub depth: u32,
+    /// Set for fork children: the parent's request parts.
+    pub frozen: Option<Frozen>,
+    /// The session was started by the fork route.
+    pub started_by_fork: bool,
+    pub max_turns: u32,
+    pub cwd: std::path::PathBuf,
+    /// The tools this session may call (ignored for forks, which inherit).
+    pub tool_names: Vec<String>,
+}
+
+/// Why a session stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopKind {
+    EndTurn,
+    MaxTurns,
+}
+
+/// What a finished session reports.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Text blocks of the last assistant message that has text.
+    pub final_text: Option<Vec<String>>,
+    pub stop: StopKind,
+    pub turns: u32,
+    /// Own usage plus every child's.
+    pub usage: Usage,
+    /// The last response's usage (for the input side of `total_tokens`).
+    pub last_usage: Usage,
+    pub tool_uses: u32,
+    pub duration_ms: u64,
+}
+
+/// A session failed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+    #[error("{0}")]
+    Template(#[from] RenderError),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// Request parts rendered for one snapshot generation, reused while the
+/// snapshot does not change.
+struct Rendered {
+    generation: u64,
+    system: Arc<str>,
+    tools: Arc<[ToolDefinition]>,
+    tool_names: Arc<[String]>,
+}
+
+pub struct Session {
+    pub(super) engine: Arc<Engine>,
+    pub(super) spec: SessionSpec,
+    pub(super) history: History,
+    pub(super) transcript: Arc<Transcript>,
+    pub(super) cancel: CancellationToken,
+    rendered: Option<Rendered>,
+    pub(super) usage: Usage,
+    last_usage: Usage,
+    pub(super) tool_uses: u32,
+    turns: u32,
+    started: Instant,
+}
+
+/// One turn's fixed inputs, shared by the tool calls it makes.
+pub(super) struct Turn {
+    pub snap: Arc<Snapshot>,
+    pub request: ModelRequest,
+    pub assistant: Arc<Message>,
+    pub tool_names: Arc<[String]>,
+}
+
+impl Session {
+    pub fn new(
+        engine: Arc<Engine>,
+        spec: SessionSpec,
+        history: History,
+        transcript: Arc<Transcript>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Session {
+            engine,
+            spec,
+            history,
+            transcript,
+            cancel,
+            rendered: None,
+            usage: Usage::default(),
+            last_usage: Usage::default(),
+            tool_uses: 0,
+            turns: 0,
+            started: Instant::now(),
+        }
+    }
+
+    /// Replaces the cancellation token (an interactive session gets a fresh
+    /// one per prompt, so Ctrl-C cancels that prompt only).
+    pub fn set_cancel(&mut self, cancel: CancellationToken) {
+        self.cancel = cancel;
+    }
+
+    pub fn spec(&self) -> &SessionSpec {
+        &self.spec
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    pub fn transcript(&self) -> &Arc<Transcript> {
+        &self.transcript
+    }
+
+    /// Appends a user message (the prompt, or a follow-up in `chat`).
+    pub fn push_user(&mut self, message: Message) {
+        self.append(Arc::new(message));
+    }
+
+    pub(super) fn append(&mut self, message: Arc<Message>) {
+        self.transcript.message(&message);
+        self.engine.emit(EngineEvent::Message {
+            agent_id: self.spec.agent_id.clone(),
+            message: Arc::clone(&message),
+        });
+        self.history.push(message);
+    }
+
+    /// After a cancelled turn: answers every tool_use of a trailing
+    /// assistant message with an error result, so the history stays valid.
+    pub fn repair_after_cancel(&mut self) {
+        let Some(last) = self.history.last() else {
+            return;
+        };
+        if last.role != Role::Assistant {
+            return;
+        }
+        let results: Vec<ContentBlock> = last
+            .tool_uses()
+            .map(|(id, _, _)| ContentBlock::tool_result(id, "Cancelled by the user.", true))
+            .collect();
+        if !results.is_empty() {
+            self.append(Arc::new(Message::user(results)));
+        }
+    }
+
+    /// Builds the request the next turn would send, without sending it.
+    pub fn next_request(&mut self) -> Result<ModelRequest, RunError> {
+        let snap = self.engine.snapshot.load_full();
+        let (request, _) = self.build_request(&snap)?;
+        Ok(request)
+    }
+
+    fn build_request(
+        &mut self,
+        snap: &Arc<Snapshot>,
+    ) -> Result<(ModelRequest, Arc<[String]>), RunError> {
+        let settings = snap.settings();
+        let (system, tools, names, sampling, max_tokens) = match &self.spec.frozen {
+            Some(f) => (
+                Arc::clone(&f.system),
+                Arc::clone(&f.tools),
+                Arc::clone(&f.tool_names),
+                f.sampling.clone(),
+                f.max_tokens,
+            ),
+            None => {
+                let r = self.render(snap)?;
+                let sampling = Sampling {
+                    temperature: settings.provider.temperature,
+                    thinking_budget: settings.provider.thinking_budget,
+                };
+                (
+                    Arc::clone(&r.system),
+                    Arc::clone(&r.tools),
+                    Arc::clone(&r.tool_names),
+                    sampling,
+                    settings.provider.max_tokens,
+                )
+            }
+        };
+        let request = ModelRequest {
+            model: self.spec.model.clone(),
+            system,
+            tools,
+            messages: self.history.clone(),
+            max_tokens,
+            sampling,
+        };
+        Ok((request, names))
+    }
+
+    /// Renders the system prompt and tool definitions for this snapshot,
+    /// reusing the last rendering while the snapshot is the same.
+    fn render(&mut self, snap: &Snapshot) -> Result<&Rendered, RunError> {
+        if self
+            .rendered
+            .as_ref()
+            .is_none_or(|r| r.generation != snap.generation)
+        {
+            let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
+            let ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name);
+            let system = if self.spec.is_main {
+                main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?
+            } else {
+                match &self.spec.def {
+                    Some(d) => subagent_system_prompt(snap, d, &ctx)?,
+                    None => main_system_prompt(snap, None, &ctx)?,
+                }
+            };
+            let names: Vec<String> = self.spec.tool_names.clone();
+            let tools = render_tools(snap, self.spec.kind, &names)?;
+            self.rendered = Some(Rendered {
+                generation: snap.generation,
+                system: Arc::from(system),
+                tools: Arc::from(tools),
+                tool_names: Arc::from(names),
+            });
+        }
+        // Just set above when absent.
+        self.rendered.as_ref().ok_or(RunError::Cancelled)
+    }
+
+    /// Runs turns until the model stops calling tools or the turn limit.
+    pub async fn run(&mut self) -> Result<Outcome, RunError> {
+        let stop = loop {
+            if self.turns >= self.spec.max_turns {
+                break StopKind::MaxTurns;
+            }
+            if self.cancel.is_cancelled() {
+                return Err(RunError::Cancelled);
+            }
+            let snap = self.engine.snapshot.load_full();
+            let (request, tool_names) = self.build_request(&snap)?;
+            let engine = Arc::clone(&self.engine);
+            let agent_id = self.spec.agent_id.clone();
+            let on_event = move |e: StreamEvent| match e {
+                StreamEvent::TextDelta(text) => engine.emit(EngineEvent::TextDelta {
+                    agent_id: agent_id.clone(),
+                    text,
+                }),
+                StreamEvent::Retrying {
+                    attempt,
+                    delay_ms,
+                    reason,
+                } => {
+                    engine.emit(EngineEvent::Retrying {
+                        agent_id: agent_id.clone(),
+                        attempt,
+                        delay_ms,
+                        reason,
+                    });
+                }
+                _ => {}
+            };
+            let response = tokio::select! {
+                r = self.engine.provider.send(&request, &on_event) => r?,
+                () = self.cancel.cancelled() => return Err(RunError::Cancelled),
+            };
+            self.turns += 1;
+            self.usage.add(&response.usage);
+            self.last_usage = response.usage;
+            let assistant = Arc::new(response.message);
+            self.append(Arc::clone(&assistant));
+            if assistant.tool_uses().next().is_none() {
+                break StopKind::EndTurn;
+            }
+            let turn = Turn {
+                snap,
+                request,
+                assistant,
+                tool_names,
+            };
+            let results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            self.append(Arc::new(Message::user(results)));
+        };
+        Ok(self.outcome(stop))
+    }
+
+    fn outcome(&self, stop: StopKind) -> Outcome {
+        Outcome {
+            final_text: last_text(&self.history),
+            stop,
+            turns: self.turns,
+            usage: self.usage,
+            last_usage: self.last_usage,
+            tool_uses: self.tool_uses,
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// The text blocks of the last assistant message that has any.
+pub fn last_text(history: &History) -> Option<Vec<String>> {
+    history
+        .iter()
+        .rev()
+        .filter(|m| m.role == Role::Assistant)
+        .find_map(|m| {
+            let texts: Vec<String> = m
+                .content
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .map(str::to_string)
+                .collect();
+            if texts.iter().any(|t| !t.trim().is_empty()) {
+                Some(texts)
+            } else {
+                None
+            }
+        })
+}
+
+/// Tool definitions for `names` as a session of `kind` sees them now.
+pub fn render_tools(
+    snap: &Snapshot,
+    kind: SessionKind,
+    names: &[String],
+) -> Result<Vec<ToolDefinition>, RenderError> {
+    let agents = snap
+        .visible_agents(kind)
+        .into_iter()
+        .map(|d| AgentLine {
+            name: d.name.clone(),
+            description: d.description.clone(),
+            tools: crate::agent_tool::tools_summary(d),
+        })
+        .collect();
+    let desc = DescriptionContext {
+        agents,
+        fork: snap.fork_effective(kind),
+        background: snap.background_enabled(kind),
+        coordinator: kind.coordinator,
+    };
+    let holds = |c: &crate::config::Condition| snap.flags().holds(c, kind);
+    let aliases = snap.model_aliases();
+    let trim = TrimContext {
+        holds: &holds,
+        model_aliases: &aliases,
+    };
+    render_definitions(&snap.tools, &snap.templates, names, &desc, &trim)
+}

@@ -1,0 +1,155 @@
+//! Transcripts: append-only JSONL, one line per message or event, written as
+//! things happen.
+//!
+//! Each line is serialised completely in memory and written with a single
+//! `write_all` on a file opened for appending, so a crash can lose at most
+//! the line being written and never damages an earlier one. Meta files are
+//! written to a temporary name and renamed into place.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::message::Message;
+
+/// One agent's transcript file. Writing never fails the run: an I/O error
+/// is logged once and the transcript stops.
+#[derive(Debug)]
+pub struct Transcript {
+    path: Option<PathBuf>,
+    file: Mutex<Option<File>>,
+    agent_id: String,
+    parent_agent_id: Option<String>,
+}
+
+impl Transcript {
+    /// A transcript that writes nothing (transcripts disabled).
+    pub fn disabled(agent_id: &str, parent_agent_id: Option<&str>) -> Self {
+        Transcript {
+            path: None,
+            file: Mutex::new(None),
+            agent_id: agent_id.into(),
+            parent_agent_id: parent_agent_id.map(Into::into),
+        }
+    }
+
+    /// Opens (creating folders) `path` for appending.
+    pub fn open(path: PathBuf, agent_id: &str, parent_agent_id: Option<&str>) -> Self {
+        let file = path
+            .parent()
+            .map_or(Ok(()), fs_err::create_dir_all)
+            .and_then(|()| OpenOptions::new().create(true).append(true).open(&path));
+        let file = match file {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::warn!("cannot open transcript {}: {e}", path.display());
+                None
+            }
+        };
+        Transcript {
+            path: Some(path),
+            file: Mutex::new(file),
+            agent_id: agent_id.into(),
+            parent_agent_id: parent_agent_id.map(Into::into),
+        }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    pub fn agent_id(&self) -> &str {
+        &self.agent_id
+    }
+
+    /// Appends a message line.
+    pub fn message(&self, message: &Message) {
+        self.record("message", json!({ "message": message }));
+    }
+
+    /// Appends an event line: `kind` plus the fields of `data` (an object).
+    pub fn record(&self, kind: &str, data: Value) {
+        let mut line = serde_json::Map::new();
+        line.insert("type".into(), Value::from(kind));
+        line.insert("agent_id".into(), Value::from(self.agent_id.clone()));
+        line.insert(
+            "parent_agent_id".into(),
+            self.parent_agent_id
+                .clone()
+                .map_or(Value::Null, Value::from),
+        );
+        line.insert("timestamp".into(), Value::from(now_rfc3339()));
+        if let Value::Object(fields) = data {
+            line.extend(fields);
+        }
+        let Ok(mut bytes) = serde_json::to_vec(&Value::Object(line)) else {
+            return;
+        };
+        bytes.push(b'\n');
+        let Ok(mut guard) = self.file.lock() else {
+            return;
+        };
+        if let Some(f) = guard.as_mut()
+            && let Err(e) = f.write_all(&bytes)
+        {
+            tracing::warn!(
+                "transcript {}: {e}; further lines are dropped",
+                self.path.as_deref().unwrap_or(Path::new("?")).display()
+            );
+            *guard = None;
+        }
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` atomically (temp file + rename).
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) {
+    let result = (|| -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            fs_err::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+        fs_err::write(&tmp, bytes)?;
+        fs_err::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        tracing::warn!("cannot write {}: {e}", path.display());
+    }
+}
+
+/// The current time as RFC 3339 with milliseconds, UTC.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_is_one_json_object_with_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s/agents/agent-a1.jsonl");
+        let t = Transcript::open(p.clone(), "a1", Some("main"));
+        t.message(&Message::user_text("hi\nthere"));
+        t.record("spawn", json!({"model": "m"}));
+        let text = std::fs::read_to_string(&p).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["type"], "message");
+        assert_eq!(lines[0]["agent_id"], "a1");
+        assert_eq!(lines[0]["parent_agent_id"], "main");
+        assert_eq!(lines[0]["message"]["content"][0]["text"], "hi\nthere");
+        assert_eq!(lines[1]["model"], "m");
+        assert!(lines[1]["timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+}

@@ -1,0 +1,162 @@
+//! The snapshot: everything loaded from files, as one immutable value.
+//!
+//! Building a snapshot is a plain function of the files and the inputs
+//! (working directory, environment, command line): settings and flags,
+//! the agent catalog, templates and tool specs. A session reads one snapshot
+//! at the start of each turn and uses it for the whole turn; a reload swaps
+//! in a new one for the turns that start afterwards.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::catalog::{self, AgentDef, Catalog, CatalogInput};
+use crate::config::{
+    self, ConfigError, DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flags, LoadInput, LoadedConfig,
+    Mode, SessionKind, Settings,
+};
+use crate::diagnostic::Diagnostic;
+use crate::templates::Templates;
+use crate::tools::spec::ToolSpecs;
+
+/// What a snapshot is built from, besides the files themselves.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotInput {
+    pub load: LoadInput,
+    /// `--agents JSON`.
+    pub cli_agents: Option<String>,
+    /// The user's home folder (for `~/.claude/agents`).
+    pub home: Option<PathBuf>,
+}
+
+impl SnapshotInput {
+    pub fn cwd(&self) -> &Path {
+        &self.load.cwd
+    }
+}
+
+/// One consistent view of every file cadre reads.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// Counts builds in one process: 1 for the first, +1 per successful reload.
+    pub generation: u64,
+    pub config: LoadedConfig,
+    pub catalog: Catalog,
+    pub templates: Templates,
+    pub tools: ToolSpecs,
+    /// Every non-fatal problem found while building, from all parts.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Folders whose contents the snapshot depends on (for the watcher).
+    pub watched_dirs: Vec<PathBuf>,
+}
+
+/// Builds a snapshot. Fails only when settings cannot be loaded; a broken
+/// agent file, template or tool spec is a diagnostic and is skipped.
+pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigError> {
+    let config = config::load(&input.load)?;
+    let settings = &config.settings;
+    let builtin_dir = settings.agents.builtin_dir.clone();
+    let (templates, template_diags) =
+        Templates::load(builtin_dir.as_ref().map(|d| d.join("templates")).as_deref());
+    let (tools, tool_diags) =
+        ToolSpecs::load(builtin_dir.as_ref().map(|d| d.join("tools")).as_deref());
+
+    let dirs = catalog::source_dirs(settings, &input.load.cwd, input.home.as_deref());
+    let mut watched_dirs: Vec<PathBuf> = dirs.iter().map(|d| d.path.clone()).collect();
+    if let Some(b) = &builtin_dir {
+        watched_dirs.push(b.clone());
+    }
+    let catalog = catalog::load(&CatalogInput {
+        builtin_dir,
+        dirs,
+        cli_json: input.cli_agents.clone(),
+        known_tools: tools.names().map(str::to_string).collect(),
+    });
+
+    let mut diagnostics = config.diagnostics.clone();
+    diagnostics.extend(template_diags);
+    diagnostics.extend(tool_diags);
+    diagnostics.extend(catalog.diagnostics.iter().cloned());
+    for def in catalog.agents.values() {
+        if let Some(when) = &def.when {
+            for name in when.names() {
+                if !config.flags.knows(name) {
+                    diagnostics.push(Diagnostic::warning(
+                        def.path.as_deref(),
+                        None,
+                        format!("agent `{}`: `when` names unknown flag `{name}`; the agent stays hidden", def.name),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(Snapshot {
+        generation,
+        config,
+        catalog,
+        templates,
+        tools,
+        diagnostics,
+        watched_dirs,
+    })
+}
+
+impl Snapshot {
+    pub fn settings(&self) -> &Settings {
+        &self.config.settings
+    }
+
+    pub fn flags(&self) -> &Flags {
+        &self.config.flags
+    }
+
+    /// The session kind for a session that is or is not interactive, with
+    /// coordinator mode from settings.
+    pub fn session_kind(&self, interactive: bool) -> SessionKind {
+        SessionKind {
+            interactive,
+            coordinator: self.settings().mode == Mode::Coordinator,
+        }
+    }
+
+    pub fn fork_effective(&self, kind: SessionKind) -> bool {
+        self.flags().effective(FORK_SUBAGENT, kind)
+    }
+
+    pub fn background_enabled(&self, kind: SessionKind) -> bool {
+        !self.flags().effective(DISABLE_BACKGROUND_TASKS, kind)
+    }
+
+    /// Agents the model may name: registered, not synthetic, `when` holds.
+    /// Sorted by name, case-insensitive.
+    pub fn visible_agents(&self, kind: SessionKind) -> Vec<&Arc<AgentDef>> {
+        let mut v: Vec<&Arc<AgentDef>> = self
+            .catalog
+            .agents
+            .values()
+            .filter(|d| !d.synthetic)
+            .filter(|d| d.when.as_ref().is_none_or(|c| self.flags().holds(c, kind)))
+            .collect();
+        v.sort_by_cached_key(|d| (d.name.to_lowercase(), d.name.clone()));
+        v
+    }
+
+    /// A visible agent by exact name.
+    pub fn visible_agent(&self, name: &str, kind: SessionKind) -> Option<&Arc<AgentDef>> {
+        self.catalog
+            .get(name)
+            .filter(|d| !d.synthetic && d.when.as_ref().is_none_or(|c| self.flags().holds(c, kind)))
+    }
+
+    /// The alias names of `[models]`, sorted.
+    pub fn model_aliases(&self) -> Vec<String> {
+        self.settings().models.keys().cloned().collect()
+    }
+
+    /// An alias resolved through `[models]`; anything else as it is.
+    pub fn resolve_alias<'a>(&'a self, model: &'a str) -> &'a str {
+        self.settings()
+            .models
+            .get(model)
+            .map_or(model, String::as_str)
+    }
+}

@@ -1,0 +1,470 @@
+//! Tool schemas as data, and their trimming.
+//!
+//! Each tool's model-facing definition lives in `agents/tools/NAME.yaml`:
+//! `name`, `read_only`, `interactive_only`, `description` (a Handlebars
+//! template) and `input_schema` (JSON Schema). The built-in files are
+//! embedded; a file in the on-disk tools folder replaces the one with the
+//! same tool name. Trimming is data too: a schema property carrying
+//! `x-when: CONDITION` is kept only while the condition holds, and every
+//! `x-*` key is removed before the schema is sent.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use include_dir::{Dir, include_dir};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::config::Condition;
+use crate::diagnostic::Diagnostic;
+use crate::message::ToolDefinition;
+use crate::raw::{self, Node};
+use crate::templates::{RenderError, Templates};
+
+static EMBEDDED: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/agents/tools");
+
+/// One tool's definition as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub read_only: bool,
+    /// Offered only to interactive sessions, and never to sub-agents.
+    pub interactive_only: bool,
+    /// A Handlebars template.
+    pub description: String,
+    /// The untrimmed schema (still carrying `x-when`).
+    pub input_schema: Value,
+    /// `None` for the embedded copy.
+    pub path: Option<PathBuf>,
+}
+
+/// Every tool spec, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSpecs {
+    specs: BTreeMap<String, Arc<ToolSpec>>,
+}
+
+impl ToolSpecs {
+    /// The embedded specs, then `*.yaml`/`*.yml` files in `dir` over them.
+    pub fn load(dir: Option<&Path>) -> (ToolSpecs, Vec<Diagnostic>) {
+        let mut specs = ToolSpecs::default();
+        let mut diags = Vec::new();
+        for file in EMBEDDED.files() {
+            if !is_yaml(file.path()) {
+                continue;
+            }
+            let Some(text) = file.contents_utf8() else {
+                continue;
+            };
+            let shown = PathBuf::from("<embedded>/agents/tools").join(file.path());
+            if let Some(spec) = parse_spec(&shown, text, &mut diags) {
+                specs
+                    .specs
+                    .insert(spec.name.clone(), Arc::new(ToolSpec { path: None, ..spec }));
+            }
+        }
+        if let Some(dir) = dir {
+            let mut paths: Vec<PathBuf> = fs_err::read_dir(dir)
+                .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            paths.sort();
+            for path in paths.into_iter().filter(|p| is_yaml(p)) {
+                match fs_err::read_to_string(&path) {
+                    Ok(text) => {
+                        if let Some(spec) = parse_spec(&path, &text, &mut diags) {
+                            specs.specs.insert(spec.name.clone(), Arc::new(spec));
+                        }
+                    }
+                    Err(e) => diags.push(Diagnostic::error(
+                        Some(&path),
+                        None,
+                        format!("cannot read: {e}"),
+                    )),
+                }
+            }
+        }
+        (specs, diags)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<ToolSpec>> {
+        self.specs.get(name)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<ToolSpec>> {
+        self.specs.values()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.specs.keys().map(String::as_str)
+    }
+}
+
+fn is_yaml(p: &Path) -> bool {
+    matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+}
+
+fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
+    let node = match raw::parse_yaml(text.strip_prefix('\u{feff}').unwrap_or(text)) {
+        Ok(n) => n,
+        Err(e) => {
+            diags.push(Diagnostic::error(Some(path), Some(e.pos), e.message));
+            return None;
+        }
+    };
+    let field_str = |key: &str, diags: &mut Vec<Diagnostic>| -> Option<String> {
+        match node.get(key) {
+            Some(Node {
+                kind: raw::Kind::Str(s),
+                ..
+            }) => Some(s.clone()),
+            Some(other) => {
+                diags.push(Diagnostic::error(
+                    Some(path),
+                    Some(other.pos),
+                    format!("`{key}`: expected a string, found {}", other.type_name()),
+                ));
+                None
+            }
+            None => {
+                diags.push(Diagnostic::error(
+                    Some(path),
+                    Some(node.pos),
+                    format!("missing required field `{key}`"),
+                ));
+                None
+            }
+        }
+    };
+    let name = field_str("name", diags)?;
+    let description = field_str("description", diags)?;
+    if let Err(e) = handlebars::Template::compile(&description) {
+        let pos = node.get("description").map(|n| n.pos);
+        diags.push(Diagnostic::error(
+            Some(path),
+            pos,
+            format!("`description` is not a valid template: {}", e.reason()),
+        ));
+        return None;
+    }
+    let flag = |key: &str, diags: &mut Vec<Diagnostic>| match node.get(key) {
+        None => false,
+        Some(Node {
+            kind: raw::Kind::Bool(b),
+            ..
+        }) => *b,
+        Some(other) => {
+            diags.push(Diagnostic::warning(
+                Some(path),
+                Some(other.pos),
+                format!("`{key}`: expected true or false; using false"),
+            ));
+            false
+        }
+    };
+    let read_only = flag("read_only", diags);
+    let interactive_only = flag("interactive_only", diags);
+    let schema = match node.get("input_schema") {
+        Some(n) if matches!(n.kind, raw::Kind::Map(_)) => n,
+        Some(n) => {
+            diags.push(Diagnostic::error(
+                Some(path),
+                Some(n.pos),
+                "`input_schema`: expected a JSON Schema object",
+            ));
+            return None;
+        }
+        None => {
+            diags.push(Diagnostic::error(
+                Some(path),
+                Some(node.pos),
+                "missing required field `input_schema`",
+            ));
+            return None;
+        }
+    };
+    check_conditions(path, schema, diags);
+    for (key, _) in node.entries() {
+        if ![
+            "name",
+            "description",
+            "read_only",
+            "interactive_only",
+            "input_schema",
+        ]
+        .contains(&key.name.as_str())
+        {
+            diags.push(Diagnostic::warning(
+                Some(path),
+                Some(key.pos),
+                format!("unknown field `{}`", key.name),
+            ));
+        }
+    }
+    Some(ToolSpec {
+        name,
+        read_only,
+        interactive_only,
+        description,
+        input_schema: schema.to_json(),
+        path: Some(path.to_path_buf()),
+    })
+}
+
+/// Every `x-when` must parse as a condition; a bad one is an error here
+/// rather than a property that silently never shows.
+fn check_conditions(path: &Path, node: &Node, diags: &mut Vec<Diagnostic>) {
+    for (key, value) in node.entries() {
+        if key.name == "x-when" {
+            let parsed = match &value.kind {
+                raw::Kind::Str(s) => Condition::parse(s).map(|_| ()),
+                raw::Kind::Seq(items) => {
+                    let texts: Vec<String> = items.iter().filter_map(Node::scalar_text).collect();
+                    Condition::from_list(&texts).map(|_| ())
+                }
+                _ => Err(format!("expected a condition, found {}", value.type_name())),
+            };
+            if let Err(e) = parsed {
+                diags.push(Diagnostic::error(
+                    Some(path),
+                    Some(value.pos),
+                    format!("`x-when`: {e}"),
+                ));
+            }
+        }
+        check_conditions(path, value, diags);
+    }
+    if let raw::Kind::Seq(items) = &node.kind {
+        for item in items {
+            check_conditions(path, item, diags);
+        }
+    }
+}
+
+/// What schema trimming and `x-enum` need to know.
+pub struct TrimContext<'a> {
+    /// Whether a condition holds for the current snapshot and session.
+    pub holds: &'a dyn Fn(&Condition) -> bool,
+    /// Names for `x-enum: model_aliases`.
+    pub model_aliases: &'a [String],
+}
+
+/// The schema as the model sees it: properties whose `x-when` does not hold
+/// are removed (from `properties` and `required`), `x-enum` is expanded,
+/// and no `x-*` key remains.
+pub fn trim_schema(schema: &Value, ctx: &TrimContext<'_>) -> Value {
+    match schema {
+        Value::Object(map) => {
+            let mut out = Map::new();
+            let mut dropped: Vec<String> = Vec::new();
+            for (key, value) in map {
+                if key == "properties"
+                    && let Value::Object(props) = value
+                {
+                    let mut kept = Map::new();
+                    for (name, prop) in props {
+                        if property_visible(prop, ctx) {
+                            kept.insert(name.clone(), trim_schema(prop, ctx));
+                        } else {
+                            dropped.push(name.clone());
+                        }
+                    }
+                    out.insert(key.clone(), Value::Object(kept));
+                    continue;
+                }
+                if key == "x-enum" {
+                    if value.as_str() == Some("model_aliases") {
+                        out.insert("enum".into(), Value::from(ctx.model_aliases.to_vec()));
+                    }
+                    continue;
+                }
+                if key.starts_with("x-") {
+                    continue;
+                }
+                out.insert(key.clone(), trim_schema(value, ctx));
+            }
+            if !dropped.is_empty()
+                && let Some(Value::Array(req)) = out.get_mut("required")
+            {
+                req.retain(|r| r.as_str().is_none_or(|s| !dropped.iter().any(|d| d == s)));
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| trim_schema(v, ctx)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The schema used to validate input: nothing trimmed, `x-*` keys removed
+/// (so a trimmed property the model sends anyway is accepted, then ignored).
+pub fn untrimmed_schema(schema: &Value, model_aliases: &[String]) -> Value {
+    let all = |_: &Condition| true;
+    trim_schema(
+        schema,
+        &TrimContext {
+            holds: &all,
+            model_aliases,
+        },
+    )
+}
+
+fn property_visible(prop: &Value, ctx: &TrimContext<'_>) -> bool {
+    let Some(when) = prop.get("x-when") else {
+        return true;
+    };
+    let cond = match when {
+        Value::String(s) => Condition::parse(s),
+        Value::Array(items) => {
+            let texts: Vec<String> = items
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect();
+            Condition::from_list(&texts)
+        }
+        _ => return false,
+    };
+    cond.is_ok_and(|c| (ctx.holds)(&c))
+}
+
+/// The context a tool description template is rendered with.
+#[derive(Debug, Clone, Serialize)]
+pub struct DescriptionContext {
+    pub agents: Vec<AgentLine>,
+    pub fork: bool,
+    pub background: bool,
+    pub coordinator: bool,
+}
+
+/// One line of the Agent tool's agent list.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentLine {
+    pub name: String,
+    pub description: String,
+    pub tools: String,
+}
+
+/// Renders the definitions of `names` (in that order) for one session.
+pub fn render_definitions(
+    specs: &ToolSpecs,
+    templates: &Templates,
+    names: &[String],
+    desc: &DescriptionContext,
+    trim: &TrimContext<'_>,
+) -> Result<Vec<ToolDefinition>, RenderError> {
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let Some(spec) = specs.get(name) else {
+            continue;
+        };
+        let description =
+            templates.render_text(&format!("tool {name}"), &spec.description, desc)?;
+        out.push(ToolDefinition {
+            name: spec.name.clone(),
+            description: tidy(&description),
+            input_schema: trim_schema(&spec.input_schema, trim),
+        });
+    }
+    Ok(out)
+}
+
+/// Collapses the blank-line runs that template conditionals leave behind
+/// and trims the ends.
+pub fn tidy(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut blank = 0;
+    for line in text.trim().lines() {
+        let l = line.trim_end();
+        if l.is_empty() {
+            blank += 1;
+            if blank > 1 {
+                continue;
+            }
+        } else {
+            blank = 0;
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.truncate(out.trim_end().len());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ctx_with<'a>(holds: &'a dyn Fn(&Condition) -> bool) -> TrimContext<'a> {
+        TrimContext {
+            holds,
+            model_aliases: &[],
+        }
+    }
+
+    #[test]
+    fn x_when_properties_are_trimmed_and_keys_never_leak() {
+        let schema = json!({"type":"object","properties":{
+            "a":{"type":"string"},
+            "fork":{"type":"boolean","x-when":"FORK_SUBAGENT"},
+            "bg":{"type":"boolean","x-when":"!DISABLE_BACKGROUND_TASKS"}},
+            "required":["a","fork"]});
+        let all_off = |c: &Condition| c.holds(|_| false);
+        let t = trim_schema(&schema, &ctx_with(&all_off));
+        assert_eq!(
+            t["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .collect::<Vec<_>>(),
+            vec!["a", "bg"]
+        );
+        assert_eq!(t["required"], json!(["a"]));
+        assert!(!t.to_string().contains("x-when"));
+        let both_on = |c: &Condition| c.holds(|_| true);
+        let t = trim_schema(&schema, &ctx_with(&both_on));
+        assert!(t["properties"].get("fork").is_some());
+        assert!(
+            t["properties"].get("bg").is_none(),
+            "a negated condition fails when its flag holds"
+        );
+        assert!(!t.to_string().contains("x-when"));
+    }
+
+    #[test]
+    fn untrimmed_schema_keeps_every_property() {
+        let schema = json!({"properties":{"fork":{"type":"boolean","x-when":"FORK_SUBAGENT"}, "m": {"x-enum": "model_aliases"}}});
+        let t = untrimmed_schema(&schema, &["haiku".into()]);
+        assert_eq!(
+            t,
+            json!({"properties":{"fork":{"type":"boolean"}, "m": {"enum": ["haiku"]}}})
+        );
+    }
+
+    #[test]
+    fn embedded_specs_load_cleanly() {
+        let (specs, diags) = ToolSpecs::load(None);
+        assert!(diags.is_empty(), "{diags:?}");
+        let agent = specs.get("Agent").unwrap();
+        assert!(agent.read_only);
+        assert_eq!(agent.input_schema["additionalProperties"], json!(false));
+    }
+
+    #[test]
+    fn broken_override_is_reported_and_embedded_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Agent.yaml"),
+            "name: Agent\ndescription: x\ninput_schema:\n  properties:\n    f: {x-when: '!!'}\n",
+        )
+        .unwrap();
+        let (specs, diags) = ToolSpecs::load(Some(dir.path()));
+        assert!(diags.iter().any(|d| d.line == Some(5)), "{diags:?}");
+        // The override parsed (bad x-when is reported) and replaced the embedded spec.
+        assert_eq!(specs.get("Agent").unwrap().description, "x");
+    }
+
+    #[test]
+    fn tidy_collapses_blank_runs() {
+        assert_eq!(tidy("\na\n\n\n\nb  \n\n"), "a\n\nb");
+    }
+}
