@@ -196,6 +196,10 @@ pub struct ModelResponse {
     pub stop_reason: Option<StopReason>,
     pub usage: Usage,
     pub model: String,
+    /// Tool calls whose streamed input was not valid JSON, as (tool_use id,
+    /// parse error). Their `input` in `message` is `{}`; the engine answers
+    /// them with an error result instead of running the tool.
+    pub invalid_tool_inputs: Vec<(String, String)>,
 }
 
 #[cfg(test)]
