@@ -60,8 +60,8 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
         body.insert("tools".into(), Value::Array(tools));
     }
     let mut messages: Vec<Value> = req.messages.iter().map(|m| message_value(m)).collect();
-    if let Some(Value::Object(last)) = messages.last_mut() {
-        if let Some(Value::Array(blocks)) = last.get_mut("content") {
+    if let Some(Value::Object(last)) = messages.last_mut()
+        && let Some(Value::Array(blocks)) = last.get_mut("content") {
             // Thinking blocks cannot carry a breakpoint; use the last other block.
             let target = blocks.iter_mut().rev().find(|b| {
                 !matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking"))
@@ -70,7 +70,6 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
                 block.insert("cache_control".into(), ephemeral());
             }
         }
-    }
     body.insert("messages".into(), Value::Array(messages));
     serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
 }
@@ -81,13 +80,12 @@ fn message_value(m: &Message) -> Value {
 
 /// A readable error from a non-success response body.
 pub(crate) fn describe_error(status: u16, body: &str) -> String {
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        if let Some(err) = v.get("error") {
+    if let Ok(v) = serde_json::from_str::<Value>(body)
+        && let Some(err) = v.get("error") {
             let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
             let message = err.get("message").and_then(Value::as_str).unwrap_or("");
             return format!("{NAME} API error {status} ({kind}): {message}");
         }
-    }
     let body = body.trim();
     if body.is_empty() {
         format!("{NAME} API error {status}")
@@ -139,11 +137,10 @@ fn str_field(v: &Value, name: &str) -> String {
 
 impl AnthropicAssembler {
     fn close(&mut self, index: u64) {
-        if let Some(Block::Tool { id, json, input, .. }) = self.blocks.get_mut(&index) {
-            if input.is_none() {
+        if let Some(Block::Tool { id, json, input, .. }) = self.blocks.get_mut(&index)
+            && input.is_none() {
                 *input = Some(tool_input(id, json, &mut self.invalid));
             }
-        }
     }
 }
 
@@ -188,11 +185,10 @@ impl Assembler for AnthropicAssembler {
                     }
                     _ => Block::Other,
                 };
-                if let Block::Text(t) = &block {
-                    if !t.is_empty() {
+                if let Block::Text(t) = &block
+                    && !t.is_empty() {
                         emit(StreamEvent::TextDelta(t.clone()));
                     }
-                }
                 self.blocks.insert(index, block);
             }
             "content_block_delta" => {

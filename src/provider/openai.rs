@@ -184,11 +184,10 @@ impl Assembler for OpenAiAssembler {
             };
             return Err(Failure::fatal(ProviderErrorKind::Stream, format!("{NAME} stream error: {message}")));
         }
-        if let Some(model) = v.get("model").and_then(Value::as_str) {
-            if self.model.is_empty() {
+        if let Some(model) = v.get("model").and_then(Value::as_str)
+            && self.model.is_empty() {
                 self.model = model.to_string();
             }
-        }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
             let prompt = usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
             let cached = usage
@@ -208,36 +207,32 @@ impl Assembler for OpenAiAssembler {
             return Ok(false);
         };
         if let Some(delta) = choice.get("delta") {
-            if let Some(piece) = delta.get("content").and_then(Value::as_str) {
-                if !piece.is_empty() {
+            if let Some(piece) = delta.get("content").and_then(Value::as_str)
+                && !piece.is_empty() {
                     self.text.push_str(piece);
                     emit(StreamEvent::TextDelta(piece.to_string()));
                 }
-            }
             let reasoning = delta.get("reasoning_content").or_else(|| delta.get("reasoning"));
-            if let Some(piece) = reasoning.and_then(Value::as_str) {
-                if !piece.is_empty() {
+            if let Some(piece) = reasoning.and_then(Value::as_str)
+                && !piece.is_empty() {
                     emit(StreamEvent::ThinkingDelta(piece.to_string()));
                 }
-            }
             for tc in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
                 let index = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let call = self.calls.entry(index).or_default();
-                if let Some(id) = tc.get("id").and_then(Value::as_str) {
-                    if !id.is_empty() && call.id.is_empty() {
+                if let Some(id) = tc.get("id").and_then(Value::as_str)
+                    && !id.is_empty() && call.id.is_empty() {
                         call.id = id.to_string();
                     }
-                }
                 let function = tc.get("function");
-                if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
-                    if !name.is_empty() && call.name.is_empty() {
+                if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str)
+                    && !name.is_empty() && call.name.is_empty() {
                         call.name = name.to_string();
                         if call.id.is_empty() {
                             call.id = format!("call_{index}");
                         }
                         emit(StreamEvent::ToolUseStart { id: call.id.clone(), name: call.name.clone() });
                     }
-                }
                 if let Some(args) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
                     call.arguments.push_str(args);
                 }

@@ -45,13 +45,11 @@ pub(crate) fn is_retryable_status(code: u16) -> bool {
 /// The delay a server asked for, from `retry-after-ms` (milliseconds) or
 /// `retry-after` (whole seconds or an HTTP date), capped at 60 seconds.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(ms) = headers.get("retry-after-ms").and_then(|v| v.to_str().ok()) {
-        if let Ok(ms) = ms.trim().parse::<f64>() {
-            if ms.is_finite() && ms >= 0.0 {
+    if let Some(ms) = headers.get("retry-after-ms").and_then(|v| v.to_str().ok())
+        && let Ok(ms) = ms.trim().parse::<f64>()
+            && ms.is_finite() && ms >= 0.0 {
                 return Some(Duration::from_secs_f64(ms / 1000.0).min(MAX_RETRY_AFTER));
             }
-        }
-    }
     let raw = headers.get("retry-after")?.to_str().ok()?;
     parse_retry_after(raw, jiff::Timestamp::now())
 }
@@ -78,6 +76,7 @@ pub(crate) fn backoff(retry: u32, base_ms: u64, max_ms: u64) -> Duration {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
