@@ -46,10 +46,10 @@ pub fn check_anthropic(body: &Value) -> Vec<String> {
     if messages.is_empty() {
         out.push("`messages` is empty".to_string());
     }
-    if let Some(first) = messages.first() {
-        if role(first) != "user" {
-            out.push(format!("the first message has role `{}`, not `user`", role(first)));
-        }
+    if let Some(first) = messages.first()
+        && role(first) != "user"
+    {
+        out.push(format!("the first message has role `{}`, not `user`", role(first)));
     }
     for (i, pair) in messages.windows(2).enumerate() {
         if role(&pair[0]) == role(&pair[1]) {
