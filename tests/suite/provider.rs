@@ -692,3 +692,18 @@ fn decoded_fixture_has_the_expected_content() {
         Usage { input_tokens: 11, output_tokens: 22, cache_creation_input_tokens: 33, cache_read_input_tokens: 44 }
     );
 }
+
+#[tokio::test]
+async fn a_reply_slower_than_the_idle_timeout_is_retried() {
+    let server = FakeServer::start([
+        anthropic::text_reply("too late").delayed(Duration::from_millis(600)),
+        anthropic::text_reply("on time"),
+    ]);
+    let mut settings = kit::anthropic_settings();
+    settings.idle_timeout_ms = 150;
+    let (result, events) = send(&provider(&settings, &server.anthropic_env()), &hello()).await;
+    assert_eq!(result.unwrap().message.joined_text().as_deref(), Some("on time"));
+    let r = retries(&events);
+    assert_eq!(r.len(), 1);
+    assert!(r[0].2.contains("no response"), "{r:?}");
+}
