@@ -355,6 +355,23 @@ mod tests {
     }
 
     #[test]
+    fn send_is_a_send_future() {
+        fn assert_send<T: Send>(_: &T) {}
+        let p = Provider::new(&ProviderSettings::default(), &[]).unwrap();
+        let req = ModelRequest {
+            model: "m".into(),
+            system: "".into(),
+            tools: Vec::new().into(),
+            messages: Vec::new(),
+            max_tokens: 1,
+            sampling: Default::default(),
+        };
+        let on_event = |_: StreamEvent| {};
+        let fut = p.send(&req, &on_event);
+        assert_send(&fut);
+    }
+
+    #[test]
     fn debug_hides_the_key() {
         let env = vec![("ANTHROPIC_API_KEY".to_string(), "sk-test-SECRET".to_string())];
         let p = Provider::new(&ProviderSettings::default(), &env).unwrap();

@@ -300,6 +300,19 @@ impl FakeServer {
         }
     }
 
+    /// Blocks until at least `n` requests arrived or `timeout` passed;
+    /// returns whether they arrived. For tests that drive a child process.
+    pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        while self.request_count() < n {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        true
+    }
+
     /// Environment for a provider or the `cadre` binary talking to this
     /// server with the Anthropic protocol.
     pub fn anthropic_env(&self) -> Vec<(String, String)> {
