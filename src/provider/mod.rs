@@ -7,27 +7,34 @@
 //! with exponential backoff and jitter, honouring `retry-after`; others fail
 //! at once with the provider's message. The API key never appears in an
 //! error. This module knows nothing of tools or agents.
+//!
+//! Events emitted during an attempt that later fails are not taken back: a
+//! listener sees `Retrying` and then the deltas of the next attempt from
+//! the start, so a display should reset on `Retrying`.
+
+mod anthropic;
+mod openai;
+mod retry;
+mod sse;
 
 use std::fmt;
+use std::sync::Once;
+use std::time::Duration;
 
-use crate::config::ProviderSettings;
+use futures_util::Stream;
+
+use crate::config::{ProviderKind, ProviderSettings};
 use crate::message::{ModelRequest, ModelResponse};
+use retry::Failure;
 
 /// Something that happened while a response streamed in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
     TextDelta(String),
     ThinkingDelta(String),
-    ToolUseStart {
-        id: String,
-        name: String,
-    },
+    ToolUseStart { id: String, name: String },
     /// An attempt failed and another will follow after `delay_ms`.
-    Retrying {
-        attempt: u32,
-        delay_ms: u64,
-        reason: String,
-    },
+    Retrying { attempt: u32, delay_ms: u64, reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,29 +62,126 @@ impl fmt::Display for ProviderError {
     }
 }
 
-/// A configured provider.
-#[derive(Debug, Clone)]
+/// A configured provider. Cheap to clone (the HTTP client is shared).
+#[derive(Clone)]
 pub struct Provider {
     settings: ProviderSettings,
+    /// The full URL requests go to, or why there is none.
+    endpoint: Result<String, String>,
+    api_key: Option<String>,
+    key_env: String,
+    client: reqwest::Client,
+}
+
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Provider")
+            .field("kind", &self.settings.kind)
+            .field("endpoint", &self.endpoint)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Installs the process-wide rustls crypto provider (ring) once.
+fn install_tls_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Another part of the process may have installed one already; fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+fn env_get<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+}
+
+/// `{base}/v1/{path}`, without a doubled slash or a doubled `/v1`.
+fn join_endpoint(base: &str, path: &str) -> Result<String, String> {
+    let base = base.trim().trim_end_matches('/');
+    if !(base.starts_with("http://") || base.starts_with("https://")) {
+        return Err(format!("provider base URL `{base}` must start with http:// or https://"));
+    }
+    if base.ends_with("/v1") { Ok(format!("{base}/{path}")) } else { Ok(format!("{base}/v1/{path}")) }
+}
+
+/// Replaces every occurrence of the key in `text`.
+fn scrub(text: &str, key: Option<&str>) -> String {
+    match key {
+        Some(k) if k.len() >= 4 => text.replace(k, "[redacted]"),
+        _ => text.to_string(),
+    }
+}
+
+/// An error and its causes, on one line.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
 }
 
 impl Provider {
     /// Builds the provider from settings and the process environment
-    /// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, or `api_key_env`).
-    pub fn new(
-        settings: &ProviderSettings,
-        env: &[(String, String)],
-    ) -> Result<Provider, ProviderError> {
-        let _ = env;
-        Ok(Provider {
-            settings: settings.clone(),
-        })
+    /// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`,
+    /// `OPENAI_API_KEY`, or the variable named by `api_key_env`).
+    ///
+    /// Configuration problems (no key, no base URL) are reported by `send`,
+    /// so a provider can always render request bodies.
+    pub fn new(settings: &ProviderSettings, env: &[(String, String)]) -> Result<Provider, ProviderError> {
+        let (default_key_env, endpoint) = match settings.kind {
+            ProviderKind::Anthropic => {
+                let base = settings
+                    .base_url
+                    .clone()
+                    .or_else(|| env_get(env, "ANTHROPIC_BASE_URL").map(str::to_string))
+                    .unwrap_or_else(|| "https://api.anthropic.com".to_string());
+                ("ANTHROPIC_API_KEY", join_endpoint(&base, "messages"))
+            }
+            ProviderKind::Openai => {
+                let base = settings.base_url.clone().or_else(|| env_get(env, "OPENAI_BASE_URL").map(str::to_string));
+                let endpoint = match base {
+                    Some(base) => join_endpoint(&base, "chat/completions"),
+                    None => Err("provider.base_url is required for provider.kind = \"openai\" \
+                                 (for example http://127.0.0.1:8080 for llama-server)"
+                        .to_string()),
+                };
+                ("OPENAI_API_KEY", endpoint)
+            }
+        };
+        let key_env = settings.api_key_env.clone().unwrap_or_else(|| default_key_env.to_string());
+        let api_key = env_get(env, &key_env).map(str::to_string);
+        install_tls_provider();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_millis(settings.connect_timeout_ms.max(1)))
+            .build()
+            .map_err(|e| ProviderError {
+                kind: ProviderErrorKind::Config,
+                message: format!("cannot build the HTTP client: {}", error_chain(&e)),
+            })?;
+        Ok(Provider { settings: settings.clone(), endpoint, api_key, key_env, client })
+    }
+
+    /// The URL requests are posted to, or why there is none.
+    pub fn endpoint(&self) -> Result<&str, ProviderError> {
+        self.endpoint
+            .as_deref()
+            .map_err(|m| ProviderError { kind: ProviderErrorKind::Config, message: m.clone() })
     }
 
     /// The exact bytes that `send` puts in the request body.
     pub fn request_body(&self, req: &ModelRequest) -> Vec<u8> {
-        let _ = (req, &self.settings);
-        Vec::new()
+        match self.settings.kind {
+            ProviderKind::Anthropic => anthropic::request_body(req),
+            ProviderKind::Openai => openai::request_body(req),
+        }
     }
 
     /// Sends the request, streaming; retries as described above.
@@ -86,10 +190,191 @@ impl Provider {
         req: &ModelRequest,
         on_event: &(dyn Fn(StreamEvent) + Send + Sync),
     ) -> Result<ModelResponse, ProviderError> {
-        let _ = (req, on_event);
-        Err(ProviderError {
-            kind: ProviderErrorKind::Config,
-            message: "not implemented".into(),
-        })
+        let key = self.api_key.as_deref();
+        let scrubbed = |event: StreamEvent| match event {
+            StreamEvent::Retrying { attempt, delay_ms, reason } => {
+                on_event(StreamEvent::Retrying { attempt, delay_ms, reason: scrub(&reason, key) })
+            }
+            other => on_event(other),
+        };
+        self.send_unscrubbed(req, &scrubbed)
+            .await
+            .map_err(|e| ProviderError { kind: e.kind, message: scrub(&e.message, key) })
+    }
+
+    async fn send_unscrubbed(
+        &self,
+        req: &ModelRequest,
+        on_event: &(dyn Fn(StreamEvent) + Send + Sync),
+    ) -> Result<ModelResponse, ProviderError> {
+        let endpoint = self.endpoint()?;
+        if self.settings.kind == ProviderKind::Anthropic && self.api_key.is_none() {
+            return Err(ProviderError {
+                kind: ProviderErrorKind::Config,
+                message: format!(
+                    "no Anthropic API key: set the environment variable {} (or provider.api_key_env)",
+                    self.key_env
+                ),
+            });
+        }
+        let body = self.request_body(req);
+        let mut retries = 0u32;
+        loop {
+            match self.attempt(endpoint, &body, on_event).await {
+                Ok(response) => return Ok(response),
+                Err(Failure::Fatal(e)) => return Err(e),
+                Err(Failure::Retry { mut error, retry_after }) => {
+                    if retries >= self.settings.max_retries {
+                        if retries > 0 {
+                            error.message.push_str(&format!(" (gave up after {} attempts)", retries + 1));
+                        }
+                        return Err(error);
+                    }
+                    let delay = retry_after.unwrap_or_else(|| {
+                        retry::backoff(retries, self.settings.retry_base_ms, self.settings.retry_max_ms)
+                    });
+                    retries += 1;
+                    on_event(StreamEvent::Retrying {
+                        attempt: retries,
+                        delay_ms: u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                        reason: error.message,
+                    });
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// One HTTP request and its stream.
+    async fn attempt(
+        &self,
+        endpoint: &str,
+        body: &[u8],
+        on_event: &(dyn Fn(StreamEvent) + Send + Sync),
+    ) -> Result<ModelResponse, Failure> {
+        let idle = Duration::from_millis(self.settings.idle_timeout_ms.max(1));
+        let mut request = self
+            .client
+            .post(endpoint)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .body(body.to_vec());
+        request = match self.settings.kind {
+            ProviderKind::Anthropic => request
+                .header("x-api-key", self.api_key.as_deref().unwrap_or_default())
+                .header("anthropic-version", "2023-06-01"),
+            ProviderKind::Openai => match &self.api_key {
+                Some(key) => request.bearer_auth(key),
+                None => request,
+            },
+        };
+        let response = match tokio::time::timeout(idle, request.send()).await {
+            Err(_) => {
+                return Err(Failure::retry(
+                    ProviderErrorKind::Network,
+                    format!("no response from {endpoint} within {} ms", idle.as_millis()),
+                ));
+            }
+            Ok(Err(e)) if e.is_builder() => {
+                return Err(Failure::fatal(ProviderErrorKind::Config, format!("bad request: {}", error_chain(&e))));
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::retry(
+                    ProviderErrorKind::Network,
+                    format!("request to {endpoint} failed: {}", error_chain(&e)),
+                ));
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status().as_u16();
+        if !response.status().is_success() {
+            let retry_after = retry::retry_after(response.headers());
+            let text = match tokio::time::timeout(idle, response.text()).await {
+                Ok(Ok(text)) => text,
+                _ => String::new(),
+            };
+            let message = match self.settings.kind {
+                ProviderKind::Anthropic => anthropic::describe_error(status, &text),
+                ProviderKind::Openai => openai::describe_error(status, &text),
+            };
+            let error = ProviderError { kind: ProviderErrorKind::Status(status), message };
+            return Err(if retry::is_retryable_status(status) {
+                Failure::Retry { error, retry_after }
+            } else {
+                Failure::Fatal(error)
+            });
+        }
+        let stream = response.bytes_stream();
+        match self.settings.kind {
+            ProviderKind::Anthropic => {
+                sse::drive(stream, Some(idle), anthropic::AnthropicAssembler::default(), on_event).await
+            }
+            ProviderKind::Openai => sse::drive(stream, Some(idle), openai::OpenAiAssembler::default(), on_event).await,
+        }
+    }
+}
+
+/// Assembles a response from a raw SSE byte stream of the given protocol,
+/// without HTTP, timeouts or retries: what `send` does with a response
+/// body. Useful for replaying recorded streams and for testing.
+pub async fn decode_stream<S, B, E>(
+    kind: ProviderKind,
+    stream: S,
+    on_event: &(dyn Fn(StreamEvent) + Send + Sync),
+) -> Result<ModelResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: fmt::Display,
+{
+    let result = match kind {
+        ProviderKind::Anthropic => sse::drive(stream, None, anthropic::AnthropicAssembler::default(), on_event).await,
+        ProviderKind::Openai => sse::drive(stream, None, openai::OpenAiAssembler::default(), on_event).await,
+    };
+    result.map_err(|f| match f {
+        Failure::Fatal(e) | Failure::Retry { error: e, .. } => e,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_do_not_double_slashes_or_v1() {
+        assert_eq!(join_endpoint("http://h:1/", "messages").unwrap(), "http://h:1/v1/messages");
+        assert_eq!(join_endpoint("http://h:1/v1", "chat/completions").unwrap(), "http://h:1/v1/chat/completions");
+        assert!(join_endpoint("h:1", "messages").is_err());
+    }
+
+    #[test]
+    fn scrub_removes_every_copy_of_the_key() {
+        assert_eq!(scrub("a sk-XYZ b sk-XYZ", Some("sk-XYZ")), "a [redacted] b [redacted]");
+        assert_eq!(scrub("abc", None), "abc");
+    }
+
+    #[test]
+    fn send_is_a_send_future() {
+        fn assert_send<T: Send>(_: &T) {}
+        let p = Provider::new(&ProviderSettings::default(), &[]).unwrap();
+        let req = ModelRequest {
+            model: "m".into(),
+            system: "".into(),
+            tools: Vec::new().into(),
+            messages: Vec::new(),
+            max_tokens: 1,
+            sampling: Default::default(),
+        };
+        let on_event = |_: StreamEvent| {};
+        let fut = p.send(&req, &on_event);
+        assert_send(&fut);
+    }
+
+    #[test]
+    fn debug_hides_the_key() {
+        let env = vec![("ANTHROPIC_API_KEY".to_string(), "sk-test-SECRET".to_string())];
+        let p = Provider::new(&ProviderSettings::default(), &env).unwrap();
+        assert!(!format!("{p:?}").contains("SECRET"));
     }
 }

@@ -1,0 +1,4 @@
+//! Integration suites, plus the shared test kit.
+
+pub mod kit;
+mod provider;
