@@ -229,6 +229,7 @@ fn kill_group(pgid: Option<Pid>) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -73,6 +73,7 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

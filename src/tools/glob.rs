@@ -101,6 +101,7 @@ fn glob(pattern: &str, root: &Path) -> Result<ToolOutput, ToolOutput> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

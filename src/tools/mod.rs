@@ -180,6 +180,7 @@ pub(crate) fn truncate_middle(text: &str, max: usize) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -437,4 +437,5 @@ pub fn decide(rules: &Rules, mode: PermissionMode, tool: &str, input: &Value, cw
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests;

@@ -154,6 +154,7 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
