@@ -107,6 +107,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     let timeout_ms = input
         .opt_u64("timeout")
         .map_err(ToolOutput::error)?
+        .filter(|&ms| ms > 0)
         .unwrap_or(DEFAULT_TIMEOUT_MS)
         .min(MAX_TIMEOUT_MS);
 

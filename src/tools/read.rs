@@ -104,7 +104,7 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
     }
 
     let first = args.offset.unwrap_or(1).max(1);
-    let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
+    let limit = args.limit.filter(|&n| n > 0).unwrap_or(DEFAULT_LIMIT);
     let mut out = String::new();
     let mut line_no: u64 = 0;
     let mut shown_lines: u64 = 0;
