@@ -141,6 +141,9 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     // command's processes hold the pipe open.
     drop(cmd);
     let pgid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    // Kills the group if this future is dropped before the end (the engine
+    // may drop a call instead of cancelling it).
+    let mut guard = GroupGuard(pgid);
 
     let captured = Arc::new(Mutex::new(Captured::default()));
     let (done_tx, done_rx) = oneshot::channel::<()>();
@@ -167,7 +170,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         status = child.wait() => match status {
             Ok(status) => Ending::Exited(status),
             Err(e) => {
-                kill_group(pgid);
+                guard.kill();
                 return Err(ToolOutput::error(format!("waiting for bash failed: {e}")));
             }
         },
@@ -175,7 +178,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         () = ctx.cancel.cancelled() => Ending::Cancelled,
     };
     // Whatever happened, nothing of the group may outlive the call.
-    kill_group(pgid);
+    guard.kill();
     if !matches!(ending, Ending::Exited(_)) {
         let _ = child.wait().await;
     }
@@ -220,6 +223,21 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
             ToolOutput::error(text)
         }
     })
+}
+
+/// Kills its process group once: on [`GroupGuard::kill`] or on drop.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        kill_group(self.0.take());
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 fn kill_group(pgid: Option<Pid>) {
@@ -361,6 +379,27 @@ mod tests {
         assert!(out.text.starts_with("begun\n"), "{}", out.text);
         assert!(out.text.contains("cancelled"));
         let pid: i32 = std::fs::read_to_string(dir.path().join("pid")).unwrap().trim().parse().unwrap();
+        assert!(wait_dead(pid).await);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let path = dir.path().join("pid");
+        {
+            let call = BashTool.call(json!({"command": "sleep 1000 & echo $! > pid; wait"}), &ctx);
+            let started = async {
+                while !std::fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n')) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            tokio::select! {
+                _ = call => panic!("the command should still be running"),
+                () = started => {}
+            }
+        }
+        let pid: i32 = std::fs::read_to_string(&path).unwrap().trim().parse().unwrap();
         assert!(wait_dead(pid).await);
     }
 
