@@ -140,7 +140,10 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     // Our copies of the write end went into `cmd`; drop it so only the
     // command's processes hold the pipe open.
     drop(cmd);
-    let pgid = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
     // Kills the group if this future is dropped before the end (the engine
     // may drop a call instead of cancelling it).
     let mut guard = GroupGuard(pgid);
@@ -215,7 +218,9 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
             ToolOutput::error(text)
         }
         Ending::TimedOut(ms) => {
-            note(format!("Command timed out after {ms} ms; its process group was killed."));
+            note(format!(
+                "Command timed out after {ms} ms; its process group was killed."
+            ));
             ToolOutput::error(text)
         }
         Ending::Cancelled => {
@@ -262,7 +267,10 @@ mod tests {
     fn dead(pid: i32) -> bool {
         match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
             Err(_) => true,
-            Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
         }
     }
 
@@ -287,7 +295,9 @@ mod tests {
     async fn runs_in_cwd() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("marker.txt"), "").unwrap();
-        let out = BashTool.call(json!({"command": "ls"}), &ToolContext::new(dir.path())).await;
+        let out = BashTool
+            .call(json!({"command": "ls"}), &ToolContext::new(dir.path()))
+            .await;
         assert_eq!(out.text, "marker.txt");
     }
 
@@ -306,7 +316,10 @@ mod tests {
 
     #[tokio::test]
     async fn long_output_keeps_head_and_tail() {
-        let out = bash(json!({"command": "echo START; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END"})).await;
+        let out = bash(
+            json!({"command": "echo START; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END"}),
+        )
+        .await;
         assert!(!out.is_error);
         assert!(out.text.starts_with("START\n"));
         assert!(out.text.ends_with("\nEND"));
@@ -334,7 +347,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cmd = "sleep 1000 & echo $! > pids; (sleep 1000 & echo $! >> pids; wait) & echo started; wait";
         let out = BashTool
-            .call(json!({"command": cmd, "timeout": 3000}), &ToolContext::new(dir.path()))
+            .call(
+                json!({"command": cmd, "timeout": 3000}),
+                &ToolContext::new(dir.path()),
+            )
             .await;
         assert!(out.is_error);
         assert!(out.text.starts_with("started\n"), "{}", out.text);
@@ -351,10 +367,17 @@ mod tests {
     async fn background_jobs_do_not_outlive_a_finished_command() {
         let dir = tempfile::tempdir().unwrap();
         let out = BashTool
-            .call(json!({"command": "sleep 1000 & echo $! > pid; echo done"}), &ToolContext::new(dir.path()))
+            .call(
+                json!({"command": "sleep 1000 & echo $! > pid; echo done"}),
+                &ToolContext::new(dir.path()),
+            )
             .await;
         assert_eq!(out, ToolOutput::ok("done"));
-        let pid: i32 = std::fs::read_to_string(dir.path().join("pid")).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert!(wait_dead(pid).await);
     }
 
@@ -372,13 +395,20 @@ mod tests {
             cancel.cancel();
         });
         let out = BashTool
-            .call(json!({"command": "echo begun; sleep 1000 & echo $! > pid; wait"}), &ctx)
+            .call(
+                json!({"command": "echo begun; sleep 1000 & echo $! > pid; wait"}),
+                &ctx,
+            )
             .await;
         watcher.await.unwrap();
         assert!(out.is_error);
         assert!(out.text.starts_with("begun\n"), "{}", out.text);
         assert!(out.text.contains("cancelled"));
-        let pid: i32 = std::fs::read_to_string(dir.path().join("pid")).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert!(wait_dead(pid).await);
     }
 
@@ -399,7 +429,11 @@ mod tests {
                 () = started => {}
             }
         }
-        let pid: i32 = std::fs::read_to_string(&path).unwrap().trim().parse().unwrap();
+        let pid: i32 = std::fs::read_to_string(&path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         assert!(wait_dead(pid).await);
     }
 

@@ -35,18 +35,28 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
     let file_path = i.str("file_path").map_err(ToolOutput::error)?;
     let old = i.str("old_string").map_err(ToolOutput::error)?;
     let new = i.str("new_string").map_err(ToolOutput::error)?;
-    let replace_all = i.opt_bool("replace_all").map_err(ToolOutput::error)?.unwrap_or(false);
+    let replace_all = i
+        .opt_bool("replace_all")
+        .map_err(ToolOutput::error)?
+        .unwrap_or(false);
     if old.is_empty() {
-        return Err(ToolOutput::error("old_string is empty; to create a file, use Write"));
+        return Err(ToolOutput::error(
+            "old_string is empty; to create a file, use Write",
+        ));
     }
     if old == new {
-        return Err(ToolOutput::error("old_string and new_string are identical; there is nothing to change"));
+        return Err(ToolOutput::error(
+            "old_string and new_string are identical; there is nothing to change",
+        ));
     }
     let path = ctx.resolve(file_path);
     let shown = path.display();
     let text = match tokio::fs::read(&path).await {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map_err(|_| ToolOutput::error(format!("{shown} is not valid UTF-8 text; Edit cannot change it")))?,
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
+            ToolOutput::error(format!(
+                "{shown} is not valid UTF-8 text; Edit cannot change it"
+            ))
+        })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ToolOutput::error(format!("File does not exist: {shown}")));
         }
@@ -68,7 +78,11 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
     tokio::fs::write(&path, updated)
         .await
         .map_err(|e| ToolOutput::error(format!("Cannot write {shown}: {e}")))?;
-    let noun = if count == 1 { "replacement" } else { "replacements" };
+    let noun = if count == 1 {
+        "replacement"
+    } else {
+        "replacements"
+    };
     Ok(ToolOutput::ok(format!("Edited {shown}: {count} {noun}")))
 }
 
@@ -93,7 +107,10 @@ mod tests {
     async fn replaces_a_unique_match() {
         let (dir, ctx) = setup("let a = 1;\nlet b = 2;\n").await;
         let out = EditTool
-            .call(json!({"file_path": "f.txt", "old_string": "b = 2", "new_string": "b = 3"}), &ctx)
+            .call(
+                json!({"file_path": "f.txt", "old_string": "b = 2", "new_string": "b = 3"}),
+                &ctx,
+            )
             .await;
         assert!(!out.is_error, "{}", out.text);
         assert!(out.text.ends_with(": 1 replacement"));
@@ -103,7 +120,12 @@ mod tests {
     #[tokio::test]
     async fn several_matches_need_replace_all() {
         let (dir, ctx) = setup("x x x").await;
-        let out = EditTool.call(json!({"file_path": "f.txt", "old_string": "x", "new_string": "y"}), &ctx).await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "x", "new_string": "y"}),
+                &ctx,
+            )
+            .await;
         assert!(out.is_error);
         assert!(out.text.contains("occurs 3 times"));
         assert_eq!(content(&dir), "x x x");
@@ -118,11 +140,26 @@ mod tests {
     #[tokio::test]
     async fn not_found_identical_and_missing_file_are_errors() {
         let (dir, ctx) = setup("hello").await;
-        let out = EditTool.call(json!({"file_path": "f.txt", "old_string": "bye", "new_string": "x"}), &ctx).await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "bye", "new_string": "x"}),
+                &ctx,
+            )
+            .await;
         assert!(out.is_error && out.text.contains("not found"));
-        let out = EditTool.call(json!({"file_path": "f.txt", "old_string": "hello", "new_string": "hello"}), &ctx).await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "hello", "new_string": "hello"}),
+                &ctx,
+            )
+            .await;
         assert!(out.is_error && out.text.contains("identical"));
-        let out = EditTool.call(json!({"file_path": "g.txt", "old_string": "a", "new_string": "b"}), &ctx).await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "g.txt", "old_string": "a", "new_string": "b"}),
+                &ctx,
+            )
+            .await;
         assert!(out.is_error && out.text.contains("File does not exist"));
         let out = EditTool
             .call(json!({"file_path": "f.txt", "old_string": "hello", "new_string": "x", "replace_all": "yes"}), &ctx)

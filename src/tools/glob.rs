@@ -59,7 +59,10 @@ pub(crate) fn walker(root: &Path) -> WalkBuilder {
 
 fn glob(pattern: &str, root: &Path) -> Result<ToolOutput, ToolOutput> {
     if !root.is_dir() {
-        return Err(ToolOutput::error(format!("{} is not a directory", root.display())));
+        return Err(ToolOutput::error(format!(
+            "{} is not a directory",
+            root.display()
+        )));
     }
     let matcher = GlobBuilder::new(pattern)
         .literal_separator(true)
@@ -71,7 +74,9 @@ fn glob(pattern: &str, root: &Path) -> Result<ToolOutput, ToolOutput> {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
-        let Ok(rel) = entry.path().strip_prefix(root) else { continue };
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
         if matcher.is_match(rel) {
             let mtime = entry
                 .metadata()
@@ -113,7 +118,12 @@ mod tests {
         }
         std::fs::write(path, "x").unwrap();
         let t = SystemTime::now() - Duration::from_secs(age_secs);
-        std::fs::File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(t)
+            .unwrap();
     }
 
     async fn run(dir: &Path, input: Value) -> ToolOutput {

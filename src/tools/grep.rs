@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use grep_regex::RegexMatcherBuilder;
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch};
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
 use ignore::overrides::OverrideBuilder;
 use serde_json::Value;
 
@@ -79,12 +81,15 @@ impl Args {
             }
         };
         let usize_of = |key: &str| -> Result<Option<usize>, String> {
-            Ok(i.opt_u64(key)?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
+            Ok(i.opt_u64(key)?
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
         };
         let around = usize_of("-C")?;
         Ok(Args {
             pattern: i.str("pattern")?.to_string(),
-            root: i.opt_str("path")?.map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p)),
+            root: i
+                .opt_str("path")?
+                .map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p)),
             glob: i.opt_str("glob")?.map(str::to_string),
             mode,
             case_insensitive: i.opt_bool("-i")?.unwrap_or(false),
@@ -98,13 +103,21 @@ impl Args {
 
 fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     if !args.root.exists() {
-        return Err(ToolOutput::error(format!("Path does not exist: {}", args.root.display())));
+        return Err(ToolOutput::error(format!(
+            "Path does not exist: {}",
+            args.root.display()
+        )));
     }
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)
         .line_terminator(Some(b'\n'))
         .build(&args.pattern)
-        .map_err(|e| ToolOutput::error(format!("invalid regular expression {:?}: {e}", args.pattern)))?;
+        .map_err(|e| {
+            ToolOutput::error(format!(
+                "invalid regular expression {:?}: {e}",
+                args.pattern
+            ))
+        })?;
     let content = args.mode == Mode::Content;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -156,7 +169,10 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     let mut text = entries.join("\n");
     let shown = entries.len();
     if shown < total {
-        let _ = write!(text, "\n(Showing the first {shown} of {total} results; head_limit was {shown}.)");
+        let _ = write!(
+            text,
+            "\n(Showing the first {shown} of {total} results; head_limit was {shown}.)"
+        );
     }
     if args.mode == Mode::FilesWithMatches && shown == total {
         let noun = if matched_files == 1 { "file" } else { "files" };
@@ -178,7 +194,14 @@ struct Collect<'p> {
 
 impl<'p> Collect<'p> {
     fn new(mode: Mode, line_numbers: bool, path: &'p Path) -> Self {
-        Collect { mode, line_numbers, path, matches: 0, lines: Vec::new(), started: false }
+        Collect {
+            mode,
+            line_numbers,
+            path,
+            matches: 0,
+            lines: Vec::new(),
+            started: false,
+        }
     }
 
     fn push(&mut self, sep: char, line_number: Option<u64>, bytes: &[u8]) {
@@ -239,8 +262,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         std::fs::create_dir_all(d.join("src")).unwrap();
-        std::fs::write(d.join("src/a.rs"), "fn main() {\n    todo!();\n}\n// TODO later\n").unwrap();
-        std::fs::write(d.join("src/b.py"), "x = 1\n# todo\ny = 2\nz = 3\nw = 4\n# todo again\n").unwrap();
+        std::fs::write(
+            d.join("src/a.rs"),
+            "fn main() {\n    todo!();\n}\n// TODO later\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("src/b.py"),
+            "x = 1\n# todo\ny = 2\nz = 3\nw = 4\n# todo again\n",
+        )
+        .unwrap();
         std::fs::write(d.join("notes.txt"), "nothing here\n").unwrap();
         std::fs::write(d.join(".gitignore"), "ignored/\n").unwrap();
         std::fs::create_dir_all(d.join("ignored")).unwrap();
@@ -262,7 +293,14 @@ mod tests {
         let dir = fixture();
         let d = dir.path();
         let out = run(d, json!({"pattern": "todo"})).await;
-        assert_eq!(out, ToolOutput::ok(format!("Found 2 files\n{}\n{}", p(d, "src/a.rs"), p(d, "src/b.py"))));
+        assert_eq!(
+            out,
+            ToolOutput::ok(format!(
+                "Found 2 files\n{}\n{}",
+                p(d, "src/a.rs"),
+                p(d, "src/b.py")
+            ))
+        );
         let out = run(d, json!({"pattern": "TODO", "-i": false})).await;
         assert_eq!(out.text, format!("Found 1 file\n{}", p(d, "src/a.rs")));
         let out = run(d, json!({"pattern": "nomatch_xyz"})).await;
@@ -273,18 +311,33 @@ mod tests {
     async fn count_mode_counts_matching_lines() {
         let dir = fixture();
         let d = dir.path();
-        let out = run(d, json!({"pattern": "todo", "output_mode": "count", "-i": true})).await;
-        assert_eq!(out.text, format!("{}:2\n{}:2", p(d, "src/a.rs"), p(d, "src/b.py")));
+        let out = run(
+            d,
+            json!({"pattern": "todo", "output_mode": "count", "-i": true}),
+        )
+        .await;
+        assert_eq!(
+            out.text,
+            format!("{}:2\n{}:2", p(d, "src/a.rs"), p(d, "src/b.py"))
+        );
     }
 
     #[tokio::test]
     async fn content_mode_with_line_numbers_and_glob() {
         let dir = fixture();
         let d = dir.path();
-        let out = run(d, json!({"pattern": "todo", "output_mode": "content", "glob": "*.py"})).await;
+        let out = run(
+            d,
+            json!({"pattern": "todo", "output_mode": "content", "glob": "*.py"}),
+        )
+        .await;
         let f = p(d, "src/b.py");
         assert_eq!(out.text, format!("{f}:2:# todo\n{f}:6:# todo again"));
-        let out = run(d, json!({"pattern": "todo", "output_mode": "content", "glob": "*.py", "-n": false})).await;
+        let out = run(
+            d,
+            json!({"pattern": "todo", "output_mode": "content", "glob": "*.py", "-n": false}),
+        )
+        .await;
         assert_eq!(out.text, format!("{f}:# todo\n{f}:# todo again"));
     }
 
@@ -300,13 +353,21 @@ mod tests {
             v
         };
         let out = run(d, with("-A", 1)).await;
-        assert_eq!(out.text, format!("{f}:2:# todo\n{f}-3-y = 2\n--\n{f}:6:# todo again"));
+        assert_eq!(
+            out.text,
+            format!("{f}:2:# todo\n{f}-3-y = 2\n--\n{f}:6:# todo again")
+        );
         let out = run(d, with("-B", 1)).await;
-        assert_eq!(out.text, format!("{f}-1-x = 1\n{f}:2:# todo\n--\n{f}-5-w = 4\n{f}:6:# todo again"));
+        assert_eq!(
+            out.text,
+            format!("{f}-1-x = 1\n{f}:2:# todo\n--\n{f}-5-w = 4\n{f}:6:# todo again")
+        );
         let out = run(d, with("-C", 2)).await;
         assert_eq!(
             out.text,
-            format!("{f}-1-x = 1\n{f}:2:# todo\n{f}-3-y = 2\n{f}-4-z = 3\n{f}-5-w = 4\n{f}:6:# todo again")
+            format!(
+                "{f}-1-x = 1\n{f}:2:# todo\n{f}-3-y = 2\n{f}-4-z = 3\n{f}-5-w = 4\n{f}:6:# todo again"
+            )
         );
     }
 
@@ -314,7 +375,11 @@ mod tests {
     async fn head_limit_cuts_results_with_a_note() {
         let dir = fixture();
         let d = dir.path();
-        let out = run(d, json!({"pattern": "o", "output_mode": "content", "head_limit": 2})).await;
+        let out = run(
+            d,
+            json!({"pattern": "o", "output_mode": "content", "head_limit": 2}),
+        )
+        .await;
         let lines: Vec<&str> = out.text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines[2].starts_with("(Showing the first 2 of "));
@@ -324,7 +389,11 @@ mod tests {
     async fn bad_regex_and_bad_mode_are_errors() {
         let dir = fixture();
         let out = run(dir.path(), json!({"pattern": "fn ("})).await;
-        assert!(out.is_error && out.text.contains("invalid regular expression"), "{}", out.text);
+        assert!(
+            out.is_error && out.text.contains("invalid regular expression"),
+            "{}",
+            out.text
+        );
         let out = run(dir.path(), json!({"pattern": "x", "output_mode": "lines"})).await;
         assert!(out.is_error && out.text.contains("`output_mode`"));
         let out = run(dir.path(), json!({"pattern": "x", "-A": "two"})).await;

@@ -40,13 +40,20 @@ pub struct ToolContext {
 
 impl ToolContext {
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        ToolContext { cwd: cwd.into(), cancel: CancellationToken::new() }
+        ToolContext {
+            cwd: cwd.into(),
+            cancel: CancellationToken::new(),
+        }
     }
 
     /// `path` made absolute against the working directory.
     pub fn resolve(&self, path: &str) -> PathBuf {
         let p = Path::new(path);
-        if p.is_absolute() { p.to_path_buf() } else { self.cwd.join(p) }
+        if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        }
     }
 }
 
@@ -59,11 +66,17 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn ok(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), is_error: false }
+        ToolOutput {
+            text: text.into(),
+            is_error: false,
+        }
     }
 
     pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput { text: text.into(), is_error: true }
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+        }
     }
 }
 
@@ -103,7 +116,10 @@ impl<'a> Input<'a> {
     pub(crate) fn str(&self, key: &str) -> Result<&'a str, String> {
         match self.field(key) {
             Some(Value::String(s)) => Ok(s),
-            Some(other) => Err(format!("`{key}` must be a string, found {}", type_name(other))),
+            Some(other) => Err(format!(
+                "`{key}` must be a string, found {}",
+                type_name(other)
+            )),
             None => Err(format!("missing required field `{key}`")),
         }
     }
@@ -112,7 +128,10 @@ impl<'a> Input<'a> {
     pub(crate) fn opt_str(&self, key: &str) -> Result<Option<&'a str>, String> {
         match self.field(key) {
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(format!("`{key}` must be a string, found {}", type_name(other))),
+            Some(other) => Err(format!(
+                "`{key}` must be a string, found {}",
+                type_name(other)
+            )),
             None => Ok(None),
         }
     }
@@ -124,8 +143,13 @@ impl<'a> Input<'a> {
                 Some(n) => Ok(Some(n)),
                 // Whole floats such as `5.0` are accepted; models write them.
                 None => match v.as_f64() {
-                    Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => Ok(Some(f as u64)),
-                    _ => Err(format!("`{key}` must be a non-negative integer, found {}", describe(v))),
+                    Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => {
+                        Ok(Some(f as u64))
+                    }
+                    _ => Err(format!(
+                        "`{key}` must be a non-negative integer, found {}",
+                        describe(v)
+                    )),
                 },
             },
             None => Ok(None),
@@ -136,7 +160,10 @@ impl<'a> Input<'a> {
     pub(crate) fn opt_bool(&self, key: &str) -> Result<Option<bool>, String> {
         match self.field(key) {
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(format!("`{key}` must be a boolean, found {}", type_name(other))),
+            Some(other) => Err(format!(
+                "`{key}` must be a boolean, found {}",
+                type_name(other)
+            )),
             None => Ok(None),
         }
     }
@@ -170,8 +197,14 @@ pub(crate) fn truncate_middle(text: &str, max: usize) -> String {
     let keep_head = max / 2;
     let keep_tail = max - keep_head;
     let cut = total - keep_head - keep_tail;
-    let head_end = text.char_indices().nth(keep_head).map_or(text.len(), |(i, _)| i);
-    let tail_start = text.char_indices().nth(total - keep_tail).map_or(text.len(), |(i, _)| i);
+    let head_end = text
+        .char_indices()
+        .nth(keep_head)
+        .map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .nth(total - keep_tail)
+        .map_or(text.len(), |(i, _)| i);
     format!(
         "{}\n\n[... {cut} characters truncated ...]\n\n{}",
         &text[..head_end],
@@ -190,7 +223,11 @@ mod tests {
         let tools = builtin_tools();
         let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         assert_eq!(names, ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
-        let ro: Vec<&str> = tools.iter().filter(|t| t.read_only()).map(|t| t.name()).collect();
+        let ro: Vec<&str> = tools
+            .iter()
+            .filter(|t| t.read_only())
+            .map(|t| t.name())
+            .collect();
         assert_eq!(ro, ["Glob", "Grep", "Read"]);
     }
 
@@ -199,7 +236,10 @@ mod tests {
         let v = json!({"a": 1, "b": "x", "c": true, "d": 2.0, "e": -1});
         let i = Input(&v);
         assert_eq!(i.str("b"), Ok("x"));
-        assert!(i.str("a").is_err_and(|e| e.contains("`a` must be a string")));
+        assert!(
+            i.str("a")
+                .is_err_and(|e| e.contains("`a` must be a string"))
+        );
         assert!(i.str("zz").is_err_and(|e| e.contains("missing")));
         assert_eq!(i.opt_u64("a"), Ok(Some(1)));
         assert_eq!(i.opt_u64("d"), Ok(Some(2)));
@@ -226,15 +266,34 @@ mod tests {
     fn tool_schema_files_match_builtin_tools() {
         let fields: &[(&str, &[&str], &[&str])] = &[
             ("Bash", &["command", "timeout", "description"], &["command"]),
-            ("Edit", &["file_path", "old_string", "new_string", "replace_all"], &["file_path", "old_string", "new_string"]),
+            (
+                "Edit",
+                &["file_path", "old_string", "new_string", "replace_all"],
+                &["file_path", "old_string", "new_string"],
+            ),
             ("Glob", &["pattern", "path"], &["pattern"]),
             (
                 "Grep",
-                &["pattern", "path", "glob", "output_mode", "-i", "-n", "-A", "-B", "-C", "head_limit"],
+                &[
+                    "pattern",
+                    "path",
+                    "glob",
+                    "output_mode",
+                    "-i",
+                    "-n",
+                    "-A",
+                    "-B",
+                    "-C",
+                    "head_limit",
+                ],
                 &["pattern"],
             ),
             ("Read", &["file_path", "offset", "limit"], &["file_path"]),
-            ("Write", &["file_path", "content"], &["file_path", "content"]),
+            (
+                "Write",
+                &["file_path", "content"],
+                &["file_path", "content"],
+            ),
         ];
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("agents/tools");
         let tools = builtin_tools();
@@ -247,7 +306,15 @@ mod tests {
             let tool = tools.iter().find(|t| t.name() == *name).unwrap();
             assert_eq!(doc["read_only"], tool.read_only(), "{name}");
             let desc = doc["description"].as_str().unwrap();
-            assert!(desc.len() > 200 && !desc.contains("{{"), "{name} description");
+            assert!(
+                desc.len() > 200 && !desc.contains("{{"),
+                "{name} description"
+            );
+            // The description is a template; as plain text it renders unchanged.
+            let rendered = handlebars::Handlebars::new()
+                .render_template(desc, &serde_json::json!({}))
+                .unwrap();
+            assert_eq!(rendered, desc, "{name} description renders as written");
             let schema = &doc["input_schema"];
             assert_eq!(schema["type"], "object");
             assert_eq!(schema["additionalProperties"], false);
@@ -255,10 +322,18 @@ mod tests {
             for p in *props {
                 let prop = &declared[*p];
                 assert!(prop["type"].is_string(), "{name}.{p} has a type");
-                assert!(prop["description"].is_string(), "{name}.{p} has a description");
+                assert!(
+                    prop["description"].is_string(),
+                    "{name}.{p} has a description"
+                );
             }
             assert_eq!(declared.len(), props.len(), "{name}: no undeclared extras");
-            let req: Vec<&str> = schema["required"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+            let req: Vec<&str> = schema["required"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
             assert_eq!(req, *required, "{name} required");
             seen.push(*name);
         }

@@ -26,15 +26,26 @@ use crate::config::{PermissionMode, PermissionSettings};
 pub enum Decision {
     Allow,
     /// Ask the user; `reason` names the rule or mode that asked.
-    Ask { reason: String },
+    Ask {
+        reason: String,
+    },
     /// Refused; `reason` names the rule or mode that refused.
-    Deny { reason: String },
+    Deny {
+        reason: String,
+    },
 }
 
 /// Tools allowed by every mode when no rule matches: they only read, or they
 /// manage agents (whose own calls are checked in their own sessions).
-pub const READ_AND_AGENT_TOOLS: &[&str] =
-    &["Read", "Glob", "Grep", "Agent", "SendMessage", "TaskOutput", "TaskStop"];
+pub const READ_AND_AGENT_TOOLS: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "Agent",
+    "SendMessage",
+    "TaskOutput",
+    "TaskStop",
+];
 
 /// Tools that change files, allowed without asking in `acceptEdits`.
 pub const EDIT_TOOLS: &[&str] = &["Write", "Edit"];
@@ -57,7 +68,11 @@ enum RuleKind {
     /// Exactly this Bash command.
     BashExact(String),
     /// Path tools whose target path matches.
-    Path { tools: &'static [&'static str], glob: GlobMatcher, anchor: Anchor },
+    Path {
+        tools: &'static [&'static str],
+        glob: GlobMatcher,
+        anchor: Anchor,
+    },
     /// Agent calls for this agent type.
     AgentType(String),
 }
@@ -82,8 +97,12 @@ impl Eq for Rule {}
 impl Rule {
     /// Parses one rule; the error says what is wrong with it.
     pub fn parse(text: &str) -> Result<Rule, String> {
-        let kind = parse_kind(text.trim()).map_err(|why| format!("permission rule '{text}': {why}"))?;
-        Ok(Rule { text: text.to_string(), kind })
+        let kind =
+            parse_kind(text.trim()).map_err(|why| format!("permission rule '{text}': {why}"))?;
+        Ok(Rule {
+            text: text.to_string(),
+            kind,
+        })
     }
 
     /// The rule as written in settings.
@@ -104,15 +123,23 @@ impl Rule {
                 tool == "Bash"
                     && bash_command(input).is_some_and(|cmd| {
                         self.matches_simple_command(cmd.trim())
-                            || split_commands(cmd).iter().any(|c| self.matches_simple_command(c))
+                            || split_commands(cmd)
+                                .iter()
+                                .any(|c| self.matches_simple_command(c))
                     })
             }
-            RuleKind::Path { tools, glob, anchor } => {
+            RuleKind::Path {
+                tools,
+                glob,
+                anchor,
+            } => {
                 tools.contains(&tool)
-                    && target_path(tool, input, cwd).is_some_and(|p| path_matches(glob, anchor, &p, cwd))
+                    && target_path(tool, input, cwd)
+                        .is_some_and(|p| path_matches(glob, anchor, &p, cwd))
             }
             RuleKind::AgentType(t) => {
-                tool == "Agent" && input.get("subagent_type").and_then(Value::as_str) == Some(t.as_str())
+                tool == "Agent"
+                    && input.get("subagent_type").and_then(Value::as_str) == Some(t.as_str())
             }
         }
     }
@@ -128,7 +155,8 @@ impl Rule {
             RuleKind::BashPrefix(prefix) => {
                 cmd == prefix
                     || cmd.strip_prefix(prefix.as_str()).is_some_and(|rest| {
-                        prefix.ends_with(char::is_whitespace) || rest.starts_with(char::is_whitespace)
+                        prefix.ends_with(char::is_whitespace)
+                            || rest.starts_with(char::is_whitespace)
                     })
             }
             _ => false,
@@ -154,7 +182,9 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
     let Some(open) = text.find('(') else {
         if let Some(prefix) = text.strip_suffix('*') {
             if !prefix.starts_with("mcp__") || prefix.contains('*') {
-                return Err("a trailing `*` is only allowed on MCP names (`mcp__server__*`)".to_string());
+                return Err(
+                    "a trailing `*` is only allowed on MCP names (`mcp__server__*`)".to_string(),
+                );
             }
             return Ok(RuleKind::ToolPrefix(prefix.to_string()));
         }
@@ -186,7 +216,9 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             if let Some(prefix) = spec.strip_suffix(":*").or_else(|| spec.strip_suffix(" *")) {
                 let prefix = prefix.trim_end();
                 if prefix.is_empty() {
-                    return Err("empty command prefix; write `Bash` to mean every command".to_string());
+                    return Err(
+                        "empty command prefix; write `Bash` to mean every command".to_string()
+                    );
                 }
                 Ok(RuleKind::BashPrefix(prefix.to_string()))
             } else {
@@ -194,7 +226,10 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             }
         }
         "Agent" => {
-            if spec.chars().any(|c| c.is_whitespace() || c == '(' || c == ')') {
+            if spec
+                .chars()
+                .any(|c| c.is_whitespace() || c == '(' || c == ')')
+            {
                 return Err(format!("{spec:?} is not an agent type"));
             }
             Ok(RuleKind::AgentType(spec.to_string()))
@@ -217,14 +252,21 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             } else if spec.starts_with('/') {
                 (spec.to_string(), Anchor::Root)
             } else {
-                (spec.strip_prefix("./").unwrap_or(spec).to_string(), Anchor::Cwd)
+                (
+                    spec.strip_prefix("./").unwrap_or(spec).to_string(),
+                    Anchor::Cwd,
+                )
             };
             let glob = GlobBuilder::new(&pattern)
                 .literal_separator(true)
                 .build()
                 .map_err(|e| format!("invalid glob: {e}"))?
                 .compile_matcher();
-            Ok(RuleKind::Path { tools, glob, anchor })
+            Ok(RuleKind::Path {
+                tools,
+                glob,
+                anchor,
+            })
         }
         other => Err(format!(
             "{other} takes no specifier (only Bash, Read, Write, Edit, Glob, Grep and Agent do)"
@@ -238,7 +280,11 @@ fn bash_command(input: &Value) -> Option<&str> {
 
 /// The path a path tool acts on, made absolute and free of `.`/`..`.
 fn target_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> {
-    let key = if matches!(tool, "Glob" | "Grep") { "path" } else { "file_path" };
+    let key = if matches!(tool, "Glob" | "Grep") {
+        "path"
+    } else {
+        "file_path"
+    };
     let raw = match input.get(key) {
         Some(Value::String(s)) => s.as_str(),
         // Glob and Grep search the working directory by default.
@@ -366,7 +412,11 @@ impl Rules {
                 })
                 .collect()
         };
-        let rules = Rules { allow: list(allow, "allow"), ask: list(ask, "ask"), deny: list(deny, "deny") };
+        let rules = Rules {
+            allow: list(allow, "allow"),
+            ask: list(ask, "ask"),
+            deny: list(deny, "deny"),
+        };
         (rules, errors)
     }
 
@@ -394,28 +444,46 @@ impl Rules {
         if self.allow.iter().any(Rule::is_whole_bash) {
             return true;
         }
-        let Some(cmd) = bash_command(input) else { return false };
+        let Some(cmd) = bash_command(input) else {
+            return false;
+        };
         if has_substitution(cmd) {
             return false;
         }
         let parts = split_commands(cmd);
-        !parts.is_empty() && parts.iter().all(|p| self.allow.iter().any(|r| r.matches_simple_command(p)))
+        !parts.is_empty()
+            && parts
+                .iter()
+                .all(|p| self.allow.iter().any(|r| r.matches_simple_command(p)))
     }
 }
 
 /// Decides one call in the order of SPEC §17 (hooks have already run):
 /// a matching deny rule, then ask rule, then allow rule; otherwise the mode.
-pub fn decide(rules: &Rules, mode: PermissionMode, tool: &str, input: &Value, cwd: &Path) -> Decision {
+pub fn decide(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+) -> Decision {
     if let Some(rule) = rules.deny.iter().find(|r| r.matches(tool, input, cwd)) {
-        return Decision::Deny { reason: format!("deny rule '{}'", rule.text) };
+        return Decision::Deny {
+            reason: format!("deny rule '{}'", rule.text),
+        };
     }
     if let Some(rule) = rules.ask.iter().find(|r| r.matches(tool, input, cwd)) {
         return if mode == PermissionMode::DontAsk {
             Decision::Deny {
-                reason: format!("ask rule '{}' in permission mode 'dontAsk', which denies instead of asking", rule.text),
+                reason: format!(
+                    "ask rule '{}' in permission mode 'dontAsk', which denies instead of asking",
+                    rule.text
+                ),
             }
         } else {
-            Decision::Ask { reason: format!("ask rule '{}'", rule.text) }
+            Decision::Ask {
+                reason: format!("ask rule '{}'", rule.text),
+            }
         };
     }
     if rules.allows(tool, input, cwd) {

@@ -95,7 +95,9 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
 
     let sniff = reader.fill_buf().map_err(io_err)?;
     if sniff.is_empty() {
-        return Ok(ToolOutput::ok(format!("(The file {shown} exists but is empty.)")));
+        return Ok(ToolOutput::ok(format!(
+            "(The file {shown} exists but is empty.)"
+        )));
     }
     if sniff[..sniff.len().min(SNIFF_BYTES)].contains(&0) {
         return Err(ToolOutput::error(format!(
@@ -168,7 +170,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "alpha\nbeta\r\ngamma").unwrap();
         let out = read_in(dir.path(), json!({"file_path": "a.txt"})).await;
-        assert_eq!(out, ToolOutput::ok("     1\talpha\n     2\tbeta\n     3\tgamma\n"));
+        assert_eq!(
+            out,
+            ToolOutput::ok("     1\talpha\n     2\tbeta\n     3\tgamma\n")
+        );
     }
 
     #[tokio::test]
@@ -176,7 +181,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let text: String = (1..=10).map(|i| format!("line{i}\n")).collect();
         std::fs::write(dir.path().join("a.txt"), text).unwrap();
-        let out = read_in(dir.path(), json!({"file_path": "a.txt", "offset": 4, "limit": 2})).await;
+        let out = read_in(
+            dir.path(),
+            json!({"file_path": "a.txt", "offset": 4, "limit": 2}),
+        )
+        .await;
         assert!(!out.is_error);
         assert_eq!(
             out.text,
@@ -205,7 +214,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "é".repeat(3000)).unwrap();
         let out = read_in(dir.path(), json!({"file_path": "a.txt"})).await;
-        assert_eq!(out.text, format!("     1\t{} [line truncated]\n", "é".repeat(2000)));
+        assert_eq!(
+            out.text,
+            format!("     1\t{} [line truncated]\n", "é".repeat(2000))
+        );
     }
 
     #[tokio::test]
@@ -216,7 +228,11 @@ mod tests {
         let out = read_in(dir.path(), json!({"file_path": "big.txt"})).await;
         assert!(out.is_error);
         assert!(out.text.contains("`offset` and `limit`"), "{}", out.text);
-        let out = read_in(dir.path(), json!({"file_path": "big.txt", "offset": 2999, "limit": 5})).await;
+        let out = read_in(
+            dir.path(),
+            json!({"file_path": "big.txt", "offset": 2999, "limit": 5}),
+        )
+        .await;
         assert!(!out.is_error);
         assert_eq!(out.text.lines().count(), 2);
     }
@@ -235,7 +251,10 @@ mod tests {
         let missing = dir.path().join("nope.txt");
         let out = read_in(dir.path(), json!({"file_path": missing.to_str().unwrap()})).await;
         assert!(out.is_error);
-        assert_eq!(out.text, format!("File does not exist: {}", missing.display()));
+        assert_eq!(
+            out.text,
+            format!("File does not exist: {}", missing.display())
+        );
     }
 
     #[tokio::test]

@@ -28,13 +28,19 @@ impl Tool for WriteTool {
             };
             let path = ctx.resolve(file_path);
             if path.is_dir() {
-                return ToolOutput::error(format!("{} is a directory; cannot write it as a file", path.display()));
+                return ToolOutput::error(format!(
+                    "{} is a directory; cannot write it as a file",
+                    path.display()
+                ));
             }
             let existed = path.exists();
             if let Some(parent) = path.parent()
                 && let Err(e) = tokio::fs::create_dir_all(parent).await
             {
-                return ToolOutput::error(format!("Cannot create folder {}: {e}", parent.display()));
+                return ToolOutput::error(format!(
+                    "Cannot create folder {}: {e}",
+                    parent.display()
+                ));
             }
             if let Err(e) = tokio::fs::write(&path, content).await {
                 return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
@@ -61,11 +67,19 @@ mod tests {
     async fn creates_parent_folders_and_reports_size() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::new(dir.path());
-        let out = WriteTool.call(json!({"file_path": "a/b/c.txt", "content": "one\ntwo\n"}), &ctx).await;
+        let out = WriteTool
+            .call(
+                json!({"file_path": "a/b/c.txt", "content": "one\ntwo\n"}),
+                &ctx,
+            )
+            .await;
         assert!(!out.is_error, "{}", out.text);
         let path = dir.path().join("a/b/c.txt");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
-        assert_eq!(out.text, format!("Created {} (8 bytes, 2 lines)", path.display()));
+        assert_eq!(
+            out.text,
+            format!("Created {} (8 bytes, 2 lines)", path.display())
+        );
     }
 
     #[tokio::test]
@@ -74,7 +88,12 @@ mod tests {
         let path = dir.path().join("f.txt");
         std::fs::write(&path, "old content that is longer").unwrap();
         let ctx = ToolContext::new(dir.path());
-        let out = WriteTool.call(json!({"file_path": path.to_str().unwrap(), "content": "new"}), &ctx).await;
+        let out = WriteTool
+            .call(
+                json!({"file_path": path.to_str().unwrap(), "content": "new"}),
+                &ctx,
+            )
+            .await;
         assert!(out.text.starts_with("Overwrote"));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
     }
@@ -83,9 +102,13 @@ mod tests {
     async fn bad_input_and_directories_are_errors() {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext::new(dir.path());
-        let out = WriteTool.call(json!({"file_path": "x", "content": 3}), &ctx).await;
+        let out = WriteTool
+            .call(json!({"file_path": "x", "content": 3}), &ctx)
+            .await;
         assert!(out.is_error && out.text.contains("`content` must be a string"));
-        let out = WriteTool.call(json!({"file_path": ".", "content": ""}), &ctx).await;
+        let out = WriteTool
+            .call(json!({"file_path": ".", "content": ""}), &ctx)
+            .await;
         assert!(out.is_error && out.text.contains("is a directory"));
         assert!(!dir.path().join("x").exists());
     }

@@ -42,7 +42,15 @@ struct Case {
 }
 
 fn case(mode: PermissionMode, tool: &'static str, input: Value, expect: &'static str) -> Case {
-    Case { allow: &[], ask: &[], deny: &[], mode, tool, input, expect }
+    Case {
+        allow: &[],
+        ask: &[],
+        deny: &[],
+        mode,
+        tool,
+        input,
+        expect,
+    }
 }
 
 fn with(
@@ -51,7 +59,12 @@ fn with(
     deny: &'static [&'static str],
     c: Case,
 ) -> Case {
-    Case { allow, ask, deny, ..c }
+    Case {
+        allow,
+        ask,
+        deny,
+        ..c
+    }
 }
 
 fn check(cases: Vec<Case>) {
@@ -70,6 +83,7 @@ fn check(cases: Vec<Case>) {
 }
 
 #[test]
+#[rustfmt::skip] // one table row per line
 fn modes_without_rules() {
     let e = json!({});
     let mut cases = Vec::new();
@@ -103,6 +117,7 @@ fn modes_without_rules() {
 }
 
 #[test]
+#[rustfmt::skip] // one table row per line
 fn bash_rules() {
     const RM: &[&str] = &["Bash(rm:*)"];
     const GIT: &[&str] = &["Bash(git status:*)", "Bash(git diff:*)", "Bash(npm test)"];
@@ -138,6 +153,7 @@ fn bash_rules() {
 }
 
 #[test]
+#[rustfmt::skip] // one table row per line
 fn ask_rules_and_order() {
     const ALLOW: &[&str] = &["Bash"];
     const ASK: &[&str] = &["Bash(git:*)"];
@@ -170,6 +186,7 @@ fn ask_rules_and_order() {
 }
 
 #[test]
+#[rustfmt::skip] // one table row per line
 fn path_rules() {
     const SECRETS: &[&str] = &["Edit(secrets/**)", "Read(**/*.env)", "Read(//etc/**)"];
     check(vec![
@@ -208,6 +225,7 @@ fn path_rules() {
 }
 
 #[test]
+#[rustfmt::skip] // one table row per line
 fn mcp_and_agent_rules() {
     check(vec![
         with(&["mcp__fs__*"], &[], &[], case(Default, "mcp__fs__read", json!({}), "allow")),
@@ -227,7 +245,11 @@ fn mcp_and_agent_rules() {
 
 #[test]
 fn denied_agent_type_names_the_rule() {
-    let r = rules(&["Agent(Explore)"], &[], &["Bash", "Task(Plan)", "Agent(review)"]);
+    let r = rules(
+        &["Agent(Explore)"],
+        &[],
+        &["Bash", "Task(Plan)", "Agent(review)"],
+    );
     assert_eq!(r.denied_agent_type("Plan"), Some("Task(Plan)"));
     assert_eq!(r.denied_agent_type("review"), Some("Agent(review)"));
     assert_eq!(r.denied_agent_type("Explore"), None);
@@ -255,18 +277,30 @@ fn malformed_rules_are_reported_and_skipped() {
     assert!(r.deny.is_empty());
     assert_eq!(errors.len(), bad.len(), "{errors:#?}");
     for (e, text) in errors.iter().zip(bad) {
-        assert!(e.starts_with(&format!("deny: permission rule '{text}': ")), "{e}");
+        assert!(
+            e.starts_with(&format!("deny: permission rule '{text}': ")),
+            "{e}"
+        );
     }
     let settings = PermissionSettings {
         allow: vec!["Bash(".to_string(), "Read".to_string()],
         ..PermissionSettings::default()
     };
-    assert_eq!(Rules::from_settings(&settings).allow, vec![Rule::parse("Read").unwrap()]);
+    assert_eq!(
+        Rules::from_settings(&settings).allow,
+        vec![Rule::parse("Read").unwrap()]
+    );
 }
 
 #[test]
 fn split_commands_respects_quotes() {
-    assert_eq!(split_commands("a && b || c; d | e & f\ng"), ["a", "b", "c", "d", "e", "f", "g"]);
-    assert_eq!(split_commands("echo 'x; y' \"a && b\" c\\;d"), ["echo 'x; y' \"a && b\" c\\;d"]);
+    assert_eq!(
+        split_commands("a && b || c; d | e & f\ng"),
+        ["a", "b", "c", "d", "e", "f", "g"]
+    );
+    assert_eq!(
+        split_commands("echo 'x; y' \"a && b\" c\\;d"),
+        ["echo 'x; y' \"a && b\" c\\;d"]
+    );
     assert_eq!(split_commands("(cd x && rm y)"), ["cd x", "rm y"]);
 }
