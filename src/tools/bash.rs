@@ -1,0 +1,449 @@
+//! The Bash tool: runs a command with `bash -c` in the session's working
+//! directory, in its own process group, with stdout and stderr captured
+//! together in the order they were written. A timeout or the turn's
+//! cancellation kills the whole group, so no child outlives the call; so does
+//! the command's normal exit (background jobs it left behind are killed).
+//! Long output keeps its head and tail. This file knows nothing of
+//! permissions: the engine decided before the call ran.
+
+use std::collections::VecDeque;
+use std::io::Read as _;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
+
+/// Timeout when the call gives none, in milliseconds.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The largest timeout a call may ask for, in milliseconds.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Output longer than this many characters keeps its head and tail.
+pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// Bytes kept in memory at each end of the output; the middle of longer
+/// output is counted, not stored.
+const KEEP_BYTES: usize = 256 * 1024;
+/// How long to wait for the output pipe to close once the group is gone
+/// (a process that left the group with `setsid` may hold it open).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BashTool;
+
+impl Tool for BashTool {
+    fn name(&self) -> &str {
+        "Bash"
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        async move {
+            match run(&input, ctx).await {
+                Ok(out) | Err(out) => out,
+            }
+        }
+        .boxed()
+    }
+}
+
+/// Output bytes: the first and last `KEEP_BYTES`, and a count of the rest.
+#[derive(Default)]
+struct Captured {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    dropped: usize,
+}
+
+impl Captured {
+    fn push(&mut self, bytes: &[u8]) {
+        let room = KEEP_BYTES.saturating_sub(self.head.len());
+        let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(to_head);
+        self.tail.extend(rest);
+        if self.tail.len() > KEEP_BYTES {
+            let excess = self.tail.len() - KEEP_BYTES;
+            self.tail.drain(..excess);
+            self.dropped += excess;
+        }
+    }
+
+    fn text(&self) -> String {
+        let head = String::from_utf8_lossy(&self.head);
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        let tail = String::from_utf8_lossy(&tail);
+        if self.dropped == 0 {
+            return truncate_middle(&format!("{head}{tail}"), MAX_OUTPUT_CHARS);
+        }
+        // The middle was never stored: cut around it and count it too.
+        let keep = MAX_OUTPUT_CHARS / 2;
+        let head_chars = head.chars().count();
+        let tail_chars = tail.chars().count();
+        let head_kept: String = head.chars().take(keep).collect();
+        let tail_kept: String = tail.chars().skip(tail_chars.saturating_sub(keep)).collect();
+        let cut = head_chars.saturating_sub(keep) + tail_chars.saturating_sub(keep) + self.dropped;
+        format!("{head_kept}\n\n[... about {cut} characters truncated ...]\n\n{tail_kept}")
+    }
+}
+
+enum Ending {
+    Exited(std::process::ExitStatus),
+    TimedOut(u64),
+    Cancelled,
+}
+
+async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let input = Input(input);
+    let command = input.str("command").map_err(ToolOutput::error)?;
+    let timeout_ms = input
+        .opt_u64("timeout")
+        .map_err(ToolOutput::error)?
+        .filter(|&ms| ms > 0)
+        .unwrap_or(DEFAULT_TIMEOUT_MS)
+        .min(MAX_TIMEOUT_MS);
+
+    if !ctx.cwd.is_dir() {
+        return Err(ToolOutput::error(format!(
+            "working directory {} does not exist",
+            ctx.cwd.display()
+        )));
+    }
+
+    // One pipe for both streams keeps their interleaving.
+    let (mut reader, writer) =
+        std::io::pipe().map_err(|e| ToolOutput::error(format!("cannot create a pipe: {e}")))?;
+    let writer_err = writer
+        .try_clone()
+        .map_err(|e| ToolOutput::error(format!("cannot create a pipe: {e}")))?;
+
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(&ctx.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::from(writer_err))
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ToolOutput::error(format!("cannot start bash: {e}")))?;
+    // Our copies of the write end went into `cmd`; drop it so only the
+    // command's processes hold the pipe open.
+    drop(cmd);
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    // Kills the group if this future is dropped before the end (the engine
+    // may drop a call instead of cancelling it).
+    let mut guard = GroupGuard(pgid);
+
+    let captured = Arc::new(Mutex::new(Captured::default()));
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    {
+        let captured = Arc::clone(&captured);
+        // A plain thread: a blocking read must not tie up the runtime's pool.
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if let Ok(mut c) = captured.lock() {
+                            c.push(&buf[..n]);
+                        }
+                    }
+                }
+            }
+            let _ = done_tx.send(());
+        });
+    }
+
+    let ending = tokio::select! {
+        status = child.wait() => match status {
+            Ok(status) => Ending::Exited(status),
+            Err(e) => {
+                guard.kill();
+                return Err(ToolOutput::error(format!("waiting for bash failed: {e}")));
+            }
+        },
+        () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Ending::TimedOut(timeout_ms),
+        () = ctx.cancel.cancelled() => Ending::Cancelled,
+    };
+    // Whatever happened, nothing of the group may outlive the call.
+    guard.kill();
+    if !matches!(ending, Ending::Exited(_)) {
+        let _ = child.wait().await;
+    }
+    let _ = tokio::time::timeout(DRAIN_GRACE, done_rx).await;
+
+    let mut text = match captured.lock() {
+        Ok(c) => c.text(),
+        Err(_) => String::new(),
+    };
+    let trimmed_len = text.trim_end_matches('\n').len();
+    text.truncate(trimmed_len);
+    let mut note = |line: String| {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&line);
+    };
+    Ok(match ending {
+        Ending::Exited(status) if status.success() => {
+            if text.is_empty() {
+                text = "(no output)".to_string();
+            }
+            ToolOutput::ok(text)
+        }
+        Ending::Exited(status) => {
+            match status.code() {
+                Some(code) => note(format!("Exit code {code}")),
+                None => {
+                    use std::os::unix::process::ExitStatusExt as _;
+                    let sig = status.signal().unwrap_or(0);
+                    note(format!("Terminated by signal {sig}"));
+                }
+            }
+            ToolOutput::error(text)
+        }
+        Ending::TimedOut(ms) => {
+            note(format!(
+                "Command timed out after {ms} ms; its process group was killed."
+            ));
+            ToolOutput::error(text)
+        }
+        Ending::Cancelled => {
+            note("Command was cancelled; its process group was killed.".to_string());
+            ToolOutput::error(text)
+        }
+    })
+}
+
+/// Kills its process group once: on [`GroupGuard::kill`] or on drop.
+struct GroupGuard(Option<Pid>);
+
+impl GroupGuard {
+    fn kill(&mut self) {
+        kill_group(self.0.take());
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn kill_group(pgid: Option<Pid>) {
+    if let Some(pgid) = pgid {
+        // ESRCH (the group is already gone) is the common, harmless case.
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    async fn bash(input: Value) -> ToolOutput {
+        let dir = tempfile::tempdir().unwrap();
+        BashTool.call(input, &ToolContext::new(dir.path())).await
+    }
+
+    /// True once `pid` is gone or a zombie (dead, waiting to be reaped).
+    fn dead(pid: i32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        }
+    }
+
+    async fn wait_dead(pid: i32) -> bool {
+        for _ in 0..100 {
+            if dead(pid) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn captures_stdout_and_stderr_in_order() {
+        let out = bash(json!({"command": "echo one; echo two >&2; echo three"})).await;
+        assert!(!out.is_error);
+        assert_eq!(out.text, "one\ntwo\nthree");
+    }
+
+    #[tokio::test]
+    async fn runs_in_cwd() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("marker.txt"), "").unwrap();
+        let out = BashTool
+            .call(json!({"command": "ls"}), &ToolContext::new(dir.path()))
+            .await;
+        assert_eq!(out.text, "marker.txt");
+    }
+
+    #[tokio::test]
+    async fn non_zero_exit_is_an_error_with_the_code() {
+        let out = bash(json!({"command": "echo oops; exit 3"})).await;
+        assert!(out.is_error);
+        assert_eq!(out.text, "oops\nExit code 3");
+    }
+
+    #[tokio::test]
+    async fn silent_success_says_so() {
+        let out = bash(json!({"command": "true"})).await;
+        assert_eq!(out, ToolOutput::ok("(no output)"));
+    }
+
+    #[tokio::test]
+    async fn long_output_keeps_head_and_tail() {
+        let out = bash(
+            json!({"command": "echo START; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END"}),
+        )
+        .await;
+        assert!(!out.is_error);
+        assert!(out.text.starts_with("START\n"));
+        assert!(out.text.ends_with("\nEND"));
+        assert!(out.text.contains("characters truncated"));
+        assert!(out.text.chars().count() < MAX_OUTPUT_CHARS + 200);
+    }
+
+    #[test]
+    fn huge_output_drops_the_middle_and_counts_it() {
+        let mut c = Captured::default();
+        c.push(b"HEAD");
+        for _ in 0..200 {
+            c.push(&[b'y'; 8192]);
+        }
+        c.push(b"TAIL");
+        assert!(c.dropped > 0);
+        let t = c.text();
+        assert!(t.starts_with("HEAD") && t.ends_with("TAIL"));
+        assert!(t.contains("characters truncated"));
+        assert!(t.chars().count() < MAX_OUTPUT_CHARS + 200);
+    }
+
+    #[tokio::test]
+    async fn timeout_kills_the_whole_process_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmd = "sleep 1000 & echo $! > pids; (sleep 1000 & echo $! >> pids; wait) & echo started; wait";
+        let out = BashTool
+            .call(
+                json!({"command": cmd, "timeout": 3000}),
+                &ToolContext::new(dir.path()),
+            )
+            .await;
+        assert!(out.is_error);
+        assert!(out.text.starts_with("started\n"), "{}", out.text);
+        assert!(out.text.contains("timed out after 3000 ms"), "{}", out.text);
+        let pids = std::fs::read_to_string(dir.path().join("pids")).unwrap();
+        let pids: Vec<i32> = pids.lines().map(|l| l.trim().parse().unwrap()).collect();
+        assert_eq!(pids.len(), 2);
+        for pid in pids {
+            assert!(wait_dead(pid).await, "sleep {pid} survived");
+        }
+    }
+
+    #[tokio::test]
+    async fn background_jobs_do_not_outlive_a_finished_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = BashTool
+            .call(
+                json!({"command": "sleep 1000 & echo $! > pid; echo done"}),
+                &ToolContext::new(dir.path()),
+            )
+            .await;
+        assert_eq!(out, ToolOutput::ok("done"));
+        let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(wait_dead(pid).await);
+    }
+
+    #[tokio::test]
+    async fn cancellation_kills_and_returns_output_so_far() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let cancel = ctx.cancel.clone();
+        let path = dir.path().join("pid");
+        let watcher = tokio::spawn(async move {
+            // Cancel once the command has demonstrably started.
+            while !std::fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n')) {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            cancel.cancel();
+        });
+        let out = BashTool
+            .call(
+                json!({"command": "echo begun; sleep 1000 & echo $! > pid; wait"}),
+                &ctx,
+            )
+            .await;
+        watcher.await.unwrap();
+        assert!(out.is_error);
+        assert!(out.text.starts_with("begun\n"), "{}", out.text);
+        assert!(out.text.contains("cancelled"));
+        let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(wait_dead(pid).await);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let path = dir.path().join("pid");
+        {
+            let call = BashTool.call(json!({"command": "sleep 1000 & echo $! > pid; wait"}), &ctx);
+            let started = async {
+                while !std::fs::read_to_string(&path).is_ok_and(|s| s.ends_with('\n')) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            tokio::select! {
+                _ = call => panic!("the command should still be running"),
+                () = started => {}
+            }
+        }
+        let pid: i32 = std::fs::read_to_string(&path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(wait_dead(pid).await);
+    }
+
+    #[tokio::test]
+    async fn wrong_input_types_are_errors() {
+        let out = bash(json!({"command": 5})).await;
+        assert!(out.is_error && out.text.contains("`command` must be a string"));
+        let out = bash(json!({"command": "true", "timeout": "soon"})).await;
+        assert!(out.is_error && out.text.contains("`timeout`"));
+        let out = bash(json!({})).await;
+        assert!(out.is_error && out.text.contains("missing required field `command`"));
+    }
+}

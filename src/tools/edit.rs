@@ -1,0 +1,170 @@
+//! The Edit tool: replaces an exact string in a file. The string must occur
+//! exactly once unless `replace_all` is set, so an edit never lands in a
+//! place the model did not mean.
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::{Input, Tool, ToolContext, ToolOutput};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EditTool;
+
+impl Tool for EditTool {
+    fn name(&self) -> &str {
+        "Edit"
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        async move {
+            match edit(&input, ctx).await {
+                Ok(out) | Err(out) => out,
+            }
+        }
+        .boxed()
+    }
+}
+
+async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput> {
+    let i = Input(input);
+    let file_path = i.str("file_path").map_err(ToolOutput::error)?;
+    let old = i.str("old_string").map_err(ToolOutput::error)?;
+    let new = i.str("new_string").map_err(ToolOutput::error)?;
+    let replace_all = i
+        .opt_bool("replace_all")
+        .map_err(ToolOutput::error)?
+        .unwrap_or(false);
+    if old.is_empty() {
+        return Err(ToolOutput::error(
+            "old_string is empty; to create a file, use Write",
+        ));
+    }
+    if old == new {
+        return Err(ToolOutput::error(
+            "old_string and new_string are identical; there is nothing to change",
+        ));
+    }
+    let path = ctx.resolve(file_path);
+    let shown = path.display();
+    let text = match tokio::fs::read(&path).await {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
+            ToolOutput::error(format!(
+                "{shown} is not valid UTF-8 text; Edit cannot change it"
+            ))
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ToolOutput::error(format!("File does not exist: {shown}")));
+        }
+        Err(e) => return Err(ToolOutput::error(format!("Cannot read {shown}: {e}"))),
+    };
+    let count = text.matches(old).count();
+    if count == 0 {
+        return Err(ToolOutput::error(format!(
+            "old_string was not found in {shown}; it must match the file exactly, including whitespace"
+        )));
+    }
+    if count > 1 && !replace_all {
+        return Err(ToolOutput::error(format!(
+            "old_string occurs {count} times in {shown}; add surrounding context to make it unique, \
+             or set replace_all to replace every occurrence"
+        )));
+    }
+    let updated = text.replace(old, new);
+    tokio::fs::write(&path, updated)
+        .await
+        .map_err(|e| ToolOutput::error(format!("Cannot write {shown}: {e}")))?;
+    let noun = if count == 1 {
+        "replacement"
+    } else {
+        "replacements"
+    };
+    Ok(ToolOutput::ok(format!("Edited {shown}: {count} {noun}")))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    async fn setup(content: &str) -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f.txt"), content).unwrap();
+        let ctx = ToolContext::new(dir.path());
+        (dir, ctx)
+    }
+
+    fn content(dir: &tempfile::TempDir) -> String {
+        std::fs::read_to_string(dir.path().join("f.txt")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn replaces_a_unique_match() {
+        let (dir, ctx) = setup("let a = 1;\nlet b = 2;\n").await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "b = 2", "new_string": "b = 3"}),
+                &ctx,
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        assert!(out.text.ends_with(": 1 replacement"));
+        assert_eq!(content(&dir), "let a = 1;\nlet b = 3;\n");
+    }
+
+    #[tokio::test]
+    async fn several_matches_need_replace_all() {
+        let (dir, ctx) = setup("x x x").await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "x", "new_string": "y"}),
+                &ctx,
+            )
+            .await;
+        assert!(out.is_error);
+        assert!(out.text.contains("occurs 3 times"));
+        assert_eq!(content(&dir), "x x x");
+        let out = EditTool
+            .call(json!({"file_path": "f.txt", "old_string": "x", "new_string": "y", "replace_all": true}), &ctx)
+            .await;
+        assert!(!out.is_error);
+        assert!(out.text.ends_with(": 3 replacements"));
+        assert_eq!(content(&dir), "y y y");
+    }
+
+    #[tokio::test]
+    async fn not_found_identical_and_missing_file_are_errors() {
+        let (dir, ctx) = setup("hello").await;
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "bye", "new_string": "x"}),
+                &ctx,
+            )
+            .await;
+        assert!(out.is_error && out.text.contains("not found"));
+        let out = EditTool
+            .call(
+                json!({"file_path": "f.txt", "old_string": "hello", "new_string": "hello"}),
+                &ctx,
+            )
+            .await;
+        assert!(out.is_error && out.text.contains("identical"));
+        let out = EditTool
+            .call(
+                json!({"file_path": "g.txt", "old_string": "a", "new_string": "b"}),
+                &ctx,
+            )
+            .await;
+        assert!(out.is_error && out.text.contains("File does not exist"));
+        let out = EditTool
+            .call(json!({"file_path": "f.txt", "old_string": "hello", "new_string": "x", "replace_all": "yes"}), &ctx)
+            .await;
+        assert!(out.is_error && out.text.contains("`replace_all` must be a boolean"));
+        assert_eq!(content(&dir), "hello");
+    }
+}

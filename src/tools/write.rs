@@ -1,0 +1,115 @@
+//! The Write tool: writes a whole file, creating missing parent folders and
+//! replacing any existing content, and reports what it wrote.
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+
+use super::{Input, Tool, ToolContext, ToolOutput};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteTool;
+
+impl Tool for WriteTool {
+    fn name(&self) -> &str {
+        "Write"
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
+        async move {
+            let i = Input(&input);
+            let (file_path, content) = match (i.str("file_path"), i.str("content")) {
+                (Ok(p), Ok(c)) => (p, c),
+                (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
+            };
+            let path = ctx.resolve(file_path);
+            if path.is_dir() {
+                return ToolOutput::error(format!(
+                    "{} is a directory; cannot write it as a file",
+                    path.display()
+                ));
+            }
+            let existed = path.exists();
+            if let Some(parent) = path.parent()
+                && let Err(e) = tokio::fs::create_dir_all(parent).await
+            {
+                return ToolOutput::error(format!(
+                    "Cannot create folder {}: {e}",
+                    parent.display()
+                ));
+            }
+            if let Err(e) = tokio::fs::write(&path, content).await {
+                return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
+            }
+            let lines = content.lines().count();
+            let verb = if existed { "Overwrote" } else { "Created" };
+            ToolOutput::ok(format!(
+                "{verb} {} ({} bytes, {lines} lines)",
+                path.display(),
+                content.len()
+            ))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn creates_parent_folders_and_reports_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let out = WriteTool
+            .call(
+                json!({"file_path": "a/b/c.txt", "content": "one\ntwo\n"}),
+                &ctx,
+            )
+            .await;
+        assert!(!out.is_error, "{}", out.text);
+        let path = dir.path().join("a/b/c.txt");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
+        assert_eq!(
+            out.text,
+            format!("Created {} (8 bytes, 2 lines)", path.display())
+        );
+    }
+
+    #[tokio::test]
+    async fn overwrites_existing_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.txt");
+        std::fs::write(&path, "old content that is longer").unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let out = WriteTool
+            .call(
+                json!({"file_path": path.to_str().unwrap(), "content": "new"}),
+                &ctx,
+            )
+            .await;
+        assert!(out.text.starts_with("Overwrote"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+    }
+
+    #[tokio::test]
+    async fn bad_input_and_directories_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path());
+        let out = WriteTool
+            .call(json!({"file_path": "x", "content": 3}), &ctx)
+            .await;
+        assert!(out.is_error && out.text.contains("`content` must be a string"));
+        let out = WriteTool
+            .call(json!({"file_path": ".", "content": ""}), &ctx)
+            .await;
+        assert!(out.is_error && out.text.contains("is a directory"));
+        assert!(!dir.path().join("x").exists());
+    }
+}
