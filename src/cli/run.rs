@@ -17,9 +17,9 @@ use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, Message};
-use crate::provider::Provider;
+use crate::provider::{Provider, ProviderErrorKind};
 use crate::runtime::{
-    self, Engine, EventSink, Session, SessionSpec, StopKind, transcript::Transcript,
+    self, Engine, EventSink, RunError, Session, SessionSpec, StopKind, transcript::Transcript,
 };
 
 #[derive(Debug, Clone, Args)]
@@ -279,7 +279,10 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         }
         Err(e) => {
             let msg = e.to_string();
+            let config_problem =
+                matches!(&e, RunError::Provider(p) if p.kind == ProviderErrorKind::Config);
             match args.output_format {
+                OutputFormat::Text if config_problem => Err(CliError::Usage(msg)),
                 OutputFormat::Text => Err(CliError::Failed(msg)),
                 OutputFormat::Json | OutputFormat::StreamJson => {
                     let obj = result_object(

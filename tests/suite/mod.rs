@@ -1,4 +1,6 @@
 //! Integration suites, plus the shared test kit.
 
+pub mod harness;
 pub mod kit;
 mod provider;
+mod run;

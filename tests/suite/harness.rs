@@ -1,0 +1,229 @@
+//! Running the real `cadre` binary in a throwaway project: a temp working
+//! directory with its own `cadre.toml`, a temp `HOME`, and the environment
+//! pointed at a fake model server.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::kit::{FakeServer, TEST_KEY};
+
+/// Settings every test project starts with: quick retries and timeouts.
+pub const BASE_CONFIG: &str = r#"
+[provider]
+model = "claude-sonnet-4-5"
+max_tokens = 1024
+connect_timeout_ms = 2000
+idle_timeout_ms = 3000
+max_retries = 2
+retry_base_ms = 1
+retry_max_ms = 5
+"#;
+
+pub struct Project {
+    pub dir: TempDir,
+    pub home: TempDir,
+    config: String,
+    env: Vec<(String, String)>,
+}
+
+impl Project {
+    pub fn new() -> Project {
+        let p = Project {
+            dir: tempfile::tempdir().unwrap(),
+            home: tempfile::tempdir().unwrap(),
+            config: BASE_CONFIG.to_string(),
+            env: Vec::new(),
+        };
+        p.write_config();
+        p
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Appends TOML to `cadre.toml`.
+    pub fn config(&mut self, extra: &str) -> &mut Self {
+        self.config.push('\n');
+        self.config.push_str(extra);
+        self.write_config();
+        self
+    }
+
+    fn write_config(&self) {
+        std::fs::write(self.dir.path().join("cadre.toml"), &self.config).unwrap();
+    }
+
+    pub fn env(&mut self, key: &str, value: &str) -> &mut Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn write(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(rel)).unwrap()
+    }
+
+    pub fn command(&self, server: Option<&FakeServer>) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
+        cmd.current_dir(self.dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null());
+        if let Some(s) = server {
+            cmd.env("ANTHROPIC_BASE_URL", s.url())
+                .env("ANTHROPIC_API_KEY", TEST_KEY);
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    pub fn run(&self, server: Option<&FakeServer>, args: &[&str]) -> Run {
+        let out = self.command(server).args(args).output().unwrap();
+        Run::from(out)
+    }
+
+    /// Every file under the project's `.cadre` folder, with its content.
+    pub fn written_files(&self) -> Vec<(PathBuf, String)> {
+        let mut out = Vec::new();
+        let mut stack = vec![self.dir.path().join(".cadre")];
+        while let Some(d) = stack.pop() {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push((p.clone(), std::fs::read_to_string(&p).unwrap_or_default()));
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// The lines of every `*.jsonl` transcript, parsed (panics on a bad line).
+    pub fn transcript_lines(&self) -> Vec<Value> {
+        self.written_files()
+            .into_iter()
+            .filter(|(p, _)| p.extension().is_some_and(|e| e == "jsonl"))
+            .flat_map(|(p, text)| {
+                text.lines()
+                    .map(|l| {
+                        serde_json::from_str::<Value>(l)
+                            .unwrap_or_else(|e| panic!("{}: bad line {l:?}: {e}", p.display()))
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    pub fn ok(&self) -> &Self {
+        assert_eq!(
+            self.code, 0,
+            "exit {}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        );
+        self
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+
+    pub fn json_lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+/// The tool_result blocks of a recorded request's last user message.
+pub fn last_tool_results(body: &Value) -> Vec<Value> {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .map(|c| {
+            c.iter()
+                .filter(|b| b["type"] == "tool_result")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of a tool_result block (its text parts joined).
+pub fn result_text(block: &Value) -> String {
+    match &block["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Tool names in a recorded request.
+pub fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A tool definition of a recorded request by name.
+pub fn tool<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
+    body["tools"].as_array()?.iter().find(|t| t["name"] == name)
+}
