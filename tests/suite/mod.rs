@@ -2,5 +2,6 @@
 
 pub mod harness;
 pub mod kit;
+mod agents;
 mod provider;
 mod run;
