@@ -29,3 +29,6 @@ pub const FORK_AGENT: &str = "fork";
 pub const GENERAL_PURPOSE: &str = "general-purpose";
 /// Built-in agents that return their result without the usage trailer.
 pub const ONE_SHOT_AGENTS: &[&str] = &["Explore", "Plan"];
+
+#[cfg(test)]
+mod tests;

@@ -255,7 +255,8 @@ pub(super) fn resolve(doc: &Node, kind: DocKind<'_>, source: Source, ctx: &mut C
                 _ => ctx.warn(v.pos, expected("prompt_template", "a template name", v)),
             },
             other => {
-                let hint = FIELDS.iter().find(|f| f.eq_ignore_ascii_case(other) || f.replace('_', "") == other);
+                let norm = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
+                let hint = FIELDS.iter().find(|f| norm(f) == norm(other));
                 let msg = match hint {
                     Some(h) => format!("unknown field `{other}` (did you mean `{h}`?); ignored"),
                     None => format!("unknown field `{other}`; ignored"),
