@@ -105,6 +105,7 @@ fn md_files(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::catalog::Prompt;

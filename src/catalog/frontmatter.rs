@@ -53,6 +53,7 @@ pub fn split_frontmatter(text: &str) -> Result<Frontmatter<'_>, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -31,4 +31,5 @@ pub const GENERAL_PURPOSE: &str = "general-purpose";
 pub const ONE_SHOT_AGENTS: &[&str] = &["Explore", "Plan"];
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests;

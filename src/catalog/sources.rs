@@ -102,6 +102,7 @@ fn dedup_keep_last(dirs: Vec<SourceDir>) -> Vec<SourceDir> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
