@@ -190,15 +190,9 @@ fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed>
 
 fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
     let fail = |msg: String| (None, vec![Diagnostic::error(Some(path), None, msg)]);
-    match std::fs::metadata(path) {
-        Ok(m) if m.len() > MAX_FILE_BYTES => {
-            return fail(format!("file is {} bytes, over the {MAX_FILE_BYTES}-byte limit for agent files; skipped", m.len()));
-        }
-        Ok(_) => {}
-        Err(e) => return fail(format!("cannot read: {e}; skipped")),
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    let bytes = match read_limited(path) {
+        Ok(Some(b)) => b,
+        Ok(None) => return fail(format!("file is over the {MAX_FILE_BYTES}-byte limit for agent files; skipped")),
         Err(e) => return fail(format!("cannot read: {e}; skipped")),
     };
     if bytes.iter().take(8192).any(|b| *b == 0) {
@@ -208,6 +202,17 @@ fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed
         Ok(text) => parse_agent_file_with(path, &text, source, opts),
         Err(e) => fail(format!("not valid UTF-8 (at byte {}); skipped", e.utf8_error().valid_up_to())),
     }
+}
+
+/// The file's bytes, or `None` when it is larger than [`MAX_FILE_BYTES`].
+/// One open and reads; never more than the limit plus one byte in memory.
+fn read_limited(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let hint = file.metadata().map_or(0, |m| m.len()).min(MAX_FILE_BYTES + 1);
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= MAX_FILE_BYTES).then_some(bytes))
 }
 
 /// Every agent file under `root`, sorted. Symbolic links are followed; a

@@ -83,12 +83,20 @@ fn parse_markdown(text: &str, source: Source, ctx: &mut Ctx<'_>) -> Option<Agent
         }
     };
     ctx.shift = fm.yaml_line - 1;
-    let doc = match parse_yaml(fm.yaml) {
-        Ok(doc) => doc,
-        Err(first) => match parse_yaml(&quote_plain_values(fm.yaml)) {
+    // A top-level plain value holding `: ` is never valid YAML, so such a
+    // file (common in published agents) goes straight to the quoted retry;
+    // the original is parsed again only to report its error.
+    let first = if needs_quoting(fm.yaml) { None } else { Some(parse_yaml(fm.yaml)) };
+    let doc = match first {
+        Some(Ok(doc)) => doc,
+        _ => match parse_yaml(&quote_plain_values(fm.yaml)) {
             Ok(doc) => doc,
-            Err(_) => {
-                ctx.error(first.pos, format!("invalid YAML frontmatter: {}", first.message));
+            Err(retry) => {
+                let err = match first {
+                    Some(Err(e)) => e,
+                    _ => parse_yaml(fm.yaml).err().unwrap_or(retry),
+                };
+                ctx.error(err.pos, format!("invalid YAML frontmatter: {}", err.message));
                 return None;
             }
         },
@@ -147,6 +155,14 @@ pub(super) fn quote_plain_values(yaml: &str) -> String {
         i = last + 1;
     }
     out
+}
+
+/// True when some top-level plain value contains `: ` (outside a trailing
+/// comment), which plain YAML scalars may not.
+fn needs_quoting(yaml: &str) -> bool {
+    yaml.lines().any(|line| {
+        top_level_plain(line).is_some_and(|(_, start)| split_comment(&line[start..]).0.contains(": "))
+    })
 }
 
 fn push_newline(out: &mut String, index: usize, count: usize) {

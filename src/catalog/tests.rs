@@ -267,6 +267,22 @@ fn invalid_yaml_is_retried_with_quoted_values() {
     assert!(def.is_none());
     assert!(diags[0].is_error() && diags[0].message.starts_with("invalid YAML frontmatter"));
     assert!(diags[0].line.unwrap() >= 4, "{:?}", diags[0]);
+
+    // Needs quoting and is still broken: the original error is reported.
+    let (def, diags) = parse_md("name: a\ndescription: a: b\ntools: [Read\n");
+    assert!(def.is_none());
+    assert!(diags[0].is_error() && diags[0].line.unwrap() >= 3, "{:?}", diags[0]);
+
+    // A `: ` inside a comment is valid YAML and left alone.
+    let (def, diags) = ok_md("name: a\ndescription: plain # note: x\n");
+    assert!(diags.is_empty());
+    assert_eq!(def.description, "plain");
+}
+
+#[test]
+fn quoting_keeps_lines_and_doubles_quotes() {
+    let q = parse::quote_plain_values("name: a\ndescription: it's: x\n  more\n\ntools: [A]\nmodel: 'q'\n");
+    assert_eq!(q, "name: 'a'\ndescription: 'it''s: x\n  more'\n\ntools: [A]\nmodel: 'q'\n");
 }
 
 #[test]
