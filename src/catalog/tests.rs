@@ -447,3 +447,30 @@ fn parallel_load_matches_sequential_order() {
     assert_eq!(cat.get("a7").unwrap().description, "d107");
     assert_eq!(cat.diagnostics.len(), 50);
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn parsing_never_panics(
+            body in "(---\n|name: |description: |tools: |\\[|\\]|: |'|\"|\n|  |-|x|\r\n|#|\\{|\\}|maxTurns: 3\n|\u{feff})*",
+            ext in prop::sample::select(vec!["md", "yaml", "toml"]),
+        ) {
+            let path = PathBuf::from(format!("p.{ext}"));
+            let (_, diags) = parse_agent_file(&path, &body, Source::Project);
+            for d in diags {
+                prop_assert!(d.path.is_some());
+            }
+            let _ = parse::quote_plain_values(&body);
+        }
+
+        #[test]
+        fn cli_parsing_never_panics(s in any::<String>()) {
+            let _ = parse_cli_agents(&s);
+        }
+    }
+}
