@@ -47,7 +47,10 @@ fn load_catalog(bencher: divan::Bencher, n: usize) {
     let tmp = tempfile::tempdir().unwrap();
     generate(tmp.path(), n);
     let input = CatalogInput {
-        dirs: vec![SourceDir { source: Source::Project, path: tmp.path().to_path_buf() }],
+        dirs: vec![SourceDir {
+            source: Source::Project,
+            path: tmp.path().to_path_buf(),
+        }],
         ..Default::default()
     };
     bencher.bench(|| {
@@ -63,8 +66,13 @@ fn load_catalog(bencher: divan::Bencher, n: usize) {
 fn parse_one(bencher: divan::Bencher, ext: &str) {
     let tmp = tempfile::tempdir().unwrap();
     generate(tmp.path(), 3);
-    let i = ["md", "yaml", "toml"].iter().position(|e| *e == ext).unwrap();
+    let i = ["md", "yaml", "toml"]
+        .iter()
+        .position(|e| *e == ext)
+        .unwrap();
     let path = tmp.path().join("group000").join(format!("agent{i}.{ext}"));
     let text = std::fs::read_to_string(&path).unwrap();
-    bencher.bench(|| cadre::catalog::parse_agent_file(&path, divan::black_box(&text), Source::Project));
+    bencher.bench(|| {
+        cadre::catalog::parse_agent_file(&path, divan::black_box(&text), Source::Project)
+    });
 }

@@ -39,7 +39,9 @@ fn frontmatter_fields(text: &str) -> BTreeMap<String, String> {
     while i < body.len() {
         let line = body[i];
         i += 1;
-        let Some((key, value)) = line.split_once(':') else { continue };
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
         if key.starts_with(' ') {
             continue;
         }
@@ -58,7 +60,11 @@ fn frontmatter_fields(text: &str) -> BTreeMap<String, String> {
         } else if let Some(inner) = value.strip_prefix('\'').and_then(|v| v.strip_suffix('\'')) {
             inner.replace("''", "'")
         } else {
-            std::iter::once(value).chain(cont.iter().copied()).filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
+            std::iter::once(value)
+                .chain(cont.iter().copied())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
         };
         fields.insert(key.to_string(), v.trim().to_string());
     }
@@ -73,11 +79,19 @@ fn every_corpus_agent_loads_as_written() {
     assert_eq!(files.len(), 202);
 
     let cat = load(&CatalogInput {
-        dirs: vec![SourceDir { source: Source::Plugin, path: dir.clone() }],
+        dirs: vec![SourceDir {
+            source: Source::Plugin,
+            path: dir.clone(),
+        }],
         ..Default::default()
     });
     assert_eq!(cat.files, 202);
-    let errors: Vec<String> = cat.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.to_string()).collect();
+    let errors: Vec<String> = cat
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| d.to_string())
+        .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 
     for path in &files {
@@ -86,23 +100,47 @@ fn every_corpus_agent_loads_as_written() {
         let (def, diags) = parse_agent_file(path, &text, Source::Plugin);
         // The only thing the corpus gets wrong is a colour outside the
         // eight (e.g. `magenta`): a warning, the agent loads.
-        assert!(diags.iter().all(|d| !d.is_error() && d.message.starts_with("color:")), "{}: {diags:?}", path.display());
+        assert!(
+            diags
+                .iter()
+                .all(|d| !d.is_error() && d.message.starts_with("color:")),
+            "{}: {diags:?}",
+            path.display()
+        );
         let def = def.unwrap_or_else(|| panic!("{} did not load", path.display()));
         assert_eq!(def.name, want["name"], "{}", path.display());
         assert_eq!(def.description, want["description"], "{}", path.display());
-        assert_eq!(def.model.as_deref(), want.get("model").map(String::as_str), "{}", path.display());
+        assert_eq!(
+            def.model.as_deref(),
+            want.get("model").map(String::as_str),
+            "{}",
+            path.display()
+        );
         // `tools: A, B` or a flow list `tools: [A, "B"]`.
         let tools: Option<Vec<String>> = want.get("tools").map(|t| {
-            let t = t.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(t);
-            t.split(',').map(|s| s.trim().trim_matches(['"', '\'']).to_string()).filter(|s| !s.is_empty()).collect()
+            let t = t
+                .strip_prefix('[')
+                .and_then(|t| t.strip_suffix(']'))
+                .unwrap_or(t);
+            t.split(',')
+                .map(|s| s.trim().trim_matches(['"', '\'']).to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
         });
         assert_eq!(def.tools, tools, "{}", path.display());
-        let Prompt::Inline(prompt) = &def.prompt else { panic!("{}: not an inline prompt", path.display()) };
+        let Prompt::Inline(prompt) = &def.prompt else {
+            panic!("{}: not an inline prompt", path.display())
+        };
         assert!(!prompt.is_empty(), "{}", path.display());
         // Loaded through the catalog too (the name may be shadowed by a
         // duplicate; then one of them is in `shadowed`).
-        let in_catalog = cat.get(&def.name).is_some_and(|d| d.path.as_deref() == Some(path.as_path()))
-            || cat.shadowed.iter().any(|s| s.def.path.as_deref() == Some(path.as_path()));
+        let in_catalog = cat
+            .get(&def.name)
+            .is_some_and(|d| d.path.as_deref() == Some(path.as_path()))
+            || cat
+                .shadowed
+                .iter()
+                .any(|s| s.def.path.as_deref() == Some(path.as_path()));
         assert!(in_catalog, "{}", path.display());
     }
 }
@@ -112,31 +150,50 @@ fn diagnostics_for_broken_files_name_the_file_and_a_line() {
     let tmp = tempfile::tempdir().unwrap();
     let broken: &[(&str, &str)] = &[
         ("no-desc.md", "---\nname: a\n---\nbody\n"),
-        ("bad-yaml.md", "---\nname: a\ndescription: d\ntools: [Read\n---\n"),
+        (
+            "bad-yaml.md",
+            "---\nname: a\ndescription: d\ntools: [Read\n---\n",
+        ),
         ("unterminated.md", "---\nname: a\ndescription: d\n"),
         ("no-front.md", "just text\n"),
         ("no-name.md", "---\ndescription: d\n---\n"),
-        ("bad-values.md", "---\nname: b\ndescription: d\ncolor: mauve\nmaxTurns: 0\nhooks: 3\nmcpServers: [1]\nwhen: 'a b'\nzap: 1\n---\n"),
+        (
+            "bad-values.md",
+            "---\nname: b\ndescription: d\ncolor: mauve\nmaxTurns: 0\nhooks: 3\nmcpServers: [1]\nwhen: 'a b'\nzap: 1\n---\n",
+        ),
         ("fork.md", "---\nname: fork\ndescription: d\n---\n"),
         ("bad.yaml", "name: y\ndescription: [\n"),
         ("no-name.yaml", "description: d\nprompt: p\n"),
         ("bad.toml", "name = \"t\"\ndescription = \n"),
-        ("types.toml", "name = \"t\"\ndescription = \"d\"\ntools = 3\nbackground = 2\n"),
+        (
+            "types.toml",
+            "name = \"t\"\ndescription = \"d\"\ntools = 3\nbackground = 2\n",
+        ),
         ("list.yml", "- a\n- b\n"),
     ];
     for (name, text) in broken {
         std::fs::write(tmp.path().join(name), text).unwrap();
     }
     let cat = load(&CatalogInput {
-        dirs: vec![SourceDir { source: Source::Project, path: tmp.path().to_path_buf() }],
+        dirs: vec![SourceDir {
+            source: Source::Project,
+            path: tmp.path().to_path_buf(),
+        }],
         ..Default::default()
     });
     for (name, _) in broken {
-        let about: Vec<_> = cat.diagnostics.iter().filter(|d| d.path.as_ref().is_some_and(|p| p.ends_with(name))).collect();
+        let about: Vec<_> = cat
+            .diagnostics
+            .iter()
+            .filter(|d| d.path.as_ref().is_some_and(|p| p.ends_with(name)))
+            .collect();
         assert!(!about.is_empty(), "no diagnostic for {name}");
     }
     for d in &cat.diagnostics {
-        assert!(d.path.as_ref().is_some_and(|p| p.starts_with(tmp.path())), "{d}");
+        assert!(
+            d.path.as_ref().is_some_and(|p| p.starts_with(tmp.path())),
+            "{d}"
+        );
         assert!(d.line.is_some() && d.column.is_some(), "{d}");
     }
     assert!(cat.get("b").is_some(), "bad optional values keep the agent");

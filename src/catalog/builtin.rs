@@ -22,7 +22,10 @@ const FORK_MAX_TURNS: u32 = 200;
 /// The built-in agents, embedded ones first, each replaced by a same-named
 /// `*.md` in `dir` if given. Returns the definitions (sorted by name), the
 /// diagnostics and how many files were read from `dir`.
-pub fn builtin_agents(dir: Option<&Path>, opts: ParseOptions<'_>) -> (Vec<AgentDef>, Vec<Diagnostic>, usize) {
+pub fn builtin_agents(
+    dir: Option<&Path>,
+    opts: ParseOptions<'_>,
+) -> (Vec<AgentDef>, Vec<Diagnostic>, usize) {
     let mut diags = Vec::new();
     let mut defs: Vec<AgentDef> = Vec::new();
     for file in AGENTS.files() {
@@ -32,7 +35,11 @@ pub fn builtin_agents(dir: Option<&Path>, opts: ParseOptions<'_>) -> (Vec<AgentD
         }
         let shown = Path::new("<builtin>/agents").join(rel);
         let Some(text) = file.contents_utf8() else {
-            diags.push(Diagnostic::error(Some(&shown), None, "embedded agent file is not UTF-8"));
+            diags.push(Diagnostic::error(
+                Some(&shown),
+                None,
+                "embedded agent file is not UTF-8",
+            ));
             continue;
         };
         let (def, d) = parse_agent_file_with(&shown, text, Source::Builtin, opts);
@@ -54,8 +61,16 @@ pub fn builtin_agents(dir: Option<&Path>, opts: ParseOptions<'_>) -> (Vec<AgentD
                         upsert(&mut defs, def);
                     }
                 }
-                Ok(Err(_)) => diags.push(Diagnostic::error(Some(&path), None, "not valid UTF-8; skipped")),
-                Err(e) => diags.push(Diagnostic::error(Some(&path), None, format!("cannot read: {e}"))),
+                Ok(Err(_)) => diags.push(Diagnostic::error(
+                    Some(&path),
+                    None,
+                    "not valid UTF-8; skipped",
+                )),
+                Err(e) => diags.push(Diagnostic::error(
+                    Some(&path),
+                    None,
+                    format!("cannot read: {e}"),
+                )),
             }
         }
     }
@@ -91,7 +106,11 @@ fn md_files(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
         Err(e) => {
-            diags.push(Diagnostic::error(Some(dir), None, format!("cannot read folder: {e}")));
+            diags.push(Diagnostic::error(
+                Some(dir),
+                None,
+                format!("cannot read folder: {e}"),
+            ));
             return Vec::new();
         }
     };
@@ -130,22 +149,34 @@ mod tests {
         }
         assert_eq!(get("Explore").model.as_deref(), Some("haiku"));
         assert_eq!(get("Plan").model.as_deref(), Some("inherit"));
-        assert!(matches!(&get("Plan").prompt, Prompt::Inline(p) if p.contains("### Critical Files for Implementation")));
+        assert!(
+            matches!(&get("Plan").prompt, Prompt::Inline(p) if p.contains("### Critical Files for Implementation"))
+        );
 
         let fork = get("fork");
         assert!(fork.synthetic);
         assert_eq!(fork.max_turns, Some(200));
         assert_eq!(fork.permission_mode, Some(PermissionMode::Bubble));
         assert_eq!(fork.tools, None);
-        assert!(defs.iter().all(|d| d.path.is_none() && d.source == Source::Builtin));
+        assert!(
+            defs.iter()
+                .all(|d| d.path.is_none() && d.source == Source::Builtin)
+        );
     }
 
     #[test]
     fn a_folder_replaces_by_name_and_keeps_fork_synthetic() {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(tmp.path().join("my-explore.md"), "---\nname: Explore\ndescription: Mine\nmodel: opus\n---\nMy prompt\n")
-            .unwrap();
-        std::fs::write(tmp.path().join("fork.md"), "---\nname: fork\ndescription: F\ntools: Read\n---\n").unwrap();
+        std::fs::write(
+            tmp.path().join("my-explore.md"),
+            "---\nname: Explore\ndescription: Mine\nmodel: opus\n---\nMy prompt\n",
+        )
+        .unwrap();
+        std::fs::write(
+            tmp.path().join("fork.md"),
+            "---\nname: fork\ndescription: F\ntools: Read\n---\n",
+        )
+        .unwrap();
         std::fs::create_dir(tmp.path().join("templates")).unwrap();
         std::fs::write(tmp.path().join("templates").join("x.md"), "not read").unwrap();
         let (defs, diags, files) = builtin_agents(Some(tmp.path()), ParseOptions::default());
@@ -154,7 +185,10 @@ mod tests {
         let explore = defs.iter().find(|d| d.name == "Explore").unwrap();
         assert_eq!(explore.description, "Mine");
         assert_eq!(explore.source, Source::Builtin);
-        assert_eq!(explore.path.as_deref(), Some(tmp.path().join("my-explore.md").as_path()));
+        assert_eq!(
+            explore.path.as_deref(),
+            Some(tmp.path().join("my-explore.md").as_path())
+        );
         let fork = defs.iter().find(|d| d.name == "fork").unwrap();
         assert!(fork.synthetic);
         assert_eq!(fork.tools, None);

@@ -61,7 +61,9 @@ pub enum Color {
 }
 
 impl Color {
-    pub const NAMES: &'static [&'static str] = &["red", "blue", "green", "yellow", "purple", "orange", "pink", "cyan"];
+    pub const NAMES: &'static [&'static str] = &[
+        "red", "blue", "green", "yellow", "purple", "orange", "pink", "cyan",
+    ];
 
     pub fn parse(s: &str) -> Option<Color> {
         Some(match s {

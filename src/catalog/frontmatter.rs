@@ -42,7 +42,11 @@ pub fn split_frontmatter(text: &str) -> Result<Frontmatter<'_>, String> {
         };
         if is_fence(line) {
             let body = text.get(next..).unwrap_or("");
-            return Ok(Frontmatter { yaml: &text[yaml_start..at], yaml_line: 2, body });
+            return Ok(Frontmatter {
+                yaml: &text[yaml_start..at],
+                yaml_line: 2,
+                body,
+            });
         }
         if next > text.len() {
             break;
@@ -91,12 +95,32 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(split_frontmatter("").unwrap_err().starts_with("no frontmatter"));
-        assert!(split_frontmatter("# Title\n---\n").unwrap_err().starts_with("no frontmatter"));
-        assert!(split_frontmatter("----\na\n---\n").unwrap_err().starts_with("no frontmatter"));
-        assert!(split_frontmatter("---\nname: a\n").unwrap_err().contains("not closed"));
+        assert!(
+            split_frontmatter("")
+                .unwrap_err()
+                .starts_with("no frontmatter")
+        );
+        assert!(
+            split_frontmatter("# Title\n---\n")
+                .unwrap_err()
+                .starts_with("no frontmatter")
+        );
+        assert!(
+            split_frontmatter("----\na\n---\n")
+                .unwrap_err()
+                .starts_with("no frontmatter")
+        );
+        assert!(
+            split_frontmatter("---\nname: a\n")
+                .unwrap_err()
+                .contains("not closed")
+        );
         assert!(split_frontmatter("---").unwrap_err().contains("not closed"));
-        assert!(split_frontmatter("---\n").unwrap_err().contains("not closed"));
+        assert!(
+            split_frontmatter("---\n")
+                .unwrap_err()
+                .contains("not closed")
+        );
     }
 
     proptest! {

@@ -67,7 +67,10 @@ impl Catalog {
         let def = Arc::new(def);
         if let Some(old) = self.agents.insert(def.name.clone(), def.clone()) {
             if old.source == def.source && def.source != Source::Builtin {
-                let shown = |p: &Option<PathBuf>| p.as_ref().map_or_else(|| "--agents".to_string(), |p| p.display().to_string());
+                let shown = |p: &Option<PathBuf>| {
+                    p.as_ref()
+                        .map_or_else(|| "--agents".to_string(), |p| p.display().to_string())
+                };
                 self.diagnostics.push(Diagnostic::warning(
                     def.path.as_deref(),
                     None,
@@ -80,7 +83,10 @@ impl Catalog {
                     ),
                 ));
             }
-            self.shadowed.push(Shadowed { def: old, shadowed_by: def.source });
+            self.shadowed.push(Shadowed {
+                def: old,
+                shadowed_by: def.source,
+            });
         }
     }
 }
@@ -102,7 +108,9 @@ impl Layer<'_> {
 
 /// Loads every source. Never fails: problems become diagnostics.
 pub fn load(input: &CatalogInput) -> Catalog {
-    let opts = ParseOptions { known_tools: &input.known_tools };
+    let opts = ParseOptions {
+        known_tools: &input.known_tools,
+    };
     let mut cat = Catalog::default();
 
     let (builtins, diags, files) = builtin_agents(input.builtin_dir.as_deref(), opts);
@@ -126,7 +134,11 @@ pub fn load(input: &CatalogInput) -> Catalog {
     for layer in &layers {
         let start = files.len();
         if let Layer::Dir(d) = layer {
-            files.extend(walk(&d.path, &mut cat.diagnostics).into_iter().map(|p| (d.source, p)));
+            files.extend(
+                walk(&d.path, &mut cat.diagnostics)
+                    .into_iter()
+                    .map(|p| (d.source, p)),
+            );
         }
         spans.push(start..files.len());
     }
@@ -160,16 +172,25 @@ type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
 /// Reads and parses `files`, in parallel when there are many; results come
 /// back in the same order.
 fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(16);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(16);
     if files.len() < PARALLEL_THRESHOLD || threads < 2 {
-        return files.iter().map(|(s, p)| read_and_parse(p, *s, opts)).collect();
+        return files
+            .iter()
+            .map(|(s, p)| read_and_parse(p, *s, opts))
+            .collect();
     }
     let chunk = files.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = files
             .chunks(chunk)
             .map(|part| {
-                let handle = scope.spawn(move || part.iter().map(|(s, p)| read_and_parse(p, *s, opts)).collect::<Vec<_>>());
+                let handle = scope.spawn(move || {
+                    part.iter()
+                        .map(|(s, p)| read_and_parse(p, *s, opts))
+                        .collect::<Vec<_>>()
+                });
                 (part, handle)
             })
             .collect();
@@ -180,7 +201,14 @@ fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed>
                 // A parser bug must not take the catalog down: report the
                 // files of the failed chunk and go on.
                 Err(_) => out.extend(part.iter().map(|(_, p)| {
-                    (None, vec![Diagnostic::error(Some(p), None, "internal error while parsing this file; skipped")])
+                    (
+                        None,
+                        vec![Diagnostic::error(
+                            Some(p),
+                            None,
+                            "internal error while parsing this file; skipped",
+                        )],
+                    )
                 })),
             }
         }
@@ -192,7 +220,11 @@ fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed
     let fail = |msg: String| (None, vec![Diagnostic::error(Some(path), None, msg)]);
     let bytes = match read_limited(path) {
         Ok(Some(b)) => b,
-        Ok(None) => return fail(format!("file is over the {MAX_FILE_BYTES}-byte limit for agent files; skipped")),
+        Ok(None) => {
+            return fail(format!(
+                "file is over the {MAX_FILE_BYTES}-byte limit for agent files; skipped"
+            ));
+        }
         Err(e) => return fail(format!("cannot read: {e}; skipped")),
     };
     if bytes.iter().take(8192).any(|b| *b == 0) {
@@ -200,7 +232,10 @@ fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed
     }
     match String::from_utf8(bytes) {
         Ok(text) => parse_agent_file_with(path, &text, source, opts),
-        Err(e) => fail(format!("not valid UTF-8 (at byte {}); skipped", e.utf8_error().valid_up_to())),
+        Err(e) => fail(format!(
+            "not valid UTF-8 (at byte {}); skipped",
+            e.utf8_error().valid_up_to()
+        )),
     }
 }
 
@@ -209,7 +244,10 @@ fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed
 fn read_limited(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     use std::io::Read;
     let file = std::fs::File::open(path)?;
-    let hint = file.metadata().map_or(0, |m| m.len()).min(MAX_FILE_BYTES + 1);
+    let hint = file
+        .metadata()
+        .map_or(0, |m| m.len())
+        .min(MAX_FILE_BYTES + 1);
     let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
     Ok((bytes.len() as u64 <= MAX_FILE_BYTES).then_some(bytes))
@@ -223,12 +261,20 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
         Ok(_) => {
-            diags.push(Diagnostic::warning(Some(root), None, "agent source is not a folder; skipped"));
+            diags.push(Diagnostic::warning(
+                Some(root),
+                None,
+                "agent source is not a folder; skipped",
+            ));
             return out;
         }
         Err(e) if e.kind() == ErrorKind::NotFound => return out,
         Err(e) => {
-            diags.push(Diagnostic::error(Some(root), None, format!("cannot read folder: {e}")));
+            diags.push(Diagnostic::error(
+                Some(root),
+                None,
+                format!("cannot read folder: {e}"),
+            ));
             return out;
         }
     };
@@ -238,7 +284,11 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
             Err(e) => {
-                diags.push(Diagnostic::error(Some(&dir), None, format!("cannot read folder: {e}")));
+                diags.push(Diagnostic::error(
+                    Some(&dir),
+                    None,
+                    format!("cannot read folder: {e}"),
+                ));
                 continue;
             }
         };
@@ -246,13 +296,21 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
             let entry = match entry {
                 Ok(e) => e,
                 Err(e) => {
-                    diags.push(Diagnostic::error(Some(&dir), None, format!("cannot read folder entry: {e}")));
+                    diags.push(Diagnostic::error(
+                        Some(&dir),
+                        None,
+                        format!("cannot read folder entry: {e}"),
+                    ));
                     continue;
                 }
             };
             let path = entry.path();
             let Ok(mut ft) = entry.file_type() else {
-                diags.push(Diagnostic::error(Some(&path), None, "cannot tell the file type; skipped"));
+                diags.push(Diagnostic::error(
+                    Some(&path),
+                    None,
+                    "cannot tell the file type; skipped",
+                ));
                 continue;
             };
             if ft.is_symlink() {
@@ -260,7 +318,11 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
                     Ok(m) => ft = m.file_type(),
                     Err(e) => {
                         if is_agent_file(&path) {
-                            diags.push(Diagnostic::warning(Some(&path), None, format!("broken symbolic link ({e}); skipped")));
+                            diags.push(Diagnostic::warning(
+                                Some(&path),
+                                None,
+                                format!("broken symbolic link ({e}); skipped"),
+                            ));
                         }
                         continue;
                     }
@@ -277,7 +339,11 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
                         }
                         Ok(_) => {}
                         Err(e) => {
-                            diags.push(Diagnostic::error(Some(&path), None, format!("cannot resolve link: {e}")));
+                            diags.push(Diagnostic::error(
+                                Some(&path),
+                                None,
+                                format!("cannot resolve link: {e}"),
+                            ));
                             continue;
                         }
                     }
@@ -303,5 +369,7 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
 }
 
 fn is_agent_file(path: &Path) -> bool {
-    path.extension().and_then(|e| e.to_str()).is_some_and(|e| EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
 }

@@ -19,7 +19,9 @@ pub use builtin::builtin_agents;
 pub use def::{AgentDef, Color, Isolation, Prompt, Source};
 pub use frontmatter::{Frontmatter, split_frontmatter};
 pub use load::{Catalog, CatalogInput, MAX_FILE_BYTES, Shadowed, load};
-pub use parse::{ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with};
+pub use parse::{
+    ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with,
+};
 pub use sources::{SourceDir, source_dirs};
 pub use tokens::{base_name, tokenize_tools};
 

@@ -22,7 +22,11 @@ pub struct ParseOptions<'a> {
 }
 
 /// Parses one agent file. `None` when the file defines no loadable agent.
-pub fn parse_agent_file(path: &Path, text: &str, source: Source) -> (Option<AgentDef>, Vec<Diagnostic>) {
+pub fn parse_agent_file(
+    path: &Path,
+    text: &str,
+    source: Source,
+) -> (Option<AgentDef>, Vec<Diagnostic>) {
     parse_agent_file_with(path, text, source, ParseOptions::default())
 }
 
@@ -34,10 +38,23 @@ pub fn parse_agent_file_with(
     opts: ParseOptions<'_>,
 ) -> (Option<AgentDef>, Vec<Diagnostic>) {
     // CRLF files load exactly like LF ones: normalise once, here.
-    let text: Cow<'_, str> = if text.contains('\r') { Cow::Owned(text.replace("\r\n", "\n")) } else { Cow::Borrowed(text) };
+    let text: Cow<'_, str> = if text.contains('\r') {
+        Cow::Owned(text.replace("\r\n", "\n"))
+    } else {
+        Cow::Borrowed(text)
+    };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
-    let mut ctx = Ctx { path, shift: 0, known_tools: opts.known_tools, diags: Vec::new() };
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut ctx = Ctx {
+        path,
+        shift: 0,
+        known_tools: opts.known_tools,
+        diags: Vec::new(),
+    };
     let def = match ext.as_str() {
         "md" | "markdown" => parse_markdown(text, source, &mut ctx),
         "yaml" | "yml" => match parse_yaml(text) {
@@ -86,7 +103,11 @@ fn parse_markdown(text: &str, source: Source, ctx: &mut Ctx<'_>) -> Option<Agent
     // A top-level plain value holding `: ` is never valid YAML, so such a
     // file (common in published agents) goes straight to the quoted retry;
     // the original is parsed again only to report its error.
-    let first = if needs_quoting(fm.yaml) { None } else { Some(parse_yaml(fm.yaml)) };
+    let first = if needs_quoting(fm.yaml) {
+        None
+    } else {
+        Some(parse_yaml(fm.yaml))
+    };
     let doc = match first {
         Some(Ok(doc)) => doc,
         _ => match parse_yaml(&quote_plain_values(fm.yaml)) {
@@ -96,7 +117,10 @@ fn parse_markdown(text: &str, source: Source, ctx: &mut Ctx<'_>) -> Option<Agent
                     Some(Err(e)) => e,
                     _ => parse_yaml(fm.yaml).err().unwrap_or(retry),
                 };
-                ctx.error(err.pos, format!("invalid YAML frontmatter: {}", err.message));
+                ctx.error(
+                    err.pos,
+                    format!("invalid YAML frontmatter: {}", err.message),
+                );
                 return None;
             }
         },
@@ -125,7 +149,10 @@ pub(super) fn quote_plain_values(yaml: &str) -> String {
         let mut j = i + 1;
         while j < lines.len() {
             let l = lines[j];
-            if l.starts_with([' ', '\t']) && !l.trim().is_empty() && !l.trim_start().starts_with('#') {
+            if l.starts_with([' ', '\t'])
+                && !l.trim().is_empty()
+                && !l.trim_start().starts_with('#')
+            {
                 last = j;
             } else if !l.trim().is_empty() {
                 break;
@@ -161,7 +188,8 @@ pub(super) fn quote_plain_values(yaml: &str) -> String {
 /// comment), which plain YAML scalars may not.
 fn needs_quoting(yaml: &str) -> bool {
     yaml.lines().any(|line| {
-        top_level_plain(line).is_some_and(|(_, start)| split_comment(&line[start..]).0.contains(": "))
+        top_level_plain(line)
+            .is_some_and(|(_, start)| split_comment(&line[start..]).0.contains(": "))
     })
 }
 
@@ -209,9 +237,17 @@ pub fn parse_cli_agents(json: &str) -> (Vec<AgentDef>, Vec<Diagnostic>) {
 }
 
 /// [`parse_cli_agents`] with options.
-pub fn parse_cli_agents_with(json: &str, opts: ParseOptions<'_>) -> (Vec<AgentDef>, Vec<Diagnostic>) {
+pub fn parse_cli_agents_with(
+    json: &str,
+    opts: ParseOptions<'_>,
+) -> (Vec<AgentDef>, Vec<Diagnostic>) {
     let path = Path::new(CLI_PATH);
-    let mut ctx = Ctx { path, shift: 0, known_tools: opts.known_tools, diags: Vec::new() };
+    let mut ctx = Ctx {
+        path,
+        shift: 0,
+        known_tools: opts.known_tools,
+        diags: Vec::new(),
+    };
     let value: serde_json::Value = match serde_json::from_str(json) {
         Ok(v) => v,
         Err(e) => {
@@ -229,7 +265,10 @@ pub fn parse_cli_agents_with(json: &str, opts: ParseOptions<'_>) -> (Vec<AgentDe
     };
     let mut defs = Vec::new();
     for (key, entry) in entries {
-        let kind = DocKind::Cli { name: key.name.trim(), name_pos: key.pos };
+        let kind = DocKind::Cli {
+            name: key.name.trim(),
+            name_pos: key.pos,
+        };
         if let Some(def) = resolve(entry, kind, Source::Cli, &mut ctx) {
             defs.push(def);
         }
@@ -242,11 +281,23 @@ fn node_of_json(v: &serde_json::Value) -> Node {
     let kind = match v {
         J::Null => Kind::Null,
         J::Bool(b) => Kind::Bool(*b),
-        J::Number(n) => n.as_i64().map_or_else(|| Kind::Float(n.as_f64().unwrap_or(0.0)), Kind::Int),
+        J::Number(n) => n
+            .as_i64()
+            .map_or_else(|| Kind::Float(n.as_f64().unwrap_or(0.0)), Kind::Int),
         J::String(s) => Kind::Str(s.clone()),
         J::Array(a) => Kind::Seq(a.iter().map(node_of_json).collect()),
         J::Object(o) => Kind::Map(
-            o.iter().map(|(k, v)| (Key { name: k.clone(), pos: Pos::START }, node_of_json(v))).collect(),
+            o.iter()
+                .map(|(k, v)| {
+                    (
+                        Key {
+                            name: k.clone(),
+                            pos: Pos::START,
+                        },
+                        node_of_json(v),
+                    )
+                })
+                .collect(),
         ),
     };
     Node::new(Pos::START, kind)

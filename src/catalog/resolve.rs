@@ -83,16 +83,30 @@ impl Ctx<'_> {
 
 /// Resolves one document. `None` when the agent cannot be loaded; the
 /// reason is in `ctx.diags`.
-pub(super) fn resolve(doc: &Node, kind: DocKind<'_>, source: Source, ctx: &mut Ctx<'_>) -> Option<AgentDef> {
+pub(super) fn resolve(
+    doc: &Node,
+    kind: DocKind<'_>,
+    source: Source,
+    ctx: &mut Ctx<'_>,
+) -> Option<AgentDef> {
     if !matches!(doc.kind, Kind::Map(_)) {
-        ctx.error(doc.pos, format!("expected a mapping of agent fields, found {}", doc.type_name()));
+        ctx.error(
+            doc.pos,
+            format!(
+                "expected a mapping of agent fields, found {}",
+                doc.type_name()
+            ),
+        );
         return None;
     }
 
     let name = match &kind {
         DocKind::Cli { name, name_pos } => {
             if let Some((k, _)) = doc.entry("name") {
-                ctx.warn(k.pos, "name: ignored in --agents; the object key is the name");
+                ctx.warn(
+                    k.pos,
+                    "name: ignored in --agents; the object key is the name",
+                );
             }
             check_name(name, *name_pos, ctx)?
         }
@@ -109,7 +123,10 @@ pub(super) fn resolve(doc: &Node, kind: DocKind<'_>, source: Source, ctx: &mut C
             Some((_, v)) => match v.scalar_text() {
                 Some(n) => check_name(n.trim(), v.pos, ctx)?,
                 None => {
-                    ctx.error(v.pos, format!("name: expected a string, found {}", v.type_name()));
+                    ctx.error(
+                        v.pos,
+                        format!("name: expected a string, found {}", v.type_name()),
+                    );
                     return None;
                 }
             },
@@ -123,17 +140,29 @@ pub(super) fn resolve(doc: &Node, kind: DocKind<'_>, source: Source, ctx: &mut C
 
     let description = match doc.get("description") {
         None => {
-            ctx.error(doc.pos, format!("agent `{name}` has no `description` field; not loaded"));
+            ctx.error(
+                doc.pos,
+                format!("agent `{name}` has no `description` field; not loaded"),
+            );
             return None;
         }
         Some(v) => match v.scalar_text() {
             Some(d) if !d.trim().is_empty() => d.replace("\\n", "\n").trim().to_string(),
             Some(_) => {
-                ctx.error(v.pos, format!("description: agent `{name}` has an empty description; not loaded"));
+                ctx.error(
+                    v.pos,
+                    format!("description: agent `{name}` has an empty description; not loaded"),
+                );
                 return None;
             }
             None => {
-                ctx.error(v.pos, format!("description: expected a string, found {}; not loaded", v.type_name()));
+                ctx.error(
+                    v.pos,
+                    format!(
+                        "description: expected a string, found {}; not loaded",
+                        v.type_name()
+                    ),
+                );
                 return None;
             }
         },
@@ -285,10 +314,16 @@ pub(super) fn resolve(doc: &Node, kind: DocKind<'_>, source: Source, ctx: &mut C
             (None, Some((_, t))) => Prompt::Template(t),
             (None, None) => {
                 if matches!(kind, DocKind::Cli { .. }) {
-                    ctx.error(doc.pos, format!("agent `{}` has no `prompt`; not loaded", def.name));
+                    ctx.error(
+                        doc.pos,
+                        format!("agent `{}` has no `prompt`; not loaded", def.name),
+                    );
                     return None;
                 }
-                ctx.warn(doc.pos, "no `prompt` or `prompt_template`; the agent has an empty system prompt");
+                ctx.warn(
+                    doc.pos,
+                    "no `prompt` or `prompt_template`; the agent has an empty system prompt",
+                );
                 Prompt::Inline(String::new())
             }
         },
@@ -297,7 +332,10 @@ pub(super) fn resolve(doc: &Node, kind: DocKind<'_>, source: Source, ctx: &mut C
         && let Prompt::Inline(p) = &def.prompt
         && p.is_empty()
     {
-        ctx.error(doc.pos, format!("agent `{}` has an empty `prompt`; not loaded", def.name));
+        ctx.error(
+            doc.pos,
+            format!("agent `{}` has an empty `prompt`; not loaded", def.name),
+        );
         return None;
     }
     Some(def)
@@ -309,7 +347,10 @@ fn check_name(name: &str, pos: Pos, ctx: &mut Ctx<'_>) -> Option<String> {
         return None;
     }
     if name.chars().any(|c| c.is_control()) {
-        ctx.error(pos, "name: an agent name may not contain control characters");
+        ctx.error(
+            pos,
+            "name: an agent name may not contain control characters",
+        );
         return None;
     }
     Some(name.to_string())
@@ -343,19 +384,32 @@ fn tool_list(v: &Node, field: &str, ctx: &mut Ctx<'_>) -> Option<Vec<String>> {
             for item in items {
                 match item.scalar_text() {
                     Some(s) => out.extend(tokenize_tools(&s).into_iter().map(|t| (item.pos, t))),
-                    None => ctx.warn(item.pos, format!("{field}: expected a tool name, found {}; ignored", item.type_name())),
+                    None => ctx.warn(
+                        item.pos,
+                        format!(
+                            "{field}: expected a tool name, found {}; ignored",
+                            item.type_name()
+                        ),
+                    ),
                 }
             }
         }
         _ => {
-            ctx.warn(v.pos, format!("{field}: expected a string or a list of strings, found {}; ignored", v.type_name()));
+            ctx.warn(
+                v.pos,
+                format!(
+                    "{field}: expected a string or a list of strings, found {}; ignored",
+                    v.type_name()
+                ),
+            );
             return None;
         }
     }
     if field != "skills" && !ctx.known_tools.is_empty() {
         for (pos, t) in &out {
             let base = base_name(t);
-            if t != "*" && !base.starts_with("mcp__") && !ctx.known_tools.iter().any(|k| k == base) {
+            if t != "*" && !base.starts_with("mcp__") && !ctx.known_tools.iter().any(|k| k == base)
+            {
                 ctx.warn(*pos, format!("{field}: unknown tool `{base}`"));
             }
         }
@@ -389,7 +443,14 @@ fn string_list(v: &Node, field: &str, ctx: &mut Ctx<'_>) -> Vec<String> {
 fn mcp_servers(v: &Node, ctx: &mut Ctx<'_>) -> Vec<Value> {
     let Kind::Seq(items) = &v.kind else {
         if !v.is_null() {
-            ctx.warn(v.pos, expected("mcpServers", "a list of server names or {name: config} mappings", v));
+            ctx.warn(
+                v.pos,
+                expected(
+                    "mcpServers",
+                    "a list of server names or {name: config} mappings",
+                    v,
+                ),
+            );
         }
         return Vec::new();
     };

@@ -72,8 +72,11 @@ fn project_chain(cwd: &Path) -> Vec<PathBuf> {
     match root {
         None => vec![cwd.to_path_buf()],
         Some(root) => {
-            let mut chain: Vec<PathBuf> =
-                cwd.ancestors().take_while(|d| *d != root).map(Path::to_path_buf).collect();
+            let mut chain: Vec<PathBuf> = cwd
+                .ancestors()
+                .take_while(|d| *d != root)
+                .map(Path::to_path_buf)
+                .collect();
             chain.push(root.to_path_buf());
             chain.reverse();
             chain
@@ -86,7 +89,11 @@ fn resolve_path(p: &Path, cwd: &Path, home: Option<&Path>) -> PathBuf {
     if let (Ok(rest), Some(h)) = (p.strip_prefix("~"), home) {
         return h.join(rest);
     }
-    if p.is_relative() { cwd.join(p) } else { p.to_path_buf() }
+    if p.is_relative() {
+        cwd.join(p)
+    } else {
+        p.to_path_buf()
+    }
 }
 
 /// A folder listed twice is read once, at its highest precedence.
@@ -151,14 +158,26 @@ mod tests {
         let cwd = home.clone();
         std::fs::create_dir_all(&cwd).unwrap();
         let dirs = source_dirs(&settings(), &cwd, Some(&home));
-        assert_eq!(dirs, vec![SourceDir { source: Source::User, path: home.join(".claude").join("agents") }]);
+        assert_eq!(
+            dirs,
+            vec![SourceDir {
+                source: Source::User,
+                path: home.join(".claude").join("agents")
+            }]
+        );
 
         let cwd = tmp.path().join("w");
         std::fs::create_dir_all(&cwd).unwrap();
         let mut s = settings();
         s.agents.load_user_home = false;
         let dirs = source_dirs(&s, &cwd, Some(&home));
-        assert_eq!(dirs, vec![SourceDir { source: Source::Project, path: cwd.join(".claude").join("agents") }]);
+        assert_eq!(
+            dirs,
+            vec![SourceDir {
+                source: Source::Project,
+                path: cwd.join(".claude").join("agents")
+            }]
+        );
         s.agents.load_project_claude = false;
         assert!(source_dirs(&s, &cwd, Some(&home)).is_empty());
     }

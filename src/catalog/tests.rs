@@ -19,7 +19,10 @@ fn parse_md(front: &str) -> (Option<AgentDef>, Vec<Diagnostic>) {
 
 fn ok_md(front: &str) -> (AgentDef, Vec<Diagnostic>) {
     let (def, diags) = parse_md(front);
-    (def.unwrap_or_else(|| panic!("not loaded: {diags:?}")), diags)
+    (
+        def.unwrap_or_else(|| panic!("not loaded: {diags:?}")),
+        diags,
+    )
 }
 
 /// The single warning of a file, as `line:col message`.
@@ -27,7 +30,12 @@ fn one_warning(diags: &[Diagnostic]) -> String {
     assert_eq!(diags.len(), 1, "{diags:?}");
     let d = &diags[0];
     assert_eq!(d.severity, Severity::Warning, "{d}");
-    format!("{}:{} {}", d.line.unwrap_or(0), d.column.unwrap_or(0), d.message)
+    format!(
+        "{}:{} {}",
+        d.line.unwrap_or(0),
+        d.column.unwrap_or(0),
+        d.message
+    )
 }
 
 const HEAD: &str = "name: a\ndescription: d\n";
@@ -62,7 +70,10 @@ fn missing_name_and_description() {
 
     let (def, diags) = parse_md("name: a\n");
     assert!(def.is_none());
-    assert!(diags[0].is_error() && diags[0].message.contains("description"), "{diags:?}");
+    assert!(
+        diags[0].is_error() && diags[0].message.contains("description"),
+        "{diags:?}"
+    );
 
     let (def, diags) = parse_agent_file(Path::new("a.yaml"), "description: d\n", Source::User);
     assert!(def.is_none() && diags[0].is_error());
@@ -96,13 +107,22 @@ fn tools_forms() {
     assert_eq!(tools(" \"\""), Some(vec![]));
     assert_eq!(tools(" []"), Some(vec![]));
     assert_eq!(tools(" ~"), Some(vec![]));
-    assert_eq!(tools(" Read, Bash(git log:*) Grep"), Some(vec!["Read".into(), "Bash(git log:*)".into(), "Grep".into()]));
-    assert_eq!(tools("\n  - Read\n  - Bash(npm run test:*)"), Some(vec!["Read".into(), "Bash(npm run test:*)".into()]));
+    assert_eq!(
+        tools(" Read, Bash(git log:*) Grep"),
+        Some(vec!["Read".into(), "Bash(git log:*)".into(), "Grep".into()])
+    );
+    assert_eq!(
+        tools("\n  - Read\n  - Bash(npm run test:*)"),
+        Some(vec!["Read".into(), "Bash(npm run test:*)".into()])
+    );
     assert_eq!(tools(" Read, *"), None);
     assert_eq!(tools("\n  - '*'"), None);
     let (def, diags) = ok_md(&format!("{HEAD}tools: {{a: 1}}\n"));
     assert_eq!(def.tools, None);
-    assert_eq!(one_warning(&diags), "4:8 tools: expected a string or a list of strings, found a mapping; ignored");
+    assert_eq!(
+        one_warning(&diags),
+        "4:8 tools: expected a string or a list of strings, found a mapping; ignored"
+    );
     let (def, diags) = ok_md(&format!("{HEAD}tools:\n  - Read\n  - [x]\n"));
     assert_eq!(def.tools, Some(vec!["Read".into()]));
     assert!(one_warning(&diags).starts_with("6:5 tools: expected a tool name"));
@@ -121,23 +141,41 @@ fn disallowed_tools() {
 #[test]
 fn known_tools_warn_about_unknown_names() {
     let known = vec!["Read".to_string(), "Bash".to_string()];
-    let opts = ParseOptions { known_tools: &known };
-    let text = md(&format!("{HEAD}tools: Read, Bash(ls:*), Nope, mcp__x__y\ndisallowedTools:\n  - Zap\n"));
+    let opts = ParseOptions {
+        known_tools: &known,
+    };
+    let text = md(&format!(
+        "{HEAD}tools: Read, Bash(ls:*), Nope, mcp__x__y\ndisallowedTools:\n  - Zap\n"
+    ));
     let (def, diags) = parse_agent_file_with(Path::new("a.md"), &text, Source::User, opts);
     assert!(def.is_some());
-    let msgs: Vec<String> = diags.iter().map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message)).collect();
-    assert_eq!(msgs, ["4:8 tools: unknown tool `Nope`", "6:5 disallowedTools: unknown tool `Zap`"]);
+    let msgs: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect();
+    assert_eq!(
+        msgs,
+        [
+            "4:8 tools: unknown tool `Nope`",
+            "6:5 disallowedTools: unknown tool `Zap`"
+        ]
+    );
 }
 
 #[test]
 fn model_and_permission_mode() {
-    let (def, diags) = ok_md(&format!("{HEAD}model: '  Inherit '\npermissionMode: plan\n"));
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}model: '  Inherit '\npermissionMode: plan\n"
+    ));
     assert!(diags.is_empty());
     assert_eq!(def.model.as_deref(), Some("Inherit"));
     assert_eq!(def.permission_mode, Some(PermissionMode::Plan));
     let (def, diags) = ok_md(&format!("{HEAD}model: ''\n"));
     assert_eq!(def.model, None);
-    assert_eq!(one_warning(&diags), "4:8 model: expected a model name, alias or `inherit`, found \"\"; ignored");
+    assert_eq!(
+        one_warning(&diags),
+        "4:8 model: expected a model name, alias or `inherit`, found \"\"; ignored"
+    );
     let (def, diags) = ok_md(&format!("{HEAD}permissionMode: bubble\n"));
     assert_eq!(def.permission_mode, None);
     assert!(one_warning(&diags).starts_with("4:17 permissionMode: `bubble` is internal"));
@@ -147,7 +185,9 @@ fn model_and_permission_mode() {
 
 #[test]
 fn max_turns_background_isolation() {
-    let (def, diags) = ok_md(&format!("{HEAD}maxTurns: '7'\nbackground: 'true'\nisolation: worktree\n"));
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}maxTurns: '7'\nbackground: 'true'\nisolation: worktree\n"
+    ));
     assert!(diags.is_empty());
     assert_eq!(def.max_turns, Some(7));
     assert!(def.background);
@@ -158,7 +198,10 @@ fn max_turns_background_isolation() {
     for bad in ["0", "-3", "1.5", "lots", "[1]"] {
         let (def, diags) = ok_md(&format!("{HEAD}maxTurns: {bad}\n"));
         assert_eq!(def.max_turns, None);
-        assert!(one_warning(&diags).starts_with("4:11 maxTurns: expected a positive integer"), "{bad}: {diags:?}");
+        assert!(
+            one_warning(&diags).starts_with("4:11 maxTurns: expected a positive integer"),
+            "{bad}: {diags:?}"
+        );
     }
     let (def, diags) = ok_md(&format!("{HEAD}background: yes please\n"));
     assert!(!def.background);
@@ -196,16 +239,24 @@ fn mcp_servers_and_required() {
         "{HEAD}mcpServers:\n  - github\n  - local:\n      command: srv\n  - 3\n  - {{a: {{}}, b: {{}}}}\nrequiredMcpServers: [github, '', x]\n"
     );
     let (def, diags) = ok_md(&front);
-    assert_eq!(def.mcp_servers, vec![json!("github"), json!({"local": {"command": "srv"}})]);
+    assert_eq!(
+        def.mcp_servers,
+        vec![json!("github"), json!({"local": {"command": "srv"}})]
+    );
     assert_eq!(def.required_mcp_servers, ["github", "x"]);
-    let pos: Vec<(usize, usize)> = diags.iter().map(|d| (d.line.unwrap(), d.column.unwrap())).collect();
+    let pos: Vec<(usize, usize)> = diags
+        .iter()
+        .map(|d| (d.line.unwrap(), d.column.unwrap()))
+        .collect();
     assert_eq!(pos, [(8, 5), (9, 5), (10, 30)], "{diags:?}");
     assert!(diags.iter().all(|d| d.severity == Severity::Warning));
 }
 
 #[test]
 fn skills_memory_effort_initial_prompt() {
-    let (def, diags) = ok_md(&format!("{HEAD}skills: a, b(c d)\nmemory: project\neffort: xhigh\ninitialPrompt: go\n"));
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}skills: a, b(c d)\nmemory: project\neffort: xhigh\ninitialPrompt: go\n"
+    ));
     assert!(diags.is_empty(), "{diags:?}");
     assert_eq!(def.skills, ["a", "b(c d)"]);
     assert_eq!(def.memory.as_deref(), Some("project"));
@@ -213,16 +264,27 @@ fn skills_memory_effort_initial_prompt() {
     assert_eq!(def.initial_prompt.as_deref(), Some("go"));
     let (def, _) = ok_md(&format!("{HEAD}effort: 3\n"));
     assert_eq!(def.effort, Some(json!(3)));
-    let (def, diags) = ok_md(&format!("{HEAD}memory: global\neffort: extreme\ninitialPrompt: ' '\n"));
-    assert_eq!((def.memory, def.effort, def.initial_prompt), (None, None, None));
-    let pos: Vec<(usize, usize)> = diags.iter().map(|d| (d.line.unwrap(), d.column.unwrap())).collect();
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}memory: global\neffort: extreme\ninitialPrompt: ' '\n"
+    ));
+    assert_eq!(
+        (def.memory, def.effort, def.initial_prompt),
+        (None, None, None)
+    );
+    let pos: Vec<(usize, usize)> = diags
+        .iter()
+        .map(|d| (d.line.unwrap(), d.column.unwrap()))
+        .collect();
     assert_eq!(pos, [(4, 9), (5, 9), (6, 16)]);
 }
 
 #[test]
 fn when_condition() {
     let (def, _) = ok_md(&format!("{HEAD}when: fork_subagent, !coordinator\n"));
-    assert_eq!(def.when.map(|c| c.to_string()).as_deref(), Some("fork_subagent, !coordinator"));
+    assert_eq!(
+        def.when.map(|c| c.to_string()).as_deref(),
+        Some("fork_subagent, !coordinator")
+    );
     let (def, _) = ok_md(&format!("{HEAD}when: [a, '!b']\n"));
     assert_eq!(def.when.map(|c| c.to_string()).as_deref(), Some("a, !b"));
     let (def, diags) = ok_md(&format!("{HEAD}when: 'bad name'\n"));
@@ -236,7 +298,11 @@ fn unknown_fields_warn() {
     assert_eq!(def.max_turns, None);
     assert_eq!(diags.len(), 2);
     assert_eq!((diags[0].line, diags[0].column), (Some(4), Some(1)));
-    assert!(diags[0].message.contains("did you mean `maxTurns`"), "{}", diags[0]);
+    assert!(
+        diags[0].message.contains("did you mean `maxTurns`"),
+        "{}",
+        diags[0]
+    );
     assert_eq!(diags[1].message, "unknown field `frobnicate`; ignored");
 }
 
@@ -271,7 +337,11 @@ fn invalid_yaml_is_retried_with_quoted_values() {
     // Needs quoting and is still broken: the original error is reported.
     let (def, diags) = parse_md("name: a\ndescription: a: b\ntools: [Read\n");
     assert!(def.is_none());
-    assert!(diags[0].is_error() && diags[0].line.unwrap() >= 3, "{:?}", diags[0]);
+    assert!(
+        diags[0].is_error() && diags[0].line.unwrap() >= 3,
+        "{:?}",
+        diags[0]
+    );
 
     // A `: ` inside a comment is valid YAML and left alone.
     let (def, diags) = ok_md("name: a\ndescription: plain # note: x\n");
@@ -281,8 +351,13 @@ fn invalid_yaml_is_retried_with_quoted_values() {
 
 #[test]
 fn quoting_keeps_lines_and_doubles_quotes() {
-    let q = parse::quote_plain_values("name: a\ndescription: it's: x\n  more\n\ntools: [A]\nmodel: 'q'\n");
-    assert_eq!(q, "name: 'a'\ndescription: 'it''s: x\n  more'\n\ntools: [A]\nmodel: 'q'\n");
+    let q = parse::quote_plain_values(
+        "name: a\ndescription: it's: x\n  more\n\ntools: [A]\nmodel: 'q'\n",
+    );
+    assert_eq!(
+        q,
+        "name: 'a'\ndescription: 'it''s: x\n  more'\n\ntools: [A]\nmodel: 'q'\n"
+    );
 }
 
 #[test]
@@ -304,7 +379,11 @@ fn yaml_and_toml_files() {
     assert!(def.is_none());
     assert!(diags[0].is_error() && diags[0].line == Some(1));
 
-    let (def, diags) = parse_agent_file(Path::new("n.yaml"), "name: n\ndescription: N\n", Source::User);
+    let (def, diags) = parse_agent_file(
+        Path::new("n.yaml"),
+        "name: n\ndescription: N\n",
+        Source::User,
+    );
     assert_eq!(def.unwrap().prompt, Prompt::Inline(String::new()));
     assert_eq!(diags.len(), 1);
 }
@@ -325,7 +404,11 @@ fn cli_agents_drop_only_bad_entries() {
     assert_eq!(defs[0].source, Source::Cli);
     assert_eq!(defs[0].path, None);
     assert_eq!(defs[1].max_turns, None);
-    assert!(diags.iter().all(|d| d.path.as_deref() == Some(Path::new("--agents")) && d.line.is_some()));
+    assert!(
+        diags
+            .iter()
+            .all(|d| d.path.as_deref() == Some(Path::new("--agents")) && d.line.is_some())
+    );
     let errors = diags.iter().filter(|d| d.is_error()).count();
     assert_eq!(errors, 3, "{diags:?}");
     let warn = diags.iter().find(|d| !d.is_error()).unwrap();
@@ -357,30 +440,65 @@ fn load_precedence_and_shadowing() {
     write(t, "plugin/x.md", &agent("x", "plugin"));
     write(t, "user/x.md", &agent("x", "user"));
     write(t, "user/Explore.md", &agent("Explore", "user explore"));
-    write(t, "proj/deep/x.yaml", "name: x\ndescription: project\nprompt: p\n");
-    write(t, "managed/x.toml", "name = \"x\"\ndescription = \"managed\"\nprompt = \"p\"\n");
+    write(
+        t,
+        "proj/deep/x.yaml",
+        "name: x\ndescription: project\nprompt: p\n",
+    );
+    write(
+        t,
+        "managed/x.toml",
+        "name = \"x\"\ndescription = \"managed\"\nprompt = \"p\"\n",
+    );
     let dirs = vec![
-        SourceDir { source: Source::Plugin, path: t.join("plugin") },
-        SourceDir { source: Source::User, path: t.join("user") },
-        SourceDir { source: Source::Project, path: t.join("proj") },
-        SourceDir { source: Source::Project, path: t.join("missing") },
-        SourceDir { source: Source::Managed, path: t.join("managed") },
+        SourceDir {
+            source: Source::Plugin,
+            path: t.join("plugin"),
+        },
+        SourceDir {
+            source: Source::User,
+            path: t.join("user"),
+        },
+        SourceDir {
+            source: Source::Project,
+            path: t.join("proj"),
+        },
+        SourceDir {
+            source: Source::Project,
+            path: t.join("missing"),
+        },
+        SourceDir {
+            source: Source::Managed,
+            path: t.join("managed"),
+        },
     ];
     let cli = r#"{"x": {"description": "cli", "prompt": "p"}, "y": {"description": "cli y", "prompt": "p"}}"#;
-    let cat = load(&CatalogInput { dirs, cli_json: Some(cli.into()), ..Default::default() });
+    let cat = load(&CatalogInput {
+        dirs,
+        cli_json: Some(cli.into()),
+        ..Default::default()
+    });
     assert!(cat.diagnostics.is_empty(), "{:?}", cat.diagnostics);
     assert_eq!(cat.files, 5);
     assert_eq!(cat.get("x").unwrap().description, "managed");
     assert_eq!(cat.get("y").unwrap().source, Source::Cli);
     assert_eq!(cat.get("Explore").unwrap().source, Source::User);
     assert!(cat.get("fork").unwrap().synthetic);
-    let chain: Vec<(&str, Source)> =
-        cat.shadowed.iter().map(|s| (s.def.description.as_str(), s.shadowed_by)).filter(|(_, _)| true).collect();
+    let chain: Vec<(&str, Source)> = cat
+        .shadowed
+        .iter()
+        .map(|s| (s.def.description.as_str(), s.shadowed_by))
+        .filter(|(_, _)| true)
+        .collect();
     assert!(chain.contains(&("plugin", Source::User)));
     assert!(chain.contains(&("user", Source::Project)));
     assert!(chain.contains(&("project", Source::Cli)));
     assert!(chain.contains(&("cli", Source::Managed)));
-    assert!(cat.shadowed.iter().any(|s| s.def.name == "Explore" && s.def.source == Source::Builtin));
+    assert!(
+        cat.shadowed
+            .iter()
+            .any(|s| s.def.name == "Explore" && s.def.source == Source::Builtin)
+    );
 }
 
 #[test]
@@ -394,11 +512,17 @@ fn closest_project_folder_wins_with_a_warning() {
     let mut settings = crate::config::Settings::default();
     settings.agents.load_user_home = false;
     let dirs = source_dirs(&settings, &cwd, None);
-    let cat = load(&CatalogInput { dirs, ..Default::default() });
+    let cat = load(&CatalogInput {
+        dirs,
+        ..Default::default()
+    });
     assert_eq!(cat.get("r").unwrap().description, "sub");
     assert_eq!(cat.diagnostics.len(), 1);
     let msg = &cat.diagnostics[0].message;
-    assert!(msg.contains(&far.display().to_string()) && msg.contains(&near.display().to_string()), "{msg}");
+    assert!(
+        msg.contains(&far.display().to_string()) && msg.contains(&near.display().to_string()),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -410,19 +534,33 @@ fn load_reports_bad_files_and_keeps_going() {
     write(t, "a/ignored.txt", "whatever");
     std::fs::write(t.join("a/bin.md"), b"---\0\x01\x02").unwrap();
     std::fs::write(t.join("a/latin1.md"), b"---\nname: caf\xe9\n---\n").unwrap();
-    std::fs::write(t.join("a/huge.md"), vec![b'a'; (MAX_FILE_BYTES + 1) as usize]).unwrap();
+    std::fs::write(
+        t.join("a/huge.md"),
+        vec![b'a'; (MAX_FILE_BYTES + 1) as usize],
+    )
+    .unwrap();
     #[cfg(unix)]
     {
         std::os::unix::fs::symlink(t.join("a"), t.join("a/loop")).unwrap();
         std::os::unix::fs::symlink(t.join("nowhere.md"), t.join("a/dangling.md")).unwrap();
     }
-    let dirs = vec![SourceDir { source: Source::Project, path: t.join("a") }];
-    let cat = load(&CatalogInput { dirs, ..Default::default() });
+    let dirs = vec![SourceDir {
+        source: Source::Project,
+        path: t.join("a"),
+    }];
+    let cat = load(&CatalogInput {
+        dirs,
+        ..Default::default()
+    });
     assert!(cat.get("good").is_some());
     for d in &cat.diagnostics {
         assert!(d.path.is_some(), "{d}");
     }
-    let about = |name: &str| cat.diagnostics.iter().any(|d| d.path.as_ref().is_some_and(|p| p.ends_with(name)));
+    let about = |name: &str| {
+        cat.diagnostics
+            .iter()
+            .any(|d| d.path.as_ref().is_some_and(|p| p.ends_with(name)))
+    };
     for name in ["notes.md", "bin.md", "latin1.md", "huge.md"] {
         assert!(about(name), "{name}: {:?}", cat.diagnostics);
     }
@@ -438,10 +576,20 @@ fn parallel_load_matches_sequential_order() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     for i in 0..150 {
-        write(t, &format!("p/{i:03}.md"), &agent(&format!("a{}", i % 100), &format!("d{i}")));
+        write(
+            t,
+            &format!("p/{i:03}.md"),
+            &agent(&format!("a{}", i % 100), &format!("d{i}")),
+        );
     }
-    let dirs = vec![SourceDir { source: Source::Project, path: t.join("p") }];
-    let cat = load(&CatalogInput { dirs, ..Default::default() });
+    let dirs = vec![SourceDir {
+        source: Source::Project,
+        path: t.join("p"),
+    }];
+    let cat = load(&CatalogInput {
+        dirs,
+        ..Default::default()
+    });
     assert_eq!(cat.files, 150);
     // Files are sorted; for a duplicate, the later path wins.
     assert_eq!(cat.get("a7").unwrap().description, "d107");

@@ -53,7 +53,10 @@ mod tests {
 
     #[test]
     fn splits_on_commas_and_spaces() {
-        assert_eq!(tokenize_tools("Read, Grep,Glob  Bash"), ["Read", "Grep", "Glob", "Bash"]);
+        assert_eq!(
+            tokenize_tools("Read, Grep,Glob  Bash"),
+            ["Read", "Grep", "Glob", "Bash"]
+        );
         assert_eq!(tokenize_tools("\tRead\n,\n"), ["Read"]);
         assert!(tokenize_tools("").is_empty());
         assert!(tokenize_tools(" , ,, ").is_empty());
@@ -65,9 +68,15 @@ mod tests {
             tokenize_tools("Bash(git log:*), Bash(npm run test:*) Read"),
             ["Bash(git log:*)", "Bash(npm run test:*)", "Read"]
         );
-        assert_eq!(tokenize_tools("Bash(a (b, c) d), X"), ["Bash(a (b, c) d)", "X"]);
+        assert_eq!(
+            tokenize_tools("Bash(a (b, c) d), X"),
+            ["Bash(a (b, c) d)", "X"]
+        );
         // Unclosed: the rest stays together.
-        assert_eq!(tokenize_tools("Read Bash(git log, x"), ["Read", "Bash(git log, x"]);
+        assert_eq!(
+            tokenize_tools("Read Bash(git log, x"),
+            ["Read", "Bash(git log, x"]
+        );
         // Stray closer is plain text.
         assert_eq!(tokenize_tools("a) b"), ["a)", "b"]);
     }
