@@ -6,15 +6,26 @@
 
 use std::path::{Path, PathBuf};
 
-use include_dir::{Dir, include_dir};
-
 use super::FORK_AGENT;
 use super::def::{AgentDef, Source};
+use super::load::read_and_parse;
 use super::parse::{ParseOptions, parse_agent_file_with};
 use crate::config::PermissionMode;
 use crate::diagnostic::Diagnostic;
 
-static AGENTS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/agents");
+/// The embedded files, by file name. Only the top-level `*.md` files are
+/// embedded (`include_dir!` would also pull in `agents/templates` and
+/// `agents/tools`, which other modules embed); a test checks that this list
+/// matches the folder, so a new built-in cannot be forgotten here.
+const EMBEDDED: &[(&str, &str)] = &[
+    ("Explore.md", include_str!("../../agents/Explore.md")),
+    ("Plan.md", include_str!("../../agents/Plan.md")),
+    ("fork.md", include_str!("../../agents/fork.md")),
+    (
+        "general-purpose.md",
+        include_str!("../../agents/general-purpose.md"),
+    ),
+];
 
 /// The maximum number of turns of a fork child.
 const FORK_MAX_TURNS: u32 = 200;
@@ -28,20 +39,8 @@ pub fn builtin_agents(
 ) -> (Vec<AgentDef>, Vec<Diagnostic>, usize) {
     let mut diags = Vec::new();
     let mut defs: Vec<AgentDef> = Vec::new();
-    for file in AGENTS.files() {
-        let rel = file.path();
-        if rel.extension().and_then(|e| e.to_str()) != Some("md") {
-            continue;
-        }
-        let shown = Path::new("<builtin>/agents").join(rel);
-        let Some(text) = file.contents_utf8() else {
-            diags.push(Diagnostic::error(
-                Some(&shown),
-                None,
-                "embedded agent file is not UTF-8",
-            ));
-            continue;
-        };
+    for (file, text) in EMBEDDED {
+        let shown = Path::new("<builtin>/agents").join(file);
         let (def, d) = parse_agent_file_with(&shown, text, Source::Builtin, opts);
         diags.extend(d);
         if let Some(mut def) = def {
@@ -53,24 +52,10 @@ pub fn builtin_agents(
     if let Some(dir) = dir {
         for path in md_files(dir, &mut diags) {
             files += 1;
-            match std::fs::read(&path).map(String::from_utf8) {
-                Ok(Ok(text)) => {
-                    let (def, d) = parse_agent_file_with(&path, &text, Source::Builtin, opts);
-                    diags.extend(d);
-                    if let Some(def) = def {
-                        upsert(&mut defs, def);
-                    }
-                }
-                Ok(Err(_)) => diags.push(Diagnostic::error(
-                    Some(&path),
-                    None,
-                    "not valid UTF-8; skipped",
-                )),
-                Err(e) => diags.push(Diagnostic::error(
-                    Some(&path),
-                    None,
-                    format!("cannot read: {e}"),
-                )),
+            let (def, d) = read_and_parse(&path, Source::Builtin, opts);
+            diags.extend(d);
+            if let Some(def) = def {
+                upsert(&mut defs, def);
             }
         }
     }
@@ -162,6 +147,21 @@ mod tests {
             defs.iter()
                 .all(|d| d.path.is_none() && d.source == Source::Builtin)
         );
+    }
+
+    #[test]
+    fn embedded_list_matches_the_agents_folder() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("agents");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "md"))
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let mut embedded: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
+        embedded.sort();
+        assert_eq!(on_disk, embedded);
     }
 
     #[test]

@@ -216,7 +216,8 @@ fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed>
     })
 }
 
-fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
+/// Reads one file (size, binary and UTF-8 checks) and parses it.
+pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
     let fail = |msg: String| (None, vec![Diagnostic::error(Some(path), None, msg)]);
     let bytes = match read_limited(path) {
         Ok(Some(b)) => b,
