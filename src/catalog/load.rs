@@ -1,12 +1,27 @@
-//! Loading a whole catalog. (Stub: implemented by the catalog work.)
+//! Loading a whole catalog: built-ins, every source folder (read
+//! recursively, files parsed in parallel), and `--agents`, merged by the
+//! precedence stated in `sources.rs`. Never fails: an unreadable or invalid
+//! file becomes a diagnostic and the rest loads.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashSet};
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::builtin::builtin_agents;
 use super::def::{AgentDef, Source};
+use super::parse::{ParseOptions, parse_agent_file_with, parse_cli_agents_with};
 use super::sources::SourceDir;
 use crate::diagnostic::Diagnostic;
+
+/// Files larger than this are reported and skipped.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Extensions of agent files.
+const EXTENSIONS: &[&str] = &["md", "yaml", "yml", "toml"];
+
+/// Below this many files, parsing stays on the calling thread.
+const PARALLEL_THRESHOLD: usize = 64;
 
 /// What a catalog is built from.
 #[derive(Debug, Clone, Default)]
@@ -17,7 +32,9 @@ pub struct CatalogInput {
     pub dirs: Vec<SourceDir>,
     /// `--agents JSON`.
     pub cli_json: Option<String>,
-    /// Tool names that `tools` entries may name (empty: no check).
+    /// Names of the tools that exist. When non-empty, `tools` and
+    /// `disallowedTools` entries naming other tools (except `mcp__…`) are
+    /// warned about.
     pub known_tools: Vec<String>,
 }
 
@@ -43,10 +60,317 @@ impl Catalog {
     pub fn get(&self, name: &str) -> Option<&Arc<AgentDef>> {
         self.agents.get(name)
     }
+
+    /// Puts `def` in, moving a same-named agent to `shadowed`. Within one
+    /// source the later file wins, with a warning naming both.
+    fn insert(&mut self, def: AgentDef) {
+        let def = Arc::new(def);
+        if let Some(old) = self.agents.insert(def.name.clone(), def.clone()) {
+            if old.source == def.source && def.source != Source::Builtin {
+                let shown = |p: &Option<PathBuf>| {
+                    p.as_ref()
+                        .map_or_else(|| "--agents".to_string(), |p| p.display().to_string())
+                };
+                self.diagnostics.push(Diagnostic::warning(
+                    def.path.as_deref(),
+                    None,
+                    format!(
+                        "agent `{}` is defined twice in the {} source ({} and {}); the later one wins",
+                        def.name,
+                        def.source,
+                        shown(&old.path),
+                        shown(&def.path)
+                    ),
+                ));
+            }
+            self.shadowed.push(Shadowed {
+                def: old,
+                shadowed_by: def.source,
+            });
+        }
+    }
+}
+
+/// One step of the merge, in precedence order.
+enum Layer<'a> {
+    Dir(&'a SourceDir),
+    Cli(&'a str),
+}
+
+impl Layer<'_> {
+    fn source(&self) -> Source {
+        match self {
+            Layer::Dir(d) => d.source,
+            Layer::Cli(_) => Source::Cli,
+        }
+    }
 }
 
 /// Loads every source. Never fails: problems become diagnostics.
 pub fn load(input: &CatalogInput) -> Catalog {
-    let _ = input;
-    Catalog::default()
+    let opts = ParseOptions {
+        known_tools: &input.known_tools,
+    };
+    let mut cat = Catalog::default();
+
+    let (builtins, diags, files) = builtin_agents(input.builtin_dir.as_deref(), opts);
+    cat.diagnostics.extend(diags);
+    cat.files += files;
+    for def in builtins {
+        cat.insert(def);
+    }
+
+    // `--agents` sits between project and managed folders; a stable sort
+    // keeps the given order of folders within one source.
+    let mut layers: Vec<Layer<'_>> = input.dirs.iter().map(Layer::Dir).collect();
+    if let Some(json) = &input.cli_json {
+        layers.push(Layer::Cli(json));
+    }
+    layers.sort_by_key(Layer::source);
+
+    // Find every file first, then parse them all in parallel.
+    let mut files: Vec<(Source, PathBuf)> = Vec::new();
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::with_capacity(layers.len());
+    for layer in &layers {
+        let start = files.len();
+        if let Layer::Dir(d) = layer {
+            files.extend(
+                walk(&d.path, &mut cat.diagnostics)
+                    .into_iter()
+                    .map(|p| (d.source, p)),
+            );
+        }
+        spans.push(start..files.len());
+    }
+    cat.files += files.len();
+    let mut parsed = parse_all(&files, opts).into_iter();
+
+    for (layer, span) in layers.iter().zip(spans) {
+        match layer {
+            Layer::Dir(_) => {
+                for (def, diags) in parsed.by_ref().take(span.len()) {
+                    cat.diagnostics.extend(diags);
+                    if let Some(def) = def {
+                        cat.insert(def);
+                    }
+                }
+            }
+            Layer::Cli(json) => {
+                let (defs, diags) = parse_cli_agents_with(json, opts);
+                cat.diagnostics.extend(diags);
+                for def in defs {
+                    cat.insert(def);
+                }
+            }
+        }
+    }
+    cat
+}
+
+type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
+
+/// Reads and parses `files`, in parallel when there are many; results come
+/// back in the same order.
+fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(16);
+    if files.len() < PARALLEL_THRESHOLD || threads < 2 {
+        return files
+            .iter()
+            .map(|(s, p)| read_and_parse(p, *s, opts))
+            .collect();
+    }
+    let chunk = files.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                let handle = scope.spawn(move || {
+                    part.iter()
+                        .map(|(s, p)| read_and_parse(p, *s, opts))
+                        .collect::<Vec<_>>()
+                });
+                (part, handle)
+            })
+            .collect();
+        let mut out = Vec::with_capacity(files.len());
+        for (part, handle) in handles {
+            match handle.join() {
+                Ok(results) => out.extend(results),
+                // A parser bug must not take the catalog down: report the
+                // files of the failed chunk and go on.
+                Err(_) => out.extend(part.iter().map(|(_, p)| {
+                    (
+                        None,
+                        vec![Diagnostic::error(
+                            Some(p),
+                            None,
+                            "internal error while parsing this file; skipped",
+                        )],
+                    )
+                })),
+            }
+        }
+        out
+    })
+}
+
+/// Reads one file (size, binary and UTF-8 checks) and parses it.
+pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
+    let fail = |msg: String| (None, vec![Diagnostic::error(Some(path), None, msg)]);
+    let bytes = match read_limited(path) {
+        Ok(Some(b)) => b,
+        Ok(None) => {
+            return fail(format!(
+                "file is over the {MAX_FILE_BYTES}-byte limit for agent files; skipped"
+            ));
+        }
+        Err(e) => return fail(format!("cannot read: {e}; skipped")),
+    };
+    if bytes.iter().take(8192).any(|b| *b == 0) {
+        return fail("binary file (contains NUL bytes); skipped".into());
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => parse_agent_file_with(path, &text, source, opts),
+        Err(e) => fail(format!(
+            "not valid UTF-8 (at byte {}); skipped",
+            e.utf8_error().valid_up_to()
+        )),
+    }
+}
+
+/// The file's bytes, or `None` when it is larger than [`MAX_FILE_BYTES`].
+/// One open and reads; never more than the limit plus one byte in memory.
+fn read_limited(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let hint = file
+        .metadata()
+        .map_or(0, |m| m.len())
+        .min(MAX_FILE_BYTES + 1);
+    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= MAX_FILE_BYTES).then_some(bytes))
+}
+
+/// Every agent file under `root`, sorted. Symbolic links are followed; a
+/// link back to a folder already being read is reported, not followed. A
+/// missing root is silently empty.
+fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let canonical_root = match std::fs::canonicalize(root) {
+        Ok(c) if c.is_dir() => c,
+        Ok(_) => {
+            diags.push(Diagnostic::warning(
+                Some(root),
+                None,
+                "agent source is not a folder; skipped",
+            ));
+            return out;
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => return out,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Some(root),
+                None,
+                format!("cannot read folder: {e}"),
+            ));
+            return out;
+        }
+    };
+    let mut seen: HashSet<PathBuf> = HashSet::from([canonical_root]);
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) => {
+                diags.push(Diagnostic::error(
+                    Some(&dir),
+                    None,
+                    format!("cannot read folder: {e}"),
+                ));
+                continue;
+            }
+        };
+        for entry in entries {
+            let entry = match entry {
+                Ok(e) => e,
+                Err(e) => {
+                    diags.push(Diagnostic::error(
+                        Some(&dir),
+                        None,
+                        format!("cannot read folder entry: {e}"),
+                    ));
+                    continue;
+                }
+            };
+            let path = entry.path();
+            let Ok(mut ft) = entry.file_type() else {
+                diags.push(Diagnostic::error(
+                    Some(&path),
+                    None,
+                    "cannot tell the file type; skipped",
+                ));
+                continue;
+            };
+            if ft.is_symlink() {
+                match std::fs::metadata(&path) {
+                    Ok(m) => ft = m.file_type(),
+                    Err(e) => {
+                        if is_agent_file(&path) {
+                            diags.push(Diagnostic::warning(
+                                Some(&path),
+                                None,
+                                format!("broken symbolic link ({e}); skipped"),
+                            ));
+                        }
+                        continue;
+                    }
+                }
+                if ft.is_dir() {
+                    match std::fs::canonicalize(&path) {
+                        Ok(c) if !seen.insert(c.clone()) => {
+                            diags.push(Diagnostic::warning(
+                                Some(&path),
+                                None,
+                                format!("symbolic link to a folder already read ({}), possibly a loop; not followed", c.display()),
+                            ));
+                            continue;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            diags.push(Diagnostic::error(
+                                Some(&path),
+                                None,
+                                format!("cannot resolve link: {e}"),
+                            ));
+                            continue;
+                        }
+                    }
+                }
+            } else if ft.is_dir() {
+                // Record real folders so a link to one is read only once;
+                // one already read through a link is not read again.
+                if let Ok(c) = std::fs::canonicalize(&path)
+                    && !seen.insert(c)
+                {
+                    continue;
+                }
+            }
+            if ft.is_dir() {
+                stack.push(path);
+            } else if ft.is_file() && is_agent_file(&path) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn is_agent_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)))
 }

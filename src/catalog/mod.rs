@@ -11,13 +11,17 @@ mod def;
 mod frontmatter;
 mod load;
 mod parse;
+mod resolve;
 mod sources;
 mod tokens;
 
+pub use builtin::builtin_agents;
 pub use def::{AgentDef, Color, Isolation, Prompt, Source};
 pub use frontmatter::{Frontmatter, split_frontmatter};
-pub use load::{Catalog, CatalogInput, Shadowed, load};
-pub use parse::{parse_agent_file, parse_cli_agents};
+pub use load::{Catalog, CatalogInput, MAX_FILE_BYTES, Shadowed, load};
+pub use parse::{
+    ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with,
+};
 pub use sources::{SourceDir, source_dirs};
 pub use tokens::{base_name, tokenize_tools};
 
@@ -27,3 +31,7 @@ pub const FORK_AGENT: &str = "fork";
 pub const GENERAL_PURPOSE: &str = "general-purpose";
 /// Built-in agents that return their result without the usage trailer.
 pub const ONE_SHOT_AGENTS: &[&str] = &["Explore", "Plan"];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;

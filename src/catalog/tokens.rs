@@ -1,14 +1,109 @@
-//! The tools tokenizer. (Stub: implemented by the catalog work.)
+//! The tools tokenizer: turns `tools: Read, Bash(git log:*) Grep` into
+//! tool specs. Commas and white space separate specs, except inside
+//! parentheses, where a permission pattern may contain both. It knows
+//! nothing about which tools exist.
 
 /// Splits a tools string on commas and white space outside parentheses.
+///
+/// `Read, Bash(git log:*)` → `["Read", "Bash(git log:*)"]`. An unbalanced
+/// `)` is kept as text; an unclosed `(` keeps the rest of the string in one
+/// token. Empty tokens are dropped.
 pub fn tokenize_tools(text: &str) -> Vec<String> {
-    text.split([',', ' '])
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
+    let mut tokens = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                current.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                current.push(c);
+            }
+            c if depth == 0 && (c == ',' || c.is_whitespace()) => {
+                if !current.is_empty() {
+                    tokens.push(std::mem::take(&mut current));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        tokens.push(current);
+    }
+    tokens
 }
 
 /// The part of a tool spec before `(`: `Bash(git log:*)` → `Bash`.
 pub fn base_name(spec: &str) -> &str {
-    spec.split('(').next().unwrap_or(spec).trim()
+    let spec = spec.trim();
+    match spec.find('(') {
+        Some(i) => spec[..i].trim_end(),
+        None => spec,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn splits_on_commas_and_spaces() {
+        assert_eq!(
+            tokenize_tools("Read, Grep,Glob  Bash"),
+            ["Read", "Grep", "Glob", "Bash"]
+        );
+        assert_eq!(tokenize_tools("\tRead\n,\n"), ["Read"]);
+        assert!(tokenize_tools("").is_empty());
+        assert!(tokenize_tools(" , ,, ").is_empty());
+    }
+
+    #[test]
+    fn parentheses_keep_patterns_whole() {
+        assert_eq!(
+            tokenize_tools("Bash(git log:*), Bash(npm run test:*) Read"),
+            ["Bash(git log:*)", "Bash(npm run test:*)", "Read"]
+        );
+        assert_eq!(
+            tokenize_tools("Bash(a (b, c) d), X"),
+            ["Bash(a (b, c) d)", "X"]
+        );
+        // Unclosed: the rest stays together.
+        assert_eq!(
+            tokenize_tools("Read Bash(git log, x"),
+            ["Read", "Bash(git log, x"]
+        );
+        // Stray closer is plain text.
+        assert_eq!(tokenize_tools("a) b"), ["a)", "b"]);
+    }
+
+    #[test]
+    fn base_names() {
+        assert_eq!(base_name("Bash(git log:*)"), "Bash");
+        assert_eq!(base_name(" Read "), "Read");
+        assert_eq!(base_name("mcp__srv__tool"), "mcp__srv__tool");
+        assert_eq!(base_name("(x)"), "");
+    }
+
+    proptest! {
+        #[test]
+        fn tokenizer_never_panics_and_tokens_are_clean(s in any::<String>()) {
+            for t in tokenize_tools(&s) {
+                prop_assert!(!t.is_empty());
+                let _ = base_name(&t);
+            }
+        }
+
+        #[test]
+        fn tokenizer_on_tool_like_text(s in "[A-Za-z(): ,*_-]{0,60}") {
+            let tokens = tokenize_tools(&s);
+            for t in &tokens {
+                prop_assert!(!t.starts_with(',') && !t.starts_with(' '));
+            }
+        }
+    }
 }

@@ -1,0 +1,624 @@
+//! Unit tests for field parsing, diagnostics positions and the loader's
+//! precedence rules, across formats.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::*;
+use crate::config::PermissionMode;
+use crate::diagnostic::{Diagnostic, Severity};
+
+fn md(front: &str) -> String {
+    format!("---\n{front}---\nThe prompt.\n")
+}
+
+fn parse_md(front: &str) -> (Option<AgentDef>, Vec<Diagnostic>) {
+    parse_agent_file(Path::new("a.md"), &md(front), Source::Project)
+}
+
+fn ok_md(front: &str) -> (AgentDef, Vec<Diagnostic>) {
+    let (def, diags) = parse_md(front);
+    (
+        def.unwrap_or_else(|| panic!("not loaded: {diags:?}")),
+        diags,
+    )
+}
+
+/// The single warning of a file, as `line:col message`.
+fn one_warning(diags: &[Diagnostic]) -> String {
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    let d = &diags[0];
+    assert_eq!(d.severity, Severity::Warning, "{d}");
+    format!(
+        "{}:{} {}",
+        d.line.unwrap_or(0),
+        d.column.unwrap_or(0),
+        d.message
+    )
+}
+
+const HEAD: &str = "name: a\ndescription: d\n";
+
+#[test]
+fn minimal_markdown() {
+    let (def, diags) = ok_md(HEAD);
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.name, "a");
+    assert_eq!(def.description, "d");
+    assert_eq!(def.tools, None);
+    assert!(def.disallowed_tools.is_empty());
+    assert_eq!(def.prompt, Prompt::Inline("The prompt.".into()));
+    assert_eq!(def.path.as_deref(), Some(Path::new("a.md")));
+}
+
+#[test]
+fn bom_and_crlf_load_the_same() {
+    let plain = md("name: a\ndescription: d\ntools: Read, Grep\n");
+    let crlf = format!("\u{feff}{}", plain.replace('\n', "\r\n"));
+    let a = parse_agent_file(Path::new("a.md"), &plain, Source::User);
+    let b = parse_agent_file(Path::new("a.md"), &crlf, Source::User);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn missing_name_and_description() {
+    let (def, diags) = parse_md("description: d\n");
+    assert!(def.is_none());
+    assert_eq!(diags[0].severity, Severity::Warning);
+    assert!(diags[0].message.contains("no `name`"));
+
+    let (def, diags) = parse_md("name: a\n");
+    assert!(def.is_none());
+    assert!(
+        diags[0].is_error() && diags[0].message.contains("description"),
+        "{diags:?}"
+    );
+
+    let (def, diags) = parse_agent_file(Path::new("a.yaml"), "description: d\n", Source::User);
+    assert!(def.is_none() && diags[0].is_error());
+    let (def, diags) = parse_agent_file(Path::new("a.toml"), "name = \"a\"\n", Source::User);
+    assert!(def.is_none() && diags[0].is_error());
+    let (def, diags) = parse_md("name: a\ndescription: \"  \"\n");
+    assert!(def.is_none() && diags[0].is_error());
+}
+
+#[test]
+fn no_frontmatter_is_a_warning_and_unterminated_an_error() {
+    let (def, diags) = parse_agent_file(Path::new("README.md"), "# Notes\n", Source::Project);
+    assert!(def.is_none());
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags[0].severity, Severity::Warning);
+    assert_eq!(diags[0].message, "no frontmatter; skipped");
+    let (def, diags) = parse_agent_file(Path::new("a.md"), "---\nname: a\n", Source::Project);
+    assert!(def.is_none() && diags[0].is_error());
+}
+
+#[test]
+fn description_escapes_and_trim() {
+    let (def, _) = ok_md("name: a\ndescription:   one\\ntwo  \n");
+    assert_eq!(def.description, "one\ntwo");
+}
+
+#[test]
+fn tools_forms() {
+    let tools = |v: &str| ok_md(&format!("{HEAD}tools:{v}\n")).0.tools;
+    assert_eq!(tools(""), Some(vec![]));
+    assert_eq!(tools(" \"\""), Some(vec![]));
+    assert_eq!(tools(" []"), Some(vec![]));
+    assert_eq!(tools(" ~"), Some(vec![]));
+    assert_eq!(
+        tools(" Read, Bash(git log:*) Grep"),
+        Some(vec!["Read".into(), "Bash(git log:*)".into(), "Grep".into()])
+    );
+    assert_eq!(
+        tools("\n  - Read\n  - Bash(npm run test:*)"),
+        Some(vec!["Read".into(), "Bash(npm run test:*)".into()])
+    );
+    assert_eq!(tools(" Read, *"), None);
+    assert_eq!(tools("\n  - '*'"), None);
+    let (def, diags) = ok_md(&format!("{HEAD}tools: {{a: 1}}\n"));
+    assert_eq!(def.tools, None);
+    assert_eq!(
+        one_warning(&diags),
+        "4:8 tools: expected a string or a list of strings, found a mapping; ignored"
+    );
+    let (def, diags) = ok_md(&format!("{HEAD}tools:\n  - Read\n  - [x]\n"));
+    assert_eq!(def.tools, Some(vec!["Read".into()]));
+    assert!(one_warning(&diags).starts_with("6:5 tools: expected a tool name"));
+}
+
+#[test]
+fn disallowed_tools() {
+    let (def, diags) = ok_md(&format!("{HEAD}disallowedTools: Agent, Bash(rm:*)\n"));
+    assert!(diags.is_empty());
+    assert_eq!(def.disallowed_tools, ["Agent", "Bash(rm:*)"]);
+    let (def, diags) = ok_md(&format!("{HEAD}disallowedTools: '*'\n"));
+    assert!(def.disallowed_tools.is_empty());
+    assert_eq!(diags.len(), 1);
+}
+
+#[test]
+fn known_tools_warn_about_unknown_names() {
+    let known = vec!["Read".to_string(), "Bash".to_string()];
+    let opts = ParseOptions {
+        known_tools: &known,
+    };
+    let text = md(&format!(
+        "{HEAD}tools: Read, Bash(ls:*), Nope, mcp__x__y\ndisallowedTools:\n  - Zap\n"
+    ));
+    let (def, diags) = parse_agent_file_with(Path::new("a.md"), &text, Source::User, opts);
+    assert!(def.is_some());
+    let msgs: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect();
+    assert_eq!(
+        msgs,
+        [
+            "4:8 tools: unknown tool `Nope`",
+            "6:5 disallowedTools: unknown tool `Zap`"
+        ]
+    );
+}
+
+#[test]
+fn model_and_permission_mode() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}model: '  Inherit '\npermissionMode: plan\n"
+    ));
+    assert!(diags.is_empty());
+    assert_eq!(def.model.as_deref(), Some("Inherit"));
+    assert_eq!(def.permission_mode, Some(PermissionMode::Plan));
+    let (def, diags) = ok_md(&format!("{HEAD}model: ''\n"));
+    assert_eq!(def.model, None);
+    assert_eq!(
+        one_warning(&diags),
+        "4:8 model: expected a model name, alias or `inherit`, found \"\"; ignored"
+    );
+    let (def, diags) = ok_md(&format!("{HEAD}permissionMode: bubble\n"));
+    assert_eq!(def.permission_mode, None);
+    assert!(one_warning(&diags).starts_with("4:17 permissionMode: `bubble` is internal"));
+    let (_, diags) = ok_md(&format!("{HEAD}permissionMode: yolo\n"));
+    assert!(one_warning(&diags).contains("expected one of default, acceptEdits"));
+}
+
+#[test]
+fn max_turns_background_isolation() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}maxTurns: '7'\nbackground: 'true'\nisolation: worktree\n"
+    ));
+    assert!(diags.is_empty());
+    assert_eq!(def.max_turns, Some(7));
+    assert!(def.background);
+    assert_eq!(def.isolation, Some(Isolation::Worktree));
+    let (def, _) = ok_md(&format!("{HEAD}maxTurns: 12\nbackground: true\n"));
+    assert_eq!(def.max_turns, Some(12));
+    assert!(def.background);
+    for bad in ["0", "-3", "1.5", "lots", "[1]"] {
+        let (def, diags) = ok_md(&format!("{HEAD}maxTurns: {bad}\n"));
+        assert_eq!(def.max_turns, None);
+        assert!(
+            one_warning(&diags).starts_with("4:11 maxTurns: expected a positive integer"),
+            "{bad}: {diags:?}"
+        );
+    }
+    let (def, diags) = ok_md(&format!("{HEAD}background: yes please\n"));
+    assert!(!def.background);
+    assert!(one_warning(&diags).starts_with("4:13 background: expected true or false"));
+    let (def, diags) = ok_md(&format!("{HEAD}isolation: remote\n"));
+    assert_eq!(def.isolation, None);
+    assert!(one_warning(&diags).starts_with("4:12 isolation: expected `worktree`"));
+}
+
+#[test]
+fn color() {
+    let (def, _) = ok_md(&format!("{HEAD}color: cyan\n"));
+    assert_eq!(def.color, Some(Color::Cyan));
+    let (def, diags) = ok_md(&format!("{HEAD}color: magenta\n"));
+    assert_eq!(def.color, None);
+    assert_eq!(
+        one_warning(&diags),
+        "4:8 color: expected one of red, blue, green, yellow, purple, orange, pink, cyan, found \"magenta\"; ignored"
+    );
+}
+
+#[test]
+fn hooks() {
+    let (def, diags) = ok_md(&format!("{HEAD}hooks:\n  Stop:\n    - command: echo hi\n"));
+    assert!(diags.is_empty());
+    assert_eq!(def.hooks, Some(json!({"Stop": [{"command": "echo hi"}]})));
+    let (def, diags) = ok_md(&format!("{HEAD}hooks: [a]\n"));
+    assert_eq!(def.hooks, None);
+    assert!(one_warning(&diags).starts_with("4:8 hooks: expected a mapping"));
+}
+
+#[test]
+fn mcp_servers_and_required() {
+    let front = format!(
+        "{HEAD}mcpServers:\n  - github\n  - local:\n      command: srv\n  - 3\n  - {{a: {{}}, b: {{}}}}\nrequiredMcpServers: [github, '', x]\n"
+    );
+    let (def, diags) = ok_md(&front);
+    assert_eq!(
+        def.mcp_servers,
+        vec![json!("github"), json!({"local": {"command": "srv"}})]
+    );
+    assert_eq!(def.required_mcp_servers, ["github", "x"]);
+    let pos: Vec<(usize, usize)> = diags
+        .iter()
+        .map(|d| (d.line.unwrap(), d.column.unwrap()))
+        .collect();
+    assert_eq!(pos, [(8, 5), (9, 5), (10, 30)], "{diags:?}");
+    assert!(diags.iter().all(|d| d.severity == Severity::Warning));
+}
+
+#[test]
+fn skills_memory_effort_initial_prompt() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}skills: a, b(c d)\nmemory: project\neffort: xhigh\ninitialPrompt: go\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.skills, ["a", "b(c d)"]);
+    assert_eq!(def.memory.as_deref(), Some("project"));
+    assert_eq!(def.effort, Some(json!("xhigh")));
+    assert_eq!(def.initial_prompt.as_deref(), Some("go"));
+    let (def, _) = ok_md(&format!("{HEAD}effort: 3\n"));
+    assert_eq!(def.effort, Some(json!(3)));
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}memory: global\neffort: extreme\ninitialPrompt: ' '\n"
+    ));
+    assert_eq!(
+        (def.memory, def.effort, def.initial_prompt),
+        (None, None, None)
+    );
+    let pos: Vec<(usize, usize)> = diags
+        .iter()
+        .map(|d| (d.line.unwrap(), d.column.unwrap()))
+        .collect();
+    assert_eq!(pos, [(4, 9), (5, 9), (6, 16)]);
+}
+
+#[test]
+fn when_condition() {
+    let (def, _) = ok_md(&format!("{HEAD}when: fork_subagent, !coordinator\n"));
+    assert_eq!(
+        def.when.map(|c| c.to_string()).as_deref(),
+        Some("fork_subagent, !coordinator")
+    );
+    let (def, _) = ok_md(&format!("{HEAD}when: [a, '!b']\n"));
+    assert_eq!(def.when.map(|c| c.to_string()).as_deref(), Some("a, !b"));
+    let (def, diags) = ok_md(&format!("{HEAD}when: 'bad name'\n"));
+    assert_eq!(def.when, None);
+    assert!(one_warning(&diags).starts_with("4:7 when: expected a flag name"));
+}
+
+#[test]
+fn unknown_fields_warn() {
+    let (def, diags) = ok_md(&format!("{HEAD}max_turns: 3\nfrobnicate: 1\n"));
+    assert_eq!(def.max_turns, None);
+    assert_eq!(diags.len(), 2);
+    assert_eq!((diags[0].line, diags[0].column), (Some(4), Some(1)));
+    assert!(
+        diags[0].message.contains("did you mean `maxTurns`"),
+        "{}",
+        diags[0]
+    );
+    assert_eq!(diags[1].message, "unknown field `frobnicate`; ignored");
+}
+
+#[test]
+fn fork_is_reserved() {
+    let (def, diags) = parse_md("name: fork\ndescription: d\n");
+    assert!(def.is_none());
+    assert!(diags[0].is_error() && diags[0].message.contains("reserved"));
+    assert_eq!(diags[0].line, Some(2));
+}
+
+#[test]
+fn invalid_yaml_is_retried_with_quoted_values() {
+    let front = "name: a\ndescription: Use it when: the user asks. It's fine\ntools: Read\n";
+    let (def, diags) = ok_md(front);
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.description, "Use it when: the user asks. It's fine");
+    assert_eq!(def.tools, Some(vec!["Read".into()]));
+
+    // Continued on indented lines.
+    let front = "name: a\ndescription: Use when: x\n  and more: y\nmodel: opus\n";
+    let (def, _) = ok_md(front);
+    assert_eq!(def.description, "Use when: x and more: y");
+    assert_eq!(def.model.as_deref(), Some("opus"));
+
+    // Still broken after quoting: the first error's position, shifted.
+    let (def, diags) = parse_md("name: a\ndescription: d\ntools: [Read\n");
+    assert!(def.is_none());
+    assert!(diags[0].is_error() && diags[0].message.starts_with("invalid YAML frontmatter"));
+    assert!(diags[0].line.unwrap() >= 4, "{:?}", diags[0]);
+
+    // Needs quoting and is still broken: the original error is reported.
+    let (def, diags) = parse_md("name: a\ndescription: a: b\ntools: [Read\n");
+    assert!(def.is_none());
+    assert!(
+        diags[0].is_error() && diags[0].line.unwrap() >= 3,
+        "{:?}",
+        diags[0]
+    );
+
+    // A `: ` inside a comment is valid YAML and left alone.
+    let (def, diags) = ok_md("name: a\ndescription: plain # note: x\n");
+    assert!(diags.is_empty());
+    assert_eq!(def.description, "plain");
+}
+
+#[test]
+fn quoting_keeps_lines_and_doubles_quotes() {
+    let q = parse::quote_plain_values(
+        "name: a\ndescription: it's: x\n  more\n\ntools: [A]\nmodel: 'q'\n",
+    );
+    assert_eq!(
+        q,
+        "name: 'a'\ndescription: 'it''s: x\n  more'\n\ntools: [A]\nmodel: 'q'\n"
+    );
+}
+
+#[test]
+fn yaml_and_toml_files() {
+    let yaml = "name: y\ndescription: Y\ntools: [Read]\nprompt: |\n  Be brief.\nmaxTurns: nope\n";
+    let (def, diags) = parse_agent_file(Path::new("y.yml"), yaml, Source::User);
+    let def = def.unwrap();
+    assert_eq!(def.prompt, Prompt::Inline("Be brief.".into()));
+    assert_eq!(def.tools, Some(vec!["Read".into()]));
+    assert_eq!((diags[0].line, diags[0].column), (Some(6), Some(11)));
+
+    let toml = "name = \"t\"\ndescription = \"T\"\nprompt_template = \"agents/t.hbs\"\ncolor = 3\n";
+    let (def, diags) = parse_agent_file(Path::new("t.toml"), toml, Source::User);
+    let def = def.unwrap();
+    assert_eq!(def.prompt, Prompt::Template("agents/t.hbs".into()));
+    assert_eq!((diags[0].line, diags[0].column), (Some(4), Some(9)));
+
+    let (def, diags) = parse_agent_file(Path::new("t.toml"), "name = \n", Source::User);
+    assert!(def.is_none());
+    assert!(diags[0].is_error() && diags[0].line == Some(1));
+
+    let (def, diags) = parse_agent_file(
+        Path::new("n.yaml"),
+        "name: n\ndescription: N\n",
+        Source::User,
+    );
+    assert_eq!(def.unwrap().prompt, Prompt::Inline(String::new()));
+    assert_eq!(diags.len(), 1);
+}
+
+#[test]
+fn cli_agents_drop_only_bad_entries() {
+    let json = r#"{
+  "reviewer": {"description": "Reviews", "prompt": "Review it.", "tools": ["Read", "Grep"], "model": "sonnet"},
+  "broken": {"prompt": "x"},
+  "colors": {"description": "C", "prompt": "p", "maxTurns": -1},
+  "fork": {"description": "f", "prompt": "p"},
+  "noprompt": {"description": "n"}
+}"#;
+    let (defs, diags) = parse_cli_agents(json);
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["reviewer", "colors"]);
+    assert_eq!(defs[0].tools, Some(vec!["Read".into(), "Grep".into()]));
+    assert_eq!(defs[0].source, Source::Cli);
+    assert_eq!(defs[0].path, None);
+    assert_eq!(defs[1].max_turns, None);
+    assert!(
+        diags
+            .iter()
+            .all(|d| d.path.as_deref() == Some(Path::new("--agents")) && d.line.is_some())
+    );
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    assert_eq!(errors, 3, "{diags:?}");
+    let warn = diags.iter().find(|d| !d.is_error()).unwrap();
+    assert_eq!((warn.line, warn.column), (Some(4), Some(61)));
+
+    let (defs, diags) = parse_cli_agents("{not json");
+    assert!(defs.is_empty() && diags[0].is_error());
+    let (defs, diags) = parse_cli_agents("[1]");
+    assert!(defs.is_empty() && diags[0].is_error());
+}
+
+// ---------------------------------------------------------------- load ---
+
+fn write(dir: &Path, rel: &str, text: &str) -> PathBuf {
+    let p = dir.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn agent(name: &str, desc: &str) -> String {
+    format!("---\nname: {name}\ndescription: {desc}\n---\nprompt of {name}\n")
+}
+
+#[test]
+fn load_precedence_and_shadowing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    write(t, "plugin/x.md", &agent("x", "plugin"));
+    write(t, "user/x.md", &agent("x", "user"));
+    write(t, "user/Explore.md", &agent("Explore", "user explore"));
+    write(
+        t,
+        "proj/deep/x.yaml",
+        "name: x\ndescription: project\nprompt: p\n",
+    );
+    write(
+        t,
+        "managed/x.toml",
+        "name = \"x\"\ndescription = \"managed\"\nprompt = \"p\"\n",
+    );
+    let dirs = vec![
+        SourceDir {
+            source: Source::Plugin,
+            path: t.join("plugin"),
+        },
+        SourceDir {
+            source: Source::User,
+            path: t.join("user"),
+        },
+        SourceDir {
+            source: Source::Project,
+            path: t.join("proj"),
+        },
+        SourceDir {
+            source: Source::Project,
+            path: t.join("missing"),
+        },
+        SourceDir {
+            source: Source::Managed,
+            path: t.join("managed"),
+        },
+    ];
+    let cli = r#"{"x": {"description": "cli", "prompt": "p"}, "y": {"description": "cli y", "prompt": "p"}}"#;
+    let cat = load(&CatalogInput {
+        dirs,
+        cli_json: Some(cli.into()),
+        ..Default::default()
+    });
+    assert!(cat.diagnostics.is_empty(), "{:?}", cat.diagnostics);
+    assert_eq!(cat.files, 5);
+    assert_eq!(cat.get("x").unwrap().description, "managed");
+    assert_eq!(cat.get("y").unwrap().source, Source::Cli);
+    assert_eq!(cat.get("Explore").unwrap().source, Source::User);
+    assert!(cat.get("fork").unwrap().synthetic);
+    let chain: Vec<(&str, Source)> = cat
+        .shadowed
+        .iter()
+        .map(|s| (s.def.description.as_str(), s.shadowed_by))
+        .filter(|(_, _)| true)
+        .collect();
+    assert!(chain.contains(&("plugin", Source::User)));
+    assert!(chain.contains(&("user", Source::Project)));
+    assert!(chain.contains(&("project", Source::Cli)));
+    assert!(chain.contains(&("cli", Source::Managed)));
+    assert!(
+        cat.shadowed
+            .iter()
+            .any(|s| s.def.name == "Explore" && s.def.source == Source::Builtin)
+    );
+}
+
+#[test]
+fn closest_project_folder_wins_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("repo");
+    let cwd = root.join("sub");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    let far = write(&root, ".claude/agents/r.md", &agent("r", "root"));
+    let near = write(&cwd, ".claude/agents/r.md", &agent("r", "sub"));
+    let mut settings = crate::config::Settings::default();
+    settings.agents.load_user_home = false;
+    let dirs = source_dirs(&settings, &cwd, None);
+    let cat = load(&CatalogInput {
+        dirs,
+        ..Default::default()
+    });
+    assert_eq!(cat.get("r").unwrap().description, "sub");
+    assert_eq!(cat.diagnostics.len(), 1);
+    let msg = &cat.diagnostics[0].message;
+    assert!(
+        msg.contains(&far.display().to_string()) && msg.contains(&near.display().to_string()),
+        "{msg}"
+    );
+}
+
+#[test]
+fn load_reports_bad_files_and_keeps_going() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    write(t, "a/good.md", &agent("good", "fine"));
+    write(t, "a/notes.md", "# just notes\n");
+    write(t, "a/ignored.txt", "whatever");
+    std::fs::write(t.join("a/bin.md"), b"---\0\x01\x02").unwrap();
+    std::fs::write(t.join("a/latin1.md"), b"---\nname: caf\xe9\n---\n").unwrap();
+    std::fs::write(
+        t.join("a/huge.md"),
+        vec![b'a'; (MAX_FILE_BYTES + 1) as usize],
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(t.join("a"), t.join("a/loop")).unwrap();
+        std::os::unix::fs::symlink(t.join("nowhere.md"), t.join("a/dangling.md")).unwrap();
+    }
+    let dirs = vec![SourceDir {
+        source: Source::Project,
+        path: t.join("a"),
+    }];
+    let cat = load(&CatalogInput {
+        dirs,
+        ..Default::default()
+    });
+    assert!(cat.get("good").is_some());
+    for d in &cat.diagnostics {
+        assert!(d.path.is_some(), "{d}");
+    }
+    let about = |name: &str| {
+        cat.diagnostics
+            .iter()
+            .any(|d| d.path.as_ref().is_some_and(|p| p.ends_with(name)))
+    };
+    for name in ["notes.md", "bin.md", "latin1.md", "huge.md"] {
+        assert!(about(name), "{name}: {:?}", cat.diagnostics);
+    }
+    #[cfg(unix)]
+    {
+        assert!(about("loop"));
+        assert!(about("dangling.md"));
+    }
+}
+
+#[test]
+fn parallel_load_matches_sequential_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    for i in 0..150 {
+        write(
+            t,
+            &format!("p/{i:03}.md"),
+            &agent(&format!("a{}", i % 100), &format!("d{i}")),
+        );
+    }
+    let dirs = vec![SourceDir {
+        source: Source::Project,
+        path: t.join("p"),
+    }];
+    let cat = load(&CatalogInput {
+        dirs,
+        ..Default::default()
+    });
+    assert_eq!(cat.files, 150);
+    // Files are sorted; for a duplicate, the later path wins.
+    assert_eq!(cat.get("a7").unwrap().description, "d107");
+    assert_eq!(cat.diagnostics.len(), 50);
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn parsing_never_panics(
+            body in "(---\n|name: |description: |tools: |\\[|\\]|: |'|\"|\n|  |-|x|\r\n|#|\\{|\\}|maxTurns: 3\n|\u{feff})*",
+            ext in prop::sample::select(vec!["md", "yaml", "toml"]),
+        ) {
+            let path = PathBuf::from(format!("p.{ext}"));
+            let (_, diags) = parse_agent_file(&path, &body, Source::Project);
+            for d in diags {
+                prop_assert!(d.path.is_some());
+            }
+            let _ = parse::quote_plain_values(&body);
+        }
+
+        #[test]
+        fn cli_parsing_never_panics(s in any::<String>()) {
+            let _ = parse_cli_agents(&s);
+        }
+    }
+}
