@@ -127,7 +127,7 @@ impl Session {
         let render = |template: &str, ctx: Value| -> String {
             snap.templates
                 .render(template, &ctx)
-                .unwrap_or_else(|e| e.to_string())
+                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
         };
         if !turn.tool_names.iter().any(|n| n == name) {
             return CallResult::text(

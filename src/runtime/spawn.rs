@@ -34,7 +34,7 @@ impl Session {
         let render = |template: &str, ctx: Value| -> String {
             snap.templates
                 .render(template, &ctx)
-                .unwrap_or_else(|e| e.to_string())
+                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
         };
         let input: AgentInput =
             serde_json::from_value(input).map_err(|e| format!("Invalid Agent input: {e}"))?;
@@ -247,7 +247,7 @@ impl Session {
             let render = |template: &str, ctx: Value| -> String {
                 snap.templates
                     .render(template, &ctx)
-                    .unwrap_or_else(|e| e.to_string())
+                    .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
             };
             match result {
                 Ok(outcome) => {

@@ -137,10 +137,10 @@ impl Rule {
                     && target_path(tool, input, cwd)
                         .is_some_and(|p| path_matches(glob, anchor, &p, cwd))
             }
-            RuleKind::AgentType(t) => {
-                tool == "Agent"
-                    && input.get("subagent_type").and_then(Value::as_str) == Some(t.as_str())
-            }
+            // Agent-type rules are applied by the Agent tool after routing
+            // (SPEC §6): a fork ignores `subagent_type`, and a denied type
+            // gets its own message. See `Rules::denied_agent_type`.
+            RuleKind::AgentType(_) => false,
         }
     }
 

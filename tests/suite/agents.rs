@@ -11,7 +11,10 @@ const MAIN_MARKER: &str = "You are cadre";
 const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep, Glob\nmodel: haiku\n---\nREVIEWER-BODY: you review code.\n";
 
 fn assistant_turns(r: &RecordedRequest) -> usize {
-    r.messages().iter().filter(|m| m["role"] == "assistant").count()
+    r.messages()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count()
 }
 
 fn is_fork_child(r: &RecordedRequest) -> bool {
@@ -37,17 +40,33 @@ fn spawning_server(calls: Vec<(&'static str, Value)>) -> FakeServer {
             }
             return anthropic::text_reply("all done");
         }
-        let who = if is_fork_child(r) { format!("fork:{}", r.last_user_text().lines().last().unwrap_or("")) } else { "child".into() };
-        anthropic::message().text(&format!("{who} finished")).usage(50, 10).reply()
+        let who = if is_fork_child(r) {
+            format!("fork:{}", r.last_user_text().lines().last().unwrap_or(""))
+        } else {
+            "child".into()
+        };
+        anthropic::message()
+            .text(&format!("{who} finished"))
+            .usage(50, 10)
+            .reply()
     })
 }
 
 fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server.requests().into_iter().filter(|r| !is_main(r)).collect()
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .collect()
 }
 
 fn main_second_request(server: &FakeServer) -> RecordedRequest {
-    server.requests().into_iter().filter(|r| is_main(r) && assistant_turns(r) == 1).next().expect("main's second request")
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| is_main(r) && assistant_turns(r) == 1)
+        .next()
+        .expect("main's second request")
 }
 
 fn fork_on(p: &mut Project) {
@@ -60,21 +79,35 @@ fn fork_on(p: &mut Project) {
 fn named_agent_gets_its_own_prompt_tools_and_model() {
     let p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
-    let server = spawning_server(vec![("toolu_1", json!({"description": "review", "prompt": "review src", "subagent_type": "reviewer"}))]);
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "review", "prompt": "review src", "subagent_type": "reviewer"}),
+    )]);
     p.run(Some(&server), &["run", "go"]).ok();
     let children = child_requests(&server);
     assert_eq!(children.len(), 1);
     let c = &children[0];
-    assert!(c.system_text().contains("REVIEWER-BODY"), "{}", c.system_text());
+    assert!(
+        c.system_text().contains("REVIEWER-BODY"),
+        "{}",
+        c.system_text()
+    );
     assert!(!c.system_text().contains(MAIN_MARKER));
     assert_eq!(tool_names(&c.json), ["Glob", "Grep", "Read"]);
     assert_eq!(c.json["model"], "claude-haiku-4-5");
-    assert_eq!(c.messages().len(), 1, "a fresh history holding only the prompt");
+    assert_eq!(
+        c.messages().len(),
+        1,
+        "a fresh history holding only the prompt"
+    );
     assert_eq!(c.messages()[0]["content"][0]["text"], "review src");
     let r = &last_tool_results(&main_second_request(&server).json)[0];
     let text = result_text(r);
     assert!(text.starts_with("child finished"), "{text}");
-    assert!(text.contains("agentId: a") && text.contains("<usage>total_tokens: 60"), "trailer: {text}");
+    assert!(
+        text.contains("agentId: a") && text.contains("<usage>total_tokens: 60"),
+        "trailer: {text}"
+    );
 }
 
 #[test]
@@ -90,9 +123,15 @@ fn no_type_means_general_purpose_and_fork_is_ignored_while_not_effective() {
         assert_eq!(children.len(), 1);
         let c = &children[0];
         assert!(!is_fork_child(c), "not a fork");
-        assert!(!tool_names(&c.json).contains(&"Agent".to_string()), "general-purpose does not nest");
+        assert!(
+            !tool_names(&c.json).contains(&"Agent".to_string()),
+            "general-purpose does not nest"
+        );
         assert!(tool_names(&c.json).contains(&"Write".to_string()));
-        assert_eq!(c.json["model"], "claude-sonnet-4-5", "inherits the parent's model");
+        assert_eq!(
+            c.json["model"], "claude-sonnet-4-5",
+            "inherits the parent's model"
+        );
         assert!(tool(&main_second_request(&server).json, "Agent").is_some());
     }
 }
@@ -103,7 +142,10 @@ fn fork_true_with_a_type_forks_while_effective_and_names_it_while_not() {
     let mut p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
     fork_on(&mut p);
-    let server = spawning_server(vec![("toolu_1", json!({"description": "d", "prompt": "look", "subagent_type": "reviewer", "fork": true}))]);
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "d", "prompt": "look", "subagent_type": "reviewer", "fork": true}),
+    )]);
     p.run(Some(&server), &["run", "go"]).ok();
     let c = &child_requests(&server)[0];
     assert!(is_fork_child(c));
@@ -113,10 +155,17 @@ fn fork_true_with_a_type_forks_while_effective_and_names_it_while_not() {
     let mut p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
     p.config("[features]\nFORK_SUBAGENT = true\n");
-    let server = spawning_server(vec![("toolu_1", json!({"description": "d", "prompt": "look", "subagent_type": "reviewer", "fork": true}))]);
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "d", "prompt": "look", "subagent_type": "reviewer", "fork": true}),
+    )]);
     p.run(Some(&server), &["run", "go"]).ok();
     let first = &server.request(0).json;
-    assert!(tool(first, "Agent").unwrap()["input_schema"]["properties"].get("fork").is_none());
+    assert!(
+        tool(first, "Agent").unwrap()["input_schema"]["properties"]
+            .get("fork")
+            .is_none()
+    );
     let c = &child_requests(&server)[0];
     assert!(!is_fork_child(c));
     assert!(c.system_text().contains("REVIEWER-BODY"));
@@ -127,8 +176,14 @@ fn sibling_forks_share_every_byte_up_to_their_directive() {
     let mut p = Project::new();
     fork_on(&mut p);
     let server = spawning_server(vec![
-        ("toolu_a", json!({"description": "one", "prompt": "check module A", "fork": true})),
-        ("toolu_b", json!({"description": "two", "prompt": "check module B", "fork": true})),
+        (
+            "toolu_a",
+            json!({"description": "one", "prompt": "check module A", "fork": true}),
+        ),
+        (
+            "toolu_b",
+            json!({"description": "two", "prompt": "check module B", "fork": true}),
+        ),
     ]);
     p.run(Some(&server), &["run", "refactor everything"]).ok();
     let mut forks = child_requests(&server);
@@ -138,8 +193,15 @@ fn sibling_forks_share_every_byte_up_to_their_directive() {
     let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
     let a_text = String::from_utf8_lossy(a);
     let directive_at = a_text.rfind("Your directive: ").unwrap();
-    assert!(common > directive_at, "bodies diverge before the directive (at {common}, directive at {directive_at})");
-    assert!(a_text[common..].starts_with('A'), "they differ first at the directive's text: {}", &a_text[common..]);
+    assert!(
+        common > directive_at,
+        "bodies diverge before the directive (at {common}, directive at {directive_at})"
+    );
+    assert!(
+        a_text[common..].starts_with('A'),
+        "they differ first at the directive's text: {}",
+        &a_text[common..]
+    );
     let shared_share = common as f64 / a.len() as f64;
     assert!(shared_share > 0.9, "shared share {shared_share}");
 
@@ -149,20 +211,36 @@ fn sibling_forks_share_every_byte_up_to_their_directive() {
     let parent = &server.request(0);
     let fork = &forks[0];
     for key in ["model", "system", "tools", "max_tokens"] {
-        assert_eq!(parent.json[key].to_string(), fork.json[key].to_string(), "{key} differs");
+        assert_eq!(
+            parent.json[key].to_string(),
+            fork.json[key].to_string(),
+            "{key} differs"
+        );
     }
     let pm = parent.messages();
     let fm = fork.messages();
     assert_eq!(fm.len(), pm.len() + 2);
     assert_eq!(fm[0]["content"][0]["text"], pm[0]["content"][0]["text"]);
     assert_eq!(fm[1]["role"], "assistant");
-    let calls: Vec<&str> = fm[1]["content"].as_array().unwrap().iter().filter_map(|b| b["id"].as_str()).collect();
-    assert_eq!(calls, ["toolu_a", "toolu_b"], "the assistant message is cloned whole");
+    let calls: Vec<&str> = fm[1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["id"].as_str())
+        .collect();
+    assert_eq!(
+        calls,
+        ["toolu_a", "toolu_b"],
+        "the assistant message is cloned whole"
+    );
     let last = fm[2]["content"].as_array().unwrap();
     assert_eq!(last.len(), 3);
     for (block, id) in last.iter().zip(["toolu_a", "toolu_b"]) {
         assert_eq!(block["tool_use_id"], id);
-        assert_eq!(result_text(block), "Fork started — processing in background");
+        assert_eq!(
+            result_text(block),
+            "Fork started — processing in background"
+        );
     }
     let directive = last[2]["text"].as_str().unwrap();
     assert!(directive.starts_with("<fork-boilerplate>"));
@@ -181,7 +259,11 @@ fn a_fork_that_tries_to_fork_gets_the_error_and_continues() {
     let server = FakeServer::route(|r| {
         if is_main(r) {
             return if assistant_turns(r) == 0 {
-                anthropic::tool_use_reply("toolu_1", "Agent", json!({"description": "d", "prompt": "dig", "fork": true}))
+                anthropic::tool_use_reply(
+                    "toolu_1",
+                    "Agent",
+                    json!({"description": "d", "prompt": "dig", "fork": true}),
+                )
             } else {
                 anthropic::text_reply("main done")
             };
@@ -189,16 +271,27 @@ fn a_fork_that_tries_to_fork_gets_the_error_and_continues() {
         // The fork child: its own first turn tries to fork again.
         let own_turns = assistant_turns(r) - 1;
         if own_turns == 0 {
-            anthropic::tool_use_reply("toolu_2", "Agent", json!({"description": "again", "prompt": "deeper", "fork": true}))
+            anthropic::tool_use_reply(
+                "toolu_2",
+                "Agent",
+                json!({"description": "again", "prompt": "deeper", "fork": true}),
+            )
         } else {
             anthropic::text_reply("fork done")
         }
     });
     p.run(Some(&server), &["run", "go"]).ok();
-    let child_second = server.requests().into_iter().find(|r| is_fork_child(r) && assistant_turns(r) == 2).expect("the fork continued");
+    let child_second = server
+        .requests()
+        .into_iter()
+        .find(|r| is_fork_child(r) && assistant_turns(r) == 2)
+        .expect("the fork continued");
     let r = &last_tool_results(&child_second.json)[0];
     assert_eq!(r["is_error"], true);
-    assert_eq!(result_text(r), "Fork is not available inside a forked worker. Complete your task directly using your tools.");
+    assert_eq!(
+        result_text(r),
+        "Fork is not available inside a forked worker. Complete your task directly using your tools."
+    );
     let main_result = &last_tool_results(&main_second_request(&server).json)[0];
     assert!(result_text(main_result).starts_with("fork done"));
 }
@@ -209,9 +302,18 @@ fn unknown_and_denied_types_are_error_results() {
     p.write(".claude/agents/reviewer.md", REVIEWER);
     p.config("[permissions]\ndeny = [\"Agent(reviewer)\"]\n");
     let server = spawning_server(vec![
-        ("toolu_1", json!({"description": "d", "prompt": "p", "subagent_type": "Nope"})),
-        ("toolu_2", json!({"description": "d", "prompt": "p", "subagent_type": "reviewer"})),
-        ("toolu_3", json!({"description": "d", "prompt": "p", "subagent_type": "fork"})),
+        (
+            "toolu_1",
+            json!({"description": "d", "prompt": "p", "subagent_type": "Nope"}),
+        ),
+        (
+            "toolu_2",
+            json!({"description": "d", "prompt": "p", "subagent_type": "reviewer"}),
+        ),
+        (
+            "toolu_3",
+            json!({"description": "d", "prompt": "p", "subagent_type": "fork"}),
+        ),
         ("toolu_4", json!({"description": "d"})),
     ]);
     p.run(Some(&server), &["run", "go"]).ok();
@@ -220,13 +322,34 @@ fn unknown_and_denied_types_are_error_results() {
     assert_eq!(results.len(), 4);
     assert!(results.iter().all(|r| r["is_error"] == true));
     let unknown = result_text(&results[0]);
-    assert!(unknown.starts_with("Agent type 'Nope' not found. Available agents: "), "{unknown}");
-    assert!(unknown.contains("Explore") && unknown.contains("general-purpose") && unknown.contains("reviewer"));
-    assert!(!unknown.contains("fork"), "the synthetic fork is never listed: {unknown}");
+    assert!(
+        unknown.starts_with("Agent type 'Nope' not found. Available agents: "),
+        "{unknown}"
+    );
+    assert!(
+        unknown.contains("Explore")
+            && unknown.contains("general-purpose")
+            && unknown.contains("reviewer")
+    );
+    assert!(
+        !unknown.contains("fork"),
+        "the synthetic fork is never listed: {unknown}"
+    );
     let denied = result_text(&results[1]);
-    assert!(denied.starts_with("Agent type 'reviewer' has been denied by permission rule 'Agent(reviewer)' from "), "{denied}");
-    assert!(result_text(&results[2]).starts_with("Agent type 'fork' not found"), "fork is an unknown type while not effective");
-    assert!(result_text(&results[3]).contains("prompt"), "missing prompt names the field");
+    assert!(
+        denied.starts_with(
+            "Agent type 'reviewer' has been denied by permission rule 'Agent(reviewer)' from "
+        ),
+        "{denied}"
+    );
+    assert!(
+        result_text(&results[2]).starts_with("Agent type 'fork' not found"),
+        "fork is an unknown type while not effective"
+    );
+    assert!(
+        result_text(&results[3]).contains("prompt"),
+        "missing prompt names the field"
+    );
 }
 
 #[test]
@@ -235,13 +358,21 @@ fn explore_gets_no_write_edit_or_agent_and_invented_calls_are_rejected() {
     let server = FakeServer::route(|r| {
         if is_main(r) {
             return if assistant_turns(r) == 0 {
-                anthropic::tool_use_reply("toolu_1", "Agent", json!({"description": "find", "prompt": "find auth", "subagent_type": "Explore"}))
+                anthropic::tool_use_reply(
+                    "toolu_1",
+                    "Agent",
+                    json!({"description": "find", "prompt": "find auth", "subagent_type": "Explore"}),
+                )
             } else {
                 anthropic::text_reply("main done")
             };
         }
         if assistant_turns(r) == 0 {
-            anthropic::tool_use_reply("toolu_w", "Write", json!({"file_path": "x.txt", "content": "nope"}))
+            anthropic::tool_use_reply(
+                "toolu_w",
+                "Write",
+                json!({"file_path": "x.txt", "content": "nope"}),
+            )
         } else {
             anthropic::text_reply("auth is in src/auth.rs")
         }
@@ -250,7 +381,10 @@ fn explore_gets_no_write_edit_or_agent_and_invented_calls_are_rejected() {
     let children = child_requests(&server);
     let names = tool_names(&children[0].json);
     for banned in ["Write", "Edit", "Agent"] {
-        assert!(!names.contains(&banned.to_string()), "{banned} offered to Explore: {names:?}");
+        assert!(
+            !names.contains(&banned.to_string()),
+            "{banned} offered to Explore: {names:?}"
+        );
     }
     assert!(names.contains(&"Read".to_string()) && names.contains(&"Grep".to_string()));
     assert_eq!(children[0].json["model"], "claude-haiku-4-5");
@@ -259,7 +393,10 @@ fn explore_gets_no_write_edit_or_agent_and_invented_calls_are_rejected() {
     assert!(result_text(rejected).contains("No such tool available: Write"));
     assert!(!p.path().join("x.txt").exists());
     let main_result = result_text(&last_tool_results(&main_second_request(&server).json)[0]);
-    assert_eq!(main_result, "auth is in src/auth.rs", "Explore is one-shot: no trailer");
+    assert_eq!(
+        main_result, "auth is in src/auth.rs",
+        "Explore is one-shot: no trailer"
+    );
 }
 
 #[test]
@@ -269,8 +406,14 @@ fn subagent_model_env_overrides_everything_including_forks() {
     fork_on(&mut p);
     p.env("CADRE_SUBAGENT_MODEL", "override-model");
     let server = spawning_server(vec![
-        ("toolu_1", json!({"description": "d", "prompt": "p", "subagent_type": "reviewer", "model": "opus"})),
-        ("toolu_2", json!({"description": "d", "prompt": "p", "fork": true})),
+        (
+            "toolu_1",
+            json!({"description": "d", "prompt": "p", "subagent_type": "reviewer", "model": "opus"}),
+        ),
+        (
+            "toolu_2",
+            json!({"description": "d", "prompt": "p", "fork": true}),
+        ),
     ]);
     p.run(Some(&server), &["run", "go"]).ok();
     let children = child_requests(&server);
@@ -283,18 +426,35 @@ fn subagent_model_env_overrides_everything_including_forks() {
         .map(|(_, t)| serde_json::from_str(&t).unwrap())
         .collect();
     assert_eq!(metas.len(), 2);
-    assert!(metas.iter().all(|m| m["model_source"] == "env" && m["model"] == "override-model"));
+    assert!(
+        metas
+            .iter()
+            .all(|m| m["model_source"] == "env" && m["model"] == "override-model")
+    );
 }
 
 #[test]
 fn a_family_alias_matching_the_parent_reuses_its_exact_model() {
     let p = Project::new();
     let server = spawning_server(vec![
-        ("toolu_1", json!({"description": "d", "prompt": "p", "model": "sonnet"})),
-        ("toolu_2", json!({"description": "d", "prompt": "p", "model": "opus"})),
+        (
+            "toolu_1",
+            json!({"description": "d", "prompt": "p", "model": "sonnet"}),
+        ),
+        (
+            "toolu_2",
+            json!({"description": "d", "prompt": "p", "model": "opus"}),
+        ),
     ]);
-    p.run(Some(&server), &["run", "--model", "claude-sonnet-4-20250514", "go"]).ok();
-    let mut models: Vec<String> = child_requests(&server).iter().map(|c| c.json["model"].as_str().unwrap().to_string()).collect();
+    p.run(
+        Some(&server),
+        &["run", "--model", "claude-sonnet-4-20250514", "go"],
+    )
+    .ok();
+    let mut models: Vec<String> = child_requests(&server)
+        .iter()
+        .map(|c| c.json["model"].as_str().unwrap().to_string())
+        .collect();
     models.sort();
     assert_eq!(models, ["claude-opus-4-5", "claude-sonnet-4-20250514"]);
 }
@@ -314,22 +474,38 @@ fn schema_trimming_follows_flags_and_session_kind() {
 
     p.config("[features]\nFORK_SUBAGENT = true\nDISABLE_BACKGROUND_TASKS = true\n");
     let props = schema(&p, &[]);
-    assert!(props.get("run_in_background").is_none(), "trimmed while background tasks are disabled");
-    assert!(props.get("fork").is_none(), "fork is gated off in non-interactive sessions");
+    assert!(
+        props.get("run_in_background").is_none(),
+        "trimmed while background tasks are disabled"
+    );
+    assert!(
+        props.get("fork").is_none(),
+        "fork is gated off in non-interactive sessions"
+    );
     let props = schema(&p, &["--session", "interactive"]);
     assert!(props.get("fork").is_some());
-    let all = p.run(None, &["tools", "schema", "--json"]).ok().stdout.clone();
+    let all = p
+        .run(None, &["tools", "schema", "--json"])
+        .ok()
+        .stdout
+        .clone();
     assert!(!all.contains("x-when"), "x-when never reaches the model");
 
     let mut p = Project::new();
     fork_on(&mut p);
-    assert!(schema(&p, &[]).get("fork").is_some(), "present once the admin removes the gate");
+    assert!(
+        schema(&p, &[]).get("fork").is_some(),
+        "present once the admin removes the gate"
+    );
 }
 
 #[test]
 fn a_fork_sent_while_trimmed_is_ignored_not_rejected() {
     let p = Project::new();
-    let server = spawning_server(vec![("toolu_1", json!({"description": "d", "prompt": "p", "fork": true, "run_in_background": false}))]);
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "d", "prompt": "p", "fork": true, "run_in_background": false}),
+    )]);
     p.run(Some(&server), &["run", "go"]).ok();
     let r = &last_tool_results(&main_second_request(&server).json)[0];
     assert!(r.get("is_error").is_none(), "{r}");
@@ -339,18 +515,34 @@ fn a_fork_sent_while_trimmed_is_ignored_not_rejected() {
 #[test]
 fn stream_json_reports_the_subagent_lifecycle() {
     let p = Project::new();
-    let server = spawning_server(vec![("toolu_1", json!({"description": "look around", "prompt": "p"}))]);
-    let run = p.run(Some(&server), &["run", "--output-format", "stream-json", "go"]);
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "look around", "prompt": "p"}),
+    )]);
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
     run.ok();
     let lines = run.json_lines();
-    let start = lines.iter().find(|l| l["type"] == "subagent_start").expect("subagent_start");
+    let start = lines
+        .iter()
+        .find(|l| l["type"] == "subagent_start")
+        .expect("subagent_start");
     assert_eq!(start["agent_type"], "general-purpose");
     assert_eq!(start["description"], "look around");
-    let end = lines.iter().find(|l| l["type"] == "subagent_end").expect("subagent_end");
+    let end = lines
+        .iter()
+        .find(|l| l["type"] == "subagent_end")
+        .expect("subagent_end");
     assert_eq!(end["agent_id"], start["agent_id"]);
     assert_eq!(end["status"], "completed");
     let v = lines.last().unwrap();
-    assert_eq!(v["usage"]["output_tokens"], 5 + 10 + 5, "the parent's usage includes the child's");
+    assert_eq!(
+        v["usage"]["output_tokens"],
+        5 + 10 + 5,
+        "the parent's usage includes the child's"
+    );
 }
 
 #[test]
@@ -358,21 +550,40 @@ fn the_agent_list_and_fork_directive_render_from_templates() {
     let mut p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
     fork_on(&mut p);
-    let v = p.run(None, &["tools", "schema", "--json", "--tool", "Agent"]).ok().json();
+    let v = p
+        .run(None, &["tools", "schema", "--json", "--tool", "Agent"])
+        .ok()
+        .json();
     let desc = v[0]["description"].as_str().unwrap().to_string();
     insta::assert_snapshot!("agent_tool_description_fork_on", desc);
     let p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
-    let v = p.run(None, &["tools", "schema", "--json", "--tool", "Agent"]).ok().json();
+    let v = p
+        .run(None, &["tools", "schema", "--json", "--tool", "Agent"])
+        .ok()
+        .json();
     let desc = v[0]["description"].as_str().unwrap().to_string();
-    assert!(!desc.to_lowercase().contains("fork"), "nothing about forks while not effective");
+    assert!(
+        !desc.to_lowercase().contains("fork"),
+        "nothing about forks while not effective"
+    );
     insta::assert_snapshot!("agent_tool_description_fork_off", desc);
 
     let mut p = Project::new();
     fork_on(&mut p);
-    let server = spawning_server(vec![("toolu_1", json!({"description": "d", "prompt": "THE DIRECTIVE", "fork": true}))]);
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "d", "prompt": "THE DIRECTIVE", "fork": true}),
+    )]);
     p.run(Some(&server), &["run", "go"]).ok();
     let c = &child_requests(&server)[0];
-    let directive = c.messages().last().unwrap()["content"].as_array().unwrap().last().unwrap()["text"].as_str().unwrap().to_string();
+    let directive = c.messages().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
     insta::assert_snapshot!("fork_directive", directive);
 }

@@ -1,7 +1,8 @@
 //! Integration suites, plus the shared test kit.
 
+mod agents;
+mod corpus;
 pub mod harness;
 pub mod kit;
-mod agents;
 mod provider;
 mod run;

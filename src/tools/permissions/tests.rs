@@ -234,10 +234,12 @@ fn mcp_and_agent_rules() {
         with(&["mcp__git__log"], &[], &[], case(Default, "mcp__git__log", json!({}), "allow")),
         with(&["mcp__git__log"], &[], &[], case(Default, "mcp__git__push", json!({}), "ask: permission mode 'default'")),
         with(&[], &[], &["mcp__*"], case(BypassPermissions, "mcp__any__thing", json!({}), "deny: deny rule 'mcp__*'")),
-        with(&[], &[], &["Agent(Explore)"], case(BypassPermissions, "Agent", json!({"subagent_type": "Explore"}), "deny: deny rule 'Agent(Explore)'")),
-        with(&[], &[], &["Agent(Explore)"], case(Default, "Task", json!({"subagent_type": "Explore"}), "deny: deny rule 'Agent(Explore)'")),
-        with(&[], &[], &["Agent(Explore)"], case(Default, "Agent", json!({"subagent_type": "Plan"}), "allow")),
-        with(&[], &[], &["Task(Plan)"], case(Default, "Agent", json!({"subagent_type": "Plan"}), "deny: deny rule 'Task(Plan)'")),
+        // Agent-type rules do not decide the call: the Agent tool applies
+        // them after routing (see `denied_agent_type`), since a fork ignores
+        // `subagent_type`.
+        with(&[], &[], &["Agent(Explore)"], case(BypassPermissions, "Agent", json!({"subagent_type": "Explore"}), "allow")),
+        with(&[], &[], &["Task(Plan)"], case(Default, "Agent", json!({"subagent_type": "Plan"}), "allow")),
+        with(&[], &[], &["Agent"], case(BypassPermissions, "Agent", json!({"subagent_type": "Plan"}), "deny: deny rule 'Agent'")),
         with(&[], &["Agent"], &[], case(Plan, "Agent", json!({}), "ask: ask rule 'Agent'")),
         with(&[], &["Task"], &[], case(Default, "Agent", json!({}), "ask: ask rule 'Task'")),
     ]);

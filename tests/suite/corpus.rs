@@ -5,8 +5,6 @@
 //! independent of cadre's parser. Also checks that diagnostics for broken
 //! files always name the file and a line.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
