@@ -64,8 +64,7 @@ fn main_second_request(server: &FakeServer) -> RecordedRequest {
     server
         .requests()
         .into_iter()
-        .filter(|r| is_main(r) && assistant_turns(r) == 1)
-        .next()
+        .find(|r| is_main(r) && assistant_turns(r) == 1)
         .expect("main's second request")
 }
 
