@@ -4,6 +4,10 @@ use crate::catalog::{AgentDef, base_name};
 
 use super::AGENT_TOOL;
 
+/// Tools that start or manage sub-agents: a child gets them only when it
+/// may nest (it lists `Agent` and is shallower than `max_depth`).
+pub const NESTING_TOOLS: &[&str] = &[AGENT_TOOL, "SendMessage", "TaskOutput", "TaskStop"];
+
 /// The tools a child gets, in the order of `available`:
 /// 1. everything available, minus tools no sub-agent gets: `interactive_only`
 ///    ones, and `Agent` unless the definition lists it explicitly and the
@@ -26,7 +30,7 @@ pub fn tool_pool(
     available
         .iter()
         .filter(|name| !is_interactive_only(name))
-        .filter(|name| name.as_str() != AGENT_TOOL || nesting_allowed)
+        .filter(|name| !NESTING_TOOLS.contains(&name.as_str()) || nesting_allowed)
         .filter(|name| match &def.tools {
             None => true,
             Some(allow) => allow.iter().any(|s| base_name(s) == name.as_str()),

@@ -81,14 +81,27 @@ struct Prepared {
     def: Option<Arc<AgentDef>>,
 }
 
+/// How a main session is set up.
+struct Mode {
+    /// The session kind for flag gates.
+    interactive: bool,
+    write_transcripts: bool,
+    /// `run` waits for background children before it ends; `chat` does not.
+    wait_for_background: bool,
+}
+
 fn prepare(
     g: &GlobalArgs,
     args: &SessionArgs,
-    interactive: bool,
+    how: Mode,
     events: EventSink,
     asker: Option<runtime::Asker>,
-    write_transcripts: bool,
 ) -> Result<Prepared, CliError> {
+    let Mode {
+        interactive,
+        write_transcripts,
+        wait_for_background,
+    } = how;
     let overrides = Overrides {
         model: args.model.clone(),
         permission_mode: args.permission_mode,
@@ -161,6 +174,7 @@ fn prepare(
         max_turns,
         cwd: input.load.cwd.clone(),
         tool_names,
+        wait_for_background,
     };
     let session = Session::new(
         Arc::clone(&engine),
@@ -226,13 +240,29 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     } = prepare(
         g,
         &args.session,
-        args.kind.interactive(),
+        Mode {
+            interactive: args.kind.interactive(),
+            write_transcripts: true,
+            wait_for_background: true,
+        },
         events,
         None,
-        true,
     )?;
     session.push_user(first_message(def.as_deref(), prompt));
-    let result = session.run().await;
+    let cancel = CancellationToken::new();
+    session.set_cancel(cancel.clone());
+    let result = tokio::select! {
+        r = session.run() => r,
+        _ = tokio::signal::ctrl_c() => {
+            cancel.cancel();
+            Err(RunError::Cancelled)
+        }
+    };
+    // Anything still running ends with the process: record it as killed.
+    engine
+        .tasks
+        .kill_all(std::time::Duration::from_secs(5))
+        .await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let session_id = engine.session_id.clone();
     match result {
@@ -317,10 +347,13 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
     } = prepare(
         g,
         &args.session,
-        args.kind.interactive(),
+        Mode {
+            interactive: args.kind.interactive(),
+            write_transcripts: false,
+            wait_for_background: true,
+        },
         events,
         None,
-        false,
     )?;
     session.push_user(first_message(def.as_deref(), prompt));
     let request = session
@@ -347,8 +380,20 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         })
     });
     let Prepared {
-        mut session, def, ..
-    } = prepare(g, &args.session, true, progress.sink(), Some(asker), true)?;
+        mut session,
+        def,
+        engine,
+    } = prepare(
+        g,
+        &args.session,
+        Mode {
+            interactive: true,
+            write_transcripts: true,
+            wait_for_background: false,
+        },
+        progress.sink(),
+        Some(asker),
+    )?;
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
@@ -387,5 +432,9 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
         }
     }
+    engine
+        .tasks
+        .kill_all(std::time::Duration::from_secs(5))
+        .await;
     Ok(())
 }

@@ -215,6 +215,12 @@ impl Session {
                 Err(text) => CallResult::text(id, text, true),
             };
         }
+        if super::RUNTIME_TOOLS.contains(&name) {
+            return match self.manage_call(name, input).await {
+                Ok(text) => CallResult::text(id, text, false),
+                Err(text) => CallResult::text(id, text, true),
+            };
+        }
         let Some(tool) = self.engine.tools.get(name) else {
             return CallResult::text(
                 id,

@@ -8,9 +8,11 @@
 //! starts a child session. This module does not parse files.
 
 mod exec;
+mod manage;
 mod prompt;
 mod session;
 mod spawn;
+pub mod tasks;
 pub mod transcript;
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,7 +30,9 @@ use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
 pub use prompt::{PromptContext, git_branch, main_system_prompt, subagent_system_prompt};
-pub use session::{Outcome, RunError, Session, SessionSpec, StopKind, last_text, render_tools};
+pub use session::{
+    Outcome, RunError, Session, SessionSpec, Stats, StopKind, last_text, render_tools,
+};
 
 /// Something that happened in any session of the engine, for output
 /// (stream-json, progress lines). `agent_id` is `main` for the main session.
@@ -105,6 +109,8 @@ pub struct Engine {
     pub events: EventSink,
     /// Asks the user; `None` in non-interactive sessions (an ask is a denial).
     pub asker: Option<Asker>,
+    /// Every sub-agent of this process, and the sessions' mailboxes.
+    pub tasks: tasks::TaskRegistry,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -119,7 +125,9 @@ impl Engine {
         events: EventSink,
         asker: Option<Asker>,
     ) -> Self {
+        let max_concurrent = snapshot.load().settings().agents.max_concurrent;
         Engine {
+            tasks: tasks::TaskRegistry::new(max_concurrent),
             snapshot,
             provider,
             tools: tools
@@ -153,6 +161,14 @@ impl Engine {
     }
 }
 
+/// Tools the runtime itself implements: starting and managing sub-agents.
+pub const RUNTIME_TOOLS: &[&str] = &[
+    crate::agent_tool::AGENT_TOOL,
+    "SendMessage",
+    "TaskOutput",
+    "TaskStop",
+];
+
 /// The tools that both have a spec and can run (the implemented ones and
 /// the Agent tool), sorted by name.
 pub fn available_tools<'a>(
@@ -163,7 +179,7 @@ pub fn available_tools<'a>(
     let mut names: Vec<String> = snap
         .tools
         .names()
-        .filter(|n| implemented.contains(n) || *n == crate::agent_tool::AGENT_TOOL)
+        .filter(|n| implemented.contains(n) || RUNTIME_TOOLS.contains(n))
         .map(str::to_string)
         .collect();
     names.sort();
@@ -210,13 +226,4 @@ pub fn total_tokens(last: &Usage, cumulative: &Usage) -> u64 {
         + last.cache_creation_input_tokens
         + last.cache_read_input_tokens
         + cumulative.output_tokens
-}
-
-#[allow(dead_code)]
-fn _assert_threadsafe() {
-    fn sync<T: Sync + Send>() {}
-    sync::<Engine>();
-    sync::<Snapshot>();
-    sync::<session::Session>();
-    sync::<crate::templates::Templates>();
 }

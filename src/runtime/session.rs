@@ -57,6 +57,18 @@ pub struct SessionSpec {
     pub cwd: std::path::PathBuf,
     /// The tools this session may call (ignored for forks, which inherit).
     pub tool_names: Vec<String>,
+    /// When the model ends its turn while background children still run,
+    /// wait for their notifications and continue (`run`, and every
+    /// sub-agent); `chat` leaves them for the next prompt.
+    pub wait_for_background: bool,
+}
+
+/// Counters of a session so far.
+#[derive(Debug, Clone, Copy)]
+pub struct Stats {
+    pub usage: Usage,
+    pub last_usage: Usage,
+    pub tool_uses: u32,
 }
 
 /// Why a session stopped.
@@ -164,12 +176,50 @@ impl Session {
         &self.transcript
     }
 
-    /// Appends a user message (the prompt, or a follow-up in `chat`).
+    pub fn stats(&self) -> Stats {
+        Stats {
+            usage: self.usage,
+            last_usage: self.last_usage,
+            tool_uses: self.tool_uses,
+        }
+    }
+
+    /// Appends a user message (the prompt, or a follow-up in `chat`), with
+    /// any notifications that arrived since the last turn placed before it.
     pub fn push_user(&mut self, message: Message) {
-        self.append(Arc::new(message));
+        let mut content = self.take_incoming();
+        content.extend(message.content);
+        self.append(Arc::new(Message::user(content)));
+    }
+
+    /// Notifications of finished background children and SendMessage texts
+    /// addressed to this session, as text blocks, in arrival order.
+    pub(super) fn take_incoming(&self) -> Vec<ContentBlock> {
+        let tasks = &self.engine.tasks;
+        let id = &self.spec.agent_id;
+        let mut blocks: Vec<ContentBlock> = tasks
+            .take_notifications(id)
+            .into_iter()
+            .map(ContentBlock::text)
+            .collect();
+        blocks.extend(tasks.take_inbox(id).into_iter().map(ContentBlock::text));
+        blocks
     }
 
     pub(super) fn append(&mut self, message: Arc<Message>) {
+        if message.role == Role::Assistant && !self.spec.is_main {
+            let texts: Vec<String> = message
+                .content
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .map(str::to_string)
+                .collect();
+            if texts.iter().any(|t| !t.trim().is_empty())
+                && let Some(task) = self.engine.tasks.get(&self.spec.agent_id)
+            {
+                task.state().latest_text = Some(texts);
+            }
+        }
         self.transcript.message(&message);
         self.engine.emit(EngineEvent::Message {
             agent_id: self.spec.agent_id.clone(),
@@ -315,6 +365,22 @@ impl Session {
             let assistant = Arc::new(response.message);
             self.append(Arc::clone(&assistant));
             if assistant.tool_uses().next().is_none() {
+                if self.spec.wait_for_background {
+                    // Background children still running: wait for the next
+                    // notification and let the model continue with it.
+                    self.engine
+                        .tasks
+                        .wait_for_notification(&self.spec.agent_id, &self.cancel)
+                        .await;
+                    if self.cancel.is_cancelled() {
+                        return Err(RunError::Cancelled);
+                    }
+                    let incoming = self.take_incoming();
+                    if !incoming.is_empty() {
+                        self.append(Arc::new(Message::user(incoming)));
+                        continue;
+                    }
+                }
                 break StopKind::EndTurn;
             }
             let turn = Turn {
@@ -323,7 +389,10 @@ impl Session {
                 assistant,
                 tool_names,
             };
-            let results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            // Whatever arrived meanwhile joins this user message, after
+            // every tool_result: appended, never inserted earlier.
+            results.extend(self.take_incoming());
             self.append(Arc::new(Message::user(results)));
         };
         Ok(self.outcome(stop))

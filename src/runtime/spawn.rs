@@ -1,7 +1,9 @@
 //! Starting a sub-agent from an Agent call: route, build the child session
 //! (named agent, general-purpose or fork), run it, format its result.
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
@@ -17,9 +19,11 @@ use crate::message::{History, Message, ToolResultContent, Usage};
 use crate::tools::permissions::Rules;
 
 use super::exec::text_content;
-use super::session::{Frozen, Session, SessionSpec, Turn};
-use super::transcript::{Transcript, write_json_atomic};
-use super::{EngineEvent, new_agent_id, total_tokens};
+use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
+use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
+use super::transcript::Transcript;
+use super::{Engine, EngineEvent, new_agent_id, total_tokens};
+use crate::snapshot::Snapshot;
 
 impl Session {
     /// Handles one Agent call. `Ok` is the result content and the child's
@@ -48,7 +52,7 @@ impl Session {
             .or_else(|| self.engine.env_var("CLAUDE_CODE_SUBAGENT_MODEL"));
         let agent_id = new_agent_id();
 
-        let (spec, history, description_type) = match routed {
+        let (mut spec, history, description_type, def_background) = match routed {
             Err(RouteError::ForkInFork) => return Err(render("error_fork_in_fork", json!({}))),
             Ok(Route::Fork) => {
                 let def = snap
@@ -88,8 +92,9 @@ impl Session {
                     started_by_fork: true,
                     cwd: self.spec.cwd.clone(),
                     tool_names: turn.tool_names.to_vec(),
+                    wait_for_background: true,
                 };
-                (spec, history, (FORK_AGENT.to_string(), source))
+                (spec, history, (FORK_AGENT.to_string(), source), false)
             }
             Ok(Route::Named(agent_type)) => {
                 let Some(def) = snap.visible_agent(&agent_type, kind).cloned() else {
@@ -159,148 +164,317 @@ impl Session {
                     cwd: self.spec.cwd.clone(),
                     tool_names,
                     def: Some(Arc::clone(&def)),
+                    wait_for_background: true,
                 };
                 let history: History = vec![Arc::new(Message::user_text(input.prompt.clone()))];
-                (spec, history, (def.name.clone(), source))
+                (spec, history, (def.name.clone(), source), def.background)
             }
         };
         let (agent_type, model_source) = description_type;
-        self.run_child(
+        // SPEC §9: the call's flag, the definition's `background`, or
+        // coordinator mode, unless background tasks are disabled. Nothing
+        // else (in particular not FORK_SUBAGENT) forces it.
+        let background =
+            (input.run_in_background == Some(true) || def_background || kind.coordinator)
+                && snap.background_enabled(kind);
+        if background && !spec.started_by_fork {
+            spec.kind.interactive = false;
+        }
+        let caller_can_read = turn.tool_names.iter().any(|n| n == "Read" || n == "Bash");
+        self.run_child(ChildStart {
             spec,
             history,
-            &agent_type,
+            agent_type,
             model_source,
-            &input,
-            tool_use_id,
-        )
+            input,
+            tool_use_id: tool_use_id.to_string(),
+            background,
+            caller_can_read,
+        })
         .await
     }
 
-    /// Runs the child to its end. Returns a boxed future: the call graph
-    /// is recursive (a child may start children), and naming the future's
+    /// Registers the child as a task, starts it, and either waits for it
+    /// (foreground, until `agents.auto_background_ms`) or returns at once
+    /// with `async_launched`. Returns a boxed future: the call graph is
+    /// recursive (a child may start children), and naming the future's
     /// type here is what lets the compiler see that it is `Send`.
-    fn run_child<'a>(
-        &'a self,
-        spec: SessionSpec,
-        history: History,
-        agent_type: &'a str,
-        model_source: ModelSource,
-        input: &'a AgentInput,
-        tool_use_id: &'a str,
-    ) -> BoxFuture<'a, Result<(Vec<ToolResultContent>, Usage), String>> {
+    fn run_child(
+        &self,
+        c: ChildStart,
+    ) -> BoxFuture<'_, Result<(Vec<ToolResultContent>, Usage), String>> {
         Box::pin(async move {
             let engine = Arc::clone(&self.engine);
             let snap = engine.snapshot.load_full();
-            let agent_id = spec.agent_id.clone();
-            let transcript = match &engine.session_dir {
-                Some(dir) => {
-                    let agents = dir.join("agents");
-                    write_json_atomic(
-                        &agents.join(format!("agent-{agent_id}.meta.json")),
-                        &json!({
-                            "agent_id": agent_id,
-                            "parent_agent_id": self.spec.agent_id,
-                            "agent_type": agent_type,
-                            "description": input.description,
-                            "tool_use_id": tool_use_id,
-                            "model": spec.model,
-                            "model_source": model_source,
-                            "tools": spec.tool_names,
-                            "permission_mode": spec.mode,
-                            "fork": spec.started_by_fork,
-                            "worktree": null,
-                        }),
-                    );
-                    Transcript::open(
-                        agents.join(format!("agent-{agent_id}.jsonl")),
-                        &agent_id,
-                        Some(&self.spec.agent_id),
-                    )
-                }
-                None => Transcript::disabled(&agent_id, Some(&self.spec.agent_id)),
-            };
-            let transcript = Arc::new(transcript);
-            transcript.record(
-            "spawn",
-            json!({"agent_type": agent_type, "description": input.description, "model": spec.model, "model_source": model_source, "tools": spec.tool_names}),
-        );
-            engine.emit(EngineEvent::SubagentStart {
-                agent_id: agent_id.clone(),
-                parent_agent_id: self.spec.agent_id.clone(),
-                agent_type: agent_type.to_string(),
-                description: input.description.clone(),
-                model: spec.model.clone(),
-                fork: spec.started_by_fork,
-            });
-            // Every message of the child's starting history goes to its transcript.
-            for m in &history {
-                transcript.message(m);
-            }
-            let mut child = Session::new(
-                Arc::clone(&engine),
-                spec,
-                history,
-                Arc::clone(&transcript),
-                self.cancel.child_token(),
-            );
-            let result = child.run().await;
             let render = |template: &str, ctx: Value| -> String {
                 snap.templates
                     .render(template, &ctx)
                     .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
             };
-            match result {
-                Ok(outcome) => {
-                    let total = total_tokens(&outcome.last_usage, &outcome.usage);
-                    transcript.record("result", json!({"status": "completed", "total_tokens": total, "tool_uses": outcome.tool_uses, "duration_ms": outcome.duration_ms}));
-                    engine.emit(EngineEvent::SubagentEnd {
-                        agent_id: agent_id.clone(),
-                        status: "completed".into(),
-                        tool_uses: outcome.tool_uses,
-                        duration_ms: outcome.duration_ms,
-                        total_tokens: total,
-                    });
-                    let mut texts = outcome
-                        .final_text
-                        .clone()
-                        .unwrap_or_else(|| vec![render("result_empty", json!({}))]);
-                    if !ONE_SHOT_AGENTS.contains(&agent_type) {
-                        texts.push(
-                            render(
-                                "result_trailer",
-                                json!({
-                                    "agent_id": agent_id,
-                                    "worktree_path": null,
-                                    "worktree_branch": null,
-                                    "total_tokens": total,
-                                    "tool_uses": outcome.tool_uses,
-                                    "duration_ms": outcome.duration_ms,
-                                }),
-                            )
-                            .trim_end()
-                            .to_string(),
-                        );
-                    }
-                    Ok((text_content(texts), outcome.usage))
+            let agent_id = c.spec.agent_id.clone();
+            let meta = json!({
+                "agent_id": agent_id,
+                "parent_agent_id": self.spec.agent_id,
+                "agent_type": c.agent_type,
+                "description": c.input.description,
+                "name": c.input.name,
+                "tool_use_id": c.tool_use_id,
+                "model": c.spec.model,
+                "model_source": c.model_source,
+                "tools": c.spec.tool_names,
+                "permission_mode": c.spec.mode,
+                "fork": c.spec.started_by_fork,
+                "worktree": null,
+            });
+            let (transcript, meta_file) = match &engine.session_dir {
+                Some(dir) => {
+                    let agents = dir.join("agents");
+                    (
+                        Transcript::open(
+                            agents.join(format!("agent-{agent_id}.jsonl")),
+                            &agent_id,
+                            Some(&self.spec.agent_id),
+                        ),
+                        Some(agents.join(format!("agent-{agent_id}.meta.json"))),
+                    )
                 }
-                Err(e) => {
-                    transcript.record(
-                        "result",
-                        json!({"status": "failed", "error": e.to_string()}),
-                    );
-                    engine.emit(EngineEvent::SubagentEnd {
-                        agent_id,
-                        status: "failed".into(),
-                        tool_uses: 0,
-                        duration_ms: 0,
-                        total_tokens: 0,
-                    });
-                    Err(render(
-                        "error_subagent_failed",
-                        json!({"description": input.description, "error": e.to_string()}),
-                    ))
-                }
+                None => (
+                    Transcript::disabled(&agent_id, Some(&self.spec.agent_id)),
+                    None,
+                ),
+            };
+            let transcript = Arc::new(transcript);
+            transcript.record(
+                "spawn",
+                json!({"agent_type": c.agent_type, "description": c.input.description, "model": c.spec.model,
+                       "model_source": c.model_source, "tools": c.spec.tool_names, "background": c.background}),
+            );
+            engine.emit(EngineEvent::SubagentStart {
+                agent_id: agent_id.clone(),
+                parent_agent_id: self.spec.agent_id.clone(),
+                agent_type: c.agent_type.clone(),
+                description: c.input.description.clone(),
+                model: c.spec.model.clone(),
+                fork: c.spec.started_by_fork,
+            });
+            for m in &c.history {
+                transcript.message(m);
             }
+            let (task, rx) = engine.tasks.create(NewTask {
+                id: agent_id.clone(),
+                description: c.input.description.clone(),
+                agent_type: c.agent_type.clone(),
+                parent_agent_id: self.spec.agent_id.clone(),
+                tool_use_id: c.tool_use_id.clone(),
+                name: c.input.name.clone(),
+                output_file: transcript.path().map(Path::to_path_buf),
+                meta_file,
+                meta,
+                spec: c.spec.clone(),
+                background: c.background,
+            });
+            task.write_meta(json!({}));
+            start_task(
+                Arc::clone(&engine),
+                Arc::clone(&task),
+                c.spec,
+                c.history,
+                transcript,
+                c.background,
+            );
+
+            let launched = || -> Vec<ToolResultContent> {
+                let output_file = task
+                    .output_file
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string());
+                text_content([render(
+                    "result_async_launched",
+                    json!({"agent_id": agent_id, "output_file": output_file, "can_read_output": c.caller_can_read && task.output_file.is_some()}),
+                )])
+            };
+            let Some(mut rx) = rx else {
+                return Ok((launched(), Usage::default()));
+            };
+            // A foreground child dies with its caller: if this future is
+            // dropped or cancelled, the guard cancels the child.
+            let guard = task.cancel.clone().drop_guard();
+            let auto_ms = snap.settings().agents.auto_background_ms;
+            let auto = async move {
+                if auto_ms == 0 {
+                    std::future::pending::<()>().await;
+                } else {
+                    tokio::time::sleep(Duration::from_millis(auto_ms)).await;
+                }
+            };
+            let result = tokio::select! {
+                r = &mut rx => r,
+                () = auto => {
+                    if engine.tasks.move_to_background(&task) {
+                        guard.disarm();
+                        tracing::info!("agent {agent_id} moved to the background after {auto_ms} ms");
+                        return Ok((launched(), Usage::default()));
+                    }
+                    // It finished at the same moment: its result is in the channel.
+                    rx.await
+                }
+                () = self.cancel.cancelled() => return Err(render("error_cancelled", json!({}))),
+            };
+            guard.disarm();
+            let result = result.map_err(|_| render("error_cancelled", json!({})))?;
+            foreground_result(
+                &snap,
+                &c.agent_type,
+                &agent_id,
+                &c.input.description,
+                result,
+            )
         })
     }
+}
+
+/// What `run_child` needs to start a child.
+struct ChildStart {
+    spec: SessionSpec,
+    history: History,
+    agent_type: String,
+    model_source: ModelSource,
+    input: AgentInput,
+    tool_use_id: String,
+    background: bool,
+    caller_can_read: bool,
+}
+
+/// The tool result for a foreground child that ended.
+fn foreground_result(
+    snap: &Snapshot,
+    agent_type: &str,
+    agent_id: &str,
+    description: &str,
+    r: TaskResult,
+) -> Result<(Vec<ToolResultContent>, Usage), String> {
+    let render = |template: &str, ctx: Value| -> String {
+        snap.templates
+            .render(template, &ctx)
+            .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+    };
+    match r.status {
+        TaskStatus::Completed => {
+            let mut texts = r
+                .texts
+                .clone()
+                .unwrap_or_else(|| vec![render("result_empty", json!({}))]);
+            if !ONE_SHOT_AGENTS.contains(&agent_type) {
+                texts.push(render(
+                    "result_trailer",
+                    json!({
+                        "agent_id": agent_id,
+                        "worktree_path": null,
+                        "worktree_branch": null,
+                        "total_tokens": r.total_tokens,
+                        "tool_uses": r.tool_uses,
+                        "duration_ms": r.duration_ms,
+                    }),
+                ));
+            }
+            Ok((text_content(texts), r.usage))
+        }
+        TaskStatus::Killed => Err(render("error_cancelled", json!({}))),
+        TaskStatus::Failed | TaskStatus::Running => Err(render(
+            "error_subagent_failed",
+            json!({"description": description, "error": r.error.unwrap_or_default()}),
+        )),
+    }
+}
+
+/// Runs a child session as a tokio task and records its end: status,
+/// transcript line, event, and exactly one delivery of its result.
+pub(super) fn start_task(
+    engine: Arc<Engine>,
+    task: Arc<Task>,
+    spec: SessionSpec,
+    history: History,
+    transcript: Arc<Transcript>,
+    background: bool,
+) {
+    tokio::spawn(async move {
+        // Background tasks queue for a slot (agents.max_concurrent).
+        let _permit = if background {
+            Arc::clone(&engine.tasks.limit).acquire_owned().await.ok()
+        } else {
+            None
+        };
+        let agent_id = spec.agent_id.clone();
+        let mut child = Session::new(
+            Arc::clone(&engine),
+            spec,
+            history,
+            Arc::clone(&transcript),
+            task.cancel.clone(),
+        );
+        let outcome = child.run().await;
+        let elapsed = u64::try_from(task.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let result = match outcome {
+            Ok(o) => TaskResult {
+                status: TaskStatus::Completed,
+                total_tokens: total_tokens(&o.last_usage, &o.usage),
+                texts: o.final_text,
+                error: None,
+                usage: o.usage,
+                tool_uses: o.tool_uses,
+                duration_ms: elapsed,
+            },
+            Err(e) => {
+                let stats = child.stats();
+                TaskResult {
+                    status: if matches!(e, RunError::Cancelled) {
+                        TaskStatus::Killed
+                    } else {
+                        TaskStatus::Failed
+                    },
+                    texts: last_text(child.history()),
+                    error: Some(e.to_string()),
+                    total_tokens: total_tokens(&stats.last_usage, &stats.usage),
+                    usage: stats.usage,
+                    tool_uses: stats.tool_uses,
+                    duration_ms: elapsed,
+                }
+            }
+        };
+        transcript.record(
+            "result",
+            json!({"status": result.status, "error": result.error, "total_tokens": result.total_tokens,
+                   "tool_uses": result.tool_uses, "duration_ms": result.duration_ms}),
+        );
+        engine.emit(EngineEvent::SubagentEnd {
+            agent_id,
+            status: result.status.as_str().to_string(),
+            tool_uses: result.tool_uses,
+            duration_ms: result.duration_ms,
+            total_tokens: result.total_tokens,
+        });
+        let snap = engine.snapshot.load_full();
+        let notification = |r: &TaskResult| -> String {
+            let ctx = json!({
+                "task_id": task.id,
+                "tool_use_id": task.tool_use_id,
+                "output_file": task.output_file.as_ref().map_or_else(String::new, |p| p.display().to_string()),
+                "status": r.status,
+                "description": task.description,
+                "error": r.error,
+                "result": r.texts.as_ref().map(|t| t.join("\n")),
+                "total_tokens": r.total_tokens,
+                "tool_uses": r.tool_uses,
+                "duration_ms": r.duration_ms,
+                "worktree_path": null,
+                "worktree_branch": null,
+            });
+            snap.templates
+                .render("task_notification", &ctx)
+                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+        };
+        engine
+            .tasks
+            .finish(&task, result, child.history().clone(), notification);
+    });
 }

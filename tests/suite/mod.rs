@@ -1,6 +1,7 @@
 //! Integration suites, plus the shared test kit.
 
 mod agents;
+mod background;
 mod corpus;
 pub mod harness;
 pub mod kit;

@@ -1,0 +1,130 @@
+//! The tools that manage sub-agents: SendMessage, TaskOutput, TaskStop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::message::Message;
+
+use super::session::Session;
+use super::spawn::start_task;
+use super::tasks::TaskStatus;
+use super::transcript::Transcript;
+
+#[derive(Deserialize)]
+struct SendInput {
+    to: String,
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct OutputInput {
+    task_id: String,
+    #[serde(default)]
+    block: bool,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct StopInput {
+    task_id: String,
+}
+
+impl Session {
+    /// Runs one of the management tools. `Err` is an error result's text.
+    pub(super) async fn manage_call(&self, name: &str, input: Value) -> Result<String, String> {
+        let snap = self.engine.snapshot.load_full();
+        let render = |template: &str, ctx: Value| -> String {
+            snap.templates
+                .render(template, &ctx)
+                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+        };
+        let tasks = &self.engine.tasks;
+        let unknown = |to: &str| {
+            let mut known: Vec<String> = tasks
+                .all()
+                .into_iter()
+                .filter(|t| t.parent_agent_id == self.spec.agent_id)
+                .map(|t| {
+                    t.name
+                        .clone()
+                        .map_or_else(|| t.id.clone(), |n| format!("{n} ({})", t.id))
+                })
+                .collect();
+            known.sort();
+            render(
+                "error_unknown_task",
+                json!({"to": to, "known": if known.is_empty() { "none".into() } else { known.join(", ") }}),
+            )
+        };
+        match name {
+            "SendMessage" => {
+                let i: SendInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let task = tasks.get(&i.to).ok_or_else(|| unknown(&i.to))?;
+                if task.status() == TaskStatus::Running {
+                    tasks.send(&task, i.message);
+                    return Ok(render("send_message_queued", json!({"to": i.to})));
+                }
+                // Finished: resume it in the background from where it ended.
+                let mut history = task.state().history.clone().unwrap_or_default();
+                history.push(Arc::new(Message::user_text(i.message)));
+                let transcript = Arc::new(match &task.output_file {
+                    Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
+                    None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
+                });
+                if let Some(last) = history.last() {
+                    transcript.message(last);
+                }
+                tasks.restart(&task);
+                start_task(
+                    Arc::clone(&self.engine),
+                    Arc::clone(&task),
+                    task.spec.clone(),
+                    history,
+                    transcript,
+                    true,
+                );
+                Ok(render("send_message_resumed", json!({"to": i.to})))
+            }
+            "TaskOutput" => {
+                let i: OutputInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let task = tasks.get(&i.task_id).ok_or_else(|| unknown(&i.task_id))?;
+                if i.block {
+                    task.wait(Duration::from_millis(i.timeout_ms.unwrap_or(30_000)))
+                        .await;
+                }
+                let state = task.state();
+                let output = state
+                    .result
+                    .as_ref()
+                    .and_then(|r| r.texts.clone())
+                    .or_else(|| state.latest_text.clone())
+                    .map(|t| t.join("\n"));
+                let status = state.status;
+                drop(state);
+                Ok(render(
+                    "task_output",
+                    json!({"task_id": task.id, "status": status, "output": output,
+                           "output_file": task.output_file.as_ref().map(|p| p.display().to_string())}),
+                ))
+            }
+            "TaskStop" => {
+                let i: StopInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let task = tasks.get(&i.task_id).ok_or_else(|| unknown(&i.task_id))?;
+                let already = task.status() != TaskStatus::Running;
+                if !already {
+                    task.cancel.cancel();
+                    task.wait(Duration::from_secs(10)).await;
+                }
+                Ok(render(
+                    "task_stop",
+                    json!({"task_id": task.id, "already": already, "status": task.status()}),
+                ))
+            }
+            other => Err(format!("{other} is not a management tool")),
+        }
+    }
+}

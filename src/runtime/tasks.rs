@@ -1,0 +1,420 @@
+//! Background tasks: the registry of sub-agents that run on their own, the
+//! mailboxes through which their notifications and SendMessage texts reach
+//! a session, and the concurrency limit.
+//!
+//! Every child gets a [`Task`], foreground ones too, so that a foreground
+//! child can be moved to the background while it runs (auto-background)
+//! without restarting. A task's result is delivered exactly once: to the
+//! waiting caller while it is in the foreground, otherwise as one
+//! notification in its parent's mailbox.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::message::{History, Usage};
+
+use super::session::SessionSpec;
+use super::transcript::{now_rfc3339, write_json_atomic};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    Running,
+    Completed,
+    Failed,
+    Killed,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Killed => "killed",
+        }
+    }
+}
+
+/// How a finished child reports: the text and numbers of its result.
+#[derive(Debug, Clone)]
+pub struct TaskResult {
+    pub status: TaskStatus,
+    /// Final (or, when killed, latest) text blocks.
+    pub texts: Option<Vec<String>>,
+    pub error: Option<String>,
+    pub usage: Usage,
+    pub total_tokens: u64,
+    pub tool_uses: u32,
+    pub duration_ms: u64,
+}
+
+/// Where a task's result goes.
+enum Delivery {
+    /// A caller is waiting for it.
+    Foreground(oneshot::Sender<TaskResult>),
+    /// It goes to the parent's mailbox as a notification.
+    Background,
+    /// Already delivered.
+    Done,
+}
+
+/// The mutable part of a task.
+pub struct TaskState {
+    pub status: TaskStatus,
+    pub result: Option<TaskResult>,
+    /// The child's history when it ended (for SendMessage to resume it).
+    pub history: Option<History>,
+    /// The latest text the child produced, for TaskOutput and partial results.
+    pub latest_text: Option<Vec<String>>,
+    pub ended: Option<String>,
+    delivery: Delivery,
+    /// Messages from SendMessage waiting for the child's next turn.
+    pub inbox: Vec<String>,
+}
+
+/// One sub-agent, foreground or background.
+pub struct Task {
+    pub id: String,
+    pub description: String,
+    pub agent_type: String,
+    pub parent_agent_id: String,
+    pub tool_use_id: String,
+    pub name: Option<String>,
+    /// The child's transcript (its output file).
+    pub output_file: Option<PathBuf>,
+    pub meta_file: Option<PathBuf>,
+    pub started: String,
+    pub started_at: Instant,
+    pub spec: SessionSpec,
+    /// Cancels the child (TaskStop, process end, or its foreground caller).
+    pub cancel: CancellationToken,
+    meta: Value,
+    /// Ran (or was moved) in the background at some point.
+    backgrounded: AtomicBool,
+    state: Mutex<TaskState>,
+    done: Notify,
+}
+
+impl Task {
+    pub fn state(&self) -> MutexGuard<'_, TaskState> {
+        // A poisoned lock only means a panic elsewhere; the data is still usable.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn status(&self) -> TaskStatus {
+        self.state().status
+    }
+
+    /// Whether the result will go to the parent's mailbox.
+    pub fn is_background(&self) -> bool {
+        matches!(self.state().delivery, Delivery::Background)
+    }
+
+    /// Waits until the task has ended, or `timeout` passed.
+    pub async fn wait(&self, timeout: Duration) -> TaskStatus {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.done.notified();
+            let status = self.status();
+            if status != TaskStatus::Running {
+                return status;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.status();
+            }
+        }
+    }
+
+    /// Writes the meta file with the current status.
+    pub fn write_meta(&self, extra: Value) {
+        let Some(path) = &self.meta_file else { return };
+        let mut meta = self.meta.clone();
+        let state = self.state();
+        if let Value::Object(m) = &mut meta {
+            m.insert("status".into(), json!(state.status));
+            m.insert(
+                "background".into(),
+                json!(self.backgrounded.load(Ordering::SeqCst)),
+            );
+            m.insert("started".into(), json!(self.started));
+            m.insert("ended".into(), json!(state.ended));
+            if let Some(r) = &state.result {
+                m.insert(
+                    "usage".into(),
+                    json!({"total_tokens": r.total_tokens, "tool_uses": r.tool_uses, "duration_ms": r.duration_ms}),
+                );
+            }
+            if let Value::Object(e) = extra {
+                m.extend(e);
+            }
+        }
+        drop(state);
+        write_json_atomic(path, &meta);
+    }
+}
+
+/// What a new task is made of.
+pub struct NewTask {
+    pub id: String,
+    pub description: String,
+    pub agent_type: String,
+    pub parent_agent_id: String,
+    pub tool_use_id: String,
+    pub name: Option<String>,
+    pub output_file: Option<PathBuf>,
+    pub meta_file: Option<PathBuf>,
+    pub meta: Value,
+    pub spec: SessionSpec,
+    pub background: bool,
+}
+
+/// Text waiting for a session's next turn.
+#[derive(Default)]
+struct Mailbox {
+    notifications: Vec<String>,
+    messages: Vec<String>,
+}
+
+/// Every task of the process, and the mailboxes of every session.
+pub struct TaskRegistry {
+    tasks: Mutex<HashMap<String, Arc<Task>>>,
+    names: Mutex<HashMap<String, String>>,
+    mailboxes: Mutex<HashMap<String, Mailbox>>,
+    /// Signalled whenever a mailbox gains something or a task ends.
+    changed: Notify,
+    /// Limits background tasks running at once; further ones queue.
+    pub limit: Arc<Semaphore>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl TaskRegistry {
+    pub fn new(max_concurrent: usize) -> Self {
+        TaskRegistry {
+            tasks: Mutex::new(HashMap::new()),
+            names: Mutex::new(HashMap::new()),
+            mailboxes: Mutex::new(HashMap::new()),
+            changed: Notify::new(),
+            limit: Arc::new(Semaphore::new(max_concurrent.max(1))),
+        }
+    }
+
+    /// Registers a task. For a foreground task, the receiver yields its
+    /// result unless it is moved to the background first.
+    pub fn create(&self, t: NewTask) -> (Arc<Task>, Option<oneshot::Receiver<TaskResult>>) {
+        let (delivery, rx) = if t.background {
+            (Delivery::Background, None)
+        } else {
+            let (tx, rx) = oneshot::channel();
+            (Delivery::Foreground(tx), Some(rx))
+        };
+        let task = Arc::new(Task {
+            id: t.id.clone(),
+            description: t.description,
+            agent_type: t.agent_type,
+            parent_agent_id: t.parent_agent_id,
+            tool_use_id: t.tool_use_id,
+            name: t.name.clone(),
+            output_file: t.output_file,
+            meta_file: t.meta_file,
+            started: now_rfc3339(),
+            started_at: Instant::now(),
+            spec: t.spec,
+            cancel: CancellationToken::new(),
+            meta: t.meta,
+            backgrounded: AtomicBool::new(t.background),
+            state: Mutex::new(TaskState {
+                status: TaskStatus::Running,
+                result: None,
+                history: None,
+                latest_text: None,
+                ended: None,
+                delivery,
+                inbox: Vec::new(),
+            }),
+            done: Notify::new(),
+        });
+        lock(&self.tasks).insert(t.id.clone(), Arc::clone(&task));
+        if let Some(name) = t.name {
+            lock(&self.names).insert(name, t.id);
+        }
+        (task, rx)
+    }
+
+    pub fn get(&self, id_or_name: &str) -> Option<Arc<Task>> {
+        let tasks = lock(&self.tasks);
+        if let Some(t) = tasks.get(id_or_name) {
+            return Some(Arc::clone(t));
+        }
+        let id = lock(&self.names).get(id_or_name).cloned()?;
+        tasks.get(&id).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Task>> {
+        lock(&self.tasks).values().cloned().collect()
+    }
+
+    /// Moves a running foreground task to the background. `false` when it
+    /// has already finished (its result is then waiting in the receiver).
+    pub fn move_to_background(&self, task: &Task) -> bool {
+        let mut state = task.state();
+        match state.delivery {
+            Delivery::Foreground(_) if state.status == TaskStatus::Running => {
+                state.delivery = Delivery::Background;
+                task.backgrounded.store(true, Ordering::SeqCst);
+                true
+            }
+            Delivery::Background => true,
+            _ => false,
+        }
+    }
+
+    /// Makes an ended task run again (SendMessage to a finished agent): it
+    /// runs in the background, with a fresh cancellation token, and will
+    /// deliver one more notification when it ends.
+    pub fn restart(&self, task: &Task) {
+        let mut state = task.state();
+        state.status = TaskStatus::Running;
+        state.result = None;
+        state.ended = None;
+        state.delivery = Delivery::Background;
+        drop(state);
+        task.backgrounded.store(true, Ordering::SeqCst);
+        task.write_meta(json!({}));
+    }
+
+    /// Records the end of a task and delivers its result exactly once:
+    /// to the waiting caller, or as `notification` in the parent's mailbox.
+    pub fn finish(
+        &self,
+        task: &Task,
+        result: TaskResult,
+        history: History,
+        notification: impl FnOnce(&TaskResult) -> String,
+    ) {
+        let to_mailbox = {
+            let mut state = task.state();
+            state.status = result.status;
+            state.ended = Some(now_rfc3339());
+            state.history = Some(history);
+            state.result = Some(result.clone());
+            match std::mem::replace(&mut state.delivery, Delivery::Done) {
+                Delivery::Foreground(tx) => {
+                    // The caller may be gone (cancelled); nothing else to do then.
+                    let _ = tx.send(result.clone());
+                    false
+                }
+                Delivery::Background => true,
+                Delivery::Done => false,
+            }
+        };
+        task.write_meta(json!({}));
+        if to_mailbox {
+            let text = notification(&result);
+            lock(&self.mailboxes)
+                .entry(task.parent_agent_id.clone())
+                .or_default()
+                .notifications
+                .push(text);
+        }
+        task.done.notify_waiters();
+        self.changed.notify_waiters();
+    }
+
+    /// Queues a SendMessage text for a running task's next turn.
+    pub fn send(&self, task: &Task, message: String) {
+        task.state().inbox.push(message);
+        self.changed.notify_waiters();
+    }
+
+    /// Takes the messages queued for the task with this agent id.
+    pub fn take_inbox(&self, agent_id: &str) -> Vec<String> {
+        let Some(task) = self.get(agent_id) else {
+            return Vec::new();
+        };
+        std::mem::take(&mut task.state().inbox)
+    }
+
+    /// Takes the notifications waiting for `agent_id`, in arrival order.
+    pub fn take_notifications(&self, agent_id: &str) -> Vec<String> {
+        lock(&self.mailboxes)
+            .get_mut(agent_id)
+            .map(|m| std::mem::take(&mut m.notifications))
+            .unwrap_or_default()
+    }
+
+    /// Whether `agent_id` has background children whose notification has
+    /// not been taken yet (running, or ended and waiting in the mailbox).
+    pub fn has_pending(&self, agent_id: &str) -> bool {
+        let waiting = lock(&self.mailboxes)
+            .get(agent_id)
+            .is_some_and(|m| !m.notifications.is_empty() || !m.messages.is_empty());
+        waiting
+            || lock(&self.tasks).values().any(|t| {
+                t.parent_agent_id == agent_id && {
+                    let s = t.state();
+                    s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
+                }
+            })
+    }
+
+    /// Waits until something changes (a task ends, a message arrives).
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// Whether the mailbox of `agent_id` holds notifications right now.
+    pub fn has_notifications(&self, agent_id: &str) -> bool {
+        lock(&self.mailboxes)
+            .get(agent_id)
+            .is_some_and(|m| !m.notifications.is_empty())
+    }
+
+    /// Stops every running task (process end) and waits up to `grace` for
+    /// them to record their end.
+    pub async fn kill_all(&self, grace: Duration) {
+        let running: Vec<Arc<Task>> = self
+            .all()
+            .into_iter()
+            .filter(|t| t.status() == TaskStatus::Running)
+            .collect();
+        for t in &running {
+            t.cancel.cancel();
+        }
+        for t in &running {
+            t.wait(grace).await;
+        }
+    }
+
+    /// Waits until `agent_id` has a notification or no pending children.
+    pub async fn wait_for_notification(&self, agent_id: &str, cancel: &CancellationToken) {
+        loop {
+            let changed = self.changed.notified();
+            if self.has_notifications(agent_id)
+                || !self.has_pending(agent_id)
+                || cancel.is_cancelled()
+            {
+                return;
+            }
+            tokio::select! {
+                () = changed => {}
+                () = cancel.cancelled() => return,
+                // A safety net against a missed wake-up.
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+}
