@@ -128,7 +128,7 @@ fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!("{:w$}  {:8}  {:22}  DESCRIPTION", "NAME", "SOURCE", "MODEL");
+    outln!("{:w$}  {:8}  {:22}  DESCRIPTION", "NAME", "SOURCE", "MODEL");
     for (d, shadowed_by) in &rows {
         let mut desc: String = d
             .description
@@ -145,7 +145,7 @@ fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
             Some(by) => format!("{} (shadowed by {by})", d.source),
             None => d.source.to_string(),
         };
-        println!(
+        outln!(
             "{:w$}  {:8}  {:22}  {desc}",
             d.name,
             source,
@@ -210,8 +210,8 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     if args.json {
         return print_json(&v);
     }
-    println!("name:        {}", d.name);
-    println!(
+    outln!("name:        {}", d.name);
+    outln!(
         "source:      {}{}",
         d.source,
         d.path
@@ -219,20 +219,20 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             .map(|p| format!(" ({})", p.display()))
             .unwrap_or_default()
     );
-    println!("description: {}", d.description);
-    println!("tools:       {}", crate::agent_tool::tools_summary(d));
-    println!("model:       {}", d.model.as_deref().unwrap_or("inherit"));
+    outln!("description: {}", d.description);
+    outln!("tools:       {}", crate::agent_tool::tools_summary(d));
+    outln!("model:       {}", d.model.as_deref().unwrap_or("inherit"));
     if let Some(m) = d.permission_mode {
-        println!("permission:  {m}");
+        outln!("permission:  {m}");
     }
     if let Some(t) = d.max_turns {
-        println!("max turns:   {t}");
+        outln!("max turns:   {t}");
     }
     if let Some(w) = &d.when {
-        println!("when:        {w}");
+        outln!("when:        {w}");
     }
     if let Some(e) = v.get("effective") {
-        println!(
+        outln!(
             "effective:   model {} (from {}), tools {}",
             e["model"].as_str().unwrap_or(""),
             e["model_source"].as_str().unwrap_or(""),
@@ -249,7 +249,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     if let catalog::Prompt::Inline(body) = &d.prompt
         && !body.is_empty()
     {
-        println!("\n{body}");
+        outln!("\n{body}");
     }
     Ok(())
 }
@@ -346,9 +346,9 @@ fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
         print_json(&report)?;
     } else {
         for d in &report.diagnostics {
-            println!("{d}");
+            outln!("{d}");
         }
-        println!(
+        outln!(
             "{} file(s), {} agent(s), {} error(s), {} warning(s)",
             report.files,
             report.agents,

@@ -54,12 +54,15 @@ pub fn flags(g: &GlobalArgs, args: FlagsArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let width = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    println!(
+    outln!(
         "{:width$}  {:5}  {:7}  {:9}  BLOCKED BY",
-        "FLAG", "VALUE", "SET BY", "EFFECTIVE"
+        "FLAG",
+        "VALUE",
+        "SET BY",
+        "EFFECTIVE"
     );
     for r in &rows {
-        println!(
+        outln!(
             "{:width$}  {:5}  {:7}  {:9}  {}",
             r.name,
             if r.value { "on" } else { "off" },

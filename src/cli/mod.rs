@@ -2,6 +2,13 @@
 //! formats and exit codes (0 success, 1 a task or validation failed, 2 bad
 //! usage or configuration). Uses only the public API of the modules below.
 
+/// `println!` for command output: a closed stdout (`cadre … | head`) ends
+/// the program quietly instead of panicking.
+macro_rules! outln {
+    () => { $crate::cli::output::write_out(format_args!("")) };
+    ($($arg:tt)*) => { $crate::cli::output::write_out(format_args!($($arg)*)) };
+}
+
 mod agents;
 mod flags;
 mod output;

@@ -37,18 +37,27 @@ pub enum OutputFormat {
     StreamJson,
 }
 
+/// Writes one line of command output. When stdout is closed (the reader
+/// went away), there is nobody left to tell: exit quietly.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{args}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+    }
+}
+
 /// Prints a value as pretty JSON on stdout.
 pub fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value).map_err(|e| CliError::Failed(e.to_string()))?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
 /// Writes one line to stdout and flushes it, ignoring a closed pipe.
 pub fn print_line(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
+    write_out(format_args!("{line}"));
 }
 
 /// stream-json: one event per line. Text deltas and messages of every

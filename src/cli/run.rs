@@ -422,7 +422,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             r = session.run() => Some(r),
             _ = tokio::signal::ctrl_c() => { cancel.cancel(); None }
         };
-        println!();
+        outln!();
         match result {
             Some(Ok(_)) => {}
             Some(Err(e)) => eprintln!("error: {e}"),

@@ -50,13 +50,13 @@ pub fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError> {
     }
     for (i, d) in defs.iter().enumerate() {
         if i > 0 {
-            println!();
+            outln!();
         }
-        println!("## {}\n", d.name);
-        println!("{}\n", d.description);
+        outln!("## {}\n", d.name);
+        outln!("{}\n", d.description);
         let schema = serde_json::to_string_pretty(&d.input_schema)
             .map_err(|e| CliError::Failed(e.to_string()))?;
-        println!("{schema}");
+        outln!("{schema}");
     }
     Ok(())
 }

@@ -456,7 +456,7 @@ fn resolve_paths(settings: &mut Settings, input: &LoadInput, file: Option<&(Path
     };
     let fix = |p: &mut PathBuf, base: &Path| {
         if p.is_relative() {
-            *p = base.join(&*p);
+            *p = normalize(&base.join(&*p));
         }
     };
     let a = &mut settings.agents;
@@ -475,6 +475,25 @@ fn resolve_paths(settings: &mut Settings, input: &LoadInput, file: Option<&(Path
         }
     }
     fix(&mut settings.transcripts.dir, &input.cwd);
+}
+
+/// Removes `.` and `name/..` pairs without touching the file system, so
+/// `config/../agents` shows as `agents`.
+pub(crate) fn normalize(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 fn build_flags(

@@ -4,6 +4,7 @@ mod agents;
 mod background;
 mod corpus;
 pub mod harness;
+mod inspect;
 pub mod kit;
 mod provider;
 mod run;

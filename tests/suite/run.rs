@@ -397,3 +397,55 @@ fn openai_compatible_servers_work_through_the_binary() {
     let tool_msg = msgs.iter().find(|m| m["role"] == "tool").unwrap();
     assert_eq!(tool_msg["tool_call_id"], "call_1");
 }
+
+#[test]
+fn chat_keeps_one_conversation_across_prompts() {
+    use std::io::Write;
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first answer"),
+        anthropic::text_reply("second answer"),
+    ]);
+    let mut child = p
+        .command(Some(&server))
+        .args(["chat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello\nand then?\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("first answer") && stdout.contains("second answer"),
+        "streamed text: {stdout}"
+    );
+    let second = server.request(1);
+    let msgs = second.messages();
+    assert_eq!(msgs.len(), 3, "prompt, answer, prompt");
+    assert_eq!(msgs[0]["content"][0]["text"], "hello");
+    assert_eq!(msgs[2]["content"][0]["text"], "and then?");
+    // chat is interactive: the fork gate does not block there.
+    let agent = second.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Agent")
+        .unwrap()
+        .clone();
+    assert!(
+        agent["input_schema"]["properties"].get("fork").is_none(),
+        "still off by default"
+    );
+}
