@@ -41,10 +41,10 @@ pub enum OutputFormat {
 /// went away), there is nobody left to tell: exit quietly.
 pub fn write_out(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
-    if let Err(e) = writeln!(out, "{args}").and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
+    if let Err(e) = writeln!(out, "{args}").and_then(|()| out.flush())
+        && e.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
     }
 }
 
