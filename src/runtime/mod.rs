@@ -8,10 +8,12 @@
 //! starts a child session. This module does not parse files.
 
 mod exec;
+pub mod hooks;
 mod prompt;
 mod session;
 mod spawn;
 pub mod transcript;
+pub mod worktree;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -275,6 +275,7 @@ impl Session {
 
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
+        let mut stop_blocks = 0;
         let stop = loop {
             if self.turns >= self.spec.max_turns {
                 break StopKind::MaxTurns;
@@ -315,6 +316,11 @@ impl Session {
             let assistant = Arc::new(response.message);
             self.append(Arc::clone(&assistant));
             if assistant.tool_uses().next().is_none() {
+                if let Some(feedback) = self.subagent_stop_hooks(&snap, stop_blocks).await {
+                    stop_blocks += 1;
+                    self.append(Arc::new(Message::user_text(feedback)));
+                    continue;
+                }
                 break StopKind::EndTurn;
             }
             let turn = Turn {

@@ -11,14 +11,16 @@ use crate::agent_tool::{
     AgentInput, ModelSource, ResolvedModel, Route, RouteError, fork_messages, has_fork_boilerplate,
     resolve_fork_model, resolve_model, route, tool_pool,
 };
-use crate::catalog::{FORK_AGENT, ONE_SHOT_AGENTS};
+use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS};
 use crate::config::PermissionMode;
 use crate::message::{History, Message, ToolResultContent, Usage};
 use crate::tools::permissions::Rules;
 
 use super::exec::text_content;
+use super::hooks;
 use super::session::{Frozen, Session, SessionSpec, Turn};
 use super::transcript::{Transcript, write_json_atomic};
+use super::worktree::{self, WorktreeGuard};
 use super::{EngineEvent, new_agent_id, total_tokens};
 
 impl Session {
@@ -165,6 +167,21 @@ impl Session {
             }
         };
         let (agent_type, model_source) = description_type;
+        let (mut spec, mut history) = (spec, history);
+        let worktree = if input.isolation.as_deref() == Some("worktree")
+            || spec
+                .def
+                .as_ref()
+                .is_some_and(|d| d.isolation == Some(Isolation::Worktree))
+        {
+            let fork_history = spec.started_by_fork.then_some(&mut history);
+            let (guard, cwd) =
+                worktree::isolate(snap, &self.spec.cwd, &agent_id, fork_history).await?;
+            spec.cwd = cwd;
+            Some(guard)
+        } else {
+            None
+        };
         self.run_child(
             spec,
             history,
@@ -172,6 +189,7 @@ impl Session {
             model_source,
             &input,
             tool_use_id,
+            worktree,
         )
         .await
     }
@@ -187,30 +205,32 @@ impl Session {
         model_source: ModelSource,
         input: &'a AgentInput,
         tool_use_id: &'a str,
+        worktree: Option<WorktreeGuard>,
     ) -> BoxFuture<'a, Result<(Vec<ToolResultContent>, Usage), String>> {
         Box::pin(async move {
             let engine = Arc::clone(&self.engine);
             let snap = engine.snapshot.load_full();
             let agent_id = spec.agent_id.clone();
+            let (mut meta, mut meta_file) = (Value::Null, None);
             let transcript = match &engine.session_dir {
                 Some(dir) => {
                     let agents = dir.join("agents");
-                    write_json_atomic(
-                        &agents.join(format!("agent-{agent_id}.meta.json")),
-                        &json!({
-                            "agent_id": agent_id,
-                            "parent_agent_id": self.spec.agent_id,
-                            "agent_type": agent_type,
-                            "description": input.description,
-                            "tool_use_id": tool_use_id,
-                            "model": spec.model,
-                            "model_source": model_source,
-                            "tools": spec.tool_names,
-                            "permission_mode": spec.mode,
-                            "fork": spec.started_by_fork,
-                            "worktree": null,
-                        }),
-                    );
+                    let meta_path = agents.join(format!("agent-{agent_id}.meta.json"));
+                    meta = json!({
+                        "agent_id": agent_id,
+                        "parent_agent_id": self.spec.agent_id,
+                        "agent_type": agent_type,
+                        "description": input.description,
+                        "tool_use_id": tool_use_id,
+                        "model": spec.model,
+                        "model_source": model_source,
+                        "tools": spec.tool_names,
+                        "permission_mode": spec.mode,
+                        "fork": spec.started_by_fork,
+                        "worktree": worktree.as_ref().and_then(|g| g.worktree()).map(|w| json!({"path": w.path, "branch": w.branch})),
+                    });
+                    write_json_atomic(&meta_path, &meta);
+                    meta_file = Some(meta_path);
                     Transcript::open(
                         agents.join(format!("agent-{agent_id}.jsonl")),
                         &agent_id,
@@ -232,6 +252,8 @@ impl Session {
                 model: spec.model.clone(),
                 fork: spec.started_by_fork,
             });
+            let mut history = history;
+            hooks::subagent_start(&engine, &snap, &spec, &transcript, &mut history).await;
             // Every message of the child's starting history goes to its transcript.
             for m in &history {
                 transcript.message(m);
@@ -244,6 +266,21 @@ impl Session {
                 self.cancel.child_token(),
             );
             let result = child.run().await;
+            let kept = match worktree {
+                Some(guard) => {
+                    let kept = guard.finish().await;
+                    if let Some(path) = &meta_file {
+                        meta["worktree"] = json!(kept);
+                        write_json_atomic(path, &meta);
+                    }
+                    kept
+                }
+                None => None,
+            };
+            let (worktree_path, worktree_branch) = (
+                kept.as_ref().map(|k| &k.path),
+                kept.as_ref().map(|k| &k.branch),
+            );
             let render = |template: &str, ctx: Value| -> String {
                 snap.templates
                     .render(template, &ctx)
@@ -264,14 +301,14 @@ impl Session {
                         .final_text
                         .clone()
                         .unwrap_or_else(|| vec![render("result_empty", json!({}))]);
-                    if !ONE_SHOT_AGENTS.contains(&agent_type) {
+                    if !ONE_SHOT_AGENTS.contains(&agent_type) || kept.is_some() {
                         texts.push(
                             render(
                                 "result_trailer",
                                 json!({
                                     "agent_id": agent_id,
-                                    "worktree_path": null,
-                                    "worktree_branch": null,
+                                    "worktree_path": worktree_path,
+                                    "worktree_branch": worktree_branch,
                                     "total_tokens": total,
                                     "tool_uses": outcome.tool_uses,
                                     "duration_ms": outcome.duration_ms,
@@ -297,7 +334,7 @@ impl Session {
                     });
                     Err(render(
                         "error_subagent_failed",
-                        json!({"description": input.description, "error": e.to_string()}),
+                        json!({"description": input.description, "error": e.to_string(), "worktree_path": worktree_path, "worktree_branch": worktree_branch}),
                     ))
                 }
             }
