@@ -6,3 +6,5 @@ pub mod harness;
 pub mod kit;
 mod provider;
 mod run;
+mod worktrees;
+mod hooks;
