@@ -110,10 +110,7 @@ fn session_dirs(g: &GlobalArgs, cwd: &Path, root: &Path) -> Vec<PathBuf> {
     if let Ok((_, snap)) = load_snapshot(g, &Overrides::default()) {
         dirs.push(cwd.join(&snap.load().settings().transcripts.dir));
     }
-    for d in [
-        cwd.join(".cadre/sessions"),
-        root.join(".cadre/sessions"),
-    ] {
+    for d in [cwd.join(".cadre/sessions"), root.join(".cadre/sessions")] {
         if !dirs.contains(&d) {
             dirs.push(d);
         }

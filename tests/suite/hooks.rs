@@ -58,7 +58,11 @@ fn main_results(server: &FakeServer) -> Vec<Value> {
 }
 
 fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server.requests().into_iter().filter(|r| !is_main(r)).collect()
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .collect()
 }
 
 fn no_child(_: usize) -> Option<(&'static str, Value)> {
@@ -103,7 +107,10 @@ command = "echo '{\"hookSpecificOutput\": {\"additionalContext\": \"POST-CONTEXT
     assert!(p.path().join("keep.txt").exists());
     let ran = result_text(&results[1]);
     assert_eq!(results[1]["is_error"], Value::Null, "{ran}");
-    assert!(ran.contains("still here") && ran.contains("POST-CONTEXT"), "{ran}");
+    assert!(
+        ran.contains("still here") && ran.contains("POST-CONTEXT"),
+        "{ran}"
+    );
 }
 
 #[test]
@@ -290,7 +297,11 @@ command = "echo 'not yet' >&2; exit 2"
         no_child,
     );
     p.run(Some(&server), &["run", "go"]).ok();
-    assert_eq!(child_requests(&server).len(), 4, "the first stop plus three returns");
+    assert_eq!(
+        child_requests(&server).len(),
+        4,
+        "the first stop plus three returns"
+    );
     let text = result_text(&main_results(&server)[0]);
     assert!(text.starts_with("child answer 3"), "{text}");
 }

@@ -3,8 +3,8 @@
 mod agents;
 mod corpus;
 pub mod harness;
+mod hooks;
 pub mod kit;
 mod provider;
 mod run;
 mod worktrees;
-mod hooks;

@@ -65,7 +65,10 @@ fn prompt_of(r: &RecordedRequest) -> String {
 /// Main calls Agent once per prompt (all in one message, each with
 /// `isolation: worktree`), then says "all done". Each child plays
 /// `script(prompt)`: one tool call per turn, then "finished".
-fn server(prompts: Vec<&'static str>, script: fn(&str) -> Vec<(&'static str, Value)>) -> FakeServer {
+fn server(
+    prompts: Vec<&'static str>,
+    script: fn(&str) -> Vec<(&'static str, Value)>,
+) -> FakeServer {
     FakeServer::route(move |r| {
         if is_main(r) {
             if assistant_turns(r) == 0 {
@@ -84,7 +87,11 @@ fn server(prompts: Vec<&'static str>, script: fn(&str) -> Vec<(&'static str, Val
         let steps = script(&prompt_of(r));
         match steps.get(assistant_turns(r)) {
             Some((name, input)) => anthropic::message()
-                .tool_use(&format!("toolu_c{}", assistant_turns(r)), name, input.clone())
+                .tool_use(
+                    &format!("toolu_c{}", assistant_turns(r)),
+                    name,
+                    input.clone(),
+                )
                 .reply(),
             None => anthropic::text_reply("finished"),
         }
@@ -122,21 +129,29 @@ fn line_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 fn a_child_that_writes_keeps_its_worktree_and_reports_it() {
     let p = repo("");
     let server = server(vec!["write"], |_| {
-        vec![("Write", json!({"file_path": "new.txt", "content": "from the child\n"}))]
+        vec![(
+            "Write",
+            json!({"file_path": "new.txt", "content": "from the child\n"}),
+        )]
     });
     p.run(Some(&server), &["run", "go"]).ok();
     let results = main_results(&server);
     let text = result_text(&results[0]);
     assert_eq!(results[0]["is_error"], Value::Null, "{text}");
     let path = line_value(&text, "worktreePath:").expect(&text).to_string();
-    let branch = line_value(&text, "worktreeBranch:").expect(&text).to_string();
+    let branch = line_value(&text, "worktreeBranch:")
+        .expect(&text)
+        .to_string();
     assert!(Path::new(&path).starts_with(worktrees_dir(&p)), "{path}");
     assert!(branch.starts_with("worktree-agent-"), "{branch}");
     assert_eq!(
         std::fs::read_to_string(Path::new(&path).join("new.txt")).unwrap(),
         "from the child\n"
     );
-    assert!(!p.path().join("new.txt").exists(), "the main checkout is untouched");
+    assert!(
+        !p.path().join("new.txt").exists(),
+        "the main checkout is untouched"
+    );
     assert!(git(p.path(), &["worktree", "list"]).contains(&path));
     assert!(git(p.path(), &["branch"]).contains(&branch));
     let meta = &metas(&p)[0];
@@ -283,12 +298,23 @@ fn a_fork_in_a_worktree_gets_the_notice_and_a_subfolder_cwd_carries_over() {
         }
         if r.last_user_text().contains("Your directive") {
             return anthropic::message()
-                .tool_use("toolu_w", "Write", json!({"file_path": "forked.txt", "content": "f"}))
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "forked.txt", "content": "f"}),
+                )
                 .reply();
         }
         anthropic::text_reply("fork finished")
     });
-    p.run(Some(&server), &["--cwd", "sub", "run", "go"]).ok();
+    // The config file stays in the project root.
+    let config = p.path().join("cadre.toml");
+    let config = config.to_str().unwrap();
+    p.run(
+        Some(&server),
+        &["--config", config, "--cwd", "sub", "run", "go"],
+    )
+    .ok();
     let first_fork = server
         .requests()
         .into_iter()
