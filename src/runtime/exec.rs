@@ -215,7 +215,7 @@ impl Session {
                     },
                     child_usage: usage,
                 },
-                Err(text) => CallResult::text(id, text, true),
+                Err(text) => return CallResult::text(id, text, true),
             };
             self.post_tool_hooks(snap, name, &input, &mut result.block)
                 .await;

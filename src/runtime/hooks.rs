@@ -64,7 +64,7 @@ impl HookEvent {
         }
     }
 
-    fn from_settings(self, settings: &HookSettings) -> &[HookConfig] {
+    fn in_settings(self, settings: &HookSettings) -> &[HookConfig] {
         match self {
             HookEvent::SubagentStart => &settings.subagent_start,
             HookEvent::SubagentStop => &settings.subagent_stop,
@@ -210,7 +210,7 @@ pub fn applicable(
     target: &str,
 ) -> Vec<HookConfig> {
     let mut out: Vec<HookConfig> = event
-        .from_settings(settings)
+        .in_settings(settings)
         .iter()
         .filter(|h| matches(h.matcher.as_deref(), target))
         .cloned()
