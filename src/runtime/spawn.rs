@@ -20,7 +20,7 @@ use super::exec::text_content;
 use super::hooks;
 use super::session::{Frozen, Session, SessionSpec, Turn};
 use super::transcript::{Transcript, write_json_atomic};
-use super::worktree::{self, WorktreeGuard};
+use super::worktree::{self, KeptWorktree, WorktreeGuard};
 use super::{EngineEvent, new_agent_id, total_tokens};
 
 impl Session {
@@ -277,10 +277,7 @@ impl Session {
                 }
                 None => None,
             };
-            let (worktree_path, worktree_branch) = (
-                kept.as_ref().map(|k| &k.path),
-                kept.as_ref().map(|k| &k.branch),
-            );
+            let (worktree_path, worktree_branch) = KeptWorktree::template_fields(kept.as_ref());
             let render = |template: &str, ctx: Value| -> String {
                 snap.templates
                     .render(template, &ctx)

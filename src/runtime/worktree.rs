@@ -41,6 +41,18 @@ pub struct KeptWorktree {
     pub branch: String,
 }
 
+impl KeptWorktree {
+    /// `worktree_path` and `worktree_branch` for the templates that report
+    /// a kept worktree (`result_trailer`, `task_notification`,
+    /// `error_subagent_failed`); both `null` for `None`.
+    pub fn template_fields(kept: Option<&KeptWorktree>) -> (Value, Value) {
+        match kept {
+            Some(k) => (json!(k.path), json!(k.branch)),
+            None => (Value::Null, Value::Null),
+        }
+    }
+}
+
 /// Why no worktree could be made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorktreeError {

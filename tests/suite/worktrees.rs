@@ -332,3 +332,74 @@ fn a_fork_in_a_worktree_gets_the_notice_and_a_subfolder_cwd_carries_over() {
     assert!(Path::new(path).join("sub/forked.txt").exists(), "{text}");
     assert!(last.contains(&format!("{path}/sub")), "{last}");
 }
+
+/// Main makes one Agent call with `input`; the child's n-th request gets
+/// `child(n)`.
+fn one_child(input: Value, child: fn(usize) -> super::kit::Reply) -> FakeServer {
+    FakeServer::route(move |r| {
+        if is_main(r) {
+            if assistant_turns(r) == 0 {
+                return anthropic::message()
+                    .tool_use("toolu_1", "Agent", input.clone())
+                    .reply();
+            }
+            return anthropic::text_reply("all done");
+        }
+        child(assistant_turns(r))
+    })
+}
+
+#[test]
+fn explore_returns_the_trailer_only_when_it_kept_a_worktree() {
+    let input = json!({"description": "e", "prompt": "explore", "subagent_type": "Explore", "isolation": "worktree"});
+    let p = repo("[permissions]\ndefault_mode = \"bypassPermissions\"\n");
+    let server = one_child(input.clone(), |n| match n {
+        0 => anthropic::message()
+            .tool_use(
+                "toolu_b",
+                "Bash",
+                json!({"command": "echo notes > notes.txt"}),
+            )
+            .reply(),
+        _ => anthropic::text_reply("explored"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.starts_with("explored"), "{text}");
+    assert!(text.contains("agentId: a"), "{text}");
+    let path = line_value(&text, "worktreePath:").expect(&text);
+    assert!(Path::new(path).join("notes.txt").exists());
+
+    let p = repo("");
+    let server = one_child(input, |_| anthropic::text_reply("explored"));
+    p.run(Some(&server), &["run", "go"]).ok();
+    let text = result_text(&main_results(&server)[0]);
+    assert_eq!(text, "explored");
+}
+
+#[test]
+fn a_failed_child_keeps_its_changed_worktree_and_says_so() {
+    let p = repo("");
+    let server = one_child(
+        json!({"description": "breaks", "prompt": "p", "isolation": "worktree"}),
+        |n| match n {
+            0 => anthropic::message()
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "half.txt", "content": "half"}),
+                )
+                .reply(),
+            _ => super::kit::Reply::anthropic_error(400, "invalid_request_error", "boom"),
+        },
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], true);
+    let text = result_text(&results[0]);
+    assert!(text.contains("failed") && text.contains("boom"), "{text}");
+    let path = line_value(&text, "Its worktree was kept: worktreePath:").expect(&text);
+    assert!(Path::new(path).join("half.txt").exists());
+    assert!(line_value(&text, "worktreeBranch:").is_some(), "{text}");
+    assert_eq!(metas(&p)[0]["worktree"]["path"], path);
+}
