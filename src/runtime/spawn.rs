@@ -211,26 +211,25 @@ impl Session {
             let engine = Arc::clone(&self.engine);
             let snap = engine.snapshot.load_full();
             let agent_id = spec.agent_id.clone();
-            let (mut meta, mut meta_file) = (Value::Null, None);
             let transcript = match &engine.session_dir {
                 Some(dir) => {
                     let agents = dir.join("agents");
-                    let meta_path = agents.join(format!("agent-{agent_id}.meta.json"));
-                    meta = json!({
-                        "agent_id": agent_id,
-                        "parent_agent_id": self.spec.agent_id,
-                        "agent_type": agent_type,
-                        "description": input.description,
-                        "tool_use_id": tool_use_id,
-                        "model": spec.model,
-                        "model_source": model_source,
-                        "tools": spec.tool_names,
-                        "permission_mode": spec.mode,
-                        "fork": spec.started_by_fork,
-                        "worktree": worktree.as_ref().and_then(|g| g.worktree()).map(|w| json!({"path": w.path, "branch": w.branch})),
-                    });
-                    write_json_atomic(&meta_path, &meta);
-                    meta_file = Some(meta_path);
+                    write_json_atomic(
+                        &agents.join(format!("agent-{agent_id}.meta.json")),
+                        &json!({
+                            "agent_id": agent_id,
+                            "parent_agent_id": self.spec.agent_id,
+                            "agent_type": agent_type,
+                            "description": input.description,
+                            "tool_use_id": tool_use_id,
+                            "model": spec.model,
+                            "model_source": model_source,
+                            "tools": spec.tool_names,
+                            "permission_mode": spec.mode,
+                            "fork": spec.started_by_fork,
+                            "worktree": worktree.as_ref().map(WorktreeGuard::meta),
+                        }),
+                    );
                     Transcript::open(
                         agents.join(format!("agent-{agent_id}.jsonl")),
                         &agent_id,
@@ -266,17 +265,8 @@ impl Session {
                 self.cancel.child_token(),
             );
             let result = child.run().await;
-            let kept = match worktree {
-                Some(guard) => {
-                    let kept = guard.finish().await;
-                    if let Some(path) = &meta_file {
-                        meta["worktree"] = json!(kept);
-                        write_json_atomic(path, &meta);
-                    }
-                    kept
-                }
-                None => None,
-            };
+            let kept =
+                worktree::finish_child(worktree, engine.session_dir.as_deref(), &agent_id).await;
             let (worktree_path, worktree_branch) = KeptWorktree::template_fields(kept.as_ref());
             let render = |template: &str, ctx: Value| -> String {
                 snap.templates

@@ -19,6 +19,8 @@ use serde_json::{Value, json};
 use crate::message::{ContentBlock, History, Message};
 use crate::snapshot::Snapshot;
 
+use super::transcript::write_json_atomic;
+
 /// Where agent worktrees live, relative to the repository's top level.
 pub const WORKTREES_DIR: &str = ".cadre/worktrees";
 
@@ -211,6 +213,38 @@ impl WorktreeGuard {
             }
         }
     }
+}
+
+impl WorktreeGuard {
+    /// The meta file's `worktree` value while the child runs.
+    pub fn meta(&self) -> Value {
+        self.0
+            .as_ref()
+            .map_or(Value::Null, |w| json!({"path": w.path, "branch": w.branch}))
+    }
+}
+
+/// Ends a child's worktree (if it has one) and records the outcome in its
+/// meta file under `session_dir` (`worktree`: the kept one, or `null`).
+pub async fn finish_child(
+    guard: Option<WorktreeGuard>,
+    session_dir: Option<&Path>,
+    agent_id: &str,
+) -> Option<KeptWorktree> {
+    let kept = guard?.finish().await;
+    if let Some(dir) = session_dir {
+        let path = dir
+            .join("agents")
+            .join(format!("agent-{agent_id}.meta.json"));
+        if let Some(mut meta) = fs_err::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        {
+            meta["worktree"] = json!(kept);
+            write_json_atomic(&path, &meta);
+        }
+    }
+    kept
 }
 
 impl Drop for WorktreeGuard {
