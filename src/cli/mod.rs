@@ -14,6 +14,7 @@ mod flags;
 mod output;
 mod run;
 mod tools;
+mod worktrees;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -85,6 +86,9 @@ pub enum Command {
     Tools(tools::ToolsCommand),
     /// Every feature flag: value, where it was set, effective or not.
     Flags(flags::FlagsArgs),
+    /// Agent worktrees kept under the current repository.
+    #[command(subcommand)]
+    Worktrees(worktrees::WorktreesCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -162,6 +166,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Agents(cmd) => agents::dispatch(&g, cmd),
         Command::Tools(cmd) => tools::dispatch(&g, cmd),
         Command::Flags(args) => flags::flags(&g, args),
+        Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
     }
 }
 

@@ -30,6 +30,8 @@ pub struct Settings {
     pub permissions: PermissionSettings,
     pub reload: ReloadSettings,
     pub transcripts: TranscriptSettings,
+    /// Commands run at points of a session's life (SPEC §12).
+    pub hooks: HookSettings,
 }
 
 impl Default for Settings {
@@ -45,6 +47,7 @@ impl Default for Settings {
             permissions: PermissionSettings::default(),
             reload: ReloadSettings::default(),
             transcripts: TranscriptSettings::default(),
+            hooks: HookSettings::default(),
         }
     }
 }
@@ -194,6 +197,41 @@ impl Default for TranscriptSettings {
             dir: PathBuf::from(".cadre/sessions"),
         }
     }
+}
+
+/// `[[hooks.EVENT]]` tables, one list per event, in the order written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HookSettings {
+    #[serde(rename = "SubagentStart")]
+    pub subagent_start: Vec<HookConfig>,
+    #[serde(rename = "SubagentStop")]
+    pub subagent_stop: Vec<HookConfig>,
+    #[serde(rename = "PreToolUse")]
+    pub pre_tool_use: Vec<HookConfig>,
+    #[serde(rename = "PostToolUse")]
+    pub post_tool_use: Vec<HookConfig>,
+}
+
+/// One hook command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookConfig {
+    /// A regex that must match the whole agent type (Subagent events) or
+    /// tool name (tool events); absent, empty or `*` matches everything.
+    #[serde(default)]
+    pub matcher: Option<String>,
+    /// Run with `sh -c` in the session's working directory.
+    pub command: String,
+    /// The command's process group is killed after this long.
+    #[serde(default = "default_hook_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+/// One minute, as Claude Code.
+pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 60_000;
+
+fn default_hook_timeout_ms() -> u64 {
+    DEFAULT_HOOK_TIMEOUT_MS
 }
 
 /// Keys under which any name is allowed (user-chosen names).

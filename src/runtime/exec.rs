@@ -158,6 +158,9 @@ impl Session {
                 true,
             );
         }
+        if let Some(blocked) = self.pre_tool_hooks(snap, id, name, &input).await {
+            return CallResult::text(id, blocked, true);
+        }
         let rules = Rules::from_settings(&snap.settings().permissions);
         match decide(&rules, self.spec.mode, name, &input, &self.spec.cwd) {
             Decision::Allow => {}
@@ -203,7 +206,7 @@ impl Session {
             }
         }
         if name == AGENT_TOOL {
-            return match self.agent_call(turn, id, input).await {
+            let mut result = match self.agent_call(turn, id, input.clone()).await {
                 Ok((content, usage)) => CallResult {
                     block: ContentBlock::ToolResult {
                         tool_use_id: id.into(),
@@ -212,8 +215,11 @@ impl Session {
                     },
                     child_usage: usage,
                 },
-                Err(text) => CallResult::text(id, text, true),
+                Err(text) => return CallResult::text(id, text, true),
             };
+            self.post_tool_hooks(snap, name, &input, &mut result.block)
+                .await;
+            return result;
         }
         if super::RUNTIME_TOOLS.contains(&name) {
             return match self.manage_call(name, input).await {
@@ -232,8 +238,11 @@ impl Session {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
         };
-        let ToolOutput { text, is_error } = tool.call(input, &ctx).await;
-        CallResult::text(id, text, is_error)
+        let ToolOutput { text, is_error } = tool.call(input.clone(), &ctx).await;
+        let mut result = CallResult::text(id, text, is_error);
+        self.post_tool_hooks(snap, name, &input, &mut result.block)
+            .await;
+        result
     }
 
     /// Checks `input` against the tool's untrimmed schema; `Err` lists the

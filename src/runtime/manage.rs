@@ -86,6 +86,9 @@ impl Session {
                     history,
                     transcript,
                     true,
+                    // A kept worktree stays where it is; the resumed run
+                    // works in it again (its cwd is in the spec).
+                    None,
                 );
                 Ok(render("send_message_resumed", json!({"to": i.to})))
             }

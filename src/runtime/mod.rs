@@ -8,12 +8,14 @@
 //! starts a child session. This module does not parse files.
 
 mod exec;
+pub mod hooks;
 mod manage;
 mod prompt;
 mod session;
 mod spawn;
 pub mod tasks;
 pub mod transcript;
+pub mod worktree;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

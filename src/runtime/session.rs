@@ -325,6 +325,7 @@ impl Session {
 
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
+        let mut stop_blocks = 0;
         let stop = loop {
             if self.turns >= self.spec.max_turns {
                 break StopKind::MaxTurns;
@@ -380,6 +381,11 @@ impl Session {
                         self.append(Arc::new(Message::user(incoming)));
                         continue;
                     }
+                }
+                if let Some(feedback) = self.subagent_stop_hooks(&snap, stop_blocks).await {
+                    stop_blocks += 1;
+                    self.append(Arc::new(Message::user_text(feedback)));
+                    continue;
                 }
                 break StopKind::EndTurn;
             }

@@ -13,15 +13,17 @@ use crate::agent_tool::{
     AgentInput, ModelSource, ResolvedModel, Route, RouteError, fork_messages, has_fork_boilerplate,
     resolve_fork_model, resolve_model, route, tool_pool,
 };
-use crate::catalog::{FORK_AGENT, ONE_SHOT_AGENTS};
+use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS};
 use crate::config::PermissionMode;
 use crate::message::{History, Message, ToolResultContent, Usage};
 use crate::tools::permissions::Rules;
 
 use super::exec::text_content;
+use super::hooks;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::transcript::Transcript;
+use super::worktree::{self, KeptWorktree, WorktreeGuard};
 use super::{Engine, EngineEvent, new_agent_id, total_tokens};
 use crate::snapshot::Snapshot;
 
@@ -181,6 +183,21 @@ impl Session {
             spec.kind.interactive = false;
         }
         let caller_can_read = turn.tool_names.iter().any(|n| n == "Read" || n == "Bash");
+        let mut history = history;
+        let wants_worktree = input.isolation.as_deref() == Some("worktree")
+            || spec
+                .def
+                .as_ref()
+                .is_some_and(|d| d.isolation == Some(Isolation::Worktree));
+        let worktree = if wants_worktree {
+            let fork_history = spec.started_by_fork.then_some(&mut history);
+            let (guard, cwd) =
+                worktree::isolate(snap, &self.spec.cwd, &agent_id, fork_history).await?;
+            spec.cwd = cwd;
+            Some(guard)
+        } else {
+            None
+        };
         self.run_child(ChildStart {
             spec,
             history,
@@ -190,6 +207,7 @@ impl Session {
             tool_use_id: tool_use_id.to_string(),
             background,
             caller_can_read,
+            worktree,
         })
         .await
     }
@@ -224,7 +242,7 @@ impl Session {
                 "tools": c.spec.tool_names,
                 "permission_mode": c.spec.mode,
                 "fork": c.spec.started_by_fork,
-                "worktree": null,
+                "worktree": c.worktree.as_ref().map(WorktreeGuard::meta),
             });
             let (transcript, meta_file) = match &engine.session_dir {
                 Some(dir) => {
@@ -257,7 +275,10 @@ impl Session {
                 model: c.spec.model.clone(),
                 fork: c.spec.started_by_fork,
             });
-            for m in &c.history {
+            let mut history = c.history;
+            hooks::subagent_start(&engine, &snap, &c.spec, &transcript, &mut history).await;
+            // Every message of the child's starting history goes to its transcript.
+            for m in &history {
                 transcript.message(m);
             }
             let (task, rx) = engine.tasks.create(NewTask {
@@ -278,9 +299,10 @@ impl Session {
                 Arc::clone(&engine),
                 Arc::clone(&task),
                 c.spec,
-                c.history,
+                history,
                 transcript,
                 c.background,
+                c.worktree,
             );
 
             let launched = || -> Vec<ToolResultContent> {
@@ -343,6 +365,8 @@ struct ChildStart {
     tool_use_id: String,
     background: bool,
     caller_can_read: bool,
+    /// The child's worktree, when it runs isolated; cleaned up when it ends.
+    worktree: Option<WorktreeGuard>,
 }
 
 /// The tool result for a foreground child that ended.
@@ -358,19 +382,21 @@ fn foreground_result(
             .render(template, &ctx)
             .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
     };
+    let (worktree_path, worktree_branch) = KeptWorktree::template_fields(r.worktree.as_ref());
     match r.status {
         TaskStatus::Completed => {
             let mut texts = r
                 .texts
                 .clone()
                 .unwrap_or_else(|| vec![render("result_empty", json!({}))]);
-            if !ONE_SHOT_AGENTS.contains(&agent_type) {
+            // Explore and Plan omit the trailer unless a worktree was kept.
+            if !ONE_SHOT_AGENTS.contains(&agent_type) || r.worktree.is_some() {
                 texts.push(render(
                     "result_trailer",
                     json!({
                         "agent_id": agent_id,
-                        "worktree_path": null,
-                        "worktree_branch": null,
+                        "worktree_path": worktree_path,
+                        "worktree_branch": worktree_branch,
                         "total_tokens": r.total_tokens,
                         "tool_uses": r.tool_uses,
                         "duration_ms": r.duration_ms,
@@ -382,7 +408,8 @@ fn foreground_result(
         TaskStatus::Killed => Err(render("error_cancelled", json!({}))),
         TaskStatus::Failed | TaskStatus::Running => Err(render(
             "error_subagent_failed",
-            json!({"description": description, "error": r.error.unwrap_or_default()}),
+            json!({"description": description, "error": r.error.unwrap_or_default(),
+                   "worktree_path": worktree_path, "worktree_branch": worktree_branch}),
         )),
     }
 }
@@ -396,6 +423,7 @@ pub(super) fn start_task(
     history: History,
     transcript: Arc<Transcript>,
     background: bool,
+    worktree: Option<WorktreeGuard>,
 ) {
     tokio::spawn(async move {
         // Background tasks queue for a slot (agents.max_concurrent).
@@ -413,6 +441,8 @@ pub(super) fn start_task(
             task.cancel.clone(),
         );
         let outcome = child.run().await;
+        // The meta file is rewritten below with the outcome, worktree included.
+        let kept = worktree::finish_child(worktree, None, &agent_id).await;
         let elapsed = u64::try_from(task.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
         let result = match outcome {
             Ok(o) => TaskResult {
@@ -423,6 +453,7 @@ pub(super) fn start_task(
                 usage: o.usage,
                 tool_uses: o.tool_uses,
                 duration_ms: elapsed,
+                worktree: kept,
             },
             Err(e) => {
                 let stats = child.stats();
@@ -438,6 +469,7 @@ pub(super) fn start_task(
                     usage: stats.usage,
                     tool_uses: stats.tool_uses,
                     duration_ms: elapsed,
+                    worktree: kept,
                 }
             }
         };
@@ -455,6 +487,8 @@ pub(super) fn start_task(
         });
         let snap = engine.snapshot.load_full();
         let notification = |r: &TaskResult| -> String {
+            let (worktree_path, worktree_branch) =
+                KeptWorktree::template_fields(r.worktree.as_ref());
             let ctx = json!({
                 "task_id": task.id,
                 "tool_use_id": task.tool_use_id,
@@ -466,8 +500,8 @@ pub(super) fn start_task(
                 "total_tokens": r.total_tokens,
                 "tool_uses": r.tool_uses,
                 "duration_ms": r.duration_ms,
-                "worktree_path": null,
-                "worktree_branch": null,
+                "worktree_path": worktree_path,
+                "worktree_branch": worktree_branch,
             });
             snap.templates
                 .render("task_notification", &ctx)

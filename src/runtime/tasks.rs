@@ -23,6 +23,7 @@ use crate::message::{History, Usage};
 
 use super::session::SessionSpec;
 use super::transcript::{now_rfc3339, write_json_atomic};
+use super::worktree::KeptWorktree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -55,6 +56,8 @@ pub struct TaskResult {
     pub total_tokens: u64,
     pub tool_uses: u32,
     pub duration_ms: u64,
+    /// The child's worktree, when it was kept (changes were made).
+    pub worktree: Option<KeptWorktree>,
 }
 
 /// Where a task's result goes.
@@ -150,6 +153,7 @@ impl Task {
             m.insert("started".into(), json!(self.started));
             m.insert("ended".into(), json!(state.ended));
             if let Some(r) = &state.result {
+                m.insert("worktree".into(), json!(r.worktree));
                 m.insert(
                     "usage".into(),
                     json!({"total_tokens": r.total_tokens, "tool_uses": r.tool_uses, "duration_ms": r.duration_ms}),

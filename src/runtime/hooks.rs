@@ -1,0 +1,738 @@
+//! Hooks (SPEC §12): user commands run at points of a session's life —
+//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` — from the
+//! settings (every session) and from the running agent's frontmatter (that
+//! agent's sessions only; its `Stop` means `SubagentStop`).
+//!
+//! A hook gets a JSON object on stdin and runs with `sh -c` in the
+//! session's working directory, in its own process group, which is killed
+//! when the hook's timeout passes. Exit 0 goes on (stdout JSON may carry
+//! `additionalContext`); exit 2 blocks where the event can block (a tool
+//! call, a sub-agent's stop); any other exit is logged and ignored. This
+//! module decides which hooks apply and runs them; the query loop and the
+//! tool executor call it at a few points and do not know about commands.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::catalog::AgentDef;
+use crate::config::{DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
+use crate::message::{ContentBlock, History, Message, ToolResultContent};
+use crate::snapshot::Snapshot;
+
+use super::Engine;
+use super::session::{Session, SessionSpec};
+use super::transcript::Transcript;
+
+/// How many times SubagentStop hooks may send one child back to work.
+pub const MAX_STOP_BLOCKS: u32 = 3;
+
+/// The events cadre fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookEvent {
+    SubagentStart,
+    SubagentStop,
+    PreToolUse,
+    PostToolUse,
+}
+
+impl HookEvent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::SubagentStart => "SubagentStart",
+            HookEvent::SubagentStop => "SubagentStop",
+            HookEvent::PreToolUse => "PreToolUse",
+            HookEvent::PostToolUse => "PostToolUse",
+        }
+    }
+
+    /// An event name as written in frontmatter (`Stop` = `SubagentStop`).
+    pub fn from_frontmatter(name: &str) -> Option<Self> {
+        match name {
+            "SubagentStart" => Some(HookEvent::SubagentStart),
+            "SubagentStop" | "Stop" => Some(HookEvent::SubagentStop),
+            "PreToolUse" => Some(HookEvent::PreToolUse),
+            "PostToolUse" => Some(HookEvent::PostToolUse),
+            _ => None,
+        }
+    }
+
+    fn in_settings(self, settings: &HookSettings) -> &[HookConfig] {
+        match self {
+            HookEvent::SubagentStart => &settings.subagent_start,
+            HookEvent::SubagentStop => &settings.subagent_stop,
+            HookEvent::PreToolUse => &settings.pre_tool_use,
+            HookEvent::PostToolUse => &settings.post_tool_use,
+        }
+    }
+}
+
+/// Whether `matcher` selects `target` (an agent type or a tool name).
+/// Absent, empty or `*` selects everything; otherwise the matcher is a
+/// regex that must match the whole target. A matcher that is not a valid
+/// regex selects nothing (and is logged).
+pub fn matches(matcher: Option<&str>, target: &str) -> bool {
+    let Some(m) = matcher.map(str::trim) else {
+        return true;
+    };
+    if m.is_empty() || m == "*" {
+        return true;
+    }
+    match regex::Regex::new(&format!("^(?:{m})$")) {
+        Ok(re) => re.is_match(target),
+        Err(e) => {
+            tracing::warn!("hook matcher {m:?} is not a valid regex: {e}");
+            false
+        }
+    }
+}
+
+/// Reads an agent's frontmatter `hooks` in either shape:
+/// Claude Code's `{Event: [{matcher?, hooks: [{type: command, command,
+/// timeout? (seconds)}]}]}` or the flat `{Event: [{matcher?, command,
+/// timeout_ms?}]}`. A single object stands for a list of one. Returns the
+/// hooks and a description of every entry that was skipped.
+pub fn frontmatter_hooks(value: &Value) -> (Vec<(HookEvent, HookConfig)>, Vec<String>) {
+    let mut hooks = Vec::new();
+    let mut problems = Vec::new();
+    let Some(events) = value.as_object() else {
+        problems.push("hooks: expected a mapping of event names to hooks".to_string());
+        return (hooks, problems);
+    };
+    for (name, entries) in events {
+        let Some(event) = HookEvent::from_frontmatter(name) else {
+            problems.push(format!(
+                "hooks.{name}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse and PostToolUse"
+            ));
+            continue;
+        };
+        for entry in as_list(entries) {
+            let Some(obj) = entry.as_object() else {
+                problems.push(format!("hooks.{name}: expected a mapping, found {entry}"));
+                continue;
+            };
+            let matcher = obj
+                .get("matcher")
+                .and_then(scalar_string)
+                .filter(|m| !m.is_empty());
+            match obj.get("hooks") {
+                Some(inner) => {
+                    for h in as_list(inner) {
+                        match command_hook(h, matcher.clone()) {
+                            Ok(c) => hooks.push((event, c)),
+                            Err(p) => problems.push(format!("hooks.{name}: {p}")),
+                        }
+                    }
+                }
+                None => match command_hook(entry, matcher) {
+                    Ok(c) => hooks.push((event, c)),
+                    Err(p) => problems.push(format!("hooks.{name}: {p}")),
+                },
+            }
+        }
+    }
+    (hooks, problems)
+}
+
+fn as_list(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+fn scalar_string(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.trim().to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn scalar_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// One `{type?, command, timeout?, timeout_ms?}` object.
+fn command_hook(v: &Value, matcher: Option<String>) -> Result<HookConfig, String> {
+    let obj = v
+        .as_object()
+        .ok_or_else(|| format!("expected a hook mapping, found {v}"))?;
+    if let Some(kind) = obj.get("type").and_then(Value::as_str)
+        && kind != "command"
+    {
+        return Err(format!(
+            "hook type {kind:?} is not supported; only `command` hooks run"
+        ));
+    }
+    let command = obj
+        .get("command")
+        .and_then(scalar_string)
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| "a hook needs a `command`".to_string())?;
+    let timeout_ms = obj
+        .get("timeout_ms")
+        .and_then(scalar_u64)
+        .or_else(|| {
+            obj.get("timeout")
+                .and_then(scalar_u64)
+                .map(|s| s.saturating_mul(1000))
+        })
+        .unwrap_or(DEFAULT_HOOK_TIMEOUT_MS);
+    Ok(HookConfig {
+        matcher,
+        command,
+        timeout_ms,
+    })
+}
+
+/// The hooks of `event` that fire for `target` in a session running as
+/// `def`: the settings' hooks, then the definition's own, each in the
+/// order written.
+pub fn applicable(
+    settings: &HookSettings,
+    def: Option<&AgentDef>,
+    event: HookEvent,
+    target: &str,
+) -> Vec<HookConfig> {
+    let mut out: Vec<HookConfig> = event
+        .in_settings(settings)
+        .iter()
+        .filter(|h| matches(h.matcher.as_deref(), target))
+        .cloned()
+        .collect();
+    if let Some(value) = def.and_then(|d| d.hooks.as_ref()) {
+        let (hooks, problems) = frontmatter_hooks(value);
+        for p in problems {
+            tracing::debug!("agent {}: {p}", def.map_or("", |d| d.name.as_str()));
+        }
+        out.extend(
+            hooks
+                .into_iter()
+                .filter(|(e, h)| *e == event && matches(h.matcher.as_deref(), target))
+                .map(|(_, h)| h),
+        );
+    }
+    out
+}
+
+/// How one hook run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookRun {
+    Exited {
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+    },
+    TimedOut,
+    /// It could not be started.
+    Failed(String),
+}
+
+/// Runs one hook: `sh -c COMMAND` in `cwd`, `input` on stdin, in its own
+/// process group, which is killed when the command ends or times out (so
+/// nothing it started outlives it).
+pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path) -> HookRun {
+    let mut cmd = tokio::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(&hook.command)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return HookRun::Failed(format!("cannot start `sh -c`: {e}")),
+    };
+    let pgid = child
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .map(Pid::from_raw);
+    if let Some(mut stdin) = child.stdin.take() {
+        let data = input.to_string().into_bytes();
+        // A hook that never reads its stdin must not block on a full pipe.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&data).await;
+        });
+    }
+    let waited = tokio::time::timeout(
+        Duration::from_millis(hook.timeout_ms),
+        child.wait_with_output(),
+    )
+    .await;
+    if let Some(pgid) = pgid {
+        // ESRCH (the group is already gone) is the common, harmless case.
+        let _ = killpg(pgid, Signal::SIGKILL);
+    }
+    match waited {
+        Ok(Ok(out)) => HookRun::Exited {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        },
+        Ok(Err(e)) => HookRun::Failed(format!("waiting for the hook failed: {e}")),
+        Err(_) => HookRun::TimedOut,
+    }
+}
+
+/// `hookSpecificOutput.additionalContext` or a top-level
+/// `additionalContext` from a hook's stdout, when it is a JSON object.
+pub fn additional_context(stdout: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(stdout.trim()).ok()?;
+    v.get("hookSpecificOutput")
+        .and_then(|h| h.get("additionalContext"))
+        .or_else(|| v.get("additionalContext"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_string)
+}
+
+/// What the hooks of one event said, in hook order.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Fired {
+    /// stderr of every hook that exited with 2.
+    pub blocks: Vec<String>,
+    /// `additionalContext` of every hook that exited with 0.
+    pub contexts: Vec<String>,
+}
+
+/// Runs `hooks` concurrently and collects what they said. Timeouts,
+/// failures and exit codes other than 0 and 2 are logged.
+pub async fn fire(hooks: &[HookConfig], event: HookEvent, input: &Value, cwd: &Path) -> Fired {
+    let runs = join_all(hooks.iter().map(|h| run_hook(h, input, cwd))).await;
+    let mut fired = Fired::default();
+    for (hook, run) in hooks.iter().zip(runs) {
+        let event = event.as_str();
+        let command = &hook.command;
+        match run {
+            HookRun::Exited {
+                code: Some(0),
+                stdout,
+                ..
+            } => fired.contexts.extend(additional_context(&stdout)),
+            HookRun::Exited {
+                code: Some(2),
+                stderr,
+                ..
+            } => fired.blocks.push(stderr.trim().to_string()),
+            HookRun::Exited { code, stderr, .. } => {
+                let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
+                tracing::warn!(
+                    "{event} hook `{command}` exited with {code}: {}",
+                    stderr.trim()
+                );
+            }
+            HookRun::TimedOut => tracing::warn!(
+                "{event} hook `{command}` timed out after {} ms; its process group was killed",
+                hook.timeout_ms
+            ),
+            HookRun::Failed(e) => tracing::warn!("{event} hook `{command}`: {e}"),
+        }
+    }
+    fired
+}
+
+/// The fields every hook input has.
+fn base_input(
+    engine: &Engine,
+    spec: &SessionSpec,
+    transcript: &Transcript,
+    event: HookEvent,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("hook_event_name".into(), json!(event.as_str()));
+    m.insert("session_id".into(), json!(engine.session_id));
+    m.insert("agent_id".into(), json!(spec.agent_id));
+    m.insert("agent_type".into(), json!(agent_type(spec)));
+    m.insert("cwd".into(), json!(spec.cwd));
+    m.insert("transcript_path".into(), json!(transcript.path()));
+    m
+}
+
+fn agent_type(spec: &SessionSpec) -> &str {
+    spec.def.as_ref().map_or("main", |d| d.name.as_str())
+}
+
+fn render(snap: &Snapshot, template: &str, ctx: &Value) -> String {
+    snap.templates
+        .render(template, ctx)
+        .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+}
+
+/// SubagentStart: runs the hooks for a child about to start and appends
+/// each `additionalContext` as a text block to the last message of its
+/// starting history (the message its first turn sends).
+pub(super) async fn subagent_start(
+    engine: &Engine,
+    snap: &Snapshot,
+    spec: &SessionSpec,
+    transcript: &Transcript,
+    history: &mut History,
+) {
+    let event = HookEvent::SubagentStart;
+    let hooks = applicable(
+        &snap.settings().hooks,
+        spec.def.as_deref(),
+        event,
+        agent_type(spec),
+    );
+    if hooks.is_empty() {
+        return;
+    }
+    let input = Value::Object(base_input(engine, spec, transcript, event));
+    let fired = fire(&hooks, event, &input, &spec.cwd).await;
+    if fired.contexts.is_empty() {
+        return;
+    }
+    let Some(last) = history.last_mut() else {
+        return;
+    };
+    let mut message: Message = (**last).clone();
+    for context in fired.contexts {
+        message.content.push(ContentBlock::text(render(
+            snap,
+            "hook_context",
+            &json!({"event": event.as_str(), "context": context}),
+        )));
+    }
+    *last = Arc::new(message);
+}
+
+impl Session {
+    fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
+        base_input(&self.engine, &self.spec, &self.transcript, event)
+    }
+
+    fn hooks_for(&self, snap: &Snapshot, event: HookEvent, target: &str) -> Vec<HookConfig> {
+        applicable(
+            &snap.settings().hooks,
+            self.spec.def.as_deref(),
+            event,
+            target,
+        )
+    }
+
+    /// PreToolUse: `Some(text)` is the error result for a blocked call.
+    pub(super) async fn pre_tool_hooks(
+        &self,
+        snap: &Snapshot,
+        tool_use_id: &str,
+        name: &str,
+        input: &Value,
+    ) -> Option<String> {
+        let event = HookEvent::PreToolUse;
+        let hooks = self.hooks_for(snap, event, name);
+        if hooks.is_empty() {
+            return None;
+        }
+        let mut m = self.hook_input(event);
+        m.insert("tool_name".into(), json!(name));
+        m.insert("tool_input".into(), input.clone());
+        m.insert("tool_use_id".into(), json!(tool_use_id));
+        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        if fired.blocks.is_empty() {
+            return None;
+        }
+        Some(render(
+            snap,
+            "error_hook_blocked",
+            &json!({"tool": name, "reason": fired.blocks.join("\n")}),
+        ))
+    }
+
+    /// PostToolUse: appends each `additionalContext` to the result block.
+    pub(super) async fn post_tool_hooks(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+        input: &Value,
+        block: &mut ContentBlock,
+    ) {
+        let event = HookEvent::PostToolUse;
+        let hooks = self.hooks_for(snap, event, name);
+        if hooks.is_empty() {
+            return;
+        }
+        let ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } = block
+        else {
+            return;
+        };
+        let response: Vec<&str> = content
+            .iter()
+            .filter_map(|c| match c {
+                ToolResultContent::Text { text } => Some(text.as_str()),
+                ToolResultContent::Image { .. } => None,
+            })
+            .collect();
+        let mut m = self.hook_input(event);
+        m.insert("tool_name".into(), json!(name));
+        m.insert("tool_input".into(), input.clone());
+        m.insert("tool_use_id".into(), json!(tool_use_id));
+        m.insert(
+            "tool_response".into(),
+            json!({"content": response.join("\n"), "is_error": *is_error}),
+        );
+        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        for context in fired.contexts {
+            content.push(ToolResultContent::Text {
+                text: render(
+                    snap,
+                    "hook_context",
+                    &json!({"event": event.as_str(), "context": context}),
+                ),
+            });
+        }
+    }
+
+    /// SubagentStop, when a sub-agent is about to stop: `Some(text)` is a
+    /// user message that sends it back to work (a hook exited with 2, and
+    /// it has been sent back fewer than [`MAX_STOP_BLOCKS`] times).
+    pub(super) async fn subagent_stop_hooks(
+        &self,
+        snap: &Snapshot,
+        times_blocked: u32,
+    ) -> Option<String> {
+        if self.spec.is_main {
+            return None;
+        }
+        let event = HookEvent::SubagentStop;
+        let hooks = self.hooks_for(snap, event, agent_type(&self.spec));
+        if hooks.is_empty() {
+            return None;
+        }
+        let last = super::session::last_text(&self.history).map(|t| t.join("\n"));
+        let mut m = self.hook_input(event);
+        m.insert("stop_hook_active".into(), json!(times_blocked > 0));
+        m.insert("last_assistant_message".into(), json!(last));
+        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        if fired.blocks.is_empty() {
+            return None;
+        }
+        if times_blocked >= MAX_STOP_BLOCKS {
+            tracing::warn!(
+                "{}: SubagentStop hooks blocked its stop {MAX_STOP_BLOCKS} times already; it stops now",
+                self.spec.agent_id
+            );
+            return None;
+        }
+        Some(render(
+            snap,
+            "hook_stop_feedback",
+            &json!({"reason": fired.blocks.join("\n")}),
+        ))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matcher_rules() {
+        assert!(matches(None, "Bash"));
+        assert!(matches(Some(""), "Bash"));
+        assert!(matches(Some("*"), "Bash"));
+        assert!(matches(Some("Bash"), "Bash"));
+        assert!(!matches(Some("Bash"), "BashOutput"), "whole name only");
+        assert!(!matches(Some("Write"), "TodoWrite"));
+        assert!(matches(Some("Edit|Write"), "Write"));
+        assert!(matches(Some("mcp__fs__.*"), "mcp__fs__read"));
+        assert!(!matches(Some("mcp__fs__.*"), "mcp__git__log"));
+        assert!(
+            !matches(Some("(unclosed"), "Bash"),
+            "a bad regex matches nothing"
+        );
+    }
+
+    #[test]
+    fn claude_code_shape_with_timeout_in_seconds() {
+        let v = json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "command", "command": "./check.sh", "timeout": 5},
+                {"type": "command", "command": "./log.sh"}
+            ]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "./done.sh", "timeout": "2"}]}]
+        });
+        let (hooks, problems) = frontmatter_hooks(&v);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            hooks,
+            vec![
+                (
+                    HookEvent::PreToolUse,
+                    HookConfig {
+                        matcher: Some("Bash".into()),
+                        command: "./check.sh".into(),
+                        timeout_ms: 5000
+                    }
+                ),
+                (
+                    HookEvent::PreToolUse,
+                    HookConfig {
+                        matcher: Some("Bash".into()),
+                        command: "./log.sh".into(),
+                        timeout_ms: DEFAULT_HOOK_TIMEOUT_MS
+                    }
+                ),
+                (
+                    HookEvent::SubagentStop,
+                    HookConfig {
+                        matcher: None,
+                        command: "./done.sh".into(),
+                        timeout_ms: 2000
+                    }
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn flat_shape_and_single_objects() {
+        let v = json!({
+            "PostToolUse": {"matcher": "Read", "command": "echo hi", "timeout_ms": "250"},
+            "SubagentStart": [{"command": "echo start"}]
+        });
+        let (hooks, problems) = frontmatter_hooks(&v);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(hooks.len(), 2);
+        assert_eq!(hooks[0].0, HookEvent::PostToolUse);
+        assert_eq!(hooks[0].1.matcher.as_deref(), Some("Read"));
+        assert_eq!(hooks[0].1.timeout_ms, 250);
+        assert_eq!(hooks[1].0, HookEvent::SubagentStart);
+        assert_eq!(hooks[1].1.command, "echo start");
+    }
+
+    #[test]
+    fn bad_entries_are_skipped_and_reported() {
+        let v = json!({
+            "Notification": [{"command": "x"}],
+            "PreToolUse": [
+                {"matcher": "Bash"},
+                {"hooks": [{"type": "prompt", "prompt": "judge"}]},
+                "echo",
+                {"command": "ok"}
+            ]
+        });
+        let (hooks, problems) = frontmatter_hooks(&v);
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks[0].1.command, "ok");
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems[0].contains("unknown event"));
+        let (hooks, problems) = frontmatter_hooks(&json!(["a"]));
+        assert!(hooks.is_empty());
+        assert_eq!(problems.len(), 1);
+    }
+
+    #[test]
+    fn applicable_merges_settings_then_frontmatter_by_event_and_matcher() {
+        let settings = HookSettings {
+            pre_tool_use: vec![
+                HookConfig {
+                    matcher: Some("Bash".into()),
+                    command: "settings-bash".into(),
+                    timeout_ms: 1,
+                },
+                HookConfig {
+                    matcher: Some("Read".into()),
+                    command: "settings-read".into(),
+                    timeout_ms: 1,
+                },
+            ],
+            ..HookSettings::default()
+        };
+        let mut def = AgentDef::new("worker", "w", crate::catalog::Source::Project);
+        def.hooks =
+            Some(json!({"PreToolUse": [{"command": "fm-any"}], "Stop": [{"command": "fm-stop"}]}));
+        let names = |hs: Vec<HookConfig>| hs.into_iter().map(|h| h.command).collect::<Vec<_>>();
+        assert_eq!(
+            names(applicable(
+                &settings,
+                Some(&def),
+                HookEvent::PreToolUse,
+                "Bash"
+            )),
+            ["settings-bash", "fm-any"]
+        );
+        assert_eq!(
+            names(applicable(&settings, None, HookEvent::PreToolUse, "Bash")),
+            ["settings-bash"]
+        );
+        assert_eq!(
+            names(applicable(
+                &settings,
+                Some(&def),
+                HookEvent::SubagentStop,
+                "worker"
+            )),
+            ["fm-stop"]
+        );
+    }
+
+    #[test]
+    fn additional_context_in_either_place() {
+        assert_eq!(
+            additional_context(r#"{"hookSpecificOutput": {"additionalContext": "a"}}"#),
+            Some("a".into())
+        );
+        assert_eq!(
+            additional_context(r#"{"additionalContext": "b"}"#),
+            Some("b".into())
+        );
+        assert_eq!(additional_context("plain text"), None);
+        assert_eq!(additional_context(""), None);
+    }
+
+    #[tokio::test]
+    async fn exit_codes_stdin_and_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let hook = |command: &str, timeout_ms| HookConfig {
+            matcher: None,
+            command: command.into(),
+            timeout_ms,
+        };
+        let input = json!({"tool_name": "Bash"});
+        let fired = fire(
+            &[
+                hook("cat > seen.json; echo blocked >&2; exit 2", 10_000),
+                hook(r#"echo '{"additionalContext": "ctx"}'"#, 10_000),
+                hook("exit 1", 10_000),
+                hook("sleep 30", 200),
+            ],
+            HookEvent::PreToolUse,
+            &input,
+            dir.path(),
+        )
+        .await;
+        assert_eq!(fired.blocks, ["blocked"]);
+        assert_eq!(fired.contexts, ["ctx"]);
+        let seen: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("seen.json")).unwrap())
+                .unwrap();
+        assert_eq!(seen, input);
+        assert_eq!(
+            run_hook(&hook("sleep 30", 100), &input, dir.path()).await,
+            HookRun::TimedOut
+        );
+    }
+}

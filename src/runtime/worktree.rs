@@ -1,0 +1,413 @@
+//! Worktree isolation (SPEC §13): a child with `isolation: worktree` runs
+//! in its own `git worktree` under `GITROOT/.cadre/worktrees/agent-ID8`, on
+//! the branch `worktree-agent-ID8`, made from the caller's `HEAD`.
+//!
+//! Everything here runs the `git` command line (no libgit2, no gix). When
+//! the child ends — completed, failed, cancelled, or its future dropped —
+//! the worktree is checked from inside: no uncommitted changes and no new
+//! commits → the worktree and its branch are removed; otherwise (or when
+//! any git command fails) both are kept and reported. Only the worktree's
+//! own status counts, so the main checkout's `.cadre/` folder never does.
+//! This module knows nothing of sessions; `spawn` and the CLI call it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::message::{ContentBlock, History, Message};
+use crate::snapshot::Snapshot;
+
+use super::transcript::write_json_atomic;
+
+/// Where agent worktrees live, relative to the repository's top level.
+pub const WORKTREES_DIR: &str = ".cadre/worktrees";
+
+/// A worktree made for one child.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    pub path: PathBuf,
+    pub branch: String,
+    /// The main repository's top level.
+    pub git_root: PathBuf,
+    /// The commit it was made from.
+    pub base: String,
+}
+
+/// A worktree that was kept after its child ended: what results, meta
+/// files and task notifications report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeptWorktree {
+    pub path: PathBuf,
+    pub branch: String,
+}
+
+impl KeptWorktree {
+    /// `worktree_path` and `worktree_branch` for the templates that report
+    /// a kept worktree (`result_trailer`, `task_notification`,
+    /// `error_subagent_failed`); both `null` for `None`.
+    pub fn template_fields(kept: Option<&KeptWorktree>) -> (Value, Value) {
+        match kept {
+            Some(k) => (json!(k.path), json!(k.branch)),
+            None => (Value::Null, Value::Null),
+        }
+    }
+}
+
+/// Why no worktree could be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorktreeError {
+    #[error("{} is not in a git repository", .0.display())]
+    NotARepo(PathBuf),
+    #[error("{0}")]
+    Git(String),
+}
+
+/// Runs `git ARGS` in `dir`; `Ok` is stdout trimmed, `Err` says what failed.
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "git {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// The main repository's top level for `cwd`, even from inside a worktree:
+/// the parent of the common git directory.
+pub fn git_root(cwd: &Path) -> Result<PathBuf, WorktreeError> {
+    let common = git(
+        cwd,
+        &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+    )
+    .map_err(|_| WorktreeError::NotARepo(cwd.to_path_buf()))?;
+    PathBuf::from(common)
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| WorktreeError::NotARepo(cwd.to_path_buf()))
+}
+
+/// `agent-ID8`: the first 8 characters of the agent id after its `a`.
+pub fn slug(agent_id: &str) -> String {
+    let id = agent_id.strip_prefix('a').unwrap_or(agent_id);
+    format!("agent-{}", id.chars().take(8).collect::<String>())
+}
+
+/// The branch of the worktree named `slug`.
+pub fn branch_for(slug: &str) -> String {
+    format!("worktree-{slug}")
+}
+
+/// Makes the worktree for `agent_id` from `cwd`'s `HEAD`. Returns it and
+/// the child's working directory: the same subfolder of the worktree as
+/// `cwd` is of its checkout.
+pub fn create(cwd: &Path, agent_id: &str) -> Result<(Worktree, PathBuf), WorktreeError> {
+    let git_root = git_root(cwd)?;
+    let base = git(cwd, &["rev-parse", "--verify", "HEAD"])
+        .map_err(|_| WorktreeError::Git("the repository has no commits yet".to_string()))?;
+    let prefix = git(cwd, &["rev-parse", "--show-prefix"]).unwrap_or_default();
+    let slug = slug(agent_id);
+    let branch = branch_for(&slug);
+    let path = git_root.join(WORKTREES_DIR).join(&slug);
+    let path_str = path.to_string_lossy().into_owned();
+    git(
+        cwd,
+        &[
+            "worktree", "add", "--quiet", "-B", &branch, &path_str, &base,
+        ],
+    )
+    .map_err(WorktreeError::Git)?;
+    let child_cwd = if prefix.is_empty() {
+        path.clone()
+    } else {
+        let sub = path.join(&prefix);
+        if let Err(e) = fs_err::create_dir_all(&sub) {
+            tracing::warn!("{e}");
+        }
+        sub
+    };
+    Ok((
+        Worktree {
+            path,
+            branch,
+            git_root,
+            base,
+        },
+        child_cwd,
+    ))
+}
+
+/// Whether the worktree holds uncommitted changes or commits after its
+/// base. A git command that fails counts as a change (keep, don't lose work).
+pub fn has_changes(wt: &Worktree) -> bool {
+    match git(&wt.path, &["status", "--porcelain"]) {
+        Ok(s) if s.is_empty() => {}
+        _ => return true,
+    }
+    let range = format!("{}..HEAD", wt.base);
+    !matches!(
+        git(&wt.path, &["rev-list", "--count", &range]).as_deref(),
+        Ok("0")
+    )
+}
+
+/// Removes a worktree and its branch (either may already be gone).
+pub fn remove(git_root: &Path, path: &Path, branch: &str) -> Result<(), String> {
+    let path_str = path.to_string_lossy().into_owned();
+    let removed = git(git_root, &["worktree", "remove", "--force", &path_str]);
+    let deleted = git(git_root, &["branch", "-D", branch]);
+    match (removed, deleted) {
+        (Err(a), Err(b)) => Err(format!("{a}; {b}")),
+        _ => Ok(()),
+    }
+}
+
+/// Ends a child's worktree: removed when unchanged, else kept and returned.
+/// Sibling children start and end together; git's own locks (config, refs,
+/// worktree admin files) make concurrent `worktree add`/`remove` in one
+/// repository fail at random, so this process changes worktrees one at a
+/// time.
+fn git_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub fn finish(wt: &Worktree) -> Option<KeptWorktree> {
+    let _one_at_a_time = git_lock();
+    if has_changes(wt) {
+        return Some(KeptWorktree {
+            path: wt.path.clone(),
+            branch: wt.branch.clone(),
+        });
+    }
+    if let Err(e) = remove(&wt.git_root, &wt.path, &wt.branch) {
+        tracing::warn!("cannot remove worktree {}: {e}", wt.path.display());
+    }
+    None
+}
+
+/// Owns a child's worktree until it is finished: [`WorktreeGuard::finish`]
+/// when the child ends, or — if the future running the child is dropped
+/// first — the same check on drop, so no path leaves an unchanged worktree
+/// behind.
+#[derive(Debug)]
+pub struct WorktreeGuard(Option<Worktree>);
+
+impl WorktreeGuard {
+    pub fn new(wt: Worktree) -> Self {
+        WorktreeGuard(Some(wt))
+    }
+
+    pub fn worktree(&self) -> Option<&Worktree> {
+        self.0.as_ref()
+    }
+
+    /// Removes the worktree when unchanged; returns it when kept. For the
+    /// background-task notification's `<worktree>` element too.
+    pub async fn finish(mut self) -> Option<KeptWorktree> {
+        let wt = self.0.take()?;
+        match tokio::task::spawn_blocking(move || finish(&wt)).await {
+            Ok(kept) => kept,
+            Err(e) => {
+                tracing::warn!("worktree cleanup failed: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl WorktreeGuard {
+    /// The meta file's `worktree` value while the child runs.
+    pub fn meta(&self) -> Value {
+        self.0
+            .as_ref()
+            .map_or(Value::Null, |w| json!({"path": w.path, "branch": w.branch}))
+    }
+}
+
+/// Ends a child's worktree (if it has one) and records the outcome in its
+/// meta file under `session_dir` (`worktree`: the kept one, or `null`).
+pub async fn finish_child(
+    guard: Option<WorktreeGuard>,
+    session_dir: Option<&Path>,
+    agent_id: &str,
+) -> Option<KeptWorktree> {
+    let kept = guard?.finish().await;
+    if let Some(dir) = session_dir {
+        let path = dir
+            .join("agents")
+            .join(format!("agent-{agent_id}.meta.json"));
+        if let Some(mut meta) = fs_err::read_to_string(&path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        {
+            meta["worktree"] = json!(kept);
+            write_json_atomic(&path, &meta);
+        }
+    }
+    kept
+}
+
+impl Drop for WorktreeGuard {
+    fn drop(&mut self) {
+        if let Some(wt) = self.0.take() {
+            finish(&wt);
+        }
+    }
+}
+
+/// Adds the fork's worktree notice after its directive (the last block of
+/// the last message of a fork child's starting history).
+pub fn push_notice(history: &mut History, notice: String) {
+    if let Some(last) = history.last_mut() {
+        let mut m: Message = (**last).clone();
+        m.content.push(ContentBlock::text(notice));
+        *last = std::sync::Arc::new(m);
+    }
+}
+
+/// Makes the worktree for a child about to start from `parent_cwd`: the
+/// guard and the child's working directory. A fork's starting history gets
+/// the worktree notice. `Err` is the rendered error result.
+pub async fn isolate(
+    snap: &Snapshot,
+    parent_cwd: &Path,
+    agent_id: &str,
+    fork_history: Option<&mut History>,
+) -> Result<(WorktreeGuard, PathBuf), String> {
+    let render = |template: &str, ctx: Value| -> String {
+        snap.templates
+            .render(template, &ctx)
+            .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+    };
+    let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
+    let made = tokio::task::spawn_blocking(move || {
+        let _one_at_a_time = git_lock();
+        create(&cwd, &id)
+    })
+    .await
+    .unwrap_or_else(|e| Err(WorktreeError::Git(e.to_string())));
+    let (wt, child_cwd) = made.map_err(|e| match e {
+        WorktreeError::NotARepo(cwd) => {
+            render("error_worktree", json!({"not_a_repo": true, "cwd": cwd}))
+        }
+        WorktreeError::Git(error) => render("error_worktree", json!({"error": error})),
+    })?;
+    if let Some(history) = fork_history {
+        push_notice(
+            history,
+            render(
+                "worktree_notice",
+                json!({"worktree_path": child_cwd, "parent_cwd": parent_cwd}),
+            ),
+        );
+    }
+    Ok((WorktreeGuard::new(wt), child_cwd))
+}
+
+/// One kept agent worktree of a repository, as `git worktree list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub path: PathBuf,
+    pub branch: Option<String>,
+    /// `ID8` of `agent-ID8`.
+    pub id8: String,
+}
+
+/// The agent worktrees (`GITROOT/.cadre/worktrees/agent-*`) of the
+/// repository `cwd` is in.
+pub fn list(cwd: &Path) -> Result<(PathBuf, Vec<Listed>), WorktreeError> {
+    let root = git_root(cwd)?;
+    let dir = root.join(WORKTREES_DIR);
+    let out = git(&root, &["worktree", "list", "--porcelain"]).map_err(WorktreeError::Git)?;
+    Ok((root, parse_list(&out, &dir)))
+}
+
+fn parse_list(porcelain: &str, dir: &Path) -> Vec<Listed> {
+    let mut out = Vec::new();
+    for record in porcelain.split("\n\n") {
+        let mut path = None;
+        let mut branch = None;
+        for line in record.lines() {
+            if let Some(p) = line.strip_prefix("worktree ") {
+                path = Some(PathBuf::from(p));
+            } else if let Some(b) = line.strip_prefix("branch ") {
+                branch = Some(b.strip_prefix("refs/heads/").unwrap_or(b).to_string());
+            }
+        }
+        let Some(path) = path else { continue };
+        if path.parent() != Some(dir) {
+            continue;
+        }
+        let Some(id8) = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("agent-"))
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        out.push(Listed { path, branch, id8 });
+    }
+    out
+}
+
+/// `ID8` from what a user may type: a full agent id (`a` + 16 hex), `ID8`,
+/// `agent-ID8` or a branch name.
+pub fn id8_of(id: &str) -> String {
+    let id = id.trim();
+    let id = id.strip_prefix("worktree-").unwrap_or(id);
+    if let Some(rest) = id.strip_prefix("agent-") {
+        return rest.to_string();
+    }
+    if id.len() > 8 && id.starts_with('a') {
+        return id[1..].chars().take(8).collect();
+    }
+    id.to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(slug("a0123456789abcdef"), "agent-01234567");
+        assert_eq!(branch_for("agent-01234567"), "worktree-agent-01234567");
+        for id in [
+            "a0123456789abcdef",
+            "01234567",
+            "a01234567",
+            "agent-01234567",
+            "worktree-agent-01234567",
+        ] {
+            assert_eq!(id8_of(id), "01234567", "{id}");
+        }
+        assert_eq!(id8_of("abcdef01"), "abcdef01", "8 hex digits stay whole");
+    }
+
+    #[test]
+    fn porcelain_list_keeps_agent_worktrees_only() {
+        let text = "worktree /r\nHEAD 1\nbranch refs/heads/main\n\nworktree /r/.cadre/worktrees/agent-0123abcd\nHEAD 2\nbranch refs/heads/worktree-agent-0123abcd\n\nworktree /elsewhere/x\nHEAD 3\ndetached\n";
+        let listed = parse_list(text, Path::new("/r/.cadre/worktrees"));
+        assert_eq!(
+            listed,
+            vec![Listed {
+                path: PathBuf::from("/r/.cadre/worktrees/agent-0123abcd"),
+                branch: Some("worktree-agent-0123abcd".into()),
+                id8: "0123abcd".into()
+            }]
+        );
+    }
+}

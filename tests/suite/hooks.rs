@@ -1,0 +1,307 @@
+//! Hooks end to end: PreToolUse blocks before permissions, PostToolUse and
+//! SubagentStart add context, a hanging hook is killed at its timeout,
+//! frontmatter hooks fire only inside their agent, SubagentStop sends a
+//! child back to work (a bounded number of times).
+
+use serde_json::{Value, json};
+
+use super::harness::{Project, last_tool_results, result_text};
+use super::kit::{FakeServer, RecordedRequest, anthropic};
+
+const MAIN_MARKER: &str = "You are cadre";
+
+fn is_main(r: &RecordedRequest) -> bool {
+    r.system_text().contains(MAIN_MARKER)
+}
+
+fn assistant_turns(r: &RecordedRequest) -> usize {
+    r.messages()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count()
+}
+
+/// The main agent makes `calls` in one message, then says "all done";
+/// every child plays `child(turn)`: a tool call, or text when `None`.
+fn server(
+    calls: Vec<(&'static str, &'static str, Value)>,
+    child: fn(usize) -> Option<(&'static str, Value)>,
+) -> FakeServer {
+    FakeServer::route(move |r| {
+        if is_main(r) {
+            if assistant_turns(r) == 0 {
+                let mut m = anthropic::message();
+                for (id, name, input) in &calls {
+                    m = m.tool_use(id, name, input.clone());
+                }
+                return m.reply();
+            }
+            return anthropic::text_reply("all done");
+        }
+        let n = assistant_turns(r);
+        match child(n) {
+            Some((name, input)) => anthropic::message()
+                .tool_use(&format!("toolu_c{n}"), name, input)
+                .reply(),
+            None => anthropic::text_reply(&format!("child answer {n}")),
+        }
+    })
+}
+
+fn main_results(server: &FakeServer) -> Vec<Value> {
+    let r = server
+        .requests()
+        .into_iter()
+        .find(|r| is_main(r) && assistant_turns(r) == 1)
+        .expect("main's second request");
+    last_tool_results(&r.json)
+}
+
+fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .collect()
+}
+
+fn no_child(_: usize) -> Option<(&'static str, Value)> {
+    None
+}
+
+#[test]
+fn pre_tool_use_exit_2_blocks_even_in_bypass_mode_and_post_tool_use_adds_context() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[permissions]
+default_mode = "bypassPermissions"
+
+[[hooks.PreToolUse]]
+matcher = "Bash"
+command = "if grep -q '\"rm '; then echo 'rm is not allowed here' >&2; exit 2; fi"
+
+[[hooks.PreToolUse]]
+matcher = "Read"
+command = "echo 'never for Bash' >&2; exit 2"
+
+[[hooks.PostToolUse]]
+matcher = "Bash"
+command = "echo '{\"hookSpecificOutput\": {\"additionalContext\": \"POST-CONTEXT\"}}'"
+"#,
+    );
+    p.write("keep.txt", "keep\n");
+    let server = server(
+        vec![
+            ("toolu_1", "Bash", json!({"command": "rm -f keep.txt"})),
+            ("toolu_2", "Bash", json!({"command": "echo still here"})),
+        ],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], true);
+    let blocked = result_text(&results[0]);
+    assert!(blocked.contains("rm is not allowed here"), "{blocked}");
+    assert!(!blocked.contains("POST-CONTEXT"), "the tool did not run");
+    assert!(p.path().join("keep.txt").exists());
+    let ran = result_text(&results[1]);
+    assert_eq!(results[1]["is_error"], Value::Null, "{ran}");
+    assert!(
+        ran.contains("still here") && ran.contains("POST-CONTEXT"),
+        "{ran}"
+    );
+}
+
+#[test]
+fn a_pre_tool_use_block_wins_over_an_allow_rule_and_sees_its_input() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[permissions]
+allow = ["Bash"]
+
+[[hooks.PreToolUse]]
+command = "cat > hook-input.json; echo blocked by policy >&2; exit 2"
+"#,
+    );
+    let server = server(
+        vec![("toolu_1", "Bash", json!({"command": "echo hi"}))],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.contains("blocked by policy"), "{text}");
+    let input: Value = serde_json::from_str(&p.read("hook-input.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert_eq!(input["tool_name"], "Bash");
+    assert_eq!(input["tool_input"], json!({"command": "echo hi"}));
+    assert_eq!(input["agent_id"], "main");
+    assert!(input["session_id"].is_string());
+    assert!(input["transcript_path"].is_string());
+    assert_eq!(
+        std::path::Path::new(input["cwd"].as_str().unwrap()),
+        p.path()
+    );
+}
+
+#[test]
+fn subagent_start_context_reaches_the_childs_first_request() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[[hooks.SubagentStart]]
+matcher = "general-purpose"
+command = "echo '{\"hookSpecificOutput\": {\"additionalContext\": \"CTX-FROM-HOOK\"}}'"
+
+[[hooks.SubagentStart]]
+matcher = "Explore"
+command = "echo '{\"additionalContext\": \"NOT-FOR-GP\"}'"
+"#,
+    );
+    let server = server(
+        vec![(
+            "toolu_1",
+            "Agent",
+            json!({"description": "d", "prompt": "the task"}),
+        )],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert_eq!(children.len(), 1);
+    let first = &children[0].messages()[0];
+    assert_eq!(first["content"][0]["text"], "the task");
+    let all = first.to_string();
+    assert!(all.contains("CTX-FROM-HOOK"), "{all}");
+    assert!(!all.contains("NOT-FOR-GP"), "{all}");
+    assert!(!server.request(0).contains("CTX-FROM-HOOK"));
+}
+
+#[test]
+fn a_hanging_hook_is_killed_at_its_timeout_and_the_run_goes_on() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[permissions]
+default_mode = "bypassPermissions"
+
+[[hooks.PreToolUse]]
+command = "sleep 30; echo never >&2; exit 2"
+timeout_ms = 500
+"#,
+    );
+    let server = server(
+        vec![("toolu_1", "Bash", json!({"command": "echo ran"}))],
+        no_child,
+    );
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], Value::Null);
+    assert!(result_text(&results[0]).contains("ran"));
+    assert!(run.stderr.contains("timed out"), "{}", run.stderr);
+}
+
+const WORKER: &str = r#"---
+name: worker
+description: Does work
+tools: Read
+hooks:
+  PreToolUse:
+    - matcher: Read
+      hooks:
+        - type: command
+          command: "cat >> hook.log; echo >> hook.log"
+---
+You work.
+"#;
+
+#[test]
+fn frontmatter_hooks_fire_only_inside_their_agent() {
+    let p = Project::new();
+    p.write(".claude/agents/worker.md", WORKER);
+    let server = server(
+        vec![
+            ("toolu_1", "Read", json!({"file_path": "cadre.toml"})),
+            (
+                "toolu_2",
+                "Agent",
+                json!({"description": "d", "prompt": "work", "subagent_type": "worker"}),
+            ),
+        ],
+        |n| (n == 0).then(|| ("Read", json!({"file_path": "cadre.toml"}))),
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let log = p.read("hook.log");
+    let lines: Vec<Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{log}");
+    assert_eq!(lines[0]["agent_type"], "worker");
+    assert_eq!(lines[0]["tool_name"], "Read");
+    assert_ne!(lines[0]["agent_id"], "main");
+}
+
+#[test]
+fn subagent_stop_exit_2_sends_the_child_back_once() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[[hooks.SubagentStop]]
+command = "cat > stop-input.json; if [ -f stopped-once ]; then exit 0; fi; touch stopped-once; echo 'also list the risks' >&2; exit 2"
+"#,
+    );
+    let server = server(
+        vec![(
+            "toolu_1",
+            "Agent",
+            json!({"description": "d", "prompt": "the task"}),
+        )],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert_eq!(children.len(), 2);
+    assert!(
+        children[1].last_user_text().contains("also list the risks"),
+        "{}",
+        children[1].last_user_text()
+    );
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.starts_with("child answer 1"), "{text}");
+    let input: Value = serde_json::from_str(&p.read("stop-input.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "SubagentStop");
+    assert_eq!(input["agent_type"], "general-purpose");
+    assert_eq!(input["stop_hook_active"], true);
+    assert_eq!(input["last_assistant_message"], "child answer 1");
+}
+
+#[test]
+fn subagent_stop_cannot_keep_a_child_forever() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[[hooks.SubagentStop]]
+command = "echo 'not yet' >&2; exit 2"
+"#,
+    );
+    let server = server(
+        vec![(
+            "toolu_1",
+            "Agent",
+            json!({"description": "d", "prompt": "the task"}),
+        )],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert_eq!(
+        child_requests(&server).len(),
+        4,
+        "the first stop plus three returns"
+    );
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.starts_with("child answer 3"), "{text}");
+}
