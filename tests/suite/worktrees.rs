@@ -403,3 +403,53 @@ fn a_failed_child_keeps_its_changed_worktree_and_says_so() {
     assert!(line_value(&text, "worktreeBranch:").is_some(), "{text}");
     assert_eq!(metas(&p)[0]["worktree"]["path"], path);
 }
+
+#[test]
+fn a_background_child_reports_its_kept_worktree_in_the_notification() {
+    let p = repo("");
+    let server = FakeServer::route(|r| {
+        if is_main(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "write", "isolation": "worktree", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("waiting"),
+                _ => anthropic::text_reply("done"),
+            };
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_w",
+                "Write",
+                json!({"file_path": "bg.txt", "content": "x\n"}),
+            ),
+            _ => anthropic::text_reply("wrote bg.txt"),
+        }
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let last = server
+        .requests()
+        .into_iter()
+        .filter(is_main)
+        .max_by_key(|r| r.messages().len())
+        .unwrap();
+    let body = last.body_str();
+    assert_eq!(body.matches("<task-notification>").count(), 1);
+    assert!(body.contains("<worktree><worktreePath>"), "{body}");
+    let expected = worktrees_dir(&p);
+    assert!(body.contains(&expected.display().to_string()), "{body}");
+    let meta = &metas(&p)[0];
+    assert_eq!(meta["status"], "completed");
+    assert!(
+        meta["worktree"]["branch"]
+            .as_str()
+            .unwrap()
+            .starts_with("worktree-agent-")
+    );
+    assert!(
+        !p.path().join("bg.txt").exists(),
+        "the main checkout is untouched"
+    );
+}
