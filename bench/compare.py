@@ -103,6 +103,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--out")
     args = ap.parse_args()
+    args.cadre = os.path.abspath(args.cadre)
+    if args.claude:
+        args.claude = os.path.abspath(args.claude)
 
     work = tempfile.mkdtemp(prefix="cadre-bench-")
     server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_anthropic.py"), "--port", "0"],

@@ -29,6 +29,7 @@ sub-agent requests (latin-1 decoded) for prefix comparisons, and
 import argparse
 import json
 import os
+import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,6 +100,10 @@ def agent_tool(body):
 def classify(body, is_claude_code):
     if "cc_is_subagent=true" in first_system_text(body):
         return "child"
+    # A fork child carries its parent's system prompt and tools; it is told
+    # apart by the fork directive in its last user message.
+    if is_fork_child(body):
+        return "child"
     if "You are cadre" in all_system_text(body):
         return "main"
     tool = agent_tool(body)
@@ -161,6 +166,13 @@ def main_reply(body, is_claude_code):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # Headers and body go out as separate writes; without TCP_NODELAY,
+        # Nagle's algorithm and the client's delayed ACK add ~40 ms to
+        # every response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, *a):
         if ARGS.verbose:
