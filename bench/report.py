@@ -137,7 +137,10 @@ def main():
     cc_version = read(os.path.join(src, "claude-code-version.txt")).strip() or "not run"
     load_start = read(os.path.join(src, "loadavg-start.txt")).split()[:3]
     load_end = read(os.path.join(src, "loadavg-end.txt")).split()[:3]
-    figures = dict(re.findall(r"^FIGURE (\w+)=(\S+)$", fork_txt, re.M))
+    # Allocation counts do not depend on the build profile; fork-figures.txt
+    # may hold them from a quick `--profile dev -- --test` run.
+    figures = dict(re.findall(r"^FIGURE (\w+)=(\S+)$",
+                              read(os.path.join(src, "fork-figures.txt")) + fork_txt, re.M))
     svg = os.path.join(docs, "benchmarks.svg")
     have_chart = chart(compare, session, svg)
 
@@ -229,6 +232,9 @@ def main():
         w(f"| common prefix | {int(figures['fork_common_prefix_bytes']):,} B = {float(figures['fork_shared_share_a']):.2%} / {float(figures['fork_shared_share_b']):.2%} of each | everything but the directive |")
         w(f"| bytes after the prefix | {int(figures['fork_differing_tail_bytes']):,} B (the directive's own text and the closing brackets; the directive block starts {int(figures['fork_bytes_after_directive_start']):,} B from the end) | |\n")
     rows = divan_rows(fork_txt)
+    if figures and not rows:
+        w("_Timings not in this run: the figures above come from `cargo bench --bench fork "
+          "--profile dev -- --test` (allocation counts do not depend on the profile)._\n")
     if rows:
         w("| timing (divan) | fastest | slowest | median | mean |")
         w("| --- | --- | --- | --- | --- |")
@@ -241,6 +247,9 @@ def main():
       "`catalog::load` over generated folders of agent files, a third each .md, .yaml and .toml, "
       "100 per folder. 100k is an ignored bench (3 samples) because generating its files is slow.\n")
     rows = divan_rows(catalog_txt)
+    if not rows:
+        w("_No figures in this run: `target/bench/catalog.txt` is missing (the release build of the "
+          "benches had not finished; rerun `bench/run-all`)._\n")
     if rows:
         w("| files | fastest | slowest | median | mean |")
         w("| --- | --- | --- | --- | --- |")
