@@ -1,5 +1,8 @@
 //! Benchmarks of `catalog::load` over generated catalogs of 1,000 and
-//! 10,000 agent files (a mix of .md, .yaml and .toml in nested folders).
+//! 10,000 agent files (a mix of .md, .yaml and .toml in nested folders),
+//! and 100,000 in an ignored benchmark (`cargo bench --bench catalog --
+//! --ignored`; `bench/run-all` runs it): generating its files alone takes
+//! a while.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -44,6 +47,15 @@ fn generate(dir: &Path, n: usize) {
 
 #[divan::bench(args = [1_000, 10_000], sample_count = 10)]
 fn load_catalog(bencher: divan::Bencher, n: usize) {
+    bench_load(bencher, n);
+}
+
+#[divan::bench(args = [100_000], sample_count = 3, sample_size = 1, ignore)]
+fn load_catalog_large(bencher: divan::Bencher, n: usize) {
+    bench_load(bencher, n);
+}
+
+fn bench_load(bencher: divan::Bencher, n: usize) {
     let tmp = tempfile::tempdir().unwrap();
     generate(tmp.path(), n);
     let input = CatalogInput {

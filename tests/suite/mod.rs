@@ -2,11 +2,14 @@
 
 mod agents;
 mod background;
+mod bad_input;
 mod corpus;
+mod faults;
 pub mod harness;
 mod hooks;
 mod inspect;
 pub mod kit;
+mod load;
 mod provider;
 mod run;
 mod worktrees;

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Runs cadre and (optionally) Claude Code against one fake Anthropic server,
+alternating runs, and prints a JSON report.
+
+Wall time is measured here with `time.perf_counter()` around the process
+(start to exit, including `/usr/bin/time`'s own fork/exec, well under a
+millisecond); peak RSS is `/usr/bin/time -v`'s "Maximum resident set size".
+Scenarios: `explore` (parent -> one Explore sub-agent -> final answer),
+`fork` (two sibling forks), `script3` (three requests, cadre only).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+CADRE_CONFIG = """
+[provider]
+model = "claude-sonnet-4-5"
+max_tokens = 1024
+max_retries = 0
+"""
+
+# Forks are gated off for non-interactive sessions by default; the bench
+# config removes that gate (as an admin would) so `cadre run` may fork.
+CADRE_FORK_CONFIG = """
+[features]
+FORK_SUBAGENT = true
+[flags.FORK_SUBAGENT]
+description = "fork"
+gates = ["coordinator"]
+"""
+
+PROMPTS = {
+    "explore": "Find the README files and tell me what they say.",
+    "fork": "Check modules A and B for bugs.",
+    "script3": "List the markdown files twice, then answer.",
+}
+
+
+def http(url, method="GET"):
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def lcp(a, b):
+    n = min(len(a), len(b))
+    i = 0
+    # Chunked compare, then byte by byte.
+    step = 4096
+    while i + step <= n and a[i:i + step] == b[i:i + step]:
+        i += step
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def cache_order(raw):
+    """The body re-serialised in prompt-cache order (tools, system,
+    messages), each part compactly: how much of a request a prompt cache
+    can share, whatever the order of the JSON keys on the wire."""
+    body = json.loads(raw)
+    parts = [body.get("tools"), body.get("system"), body.get("messages")]
+    return "".join(json.dumps(p, separators=(",", ":"), ensure_ascii=False) for p in parts).encode()
+
+
+def measure(cmd, env, cwd):
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-v"] + cmd, env=env, cwd=cwd,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    err = p.stderr.decode(errors="replace")
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
+    rss_kib = int(m.group(1)) if m else None
+    return p.returncode, wall, rss_kib, p.stdout.decode(errors="replace"), err
+
+
+def summary(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return {"median": statistics.median(xs), "min": xs[0], "max": xs[-1],
+            "p25": xs[len(xs) // 4], "p75": xs[(3 * len(xs)) // 4], "n": len(xs)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cadre", required=True)
+    ap.add_argument("--claude", help="the Claude Code binary; omitted = cadre only")
+    ap.add_argument("--scenario", action="append", required=True)
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    args.cadre = os.path.abspath(args.cadre)
+    if args.claude:
+        args.claude = os.path.abspath(args.claude)
+
+    work = tempfile.mkdtemp(prefix="cadre-bench-")
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_anthropic.py"), "--port", "0"],
+                              stdout=subprocess.PIPE, text=True)
+    port = int(server.stdout.readline())
+    base = f"http://127.0.0.1:{port}"
+    report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "scenarios": {}}
+    try:
+        for scenario in args.scenario:
+            programs = {}
+            proj = os.path.join(work, scenario)
+            os.makedirs(proj, exist_ok=True)
+            with open(os.path.join(proj, "README.md"), "w") as f:
+                f.write("# Fixture\nA benchmark fixture.\n")
+            home = os.path.join(work, "home-" + scenario)
+            os.makedirs(home, exist_ok=True)
+            base_env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1",
+                        "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-bench-dummy"}
+            cfg = CADRE_CONFIG + (CADRE_FORK_CONFIG if scenario == "fork" else "")
+            with open(os.path.join(proj, "cadre.toml"), "w") as f:
+                f.write(cfg)
+            programs["cadre"] = ([args.cadre, "run", PROMPTS[scenario]], dict(base_env))
+            if args.claude and scenario != "script3":
+                env = dict(base_env, DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
+                           CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
+                if scenario == "fork":
+                    env["CLAUDE_CODE_FORK_SUBAGENT"] = "1"
+                programs["claude-code"] = ([args.claude, "-p", PROMPTS[scenario]], env)
+            results = {name: {"wall_s": [], "rss_kib": [], "request_bytes": [], "requests": [],
+                              "child_shared": [], "errors": []} for name in programs}
+            order = list(programs)
+            for i in range(args.warmup + args.runs):
+                for name in (order if i % 2 == 0 else order[::-1]):
+                    cmd, env = programs[name]
+                    http(f"{base}/_reset?scenario={scenario}", "POST")
+                    rc, wall, rss, out, err = measure(cmd, env, proj)
+                    stats = http(f"{base}/_stats")
+                    if i < args.warmup:
+                        continue
+                    r = results[name]
+                    if rc != 0 or "final answer" not in out:
+                        r["errors"].append({"rc": rc, "stdout": out[-500:], "stderr": err[-1500:]})
+                        continue
+                    r["wall_s"].append(wall)
+                    r["rss_kib"].append(rss)
+                    r["request_bytes"].append(sum(s["bytes"] for s in stats))
+                    r["requests"].append(len(stats))
+                    kids = [s["body"].encode("latin-1") for s in stats if s["kind"] == "child"]
+                    if scenario == "fork" and len(kids) >= 2:
+                        a, b = kids[0], kids[1]
+                        c = lcp(a, b)
+                        ca, cb = cache_order(a), cache_order(b)
+                        cc = lcp(ca, cb)
+                        r["child_shared"].append({"a_bytes": len(a), "b_bytes": len(b), "common_prefix": c,
+                                                  "share_a": c / len(a), "share_b": c / len(b),
+                                                  "cache_order_share_a": cc / len(ca),
+                                                  "cache_order_share_b": cc / len(cb)})
+                    r["child_requests"] = len(kids)
+                    r["kinds"] = [s["kind"] for s in stats]
+            out = {}
+            for name, r in results.items():
+                out[name] = {
+                    "wall_ms": summary([w * 1000 for w in r["wall_s"]]),
+                    "rss_mib": summary([k / 1024 for k in r["rss_kib"] if k]),
+                    "request_bytes": summary(r["request_bytes"]),
+                    "requests": summary(r["requests"]),
+                    "child_requests": r.get("child_requests"),
+                    "request_kinds": r.get("kinds"),
+                    "child_shared": r["child_shared"][:1],
+                    "failed_runs": len(r["errors"]),
+                    "first_error": r["errors"][0] if r["errors"] else None,
+                }
+            if "claude-code" in out and out["cadre"]["wall_ms"] and out["claude-code"]["wall_ms"]:
+                out["ratio_cadre_over_claude_code"] = {
+                    "wall": out["cadre"]["wall_ms"]["median"] / out["claude-code"]["wall_ms"]["median"],
+                    "rss": out["cadre"]["rss_mib"]["median"] / out["claude-code"]["rss_mib"]["median"],
+                }
+            report["scenarios"][scenario] = out
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    report["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    text = json.dumps(report, indent=2)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

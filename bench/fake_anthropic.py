@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""A stateful fake Anthropic Messages server for whole-process benchmarks.
+
+Standard library only. Listens on 127.0.0.1:PORT and answers every
+`POST /v1/messages` with an SSE stream, choosing the reply by who is asking:
+
+* a sub-agent request: Claude Code marks it with `cc_is_subagent=true` in
+  its first system block; cadre's sub-agents are the requests whose system
+  prompt lacks cadre's main marker ("You are cadre"). A sub-agent gets one
+  text answer.
+* a main-session request (it offers the Agent/Task tool): on its first turn
+  it gets the scenario's tool calls; once the last message carries
+  tool_results it gets the final answer.
+* anything else (titles, quota probes, token counts): a short text answer.
+
+Scenarios (`--scenario`): `explore` (one Explore sub-agent), `fork` (two
+sibling forks), `script3` (three requests: Glob tool call, Glob tool call,
+final answer; no sub-agent).
+
+Claude Code is recognised by its user agent (`claude-cli/...`) or `x-app`.
+
+Control endpoints: `POST /_reset[?scenario=NAME]` clears the record (and
+switches the scenario), `GET /_stats` returns
+every recorded request as {kind, bytes, path} plus the raw bodies of the
+sub-agent requests (latin-1 decoded) for prefix comparisons, and
+`--dump DIR` writes every body to DIR/NNN-kind.json.
+"""
+
+import argparse
+import json
+import os
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+RECORD = []
+ARGS = None
+STATE = {"scenario": "explore"}
+
+
+def sse(event, data):
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def stream(blocks, stop_reason):
+    out = [sse("message_start", {"type": "message_start", "message": {
+        "id": "msg_bench", "type": "message", "role": "assistant",
+        "model": "claude-bench", "content": [], "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1,
+                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})]
+    for i, b in enumerate(blocks):
+        if b["type"] == "text":
+            out.append(sse("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "text", "text": ""}}))
+            out.append(sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "text_delta", "text": b["text"]}}))
+        else:
+            out.append(sse("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "tool_use", "id": b["id"],
+                                                                     "name": b["name"], "input": {}}}))
+            out.append(sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "input_json_delta",
+                                                             "partial_json": json.dumps(b["input"])}}))
+        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": i}))
+    out.append(sse("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                                     "usage": {"output_tokens": 5}}))
+    out.append(sse("message_stop", {"type": "message_stop"}))
+    return b"".join(out)
+
+
+def first_system_text(body):
+    s = body.get("system")
+    if isinstance(s, str):
+        return s
+    if isinstance(s, list) and s:
+        return s[0].get("text", "") if isinstance(s[0], dict) else ""
+    return ""
+
+
+def all_system_text(body):
+    s = body.get("system")
+    if isinstance(s, str):
+        return s
+    if isinstance(s, list):
+        return "\n".join(b.get("text", "") for b in s if isinstance(b, dict))
+    return ""
+
+
+def agent_tool(body):
+    for t in body.get("tools") or []:
+        if t.get("name") in ("Agent", "Task"):
+            return t["name"]
+    return None
+
+
+def classify(body, is_claude_code):
+    if "cc_is_subagent=true" in first_system_text(body):
+        return "child"
+    # A fork child carries its parent's system prompt and tools; it is told
+    # apart by the fork directive in its last user message.
+    if is_fork_child(body):
+        return "child"
+    if "You are cadre" in all_system_text(body):
+        return "main"
+    tool = agent_tool(body)
+    if tool is None:
+        # cadre's children, and Claude Code's side requests.
+        return "side" if is_claude_code else "child"
+    # A Claude Code fork child carries the parent's tools and system prompt;
+    # it is told apart by the fork directive in its last user message.
+    if is_fork_child(body):
+        return "child"
+    return "main"
+
+
+def last_user_content(body):
+    msgs = body.get("messages") or []
+    if not msgs:
+        return []
+    c = msgs[-1].get("content")
+    if isinstance(c, str):
+        return [{"type": "text", "text": c}]
+    return c or []
+
+
+def is_fork_child(body):
+    for b in last_user_content(body):
+        if b.get("type") == "text" and ("<fork-boilerplate>" in b.get("text", "")
+                                        or "fork" in b.get("text", "")[:200].lower() and "directive" in b.get("text", "").lower()):
+            return True
+    return False
+
+
+def has_tool_results(body):
+    return any(b.get("type") == "tool_result" for b in last_user_content(body))
+
+
+def main_reply(body, is_claude_code):
+    tool = agent_tool(body) or "Agent"
+    turns = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
+    sc = STATE["scenario"]
+    if sc == "script3":
+        if turns < 2:
+            return [{"type": "tool_use", "id": f"toolu_g{turns}", "name": "Glob",
+                     "input": {"pattern": "*.md"}}], "tool_use"
+        return [{"type": "text", "text": "final answer"}], "end_turn"
+    if not has_tool_results(body) and turns == 0:
+        if sc == "explore":
+            calls = [{"type": "tool_use", "id": "toolu_explore", "name": tool,
+                      "input": {"description": "Find the readme",
+                                "prompt": "Find README files and say what they contain.",
+                                "subagent_type": "Explore"}}]
+        else:
+            calls = [{"type": "tool_use", "id": f"toolu_fork_{x}", "name": tool,
+                      "input": {"description": f"check module {x}",
+                                "prompt": f"Check module {x} for bugs.",
+                                **({"subagent_type": "fork"} if is_claude_code else {"fork": True})}}
+                     for x in ("A", "B")]
+        return [{"type": "text", "text": "Delegating."}] + calls, "tool_use"
+    return [{"type": "text", "text": "final answer"}], "end_turn"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # Headers and body go out as separate writes; without TCP_NODELAY,
+        # Nagle's algorithm and the client's delayed ACK add ~40 ms to
+        # every response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def log_message(self, *a):
+        if ARGS.verbose:
+            sys.stderr.write("fake: " + (a[0] % a[1:]) + "\n")
+
+    def send_json(self, code, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.startswith("/_stats"):
+            with LOCK:
+                self.send_json(200, list(RECORD))
+            return
+        self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        n = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(n)
+        if self.path.startswith("/_reset"):
+            with LOCK:
+                RECORD.clear()
+                if "scenario=" in self.path:
+                    STATE["scenario"] = self.path.split("scenario=", 1)[1].split("&")[0]
+            self.send_json(200, {"ok": True})
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = {}
+        if "count_tokens" in self.path:
+            kind, is_cc = "count_tokens", False
+        elif self.path.split("?")[0].rstrip("/").endswith("/messages"):
+            ua = (self.headers.get("user-agent") or "") + (self.headers.get("x-app") or "")
+            is_cc = "claude" in ua.lower() or "cli" in ua.lower()
+            kind = classify(body, is_cc)
+        else:
+            kind, is_cc = "other", False
+        with LOCK:
+            idx = len(RECORD)
+            RECORD.append({"kind": kind, "bytes": len(raw), "path": self.path,
+                           "body": raw.decode("latin-1") if kind == "child" else None})
+        if ARGS.dump:
+            os.makedirs(ARGS.dump, exist_ok=True)
+            with open(os.path.join(ARGS.dump, f"{idx:03d}-{kind}.json"), "wb") as f:
+                f.write(raw)
+        if kind == "count_tokens":
+            self.send_json(200, {"input_tokens": 100})
+            return
+        if kind == "other":
+            self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+            return
+        if kind == "main":
+            blocks, stop = main_reply(body, is_cc)
+        elif kind == "child":
+            blocks, stop = [{"type": "text", "text": "README.md: a benchmark fixture."}], "end_turn"
+        else:
+            blocks, stop = [{"type": "text", "text": "ok"}], "end_turn"
+        if not body.get("stream", False):
+            msg = {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-bench",
+                   "content": [dict(b, input=b["input"]) if b["type"] == "tool_use" else b for b in blocks],
+                   "stop_reason": stop, "stop_sequence": None,
+                   "usage": {"input_tokens": 10, "output_tokens": 5}}
+            self.send_json(200, msg)
+            return
+        data = stream(blocks, stop)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--scenario", choices=["explore", "fork", "script3"], default="explore")
+    ap.add_argument("--dump")
+    ap.add_argument("--verbose", action="store_true")
+    ARGS = ap.parse_args()
+    STATE["scenario"] = ARGS.scenario
+    srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
+    srv.daemon_threads = True
+    print(srv.server_address[1], flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
