@@ -18,6 +18,6 @@ pub use flags::{
 pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, load};
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings,
-    TranscriptSettings,
+    AgentSettings, McpServerConfig, PermissionSettings, ProviderKind, ProviderSettings,
+    ReloadSettings, Settings, TranscriptSettings,
 };

@@ -8,6 +8,7 @@
 //! starts a child session. This module does not parse files.
 
 mod exec;
+mod mcp;
 mod prompt;
 mod session;
 mod spawn;
@@ -28,7 +29,9 @@ use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
 pub use prompt::{PromptContext, git_branch, main_system_prompt, subagent_system_prompt};
-pub use session::{Outcome, RunError, Session, SessionSpec, StopKind, last_text, render_tools};
+pub use session::{
+    Outcome, RunError, Session, SessionSpec, StopKind, last_text, render_tools, render_tools_for,
+};
 
 /// Something that happened in any session of the engine, for output
 /// (stream-json, progress lines). `agent_id` is `main` for the main session.
@@ -105,6 +108,8 @@ pub struct Engine {
     pub events: EventSink,
     /// Asks the user; `None` in non-interactive sessions (an ask is a denial).
     pub asker: Option<Asker>,
+    /// MCP connections: shared servers and agents' inline servers.
+    pub mcp: Arc<crate::mcp::McpManager>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -131,6 +136,7 @@ impl Engine {
             session_dir,
             events,
             asker,
+            mcp: crate::mcp::McpManager::new(),
             validators: Mutex::new(HashMap::new()),
         }
     }

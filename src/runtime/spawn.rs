@@ -2,6 +2,7 @@
 //! (named agent, general-purpose or fork), run it, format its result.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
@@ -120,6 +121,21 @@ impl Session {
                     return Err(render(
                         "error_max_depth",
                         json!({"agent_type": def.name, "max_depth": settings.agents.max_depth}),
+                    ));
+                }
+                if let Err(e) = self
+                    .engine
+                    .mcp
+                    .wait_required(
+                        &def.required_mcp_servers,
+                        Duration::from_millis(settings.agents.required_mcp_wait_ms),
+                        Duration::from_millis(settings.agents.required_mcp_poll_ms),
+                    )
+                    .await
+                {
+                    return Err(render(
+                        "error_mcp_required",
+                        json!({"agent_type": def.name, "missing": e.missing.join(", "), "available": e.available.join(", ")}),
                     ));
                 }
                 let ResolvedModel { model, source } = resolve_model(
@@ -243,7 +259,25 @@ impl Session {
                 Arc::clone(&transcript),
                 self.cancel.child_token(),
             );
+            // An agent's inline MCP servers live exactly as long as its session.
+            let scoped = match child
+                .spec()
+                .def
+                .as_ref()
+                .filter(|_| !child.spec().started_by_fork)
+            {
+                Some(def) if !def.mcp_servers.is_empty() => Some(
+                    engine
+                        .mcp
+                        .start_scoped(&agent_id, &def.name, &def.mcp_servers, &child.spec().cwd)
+                        .await,
+                ),
+                _ => None,
+            };
             let result = child.run().await;
+            if let Some(s) = scoped {
+                s.stop().await;
+            }
             let render = |template: &str, ctx: Value| -> String {
                 snap.templates
                     .render(template, &ctx)
