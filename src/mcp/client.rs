@@ -22,7 +22,7 @@ use crate::config::McpServerConfig;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Why a server could not be used.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
 pub enum McpError {
     #[error("cannot start `{command}`: {message}")]
     Spawn { command: String, message: String },
@@ -38,6 +38,8 @@ pub enum McpError {
     Timeout(u64),
     #[error("the configuration has neither `command` nor `url`")]
     NoTransport,
+    #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
+    UnsupportedType(String),
 }
 
 /// A tool as the server describes it.
@@ -79,6 +81,11 @@ impl Connection {
     }
 
     async fn connect_inner(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
+        if let Some(kind) = &config.kind
+            && !["stdio", "http", "streamable-http"].contains(&kind.as_str())
+        {
+            return Err(McpError::UnsupportedType(kind.clone()));
+        }
         let (service, pid) = match (&config.command, &config.url) {
             (Some(command), _) => {
                 let mut cmd = tokio::process::Command::new(command);

@@ -436,3 +436,80 @@ fn report_failure(label: &str, why: &str) {
 fn report(message: &str) {
     tracing::warn!("{message}");
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn failing(cmd: &str) -> McpServerConfig {
+        McpServerConfig {
+            command: Some(format!("/nonexistent/{cmd}")),
+            ..Default::default()
+        }
+    }
+
+    async fn settled(m: &McpManager) -> BTreeMap<String, ServerState> {
+        for _ in 0..200 {
+            let s = m.states();
+            if s.values().all(|s| *s != ServerState::Connecting) {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        m.states()
+    }
+
+    #[tokio::test]
+    async fn sync_adds_new_drops_removed_and_reconnects_changed_servers() {
+        let m = McpManager::new();
+        let cwd = std::env::temp_dir();
+        let mut servers = BTreeMap::new();
+        servers.insert("a".to_string(), failing("a"));
+        servers.insert("b".to_string(), failing("b"));
+        m.sync(&servers, &cwd);
+        let v0 = m.version();
+        let s = settled(&m).await;
+        assert_eq!(s.len(), 2);
+        assert!(s.values().all(|s| *s == ServerState::Failed));
+        assert!(m.failure("a").unwrap().contains("/nonexistent/a"));
+        assert!(m.version() > v0, "a finished connect bumps the version");
+
+        // Same set: nothing happens.
+        let v1 = m.version();
+        m.sync(&servers, &cwd);
+        assert_eq!(m.version(), v1);
+
+        // `a` removed, `b` changed, `c` added.
+        servers.remove("a");
+        servers.insert("b".to_string(), failing("b2"));
+        servers.insert("c".to_string(), failing("c"));
+        m.sync(&servers, &cwd);
+        settled(&m).await;
+        let names: Vec<String> = m.states().into_keys().collect();
+        assert_eq!(names, ["b", "c"]);
+        assert!(m.failure("b").unwrap().contains("/nonexistent/b2"));
+    }
+
+    #[tokio::test]
+    async fn required_servers_fail_fast_when_a_match_failed_or_none_exists() {
+        let m = McpManager::new();
+        let mut servers = BTreeMap::new();
+        servers.insert("GitHub".to_string(), failing("gh"));
+        m.sync(&servers, &std::env::temp_dir());
+        let started = Instant::now();
+        let e = m
+            .wait_required(
+                &["github".to_string(), "slack".to_string()],
+                Duration::from_secs(20),
+                Duration::from_millis(20),
+            )
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(e.missing, ["github", "slack"]);
+        assert!(e.available.is_empty());
+        assert!(!m.required_ready(&["github".to_string()]));
+        assert!(m.required_ready(&[]));
+    }
+}

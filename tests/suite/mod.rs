@@ -4,5 +4,6 @@ mod agents;
 mod corpus;
 pub mod harness;
 pub mod kit;
+mod mcp;
 mod provider;
 mod run;
