@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod mcp;
 pub mod message;
 pub mod provider;
 pub mod raw;

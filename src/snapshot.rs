@@ -47,6 +47,8 @@ pub struct Snapshot {
     pub diagnostics: Vec<Diagnostic>,
     /// Folders whose contents the snapshot depends on (for the watcher).
     pub watched_dirs: Vec<PathBuf>,
+    /// The shared MCP servers: `.mcp.json` files under `[mcp_servers]`.
+    pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
 }
 
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
@@ -72,7 +74,11 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         known_tools: tools.names().map(str::to_string).collect(),
     });
 
+    let (mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd);
+    let mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+
     let mut diagnostics = config.diagnostics.clone();
+    diagnostics.extend(mcp_diags);
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
@@ -97,6 +103,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         tools,
         diagnostics,
         watched_dirs,
+        mcp_servers,
     })
 }
 

@@ -175,7 +175,8 @@ fn init_logging(g: &GlobalArgs) {
         "error"
     } else {
         match g.verbose {
-            0 => "warn",
+            // rmcp logs transport errors that cadre reports itself.
+            0 => "warn,rmcp=off",
             1 => "info",
             2 => "debug",
             _ => "trace",

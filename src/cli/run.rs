@@ -148,6 +148,9 @@ fn prepare(
         events,
         asker,
     ));
+    // MCP servers start connecting now, in the background (each turn
+    // re-syncs them with the snapshot).
+    engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     let transcript = match &session_dir {
         Some(d) => Transcript::open(d.join("main.jsonl"), "main", None),
         None => Transcript::disabled("main", None),

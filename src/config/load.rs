@@ -279,14 +279,29 @@ fn walk_unknown(
         let dotted = at.join(".");
         match known.get(&key.name) {
             Some(sub) if at.len() == 1 && OPEN_TABLES.contains(&key.name.as_str()) => {
-                if key.name == "flags" {
-                    let decl = serde_json::to_value(FlagDecl::default()).unwrap_or(Value::Null);
-                    for (_, flag) in value.entries() {
+                let decl = match key.name.as_str() {
+                    "flags" => serde_json::to_value(FlagDecl::default()).ok(),
+                    "mcp_servers" => {
+                        serde_json::to_value(super::settings::McpServerConfig::default())
+                            .ok()
+                            .map(|mut v| {
+                                // Optional fields are left out of the default's
+                                // form; `env` and `headers` take any names.
+                                for k in ["type", "command", "url", "env", "headers"] {
+                                    v[k] = Value::Null;
+                                }
+                                v
+                            })
+                    }
+                    _ => None,
+                };
+                if let Some(decl) = decl {
+                    for (_, entry) in value.entries() {
                         walk_unknown(
                             path,
-                            flag,
+                            entry,
                             &decl,
-                            &mut vec!["flags".into(), "*".into()],
+                            &mut vec![key.name.clone(), "*".into()],
                             out,
                         );
                     }

@@ -18,6 +18,7 @@ pub use flags::{
 pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, load};
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, PermissionSettings,
-    ProviderKind, ProviderSettings, ReloadSettings, Settings, TranscriptSettings,
+    AgentSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
+    PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings,
+    TranscriptSettings,
 };

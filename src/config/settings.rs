@@ -32,6 +32,9 @@ pub struct Settings {
     pub transcripts: TranscriptSettings,
     /// Commands run at points of a session's life (SPEC §12).
     pub hooks: HookSettings,
+    /// MCP servers by name (see `docs/mcp.md`); entries here win over a
+    /// project's `.mcp.json` on name clashes.
+    pub mcp_servers: BTreeMap<String, McpServerConfig>,
 }
 
 impl Default for Settings {
@@ -48,6 +51,7 @@ impl Default for Settings {
             reload: ReloadSettings::default(),
             transcripts: TranscriptSettings::default(),
             hooks: HookSettings::default(),
+            mcp_servers: BTreeMap::new(),
         }
     }
 }
@@ -129,6 +133,11 @@ pub struct AgentSettings {
     /// background; 0 = never.
     pub auto_background_ms: u64,
     pub max_concurrent: usize,
+    /// How long a spawn waits for a still-connecting server named by the
+    /// agent's `requiredMcpServers`.
+    pub required_mcp_wait_ms: u64,
+    /// How often that wait checks the servers again.
+    pub required_mcp_poll_ms: u64,
 }
 
 impl Default for AgentSettings {
@@ -145,6 +154,8 @@ impl Default for AgentSettings {
             default_max_turns: 100,
             auto_background_ms: 120_000,
             max_concurrent: 20,
+            required_mcp_wait_ms: 30_000,
+            required_mcp_poll_ms: 500,
         }
     }
 }
@@ -234,5 +245,22 @@ fn default_hook_timeout_ms() -> u64 {
     DEFAULT_HOOK_TIMEOUT_MS
 }
 
+/// One MCP server: a command run with stdio (`command`, `args`, `env`), or
+/// a streamable-HTTP endpoint (`url`, `headers`). `type` is accepted for
+/// `.mcp.json` compatibility (`stdio`, `http`); it is implied by the fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpServerConfig {
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub headers: BTreeMap<String, String>,
+}
+
 /// Keys under which any name is allowed (user-chosen names).
-pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags"];
+pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags", "mcp_servers"];

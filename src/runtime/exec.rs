@@ -12,7 +12,7 @@ use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
 use crate::tools::permissions::{Decision, Rules, decide};
 use crate::tools::spec::untrimmed_schema;
-use crate::tools::{ToolContext, ToolOutput};
+use crate::tools::{Tool, ToolContext, ToolOutput};
 
 use super::EngineEvent;
 use super::session::{Session, Turn};
@@ -73,6 +73,9 @@ impl Session {
     }
 
     fn is_read_only(&self, turn: &Turn, name: &str) -> bool {
+        if super::mcp::is_mcp_name(name) {
+            return self.mcp_tool(name).is_some_and(|t| t.read_only());
+        }
         turn.snap.tools.get(name).is_none_or(|s| s.read_only)
     }
 
@@ -227,7 +230,11 @@ impl Session {
                 Err(text) => CallResult::text(id, text, true),
             };
         }
-        let Some(tool) = self.engine.tools.get(name) else {
+        let tool: Option<Arc<dyn Tool>> = match self.engine.tools.get(name) {
+            Some(t) => Some(Arc::clone(t)),
+            None => self.mcp_tool(name).map(|t| t as Arc<dyn Tool>),
+        };
+        let Some(tool) = tool else {
             return CallResult::text(
                 id,
                 render("error_no_such_tool", json!({"name": name})),
@@ -253,6 +260,9 @@ impl Session {
         name: &str,
         input: &Value,
     ) -> Result<(), Vec<String>> {
+        if let Some(t) = self.mcp_tool(name) {
+            return t.validate(input);
+        }
         let Some(spec) = snap.tools.get(name) else {
             return Ok(());
         };

@@ -10,6 +10,7 @@
 mod exec;
 pub mod hooks;
 mod manage;
+mod mcp;
 mod prompt;
 mod session;
 mod spawn;
@@ -34,6 +35,7 @@ use crate::tools::Tool;
 pub use prompt::{PromptContext, git_branch, main_system_prompt, subagent_system_prompt};
 pub use session::{
     Outcome, RunError, Session, SessionSpec, Stats, StopKind, last_text, render_tools,
+    render_tools_for,
 };
 
 /// Something that happened in any session of the engine, for output
@@ -113,6 +115,8 @@ pub struct Engine {
     pub asker: Option<Asker>,
     /// Every sub-agent of this process, and the sessions' mailboxes.
     pub tasks: tasks::TaskRegistry,
+    /// MCP connections: shared servers and agents' inline servers.
+    pub mcp: Arc<crate::mcp::McpManager>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -141,6 +145,7 @@ impl Engine {
             session_dir,
             events,
             asker,
+            mcp: crate::mcp::McpManager::new(),
             validators: Mutex::new(HashMap::new()),
         }
     }

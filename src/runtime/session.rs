@@ -108,6 +108,8 @@ pub enum RunError {
 /// snapshot does not change.
 struct Rendered {
     generation: u64,
+    /// The MCP manager's version the tools were rendered for.
+    mcp_version: u64,
     system: Arc<str>,
     tools: Arc<[ToolDefinition]>,
     tool_names: Arc<[String]>,
@@ -295,10 +297,11 @@ impl Session {
     /// Renders the system prompt and tool definitions for this snapshot,
     /// reusing the last rendering while the snapshot is the same.
     fn render(&mut self, snap: &Snapshot) -> Result<&Rendered, RunError> {
+        let mcp_version = self.engine.mcp.version();
         if self
             .rendered
             .as_ref()
-            .is_none_or(|r| r.generation != snap.generation)
+            .is_none_or(|r| r.generation != snap.generation || r.mcp_version != mcp_version)
         {
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
             let ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name);
@@ -310,10 +313,17 @@ impl Session {
                     None => main_system_prompt(snap, None, &ctx)?,
                 }
             };
-            let names: Vec<String> = self.spec.tool_names.clone();
-            let tools = render_tools(snap, self.spec.kind, &names)?;
+            let mut names: Vec<String> = self.spec.tool_names.clone();
+            let mcp = &self.engine.mcp;
+            let required_ready = |d: &AgentDef| mcp.required_ready(&d.required_mcp_servers);
+            let mut tools = render_tools_for(snap, self.spec.kind, &names, &required_ready)?;
+            for t in self.mcp_tools(snap) {
+                names.push(crate::tools::Tool::name(&*t).to_string());
+                tools.push(t.definition());
+            }
             self.rendered = Some(Rendered {
                 generation: snap.generation,
+                mcp_version,
                 system: Arc::from(system),
                 tools: Arc::from(tools),
                 tool_names: Arc::from(names),
@@ -334,6 +344,7 @@ impl Session {
                 return Err(RunError::Cancelled);
             }
             let snap = self.engine.snapshot.load_full();
+            self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);
             let (request, tool_names) = self.build_request(&snap)?;
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();
@@ -444,9 +455,21 @@ pub fn render_tools(
     kind: SessionKind,
     names: &[String],
 ) -> Result<Vec<ToolDefinition>, RenderError> {
+    render_tools_for(snap, kind, names, &|_| true)
+}
+
+/// [`render_tools`], with the Agent tool listing only the agents for which
+/// `listed` holds (those whose required MCP servers are ready).
+pub fn render_tools_for(
+    snap: &Snapshot,
+    kind: SessionKind,
+    names: &[String],
+    listed: &dyn Fn(&AgentDef) -> bool,
+) -> Result<Vec<ToolDefinition>, RenderError> {
     let agents = snap
         .visible_agents(kind)
         .into_iter()
+        .filter(|d| listed(d))
         .map(|d| AgentLine {
             name: d.name.clone(),
             description: d.description.clone(),

@@ -129,6 +129,21 @@ impl Session {
                         json!({"agent_type": def.name, "max_depth": settings.agents.max_depth}),
                     ));
                 }
+                if let Err(e) = self
+                    .engine
+                    .mcp
+                    .wait_required(
+                        &def.required_mcp_servers,
+                        Duration::from_millis(settings.agents.required_mcp_wait_ms),
+                        Duration::from_millis(settings.agents.required_mcp_poll_ms),
+                    )
+                    .await
+                {
+                    return Err(render(
+                        "error_mcp_required",
+                        json!({"agent_type": def.name, "missing": e.missing.join(", "), "available": e.available.join(", ")}),
+                    ));
+                }
                 let ResolvedModel { model, source } = resolve_model(
                     env_model,
                     input.model.as_deref(),
@@ -440,7 +455,25 @@ pub(super) fn start_task(
             Arc::clone(&transcript),
             task.cancel.clone(),
         );
+        // An agent's inline MCP servers live exactly as long as its session.
+        let scoped = match child
+            .spec()
+            .def
+            .as_ref()
+            .filter(|_| !child.spec().started_by_fork)
+        {
+            Some(def) if !def.mcp_servers.is_empty() => Some(
+                engine
+                    .mcp
+                    .start_scoped(&agent_id, &def.name, &def.mcp_servers, &child.spec().cwd)
+                    .await,
+            ),
+            _ => None,
+        };
         let outcome = child.run().await;
+        if let Some(s) = scoped {
+            s.stop().await;
+        }
         // The meta file is rewritten below with the outcome, worktree included.
         let kept = worktree::finish_child(worktree, None, &agent_id).await;
         let elapsed = u64::try_from(task.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);

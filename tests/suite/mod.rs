@@ -10,6 +10,7 @@ mod hooks;
 mod inspect;
 pub mod kit;
 mod load;
+mod mcp;
 mod provider;
 mod run;
 mod worktrees;

@@ -1,0 +1,215 @@
+//! One connection to an MCP server through the official Rust SDK (`rmcp`):
+//! a child process spoken to over stdio, or a streamable-HTTP endpoint.
+//! Connecting lists the server's tools once; closing ends the session and,
+//! for stdio, the process.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
+use rmcp::service::{Peer, RunningService, ServiceExt};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::Value;
+
+use crate::config::McpServerConfig;
+
+/// How long connecting (start, handshake, tool list) may take before the
+/// server counts as failed.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a server could not be used.
+#[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
+pub enum McpError {
+    #[error("cannot start `{command}`: {message}")]
+    Spawn { command: String, message: String },
+    #[error("invalid header `{0}`")]
+    Header(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(String),
+    #[error("handshake failed: {0}")]
+    Handshake(String),
+    #[error("listing tools failed: {0}")]
+    ListTools(String),
+    #[error("timed out after {0} s while connecting")]
+    Timeout(u64),
+    #[error("the configuration has neither `command` nor `url`")]
+    NoTransport,
+    #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
+    UnsupportedType(String),
+}
+
+/// A tool as the server describes it.
+#[derive(Debug, Clone)]
+pub struct ServerTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    pub read_only: bool,
+}
+
+/// A live session with one server.
+pub struct Connection {
+    peer: Peer<RoleClient>,
+    /// Taken by [`Connection::close`]; dropping it also ends the session.
+    service: Mutex<Option<RunningService<RoleClient, ()>>>,
+    pub tools: Vec<ServerTool>,
+    /// The server process, for stdio servers.
+    pub pid: Option<u32>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("tools", &self.tools.len())
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// Starts or reaches the server, completes the handshake and lists its
+    /// tools. Stdio servers run in `cwd`.
+    pub async fn connect(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
+        match tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(config, cwd)).await {
+            Ok(r) => r,
+            Err(_) => Err(McpError::Timeout(CONNECT_TIMEOUT.as_secs())),
+        }
+    }
+
+    async fn connect_inner(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
+        if let Some(kind) = &config.kind
+            && !["stdio", "http", "streamable-http"].contains(&kind.as_str())
+        {
+            return Err(McpError::UnsupportedType(kind.clone()));
+        }
+        let (service, pid) = match (&config.command, &config.url) {
+            (Some(command), _) => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(&config.args)
+                    .envs(&config.env)
+                    .current_dir(cwd)
+                    .kill_on_drop(true);
+                let transport = TokioChildProcess::new(cmd).map_err(|e| McpError::Spawn {
+                    command: command.clone(),
+                    message: e.to_string(),
+                })?;
+                let pid = transport.id();
+                let service =
+                    ().serve(transport)
+                        .await
+                        .map_err(|e| McpError::Handshake(e.to_string()))?;
+                (service, pid)
+            }
+            (None, Some(url)) => {
+                let mut headers = HashMap::new();
+                for (k, v) in &config.headers {
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|_| McpError::Header(k.clone()))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|_| McpError::Header(k.clone()))?;
+                    headers.insert(name, value);
+                }
+                let client = reqwest::Client::builder()
+                    .build()
+                    .map_err(|e| McpError::Http(e.to_string()))?;
+                let transport = StreamableHttpClientTransport::with_client(
+                    client,
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .custom_headers(headers),
+                );
+                let service =
+                    ().serve(transport)
+                        .await
+                        .map_err(|e| McpError::Handshake(e.to_string()))?;
+                (service, None)
+            }
+            (None, None) => return Err(McpError::NoTransport),
+        };
+        let peer = service.peer().clone();
+        let listed = peer
+            .list_all_tools()
+            .await
+            .map_err(|e| McpError::ListTools(e.to_string()))?;
+        let tools = listed
+            .into_iter()
+            .map(|t| ServerTool {
+                name: t.name.to_string(),
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                input_schema: Value::Object((*t.input_schema).clone()),
+                read_only: t
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    .unwrap_or(false),
+            })
+            .collect();
+        Ok(Connection {
+            peer,
+            service: Mutex::new(Some(service)),
+            tools,
+            pid,
+        })
+    }
+
+    /// Calls one tool. `Ok` is the result text and whether the server
+    /// marked it as an error; `Err` is a protocol or transport failure.
+    pub async fn call(&self, tool: &str, input: Value) -> Result<(String, bool), String> {
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Value::Object(map) = input {
+            params = params.with_arguments(JsonObject::from_iter(map));
+        }
+        match self.peer.call_tool_once(params).await {
+            Ok(CallToolResponse::Complete(result)) => {
+                let is_error = result.is_error.unwrap_or(false);
+                let mut parts: Vec<String> = result
+                    .content
+                    .iter()
+                    .filter_map(|c| serde_json::to_value(c).ok())
+                    .map(|c| content_text(&c))
+                    .collect();
+                if parts.is_empty()
+                    && let Some(s) = &result.structured_content
+                {
+                    parts.push(s.to_string());
+                }
+                Ok((parts.join("\n"), is_error))
+            }
+            Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Ends the session; a stdio server's process is closed (and killed if
+    /// it does not exit). Later calls fail.
+    pub async fn close(&self) {
+        let service = self.service.lock().ok().and_then(|mut s| s.take());
+        if let Some(s) = service {
+            let _ = s.cancel().await;
+        }
+    }
+}
+
+/// One content block as text: text as is, other kinds as a short marker.
+fn content_text(c: &Value) -> String {
+    let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
+    match field("type") {
+        "text" => field("text").to_string(),
+        "image" | "audio" => format!("[{}: {}]", field("type"), field("mimeType")),
+        "resource" => {
+            let r = c.get("resource").cloned().unwrap_or(Value::Null);
+            match r.get("text").and_then(Value::as_str) {
+                Some(t) => t.to_string(),
+                None => format!(
+                    "[resource: {}]",
+                    r.get("uri").and_then(Value::as_str).unwrap_or("")
+                ),
+            }
+        }
+        "resource_link" => format!("[resource link: {}]", field("uri")),
+        _ => c.to_string(),
+    }
+}

@@ -1,0 +1,515 @@
+//! [`McpManager`]: every MCP connection of one process and its state.
+//!
+//! Shared servers (settings and `.mcp.json`) are connected in background
+//! tasks, each server on its own, so a slow one never holds up the others
+//! or a turn; [`McpManager::sync`] brings the set in line with a snapshot
+//! (new or changed servers connect, removed ones are closed). Servers that
+//! an agent defines inline are started by [`McpManager::start_scoped`] for
+//! one child session and closed by the returned [`ScopedServers`]. Every
+//! change bumps [`McpManager::version`], which sessions use to know when to
+//! render their tool list again.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::config::McpServerConfig;
+
+use super::client::Connection;
+use super::config::scoped_servers;
+use super::select::required_matches;
+use super::tool::McpTool;
+
+/// Where one shared server is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerState {
+    Connecting,
+    Ready,
+    Failed,
+}
+
+enum State {
+    Connecting,
+    Ready {
+        conn: Arc<Connection>,
+        tools: Vec<Arc<McpTool>>,
+    },
+    Failed(String),
+}
+
+struct Entry {
+    config: McpServerConfig,
+    state: State,
+    /// Tells a finished connect task whether its entry is still the one it
+    /// was started for (a reload may have replaced or removed it).
+    epoch: u64,
+}
+
+struct Scoped {
+    tools: Vec<Arc<McpTool>>,
+    conns: Vec<Arc<Connection>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    shared: BTreeMap<String, Entry>,
+    /// Inline servers by the agent id of the session they belong to.
+    scoped: HashMap<String, Scoped>,
+}
+
+/// The required servers of a spawn are not all ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredError {
+    /// The patterns no ready server matches.
+    pub missing: Vec<String>,
+    /// The servers that are ready.
+    pub available: Vec<String>,
+}
+
+/// Every MCP connection of one engine.
+#[derive(Default)]
+pub struct McpManager {
+    inner: Mutex<Inner>,
+    version: AtomicU64,
+    epochs: AtomicU64,
+}
+
+impl McpManager {
+    pub fn new() -> Arc<McpManager> {
+        Arc::new(McpManager::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain data behind; keep going.
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn bump(&self) {
+        self.version.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Changes whenever a server connects, fails, is added or removed.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::SeqCst)
+    }
+
+    /// Brings the shared servers in line with `servers`: servers that are
+    /// new or whose configuration changed start connecting in the
+    /// background; servers no longer listed are closed. Returns at once.
+    /// Outside a Tokio runtime it does nothing.
+    pub fn sync(self: &Arc<Self>, servers: &BTreeMap<String, McpServerConfig>, cwd: &Path) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut closing = Vec::new();
+        let mut starting = Vec::new();
+        {
+            let mut inner = self.lock();
+            let removed: Vec<String> = inner
+                .shared
+                .iter()
+                .filter(|(name, e)| servers.get(*name) != Some(&e.config))
+                .map(|(name, _)| name.clone())
+                .collect();
+            for name in removed {
+                if let Some(Entry {
+                    state: State::Ready { conn, .. },
+                    ..
+                }) = inner.shared.remove(&name)
+                {
+                    closing.push(conn);
+                }
+                tracing::info!(server = %name, "MCP server removed");
+            }
+            for (name, config) in servers {
+                if inner.shared.contains_key(name) {
+                    continue;
+                }
+                let epoch = self.epochs.fetch_add(1, Ordering::SeqCst);
+                inner.shared.insert(
+                    name.clone(),
+                    Entry {
+                        config: config.clone(),
+                        state: State::Connecting,
+                        epoch,
+                    },
+                );
+                starting.push((name.clone(), config.clone(), epoch));
+            }
+        }
+        if closing.is_empty() && starting.is_empty() {
+            return;
+        }
+        self.bump();
+        for conn in closing {
+            rt.spawn(async move { conn.close().await });
+        }
+        for (name, config, epoch) in starting {
+            let this = Arc::clone(self);
+            let cwd: PathBuf = cwd.to_path_buf();
+            rt.spawn(async move {
+                let result = Connection::connect(&config, &cwd).await;
+                this.finish_connect(&name, epoch, result);
+            });
+        }
+    }
+
+    fn finish_connect(&self, name: &str, epoch: u64, result: Result<Connection, super::McpError>) {
+        let stale = {
+            let mut inner = self.lock();
+            match inner.shared.get_mut(name) {
+                Some(entry) if entry.epoch == epoch => {
+                    entry.state = match result {
+                        Ok(conn) => {
+                            let conn = Arc::new(conn);
+                            tracing::info!(server = %name, tools = conn.tools.len(), "MCP server ready");
+                            State::Ready {
+                                tools: tools_of(name, &conn),
+                                conn,
+                            }
+                        }
+                        Err(e) => {
+                            report_failure(&format!("`{name}`"), &e.to_string());
+                            State::Failed(e.to_string())
+                        }
+                    };
+                    None
+                }
+                // Replaced or removed while connecting.
+                _ => result.ok(),
+            }
+        };
+        match stale {
+            Some(conn) => {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { conn.close().await });
+                }
+            }
+            None => self.bump(),
+        }
+    }
+
+    /// Every shared server and where it is.
+    pub fn states(&self) -> BTreeMap<String, ServerState> {
+        self.lock()
+            .shared
+            .iter()
+            .map(|(name, e)| {
+                let s = match e.state {
+                    State::Connecting => ServerState::Connecting,
+                    State::Ready { .. } => ServerState::Ready,
+                    State::Failed(_) => ServerState::Failed,
+                };
+                (name.clone(), s)
+            })
+            .collect()
+    }
+
+    /// The failure message of a shared server that failed.
+    pub fn failure(&self, name: &str) -> Option<String> {
+        match &self.lock().shared.get(name)?.state {
+            State::Failed(why) => Some(why.clone()),
+            _ => None,
+        }
+    }
+
+    /// The tools of every ready shared server, then those of the inline
+    /// servers of `agent_ids` (a session's own id, then its parent's for a
+    /// fork), sorted by name within each group.
+    pub fn tools(&self, agent_ids: &[&str]) -> Vec<Arc<McpTool>> {
+        let inner = self.lock();
+        let mut out: Vec<Arc<McpTool>> = inner
+            .shared
+            .values()
+            .filter_map(|e| match &e.state {
+                State::Ready { tools, .. } => Some(tools.iter().cloned()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        out.sort_by(|a, b| crate::tools::Tool::name(&**a).cmp(crate::tools::Tool::name(&**b)));
+        for id in agent_ids {
+            if let Some(s) = inner.scoped.get(*id) {
+                let mut own = s.tools.clone();
+                own.sort_by(|a, b| {
+                    crate::tools::Tool::name(&**a).cmp(crate::tools::Tool::name(&**b))
+                });
+                for t in own {
+                    let name = crate::tools::Tool::name(&*t);
+                    if !out.iter().any(|o| crate::tools::Tool::name(&**o) == name) {
+                        out.push(t);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// One tool by its `mcp__…` name, as [`McpManager::tools`] would list it.
+    pub fn tool(&self, agent_ids: &[&str], name: &str) -> Option<Arc<McpTool>> {
+        self.tools(agent_ids)
+            .into_iter()
+            .find(|t| crate::tools::Tool::name(&**t) == name)
+    }
+
+    /// Whether every pattern matches a ready shared server.
+    pub fn required_ready(&self, patterns: &[String]) -> bool {
+        let states = self.states();
+        patterns.iter().all(|p| {
+            states
+                .iter()
+                .any(|(n, s)| *s == ServerState::Ready && required_matches(p, n))
+        })
+    }
+
+    /// Waits until every pattern matches a ready shared server. While a
+    /// matching server is still connecting it checks again every `poll`,
+    /// up to `wait`; it stops early once a matching server has failed.
+    pub async fn wait_required(
+        &self,
+        patterns: &[String],
+        wait: Duration,
+        poll: Duration,
+    ) -> Result<(), RequiredError> {
+        let started = Instant::now();
+        loop {
+            let states = self.states();
+            let missing: Vec<String> = patterns
+                .iter()
+                .filter(|p| {
+                    !states
+                        .iter()
+                        .any(|(n, s)| *s == ServerState::Ready && required_matches(p, n))
+                })
+                .cloned()
+                .collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            let matching = |want: ServerState| {
+                missing.iter().any(|p| {
+                    states
+                        .iter()
+                        .any(|(n, s)| *s == want && required_matches(p, n))
+                })
+            };
+            let pending = matching(ServerState::Connecting);
+            let failed = matching(ServerState::Failed);
+            if !pending || failed || started.elapsed() >= wait {
+                let available = states
+                    .iter()
+                    .filter(|(_, s)| **s == ServerState::Ready)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                return Err(RequiredError { missing, available });
+            }
+            let left = wait.saturating_sub(started.elapsed());
+            tokio::time::sleep(poll.min(left).max(Duration::from_millis(1))).await;
+        }
+    }
+
+    /// Starts the inline servers of an agent definition's `mcpServers` for
+    /// the session `agent_id` and waits for them to connect (concurrently).
+    /// A server that fails is reported and left out. Names of shared
+    /// servers are checked: an unknown name is reported. The servers stop
+    /// when the returned value is stopped or dropped.
+    pub async fn start_scoped(
+        self: &Arc<Self>,
+        agent_id: &str,
+        agent_type: &str,
+        entries: &[Value],
+        cwd: &Path,
+    ) -> ScopedServers {
+        let (names, inline, problems) = scoped_servers(entries);
+        for p in problems {
+            report(&format!("agent `{agent_type}`: {p}; ignored"));
+        }
+        {
+            let inner = self.lock();
+            for n in names {
+                if !inner.shared.contains_key(&n) {
+                    report(&format!(
+                        "agent `{agent_type}`: mcpServers names `{n}`, which is not a configured MCP server"
+                    ));
+                }
+            }
+        }
+        let guard = ScopedServers {
+            manager: Arc::clone(self),
+            agent_id: agent_id.to_string(),
+            active: !inline.is_empty(),
+        };
+        if inline.is_empty() {
+            return guard;
+        }
+        let connecting = inline.iter().map(|(name, config)| async move {
+            (name.clone(), Connection::connect(config, cwd).await)
+        });
+        let results = futures_util::future::join_all(connecting).await;
+        let mut scoped = Scoped {
+            tools: Vec::new(),
+            conns: Vec::new(),
+        };
+        for (name, r) in results {
+            match r {
+                Ok(conn) => {
+                    let conn = Arc::new(conn);
+                    tracing::info!(server = %name, agent_id, "agent MCP server ready");
+                    scoped.tools.extend(tools_of(&name, &conn));
+                    scoped.conns.push(conn);
+                }
+                Err(e) => report_failure(
+                    &format!("`{name}` (of agent `{agent_type}`)"),
+                    &e.to_string(),
+                ),
+            }
+        }
+        self.lock().scoped.insert(agent_id.to_string(), scoped);
+        self.bump();
+        guard
+    }
+
+    fn take_scoped(&self, agent_id: &str) -> Vec<Arc<Connection>> {
+        let taken = self.lock().scoped.remove(agent_id);
+        match taken {
+            Some(s) => {
+                self.bump();
+                s.conns
+            }
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The inline servers of one child session; [`ScopedServers::stop`] closes
+/// them (a dropped value closes them in the background).
+pub struct ScopedServers {
+    manager: Arc<McpManager>,
+    agent_id: String,
+    active: bool,
+}
+
+impl ScopedServers {
+    /// Closes the servers and waits until their processes are gone.
+    pub async fn stop(mut self) {
+        self.active = false;
+        let conns = self.manager.take_scoped(&self.agent_id);
+        futures_util::future::join_all(conns.iter().map(|c| c.close())).await;
+    }
+}
+
+impl Drop for ScopedServers {
+    fn drop(&mut self) {
+        if !self.active {
+            return;
+        }
+        let conns = self.manager.take_scoped(&self.agent_id);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                futures_util::future::join_all(conns.iter().map(|c| c.close())).await;
+            });
+        }
+    }
+}
+
+fn tools_of(server: &str, conn: &Arc<Connection>) -> Vec<Arc<McpTool>> {
+    conn.tools
+        .iter()
+        .map(|t| Arc::new(McpTool::new(server, t.clone(), Arc::clone(conn))))
+        .collect()
+}
+
+fn report_failure(label: &str, why: &str) {
+    report(&format!(
+        "MCP server {label} failed: {why}; its tools are not available"
+    ));
+}
+
+/// A warning for the user. Logs go to stderr and show warnings by default
+/// (`CADRE_LOG`, `-v`), so this is the user-visible report too.
+fn report(message: &str) {
+    tracing::warn!("{message}");
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn failing(cmd: &str) -> McpServerConfig {
+        McpServerConfig {
+            command: Some(format!("/nonexistent/{cmd}")),
+            ..Default::default()
+        }
+    }
+
+    async fn settled(m: &McpManager) -> BTreeMap<String, ServerState> {
+        for _ in 0..200 {
+            let s = m.states();
+            if s.values().all(|s| *s != ServerState::Connecting) {
+                return s;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        m.states()
+    }
+
+    #[tokio::test]
+    async fn sync_adds_new_drops_removed_and_reconnects_changed_servers() {
+        let m = McpManager::new();
+        let cwd = std::env::temp_dir();
+        let mut servers = BTreeMap::new();
+        servers.insert("a".to_string(), failing("a"));
+        servers.insert("b".to_string(), failing("b"));
+        m.sync(&servers, &cwd);
+        let v0 = m.version();
+        let s = settled(&m).await;
+        assert_eq!(s.len(), 2);
+        assert!(s.values().all(|s| *s == ServerState::Failed));
+        assert!(m.failure("a").unwrap().contains("/nonexistent/a"));
+        assert!(m.version() > v0, "a finished connect bumps the version");
+
+        // Same set: nothing happens.
+        let v1 = m.version();
+        m.sync(&servers, &cwd);
+        assert_eq!(m.version(), v1);
+
+        // `a` removed, `b` changed, `c` added.
+        servers.remove("a");
+        servers.insert("b".to_string(), failing("b2"));
+        servers.insert("c".to_string(), failing("c"));
+        m.sync(&servers, &cwd);
+        settled(&m).await;
+        let names: Vec<String> = m.states().into_keys().collect();
+        assert_eq!(names, ["b", "c"]);
+        assert!(m.failure("b").unwrap().contains("/nonexistent/b2"));
+    }
+
+    #[tokio::test]
+    async fn required_servers_fail_fast_when_a_match_failed_or_none_exists() {
+        let m = McpManager::new();
+        let mut servers = BTreeMap::new();
+        servers.insert("GitHub".to_string(), failing("gh"));
+        m.sync(&servers, &std::env::temp_dir());
+        let started = Instant::now();
+        let e = m
+            .wait_required(
+                &["github".to_string(), "slack".to_string()],
+                Duration::from_secs(20),
+                Duration::from_millis(20),
+            )
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(e.missing, ["github", "slack"]);
+        assert!(e.available.is_empty());
+        assert!(!m.required_ready(&["github".to_string()]));
+        assert!(m.required_ready(&[]));
+    }
+}

@@ -1,0 +1,23 @@
+//! MCP servers: connecting to them, their tools as cadre tools, and which
+//! of those tools a session gets.
+//!
+//! [`McpManager`] (held by the runtime's `Engine`) owns every connection:
+//! the shared servers from settings and `.mcp.json`, connected in the
+//! background and kept in step with the snapshot at each turn, and the
+//! servers an agent defines inline, started for one child session and
+//! stopped when it ends. A ready server's tools are [`McpTool`]s named
+//! `mcp__SERVER__TOOL`, carrying the server's description and JSON schema.
+//! This module does not know about turns, requests or permissions: the
+//! runtime asks it for tools and applies its own checks.
+
+mod client;
+mod config;
+mod manager;
+mod select;
+mod tool;
+
+pub use client::{Connection, McpError};
+pub use config::{effective_servers, read_mcp_json, scoped_servers};
+pub use manager::{McpManager, RequiredError, ServerState};
+pub use select::{matches_entry, required_matches, session_mcp_tools};
+pub use tool::{McpTool, tool_name};

@@ -1,0 +1,47 @@
+//! A session's view of the MCP tools: which of the manager's tools it gets
+//! (see `crate::mcp::session_mcp_tools`) and finding one by name when the
+//! model calls it.
+
+use std::sync::Arc;
+
+use crate::mcp::{McpTool, session_mcp_tools};
+use crate::snapshot::Snapshot;
+use crate::tools::permissions::Rules;
+
+use super::session::Session;
+
+/// Whether `name` is an MCP tool's name.
+pub(super) fn is_mcp_name(name: &str) -> bool {
+    name.starts_with("mcp__")
+}
+
+impl Session {
+    /// The agent ids whose inline servers this session sees: its own, and
+    /// for a fork child its parent's (a fork inherits the parent's tools).
+    fn mcp_owner_ids(&self) -> Vec<&str> {
+        let mut ids = vec![self.spec.agent_id.as_str()];
+        if self.spec.started_by_fork
+            && let Some(p) = &self.spec.parent_agent_id
+        {
+            ids.push(p);
+        }
+        ids
+    }
+
+    /// The MCP tools this session gets now: ready shared servers and its
+    /// own inline servers, through its definition's allowlist and
+    /// denylist and the settings' deny rules.
+    pub(super) fn mcp_tools(&self, snap: &Snapshot) -> Vec<Arc<McpTool>> {
+        let all = self.engine.mcp.tools(&self.mcp_owner_ids());
+        let rules = Rules::from_settings(&snap.settings().permissions);
+        session_mcp_tools(all, self.spec.def.as_deref(), &rules, &self.spec.cwd)
+    }
+
+    /// The MCP tool the model called, if it is (still) connected.
+    pub(super) fn mcp_tool(&self, name: &str) -> Option<Arc<McpTool>> {
+        if !is_mcp_name(name) {
+            return None;
+        }
+        self.engine.mcp.tool(&self.mcp_owner_ids(), name)
+    }
+}

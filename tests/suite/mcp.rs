@@ -1,0 +1,635 @@
+//! MCP servers end to end, against real servers: a small stdio server
+//! written here with `rmcp`, and the published reference filesystem
+//! server from npm (installed by `.ci/run` into `.ci/node`).
+//!
+//! The rmcp server needs an executable. Cargo gives integration tests no
+//! path to an example binary, so the test binary serves it itself: the
+//! "test" [`mcp_server_mode`] does nothing in a normal run, but when
+//! `CADRE_TEST_MCP_SERVER` is set it speaks MCP on stdio until stdin
+//! closes. A server entry runs this binary with `--exact` on that test;
+//! the lines libtest prints to stdout ("running 1 test") are not JSON, and
+//! MCP clients (rmcp included) skip unparsable lines; the server mode ends
+//! any line libtest left open before it speaks.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+use super::harness::{Project, last_tool_results, result_text, tool, tool_names};
+use super::kit::{FakeServer, RecordedRequest, anthropic};
+
+const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
+const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
+
+/// The stdio MCP server, when this binary is started as one.
+#[test]
+fn mcp_server_mode() {
+    let Ok(mode) = std::env::var(MODE_ENV) else {
+        return;
+    };
+    // libtest may have started a line ("test NAME ... "); end it so the
+    // first message starts a line of its own.
+    {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        out.write_all(b"\n").unwrap();
+        out.flush().unwrap();
+    }
+    if let Ok(p) = std::env::var(PIDFILE_ENV) {
+        std::fs::write(p, std::process::id().to_string()).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        match mode.as_str() {
+            // Reads its input and never answers: a server that never connects.
+            "hang" => {
+                use tokio::io::AsyncReadExt;
+                let mut sink = Vec::new();
+                let _ = tokio::io::stdin().read_to_end(&mut sink).await;
+            }
+            mode => {
+                if mode == "slow" {
+                    tokio::time::sleep(Duration::from_millis(800)).await;
+                }
+                let running = EchoServer.serve(rmcp::transport::stdio()).await.unwrap();
+                let _ = running.waiting().await;
+            }
+        }
+    });
+    std::process::exit(0);
+}
+
+#[derive(Clone)]
+struct EchoServer;
+
+fn schema(v: Value) -> std::sync::Arc<rmcp::model::JsonObject> {
+    std::sync::Arc::new(v.as_object().unwrap().clone())
+}
+
+impl ServerHandler for EchoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new(
+                "echo",
+                "Echoes the text back",
+                schema(json!({
+                    "type": "object",
+                    "properties": {"text": {"type": "string", "description": "what to echo"}},
+                    "required": ["text"]
+                })),
+            ),
+            Tool::new(
+                "pid",
+                "The server's process id",
+                schema(json!({"type": "object", "properties": {}})),
+            )
+            .with_annotations(ToolAnnotations::new().read_only(true)),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        // Over HTTP, echo the test header too (to check configured headers).
+        let token = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("x-test-token"))
+            .and_then(|v| v.to_str().ok())
+            .map(|t| format!(" (token {t})"))
+            .unwrap_or_default();
+        let result = match request.name.as_ref() {
+            "echo" => CallToolResult::success(vec![ContentBlock::text(format!(
+                "echo: {}{token}",
+                args.get("text").and_then(Value::as_str).unwrap_or("")
+            ))]),
+            "pid" => {
+                CallToolResult::success(vec![ContentBlock::text(std::process::id().to_string())])
+            }
+            other => CallToolResult::error(vec![ContentBlock::text(format!("no tool {other}"))]),
+        };
+        Ok(CallToolResponse::Complete(result))
+    }
+}
+
+/// The command line that starts this binary as the MCP server.
+fn server_command() -> (String, Vec<String>) {
+    let exe = std::env::current_exe().unwrap();
+    let args = [
+        "--exact",
+        "suite::mcp::mcp_server_mode",
+        "--nocapture",
+        "--quiet",
+        "--test-threads=1",
+    ];
+    (
+        exe.display().to_string(),
+        args.iter().map(|s| s.to_string()).collect(),
+    )
+}
+
+/// `[mcp_servers.NAME]` for the test server in `mode`.
+fn server_toml(name: &str, mode: &str) -> String {
+    let (cmd, args) = server_command();
+    format!(
+        "[mcp_servers.{name}]\ncommand = {}\nargs = {}\nenv = {{ {MODE_ENV} = \"{mode}\" }}\n",
+        toml_str(&cmd),
+        serde_json::to_string(&args).unwrap()
+    )
+}
+
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+fn assistant_turns(r: &RecordedRequest) -> usize {
+    r.messages()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count()
+}
+
+fn is_main(r: &RecordedRequest) -> bool {
+    r.system_text().contains("You are cadre")
+}
+
+/// A first reply late enough for the servers to connect: a harmless Glob
+/// call, so the second request shows what a later turn sees.
+fn first_turn_reply() -> super::kit::Reply {
+    anthropic::tool_use_reply("t0", "Glob", json!({"pattern": "*.nothing"}))
+        .delayed(Duration::from_millis(1500))
+}
+
+#[test]
+fn an_mcp_tool_call_goes_end_to_end_with_the_servers_schema() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("late", "slow"));
+    p.config("[permissions]\nallow = [\"mcp__echo__*\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__echo__echo", json!({"text": "hi"})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 3);
+    assert!(
+        !tool_names(&reqs[0].json).contains(&"mcp__late__echo".to_string()),
+        "the first turn does not wait for slow servers: {:?}",
+        tool_names(&reqs[0].json)
+    );
+    let names = tool_names(&reqs[1].json);
+    assert!(
+        names.contains(&"mcp__late__echo".to_string()),
+        "a later turn sees servers that became ready: {names:?}"
+    );
+    assert!(names.contains(&"mcp__echo__echo".to_string()), "{names:?}");
+    assert!(names.contains(&"mcp__echo__pid".to_string()), "{names:?}");
+    let echo = tool(&reqs[1].json, "mcp__echo__echo").unwrap();
+    assert_eq!(echo["description"], "Echoes the text back");
+    assert_eq!(
+        echo["input_schema"]["properties"]["text"]["type"], "string",
+        "{echo}"
+    );
+    assert_eq!(echo["input_schema"]["required"], json!(["text"]));
+    let results = last_tool_results(&reqs[2].json);
+    assert_eq!(results.len(), 1);
+    assert_eq!(result_text(&results[0]), "echo: hi");
+    assert_ne!(results[0]["is_error"], true);
+}
+
+#[test]
+fn mcp_tools_are_permission_checked_and_schema_validated() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    // No allow rule: in the default mode an MCP tool asks, which is a
+    // denial without a user. The read-only `pid` tool is denied too:
+    // only the server's annotation makes it read-only, not a permission.
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::message()
+            .tool_use("t1", "mcp__echo__echo", json!({"text": "hi"}))
+            .reply(),
+        2 => anthropic::tool_use_reply("t2", "mcp__echo__nope", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let denied = last_tool_results(&reqs[2].json);
+    assert_eq!(denied[0]["is_error"], true);
+    assert!(
+        result_text(&denied[0]).contains("mcp__echo__echo"),
+        "{denied:?}"
+    );
+    let unknown = last_tool_results(&reqs[3].json);
+    assert_eq!(unknown[0]["is_error"], true);
+
+    // With an allow rule, input is checked against the server's schema.
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config("[permissions]\nallow = [\"mcp__echo\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__echo__echo", json!({"text": 5})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let bad = last_tool_results(&server.requests()[2].json);
+    assert_eq!(bad[0]["is_error"], true);
+    assert!(result_text(&bad[0]).contains("text"), "{bad:?}");
+}
+
+#[test]
+fn a_failing_server_is_reported_and_the_run_continues() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config("[mcp_servers.broken]\ncommand = \"/nonexistent/mcp-server\"\n");
+    p.config("[permissions]\nallow = [\"mcp__*\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__echo__echo", json!({"text": "still here"})),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert!(
+        run.stderr.contains("MCP server `broken` failed"),
+        "stderr: {}",
+        run.stderr
+    );
+    let reqs = server.requests();
+    let names = tool_names(&reqs[1].json);
+    assert!(!names.iter().any(|n| n.starts_with("mcp__broken")));
+    assert_eq!(
+        result_text(&last_tool_results(&reqs[2].json)[0]),
+        "echo: still here"
+    );
+}
+
+#[test]
+fn mcp_json_servers_are_read_and_settings_win_on_a_clash() {
+    let mut p = Project::new();
+    let (cmd, args) = server_command();
+    let entry = |mode: &str| json!({"command": cmd, "args": args, "env": {MODE_ENV: mode}});
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"fromjson": entry("echo"), "clash": {"command": "/nonexistent/x"}}})
+            .to_string(),
+    );
+    p.config(&server_toml("clash", "echo"));
+    p.config("[permissions]\nallow = [\"mcp__*\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let names = tool_names(&server.requests()[1].json);
+    assert!(
+        names.contains(&"mcp__fromjson__echo".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"mcp__clash__echo".to_string()), "{names:?}");
+    assert!(!run.stderr.contains("failed"), "{}", run.stderr);
+}
+
+fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .collect()
+}
+
+/// Main waits for the servers, spawns `agent`, then finishes; the child
+/// calls `child_call` (if any) once and then answers.
+fn spawning_server(agent: &'static str, child_call: Option<(&'static str, Value)>) -> FakeServer {
+    FakeServer::route(spawning_route(agent, child_call))
+}
+
+fn spawning_route(
+    agent: &'static str,
+    child_call: Option<(&'static str, Value)>,
+) -> impl Fn(&RecordedRequest) -> super::kit::Reply + Send + Sync + 'static {
+    move |r| {
+        if is_main(r) {
+            return match assistant_turns(r) {
+                0 => first_turn_reply(),
+                1 => anthropic::tool_use_reply(
+                    "a1",
+                    "Agent",
+                    json!({"description": "use mcp", "prompt": "go", "subagent_type": agent}),
+                ),
+                _ => anthropic::text_reply("all done"),
+            };
+        }
+        match (assistant_turns(r), &child_call) {
+            (0, Some((name, input))) => anthropic::tool_use_reply("c1", name, input.clone()),
+            _ => anthropic::text_reply("child finished"),
+        }
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        Ok(s) => !s
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains("Z")),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn an_agents_inline_server_runs_for_the_child_only() {
+    let mut p = Project::new();
+    p.config("[permissions]\nallow = [\"mcp__*\"]\n");
+    let pidfile: PathBuf = p.path().join("scoped.pid");
+    let (cmd, args) = server_command();
+    let def = format!(
+        "---\nname: scoped\ndescription: Has its own server\nmcpServers:\n  - own:\n      command: {}\n      args: {}\n      env:\n        {MODE_ENV}: echo\n        {PIDFILE_ENV}: {}\n---\nBody.\n",
+        toml_str(&cmd),
+        serde_json::to_string(&args).unwrap(),
+        toml_str(&pidfile.display().to_string()),
+    );
+    p.write(".claude/agents/scoped.md", &def);
+    // The main agent's last request happens after the child ended: record
+    // whether the server process was still alive then.
+    let alive_after = std::sync::Arc::new(std::sync::Mutex::new(None::<bool>));
+    let seen = std::sync::Arc::clone(&alive_after);
+    let pf = pidfile.clone();
+    let inner = spawning_route("scoped", Some(("mcp__own__echo", json!({"text": "mine"}))));
+    let server = FakeServer::route(move |r| {
+        if is_main(r) && assistant_turns(r) == 2 {
+            let pid: u32 = std::fs::read_to_string(&pf)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            *seen.lock().unwrap() = Some(pid_alive(pid));
+        }
+        inner(r)
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert!(!children.is_empty());
+    assert!(
+        tool_names(&children[0].json).contains(&"mcp__own__echo".to_string()),
+        "{:?}",
+        tool_names(&children[0].json)
+    );
+    assert_eq!(
+        result_text(&last_tool_results(&children[1].json)[0]),
+        "echo: mine"
+    );
+    let main_reqs: Vec<_> = server.requests().into_iter().filter(is_main).collect();
+    assert!(
+        main_reqs.iter().all(|r| !tool_names(&r.json)
+            .iter()
+            .any(|n| n.starts_with("mcp__own"))),
+        "the main session never sees the child's server"
+    );
+    assert_eq!(
+        *alive_after.lock().unwrap(),
+        Some(false),
+        "the inline server stops when the child ends"
+    );
+}
+
+#[test]
+fn an_allowlist_limits_a_childs_mcp_tools_and_deny_rules_apply() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("other", "echo"));
+    p.config("[permissions]\nallow = [\"mcp__*\"]\ndeny = [\"mcp__other__pid\"]\n");
+    p.write(
+        ".claude/agents/narrow.md",
+        "---\nname: narrow\ndescription: Only echo\ntools: Read, mcp__echo__echo\n---\nBody.\n",
+    );
+    p.write(
+        ".claude/agents/globbed.md",
+        "---\nname: globbed\ndescription: Every tool of one server\ntools: [Read, \"mcp__other__*\"]\n---\nBody.\n",
+    );
+    p.write(
+        ".claude/agents/wide.md",
+        "---\nname: wide\ndescription: No allowlist\ndisallowedTools: mcp__echo__pid\n---\nBody.\n",
+    );
+    let mcp_names = |r: &RecordedRequest| -> Vec<String> {
+        tool_names(&r.json)
+            .into_iter()
+            .filter(|n| n.starts_with("mcp__"))
+            .collect()
+    };
+    for (agent, want) in [
+        ("narrow", vec!["mcp__echo__echo"]),
+        ("globbed", vec!["mcp__other__echo"]),
+        ("wide", vec!["mcp__echo__echo", "mcp__other__echo"]),
+    ] {
+        let server = spawning_server(agent, None);
+        p.run(Some(&server), &["run", "go"]).ok();
+        let children = child_requests(&server);
+        assert_eq!(mcp_names(&children[0]), want, "{agent}");
+        let main_second = server
+            .requests()
+            .into_iter()
+            .find(|r| is_main(r) && assistant_turns(r) == 1)
+            .unwrap();
+        assert_eq!(
+            mcp_names(&main_second),
+            ["mcp__echo__echo", "mcp__echo__pid", "mcp__other__echo"],
+            "the main session has every MCP tool but the denied one"
+        );
+    }
+}
+
+#[test]
+fn a_required_server_that_never_connects_fails_the_spawn_after_the_wait() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("slowgit", "hang"));
+    p.config("[agents]\nrequired_mcp_wait_ms = 1200\nrequired_mcp_poll_ms = 100\n");
+    p.write(
+        ".claude/agents/needs.md",
+        "---\nname: needs\ndescription: Needs GitHub\nrequiredMcpServers: [GIT]\n---\nBody.\n",
+    );
+    p.write(
+        ".claude/agents/fine.md",
+        "---\nname: fine\ndescription: Needs echo\nrequiredMcpServers: [ech]\n---\nBody.\n",
+    );
+    let server = spawning_server("needs", None);
+    let started = std::time::Instant::now();
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    assert!(
+        child_requests(&server).is_empty(),
+        "the child never started"
+    );
+    let main_third = reqs
+        .iter()
+        .find(|r| is_main(r) && assistant_turns(r) == 2)
+        .unwrap();
+    let res = &last_tool_results(&main_third.json)[0];
+    assert_eq!(res["is_error"], true);
+    let text = result_text(res);
+    assert!(text.contains("needs") && text.contains("GIT"), "{text}");
+    assert!(text.contains("Available MCP servers: echo"), "{text}");
+    // The Agent tool lists only agents whose required servers are ready.
+    let main_second = reqs
+        .iter()
+        .find(|r| is_main(r) && assistant_turns(r) == 1)
+        .unwrap();
+    let desc = tool(&main_second.json, "Agent").unwrap()["description"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(desc.contains("- fine:"), "{desc}");
+    assert!(!desc.contains("- needs:"), "{desc}");
+    assert!(started.elapsed() >= Duration::from_millis(1500 + 1200));
+}
+
+#[test]
+fn a_required_server_that_is_ready_lets_the_spawn_through() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.write(
+        ".claude/agents/fine.md",
+        "---\nname: fine\ndescription: Needs echo\nrequiredMcpServers: [ECHO]\n---\nBody.\n",
+    );
+    let server = spawning_server("fine", None);
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert_eq!(child_requests(&server).len(), 1);
+}
+
+/// The reference filesystem server from npm, run with node. Installed by
+/// `.ci/run`; a missing node skips loudly, a missing install fails.
+fn filesystem_server() -> Option<PathBuf> {
+    if std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!(
+            "\n!!!!!!!! SKIPPED: node is not installed; the npm MCP reference server test did not run !!!!!!!!\n"
+        );
+        return None;
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    assert!(
+        path.is_file(),
+        "{} is missing: run `npm install --prefix .ci/node @modelcontextprotocol/server-filesystem` (as .ci/run does)",
+        path.display()
+    );
+    Some(path)
+}
+
+#[test]
+fn the_npm_reference_filesystem_server_works() {
+    let Some(script) = filesystem_server() else {
+        return;
+    };
+    let mut p = Project::new();
+    p.write("data/hello.txt", "hello from the filesystem server\n");
+    let data = p.path().join("data").canonicalize().unwrap();
+    p.config(&format!(
+        "[mcp_servers.fs]\ncommand = \"node\"\nargs = [{}, {}]\n[permissions]\nallow = [\"mcp__fs__*\"]\n",
+        toml_str(&script.display().to_string()),
+        toml_str(&data.display().to_string())
+    ));
+    let file = data.join("hello.txt").display().to_string();
+    let server = FakeServer::route(move |r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t0", "Glob", json!({"pattern": "*.nothing"}))
+            .delayed(Duration::from_millis(2500)),
+        1 => anthropic::tool_use_reply("t1", "mcp__fs__read_text_file", json!({"path": file})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let names = tool_names(&reqs[1].json);
+    assert!(
+        names.contains(&"mcp__fs__read_text_file".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"mcp__fs__list_directory".to_string()),
+        "{names:?}"
+    );
+    let res = &last_tool_results(&reqs[2].json)[0];
+    assert_ne!(res["is_error"], true, "{res}");
+    assert!(
+        result_text(res).contains("hello from the filesystem server"),
+        "{res}"
+    );
+}
+
+/// The echo server over streamable HTTP, on its own thread and runtime for
+/// the rest of the test process; returns its URL.
+fn http_echo_server() -> String {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let service = StreamableHttpService::new(
+                || Ok(EchoServer),
+                LocalSessionManager::default().into(),
+                StreamableHttpServerConfig::default(),
+            );
+            let app = axum::Router::new().nest_service("/mcp", service);
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    url
+}
+
+#[test]
+fn a_streamable_http_server_gets_its_headers_and_serves_tools() {
+    let url = http_echo_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.web]\nurl = {}\nheaders = {{ X-Test-Token = \"s3cret\" }}\n[permissions]\nallow = [\"mcp__web\"]\n",
+        toml_str(&url)
+    ));
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__web__echo", json!({"text": "over http"})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    assert!(tool_names(&reqs[1].json).contains(&"mcp__web__echo".to_string()));
+    assert_eq!(
+        result_text(&last_tool_results(&reqs[2].json)[0]),
+        "echo: over http (token s3cret)"
+    );
+}
