@@ -14,6 +14,7 @@ pub mod diagnostic;
 pub mod message;
 pub mod provider;
 pub mod raw;
+pub mod reload;
 pub mod runtime;
 pub mod snapshot;
 pub mod templates;

@@ -7,6 +7,7 @@ mod flags;
 mod output;
 mod run;
 mod tools;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -78,6 +79,8 @@ pub enum Command {
     Tools(tools::ToolsCommand),
     /// Every feature flag: value, where it was set, effective or not.
     Flags(flags::FlagsArgs),
+    /// Watch the files and print one line per reload until interrupted.
+    Watch(watch::WatchArgs),
 }
 
 /// How a command failed, which decides the exit code.
@@ -155,6 +158,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Agents(cmd) => agents::dispatch(&g, cmd),
         Command::Tools(cmd) => tools::dispatch(&g, cmd),
         Command::Flags(args) => flags::flags(&g, args),
+        Command::Watch(args) => watch::watch(&g, args).await,
     }
 }
 

@@ -18,9 +18,11 @@ use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, Message};
 use crate::provider::Provider;
+use crate::reload::{self, ReloadHandle};
 use crate::runtime::{
     self, Engine, EventSink, Session, SessionSpec, StopKind, transcript::Transcript,
 };
+use crate::snapshot::SnapshotInput;
 
 #[derive(Debug, Clone, Args)]
 pub struct SessionArgs {
@@ -79,6 +81,21 @@ struct Prepared {
     session: Session,
     engine: Arc<Engine>,
     def: Option<Arc<AgentDef>>,
+    /// What the snapshot was built from, for the reload watcher.
+    input: SnapshotInput,
+    interactive: bool,
+}
+
+impl Prepared {
+    /// Starts reloading the engine's snapshot when its files change; the
+    /// watcher stops when the handle is dropped.
+    fn watch(&self) -> Option<ReloadHandle> {
+        reload::spawn(
+            self.input.clone(),
+            Arc::clone(&self.engine.snapshot),
+            self.interactive,
+        )
+    }
 }
 
 fn prepare(
@@ -173,6 +190,8 @@ fn prepare(
         session,
         engine,
         def,
+        input,
+        interactive,
     })
 }
 
@@ -219,11 +238,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         OutputFormat::StreamJson => stream_json_sink(),
         _ => Progress::new(false).sink(),
     };
-    let Prepared {
-        mut session,
-        engine,
-        def,
-    } = prepare(
+    let prepared = prepare(
         g,
         &args.session,
         args.kind.interactive(),
@@ -231,6 +246,13 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         None,
         true,
     )?;
+    let _reload = prepared.watch();
+    let Prepared {
+        mut session,
+        engine,
+        def,
+        ..
+    } = prepared;
     session.push_user(first_message(def.as_deref(), prompt));
     let result = session.run().await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -311,6 +333,7 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         mut session,
         engine,
         def,
+        ..
     } = prepare(
         g,
         &args.session,
@@ -343,9 +366,11 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             .unwrap_or(false)
         })
     });
+    let prepared = prepare(g, &args.session, true, progress.sink(), Some(asker), true)?;
+    let _reload = prepared.watch();
     let Prepared {
         mut session, def, ..
-    } = prepare(g, &args.session, true, progress.sink(), Some(asker), true)?;
+    } = prepared;
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
