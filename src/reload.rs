@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use notify::event::{AccessKind, AccessMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use serde::Serialize;
@@ -392,6 +392,9 @@ fn is_change(kind: &EventKind) -> bool {
     }
 }
 
+/// How long a file modified and not yet closed holds a reload back.
+const WRITE_WAIT: Duration = Duration::from_secs(2);
+
 /// The watcher could not start.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot watch files for changes: {0}")]
@@ -402,10 +405,21 @@ pub struct Watcher {
     input: SnapshotInput,
     swap: Arc<ArcSwap<Snapshot>>,
     interactive: bool,
+    /// The quiet period that ends a burst of changes.
+    debounce: Duration,
     debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
     rx: mpsc::UnboundedReceiver<DebounceEventResult>,
     armed: BTreeMap<PathBuf, RecursiveMode>,
     targets: Targets,
+    /// Listening from `start` on, so a SIGHUP never finds the default
+    /// action (terminate) once watching has been announced.
+    hup: Hangup,
+    /// Paths changed since the last reload.
+    touched: BTreeSet<PathBuf>,
+    /// Files modified and not closed yet, with the time of the change.
+    open_writes: BTreeMap<PathBuf, Instant>,
+    /// A change found by the catch-up rebuild in `start`, reported first.
+    pending: Option<ReloadEvent>,
 }
 
 impl Watcher {
@@ -418,11 +432,13 @@ impl Watcher {
     ) -> Result<Watcher, WatchError> {
         let snap = swap.load_full();
         let debounce = Duration::from_millis(snap.settings().reload.debounce_ms.max(1));
-        // A tick of a quarter of the debounce (the default), capped so a long
-        // debounce does not add a long wait on top.
-        let tick = (debounce / 4).clamp(Duration::from_millis(1), Duration::from_millis(10));
+        // notify-debouncer-full only delays each event by its timeout (it
+        // does not wait for a quiet period), so it runs with a short timeout
+        // to merge and order raw events; the quiet period of `debounce` is
+        // kept in `run`, from the events' own times.
+        let inner = (debounce / 3).clamp(Duration::from_millis(1), Duration::from_millis(25));
         let (tx, rx) = mpsc::unbounded_channel();
-        let debouncer = new_debouncer(debounce, Some(tick), move |r: DebounceEventResult| {
+        let debouncer = new_debouncer(inner, None, move |r: DebounceEventResult| {
             let _ = tx.send(r);
         })?;
         let mut w = Watcher {
@@ -430,11 +446,18 @@ impl Watcher {
             input,
             swap,
             interactive,
+            debounce,
             debouncer,
             rx,
             armed: BTreeMap::new(),
+            hup: hangup(),
+            open_writes: BTreeMap::new(),
+            touched: BTreeSet::new(),
+            pending: None,
         };
         w.arm();
+        // Files may have changed between the first build and the watches.
+        w.pending = w.settle();
         Ok(w)
     }
 
@@ -486,65 +509,179 @@ impl Watcher {
         added
     }
 
-    fn batch_relevant(&self, batch: &DebounceEventResult) -> bool {
+    /// Notes a batch: returns the time of its latest relevant change, if
+    /// any, and follows which files are being written (modified and not
+    /// yet closed). Watcher errors count as a change now (a rebuild is the
+    /// safe answer).
+    fn note(&mut self, batch: &DebounceEventResult) -> Option<Instant> {
         match batch {
-            Ok(events) => events.iter().any(|e| {
-                is_change(&e.kind)
-                    && (e.need_rescan() || e.paths.iter().any(|p| relevant(p, &self.targets)))
-            }),
+            Ok(events) => {
+                let mut latest = None;
+                for e in events {
+                    if !is_change(&e.kind)
+                        || !(e.need_rescan() || e.paths.iter().any(|p| relevant(p, &self.targets)))
+                    {
+                        continue;
+                    }
+                    latest = latest.max(Some(e.time));
+                    tracing::trace!(kind = ?e.kind, paths = ?e.paths, "change");
+                    self.touched.extend(e.paths.iter().cloned());
+                    match e.kind {
+                        EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
+                            for p in &e.paths {
+                                self.open_writes.insert(p.clone(), e.time);
+                            }
+                        }
+                        EventKind::Access(_)
+                        | EventKind::Remove(_)
+                        | EventKind::Modify(ModifyKind::Name(_)) => {
+                            for p in &e.paths {
+                                self.open_writes.remove(p);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                latest
+            }
             Err(errors) => {
                 for e in errors {
                     tracing::warn!("file watcher: {e}");
                 }
-                true
+                Some(Instant::now())
             }
         }
     }
 
     /// Reloads on every relevant change and on `SIGHUP`, calling `on_event`
-    /// with each attempt, until `cancel` fires.
+    /// with each attempt, until `cancel` fires. Changes closer together
+    /// than the debounce form one reload, which runs once the files have
+    /// been quiet for the debounce.
     pub async fn run(mut self, cancel: CancellationToken, mut on_event: impl FnMut(&ReloadEvent)) {
-        let mut hup = hangup();
-        // Files may have changed between the first build and the watches.
-        self.settle(&mut on_event);
+        let mut hup = std::mem::take(&mut self.hup);
+        if let Some(e) = self.pending.take() {
+            on_event(&e);
+        }
         loop {
-            let relevant = tokio::select! {
-                _ = cancel.cancelled() => break,
+            // `None`: SIGHUP, reload at once; `Some(None)`: nothing relevant.
+            let first: Option<Option<Instant>> = tokio::select! {
+                _ = cancel.cancelled() => return,
                 batch = self.rx.recv() => match batch {
-                    Some(b) => self.batch_relevant(&b),
-                    None => break,
+                    Some(b) => Some(self.note(&b)),
+                    None => return,
                 },
                 () = next_hangup(&mut hup) => {
                     tracing::info!("SIGHUP: reloading");
-                    true
+                    None
                 }
             };
-            // Whatever else queued up during the last rebuild joins this one.
-            let mut relevant = relevant;
-            while let Ok(b) = self.rx.try_recv() {
-                relevant |= self.batch_relevant(&b);
-            }
-            if !relevant {
-                continue;
+            match first {
+                Some(None) => continue,
+                None => while self.rx.try_recv().is_ok() {},
+                Some(Some(t)) => {
+                    if !self.quiet_period(t, &cancel, &mut hup).await {
+                        return;
+                    }
+                }
             }
             // Watch folders that appeared before reading them, so a file
             // written meanwhile is either read now or seen by the watch.
             self.arm();
             let event = reload(&self.input, &self.swap, self.interactive);
             on_event(&event);
-            if event.ok && self.arm() {
-                // The new snapshot names folders not watched before.
-                self.settle(&mut on_event);
+            if event.ok
+                && self.arm()
+                && let Some(e) = self.settle()
+            {
+                // The new snapshot names folders not watched before, and
+                // files may have landed in them before the watch.
+                on_event(&e);
             }
         }
     }
 
-    /// Rebuilds and reports only if something changed.
-    fn settle(&mut self, on_event: &mut impl FnMut(&ReloadEvent)) {
-        if let Some(e) = reload_quiet(&self.input, &self.swap, self.interactive, true) {
-            on_event(&e);
-            self.arm();
+    /// Waits until no relevant change happened for the debounce, starting
+    /// from a change at `t`, and no file is half-written (modified and not
+    /// closed yet, for at most [`WRITE_WAIT`]). Returns false when
+    /// cancelled. SIGHUP ends the wait early.
+    async fn quiet_period(
+        &mut self,
+        mut t: Instant,
+        cancel: &CancellationToken,
+        hup: &mut Hangup,
+    ) -> bool {
+        loop {
+            let mut wake = t + self.debounce;
+            if let Some(oldest) = self.open_writes.values().min() {
+                wake = wake.max(*oldest + WRITE_WAIT);
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {
+                    // Batches for changes inside the window may still be
+                    // queued.
+                    let mut later = None;
+                    while let Ok(b) = self.rx.try_recv() {
+                        later = later.max(self.note(&b));
+                    }
+                    if let Some(t2) = later.filter(|t2| *t2 > t) {
+                        t = t2;
+                        continue;
+                    }
+                    let stale: Vec<PathBuf> = self
+                        .open_writes
+                        .iter()
+                        .filter(|(_, m)| m.elapsed() >= WRITE_WAIT)
+                        .map(|(p, _)| p.clone())
+                        .collect();
+                    for p in stale {
+                        tracing::debug!("{} was modified and not closed; reloading anyway", p.display());
+                        self.open_writes.remove(&p);
+                    }
+                    if !self.open_writes.is_empty() {
+                        continue;
+                    }
+                    // Events can reach us late on a busy machine; the files'
+                    // own modification times say whether they are quiet.
+                    match self.youngest_touched_age() {
+                        Some(age) if age < self.debounce => {
+                            t = Instant::now() - age;
+                        }
+                        _ => {
+                            self.touched.clear();
+                            return true;
+                        }
+                    }
+                }
+                batch = self.rx.recv() => match batch {
+                    Some(b) => {
+                        if let Some(t2) = self.note(&b) {
+                            t = t.max(t2);
+                        }
+                    }
+                    None => return false,
+                },
+                () = next_hangup(hup) => return true,
+            }
         }
+    }
+
+    /// How long ago the most recently modified of the files changed since
+    /// the last reload was modified (by its mtime), if any still exists.
+    fn youngest_touched_age(&self) -> Option<Duration> {
+        let now = std::time::SystemTime::now();
+        self.touched
+            .iter()
+            .filter_map(|p| std::fs::symlink_metadata(p).and_then(|m| m.modified()).ok())
+            .map(|m| now.duration_since(m).unwrap_or(Duration::ZERO))
+            .min()
+    }
+
+    /// Rebuilds and reports only if something changed.
+    fn settle(&mut self) -> Option<ReloadEvent> {
+        let e = reload_quiet(&self.input, &self.swap, self.interactive, true)?;
+        self.arm();
+        Some(e)
     }
 }
 
@@ -584,7 +721,8 @@ pub fn spawn(
 #[cfg(unix)]
 type Hangup = Option<tokio::signal::unix::Signal>;
 #[cfg(not(unix))]
-type Hangup = ();
+#[derive(Default)]
+struct Hangup;
 
 #[cfg(unix)]
 fn hangup() -> Hangup {
@@ -599,7 +737,9 @@ fn hangup() -> Hangup {
 }
 
 #[cfg(not(unix))]
-fn hangup() -> Hangup {}
+fn hangup() -> Hangup {
+    Hangup
+}
 
 #[cfg(unix)]
 async fn next_hangup(h: &mut Hangup) {

@@ -2,3 +2,4 @@
 
 pub mod kit;
 mod provider;
+mod reload;
