@@ -249,25 +249,37 @@ pub fn apply(
     }
 }
 
-/// Rebuilds from the files, swaps on success, logs, and returns the event.
-/// With `quiet`, a successful build that changes nothing is neither swapped
-/// nor logged, and `None` is returned.
-pub fn reload_quiet(
-    input: &SnapshotInput,
-    swap: &ArcSwap<Snapshot>,
-    interactive: bool,
-    quiet: bool,
-) -> Option<ReloadEvent> {
+/// A snapshot built from the files, not applied yet.
+#[derive(Debug)]
+pub struct Built {
+    old: Arc<Snapshot>,
+    built: Result<Snapshot, ConfigError>,
+    started: Instant,
+}
+
+/// Builds the next snapshot (generation + 1) from the files.
+pub fn build_next(input: &SnapshotInput, swap: &ArcSwap<Snapshot>) -> Built {
     let started = Instant::now();
     let old = swap.load_full();
     let built = snapshot::build(input, old.generation + 1);
+    Built {
+        old,
+        built,
+        started,
+    }
+}
+
+/// Applies a build: swaps on success, logs, and returns the event.
+pub fn commit(b: Built, swap: &ArcSwap<Snapshot>, interactive: bool) -> ReloadEvent {
+    let applied = apply(&b.old, b.built, interactive, b.started.elapsed());
+    store(applied, swap, b.started)
+}
+
+fn store(applied: Applied, swap: &ArcSwap<Snapshot>, started: Instant) -> ReloadEvent {
     let Applied {
         mut event,
         snapshot,
-    } = apply(&old, built, interactive, started.elapsed());
-    if quiet && event.ok && event.changes.is_empty() {
-        return None;
-    }
+    } = applied;
     if let Some(new) = snapshot {
         swap.store(Arc::new(new));
     }
@@ -285,22 +297,29 @@ pub fn reload_quiet(
     } else {
         tracing::warn!(generation = event.generation, "{event}");
     }
-    Some(event)
+    event
 }
 
-/// [`reload_quiet`] that always reports.
-pub fn reload(input: &SnapshotInput, swap: &ArcSwap<Snapshot>, interactive: bool) -> ReloadEvent {
-    match reload_quiet(input, swap, interactive, false) {
-        Some(e) => e,
-        // Not reachable with `quiet == false`; report the current state.
-        None => ReloadEvent {
-            ok: true,
-            generation: swap.load().generation,
-            duration_ms: 0.0,
-            changes: Changes::default(),
-            diagnostics: Vec::new(),
-        },
+/// Rebuilds from the files, swaps on success, logs, and returns the event.
+/// With `quiet`, a successful build that changes nothing is neither swapped
+/// nor logged, and `None` is returned.
+pub fn reload_quiet(
+    input: &SnapshotInput,
+    swap: &ArcSwap<Snapshot>,
+    interactive: bool,
+    quiet: bool,
+) -> Option<ReloadEvent> {
+    let b = build_next(input, swap);
+    let applied = apply(&b.old, b.built, interactive, b.started.elapsed());
+    if quiet && applied.event.ok && applied.event.changes.is_empty() {
+        return None;
     }
+    Some(store(applied, swap, b.started))
+}
+
+/// Rebuilds from the files, swaps on success, logs, and returns the event.
+pub fn reload(input: &SnapshotInput, swap: &ArcSwap<Snapshot>, interactive: bool) -> ReloadEvent {
+    commit(build_next(input, swap), swap, interactive)
 }
 
 /// What the watcher must follow: files (watched through their folder, not
@@ -575,19 +594,36 @@ impl Watcher {
                     None
                 }
             };
-            match first {
+            let mut wait_from = match first {
                 Some(None) => continue,
-                None => while self.rx.try_recv().is_ok() {},
-                Some(Some(t)) => {
-                    if !self.quiet_period(t, &cancel, &mut hup).await {
-                        return;
-                    }
+                None => {
+                    while self.rx.try_recv().is_ok() {}
+                    None
                 }
-            }
-            // Watch folders that appeared before reading them, so a file
-            // written meanwhile is either read now or seen by the watch.
-            self.arm();
-            let event = reload(&self.input, &self.swap, self.interactive);
+                Some(t) => t,
+            };
+            let event = loop {
+                if let Some(t) = wait_from
+                    && !self.quiet_period(t, &cancel, &mut hup).await
+                {
+                    return;
+                }
+                let touched = std::mem::take(&mut self.touched);
+                let reading = std::time::SystemTime::now();
+                // Watch folders that appeared before reading them, so a file
+                // written meanwhile is either read now or seen by the watch.
+                self.arm();
+                let built = build_next(&self.input, &self.swap);
+                if self.written_since(&touched, reading) {
+                    // A writer came back while the files were read: what was
+                    // read may be half-written. Wait for quiet again.
+                    tracing::debug!("files changed while reading them; waiting");
+                    self.touched.extend(touched);
+                    wait_from = Some(Instant::now());
+                    continue;
+                }
+                break commit(built, &self.swap, self.interactive);
+            };
             on_event(&event);
             if event.ok
                 && self.arm()
@@ -666,6 +702,18 @@ impl Watcher {
         }
     }
 
+    /// Whether one of `paths` was modified after `t` (less a margin for the
+    /// coarse clock file systems stamp modification times with).
+    fn written_since(&self, paths: &BTreeSet<PathBuf>, t: std::time::SystemTime) -> bool {
+        let margin = (self.debounce / 2).min(Duration::from_millis(20));
+        let since = t.checked_sub(margin).unwrap_or(t);
+        paths.iter().any(|p| {
+            std::fs::symlink_metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|m| m > since)
+        })
+    }
+
     /// How long ago the most recently modified of the files changed since
     /// the last reload was modified (by its mtime), if any still exists.
     fn youngest_touched_age(&self) -> Option<Duration> {
@@ -673,7 +721,8 @@ impl Watcher {
         self.touched
             .iter()
             .filter_map(|p| std::fs::symlink_metadata(p).and_then(|m| m.modified()).ok())
-            .map(|m| now.duration_since(m).unwrap_or(Duration::ZERO))
+            // A modification time in the future (clock skew) says nothing.
+            .filter_map(|m| now.duration_since(m).ok())
             .min()
     }
 

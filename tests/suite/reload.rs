@@ -21,6 +21,13 @@ fn cadre() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cadre"))
 }
 
+/// The binary the benchmark runs: `CADRE_BENCH_BIN` (e.g. a release build)
+/// or the test build.
+fn bench_bin() -> PathBuf {
+    std::env::var_os("CADRE_BENCH_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cadre")), PathBuf::from)
+}
+
 /// A project folder with a config file and an empty home.
 struct Project {
     dir: tempfile::TempDir,
@@ -51,7 +58,10 @@ impl Project {
 
     /// `cadre` with HOME, the working directory and the config set.
     fn command(&self) -> Command {
-        let mut c = cadre();
+        self.command_of(cadre())
+    }
+
+    fn command_of(&self, mut c: Command) -> Command {
         c.env("HOME", self.path().join("home"))
             .env_remove("CADRE_CONFIG")
             .env_remove("CADRE_LOG")
@@ -99,8 +109,12 @@ struct Watch {
 
 impl Watch {
     fn start(p: &Project, session: &str) -> Watch {
+        Watch::start_with(p, session, cadre())
+    }
+
+    fn start_with(p: &Project, session: &str, bin: Command) -> Watch {
         let mut child = p
-            .command()
+            .command_of(bin)
             .env("CADRE_LOG", "cadre=trace")
             .args(["watch", "--json", "--session", session])
             .stdout(Stdio::piped())
@@ -343,11 +357,39 @@ fn a_builtin_folder_created_after_start_is_picked_up() {
 }
 
 #[test]
+fn a_templates_folder_created_under_an_existing_builtin_dir_is_picked_up() {
+    let p = Project::new("[agents]\nbuiltin_dir = \"agents\"\n");
+    std::fs::create_dir_all(p.path().join("agents")).unwrap();
+    // Restart-free: the folder existed before the watcher, `templates` did not.
+    let mut w = Watch::start(&p, "non-interactive");
+    let watching = w.ready["watching"].as_array().unwrap().clone();
+    assert!(
+        watching.contains(&json!({"path": p.path().join("agents"), "recursive": true})),
+        "{watching:?}"
+    );
+    p.write("agents/templates/fork_child.hbs", "Fork: {{directive}}\n");
+    let e = w.until("templates_changed", |v| {
+        !names(v, "templates_changed").is_empty()
+    });
+    assert_eq!(e["ok"], true);
+    assert_eq!(names(&e, "templates_changed"), vec!["fork_child"]);
+    // Removing it brings the embedded template back: a change again.
+    std::fs::remove_dir_all(p.path().join("agents/templates")).unwrap();
+    let e = w.until("templates_changed", |v| {
+        !names(v, "templates_changed").is_empty()
+    });
+    assert_eq!(names(&e, "templates_changed"), vec!["fork_child"]);
+}
+
+#[test]
 fn a_burst_of_writes_ends_in_the_final_state_and_never_a_partial_one() {
     // DISABLE_BACKGROUND_TASKS is on in every version of the file and comes
     // last: a half-written file would drop it (or not parse).
     let content = |fork: bool| {
-        let mut s = String::from("# a config rewritten many times\n");
+        // A debounce well above a busy machine's scheduling stalls: a
+        // writer paused mid-write for longer than the debounce leaves a
+        // truncated file that any watcher would read.
+        let mut s = String::from("# a config rewritten many times\n[reload]\ndebounce_ms = 250\n");
         for i in 0..40 {
             s.push_str(&format!(
                 "# padding line {i} to make a partial write visible\n"
@@ -585,4 +627,100 @@ fn a_running_session_sees_a_flag_flip_on_its_next_request() {
         "the second request lacks `fork`: {second}"
     );
     server.assert_invariants();
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Benchmark, not a check: `cargo test --test all -- --ignored --nocapture
+/// reload_benchmark`. Latency from a config write to the reload event
+/// (printed after the swap), minus the debounce, over 200 edits; and the
+/// time of `snapshot::build` with 1,000 agent files on disk.
+#[test]
+#[ignore = "benchmark; prints figures"]
+fn reload_benchmark() {
+    let p = Project::new("[features]\nFORK_SUBAGENT = false\n");
+    let mut w = Watch::start_with(&p, "interactive", Command::new(bench_bin()));
+    let debounce = w.ready["debounce_ms"].as_f64().unwrap();
+    let mut lat = Vec::new();
+    for i in 0..200 {
+        let on = i % 2 == 0;
+        let t0 = Instant::now();
+        p.write("cadre.toml", &format!("[features]\nFORK_SUBAGENT = {on}\n"));
+        w.until("the flip", |v| {
+            flag_change(v, "FORK_SUBAGENT").is_some_and(|f| f["value"] == on)
+        });
+        lat.push(t0.elapsed().as_secs_f64() * 1000.0 - debounce);
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    let rebuild: Vec<f64> = w
+        .seen
+        .iter()
+        .map(|e| e["duration_ms"].as_f64().unwrap())
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let mut rb = rebuild.clone();
+    rb.sort_by(f64::total_cmp);
+    eprintln!(
+        "latency above the {debounce} ms debounce over {} edits: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; rebuild+swap p50 {:.1} ms",
+        lat.len(),
+        percentile(&lat, 0.5),
+        percentile(&lat, 0.99),
+        lat[lat.len() - 1],
+        percentile(&rb, 0.5)
+    );
+
+    let agent_dir = p.path().join(".claude/agents");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    for i in 0..1000 {
+        std::fs::write(
+            agent_dir.join(format!("agent-{i:04}.md")),
+            format!("---\nname: agent-{i:04}\ndescription: Agent number {i}, for the benchmark\ntools: Read, Grep\n---\nYou are agent {i}.\n"),
+        )
+        .unwrap();
+    }
+    // Forced reloads (SIGHUP) with the files present, timed by the binary.
+    let before = w.seen.len();
+    for _ in 0..30 {
+        nix::sys::signal::kill(w.pid(), nix::sys::signal::Signal::SIGHUP).unwrap();
+        w.next();
+    }
+    let mut rb: Vec<f64> = w.seen[before..]
+        .iter()
+        .map(|e| e["duration_ms"].as_f64().unwrap())
+        .collect();
+    rb.sort_by(f64::total_cmp);
+    eprintln!(
+        "rebuild+swap in `cadre watch` with 1000 agent files on disk: p50 {:.1} ms, max {:.1} ms",
+        percentile(&rb, 0.5),
+        rb[rb.len() - 1]
+    );
+    drop(w);
+    let input = cadre::snapshot::SnapshotInput {
+        load: cadre::config::LoadInput {
+            cwd: p.path().to_path_buf(),
+            config: Some(p.config()),
+            env: Vec::new(),
+            cli: Default::default(),
+        },
+        cli_agents: None,
+        home: Some(p.path().join("home")),
+    };
+    let mut times = Vec::new();
+    let mut agents = 0;
+    for _ in 0..30 {
+        let t0 = Instant::now();
+        let snap = cadre::snapshot::build(&input, 1).unwrap();
+        times.push(t0.elapsed().as_secs_f64() * 1000.0);
+        agents = snap.catalog.agents.len();
+    }
+    times.sort_by(f64::total_cmp);
+    eprintln!(
+        "snapshot::build with 1000 agent files on disk ({agents} agents loaded): p50 {:.1} ms, min {:.1} ms, max {:.1} ms",
+        percentile(&times, 0.5),
+        times[0],
+        times[times.len() - 1]
+    );
 }
