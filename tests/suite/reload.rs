@@ -497,6 +497,31 @@ fn unrelated_files_next_to_the_config_do_not_reload() {
 }
 
 #[test]
+fn an_editor_save_by_rename_reloads() {
+    let p = Project::new("[features]\nFORK_SUBAGENT = false\n");
+    let mut w = Watch::start(&p, "interactive");
+    // As vim and most editors save: a new file, then a rename over the old.
+    p.write(".cadre.toml.swp", "[features]\nFORK_SUBAGENT = true\n");
+    std::fs::rename(p.path().join(".cadre.toml.swp"), p.config()).unwrap();
+    let e = w.next();
+    assert_eq!(e["ok"], true, "{e}");
+    assert_eq!(
+        flag_change(&e, "FORK_SUBAGENT").unwrap()["value"],
+        true,
+        "{e}"
+    );
+    // And again: the watch survives the file being replaced.
+    p.write(".cadre.toml.swp", "[features]\nFORK_SUBAGENT = false\n");
+    std::fs::rename(p.path().join(".cadre.toml.swp"), p.config()).unwrap();
+    let e = w.next();
+    assert_eq!(
+        flag_change(&e, "FORK_SUBAGENT").unwrap()["value"],
+        false,
+        "{e}"
+    );
+}
+
+#[test]
 #[ignore = "needs the real agent catalog (src/catalog is a stub in this branch)"]
 fn agent_files_added_changed_and_removed() {
     let p = Project::new("[agents]\ndirs = [\"team\"]\n");
