@@ -63,11 +63,7 @@ impl ContentBlock {
         ContentBlock::Text { text: text.into() }
     }
 
-    pub fn tool_result(
-        tool_use_id: impl Into<String>,
-        text: impl Into<String>,
-        is_error: bool,
-    ) -> Self {
+    pub fn tool_result(tool_use_id: impl Into<String>, text: impl Into<String>, is_error: bool) -> Self {
         ContentBlock::ToolResult {
             tool_use_id: tool_use_id.into(),
             content: vec![ToolResultContent::Text { text: text.into() }],
@@ -91,10 +87,7 @@ pub struct Message {
 
 impl Message {
     pub fn user(content: Vec<ContentBlock>) -> Self {
-        Message {
-            role: Role::User,
-            content,
-        }
+        Message { role: Role::User, content }
     }
 
     pub fn user_text(text: impl Into<String>) -> Self {
@@ -102,10 +95,7 @@ impl Message {
     }
 
     pub fn assistant(content: Vec<ContentBlock>) -> Self {
-        Message {
-            role: Role::Assistant,
-            content,
-        }
+        Message { role: Role::Assistant, content }
     }
 
     /// The tool_use blocks of this message as (id, name, input).
@@ -119,16 +109,8 @@ impl Message {
     /// The text blocks of this message joined with newlines, or `None` when
     /// it holds no text.
     pub fn joined_text(&self) -> Option<String> {
-        let texts: Vec<&str> = self
-            .content
-            .iter()
-            .filter_map(ContentBlock::as_text)
-            .collect();
-        if texts.is_empty() {
-            None
-        } else {
-            Some(texts.join("\n"))
-        }
+        let texts: Vec<&str> = self.content.iter().filter_map(ContentBlock::as_text).collect();
+        if texts.is_empty() { None } else { Some(texts.join("\n")) }
     }
 }
 
@@ -152,10 +134,7 @@ impl Usage {
     /// Everything the request and response counted: input (fresh, cache
     /// writes and cache reads) plus output.
     pub fn total(&self) -> u64 {
-        self.input_tokens
-            + self.cache_creation_input_tokens
-            + self.cache_read_input_tokens
-            + self.output_tokens
+        self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens + self.output_tokens
     }
 
     pub fn add(&mut self, other: &Usage) {
@@ -253,12 +232,7 @@ mod tests {
 
     #[test]
     fn total_counts_cache_reads_and_writes() {
-        let u = Usage {
-            input_tokens: 1,
-            output_tokens: 2,
-            cache_creation_input_tokens: 3,
-            cache_read_input_tokens: 4,
-        };
+        let u = Usage { input_tokens: 1, output_tokens: 2, cache_creation_input_tokens: 3, cache_read_input_tokens: 4 };
         assert_eq!(u.total(), 10);
     }
 }

@@ -32,10 +32,7 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
         body.insert("temperature".into(), Value::from(t));
     }
     if let Some(budget) = req.sampling.thinking_budget {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
+        body.insert("thinking".into(), json!({"type": "enabled", "budget_tokens": budget}));
     }
     if !req.system.is_empty() {
         body.insert(
@@ -64,19 +61,15 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
     }
     let mut messages: Vec<Value> = req.messages.iter().map(|m| message_value(m)).collect();
     if let Some(Value::Object(last)) = messages.last_mut()
-        && let Some(Value::Array(blocks)) = last.get_mut("content")
-    {
-        // Thinking blocks cannot carry a breakpoint; use the last other block.
-        let target = blocks.iter_mut().rev().find(|b| {
-            !matches!(
-                b.get("type").and_then(Value::as_str),
-                Some("thinking" | "redacted_thinking")
-            )
-        });
-        if let Some(Value::Object(block)) = target {
-            block.insert("cache_control".into(), ephemeral());
+        && let Some(Value::Array(blocks)) = last.get_mut("content") {
+            // Thinking blocks cannot carry a breakpoint; use the last other block.
+            let target = blocks.iter_mut().rev().find(|b| {
+                !matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking"))
+            });
+            if let Some(Value::Object(block)) = target {
+                block.insert("cache_control".into(), ephemeral());
+            }
         }
-    }
     body.insert("messages".into(), Value::Array(messages));
     serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
 }
@@ -88,12 +81,11 @@ fn message_value(m: &Message) -> Value {
 /// A readable error from a non-success response body.
 pub(crate) fn describe_error(status: u16, body: &str) -> String {
     if let Ok(v) = serde_json::from_str::<Value>(body)
-        && let Some(err) = v.get("error")
-    {
-        let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
-        let message = err.get("message").and_then(Value::as_str).unwrap_or("");
-        return format!("{NAME} API error {status} ({kind}): {message}");
-    }
+        && let Some(err) = v.get("error") {
+            let kind = err.get("type").and_then(Value::as_str).unwrap_or("error");
+            let message = err.get("message").and_then(Value::as_str).unwrap_or("");
+            return format!("{NAME} API error {status} ({kind}): {message}");
+        }
     let body = body.trim();
     if body.is_empty() {
         format!("{NAME} API error {status}")
@@ -105,17 +97,9 @@ pub(crate) fn describe_error(status: u16, body: &str) -> String {
 #[derive(Debug)]
 enum Block {
     Text(String),
-    Thinking {
-        thinking: String,
-        signature: String,
-    },
+    Thinking { thinking: String, signature: String },
     Redacted(String),
-    Tool {
-        id: String,
-        name: String,
-        json: String,
-        input: Option<Value>,
-    },
+    Tool { id: String, name: String, json: String, input: Option<Value> },
     /// A block type this engine does not model; dropped.
     Other,
 }
@@ -148,21 +132,15 @@ fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
 }
 
 fn str_field(v: &Value, name: &str) -> String {
-    v.get(name)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
+    v.get(name).and_then(Value::as_str).unwrap_or_default().to_string()
 }
 
 impl AnthropicAssembler {
     fn close(&mut self, index: u64) {
-        if let Some(Block::Tool {
-            id, json, input, ..
-        }) = self.blocks.get_mut(&index)
-            && input.is_none()
-        {
-            *input = Some(tool_input(id, json, &mut self.invalid));
-        }
+        if let Some(Block::Tool { id, json, input, .. }) = self.blocks.get_mut(&index)
+            && input.is_none() {
+                *input = Some(tool_input(id, json, &mut self.invalid));
+            }
     }
 }
 
@@ -171,12 +149,8 @@ impl Assembler for AnthropicAssembler {
         match name {
             "ping" => return Ok(false),
             "message_stop" => return Ok(true),
-            "message_start"
-            | "content_block_start"
-            | "content_block_delta"
-            | "content_block_stop"
-            | "message_delta"
-            | "error" => {}
+            "message_start" | "content_block_start" | "content_block_delta" | "content_block_stop"
+            | "message_delta" | "error" => {}
             // Event types added to the API later are skipped.
             _ => return Ok(false),
         }
@@ -194,37 +168,27 @@ impl Assembler for AnthropicAssembler {
                 let cb = v.get("content_block").cloned().unwrap_or(Value::Null);
                 let block = match cb.get("type").and_then(Value::as_str) {
                     Some("text") => Block::Text(str_field(&cb, "text")),
-                    Some("thinking") => Block::Thinking {
-                        thinking: str_field(&cb, "thinking"),
-                        signature: str_field(&cb, "signature"),
-                    },
+                    Some("thinking") => {
+                        Block::Thinking { thinking: str_field(&cb, "thinking"), signature: str_field(&cb, "signature") }
+                    }
                     Some("redacted_thinking") => Block::Redacted(str_field(&cb, "data")),
                     Some("tool_use") => {
                         let id = str_field(&cb, "id");
                         let name = str_field(&cb, "name");
-                        emit(StreamEvent::ToolUseStart {
-                            id: id.clone(),
-                            name: name.clone(),
-                        });
+                        emit(StreamEvent::ToolUseStart { id: id.clone(), name: name.clone() });
                         // A start block may already carry a complete input.
                         let json = match cb.get("input") {
                             Some(input @ Value::Object(o)) if !o.is_empty() => input.to_string(),
                             _ => String::new(),
                         };
-                        Block::Tool {
-                            id,
-                            name,
-                            json,
-                            input: None,
-                        }
+                        Block::Tool { id, name, json, input: None }
                     }
                     _ => Block::Other,
                 };
                 if let Block::Text(t) = &block
-                    && !t.is_empty()
-                {
-                    emit(StreamEvent::TextDelta(t.clone()));
-                }
+                    && !t.is_empty() {
+                        emit(StreamEvent::TextDelta(t.clone()));
+                    }
                 self.blocks.insert(index, block);
             }
             "content_block_delta" => {
@@ -244,12 +208,7 @@ impl Assembler for AnthropicAssembler {
                     ("signature_delta", Some(Block::Thinking { signature, .. })) => {
                         signature.push_str(&str_field(&delta, "signature"));
                     }
-                    (
-                        "input_json_delta",
-                        Some(Block::Tool {
-                            json, input: None, ..
-                        }),
-                    ) => {
+                    ("input_json_delta", Some(Block::Tool { json, input: None, .. })) => {
                         json.push_str(&str_field(&delta, "partial_json"));
                     }
                     _ => {}
@@ -257,11 +216,7 @@ impl Assembler for AnthropicAssembler {
             }
             "content_block_stop" => self.close(index),
             "message_delta" => {
-                if let Some(reason) = v
-                    .get("delta")
-                    .and_then(|d| d.get("stop_reason"))
-                    .and_then(Value::as_str)
-                {
+                if let Some(reason) = v.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str) {
                     self.stop_reason = Some(
                         serde_json::from_value(Value::from(reason))
                             .unwrap_or_else(|_| StopReason::Other(reason.to_string())),
@@ -272,10 +227,7 @@ impl Assembler for AnthropicAssembler {
             "error" => {
                 let err = v.get("error").cloned().unwrap_or(Value::Null);
                 let kind = str_field(&err, "type");
-                let message = format!(
-                    "{NAME} stream error ({kind}): {}",
-                    str_field(&err, "message")
-                );
+                let message = format!("{NAME} stream error ({kind}): {}", str_field(&err, "message"));
                 return Err(match kind.as_str() {
                     "overloaded_error" | "api_error" | "rate_limit_error" => {
                         Failure::retry(ProviderErrorKind::Stream, message)
@@ -289,10 +241,7 @@ impl Assembler for AnthropicAssembler {
     }
 
     fn ended_early(&mut self) -> Result<(), Failure> {
-        Err(Failure::retry(
-            ProviderErrorKind::Stream,
-            format!("the {NAME} stream ended before `message_stop`"),
-        ))
+        Err(Failure::retry(ProviderErrorKind::Stream, format!("the {NAME} stream ended before `message_stop`")))
     }
 
     fn finish(mut self) -> ModelResponse {
@@ -304,21 +253,11 @@ impl Assembler for AnthropicAssembler {
             .into_values()
             .filter_map(|b| match b {
                 Block::Text(text) => Some(ContentBlock::Text { text }),
-                Block::Thinking {
-                    thinking,
-                    signature,
-                } => Some(ContentBlock::Thinking {
-                    thinking,
-                    signature,
-                }),
+                Block::Thinking { thinking, signature } => Some(ContentBlock::Thinking { thinking, signature }),
                 Block::Redacted(data) => Some(ContentBlock::RedactedThinking { data }),
-                Block::Tool {
-                    id, name, input, ..
-                } => Some(ContentBlock::ToolUse {
-                    id,
-                    name,
-                    input: input.unwrap_or_else(|| json!({})),
-                }),
+                Block::Tool { id, name, input, .. } => {
+                    Some(ContentBlock::ToolUse { id, name, input: input.unwrap_or_else(|| json!({})) })
+                }
                 Block::Other => None,
             })
             .collect();

@@ -32,16 +32,9 @@ use retry::Failure;
 pub enum StreamEvent {
     TextDelta(String),
     ThinkingDelta(String),
-    ToolUseStart {
-        id: String,
-        name: String,
-    },
+    ToolUseStart { id: String, name: String },
     /// An attempt failed and another will follow after `delay_ms`.
-    Retrying {
-        attempt: u32,
-        delay_ms: u64,
-        reason: String,
-    },
+    Retrying { attempt: u32, delay_ms: u64, reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,26 +93,16 @@ fn install_tls_provider() {
 }
 
 fn env_get<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    env.iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-        .filter(|v| !v.is_empty())
+    env.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
 }
 
 /// `{base}/v1/{path}`, without a doubled slash or a doubled `/v1`.
 fn join_endpoint(base: &str, path: &str) -> Result<String, String> {
     let base = base.trim().trim_end_matches('/');
     if !(base.starts_with("http://") || base.starts_with("https://")) {
-        return Err(format!(
-            "provider base URL `{base}` must start with http:// or https://"
-        ));
+        return Err(format!("provider base URL `{base}` must start with http:// or https://"));
     }
-    if base.ends_with("/v1") {
-        Ok(format!("{base}/{path}"))
-    } else {
-        Ok(format!("{base}/v1/{path}"))
-    }
+    if base.ends_with("/v1") { Ok(format!("{base}/{path}")) } else { Ok(format!("{base}/v1/{path}")) }
 }
 
 /// Replaces every occurrence of the key in `text`.
@@ -152,10 +135,7 @@ impl Provider {
     ///
     /// Configuration problems (no key, no base URL) are reported by `send`,
     /// so a provider can always render request bodies.
-    pub fn new(
-        settings: &ProviderSettings,
-        env: &[(String, String)],
-    ) -> Result<Provider, ProviderError> {
+    pub fn new(settings: &ProviderSettings, env: &[(String, String)]) -> Result<Provider, ProviderError> {
         let (default_key_env, endpoint) = match settings.kind {
             ProviderKind::Anthropic => {
                 let base = settings
@@ -166,25 +146,17 @@ impl Provider {
                 ("ANTHROPIC_API_KEY", join_endpoint(&base, "messages"))
             }
             ProviderKind::Openai => {
-                let base = settings
-                    .base_url
-                    .clone()
-                    .or_else(|| env_get(env, "OPENAI_BASE_URL").map(str::to_string));
+                let base = settings.base_url.clone().or_else(|| env_get(env, "OPENAI_BASE_URL").map(str::to_string));
                 let endpoint = match base {
                     Some(base) => join_endpoint(&base, "chat/completions"),
-                    None => Err(
-                        "provider.base_url is required for provider.kind = \"openai\" \
+                    None => Err("provider.base_url is required for provider.kind = \"openai\" \
                                  (for example http://127.0.0.1:8080 for llama-server)"
-                            .to_string(),
-                    ),
+                        .to_string()),
                 };
                 ("OPENAI_API_KEY", endpoint)
             }
         };
-        let key_env = settings
-            .api_key_env
-            .clone()
-            .unwrap_or_else(|| default_key_env.to_string());
+        let key_env = settings.api_key_env.clone().unwrap_or_else(|| default_key_env.to_string());
         let api_key = env_get(env, &key_env).map(str::to_string);
         install_tls_provider();
         let client = reqwest::Client::builder()
@@ -194,21 +166,14 @@ impl Provider {
                 kind: ProviderErrorKind::Config,
                 message: format!("cannot build the HTTP client: {}", error_chain(&e)),
             })?;
-        Ok(Provider {
-            settings: settings.clone(),
-            endpoint,
-            api_key,
-            key_env,
-            client,
-        })
+        Ok(Provider { settings: settings.clone(), endpoint, api_key, key_env, client })
     }
 
     /// The URL requests are posted to, or why there is none.
     pub fn endpoint(&self) -> Result<&str, ProviderError> {
-        self.endpoint.as_deref().map_err(|m| ProviderError {
-            kind: ProviderErrorKind::Config,
-            message: m.clone(),
-        })
+        self.endpoint
+            .as_deref()
+            .map_err(|m| ProviderError { kind: ProviderErrorKind::Config, message: m.clone() })
     }
 
     /// The exact bytes that `send` puts in the request body.
@@ -227,23 +192,14 @@ impl Provider {
     ) -> Result<ModelResponse, ProviderError> {
         let key = self.api_key.as_deref();
         let scrubbed = |event: StreamEvent| match event {
-            StreamEvent::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => on_event(StreamEvent::Retrying {
-                attempt,
-                delay_ms,
-                reason: scrub(&reason, key),
-            }),
+            StreamEvent::Retrying { attempt, delay_ms, reason } => {
+                on_event(StreamEvent::Retrying { attempt, delay_ms, reason: scrub(&reason, key) })
+            }
             other => on_event(other),
         };
         self.send_unscrubbed(req, &scrubbed)
             .await
-            .map_err(|e| ProviderError {
-                kind: e.kind,
-                message: scrub(&e.message, key),
-            })
+            .map_err(|e| ProviderError { kind: e.kind, message: scrub(&e.message, key) })
     }
 
     async fn send_unscrubbed(
@@ -267,24 +223,15 @@ impl Provider {
             match self.attempt(endpoint, &body, on_event).await {
                 Ok(response) => return Ok(response),
                 Err(Failure::Fatal(e)) => return Err(e),
-                Err(Failure::Retry {
-                    mut error,
-                    retry_after,
-                }) => {
+                Err(Failure::Retry { mut error, retry_after }) => {
                     if retries >= self.settings.max_retries {
                         if retries > 0 {
-                            error
-                                .message
-                                .push_str(&format!(" (gave up after {} attempts)", retries + 1));
+                            error.message.push_str(&format!(" (gave up after {} attempts)", retries + 1));
                         }
                         return Err(error);
                     }
                     let delay = retry_after.unwrap_or_else(|| {
-                        retry::backoff(
-                            retries,
-                            self.settings.retry_base_ms,
-                            self.settings.retry_max_ms,
-                        )
+                        retry::backoff(retries, self.settings.retry_base_ms, self.settings.retry_max_ms)
                     });
                     retries += 1;
                     on_event(StreamEvent::Retrying {
@@ -329,10 +276,7 @@ impl Provider {
                 ));
             }
             Ok(Err(e)) if e.is_builder() => {
-                return Err(Failure::fatal(
-                    ProviderErrorKind::Config,
-                    format!("bad request: {}", error_chain(&e)),
-                ));
+                return Err(Failure::fatal(ProviderErrorKind::Config, format!("bad request: {}", error_chain(&e))));
             }
             Ok(Err(e)) => {
                 return Err(Failure::retry(
@@ -353,10 +297,7 @@ impl Provider {
                 ProviderKind::Anthropic => anthropic::describe_error(status, &text),
                 ProviderKind::Openai => openai::describe_error(status, &text),
             };
-            let error = ProviderError {
-                kind: ProviderErrorKind::Status(status),
-                message,
-            };
+            let error = ProviderError { kind: ProviderErrorKind::Status(status), message };
             return Err(if retry::is_retryable_status(status) {
                 Failure::Retry { error, retry_after }
             } else {
@@ -366,23 +307,9 @@ impl Provider {
         let stream = response.bytes_stream();
         match self.settings.kind {
             ProviderKind::Anthropic => {
-                sse::drive(
-                    stream,
-                    Some(idle),
-                    anthropic::AnthropicAssembler::default(),
-                    on_event,
-                )
-                .await
+                sse::drive(stream, Some(idle), anthropic::AnthropicAssembler::default(), on_event).await
             }
-            ProviderKind::Openai => {
-                sse::drive(
-                    stream,
-                    Some(idle),
-                    openai::OpenAiAssembler::default(),
-                    on_event,
-                )
-                .await
-            }
+            ProviderKind::Openai => sse::drive(stream, Some(idle), openai::OpenAiAssembler::default(), on_event).await,
         }
     }
 }
@@ -401,18 +328,8 @@ where
     E: fmt::Display,
 {
     let result = match kind {
-        ProviderKind::Anthropic => {
-            sse::drive(
-                stream,
-                None,
-                anthropic::AnthropicAssembler::default(),
-                on_event,
-            )
-            .await
-        }
-        ProviderKind::Openai => {
-            sse::drive(stream, None, openai::OpenAiAssembler::default(), on_event).await
-        }
+        ProviderKind::Anthropic => sse::drive(stream, None, anthropic::AnthropicAssembler::default(), on_event).await,
+        ProviderKind::Openai => sse::drive(stream, None, openai::OpenAiAssembler::default(), on_event).await,
     };
     result.map_err(|f| match f {
         Failure::Fatal(e) | Failure::Retry { error: e, .. } => e,
@@ -426,23 +343,14 @@ mod tests {
 
     #[test]
     fn endpoints_do_not_double_slashes_or_v1() {
-        assert_eq!(
-            join_endpoint("http://h:1/", "messages").unwrap(),
-            "http://h:1/v1/messages"
-        );
-        assert_eq!(
-            join_endpoint("http://h:1/v1", "chat/completions").unwrap(),
-            "http://h:1/v1/chat/completions"
-        );
+        assert_eq!(join_endpoint("http://h:1/", "messages").unwrap(), "http://h:1/v1/messages");
+        assert_eq!(join_endpoint("http://h:1/v1", "chat/completions").unwrap(), "http://h:1/v1/chat/completions");
         assert!(join_endpoint("h:1", "messages").is_err());
     }
 
     #[test]
     fn scrub_removes_every_copy_of_the_key() {
-        assert_eq!(
-            scrub("a sk-XYZ b sk-XYZ", Some("sk-XYZ")),
-            "a [redacted] b [redacted]"
-        );
+        assert_eq!(scrub("a sk-XYZ b sk-XYZ", Some("sk-XYZ")), "a [redacted] b [redacted]");
         assert_eq!(scrub("abc", None), "abc");
     }
 
@@ -465,10 +373,7 @@ mod tests {
 
     #[test]
     fn debug_hides_the_key() {
-        let env = vec![(
-            "ANTHROPIC_API_KEY".to_string(),
-            "sk-test-SECRET".to_string(),
-        )];
+        let env = vec![("ANTHROPIC_API_KEY".to_string(), "sk-test-SECRET".to_string())];
         let p = Provider::new(&ProviderSettings::default(), &env).unwrap();
         assert!(!format!("{p:?}").contains("SECRET"));
     }

@@ -15,9 +15,7 @@ use serde_json::{Map, Value, json};
 use super::retry::Failure;
 use super::sse::{Assembler, Emit, clip, parse_data, tool_input};
 use super::{ProviderErrorKind, StreamEvent};
-use crate::message::{
-    ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolResultContent, Usage,
-};
+use crate::message::{ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolResultContent, Usage};
 
 const NAME: &str = "OpenAI-compatible";
 
@@ -83,14 +81,7 @@ fn map_message(m: &Message, out: &mut Vec<Value>) {
             }
             let mut msg = Map::new();
             msg.insert("role".into(), Value::from("assistant"));
-            msg.insert(
-                "content".into(),
-                if text.is_empty() {
-                    Value::Null
-                } else {
-                    Value::from(text.join("\n"))
-                },
-            );
+            msg.insert("content".into(), if text.is_empty() { Value::Null } else { Value::from(text.join("\n")) });
             if !calls.is_empty() {
                 msg.insert("tool_calls".into(), Value::Array(calls));
             }
@@ -101,11 +92,7 @@ fn map_message(m: &Message, out: &mut Vec<Value>) {
             let mut has_image = false;
             for block in &m.content {
                 match block {
-                    ContentBlock::ToolResult {
-                        tool_use_id,
-                        content,
-                        is_error,
-                    } => {
+                    ContentBlock::ToolResult { tool_use_id, content, is_error } => {
                         let mut text: Vec<&str> = content
                             .iter()
                             .map(|c| match c {
@@ -118,9 +105,7 @@ fn map_message(m: &Message, out: &mut Vec<Value>) {
                         }
                         out.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": text.join("\n")}));
                     }
-                    ContentBlock::Text { text } => {
-                        parts.push(json!({"type": "text", "text": text}))
-                    }
+                    ContentBlock::Text { text } => parts.push(json!({"type": "text", "text": text})),
                     ContentBlock::Image { source } => {
                         if let Some(p) = image_part(source) {
                             has_image = true;
@@ -136,10 +121,8 @@ fn map_message(m: &Message, out: &mut Vec<Value>) {
             let content = if has_image {
                 Value::Array(parts)
             } else {
-                let texts: Vec<&str> = parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect();
+                let texts: Vec<&str> =
+                    parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect();
                 Value::from(texts.join("\n"))
             };
             out.push(json!({"role": "user", "content": content}));
@@ -197,27 +180,16 @@ impl Assembler for OpenAiAssembler {
         if let Some(err) = v.get("error") {
             let message = match err {
                 Value::String(s) => s.clone(),
-                other => other
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string(),
+                other => other.get("message").and_then(Value::as_str).unwrap_or_default().to_string(),
             };
-            return Err(Failure::fatal(
-                ProviderErrorKind::Stream,
-                format!("{NAME} stream error: {message}"),
-            ));
+            return Err(Failure::fatal(ProviderErrorKind::Stream, format!("{NAME} stream error: {message}")));
         }
         if let Some(model) = v.get("model").and_then(Value::as_str)
-            && self.model.is_empty()
-        {
-            self.model = model.to_string();
-        }
+            && self.model.is_empty() {
+                self.model = model.to_string();
+            }
         if let Some(usage) = v.get("usage").filter(|u| u.is_object()) {
-            let prompt = usage
-                .get("prompt_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
+            let prompt = usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
             let cached = usage
                 .get("prompt_tokens_details")
                 .and_then(|d| d.get("cached_tokens"))
@@ -226,68 +198,42 @@ impl Assembler for OpenAiAssembler {
                 .min(prompt);
             self.usage = Usage {
                 input_tokens: prompt - cached,
-                output_tokens: usage
-                    .get("completion_tokens")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0),
+                output_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: cached,
             };
         }
-        let Some(choice) = v
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-        else {
+        let Some(choice) = v.get("choices").and_then(Value::as_array).and_then(|c| c.first()) else {
             return Ok(false);
         };
         if let Some(delta) = choice.get("delta") {
             if let Some(piece) = delta.get("content").and_then(Value::as_str)
-                && !piece.is_empty()
-            {
-                self.text.push_str(piece);
-                emit(StreamEvent::TextDelta(piece.to_string()));
-            }
-            let reasoning = delta
-                .get("reasoning_content")
-                .or_else(|| delta.get("reasoning"));
+                && !piece.is_empty() {
+                    self.text.push_str(piece);
+                    emit(StreamEvent::TextDelta(piece.to_string()));
+                }
+            let reasoning = delta.get("reasoning_content").or_else(|| delta.get("reasoning"));
             if let Some(piece) = reasoning.and_then(Value::as_str)
-                && !piece.is_empty()
-            {
-                emit(StreamEvent::ThinkingDelta(piece.to_string()));
-            }
-            for tc in delta
-                .get("tool_calls")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+                && !piece.is_empty() {
+                    emit(StreamEvent::ThinkingDelta(piece.to_string()));
+                }
+            for tc in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
                 let index = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let call = self.calls.entry(index).or_default();
                 if let Some(id) = tc.get("id").and_then(Value::as_str)
-                    && !id.is_empty()
-                    && call.id.is_empty()
-                {
-                    call.id = id.to_string();
-                }
+                    && !id.is_empty() && call.id.is_empty() {
+                        call.id = id.to_string();
+                    }
                 let function = tc.get("function");
                 if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str)
-                    && !name.is_empty()
-                    && call.name.is_empty()
-                {
-                    call.name = name.to_string();
-                    if call.id.is_empty() {
-                        call.id = format!("call_{index}");
+                    && !name.is_empty() && call.name.is_empty() {
+                        call.name = name.to_string();
+                        if call.id.is_empty() {
+                            call.id = format!("call_{index}");
+                        }
+                        emit(StreamEvent::ToolUseStart { id: call.id.clone(), name: call.name.clone() });
                     }
-                    emit(StreamEvent::ToolUseStart {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                    });
-                }
-                if let Some(args) = function
-                    .and_then(|f| f.get("arguments"))
-                    .and_then(Value::as_str)
-                {
+                if let Some(args) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
                     call.arguments.push_str(args);
                 }
             }
@@ -309,10 +255,7 @@ impl Assembler for OpenAiAssembler {
         if self.finish.is_some() {
             Ok(())
         } else {
-            Err(Failure::retry(
-                ProviderErrorKind::Stream,
-                format!("the {NAME} stream ended before a finish reason"),
-            ))
+            Err(Failure::retry(ProviderErrorKind::Stream, format!("the {NAME} stream ended before a finish reason")))
         }
     }
 
@@ -323,17 +266,9 @@ impl Assembler for OpenAiAssembler {
         }
         let mut invalid = Vec::new();
         for (index, call) in self.calls {
-            let id = if call.id.is_empty() {
-                format!("call_{index}")
-            } else {
-                call.id
-            };
+            let id = if call.id.is_empty() { format!("call_{index}") } else { call.id };
             let input = tool_input(&id, &call.arguments, &mut invalid);
-            content.push(ContentBlock::ToolUse {
-                id,
-                name: call.name,
-                input,
-            });
+            content.push(ContentBlock::ToolUse { id, name: call.name, input });
         }
         ModelResponse {
             message: Message::assistant(content),

@@ -22,30 +22,18 @@ pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 #[derive(Debug)]
 pub(crate) enum Failure {
     /// Worth another attempt. `error` is reported if no attempt is left.
-    Retry {
-        error: ProviderError,
-        retry_after: Option<Duration>,
-    },
+    Retry { error: ProviderError, retry_after: Option<Duration> },
     /// Reported at once.
     Fatal(ProviderError),
 }
 
 impl Failure {
     pub(crate) fn retry(kind: ProviderErrorKind, message: impl Into<String>) -> Failure {
-        Failure::Retry {
-            error: ProviderError {
-                kind,
-                message: message.into(),
-            },
-            retry_after: None,
-        }
+        Failure::Retry { error: ProviderError { kind, message: message.into() }, retry_after: None }
     }
 
     pub(crate) fn fatal(kind: ProviderErrorKind, message: impl Into<String>) -> Failure {
-        Failure::Fatal(ProviderError {
-            kind,
-            message: message.into(),
-        })
+        Failure::Fatal(ProviderError { kind, message: message.into() })
     }
 }
 
@@ -59,11 +47,9 @@ pub(crate) fn is_retryable_status(code: u16) -> bool {
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     if let Some(ms) = headers.get("retry-after-ms").and_then(|v| v.to_str().ok())
         && let Ok(ms) = ms.trim().parse::<f64>()
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0).min(MAX_RETRY_AFTER));
-    }
+            && ms.is_finite() && ms >= 0.0 {
+                return Some(Duration::from_secs_f64(ms / 1000.0).min(MAX_RETRY_AFTER));
+            }
     let raw = headers.get("retry-after")?.to_str().ok()?;
     parse_retry_after(raw, jiff::Timestamp::now())
 }
@@ -85,11 +71,7 @@ pub(crate) fn backoff(retry: u32, base_ms: u64, max_ms: u64) -> Duration {
     let exp = base_ms.saturating_mul(1u64.checked_shl(retry.min(32)).unwrap_or(u64::MAX));
     let cap = exp.min(max_ms.max(base_ms));
     let half = cap / 2;
-    let jitter = if cap > half {
-        rand::rng().random_range(0..=cap - half)
-    } else {
-        0
-    };
+    let jitter = if cap > half { rand::rng().random_range(0..=cap - half) } else { 0 };
     Duration::from_millis(half + jitter)
 }
 
@@ -103,11 +85,7 @@ mod tests {
         for retry in 0..10 {
             let d = backoff(retry, 100, 1_000).as_millis() as u64;
             let full = (100u64 << retry).min(1_000);
-            assert!(
-                d >= full / 2 && d <= full,
-                "retry {retry}: {d} not in [{}, {full}]",
-                full / 2
-            );
+            assert!(d >= full / 2 && d <= full, "retry {retry}: {d} not in [{}, {full}]", full / 2);
         }
     }
 
@@ -121,14 +99,8 @@ mod tests {
         let now: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
         assert_eq!(parse_retry_after("3600", now), Some(MAX_RETRY_AFTER));
-        assert_eq!(
-            parse_retry_after("Thu, 01 Jan 2026 00:00:10 GMT", now),
-            Some(Duration::from_secs(10))
-        );
-        assert_eq!(
-            parse_retry_after("Wed, 31 Dec 2025 00:00:10 GMT", now),
-            Some(Duration::ZERO)
-        );
+        assert_eq!(parse_retry_after("Thu, 01 Jan 2026 00:00:10 GMT", now), Some(Duration::from_secs(10)));
+        assert_eq!(parse_retry_after("Wed, 31 Dec 2025 00:00:10 GMT", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
     }
 }

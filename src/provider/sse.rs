@@ -70,32 +70,19 @@ where
                 return Ok(asm.finish());
             }
             Some(Ok(event)) => {
-                let name = if event.event.is_empty() {
-                    "message"
-                } else {
-                    event.event.as_str()
-                };
+                let name = if event.event.is_empty() { "message" } else { event.event.as_str() };
                 if asm.event(name, &event.data, emit)? {
                     return Ok(asm.finish());
                 }
             }
             Some(Err(EventStreamError::Transport(e))) => {
-                return Err(Failure::retry(
-                    ProviderErrorKind::Stream,
-                    format!("the stream was cut: {e}"),
-                ));
+                return Err(Failure::retry(ProviderErrorKind::Stream, format!("the stream was cut: {e}")));
             }
             Some(Err(EventStreamError::Utf8(e))) => {
-                return Err(Failure::fatal(
-                    ProviderErrorKind::Stream,
-                    format!("the stream is not valid UTF-8: {e}"),
-                ));
+                return Err(Failure::fatal(ProviderErrorKind::Stream, format!("the stream is not valid UTF-8: {e}")));
             }
             Some(Err(EventStreamError::Parser(e))) => {
-                return Err(Failure::fatal(
-                    ProviderErrorKind::Stream,
-                    format!("the stream is not valid SSE: {e}"),
-                ));
+                return Err(Failure::fatal(ProviderErrorKind::Stream, format!("the stream is not valid SSE: {e}")));
             }
         }
     }
@@ -106,10 +93,7 @@ pub(crate) fn parse_data(provider: &str, name: &str, data: &str) -> Result<Value
     serde_json::from_str(data).map_err(|e| {
         Failure::fatal(
             ProviderErrorKind::Stream,
-            format!(
-                "malformed `{name}` event in the {provider} stream: {e} (data: {})",
-                clip(data, 200)
-            ),
+            format!("malformed `{name}` event in the {provider} stream: {e} (data: {})", clip(data, 200)),
         )
     })
 }
@@ -123,10 +107,7 @@ pub(crate) fn tool_input(id: &str, raw: &str, invalid: &mut Vec<(String, String)
     match serde_json::from_str::<Value>(raw) {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
-            invalid.push((
-                id.to_string(),
-                "tool input is not a JSON object".to_string(),
-            ));
+            invalid.push((id.to_string(), "tool input is not a JSON object".to_string()));
             Value::Object(Default::default())
         }
         Err(e) => {

@@ -44,10 +44,7 @@ fn provider(settings: &ProviderSettings, env: &[(String, String)]) -> Provider {
 }
 
 /// Sends and returns the result with every stream event seen.
-async fn send(
-    p: &Provider,
-    req: &ModelRequest,
-) -> (Result<ModelResponse, ProviderError>, Vec<StreamEvent>) {
+async fn send(p: &Provider, req: &ModelRequest) -> (Result<ModelResponse, ProviderError>, Vec<StreamEvent>) {
     let events = Mutex::new(Vec::new());
     let result = p.send(req, &|e| events.lock().unwrap().push(e)).await;
     (result, events.into_inner().unwrap())
@@ -57,11 +54,7 @@ fn retries(events: &[StreamEvent]) -> Vec<(u32, u64, String)> {
     events
         .iter()
         .filter_map(|e| match e {
-            StreamEvent::Retrying {
-                attempt,
-                delay_ms,
-                reason,
-            } => Some((*attempt, *delay_ms, reason.clone())),
+            StreamEvent::Retrying { attempt, delay_ms, reason } => Some((*attempt, *delay_ms, reason.clone())),
             _ => None,
         })
         .collect()
@@ -87,21 +80,12 @@ async fn anthropic_text_reply_streams_and_sends_the_right_request() {
     let (result, events) = send(&p, &req).await;
     let response = result.unwrap();
 
-    assert_eq!(
-        response.message,
-        Message::assistant(vec![ContentBlock::text("Hello, world!")])
-    );
+    assert_eq!(response.message, Message::assistant(vec![ContentBlock::text("Hello, world!")]));
     assert_eq!(response.stop_reason, Some(StopReason::EndTurn));
     assert_eq!(response.model, "claude-test");
     assert!(response.invalid_tool_inputs.is_empty());
     assert_eq!(text_of(&events), "Hello, world!");
-    assert!(
-        events
-            .iter()
-            .filter(|e| matches!(e, StreamEvent::TextDelta(_)))
-            .count()
-            >= 2
-    );
+    assert!(events.iter().filter(|e| matches!(e, StreamEvent::TextDelta(_))).count() >= 2);
 
     let r = server.request(0);
     assert_eq!(r.method, "POST");
@@ -110,29 +94,9 @@ async fn anthropic_text_reply_streams_and_sends_the_right_request() {
     assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(r.header("content-type"), Some("application/json"));
     assert_eq!(r.header("accept"), Some("text/event-stream"));
-    assert_eq!(
-        r.body,
-        p.request_body(&req),
-        "the posted bytes are request_body's"
-    );
-    let keys: Vec<&str> = r
-        .json
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        [
-            "model",
-            "max_tokens",
-            "stream",
-            "system",
-            "tools",
-            "messages"
-        ]
-    );
+    assert_eq!(r.body, p.request_body(&req), "the posted bytes are request_body's");
+    let keys: Vec<&str> = r.json.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["model", "max_tokens", "stream", "system", "tools", "messages"]);
     assert_eq!(r.json["model"], "claude-test-model");
     assert_eq!(r.json["stream"], true);
 }
@@ -142,36 +106,12 @@ async fn anthropic_sampling_and_thinking_go_before_the_system_prompt() {
     let server = FakeServer::start([anthropic::text_reply("ok")]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let mut req = hello();
-    req.sampling = Sampling {
-        temperature: Some(0.5),
-        thinking_budget: Some(2048),
-    };
+    req.sampling = Sampling { temperature: Some(0.5), thinking_budget: Some(2048) };
     send(&p, &req).await.0.unwrap();
     let r = server.request(0);
-    let keys: Vec<&str> = r
-        .json
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        [
-            "model",
-            "max_tokens",
-            "stream",
-            "temperature",
-            "thinking",
-            "system",
-            "tools",
-            "messages"
-        ]
-    );
-    assert_eq!(
-        r.json["thinking"],
-        json!({"type": "enabled", "budget_tokens": 2048})
-    );
+    let keys: Vec<&str> = r.json.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["model", "max_tokens", "stream", "temperature", "thinking", "system", "tools", "messages"]);
+    assert_eq!(r.json["thinking"], json!({"type": "enabled", "budget_tokens": 2048}));
     assert_eq!(r.json["temperature"], 0.5);
 }
 
@@ -190,17 +130,10 @@ async fn anthropic_tool_use_input_is_assembled_from_deltas() {
         response.message.content,
         vec![
             ContentBlock::text("Let me look."),
-            ContentBlock::ToolUse {
-                id: "toolu_01".into(),
-                name: "Read".into(),
-                input
-            }
+            ContentBlock::ToolUse { id: "toolu_01".into(), name: "Read".into(), input }
         ]
     );
-    assert!(events.contains(&StreamEvent::ToolUseStart {
-        id: "toolu_01".into(),
-        name: "Read".into()
-    }));
+    assert!(events.contains(&StreamEvent::ToolUseStart { id: "toolu_01".into(), name: "Read".into() }));
     assert!(response.invalid_tool_inputs.is_empty());
 }
 
@@ -214,23 +147,9 @@ async fn anthropic_invalid_tool_input_is_reported_not_run() {
     let response = send(&p, &hello()).await.0.unwrap();
     assert_eq!(response.invalid_tool_inputs.len(), 1);
     assert_eq!(response.invalid_tool_inputs[0].0, "toolu_bad");
-    assert!(
-        response.invalid_tool_inputs[0].1.contains("not valid JSON"),
-        "{:?}",
-        response.invalid_tool_inputs
-    );
-    let inputs: Vec<(&str, &Value)> = response
-        .message
-        .tool_uses()
-        .map(|(id, _, input)| (id, input))
-        .collect();
-    assert_eq!(
-        inputs,
-        [
-            ("toolu_ok", &json!({"path": "a"})),
-            ("toolu_bad", &json!({}))
-        ]
-    );
+    assert!(response.invalid_tool_inputs[0].1.contains("not valid JSON"), "{:?}", response.invalid_tool_inputs);
+    let inputs: Vec<(&str, &Value)> = response.message.tool_uses().map(|(id, _, input)| (id, input)).collect();
+    assert_eq!(inputs, [("toolu_ok", &json!({"path": "a"})), ("toolu_bad", &json!({}))]);
 }
 
 #[tokio::test]
@@ -247,13 +166,8 @@ async fn anthropic_thinking_blocks_round_trip() {
     let (result, events) = send(&p, &hello()).await;
     let first = result.unwrap();
     let expected = vec![
-        ContentBlock::Thinking {
-            thinking: "First, consider the question.".into(),
-            signature: "sig-abc123".into(),
-        },
-        ContentBlock::RedactedThinking {
-            data: "REDACTED-DATA".into(),
-        },
+        ContentBlock::Thinking { thinking: "First, consider the question.".into(), signature: "sig-abc123".into() },
+        ContentBlock::RedactedThinking { data: "REDACTED-DATA".into() },
         ContentBlock::text("Answer."),
     ];
     assert_eq!(first.message.content, expected);
@@ -266,41 +180,22 @@ async fn anthropic_thinking_blocks_round_trip() {
         .collect();
     assert_eq!(thinking, "First, consider the question.");
 
-    let follow_up = request(vec![
-        Message::user_text("Say hello."),
-        first.message.clone(),
-        Message::user_text("More."),
-    ]);
+    let follow_up = request(vec![Message::user_text("Say hello."), first.message.clone(), Message::user_text("More.")]);
     send(&p, &follow_up).await.0.unwrap();
     let sent = &server.request(1).json["messages"][1]["content"];
-    assert_eq!(
-        sent[0],
-        json!({"type": "thinking", "thinking": "First, consider the question.", "signature": "sig-abc123"})
-    );
-    assert_eq!(
-        sent[1],
-        json!({"type": "redacted_thinking", "data": "REDACTED-DATA"})
-    );
+    assert_eq!(sent[0], json!({"type": "thinking", "thinking": "First, consider the question.", "signature": "sig-abc123"}));
+    assert_eq!(sent[1], json!({"type": "redacted_thinking", "data": "REDACTED-DATA"}));
     assert_eq!(sent[2], json!({"type": "text", "text": "Answer."}));
 }
 
 #[tokio::test]
 async fn anthropic_usage_includes_cache_counters() {
-    let server = FakeServer::start([anthropic::message()
-        .text("hi")
-        .usage(120, 42)
-        .cache(2000, 3000)
-        .reply()]);
+    let server = FakeServer::start([anthropic::message().text("hi").usage(120, 42).cache(2000, 3000).reply()]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let response = send(&p, &hello()).await.0.unwrap();
     assert_eq!(
         response.usage,
-        Usage {
-            input_tokens: 120,
-            output_tokens: 42,
-            cache_creation_input_tokens: 2000,
-            cache_read_input_tokens: 3000
-        }
+        Usage { input_tokens: 120, output_tokens: 42, cache_creation_input_tokens: 2000, cache_read_input_tokens: 3000 }
     );
 }
 
@@ -309,16 +204,9 @@ fn tool_round_trip(last_text: &str) -> ModelRequest {
         Message::user_text("Read the file."),
         Message::assistant(vec![
             ContentBlock::text("Reading."),
-            ContentBlock::ToolUse {
-                id: "toolu_1".into(),
-                name: "Read".into(),
-                input: json!({"path": "a.txt"}),
-            },
+            ContentBlock::ToolUse { id: "toolu_1".into(), name: "Read".into(), input: json!({"path": "a.txt"}) },
         ]),
-        Message::user(vec![
-            ContentBlock::tool_result("toolu_1", "file contents", false),
-            ContentBlock::text(last_text),
-        ]),
+        Message::user(vec![ContentBlock::tool_result("toolu_1", "file contents", false), ContentBlock::text(last_text)]),
     ])
 }
 
@@ -326,29 +214,16 @@ fn tool_round_trip(last_text: &str) -> ModelRequest {
 async fn anthropic_cache_control_sits_on_the_three_breakpoints() {
     let server = FakeServer::start([anthropic::text_reply("ok")]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
-    send(&p, &tool_round_trip("Now summarise it."))
-        .await
-        .0
-        .unwrap();
+    send(&p, &tool_round_trip("Now summarise it.")).await.0.unwrap();
     let r = server.request(0);
     let eph = json!({"type": "ephemeral"});
-    assert_eq!(
-        r.json["system"],
-        json!([{"type": "text", "text": "You are a test agent.", "cache_control": eph}])
-    );
+    assert_eq!(r.json["system"], json!([{"type": "text", "text": "You are a test agent.", "cache_control": eph}]));
     assert!(r.json["tools"][0].get("cache_control").is_none());
     assert_eq!(r.json["tools"][1]["cache_control"], eph);
     let last = &r.json["messages"][2]["content"];
     assert!(last[0].get("cache_control").is_none());
-    assert_eq!(
-        last[1],
-        json!({"type": "text", "text": "Now summarise it.", "cache_control": eph})
-    );
-    assert_eq!(
-        r.body_str().matches("cache_control").count(),
-        3,
-        "exactly three breakpoints"
-    );
+    assert_eq!(last[1], json!({"type": "text", "text": "Now summarise it.", "cache_control": eph}));
+    assert_eq!(r.body_str().matches("cache_control").count(), 3, "exactly three breakpoints");
     server.assert_invariants();
 }
 
@@ -363,19 +238,11 @@ async fn anthropic_requests_differing_in_the_last_text_share_a_prefix_into_it() 
     let (ba, bb) = (server.request(0).body, server.request(1).body);
     let shared = ba.iter().zip(&bb).take_while(|(x, y)| x == y).count();
     let text = String::from_utf8(ba.clone()).unwrap();
-    let block_start = text
-        .rfind("{\"type\":\"text\",\"text\":\"Directive: ")
-        .unwrap();
+    let block_start = text.rfind("{\"type\":\"text\",\"text\":\"Directive: ").unwrap();
     let inside = block_start + "{\"type\":\"text\",\"text\":\"Directive: ".len();
-    assert!(
-        shared >= inside,
-        "shared prefix {shared} ends before the last text block's content at {inside}"
-    );
+    assert!(shared >= inside, "shared prefix {shared} ends before the last text block's content at {inside}");
     assert!(shared < ba.len() && shared < bb.len());
-    assert!(
-        text[shared..].starts_with("explore"),
-        "the bodies first differ inside the last block"
-    );
+    assert!(text[shared..].starts_with("explore"), "the bodies first differ inside the last block");
 }
 
 #[tokio::test]
@@ -386,45 +253,28 @@ async fn anthropic_overloaded_status_is_retried() {
     ]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let (result, events) = send(&p, &hello()).await;
-    assert_eq!(
-        result.unwrap().message.joined_text().as_deref(),
-        Some("recovered")
-    );
+    assert_eq!(result.unwrap().message.joined_text().as_deref(), Some("recovered"));
     let r = retries(&events);
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].0, 1);
-    assert!(
-        r[0].2.contains("529") && r[0].2.contains("Overloaded"),
-        "{r:?}"
-    );
+    assert!(r[0].2.contains("529") && r[0].2.contains("Overloaded"), "{r:?}");
     assert_eq!(server.request_count(), 2);
-    assert_eq!(
-        server.request(0).body,
-        server.request(1).body,
-        "a retry resends the same bytes"
-    );
+    assert_eq!(server.request(0).body, server.request(1).body, "a retry resends the same bytes");
 }
 
 #[tokio::test]
 async fn anthropic_overloaded_stream_error_is_retried() {
-    let server = FakeServer::start([
-        anthropic::overloaded_stream(),
-        anthropic::text_reply("fine"),
-    ]);
+    let server = FakeServer::start([anthropic::overloaded_stream(), anthropic::text_reply("fine")]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let (result, events) = send(&p, &hello()).await;
-    assert_eq!(
-        result.unwrap().message.joined_text().as_deref(),
-        Some("fine")
-    );
+    assert_eq!(result.unwrap().message.joined_text().as_deref(), Some("fine"));
     assert_eq!(retries(&events).len(), 1);
 }
 
 #[tokio::test]
 async fn anthropic_retry_after_is_honoured() {
     let server = FakeServer::start([
-        Reply::anthropic_error(429, "rate_limit_error", "slow down")
-            .with_header("retry-after", "1"),
+        Reply::anthropic_error(429, "rate_limit_error", "slow down").with_header("retry-after", "1"),
         anthropic::text_reply("ok"),
     ]);
     let mut settings = kit::anthropic_settings();
@@ -434,10 +284,7 @@ async fn anthropic_retry_after_is_honoured() {
     result.unwrap();
     let r = retries(&events);
     assert_eq!(r.len(), 1);
-    assert_eq!(
-        r[0].1, 1000,
-        "the delay is the server's retry-after, not the backoff"
-    );
+    assert_eq!(r[0].1, 1000, "the delay is the server's retry-after, not the backoff");
 }
 
 #[tokio::test]
@@ -451,10 +298,7 @@ async fn anthropic_bad_request_fails_at_once_with_the_providers_message() {
     let (result, events) = send(&p, &hello()).await;
     let err = result.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Status(400));
-    assert_eq!(
-        err.message,
-        "Anthropic API error 400 (invalid_request_error): prompt is too long"
-    );
+    assert_eq!(err.message, "Anthropic API error 400 (invalid_request_error): prompt is too long");
     assert_eq!(server.request_count(), 1);
     assert!(retries(&events).is_empty());
 }
@@ -463,26 +307,17 @@ async fn anthropic_bad_request_fails_at_once_with_the_providers_message() {
 async fn anthropic_stream_cut_mid_message_is_retried_whole() {
     let full = anthropic::message().text("The whole answer.").events();
     let server = FakeServer::start([
-        Reply::CutAfter {
-            events: full.clone(),
-            n: 4,
-        },
+        Reply::CutAfter { events: full.clone(), n: 4 },
         Reply::Sse(full),
     ]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let (result, events) = send(&p, &hello()).await;
     let response = result.unwrap();
-    assert_eq!(
-        response.message.joined_text().as_deref(),
-        Some("The whole answer.")
-    );
+    assert_eq!(response.message.joined_text().as_deref(), Some("The whole answer."));
     assert_eq!(server.request_count(), 2);
     let r = retries(&events);
     assert_eq!(r.len(), 1);
-    assert!(
-        r[0].2.contains("cut") || r[0].2.contains("ended before"),
-        "{r:?}"
-    );
+    assert!(r[0].2.contains("cut") || r[0].2.contains("ended before"), "{r:?}");
 }
 
 #[tokio::test]
@@ -492,10 +327,7 @@ async fn anthropic_stream_without_message_stop_is_retried() {
     let server = FakeServer::start([Reply::Sse(truncated), anthropic::text_reply("complete")]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let (result, events) = send(&p, &hello()).await;
-    assert_eq!(
-        result.unwrap().message.joined_text().as_deref(),
-        Some("complete")
-    );
+    assert_eq!(result.unwrap().message.joined_text().as_deref(), Some("complete"));
     assert!(retries(&events)[0].2.contains("message_stop"));
 }
 
@@ -505,26 +337,14 @@ async fn anthropic_malformed_sse_is_a_clear_stream_error() {
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let err = send(&p, &hello()).await.0.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Stream);
-    assert!(
-        err.message.contains("malformed `message_start` event"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("malformed `message_start` event"), "{}", err.message);
     assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn anthropic_stalled_stream_is_retried_then_fails() {
-    let head: Vec<SseEvent> = anthropic::message()
-        .text("stalling")
-        .events()
-        .into_iter()
-        .take(2)
-        .collect();
-    let stall = Reply::Stall {
-        after_events: head,
-        duration: Duration::from_secs(30),
-    };
+    let head: Vec<SseEvent> = anthropic::message().text("stalling").events().into_iter().take(2).collect();
+    let stall = Reply::Stall { after_events: head, duration: Duration::from_secs(30) };
     let server = FakeServer::start([stall.clone(), stall.clone(), stall]);
     let mut settings = kit::anthropic_settings();
     settings.idle_timeout_ms = 200;
@@ -533,23 +353,15 @@ async fn anthropic_stalled_stream_is_retried_then_fails() {
     let (result, events) = send(&p, &hello()).await;
     let err = result.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Stream);
-    assert!(
-        err.message.contains("sent nothing for 200 ms"),
-        "{}",
-        err.message
-    );
+    assert!(err.message.contains("sent nothing for 200 ms"), "{}", err.message);
     assert!(err.message.contains("3 attempts"), "{}", err.message);
     assert_eq!(server.request_count(), 3);
-    assert_eq!(
-        retries(&events).iter().map(|r| r.0).collect::<Vec<_>>(),
-        [1, 2]
-    );
+    assert_eq!(retries(&events).iter().map(|r| r.0).collect::<Vec<_>>(), [1, 2]);
 }
 
 #[tokio::test]
 async fn retryable_status_gives_up_after_max_retries() {
-    let server =
-        FakeServer::start((0..3).map(|_| Reply::anthropic_error(503, "api_error", "busy")));
+    let server = FakeServer::start((0..3).map(|_| Reply::anthropic_error(503, "api_error", "busy")));
     let mut settings = kit::anthropic_settings();
     settings.max_retries = 2;
     let p = provider(&settings, &server.anthropic_env());
@@ -585,10 +397,7 @@ async fn a_missing_key_is_a_config_error_only_when_sending() {
     let server = FakeServer::start([]);
     let env = vec![("ANTHROPIC_BASE_URL".to_string(), server.url().to_string())];
     let p = provider(&kit::anthropic_settings(), &env);
-    assert!(
-        !p.request_body(&hello()).is_empty(),
-        "rendering needs no key"
-    );
+    assert!(!p.request_body(&hello()).is_empty(), "rendering needs no key");
     let err = send(&p, &hello()).await.0.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Config);
     assert!(err.message.contains("ANTHROPIC_API_KEY"), "{}", err.message);
@@ -602,10 +411,7 @@ async fn settings_base_url_and_key_env_win() {
     settings.base_url = Some(format!("{}/", server.url()));
     settings.api_key_env = Some("MY_KEY".into());
     let env = vec![
-        (
-            "ANTHROPIC_BASE_URL".to_string(),
-            "http://127.0.0.1:9".to_string(),
-        ),
+        ("ANTHROPIC_BASE_URL".to_string(), "http://127.0.0.1:9".to_string()),
         ("MY_KEY".to_string(), "sk-mine".to_string()),
     ];
     send(&provider(&settings, &env), &hello()).await.0.unwrap();
@@ -617,16 +423,9 @@ async fn settings_base_url_and_key_env_win() {
 #[tokio::test]
 async fn connection_refused_is_retried_as_a_network_error() {
     // Bind then drop a listener to get a port nobody listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let env = vec![
-        (
-            "ANTHROPIC_BASE_URL".to_string(),
-            format!("http://127.0.0.1:{port}"),
-        ),
+        ("ANTHROPIC_BASE_URL".to_string(), format!("http://127.0.0.1:{port}")),
         ("ANTHROPIC_API_KEY".to_string(), TEST_KEY.to_string()),
     ];
     let mut settings = kit::anthropic_settings();
@@ -650,14 +449,8 @@ async fn routed_replies_follow_a_marker_in_the_request() {
     b.system = Arc::from("You are [agent-b].");
     let a = hello();
     let (ra, rb) = tokio::join!(send(&p, &a), send(&p, &b));
-    assert_eq!(
-        ra.0.unwrap().message.joined_text().as_deref(),
-        Some("echo: Say hello.")
-    );
-    assert_eq!(
-        rb.0.unwrap().message.joined_text().as_deref(),
-        Some("from b")
-    );
+    assert_eq!(ra.0.unwrap().message.joined_text().as_deref(), Some("echo: Say hello."));
+    assert_eq!(rb.0.unwrap().message.joined_text().as_deref(), Some("from b"));
     assert_eq!(server.request_count(), 2);
 }
 
@@ -681,40 +474,21 @@ fn invariants_catch_unanswered_and_duplicate_tool_uses() {
     let v = kit::invariants::check_anthropic(&bad);
     assert!(v.iter().any(|m| m.contains("`t1` has 2")), "{v:?}");
     assert!(v.iter().any(|m| m.contains("`t2` has 0")), "{v:?}");
-    assert!(
-        v.iter().any(|m| m.contains("`t9` answers no tool_use")),
-        "{v:?}"
-    );
-    assert!(
-        v.iter().any(|m| m.contains("both have role `user`")),
-        "{v:?}"
-    );
+    assert!(v.iter().any(|m| m.contains("`t9` answers no tool_use")), "{v:?}");
+    assert!(v.iter().any(|m| m.contains("both have role `user`")), "{v:?}");
 }
 
 // ---- OpenAI-compatible ------------------------------------------------------
 
 #[tokio::test]
 async fn openai_text_reply_without_a_key_sends_no_authorization() {
-    let server = FakeServer::start([openai::chat()
-        .text("Hello from llama")
-        .usage(Some((33, 7)))
-        .reply()]);
+    let server = FakeServer::start([openai::chat().text("Hello from llama").usage(Some((33, 7))).reply()]);
     let p = provider(&kit::openai_settings(server.url()), &[]);
     let (result, events) = send(&p, &hello()).await;
     let response = result.unwrap();
-    assert_eq!(
-        response.message,
-        Message::assistant(vec![ContentBlock::text("Hello from llama")])
-    );
+    assert_eq!(response.message, Message::assistant(vec![ContentBlock::text("Hello from llama")]));
     assert_eq!(response.stop_reason, Some(StopReason::EndTurn));
-    assert_eq!(
-        response.usage,
-        Usage {
-            input_tokens: 33,
-            output_tokens: 7,
-            ..Usage::default()
-        }
-    );
+    assert_eq!(response.usage, Usage { input_tokens: 33, output_tokens: 7, ..Usage::default() });
     assert_eq!(response.model, "gpt-test");
     assert_eq!(text_of(&events), "Hello from llama");
     let r = server.request(0);
@@ -722,12 +496,9 @@ async fn openai_text_reply_without_a_key_sends_no_authorization() {
     assert_eq!(r.header("authorization"), None);
     assert_eq!(r.json["stream"], true);
     assert_eq!(r.json["stream_options"], json!({"include_usage": true}));
-    assert_eq!(
-        r.json["tools"][0],
-        json!({"type": "function", "function": {
+    assert_eq!(r.json["tools"][0], json!({"type": "function", "function": {
         "name": "Read", "description": "The Read tool.",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}})
-    );
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}));
     assert_eq!(r.body, p.request_body(&hello()));
 }
 
@@ -736,11 +507,7 @@ async fn openai_tool_call_fragments_are_assembled() {
     let server = FakeServer::start([openai::chat()
         .text("Checking.")
         .tool_call("call_a", "Read", json!({"path": "src/main.rs"}))
-        .tool_call(
-            "call_b",
-            "Grep",
-            json!({"pattern": "fn main", "glob": "*.rs"}),
-        )
+        .tool_call("call_b", "Grep", json!({"pattern": "fn main", "glob": "*.rs"}))
         .reply()]);
     let mut settings = kit::openai_settings(&format!("{}/v1/", server.url()));
     settings.api_key_env = Some("LOCAL_KEY".into());
@@ -752,11 +519,7 @@ async fn openai_tool_call_fragments_are_assembled() {
         response.message.content,
         vec![
             ContentBlock::text("Checking."),
-            ContentBlock::ToolUse {
-                id: "call_a".into(),
-                name: "Read".into(),
-                input: json!({"path": "src/main.rs"})
-            },
+            ContentBlock::ToolUse { id: "call_a".into(), name: "Read".into(), input: json!({"path": "src/main.rs"}) },
             ContentBlock::ToolUse {
                 id: "call_b".into(),
                 name: "Grep".into(),
@@ -764,30 +527,16 @@ async fn openai_tool_call_fragments_are_assembled() {
             },
         ]
     );
-    assert!(events.contains(&StreamEvent::ToolUseStart {
-        id: "call_b".into(),
-        name: "Grep".into()
-    }));
+    assert!(events.contains(&StreamEvent::ToolUseStart { id: "call_b".into(), name: "Grep".into() }));
     let r = server.request(0);
-    assert_eq!(
-        r.path, "/v1/chat/completions",
-        "a base URL ending in /v1 is not doubled"
-    );
+    assert_eq!(r.path, "/v1/chat/completions", "a base URL ending in /v1 is not doubled");
     assert_eq!(r.header("authorization"), Some("Bearer sk-local"));
 }
 
 #[tokio::test]
 async fn openai_invalid_arguments_are_reported() {
-    let server = FakeServer::start([openai::chat()
-        .tool_call_raw("call_x", "Read", "{\"path\": ")
-        .reply()]);
-    let response = send(
-        &provider(&kit::openai_settings(server.url()), &[]),
-        &hello(),
-    )
-    .await
-    .0
-    .unwrap();
+    let server = FakeServer::start([openai::chat().tool_call_raw("call_x", "Read", "{\"path\": ").reply()]);
+    let response = send(&provider(&kit::openai_settings(server.url()), &[]), &hello()).await.0.unwrap();
     assert_eq!(response.invalid_tool_inputs.len(), 1);
     assert_eq!(response.invalid_tool_inputs[0].0, "call_x");
 }
@@ -798,21 +547,10 @@ async fn openai_history_is_mapped_to_chat_messages() {
     let req = request(vec![
         Message::user_text("Find main."),
         Message::assistant(vec![
-            ContentBlock::Thinking {
-                thinking: "hmm".into(),
-                signature: "s".into(),
-            },
+            ContentBlock::Thinking { thinking: "hmm".into(), signature: "s".into() },
             ContentBlock::text("Looking."),
-            ContentBlock::ToolUse {
-                id: "call_1".into(),
-                name: "Grep".into(),
-                input: json!({"pattern": "main"}),
-            },
-            ContentBlock::ToolUse {
-                id: "call_2".into(),
-                name: "Read".into(),
-                input: json!({"path": "a"}),
-            },
+            ContentBlock::ToolUse { id: "call_1".into(), name: "Grep".into(), input: json!({"pattern": "main"}) },
+            ContentBlock::ToolUse { id: "call_2".into(), name: "Read".into(), input: json!({"path": "a"}) },
         ]),
         Message::user(vec![
             ContentBlock::tool_result("call_1", "src/main.rs:1", false),
@@ -820,10 +558,7 @@ async fn openai_history_is_mapped_to_chat_messages() {
             ContentBlock::text("Keep going."),
         ]),
     ]);
-    send(&provider(&kit::openai_settings(server.url()), &[]), &req)
-        .await
-        .0
-        .unwrap();
+    send(&provider(&kit::openai_settings(server.url()), &[]), &req).await.0.unwrap();
     let r = server.request(0);
     assert_eq!(
         r.json["messages"],
@@ -838,13 +573,7 @@ async fn openai_history_is_mapped_to_chat_messages() {
             {"role": "user", "content": "Keep going."}
         ])
     );
-    let keys: Vec<&str> = r
-        .json
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys: Vec<&str> = r.json.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys.last(), Some(&"messages"));
     assert!(!r.body_str().contains("hmm"), "thinking is dropped");
 }
@@ -852,25 +581,13 @@ async fn openai_history_is_mapped_to_chat_messages() {
 #[tokio::test]
 async fn openai_errors_and_missing_base_url() {
     let server = FakeServer::start([Reply::openai_error(404, "not_found", "model `x` not found")]);
-    let err = send(
-        &provider(&kit::openai_settings(server.url()), &[]),
-        &hello(),
-    )
-    .await
-    .0
-    .unwrap_err();
+    let err = send(&provider(&kit::openai_settings(server.url()), &[]), &hello()).await.0.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Status(404));
-    assert_eq!(
-        err.message,
-        "OpenAI-compatible API error 404 (not_found): model `x` not found"
-    );
+    assert_eq!(err.message, "OpenAI-compatible API error 404 (not_found): model `x` not found");
 
     let mut settings = kit::openai_settings("");
     settings.base_url = None;
-    let err = send(&provider(&settings, &[]), &hello())
-        .await
-        .0
-        .unwrap_err();
+    let err = send(&provider(&settings, &[]), &hello()).await.0.unwrap_err();
     assert_eq!(err.kind, ProviderErrorKind::Config);
     assert!(err.message.contains("base_url"), "{}", err.message);
 }
@@ -878,22 +595,9 @@ async fn openai_errors_and_missing_base_url() {
 #[tokio::test]
 async fn openai_stream_cut_before_finish_is_retried() {
     let full = openai::chat().text("complete answer").events();
-    let server = FakeServer::start([
-        Reply::CutAfter {
-            events: full.clone(),
-            n: 2,
-        },
-        Reply::Sse(full),
-    ]);
-    let (result, events) = send(
-        &provider(&kit::openai_settings(server.url()), &[]),
-        &hello(),
-    )
-    .await;
-    assert_eq!(
-        result.unwrap().message.joined_text().as_deref(),
-        Some("complete answer")
-    );
+    let server = FakeServer::start([Reply::CutAfter { events: full.clone(), n: 2 }, Reply::Sse(full)]);
+    let (result, events) = send(&provider(&kit::openai_settings(server.url()), &[]), &hello()).await;
+    assert_eq!(result.unwrap().message.joined_text().as_deref(), Some("complete answer"));
     assert_eq!(retries(&events).len(), 1);
     assert_eq!(server.request_count(), 2);
 }
@@ -901,17 +605,8 @@ async fn openai_stream_cut_before_finish_is_retried() {
 #[tokio::test]
 async fn openai_stream_ending_after_finish_without_done_is_accepted() {
     let server = FakeServer::start([openai::chat().text("no done marker").without_done().reply()]);
-    let response = send(
-        &provider(&kit::openai_settings(server.url()), &[]),
-        &hello(),
-    )
-    .await
-    .0
-    .unwrap();
-    assert_eq!(
-        response.message.joined_text().as_deref(),
-        Some("no done marker")
-    );
+    let response = send(&provider(&kit::openai_settings(server.url()), &[]), &hello()).await.0.unwrap();
+    assert_eq!(response.message.joined_text().as_deref(), Some("no done marker"));
     assert_eq!(server.request_count(), 1);
 }
 
@@ -932,9 +627,7 @@ fn chunked(bytes: &[u8], cuts: &[usize]) -> Vec<Vec<u8>> {
 }
 
 fn decode(kind: ProviderKind, chunks: Vec<Vec<u8>>) -> Result<ModelResponse, ProviderError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let stream = futures_util::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>));
     rt.block_on(decode_stream(kind, stream, &|_| {}))
 }
@@ -944,11 +637,7 @@ fn anthropic_fixture() -> Vec<u8> {
         &anthropic::message()
             .thinking("Ünïcödé thoughts → ✓", "sig==")
             .text("Héllo, wörld! 你好 🎉")
-            .tool_use(
-                "toolu_9",
-                "Read",
-                json!({"path": "/tmp/ß.txt", "n": [1, 2, {"deep": "✓"}]}),
-            )
+            .tool_use("toolu_9", "Read", json!({"path": "/tmp/ß.txt", "n": [1, 2, {"deep": "✓"}]}))
             .usage(11, 22)
             .cache(33, 44)
             .events(),
@@ -997,18 +686,10 @@ proptest! {
 #[test]
 fn decoded_fixture_has_the_expected_content() {
     let r = decode(ProviderKind::Anthropic, vec![anthropic_fixture()]).unwrap();
-    assert_eq!(
-        r.message.content[1],
-        ContentBlock::text("Héllo, wörld! 你好 🎉")
-    );
+    assert_eq!(r.message.content[1], ContentBlock::text("Héllo, wörld! 你好 🎉"));
     assert_eq!(
         r.usage,
-        Usage {
-            input_tokens: 11,
-            output_tokens: 22,
-            cache_creation_input_tokens: 33,
-            cache_read_input_tokens: 44
-        }
+        Usage { input_tokens: 11, output_tokens: 22, cache_creation_input_tokens: 33, cache_read_input_tokens: 44 }
     );
 }
 
@@ -1021,10 +702,7 @@ async fn a_reply_slower_than_the_idle_timeout_is_retried() {
     let mut settings = kit::anthropic_settings();
     settings.idle_timeout_ms = 150;
     let (result, events) = send(&provider(&settings, &server.anthropic_env()), &hello()).await;
-    assert_eq!(
-        result.unwrap().message.joined_text().as_deref(),
-        Some("on time")
-    );
+    assert_eq!(result.unwrap().message.joined_text().as_deref(), Some("on time"));
     let r = retries(&events);
     assert_eq!(r.len(), 1);
     assert!(r[0].2.contains("no response"), "{r:?}");

@@ -12,17 +12,10 @@ use super::server::{Reply, SseEvent};
 #[derive(Debug, Clone)]
 enum Block {
     Text(String),
-    Thinking {
-        thinking: String,
-        signature: String,
-    },
+    Thinking { thinking: String, signature: String },
     Redacted(String),
     /// The input as raw JSON text (may be invalid on purpose).
-    ToolUse {
-        id: String,
-        name: String,
-        raw_input: String,
-    },
+    ToolUse { id: String, name: String, raw_input: String },
 }
 
 /// A streamed assistant message under construction.
@@ -67,10 +60,7 @@ impl MessageBuilder {
     }
 
     pub fn thinking(mut self, thinking: &str, signature: &str) -> Self {
-        self.blocks.push(Block::Thinking {
-            thinking: thinking.to_string(),
-            signature: signature.to_string(),
-        });
+        self.blocks.push(Block::Thinking { thinking: thinking.to_string(), signature: signature.to_string() });
         self
     }
 
@@ -85,11 +75,7 @@ impl MessageBuilder {
 
     /// A tool_use whose streamed input is exactly `raw` (e.g. broken JSON).
     pub fn tool_use_raw(mut self, id: &str, name: &str, raw: &str) -> Self {
-        self.blocks.push(Block::ToolUse {
-            id: id.to_string(),
-            name: name.to_string(),
-            raw_input: raw.to_string(),
-        });
+        self.blocks.push(Block::ToolUse { id: id.to_string(), name: name.to_string(), raw_input: raw.to_string() });
         self
     }
 
@@ -120,11 +106,7 @@ impl MessageBuilder {
     /// The full event list, `message_start` to `message_stop`.
     pub fn events(&self) -> Vec<SseEvent> {
         let ev = |v: Value| {
-            let name = v
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or("message")
-                .to_string();
+            let name = v.get("type").and_then(Value::as_str).unwrap_or("message").to_string();
             SseEvent::named(name, v.to_string())
         };
         let mut out = vec![ev(json!({"type": "message_start", "message": {
@@ -135,8 +117,7 @@ impl MessageBuilder {
                       "cache_read_input_tokens": self.cache_read}}}))];
         out.push(ev(json!({"type": "ping"})));
         for (index, block) in self.blocks.iter().enumerate() {
-            let delta =
-                |d: Value| ev(json!({"type": "content_block_delta", "index": index, "delta": d}));
+            let delta = |d: Value| ev(json!({"type": "content_block_delta", "index": index, "delta": d}));
             match block {
                 Block::Text(text) => {
                     out.push(ev(json!({"type": "content_block_start", "index": index,
@@ -145,51 +126,32 @@ impl MessageBuilder {
                         out.push(delta(json!({"type": "text_delta", "text": piece})));
                     }
                 }
-                Block::Thinking {
-                    thinking,
-                    signature,
-                } => {
+                Block::Thinking { thinking, signature } => {
                     out.push(ev(json!({"type": "content_block_start", "index": index,
                                        "content_block": {"type": "thinking", "thinking": "", "signature": ""}})));
                     for piece in split(thinking, 2) {
                         out.push(delta(json!({"type": "thinking_delta", "thinking": piece})));
                     }
-                    out.push(delta(
-                        json!({"type": "signature_delta", "signature": signature}),
-                    ));
+                    out.push(delta(json!({"type": "signature_delta", "signature": signature})));
                 }
                 Block::Redacted(data) => {
                     out.push(ev(json!({"type": "content_block_start", "index": index,
                                        "content_block": {"type": "redacted_thinking", "data": data}})));
                 }
-                Block::ToolUse {
-                    id,
-                    name,
-                    raw_input,
-                } => {
+                Block::ToolUse { id, name, raw_input } => {
                     out.push(ev(json!({"type": "content_block_start", "index": index,
                                        "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})));
                     for piece in split(raw_input, 4) {
-                        out.push(delta(
-                            json!({"type": "input_json_delta", "partial_json": piece}),
-                        ));
+                        out.push(delta(json!({"type": "input_json_delta", "partial_json": piece})));
                     }
                 }
             }
             out.push(ev(json!({"type": "content_block_stop", "index": index})));
         }
-        let has_tool = self
-            .blocks
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse { .. }));
-        let stop = self
-            .stop_reason
-            .clone()
-            .unwrap_or_else(|| if has_tool { "tool_use" } else { "end_turn" }.into());
-        out.push(ev(
-            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-                           "usage": {"output_tokens": self.output_tokens}}),
-        ));
+        let has_tool = self.blocks.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+        let stop = self.stop_reason.clone().unwrap_or_else(|| if has_tool { "tool_use" } else { "end_turn" }.into());
+        out.push(ev(json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+                           "usage": {"output_tokens": self.output_tokens}})));
         out.push(ev(json!({"type": "message_stop"})));
         out
     }
@@ -212,10 +174,7 @@ pub fn tool_use_reply(id: &str, name: &str, input: Value) -> Reply {
 
 /// An in-stream `error` event.
 pub fn error_event(kind: &str, message: &str) -> SseEvent {
-    SseEvent::named(
-        "error",
-        json!({"type": "error", "error": {"type": kind, "message": message}}).to_string(),
-    )
+    SseEvent::named("error", json!({"type": "error", "error": {"type": kind, "message": message}}).to_string())
 }
 
 /// A 200 stream that fails at once with `overloaded_error`.

@@ -30,16 +30,11 @@ fn role(m: &Value) -> &str {
 }
 
 fn blocks(m: &Value) -> &[Value] {
-    m.get("content")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[])
+    m.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
 }
 
 fn of_type<'a>(m: &'a Value, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-    blocks(m)
-        .iter()
-        .filter(move |b| b.get("type").and_then(Value::as_str) == Some(kind))
+    blocks(m).iter().filter(move |b| b.get("type").and_then(Value::as_str) == Some(kind))
 }
 
 /// Checks an Anthropic Messages request body.
@@ -54,18 +49,11 @@ pub fn check_anthropic(body: &Value) -> Vec<String> {
     if let Some(first) = messages.first()
         && role(first) != "user"
     {
-        out.push(format!(
-            "the first message has role `{}`, not `user`",
-            role(first)
-        ));
+        out.push(format!("the first message has role `{}`, not `user`", role(first)));
     }
     for (i, pair) in messages.windows(2).enumerate() {
         if role(&pair[0]) == role(&pair[1]) {
-            out.push(format!(
-                "messages {i} and {} both have role `{}`",
-                i + 1,
-                role(&pair[0])
-            ));
+            out.push(format!("messages {i} and {} both have role `{}`", i + 1, role(&pair[0])));
         }
     }
     for (i, m) in messages.iter().enumerate() {
@@ -73,9 +61,7 @@ pub fn check_anthropic(body: &Value) -> Vec<String> {
             let asked: Vec<&str> = if i == 0 {
                 Vec::new()
             } else {
-                of_type(&messages[i - 1], "tool_use")
-                    .filter_map(|b| b.get("id").and_then(Value::as_str))
-                    .collect()
+                of_type(&messages[i - 1], "tool_use").filter_map(|b| b.get("id").and_then(Value::as_str)).collect()
             };
             for r in of_type(m, "tool_result") {
                 let id = r.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
@@ -87,30 +73,22 @@ pub fn check_anthropic(body: &Value) -> Vec<String> {
         if role(m) != "assistant" {
             continue;
         }
-        let ids: Vec<&str> = of_type(m, "tool_use")
-            .filter_map(|b| b.get("id").and_then(Value::as_str))
-            .collect();
+        let ids: Vec<&str> = of_type(m, "tool_use").filter_map(|b| b.get("id").and_then(Value::as_str)).collect();
         if ids.is_empty() {
             continue;
         }
         let Some(next) = messages.get(i + 1) else {
-            out.push(format!(
-                "message {i}: tool_use blocks {ids:?} are the last message"
-            ));
+            out.push(format!("message {i}: tool_use blocks {ids:?} are the last message"));
             continue;
         };
         let mut answers: BTreeMap<&str, usize> = BTreeMap::new();
         for r in of_type(next, "tool_result") {
-            *answers
-                .entry(r.get("tool_use_id").and_then(Value::as_str).unwrap_or(""))
-                .or_default() += 1;
+            *answers.entry(r.get("tool_use_id").and_then(Value::as_str).unwrap_or("")).or_default() += 1;
         }
         for id in ids {
             match answers.get(id).copied().unwrap_or(0) {
                 1 => {}
-                n => out.push(format!(
-                    "message {i}: tool_use `{id}` has {n} tool_results in the next message"
-                )),
+                n => out.push(format!("message {i}: tool_use `{id}` has {n} tool_results in the next message")),
             }
         }
     }
@@ -124,28 +102,15 @@ pub fn check_openai(body: &Value) -> Vec<String> {
         return vec!["no `messages` array".to_string()];
     };
     for (i, m) in messages.iter().enumerate() {
-        let Some(calls) = m.get("tool_calls").and_then(Value::as_array) else {
-            continue;
-        };
+        let Some(calls) = m.get("tool_calls").and_then(Value::as_array) else { continue };
         let mut answers: BTreeMap<&str, usize> = BTreeMap::new();
         for next in messages[i + 1..].iter().take_while(|n| role(n) == "tool") {
-            *answers
-                .entry(
-                    next.get("tool_call_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or(""),
-                )
-                .or_default() += 1;
+            *answers.entry(next.get("tool_call_id").and_then(Value::as_str).unwrap_or("")).or_default() += 1;
         }
-        for id in calls
-            .iter()
-            .filter_map(|c| c.get("id").and_then(Value::as_str))
-        {
+        for id in calls.iter().filter_map(|c| c.get("id").and_then(Value::as_str)) {
             match answers.get(id).copied().unwrap_or(0) {
                 1 => {}
-                n => out.push(format!(
-                    "message {i}: tool call `{id}` has {n} tool messages after it"
-                )),
+                n => out.push(format!("message {i}: tool call `{id}` has {n} tool messages after it")),
             }
         }
     }

@@ -22,14 +22,7 @@ pub struct ChatBuilder {
 
 /// Starts a reply (model `gpt-test`, usage 10 prompt / 5 completion).
 pub fn chat() -> ChatBuilder {
-    ChatBuilder {
-        text: None,
-        calls: Vec::new(),
-        finish: None,
-        usage: Some((10, 5)),
-        model: "gpt-test".into(),
-        done: true,
-    }
+    ChatBuilder { text: None, calls: Vec::new(), finish: None, usage: Some((10, 5)), model: "gpt-test".into(), done: true }
 }
 
 impl ChatBuilder {
@@ -44,8 +37,7 @@ impl ChatBuilder {
 
     /// A tool call whose streamed arguments are exactly `raw`.
     pub fn tool_call_raw(mut self, id: &str, name: &str, raw: &str) -> Self {
-        self.calls
-            .push((id.to_string(), name.to_string(), raw.to_string()));
+        self.calls.push((id.to_string(), name.to_string(), raw.to_string()));
         self
     }
 
@@ -89,20 +81,10 @@ impl ChatBuilder {
                 Value::Null,
             ));
             for piece in split(raw, 3) {
-                out.push(self.chunk(
-                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
-                    Value::Null,
-                ));
+                out.push(self.chunk(json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}), Value::Null));
             }
         }
-        let finish = self.finish.clone().unwrap_or_else(|| {
-            if self.calls.is_empty() {
-                "stop"
-            } else {
-                "tool_calls"
-            }
-            .into()
-        });
+        let finish = self.finish.clone().unwrap_or_else(|| if self.calls.is_empty() { "stop" } else { "tool_calls" }.into());
         out.push(self.chunk(json!({}), Value::from(finish)));
         if let Some((prompt, completion)) = self.usage {
             out.push(SseEvent::data(

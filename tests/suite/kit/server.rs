@@ -39,18 +39,12 @@ pub struct SseEvent {
 impl SseEvent {
     /// An event with a name (the Anthropic style).
     pub fn named(event: impl Into<String>, data: impl Into<String>) -> SseEvent {
-        SseEvent {
-            event: Some(event.into()),
-            data: data.into(),
-        }
+        SseEvent { event: Some(event.into()), data: data.into() }
     }
 
     /// An unnamed `data:` event (the OpenAI style).
     pub fn data(data: impl Into<String>) -> SseEvent {
-        SseEvent {
-            event: None,
-            data: data.into(),
-        }
+        SseEvent { event: None, data: data.into() }
     }
 
     /// The wire form, ending with the blank line that dispatches it.
@@ -82,20 +76,13 @@ pub enum Reply {
     /// A `200 text/event-stream` with these events, then a clean close.
     Sse(Vec<SseEvent>),
     /// A plain response (errors, rate limits).
-    Status {
-        code: u16,
-        headers: Vec<(String, String)>,
-        body: String,
-    },
+    Status { code: u16, headers: Vec<(String, String)>, body: String },
     /// The first `n` events of a stream, then the connection is broken.
     CutAfter { events: Vec<SseEvent>, n: usize },
     /// A stream whose first event's data is not JSON.
     Malformed,
     /// These events, then silence for `duration`, then a clean close.
-    Stall {
-        after_events: Vec<SseEvent>,
-        duration: Duration,
-    },
+    Stall { after_events: Vec<SseEvent>, duration: Duration },
     /// Waits `delay` before answering with `reply`.
     Delayed { delay: Duration, reply: Box<Reply> },
 }
@@ -103,43 +90,25 @@ pub enum Reply {
 impl Reply {
     /// A status reply with a body and no extra headers.
     pub fn status(code: u16, body: impl Into<String>) -> Reply {
-        Reply::Status {
-            code,
-            headers: Vec::new(),
-            body: body.into(),
-        }
+        Reply::Status { code, headers: Vec::new(), body: body.into() }
     }
 
     /// A status reply with an Anthropic-shaped error body.
     pub fn anthropic_error(code: u16, kind: &str, message: &str) -> Reply {
-        Reply::status(
-            code,
-            json!({"type": "error", "error": {"type": kind, "message": message}}).to_string(),
-        )
+        Reply::status(code, json!({"type": "error", "error": {"type": kind, "message": message}}).to_string())
     }
 
     /// A status reply with an OpenAI-shaped error body.
     pub fn openai_error(code: u16, kind: &str, message: &str) -> Reply {
-        Reply::status(
-            code,
-            json!({"error": {"message": message, "type": kind, "code": null}}).to_string(),
-        )
+        Reply::status(code, json!({"error": {"message": message, "type": kind, "code": null}}).to_string())
     }
 
     /// Adds a response header (only meaningful on `Status`).
     pub fn with_header(self, name: &str, value: &str) -> Reply {
         match self {
-            Reply::Status {
-                code,
-                mut headers,
-                body,
-            } => {
+            Reply::Status { code, mut headers, body } => {
                 headers.push((name.to_string(), value.to_string()));
-                Reply::Status {
-                    code,
-                    headers,
-                    body,
-                }
+                Reply::Status { code, headers, body }
             }
             other => other,
         }
@@ -147,10 +116,7 @@ impl Reply {
 
     /// Answers only after `delay`.
     pub fn delayed(self, delay: Duration) -> Reply {
-        Reply::Delayed {
-            delay,
-            reply: Box::new(self),
-        }
+        Reply::Delayed { delay, reply: Box::new(self) }
     }
 }
 
@@ -172,10 +138,7 @@ impl RecordedRequest {
     /// The first value of a header (name matched case-insensitively).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
-        self.headers
-            .iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_str())
+        self.headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.as_str())
     }
 
     pub fn body_str(&self) -> String {
@@ -184,11 +147,7 @@ impl RecordedRequest {
 
     /// The `messages` array (both protocols), empty when absent.
     pub fn messages(&self) -> &[Value] {
-        self.json
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+        self.json.get("messages").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[])
     }
 
     /// The system prompt: Anthropic `system` blocks joined, or the content
@@ -223,11 +182,7 @@ impl RecordedRequest {
 }
 
 fn join_text(blocks: &[Value]) -> String {
-    blocks
-        .iter()
-        .filter_map(|b| b.get("text").and_then(Value::as_str))
-        .collect::<Vec<_>>()
-        .join("\n")
+    blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n")
 }
 
 fn content_text(message: &Value) -> String {
@@ -288,29 +243,19 @@ impl FakeServer {
             check_invariants: AtomicBool::new(true),
         });
         let listener = StdListener::bind("127.0.0.1:0").expect("fake server: bind 127.0.0.1:0");
-        listener
-            .set_nonblocking(true)
-            .expect("fake server: non-blocking listener");
-        let url = format!(
-            "http://{}",
-            listener.local_addr().expect("fake server: local address")
-        );
+        listener.set_nonblocking(true).expect("fake server: non-blocking listener");
+        let url = format!("http://{}", listener.local_addr().expect("fake server: local address"));
         let (tx, rx) = oneshot::channel::<()>();
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let thread = std::thread::Builder::new()
             .name("fake-model-server".into())
             .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
+                let Ok(rt) = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
                 else {
                     return;
                 };
                 rt.block_on(async move {
-                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-                        return;
-                    };
+                    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
                     // No graceful shutdown: a stalled stream must not keep
                     // the test waiting.
                     tokio::select! {
@@ -322,12 +267,7 @@ impl FakeServer {
                 rt.shutdown_timeout(Duration::from_millis(100));
             })
             .expect("fake server: spawn thread");
-        FakeServer {
-            url,
-            shared,
-            shutdown: Some(tx),
-            thread: Some(thread),
-        }
+        FakeServer { url, shared, shutdown: Some(tx), thread: Some(thread) }
     }
 
     /// The server root, e.g. `http://127.0.0.1:41234` (no `/v1`).
@@ -390,11 +330,7 @@ impl FakeServer {
     /// Panics listing every invariant violation found so far.
     pub fn assert_invariants(&self) {
         let v = self.violations();
-        assert!(
-            v.is_empty(),
-            "fake server: invariant violations:\n{}",
-            v.join("\n")
-        );
+        assert!(v.is_empty(), "fake server: invariant violations:\n{}", v.join("\n"));
     }
 
     /// Stops the automatic check on drop (for tests that send bad
@@ -433,12 +369,7 @@ async fn handle(
             path: uri.path().to_string(),
             headers: headers
                 .iter()
-                .map(|(k, v)| {
-                    (
-                        k.as_str().to_string(),
-                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
-                    )
-                })
+                .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
                 .collect(),
             json: serde_json::from_slice(&body).unwrap_or(Value::Null),
             body: body.to_vec(),
@@ -448,11 +379,7 @@ async fn handle(
     };
     let found = invariants::check(&recorded);
     if !found.is_empty() {
-        lock(&shared.violations).extend(
-            found
-                .into_iter()
-                .map(|v| format!("request #{}: {v}", recorded.index)),
-        );
+        lock(&shared.violations).extend(found.into_iter().map(|v| format!("request #{}: {v}", recorded.index)));
     }
     let reply = match &mut *lock(&shared.script) {
         Script::Queue(q) => q.pop_front(),
@@ -462,10 +389,7 @@ async fn handle(
         Reply::anthropic_error(
             400,
             "invalid_request_error",
-            &format!(
-                "fake server: no scripted reply left for request #{}",
-                recorded.index
-            ),
+            &format!("fake server: no scripted reply left for request #{}", recorded.index),
         )
     });
     render(reply).await
@@ -482,26 +406,15 @@ enum Step {
 }
 
 async fn render(mut reply: Reply) -> Response {
-    while let Reply::Delayed {
-        delay,
-        reply: inner,
-    } = reply
-    {
+    while let Reply::Delayed { delay, reply: inner } = reply {
         tokio::time::sleep(delay).await;
         reply = *inner;
     }
     let steps: Vec<Step> = match reply {
-        Reply::Status {
-            code,
-            headers,
-            body,
-        } => {
+        Reply::Status { code, headers, body } => {
             let mut map = HeaderMap::new();
             for (k, v) in headers {
-                if let (Ok(k), Ok(v)) = (
-                    HeaderName::from_bytes(k.as_bytes()),
-                    HeaderValue::from_str(&v),
-                ) {
+                if let (Ok(k), Ok(v)) = (HeaderName::from_bytes(k.as_bytes()), HeaderValue::from_str(&v)) {
                     map.append(k, v);
                 }
             }
@@ -511,25 +424,13 @@ async fn render(mut reply: Reply) -> Response {
         Reply::Delayed { .. } => Vec::new(),
         Reply::Sse(events) => events.iter().map(|e| Step::Send(e.to_bytes())).collect(),
         Reply::CutAfter { events, n } => {
-            let mut steps: Vec<Step> = events
-                .iter()
-                .take(n)
-                .map(|e| Step::Send(e.to_bytes()))
-                .collect();
+            let mut steps: Vec<Step> = events.iter().take(n).map(|e| Step::Send(e.to_bytes())).collect();
             steps.push(Step::Break);
             steps
         }
-        Reply::Malformed => vec![Step::Send(
-            SseEvent::named("message_start", "{\"type\": \"message_st").to_bytes(),
-        )],
-        Reply::Stall {
-            after_events,
-            duration,
-        } => {
-            let mut steps: Vec<Step> = after_events
-                .iter()
-                .map(|e| Step::Send(e.to_bytes()))
-                .collect();
+        Reply::Malformed => vec![Step::Send(SseEvent::named("message_start", "{\"type\": \"message_st").to_bytes())],
+        Reply::Stall { after_events, duration } => {
+            let mut steps: Vec<Step> = after_events.iter().map(|e| Step::Send(e.to_bytes())).collect();
             steps.push(Step::Sleep(duration));
             steps
         }
@@ -544,9 +445,7 @@ async fn render(mut reply: Reply) -> Response {
                     true
                 }
                 Step::Break => {
-                    let _ = tx
-                        .send(Err(io::Error::other("fake server: connection cut")))
-                        .await;
+                    let _ = tx.send(Err(io::Error::other("fake server: connection cut"))).await;
                     false
                 }
             };
@@ -555,13 +454,9 @@ async fn render(mut reply: Reply) -> Response {
             }
         }
     });
-    let stream =
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
     let mut headers = HeaderMap::new();
-    headers.insert(
-        "content-type",
-        HeaderValue::from_static("text/event-stream"),
-    );
+    headers.insert("content-type", HeaderValue::from_static("text/event-stream"));
     headers.insert("cache-control", HeaderValue::from_static("no-cache"));
     (StatusCode::OK, headers, Body::from_stream(stream)).into_response()
 }
