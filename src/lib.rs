@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod message;
 pub mod provider;
 pub mod raw;
+pub mod reload;
 pub mod runtime;
 pub mod snapshot;
 pub mod templates;

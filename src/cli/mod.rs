@@ -14,6 +14,7 @@ mod flags;
 mod output;
 mod run;
 mod tools;
+mod watch;
 mod worktrees;
 
 use std::path::PathBuf;
@@ -89,6 +90,8 @@ pub enum Command {
     /// Agent worktrees kept under the current repository.
     #[command(subcommand)]
     Worktrees(worktrees::WorktreesCommand),
+    /// Watch the files and print one line per reload until interrupted.
+    Watch(watch::WatchArgs),
 }
 
 /// How a command failed, which decides the exit code.
@@ -167,6 +170,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Tools(cmd) => tools::dispatch(&g, cmd),
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
+        Command::Watch(args) => watch::watch(&g, args).await,
     }
 }
 

@@ -18,9 +18,11 @@ use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, Message};
 use crate::provider::{Provider, ProviderErrorKind};
+use crate::reload::{self, ReloadHandle};
 use crate::runtime::{
     self, Engine, EventSink, RunError, Session, SessionSpec, StopKind, transcript::Transcript,
 };
+use crate::snapshot::SnapshotInput;
 
 #[derive(Debug, Clone, Args)]
 pub struct SessionArgs {
@@ -79,6 +81,21 @@ struct Prepared {
     session: Session,
     engine: Arc<Engine>,
     def: Option<Arc<AgentDef>>,
+    /// What the snapshot was built from, for the reload watcher.
+    input: SnapshotInput,
+    interactive: bool,
+}
+
+impl Prepared {
+    /// Starts reloading the engine's snapshot when its files change; the
+    /// watcher stops when the handle is dropped.
+    fn watch(&self) -> Option<ReloadHandle> {
+        reload::spawn(
+            self.input.clone(),
+            Arc::clone(&self.engine.snapshot),
+            self.interactive,
+        )
+    }
 }
 
 /// How a main session is set up.
@@ -190,6 +207,8 @@ fn prepare(
         session,
         engine,
         def,
+        input,
+        interactive,
     })
 }
 
@@ -236,11 +255,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         OutputFormat::StreamJson => stream_json_sink(),
         _ => Progress::new(false).sink(),
     };
-    let Prepared {
-        mut session,
-        engine,
-        def,
-    } = prepare(
+    let prepared = prepare(
         g,
         &args.session,
         Mode {
@@ -251,6 +266,13 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         events,
         None,
     )?;
+    let _reload = prepared.watch();
+    let Prepared {
+        mut session,
+        engine,
+        def,
+        ..
+    } = prepared;
     session.push_user(first_message(def.as_deref(), prompt));
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
@@ -347,6 +369,7 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         mut session,
         engine,
         def,
+        ..
     } = prepare(
         g,
         &args.session,
@@ -382,11 +405,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             .unwrap_or(false)
         })
     });
-    let Prepared {
-        mut session,
-        def,
-        engine,
-    } = prepare(
+    let prepared = prepare(
         g,
         &args.session,
         Mode {
@@ -397,6 +416,13 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         progress.sink(),
         Some(asker),
     )?;
+    let _reload = prepared.watch();
+    let Prepared {
+        mut session,
+        def,
+        engine,
+        ..
+    } = prepared;
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");

@@ -187,7 +187,9 @@ fn sibling_forks_share_every_byte_up_to_their_directive() {
     p.run(Some(&server), &["run", "refactor everything"]).ok();
     let mut forks = child_requests(&server);
     assert_eq!(forks.len(), 2);
-    forks.sort_by_key(|r| r.body_str().contains("module B"));
+    // Both bodies quote both calls (the cloned assistant message); order
+    // them by their own directive.
+    forks.sort_by_key(|r| r.body_str().contains("Your directive: check module B"));
     let (a, b) = (&forks[0].body, &forks[1].body);
     let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
     let a_text = String::from_utf8_lossy(a);

@@ -12,5 +12,6 @@ pub mod kit;
 mod load;
 mod mcp;
 mod provider;
+mod reload;
 mod run;
 mod worktrees;

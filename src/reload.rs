@@ -1,0 +1,969 @@
+//! Hot reload: rebuild the snapshot when its files change, and swap it in
+//! only when it builds.
+//!
+//! Two halves. The pure half ([`diff`], [`apply`]) compares an old snapshot
+//! with the result of a new build and says what changed (agents added,
+//! removed or changed; flags whose value or effective value changed;
+//! templates and tool specs changed), so a reload is unit-testable without
+//! a watcher. The [`Watcher`] half watches the config file's folder, every
+//! agent source folder (recursively; a folder that does not exist yet
+//! through its nearest existing ancestor) and the builtin folder (templates
+//! and tool specs), debounces bursts into one rebuild, swaps the
+//! `ArcSwap` on success, keeps the old snapshot on a config error, re-arms
+//! its watches after each reload, and treats `SIGHUP` as a forced reload.
+//! Sessions read the snapshot once per turn, so a swap changes the next
+//! turn and never the one in flight.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode};
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ConfigError;
+use crate::diagnostic::Diagnostic;
+use crate::snapshot::{self, Snapshot, SnapshotInput};
+
+/// A flag whose value or effective value changed, as it is now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlagChange {
+    pub name: String,
+    pub value: bool,
+    /// Effective for the session kind the reload was evaluated for.
+    pub effective: bool,
+}
+
+/// What differs between two snapshots. Every list is sorted by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    pub agents_added: Vec<String>,
+    pub agents_removed: Vec<String>,
+    pub agents_changed: Vec<String>,
+    pub flags_changed: Vec<FlagChange>,
+    pub templates_changed: Vec<String>,
+    pub tools_changed: Vec<String>,
+    /// Any other setting (provider, models, permissions, ...) changed.
+    pub settings_changed: bool,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self == &Changes::default()
+    }
+}
+
+/// One reload attempt.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReloadEvent {
+    /// Whether a new snapshot was swapped in.
+    pub ok: bool,
+    /// The generation in use after the attempt (unchanged when `ok` is false).
+    pub generation: u64,
+    /// Time spent building and applying, in milliseconds.
+    pub duration_ms: f64,
+    #[serde(flatten)]
+    pub changes: Changes,
+    /// On success the new snapshot's diagnostics (skipped agent files and
+    /// the like); on failure why the config could not be loaded.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl fmt::Display for ReloadEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.ok {
+            write!(
+                f,
+                "reload failed, keeping generation {} ({:.1} ms)",
+                self.generation, self.duration_ms
+            )?;
+            for d in &self.diagnostics {
+                write!(f, "; {d}")?;
+            }
+            return Ok(());
+        }
+        write!(
+            f,
+            "reloaded: generation {} ({:.1} ms)",
+            self.generation, self.duration_ms
+        )?;
+        let c = &self.changes;
+        if c.is_empty() {
+            f.write_str(", nothing changed")?;
+        }
+        let lists = [
+            ("agents added", &c.agents_added),
+            ("agents removed", &c.agents_removed),
+            ("agents changed", &c.agents_changed),
+            ("templates changed", &c.templates_changed),
+            ("tools changed", &c.tools_changed),
+        ];
+        for (label, names) in lists {
+            if !names.is_empty() {
+                write!(f, "; {label}: {}", names.join(", "))?;
+            }
+        }
+        if !c.flags_changed.is_empty() {
+            let flags: Vec<String> = c
+                .flags_changed
+                .iter()
+                .map(|fc| {
+                    format!(
+                        "{}={} (effective: {})",
+                        fc.name,
+                        if fc.value { "on" } else { "off" },
+                        if fc.effective { "yes" } else { "no" }
+                    )
+                })
+                .collect();
+            write!(f, "; flags changed: {}", flags.join(", "))?;
+        }
+        if c.settings_changed {
+            f.write_str("; settings changed")?;
+        }
+        if !self.diagnostics.is_empty() {
+            write!(f, "; {} diagnostic(s)", self.diagnostics.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// What changed from `old` to `new`. Flags are evaluated for a session
+/// that is (or is not) interactive, each snapshot with its own coordinator
+/// mode; a flag is listed when its value or its effective value changed.
+pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
+    let mut c = Changes::default();
+    for (name, def) in &new.catalog.agents {
+        match old.catalog.agents.get(name) {
+            None => c.agents_added.push(name.clone()),
+            Some(o) if **o != **def => c.agents_changed.push(name.clone()),
+            Some(_) => {}
+        }
+    }
+    c.agents_removed = old
+        .catalog
+        .agents
+        .keys()
+        .filter(|n| !new.catalog.agents.contains_key(*n))
+        .cloned()
+        .collect();
+
+    let (old_kind, new_kind) = (old.session_kind(interactive), new.session_kind(interactive));
+    let names: BTreeSet<&str> = old
+        .flags()
+        .iter()
+        .chain(new.flags().iter())
+        .map(|f| f.name.as_str())
+        .collect();
+    for name in names {
+        let before = old
+            .flags()
+            .get(name)
+            .map(|f| (f.value, f.effective(old_kind)));
+        let after = new
+            .flags()
+            .get(name)
+            .map(|f| (f.value, f.effective(new_kind)));
+        if before != after {
+            let (value, effective) = after.unwrap_or((false, false));
+            c.flags_changed.push(FlagChange {
+                name: name.to_string(),
+                value,
+                effective,
+            });
+        }
+    }
+
+    let (ot, nt) = (old.templates.origins(), new.templates.origins());
+    let tnames: BTreeSet<&String> = ot.keys().chain(nt.keys()).collect();
+    c.templates_changed = tnames
+        .into_iter()
+        .filter(|n| ot.get(*n).map(|o| &o.text) != nt.get(*n).map(|o| &o.text))
+        .cloned()
+        .collect();
+
+    let onames: BTreeSet<&str> = old.tools.names().chain(new.tools.names()).collect();
+    c.tools_changed = onames
+        .into_iter()
+        .filter(|n| old.tools.get(n).map(|s| &**s) != new.tools.get(n).map(|s| &**s))
+        .map(str::to_string)
+        .collect();
+
+    // Flags are reported above; compare the rest of the settings.
+    let mut os = old.settings().clone();
+    let mut ns = new.settings().clone();
+    os.features.clear();
+    ns.features.clear();
+    os.flags.clear();
+    ns.flags.clear();
+    c.settings_changed = os != ns;
+    c
+}
+
+/// The outcome of [`apply`]: the event to report and, when the build
+/// succeeded, the snapshot to swap in.
+#[derive(Debug)]
+pub struct Applied {
+    pub event: ReloadEvent,
+    pub snapshot: Option<Snapshot>,
+}
+
+/// Decides what a build result means for the engine: a snapshot that built
+/// replaces `old` (its generation is the one it was built with); a config
+/// error keeps `old` and reports why. Pure: nothing is swapped here.
+pub fn apply(
+    old: &Snapshot,
+    built: Result<Snapshot, ConfigError>,
+    interactive: bool,
+    duration: Duration,
+) -> Applied {
+    let duration_ms = duration.as_secs_f64() * 1000.0;
+    match built {
+        Ok(new) => Applied {
+            event: ReloadEvent {
+                ok: true,
+                generation: new.generation,
+                duration_ms,
+                changes: diff(old, &new, interactive),
+                diagnostics: new.diagnostics.clone(),
+            },
+            snapshot: Some(new),
+        },
+        Err(e) => Applied {
+            event: ReloadEvent {
+                ok: false,
+                generation: old.generation,
+                duration_ms,
+                changes: Changes::default(),
+                diagnostics: e.diagnostics,
+            },
+            snapshot: None,
+        },
+    }
+}
+
+/// A snapshot built from the files, not applied yet.
+#[derive(Debug)]
+pub struct Built {
+    old: Arc<Snapshot>,
+    built: Result<Snapshot, ConfigError>,
+    started: Instant,
+}
+
+/// Builds the next snapshot (generation + 1) from the files.
+pub fn build_next(input: &SnapshotInput, swap: &ArcSwap<Snapshot>) -> Built {
+    let started = Instant::now();
+    let old = swap.load_full();
+    let built = snapshot::build(input, old.generation + 1);
+    Built {
+        old,
+        built,
+        started,
+    }
+}
+
+/// Applies a build: swaps on success, logs, and returns the event.
+pub fn commit(b: Built, swap: &ArcSwap<Snapshot>, interactive: bool) -> ReloadEvent {
+    let applied = apply(&b.old, b.built, interactive, b.started.elapsed());
+    store(applied, swap, b.started)
+}
+
+fn store(applied: Applied, swap: &ArcSwap<Snapshot>, started: Instant) -> ReloadEvent {
+    let Applied {
+        mut event,
+        snapshot,
+    } = applied;
+    if let Some(new) = snapshot {
+        swap.store(Arc::new(new));
+    }
+    event.duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    if event.ok {
+        tracing::info!(
+            generation = event.generation,
+            agents_added = ?event.changes.agents_added,
+            agents_removed = ?event.changes.agents_removed,
+            agents_changed = ?event.changes.agents_changed,
+            flags_changed = ?event.changes.flags_changed.iter().map(|f| &f.name).collect::<Vec<_>>(),
+            templates_changed = ?event.changes.templates_changed,
+            "{event}"
+        );
+    } else {
+        tracing::warn!(generation = event.generation, "{event}");
+    }
+    event
+}
+
+/// Rebuilds from the files, swaps on success, logs, and returns the event.
+/// With `quiet`, a successful build that changes nothing is neither swapped
+/// nor logged, and `None` is returned.
+pub fn reload_quiet(
+    input: &SnapshotInput,
+    swap: &ArcSwap<Snapshot>,
+    interactive: bool,
+    quiet: bool,
+) -> Option<ReloadEvent> {
+    let b = build_next(input, swap);
+    let applied = apply(&b.old, b.built, interactive, b.started.elapsed());
+    if quiet && applied.event.ok && applied.event.changes.is_empty() {
+        return None;
+    }
+    Some(store(applied, swap, b.started))
+}
+
+/// Rebuilds from the files, swaps on success, logs, and returns the event.
+pub fn reload(input: &SnapshotInput, swap: &ArcSwap<Snapshot>, interactive: bool) -> ReloadEvent {
+    commit(build_next(input, swap), swap, interactive)
+}
+
+/// What the watcher must follow: files (watched through their folder, not
+/// recursively) and folders (recursively).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    pub files: Vec<PathBuf>,
+    pub dirs: Vec<PathBuf>,
+}
+
+/// Config file names looked for in the working directory when no file is
+/// named explicitly (see `config::discover`).
+const CONFIG_CANDIDATES: &[&str] = &[
+    "cadre.toml",
+    "cadre.yaml",
+    "config/cadre.toml",
+    "config/cadre.yaml",
+];
+
+/// The files and folders a snapshot depends on.
+pub fn targets(snap: &Snapshot, input: &SnapshotInput) -> Targets {
+    let mut files: Vec<PathBuf> = snap.config.path.iter().cloned().collect();
+    let explicit = input.load.config.is_some() || input.load.env_var("CADRE_CONFIG").is_some();
+    if !explicit {
+        files.extend(CONFIG_CANDIDATES.iter().map(|c| input.cwd().join(c)));
+    }
+    files.sort();
+    files.dedup();
+    let mut dirs = snap.watched_dirs.clone();
+    dirs.sort();
+    dirs.dedup();
+    Targets { files, dirs }
+}
+
+/// The deepest existing folder at or above `path`.
+fn nearest_existing(path: &Path) -> Option<PathBuf> {
+    path.ancestors().find(|p| p.is_dir()).map(Path::to_path_buf)
+}
+
+/// The watches that follow `t` given what exists now: an existing folder
+/// recursively, a missing one (and a file's folder) through its nearest
+/// existing ancestor, not recursively. Paths inside a recursive watch are
+/// left out.
+pub fn watch_plan(t: &Targets) -> BTreeMap<PathBuf, RecursiveMode> {
+    let mut plan: BTreeMap<PathBuf, RecursiveMode> = BTreeMap::new();
+    let mut add = |p: PathBuf, mode: RecursiveMode| {
+        let e = plan.entry(p).or_insert(mode);
+        if mode == RecursiveMode::Recursive {
+            *e = mode;
+        }
+    };
+    for d in &t.dirs {
+        if d.is_dir() {
+            add(d.clone(), RecursiveMode::Recursive);
+        } else if let Some(a) = nearest_existing(d) {
+            add(a, RecursiveMode::NonRecursive);
+        }
+    }
+    for f in &t.files {
+        if let Some(a) = f.parent().and_then(nearest_existing) {
+            add(a, RecursiveMode::NonRecursive);
+        }
+    }
+    let recursive: Vec<PathBuf> = plan
+        .iter()
+        .filter(|(_, m)| **m == RecursiveMode::Recursive)
+        .map(|(p, _)| p.clone())
+        .collect();
+    plan.retain(|p, _| !recursive.iter().any(|r| p != r && p.starts_with(r)));
+    plan
+}
+
+/// Whether a change at `path` can affect a snapshot that follows `t`: the
+/// path is a watched file, lies in a watched folder, or is a folder on the
+/// way to one (created or renamed).
+pub fn relevant(path: &Path, t: &Targets) -> bool {
+    t.files.iter().any(|f| f == path || f.starts_with(path))
+        || t.dirs
+            .iter()
+            .any(|d| path.starts_with(d) || d.starts_with(path))
+}
+
+/// Whether an event kind can change a file's contents (reads are not).
+fn is_change(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+/// How long a file modified and not yet closed holds a reload back.
+const WRITE_WAIT: Duration = Duration::from_secs(2);
+
+/// The watcher could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot watch files for changes: {0}")]
+pub struct WatchError(#[from] notify::Error);
+
+/// Watches the files of a snapshot and reloads it when they change.
+pub struct Watcher {
+    input: SnapshotInput,
+    swap: Arc<ArcSwap<Snapshot>>,
+    interactive: bool,
+    /// The quiet period that ends a burst of changes.
+    debounce: Duration,
+    debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
+    rx: mpsc::UnboundedReceiver<DebounceEventResult>,
+    armed: BTreeMap<PathBuf, RecursiveMode>,
+    targets: Targets,
+    /// Listening from `start` on, so a SIGHUP never finds the default
+    /// action (terminate) once watching has been announced.
+    hup: Hangup,
+    /// Paths changed since the last reload.
+    touched: BTreeSet<PathBuf>,
+    /// Files modified and not closed yet, with the time of the change.
+    open_writes: BTreeMap<PathBuf, Instant>,
+    /// A change found by the catch-up rebuild in `start`, reported first.
+    pending: Option<ReloadEvent>,
+}
+
+impl Watcher {
+    /// Starts watching; every watch is in place when this returns. The
+    /// debounce comes from `reload.debounce_ms` of the current snapshot.
+    pub fn start(
+        input: SnapshotInput,
+        swap: Arc<ArcSwap<Snapshot>>,
+        interactive: bool,
+    ) -> Result<Watcher, WatchError> {
+        let snap = swap.load_full();
+        let debounce = Duration::from_millis(snap.settings().reload.debounce_ms.max(1));
+        // notify-debouncer-full only delays each event by its timeout (it
+        // does not wait for a quiet period), so it runs with a short timeout
+        // to merge and order raw events; the quiet period of `debounce` is
+        // kept in `run`, from the events' own times.
+        let inner = (debounce / 3).clamp(Duration::from_millis(1), Duration::from_millis(25));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let debouncer = new_debouncer(inner, None, move |r: DebounceEventResult| {
+            let _ = tx.send(r);
+        })?;
+        let mut w = Watcher {
+            targets: targets(&snap, &input),
+            input,
+            swap,
+            interactive,
+            debounce,
+            debouncer,
+            rx,
+            armed: BTreeMap::new(),
+            hup: hangup(),
+            open_writes: BTreeMap::new(),
+            touched: BTreeSet::new(),
+            pending: None,
+        };
+        w.arm();
+        // Files may have changed between the first build and the watches.
+        w.pending = w.settle();
+        Ok(w)
+    }
+
+    /// The folders watched now, and how.
+    pub fn watching(&self) -> Vec<(PathBuf, bool)> {
+        self.armed
+            .iter()
+            .map(|(p, m)| (p.clone(), *m == RecursiveMode::Recursive))
+            .collect()
+    }
+
+    /// Brings the watches in line with the current snapshot and what exists
+    /// on disk. Returns whether a watch was added.
+    fn arm(&mut self) -> bool {
+        self.targets = targets(&self.swap.load(), &self.input);
+        let plan = watch_plan(&self.targets);
+        let stale: Vec<PathBuf> = self
+            .armed
+            .iter()
+            .filter(|(p, m)| plan.get(*p) != Some(*m))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in stale {
+            if let Err(e) = self.debouncer.unwatch(&p) {
+                tracing::debug!("unwatch {}: {e}", p.display());
+            }
+            self.armed.remove(&p);
+        }
+        let mut added = false;
+        for (p, m) in plan {
+            if self.armed.contains_key(&p) {
+                continue;
+            }
+            match self.debouncer.watch(&p, m) {
+                Ok(()) => {
+                    tracing::debug!(
+                        recursive = (m == RecursiveMode::Recursive),
+                        "watching {}",
+                        p.display()
+                    );
+                    self.armed.insert(p, m);
+                    added = true;
+                }
+                // The folder may have gone between the check and the watch;
+                // the next change re-arms.
+                Err(e) => tracing::warn!("cannot watch {}: {e}", p.display()),
+            }
+        }
+        added
+    }
+
+    /// Notes a batch: returns the time of its latest relevant change, if
+    /// any, and follows which files are being written (modified and not
+    /// yet closed). Watcher errors count as a change now (a rebuild is the
+    /// safe answer).
+    fn note(&mut self, batch: &DebounceEventResult) -> Option<Instant> {
+        match batch {
+            Ok(events) => {
+                let mut latest = None;
+                for e in events {
+                    if !is_change(&e.kind)
+                        || !(e.need_rescan() || e.paths.iter().any(|p| relevant(p, &self.targets)))
+                    {
+                        continue;
+                    }
+                    latest = latest.max(Some(e.time));
+                    tracing::trace!(kind = ?e.kind, paths = ?e.paths, "change");
+                    self.touched.extend(e.paths.iter().cloned());
+                    match e.kind {
+                        EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
+                            for p in &e.paths {
+                                self.open_writes.insert(p.clone(), e.time);
+                            }
+                        }
+                        EventKind::Access(_)
+                        | EventKind::Remove(_)
+                        | EventKind::Modify(ModifyKind::Name(_)) => {
+                            for p in &e.paths {
+                                self.open_writes.remove(p);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                latest
+            }
+            Err(errors) => {
+                for e in errors {
+                    tracing::warn!("file watcher: {e}");
+                }
+                Some(Instant::now())
+            }
+        }
+    }
+
+    /// Reloads on every relevant change and on `SIGHUP`, calling `on_event`
+    /// with each attempt, until `cancel` fires. Changes closer together
+    /// than the debounce form one reload, which runs once the files have
+    /// been quiet for the debounce.
+    pub async fn run(mut self, cancel: CancellationToken, mut on_event: impl FnMut(&ReloadEvent)) {
+        let mut hup = std::mem::take(&mut self.hup);
+        if let Some(e) = self.pending.take() {
+            on_event(&e);
+        }
+        loop {
+            // `None`: SIGHUP, reload at once; `Some(None)`: nothing relevant.
+            let first: Option<Option<Instant>> = tokio::select! {
+                _ = cancel.cancelled() => return,
+                batch = self.rx.recv() => match batch {
+                    Some(b) => Some(self.note(&b)),
+                    None => return,
+                },
+                () = next_hangup(&mut hup) => {
+                    tracing::info!("SIGHUP: reloading");
+                    None
+                }
+            };
+            let mut wait_from = match first {
+                Some(None) => continue,
+                None => {
+                    while self.rx.try_recv().is_ok() {}
+                    None
+                }
+                Some(t) => t,
+            };
+            let event = loop {
+                if let Some(t) = wait_from
+                    && !self.quiet_period(t, &cancel, &mut hup).await
+                {
+                    return;
+                }
+                let touched = std::mem::take(&mut self.touched);
+                let reading = std::time::SystemTime::now();
+                // Watch folders that appeared before reading them, so a file
+                // written meanwhile is either read now or seen by the watch.
+                self.arm();
+                let built = build_next(&self.input, &self.swap);
+                if self.written_since(&touched, reading) {
+                    // A writer came back while the files were read: what was
+                    // read may be half-written. Wait for quiet again.
+                    tracing::debug!("files changed while reading them; waiting");
+                    self.touched.extend(touched);
+                    wait_from = Some(Instant::now());
+                    continue;
+                }
+                break commit(built, &self.swap, self.interactive);
+            };
+            on_event(&event);
+            if event.ok
+                && self.arm()
+                && let Some(e) = self.settle()
+            {
+                // The new snapshot names folders not watched before, and
+                // files may have landed in them before the watch.
+                on_event(&e);
+            }
+        }
+    }
+
+    /// Waits until no relevant change happened for the debounce, starting
+    /// from a change at `t`, and no file is half-written (modified and not
+    /// closed yet, for at most [`WRITE_WAIT`]). Returns false when
+    /// cancelled. SIGHUP ends the wait early.
+    async fn quiet_period(
+        &mut self,
+        mut t: Instant,
+        cancel: &CancellationToken,
+        hup: &mut Hangup,
+    ) -> bool {
+        loop {
+            let mut wake = t + self.debounce;
+            if let Some(oldest) = self.open_writes.values().min() {
+                wake = wake.max(*oldest + WRITE_WAIT);
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return false,
+                () = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => {
+                    // Batches for changes inside the window may still be
+                    // queued.
+                    let mut later = None;
+                    while let Ok(b) = self.rx.try_recv() {
+                        later = later.max(self.note(&b));
+                    }
+                    if let Some(t2) = later.filter(|t2| *t2 > t) {
+                        t = t2;
+                        continue;
+                    }
+                    let stale: Vec<PathBuf> = self
+                        .open_writes
+                        .iter()
+                        .filter(|(_, m)| m.elapsed() >= WRITE_WAIT)
+                        .map(|(p, _)| p.clone())
+                        .collect();
+                    for p in stale {
+                        tracing::debug!("{} was modified and not closed; reloading anyway", p.display());
+                        self.open_writes.remove(&p);
+                    }
+                    if !self.open_writes.is_empty() {
+                        continue;
+                    }
+                    // Events can reach us late on a busy machine; the files'
+                    // own modification times say whether they are quiet.
+                    match self.youngest_touched_age() {
+                        Some(age) if age < self.debounce => {
+                            t = Instant::now().checked_sub(age).unwrap_or_else(Instant::now);
+                        }
+                        _ => {
+                            self.touched.clear();
+                            return true;
+                        }
+                    }
+                }
+                batch = self.rx.recv() => match batch {
+                    Some(b) => {
+                        if let Some(t2) = self.note(&b) {
+                            t = t.max(t2);
+                        }
+                    }
+                    None => return false,
+                },
+                () = next_hangup(hup) => return true,
+            }
+        }
+    }
+
+    /// Whether one of `paths` was modified after `t` (less a margin for the
+    /// coarse clock file systems stamp modification times with).
+    fn written_since(&self, paths: &BTreeSet<PathBuf>, t: std::time::SystemTime) -> bool {
+        let margin = (self.debounce / 2).min(Duration::from_millis(20));
+        let since = t.checked_sub(margin).unwrap_or(t);
+        paths.iter().any(|p| {
+            std::fs::symlink_metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|m| m > since)
+        })
+    }
+
+    /// How long ago the most recently modified of the files changed since
+    /// the last reload was modified (by its mtime), if any still exists.
+    fn youngest_touched_age(&self) -> Option<Duration> {
+        let now = std::time::SystemTime::now();
+        self.touched
+            .iter()
+            .filter_map(|p| std::fs::symlink_metadata(p).and_then(|m| m.modified()).ok())
+            // A modification time in the future (clock skew) says nothing.
+            .filter_map(|m| now.duration_since(m).ok())
+            .min()
+    }
+
+    /// Rebuilds and reports only if something changed.
+    fn settle(&mut self) -> Option<ReloadEvent> {
+        let e = reload_quiet(&self.input, &self.swap, self.interactive, true)?;
+        self.arm();
+        Some(e)
+    }
+}
+
+/// A running watcher for a session; dropping it stops the watcher.
+pub struct ReloadHandle {
+    cancel: CancellationToken,
+}
+
+impl Drop for ReloadHandle {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// Starts a watcher in the background for a session sharing `swap`.
+/// Events are logged; a watcher that cannot start is a warning, and the
+/// session runs on without reload.
+pub fn spawn(
+    input: SnapshotInput,
+    swap: Arc<ArcSwap<Snapshot>>,
+    interactive: bool,
+) -> Option<ReloadHandle> {
+    match Watcher::start(input, swap, interactive) {
+        Ok(w) => {
+            let cancel = CancellationToken::new();
+            let token = cancel.clone();
+            tokio::spawn(async move { w.run(token, |_| {}).await });
+            Some(ReloadHandle { cancel })
+        }
+        Err(e) => {
+            tracing::warn!("{e}; changes to the files will not be picked up");
+            None
+        }
+    }
+}
+
+#[cfg(unix)]
+type Hangup = Option<tokio::signal::unix::Signal>;
+#[cfg(not(unix))]
+#[derive(Default)]
+struct Hangup;
+
+#[cfg(unix)]
+fn hangup() -> Hangup {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGHUP: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn hangup() -> Hangup {
+    Hangup
+}
+
+#[cfg(unix)]
+async fn next_hangup(h: &mut Hangup) {
+    match h {
+        Some(s) => {
+            if s.recv().await.is_none() {
+                *h = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+#[cfg(not(unix))]
+async fn next_hangup(_: &mut Hangup) {
+    std::future::pending::<()>().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LoadInput;
+
+    fn input(dir: &Path) -> SnapshotInput {
+        SnapshotInput {
+            load: LoadInput {
+                cwd: dir.to_path_buf(),
+                config: Some(dir.join("cadre.toml")),
+                env: Vec::new(),
+                cli: Default::default(),
+            },
+            cli_agents: None,
+            home: Some(dir.join("home")),
+        }
+    }
+
+    fn write(p: &Path, text: &str) {
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn flag_flip_is_reported_with_its_effective_value() {
+        let t = tempfile::tempdir().unwrap();
+        let cfg = t.path().join("cadre.toml");
+        write(&cfg, "");
+        let inp = input(t.path());
+        let old = snapshot::build(&inp, 1).unwrap();
+        write(&cfg, "[features]\nFORK_SUBAGENT = true\n");
+        let new = snapshot::build(&inp, 2);
+        let a = apply(&old, new, true, Duration::ZERO);
+        assert!(a.event.ok);
+        assert_eq!(a.event.generation, 2);
+        assert_eq!(
+            a.event.changes.flags_changed,
+            vec![FlagChange {
+                name: "FORK_SUBAGENT".into(),
+                value: true,
+                effective: true
+            }]
+        );
+        // Non-interactive: the gate blocks it, but the value still changed.
+        let new = snapshot::build(&inp, 2);
+        let a = apply(&old, new, false, Duration::ZERO);
+        assert!(!a.event.changes.flags_changed[0].effective);
+        assert!(a.snapshot.is_some());
+    }
+
+    #[test]
+    fn config_error_keeps_the_old_generation() {
+        let t = tempfile::tempdir().unwrap();
+        let cfg = t.path().join("cadre.toml");
+        write(&cfg, "");
+        let inp = input(t.path());
+        let old = snapshot::build(&inp, 3).unwrap();
+        write(&cfg, "[features\nFORK_SUBAGENT = true\n");
+        let a = apply(&old, snapshot::build(&inp, 4), false, Duration::ZERO);
+        assert!(!a.event.ok);
+        assert_eq!(a.event.generation, 3);
+        assert!(a.snapshot.is_none());
+        assert!(!a.event.diagnostics.is_empty());
+        assert!(a.event.changes.is_empty());
+    }
+
+    #[test]
+    fn template_and_settings_changes_are_named() {
+        let t = tempfile::tempdir().unwrap();
+        let cfg = t.path().join("cadre.toml");
+        write(&cfg, "[agents]\nbuiltin_dir = \"b\"\n");
+        let inp = input(t.path());
+        let old = snapshot::build(&inp, 1).unwrap();
+        write(
+            &t.path().join("b/templates/fork_child.hbs"),
+            "changed {{directive}}\n",
+        );
+        let new = snapshot::build(&inp, 2).unwrap();
+        let c = diff(&old, &new, false);
+        assert_eq!(c.templates_changed, vec!["fork_child".to_string()]);
+        assert!(!c.settings_changed);
+        assert!(c.flags_changed.is_empty());
+        write(
+            &cfg,
+            "[agents]\nbuiltin_dir = \"b\"\n[reload]\ndebounce_ms = 7\n",
+        );
+        let newer = snapshot::build(&inp, 3).unwrap();
+        let c = diff(&new, &newer, false);
+        assert!(c.settings_changed);
+        assert!(c.templates_changed.is_empty());
+        assert!(diff(&newer, &newer, false).is_empty());
+    }
+
+    #[test]
+    fn reload_swaps_only_on_success() {
+        let t = tempfile::tempdir().unwrap();
+        let cfg = t.path().join("cadre.toml");
+        write(&cfg, "");
+        let inp = input(t.path());
+        let swap = ArcSwap::from_pointee(snapshot::build(&inp, 1).unwrap());
+        write(&cfg, "not toml = = =");
+        let e = reload(&inp, &swap, false);
+        assert!(!e.ok);
+        assert_eq!(swap.load().generation, 1);
+        write(&cfg, "[features]\nDISABLE_BACKGROUND_TASKS = true\n");
+        let e = reload(&inp, &swap, false);
+        assert!(e.ok);
+        assert_eq!(swap.load().generation, 2);
+        assert_eq!(e.changes.flags_changed[0].name, "DISABLE_BACKGROUND_TASKS");
+        // Quiet: nothing changed, nothing swapped.
+        assert!(reload_quiet(&inp, &swap, false, true).is_none());
+        assert_eq!(swap.load().generation, 2);
+    }
+
+    #[test]
+    fn missing_folders_are_watched_through_their_nearest_ancestor() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        std::fs::create_dir_all(root.join("agents")).unwrap();
+        let tg = Targets {
+            files: vec![root.join("conf/cadre.toml")],
+            dirs: vec![root.join("agents"), root.join(".claude/agents")],
+        };
+        let plan = watch_plan(&tg);
+        assert_eq!(
+            plan.get(&root.join("agents")),
+            Some(&RecursiveMode::Recursive)
+        );
+        assert_eq!(plan.get(root), Some(&RecursiveMode::NonRecursive));
+        assert_eq!(plan.len(), 2);
+        std::fs::create_dir_all(root.join(".claude/agents")).unwrap();
+        let plan = watch_plan(&tg);
+        assert_eq!(
+            plan.get(&root.join(".claude/agents")),
+            Some(&RecursiveMode::Recursive)
+        );
+        // Inside a recursive watch: left out.
+        let tg2 = Targets {
+            files: vec![root.join("agents/x/cadre.toml")],
+            dirs: vec![root.join("agents")],
+        };
+        assert_eq!(watch_plan(&tg2).len(), 1);
+    }
+
+    #[test]
+    fn relevance_follows_files_folders_and_their_ancestors() {
+        let tg = Targets {
+            files: vec![PathBuf::from("/p/cadre.toml")],
+            dirs: vec![PathBuf::from("/p/.claude/agents")],
+        };
+        assert!(relevant(Path::new("/p/cadre.toml"), &tg));
+        assert!(!relevant(Path::new("/p/other.toml"), &tg));
+        assert!(!relevant(Path::new("/p/.cadre/sessions/x.jsonl"), &tg));
+        assert!(relevant(Path::new("/p/.claude"), &tg));
+        assert!(relevant(Path::new("/p/.claude/agents/a/b.md"), &tg));
+    }
+}
