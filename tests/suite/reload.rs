@@ -565,10 +565,14 @@ fn agent_properties(body: &Value) -> Value {
     agent["input_schema"]["properties"].clone()
 }
 
-#[test]
-fn a_running_session_sees_a_flag_flip_on_its_next_request() {
-    // The first reply waits until the test has flipped the flag and the
-    // session's watcher has reloaded.
+/// Runs `cadre run` whose first model reply waits until `change` has been
+/// made and the session's watcher logged a reload mentioning `marker`;
+/// returns the two requests the session sent.
+fn run_across_a_change(
+    p: &Project,
+    change: impl FnOnce(&Project),
+    marker: &str,
+) -> Vec<super::kit::RecordedRequest> {
     let gate = Arc::new((Mutex::new(false), Condvar::new()));
     let g = Arc::clone(&gate);
     let server = FakeServer::route(move |req| {
@@ -581,7 +585,6 @@ fn a_running_session_sees_a_flag_flip_on_its_next_request() {
             anthropic::text_reply("done")
         }
     });
-    let p = Project::new("[features]\nFORK_SUBAGENT = false\n");
     let mut child = p
         .command()
         .env("ANTHROPIC_BASE_URL", server.url())
@@ -609,13 +612,13 @@ fn a_running_session_sees_a_flag_flip_on_its_next_request() {
     });
 
     assert!(server.wait_for_requests(1, WAIT), "no first request");
-    p.write("cadre.toml", "[features]\nFORK_SUBAGENT = true\n");
+    change(p);
     let deadline = Instant::now() + WAIT;
     let mut log = Vec::new();
     loop {
         match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(l) => {
-                let done = l.contains("reloaded") && l.contains("FORK_SUBAGENT");
+                let done = l.contains("reloaded") && l.contains(marker);
                 log.push(l);
                 if done {
                     break;
@@ -637,9 +640,22 @@ fn a_running_session_sees_a_flag_flip_on_its_next_request() {
     );
     let result: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(result["is_error"], false, "{result}");
-
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
+    server.assert_invariants();
+    reqs
+}
+
+#[test]
+fn a_running_session_sees_a_flag_flip_on_its_next_request() {
+    let p = Project::new("[features]\nFORK_SUBAGENT = false\n");
+    let reqs = run_across_a_change(
+        &p,
+        |p| {
+            p.write("cadre.toml", "[features]\nFORK_SUBAGENT = true\n");
+        },
+        "FORK_SUBAGENT",
+    );
     let first = agent_properties(&reqs[0].json);
     let second = agent_properties(&reqs[1].json);
     assert!(
@@ -650,7 +666,41 @@ fn a_running_session_sees_a_flag_flip_on_its_next_request() {
         second.get("fork").is_some(),
         "the second request lacks `fork`: {second}"
     );
-    server.assert_invariants();
+}
+
+#[test]
+fn a_running_session_lists_a_new_agent_on_its_next_request() {
+    let p = Project::new("");
+    let reqs = run_across_a_change(
+        &p,
+        |p| {
+            p.write(
+                ".claude/agents/latecomer.md",
+                "---\nname: latecomer\ndescription: Arrived while the session ran\n---\nHi.\n",
+            );
+        },
+        "latecomer",
+    );
+    let description = |r: &super::kit::RecordedRequest| -> String {
+        r.json["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "Agent")
+            .unwrap()["description"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(!description(&reqs[0]).contains("latecomer"));
+    assert!(
+        description(&reqs[1])
+            .contains("- latecomer: Arrived while the session ran (Tools: All tools)"),
+        "{}",
+        description(&reqs[1])
+    );
+    // The first request's bytes were not touched by the reload.
+    assert_eq!(reqs[1].json["system"], reqs[0].json["system"]);
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
