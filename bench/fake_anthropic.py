@@ -32,6 +32,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
@@ -237,6 +238,9 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "main":
             blocks, stop = main_reply(body, is_cc)
         elif kind == "child":
+            if ARGS.child_delay_ms:
+                # A slower sub-agent, to watch progress lines in a demo.
+                time.sleep(ARGS.child_delay_ms / 1000)
             blocks, stop = [{"type": "text", "text": "README.md: a benchmark fixture."}], "end_turn"
         else:
             blocks, stop = [{"type": "text", "text": "ok"}], "end_turn"
@@ -262,6 +266,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--scenario", choices=["explore", "fork", "script3"], default="explore")
     ap.add_argument("--dump")
+    ap.add_argument("--child-delay-ms", type=int, default=0,
+                    help="answer sub-agent requests only after this long")
     ap.add_argument("--verbose", action="store_true")
     ARGS = ap.parse_args()
     STATE["scenario"] = ARGS.scenario

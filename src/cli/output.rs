@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::ValueEnum;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -76,7 +76,6 @@ struct Running {
     bar: ProgressBar,
     label: String,
     tools: u32,
-    started: Instant,
 }
 
 /// Progress lines on stderr, one per running sub-agent, updated in place:
@@ -128,31 +127,33 @@ impl Progress {
                 ..
             } => {
                 let bar = self.multi.add(ProgressBar::new_spinner());
-                let style = ProgressStyle::with_template("{spinner} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner());
+                // The seconds tick with the spinner, between progress events.
+                let style = ProgressStyle::with_template("{spinner} {msg}, {secs}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner())
+                    .with_key(
+                        "secs",
+                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                            let _ = write!(w, "{:.1}s", state.elapsed().as_secs_f64());
+                        },
+                    );
                 bar.set_style(style);
                 bar.enable_steady_tick(Duration::from_millis(200));
                 let label = format!("[{agent_type}] {description}");
-                bar.set_message(format!("{label} … 0 tools, 0.0s"));
+                bar.set_message(format!("{label} … 0 tools"));
                 running.insert(
                     agent_id.clone(),
                     Running {
                         bar,
                         label,
                         tools: 0,
-                        started: Instant::now(),
                     },
                 );
             }
             EngineEvent::SubagentProgress { agent_id, .. } => {
                 if let Some(r) = running.get_mut(agent_id) {
                     r.tools += 1;
-                    r.bar.set_message(format!(
-                        "{} … {} tools, {:.1}s",
-                        r.label,
-                        r.tools,
-                        r.started.elapsed().as_secs_f64()
-                    ));
+                    r.bar
+                        .set_message(format!("{} … {} tools", r.label, r.tools));
                 }
             }
             EngineEvent::SubagentEnd {
