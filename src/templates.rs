@@ -143,6 +143,14 @@ impl Templates {
         })
     }
 
+    /// Renders the named template for the model, trimmed at the end. A
+    /// template that fails to render gives its error text instead: the model
+    /// gets a message it can read rather than the turn failing.
+    pub fn text<T: Serialize>(&self, name: &str, ctx: &T) -> String {
+        self.render(name, ctx)
+            .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+    }
+
     /// Renders a template given as text (an agent's prompt body, a tool's
     /// description); `label` names it in errors.
     pub fn render_text<T: Serialize>(

@@ -76,22 +76,7 @@ impl McpTool {
         let Some(v) = validator else {
             return Ok(());
         };
-        let issues: Vec<String> = v
-            .iter_errors(input)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    format!("{e}")
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        if issues.is_empty() {
-            Ok(())
-        } else {
-            Err(issues)
-        }
+        crate::tools::schema_issues(v, input)
     }
 }
 

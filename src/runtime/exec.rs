@@ -127,11 +127,7 @@ impl Session {
         invalid_json: Option<&str>,
     ) -> CallResult {
         let snap = &turn.snap;
-        let render = |template: &str, ctx: Value| -> String {
-            snap.templates
-                .render(template, &ctx)
-                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
-        };
+        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
         if !turn.tool_names.iter().any(|n| n == name) {
             return CallResult::text(
                 id,
@@ -290,22 +286,7 @@ impl Session {
                 }
             }
         };
-        let issues: Vec<String> = validator
-            .iter_errors(input)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    format!("{e}")
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
-        if issues.is_empty() {
-            Ok(())
-        } else {
-            Err(issues)
-        }
+        crate::tools::schema_issues(&validator, input)
     }
 }
 

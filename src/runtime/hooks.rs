@@ -370,9 +370,7 @@ fn agent_type(spec: &SessionSpec) -> &str {
 }
 
 fn render(snap: &Snapshot, template: &str, ctx: &Value) -> String {
-    snap.templates
-        .render(template, ctx)
-        .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+    snap.templates.text(template, ctx)
 }
 
 /// SubagentStart: runs the hooks for a child about to start and appends

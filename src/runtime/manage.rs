@@ -37,11 +37,7 @@ impl Session {
     /// Runs one of the management tools. `Err` is an error result's text.
     pub(super) async fn manage_call(&self, name: &str, input: Value) -> Result<String, String> {
         let snap = self.engine.snapshot.load_full();
-        let render = |template: &str, ctx: Value| -> String {
-            snap.templates
-                .render(template, &ctx)
-                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
-        };
+        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
         let tasks = &self.engine.tasks;
         let unknown = |to: &str| {
             let mut known: Vec<String> = tasks

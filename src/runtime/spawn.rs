@@ -37,11 +37,7 @@ impl Session {
         input: Value,
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let snap = &turn.snap;
-        let render = |template: &str, ctx: Value| -> String {
-            snap.templates
-                .render(template, &ctx)
-                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
-        };
+        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
         let input: AgentInput =
             serde_json::from_value(input).map_err(|e| format!("Invalid Agent input: {e}"))?;
         let kind = self.spec.kind;
@@ -239,11 +235,7 @@ impl Session {
         Box::pin(async move {
             let engine = Arc::clone(&self.engine);
             let snap = engine.snapshot.load_full();
-            let render = |template: &str, ctx: Value| -> String {
-                snap.templates
-                    .render(template, &ctx)
-                    .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
-            };
+            let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
             let agent_id = c.spec.agent_id.clone();
             let meta = json!({
                 "agent_id": agent_id,
@@ -392,11 +384,7 @@ fn foreground_result(
     description: &str,
     r: TaskResult,
 ) -> Result<(Vec<ToolResultContent>, Usage), String> {
-    let render = |template: &str, ctx: Value| -> String {
-        snap.templates
-            .render(template, &ctx)
-            .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
-    };
+    let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
     let (worktree_path, worktree_branch) = KeptWorktree::template_fields(r.worktree.as_ref());
     match r.status {
         TaskStatus::Completed => {
@@ -536,9 +524,7 @@ pub(super) fn start_task(
                 "worktree_path": worktree_path,
                 "worktree_branch": worktree_branch,
             });
-            snap.templates
-                .render("task_notification", &ctx)
-                .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+            snap.templates.text("task_notification", &ctx)
         };
         engine
             .tasks

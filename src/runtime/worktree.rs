@@ -285,11 +285,7 @@ pub async fn isolate(
     agent_id: &str,
     fork_history: Option<&mut History>,
 ) -> Result<(WorktreeGuard, PathBuf), String> {
-    let render = |template: &str, ctx: Value| -> String {
-        snap.templates
-            .render(template, &ctx)
-            .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
-    };
+    let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
     let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
     let made = tokio::task::spawn_blocking(move || {
         let _one_at_a_time = git_lock();

@@ -213,6 +213,27 @@ pub(crate) fn truncate_middle(text: &str, max: usize) -> String {
     )
 }
 
+/// Checks `input` against a compiled JSON Schema; `Err` lists every
+/// problem, each prefixed with the path of the offending field.
+pub fn schema_issues(validator: &jsonschema::Validator, input: &Value) -> Result<(), Vec<String>> {
+    let issues: Vec<String> = validator
+        .iter_errors(input)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if issues.is_empty() {
+        Ok(())
+    } else {
+        Err(issues)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

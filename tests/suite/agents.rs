@@ -4,26 +4,17 @@
 
 use serde_json::{Value, json};
 
-use super::harness::{Project, last_tool_results, result_text, tool, tool_names};
+use super::harness::{
+    MAIN_MARKER, Project, assistant_turns, child_requests_of, is_fork_child,
+    is_main_session as is_main, last_tool_results, result_text, tool, tool_names,
+};
 use super::kit::{FakeServer, RecordedRequest, anthropic};
 
-const MAIN_MARKER: &str = "You are cadre";
+fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
+    child_requests_of(server, true)
+}
+
 const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep, Glob\nmodel: haiku\n---\nREVIEWER-BODY: you review code.\n";
-
-fn assistant_turns(r: &RecordedRequest) -> usize {
-    r.messages()
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
-}
-
-fn is_fork_child(r: &RecordedRequest) -> bool {
-    r.body_str().contains("<fork-boilerplate>")
-}
-
-fn is_main(r: &RecordedRequest) -> bool {
-    r.system_text().contains(MAIN_MARKER) && !is_fork_child(r)
-}
 
 /// A server where the main agent makes `calls` (one assistant message),
 /// every child answers `child says: <its first user text or directive>`,
@@ -50,14 +41,6 @@ fn spawning_server(calls: Vec<(&'static str, Value)>) -> FakeServer {
             .usage(50, 10)
             .reply()
     })
-}
-
-fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| !is_main(r))
-        .collect()
 }
 
 fn main_second_request(server: &FakeServer) -> RecordedRequest {

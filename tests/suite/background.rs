@@ -6,45 +6,22 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::harness::{Project, last_tool_results, result_text};
+use super::harness::{
+    Project, assistant_turns, child_requests_of, is_main_session as is_main, last_tool_results,
+    result_text, user_texts,
+};
 use super::kit::{FakeServer, RecordedRequest, anthropic};
 
-fn assistant_turns(r: &RecordedRequest) -> usize {
-    r.messages()
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
-}
-
-fn is_main(r: &RecordedRequest) -> bool {
-    r.system_text().contains("You are cadre") && !r.body_str().contains("<fork-boilerplate>")
+fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
+    child_requests_of(server, true)
 }
 
 fn main_requests(server: &FakeServer) -> Vec<RecordedRequest> {
     server.requests().into_iter().filter(is_main).collect()
 }
 
-fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| !is_main(r))
-        .collect()
-}
-
 fn count(haystack: &str, needle: &str) -> usize {
     haystack.matches(needle).count()
-}
-
-/// Text of every user message block in a request, joined.
-fn user_texts(r: &RecordedRequest) -> String {
-    r.messages()
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
-        .filter_map(|b| b["text"].as_str().map(str::to_string))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 #[test]

@@ -227,3 +227,59 @@ pub fn tool_names(body: &Value) -> Vec<String> {
 pub fn tool<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
     body["tools"].as_array()?.iter().find(|t| t["name"] == name)
 }
+
+/// Words of cadre's main system prompt (`main_system.hbs`): requests that
+/// carry it come from the main session or from one of its forks.
+pub const MAIN_MARKER: &str = "You are cadre";
+
+/// How many assistant messages a request's history holds: 0 on a
+/// session's first request.
+pub fn assistant_turns(r: &super::kit::RecordedRequest) -> usize {
+    r.messages()
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .count()
+}
+
+/// A fork child's request: its history carries the fork directive.
+pub fn is_fork_child(r: &super::kit::RecordedRequest) -> bool {
+    r.body_str().contains("<fork-boilerplate>")
+}
+
+/// The main session's system prompt (the main session, or a fork of it).
+pub fn has_main_prompt(r: &super::kit::RecordedRequest) -> bool {
+    r.system_text().contains(MAIN_MARKER)
+}
+
+/// The main session itself, not one of its forks.
+pub fn is_main_session(r: &super::kit::RecordedRequest) -> bool {
+    has_main_prompt(r) && !is_fork_child(r)
+}
+
+/// The requests of sub-agents: named ones, and forks when `with_forks`.
+pub fn child_requests_of(
+    server: &FakeServer,
+    with_forks: bool,
+) -> Vec<super::kit::RecordedRequest> {
+    let is_parent = if with_forks {
+        is_main_session
+    } else {
+        has_main_prompt
+    };
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_parent(r))
+        .collect()
+}
+
+/// Every text block of every user message in a request, joined by newlines.
+pub fn user_texts(r: &super::kit::RecordedRequest) -> String {
+    r.messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|b| b["text"].as_str().map(str::to_string))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -5,20 +5,14 @@
 
 use serde_json::{Value, json};
 
-use super::harness::{Project, last_tool_results, result_text};
+use super::harness::{
+    Project, assistant_turns, child_requests_of, has_main_prompt as is_main, last_tool_results,
+    result_text,
+};
 use super::kit::{FakeServer, RecordedRequest, anthropic};
 
-const MAIN_MARKER: &str = "You are cadre";
-
-fn is_main(r: &RecordedRequest) -> bool {
-    r.system_text().contains(MAIN_MARKER)
-}
-
-fn assistant_turns(r: &RecordedRequest) -> usize {
-    r.messages()
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
+fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
+    child_requests_of(server, false)
 }
 
 /// The main agent makes `calls` in one message, then says "all done";
@@ -55,14 +49,6 @@ fn main_results(server: &FakeServer) -> Vec<Value> {
         .find(|r| is_main(r) && assistant_turns(r) == 1)
         .expect("main's second request");
     last_tool_results(&r.json)
-}
-
-fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| !is_main(r))
-        .collect()
 }
 
 fn no_child(_: usize) -> Option<(&'static str, Value)> {

@@ -6,7 +6,7 @@
 //!
 //! Checked: every tool_use got exactly one tool_result (the kit's invariant
 //! checks, on every request), every child started and ended exactly once
-//! and sent one request plus one per announced retry, and
+//! and sent one request plus at most one per announced retry, and
 //! every child's answer reached the parent exactly once, under its own
 //! tool_use id.
 
@@ -111,11 +111,14 @@ fn two_hundred_concurrent_subagents_each_answer_exactly_once() {
     assert_eq!(per_child.len(), CHILDREN, "every child ran");
     let unexplained: Vec<_> = per_child
         .iter()
-        .filter(|(n, c)| **c != 1 + retries.get(*n).copied().unwrap_or(0))
+        // A retry whose first attempt never reached the server (a refused
+        // or reset connection) adds no request, so retries bound the count
+        // from above only.
+        .filter(|(n, c)| **c < 1 || **c > 1 + retries.get(*n).copied().unwrap_or(0))
         .collect();
     assert!(
         unexplained.is_empty(),
-        "each child sent one request plus one per announced retry; (task, count): {unexplained:?}"
+        "each child sent one request, plus at most one per announced retry; (task, count): {unexplained:?}"
     );
 
     let last = requests

@@ -22,8 +22,15 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
-use super::harness::{Project, last_tool_results, result_text, tool, tool_names};
+use super::harness::{
+    Project, assistant_turns, child_requests_of, has_main_prompt as is_main, last_tool_results,
+    result_text, tool, tool_names,
+};
 use super::kit::{FakeServer, RecordedRequest, anthropic};
+
+fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
+    child_requests_of(server, false)
+}
 
 const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
 const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
@@ -161,17 +168,6 @@ fn server_toml(name: &str, mode: &str) -> String {
 
 fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
-}
-
-fn assistant_turns(r: &RecordedRequest) -> usize {
-    r.messages()
-        .iter()
-        .filter(|m| m["role"] == "assistant")
-        .count()
-}
-
-fn is_main(r: &RecordedRequest) -> bool {
-    r.system_text().contains("You are cadre")
 }
 
 /// A first reply late enough for the servers to connect: a harmless Glob
@@ -313,14 +309,6 @@ fn mcp_json_servers_are_read_and_settings_win_on_a_clash() {
     );
     assert!(names.contains(&"mcp__clash__echo".to_string()), "{names:?}");
     assert!(!run.stderr.contains("failed"), "{}", run.stderr);
-}
-
-fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| !is_main(r))
-        .collect()
 }
 
 /// Main waits for the servers, spawns `agent`, then finishes; the child
