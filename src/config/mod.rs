@@ -19,5 +19,5 @@ pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, loa
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
     AgentSettings, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings,
-    TranscriptSettings,
+    ToolCallFallback, TranscriptSettings,
 };

@@ -170,7 +170,12 @@ impl Session {
     }
 
     pub(super) fn append(&mut self, message: Arc<Message>) {
-        self.transcript.message(&message);
+        self.append_marked(message, &[]);
+    }
+
+    /// [`Session::append`], marking tool calls converted from text.
+    fn append_marked(&mut self, message: Arc<Message>, converted: &[String]) {
+        self.transcript.assistant_message(&message, converted);
         self.engine.emit(EngineEvent::Message {
             agent_id: self.spec.agent_id.clone(),
             message: Arc::clone(&message),
@@ -313,7 +318,7 @@ impl Session {
             self.usage.add(&response.usage);
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
-            self.append(Arc::clone(&assistant));
+            self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
             if assistant.tool_uses().next().is_none() {
                 break StopKind::EndTurn;
             }
