@@ -6,3 +6,4 @@ pub mod harness;
 pub mod kit;
 mod provider;
 mod run;
+mod text_tools;
