@@ -125,3 +125,22 @@ fn a_json_naming_no_offered_tool_stays_text_with_the_fallback_on() {
     assert_eq!(run.stdout.trim(), text);
     assert!(converted_lines(&p).is_empty());
 }
+
+#[test]
+fn the_shipped_local_config_loads_cleanly_and_turns_the_fallback_on() {
+    let p = Project::new();
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/local.toml");
+    let run = p.run(None, &["--config", config, "render", "hi"]);
+    run.ok();
+    assert!(
+        !run.stderr.contains("warning") && !run.stderr.contains("unknown key"),
+        "{}",
+        run.stderr
+    );
+    let body: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(body["model"], "local-model");
+    assert!(
+        body["messages"][0]["role"] == "system",
+        "the OpenAI wire shape"
+    );
+}
