@@ -221,6 +221,9 @@ pub struct ModelResponse {
     /// parse error). Their `input` in `message` is `{}`; the engine answers
     /// them with an error result instead of running the tool.
     pub invalid_tool_inputs: Vec<(String, String)>,
+    /// Ids of tool_use blocks that the provider made from JSON in the
+    /// reply's text (`provider.tool_call_fallback`), not native calls.
+    pub converted_tool_calls: Vec<String>,
 }
 
 #[cfg(test)]

@@ -19,6 +19,6 @@ pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, loa
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
     AgentSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
-    PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings,
+    PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings, ToolCallFallback,
     TranscriptSettings,
 };

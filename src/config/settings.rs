@@ -89,6 +89,18 @@ pub struct ProviderSettings {
     /// First backoff delay; doubles each retry, with jitter, up to `retry_max_ms`.
     pub retry_base_ms: u64,
     pub retry_max_ms: u64,
+    /// How to recover tool calls a model writes as text instead of native
+    /// calls; `None` (the default) leaves text alone.
+    pub tool_call_fallback: Option<ToolCallFallback>,
+}
+
+/// A way of reading tool calls out of a reply's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ToolCallFallback {
+    /// A JSON object `{"name": ..., "arguments": {...}}` naming an offered
+    /// tool, bare or in a code fence, becomes a tool call.
+    #[serde(rename = "json-text")]
+    JsonText,
 }
 
 impl Default for ProviderSettings {
@@ -106,6 +118,7 @@ impl Default for ProviderSettings {
             max_retries: 4,
             retry_base_ms: 500,
             retry_max_ms: 30_000,
+            tool_call_fallback: None,
         }
     }
 }

@@ -328,6 +328,7 @@ impl Assembler for AnthropicAssembler {
             usage: self.usage,
             model: self.model,
             invalid_tool_inputs: self.invalid,
+            converted_tool_calls: Vec::new(),
         }
     }
 }

@@ -16,6 +16,7 @@ mod anthropic;
 mod openai;
 mod retry;
 mod sse;
+mod text_tools;
 
 use std::fmt;
 use std::sync::Once;
@@ -23,7 +24,7 @@ use std::time::Duration;
 
 use futures_util::Stream;
 
-use crate::config::{ProviderKind, ProviderSettings};
+use crate::config::{ProviderKind, ProviderSettings, ToolCallFallback};
 use crate::message::{ModelRequest, ModelResponse};
 use retry::Failure;
 
@@ -238,12 +239,30 @@ impl Provider {
             }),
             other => on_event(other),
         };
-        self.send_unscrubbed(req, &scrubbed)
-            .await
-            .map_err(|e| ProviderError {
-                kind: e.kind,
-                message: scrub(&e.message, key),
-            })
+        let mut response =
+            self.send_unscrubbed(req, &scrubbed)
+                .await
+                .map_err(|e| ProviderError {
+                    kind: e.kind,
+                    message: scrub(&e.message, key),
+                })?;
+        self.apply_fallback(req, &mut response);
+        Ok(response)
+    }
+
+    /// Recovers a tool call written as text, when
+    /// `provider.tool_call_fallback` asks for it (see [`text_tools`]).
+    fn apply_fallback(&self, req: &ModelRequest, response: &mut ModelResponse) {
+        match self.settings.tool_call_fallback {
+            None => {}
+            Some(ToolCallFallback::JsonText) => {
+                let offered: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+                // One conversion per reply, so the history length makes the
+                // id unique within the conversation.
+                let id = format!("toolu_text_{}", req.messages.len());
+                text_tools::convert(response, &offered, &id);
+            }
+        }
     }
 
     async fn send_unscrubbed(

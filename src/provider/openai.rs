@@ -341,6 +341,7 @@ impl Assembler for OpenAiAssembler {
             usage: self.usage,
             model: self.model,
             invalid_tool_inputs: invalid,
+            converted_tool_calls: Vec::new(),
         }
     }
 }

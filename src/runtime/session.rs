@@ -209,6 +209,11 @@ impl Session {
     }
 
     pub(super) fn append(&mut self, message: Arc<Message>) {
+        self.append_marked(message, &[]);
+    }
+
+    /// [`Session::append`], marking tool calls converted from text.
+    fn append_marked(&mut self, message: Arc<Message>, converted: &[String]) {
         if message.role == Role::Assistant && !self.spec.is_main {
             let texts: Vec<String> = message
                 .content
@@ -222,7 +227,7 @@ impl Session {
                 task.state().latest_text = Some(texts);
             }
         }
-        self.transcript.message(&message);
+        self.transcript.assistant_message(&message, converted);
         self.engine.emit(EngineEvent::Message {
             agent_id: self.spec.agent_id.clone(),
             message: Arc::clone(&message),
@@ -375,7 +380,7 @@ impl Session {
             self.usage.add(&response.usage);
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
-            self.append(Arc::clone(&assistant));
+            self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
             if assistant.tool_uses().next().is_none() {
                 if self.spec.wait_for_background {
                     // Background children still running: wait for the next

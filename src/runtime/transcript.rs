@@ -71,6 +71,24 @@ impl Transcript {
         self.record("message", json!({ "message": message }));
     }
 
+    /// Appends a message line for an assistant message whose tool calls
+    /// `converted` (ids) the provider read out of its text: the line carries
+    /// `"converted_from_text": true` and the ids. Without any, a plain line.
+    pub fn assistant_message(&self, message: &Message, converted: &[String]) {
+        if converted.is_empty() {
+            self.message(message);
+        } else {
+            self.record(
+                "message",
+                json!({
+                    "message": message,
+                    "converted_from_text": true,
+                    "converted_tool_calls": converted,
+                }),
+            );
+        }
+    }
+
     /// Appends an event line: `kind` plus the fields of `data` (an object).
     pub fn record(&self, kind: &str, data: Value) {
         let mut line = serde_json::Map::new();

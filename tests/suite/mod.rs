@@ -14,4 +14,5 @@ mod mcp;
 mod provider;
 mod reload;
 mod run;
+mod text_tools;
 mod worktrees;

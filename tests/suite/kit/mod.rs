@@ -36,6 +36,7 @@ pub fn anthropic_settings() -> ProviderSettings {
         max_retries: 3,
         retry_base_ms: 1,
         retry_max_ms: 5,
+        tool_call_fallback: None,
     }
 }
 
