@@ -350,6 +350,12 @@ fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
             segments.push(s);
         }
         if template.get(&segments[0]).is_none() {
+            // `CADRE_SOMETHING` without `__` that names no setting belongs to
+            // a script (`CADRE_BIN`, `CADRE_LOCAL_MODEL_PORT`); a nested key
+            // with an unknown head is a typo worth reporting.
+            if segments.len() == 1 {
+                continue;
+            }
             warnings.push(Diagnostic::warning(
                 Some(Path::new("environment")),
                 None,
@@ -721,6 +727,25 @@ mod tests {
         assert_eq!(
             discover(&i).unwrap(),
             Some(dir.path().join("config/cadre.toml"))
+        );
+    }
+
+    #[test]
+    fn unknown_environment_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut i = input(dir.path());
+        i.env = vec![
+            ("CADRE_BIN".into(), "/x/cadre".into()),
+            ("CADRE_PROVIDR__MODEL".into(), "m".into()),
+            ("CADRE_AGENTS__MAX_DEPTH".into(), "2".into()),
+        ];
+        let loaded = load(&i).unwrap();
+        assert_eq!(loaded.settings.agents.max_depth, 2);
+        assert_eq!(loaded.diagnostics.len(), 1, "{:?}", loaded.diagnostics);
+        assert!(
+            loaded.diagnostics[0]
+                .message
+                .contains("CADRE_PROVIDR__MODEL")
         );
     }
 
