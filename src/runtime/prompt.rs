@@ -18,6 +18,10 @@ pub struct PromptContext {
     pub git_branch: Option<String>,
     pub model: String,
     pub agent_name: String,
+    /// The tools the session offers, by name.
+    pub tools: Vec<String>,
+    /// Whether `Agent` is among them.
+    pub has_agent_tool: bool,
 }
 
 impl PromptContext {
@@ -29,8 +33,27 @@ impl PromptContext {
             git_branch: git_branch(cwd),
             model: model.to_string(),
             agent_name: agent_name.to_string(),
+            tools: Vec::new(),
+            has_agent_tool: false,
         }
     }
+
+    /// The same context, naming the tools the session offers.
+    pub fn with_tools(mut self, tools: &[String]) -> Self {
+        self.has_agent_tool = tools.iter().any(|t| t == crate::agent_tool::AGENT_TOOL);
+        self.tools = tools.to_vec();
+        self
+    }
+}
+
+/// With `provider.tool_call_fallback = "json-text"` (models that write tool
+/// calls as text), the instructions for writing them, from the
+/// `text_tool_calls` template; otherwise nothing.
+fn text_tool_call_block(snap: &Snapshot, ctx: &PromptContext) -> Result<String, RenderError> {
+    if snap.settings().provider.tool_call_fallback.is_none() || ctx.tools.is_empty() {
+        return Ok(String::new());
+    }
+    snap.templates.render("text_tool_calls", ctx)
 }
 
 /// The main session's system prompt: the agent's body (for `--agent`) or
@@ -45,7 +68,8 @@ pub fn main_system_prompt(
         None => snap.templates.render("main_system", ctx)?,
     };
     let env = snap.templates.render("environment", ctx)?;
-    Ok(join_blocks(&[head.trim(), env.trim()]))
+    let calls = text_tool_call_block(snap, ctx)?;
+    Ok(join_blocks(&[head.trim(), env.trim(), calls.trim()]))
 }
 
 /// A sub-agent's system prompt: its body rendered as a template, the notes
@@ -58,7 +82,13 @@ pub fn subagent_system_prompt(
     let body = agent_body(snap, def, ctx)?;
     let notes = snap.templates.render("subagent_notes", ctx)?;
     let env = snap.templates.render("environment", ctx)?;
-    Ok(join_blocks(&[body.trim(), notes.trim(), env.trim()]))
+    let calls = text_tool_call_block(snap, ctx)?;
+    Ok(join_blocks(&[
+        body.trim(),
+        notes.trim(),
+        env.trim(),
+        calls.trim(),
+    ]))
 }
 
 /// An agent's own prompt. An inline body that is not a valid template (a

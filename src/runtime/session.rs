@@ -308,16 +308,6 @@ impl Session {
             .as_ref()
             .is_none_or(|r| r.generation != snap.generation || r.mcp_version != mcp_version)
         {
-            let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
-            let ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name);
-            let system = if self.spec.is_main {
-                main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?
-            } else {
-                match &self.spec.def {
-                    Some(d) => subagent_system_prompt(snap, d, &ctx)?,
-                    None => main_system_prompt(snap, None, &ctx)?,
-                }
-            };
             let mut names: Vec<String> = self.spec.tool_names.clone();
             let mcp = &self.engine.mcp;
             let required_ready = |d: &AgentDef| mcp.required_ready(&d.required_mcp_servers);
@@ -326,6 +316,17 @@ impl Session {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());
             }
+            let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
+            let ctx =
+                PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name).with_tools(&names);
+            let system = if self.spec.is_main {
+                main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?
+            } else {
+                match &self.spec.def {
+                    Some(d) => subagent_system_prompt(snap, d, &ctx)?,
+                    None => main_system_prompt(snap, None, &ctx)?,
+                }
+            };
             self.rendered = Some(Rendered {
                 generation: snap.generation,
                 mcp_version,

@@ -144,3 +144,31 @@ fn the_shipped_local_config_loads_cleanly_and_turns_the_fallback_on() {
         "the OpenAI wire shape"
     );
 }
+
+#[test]
+fn the_system_prompt_explains_text_tool_calls_only_with_the_fallback_on() {
+    let mut p = Project::new();
+    let system = |p: &Project| -> String {
+        let v = p.run(None, &["render", "hi"]).ok().json();
+        v["system"][0]["text"].as_str().unwrap().to_string()
+    };
+    assert!(!system(&p).contains("How to use a tool"));
+    fallback_on(&mut p);
+    let text = system(&p);
+    assert!(text.contains("How to use a tool"), "{text}");
+    assert!(
+        text.contains("TOOL must be exactly one of these tool names: Agent, Bash, Edit"),
+        "{text}"
+    );
+    assert!(text.contains(r#"the tool name is always "Agent""#));
+    // A sub-agent without the Agent tool gets the format but not the Agent example.
+    let explore = p
+        .run(None, &["render", "--agent", "Explore", "hi"])
+        .ok()
+        .json();
+    let text = explore["system"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("How to use a tool") && !text.contains("always \"Agent\""),
+        "{text}"
+    );
+}
