@@ -344,7 +344,7 @@ def main():
             w(f"| failed runs (excluded) | {bgc['failed_runs']} | |")
         w(f"| request bytes sent | {int((bgc.get('request_bytes') or {}).get('median', 0)):,} B | |")
         w("")
-        note = read(os.path.join(src, "bg1000-notes.md")).strip()
+        note = read(os.path.join(os.path.dirname(os.path.abspath(__file__)), "bg1000-notes.md")).strip()
         if note:
             w(note + "\n")
     else:
