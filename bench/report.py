@@ -105,7 +105,7 @@ def bars(svg_path, title, panels):
             for label, v in rows:
                 f.write(f"\"{label}\" {max(v, 0.001):.4f}\n")
         lines += [f"set title '{ptitle}'",
-                  f"plot '{dat}' using 2:xtic(1) lc rgb '#2b7bba', '' using 0:2:(sprintf('%.3g', $2)) with labels offset 0,0.7 notitle"]
+                  f"plot '{dat}' using 2:xtic(1) lc rgb '#2b7bba', '' using 0:2:(sprintf('%.4g', $2)) with labels offset 0,0.7 notitle"]
     lines.append("unset multiplot")
     r = subprocess.run(["gnuplot"], input="\n".join(lines) + "\n", text=True, capture_output=True)
     for f in files:
