@@ -61,7 +61,7 @@ def divan_rows(text):
             if cells and cells[0]:
                 rows.append((parent, *cells[:4]))
             continue
-        m = re.match(r"^│\s+[├╰]─ (\S+)\s+(.*)$", line)
+        m = re.match(r"^[│ ]\s+[├╰]─ (\S+)\s+(.*)$", line)
         if m and parent:
             cells = [c.strip() for c in m.group(2).split("│")]
             rows.append((f"{parent}/{m.group(1)}", *cells[:4]))

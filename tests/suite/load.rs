@@ -32,16 +32,17 @@ fn task_of(text: &str) -> Option<usize> {
         .ok()
 }
 
-/// Counts, per task, the `subagent_start`/`retrying`/`subagent_end` events
-/// of a stream-json run: (task of each agent id, retries per task, ends per
-/// task). Asserts every child ended `completed`.
-fn lifecycle(
-    events: &[serde_json::Value],
-) -> (
-    BTreeMap<String, usize>,
-    BTreeMap<usize, usize>,
-    BTreeMap<usize, usize>,
-) {
+/// What the `subagent_start`/`retrying`/`subagent_end` events of a
+/// stream-json run say, per task.
+struct Lifecycle {
+    task_of_agent: BTreeMap<String, usize>,
+    retries: BTreeMap<usize, usize>,
+    ends: BTreeMap<usize, usize>,
+}
+
+/// Counts the lifecycle events per task; asserts every child ended
+/// `completed`.
+fn lifecycle(events: &[serde_json::Value]) -> Lifecycle {
     let mut task_of_agent: BTreeMap<String, usize> = BTreeMap::new();
     let mut retries: BTreeMap<usize, usize> = BTreeMap::new();
     let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
@@ -75,7 +76,11 @@ fn lifecycle(
             _ => {}
         }
     }
-    (task_of_agent, retries, ends)
+    Lifecycle {
+        task_of_agent,
+        retries,
+        ends,
+    }
 }
 
 /// Each child's request reached the server at least once and at most once
@@ -173,7 +178,11 @@ fn two_hundred_concurrent_background_subagents_each_notify_exactly_once() {
     run.ok();
     let events = run.json_lines();
     assert_eq!(events.last().unwrap()["result"], "all children reported");
-    let (task_of_agent, retries, ends) = lifecycle(&events);
+    let Lifecycle {
+        task_of_agent,
+        retries,
+        ends,
+    } = lifecycle(&events);
     assert_eq!(task_of_agent.len(), CHILDREN, "every child started once");
     assert_eq!(ends.len(), CHILDREN);
     assert!(ends.values().all(|c| *c == 1), "every child ended once");
@@ -272,7 +281,11 @@ fn two_hundred_concurrent_subagents_each_answer_exactly_once() {
     assert_eq!(events.last().unwrap()["result"], "all children reported");
     // A child may retry a request (a pooled connection the server closed
     // under load is retryable); each retry is announced by an event.
-    let (task_of_agent, retries, ends) = lifecycle(&events);
+    let Lifecycle {
+        task_of_agent,
+        retries,
+        ends,
+    } = lifecycle(&events);
     assert_eq!(task_of_agent.len(), CHILDREN, "every child started once");
     assert_eq!(ends.len(), CHILDREN);
     assert!(ends.values().all(|c| *c == 1), "every child ended once");
