@@ -6,7 +6,13 @@ Wall time is measured here with `time.perf_counter()` around the process
 (start to exit, including `/usr/bin/time`'s own fork/exec, well under a
 millisecond); peak RSS is `/usr/bin/time -v`'s "Maximum resident set size".
 Scenarios: `explore` (parent -> one Explore sub-agent -> final answer),
-`fork` (two sibling forks), `script3` (three requests, cadre only).
+`fork` (two sibling forks), `script3` (three requests, cadre only),
+`bg1000` (cadre only: one parent spawns `--children` (1,000) background
+sub-agents in one turn, `agents.max_concurrent` = that many, and the server
+answers every model request after `--latency-ms` (100 ms); the process
+ends after the last notification. Also reports cadre's user+sys CPU (from
+`/usr/bin/time -v`) per sub-agent turn, and checks that the main session's
+last request carries exactly one notification per task).
 """
 
 import argparse
@@ -40,7 +46,13 @@ description = "fork"
 gates = ["coordinator"]
 """
 
+CADRE_BG_CONFIG = """
+[agents]
+max_concurrent = {children}
+"""
+
 PROMPTS = {
+    "bg1000": "Run the jobs in the background.",
     "explore": "Find the README files and tell me what they say.",
     "fork": "Check modules A and B for bugs.",
     "script3": "List the markdown files twice, then answer.",
@@ -82,6 +94,8 @@ def measure(cmd, env, cwd):
     err = p.stderr.decode(errors="replace")
     m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", err)
     rss_kib = int(m.group(1)) if m else None
+    cpu = sum(float(x) for x in re.findall(r"(?:User|System) time \(seconds\): ([0-9.]+)", err))
+    measure.cpu_s = cpu
     return p.returncode, wall, rss_kib, p.stdout.decode(errors="replace"), err
 
 
@@ -102,6 +116,8 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--out")
+    ap.add_argument("--children", type=int, default=1000, help="bg1000: background sub-agents")
+    ap.add_argument("--latency-ms", type=int, default=100, help="bg1000: model answer delay")
     args = ap.parse_args()
     args.cadre = os.path.abspath(args.cadre)
     if args.claude:
@@ -112,7 +128,8 @@ def main():
                               stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
     base = f"http://127.0.0.1:{port}"
-    report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "scenarios": {}}
+    report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "scenarios": {},
+              "args": {"runs": args.runs, "children": args.children, "latency_ms": args.latency_ms}}
     try:
         for scenario in args.scenario:
             programs = {}
@@ -125,22 +142,27 @@ def main():
             base_env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1",
                         "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-bench-dummy"}
             cfg = CADRE_CONFIG + (CADRE_FORK_CONFIG if scenario == "fork" else "")
+            reset = f"{base}/_reset?scenario={scenario}"
+            if scenario == "bg1000":
+                cfg += CADRE_BG_CONFIG.format(children=args.children)
+                reset += f"&latency_ms={args.latency_ms}&children={args.children}"
             with open(os.path.join(proj, "cadre.toml"), "w") as f:
                 f.write(cfg)
             programs["cadre"] = ([args.cadre, "run", PROMPTS[scenario]], dict(base_env))
-            if args.claude and scenario != "script3":
+            if args.claude and scenario not in ("script3", "bg1000"):
                 env = dict(base_env, DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
                            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
                 if scenario == "fork":
                     env["CLAUDE_CODE_FORK_SUBAGENT"] = "1"
                 programs["claude-code"] = ([args.claude, "-p", PROMPTS[scenario]], env)
             results = {name: {"wall_s": [], "rss_kib": [], "request_bytes": [], "requests": [],
-                              "child_shared": [], "errors": []} for name in programs}
+                              "child_shared": [], "errors": [], "cpu_s": [], "cpu_per_child_turn_ms": [],
+                              "last_main_request_s": [], "notifications": []} for name in programs}
             order = list(programs)
             for i in range(args.warmup + args.runs):
                 for name in (order if i % 2 == 0 else order[::-1]):
                     cmd, env = programs[name]
-                    http(f"{base}/_reset?scenario={scenario}", "POST")
+                    http(reset, "POST")
                     rc, wall, rss, out, err = measure(cmd, env, proj)
                     stats = http(f"{base}/_stats")
                     if i < args.warmup:
@@ -149,11 +171,24 @@ def main():
                     if rc != 0 or "final answer" not in out:
                         r["errors"].append({"rc": rc, "stdout": out[-500:], "stderr": err[-1500:]})
                         continue
+                    kids_n = sum(1 for s in stats if s["kind"] == "child")
+                    if scenario == "bg1000":
+                        mains = [s for s in stats if s["kind"] == "main"]
+                        notes = mains[-1]["notifications"] or {}
+                        if (notes.get("count") != args.children or notes.get("distinct_ids") != args.children
+                                or notes.get("ids") != args.children):
+                            r["errors"].append({"rc": rc, "notifications": notes, "stderr": err[-1500:]})
+                            continue
+                        r["notifications"].append(dict(notes, main_requests=len(mains), child_requests=kids_n))
+                        r["last_main_request_s"].append(mains[-1]["t"])
+                    r["cpu_s"].append(measure.cpu_s)
+                    if kids_n:
+                        r["cpu_per_child_turn_ms"].append(measure.cpu_s * 1000 / kids_n)
                     r["wall_s"].append(wall)
                     r["rss_kib"].append(rss)
                     r["request_bytes"].append(sum(s["bytes"] for s in stats))
                     r["requests"].append(len(stats))
-                    kids = [s["body"].encode("latin-1") for s in stats if s["kind"] == "child"]
+                    kids = [s["body"].encode("latin-1") for s in stats if s["kind"] == "child" and s["body"]]
                     if scenario == "fork" and len(kids) >= 2:
                         a, b = kids[0], kids[1]
                         c = lcp(a, b)
@@ -163,8 +198,10 @@ def main():
                                                   "share_a": c / len(a), "share_b": c / len(b),
                                                   "cache_order_share_a": cc / len(ca),
                                                   "cache_order_share_b": cc / len(cb)})
-                    r["child_requests"] = len(kids)
-                    r["kinds"] = [s["kind"] for s in stats]
+                    r["child_requests"] = kids_n
+                    kinds = [s["kind"] for s in stats]
+                    # A long list (bg1000) as counts per kind.
+                    r["kinds"] = kinds if len(kinds) <= 20 else {k: kinds.count(k) for k in sorted(set(kinds))}
             out = {}
             for name, r in results.items():
                 out[name] = {
@@ -175,6 +212,10 @@ def main():
                     "child_requests": r.get("child_requests"),
                     "request_kinds": r.get("kinds"),
                     "child_shared": r["child_shared"][:1],
+                    "cpu_s": summary(r["cpu_s"]),
+                    "cpu_per_child_turn_ms": summary(r["cpu_per_child_turn_ms"]),
+                    "last_main_request_s": summary(r["last_main_request_s"]),
+                    "notifications": r["notifications"][:1],
                     "failed_runs": len(r["errors"]),
                     "first_error": r["errors"][0] if r["errors"] else None,
                 }

@@ -15,20 +15,30 @@ Standard library only. Listens on 127.0.0.1:PORT and answers every
 
 Scenarios (`--scenario`): `explore` (one Explore sub-agent), `fork` (two
 sibling forks), `script3` (three requests: Glob tool call, Glob tool call,
-final answer; no sub-agent).
+final answer; no sub-agent), `bg1000` (1,000 parallel Agent calls with
+`run_in_background: true` in the first turn; the count is `?children=N` on
+`/_reset`).
+
+`--latency-ms MS` (or `?latency_ms=MS` on `/_reset`) holds every model
+answer back MS milliseconds before its first byte, like a real API's time
+to first token.
 
 Claude Code is recognised by its user agent (`claude-cli/...`) or `x-app`.
 
-Control endpoints: `POST /_reset[?scenario=NAME]` clears the record (and
-switches the scenario), `GET /_stats` returns
-every recorded request as {kind, bytes, path} plus the raw bodies of the
-sub-agent requests (latin-1 decoded) for prefix comparisons, and
+Control endpoints: `POST /_reset[?scenario=NAME&latency_ms=MS&children=N]`
+clears the record (and switches the scenario), `GET /_stats` returns
+every recorded request as {kind, bytes, path, t (arrival, seconds since
+the reset), notifications (main requests: how many `<task-notification>`s
+and distinct `<tool-use-id>`s they carry, and how many say completed)}
+plus the raw bodies of the sub-agent requests (latin-1 decoded) for prefix
+comparisons (not in `bg1000`), and
 `--dump DIR` writes every body to DIR/NNN-kind.json.
 """
 
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -38,7 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 RECORD = []
 ARGS = None
-STATE = {"scenario": "explore"}
+STATE = {"scenario": "explore", "latency_ms": 0, "children": 1000, "t0": time.monotonic()}
 
 
 def sse(event, data):
@@ -150,7 +160,12 @@ def main_reply(body, is_claude_code):
                      "input": {"pattern": "*.md"}}], "tool_use"
         return [{"type": "text", "text": "final answer"}], "end_turn"
     if not has_tool_results(body) and turns == 0:
-        if sc == "explore":
+        if sc == "bg1000":
+            calls = [{"type": "tool_use", "id": f"toolu_bg_{i:05d}", "name": tool,
+                      "input": {"description": f"job {i}", "prompt": f"Do job {i} and report.",
+                                "subagent_type": "general-purpose", "run_in_background": True}}
+                     for i in range(STATE["children"])]
+        elif sc == "explore":
             calls = [{"type": "tool_use", "id": "toolu_explore", "name": tool,
                       "input": {"description": "Find the readme",
                                 "prompt": "Find README files and say what they contain.",
@@ -205,8 +220,16 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/_reset"):
             with LOCK:
                 RECORD.clear()
-                if "scenario=" in self.path:
-                    STATE["scenario"] = self.path.split("scenario=", 1)[1].split("&")[0]
+                STATE["t0"] = time.monotonic()
+                STATE["latency_ms"] = ARGS.latency_ms
+                STATE["children"] = 1000
+                query = self.path.split("?", 1)[1] if "?" in self.path else ""
+                for kv in query.split("&"):
+                    k, _, v = kv.partition("=")
+                    if k == "scenario":
+                        STATE["scenario"] = v
+                    elif k in ("latency_ms", "children"):
+                        STATE[k] = int(v)
             self.send_json(200, {"ok": True})
             return
         try:
@@ -221,14 +244,24 @@ class Handler(BaseHTTPRequestHandler):
             kind = classify(body, is_cc)
         else:
             kind, is_cc = "other", False
+        notes = None
+        if kind == "main" and b"<task-notification>" in raw:
+            text = raw.decode("utf-8", errors="replace")
+            ids = re.findall(r"<tool-use-id>(.*?)</tool-use-id>", text)
+            notes = {"count": text.count("<task-notification>"), "distinct_ids": len(set(ids)),
+                     "ids": len(ids), "completed": text.count("<status>completed</status>")}
+        keep_body = kind == "child" and STATE["scenario"] != "bg1000"
         with LOCK:
             idx = len(RECORD)
             RECORD.append({"kind": kind, "bytes": len(raw), "path": self.path,
-                           "body": raw.decode("latin-1") if kind == "child" else None})
+                           "t": time.monotonic() - STATE["t0"], "notifications": notes,
+                           "body": raw.decode("latin-1") if keep_body else None})
         if ARGS.dump:
             os.makedirs(ARGS.dump, exist_ok=True)
             with open(os.path.join(ARGS.dump, f"{idx:03d}-{kind}.json"), "wb") as f:
                 f.write(raw)
+        if STATE["latency_ms"] and kind in ("main", "child", "side"):
+            time.sleep(STATE["latency_ms"] / 1000)
         if kind == "count_tokens":
             self.send_json(200, {"input_tokens": 100})
             return
@@ -264,13 +297,18 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--scenario", choices=["explore", "fork", "script3"], default="explore")
+    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "bg1000"], default="explore")
+    ap.add_argument("--latency-ms", type=int, default=0)
     ap.add_argument("--dump")
     ap.add_argument("--child-delay-ms", type=int, default=0,
                     help="answer sub-agent requests only after this long")
     ap.add_argument("--verbose", action="store_true")
     ARGS = ap.parse_args()
     STATE["scenario"] = ARGS.scenario
+    STATE["latency_ms"] = ARGS.latency_ms
+    # 1,000 clients connect at once in `bg1000`; the default listen backlog
+    # (5) would drop SYNs and add a second of retransmission to some.
+    ThreadingHTTPServer.request_queue_size = 4096
     srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
     srv.daemon_threads = True
     print(srv.server_address[1], flush=True)

@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
 """Renders docs/benchmarks.md and docs/benchmarks.svg from the files that
-bench/run-all leaves in target/bench/ (compare.json, session.json, fork.txt,
-catalog.txt, loadavg-*.txt, claude-code-version.txt).
+bench/run-all leaves in target/bench/ (compare.json, session.json, bg1000.json,
+fork.txt, catalog.txt, reload.txt, fuzz.md, loadavg-*.txt,
+claude-code-version.txt), and docs/benchmarks-scale.svg (catalog load,
+reload latency).
+
+When compare.json is missing (Claude Code not rerun: `SKIP_CLAUDE_CODE=1`),
+the Claude Code section of the existing docs/benchmarks.md is kept as it
+was, marked as from an earlier run.
 
     python3 bench/report.py target/bench docs
 """
@@ -55,7 +61,7 @@ def divan_rows(text):
             if cells and cells[0]:
                 rows.append((parent, *cells[:4]))
             continue
-        m = re.match(r"^│\s+[├╰]─ (\S+)\s+(.*)$", line)
+        m = re.match(r"^[│ ]\s+[├╰]─ (\S+)\s+(.*)$", line)
         if m and parent:
             cells = [c.strip() for c in m.group(2).split("│")]
             rows.append((f"{parent}/{m.group(1)}", *cells[:4]))
@@ -83,6 +89,66 @@ def machine():
     cores = os.cpu_count()
     rustc = subprocess.run(["rustc", "--version"], capture_output=True, text=True).stdout.strip()
     return f"{cpu}, {cores} cores, {mem} RAM, {platform.system()} {platform.release()}; {rustc}"
+
+
+def bars(svg_path, title, panels):
+    """A row of log-scale bar panels: panels = [(title, [(label, value)])]."""
+    files = []
+    lines = [f"set terminal svg size {450 * len(panels)},360 dynamic font 'sans,11' background '#ffffff'",
+             f"set output '{svg_path}'", f"set multiplot layout 1,{len(panels)} title '{title}'",
+             "set style data histogram", "set style fill solid 0.85 border -1", "set boxwidth 0.8",
+             "set logscale y", "set grid ytics", "unset key"]
+    for i, (ptitle, rows) in enumerate(panels):
+        dat = f"{svg_path}.{i}.dat"
+        files.append(dat)
+        with open(dat, "w") as f:
+            for label, v in rows:
+                f.write(f"\"{label}\" {max(v, 0.001):.4f}\n")
+        lines += [f"set title '{ptitle}'",
+                  f"plot '{dat}' using 2:xtic(1) lc rgb '#2b7bba', '' using 0:2:(sprintf('%.4g', $2)) with labels offset 0,0.7 notitle"]
+    lines.append("unset multiplot")
+    r = subprocess.run(["gnuplot"], input="\n".join(lines) + "\n", text=True, capture_output=True)
+    for f in files:
+        os.remove(f)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr)
+        return False
+    return True
+
+
+def reload_figures(text):
+    """Figures printed by the reload_benchmark test (tests/suite/reload.rs)."""
+    f = {}
+    m = re.search(r"latency above the ([\d.]+) ms debounce over (\d+) edits: p50 ([\d.]+) ms, p99 ([\d.]+) ms, "
+                  r"max ([\d.]+) ms; rebuild\+swap p50 ([\d.]+) ms", text)
+    if m:
+        f.update(debounce=m.group(1), edits=m.group(2), p50=float(m.group(3)), p99=float(m.group(4)),
+                 max=float(m.group(5)), swap_p50=float(m.group(6)))
+    m = re.search(r"rebuild\+swap in `cadre watch` with 1000 agent files on disk: p50 ([\d.]+) ms, max ([\d.]+) ms", text)
+    if m:
+        f.update(rebuild1k_p50=float(m.group(1)), rebuild1k_max=float(m.group(2)))
+    m = re.search(r"snapshot::build with 1000 agent files on disk \((\d+) agents loaded\): p50 ([\d.]+) ms, "
+                  r"min ([\d.]+) ms, max ([\d.]+) ms", text)
+    if m:
+        f.update(build_agents=int(m.group(1)), build_p50=float(m.group(2)), build_min=float(m.group(3)),
+                 build_max=float(m.group(4)))
+    return f
+
+
+def step_load(text):
+    """The `loadavg at the end: ...` line bench/run-all appends to a step's output."""
+    m = re.search(r"loadavg at the end: (\S+ \S+ \S+)", text)
+    return f" Load average (1/5/15 min) at the end of this step: {m.group(1)}." if m else ""
+
+
+def previous_section(path, start, end):
+    """The text of an earlier docs/benchmarks.md between two headings."""
+    text = read(path)
+    i = text.find(start)
+    if i < 0:
+        return ""
+    j = text.find(end, i + len(start))
+    return text[i:j if j >= 0 else len(text)].strip()
 
 
 def chart(compare, session, svg_path):
@@ -141,8 +207,30 @@ def main():
     # may hold them from a quick `--profile dev -- --test` run.
     figures = dict(re.findall(r"^FIGURE (\w+)=(\S+)$",
                               read(os.path.join(src, "fork-figures.txt")) + fork_txt, re.M))
+    bg = load_json(os.path.join(src, "bg1000.json"))
+    reload = reload_figures(read(os.path.join(src, "reload.txt")))
+    old_md = os.path.join(docs, "benchmarks.md")
+    kept_cc = "" if compare else previous_section(old_md, "**Claude Code:**", "## `cadre run`")
     svg = os.path.join(docs, "benchmarks.svg")
-    have_chart = chart(compare, session, svg)
+    have_chart = chart(compare, session, svg) if compare else False
+    catalog_rows = divan_rows(read(os.path.join(src, "catalog.txt")))
+    scale_panels = []
+    cat_pts = [(r[0].split("/")[-1], to_ms(r[3])) for r in catalog_rows if r[0].startswith("load_catalog")]
+    cat_pts = [(f"{int(n):,}".replace(",000", "k") if n.isdigit() else n, v) for n, v in cat_pts if v]
+    if cat_pts:
+        scale_panels.append(("catalog::load, median ms", cat_pts))
+    if reload.get("p50") is not None:
+        pts = [("p50", reload["p50"]), ("p99", reload["p99"])]
+        if reload.get("rebuild1k_p50") is not None:
+            pts.append(("1k-agent rebuild", reload["rebuild1k_p50"]))
+        scale_panels.append(("reload latency above debounce, ms", pts))
+    bgc = ((bg or {}).get("scenarios", {}).get("bg1000") or {}).get("cadre") or {}
+    if bgc.get("wall_ms"):
+        scale_panels.append(("1,000 background sub-agents", [
+            ("wall ms", bgc["wall_ms"]["median"]), ("peak RSS MiB", bgc["rss_mib"]["median"]),
+            ("CPU ms per turn", bgc["cpu_per_child_turn_ms"]["median"])]))
+    scale_svg = os.path.join(docs, "benchmarks-scale.svg")
+    have_scale = bool(scale_panels) and bars(scale_svg, "cadre at scale (log scale)", scale_panels)
 
     out = []
     w = out.append
@@ -153,19 +241,26 @@ def main():
       f"{' '.join(load_start) or '?'} at the start and {' '.join(load_end) or '?'} at the end "
       "(1/5/15 min, from `/proc/loadavg`), so absolute times are pessimistic; "
       "the two programs ran alternately, so they saw the same load.\n")
-    w(f"**Claude Code:** {cc_version} (npm `@anthropic-ai/claude-code`, its native linux-x64 binary), "
-      "offline against the local fake server with `ANTHROPIC_BASE_URL`, a dummy key, `-p`, "
-      "`DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`.\n")
+    if have_scale:
+        w("![catalog load, reload latency, 1,000 background sub-agents](benchmarks-scale.svg)\n")
+    if kept_cc:
+        w("_The Claude Code comparison below was not rerun this time (`SKIP_CLAUDE_CODE=1`); "
+          "its figures, machine load and chart are from the earlier run, kept as they were._\n")
+        w(kept_cc + "\n")
+    if not kept_cc:
+        w(f"**Claude Code:** {cc_version} (npm `@anthropic-ai/claude-code`, its native linux-x64 binary), "
+          "offline against the local fake server with `ANTHROPIC_BASE_URL`, a dummy key, `-p`, "
+          "`DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`.\n")
     if have_chart:
         w("![wall time and peak RSS, cadre vs Claude Code](benchmarks.svg)\n")
-
-    w("## Whole process: cadre vs Claude Code\n")
-    w("`bench/compare-claude-code`. One stateful fake Anthropic server (`bench/fake_anthropic.py`, "
-      "Python stdlib) on 127.0.0.1 answers both programs; it tells sub-agent requests apart by "
-      "`cc_is_subagent=true` in Claude Code's first system block and by the system prompt for cadre. "
-      "Wall time is start to exit (`time.perf_counter()` around the process); peak RSS is "
-      "`/usr/bin/time -v`'s maximum resident set size. One warm-up round, then N rounds, "
-      "alternating which program goes first. Median (min–max, interquartile range).\n")
+    if not kept_cc:
+        w("## Whole process: cadre vs Claude Code\n")
+        w("`bench/compare-claude-code`. One stateful fake Anthropic server (`bench/fake_anthropic.py`, "
+          "Python stdlib) on 127.0.0.1 answers both programs; it tells sub-agent requests apart by "
+          "`cc_is_subagent=true` in Claude Code's first system block and by the system prompt for cadre. "
+          "Wall time is start to exit (`time.perf_counter()` around the process); peak RSS is "
+          "`/usr/bin/time -v`'s maximum resident set size. One warm-up round, then N rounds, "
+          "alternating which program goes first. Median (min–max, interquartile range).\n")
     scen = (compare or {}).get("scenarios", {})
     names = {"explore": "parent → one `Explore` sub-agent → final answer",
              "fork": "parent → two sibling forks → final answer"}
@@ -218,10 +313,73 @@ def main():
     w(f"| wall time | {fmt_ms(s3.get('wall_ms'))} | under 30 ms |")
     w(f"| peak RSS | {fmt_mib(s3.get('rss_mib'))} | under 20 MiB |\n")
 
+    w("## 1,000 background sub-agents against a 100 ms server\n")
+    if bgc.get("wall_ms"):
+        n = bgc["notifications"][0] if bgc.get("notifications") else {}
+        args = (bg or {}).get("args", {})
+        w(f"`python3 bench/compare.py --cadre target/release/cadre --scenario bg1000 --runs {bgc['wall_ms']['n']}`: "
+          f"one parent makes {n.get('count', 1000):,} Agent calls with `run_in_background: true` in one turn "
+          "(`agents.max_concurrent = 1000` in the bench config); the fake server holds every model answer "
+          f"{args.get('latency_ms', 100)} ms before its first byte. Every sub-agent makes one turn (one request). "
+          "`cadre run` waits for its tasks, so the process ends after the last notification has been "
+          "delivered to the parent and answered. CPU is user+sys of the cadre process (`/usr/bin/time -v`).\n")
+        w(f"Load average at the start / end of this step: {' '.join((bg or {}).get('loadavg_start', []))} / "
+          f"{' '.join((bg or {}).get('loadavg_end', []))}.\n")
+        w("| figure | value | target |")
+        w("| --- | --- | --- |")
+        w(f"| wall time to the last notification (= process end) | {fmt_ms(bgc.get('wall_ms'))} | under 2 s |")
+        lm = bgc.get("last_main_request_s")
+        if lm:
+            w(f"| start of the parent's last request (after the last notification), from the server's reset | "
+              f"{lm['median'] * 1000:.0f} ms (median) | |")
+        w(f"| peak RSS | {fmt_mib(bgc.get('rss_mib'))} | under 256 MiB |")
+        cpu = bgc.get("cpu_s") or {}
+        w(f"| engine CPU (user+sys) | {cpu.get('median', 0) * 1000:.0f} ms ({cpu.get('min', 0) * 1000:.0f}–{cpu.get('max', 0) * 1000:.0f}) | |")
+        c = bgc.get("cpu_per_child_turn_ms") or {}
+        w(f"| engine CPU per sub-agent turn | {c.get('median', 0):.2f} ms ({c.get('min', 0):.2f}–{c.get('max', 0):.2f}) | |")
+        w(f"| requests | {n.get('child_requests', 0):,} sub-agent, {n.get('main_requests', 0)} parent | |")
+        w(f"| notifications in the parent's last request | {n.get('count', 0):,} (distinct `<tool-use-id>`s: "
+          f"{n.get('distinct_ids', 0):,}; completed: {n.get('completed', 0):,}) | one per task |")
+        if bgc.get("failed_runs"):
+            w(f"| failed runs (excluded) | {bgc['failed_runs']} | |")
+        w(f"| request bytes sent | {int((bgc.get('request_bytes') or {}).get('median', 0)):,} B | |")
+        w("")
+        note = read(os.path.join(os.path.dirname(os.path.abspath(__file__)), "bg1000-notes.md")).strip()
+        if note:
+            w(note + "\n")
+    else:
+        w("_Not in this run (`target/bench/bg1000.json` is missing)._\n")
+
+    w("## Reload latency\n")
+    w("`CADRE_BENCH_BIN=target/release/cadre cargo test --test all -- --ignored --nocapture reload_benchmark` "
+      "(`tests/suite/reload.rs`): a release `cadre watch` over a project; 200 edits of `cadre.toml` "
+      "(flipping a feature flag, 60 ms apart), each timed from the write to the reload event on the "
+      "watcher's stdout, minus the debounce. Then 1,000 agent files are written to `.claude/agents/` "
+      "and 30 forced reloads (SIGHUP) are timed by the binary itself (rebuild of the snapshot and the "
+      "swap). `snapshot::build` with the same files is then timed in the test process, which is a "
+      "**debug** build (`cargo test`), so that figure is pessimistic."
+      + step_load(read(os.path.join(src, "reload.txt"))) + "\n")
+    if reload:
+        w("| figure | value |")
+        w("| --- | --- |")
+        if "p50" in reload:
+            w(f"| latency above the {reload['debounce']} ms debounce, {reload['edits']} edits | p50 {reload['p50']:.1f} ms, "
+              f"p99 {reload['p99']:.1f} ms, max {reload['max']:.1f} ms |")
+            w(f"| rebuild + swap per edit (small project) | p50 {reload['swap_p50']:.1f} ms |")
+        if "rebuild1k_p50" in reload:
+            w(f"| rebuild + swap with 1,000 agent files (release `cadre watch`) | p50 {reload['rebuild1k_p50']:.1f} ms, "
+              f"max {reload['rebuild1k_max']:.1f} ms |")
+        if "build_p50" in reload:
+            w(f"| `snapshot::build`, 1,000 agent files, {reload['build_agents']:,} agents (debug build) | "
+              f"p50 {reload['build_p50']:.1f} ms, min {reload['build_min']:.1f}, max {reload['build_max']:.1f} ms |")
+        w("")
+    else:
+        w("_Not in this run (`target/bench/reload.txt` is missing)._\n")
+
     w("## Forks: memory and shared bytes\n")
     w("`cargo bench --bench fork` (`benches/fork.rs`). A counting global allocator measures "
       "the bytes allocated while building the forks with `fork_messages`; the sibling bodies are "
-      "`Provider::request_body` of two fork requests.\n")
+      "`Provider::request_body` of two fork requests." + step_load(fork_txt) + "\n")
     if figures:
         w("| figure | value | target |")
         w("| --- | --- | --- |")
@@ -245,8 +403,9 @@ def main():
     w("## Catalog load\n")
     w("`cargo bench --bench catalog -- --include-ignored load_catalog` (`benches/catalog.rs`): "
       "`catalog::load` over generated folders of agent files, a third each .md, .yaml and .toml, "
-      "100 per folder. 100k is an ignored bench (3 samples) because generating its files is slow.\n")
-    rows = divan_rows(catalog_txt)
+      "100 per folder. 100k is an ignored bench (3 samples) because generating its files is slow."
+      + step_load(read(os.path.join(src, "catalog.txt"))) + "\n")
+    rows = catalog_rows
     if not rows:
         w("_No figures in this run: `target/bench/catalog.txt` is missing (the release build of the "
           "benches had not finished; rerun `bench/run-all`)._\n")
@@ -256,13 +415,6 @@ def main():
         for r in rows:
             w("| " + " | ".join(r) + " |")
         w("")
-
-    w("## Not measured yet\n")
-    w("- 1,000 concurrent **background** sub-agents against a 100 ms-latency server: background "
-      "sub-agents (`run_in_background`) are not in this branch. The load test "
-      "(`tests/suite/load.rs`) runs 200 **foreground** sub-agents as parallel Agent calls of one "
-      "assistant message instead; switch it to background when they land.")
-    w("- Reload latency p50/p99: not benchmarked in this round.\n")
 
     w("## Fuzzing\n")
     w(read(os.path.join(src, "fuzz.md")).strip() or "See `fuzz/README.md` for how to run the targets.")

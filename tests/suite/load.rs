@@ -1,21 +1,24 @@
 //! Load: 200 sub-agents at once through the real binary. The main agent
-//! makes 200 Agent calls in one assistant message (calls of one turn run
-//! concurrently); each child answers once. Background sub-agents are not
-//! in this branch yet; when they land, the same test should launch them
-//! with `run_in_background` and count notifications.
+//! makes 200 Agent calls in one assistant message; each child answers
+//! once. Two tests: 200 **background** children (`run_in_background`,
+//! `agents.max_concurrent = 200`), whose results come back as
+//! `<task-notification>`s, and 200 **foreground** children (calls of one
+//! turn run concurrently), whose results come back as tool_results.
 //!
 //! Checked: every tool_use got exactly one tool_result (the kit's invariant
 //! checks, on every request), every child started and ended exactly once
-//! and sent one request plus at most one per announced retry, and
-//! every child's answer reached the parent exactly once, under its own
-//! tool_use id.
+//! and sent one request plus at most one per announced retry, the children really
+//! ran at once (background), and every child's answer reached the parent
+//! exactly once, under its own tool_use id.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::harness::{Project, last_tool_results, result_text};
-use super::kit::{FakeServer, anthropic};
+use super::harness::{BASE_CONFIG, Project, last_tool_results, result_text, user_texts};
+use super::kit::{FakeServer, RecordedRequest, anthropic};
 
 const CHILDREN: usize = 200;
 
@@ -27,6 +30,205 @@ fn task_of(text: &str) -> Option<usize> {
         .collect::<String>()
         .parse()
         .ok()
+}
+
+/// What the `subagent_start`/`retrying`/`subagent_end` events of a
+/// stream-json run say, per task.
+struct Lifecycle {
+    task_of_agent: BTreeMap<String, usize>,
+    retries: BTreeMap<usize, usize>,
+    ends: BTreeMap<usize, usize>,
+}
+
+/// Counts the lifecycle events per task; asserts every child ended
+/// `completed`.
+fn lifecycle(events: &[serde_json::Value]) -> Lifecycle {
+    let mut task_of_agent: BTreeMap<String, usize> = BTreeMap::new();
+    let mut retries: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
+    for e in events {
+        let id = e["agent_id"].as_str().unwrap_or("").to_string();
+        match e["type"].as_str() {
+            Some("subagent_start") => {
+                let n = task_of(&format!(
+                    "load-task-{}",
+                    e["description"]
+                        .as_str()
+                        .unwrap()
+                        .trim_start_matches("task ")
+                ))
+                .unwrap();
+                task_of_agent.insert(id, n);
+            }
+            Some("retrying") if id != "main" => {
+                *retries.entry(task_of_agent[&id]).or_default() += 1;
+            }
+            Some("subagent_end") => {
+                if e["status"] != "completed" {
+                    let own: Vec<_> = events
+                        .iter()
+                        .filter(|x| x["agent_id"] == e["agent_id"])
+                        .collect();
+                    panic!("a child did not complete: {own:#?}");
+                }
+                *ends.entry(task_of_agent[&id]).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    Lifecycle {
+        task_of_agent,
+        retries,
+        ends,
+    }
+}
+
+/// Each child's request reached the server at least once and at most once
+/// plus once per retry it announced (an attempt that failed on a pooled
+/// connection the server had already closed never reached it).
+fn assert_one_request_per_child(server: &FakeServer, retries: &BTreeMap<usize, usize>) {
+    let mut per_child: BTreeMap<usize, usize> = BTreeMap::new();
+    for r in server
+        .requests()
+        .iter()
+        .filter(|r| !r.system_text().contains("You are cadre"))
+    {
+        let n = task_of(&r.last_user_text()).expect("a child request names its task");
+        *per_child.entry(n).or_default() += 1;
+    }
+    assert_eq!(per_child.len(), CHILDREN, "every child ran");
+    let unexplained: Vec<_> = per_child
+        .iter()
+        .filter(|(n, c)| **c > 1 + retries.get(*n).copied().unwrap_or(0))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "each child sent one request plus at most one per announced retry; (task, count): {unexplained:?}"
+    );
+}
+
+#[test]
+fn two_hundred_concurrent_background_subagents_each_notify_exactly_once() {
+    // Every child's answer is held back this long, so the children overlap
+    // only if they really run at once (one after the other would take
+    // CHILDREN x HOLD = 10 minutes).
+    const HOLD: Duration = Duration::from_secs(3);
+    let p = Project::new();
+    // The held-back answers must not trip the provider's idle timeout.
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[agents]\nmax_concurrent = {CHILDREN}\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 30000")
+        ),
+    );
+    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let seen = Arc::clone(&arrivals);
+    let server = FakeServer::route(move |r| {
+        let is_main = r.system_text().contains("You are cadre");
+        if !is_main {
+            seen.lock().unwrap().push(Instant::now());
+            let n = task_of(&r.last_user_text()).unwrap_or(usize::MAX);
+            return anthropic::message()
+                .text(&format!("answer-{n}"))
+                .usage(20, 5)
+                .reply()
+                .delayed(HOLD);
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            let mut m = anthropic::message().text("fanning out");
+            for i in 0..CHILDREN {
+                m = m.tool_use(
+                    &format!("toolu_{i:04}"),
+                    "Agent",
+                    json!({
+                        "description": format!("task {i}"),
+                        "prompt": format!("Do load-task-{i} and report."),
+                        "subagent_type": "general-purpose",
+                        "run_in_background": true,
+                    }),
+                );
+            }
+            return m.reply();
+        }
+        if user_texts(r).matches("<task-notification>").count() == CHILDREN {
+            anthropic::text_reply("all children reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let t0 = Instant::now();
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "fan out"],
+    );
+    let elapsed = t0.elapsed();
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    run.ok();
+    let events = run.json_lines();
+    assert_eq!(events.last().unwrap()["result"], "all children reported");
+    let Lifecycle {
+        task_of_agent,
+        retries,
+        ends,
+    } = lifecycle(&events);
+    assert_eq!(task_of_agent.len(), CHILDREN, "every child started once");
+    assert_eq!(ends.len(), CHILDREN);
+    assert!(ends.values().all(|c| *c == 1), "every child ended once");
+    assert_one_request_per_child(&server, &retries);
+
+    // Concurrency: a child request stays in flight at least HOLD after it
+    // arrives, so the most arrivals within one HOLD window is a lower bound
+    // on how many children ran at once.
+    let mut at = arrivals.lock().unwrap().clone();
+    at.sort();
+    let peak = (0..at.len())
+        .map(|i| at[i..].iter().take_while(|t| **t - at[i] < HOLD).count())
+        .max()
+        .unwrap_or(0);
+    eprintln!("{peak} of {CHILDREN} background children in flight at once; run took {elapsed:?}");
+    assert!(
+        peak >= CHILDREN * 9 / 10,
+        "at most {peak} of {CHILDREN} children were in flight at once (run took {elapsed:?})"
+    );
+
+    let mains: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.system_text().contains("You are cadre"))
+        .collect();
+    // The launch: one async_launched tool_result per Agent call.
+    let launched = last_tool_results(&mains[1].json);
+    assert_eq!(launched.len(), CHILDREN);
+    for (i, r) in launched.iter().enumerate() {
+        assert_eq!(r["tool_use_id"], format!("toolu_{i:04}"));
+        assert!(
+            result_text(r).starts_with("Async agent launched successfully."),
+            "{r}"
+        );
+    }
+    // The main session's final request carries every notification once.
+    let last = mains.last().unwrap();
+    let texts = user_texts(last);
+    assert_eq!(texts.matches("<task-notification>").count(), CHILDREN);
+    for i in 0..CHILDREN {
+        assert_eq!(
+            texts
+                .matches(&format!("<tool-use-id>toolu_{i:04}</tool-use-id>"))
+                .count(),
+            1,
+            "toolu_{i:04} notified exactly once"
+        );
+        assert_eq!(
+            texts
+                .matches(&format!("<result>answer-{i}</result>"))
+                .count(),
+            1,
+            "task {i}'s own answer, once"
+        );
+    }
+    server.assert_invariants();
+    assert!(p.transcript_lines().len() > CHILDREN);
 }
 
 #[test]
@@ -68,59 +270,17 @@ fn two_hundred_concurrent_subagents_each_answer_exactly_once() {
     assert_eq!(events.last().unwrap()["result"], "all children reported");
     // A child may retry a request (a pooled connection the server closed
     // under load is retryable); each retry is announced by an event.
-    let mut task_of_agent: BTreeMap<String, usize> = BTreeMap::new();
-    let mut retries: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut ends: BTreeMap<usize, usize> = BTreeMap::new();
-    for e in &events {
-        let id = e["agent_id"].as_str().unwrap_or("").to_string();
-        match e["type"].as_str() {
-            Some("subagent_start") => {
-                let n = task_of(&format!(
-                    "load-task-{}",
-                    e["description"]
-                        .as_str()
-                        .unwrap()
-                        .trim_start_matches("task ")
-                ))
-                .unwrap();
-                task_of_agent.insert(id, n);
-            }
-            Some("retrying") if id != "main" => {
-                *retries.entry(task_of_agent[&id]).or_default() += 1;
-            }
-            Some("subagent_end") => {
-                assert_eq!(e["status"], "completed", "{e}");
-                *ends.entry(task_of_agent[&id]).or_default() += 1;
-            }
-            _ => {}
-        }
-    }
+    let Lifecycle {
+        task_of_agent,
+        retries,
+        ends,
+    } = lifecycle(&events);
     assert_eq!(task_of_agent.len(), CHILDREN, "every child started once");
     assert_eq!(ends.len(), CHILDREN);
     assert!(ends.values().all(|c| *c == 1), "every child ended once");
+    assert_one_request_per_child(&server, &retries);
 
     let requests = server.requests();
-    let mut per_child: BTreeMap<usize, usize> = BTreeMap::new();
-    for r in requests
-        .iter()
-        .filter(|r| !r.system_text().contains("You are cadre"))
-    {
-        let n = task_of(&r.last_user_text()).expect("a child request names its task");
-        *per_child.entry(n).or_default() += 1;
-    }
-    assert_eq!(per_child.len(), CHILDREN, "every child ran");
-    let unexplained: Vec<_> = per_child
-        .iter()
-        // A retry whose first attempt never reached the server (a refused
-        // or reset connection) adds no request, so retries bound the count
-        // from above only.
-        .filter(|(n, c)| **c < 1 || **c > 1 + retries.get(*n).copied().unwrap_or(0))
-        .collect();
-    assert!(
-        unexplained.is_empty(),
-        "each child sent one request, plus at most one per announced retry; (task, count): {unexplained:?}"
-    );
-
     let last = requests
         .iter()
         .rfind(|r| r.system_text().contains("You are cadre"))
