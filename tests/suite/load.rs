@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::harness::{BASE_CONFIG, Project, last_tool_results, result_text, user_texts};
-use super::kit::{FakeServer, RecordedRequest, anthropic};
+use super::kit::{FakeServer, anthropic};
 
 const CHILDREN: usize = 200;
 
