@@ -238,6 +238,12 @@ impl Session {
     /// After a cancelled turn: answers every tool_use of a trailing
     /// assistant message with an error result, so the history stays valid.
     pub fn repair_after_cancel(&mut self) {
+        let text = self
+            .engine
+            .snapshot
+            .load()
+            .templates
+            .text("tool_cancelled", &serde_json::json!({}));
         let Some(last) = self.history.last() else {
             return;
         };
@@ -246,7 +252,7 @@ impl Session {
         }
         let results: Vec<ContentBlock> = last
             .tool_uses()
-            .map(|(id, _, _)| ContentBlock::tool_result(id, "Cancelled by the user.", true))
+            .map(|(id, _, _)| ContentBlock::tool_result(id, text.clone(), true))
             .collect();
         if !results.is_empty() {
             self.append(Arc::new(Message::user(results)));

@@ -38,8 +38,12 @@ impl Session {
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let snap = &turn.snap;
         let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
-        let input: AgentInput =
-            serde_json::from_value(input).map_err(|e| format!("Invalid Agent input: {e}"))?;
+        let input: AgentInput = serde_json::from_value(input).map_err(|e| {
+            render(
+                "error_invalid_input",
+                json!({"tool": "Agent", "issues": e.to_string(), "plural": false}),
+            )
+        })?;
         let kind = self.spec.kind;
         let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
         let routed = route(&input, snap.fork_effective(kind), caller_is_fork_child);
