@@ -221,7 +221,7 @@ impl Session {
             return result;
         }
         if super::RUNTIME_TOOLS.contains(&name) {
-            return match self.manage_call(name, input).await {
+            return match self.manage_call(snap, name, input).await {
                 Ok(text) => CallResult::text(id, text, false),
                 Err(text) => CallResult::text(id, text, true),
             };

@@ -12,6 +12,7 @@ use super::session::Session;
 use super::spawn::start_task;
 use super::tasks::TaskStatus;
 use super::transcript::Transcript;
+use crate::snapshot::Snapshot;
 
 #[derive(Deserialize)]
 struct SendInput {
@@ -35,8 +36,12 @@ struct StopInput {
 
 impl Session {
     /// Runs one of the management tools. `Err` is an error result's text.
-    pub(super) async fn manage_call(&self, name: &str, input: Value) -> Result<String, String> {
-        let snap = self.engine.snapshot.load_full();
+    pub(super) async fn manage_call(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+        input: Value,
+    ) -> Result<String, String> {
         let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
         let tasks = &self.engine.tasks;
         let unknown = |to: &str| {

@@ -223,6 +223,7 @@ impl Session {
             background,
             caller_can_read,
             worktree,
+            snap: Arc::clone(&turn.snap),
         })
         .await
     }
@@ -238,7 +239,8 @@ impl Session {
     ) -> BoxFuture<'_, Result<(Vec<ToolResultContent>, Usage), String>> {
         Box::pin(async move {
             let engine = Arc::clone(&self.engine);
-            let snap = engine.snapshot.load_full();
+            // The calling turn's snapshot: a reload mid-turn changes nothing here.
+            let snap = Arc::clone(&c.snap);
             let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
             let agent_id = c.spec.agent_id.clone();
             let meta = json!({
@@ -378,6 +380,8 @@ struct ChildStart {
     caller_can_read: bool,
     /// The child's worktree, when it runs isolated; cleaned up when it ends.
     worktree: Option<WorktreeGuard>,
+    /// The snapshot of the turn that made the call.
+    snap: Arc<Snapshot>,
 }
 
 /// The tool result for a foreground child that ended.
