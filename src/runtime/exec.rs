@@ -136,13 +136,9 @@ impl Session {
             );
         }
         if let Some(err) = invalid_json {
-            let issues = format!("The input is not valid JSON: {err}");
             return CallResult::text(
                 id,
-                render(
-                    "error_invalid_input",
-                    json!({"tool": name, "issues": issues, "plural": false}),
-                ),
+                render("error_invalid_json", json!({"tool": name, "error": err})),
                 true,
             );
         }
@@ -168,7 +164,7 @@ impl Session {
                     id,
                     render(
                         "error_permission_denied",
-                        json!({"tool": name, "reason": reason}),
+                        json!({"tool": name, "reason": reason, "asked": false, "interactive": false}),
                     ),
                     true,
                 );
@@ -186,18 +182,12 @@ impl Session {
                     None => false,
                 };
                 if !allowed {
-                    let reason = if self.engine.asker.is_some() {
-                        format!("{reason}; the user declined")
-                    } else {
-                        format!(
-                            "{reason}; this session is non-interactive, so nobody could approve it"
-                        )
-                    };
+                    let interactive = self.engine.asker.is_some();
                     return CallResult::text(
                         id,
                         render(
                             "error_permission_denied",
-                            json!({"tool": name, "reason": reason}),
+                            json!({"tool": name, "reason": reason, "asked": true, "interactive": interactive}),
                         ),
                         true,
                     );

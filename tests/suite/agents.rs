@@ -403,12 +403,7 @@ fn subagent_model_env_overrides_everything_including_forks() {
     let children = child_requests(&server);
     assert_eq!(children.len(), 2);
     assert!(children.iter().all(|c| c.json["model"] == "override-model"));
-    let metas: Vec<Value> = p
-        .written_files()
-        .into_iter()
-        .filter(|(path, _)| path.to_string_lossy().ends_with(".meta.json"))
-        .map(|(_, t)| serde_json::from_str(&t).unwrap())
-        .collect();
+    let metas = p.meta_files();
     assert_eq!(metas.len(), 2);
     assert!(
         metas

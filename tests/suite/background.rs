@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::harness::{
     Project, assistant_turns, child_requests_of, is_main_session as is_main, last_tool_results,
@@ -69,12 +69,7 @@ fn a_background_spawn_returns_at_once_and_notifies_exactly_once() {
     // The notification is appended after everything sent before.
     let m = mains[2].messages();
     assert_eq!(m.len(), mains[1].messages().len() + 2);
-    let meta: Vec<Value> = p
-        .written_files()
-        .into_iter()
-        .filter(|(path, _)| path.to_string_lossy().ends_with(".meta.json"))
-        .map(|(_, t)| serde_json::from_str(&t).unwrap())
-        .collect();
+    let meta = p.meta_files();
     assert_eq!(meta.len(), 1);
     assert_eq!(meta[0]["status"], "completed");
     assert_eq!(meta[0]["background"], true);
@@ -436,12 +431,7 @@ fn interrupting_run_marks_running_tasks_killed() {
     assert!(status.success());
     let code = child.wait().unwrap().code();
     assert_eq!(code, Some(1), "an interrupted run fails");
-    let metas: Vec<Value> = p
-        .written_files()
-        .into_iter()
-        .filter(|(path, _)| path.to_string_lossy().ends_with(".meta.json"))
-        .map(|(_, t)| serde_json::from_str(&t).unwrap())
-        .collect();
+    let metas = p.meta_files();
     assert_eq!(metas.len(), 1);
     assert_eq!(metas[0]["status"], "killed");
     for line in p.transcript_lines() {

@@ -121,6 +121,15 @@ impl Project {
         out
     }
 
+    /// Every sub-agent meta file (`agent-ID.meta.json`) written so far, parsed.
+    pub fn meta_files(&self) -> Vec<Value> {
+        self.written_files()
+            .into_iter()
+            .filter(|(path, _)| path.to_string_lossy().ends_with(".meta.json"))
+            .map(|(_, text)| serde_json::from_str(&text).unwrap())
+            .collect()
+    }
+
     /// The lines of every `*.jsonl` transcript, parsed (panics on a bad line).
     pub fn transcript_lines(&self) -> Vec<Value> {
         self.written_files()

@@ -111,14 +111,6 @@ fn worktrees_dir(p: &Project) -> PathBuf {
     p.path().canonicalize().unwrap().join(".cadre/worktrees")
 }
 
-fn metas(p: &Project) -> Vec<Value> {
-    p.written_files()
-        .into_iter()
-        .filter(|(path, _)| path.to_string_lossy().ends_with(".meta.json"))
-        .map(|(_, text)| serde_json::from_str(&text).unwrap())
-        .collect()
-}
-
 fn line_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     text.lines()
         .find_map(|l| l.strip_prefix(key))
@@ -154,7 +146,7 @@ fn a_child_that_writes_keeps_its_worktree_and_reports_it() {
     );
     assert!(git(p.path(), &["worktree", "list"]).contains(&path));
     assert!(git(p.path(), &["branch"]).contains(&branch));
-    let meta = &metas(&p)[0];
+    let meta = &p.meta_files()[0];
     assert_eq!(meta["worktree"]["path"], path.as_str());
     assert_eq!(meta["worktree"]["branch"], branch.as_str());
 
@@ -199,7 +191,7 @@ fn a_child_that_changes_nothing_leaves_no_worktree_or_branch() {
     let list = git(p.path(), &["worktree", "list", "--porcelain"]);
     assert_eq!(list.matches("worktree ").count(), 1, "{list}");
     assert!(!git(p.path(), &["branch"]).contains("worktree-agent-"));
-    assert_eq!(metas(&p)[0]["worktree"], Value::Null);
+    assert_eq!(p.meta_files()[0]["worktree"], Value::Null);
 }
 
 #[test]
@@ -401,7 +393,7 @@ fn a_failed_child_keeps_its_changed_worktree_and_says_so() {
     let path = line_value(&text, "Its worktree was kept: worktreePath:").expect(&text);
     assert!(Path::new(path).join("half.txt").exists());
     assert!(line_value(&text, "worktreeBranch:").is_some(), "{text}");
-    assert_eq!(metas(&p)[0]["worktree"]["path"], path);
+    assert_eq!(p.meta_files()[0]["worktree"]["path"], path);
 }
 
 #[test]
@@ -440,7 +432,7 @@ fn a_background_child_reports_its_kept_worktree_in_the_notification() {
     assert!(body.contains("<worktree><worktreePath>"), "{body}");
     let expected = worktrees_dir(&p);
     assert!(body.contains(&expected.display().to_string()), "{body}");
-    let meta = &metas(&p)[0];
+    let meta = &p.meta_files()[0];
     assert_eq!(meta["status"], "completed");
     assert!(
         meta["worktree"]["branch"]
