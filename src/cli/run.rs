@@ -16,7 +16,7 @@ use super::output::{
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
-use crate::message::{ContentBlock, Message};
+use crate::message::{ContentBlock, Message, Role};
 use crate::provider::{Provider, ProviderErrorKind};
 use crate::reload::{self, ReloadHandle};
 use crate::runtime::{
@@ -303,6 +303,9 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                     outcome.turns
                 );
             }
+            if text.trim().is_empty() && !g.quiet {
+                eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+            }
             let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
             match args.output_format {
                 OutputFormat::Text => print_line(&text),
@@ -445,6 +448,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         };
         first = false;
         session.push_user(message);
+        let before = session.history().len();
         let cancel = CancellationToken::new();
         session.set_cancel(cancel.clone());
         let result = tokio::select! {
@@ -453,7 +457,25 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         };
         outln!();
         match result {
-            Some(Ok(_)) => {}
+            Some(Ok(outcome)) => {
+                // Only this prompt's replies count: an earlier answer in the
+                // conversation does not answer this one.
+                let replies = session.history().get(before..).unwrap_or_default();
+                let answered = replies.iter().any(|m| {
+                    m.role == Role::Assistant
+                        && m.content
+                            .iter()
+                            .filter_map(ContentBlock::as_text)
+                            .any(|t| !t.trim().is_empty())
+                });
+                if !answered {
+                    let stop = match outcome.stop {
+                        StopKind::EndTurn => "end_turn",
+                        StopKind::MaxTurns => "max_turns",
+                    };
+                    eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+                }
+            }
             Some(Err(e)) => eprintln!("error: {e}"),
             None => {
                 session.repair_after_cancel();
@@ -466,4 +488,14 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .kill_all(std::time::Duration::from_secs(5))
         .await;
     Ok(())
+}
+
+/// What the user is told when a session ends without any answer text, so
+/// an empty line on stdout never goes unexplained.
+fn empty_answer_warning(stop: &str, turns: u32) -> String {
+    format!(
+        "warning: the model ended without an answer: no reply of this session had text \
+         (last stop: {stop}, after {turns} turn{})",
+        if turns == 1 { "" } else { "s" }
+    )
 }

@@ -11,6 +11,7 @@ mod inspect;
 pub mod kit;
 mod load;
 mod mcp;
+mod newcomer;
 mod provider;
 mod reload;
 mod run;
