@@ -17,7 +17,7 @@ mod bash;
 mod edit;
 mod glob;
 mod grep;
-pub mod permissions;
+pub use crate::permissions;
 mod read;
 pub mod spec;
 mod write;
