@@ -9,17 +9,23 @@
 //! - `Tool`: every use of that tool (`Read`, `Bash`, `mcp__fs__read`).
 //! - `mcp__server__*` (or `mcp__server`): every tool of one MCP server;
 //!   `mcp__*` every MCP tool.
-//! - `Bash(prefix:*)` / `Bash(prefix *)`: commands starting with `prefix` as
-//!   a whole word; `Bash(cmd)`: exactly that command.
+//! - `Bash(prefix:*)` / `Bash(prefix *)`: commands whose words start with
+//!   the words of `prefix`; `Bash(cmd)`: exactly that command. Commands are
+//!   parsed first ([`shell`]), and rules apply to each simple command.
 //! - `Tool(glob)` for path tools: `Read`, `Write`, `Edit`, `Glob`, `Grep`.
 //! - `Agent(T)` / `Task(T)`: spawning agents of type `T`.
 
-use std::path::{Component, Path, PathBuf};
+pub mod paths;
+pub mod shell;
+
+use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
 use crate::config::{PermissionMode, PermissionSettings};
+use paths::{Resolved, normalize};
+use shell::{Parsed, SimpleCommand, Word};
 
 /// What the permission check says about one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,7 +54,7 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
 ];
 
 /// Tools that change files, allowed without asking in `acceptEdits`.
-pub const EDIT_TOOLS: &[&str] = &["Write", "Edit"];
+pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];
 
 /// One parsed rule. Two rules are equal when their text is.
 #[derive(Debug, Clone)]
@@ -63,10 +69,10 @@ enum RuleKind {
     Tool(String),
     /// Every tool whose name starts with this (MCP servers).
     ToolPrefix(String),
-    /// Bash commands starting with this prefix as a whole word.
-    BashPrefix(String),
-    /// Exactly this Bash command.
-    BashExact(String),
+    /// Bash commands whose words start with these words.
+    BashPrefix(Vec<String>),
+    /// Exactly this Bash command (as words).
+    BashExact(Vec<String>),
     /// Path tools whose target path matches.
     Path {
         tools: &'static [&'static str],
@@ -110,38 +116,69 @@ impl Rule {
         &self.text
     }
 
-    /// Whether the rule covers this call. For Bash, a rule covers a command
-    /// when it covers any of its simple commands (`a && b`, `a | b`, ...):
-    /// the right reading for deny and ask rules. Allow rules are applied
-    /// more strictly by [`decide`].
+    /// Whether the rule covers this call, or might (a Bash command that
+    /// cannot be resolved with certainty): the reading for deny and ask
+    /// rules. Allow rules are applied more strictly by [`decide`].
     pub fn matches(&self, tool: &str, input: &Value, cwd: &Path) -> bool {
-        let tool = canonical_tool(tool);
+        let call = Call::new(tool, input, cwd);
+        self.match_call(&call) != Match::No
+    }
+
+    fn match_call(&self, call: &Call) -> Match {
+        let tool = call.tool;
         match &self.kind {
-            RuleKind::Tool(name) => name == tool,
-            RuleKind::ToolPrefix(prefix) => tool.starts_with(prefix.as_str()),
-            RuleKind::BashPrefix(_) | RuleKind::BashExact(_) => {
-                tool == "Bash"
-                    && bash_command(input).is_some_and(|cmd| {
-                        self.matches_simple_command(cmd.trim())
-                            || split_commands(cmd)
-                                .iter()
-                                .any(|c| self.matches_simple_command(c))
-                    })
-            }
-            RuleKind::Path {
-                tools,
-                glob,
-                anchor,
-            } => {
-                tools.contains(&tool)
-                    && target_path(tool, input, cwd)
-                        .is_some_and(|p| path_matches(glob, anchor, &p, cwd))
-            }
+            RuleKind::Tool(name) => Match::from(name == tool),
+            RuleKind::ToolPrefix(prefix) => Match::from(tool.starts_with(prefix.as_str())),
+            RuleKind::BashPrefix(_) | RuleKind::BashExact(_) => match &call.bash {
+                Some(b) if tool == "Bash" => self.match_bash(b),
+                _ => Match::No,
+            },
+            RuleKind::Path { tools, .. } => match &call.path {
+                Some(p) if tools.contains(&tool) => Match::from(self.matches_path(p, call.cwd)),
+                _ => Match::No,
+            },
             // Agent-type rules are applied by the Agent tool after routing
             // (SPEC §6): a fork ignores `subagent_type`, and a denied type
             // gets its own message. See `Rules::denied_agent_type`.
-            RuleKind::AgentType(_) => false,
+            RuleKind::AgentType(_) => Match::No,
         }
+    }
+
+    /// Deny/ask reading of a Bash rule: it matches if it matches any simple
+    /// command, and might match when the parse is uncertain.
+    fn match_bash(&self, b: &BashCall) -> Match {
+        let mut result = Match::No;
+        for c in &b.parsed.commands {
+            match self.match_command(c, true) {
+                Match::Yes => return Match::Yes,
+                Match::Maybe => result = Match::Maybe,
+                Match::No => {}
+            }
+        }
+        if !b.parsed.uncertain.is_empty() {
+            result = Match::Maybe;
+        }
+        result
+    }
+
+    /// Whether a path rule matches the path as written or as resolved.
+    fn matches_path(&self, p: &Resolved, cwd: &Path) -> bool {
+        let RuleKind::Path { glob, anchor, .. } = &self.kind else {
+            return false;
+        };
+        path_matches(glob, anchor, &p.written, cwd)
+            || path_matches(glob, anchor, &p.resolved, &paths::resolve(cwd))
+    }
+
+    /// Whether a path rule matches both the path as written and as resolved
+    /// (the reading for allow rules: a link inside an allowed folder does
+    /// not make its target allowed).
+    fn covers_path(&self, p: &Resolved, cwd: &Path) -> bool {
+        let RuleKind::Path { glob, anchor, .. } = &self.kind else {
+            return false;
+        };
+        path_matches(glob, anchor, &p.written, cwd)
+            && path_matches(glob, anchor, &p.resolved, &paths::resolve(cwd))
     }
 
     /// Whether the rule allows every use of Bash.
@@ -149,19 +186,110 @@ impl Rule {
         matches!(&self.kind, RuleKind::Tool(name) if name == "Bash")
     }
 
-    fn matches_simple_command(&self, cmd: &str) -> bool {
-        match &self.kind {
-            RuleKind::BashExact(exact) => cmd == exact,
-            RuleKind::BashPrefix(prefix) => {
-                cmd == prefix
-                    || cmd.strip_prefix(prefix.as_str()).is_some_and(|rest| {
-                        prefix.ends_with(char::is_whitespace)
-                            || rest.starts_with(char::is_whitespace)
-                    })
+    /// Matches one simple command word by word. `loose` (deny and ask
+    /// rules) also matches a command run by path (`/bin/rm` for `rm`) and
+    /// answers `Maybe` where an unknown word could make it match.
+    fn match_command(&self, c: &SimpleCommand, loose: bool) -> Match {
+        let (rule, prefix) = match &self.kind {
+            RuleKind::BashPrefix(w) => (w, true),
+            RuleKind::BashExact(w) => (w, false),
+            _ => return Match::No,
+        };
+        for (i, r) in rule.iter().enumerate() {
+            let Some(w) = c.words.get(i) else {
+                return Match::No;
+            };
+            match w {
+                Word::Known(w) => {
+                    let same = w == r
+                        || (loose && i == 0 && w.contains('/') && w.rsplit('/').next() == Some(r));
+                    if !same {
+                        return Match::No;
+                    }
+                }
+                // An expansion may stand for any number of words.
+                Word::Unknown(_) => return if loose { Match::Maybe } else { Match::No },
             }
-            _ => false,
+        }
+        if prefix || c.words.len() == rule.len() {
+            return Match::Yes;
+        }
+        let rest_unknown = c.words[rule.len()..]
+            .iter()
+            .all(|w| matches!(w, Word::Unknown(_)));
+        if loose && rest_unknown {
+            Match::Maybe
+        } else {
+            Match::No
         }
     }
+}
+
+/// How sure a rule is to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Match {
+    No,
+    /// The command cannot be resolved well enough to tell.
+    Maybe,
+    Yes,
+}
+
+impl From<bool> for Match {
+    fn from(b: bool) -> Self {
+        if b { Match::Yes } else { Match::No }
+    }
+}
+
+/// One call, prepared once for every rule: the Bash parse or the resolved
+/// path.
+struct Call<'a> {
+    tool: &'a str,
+    cwd: &'a Path,
+    bash: Option<BashCall>,
+    path: Option<Resolved>,
+}
+
+struct BashCall {
+    parsed: Parsed,
+}
+
+impl<'a> Call<'a> {
+    fn new(tool: &'a str, input: &Value, cwd: &'a Path) -> Self {
+        let tool = canonical_tool(tool);
+        let bash = (tool == "Bash")
+            .then(|| bash_command(input))
+            .flatten()
+            .map(|cmd| BashCall {
+                parsed: shell::parse(cmd),
+            });
+        let path = target_path(tool, input, cwd).map(|p| Resolved::new(&p));
+        Call {
+            tool,
+            cwd,
+            bash,
+            path,
+        }
+    }
+}
+
+/// The words of a Bash rule's command, parsed as a command is (so
+/// `Bash(git commit -m:*)` is three words and quoting works the same).
+fn rule_words(text: &str) -> Vec<String> {
+    let p = shell::parse(text);
+    match p.commands.as_slice() {
+        [one] if p.uncertain.is_empty() => {
+            let known: Option<Vec<String>> = one
+                .words
+                .iter()
+                .map(|w| w.known().map(str::to_string))
+                .collect();
+            if let Some(k) = known {
+                return k;
+            }
+        }
+        _ => {}
+    }
+    text.split_whitespace().map(str::to_string).collect()
 }
 
 /// `Task` is the older name of the Agent tool.
@@ -220,9 +348,9 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
                         "empty command prefix; write `Bash` to mean every command".to_string()
                     );
                 }
-                Ok(RuleKind::BashPrefix(prefix.to_string()))
+                Ok(RuleKind::BashPrefix(rule_words(prefix)))
             } else {
-                Ok(RuleKind::BashExact(spec.to_string()))
+                Ok(RuleKind::BashExact(rule_words(spec)))
             }
         }
         "Agent" => {
@@ -234,13 +362,14 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             }
             Ok(RuleKind::AgentType(spec.to_string()))
         }
-        "Read" | "Write" | "Edit" | "Glob" | "Grep" => {
+        "Read" | "Write" | "Edit" | "Glob" | "Grep" | "NotebookEdit" => {
             let tools: &'static [&'static str] = match tool {
                 // As in Claude Code: Read rules cover every tool that reads
                 // files, Edit rules every tool that changes them.
                 "Read" => &["Read", "Glob", "Grep"],
-                "Edit" => &["Edit", "Write"],
+                "Edit" => &["Edit", "Write", "NotebookEdit"],
                 "Write" => &["Write"],
+                "NotebookEdit" => &["NotebookEdit"],
                 "Glob" => &["Glob"],
                 _ => &["Grep"],
             };
@@ -269,7 +398,7 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             })
         }
         other => Err(format!(
-            "{other} takes no specifier (only Bash, Read, Write, Edit, Glob, Grep and Agent do)"
+            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep and Agent do)"
         )),
     }
 }
@@ -278,12 +407,14 @@ fn bash_command(input: &Value) -> Option<&str> {
     input.get("command").and_then(Value::as_str)
 }
 
-/// The path a path tool acts on, made absolute and free of `.`/`..`.
+/// The path a path tool acts on, joined to the working directory as the
+/// tool joins it.
 fn target_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> {
-    let key = if matches!(tool, "Glob" | "Grep") {
-        "path"
-    } else {
-        "file_path"
+    let key = match tool {
+        "Glob" | "Grep" => "path",
+        "NotebookEdit" => "notebook_path",
+        "Read" | "Write" | "Edit" => "file_path",
+        _ => return None,
     };
     let raw = match input.get(key) {
         Some(Value::String(s)) => s.as_str(),
@@ -291,23 +422,7 @@ fn target_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> {
         None | Some(Value::Null) if key == "path" => ".",
         _ => return None,
     };
-    Some(normalize(&cwd.join(raw)))
-}
-
-/// Removes `.` and resolves `..` without touching the file system, so
-/// `src/../secrets/key` is judged as `secrets/key`.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
+    Some(cwd.join(raw))
 }
 
 fn path_matches(glob: &GlobMatcher, anchor: &Anchor, path: &Path, cwd: &Path) -> bool {
@@ -319,59 +434,6 @@ fn path_matches(glob: &GlobMatcher, anchor: &Anchor, path: &Path, cwd: &Path) ->
             Err(_) => false,
         },
     }
-}
-
-/// Splits a shell command into its simple commands at `;`, `&`, `&&`, `|`,
-/// `||` and newlines outside quotes. Not a shell parser: enough to keep a
-/// rule about `rm` from missing `ls && rm -rf x`.
-fn split_commands(cmd: &str) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
-    for c in cmd.chars() {
-        if escaped {
-            cur.push(c);
-            escaped = false;
-            continue;
-        }
-        match (quote, c) {
-            (Some('\''), '\'') | (Some('"'), '"') => {
-                quote = None;
-                cur.push(c);
-            }
-            (Some(_), _) => {
-                if c == '\\' && quote == Some('"') {
-                    escaped = true;
-                }
-                cur.push(c);
-            }
-            (None, '\\') => {
-                escaped = true;
-                cur.push(c);
-            }
-            (None, '\'' | '"') => {
-                quote = Some(c);
-                cur.push(c);
-            }
-            (None, ';' | '&' | '|' | '\n' | '(' | ')') => {
-                parts.push(std::mem::take(&mut cur));
-            }
-            (None, _) => cur.push(c),
-        }
-    }
-    parts.push(cur);
-    parts
-        .into_iter()
-        .map(|p| p.trim().to_string())
-        .filter(|p| !p.is_empty())
-        .collect()
-}
-
-/// Whether a command runs other commands in ways [`split_commands`] cannot
-/// see (command or process substitution); allow rules never cover those.
-fn has_substitution(cmd: &str) -> bool {
-    cmd.contains("$(") || cmd.contains('`') || cmd.contains("<(") || cmd.contains(">(")
 }
 
 /// The parsed allow/ask/deny rules.
@@ -433,33 +495,69 @@ impl Rules {
             .map(Rule::text)
     }
 
+    /// Whether a Glob or Grep walk run as `tool` must leave `path` out: a
+    /// deny or ask rule covers it (as written or resolved). Asks cannot be
+    /// put to the user for each file, so they hide too.
+    pub fn hides(&self, tool: &str, path: &Path, cwd: &Path) -> bool {
+        let tool = canonical_tool(tool);
+        let p = Resolved::new(path);
+        self.deny.iter().chain(&self.ask).any(|r| match &r.kind {
+            RuleKind::Path { tools, .. } => tools.contains(&tool) && r.matches_path(&p, cwd),
+            _ => false,
+        })
+    }
+
     /// Whether the allow rules cover the call. A Bash command is allowed by
     /// rules only when each of its simple commands is covered by some allow
-    /// rule and it hides no command substitution, so `Bash(git status:*)`
-    /// does not let `git status && rm -rf x` through.
-    fn allows(&self, tool: &str, input: &Value, cwd: &Path) -> bool {
-        if canonical_tool(tool) != "Bash" {
-            return self.allow.iter().any(|r| r.matches(tool, input, cwd));
+    /// rule and nothing in it is uncertain, so `Bash(git status:*)` does not
+    /// let `git status && rm -rf x` or `git status $(rm x)` through. A path
+    /// rule must cover the path both as written and as resolved.
+    fn allows(&self, call: &Call) -> bool {
+        if let Some(b) = &call.bash {
+            if self.allow.iter().any(Rule::is_whole_bash) {
+                return true;
+            }
+            return b.parsed.uncertain.is_empty()
+                && !b.parsed.commands.is_empty()
+                && b.parsed.commands.iter().all(|c| {
+                    self.allow
+                        .iter()
+                        .any(|r| r.match_command(c, false) == Match::Yes)
+                });
         }
-        if self.allow.iter().any(Rule::is_whole_bash) {
-            return true;
-        }
-        let Some(cmd) = bash_command(input) else {
-            return false;
-        };
-        if has_substitution(cmd) {
-            return false;
-        }
-        let parts = split_commands(cmd);
-        !parts.is_empty()
-            && parts
-                .iter()
-                .all(|p| self.allow.iter().any(|r| r.matches_simple_command(p)))
+        self.allow.iter().any(|r| match (&r.kind, &call.path) {
+            (RuleKind::Path { tools, .. }, Some(p)) => {
+                tools.contains(&call.tool) && r.covers_path(p, call.cwd)
+            }
+            _ => r.match_call(call) == Match::Yes,
+        })
     }
+}
+
+/// Why a Bash command cannot be judged with certainty, for messages.
+fn uncertainty(call: &Call) -> String {
+    let Some(b) = &call.bash else {
+        return String::new();
+    };
+    if !b.parsed.uncertain.is_empty() {
+        return b.parsed.uncertain.join("; ");
+    }
+    let unknown: Vec<String> = b
+        .parsed
+        .commands
+        .iter()
+        .filter(|c| c.words.iter().any(|w| matches!(w, Word::Unknown(_))))
+        .map(|c| format!("`{}`", c.display()))
+        .collect();
+    format!(
+        "{} contains words only known when the shell runs",
+        unknown.join(", ")
+    )
 }
 
 /// Decides one call in the order of SPEC §17 (hooks have already run):
 /// a matching deny rule, then ask rule, then allow rule; otherwise the mode.
+/// Edits are bounded by the working directory alone; see [`decide_in`].
 pub fn decide(
     rules: &Rules,
     mode: PermissionMode,
@@ -467,41 +565,111 @@ pub fn decide(
     input: &Value,
     cwd: &Path,
 ) -> Decision {
-    if let Some(rule) = rules.deny.iter().find(|r| r.matches(tool, input, cwd)) {
-        return Decision::Deny {
-            reason: format!("deny rule '{}'", rule.text),
-        };
-    }
-    if let Some(rule) = rules.ask.iter().find(|r| r.matches(tool, input, cwd)) {
-        return if mode == PermissionMode::DontAsk {
+    decide_in(rules, mode, tool, input, cwd, &[])
+}
+
+/// [`decide`], with the directories besides `cwd` where edits may happen
+/// without an explicit rule (`permissions.additionalDirectories`,
+/// `--add-dir`).
+pub fn decide_in(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+) -> Decision {
+    let call = Call::new(tool, input, cwd);
+    let dont_ask = |reason: String| {
+        if mode == PermissionMode::DontAsk {
             Decision::Deny {
                 reason: format!(
-                    "ask rule '{}' in permission mode 'dontAsk', which denies instead of asking",
-                    rule.text
+                    "{reason} in permission mode 'dontAsk', which denies instead of asking"
                 ),
             }
         } else {
-            Decision::Ask {
-                reason: format!("ask rule '{}'", rule.text),
+            Decision::Ask { reason }
+        }
+    };
+    let mut unsure: Option<String> = None;
+    for (list, what) in [(&rules.deny, "deny"), (&rules.ask, "ask")] {
+        for rule in list {
+            match rule.match_call(&call) {
+                Match::Yes if what == "deny" => {
+                    return Decision::Deny {
+                        reason: format!("deny rule '{}'", rule.text),
+                    };
+                }
+                Match::Yes => return dont_ask(format!("ask rule '{}'", rule.text)),
+                Match::Maybe if unsure.is_none() => {
+                    unsure = Some(format!(
+                        "cannot tell whether {what} rule '{}' applies: {}",
+                        rule.text,
+                        uncertainty(&call)
+                    ));
+                }
+                Match::Maybe | Match::No => {}
             }
-        };
+        }
     }
-    if rules.allows(tool, input, cwd) {
+    if let Some(reason) = unsure {
+        return dont_ask(reason);
+    }
+    if rules.allows(&call) {
         return Decision::Allow;
     }
-    let tool = canonical_tool(tool);
-    let by_mode = format!("permission mode '{}'", mode.as_str());
+    let tool = call.tool;
+    let mut by_mode = format!("permission mode '{}'", mode.as_str());
     if READ_AND_AGENT_TOOLS.contains(&tool) {
         return Decision::Allow;
+    }
+    if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
+        let why = uncertainty(&call);
+        if call
+            .bash
+            .as_ref()
+            .is_some_and(|b| !b.parsed.uncertain.is_empty())
+        {
+            by_mode = format!("{by_mode}; no Bash rule can allow this command: {why}");
+        }
+    }
+    let edit = EDIT_TOOLS.contains(&tool);
+    if edit
+        && matches!(
+            mode,
+            PermissionMode::Default | PermissionMode::AcceptEdits | PermissionMode::Bubble
+        )
+        && let Some(p) = &call.path
+    {
+        let mut dirs = vec![cwd.to_path_buf()];
+        dirs.extend(additional_dirs.iter().cloned());
+        if !p.within(&dirs) {
+            return Decision::Ask {
+                reason: format!(
+                    "'{}' is outside the working directory and the added directories ({by_mode})",
+                    p.written.display()
+                ),
+            };
+        }
     }
     match mode {
         PermissionMode::Plan | PermissionMode::DontAsk => Decision::Deny { reason: by_mode },
         PermissionMode::BypassPermissions => Decision::Allow,
-        PermissionMode::AcceptEdits if EDIT_TOOLS.contains(&tool) => Decision::Allow,
+        PermissionMode::AcceptEdits if edit => Decision::Allow,
         PermissionMode::AcceptEdits | PermissionMode::Default | PermissionMode::Bubble => {
             Decision::Ask { reason: by_mode }
         }
     }
+}
+
+/// The simple commands a Bash command line runs, as displayed by
+/// `cadre permissions check`, and why any part is uncertain.
+pub fn bash_commands(command: &str) -> (Vec<String>, Vec<String>) {
+    let p = shell::parse(command);
+    (
+        p.commands.iter().map(SimpleCommand::display).collect(),
+        p.uncertain,
+    )
 }
 
 #[cfg(test)]

@@ -196,7 +196,8 @@ fn path_rules() {
         with(&[], &[], SECRETS, case(AcceptEdits, "Edit", file("src/../secrets/k"), "deny: deny rule 'Edit(secrets/**)'")),
         with(&[], &[], SECRETS, case(AcceptEdits, "Edit", file("/work/proj/secrets/k"), "deny: deny rule 'Edit(secrets/**)'")),
         with(&[], &[], SECRETS, case(AcceptEdits, "Edit", file("other/secrets/k"), "allow")),
-        with(&[], &[], SECRETS, case(AcceptEdits, "Edit", file("/elsewhere/secrets/k"), "allow")),
+        // Outside the working directory an edit asks even in acceptEdits.
+        with(&[], &[], SECRETS, case(AcceptEdits, "Edit", file("/elsewhere/secrets/k"), "ask: '/elsewhere/secrets/k' is outside the working directory and the added directories (permission mode 'acceptEdits')")),
         with(&[], &[], SECRETS, case(Default, "Edit", file("src/main.rs"), "ask: permission mode 'default'")),
         // Read rules cover Read, Glob and Grep (which match their `path`).
         with(&[], &[], SECRETS, case(Default, "Read", file(".env"), "deny: deny rule 'Read(**/*.env)'")),
@@ -295,14 +296,15 @@ fn malformed_rules_are_reported_and_skipped() {
 }
 
 #[test]
-fn split_commands_respects_quotes() {
+fn compound_commands_split_outside_quotes() {
+    let shown = |c: &str| bash_commands(c).0;
     assert_eq!(
-        split_commands("a && b || c; d | e & f\ng"),
+        shown("a && b || c; d | e & f\ng"),
         ["a", "b", "c", "d", "e", "f", "g"]
     );
     assert_eq!(
-        split_commands("echo 'x; y' \"a && b\" c\\;d"),
-        ["echo 'x; y' \"a && b\" c\\;d"]
+        shown("echo 'x; y' \"a && b\" c\\;d"),
+        ["echo 'x; y' 'a && b' 'c;d'"]
     );
-    assert_eq!(split_commands("(cd x && rm y)"), ["cd x", "rm y"]);
+    assert_eq!(shown("(cd x && rm y)"), ["cd x", "rm y"]);
 }
