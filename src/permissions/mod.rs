@@ -507,30 +507,41 @@ impl Rules {
         })
     }
 
-    /// Whether the allow rules cover the call. A Bash command is allowed by
-    /// rules only when each of its simple commands is covered by some allow
-    /// rule and nothing in it is uncertain, so `Bash(git status:*)` does not
-    /// let `git status && rm -rf x` or `git status $(rm x)` through. A path
-    /// rule must cover the path both as written and as resolved.
-    fn allows(&self, call: &Call) -> bool {
+    /// Whether the allow rules cover the call, and if so which rules did
+    /// (their texts). A Bash command is allowed by rules only when each of
+    /// its simple commands is covered by some allow rule and nothing in it
+    /// is uncertain, so `Bash(git status:*)` does not let
+    /// `git status && rm -rf x` or `git status $(rm x)` through. A path rule
+    /// must cover the path both as written and as resolved.
+    fn allows(&self, call: &Call) -> Option<Vec<String>> {
         if let Some(b) = &call.bash {
-            if self.allow.iter().any(Rule::is_whole_bash) {
-                return true;
+            if let Some(r) = self.allow.iter().find(|r| r.is_whole_bash()) {
+                return Some(vec![r.text.clone()]);
             }
-            return b.parsed.uncertain.is_empty()
-                && !b.parsed.commands.is_empty()
-                && b.parsed.commands.iter().all(|c| {
-                    self.allow
-                        .iter()
-                        .any(|r| r.match_command(c, false) == Match::Yes)
-                });
+            if !b.parsed.uncertain.is_empty() || b.parsed.commands.is_empty() {
+                return None;
+            }
+            let mut by: Vec<String> = Vec::new();
+            for c in &b.parsed.commands {
+                let r = self
+                    .allow
+                    .iter()
+                    .find(|r| r.match_command(c, false) == Match::Yes)?;
+                if !by.contains(&r.text) {
+                    by.push(r.text.clone());
+                }
+            }
+            return Some(by);
         }
-        self.allow.iter().any(|r| match (&r.kind, &call.path) {
-            (RuleKind::Path { tools, .. }, Some(p)) => {
-                tools.contains(&call.tool) && r.covers_path(p, call.cwd)
-            }
-            _ => r.match_call(call) == Match::Yes,
-        })
+        self.allow
+            .iter()
+            .find(|r| match (&r.kind, &call.path) {
+                (RuleKind::Path { tools, .. }, Some(p)) => {
+                    tools.contains(&call.tool) && r.covers_path(p, call.cwd)
+                }
+                _ => r.match_call(call) == Match::Yes,
+            })
+            .map(|r| vec![r.text.clone()])
     }
 }
 
@@ -579,6 +590,52 @@ pub fn decide_in(
     cwd: &Path,
     additional_dirs: &[PathBuf],
 ) -> Decision {
+    explain(rules, mode, tool, input, cwd, additional_dirs).decision
+}
+
+/// A decision with what made it, for `cadre permissions check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    pub decision: Decision,
+    /// The rule(s) or mode that decided, in words (for an ask or a denial,
+    /// the same text as the reason).
+    pub by: String,
+}
+
+/// [`decide_in`], also saying what decided an allow.
+pub fn explain(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+) -> Explained {
+    let d = decide_call(rules, mode, tool, input, cwd, additional_dirs);
+    match d {
+        Ok(by) => Explained {
+            decision: Decision::Allow,
+            by,
+        },
+        Err(decision) => {
+            let by = match &decision {
+                Decision::Ask { reason } | Decision::Deny { reason } => reason.clone(),
+                Decision::Allow => String::new(),
+            };
+            Explained { decision, by }
+        }
+    }
+}
+
+/// `Ok(what allowed it)` or `Err(an ask or a denial)`.
+fn decide_call(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+) -> Result<String, Decision> {
     let call = Call::new(tool, input, cwd);
     let dont_ask = |reason: String| {
         if mode == PermissionMode::DontAsk {
@@ -596,11 +653,11 @@ pub fn decide_in(
         for rule in list {
             match rule.match_call(&call) {
                 Match::Yes if what == "deny" => {
-                    return Decision::Deny {
+                    return Err(Decision::Deny {
                         reason: format!("deny rule '{}'", rule.text),
-                    };
+                    });
                 }
-                Match::Yes => return dont_ask(format!("ask rule '{}'", rule.text)),
+                Match::Yes => return Err(dont_ask(format!("ask rule '{}'", rule.text))),
                 Match::Maybe if unsure.is_none() => {
                     unsure = Some(format!(
                         "cannot tell whether {what} rule '{}' applies: {}",
@@ -613,15 +670,19 @@ pub fn decide_in(
         }
     }
     if let Some(reason) = unsure {
-        return dont_ask(reason);
+        return Err(dont_ask(reason));
     }
-    if rules.allows(&call) {
-        return Decision::Allow;
+    if let Some(by) = rules.allows(&call) {
+        let list: Vec<String> = by.iter().map(|t| format!("'{t}'")).collect();
+        let s = if list.len() == 1 { "" } else { "s" };
+        return Ok(format!("allow rule{s} {}", list.join(", ")));
     }
     let tool = call.tool;
     let mut by_mode = format!("permission mode '{}'", mode.as_str());
     if READ_AND_AGENT_TOOLS.contains(&tool) {
-        return Decision::Allow;
+        return Ok(format!(
+            "{tool} only reads or manages agents, which every mode allows"
+        ));
     }
     if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
         let why = uncertainty(&call);
@@ -644,21 +705,44 @@ pub fn decide_in(
         let mut dirs = vec![cwd.to_path_buf()];
         dirs.extend(additional_dirs.iter().cloned());
         if !p.within(&dirs) {
-            return Decision::Ask {
+            return Err(Decision::Ask {
                 reason: format!(
                     "'{}' is outside the working directory and the added directories ({by_mode})",
                     p.written.display()
                 ),
-            };
+            });
         }
     }
     match mode {
-        PermissionMode::Plan | PermissionMode::DontAsk => Decision::Deny { reason: by_mode },
-        PermissionMode::BypassPermissions => Decision::Allow,
-        PermissionMode::AcceptEdits if edit => Decision::Allow,
+        PermissionMode::Plan | PermissionMode::DontAsk => Err(Decision::Deny { reason: by_mode }),
+        PermissionMode::BypassPermissions => Ok(by_mode),
+        PermissionMode::AcceptEdits if edit => Ok(by_mode),
         PermissionMode::AcceptEdits | PermissionMode::Default | PermissionMode::Bubble => {
-            Decision::Ask { reason: by_mode }
+            Err(Decision::Ask { reason: by_mode })
         }
+    }
+}
+
+/// The mode a sub-agent runs in (SPEC §7). A definition without
+/// `permissionMode` inherits the parent's mode. A definition may narrow the
+/// parent's mode but never widen it: under a `default`, `plan`, `dontAsk`
+/// (or `bubble`) parent it cannot ask for `acceptEdits` or
+/// `bypassPermissions`, and under `acceptEdits` not for `bypassPermissions`;
+/// such a request falls back to the parent's mode. A `bypassPermissions`
+/// parent wins over any definition, as in Claude Code. Forks do not come
+/// here: they run in `bubble`.
+pub fn child_mode(parent: PermissionMode, definition: Option<PermissionMode>) -> PermissionMode {
+    use PermissionMode::*;
+    let Some(wanted) = definition else {
+        return parent;
+    };
+    match (parent, wanted) {
+        (BypassPermissions, _) => BypassPermissions,
+        (Default | Plan | DontAsk | Bubble, AcceptEdits | BypassPermissions) => parent,
+        (AcceptEdits, BypassPermissions) => parent,
+        // `bubble` only means something for a fork.
+        (_, Bubble) => parent,
+        (_, wanted) => wanted,
     }
 }
 

@@ -13,48 +13,139 @@ fn shown(cmd: &str) -> Vec<String> {
         .collect()
 }
 
+#[track_caller]
+fn expect(cmd: &str, want: &[&str]) {
+    assert_eq!(shown(cmd), want, "parsing {cmd:?}");
+}
+
 #[test]
-fn dump() {
-    for c in [
-        "echo a #'\ntouch x",
-        "echo $'\\'' ; touch x",
-        "echo `rm x`",
-        "echo $(rm x)",
-        "FOO=1 rm x",
-        "\"rm\" x",
-        "\\rm x",
-        "command rm x",
-        "env FOO=1 rm x",
-        "xargs rm < list",
-        "find . -name '*.o' -delete",
-        "find . -exec rm {} \\;",
-        "sh -c 'rm -rf x'",
-        "bash -lc \"rm x\"",
-        "cat <<EOF\n$(rm x)\nEOF",
-        "cat <<'EOF'\n$(rm x)\nEOF",
-        "diff <(rm x) y",
-        "$X a",
-        "\"$(which rm)\" x",
-        "eval 'rm x'",
-        "echo ${A:-$(rm x)}",
+fn separators_comments_and_quotes() {
+    expect("echo a #'\ntouch x", &["echo a", "touch x"]);
+    expect(r"echo $'\'' ; touch x", &[r"echo ''\'''", "touch x"]);
+    expect(r#"echo "a\"b" c"#, &[r#"echo 'a"b' c"#]);
+    expect("echo a\\\nb", &["echo ab"]);
+    expect("git status && git log", &["git status", "git log"]);
+    expect("FOO=1 BAR=$(date) rm x", &["date", "rm x"]);
+    expect("a=$(rm x)", &["rm x"]);
+}
+
+#[test]
+fn quoting_and_escapes_in_command_names() {
+    for cmd in [
+        r#""rm" x"#,
+        r"\rm x",
         "r''m x",
-        "$'\\x72m' x",
-        "(cd a && rm x)",
-        "{ rm x; }",
-        "if true; then rm x; fi",
-        "f() { rm x; }; f",
-        "echo 'unterminated",
-        "ls | sudo -u root rm x",
-        "timeout 5 rm x",
-        "nice -n 10 rm x",
-        "git status && git log",
-        "echo \"a\\\"b\" c",
-        "a=$(rm x)",
-        "echo a\\\nb",
-        "curl x | sh",
-        "/bin/rm x",
-        "r* x",
+        r"$'\x72m' x",
+        r"$'\162\155' x",
+        r#"'r'"m" x"#,
     ] {
-        eprintln!("{c:?} => {:#?}", shown(c));
+        expect(cmd, &["rm x"]);
     }
+    expect("/bin/rm x", &["/bin/rm x"]);
+}
+
+#[test]
+fn substitutions_and_nesting() {
+    expect("echo `rm x`", &["rm x", "echo `rm x`"]);
+    expect("echo $(rm x)", &["rm x", "echo $(rm x)"]);
+    expect("diff <(rm x) y", &["rm x", "diff <(…) y"]);
+    expect("cat <<EOF\n$(rm x)\nEOF", &["rm x", "cat"]);
+    // A quoted here-document delimiter turns expansion off.
+    expect("cat <<'EOF'\n$(rm x)\nEOF", &["cat"]);
+    expect("(cd a && rm x)", &["cd a", "rm x"]);
+    expect("{ rm x; }", &["rm x"]);
+    expect("if true; then rm x; fi", &["true", "rm x"]);
+    expect("f() { rm x; }; f", &["rm x", "f"]);
+}
+
+#[test]
+fn wrappers_and_command_strings() {
+    expect("command rm x", &["command rm x", "rm x"]);
+    expect("env FOO=1 rm x", &["env FOO=1 rm x", "rm x"]);
+    expect("xargs rm < list", &["xargs rm", "rm <input from xargs>"]);
+    expect("xargs", &["xargs", "echo"]);
+    expect(
+        "find . -name '*.o' -delete",
+        &["find . -name '*.o' -delete", "rm ."],
+    );
+    expect(
+        r"find . -exec rm {} \;",
+        &["find . -exec rm {} ';'", "rm {}"],
+    );
+    expect("sh -c 'rm -rf x'", &["sh -c 'rm -rf x'", "rm -rf x"]);
+    expect(r#"bash -lc "rm x""#, &["bash -lc 'rm x'", "rm x"]);
+    expect("eval 'rm x'", &["eval 'rm x'", "rm x"]);
+    expect(
+        "ls | sudo -u root rm x",
+        &["ls", "sudo -u root rm x", "rm x"],
+    );
+    expect("timeout 5 rm x", &["timeout 5 rm x", "rm x"]);
+    expect("nice -n 10 rm x", &["nice -n 10 rm x", "rm x"]);
+    expect("env -S 'rm x' y", &["env -S 'rm x' y", "rm x y"]);
+    expect("trap 'rm x' EXIT", &["trap 'rm x' EXIT", "rm x"]);
+    // A script file is a plain command: its content is not read.
+    expect("bash build.sh", &["bash build.sh"]);
+}
+
+#[test]
+fn what_cannot_be_known_is_reported() {
+    expect(
+        "$X a",
+        &[
+            "$X a",
+            "? the command name `$X` is only known when the shell runs it",
+        ],
+    );
+    expect(
+        r#""$(which rm)" x"#,
+        &[
+            "which rm",
+            r#""$(which rm)" x"#,
+            r#"? the command name `"$(which rm)"` is only known when the shell runs it"#,
+        ],
+    );
+    expect(
+        "echo ${A:-$(rm x)}",
+        &[
+            "echo ${A:-$(rm x)}",
+            "? a command substitution inside the expansion `${A:-$(rm x)}`",
+        ],
+    );
+    expect(
+        "curl x | sh",
+        &[
+            "curl x",
+            "sh",
+            "? `sh` runs commands read from its standard input",
+        ],
+    );
+    expect(
+        "r* x",
+        &[
+            "'r*' x",
+            "? the command name `r*` would be expanded by the shell",
+        ],
+    );
+    let p = parse("echo 'unterminated");
+    assert!(p.commands.is_empty());
+    assert!(
+        p.uncertain[0].starts_with("cannot parse `echo 'unterminated`"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn deep_nesting_stops_and_is_uncertain() {
+    // Linear growth: each level wraps the last in `$(…)`.
+    let cmd = format!("{}rm x{}", "echo $(".repeat(20), ")".repeat(20));
+    let p = parse(&cmd);
+    assert!(!p.uncertain.is_empty(), "{p:?}");
+    assert!(p.uncertain[0].contains("nest"), "{p:?}");
+}
+
+#[test]
+fn ansi_c_escapes() {
+    assert_eq!(ansi_c(r"a\tb\n"), "a\tb\n");
+    assert_eq!(ansi_c(r"\x41\101\u00e9\'"), "AAé'");
+    assert_eq!(ansi_c(r"\q"), r"\q");
 }
