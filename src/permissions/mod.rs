@@ -627,6 +627,45 @@ pub fn explain(
     }
 }
 
+/// An ask, in `dontAsk` a denial that names the mode.
+fn dont_ask(mode: PermissionMode, reason: String) -> Decision {
+    if mode == PermissionMode::DontAsk {
+        Decision::Deny {
+            reason: format!("{reason} in permission mode 'dontAsk', which denies instead of asking"),
+        }
+    } else {
+        Decision::Ask { reason }
+    }
+}
+
+/// What the deny and ask rules say of a call: a matching deny rule denies,
+/// a matching ask rule asks, and a rule that might match a command that
+/// cannot be resolved asks; `None` when no deny or ask rule applies.
+fn rule_verdict(rules: &Rules, mode: PermissionMode, call: &Call) -> Option<Decision> {
+    let mut unsure: Option<String> = None;
+    for (list, what) in [(&rules.deny, "deny"), (&rules.ask, "ask")] {
+        for rule in list {
+            match rule.match_call(call) {
+                Match::Yes if what == "deny" => {
+                    return Some(Decision::Deny {
+                        reason: format!("deny rule '{}'", rule.text),
+                    });
+                }
+                Match::Yes => return Some(dont_ask(mode, format!("ask rule '{}'", rule.text))),
+                Match::Maybe if unsure.is_none() => {
+                    unsure = Some(format!(
+                        "cannot tell whether {what} rule '{}' applies: {}",
+                        rule.text,
+                        uncertainty(call)
+                    ));
+                }
+                Match::Maybe | Match::No => {}
+            }
+        }
+    }
+    unsure.map(|reason| dont_ask(mode, reason))
+}
+
 /// `Ok(what allowed it)` or `Err(an ask or a denial)`.
 fn decide_call(
     rules: &Rules,
@@ -637,40 +676,8 @@ fn decide_call(
     additional_dirs: &[PathBuf],
 ) -> Result<String, Decision> {
     let call = Call::new(tool, input, cwd);
-    let dont_ask = |reason: String| {
-        if mode == PermissionMode::DontAsk {
-            Decision::Deny {
-                reason: format!(
-                    "{reason} in permission mode 'dontAsk', which denies instead of asking"
-                ),
-            }
-        } else {
-            Decision::Ask { reason }
-        }
-    };
-    let mut unsure: Option<String> = None;
-    for (list, what) in [(&rules.deny, "deny"), (&rules.ask, "ask")] {
-        for rule in list {
-            match rule.match_call(&call) {
-                Match::Yes if what == "deny" => {
-                    return Err(Decision::Deny {
-                        reason: format!("deny rule '{}'", rule.text),
-                    });
-                }
-                Match::Yes => return Err(dont_ask(format!("ask rule '{}'", rule.text))),
-                Match::Maybe if unsure.is_none() => {
-                    unsure = Some(format!(
-                        "cannot tell whether {what} rule '{}' applies: {}",
-                        rule.text,
-                        uncertainty(&call)
-                    ));
-                }
-                Match::Maybe | Match::No => {}
-            }
-        }
-    }
-    if let Some(reason) = unsure {
-        return Err(dont_ask(reason));
+    if let Some(d) = rule_verdict(rules, mode, &call) {
+        return Err(d);
     }
     if let Some(by) = rules.allows(&call) {
         let list: Vec<String> = by.iter().map(|t| format!("'{t}'")).collect();
@@ -720,6 +727,58 @@ fn decide_call(
         PermissionMode::AcceptEdits | PermissionMode::Default | PermissionMode::Bubble => {
             Err(Decision::Ask { reason: by_mode })
         }
+    }
+}
+
+/// A PreToolUse hook's permission decision (`hookSpecificOutput.
+/// permissionDecision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookDecision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// The hooks' decision for one call and their reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookVerdict {
+    pub decision: HookDecision,
+    pub reason: String,
+}
+
+/// [`decide_in`] after PreToolUse hooks have decided, as Claude Code does:
+/// a hook's `deny` denies; its `ask` asks (a deny rule still denies, and
+/// `dontAsk` turns the ask into a denial); its `allow` skips the mode's
+/// prompt but never a deny or ask rule, nor a command the rules cannot
+/// judge.
+pub fn decide_with_hook(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+    hook: Option<&HookVerdict>,
+) -> Decision {
+    let Some(hook) = hook else {
+        return decide_in(rules, mode, tool, input, cwd, additional_dirs);
+    };
+    let call = Call::new(tool, input, cwd);
+    let by_rule = rule_verdict(rules, mode, &call);
+    let reason = if hook.reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", hook.reason)
+    };
+    match hook.decision {
+        HookDecision::Deny => Decision::Deny {
+            reason: format!("PreToolUse hook denied the call{reason}"),
+        },
+        HookDecision::Ask => match by_rule {
+            Some(d @ Decision::Deny { .. }) => d,
+            _ => dont_ask(mode, format!("PreToolUse hook asked{reason}")),
+        },
+        HookDecision::Allow => by_rule.unwrap_or(Decision::Allow),
     }
 }
 

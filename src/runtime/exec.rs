@@ -11,11 +11,12 @@ use serde_json::{Value, json};
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
-use crate::tools::permissions::{Decision, Rules, decide_in};
+use crate::tools::permissions::{Decision, Rules, decide_with_hook};
 use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
 use super::EngineEvent;
+use super::hooks::PreTool;
 use super::session::{Session, Turn};
 
 /// What one call produced, plus the usage of any child it ran.
@@ -154,9 +155,28 @@ impl Session {
                 true,
             );
         }
-        if let Some(blocked) = self.pre_tool_hooks(snap, id, name, &input).await {
-            return CallResult::text(id, blocked, true);
-        }
+        let (verdict, input) = match self.pre_tool_hooks(snap, id, name, &input).await {
+            PreTool::Blocked(text) => return CallResult::text(id, text, true),
+            PreTool::Go { verdict, input: None } => (verdict, input),
+            // A hook's replacement input is checked like the model's.
+            PreTool::Go {
+                verdict,
+                input: Some(updated),
+            } => {
+                if let Err(issues) = self.validate(snap, name, &updated) {
+                    let plural = issues.len() > 1;
+                    return CallResult::text(
+                        id,
+                        render(
+                            "error_invalid_input",
+                            json!({"tool": name, "issues": issues.join("\n"), "plural": plural}),
+                        ),
+                        true,
+                    );
+                }
+                (verdict, updated)
+            }
+        };
         let permissions = &snap.settings().permissions;
         let rules = Rules::from_settings(permissions);
         let add_dirs: Vec<PathBuf> = permissions
@@ -165,13 +185,14 @@ impl Session {
             .chain(&self.engine.add_dirs)
             .map(|d| self.spec.cwd.join(d))
             .collect();
-        match decide_in(
+        match decide_with_hook(
             &rules,
             self.spec.mode,
             name,
             &input,
             &self.spec.cwd,
             &add_dirs,
+            verdict.as_ref(),
         ) {
             Decision::Allow => {}
             Decision::Deny { reason } => {
