@@ -631,7 +631,9 @@ pub fn explain(
 fn dont_ask(mode: PermissionMode, reason: String) -> Decision {
     if mode == PermissionMode::DontAsk {
         Decision::Deny {
-            reason: format!("{reason} in permission mode 'dontAsk', which denies instead of asking"),
+            reason: format!(
+                "{reason} in permission mode 'dontAsk', which denies instead of asking"
+            ),
         }
     } else {
         Decision::Ask { reason }

@@ -157,7 +157,10 @@ impl Session {
         }
         let (verdict, input) = match self.pre_tool_hooks(snap, id, name, &input).await {
             PreTool::Blocked(text) => return CallResult::text(id, text, true),
-            PreTool::Go { verdict, input: None } => (verdict, input),
+            PreTool::Go {
+                verdict,
+                input: None,
+            } => (verdict, input),
             // A hook's replacement input is checked like the model's.
             PreTool::Go {
                 verdict,

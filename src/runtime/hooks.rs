@@ -380,10 +380,7 @@ impl Fired {
     /// an ask over an allow (as in Claude Code); the reasons of the winning
     /// kind are joined. The first replacement input in hook order is used.
     pub fn tool_verdict(&self) -> (Option<HookVerdict>, Option<Value>) {
-        let updated = self
-            .decisions
-            .iter()
-            .find_map(|d| d.updated_input.clone());
+        let updated = self.decisions.iter().find_map(|d| d.updated_input.clone());
         for kind in [HookDecision::Deny, HookDecision::Ask, HookDecision::Allow] {
             let reasons: Vec<&str> = self
                 .decisions

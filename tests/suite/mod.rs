@@ -11,6 +11,7 @@ mod inspect;
 pub mod kit;
 mod load;
 mod mcp;
+mod permissions;
 mod provider;
 mod reload;
 mod run;
