@@ -828,7 +828,7 @@ fn shell_string(words: &[Word]) -> Vec<Inner> {
     // `busybox sh -c …`
     if words.first().and_then(Word::known).map(base) == Some("busybox") {
         match words.get(1).and_then(Word::known) {
-            Some(applet) if matches!(applet, "sh" | "ash" | "bash") => i = 2,
+            Some("sh" | "ash" | "bash") => i = 2,
             _ => return Vec::new(),
         }
     }
