@@ -648,6 +648,15 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
         strict: false,
     };
     match base(cmd) {
+        // `command -v NAME` and `-V` only describe NAME.
+        "command"
+            if words[1..]
+                .iter()
+                .map_while(|w| w.known().filter(|w| w.starts_with('-') && *w != "--"))
+                .any(|w| w.contains(['v', 'V'])) =>
+        {
+            Vec::new()
+        }
         "command" | "builtin" | "nohup" | "setsid" => after(&flags),
         "exec" => after(&Opts {
             short_arg: "a",
@@ -758,7 +767,7 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
             },
         ) {
             Ok(i) => match join_known(&rest(words, i)) {
-                Some(s) => vec![Inner::Source(s)],
+                Some(s) => foreign(words, &s),
                 None => vec![Inner::Unsure(
                     "`watch` runs text that is only known when the shell runs".to_string(),
                 )],
@@ -863,7 +872,7 @@ fn shell_string(words: &[Word]) -> Vec<Inner> {
     }
     if has_c {
         return match words.get(i) {
-            Some(Word::Known(s)) => vec![Inner::Source(s.clone())],
+            Some(Word::Known(s)) => foreign(words, s),
             Some(Word::Unknown(_)) => vec![Inner::Unsure(format!(
                 "`{}` runs a command string that is only known when the shell runs",
                 name(words)
@@ -881,6 +890,26 @@ fn shell_string(words: &[Word]) -> Vec<Inner> {
     Vec::new()
 }
 
+/// A command string run by a shell other than bash. It is parsed as bash;
+/// where the shells are known to read it differently the parse is marked
+/// uncertain: `$'…'` (not ANSI-C quoting in every `sh`), and fish, whose
+/// syntax is its own.
+fn foreign(words: &[Word], src: &str) -> Vec<Inner> {
+    let shell = words.first().and_then(Word::known).map(base).unwrap_or("");
+    if shell == "fish" {
+        return vec![Inner::Unsure(
+            "`fish -c` runs a command string in fish's own syntax".to_string(),
+        )];
+    }
+    let mut out = vec![Inner::Source(src.to_string())];
+    if shell != "bash" && src.contains("$'") {
+        out.push(Inner::Unsure(format!(
+            "`{shell}` may not read `$'…'` as bash does"
+        )));
+    }
+    out
+}
+
 /// `su [USER] -c COMMAND`.
 fn su(words: &[Word]) -> Vec<Inner> {
     let mut i = 1;
@@ -888,7 +917,7 @@ fn su(words: &[Word]) -> Vec<Inner> {
         match w.known() {
             Some("-c" | "--command") => {
                 return match words.get(i + 1) {
-                    Some(Word::Known(s)) => vec![Inner::Source(s.clone())],
+                    Some(Word::Known(s)) => foreign(words, s),
                     Some(Word::Unknown(_)) => vec![Inner::Unsure(
                         "`su -c` runs a command string that is only known when the shell runs"
                             .to_string(),
@@ -897,7 +926,7 @@ fn su(words: &[Word]) -> Vec<Inner> {
                 };
             }
             Some(s) if s.starts_with("--command=") => {
-                return vec![Inner::Source(s["--command=".len()..].to_string())];
+                return foreign(words, &s["--command=".len()..]);
             }
             _ => i += 1,
         }

@@ -83,6 +83,8 @@ fn wrappers_and_command_strings() {
     expect("nice -n 10 rm x", &["nice -n 10 rm x", "rm x"]);
     expect("env -S 'rm x' y", &["env -S 'rm x' y", "rm x y"]);
     expect("trap 'rm x' EXIT", &["trap 'rm x' EXIT", "rm x"]);
+    expect("command -v rm", &["command -v rm"]);
+    expect("command -pv rm", &["command -pv rm"]);
     // A script file is a plain command: its content is not read.
     expect("bash build.sh", &["bash build.sh"]);
 }
@@ -126,6 +128,14 @@ fn what_cannot_be_known_is_reported() {
             "? the command name `r*` would be expanded by the shell",
         ],
     );
+    // dash does not read `$'…'` as bash does: `sh -c` hides `touch x` here.
+    let p = parse(r#"sh -c "echo \$'a\\' ; touch x ; echo \\''""#);
+    assert!(
+        p.uncertain.iter().any(|u| u.contains("`sh` may not read")),
+        "{p:?}"
+    );
+    let p = parse("fish -c 'rm x'");
+    assert!(p.uncertain[0].contains("fish"), "{p:?}");
     let p = parse("echo 'unterminated");
     assert!(p.commands.is_empty());
     assert!(
