@@ -133,6 +133,21 @@ impl Rule {
                 Some(b) if tool == "Bash" => self.match_bash(b),
                 _ => Match::No,
             },
+            // A Bash redirection that writes a file is an edit of it.
+            RuleKind::Path { tools, .. } if tool == "Bash" && tools.contains(&"Write") => {
+                let Some(b) = &call.bash else {
+                    return Match::No;
+                };
+                let mut m = Match::No;
+                for w in &b.writes {
+                    match w {
+                        Some(p) if self.matches_path(p, call.cwd) => return Match::Yes,
+                        Some(_) => {}
+                        None => m = Match::Maybe,
+                    }
+                }
+                m
+            }
             RuleKind::Path { tools, .. } => match &call.path {
                 Some(p) if tools.contains(&tool) => Match::from(self.matches_path(p, call.cwd)),
                 _ => Match::No,
@@ -251,7 +266,33 @@ struct Call<'a> {
 
 struct BashCall {
     parsed: Parsed,
+    /// The files output redirections write, resolved; `None` for a target
+    /// that is only known at run time (an expansion, or a relative path
+    /// after `cd`).
+    writes: Vec<Option<Resolved>>,
 }
+
+/// Variables a command may set in front of an allowed command without
+/// losing the allow: they change no program's choice of what to run.
+/// Anything else (`PATH`, `LD_PRELOAD`, `BASH_ENV`, `GIT_SSH_COMMAND`,
+/// `PAGER`, …) could, so a prefix rule no longer covers the command.
+const SAFE_VARIABLES: &[&str] = &[
+    "CI",
+    "DEBUG",
+    "FORCE_COLOR",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "NO_COLOR",
+    "NODE_ENV",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONUNBUFFERED",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "TERM",
+    "TZ",
+];
 
 impl<'a> Call<'a> {
     fn new(tool: &'a str, input: &Value, cwd: &'a Path) -> Self {
@@ -259,8 +300,18 @@ impl<'a> Call<'a> {
         let bash = (tool == "Bash")
             .then(|| bash_command(input))
             .flatten()
-            .map(|cmd| BashCall {
-                parsed: shell::parse(cmd),
+            .map(|cmd| {
+                let parsed = shell::parse(cmd);
+                let writes = parsed
+                    .writes
+                    .iter()
+                    .map(|w| match w.known() {
+                        Some(t) if parsed.changes_dir && !Path::new(t).is_absolute() => None,
+                        Some(t) => Some(Resolved::new(&cwd.join(t))),
+                        None => None,
+                    })
+                    .collect();
+                BashCall { parsed, writes }
             });
         let path = target_path(tool, input, cwd).map(|p| Resolved::new(&p));
         Call {
@@ -513,12 +564,28 @@ impl Rules {
     /// is uncertain, so `Bash(git status:*)` does not let
     /// `git status && rm -rf x` or `git status $(rm x)` through. A path rule
     /// must cover the path both as written and as resolved.
-    fn allows(&self, call: &Call) -> Option<Vec<String>> {
+    fn allows(&self, call: &Call, dirs: &[PathBuf]) -> Option<Vec<String>> {
         if let Some(b) = &call.bash {
             if let Some(r) = self.allow.iter().find(|r| r.is_whole_bash()) {
                 return Some(vec![r.text.clone()]);
             }
             if !b.parsed.uncertain.is_empty() || b.parsed.commands.is_empty() {
+                return None;
+            }
+            // Prefix rules name programs; they do not cover a changed
+            // environment or a file written outside the allowed folders.
+            if b.parsed
+                .assignments
+                .iter()
+                .any(|a| !SAFE_VARIABLES.contains(&a.as_str()))
+            {
+                return None;
+            }
+            if !b
+                .writes
+                .iter()
+                .all(|w| w.as_ref().is_some_and(|p| p.within(dirs)))
+            {
                 return None;
             }
             let mut by: Vec<String> = Vec::new();
@@ -553,17 +620,62 @@ fn uncertainty(call: &Call) -> String {
     if !b.parsed.uncertain.is_empty() {
         return b.parsed.uncertain.join("; ");
     }
-    let unknown: Vec<String> = b
+    let mut parts: Vec<String> = b
         .parsed
         .commands
         .iter()
         .filter(|c| c.words.iter().any(|w| matches!(w, Word::Unknown(_))))
-        .map(|c| format!("`{}`", c.display()))
+        .map(|c| {
+            format!(
+                "`{}` contains words only known when the shell runs",
+                c.display()
+            )
+        })
         .collect();
-    format!(
-        "{} contains words only known when the shell runs",
-        unknown.join(", ")
-    )
+    for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
+        if r.is_none() {
+            let shown = match w {
+                Word::Known(t) => format!("`{t}` after a change of directory"),
+                Word::Unknown(raw) => format!("`{raw}`"),
+            };
+            parts.push(format!("a redirection writes to {shown}"));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Why no Bash prefix rule could allow this command, when the reason is not
+/// just a missing rule; empty otherwise.
+fn not_coverable(call: &Call, dirs: &[PathBuf]) -> String {
+    let Some(b) = &call.bash else {
+        return String::new();
+    };
+    if !b.parsed.uncertain.is_empty() {
+        return uncertainty(call);
+    }
+    let mut why: Vec<String> = b
+        .parsed
+        .assignments
+        .iter()
+        .filter(|a| !SAFE_VARIABLES.contains(&a.as_str()))
+        .map(|a| format!("it sets `{a}`"))
+        .collect();
+    for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
+        match r {
+            Some(p) if p.within(dirs) => {}
+            Some(p) => why.push(format!(
+                "it writes `{}`, outside the working directory and the added directories",
+                p.written.display()
+            )),
+            None => why.push(format!(
+                "it writes to `{}`, only known when the shell runs",
+                match w {
+                    Word::Known(t) | Word::Unknown(t) => t,
+                }
+            )),
+        }
+    }
+    why.join("; ")
 }
 
 /// Decides one call in the order of SPEC §17 (hooks have already run):
@@ -681,7 +793,9 @@ fn decide_call(
     if let Some(d) = rule_verdict(rules, mode, &call) {
         return Err(d);
     }
-    if let Some(by) = rules.allows(&call) {
+    let mut dirs = vec![cwd.to_path_buf()];
+    dirs.extend(additional_dirs.iter().cloned());
+    if let Some(by) = rules.allows(&call, &dirs) {
         let list: Vec<String> = by.iter().map(|t| format!("'{t}'")).collect();
         let s = if list.len() == 1 { "" } else { "s" };
         return Ok(format!("allow rule{s} {}", list.join(", ")));
@@ -694,12 +808,8 @@ fn decide_call(
         ));
     }
     if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
-        let why = uncertainty(&call);
-        if call
-            .bash
-            .as_ref()
-            .is_some_and(|b| !b.parsed.uncertain.is_empty())
-        {
+        let why = not_coverable(&call, &dirs);
+        if !why.is_empty() {
             by_mode = format!("{by_mode}; no Bash rule can allow this command: {why}");
         }
     }
@@ -711,8 +821,6 @@ fn decide_call(
         )
         && let Some(p) = &call.path
     {
-        let mut dirs = vec![cwd.to_path_buf()];
-        dirs.extend(additional_dirs.iter().cloned());
         if !p.within(&dirs) {
             return Err(Decision::Ask {
                 reason: format!(

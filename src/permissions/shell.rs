@@ -93,6 +93,15 @@ pub struct Parsed {
     /// Why some of what runs cannot be known before it runs; empty when the
     /// parse is certain.
     pub uncertain: Vec<String>,
+    /// Files that output redirections write (`> f`, `>> f`, `&> f`, `<> f`),
+    /// as written; `/dev/null` and the like are left out.
+    pub writes: Vec<Word>,
+    /// Names of variables the command sets for what it runs: leading
+    /// assignments (`PATH=. ls`) and assignment-only commands (`X=1; …`).
+    pub assignments: Vec<String>,
+    /// Whether the command changes directory (`cd`, `pushd`, `popd`), which
+    /// moves what relative paths after it mean.
+    pub changes_dir: bool,
 }
 
 /// Parses a command line as bash would.
@@ -275,10 +284,22 @@ impl Walker {
 
     fn redirect(&mut self, r: &ast::IoRedirect, depth: usize) {
         match r {
-            ast::IoRedirect::File(_, _, target) => match target {
-                ast::IoFileRedirectTarget::Filename(w)
-                | ast::IoFileRedirectTarget::Duplicate(w) => {
-                    self.word(&w.value, depth);
+            ast::IoRedirect::File(_, kind, target) => match target {
+                ast::IoFileRedirectTarget::Filename(w) => {
+                    let target = self.word(&w.value, depth);
+                    if !matches!(kind, ast::IoFileRedirectKind::Read) {
+                        self.write_target(target);
+                    }
+                }
+                // `>&2` duplicates a descriptor; `>& file` writes a file.
+                ast::IoFileRedirectTarget::Duplicate(w) => {
+                    let target = self.word(&w.value, depth);
+                    let fd = target
+                        .known()
+                        .is_some_and(|t| t == "-" || t.chars().all(|c| c.is_ascii_digit()));
+                    if !fd && !matches!(kind, ast::IoFileRedirectKind::DuplicateInput) {
+                        self.write_target(target);
+                    }
                 }
                 ast::IoFileRedirectTarget::Fd(_) => {}
                 ast::IoFileRedirectTarget::ProcessSubstitution(_, sub) => {
@@ -295,9 +316,20 @@ impl Walker {
                     }
                 }
             }
-            ast::IoRedirect::HereString(_, w) | ast::IoRedirect::OutputAndError(w, _) => {
+            ast::IoRedirect::HereString(_, w) => {
                 self.word(&w.value, depth);
             }
+            ast::IoRedirect::OutputAndError(w, _) => {
+                let target = self.word(&w.value, depth);
+                self.write_target(target);
+            }
+        }
+    }
+
+    fn write_target(&mut self, target: Word) {
+        const DEVICES: &[&str] = &["/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty"];
+        if !target.known().is_some_and(|t| DEVICES.contains(&t)) {
+            self.out.writes.push(target);
         }
     }
 
@@ -305,7 +337,14 @@ impl Walker {
         let mut words = Vec::new();
         for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
             match item {
-                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => self.assignment(a, depth),
+                ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
+                    let name = match &a.name {
+                        ast::AssignmentName::VariableName(n)
+                        | ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                    };
+                    self.out.assignments.push(name);
+                    self.assignment(a, depth);
+                }
                 other => self.item(other, &mut words, depth),
             }
         }
@@ -439,6 +478,13 @@ impl Walker {
                 ));
             }
             _ => {}
+        }
+        if words
+            .first()
+            .and_then(Word::known)
+            .is_some_and(|n| matches!(base(n), "cd" | "pushd" | "popd"))
+        {
+            self.out.changes_dir = true;
         }
         let inner = look_through(&words);
         self.out.commands.push(SimpleCommand { words });
@@ -775,6 +821,27 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
             Err(why) => vec![Inner::Unsure(why)],
         },
         "find" => find(words),
+        // An alias's text runs wherever its name is used later (with
+        // `shopt -s expand_aliases`): read it as a command string.
+        "alias" => words[1..]
+            .iter()
+            .filter_map(|w| match w {
+                Word::Known(w) => w.split_once('=').map(|(_, v)| Inner::Source(v.to_string())),
+                Word::Unknown(_) => Some(Inner::Unsure(
+                    "`alias` defines text that is only known when the shell runs".to_string(),
+                )),
+            })
+            .collect(),
+        // `hash -p PATH NAME` makes NAME run PATH.
+        "hash"
+            if words[1..]
+                .iter()
+                .any(|w| w.known().is_none_or(|w| w.starts_with("-p"))) =>
+        {
+            vec![Inner::Unsure(
+                "`hash -p` makes a command name run another program".to_string(),
+            )]
+        }
         _ => Vec::new(),
     }
 }

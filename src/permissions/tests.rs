@@ -389,6 +389,9 @@ const RM_EVASIONS: &[&str] = &[
     "echo $(( $(rm x) ))",
     "[[ $(rm x) ]]",
     "X=$(rm x) true",
+    "alias r='rm x'",
+    "shopt -s expand_aliases; alias r=rm\nr x",
+    "r\\\nm x",
     // Unresolvable: the command name is only known at run time.
     "$X x",
     "${X} x",
@@ -401,6 +404,7 @@ const RM_EVASIONS: &[&str] = &[
     "sh -c \"$CMD\"",
     "eval \"$CMD\"",
     "rm 'unterminated",
+    "hash -p /bin/rm ls; ls x",
     "echo $(rm x",
 ];
 
@@ -704,4 +708,31 @@ fn child_modes_never_widen() {
             assert_ne!(write, Decision::Allow, "parent {parent}, definition {def:?}");
         }
     }
+}
+
+#[test]
+#[rustfmt::skip] // one table row per line
+fn environment_and_redirections() {
+    const ECHO: &[&str] = &["Bash(echo:*)", "Bash(ls:*)", "Bash(cd:*)"];
+    check(vec![
+        // Writing inside the working directory, or to a device, is fine.
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi > out.txt"), "allow")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi >/dev/null 2>&1"), "allow")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("ls < list.txt"), "allow")),
+        // Elsewhere, or somewhere only known at run time, a prefix rule does not cover it.
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi >> /etc/profile"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes `/etc/profile`, outside the working directory and the added directories")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi &> ../x"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes `/work/x`, outside the working directory and the added directories")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi > $OUT"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes to `$OUT`, only known when the shell runs")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("cd /tmp && echo hi > x"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes to `x`, only known when the shell runs")),
+        // Variables that change what runs void a prefix rule; harmless ones do not.
+        with(ECHO, &[], &[], case(Default, "Bash", bash("PATH=. ls"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `PATH`")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("LD_PRELOAD=./x.so ls"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `LD_PRELOAD`")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("PATH=.; ls"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `PATH`")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("RUST_LOG=debug NO_COLOR=1 ls"), "allow")),
+        // Edit rules apply to files a redirection writes.
+        with(&["Bash"], &[], &["Edit(secrets/**)"], case(BypassPermissions, "Bash", bash("echo x > secrets/key"), "deny: deny rule 'Edit(secrets/**)'")),
+        with(&["Bash"], &[], &["Edit(secrets/**)"], case(BypassPermissions, "Bash", bash("ls; echo x >> ./secrets/../secrets/key"), "deny: deny rule 'Edit(secrets/**)'")),
+        with(&["Bash"], &[], &["Edit(secrets/**)"], case(Default, "Bash", bash("echo x > $F"), "ask: cannot tell whether deny rule 'Edit(secrets/**)' applies: a redirection writes to `$F`")),
+        with(&["Bash"], &[], &["Edit(secrets/**)"], case(Default, "Bash", bash("echo x > notes.txt"), "allow")),
+    ]);
 }
