@@ -820,15 +820,14 @@ fn decide_call(
             PermissionMode::Default | PermissionMode::AcceptEdits | PermissionMode::Bubble
         )
         && let Some(p) = &call.path
+        && !p.within(&dirs)
     {
-        if !p.within(&dirs) {
-            return Err(Decision::Ask {
-                reason: format!(
-                    "'{}' is outside the working directory and the added directories ({by_mode})",
-                    p.written.display()
-                ),
-            });
-        }
+        return Err(Decision::Ask {
+            reason: format!(
+                "'{}' is outside the working directory and the added directories ({by_mode})",
+                p.written.display()
+            ),
+        });
     }
     match mode {
         PermissionMode::Plan | PermissionMode::DontAsk => Err(Decision::Deny { reason: by_mode }),
