@@ -306,6 +306,14 @@ impl<'a> Call<'a> {
                     .writes
                     .iter()
                     .map(|w| match w.known() {
+                        // The shell expands `~` and `~/…` to the home folder;
+                        // `~user` is not known here.
+                        Some(t) if t == "~" || t.starts_with("~/") => dirs::home_dir().map(|h| {
+                            Resolved::new(
+                                &h.join(t.trim_start_matches('~').trim_start_matches('/')),
+                            )
+                        }),
+                        Some(t) if t.starts_with('~') => None,
                         Some(t) if parsed.changes_dir && !Path::new(t).is_absolute() => None,
                         Some(t) => Some(Resolved::new(&cwd.join(t))),
                         None => None,

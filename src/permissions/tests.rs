@@ -722,6 +722,8 @@ fn environment_and_redirections() {
         // Elsewhere, or somewhere only known at run time, a prefix rule does not cover it.
         with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi >> /etc/profile"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes `/etc/profile`, outside the working directory and the added directories")),
         with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi &> ../x"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes `/work/x`, outside the working directory and the added directories")),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi >> ~/.bashrc"), &*format!("ask: permission mode 'default'; no Bash rule can allow this command: it writes `{}`, outside the working directory and the added directories", dirs::home_dir().unwrap().join(".bashrc").display()).leak())),
+        with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi > ~other/x"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes to `~other/x`, only known when the shell runs")),
         with(ECHO, &[], &[], case(Default, "Bash", bash("echo hi > $OUT"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes to `$OUT`, only known when the shell runs")),
         with(ECHO, &[], &[], case(Default, "Bash", bash("cd /tmp && echo hi > x"), "ask: permission mode 'default'; no Bash rule can allow this command: it writes to `x`, only known when the shell runs")),
         // Variables that change what runs void a prefix rule; harmless ones do not.
