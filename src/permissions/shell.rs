@@ -104,12 +104,68 @@ pub struct Parsed {
     pub changes_dir: bool,
 }
 
+/// The most brackets, backticks and compound-command keywords a command
+/// string may hold; beyond it the text is not parsed (a parser recursing
+/// that deep could exhaust its stack) and counts as uncertain.
+const MAX_NESTING_TOKENS: usize = 200;
+
+/// The longest command string parsed, in bytes.
+const MAX_SOURCE_BYTES: usize = 256 * 1024;
+
+/// The parser runs on its own thread with this much stack, so that deep but
+/// allowed nesting cannot overflow a runtime worker's stack.
+const PARSER_STACK: usize = 64 * 1024 * 1024;
+
 /// Parses a command line as bash would.
 pub fn parse(command: &str) -> Parsed {
-    let mut w = Walker::default();
-    w.source(command, 0);
-    w.out.uncertain.dedup();
-    w.out
+    let src = command.to_string();
+    let run = move || {
+        let mut w = Walker::default();
+        w.source(&src, 0);
+        w.out.uncertain.dedup();
+        w.out
+    };
+    let failed = |why: &str| Parsed {
+        uncertain: vec![why.to_string()],
+        ..Parsed::default()
+    };
+    match std::thread::Builder::new()
+        .name("shell-parse".into())
+        .stack_size(PARSER_STACK)
+        .spawn(run)
+    {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or_else(|_| failed("the shell parser failed on this command")),
+        Err(_) => failed("the shell parser could not be started"),
+    }
+}
+
+/// Why a command string is too large or too deeply built to parse, if it is.
+fn too_complex(src: &str) -> Option<String> {
+    if src.len() > MAX_SOURCE_BYTES {
+        return Some(format!(
+            "the command is longer than {MAX_SOURCE_BYTES} bytes, too long to check"
+        ));
+    }
+    let brackets = src
+        .chars()
+        .filter(|c| matches!(c, '(' | '{' | '[' | '`'))
+        .count();
+    let keywords = src
+        .split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| {
+            matches!(
+                *w,
+                "if" | "while" | "until" | "for" | "case" | "select" | "function"
+            )
+        })
+        .count();
+    (brackets + keywords > MAX_NESTING_TOKENS).then(|| {
+        format!(
+            "the command has more than {MAX_NESTING_TOKENS} brackets and compound commands, too many to check"
+        )
+    })
 }
 
 fn options() -> ParserOptions {
@@ -148,6 +204,11 @@ impl Walker {
             ));
             return;
         }
+        if let Some(why) = too_complex(src) {
+            self.uncertain(why);
+            return;
+        }
+
         let mut parser = Parser::new(src.as_bytes(), &options());
         match parser.parse_program() {
             Ok(program) => {
@@ -208,9 +269,22 @@ impl Walker {
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
                 self.word(&w.value, depth);
             }
-            ast::ExtendedTestExpr::BinaryTest(_, a, b) => {
-                self.word(&a.value, depth);
-                self.word(&b.value, depth);
+            ast::ExtendedTestExpr::BinaryTest(op, a, b) => {
+                let a = self.word(&a.value, depth);
+                let b = self.word(&b.value, depth);
+                // `[[ x -eq 1 ]]` evaluates both sides as arithmetic.
+                let arithmetic = matches!(
+                    op.to_string().as_str(),
+                    "-eq" | "-ne" | "-lt" | "-le" | "-gt" | "-ge"
+                );
+                for w in [a, b] {
+                    let text = match &w {
+                        Word::Known(t) | Word::Unknown(t) => t.clone(),
+                    };
+                    if arithmetic && (w.known().is_none() || names_variable(&text)) {
+                        self.arithmetic_on_variables(&text);
+                    }
+                }
             }
         }
     }
@@ -273,7 +347,20 @@ impl Walker {
                 "a command substitution inside the arithmetic `{}`",
                 text.trim()
             ));
+        } else if names_variable(text) {
+            self.arithmetic_on_variables(text);
         }
+    }
+
+    /// Bash evaluates a variable's value in arithmetic as an expression of
+    /// its own, and an array subscript in it runs command substitutions
+    /// (`x='a[$(cmd)]'; (( x ))` runs `cmd`), so what runs depends on
+    /// values only known at run time.
+    fn arithmetic_on_variables(&mut self, text: &str) {
+        self.uncertain(format!(
+            "the arithmetic `{}` evaluates variables, whose values can run commands",
+            text.trim()
+        ));
     }
 
     fn redirects(&mut self, r: Option<&ast::RedirectList>, depth: usize) {
@@ -339,8 +426,13 @@ impl Walker {
             match item {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
                     let name = match &a.name {
-                        ast::AssignmentName::VariableName(n)
-                        | ast::AssignmentName::ArrayElementName(n, _) => n.clone(),
+                        ast::AssignmentName::VariableName(n) => n.clone(),
+                        ast::AssignmentName::ArrayElementName(n, index) => {
+                            if names_variable(index) || index.contains(['$', '`']) {
+                                self.arithmetic_on_variables(index);
+                            }
+                            n.clone()
+                        }
                     };
                     self.out.assignments.push(name);
                     self.assignment(a, depth);
@@ -445,6 +537,9 @@ impl Walker {
                         self.uncertain(format!(
                             "a command substitution inside the expansion `{src}`"
                         ));
+                    } else if !simple_expansion(src) {
+                        // Subscripts and substring offsets are arithmetic.
+                        self.arithmetic_on_variables(src);
                     }
                 }
                 WordPiece::CommandSubstitution(inner) => {
@@ -502,6 +597,50 @@ impl Walker {
             }
         }
     }
+}
+
+/// Whether arithmetic text names a variable (anything but numbers and
+/// operators; `0x1F` and `2#101` count as numbers).
+fn names_variable(text: &str) -> bool {
+    text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '#')
+        .any(|t| t.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_'))
+}
+
+/// `$NAME`, `${NAME}`, `$1`, `$@`, `${#NAME}` and `${NAME:-word}`-style
+/// defaults without nested expansions: expansions that evaluate no
+/// arithmetic.
+fn simple_expansion(src: &str) -> bool {
+    let Some(body) = src.strip_prefix('$') else {
+        return false;
+    };
+    let name = |s: &str| {
+        !s.is_empty()
+            && (s.chars().all(|c| c.is_ascii_digit())
+                || (s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+                    && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')))
+    };
+    let special = |s: &str| matches!(s, "@" | "*" | "#" | "?" | "$" | "!" | "-" | "0");
+    let Some(inner) = body.strip_prefix('{').and_then(|b| b.strip_suffix('}')) else {
+        return name(body) || special(body);
+    };
+    let inner = inner
+        .strip_prefix('#')
+        .filter(|i| !i.is_empty())
+        .unwrap_or(inner);
+    if name(inner) || special(inner) {
+        return true;
+    }
+    let end = inner
+        .find(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .unwrap_or(inner.len());
+    let (n, rest) = inner.split_at(end);
+    let default = [":-", ":=", ":+", ":?", "-", "=", "+", "?"]
+        .iter()
+        .any(|op| {
+            rest.starts_with(op)
+                && !rest[op.len()..].starts_with(|c: char| c.is_ascii_digit() || c == ' ')
+        });
+    name(n) && default && !rest.contains(['[', '$', '`'])
 }
 
 /// Whether a command name contains glob or brace characters, which the
@@ -821,6 +960,27 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
             Err(why) => vec![Inner::Unsure(why)],
         },
         "find" => find(words),
+        "let"
+            if words[1..]
+                .iter()
+                .any(|w| w.known().is_none_or(names_variable)) =>
+        {
+            vec![Inner::Unsure(
+                "`let` evaluates variables, whose values can run commands".to_string(),
+            )]
+        }
+        // Assigning to an integer variable evaluates the value as arithmetic.
+        "declare" | "typeset" | "local" | "export" | "readonly"
+            if words[1..].iter().any(|w| {
+                w.known().is_none_or(|w| {
+                    w.starts_with(['-', '+']) && !w.starts_with("--") && w.contains('i')
+                })
+            }) =>
+        {
+            vec![Inner::Unsure(format!(
+                "`{cmd} -i` evaluates values as arithmetic, which can run commands"
+            ))]
+        }
         // An alias's text runs wherever its name is used later (with
         // `shopt -s expand_aliases`): read it as a command string.
         "alias" => words[1..]

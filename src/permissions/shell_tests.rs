@@ -159,3 +159,67 @@ fn ansi_c_escapes() {
     assert_eq!(ansi_c(r"\x41\101\u00e9\'"), "AAé'");
     assert_eq!(ansi_c(r"\q"), r"\q");
 }
+
+#[test]
+fn deep_or_huge_input_is_uncertain_not_a_crash() {
+    for (open, close) in [
+        ("(", ")"),
+        ("$(", ")"),
+        ("{ ", "; }"),
+        ("if true; then ", "; fi"),
+        ("\"$(", ")\""),
+        ("`", "`"),
+    ] {
+        // Deep enough to exhaust a 2 MiB stack in a debug build.
+        let cmd = format!("{}rm x{}", open.repeat(1000), close.repeat(1000));
+        let p = parse(&cmd);
+        assert!(
+            p.uncertain.iter().any(|u| u.contains("too many to check")),
+            "{open:?}: {:?}",
+            p.uncertain
+        );
+    }
+    // Nesting built through escapes that only `eval` decodes.
+    let cmd = format!("eval $'{}rm x{}'", "\\x28".repeat(300), "\\x29".repeat(300));
+    assert!(
+        parse(&cmd).uncertain.iter().any(|u| u.contains("too many")),
+        "{cmd}"
+    );
+    let p = parse(&"x".repeat(MAX_SOURCE_BYTES + 1));
+    assert!(p.uncertain[0].contains("too long"), "{p:?}");
+    // Below the limits, nesting parses on the parser's own stack.
+    let cmd = format!("{}rm x{}", "{ ".repeat(150), "; }".repeat(150));
+    let p = parse(&cmd);
+    assert!(p.uncertain.is_empty(), "{:?}", p.uncertain);
+    assert_eq!(p.commands.len(), 1);
+}
+
+#[test]
+fn arithmetic_on_variables_is_uncertain() {
+    // Bash runs the substitution hidden in `x`'s value.
+    for cmd in [
+        "x='a[$(rm y)]'; (( x ))",
+        "x='a[$(rm y)]'; echo $((x))",
+        "x='a[$(rm y)]'; [[ $x -eq 1 ]]",
+        "x='a[$(rm y)]'; [[ x -eq 1 ]]",
+        "x='a[$(rm y)]'; let x",
+        "x='a[$(rm y)]'; declare -i n=x",
+        "x='a[$(rm y)]'; a[x]=1",
+        "x='a[$(rm y)]'; echo ${a[x]}",
+        "x='a[$(rm y)]'; echo ${s:x}",
+        "for ((i = 0; i < n; i++)); do :; done",
+    ] {
+        let p = parse(cmd);
+        assert!(!p.uncertain.is_empty(), "{cmd}: {p:?}");
+    }
+    for cmd in [
+        "echo $((1 + 2 * 0x1F))",
+        "echo $HOME ${HOME} $1 \"$@\" ${#HOME} ${X:-default} ${X:+set}",
+        "[[ -n $x ]]",
+        "[[ $x == y ]]",
+        "declare -r x=1",
+    ] {
+        let p = parse(cmd);
+        assert!(p.uncertain.is_empty(), "{cmd}: {p:?}");
+    }
+}

@@ -405,6 +405,9 @@ const RM_EVASIONS: &[&str] = &[
     "eval \"$CMD\"",
     "rm 'unterminated",
     "hash -p /bin/rm ls; ls x",
+    "x='a[$(rm y)]'; (( x ))",
+    "x='a[$(rm y)]'; echo $((x + 1))",
+    "x='a[`rm y`]'; [[ $x -gt 0 ]]",
     "echo $(rm x",
 ];
 
