@@ -334,6 +334,13 @@ impl<'a> Call<'a> {
 /// The words of a Bash rule's command, parsed as a command is (so
 /// `Bash(git commit -m:*)` is three words and quoting works the same).
 fn rule_words(text: &str) -> Vec<String> {
+    // Plain words need no parse.
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c.is_ascii_whitespace() || "-_./:=@%+,".contains(c))
+    {
+        return text.split_whitespace().map(str::to_string).collect();
+    }
     let p = shell::parse(text);
     match p.commands.as_slice() {
         [one] if p.uncertain.is_empty() => {
