@@ -741,3 +741,62 @@ fn environment_and_redirections() {
         with(&["Bash"], &[], &["Edit(secrets/**)"], case(Default, "Bash", bash("echo x > notes.txt"), "allow")),
     ]);
 }
+
+#[test]
+fn hook_decisions_against_rules_and_modes() {
+    let r = rules(&[], &["Bash(git push:*)"], &["Bash(rm:*)"]);
+    let hook = |decision, reason: &str| HookVerdict {
+        decision,
+        reason: reason.to_string(),
+    };
+    let d = |mode, cmd: &str, h: Option<&HookVerdict>| {
+        show(&decide_with_hook(
+            &r,
+            mode,
+            "Bash",
+            &bash(cmd),
+            Path::new(CWD),
+            &[],
+            h,
+        ))
+    };
+    let allow = hook(HookDecision::Allow, "fine");
+    let ask = hook(HookDecision::Ask, "look first");
+    let deny = hook(HookDecision::Deny, "");
+    // Without a hook: the rules and the mode.
+    assert_eq!(d(Default, "ls", None), "ask: permission mode 'default'");
+    // allow skips the mode's prompt, in any mode...
+    assert_eq!(d(Default, "ls", Some(&allow)), "allow");
+    assert_eq!(d(Plan, "ls", Some(&allow)), "allow");
+    // ...but never a deny or ask rule, nor an uncertain command.
+    assert_eq!(
+        d(BypassPermissions, "rm x", Some(&allow)),
+        "deny: deny rule 'Bash(rm:*)'"
+    );
+    assert_eq!(
+        d(Default, "git push", Some(&allow)),
+        "ask: ask rule 'Bash(git push:*)'"
+    );
+    assert_eq!(
+        d(Default, "$X y", Some(&allow)),
+        "ask: cannot tell whether deny rule 'Bash(rm:*)' applies: the command name `$X` is only known when the shell runs it"
+    );
+    // ask asks, even in bypassPermissions; a deny rule still denies; dontAsk denies.
+    assert_eq!(
+        d(BypassPermissions, "ls", Some(&ask)),
+        "ask: PreToolUse hook asked: look first"
+    );
+    assert_eq!(
+        d(Default, "rm x", Some(&ask)),
+        "deny: deny rule 'Bash(rm:*)'"
+    );
+    assert_eq!(
+        d(DontAsk, "ls", Some(&ask)),
+        "deny: PreToolUse hook asked: look first in permission mode 'dontAsk', which denies instead of asking"
+    );
+    // deny denies, whatever allows.
+    assert_eq!(
+        d(BypassPermissions, "ls", Some(&deny)),
+        "deny: PreToolUse hook denied the call"
+    );
+}

@@ -813,6 +813,71 @@ mod tests {
         assert_eq!(additional_context(""), None);
     }
 
+    #[test]
+    fn pre_tool_use_decisions_and_their_precedence() {
+        let d = tool_decision(
+            r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
+                "permissionDecisionReason": " check it ", "updatedInput": {"command": "ls"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.decision, Some(HookDecision::Ask));
+        assert_eq!(d.reason, "check it");
+        assert_eq!(d.updated_input, Some(json!({"command": "ls"})));
+        let legacy = tool_decision(r#"{"decision": "approve", "reason": "ok"}"#).unwrap();
+        assert_eq!(legacy.decision, Some(HookDecision::Allow));
+        assert_eq!(
+            tool_decision(r#"{"decision": "block"}"#).unwrap().decision,
+            Some(HookDecision::Deny)
+        );
+        // Unknown decisions, non-object inputs and plain text say nothing.
+        assert_eq!(
+            tool_decision(r#"{"hookSpecificOutput": {"permissionDecision": "defer"}}"#),
+            None
+        );
+        assert_eq!(
+            tool_decision(r#"{"hookSpecificOutput": {"updatedInput": "rm -rf /"}}"#),
+            None
+        );
+        assert_eq!(tool_decision("allow"), None);
+
+        let said = |d: Option<HookDecision>, reason: &str, input: Option<Value>| ToolDecision {
+            decision: d,
+            reason: reason.to_string(),
+            updated_input: input,
+        };
+        let fired = Fired {
+            decisions: vec![
+                said(
+                    Some(HookDecision::Allow),
+                    "fine",
+                    Some(json!({"command": "a"})),
+                ),
+                said(
+                    Some(HookDecision::Ask),
+                    "look",
+                    Some(json!({"command": "b"})),
+                ),
+                said(Some(HookDecision::Ask), "again", None),
+            ],
+            ..Fired::default()
+        };
+        let (verdict, input) = fired.tool_verdict();
+        assert_eq!(
+            verdict,
+            Some(HookVerdict {
+                decision: HookDecision::Ask,
+                reason: "look; again".into()
+            })
+        );
+        assert_eq!(input, Some(json!({"command": "a"})));
+        let mut fired = fired;
+        fired
+            .decisions
+            .push(said(Some(HookDecision::Deny), "", None));
+        assert_eq!(fired.tool_verdict().0.unwrap().decision, HookDecision::Deny);
+        assert_eq!(Fired::default().tool_verdict(), (None, None));
+    }
+
     #[tokio::test]
     async fn exit_codes_stdin_and_timeout() {
         let dir = tempfile::tempdir().unwrap();
