@@ -12,6 +12,7 @@ macro_rules! outln {
 mod agents;
 mod flags;
 mod output;
+mod permissions;
 mod run;
 mod tools;
 mod watch;
@@ -92,6 +93,9 @@ pub enum Command {
     Worktrees(worktrees::WorktreesCommand),
     /// Watch the files and print one line per reload until interrupted.
     Watch(watch::WatchArgs),
+    /// Test permission rules against a tool call.
+    #[command(subcommand)]
+    Permissions(permissions::PermissionsCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -171,6 +175,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,
+        Command::Permissions(cmd) => permissions::dispatch(&g, cmd),
     }
 }
 

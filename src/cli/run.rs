@@ -38,6 +38,10 @@ pub struct SessionArgs {
     /// Permission mode of the main session.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     permission_mode: Option<PermissionMode>,
+    /// A folder besides the working directory where edits need no rule;
+    /// repeatable.
+    #[arg(long = "add-dir", value_name = "DIR")]
+    add_dirs: Vec<PathBuf>,
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -155,7 +159,7 @@ fn prepare(
     let session_id = new_session_id();
     let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
         .then(|| settings.transcripts.dir.join(&session_id));
-    let engine = Arc::new(Engine::new(
+    let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
         tools,
@@ -164,7 +168,18 @@ fn prepare(
         session_id,
         events,
         asker,
-    ));
+    );
+    for d in &args.add_dirs {
+        let d = input.load.cwd.join(d);
+        if !d.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--add-dir {}: not a directory",
+                d.display()
+            )));
+        }
+        engine.add_dirs.push(d);
+    }
+    let engine = Arc::new(engine);
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
     engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);

@@ -180,6 +180,8 @@ pub struct PermissionSettings {
     pub allow: Vec<String>,
     pub ask: Vec<String>,
     pub deny: Vec<String>,
+    #[serde(default, alias = "additionalDirectories")]
+    pub additional_directories: Vec<std::path::PathBuf>,
 }
 
 impl Default for PermissionSettings {
@@ -189,6 +191,7 @@ impl Default for PermissionSettings {
             allow: Vec::new(),
             ask: Vec::new(),
             deny: Vec::new(),
+            additional_directories: Vec::new(),
         }
     }
 }

@@ -120,6 +120,9 @@ pub struct Engine {
     pub tasks: tasks::TaskRegistry,
     /// MCP connections: shared servers and agents' inline servers.
     pub mcp: Arc<crate::mcp::McpManager>,
+    /// `--add-dir` folders: besides the working directory and
+    /// `permissions.additional_directories`, where edits need no rule.
+    pub add_dirs: Vec<PathBuf>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -149,6 +152,7 @@ impl Engine {
             events,
             asker,
             mcp: crate::mcp::McpManager::new(),
+            add_dirs: Vec::new(),
             validators: Mutex::new(HashMap::new()),
         }
     }

@@ -17,7 +17,7 @@ mod bash;
 mod edit;
 mod glob;
 mod grep;
-pub mod permissions;
+pub use crate::permissions;
 mod read;
 pub mod spec;
 mod write;
@@ -30,13 +30,29 @@ pub use read::ReadTool;
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolContext {
     /// The session's working directory; relative paths resolve against it.
     pub cwd: PathBuf,
     /// Cancelled when the call's turn is cancelled; long-running tools stop
     /// (Bash kills its process group).
     pub cancel: CancellationToken,
+    /// Paths a Glob or Grep walk must leave out, because a permission rule
+    /// denies reading them (or asks first). `None`: nothing is hidden.
+    pub hidden: Option<PathFilter>,
+}
+
+/// Answers whether a walk must skip a path.
+pub type PathFilter = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("cancel", &self.cancel)
+            .field("hidden", &self.hidden.is_some())
+            .finish()
+    }
 }
 
 impl ToolContext {
@@ -44,6 +60,7 @@ impl ToolContext {
         ToolContext {
             cwd: cwd.into(),
             cancel: CancellationToken::new(),
+            hidden: None,
         }
     }
 

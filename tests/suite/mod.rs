@@ -12,6 +12,7 @@ pub mod kit;
 mod load;
 mod mcp;
 mod newcomer;
+mod permissions;
 mod provider;
 mod reload;
 mod run;
