@@ -548,6 +548,17 @@ impl Rules {
         (rules, errors)
     }
 
+    /// The deny rule that names `tool` as a whole (`Edit`, not `Edit(src/**)`):
+    /// no use of it could ever be allowed, so the tool is not offered to the
+    /// model at all (Claude Code drops such tools from the pool too).
+    pub fn denies_whole_tool(&self, tool: &str) -> Option<&str> {
+        let tool = canonical_tool(tool);
+        self.deny
+            .iter()
+            .find(|r| matches!(&r.kind, RuleKind::Tool(name) if canonical_tool(name) == tool))
+            .map(Rule::text)
+    }
+
     /// The deny rule `Agent(T)` (or `Task(T)`) that forbids spawning `agent_type`.
     /// A bare `Agent` (or `Task`) deny rule forbids every type.
     pub fn denied_agent_type(&self, agent_type: &str) -> Option<&str> {

@@ -184,16 +184,20 @@ pub const RUNTIME_TOOLS: &[&str] = &[
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and
-/// the Agent tool), sorted by name.
+/// the Agent tool), sorted by name, minus those a deny rule names as a
+/// whole (`deny = ["Edit"]`): a tool no call of which could run is not
+/// offered to any agent.
 pub fn available_tools<'a>(
     snap: &Snapshot,
     implemented: impl IntoIterator<Item = &'a str>,
 ) -> Vec<String> {
     let implemented: Vec<&str> = implemented.into_iter().collect();
+    let rules = crate::permissions::Rules::from_settings(&snap.settings().permissions);
     let mut names: Vec<String> = snap
         .tools
         .names()
         .filter(|n| implemented.contains(n) || RUNTIME_TOOLS.contains(n))
+        .filter(|n| rules.denies_whole_tool(n).is_none())
         .map(str::to_string)
         .collect();
     names.sort();

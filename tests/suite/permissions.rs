@@ -464,3 +464,25 @@ fn permissions_check_explains_a_decision() {
     let out = p.run(None, &["permissions", "check", "mcp__fs__read", "not json"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+#[test]
+fn a_tool_denied_as_a_whole_is_not_offered_and_a_call_to_it_fails() {
+    let mut p = Project::new();
+    p.config("[permissions]\ndefault_mode = \"bypassPermissions\"\ndeny = [\"Write\", \"Edit(secrets/**)\"]\n");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply(
+            "toolu_1",
+            "Write",
+            json!({"file_path": "x.txt", "content": "hi"}),
+        ),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["run", "write x"]).ok();
+    let names = super::harness::tool_names(&server.request(0).json);
+    assert!(!names.contains(&"Write".to_string()), "{names:?}");
+    // A rule for some paths only leaves the tool in place.
+    assert!(names.contains(&"Edit".to_string()), "{names:?}");
+    let result = super::harness::last_tool_results(&server.request(1).json);
+    assert_eq!(result[0]["is_error"], true);
+    assert!(!p.path().join("x.txt").exists());
+}
