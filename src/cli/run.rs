@@ -293,15 +293,15 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     match result {
         Ok(outcome) => {
             let text = outcome.final_text.clone().unwrap_or_default().join("\n");
-            let stop = match outcome.stop {
-                StopKind::EndTurn => "end_turn",
-                StopKind::MaxTurns => "max_turns",
-            };
+            let stop = outcome.stop.as_str();
             if outcome.stop == StopKind::MaxTurns && !g.quiet {
                 eprintln!(
                     "warning: stopped after {} turns (the turn limit)",
                     outcome.turns
                 );
+            }
+            if outcome.stop == StopKind::MaxTokens && !g.quiet {
+                eprintln!("warning: the answer was cut at provider.max_tokens");
             }
             let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
             match args.output_format {

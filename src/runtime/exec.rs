@@ -231,7 +231,15 @@ impl Session {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
         };
-        let ToolOutput { text, is_error } = tool.call(input.clone(), &ctx).await;
+        let ToolOutput {
+            text,
+            is_error,
+            template,
+        } = tool.call(input.clone(), &ctx).await;
+        let text = match template {
+            Some((name, ctx)) => render(&name, ctx),
+            None => text,
+        };
         let mut result = CallResult::text(id, text, is_error);
         self.post_tool_hooks(snap, name, &input, &mut result.block)
             .await;

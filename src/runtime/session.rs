@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::AgentDef;
 use crate::config::{PermissionMode, SessionKind};
 use crate::message::{
-    ContentBlock, History, Message, ModelRequest, Role, Sampling, ToolDefinition, Usage,
+    ContentBlock, History, Message, ModelRequest, Role, Sampling, StopReason, ToolDefinition, Usage,
 };
 use crate::provider::{ProviderError, StreamEvent};
 use crate::snapshot::Snapshot;
@@ -76,6 +76,20 @@ pub struct Stats {
 pub enum StopKind {
     EndTurn,
     MaxTurns,
+    /// The last answer was cut at `max_tokens`, and so were the
+    /// continuations asked for (`provider.max_tokens_recoveries`).
+    MaxTokens,
+}
+
+impl StopKind {
+    /// The name used in results and transcripts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopKind::EndTurn => "end_turn",
+            StopKind::MaxTurns => "max_turns",
+            StopKind::MaxTokens => "max_tokens",
+        }
+    }
 }
 
 /// What a finished session reports.
@@ -348,6 +362,8 @@ impl Session {
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
         let mut stop_blocks = 0;
+        // Continuations asked for after answers cut at max_tokens in a row.
+        let mut recoveries = 0u32;
         let stop = loop {
             if self.turns >= self.spec.max_turns {
                 break StopKind::MaxTurns;
@@ -388,6 +404,30 @@ impl Session {
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
             self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
+            let cut = response.stop_reason == Some(StopReason::MaxTokens);
+            if cut {
+                self.transcript.record(
+                    "stop_reason",
+                    serde_json::json!({"stop_reason": "max_tokens", "max_tokens": request.max_tokens,
+                                       "recoveries": recoveries}),
+                );
+            }
+            if assistant.tool_uses().next().is_none() && cut {
+                // As Claude Code does: ask the model to go on from where it
+                // was cut, a few times, before giving up on the answer.
+                let limit = snap.settings().provider.max_tokens_recoveries;
+                if recoveries >= limit {
+                    break StopKind::MaxTokens;
+                }
+                recoveries += 1;
+                let text = snap.templates.text(
+                    "max_tokens_recovery",
+                    &serde_json::json!({"max_tokens": request.max_tokens}),
+                );
+                self.append(Arc::new(Message::user_text(text)));
+                continue;
+            }
+            recoveries = 0;
             if assistant.tool_uses().next().is_none() {
                 if self.spec.wait_for_background {
                     // Background children still running: wait for the next

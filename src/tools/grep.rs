@@ -20,6 +20,9 @@ use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// Output longer than this many characters keeps its head and tail.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// The most memory the searcher's line buffer may take for one file: a
+/// file with a longer line is skipped rather than read whole.
+const MAX_LINE_BUFFER: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
@@ -122,6 +125,8 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(0))
+        // A file without line breaks must not be read into memory whole.
+        .heap_limit(Some(MAX_LINE_BUFFER))
         .before_context(if content { args.before } else { 0 })
         .after_context(if content { args.after } else { 0 })
         .build();

@@ -3,6 +3,7 @@
 mod agents;
 mod background;
 mod bad_input;
+mod bounded;
 mod corpus;
 mod faults;
 pub mod harness;
