@@ -13,6 +13,7 @@ pub mod kit;
 mod load;
 mod mcp;
 mod provider;
+mod races;
 mod reload;
 mod run;
 mod text_tools;
