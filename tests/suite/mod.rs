@@ -8,6 +8,7 @@ mod corpus;
 mod faults;
 pub mod harness;
 mod hooks;
+mod hostile;
 mod inspect;
 pub mod kit;
 mod load;

@@ -1,0 +1,55 @@
+//! Hostile files through the real binary: an agent body whose template
+//! partials include themselves fails its own spawn (never the process), a
+//! tool schema that is not a JSON Schema is reported and skipped, and
+//! frontmatter that Claude Code reads is read the same way.
+
+use serde_json::json;
+
+use super::harness::assistant_turns;
+use super::harness::{Project, is_main_session as is_main, last_tool_results, result_text};
+use super::kit::{FakeServer, anthropic};
+
+#[test]
+fn a_self_including_partial_in_an_agent_body_fails_that_spawn_only() {
+    let p = Project::new();
+    let file = p.write(
+        ".claude/agents/looper.md",
+        "---\nname: looper\ndescription: loops\n---\n{{#*inline \"p\"}}again {{> p}}{{/inline}}{{> p}}\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_loop",
+                        "Agent",
+                        json!({"description": "loop", "prompt": "go", "subagent_type": "looper"}),
+                    )
+                    .tool_use(
+                        "toolu_ok",
+                        "Agent",
+                        json!({"description": "fine", "prompt": "go", "subagent_type": "general-purpose"}),
+                    )
+                    .reply(),
+                _ => anthropic::text_reply("parent carried on"),
+            };
+        }
+        anthropic::text_reply("general-purpose answer")
+    });
+    let run = p.run(Some(&server), &["run", "--output-format", "json", "go"]);
+    run.ok();
+    assert_eq!(run.json()["result"], "parent carried on");
+    let mains: Vec<_> = server.requests().into_iter().filter(is_main).collect();
+    let results = last_tool_results(&mains[1].json);
+    assert_eq!(results[0]["is_error"], true, "{}", results[0]);
+    let text = result_text(&results[0]);
+    assert!(text.contains(&file.display().to_string()), "{text}");
+    assert!(
+        text.contains("partial `p` includes itself (p → p)"),
+        "{text}"
+    );
+    assert!(
+        result_text(&results[1]).starts_with("general-purpose answer"),
+        "the other spawn of the same turn runs"
+    );
+}
