@@ -53,3 +53,30 @@ fn a_self_including_partial_in_an_agent_body_fails_that_spawn_only() {
         "the other spawn of the same turn runs"
     );
 }
+
+#[test]
+fn a_tool_schema_that_is_not_a_json_schema_is_reported_and_skipped() {
+    let mut p = Project::new();
+    p.config("[agents]\nbuiltin_dir = \"builtin\"\n");
+    let file = p.write(
+        "builtin/tools/Glob.yaml",
+        "name: Glob\ndescription: my glob\ninput_schema:\n  type: object\n  properties:\n    pattern:\n      type: 5\n",
+    );
+    let run = p.run(None, &["tools", "schema", "--json", "--tool", "Glob"]);
+    run.ok();
+    assert!(
+        run.stderr.contains(&format!(
+            "{}:7:13: error: `input_schema` is not a valid JSON Schema at `/properties/pattern/type`",
+            file.display()
+        )),
+        "{}",
+        run.stderr
+    );
+    // The invalid override is skipped: the built-in Glob is what the model sees.
+    let tools = run.json();
+    assert_ne!(tools[0]["description"], "my glob");
+    assert_eq!(
+        tools[0]["input_schema"]["properties"]["pattern"]["type"],
+        "string"
+    );
+}
