@@ -80,3 +80,17 @@ fn a_tool_schema_that_is_not_a_json_schema_is_reported_and_skipped() {
         "string"
     );
 }
+
+#[test]
+fn frontmatter_is_read_as_claude_code_reads_it() {
+    let p = Project::new();
+    p.write(
+        ".claude/agents/promo.md",
+        "---\nname: promo\ndescription: Our app just hit #1 on the store\n----\nCelebrate.\n",
+    );
+    let run = p.run(None, &["agents", "show", "promo", "--json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["description"], "Our app just hit #1 on the store", "{v}");
+    assert!(!run.stderr.contains("error"), "{}", run.stderr);
+}
