@@ -13,6 +13,7 @@ mod agents;
 mod flags;
 mod output;
 mod run;
+mod signals;
 mod tools;
 mod watch;
 mod worktrees;

@@ -17,5 +17,6 @@ mod provider;
 mod races;
 mod reload;
 mod run;
+mod shutdown;
 mod text_tools;
 mod worktrees;
