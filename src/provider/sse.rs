@@ -333,7 +333,7 @@ fn not_sse(provider: &str, info: &BodyInfo, head: &str) -> Failure {
 }
 
 fn mib(n: usize) -> String {
-    if n >= 1024 * 1024 && n % (1024 * 1024) == 0 {
+    if n >= 1024 * 1024 && n.is_multiple_of(1024 * 1024) {
         format!("{} MiB", n / (1024 * 1024))
     } else {
         format!("{n} bytes")

@@ -237,7 +237,10 @@ impl Session {
             template,
         } = tool.call(input.clone(), &ctx).await;
         let text = match template {
-            Some((name, ctx)) => render(&name, ctx),
+            Some(t) => {
+                let (name, ctx) = *t;
+                render(&name, ctx)
+            }
             None => text,
         };
         let mut result = CallResult::text(id, text, is_error);

@@ -66,7 +66,7 @@ pub struct ToolOutput {
     pub is_error: bool,
     /// An error to be worded by this template with this context (the
     /// runtime renders it; `text` holds the template's name meanwhile).
-    pub template: Option<(String, Value)>,
+    pub template: Option<Box<(String, Value)>>,
 }
 
 impl ToolOutput {
@@ -91,7 +91,7 @@ impl ToolOutput {
         ToolOutput {
             text: format!("[{name}] {ctx}"),
             is_error: true,
-            template: Some((name.to_string(), ctx)),
+            template: Some(Box::new((name.to_string(), ctx))),
         }
     }
 }
