@@ -16,7 +16,7 @@ use super::output::{
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
-use crate::message::{ContentBlock, Message};
+use crate::message::{ContentBlock, Message, Role};
 use crate::provider::{Provider, ProviderErrorKind};
 use crate::reload::{self, ReloadHandle};
 use crate::runtime::{
@@ -312,6 +312,9 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             if outcome.stop == StopKind::MaxTokens && !g.quiet {
                 eprintln!("warning: the answer was cut at provider.max_tokens");
             }
+            if text.trim().is_empty() && !g.quiet {
+                eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+            }
             let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
             match args.output_format {
                 OutputFormat::Text => print_line(&text),
@@ -477,6 +480,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         };
         first = false;
         session.push_user(message);
+        let before = session.history().len();
         let cancel = CancellationToken::new();
         if let Ok(mut c) = current.lock() {
             *c = cancel.clone();
@@ -488,7 +492,24 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         };
         outln!();
         match result {
-            Some(Ok(_)) => {}
+            Some(Ok(outcome)) => {
+                // Only this prompt's replies count: an earlier answer in the
+                // conversation does not answer this one.
+                let replies = session.history().get(before..).unwrap_or_default();
+                let answered = replies.iter().any(|m| {
+                    m.role == Role::Assistant
+                        && m.content
+                            .iter()
+                            .filter_map(ContentBlock::as_text)
+                            .any(|t| !t.trim().is_empty())
+                });
+                if !answered {
+                    eprintln!(
+                        "{}",
+                        empty_answer_warning(outcome.stop.as_str(), outcome.turns)
+                    );
+                }
+            }
             Some(Err(e)) => eprintln!("error: {e}"),
             None => {
                 session.repair_after_cancel();
@@ -501,4 +522,14 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .transcript()
         .record("end", serde_json::json!({"status": "completed"}));
     Ok(())
+}
+
+/// What the user is told when a session ends without any answer text, so
+/// an empty line on stdout never goes unexplained.
+fn empty_answer_warning(stop: &str, turns: u32) -> String {
+    format!(
+        "warning: the model ended without an answer: no reply of this session had text \
+         (last stop: {stop}, after {turns} turn{})",
+        if turns == 1 { "" } else { "s" }
+    )
 }

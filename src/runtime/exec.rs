@@ -106,14 +106,27 @@ impl Session {
         let result = self
             .call_tool_inner(turn, id, name, input, invalid_json)
             .await;
-        let is_error = matches!(
-            result.block,
-            ContentBlock::ToolResult { is_error: true, .. }
-        );
+        let error = match &result.block {
+            ContentBlock::ToolResult {
+                is_error: true,
+                content,
+                ..
+            } => Some(
+                content
+                    .iter()
+                    .find_map(|c| match c {
+                        ToolResultContent::Text { text } => Some(first_line(text, 300)),
+                        ToolResultContent::Image { .. } => None,
+                    })
+                    .unwrap_or_default(),
+            ),
+            _ => None,
+        };
         engine.emit(EngineEvent::ToolResult {
             agent_id,
             tool_use_id: id.into(),
-            is_error,
+            is_error: error.is_some(),
+            error,
         });
         result
     }
@@ -306,4 +319,18 @@ pub(super) fn text_content(texts: impl IntoIterator<Item = String>) -> Vec<ToolR
         .into_iter()
         .map(|text| ToolResultContent::Text { text })
         .collect()
+}
+
+/// The first non-empty line of `text`, cut to at most `max` characters (for
+/// one-line summaries of an error).
+fn first_line(text: &str, max: usize) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_string(),
+    }
 }

@@ -62,6 +62,9 @@ pub enum EngineEvent {
         agent_id: String,
         tool_use_id: String,
         is_error: bool,
+        /// The first line of the error text, for failed calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     SubagentStart {
         agent_id: String,

@@ -38,6 +38,12 @@ impl Session {
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let snap = &turn.snap;
         let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        // Fields trimmed from this turn's schema (for example `isolation`
+        // under MINIMAL_AGENT_SCHEMA) are ignored if the model sends them.
+        let input = match turn.request.tools.iter().find(|t| t.name == "Agent") {
+            Some(def) => crate::tools::spec::drop_unoffered_fields(input, def),
+            None => input,
+        };
         let input: AgentInput = serde_json::from_value(input).map_err(|e| {
             render(
                 "error_invalid_input",

@@ -13,6 +13,7 @@ mod inspect;
 pub mod kit;
 mod load;
 mod mcp;
+mod newcomer;
 mod provider;
 mod races;
 mod reload;
