@@ -28,8 +28,8 @@ pub(crate) enum Refusal {
     Io(io::Error),
 }
 
-/// What a non-regular file is, in words.
-fn kind_of(meta: &Metadata) -> Option<&'static str> {
+/// What a non-regular file is, in words (`None` for a regular file).
+pub(crate) fn kind_of(meta: &Metadata) -> Option<&'static str> {
     let t = meta.file_type();
     if t.is_file() {
         None

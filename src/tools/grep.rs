@@ -15,6 +15,7 @@ use grep_searcher::{
 use ignore::overrides::OverrideBuilder;
 use serde_json::Value;
 
+use super::files;
 use super::glob::walker;
 use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 
@@ -110,6 +111,14 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
             "Path does not exist: {}",
             args.root.display()
         )));
+    }
+    // A FIFO, socket or device named as the path is refused like Read
+    // refuses it; inside a folder such files are skipped by the walk.
+    if let Ok(meta) = std::fs::metadata(&args.root)
+        && !meta.is_dir()
+        && let Some(kind) = files::kind_of(&meta)
+    {
+        return Err(files::not_regular("Grep", &args.root, kind));
     }
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)

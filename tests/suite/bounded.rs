@@ -254,6 +254,7 @@ fn file_tools_refuse_fifos_and_devices_even_through_symlinks() {
                 json!({"file_path": "zero", "old_string": "a", "new_string": "b"}),
             )
             .tool_use("t3", "Write", json!({"file_path": "pipe", "content": "x"}))
+            .tool_use("t4", "Grep", json!({"pattern": "x", "path": "zero"}))
             .reply(),
         anthropic::text_reply("done"),
     ]);
@@ -271,7 +272,7 @@ fn file_tools_refuse_fifos_and_devices_even_through_symlinks() {
     run.ok();
     let results: Vec<Value> = last_tool_results(&server.request(1).json);
     let texts: Vec<String> = results.iter().map(result_text).collect();
-    assert_eq!(results.len(), 3, "{texts:?}");
+    assert_eq!(results.len(), 4, "{texts:?}");
     for r in &results {
         assert_eq!(r["is_error"], true, "{r}");
     }
