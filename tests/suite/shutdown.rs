@@ -1,8 +1,8 @@
 //! SIGTERM ends `cadre run` as cleanly as Ctrl-C: the foreground Bash
 //! command of the main session and the Bash command of a background child
 //! are killed with their process groups, nothing is left in cadre's own
-//! process group, every meta file has a final status, and the main
-//! transcript ends with an `end` line.
+//! process group (its MCP server included), every meta file has a final
+//! status, and the main transcript ends with an `end` line.
 
 use std::os::unix::process::CommandExt as _;
 use std::path::Path;
@@ -40,9 +40,30 @@ fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
 }
 
+/// `[mcp_servers.echo]`: this test binary started as the suite's echo MCP
+/// server (see `suite::mcp::mcp_server_mode`), writing its pid to `pidfile`.
+fn echo_server_toml(pidfile: &Path) -> String {
+    let exe = std::env::current_exe().unwrap();
+    let args = [
+        "--exact",
+        "suite::mcp::mcp_server_mode",
+        "--nocapture",
+        "--quiet",
+        "--test-threads=1",
+    ];
+    format!(
+        "[mcp_servers.echo]\ncommand = {}\nargs = {}\nenv = {{ CADRE_TEST_MCP_SERVER = \"echo\", CADRE_TEST_MCP_PIDFILE = {} }}\n",
+        serde_json::to_string(&exe.display().to_string()).unwrap(),
+        serde_json::to_string(&args).unwrap(),
+        serde_json::to_string(&pidfile.display().to_string()).unwrap(),
+    )
+}
+
 #[test]
 fn sigterm_leaves_no_process_and_no_running_task_behind() {
-    let p = Project::new();
+    let mut p = Project::new();
+    let mcp_pidfile = p.path().join("mcp.pid");
+    p.config(&echo_server_toml(&mcp_pidfile));
     let server = FakeServer::route(|r| {
         if is_main(r) {
             return match assistant_turns(r) {
@@ -89,7 +110,13 @@ fn sigterm_leaves_no_process_and_no_running_task_behind() {
     let cadre = child.id() as i32;
     let fg = wait_for_pid(&p.path().join("fg.pgid"), Duration::from_secs(30));
     let bg = wait_for_pid(&p.path().join("bg.pgid"), Duration::from_secs(30));
+    let mcp = wait_for_pid(&mcp_pidfile, Duration::from_secs(30));
     assert!(group_alive(fg) && group_alive(bg), "both commands run");
+    assert_eq!(
+        nix::unistd::getpgid(Some(Pid::from_raw(mcp))).unwrap(),
+        Pid::from_raw(cadre),
+        "the MCP server runs in cadre's group, so the group check covers it"
+    );
 
     kill(Pid::from_raw(cadre), Signal::SIGTERM).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -119,7 +146,10 @@ fn sigterm_leaves_no_process_and_no_running_task_behind() {
         !group_alive(bg),
         "the background child's Bash group is gone"
     );
-    assert!(!group_alive(cadre), "nothing is left in cadre's own group");
+    assert!(
+        !group_alive(cadre),
+        "nothing is left in cadre's own group (the MCP server included)"
+    );
 
     let meta = p.meta_files();
     assert_eq!(meta.len(), 1);
