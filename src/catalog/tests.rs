@@ -343,10 +343,23 @@ fn invalid_yaml_is_retried_with_quoted_values() {
         diags[0]
     );
 
-    // A `: ` inside a comment is valid YAML and left alone.
+    // A value with a ` #` is quoted before the first parse, as Claude Code
+    // (2.1.214 on) does: the `#` and what follows are text, not a comment.
     let (def, diags) = ok_md("name: a\ndescription: plain # note: x\n");
-    assert!(diags.is_empty());
-    assert_eq!(def.description, "plain");
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.description, "plain # note: x");
+    let (def, diags) = ok_md("name: promo\ndescription: Our app just hit #1 on the charts\n");
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.description, "Our app just hit #1 on the charts");
+    // A `#` with no blank before it was never a comment.
+    let (def, _) = ok_md("name: a\ndescription: issue#1 fixed\n");
+    assert_eq!(def.description, "issue#1 fixed");
+
+    // In the retry (another line needs quoting), ` #` is text: the whole
+    // value is kept, as Claude Code keeps it. (Valid YAML is read as YAML,
+    // by both: there ` #` starts a comment.)
+    let (def, _) = ok_md("name: a\ndescription: Our app just hit #1 on launch day\nnote: x: y\n");
+    assert_eq!(def.description, "Our app just hit #1 on launch day");
 }
 
 #[test]
@@ -357,6 +370,14 @@ fn quoting_keeps_lines_and_doubles_quotes() {
     assert_eq!(
         q,
         "name: 'a'\ndescription: 'it''s: x\n  more'\n\ntools: [A]\nmodel: 'q'\n"
+    );
+    assert_eq!(
+        parse::quote_plain_values("description: hit #1 # really\n"),
+        "description: 'hit #1 # really'\n"
+    );
+    assert_eq!(
+        parse::quote_hash_values("a: x #1\r\nb: 'q #'\n  c: d #\ne: #f\ng: it's #2\n"),
+        "a: 'x #1'\r\nb: 'q #'\n  c: d #\ne: '#f'\ng: 'it''s #2'\n"
     );
 }
 

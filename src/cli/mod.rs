@@ -14,6 +14,7 @@ mod flags;
 mod output;
 mod permissions;
 mod run;
+mod signals;
 mod tools;
 mod watch;
 mod worktrees;

@@ -291,32 +291,41 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     session.push_user(first_message(def.as_deref(), prompt));
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
+    // SIGINT and SIGTERM end the run alike (cli/signals.rs).
+    let mut signal = None;
     let result = tokio::select! {
         r = session.run() => r,
-        _ = tokio::signal::ctrl_c() => {
+        name = super::signals::interrupted() => {
             cancel.cancel();
+            signal = Some(name);
             Err(RunError::Cancelled)
         }
     };
     // Anything still running ends with the process: record it as killed.
-    engine
-        .tasks
-        .kill_all(std::time::Duration::from_secs(5))
-        .await;
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+    let status = match &result {
+        Ok(_) => "completed",
+        Err(RunError::Cancelled) => "killed",
+        Err(_) => "failed",
+    };
+    session.transcript().record(
+        "end",
+        serde_json::json!({"status": status, "signal": signal}),
+    );
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let session_id = engine.session_id.clone();
     match result {
         Ok(outcome) => {
             let text = outcome.final_text.clone().unwrap_or_default().join("\n");
-            let stop = match outcome.stop {
-                StopKind::EndTurn => "end_turn",
-                StopKind::MaxTurns => "max_turns",
-            };
+            let stop = outcome.stop.as_str();
             if outcome.stop == StopKind::MaxTurns && !g.quiet {
                 eprintln!(
                     "warning: stopped after {} turns (the turn limit)",
                     outcome.turns
                 );
+            }
+            if outcome.stop == StopKind::MaxTokens && !g.quiet {
+                eprintln!("warning: the answer was cut at provider.max_tokens");
             }
             if text.trim().is_empty() && !g.quiet {
                 eprintln!("{}", empty_answer_warning(stop, outcome.turns));
@@ -441,6 +450,29 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         engine,
         ..
     } = prepared;
+    // SIGTERM ends the chat at any point, even at the prompt: the turn in
+    // flight is cancelled (its Bash groups killed), tasks and MCP servers
+    // are stopped, the transcript gets its final line, then the process
+    // exits with 143 (128 + SIGTERM).
+    let current: Arc<std::sync::Mutex<CancellationToken>> =
+        Arc::new(std::sync::Mutex::new(CancellationToken::new()));
+    {
+        let current = Arc::clone(&current);
+        let engine = Arc::clone(&engine);
+        let transcript = Arc::clone(session.transcript());
+        tokio::spawn(async move {
+            super::signals::terminated().await;
+            if let Ok(c) = current.lock() {
+                c.cancel();
+            }
+            engine.shutdown(std::time::Duration::from_secs(5)).await;
+            transcript.record(
+                "end",
+                serde_json::json!({"status": "killed", "signal": "SIGTERM"}),
+            );
+            std::process::exit(143);
+        });
+    }
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
@@ -465,6 +497,9 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         session.push_user(message);
         let before = session.history().len();
         let cancel = CancellationToken::new();
+        if let Ok(mut c) = current.lock() {
+            *c = cancel.clone();
+        }
         session.set_cancel(cancel.clone());
         let result = tokio::select! {
             r = session.run() => Some(r),
@@ -484,11 +519,10 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                             .any(|t| !t.trim().is_empty())
                 });
                 if !answered {
-                    let stop = match outcome.stop {
-                        StopKind::EndTurn => "end_turn",
-                        StopKind::MaxTurns => "max_turns",
-                    };
-                    eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+                    eprintln!(
+                        "{}",
+                        empty_answer_warning(outcome.stop.as_str(), outcome.turns)
+                    );
                 }
             }
             Some(Err(e)) => eprintln!("error: {e}"),
@@ -498,10 +532,10 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
         }
     }
-    engine
-        .tasks
-        .kill_all(std::time::Duration::from_secs(5))
-        .await;
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+    session
+        .transcript()
+        .record("end", serde_json::json!({"status": "completed"}));
     Ok(())
 }
 

@@ -89,6 +89,20 @@ pub struct ProviderSettings {
     /// First backoff delay; doubles each retry, with jitter, up to `retry_max_ms`.
     pub retry_base_ms: u64,
     pub retry_max_ms: u64,
+    /// Wall time one request may take across all its attempts and the
+    /// waits between them; no retry starts that would end past it.
+    pub retry_budget_ms: u64,
+    /// The largest server-sent event accepted, in bytes.
+    pub max_event_bytes: u64,
+    /// The largest assembled message (text, thinking, tool input), in bytes.
+    pub max_message_bytes: u64,
+    /// The largest response body read, in bytes.
+    pub max_response_bytes: u64,
+    /// The most of an error response's body that is read, in bytes.
+    pub max_error_body_bytes: u64,
+    /// How many times an answer cut at `max_tokens` is continued with a
+    /// "resume" message before the session stops with `max_tokens`.
+    pub max_tokens_recoveries: u32,
     /// How to recover tool calls a model writes as text instead of native
     /// calls; `None` (the default) leaves text alone.
     pub tool_call_fallback: Option<ToolCallFallback>,
@@ -118,6 +132,12 @@ impl Default for ProviderSettings {
             max_retries: 4,
             retry_base_ms: 500,
             retry_max_ms: 30_000,
+            retry_budget_ms: 300_000,
+            max_event_bytes: 16 * 1024 * 1024,
+            max_message_bytes: 32 * 1024 * 1024,
+            max_response_bytes: 256 * 1024 * 1024,
+            max_error_body_bytes: 64 * 1024,
+            max_tokens_recoveries: 3,
             tool_call_fallback: None,
         }
     }

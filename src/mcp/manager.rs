@@ -375,6 +375,28 @@ impl McpManager {
         guard
     }
 
+    /// Closes every connection, shared and scoped, and waits until their
+    /// server processes are gone (process end). Shared servers are
+    /// forgotten: a later `sync` would start them again.
+    pub async fn shutdown(&self) {
+        let conns: Vec<Arc<Connection>> = {
+            let mut inner = self.lock();
+            let mut conns: Vec<Arc<Connection>> = std::mem::take(&mut inner.shared)
+                .into_values()
+                .filter_map(|e| match e.state {
+                    State::Ready { conn, .. } => Some(conn),
+                    _ => None,
+                })
+                .collect();
+            for (_, s) in inner.scoped.drain() {
+                conns.extend(s.conns);
+            }
+            conns
+        };
+        self.bump();
+        futures_util::future::join_all(conns.iter().map(|c| c.close())).await;
+    }
+
     fn take_scoped(&self, agent_id: &str) -> Vec<Arc<Connection>> {
         let taken = self.lock().scoped.remove(agent_id);
         match taken {

@@ -289,7 +289,18 @@ impl Session {
             cancel: self.cancel.child_token(),
             hidden,
         };
-        let ToolOutput { text, is_error } = tool.call(input.clone(), &ctx).await;
+        let ToolOutput {
+            text,
+            is_error,
+            template,
+        } = tool.call(input.clone(), &ctx).await;
+        let text = match template {
+            Some(t) => {
+                let (name, ctx) = *t;
+                render(&name, ctx)
+            }
+            None => text,
+        };
         let mut result = CallResult::text(id, text, is_error);
         self.post_tool_hooks(snap, name, &input, &mut result.block)
             .await;

@@ -169,6 +169,14 @@ impl Engine {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Process end: stops every running task (each records `killed` in its
+    /// meta file and transcript, and its Bash process groups are killed),
+    /// waiting up to `grace` for them, then closes every MCP server.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        self.tasks.kill_all(grace).await;
+        self.mcp.shutdown().await;
+    }
+
     /// Every tool this engine can run, sorted by name.
     pub fn available_tools(&self, snap: &Snapshot) -> Vec<String> {
         available_tools(snap, self.tools.keys().map(String::as_str))

@@ -93,13 +93,28 @@ pub fn subagent_system_prompt(
 
 /// An agent's own prompt. An inline body that is not a valid template (a
 /// published agent file may quote `{{ }}` from another tool) is used as
-/// written rather than failing the spawn.
+/// written rather than failing the spawn; one whose partials recurse fails
+/// the spawn with an error naming the agent's file.
 fn agent_body(snap: &Snapshot, def: &AgentDef, ctx: &PromptContext) -> Result<String, RenderError> {
     match &def.prompt {
-        Prompt::Inline(text) => Ok(snap
-            .templates
-            .render_text(&format!("agent {}", def.name), text, ctx)
-            .unwrap_or_else(|_| text.clone())),
+        Prompt::Inline(text) => {
+            // A body whose partials recurse cannot be used as written
+            // either: it fails this spawn (and only this one).
+            if let Err(message) = snap.templates.check_partials(text) {
+                let file = def
+                    .path
+                    .as_ref()
+                    .map_or_else(|| "(no file)".to_string(), |p| p.display().to_string());
+                return Err(RenderError {
+                    name: format!("agent {} in {file}", def.name),
+                    message,
+                });
+            }
+            Ok(snap
+                .templates
+                .render_text(&format!("agent {}", def.name), text, ctx)
+                .unwrap_or_else(|_| text.clone()))
+        }
         Prompt::Template(name) => snap.templates.render(name, ctx),
     }
 }

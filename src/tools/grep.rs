@@ -15,11 +15,15 @@ use grep_searcher::{
 use ignore::overrides::OverrideBuilder;
 use serde_json::Value;
 
+use super::files;
 use super::glob::walker;
 use super::{Input, PathFilter, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// Output longer than this many characters keeps its head and tail.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// The most memory the searcher's line buffer may take for one file: a
+/// file with a longer line is skipped rather than read whole.
+const MAX_LINE_BUFFER: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
@@ -110,6 +114,14 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
             args.root.display()
         )));
     }
+    // A FIFO, socket or device named as the path is refused like Read
+    // refuses it; inside a folder such files are skipped by the walk.
+    if let Ok(meta) = std::fs::metadata(&args.root)
+        && !meta.is_dir()
+        && let Some(kind) = files::kind_of(&meta)
+    {
+        return Err(files::not_regular("Grep", &args.root, kind));
+    }
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)
         .line_terminator(Some(b'\n'))
@@ -124,6 +136,8 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(0))
+        // A file without line breaks must not be read into memory whole.
+        .heap_limit(Some(MAX_LINE_BUFFER))
         .before_context(if content { args.before } else { 0 })
         .after_context(if content { args.after } else { 0 })
         .build();

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 mod bash;
 mod edit;
+mod files;
 mod glob;
 mod grep;
 pub use crate::permissions;
@@ -80,6 +81,9 @@ impl ToolContext {
 pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
+    /// An error to be worded by this template with this context (the
+    /// runtime renders it; `text` holds the template's name meanwhile).
+    pub template: Option<Box<(String, Value)>>,
 }
 
 impl ToolOutput {
@@ -87,6 +91,7 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: false,
+            template: None,
         }
     }
 
@@ -94,6 +99,16 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: true,
+            template: None,
+        }
+    }
+
+    /// An error result worded by the template `name`.
+    pub fn from_template(name: &str, ctx: Value) -> Self {
+        ToolOutput {
+            text: format!("[{name}] {ctx}"),
+            is_error: true,
+            template: Some(Box::new((name.to_string(), ctx))),
         }
     }
 }
