@@ -819,7 +819,11 @@ mod tests {
                 cwd: dir.to_path_buf(),
                 config: Some(dir.join("cadre.toml")),
                 env: Vec::new(),
-                cli: Default::default(),
+                // The test's own folder: its `builtin_dir` applies.
+                cli: crate::config::CliOverrides {
+                    trust: true,
+                    ..Default::default()
+                },
             },
             cli_agents: None,
             home: Some(dir.join("home")),

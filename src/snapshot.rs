@@ -54,7 +54,7 @@ pub struct Snapshot {
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
 /// agent file, template or tool spec is a diagnostic and is skipped.
 pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigError> {
-    let config = config::load(&input.load)?;
+    let mut config = config::load(&input.load)?;
     let settings = &config.settings;
     let builtin_dir = settings.agents.builtin_dir.clone();
     let (templates, template_diags) =
@@ -67,15 +67,43 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     if let Some(b) = &builtin_dir {
         watched_dirs.push(b.clone());
     }
-    let catalog = catalog::load(&CatalogInput {
+    let mut catalog = catalog::load(&CatalogInput {
         builtin_dir,
         dirs,
         cli_json: input.cli_agents.clone(),
         known_tools: tools.names().map(str::to_string).collect(),
     });
 
-    let (mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd);
-    let mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    let (mut mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd);
+    let mut skipped = Vec::new();
+    // A repository's `.mcp.json` starts processes: only in a trusted folder,
+    // and then as Claude Code's per-server approvals say.
+    mcp_json.retain(|name, _| {
+        let keep = config.trusted
+            && !settings.disabled_mcpjson_servers.contains(name)
+            && (settings.enable_all_project_mcp_servers
+                || settings.enabled_mcpjson_servers.is_empty()
+                || settings.enabled_mcpjson_servers.contains(name));
+        if !config.trusted {
+            skipped.push(config::Skipped {
+                what: format!(".mcp.json server `{name}`"),
+                origin: ".mcp.json".into(),
+            });
+        }
+        keep
+    });
+    let mut mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    let child_env = Arc::new(settings.child_env());
+    for server in mcp_servers.values_mut() {
+        server.child_env = Some(Arc::clone(&child_env));
+    }
+    for (agent, field, path) in catalog.restrict(config.trusted) {
+        skipped.push(config::Skipped {
+            what: format!("agent `{agent}`: frontmatter `{field}`"),
+            origin: path.map_or_else(|| "--agents".into(), |p| p.display().to_string()),
+        });
+    }
+    config.skipped.extend(skipped);
 
     let mut diagnostics = config.diagnostics.clone();
     diagnostics.extend(mcp_diags);

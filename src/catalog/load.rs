@@ -61,6 +61,40 @@ impl Catalog {
         self.agents.get(name)
     }
 
+    /// Removes what a definition may not carry from where it comes from.
+    /// Plugin agents keep no `permissionMode`, `hooks` or `mcpServers`
+    /// (Claude Code ignores them there). In a folder the user has not
+    /// trusted, project agents keep no `hooks` and no inline `mcpServers`
+    /// (both start processes); servers named by reference stay, since the
+    /// shared servers are themselves subject to trust. Returns what was
+    /// removed from project agents: (agent, field, file).
+    pub fn restrict(&mut self, trusted: bool) -> Vec<(String, &'static str, Option<PathBuf>)> {
+        let mut removed = Vec::new();
+        for def in self.agents.values_mut() {
+            let plugin = def.source == Source::Plugin;
+            let untrusted_project = !trusted && def.source == Source::Project;
+            if !plugin && !untrusted_project {
+                continue;
+            }
+            let has_inline = def.mcp_servers.iter().any(serde_json::Value::is_object);
+            if !(def.hooks.is_some() || has_inline || (plugin && def.permission_mode.is_some())) {
+                continue;
+            }
+            let d = Arc::make_mut(def);
+            if d.hooks.take().is_some() && untrusted_project {
+                removed.push((d.name.clone(), "hooks", d.path.clone()));
+            }
+            if plugin {
+                d.permission_mode = None;
+                d.mcp_servers.clear();
+            } else if has_inline {
+                d.mcp_servers.retain(|v| !v.is_object());
+                removed.push((d.name.clone(), "mcpServers", d.path.clone()));
+            }
+        }
+        removed
+    }
+
     /// Puts `def` in, moving a same-named agent to `shadowed`. Within one
     /// source the later file wins, with a warning naming both.
     fn insert(&mut self, def: AgentDef) {

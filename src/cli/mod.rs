@@ -14,6 +14,7 @@ mod flags;
 mod output;
 mod run;
 mod tools;
+mod trust;
 mod watch;
 mod worktrees;
 
@@ -69,6 +70,10 @@ pub struct GlobalArgs {
     /// Only errors on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Obey this folder's project settings in full for this run (hooks, MCP
+    /// servers, provider URL and key) without recording trust.
+    #[arg(long, global = true)]
+    pub trust: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,6 +97,8 @@ pub enum Command {
     Worktrees(worktrees::WorktreesCommand),
     /// Watch the files and print one line per reload until interrupted.
     Watch(watch::WatchArgs),
+    /// Trust a folder (its hooks, MCP servers, provider settings), list or revoke.
+    Trust(trust::TrustArgs),
 }
 
 /// How a command failed, which decides the exit code.
@@ -171,6 +178,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,
+        Command::Trust(args) => trust::trust(&g, args),
     }
 }
 
@@ -251,11 +259,32 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 features,
                 model: o.model.clone(),
                 permission_mode: o.permission_mode,
+                trust: g.trust,
             },
         },
         cli_agents: g.agents.clone(),
         home: dirs::home_dir(),
     })
+}
+
+/// Says on stderr what an untrusted folder's settings asked for and did
+/// not get, and how to trust the folder.
+pub fn report_untrusted(snap: &Snapshot) {
+    let c = &snap.config;
+    if c.skipped.is_empty() {
+        return;
+    }
+    eprintln!(
+        "cadre: {} is not a trusted folder; these project settings were skipped:",
+        c.trust_root.display()
+    );
+    for s in &c.skipped {
+        eprintln!("  {} ({})", s.what, s.origin);
+    }
+    eprintln!(
+        "Trust the folder with `cadre trust {}` (or pass --trust for one run).",
+        c.trust_root.display()
+    );
 }
 
 /// Builds the snapshot and prints its warnings (unless `--quiet`).
@@ -269,6 +298,7 @@ pub fn load_snapshot(
         for d in &snap.diagnostics {
             eprintln!("{d}");
         }
+        report_untrusted(&snap);
     }
     Ok((input, Arc::new(ArcSwap::from_pointee(snap))))
 }

@@ -1,29 +1,48 @@
-//! Layering of settings, written once: built-in defaults < config file <
-//! `CADRE_*` environment < command line. Later layers win key by key.
-//!
-//! Also here: discovery of the config file, the report of unknown keys with
-//! their position, and where each flag value was set.
+//! Loading settings: finding every layer's file, reading it (cadre's TOML
+//! or YAML, Claude Code's JSON), the environment and command-line layers,
+//! and the merge in the order [`super::layers`] states. Also here: the
+//! report of unknown keys with their position, and where each flag value
+//! was set.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Format, Serialized};
-use serde::de::DeserializeOwned;
+use figment::providers::Serialized;
 use serde_json::{Map, Value};
 
+use super::claude;
 use super::flags::{Flag, FlagDecl, Flags, Layer};
+use super::layers::{self, Format, LayerDoc, Origin, Origins, Scope};
 use super::mode::PermissionMode;
 use super::settings::{OPEN_TABLES, Settings};
-use crate::diagnostic::Diagnostic;
+use super::trust::{self, TrustStore};
+use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{self, Kind, Node};
 
 /// The embedded lowest layer: flag declarations and model aliases.
 pub const DEFAULTS_TOML: &str = include_str!("../../config/defaults.toml");
 
 /// Environment variables with the `CADRE_` prefix that are not settings.
-const NON_SETTING_ENV: &[&str] = &["CADRE_CONFIG", "CADRE_SUBAGENT_MODEL", "CADRE_LOG"];
+const NON_SETTING_ENV: &[&str] = &[
+    "CADRE_CONFIG",
+    "CADRE_SUBAGENT_MODEL",
+    "CADRE_LOG",
+    "CADRE_MANAGED_ROOT",
+];
+
+/// Claude Code's variables that have a cadre setting: variable, dotted
+/// key. `CADRE_*` variables win over these.
+const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
+    ("CLAUDE_CODE_FORK_SUBAGENT", "features.FORK_SUBAGENT"),
+    (
+        "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
+        "features.DISABLE_BACKGROUND_TASKS",
+    ),
+    ("CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH", "agents.max_depth"),
+    ("CLAUDE_CODE_COORDINATOR_MODE", "mode"),
+    ("ANTHROPIC_MODEL", "provider.model"),
+];
 
 /// What the command line contributes to settings.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +51,9 @@ pub struct CliOverrides {
     pub features: Vec<(String, bool)>,
     pub model: Option<String>,
     pub permission_mode: Option<PermissionMode>,
+    /// `--trust`: obey the project's settings in full for this run, as if
+    /// the folder were trusted.
+    pub trust: bool,
 }
 
 /// Everything settings depend on, so that loading is a plain function.
@@ -61,11 +83,24 @@ impl LoadInput {
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
     pub settings: Settings,
-    /// The config file that was read, if any.
+    /// The project's cadre config file, if any.
     pub path: Option<PathBuf>,
     pub flags: Flags,
     /// Warnings (unknown keys and flags). Errors are returned as `Err`.
     pub diagnostics: Vec<Diagnostic>,
+    /// Every settings file of every layer, read or not.
+    pub files: Vec<LayerFile>,
+    /// Where each effective value came from.
+    pub origins: Origins,
+    /// Claude Code keys that cadre does not implement.
+    pub ignored: Vec<IgnoredKey>,
+    /// What the project and local layers set that was not applied because
+    /// the folder is not trusted.
+    pub skipped: Vec<Skipped>,
+    /// Whether the project's settings apply in full.
+    pub trusted: bool,
+    /// The folder trust is decided for (the git root, or the working directory).
+    pub trust_root: PathBuf,
 }
 
 /// Settings could not be loaded. Each diagnostic names the file and, where
@@ -96,10 +131,11 @@ impl ConfigError {
     }
 }
 
-/// Finds the config file: `--config`, then `CADRE_CONFIG`, then `cadre.toml`,
-/// `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml` in the working
-/// directory, then `$XDG_CONFIG_HOME/cadre/cadre.toml` (default
-/// `~/.config`). `Ok(None)` means no file: built-in defaults apply.
+/// Finds the project's cadre config file: `--config`, then `CADRE_CONFIG`,
+/// then `cadre.toml`, `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml`
+/// in the working directory. `Ok(None)` means there is none. (The user's
+/// `$XDG_CONFIG_HOME/cadre/cadre.toml` is a layer of its own, read as
+/// well: see [`super::layers`].)
 pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
     let explicit = input
         .config
@@ -131,58 +167,223 @@ pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
             return Ok(Some(p));
         }
     }
-    let xdg = input
-        .env_var("XDG_CONFIG_HOME")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| input.env_var("HOME").map(|h| Path::new(h).join(".config")));
-    if let Some(dir) = xdg {
-        let p = dir.join("cadre").join("cadre.toml");
-        if p.is_file() {
-            return Ok(Some(p));
-        }
-    }
     Ok(None)
 }
 
-/// Loads settings through every layer. Unknown keys are warnings, or errors
-/// when the merged settings say `strict = true`.
-pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
-    let path = discover(input)?;
-    let mut warnings = Vec::new();
+/// The user's home folder, from the environment of the input.
+fn home(input: &LoadInput) -> Option<PathBuf> {
+    input
+        .env_var("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
 
-    // The file, parsed once into a tree with positions.
-    let file = match &path {
-        Some(p) => Some(read_file(p)?),
-        None => None,
+/// The user's cadre folder: `$XDG_CONFIG_HOME/cadre`, default `~/.config/cadre`.
+fn user_cadre_dir(input: &LoadInput) -> Option<PathBuf> {
+    input
+        .env_var("XDG_CONFIG_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home(input).map(|h| h.join(".config")))
+        .map(|d| d.join("cadre"))
+}
+
+/// The root under which the managed files are looked for: `/`, or
+/// `CADRE_MANAGED_ROOT` (for tests, and for admins who keep managed
+/// settings elsewhere).
+fn managed_root(input: &LoadInput) -> PathBuf {
+    input
+        .env_var("CADRE_MANAGED_ROOT")
+        .filter(|s| !s.is_empty())
+        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
+}
+
+/// One settings file a layer may read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LayerFile {
+    pub scope: Scope,
+    pub path: PathBuf,
+    pub format: Format,
+    /// Whether the file exists (and so was read).
+    pub read: bool,
+}
+
+/// Every settings file, in the order of [`super::layers`], whether it
+/// exists or not (so a watcher can follow files created later).
+pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
+    let mut out: Vec<LayerFile> = Vec::new();
+    let mut push = |scope: Scope, path: PathBuf, format: Format| {
+        if out.iter().any(|f| f.path == path) {
+            return;
+        }
+        let read = path.is_file();
+        out.push(LayerFile {
+            scope,
+            path,
+            format,
+            read,
+        });
     };
-    if let Some((p, node)) = &file {
-        unknown_keys(p, node, &mut warnings);
+    if let Some(h) = home(input) {
+        push(
+            Scope::User,
+            h.join(".claude").join("settings.json"),
+            Format::Claude,
+        );
     }
-
-    let env_layer = env_layer(input, &mut warnings);
-    let cli_layer = cli_layer(&input.cli);
-
-    let mut figment = Figment::new()
-        .merge(Serialized::defaults(Settings::default()))
-        .merge(Toml::string(DEFAULTS_TOML));
-    if let Some(p) = &path {
-        figment = match FileFormat::of(p) {
-            Some(FileFormat::Toml) => figment.merge(Toml::file_exact(p)),
-            Some(FileFormat::Yaml) => figment.merge(Yaml::file_exact(p)),
-            None => figment,
+    if let Some(d) = user_cadre_dir(input) {
+        push(Scope::User, d.join("cadre.toml"), Format::Toml);
+    }
+    let claude_dir = input.cwd.join(".claude");
+    push(
+        Scope::Project,
+        claude_dir.join("settings.json"),
+        Format::Claude,
+    );
+    if let Some(p) = discover(input)? {
+        let format = match FileFormat::of(&p) {
+            Some(FileFormat::Yaml) => Format::Yaml,
+            _ => Format::Toml,
         };
+        push(Scope::Project, p, format);
     }
-    let figment = figment
-        .merge(Serialized::defaults(env_layer.clone()))
-        .merge(Serialized::defaults(cli_layer));
+    push(
+        Scope::Local,
+        claude_dir.join("settings.local.json"),
+        Format::Claude,
+    );
+    let root = managed_root(input);
+    push(
+        Scope::Managed,
+        root.join("etc/claude-code/managed-settings.json"),
+        Format::Claude,
+    );
+    push(
+        Scope::Managed,
+        root.join("etc/cadre/cadre.toml"),
+        Format::Toml,
+    );
+    Ok(out)
+}
 
-    let mut settings: Settings = figment
+/// A key a repository set that was not applied because the folder is not
+/// trusted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// The dotted cadre key (`provider.base_url`, `hooks`, …) or, for things
+    /// skipped outside settings, what it was (`.mcp.json server x`).
+    pub what: String,
+    /// Where it was written (file:line:col).
+    pub origin: String,
+}
+
+/// A Claude Code key that cadre read but does not implement.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IgnoredKey {
+    pub key: String,
+    pub origin: Origin,
+}
+
+/// Loads settings through every layer (see [`super::layers`]). Unknown keys
+/// of cadre's files are warnings, or errors when the merged settings say
+/// `strict = true`.
+pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
+    let mut warnings = Vec::new();
+    let trust_root = trust::project_root(&input.cwd);
+    let store = match TrustStore::load(trust::store_path(|k| input.env_var(k).map(str::to_string)))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            warnings.push(Diagnostic::warning(
+                None,
+                None,
+                format!("trust list unreadable, no folder is trusted: {e}"),
+            ));
+            TrustStore::default()
+        }
+    };
+    let trusted = input.cli.trust || store.trusts(&trust_root);
+
+    let files = layer_files(input)?;
+    let project_config = files
+        .iter()
+        .find(|f| f.scope == Scope::Project && f.format != Format::Claude)
+        .map(|f| f.path.clone());
+
+    // Built-in defaults.
+    let mut acc = match serde_json::to_value(Settings::default()) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let mut origins = Origins::default();
+    let defaults: Map<String, Value> = toml::from_str(DEFAULTS_TOML).unwrap_or_default();
+    layers::merge(
+        &mut acc,
+        &LayerDoc::new(Scope::Default, "built-in", defaults),
+        &mut origins,
+    );
+    origins.keys.clear();
+    origins.items.clear();
+
+    let mut ignored = Vec::new();
+    let mut skipped = Vec::new();
+    let mut managed = Vec::new();
+    for f in files.iter().filter(|f| f.read) {
+        let mut doc = read_layer(f, &mut warnings, &mut ignored)?;
+        let base = match f.format {
+            // `.claude/settings.json` names folders relative to the project.
+            Format::Claude => f
+                .path
+                .parent()
+                .and_then(Path::parent)
+                .map_or_else(|| input.cwd.clone(), Path::to_path_buf),
+            _ => f
+                .path
+                .parent()
+                .map_or_else(|| input.cwd.clone(), Path::to_path_buf),
+        };
+        doc.resolve_dirs(&base);
+        if f.scope != Scope::Managed {
+            let origin = doc.origin("agents.managed_dirs");
+            if doc.take(&["agents", "managed_dirs"]).is_some() {
+                warnings.push(Diagnostic::warning(
+                    Some(&f.path),
+                    origin.line.map(|l| Pos::new(l, origin.column.unwrap_or(1))),
+                    "`agents.managed_dirs` is ignored here: only managed settings (/etc/cadre/cadre.toml) may set it",
+                ));
+            }
+        }
+        if f.scope.from_repository() && !trusted {
+            for key in trust::GUARDED_KEYS {
+                let origin = doc.origin(&key.join("."));
+                if doc.take(key).is_some() {
+                    skipped.push(Skipped {
+                        what: key.join("."),
+                        origin: origin.to_string(),
+                    });
+                }
+            }
+        }
+        if f.scope == Scope::Managed {
+            managed.push(doc);
+        } else {
+            layers::merge(&mut acc, &doc, &mut origins);
+        }
+    }
+    let env = env_layer(input, &acc, &mut warnings);
+    layers::merge(&mut acc, &env, &mut origins);
+    let mut cli = cli_layer(&input.cli);
+    cli.resolve_dirs(&input.cwd);
+    layers::merge(&mut acc, &cli, &mut origins);
+    for doc in &managed {
+        layers::merge(&mut acc, doc, &mut origins);
+    }
+
+    let mut settings: Settings = figment::Figment::from(Serialized::defaults(Value::Object(acc)))
         .extract()
-        .map_err(|e| extraction_error(e, file.as_ref()))?;
+        .map_err(|e| extraction_error(e, &origins))?;
 
-    let strict = settings.strict;
-    if strict && !warnings.is_empty() {
+    if settings.strict && !warnings.is_empty() {
         for w in &mut warnings {
             w.severity = crate::diagnostic::Severity::Error;
         }
@@ -191,22 +392,86 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         });
     }
 
-    resolve_paths(&mut settings, input, file.as_ref());
-    let flags = build_flags(
-        &settings,
-        input,
-        file.as_ref().map(|(_, n)| n),
-        &env_layer,
-        file.as_ref().map(|(p, _)| p.as_path()),
-        &mut warnings,
-    );
+    if settings.transcripts.dir.is_relative() {
+        settings.transcripts.dir = normalize(&input.cwd.join(&settings.transcripts.dir));
+    }
+    let flags = build_flags(&settings, &origins, &mut warnings);
 
     Ok(LoadedConfig {
         settings,
-        path,
+        path: project_config,
         flags,
         diagnostics: warnings,
+        files,
+        origins,
+        ignored,
+        skipped,
+        trusted,
+        trust_root,
     })
+}
+
+/// Reads one settings file into a layer document.
+fn read_layer(
+    f: &LayerFile,
+    warnings: &mut Vec<Diagnostic>,
+    ignored: &mut Vec<IgnoredKey>,
+) -> Result<LayerDoc, ConfigError> {
+    let path = &f.path;
+    if f.format != Format::Claude {
+        let (p, node) = read_file(path)?;
+        unknown_keys(&p, &node, warnings);
+        return Ok(LayerDoc::from_node(f.scope, &p, &node));
+    }
+    let text = fs_err::read_to_string(path).map_err(|e| {
+        ConfigError::one(Diagnostic::error(
+            Some(path),
+            None,
+            format!("cannot read: {e}"),
+        ))
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if text.trim().is_empty() {
+        return Ok(LayerDoc::new(
+            f.scope,
+            path.display().to_string(),
+            Map::new(),
+        ));
+    }
+    // JSON's own parser decides what is valid JSON; the positioned tree
+    // comes from the YAML reader (JSON is YAML).
+    if let Err(e) = serde_json::from_str::<Value>(text) {
+        return Err(ConfigError::one(Diagnostic::error(
+            Some(path),
+            Some(Pos::new(e.line().max(1), e.column().max(1))),
+            format!("not valid JSON: {e}"),
+        )));
+    }
+    let node = raw::parse_yaml(text)
+        .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), Some(e.pos), e.message)))?;
+    if !matches!(node.kind, Kind::Map(_)) {
+        return Err(ConfigError::one(Diagnostic::error(
+            Some(path),
+            Some(node.pos),
+            format!("expected an object of settings, found {}", node.type_name()),
+        )));
+    }
+    let t = claude::translate(path, &node);
+    warnings.extend(t.problems);
+    let mut doc = LayerDoc::new(f.scope, path.display().to_string(), t.value);
+    doc.positions = t.positions.into_iter().collect();
+    for (key, pos) in t.ignored {
+        ignored.push(IgnoredKey {
+            key,
+            origin: Origin {
+                scope: f.scope,
+                source: path.display().to_string(),
+                line: Some(pos.line),
+                column: Some(pos.column),
+            },
+        });
+    }
+    Ok(doc)
 }
 
 #[derive(Clone, Copy)]
@@ -326,11 +591,49 @@ fn walk_unknown(
     }
 }
 
-/// `CADRE_A__B=v` → `{a: {b: v}}`. Segments are lowercased except names
-/// under `features` and `flags`, which are written as declared.
-fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
+/// The environment layer: Claude Code's variables that have a cadre
+/// meaning, then `CADRE_A__B=v` → `{a: {b: v}}`. Segments are lowercased,
+/// except the names inside open tables (`[models]`, `[features]`, …): those
+/// take the case of the key they override in a lower layer (`acc`), or stay
+/// as written when no such key exists.
+fn env_layer(
+    input: &LoadInput,
+    acc: &Map<String, Value>,
+    warnings: &mut Vec<Diagnostic>,
+) -> LayerDoc {
     let template = serde_json::to_value(Settings::default()).unwrap_or(Value::Null);
-    let mut root = Map::new();
+    let mut doc = LayerDoc::new(Scope::Env, "environment", Map::new());
+    let set = |doc: &mut LayerDoc, segments: Vec<String>, var: &str, value: Value| {
+        let key = segments.join(".");
+        insert_path(&mut doc.value, &segments, value);
+        doc.vars.insert(key, var.to_string());
+    };
+    for (var, key) in CLAUDE_CODE_ENV {
+        let Some(text) = input.env_var(var) else {
+            continue;
+        };
+        let value = match *key {
+            "mode" => Value::String(
+                if matches!(text.trim(), "1" | "true") {
+                    "coordinator"
+                } else {
+                    "normal"
+                }
+                .into(),
+            ),
+            k if k.starts_with("features.") => Value::Bool(matches!(
+                text.trim().to_ascii_lowercase().as_str(),
+                "1" | "true" | "on" | "yes"
+            )),
+            _ => env_value(text),
+        };
+        set(
+            &mut doc,
+            key.split('.').map(str::to_string).collect(),
+            var,
+            value,
+        );
+    }
     for (key, value) in &input.env {
         let Some(rest) = key.strip_prefix("CADRE_") else {
             continue;
@@ -338,15 +641,17 @@ fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
         if NON_SETTING_ENV.contains(&key.as_str()) || rest.is_empty() {
             continue;
         }
-        let mut segments = Vec::new();
-        let mut keep_case = false;
+        let mut segments: Vec<String> = Vec::new();
         for seg in rest.split("__") {
-            let s = if keep_case {
-                seg.to_string()
+            let in_open_table = segments.len() == 1 && OPEN_TABLES.contains(&segments[0].as_str());
+            let s = if in_open_table {
+                acc.get(&segments[0])
+                    .and_then(Value::as_object)
+                    .and_then(|t| t.keys().find(|k| k.eq_ignore_ascii_case(seg)).cloned())
+                    .unwrap_or_else(|| seg.to_string())
             } else {
                 seg.to_ascii_lowercase()
             };
-            keep_case = segments.is_empty() && (s == "features" || s == "flags" || s == "models");
             segments.push(s);
         }
         if template.get(&segments[0]).is_none() {
@@ -363,9 +668,9 @@ fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
             ));
             continue;
         }
-        insert_path(&mut root, &segments, env_value(value));
+        set(&mut doc, segments, key, env_value(value));
     }
-    Value::Object(root)
+    doc
 }
 
 fn env_value(text: &str) -> Value {
@@ -392,24 +697,11 @@ fn env_value(text: &str) -> Value {
 }
 
 fn insert_path(root: &mut Map<String, Value>, path: &[String], value: Value) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut map = root;
-    for p in parents {
-        let entry = map
-            .entry(p.clone())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !entry.is_object() {
-            *entry = Value::Object(Map::new());
-        }
-        let Value::Object(m) = entry else { return };
-        map = m;
-    }
-    map.insert(last.clone(), value);
+    let keys: Vec<&str> = path.iter().map(String::as_str).collect();
+    claude::insert(root, &keys, value);
 }
 
-fn cli_layer(cli: &CliOverrides) -> Value {
+fn cli_layer(cli: &CliOverrides) -> LayerDoc {
     let mut root = Map::new();
     for (name, on) in &cli.features {
         insert_path(
@@ -432,70 +724,30 @@ fn cli_layer(cli: &CliOverrides) -> Value {
             Value::String(mode.as_str().into()),
         );
     }
-    Value::Object(root)
+    LayerDoc::new(Scope::Cli, "command line", root)
 }
 
-/// Turns a figment error into a diagnostic at the offending key's position
-/// when the key is in the file.
-fn extraction_error(e: figment::Error, file: Option<&(PathBuf, Node)>) -> ConfigError {
+/// Turns a figment error into a diagnostic at the position of the key
+/// that holds the bad value, in whichever layer set it.
+fn extraction_error(e: figment::Error, origins: &Origins) -> ConfigError {
     let mut diagnostics = Vec::new();
     for err in e {
         let key = err.path.join(".");
-        let located = file.and_then(|(p, node)| {
-            let parts: Vec<&str> = err.path.iter().map(String::as_str).collect();
-            node.at_path(&parts).map(|n| (p.as_path(), n.pos))
-        });
-        let from_file = err
-            .metadata
-            .as_ref()
-            .is_some_and(|m| m.source.as_ref().is_some_and(|s| s.file_path().is_some()));
-        let (path, pos) = match located {
-            Some((p, pos)) => (Some(p), Some(pos)),
-            None if from_file => (file.map(|(p, _)| p.as_path()), None),
-            None => (Some(Path::new("settings")), None),
-        };
+        let origin = origins.of(&key);
+        let path = origin.map_or_else(|| PathBuf::from("settings"), |o| PathBuf::from(&o.source));
+        let pos = origin.and_then(|o| o.line.map(|l| Pos::new(l, o.column.unwrap_or(1))));
         let what = if key.is_empty() {
             String::new()
         } else {
             format!("`{key}`: ")
         };
-        diagnostics.push(Diagnostic::error(path, pos, format!("{what}{}", err.kind)));
+        diagnostics.push(Diagnostic::error(
+            Some(&path),
+            pos,
+            format!("{what}{}", err.kind),
+        ));
     }
     ConfigError { diagnostics }
-}
-
-/// Relative folders in the file are relative to the file's folder; from the
-/// environment or command line, to the working directory.
-fn resolve_paths(settings: &mut Settings, input: &LoadInput, file: Option<&(PathBuf, Node)>) {
-    let file_dir = file.and_then(|(p, _)| p.parent().map(Path::to_path_buf));
-    let from_file = |key: &str| file.is_some_and(|(_, n)| n.at_path(&["agents", key]).is_some());
-    let base = |key: &str| -> PathBuf {
-        match (&file_dir, from_file(key)) {
-            (Some(dir), true) => dir.clone(),
-            _ => input.cwd.clone(),
-        }
-    };
-    let fix = |p: &mut PathBuf, base: &Path| {
-        if p.is_relative() {
-            *p = normalize(&base.join(&*p));
-        }
-    };
-    let a = &mut settings.agents;
-    if let Some(p) = a.builtin_dir.as_mut() {
-        fix(p, &base("builtin_dir"));
-    }
-    for (key, list) in [
-        ("dirs", &mut a.dirs),
-        ("user_dirs", &mut a.user_dirs),
-        ("plugin_dirs", &mut a.plugin_dirs),
-        ("managed_dirs", &mut a.managed_dirs),
-    ] {
-        let b = base(key);
-        for p in list.iter_mut() {
-            fix(p, &b);
-        }
-    }
-    fix(&mut settings.transcripts.dir, &input.cwd);
 }
 
 /// Removes `.` and `name/..` pairs without touching the file system, so
@@ -517,25 +769,19 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-fn build_flags(
-    settings: &Settings,
-    input: &LoadInput,
-    file: Option<&Node>,
-    env: &Value,
-    file_path: Option<&Path>,
-    warnings: &mut Vec<Diagnostic>,
-) -> Flags {
+fn build_flags(settings: &Settings, origins: &Origins, warnings: &mut Vec<Diagnostic>) -> Flags {
     let mut flags = BTreeMap::new();
     for (name, decl) in &settings.flags {
         let value = settings.features.get(name).map_or(decl.default, |v| v.0);
-        let set_by = if input.cli.features.iter().any(|(n, _)| n == name) {
-            Layer::Cli
-        } else if env.get("features").and_then(|f| f.get(name)).is_some() {
-            Layer::Env
-        } else if file.and_then(|n| n.at_path(&["features", name])).is_some() {
-            Layer::File
-        } else {
-            Layer::Default
+        let set_by = match origins
+            .keys
+            .get(&format!("features.{name}"))
+            .map(|o| o.scope)
+        {
+            None | Some(Scope::Default) => Layer::Default,
+            Some(Scope::Env) => Layer::Env,
+            Some(Scope::Cli) => Layer::Cli,
+            Some(_) => Layer::File,
         };
         flags.insert(
             name.clone(),
@@ -552,13 +798,11 @@ fn build_flags(
         if settings.flags.contains_key(name) {
             continue;
         }
-        let pos = file
-            .and_then(|n| n.get("features"))
-            .and_then(|f| f.entry(name))
-            .map(|(k, _)| k.pos);
-        let path = if pos.is_some() { file_path } else { None };
+        let origin = origins.keys.get(&format!("features.{name}"));
+        let pos = origin.and_then(|o| o.line.map(|l| Pos::new(l, o.column.unwrap_or(1))));
+        let path = origin.map_or_else(|| PathBuf::from("settings"), |o| PathBuf::from(&o.source));
         warnings.push(Diagnostic::warning(
-            path.or(Some(Path::new("settings"))),
+            Some(&path),
             pos,
             format!(
                 "unknown feature flag `{name}`; declared flags: {}",
@@ -567,34 +811,6 @@ fn build_flags(
         ));
     }
     Flags::new(flags.into_values())
-}
-
-/// TOML for figment, with the toml 1.x crate.
-struct Toml;
-
-impl Format for Toml {
-    type Error = toml::de::Error;
-    const NAME: &'static str = "TOML";
-
-    fn from_str<T: DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
-        toml::from_str(string)
-    }
-}
-
-/// YAML for figment, with serde-saphyr (figment's own YAML uses the
-/// unmaintained serde_yaml).
-struct Yaml;
-
-impl Format for Yaml {
-    type Error = serde_saphyr::Error;
-    const NAME: &'static str = "YAML";
-
-    fn from_str<T: DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
-        if string.trim().is_empty() {
-            return serde_saphyr::from_str("{}");
-        }
-        serde_saphyr::from_str(string)
-    }
 }
 
 #[cfg(test)]

@@ -230,6 +230,7 @@ impl Session {
         let ctx = ToolContext {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
+            env: std::sync::Arc::new(snap.settings().child_env()),
         };
         let ToolOutput { text, is_error } = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, text, is_error);

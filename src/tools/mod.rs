@@ -37,6 +37,8 @@ pub struct ToolContext {
     /// Cancelled when the call's turn is cancelled; long-running tools stop
     /// (Bash kills its process group).
     pub cancel: CancellationToken,
+    /// The environment of processes a tool starts (Bash).
+    pub env: std::sync::Arc<crate::config::ChildEnv>,
 }
 
 impl ToolContext {
@@ -44,6 +46,7 @@ impl ToolContext {
         ToolContext {
             cwd: cwd.into(),
             cancel: CancellationToken::new(),
+            env: Default::default(),
         }
     }
 

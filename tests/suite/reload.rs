@@ -37,6 +37,7 @@ impl Project {
     fn new(config: &str) -> Project {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        super::harness::trust_folder(&dir.path().join("home"), dir.path());
         let p = Project { dir };
         p.write("cadre.toml", config);
         p
