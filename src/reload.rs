@@ -342,6 +342,8 @@ const CONFIG_CANDIDATES: &[&str] = &[
 /// The files and folders a snapshot depends on.
 pub fn targets(snap: &Snapshot, input: &SnapshotInput) -> Targets {
     let mut files: Vec<PathBuf> = snap.config.path.iter().cloned().collect();
+    // Every layer's settings file, read now or not (created later).
+    files.extend(snap.config.files.iter().map(|f| f.path.clone()));
     let explicit = input.load.config.is_some() || input.load.env_var("CADRE_CONFIG").is_some();
     if !explicit {
         files.extend(CONFIG_CANDIDATES.iter().map(|c| input.cwd().join(c)));

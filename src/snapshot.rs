@@ -106,6 +106,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     config.skipped.extend(skipped);
 
     let mut diagnostics = config.diagnostics.clone();
+    diagnostics.extend(check_settings(&config));
     diagnostics.extend(mcp_diags);
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
@@ -133,6 +134,53 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         watched_dirs,
         mcp_servers,
     })
+}
+
+/// Checks the parts of the merged settings that are languages of their
+/// own — permission rules and hook matchers (regexes) — once, here, each
+/// problem at the position of the layer that wrote it. A bad rule or
+/// matcher is an error diagnostic; the rest of the settings still load.
+fn check_settings(config: &LoadedConfig) -> Vec<Diagnostic> {
+    use crate::diagnostic::Severity;
+    let mut out = Vec::new();
+    let at = |list: &str, item: &str, msg: String| match config.origins.of_item(list, item) {
+        Some(o) => o.diagnostic(Severity::Error, msg),
+        None => Diagnostic::error(Some(Path::new("settings")), None, msg),
+    };
+    let p = &config.settings.permissions;
+    for (name, list) in [("allow", &p.allow), ("ask", &p.ask), ("deny", &p.deny)] {
+        for rule in list {
+            if let Err(e) = crate::tools::permissions::Rule::parse(rule) {
+                out.push(at(&format!("permissions.{name}"), rule, e));
+            }
+        }
+    }
+    let h = &config.settings.hooks;
+    for (event, hooks) in [
+        ("SubagentStart", &h.subagent_start),
+        ("SubagentStop", &h.subagent_stop),
+        ("PreToolUse", &h.pre_tool_use),
+        ("PostToolUse", &h.post_tool_use),
+    ] {
+        for hook in hooks {
+            let Some(m) = hook.matcher.as_deref().map(str::trim) else {
+                continue;
+            };
+            if m.is_empty() || m == "*" {
+                continue;
+            }
+            if let Err(e) = regex::Regex::new(&format!("^(?:{m})$")) {
+                let why = e.to_string();
+                let first = why.lines().last().unwrap_or("invalid").trim();
+                out.push(at(
+                    &format!("hooks.{event}"),
+                    &hook.command,
+                    format!("hooks.{event}: matcher {m:?} is not a valid regular expression ({first}); this hook never fires"),
+                ));
+            }
+        }
+    }
+    out
 }
 
 impl Snapshot {

@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 mod agents;
+mod config;
 mod flags;
 mod output;
 mod run;
@@ -97,6 +98,9 @@ pub enum Command {
     Worktrees(worktrees::WorktreesCommand),
     /// Watch the files and print one line per reload until interrupted.
     Watch(watch::WatchArgs),
+    /// Show the effective settings and where each came from, or check them.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// Trust a folder (its hooks, MCP servers, provider settings), list or revoke.
     Trust(trust::TrustArgs),
 }
@@ -179,6 +183,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,
         Command::Trust(args) => trust::trust(&g, args),
+        Command::Config(cmd) => config::dispatch(&g, cmd),
     }
 }
 

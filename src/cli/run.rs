@@ -141,7 +141,14 @@ fn prepare(
         None => None,
     };
     let settings = snap.settings();
+    // A model set by managed settings is not for a user to change.
+    let managed_model = snap
+        .config
+        .origins
+        .of("provider.model")
+        .is_some_and(|o| o.scope == crate::config::Scope::Managed);
     let model_written = match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
+        _ if managed_model => settings.provider.model.clone(),
         (Some(m), _) => m.clone(),
         (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => m.to_string(),
         _ => settings.provider.model.clone(),

@@ -295,7 +295,10 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                 if let Some(ms) = timeout {
                     entry.insert("timeout_ms".into(), Value::from(ms));
                 }
-                t.positions.push((format!("{at}[{command}]"), h.pos));
+                // A hook is shown at its matcher when it has one: the part
+                // most often wrong.
+                let item_pos = group.get("matcher").map_or(h.pos, |m| m.pos);
+                t.positions.push((format!("{at}[{command}]"), item_pos));
                 list.push(Value::Object(entry));
             }
         }

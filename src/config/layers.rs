@@ -96,6 +96,18 @@ impl fmt::Display for Origin {
     }
 }
 
+impl Origin {
+    /// A diagnostic about the value this origin points at.
+    pub fn diagnostic(
+        &self,
+        severity: crate::diagnostic::Severity,
+        message: impl Into<String>,
+    ) -> crate::diagnostic::Diagnostic {
+        let pos = self.line.map(|l| Pos::new(l, self.column.unwrap_or(1)));
+        crate::diagnostic::Diagnostic::new(severity, Some(Path::new(&self.source)), pos, message)
+    }
+}
+
 /// The format of a settings file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -114,9 +114,9 @@ impl Session {
                 if let Some(rule) = rules.denied_agent_type(&def.name) {
                     let source = snap
                         .config
-                        .path
-                        .as_ref()
-                        .map_or_else(|| "settings".to_string(), |p| p.display().to_string());
+                        .origins
+                        .of_item("permissions.deny", rule)
+                        .map_or_else(|| "settings".to_string(), ToString::to_string);
                     return Err(render(
                         "error_denied_agent",
                         json!({"agent_type": def.name, "rule": rule, "source": source}),

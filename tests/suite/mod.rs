@@ -14,5 +14,6 @@ mod mcp;
 mod provider;
 mod reload;
 mod run;
+mod settings;
 mod text_tools;
-mod worktrees;
+pub mod worktrees;

@@ -252,6 +252,30 @@ fn flipping_a_flag_reports_it_as_cadre_flags_does() {
 }
 
 #[test]
+fn claude_code_settings_files_created_after_start_reload() {
+    let p = Project::new("");
+    let mut w = Watch::start(&p, "interactive");
+    p.write(
+        ".claude/settings.local.json",
+        r#"{"permissions": {"deny": ["Bash(rm:*)"]}}"#,
+    );
+    let e = w.until("settings_changed", |v| v["settings_changed"] == true);
+    assert_eq!(e["ok"], true, "{e}");
+    // A broken file keeps the last good snapshot and says where.
+    p.write(".claude/settings.json", "{\"permissions\": [");
+    let e = w.until("a failed reload", |v| v["ok"] == false);
+    let d = e["diagnostics"][0].clone();
+    assert!(
+        d["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(".claude/settings.json"),
+        "{e}"
+    );
+    assert_eq!(d["line"], 1, "{e}");
+}
+
+#[test]
 fn a_gated_flag_is_reported_with_its_value_and_not_effective() {
     let p = Project::new("");
     let mut w = Watch::start(&p, "non-interactive");
