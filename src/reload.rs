@@ -52,6 +52,8 @@ pub struct Changes {
     pub tools_changed: Vec<String>,
     /// Any other setting (provider, models, permissions, ...) changed.
     pub settings_changed: bool,
+    /// Project memory (`CLAUDE.md` files and their imports) changed.
+    pub memory_changed: bool,
 }
 
 impl Changes {
@@ -204,6 +206,7 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
     os.flags.clear();
     ns.flags.clear();
     c.settings_changed = os != ns;
+    c.memory_changed = old.memory.files != new.memory.files;
     c
 }
 
@@ -344,6 +347,8 @@ pub fn targets(snap: &Snapshot, input: &SnapshotInput) -> Targets {
     let mut files: Vec<PathBuf> = snap.config.path.iter().cloned().collect();
     // Every layer's settings file, read now or not (created later).
     files.extend(snap.config.files.iter().map(|f| f.path.clone()));
+    // Memory files and their imports.
+    files.extend(snap.memory.watched.iter().cloned());
     let explicit = input.load.config.is_some() || input.load.env_var("CADRE_CONFIG").is_some();
     if !explicit {
         files.extend(CONFIG_CANDIDATES.iter().map(|c| input.cwd().join(c)));

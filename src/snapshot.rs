@@ -49,6 +49,8 @@ pub struct Snapshot {
     pub watched_dirs: Vec<PathBuf>,
     /// The shared MCP servers: `.mcp.json` files under `[mcp_servers]`.
     pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
+    /// Project memory (`CLAUDE.md` and its imports), in order.
+    pub memory: catalog::Memory,
 }
 
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
@@ -103,11 +105,29 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
             origin: path.map_or_else(|| "--agents".into(), |p| p.display().to_string()),
         });
     }
+    let home = input.home.clone().or_else(|| input.load.home());
+    let (memory, memory_diags) = catalog::load_memory(&catalog::MemoryInput {
+        cwd: &input.load.cwd,
+        home: home.as_deref(),
+        managed_root: &input.load.managed_root(),
+        project_root: &config.trust_root,
+        trusted: config.trusted,
+    });
+    for (from, target) in &memory.skipped_imports {
+        skipped.push(config::Skipped {
+            what: format!(
+                "memory import of {} (outside the project)",
+                target.display()
+            ),
+            origin: from.display().to_string(),
+        });
+    }
     config.skipped.extend(skipped);
 
     let mut diagnostics = config.diagnostics.clone();
     diagnostics.extend(check_settings(&config));
     diagnostics.extend(mcp_diags);
+    diagnostics.extend(memory_diags);
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
@@ -133,6 +153,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         diagnostics,
         watched_dirs,
         mcp_servers,
+        memory,
     })
 }
 

@@ -245,9 +245,16 @@ fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
     Ok(text)
 }
 
-/// The first user message: the agent's `initialPrompt` (for `--agent`), then the prompt.
-fn first_message(def: Option<&AgentDef>, prompt: String) -> Message {
+/// The first user message: project memory (unless the agent is one that
+/// goes without it), the agent's `initialPrompt` (for `--agent`), then the
+/// prompt.
+fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: String) -> Message {
     let mut blocks = Vec::new();
+    if runtime::gets_memory(def)
+        && let Some(memory) = runtime::memory_block(&engine.snapshot.load())
+    {
+        blocks.push(ContentBlock::text(memory));
+    }
     if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
         blocks.push(ContentBlock::text(initial));
     }
@@ -280,7 +287,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         def,
         ..
     } = prepared;
-    session.push_user(first_message(def.as_deref(), prompt));
+    session.push_user(first_message(&engine, def.as_deref(), prompt));
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
     let result = tokio::select! {
@@ -388,7 +395,7 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         events,
         None,
     )?;
-    session.push_user(first_message(def.as_deref(), prompt));
+    session.push_user(first_message(&engine, def.as_deref(), prompt));
     let request = session
         .next_request()
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -446,7 +453,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         }
         let _ = editor.add_history_entry(line.as_str());
         let message = if first {
-            first_message(def.as_deref(), line)
+            first_message(&engine, def.as_deref(), line)
         } else {
             Message::user_text(line)
         };

@@ -70,6 +70,16 @@ pub struct LoadInput {
 }
 
 impl LoadInput {
+    /// Where managed files are looked for: `/`, or `CADRE_MANAGED_ROOT`.
+    pub fn managed_root(&self) -> PathBuf {
+        managed_root(self)
+    }
+
+    /// The user's home folder, from `HOME` in the input's environment.
+    pub fn home(&self) -> Option<PathBuf> {
+        home(self)
+    }
+
     pub fn env_var(&self, name: &str) -> Option<&str> {
         self.env
             .iter()

@@ -21,6 +21,7 @@ pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
 pub use layers::{Origin, Origins, Scope};
+pub(crate) use load::normalize as normalize_path;
 pub use load::{
     CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, Skipped, discover,
     layer_files, load,

@@ -15,11 +15,12 @@ use crate::agent_tool::{
 };
 use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS};
 use crate::config::PermissionMode;
-use crate::message::{History, Message, ToolResultContent, Usage};
+use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
 use crate::tools::permissions::Rules;
 
 use super::exec::text_content;
 use super::hooks;
+use super::prompt;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::transcript::Transcript;
@@ -183,7 +184,14 @@ impl Session {
                     def: Some(Arc::clone(&def)),
                     wait_for_background: true,
                 };
-                let history: History = vec![Arc::new(Message::user_text(input.prompt.clone()))];
+                let mut blocks = Vec::new();
+                if prompt::gets_memory(Some(&def))
+                    && let Some(memory) = prompt::memory_block(snap)
+                {
+                    blocks.push(ContentBlock::text(memory));
+                }
+                blocks.push(ContentBlock::text(input.prompt.clone()));
+                let history: History = vec![Arc::new(Message::user(blocks))];
                 (spec, history, (def.name.clone(), source), def.background)
             }
         };

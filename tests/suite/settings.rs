@@ -490,3 +490,113 @@ fn config_validate_reports_a_broken_hook_matcher_and_rule_at_their_position() {
     let ok = fine.run(None, &["config", "validate"]);
     assert_eq!(ok.code, 0, "{}", ok.stdout);
 }
+
+#[test]
+fn claude_md_with_an_import_reaches_the_main_session_and_a_named_child_but_not_explore() {
+    let p = repo();
+    p.write(
+        "CLAUDE.md",
+        "# Team rules\nAlways run tests. See @docs/style.md.\n",
+    );
+    p.write("docs/style.md", "STYLE-MARKER: tabs, never spaces.\n");
+    write_home(&p, ".claude/CLAUDE.md", "USER-MARKER: answer in English.\n");
+    p.write(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: reviews\n---\nReview things.\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main(r) && assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_1",
+                    "Agent",
+                    json!({"description": "r", "prompt": "review it", "subagent_type": "reviewer"}),
+                )
+                .tool_use(
+                    "toolu_2",
+                    "Agent",
+                    json!({"description": "e", "prompt": "explore it", "subagent_type": "Explore"}),
+                )
+                .reply();
+        }
+        anthropic::text_reply("done")
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let requests = server.requests();
+    let first_user_text = |r: &super::kit::RecordedRequest| {
+        r.messages()[0]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let main = requests.iter().find(|r| is_main(r)).unwrap();
+    let memory = first_user_text(main);
+    assert!(memory.starts_with("<system-reminder>"), "{memory}");
+    for needle in ["Always run tests", "STYLE-MARKER", "USER-MARKER"] {
+        assert!(memory.contains(needle), "{needle} missing: {memory}");
+    }
+    assert!(
+        memory.find("USER-MARKER") < memory.find("Always run tests"),
+        "user memory comes before project memory"
+    );
+    assert!(
+        !main.system_text().contains("STYLE-MARKER"),
+        "not in the system prompt"
+    );
+    assert_eq!(main.messages()[0]["content"][1]["text"], "go");
+    let child = |prompt: &str| {
+        requests
+            .iter()
+            .find(|r| {
+                r.messages()
+                    .first()
+                    .is_some_and(|m| m.to_string().contains(prompt))
+            })
+            .unwrap_or_else(|| panic!("no request for {prompt}"))
+            .clone()
+    };
+    let reviewer = child("review it");
+    assert_eq!(first_user_text(&reviewer), memory);
+    let explore = child("explore it");
+    assert!(!explore.body_str().contains("STYLE-MARKER"));
+    assert_eq!(first_user_text(&explore), "explore it");
+}
+
+#[test]
+fn render_shows_memory_and_the_system_prompt_does_not_change_with_it() {
+    let p = repo();
+    let before = p.run(None, &["render", "hi"]).json();
+    p.write("AGENTS.md", "AGENTS-MARKER\n");
+    let after = p.run(None, &["render", "hi"]).json();
+    assert_eq!(before["system"], after["system"]);
+    assert!(
+        after["messages"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("AGENTS-MARKER")
+    );
+    // With a CLAUDE.md, AGENTS.md in the same folder is not read.
+    p.write("CLAUDE.md", "CLAUDE-MARKER\n");
+    let both = p.run(None, &["render", "hi"]).stdout;
+    assert!(both.contains("CLAUDE-MARKER") && !both.contains("AGENTS-MARKER"));
+}
+
+#[test]
+fn an_untrusted_clone_cannot_import_files_from_outside_it() {
+    let p = Project::untrusted();
+    git(p.path(), &["init", "-q", "-b", "main"]);
+    write_home(&p, "secret.txt", "SECRET-MARKER\n");
+    p.write("CLAUDE.md", "Read @~/secret.txt and @inside.md\n");
+    p.write("inside.md", "INSIDE-MARKER\n");
+    let out = p.run(None, &["render", "hi"]);
+    out.ok();
+    assert!(!out.stdout.contains("SECRET-MARKER"));
+    assert!(out.stdout.contains("INSIDE-MARKER"));
+    assert!(
+        out.stderr.contains("secret.txt (outside the project)"),
+        "{}",
+        out.stderr
+    );
+    let trusted = p.run(None, &["render", "--trust", "hi"]);
+    assert!(trusted.stdout.contains("SECRET-MARKER"));
+}
