@@ -111,6 +111,19 @@ impl Session {
                         json!({"agent_type": agent_type, "available": available.join(", ")}),
                     ));
                 };
+                // `Agent(A, B)` in the caller's own tools limits what it may spawn.
+                if let Some(allowed) = self
+                    .spec
+                    .def
+                    .as_ref()
+                    .and_then(|d| crate::agent_tool::spawnable_types(d))
+                    && !allowed.iter().any(|t| *t == def.name)
+                {
+                    return Err(render(
+                        "error_agent_type_not_allowed",
+                        json!({"agent_type": def.name, "allowed": allowed.join(", ")}),
+                    ));
+                }
                 let rules = Rules::from_settings(&settings.permissions);
                 if let Some(rule) = rules.denied_agent_type(&def.name) {
                     let source = snap

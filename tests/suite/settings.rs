@@ -600,3 +600,87 @@ fn an_untrusted_clone_cannot_import_files_from_outside_it() {
     let trusted = p.run(None, &["render", "--trust", "hi"]);
     assert!(trusted.stdout.contains("SECRET-MARKER"));
 }
+
+#[test]
+fn task_in_tools_is_agent_and_agent_with_types_limits_what_may_be_spawned() {
+    let p = repo();
+    p.write(
+        ".claude/agents/lead.md",
+        "---\nname: lead\ndescription: leads\ntools: Read, Task\n---\nLEAD-BODY\n",
+    );
+    p.write(
+        ".claude/agents/scout.md",
+        "---\nname: scout\ndescription: scouts\ntools: Read, Agent(Explore)\n---\nSCOUT-BODY\n",
+    );
+    p.write(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: reviews\n---\nREVIEWER-BODY\n",
+    );
+    let lead = p.run(None, &["render", "--agent", "lead", "hi"]);
+    lead.ok();
+    assert!(!lead.stderr.contains("unknown tool"), "{}", lead.stderr);
+    let names = super::harness::tool_names(&lead.json());
+    assert!(names.contains(&"Agent".to_string()), "{names:?}");
+    assert!(names.contains(&"Read".to_string()), "{names:?}");
+
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains("SCOUT-BODY") && assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_1",
+                    "Agent",
+                    json!({"description": "r", "prompt": "review", "subagent_type": "reviewer"}),
+                )
+                .tool_use(
+                    "toolu_2",
+                    "Agent",
+                    json!({"description": "e", "prompt": "explore", "subagent_type": "Explore"}),
+                )
+                .reply();
+        }
+        anthropic::text_reply("done")
+    });
+    p.run(Some(&server), &["run", "--agent", "scout", "go"])
+        .ok();
+    let second = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system_text().contains("SCOUT-BODY") && assistant_turns(r) == 1)
+        .unwrap();
+    let results = last_tool_results(&second.json);
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(
+        result_text(&results[0]),
+        "Agent type 'reviewer' is not available to this agent. Its tools allow spawning only: Explore."
+    );
+    assert_eq!(
+        results[1]["is_error"],
+        Value::Null,
+        "{}",
+        result_text(&results[1])
+    );
+    assert!(
+        !server
+            .requests()
+            .iter()
+            .any(|r| r.system_text().contains("REVIEWER-BODY"))
+    );
+}
+
+#[test]
+fn claude_code_environment_variables_apply() {
+    let mut p = repo();
+    p.env("CLAUDE_CODE_FORK_SUBAGENT", "1");
+    p.env("CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH", "1");
+    let v = p.run(None, &["config", "show", "--json"]).json();
+    assert_eq!(v["settings"]["features"]["FORK_SUBAGENT"], true);
+    assert_eq!(v["settings"]["agents"]["max_depth"], 1);
+    assert_eq!(
+        v["origins"]["agents.max_depth"]["source"],
+        "CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH"
+    );
+    // cadre's own variable wins over Claude Code's.
+    p.env("CADRE_AGENTS__MAX_DEPTH", "2");
+    let v = p.run(None, &["config", "show", "--json"]).json();
+    assert_eq!(v["settings"]["agents"]["max_depth"], 2);
+}
