@@ -181,10 +181,14 @@ pub fn load(input: &CatalogInput) -> Catalog {
 
     for (layer, span) in layers.iter().zip(spans) {
         match layer {
-            Layer::Dir(_) => {
+            Layer::Dir(d) => {
+                let plugin = (d.source == Source::Plugin).then(|| plugin_name(&d.path));
                 for (def, diags) in parsed.by_ref().take(span.len()) {
                     cat.diagnostics.extend(diags);
-                    if let Some(def) = def {
+                    if let Some(mut def) = def {
+                        if let Some(p) = &plugin {
+                            def.name = format!("{p}:{}", def.name);
+                        }
                         cat.insert(def);
                     }
                 }
@@ -199,6 +203,28 @@ pub fn load(input: &CatalogInput) -> Catalog {
         }
     }
     cat
+}
+
+/// A plugin's name, which prefixes its agents' names (`plugin:agent`, as in
+/// Claude Code): `name` in `.claude-plugin/plugin.json` of the folder or of
+/// its parent; else the folder's name, or its parent's when the folder is
+/// the plugin's `agents/`.
+fn plugin_name(dir: &Path) -> String {
+    let manifest_name = |d: &Path| -> Option<String> {
+        let text = std::fs::read_to_string(d.join(".claude-plugin/plugin.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v.get("name")?.as_str().map(str::to_string)
+    };
+    let parent = dir.parent();
+    if let Some(n) = manifest_name(dir).or_else(|| parent.and_then(manifest_name)) {
+        return n;
+    }
+    let own = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    match (own.as_deref(), parent.and_then(Path::file_name)) {
+        (Some("agents"), Some(p)) => p.to_string_lossy().into_owned(),
+        (Some(n), _) => n.to_string(),
+        (None, _) => "plugin".to_string(),
+    }
 }
 
 type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
