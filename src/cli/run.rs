@@ -162,6 +162,14 @@ fn prepare(
     let session_id = new_session_id();
     let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
         .then(|| settings.transcripts.dir.join(&session_id));
+    if session_dir.is_some()
+        && let Some(days) = settings.transcripts.cleanup_period_days
+    {
+        let n = runtime::transcript::remove_old_sessions(&settings.transcripts.dir, days);
+        if n > 0 {
+            tracing::info!("removed {n} session folder(s) older than {days} days");
+        }
+    }
     let engine = Arc::new(Engine::new(
         Arc::clone(&swap),
         provider,
@@ -405,7 +413,39 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
     super::output::print_json(&value)
 }
 
+/// In a terminal, asks whether to trust a folder whose project settings
+/// were skipped, and records the answer with the user's trust list.
+fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
+    use std::io::IsTerminal;
+    if g.trust || !std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    let input = super::snapshot_input(g, &super::Overrides::default())?;
+    let snap = crate::snapshot::build(&input, 1)?;
+    if snap.config.trusted || snap.config.skipped.is_empty() {
+        return Ok(());
+    }
+    super::report_untrusted(&snap);
+    eprint!(
+        "Trust {} and use these settings? [y/N] ",
+        snap.config.trust_root.display()
+    );
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() || !matches!(line.trim(), "y" | "Y" | "yes") {
+        return Ok(());
+    }
+    let mut store = crate::config::trust::TrustStore::load(crate::config::trust::store_path(|k| {
+        std::env::var(k).ok()
+    }))
+    .map_err(CliError::Usage)?;
+    store.grant(&snap.config.trust_root);
+    store.save().map_err(CliError::Failed)?;
+    eprintln!("trusted: {}", snap.config.trust_root.display());
+    Ok(())
+}
+
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
+    offer_trust(g)?;
     let progress = Progress::new(true);
     let asker: runtime::Asker = Arc::new(|question: String| {
         Box::pin(async move {

@@ -16,6 +16,49 @@ use serde_json::{Value, json};
 
 use crate::message::Message;
 
+/// Removes session folders under `dir` whose newest file is older than
+/// `days` days (Claude Code's `cleanupPeriodDays`). Returns how many were
+/// removed. Folders it cannot read are left alone.
+pub fn remove_old_sessions(dir: &Path, days: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let max_age = std::time::Duration::from_secs(u64::from(days) * 24 * 60 * 60);
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        if !path.is_dir() {
+            continue;
+        }
+        let newest = newest_modification(&path);
+        let old = newest
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > max_age);
+        if old && std::fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+fn newest_modification(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+            if let Ok(t) = meta.modified() {
+                newest = Some(newest.map_or(t, |n| n.max(t)));
+            }
+        }
+    }
+    newest
+}
+
 /// One agent's transcript file. Writing never fails the run: an I/O error
 /// is logged once and the transcript stops.
 #[derive(Debug)]

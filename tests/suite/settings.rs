@@ -684,3 +684,22 @@ fn claude_code_environment_variables_apply() {
     let v = p.run(None, &["config", "show", "--json"]).json();
     assert_eq!(v["settings"]["agents"]["max_depth"], 2);
 }
+
+#[test]
+fn cleanup_period_days_removes_old_sessions_only() {
+    let p = repo();
+    p.write(".claude/settings.json", r#"{"cleanupPeriodDays": 30}"#);
+    let old = p.write(".cadre/sessions/old-session/main.jsonl", "{}\n");
+    let recent = p.write(".cadre/sessions/recent-session/main.jsonl", "{}\n");
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 24 * 3600);
+    for path in [old.clone(), old.parent().unwrap().to_path_buf()] {
+        std::fs::File::open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    let server = server(vec![]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert!(!old.exists());
+    assert!(recent.exists());
+}
