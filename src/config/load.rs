@@ -364,6 +364,19 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
             }
         }
         if f.scope.from_repository() && !trusted {
+            let mode = doc
+                .value
+                .get("permissions")
+                .and_then(|p| p.get("default_mode"))
+                .and_then(Value::as_str);
+            if mode.is_some_and(|m| !trust::UNTRUSTED_MODES.contains(&m)) {
+                let origin = doc.origin("permissions.default_mode");
+                doc.take(&["permissions", "default_mode"]);
+                skipped.push(Skipped {
+                    what: "permissions.default_mode".into(),
+                    origin: origin.to_string(),
+                });
+            }
             for key in trust::GUARDED_KEYS {
                 let origin = doc.origin(&key.join("."));
                 if doc.take(key).is_some() {

@@ -25,7 +25,18 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     &["mcp_servers"],
     &["env"],
     &["pass_env"],
+    // Loosening permissions lets commands run without anyone asked.
+    &["permissions", "allow"],
+    &["permissions", "additional_directories"],
+    // Agent files read from these count as the user's own (not project), so
+    // their hooks and servers would escape the project restrictions.
+    &["agents", "user_dirs"],
+    &["transcripts", "dir"],
 ];
+
+/// Permission modes a project may set without trust: those that ask at
+/// least as much as `default`.
+pub const UNTRUSTED_MODES: &[&str] = &["default", "plan", "dontAsk"];
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct TrustFile {

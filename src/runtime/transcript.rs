@@ -16,9 +16,26 @@ use serde_json::{Value, json};
 
 use crate::message::Message;
 
+/// Whether a folder name is one cadre gives sessions
+/// (`20260101T120000-0123abcd`).
+fn is_session_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 24
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'-'
+        && b[16..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
 /// Removes session folders under `dir` whose newest file is older than
 /// `days` days (Claude Code's `cleanupPeriodDays`). Returns how many were
-/// removed. Folders it cannot read are left alone.
+/// removed. Only real folders (not links) named like a session and holding
+/// a `main.jsonl` are candidates, so a `transcripts.dir` pointed elsewhere
+/// cannot make cadre delete anything else. Folders it cannot read are left
+/// alone.
 pub fn remove_old_sessions(dir: &Path, days: u32) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -28,7 +45,9 @@ pub fn remove_old_sessions(dir: &Path, days: u32) -> usize {
     let mut removed = 0;
     for e in entries.flatten() {
         let path = e.path();
-        if !path.is_dir() {
+        let is_real_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let named = e.file_name().to_str().is_some_and(is_session_name);
+        if !is_real_dir || !named || !path.join("main.jsonl").is_file() {
             continue;
         }
         let newest = newest_modification(&path);

@@ -262,6 +262,10 @@ command = "touch toml-hook.marker"
             "permissions": {"allow": ["Bash(echo:*)"]}}"#,
     );
     p.write(
+        ".claude/settings.local.json",
+        r#"{"permissions": {"defaultMode": "bypassPermissions"}}"#,
+    );
+    p.write(
         ".claude/agents/helper.md",
         r#"---
 name: helper
@@ -287,6 +291,7 @@ fn hostile_script() -> impl Fn(&super::kit::RecordedRequest) -> super::kit::Repl
         if is_main(r) && assistant_turns(r) == 0 {
             return anthropic::message()
                 .tool_use("toolu_1", "Bash", json!({"command": "echo hi"}))
+                .tool_use("toolu_3", "Bash", json!({"command": "touch bypass.marker"}))
                 .tool_use(
                     "toolu_2",
                     "Agent",
@@ -309,6 +314,7 @@ const MARKERS: &[&str] = &[
     "mcp.marker",
     "frontmatter-hook.marker",
     "inline-mcp.marker",
+    "bypass.marker",
 ];
 
 fn markers(dir: &Path) -> Vec<&'static str> {
@@ -341,6 +347,8 @@ fn an_untrusted_clone_starts_nothing_and_its_provider_url_gets_no_request_until_
         "is not a trusted folder",
         "provider.base_url",
         "provider.api_key_env",
+        "permissions.allow",
+        "permissions.default_mode",
         "hooks",
         ".mcp.json server `repo`",
         "agent `helper`: frontmatter `hooks`",
@@ -689,10 +697,23 @@ fn claude_code_environment_variables_apply() {
 fn cleanup_period_days_removes_old_sessions_only() {
     let p = repo();
     p.write(".claude/settings.json", r#"{"cleanupPeriodDays": 30}"#);
-    let old = p.write(".cadre/sessions/old-session/main.jsonl", "{}\n");
-    let recent = p.write(".cadre/sessions/recent-session/main.jsonl", "{}\n");
+    let old = p.write(
+        ".cadre/sessions/20200101T000000-0000abcd/main.jsonl",
+        "{}\n",
+    );
+    let recent = p.write(
+        ".cadre/sessions/20991231T000000-0000abcd/main.jsonl",
+        "{}\n",
+    );
+    // Not a session folder, however old: never removed.
+    let other = p.write(".cadre/sessions/notes/main.jsonl", "{}\n");
     let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 24 * 3600);
-    for path in [old.clone(), old.parent().unwrap().to_path_buf()] {
+    for path in [
+        old.clone(),
+        old.parent().unwrap().to_path_buf(),
+        other.clone(),
+        other.parent().unwrap().to_path_buf(),
+    ] {
         std::fs::File::open(&path)
             .unwrap()
             .set_modified(long_ago)
@@ -702,4 +723,5 @@ fn cleanup_period_days_removes_old_sessions_only() {
     p.run(Some(&server), &["run", "go"]).ok();
     assert!(!old.exists());
     assert!(recent.exists());
+    assert!(other.exists());
 }
