@@ -359,3 +359,22 @@ mod tests {
         assert!(t.problems.is_empty(), "{:?}", t.problems);
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod json_shapes {
+    #[test]
+    fn tab_indented_and_compact_json_parse_with_positions() {
+        for text in [
+            "{\n\t\"permissions\": {\n\t\t\"deny\": [\"Bash\"]\n\t}\n}\n",
+            "{\"permissions\":{\"deny\":[\"Bash\"]},\"model\":\"x\"}",
+            "{\r\n  \"a\": 1\r\n}\r\n",
+            "{\"s\": \"caf\\u00e9 \\\"q\\\" \\\\ \\/\"}",
+        ] {
+            let node = crate::raw::parse_yaml(text);
+            assert!(node.is_ok(), "{text:?}: {:?}", node.err());
+        }
+        let node = crate::raw::parse_yaml("{\"s\": \"caf\\u00e9 \\\"q\\\" \\/\"}").unwrap();
+        assert_eq!(node.get("s").unwrap().as_str(), Some("café \"q\" /"));
+    }
+}

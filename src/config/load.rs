@@ -988,6 +988,117 @@ mod tests {
         );
     }
 
+    fn write(p: &Path, text: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn every_layer_contributes_and_origins_name_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            &home.path().join(".claude/settings.json"),
+            r#"{"permissions": {"deny": ["Bash(rm:*)"]}, "model": "user-model"}"#,
+        );
+        write(
+            &home.path().join(".config/cadre/cadre.toml"),
+            "[models]\nhaiku = \"user-haiku\"\n",
+        );
+        write(
+            &d.join(".claude/settings.json"),
+            r#"{"permissions": {"allow": ["Bash(rm:*)"], "defaultMode": "plan"}}"#,
+        );
+        write(&d.join("cadre.toml"), "[provider]\nmax_tokens = 7\n");
+        write(
+            &d.join(".claude/settings.local.json"),
+            r#"{"permissions": {"defaultMode": "dontAsk"}}"#,
+        );
+        write(
+            &root.path().join("etc/cadre/cadre.toml"),
+            "[provider]\nmax_tokens = 99\n",
+        );
+        let mut i = input(d);
+        i.env = vec![
+            ("HOME".into(), home.path().display().to_string()),
+            (
+                "CADRE_MANAGED_ROOT".into(),
+                root.path().display().to_string(),
+            ),
+            ("CADRE_MODELS__OPUS".into(), "env-opus".into()),
+        ];
+        i.cli.trust = true;
+        let c = load(&i).unwrap();
+        let s = &c.settings;
+        assert_eq!(s.permissions.deny, ["Bash(rm:*)"]);
+        assert_eq!(s.permissions.allow, ["Bash(rm:*)"]);
+        assert_eq!(s.permissions.default_mode, PermissionMode::DontAsk);
+        assert_eq!(s.provider.model, "user-model");
+        assert_eq!(s.provider.max_tokens, 99);
+        assert_eq!(s.models["haiku"], "user-haiku");
+        assert_eq!(s.models["opus"], "env-opus");
+        assert!(!s.models.contains_key("OPUS"));
+        let o = &c.origins;
+        assert_eq!(o.of("provider.max_tokens").unwrap().scope, Scope::Managed);
+        assert_eq!(o.of("models.opus").unwrap().source, "CADRE_MODELS__OPUS");
+        let deny = o.of_item("permissions.deny", "Bash(rm:*)").unwrap();
+        assert_eq!((deny.scope, deny.line), (Scope::User, Some(1)));
+        assert!(deny.source.ends_with(".claude/settings.json"));
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    }
+
+    #[test]
+    fn an_untrusted_project_loses_what_runs_or_redirects() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            &d.join("cadre.toml"),
+            "[provider]\nbase_url = \"http://evil\"\nmax_tokens = 5\n[agents]\nmanaged_dirs = [\"x\"]\n[[hooks.PreToolUse]]\ncommand = \"true\"\n",
+        );
+        write(
+            &d.join(".claude/settings.json"),
+            r#"{"permissions": {"allow": ["Bash"], "deny": ["Read"], "defaultMode": "bypassPermissions"}, "env": {"A": "b"}}"#,
+        );
+        let c = load(&input(d)).unwrap();
+        assert!(!c.trusted);
+        let s = &c.settings;
+        assert_eq!(s.provider.base_url, None);
+        assert_eq!(s.provider.max_tokens, 5);
+        assert!(s.hooks.pre_tool_use.is_empty());
+        assert!(s.permissions.allow.is_empty());
+        assert_eq!(s.permissions.deny, ["Read"]);
+        assert_eq!(s.permissions.default_mode, PermissionMode::Default);
+        assert!(s.env.is_empty());
+        assert!(s.agents.managed_dirs.is_empty());
+        let what: Vec<&str> = c.skipped.iter().map(|k| k.what.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "permissions.default_mode",
+                "env",
+                "permissions.allow",
+                "provider.base_url",
+                "hooks"
+            ]
+        );
+        assert!(c.diagnostics[0].message.contains("managed_dirs"));
+    }
+
+    #[test]
+    fn a_broken_claude_settings_file_is_an_error_at_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join(".claude/settings.json"),
+            "{\n  \"permissions\": {\n    \"allow\": [\"Bash\",]\n  }\n}\n",
+        );
+        let err = load(&input(dir.path())).unwrap_err();
+        let d = &err.diagnostics[0];
+        assert_eq!(d.line, Some(3), "{d}");
+        assert!(d.message.contains("not valid JSON"), "{d}");
+    }
+
     #[test]
     fn unknown_flags_are_warned_about() {
         let dir = tempfile::tempdir().unwrap();

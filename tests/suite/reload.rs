@@ -273,6 +273,13 @@ fn claude_code_settings_files_created_after_start_reload() {
         "{e}"
     );
     assert_eq!(d["line"], 1, "{e}");
+    p.write(".claude/settings.json", "{}");
+    w.until("recovered", |v| v["ok"] == true);
+    // Project memory and the files it imports.
+    p.write("CLAUDE.md", "Rules: @rules.md\n");
+    w.until("memory_changed", |v| v["memory_changed"] == true);
+    p.write("rules.md", "imported later\n");
+    w.until("an imported file's change", |v| v["memory_changed"] == true);
 }
 
 #[test]

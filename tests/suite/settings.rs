@@ -89,6 +89,50 @@ fn project_allow_rules_let_bash_run_and_a_user_deny_beats_them_even_in_bypass_mo
 }
 
 #[test]
+fn a_user_deny_binds_a_bypass_permissions_child() {
+    let p = repo();
+    p.write(
+        ".claude/settings.json",
+        r#"{"permissions": {"allow": ["Bash(touch:*)"], "defaultMode": "bypassPermissions"}}"#,
+    );
+    write_home(
+        &p,
+        ".claude/settings.json",
+        r#"{"permissions": {"deny": ["Bash(touch:*)"]}}"#,
+    );
+    p.write(
+        ".claude/agents/bold.md",
+        "---\nname: bold\ndescription: bold\npermissionMode: bypassPermissions\n---\nBOLD-BODY\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main(r) && assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply(
+                "toolu_1",
+                "Agent",
+                json!({"description": "b", "prompt": "p", "subagent_type": "bold"}),
+            );
+        }
+        if r.system_text().contains("BOLD-BODY") && assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply(
+                "toolu_c",
+                "Bash",
+                json!({"command": "touch child-forbidden.txt"}),
+            );
+        }
+        anthropic::text_reply("done")
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let child_second = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system_text().contains("BOLD-BODY") && assistant_turns(r) == 1)
+        .expect("the child's second request");
+    let r = last_tool_results(&child_second.json);
+    assert_eq!(r[0]["is_error"], true, "{}", result_text(&r[0]));
+    assert!(!p.path().join("child-forbidden.txt").exists());
+}
+
+#[test]
 fn without_an_allow_rule_the_same_call_is_refused() {
     let p = repo();
     let server = server(vec![bash("toolu_1", "echo not-allowed")]);
