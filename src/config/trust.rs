@@ -31,7 +31,6 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     // Agent files read from these count as the user's own (not project), so
     // their hooks and servers would escape the project restrictions.
     &["agents", "user_dirs"],
-    &["transcripts", "dir"],
 ];
 
 /// Permission modes a project may set without trust: those that ask at
