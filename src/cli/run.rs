@@ -191,6 +191,13 @@ fn prepare(
         Some(m) if args.permission_mode.is_none() => m,
         _ => settings.permissions.default_mode,
     };
+    // `disableBypassPermissionsMode` holds for an `--agent` definition too.
+    let mode =
+        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
+            PermissionMode::Default
+        } else {
+            mode
+        };
     let max_turns = args
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))

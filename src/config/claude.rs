@@ -30,6 +30,8 @@ pub struct Translated {
     pub ignored: Vec<(String, Pos)>,
     /// Values of the wrong shape: each one dropped with a warning.
     pub problems: Vec<Diagnostic>,
+    /// `permissions.disableBypassPermissionsMode: "disable"`, where written.
+    pub disables_bypass: Option<Pos>,
 }
 
 /// Translates one Claude Code settings document (already parsed).
@@ -193,6 +195,15 @@ fn permissions(path: &Path, node: &Node, t: &mut Translated) {
                 }
                 continue;
             }
+            "disableBypassPermissionsMode" => {
+                if value.as_str() == Some("disable") {
+                    t.disables_bypass = Some(value.pos);
+                } else {
+                    t.ignored
+                        .push(("permissions.disableBypassPermissionsMode".into(), key.pos));
+                }
+                continue;
+            }
             other => {
                 t.ignored.push((format!("permissions.{other}"), key.pos));
                 continue;
@@ -342,14 +353,8 @@ mod tests {
         assert_eq!(v["enable_all_project_mcp_servers"], true);
         assert_eq!(v["transcripts"]["cleanup_period_days"], 7);
         let ignored: Vec<&str> = t.ignored.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(
-            ignored,
-            [
-                "permissions.disableBypassPermissionsMode",
-                "hooks.SessionStart",
-                "statusLine"
-            ]
-        );
+        assert_eq!(ignored, ["hooks.SessionStart", "statusLine"]);
+        assert_eq!(t.disables_bypass.map(|p| p.line), Some(3));
         let deny = t
             .positions
             .iter()

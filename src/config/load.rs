@@ -111,6 +111,9 @@ pub struct LoadedConfig {
     pub trusted: bool,
     /// The folder trust is decided for (the git root, or the working directory).
     pub trust_root: PathBuf,
+    /// Where `disableBypassPermissionsMode: "disable"` was set, if in any
+    /// layer: no session may then run in `bypassPermissions`.
+    pub bypass_disabled_by: Option<Origin>,
 }
 
 /// Settings could not be loaded. Each diagnostic names the file and, where
@@ -337,9 +340,10 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
 
     let mut ignored = Vec::new();
     let mut skipped = Vec::new();
+    let mut bypass_disabled_by = None;
     let mut managed = Vec::new();
     for f in files.iter().filter(|f| f.read) {
-        let mut doc = read_layer(f, &mut warnings, &mut ignored)?;
+        let mut doc = read_layer(f, &mut warnings, &mut ignored, &mut bypass_disabled_by)?;
         let base = match f.format {
             // `.claude/settings.json` names folders relative to the project.
             Format::Claude => f
@@ -415,6 +419,15 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         });
     }
 
+    if let Some(o) = &bypass_disabled_by
+        && settings.permissions.default_mode == PermissionMode::BypassPermissions
+    {
+        settings.permissions.default_mode = PermissionMode::Default;
+        warnings.push(o.diagnostic(
+            crate::diagnostic::Severity::Warning,
+            "bypassPermissions is disabled here (disableBypassPermissionsMode); the permission mode is `default`",
+        ));
+    }
     if settings.transcripts.dir.is_relative() {
         settings.transcripts.dir = normalize(&input.cwd.join(&settings.transcripts.dir));
     }
@@ -431,6 +444,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         skipped,
         trusted,
         trust_root,
+        bypass_disabled_by,
     })
 }
 
@@ -439,6 +453,7 @@ fn read_layer(
     f: &LayerFile,
     warnings: &mut Vec<Diagnostic>,
     ignored: &mut Vec<IgnoredKey>,
+    bypass_disabled_by: &mut Option<Origin>,
 ) -> Result<LayerDoc, ConfigError> {
     let path = &f.path;
     if f.format != Format::Claude {
@@ -481,6 +496,14 @@ fn read_layer(
     }
     let t = claude::translate(path, &node);
     warnings.extend(t.problems);
+    if let Some(pos) = t.disables_bypass {
+        *bypass_disabled_by = Some(Origin {
+            scope: f.scope,
+            source: path.display().to_string(),
+            line: Some(pos.line),
+            column: Some(pos.column),
+        });
+    }
     let mut doc = LayerDoc::new(f.scope, path.display().to_string(), t.value);
     doc.positions = t.positions.into_iter().collect();
     for (key, pos) in t.ignored {

@@ -774,3 +774,30 @@ fn cleanup_period_days_removes_old_sessions_only() {
     assert!(recent.exists());
     assert!(other.exists());
 }
+
+#[test]
+fn managed_disable_bypass_mode_holds_against_the_command_line() {
+    let p = repo();
+    let managed = tempfile::tempdir().unwrap();
+    let file = managed.path().join("etc/claude-code/managed-settings.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &file,
+        r#"{"permissions": {"disableBypassPermissionsMode": "disable"}}"#,
+    )
+    .unwrap();
+    let server = server(vec![bash("toolu_1", "touch bypassed.txt")]);
+    let out = p
+        .command(Some(&server))
+        .env("CADRE_MANAGED_ROOT", managed.path())
+        .args(["run", "--permission-mode", "bypassPermissions", "go"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("disableBypassPermissionsMode"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!p.path().join("bypassed.txt").exists());
+    assert_eq!(main_results(&server)[0]["is_error"], true);
+}
