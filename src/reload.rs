@@ -130,6 +130,9 @@ impl fmt::Display for ReloadEvent {
         if c.settings_changed {
             f.write_str("; settings changed")?;
         }
+        if c.memory_changed {
+            f.write_str("; project memory changed")?;
+        }
         if !self.diagnostics.is_empty() {
             write!(f, "; {} diagnostic(s)", self.diagnostics.len())?;
         }
