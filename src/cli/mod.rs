@@ -40,9 +40,12 @@ use crate::snapshot::{self, Snapshot, SnapshotInput};
     max_term_width = 100
 )]
 #[command(
-    after_help = "Configuration: --config PATH, else CADRE_CONFIG, else cadre.toml, cadre.yaml, config/cadre.toml or \
-config/cadre.yaml in the working directory, else $XDG_CONFIG_HOME/cadre/cadre.toml. Settings layer as defaults < file < \
-CADRE_* environment (CADRE_PROVIDER__MODEL=...) < command line.\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
+    after_help = "Settings layers, lowest first: defaults < user (~/.claude/settings.json, ~/.config/cadre/cadre.toml) < \
+project (.claude/settings.json, then --config PATH, CADRE_CONFIG, or cadre.toml, cadre.yaml, config/cadre.toml, \
+config/cadre.yaml in the working directory) < local (.claude/settings.local.json) < CADRE_* environment \
+(CADRE_PROVIDER__MODEL=...) < command line < managed (/etc/claude-code/managed-settings.json, /etc/cadre/cadre.toml). \
+`cadre config show --origin` shows where each value came from; a project's hooks, MCP servers and provider settings \
+need `cadre trust`.\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
 )]
 pub struct Cli {
     #[command(flatten)]
