@@ -407,6 +407,43 @@ mod tests {
         LayerDoc::new(scope, scope.as_str(), m)
     }
 
+    proptest::proptest! {
+        /// Whatever each layer says, every rule of every layer is in the
+        /// merged list exactly once, and each keeps the first layer that
+        /// wrote it as its origin.
+        #[test]
+        fn merged_rule_lists_keep_every_layers_rules(
+            layers in proptest::collection::vec(
+                proptest::collection::vec("(Bash|Read|Edit)\\([a-c]\\)", 0..4), 1..6)
+        ) {
+            let scopes = [Scope::User, Scope::Project, Scope::Local, Scope::Env, Scope::Cli, Scope::Managed];
+            let mut acc = Map::new();
+            let mut o = Origins::default();
+            for (rules, scope) in layers.iter().zip(scopes) {
+                merge(&mut acc, &doc(scope, json!({"permissions": {"deny": rules}})), &mut o);
+            }
+            let merged: Vec<String> = acc["permissions"]["deny"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string())
+                .collect();
+            for (rules, scope) in layers.iter().zip(scopes) {
+                for r in rules {
+                    proptest::prop_assert_eq!(merged.iter().filter(|m| *m == r).count(), 1);
+                    let first = layers
+                        .iter()
+                        .zip(scopes)
+                        .find(|(l, _)| l.contains(r))
+                        .map(|(_, s)| s)
+                        .unwrap();
+                    proptest::prop_assert_eq!(o.of_item("permissions.deny", r).unwrap().scope, first);
+                    proptest::prop_assert!(first <= scope);
+                }
+            }
+        }
+    }
+
     #[test]
     fn lists_union_and_scalars_take_the_higher_layer() {
         let mut acc = Map::new();
