@@ -803,3 +803,28 @@ fn managed_disable_bypass_mode_holds_against_the_command_line() {
     assert!(!p.path().join("bypassed.txt").exists());
     assert_eq!(main_results(&server)[0]["is_error"], true);
 }
+
+#[test]
+fn config_show_origin_snapshot() {
+    let mut p = repo();
+    let managed = tempfile::tempdir().unwrap();
+    p.env("CADRE_MANAGED_ROOT", &managed.path().display().to_string());
+    p.env("CADRE_AGENTS__MAX_DEPTH", "2");
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"permissions\": {\"allow\": [\"Bash(npm test:*)\"], \"deny\": [\"Read(./.env)\"]},\n  \"env\": {\"TEAM\": \"x\"},\n  \"hooks\": {\"PreToolUse\": [{\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"./check.sh\"}]}]},\n  \"theme\": \"dark\"\n}\n",
+    );
+    write_home(
+        &p,
+        ".claude/settings.json",
+        "{\"permissions\": {\"deny\": [\"Bash(rm:*)\"]}}",
+    );
+    let out = p.run(None, &["config", "show", "--origin"]);
+    out.ok();
+    let text = out
+        .stdout
+        .replace(&managed.path().display().to_string(), "[MANAGED]")
+        .replace(&p.path().display().to_string(), "[PROJECT]")
+        .replace(&p.home.path().display().to_string(), "[HOME]");
+    insta::assert_snapshot!("config_show_origin", text);
+}
