@@ -482,7 +482,13 @@ pub(super) fn start_task(
             Some(def) if !def.mcp_servers.is_empty() => Some(
                 engine
                     .mcp
-                    .start_scoped(&agent_id, &def.name, &def.mcp_servers, &child.spec().cwd)
+                    .start_scoped(
+                        &agent_id,
+                        &def.name,
+                        &def.mcp_servers,
+                        &child.spec().cwd,
+                        Arc::new(engine.snapshot.load().settings().child_env()),
+                    )
                     .await,
             ),
             _ => None,

@@ -828,3 +828,42 @@ fn config_show_origin_snapshot() {
         .replace(&p.home.path().display().to_string(), "[HOME]");
     insta::assert_snapshot!("config_show_origin", text);
 }
+
+#[test]
+fn mcp_servers_get_env_and_not_the_provider_key() {
+    let p = repo();
+    p.write(
+        ".claude/settings.json",
+        r#"{"env": {"TEAM_VAR": "team-value"}}"#,
+    );
+    p.write(
+        ".mcp.json",
+        r#"{"mcpServers": {"shared": {"command": "sh", "args": ["-c", "env > shared-env.txt"]}}}"#,
+    );
+    p.write(
+        ".claude/agents/helper.md",
+        "---\nname: helper\ndescription: helps\nmcpServers:\n  - inline:\n      command: sh\n      args: [\"-c\", \"env > inline-env.txt\"]\n---\nHELPER\n",
+    );
+    let server = server(vec![(
+        "toolu_1",
+        "Agent",
+        json!({"description": "h", "prompt": "p", "subagent_type": "helper"}),
+    )]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    for file in ["shared-env.txt", "inline-env.txt"] {
+        let mut text = String::new();
+        for _ in 0..50 {
+            text = std::fs::read_to_string(p.path().join(file)).unwrap_or_default();
+            if text.contains("TEAM_VAR") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert!(text.contains("TEAM_VAR=team-value"), "{file}: {text}");
+        assert!(!text.contains(TEST_KEY), "{file} has the key");
+        assert!(
+            text.contains("PATH="),
+            "{file}: the rest of the environment is kept"
+        );
+    }
+}
