@@ -359,7 +359,8 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         doc.resolve_dirs(&base);
         if f.scope != Scope::Managed {
             let origin = doc.origin("agents.managed_dirs");
-            if doc.take(&["agents", "managed_dirs"]).is_some() {
+            let taken = doc.take(&["agents", "managed_dirs"]);
+            if taken.is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty())) {
                 warnings.push(Diagnostic::warning(
                     Some(&f.path),
                     origin.line.map(|l| Pos::new(l, origin.column.unwrap_or(1))),
@@ -383,7 +384,25 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
             }
             for key in trust::GUARDED_KEYS {
                 let origin = doc.origin(&key.join("."));
-                if doc.take(key).is_some() {
+                let empty = |v: &Value| match v {
+                    Value::Null => true,
+                    Value::Array(a) => a.is_empty(),
+                    Value::Object(m) => m.values().all(|x| x.as_array().is_some_and(Vec::is_empty)),
+                    _ => false,
+                };
+                let below = key
+                    .iter()
+                    .try_fold(None::<&Value>, |at, k| match at {
+                        None => acc.get(*k).map(Some),
+                        Some(v) => v.get(*k).map(Some),
+                    })
+                    .flatten();
+                // An empty table or list, or the value already in effect,
+                // asks for nothing: drop it quietly.
+                if doc
+                    .take(key)
+                    .is_some_and(|v| !empty(&v) && below != Some(&v))
+                {
                     skipped.push(Skipped {
                         what: key.join("."),
                         origin: origin.to_string(),
