@@ -1,8 +1,8 @@
-//! Loading settings: finding every layer's file, reading it (cadre's TOML
-//! or YAML, Claude Code's JSON), the environment and command-line layers,
-//! and the merge in the order [`super::layers`] states. Also here: the
-//! report of unknown keys with their position, and where each flag value
-//! was set.
+//! Loading settings: reading every layer's file (cadre's TOML or YAML,
+//! Claude Code's JSON; found by `files`), adding the environment and
+//! command-line layers (`env`), and merging in the order [`super::layers`]
+//! states. Also here: the report of unknown keys with their position, and
+//! where each flag value was set.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -12,6 +12,9 @@ use figment::providers::Serialized;
 use serde_json::{Map, Value};
 
 use super::claude;
+use super::env::{cli_layer, env_layer};
+pub use super::files::{LayerFile, layer_files};
+use super::files::{home, managed_root};
 use super::flags::{Flag, FlagDecl, Flags, Layer};
 use super::layers::{self, Format, LayerDoc, Origin, Origins, Scope};
 use super::mode::PermissionMode;
@@ -22,27 +25,6 @@ use crate::raw::{self, Kind, Node};
 
 /// The embedded lowest layer: flag declarations and model aliases.
 pub const DEFAULTS_TOML: &str = include_str!("../../config/defaults.toml");
-
-/// Environment variables with the `CADRE_` prefix that are not settings.
-const NON_SETTING_ENV: &[&str] = &[
-    "CADRE_CONFIG",
-    "CADRE_SUBAGENT_MODEL",
-    "CADRE_LOG",
-    "CADRE_MANAGED_ROOT",
-];
-
-/// Claude Code's variables that have a cadre setting: variable, dotted
-/// key. `CADRE_*` variables win over these.
-const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
-    ("CLAUDE_CODE_FORK_SUBAGENT", "features.FORK_SUBAGENT"),
-    (
-        "CLAUDE_CODE_DISABLE_BACKGROUND_TASKS",
-        "features.DISABLE_BACKGROUND_TASKS",
-    ),
-    ("CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH", "agents.max_depth"),
-    ("CLAUDE_CODE_COORDINATOR_MODE", "mode"),
-    ("ANTHROPIC_MODEL", "provider.model"),
-];
 
 /// What the command line contributes to settings.
 #[derive(Debug, Clone, Default)]
@@ -181,102 +163,6 @@ pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
         }
     }
     Ok(None)
-}
-
-/// The user's home folder, from the environment of the input.
-fn home(input: &LoadInput) -> Option<PathBuf> {
-    input
-        .env_var("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from)
-}
-
-/// The user's cadre folder: `$XDG_CONFIG_HOME/cadre`, default `~/.config/cadre`.
-fn user_cadre_dir(input: &LoadInput) -> Option<PathBuf> {
-    input
-        .env_var("XDG_CONFIG_HOME")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| home(input).map(|h| h.join(".config")))
-        .map(|d| d.join("cadre"))
-}
-
-/// The root under which the managed files are looked for: `/`, or
-/// `CADRE_MANAGED_ROOT` (for tests, and for admins who keep managed
-/// settings elsewhere).
-fn managed_root(input: &LoadInput) -> PathBuf {
-    input
-        .env_var("CADRE_MANAGED_ROOT")
-        .filter(|s| !s.is_empty())
-        .map_or_else(|| PathBuf::from("/"), PathBuf::from)
-}
-
-/// One settings file a layer may read.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LayerFile {
-    pub scope: Scope,
-    pub path: PathBuf,
-    pub format: Format,
-    /// Whether the file exists (and so was read).
-    pub read: bool,
-}
-
-/// Every settings file, in the order of [`super::layers`], whether it
-/// exists or not (so a watcher can follow files created later).
-pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
-    let mut out: Vec<LayerFile> = Vec::new();
-    let mut push = |scope: Scope, path: PathBuf, format: Format| {
-        if out.iter().any(|f| f.path == path) {
-            return;
-        }
-        let read = path.is_file();
-        out.push(LayerFile {
-            scope,
-            path,
-            format,
-            read,
-        });
-    };
-    if let Some(h) = home(input) {
-        push(
-            Scope::User,
-            h.join(".claude").join("settings.json"),
-            Format::Claude,
-        );
-    }
-    if let Some(d) = user_cadre_dir(input) {
-        push(Scope::User, d.join("cadre.toml"), Format::Toml);
-    }
-    let claude_dir = input.cwd.join(".claude");
-    push(
-        Scope::Project,
-        claude_dir.join("settings.json"),
-        Format::Claude,
-    );
-    if let Some(p) = discover(input)? {
-        let format = match FileFormat::of(&p) {
-            Some(FileFormat::Yaml) => Format::Yaml,
-            _ => Format::Toml,
-        };
-        push(Scope::Project, p, format);
-    }
-    push(
-        Scope::Local,
-        claude_dir.join("settings.local.json"),
-        Format::Claude,
-    );
-    let root = managed_root(input);
-    push(
-        Scope::Managed,
-        root.join("etc/claude-code/managed-settings.json"),
-        Format::Claude,
-    );
-    push(
-        Scope::Managed,
-        root.join("etc/cadre/cadre.toml"),
-        Format::Toml,
-    );
-    Ok(out)
 }
 
 /// A key a repository set that was not applied because the folder is not
@@ -545,6 +431,11 @@ enum FileFormat {
     Yaml,
 }
 
+/// Whether a cadre file is read as YAML (by extension).
+pub(super) fn file_format_is_yaml(path: &Path) -> bool {
+    matches!(FileFormat::of(path), Some(FileFormat::Yaml))
+}
+
 impl FileFormat {
     fn of(path: &Path) -> Option<FileFormat> {
         match path.extension().and_then(|e| e.to_str()) {
@@ -654,142 +545,6 @@ fn walk_unknown(
         }
         at.pop();
     }
-}
-
-/// The environment layer: Claude Code's variables that have a cadre
-/// meaning, then `CADRE_A__B=v` → `{a: {b: v}}`. Segments are lowercased,
-/// except the names inside open tables (`[models]`, `[features]`, …): those
-/// take the case of the key they override in a lower layer (`acc`), or stay
-/// as written when no such key exists.
-fn env_layer(
-    input: &LoadInput,
-    acc: &Map<String, Value>,
-    warnings: &mut Vec<Diagnostic>,
-) -> LayerDoc {
-    let template = serde_json::to_value(Settings::default()).unwrap_or(Value::Null);
-    let mut doc = LayerDoc::new(Scope::Env, "environment", Map::new());
-    let set = |doc: &mut LayerDoc, segments: Vec<String>, var: &str, value: Value| {
-        let key = segments.join(".");
-        insert_path(&mut doc.value, &segments, value);
-        doc.vars.insert(key, var.to_string());
-    };
-    for (var, key) in CLAUDE_CODE_ENV {
-        let Some(text) = input.env_var(var) else {
-            continue;
-        };
-        let value = match *key {
-            "mode" => Value::String(
-                if matches!(text.trim(), "1" | "true") {
-                    "coordinator"
-                } else {
-                    "normal"
-                }
-                .into(),
-            ),
-            k if k.starts_with("features.") => Value::Bool(matches!(
-                text.trim().to_ascii_lowercase().as_str(),
-                "1" | "true" | "on" | "yes"
-            )),
-            _ => env_value(text),
-        };
-        set(
-            &mut doc,
-            key.split('.').map(str::to_string).collect(),
-            var,
-            value,
-        );
-    }
-    for (key, value) in &input.env {
-        let Some(rest) = key.strip_prefix("CADRE_") else {
-            continue;
-        };
-        if NON_SETTING_ENV.contains(&key.as_str()) || rest.is_empty() {
-            continue;
-        }
-        let mut segments: Vec<String> = Vec::new();
-        for seg in rest.split("__") {
-            let in_open_table = segments.len() == 1 && OPEN_TABLES.contains(&segments[0].as_str());
-            let s = if in_open_table {
-                acc.get(&segments[0])
-                    .and_then(Value::as_object)
-                    .and_then(|t| t.keys().find(|k| k.eq_ignore_ascii_case(seg)).cloned())
-                    .unwrap_or_else(|| seg.to_string())
-            } else {
-                seg.to_ascii_lowercase()
-            };
-            segments.push(s);
-        }
-        if template.get(&segments[0]).is_none() {
-            // `CADRE_SOMETHING` without `__` that names no setting belongs to
-            // a script (`CADRE_BIN`, `CADRE_LOCAL_MODEL_PORT`); a nested key
-            // with an unknown head is a typo worth reporting.
-            if segments.len() == 1 {
-                continue;
-            }
-            warnings.push(Diagnostic::warning(
-                Some(Path::new("environment")),
-                None,
-                format!("{key}: unknown setting `{}`", segments.join(".")),
-            ));
-            continue;
-        }
-        set(&mut doc, segments, key, env_value(value));
-    }
-    doc
-}
-
-fn env_value(text: &str) -> Value {
-    let t = text.trim();
-    if (t.starts_with('[') || t.starts_with('{'))
-        && let Ok(v) = serde_json::from_str(t)
-    {
-        return v;
-    }
-    match t {
-        "true" => return Value::Bool(true),
-        "false" => return Value::Bool(false),
-        _ => {}
-    }
-    if let Ok(i) = t.parse::<i64>() {
-        return Value::from(i);
-    }
-    if let Ok(f) = t.parse::<f64>()
-        && f.is_finite()
-    {
-        return Value::from(f);
-    }
-    Value::String(text.to_string())
-}
-
-fn insert_path(root: &mut Map<String, Value>, path: &[String], value: Value) {
-    let keys: Vec<&str> = path.iter().map(String::as_str).collect();
-    claude::insert(root, &keys, value);
-}
-
-fn cli_layer(cli: &CliOverrides) -> LayerDoc {
-    let mut root = Map::new();
-    for (name, on) in &cli.features {
-        insert_path(
-            &mut root,
-            &["features".into(), name.clone()],
-            Value::Bool(*on),
-        );
-    }
-    if let Some(m) = &cli.model {
-        insert_path(
-            &mut root,
-            &["provider".into(), "model".into()],
-            Value::String(m.clone()),
-        );
-    }
-    if let Some(mode) = cli.permission_mode {
-        insert_path(
-            &mut root,
-            &["permissions".into(), "default_mode".into()],
-            Value::String(mode.as_str().into()),
-        );
-    }
-    LayerDoc::new(Scope::Cli, "command line", root)
 }
 
 /// Turns a figment error into a diagnostic at the position of the key

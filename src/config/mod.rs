@@ -9,6 +9,8 @@
 
 mod claude;
 mod condition;
+mod env;
+mod files;
 mod flags;
 pub mod layers;
 mod load;
