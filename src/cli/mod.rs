@@ -13,6 +13,7 @@ mod agents;
 mod config;
 mod flags;
 mod output;
+mod permissions;
 mod run;
 mod tools;
 mod trust;
@@ -106,6 +107,9 @@ pub enum Command {
     Config(config::ConfigCommand),
     /// Trust a folder (its hooks, MCP servers, provider settings), list or revoke.
     Trust(trust::TrustArgs),
+    /// Test permission rules against a tool call.
+    #[command(subcommand)]
+    Permissions(permissions::PermissionsCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -187,6 +191,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Watch(args) => watch::watch(&g, args).await,
         Command::Trust(args) => trust::trust(&g, args),
         Command::Config(cmd) => config::dispatch(&g, cmd),
+        Command::Permissions(cmd) => permissions::dispatch(&g, cmd),
     }
 }
 

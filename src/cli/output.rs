@@ -75,30 +75,115 @@ pub fn stream_json_sink() -> EventSink {
 struct Running {
     bar: ProgressBar,
     label: String,
+    agent_type: String,
     tools: u32,
+}
+
+/// A tool call waiting for its result, for the chat's tool lines.
+struct PendingCall {
+    /// `[TYPE] ` for a sub-agent's call, empty for the main session's.
+    who: String,
+    name: String,
+    input: String,
 }
 
 /// Progress lines on stderr, one per running sub-agent, updated in place:
 /// `[Explore] find auth files … 5 tools, 3.2s`, then a final `done (…)`.
-/// Optionally also streams the main session's text to stdout.
+/// In chat it also streams the main session's text to stdout and prints one
+/// line per finished tool call (`  • [Explore] Grep FORK — ok`), so the
+/// user sees every tool that ran and every failure, a failed spawn included.
 pub struct Progress {
     multi: MultiProgress,
+    visible: bool,
     running: Mutex<HashMap<String, Running>>,
-    stream_main_text: bool,
+    calls: Mutex<HashMap<String, PendingCall>>,
+    /// Chat: stream the main text and print tool lines.
+    chat: bool,
+    /// The main text streamed so far does not end with a newline.
+    mid_line: std::sync::atomic::AtomicBool,
 }
 
 impl Progress {
-    pub fn new(stream_main_text: bool) -> Arc<Progress> {
+    pub fn new(chat: bool) -> Arc<Progress> {
         let target = if std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
         };
+        // indicatif also hides itself on a terminal it cannot draw on
+        // (TERM=dumb); lines then go to stderr directly.
+        let visible = !target.is_hidden();
         Arc::new(Progress {
             multi: MultiProgress::with_draw_target(target),
+            visible,
             running: Mutex::new(HashMap::new()),
-            stream_main_text,
+            calls: Mutex::new(HashMap::new()),
+            chat,
+            mid_line: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Prints one finished line on stderr above the progress bars. Without
+    /// a terminal the bars are hidden; chat's lines are still printed.
+    fn println(&self, line: String) {
+        use std::sync::atomic::Ordering;
+        let newline_first = self.mid_line.swap(false, Ordering::Relaxed);
+        if self.visible {
+            self.multi.suspend(|| {
+                if newline_first {
+                    outln!();
+                }
+            });
+            let _ = self.multi.println(line);
+        } else if self.chat {
+            if newline_first {
+                outln!();
+            }
+            eprintln!("{line}");
+        }
+    }
+
+    fn tool_event(&self, event: &EngineEvent, running: &HashMap<String, Running>) {
+        let Ok(mut calls) = self.calls.lock() else {
+            return;
+        };
+        match event {
+            EngineEvent::ToolUse {
+                agent_id,
+                tool_use_id,
+                name,
+                input,
+            } => {
+                let who = match running.get(agent_id) {
+                    Some(r) => format!("[{}] ", r.agent_type),
+                    None => String::new(),
+                };
+                calls.insert(
+                    tool_use_id.clone(),
+                    PendingCall {
+                        who,
+                        name: name.clone(),
+                        input: short_input(name, input),
+                    },
+                );
+            }
+            EngineEvent::ToolResult {
+                tool_use_id, error, ..
+            } => {
+                if let Some(call) = calls.remove(tool_use_id) {
+                    let outcome = match error {
+                        Some(e) => format!("error: {e}"),
+                        None => "ok".to_string(),
+                    };
+                    let sep = if call.input.is_empty() { "" } else { " " };
+                    self.println(format!(
+                        "  • {}{}{sep}{} — {outcome}",
+                        call.who, call.name, call.input
+                    ));
+                }
+            }
+            _ => {}
+        }
     }
 
     pub fn sink(self: &Arc<Self>) -> EventSink {
@@ -111,9 +196,14 @@ impl Progress {
             return;
         };
         match event {
-            EngineEvent::TextDelta { agent_id, text }
-                if self.stream_main_text && agent_id == "main" =>
-            {
+            EngineEvent::ToolUse { .. } | EngineEvent::ToolResult { .. } if self.chat => {
+                self.tool_event(event, &running);
+            }
+            EngineEvent::TextDelta { agent_id, text } if self.chat && agent_id == "main" => {
+                if let Some(last) = text.chars().last() {
+                    self.mid_line
+                        .store(last != '\n', std::sync::atomic::Ordering::Relaxed);
+                }
                 self.multi.suspend(|| {
                     let mut out = std::io::stdout().lock();
                     let _ = out.write_all(text.as_bytes());
@@ -145,6 +235,7 @@ impl Progress {
                     Running {
                         bar,
                         label,
+                        agent_type: agent_type.clone(),
                         tools: 0,
                     },
                 );
@@ -175,11 +266,41 @@ impl Progress {
                         *duration_ms as f64 / 1000.0
                     );
                     r.bar.finish_and_clear();
-                    let _ = self.multi.println(line);
+                    self.println(line);
                 }
             }
             _ => {}
         }
+    }
+}
+
+/// A tool call's input in a few words for a progress line: the field that
+/// says what the call is about (the command, the path, the pattern, the
+/// agent), on one line and at most 80 characters.
+pub fn short_input(tool: &str, input: &Value) -> String {
+    let field = |k: &str| input.get(k).and_then(Value::as_str);
+    let text = match tool {
+        "Bash" => field("command").map(str::to_string),
+        "Read" | "Write" | "Edit" | "NotebookEdit" => field("file_path").map(str::to_string),
+        "Glob" | "Grep" => field("pattern").map(str::to_string),
+        "Agent" => {
+            let kind = field("subagent_type").unwrap_or("general-purpose");
+            Some(match field("description") {
+                Some(d) => format!("{kind}: {d}"),
+                None => kind.to_string(),
+            })
+        }
+        _ => None,
+    };
+    let text = text.unwrap_or_else(|| match input {
+        Value::Object(m) if m.is_empty() => String::new(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    });
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
     }
 }
 
@@ -203,4 +324,46 @@ pub fn result_object(
         "session_id": session_id,
         "stop_reason": stop_reason,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_input;
+    use serde_json::json;
+
+    #[test]
+    fn short_input_picks_the_telling_field() {
+        assert_eq!(
+            short_input("Bash", &json!({"command": "cargo test\n  --locked"})),
+            "cargo test --locked"
+        );
+        assert_eq!(
+            short_input("Read", &json!({"file_path": "src/main.rs", "limit": 3})),
+            "src/main.rs"
+        );
+        assert_eq!(
+            short_input(
+                "Agent",
+                &json!({"description": "find flags", "prompt": "…", "subagent_type": "Explore"})
+            ),
+            "Explore: find flags"
+        );
+        assert_eq!(
+            short_input("Agent", &json!({"description": "x", "prompt": "y"})),
+            "general-purpose: x"
+        );
+        assert_eq!(short_input("TaskStop", &json!({})), "");
+        assert_eq!(
+            short_input("mcp__fs__read", &json!({"path": "a"})),
+            r#"{"path":"a"}"#
+        );
+    }
+
+    #[test]
+    fn short_input_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(200);
+        let s = short_input("Glob", &json!({ "pattern": long }));
+        assert_eq!(s.chars().count(), 81);
+        assert!(s.ends_with('…'));
+    }
 }

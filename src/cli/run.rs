@@ -16,7 +16,7 @@ use super::output::{
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
-use crate::message::{ContentBlock, Message};
+use crate::message::{ContentBlock, Message, Role};
 use crate::provider::{Provider, ProviderErrorKind};
 use crate::reload::{self, ReloadHandle};
 use crate::runtime::{
@@ -38,6 +38,10 @@ pub struct SessionArgs {
     /// Permission mode of the main session.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     permission_mode: Option<PermissionMode>,
+    /// A folder besides the working directory where edits need no rule;
+    /// repeatable.
+    #[arg(long = "add-dir", value_name = "DIR")]
+    add_dirs: Vec<PathBuf>,
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -170,7 +174,7 @@ fn prepare(
             tracing::info!("removed {n} session folder(s) older than {days} days");
         }
     }
-    let engine = Arc::new(Engine::new(
+    let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
         tools,
@@ -179,7 +183,18 @@ fn prepare(
         session_id,
         events,
         asker,
-    ));
+    );
+    for d in &args.add_dirs {
+        let d = input.load.cwd.join(d);
+        if !d.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--add-dir {}: not a directory",
+                d.display()
+            )));
+        }
+        engine.add_dirs.push(d);
+    }
+    let engine = Arc::new(engine);
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
     engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
@@ -331,6 +346,9 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                     "warning: stopped after {} turns (the turn limit)",
                     outcome.turns
                 );
+            }
+            if text.trim().is_empty() && !g.quiet {
+                eprintln!("{}", empty_answer_warning(stop, outcome.turns));
             }
             let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
             match args.output_format {
@@ -506,6 +524,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         };
         first = false;
         session.push_user(message);
+        let before = session.history().len();
         let cancel = CancellationToken::new();
         session.set_cancel(cancel.clone());
         let result = tokio::select! {
@@ -514,7 +533,25 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         };
         outln!();
         match result {
-            Some(Ok(_)) => {}
+            Some(Ok(outcome)) => {
+                // Only this prompt's replies count: an earlier answer in the
+                // conversation does not answer this one.
+                let replies = session.history().get(before..).unwrap_or_default();
+                let answered = replies.iter().any(|m| {
+                    m.role == Role::Assistant
+                        && m.content
+                            .iter()
+                            .filter_map(ContentBlock::as_text)
+                            .any(|t| !t.trim().is_empty())
+                });
+                if !answered {
+                    let stop = match outcome.stop {
+                        StopKind::EndTurn => "end_turn",
+                        StopKind::MaxTurns => "max_turns",
+                    };
+                    eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+                }
+            }
             Some(Err(e)) => eprintln!("error: {e}"),
             None => {
                 session.repair_after_cancel();
@@ -527,4 +564,14 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .kill_all(std::time::Duration::from_secs(5))
         .await;
     Ok(())
+}
+
+/// What the user is told when a session ends without any answer text, so
+/// an empty line on stdout never goes unexplained.
+fn empty_answer_warning(stop: &str, turns: u32) -> String {
+    format!(
+        "warning: the model ended without an answer: no reply of this session had text \
+         (last stop: {stop}, after {turns} turn{})",
+        if turns == 1 { "" } else { "s" }
+    )
 }

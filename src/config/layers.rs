@@ -198,7 +198,9 @@ impl LayerDoc {
         map.remove(*last)
     }
 
-    /// Makes relative folder names absolute against `base`.
+    /// Makes relative agent folder names absolute against `base`.
+    /// (`permissions.additional_directories` stays relative to the working
+    /// directory, where the permission check resolves it.)
     pub fn resolve_dirs(&mut self, base: &Path) {
         let fix = |v: &mut Value| {
             if let Value::String(s) = v
@@ -218,13 +220,6 @@ impl LayerDoc {
                     items.iter_mut().for_each(fix);
                 }
             }
-        }
-        if let Some(Value::Array(items)) = self
-            .value
-            .get_mut("permissions")
-            .and_then(|p| p.get_mut("additional_directories"))
-        {
-            items.iter_mut().for_each(fix);
         }
     }
 }

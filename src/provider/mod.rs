@@ -275,7 +275,11 @@ impl Provider {
             return Err(ProviderError {
                 kind: ProviderErrorKind::Config,
                 message: format!(
-                    "no Anthropic API key: set the environment variable {} (or provider.api_key_env)",
+                    "no Anthropic API key: set the environment variable {} (or name another \
+                     variable in provider.api_key_env). No key? Run a local model instead: \
+                     in cadre's repository, `scripts/local-model install && scripts/local-model \
+                     start`, then use its config/local.toml (`--config PATH/config/local.toml`, \
+                     or copy it to ~/.config/cadre/cadre.toml); see docs/quickstart.md",
                     self.key_env
                 ),
             });

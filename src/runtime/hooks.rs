@@ -25,6 +25,7 @@ use tokio::io::AsyncWriteExt;
 use crate::catalog::AgentDef;
 use crate::config::{ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
+use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
 
 use super::Engine;
@@ -304,13 +305,103 @@ pub fn additional_context(stdout: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What the PreToolUse hooks made of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum PreTool {
+    /// Blocked (exit 2 or `deny`): the error result for the model.
+    Blocked(String),
+    /// The call goes on to the permission check, with the hooks' decision
+    /// and a replacement input, if any.
+    Go {
+        verdict: Option<HookVerdict>,
+        input: Option<Value>,
+    },
+}
+
+/// A PreToolUse hook's JSON answer on stdout (exit 0), in Claude Code's
+/// shape: `hookSpecificOutput.permissionDecision` (`allow`, `deny`, `ask`),
+/// `permissionDecisionReason` and `updatedInput`. The older top-level
+/// `decision` (`approve`, `block`) and `reason` are read too.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ToolDecision {
+    pub decision: Option<HookDecision>,
+    pub reason: String,
+    /// A replacement for the call's input.
+    pub updated_input: Option<Value>,
+}
+
+/// Parses a PreToolUse hook's stdout; `None` when it says nothing of the
+/// call (not JSON, or no decision and no new input).
+pub fn tool_decision(stdout: &str) -> Option<ToolDecision> {
+    let v: Value = serde_json::from_str(stdout.trim()).ok()?;
+    let specific = v.get("hookSpecificOutput");
+    let field = |name: &str| specific.and_then(|h| h.get(name));
+    let (decision, reason) = match field("permissionDecision").and_then(Value::as_str) {
+        Some(d) => (d, field("permissionDecisionReason")),
+        None => match v.get("decision").and_then(Value::as_str) {
+            Some("approve") => ("allow", v.get("reason")),
+            Some("block") => ("deny", v.get("reason")),
+            _ => ("", None),
+        },
+    };
+    let decision = match decision {
+        "allow" => Some(HookDecision::Allow),
+        "ask" => Some(HookDecision::Ask),
+        "deny" => Some(HookDecision::Deny),
+        _ => None,
+    };
+    let updated_input = field("updatedInput").filter(|i| i.is_object()).cloned();
+    if decision.is_none() && updated_input.is_none() {
+        return None;
+    }
+    Some(ToolDecision {
+        decision,
+        reason: reason
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        updated_input,
+    })
+}
+
 /// What the hooks of one event said, in hook order.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Fired {
     /// stderr of every hook that exited with 2.
     pub blocks: Vec<String>,
     /// `additionalContext` of every hook that exited with 0.
     pub contexts: Vec<String>,
+    /// The JSON decisions of hooks that exited with 0 (PreToolUse).
+    pub decisions: Vec<ToolDecision>,
+}
+
+impl Fired {
+    /// The decision of several PreToolUse hooks: a denial wins over an ask,
+    /// an ask over an allow (as in Claude Code); the reasons of the winning
+    /// kind are joined. The first replacement input in hook order is used.
+    pub fn tool_verdict(&self) -> (Option<HookVerdict>, Option<Value>) {
+        let updated = self.decisions.iter().find_map(|d| d.updated_input.clone());
+        for kind in [HookDecision::Deny, HookDecision::Ask, HookDecision::Allow] {
+            let reasons: Vec<&str> = self
+                .decisions
+                .iter()
+                .filter(|d| d.decision == Some(kind))
+                .map(|d| d.reason.as_str())
+                .filter(|r| !r.is_empty())
+                .collect();
+            if self.decisions.iter().any(|d| d.decision == Some(kind)) {
+                return (
+                    Some(HookVerdict {
+                        decision: kind,
+                        reason: reasons.join("; "),
+                    }),
+                    updated,
+                );
+            }
+        }
+        (None, updated)
+    }
 }
 
 /// Runs `hooks` concurrently and collects what they said. Timeouts,
@@ -332,7 +423,12 @@ pub async fn fire(
                 code: Some(0),
                 stdout,
                 ..
-            } => fired.contexts.extend(additional_context(&stdout)),
+            } => {
+                fired.contexts.extend(additional_context(&stdout));
+                if event == HookEvent::PreToolUse.as_str() {
+                    fired.decisions.extend(tool_decision(&stdout));
+                }
+            }
             HookRun::Exited {
                 code: Some(2),
                 stderr,
@@ -440,18 +536,23 @@ impl Session {
         )
     }
 
-    /// PreToolUse: `Some(text)` is the error result for a blocked call.
+    /// PreToolUse: what the hooks said of a call. Exit 2 or a `deny`
+    /// blocks it; otherwise they may decide (`allow`/`ask`) and replace its
+    /// input.
     pub(super) async fn pre_tool_hooks(
         &self,
         snap: &Snapshot,
         tool_use_id: &str,
         name: &str,
         input: &Value,
-    ) -> Option<String> {
+    ) -> PreTool {
         let event = HookEvent::PreToolUse;
         let hooks = self.hooks_for(snap, event, name);
         if hooks.is_empty() {
-            return None;
+            return PreTool::Go {
+                verdict: None,
+                input: None,
+            };
         }
         let mut m = self.hook_input(event);
         m.insert("tool_name".into(), json!(name));
@@ -465,14 +566,25 @@ impl Session {
             &snap.settings().child_env(),
         )
         .await;
-        if fired.blocks.is_empty() {
-            return None;
+        let (verdict, updated) = fired.tool_verdict();
+        let mut blocks = fired.blocks;
+        if let Some(v) = &verdict
+            && v.decision == HookDecision::Deny
+        {
+            blocks.push(v.reason.clone());
         }
-        Some(render(
-            snap,
-            "error_hook_blocked",
-            &json!({"tool": name, "reason": fired.blocks.join("\n")}),
-        ))
+        if !blocks.is_empty() {
+            blocks.retain(|b| !b.is_empty());
+            return PreTool::Blocked(render(
+                snap,
+                "error_hook_blocked",
+                &json!({"tool": name, "reason": blocks.join("\n")}),
+            ));
+        }
+        PreTool::Go {
+            verdict,
+            input: updated,
+        }
     }
 
     /// PostToolUse: appends each `additionalContext` to the result block.
@@ -734,6 +846,71 @@ mod tests {
         );
         assert_eq!(additional_context("plain text"), None);
         assert_eq!(additional_context(""), None);
+    }
+
+    #[test]
+    fn pre_tool_use_decisions_and_their_precedence() {
+        let d = tool_decision(
+            r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
+                "permissionDecisionReason": " check it ", "updatedInput": {"command": "ls"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.decision, Some(HookDecision::Ask));
+        assert_eq!(d.reason, "check it");
+        assert_eq!(d.updated_input, Some(json!({"command": "ls"})));
+        let legacy = tool_decision(r#"{"decision": "approve", "reason": "ok"}"#).unwrap();
+        assert_eq!(legacy.decision, Some(HookDecision::Allow));
+        assert_eq!(
+            tool_decision(r#"{"decision": "block"}"#).unwrap().decision,
+            Some(HookDecision::Deny)
+        );
+        // Unknown decisions, non-object inputs and plain text say nothing.
+        assert_eq!(
+            tool_decision(r#"{"hookSpecificOutput": {"permissionDecision": "defer"}}"#),
+            None
+        );
+        assert_eq!(
+            tool_decision(r#"{"hookSpecificOutput": {"updatedInput": "rm -rf /"}}"#),
+            None
+        );
+        assert_eq!(tool_decision("allow"), None);
+
+        let said = |d: Option<HookDecision>, reason: &str, input: Option<Value>| ToolDecision {
+            decision: d,
+            reason: reason.to_string(),
+            updated_input: input,
+        };
+        let fired = Fired {
+            decisions: vec![
+                said(
+                    Some(HookDecision::Allow),
+                    "fine",
+                    Some(json!({"command": "a"})),
+                ),
+                said(
+                    Some(HookDecision::Ask),
+                    "look",
+                    Some(json!({"command": "b"})),
+                ),
+                said(Some(HookDecision::Ask), "again", None),
+            ],
+            ..Fired::default()
+        };
+        let (verdict, input) = fired.tool_verdict();
+        assert_eq!(
+            verdict,
+            Some(HookVerdict {
+                decision: HookDecision::Ask,
+                reason: "look; again".into()
+            })
+        );
+        assert_eq!(input, Some(json!({"command": "a"})));
+        let mut fired = fired;
+        fired
+            .decisions
+            .push(said(Some(HookDecision::Deny), "", None));
+        assert_eq!(fired.tool_verdict().0.unwrap().decision, HookDecision::Deny);
+        assert_eq!(Fired::default().tool_verdict(), (None, None));
     }
 
     #[tokio::test]

@@ -65,6 +65,9 @@ pub enum EngineEvent {
         agent_id: String,
         tool_use_id: String,
         is_error: bool,
+        /// The first line of the error text, for failed calls.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     SubagentStart {
         agent_id: String,
@@ -120,6 +123,9 @@ pub struct Engine {
     pub tasks: tasks::TaskRegistry,
     /// MCP connections: shared servers and agents' inline servers.
     pub mcp: Arc<crate::mcp::McpManager>,
+    /// `--add-dir` folders: besides the working directory and
+    /// `permissions.additional_directories`, where edits need no rule.
+    pub add_dirs: Vec<PathBuf>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -149,6 +155,7 @@ impl Engine {
             events,
             asker,
             mcp: crate::mcp::McpManager::new(),
+            add_dirs: Vec::new(),
             validators: Mutex::new(HashMap::new()),
         }
     }

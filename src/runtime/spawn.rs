@@ -13,10 +13,10 @@ use crate::agent_tool::{
     AgentInput, ModelSource, ResolvedModel, Route, RouteError, fork_messages, has_fork_boilerplate,
     resolve_fork_model, resolve_model, route, tool_pool,
 };
-use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS};
+use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS, Source};
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
-use crate::tools::permissions::Rules;
+use crate::tools::permissions::{self, Rules};
 
 use super::exec::text_content;
 use super::hooks;
@@ -39,6 +39,12 @@ impl Session {
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let snap = &turn.snap;
         let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        // Fields trimmed from this turn's schema (for example `isolation`
+        // under MINIMAL_AGENT_SCHEMA) are ignored if the model sends them.
+        let input = match turn.request.tools.iter().find(|t| t.name == "Agent") {
+            Some(def) => crate::tools::spec::drop_unoffered_fields(input, def),
+            None => input,
+        };
         let input: AgentInput = serde_json::from_value(input).map_err(|e| {
             render(
                 "error_invalid_input",
@@ -175,12 +181,9 @@ impl Session {
                     depth,
                     settings.agents.max_depth,
                 );
-                let mode = match self.spec.mode {
-                    PermissionMode::BypassPermissions | PermissionMode::AcceptEdits => {
-                        self.spec.mode
-                    }
-                    _ => def.permission_mode.unwrap_or(PermissionMode::AcceptEdits),
-                };
+                // Plugin agents' `permissionMode` is ignored (SPEC §7).
+                let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
+                let mode = permissions::child_mode(self.spec.mode, def_mode);
                 let spec = SessionSpec {
                     agent_id: agent_id.clone(),
                     parent_agent_id: Some(self.spec.agent_id.clone()),

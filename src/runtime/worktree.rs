@@ -60,6 +60,9 @@ impl KeptWorktree {
 pub enum WorktreeError {
     #[error("{} is not in a git repository", .0.display())]
     NotARepo(PathBuf),
+    /// `HEAD` does not exist: a worktree needs a commit to start from.
+    #[error("the repository at {} has no commits yet", .0.display())]
+    NoCommits(PathBuf),
     #[error("{0}")]
     Git(String),
 }
@@ -113,7 +116,7 @@ pub fn branch_for(slug: &str) -> String {
 pub fn create(cwd: &Path, agent_id: &str) -> Result<(Worktree, PathBuf), WorktreeError> {
     let git_root = git_root(cwd)?;
     let base = git(cwd, &["rev-parse", "--verify", "HEAD"])
-        .map_err(|_| WorktreeError::Git("the repository has no commits yet".to_string()))?;
+        .map_err(|_| WorktreeError::NoCommits(git_root.clone()))?;
     let prefix = git(cwd, &["rev-parse", "--show-prefix"]).unwrap_or_default();
     let slug = slug(agent_id);
     let branch = branch_for(&slug);
@@ -296,6 +299,9 @@ pub async fn isolate(
     let (wt, child_cwd) = made.map_err(|e| match e {
         WorktreeError::NotARepo(cwd) => {
             render("error_worktree", json!({"not_a_repo": true, "cwd": cwd}))
+        }
+        WorktreeError::NoCommits(root) => {
+            render("error_worktree", json!({"no_commits": true, "root": root}))
         }
         WorktreeError::Git(error) => render("error_worktree", json!({"error": error})),
     })?;

@@ -16,7 +16,7 @@ use ignore::overrides::OverrideBuilder;
 use serde_json::Value;
 
 use super::glob::walker;
-use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
+use super::{Input, PathFilter, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// Output longer than this many characters keeps its head and tail.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
@@ -58,6 +58,7 @@ enum Mode {
 struct Args {
     pattern: String,
     root: PathBuf,
+    hidden: Option<PathFilter>,
     glob: Option<String>,
     mode: Mode,
     case_insensitive: bool,
@@ -90,6 +91,7 @@ impl Args {
             root: i
                 .opt_str("path")?
                 .map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p)),
+            hidden: ctx.hidden.clone(),
             glob: i.opt_str("glob")?.map(str::to_string),
             mode,
             case_insensitive: i.opt_bool("-i")?.unwrap_or(false),
@@ -126,7 +128,7 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
         .after_context(if content { args.after } else { 0 })
         .build();
 
-    let mut walk = walker(&args.root);
+    let mut walk = walker(&args.root, args.hidden.clone());
     if let Some(glob) = &args.glob {
         let mut ob = OverrideBuilder::new(&args.root);
         // Like `rg --glob`: a pattern without a slash matches file names anywhere.

@@ -17,7 +17,7 @@ mod bash;
 mod edit;
 mod glob;
 mod grep;
-pub mod permissions;
+pub use crate::permissions;
 mod read;
 pub mod spec;
 mod write;
@@ -30,7 +30,7 @@ pub use read::ReadTool;
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolContext {
     /// The session's working directory; relative paths resolve against it.
     pub cwd: PathBuf,
@@ -39,6 +39,23 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The environment of processes a tool starts (Bash).
     pub env: std::sync::Arc<crate::config::ChildEnv>,
+    /// Paths a Glob or Grep walk must leave out, because a permission rule
+    /// denies reading them (or asks first). `None`: nothing is hidden.
+    pub hidden: Option<PathFilter>,
+}
+
+/// Answers whether a walk must skip a path.
+pub type PathFilter = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("cancel", &self.cancel)
+            .field("env", &self.env)
+            .field("hidden", &self.hidden.is_some())
+            .finish()
+    }
 }
 
 impl ToolContext {
@@ -47,6 +64,7 @@ impl ToolContext {
             cwd: cwd.into(),
             cancel: CancellationToken::new(),
             env: Default::default(),
+            hidden: None,
         }
     }
 

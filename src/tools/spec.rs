@@ -335,6 +335,43 @@ pub struct DescriptionContext {
     pub coordinator: bool,
 }
 
+/// The context of one tool's description: the shared [`DescriptionContext`]
+/// plus `properties`, the input properties this tool's trimmed schema still
+/// offers (`{{#if properties.isolation}}`), so a description never explains a
+/// field the model is not given.
+#[derive(Debug, Serialize)]
+struct ToolDescriptionContext<'a> {
+    #[serde(flatten)]
+    shared: &'a DescriptionContext,
+    properties: BTreeMap<String, bool>,
+}
+
+/// The top-level property names of a (trimmed) input schema.
+fn offered_properties(schema: &Value) -> BTreeMap<String, bool> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| props.keys().map(|k| (k.clone(), true)).collect())
+        .unwrap_or_default()
+}
+
+/// Removes from a call's `input` the top-level fields that `definition` (as
+/// sent to the model this turn) does not offer. A model may still send a
+/// field that was trimmed away; it is ignored, not acted on (SPEC §6).
+pub fn drop_unoffered_fields(input: Value, definition: &ToolDefinition) -> Value {
+    let Value::Object(mut fields) = input else {
+        return input;
+    };
+    let offered = definition
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object);
+    if let Some(offered) = offered {
+        fields.retain(|k, _| offered.contains_key(k));
+    }
+    Value::Object(fields)
+}
+
 /// One line of the Agent tool's agent list.
 #[derive(Debug, Clone, Serialize)]
 pub struct AgentLine {
@@ -356,12 +393,17 @@ pub fn render_definitions(
         let Some(spec) = specs.get(name) else {
             continue;
         };
+        let input_schema = trim_schema(&spec.input_schema, trim);
+        let ctx = ToolDescriptionContext {
+            shared: desc,
+            properties: offered_properties(&input_schema),
+        };
         let description =
-            templates.render_text(&format!("tool {name}"), &spec.description, desc)?;
+            templates.render_text(&format!("tool {name}"), &spec.description, &ctx)?;
         out.push(ToolDefinition {
             name: spec.name.clone(),
             description: tidy(&description),
-            input_schema: trim_schema(&spec.input_schema, trim),
+            input_schema,
         });
     }
     Ok(out)

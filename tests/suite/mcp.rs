@@ -1,6 +1,6 @@
 //! MCP servers end to end, against real servers: a small stdio server
 //! written here with `rmcp`, and the published reference filesystem
-//! server from npm (installed by `.ci/run` into `.ci/node`).
+//! server from npm (installed by `scripts/test` into `.ci/node`).
 //!
 //! The rmcp server needs an executable. Cargo gives integration tests no
 //! path to an example binary, so the test binary serves it itself: the
@@ -510,23 +510,21 @@ fn a_required_server_that_is_ready_lets_the_spawn_through() {
 }
 
 /// The reference filesystem server from npm, run with node. Installed by
-/// `.ci/run`; a missing node skips loudly, a missing install fails.
+/// `scripts/test` (the README's test command); without node or the install
+/// the test fails and says how to fix it.
 fn filesystem_server() -> Option<PathBuf> {
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        eprintln!(
-            "\n!!!!!!!! SKIPPED: node is not installed; the npm MCP reference server test did not run !!!!!!!!\n"
-        );
-        return None;
-    }
+    assert!(
+        std::process::Command::new("node")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "node is not installed: the npm MCP reference server test needs it (see scripts/test)"
+    );
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".ci/node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     assert!(
         path.is_file(),
-        "{} is missing: run `npm install --prefix .ci/node @modelcontextprotocol/server-filesystem` (as .ci/run does)",
+        "{} is missing: run the tests with `scripts/test`, which installs it into .ci/node",
         path.display()
     );
     Some(path)

@@ -11,6 +11,8 @@ mod inspect;
 pub mod kit;
 mod load;
 mod mcp;
+mod newcomer;
+mod permissions;
 mod provider;
 mod reload;
 mod run;

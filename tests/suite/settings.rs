@@ -821,8 +821,14 @@ fn config_show_origin_snapshot() {
     );
     let out = p.run(None, &["config", "show", "--origin"]);
     out.ok();
+    // Values left at their defaults are left out: the snapshot is about
+    // origins, not about every default cadre has.
     let text = out
         .stdout
+        .lines()
+        .filter(|l| !l.ends_with("# default"))
+        .collect::<Vec<_>>()
+        .join("\n")
         .replace(&managed.path().display().to_string(), "[MANAGED]")
         .replace(&p.path().display().to_string(), "[PROJECT]")
         .replace(&p.home.path().display().to_string(), "[HOME]");
