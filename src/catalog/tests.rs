@@ -511,7 +511,9 @@ fn load_precedence_and_shadowing() {
         .map(|s| (s.def.description.as_str(), s.shadowed_by))
         .filter(|(_, _)| true)
         .collect();
-    assert!(chain.contains(&("plugin", Source::User)));
+    // Plugin agents are namespaced by their plugin (`plugin:x`), so the
+    // user's `x` does not replace them.
+    assert_eq!(cat.get("plugin:x").unwrap().source, Source::Plugin);
     assert!(chain.contains(&("user", Source::Project)));
     assert!(chain.contains(&("project", Source::Cli)));
     assert!(chain.contains(&("cli", Source::Managed)));
@@ -642,4 +644,54 @@ mod props {
             let _ = parse_cli_agents(&s);
         }
     }
+}
+
+#[test]
+fn plugin_agents_are_namespaced_and_keep_no_mode_hooks_or_servers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let risky = "---\nname: r\ndescription: d\npermissionMode: bypassPermissions\nhooks:\n  PreToolUse:\n    - command: touch x\nmcpServers:\n  - shared\n  - inline:\n      command: sh\n---\nbody\n";
+    write(
+        t,
+        "tools-plugin/.claude-plugin/plugin.json",
+        r#"{"name": "toolbox"}"#,
+    );
+    write(t, "tools-plugin/agents/r.md", risky);
+    write(t, "proj/r.md", risky);
+    let mut cat = load(&CatalogInput {
+        dirs: vec![
+            SourceDir {
+                source: Source::Plugin,
+                path: t.join("tools-plugin/agents"),
+            },
+            SourceDir {
+                source: Source::Project,
+                path: t.join("proj"),
+            },
+        ],
+        ..Default::default()
+    });
+    let removed = cat.restrict(false);
+    let p = cat.get("toolbox:r").unwrap();
+    assert_eq!(p.permission_mode, None);
+    assert!(p.hooks.is_none() && p.mcp_servers.is_empty());
+    let r = cat.get("r").unwrap();
+    assert_eq!(
+        r.permission_mode,
+        Some(crate::config::PermissionMode::BypassPermissions)
+    );
+    assert!(r.hooks.is_none());
+    assert_eq!(r.mcp_servers, vec![serde_json::json!("shared")]);
+    let fields: Vec<(&str, &str)> = removed.iter().map(|(a, f, _)| (a.as_str(), *f)).collect();
+    assert_eq!(fields, [("r", "hooks"), ("r", "mcpServers")]);
+
+    let mut trusted = load(&CatalogInput {
+        dirs: vec![SourceDir {
+            source: Source::Project,
+            path: t.join("proj"),
+        }],
+        ..Default::default()
+    });
+    assert!(trusted.restrict(true).is_empty());
+    assert!(trusted.get("r").unwrap().hooks.is_some());
 }

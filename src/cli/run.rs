@@ -145,7 +145,14 @@ fn prepare(
         None => None,
     };
     let settings = snap.settings();
+    // A model set by managed settings is not for a user to change.
+    let managed_model = snap
+        .config
+        .origins
+        .of("provider.model")
+        .is_some_and(|o| o.scope == crate::config::Scope::Managed);
     let model_written = match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
+        _ if managed_model => settings.provider.model.clone(),
         (Some(m), _) => m.clone(),
         (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => m.to_string(),
         _ => settings.provider.model.clone(),
@@ -159,6 +166,14 @@ fn prepare(
     let session_id = new_session_id();
     let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
         .then(|| settings.transcripts.dir.join(&session_id));
+    if session_dir.is_some()
+        && let Some(days) = settings.transcripts.cleanup_period_days
+    {
+        let n = runtime::transcript::remove_old_sessions(&settings.transcripts.dir, days);
+        if n > 0 {
+            tracing::info!("removed {n} session folder(s) older than {days} days");
+        }
+    }
     let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
@@ -191,6 +206,13 @@ fn prepare(
         Some(m) if args.permission_mode.is_none() => m,
         _ => settings.permissions.default_mode,
     };
+    // `disableBypassPermissionsMode` holds for an `--agent` definition too.
+    let mode =
+        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
+            PermissionMode::Default
+        } else {
+            mode
+        };
     let max_turns = args
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
@@ -253,9 +275,16 @@ fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
     Ok(text)
 }
 
-/// The first user message: the agent's `initialPrompt` (for `--agent`), then the prompt.
-fn first_message(def: Option<&AgentDef>, prompt: String) -> Message {
+/// The first user message: project memory (unless the agent is one that
+/// goes without it), the agent's `initialPrompt` (for `--agent`), then the
+/// prompt.
+fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: String) -> Message {
     let mut blocks = Vec::new();
+    if runtime::gets_memory(def)
+        && let Some(memory) = runtime::memory_block(&engine.snapshot.load())
+    {
+        blocks.push(ContentBlock::text(memory));
+    }
     if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
         blocks.push(ContentBlock::text(initial));
     }
@@ -288,7 +317,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         def,
         ..
     } = prepared;
-    session.push_user(first_message(def.as_deref(), prompt));
+    session.push_user(first_message(&engine, def.as_deref(), prompt));
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
     // SIGINT and SIGTERM end the run alike (cli/signals.rs).
@@ -408,7 +437,7 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         events,
         None,
     )?;
-    session.push_user(first_message(def.as_deref(), prompt));
+    session.push_user(first_message(&engine, def.as_deref(), prompt));
     let request = session
         .next_request()
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -418,7 +447,39 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
     super::output::print_json(&value)
 }
 
+/// In a terminal, asks whether to trust a folder whose project settings
+/// were skipped, and records the answer with the user's trust list.
+fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
+    use std::io::IsTerminal;
+    if g.trust || !std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    let input = super::snapshot_input(g, &super::Overrides::default())?;
+    let snap = crate::snapshot::build(&input, 1)?;
+    if snap.config.trusted || snap.config.skipped.is_empty() {
+        return Ok(());
+    }
+    super::report_untrusted(&snap);
+    eprint!(
+        "Trust {} and use these settings? [y/N] ",
+        snap.config.trust_root.display()
+    );
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() || !matches!(line.trim(), "y" | "Y" | "yes") {
+        return Ok(());
+    }
+    let mut store = crate::config::trust::TrustStore::load(crate::config::trust::store_path(|k| {
+        std::env::var(k).ok()
+    }))
+    .map_err(CliError::Usage)?;
+    store.grant(&snap.config.trust_root);
+    store.save().map_err(CliError::Failed)?;
+    eprintln!("trusted: {}", snap.config.trust_root.display());
+    Ok(())
+}
+
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
+    offer_trust(g)?;
     let progress = Progress::new(true);
     let asker: runtime::Asker = Arc::new(|question: String| {
         Box::pin(async move {
@@ -489,7 +550,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         }
         let _ = editor.add_history_entry(line.as_str());
         let message = if first {
-            first_message(def.as_deref(), line)
+            first_message(&engine, def.as_deref(), line)
         } else {
             Message::user_text(line)
         };

@@ -325,8 +325,12 @@ impl McpManager {
         agent_type: &str,
         entries: &[Value],
         cwd: &Path,
+        child_env: Arc<crate::config::ChildEnv>,
     ) -> ScopedServers {
-        let (names, inline, problems) = scoped_servers(entries);
+        let (names, mut inline, problems) = scoped_servers(entries);
+        for (_, config) in inline.iter_mut() {
+            config.child_env = Some(Arc::clone(&child_env));
+        }
         for p in problems {
             report(&format!("agent `{agent_type}`: {p}; ignored"));
         }

@@ -287,6 +287,7 @@ impl Session {
         let ctx = ToolContext {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
+            env: std::sync::Arc::new(snap.settings().child_env()),
             hidden,
         };
         let ToolOutput {

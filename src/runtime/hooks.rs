@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::catalog::AgentDef;
-use crate::config::{DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
+use crate::config::{ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
 use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
@@ -247,8 +247,9 @@ pub enum HookRun {
 /// Runs one hook: `sh -c COMMAND` in `cwd`, `input` on stdin, in its own
 /// process group, which is killed when the command ends or times out (so
 /// nothing it started outlives it).
-pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path) -> HookRun {
+pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildEnv) -> HookRun {
     let mut cmd = tokio::process::Command::new("sh");
+    env.apply(&mut cmd);
     cmd.arg("-c")
         .arg(&hook.command)
         .current_dir(cwd)
@@ -405,8 +406,14 @@ impl Fired {
 
 /// Runs `hooks` concurrently and collects what they said. Timeouts,
 /// failures and exit codes other than 0 and 2 are logged.
-pub async fn fire(hooks: &[HookConfig], event: HookEvent, input: &Value, cwd: &Path) -> Fired {
-    let runs = join_all(hooks.iter().map(|h| run_hook(h, input, cwd))).await;
+pub async fn fire(
+    hooks: &[HookConfig],
+    event: HookEvent,
+    input: &Value,
+    cwd: &Path,
+    env: &ChildEnv,
+) -> Fired {
+    let runs = join_all(hooks.iter().map(|h| run_hook(h, input, cwd, env))).await;
     let mut fired = Fired::default();
     for (hook, run) in hooks.iter().zip(runs) {
         let event = event.as_str();
@@ -490,7 +497,14 @@ pub(super) async fn subagent_start(
         return;
     }
     let input = Value::Object(base_input(engine, spec, transcript, event));
-    let fired = fire(&hooks, event, &input, &spec.cwd).await;
+    let fired = fire(
+        &hooks,
+        event,
+        &input,
+        &spec.cwd,
+        &snap.settings().child_env(),
+    )
+    .await;
     if fired.contexts.is_empty() {
         return;
     }
@@ -544,7 +558,14 @@ impl Session {
         m.insert("tool_name".into(), json!(name));
         m.insert("tool_input".into(), input.clone());
         m.insert("tool_use_id".into(), json!(tool_use_id));
-        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
         let (verdict, updated) = fired.tool_verdict();
         let mut blocks = fired.blocks;
         if let Some(v) = &verdict
@@ -602,7 +623,14 @@ impl Session {
             "tool_response".into(),
             json!({"content": response.join("\n"), "is_error": *is_error}),
         );
-        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
         for context in fired.contexts {
             content.push(ToolResultContent::Text {
                 text: render(
@@ -634,7 +662,14 @@ impl Session {
         let mut m = self.hook_input(event);
         m.insert("stop_hook_active".into(), json!(times_blocked > 0));
         m.insert("last_assistant_message".into(), json!(last));
-        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
         if fired.blocks.is_empty() {
             return None;
         }
@@ -897,6 +932,7 @@ mod tests {
             HookEvent::PreToolUse,
             &input,
             dir.path(),
+            &ChildEnv::default(),
         )
         .await;
         assert_eq!(fired.blocks, ["blocked"]);
@@ -906,7 +942,13 @@ mod tests {
                 .unwrap();
         assert_eq!(seen, input);
         assert_eq!(
-            run_hook(&hook("sleep 30", 100), &input, dir.path()).await,
+            run_hook(
+                &hook("sleep 30", 100),
+                &input,
+                dir.path(),
+                &ChildEnv::default()
+            )
+            .await,
             HookRun::TimedOut
         );
     }

@@ -32,7 +32,10 @@ use crate::provider::Provider;
 use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
-pub use prompt::{PromptContext, git_branch, main_system_prompt, subagent_system_prompt};
+pub use prompt::{
+    PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
+    subagent_system_prompt,
+};
 pub use session::{
     Outcome, RunError, Session, SessionSpec, Stats, StopKind, last_text, render_tools,
     render_tools_for,

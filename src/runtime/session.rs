@@ -334,8 +334,17 @@ impl Session {
         {
             let mut names: Vec<String> = self.spec.tool_names.clone();
             let mcp = &self.engine.mcp;
-            let required_ready = |d: &AgentDef| mcp.required_ready(&d.required_mcp_servers);
-            let mut tools = render_tools_for(snap, self.spec.kind, &names, &required_ready)?;
+            // `Agent(A, B)` in this session's own tools: list only those types.
+            let spawnable = self
+                .spec
+                .def
+                .as_deref()
+                .and_then(crate::agent_tool::spawnable_types);
+            let listed = |d: &AgentDef| {
+                mcp.required_ready(&d.required_mcp_servers)
+                    && spawnable.as_ref().is_none_or(|t| t.contains(&d.name))
+            };
+            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed)?;
             for t in self.mcp_tools(snap) {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());

@@ -38,6 +38,8 @@ pub struct ToolContext {
     /// Cancelled when the call's turn is cancelled; long-running tools stop
     /// (Bash kills its process group).
     pub cancel: CancellationToken,
+    /// The environment of processes a tool starts (Bash).
+    pub env: std::sync::Arc<crate::config::ChildEnv>,
     /// Paths a Glob or Grep walk must leave out, because a permission rule
     /// denies reading them (or asks first). `None`: nothing is hidden.
     pub hidden: Option<PathFilter>,
@@ -51,6 +53,7 @@ impl std::fmt::Debug for ToolContext {
         f.debug_struct("ToolContext")
             .field("cwd", &self.cwd)
             .field("cancel", &self.cancel)
+            .field("env", &self.env)
             .field("hidden", &self.hidden.is_some())
             .finish()
     }
@@ -61,6 +64,7 @@ impl ToolContext {
         ToolContext {
             cwd: cwd.into(),
             cancel: CancellationToken::new(),
+            env: Default::default(),
             hidden: None,
         }
     }
