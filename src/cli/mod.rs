@@ -15,6 +15,7 @@ mod flags;
 mod output;
 mod permissions;
 mod run;
+mod sessions;
 mod signals;
 mod tools;
 mod trust;
@@ -111,6 +112,9 @@ pub enum Command {
     /// Test permission rules against a tool call.
     #[command(subcommand)]
     Permissions(permissions::PermissionsCommand),
+    /// Sessions kept in this project's transcript folder: list, show, rm.
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -193,6 +197,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Trust(args) => trust::trust(&g, args),
         Command::Config(cmd) => config::dispatch(&g, cmd),
         Command::Permissions(cmd) => permissions::dispatch(&g, cmd),
+        Command::Sessions(cmd) => sessions::dispatch(&g, cmd),
     }
 }
 

@@ -42,6 +42,22 @@ pub struct SessionArgs {
     /// repeatable.
     #[arg(long = "add-dir", value_name = "DIR")]
     add_dirs: Vec<PathBuf>,
+    /// Continue session ID (see `cadre sessions list`) from its transcript.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    resume: Option<String>,
+    /// Continue the latest session of this project.
+    #[arg(short = 'c', long = "continue")]
+    continue_latest: bool,
+    /// With --resume or --continue: write to a new session (a copy) and
+    /// leave the original as it was.
+    #[arg(long)]
+    fork_session: bool,
+}
+
+impl SessionArgs {
+    fn resuming(&self) -> bool {
+        self.resume.is_some() || self.continue_latest
+    }
 }
 
 fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -130,7 +146,23 @@ fn prepare(
     let (input, swap) = load_snapshot(g, &overrides)?;
     let snap = swap.load_full();
     let kind = snap.session_kind(interactive);
-    let def = match &args.agent {
+    let sessions_dir = input.load.cwd.join(&snap.settings().transcripts.dir);
+    if args.fork_session && !args.resuming() {
+        return Err(CliError::Usage(
+            "--fork-session needs --resume ID or --continue".into(),
+        ));
+    }
+    let restored = if args.resuming() {
+        Some(restore(&sessions_dir, args)?)
+    } else {
+        None
+    };
+    let agent_name = args.agent.clone().or_else(|| {
+        restored
+            .as_ref()
+            .and_then(|(_, r)| r.header.as_ref()?.agent.clone())
+    });
+    let def = match &agent_name {
         Some(name) => Some(snap.visible_agent(name, kind).cloned().ok_or_else(|| {
             let names: Vec<&str> = snap
                 .visible_agents(kind)
@@ -151,9 +183,15 @@ fn prepare(
         .origins
         .of("provider.model")
         .is_some_and(|o| o.scope == crate::config::Scope::Managed);
+    let recorded_model = restored
+        .as_ref()
+        .and_then(|(_, r)| r.header.as_ref())
+        .map(|h| h.model.clone());
     let model_written = match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
         _ if managed_model => settings.provider.model.clone(),
         (Some(m), _) => m.clone(),
+        // A resumed session keeps the model its transcript names.
+        (None, _) if recorded_model.is_some() => recorded_model.unwrap_or_default(),
         (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => m.to_string(),
         _ => settings.provider.model.clone(),
     };
@@ -162,10 +200,30 @@ fn prepare(
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let tools = crate::tools::builtin_tools();
     let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
-    let tool_names = runtime::main_tool_pool(&available, &snap, kind, def.as_deref());
-    let session_id = new_session_id();
-    let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
-        .then(|| settings.transcripts.dir.join(&session_id));
+    let mut tool_names = runtime::main_tool_pool(&available, &snap, kind, def.as_deref());
+    let resumed = match &restored {
+        Some((id, r)) => {
+            // The recorded pool, so the tool definitions keep their bytes;
+            // a tool no longer available (denied, removed) is left out.
+            if let Some(h) = r.header.as_ref().filter(|h| !h.tool_names.is_empty()) {
+                tool_names = h
+                    .tool_names
+                    .iter()
+                    .filter(|n| available.contains(n))
+                    .cloned()
+                    .collect();
+            }
+            Some((id.clone(), r))
+        }
+        None => None,
+    };
+    let (session_id, forked_from) = match &resumed {
+        Some((id, _)) if !args.fork_session => (id.clone(), None),
+        Some((id, _)) => (new_session_id(), Some(id.clone())),
+        None => (new_session_id(), None),
+    };
+    let session_dir: Option<PathBuf> =
+        (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
     if session_dir.is_some()
         && let Some(days) = settings.transcripts.cleanup_period_days
     {
@@ -198,8 +256,26 @@ fn prepare(
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
     engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
-    let transcript = match &session_dir {
-        Some(d) => Transcript::open(d.join("main.jsonl"), "main", None),
+    let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));
+    if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
+        let original = sessions_dir.join(id).join("main.jsonl");
+        if forked_from.is_some() {
+            // The fork starts as a copy of the complete lines.
+            let bytes = fs_err::read(&original).map_err(|e| CliError::Failed(e.to_string()))?;
+            let keep = usize::try_from(r.complete_len)
+                .unwrap_or(bytes.len())
+                .min(bytes.len());
+            if let Some(d) = file.parent() {
+                fs_err::create_dir_all(d).map_err(|e| CliError::Failed(e.to_string()))?;
+            }
+            fs_err::write(file, &bytes[..keep]).map_err(|e| CliError::Failed(e.to_string()))?;
+        } else {
+            runtime::resume::trim_partial_tail(file, r.complete_len)
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+        }
+    }
+    let transcript = match &main_file {
+        Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
     };
     let mode = match def.as_ref().and_then(|d| d.permission_mode) {
@@ -233,13 +309,47 @@ fn prepare(
         tool_names,
         wait_for_background,
     };
-    let session = Session::new(
+    let header = runtime::resume::SessionHeader {
+        version: runtime::resume::TRANSCRIPT_VERSION,
+        session_id: engine.session_id.clone(),
+        model: spec.model.clone(),
+        agent: def.as_ref().map(|d| d.name.clone()),
+        tool_names: spec.tool_names.clone(),
+        sampling: crate::message::Sampling {
+            temperature: settings.provider.temperature,
+            thinking_budget: settings.provider.thinking_budget,
+        },
+        max_tokens: settings.provider.max_tokens,
+        generation: snap.generation,
+        cwd: Some(spec.cwd.clone()),
+        forked_from,
+    };
+    let header = serde_json::to_value(&header).unwrap_or(Value::Null);
+    let history = match &resumed {
+        Some((id, r)) => {
+            transcript.record(
+                "resume",
+                serde_json::json!({"from": id, "settings": header}),
+            );
+            r.history.clone()
+        }
+        None => {
+            transcript.record("session", header);
+            Vec::new()
+        }
+    };
+    let mut session = Session::new(
         Arc::clone(&engine),
         spec,
-        Vec::new(),
+        history,
         Arc::new(transcript),
         CancellationToken::new(),
     );
+    if resumed.is_some() {
+        // A turn cut by a crash or kill: its tool calls get one
+        // "cancelled" result each, so every tool_use keeps exactly one.
+        session.repair_after_cancel();
+    }
     Ok(Prepared {
         session,
         engine,
@@ -247,6 +357,23 @@ fn prepare(
         input,
         interactive,
     })
+}
+
+/// The session `--resume ID` or `--continue` names, read back from its
+/// transcript.
+fn restore(
+    sessions_dir: &std::path::Path,
+    args: &SessionArgs,
+) -> Result<(String, runtime::resume::Restored), CliError> {
+    use runtime::resume;
+    let usage = |e: resume::ResumeError| CliError::Usage(e.to_string());
+    let id = match &args.resume {
+        Some(id) => id.clone(),
+        None => resume::latest_session(sessions_dir).map_err(usage)?,
+    };
+    let folder = resume::session_folder(sessions_dir, &id).map_err(usage)?;
+    let restored = resume::load(&folder.join("main.jsonl")).map_err(usage)?;
+    Ok((id, restored))
 }
 
 fn new_session_id() -> String {
@@ -299,6 +426,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         OutputFormat::StreamJson => stream_json_sink(),
         _ => Progress::new(false).sink(),
     };
+    let resumed = args.session.resuming();
     let prepared = prepare(
         g,
         &args.session,
@@ -317,7 +445,12 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         def,
         ..
     } = prepared;
-    session.push_user(first_message(&engine, def.as_deref(), prompt));
+    let message = if resumed {
+        Message::user_text(prompt)
+    } else {
+        first_message(&engine, def.as_deref(), prompt)
+    };
+    session.push_user(message);
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
     // SIGINT and SIGTERM end the run alike (cli/signals.rs).
@@ -437,7 +570,12 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         events,
         None,
     )?;
-    session.push_user(first_message(&engine, def.as_deref(), prompt));
+    let message = if args.session.resuming() {
+        Message::user_text(prompt)
+    } else {
+        first_message(&engine, def.as_deref(), prompt)
+    };
+    session.push_user(message);
     let request = session
         .next_request()
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -537,7 +675,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
-    let mut first = true;
+    let mut first = !args.session.resuming();
     loop {
         let line = match editor.readline("› ") {
             Ok(l) => l,

@@ -12,6 +12,7 @@ pub mod hooks;
 mod manage;
 mod mcp;
 mod prompt;
+pub mod resume;
 mod session;
 mod spawn;
 pub mod tasks;

@@ -206,10 +206,13 @@ impl Session {
 
     /// Appends a user message (the prompt, or a follow-up in `chat`), with
     /// any notifications that arrived since the last turn placed before it.
+    /// When the history already ends with a user message no answer followed
+    /// (the "cancelled" results of a cut turn), the blocks join it, so
+    /// roles keep alternating.
     pub fn push_user(&mut self, message: Message) {
         let mut content = self.take_incoming();
         content.extend(message.content);
-        self.append(Arc::new(Message::user(content)));
+        self.join_last_user_message(content);
     }
 
     /// Notifications of finished background children and SendMessage texts
@@ -448,6 +451,8 @@ impl Session {
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
             self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
+            self.transcript
+                .record("usage", serde_json::json!({"usage": response.usage}));
             let cut = response.stop_reason == Some(StopReason::MaxTokens);
             if cut {
                 self.transcript.record(
@@ -530,7 +535,7 @@ impl Session {
             Some(last) if last.role == Role::User => {
                 let mut content = last.content.clone();
                 content.extend(added.content.iter().cloned());
-                self.transcript.message(&added);
+                self.transcript.joined_message(&added);
                 self.history.pop();
                 self.history.push(Arc::new(Message::user(content)));
             }

@@ -19,6 +19,7 @@ mod provider;
 mod races;
 mod reload;
 mod run;
+mod sessions;
 mod settings;
 mod shutdown;
 mod text_tools;

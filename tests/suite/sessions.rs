@@ -1,0 +1,236 @@
+//! Long-lived sessions through the binary: resume and continue from the
+//! transcript, `cadre sessions`, and a resumed session's requests compared
+//! byte for byte with those of a session that never stopped.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::Project;
+use super::kit::{FakeServer, anthropic};
+
+/// The session folders under the project's transcript folder.
+fn session_ids(p: &Project) -> BTreeSet<String> {
+    std::fs::read_dir(p.path().join(".cadre/sessions"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `cadre chat ARGS` with `input` on stdin; panics unless it succeeds.
+fn chat(p: &Project, server: &FakeServer, args: &[&str], input: &str) {
+    let mut child = p
+        .command(Some(server))
+        .arg("chat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The only id in `after` that is not in `before`.
+fn new_id(before: &BTreeSet<String>, after: &BTreeSet<String>) -> String {
+    let new: Vec<&String> = after.difference(before).collect();
+    assert_eq!(new.len(), 1, "one new session: {new:?}");
+    new[0].clone()
+}
+
+fn first_turn_replies(file: &str) -> Vec<super::kit::Reply> {
+    vec![
+        anthropic::tool_use_reply("toolu_1", "Read", json!({"file_path": file})),
+        anthropic::text_reply("read it"),
+    ]
+}
+
+#[test]
+fn a_resumed_chat_sends_the_bytes_an_uninterrupted_one_would() {
+    let p = Project::new();
+    let file = p.write("notes.txt", "alpha\n");
+    let file = file.to_str().unwrap();
+
+    // Uninterrupted: two prompts in one process.
+    let mut replies = first_turn_replies(file);
+    replies.push(anthropic::text_reply("second"));
+    let whole = FakeServer::start(replies);
+    chat(&p, &whole, &[], "one\ntwo\n");
+    assert_eq!(whole.request_count(), 3);
+
+    // Interrupted: the first prompt, the process ends, then a new process
+    // resumes the session with the second prompt.
+    let before = session_ids(&p);
+    let first = FakeServer::start(first_turn_replies(file));
+    chat(&p, &first, &[], "one\n");
+    let id = new_id(&before, &session_ids(&p));
+    let resumed = FakeServer::start([anthropic::text_reply("second")]);
+    chat(&p, &resumed, &["--resume", &id], "two\n");
+
+    assert_eq!(resumed.request_count(), 1);
+    assert_eq!(
+        resumed.request(0).body_str(),
+        whole.request(2).body_str(),
+        "the resumed request differs from the uninterrupted one"
+    );
+    // The resumed process wrote to the same session, no new folder.
+    assert_eq!(session_ids(&p).len(), 2);
+    resumed.assert_invariants();
+}
+
+#[test]
+fn continue_picks_the_latest_session_and_fork_leaves_it_alone() {
+    let p = Project::new();
+    let s1 = FakeServer::start([anthropic::text_reply("first")]);
+    assert_eq!(p.run(Some(&s1), &["run", "older task"]).code, 0);
+    std::thread::sleep(Duration::from_millis(20));
+    let s2 = FakeServer::start([anthropic::text_reply("second")]);
+    assert_eq!(p.run(Some(&s2), &["run", "newer task"]).code, 0);
+    let ids = session_ids(&p);
+
+    let s3 = FakeServer::start([anthropic::text_reply("third")]);
+    let r = p.run(Some(&s3), &["run", "--continue", "--fork-session", "go on"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let texts: Vec<String> = s3
+        .request(0)
+        .messages()
+        .iter()
+        .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(texts, ["newer task", "second", "go on"]);
+    // The fork is a new session; the one it came from did not change.
+    let forked = new_id(&ids, &session_ids(&p));
+    let list = p.run(None, &["sessions", "list", "--json"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows.len(), 3);
+    let row = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(row(&forked)["messages"], 4);
+    assert_eq!(row(&forked)["turns"], 2);
+    for id in &ids {
+        assert_eq!(row(id)["messages"], 2, "{id} unchanged");
+        assert_eq!(row(id)["model"], "claude-sonnet-4-5");
+    }
+    // The latest session is the fork now.
+    assert_eq!(rows.last().unwrap()["id"], forked.as_str());
+
+    let rm = p.run(None, &["sessions", "rm", &forked]);
+    assert_eq!(rm.code, 0, "{}", rm.stderr);
+    assert_eq!(session_ids(&p), ids);
+}
+
+#[test]
+fn resume_refuses_unknown_or_hostile_ids_clearly() {
+    let p = Project::new();
+    let s = FakeServer::start([]);
+    for id in ["../../etc", "20260101T120000-deadbeef"] {
+        let r = p.run(Some(&s), &["run", "--resume", id, "x"]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains(id), "{}", r.stderr);
+    }
+    let r = p.run(Some(&s), &["run", "--continue", "x"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no session to continue"), "{}", r.stderr);
+    let r = p.run(Some(&s), &["run", "--fork-session", "x"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(s.request_count(), 0);
+}
+
+#[test]
+fn resume_after_kill_9_mid_turn_answers_each_tool_call_once() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::tool_use_reply(
+        "toolu_slow",
+        "Bash",
+        json!({"command": "sleep 3", "description": "wait"}),
+    )]);
+    let mut child = p
+        .command(Some(&server))
+        .args([
+            "run",
+            "--permission-mode",
+            "bypassPermissions",
+            "start the work",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the assistant's tool call is in the transcript, then
+    // kill the process without letting it write anything more.
+    let started = Instant::now();
+    let main = loop {
+        let found = session_ids(&p)
+            .into_iter()
+            .next()
+            .map(|id| p.path().join(".cadre/sessions").join(id).join("main.jsonl"));
+        if let Some(f) = found
+            && std::fs::read_to_string(&f).is_ok_and(|t| t.contains("toolu_slow"))
+        {
+            break f;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no tool call");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A crash can also leave half a line behind.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&main)
+        .unwrap();
+    f.write_all(b"{\"type\":\"message\",\"mess").unwrap();
+    drop(f);
+
+    let again = FakeServer::start([anthropic::text_reply("carried on")]);
+    let r = p.run(
+        Some(&again),
+        &[
+            "run",
+            "--continue",
+            "--permission-mode",
+            "bypassPermissions",
+            "go on",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("carried on"));
+    again.assert_invariants();
+    let msgs = again.request(0).messages().to_vec();
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    assert_eq!(msgs[1]["content"][0]["id"], "toolu_slow");
+    let results: Vec<&Value> = msgs[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["tool_use_id"], "toolu_slow");
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(
+        msgs[2]["content"].as_array().unwrap().last().unwrap()["text"],
+        "go on"
+    );
+    // The cut line was dropped: every line of the file parses now.
+    for line in std::fs::read_to_string(&main).unwrap().lines() {
+        serde_json::from_str::<Value>(line).unwrap();
+    }
+}
