@@ -55,6 +55,7 @@ struct Summary {
     tokens: u64,
     usage: Usage,
     messages: usize,
+    compactions: u32,
     /// Sub-agent transcripts in the session's folder.
     children: usize,
     /// The first user text, cut to a line.
@@ -101,6 +102,7 @@ fn summary(id: &str, folder: &Path, r: &Restored) -> Summary {
         tokens: r.usage.total(),
         usage: r.usage,
         messages: r.history.len(),
+        compactions: r.compactions,
         children,
         title,
         version: r.header.as_ref().map_or(0, |h| h.version),

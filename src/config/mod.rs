@@ -30,7 +30,7 @@ pub use load::{
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
-    PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV, Settings,
-    ToolCallFallback, TranscriptSettings,
+    AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings,
+    McpServerConfig, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings,
+    SCRUBBED_ENV, Settings, ToolCallFallback, TranscriptSettings,
 };

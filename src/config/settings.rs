@@ -30,6 +30,8 @@ pub struct Settings {
     pub permissions: PermissionSettings,
     pub reload: ReloadSettings,
     pub transcripts: TranscriptSettings,
+    /// Summarising a long conversation to stay within the model's window.
+    pub compact: CompactSettings,
     /// Commands run at points of a session's life (SPEC §12).
     pub hooks: HookSettings,
     /// MCP servers by name (see `docs/mcp.md`); entries here win over a
@@ -65,6 +67,7 @@ impl Default for Settings {
             permissions: PermissionSettings::default(),
             reload: ReloadSettings::default(),
             transcripts: TranscriptSettings::default(),
+            compact: CompactSettings::default(),
             hooks: HookSettings::default(),
             mcp_servers: BTreeMap::new(),
             env: BTreeMap::new(),
@@ -246,6 +249,61 @@ pub struct ReloadSettings {
 impl Default for ReloadSettings {
     fn default() -> Self {
         ReloadSettings { debounce_ms: 50 }
+    }
+}
+
+/// When and how a session's history is compacted (docs/sessions.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompactSettings {
+    /// Compact when the estimated context passes the threshold.
+    pub auto: bool,
+    /// The fraction of the model's window at which to compact (0 to 1).
+    pub threshold: f64,
+    /// Context windows in tokens, by model id or id prefix (the longest
+    /// matching key wins).
+    pub windows: BTreeMap<String, u64>,
+    /// The window of a model no key matches.
+    pub default_window: u64,
+}
+
+impl Default for CompactSettings {
+    fn default() -> Self {
+        CompactSettings {
+            auto: true,
+            threshold: 0.8,
+            windows: BTreeMap::new(),
+            default_window: 200_000,
+        }
+    }
+}
+
+impl CompactSettings {
+    /// The context window of `model`: the longest key that is a prefix of
+    /// it, else `default_window`.
+    pub fn window(&self, model: &str) -> u64 {
+        self.windows
+            .iter()
+            .filter(|(k, _)| model.starts_with(k.as_str()))
+            .max_by_key(|(k, _)| k.len())
+            .map_or(self.default_window, |(_, w)| *w)
+    }
+
+    /// The estimated context size, in tokens, past which to compact.
+    pub fn limit(&self, model: &str) -> u64 {
+        let t = if self.threshold.is_finite() {
+            self.threshold.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        // Windows are far below 2^52: the float holds them exactly.
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let limit = (self.window(model) as f64 * t) as u64;
+        limit
     }
 }
 

@@ -7,6 +7,7 @@
 //! [`Session`] is one agent's conversation and loop; an Agent tool call
 //! starts a child session. This module does not parse files.
 
+mod compact;
 mod exec;
 pub mod hooks;
 mod manage;
@@ -33,6 +34,7 @@ use crate::provider::Provider;
 use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
+pub use compact::{Trigger as CompactTrigger, is_context_overflow};
 pub use prompt::{
     PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
     subagent_system_prompt,

@@ -58,6 +58,8 @@ pub struct Restored {
     /// Model responses recorded (one `usage` line each).
     pub turns: u32,
     pub usage: Usage,
+    /// Compactions recorded.
+    pub compactions: u32,
     /// Timestamp of the first line and of the last complete line.
     pub started: Option<String>,
     pub last_activity: Option<String>,
@@ -242,7 +244,39 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
                 {
                     out.usage.add(&u);
                 }
-                out.turns += 1;
+                if obj.get("compaction").and_then(Value::as_bool) != Some(true) {
+                    out.turns += 1;
+                }
+            }
+            // The summary replaced all but the last `kept` messages.
+            Some("compact") => {
+                let kept = obj.get("kept").and_then(Value::as_u64);
+                let message: Option<Message> = obj
+                    .remove("message")
+                    .and_then(|m| serde_json::from_value(m).ok());
+                let (Some(kept), Some(message)) = (kept, message) else {
+                    return Err(bad(
+                        line_no,
+                        1,
+                        "bad compact line: needs `message` and `kept`".into(),
+                    ));
+                };
+                let kept = usize::try_from(kept).unwrap_or(usize::MAX);
+                if kept > out.history.len() {
+                    return Err(bad(
+                        line_no,
+                        1,
+                        format!(
+                            "compact line keeps {kept} messages of {}",
+                            out.history.len()
+                        ),
+                    ));
+                }
+                let tail = out.history.split_off(out.history.len() - kept);
+                out.history = std::iter::once(std::sync::Arc::new(message))
+                    .chain(tail)
+                    .collect();
+                out.compactions += 1;
             }
             _ => {}
         }

@@ -137,7 +137,7 @@ pub struct Session {
     pub(super) cancel: CancellationToken,
     rendered: Option<Rendered>,
     pub(super) usage: Usage,
-    last_usage: Usage,
+    pub(super) last_usage: Usage,
     pub(super) tool_uses: u32,
     /// Turns counted against `max_turns`.
     turns: u32,
@@ -287,7 +287,7 @@ impl Session {
         Ok(request)
     }
 
-    fn build_request(
+    pub(super) fn build_request(
         &mut self,
         snap: &Arc<Snapshot>,
     ) -> Result<(ModelRequest, Arc<[String]>), RunError> {
@@ -386,6 +386,9 @@ impl Session {
         // At the turn limit: how many more notifications still get a turn
         // (those of the children running when the limit was reached).
         let mut after_limit: Option<usize> = None;
+        // A `prompt is too long` error was answered by a compaction and
+        // the request is being sent again: a second one fails the turn.
+        let mut overflow_retried = false;
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -416,6 +419,10 @@ impl Session {
             }
             let snap = self.engine.snapshot.load_full();
             self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);
+            self.compact_if_due(&snap).await;
+            if self.cancel.is_cancelled() {
+                return Err(RunError::Cancelled);
+            }
             let (request, tool_names) = self.build_request(&snap)?;
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();
@@ -439,8 +446,31 @@ impl Session {
                 _ => {}
             };
             let response = tokio::select! {
-                r = self.engine.provider.send(&request, &on_event) => r?,
+                r = self.engine.provider.send(&request, &on_event) => r,
                 () = self.cancel.cancelled() => return Err(RunError::Cancelled),
+            };
+            let response = match response {
+                Ok(r) => {
+                    overflow_retried = false;
+                    r
+                }
+                // Too long for the model: compact once and send again.
+                Err(e) if !overflow_retried && super::compact::is_context_overflow(&e) => {
+                    overflow_retried = true;
+                    match self
+                        .compact(&snap, super::compact::Trigger::Overflow, None)
+                        .await
+                    {
+                        Ok(true) => continue,
+                        Ok(false) => return Err(e.into()),
+                        Err(RunError::Cancelled) => return Err(RunError::Cancelled),
+                        Err(c) => {
+                            tracing::warn!("{}: compaction failed: {c}", self.spec.agent_id);
+                            return Err(e.into());
+                        }
+                    }
+                }
+                Err(e) => return Err(e.into()),
             };
             if std::mem::take(&mut wake_up) {
                 self.wake_ups += 1;

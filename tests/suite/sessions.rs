@@ -234,3 +234,168 @@ fn resume_after_kill_9_mid_turn_answers_each_tool_call_once() {
         serde_json::from_str::<Value>(line).unwrap();
     }
 }
+
+/// `value` with every `cache_control` key removed (breakpoints move from
+/// request to request; everything else must stay).
+fn without_cache_control(mut value: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("cache_control");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
+/// A project whose model has a 1000-token window, compacting at half.
+fn small_window() -> Project {
+    let mut p = Project::new();
+    p.config("[compact]\nthreshold = 0.5\n[compact.windows]\n\"claude-\" = 1000\n");
+    p
+}
+
+fn read_call(file: &str, input_tokens: u64) -> super::kit::Reply {
+    anthropic::message()
+        .tool_use("toolu_1", "Read", json!({"file_path": file}))
+        .usage(input_tokens, 10)
+        .reply()
+}
+
+fn compact_lines(p: &Project) -> Vec<Value> {
+    p.transcript_lines()
+        .into_iter()
+        .filter(|l| l["type"] == "compact")
+        .collect()
+}
+
+#[test]
+fn past_the_threshold_a_session_compacts_once_on_its_cached_prefix() {
+    let p = small_window();
+    let file = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 600),
+        anthropic::message()
+            .text("SUMMARY: read notes.txt")
+            .usage(50, 20)
+            .reply(),
+        anthropic::message().text("all done").usage(120, 5).reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look at the notes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "all done");
+    assert_eq!(server.request_count(), 3);
+    server.assert_invariants();
+
+    let before = without_cache_control(server.request(0).json);
+    let compaction = without_cache_control(server.request(1).json);
+    let after = without_cache_control(server.request(2).json);
+    // Same system, tools, model and sampling; the earlier messages as they
+    // were; only the instruction block added at the very end.
+    for key in ["system", "tools", "model", "max_tokens"] {
+        assert_eq!(compaction[key], before[key], "{key}");
+        assert_eq!(after[key], before[key], "{key}");
+    }
+    let msgs = compaction["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0], before["messages"][0]);
+    assert_eq!(msgs[1]["content"][0]["id"], "toolu_1");
+    let last = msgs[2]["content"].as_array().unwrap();
+    assert_eq!(last[0]["type"], "tool_result");
+    assert!(last[1]["text"].as_str().unwrap().contains("summary"));
+    // Then the summary replaces the first prompt; the last exchange stays.
+    let next = after["messages"].as_array().unwrap();
+    assert_eq!(next.len(), 3);
+    assert!(
+        next[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY: read notes.txt")
+    );
+    assert_eq!(next[1], msgs[1]);
+    assert_eq!(next[2]["content"].as_array().unwrap(), &last[..1]);
+
+    let lines = compact_lines(&p);
+    assert_eq!(lines.len(), 1, "compacted once");
+    assert_eq!(lines[0]["trigger"], "threshold");
+    // The transcript rebuilds the compacted history.
+    let list = p.run(None, &["sessions", "list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows[0]["messages"], 4);
+    assert_eq!(rows[0]["compactions"], 1);
+    assert_eq!(rows[0]["turns"], 2);
+}
+
+#[test]
+fn prompt_is_too_long_compacts_once_and_retries_once() {
+    let p = Project::new();
+    let file = p.write("notes.txt", "alpha\n");
+    let too_long = || {
+        super::kit::Reply::anthropic_error(
+            400,
+            "invalid_request_error",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )
+    };
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 10),
+        too_long(),
+        anthropic::text_reply("SUMMARY"),
+        anthropic::text_reply("fits now"),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "fits now");
+    assert_eq!(server.request_count(), 4);
+    assert!(
+        server.request(3).messages()[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY")
+    );
+    assert_eq!(compact_lines(&p)[0]["trigger"], "overflow");
+
+    // Still too long after compacting: the run fails, no loop.
+    let p = Project::new();
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 10),
+        too_long(),
+        anthropic::text_reply("SUMMARY"),
+        too_long(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("prompt is too long"), "{}", r.stderr);
+    assert_eq!(server.request_count(), 4);
+}
+
+#[test]
+fn a_failed_compaction_leaves_history_and_transcript_untouched() {
+    let p = small_window();
+    let file = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 600),
+        super::kit::Reply::anthropic_error(400, "invalid_request_error", "nope"),
+        anthropic::message()
+            .text("done anyway")
+            .usage(100, 5)
+            .reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "done anyway");
+    assert_eq!(server.request_count(), 3);
+    // The normal request went out with the full history, no instruction.
+    let msgs = server.request(2).messages().to_vec();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0]["content"][0]["text"], "look");
+    assert_eq!(msgs[2]["content"].as_array().unwrap().len(), 1);
+    assert!(compact_lines(&p).is_empty());
+    let list = p.run(None, &["sessions", "list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows[0]["messages"], 4);
+}
