@@ -359,6 +359,24 @@ fn prepare(
     })
 }
 
+/// `/compact [instructions]` in `chat`: summarise the conversation now.
+async fn compact_now(session: &mut Session, engine: &Engine, instructions: &str) {
+    let cancel = CancellationToken::new();
+    session.set_cancel(cancel.clone());
+    let snap = engine.snapshot.load_full();
+    let instructions = (!instructions.is_empty()).then_some(instructions);
+    let before = session.history().len();
+    let result = tokio::select! {
+        r = session.compact(&snap, runtime::CompactTrigger::Manual, instructions) => r,
+        _ = tokio::signal::ctrl_c() => { cancel.cancel(); Err(RunError::Cancelled) }
+    };
+    match result {
+        Ok(true) => eprintln!("compacted: {before} messages → {}", session.history().len()),
+        Ok(false) => eprintln!("nothing to compact yet"),
+        Err(e) => eprintln!("compaction failed, conversation unchanged: {e}"),
+    }
+}
+
 /// The session `--resume ID` or `--continue` names, read back from its
 /// transcript.
 fn restore(
@@ -687,6 +705,12 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             continue;
         }
         let _ = editor.add_history_entry(line.as_str());
+        if let Some(rest) = line.trim().strip_prefix("/compact")
+            && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+        {
+            compact_now(&mut session, &engine, rest.trim()).await;
+            continue;
+        }
         let message = if first {
             first_message(&engine, def.as_deref(), line)
         } else {

@@ -22,8 +22,8 @@ use crate::snapshot::Snapshot;
 
 use super::session::{RunError, Session};
 
-/// Messages kept after the summary: the last assistant message and the
-/// user message that answers it.
+/// Messages kept after the summary mid-turn: the last assistant message
+/// and the user message that answers it.
 const KEPT: usize = 2;
 
 #[derive(Serialize)]
@@ -35,6 +35,8 @@ struct RequestContext<'a> {
 struct SummaryContext<'a> {
     summary: &'a str,
     replaced: usize,
+    /// Messages kept after the summary (0 or 2).
+    kept: usize,
 }
 
 /// Whether a provider error says the request no longer fits the model's
@@ -100,9 +102,16 @@ impl Session {
         instructions: Option<&str>,
     ) -> Result<bool, RunError> {
         let n = self.history.len();
-        let tail_ok = n > KEPT
-            && self.history[n - 1].role == Role::User
-            && self.history[n - KEPT].role == Role::Assistant;
+        // Mid-turn the history ends with a user message (a prompt or tool
+        // results) and the last exchange is kept; between turns (`/compact`
+        // at the prompt) it ends with the answer and all of it is replaced.
+        let mid_turn = self.history.last().is_some_and(|m| m.role == Role::User);
+        let kept = if mid_turn { KEPT } else { 0 };
+        let tail_ok = if mid_turn {
+            n > KEPT && self.history[n - KEPT].role == Role::Assistant
+        } else {
+            n >= 2
+        };
         if !tail_ok {
             return Ok(false);
         }
@@ -110,10 +119,16 @@ impl Session {
         let instruction = snap
             .templates
             .render("compact_request", &RequestContext { instructions })?;
-        let mut last = (*request.messages[n - 1]).clone();
-        last.content
-            .push(ContentBlock::text(instruction.trim_end().to_string()));
-        request.messages[n - 1] = Arc::new(last);
+        let instruction = ContentBlock::text(instruction.trim_end().to_string());
+        if mid_turn {
+            let mut last = (*request.messages[n - 1]).clone();
+            last.content.push(instruction);
+            request.messages[n - 1] = Arc::new(last);
+        } else {
+            request
+                .messages
+                .push(Arc::new(Message::user(vec![instruction])));
+        }
         let response = tokio::select! {
             r = self.engine.provider.send(&request, &|_| {}) => r?,
             () = self.cancel.cancelled() => return Err(RunError::Cancelled),
@@ -134,18 +149,19 @@ impl Session {
             );
             return Ok(false);
         };
-        let replaced = n - KEPT;
+        let replaced = n - kept;
         let text = snap.templates.render(
             "compact_summary",
             &SummaryContext {
                 summary: summary.trim(),
                 replaced,
+                kept,
             },
         )?;
         let message = Message::user_text(text.trim_end().to_string());
         self.transcript.record(
             "compact",
-            json!({"message": message, "kept": KEPT, "replaced": replaced,
+            json!({"message": message, "kept": kept, "replaced": replaced,
                    "trigger": trigger.as_str(), "estimate": self.context_estimate()}),
         );
         tracing::info!(
@@ -153,7 +169,7 @@ impl Session {
             self.spec.agent_id,
             trigger.as_str()
         );
-        let tail = self.history.split_off(n - KEPT);
+        let tail = self.history.split_off(n - kept);
         self.history = std::iter::once(Arc::new(message)).chain(tail).collect();
         // Unknown until the next response counts it.
         self.last_usage = Usage::default();

@@ -399,3 +399,59 @@ fn a_failed_compaction_leaves_history_and_transcript_untouched() {
     let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
     assert_eq!(rows[0]["messages"], 4);
 }
+
+#[test]
+fn slash_compact_in_chat_summarises_on_the_cached_prefix_and_resume_keeps_it() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first"),
+        anthropic::text_reply("SUMMARY of one"),
+        anthropic::text_reply("second"),
+    ]);
+    chat(
+        &p,
+        &server,
+        &[],
+        "one\n/compact mention the word zebra\ntwo\n",
+    );
+    assert_eq!(server.request_count(), 3);
+    server.assert_invariants();
+    let first = without_cache_control(server.request(0).json);
+    let compaction = without_cache_control(server.request(1).json);
+    let msgs = compaction["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0], first["messages"][0]);
+    assert_eq!(msgs[1]["content"][0]["text"], "first");
+    assert!(
+        msgs[2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("zebra")
+    );
+    assert_eq!(compaction["system"], first["system"]);
+    assert_eq!(compaction["tools"], first["tools"]);
+    // The summary replaced everything; the next prompt joins it.
+    let after = server.request(2);
+    let next = after.messages();
+    assert_eq!(next.len(), 1);
+    assert!(
+        next[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY of one")
+    );
+    assert_eq!(next[0]["content"][1]["text"], "two");
+
+    // Resuming the compacted session sends the compacted history.
+    let id = session_ids(&p).into_iter().next().unwrap();
+    let again = FakeServer::start([anthropic::text_reply("third")]);
+    chat(&p, &again, &["--resume", &id], "three\n");
+    let msgs = again.request(0).messages().to_vec();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(
+        without_cache_control(msgs[0].clone()),
+        without_cache_control(next[0].clone())
+    );
+    assert_eq!(msgs[1]["content"][0]["text"], "second");
+    assert_eq!(msgs[2]["content"][0]["text"], "three");
+}
