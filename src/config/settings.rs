@@ -194,6 +194,18 @@ pub struct AgentSettings {
     pub required_mcp_wait_ms: u64,
     /// How often that wait checks the servers again.
     pub required_mcp_poll_ms: u64,
+    /// A background task with no model or tool progress for this long ends
+    /// `failed`; 0 = never.
+    pub stall_timeout_ms: u64,
+    /// A sub-agent running longer than this ends `failed`; 0 = never.
+    pub task_timeout_ms: u64,
+    /// How long `cadre run` waits for background children after the main
+    /// agent's last answer before ending them `failed`; 0 = no ceiling.
+    pub run_wait_ceiling_ms: u64,
+    /// A sub-agent that has used this many tokens (input, cache, output,
+    /// over all its requests) ends `failed` before its next request; 0 = no
+    /// budget.
+    pub task_token_budget: u64,
 }
 
 impl Default for AgentSettings {
@@ -212,6 +224,10 @@ impl Default for AgentSettings {
             max_concurrent: 20,
             required_mcp_wait_ms: 30_000,
             required_mcp_poll_ms: 500,
+            stall_timeout_ms: 600_000,
+            task_timeout_ms: 0,
+            run_wait_ceiling_ms: 0,
+            task_token_budget: 0,
         }
     }
 }

@@ -144,6 +144,8 @@ pub struct Session {
     /// Turns that only answered task notifications (not counted).
     wake_ups: u32,
     started: Instant,
+    /// The task this session runs as (sub-agents): told of progress.
+    task: Option<Arc<super::tasks::Task>>,
 }
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
@@ -175,7 +177,13 @@ impl Session {
             turns: 0,
             wake_ups: 0,
             started: Instant::now(),
+            task: None,
         }
+    }
+
+    /// Makes the session report its progress to `task` (for the stall limit).
+    pub fn set_task(&mut self, task: Arc<super::tasks::Task>) {
+        self.task = Some(task);
     }
 
     /// Replaces the cancellation token (an interactive session gets a fresh
@@ -247,6 +255,9 @@ impl Session {
             {
                 task.state().latest_text = Some(texts);
             }
+        }
+        if let Some(t) = &self.task {
+            t.touch();
         }
         self.transcript.assistant_message(&message, converted);
         self.engine.emit(EngineEvent::Message {
@@ -389,6 +400,9 @@ impl Session {
         // A `prompt is too long` error was answered by a compaction and
         // the request is being sent again: a second one fails the turn.
         let mut overflow_retried = false;
+        // Time spent waiting for background children after an answer
+        // (bounded by `agents.run_wait_ceiling_ms` for the main session).
+        let mut waited = std::time::Duration::ZERO;
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -418,6 +432,7 @@ impl Session {
                 return Err(RunError::Cancelled);
             }
             let snap = self.engine.snapshot.load_full();
+            self.check_token_budget(&snap)?;
             self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);
             self.compact_if_due(&snap).await;
             if self.cancel.is_cancelled() {
@@ -426,24 +441,30 @@ impl Session {
             let (request, tool_names) = self.build_request(&snap)?;
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();
-            let on_event = move |e: StreamEvent| match e {
-                StreamEvent::TextDelta(text) => engine.emit(EngineEvent::TextDelta {
-                    agent_id: agent_id.clone(),
-                    text,
-                }),
-                StreamEvent::Retrying {
-                    attempt,
-                    delay_ms,
-                    reason,
-                } => {
-                    engine.emit(EngineEvent::Retrying {
+            let task = self.task.clone();
+            let on_event = move |e: StreamEvent| {
+                if let Some(t) = &task {
+                    t.touch();
+                }
+                match e {
+                    StreamEvent::TextDelta(text) => engine.emit(EngineEvent::TextDelta {
                         agent_id: agent_id.clone(),
+                        text,
+                    }),
+                    StreamEvent::Retrying {
                         attempt,
                         delay_ms,
                         reason,
-                    });
+                    } => {
+                        engine.emit(EngineEvent::Retrying {
+                            agent_id: agent_id.clone(),
+                            attempt,
+                            delay_ms,
+                            reason,
+                        });
+                    }
+                    _ => {}
                 }
-                _ => {}
             };
             let response = tokio::select! {
                 r = self.engine.provider.send(&request, &on_event) => r,
@@ -511,10 +532,7 @@ impl Session {
                 if self.spec.wait_for_background {
                     // Background children still running: wait for the next
                     // notification and let the model continue with it.
-                    self.engine
-                        .tasks
-                        .wait_for_notification(&self.spec.agent_id, &self.cancel)
-                        .await;
+                    self.wait_for_children(&snap, &mut waited).await;
                     if self.cancel.is_cancelled() {
                         return Err(RunError::Cancelled);
                     }
@@ -554,6 +572,55 @@ impl Session {
             self.append(Arc::new(Message::user(results)));
         };
         Ok(self.outcome(stop))
+    }
+
+    /// A sub-agent past `agents.task_token_budget` ends before its next
+    /// request, its history complete (every tool call answered).
+    fn check_token_budget(&self, snap: &Snapshot) -> Result<(), RunError> {
+        let budget = snap.settings().agents.task_token_budget;
+        let used = self.usage.total();
+        match &self.task {
+            Some(task) if budget > 0 && used >= budget => {
+                let reason = snap.templates.text(
+                    "limit_task_tokens",
+                    &serde_json::json!({"budget": budget, "used": used}),
+                );
+                task.end_by_limit(reason);
+                Err(RunError::Cancelled)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for the next notification of a background child. The main
+    /// session waits at most `agents.run_wait_ceiling_ms` in all (`waited`
+    /// counts it); past that, every child still running ends `failed`
+    /// with one notification naming the limit, and those are awaited.
+    async fn wait_for_children(&self, snap: &Snapshot, waited: &mut std::time::Duration) {
+        let tasks = &self.engine.tasks;
+        let id = &self.spec.agent_id;
+        let ceiling_ms = snap.settings().agents.run_wait_ceiling_ms;
+        if !self.spec.is_main || ceiling_ms == 0 {
+            tasks.wait_for_notification(id, &self.cancel).await;
+            return;
+        }
+        let ceiling = std::time::Duration::from_millis(ceiling_ms);
+        let left = ceiling.saturating_sub(*waited);
+        let start = Instant::now();
+        let in_time = tokio::time::timeout(left, tasks.wait_for_notification(id, &self.cancel))
+            .await
+            .is_ok();
+        *waited += start.elapsed();
+        if in_time {
+            return;
+        }
+        let reason = snap
+            .templates
+            .text("limit_run_wait", &serde_json::json!({"ms": ceiling_ms}));
+        for t in tasks.running_background_children(id) {
+            t.end_by_limit(reason.clone());
+        }
+        tasks.wait_for_notification(id, &self.cancel).await;
     }
 
     /// Adds blocks to the user message that ends the history (tool results

@@ -455,3 +455,123 @@ fn slash_compact_in_chat_summarises_on_the_cached_prefix_and_resume_keeps_it() {
     assert_eq!(msgs[1]["content"][0]["text"], "second");
     assert_eq!(msgs[2]["content"][0]["text"], "three");
 }
+
+/// A main agent that starts one background child whose model never
+/// answers, then waits. Returns the run and every main request's body.
+fn run_with_a_silent_child(config: &str) -> (super::harness::Run, Vec<String>, Project) {
+    use super::harness::{assistant_turns, is_main_session};
+    let mut p = Project::new();
+    p.config(config);
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "silent survey", "prompt": "survey", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("launched; waiting"),
+                _ => anthropic::text_reply("noted the failure"),
+            };
+        }
+        // The child's model says nothing for far longer than any limit.
+        anthropic::text_reply("too late").delayed(Duration::from_secs(20))
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    let mains = server
+        .requests()
+        .into_iter()
+        .filter(is_main_session)
+        .map(|r| r.body_str())
+        .collect();
+    (r, mains, p)
+}
+
+fn assert_ended_by(config: &str, setting: &str) {
+    let (r, mains, p) = run_with_a_silent_child(config);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "noted the failure");
+    assert_eq!(mains.len(), 3, "the failure wakes the main agent once");
+    let last = &mains[2];
+    assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
+    assert_eq!(last.matches(setting).count(), 1, "{last}");
+    assert!(last.contains("failed"), "{last}");
+    let metas = p.meta_files();
+    assert_eq!(metas.len(), 1);
+    assert_eq!(metas[0]["status"], "failed");
+    assert!(
+        metas[0]["error"].as_str().unwrap_or("").contains(setting),
+        "{:?}",
+        metas[0]
+    );
+}
+
+#[test]
+fn a_stalled_background_child_fails_with_one_notification_naming_the_limit() {
+    assert_ended_by(
+        "[agents]\nstall_timeout_ms = 300\n",
+        "agents.stall_timeout_ms",
+    );
+}
+
+#[test]
+fn a_child_past_its_wall_clock_limit_fails_naming_it() {
+    assert_ended_by(
+        "[agents]\nstall_timeout_ms = 0\ntask_timeout_ms = 300\n",
+        "agents.task_timeout_ms",
+    );
+}
+
+#[test]
+fn run_stops_waiting_for_children_at_its_ceiling() {
+    assert_ended_by(
+        "[agents]\nstall_timeout_ms = 0\nrun_wait_ceiling_ms = 300\n",
+        "agents.run_wait_ceiling_ms",
+    );
+}
+
+#[test]
+fn a_child_over_its_token_budget_fails_naming_it() {
+    use super::harness::{assistant_turns, is_main_session};
+    let mut p = Project::new();
+    p.config("[agents]\ntask_token_budget = 500\n");
+    p.write("notes.txt", "alpha\n");
+    let file = p.path().join("notes.txt").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_fg",
+                    "Agent",
+                    json!({"description": "costly survey", "prompt": "survey"}),
+                ),
+                _ => anthropic::text_reply("noted"),
+            };
+        }
+        // Every child turn reads again and costs 400 tokens.
+        anthropic::message()
+            .tool_use("toolu_r", "Read", json!({"file_path": file}))
+            .usage(390, 10)
+            .reply()
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Two child requests (400, then 800 tokens), none after the budget.
+    let children = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .count();
+    assert_eq!(children, 2);
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "failed");
+    assert!(
+        metas[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("agents.task_token_budget = 500"),
+        "{:?}",
+        metas[0]
+    );
+    server.assert_invariants();
+}
