@@ -356,6 +356,8 @@ pub struct HookSettings {
     pub pre_tool_use: Vec<HookConfig>,
     #[serde(rename = "PostToolUse")]
     pub post_tool_use: Vec<HookConfig>,
+    #[serde(rename = "PreCompact")]
+    pub pre_compact: Vec<HookConfig>,
 }
 
 /// One hook command.

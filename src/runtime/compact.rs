@@ -115,6 +115,12 @@ impl Session {
         if !tail_ok {
             return Ok(false);
         }
+        let hook_trigger = match trigger {
+            Trigger::Manual => "manual",
+            Trigger::Threshold | Trigger::Overflow => "auto",
+        };
+        self.pre_compact_hooks(snap, hook_trigger, instructions)
+            .await;
         let (mut request, _) = self.build_request(snap)?;
         let instruction = snap
             .templates

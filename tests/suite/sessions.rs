@@ -575,3 +575,25 @@ fn a_child_over_its_token_budget_fails_naming_it() {
     );
     server.assert_invariants();
 }
+
+#[test]
+fn pre_compact_hooks_run_with_the_trigger_before_the_summary_request() {
+    let mut p = small_window();
+    p.config("[[hooks.PreCompact]]\nmatcher = \"auto\"\ncommand = \"cat > pre-compact.json\"\n\n[[hooks.PreCompact]]\nmatcher = \"manual\"\ncommand = \"touch manual-ran\"\n");
+    let file = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 600),
+        anthropic::message().text("SUMMARY").usage(50, 20).reply(),
+        anthropic::message().text("all done").usage(120, 5).reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let input: Value = serde_json::from_str(&p.read("pre-compact.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "auto");
+    assert_eq!(input["agent_id"], "main");
+    assert!(
+        !p.path().join("manual-ran").exists(),
+        "the matcher selects by trigger"
+    );
+}
