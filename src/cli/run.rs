@@ -253,6 +253,13 @@ fn prepare(
         engine.add_dirs.push(d);
     }
     let engine = Arc::new(engine);
+    if let (Some((id, _)), Some(dir)) = (&resumed, &session_dir) {
+        // The sub-agents of the resumed session, for SendMessage.
+        let n = runtime::resume::restore_tasks(&engine, dir, kind, &input.load.cwd);
+        if n > 0 {
+            tracing::info!("restored {n} sub-agent(s) of session {id}");
+        }
+    }
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
     engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
@@ -269,6 +276,10 @@ fn prepare(
                 fs_err::create_dir_all(d).map_err(|e| CliError::Failed(e.to_string()))?;
             }
             fs_err::write(file, &bytes[..keep]).map_err(|e| CliError::Failed(e.to_string()))?;
+            copy_agent_files(
+                &sessions_dir.join(id),
+                file.parent().unwrap_or(&sessions_dir),
+            )?;
         } else {
             runtime::resume::trim_partial_tail(file, r.complete_len)
                 .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -375,6 +386,26 @@ async fn compact_now(session: &mut Session, engine: &Engine, instructions: &str)
         Ok(false) => eprintln!("nothing to compact yet"),
         Err(e) => eprintln!("compaction failed, conversation unchanged: {e}"),
     }
+}
+
+/// `--fork-session`: the sub-agents' transcripts and meta files go with
+/// the copy, so the fork can resume them without touching the original.
+fn copy_agent_files(from: &std::path::Path, to: &std::path::Path) -> Result<(), CliError> {
+    let failed = |e: std::io::Error| CliError::Failed(e.to_string());
+    let Ok(entries) = std::fs::read_dir(from.join("agents")) else {
+        return Ok(());
+    };
+    fs_err::create_dir_all(to.join("agents")).map_err(failed)?;
+    for e in entries.flatten() {
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        let name = e.file_name();
+        let wanted = name.to_string_lossy().ends_with(".jsonl")
+            || name.to_string_lossy().ends_with(".meta.json");
+        if is_file && wanted {
+            fs_err::copy(e.path(), to.join("agents").join(&name)).map_err(failed)?;
+        }
+    }
+    Ok(())
 }
 
 /// The session `--resume ID` or `--continue` names, read back from its

@@ -307,6 +307,143 @@ pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeErr
     Ok(())
 }
 
+/// Registers the sub-agents of a resumed session (from the meta files and
+/// transcripts under `session_dir/agents`) as ended tasks of `engine`, so
+/// SendMessage can resume them. One that was still running when its
+/// process ended is recorded `killed`. A sub-agent whose files do not read
+/// back is skipped with a warning. Returns how many were registered.
+pub fn restore_tasks(
+    engine: &super::Engine,
+    session_dir: &Path,
+    kind: crate::config::SessionKind,
+    cwd: &Path,
+) -> usize {
+    use super::tasks::{NewTask, TaskStatus};
+    let Ok(entries) = std::fs::read_dir(session_dir.join("agents")) else {
+        return 0;
+    };
+    let snap = engine.snapshot.load_full();
+    let settings = snap.settings();
+    let mut metas: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".meta.json"))
+        .collect();
+    metas.sort();
+    let mut restored = 0;
+    for meta_path in metas {
+        let meta: Value = match fs_err::read(&meta_path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
+                continue;
+            }
+        };
+        let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(id), Some(parent), Some(agent_type)) = (
+            text("agent_id"),
+            text("parent_agent_id"),
+            text("agent_type"),
+        ) else {
+            tracing::warn!(
+                "{}: no agent_id, parent_agent_id or agent_type",
+                meta_path.display()
+            );
+            continue;
+        };
+        let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
+        let loaded = load(&output_file)
+            .and_then(|r| trim_partial_tail(&output_file, r.complete_len).map(|()| r));
+        let mut history = match loaded {
+            Ok(r) => r.history,
+            Err(e) => {
+                tracing::warn!("{e}; sub-agent {id} not restored");
+                continue;
+            }
+        };
+        // Killed mid-turn: each tool call gets its "cancelled" result.
+        if let Some(last) = history.last().filter(|m| m.role == Role::Assistant) {
+            let cancelled = snap
+                .templates
+                .text("tool_cancelled", &serde_json::json!({}));
+            let results: Vec<crate::message::ContentBlock> = last
+                .tool_uses()
+                .map(|(id, _, _)| {
+                    crate::message::ContentBlock::tool_result(id, cancelled.clone(), true)
+                })
+                .collect();
+            if !results.is_empty() {
+                let repair = Message::user(results);
+                super::transcript::Transcript::open(output_file.clone(), &id, Some(&parent))
+                    .message(&repair);
+                history.push(std::sync::Arc::new(repair));
+            }
+        }
+        let status = match text("status").as_deref() {
+            Some("completed") => TaskStatus::Completed,
+            Some("failed") => TaskStatus::Failed,
+            _ => TaskStatus::Killed,
+        };
+        let def = snap.visible_agent(&agent_type, kind).cloned();
+        let mode = meta
+            .get("permission_mode")
+            .and_then(|m| serde_json::from_value(m.clone()).ok())
+            .unwrap_or(crate::config::PermissionMode::Bubble);
+        let tool_names: Vec<String> = meta
+            .get("tools")
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+            .unwrap_or_default();
+        // A kept worktree is where the child worked; else the session's folder.
+        let child_cwd = meta
+            .pointer("/worktree/path")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(|| cwd.to_path_buf());
+        let spec = super::SessionSpec {
+            agent_id: id.clone(),
+            parent_agent_id: Some(parent.clone()),
+            max_turns: def
+                .as_ref()
+                .and_then(|d| d.max_turns)
+                .unwrap_or(settings.agents.default_max_turns),
+            def,
+            is_main: false,
+            model: text("model").unwrap_or_else(|| settings.provider.model.clone()),
+            kind,
+            mode,
+            depth: if parent == "main" { 1 } else { 2 },
+            frozen: None,
+            started_by_fork: meta.get("fork").and_then(Value::as_bool) == Some(true),
+            cwd: child_cwd,
+            tool_names,
+            wait_for_background: true,
+        };
+        engine.tasks.insert_ended(
+            NewTask {
+                id,
+                description: text("description").unwrap_or_default(),
+                agent_type,
+                parent_agent_id: parent,
+                tool_use_id: text("tool_use_id").unwrap_or_default(),
+                name: text("name"),
+                output_file: Some(output_file),
+                meta_file: Some(meta_path),
+                meta,
+                spec,
+                background: true,
+            },
+            status,
+            history,
+        );
+        restored += 1;
+    }
+    restored
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

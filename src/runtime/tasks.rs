@@ -332,6 +332,27 @@ impl TaskRegistry {
         }
     }
 
+    /// Registers a task of an earlier process (a resumed session) as
+    /// ended: `status` (a task that was still running is `killed`), its
+    /// `history` kept so that SendMessage can resume it. Nothing is
+    /// delivered.
+    pub fn insert_ended(&self, t: NewTask, status: TaskStatus, history: History) -> Arc<Task> {
+        let (task, _) = self.create(NewTask {
+            background: true,
+            ..t
+        });
+        {
+            let mut state = task.state();
+            state.status = status;
+            state.history = Some(history);
+            state.ended = Some(now_rfc3339());
+            state.delivery = Delivery::Done;
+            state.inbox_open = false;
+        }
+        task.write_meta(json!({}));
+        task
+    }
+
     /// Makes an ended task run again (SendMessage to a finished agent): it
     /// runs in the background and will deliver one more notification when
     /// it ends. Returns its history and any messages it never read, or

@@ -597,3 +597,99 @@ fn pre_compact_hooks_run_with_the_trigger_before_the_summary_request() {
         "the matcher selects by trigger"
     );
 }
+
+#[test]
+fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_it() {
+    use super::harness::{assistant_turns, is_main_session};
+    let p = Project::new();
+    let first = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "long survey", "prompt": "survey the code", "run_in_background": true}),
+                ),
+                _ => anthropic::text_reply("waiting for the survey"),
+            };
+        }
+        anthropic::text_reply("too late").delayed(Duration::from_secs(30))
+    });
+    let mut child = p
+        .command(Some(&first))
+        .args(["run", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The main agent has answered and waits; the child's model is silent.
+    let started = Instant::now();
+    while !p
+        .transcript_lines()
+        .iter()
+        .any(|l| l["message"]["content"][0]["text"] == "waiting for the survey")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the main agent never answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "running", "kill -9 left it running");
+    let agent_id = metas[0]["agent_id"].as_str().unwrap().to_string();
+
+    let to = agent_id.clone();
+    let second = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                2 => anthropic::tool_use_reply(
+                    "toolu_send",
+                    "SendMessage",
+                    json!({"to": to, "message": "please finish the survey"}),
+                ),
+                3 => anthropic::text_reply("asked it"),
+                _ => anthropic::text_reply("all good"),
+            };
+        }
+        anthropic::text_reply("survey finished")
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "carry on"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "all good");
+    second.assert_invariants();
+    let child_requests: Vec<_> = second
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .collect();
+    assert_eq!(child_requests.len(), 1);
+    let msgs = child_requests[0].messages();
+    assert_eq!(msgs.len(), 1, "prompt and message joined: {msgs:?}");
+    let texts: Vec<&str> = msgs[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    assert!(
+        texts.first().is_some_and(|t| t.contains("survey the code")),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last(), Some(&"please finish the survey"));
+    let send_result = second
+        .requests()
+        .into_iter()
+        .filter(is_main_session)
+        .find(|r| assistant_turns(r) == 3)
+        .unwrap()
+        .body_str();
+    assert!(
+        send_result.contains("it was resumed in the background"),
+        "{send_result}"
+    );
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "completed");
+}
