@@ -18,7 +18,7 @@ pub use flags::{
 pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, load};
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
+    AgentSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig, ModelPrice,
     PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings, ToolCallFallback,
     TranscriptSettings,
 };

@@ -35,6 +35,21 @@ pub struct Settings {
     /// MCP servers by name (see `docs/mcp.md`); entries here win over a
     /// project's `.mcp.json` on name clashes.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// Prices by model id (or id prefix), for `total_cost_usd` and
+    /// `--max-budget-usd`.
+    pub prices: BTreeMap<String, ModelPrice>,
+}
+
+/// What a model costs, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+    /// Reading the prompt cache.
+    pub cache_read: f64,
+    /// Writing the prompt cache.
+    pub cache_write: f64,
 }
 
 impl Default for Settings {
@@ -52,6 +67,7 @@ impl Default for Settings {
             transcripts: TranscriptSettings::default(),
             hooks: HookSettings::default(),
             mcp_servers: BTreeMap::new(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -276,4 +292,4 @@ pub struct McpServerConfig {
 }
 
 /// Keys under which any name is allowed (user-chosen names).
-pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags", "mcp_servers"];
+pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags", "mcp_servers", "prices"];

@@ -169,6 +169,23 @@ impl Session {
         if let Some(blocked) = self.pre_tool_hooks(snap, id, name, &input).await {
             return CallResult::text(id, blocked, true);
         }
+        if let Some(gate) = &self.engine.tool_gate {
+            let call = super::GateCall {
+                agent_id: self.spec.agent_id.clone(),
+                tool_use_id: id.to_string(),
+                tool: name.to_string(),
+                input: input.clone(),
+                cwd: self.spec.cwd.clone(),
+                mode: self.spec.mode,
+            };
+            if let Some(reason) = gate(call).await {
+                let text = render(
+                    "error_hook_blocked",
+                    json!({"tool": name, "reason": reason}),
+                );
+                return CallResult::text(id, text, true);
+            }
+        }
         let rules = Rules::from_settings(&snap.settings().permissions);
         match decide(&rules, self.spec.mode, name, &input, &self.spec.cwd) {
             Decision::Allow => {}
@@ -185,11 +202,18 @@ impl Session {
             Decision::Ask { reason } => {
                 let allowed = match &self.engine.asker {
                     Some(ask) => {
-                        ask(format!(
-                            "{} wants to use {name}: {}",
-                            self.spec.agent_id,
-                            summarize(&input)
-                        ))
+                        ask(super::AskRequest {
+                            question: format!(
+                                "{} wants to use {name}: {}",
+                                self.spec.agent_id,
+                                summarize(&input)
+                            ),
+                            agent_id: self.spec.agent_id.clone(),
+                            tool_use_id: id.to_string(),
+                            tool: name.to_string(),
+                            input: input.clone(),
+                            reason: reason.clone(),
+                        })
                         .await
                     }
                     None => false,

@@ -6,6 +6,7 @@ mod bad_input;
 mod corpus;
 mod faults;
 pub mod harness;
+mod headless;
 mod hooks;
 mod inspect;
 pub mod kit;
