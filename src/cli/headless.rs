@@ -716,10 +716,13 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
                 })
                 .await;
             match answer {
-                Ok(v) => wire::permission_answer(&v).0,
+                Ok(v) => {
+                    let (allow, message) = wire::permission_answer(&v);
+                    runtime::AskAnswer { allow, message }
+                }
                 Err(e) => {
                     eprintln!("cadre: can_use_tool failed, the call is denied: {e}");
-                    false
+                    false.into()
                 }
             }
         })
@@ -889,10 +892,12 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
 }
 
 /// Runs one prompt with interrupts, the budget and Ctrl-C wired to its cancel.
-async fn run_prompt(session: &mut Session, emitter: &Emitter) -> Result<Outcome, RunError> {
-    let cancel = CancellationToken::new();
+async fn run_prompt(
+    session: &mut Session,
+    emitter: &Emitter,
+    cancel: CancellationToken,
+) -> Result<Outcome, RunError> {
     session.set_cancel(cancel.clone());
-    emitter.set_current(Some(cancel.clone()));
     if emitter.accounts().over_budget {
         cancel.cancel();
     }
@@ -1133,12 +1138,16 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             message
         };
         is_first = false;
+        // From here an interrupt cancels this prompt, even one that
+        // arrives before its first request.
+        let cancel = CancellationToken::new();
+        emitter.set_current(Some(cancel.clone()));
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
         }
         let start = PromptStart::now(&emitter);
         session.push_user(message);
-        let outcome = run_prompt(&mut session, &emitter).await;
+        let outcome = run_prompt(&mut session, &emitter, cancel).await;
         let result = result_of(&emitter, &engine.session_id, &start, &outcome);
         last_error = result.is_error;
         last_text = result.result.clone();

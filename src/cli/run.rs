@@ -438,6 +438,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             })
             .await
             .unwrap_or(false)
+            .into()
         })
     });
     let prepared = prepare(

@@ -194,13 +194,13 @@ impl Session {
                     id,
                     render(
                         "error_permission_denied",
-                        json!({"tool": name, "reason": reason, "asked": false, "interactive": false}),
+                        json!({"tool": name, "reason": reason, "asked": false, "interactive": false, "message": null}),
                     ),
                     true,
                 );
             }
             Decision::Ask { reason } => {
-                let allowed = match &self.engine.asker {
+                let answer = match &self.engine.asker {
                     Some(ask) => {
                         ask(super::AskRequest {
                             question: format!(
@@ -216,15 +216,16 @@ impl Session {
                         })
                         .await
                     }
-                    None => false,
+                    None => super::AskAnswer::from(false),
                 };
-                if !allowed {
+                if !answer.allow {
                     let interactive = self.engine.asker.is_some();
                     return CallResult::text(
                         id,
                         render(
                             "error_permission_denied",
-                            json!({"tool": name, "reason": reason, "asked": true, "interactive": interactive}),
+                            json!({"tool": name, "reason": reason, "asked": true, "interactive": interactive,
+                                   "message": answer.message}),
                         ),
                         true,
                     );

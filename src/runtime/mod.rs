@@ -121,9 +121,26 @@ pub struct AskRequest {
     pub reason: String,
 }
 
+/// The answer to a permission question.
+#[derive(Debug, Clone, Default)]
+pub struct AskAnswer {
+    pub allow: bool,
+    /// Why not, in the asker's words (an SDK client's denial message).
+    pub message: Option<String>,
+}
+
+impl From<bool> for AskAnswer {
+    fn from(allow: bool) -> Self {
+        AskAnswer {
+            allow,
+            message: None,
+        }
+    }
+}
+
 /// Answers a permission question (interactive sessions, or an SDK client's
-/// `can_use_tool` callback): `true` = allow.
-pub type Asker = Arc<dyn Fn(AskRequest) -> BoxFuture<'static, bool> + Send + Sync>;
+/// `can_use_tool` callback).
+pub type Asker = Arc<dyn Fn(AskRequest) -> BoxFuture<'static, AskAnswer> + Send + Sync>;
 
 /// A tool call as a [`ToolGate`] sees it.
 #[derive(Debug, Clone)]

@@ -615,6 +615,10 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     assert_eq!(d.finish(), 0);
     let r = &last_tool_results(&server.request(1).json)[0];
     assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        result_text(r).contains("not today"),
+        "the client's reason reaches the model: {r}"
+    );
 }
 
 #[test]

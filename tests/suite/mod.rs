@@ -16,5 +16,6 @@ mod newcomer;
 mod provider;
 mod reload;
 mod run;
+mod sdk;
 mod text_tools;
 mod worktrees;
