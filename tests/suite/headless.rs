@@ -744,3 +744,129 @@ fn a_bad_input_line_is_reported_and_skipped() {
     );
     let _ = Reply::status(200, "");
 }
+
+#[test]
+fn a_fork_is_reported_under_its_agent_call() {
+    let mut p = Project::new();
+    p.config(
+        "[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n",
+    );
+    let server = FakeServer::route(|r| {
+        if super::harness::is_fork_child(r) {
+            return anthropic::text_reply("fork finished");
+        }
+        match super::harness::assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_fork",
+                "Agent",
+                json!({"description": "split off", "prompt": "check the tests", "fork": true}),
+            ),
+            _ => anthropic::text_reply("merged"),
+        }
+    });
+    let run = p.run(
+        Some(&server),
+        &["-p", "go", "--output-format", "stream-json"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let start = lines
+        .iter()
+        .find(|l| l["type"] == "subagent_start")
+        .unwrap();
+    assert_eq!(start["fork"], true);
+    assert_eq!(start["tool_use_id"], "toolu_fork");
+    let child: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_fork")
+        .collect();
+    assert_eq!(child.len(), 1, "{lines:#?}");
+    assert_eq!(child[0]["message"]["content"][0]["text"], "fork finished");
+    assert_eq!(lines.last().unwrap()["result"], "merged");
+}
+
+fn background_server(child: impl Fn() -> Reply + Send + Sync + 'static) -> FakeServer {
+    FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match super::harness::assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "survey", "prompt": "survey", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("launched; waiting"),
+                _ => anthropic::text_reply("final answer"),
+            };
+        }
+        child()
+    })
+}
+
+#[test]
+fn a_background_task_reports_its_messages_and_end() {
+    let p = Project::new();
+    let server = background_server(|| {
+        anthropic::text_reply("survey result").delayed(Duration::from_millis(300))
+    });
+    let run = p.run(
+        Some(&server),
+        &["-p", "go", "--output-format", "stream-json"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let t = types(&lines);
+    let pos = |what: &str| t.iter().position(|x| x == what).unwrap();
+    assert!(pos("subagent_start") < pos("subagent_end"), "{t:?}");
+    let launched = lines
+        .iter()
+        .find(|l| l["type"] == "user" && l["parent_tool_use_id"].is_null())
+        .unwrap();
+    assert!(
+        launched["message"]["content"][0]["content"]
+            .to_string()
+            .contains("Async agent launched"),
+        "{launched}"
+    );
+    let child = lines
+        .iter()
+        .find(|l| l["parent_tool_use_id"] == "toolu_bg")
+        .unwrap();
+    assert_eq!(child["message"]["content"][0]["text"], "survey result");
+    let end = lines.iter().find(|l| l["type"] == "subagent_end").unwrap();
+    assert_eq!(end["status"], "completed");
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "final answer");
+    assert_eq!(result["num_turns"], 3);
+}
+
+#[test]
+fn the_budget_stop_ends_background_children_too() {
+    let p = Project::new();
+    // The background child keeps working, $3 a response.
+    let server = background_server(|| {
+        anthropic::message()
+            .tool_use("toolu_g", "Glob", json!({"pattern": "*"}))
+            .usage(1_000_000, 0)
+            .reply()
+            .delayed(Duration::from_millis(100))
+    });
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "go",
+            "--max-budget-usd",
+            "5",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_max_budget_usd");
+    let meta = p.meta_files();
+    assert_eq!(meta.len(), 1);
+    assert_eq!(meta[0]["status"], "killed", "{meta:?}");
+    let spent = v["total_cost_usd"].as_f64().unwrap();
+    assert!((5.0..6.1).contains(&spent), "{spent}");
+}
