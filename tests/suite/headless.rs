@@ -870,3 +870,101 @@ fn the_budget_stop_ends_background_children_too() {
     let spent = v["total_cost_usd"].as_f64().unwrap();
     assert!((5.0..6.1).contains(&spent), "{spent}");
 }
+
+#[test]
+fn model_mode_agent_and_prompt_file_flags() {
+    let p = Project::new();
+    p.write(".claude/agents/reader.md", READER);
+    p.write("prompt.txt", "You are terse.");
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--output-format",
+            "stream-json",
+            "--model",
+            "haiku",
+            "--permission-mode",
+            "plan",
+            "--system-prompt-file",
+            "prompt.txt",
+        ],
+    );
+    run.ok();
+    let init = &run.json_lines()[0];
+    assert_eq!(init["model"], "claude-haiku-4-5");
+    assert_eq!(init["model_source"], "flag");
+    assert_eq!(init["permissionMode"], "plan");
+    assert_eq!(server.request(0).json["model"], "claude-haiku-4-5");
+    assert!(
+        server
+            .request(0)
+            .system_text()
+            .starts_with("You are terse.")
+    );
+    // --agent runs as that agent, with its tools.
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--agent",
+            "reader",
+            "--dangerously-skip-permissions",
+            "--output-format",
+            "stream-json",
+        ],
+    );
+    run.ok();
+    let init = &run.json_lines()[0];
+    assert_eq!(init["tools"], json!(["Read"]));
+    assert_eq!(init["permissionMode"], "bypassPermissions");
+    assert!(server.request(1).system_text().contains("You read files."));
+    let run = p.run(Some(&server), &["-p", "x", "--permission-mode", "sideways"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn continue_fork_session_and_strict_mcp_say_what_cadre_cannot_do() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    for flag in ["--continue", "--fork-session"] {
+        let run = p.run(Some(&server), &["-p", "x", flag]);
+        assert_eq!(run.code, 2, "{flag}");
+        assert!(
+            run.stderr.contains("not supported by cadre yet"),
+            "{}",
+            run.stderr
+        );
+    }
+    assert_eq!(server.request_count(), 0);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--strict-mcp-config",
+            "--mcp-config",
+            r#"{"mcpServers": {}}"#,
+        ],
+    );
+    run.ok();
+    assert!(
+        run.stderr.contains("not supported: --strict-mcp-config"),
+        "{}",
+        run.stderr
+    );
+    // --permission-prompt-tool stdio needs answers on stdin.
+    let run = p.run(
+        Some(&server),
+        &["-p", "x", "--permission-prompt-tool", "stdio"],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--input-format stream-json"),
+        "{}",
+        run.stderr
+    );
+}
