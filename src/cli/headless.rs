@@ -34,7 +34,7 @@ pub enum InputFormat {
 }
 
 /// Claude Code's flags, on the top-level command (see `docs/headless.md`).
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Default, PartialEq, Args)]
 #[command(next_help_heading = "Headless mode (Claude Code's flags)")]
 pub struct HeadlessArgs {
     /// The prompt (`-p "task"`); read from stdin when absent.
@@ -139,10 +139,12 @@ impl HeadlessArgs {
     /// Whether these flags ask for a headless run: `-p`, a prompt, or the
     /// SDK's `--output-format`/`--input-format` without `-p`.
     pub fn selected(&self) -> bool {
-        self.print
-            || self.prompt.is_some()
-            || self.output_format.is_some()
-            || self.input_format.is_some()
+        self.print || self.output_format.is_some() || self.input_format.is_some()
+    }
+
+    /// Whether any of these flags was given.
+    pub fn any(&self) -> bool {
+        *self != HeadlessArgs::default()
     }
 }
 

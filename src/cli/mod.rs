@@ -40,7 +40,6 @@ use crate::snapshot::{self, Snapshot, SnapshotInput};
 config/cadre.yaml in the working directory, else $XDG_CONFIG_HOME/cadre/cadre.toml. Settings layer as defaults < file < \
 CADRE_* environment (CADRE_PROVIDER__MODEL=...) < command line.\n\nHeadless mode: `cadre -p \"task\"` takes Claude Code's flags (--output-format, --input-format, --allowedTools, ...; see docs/headless.md).\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
 )]
-#[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -174,12 +173,24 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         if cli.headless.selected() {
             return headless::headless(&g, cli.headless).await;
         }
+        if let Some(word) = &cli.headless.prompt {
+            return Err(CliError::Usage(format!(
+                "unknown command `{word}` (see cadre --help); to run it as a prompt: cadre -p {word:?}"
+            )));
+        }
         use clap::CommandFactory;
         let _ = Cli::command().print_help();
         return Err(CliError::Usage(
             "no command: give a subcommand (cadre run \"task\") or -p \"task\"".into(),
         ));
     };
+    if cli.headless.any() {
+        return Err(CliError::Usage(
+            "Claude Code's flags (-p, --output-format, --allowedTools, …) go without a subcommand: \
+             cadre -p \"task\" [FLAGS]; subcommands take their own options (cadre run --help)"
+                .into(),
+        ));
+    }
     match command {
         Command::Run(args) => run::run(&g, args).await,
         Command::Chat(args) => run::chat(&g, args).await,

@@ -419,6 +419,27 @@ fn version_and_subcommands_live_side_by_side() {
     let run = p.run(None, &[]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("-p"), "{}", run.stderr);
+    // A mistyped command is not sent to a model as a prompt.
+    let server = FakeServer::start([]);
+    let run = p.run(Some(&server), &["agnets"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("unknown command `agnets`"),
+        "{}",
+        run.stderr
+    );
+    // Claude Code's flags do not silently vanish in front of a subcommand.
+    let run = p.run(Some(&server), &["--model", "haiku", "run", "hi"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("without a subcommand"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(server.request_count(), 0);
+    // Global options still come before a subcommand.
+    p.run(None, &["--config", "cadre.toml", "agents", "list"])
+        .ok();
 }
 
 #[test]
