@@ -3,8 +3,8 @@
 
 Runs the same `query()` (Python claude-agent-sdk, from .ci/venv; install it
 with scripts/test-deps-sdk) with `cli_path` pointing at each program, against
-bench/fake_anthropic.py's `script3` scenario (Glob tool call, Glob tool call,
-final answer), alternating the programs run by run, offline. Claude Code is
+bench/fake_anthropic.py's `roundtrip` scenario (one Glob tool call, then
+the final answer), alternating the programs run by run, offline. Claude Code is
 the binary bundled in the SDK's wheel unless --claude says otherwise.
 
 For each run it records the wall time of the query() call (from the call to
@@ -35,7 +35,7 @@ async def main():
     opts = ClaudeAgentOptions(cli_path=sys.argv[1], cwd=sys.argv[2], allowed_tools=["Glob"])
     t0 = time.monotonic()
     result = None
-    async for m in query(prompt="List the markdown files, twice.", options=opts):
+    async for m in query(prompt="List the markdown files.", options=opts):
         if isinstance(m, ResultMessage):
             result = m
     wall = time.monotonic() - t0
@@ -75,7 +75,7 @@ def main():
     with open(os.path.join(proj, "cadre.toml"), "w") as f:
         f.write('[provider]\nmodel = "claude-sonnet-4-5"\nmax_tokens = 1024\nmax_retries = 0\n')
     server = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "fake_anthropic.py"), "--port", "0", "--scenario", "script3"],
+        [sys.executable, os.path.join(HERE, "fake_anthropic.py"), "--port", "0", "--scenario", "roundtrip"],
         stdout=subprocess.PIPE,
         text=True,
     )
