@@ -9,8 +9,10 @@ the binary bundled in the SDK's wheel unless --claude says otherwise.
 
 For each run it records the wall time of the query() call (from the call to
 the last message; the SDK's import is not counted) and the peak RSS of the CLI
-process (the largest child the driver waited for). Prints the medians and
-writes target/bench/sdk-roundtrip.json.
+process, measured by /usr/bin/time around it (a wrapper script is the
+cli_path; the rusage of the driver's children would count the forked Python
+interpreter before exec). Prints the medians and writes
+target/bench/sdk-roundtrip.json.
 
     .ci/venv/bin/python bench/sdk-roundtrip.py --runs 10
 """
@@ -26,9 +28,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
-# One query() in a fresh interpreter, so that RUSAGE_CHILDREN is the CLI's.
+# One query() in a fresh interpreter.
 DRIVER = r"""
-import asyncio, json, os, resource, sys, time
+import asyncio, json, os, sys, time
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
 
 async def main():
@@ -39,8 +41,7 @@ async def main():
         if isinstance(m, ResultMessage):
             result = m
     wall = time.monotonic() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    print(json.dumps({"wall_s": wall, "rss_kib": rss, "result": result.result if result else None,
+    print(json.dumps({"wall_s": wall, "result": result.result if result else None,
                       "is_error": result.is_error if result else True,
                       "num_turns": result.num_turns if result else 0}))
 
@@ -89,13 +90,25 @@ def main():
         "DISABLE_AUTOUPDATER": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     }
+    # The SDK starts the wrapper, which runs the program under /usr/bin/time.
+    wrappers = {}
+    for name, path in programs.items():
+        w = os.path.join(work, f"{name}-under-time")
+        with open(w, "w") as f:
+            f.write(f'#!/bin/sh\nexec /usr/bin/time -q -f %M -o "$RSS_FILE" {path} "$@"\n')
+        os.chmod(w, 0o755)
+        wrappers[name] = w
+    rss_file = os.path.join(work, "rss")
+    env["RSS_FILE"] = rss_file
     results = {name: {"wall_s": [], "rss_kib": [], "errors": []} for name in programs}
     order = list(programs)
     try:
         for i in range(args.runs + 1):  # the first round warms caches and is dropped
             for name in order if i % 2 == 0 else order[::-1]:
+                if os.path.exists(rss_file):
+                    os.remove(rss_file)
                 p = subprocess.run(
-                    [sys.executable, "-c", DRIVER, programs[name], proj],
+                    [sys.executable, "-c", DRIVER, wrappers[name], proj],
                     env=env, cwd=proj, capture_output=True, text=True, timeout=300,
                 )
                 if i == 0:
@@ -108,7 +121,8 @@ def main():
                     results[name]["errors"].append({"rc": p.returncode, "out": p.stdout[-400:], "err": p.stderr[-800:]})
                     continue
                 results[name]["wall_s"].append(r["wall_s"])
-                results[name]["rss_kib"].append(r["rss_kib"])
+                with open(rss_file) as f:
+                    results[name]["rss_kib"].append(int(f.read().split()[-1]))
     finally:
         server.terminate()
     report = {"runs": args.runs, "programs": programs, "results": results, "median": {}}

@@ -274,8 +274,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             "--add-dir (extra directories are not honoured yet: tools stay in the working directory)",
         );
     }
-    if let Some(s) = &h.setting_sources {
-        let _ = s; // Parsed below for validation.
+    if h.setting_sources.is_some() {
         unsupported.push(
             "--setting-sources (cadre reads its own configuration layers; Claude Code's settings files are not selected by this flag yet)",
         );
@@ -732,19 +731,13 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
 }
 
 /// Merges agents from `initialize` into the `--agents` JSON.
-fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) -> Result<(), CliError> {
-    let mut all = match &g.agents {
-        Some(text) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => m,
-            _ => Map::new(),
-        },
-        None => Map::new(),
+fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
+    let mut all = match g.agents.as_deref().map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(m))) => m,
+        _ => Map::new(),
     };
-    for (name, def) in agents {
-        all.insert(name, def);
-    }
+    all.extend(agents);
     g.agents = Some(Value::Object(all).to_string());
-    Ok(())
 }
 
 /// The numbers a result reports for one prompt.
@@ -774,12 +767,22 @@ pub(super) fn result_of(
 ) -> ResultOut {
     let a = emitter.accounts();
     let usage = Usage {
-        input_tokens: a.usage.input_tokens - start.usage.input_tokens,
-        output_tokens: a.usage.output_tokens - start.usage.output_tokens,
-        cache_creation_input_tokens: a.usage.cache_creation_input_tokens
-            - start.usage.cache_creation_input_tokens,
-        cache_read_input_tokens: a.usage.cache_read_input_tokens
-            - start.usage.cache_read_input_tokens,
+        input_tokens: a
+            .usage
+            .input_tokens
+            .saturating_sub(start.usage.input_tokens),
+        output_tokens: a
+            .usage
+            .output_tokens
+            .saturating_sub(start.usage.output_tokens),
+        cache_creation_input_tokens: a
+            .usage
+            .cache_creation_input_tokens
+            .saturating_sub(start.usage.cache_creation_input_tokens),
+        cache_read_input_tokens: a
+            .usage
+            .cache_read_input_tokens
+            .saturating_sub(start.usage.cache_read_input_tokens),
     };
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
         Ok(o) => {
@@ -827,7 +830,7 @@ pub(super) fn result_of(
         is_error: subtype != ResultSubtype::Success,
         subtype,
         duration_ms: u64::try_from(start.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        duration_api_ms: a.api_ms - start.api_ms,
+        duration_api_ms: a.api_ms.saturating_sub(start.api_ms),
         num_turns,
         result,
         session_id: session_id.to_string(),
@@ -969,7 +972,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         agents,
                     }) => {
                         if let Some(a) = agents {
-                            merge_agents(&mut g, a)?;
+                            merge_agents(&mut g, a);
                         }
                         hooks = hk;
                         init_reply = Some(request_id);
