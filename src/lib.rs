@@ -13,6 +13,7 @@ pub mod config;
 pub mod diagnostic;
 pub mod mcp;
 pub mod message;
+pub mod permissions;
 pub mod provider;
 pub mod raw;
 pub mod reload;

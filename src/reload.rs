@@ -52,6 +52,8 @@ pub struct Changes {
     pub tools_changed: Vec<String>,
     /// Any other setting (provider, models, permissions, ...) changed.
     pub settings_changed: bool,
+    /// Project memory (`CLAUDE.md` files and their imports) changed.
+    pub memory_changed: bool,
 }
 
 impl Changes {
@@ -127,6 +129,9 @@ impl fmt::Display for ReloadEvent {
         }
         if c.settings_changed {
             f.write_str("; settings changed")?;
+        }
+        if c.memory_changed {
+            f.write_str("; project memory changed")?;
         }
         if !self.diagnostics.is_empty() {
             write!(f, "; {} diagnostic(s)", self.diagnostics.len())?;
@@ -204,6 +209,7 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
     os.flags.clear();
     ns.flags.clear();
     c.settings_changed = os != ns;
+    c.memory_changed = old.memory.files != new.memory.files;
     c
 }
 
@@ -342,6 +348,10 @@ const CONFIG_CANDIDATES: &[&str] = &[
 /// The files and folders a snapshot depends on.
 pub fn targets(snap: &Snapshot, input: &SnapshotInput) -> Targets {
     let mut files: Vec<PathBuf> = snap.config.path.iter().cloned().collect();
+    // Every layer's settings file, read now or not (created later).
+    files.extend(snap.config.files.iter().map(|f| f.path.clone()));
+    // Memory files and their imports.
+    files.extend(snap.memory.watched.iter().cloned());
     let explicit = input.load.config.is_some() || input.load.env_var("CADRE_CONFIG").is_some();
     if !explicit {
         files.extend(CONFIG_CANDIDATES.iter().map(|c| input.cwd().join(c)));
@@ -819,7 +829,11 @@ mod tests {
                 cwd: dir.to_path_buf(),
                 config: Some(dir.join("cadre.toml")),
                 env: Vec::new(),
-                cli: Default::default(),
+                // The test's own folder: its `builtin_dir` applies.
+                cli: crate::config::CliOverrides {
+                    trust: true,
+                    ..Default::default()
+                },
             },
             cli_agents: None,
             home: Some(dir.join("home")),

@@ -49,12 +49,14 @@ pub struct Snapshot {
     pub watched_dirs: Vec<PathBuf>,
     /// The shared MCP servers: `.mcp.json` files under `[mcp_servers]`.
     pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
+    /// Project memory (`CLAUDE.md` and its imports), in order.
+    pub memory: catalog::Memory,
 }
 
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
 /// agent file, template or tool spec is a diagnostic and is skipped.
 pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigError> {
-    let config = config::load(&input.load)?;
+    let mut config = config::load(&input.load)?;
     let settings = &config.settings;
     let builtin_dir = settings.agents.builtin_dir.clone();
     let (templates, template_diags) =
@@ -67,18 +69,65 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     if let Some(b) = &builtin_dir {
         watched_dirs.push(b.clone());
     }
-    let catalog = catalog::load(&CatalogInput {
+    let mut catalog = catalog::load(&CatalogInput {
         builtin_dir,
         dirs,
         cli_json: input.cli_agents.clone(),
         known_tools: tools.names().map(str::to_string).collect(),
     });
 
-    let (mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd);
-    let mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    let (mut mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd);
+    let mut skipped = Vec::new();
+    // A repository's `.mcp.json` starts processes: only in a trusted folder,
+    // and then as Claude Code's per-server approvals say.
+    mcp_json.retain(|name, _| {
+        let keep = config.trusted
+            && !settings.disabled_mcpjson_servers.contains(name)
+            && (settings.enable_all_project_mcp_servers
+                || settings.enabled_mcpjson_servers.is_empty()
+                || settings.enabled_mcpjson_servers.contains(name));
+        if !config.trusted {
+            skipped.push(config::Skipped {
+                what: format!(".mcp.json server `{name}`"),
+                origin: ".mcp.json".into(),
+            });
+        }
+        keep
+    });
+    let mut mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    let child_env = Arc::new(settings.child_env());
+    for server in mcp_servers.values_mut() {
+        server.child_env = Some(Arc::clone(&child_env));
+    }
+    for (agent, field, path) in catalog.restrict(config.trusted) {
+        skipped.push(config::Skipped {
+            what: format!("agent `{agent}`: frontmatter `{field}`"),
+            origin: path.map_or_else(|| "--agents".into(), |p| p.display().to_string()),
+        });
+    }
+    let home = input.home.clone().or_else(|| input.load.home());
+    let (memory, memory_diags) = catalog::load_memory(&catalog::MemoryInput {
+        cwd: &input.load.cwd,
+        home: home.as_deref(),
+        managed_root: &input.load.managed_root(),
+        project_root: &config.trust_root,
+        trusted: config.trusted,
+    });
+    for (from, target) in &memory.skipped_imports {
+        skipped.push(config::Skipped {
+            what: format!(
+                "memory import of {} (outside the project)",
+                target.display()
+            ),
+            origin: from.display().to_string(),
+        });
+    }
+    config.skipped.extend(skipped);
 
     let mut diagnostics = config.diagnostics.clone();
+    diagnostics.extend(check_settings(&config));
     diagnostics.extend(mcp_diags);
+    diagnostics.extend(memory_diags);
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
@@ -104,7 +153,55 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         diagnostics,
         watched_dirs,
         mcp_servers,
+        memory,
     })
+}
+
+/// Checks the parts of the merged settings that are languages of their
+/// own — permission rules and hook matchers (regexes) — once, here, each
+/// problem at the position of the layer that wrote it. A bad rule or
+/// matcher is an error diagnostic; the rest of the settings still load.
+fn check_settings(config: &LoadedConfig) -> Vec<Diagnostic> {
+    use crate::diagnostic::Severity;
+    let mut out = Vec::new();
+    let at = |list: &str, item: &str, msg: String| match config.origins.of_item(list, item) {
+        Some(o) => o.diagnostic(Severity::Error, msg),
+        None => Diagnostic::error(Some(Path::new("settings")), None, msg),
+    };
+    let p = &config.settings.permissions;
+    for (name, list) in [("allow", &p.allow), ("ask", &p.ask), ("deny", &p.deny)] {
+        for rule in list {
+            if let Err(e) = crate::tools::permissions::Rule::parse(rule) {
+                out.push(at(&format!("permissions.{name}"), rule, e));
+            }
+        }
+    }
+    let h = &config.settings.hooks;
+    for (event, hooks) in [
+        ("SubagentStart", &h.subagent_start),
+        ("SubagentStop", &h.subagent_stop),
+        ("PreToolUse", &h.pre_tool_use),
+        ("PostToolUse", &h.post_tool_use),
+    ] {
+        for hook in hooks {
+            let Some(m) = hook.matcher.as_deref().map(str::trim) else {
+                continue;
+            };
+            if m.is_empty() || m == "*" {
+                continue;
+            }
+            if let Err(e) = regex::Regex::new(&format!("^(?:{m})$")) {
+                let why = e.to_string();
+                let first = why.lines().last().unwrap_or("invalid").trim();
+                out.push(at(
+                    &format!("hooks.{event}"),
+                    &hook.command,
+                    format!("hooks.{event}: matcher {m:?} is not a valid regular expression ({first}); this hook never fires"),
+                ));
+            }
+        }
+    }
+    out
 }
 
 impl Snapshot {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use handlebars::Handlebars;
+use handlebars::template::{Parameter, Template, TemplateElement};
 use include_dir::{Dir, include_dir};
 use serde::Serialize;
 
@@ -105,6 +106,16 @@ impl Templates {
 
     fn add(&mut self, name: &str, text: &str, path: Option<&Path>, diags: &mut Vec<Diagnostic>) {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        if let Ok(compiled) = Template::compile(text)
+            && let Err(message) = self.check_compiled(&compiled, Some(name))
+        {
+            let shown = path.map_or_else(
+                || PathBuf::from(format!("<embedded>/{name}.hbs")),
+                Path::to_path_buf,
+            );
+            diags.push(Diagnostic::error(Some(&shown), None, message));
+            return;
+        }
         match self.registry.register_template_string(name, text) {
             Ok(()) => {
                 self.origins.insert(
@@ -152,13 +163,19 @@ impl Templates {
     }
 
     /// Renders a template given as text (an agent's prompt body, a tool's
-    /// description); `label` names it in errors.
+    /// description); `label` names it in errors. A text whose partials
+    /// include themselves, or expand past [`MAX_PARTIAL_EXPANSIONS`], is an
+    /// error before anything renders (see [`Templates::check_partials`]).
     pub fn render_text<T: Serialize>(
         &self,
         label: &str,
         text: &str,
         ctx: &T,
     ) -> Result<String, RenderError> {
+        self.check_partials(text).map_err(|message| RenderError {
+            name: label.to_string(),
+            message,
+        })?;
         self.registry
             .render_template(text, ctx)
             .map_err(|e| RenderError {
@@ -167,12 +184,172 @@ impl Templates {
             })
     }
 
+    /// Whether rendering `text` is bounded. Handlebars has no limit on
+    /// partial nesting: an inline partial that includes itself recurses
+    /// until the stack overflows, which aborts the process. So the partial
+    /// calls of `text` (its inline partials, and the registered templates
+    /// it names) are followed before rendering: a cycle, nesting deeper
+    /// than [`MAX_PARTIAL_DEPTH`], or more than [`MAX_PARTIAL_EXPANSIONS`]
+    /// expansions in all is refused with the chain that causes it.
+    /// Unparseable text is left to the renderer to report.
+    pub fn check_partials(&self, text: &str) -> Result<(), String> {
+        let Ok(root) = Template::compile(text) else {
+            return Ok(());
+        };
+        self.check_compiled(&root, None)
+    }
+
+    fn check_compiled(&self, root: &Template, root_name: Option<&str>) -> Result<(), String> {
+        let mut inline: BTreeMap<String, &Template> = BTreeMap::new();
+        collect_inline(root, &mut inline);
+        let mut walk = PartialWalk {
+            templates: self,
+            root_name,
+            root,
+            inline,
+            stack: Vec::new(),
+            expansions: 0,
+        };
+        walk.visit(root).map(|_| ())
+    }
+
     pub fn has(&self, name: &str) -> bool {
         self.origins.contains_key(name)
     }
 
     pub fn origins(&self) -> &BTreeMap<String, TemplateOrigin> {
         &self.origins
+    }
+}
+
+/// Partials nested deeper than this are refused.
+pub const MAX_PARTIAL_DEPTH: usize = 32;
+/// A template whose partials would expand more often than this in all is
+/// refused (nested partials can multiply: ten levels that each include the
+/// next twice expand a thousand times).
+pub const MAX_PARTIAL_EXPANSIONS: u64 = 10_000;
+
+/// Every `{{#*inline "name"}}` definition in `t`, at any depth.
+fn collect_inline<'t>(t: &'t Template, out: &mut BTreeMap<String, &'t Template>) {
+    for e in &t.elements {
+        match e {
+            TemplateElement::DecoratorBlock(d) | TemplateElement::DecoratorExpression(d) => {
+                if param_name(&d.name).as_deref() == Some("inline")
+                    && let Some(name) = d.params.first().and_then(param_name)
+                    && let Some(body) = &d.template
+                {
+                    out.insert(name, body);
+                }
+                if let Some(body) = &d.template {
+                    collect_inline(body, out);
+                }
+            }
+            TemplateElement::HelperBlock(h) => {
+                for body in [&h.template, &h.inverse].into_iter().flatten() {
+                    collect_inline(body, out);
+                }
+            }
+            TemplateElement::PartialBlock(d) => {
+                if let Some(body) = &d.template {
+                    collect_inline(body, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A partial's or decorator's name, when it is written out (not computed).
+fn param_name(p: &Parameter) -> Option<String> {
+    match p {
+        Parameter::Name(n) => Some(n.clone()),
+        Parameter::Literal(serde_json::Value::String(s)) => Some(s.clone()),
+        Parameter::Path(
+            handlebars::Path::Relative((_, raw)) | handlebars::Path::Local((_, _, raw)),
+        ) => Some(raw.clone()),
+        _ => None,
+    }
+}
+
+/// Follows partial calls from a template, counting expansions.
+struct PartialWalk<'a> {
+    templates: &'a Templates,
+    /// The name the root is (being) registered under, so a registered
+    /// template that calls it back reaches the new text.
+    root_name: Option<&'a str>,
+    root: &'a Template,
+    inline: BTreeMap<String, &'a Template>,
+    /// The partials being expanded, outermost first.
+    stack: Vec<String>,
+    expansions: u64,
+}
+
+impl<'a> PartialWalk<'a> {
+    fn resolve(&self, name: &str) -> Option<&'a Template> {
+        if let Some(t) = self.inline.get(name) {
+            return Some(t);
+        }
+        if self.root_name == Some(name) {
+            return Some(self.root);
+        }
+        self.templates.registry.get_template(name)
+    }
+
+    fn visit(&mut self, t: &'a Template) -> Result<(), String> {
+        for e in &t.elements {
+            match e {
+                TemplateElement::PartialExpression(d) | TemplateElement::PartialBlock(d) => {
+                    if let Some(body) = &d.template {
+                        self.visit(body)?;
+                    }
+                    let Some(name) = param_name(&d.name) else {
+                        continue;
+                    };
+                    let Some(target) = self.resolve(&name) else {
+                        continue;
+                    };
+                    if self.stack.contains(&name) {
+                        let mut chain = self.stack.clone();
+                        chain.push(name.clone());
+                        return Err(format!(
+                            "partial `{name}` includes itself ({}); templates cannot recurse",
+                            chain.join(" → ")
+                        ));
+                    }
+                    if self.stack.len() >= MAX_PARTIAL_DEPTH {
+                        return Err(format!(
+                            "partials nest deeper than {MAX_PARTIAL_DEPTH} levels ({} → …)",
+                            self.stack[..3.min(self.stack.len())].join(" → ")
+                        ));
+                    }
+                    self.expansions += 1;
+                    if self.expansions > MAX_PARTIAL_EXPANSIONS {
+                        return Err(format!(
+                            "partials expand more than {MAX_PARTIAL_EXPANSIONS} times"
+                        ));
+                    }
+                    self.stack.push(name);
+                    let result = self.visit(target);
+                    self.stack.pop();
+                    result?;
+                }
+                TemplateElement::HelperBlock(h) => {
+                    for body in [&h.template, &h.inverse].into_iter().flatten() {
+                        self.visit(body)?;
+                    }
+                }
+                // An inline definition is visited where it is called.
+                TemplateElement::DecoratorBlock(d) | TemplateElement::DecoratorExpression(d)
+                    if param_name(&d.name).as_deref() != Some("inline") =>
+                {
+                    if let Some(body) = &d.template {
+                        self.visit(body)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -211,6 +388,56 @@ mod tests {
     fn strict_mode_rejects_missing_variables() {
         let (t, _) = Templates::load(None);
         assert!(t.render_text("x", "{{missing}}", &json!({})).is_err());
+    }
+
+    #[test]
+    fn self_including_partials_are_refused_before_rendering() {
+        let (t, _) = Templates::load(None);
+        let direct = r#"{{#*inline "p"}}again {{> p}}{{/inline}}{{> p}}"#;
+        let err = t.render_text("agent x", direct, &json!({})).unwrap_err();
+        assert!(
+            err.message.contains("partial `p` includes itself (p → p)"),
+            "{err}"
+        );
+        let mutual = r#"{{#*inline "a"}}{{#if x}}{{> b}}{{/if}}{{/inline}}{{#*inline "b"}}{{> a}}{{/inline}}{{> a}}"#;
+        let err = t.render_text("agent x", mutual, &json!({})).unwrap_err();
+        assert!(err.message.contains("a → b → a"), "{err}");
+        // Ten levels that each include the next twice: 2^10 expansions... and more.
+        let mut blowup = String::from(r#"{{#*inline "l0"}}x{{/inline}}"#);
+        for i in 1..16 {
+            blowup.push_str(&format!(
+                r#"{{{{#*inline "l{i}"}}}}{{{{> l{p}}}}}{{{{> l{p}}}}}{{{{/inline}}}}"#,
+                p = i - 1
+            ));
+        }
+        blowup.push_str("{{> l15}}");
+        let err = t.render_text("agent x", &blowup, &json!({})).unwrap_err();
+        assert!(err.message.contains("expand more than"), "{err}");
+        // Partials that do not recurse still render.
+        let fine = r#"{{#*inline "p"}}[{{v}}]{{/inline}}{{> p}}{{> p}}"#;
+        assert_eq!(
+            t.render_text("x", fine, &json!({"v": 1})).unwrap(),
+            "[1][1]"
+        );
+    }
+
+    #[test]
+    fn a_registered_template_that_includes_itself_is_a_diagnostic() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("loop.hbs"), "x {{> loop}}").unwrap();
+        std::fs::write(
+            dir.path().join("inl.hbs"),
+            r#"{{#*inline "q"}}{{> q}}{{/inline}}{{> q}}"#,
+        )
+        .unwrap();
+        let (t, diags) = Templates::load(Some(dir.path()));
+        assert!(!t.has("inl"));
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.message.contains("partial `q` includes itself")),
+            "{diags:?}"
+        );
     }
 
     #[test]

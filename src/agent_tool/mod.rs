@@ -13,7 +13,7 @@ mod route;
 
 pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
 pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
-pub use pool::{tool_pool, tools_summary};
+pub use pool::{spawnable_types, tool_pool, tools_summary};
 pub use route::{AgentInput, Route, RouteError, route};
 
 /// The tool's name as the model calls it.

@@ -1,6 +1,6 @@
 //! A child's tool pool and the one-line summary the Agent tool shows.
 
-use crate::catalog::{AgentDef, base_name};
+use crate::catalog::{AgentDef, agent_spec_types, base_name};
 
 use super::AGENT_TOOL;
 
@@ -42,6 +42,23 @@ pub fn tool_pool(
         })
         .cloned()
         .collect()
+}
+
+/// The agent types a session running as `def` may spawn, when its `tools`
+/// name them (`Agent(Explore, Plan)`); `None` when it may spawn any (a bare
+/// `Agent`, or no `Agent(…)` entry). Several entries add up.
+pub fn spawnable_types(def: &AgentDef) -> Option<Vec<String>> {
+    let tools = def.tools.as_ref()?;
+    if tools.iter().any(|t| t.trim() == AGENT_TOOL) {
+        return None;
+    }
+    let mut out: Option<Vec<String>> = None;
+    for t in tools {
+        if let Some(types) = agent_spec_types(t) {
+            out.get_or_insert_with(Vec::new).extend(types);
+        }
+    }
+    out
 }
 
 /// `Read, Grep` (allowlist minus denylist), `None`, `All tools except A, B`,

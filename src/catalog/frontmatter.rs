@@ -18,6 +18,17 @@ fn is_fence(line: &str) -> bool {
     line.trim_end_matches([' ', '\t', '\r']) == "---"
 }
 
+/// True when `line` closes the frontmatter: a run of three or more dashes,
+/// allowing trailing blanks. Claude Code's reader closes at the first
+/// `---` after the opening line, so a longer line of dashes (`----`, a
+/// Markdown rule some editors write) closes it there too. (Its reader then
+/// leaves the extra dashes at the start of the body; here the whole line is
+/// the fence.)
+fn is_closing_fence(line: &str) -> bool {
+    let line = line.trim_end_matches([' ', '\t', '\r']);
+    line.len() >= 3 && line.bytes().all(|b| b == b'-')
+}
+
 /// Splits `text` (BOM and CRLF tolerated). `Err` says what is wrong: no
 /// opening `---` line, or no closing one.
 pub fn split_frontmatter(text: &str) -> Result<Frontmatter<'_>, String> {
@@ -40,7 +51,7 @@ pub fn split_frontmatter(text: &str) -> Result<Frontmatter<'_>, String> {
             Some(i) => (&rest[..i], at + i + 1),
             None => (rest, text.len() + 1),
         };
-        if is_fence(line) {
+        if is_closing_fence(line) {
             let body = text.get(next..).unwrap_or("");
             return Ok(Frontmatter {
                 yaml: &text[yaml_start..at],
@@ -85,6 +96,19 @@ mod tests {
         let f = split_frontmatter("---  \nx: 1\n---\t\n").unwrap();
         assert_eq!(f.yaml, "x: 1\n");
         assert_eq!(f.body, "");
+    }
+
+    #[test]
+    fn a_longer_line_of_dashes_closes_like_claude_codes_reader() {
+        let f = split_frontmatter("---\nname: a\n----\nBody\n").unwrap();
+        assert_eq!(f.yaml, "name: a\n");
+        assert_eq!(f.body, "Body\n");
+        let f = split_frontmatter("---\r\nname: a\r\n------  \r\nBody").unwrap();
+        assert_eq!(f.yaml, "name: a\r\n");
+        assert_eq!(f.body, "Body");
+        // Two dashes, or dashes followed by text, are YAML, not a fence.
+        assert!(split_frontmatter("---\nname: a\n--\n").is_err());
+        assert!(split_frontmatter("---\nname: a\n---x\n").is_err());
     }
 
     #[test]

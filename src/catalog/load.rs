@@ -61,6 +61,40 @@ impl Catalog {
         self.agents.get(name)
     }
 
+    /// Removes what a definition may not carry from where it comes from.
+    /// Plugin agents keep no `permissionMode`, `hooks` or `mcpServers`
+    /// (Claude Code ignores them there). In a folder the user has not
+    /// trusted, project agents keep no `hooks` and no inline `mcpServers`
+    /// (both start processes); servers named by reference stay, since the
+    /// shared servers are themselves subject to trust. Returns what was
+    /// removed from project agents: (agent, field, file).
+    pub fn restrict(&mut self, trusted: bool) -> Vec<(String, &'static str, Option<PathBuf>)> {
+        let mut removed = Vec::new();
+        for def in self.agents.values_mut() {
+            let plugin = def.source == Source::Plugin;
+            let untrusted_project = !trusted && def.source == Source::Project;
+            if !plugin && !untrusted_project {
+                continue;
+            }
+            let has_inline = def.mcp_servers.iter().any(serde_json::Value::is_object);
+            if !(def.hooks.is_some() || has_inline || (plugin && def.permission_mode.is_some())) {
+                continue;
+            }
+            let d = Arc::make_mut(def);
+            if d.hooks.take().is_some() && untrusted_project {
+                removed.push((d.name.clone(), "hooks", d.path.clone()));
+            }
+            if plugin {
+                d.permission_mode = None;
+                d.mcp_servers.clear();
+            } else if has_inline {
+                d.mcp_servers.retain(|v| !v.is_object());
+                removed.push((d.name.clone(), "mcpServers", d.path.clone()));
+            }
+        }
+        removed
+    }
+
     /// Puts `def` in, moving a same-named agent to `shadowed`. Within one
     /// source the later file wins, with a warning naming both.
     fn insert(&mut self, def: AgentDef) {
@@ -147,10 +181,14 @@ pub fn load(input: &CatalogInput) -> Catalog {
 
     for (layer, span) in layers.iter().zip(spans) {
         match layer {
-            Layer::Dir(_) => {
+            Layer::Dir(d) => {
+                let plugin = (d.source == Source::Plugin).then(|| plugin_name(&d.path));
                 for (def, diags) in parsed.by_ref().take(span.len()) {
                     cat.diagnostics.extend(diags);
-                    if let Some(def) = def {
+                    if let Some(mut def) = def {
+                        if let Some(p) = &plugin {
+                            def.name = format!("{p}:{}", def.name);
+                        }
                         cat.insert(def);
                     }
                 }
@@ -165,6 +203,28 @@ pub fn load(input: &CatalogInput) -> Catalog {
         }
     }
     cat
+}
+
+/// A plugin's name, which prefixes its agents' names (`plugin:agent`, as in
+/// Claude Code): `name` in `.claude-plugin/plugin.json` of the folder or of
+/// its parent; else the folder's name, or its parent's when the folder is
+/// the plugin's `agents/`.
+fn plugin_name(dir: &Path) -> String {
+    let manifest_name = |d: &Path| -> Option<String> {
+        let text = std::fs::read_to_string(d.join(".claude-plugin/plugin.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        v.get("name")?.as_str().map(str::to_string)
+    };
+    let parent = dir.parent();
+    if let Some(n) = manifest_name(dir).or_else(|| parent.and_then(manifest_name)) {
+        return n;
+    }
+    let own = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    match (own.as_deref(), parent.and_then(Path::file_name)) {
+        (Some("agents"), Some(p)) => p.to_string_lossy().into_owned(),
+        (Some(n), _) => n.to_string(),
+        (None, _) => "plugin".to_string(),
+    }
 }
 
 type Parsed = (Option<AgentDef>, Vec<Diagnostic>);

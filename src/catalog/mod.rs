@@ -3,13 +3,15 @@
 //! Owns [`AgentDef`], parsing agent files (`*.md` with YAML frontmatter,
 //! `*.yaml`/`*.yml`, `*.toml`) from raw documents into definitions with
 //! diagnostics, the source folders and their precedence, the built-in agents
-//! (embedded; a folder on disk may replace them) and the synthetic `fork`.
+//! (embedded; a folder on disk may replace them), the synthetic `fork`, and
+//! project memory (`CLAUDE.md` and its imports).
 //! It runs nothing and knows nothing of tools beyond their names.
 
 mod builtin;
 mod def;
 mod frontmatter;
 mod load;
+mod memory;
 mod parse;
 mod resolve;
 mod sources;
@@ -19,11 +21,14 @@ pub use builtin::builtin_agents;
 pub use def::{AgentDef, Color, Isolation, Prompt, Source};
 pub use frontmatter::{Frontmatter, split_frontmatter};
 pub use load::{Catalog, CatalogInput, MAX_FILE_BYTES, Shadowed, load};
+pub use memory::{
+    MAX_IMPORT_DEPTH, Memory, MemoryFile, MemoryInput, MemoryScope, imports, load_memory,
+};
 pub use parse::{
     ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with,
 };
 pub use sources::{SourceDir, source_dirs};
-pub use tokens::{base_name, tokenize_tools};
+pub use tokens::{agent_spec_types, base_name, canonical_tool_spec, tokenize_tools};
 
 /// Name of the synthetic agent reached only by the fork route.
 pub const FORK_AGENT: &str = "fork";

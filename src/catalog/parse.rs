@@ -103,10 +103,14 @@ fn parse_markdown(text: &str, source: Source, ctx: &mut Ctx<'_>) -> Option<Agent
     // A top-level plain value holding `: ` is never valid YAML, so such a
     // file (common in published agents) goes straight to the quoted retry;
     // the original is parsed again only to report its error.
-    let first = if needs_quoting(fm.yaml) {
+    // As Claude Code (2.1.214 on) does, a simple `key: value` whose value
+    // holds a YAML comment (`#` first, or after a blank) is quoted before
+    // the first parse, so `Our app just hit #1 on…` is not cut at ` #`.
+    let primary = quote_hash_values(fm.yaml);
+    let first = if needs_quoting(&primary) {
         None
     } else {
-        Some(parse_yaml(fm.yaml))
+        Some(parse_yaml(&primary))
     };
     let doc = match first {
         Some(Ok(doc)) => doc,
@@ -129,8 +133,8 @@ fn parse_markdown(text: &str, source: Source, ctx: &mut Ctx<'_>) -> Option<Agent
 }
 
 /// Rewrites YAML so that every top-level `key: plain value` holds a
-/// single-quoted string instead, including a plain value continued on
-/// indented lines. Lines and the columns of keys are unchanged, so
+/// single-quoted string instead (a ` #` in it is text, not a comment),
+/// including a plain value continued on indented lines. Lines and the columns of keys are unchanged, so
 /// positions in the retried document still point at the right place.
 pub(super) fn quote_plain_values(yaml: &str) -> String {
     let lines: Vec<&str> = yaml.split('\n').collect();
@@ -159,13 +163,15 @@ pub(super) fn quote_plain_values(yaml: &str) -> String {
             }
             j += 1;
         }
-        let (first_value, comment) = split_comment(&line[value_start..]);
+        // The whole rest of the line is the value, ` #` included: Claude
+        // Code's retry quotes it all (`#` is one of the characters that make
+        // it quote), so `Our app just hit #1 on…` keeps its `#1 on…`.
+        let first_value = &line[value_start..];
         out.push_str(key);
         out.push('\'');
         if last == i {
             out.push_str(&first_value.trim_end().replace('\'', "''"));
             out.push('\'');
-            out.push_str(comment);
         } else {
             out.push_str(&first_value.replace('\'', "''"));
             for (k, l) in lines.iter().enumerate().take(last + 1).skip(i + 1) {
@@ -180,6 +186,51 @@ pub(super) fn quote_plain_values(yaml: &str) -> String {
         }
         push_newline(&mut out, last, lines.len());
         i = last + 1;
+    }
+    out
+}
+
+/// Quotes (single quotes, positions kept) the value of every line of the
+/// form `key: value` (key of letters, `_` and `-` at column 1) whose
+/// unquoted value starts with `#` or has a `#` after a blank: YAML would
+/// read the rest as a comment. Other lines are left as they are.
+pub(super) fn quote_hash_values(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len() + 16);
+    for (i, line) in yaml.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let key_len = line
+            .bytes()
+            .take_while(|b| b.is_ascii_alphabetic() || *b == b'_' || *b == b'-')
+            .count();
+        let rest = &line[key_len..];
+        let value = rest
+            .strip_prefix(':')
+            .filter(|r| r.starts_with([' ', '\t']))
+            .map(|r| r.trim_start_matches([' ', '\t']))
+            .unwrap_or("");
+        let (value, cr) = match value.strip_suffix('\r') {
+            Some(v) => (v, "\r"),
+            None => (value, ""),
+        };
+        let quoted = (value.starts_with('"') && value.ends_with('"') && value.len() > 1)
+            || (value.starts_with('\'') && value.ends_with('\'') && value.len() > 1);
+        let has_comment = value.starts_with('#')
+            || value
+                .as_bytes()
+                .windows(2)
+                .any(|w| (w[0] == b' ' || w[0] == b'\t') && w[1] == b'#');
+        if key_len == 0 || value.is_empty() || quoted || !has_comment {
+            out.push_str(line);
+            continue;
+        }
+        let start = line.len() - cr.len() - value.len();
+        out.push_str(&line[..start]);
+        out.push('\'');
+        out.push_str(&value.replace('\'', "''"));
+        out.push('\'');
+        out.push_str(cr);
     }
     out
 }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::FORK_AGENT;
 use super::def::{AgentDef, Color, Isolation, Prompt, Source};
-use super::tokens::{base_name, tokenize_tools};
+use super::tokens::{base_name, canonical_tool_spec, tokenize_tools};
 use crate::config::{Condition, PermissionMode};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
@@ -403,6 +403,11 @@ fn tool_list(v: &Node, field: &str, ctx: &mut Ctx<'_>) -> Option<Vec<String>> {
                 ),
             );
             return None;
+        }
+    }
+    if field != "skills" {
+        for (_, t) in out.iter_mut() {
+            *t = canonical_tool_spec(t);
         }
     }
     if field != "skills" && !ctx.known_tools.is_empty() {

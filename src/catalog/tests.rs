@@ -343,10 +343,23 @@ fn invalid_yaml_is_retried_with_quoted_values() {
         diags[0]
     );
 
-    // A `: ` inside a comment is valid YAML and left alone.
+    // A value with a ` #` is quoted before the first parse, as Claude Code
+    // (2.1.214 on) does: the `#` and what follows are text, not a comment.
     let (def, diags) = ok_md("name: a\ndescription: plain # note: x\n");
-    assert!(diags.is_empty());
-    assert_eq!(def.description, "plain");
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.description, "plain # note: x");
+    let (def, diags) = ok_md("name: promo\ndescription: Our app just hit #1 on the charts\n");
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.description, "Our app just hit #1 on the charts");
+    // A `#` with no blank before it was never a comment.
+    let (def, _) = ok_md("name: a\ndescription: issue#1 fixed\n");
+    assert_eq!(def.description, "issue#1 fixed");
+
+    // In the retry (another line needs quoting), ` #` is text: the whole
+    // value is kept, as Claude Code keeps it. (Valid YAML is read as YAML,
+    // by both: there ` #` starts a comment.)
+    let (def, _) = ok_md("name: a\ndescription: Our app just hit #1 on launch day\nnote: x: y\n");
+    assert_eq!(def.description, "Our app just hit #1 on launch day");
 }
 
 #[test]
@@ -357,6 +370,14 @@ fn quoting_keeps_lines_and_doubles_quotes() {
     assert_eq!(
         q,
         "name: 'a'\ndescription: 'it''s: x\n  more'\n\ntools: [A]\nmodel: 'q'\n"
+    );
+    assert_eq!(
+        parse::quote_plain_values("description: hit #1 # really\n"),
+        "description: 'hit #1 # really'\n"
+    );
+    assert_eq!(
+        parse::quote_hash_values("a: x #1\r\nb: 'q #'\n  c: d #\ne: #f\ng: it's #2\n"),
+        "a: 'x #1'\r\nb: 'q #'\n  c: d #\ne: '#f'\ng: 'it''s #2'\n"
     );
 }
 
@@ -490,7 +511,9 @@ fn load_precedence_and_shadowing() {
         .map(|s| (s.def.description.as_str(), s.shadowed_by))
         .filter(|(_, _)| true)
         .collect();
-    assert!(chain.contains(&("plugin", Source::User)));
+    // Plugin agents are namespaced by their plugin (`plugin:x`), so the
+    // user's `x` does not replace them.
+    assert_eq!(cat.get("plugin:x").unwrap().source, Source::Plugin);
     assert!(chain.contains(&("user", Source::Project)));
     assert!(chain.contains(&("project", Source::Cli)));
     assert!(chain.contains(&("cli", Source::Managed)));
@@ -621,4 +644,54 @@ mod props {
             let _ = parse_cli_agents(&s);
         }
     }
+}
+
+#[test]
+fn plugin_agents_are_namespaced_and_keep_no_mode_hooks_or_servers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let risky = "---\nname: r\ndescription: d\npermissionMode: bypassPermissions\nhooks:\n  PreToolUse:\n    - command: touch x\nmcpServers:\n  - shared\n  - inline:\n      command: sh\n---\nbody\n";
+    write(
+        t,
+        "tools-plugin/.claude-plugin/plugin.json",
+        r#"{"name": "toolbox"}"#,
+    );
+    write(t, "tools-plugin/agents/r.md", risky);
+    write(t, "proj/r.md", risky);
+    let mut cat = load(&CatalogInput {
+        dirs: vec![
+            SourceDir {
+                source: Source::Plugin,
+                path: t.join("tools-plugin/agents"),
+            },
+            SourceDir {
+                source: Source::Project,
+                path: t.join("proj"),
+            },
+        ],
+        ..Default::default()
+    });
+    let removed = cat.restrict(false);
+    let p = cat.get("toolbox:r").unwrap();
+    assert_eq!(p.permission_mode, None);
+    assert!(p.hooks.is_none() && p.mcp_servers.is_empty());
+    let r = cat.get("r").unwrap();
+    assert_eq!(
+        r.permission_mode,
+        Some(crate::config::PermissionMode::BypassPermissions)
+    );
+    assert!(r.hooks.is_none());
+    assert_eq!(r.mcp_servers, vec![serde_json::json!("shared")]);
+    let fields: Vec<(&str, &str)> = removed.iter().map(|(a, f, _)| (a.as_str(), *f)).collect();
+    assert_eq!(fields, [("r", "hooks"), ("r", "mcpServers")]);
+
+    let mut trusted = load(&CatalogInput {
+        dirs: vec![SourceDir {
+            source: Source::Project,
+            path: t.join("proj"),
+        }],
+        ..Default::default()
+    });
+    assert!(trusted.restrict(true).is_empty());
+    assert!(trusted.get("r").unwrap().hooks.is_some());
 }

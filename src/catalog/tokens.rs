@@ -36,6 +36,34 @@ pub fn tokenize_tools(text: &str) -> Vec<String> {
     tokens
 }
 
+/// Claude Code's old name for a tool, as its current one: `Task` and
+/// `Task(x)` are `Agent` and `Agent(x)`.
+pub fn canonical_tool_spec(spec: &str) -> String {
+    let spec = spec.trim();
+    if base_name(spec) == "Task" {
+        return format!("Agent{}", &spec["Task".len()..]);
+    }
+    spec.to_string()
+}
+
+/// The agent types an `Agent(A, B)` spec allows: `Agent(Explore, Plan)` →
+/// `[Explore, Plan]`; `None` for any other spec (a bare `Agent` allows all).
+pub fn agent_spec_types(spec: &str) -> Option<Vec<String>> {
+    let spec = spec.trim();
+    if base_name(spec) != "Agent" {
+        return None;
+    }
+    let inner = spec.get(spec.find('(')? + 1..)?.strip_suffix(')')?;
+    Some(
+        inner
+            .split([',', ' ', '\t'])
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
 /// The part of a tool spec before `(`: `Bash(git log:*)` → `Bash`.
 pub fn base_name(spec: &str) -> &str {
     let spec = spec.trim();
@@ -50,6 +78,19 @@ pub fn base_name(spec: &str) -> &str {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn task_is_agent_and_agent_lists_types() {
+        assert_eq!(canonical_tool_spec("Task"), "Agent");
+        assert_eq!(canonical_tool_spec("Task(Explore)"), "Agent(Explore)");
+        assert_eq!(canonical_tool_spec("Tasks"), "Tasks");
+        assert_eq!(
+            agent_spec_types("Agent(Explore, Plan)"),
+            Some(vec!["Explore".to_string(), "Plan".to_string()])
+        );
+        assert_eq!(agent_spec_types("Agent"), None);
+        assert_eq!(agent_spec_types("Bash(x)"), None);
+    }
 
     #[test]
     fn splits_on_commas_and_spaces() {

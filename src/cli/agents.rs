@@ -184,7 +184,10 @@ fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Va
             settings.agents.max_depth,
         )
     };
-    json!({"model": resolved.model, "model_source": resolved.source, "tools": tools})
+    // As a child of a main session in the configured mode (SPEC §7).
+    let def_mode = d.permission_mode.filter(|_| d.source != Source::Plugin);
+    let mode = crate::permissions::child_mode(settings.permissions.default_mode, def_mode);
+    json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "permission_mode": mode.as_str()})
 }
 
 fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
@@ -233,9 +236,10 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     }
     if let Some(e) = v.get("effective") {
         outln!(
-            "effective:   model {} (from {}), tools {}",
+            "effective:   model {} (from {}), mode {}, tools {}",
             e["model"].as_str().unwrap_or(""),
             e["model_source"].as_str().unwrap_or(""),
+            e["permission_mode"].as_str().unwrap_or(""),
             e["tools"]
                 .as_array()
                 .map(|a| a

@@ -269,11 +269,6 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if h.replay_user_messages {
         unsupported.push("--replay-user-messages (ignored)");
     }
-    if !h.add_dir.is_empty() {
-        unsupported.push(
-            "--add-dir (extra directories are not honoured yet: tools stay in the working directory)",
-        );
-    }
     if h.setting_sources.is_some() {
         unsupported.push(
             "--setting-sources (cadre reads its own configuration layers; Claude Code's settings files are not selected by this flag yet)",
@@ -298,6 +293,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         model: h.model.clone(),
         max_turns: h.max_turns,
         permission_mode: h.permission_mode,
+        add_dirs: h.add_dir.clone(),
     };
     if h.dangerously_skip_permissions {
         session.permission_mode = Some(PermissionMode::BypassPermissions);
@@ -788,11 +784,11 @@ pub(super) fn result_of(
         Ok(o) => {
             let text = o.final_text.clone().unwrap_or_default().join("\n");
             match o.stop {
-                StopKind::EndTurn => (
+                StopKind::EndTurn | StopKind::MaxTokens => (
                     ResultSubtype::Success,
                     text,
                     o.turns,
-                    Some("end_turn".to_string()),
+                    Some(o.stop.as_str().to_string()),
                     vec![],
                 ),
                 StopKind::MaxTurns => (
@@ -908,7 +904,7 @@ async fn run_prompt(
     }
     let r = tokio::select! {
         r = session.run() => r,
-        _ = tokio::signal::ctrl_c() => {
+        _ = super::signals::interrupted() => {
             cancel.cancel();
             Err(RunError::Cancelled)
         }
@@ -1125,20 +1121,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             },
         };
         let message = if is_first {
-            let text: Vec<String> = message
-                .content
-                .iter()
-                .filter_map(ContentBlock::as_text)
-                .map(str::to_string)
-                .collect();
-            let only_text = text.len() == message.content.len();
-            match (
-                def.as_deref().and_then(|d| d.initial_prompt.clone()),
-                only_text,
-            ) {
-                (Some(_), true) => run::first_message(def.as_deref(), text.join("\n")),
-                _ => message,
-            }
+            run::first_message_with(&engine, def.as_deref(), message.content)
         } else {
             message
         };
@@ -1184,10 +1167,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
     }
     // The session is over: children still running end with it.
-    engine
-        .tasks
-        .kill_all(std::time::Duration::from_secs(5))
-        .await;
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
     match plan.output {
         OutputFormat::Text => {
             if let Some(r) = &last_result {

@@ -10,12 +10,16 @@ macro_rules! outln {
 }
 
 mod agents;
+mod config;
 mod emit;
 mod flags;
 mod headless;
 mod output;
+mod permissions;
 mod run;
+mod signals;
 mod tools;
+mod trust;
 mod watch;
 pub mod wire;
 mod worktrees;
@@ -36,9 +40,12 @@ use crate::snapshot::{self, Snapshot, SnapshotInput};
 #[derive(Debug, Parser)]
 #[command(name = "cadre", disable_version_flag = true, max_term_width = 100)]
 #[command(
-    after_help = "Configuration: --config PATH, else CADRE_CONFIG, else cadre.toml, cadre.yaml, config/cadre.toml or \
-config/cadre.yaml in the working directory, else $XDG_CONFIG_HOME/cadre/cadre.toml. Settings layer as defaults < file < \
-CADRE_* environment (CADRE_PROVIDER__MODEL=...) < command line.\n\nHeadless mode: `cadre -p \"task\"` takes Claude Code's flags (--output-format, --input-format, --allowedTools, ...; see docs/headless.md).\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
+    after_help = "Settings layers, lowest first: defaults < user (~/.claude/settings.json, ~/.config/cadre/cadre.toml) < \
+project (.claude/settings.json, then --config PATH, CADRE_CONFIG, or cadre.toml, cadre.yaml, config/cadre.toml, \
+config/cadre.yaml in the working directory) < local (.claude/settings.local.json) < CADRE_* environment \
+(CADRE_PROVIDER__MODEL=...) < command line < managed (/etc/claude-code/managed-settings.json, /etc/cadre/cadre.toml). \
+`cadre config show --origin` shows where each value came from; a project's hooks, MCP servers and provider settings \
+need `cadre trust`.\n\nHeadless mode: `cadre -p \"task\"` takes Claude Code's flags (--output-format, --input-format, --allowedTools, ...; see docs/headless.md).\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -72,6 +79,10 @@ pub struct GlobalArgs {
     /// Print the version (the Claude Code version cadre is compatible with, then cadre's).
     #[arg(short = 'V', long, global = true)]
     pub version: bool,
+    /// Obey this folder's project settings in full for this run (hooks, MCP
+    /// servers, provider URL and key) without recording trust.
+    #[arg(long, global = true)]
+    pub trust: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -95,6 +106,14 @@ pub enum Command {
     Worktrees(worktrees::WorktreesCommand),
     /// Watch the files and print one line per reload until interrupted.
     Watch(watch::WatchArgs),
+    /// Show the effective settings and where each came from, or check them.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+    /// Trust a folder (its hooks, MCP servers, provider settings), list or revoke.
+    Trust(trust::TrustArgs),
+    /// Test permission rules against a tool call.
+    #[command(subcommand)]
+    Permissions(permissions::PermissionsCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -200,6 +219,9 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,
+        Command::Trust(args) => trust::trust(&g, args),
+        Command::Config(cmd) => config::dispatch(&g, cmd),
+        Command::Permissions(cmd) => permissions::dispatch(&g, cmd),
     }
 }
 
@@ -292,11 +314,32 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 features,
                 model: o.model.clone(),
                 permission_mode: o.permission_mode,
+                trust: g.trust,
             },
         },
         cli_agents: g.agents.clone(),
         home: dirs::home_dir(),
     })
+}
+
+/// Says on stderr what an untrusted folder's settings asked for and did
+/// not get, and how to trust the folder.
+pub fn report_untrusted(snap: &Snapshot) {
+    let c = &snap.config;
+    if c.skipped.is_empty() {
+        return;
+    }
+    eprintln!(
+        "cadre: {} is not a trusted folder; these project settings were skipped:",
+        c.trust_root.display()
+    );
+    for s in &c.skipped {
+        eprintln!("  {} ({})", s.what, s.origin);
+    }
+    eprintln!(
+        "Trust the folder with `cadre trust {}` (or pass --trust for one run).",
+        c.trust_root.display()
+    );
 }
 
 /// Builds the snapshot and prints its warnings (unless `--quiet`).
@@ -329,6 +372,7 @@ pub fn load_snapshot(
         for d in &snap.diagnostics {
             eprintln!("{d}");
         }
+        report_untrusted(&snap);
     }
     Ok((input, Arc::new(ArcSwap::from_pointee(snap))))
 }

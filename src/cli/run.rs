@@ -39,6 +39,10 @@ pub struct SessionArgs {
     /// Permission mode of the main session.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
     pub(super) permission_mode: Option<PermissionMode>,
+    /// A folder besides the working directory where edits need no rule;
+    /// repeatable.
+    #[arg(long = "add-dir", value_name = "DIR")]
+    pub(super) add_dirs: Vec<PathBuf>,
 }
 
 /// What the headless flags add to a main session's setup.
@@ -99,7 +103,7 @@ pub(super) struct Prepared {
     pub session: Session,
     pub engine: Arc<Engine>,
     pub def: Option<Arc<AgentDef>>,
-    /// Where the main model came from: `flag`, `agent` or `settings`.
+    /// Where the main model came from: `flag`, `agent`, `settings` or `managed`.
     pub model_source: &'static str,
     /// What the snapshot was built from, for the reload watcher.
     input: SnapshotInput,
@@ -175,8 +179,15 @@ pub(super) fn prepare_with(
         None => None,
     };
     let settings = snap.settings();
+    // A model set by managed settings is not for a user to change.
+    let managed_model = snap
+        .config
+        .origins
+        .of("provider.model")
+        .is_some_and(|o| o.scope == crate::config::Scope::Managed);
     let (model_written, model_source) =
         match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
+            _ if managed_model => (settings.provider.model.clone(), "managed"),
             (Some(m), _) => (m.clone(), "flag"),
             (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => (m.to_string(), "agent"),
             _ => (settings.provider.model.clone(), "settings"),
@@ -194,6 +205,14 @@ pub(super) fn prepare_with(
     let session_id = extras.session_id.clone().unwrap_or_else(new_session_id);
     let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
         .then(|| settings.transcripts.dir.join(&session_id));
+    if session_dir.is_some()
+        && let Some(days) = settings.transcripts.cleanup_period_days
+    {
+        let n = runtime::transcript::remove_old_sessions(&settings.transcripts.dir, days);
+        if n > 0 {
+            tracing::info!("removed {n} session folder(s) older than {days} days");
+        }
+    }
     let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
@@ -206,6 +225,16 @@ pub(super) fn prepare_with(
     );
     engine.main_prompt = extras.main_prompt;
     engine.tool_gate = extras.tool_gate;
+    for d in &args.add_dirs {
+        let d = input.load.cwd.join(d);
+        if !d.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--add-dir {}: not a directory",
+                d.display()
+            )));
+        }
+        engine.add_dirs.push(d);
+    }
     let engine = Arc::new(engine);
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
@@ -218,6 +247,13 @@ pub(super) fn prepare_with(
         Some(m) if args.permission_mode.is_none() => m,
         _ => settings.permissions.default_mode,
     };
+    // `disableBypassPermissionsMode` holds for an `--agent` definition too.
+    let mode =
+        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
+            PermissionMode::Default
+        } else {
+            mode
+        };
     let max_turns = args
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
@@ -281,13 +317,33 @@ pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
     Ok(text)
 }
 
-/// The first user message: the agent's `initialPrompt` (for `--agent`), then the prompt.
-pub(super) fn first_message(def: Option<&AgentDef>, prompt: String) -> Message {
+/// The first user message: project memory (unless the agent is one that
+/// goes without it), the agent's `initialPrompt` (for `--agent`), then the
+/// prompt.
+pub(super) fn first_message(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: String,
+) -> Message {
+    first_message_with(engine, def, vec![ContentBlock::text(prompt)])
+}
+
+/// [`first_message`] for a prompt given as content blocks (stream-json input).
+pub(super) fn first_message_with(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: Vec<ContentBlock>,
+) -> Message {
     let mut blocks = Vec::new();
+    if runtime::gets_memory(def)
+        && let Some(memory) = runtime::memory_block(&engine.snapshot.load())
+    {
+        blocks.push(ContentBlock::text(memory));
+    }
     if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
         blocks.push(ContentBlock::text(initial));
     }
-    blocks.push(ContentBlock::text(prompt));
+    blocks.extend(prompt);
     Message::user(blocks)
 }
 
@@ -334,35 +390,44 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         ..
     } = prepared;
     let start = PromptStart::now(&emitter);
-    session.push_user(first_message(def.as_deref(), prompt));
+    session.push_user(first_message(&engine, def.as_deref(), prompt));
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
+    // SIGINT and SIGTERM end the run alike (cli/signals.rs).
+    let mut signal = None;
     let result = tokio::select! {
         r = session.run() => r,
-        _ = tokio::signal::ctrl_c() => {
+        name = super::signals::interrupted() => {
             cancel.cancel();
+            signal = Some(name);
             Err(RunError::Cancelled)
         }
     };
     // Anything still running ends with the process: record it as killed.
-    engine
-        .tasks
-        .kill_all(std::time::Duration::from_secs(5))
-        .await;
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+    let status = match &result {
+        Ok(_) => "completed",
+        Err(RunError::Cancelled) => "killed",
+        Err(_) => "failed",
+    };
+    session.transcript().record(
+        "end",
+        serde_json::json!({"status": status, "signal": signal}),
+    );
     let wire_result = result_of(&emitter, &engine.session_id, &start, &result);
     let line = || serde_json::to_string(&Output::Result(wire_result.clone())).unwrap_or_default();
     match result {
         Ok(outcome) => {
             let text = outcome.final_text.clone().unwrap_or_default().join("\n");
-            let stop = match outcome.stop {
-                StopKind::EndTurn => "end_turn",
-                StopKind::MaxTurns => "max_turns",
-            };
+            let stop = outcome.stop.as_str();
             if outcome.stop == StopKind::MaxTurns && !g.quiet {
                 eprintln!(
                     "warning: stopped after {} turns (the turn limit)",
                     outcome.turns
                 );
+            }
+            if outcome.stop == StopKind::MaxTokens && !g.quiet {
+                eprintln!("warning: the answer was cut at provider.max_tokens");
             }
             if text.trim().is_empty() && !g.quiet {
                 eprintln!("{}", empty_answer_warning(stop, outcome.turns));
@@ -415,7 +480,7 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         events,
         None,
     )?;
-    session.push_user(first_message(def.as_deref(), prompt));
+    session.push_user(first_message(&engine, def.as_deref(), prompt));
     let request = session
         .next_request()
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -425,7 +490,39 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
     super::output::print_json(&value)
 }
 
+/// In a terminal, asks whether to trust a folder whose project settings
+/// were skipped, and records the answer with the user's trust list.
+fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
+    use std::io::IsTerminal;
+    if g.trust || !std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    let input = super::snapshot_input(g, &super::Overrides::default())?;
+    let snap = crate::snapshot::build(&input, 1)?;
+    if snap.config.trusted || snap.config.skipped.is_empty() {
+        return Ok(());
+    }
+    super::report_untrusted(&snap);
+    eprint!(
+        "Trust {} and use these settings? [y/N] ",
+        snap.config.trust_root.display()
+    );
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() || !matches!(line.trim(), "y" | "Y" | "yes") {
+        return Ok(());
+    }
+    let mut store = crate::config::trust::TrustStore::load(crate::config::trust::store_path(|k| {
+        std::env::var(k).ok()
+    }))
+    .map_err(CliError::Usage)?;
+    store.grant(&snap.config.trust_root);
+    store.save().map_err(CliError::Failed)?;
+    eprintln!("trusted: {}", snap.config.trust_root.display());
+    Ok(())
+}
+
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
+    offer_trust(g)?;
     let progress = Progress::new(true);
     let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
         let question = ask.question;
@@ -459,6 +556,29 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         engine,
         ..
     } = prepared;
+    // SIGTERM ends the chat at any point, even at the prompt: the turn in
+    // flight is cancelled (its Bash groups killed), tasks and MCP servers
+    // are stopped, the transcript gets its final line, then the process
+    // exits with 143 (128 + SIGTERM).
+    let current: Arc<std::sync::Mutex<CancellationToken>> =
+        Arc::new(std::sync::Mutex::new(CancellationToken::new()));
+    {
+        let current = Arc::clone(&current);
+        let engine = Arc::clone(&engine);
+        let transcript = Arc::clone(session.transcript());
+        tokio::spawn(async move {
+            super::signals::terminated().await;
+            if let Ok(c) = current.lock() {
+                c.cancel();
+            }
+            engine.shutdown(std::time::Duration::from_secs(5)).await;
+            transcript.record(
+                "end",
+                serde_json::json!({"status": "killed", "signal": "SIGTERM"}),
+            );
+            std::process::exit(143);
+        });
+    }
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
@@ -475,7 +595,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         }
         let _ = editor.add_history_entry(line.as_str());
         let message = if first {
-            first_message(def.as_deref(), line)
+            first_message(&engine, def.as_deref(), line)
         } else {
             Message::user_text(line)
         };
@@ -483,6 +603,9 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         session.push_user(message);
         let before = session.history().len();
         let cancel = CancellationToken::new();
+        if let Ok(mut c) = current.lock() {
+            *c = cancel.clone();
+        }
         session.set_cancel(cancel.clone());
         let result = tokio::select! {
             r = session.run() => Some(r),
@@ -502,11 +625,10 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                             .any(|t| !t.trim().is_empty())
                 });
                 if !answered {
-                    let stop = match outcome.stop {
-                        StopKind::EndTurn => "end_turn",
-                        StopKind::MaxTurns => "max_turns",
-                    };
-                    eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+                    eprintln!(
+                        "{}",
+                        empty_answer_warning(outcome.stop.as_str(), outcome.turns)
+                    );
                 }
             }
             Some(Err(e)) => eprintln!("error: {e}"),
@@ -516,10 +638,10 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
         }
     }
-    engine
-        .tasks
-        .kill_all(std::time::Duration::from_secs(5))
-        .await;
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+    session
+        .transcript()
+        .record("end", serde_json::json!({"status": "completed"}));
     Ok(())
 }
 

@@ -86,7 +86,7 @@ pub struct Init {
     pub uuid: String,
     /// cadre's extras.
     pub cadre_version: String,
-    /// Where the model came from: `flag`, `agent` or `settings`.
+    /// Where the model came from: `flag`, `agent`, `settings` or `managed`.
     pub model_source: String,
     /// The snapshot generation (hot reloads bump it).
     pub reload_generation: u64,

@@ -1,29 +1,30 @@
-//! Layering of settings, written once: built-in defaults < config file <
-//! `CADRE_*` environment < command line. Later layers win key by key.
-//!
-//! Also here: discovery of the config file, the report of unknown keys with
-//! their position, and where each flag value was set.
+//! Loading settings: reading every layer's file (cadre's TOML or YAML,
+//! Claude Code's JSON; found by `files`), adding the environment and
+//! command-line layers (`env`), and merging in the order [`super::layers`]
+//! states. Also here: the report of unknown keys with their position, and
+//! where each flag value was set.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use figment::Figment;
-use figment::providers::{Format, Serialized};
-use serde::de::DeserializeOwned;
+use figment::providers::Serialized;
 use serde_json::{Map, Value};
 
+use super::claude;
+use super::env::{cli_layer, env_layer};
+pub use super::files::{LayerFile, layer_files};
+use super::files::{home, managed_root};
 use super::flags::{Flag, FlagDecl, Flags, Layer};
+use super::layers::{self, Format, LayerDoc, Origin, Origins, Scope};
 use super::mode::PermissionMode;
 use super::settings::{OPEN_TABLES, Settings};
-use crate::diagnostic::Diagnostic;
+use super::trust::{self, TrustStore};
+use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{self, Kind, Node};
 
 /// The embedded lowest layer: flag declarations and model aliases.
 pub const DEFAULTS_TOML: &str = include_str!("../../config/defaults.toml");
-
-/// Environment variables with the `CADRE_` prefix that are not settings.
-const NON_SETTING_ENV: &[&str] = &["CADRE_CONFIG", "CADRE_SUBAGENT_MODEL", "CADRE_LOG"];
 
 /// What the command line contributes to settings.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +33,9 @@ pub struct CliOverrides {
     pub features: Vec<(String, bool)>,
     pub model: Option<String>,
     pub permission_mode: Option<PermissionMode>,
+    /// `--trust`: obey the project's settings in full for this run, as if
+    /// the folder were trusted.
+    pub trust: bool,
 }
 
 /// Everything settings depend on, so that loading is a plain function.
@@ -48,6 +52,16 @@ pub struct LoadInput {
 }
 
 impl LoadInput {
+    /// Where managed files are looked for: `/`, or `CADRE_MANAGED_ROOT`.
+    pub fn managed_root(&self) -> PathBuf {
+        managed_root(self)
+    }
+
+    /// The user's home folder, from `HOME` in the input's environment.
+    pub fn home(&self) -> Option<PathBuf> {
+        home(self)
+    }
+
     pub fn env_var(&self, name: &str) -> Option<&str> {
         self.env
             .iter()
@@ -61,11 +75,27 @@ impl LoadInput {
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
     pub settings: Settings,
-    /// The config file that was read, if any.
+    /// The project's cadre config file, if any.
     pub path: Option<PathBuf>,
     pub flags: Flags,
     /// Warnings (unknown keys and flags). Errors are returned as `Err`.
     pub diagnostics: Vec<Diagnostic>,
+    /// Every settings file of every layer, read or not.
+    pub files: Vec<LayerFile>,
+    /// Where each effective value came from.
+    pub origins: Origins,
+    /// Claude Code keys that cadre does not implement.
+    pub ignored: Vec<IgnoredKey>,
+    /// What the project and local layers set that was not applied because
+    /// the folder is not trusted.
+    pub skipped: Vec<Skipped>,
+    /// Whether the project's settings apply in full.
+    pub trusted: bool,
+    /// The folder trust is decided for (the git root, or the working directory).
+    pub trust_root: PathBuf,
+    /// Where `disableBypassPermissionsMode: "disable"` was set, if in any
+    /// layer: no session may then run in `bypassPermissions`.
+    pub bypass_disabled_by: Option<Origin>,
 }
 
 /// Settings could not be loaded. Each diagnostic names the file and, where
@@ -96,10 +126,11 @@ impl ConfigError {
     }
 }
 
-/// Finds the config file: `--config`, then `CADRE_CONFIG`, then `cadre.toml`,
-/// `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml` in the working
-/// directory, then `$XDG_CONFIG_HOME/cadre/cadre.toml` (default
-/// `~/.config`). `Ok(None)` means no file: built-in defaults apply.
+/// Finds the project's cadre config file: `--config`, then `CADRE_CONFIG`,
+/// then `cadre.toml`, `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml`
+/// in the working directory. `Ok(None)` means there is none. (The user's
+/// `$XDG_CONFIG_HOME/cadre/cadre.toml` is a layer of its own, read as
+/// well: see [`super::layers`].)
 pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
     let explicit = input
         .config
@@ -131,58 +162,160 @@ pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
             return Ok(Some(p));
         }
     }
-    let xdg = input
-        .env_var("XDG_CONFIG_HOME")
-        .filter(|s| !s.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| input.env_var("HOME").map(|h| Path::new(h).join(".config")));
-    if let Some(dir) = xdg {
-        let p = dir.join("cadre").join("cadre.toml");
-        if p.is_file() {
-            return Ok(Some(p));
-        }
-    }
     Ok(None)
 }
 
-/// Loads settings through every layer. Unknown keys are warnings, or errors
-/// when the merged settings say `strict = true`.
+/// A key a repository set that was not applied because the folder is not
+/// trusted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// The dotted cadre key (`provider.base_url`, `hooks`, …) or, for things
+    /// skipped outside settings, what it was (`.mcp.json server x`).
+    pub what: String,
+    /// Where it was written (file:line:col).
+    pub origin: String,
+}
+
+/// A Claude Code key that cadre read but does not implement.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct IgnoredKey {
+    pub key: String,
+    pub origin: Origin,
+}
+
+/// Loads settings through every layer (see [`super::layers`]). Unknown keys
+/// of cadre's files are warnings, or errors when the merged settings say
+/// `strict = true`.
 pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
-    let path = discover(input)?;
     let mut warnings = Vec::new();
-
-    // The file, parsed once into a tree with positions.
-    let file = match &path {
-        Some(p) => Some(read_file(p)?),
-        None => None,
+    let trust_root = trust::project_root(&input.cwd);
+    let store = match TrustStore::load(trust::store_path(|k| input.env_var(k).map(str::to_string)))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            warnings.push(Diagnostic::warning(
+                None,
+                None,
+                format!("trust list unreadable, no folder is trusted: {e}"),
+            ));
+            TrustStore::default()
+        }
     };
-    if let Some((p, node)) = &file {
-        unknown_keys(p, node, &mut warnings);
-    }
+    let trusted = input.cli.trust || store.trusts(&trust_root);
 
-    let env_layer = env_layer(input, &mut warnings);
-    let cli_layer = cli_layer(&input.cli);
+    let files = layer_files(input)?;
+    let project_config = files
+        .iter()
+        .find(|f| f.scope == Scope::Project && f.format != Format::Claude)
+        .map(|f| f.path.clone());
 
-    let mut figment = Figment::new()
-        .merge(Serialized::defaults(Settings::default()))
-        .merge(Toml::string(DEFAULTS_TOML));
-    if let Some(p) = &path {
-        figment = match FileFormat::of(p) {
-            Some(FileFormat::Toml) => figment.merge(Toml::file_exact(p)),
-            Some(FileFormat::Yaml) => figment.merge(Yaml::file_exact(p)),
-            None => figment,
+    // Built-in defaults.
+    let mut acc = match serde_json::to_value(Settings::default()) {
+        Ok(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let mut origins = Origins::default();
+    let defaults: Map<String, Value> = toml::from_str(DEFAULTS_TOML).unwrap_or_default();
+    layers::merge(
+        &mut acc,
+        &LayerDoc::new(Scope::Default, "built-in", defaults),
+        &mut origins,
+    );
+    origins.keys.clear();
+    origins.items.clear();
+
+    let mut ignored = Vec::new();
+    let mut skipped = Vec::new();
+    let mut bypass_disabled_by = None;
+    let mut managed = Vec::new();
+    for f in files.iter().filter(|f| f.read) {
+        let mut doc = read_layer(f, &mut warnings, &mut ignored, &mut bypass_disabled_by)?;
+        let base = match f.format {
+            // `.claude/settings.json` names folders relative to the project.
+            Format::Claude => f
+                .path
+                .parent()
+                .and_then(Path::parent)
+                .map_or_else(|| input.cwd.clone(), Path::to_path_buf),
+            _ => f
+                .path
+                .parent()
+                .map_or_else(|| input.cwd.clone(), Path::to_path_buf),
         };
+        doc.resolve_dirs(&base);
+        if f.scope != Scope::Managed {
+            let origin = doc.origin("agents.managed_dirs");
+            let taken = doc.take(&["agents", "managed_dirs"]);
+            if taken.is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty())) {
+                warnings.push(Diagnostic::warning(
+                    Some(&f.path),
+                    origin.line.map(|l| Pos::new(l, origin.column.unwrap_or(1))),
+                    "`agents.managed_dirs` is ignored here: only managed settings (/etc/cadre/cadre.toml) may set it",
+                ));
+            }
+        }
+        if f.scope.from_repository() && !trusted {
+            let mode = doc
+                .value
+                .get("permissions")
+                .and_then(|p| p.get("default_mode"))
+                .and_then(Value::as_str);
+            if mode.is_some_and(|m| !trust::UNTRUSTED_MODES.contains(&m)) {
+                let origin = doc.origin("permissions.default_mode");
+                doc.take(&["permissions", "default_mode"]);
+                skipped.push(Skipped {
+                    what: "permissions.default_mode".into(),
+                    origin: origin.to_string(),
+                });
+            }
+            for key in trust::GUARDED_KEYS {
+                let origin = doc.origin(&key.join("."));
+                let empty = |v: &Value| match v {
+                    Value::Null => true,
+                    Value::Array(a) => a.is_empty(),
+                    Value::Object(m) => m.values().all(|x| x.as_array().is_some_and(Vec::is_empty)),
+                    _ => false,
+                };
+                let below = key
+                    .iter()
+                    .try_fold(None::<&Value>, |at, k| match at {
+                        None => acc.get(*k).map(Some),
+                        Some(v) => v.get(*k).map(Some),
+                    })
+                    .flatten();
+                // An empty table or list, or the value already in effect,
+                // asks for nothing: drop it quietly.
+                if doc
+                    .take(key)
+                    .is_some_and(|v| !empty(&v) && below != Some(&v))
+                {
+                    skipped.push(Skipped {
+                        what: key.join("."),
+                        origin: origin.to_string(),
+                    });
+                }
+            }
+        }
+        if f.scope == Scope::Managed {
+            managed.push(doc);
+        } else {
+            layers::merge(&mut acc, &doc, &mut origins);
+        }
     }
-    let figment = figment
-        .merge(Serialized::defaults(env_layer.clone()))
-        .merge(Serialized::defaults(cli_layer));
+    let env = env_layer(input, &acc, &mut warnings);
+    layers::merge(&mut acc, &env, &mut origins);
+    let mut cli = cli_layer(&input.cli);
+    cli.resolve_dirs(&input.cwd);
+    layers::merge(&mut acc, &cli, &mut origins);
+    for doc in &managed {
+        layers::merge(&mut acc, doc, &mut origins);
+    }
 
-    let mut settings: Settings = figment
+    let mut settings: Settings = figment::Figment::from(Serialized::defaults(Value::Object(acc)))
         .extract()
-        .map_err(|e| extraction_error(e, file.as_ref()))?;
+        .map_err(|e| extraction_error(e, &origins))?;
 
-    let strict = settings.strict;
-    if strict && !warnings.is_empty() {
+    if settings.strict && !warnings.is_empty() {
         for w in &mut warnings {
             w.severity = crate::diagnostic::Severity::Error;
         }
@@ -191,28 +324,116 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         });
     }
 
-    resolve_paths(&mut settings, input, file.as_ref());
-    let flags = build_flags(
-        &settings,
-        input,
-        file.as_ref().map(|(_, n)| n),
-        &env_layer,
-        file.as_ref().map(|(p, _)| p.as_path()),
-        &mut warnings,
-    );
+    if let Some(o) = &bypass_disabled_by
+        && settings.permissions.default_mode == PermissionMode::BypassPermissions
+    {
+        settings.permissions.default_mode = PermissionMode::Default;
+        warnings.push(o.diagnostic(
+            crate::diagnostic::Severity::Warning,
+            "bypassPermissions is disabled here (disableBypassPermissionsMode); the permission mode is `default`",
+        ));
+    }
+    if settings.transcripts.dir.is_relative() {
+        settings.transcripts.dir = normalize(&input.cwd.join(&settings.transcripts.dir));
+    }
+    let flags = build_flags(&settings, &origins, &mut warnings);
 
     Ok(LoadedConfig {
         settings,
-        path,
+        path: project_config,
         flags,
         diagnostics: warnings,
+        files,
+        origins,
+        ignored,
+        skipped,
+        trusted,
+        trust_root,
+        bypass_disabled_by,
     })
+}
+
+/// Reads one settings file into a layer document.
+fn read_layer(
+    f: &LayerFile,
+    warnings: &mut Vec<Diagnostic>,
+    ignored: &mut Vec<IgnoredKey>,
+    bypass_disabled_by: &mut Option<Origin>,
+) -> Result<LayerDoc, ConfigError> {
+    let path = &f.path;
+    if f.format != Format::Claude {
+        let (p, node) = read_file(path)?;
+        unknown_keys(&p, &node, warnings);
+        return Ok(LayerDoc::from_node(f.scope, &p, &node));
+    }
+    let text = fs_err::read_to_string(path).map_err(|e| {
+        ConfigError::one(Diagnostic::error(
+            Some(path),
+            None,
+            format!("cannot read: {e}"),
+        ))
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    if text.trim().is_empty() {
+        return Ok(LayerDoc::new(
+            f.scope,
+            path.display().to_string(),
+            Map::new(),
+        ));
+    }
+    // JSON's own parser decides what is valid JSON; the positioned tree
+    // comes from the YAML reader (JSON is YAML).
+    if let Err(e) = serde_json::from_str::<Value>(text) {
+        return Err(ConfigError::one(Diagnostic::error(
+            Some(path),
+            Some(Pos::new(e.line().max(1), e.column().max(1))),
+            format!("not valid JSON: {e}"),
+        )));
+    }
+    let node = raw::parse_yaml(text)
+        .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), Some(e.pos), e.message)))?;
+    if !matches!(node.kind, Kind::Map(_)) {
+        return Err(ConfigError::one(Diagnostic::error(
+            Some(path),
+            Some(node.pos),
+            format!("expected an object of settings, found {}", node.type_name()),
+        )));
+    }
+    let t = claude::translate(path, &node);
+    warnings.extend(t.problems);
+    if let Some(pos) = t.disables_bypass {
+        *bypass_disabled_by = Some(Origin {
+            scope: f.scope,
+            source: path.display().to_string(),
+            line: Some(pos.line),
+            column: Some(pos.column),
+        });
+    }
+    let mut doc = LayerDoc::new(f.scope, path.display().to_string(), t.value);
+    doc.positions = t.positions.into_iter().collect();
+    for (key, pos) in t.ignored {
+        ignored.push(IgnoredKey {
+            key,
+            origin: Origin {
+                scope: f.scope,
+                source: path.display().to_string(),
+                line: Some(pos.line),
+                column: Some(pos.column),
+            },
+        });
+    }
+    Ok(doc)
 }
 
 #[derive(Clone, Copy)]
 enum FileFormat {
     Toml,
     Yaml,
+}
+
+/// Whether a cadre file is read as YAML (by extension).
+pub(super) fn file_format_is_yaml(path: &Path) -> bool {
+    matches!(FileFormat::of(path), Some(FileFormat::Yaml))
 }
 
 impl FileFormat {
@@ -326,176 +547,27 @@ fn walk_unknown(
     }
 }
 
-/// `CADRE_A__B=v` → `{a: {b: v}}`. Segments are lowercased except names
-/// under `features` and `flags`, which are written as declared.
-fn env_layer(input: &LoadInput, warnings: &mut Vec<Diagnostic>) -> Value {
-    let template = serde_json::to_value(Settings::default()).unwrap_or(Value::Null);
-    let mut root = Map::new();
-    for (key, value) in &input.env {
-        let Some(rest) = key.strip_prefix("CADRE_") else {
-            continue;
-        };
-        if NON_SETTING_ENV.contains(&key.as_str()) || rest.is_empty() {
-            continue;
-        }
-        let mut segments = Vec::new();
-        let mut keep_case = false;
-        for seg in rest.split("__") {
-            let s = if keep_case {
-                seg.to_string()
-            } else {
-                seg.to_ascii_lowercase()
-            };
-            keep_case = segments.is_empty() && (s == "features" || s == "flags" || s == "models");
-            segments.push(s);
-        }
-        if template.get(&segments[0]).is_none() {
-            // `CADRE_SOMETHING` without `__` that names no setting belongs to
-            // a script (`CADRE_BIN`, `CADRE_LOCAL_MODEL_PORT`); a nested key
-            // with an unknown head is a typo worth reporting.
-            if segments.len() == 1 {
-                continue;
-            }
-            warnings.push(Diagnostic::warning(
-                Some(Path::new("environment")),
-                None,
-                format!("{key}: unknown setting `{}`", segments.join(".")),
-            ));
-            continue;
-        }
-        insert_path(&mut root, &segments, env_value(value));
-    }
-    Value::Object(root)
-}
-
-fn env_value(text: &str) -> Value {
-    let t = text.trim();
-    if (t.starts_with('[') || t.starts_with('{'))
-        && let Ok(v) = serde_json::from_str(t)
-    {
-        return v;
-    }
-    match t {
-        "true" => return Value::Bool(true),
-        "false" => return Value::Bool(false),
-        _ => {}
-    }
-    if let Ok(i) = t.parse::<i64>() {
-        return Value::from(i);
-    }
-    if let Ok(f) = t.parse::<f64>()
-        && f.is_finite()
-    {
-        return Value::from(f);
-    }
-    Value::String(text.to_string())
-}
-
-fn insert_path(root: &mut Map<String, Value>, path: &[String], value: Value) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut map = root;
-    for p in parents {
-        let entry = map
-            .entry(p.clone())
-            .or_insert_with(|| Value::Object(Map::new()));
-        if !entry.is_object() {
-            *entry = Value::Object(Map::new());
-        }
-        let Value::Object(m) = entry else { return };
-        map = m;
-    }
-    map.insert(last.clone(), value);
-}
-
-fn cli_layer(cli: &CliOverrides) -> Value {
-    let mut root = Map::new();
-    for (name, on) in &cli.features {
-        insert_path(
-            &mut root,
-            &["features".into(), name.clone()],
-            Value::Bool(*on),
-        );
-    }
-    if let Some(m) = &cli.model {
-        insert_path(
-            &mut root,
-            &["provider".into(), "model".into()],
-            Value::String(m.clone()),
-        );
-    }
-    if let Some(mode) = cli.permission_mode {
-        insert_path(
-            &mut root,
-            &["permissions".into(), "default_mode".into()],
-            Value::String(mode.as_str().into()),
-        );
-    }
-    Value::Object(root)
-}
-
-/// Turns a figment error into a diagnostic at the offending key's position
-/// when the key is in the file.
-fn extraction_error(e: figment::Error, file: Option<&(PathBuf, Node)>) -> ConfigError {
+/// Turns a figment error into a diagnostic at the position of the key
+/// that holds the bad value, in whichever layer set it.
+fn extraction_error(e: figment::Error, origins: &Origins) -> ConfigError {
     let mut diagnostics = Vec::new();
     for err in e {
         let key = err.path.join(".");
-        let located = file.and_then(|(p, node)| {
-            let parts: Vec<&str> = err.path.iter().map(String::as_str).collect();
-            node.at_path(&parts).map(|n| (p.as_path(), n.pos))
-        });
-        let from_file = err
-            .metadata
-            .as_ref()
-            .is_some_and(|m| m.source.as_ref().is_some_and(|s| s.file_path().is_some()));
-        let (path, pos) = match located {
-            Some((p, pos)) => (Some(p), Some(pos)),
-            None if from_file => (file.map(|(p, _)| p.as_path()), None),
-            None => (Some(Path::new("settings")), None),
-        };
+        let origin = origins.of(&key);
+        let path = origin.map_or_else(|| PathBuf::from("settings"), |o| PathBuf::from(&o.source));
+        let pos = origin.and_then(|o| o.line.map(|l| Pos::new(l, o.column.unwrap_or(1))));
         let what = if key.is_empty() {
             String::new()
         } else {
             format!("`{key}`: ")
         };
-        diagnostics.push(Diagnostic::error(path, pos, format!("{what}{}", err.kind)));
+        diagnostics.push(Diagnostic::error(
+            Some(&path),
+            pos,
+            format!("{what}{}", err.kind),
+        ));
     }
     ConfigError { diagnostics }
-}
-
-/// Relative folders in the file are relative to the file's folder; from the
-/// environment or command line, to the working directory.
-fn resolve_paths(settings: &mut Settings, input: &LoadInput, file: Option<&(PathBuf, Node)>) {
-    let file_dir = file.and_then(|(p, _)| p.parent().map(Path::to_path_buf));
-    let from_file = |key: &str| file.is_some_and(|(_, n)| n.at_path(&["agents", key]).is_some());
-    let base = |key: &str| -> PathBuf {
-        match (&file_dir, from_file(key)) {
-            (Some(dir), true) => dir.clone(),
-            _ => input.cwd.clone(),
-        }
-    };
-    let fix = |p: &mut PathBuf, base: &Path| {
-        if p.is_relative() {
-            *p = normalize(&base.join(&*p));
-        }
-    };
-    let a = &mut settings.agents;
-    if let Some(p) = a.builtin_dir.as_mut() {
-        fix(p, &base("builtin_dir"));
-    }
-    for (key, list) in [
-        ("dirs", &mut a.dirs),
-        ("user_dirs", &mut a.user_dirs),
-        ("plugin_dirs", &mut a.plugin_dirs),
-        ("managed_dirs", &mut a.managed_dirs),
-    ] {
-        let b = base(key);
-        for p in list.iter_mut() {
-            fix(p, &b);
-        }
-    }
-    fix(&mut settings.transcripts.dir, &input.cwd);
 }
 
 /// Removes `.` and `name/..` pairs without touching the file system, so
@@ -517,25 +589,19 @@ pub(crate) fn normalize(path: &Path) -> PathBuf {
     out
 }
 
-fn build_flags(
-    settings: &Settings,
-    input: &LoadInput,
-    file: Option<&Node>,
-    env: &Value,
-    file_path: Option<&Path>,
-    warnings: &mut Vec<Diagnostic>,
-) -> Flags {
+fn build_flags(settings: &Settings, origins: &Origins, warnings: &mut Vec<Diagnostic>) -> Flags {
     let mut flags = BTreeMap::new();
     for (name, decl) in &settings.flags {
         let value = settings.features.get(name).map_or(decl.default, |v| v.0);
-        let set_by = if input.cli.features.iter().any(|(n, _)| n == name) {
-            Layer::Cli
-        } else if env.get("features").and_then(|f| f.get(name)).is_some() {
-            Layer::Env
-        } else if file.and_then(|n| n.at_path(&["features", name])).is_some() {
-            Layer::File
-        } else {
-            Layer::Default
+        let set_by = match origins
+            .keys
+            .get(&format!("features.{name}"))
+            .map(|o| o.scope)
+        {
+            None | Some(Scope::Default) => Layer::Default,
+            Some(Scope::Env) => Layer::Env,
+            Some(Scope::Cli) => Layer::Cli,
+            Some(_) => Layer::File,
         };
         flags.insert(
             name.clone(),
@@ -552,13 +618,11 @@ fn build_flags(
         if settings.flags.contains_key(name) {
             continue;
         }
-        let pos = file
-            .and_then(|n| n.get("features"))
-            .and_then(|f| f.entry(name))
-            .map(|(k, _)| k.pos);
-        let path = if pos.is_some() { file_path } else { None };
+        let origin = origins.keys.get(&format!("features.{name}"));
+        let pos = origin.and_then(|o| o.line.map(|l| Pos::new(l, o.column.unwrap_or(1))));
+        let path = origin.map_or_else(|| PathBuf::from("settings"), |o| PathBuf::from(&o.source));
         warnings.push(Diagnostic::warning(
-            path.or(Some(Path::new("settings"))),
+            Some(&path),
             pos,
             format!(
                 "unknown feature flag `{name}`; declared flags: {}",
@@ -567,34 +631,6 @@ fn build_flags(
         ));
     }
     Flags::new(flags.into_values())
-}
-
-/// TOML for figment, with the toml 1.x crate.
-struct Toml;
-
-impl Format for Toml {
-    type Error = toml::de::Error;
-    const NAME: &'static str = "TOML";
-
-    fn from_str<T: DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
-        toml::from_str(string)
-    }
-}
-
-/// YAML for figment, with serde-saphyr (figment's own YAML uses the
-/// unmaintained serde_yaml).
-struct Yaml;
-
-impl Format for Yaml {
-    type Error = serde_saphyr::Error;
-    const NAME: &'static str = "YAML";
-
-    fn from_str<T: DeserializeOwned>(string: &str) -> Result<T, Self::Error> {
-        if string.trim().is_empty() {
-            return serde_saphyr::from_str("{}");
-        }
-        serde_saphyr::from_str(string)
-    }
 }
 
 #[cfg(test)]
@@ -747,6 +783,117 @@ mod tests {
                 .message
                 .contains("CADRE_PROVIDR__MODEL")
         );
+    }
+
+    fn write(p: &Path, text: &str) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn every_layer_contributes_and_origins_name_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            &home.path().join(".claude/settings.json"),
+            r#"{"permissions": {"deny": ["Bash(rm:*)"]}, "model": "user-model"}"#,
+        );
+        write(
+            &home.path().join(".config/cadre/cadre.toml"),
+            "[models]\nhaiku = \"user-haiku\"\n",
+        );
+        write(
+            &d.join(".claude/settings.json"),
+            r#"{"permissions": {"allow": ["Bash(rm:*)"], "defaultMode": "plan"}}"#,
+        );
+        write(&d.join("cadre.toml"), "[provider]\nmax_tokens = 7\n");
+        write(
+            &d.join(".claude/settings.local.json"),
+            r#"{"permissions": {"defaultMode": "dontAsk"}}"#,
+        );
+        write(
+            &root.path().join("etc/cadre/cadre.toml"),
+            "[provider]\nmax_tokens = 99\n",
+        );
+        let mut i = input(d);
+        i.env = vec![
+            ("HOME".into(), home.path().display().to_string()),
+            (
+                "CADRE_MANAGED_ROOT".into(),
+                root.path().display().to_string(),
+            ),
+            ("CADRE_MODELS__OPUS".into(), "env-opus".into()),
+        ];
+        i.cli.trust = true;
+        let c = load(&i).unwrap();
+        let s = &c.settings;
+        assert_eq!(s.permissions.deny, ["Bash(rm:*)"]);
+        assert_eq!(s.permissions.allow, ["Bash(rm:*)"]);
+        assert_eq!(s.permissions.default_mode, PermissionMode::DontAsk);
+        assert_eq!(s.provider.model, "user-model");
+        assert_eq!(s.provider.max_tokens, 99);
+        assert_eq!(s.models["haiku"], "user-haiku");
+        assert_eq!(s.models["opus"], "env-opus");
+        assert!(!s.models.contains_key("OPUS"));
+        let o = &c.origins;
+        assert_eq!(o.of("provider.max_tokens").unwrap().scope, Scope::Managed);
+        assert_eq!(o.of("models.opus").unwrap().source, "CADRE_MODELS__OPUS");
+        let deny = o.of_item("permissions.deny", "Bash(rm:*)").unwrap();
+        assert_eq!((deny.scope, deny.line), (Scope::User, Some(1)));
+        assert!(deny.source.ends_with(".claude/settings.json"));
+        assert!(c.diagnostics.is_empty(), "{:?}", c.diagnostics);
+    }
+
+    #[test]
+    fn an_untrusted_project_loses_what_runs_or_redirects() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            &d.join("cadre.toml"),
+            "[provider]\nbase_url = \"http://evil\"\nmax_tokens = 5\n[agents]\nmanaged_dirs = [\"x\"]\n[[hooks.PreToolUse]]\ncommand = \"true\"\n",
+        );
+        write(
+            &d.join(".claude/settings.json"),
+            r#"{"permissions": {"allow": ["Bash"], "deny": ["Read"], "defaultMode": "bypassPermissions"}, "env": {"A": "b"}}"#,
+        );
+        let c = load(&input(d)).unwrap();
+        assert!(!c.trusted);
+        let s = &c.settings;
+        assert_eq!(s.provider.base_url, None);
+        assert_eq!(s.provider.max_tokens, 5);
+        assert!(s.hooks.pre_tool_use.is_empty());
+        assert!(s.permissions.allow.is_empty());
+        assert_eq!(s.permissions.deny, ["Read"]);
+        assert_eq!(s.permissions.default_mode, PermissionMode::Default);
+        assert!(s.env.is_empty());
+        assert!(s.agents.managed_dirs.is_empty());
+        let what: Vec<&str> = c.skipped.iter().map(|k| k.what.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "permissions.default_mode",
+                "env",
+                "permissions.allow",
+                "provider.base_url",
+                "hooks"
+            ]
+        );
+        assert!(c.diagnostics[0].message.contains("managed_dirs"));
+    }
+
+    #[test]
+    fn a_broken_claude_settings_file_is_an_error_at_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join(".claude/settings.json"),
+            "{\n  \"permissions\": {\n    \"allow\": [\"Bash\",]\n  }\n}\n",
+        );
+        let err = load(&input(dir.path())).unwrap_err();
+        let d = &err.diagnostics[0];
+        assert_eq!(d.line, Some(3), "{d}");
+        assert!(d.message.contains("not valid JSON"), "{d}");
     }
 
     #[test]

@@ -1,24 +1,36 @@
 //! Settings and feature flags.
 //!
-//! Owns the layering of settings (built-in defaults < config file <
-//! `CADRE_*` environment < command line), the discovery of the config file,
-//! the report of unknown keys, and the flag registry with its gates. It
-//! knows nothing of agents or providers beyond the plain values it holds.
+//! Owns every settings layer (Claude Code's `settings*.json` files and
+//! cadre's own, user / project / local / managed, the environment and the
+//! command line) merged with precedence written once (`layers`), the origin
+//! of each key, workspace trust, the report of unknown keys, and the flag
+//! registry with its gates. It knows nothing of agents or providers beyond
+//! the plain values it holds.
 
+mod claude;
 mod condition;
+mod env;
+mod files;
 mod flags;
+pub mod layers;
 mod load;
 mod mode;
 mod settings;
+pub mod trust;
 
 pub use condition::{Condition, Term};
 pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
-pub use load::{CliOverrides, ConfigError, LoadInput, LoadedConfig, discover, load};
+pub use layers::{Origin, Origins, Scope};
+pub(crate) use load::normalize as normalize_path;
+pub use load::{
+    CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, Skipped, discover,
+    layer_files, load,
+};
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig, ModelPrice,
-    PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, Settings, ToolCallFallback,
-    TranscriptSettings,
+    AgentSettings, ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
+    ModelPrice, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV,
+    Settings, ToolCallFallback, TranscriptSettings,
 };

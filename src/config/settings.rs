@@ -35,6 +35,21 @@ pub struct Settings {
     /// MCP servers by name (see `docs/mcp.md`); entries here win over a
     /// project's `.mcp.json` on name clashes.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// Variables given to the commands cadre starts (Bash, hooks, MCP
+    /// servers), on top of cadre's own environment (Claude Code's `env`).
+    pub env: BTreeMap<String, String>,
+    /// Provider keys that children receive anyway. By default Bash, hooks
+    /// and MCP servers get the environment without `ANTHROPIC_API_KEY`,
+    /// `OPENAI_API_KEY` and `provider.api_key_env`.
+    pub pass_env: Vec<String>,
+    /// Start every server of a project's `.mcp.json` (Claude Code's
+    /// `enableAllProjectMcpServers`).
+    pub enable_all_project_mcp_servers: bool,
+    /// When not empty (and not `enable_all_project_mcp_servers`), only these
+    /// `.mcp.json` servers start (`enabledMcpjsonServers`).
+    pub enabled_mcpjson_servers: Vec<String>,
+    /// `.mcp.json` servers that never start (`disabledMcpjsonServers`).
+    pub disabled_mcpjson_servers: Vec<String>,
     /// Prices by model id (or id prefix), for `total_cost_usd` and
     /// `--max-budget-usd`.
     pub prices: BTreeMap<String, ModelPrice>,
@@ -67,6 +82,11 @@ impl Default for Settings {
             transcripts: TranscriptSettings::default(),
             hooks: HookSettings::default(),
             mcp_servers: BTreeMap::new(),
+            env: BTreeMap::new(),
+            pass_env: Vec::new(),
+            enable_all_project_mcp_servers: false,
+            enabled_mcpjson_servers: Vec::new(),
+            disabled_mcpjson_servers: Vec::new(),
             prices: BTreeMap::new(),
         }
     }
@@ -105,6 +125,20 @@ pub struct ProviderSettings {
     /// First backoff delay; doubles each retry, with jitter, up to `retry_max_ms`.
     pub retry_base_ms: u64,
     pub retry_max_ms: u64,
+    /// Wall time one request may take across all its attempts and the
+    /// waits between them; no retry starts that would end past it.
+    pub retry_budget_ms: u64,
+    /// The largest server-sent event accepted, in bytes.
+    pub max_event_bytes: u64,
+    /// The largest assembled message (text, thinking, tool input), in bytes.
+    pub max_message_bytes: u64,
+    /// The largest response body read, in bytes.
+    pub max_response_bytes: u64,
+    /// The most of an error response's body that is read, in bytes.
+    pub max_error_body_bytes: u64,
+    /// How many times an answer cut at `max_tokens` is continued with a
+    /// "resume" message before the session stops with `max_tokens`.
+    pub max_tokens_recoveries: u32,
     /// How to recover tool calls a model writes as text instead of native
     /// calls; `None` (the default) leaves text alone.
     pub tool_call_fallback: Option<ToolCallFallback>,
@@ -134,6 +168,12 @@ impl Default for ProviderSettings {
             max_retries: 4,
             retry_base_ms: 500,
             retry_max_ms: 30_000,
+            retry_budget_ms: 300_000,
+            max_event_bytes: 16 * 1024 * 1024,
+            max_message_bytes: 32 * 1024 * 1024,
+            max_response_bytes: 256 * 1024 * 1024,
+            max_error_body_bytes: 64 * 1024,
+            max_tokens_recoveries: 3,
             tool_call_fallback: None,
         }
     }
@@ -196,6 +236,8 @@ pub struct PermissionSettings {
     pub allow: Vec<String>,
     pub ask: Vec<String>,
     pub deny: Vec<String>,
+    #[serde(default, alias = "additionalDirectories")]
+    pub additional_directories: Vec<std::path::PathBuf>,
 }
 
 impl Default for PermissionSettings {
@@ -205,6 +247,7 @@ impl Default for PermissionSettings {
             allow: Vec::new(),
             ask: Vec::new(),
             deny: Vec::new(),
+            additional_directories: Vec::new(),
         }
     }
 }
@@ -228,6 +271,9 @@ pub struct TranscriptSettings {
     pub enabled: bool,
     /// Relative to the working directory.
     pub dir: PathBuf,
+    /// Session folders older than this many days are removed when a
+    /// session starts (Claude Code's `cleanupPeriodDays`); `None` keeps all.
+    pub cleanup_period_days: Option<u32>,
 }
 
 impl Default for TranscriptSettings {
@@ -235,6 +281,7 @@ impl Default for TranscriptSettings {
         TranscriptSettings {
             enabled: true,
             dir: PathBuf::from(".cadre/sessions"),
+            cleanup_period_days: None,
         }
     }
 }
@@ -289,7 +336,73 @@ pub struct McpServerConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     pub headers: BTreeMap<String, String>,
+    /// The environment around `env` for a stdio server (set from settings
+    /// when the snapshot is built; the default removes provider keys).
+    #[serde(skip)]
+    pub child_env: Option<std::sync::Arc<ChildEnv>>,
 }
 
 /// Keys under which any name is allowed (user-chosen names).
-pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags", "mcp_servers", "prices"];
+pub(crate) const OPEN_TABLES: &[&str] = &[
+    "models",
+    "features",
+    "flags",
+    "mcp_servers",
+    "env",
+    "prices",
+];
+
+/// Provider keys no child process receives unless a setting passes them on.
+pub const SCRUBBED_ENV: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "OPENAI_API_KEY",
+];
+
+/// The environment of a process cadre starts (Bash, a hook, an MCP
+/// server): cadre's own environment without `remove`, plus `set`. The
+/// default removes the well-known provider keys and sets nothing, so a
+/// caller that forgets to pass settings still keeps the keys in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildEnv {
+    pub remove: Vec<String>,
+    pub set: BTreeMap<String, String>,
+}
+
+impl Default for ChildEnv {
+    fn default() -> Self {
+        ChildEnv {
+            remove: SCRUBBED_ENV.iter().map(|s| s.to_string()).collect(),
+            set: BTreeMap::new(),
+        }
+    }
+}
+
+impl ChildEnv {
+    /// Applies the environment to a command about to start.
+    pub fn apply(&self, cmd: &mut tokio::process::Command) {
+        for k in &self.remove {
+            cmd.env_remove(k);
+        }
+        cmd.envs(&self.set);
+    }
+}
+
+impl Settings {
+    /// What children get: the provider keys (`ANTHROPIC_API_KEY`,
+    /// `OPENAI_API_KEY`, `provider.api_key_env`) removed unless named in
+    /// `pass_env`, then the variables of `env`.
+    pub fn child_env(&self) -> ChildEnv {
+        let mut remove: Vec<String> = SCRUBBED_ENV.iter().map(|s| s.to_string()).collect();
+        if let Some(k) = &self.provider.api_key_env
+            && !remove.contains(k)
+        {
+            remove.push(k.clone());
+        }
+        remove.retain(|k| !self.pass_env.contains(k));
+        ChildEnv {
+            remove,
+            set: self.env.clone(),
+        }
+    }
+}

@@ -89,6 +89,7 @@ impl Connection {
         let (service, pid) = match (&config.command, &config.url) {
             (Some(command), _) => {
                 let mut cmd = tokio::process::Command::new(command);
+                config.child_env.clone().unwrap_or_default().apply(&mut cmd);
                 cmd.args(&config.args)
                     .envs(&config.env)
                     .current_dir(cwd)

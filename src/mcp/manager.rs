@@ -325,8 +325,12 @@ impl McpManager {
         agent_type: &str,
         entries: &[Value],
         cwd: &Path,
+        child_env: Arc<crate::config::ChildEnv>,
     ) -> ScopedServers {
-        let (names, inline, problems) = scoped_servers(entries);
+        let (names, mut inline, problems) = scoped_servers(entries);
+        for (_, config) in inline.iter_mut() {
+            config.child_env = Some(Arc::clone(&child_env));
+        }
         for p in problems {
             report(&format!("agent `{agent_type}`: {p}; ignored"));
         }
@@ -373,6 +377,28 @@ impl McpManager {
         self.lock().scoped.insert(agent_id.to_string(), scoped);
         self.bump();
         guard
+    }
+
+    /// Closes every connection, shared and scoped, and waits until their
+    /// server processes are gone (process end). Shared servers are
+    /// forgotten: a later `sync` would start them again.
+    pub async fn shutdown(&self) {
+        let conns: Vec<Arc<Connection>> = {
+            let mut inner = self.lock();
+            let mut conns: Vec<Arc<Connection>> = std::mem::take(&mut inner.shared)
+                .into_values()
+                .filter_map(|e| match e.state {
+                    State::Ready { conn, .. } => Some(conn),
+                    _ => None,
+                })
+                .collect();
+            for (_, s) in inner.scoped.drain() {
+                conns.extend(s.conns);
+            }
+            conns
+        };
+        self.bump();
+        futures_util::future::join_all(conns.iter().map(|c| c.close())).await;
     }
 
     fn take_scoped(&self, agent_id: &str) -> Vec<Arc<Connection>> {

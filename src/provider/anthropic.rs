@@ -16,7 +16,7 @@ use super::sse::{Assembler, Emit, clip, parse_data, tool_input};
 use super::{ProviderErrorKind, StreamEvent};
 use crate::message::{ContentBlock, Message, ModelRequest, ModelResponse, StopReason, Usage};
 
-const NAME: &str = "Anthropic";
+pub(crate) const NAME: &str = "Anthropic";
 
 fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
@@ -128,6 +128,8 @@ pub(crate) struct AnthropicAssembler {
     stop_reason: Option<StopReason>,
     model: String,
     invalid: Vec<(String, String)>,
+    /// Bytes of content assembled so far.
+    size: usize,
 }
 
 fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
@@ -220,6 +222,12 @@ impl Assembler for AnthropicAssembler {
                     }
                     _ => Block::Other,
                 };
+                self.size += match &block {
+                    Block::Text(t) | Block::Redacted(t) => t.len(),
+                    Block::Thinking { thinking, .. } => thinking.len(),
+                    Block::Tool { json, .. } => json.len(),
+                    Block::Other => 0,
+                };
                 if let Block::Text(t) = &block
                     && !t.is_empty()
                 {
@@ -233,16 +241,20 @@ impl Assembler for AnthropicAssembler {
                 match (kind, self.blocks.get_mut(&index)) {
                     ("text_delta", Some(Block::Text(text))) => {
                         let piece = str_field(&delta, "text");
+                        self.size += piece.len();
                         text.push_str(&piece);
                         emit(StreamEvent::TextDelta(piece));
                     }
                     ("thinking_delta", Some(Block::Thinking { thinking, .. })) => {
                         let piece = str_field(&delta, "thinking");
+                        self.size += piece.len();
                         thinking.push_str(&piece);
                         emit(StreamEvent::ThinkingDelta(piece));
                     }
                     ("signature_delta", Some(Block::Thinking { signature, .. })) => {
-                        signature.push_str(&str_field(&delta, "signature"));
+                        let piece = str_field(&delta, "signature");
+                        self.size += piece.len();
+                        signature.push_str(&piece);
                     }
                     (
                         "input_json_delta",
@@ -250,7 +262,9 @@ impl Assembler for AnthropicAssembler {
                             json, input: None, ..
                         }),
                     ) => {
-                        json.push_str(&str_field(&delta, "partial_json"));
+                        let piece = str_field(&delta, "partial_json");
+                        self.size += piece.len();
+                        json.push_str(&piece);
                     }
                     _ => {}
                 }
@@ -293,6 +307,10 @@ impl Assembler for AnthropicAssembler {
             ProviderErrorKind::Stream,
             format!("the {NAME} stream ended before `message_stop`"),
         ))
+    }
+
+    fn content_bytes(&self) -> usize {
+        self.size
     }
 
     fn finish(mut self) -> ModelResponse {

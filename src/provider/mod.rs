@@ -27,6 +27,7 @@ use futures_util::Stream;
 use crate::config::{ProviderKind, ProviderSettings, ToolCallFallback};
 use crate::message::{ModelRequest, ModelResponse};
 use retry::Failure;
+pub use sse::StreamLimits;
 
 /// Something that happened while a response streamed in.
 #[derive(Debug, Clone, PartialEq)]
@@ -285,6 +286,9 @@ impl Provider {
             });
         }
         let body = self.request_body(req);
+        // One budget for the whole request: attempts and the waits between them.
+        let started = std::time::Instant::now();
+        let budget = Duration::from_millis(self.settings.retry_budget_ms);
         let mut retries = 0u32;
         loop {
             match self.attempt(endpoint, &body, on_event).await {
@@ -294,14 +298,6 @@ impl Provider {
                     mut error,
                     retry_after,
                 }) => {
-                    if retries >= self.settings.max_retries {
-                        if retries > 0 {
-                            error
-                                .message
-                                .push_str(&format!(" (gave up after {} attempts)", retries + 1));
-                        }
-                        return Err(error);
-                    }
                     let delay = retry_after.unwrap_or_else(|| {
                         retry::backoff(
                             retries,
@@ -309,6 +305,25 @@ impl Provider {
                             self.settings.retry_max_ms,
                         )
                     });
+                    let over_budget = started.elapsed() + delay > budget;
+                    if retries >= self.settings.max_retries || over_budget {
+                        let attempts = retries + 1;
+                        let secs = started.elapsed().as_secs_f64();
+                        let why = if retries >= self.settings.max_retries {
+                            format!("provider.max_retries is {}", self.settings.max_retries)
+                        } else {
+                            format!(
+                                "another wait of {} ms would pass provider.retry_budget_ms ({} ms)",
+                                delay.as_millis(),
+                                budget.as_millis()
+                            )
+                        };
+                        error.message.push_str(&format!(
+                            " (gave up after {attempts} attempt{} in {secs:.1} s; {why})",
+                            if attempts == 1 { "" } else { "s" }
+                        ));
+                        return Err(error);
+                    }
                     retries += 1;
                     on_event(StreamEvent::Retrying {
                         attempt: retries,
@@ -366,12 +381,10 @@ impl Provider {
             Ok(Ok(response)) => response,
         };
         let status = response.status().as_u16();
+        let limits = sse::StreamLimits::from_settings(&self.settings);
         if !response.status().is_success() {
             let retry_after = retry::retry_after(response.headers());
-            let text = match tokio::time::timeout(idle, response.text()).await {
-                Ok(Ok(text)) => text,
-                _ => String::new(),
-            };
+            let text = sse::read_error_body(response.bytes_stream(), limits.error_body, idle).await;
             let message = match self.settings.kind {
                 ProviderKind::Anthropic => anthropic::describe_error(status, &text),
                 ProviderKind::Openai => openai::describe_error(status, &text),
@@ -386,11 +399,20 @@ impl Provider {
                 Failure::Fatal(error)
             });
         }
+        let info = sse::BodyInfo {
+            content_type: response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+        };
         let stream = response.bytes_stream();
         match self.settings.kind {
             ProviderKind::Anthropic => {
                 sse::drive(
+                    anthropic::NAME,
                     stream,
+                    &info,
+                    &limits,
                     Some(idle),
                     anthropic::AnthropicAssembler::default(),
                     on_event,
@@ -399,7 +421,10 @@ impl Provider {
             }
             ProviderKind::Openai => {
                 sse::drive(
+                    openai::NAME,
                     stream,
+                    &info,
+                    &limits,
                     Some(idle),
                     openai::OpenAiAssembler::default(),
                     on_event,
@@ -412,7 +437,8 @@ impl Provider {
 
 /// Assembles a response from a raw SSE byte stream of the given protocol,
 /// without HTTP, timeouts or retries: what `send` does with a response
-/// body. Useful for replaying recorded streams and for testing.
+/// body, within the default [`StreamLimits`]. Useful for replaying recorded
+/// streams and for testing.
 pub async fn decode_stream<S, B, E>(
     kind: ProviderKind,
     stream: S,
@@ -423,10 +449,31 @@ where
     B: AsRef<[u8]>,
     E: fmt::Display,
 {
+    decode_stream_within(kind, &StreamLimits::default(), stream, on_event).await
+}
+
+/// [`decode_stream`] within the given limits.
+pub async fn decode_stream_within<S, B, E>(
+    kind: ProviderKind,
+    limits: &StreamLimits,
+    stream: S,
+    on_event: &(dyn Fn(StreamEvent) + Send + Sync),
+) -> Result<ModelResponse, ProviderError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: fmt::Display,
+{
+    let info = sse::BodyInfo {
+        content_type: Some("text/event-stream".to_string()),
+    };
     let result = match kind {
         ProviderKind::Anthropic => {
             sse::drive(
+                anthropic::NAME,
                 stream,
+                &info,
+                limits,
                 None,
                 anthropic::AnthropicAssembler::default(),
                 on_event,
@@ -434,7 +481,16 @@ where
             .await
         }
         ProviderKind::Openai => {
-            sse::drive(stream, None, openai::OpenAiAssembler::default(), on_event).await
+            sse::drive(
+                openai::NAME,
+                stream,
+                &info,
+                limits,
+                None,
+                openai::OpenAiAssembler::default(),
+                on_event,
+            )
+            .await
         }
     };
     result.map_err(|f| match f {

@@ -19,7 +19,7 @@ use crate::message::{
     ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolResultContent, Usage,
 };
 
-const NAME: &str = "OpenAI-compatible";
+pub(crate) const NAME: &str = "OpenAI-compatible";
 
 /// The request body, byte for byte.
 pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
@@ -186,6 +186,8 @@ pub(crate) struct OpenAiAssembler {
     usage: Usage,
     finish: Option<StopReason>,
     model: String,
+    /// Bytes of content assembled so far.
+    size: usize,
 }
 
 impl Assembler for OpenAiAssembler {
@@ -245,6 +247,7 @@ impl Assembler for OpenAiAssembler {
             if let Some(piece) = delta.get("content").and_then(Value::as_str)
                 && !piece.is_empty()
             {
+                self.size += piece.len();
                 self.text.push_str(piece);
                 emit(StreamEvent::TextDelta(piece.to_string()));
             }
@@ -288,6 +291,7 @@ impl Assembler for OpenAiAssembler {
                     .and_then(|f| f.get("arguments"))
                     .and_then(Value::as_str)
                 {
+                    self.size += args.len();
                     call.arguments.push_str(args);
                 }
             }
@@ -314,6 +318,10 @@ impl Assembler for OpenAiAssembler {
                 format!("the {NAME} stream ended before a finish reason"),
             ))
         }
+    }
+
+    fn content_bytes(&self) -> usize {
+        self.size
     }
 
     fn finish(self) -> ModelResponse {

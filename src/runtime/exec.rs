@@ -3,6 +3,7 @@
 //! other run concurrently; any other call runs alone, in order. Every
 //! tool_use gets exactly one tool_result, in the order of the calls.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::join_all;
@@ -10,11 +11,12 @@ use serde_json::{Value, json};
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
-use crate::tools::permissions::{Decision, Rules, decide};
+use crate::tools::permissions::{Decision, Rules, decide_with_hook};
 use crate::tools::spec::untrimmed_schema;
-use crate::tools::{Tool, ToolContext, ToolOutput};
+use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
 use super::EngineEvent;
+use super::hooks::PreTool;
 use super::session::{Session, Turn};
 
 /// What one call produced, plus the usage of any child it ran.
@@ -166,9 +168,31 @@ impl Session {
                 true,
             );
         }
-        if let Some(blocked) = self.pre_tool_hooks(snap, id, name, &input).await {
-            return CallResult::text(id, blocked, true);
-        }
+        let (verdict, input) = match self.pre_tool_hooks(snap, id, name, &input).await {
+            PreTool::Blocked(text) => return CallResult::text(id, text, true),
+            PreTool::Go {
+                verdict,
+                input: None,
+            } => (verdict, input),
+            // A hook's replacement input is checked like the model's.
+            PreTool::Go {
+                verdict,
+                input: Some(updated),
+            } => {
+                if let Err(issues) = self.validate(snap, name, &updated) {
+                    let plural = issues.len() > 1;
+                    return CallResult::text(
+                        id,
+                        render(
+                            "error_invalid_input",
+                            json!({"tool": name, "issues": issues.join("\n"), "plural": plural}),
+                        ),
+                        true,
+                    );
+                }
+                (verdict, updated)
+            }
+        };
         if let Some(gate) = &self.engine.tool_gate {
             let call = super::GateCall {
                 agent_id: self.spec.agent_id.clone(),
@@ -186,8 +210,23 @@ impl Session {
                 return CallResult::text(id, text, true);
             }
         }
-        let rules = Rules::from_settings(&snap.settings().permissions);
-        match decide(&rules, self.spec.mode, name, &input, &self.spec.cwd) {
+        let permissions = &snap.settings().permissions;
+        let rules = Rules::from_settings(permissions);
+        let add_dirs: Vec<PathBuf> = permissions
+            .additional_directories
+            .iter()
+            .chain(&self.engine.add_dirs)
+            .map(|d| self.spec.cwd.join(d))
+            .collect();
+        match decide_with_hook(
+            &rules,
+            self.spec.mode,
+            name,
+            &input,
+            &self.spec.cwd,
+            &add_dirs,
+            verdict.as_ref(),
+        ) {
             Decision::Allow => {}
             Decision::Deny { reason } => {
                 return CallResult::text(
@@ -265,11 +304,29 @@ impl Session {
                 true,
             );
         };
+        // Glob and Grep leave out what the rules forbid them to read.
+        let hidden: Option<PathFilter> = matches!(name, "Glob" | "Grep").then(|| {
+            let (tool, cwd) = (name.to_string(), self.spec.cwd.clone());
+            Arc::new(move |p: &Path| rules.hides(&tool, p, &cwd)) as PathFilter
+        });
         let ctx = ToolContext {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
+            env: std::sync::Arc::new(snap.settings().child_env()),
+            hidden,
         };
-        let ToolOutput { text, is_error } = tool.call(input.clone(), &ctx).await;
+        let ToolOutput {
+            text,
+            is_error,
+            template,
+        } = tool.call(input.clone(), &ctx).await;
+        let text = match template {
+            Some(t) => {
+                let (name, ctx) = *t;
+                render(&name, ctx)
+            }
+            None => text,
+        };
         let mut result = CallResult::text(id, text, is_error);
         self.post_tool_hooks(snap, name, &input, &mut result.block)
             .await;

@@ -23,8 +23,9 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::catalog::AgentDef;
-use crate::config::{DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
+use crate::config::{ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
+use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
 
 use super::Engine;
@@ -246,8 +247,9 @@ pub enum HookRun {
 /// Runs one hook: `sh -c COMMAND` in `cwd`, `input` on stdin, in its own
 /// process group, which is killed when the command ends or times out (so
 /// nothing it started outlives it).
-pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path) -> HookRun {
+pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildEnv) -> HookRun {
     let mut cmd = tokio::process::Command::new("sh");
+    env.apply(&mut cmd);
     cmd.arg("-c")
         .arg(&hook.command)
         .current_dir(cwd)
@@ -303,19 +305,115 @@ pub fn additional_context(stdout: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// What the PreToolUse hooks made of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum PreTool {
+    /// Blocked (exit 2 or `deny`): the error result for the model.
+    Blocked(String),
+    /// The call goes on to the permission check, with the hooks' decision
+    /// and a replacement input, if any.
+    Go {
+        verdict: Option<HookVerdict>,
+        input: Option<Value>,
+    },
+}
+
+/// A PreToolUse hook's JSON answer on stdout (exit 0), in Claude Code's
+/// shape: `hookSpecificOutput.permissionDecision` (`allow`, `deny`, `ask`),
+/// `permissionDecisionReason` and `updatedInput`. The older top-level
+/// `decision` (`approve`, `block`) and `reason` are read too.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ToolDecision {
+    pub decision: Option<HookDecision>,
+    pub reason: String,
+    /// A replacement for the call's input.
+    pub updated_input: Option<Value>,
+}
+
+/// Parses a PreToolUse hook's stdout; `None` when it says nothing of the
+/// call (not JSON, or no decision and no new input).
+pub fn tool_decision(stdout: &str) -> Option<ToolDecision> {
+    let v: Value = serde_json::from_str(stdout.trim()).ok()?;
+    let specific = v.get("hookSpecificOutput");
+    let field = |name: &str| specific.and_then(|h| h.get(name));
+    let (decision, reason) = match field("permissionDecision").and_then(Value::as_str) {
+        Some(d) => (d, field("permissionDecisionReason")),
+        None => match v.get("decision").and_then(Value::as_str) {
+            Some("approve") => ("allow", v.get("reason")),
+            Some("block") => ("deny", v.get("reason")),
+            _ => ("", None),
+        },
+    };
+    let decision = match decision {
+        "allow" => Some(HookDecision::Allow),
+        "ask" => Some(HookDecision::Ask),
+        "deny" => Some(HookDecision::Deny),
+        _ => None,
+    };
+    let updated_input = field("updatedInput").filter(|i| i.is_object()).cloned();
+    if decision.is_none() && updated_input.is_none() {
+        return None;
+    }
+    Some(ToolDecision {
+        decision,
+        reason: reason
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        updated_input,
+    })
+}
+
 /// What the hooks of one event said, in hook order.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Fired {
     /// stderr of every hook that exited with 2.
     pub blocks: Vec<String>,
     /// `additionalContext` of every hook that exited with 0.
     pub contexts: Vec<String>,
+    /// The JSON decisions of hooks that exited with 0 (PreToolUse).
+    pub decisions: Vec<ToolDecision>,
+}
+
+impl Fired {
+    /// The decision of several PreToolUse hooks: a denial wins over an ask,
+    /// an ask over an allow (as in Claude Code); the reasons of the winning
+    /// kind are joined. The first replacement input in hook order is used.
+    pub fn tool_verdict(&self) -> (Option<HookVerdict>, Option<Value>) {
+        let updated = self.decisions.iter().find_map(|d| d.updated_input.clone());
+        for kind in [HookDecision::Deny, HookDecision::Ask, HookDecision::Allow] {
+            let reasons: Vec<&str> = self
+                .decisions
+                .iter()
+                .filter(|d| d.decision == Some(kind))
+                .map(|d| d.reason.as_str())
+                .filter(|r| !r.is_empty())
+                .collect();
+            if self.decisions.iter().any(|d| d.decision == Some(kind)) {
+                return (
+                    Some(HookVerdict {
+                        decision: kind,
+                        reason: reasons.join("; "),
+                    }),
+                    updated,
+                );
+            }
+        }
+        (None, updated)
+    }
 }
 
 /// Runs `hooks` concurrently and collects what they said. Timeouts,
 /// failures and exit codes other than 0 and 2 are logged.
-pub async fn fire(hooks: &[HookConfig], event: HookEvent, input: &Value, cwd: &Path) -> Fired {
-    let runs = join_all(hooks.iter().map(|h| run_hook(h, input, cwd))).await;
+pub async fn fire(
+    hooks: &[HookConfig],
+    event: HookEvent,
+    input: &Value,
+    cwd: &Path,
+    env: &ChildEnv,
+) -> Fired {
+    let runs = join_all(hooks.iter().map(|h| run_hook(h, input, cwd, env))).await;
     let mut fired = Fired::default();
     for (hook, run) in hooks.iter().zip(runs) {
         let event = event.as_str();
@@ -325,7 +423,12 @@ pub async fn fire(hooks: &[HookConfig], event: HookEvent, input: &Value, cwd: &P
                 code: Some(0),
                 stdout,
                 ..
-            } => fired.contexts.extend(additional_context(&stdout)),
+            } => {
+                fired.contexts.extend(additional_context(&stdout));
+                if event == HookEvent::PreToolUse.as_str() {
+                    fired.decisions.extend(tool_decision(&stdout));
+                }
+            }
             HookRun::Exited {
                 code: Some(2),
                 stderr,
@@ -394,7 +497,14 @@ pub(super) async fn subagent_start(
         return;
     }
     let input = Value::Object(base_input(engine, spec, transcript, event));
-    let fired = fire(&hooks, event, &input, &spec.cwd).await;
+    let fired = fire(
+        &hooks,
+        event,
+        &input,
+        &spec.cwd,
+        &snap.settings().child_env(),
+    )
+    .await;
     if fired.contexts.is_empty() {
         return;
     }
@@ -426,32 +536,55 @@ impl Session {
         )
     }
 
-    /// PreToolUse: `Some(text)` is the error result for a blocked call.
+    /// PreToolUse: what the hooks said of a call. Exit 2 or a `deny`
+    /// blocks it; otherwise they may decide (`allow`/`ask`) and replace its
+    /// input.
     pub(super) async fn pre_tool_hooks(
         &self,
         snap: &Snapshot,
         tool_use_id: &str,
         name: &str,
         input: &Value,
-    ) -> Option<String> {
+    ) -> PreTool {
         let event = HookEvent::PreToolUse;
         let hooks = self.hooks_for(snap, event, name);
         if hooks.is_empty() {
-            return None;
+            return PreTool::Go {
+                verdict: None,
+                input: None,
+            };
         }
         let mut m = self.hook_input(event);
         m.insert("tool_name".into(), json!(name));
         m.insert("tool_input".into(), input.clone());
         m.insert("tool_use_id".into(), json!(tool_use_id));
-        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
-        if fired.blocks.is_empty() {
-            return None;
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
+        let (verdict, updated) = fired.tool_verdict();
+        let mut blocks = fired.blocks;
+        if let Some(v) = &verdict
+            && v.decision == HookDecision::Deny
+        {
+            blocks.push(v.reason.clone());
         }
-        Some(render(
-            snap,
-            "error_hook_blocked",
-            &json!({"tool": name, "reason": fired.blocks.join("\n")}),
-        ))
+        if !blocks.is_empty() {
+            blocks.retain(|b| !b.is_empty());
+            return PreTool::Blocked(render(
+                snap,
+                "error_hook_blocked",
+                &json!({"tool": name, "reason": blocks.join("\n")}),
+            ));
+        }
+        PreTool::Go {
+            verdict,
+            input: updated,
+        }
     }
 
     /// PostToolUse: appends each `additionalContext` to the result block.
@@ -490,7 +623,14 @@ impl Session {
             "tool_response".into(),
             json!({"content": response.join("\n"), "is_error": *is_error}),
         );
-        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
         for context in fired.contexts {
             content.push(ToolResultContent::Text {
                 text: render(
@@ -522,7 +662,14 @@ impl Session {
         let mut m = self.hook_input(event);
         m.insert("stop_hook_active".into(), json!(times_blocked > 0));
         m.insert("last_assistant_message".into(), json!(last));
-        let fired = fire(&hooks, event, &Value::Object(m), &self.spec.cwd).await;
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
         if fired.blocks.is_empty() {
             return None;
         }
@@ -701,6 +848,71 @@ mod tests {
         assert_eq!(additional_context(""), None);
     }
 
+    #[test]
+    fn pre_tool_use_decisions_and_their_precedence() {
+        let d = tool_decision(
+            r#"{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "ask",
+                "permissionDecisionReason": " check it ", "updatedInput": {"command": "ls"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(d.decision, Some(HookDecision::Ask));
+        assert_eq!(d.reason, "check it");
+        assert_eq!(d.updated_input, Some(json!({"command": "ls"})));
+        let legacy = tool_decision(r#"{"decision": "approve", "reason": "ok"}"#).unwrap();
+        assert_eq!(legacy.decision, Some(HookDecision::Allow));
+        assert_eq!(
+            tool_decision(r#"{"decision": "block"}"#).unwrap().decision,
+            Some(HookDecision::Deny)
+        );
+        // Unknown decisions, non-object inputs and plain text say nothing.
+        assert_eq!(
+            tool_decision(r#"{"hookSpecificOutput": {"permissionDecision": "defer"}}"#),
+            None
+        );
+        assert_eq!(
+            tool_decision(r#"{"hookSpecificOutput": {"updatedInput": "rm -rf /"}}"#),
+            None
+        );
+        assert_eq!(tool_decision("allow"), None);
+
+        let said = |d: Option<HookDecision>, reason: &str, input: Option<Value>| ToolDecision {
+            decision: d,
+            reason: reason.to_string(),
+            updated_input: input,
+        };
+        let fired = Fired {
+            decisions: vec![
+                said(
+                    Some(HookDecision::Allow),
+                    "fine",
+                    Some(json!({"command": "a"})),
+                ),
+                said(
+                    Some(HookDecision::Ask),
+                    "look",
+                    Some(json!({"command": "b"})),
+                ),
+                said(Some(HookDecision::Ask), "again", None),
+            ],
+            ..Fired::default()
+        };
+        let (verdict, input) = fired.tool_verdict();
+        assert_eq!(
+            verdict,
+            Some(HookVerdict {
+                decision: HookDecision::Ask,
+                reason: "look; again".into()
+            })
+        );
+        assert_eq!(input, Some(json!({"command": "a"})));
+        let mut fired = fired;
+        fired
+            .decisions
+            .push(said(Some(HookDecision::Deny), "", None));
+        assert_eq!(fired.tool_verdict().0.unwrap().decision, HookDecision::Deny);
+        assert_eq!(Fired::default().tool_verdict(), (None, None));
+    }
+
     #[tokio::test]
     async fn exit_codes_stdin_and_timeout() {
         let dir = tempfile::tempdir().unwrap();
@@ -720,6 +932,7 @@ mod tests {
             HookEvent::PreToolUse,
             &input,
             dir.path(),
+            &ChildEnv::default(),
         )
         .await;
         assert_eq!(fired.blocks, ["blocked"]);
@@ -729,7 +942,13 @@ mod tests {
                 .unwrap();
         assert_eq!(seen, input);
         assert_eq!(
-            run_hook(&hook("sleep 30", 100), &input, dir.path()).await,
+            run_hook(
+                &hook("sleep 30", 100),
+                &input,
+                dir.path(),
+                &ChildEnv::default()
+            )
+            .await,
             HookRun::TimedOut
         );
     }

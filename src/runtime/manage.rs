@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::message::Message;
+use crate::message::{ContentBlock, Message};
 
 use super::session::Session;
 use super::spawn::start_task;
@@ -65,13 +65,35 @@ impl Session {
             "SendMessage" => {
                 let i: SendInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
                 let task = tasks.get(&i.to).ok_or_else(|| unknown(&i.to))?;
-                if task.status() == TaskStatus::Running {
-                    tasks.send(&task, i.message);
-                    return Ok(render("send_message_queued", json!({"to": i.to})));
-                }
-                // Finished: resume it in the background from where it ended.
-                let mut history = task.state().history.clone().unwrap_or_default();
-                history.push(Arc::new(Message::user_text(i.message)));
+                // Delivered or refused, never left behind: a running child
+                // that still reads its inbox gets the message at its next
+                // turn; one that is ending is waited for, then resumed
+                // with it, like a child that had already ended.
+                let (history, unread) = loop {
+                    if tasks.send(&task, i.message.clone()) {
+                        return Ok(render("send_message_queued", json!({"to": i.to})));
+                    }
+                    if task.status() == TaskStatus::Running {
+                        tokio::select! {
+                            _ = task.wait(Duration::from_secs(3600)) => {}
+                            () = self.cancel.cancelled() => {
+                                return Err(render("error_cancelled", json!({})));
+                            }
+                        }
+                        continue;
+                    }
+                    if let Some(resumable) = tasks.restart(&task) {
+                        break resumable;
+                    }
+                    // Another SendMessage resumed it first: queue for that run.
+                };
+                // Resume it in the background from where it ended, with any
+                // message it never read before this one.
+                let mut history = history;
+                let mut blocks: Vec<ContentBlock> =
+                    unread.into_iter().map(ContentBlock::text).collect();
+                blocks.push(ContentBlock::text(i.message));
+                history.push(Arc::new(Message::user(blocks)));
                 let transcript = Arc::new(match &task.output_file {
                     Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
                     None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
@@ -79,7 +101,6 @@ impl Session {
                 if let Some(last) = history.last() {
                     transcript.message(last);
                 }
-                tasks.restart(&task);
                 start_task(
                     Arc::clone(&self.engine),
                     Arc::clone(&task),

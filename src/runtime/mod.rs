@@ -32,7 +32,10 @@ use crate::provider::Provider;
 use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
-pub use prompt::{PromptContext, git_branch, main_system_prompt, subagent_system_prompt};
+pub use prompt::{
+    PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
+    subagent_system_prompt,
+};
 pub use session::{
     Outcome, RunError, Session, SessionSpec, Stats, StopKind, last_text, render_tools,
     render_tools_for,
@@ -190,6 +193,9 @@ pub struct Engine {
     pub main_prompt: MainPrompt,
     /// Checked before each tool call, after the configured hooks.
     pub tool_gate: Option<ToolGate>,
+    /// `--add-dir` folders: besides the working directory and
+    /// `permissions.additional_directories`, where edits need no rule.
+    pub add_dirs: Vec<PathBuf>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -221,6 +227,7 @@ impl Engine {
             mcp: crate::mcp::McpManager::new(),
             main_prompt: MainPrompt::default(),
             tool_gate: None,
+            add_dirs: Vec::new(),
             validators: Mutex::new(HashMap::new()),
         }
     }
@@ -235,6 +242,14 @@ impl Engine {
             .rev()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Process end: stops every running task (each records `killed` in its
+    /// meta file and transcript, and its Bash process groups are killed),
+    /// waiting up to `grace` for them, then closes every MCP server.
+    pub async fn shutdown(&self, grace: std::time::Duration) {
+        self.tasks.kill_all(grace).await;
+        self.mcp.shutdown().await;
     }
 
     /// Every tool this engine can run, sorted by name.
@@ -252,16 +267,20 @@ pub const RUNTIME_TOOLS: &[&str] = &[
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and
-/// the Agent tool), sorted by name.
+/// the Agent tool), sorted by name, minus those a deny rule names as a
+/// whole (`deny = ["Edit"]`): a tool no call of which could run is not
+/// offered to any agent.
 pub fn available_tools<'a>(
     snap: &Snapshot,
     implemented: impl IntoIterator<Item = &'a str>,
 ) -> Vec<String> {
     let implemented: Vec<&str> = implemented.into_iter().collect();
+    let rules = crate::permissions::Rules::from_settings(&snap.settings().permissions);
     let mut names: Vec<String> = snap
         .tools
         .names()
         .filter(|n| implemented.contains(n) || RUNTIME_TOOLS.contains(n))
+        .filter(|n| rules.denies_whole_tool(n).is_none())
         .map(str::to_string)
         .collect();
     names.sort();

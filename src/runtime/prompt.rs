@@ -106,15 +106,89 @@ pub fn subagent_system_prompt(
 
 /// An agent's own prompt. An inline body that is not a valid template (a
 /// published agent file may quote `{{ }}` from another tool) is used as
-/// written rather than failing the spawn.
+/// written rather than failing the spawn; one whose partials recurse fails
+/// the spawn with an error naming the agent's file.
 fn agent_body(snap: &Snapshot, def: &AgentDef, ctx: &PromptContext) -> Result<String, RenderError> {
     match &def.prompt {
-        Prompt::Inline(text) => Ok(snap
-            .templates
-            .render_text(&format!("agent {}", def.name), text, ctx)
-            .unwrap_or_else(|_| text.clone())),
+        Prompt::Inline(text) => {
+            // A body whose partials recurse cannot be used as written
+            // either: it fails this spawn (and only this one).
+            if let Err(message) = snap.templates.check_partials(text) {
+                let file = def
+                    .path
+                    .as_ref()
+                    .map_or_else(|| "(no file)".to_string(), |p| p.display().to_string());
+                return Err(RenderError {
+                    name: format!("agent {} in {file}", def.name),
+                    message,
+                });
+            }
+            Ok(snap
+                .templates
+                .render_text(&format!("agent {}", def.name), text, ctx)
+                .unwrap_or_else(|_| text.clone()))
+        }
         Prompt::Template(name) => snap.templates.render(name, ctx),
     }
+}
+
+/// One memory file as the `project_memory` template sees it.
+#[derive(Debug, Clone, Serialize)]
+struct MemoryEntry {
+    path: String,
+    /// What kind of file it is, in words (`project instructions, …`).
+    description: &'static str,
+    content: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct MemoryContext {
+    files: Vec<MemoryEntry>,
+}
+
+/// The project-memory block (the `project_memory` template over every
+/// memory file), or `None` when there is no memory. It goes at the start of
+/// a session's first user message, not into the system prompt, so the
+/// system prompt — the first part of the cached prefix — stays the same
+/// whatever memory a project has.
+pub fn memory_block(snap: &Snapshot) -> Option<String> {
+    use crate::catalog::MemoryScope;
+    if snap.memory.is_empty() {
+        return None;
+    }
+    let files = snap
+        .memory
+        .files
+        .iter()
+        .filter(|f| !f.content.trim().is_empty())
+        .map(|f| MemoryEntry {
+            path: f.path.display().to_string(),
+            description: match (f.scope, f.imported_from.is_some()) {
+                (MemoryScope::Managed, _) => "instructions from the administrator, for every user",
+                (MemoryScope::User, _) => "the user's own instructions for every project",
+                (MemoryScope::Project, false) => "project instructions, checked into the codebase",
+                (MemoryScope::Project, true) => "imported by the project instructions",
+                (MemoryScope::Local, _) => {
+                    "the user's own instructions for this project, not checked in"
+                }
+            },
+            content: f.content.trim_end().to_string(),
+        })
+        .collect();
+    Some(
+        snap.templates
+            .text("project_memory", &MemoryContext { files }),
+    )
+}
+
+/// Whether a session running as `def` gets project memory: the main
+/// session and named sub-agents do; the built-in Explore and Plan do not
+/// (as in Claude Code, which keeps them lean).
+pub fn gets_memory(def: Option<&AgentDef>) -> bool {
+    def.is_none_or(|d| {
+        !(d.source == crate::catalog::Source::Builtin
+            && crate::catalog::ONE_SHOT_AGENTS.contains(&d.name.as_str()))
+    })
 }
 
 fn join_blocks(blocks: &[&str]) -> String {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::catalog::AgentDef;
 use crate::config::{PermissionMode, SessionKind};
 use crate::message::{
-    ContentBlock, History, Message, ModelRequest, Role, Sampling, ToolDefinition, Usage,
+    ContentBlock, History, Message, ModelRequest, Role, Sampling, StopReason, ToolDefinition, Usage,
 };
 use crate::provider::{ProviderError, StreamEvent};
 use crate::snapshot::Snapshot;
@@ -76,6 +76,20 @@ pub struct Stats {
 pub enum StopKind {
     EndTurn,
     MaxTurns,
+    /// The last answer was cut at `max_tokens`, and so were the
+    /// continuations asked for (`provider.max_tokens_recoveries`).
+    MaxTokens,
+}
+
+impl StopKind {
+    /// The name used in results and transcripts.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopKind::EndTurn => "end_turn",
+            StopKind::MaxTurns => "max_turns",
+            StopKind::MaxTokens => "max_tokens",
+        }
+    }
 }
 
 /// What a finished session reports.
@@ -125,7 +139,10 @@ pub struct Session {
     pub(super) usage: Usage,
     last_usage: Usage,
     pub(super) tool_uses: u32,
+    /// Turns counted against `max_turns`.
     turns: u32,
+    /// Turns that only answered task notifications (not counted).
+    wake_ups: u32,
     started: Instant,
 }
 
@@ -156,6 +173,7 @@ impl Session {
             last_usage: Usage::default(),
             tool_uses: 0,
             turns: 0,
+            wake_ups: 0,
             started: Instant::now(),
         }
     }
@@ -339,8 +357,17 @@ impl Session {
         {
             let mut names: Vec<String> = self.spec.tool_names.clone();
             let mcp = &self.engine.mcp;
-            let required_ready = |d: &AgentDef| mcp.required_ready(&d.required_mcp_servers);
-            let mut tools = render_tools_for(snap, self.spec.kind, &names, &required_ready)?;
+            // `Agent(A, B)` in this session's own tools: list only those types.
+            let spawnable = self
+                .spec
+                .def
+                .as_deref()
+                .and_then(crate::agent_tool::spawnable_types);
+            let listed = |d: &AgentDef| {
+                mcp.required_ready(&d.required_mcp_servers)
+                    && spawnable.as_ref().is_none_or(|t| t.contains(&d.name))
+            };
+            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed)?;
             for t in self.mcp_tools(snap) {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());
@@ -380,9 +407,38 @@ impl Session {
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
         let mut stop_blocks = 0;
+        // Continuations asked for after answers cut at max_tokens in a row.
+        let mut recoveries = 0u32;
+        // The next turn answers task notifications only (a wake-up): it
+        // does not count against max_turns.
+        let mut wake_up = false;
+        // At the turn limit: how many more notifications still get a turn
+        // (those of the children running when the limit was reached).
+        let mut after_limit: Option<usize> = None;
         let stop = loop {
-            if self.turns >= self.spec.max_turns {
-                break StopKind::MaxTurns;
+            if self.turns >= self.spec.max_turns && !wake_up {
+                let left = *after_limit
+                    .get_or_insert_with(|| self.engine.tasks.pending_count(&self.spec.agent_id));
+                if !self.spec.wait_for_background || left == 0 {
+                    break StopKind::MaxTurns;
+                }
+                // Background children started before the limit still
+                // report: wait for them and answer, in free turns.
+                self.engine
+                    .tasks
+                    .wait_for_notification(&self.spec.agent_id, &self.cancel)
+                    .await;
+                if self.cancel.is_cancelled() {
+                    return Err(RunError::Cancelled);
+                }
+                let incoming = self.take_incoming();
+                if incoming.is_empty() {
+                    break StopKind::MaxTurns;
+                }
+                after_limit = Some(left.saturating_sub(incoming.len()));
+                self.join_last_user_message(incoming);
+                wake_up = true;
+                continue;
             }
             if self.cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
@@ -422,11 +478,39 @@ impl Session {
                 usage: response.usage,
                 api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
             });
-            self.turns += 1;
+            if std::mem::take(&mut wake_up) {
+                self.wake_ups += 1;
+            } else {
+                self.turns += 1;
+            }
             self.usage.add(&response.usage);
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
             self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
+            let cut = response.stop_reason == Some(StopReason::MaxTokens);
+            if cut {
+                self.transcript.record(
+                    "stop_reason",
+                    serde_json::json!({"stop_reason": "max_tokens", "max_tokens": request.max_tokens,
+                                       "recoveries": recoveries}),
+                );
+            }
+            if assistant.tool_uses().next().is_none() && cut {
+                // As Claude Code does: ask the model to go on from where it
+                // was cut, a few times, before giving up on the answer.
+                let limit = snap.settings().provider.max_tokens_recoveries;
+                if recoveries >= limit {
+                    break StopKind::MaxTokens;
+                }
+                recoveries += 1;
+                let text = snap.templates.text(
+                    "max_tokens_recovery",
+                    &serde_json::json!({"max_tokens": request.max_tokens}),
+                );
+                self.append(Arc::new(Message::user_text(text)));
+                continue;
+            }
+            recoveries = 0;
             if assistant.tool_uses().next().is_none() {
                 if self.spec.wait_for_background {
                     // Background children still running: wait for the next
@@ -441,12 +525,22 @@ impl Session {
                     let incoming = self.take_incoming();
                     if !incoming.is_empty() {
                         self.append(Arc::new(Message::user(incoming)));
+                        wake_up = true;
                         continue;
                     }
                 }
                 if let Some(feedback) = self.subagent_stop_hooks(&snap, stop_blocks).await {
                     stop_blocks += 1;
                     self.append(Arc::new(Message::user_text(feedback)));
+                    continue;
+                }
+                // Last look at the inbox, closed in the same step: a
+                // SendMessage that came meanwhile gets a turn; a later one
+                // resumes this agent after it ends.
+                let unread = self.engine.tasks.close_inbox(&self.spec.agent_id);
+                if !unread.is_empty() {
+                    let blocks = unread.into_iter().map(ContentBlock::text).collect();
+                    self.append(Arc::new(Message::user(blocks)));
                     continue;
                 }
                 break StopKind::EndTurn;
@@ -466,11 +560,28 @@ impl Session {
         Ok(self.outcome(stop))
     }
 
+    /// Adds blocks to the user message that ends the history (tool results
+    /// not yet sent), or appends them as a new one. The message was never
+    /// part of a request, so no cached prefix changes.
+    fn join_last_user_message(&mut self, blocks: Vec<ContentBlock>) {
+        let added = Message::user(blocks);
+        match self.history.last() {
+            Some(last) if last.role == Role::User => {
+                let mut content = last.content.clone();
+                content.extend(added.content.iter().cloned());
+                self.transcript.message(&added);
+                self.history.pop();
+                self.history.push(Arc::new(Message::user(content)));
+            }
+            _ => self.append(Arc::new(added)),
+        }
+    }
+
     fn outcome(&self, stop: StopKind) -> Outcome {
         Outcome {
             final_text: last_text(&self.history),
             stop,
-            turns: self.turns,
+            turns: self.turns + self.wake_ups,
             usage: self.usage,
             last_usage: self.last_usage,
             tool_uses: self.tool_uses,

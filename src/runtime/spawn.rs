@@ -13,13 +13,14 @@ use crate::agent_tool::{
     AgentInput, ModelSource, ResolvedModel, Route, RouteError, fork_messages, has_fork_boilerplate,
     resolve_fork_model, resolve_model, route, tool_pool,
 };
-use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS};
+use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS, Source};
 use crate::config::PermissionMode;
-use crate::message::{History, Message, ToolResultContent, Usage};
-use crate::tools::permissions::Rules;
+use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
+use crate::tools::permissions::{self, Rules};
 
 use super::exec::text_content;
 use super::hooks;
+use super::prompt;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::transcript::Transcript;
@@ -116,13 +117,26 @@ impl Session {
                         json!({"agent_type": agent_type, "available": available.join(", ")}),
                     ));
                 };
+                // `Agent(A, B)` in the caller's own tools limits what it may spawn.
+                if let Some(allowed) = self
+                    .spec
+                    .def
+                    .as_ref()
+                    .and_then(|d| crate::agent_tool::spawnable_types(d))
+                    && !allowed.iter().any(|t| *t == def.name)
+                {
+                    return Err(render(
+                        "error_agent_type_not_allowed",
+                        json!({"agent_type": def.name, "allowed": allowed.join(", ")}),
+                    ));
+                }
                 let rules = Rules::from_settings(&settings.permissions);
                 if let Some(rule) = rules.denied_agent_type(&def.name) {
                     let source = snap
                         .config
-                        .path
-                        .as_ref()
-                        .map_or_else(|| "settings".to_string(), |p| p.display().to_string());
+                        .origins
+                        .of_item("permissions.deny", rule)
+                        .map_or_else(|| "settings".to_string(), ToString::to_string);
                     return Err(render(
                         "error_denied_agent",
                         json!({"agent_type": def.name, "rule": rule, "source": source}),
@@ -167,12 +181,9 @@ impl Session {
                     depth,
                     settings.agents.max_depth,
                 );
-                let mode = match self.spec.mode {
-                    PermissionMode::BypassPermissions | PermissionMode::AcceptEdits => {
-                        self.spec.mode
-                    }
-                    _ => def.permission_mode.unwrap_or(PermissionMode::AcceptEdits),
-                };
+                // Plugin agents' `permissionMode` is ignored (SPEC §7).
+                let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
+                let mode = permissions::child_mode(self.spec.mode, def_mode);
                 let spec = SessionSpec {
                     agent_id: agent_id.clone(),
                     parent_agent_id: Some(self.spec.agent_id.clone()),
@@ -189,7 +200,14 @@ impl Session {
                     def: Some(Arc::clone(&def)),
                     wait_for_background: true,
                 };
-                let history: History = vec![Arc::new(Message::user_text(input.prompt.clone()))];
+                let mut blocks = Vec::new();
+                if prompt::gets_memory(Some(&def))
+                    && let Some(memory) = prompt::memory_block(snap)
+                {
+                    blocks.push(ContentBlock::text(memory));
+                }
+                blocks.push(ContentBlock::text(input.prompt.clone()));
+                let history: History = vec![Arc::new(Message::user(blocks))];
                 (spec, history, (def.name.clone(), source), def.background)
             }
         };
@@ -468,7 +486,13 @@ pub(super) fn start_task(
             Some(def) if !def.mcp_servers.is_empty() => Some(
                 engine
                     .mcp
-                    .start_scoped(&agent_id, &def.name, &def.mcp_servers, &child.spec().cwd)
+                    .start_scoped(
+                        &agent_id,
+                        &def.name,
+                        &def.mcp_servers,
+                        &child.spec().cwd,
+                        Arc::new(engine.snapshot.load().settings().child_env()),
+                    )
                     .await,
             ),
             _ => None,

@@ -82,6 +82,11 @@ pub struct TaskState {
     delivery: Delivery,
     /// Messages from SendMessage waiting for the child's next turn.
     pub inbox: Vec<String>,
+    /// Whether SendMessage may still queue for the running child. Closed
+    /// (atomically with a last look at the inbox) when the child decides to
+    /// end, so a message is either read by a turn or refused and the child
+    /// resumed with it, never left behind.
+    inbox_open: bool,
 }
 
 /// One sub-agent, foreground or background.
@@ -248,6 +253,7 @@ impl TaskRegistry {
                 ended: None,
                 delivery,
                 inbox: Vec::new(),
+                inbox_open: true,
             }),
             done: Notify::new(),
         });
@@ -287,17 +293,25 @@ impl TaskRegistry {
     }
 
     /// Makes an ended task run again (SendMessage to a finished agent): it
-    /// runs in the background, with a fresh cancellation token, and will
-    /// deliver one more notification when it ends.
-    pub fn restart(&self, task: &Task) {
+    /// runs in the background and will deliver one more notification when
+    /// it ends. Returns its history and any messages it never read, or
+    /// `None` when it is running (someone else restarted it first).
+    pub fn restart(&self, task: &Task) -> Option<(History, Vec<String>)> {
         let mut state = task.state();
+        if state.status == TaskStatus::Running {
+            return None;
+        }
         state.status = TaskStatus::Running;
         state.result = None;
         state.ended = None;
         state.delivery = Delivery::Background;
+        state.inbox_open = true;
+        let history = state.history.clone().unwrap_or_default();
+        let unread = std::mem::take(&mut state.inbox);
         drop(state);
         task.backgrounded.store(true, Ordering::SeqCst);
         task.write_meta(json!({}));
+        Some((history, unread))
     }
 
     /// Records the end of a task and delivers its result exactly once:
@@ -309,39 +323,67 @@ impl TaskRegistry {
         history: History,
         notification: impl FnOnce(&TaskResult) -> String,
     ) {
-        let to_mailbox = {
+        // Rendered before any lock is taken; used only if it goes to the mailbox.
+        let text = notification(&result);
+        {
+            // The mailbox lock is held across the status change and the
+            // push, so `has_pending` never sees the task ended with its
+            // notification not yet in the mailbox (the race that lost
+            // notifications: the parent concluded nothing was pending and
+            // ended). Lock order: mailboxes, then a task's state.
+            let mut mailboxes = lock(&self.mailboxes);
             let mut state = task.state();
             state.status = result.status;
             state.ended = Some(now_rfc3339());
             state.history = Some(history);
             state.result = Some(result.clone());
+            state.inbox_open = false;
             match std::mem::replace(&mut state.delivery, Delivery::Done) {
                 Delivery::Foreground(tx) => {
                     // The caller may be gone (cancelled); nothing else to do then.
-                    let _ = tx.send(result.clone());
-                    false
+                    let _ = tx.send(result);
                 }
-                Delivery::Background => true,
-                Delivery::Done => false,
+                Delivery::Background => mailboxes
+                    .entry(task.parent_agent_id.clone())
+                    .or_default()
+                    .notifications
+                    .push(text),
+                Delivery::Done => {}
             }
-        };
-        task.write_meta(json!({}));
-        if to_mailbox {
-            let text = notification(&result);
-            lock(&self.mailboxes)
-                .entry(task.parent_agent_id.clone())
-                .or_default()
-                .notifications
-                .push(text);
         }
+        task.write_meta(json!({}));
         task.done.notify_waiters();
         self.changed.notify_waiters();
     }
 
-    /// Queues a SendMessage text for a running task's next turn.
-    pub fn send(&self, task: &Task, message: String) {
-        task.state().inbox.push(message);
+    /// Queues a SendMessage text for a running task's next turn. `false`
+    /// when the task no longer reads its inbox (it is ending or ended):
+    /// the caller then waits for the end and resumes it with the message.
+    pub fn send(&self, task: &Task, message: String) -> bool {
+        {
+            let mut state = task.state();
+            if state.status != TaskStatus::Running || !state.inbox_open {
+                return false;
+            }
+            state.inbox.push(message);
+        }
         self.changed.notify_waiters();
+        true
+    }
+
+    /// The child with this agent id is about to end: returns the messages
+    /// queued for it (it must take another turn with them), or closes its
+    /// inbox so later messages resume it instead. Empty for a session that
+    /// is not a task (the main session).
+    pub fn close_inbox(&self, agent_id: &str) -> Vec<String> {
+        let Some(task) = self.get(agent_id) else {
+            return Vec::new();
+        };
+        let mut state = task.state();
+        if state.inbox.is_empty() {
+            state.inbox_open = false;
+        }
+        std::mem::take(&mut state.inbox)
     }
 
     /// Takes the messages queued for the task with this agent id.
@@ -363,7 +405,10 @@ impl TaskRegistry {
     /// Whether `agent_id` has background children whose notification has
     /// not been taken yet (running, or ended and waiting in the mailbox).
     pub fn has_pending(&self, agent_id: &str) -> bool {
-        let waiting = lock(&self.mailboxes)
+        // Held throughout: `finish` changes a task's status and fills the
+        // mailbox under this lock, so the two checks agree.
+        let mailboxes = lock(&self.mailboxes);
+        let waiting = mailboxes
             .get(agent_id)
             .is_some_and(|m| !m.notifications.is_empty() || !m.messages.is_empty());
         waiting
@@ -373,6 +418,23 @@ impl TaskRegistry {
                     s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
                 }
             })
+    }
+
+    /// How many notifications `agent_id` still has to receive: waiting in
+    /// its mailbox plus background children still running.
+    pub fn pending_count(&self, agent_id: &str) -> usize {
+        let mailboxes = lock(&self.mailboxes);
+        let waiting = mailboxes.get(agent_id).map_or(0, |m| m.notifications.len());
+        let running = lock(&self.tasks)
+            .values()
+            .filter(|t| {
+                t.parent_agent_id == agent_id && {
+                    let s = t.state();
+                    s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
+                }
+            })
+            .count();
+        waiting + running
     }
 
     /// Waits until something changes (a task ends, a message arrives).
@@ -418,6 +480,142 @@ impl TaskRegistry {
                 () = cancel.cancelled() => return,
                 // A safety net against a missed wake-up.
                 () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use crate::config::{PermissionMode, SessionKind};
+
+    fn spec(id: &str) -> SessionSpec {
+        SessionSpec {
+            agent_id: id.to_string(),
+            parent_agent_id: Some("parent".to_string()),
+            def: None,
+            is_main: false,
+            model: "m".to_string(),
+            kind: SessionKind::NON_INTERACTIVE,
+            mode: PermissionMode::Default,
+            depth: 1,
+            frozen: None,
+            started_by_fork: false,
+            max_turns: 1,
+            cwd: PathBuf::from("."),
+            tool_names: Vec::new(),
+            wait_for_background: true,
+        }
+    }
+
+    fn background(reg: &TaskRegistry, id: &str) -> Arc<Task> {
+        reg.create(NewTask {
+            id: id.to_string(),
+            description: "d".to_string(),
+            agent_type: "t".to_string(),
+            parent_agent_id: "parent".to_string(),
+            tool_use_id: "u".to_string(),
+            name: None,
+            output_file: None,
+            meta_file: None,
+            meta: json!({}),
+            spec: spec(id),
+            background: true,
+        })
+        .0
+    }
+
+    fn result() -> TaskResult {
+        TaskResult {
+            status: TaskStatus::Completed,
+            texts: None,
+            error: None,
+            usage: Usage::default(),
+            total_tokens: 0,
+            tool_uses: 0,
+            duration_ms: 0,
+            worktree: None,
+        }
+    }
+
+    /// Runs the end of a task against a parent deciding whether to wait,
+    /// many times: whenever the parent sees nothing pending, the
+    /// notification must already be in its hands. (Before `finish` held
+    /// the mailbox lock across the status change, the parent could see the
+    /// task ended and the mailbox empty, and leave without it.)
+    #[test]
+    fn a_notification_is_never_lost_when_the_parent_stops_waiting() {
+        let rounds: usize = std::env::var("CADRE_STRESS_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        for round in 0..rounds {
+            let reg = Arc::new(TaskRegistry::new(4));
+            let task = background(&reg, &format!("a{round}"));
+            let finisher = {
+                let reg = Arc::clone(&reg);
+                std::thread::spawn(move || {
+                    reg.finish(&task, result(), Vec::new(), |_| format!("n{round}"));
+                })
+            };
+            let mut got = Vec::new();
+            loop {
+                got.extend(reg.take_notifications("parent"));
+                if !got.is_empty() {
+                    break;
+                }
+                if !reg.has_pending("parent") {
+                    got.extend(reg.take_notifications("parent"));
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+            finisher.join().unwrap();
+            assert_eq!(got, vec![format!("n{round}")], "round {round}");
+            assert!(reg.take_notifications("parent").is_empty());
+        }
+    }
+
+    /// A SendMessage racing the child's last look at its inbox: the
+    /// message is read by the child, or refused (and then resumes it),
+    /// never accepted and left unread.
+    #[test]
+    fn a_message_racing_the_end_is_read_or_refused() {
+        let rounds: usize = std::env::var("CADRE_STRESS_ROUNDS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        for round in 0..rounds {
+            let reg = Arc::new(TaskRegistry::new(4));
+            let id = format!("b{round}");
+            let task = background(&reg, &id);
+            let sender = {
+                let reg = Arc::clone(&reg);
+                let task = Arc::clone(&task);
+                std::thread::spawn(move || reg.send(&task, "hello".to_string()))
+            };
+            // The child: a last look, a turn if something came, then the end.
+            let mut read = reg.close_inbox(&id);
+            if !read.is_empty() {
+                read.extend(reg.close_inbox(&id));
+            }
+            let accepted = sender.join().unwrap();
+            let late = if read.is_empty() {
+                Vec::new()
+            } else {
+                // The extra turn ran; its own last look closes the inbox.
+                reg.close_inbox(&id)
+            };
+            reg.finish(&task, result(), Vec::new(), |_| String::new());
+            let unread = reg.restart(&task).map(|(_, u)| u).unwrap_or_default();
+            let delivered = read.len() + late.len();
+            if accepted {
+                assert_eq!(delivered, 1, "round {round}: accepted but not read");
+                assert!(unread.is_empty(), "round {round}");
+            } else {
+                assert_eq!(delivered, 0, "round {round}: refused but read");
             }
         }
     }

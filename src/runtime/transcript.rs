@@ -16,6 +16,68 @@ use serde_json::{Value, json};
 
 use crate::message::Message;
 
+/// Whether a folder name is one cadre gives sessions
+/// (`20260101T120000-0123abcd`).
+fn is_session_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 24
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'-'
+        && b[16..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// Removes session folders under `dir` whose newest file is older than
+/// `days` days (Claude Code's `cleanupPeriodDays`). Returns how many were
+/// removed. Only real folders (not links) named like a session and holding
+/// a `main.jsonl` are candidates, so a `transcripts.dir` pointed elsewhere
+/// cannot make cadre delete anything else. Folders it cannot read are left
+/// alone.
+pub fn remove_old_sessions(dir: &Path, days: u32) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let max_age = std::time::Duration::from_secs(u64::from(days) * 24 * 60 * 60);
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let path = e.path();
+        let is_real_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        let named = e.file_name().to_str().is_some_and(is_session_name);
+        if !is_real_dir || !named || !path.join("main.jsonl").is_file() {
+            continue;
+        }
+        let newest = newest_modification(&path);
+        let old = newest
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > max_age);
+        if old && std::fs::remove_dir_all(&path).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+fn newest_modification(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).ok()?.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            }
+            if let Ok(t) = meta.modified() {
+                newest = Some(newest.map_or(t, |n| n.max(t)));
+            }
+        }
+    }
+    newest
+}
+
 /// One agent's transcript file. Writing never fails the run: an I/O error
 /// is logged once and the transcript stops.
 #[derive(Debug)]

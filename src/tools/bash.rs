@@ -126,6 +126,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         .map_err(|e| ToolOutput::error(format!("cannot create a pipe: {e}")))?;
 
     let mut cmd = tokio::process::Command::new("bash");
+    ctx.env.apply(&mut cmd);
     cmd.arg("-c")
         .arg(command)
         .current_dir(&ctx.cwd)

@@ -6,7 +6,11 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::files::{self, Refusal};
 use super::{Input, Tool, ToolContext, ToolOutput};
+
+/// The largest file Edit reads.
+pub const MAX_EDIT_BYTES: u64 = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditTool;
@@ -51,17 +55,34 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
     }
     let path = ctx.resolve(file_path);
     let shown = path.display();
-    let text = match tokio::fs::read(&path).await {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| {
-            ToolOutput::error(format!(
-                "{shown} is not valid UTF-8 text; Edit cannot change it"
-            ))
-        })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let read = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || files::read_capped(&path, MAX_EDIT_BYTES)).await
+    };
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(Refusal::NotFound)) => {
             return Err(ToolOutput::error(format!("File does not exist: {shown}")));
         }
-        Err(e) => return Err(ToolOutput::error(format!("Cannot read {shown}: {e}"))),
+        Ok(Err(Refusal::Directory)) => {
+            return Err(ToolOutput::error(format!(
+                "{shown} is a directory, not a file"
+            )));
+        }
+        Ok(Err(Refusal::NotRegular(kind))) => return Err(files::not_regular("Edit", &path, kind)),
+        Ok(Err(Refusal::TooLarge(size, max))) => {
+            return Err(files::too_large("Edit", &path, size, max));
+        }
+        Ok(Err(Refusal::Io(e))) => {
+            return Err(ToolOutput::error(format!("Cannot read {shown}: {e}")));
+        }
+        Err(e) => return Err(ToolOutput::error(format!("Edit failed: {e}"))),
     };
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ToolOutput::error(format!(
+            "{shown} is not valid UTF-8 text; Edit cannot change it"
+        ))
+    })?;
     let count = text.matches(old).count();
     if count == 0 {
         return Err(ToolOutput::error(format!(
@@ -75,9 +96,21 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
         )));
     }
     let updated = text.replace(old, new);
-    tokio::fs::write(&path, updated)
-        .await
-        .map_err(|e| ToolOutput::error(format!("Cannot write {shown}: {e}")))?;
+    let written = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || files::write_whole(&path, updated.as_bytes())).await
+    };
+    match written {
+        Ok(Ok(())) => {}
+        Ok(Err(Refusal::NotRegular(kind))) => return Err(files::not_regular("Edit", &path, kind)),
+        Ok(Err(e)) => {
+            return Err(ToolOutput::error(format!(
+                "Cannot write {shown}: {}",
+                e.describe()
+            )));
+        }
+        Err(e) => return Err(ToolOutput::error(format!("Edit failed: {e}"))),
+    }
     let noun = if count == 1 {
         "replacement"
     } else {

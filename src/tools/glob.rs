@@ -12,7 +12,7 @@ use globset::GlobBuilder;
 use ignore::WalkBuilder;
 use serde_json::Value;
 
-use super::{Input, Tool, ToolContext, ToolOutput};
+use super::{Input, PathFilter, Tool, ToolContext, ToolOutput};
 
 /// At most this many paths are returned.
 pub const MAX_RESULTS: usize = 100;
@@ -37,7 +37,8 @@ impl Tool for GlobTool {
                 (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
             };
             let root = path.map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p));
-            match tokio::task::spawn_blocking(move || glob(&pattern, &root)).await {
+            let hidden = ctx.hidden.clone();
+            match tokio::task::spawn_blocking(move || glob(&pattern, &root, hidden)).await {
                 Ok(Ok(out)) | Ok(Err(out)) => out,
                 Err(e) => ToolOutput::error(format!("Glob failed: {e}")),
             }
@@ -48,16 +49,17 @@ impl Tool for GlobTool {
 
 /// The walker both Glob and Grep use: `.gitignore` and `.ignore` files are
 /// honoured even outside a git repository; hidden files are included; `.git`
-/// folders are skipped.
-pub(crate) fn walker(root: &Path) -> WalkBuilder {
+/// folders are skipped, and so is every path `hidden` names (permission
+/// rules that deny reading it): a hidden folder is not entered.
+pub(crate) fn walker(root: &Path, hidden: Option<PathFilter>) -> WalkBuilder {
     let mut w = WalkBuilder::new(root);
-    w.hidden(false)
-        .require_git(false)
-        .filter_entry(|e| e.file_name() != ".git");
+    w.hidden(false).require_git(false).filter_entry(move |e| {
+        e.file_name() != ".git" && !hidden.as_ref().is_some_and(|h| h(e.path()))
+    });
     w
 }
 
-fn glob(pattern: &str, root: &Path) -> Result<ToolOutput, ToolOutput> {
+fn glob(pattern: &str, root: &Path, hidden: Option<PathFilter>) -> Result<ToolOutput, ToolOutput> {
     if !root.is_dir() {
         return Err(ToolOutput::error(format!(
             "{} is not a directory",
@@ -70,7 +72,7 @@ fn glob(pattern: &str, root: &Path) -> Result<ToolOutput, ToolOutput> {
         .map_err(|e| ToolOutput::error(format!("invalid glob pattern {pattern:?}: {e}")))?
         .compile_matcher();
     let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
-    for entry in walker(root).build().flatten() {
+    for entry in walker(root, hidden).build().flatten() {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }

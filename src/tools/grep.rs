@@ -15,11 +15,15 @@ use grep_searcher::{
 use ignore::overrides::OverrideBuilder;
 use serde_json::Value;
 
+use super::files;
 use super::glob::walker;
-use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
+use super::{Input, PathFilter, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// Output longer than this many characters keeps its head and tail.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// The most memory the searcher's line buffer may take for one file: a
+/// file with a longer line is skipped rather than read whole.
+const MAX_LINE_BUFFER: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
@@ -58,6 +62,7 @@ enum Mode {
 struct Args {
     pattern: String,
     root: PathBuf,
+    hidden: Option<PathFilter>,
     glob: Option<String>,
     mode: Mode,
     case_insensitive: bool,
@@ -90,6 +95,7 @@ impl Args {
             root: i
                 .opt_str("path")?
                 .map_or_else(|| ctx.cwd.clone(), |p| ctx.resolve(p)),
+            hidden: ctx.hidden.clone(),
             glob: i.opt_str("glob")?.map(str::to_string),
             mode,
             case_insensitive: i.opt_bool("-i")?.unwrap_or(false),
@@ -108,6 +114,14 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
             args.root.display()
         )));
     }
+    // A FIFO, socket or device named as the path is refused like Read
+    // refuses it; inside a folder such files are skipped by the walk.
+    if let Ok(meta) = std::fs::metadata(&args.root)
+        && !meta.is_dir()
+        && let Some(kind) = files::kind_of(&meta)
+    {
+        return Err(files::not_regular("Grep", &args.root, kind));
+    }
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(args.case_insensitive)
         .line_terminator(Some(b'\n'))
@@ -122,11 +136,13 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
         .binary_detection(BinaryDetection::quit(0))
+        // A file without line breaks must not be read into memory whole.
+        .heap_limit(Some(MAX_LINE_BUFFER))
         .before_context(if content { args.before } else { 0 })
         .after_context(if content { args.after } else { 0 })
         .build();
 
-    let mut walk = walker(&args.root);
+    let mut walk = walker(&args.root, args.hidden.clone());
     if let Some(glob) = &args.glob {
         let mut ob = OverrideBuilder::new(&args.root);
         // Like `rg --glob`: a pattern without a slash matches file names anywhere.

@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 mod bash;
 mod edit;
+mod files;
 mod glob;
 mod grep;
-pub mod permissions;
+pub use crate::permissions;
 mod read;
 pub mod spec;
 mod write;
@@ -30,13 +31,32 @@ pub use read::ReadTool;
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ToolContext {
     /// The session's working directory; relative paths resolve against it.
     pub cwd: PathBuf,
     /// Cancelled when the call's turn is cancelled; long-running tools stop
     /// (Bash kills its process group).
     pub cancel: CancellationToken,
+    /// The environment of processes a tool starts (Bash).
+    pub env: std::sync::Arc<crate::config::ChildEnv>,
+    /// Paths a Glob or Grep walk must leave out, because a permission rule
+    /// denies reading them (or asks first). `None`: nothing is hidden.
+    pub hidden: Option<PathFilter>,
+}
+
+/// Answers whether a walk must skip a path.
+pub type PathFilter = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for ToolContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolContext")
+            .field("cwd", &self.cwd)
+            .field("cancel", &self.cancel)
+            .field("env", &self.env)
+            .field("hidden", &self.hidden.is_some())
+            .finish()
+    }
 }
 
 impl ToolContext {
@@ -44,6 +64,8 @@ impl ToolContext {
         ToolContext {
             cwd: cwd.into(),
             cancel: CancellationToken::new(),
+            env: Default::default(),
+            hidden: None,
         }
     }
 
@@ -63,6 +85,9 @@ impl ToolContext {
 pub struct ToolOutput {
     pub text: String,
     pub is_error: bool,
+    /// An error to be worded by this template with this context (the
+    /// runtime renders it; `text` holds the template's name meanwhile).
+    pub template: Option<Box<(String, Value)>>,
 }
 
 impl ToolOutput {
@@ -70,6 +95,7 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: false,
+            template: None,
         }
     }
 
@@ -77,6 +103,16 @@ impl ToolOutput {
         ToolOutput {
             text: text.into(),
             is_error: true,
+            template: None,
+        }
+    }
+
+    /// An error result worded by the template `name`.
+    pub fn from_template(name: &str, ctx: Value) -> Self {
+        ToolOutput {
+            text: format!("[{name}] {ctx}"),
+            is_error: true,
+            template: Some(Box::new((name.to_string(), ctx))),
         }
     }
 }

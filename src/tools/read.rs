@@ -11,6 +11,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::files::{self, Refusal};
 use super::{Input, Tool, ToolContext, ToolOutput};
 
 /// Lines returned when the call gives no `limit`.
@@ -19,6 +20,10 @@ pub const DEFAULT_LIMIT: u64 = 2000;
 pub const MAX_LINE_CHARS: usize = 2000;
 /// A file larger than this must be read with `offset`/`limit`.
 pub const MAX_WHOLE_FILE_BYTES: u64 = 256 * 1024;
+/// Bytes of one line that are kept; the rest of a longer line is skipped
+/// (it would be cut at `MAX_LINE_CHARS` anyway), so a file with no line
+/// breaks costs bounded memory.
+const MAX_LINE_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
 /// Bytes inspected for a NUL to tell binary from text.
 const SNIFF_BYTES: usize = 8192;
 
@@ -69,18 +74,22 @@ impl Args {
 
 fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
     let shown = path.display();
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+    let (file, meta) = match files::open_read(path) {
+        Ok(opened) => opened,
+        Err(Refusal::NotFound) => {
             return Err(ToolOutput::error(format!("File does not exist: {shown}")));
         }
-        Err(e) => return Err(ToolOutput::error(format!("Cannot read {shown}: {e}"))),
+        Err(Refusal::Directory) => {
+            return Err(ToolOutput::error(format!(
+                "{shown} is a directory, not a file; use Glob or `ls` to list it"
+            )));
+        }
+        Err(Refusal::NotRegular(kind)) => return Err(files::not_regular("Read", path, kind)),
+        Err(Refusal::TooLarge(size, max)) => {
+            return Err(files::too_large("Read", path, size, max));
+        }
+        Err(Refusal::Io(e)) => return Err(ToolOutput::error(format!("Cannot read {shown}: {e}"))),
     };
-    if meta.is_dir() {
-        return Err(ToolOutput::error(format!(
-            "{shown} is a directory, not a file; use Glob or `ls` to list it"
-        )));
-    }
     if meta.len() > MAX_WHOLE_FILE_BYTES && args.offset.is_none() && args.limit.is_none() {
         return Err(ToolOutput::error(format!(
             "{shown} is {} KiB, more than the {} KiB that can be read at once; \
@@ -90,7 +99,6 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
         )));
     }
     let io_err = |e: std::io::Error| ToolOutput::error(format!("Cannot read {shown}: {e}"));
-    let file = std::fs::File::open(path).map_err(io_err)?;
     let mut reader = BufReader::new(file);
 
     let sniff = reader.fill_buf().map_err(io_err)?;
@@ -115,7 +123,7 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
     loop {
         buf.clear();
         // Lines past the window are only counted; stop at the first one.
-        let n = reader.read_until(b'\n', &mut buf).map_err(io_err)?;
+        let n = read_line_capped(&mut reader, &mut buf, MAX_LINE_BYTES).map_err(io_err)?;
         if n == 0 {
             break;
         }
@@ -153,6 +161,34 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
         ));
     }
     Ok(ToolOutput::ok(out))
+}
+
+/// Reads one line (through its `\n`) into `buf`, keeping at most `cap`
+/// bytes of it and skipping the rest. Returns the bytes consumed, 0 at the
+/// end of the file.
+fn read_line_capped(
+    reader: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<usize> {
+    let mut consumed = 0;
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(consumed);
+        }
+        let (take, done) = match memchr::memchr(b'\n', chunk) {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        let room = cap.saturating_sub(buf.len());
+        buf.extend_from_slice(&chunk[..take.min(room)]);
+        reader.consume(take);
+        consumed += take;
+        if done {
+            return Ok(consumed);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -184,6 +184,10 @@ fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<To
         }
     };
     check_conditions(path, schema, diags);
+    let input_schema = schema.to_json();
+    if !check_schema(path, schema, &input_schema, diags) {
+        return None;
+    }
     for (key, _) in node.entries() {
         if ![
             "name",
@@ -206,9 +210,58 @@ fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<To
         read_only,
         interactive_only,
         description,
-        input_schema: schema.to_json(),
+        input_schema,
         path: Some(path.to_path_buf()),
     })
+}
+
+/// Checks `input_schema` against the JSON Schema draft 2020-12
+/// meta-schema, and that it compiles into a validator (the one tool input
+/// is checked with). Each problem is an error at the position of the value
+/// at fault; `false` when there was any.
+fn check_schema(path: &Path, node: &Node, schema: &Value, diags: &mut Vec<Diagnostic>) -> bool {
+    let meta = jsonschema::draft202012::meta::validator();
+    let mut ok = true;
+    for error in meta.iter_errors(schema).take(20) {
+        ok = false;
+        let pointer = error.instance_path().to_string();
+        let at = node_at(node, &pointer).unwrap_or(node);
+        let place = if pointer.is_empty() {
+            String::new()
+        } else {
+            format!(" at `{pointer}`")
+        };
+        diags.push(Diagnostic::error(
+            Some(path),
+            Some(at.pos),
+            format!("`input_schema` is not a valid JSON Schema{place}: {error}; tool skipped"),
+        ));
+    }
+    if ok && let Err(error) = jsonschema::draft202012::new(schema) {
+        ok = false;
+        let pointer = error.instance_path().to_string();
+        let at = node_at(node, &pointer).unwrap_or(node);
+        diags.push(Diagnostic::error(
+            Some(path),
+            Some(at.pos),
+            format!("`input_schema` does not compile: {error}; tool skipped"),
+        ));
+    }
+    ok
+}
+
+/// The node a JSON pointer (`/properties/a/type`) names inside `node`.
+fn node_at<'n>(node: &'n Node, pointer: &str) -> Option<&'n Node> {
+    let mut at = node;
+    for raw_seg in pointer.split('/').skip(1) {
+        let seg = raw_seg.replace("~1", "/").replace("~0", "~");
+        at = match &at.kind {
+            raw::Kind::Map(_) => at.get(&seg)?,
+            raw::Kind::Seq(items) => items.get(seg.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(at)
 }
 
 /// Every `x-when` must parse as a condition; a bad one is an error here
@@ -503,6 +556,40 @@ mod tests {
         assert!(diags.iter().any(|d| d.line == Some(5)), "{diags:?}");
         // The override parsed (bad x-when is reported) and replaced the embedded spec.
         assert_eq!(specs.get("Agent").unwrap().description, "x");
+    }
+
+    #[test]
+    fn a_schema_that_is_not_a_json_schema_is_reported_at_its_line_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("Glob.yaml"),
+            "name: Glob\ndescription: x\ninput_schema:\n  type: object\n  properties:\n    pattern:\n      type: 5\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("Mine.yaml"),
+            "name: Mine\ndescription: mine\ninput_schema:\n  type: object\n  required: yes\n",
+        )
+        .unwrap();
+        let (specs, diags) = ToolSpecs::load(Some(dir.path()));
+        let glob = diags
+            .iter()
+            .find(|d| d.path.as_ref().is_some_and(|p| p.ends_with("Glob.yaml")))
+            .expect("a diagnostic for Glob.yaml");
+        assert_eq!((glob.line, glob.column), (Some(7), Some(13)), "{glob:?}");
+        assert!(
+            glob.message.contains("/properties/pattern/type"),
+            "{glob:?}"
+        );
+        // The embedded Glob stays; the new tool is skipped.
+        assert_eq!(specs.get("Glob").unwrap().path, None);
+        assert!(specs.get("Mine").is_none());
+        assert!(
+            diags.iter().any(
+                |d| d.path.as_ref().is_some_and(|p| p.ends_with("Mine.yaml")) && d.line == Some(5)
+            ),
+            "{diags:?}"
+        );
     }
 
     #[test]

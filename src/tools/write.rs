@@ -5,6 +5,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::files::{self, Refusal};
 use super::{Input, Tool, ToolContext, ToolOutput};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -42,8 +43,25 @@ impl Tool for WriteTool {
                     parent.display()
                 ));
             }
-            if let Err(e) = tokio::fs::write(&path, content).await {
-                return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
+            let written = {
+                let path = path.clone();
+                let content = content.to_string();
+                tokio::task::spawn_blocking(move || files::write_whole(&path, content.as_bytes()))
+                    .await
+            };
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(Refusal::NotRegular(kind))) => {
+                    return files::not_regular("Write", &path, kind);
+                }
+                Ok(Err(e)) => {
+                    return ToolOutput::error(format!(
+                        "Cannot write {}: {}",
+                        path.display(),
+                        e.describe()
+                    ));
+                }
+                Err(e) => return ToolOutput::error(format!("Write failed: {e}")),
             }
             let lines = content.lines().count();
             let verb = if existed { "Overwrote" } else { "Created" };

@@ -132,8 +132,9 @@ fn every_corpus_agent_loads_as_written() {
         assert!(!prompt.is_empty(), "{}", path.display());
         // Loaded through the catalog too (the name may be shadowed by a
         // duplicate; then one of them is in `shadowed`).
+        // Plugin agents are named `PLUGIN:NAME`; the plugin is the folder.
         let in_catalog = cat
-            .get(&def.name)
+            .get(&format!("wshobson-agents:{}", def.name))
             .is_some_and(|d| d.path.as_deref() == Some(path.as_path()))
             || cat
                 .shadowed

@@ -40,7 +40,20 @@ impl Project {
             env: Vec::new(),
         };
         p.write_config();
+        trust_folder(p.home.path(), p.dir.path());
         p
+    }
+
+    /// A project whose folder the user has not trusted (a fresh clone).
+    pub fn untrusted() -> Project {
+        let p = Project::new();
+        p.untrust();
+        p
+    }
+
+    /// Forgets that the project folder is trusted.
+    pub fn untrust(&self) {
+        let _ = std::fs::remove_file(trust_file(self.home.path()));
     }
 
     pub fn path(&self) -> &Path {
@@ -145,6 +158,24 @@ impl Project {
             })
             .collect()
     }
+}
+
+/// The user's trust list under a scratch HOME (no XDG_CONFIG_HOME).
+pub fn trust_file(home: &Path) -> PathBuf {
+    home.join(".config/cadre/trusted.toml")
+}
+
+/// Records `dir` as trusted in the scratch HOME's trust list, as
+/// `cadre trust` would: test projects are the tester's own folders.
+pub fn trust_folder(home: &Path, dir: &Path) {
+    let file = trust_file(home);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(
+        file,
+        format!("folders = [{:?}]\n", dir.display().to_string()),
+    )
+    .unwrap();
 }
 
 /// A finished run.

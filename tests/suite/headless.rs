@@ -376,20 +376,22 @@ fn unsupported_flags_say_so() {
             "x",
             "--fallback-model",
             "haiku",
-            "--add-dir",
-            "/tmp",
             "--setting-sources",
             "user,project",
         ],
     );
     run.ok();
-    for flag in ["--fallback-model", "--add-dir", "--setting-sources"] {
+    for flag in ["--fallback-model", "--setting-sources"] {
         assert!(
             run.stderr.contains(&format!("not supported: {flag}")),
             "{flag}: {}",
             run.stderr
         );
     }
+    // --add-dir is checked and used as `cadre run --add-dir` is.
+    let run = p.run(Some(&server), &["-p", "x", "--add-dir", "no-such-dir"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--add-dir"), "{}", run.stderr);
     let run = p.run(Some(&server), &["-p", "x", "--resume", "abc"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--resume"), "{}", run.stderr);

@@ -63,6 +63,8 @@ fn agents_show_effective_resolves_model_and_tools() {
         .json();
     assert_eq!(v["effective"]["model"], "claude-opus-4-5");
     assert_eq!(v["effective"]["model_source"], "definition");
+    // No `permissionMode`: it inherits the main session's.
+    assert_eq!(v["effective"]["permission_mode"], "default");
     assert_eq!(
         v["effective"]["tools"],
         serde_json::json!(["Grep", "Read"]),

@@ -37,6 +37,7 @@ impl Project {
     fn new(config: &str) -> Project {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        super::harness::trust_folder(&dir.path().join("home"), dir.path());
         let p = Project { dir };
         p.write("cadre.toml", config);
         p
@@ -248,6 +249,37 @@ fn flipping_a_flag_reports_it_as_cadre_flags_does() {
         false
     );
     assert_eq!(p.flag("FORK_SUBAGENT", "interactive"), (false, false));
+}
+
+#[test]
+fn claude_code_settings_files_created_after_start_reload() {
+    let p = Project::new("");
+    let mut w = Watch::start(&p, "interactive");
+    p.write(
+        ".claude/settings.local.json",
+        r#"{"permissions": {"deny": ["Bash(rm:*)"]}}"#,
+    );
+    let e = w.until("settings_changed", |v| v["settings_changed"] == true);
+    assert_eq!(e["ok"], true, "{e}");
+    // A broken file keeps the last good snapshot and says where.
+    p.write(".claude/settings.json", "{\"permissions\": [");
+    let e = w.until("a failed reload", |v| v["ok"] == false);
+    let d = e["diagnostics"][0].clone();
+    assert!(
+        d["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(".claude/settings.json"),
+        "{e}"
+    );
+    assert_eq!(d["line"], 1, "{e}");
+    p.write(".claude/settings.json", "{}");
+    w.until("recovered", |v| v["ok"] == true);
+    // Project memory and the files it imports.
+    p.write("CLAUDE.md", "Rules: @rules.md\n");
+    w.until("memory_changed", |v| v["memory_changed"] == true);
+    p.write("rules.md", "imported later\n");
+    w.until("an imported file's change", |v| v["memory_changed"] == true);
 }
 
 #[test]

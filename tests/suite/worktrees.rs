@@ -126,7 +126,12 @@ fn a_child_that_writes_keeps_its_worktree_and_reports_it() {
             json!({"file_path": "new.txt", "content": "from the child\n"}),
         )]
     });
-    p.run(Some(&server), &["run", "go"]).ok();
+    // The child inherits the main session's mode (SPEC §7), so it may write.
+    p.run(
+        Some(&server),
+        &["run", "--permission-mode", "acceptEdits", "go"],
+    )
+    .ok();
     let results = main_results(&server);
     let text = result_text(&results[0]);
     assert_eq!(results[0]["is_error"], Value::Null, "{text}");
@@ -242,7 +247,12 @@ fn sibling_children_do_not_see_each_others_files() {
             ("Glob", json!({"pattern": "*.txt"})),
         ]
     });
-    p.run(Some(&server), &["run", "go"]).ok();
+    // The child inherits the main session's mode (SPEC §7), so it may write.
+    p.run(
+        Some(&server),
+        &["run", "--permission-mode", "acceptEdits", "go"],
+    )
+    .ok();
     for (me, other) in [("alpha", "beta"), ("beta", "alpha")] {
         let glob = server
             .requests()
@@ -385,7 +395,12 @@ fn a_failed_child_keeps_its_changed_worktree_and_says_so() {
             _ => super::kit::Reply::anthropic_error(400, "invalid_request_error", "boom"),
         },
     );
-    p.run(Some(&server), &["run", "go"]).ok();
+    // The child inherits the main session's mode (SPEC §7), so it may write.
+    p.run(
+        Some(&server),
+        &["run", "--permission-mode", "acceptEdits", "go"],
+    )
+    .ok();
     let results = main_results(&server);
     assert_eq!(results[0]["is_error"], true);
     let text = result_text(&results[0]);
@@ -420,7 +435,12 @@ fn a_background_child_reports_its_kept_worktree_in_the_notification() {
             _ => anthropic::text_reply("wrote bg.txt"),
         }
     });
-    p.run(Some(&server), &["run", "go"]).ok();
+    // The child inherits the main session's mode (SPEC §7), so it may write.
+    p.run(
+        Some(&server),
+        &["run", "--permission-mode", "acceptEdits", "go"],
+    )
+    .ok();
     let last = server
         .requests()
         .into_iter()

@@ -222,3 +222,24 @@ pub fn error_event(kind: &str, message: &str) -> SseEvent {
 pub fn overloaded_stream() -> Reply {
     Reply::Sse(vec![error_event("overloaded_error", "Overloaded")])
 }
+
+/// The events that open a stream with one text block at index 0, for
+/// streams that go on with [`text_delta`] events.
+pub fn text_stream_head() -> Vec<SseEvent> {
+    message().text("").events()[..3].to_vec()
+}
+
+/// One `text_delta` event for block 0.
+pub fn text_delta(text: &str) -> SseEvent {
+    SseEvent::named(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": 0,
+               "delta": {"type": "text_delta", "text": text}})
+        .to_string(),
+    )
+}
+
+/// A `ping` event.
+pub fn ping() -> SseEvent {
+    SseEvent::named("ping", json!({"type": "ping"}).to_string())
+}

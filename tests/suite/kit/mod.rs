@@ -37,6 +37,7 @@ pub fn anthropic_settings() -> ProviderSettings {
         retry_base_ms: 1,
         retry_max_ms: 5,
         tool_call_fallback: None,
+        ..ProviderSettings::default()
     }
 }
 

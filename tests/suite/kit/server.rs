@@ -98,6 +98,21 @@ pub enum Reply {
     },
     /// Waits `delay` before answering with `reply`.
     Delayed { delay: Duration, reply: Box<Reply> },
+    /// A response with this status, content type and body, sent at once.
+    Body {
+        code: u16,
+        content_type: String,
+        body: Vec<u8>,
+    },
+    /// A response that never ends: `head`, then `chunk` again and again
+    /// (waiting `every` between chunks) until the client hangs up.
+    Endless {
+        code: u16,
+        content_type: String,
+        head: Vec<u8>,
+        chunk: Vec<u8>,
+        every: Duration,
+    },
 }
 
 impl Reply {
@@ -141,6 +156,47 @@ impl Reply {
                     body,
                 }
             }
+            other => other,
+        }
+    }
+
+    /// A `200 text/html` page, as a proxy or a wrong base URL gives.
+    pub fn html(body: &str) -> Reply {
+        Reply::Body {
+            code: 200,
+            content_type: "text/html; charset=utf-8".to_string(),
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// An event stream that never ends: `head` events, then `chunk` bytes
+    /// over and over, as fast as the client reads.
+    pub fn endless_sse(head: &[SseEvent], chunk: Vec<u8>) -> Reply {
+        Reply::Endless {
+            code: 200,
+            content_type: "text/event-stream".to_string(),
+            head: encode(head),
+            chunk,
+            every: Duration::ZERO,
+        }
+    }
+
+    /// Sets the wait between the chunks of an `Endless` reply.
+    pub fn every(self, every: Duration) -> Reply {
+        match self {
+            Reply::Endless {
+                code,
+                content_type,
+                head,
+                chunk,
+                ..
+            } => Reply::Endless {
+                code,
+                content_type,
+                head,
+                chunk,
+                every,
+            },
             other => other,
         }
     }
@@ -479,6 +535,9 @@ enum Step {
     Send(Vec<u8>),
     Sleep(Duration),
     Break,
+    /// These bytes again and again, with this wait between them, until
+    /// the client hangs up.
+    Forever(Vec<u8>, Duration),
 }
 
 async fn render(mut reply: Reply) -> Response {
@@ -490,7 +549,32 @@ async fn render(mut reply: Reply) -> Response {
         tokio::time::sleep(delay).await;
         reply = *inner;
     }
+    let mut content_type = "text/event-stream".to_string();
+    let mut code = StatusCode::OK;
     let steps: Vec<Step> = match reply {
+        Reply::Body {
+            code,
+            content_type,
+            body,
+        } => {
+            let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut map = HeaderMap::new();
+            if let Ok(v) = HeaderValue::from_str(&content_type) {
+                map.insert("content-type", v);
+            }
+            return (code, map, Body::from(body)).into_response();
+        }
+        Reply::Endless {
+            code: status,
+            content_type: ct,
+            head,
+            chunk,
+            every,
+        } => {
+            content_type = ct;
+            code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            vec![Step::Send(head), Step::Forever(chunk, every)]
+        }
         Reply::Status {
             code,
             headers,
@@ -549,6 +633,15 @@ async fn render(mut reply: Reply) -> Response {
                         .await;
                     false
                 }
+                Step::Forever(chunk, every) => {
+                    let chunk = Bytes::from(chunk);
+                    while tx.send(Ok(chunk.clone())).await.is_ok() {
+                        if !every.is_zero() {
+                            tokio::time::sleep(every).await;
+                        }
+                    }
+                    false
+                }
             };
             if !ok {
                 break;
@@ -558,10 +651,9 @@ async fn render(mut reply: Reply) -> Response {
     let stream =
         futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|c| (c, rx)) });
     let mut headers = HeaderMap::new();
-    headers.insert(
-        "content-type",
-        HeaderValue::from_static("text/event-stream"),
-    );
+    if let Ok(v) = HeaderValue::from_str(&content_type) {
+        headers.insert("content-type", v);
+    }
     headers.insert("cache-control", HeaderValue::from_static("no-cache"));
-    (StatusCode::OK, headers, Body::from_stream(stream)).into_response()
+    (code, headers, Body::from_stream(stream)).into_response()
 }

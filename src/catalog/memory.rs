@@ -1,0 +1,345 @@
+//! Project memory: the instruction files a team and a user write for the
+//! model (`CLAUDE.md` and its relatives), found and read as Claude Code
+//! does, with `@path` imports followed.
+//!
+//! Order, lowest first (later files are read later by the model):
+//! 1. managed: `/etc/claude-code/CLAUDE.md`,
+//! 2. user: `~/.claude/CLAUDE.md`,
+//! 3. project: in each folder from the repository root down to the working
+//!    directory, `CLAUDE.md` and `.claude/CLAUDE.md`, or `AGENTS.md` where
+//!    the folder has neither,
+//! 4. local: `CLAUDE.local.md` in the same folders.
+//!
+//! An import is `@path` at the start of a line or after white space,
+//! outside code spans and fenced code blocks; `path` is relative to the
+//! importing file, absolute, or `~/…`. Imports nest at most five levels and
+//! a file is read once. In a folder the user has not trusted, project and
+//! local files may import only files inside the project. The text is
+//! delivered by the runtime, through a template, outside the system prompt.
+//! This module reads files and nothing else.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::diagnostic::Diagnostic;
+
+/// How deep imports may nest (Claude Code's limit).
+pub const MAX_IMPORT_DEPTH: usize = 5;
+
+/// Files larger than this are cut, with a warning.
+const MAX_MEMORY_BYTES: usize = 256 * 1024;
+
+/// Where a memory file sits in the order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryScope {
+    Managed,
+    User,
+    Project,
+    Local,
+}
+
+/// One file of memory, as the model will see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryFile {
+    pub path: PathBuf,
+    pub scope: MemoryScope,
+    /// The file that imported this one, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imported_from: Option<PathBuf>,
+    pub content: String,
+}
+
+/// Every memory file, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    pub files: Vec<MemoryFile>,
+    /// Every file whose presence or content matters (for the watcher),
+    /// existing or not.
+    #[serde(skip)]
+    pub watched: Vec<PathBuf>,
+    /// Imports not followed because the folder is not trusted: (importer,
+    /// target).
+    #[serde(skip)]
+    pub skipped_imports: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Memory {
+    pub fn is_empty(&self) -> bool {
+        self.files.iter().all(|f| f.content.trim().is_empty())
+    }
+}
+
+/// What memory loading depends on.
+#[derive(Debug, Clone)]
+pub struct MemoryInput<'a> {
+    pub cwd: &'a Path,
+    pub home: Option<&'a Path>,
+    /// Where managed files live (`/`, or a test's root).
+    pub managed_root: &'a Path,
+    /// The folder trust is decided for; project imports must stay in it
+    /// unless `trusted`.
+    pub project_root: &'a Path,
+    pub trusted: bool,
+}
+
+/// Finds and reads every memory file (see the module doc).
+pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
+    let mut loader = Loader {
+        input,
+        memory: Memory::default(),
+        diags: Vec::new(),
+        seen: Vec::new(),
+    };
+    loader.top(
+        &input.managed_root.join("etc/claude-code/CLAUDE.md"),
+        MemoryScope::Managed,
+    );
+    if let Some(h) = input.home {
+        loader.top(&h.join(".claude/CLAUDE.md"), MemoryScope::User);
+    }
+    let chain = folder_chain(input.cwd);
+    for dir in &chain {
+        if input.home == Some(dir.as_path()) {
+            continue;
+        }
+        let claude = dir.join("CLAUDE.md");
+        let dot_claude = dir.join(".claude/CLAUDE.md");
+        let agents = dir.join("AGENTS.md");
+        loader
+            .memory
+            .watched
+            .extend([claude.clone(), dot_claude.clone(), agents.clone()]);
+        if claude.is_file() || dot_claude.is_file() {
+            loader.top(&claude, MemoryScope::Project);
+            loader.top(&dot_claude, MemoryScope::Project);
+        } else {
+            loader.top(&agents, MemoryScope::Project);
+        }
+    }
+    for dir in &chain {
+        loader.top(&dir.join("CLAUDE.local.md"), MemoryScope::Local);
+    }
+    (loader.memory, loader.diags)
+}
+
+/// The folders from the git root (or `cwd` alone outside a repository)
+/// down to `cwd`, root first.
+fn folder_chain(cwd: &Path) -> Vec<PathBuf> {
+    let root = cwd.ancestors().find(|d| d.join(".git").exists());
+    let mut dirs: Vec<PathBuf> = match root {
+        Some(root) => cwd
+            .ancestors()
+            .take_while(|d| d.starts_with(root))
+            .map(Path::to_path_buf)
+            .collect(),
+        None => vec![cwd.to_path_buf()],
+    };
+    dirs.reverse();
+    dirs
+}
+
+struct Loader<'a, 'b> {
+    input: &'a MemoryInput<'b>,
+    memory: Memory,
+    diags: Vec<Diagnostic>,
+    /// Canonical paths already read (each file once; breaks cycles).
+    seen: Vec<PathBuf>,
+}
+
+impl Loader<'_, '_> {
+    fn top(&mut self, path: &Path, scope: MemoryScope) {
+        self.memory.watched.push(path.to_path_buf());
+        self.file(path, scope, None, 0);
+    }
+
+    fn file(&mut self, path: &Path, scope: MemoryScope, from: Option<&Path>, depth: usize) {
+        if !path.is_file() {
+            return;
+        }
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if self.seen.contains(&canonical) {
+            return;
+        }
+        self.seen.push(canonical);
+        let mut text = match fs_err::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                self.diags
+                    .push(Diagnostic::warning(Some(path), None, e.to_string()));
+                return;
+            }
+        };
+        if text.len() > MAX_MEMORY_BYTES {
+            let mut cut = MAX_MEMORY_BYTES;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+            self.diags.push(Diagnostic::warning(
+                Some(path),
+                None,
+                format!("memory file larger than {MAX_MEMORY_BYTES} bytes; the rest is left out"),
+            ));
+        }
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_string();
+        let imports = imports(&text);
+        self.memory.files.push(MemoryFile {
+            path: path.to_path_buf(),
+            scope,
+            imported_from: from.map(Path::to_path_buf),
+            content: text,
+        });
+        if depth >= MAX_IMPORT_DEPTH {
+            return;
+        }
+        let base = path.parent().unwrap_or(Path::new("."));
+        for target in imports {
+            let Some(resolved) = self.resolve(base, &target) else {
+                continue;
+            };
+            self.memory.watched.push(resolved.clone());
+            let from_repo = matches!(scope, MemoryScope::Project | MemoryScope::Local);
+            if from_repo && !self.input.trusted && !self.inside_project(&resolved) {
+                self.memory
+                    .skipped_imports
+                    .push((path.to_path_buf(), resolved));
+                continue;
+            }
+            self.file(&resolved, scope, Some(path), depth + 1);
+        }
+    }
+
+    fn resolve(&self, base: &Path, target: &str) -> Option<PathBuf> {
+        let p = if let Some(rest) = target.strip_prefix("~/") {
+            self.input.home?.join(rest)
+        } else {
+            let p = Path::new(target);
+            if p.is_absolute() {
+                p.to_path_buf()
+            } else {
+                base.join(p)
+            }
+        };
+        Some(crate::config::normalize_path(&p))
+    }
+
+    fn inside_project(&self, path: &Path) -> bool {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let root = std::fs::canonicalize(self.input.project_root)
+            .unwrap_or_else(|_| self.input.project_root.to_path_buf());
+        real.starts_with(root)
+    }
+}
+
+/// The `@path` imports of a memory file, in order: a token starting with
+/// `@` at the start of a line or after white space, outside fenced code
+/// blocks and inline code spans. A trailing `.`, `,`, `;`, `:` or `)` is
+/// punctuation, not part of the path. `@` alone or followed by a space is
+/// not an import (nor is an e-mail address, which has text before `@`).
+pub fn imports(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if let Some(open) = &fence {
+            if trimmed.starts_with(open.as_str()) {
+                fence = None;
+            }
+            continue;
+        }
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fence = Some(trimmed[..3].to_string());
+            continue;
+        }
+        let mut in_code = false;
+        let mut prev_space = true;
+        let chars: Vec<char> = line.chars().collect();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            if c == '`' {
+                in_code = !in_code;
+            } else if c == '@' && !in_code && prev_space {
+                let mut j = i + 1;
+                let mut path = String::new();
+                while j < chars.len() && !chars[j].is_whitespace() && chars[j] != '`' {
+                    path.push(chars[j]);
+                    j += 1;
+                }
+                let path = path.trim_end_matches(['.', ',', ';', ':', ')', '!', '?']);
+                if !path.is_empty() && !path.starts_with('@') {
+                    out.push(path.to_string());
+                }
+                i = j;
+                prev_space = false;
+                continue;
+            }
+            prev_space = c.is_whitespace();
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imports_outside_code_only() {
+        let text = "See @docs/a.md and @~/x.md.\nmail me@example.com\n`@not/this` here\n```\n@nor/this\n```\n- @b.md\n";
+        assert_eq!(imports(text), ["docs/a.md", "~/x.md", "b.md"]);
+    }
+
+    #[test]
+    fn order_nesting_depth_and_cycles() {
+        let root = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join(".git")).unwrap();
+        std::fs::create_dir_all(r.join("sub/.claude")).unwrap();
+        std::fs::write(r.join("CLAUDE.md"), "root @one.md").unwrap();
+        for i in 1..=7 {
+            let next = i + 1;
+            std::fs::write(
+                r.join(format!(
+                    "{}.md",
+                    ["", "one", "two", "three", "four", "five", "six", "seven"][i]
+                )),
+                format!(
+                    "level {i} @{}.md @CLAUDE.md",
+                    [
+                        "", "one", "two", "three", "four", "five", "six", "seven", "eight"
+                    ][next]
+                ),
+            )
+            .unwrap();
+        }
+        std::fs::write(r.join("sub/AGENTS.md"), "agents here").unwrap();
+        std::fs::write(r.join("sub/CLAUDE.local.md"), "local").unwrap();
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(home.path().join(".claude/CLAUDE.md"), "user").unwrap();
+        let cwd = r.join("sub");
+        let (m, _) = load_memory(&MemoryInput {
+            cwd: &cwd,
+            home: Some(home.path()),
+            managed_root: Path::new("/nonexistent"),
+            project_root: r,
+            trusted: true,
+        });
+        let texts: Vec<&str> = m.files.iter().map(|f| f.content.as_str()).collect();
+        assert_eq!(texts[0], "user");
+        assert_eq!(texts[1], "root @one.md");
+        // Five levels of imports below the root file, then no more.
+        assert_eq!(
+            texts[6].split(' ').take(2).collect::<Vec<_>>(),
+            ["level", "5"]
+        );
+        assert_eq!(texts[7], "agents here");
+        assert_eq!(texts[8], "local");
+        assert_eq!(texts.len(), 9);
+    }
+}

@@ -1,0 +1,239 @@
+//! `cadre config show|validate`: the effective settings with where each
+//! value came from, and every problem of every layer (cadre's files,
+//! Claude Code's settings, `.mcp.json`, agents' frontmatter `hooks` and
+//! `mcpServers`) with its position.
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::output::print_json;
+use super::{CliError, GlobalArgs, Overrides, snapshot_input};
+use crate::config::{IgnoredKey, LayerFile, Origin, Skipped};
+use crate::diagnostic::{Diagnostic, Pos, Severity};
+use crate::snapshot::{self, Snapshot};
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// The effective settings; with --origin, the file:line or variable of each.
+    Show(ShowArgs),
+    /// Check every settings layer and what it names; exit 1 if any error.
+    Validate(ValidateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Print JSON (documented in docs/cli.md).
+    #[arg(long)]
+    json: bool,
+    /// Name the layer, file and line (or variable) that set each value.
+    #[arg(long)]
+    origin: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn dispatch(g: &GlobalArgs, cmd: ConfigCommand) -> Result<(), CliError> {
+    match cmd {
+        ConfigCommand::Show(a) => show(g, a),
+        ConfigCommand::Validate(a) => validate(g, a),
+    }
+}
+
+fn build(g: &GlobalArgs) -> Result<Snapshot, CliError> {
+    let input = snapshot_input(g, &Overrides::default())?;
+    Ok(snapshot::build(&input, 1)?)
+}
+
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    settings: Value,
+    /// Dotted key → where it was set (keys left at their default are absent).
+    origins: &'a std::collections::BTreeMap<String, Origin>,
+    /// Merged lists: each item and where it was written.
+    items: Value,
+    files: &'a [LayerFile],
+    ignored: &'a [IgnoredKey],
+    skipped: &'a [Skipped],
+    trusted: bool,
+    trust_root: String,
+}
+
+fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
+    let snap = build(g)?;
+    let c = &snap.config;
+    let settings = serde_json::to_value(&c.settings).unwrap_or(Value::Null);
+    if args.json {
+        let items: serde_json::Map<String, Value> = c
+            .origins
+            .items
+            .iter()
+            .map(|(k, list)| {
+                let v: Vec<Value> = list
+                    .iter()
+                    .map(|(item, o)| json!({"item": item, "origin": o}))
+                    .collect();
+                (k.clone(), Value::Array(v))
+            })
+            .collect();
+        return print_json(&ShowJson {
+            settings,
+            origins: &c.origins.keys,
+            items: Value::Object(items),
+            files: &c.files,
+            ignored: &c.ignored,
+            skipped: &c.skipped,
+            trusted: c.trusted,
+            trust_root: c.trust_root.display().to_string(),
+        });
+    }
+    let mut lines = Vec::new();
+    flatten(&settings, &mut String::new(), &mut lines);
+    for (key, value) in lines {
+        if !args.origin {
+            outln!("{key} = {value}");
+            continue;
+        }
+        match c.origins.items.get(&key) {
+            Some(items) if !items.is_empty() => {
+                outln!("{key} =");
+                for (item, o) in items {
+                    outln!("  {item}    # {} {o}", o.scope);
+                }
+            }
+            _ => match c.origins.of(&key) {
+                Some(o) => outln!("{key} = {value}    # {} {o}", o.scope),
+                None => outln!("{key} = {value}    # default"),
+            },
+        }
+    }
+    outln!();
+    outln!("# settings files, lowest precedence first");
+    for f in &c.files {
+        let state = if f.read { "read" } else { "absent" };
+        outln!("#   {:<8} {} ({state})", f.scope.as_str(), f.path.display());
+    }
+    if !c.ignored.is_empty() {
+        outln!("# Claude Code keys cadre does not implement (ignored)");
+        for k in &c.ignored {
+            outln!("#   {}    {}", k.key, k.origin);
+        }
+    }
+    if !c.skipped.is_empty() {
+        outln!(
+            "# skipped because {} is not trusted (`cadre trust`)",
+            c.trust_root.display()
+        );
+        for s in &c.skipped {
+            outln!("#   {}    {}", s.what, s.origin);
+        }
+    }
+    Ok(())
+}
+
+/// Leaf values by dotted key; lists and empty tables are leaves.
+fn flatten(v: &Value, at: &mut String, out: &mut Vec<(String, String)>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, sub) in m {
+                let len = at.len();
+                if !at.is_empty() {
+                    at.push('.');
+                }
+                at.push_str(k);
+                flatten(sub, at, out);
+                at.truncate(len);
+            }
+        }
+        other => out.push((at.clone(), other.to_string())),
+    }
+}
+
+fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
+    let snap = match build(g) {
+        Ok(s) => s,
+        Err(CliError::Config(e)) => {
+            report(&e.diagnostics, args.json)?;
+            return Err(CliError::Exit(1));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut diags = snap.diagnostics.clone();
+    // Agents' frontmatter `hooks` and inline `mcpServers`, as the runtime
+    // would read them.
+    for def in snap.catalog.agents.values() {
+        // (message, text to look for in the file to place it)
+        let mut problems: Vec<(String, Option<String>)> = Vec::new();
+        if let Some(h) = &def.hooks {
+            let (hooks, bad) = crate::runtime::hooks::frontmatter_hooks(h);
+            problems.extend(bad.into_iter().map(|b| (b, None)));
+            for (event, hook) in hooks {
+                if let Some(m) = hook.matcher.as_deref().map(str::trim)
+                    && !m.is_empty()
+                    && m != "*"
+                    && let Err(e) = regex::Regex::new(&format!("^(?:{m})$"))
+                {
+                    let why = e.to_string();
+                    problems.push((
+                        format!(
+                            "hooks.{}: matcher {m:?} is not a valid regular expression ({})",
+                            event.as_str(),
+                            why.lines().last().unwrap_or("invalid").trim()
+                        ),
+                        Some(m.to_string()),
+                    ));
+                }
+            }
+        }
+        let (_, _, bad) = crate::mcp::scoped_servers(&def.mcp_servers);
+        problems.extend(bad.into_iter().map(|b| (b, None)));
+        let text = def
+            .path
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        for (p, needle) in problems {
+            let pos = needle
+                .zip(text.as_deref())
+                .and_then(|(n, t)| locate_matcher(t, &n));
+            diags.push(Diagnostic::error(
+                def.path.as_deref(),
+                pos,
+                format!("agent `{}`: {p}", def.name),
+            ));
+        }
+    }
+    report(&diags, args.json)?;
+    if diags.iter().any(|d| d.severity == Severity::Error) {
+        return Err(CliError::Exit(1));
+    }
+    Ok(())
+}
+
+/// Where a `matcher:` line with this value is written in an agent file.
+fn locate_matcher(text: &str, value: &str) -> Option<Pos> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let at = line.find("matcher")?;
+        let rest = &line[at..];
+        let v = rest.find(value)?;
+        let col = line[..at + v].chars().count();
+        // Step back over an opening quote, so the column is the value's.
+        let quoted = line[..at + v].ends_with(['"', '\'']);
+        Some(Pos::new(i + 1, if quoted { col } else { col + 1 }))
+    })
+}
+
+fn report(diags: &[Diagnostic], json: bool) -> Result<(), CliError> {
+    if json {
+        return print_json(&diags);
+    }
+    for d in diags {
+        outln!("{d}");
+    }
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    outln!("{errors} error(s), {} warning(s)", diags.len() - errors);
+    Ok(())
+}

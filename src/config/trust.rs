@@ -1,0 +1,171 @@
+//! Workspace trust: which folders the user lets start processes and choose
+//! where credentials go.
+//!
+//! Settings read from a project (`.claude/settings.json`, the project's
+//! cadre file, `.claude/settings.local.json`) may name commands (hooks, MCP
+//! servers) and a provider URL or key variable. A cloned repository must not
+//! be able to do either before its user says so. Trust is recorded in the
+//! user's own configuration folder, never in the project:
+//! `$XDG_CONFIG_HOME/cadre/trusted.toml` (default `~/.config/cadre`), a list
+//! of absolute folders. A folder is trusted when it or one of its ancestors
+//! is on the list.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The keys of a project or local layer that take effect only in a trusted
+/// folder: they start processes or direct credentials.
+pub const GUARDED_KEYS: &[&[&str]] = &[
+    &["provider", "base_url"],
+    &["provider", "api_key_env"],
+    &["provider", "kind"],
+    &["agents", "builtin_dir"],
+    &["hooks"],
+    &["mcp_servers"],
+    &["env"],
+    &["pass_env"],
+    // Loosening permissions lets commands run without anyone asked.
+    &["permissions", "allow"],
+    &["permissions", "additional_directories"],
+    // Agent files read from these count as the user's own (not project), so
+    // their hooks and servers would escape the project restrictions.
+    &["agents", "user_dirs"],
+];
+
+/// Permission modes a project may set without trust: those that ask at
+/// least as much as `default`.
+pub const UNTRUSTED_MODES: &[&str] = &["default", "plan", "dontAsk"];
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct TrustFile {
+    #[serde(default)]
+    folders: Vec<PathBuf>,
+}
+
+/// The user's trust list, where it lives and what it holds.
+#[derive(Debug, Clone, Default)]
+pub struct TrustStore {
+    /// `None` when neither `XDG_CONFIG_HOME` nor `HOME` is set: nothing is
+    /// trusted and nothing can be recorded.
+    pub path: Option<PathBuf>,
+    pub folders: Vec<PathBuf>,
+}
+
+/// The trust file for an environment (`XDG_CONFIG_HOME`, else `HOME/.config`).
+pub fn store_path(env_var: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let base = env_var("XDG_CONFIG_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            env_var("HOME")
+                .filter(|s| !s.is_empty())
+                .map(|h| Path::new(&h).join(".config"))
+        })?;
+    Some(base.join("cadre").join("trusted.toml"))
+}
+
+/// The folder a trust decision is about: the git root holding `dir`, or
+/// `dir` itself outside a repository; symbolic links resolved.
+pub fn project_root(dir: &Path) -> PathBuf {
+    let dir = canonical(dir);
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map_or_else(|| dir.clone(), Path::to_path_buf)
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p).unwrap_or_else(|_| super::load::normalize(p))
+}
+
+impl TrustStore {
+    /// Reads the list; a missing file is an empty list.
+    pub fn load(path: Option<PathBuf>) -> Result<TrustStore, String> {
+        let Some(p) = path else {
+            return Ok(TrustStore::default());
+        };
+        let folders = match std::fs::read_to_string(&p) {
+            Ok(text) => {
+                toml::from_str::<TrustFile>(&text)
+                    .map_err(|e| format!("{}: {e}", p.display()))?
+                    .folders
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(format!("{}: {e}", p.display())),
+        };
+        Ok(TrustStore {
+            path: Some(p),
+            folders,
+        })
+    }
+
+    /// Whether `dir` is a listed folder or lies inside one.
+    pub fn trusts(&self, dir: &Path) -> bool {
+        let dir = canonical(dir);
+        self.folders.iter().any(|f| dir.starts_with(canonical(f)))
+    }
+
+    /// Adds `dir` (made absolute and canonical); false if already there.
+    pub fn grant(&mut self, dir: &Path) -> bool {
+        let dir = canonical(dir);
+        if self.folders.iter().any(|f| canonical(f) == dir) {
+            return false;
+        }
+        self.folders.push(dir);
+        true
+    }
+
+    /// Removes `dir`; false if it was not listed.
+    pub fn revoke(&mut self, dir: &Path) -> bool {
+        let dir = canonical(dir);
+        let before = self.folders.len();
+        self.folders.retain(|f| canonical(f) != dir && f != &dir);
+        self.folders.len() != before
+    }
+
+    /// Writes the list back, creating the folder.
+    pub fn save(&self) -> Result<(), String> {
+        let Some(p) = &self.path else {
+            return Err("no HOME or XDG_CONFIG_HOME: nowhere to record trust".into());
+        };
+        if let Some(dir) = p.parent() {
+            fs_err::create_dir_all(dir).map_err(|e| e.to_string())?;
+        }
+        let mut text = String::from(
+            "# Folders whose project settings cadre obeys in full: hooks, MCP servers,\n\
+             # provider URL and key variable. Managed with `cadre trust`.\n",
+        );
+        let body = toml::to_string(&TrustFile {
+            folders: self.folders.clone(),
+        })
+        .map_err(|e| e.to_string())?;
+        text.push_str(&body);
+        fs_err::write(p, text).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grant_covers_subfolders_and_revoke_removes() {
+        let home = tempfile::tempdir().unwrap();
+        let proj = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(proj.path().join("a/b")).unwrap();
+        let path = store_path(|k| (k == "HOME").then(|| home.path().display().to_string()));
+        let mut s = TrustStore::load(path.clone()).unwrap();
+        assert!(!s.trusts(proj.path()));
+        assert!(s.grant(proj.path()));
+        assert!(!s.grant(proj.path()));
+        s.save().unwrap();
+        let s2 = TrustStore::load(path.clone()).unwrap();
+        assert!(s2.trusts(&proj.path().join("a/b")));
+        assert!(!s2.trusts(home.path()));
+        let mut s3 = s2.clone();
+        assert!(s3.revoke(proj.path()));
+        s3.save().unwrap();
+        assert!(!TrustStore::load(path).unwrap().trusts(proj.path()));
+    }
+}

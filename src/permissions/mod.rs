@@ -1,0 +1,955 @@
+//! Permission rules and decisions (SPEC §17). Rules use Claude Code's
+//! syntax and are parsed once, when settings load; [`decide`] then answers
+//! allow, ask or deny for one tool call from the rules and the session's
+//! permission mode. It does not prompt anyone, run hooks or know which agent
+//! is calling: the caller turns an `Ask` into a prompt, a denial, or (in
+//! `bubble` mode) a question for the parent session.
+//!
+//! Rule kinds, as written in settings:
+//! - `Tool`: every use of that tool (`Read`, `Bash`, `mcp__fs__read`).
+//! - `mcp__server__*` (or `mcp__server`): every tool of one MCP server;
+//!   `mcp__*` every MCP tool.
+//! - `Bash(prefix:*)` / `Bash(prefix *)`: commands whose words start with
+//!   the words of `prefix`; `Bash(cmd)`: exactly that command. Commands are
+//!   parsed first ([`shell`]), and rules apply to each simple command.
+//! - `Tool(glob)` for path tools: `Read`, `Write`, `Edit`, `Glob`, `Grep`.
+//! - `Agent(T)` / `Task(T)`: spawning agents of type `T`.
+
+pub mod paths;
+pub mod shell;
+
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde_json::Value;
+
+use crate::config::{PermissionMode, PermissionSettings};
+use paths::{Resolved, normalize};
+use shell::{Parsed, SimpleCommand, Word};
+
+/// What the permission check says about one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Allow,
+    /// Ask the user; `reason` names the rule or mode that asked.
+    Ask {
+        reason: String,
+    },
+    /// Refused; `reason` names the rule or mode that refused.
+    Deny {
+        reason: String,
+    },
+}
+
+/// Tools allowed by every mode when no rule matches: they only read, or they
+/// manage agents (whose own calls are checked in their own sessions).
+pub const READ_AND_AGENT_TOOLS: &[&str] = &[
+    "Read",
+    "Glob",
+    "Grep",
+    "Agent",
+    "SendMessage",
+    "TaskOutput",
+    "TaskStop",
+];
+
+/// Tools that change files, allowed without asking in `acceptEdits`.
+pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];
+
+/// One parsed rule. Two rules are equal when their text is.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    text: String,
+    kind: RuleKind,
+}
+
+#[derive(Debug, Clone)]
+enum RuleKind {
+    /// Every call of the named tool.
+    Tool(String),
+    /// Every tool whose name starts with this (MCP servers).
+    ToolPrefix(String),
+    /// Bash commands whose words start with these words.
+    BashPrefix(Vec<String>),
+    /// Exactly this Bash command (as words).
+    BashExact(Vec<String>),
+    /// Path tools whose target path matches.
+    Path {
+        tools: &'static [&'static str],
+        glob: GlobMatcher,
+        anchor: Anchor,
+    },
+    /// Agent calls for this agent type.
+    AgentType(String),
+}
+
+/// What a path rule's glob is relative to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Anchor {
+    /// The session's working directory.
+    Cwd,
+    /// The file system root (the glob is absolute).
+    Root,
+}
+
+impl PartialEq for Rule {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for Rule {}
+
+impl Rule {
+    /// Parses one rule; the error says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Rule, String> {
+        let kind =
+            parse_kind(text.trim()).map_err(|why| format!("permission rule '{text}': {why}"))?;
+        Ok(Rule {
+            text: text.to_string(),
+            kind,
+        })
+    }
+
+    /// The rule as written in settings.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the rule covers this call, or might (a Bash command that
+    /// cannot be resolved with certainty): the reading for deny and ask
+    /// rules. Allow rules are applied more strictly by [`decide`].
+    pub fn matches(&self, tool: &str, input: &Value, cwd: &Path) -> bool {
+        let call = Call::new(tool, input, cwd);
+        self.match_call(&call) != Match::No
+    }
+
+    fn match_call(&self, call: &Call) -> Match {
+        let tool = call.tool;
+        match &self.kind {
+            RuleKind::Tool(name) => Match::from(name == tool),
+            RuleKind::ToolPrefix(prefix) => Match::from(tool.starts_with(prefix.as_str())),
+            RuleKind::BashPrefix(_) | RuleKind::BashExact(_) => match &call.bash {
+                Some(b) if tool == "Bash" => self.match_bash(b),
+                _ => Match::No,
+            },
+            // A Bash redirection that writes a file is an edit of it.
+            RuleKind::Path { tools, .. } if tool == "Bash" && tools.contains(&"Write") => {
+                let Some(b) = &call.bash else {
+                    return Match::No;
+                };
+                let mut m = Match::No;
+                for w in &b.writes {
+                    match w {
+                        Some(p) if self.matches_path(p, call.cwd) => return Match::Yes,
+                        Some(_) => {}
+                        None => m = Match::Maybe,
+                    }
+                }
+                m
+            }
+            RuleKind::Path { tools, .. } => match &call.path {
+                Some(p) if tools.contains(&tool) => Match::from(self.matches_path(p, call.cwd)),
+                _ => Match::No,
+            },
+            // Agent-type rules are applied by the Agent tool after routing
+            // (SPEC §6): a fork ignores `subagent_type`, and a denied type
+            // gets its own message. See `Rules::denied_agent_type`.
+            RuleKind::AgentType(_) => Match::No,
+        }
+    }
+
+    /// Deny/ask reading of a Bash rule: it matches if it matches any simple
+    /// command, and might match when the parse is uncertain.
+    fn match_bash(&self, b: &BashCall) -> Match {
+        let mut result = Match::No;
+        for c in &b.parsed.commands {
+            match self.match_command(c, true) {
+                Match::Yes => return Match::Yes,
+                Match::Maybe => result = Match::Maybe,
+                Match::No => {}
+            }
+        }
+        if !b.parsed.uncertain.is_empty() {
+            result = Match::Maybe;
+        }
+        result
+    }
+
+    /// Whether a path rule matches the path as written or as resolved.
+    fn matches_path(&self, p: &Resolved, cwd: &Path) -> bool {
+        let RuleKind::Path { glob, anchor, .. } = &self.kind else {
+            return false;
+        };
+        path_matches(glob, anchor, &p.written, cwd)
+            || path_matches(glob, anchor, &p.resolved, &paths::resolve(cwd))
+    }
+
+    /// Whether a path rule matches both the path as written and as resolved
+    /// (the reading for allow rules: a link inside an allowed folder does
+    /// not make its target allowed).
+    fn covers_path(&self, p: &Resolved, cwd: &Path) -> bool {
+        let RuleKind::Path { glob, anchor, .. } = &self.kind else {
+            return false;
+        };
+        path_matches(glob, anchor, &p.written, cwd)
+            && path_matches(glob, anchor, &p.resolved, &paths::resolve(cwd))
+    }
+
+    /// Whether the rule allows every use of Bash.
+    fn is_whole_bash(&self) -> bool {
+        matches!(&self.kind, RuleKind::Tool(name) if name == "Bash")
+    }
+
+    /// Matches one simple command word by word. `loose` (deny and ask
+    /// rules) also matches a command run by path (`/bin/rm` for `rm`) and
+    /// answers `Maybe` where an unknown word could make it match.
+    fn match_command(&self, c: &SimpleCommand, loose: bool) -> Match {
+        let (rule, prefix) = match &self.kind {
+            RuleKind::BashPrefix(w) => (w, true),
+            RuleKind::BashExact(w) => (w, false),
+            _ => return Match::No,
+        };
+        for (i, r) in rule.iter().enumerate() {
+            let Some(w) = c.words.get(i) else {
+                return Match::No;
+            };
+            match w {
+                Word::Known(w) => {
+                    let same = w == r
+                        || (loose && i == 0 && w.contains('/') && w.rsplit('/').next() == Some(r));
+                    if !same {
+                        return Match::No;
+                    }
+                }
+                // An expansion may stand for any number of words.
+                Word::Unknown(_) => return if loose { Match::Maybe } else { Match::No },
+            }
+        }
+        if prefix || c.words.len() == rule.len() {
+            return Match::Yes;
+        }
+        let rest_unknown = c.words[rule.len()..]
+            .iter()
+            .all(|w| matches!(w, Word::Unknown(_)));
+        if loose && rest_unknown {
+            Match::Maybe
+        } else {
+            Match::No
+        }
+    }
+}
+
+/// How sure a rule is to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Match {
+    No,
+    /// The command cannot be resolved well enough to tell.
+    Maybe,
+    Yes,
+}
+
+impl From<bool> for Match {
+    fn from(b: bool) -> Self {
+        if b { Match::Yes } else { Match::No }
+    }
+}
+
+/// One call, prepared once for every rule: the Bash parse or the resolved
+/// path.
+struct Call<'a> {
+    tool: &'a str,
+    cwd: &'a Path,
+    bash: Option<BashCall>,
+    path: Option<Resolved>,
+}
+
+struct BashCall {
+    parsed: Parsed,
+    /// The files output redirections write, resolved; `None` for a target
+    /// that is only known at run time (an expansion, or a relative path
+    /// after `cd`).
+    writes: Vec<Option<Resolved>>,
+}
+
+/// Variables a command may set in front of an allowed command without
+/// losing the allow: they change no program's choice of what to run.
+/// Anything else (`PATH`, `LD_PRELOAD`, `BASH_ENV`, `GIT_SSH_COMMAND`,
+/// `PAGER`, …) could, so a prefix rule no longer covers the command.
+const SAFE_VARIABLES: &[&str] = &[
+    "CI",
+    "DEBUG",
+    "FORCE_COLOR",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "NO_COLOR",
+    "NODE_ENV",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONUNBUFFERED",
+    "RUST_BACKTRACE",
+    "RUST_LOG",
+    "TERM",
+    "TZ",
+];
+
+impl<'a> Call<'a> {
+    fn new(tool: &'a str, input: &Value, cwd: &'a Path) -> Self {
+        let tool = canonical_tool(tool);
+        let bash = (tool == "Bash")
+            .then(|| bash_command(input))
+            .flatten()
+            .map(|cmd| {
+                let parsed = shell::parse(cmd);
+                let writes = parsed
+                    .writes
+                    .iter()
+                    .map(|w| match w.known() {
+                        // The shell expands `~` and `~/…` to the home folder;
+                        // `~user` is not known here.
+                        Some(t) if t == "~" || t.starts_with("~/") => dirs::home_dir().map(|h| {
+                            Resolved::new(
+                                &h.join(t.trim_start_matches('~').trim_start_matches('/')),
+                            )
+                        }),
+                        Some(t) if t.starts_with('~') => None,
+                        Some(t) if parsed.changes_dir && !Path::new(t).is_absolute() => None,
+                        Some(t) => Some(Resolved::new(&cwd.join(t))),
+                        None => None,
+                    })
+                    .collect();
+                BashCall { parsed, writes }
+            });
+        let path = target_path(tool, input, cwd).map(|p| Resolved::new(&p));
+        Call {
+            tool,
+            cwd,
+            bash,
+            path,
+        }
+    }
+}
+
+/// The words of a Bash rule's command, parsed as a command is (so
+/// `Bash(git commit -m:*)` is three words and quoting works the same).
+fn rule_words(text: &str) -> Vec<String> {
+    // Plain words need no parse.
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c.is_ascii_whitespace() || "-_./:=@%+,".contains(c))
+    {
+        return text.split_whitespace().map(str::to_string).collect();
+    }
+    let p = shell::parse(text);
+    match p.commands.as_slice() {
+        [one] if p.uncertain.is_empty() => {
+            let known: Option<Vec<String>> = one
+                .words
+                .iter()
+                .map(|w| w.known().map(str::to_string))
+                .collect();
+            if let Some(k) = known {
+                return k;
+            }
+        }
+        _ => {}
+    }
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+/// `Task` is the older name of the Agent tool.
+fn canonical_tool(tool: &str) -> &str {
+    if tool == "Task" { "Agent" } else { tool }
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn parse_kind(text: &str) -> Result<RuleKind, String> {
+    if text.is_empty() {
+        return Err("empty rule".to_string());
+    }
+    let Some(open) = text.find('(') else {
+        if let Some(prefix) = text.strip_suffix('*') {
+            if !prefix.starts_with("mcp__") || prefix.contains('*') {
+                return Err(
+                    "a trailing `*` is only allowed on MCP names (`mcp__server__*`)".to_string(),
+                );
+            }
+            return Ok(RuleKind::ToolPrefix(prefix.to_string()));
+        }
+        if text.contains(')') || !valid_tool_name(text) {
+            return Err("expected a tool name, `Tool(specifier)`, or `mcp__server__*`".to_string());
+        }
+        // `mcp__server` names a whole server.
+        if let Some(rest) = text.strip_prefix("mcp__")
+            && !rest.is_empty()
+            && !rest.contains("__")
+        {
+            return Ok(RuleKind::ToolPrefix(format!("{text}__")));
+        }
+        return Ok(RuleKind::Tool(canonical_tool(text).to_string()));
+    };
+    let tool = &text[..open];
+    let Some(spec) = text[open + 1..].strip_suffix(')') else {
+        return Err("missing closing `)`".to_string());
+    };
+    if !valid_tool_name(tool) {
+        return Err(format!("{tool:?} is not a tool name"));
+    }
+    let spec = spec.trim();
+    if spec.is_empty() {
+        return Err(format!("empty specifier; write `{tool}` to mean every use"));
+    }
+    match canonical_tool(tool) {
+        "Bash" => {
+            if let Some(prefix) = spec.strip_suffix(":*").or_else(|| spec.strip_suffix(" *")) {
+                let prefix = prefix.trim_end();
+                if prefix.is_empty() {
+                    return Err(
+                        "empty command prefix; write `Bash` to mean every command".to_string()
+                    );
+                }
+                Ok(RuleKind::BashPrefix(rule_words(prefix)))
+            } else {
+                Ok(RuleKind::BashExact(rule_words(spec)))
+            }
+        }
+        "Agent" => {
+            if spec
+                .chars()
+                .any(|c| c.is_whitespace() || c == '(' || c == ')')
+            {
+                return Err(format!("{spec:?} is not an agent type"));
+            }
+            Ok(RuleKind::AgentType(spec.to_string()))
+        }
+        "Read" | "Write" | "Edit" | "Glob" | "Grep" | "NotebookEdit" => {
+            let tools: &'static [&'static str] = match tool {
+                // As in Claude Code: Read rules cover every tool that reads
+                // files, Edit rules every tool that changes them.
+                "Read" => &["Read", "Glob", "Grep"],
+                "Edit" => &["Edit", "Write", "NotebookEdit"],
+                "Write" => &["Write"],
+                "NotebookEdit" => &["NotebookEdit"],
+                "Glob" => &["Glob"],
+                _ => &["Grep"],
+            };
+            let (pattern, anchor) = if let Some(rest) = spec.strip_prefix("~/") {
+                let home = dirs::home_dir().ok_or("`~` used but there is no home directory")?;
+                (home.join(rest).display().to_string(), Anchor::Root)
+            } else if let Some(rest) = spec.strip_prefix("//") {
+                (format!("/{rest}"), Anchor::Root)
+            } else if spec.starts_with('/') {
+                (spec.to_string(), Anchor::Root)
+            } else {
+                (
+                    spec.strip_prefix("./").unwrap_or(spec).to_string(),
+                    Anchor::Cwd,
+                )
+            };
+            let glob = GlobBuilder::new(&pattern)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| format!("invalid glob: {e}"))?
+                .compile_matcher();
+            Ok(RuleKind::Path {
+                tools,
+                glob,
+                anchor,
+            })
+        }
+        other => Err(format!(
+            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep and Agent do)"
+        )),
+    }
+}
+
+fn bash_command(input: &Value) -> Option<&str> {
+    input.get("command").and_then(Value::as_str)
+}
+
+/// The path a path tool acts on, joined to the working directory as the
+/// tool joins it.
+fn target_path(tool: &str, input: &Value, cwd: &Path) -> Option<PathBuf> {
+    let key = match tool {
+        "Glob" | "Grep" => "path",
+        "NotebookEdit" => "notebook_path",
+        "Read" | "Write" | "Edit" => "file_path",
+        _ => return None,
+    };
+    let raw = match input.get(key) {
+        Some(Value::String(s)) => s.as_str(),
+        // Glob and Grep search the working directory by default.
+        None | Some(Value::Null) if key == "path" => ".",
+        _ => return None,
+    };
+    Some(cwd.join(raw))
+}
+
+fn path_matches(glob: &GlobMatcher, anchor: &Anchor, path: &Path, cwd: &Path) -> bool {
+    match anchor {
+        Anchor::Root => glob.is_match(path),
+        Anchor::Cwd => match path.strip_prefix(normalize(cwd)) {
+            Ok(rel) if rel.as_os_str().is_empty() => glob.is_match("."),
+            Ok(rel) => glob.is_match(rel),
+            Err(_) => false,
+        },
+    }
+}
+
+/// The parsed allow/ask/deny rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    pub allow: Vec<Rule>,
+    pub ask: Vec<Rule>,
+    pub deny: Vec<Rule>,
+}
+
+impl Rules {
+    /// Parses the rules of the settings; malformed rules are logged and
+    /// skipped. Use [`Rules::parse`] to report them instead.
+    pub fn from_settings(p: &PermissionSettings) -> Self {
+        let (rules, errors) = Rules::parse(p);
+        for e in errors {
+            tracing::warn!("{e}; the rule is ignored");
+        }
+        rules
+    }
+
+    /// Parses the rules of the settings, returning the well-formed rules and
+    /// one message for each malformed rule (which is left out).
+    pub fn parse(p: &PermissionSettings) -> (Rules, Vec<String>) {
+        Rules::parse_lists(&p.allow, &p.ask, &p.deny)
+    }
+
+    /// [`Rules::parse`] over plain lists of rule texts.
+    pub fn parse_lists<S: AsRef<str>>(allow: &[S], ask: &[S], deny: &[S]) -> (Rules, Vec<String>) {
+        let mut errors = Vec::new();
+        let mut list = |texts: &[S], what: &str| -> Vec<Rule> {
+            texts
+                .iter()
+                .filter_map(|t| {
+                    Rule::parse(t.as_ref())
+                        .map_err(|e| errors.push(format!("{what}: {e}")))
+                        .ok()
+                })
+                .collect()
+        };
+        let rules = Rules {
+            allow: list(allow, "allow"),
+            ask: list(ask, "ask"),
+            deny: list(deny, "deny"),
+        };
+        (rules, errors)
+    }
+
+    /// The deny rule that names `tool` as a whole (`Edit`, not `Edit(src/**)`):
+    /// no use of it could ever be allowed, so the tool is not offered to the
+    /// model at all (Claude Code drops such tools from the pool too).
+    pub fn denies_whole_tool(&self, tool: &str) -> Option<&str> {
+        let tool = canonical_tool(tool);
+        self.deny
+            .iter()
+            .find(|r| matches!(&r.kind, RuleKind::Tool(name) if canonical_tool(name) == tool))
+            .map(Rule::text)
+    }
+
+    /// The deny rule `Agent(T)` (or `Task(T)`) that forbids spawning `agent_type`.
+    /// A bare `Agent` (or `Task`) deny rule forbids every type.
+    pub fn denied_agent_type(&self, agent_type: &str) -> Option<&str> {
+        self.deny
+            .iter()
+            .find(|r| match &r.kind {
+                RuleKind::AgentType(t) => t == agent_type,
+                RuleKind::Tool(name) => name == "Agent",
+                _ => false,
+            })
+            .map(Rule::text)
+    }
+
+    /// Whether a Glob or Grep walk run as `tool` must leave `path` out: a
+    /// deny or ask rule covers it (as written or resolved). Asks cannot be
+    /// put to the user for each file, so they hide too.
+    pub fn hides(&self, tool: &str, path: &Path, cwd: &Path) -> bool {
+        let tool = canonical_tool(tool);
+        let p = Resolved::new(path);
+        self.deny.iter().chain(&self.ask).any(|r| match &r.kind {
+            RuleKind::Path { tools, .. } => tools.contains(&tool) && r.matches_path(&p, cwd),
+            _ => false,
+        })
+    }
+
+    /// Whether the allow rules cover the call, and if so which rules did
+    /// (their texts). A Bash command is allowed by rules only when each of
+    /// its simple commands is covered by some allow rule and nothing in it
+    /// is uncertain, so `Bash(git status:*)` does not let
+    /// `git status && rm -rf x` or `git status $(rm x)` through. A path rule
+    /// must cover the path both as written and as resolved.
+    fn allows(&self, call: &Call, dirs: &[PathBuf]) -> Option<Vec<String>> {
+        if let Some(b) = &call.bash {
+            if let Some(r) = self.allow.iter().find(|r| r.is_whole_bash()) {
+                return Some(vec![r.text.clone()]);
+            }
+            if !b.parsed.uncertain.is_empty() || b.parsed.commands.is_empty() {
+                return None;
+            }
+            // Prefix rules name programs; they do not cover a changed
+            // environment or a file written outside the allowed folders.
+            if b.parsed
+                .assignments
+                .iter()
+                .any(|a| !SAFE_VARIABLES.contains(&a.as_str()))
+            {
+                return None;
+            }
+            if !b
+                .writes
+                .iter()
+                .all(|w| w.as_ref().is_some_and(|p| p.within(dirs)))
+            {
+                return None;
+            }
+            let mut by: Vec<String> = Vec::new();
+            for c in &b.parsed.commands {
+                let r = self
+                    .allow
+                    .iter()
+                    .find(|r| r.match_command(c, false) == Match::Yes)?;
+                if !by.contains(&r.text) {
+                    by.push(r.text.clone());
+                }
+            }
+            return Some(by);
+        }
+        self.allow
+            .iter()
+            .find(|r| match (&r.kind, &call.path) {
+                (RuleKind::Path { tools, .. }, Some(p)) => {
+                    tools.contains(&call.tool) && r.covers_path(p, call.cwd)
+                }
+                _ => r.match_call(call) == Match::Yes,
+            })
+            .map(|r| vec![r.text.clone()])
+    }
+}
+
+/// Why a Bash command cannot be judged with certainty, for messages.
+fn uncertainty(call: &Call) -> String {
+    let Some(b) = &call.bash else {
+        return String::new();
+    };
+    if !b.parsed.uncertain.is_empty() {
+        return b.parsed.uncertain.join("; ");
+    }
+    let mut parts: Vec<String> = b
+        .parsed
+        .commands
+        .iter()
+        .filter(|c| c.words.iter().any(|w| matches!(w, Word::Unknown(_))))
+        .map(|c| {
+            format!(
+                "`{}` contains words only known when the shell runs",
+                c.display()
+            )
+        })
+        .collect();
+    for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
+        if r.is_none() {
+            let shown = match w {
+                Word::Known(t) => format!("`{t}` after a change of directory"),
+                Word::Unknown(raw) => format!("`{raw}`"),
+            };
+            parts.push(format!("a redirection writes to {shown}"));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Why no Bash prefix rule could allow this command, when the reason is not
+/// just a missing rule; empty otherwise.
+fn not_coverable(call: &Call, dirs: &[PathBuf]) -> String {
+    let Some(b) = &call.bash else {
+        return String::new();
+    };
+    if !b.parsed.uncertain.is_empty() {
+        return uncertainty(call);
+    }
+    let mut why: Vec<String> = b
+        .parsed
+        .assignments
+        .iter()
+        .filter(|a| !SAFE_VARIABLES.contains(&a.as_str()))
+        .map(|a| format!("it sets `{a}`"))
+        .collect();
+    for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
+        match r {
+            Some(p) if p.within(dirs) => {}
+            Some(p) => why.push(format!(
+                "it writes `{}`, outside the working directory and the added directories",
+                p.written.display()
+            )),
+            None => why.push(format!(
+                "it writes to `{}`, only known when the shell runs",
+                match w {
+                    Word::Known(t) | Word::Unknown(t) => t,
+                }
+            )),
+        }
+    }
+    why.join("; ")
+}
+
+/// Decides one call in the order of SPEC §17 (hooks have already run):
+/// a matching deny rule, then ask rule, then allow rule; otherwise the mode.
+/// Edits are bounded by the working directory alone; see [`decide_in`].
+pub fn decide(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+) -> Decision {
+    decide_in(rules, mode, tool, input, cwd, &[])
+}
+
+/// [`decide`], with the directories besides `cwd` where edits may happen
+/// without an explicit rule (`permissions.additionalDirectories`,
+/// `--add-dir`).
+pub fn decide_in(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+) -> Decision {
+    explain(rules, mode, tool, input, cwd, additional_dirs).decision
+}
+
+/// A decision with what made it, for `cadre permissions check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explained {
+    pub decision: Decision,
+    /// The rule(s) or mode that decided, in words (for an ask or a denial,
+    /// the same text as the reason).
+    pub by: String,
+}
+
+/// [`decide_in`], also saying what decided an allow.
+pub fn explain(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+) -> Explained {
+    let d = decide_call(rules, mode, tool, input, cwd, additional_dirs);
+    match d {
+        Ok(by) => Explained {
+            decision: Decision::Allow,
+            by,
+        },
+        Err(decision) => {
+            let by = match &decision {
+                Decision::Ask { reason } | Decision::Deny { reason } => reason.clone(),
+                Decision::Allow => String::new(),
+            };
+            Explained { decision, by }
+        }
+    }
+}
+
+/// An ask, in `dontAsk` a denial that names the mode.
+fn dont_ask(mode: PermissionMode, reason: String) -> Decision {
+    if mode == PermissionMode::DontAsk {
+        Decision::Deny {
+            reason: format!(
+                "{reason} in permission mode 'dontAsk', which denies instead of asking"
+            ),
+        }
+    } else {
+        Decision::Ask { reason }
+    }
+}
+
+/// What the deny and ask rules say of a call: a matching deny rule denies,
+/// a matching ask rule asks, and a rule that might match a command that
+/// cannot be resolved asks; `None` when no deny or ask rule applies.
+fn rule_verdict(rules: &Rules, mode: PermissionMode, call: &Call) -> Option<Decision> {
+    let mut unsure: Option<String> = None;
+    for (list, what) in [(&rules.deny, "deny"), (&rules.ask, "ask")] {
+        for rule in list {
+            match rule.match_call(call) {
+                Match::Yes if what == "deny" => {
+                    return Some(Decision::Deny {
+                        reason: format!("deny rule '{}'", rule.text),
+                    });
+                }
+                Match::Yes => return Some(dont_ask(mode, format!("ask rule '{}'", rule.text))),
+                Match::Maybe if unsure.is_none() => {
+                    unsure = Some(format!(
+                        "cannot tell whether {what} rule '{}' applies: {}",
+                        rule.text,
+                        uncertainty(call)
+                    ));
+                }
+                Match::Maybe | Match::No => {}
+            }
+        }
+    }
+    unsure.map(|reason| dont_ask(mode, reason))
+}
+
+/// `Ok(what allowed it)` or `Err(an ask or a denial)`.
+fn decide_call(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+) -> Result<String, Decision> {
+    let call = Call::new(tool, input, cwd);
+    if let Some(d) = rule_verdict(rules, mode, &call) {
+        return Err(d);
+    }
+    let mut dirs = vec![cwd.to_path_buf()];
+    dirs.extend(additional_dirs.iter().cloned());
+    if let Some(by) = rules.allows(&call, &dirs) {
+        let list: Vec<String> = by.iter().map(|t| format!("'{t}'")).collect();
+        let s = if list.len() == 1 { "" } else { "s" };
+        return Ok(format!("allow rule{s} {}", list.join(", ")));
+    }
+    let tool = call.tool;
+    let mut by_mode = format!("permission mode '{}'", mode.as_str());
+    if READ_AND_AGENT_TOOLS.contains(&tool) {
+        return Ok(format!(
+            "{tool} only reads or manages agents, which every mode allows"
+        ));
+    }
+    if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
+        let why = not_coverable(&call, &dirs);
+        if !why.is_empty() {
+            by_mode = format!("{by_mode}; no Bash rule can allow this command: {why}");
+        }
+    }
+    let edit = EDIT_TOOLS.contains(&tool);
+    if edit
+        && matches!(
+            mode,
+            PermissionMode::Default | PermissionMode::AcceptEdits | PermissionMode::Bubble
+        )
+        && let Some(p) = &call.path
+        && !p.within(&dirs)
+    {
+        return Err(Decision::Ask {
+            reason: format!(
+                "'{}' is outside the working directory and the added directories ({by_mode})",
+                p.written.display()
+            ),
+        });
+    }
+    match mode {
+        PermissionMode::Plan | PermissionMode::DontAsk => Err(Decision::Deny { reason: by_mode }),
+        PermissionMode::BypassPermissions => Ok(by_mode),
+        PermissionMode::AcceptEdits if edit => Ok(by_mode),
+        PermissionMode::AcceptEdits | PermissionMode::Default | PermissionMode::Bubble => {
+            Err(Decision::Ask { reason: by_mode })
+        }
+    }
+}
+
+/// A PreToolUse hook's permission decision (`hookSpecificOutput.
+/// permissionDecision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookDecision {
+    Allow,
+    Ask,
+    Deny,
+}
+
+/// The hooks' decision for one call and their reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookVerdict {
+    pub decision: HookDecision,
+    pub reason: String,
+}
+
+/// [`decide_in`] after PreToolUse hooks have decided, as Claude Code does:
+/// a hook's `deny` denies; its `ask` asks (a deny rule still denies, and
+/// `dontAsk` turns the ask into a denial); its `allow` skips the mode's
+/// prompt but never a deny or ask rule, nor a command the rules cannot
+/// judge.
+pub fn decide_with_hook(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+    hook: Option<&HookVerdict>,
+) -> Decision {
+    let Some(hook) = hook else {
+        return decide_in(rules, mode, tool, input, cwd, additional_dirs);
+    };
+    let call = Call::new(tool, input, cwd);
+    let by_rule = rule_verdict(rules, mode, &call);
+    let reason = if hook.reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", hook.reason)
+    };
+    match hook.decision {
+        HookDecision::Deny => Decision::Deny {
+            reason: format!("PreToolUse hook denied the call{reason}"),
+        },
+        HookDecision::Ask => match by_rule {
+            Some(d @ Decision::Deny { .. }) => d,
+            _ => dont_ask(mode, format!("PreToolUse hook asked{reason}")),
+        },
+        HookDecision::Allow => by_rule.unwrap_or(Decision::Allow),
+    }
+}
+
+/// The mode a sub-agent runs in (SPEC §7). A definition without
+/// `permissionMode` inherits the parent's mode. A definition may narrow the
+/// parent's mode but never widen it: under a `default`, `plan`, `dontAsk`
+/// (or `bubble`) parent it cannot ask for `acceptEdits` or
+/// `bypassPermissions`, and under `acceptEdits` not for `bypassPermissions`;
+/// such a request falls back to the parent's mode. A `bypassPermissions`
+/// parent wins over any definition, as in Claude Code. Forks do not come
+/// here: they run in `bubble`.
+pub fn child_mode(parent: PermissionMode, definition: Option<PermissionMode>) -> PermissionMode {
+    use PermissionMode::*;
+    let Some(wanted) = definition else {
+        return parent;
+    };
+    match (parent, wanted) {
+        (BypassPermissions, _) => BypassPermissions,
+        (Default | Plan | DontAsk | Bubble, AcceptEdits | BypassPermissions) => parent,
+        (AcceptEdits, BypassPermissions) => parent,
+        // `bubble` only means something for a fork.
+        (_, Bubble) => parent,
+        (_, wanted) => wanted,
+    }
+}
+
+/// The simple commands a Bash command line runs, as displayed by
+/// `cadre permissions check`, and why any part is uncertain.
+pub fn bash_commands(command: &str) -> (Vec<String>, Vec<String>) {
+    let p = shell::parse(command);
+    (
+        p.commands.iter().map(SimpleCommand::display).collect(),
+        p.uncertain,
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;
