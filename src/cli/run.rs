@@ -1,18 +1,19 @@
 //! `cadre run`, `cadre chat` and `cadre render`: a main session against the
 //! configured provider.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use clap::Args;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::output::{
-    OutputFormat, Progress, SessionArg, print_line, result_object, stream_json_sink,
-};
+use super::emit::{Emitter, Print};
+use super::headless::{PromptStart, result_of};
+use super::output::{OutputFormat, Progress, SessionArg, print_line};
+use super::wire::Output;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
@@ -24,43 +25,60 @@ use crate::runtime::{
 };
 use crate::snapshot::SnapshotInput;
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct SessionArgs {
     /// Run as this agent (its prompt, tools and model) instead of the default main agent.
     #[arg(long, value_name = "NAME")]
-    agent: Option<String>,
+    pub(super) agent: Option<String>,
     /// Model for the main session (an alias from [models] or a full id).
     #[arg(long, value_name = "MODEL")]
-    model: Option<String>,
+    pub(super) model: Option<String>,
     /// Stop after this many model turns.
     #[arg(long, value_name = "N")]
-    max_turns: Option<u32>,
+    pub(super) max_turns: Option<u32>,
     /// Permission mode of the main session.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
-    permission_mode: Option<PermissionMode>,
+    pub(super) permission_mode: Option<PermissionMode>,
     /// A folder besides the working directory where edits need no rule;
     /// repeatable.
     #[arg(long = "add-dir", value_name = "DIR")]
-    add_dirs: Vec<PathBuf>,
+    pub(super) add_dirs: Vec<PathBuf>,
     /// Continue session ID (see `cadre sessions list`) from its transcript.
     #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
-    resume: Option<String>,
+    pub(super) resume: Option<String>,
     /// Continue the latest session of this project.
     #[arg(short = 'c', long = "continue")]
-    continue_latest: bool,
+    pub(super) continue_latest: bool,
     /// With --resume or --continue: write to a new session (a copy) and
     /// leave the original as it was.
     #[arg(long)]
-    fork_session: bool,
+    pub(super) fork_session: bool,
 }
 
 impl SessionArgs {
-    fn resuming(&self) -> bool {
+    pub(super) fn resuming(&self) -> bool {
         self.resume.is_some() || self.continue_latest
     }
 }
 
-fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+/// What the headless flags add to a main session's setup.
+#[derive(Default)]
+pub(super) struct Extras {
+    /// Settings given as `CADRE_*` variables (allow/deny rules, MCP servers).
+    pub env: Vec<(String, String)>,
+    /// Permission rules added to the settings' lists.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    /// `--tools`: only these built-in tools (`None` = all).
+    pub tools: Option<Vec<String>>,
+    /// Tools removed from the main session's pool (bare names of `--disallowedTools`).
+    pub remove_tools: Vec<String>,
+    pub session_id: Option<String>,
+    pub main_prompt: runtime::MainPrompt,
+    pub tool_gate: Option<runtime::ToolGate>,
+}
+
+pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
     match s.parse::<PermissionMode>()? {
         PermissionMode::Bubble => Err("`bubble` is internal to forks".into()),
         m => Ok(m),
@@ -97,10 +115,12 @@ pub struct RenderArgs {
 }
 
 /// A main session ready to run.
-struct Prepared {
-    session: Session,
-    engine: Arc<Engine>,
-    def: Option<Arc<AgentDef>>,
+pub(super) struct Prepared {
+    pub session: Session,
+    pub engine: Arc<Engine>,
+    pub def: Option<Arc<AgentDef>>,
+    /// Where the main model came from: `flag`, `agent`, `settings` or `managed`.
+    pub model_source: &'static str,
     /// What the snapshot was built from, for the reload watcher.
     input: SnapshotInput,
     interactive: bool,
@@ -109,7 +129,7 @@ struct Prepared {
 impl Prepared {
     /// Starts reloading the engine's snapshot when its files change; the
     /// watcher stops when the handle is dropped.
-    fn watch(&self) -> Option<ReloadHandle> {
+    pub fn watch(&self) -> Option<ReloadHandle> {
         reload::spawn(
             self.input.clone(),
             Arc::clone(&self.engine.snapshot),
@@ -119,12 +139,12 @@ impl Prepared {
 }
 
 /// How a main session is set up.
-struct Mode {
+pub(super) struct Mode {
     /// The session kind for flag gates.
-    interactive: bool,
-    write_transcripts: bool,
+    pub interactive: bool,
+    pub write_transcripts: bool,
     /// `run` waits for background children before it ends; `chat` does not.
-    wait_for_background: bool,
+    pub wait_for_background: bool,
 }
 
 fn prepare(
@@ -134,6 +154,17 @@ fn prepare(
     events: EventSink,
     asker: Option<runtime::Asker>,
 ) -> Result<Prepared, CliError> {
+    prepare_with(g, args, how, events, asker, Extras::default())
+}
+
+pub(super) fn prepare_with(
+    g: &GlobalArgs,
+    args: &SessionArgs,
+    how: Mode,
+    events: EventSink,
+    asker: Option<runtime::Asker>,
+    extras: Extras,
+) -> Result<Prepared, CliError> {
     let Mode {
         interactive,
         write_transcripts,
@@ -142,6 +173,9 @@ fn prepare(
     let overrides = Overrides {
         model: args.model.clone(),
         permission_mode: args.permission_mode,
+        env: extras.env.clone(),
+        allow: extras.allow.clone(),
+        deny: extras.deny.clone(),
     };
     let (input, swap) = load_snapshot(g, &overrides)?;
     let snap = swap.load_full();
@@ -187,14 +221,17 @@ fn prepare(
         .as_ref()
         .and_then(|(_, r)| r.header.as_ref())
         .map(|h| h.model.clone());
-    let model_written = match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
-        _ if managed_model => settings.provider.model.clone(),
-        (Some(m), _) => m.clone(),
-        // A resumed session keeps the model its transcript names.
-        (None, _) if recorded_model.is_some() => recorded_model.unwrap_or_default(),
-        (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => m.to_string(),
-        _ => settings.provider.model.clone(),
-    };
+    let (model_written, model_source) =
+        match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
+            _ if managed_model => (settings.provider.model.clone(), "managed"),
+            (Some(m), _) => (m.clone(), "flag"),
+            // A resumed session keeps the model its transcript names.
+            (None, _) if recorded_model.is_some() => {
+                (recorded_model.unwrap_or_default(), "transcript")
+            }
+            (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => (m.to_string(), "agent"),
+            _ => (settings.provider.model.clone(), "settings"),
+        };
     let model = snap.resolve_alias(&model_written).to_string();
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
@@ -217,10 +254,20 @@ fn prepare(
         }
         None => None,
     };
+    if let Some(only) = &extras.tools {
+        tool_names.retain(|n| only.iter().any(|o| o == n));
+    }
+    tool_names.retain(|n| !extras.remove_tools.contains(n));
     let (session_id, forked_from) = match &resumed {
         Some((id, _)) if !args.fork_session => (id.clone(), None),
-        Some((id, _)) => (new_session_id(), Some(id.clone())),
-        None => (new_session_id(), None),
+        Some((id, _)) => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            Some(id.clone()),
+        ),
+        None => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            None,
+        ),
     };
     let session_dir: Option<PathBuf> =
         (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
@@ -242,6 +289,8 @@ fn prepare(
         events,
         asker,
     );
+    engine.main_prompt = extras.main_prompt;
+    engine.tool_gate = extras.tool_gate;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {
@@ -365,6 +414,7 @@ fn prepare(
         session,
         engine,
         def,
+        model_source,
         input,
         interactive,
     })
@@ -425,12 +475,12 @@ fn restore(
     Ok((id, restored))
 }
 
-fn new_session_id() -> String {
+pub(super) fn new_session_id() -> String {
     let t = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S").to_string();
     format!("{t}-{:08x}", rand::random::<u32>())
 }
 
-fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
+pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
     if let Some(p) = prompt {
         return Ok(p);
     }
@@ -454,7 +504,20 @@ fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
 /// The first user message: project memory (unless the agent is one that
 /// goes without it), the agent's `initialPrompt` (for `--agent`), then the
 /// prompt.
-fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: String) -> Message {
+pub(super) fn first_message(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: String,
+) -> Message {
+    first_message_with(engine, def, vec![ContentBlock::text(prompt)])
+}
+
+/// [`first_message`] for a prompt given as content blocks (stream-json input).
+pub(super) fn first_message_with(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: Vec<ContentBlock>,
+) -> Message {
     let mut blocks = Vec::new();
     if runtime::gets_memory(def)
         && let Some(memory) = runtime::memory_block(&engine.snapshot.load())
@@ -464,16 +527,28 @@ fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: Strin
     if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
         blocks.push(ContentBlock::text(initial));
     }
-    blocks.push(ContentBlock::text(prompt));
+    blocks.extend(prompt);
     Message::user(blocks)
 }
 
 pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     let prompt = read_prompt(args.prompt)?;
-    let started = Instant::now();
+    let print = match args.output_format {
+        OutputFormat::StreamJson => Print::Messages,
+        _ => Print::Nothing,
+    };
+    // The accounts (cost, usage) and, for stream-json, the protocol lines.
+    let emitter = Emitter::new(print, String::new(), String::new(), BTreeMap::new(), None);
     let events: EventSink = match args.output_format {
-        OutputFormat::StreamJson => stream_json_sink(),
-        _ => Progress::new(false).sink(),
+        OutputFormat::StreamJson => emitter.sink(),
+        _ => {
+            let bars = Progress::new(false).sink();
+            let accounts = emitter.sink();
+            Arc::new(move |e: &runtime::EngineEvent| {
+                accounts(e);
+                bars(e);
+            })
+        }
     };
     let resumed = args.session.resuming();
     let prepared = prepare(
@@ -488,12 +563,18 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         None,
     )?;
     let _reload = prepared.watch();
+    emitter.configure(
+        &prepared.engine.session_id,
+        &prepared.session.spec().model,
+        prepared.engine.snapshot.load().settings().prices.clone(),
+    );
     let Prepared {
         mut session,
         engine,
         def,
         ..
     } = prepared;
+    let start = PromptStart::now(&emitter);
     let message = if resumed {
         Message::user_text(prompt)
     } else {
@@ -523,8 +604,8 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         "end",
         serde_json::json!({"status": status, "signal": signal}),
     );
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let session_id = engine.session_id.clone();
+    let wire_result = result_of(&emitter, &engine.session_id, &start, &result);
+    let line = || serde_json::to_string(&Output::Result(wire_result.clone())).unwrap_or_default();
     match result {
         Ok(outcome) => {
             let text = outcome.final_text.clone().unwrap_or_default().join("\n");
@@ -541,31 +622,14 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             if text.trim().is_empty() && !g.quiet {
                 eprintln!("{}", empty_answer_warning(stop, outcome.turns));
             }
-            let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
             match args.output_format {
                 OutputFormat::Text => print_line(&text),
-                OutputFormat::Json => super::output::print_json(&result_object(
-                    &text,
-                    false,
-                    outcome.turns,
-                    duration_ms,
-                    &usage,
-                    &session_id,
-                    stop,
-                ))?,
-                OutputFormat::StreamJson => {
-                    print_line(
-                        &result_object(
-                            &text,
-                            false,
-                            outcome.turns,
-                            duration_ms,
-                            &usage,
-                            &session_id,
-                            stop,
-                        )
-                        .to_string(),
-                    );
+                OutputFormat::Json | OutputFormat::StreamJson => {
+                    print_line(&line());
+                    // As Claude Code: an error result (the turn limit) exits 1.
+                    if wire_result.is_error {
+                        return Err(CliError::Exit(1));
+                    }
                 }
             }
             Ok(())
@@ -578,20 +642,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                 OutputFormat::Text if config_problem => Err(CliError::Usage(msg)),
                 OutputFormat::Text => Err(CliError::Failed(msg)),
                 OutputFormat::Json | OutputFormat::StreamJson => {
-                    let obj = result_object(
-                        &msg,
-                        true,
-                        0,
-                        duration_ms,
-                        &Value::Null,
-                        &session_id,
-                        "error",
-                    );
-                    if args.output_format == OutputFormat::Json {
-                        super::output::print_json(&obj)?;
-                    } else {
-                        print_line(&obj.to_string());
-                    }
+                    print_line(&line());
                     eprintln!("error: {msg}");
                     Err(CliError::Exit(1))
                 }
@@ -668,7 +719,8 @@ fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
     let progress = Progress::new(true);
-    let asker: runtime::Asker = Arc::new(|question: String| {
+    let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
+        let question = ask.question;
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 eprint!("{question}\nAllow? [y/N] ");
@@ -678,6 +730,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             })
             .await
             .unwrap_or(false)
+            .into()
         })
     });
     let prepared = prepare(
@@ -795,7 +848,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
 
 /// What the user is told when a session ends without any answer text, so
 /// an empty line on stdout never goes unexplained.
-fn empty_answer_warning(stop: &str, turns: u32) -> String {
+pub(super) fn empty_answer_warning(stop: &str, turns: u32) -> String {
     format!(
         "warning: the model ended without an answer: no reply of this session had text \
          (last stop: {stop}, after {turns} turn{})",

@@ -31,6 +31,6 @@ pub use load::{
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
     AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings,
-    McpServerConfig, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings,
-    SCRUBBED_ENV, Settings, ToolCallFallback, TranscriptSettings,
+    McpServerConfig, ModelPrice, PermissionSettings, ProviderKind, ProviderSettings,
+    ReloadSettings, SCRUBBED_ENV, Settings, ToolCallFallback, TranscriptSettings,
 };

@@ -52,6 +52,21 @@ pub struct Settings {
     pub enabled_mcpjson_servers: Vec<String>,
     /// `.mcp.json` servers that never start (`disabledMcpjsonServers`).
     pub disabled_mcpjson_servers: Vec<String>,
+    /// Prices by model id (or id prefix), for `total_cost_usd` and
+    /// `--max-budget-usd`.
+    pub prices: BTreeMap<String, ModelPrice>,
+}
+
+/// What a model costs, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+    /// Reading the prompt cache.
+    pub cache_read: f64,
+    /// Writing the prompt cache.
+    pub cache_write: f64,
 }
 
 impl Default for Settings {
@@ -75,6 +90,7 @@ impl Default for Settings {
             enable_all_project_mcp_servers: false,
             enabled_mcpjson_servers: Vec::new(),
             disabled_mcpjson_servers: Vec::new(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -403,7 +419,14 @@ pub struct McpServerConfig {
 }
 
 /// Keys under which any name is allowed (user-chosen names).
-pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags", "mcp_servers", "env"];
+pub(crate) const OPEN_TABLES: &[&str] = &[
+    "models",
+    "features",
+    "flags",
+    "mcp_servers",
+    "env",
+    "prices",
+];
 
 /// Provider keys no child process receives unless a setting passes them on.
 pub const SCRUBBED_ENV: &[&str] = &[

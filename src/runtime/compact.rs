@@ -135,10 +135,18 @@ impl Session {
                 .messages
                 .push(Arc::new(Message::user(vec![instruction])));
         }
+        let sent = std::time::Instant::now();
         let response = tokio::select! {
             r = self.engine.provider.send(&request, &|_| {}) => r?,
             () = self.cancel.cancelled() => return Err(RunError::Cancelled),
         };
+        // Counted like any response (cost, budgets).
+        self.engine.emit(super::EngineEvent::ModelResponse {
+            agent_id: self.spec.agent_id.clone(),
+            model: request.model.clone(),
+            usage: response.usage,
+            api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
         self.usage.add(&response.usage);
         self.transcript.record(
             "usage",

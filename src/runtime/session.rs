@@ -186,6 +186,17 @@ impl Session {
         self.task = Some(task);
     }
 
+    /// The permission mode from the next tool call on (an SDK client's
+    /// `set_permission_mode`).
+    pub fn set_mode(&mut self, mode: crate::config::PermissionMode) {
+        self.spec.mode = mode;
+    }
+
+    /// The model from the next request on (an SDK client's `set_model`).
+    pub fn set_model(&mut self, model: String) {
+        self.spec.model = model;
+    }
+
     /// Replaces the cancellation token (an interactive session gets a fresh
     /// one per prompt, so Ctrl-C cancels that prompt only).
     pub fn set_cancel(&mut self, cancel: CancellationToken) {
@@ -279,7 +290,19 @@ impl Session {
         let Some(last) = self.history.last() else {
             return;
         };
-        if last.role != Role::Assistant {
+        if last.role == Role::User {
+            // Cancelled before any reply: an assistant turn says so, so
+            // the next prompt does not follow a user message directly.
+            let note = self
+                .engine
+                .snapshot
+                .load()
+                .templates
+                .text("turn_interrupted", &serde_json::json!({}));
+            self.append(Arc::new(Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::text(note.trim_end())],
+            }));
             return;
         }
         let results: Vec<ContentBlock> = last
@@ -367,7 +390,16 @@ impl Session {
             let ctx =
                 PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name).with_tools(&names);
             let system = if self.spec.is_main {
-                main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?
+                let edits = &self.engine.main_prompt;
+                let mut system = match &edits.replace {
+                    Some(head) => super::prompt::main_system_prompt_with_head(snap, head, &ctx)?,
+                    None => main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?,
+                };
+                if let Some(extra) = &edits.append {
+                    system.push_str("\n\n");
+                    system.push_str(extra);
+                }
+                system
             } else {
                 match &self.spec.def {
                     Some(d) => subagent_system_prompt(snap, d, &ctx)?,
@@ -466,6 +498,7 @@ impl Session {
                     _ => {}
                 }
             };
+            let sent = std::time::Instant::now();
             let response = tokio::select! {
                 r = self.engine.provider.send(&request, &on_event) => r,
                 () = self.cancel.cancelled() => return Err(RunError::Cancelled),
@@ -493,6 +526,12 @@ impl Session {
                 }
                 Err(e) => return Err(e.into()),
             };
+            self.engine.emit(EngineEvent::ModelResponse {
+                agent_id: self.spec.agent_id.clone(),
+                model: request.model.clone(),
+                usage: response.usage,
+                api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+            });
             if std::mem::take(&mut wake_up) {
                 self.wake_ups += 1;
             } else {

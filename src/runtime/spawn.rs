@@ -311,6 +311,7 @@ impl Session {
                 description: c.input.description.clone(),
                 model: c.spec.model.clone(),
                 fork: c.spec.started_by_fork,
+                tool_use_id: c.tool_use_id.clone(),
             });
             let mut history = c.history;
             hooks::subagent_start(&engine, &snap, &c.spec, &transcript, &mut history).await;
