@@ -194,7 +194,10 @@ pub fn cost_of(price: Option<&ModelPrice>, u: &Usage) -> f64 {
 }
 
 /// The price of a model: its id, else the longest configured prefix.
-fn price_of<'a>(prices: &'a BTreeMap<String, ModelPrice>, model: &str) -> Option<&'a ModelPrice> {
+pub(super) fn price_of<'a>(
+    prices: &'a BTreeMap<String, ModelPrice>,
+    model: &str,
+) -> Option<&'a ModelPrice> {
     prices.get(model).or_else(|| {
         prices
             .iter()

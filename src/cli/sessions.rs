@@ -58,6 +58,9 @@ struct Summary {
     compactions: u32,
     /// Sub-agent transcripts in the session's folder.
     children: usize,
+    /// US dollars for the main agent's and its sub-agents' requests, from
+    /// `[prices]`; `null` when a model has no price.
+    cost_usd: Option<f64>,
     /// The first user text, cut to a line.
     title: Option<String>,
     version: u32,
@@ -65,10 +68,12 @@ struct Summary {
 
 pub fn dispatch(g: &GlobalArgs, cmd: SessionsCommand) -> Result<(), CliError> {
     let (input, snap) = load_snapshot(g, &Overrides::default())?;
-    let dir = input.load.cwd.join(&snap.load().settings().transcripts.dir);
+    let snap = snap.load_full();
+    let dir = input.load.cwd.join(&snap.settings().transcripts.dir);
+    let prices = &snap.settings().prices;
     match cmd {
-        SessionsCommand::List(a) => list(&dir, a.json),
-        SessionsCommand::Show(a) => show(&dir, &a.id, a.json),
+        SessionsCommand::List(a) => list(&dir, a.json, prices),
+        SessionsCommand::Show(a) => show(&dir, &a.id, a.json, prices),
         SessionsCommand::Rm(a) => rm(&dir, &a.id),
     }
 }
@@ -77,7 +82,33 @@ fn usage_error(e: ResumeError) -> CliError {
     CliError::Usage(e.to_string())
 }
 
-fn summary(id: &str, folder: &Path, r: &Restored) -> Summary {
+/// What the requests of a session folder cost: the main agent's usage at
+/// its model's price, plus each sub-agent's (its transcript's usage lines,
+/// its meta file's model). `None` when some model has no price.
+fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
+    use super::emit::{cost_of, price_of};
+    let model = r.header.as_ref()?.model.clone();
+    let mut total = cost_of(Some(price_of(prices, &model)?), &r.usage);
+    let entries = std::fs::read_dir(folder.join("agents"))
+        .map_or_else(|_| Vec::new(), |d| d.flatten().collect());
+    for e in entries {
+        let path = e.path();
+        let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".jsonl")) else {
+            continue;
+        };
+        let meta: serde_json::Value = fs_err::read(format!("{stem}.meta.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())?;
+        let child_model = meta.get("model")?.as_str()?;
+        let child = resume::load(&path).ok()?;
+        total += cost_of(Some(price_of(prices, child_model)?), &child.usage);
+    }
+    Some(total)
+}
+
+type Prices = std::collections::BTreeMap<String, crate::config::ModelPrice>;
+
+fn summary(id: &str, folder: &Path, r: &Restored, prices: &Prices) -> Summary {
     let children = std::fs::read_dir(folder.join("agents")).map_or(0, |d| {
         d.flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
@@ -104,16 +135,17 @@ fn summary(id: &str, folder: &Path, r: &Restored) -> Summary {
         messages: r.history.len(),
         compactions: r.compactions,
         children,
+        cost_usd: cost(prices, folder, r),
         title,
         version: r.header.as_ref().map_or(0, |h| h.version),
     }
 }
 
-fn list(dir: &Path, json: bool) -> Result<(), CliError> {
+fn list(dir: &Path, json: bool, prices: &Prices) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for (id, folder) in resume::session_folders(dir) {
         match resume::load(&folder.join("main.jsonl")) {
-            Ok(r) => rows.push(summary(&id, &folder, &r)),
+            Ok(r) => rows.push(summary(&id, &folder, &r, prices)),
             Err(e) => eprintln!("warning: {e}"),
         }
     }
@@ -142,10 +174,10 @@ fn list(dir: &Path, json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-fn show(dir: &Path, id: &str, json: bool) -> Result<(), CliError> {
+fn show(dir: &Path, id: &str, json: bool, prices: &Prices) -> Result<(), CliError> {
     let folder = resume::session_folder(dir, id).map_err(usage_error)?;
     let r = resume::load(&folder.join("main.jsonl")).map_err(usage_error)?;
-    let s = summary(id, &folder, &r);
+    let s = summary(id, &folder, &r, prices);
     if json {
         #[derive(Serialize)]
         struct Shown<'a> {
@@ -168,6 +200,9 @@ fn show(dir: &Path, id: &str, json: bool) -> Result<(), CliError> {
     outln!("turns     {}", s.turns);
     outln!("tokens    {}", s.tokens);
     outln!("children  {}", s.children);
+    if let Some(c) = s.cost_usd {
+        outln!("cost      ${c:.4}");
+    }
     for m in &r.history {
         let role = match m.role {
             Role::User => "user",

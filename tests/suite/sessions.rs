@@ -124,6 +124,10 @@ fn continue_picks_the_latest_session_and_fork_leaves_it_alone() {
     let row = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap().clone();
     assert_eq!(row(&forked)["messages"], 4);
     assert_eq!(row(&forked)["turns"], 2);
+    // Two responses of 10 tokens in and 5 out, at claude-sonnet-4's
+    // default price ($3 and $15 per million).
+    let cost = row(&forked)["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.000_21).abs() < 1e-9, "{cost}");
     for id in &ids {
         assert_eq!(row(id)["messages"], 2, "{id} unchanged");
         assert_eq!(row(id)["model"], "claude-sonnet-4-5");
