@@ -295,9 +295,13 @@ fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: Strin
 pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     let prompt = read_prompt(args.prompt)?;
     let started = Instant::now();
-    let events: EventSink = match args.output_format {
-        OutputFormat::StreamJson => stream_json_sink(),
-        _ => Progress::new(false).sink(),
+    let progress = match args.output_format {
+        OutputFormat::StreamJson => None,
+        _ => Some(Progress::new(false)),
+    };
+    let events: EventSink = match &progress {
+        Some(p) => p.sink(),
+        None => stream_json_sink(),
     };
     let prepared = prepare(
         g,
@@ -322,8 +326,13 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     session.set_cancel(cancel.clone());
     // SIGINT and SIGTERM end the run alike (cli/signals.rs).
     let mut signal = None;
+    let startup =
+        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
     let result = tokio::select! {
-        r = session.run() => r,
+        r = async {
+            wait_for_servers(&engine, progress.as_deref(), startup).await;
+            session.run().await
+        } => r,
         name = super::signals::interrupted() => {
             cancel.cancel();
             signal = Some(name);
@@ -415,6 +424,59 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                 }
             }
         }
+    }
+}
+
+/// Before the first request of a one-shot run: waits until every MCP
+/// server is ready or has failed (failures are reported as they happen),
+/// at most `limit`, with the wait on a progress line. Servers still
+/// connecting after that are reported; the run goes on without them, and
+/// their tools join a later turn if they become ready.
+async fn wait_for_servers(
+    engine: &Engine,
+    progress: Option<&Progress>,
+    limit: std::time::Duration,
+) {
+    use crate::mcp::ServerState;
+    if engine.mcp.states().is_empty() {
+        return;
+    }
+    let bar = progress.map(|p| p.status(String::new()));
+    let pending = engine
+        .mcp
+        .wait_settled(limit, |states| {
+            if let Some(bar) = &bar {
+                let ready = states
+                    .values()
+                    .filter(|s| **s == ServerState::Ready)
+                    .count();
+                let waiting: Vec<&str> = states
+                    .iter()
+                    .filter(|(_, s)| **s == ServerState::Connecting)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                bar.set_message(format!(
+                    "MCP servers: {ready} of {} ready, waiting for {}",
+                    states.len(),
+                    waiting.join(", ")
+                ));
+            }
+        })
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if !pending.is_empty() {
+        tracing::warn!(
+            "MCP server(s) {} still connecting after {} ms (mcp.startup_timeout_ms); \
+             the first turn goes without their tools",
+            pending
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            limit.as_millis()
+        );
     }
 }
 

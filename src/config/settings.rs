@@ -35,6 +35,8 @@ pub struct Settings {
     /// MCP servers by name (see `docs/mcp.md`); entries here win over a
     /// project's `.mcp.json` on name clashes.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// How sessions use the MCP servers.
+    pub mcp: McpSettings,
     /// Variables given to the commands cadre starts (Bash, hooks, MCP
     /// servers), on top of cadre's own environment (Claude Code's `env`).
     pub env: BTreeMap<String, String>,
@@ -67,6 +69,7 @@ impl Default for Settings {
             transcripts: TranscriptSettings::default(),
             hooks: HookSettings::default(),
             mcp_servers: BTreeMap::new(),
+            mcp: McpSettings::default(),
             env: BTreeMap::new(),
             pass_env: Vec::new(),
             enable_all_project_mcp_servers: false,
@@ -209,6 +212,22 @@ impl Default for AgentSettings {
             max_concurrent: 20,
             required_mcp_wait_ms: 30_000,
             required_mcp_poll_ms: 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpSettings {
+    /// How long the first request of `cadre run` waits for servers that
+    /// are still connecting (`chat` does not wait).
+    pub startup_timeout_ms: u64,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            startup_timeout_ms: 30_000,
         }
     }
 }

@@ -3,9 +3,9 @@
 //! Connecting lists the server's tools once; closing ends the session and,
 //! for stdio, the process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::RoleClient;
@@ -42,6 +42,71 @@ pub enum McpError {
     UnsupportedType(String),
 }
 
+/// Why connecting failed, with the last lines the server wrote on stderr
+/// (stdio servers only; empty otherwise).
+#[derive(Debug, Clone)]
+pub struct ConnectError {
+    pub error: McpError,
+    pub stderr: Vec<String>,
+}
+
+/// How many of a server's last stderr lines are kept, and how long each
+/// may be (longer lines are cut).
+const STDERR_LINES: usize = 20;
+const STDERR_LINE_CHARS: usize = 400;
+
+/// The last lines a stdio server wrote on stderr. The server's stderr is
+/// read continuously (so a chatty server never blocks on a full pipe);
+/// each line is also logged at debug level.
+#[derive(Debug, Default)]
+pub struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+}
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let mut line: String = line.trim_end().to_string();
+        if let Some((cut, _)) = line.char_indices().nth(STDERR_LINE_CHARS) {
+            line.truncate(cut);
+            line.push('…');
+        }
+        let mut lines = self
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Reads `stderr` line by line into `tail` until it closes.
+fn read_stderr(
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<StderrTail>,
+    command: String,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %command, "stderr: {line}");
+            tail.push(&line);
+        }
+    })
+}
+
 /// A tool as the server describes it.
 #[derive(Debug, Clone)]
 pub struct ServerTool {
@@ -59,6 +124,8 @@ pub struct Connection {
     pub tools: Vec<ServerTool>,
     /// The server process, for stdio servers.
     pub pid: Option<u32>,
+    /// What a stdio server wrote on stderr lately.
+    pub stderr: Arc<StderrTail>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -73,14 +140,38 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Starts or reaches the server, completes the handshake and lists its
     /// tools. Stdio servers run in `cwd`.
-    pub async fn connect(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
-        match tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(config, cwd)).await {
-            Ok(r) => r,
-            Err(_) => Err(McpError::Timeout(CONNECT_TIMEOUT.as_secs())),
+    /// A stdio server's stderr is kept (its last lines) and returned
+    /// with a failure.
+    pub async fn connect(config: &McpServerConfig, cwd: &Path) -> Result<Connection, ConnectError> {
+        let tail = Arc::new(StderrTail::default());
+        let mut reader = None;
+        let result = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            Self::connect_inner(config, cwd, &tail, &mut reader),
+        )
+        .await;
+        let error = match result {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(e)) => e,
+            Err(_) => McpError::Timeout(CONNECT_TIMEOUT.as_secs()),
+        };
+        // The transport (and with it the process) is gone by now; give the
+        // reader a moment to take the last lines the server wrote.
+        if let Some(reader) = reader {
+            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
         }
+        Err(ConnectError {
+            error,
+            stderr: tail.lines(),
+        })
     }
 
-    async fn connect_inner(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
+    async fn connect_inner(
+        config: &McpServerConfig,
+        cwd: &Path,
+        tail: &Arc<StderrTail>,
+        reader: &mut Option<tokio::task::JoinHandle<()>>,
+    ) -> Result<Connection, McpError> {
         if let Some(kind) = &config.kind
             && !["stdio", "http", "streamable-http"].contains(&kind.as_str())
         {
@@ -94,10 +185,16 @@ impl Connection {
                     .envs(&config.env)
                     .current_dir(cwd)
                     .kill_on_drop(true);
-                let transport = TokioChildProcess::new(cmd).map_err(|e| McpError::Spawn {
-                    command: command.clone(),
-                    message: e.to_string(),
-                })?;
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| McpError::Spawn {
+                        command: command.clone(),
+                        message: e.to_string(),
+                    })?;
+                if let Some(stderr) = stderr {
+                    *reader = Some(read_stderr(stderr, Arc::clone(tail), command.clone()));
+                }
                 let pid = transport.id();
                 let service =
                     ().serve(transport)
@@ -153,6 +250,7 @@ impl Connection {
             service: Mutex::new(Some(service)),
             tools,
             pid,
+            stderr: Arc::clone(tail),
         })
     }
 

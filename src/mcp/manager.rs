@@ -38,7 +38,10 @@ enum State {
         conn: Arc<Connection>,
         tools: Vec<Arc<McpTool>>,
     },
-    Failed(String),
+    Failed {
+        why: String,
+        stderr: Vec<String>,
+    },
 }
 
 struct Entry {
@@ -76,6 +79,8 @@ pub struct McpManager {
     inner: Mutex<Inner>,
     version: AtomicU64,
     epochs: AtomicU64,
+    /// Woken at every version change (for [`McpManager::wait_settled`]).
+    changed: tokio::sync::Notify,
 }
 
 impl McpManager {
@@ -92,6 +97,7 @@ impl McpManager {
 
     fn bump(&self) {
         self.version.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
     }
 
     /// Changes whenever a server connects, fails, is added or removed.
@@ -160,7 +166,12 @@ impl McpManager {
         }
     }
 
-    fn finish_connect(&self, name: &str, epoch: u64, result: Result<Connection, super::McpError>) {
+    fn finish_connect(
+        &self,
+        name: &str,
+        epoch: u64,
+        result: Result<Connection, super::ConnectError>,
+    ) {
         let stale = {
             let mut inner = self.lock();
             match inner.shared.get_mut(name) {
@@ -175,8 +186,11 @@ impl McpManager {
                             }
                         }
                         Err(e) => {
-                            report_failure(&format!("`{name}`"), &e.to_string());
-                            State::Failed(e.to_string())
+                            report_failure(&format!("`{name}`"), &e);
+                            State::Failed {
+                                why: e.error.to_string(),
+                                stderr: e.stderr,
+                            }
                         }
                     };
                     None
@@ -204,7 +218,7 @@ impl McpManager {
                 let s = match e.state {
                     State::Connecting => ServerState::Connecting,
                     State::Ready { .. } => ServerState::Ready,
-                    State::Failed(_) => ServerState::Failed,
+                    State::Failed { .. } => ServerState::Failed,
                 };
                 (name.clone(), s)
             })
@@ -214,8 +228,50 @@ impl McpManager {
     /// The failure message of a shared server that failed.
     pub fn failure(&self, name: &str) -> Option<String> {
         match &self.lock().shared.get(name)?.state {
-            State::Failed(why) => Some(why.clone()),
+            State::Failed { why, .. } => Some(why.clone()),
             _ => None,
+        }
+    }
+
+    /// The last lines a shared stdio server wrote on stderr (kept while it
+    /// runs, and from its failed start).
+    pub fn stderr_tail(&self, name: &str) -> Vec<String> {
+        match &self.lock().shared.get(name).map(|e| &e.state) {
+            Some(State::Ready { conn, .. }) => conn.stderr.lines(),
+            Some(State::Failed { stderr, .. }) => stderr.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Waits until no shared server is still connecting, at most `limit`.
+    /// `on_change` is called with the states at the start and after every
+    /// change. Returns the servers still connecting when it gave up
+    /// (empty when every server is ready or has failed).
+    pub async fn wait_settled(
+        &self,
+        limit: Duration,
+        mut on_change: impl FnMut(&BTreeMap<String, ServerState>),
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before looking, so a change in between is not missed.
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let states = self.states();
+            on_change(&states);
+            let pending: Vec<String> = states
+                .iter()
+                .filter(|(_, s)| **s == ServerState::Connecting)
+                .map(|(n, _)| n.clone())
+                .collect();
+            if pending.is_empty() {
+                return pending;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => return pending,
+            }
         }
     }
 
@@ -368,10 +424,7 @@ impl McpManager {
                     scoped.tools.extend(tools_of(&name, &conn));
                     scoped.conns.push(conn);
                 }
-                Err(e) => report_failure(
-                    &format!("`{name}` (of agent `{agent_type}`)"),
-                    &e.to_string(),
-                ),
+                Err(e) => report_failure(&format!("`{name}` (of agent `{agent_type}`)"), &e),
             }
         }
         self.lock().scoped.insert(agent_id.to_string(), scoped);
@@ -451,10 +504,19 @@ fn tools_of(server: &str, conn: &Arc<Connection>) -> Vec<Arc<McpTool>> {
         .collect()
 }
 
-fn report_failure(label: &str, why: &str) {
-    report(&format!(
-        "MCP server {label} failed: {why}; its tools are not available"
-    ));
+fn report_failure(label: &str, e: &super::ConnectError) {
+    let mut message = format!(
+        "MCP server {label} failed: {}; its tools are not available",
+        e.error
+    );
+    if !e.stderr.is_empty() {
+        message.push_str("\n  its last stderr lines:");
+        for line in &e.stderr {
+            message.push_str("\n    ");
+            message.push_str(line);
+        }
+    }
+    report(&message);
 }
 
 /// A warning for the user. Logs go to stderr and show warnings by default

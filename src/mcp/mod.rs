@@ -16,7 +16,7 @@ mod manager;
 mod select;
 mod tool;
 
-pub use client::{Connection, McpError};
+pub use client::{ConnectError, Connection, McpError};
 pub use config::{effective_servers, read_mcp_json, scoped_servers};
 pub use manager::{McpManager, RequiredError, ServerState};
 pub use select::{matches_entry, required_matches, session_mcp_tools};

@@ -64,6 +64,12 @@ fn mcp_server_mode() {
                 let mut sink = Vec::new();
                 let _ = tokio::io::stdin().read_to_end(&mut sink).await;
             }
+            // Says why on stderr and exits before the handshake.
+            "crash" => {
+                eprintln!("starting up");
+                eprintln!("fatal: MCP_TEST_TOKEN is not set");
+                std::process::exit(3);
+            }
             mode => {
                 if mode == "slow" {
                     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -191,10 +197,11 @@ fn an_mcp_tool_call_goes_end_to_end_with_the_servers_schema() {
     p.run(Some(&server), &["run", "go"]).ok();
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
+    let first = tool_names(&reqs[0].json);
     assert!(
-        !tool_names(&reqs[0].json).contains(&"mcp__late__echo".to_string()),
-        "the first turn does not wait for slow servers: {:?}",
-        tool_names(&reqs[0].json)
+        first.contains(&"mcp__late__echo".to_string())
+            && first.contains(&"mcp__echo__echo".to_string()),
+        "`run` waits for every server before its first request: {first:?}"
     );
     let names = tool_names(&reqs[1].json);
     assert!(
@@ -214,6 +221,91 @@ fn an_mcp_tool_call_goes_end_to_end_with_the_servers_schema() {
     assert_eq!(results.len(), 1);
     assert_eq!(result_text(&results[0]), "echo: hi");
     assert_ne!(results[0]["is_error"], true);
+}
+
+#[test]
+fn the_first_request_of_run_offers_mcp_tools_and_can_call_them() {
+    let mut p = Project::new();
+    p.config(&server_toml("late", "slow"));
+    p.config("[permissions]\nallow = [\"mcp__late\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__late__echo", json!({"text": "first"})),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let reqs = server.requests();
+    let tool_result = last_tool_results(&reqs[1].json);
+    assert_eq!(result_text(&tool_result[0]), "echo: first");
+    assert_ne!(tool_result[0]["is_error"], true);
+}
+
+#[test]
+fn the_wait_for_servers_is_bounded_by_the_startup_timeout() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("stuck", "hang"));
+    p.config("[mcp]\nstartup_timeout_ms = 700\n");
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let first = tool_names(&server.requests()[0].json);
+    assert!(first.contains(&"mcp__echo__echo".to_string()), "{first:?}");
+    assert!(
+        !first.iter().any(|n| n.starts_with("mcp__stuck")),
+        "{first:?}"
+    );
+    assert!(
+        run.stderr.contains("`stuck` still connecting after 700 ms"),
+        "stderr: {}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_server_that_dies_at_start_is_reported_with_its_stderr() {
+    let mut p = Project::new();
+    p.config(&server_toml("crashy", "crash"));
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert!(
+        run.stderr.contains("MCP server `crashy` failed")
+            && run.stderr.contains("fatal: MCP_TEST_TOKEN is not set")
+            && run.stderr.contains("starting up"),
+        "stderr: {}",
+        run.stderr
+    );
+    // The failure ended the wait: the run went on without the server.
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn chat_does_not_wait_for_servers_before_its_first_request() {
+    use std::io::Write;
+    let mut p = Project::new();
+    p.config(&server_toml("late", "slow"));
+    let server = FakeServer::route(|_| anthropic::text_reply("hello back"));
+    let mut child = p
+        .command(Some(&server))
+        .args(["chat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = tool_names(&server.requests()[0].json);
+    assert!(
+        !first.iter().any(|n| n.starts_with("mcp__late")),
+        "chat starts at once: {first:?}"
+    );
 }
 
 #[test]
