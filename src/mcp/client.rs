@@ -40,6 +40,11 @@ pub enum McpError {
     NoTransport,
     #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
     UnsupportedType(String),
+    #[error(
+        "the legacy SSE transport (`type: \"sse\"`) is not supported; \
+         most servers also serve streamable HTTP (often at `/mcp`): use `type: \"http\"` with that URL"
+    )]
+    Sse,
 }
 
 /// Why connecting failed, with the last lines the server wrote on stderr
@@ -172,10 +177,10 @@ impl Connection {
         tail: &Arc<StderrTail>,
         reader: &mut Option<tokio::task::JoinHandle<()>>,
     ) -> Result<Connection, McpError> {
-        if let Some(kind) = &config.kind
-            && !["stdio", "http", "streamable-http"].contains(&kind.as_str())
-        {
-            return Err(McpError::UnsupportedType(kind.clone()));
+        match config.kind.as_deref() {
+            None | Some("stdio" | "http" | "streamable-http") => {}
+            Some("sse") => return Err(McpError::Sse),
+            Some(kind) => return Err(McpError::UnsupportedType(kind.to_string())),
         }
         let (service, pid) = match (&config.command, &config.url) {
             (Some(command), _) => {

@@ -403,6 +403,43 @@ fn mcp_json_servers_are_read_and_settings_win_on_a_clash() {
     assert!(!run.stderr.contains("failed"), "{}", run.stderr);
 }
 
+#[test]
+fn mcp_json_expands_variables_with_defaults() {
+    let mut p = Project::new();
+    let (cmd, args) = server_command();
+    p.env("TEST_MCP_BIN", &cmd);
+    p.env("TEST_MCP_MODE", "echo");
+    let mut expanded_args = args.clone();
+    // `${VAR:-default}` with the variable unset gives the default.
+    expanded_args[1] = "${TEST_MCP_FILTER:-suite::mcp::mcp_server_mode}".into();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {
+            "vars": {"type": "stdio", "command": "${TEST_MCP_BIN}", "args": expanded_args,
+                     "env": {MODE_ENV: "${TEST_MCP_MODE}"}},
+            "unset": {"command": "${TEST_MCP_NOT_SET}"}
+        }})
+        .to_string(),
+    );
+    p.config("[permissions]\nallow = [\"mcp__vars\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__vars__echo", json!({"text": "x"})),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert_eq!(
+        result_text(&last_tool_results(&server.requests()[1].json)[0]),
+        "echo: x"
+    );
+    assert!(
+        run.stderr.contains("mcpServers.unset")
+            && run.stderr.contains("`TEST_MCP_NOT_SET` is not set"),
+        "stderr: {}",
+        run.stderr
+    );
+}
+
 /// Main waits for the servers, spawns `agent`, then finishes; the child
 /// calls `child_call` (if any) once and then answers.
 fn spawning_server(agent: &'static str, child_call: Option<(&'static str, Value)>) -> FakeServer {
@@ -709,5 +746,32 @@ fn a_streamable_http_server_gets_its_headers_and_serves_tools() {
     assert_eq!(
         result_text(&last_tool_results(&reqs[2].json)[0]),
         "echo: over http (token s3cret)"
+    );
+}
+
+#[test]
+fn an_http_server_from_mcp_json_gets_expanded_url_and_headers() {
+    let url = http_echo_server();
+    let mut p = Project::new();
+    p.env("TEST_MCP_URL", &url);
+    p.env("TEST_MCP_TOKEN", "from-env");
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"web": {
+            "type": "http",
+            "url": "${TEST_MCP_URL}",
+            "headers": {"X-Test-Token": "${TEST_MCP_TOKEN}"}
+        }}})
+        .to_string(),
+    );
+    p.config("[permissions]\nallow = [\"mcp__web\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__web__echo", json!({"text": "hi"})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert_eq!(
+        result_text(&last_tool_results(&server.requests()[1].json)[0]),
+        "echo: hi (token from-env)"
     );
 }
