@@ -12,6 +12,7 @@ macro_rules! outln {
 mod agents;
 mod config;
 mod flags;
+mod mcp;
 mod output;
 mod permissions;
 mod run;
@@ -111,6 +112,9 @@ pub enum Command {
     /// Test permission rules against a tool call.
     #[command(subcommand)]
     Permissions(permissions::PermissionsCommand),
+    /// Connect to the configured MCP servers and show them (trusted folders only).
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -186,7 +190,8 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Chat(args) => run::chat(&g, args).await,
         Command::Render(args) => run::render(&g, args).await,
         Command::Agents(cmd) => agents::dispatch(&g, cmd),
-        Command::Tools(cmd) => tools::dispatch(&g, cmd),
+        Command::Tools(cmd) => tools::dispatch(&g, cmd).await,
+        Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,

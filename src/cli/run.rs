@@ -109,6 +109,8 @@ struct Mode {
     write_transcripts: bool,
     /// `run` waits for background children before it ends; `chat` does not.
     wait_for_background: bool,
+    /// Start the MCP servers (`render` starts no process).
+    connect_mcp: bool,
 }
 
 fn prepare(
@@ -122,6 +124,7 @@ fn prepare(
         interactive,
         write_transcripts,
         wait_for_background,
+        connect_mcp,
     } = how;
     let overrides = Overrides {
         model: args.model.clone(),
@@ -197,7 +200,9 @@ fn prepare(
     let engine = Arc::new(engine);
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
-    engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    if connect_mcp {
+        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    }
     let transcript = match &session_dir {
         Some(d) => Transcript::open(d.join("main.jsonl"), "main", None),
         None => Transcript::disabled("main", None),
@@ -310,6 +315,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             interactive: args.kind.interactive(),
             write_transcripts: true,
             wait_for_background: true,
+            connect_mcp: true,
         },
         events,
         None,
@@ -495,10 +501,20 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
             interactive: args.kind.interactive(),
             write_transcripts: false,
             wait_for_background: true,
+            connect_mcp: false,
         },
         events,
         None,
     )?;
+    // Rendering sends nothing and starts nothing: MCP servers (processes,
+    // connections) are left alone, so their tools are not in the body.
+    let servers = engine.snapshot.load().mcp_servers.len();
+    if servers > 0 && !g.quiet {
+        eprintln!(
+            "cadre: render starts no MCP server, so the tools of the {servers} configured \
+             server(s) are not in this request; `cadre tools schema --mcp` lists them"
+        );
+    }
     session.push_user(first_message(&engine, def.as_deref(), prompt));
     let request = session
         .next_request()
@@ -562,6 +578,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             interactive: true,
             write_transcripts: true,
             wait_for_background: false,
+            connect_mcp: true,
         },
         progress.sink(),
         Some(asker),

@@ -775,3 +775,115 @@ fn an_http_server_from_mcp_json_gets_expanded_url_and_headers() {
         "echo: hi (token from-env)"
     );
 }
+
+/// A server entry that only leaves a marker file when it is started.
+fn marker_server(p: &Project) -> (Value, PathBuf) {
+    let marker = p.path().join("server-started.marker");
+    let script = format!("echo started > '{}'", marker.display());
+    (json!({"command": "sh", "args": ["-c", script]}), marker)
+}
+
+#[test]
+fn render_starts_no_mcp_server_and_tools_schema_mcp_lists_their_tools() {
+    let mut p = Project::new();
+    let (entry, marker) = marker_server(&p);
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"marker": entry}}).to_string(),
+    );
+    p.config(&server_toml("echo", "echo"));
+    let run = p.run(None, &["render", "go"]);
+    run.ok();
+    assert!(!marker.exists(), "render started a server");
+    assert!(!run.stdout.contains("mcp__"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("render starts no MCP server"),
+        "{}",
+        run.stderr
+    );
+
+    // The same configuration does start servers for `tools schema --mcp`.
+    let run = p.run(None, &["tools", "schema", "--mcp", "--json"]);
+    run.ok();
+    assert!(marker.exists(), "the marker server was never started");
+    let defs: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let echo = defs
+        .iter()
+        .find(|d| d["name"] == "mcp__echo__echo")
+        .unwrap();
+    assert_eq!(echo["description"], "Echoes the text back");
+    assert!(defs.iter().any(|d| d["name"] == "Read"), "built-ins stay");
+    assert!(
+        run.stderr.contains("MCP server `marker` is not ready"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn inspection_in_an_untrusted_folder_starts_nothing() {
+    let p = Project::untrusted();
+    let (entry, marker) = marker_server(&p);
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"marker": entry}}).to_string(),
+    );
+    for args in [
+        &["render", "go"][..],
+        &["tools", "schema", "--mcp", "--json"],
+        &["mcp", "list"],
+    ] {
+        let run = p.run(None, args);
+        run.ok();
+        assert!(!marker.exists(), "{args:?} started a server");
+        if args[0] != "render" {
+            assert!(
+                run.stderr.contains("not a trusted folder"),
+                "{}",
+                run.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn mcp_list_and_get_show_status_tools_and_stderr() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("crashy", "crash"));
+    let run = p.run(None, &["mcp", "list"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("echo  ready, 2 tools"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("crashy  failed: "), "{}", run.stdout);
+
+    let run = p.run(None, &["mcp", "get", "crashy"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("fatal: MCP_TEST_TOKEN is not set"),
+        "{}",
+        run.stdout
+    );
+
+    let run = p.run(None, &["mcp", "get", "echo", "--json"]);
+    run.ok();
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["status"], "ready");
+    let tools = v["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[0]["name"], "mcp__echo__echo");
+    // Environment values (often secrets) are not printed, only their names.
+    assert_eq!(v["transport"]["env"], json!([MODE_ENV]));
+    assert!(!run.stdout.contains("\"echo\"}"), "{}", run.stdout);
+
+    let run = p.run(None, &["mcp", "get", "nope"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("no MCP server `nope`"),
+        "{}",
+        run.stderr
+    );
+}
