@@ -259,28 +259,38 @@ impl Connection {
         })
     }
 
-    /// Calls one tool. `Ok` is the result text and whether the server
-    /// marked it as an error; `Err` is a protocol or transport failure.
-    pub async fn call(&self, tool: &str, input: Value) -> Result<(String, bool), String> {
+    /// Calls one tool. `Ok` is the result (text, images, whether the server
+    /// marked it as an error); `Err` is a protocol or transport failure.
+    pub async fn call(&self, tool: &str, input: Value) -> Result<CallOutput, String> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
             params = params.with_arguments(JsonObject::from_iter(map));
         }
         match self.peer.call_tool_once(params).await {
             Ok(CallToolResponse::Complete(result)) => {
-                let is_error = result.is_error.unwrap_or(false);
-                let mut parts: Vec<String> = result
+                let mut out = CallOutput {
+                    is_error: result.is_error.unwrap_or(false),
+                    ..CallOutput::default()
+                };
+                let mut parts: Vec<String> = Vec::new();
+                for c in result
                     .content
                     .iter()
                     .filter_map(|c| serde_json::to_value(c).ok())
-                    .map(|c| content_text(&c))
-                    .collect();
+                {
+                    match content_part(&c) {
+                        Part::Text(t) => parts.push(t),
+                        Part::Image(source) => out.images.push(source),
+                    }
+                }
                 if parts.is_empty()
+                    && out.images.is_empty()
                     && let Some(s) = &result.structured_content
                 {
                     parts.push(s.to_string());
                 }
-                Ok((parts.join("\n"), is_error))
+                out.text = parts.join("\n");
+                Ok(out)
             }
             Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
             Err(e) => Err(e.to_string()),
@@ -297,23 +307,88 @@ impl Connection {
     }
 }
 
-/// One content block as text: text as is, other kinds as a short marker.
-fn content_text(c: &Value) -> String {
-    let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
-    match field("type") {
-        "text" => field("text").to_string(),
-        "image" | "audio" => format!("[{}: {}]", field("type"), field("mimeType")),
+/// What a tool call returned, as the model gets it.
+#[derive(Debug, Default, Clone)]
+pub struct CallOutput {
+    /// The text blocks (and everything shown as text), one per line.
+    pub text: String,
+    /// Images as Anthropic `source` objects (`{"type": "base64",
+    /// "media_type", "data"}`), in the order the server sent them.
+    pub images: Vec<Value>,
+    pub is_error: bool,
+}
+
+enum Part {
+    Text(String),
+    Image(Value),
+}
+
+/// The image types a model accepts as image blocks.
+const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The largest image (base64 characters) sent as an image block: the
+/// Anthropic API's 5 MB per image, base64-encoded.
+const MAX_IMAGE_BASE64: usize = 5 * 1024 * 1024 / 3 * 4;
+
+/// An image as an image block when the model can take it, else a marker.
+fn image_part(mime: &str, data: &str, from: &str) -> Part {
+    if IMAGE_TYPES.contains(&mime) && data.len() <= MAX_IMAGE_BASE64 && !data.is_empty() {
+        Part::Image(serde_json::json!({"type": "base64", "media_type": mime, "data": data}))
+    } else {
+        Part::Text(format!(
+            "[image{from}: {mime}, {} bytes of base64, not shown: only PNG, JPEG, GIF and WebP up to 5 MB are]",
+            data.len()
+        ))
+    }
+}
+
+/// One MCP content block for the model: text as is; images (and embedded
+/// image resources) as image blocks; embedded text resources as their
+/// text; resource links and other binary content as a line of text that
+/// names them.
+fn content_part(c: &Value) -> Part {
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match field(c, "type").as_str() {
+        "text" => Part::Text(field(c, "text")),
+        "image" => image_part(&field(c, "mimeType"), &field(c, "data"), ""),
+        "audio" => Part::Text(format!(
+            "[audio: {}, not shown: audio is not passed to the model]",
+            field(c, "mimeType")
+        )),
         "resource" => {
             let r = c.get("resource").cloned().unwrap_or(Value::Null);
-            match r.get("text").and_then(Value::as_str) {
-                Some(t) => t.to_string(),
-                None => format!(
-                    "[resource: {}]",
-                    r.get("uri").and_then(Value::as_str).unwrap_or("")
-                ),
+            let uri = field(&r, "uri");
+            if let Some(t) = r.get("text").and_then(Value::as_str) {
+                return Part::Text(t.to_string());
             }
+            let mime = field(&r, "mimeType");
+            let blob = field(&r, "blob");
+            if mime.starts_with("image/") {
+                return image_part(&mime, &blob, &format!(" resource {uri}"));
+            }
+            Part::Text(format!(
+                "[resource {uri}: {}, {} bytes of base64 binary content, not shown]",
+                if mime.is_empty() {
+                    "no MIME type"
+                } else {
+                    &mime
+                },
+                blob.len()
+            ))
         }
-        "resource_link" => format!("[resource link: {}]", field("uri")),
-        _ => c.to_string(),
+        "resource_link" => {
+            let mut line = format!("[resource link: {} <{}>", field(c, "name"), field(c, "uri"));
+            let mime = field(c, "mimeType");
+            if !mime.is_empty() {
+                line.push_str(&format!(" ({mime})"));
+            }
+            let desc = field(c, "description");
+            if !desc.is_empty() {
+                line.push_str(&format!(": {desc}"));
+            }
+            line.push(']');
+            Part::Text(line)
+        }
+        _ => Part::Text(c.to_string()),
     }
 }

@@ -294,6 +294,7 @@ impl Session {
             text,
             is_error,
             template,
+            images,
         } = tool.call(input.clone(), &ctx).await;
         let text = match template {
             Some(t) => {
@@ -303,6 +304,17 @@ impl Session {
             None => text,
         };
         let mut result = CallResult::text(id, text, is_error);
+        if !images.is_empty()
+            && let ContentBlock::ToolResult { content, .. } = &mut result.block
+        {
+            // An image-only result has no (empty) text block.
+            content.retain(|c| !matches!(c, ToolResultContent::Text { text } if text.is_empty()));
+            content.extend(
+                images
+                    .into_iter()
+                    .map(|source| ToolResultContent::Image { source }),
+            );
+        }
         self.post_tool_hooks(snap, name, &input, &mut result.block)
             .await;
         result

@@ -32,6 +32,9 @@ fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
     child_requests_of(server, false)
 }
 
+/// A 1×1 PNG, base64.
+const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+
 const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
 const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
 
@@ -99,7 +102,7 @@ impl ServerHandler for EchoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![
+        let mut tools = vec![
             Tool::new(
                 "echo",
                 "Echoes the text back",
@@ -115,7 +118,16 @@ impl ServerHandler for EchoServer {
                 schema(json!({"type": "object", "properties": {}})),
             )
             .with_annotations(ToolAnnotations::new().read_only(true)),
-        ]))
+        ];
+        // The "rich" mode adds a tool that returns every kind of content.
+        if std::env::var(MODE_ENV).is_ok_and(|m| m == "rich") {
+            tools.push(Tool::new(
+                "picture",
+                "Returns an image with other kinds of content",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -140,6 +152,16 @@ impl ServerHandler for EchoServer {
             "pid" => {
                 CallToolResult::success(vec![ContentBlock::text(std::process::id().to_string())])
             }
+            "picture" => CallToolResult::success(vec![
+                ContentBlock::text("a red pixel:"),
+                ContentBlock::image(PIXEL_PNG, "image/png"),
+                ContentBlock::image("PHN2Zz48L3N2Zz4=", "image/svg+xml"),
+                ContentBlock::embedded_text("file:///notes.txt", "the notes say hi"),
+                ContentBlock::resource_link(rmcp::model::Resource::new(
+                    "file:///big.csv",
+                    "big.csv",
+                )),
+            ]),
             other => CallToolResult::error(vec![ContentBlock::text(format!("no tool {other}"))]),
         };
         Ok(CallToolResponse::Complete(result))
@@ -885,5 +907,68 @@ fn mcp_list_and_get_show_status_tools_and_stderr() {
         run.stderr.contains("no MCP server `nope`"),
         "{}",
         run.stderr
+    );
+}
+
+#[test]
+fn an_image_result_reaches_the_model_as_an_image_block() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__echo\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__echo__picture", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let results = last_tool_results(&server.requests()[1].json);
+    let content = results[0]["content"].as_array().unwrap();
+    let images: Vec<&Value> = content.iter().filter(|c| c["type"] == "image").collect();
+    assert_eq!(images.len(), 1, "{content:?}");
+    assert_eq!(
+        images[0]["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": PIXEL_PNG})
+    );
+    let text: Vec<&str> = content.iter().filter_map(|c| c["text"].as_str()).collect();
+    let text = text.join("\n");
+    assert!(text.contains("a red pixel:"), "{text}");
+    assert!(
+        text.contains("image/svg+xml") && text.contains("not shown"),
+        "{text}"
+    );
+    assert!(text.contains("the notes say hi"), "{text}");
+    assert!(
+        text.contains("[resource link: big.csv <file:///big.csv>]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_image_result_goes_to_openai_in_a_user_message_after_the_tool_message() {
+    use super::kit::openai;
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__echo\"]\n");
+    let server = FakeServer::start([
+        openai::tool_call_reply("call_1", "mcp__echo__picture", json!({})),
+        openai::text_reply("done"),
+    ]);
+    p.env("CADRE_PROVIDER__KIND", "openai")
+        .env("CADRE_PROVIDER__BASE_URL", server.url());
+    p.run(None, &["run", "--model", "local-model", "go"]).ok();
+    let msgs = server.request(1).json["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let at = msgs.iter().position(|m| m["role"] == "tool").unwrap();
+    let tool_text = msgs[at]["content"].as_str().unwrap();
+    assert!(tool_text.contains("a red pixel:"), "{tool_text}");
+    assert!(tool_text.contains("[image(s) in the next user message]"));
+    let next = &msgs[at + 1];
+    assert_eq!(next["role"], "user");
+    let parts = next["content"].as_array().unwrap();
+    assert!(parts[0]["text"].as_str().unwrap().contains("call_1"));
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{PIXEL_PNG}")
     );
 }
