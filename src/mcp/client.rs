@@ -131,6 +131,8 @@ pub struct Connection {
     pub pid: Option<u32>,
     /// What a stdio server wrote on stderr lately.
     pub stderr: Arc<StderrTail>,
+    /// The server declared the `resources` capability.
+    pub resources: bool,
 }
 
 impl std::fmt::Debug for Connection {
@@ -233,6 +235,9 @@ impl Connection {
             (None, None) => return Err(McpError::NoTransport),
         };
         let peer = service.peer().clone();
+        let resources = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_some());
         let listed = peer
             .list_all_tools()
             .await
@@ -256,6 +261,7 @@ impl Connection {
             tools,
             pid,
             stderr: Arc::clone(tail),
+            resources,
         })
     }
 
@@ -295,6 +301,43 @@ impl Connection {
             Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// Every resource the server lists (all pages), as MCP JSON objects
+    /// (`uri`, `name`, `mimeType`, `description`, …).
+    pub async fn list_resources(&self) -> Result<Vec<Value>, String> {
+        let listed = self
+            .peer
+            .list_all_resources()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(listed
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect())
+    }
+
+    /// Reads one resource: its contents as the model gets them (text, and
+    /// images as image sources; other binaries as a line naming them).
+    pub async fn read_resource(&self, uri: &str) -> Result<CallOutput, String> {
+        let result = self
+            .peer
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = CallOutput::default();
+        let mut parts = Vec::new();
+        for c in &result.contents {
+            let Ok(v) = serde_json::to_value(c) else {
+                continue;
+            };
+            match content_part(&serde_json::json!({"type": "resource", "resource": v})) {
+                Part::Text(t) => parts.push(t),
+                Part::Image(source) => out.images.push(source),
+            }
+        }
+        out.text = parts.join("\n");
+        Ok(out)
     }
 
     /// Ends the session; a stdio server's process is closed (and killed if

@@ -307,6 +307,21 @@ impl McpManager {
         out
     }
 
+    /// The ready shared servers that declared the `resources` capability,
+    /// by name.
+    pub fn resource_servers(&self) -> Vec<(String, Arc<Connection>)> {
+        self.lock()
+            .shared
+            .iter()
+            .filter_map(|(name, e)| match &e.state {
+                State::Ready { conn, .. } if conn.resources => {
+                    Some((name.clone(), Arc::clone(conn)))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// One tool by its `mcp__…` name, as [`McpManager::tools`] would list it.
     pub fn tool(&self, agent_ids: &[&str], name: &str) -> Option<Arc<McpTool>> {
         self.tools(agent_ids)

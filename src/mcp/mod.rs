@@ -13,11 +13,13 @@
 mod client;
 mod config;
 mod manager;
+mod resources;
 mod select;
 mod tool;
 
 pub use client::{ConnectError, Connection, McpError};
 pub use config::{effective_servers, read_mcp_json, scoped_servers};
 pub use manager::{McpManager, RequiredError, ServerState};
+pub use resources::{RESOURCE_TOOLS, ResourceTool};
 pub use select::{matches_entry, required_matches, session_mcp_tools};
 pub use tool::{McpTool, tool_name};

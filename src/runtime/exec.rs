@@ -270,7 +270,10 @@ impl Session {
         }
         let tool: Option<Arc<dyn Tool>> = match self.engine.tools.get(name) {
             Some(t) => Some(Arc::clone(t)),
-            None => self.mcp_tool(name).map(|t| t as Arc<dyn Tool>),
+            None => match self.mcp_tool(name) {
+                Some(t) => Some(t as Arc<dyn Tool>),
+                None => self.resource_tool(name).map(|t| t as Arc<dyn Tool>),
+            },
         };
         let Some(tool) = tool else {
             return CallResult::text(

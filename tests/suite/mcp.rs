@@ -88,13 +88,67 @@ fn mcp_server_mode() {
 #[derive(Clone)]
 struct EchoServer;
 
+/// The "rich" mode: every kind of content, and resources.
+fn rich() -> bool {
+    std::env::var(MODE_ENV).is_ok_and(|m| m == "rich")
+}
+
 fn schema(v: Value) -> std::sync::Arc<rmcp::model::JsonObject> {
     std::sync::Arc::new(v.as_object().unwrap().clone())
 }
 
 impl ServerHandler for EchoServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        if rich() {
+            ServerConfig::new(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_resources()
+                    .build(),
+            )
+        } else {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        let mut notes = rmcp::model::Resource::new("file:///notes.txt", "notes");
+        notes.description = Some("Meeting notes".into());
+        notes.mime_type = Some("text/plain".into());
+        let pixel = rmcp::model::Resource::new("file:///pixel.png", "pixel");
+        Ok(rmcp::model::ListResourcesResult::with_all_items(vec![
+            notes, pixel,
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        use rmcp::model::{ReadResourceResponse, ReadResourceResult, ResourceContents};
+        let contents = match request.uri.as_str() {
+            "file:///notes.txt" => ResourceContents::text("notes: ship it", "file:///notes.txt"),
+            "file:///pixel.png" => ResourceContents::BlobResourceContents {
+                uri: request.uri.clone(),
+                mime_type: Some("image/png".into()),
+                blob: PIXEL_PNG.into(),
+                meta: None,
+            },
+            other => {
+                return Err(ErrorData::resource_not_found(
+                    format!("no resource {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![contents],
+        )))
     }
 
     async fn list_tools(
@@ -120,7 +174,7 @@ impl ServerHandler for EchoServer {
             .with_annotations(ToolAnnotations::new().read_only(true)),
         ];
         // The "rich" mode adds a tool that returns every kind of content.
-        if std::env::var(MODE_ENV).is_ok_and(|m| m == "rich") {
+        if rich() {
             tools.push(Tool::new(
                 "picture",
                 "Returns an image with other kinds of content",
@@ -970,5 +1024,89 @@ fn an_image_result_goes_to_openai_in_a_user_message_after_the_tool_message() {
     assert_eq!(
         parts[1]["image_url"]["url"],
         format!("data:image/png;base64,{PIXEL_PNG}")
+    );
+}
+
+#[test]
+fn resources_are_listed_and_read_through_the_resource_tools() {
+    let mut p = Project::new();
+    p.config(&server_toml("plain", "echo"));
+    p.config(&server_toml("docs", "rich"));
+    p.config("[permissions]\nallow = [\"ListMcpResources\", \"ReadMcpResource\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "ListMcpResources", json!({})),
+        1 => anthropic::message()
+            .tool_use(
+                "t2",
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///notes.txt"}),
+            )
+            .tool_use(
+                "t3",
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///pixel.png"}),
+            )
+            .tool_use(
+                "t4",
+                "ReadMcpResource",
+                json!({"server": "plain", "uri": "file:///x"}),
+            )
+            .tool_use(
+                "t5",
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///nope"}),
+            )
+            .reply(),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let list = tool(&reqs[0].json, "ListMcpResources").unwrap();
+    assert!(
+        list["description"]
+            .as_str()
+            .unwrap()
+            .contains("ReadMcpResource")
+    );
+    assert!(tool(&reqs[0].json, "ReadMcpResource").is_some());
+
+    let listed = result_text(&last_tool_results(&reqs[1].json)[0]);
+    assert!(
+        listed.contains(r#"<resource server="docs" uri="file:///notes.txt" mimeType="text/plain">notes: Meeting notes</resource>"#),
+        "{listed}"
+    );
+    assert!(listed.contains("file:///pixel.png"), "{listed}");
+
+    let results = last_tool_results(&reqs[2].json);
+    assert_eq!(result_text(&results[0]), "notes: ship it");
+    let image = &results[1]["content"][0];
+    assert_eq!(image["type"], "image", "{results:?}");
+    assert_eq!(image["source"]["data"], PIXEL_PNG);
+    assert_eq!(results[2]["is_error"], true);
+    assert!(
+        result_text(&results[2]).contains("No connected MCP server `plain` offers resources")
+            && result_text(&results[2]).contains("Servers with resources: docs"),
+        "{:?}",
+        results[2]
+    );
+    assert_eq!(results[3]["is_error"], true);
+    assert!(
+        result_text(&results[3]).contains("no resource file:///nope"),
+        "{:?}",
+        results[3]
+    );
+}
+
+#[test]
+fn resource_tools_are_offered_only_when_a_server_has_resources() {
+    let mut p = Project::new();
+    p.config(&server_toml("plain", "echo"));
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    p.run(Some(&server), &["run", "go"]).ok();
+    let names = tool_names(&server.requests()[0].json);
+    assert!(names.contains(&"mcp__plain__echo".to_string()));
+    assert!(
+        !names.iter().any(|n| n.contains("McpResource")),
+        "{names:?}"
     );
 }
