@@ -201,6 +201,7 @@ fn prepare(
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
     if connect_mcp {
+        engine.mcp.set_extra_roots(engine.add_dirs.clone());
         engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     }
     let transcript = match &session_dir {

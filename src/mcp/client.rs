@@ -8,11 +8,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
-use rmcp::service::{Peer, RunningService, ServiceExt};
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, JsonObject, ListRootsResult, Root,
+};
+use rmcp::service::{Peer, RequestContext, RunningService, ServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use crate::config::McpServerConfig;
@@ -112,6 +116,67 @@ fn read_stderr(
     })
 }
 
+/// What cadre tells a server about itself, and how it answers the
+/// server's requests: `roots` (the folders cadre works in) and elicitation
+/// (declined: cadre has no way to ask the user from inside a tool call
+/// yet). Sampling is not offered.
+#[derive(Debug, Clone)]
+pub struct Client {
+    /// The server's configured name, for messages.
+    pub server: String,
+    /// The working directory, then the added directories.
+    pub roots: Vec<std::path::PathBuf>,
+}
+
+// Roots are deprecated by a newer protocol revision (SEP-2577) that cadre's
+// servers do not speak yet; they still ask for them.
+#[allow(deprecated)]
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        // (rmcp's capability builder exists only with its server feature.)
+        let mut caps = ClientCapabilities::default();
+        caps.roots = Some(Default::default());
+        caps.elicitation = Some(Default::default());
+        ClientConfig::new(caps, Implementation::new("cadre", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let roots = self
+            .roots
+            .iter()
+            .filter_map(|p| {
+                let uri = reqwest::Url::from_directory_path(p).ok()?;
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                let mut root = Root::new(uri.as_str().trim_end_matches('/'));
+                root.name = name;
+                Some(root)
+            })
+            .collect();
+        Ok(ListRootsResult::new(roots))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let message = match &request {
+            ElicitRequestParams::FormElicitationParams { message, .. }
+            | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
+            _ => String::new(),
+        };
+        tracing::warn!(
+            "MCP server `{}` asked for input ({message:?}); declined: cadre cannot ask \
+             the user during a tool call (no elicitation support yet)",
+            self.server
+        );
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
+}
+
 /// A tool as the server describes it.
 #[derive(Debug, Clone)]
 pub struct ServerTool {
@@ -125,7 +190,7 @@ pub struct ServerTool {
 pub struct Connection {
     peer: Peer<RoleClient>,
     /// Taken by [`Connection::close`]; dropping it also ends the session.
-    service: Mutex<Option<RunningService<RoleClient, ()>>>,
+    service: Mutex<Option<RunningService<RoleClient, Client>>>,
     pub tools: Vec<ServerTool>,
     /// The server process, for stdio servers.
     pub pid: Option<u32>,
@@ -149,12 +214,16 @@ impl Connection {
     /// tools. Stdio servers run in `cwd`.
     /// A stdio server's stderr is kept (its last lines) and returned
     /// with a failure.
-    pub async fn connect(config: &McpServerConfig, cwd: &Path) -> Result<Connection, ConnectError> {
+    pub async fn connect(
+        config: &McpServerConfig,
+        cwd: &Path,
+        handler: Client,
+    ) -> Result<Connection, ConnectError> {
         let tail = Arc::new(StderrTail::default());
         let mut reader = None;
         let result = tokio::time::timeout(
             CONNECT_TIMEOUT,
-            Self::connect_inner(config, cwd, &tail, &mut reader),
+            Self::connect_inner(config, cwd, handler, &tail, &mut reader),
         )
         .await;
         let error = match result {
@@ -176,6 +245,7 @@ impl Connection {
     async fn connect_inner(
         config: &McpServerConfig,
         cwd: &Path,
+        handler: Client,
         tail: &Arc<StderrTail>,
         reader: &mut Option<tokio::task::JoinHandle<()>>,
     ) -> Result<Connection, McpError> {
@@ -203,10 +273,10 @@ impl Connection {
                     *reader = Some(read_stderr(stderr, Arc::clone(tail), command.clone()));
                 }
                 let pid = transport.id();
-                let service =
-                    ().serve(transport)
-                        .await
-                        .map_err(|e| McpError::Handshake(e.to_string()))?;
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, pid)
             }
             (None, Some(url)) => {
@@ -226,10 +296,10 @@ impl Connection {
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(headers),
                 );
-                let service =
-                    ().serve(transport)
-                        .await
-                        .map_err(|e| McpError::Handshake(e.to_string()))?;
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
             }
             (None, None) => return Err(McpError::NoTransport),

@@ -81,6 +81,8 @@ pub struct McpManager {
     epochs: AtomicU64,
     /// Woken at every version change (for [`McpManager::wait_settled`]).
     changed: tokio::sync::Notify,
+    /// Folders besides the working directory given to servers as roots.
+    extra_roots: Mutex<Vec<PathBuf>>,
 }
 
 impl McpManager {
@@ -98,6 +100,30 @@ impl McpManager {
     fn bump(&self) {
         self.version.fetch_add(1, Ordering::SeqCst);
         self.changed.notify_waiters();
+    }
+
+    /// Folders that servers get as roots after the working directory
+    /// (`--add-dir`); for servers that connect from now on.
+    pub fn set_extra_roots(&self, dirs: Vec<PathBuf>) {
+        *self
+            .extra_roots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = dirs;
+    }
+
+    fn client(&self, server: &str, cwd: &Path) -> super::client::Client {
+        let mut roots = vec![cwd.to_path_buf()];
+        roots.extend(
+            self.extra_roots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
+        super::client::Client {
+            server: server.to_string(),
+            roots,
+        }
     }
 
     /// Changes whenever a server connects, fails, is added or removed.
@@ -159,8 +185,9 @@ impl McpManager {
         for (name, config, epoch) in starting {
             let this = Arc::clone(self);
             let cwd: PathBuf = cwd.to_path_buf();
+            let client = self.client(&name, &cwd);
             rt.spawn(async move {
-                let result = Connection::connect(&config, &cwd).await;
+                let result = Connection::connect(&config, &cwd, client).await;
                 this.finish_connect(&name, epoch, result);
             });
         }
@@ -423,8 +450,9 @@ impl McpManager {
         if inline.is_empty() {
             return guard;
         }
-        let connecting = inline.iter().map(|(name, config)| async move {
-            (name.clone(), Connection::connect(config, cwd).await)
+        let connecting = inline.iter().map(|(name, config)| {
+            let client = self.client(name, cwd);
+            async move { (name.clone(), Connection::connect(config, cwd, client).await) }
         });
         let results = futures_util::future::join_all(connecting).await;
         let mut scoped = Scoped {

@@ -180,6 +180,16 @@ impl ServerHandler for EchoServer {
                 "Returns an image with other kinds of content",
                 schema(json!({"type": "object", "properties": {}})),
             ));
+            tools.push(Tool::new(
+                "roots",
+                "The client's roots",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+            tools.push(Tool::new(
+                "ask",
+                "Asks the user for a name",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -216,6 +226,43 @@ impl ServerHandler for EchoServer {
                     "big.csv",
                 )),
             ]),
+            #[allow(deprecated)]
+            "roots" => {
+                let listed = context.peer.list_roots().await;
+                let text = match listed {
+                    Ok(r) => serde_json::to_string(&r.roots).unwrap(),
+                    Err(e) => format!("roots failed: {e}"),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            "ask" => {
+                let declared = context
+                    .peer
+                    .peer_info()
+                    .is_some_and(|i| i.capabilities.elicitation.is_some());
+                let schema = rmcp::model::ElicitationSchema::builder()
+                    .required_string("name")
+                    .build()
+                    .unwrap();
+                let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "What is your name?".into(),
+                    requested_schema: schema,
+                };
+                // (`Peer::create_elicitation` needs rmcp's `elicitation`
+                // feature; the plain request needs nothing more.)
+                let request = rmcp::model::ServerRequest::ElicitRequest(
+                    rmcp::model::ElicitRequest::new(params),
+                );
+                let text = match context.peer.send_request(request).await {
+                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => {
+                        format!("declared {declared}, action {:?}", r.action)
+                    }
+                    Ok(other) => format!("declared {declared}, unexpected {other:?}"),
+                    Err(e) => format!("declared {declared}, elicitation failed: {e}"),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
             other => CallToolResult::error(vec![ContentBlock::text(format!("no tool {other}"))]),
         };
         Ok(CallToolResponse::Complete(result))
@@ -1108,5 +1155,41 @@ fn resource_tools_are_offered_only_when_a_server_has_resources() {
     assert!(
         !names.iter().any(|n| n.contains("McpResource")),
         "{names:?}"
+    );
+}
+
+#[test]
+fn servers_get_the_roots_and_an_elicitation_is_declined_in_run() {
+    let mut p = Project::new();
+    let extra = p.path().join("extra dir");
+    std::fs::create_dir_all(&extra).unwrap();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::message()
+            .tool_use("t1", "mcp__rich__roots", json!({}))
+            .tool_use("t2", "mcp__rich__ask", json!({}))
+            .reply(),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "--add-dir", "extra dir", "go"]);
+    run.ok();
+    let results = last_tool_results(&server.requests()[1].json);
+    let roots: Vec<Value> = serde_json::from_str(&result_text(&results[0])).unwrap();
+    let uris: Vec<&str> = roots.iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let cwd = std::fs::canonicalize(p.path()).unwrap_or(p.path().to_path_buf());
+    assert_eq!(uris.len(), 2, "{roots:?}");
+    assert!(uris[0].starts_with("file:///"), "{uris:?}");
+    assert!(
+        uris[0].ends_with(cwd.file_name().unwrap().to_str().unwrap()),
+        "{uris:?}"
+    );
+    assert!(uris[1].ends_with("/extra%20dir"), "{uris:?}");
+    assert_eq!(result_text(&results[1]), "declared true, action Decline");
+    assert!(
+        run.stderr
+            .contains("MCP server `rich` asked for input (\"What is your name?\"); declined"),
+        "{}",
+        run.stderr
     );
 }
