@@ -202,6 +202,13 @@ fn prepare(
     // re-syncs them with the snapshot).
     if connect_mcp {
         engine.mcp.set_extra_roots(engine.add_dirs.clone());
+        if settings.mcp.sampling {
+            engine.mcp.set_sampler(Some(sampler(
+                Arc::downgrade(&engine),
+                model.clone(),
+                settings.provider.max_tokens,
+            )));
+        }
         engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     }
     let transcript = match &session_dir {
@@ -252,6 +259,62 @@ fn prepare(
         def,
         input,
         interactive,
+    })
+}
+
+/// Answers MCP sampling requests with the engine's provider and the main
+/// session's model, without tools; the server's `maxTokens` is capped at
+/// `provider.max_tokens`. Holds the engine weakly (the engine holds the
+/// MCP manager, which holds this).
+fn sampler(engine: std::sync::Weak<Engine>, model: String, max_tokens: u32) -> crate::mcp::Sampler {
+    Arc::new(move |sample: crate::mcp::Sample| {
+        let engine = engine.clone();
+        let model = model.clone();
+        Box::pin(async move {
+            let engine = engine
+                .upgrade()
+                .ok_or_else(|| "the session has ended".to_string())?;
+            let request = crate::message::ModelRequest {
+                model,
+                system: Arc::from(sample.system.unwrap_or_default()),
+                tools: Arc::from(Vec::new()),
+                messages: sample.messages.into_iter().map(Arc::new).collect(),
+                max_tokens: sample.max_tokens.clamp(1, max_tokens.max(1)),
+                sampling: crate::message::Sampling::default(),
+            };
+            let response = engine
+                .provider
+                .send(&request, &|_| {})
+                .await
+                .map_err(|e| e.to_string())?;
+            let text: Vec<&str> = response
+                .message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            tracing::info!(
+                server = %sample.server,
+                output_tokens = response.usage.output_tokens,
+                "MCP sampling request answered"
+            );
+            let stop_reason = response.stop_reason.map(|r| {
+                match r {
+                    crate::message::StopReason::MaxTokens => "maxTokens",
+                    crate::message::StopReason::StopSequence => "stopSequence",
+                    _ => "endTurn",
+                }
+                .to_string()
+            });
+            Ok(crate::mcp::Sampled {
+                text: text.join(""),
+                model: response.model,
+                stop_reason,
+            })
+        })
     })
 }
 

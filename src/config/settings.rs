@@ -222,12 +222,16 @@ pub struct McpSettings {
     /// How long the first request of `cadre run` waits for servers that
     /// are still connecting (`chat` does not wait).
     pub startup_timeout_ms: u64,
+    /// Let servers ask the session's model for a completion
+    /// (`sampling/createMessage`).
+    pub sampling: bool,
 }
 
 impl Default for McpSettings {
     fn default() -> Self {
         McpSettings {
             startup_timeout_ms: 30_000,
+            sampling: false,
         }
     }
 }

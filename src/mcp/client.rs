@@ -119,13 +119,15 @@ fn read_stderr(
 /// What cadre tells a server about itself, and how it answers the
 /// server's requests: `roots` (the folders cadre works in) and elicitation
 /// (declined: cadre has no way to ask the user from inside a tool call
-/// yet). Sampling is not offered.
-#[derive(Debug, Clone)]
+/// yet), and sampling when a sampler is set.
+#[derive(Clone)]
 pub struct Client {
     /// The server's configured name, for messages.
     pub server: String,
     /// The working directory, then the added directories.
     pub roots: Vec<std::path::PathBuf>,
+    /// Answers `sampling/createMessage` (only with `mcp.sampling` on).
+    pub sampler: Option<super::Sampler>,
 }
 
 // Roots are deprecated by a newer protocol revision (SEP-2577) that cadre's
@@ -137,7 +139,43 @@ impl ClientHandler for Client {
         let mut caps = ClientCapabilities::default();
         caps.roots = Some(Default::default());
         caps.elicitation = Some(Default::default());
-        ClientConfig::new(caps, Implementation::new("cadre", env!("CARGO_PKG_VERSION")))
+        if self.sampler.is_some() {
+            caps.sampling = Some(Default::default());
+        }
+        ClientConfig::new(
+            caps,
+            Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        let Some(sampler) = &self.sampler else {
+            return Err(ErrorData::invalid_request(
+                "sampling is off in cadre (mcp.sampling = false)",
+                None,
+            ));
+        };
+        let messages = super::sampling::to_messages(&params)
+            .map_err(|e| ErrorData::invalid_params(e, None))?;
+        let sample = super::Sample {
+            server: self.server.clone(),
+            system: params.system_prompt.clone(),
+            messages,
+            max_tokens: params.max_tokens,
+        };
+        let answer = sampler(sample)
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let mut result = rmcp::model::CreateMessageResult::new(
+            rmcp::model::SamplingMessage::assistant_text(answer.text),
+            answer.model,
+        );
+        result.stop_reason = answer.stop_reason;
+        Ok(result)
     }
 
     async fn list_roots(
@@ -198,6 +236,16 @@ pub struct Connection {
     pub stderr: Arc<StderrTail>,
     /// The server declared the `resources` capability.
     pub resources: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("roots", &self.roots)
+            .field("sampling", &self.sampler.is_some())
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for Connection {

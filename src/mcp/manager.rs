@@ -83,6 +83,8 @@ pub struct McpManager {
     changed: tokio::sync::Notify,
     /// Folders besides the working directory given to servers as roots.
     extra_roots: Mutex<Vec<PathBuf>>,
+    /// Answers servers' sampling requests (`mcp.sampling`).
+    sampler: Mutex<Option<super::Sampler>>,
 }
 
 impl McpManager {
@@ -111,6 +113,15 @@ impl McpManager {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = dirs;
     }
 
+    /// Offers sampling, answered by `sampler`, to servers that connect from
+    /// now on.
+    pub fn set_sampler(&self, sampler: Option<super::Sampler>) {
+        *self
+            .sampler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = sampler;
+    }
+
     fn client(&self, server: &str, cwd: &Path) -> super::client::Client {
         let mut roots = vec![cwd.to_path_buf()];
         roots.extend(
@@ -123,6 +134,11 @@ impl McpManager {
         super::client::Client {
             server: server.to_string(),
             roots,
+            sampler: self
+                .sampler
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
         }
     }
 

@@ -186,6 +186,11 @@ impl ServerHandler for EchoServer {
                 schema(json!({"type": "object", "properties": {}})),
             ));
             tools.push(Tool::new(
+                "sample",
+                "Asks the client's model a question",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+            tools.push(Tool::new(
                 "ask",
                 "Asks the user for a name",
                 schema(json!({"type": "object", "properties": {}})),
@@ -232,6 +237,35 @@ impl ServerHandler for EchoServer {
                 let text = match listed {
                     Ok(r) => serde_json::to_string(&r.roots).unwrap(),
                     Err(e) => format!("roots failed: {e}"),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            #[allow(deprecated)]
+            "sample" => {
+                let mut params = rmcp::model::CreateMessageRequestParams::new(
+                    vec![rmcp::model::SamplingMessage::user_text(
+                        "SAMPLE-ME: say pong",
+                    )],
+                    50,
+                );
+                params.system_prompt = Some("You are the sampler.".into());
+                let request = rmcp::model::ServerRequest::CreateMessageRequest(
+                    rmcp::model::CreateMessageRequest::new(params),
+                );
+                let text = match context.peer.send_request(request).await {
+                    Ok(rmcp::model::ClientResult::CreateMessageResult(r)) => format!(
+                        "sampled: {} (model {}, stop {:?})",
+                        r.message
+                            .content
+                            .first()
+                            .and_then(|c| c.as_text())
+                            .map(|t| t.text.clone())
+                            .unwrap_or_default(),
+                        r.model,
+                        r.stop_reason
+                    ),
+                    Ok(other) => format!("unexpected {other:?}"),
+                    Err(e) => format!("sampling failed: {e}"),
                 };
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
@@ -1192,4 +1226,55 @@ fn servers_get_the_roots_and_an_elicitation_is_declined_in_run() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
+    for enabled in [true, false] {
+        let mut p = Project::new();
+        p.config(&server_toml("rich", "rich"));
+        p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+        if enabled {
+            p.config("[mcp]\nsampling = true\n");
+        }
+        let server = FakeServer::route(|r| {
+            if r.json.to_string().contains("SAMPLE-ME") {
+                return anthropic::text_reply("pong");
+            }
+            match assistant_turns(r) {
+                0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
+                _ => anthropic::text_reply("done"),
+            }
+        });
+        p.run(Some(&server), &["run", "go"]).ok();
+        let reqs = server.requests();
+        let sampled: Vec<&RecordedRequest> = reqs
+            .iter()
+            .filter(|r| r.json.to_string().contains("SAMPLE-ME"))
+            .collect();
+        let last = reqs.last().unwrap();
+        let text = result_text(&last_tool_results(&last.json)[0]);
+        if enabled {
+            assert_eq!(
+                sampled.len(),
+                1,
+                "one sampling request reached the provider"
+            );
+            let s = &sampled[0].json;
+            assert!(
+                s["system"].to_string().contains("You are the sampler."),
+                "{s}"
+            );
+            assert!(
+                s.get("tools")
+                    .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
+                "{s}"
+            );
+            assert_eq!(s["model"], reqs[0].json["model"], "the session's model");
+            assert!(text.starts_with("sampled: pong (model "), "{text}");
+        } else {
+            assert!(sampled.is_empty());
+            assert!(text.contains("sampling is off"), "{text}");
+        }
+    }
 }
