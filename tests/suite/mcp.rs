@@ -1,6 +1,6 @@
 //! MCP servers end to end, against real servers: a small stdio server
-//! written here with `rmcp`, and the published reference filesystem
-//! server from npm (installed by `scripts/test` into `.ci/node`).
+//! written here with `rmcp`, and the published reference servers from npm
+//! (filesystem and everything, installed by `scripts/test` into `.ci/node`).
 //!
 //! The rmcp server needs an executable. Cargo gives integration tests no
 //! path to an example binary, so the test binary serves it itself: the
@@ -1277,4 +1277,99 @@ fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
             assert!(text.contains("sampling is off"), "{text}");
         }
     }
+}
+
+/// The reference server that exercises the whole protocol, from npm
+/// (`@modelcontextprotocol/server-everything@2026.8.31`, installed by
+/// `scripts/test` into `.ci/node`).
+fn everything_server() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.is_file(),
+        "{} is missing: run the tests with `scripts/test`, which installs it into .ci/node",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn the_npm_everything_server_gets_roots_sampling_images_and_a_declined_elicitation() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         [mcp]\nsampling = true\n[permissions]\nallow = [\"mcp__every\", \"ListMcpResources\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    // The sampling request is the one without tools.
+    let sampling = |r: &RecordedRequest| r.json["tools"].as_array().is_none_or(|t| t.is_empty());
+    let server = FakeServer::route(move |r| {
+        if sampling(r) {
+            return anthropic::text_reply("pong from the model");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::message()
+                .tool_use("t1", "mcp__every__get-tiny-image", json!({}))
+                .tool_use("t2", "mcp__every__get-roots-list", json!({}))
+                .tool_use("t3", "mcp__every__trigger-elicitation-request", json!({}))
+                .tool_use(
+                    "t4",
+                    "mcp__every__trigger-sampling-request",
+                    json!({"prompt": "SAMPLE-ME", "maxTokens": 20}),
+                )
+                .tool_use("t5", "ListMcpResources", json!({}))
+                .reply(),
+            _ => anthropic::text_reply("done"),
+        }
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let reqs = server.requests();
+    let first = tool_names(&reqs[0].json);
+    for t in [
+        "mcp__every__get-tiny-image",
+        "mcp__every__get-roots-list",
+        "mcp__every__trigger-elicitation-request",
+        "mcp__every__trigger-sampling-request",
+        "ListMcpResources",
+        "ReadMcpResource",
+    ] {
+        assert!(
+            first.contains(&t.to_string()),
+            "{t} missing from the first request: {first:?}"
+        );
+    }
+    let sampled_requests: Vec<&RecordedRequest> = reqs.iter().filter(|r| sampling(r)).collect();
+    assert_eq!(sampled_requests.len(), 1);
+    assert!(sampled_requests[0].json.to_string().contains("SAMPLE-ME"));
+    let last = reqs.iter().rev().find(|r| !sampling(r)).unwrap();
+    let results = last_tool_results(&last.json);
+    assert_eq!(results.len(), 5);
+    assert!(
+        results[0]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image" && c["source"]["media_type"] == "image/png"),
+        "{:?}",
+        results[0]
+    );
+    let roots = result_text(&results[1]);
+    let dir_name = p.path().file_name().unwrap().to_str().unwrap();
+    assert!(roots.contains(dir_name), "{roots}");
+    let elicited = result_text(&results[2]);
+    assert!(elicited.contains("declined"), "{elicited}");
+    assert!(
+        run.stderr.contains("MCP server `every` asked for input"),
+        "{}",
+        run.stderr
+    );
+    let sampled = result_text(&results[3]);
+    assert!(sampled.contains("pong from the model"), "{sampled}");
+    let resources = result_text(&results[4]);
+    assert!(
+        resources.contains("<resource server=\"every\""),
+        "{resources}"
+    );
 }
