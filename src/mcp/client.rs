@@ -128,6 +128,8 @@ pub struct Client {
     pub roots: Vec<std::path::PathBuf>,
     /// Answers `sampling/createMessage` (only with `mcp.sampling` on).
     pub sampler: Option<super::Sampler>,
+    /// Called when the server says its tool list changed.
+    pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 // Roots are deprecated by a newer protocol revision (SEP-2577) that cadre's
@@ -146,6 +148,12 @@ impl ClientHandler for Client {
             caps,
             Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        if let Some(f) = &self.on_tools_changed {
+            f();
+        }
     }
 
     async fn create_message(
@@ -356,23 +364,7 @@ impl Connection {
         let resources = peer
             .peer_info()
             .is_some_and(|i| i.capabilities.resources.is_some());
-        let listed = peer
-            .list_all_tools()
-            .await
-            .map_err(|e| McpError::ListTools(e.to_string()))?;
-        let tools = listed
-            .into_iter()
-            .map(|t| ServerTool {
-                name: t.name.to_string(),
-                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-                input_schema: Value::Object((*t.input_schema).clone()),
-                read_only: t
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.read_only_hint)
-                    .unwrap_or(false),
-            })
-            .collect();
+        let tools = fetch_tools(&peer).await?;
         Ok(Connection {
             peer,
             service: Mutex::new(Some(service)),
@@ -421,6 +413,11 @@ impl Connection {
         }
     }
 
+    /// Lists the server's tools again (after it said they changed).
+    pub async fn fetch_tools(&self) -> Result<Vec<ServerTool>, McpError> {
+        fetch_tools(&self.peer).await
+    }
+
     /// Every resource the server lists (all pages), as MCP JSON objects
     /// (`uri`, `name`, `mimeType`, `description`, …).
     pub async fn list_resources(&self) -> Result<Vec<Value>, String> {
@@ -466,6 +463,26 @@ impl Connection {
             let _ = s.cancel().await;
         }
     }
+}
+
+async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpError> {
+    let listed = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| McpError::ListTools(e.to_string()))?;
+    Ok(listed
+        .into_iter()
+        .map(|t| ServerTool {
+            name: t.name.to_string(),
+            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+            read_only: t
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false),
+        })
+        .collect())
 }
 
 /// What a tool call returned, as the model gets it.

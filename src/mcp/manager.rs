@@ -122,7 +122,9 @@ impl McpManager {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = sampler;
     }
 
-    fn client(&self, server: &str, cwd: &Path) -> super::client::Client {
+    /// How cadre answers one server. A shared server's tool-list changes
+    /// are followed (an agent's inline servers keep their first list).
+    fn client(self: &Arc<Self>, server: &str, cwd: &Path, shared: bool) -> super::client::Client {
         let mut roots = vec![cwd.to_path_buf()];
         roots.extend(
             self.extra_roots
@@ -139,7 +141,54 @@ impl McpManager {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
+            on_tools_changed: shared.then(|| {
+                let weak = Arc::downgrade(self);
+                let name = server.to_string();
+                Arc::new(move || {
+                    if let Some(m) = weak.upgrade() {
+                        m.refresh_tools(name.clone());
+                    }
+                }) as Arc<dyn Fn() + Send + Sync>
+            }),
         }
+    }
+
+    /// Lists a ready shared server's tools again, in the background, and
+    /// bumps the version so sessions render their tool list anew.
+    fn refresh_tools(self: &Arc<Self>, name: String) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let this = Arc::clone(self);
+        rt.spawn(async move {
+            let conn = match this.lock().shared.get(&name).map(|e| &e.state) {
+                Some(State::Ready { conn, .. }) => Arc::clone(conn),
+                _ => return,
+            };
+            let list = match conn.fetch_tools().await {
+                Ok(list) => list,
+                Err(e) => {
+                    report(&format!(
+                        "MCP server `{name}` changed its tools, but listing them again failed: {e}"
+                    ));
+                    return;
+                }
+            };
+            let fresh = tools_from(&name, &conn, list);
+            let count = fresh.len();
+            {
+                let mut inner = this.lock();
+                match inner.shared.get_mut(&name).map(|e| &mut e.state) {
+                    Some(State::Ready { conn: c, tools }) if Arc::ptr_eq(c, &conn) => {
+                        *tools = fresh;
+                    }
+                    // Reconnected or removed meanwhile.
+                    _ => return,
+                }
+            }
+            tracing::info!(server = %name, tools = count, "MCP server tool list changed");
+            this.bump();
+        });
     }
 
     /// Changes whenever a server connects, fails, is added or removed.
@@ -201,7 +250,7 @@ impl McpManager {
         for (name, config, epoch) in starting {
             let this = Arc::clone(self);
             let cwd: PathBuf = cwd.to_path_buf();
-            let client = self.client(&name, &cwd);
+            let client = self.client(&name, &cwd, true);
             rt.spawn(async move {
                 let result = Connection::connect(&config, &cwd, client).await;
                 this.finish_connect(&name, epoch, result);
@@ -467,7 +516,7 @@ impl McpManager {
             return guard;
         }
         let connecting = inline.iter().map(|(name, config)| {
-            let client = self.client(name, cwd);
+            let client = self.client(name, cwd, false);
             async move { (name.clone(), Connection::connect(config, cwd, client).await) }
         });
         let results = futures_util::future::join_all(connecting).await;
@@ -557,9 +606,16 @@ impl Drop for ScopedServers {
 }
 
 fn tools_of(server: &str, conn: &Arc<Connection>) -> Vec<Arc<McpTool>> {
-    conn.tools
-        .iter()
-        .map(|t| Arc::new(McpTool::new(server, t.clone(), Arc::clone(conn))))
+    tools_from(server, conn, conn.tools.clone())
+}
+
+fn tools_from(
+    server: &str,
+    conn: &Arc<Connection>,
+    list: Vec<super::client::ServerTool>,
+) -> Vec<Arc<McpTool>> {
+    list.into_iter()
+        .map(|t| Arc::new(McpTool::new(server, t, Arc::clone(conn))))
         .collect()
 }
 

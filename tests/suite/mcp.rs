@@ -88,6 +88,9 @@ fn mcp_server_mode() {
 #[derive(Clone)]
 struct EchoServer;
 
+/// Set in the "grow" mode once the server has added its late tool.
+static GROWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The "rich" mode: every kind of content, and resources.
 fn rich() -> bool {
     std::env::var(MODE_ENV).is_ok_and(|m| m == "rich")
@@ -108,6 +111,17 @@ impl ServerHandler for EchoServer {
             )
         } else {
             ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // The "grow" mode adds a tool a moment after the handshake and says so.
+        if std::env::var(MODE_ENV).is_ok_and(|m| m == "grow") {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                GROWN.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+            });
         }
     }
 
@@ -173,6 +187,13 @@ impl ServerHandler for EchoServer {
             )
             .with_annotations(ToolAnnotations::new().read_only(true)),
         ];
+        if GROWN.load(std::sync::atomic::Ordering::SeqCst) {
+            tools.push(Tool::new(
+                "late_tool",
+                "Added after the handshake",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
         // The "rich" mode adds a tool that returns every kind of content.
         if rich() {
             tools.push(Tool::new(
@@ -297,6 +318,7 @@ impl ServerHandler for EchoServer {
                 };
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
+            "late_tool" => CallToolResult::success(vec![ContentBlock::text("late and here")]),
             other => CallToolResult::error(vec![ContentBlock::text(format!("no tool {other}"))]),
         };
         Ok(CallToolResponse::Complete(result))
@@ -1372,4 +1394,26 @@ fn the_npm_everything_server_gets_roots_sampling_images_and_a_declined_elicitati
         resources.contains("<resource server=\"every\""),
         "{resources}"
     );
+}
+
+#[test]
+fn a_servers_tool_list_change_reaches_the_next_turn() {
+    let mut p = Project::new();
+    p.config(&server_toml("grow", "grow"));
+    p.config("[permissions]\nallow = [\"mcp__grow\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__grow__late_tool", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let names = tool_names(&reqs[1].json);
+    assert!(
+        names.contains(&"mcp__grow__late_tool".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"mcp__grow__echo".to_string()), "{names:?}");
+    let result = &last_tool_results(&reqs[2].json)[0];
+    assert_ne!(result["is_error"], true, "{result:?}");
 }
