@@ -180,7 +180,21 @@ pub async fn dispatch(g: &GlobalArgs, cmd: McpCommand) -> Result<(), CliError> {
                 )));
             };
             let manager = connect_all(&snap, &cwd).await;
-            let v = describe(&args.name, config, manager.as_deref(), true);
+            let mut v = describe(&args.name, config, manager.as_deref(), true);
+            if let Some(conn) = manager.as_ref().and_then(|m| m.connection(&args.name)) {
+                if conn.resources {
+                    v["resources"] = match conn.list_resources().await {
+                        Ok(list) => Value::Array(list),
+                        Err(e) => json!({"error": e}),
+                    };
+                }
+                if conn.has_prompts() {
+                    v["prompts"] = match conn.list_prompts().await {
+                        Ok(list) => Value::Array(list),
+                        Err(e) => json!({"error": e}),
+                    };
+                }
+            }
             if let Some(m) = &manager {
                 m.shutdown().await;
             }
@@ -202,6 +216,20 @@ pub async fn dispatch(g: &GlobalArgs, cmd: McpCommand) -> Result<(), CliError> {
                     let desc = tool["description"].as_str().unwrap_or("");
                     let first = desc.lines().next().unwrap_or("");
                     outln!("    {}  {first}", tool["name"].as_str().unwrap_or(""));
+                }
+            }
+            for (key, what) in [("resources", "uri"), ("prompts", "name")] {
+                match v.get(key) {
+                    Some(Value::Array(items)) => {
+                        outln!("  {key} ({}):", items.len());
+                        for item in items {
+                            let desc = item["description"].as_str().unwrap_or("");
+                            let first = desc.lines().next().unwrap_or("");
+                            outln!("    {}  {first}", item[what].as_str().unwrap_or(""));
+                        }
+                    }
+                    Some(other) => outln!("  {key}: {}", other["error"].as_str().unwrap_or("")),
+                    None => {}
                 }
             }
             if let Some(Value::Array(lines)) = v.get("stderr")

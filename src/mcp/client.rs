@@ -418,6 +418,27 @@ impl Connection {
         fetch_tools(&self.peer).await
     }
 
+    /// Whether the server declared the `prompts` capability.
+    pub fn has_prompts(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.prompts.is_some())
+    }
+
+    /// Every prompt the server lists, as MCP JSON objects (`name`,
+    /// `description`, `arguments`).
+    pub async fn list_prompts(&self) -> Result<Vec<Value>, String> {
+        let listed = self
+            .peer
+            .list_all_prompts()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(listed
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect())
+    }
+
     /// Every resource the server lists (all pages), as MCP JSON objects
     /// (`uri`, `name`, `mimeType`, `description`, …).
     pub async fn list_resources(&self) -> Result<Vec<Value>, String> {

@@ -399,6 +399,14 @@ impl McpManager {
         out
     }
 
+    /// A ready shared server's connection.
+    pub fn connection(&self, name: &str) -> Option<Arc<Connection>> {
+        match &self.lock().shared.get(name)?.state {
+            State::Ready { conn, .. } => Some(Arc::clone(conn)),
+            _ => None,
+        }
+    }
+
     /// The ready shared servers that declared the `resources` capability,
     /// by name.
     pub fn resource_servers(&self) -> Vec<(String, Arc<Connection>)> {

@@ -1417,3 +1417,27 @@ fn a_servers_tool_list_change_reaches_the_next_turn() {
     let result = &last_tool_results(&reqs[2].json)[0];
     assert_ne!(result["is_error"], true, "{result:?}");
 }
+
+#[test]
+fn mcp_get_lists_a_servers_resources() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    let run = p.run(None, &["mcp", "get", "docs", "--json"]);
+    run.ok();
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let uris: Vec<&str> = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, ["file:///notes.txt", "file:///pixel.png"]);
+    assert!(v.get("prompts").is_none(), "the server has no prompts: {v}");
+    let run = p.run(None, &["mcp", "get", "docs"]);
+    assert!(
+        run.stdout
+            .contains("  resources (2):\n    file:///notes.txt  Meeting notes"),
+        "{}",
+        run.stdout
+    );
+}
