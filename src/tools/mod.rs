@@ -88,6 +88,9 @@ pub struct ToolOutput {
     /// An error to be worded by this template with this context (the
     /// runtime renders it; `text` holds the template's name meanwhile).
     pub template: Option<Box<(String, Value)>>,
+    /// Images sent after the text, as Anthropic image `source` objects
+    /// (MCP tools).
+    pub images: Vec<Value>,
 }
 
 impl ToolOutput {
@@ -96,6 +99,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             template: None,
+            images: Vec::new(),
         }
     }
 
@@ -104,6 +108,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: true,
             template: None,
+            images: Vec::new(),
         }
     }
 
@@ -113,6 +118,7 @@ impl ToolOutput {
             text: format!("[{name}] {ctx}"),
             is_error: true,
             template: Some(Box::new((name.to_string(), ctx))),
+            images: Vec::new(),
         }
     }
 }
