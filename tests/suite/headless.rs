@@ -549,7 +549,9 @@ impl Driven {
         loop {
             let v = self
                 .lines
-                .recv_timeout(Duration::from_secs(20))
+                // Generous: a bound for a hung process, not a timing check
+                // (a loaded CI machine runs many of these at once).
+                .recv_timeout(Duration::from_secs(60))
                 .unwrap_or_else(|_| panic!("no {what}; saw {:#?}", self.seen));
             self.seen.push(v.clone());
             if f(&v) {
