@@ -100,16 +100,16 @@ pub struct HeadlessArgs {
     /// Run as this agent.
     #[arg(long, value_name = "NAME")]
     pub agent: Option<String>,
-    /// Resume a session (not supported yet: an error).
+    /// Resume the session with this id (see `cadre sessions list`).
     #[arg(short = 'r', long, num_args = 0..=1, default_missing_value = "", value_name = "ID")]
     pub resume: Option<String>,
-    /// Continue the last session (not supported yet: an error).
+    /// Continue the latest session of this project.
     #[arg(short = 'c', long = "continue")]
     pub continue_session: bool,
     /// Use this session id.
     #[arg(long, value_name = "ID")]
     pub session_id: Option<String>,
-    /// With --resume: a new session id (not supported yet).
+    /// With --resume or --continue: go on in a copy under a new session id.
     #[arg(long)]
     pub fork_session: bool,
     /// Stop the session once its model calls have cost this much (US dollars).
@@ -216,11 +216,16 @@ struct Plan {
 }
 
 fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
-    if h.continue_session || h.resume.is_some() || h.fork_session {
+    if h.resume.as_deref() == Some("") {
         return Err(CliError::Usage(
-            "--resume, --continue and --fork-session are not supported by cadre yet: \
-             it cannot reopen an earlier session's conversation"
+            "--resume needs a session id here (cadre has no session picker); \
+             `cadre sessions list` shows them, or use --continue for the latest"
                 .into(),
+        ));
+    }
+    if h.fork_session && h.resume.is_none() && !h.continue_session {
+        return Err(CliError::Usage(
+            "--fork-session goes with --resume ID or --continue".into(),
         ));
     }
     let output = h.output_format.unwrap_or(OutputFormat::Text);
@@ -294,11 +299,9 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         max_turns: h.max_turns,
         permission_mode: h.permission_mode,
         add_dirs: h.add_dir.clone(),
-        // Still refused above; the engine side is `run::prepare` with these
-        // set (see docs/sessions.md).
-        resume: None,
-        continue_latest: false,
-        fork_session: false,
+        resume: h.resume.clone(),
+        continue_latest: h.continue_session,
+        fork_session: h.fork_session,
     };
     if h.dangerously_skip_permissions {
         session.permission_mode = Some(PermissionMode::BypassPermissions);
@@ -1063,8 +1066,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
     };
     let _reload = prepared.watch();
+    // A resumed session keeps its own id.
     emitter.configure(
-        &session_id,
+        &prepared.engine.session_id,
         &prepared.session.spec().model,
         prepared.engine.snapshot.load().settings().prices.clone(),
     );
@@ -1093,7 +1097,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let startup =
         std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
     run::wait_for_servers(&engine, progress.as_deref(), startup).await;
-    let mut is_first = true;
+    // A resumed conversation already has its first message (and memory).
+    let mut is_first = !session_args.resuming();
     let mut last_error = false;
     let mut last_text = String::new();
     let mut last_result: Option<ResultOut> = None;

@@ -394,7 +394,11 @@ fn unsupported_flags_say_so() {
     assert!(run.stderr.contains("--add-dir"), "{}", run.stderr);
     let run = p.run(Some(&server), &["-p", "x", "--resume", "abc"]);
     assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("--resume"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("\"abc\" is not a session id"),
+        "{}",
+        run.stderr
+    );
     let run = p.run(Some(&server), &["-p", "x", "--setting-sources", "everyone"]);
     assert_eq!(run.code, 2);
     let run = p.run(Some(&server), &["-p", "x", "--mcp-config", "{not json"]);
@@ -952,19 +956,69 @@ fn model_mode_agent_and_prompt_file_flags() {
 }
 
 #[test]
-fn continue_fork_session_and_strict_mcp_say_what_cadre_cannot_do() {
+fn resume_and_continue_go_on_with_the_conversation() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first answer"),
+        anthropic::text_reply("second answer"),
+        anthropic::text_reply("third answer"),
+    ]);
+    // Nothing to continue yet, and --fork-session needs a session.
+    let run = p.run(Some(&server), &["-p", "x", "--continue"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let run = p.run(Some(&server), &["-p", "x", "--fork-session"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--fork-session goes with"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(server.request_count(), 0);
+
+    let first = p
+        .run(Some(&server), &["-p", "one", "--output-format", "json"])
+        .ok()
+        .json();
+    let id = first["session_id"].as_str().unwrap().to_string();
+    let second = p
+        .run(
+            Some(&server),
+            &["-p", "two", "--resume", &id, "--output-format", "json"],
+        )
+        .ok()
+        .json();
+    assert_eq!(second["result"], "second answer");
+    assert_eq!(
+        second["session_id"],
+        id.as_str(),
+        "a resumed session keeps its id"
+    );
+    let msgs = server.request(1).messages().to_vec();
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    assert_eq!(msgs[1]["content"][0]["text"], "first answer");
+    assert_eq!(msgs[2]["content"][0]["text"], "two");
+    // The resumed request starts with the first one's bytes.
+    let a = server.request(0).body;
+    let b = server.request(1).body;
+    let shared = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    assert!(shared * 2 > a.len(), "shared {shared} of {} bytes", a.len());
+
+    // --continue picks the latest session of the project.
+    let third = p
+        .run(
+            Some(&server),
+            &["-p", "three", "--continue", "--output-format", "json"],
+        )
+        .ok()
+        .json();
+    assert_eq!(third["session_id"], id.as_str());
+    assert_eq!(server.request(2).messages().len(), 5);
+}
+
+#[test]
+fn strict_mcp_and_prompt_tool_say_what_cadre_cannot_do() {
     let p = Project::new();
     let server = FakeServer::start([anthropic::text_reply("ok")]);
-    for flag in ["--continue", "--fork-session"] {
-        let run = p.run(Some(&server), &["-p", "x", flag]);
-        assert_eq!(run.code, 2, "{flag}");
-        assert!(
-            run.stderr.contains("not supported by cadre yet"),
-            "{}",
-            run.stderr
-        );
-    }
-    assert_eq!(server.request_count(), 0);
     let run = p.run(
         Some(&server),
         &[
