@@ -3,7 +3,6 @@
 //! control protocol (see `docs/headless.md`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -954,7 +953,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         InputFormat::Text => {
             let text = match h.prompt.clone() {
                 Some(p) => p,
-                None => read_stdin_prompt()?,
+                None => run::read_stdin_prompt("after -p")?,
             };
             first = Some(Message::user_text(text));
         }
@@ -1207,24 +1206,6 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         return Err(CliError::Exit(1));
     }
     Ok(())
-}
-
-fn read_stdin_prompt() -> Result<String, CliError> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        return Err(CliError::Usage(
-            "no prompt: give one after -p or on stdin".into(),
-        ));
-    }
-    let mut text = String::new();
-    stdin
-        .lock()
-        .read_to_string(&mut text)
-        .map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?;
-    if text.trim().is_empty() {
-        return Err(CliError::Usage("no prompt: stdin was empty".into()));
-    }
-    Ok(text)
 }
 
 #[cfg(test)]

@@ -550,14 +550,20 @@ pub(super) fn new_session_id() -> String {
 }
 
 pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
-    if let Some(p) = prompt {
-        return Ok(p);
+    match prompt {
+        Some(p) => Ok(p),
+        None => read_stdin_prompt("as an argument"),
     }
+}
+
+/// The prompt from stdin (not from a terminal; not empty). `where_else`
+/// completes "give one … or on stdin" in the error.
+pub(super) fn read_stdin_prompt(where_else: &str) -> Result<String, CliError> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
-        return Err(CliError::Usage(
-            "no prompt: give one as an argument or on stdin".into(),
-        ));
+        return Err(CliError::Usage(format!(
+            "no prompt: give one {where_else} or on stdin"
+        )));
     }
     let mut text = String::new();
     stdin
