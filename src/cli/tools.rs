@@ -43,8 +43,9 @@ pub fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError> {
         }
         names.retain(|n| n == only);
     }
-    let defs =
-        runtime::render_tools(&snap, kind, &names).map_err(|e| CliError::Failed(e.to_string()))?;
+    let offer = runtime::tool_offer(&snap, implemented.iter().map(|t| t.name()));
+    let defs = runtime::render_tools(&snap, kind, &names, Some(&offer))
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     if args.json {
         return print_json(&defs);
     }

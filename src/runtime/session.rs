@@ -344,7 +344,8 @@ impl Session {
                 mcp.required_ready(&d.required_mcp_servers)
                     && spawnable.as_ref().is_none_or(|t| t.contains(&d.name))
             };
-            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed)?;
+            let offer = self.engine.tool_offer(snap);
+            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed, Some(&offer))?;
             for t in self.mcp_tools(snap) {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());
@@ -577,8 +578,9 @@ pub fn render_tools(
     snap: &Snapshot,
     kind: SessionKind,
     names: &[String],
+    offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    render_tools_for(snap, kind, names, &|_| true)
+    render_tools_for(snap, kind, names, &|_| true, offer)
 }
 
 /// [`render_tools`], with the Agent tool listing only the agents for which
@@ -588,6 +590,7 @@ pub fn render_tools_for(
     kind: SessionKind,
     names: &[String],
     listed: &dyn Fn(&AgentDef) -> bool,
+    offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
     let agents = snap
         .visible_agents(kind)
@@ -596,7 +599,7 @@ pub fn render_tools_for(
         .map(|d| AgentLine {
             name: d.name.clone(),
             description: d.description.clone(),
-            tools: crate::agent_tool::tools_summary(d),
+            tools: crate::agent_tool::tools_summary(d, offer),
         })
         .collect();
     let desc = DescriptionContext {
