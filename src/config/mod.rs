@@ -32,5 +32,5 @@ pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
     AgentSettings, ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
     PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV, Settings,
-    ToolCallFallback, TranscriptSettings,
+    ToolCallFallback, TranscriptSettings, WebFetchSettings,
 };

@@ -14,6 +14,8 @@
 //!   parsed first ([`shell`]), and rules apply to each simple command.
 //! - `Tool(glob)` for path tools: `Read`, `Write`, `Edit`, `Glob`, `Grep`.
 //! - `Agent(T)` / `Task(T)`: spawning agents of type `T`.
+//! - `WebFetch(domain:example.com)`: fetches from that host;
+//!   `WebFetch(domain:*.example.com)` from any host below it.
 
 pub mod paths;
 pub mod shell;
@@ -81,6 +83,9 @@ enum RuleKind {
     },
     /// Agent calls for this agent type.
     AgentType(String),
+    /// WebFetch calls to this host (lower case); `*.` first: any host
+    /// below the rest.
+    Domain(String),
 }
 
 /// What a path rule's glob is relative to.
@@ -156,6 +161,10 @@ impl Rule {
             // (SPEC §6): a fork ignores `subagent_type`, and a denied type
             // gets its own message. See `Rules::denied_agent_type`.
             RuleKind::AgentType(_) => Match::No,
+            RuleKind::Domain(d) => match &call.host {
+                Some(h) if tool == "WebFetch" => Match::from(domain_matches(d, h)),
+                _ => Match::No,
+            },
         }
     }
 
@@ -262,6 +271,8 @@ struct Call<'a> {
     cwd: &'a Path,
     bash: Option<BashCall>,
     path: Option<Resolved>,
+    /// WebFetch's host, normalised as the fetch sees it.
+    host: Option<String>,
 }
 
 struct BashCall {
@@ -322,11 +333,16 @@ impl<'a> Call<'a> {
                 BashCall { parsed, writes }
             });
         let path = target_path(tool, input, cwd).map(|p| Resolved::new(&p));
+        let host = (tool == "WebFetch")
+            .then(|| input.get("url").and_then(Value::as_str))
+            .flatten()
+            .and_then(crate::tools::web_fetch::url_host);
         Call {
             tool,
             cwd,
             bash,
             path,
+            host,
         }
     }
 }
@@ -428,6 +444,23 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             }
             Ok(RuleKind::AgentType(spec.to_string()))
         }
+        "WebFetch" => {
+            let Some(domain) = spec.strip_prefix("domain:") else {
+                return Err("expected `WebFetch(domain:HOST)`".to_string());
+            };
+            let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+            let bare = domain.strip_prefix("*.").unwrap_or(&domain);
+            if bare.is_empty()
+                || !bare
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.:_".contains(c))
+            {
+                return Err(format!(
+                    "{domain:?} is not a host name (write `domain:example.com` or `domain:*.example.com`)"
+                ));
+            }
+            Ok(RuleKind::Domain(domain))
+        }
         "Read" | "Write" | "Edit" | "Glob" | "Grep" | "NotebookEdit" => {
             let tools: &'static [&'static str] = match tool {
                 // As in Claude Code: Read rules cover every tool that reads
@@ -464,8 +497,19 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             })
         }
         other => Err(format!(
-            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep and Agent do)"
+            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep, Agent and WebFetch do)"
         )),
+    }
+}
+
+/// Whether a `domain:` rule covers `host`: the same host, or for
+/// `*.rest` any host ending in `.rest`.
+fn domain_matches(rule: &str, host: &str) -> bool {
+    match rule.strip_prefix("*.") {
+        Some(rest) => host
+            .strip_suffix(rest)
+            .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        None => rule == host,
     }
 }
 
@@ -832,6 +876,14 @@ fn decide_call(
         return Ok(format!(
             "{tool} only reads or manages agents, which every mode allows"
         ));
+    }
+    if tool == "WebFetch" && mode != PermissionMode::BypassPermissions {
+        by_mode = match &call.host {
+            Some(h) => format!(
+                "{by_mode}; no rule allows the domain {h} (to allow it, add 'WebFetch(domain:{h})' to permissions.allow)"
+            ),
+            None => format!("{by_mode}; the URL is not one WebFetch can fetch"),
+        };
     }
     if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
         let why = not_coverable(&call, &dirs);

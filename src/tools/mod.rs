@@ -21,6 +21,7 @@ mod grep;
 pub use crate::permissions;
 mod read;
 pub mod spec;
+pub mod web_fetch;
 mod write;
 
 pub use bash::BashTool;
@@ -28,6 +29,7 @@ pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use read::ReadTool;
+pub use web_fetch::{PageQuery, SmallModel, WebFetchTool};
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.
@@ -43,6 +45,11 @@ pub struct ToolContext {
     /// Paths a Glob or Grep walk must leave out, because a permission rule
     /// denies reading them (or asks first). `None`: nothing is hidden.
     pub hidden: Option<PathFilter>,
+    /// WebFetch's limits.
+    pub web_fetch: crate::config::WebFetchSettings,
+    /// The small model WebFetch puts pages through; `None`: it returns
+    /// the Markdown.
+    pub small_model: Option<SmallModel>,
 }
 
 /// Answers whether a walk must skip a path.
@@ -55,6 +62,8 @@ impl std::fmt::Debug for ToolContext {
             .field("cancel", &self.cancel)
             .field("env", &self.env)
             .field("hidden", &self.hidden.is_some())
+            .field("web_fetch", &self.web_fetch)
+            .field("small_model", &self.small_model.is_some())
             .finish()
     }
 }
@@ -66,6 +75,8 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             env: Default::default(),
             hidden: None,
+            web_fetch: Default::default(),
+            small_model: None,
         }
     }
 
@@ -107,6 +118,14 @@ impl ToolOutput {
         }
     }
 
+    /// A successful result worded by the template `name`.
+    pub fn ok_template(name: &str, ctx: Value) -> Self {
+        ToolOutput {
+            is_error: false,
+            ..ToolOutput::from_template(name, ctx)
+        }
+    }
+
     /// An error result worded by the template `name`.
     pub fn from_template(name: &str, ctx: Value) -> Self {
         ToolOutput {
@@ -127,7 +146,7 @@ pub trait Tool: Send + Sync {
 }
 
 /// The built-in tools that run in-process: Bash, Edit, Glob, Grep, Read,
-/// Write. (The Agent tool is the runtime's.)
+/// WebFetch, Write. (The Agent tool is the runtime's.)
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(BashTool),
@@ -135,6 +154,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(GlobTool),
         Arc::new(GrepTool),
         Arc::new(ReadTool),
+        Arc::new(WebFetchTool::default()),
         Arc::new(WriteTool),
     ]
 }
@@ -280,13 +300,16 @@ mod tests {
     fn builtin_tools_sorted_with_read_only_flags() {
         let tools = builtin_tools();
         let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names, ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
+        assert_eq!(
+            names,
+            ["Bash", "Edit", "Glob", "Grep", "Read", "WebFetch", "Write"]
+        );
         let ro: Vec<&str> = tools
             .iter()
             .filter(|t| t.read_only())
             .map(|t| t.name())
             .collect();
-        assert_eq!(ro, ["Glob", "Grep", "Read"]);
+        assert_eq!(ro, ["Glob", "Grep", "Read", "WebFetch"]);
     }
 
     #[test]
@@ -347,6 +370,7 @@ mod tests {
                 &["pattern"],
             ),
             ("Read", &["file_path", "offset", "limit"], &["file_path"]),
+            ("WebFetch", &["url", "prompt"], &["url", "prompt"]),
             (
                 "Write",
                 &["file_path", "content"],

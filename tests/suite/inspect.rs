@@ -239,6 +239,7 @@ fn tools_schema_lists_the_tools_the_model_sees() {
             "SendMessage",
             "TaskOutput",
             "TaskStop",
+            "WebFetch",
             "Write"
         ]
     );
@@ -326,7 +327,7 @@ fn works_with_no_files_at_all() {
     );
 }
 
-const WEB: &str = "---\nname: web\ndescription: Reads the web\ntools: WebSearchX, Read, Write, mcp__jira__find\n---\nBrowse.\n";
+const WEB: &str = "---\nname: web\ndescription: Reads the web\ntools: WebFetch, WebSearchX, Read, Write, mcp__jira__find\n---\nBrowse.\n";
 
 /// A tool an agent asks for and will not get is never silent: `show
 /// --effective` lists it with the reason, `validate` warns, and the Agent
@@ -340,7 +341,10 @@ fn tools_an_agent_will_not_get_are_named_with_the_reason() {
         .run(None, &["agents", "show", "web", "--json", "--effective"])
         .ok()
         .json();
-    assert_eq!(v["effective"]["tools"], serde_json::json!(["Read"]));
+    assert_eq!(
+        v["effective"]["tools"],
+        serde_json::json!(["Read", "WebFetch"])
+    );
     assert_eq!(
         v["effective"]["withheld_tools"],
         serde_json::json!([
@@ -399,7 +403,7 @@ fn tools_an_agent_will_not_get_are_named_with_the_reason() {
         .json();
     let desc = defs[0]["description"].as_str().unwrap();
     assert!(
-        desc.contains("- web: Reads the web (Tools: Read)"),
+        desc.contains("- web: Reads the web (Tools: WebFetch, Read)"),
         "{desc}"
     );
 }

@@ -22,4 +22,5 @@ mod run;
 mod settings;
 mod shutdown;
 mod text_tools;
+mod web;
 pub mod worktrees;
