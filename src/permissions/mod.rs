@@ -374,9 +374,10 @@ fn rule_words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-/// `Task` is the older name of the Agent tool.
+/// Older tool names as their current ones (`Task` is `Agent`, `MultiEdit`
+/// is `Edit`, `LS` is `Glob`).
 fn canonical_tool(tool: &str) -> &str {
-    if tool == "Task" { "Agent" } else { tool }
+    crate::catalog::canonical_tool_name(tool)
 }
 
 fn valid_tool_name(name: &str) -> bool {
@@ -462,7 +463,7 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             Ok(RuleKind::Domain(domain))
         }
         "Read" | "Write" | "Edit" | "Glob" | "Grep" | "NotebookEdit" => {
-            let tools: &'static [&'static str] = match tool {
+            let tools: &'static [&'static str] = match canonical_tool(tool) {
                 // As in Claude Code: Read rules cover every tool that reads
                 // files, Edit rules every tool that changes them.
                 "Read" => &["Read", "Glob", "Grep"],

@@ -847,3 +847,30 @@ fn webfetch_domain_rules() {
         assert!(Rule::parse(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn legacy_tool_names_in_rules_mean_their_successors() {
+    let cwd = Path::new(CWD);
+    let r = rules(&["MultiEdit(src/**)"], &[], &["LS"]);
+    assert_eq!(
+        show(&decide(
+            &r,
+            Default,
+            "Edit",
+            &file("/work/proj/src/a.rs"),
+            cwd
+        )),
+        "allow"
+    );
+    assert!(
+        show(&decide(
+            &r,
+            Default,
+            "Write",
+            &file("/work/proj/src/a.rs"),
+            cwd
+        ))
+        .starts_with("allow")
+    );
+    assert_eq!(r.denies_whole_tool("Glob"), Some("LS"));
+}
