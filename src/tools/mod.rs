@@ -18,6 +18,7 @@ mod edit;
 mod files;
 mod glob;
 mod grep;
+pub mod notebook;
 pub use crate::permissions;
 mod read;
 pub mod spec;
@@ -28,6 +29,7 @@ pub use bash::BashTool;
 pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
+pub use notebook::NotebookEditTool;
 pub use read::ReadTool;
 pub use web_fetch::{PageQuery, SmallModel, WebFetchTool};
 pub use write::WriteTool;
@@ -145,14 +147,15 @@ pub trait Tool: Send + Sync {
     fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
 }
 
-/// The built-in tools that run in-process: Bash, Edit, Glob, Grep, Read,
-/// WebFetch, Write. (The Agent tool is the runtime's.)
+/// The built-in tools that run in-process: Bash, Edit, Glob, Grep,
+/// NotebookEdit, Read, WebFetch, Write. (The Agent tool is the runtime's.)
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(BashTool),
         Arc::new(EditTool),
         Arc::new(GlobTool),
         Arc::new(GrepTool),
+        Arc::new(NotebookEditTool),
         Arc::new(ReadTool),
         Arc::new(WebFetchTool::default()),
         Arc::new(WriteTool),
@@ -302,7 +305,16 @@ mod tests {
         let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
         assert_eq!(
             names,
-            ["Bash", "Edit", "Glob", "Grep", "Read", "WebFetch", "Write"]
+            [
+                "Bash",
+                "Edit",
+                "Glob",
+                "Grep",
+                "NotebookEdit",
+                "Read",
+                "WebFetch",
+                "Write"
+            ]
         );
         let ro: Vec<&str> = tools
             .iter()
@@ -371,6 +383,17 @@ mod tests {
             ),
             ("Read", &["file_path", "offset", "limit"], &["file_path"]),
             ("WebFetch", &["url", "prompt"], &["url", "prompt"]),
+            (
+                "NotebookEdit",
+                &[
+                    "notebook_path",
+                    "cell_id",
+                    "new_source",
+                    "cell_type",
+                    "edit_mode",
+                ],
+                &["notebook_path", "new_source"],
+            ),
             (
                 "Write",
                 &["file_path", "content"],

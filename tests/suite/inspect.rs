@@ -235,6 +235,7 @@ fn tools_schema_lists_the_tools_the_model_sees() {
             "Edit",
             "Glob",
             "Grep",
+            "NotebookEdit",
             "Read",
             "SendMessage",
             "TaskOutput",

@@ -14,6 +14,7 @@ pub mod kit;
 mod load;
 mod mcp;
 mod newcomer;
+mod notebook;
 mod permissions;
 mod provider;
 mod races;
