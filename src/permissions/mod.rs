@@ -55,6 +55,10 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
     "TaskStop",
 ];
 
+/// Tools allowed by every mode when no rule matches because they change
+/// nothing outside the session (TodoWrite keeps the session's own list).
+pub const SESSION_ONLY_TOOLS: &[&str] = &["TodoWrite"];
+
 /// Tools that change files, allowed without asking in `acceptEdits`.
 pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];
 
@@ -876,6 +880,11 @@ fn decide_call(
     if READ_AND_AGENT_TOOLS.contains(&tool) {
         return Ok(format!(
             "{tool} only reads or manages agents, which every mode allows"
+        ));
+    }
+    if SESSION_ONLY_TOOLS.contains(&tool) {
+        return Ok(format!(
+            "{tool} changes nothing outside the session, which every mode allows"
         ));
     }
     if tool == "WebFetch" && mode != PermissionMode::BypassPermissions {

@@ -262,6 +262,16 @@ impl Session {
                 .await;
             return result;
         }
+        if name == super::todos::TODO_WRITE {
+            let (text, is_error) = match self.todo_write(snap, input.clone()) {
+                Ok(t) => (t, false),
+                Err(t) => (t, true),
+            };
+            let mut result = CallResult::text(id, text, is_error);
+            self.post_tool_hooks(snap, name, &input, &mut result.block)
+                .await;
+            return result;
+        }
         if super::RUNTIME_TOOLS.contains(&name) {
             return match self.manage_call(snap, name, input).await {
                 Ok(text) => CallResult::text(id, text, false),

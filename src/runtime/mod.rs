@@ -15,6 +15,7 @@ mod prompt;
 mod session;
 mod spawn;
 pub mod tasks;
+pub mod todos;
 pub mod transcript;
 pub mod worktree;
 
@@ -95,6 +96,11 @@ pub enum EngineEvent {
         attempt: u32,
         delay_ms: u64,
         reason: String,
+    },
+    /// A session's todo list after a TodoWrite call (the whole list).
+    Todos {
+        agent_id: String,
+        todos: Vec<todos::Todo>,
     },
 }
 
@@ -197,6 +203,7 @@ pub const RUNTIME_TOOLS: &[&str] = &[
     "SendMessage",
     "TaskOutput",
     "TaskStop",
+    todos::TODO_WRITE,
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and

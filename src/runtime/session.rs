@@ -144,6 +144,8 @@ pub struct Session {
     /// Turns that only answered task notifications (not counted).
     wake_ups: u32,
     started: Instant,
+    /// This session's TodoWrite list.
+    pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
 }
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
@@ -175,6 +177,7 @@ impl Session {
             turns: 0,
             wake_ups: 0,
             started: Instant::now(),
+            todos: Default::default(),
         }
     }
 

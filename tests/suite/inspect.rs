@@ -240,6 +240,7 @@ fn tools_schema_lists_the_tools_the_model_sees() {
             "SendMessage",
             "TaskOutput",
             "TaskStop",
+            "TodoWrite",
             "WebFetch",
             "Write"
         ]

@@ -23,5 +23,6 @@ mod run;
 mod settings;
 mod shutdown;
 mod text_tools;
+mod todos;
 mod web;
 pub mod worktrees;
