@@ -14,6 +14,7 @@
 //!   parsed first ([`shell`]), and rules apply to each simple command.
 //! - `Tool(glob)` for path tools: `Read`, `Write`, `Edit`, `Glob`, `Grep`.
 //! - `Agent(T)` / `Task(T)`: spawning agents of type `T`.
+//! - `Skill(name)`: loading that skill.
 //! - `WebFetch(domain:example.com)`: fetches from that host;
 //!   `WebFetch(domain:*.example.com)` from any host below it.
 
@@ -56,8 +57,9 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
 ];
 
 /// Tools allowed by every mode when no rule matches because they change
-/// nothing outside the session (TodoWrite keeps the session's own list).
-pub const SESSION_ONLY_TOOLS: &[&str] = &["TodoWrite"];
+/// nothing outside the session (TodoWrite keeps the session's own list;
+/// Skill loads a skill's text).
+pub const SESSION_ONLY_TOOLS: &[&str] = &["TodoWrite", "Skill"];
 
 /// Tools that change files, allowed without asking in `acceptEdits`.
 pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];
@@ -90,6 +92,8 @@ enum RuleKind {
     /// WebFetch calls to this host (lower case); `*.` first: any host
     /// below the rest.
     Domain(String),
+    /// Skill calls loading this skill.
+    SkillName(String),
 }
 
 /// What a path rule's glob is relative to.
@@ -165,6 +169,13 @@ impl Rule {
             // (SPEC §6): a fork ignores `subagent_type`, and a denied type
             // gets its own message. See `Rules::denied_agent_type`.
             RuleKind::AgentType(_) => Match::No,
+            RuleKind::SkillName(n) => Match::from(
+                tool == "Skill"
+                    && call
+                        .input_skill
+                        .as_deref()
+                        .is_some_and(|s| s.trim().trim_start_matches('/') == n),
+            ),
             RuleKind::Domain(d) => match &call.host {
                 Some(h) if tool == "WebFetch" => Match::from(domain_matches(d, h)),
                 _ => Match::No,
@@ -277,6 +288,8 @@ struct Call<'a> {
     path: Option<Resolved>,
     /// WebFetch's host, normalised as the fetch sees it.
     host: Option<String>,
+    /// The Skill tool's `skill`.
+    input_skill: Option<String>,
 }
 
 struct BashCall {
@@ -341,12 +354,21 @@ impl<'a> Call<'a> {
             .then(|| input.get("url").and_then(Value::as_str))
             .flatten()
             .and_then(crate::tools::web_fetch::url_host);
+        let input_skill = (tool == "Skill")
+            .then(|| {
+                input
+                    .get("skill")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .flatten();
         Call {
             tool,
             cwd,
             bash,
             path,
             host,
+            input_skill,
         }
     }
 }
@@ -449,6 +471,15 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             }
             Ok(RuleKind::AgentType(spec.to_string()))
         }
+        "Skill" => {
+            if spec
+                .chars()
+                .any(|c| c.is_whitespace() || c == '(' || c == ')')
+            {
+                return Err(format!("{spec:?} is not a skill name"));
+            }
+            Ok(RuleKind::SkillName(spec.to_string()))
+        }
         "WebFetch" => {
             let Some(domain) = spec.strip_prefix("domain:") else {
                 return Err("expected `WebFetch(domain:HOST)`".to_string());
@@ -502,7 +533,7 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             })
         }
         other => Err(format!(
-            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep, Agent and WebFetch do)"
+            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep, Agent, WebFetch and Skill do)"
         )),
     }
 }

@@ -262,8 +262,13 @@ impl Session {
                 .await;
             return result;
         }
-        if name == super::todos::TODO_WRITE {
-            let (text, is_error) = match self.todo_write(snap, input.clone()) {
+        if name == super::todos::TODO_WRITE || name == super::todos::SKILL {
+            let done = if name == super::todos::SKILL {
+                self.skill_call(snap, &input)
+            } else {
+                self.todo_write(snap, input.clone())
+            };
+            let (text, is_error) = match done {
                 Ok(t) => (t, false),
                 Err(t) => (t, true),
             };

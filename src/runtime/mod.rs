@@ -204,6 +204,7 @@ pub const RUNTIME_TOOLS: &[&str] = &[
     "TaskOutput",
     "TaskStop",
     todos::TODO_WRITE,
+    todos::SKILL,
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and

@@ -19,7 +19,9 @@ use crate::message::{
 use crate::provider::{ProviderError, StreamEvent};
 use crate::snapshot::Snapshot;
 use crate::templates::RenderError;
-use crate::tools::spec::{AgentLine, DescriptionContext, TrimContext, render_definitions};
+use crate::tools::spec::{
+    AgentLine, DescriptionContext, SkillLine, TrimContext, render_definitions,
+};
 
 use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
 use super::transcript::Transcript;
@@ -605,8 +607,18 @@ pub fn render_tools_for(
             tools: crate::agent_tool::tools_summary(d, offer),
         })
         .collect();
+    let skills = snap
+        .skills
+        .skills
+        .values()
+        .map(|s| SkillLine {
+            name: s.name.clone(),
+            description: s.description.clone(),
+        })
+        .collect();
     let desc = DescriptionContext {
         agents,
+        skills,
         fork: snap.fork_effective(kind),
         background: snap.background_enabled(kind),
         coordinator: kind.coordinator,

@@ -1,3 +1,5 @@
+//! The session-only tools: TodoWrite and Skill.
+//!
 //! TodoWrite: each session's own todo list, in Claude Code's schema
 //! (`todos: [{content, status, activeForm}]`). A call replaces the list
 //! whole; the new list is emitted as a `todos` engine event (stream-json,
@@ -14,6 +16,9 @@ use crate::snapshot::Snapshot;
 
 /// The tool's name.
 pub const TODO_WRITE: &str = "TodoWrite";
+/// The Skill tool's name. It loads a skill's instructions (see
+/// `crate::catalog::skills`) into the conversation as its result.
+pub const SKILL: &str = "Skill";
 
 /// One item, as Claude Code's TodoWrite takes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +70,25 @@ impl Session {
             todos,
         });
         Ok(text)
+    }
+
+    /// Loads a skill (the Skill tool); `Err` is the error text for the model.
+    pub(super) fn skill_call(&self, snap: &Snapshot, input: &Value) -> Result<String, String> {
+        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let name = input.get("skill").and_then(Value::as_str).unwrap_or("");
+        let name = name.trim().trim_start_matches('/');
+        let Some(skill) = snap.skills.get(name) else {
+            let known: Vec<&str> = snap.skills.skills.keys().map(String::as_str).collect();
+            return Err(render(
+                "error_unknown_skill",
+                json!({"name": name, "known": known.join(", ")}),
+            ));
+        };
+        Ok(render(
+            "skill_loaded",
+            json!({"name": skill.name, "dir": skill.dir.display().to_string(), "body": skill.body,
+                   "args": input.get("args").and_then(Value::as_str).unwrap_or("")}),
+        ))
     }
 
     /// This session's todo list now.

@@ -238,6 +238,7 @@ fn tools_schema_lists_the_tools_the_model_sees() {
             "NotebookEdit",
             "Read",
             "SendMessage",
+            "Skill",
             "TaskOutput",
             "TaskStop",
             "TodoWrite",

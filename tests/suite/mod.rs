@@ -22,6 +22,7 @@ mod reload;
 mod run;
 mod settings;
 mod shutdown;
+mod skills;
 mod text_tools;
 mod todos;
 mod web;
