@@ -134,7 +134,16 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
     let skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref());
-    watched_dirs.extend(skill_dirs.iter().map(|(_, d)| d.clone()));
+    // Existing skill folders are watched; a missing one is not (watching
+    // its nearest existing ancestor slowed busy runs down measurably: see
+    // the load test). A skills folder created later is read at the next
+    // reload.
+    watched_dirs.extend(
+        skill_dirs
+            .iter()
+            .filter(|(_, d)| d.is_dir())
+            .map(|(_, d)| d.clone()),
+    );
     let skills = catalog::load_skills(&skill_dirs);
     diagnostics.extend(skills.diagnostics.iter().cloned());
     for def in catalog.agents.values() {
