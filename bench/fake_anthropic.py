@@ -15,7 +15,8 @@ Standard library only. Listens on 127.0.0.1:PORT and answers every
 
 Scenarios (`--scenario`): `explore` (one Explore sub-agent), `fork` (two
 sibling forks), `script3` (three requests: Glob tool call, Glob tool call,
-final answer; no sub-agent), `bg1000` (1,000 parallel Agent calls with
+final answer; no sub-agent), `roundtrip` (one Glob tool call, then the final
+answer once any tool_result is in the conversation), `bg1000` (1,000 parallel Agent calls with
 `run_in_background: true` in the first turn; the count is `?children=N` on
 `/_reset`).
 
@@ -154,6 +155,16 @@ def main_reply(body, is_claude_code):
     tool = agent_tool(body) or "Agent"
     turns = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
     sc = STATE["scenario"]
+    if sc == "roundtrip":
+        # One tool round trip, counted by tool results so that either
+        # program's way of laying out the conversation gives the same script.
+        done = any(b.get("type") == "tool_result"
+                   for m in body.get("messages") or [] if isinstance(m.get("content"), list)
+                   for b in m["content"])
+        if not done:
+            return [{"type": "tool_use", "id": "toolu_rt", "name": "Glob",
+                     "input": {"pattern": "*.md"}}], "tool_use"
+        return [{"type": "text", "text": "final answer"}], "end_turn"
     if sc == "script3":
         if turns < 2:
             return [{"type": "tool_use", "id": f"toolu_g{turns}", "name": "Glob",
@@ -297,7 +308,8 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "bg1000"], default="explore")
+    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "roundtrip", "bg1000"],
+                    default="explore")
     ap.add_argument("--latency-ms", type=int, default=0)
     ap.add_argument("--dump")
     ap.add_argument("--child-delay-ms", type=int, default=0,

@@ -11,15 +11,19 @@ macro_rules! outln {
 
 mod agents;
 mod config;
+mod emit;
 mod flags;
+mod headless;
 mod output;
 mod permissions;
 mod run;
+mod sessions;
 mod signals;
 mod skills;
 mod tools;
 mod trust;
 mod watch;
+pub mod wire;
 mod worktrees;
 
 use std::path::PathBuf;
@@ -36,25 +40,22 @@ use crate::snapshot::{self, Snapshot, SnapshotInput};
 /// templates and tool schemas are files; cadre loads them, reloads them
 /// when they change, and runs agents and their sub-agents against a model.
 #[derive(Debug, Parser)]
-#[command(
-    name = "cadre",
-    version,
-    propagate_version = true,
-    max_term_width = 100
-)]
+#[command(name = "cadre", disable_version_flag = true, max_term_width = 100)]
 #[command(
     after_help = "Settings layers, lowest first: defaults < user (~/.claude/settings.json, ~/.config/cadre/cadre.toml) < \
 project (.claude/settings.json, then --config PATH, CADRE_CONFIG, or cadre.toml, cadre.yaml, config/cadre.toml, \
 config/cadre.yaml in the working directory) < local (.claude/settings.local.json) < CADRE_* environment \
 (CADRE_PROVIDER__MODEL=...) < command line < managed (/etc/claude-code/managed-settings.json, /etc/cadre/cadre.toml). \
 `cadre config show --origin` shows where each value came from; a project's hooks, MCP servers and provider settings \
-need `cadre trust`.\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
+need `cadre trust`.\n\nHeadless mode: `cadre -p \"task\"` takes Claude Code's flags (--output-format, --input-format, --allowedTools, ...; see docs/headless.md).\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
 )]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    #[command(flatten)]
+    pub headless: headless::HeadlessArgs,
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -77,6 +78,9 @@ pub struct GlobalArgs {
     /// Only errors on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Print the version (the Claude Code version cadre is compatible with, then cadre's).
+    #[arg(short = 'V', long, global = true)]
+    pub version: bool,
     /// Obey this folder's project settings in full for this run (hooks, MCP
     /// servers, provider URL and key) without recording trust.
     #[arg(long, global = true)]
@@ -115,6 +119,9 @@ pub enum Command {
     /// Test permission rules against a tool call.
     #[command(subcommand)]
     Permissions(permissions::PermissionsCommand),
+    /// Sessions kept in this project's transcript folder: list, show, rm.
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -153,7 +160,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(&cli.global);
+    if cli.global.version {
+        outln!("{}", wire::version_line());
+        return ExitCode::SUCCESS;
+    }
+    init_logging(&cli.global, cli.command.is_none());
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -185,7 +196,29 @@ pub fn main() -> ExitCode {
 
 async fn dispatch(cli: Cli) -> Result<(), CliError> {
     let g = cli.global;
-    match cli.command {
+    let Some(command) = cli.command else {
+        if cli.headless.selected() {
+            return headless::headless(&g, cli.headless).await;
+        }
+        if let Some(word) = &cli.headless.prompt {
+            return Err(CliError::Usage(format!(
+                "unknown command `{word}` (see cadre --help); to run it as a prompt: cadre -p {word:?}"
+            )));
+        }
+        use clap::CommandFactory;
+        let _ = Cli::command().print_help();
+        return Err(CliError::Usage(
+            "no command: give a subcommand (cadre run \"task\") or -p \"task\"".into(),
+        ));
+    };
+    if cli.headless.any() {
+        return Err(CliError::Usage(
+            "Claude Code's flags (-p, --output-format, --allowedTools, …) go without a subcommand: \
+             cadre -p \"task\" [FLAGS]; subcommands take their own options (cadre run --help)"
+                .into(),
+        ));
+    }
+    match command {
         Command::Run(args) => run::run(&g, args).await,
         Command::Chat(args) => run::chat(&g, args).await,
         Command::Render(args) => run::render(&g, args).await,
@@ -198,14 +231,22 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Trust(args) => trust::trust(&g, args),
         Command::Config(cmd) => config::dispatch(&g, cmd),
         Command::Permissions(cmd) => permissions::dispatch(&g, cmd),
+        Command::Sessions(cmd) => sessions::dispatch(&g, cmd),
     }
 }
 
-fn init_logging(g: &GlobalArgs) {
+fn init_logging(g: &GlobalArgs, headless: bool) {
+    // Claude Code's `--verbose` (which the SDKs always pass) is about
+    // stream-json output, not logging: in headless mode one -v is not a level.
+    let level = if headless {
+        g.verbose.saturating_sub(1)
+    } else {
+        g.verbose
+    };
     let default = if g.quiet {
         "error"
     } else {
-        match g.verbose {
+        match level {
             // rmcp logs transport errors that cadre reports itself.
             0 => "warn,rmcp=off",
             1 => "info",
@@ -230,6 +271,11 @@ fn init_logging(g: &GlobalArgs) {
 pub struct Overrides {
     pub model: Option<String>,
     pub permission_mode: Option<PermissionMode>,
+    /// Settings as `CADRE_*` variables, after the process environment.
+    pub env: Vec<(String, String)>,
+    /// Permission rules added to the settings' allow and deny lists.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
 }
 
 /// The working directory commands act on.
@@ -273,7 +319,7 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
         load: LoadInput {
             cwd: working_dir(g)?,
             config: g.config.clone(),
-            env: std::env::vars().collect(),
+            env: std::env::vars().chain(o.env.iter().cloned()).collect(),
             cli: CliOverrides {
                 features,
                 model: o.model.clone(),
@@ -311,8 +357,27 @@ pub fn load_snapshot(
     g: &GlobalArgs,
     o: &Overrides,
 ) -> Result<(SnapshotInput, Arc<ArcSwap<Snapshot>>), CliError> {
-    let input = snapshot_input(g, o)?;
-    let snap = snapshot::build(&input, 1)?;
+    let mut input = snapshot_input(g, o)?;
+    let mut snap = snapshot::build(&input, 1)?;
+    if !o.allow.is_empty() || !o.deny.is_empty() {
+        // Rules from the command line join the settings' own: the merged
+        // lists go in as the highest environment layer, so a reload keeps them.
+        let p = &snap.settings().permissions;
+        let mut allow = p.allow.clone();
+        allow.extend(o.allow.iter().cloned());
+        let mut deny = p.deny.clone();
+        deny.extend(o.deny.iter().cloned());
+        let list = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_default();
+        input
+            .load
+            .env
+            .push(("CADRE_PERMISSIONS__ALLOW".into(), list(&allow)));
+        input
+            .load
+            .env
+            .push(("CADRE_PERMISSIONS__DENY".into(), list(&deny)));
+        snap = snapshot::build(&input, 1)?;
+    }
     if !g.quiet {
         for d in &snap.diagnostics {
             eprintln!("{d}");

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::ValueEnum;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::CliError;
 use crate::runtime::todos::TodoStatus;
@@ -32,9 +32,9 @@ impl SessionArg {
 pub enum OutputFormat {
     /// The final answer as plain text.
     Text,
-    /// One JSON object at the end (result, is_error, num_turns, duration_ms, usage, session_id).
+    /// The one `result` object at the end (Claude Code's shape, see docs/headless.md).
     Json,
-    /// One JSON event per line as things happen, then the result object.
+    /// One JSON message per line as things happen, then the `result` (Claude Code's stream-json).
     StreamJson,
 }
 
@@ -59,17 +59,6 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
 /// Writes one line to stdout and flushes it, ignoring a closed pipe.
 pub fn print_line(line: &str) {
     write_out(format_args!("{line}"));
-}
-
-/// stream-json: one event per line. Text deltas and messages of every
-/// session, tool calls, and the sub-agent lifecycle (`subagent_start`,
-/// `subagent_progress`, `subagent_end`).
-pub fn stream_json_sink() -> EventSink {
-    Arc::new(|event: &EngineEvent| {
-        if let Ok(line) = serde_json::to_string(event) {
-            print_line(&line);
-        }
-    })
 }
 
 /// What a sub-agent progress line shows.
@@ -333,28 +322,6 @@ pub fn short_input(tool: &str, input: &Value) -> String {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
         None => one_line,
     }
-}
-
-/// The result object of `run --output-format json|stream-json`.
-pub fn result_object(
-    result: &str,
-    is_error: bool,
-    num_turns: u32,
-    duration_ms: u64,
-    usage: &Value,
-    session_id: &str,
-    stop_reason: &str,
-) -> Value {
-    json!({
-        "type": "result",
-        "result": result,
-        "is_error": is_error,
-        "num_turns": num_turns,
-        "duration_ms": duration_ms,
-        "usage": usage,
-        "session_id": session_id,
-        "stop_reason": stop_reason,
-    })
 }
 
 #[cfg(test)]

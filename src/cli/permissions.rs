@@ -48,6 +48,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         &Overrides {
             model: None,
             permission_mode: args.permission_mode,
+            ..Overrides::default()
         },
     )?;
     let snap = swap.load_full();

@@ -1,18 +1,19 @@
 //! `cadre run`, `cadre chat` and `cadre render`: a main session against the
 //! configured provider.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use clap::Args;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::output::{
-    OutputFormat, Progress, SessionArg, print_line, result_object, stream_json_sink,
-};
+use super::emit::{Emitter, Print};
+use super::headless::{PromptStart, result_of};
+use super::output::{OutputFormat, Progress, SessionArg, print_line};
+use super::wire::Output;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
 use crate::config::PermissionMode;
@@ -24,27 +25,60 @@ use crate::runtime::{
 };
 use crate::snapshot::SnapshotInput;
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct SessionArgs {
     /// Run as this agent (its prompt, tools and model) instead of the default main agent.
     #[arg(long, value_name = "NAME")]
-    agent: Option<String>,
+    pub(super) agent: Option<String>,
     /// Model for the main session (an alias from [models] or a full id).
     #[arg(long, value_name = "MODEL")]
-    model: Option<String>,
+    pub(super) model: Option<String>,
     /// Stop after this many model turns.
     #[arg(long, value_name = "N")]
-    max_turns: Option<u32>,
+    pub(super) max_turns: Option<u32>,
     /// Permission mode of the main session.
     #[arg(long, value_name = "MODE", value_parser = parse_mode)]
-    permission_mode: Option<PermissionMode>,
+    pub(super) permission_mode: Option<PermissionMode>,
     /// A folder besides the working directory where edits need no rule;
     /// repeatable.
     #[arg(long = "add-dir", value_name = "DIR")]
-    add_dirs: Vec<PathBuf>,
+    pub(super) add_dirs: Vec<PathBuf>,
+    /// Continue session ID (see `cadre sessions list`) from its transcript.
+    #[arg(long, value_name = "ID", conflicts_with = "continue_latest")]
+    pub(super) resume: Option<String>,
+    /// Continue the latest session of this project.
+    #[arg(short = 'c', long = "continue")]
+    pub(super) continue_latest: bool,
+    /// With --resume or --continue: write to a new session (a copy) and
+    /// leave the original as it was.
+    #[arg(long)]
+    pub(super) fork_session: bool,
 }
 
-fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+impl SessionArgs {
+    pub(super) fn resuming(&self) -> bool {
+        self.resume.is_some() || self.continue_latest
+    }
+}
+
+/// What the headless flags add to a main session's setup.
+#[derive(Default)]
+pub(super) struct Extras {
+    /// Settings given as `CADRE_*` variables (allow/deny rules, MCP servers).
+    pub env: Vec<(String, String)>,
+    /// Permission rules added to the settings' lists.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    /// `--tools`: only these built-in tools (`None` = all).
+    pub tools: Option<Vec<String>>,
+    /// Tools removed from the main session's pool (bare names of `--disallowedTools`).
+    pub remove_tools: Vec<String>,
+    pub session_id: Option<String>,
+    pub main_prompt: runtime::MainPrompt,
+    pub tool_gate: Option<runtime::ToolGate>,
+}
+
+pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
     match s.parse::<PermissionMode>()? {
         PermissionMode::Bubble => Err("`bubble` is internal to forks".into()),
         m => Ok(m),
@@ -81,10 +115,12 @@ pub struct RenderArgs {
 }
 
 /// A main session ready to run.
-struct Prepared {
-    session: Session,
-    engine: Arc<Engine>,
-    def: Option<Arc<AgentDef>>,
+pub(super) struct Prepared {
+    pub session: Session,
+    pub engine: Arc<Engine>,
+    pub def: Option<Arc<AgentDef>>,
+    /// Where the main model came from: `flag`, `agent`, `settings` or `managed`.
+    pub model_source: &'static str,
     /// What the snapshot was built from, for the reload watcher.
     input: SnapshotInput,
     interactive: bool,
@@ -93,7 +129,7 @@ struct Prepared {
 impl Prepared {
     /// Starts reloading the engine's snapshot when its files change; the
     /// watcher stops when the handle is dropped.
-    fn watch(&self) -> Option<ReloadHandle> {
+    pub fn watch(&self) -> Option<ReloadHandle> {
         reload::spawn(
             self.input.clone(),
             Arc::clone(&self.engine.snapshot),
@@ -103,12 +139,12 @@ impl Prepared {
 }
 
 /// How a main session is set up.
-struct Mode {
+pub(super) struct Mode {
     /// The session kind for flag gates.
-    interactive: bool,
-    write_transcripts: bool,
+    pub interactive: bool,
+    pub write_transcripts: bool,
     /// `run` waits for background children before it ends; `chat` does not.
-    wait_for_background: bool,
+    pub wait_for_background: bool,
 }
 
 fn prepare(
@@ -118,6 +154,17 @@ fn prepare(
     events: EventSink,
     asker: Option<runtime::Asker>,
 ) -> Result<Prepared, CliError> {
+    prepare_with(g, args, how, events, asker, Extras::default())
+}
+
+pub(super) fn prepare_with(
+    g: &GlobalArgs,
+    args: &SessionArgs,
+    how: Mode,
+    events: EventSink,
+    asker: Option<runtime::Asker>,
+    extras: Extras,
+) -> Result<Prepared, CliError> {
     let Mode {
         interactive,
         write_transcripts,
@@ -126,11 +173,30 @@ fn prepare(
     let overrides = Overrides {
         model: args.model.clone(),
         permission_mode: args.permission_mode,
+        env: extras.env.clone(),
+        allow: extras.allow.clone(),
+        deny: extras.deny.clone(),
     };
     let (input, swap) = load_snapshot(g, &overrides)?;
     let snap = swap.load_full();
     let kind = snap.session_kind(interactive);
-    let def = match &args.agent {
+    let sessions_dir = input.load.cwd.join(&snap.settings().transcripts.dir);
+    if args.fork_session && !args.resuming() {
+        return Err(CliError::Usage(
+            "--fork-session needs --resume ID or --continue".into(),
+        ));
+    }
+    let restored = if args.resuming() {
+        Some(restore(&sessions_dir, args)?)
+    } else {
+        None
+    };
+    let agent_name = args.agent.clone().or_else(|| {
+        restored
+            .as_ref()
+            .and_then(|(_, r)| r.header.as_ref()?.agent.clone())
+    });
+    let def = match &agent_name {
         Some(name) => Some(snap.visible_agent(name, kind).cloned().ok_or_else(|| {
             let names: Vec<&str> = snap
                 .visible_agents(kind)
@@ -151,21 +217,60 @@ fn prepare(
         .origins
         .of("provider.model")
         .is_some_and(|o| o.scope == crate::config::Scope::Managed);
-    let model_written = match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
-        _ if managed_model => settings.provider.model.clone(),
-        (Some(m), _) => m.clone(),
-        (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => m.to_string(),
-        _ => settings.provider.model.clone(),
-    };
+    let recorded_model = restored
+        .as_ref()
+        .and_then(|(_, r)| r.header.as_ref())
+        .map(|h| h.model.clone());
+    let (model_written, model_source) =
+        match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
+            _ if managed_model => (settings.provider.model.clone(), "managed"),
+            (Some(m), _) => (m.clone(), "flag"),
+            // A resumed session keeps the model its transcript names.
+            (None, _) if recorded_model.is_some() => {
+                (recorded_model.unwrap_or_default(), "transcript")
+            }
+            (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => (m.to_string(), "agent"),
+            _ => (settings.provider.model.clone(), "settings"),
+        };
     let model = snap.resolve_alias(&model_written).to_string();
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let tools = crate::tools::builtin_tools();
     let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
-    let tool_names = runtime::main_tool_pool(&available, &snap, kind, def.as_deref());
-    let session_id = new_session_id();
-    let session_dir: Option<PathBuf> = (write_transcripts && settings.transcripts.enabled)
-        .then(|| settings.transcripts.dir.join(&session_id));
+    let mut tool_names = runtime::main_tool_pool(&available, &snap, kind, def.as_deref());
+    let resumed = match &restored {
+        Some((id, r)) => {
+            // The recorded pool, so the tool definitions keep their bytes;
+            // a tool no longer available (denied, removed) is left out.
+            if let Some(h) = r.header.as_ref().filter(|h| !h.tool_names.is_empty()) {
+                tool_names = h
+                    .tool_names
+                    .iter()
+                    .filter(|n| available.contains(n))
+                    .cloned()
+                    .collect();
+            }
+            Some((id.clone(), r))
+        }
+        None => None,
+    };
+    if let Some(only) = &extras.tools {
+        tool_names.retain(|n| only.iter().any(|o| o == n));
+    }
+    tool_names.retain(|n| !extras.remove_tools.contains(n));
+    let (session_id, forked_from) = match &resumed {
+        Some((id, _)) if !args.fork_session => (id.clone(), None),
+        Some((id, _)) => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            Some(id.clone()),
+        ),
+        None => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            None,
+        ),
+    };
+    let session_dir: Option<PathBuf> =
+        (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
     if session_dir.is_some()
         && let Some(days) = settings.transcripts.cleanup_period_days
     {
@@ -184,6 +289,8 @@ fn prepare(
         events,
         asker,
     );
+    engine.main_prompt = extras.main_prompt;
+    engine.tool_gate = extras.tool_gate;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {
@@ -195,11 +302,40 @@ fn prepare(
         engine.add_dirs.push(d);
     }
     let engine = Arc::new(engine);
+    if let (Some((id, _)), Some(dir)) = (&resumed, &session_dir) {
+        // The sub-agents of the resumed session, for SendMessage.
+        let n = runtime::resume::restore_tasks(&engine, dir, kind, &input.load.cwd);
+        if n > 0 {
+            tracing::info!("restored {n} sub-agent(s) of session {id}");
+        }
+    }
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
     engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
-    let transcript = match &session_dir {
-        Some(d) => Transcript::open(d.join("main.jsonl"), "main", None),
+    let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));
+    if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
+        let original = sessions_dir.join(id).join("main.jsonl");
+        if forked_from.is_some() {
+            // The fork starts as a copy of the complete lines.
+            let bytes = fs_err::read(&original).map_err(|e| CliError::Failed(e.to_string()))?;
+            let keep = usize::try_from(r.complete_len)
+                .unwrap_or(bytes.len())
+                .min(bytes.len());
+            if let Some(d) = file.parent() {
+                fs_err::create_dir_all(d).map_err(|e| CliError::Failed(e.to_string()))?;
+            }
+            fs_err::write(file, &bytes[..keep]).map_err(|e| CliError::Failed(e.to_string()))?;
+            copy_agent_files(
+                &sessions_dir.join(id),
+                file.parent().unwrap_or(&sessions_dir),
+            )?;
+        } else {
+            runtime::resume::trim_partial_tail(file, r.complete_len)
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+        }
+    }
+    let transcript = match &main_file {
+        Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
     };
     let mode = match def.as_ref().and_then(|d| d.permission_mode) {
@@ -233,28 +369,118 @@ fn prepare(
         tool_names,
         wait_for_background,
     };
-    let session = Session::new(
+    let header = runtime::resume::SessionHeader {
+        version: runtime::resume::TRANSCRIPT_VERSION,
+        session_id: engine.session_id.clone(),
+        model: spec.model.clone(),
+        agent: def.as_ref().map(|d| d.name.clone()),
+        tool_names: spec.tool_names.clone(),
+        sampling: crate::message::Sampling {
+            temperature: settings.provider.temperature,
+            thinking_budget: settings.provider.thinking_budget,
+        },
+        max_tokens: settings.provider.max_tokens,
+        generation: snap.generation,
+        cwd: Some(spec.cwd.clone()),
+        forked_from,
+    };
+    let header = serde_json::to_value(&header).unwrap_or(Value::Null);
+    let history = match &resumed {
+        Some((id, r)) => {
+            transcript.record(
+                "resume",
+                serde_json::json!({"from": id, "settings": header}),
+            );
+            r.history.clone()
+        }
+        None => {
+            transcript.record("session", header);
+            Vec::new()
+        }
+    };
+    let mut session = Session::new(
         Arc::clone(&engine),
         spec,
-        Vec::new(),
+        history,
         Arc::new(transcript),
         CancellationToken::new(),
     );
+    if resumed.is_some() {
+        // A turn cut by a crash or kill: its tool calls get one
+        // "cancelled" result each, so every tool_use keeps exactly one.
+        session.repair_after_cancel();
+    }
     Ok(Prepared {
         session,
         engine,
         def,
+        model_source,
         input,
         interactive,
     })
 }
 
-fn new_session_id() -> String {
+/// `/compact [instructions]` in `chat`: summarise the conversation now.
+async fn compact_now(session: &mut Session, engine: &Engine, instructions: &str) {
+    let cancel = CancellationToken::new();
+    session.set_cancel(cancel.clone());
+    let snap = engine.snapshot.load_full();
+    let instructions = (!instructions.is_empty()).then_some(instructions);
+    let before = session.history().len();
+    let result = tokio::select! {
+        r = session.compact(&snap, runtime::CompactTrigger::Manual, instructions) => r,
+        _ = tokio::signal::ctrl_c() => { cancel.cancel(); Err(RunError::Cancelled) }
+    };
+    match result {
+        Ok(true) => eprintln!("compacted: {before} messages → {}", session.history().len()),
+        Ok(false) => eprintln!("nothing to compact yet"),
+        Err(e) => eprintln!("compaction failed, conversation unchanged: {e}"),
+    }
+}
+
+/// `--fork-session`: the sub-agents' transcripts and meta files go with
+/// the copy, so the fork can resume them without touching the original.
+fn copy_agent_files(from: &std::path::Path, to: &std::path::Path) -> Result<(), CliError> {
+    let failed = |e: std::io::Error| CliError::Failed(e.to_string());
+    let Ok(entries) = std::fs::read_dir(from.join("agents")) else {
+        return Ok(());
+    };
+    fs_err::create_dir_all(to.join("agents")).map_err(failed)?;
+    for e in entries.flatten() {
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        let name = e.file_name();
+        let wanted = name.to_string_lossy().ends_with(".jsonl")
+            || name.to_string_lossy().ends_with(".meta.json");
+        if is_file && wanted {
+            fs_err::copy(e.path(), to.join("agents").join(&name)).map_err(failed)?;
+        }
+    }
+    Ok(())
+}
+
+/// The session `--resume ID` or `--continue` names, read back from its
+/// transcript.
+fn restore(
+    sessions_dir: &std::path::Path,
+    args: &SessionArgs,
+) -> Result<(String, runtime::resume::Restored), CliError> {
+    use runtime::resume;
+    let usage = |e: resume::ResumeError| CliError::Usage(e.to_string());
+    let id = match &args.resume {
+        Some(id) => id.clone(),
+        None => resume::latest_session(sessions_dir).map_err(usage)?,
+    };
+    let folder = resume::session_folder(sessions_dir, &id).map_err(usage)?;
+    let restored = resume::load(&folder.join("main.jsonl")).map_err(usage)?;
+    Ok((id, restored))
+}
+
+pub(super) fn new_session_id() -> String {
     let t = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S").to_string();
     format!("{t}-{:08x}", rand::random::<u32>())
 }
 
-fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
+pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
     if let Some(p) = prompt {
         return Ok(p);
     }
@@ -278,7 +504,20 @@ fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
 /// The first user message: project memory (unless the agent is one that
 /// goes without it), the agent's `initialPrompt` (for `--agent`), then the
 /// prompt.
-fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: String) -> Message {
+pub(super) fn first_message(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: String,
+) -> Message {
+    first_message_with(engine, def, vec![ContentBlock::text(prompt)])
+}
+
+/// [`first_message`] for a prompt given as content blocks (stream-json input).
+pub(super) fn first_message_with(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: Vec<ContentBlock>,
+) -> Message {
     let mut blocks = Vec::new();
     if runtime::gets_memory(def)
         && let Some(memory) = runtime::memory_block(&engine.snapshot.load())
@@ -288,17 +527,30 @@ fn first_message(engine: &runtime::Engine, def: Option<&AgentDef>, prompt: Strin
     if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
         blocks.push(ContentBlock::text(initial));
     }
-    blocks.push(ContentBlock::text(prompt));
+    blocks.extend(prompt);
     Message::user(blocks)
 }
 
 pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     let prompt = read_prompt(args.prompt)?;
-    let started = Instant::now();
-    let events: EventSink = match args.output_format {
-        OutputFormat::StreamJson => stream_json_sink(),
-        _ => Progress::new(false).sink(),
+    let print = match args.output_format {
+        OutputFormat::StreamJson => Print::Messages,
+        _ => Print::Nothing,
     };
+    // The accounts (cost, usage) and, for stream-json, the protocol lines.
+    let emitter = Emitter::new(print, String::new(), String::new(), BTreeMap::new(), None);
+    let events: EventSink = match args.output_format {
+        OutputFormat::StreamJson => emitter.sink(),
+        _ => {
+            let bars = Progress::new(false).sink();
+            let accounts = emitter.sink();
+            Arc::new(move |e: &runtime::EngineEvent| {
+                accounts(e);
+                bars(e);
+            })
+        }
+    };
+    let resumed = args.session.resuming();
     let prepared = prepare(
         g,
         &args.session,
@@ -311,13 +563,24 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         None,
     )?;
     let _reload = prepared.watch();
+    emitter.configure(
+        &prepared.engine.session_id,
+        &prepared.session.spec().model,
+        prepared.engine.snapshot.load().settings().prices.clone(),
+    );
     let Prepared {
         mut session,
         engine,
         def,
         ..
     } = prepared;
-    session.push_user(first_message(&engine, def.as_deref(), prompt));
+    let start = PromptStart::now(&emitter);
+    let message = if resumed {
+        Message::user_text(prompt)
+    } else {
+        first_message(&engine, def.as_deref(), prompt)
+    };
+    session.push_user(message);
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
     // SIGINT and SIGTERM end the run alike (cli/signals.rs).
@@ -341,8 +604,8 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         "end",
         serde_json::json!({"status": status, "signal": signal}),
     );
-    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let session_id = engine.session_id.clone();
+    let wire_result = result_of(&emitter, &engine.session_id, &start, &result);
+    let line = || serde_json::to_string(&Output::Result(wire_result.clone())).unwrap_or_default();
     match result {
         Ok(outcome) => {
             let text = outcome.final_text.clone().unwrap_or_default().join("\n");
@@ -359,31 +622,14 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             if text.trim().is_empty() && !g.quiet {
                 eprintln!("{}", empty_answer_warning(stop, outcome.turns));
             }
-            let usage = serde_json::to_value(outcome.usage).unwrap_or(Value::Null);
             match args.output_format {
                 OutputFormat::Text => print_line(&text),
-                OutputFormat::Json => super::output::print_json(&result_object(
-                    &text,
-                    false,
-                    outcome.turns,
-                    duration_ms,
-                    &usage,
-                    &session_id,
-                    stop,
-                ))?,
-                OutputFormat::StreamJson => {
-                    print_line(
-                        &result_object(
-                            &text,
-                            false,
-                            outcome.turns,
-                            duration_ms,
-                            &usage,
-                            &session_id,
-                            stop,
-                        )
-                        .to_string(),
-                    );
+                OutputFormat::Json | OutputFormat::StreamJson => {
+                    print_line(&line());
+                    // As Claude Code: an error result (the turn limit) exits 1.
+                    if wire_result.is_error {
+                        return Err(CliError::Exit(1));
+                    }
                 }
             }
             Ok(())
@@ -396,20 +642,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                 OutputFormat::Text if config_problem => Err(CliError::Usage(msg)),
                 OutputFormat::Text => Err(CliError::Failed(msg)),
                 OutputFormat::Json | OutputFormat::StreamJson => {
-                    let obj = result_object(
-                        &msg,
-                        true,
-                        0,
-                        duration_ms,
-                        &Value::Null,
-                        &session_id,
-                        "error",
-                    );
-                    if args.output_format == OutputFormat::Json {
-                        super::output::print_json(&obj)?;
-                    } else {
-                        print_line(&obj.to_string());
-                    }
+                    print_line(&line());
                     eprintln!("error: {msg}");
                     Err(CliError::Exit(1))
                 }
@@ -437,7 +670,12 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
         events,
         None,
     )?;
-    session.push_user(first_message(&engine, def.as_deref(), prompt));
+    let message = if args.session.resuming() {
+        Message::user_text(prompt)
+    } else {
+        first_message(&engine, def.as_deref(), prompt)
+    };
+    session.push_user(message);
     let request = session
         .next_request()
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -481,7 +719,8 @@ fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
     let progress = Progress::new(true);
-    let asker: runtime::Asker = Arc::new(|question: String| {
+    let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
+        let question = ask.question;
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 eprint!("{question}\nAllow? [y/N] ");
@@ -491,6 +730,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             })
             .await
             .unwrap_or(false)
+            .into()
         })
     });
     let prepared = prepare(
@@ -537,7 +777,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     let mut editor = rustyline::DefaultEditor::new()
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
-    let mut first = true;
+    let mut first = !args.session.resuming();
     loop {
         let line = match editor.readline("› ") {
             Ok(l) => l,
@@ -549,6 +789,12 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             continue;
         }
         let _ = editor.add_history_entry(line.as_str());
+        if let Some(rest) = line.trim().strip_prefix("/compact")
+            && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+        {
+            compact_now(&mut session, &engine, rest.trim()).await;
+            continue;
+        }
         let message = if first {
             first_message(&engine, def.as_deref(), line)
         } else {
@@ -602,7 +848,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
 
 /// What the user is told when a session ends without any answer text, so
 /// an empty line on stdout never goes unexplained.
-fn empty_answer_warning(stop: &str, turns: u32) -> String {
+pub(super) fn empty_answer_warning(stop: &str, turns: u32) -> String {
     format!(
         "warning: the model ended without an answer: no reply of this session had text \
          (last stop: {stop}, after {turns} turn{})",

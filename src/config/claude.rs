@@ -16,7 +16,13 @@ use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
 /// Hook events cadre fires, as Claude Code names them in settings.
-pub const HOOK_EVENTS: &[&str] = &["SubagentStart", "SubagentStop", "PreToolUse", "PostToolUse"];
+pub const HOOK_EVENTS: &[&str] = &[
+    "SubagentStart",
+    "SubagentStop",
+    "PreToolUse",
+    "PostToolUse",
+    "PreCompact",
+];
 
 /// A Claude Code file in cadre's shape.
 #[derive(Debug, Default)]

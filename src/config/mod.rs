@@ -30,7 +30,7 @@ pub use load::{
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings, McpServerConfig,
-    PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV, Settings,
-    ToolCallFallback, TranscriptSettings, WebFetchSettings,
+    AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings,
+    McpServerConfig, ModelPrice, PermissionSettings, ProviderKind, ProviderSettings,
+    ReloadSettings, SCRUBBED_ENV, Settings, ToolCallFallback, TranscriptSettings, WebFetchSettings,
 };

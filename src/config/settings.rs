@@ -30,6 +30,8 @@ pub struct Settings {
     pub permissions: PermissionSettings,
     pub reload: ReloadSettings,
     pub transcripts: TranscriptSettings,
+    /// Summarising a long conversation to stay within the model's window.
+    pub compact: CompactSettings,
     /// Commands run at points of a session's life (SPEC §12).
     pub hooks: HookSettings,
     /// MCP servers by name (see `docs/mcp.md`); entries here win over a
@@ -52,6 +54,9 @@ pub struct Settings {
     pub disabled_mcpjson_servers: Vec<String>,
     /// The WebFetch tool's limits and its small model.
     pub web_fetch: WebFetchSettings,
+    /// Prices by model id (or id prefix), for `total_cost_usd` and
+    /// `--max-budget-usd`.
+    pub prices: BTreeMap<String, ModelPrice>,
 }
 
 /// `[web_fetch]`: how the WebFetch tool fetches and reads pages.
@@ -88,6 +93,18 @@ impl Default for WebFetchSettings {
     }
 }
 
+/// What a model costs, in US dollars per million tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+    /// Reading the prompt cache.
+    pub cache_read: f64,
+    /// Writing the prompt cache.
+    pub cache_write: f64,
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -101,6 +118,7 @@ impl Default for Settings {
             permissions: PermissionSettings::default(),
             reload: ReloadSettings::default(),
             transcripts: TranscriptSettings::default(),
+            compact: CompactSettings::default(),
             hooks: HookSettings::default(),
             mcp_servers: BTreeMap::new(),
             env: BTreeMap::new(),
@@ -109,6 +127,7 @@ impl Default for Settings {
             enabled_mcpjson_servers: Vec::new(),
             disabled_mcpjson_servers: Vec::new(),
             web_fetch: WebFetchSettings::default(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -228,6 +247,18 @@ pub struct AgentSettings {
     pub required_mcp_wait_ms: u64,
     /// How often that wait checks the servers again.
     pub required_mcp_poll_ms: u64,
+    /// A background task with no model or tool progress for this long ends
+    /// `failed`; 0 = never.
+    pub stall_timeout_ms: u64,
+    /// A sub-agent running longer than this ends `failed`; 0 = never.
+    pub task_timeout_ms: u64,
+    /// How long `cadre run` waits for background children after the main
+    /// agent's last answer before ending them `failed`; 0 = no ceiling.
+    pub run_wait_ceiling_ms: u64,
+    /// A sub-agent that has used this many tokens (input, cache, output,
+    /// over all its requests) ends `failed` before its next request; 0 = no
+    /// budget.
+    pub task_token_budget: u64,
 }
 
 impl Default for AgentSettings {
@@ -246,6 +277,10 @@ impl Default for AgentSettings {
             max_concurrent: 20,
             required_mcp_wait_ms: 30_000,
             required_mcp_poll_ms: 500,
+            stall_timeout_ms: 600_000,
+            task_timeout_ms: 0,
+            run_wait_ceiling_ms: 0,
+            task_token_budget: 0,
         }
     }
 }
@@ -286,6 +321,61 @@ impl Default for ReloadSettings {
     }
 }
 
+/// When and how a session's history is compacted (docs/sessions.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompactSettings {
+    /// Compact when the estimated context passes the threshold.
+    pub auto: bool,
+    /// The fraction of the model's window at which to compact (0 to 1).
+    pub threshold: f64,
+    /// Context windows in tokens, by model id or id prefix (the longest
+    /// matching key wins).
+    pub windows: BTreeMap<String, u64>,
+    /// The window of a model no key matches.
+    pub default_window: u64,
+}
+
+impl Default for CompactSettings {
+    fn default() -> Self {
+        CompactSettings {
+            auto: true,
+            threshold: 0.8,
+            windows: BTreeMap::new(),
+            default_window: 200_000,
+        }
+    }
+}
+
+impl CompactSettings {
+    /// The context window of `model`: the longest key that is a prefix of
+    /// it, else `default_window`.
+    pub fn window(&self, model: &str) -> u64 {
+        self.windows
+            .iter()
+            .filter(|(k, _)| model.starts_with(k.as_str()))
+            .max_by_key(|(k, _)| k.len())
+            .map_or(self.default_window, |(_, w)| *w)
+    }
+
+    /// The estimated context size, in tokens, past which to compact.
+    pub fn limit(&self, model: &str) -> u64 {
+        let t = if self.threshold.is_finite() {
+            self.threshold.clamp(0.0, 1.0)
+        } else {
+            1.0
+        };
+        // Windows are far below 2^52: the float holds them exactly.
+        #[allow(
+            clippy::cast_precision_loss,
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss
+        )]
+        let limit = (self.window(model) as f64 * t) as u64;
+        limit
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct TranscriptSettings {
@@ -319,6 +409,8 @@ pub struct HookSettings {
     pub pre_tool_use: Vec<HookConfig>,
     #[serde(rename = "PostToolUse")]
     pub post_tool_use: Vec<HookConfig>,
+    #[serde(rename = "PreCompact")]
+    pub pre_compact: Vec<HookConfig>,
 }
 
 /// One hook command.
@@ -364,7 +456,14 @@ pub struct McpServerConfig {
 }
 
 /// Keys under which any name is allowed (user-chosen names).
-pub(crate) const OPEN_TABLES: &[&str] = &["models", "features", "flags", "mcp_servers", "env"];
+pub(crate) const OPEN_TABLES: &[&str] = &[
+    "models",
+    "features",
+    "flags",
+    "mcp_servers",
+    "env",
+    "prices",
+];
 
 /// Provider keys no child process receives unless a setting passes them on.
 pub const SCRUBBED_ENV: &[&str] = &[

@@ -193,6 +193,23 @@ impl Session {
                 (verdict, updated)
             }
         };
+        if let Some(gate) = &self.engine.tool_gate {
+            let call = super::GateCall {
+                agent_id: self.spec.agent_id.clone(),
+                tool_use_id: id.to_string(),
+                tool: name.to_string(),
+                input: input.clone(),
+                cwd: self.spec.cwd.clone(),
+                mode: self.spec.mode,
+            };
+            if let Some(reason) = gate(call).await {
+                let text = render(
+                    "error_hook_blocked",
+                    json!({"tool": name, "reason": reason}),
+                );
+                return CallResult::text(id, text, true);
+            }
+        }
         let permissions = &snap.settings().permissions;
         let rules = Rules::from_settings(permissions);
         let add_dirs: Vec<PathBuf> = permissions
@@ -216,30 +233,38 @@ impl Session {
                     id,
                     render(
                         "error_permission_denied",
-                        json!({"tool": name, "reason": reason, "asked": false, "interactive": false}),
+                        json!({"tool": name, "reason": reason, "asked": false, "interactive": false, "message": null}),
                     ),
                     true,
                 );
             }
             Decision::Ask { reason } => {
-                let allowed = match &self.engine.asker {
+                let answer = match &self.engine.asker {
                     Some(ask) => {
-                        ask(format!(
-                            "{} wants to use {name}: {}",
-                            self.spec.agent_id,
-                            summarize(&input)
-                        ))
+                        ask(super::AskRequest {
+                            question: format!(
+                                "{} wants to use {name}: {}",
+                                self.spec.agent_id,
+                                summarize(&input)
+                            ),
+                            agent_id: self.spec.agent_id.clone(),
+                            tool_use_id: id.to_string(),
+                            tool: name.to_string(),
+                            input: input.clone(),
+                            reason: reason.clone(),
+                        })
                         .await
                     }
-                    None => false,
+                    None => super::AskAnswer::from(false),
                 };
-                if !allowed {
+                if !answer.allow {
                     let interactive = self.engine.asker.is_some();
                     return CallResult::text(
                         id,
                         render(
                             "error_permission_denied",
-                            json!({"tool": name, "reason": reason, "asked": true, "interactive": interactive}),
+                            json!({"tool": name, "reason": reason, "asked": true, "interactive": interactive,
+                                   "message": answer.message}),
                         ),
                         true,
                     );

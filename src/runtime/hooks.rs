@@ -42,6 +42,9 @@ pub enum HookEvent {
     SubagentStop,
     PreToolUse,
     PostToolUse,
+    /// Before a compaction; the matcher is tested against its trigger
+    /// (`auto` or `manual`).
+    PreCompact,
 }
 
 impl HookEvent {
@@ -51,6 +54,7 @@ impl HookEvent {
             HookEvent::SubagentStop => "SubagentStop",
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::PreCompact => "PreCompact",
         }
     }
 
@@ -61,6 +65,7 @@ impl HookEvent {
             "SubagentStop" | "Stop" => Some(HookEvent::SubagentStop),
             "PreToolUse" => Some(HookEvent::PreToolUse),
             "PostToolUse" => Some(HookEvent::PostToolUse),
+            "PreCompact" => Some(HookEvent::PreCompact),
             _ => None,
         }
     }
@@ -71,6 +76,7 @@ impl HookEvent {
             HookEvent::SubagentStop => &settings.subagent_stop,
             HookEvent::PreToolUse => &settings.pre_tool_use,
             HookEvent::PostToolUse => &settings.post_tool_use,
+            HookEvent::PreCompact => &settings.pre_compact,
         }
     }
 }
@@ -110,7 +116,7 @@ pub fn frontmatter_hooks(value: &Value) -> (Vec<(HookEvent, HookConfig)>, Vec<St
     for (name, entries) in events {
         let Some(event) = HookEvent::from_frontmatter(name) else {
             problems.push(format!(
-                "hooks.{name}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse and PostToolUse"
+                "hooks.{name}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse, PostToolUse and PreCompact"
             ));
             continue;
         };
@@ -534,6 +540,39 @@ impl Session {
             event,
             target,
         )
+    }
+
+    /// PreCompact: runs the hooks for a compaction about to start. They
+    /// cannot stop it (as in Claude Code); what they print on stderr with
+    /// exit 2 is logged.
+    pub(super) async fn pre_compact_hooks(
+        &self,
+        snap: &Snapshot,
+        trigger: &str,
+        instructions: Option<&str>,
+    ) {
+        let event = HookEvent::PreCompact;
+        let hooks = self.hooks_for(snap, event, trigger);
+        if hooks.is_empty() {
+            return;
+        }
+        let mut m = self.hook_input(event);
+        m.insert("trigger".into(), json!(trigger));
+        m.insert(
+            "custom_instructions".into(),
+            json!(instructions.unwrap_or("")),
+        );
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
+        for b in fired.blocks {
+            tracing::warn!("PreCompact hook: {b}");
+        }
     }
 
     /// PreToolUse: what the hooks said of a call. Exit 2 or a `deny`

@@ -93,13 +93,30 @@ impl Session {
                 let mut blocks: Vec<ContentBlock> =
                     unread.into_iter().map(ContentBlock::text).collect();
                 blocks.push(ContentBlock::text(i.message));
-                history.push(Arc::new(Message::user(blocks)));
+                // A child killed before its model answered ends with its
+                // prompt: the message joins it, so roles keep alternating.
+                let added = Message::user(blocks);
+                let joined = match history.pop() {
+                    Some(last) if last.role == crate::message::Role::User => {
+                        let mut content = last.content.clone();
+                        content.extend(added.content.iter().cloned());
+                        history.push(Arc::new(Message::user(content)));
+                        true
+                    }
+                    last => {
+                        history.extend(last);
+                        history.push(Arc::new(added.clone()));
+                        false
+                    }
+                };
                 let transcript = Arc::new(match &task.output_file {
                     Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
                     None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
                 });
-                if let Some(last) = history.last() {
-                    transcript.message(last);
+                if joined {
+                    transcript.joined_message(&added);
+                } else {
+                    transcript.message(&added);
                 }
                 start_task(
                     Arc::clone(&self.engine),

@@ -7,11 +7,13 @@
 //! [`Session`] is one agent's conversation and loop; an Agent tool call
 //! starts a child session. This module does not parse files.
 
+mod compact;
 mod exec;
 pub mod hooks;
 mod manage;
 mod mcp;
 mod prompt;
+pub mod resume;
 mod session;
 mod spawn;
 pub mod tasks;
@@ -33,6 +35,7 @@ use crate::provider::Provider;
 use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
+pub use compact::{Trigger as CompactTrigger, is_context_overflow};
 pub use prompt::{
     PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
     subagent_system_prompt,
@@ -77,6 +80,8 @@ pub enum EngineEvent {
         description: String,
         model: String,
         fork: bool,
+        /// The parent's Agent tool call that started it.
+        tool_use_id: String,
     },
     SubagentProgress {
         agent_id: String,
@@ -102,13 +107,77 @@ pub enum EngineEvent {
         agent_id: String,
         todos: Vec<todos::Todo>,
     },
+    /// A model response arrived (emitted before its message): what it
+    /// counted and how long the request took, for cost accounting.
+    ModelResponse {
+        agent_id: String,
+        model: String,
+        usage: Usage,
+        api_ms: u64,
+    },
 }
 
 /// Receives every engine event.
 pub type EventSink = Arc<dyn Fn(&EngineEvent) + Send + Sync>;
 
-/// Answers a permission question (interactive sessions): `true` = allow.
-pub type Asker = Arc<dyn Fn(String) -> BoxFuture<'static, bool> + Send + Sync>;
+/// A permission question about one tool call.
+#[derive(Debug, Clone)]
+pub struct AskRequest {
+    /// The question as a sentence, for a person.
+    pub question: String,
+    pub agent_id: String,
+    pub tool_use_id: String,
+    pub tool: String,
+    pub input: Value,
+    /// Why the rules ask.
+    pub reason: String,
+}
+
+/// The answer to a permission question.
+#[derive(Debug, Clone, Default)]
+pub struct AskAnswer {
+    pub allow: bool,
+    /// Why not, in the asker's words (an SDK client's denial message).
+    pub message: Option<String>,
+}
+
+impl From<bool> for AskAnswer {
+    fn from(allow: bool) -> Self {
+        AskAnswer {
+            allow,
+            message: None,
+        }
+    }
+}
+
+/// Answers a permission question (interactive sessions, or an SDK client's
+/// `can_use_tool` callback).
+pub type Asker = Arc<dyn Fn(AskRequest) -> BoxFuture<'static, AskAnswer> + Send + Sync>;
+
+/// A tool call as a [`ToolGate`] sees it.
+#[derive(Debug, Clone)]
+pub struct GateCall {
+    pub agent_id: String,
+    pub tool_use_id: String,
+    pub tool: String,
+    pub input: Value,
+    pub cwd: PathBuf,
+    pub mode: crate::config::PermissionMode,
+}
+
+/// A check run before each tool call after the configured PreToolUse hooks
+/// (an SDK client's hook callbacks): `Some(reason)` blocks the call.
+pub type ToolGate = Arc<dyn Fn(GateCall) -> BoxFuture<'static, Option<String>> + Send + Sync>;
+
+/// Changes to the main session's system prompt from the command line
+/// (`--system-prompt`, `--append-system-prompt`); sub-agents are unaffected.
+#[derive(Debug, Clone, Default)]
+pub struct MainPrompt {
+    /// Replaces the main prompt's head (the environment block stays).
+    pub replace: Option<String>,
+    /// Appended after everything else.
+    pub append: Option<String>,
+}
 
 /// What all sessions of one process share.
 pub struct Engine {
@@ -129,6 +198,10 @@ pub struct Engine {
     pub tasks: tasks::TaskRegistry,
     /// MCP connections: shared servers and agents' inline servers.
     pub mcp: Arc<crate::mcp::McpManager>,
+    /// Edits to the main session's system prompt.
+    pub main_prompt: MainPrompt,
+    /// Checked before each tool call, after the configured hooks.
+    pub tool_gate: Option<ToolGate>,
     /// `--add-dir` folders: besides the working directory and
     /// `permissions.additional_directories`, where edits need no rule.
     pub add_dirs: Vec<PathBuf>,
@@ -161,6 +234,8 @@ impl Engine {
             events,
             asker,
             mcp: crate::mcp::McpManager::new(),
+            main_prompt: MainPrompt::default(),
+            tool_gate: None,
             add_dirs: Vec::new(),
             validators: Mutex::new(HashMap::new()),
         }

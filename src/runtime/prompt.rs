@@ -72,6 +72,19 @@ pub fn main_system_prompt(
     Ok(join_blocks(&[head.trim(), env.trim(), calls.trim()]))
 }
 
+/// The main system prompt with its head given as written (the command
+/// line's `--system-prompt`): the environment block and the text tool-call
+/// block still follow.
+pub fn main_system_prompt_with_head(
+    snap: &Snapshot,
+    head: &str,
+    ctx: &PromptContext,
+) -> Result<String, RenderError> {
+    let env = snap.templates.render("environment", ctx)?;
+    let calls = text_tool_call_block(snap, ctx)?;
+    Ok(join_blocks(&[head.trim(), env.trim(), calls.trim()]))
+}
+
 /// A sub-agent's system prompt: its body rendered as a template, the notes
 /// for sub-agents, then the environment block.
 pub fn subagent_system_prompt(

@@ -139,7 +139,7 @@ pub struct Session {
     pub(super) cancel: CancellationToken,
     rendered: Option<Rendered>,
     pub(super) usage: Usage,
-    last_usage: Usage,
+    pub(super) last_usage: Usage,
     pub(super) tool_uses: u32,
     /// Turns counted against `max_turns`.
     turns: u32,
@@ -148,6 +148,8 @@ pub struct Session {
     started: Instant,
     /// This session's TodoWrite list.
     pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
+    /// The task this session runs as (sub-agents): told of progress.
+    task: Option<Arc<super::tasks::Task>>,
 }
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
@@ -180,7 +182,24 @@ impl Session {
             wake_ups: 0,
             started: Instant::now(),
             todos: Default::default(),
+            task: None,
         }
+    }
+
+    /// Makes the session report its progress to `task` (for the stall limit).
+    pub fn set_task(&mut self, task: Arc<super::tasks::Task>) {
+        self.task = Some(task);
+    }
+
+    /// The permission mode from the next tool call on (an SDK client's
+    /// `set_permission_mode`).
+    pub fn set_mode(&mut self, mode: crate::config::PermissionMode) {
+        self.spec.mode = mode;
+    }
+
+    /// The model from the next request on (an SDK client's `set_model`).
+    pub fn set_model(&mut self, model: String) {
+        self.spec.model = model;
     }
 
     /// Replaces the cancellation token (an interactive session gets a fresh
@@ -211,10 +230,13 @@ impl Session {
 
     /// Appends a user message (the prompt, or a follow-up in `chat`), with
     /// any notifications that arrived since the last turn placed before it.
+    /// When the history already ends with a user message no answer followed
+    /// (the "cancelled" results of a cut turn), the blocks join it, so
+    /// roles keep alternating.
     pub fn push_user(&mut self, message: Message) {
         let mut content = self.take_incoming();
         content.extend(message.content);
-        self.append(Arc::new(Message::user(content)));
+        self.join_last_user_message(content);
     }
 
     /// Notifications of finished background children and SendMessage texts
@@ -250,6 +272,9 @@ impl Session {
                 task.state().latest_text = Some(texts);
             }
         }
+        if let Some(t) = &self.task {
+            t.touch();
+        }
         self.transcript.assistant_message(&message, converted);
         self.engine.emit(EngineEvent::Message {
             agent_id: self.spec.agent_id.clone(),
@@ -270,7 +295,19 @@ impl Session {
         let Some(last) = self.history.last() else {
             return;
         };
-        if last.role != Role::Assistant {
+        if last.role == Role::User {
+            // Cancelled before any reply: an assistant turn says so, so
+            // the next prompt does not follow a user message directly.
+            let note = self
+                .engine
+                .snapshot
+                .load()
+                .templates
+                .text("turn_interrupted", &serde_json::json!({}));
+            self.append(Arc::new(Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::text(note.trim_end())],
+            }));
             return;
         }
         let results: Vec<ContentBlock> = last
@@ -289,7 +326,7 @@ impl Session {
         Ok(request)
     }
 
-    fn build_request(
+    pub(super) fn build_request(
         &mut self,
         snap: &Arc<Snapshot>,
     ) -> Result<(ModelRequest, Arc<[String]>), RunError> {
@@ -359,7 +396,16 @@ impl Session {
             let ctx =
                 PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name).with_tools(&names);
             let system = if self.spec.is_main {
-                main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?
+                let edits = &self.engine.main_prompt;
+                let mut system = match &edits.replace {
+                    Some(head) => super::prompt::main_system_prompt_with_head(snap, head, &ctx)?,
+                    None => main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?,
+                };
+                if let Some(extra) = &edits.append {
+                    system.push_str("\n\n");
+                    system.push_str(extra);
+                }
+                system
             } else {
                 match &self.spec.def {
                     Some(d) => subagent_system_prompt(snap, d, &ctx)?,
@@ -389,6 +435,12 @@ impl Session {
         // At the turn limit: how many more notifications still get a turn
         // (those of the children running when the limit was reached).
         let mut after_limit: Option<usize> = None;
+        // A `prompt is too long` error was answered by a compaction and
+        // the request is being sent again: a second one fails the turn.
+        let mut overflow_retried = false;
+        // Time spent waiting for background children after an answer
+        // (bounded by `agents.run_wait_ceiling_ms` for the main session).
+        let mut waited = std::time::Duration::ZERO;
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -418,33 +470,74 @@ impl Session {
                 return Err(RunError::Cancelled);
             }
             let snap = self.engine.snapshot.load_full();
+            self.check_token_budget(&snap)?;
             self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);
+            self.compact_if_due(&snap).await;
+            if self.cancel.is_cancelled() {
+                return Err(RunError::Cancelled);
+            }
             let (request, tool_names) = self.build_request(&snap)?;
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();
-            let on_event = move |e: StreamEvent| match e {
-                StreamEvent::TextDelta(text) => engine.emit(EngineEvent::TextDelta {
-                    agent_id: agent_id.clone(),
-                    text,
-                }),
-                StreamEvent::Retrying {
-                    attempt,
-                    delay_ms,
-                    reason,
-                } => {
-                    engine.emit(EngineEvent::Retrying {
+            let task = self.task.clone();
+            let on_event = move |e: StreamEvent| {
+                if let Some(t) = &task {
+                    t.touch();
+                }
+                match e {
+                    StreamEvent::TextDelta(text) => engine.emit(EngineEvent::TextDelta {
                         agent_id: agent_id.clone(),
+                        text,
+                    }),
+                    StreamEvent::Retrying {
                         attempt,
                         delay_ms,
                         reason,
-                    });
+                    } => {
+                        engine.emit(EngineEvent::Retrying {
+                            agent_id: agent_id.clone(),
+                            attempt,
+                            delay_ms,
+                            reason,
+                        });
+                    }
+                    _ => {}
                 }
-                _ => {}
             };
+            let sent = std::time::Instant::now();
             let response = tokio::select! {
-                r = self.engine.provider.send(&request, &on_event) => r?,
+                r = self.engine.provider.send(&request, &on_event) => r,
                 () = self.cancel.cancelled() => return Err(RunError::Cancelled),
             };
+            let response = match response {
+                Ok(r) => {
+                    overflow_retried = false;
+                    r
+                }
+                // Too long for the model: compact once and send again.
+                Err(e) if !overflow_retried && super::compact::is_context_overflow(&e) => {
+                    overflow_retried = true;
+                    match self
+                        .compact(&snap, super::compact::Trigger::Overflow, None)
+                        .await
+                    {
+                        Ok(true) => continue,
+                        Ok(false) => return Err(e.into()),
+                        Err(RunError::Cancelled) => return Err(RunError::Cancelled),
+                        Err(c) => {
+                            tracing::warn!("{}: compaction failed: {c}", self.spec.agent_id);
+                            return Err(e.into());
+                        }
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            };
+            self.engine.emit(EngineEvent::ModelResponse {
+                agent_id: self.spec.agent_id.clone(),
+                model: request.model.clone(),
+                usage: response.usage,
+                api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+            });
             if std::mem::take(&mut wake_up) {
                 self.wake_ups += 1;
             } else {
@@ -454,6 +547,8 @@ impl Session {
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
             self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
+            self.transcript
+                .record("usage", serde_json::json!({"usage": response.usage}));
             let cut = response.stop_reason == Some(StopReason::MaxTokens);
             if cut {
                 self.transcript.record(
@@ -482,10 +577,7 @@ impl Session {
                 if self.spec.wait_for_background {
                     // Background children still running: wait for the next
                     // notification and let the model continue with it.
-                    self.engine
-                        .tasks
-                        .wait_for_notification(&self.spec.agent_id, &self.cancel)
-                        .await;
+                    self.wait_for_children(&snap, &mut waited).await;
                     if self.cancel.is_cancelled() {
                         return Err(RunError::Cancelled);
                     }
@@ -527,6 +619,55 @@ impl Session {
         Ok(self.outcome(stop))
     }
 
+    /// A sub-agent past `agents.task_token_budget` ends before its next
+    /// request, its history complete (every tool call answered).
+    fn check_token_budget(&self, snap: &Snapshot) -> Result<(), RunError> {
+        let budget = snap.settings().agents.task_token_budget;
+        let used = self.usage.total();
+        match &self.task {
+            Some(task) if budget > 0 && used >= budget => {
+                let reason = snap.templates.text(
+                    "limit_task_tokens",
+                    &serde_json::json!({"budget": budget, "used": used}),
+                );
+                task.end_by_limit(reason);
+                Err(RunError::Cancelled)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits for the next notification of a background child. The main
+    /// session waits at most `agents.run_wait_ceiling_ms` in all (`waited`
+    /// counts it); past that, every child still running ends `failed`
+    /// with one notification naming the limit, and those are awaited.
+    async fn wait_for_children(&self, snap: &Snapshot, waited: &mut std::time::Duration) {
+        let tasks = &self.engine.tasks;
+        let id = &self.spec.agent_id;
+        let ceiling_ms = snap.settings().agents.run_wait_ceiling_ms;
+        if !self.spec.is_main || ceiling_ms == 0 {
+            tasks.wait_for_notification(id, &self.cancel).await;
+            return;
+        }
+        let ceiling = std::time::Duration::from_millis(ceiling_ms);
+        let left = ceiling.saturating_sub(*waited);
+        let start = Instant::now();
+        let in_time = tokio::time::timeout(left, tasks.wait_for_notification(id, &self.cancel))
+            .await
+            .is_ok();
+        *waited += start.elapsed();
+        if in_time {
+            return;
+        }
+        let reason = snap
+            .templates
+            .text("limit_run_wait", &serde_json::json!({"ms": ceiling_ms}));
+        for t in tasks.running_background_children(id) {
+            t.end_by_limit(reason.clone());
+        }
+        tasks.wait_for_notification(id, &self.cancel).await;
+    }
+
     /// Adds blocks to the user message that ends the history (tool results
     /// not yet sent), or appends them as a new one. The message was never
     /// part of a request, so no cached prefix changes.
@@ -536,7 +677,7 @@ impl Session {
             Some(last) if last.role == Role::User => {
                 let mut content = last.content.clone();
                 content.extend(added.content.iter().cloned());
-                self.transcript.message(&added);
+                self.transcript.joined_message(&added);
                 self.history.pop();
                 self.history.push(Arc::new(Message::user(content)));
             }

@@ -324,6 +324,7 @@ impl Session {
                 description: c.input.description.clone(),
                 model: c.spec.model.clone(),
                 fork: c.spec.started_by_fork,
+                tool_use_id: c.tool_use_id.clone(),
             });
             let mut history = c.history;
             hooks::subagent_start(&engine, &snap, &c.spec, &transcript, &mut history).await;
@@ -509,7 +510,11 @@ pub(super) fn start_task(
             ),
             _ => None,
         };
+        child.set_task(Arc::clone(&task));
+        task.touch();
+        let watchdog = tokio::spawn(watch_limits(Arc::clone(&engine), Arc::clone(&task)));
         let outcome = child.run().await;
+        watchdog.abort();
         if let Some(s) = scoped {
             s.stop().await;
         }
@@ -529,14 +534,16 @@ pub(super) fn start_task(
             },
             Err(e) => {
                 let stats = child.stats();
+                // A limit cancelled it: it failed, and says which limit.
+                let limit = task.limit_reached();
                 TaskResult {
-                    status: if matches!(e, RunError::Cancelled) {
+                    status: if matches!(e, RunError::Cancelled) && limit.is_none() {
                         TaskStatus::Killed
                     } else {
                         TaskStatus::Failed
                     },
                     texts: last_text(child.history()),
-                    error: Some(e.to_string()),
+                    error: Some(limit.unwrap_or_else(|| e.to_string())),
                     total_tokens: total_tokens(&stats.last_usage, &stats.usage),
                     usage: stats.usage,
                     tool_uses: stats.tool_uses,
@@ -581,4 +588,45 @@ pub(super) fn start_task(
             .tasks
             .finish(&task, result, child.history().clone(), notification);
     });
+}
+
+/// Ends `task` when it passes a limit: `agents.task_timeout_ms` of running
+/// time, or (in the background, with no children of its own pending)
+/// `agents.stall_timeout_ms` without progress. Runs until the task ends.
+async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
+    loop {
+        let snap = engine.snapshot.load_full();
+        let agents = &snap.settings().agents;
+        let (stall, wall) = (agents.stall_timeout_ms, agents.task_timeout_ms);
+        let shortest = [stall, wall].into_iter().filter(|&v| v > 0).min();
+        let Some(shortest) = shortest else {
+            // No limit now; settings may change with a reload.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        tokio::time::sleep(Duration::from_millis((shortest / 4).clamp(5, 1000))).await;
+        if task.status() != TaskStatus::Running {
+            return;
+        }
+        let ms = |v: u64| Duration::from_millis(v);
+        let reason = if wall > 0 && task.started_at.elapsed() >= ms(wall) {
+            Some(
+                snap.templates
+                    .text("limit_task_timeout", &json!({"ms": wall})),
+            )
+        } else if stall > 0
+            && task.is_background()
+            && !engine.tasks.has_pending(&task.id)
+            && task.idle() >= ms(stall)
+        {
+            Some(snap.templates.text("limit_stall", &json!({"ms": stall})))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            tracing::info!("agent {}: {reason}", task.id);
+            task.end_by_limit(reason);
+            return;
+        }
+    }
 }

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -108,6 +108,11 @@ pub struct Task {
     meta: Value,
     /// Ran (or was moved) in the background at some point.
     backgrounded: AtomicBool,
+    /// Milliseconds from `started_at` to the child's last progress (a
+    /// streamed delta, a message, a tool result).
+    progress_ms: AtomicU64,
+    /// Set when a limit ends the task: the text its result reports.
+    limit: Mutex<Option<String>>,
     state: Mutex<TaskState>,
     done: Notify,
 }
@@ -122,6 +127,36 @@ impl Task {
 
     pub fn status(&self) -> TaskStatus {
         self.state().status
+    }
+
+    /// Records progress of the child now (the stall timer restarts).
+    pub fn touch(&self) {
+        let ms = u64::try_from(self.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.progress_ms.fetch_max(ms, Ordering::Relaxed);
+    }
+
+    /// How long since the child's last progress.
+    pub fn idle(&self) -> Duration {
+        let last = Duration::from_millis(self.progress_ms.load(Ordering::Relaxed));
+        self.started_at.elapsed().saturating_sub(last)
+    }
+
+    /// Ends the task because of a limit: `reason` becomes its error and it
+    /// is cancelled. Only the first limit counts; later calls do nothing.
+    pub fn end_by_limit(&self, reason: String) {
+        {
+            let mut slot = lock(&self.limit);
+            if slot.is_some() || self.status() != TaskStatus::Running {
+                return;
+            }
+            *slot = Some(reason);
+        }
+        self.cancel.cancel();
+    }
+
+    /// The limit that ended the task, if one did.
+    pub fn limit_reached(&self) -> Option<String> {
+        lock(&self.limit).clone()
     }
 
     /// Whether the result will go to the parent's mailbox.
@@ -159,6 +194,9 @@ impl Task {
             m.insert("ended".into(), json!(state.ended));
             if let Some(r) = &state.result {
                 m.insert("worktree".into(), json!(r.worktree));
+                if let Some(e) = &r.error {
+                    m.insert("error".into(), json!(e));
+                }
                 m.insert(
                     "usage".into(),
                     json!({"total_tokens": r.total_tokens, "tool_uses": r.tool_uses, "duration_ms": r.duration_ms}),
@@ -245,6 +283,8 @@ impl TaskRegistry {
             cancel: CancellationToken::new(),
             meta: t.meta,
             backgrounded: AtomicBool::new(t.background),
+            progress_ms: AtomicU64::new(0),
+            limit: Mutex::new(None),
             state: Mutex::new(TaskState {
                 status: TaskStatus::Running,
                 result: None,
@@ -290,6 +330,27 @@ impl TaskRegistry {
             Delivery::Background => true,
             _ => false,
         }
+    }
+
+    /// Registers a task of an earlier process (a resumed session) as
+    /// ended: `status` (a task that was still running is `killed`), its
+    /// `history` kept so that SendMessage can resume it. Nothing is
+    /// delivered.
+    pub fn insert_ended(&self, t: NewTask, status: TaskStatus, history: History) -> Arc<Task> {
+        let (task, _) = self.create(NewTask {
+            background: true,
+            ..t
+        });
+        {
+            let mut state = task.state();
+            state.status = status;
+            state.history = Some(history);
+            state.ended = Some(now_rfc3339());
+            state.delivery = Delivery::Done;
+            state.inbox_open = false;
+        }
+        task.write_meta(json!({}));
+        task
     }
 
     /// Makes an ended task run again (SendMessage to a finished agent): it
@@ -463,6 +524,18 @@ impl TaskRegistry {
         for t in &running {
             t.wait(grace).await;
         }
+    }
+
+    /// Running children of `agent_id` whose results go to its mailbox.
+    pub fn running_background_children(&self, agent_id: &str) -> Vec<Arc<Task>> {
+        self.all()
+            .into_iter()
+            .filter(|t| {
+                t.parent_agent_id == agent_id
+                    && t.status() == TaskStatus::Running
+                    && t.is_background()
+            })
+            .collect()
     }
 
     /// Waits until `agent_id` has a notification or no pending children.

@@ -16,20 +16,6 @@ use serde_json::{Value, json};
 
 use crate::message::Message;
 
-/// Whether a folder name is one cadre gives sessions
-/// (`20260101T120000-0123abcd`).
-fn is_session_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.len() == 24
-        && b[..8].iter().all(u8::is_ascii_digit)
-        && b[8] == b'T'
-        && b[9..15].iter().all(u8::is_ascii_digit)
-        && b[15] == b'-'
-        && b[16..]
-            .iter()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
-}
-
 /// Removes session folders under `dir` whose newest file is older than
 /// `days` days (Claude Code's `cleanupPeriodDays`). Returns how many were
 /// removed. Only real folders (not links) named like a session and holding
@@ -46,7 +32,10 @@ pub fn remove_old_sessions(dir: &Path, days: u32) -> usize {
     for e in entries.flatten() {
         let path = e.path();
         let is_real_dir = e.file_type().is_ok_and(|t| t.is_dir());
-        let named = e.file_name().to_str().is_some_and(is_session_name);
+        let named = e
+            .file_name()
+            .to_str()
+            .is_some_and(super::resume::is_session_id);
         if !is_real_dir || !named || !path.join("main.jsonl").is_file() {
             continue;
         }
@@ -131,6 +120,13 @@ impl Transcript {
     /// Appends a message line.
     pub fn message(&self, message: &Message) {
         self.record("message", json!({ "message": message }));
+    }
+
+    /// Appends a message line for blocks joined to the user message that
+    /// ends the history (one never sent yet): a reader appends them to that
+    /// message instead of starting a new one.
+    pub fn joined_message(&self, message: &Message) {
+        self.record("message", json!({ "message": message, "joined": true }));
     }
 
     /// Appends a message line for an assistant message whose tool calls

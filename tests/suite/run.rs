@@ -229,11 +229,12 @@ fn max_turns_stops_the_loop() {
         Some(&server),
         &["run", "--max-turns", "2", "--output-format", "json", "loop"],
     );
-    run.ok();
+    assert_eq!(run.code, 1, "the turn limit is an error result: {run:?}");
     assert_eq!(server.request_count(), 2);
     let v = run.json();
     assert_eq!(v["num_turns"], 2);
-    assert_eq!(v["stop_reason"], "max_turns");
+    assert_eq!(v["subtype"], "error_max_turns");
+    assert_eq!(v["is_error"], true);
 }
 
 #[test]
@@ -273,11 +274,25 @@ fn stream_json_prints_events_as_they_happen_then_the_result() {
     run.ok();
     let lines = run.json_lines();
     let types: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
-    assert!(types.contains(&"text_delta"));
-    assert!(types.contains(&"tool_use"));
-    assert!(types.contains(&"tool_result"));
-    assert_eq!(types.last(), Some(&"result"));
-    assert_eq!(lines.last().unwrap()["result"], "none found");
+    // Claude Code's stream-json: the tool call, its result, the answer, the result.
+    assert_eq!(
+        types,
+        ["assistant", "user", "assistant", "result"],
+        "{lines:#?}"
+    );
+    assert_eq!(lines[0]["message"]["content"][0]["type"], "tool_use");
+    assert_eq!(lines[0]["message"]["content"][0]["name"], "Glob");
+    assert_eq!(lines[1]["message"]["content"][0]["type"], "tool_result");
+    assert_eq!(lines[1]["message"]["content"][0]["tool_use_id"], "toolu_1");
+    assert!(
+        lines
+            .iter()
+            .take(3)
+            .all(|l| l["parent_tool_use_id"].is_null())
+    );
+    assert_eq!(lines[3]["subtype"], "success");
+    assert_eq!(lines[3]["result"], "none found");
+    assert_eq!(lines[3]["num_turns"], 2);
 }
 
 #[test]

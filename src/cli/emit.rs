@@ -1,0 +1,547 @@
+//! Maps engine events to the headless protocol ([`super::wire`]) and keeps
+//! the session's accounts: tokens and cost per model, API time, and the
+//! `--max-budget-usd` stop.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::output::print_line;
+use super::wire::{self, Output, WireUsage};
+use crate::config::ModelPrice;
+use crate::message::{ContentBlock, Role, Usage};
+use crate::runtime::{EngineEvent, EventSink};
+
+/// Writes one protocol line to stdout.
+pub fn send(out: &Output) {
+    if let Ok(line) = serde_json::to_string(out) {
+        print_line(&line);
+    }
+}
+
+/// What the emitter prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Print {
+    /// Nothing (text and json output): only the accounts are kept.
+    Nothing,
+    /// Messages and extras (stream-json).
+    Messages,
+    /// Messages, extras and `stream_event` partials.
+    Partials,
+}
+
+/// The session's accounts and the state the mapping needs.
+struct State {
+    session_id: String,
+    main_model: String,
+    /// agent id → the Agent tool call that started it.
+    parents: HashMap<String, String>,
+    /// agent id → its model.
+    models: HashMap<String, String>,
+    /// agent id → the usage of its last response, for its next message.
+    pending_usage: HashMap<String, (String, Usage)>,
+    /// Agents whose partial message is open.
+    streaming: HashMap<String, String>,
+    prices: BTreeMap<String, ModelPrice>,
+    model_usage: BTreeMap<String, wire::ModelUsage>,
+    usage: Usage,
+    api_ms: u64,
+    cost: f64,
+    budget: Option<f64>,
+    over_budget: bool,
+    /// Cancels the prompt being run (interrupts and the budget stop).
+    current: Option<CancellationToken>,
+}
+
+/// Shared by the event sink and the runner.
+#[derive(Clone)]
+pub struct Emitter {
+    state: Arc<Mutex<State>>,
+    print: Print,
+}
+
+/// The accounts at one moment, for a result.
+#[derive(Debug, Clone)]
+pub struct Accounts {
+    pub usage: Usage,
+    pub api_ms: u64,
+    pub cost: f64,
+    pub model_usage: BTreeMap<String, wire::ModelUsage>,
+    pub over_budget: bool,
+}
+
+impl Emitter {
+    pub fn new(
+        print: Print,
+        session_id: String,
+        main_model: String,
+        prices: BTreeMap<String, ModelPrice>,
+        budget: Option<f64>,
+    ) -> Self {
+        Emitter {
+            state: Arc::new(Mutex::new(State {
+                session_id,
+                main_model,
+                parents: HashMap::new(),
+                models: HashMap::new(),
+                pending_usage: HashMap::new(),
+                streaming: HashMap::new(),
+                prices,
+                model_usage: BTreeMap::new(),
+                usage: Usage::default(),
+                api_ms: 0,
+                cost: 0.0,
+                budget,
+                over_budget: false,
+                current: None,
+            })),
+            print,
+        }
+    }
+
+    pub fn prints(&self) -> bool {
+        self.print != Print::Nothing
+    }
+
+    pub fn sink(&self) -> EventSink {
+        let me = self.clone();
+        Arc::new(move |e: &EngineEvent| me.on_event(e))
+    }
+
+    /// What is known once the session is set up: its id, the main model
+    /// and the price table.
+    pub fn configure(
+        &self,
+        session_id: &str,
+        main_model: &str,
+        prices: BTreeMap<String, ModelPrice>,
+    ) {
+        if let Ok(mut s) = self.state.lock() {
+            session_id.clone_into(&mut s.session_id);
+            main_model.clone_into(&mut s.main_model);
+            s.prices = prices;
+        }
+    }
+
+    pub fn set_main_model(&self, model: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            model.clone_into(&mut s.main_model);
+        }
+    }
+
+    /// The token that cancels the prompt now running (`None` between prompts).
+    pub fn set_current(&self, token: Option<CancellationToken>) {
+        if let Ok(mut s) = self.state.lock() {
+            s.current = token;
+        }
+    }
+
+    /// Cancels the prompt now running; `false` when none runs.
+    pub fn interrupt(&self) -> bool {
+        match self.state.lock() {
+            Ok(s) => match &s.current {
+                Some(t) => {
+                    t.cancel();
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        }
+    }
+
+    pub fn accounts(&self) -> Accounts {
+        match self.state.lock() {
+            Ok(s) => Accounts {
+                usage: s.usage,
+                api_ms: s.api_ms,
+                cost: s.cost,
+                model_usage: s.model_usage.clone(),
+                over_budget: s.over_budget,
+            },
+            Err(_) => Accounts {
+                usage: Usage::default(),
+                api_ms: 0,
+                cost: 0.0,
+                model_usage: BTreeMap::new(),
+                over_budget: false,
+            },
+        }
+    }
+
+    fn on_event(&self, event: &EngineEvent) {
+        let Ok(mut s) = self.state.lock() else {
+            return;
+        };
+        let out = s.map(event, self.print);
+        drop(s);
+        for o in out {
+            send(&o);
+        }
+    }
+}
+
+/// What a response cost, in dollars.
+pub fn cost_of(price: Option<&ModelPrice>, u: &Usage) -> f64 {
+    let Some(p) = price else { return 0.0 };
+    let m = |tokens: u64, per_million: f64| tokens as f64 * per_million / 1_000_000.0;
+    m(u.input_tokens, p.input)
+        + m(u.output_tokens, p.output)
+        + m(u.cache_read_input_tokens, p.cache_read)
+        + m(u.cache_creation_input_tokens, p.cache_write)
+}
+
+/// The price of a model: its id, else the longest configured prefix.
+pub(super) fn price_of<'a>(
+    prices: &'a BTreeMap<String, ModelPrice>,
+    model: &str,
+) -> Option<&'a ModelPrice> {
+    prices.get(model).or_else(|| {
+        prices
+            .iter()
+            .filter(|(id, _)| model.starts_with(id.as_str()))
+            .max_by_key(|(id, _)| id.len())
+            .map(|(_, p)| p)
+    })
+}
+
+pub fn wire_usage(u: &Usage) -> WireUsage {
+    WireUsage {
+        input_tokens: u.input_tokens,
+        cache_creation_input_tokens: u.cache_creation_input_tokens,
+        cache_read_input_tokens: u.cache_read_input_tokens,
+        output_tokens: u.output_tokens,
+    }
+}
+
+impl State {
+    fn parent_of(&self, agent_id: &str) -> Option<String> {
+        self.parents.get(agent_id).cloned()
+    }
+
+    fn model_of(&self, agent_id: &str) -> String {
+        if agent_id == "main" {
+            return self.main_model.clone();
+        }
+        self.models
+            .get(agent_id)
+            .cloned()
+            .unwrap_or_else(|| self.main_model.clone())
+    }
+
+    fn account(&mut self, model: &str, usage: &Usage, api_ms: u64) {
+        let cost = cost_of(price_of(&self.prices, model), usage);
+        self.usage.add(usage);
+        self.api_ms = self.api_ms.saturating_add(api_ms);
+        self.cost += cost;
+        let m = self.model_usage.entry(model.to_string()).or_default();
+        m.input_tokens += usage.input_tokens;
+        m.output_tokens += usage.output_tokens;
+        m.cache_read_input_tokens += usage.cache_read_input_tokens;
+        m.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+        m.cost_usd += cost;
+        if let Some(limit) = self.budget
+            && self.cost >= limit
+            && !self.over_budget
+        {
+            self.over_budget = true;
+            if let Some(t) = &self.current {
+                t.cancel();
+            }
+        }
+    }
+
+    fn stream_event(&self, agent_id: &str, event: Value) -> Output {
+        Output::StreamEvent(wire::StreamEventOut {
+            uuid: wire::new_uuid(),
+            session_id: self.session_id.clone(),
+            event,
+            parent_tool_use_id: self.parent_of(agent_id),
+        })
+    }
+
+    fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
+        let sid = self.session_id.clone();
+        let mut out = Vec::new();
+        match event {
+            EngineEvent::ModelResponse {
+                agent_id,
+                model,
+                usage,
+                api_ms,
+            } => {
+                self.account(model, usage, *api_ms);
+                self.pending_usage
+                    .insert(agent_id.clone(), (model.clone(), *usage));
+            }
+            EngineEvent::TextDelta { agent_id, text } if print == Print::Partials => {
+                if !self.streaming.contains_key(agent_id) {
+                    let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
+                    self.streaming.insert(agent_id.clone(), id.clone());
+                    let model = self.model_of(agent_id);
+                    out.push(self.stream_event(
+                        agent_id,
+                        json!({"type": "message_start", "message": {
+                            "id": id, "type": "message", "role": "assistant", "model": model,
+                            "content": [], "stop_reason": null, "stop_sequence": null,
+                            "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+                    ));
+                    out.push(self.stream_event(
+                        agent_id,
+                        json!({"type": "content_block_start", "index": 0,
+                               "content_block": {"type": "text", "text": ""}}),
+                    ));
+                }
+                out.push(self.stream_event(
+                    agent_id,
+                    json!({"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "text_delta", "text": text}}),
+                ));
+            }
+            EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
+                let parent = self.parent_of(agent_id);
+                let content = serde_json::to_value(&message.content).unwrap_or(Value::Null);
+                match message.role {
+                    Role::Assistant => {
+                        let stop = if message.tool_uses().next().is_some() {
+                            "tool_use"
+                        } else {
+                            "end_turn"
+                        };
+                        let (model, usage) = self
+                            .pending_usage
+                            .remove(agent_id)
+                            .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
+                        let id = match self.streaming.remove(agent_id) {
+                            Some(id) => {
+                                out.push(self.stream_event(
+                                    agent_id,
+                                    json!({"type": "content_block_stop", "index": 0}),
+                                ));
+                                out.push(self.stream_event(
+                                    agent_id,
+                                    json!({"type": "message_delta",
+                                           "delta": {"stop_reason": stop, "stop_sequence": null},
+                                           "usage": {"output_tokens": usage.output_tokens}}),
+                                ));
+                                out.push(
+                                    self.stream_event(agent_id, json!({"type": "message_stop"})),
+                                );
+                                id
+                            }
+                            None => format!("msg_{}", wire::new_uuid().replace('-', "")),
+                        };
+                        out.push(Output::Assistant(wire::AssistantOut {
+                            message: wire::ApiMessage {
+                                id,
+                                kind: "message",
+                                role: "assistant",
+                                model,
+                                content,
+                                stop_reason: Some(stop.into()),
+                                stop_sequence: None,
+                                usage: wire_usage(&usage),
+                            },
+                            parent_tool_use_id: parent,
+                            session_id: sid,
+                            uuid: wire::new_uuid(),
+                        }));
+                    }
+                    Role::User => {
+                        // The main session's own prompts are the client's;
+                        // only tool results go back. A sub-agent's prompt
+                        // and results all go, under its Agent call.
+                        let has_results = message
+                            .content
+                            .iter()
+                            .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+                        if parent.is_some() || has_results {
+                            out.push(Output::User(wire::UserOut {
+                                message: wire::UserApiMessage {
+                                    role: "user",
+                                    content,
+                                },
+                                parent_tool_use_id: parent,
+                                session_id: sid,
+                                uuid: wire::new_uuid(),
+                            }));
+                        }
+                    }
+                }
+            }
+            EngineEvent::SubagentStart {
+                agent_id,
+                parent_agent_id,
+                agent_type,
+                description,
+                model,
+                fork,
+                tool_use_id,
+            } => {
+                self.parents.insert(agent_id.clone(), tool_use_id.clone());
+                self.models.insert(agent_id.clone(), model.clone());
+                if print != Print::Nothing {
+                    out.push(Output::SubagentStart(wire::SubagentStart {
+                        agent_id: agent_id.clone(),
+                        parent_agent_id: parent_agent_id.clone(),
+                        agent_type: agent_type.clone(),
+                        description: description.clone(),
+                        model: model.clone(),
+                        fork: *fork,
+                        tool_use_id: tool_use_id.clone(),
+                        session_id: sid,
+                    }));
+                }
+            }
+            EngineEvent::SubagentProgress {
+                agent_id,
+                tool_uses,
+                duration_ms,
+                last_tool,
+            } if print != Print::Nothing => {
+                out.push(Output::SubagentProgress(wire::SubagentProgress {
+                    agent_id: agent_id.clone(),
+                    tool_uses: *tool_uses,
+                    duration_ms: *duration_ms,
+                    last_tool: last_tool.clone(),
+                    session_id: sid,
+                }));
+            }
+            EngineEvent::SubagentEnd {
+                agent_id,
+                status,
+                tool_uses,
+                duration_ms,
+                total_tokens,
+            } if print != Print::Nothing => {
+                out.push(Output::SubagentEnd(wire::SubagentEnd {
+                    agent_id: agent_id.clone(),
+                    status: status.clone(),
+                    tool_uses: *tool_uses,
+                    duration_ms: *duration_ms,
+                    total_tokens: *total_tokens,
+                    session_id: sid,
+                }));
+            }
+            EngineEvent::Retrying {
+                agent_id,
+                attempt,
+                delay_ms,
+                reason,
+            } if print != Print::Nothing => {
+                out.push(Output::Retrying(wire::Retrying {
+                    agent_id: agent_id.clone(),
+                    attempt: *attempt,
+                    delay_ms: *delay_ms,
+                    reason: reason.clone(),
+                    session_id: sid,
+                }));
+            }
+            EngineEvent::Todos { agent_id, todos } if print != Print::Nothing => {
+                out.push(Output::Todos(wire::Todos {
+                    agent_id: agent_id.clone(),
+                    todos: todos.clone(),
+                    session_id: sid,
+                }));
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+
+    fn prices() -> BTreeMap<String, ModelPrice> {
+        let mut p = BTreeMap::new();
+        p.insert(
+            "claude-sonnet-4".to_string(),
+            ModelPrice {
+                input: 3.0,
+                output: 15.0,
+                cache_read: 0.3,
+                cache_write: 3.75,
+            },
+        );
+        p
+    }
+
+    #[test]
+    fn cost_uses_the_longest_prefix_and_every_token_kind() {
+        let u = Usage {
+            input_tokens: 1_000_000,
+            output_tokens: 100_000,
+            cache_creation_input_tokens: 200_000,
+            cache_read_input_tokens: 1_000_000,
+        };
+        let p = prices();
+        let c = cost_of(price_of(&p, "claude-sonnet-4-5-20250929"), &u);
+        assert!((c - (3.0 + 1.5 + 0.75 + 0.3)).abs() < 1e-9, "{c}");
+        assert_eq!(cost_of(price_of(&p, "qwen2.5-coder"), &u), 0.0);
+    }
+
+    #[test]
+    fn sub_agent_messages_carry_the_agent_call_and_the_budget_cancels() {
+        let e = Emitter::new(
+            Print::Messages,
+            "s".into(),
+            "claude-sonnet-4-5".into(),
+            prices(),
+            Some(0.01),
+        );
+        let token = CancellationToken::new();
+        e.set_current(Some(token.clone()));
+        let mut s = e.state.lock().unwrap();
+        s.map(
+            &EngineEvent::SubagentStart {
+                agent_id: "a1".into(),
+                parent_agent_id: "main".into(),
+                agent_type: "Explore".into(),
+                description: "d".into(),
+                model: "claude-haiku-4-5".into(),
+                fork: false,
+                tool_use_id: "toolu_1".into(),
+            },
+            Print::Messages,
+        );
+        let out = s.map(
+            &EngineEvent::Message {
+                agent_id: "a1".into(),
+                message: Arc::new(Message::user_text("look")),
+            },
+            Print::Messages,
+        );
+        let v = serde_json::to_value(&out[0]).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["parent_tool_use_id"], "toolu_1");
+        // The main session's prompt is not echoed.
+        let out = s.map(
+            &EngineEvent::Message {
+                agent_id: "main".into(),
+                message: Arc::new(Message::user_text("task")),
+            },
+            Print::Messages,
+        );
+        assert!(out.is_empty());
+        assert!(!token.is_cancelled());
+        s.map(
+            &EngineEvent::ModelResponse {
+                agent_id: "main".into(),
+                model: "claude-sonnet-4-5".into(),
+                usage: Usage {
+                    input_tokens: 10_000,
+                    ..Usage::default()
+                },
+                api_ms: 5,
+            },
+            Print::Messages,
+        );
+        assert!(token.is_cancelled(), "0.03 USD is over a 0.01 budget");
+        assert!(s.over_budget);
+    }
+}

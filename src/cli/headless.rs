@@ -1,0 +1,1231 @@
+//! `cadre -p`: Claude Code's top-level flags and its headless mode, in
+//! text, json or stream-json, with stream-json input and the Agent SDK's
+//! control protocol (see `docs/headless.md`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use clap::{Args, ValueEnum};
+use serde_json::{Map, Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::emit::{Emitter, Print, send, wire_usage};
+use super::output::{OutputFormat, Progress, print_line};
+use super::run::{self, Extras, Mode, Prepared, SessionArgs, parse_mode};
+use super::wire::{self, FromClient, Input, Output, ResultOut, ResultSubtype, ToClient};
+use super::{CliError, GlobalArgs};
+use crate::config::PermissionMode;
+use crate::message::{ContentBlock, Message, Usage};
+use crate::provider::ProviderErrorKind;
+use crate::runtime::{self, EventSink, Outcome, RunError, Session, StopKind};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputFormat {
+    /// The prompt as text (argument or stdin).
+    Text,
+    /// User messages and control requests, one JSON object per line on stdin.
+    StreamJson,
+}
+
+/// Claude Code's flags, on the top-level command (see `docs/headless.md`).
+#[derive(Debug, Clone, Default, PartialEq, Args)]
+#[command(next_help_heading = "Headless mode (Claude Code's flags)")]
+pub struct HeadlessArgs {
+    /// The prompt (`-p "task"`); read from stdin when absent.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+    /// Print the answer and exit (headless mode).
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub output_format: Option<OutputFormat>,
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub input_format: Option<InputFormat>,
+    /// With stream-json output: also `stream_event` partial messages.
+    #[arg(long)]
+    pub include_partial_messages: bool,
+    /// Model for the main session (an alias from [models] or a full id).
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// Not supported yet: said on stderr and ignored.
+    #[arg(long, value_name = "MODEL")]
+    pub fallback_model: Option<String>,
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
+    pub permission_mode: Option<PermissionMode>,
+    /// Same as `--permission-mode bypassPermissions`.
+    #[arg(long)]
+    pub dangerously_skip_permissions: bool,
+    /// Permission rules to allow (`Read`, `Bash(git:*)`); comma or space separated.
+    #[arg(long = "allowedTools", visible_alias = "allowed-tools", num_args = 1.., value_name = "RULES")]
+    pub allowed_tools: Vec<String>,
+    /// Permission rules to deny; a bare tool name also removes the tool.
+    #[arg(long = "disallowedTools", visible_alias = "disallowed-tools", num_args = 1.., value_name = "RULES")]
+    pub disallowed_tools: Vec<String>,
+    /// Only these built-in tools (`""` for none, `default` for all).
+    #[arg(long, num_args = 1.., value_name = "TOOLS")]
+    pub tools: Vec<String>,
+    /// Replace the main system prompt (the environment block stays).
+    #[arg(long, value_name = "TEXT")]
+    pub system_prompt: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt_file: Option<PathBuf>,
+    /// Append to the main system prompt.
+    #[arg(long, value_name = "TEXT")]
+    pub append_system_prompt: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    pub append_system_prompt_file: Option<PathBuf>,
+    /// Claude Code settings as a file or a JSON string (permissions, model).
+    #[arg(long, value_name = "FILE|JSON")]
+    pub settings: Option<String>,
+    /// Which settings files to read (user,project,local).
+    #[arg(long, value_name = "SOURCES")]
+    pub setting_sources: Option<String>,
+    /// MCP servers from files or JSON strings (`{"mcpServers": {...}}`).
+    #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
+    pub mcp_config: Vec<String>,
+    /// Only the servers of --mcp-config.
+    #[arg(long)]
+    pub strict_mcp_config: bool,
+    /// More directories the tools may use.
+    #[arg(long, num_args = 1.., value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+    /// Run as this agent.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Resume a session (not supported yet: an error).
+    #[arg(short = 'r', long, num_args = 0..=1, default_missing_value = "", value_name = "ID")]
+    pub resume: Option<String>,
+    /// Continue the last session (not supported yet: an error).
+    #[arg(short = 'c', long = "continue")]
+    pub continue_session: bool,
+    /// Use this session id.
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<String>,
+    /// With --resume: a new session id (not supported yet).
+    #[arg(long)]
+    pub fork_session: bool,
+    /// Stop the session once its model calls have cost this much (US dollars).
+    #[arg(long, value_name = "USD")]
+    pub max_budget_usd: Option<f64>,
+    /// `stdio`: ask the SDK client (its `can_use_tool`) when a rule says ask.
+    #[arg(long, value_name = "TOOL")]
+    pub permission_prompt_tool: Option<String>,
+    /// Accepted for the SDKs; not supported yet (said on stderr).
+    #[arg(long, hide = true)]
+    pub include_hook_events: bool,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub betas: Vec<String>,
+    #[arg(long, hide = true)]
+    pub max_thinking_tokens: Option<String>,
+    #[arg(long, hide = true)]
+    pub effort: Option<String>,
+    #[arg(long, hide = true)]
+    pub json_schema: Option<String>,
+    #[arg(long, hide = true)]
+    pub plugin_dir: Vec<PathBuf>,
+    #[arg(long, hide = true)]
+    pub replay_user_messages: bool,
+}
+
+impl HeadlessArgs {
+    /// Whether these flags ask for a headless run: `-p`, a prompt, or the
+    /// SDK's `--output-format`/`--input-format` without `-p`.
+    pub fn selected(&self) -> bool {
+        self.print || self.output_format.is_some() || self.input_format.is_some()
+    }
+
+    /// Whether any of these flags was given.
+    pub fn any(&self) -> bool {
+        *self != HeadlessArgs::default()
+    }
+}
+
+/// Splits rule lists as Claude Code does: commas and spaces separate,
+/// except inside parentheses (`Bash(git log:*)` is one rule).
+pub fn split_rules(values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in values {
+        let mut depth = 0i32;
+        let mut cur = String::new();
+        for ch in v.chars() {
+            match ch {
+                '(' => {
+                    depth += 1;
+                    cur.push(ch);
+                }
+                ')' => {
+                    depth -= 1;
+                    cur.push(ch);
+                }
+                ',' | ' ' | '\t' | '\n' if depth <= 0 => {
+                    if !cur.trim().is_empty() {
+                        out.push(cur.trim().to_string());
+                    }
+                    cur.clear();
+                }
+                _ => cur.push(ch),
+            }
+        }
+        if !cur.trim().is_empty() {
+            out.push(cur.trim().to_string());
+        }
+    }
+    out
+}
+
+/// Reads a flag value that is a JSON string or the path of a JSON file.
+fn json_arg(flag: &str, value: &str) -> Result<Value, CliError> {
+    let t = value.trim();
+    let (text, origin) = if t.starts_with('{') {
+        (t.to_string(), format!("{flag} (inline JSON)"))
+    } else {
+        let text = std::fs::read_to_string(t)
+            .map_err(|e| CliError::Usage(format!("{flag} {t}: cannot read: {e}")))?;
+        (text, format!("{flag} {t}"))
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::Usage(format!(
+            "{origin}:{}:{}: not valid JSON: {e}",
+            e.line(),
+            e.column()
+        ))
+    })
+}
+
+fn note(g: &GlobalArgs, text: &str) {
+    if !g.quiet {
+        eprintln!("cadre: {text}");
+    }
+}
+
+/// What the flags turn into before the session starts.
+struct Plan {
+    session: SessionArgs,
+    extras: Extras,
+    output: OutputFormat,
+    input: InputFormat,
+    stdio_permissions: bool,
+}
+
+fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
+    if h.continue_session || h.resume.is_some() || h.fork_session {
+        return Err(CliError::Usage(
+            "--resume, --continue and --fork-session are not supported by cadre yet: \
+             it cannot reopen an earlier session's conversation"
+                .into(),
+        ));
+    }
+    let output = h.output_format.unwrap_or(OutputFormat::Text);
+    let input = h.input_format.unwrap_or(InputFormat::Text);
+    if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
+        return Err(CliError::Usage(
+            "--input-format stream-json requires --output-format stream-json".into(),
+        ));
+    }
+    if h.include_partial_messages && output != OutputFormat::StreamJson {
+        return Err(CliError::Usage(
+            "--include-partial-messages requires --output-format stream-json".into(),
+        ));
+    }
+    if let Some(b) = h.max_budget_usd
+        && !(b.is_finite() && b > 0.0)
+    {
+        return Err(CliError::Usage(format!(
+            "--max-budget-usd {b}: expected a positive amount of dollars"
+        )));
+    }
+    let mut unsupported = Vec::new();
+    if h.fallback_model.is_some() {
+        unsupported.push("--fallback-model (cadre has no fallback model; ignored)");
+    }
+    if h.include_hook_events {
+        unsupported.push("--include-hook-events (hook events are not reported; ignored)");
+    }
+    if !h.betas.is_empty() {
+        unsupported.push("--betas (ignored)");
+    }
+    if h.max_thinking_tokens.is_some() {
+        unsupported.push(
+            "--max-thinking-tokens (set provider.thinking_budget in the config instead; ignored)",
+        );
+    }
+    if h.effort.is_some() {
+        unsupported.push("--effort (ignored)");
+    }
+    if h.json_schema.is_some() {
+        unsupported.push("--json-schema (structured output is not supported; ignored)");
+    }
+    if !h.plugin_dir.is_empty() {
+        unsupported.push("--plugin-dir (plugins are not supported; ignored)");
+    }
+    if h.replay_user_messages {
+        unsupported.push("--replay-user-messages (ignored)");
+    }
+    if h.setting_sources.is_some() {
+        unsupported.push(
+            "--setting-sources (cadre reads its own configuration layers; Claude Code's settings files are not selected by this flag yet)",
+        );
+    }
+    if let Some(s) = &h.setting_sources {
+        for src in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            if !matches!(src, "user" | "project" | "local") {
+                return Err(CliError::Usage(format!(
+                    "--setting-sources: unknown source {src:?} (expected user, project, local)"
+                )));
+            }
+        }
+    }
+    for u in unsupported {
+        note(g, &format!("not supported: {u}"));
+    }
+
+    let mut extras = Extras::default();
+    let mut session = SessionArgs {
+        agent: h.agent.clone(),
+        model: h.model.clone(),
+        max_turns: h.max_turns,
+        permission_mode: h.permission_mode,
+        add_dirs: h.add_dir.clone(),
+        // Still refused above; the engine side is `run::prepare` with these
+        // set (see docs/sessions.md).
+        resume: None,
+        continue_latest: false,
+        fork_session: false,
+    };
+    if h.dangerously_skip_permissions {
+        session.permission_mode = Some(PermissionMode::BypassPermissions);
+    }
+    if let Some(s) = &h.settings {
+        let v = json_arg("--settings", s)?;
+        apply_settings(g, &v, &mut session, &mut extras)?;
+    }
+    extras.allow.extend(split_rules(&h.allowed_tools));
+    let deny = split_rules(&h.disallowed_tools);
+    extras.remove_tools = deny.iter().filter(|r| !r.contains('(')).cloned().collect();
+    extras.deny.extend(deny);
+    if !h.tools.is_empty() {
+        let names = split_rules(&h.tools);
+        if !(names.len() == 1 && names[0] == "default") {
+            extras.tools = Some(names);
+        }
+    }
+    let read = |flag: &str, p: &PathBuf| {
+        std::fs::read_to_string(p)
+            .map_err(|e| CliError::Usage(format!("{flag} {}: cannot read: {e}", p.display())))
+    };
+    extras.main_prompt.replace = match (&h.system_prompt, &h.system_prompt_file) {
+        (Some(_), Some(_)) => {
+            return Err(CliError::Usage(
+                "give --system-prompt or --system-prompt-file, not both".into(),
+            ));
+        }
+        (Some(t), None) => Some(t.clone()),
+        (None, Some(p)) => Some(read("--system-prompt-file", p)?),
+        (None, None) => None,
+    };
+    let mut append = Vec::new();
+    if let Some(t) = &h.append_system_prompt {
+        append.push(t.clone());
+    }
+    if let Some(p) = &h.append_system_prompt_file {
+        append.push(read("--append-system-prompt-file", p)?);
+    }
+    if !append.is_empty() {
+        extras.main_prompt.append = Some(append.join("\n\n"));
+    }
+    if let Some(id) = &h.session_id {
+        if id.is_empty()
+            || id.len() > 128
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(CliError::Usage(format!(
+                "--session-id {id:?}: expected letters, digits, `-` and `_` (a UUID)"
+            )));
+        }
+        extras.session_id = Some(id.clone());
+    }
+    if !h.mcp_config.is_empty() {
+        let mut servers = Map::new();
+        for c in &h.mcp_config {
+            let v = json_arg("--mcp-config", c)?;
+            let Some(list) = v.get("mcpServers").and_then(Value::as_object) else {
+                return Err(CliError::Usage(format!(
+                    "--mcp-config {c}: expected an object with `mcpServers`"
+                )));
+            };
+            for (name, server) in list {
+                if server.get("type").and_then(Value::as_str) == Some("sdk") {
+                    note(
+                        g,
+                        &format!(
+                            "not supported: SDK MCP server `{name}` (in-process servers of the client); its tools are not offered"
+                        ),
+                    );
+                    continue;
+                }
+                servers.insert(name.clone(), server.clone());
+            }
+        }
+        if !servers.is_empty() {
+            extras.env.push((
+                "CADRE_MCP_SERVERS".into(),
+                Value::Object(servers).to_string(),
+            ));
+        }
+    }
+    if h.strict_mcp_config {
+        note(
+            g,
+            "not supported: --strict-mcp-config (servers of the config file and .mcp.json still start)",
+        );
+    }
+    let stdio_permissions = match h.permission_prompt_tool.as_deref() {
+        None => false,
+        Some("stdio") if input == InputFormat::StreamJson => true,
+        Some("stdio") => {
+            return Err(CliError::Usage(
+                "--permission-prompt-tool stdio needs --input-format stream-json (the answers come on stdin)"
+                    .into(),
+            ));
+        }
+        Some(other) => {
+            note(
+                g,
+                &format!(
+                    "not supported: --permission-prompt-tool {other} (only `stdio`); questions are denied"
+                ),
+            );
+            false
+        }
+    };
+    Ok(Plan {
+        session,
+        extras,
+        output,
+        input,
+        stdio_permissions,
+    })
+}
+
+/// The parts of a Claude Code settings object cadre applies from `--settings`:
+/// `permissions` (allow, deny, defaultMode) and `model`. The rest is named
+/// on stderr.
+fn apply_settings(
+    g: &GlobalArgs,
+    v: &Value,
+    session: &mut SessionArgs,
+    extras: &mut Extras,
+) -> Result<(), CliError> {
+    let Some(obj) = v.as_object() else {
+        return Err(CliError::Usage("--settings: expected a JSON object".into()));
+    };
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut ignored = Vec::new();
+    for (key, value) in obj {
+        match key.as_str() {
+            "permissions" => {
+                extras.allow.extend(strings(value.get("allow")));
+                extras.deny.extend(strings(value.get("deny")));
+                if let Some(m) = value.get("defaultMode").and_then(Value::as_str)
+                    && session.permission_mode.is_none()
+                {
+                    session.permission_mode = Some(parse_mode(m).map_err(|e| {
+                        CliError::Usage(format!("--settings permissions.defaultMode: {e}"))
+                    })?);
+                }
+                for k in value.as_object().map(|o| o.keys()).into_iter().flatten() {
+                    if !matches!(k.as_str(), "allow" | "deny" | "defaultMode") {
+                        ignored.push(format!("permissions.{k}"));
+                    }
+                }
+            }
+            "model" => {
+                if session.model.is_none() {
+                    session.model = value.as_str().map(str::to_string);
+                }
+            }
+            other => ignored.push(other.to_string()),
+        }
+    }
+    if !ignored.is_empty() {
+        note(
+            g,
+            &format!(
+                "not supported yet in --settings: {} (only permissions.allow, permissions.deny, permissions.defaultMode and model apply)",
+                ignored.join(", ")
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Requests cadre sends to the client and the answers it waits for.
+#[derive(Default)]
+struct Control {
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>,
+    next: AtomicU64,
+}
+
+impl Control {
+    /// Sends a request and waits for its answer (`Err` when the client
+    /// answered with an error or went away).
+    async fn ask(&self, request: ToClient) -> Result<Value, String> {
+        let id = format!(
+            "cadre_req_{}",
+            self.next.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut p) = self.pending.lock() {
+            p.insert(id.clone(), tx);
+        }
+        send(&Output::ControlRequest(wire::ControlRequestOut {
+            request_id: id,
+            request,
+        }));
+        rx.await
+            .unwrap_or_else(|_| Err("the client closed its input".into()))
+    }
+
+    fn answer(&self, response: wire::ResponseIn) {
+        let tx = self
+            .pending
+            .lock()
+            .ok()
+            .and_then(|mut p| p.remove(response.request_id()));
+        if let Some(tx) = tx {
+            let _ = tx.send(match response {
+                wire::ResponseIn::Success { response, .. } => Ok(response),
+                wire::ResponseIn::Error { error, .. } => Err(error),
+            });
+        }
+    }
+
+    /// The client is gone: every waiting request fails.
+    fn close(&self) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.clear();
+        }
+    }
+}
+
+/// What the stdin reader hands the session loop.
+enum Incoming {
+    User(Message),
+    Initialize {
+        request_id: String,
+        hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+        agents: Option<Map<String, Value>>,
+    },
+    SetMode(PermissionMode),
+    SetModel(Option<String>),
+    /// stdin ended (or could not be read).
+    End,
+}
+
+/// A user message from stdin as a conversation message.
+fn user_message(u: wire::UserIn) -> Result<Message, String> {
+    if let Some(role) = u.message.role.as_deref()
+        && role != "user"
+    {
+        return Err(format!("expected role \"user\", found {role:?}"));
+    }
+    match u.message.content {
+        Value::String(s) => Ok(Message::user(vec![ContentBlock::text(s)])),
+        v @ Value::Array(_) => serde_json::from_value::<Vec<ContentBlock>>(v)
+            .map(Message::user)
+            .map_err(|e| format!("content blocks: {e}")),
+        other => Err(format!(
+            "content must be a string or an array of blocks, found {other}"
+        )),
+    }
+}
+
+/// Reads stdin lines until it ends: answers control responses and
+/// interrupts at once, passes the rest on in order.
+fn spawn_reader(
+    tx: mpsc::UnboundedSender<Incoming>,
+    control: Arc<Control>,
+    emitter: Emitter,
+    quiet: bool,
+) {
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut n = 0u64;
+        loop {
+            let line = match lines.next_line().await {
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("cadre: cannot read stdin: {e}");
+                    break;
+                }
+            };
+            n += 1;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let input: Input = match serde_json::from_str(&line) {
+                Ok(i) => i,
+                Err(e) => {
+                    eprintln!(
+                        "cadre: stdin:{n}:{}: not a stream-json message: {e}",
+                        e.column()
+                    );
+                    continue;
+                }
+            };
+            match input {
+                Input::User(u) => match user_message(u) {
+                    Ok(m) => {
+                        let _ = tx.send(Incoming::User(m));
+                    }
+                    Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
+                },
+                Input::ControlResponse(r) => control.answer(r.response),
+                Input::ControlCancelRequest { .. } | Input::KeepAlive => {}
+                Input::ControlRequest(req) => {
+                    let id = req.request_id;
+                    let reply = match req.request {
+                        FromClient::Initialize { hooks, agents } => {
+                            let _ = tx.send(Incoming::Initialize {
+                                request_id: id,
+                                hooks: hooks.unwrap_or_default(),
+                                agents,
+                            });
+                            None
+                        }
+                        FromClient::Interrupt => {
+                            emitter.interrupt();
+                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                        }
+                        FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
+                            Ok(m) => {
+                                let _ = tx.send(Incoming::SetMode(m));
+                                wire::ControlResponseOut::success(&id, json!({}))
+                            }
+                            Err(e) => wire::ControlResponseOut::error(&id, e),
+                        }),
+                        FromClient::SetModel { model } => {
+                            let _ = tx.send(Incoming::SetModel(model));
+                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                        }
+                        FromClient::McpStatus => Some(wire::ControlResponseOut::success(
+                            &id,
+                            json!({"mcpServers": []}),
+                        )),
+                        FromClient::Unsupported => Some(wire::ControlResponseOut::error(
+                            &id,
+                            "cadre does not support this control request",
+                        )),
+                    };
+                    if let Some(r) = reply {
+                        send(&Output::ControlResponse(r));
+                    }
+                }
+            }
+        }
+        if !quiet {
+            tracing::debug!("stdin ended after {n} lines");
+        }
+        control.close();
+        let _ = tx.send(Incoming::End);
+    });
+}
+
+/// The PreToolUse callbacks a client registered, as a tool gate.
+fn hook_gate(
+    control: Arc<Control>,
+    matchers: Vec<wire::HookMatcherIn>,
+    session_id: String,
+) -> runtime::ToolGate {
+    let matchers = Arc::new(matchers);
+    Arc::new(move |call: runtime::GateCall| {
+        let control = Arc::clone(&control);
+        let matchers = Arc::clone(&matchers);
+        let session_id = session_id.clone();
+        Box::pin(async move {
+            for m in matchers.iter() {
+                if !wire::matcher_selects(m.matcher.as_deref(), &call.tool) {
+                    continue;
+                }
+                for id in &m.hook_callback_ids {
+                    let input = json!({
+                        "hook_event_name": "PreToolUse",
+                        "session_id": session_id,
+                        "transcript_path": "",
+                        "cwd": call.cwd.display().to_string(),
+                        "permission_mode": call.mode.as_str(),
+                        "tool_name": call.tool,
+                        "tool_input": call.input,
+                        "tool_use_id": call.tool_use_id,
+                    });
+                    let answer = control
+                        .ask(ToClient::HookCallback {
+                            callback_id: id.clone(),
+                            input,
+                            tool_use_id: Some(call.tool_use_id.clone()),
+                        })
+                        .await;
+                    match answer {
+                        Ok(v) => {
+                            if let Some(reason) = wire::hook_block(&v) {
+                                return Some(reason);
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("cadre: PreToolUse hook callback {id} failed: {e}");
+                        }
+                    }
+                }
+            }
+            None
+        })
+    })
+}
+
+/// `can_use_tool` through the client.
+fn client_asker(control: Arc<Control>) -> runtime::Asker {
+    Arc::new(move |ask: runtime::AskRequest| {
+        let control = Arc::clone(&control);
+        Box::pin(async move {
+            let answer = control
+                .ask(ToClient::CanUseTool {
+                    tool_name: ask.tool,
+                    input: ask.input,
+                    permission_suggestions: Vec::new(),
+                    tool_use_id: ask.tool_use_id,
+                    agent_id: (ask.agent_id != "main").then_some(ask.agent_id),
+                    decision_reason: ask.reason,
+                })
+                .await;
+            match answer {
+                Ok(v) => {
+                    let (allow, message) = wire::permission_answer(&v);
+                    runtime::AskAnswer { allow, message }
+                }
+                Err(e) => {
+                    eprintln!("cadre: can_use_tool failed, the call is denied: {e}");
+                    false.into()
+                }
+            }
+        })
+    })
+}
+
+/// Merges agents from `initialize` into the `--agents` JSON.
+fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
+    let mut all = match g.agents.as_deref().map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(m))) => m,
+        _ => Map::new(),
+    };
+    all.extend(agents);
+    g.agents = Some(Value::Object(all).to_string());
+}
+
+/// The numbers a result reports for one prompt.
+pub(super) struct PromptStart {
+    started: Instant,
+    api_ms: u64,
+    usage: Usage,
+}
+
+impl PromptStart {
+    pub(super) fn now(emitter: &Emitter) -> Self {
+        let a = emitter.accounts();
+        PromptStart {
+            started: Instant::now(),
+            api_ms: a.api_ms,
+            usage: a.usage,
+        }
+    }
+}
+
+/// The `result` of one prompt's run.
+pub(super) fn result_of(
+    emitter: &Emitter,
+    session_id: &str,
+    start: &PromptStart,
+    outcome: &Result<Outcome, RunError>,
+) -> ResultOut {
+    let a = emitter.accounts();
+    let usage = Usage {
+        input_tokens: a
+            .usage
+            .input_tokens
+            .saturating_sub(start.usage.input_tokens),
+        output_tokens: a
+            .usage
+            .output_tokens
+            .saturating_sub(start.usage.output_tokens),
+        cache_creation_input_tokens: a
+            .usage
+            .cache_creation_input_tokens
+            .saturating_sub(start.usage.cache_creation_input_tokens),
+        cache_read_input_tokens: a
+            .usage
+            .cache_read_input_tokens
+            .saturating_sub(start.usage.cache_read_input_tokens),
+    };
+    let (subtype, result, num_turns, stop_reason, errors) = match outcome {
+        Ok(o) => {
+            let text = o.final_text.clone().unwrap_or_default().join("\n");
+            match o.stop {
+                StopKind::EndTurn | StopKind::MaxTokens => (
+                    ResultSubtype::Success,
+                    text,
+                    o.turns,
+                    Some(o.stop.as_str().to_string()),
+                    vec![],
+                ),
+                StopKind::MaxTurns => (
+                    ResultSubtype::ErrorMaxTurns,
+                    text,
+                    o.turns,
+                    None,
+                    vec![format!("Reached maximum number of turns ({})", o.turns)],
+                ),
+            }
+        }
+        Err(RunError::Cancelled) if a.over_budget => (
+            ResultSubtype::ErrorMaxBudgetUsd,
+            String::new(),
+            0,
+            None,
+            vec![format!("Reached the maximum budget: spent ${:.4}", a.cost)],
+        ),
+        Err(RunError::Cancelled) => (
+            ResultSubtype::ErrorDuringExecution,
+            String::new(),
+            0,
+            None,
+            vec!["interrupted".to_string()],
+        ),
+        Err(e) => (
+            ResultSubtype::ErrorDuringExecution,
+            e.to_string(),
+            0,
+            None,
+            vec![e.to_string()],
+        ),
+    };
+    ResultOut {
+        is_error: subtype != ResultSubtype::Success,
+        subtype,
+        duration_ms: u64::try_from(start.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        duration_api_ms: a.api_ms.saturating_sub(start.api_ms),
+        num_turns,
+        result,
+        session_id: session_id.to_string(),
+        total_cost_usd: a.cost,
+        usage: wire_usage(&usage),
+        model_usage: a.model_usage,
+        permission_denials: Vec::new(),
+        stop_reason,
+        errors,
+        uuid: wire::new_uuid(),
+    }
+}
+
+/// The `system`/`init` message for the session as it is now.
+fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session) -> Output {
+    let snap = engine.snapshot.load_full();
+    let spec = session.spec();
+    let kind = snap.session_kind(spec.kind.interactive);
+    let mut tools = spec.tool_names.clone();
+    tools.extend(
+        engine
+            .mcp
+            .tools(&["main"])
+            .iter()
+            .map(|t| crate::tools::Tool::name(&**t).to_string()),
+    );
+    let mcp_servers = engine
+        .mcp
+        .states()
+        .into_iter()
+        .map(|(name, s)| wire::McpServerStatus {
+            name,
+            status: match s {
+                crate::mcp::ServerState::Connecting => "pending",
+                crate::mcp::ServerState::Ready => "connected",
+                crate::mcp::ServerState::Failed => "failed",
+            }
+            .into(),
+        })
+        .collect();
+    Output::System(wire::System::Init(wire::Init {
+        cwd: spec.cwd.display().to_string(),
+        session_id: engine.session_id.clone(),
+        tools,
+        mcp_servers,
+        model: spec.model.clone(),
+        permission_mode: spec.mode.as_str().to_string(),
+        slash_commands: Vec::new(),
+        api_key_source: "none".into(),
+        claude_code_version: wire::CLAUDE_CODE_VERSION.into(),
+        output_style: "default".into(),
+        agents: snap
+            .visible_agents(kind)
+            .iter()
+            .map(|d| d.name.clone())
+            .collect(),
+        skills: Vec::new(),
+        plugins: Vec::new(),
+        uuid: wire::new_uuid(),
+        cadre_version: wire::CADRE_VERSION.into(),
+        model_source: model_source.into(),
+        reload_generation: snap.generation,
+    }))
+}
+
+/// Runs one prompt with interrupts, the budget and Ctrl-C wired to its cancel.
+async fn run_prompt(
+    session: &mut Session,
+    emitter: &Emitter,
+    cancel: CancellationToken,
+) -> Result<Outcome, RunError> {
+    session.set_cancel(cancel.clone());
+    if emitter.accounts().over_budget {
+        cancel.cancel();
+    }
+    let r = tokio::select! {
+        r = session.run() => r,
+        _ = super::signals::interrupted() => {
+            cancel.cancel();
+            Err(RunError::Cancelled)
+        }
+    };
+    emitter.set_current(None);
+    if matches!(r, Err(RunError::Cancelled)) {
+        session.repair_after_cancel();
+    }
+    r
+}
+
+/// `cadre -p …` and the SDKs' invocation.
+pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
+    let mut g = g.clone();
+    let plan = plan(&g, &h)?;
+    let print = match plan.output {
+        OutputFormat::StreamJson if h.include_partial_messages => Print::Partials,
+        OutputFormat::StreamJson => Print::Messages,
+        _ => Print::Nothing,
+    };
+    let emitter = Emitter::new(
+        print,
+        String::new(),
+        String::new(),
+        BTreeMap::new(),
+        h.max_budget_usd,
+    );
+    let control = Arc::new(Control::default());
+    let mut extras = plan.extras;
+    let mut session_args = plan.session;
+
+    // Text input: one prompt. Stream input: the reader, then initialize
+    // (if the client sends it) before the first user message.
+    let mut rx = None;
+    let mut first: Option<Message> = None;
+    let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
+    let mut init_reply: Option<String> = None;
+    match plan.input {
+        InputFormat::Text => {
+            let text = match h.prompt.clone() {
+                Some(p) => p,
+                None => read_stdin_prompt()?,
+            };
+            first = Some(Message::user_text(text));
+        }
+        InputFormat::StreamJson => {
+            if h.prompt.is_some() {
+                return Err(CliError::Usage(
+                    "with --input-format stream-json the prompts come on stdin, not as an argument"
+                        .into(),
+                ));
+            }
+            let (tx, r) = mpsc::unbounded_channel();
+            spawn_reader(tx, Arc::clone(&control), emitter.clone(), g.quiet);
+            let mut r = r;
+            loop {
+                match r.recv().await {
+                    Some(Incoming::Initialize {
+                        request_id,
+                        hooks: hk,
+                        agents,
+                    }) => {
+                        if let Some(a) = agents {
+                            merge_agents(&mut g, a);
+                        }
+                        hooks = hk;
+                        init_reply = Some(request_id);
+                        // Answered once the session is set up (or failed to be).
+                        break;
+                    }
+                    Some(Incoming::User(m)) => {
+                        first = Some(m);
+                        break;
+                    }
+                    Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
+                    Some(Incoming::SetModel(m)) => session_args.model = m,
+                    Some(Incoming::End) | None => break,
+                }
+            }
+            rx = Some(r);
+        }
+    }
+    let mut unsupported_hooks = Vec::new();
+    let mut pre_tool = Vec::new();
+    for (event, matchers) in std::mem::take(&mut hooks) {
+        if event == "PreToolUse" {
+            pre_tool.extend(matchers);
+        } else {
+            unsupported_hooks.push(event);
+        }
+    }
+    if !unsupported_hooks.is_empty() {
+        note(
+            &g,
+            &format!(
+                "not supported: SDK hook callbacks for {} (cadre calls PreToolUse callbacks only)",
+                unsupported_hooks.join(", ")
+            ),
+        );
+    }
+    let session_id = extras
+        .session_id
+        .clone()
+        .unwrap_or_else(run::new_session_id);
+    extras.session_id = Some(session_id.clone());
+    if !pre_tool.is_empty() {
+        extras.tool_gate = Some(hook_gate(
+            Arc::clone(&control),
+            pre_tool,
+            session_id.clone(),
+        ));
+    }
+    let asker = plan
+        .stdio_permissions
+        .then(|| client_asker(Arc::clone(&control)));
+    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false));
+    let events: EventSink = match &progress {
+        Some(p) => {
+            let bars = p.sink();
+            let accounts = emitter.sink();
+            Arc::new(move |e: &runtime::EngineEvent| {
+                accounts(e);
+                bars(e);
+            })
+        }
+        None => emitter.sink(),
+    };
+    let prepared = run::prepare_with(
+        &g,
+        &session_args,
+        Mode {
+            interactive: false,
+            write_transcripts: true,
+            wait_for_background: true,
+        },
+        events,
+        asker,
+        extras,
+    );
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(id) = &init_reply {
+                send(&Output::ControlResponse(wire::ControlResponseOut::error(
+                    id,
+                    e.to_string(),
+                )));
+            }
+            return Err(e);
+        }
+    };
+    let _reload = prepared.watch();
+    emitter.configure(
+        &session_id,
+        &prepared.session.spec().model,
+        prepared.engine.snapshot.load().settings().prices.clone(),
+    );
+    if let Some(id) = &init_reply {
+        send(&Output::ControlResponse(wire::ControlResponseOut::success(
+            id,
+            json!({
+                "commands": [],
+                "output_style": "default",
+                "available_output_styles": ["default"],
+                "models": [],
+                "account": {},
+                "pid": std::process::id(),
+            }),
+        )));
+    }
+    let Prepared {
+        mut session,
+        engine,
+        def,
+        model_source,
+        ..
+    } = prepared;
+    let mut is_first = true;
+    let mut last_error = false;
+    let mut last_text = String::new();
+    let mut last_result: Option<ResultOut> = None;
+    loop {
+        let message = match first.take() {
+            Some(m) => m,
+            None => match rx.as_mut() {
+                None => break,
+                Some(r) => match r.recv().await {
+                    Some(Incoming::User(m)) => m,
+                    Some(Incoming::SetMode(m)) => {
+                        session.set_mode(m);
+                        continue;
+                    }
+                    Some(Incoming::SetModel(m)) => {
+                        let snap = engine.snapshot.load_full();
+                        let model = match m {
+                            Some(m) => snap.resolve_alias(&m).to_string(),
+                            None => snap
+                                .resolve_alias(&snap.settings().provider.model)
+                                .to_string(),
+                        };
+                        emitter.set_main_model(&model);
+                        session.set_model(model);
+                        continue;
+                    }
+                    Some(Incoming::Initialize { request_id, .. }) => {
+                        send(&Output::ControlResponse(wire::ControlResponseOut::error(
+                            &request_id,
+                            "already initialized",
+                        )));
+                        continue;
+                    }
+                    Some(Incoming::End) | None => break,
+                },
+            },
+        };
+        let message = if is_first {
+            run::first_message_with(&engine, def.as_deref(), message.content)
+        } else {
+            message
+        };
+        is_first = false;
+        // From here an interrupt cancels this prompt, even one that
+        // arrives before its first request.
+        let cancel = CancellationToken::new();
+        emitter.set_current(Some(cancel.clone()));
+        if emitter.prints() {
+            send(&init_message(&engine, model_source, &session));
+        }
+        let start = PromptStart::now(&emitter);
+        session.push_user(message);
+        let outcome = run_prompt(&mut session, &emitter, cancel).await;
+        let result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        last_error = result.is_error;
+        last_text = result.result.clone();
+        if plan.output == OutputFormat::StreamJson {
+            send(&Output::Result(result.clone()));
+        }
+        if let Err(e) = &outcome
+            && !matches!(e, RunError::Cancelled)
+        {
+            eprintln!("error: {e}");
+        }
+        let over = result.subtype == ResultSubtype::ErrorMaxBudgetUsd;
+        if let Ok(o) = &outcome
+            && o.stop == StopKind::MaxTurns
+        {
+            note(
+                &g,
+                &format!("stopped after {} turns (the turn limit)", o.turns),
+            );
+        }
+        if over {
+            note(&g, "stopped: the session reached --max-budget-usd");
+        }
+        let config_problem =
+            matches!(&outcome, Err(RunError::Provider(p)) if p.kind == ProviderErrorKind::Config);
+        last_result = Some(result);
+        if over || (config_problem && plan.input == InputFormat::Text) {
+            break;
+        }
+    }
+    // The session is over: children still running end with it.
+    engine.shutdown(std::time::Duration::from_secs(5)).await;
+    match plan.output {
+        OutputFormat::Text => {
+            if let Some(r) = &last_result {
+                if r.is_error && r.subtype == ResultSubtype::ErrorDuringExecution {
+                    return Err(CliError::Exit(1));
+                }
+                print_line(&last_text);
+                if last_text.trim().is_empty() && r.subtype == ResultSubtype::Success {
+                    note(&g, &run::empty_answer_warning("end_turn", r.num_turns));
+                }
+            }
+        }
+        OutputFormat::Json => {
+            if let Some(r) = &last_result {
+                print_line(&serde_json::to_string(&Output::Result(r.clone())).unwrap_or_default());
+            }
+        }
+        OutputFormat::StreamJson => {}
+    }
+    if last_error {
+        return Err(CliError::Exit(1));
+    }
+    Ok(())
+}
+
+fn read_stdin_prompt() -> Result<String, CliError> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Err(CliError::Usage(
+            "no prompt: give one after -p or on stdin".into(),
+        ));
+    }
+    let mut text = String::new();
+    stdin
+        .lock()
+        .read_to_string(&mut text)
+        .map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?;
+    if text.trim().is_empty() {
+        return Err(CliError::Usage("no prompt: stdin was empty".into()));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_rules;
+
+    #[test]
+    fn rules_split_on_commas_and_spaces_outside_parentheses() {
+        assert_eq!(
+            split_rules(&["Read,Bash(git log:*) Edit".into(), "Grep".into()]),
+            ["Read", "Bash(git log:*)", "Edit", "Grep"]
+        );
+        assert!(split_rules(&[String::new()]).is_empty());
+    }
+}

@@ -1,0 +1,239 @@
+//! `cadre sessions list|show|rm`: the sessions kept in this project's
+//! transcript folder, read back from their transcripts.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::output::print_json;
+use super::{CliError, GlobalArgs, Overrides, load_snapshot};
+use crate::message::{Role, Usage};
+use crate::runtime::resume::{self, Restored, ResumeError};
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// Every session of this project: id, start, last activity, model,
+    /// turns, tokens, sub-agents; newest last.
+    List(JsonArg),
+    /// One session: its summary and its messages.
+    Show(ShowArgs),
+    /// Remove a session's folder (its transcripts and sub-agents' files).
+    Rm(RmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print JSON (documented in docs/sessions.md).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    id: String,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    id: String,
+}
+
+/// One session, as `list` and `show` print it.
+#[derive(Debug, Serialize)]
+struct Summary {
+    id: String,
+    started: Option<String>,
+    last_activity: Option<String>,
+    model: Option<String>,
+    agent: Option<String>,
+    /// Model responses.
+    turns: u32,
+    /// Every token counted: input, cache writes and reads, output.
+    tokens: u64,
+    usage: Usage,
+    messages: usize,
+    compactions: u32,
+    /// Sub-agent transcripts in the session's folder.
+    children: usize,
+    /// US dollars for the main agent's and its sub-agents' requests, from
+    /// `[prices]`; `null` when a model has no price.
+    cost_usd: Option<f64>,
+    /// The first user text, cut to a line.
+    title: Option<String>,
+    version: u32,
+}
+
+pub fn dispatch(g: &GlobalArgs, cmd: SessionsCommand) -> Result<(), CliError> {
+    let (input, snap) = load_snapshot(g, &Overrides::default())?;
+    let snap = snap.load_full();
+    let dir = input.load.cwd.join(&snap.settings().transcripts.dir);
+    let prices = &snap.settings().prices;
+    match cmd {
+        SessionsCommand::List(a) => list(&dir, a.json, prices),
+        SessionsCommand::Show(a) => show(&dir, &a.id, a.json, prices),
+        SessionsCommand::Rm(a) => rm(&dir, &a.id),
+    }
+}
+
+fn usage_error(e: ResumeError) -> CliError {
+    CliError::Usage(e.to_string())
+}
+
+/// What the requests of a session folder cost: the main agent's usage at
+/// its model's price, plus each sub-agent's (its transcript's usage lines,
+/// its meta file's model). `None` when some model has no price.
+fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
+    use super::emit::{cost_of, price_of};
+    let model = r.header.as_ref()?.model.clone();
+    let mut total = cost_of(Some(price_of(prices, &model)?), &r.usage);
+    let entries = std::fs::read_dir(folder.join("agents"))
+        .map_or_else(|_| Vec::new(), |d| d.flatten().collect());
+    for e in entries {
+        let path = e.path();
+        let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".jsonl")) else {
+            continue;
+        };
+        let meta: serde_json::Value = fs_err::read(format!("{stem}.meta.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())?;
+        let child_model = meta.get("model")?.as_str()?;
+        let child = resume::load(&path).ok()?;
+        total += cost_of(Some(price_of(prices, child_model)?), &child.usage);
+    }
+    Some(total)
+}
+
+type Prices = std::collections::BTreeMap<String, crate::config::ModelPrice>;
+
+fn summary(id: &str, folder: &Path, r: &Restored, prices: &Prices) -> Summary {
+    let children = std::fs::read_dir(folder.join("agents")).map_or(0, |d| {
+        d.flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
+            .count()
+    });
+    let title = r
+        .history
+        .iter()
+        .find(|m| m.role == Role::User)
+        .and_then(|m| m.content.iter().rev().find_map(|b| b.as_text()))
+        .map(|t| {
+            let line = t.lines().next().unwrap_or("");
+            line.chars().take(60).collect::<String>()
+        });
+    Summary {
+        id: id.to_string(),
+        started: r.started.clone(),
+        last_activity: r.last_activity.clone(),
+        model: r.header.as_ref().map(|h| h.model.clone()),
+        agent: r.header.as_ref().and_then(|h| h.agent.clone()),
+        turns: r.turns,
+        tokens: r.usage.total(),
+        usage: r.usage,
+        messages: r.history.len(),
+        compactions: r.compactions,
+        children,
+        cost_usd: cost(prices, folder, r),
+        title,
+        version: r.header.as_ref().map_or(0, |h| h.version),
+    }
+}
+
+fn list(dir: &Path, json: bool, prices: &Prices) -> Result<(), CliError> {
+    let mut rows = Vec::new();
+    for (id, folder) in resume::session_folders(dir) {
+        match resume::load(&folder.join("main.jsonl")) {
+            Ok(r) => rows.push(summary(&id, &folder, &r, prices)),
+            Err(e) => eprintln!("warning: {e}"),
+        }
+    }
+    rows.sort_by(|a, b| {
+        (a.last_activity.as_deref(), &a.id).cmp(&(b.last_activity.as_deref(), &b.id))
+    });
+    if json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        outln!("No sessions under {}.", dir.display());
+        return Ok(());
+    }
+    for r in &rows {
+        outln!(
+            "{}  {}  {}  {} turns  {} tokens  {} sub-agents  {}",
+            r.id,
+            r.last_activity.as_deref().unwrap_or("?"),
+            r.model.as_deref().unwrap_or("?"),
+            r.turns,
+            r.tokens,
+            r.children,
+            r.title.as_deref().unwrap_or(""),
+        );
+    }
+    Ok(())
+}
+
+fn show(dir: &Path, id: &str, json: bool, prices: &Prices) -> Result<(), CliError> {
+    let folder = resume::session_folder(dir, id).map_err(usage_error)?;
+    let r = resume::load(&folder.join("main.jsonl")).map_err(usage_error)?;
+    let s = summary(id, &folder, &r, prices);
+    if json {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            summary: &'a Summary,
+            path: PathBuf,
+            messages_list: &'a crate::message::History,
+        }
+        return print_json(&Shown {
+            summary: &s,
+            path: folder,
+            messages_list: &r.history,
+        });
+    }
+    outln!("session   {}", s.id);
+    outln!("folder    {}", folder.display());
+    outln!("started   {}", s.started.as_deref().unwrap_or("?"));
+    outln!("last      {}", s.last_activity.as_deref().unwrap_or("?"));
+    outln!("model     {}", s.model.as_deref().unwrap_or("?"));
+    outln!("turns     {}", s.turns);
+    outln!("tokens    {}", s.tokens);
+    outln!("children  {}", s.children);
+    if let Some(c) = s.cost_usd {
+        outln!("cost      ${c:.4}");
+    }
+    for m in &r.history {
+        let role = match m.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        let mut parts = Vec::new();
+        for b in &m.content {
+            if let Some(t) = b.as_text() {
+                parts.push(t.lines().next().unwrap_or("").to_string());
+            }
+        }
+        let calls: Vec<&str> = m.tool_uses().map(|(_, name, _)| name).collect();
+        if !calls.is_empty() {
+            parts.push(format!("[tools: {}]", calls.join(", ")));
+        }
+        outln!("{role:>9}: {}", parts.join(" | "));
+    }
+    Ok(())
+}
+
+fn rm(dir: &Path, id: &str) -> Result<(), CliError> {
+    let folder = resume::session_folder(dir, id).map_err(usage_error)?;
+    // Only a real folder, never a link to one elsewhere.
+    let is_link = std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        return Err(CliError::Usage(format!(
+            "{}: a link, not a session folder; not removed",
+            folder.display()
+        )));
+    }
+    fs_err::remove_dir_all(&folder).map_err(|e| CliError::Failed(e.to_string()))?;
+    outln!("removed {}", folder.display());
+    Ok(())
+}

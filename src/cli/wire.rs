@@ -1,0 +1,630 @@
+//! The headless protocol: Claude Code's stream-json messages and the Agent
+//! SDK's control protocol, as typed serde structs.
+//!
+//! These types are the contract with scripts and SDKs; they are mapped from
+//! engine events by [`super::emit`] and never reuse the engine's own enums,
+//! so a change inside the engine cannot change what a client reads.
+//! Message content is carried in the Anthropic Messages API shape, which is
+//! also what Claude Code sends.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The Claude Code version cadre speaks the protocol of. The SDKs read it
+/// from the `init` message (`claude_code_version`) and warn below 2.0.0.
+pub const CLAUDE_CODE_VERSION: &str = "2.1.0";
+
+/// cadre's own version.
+pub const CADRE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// What `cadre --version` prints: the protocol version first (what tools
+/// that parse `claude --version` look for), then cadre's own.
+pub fn version_line() -> String {
+    format!("{CLAUDE_CODE_VERSION} (Claude Code compatible; cadre {CADRE_VERSION})")
+}
+
+/// A fresh message uuid.
+pub fn new_uuid() -> String {
+    let a: u128 = rand::random();
+    let h = format!("{a:032x}");
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+// ---------------------------------------------------------------- output
+
+/// One line of stream-json output.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Output {
+    System(System),
+    Assistant(AssistantOut),
+    User(UserOut),
+    StreamEvent(StreamEventOut),
+    Result(ResultOut),
+    ControlRequest(ControlRequestOut),
+    ControlResponse(ControlResponseOut),
+    /// cadre's extras: types an SDK skips.
+    SubagentStart(SubagentStart),
+    SubagentProgress(SubagentProgress),
+    SubagentEnd(SubagentEnd),
+    Retrying(Retrying),
+    Todos(Todos),
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum System {
+    Init(Init),
+}
+
+/// `system`/`init`: sent before each prompt's first message.
+#[derive(Debug, Clone, Serialize)]
+pub struct Init {
+    pub cwd: String,
+    pub session_id: String,
+    pub tools: Vec<String>,
+    pub mcp_servers: Vec<McpServerStatus>,
+    pub model: String,
+    #[serde(rename = "permissionMode")]
+    pub permission_mode: String,
+    pub slash_commands: Vec<String>,
+    #[serde(rename = "apiKeySource")]
+    pub api_key_source: String,
+    pub claude_code_version: String,
+    pub output_style: String,
+    pub agents: Vec<String>,
+    pub skills: Vec<String>,
+    pub plugins: Vec<Value>,
+    pub uuid: String,
+    /// cadre's extras.
+    pub cadre_version: String,
+    /// Where the model came from: `flag`, `agent`, `settings` or `managed`.
+    pub model_source: String,
+    /// The snapshot generation (hot reloads bump it).
+    pub reload_generation: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct McpServerStatus {
+    pub name: String,
+    pub status: String,
+}
+
+/// An assistant message in the Messages API shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiMessage {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub role: &'static str,
+    pub model: String,
+    pub content: Value,
+    pub stop_reason: Option<String>,
+    pub stop_sequence: Option<String>,
+    pub usage: WireUsage,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AssistantOut {
+    pub message: ApiMessage,
+    /// The Agent tool call whose sub-agent sent it; `null` for the main session.
+    pub parent_tool_use_id: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UserApiMessage {
+    pub role: &'static str,
+    pub content: Value,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct UserOut {
+    pub message: UserApiMessage,
+    pub parent_tool_use_id: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+/// A partial message (`--include-partial-messages`): `event` is a Messages
+/// API streaming event.
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamEventOut {
+    pub uuid: String,
+    pub session_id: String,
+    pub event: Value,
+    pub parent_tool_use_id: Option<String>,
+}
+
+/// Token counts in the Messages API shape.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireUsage {
+    pub input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Per-model totals in the result (`modelUsage`), camelCase as Claude Code writes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    #[serde(rename = "costUSD")]
+    pub cost_usd: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResultSubtype {
+    Success,
+    ErrorMaxTurns,
+    ErrorDuringExecution,
+    ErrorMaxBudgetUsd,
+}
+
+/// The last message of each prompt's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultOut {
+    pub subtype: ResultSubtype,
+    pub is_error: bool,
+    pub duration_ms: u64,
+    pub duration_api_ms: u64,
+    pub num_turns: u32,
+    pub result: String,
+    pub session_id: String,
+    pub total_cost_usd: f64,
+    pub usage: WireUsage,
+    #[serde(rename = "modelUsage")]
+    pub model_usage: BTreeMap<String, ModelUsage>,
+    pub permission_denials: Vec<Value>,
+    pub stop_reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
+    pub uuid: String,
+}
+
+/// A request from cadre to the client.
+#[derive(Debug, Clone, Serialize)]
+pub struct ControlRequestOut {
+    pub request_id: String,
+    pub request: ToClient,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ToClient {
+    /// `--permission-prompt-tool stdio`: may this tool call run?
+    CanUseTool {
+        tool_name: String,
+        input: Value,
+        permission_suggestions: Vec<Value>,
+        tool_use_id: String,
+        /// Set for a sub-agent's call.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent_id: Option<String>,
+        decision_reason: String,
+    },
+    /// A hook the client registered in `initialize`.
+    HookCallback {
+        callback_id: String,
+        input: Value,
+        tool_use_id: Option<String>,
+    },
+}
+
+/// cadre's answer to a client's request.
+#[derive(Debug, Clone, Serialize)]
+pub struct ControlResponseOut {
+    pub response: ResponseBody,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ResponseBody {
+    Success { request_id: String, response: Value },
+    Error { request_id: String, error: String },
+}
+
+impl ControlResponseOut {
+    pub fn success(request_id: &str, response: Value) -> Self {
+        ControlResponseOut {
+            response: ResponseBody::Success {
+                request_id: request_id.to_string(),
+                response,
+            },
+        }
+    }
+
+    pub fn error(request_id: &str, error: impl Into<String>) -> Self {
+        ControlResponseOut {
+            response: ResponseBody::Error {
+                request_id: request_id.to_string(),
+                error: error.into(),
+            },
+        }
+    }
+}
+
+/// cadre extra: a sub-agent started.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubagentStart {
+    pub agent_id: String,
+    pub parent_agent_id: String,
+    pub agent_type: String,
+    pub description: String,
+    pub model: String,
+    pub fork: bool,
+    pub tool_use_id: String,
+    pub session_id: String,
+}
+
+/// cadre extra: a sub-agent made a tool call.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubagentProgress {
+    pub agent_id: String,
+    pub tool_uses: u32,
+    pub duration_ms: u64,
+    pub last_tool: String,
+    pub session_id: String,
+}
+
+/// cadre extra: a sub-agent ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct SubagentEnd {
+    pub agent_id: String,
+    pub status: String,
+    pub tool_uses: u32,
+    pub duration_ms: u64,
+    pub total_tokens: u64,
+    pub session_id: String,
+}
+
+/// cadre extra: a model request failed and will be retried.
+#[derive(Debug, Clone, Serialize)]
+pub struct Retrying {
+    pub agent_id: String,
+    pub attempt: u32,
+    pub delay_ms: u64,
+    pub reason: String,
+    pub session_id: String,
+}
+
+/// cadre extra: a session's whole todo list after a TodoWrite call.
+#[derive(Debug, Clone, Serialize)]
+pub struct Todos {
+    pub agent_id: String,
+    pub todos: Vec<crate::runtime::todos::Todo>,
+    pub session_id: String,
+}
+
+// ----------------------------------------------------------------- input
+
+/// One line of stream-json input.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Input {
+    User(UserIn),
+    ControlRequest(ControlRequestIn),
+    ControlResponse(ControlResponseIn),
+    ControlCancelRequest { request_id: String },
+    KeepAlive,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UserIn {
+    pub message: UserMessageIn,
+    #[serde(default)]
+    pub parent_tool_use_id: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct UserMessageIn {
+    #[serde(default)]
+    pub role: Option<String>,
+    /// A string, or content blocks in the Messages API shape.
+    pub content: Value,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ControlRequestIn {
+    pub request_id: String,
+    pub request: FromClient,
+}
+
+/// A request from the client.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum FromClient {
+    Initialize {
+        #[serde(default)]
+        hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
+        #[serde(default)]
+        agents: Option<serde_json::Map<String, Value>>,
+    },
+    Interrupt,
+    SetPermissionMode {
+        mode: String,
+    },
+    SetModel {
+        #[serde(default)]
+        model: Option<String>,
+    },
+    McpStatus,
+    /// Anything else: answered with an error naming it.
+    #[serde(other)]
+    Unsupported,
+}
+
+/// One hook matcher registered by the client.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HookMatcherIn {
+    #[serde(default)]
+    pub matcher: Option<String>,
+    #[serde(default, rename = "hookCallbackIds")]
+    pub hook_callback_ids: Vec<String>,
+    #[serde(default)]
+    pub timeout: Option<f64>,
+}
+
+/// The client's answer to one of cadre's requests.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ControlResponseIn {
+    pub response: ResponseIn,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ResponseIn {
+    Success {
+        request_id: String,
+        #[serde(default)]
+        response: Value,
+    },
+    Error {
+        request_id: String,
+        #[serde(default)]
+        error: String,
+    },
+}
+
+impl ResponseIn {
+    pub fn request_id(&self) -> &str {
+        match self {
+            ResponseIn::Success { request_id, .. } | ResponseIn::Error { request_id, .. } => {
+                request_id
+            }
+        }
+    }
+}
+
+/// A `can_use_tool` answer: allowed or not, and the message of a denial.
+pub fn permission_answer(response: &Value) -> (bool, Option<String>) {
+    let allow = response.get("behavior").and_then(Value::as_str) == Some("allow");
+    let message = response
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    (allow, message)
+}
+
+/// A hook callback's answer: `Some(reason)` when it blocks the tool call
+/// (`decision: block`, `permissionDecision: deny`, or `continue: false`).
+pub fn hook_block(response: &Value) -> Option<String> {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    if response.get("decision").and_then(Value::as_str) == Some("block") {
+        return Some(text(response.get("reason")).unwrap_or_else(|| "blocked by a hook".into()));
+    }
+    if let Some(out) = response.get("hookSpecificOutput")
+        && out.get("permissionDecision").and_then(Value::as_str) == Some("deny")
+    {
+        return Some(
+            text(out.get("permissionDecisionReason")).unwrap_or_else(|| "denied by a hook".into()),
+        );
+    }
+    if response.get("continue").and_then(Value::as_bool) == Some(false) {
+        return Some(
+            text(response.get("stopReason")).unwrap_or_else(|| "stopped by a hook".into()),
+        );
+    }
+    None
+}
+
+/// Whether a hook matcher selects a tool: absent, empty or `*` match every
+/// tool; otherwise a regular expression over the whole name (`Edit|Write`).
+pub fn matcher_selects(matcher: Option<&str>, tool: &str) -> bool {
+    match matcher.map(str::trim) {
+        None | Some("" | "*") => true,
+        Some(m) => match regex::Regex::new(&format!("^(?:{m})$")) {
+            Ok(re) => re.is_match(tool),
+            Err(_) => m == tool,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn result_serialises_in_claude_codes_shape() {
+        let r = Output::Result(ResultOut {
+            subtype: ResultSubtype::ErrorMaxTurns,
+            is_error: true,
+            duration_ms: 12,
+            duration_api_ms: 7,
+            num_turns: 2,
+            result: String::new(),
+            session_id: "s".into(),
+            total_cost_usd: 0.5,
+            usage: WireUsage::default(),
+            model_usage: BTreeMap::new(),
+            permission_denials: vec![],
+            stop_reason: None,
+            errors: vec!["limit".into()],
+            uuid: "u".into(),
+        });
+        insta::assert_json_snapshot!(r, @r#"
+        {
+          "type": "result",
+          "subtype": "error_max_turns",
+          "is_error": true,
+          "duration_ms": 12,
+          "duration_api_ms": 7,
+          "num_turns": 2,
+          "result": "",
+          "session_id": "s",
+          "total_cost_usd": 0.5,
+          "usage": {
+            "input_tokens": 0,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": 0
+          },
+          "modelUsage": {},
+          "permission_denials": [],
+          "stop_reason": null,
+          "errors": [
+            "limit"
+          ],
+          "uuid": "u"
+        }
+        "#);
+    }
+
+    #[test]
+    fn control_messages_serialise_as_the_sdk_reads_them() {
+        let req = Output::ControlRequest(ControlRequestOut {
+            request_id: "r1".into(),
+            request: ToClient::CanUseTool {
+                tool_name: "Bash".into(),
+                input: json!({"command": "ls"}),
+                permission_suggestions: vec![],
+                tool_use_id: "t1".into(),
+                agent_id: None,
+                decision_reason: "ask rule".into(),
+            },
+        });
+        insta::assert_json_snapshot!(req, @r#"
+        {
+          "type": "control_request",
+          "request_id": "r1",
+          "request": {
+            "subtype": "can_use_tool",
+            "tool_name": "Bash",
+            "input": {
+              "command": "ls"
+            },
+            "permission_suggestions": [],
+            "tool_use_id": "t1",
+            "decision_reason": "ask rule"
+          }
+        }
+        "#);
+        let ok = Output::ControlResponse(ControlResponseOut::success("r2", json!({})));
+        assert_eq!(
+            serde_json::to_value(ok).unwrap(),
+            json!({"type": "control_response", "response": {"subtype": "success", "request_id": "r2", "response": {}}})
+        );
+    }
+
+    #[test]
+    fn input_lines_parse() {
+        let user: Input = serde_json::from_value(json!({
+            "type": "user", "session_id": "",
+            "message": {"role": "user", "content": "hi"}, "parent_tool_use_id": null
+        }))
+        .unwrap();
+        assert!(matches!(user, Input::User(u) if u.message.content == json!("hi")));
+        let init: Input = serde_json::from_value(json!({
+            "type": "control_request", "request_id": "req_1",
+            "request": {"subtype": "initialize", "hooks": {"PreToolUse": [
+                {"matcher": "Bash", "hookCallbackIds": ["hook_0"]}]},
+                "agents": {"x": {"description": "d", "prompt": "p"}}}
+        }))
+        .unwrap();
+        let Input::ControlRequest(ControlRequestIn {
+            request: FromClient::Initialize { hooks, agents },
+            ..
+        }) = init
+        else {
+            panic!("not initialize")
+        };
+        assert_eq!(
+            hooks.unwrap()["PreToolUse"][0].hook_callback_ids,
+            ["hook_0"]
+        );
+        assert!(agents.unwrap().contains_key("x"));
+        let other: Input = serde_json::from_value(json!({
+            "type": "control_request", "request_id": "r", "request": {"subtype": "rewind_files"}
+        }))
+        .unwrap();
+        assert!(matches!(
+            other,
+            Input::ControlRequest(ControlRequestIn {
+                request: FromClient::Unsupported,
+                ..
+            })
+        ));
+        let resp: Input = serde_json::from_value(json!({
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": "c1", "response": {"behavior": "deny", "message": "no"}}
+        }))
+        .unwrap();
+        let Input::ControlResponse(r) = resp else {
+            panic!("not a response")
+        };
+        assert_eq!(r.response.request_id(), "c1");
+    }
+
+    #[test]
+    fn hook_answers_and_matchers() {
+        assert_eq!(
+            hook_block(
+                &json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "no rm"}})
+            ),
+            Some("no rm".into())
+        );
+        assert_eq!(
+            hook_block(&json!({"decision": "block", "reason": "r"})),
+            Some("r".into())
+        );
+        assert_eq!(hook_block(&json!({"continue": true})), None);
+        assert_eq!(hook_block(&json!({})), None);
+        assert!(matcher_selects(None, "Bash"));
+        assert!(matcher_selects(Some("Edit|Write"), "Write"));
+        assert!(!matcher_selects(Some("Edit|Write"), "WriteX"));
+        assert!(!matcher_selects(Some("Bash"), "Read"));
+        assert_eq!(
+            permission_answer(&json!({"behavior": "deny", "message": "m"})),
+            (false, Some("m".into()))
+        );
+    }
+
+    #[test]
+    fn version_line_starts_with_a_version_the_sdks_accept() {
+        let line = version_line();
+        let first = line.split_whitespace().next().unwrap();
+        let parts: Vec<u32> = first.split('.').map(|p| p.parse().unwrap()).collect();
+        assert!(parts >= vec![2, 0, 0], "{line}");
+        assert!(line.contains(CADRE_VERSION));
+        assert_eq!(new_uuid().len(), 36);
+    }
+}

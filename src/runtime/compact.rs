@@ -1,0 +1,219 @@
+//! Compaction: replacing the older part of a long history with a summary
+//! the model writes, without giving up the prompt cache.
+//!
+//! The compaction request is the request the session would send next
+//! (same system prompt, tools, sampling and messages) with the summary
+//! instruction added as the last block of its last user message, so
+//! everything before that block is a prefix the provider has cached. The
+//! answer's text replaces every message but the last exchange (the last
+//! assistant message and the user message after it, kept as they are, so
+//! each tool_use keeps its result). Until the answer is complete nothing
+//! changes: a failed, cut or cancelled compaction leaves the history and
+//! transcript as they were.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::message::{ContentBlock, Message, Role, Usage};
+use crate::provider::{ProviderError, ProviderErrorKind};
+use crate::snapshot::Snapshot;
+
+use super::session::{RunError, Session};
+
+/// Messages kept after the summary mid-turn: the last assistant message
+/// and the user message that answers it.
+const KEPT: usize = 2;
+
+#[derive(Serialize)]
+struct RequestContext<'a> {
+    instructions: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct SummaryContext<'a> {
+    summary: &'a str,
+    replaced: usize,
+    /// Messages kept after the summary (0 or 2).
+    kept: usize,
+}
+
+/// Whether a provider error says the request no longer fits the model's
+/// context (Anthropic's `prompt is too long`, OpenAI's
+/// `context_length_exceeded`).
+pub fn is_context_overflow(e: &ProviderError) -> bool {
+    if !matches!(e.kind, ProviderErrorKind::Status(400 | 413)) {
+        return false;
+    }
+    let m = e.message.to_ascii_lowercase();
+    m.contains("prompt is too long")
+        || m.contains("context_length_exceeded")
+        || m.contains("maximum context length")
+}
+
+/// Why a session compacted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The estimated context passed `compact.threshold` of the window.
+    Threshold,
+    /// The provider refused the request as too long.
+    Overflow,
+    /// Asked for (`/compact`, or an embedder).
+    Manual,
+}
+
+impl Trigger {
+    fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Threshold => "threshold",
+            Trigger::Overflow => "overflow",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
+impl Session {
+    /// The estimated size of the next request: everything the last
+    /// response counted (its input, cached or not, and its output).
+    pub fn context_estimate(&self) -> u64 {
+        self.last_usage.total()
+    }
+
+    /// Compacts when `compact.auto` is on and the estimate passed the
+    /// threshold. A failure is logged and leaves the history as it was.
+    pub(super) async fn compact_if_due(&mut self, snap: &Arc<Snapshot>) {
+        let c = &snap.settings().compact;
+        if !c.auto || self.context_estimate() <= c.limit(&self.spec.model) {
+            return;
+        }
+        if let Err(e) = self.compact(snap, Trigger::Threshold, None).await {
+            tracing::warn!("{}: compaction failed: {e}", self.spec.agent_id);
+        }
+    }
+
+    /// Summarises all but the last exchange. `Ok(false)` when there is too
+    /// little history to compact (or the summary came back empty); the
+    /// history changes only on `Ok(true)`.
+    pub async fn compact(
+        &mut self,
+        snap: &Arc<Snapshot>,
+        trigger: Trigger,
+        instructions: Option<&str>,
+    ) -> Result<bool, RunError> {
+        let n = self.history.len();
+        // Mid-turn the history ends with a user message (a prompt or tool
+        // results) and the last exchange is kept; between turns (`/compact`
+        // at the prompt) it ends with the answer and all of it is replaced.
+        let mid_turn = self.history.last().is_some_and(|m| m.role == Role::User);
+        let kept = if mid_turn { KEPT } else { 0 };
+        let tail_ok = if mid_turn {
+            n > KEPT && self.history[n - KEPT].role == Role::Assistant
+        } else {
+            n >= 2
+        };
+        if !tail_ok {
+            return Ok(false);
+        }
+        let hook_trigger = match trigger {
+            Trigger::Manual => "manual",
+            Trigger::Threshold | Trigger::Overflow => "auto",
+        };
+        self.pre_compact_hooks(snap, hook_trigger, instructions)
+            .await;
+        let (mut request, _) = self.build_request(snap)?;
+        let instruction = snap
+            .templates
+            .render("compact_request", &RequestContext { instructions })?;
+        let instruction = ContentBlock::text(instruction.trim_end().to_string());
+        if mid_turn {
+            let mut last = (*request.messages[n - 1]).clone();
+            last.content.push(instruction);
+            request.messages[n - 1] = Arc::new(last);
+        } else {
+            request
+                .messages
+                .push(Arc::new(Message::user(vec![instruction])));
+        }
+        let sent = std::time::Instant::now();
+        let response = tokio::select! {
+            r = self.engine.provider.send(&request, &|_| {}) => r?,
+            () = self.cancel.cancelled() => return Err(RunError::Cancelled),
+        };
+        // Counted like any response (cost, budgets).
+        self.engine.emit(super::EngineEvent::ModelResponse {
+            agent_id: self.spec.agent_id.clone(),
+            model: request.model.clone(),
+            usage: response.usage,
+            api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        self.usage.add(&response.usage);
+        self.transcript.record(
+            "usage",
+            json!({"usage": response.usage, "compaction": true}),
+        );
+        let Some(summary) = response
+            .message
+            .joined_text()
+            .filter(|t| !t.trim().is_empty())
+        else {
+            tracing::warn!(
+                "{}: the compaction answer had no text; history kept",
+                self.spec.agent_id
+            );
+            return Ok(false);
+        };
+        let replaced = n - kept;
+        let text = snap.templates.render(
+            "compact_summary",
+            &SummaryContext {
+                summary: summary.trim(),
+                replaced,
+                kept,
+            },
+        )?;
+        let message = Message::user_text(text.trim_end().to_string());
+        self.transcript.record(
+            "compact",
+            json!({"message": message, "kept": kept, "replaced": replaced,
+                   "trigger": trigger.as_str(), "estimate": self.context_estimate()}),
+        );
+        tracing::info!(
+            "{}: compacted {replaced} messages ({})",
+            self.spec.agent_id,
+            trigger.as_str()
+        );
+        let tail = self.history.split_off(n - kept);
+        self.history = std::iter::once(Arc::new(message)).chain(tail).collect();
+        // Unknown until the next response counts it.
+        self.last_usage = Usage::default();
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_errors_are_recognised_by_status_and_text() {
+        let e = |kind, m: &str| ProviderError {
+            kind,
+            message: m.into(),
+        };
+        let s400 = ProviderErrorKind::Status(400);
+        assert!(is_context_overflow(&e(
+            s400.clone(),
+            "invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum"
+        )));
+        assert!(is_context_overflow(&e(
+            s400.clone(),
+            "context_length_exceeded"
+        )));
+        assert!(!is_context_overflow(&e(s400, "max_tokens: too large")));
+        assert!(!is_context_overflow(&e(
+            ProviderErrorKind::Stream,
+            "prompt is too long"
+        )));
+    }
+}

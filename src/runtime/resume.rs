@@ -1,0 +1,582 @@
+//! Reading a session back from its transcript: the header line, the
+//! messages in the order the session's history held them, and the usage of
+//! every turn. Used by `--resume`, `--continue` and `cadre sessions`.
+//!
+//! The file is read line by line. A last line without its newline is what
+//! a crash in the middle of a write leaves: it is ignored (and cut off
+//! before anything is appended). Any other line that is not a JSON object,
+//! or a message line whose message does not parse, is an error naming the
+//! file, line and column. Unknown line types are skipped, so newer event
+//! lines do not stop an older reader.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::message::{History, Message, Role, Sampling, Usage};
+
+/// The transcript format this build writes (the `version` of the
+/// `session` line). Files without a `session` line are version 0: their
+/// messages are read the same way; the model and tool pool then come from
+/// the current settings.
+pub const TRANSCRIPT_VERSION: u32 = 1;
+
+/// The first line of a main transcript (`"type": "session"`): what the
+/// session was started with, so that it can be rebuilt from the file alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    pub version: u32,
+    pub session_id: String,
+    /// The resolved model id the session sends.
+    pub model: String,
+    /// The `--agent` it runs as, if any.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// The tools offered to the model, in order.
+    #[serde(default)]
+    pub tool_names: Vec<String>,
+    #[serde(default)]
+    pub sampling: Sampling,
+    #[serde(default)]
+    pub max_tokens: u32,
+    /// The snapshot generation the session started on.
+    #[serde(default)]
+    pub generation: u64,
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// The session this one was forked from (`--fork-session`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+}
+
+/// A session as its transcript holds it.
+#[derive(Debug, Clone, Default)]
+pub struct Restored {
+    pub header: Option<SessionHeader>,
+    pub history: History,
+    /// Model responses recorded (one `usage` line each).
+    pub turns: u32,
+    pub usage: Usage,
+    /// Compactions recorded.
+    pub compactions: u32,
+    /// Timestamp of the first line and of the last complete line.
+    pub started: Option<String>,
+    pub last_activity: Option<String>,
+    /// Bytes of the file that hold complete lines; anything after is a
+    /// line cut by a crash.
+    pub complete_len: u64,
+}
+
+/// Why a transcript cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{col}: {message}")]
+    Bad {
+        path: PathBuf,
+        line: usize,
+        col: usize,
+        message: String,
+    },
+    #[error(
+        "{path}: transcript version {version} is newer than this cadre reads ({TRANSCRIPT_VERSION})"
+    )]
+    TooNew { path: PathBuf, version: u32 },
+    #[error("{0}: no session with that id")]
+    NotFound(String),
+    #[error("no session to continue under {0}")]
+    NoneToContinue(PathBuf),
+    #[error("{0:?} is not a session id (like 20260101T120000-0123abcd)")]
+    BadId(String),
+}
+
+/// Whether a folder name is one cadre gives sessions
+/// (`20260101T120000-0123abcd`).
+pub fn is_session_id(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 24
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'-'
+        && b[16..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// The folder of session `id` under `dir`. The id must look like one cadre
+/// gives (so `../x` cannot name a folder elsewhere) and hold a `main.jsonl`.
+pub fn session_folder(dir: &Path, id: &str) -> Result<PathBuf, ResumeError> {
+    if !is_session_id(id) {
+        return Err(ResumeError::BadId(id.to_string()));
+    }
+    let folder = dir.join(id);
+    if folder.join("main.jsonl").is_file() {
+        Ok(folder)
+    } else {
+        Err(ResumeError::NotFound(id.to_string()))
+    }
+}
+
+/// The session under `dir` with the most recent activity (the newest
+/// `main.jsonl`).
+pub fn latest_session(dir: &Path) -> Result<String, ResumeError> {
+    let mut best: Option<(std::time::SystemTime, String)> = None;
+    for (id, folder) in session_folders(dir) {
+        let Ok(t) = std::fs::metadata(folder.join("main.jsonl")).and_then(|m| m.modified()) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|(b, bid)| (t, &id) > (*b, bid)) {
+            best = Some((t, id));
+        }
+    }
+    best.map(|(_, id)| id)
+        .ok_or_else(|| ResumeError::NoneToContinue(dir.to_path_buf()))
+}
+
+/// Every session folder under `dir` (named like a session, holding a
+/// `main.jsonl`), sorted by id.
+pub fn session_folders(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let path = e.path();
+            (is_session_id(&name) && path.join("main.jsonl").is_file()).then_some((name, path))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Reads a transcript file back.
+pub fn load(path: &Path) -> Result<Restored, ResumeError> {
+    let bytes = fs_err::read(path).map_err(|e| ResumeError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    parse(path, &bytes)
+}
+
+/// [`load`] on bytes already read (`path` names them in errors).
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
+    let mut out = Restored::default();
+    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    out.complete_len = complete as u64;
+    let bad = |line: usize, col: usize, message: String| ResumeError::Bad {
+        path: path.to_path_buf(),
+        line,
+        col,
+        message,
+    };
+    for (i, raw) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
+        let line_no = i + 1;
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let value: Value = serde_json::from_slice(raw)
+            .map_err(|e| bad(line_no, e.column(), format!("not a JSON line: {e}")))?;
+        let Value::Object(mut obj) = value else {
+            return Err(bad(line_no, 1, "not a JSON object".into()));
+        };
+        let ts = obj
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if out.started.is_none() {
+            out.started.clone_from(&ts);
+        }
+        if ts.is_some() {
+            out.last_activity = ts;
+        }
+        match obj.get("type").and_then(Value::as_str) {
+            Some("session") if out.header.is_none() => {
+                let header: SessionHeader = serde_json::from_value(Value::Object(obj))
+                    .map_err(|e| bad(line_no, 1, format!("bad session line: {e}")))?;
+                if header.version > TRANSCRIPT_VERSION {
+                    return Err(ResumeError::TooNew {
+                        path: path.to_path_buf(),
+                        version: header.version,
+                    });
+                }
+                out.header = Some(header);
+            }
+            // A later run of the session: its settings replace the header's.
+            Some("resume") => {
+                if let Some(h) = obj
+                    .remove("settings")
+                    .and_then(|v| serde_json::from_value::<SessionHeader>(v).ok())
+                {
+                    out.header = Some(h);
+                }
+            }
+            Some("message") => {
+                let joined = obj.get("joined").and_then(Value::as_bool) == Some(true);
+                let message: Message =
+                    serde_json::from_value(obj.remove("message").unwrap_or(Value::Null))
+                        .map_err(|e| bad(line_no, 1, format!("bad message: {e}")))?;
+                match out.history.last_mut() {
+                    // Blocks added to a user message that was never sent
+                    // (see `Session::join_last_user_message`).
+                    Some(last)
+                        if joined && last.role == Role::User && message.role == Role::User =>
+                    {
+                        let mut content = last.content.clone();
+                        content.extend(message.content);
+                        *last = std::sync::Arc::new(Message::user(content));
+                    }
+                    _ => out.history.push(std::sync::Arc::new(message)),
+                }
+            }
+            Some("usage") => {
+                if let Some(u) = obj
+                    .get("usage")
+                    .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok())
+                {
+                    out.usage.add(&u);
+                }
+                if obj.get("compaction").and_then(Value::as_bool) != Some(true) {
+                    out.turns += 1;
+                }
+            }
+            // The summary replaced all but the last `kept` messages.
+            Some("compact") => {
+                let kept = obj.get("kept").and_then(Value::as_u64);
+                let message: Option<Message> = obj
+                    .remove("message")
+                    .and_then(|m| serde_json::from_value(m).ok());
+                let (Some(kept), Some(message)) = (kept, message) else {
+                    return Err(bad(
+                        line_no,
+                        1,
+                        "bad compact line: needs `message` and `kept`".into(),
+                    ));
+                };
+                let kept = usize::try_from(kept).unwrap_or(usize::MAX);
+                if kept > out.history.len() {
+                    return Err(bad(
+                        line_no,
+                        1,
+                        format!(
+                            "compact line keeps {kept} messages of {}",
+                            out.history.len()
+                        ),
+                    ));
+                }
+                let tail = out.history.split_off(out.history.len() - kept);
+                out.history = std::iter::once(std::sync::Arc::new(message))
+                    .chain(tail)
+                    .collect();
+                out.compactions += 1;
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Cuts a line left incomplete by a crash off the end of `path`, so that
+/// lines appended later start on a line of their own.
+pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeError> {
+    let io = |e| ResumeError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    };
+    let f = fs_err::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(io)?;
+    let len = f.metadata().map_err(io)?.len();
+    if len > complete_len {
+        tracing::warn!(
+            "{}: dropping {} byte(s) of a line cut by a crash",
+            path.display(),
+            len - complete_len
+        );
+        f.set_len(complete_len).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// Registers the sub-agents of a resumed session (from the meta files and
+/// transcripts under `session_dir/agents`) as ended tasks of `engine`, so
+/// SendMessage can resume them. One that was still running when its
+/// process ended is recorded `killed`. A sub-agent whose files do not read
+/// back is skipped with a warning. Returns how many were registered.
+pub fn restore_tasks(
+    engine: &super::Engine,
+    session_dir: &Path,
+    kind: crate::config::SessionKind,
+    cwd: &Path,
+) -> usize {
+    use super::tasks::{NewTask, TaskStatus};
+    let Ok(entries) = std::fs::read_dir(session_dir.join("agents")) else {
+        return 0;
+    };
+    let snap = engine.snapshot.load_full();
+    let settings = snap.settings();
+    let mut metas: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".meta.json"))
+        .collect();
+    metas.sort();
+    let mut restored = 0;
+    for meta_path in metas {
+        let meta: Value = match fs_err::read(&meta_path)
+            .map_err(|e| e.to_string())
+            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
+                continue;
+            }
+        };
+        let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
+        let (Some(id), Some(parent), Some(agent_type)) = (
+            text("agent_id"),
+            text("parent_agent_id"),
+            text("agent_type"),
+        ) else {
+            tracing::warn!(
+                "{}: no agent_id, parent_agent_id or agent_type",
+                meta_path.display()
+            );
+            continue;
+        };
+        let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
+        let loaded = load(&output_file)
+            .and_then(|r| trim_partial_tail(&output_file, r.complete_len).map(|()| r));
+        let mut history = match loaded {
+            Ok(r) => r.history,
+            Err(e) => {
+                tracing::warn!("{e}; sub-agent {id} not restored");
+                continue;
+            }
+        };
+        // Killed mid-turn: each tool call gets its "cancelled" result.
+        if let Some(last) = history.last().filter(|m| m.role == Role::Assistant) {
+            let cancelled = snap
+                .templates
+                .text("tool_cancelled", &serde_json::json!({}));
+            let results: Vec<crate::message::ContentBlock> = last
+                .tool_uses()
+                .map(|(id, _, _)| {
+                    crate::message::ContentBlock::tool_result(id, cancelled.clone(), true)
+                })
+                .collect();
+            if !results.is_empty() {
+                let repair = Message::user(results);
+                super::transcript::Transcript::open(output_file.clone(), &id, Some(&parent))
+                    .message(&repair);
+                history.push(std::sync::Arc::new(repair));
+            }
+        }
+        let status = match text("status").as_deref() {
+            Some("completed") => TaskStatus::Completed,
+            Some("failed") => TaskStatus::Failed,
+            _ => TaskStatus::Killed,
+        };
+        let def = snap.visible_agent(&agent_type, kind).cloned();
+        let mode = meta
+            .get("permission_mode")
+            .and_then(|m| serde_json::from_value(m.clone()).ok())
+            .unwrap_or(crate::config::PermissionMode::Bubble);
+        let tool_names: Vec<String> = meta
+            .get("tools")
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+            .unwrap_or_default();
+        // A kept worktree is where the child worked; else the session's folder.
+        let child_cwd = meta
+            .pointer("/worktree/path")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(|| cwd.to_path_buf());
+        let spec = super::SessionSpec {
+            agent_id: id.clone(),
+            parent_agent_id: Some(parent.clone()),
+            max_turns: def
+                .as_ref()
+                .and_then(|d| d.max_turns)
+                .unwrap_or(settings.agents.default_max_turns),
+            def,
+            is_main: false,
+            model: text("model").unwrap_or_else(|| settings.provider.model.clone()),
+            kind,
+            mode,
+            depth: if parent == "main" { 1 } else { 2 },
+            frozen: None,
+            started_by_fork: meta.get("fork").and_then(Value::as_bool) == Some(true),
+            cwd: child_cwd,
+            tool_names,
+            wait_for_background: true,
+        };
+        engine.tasks.insert_ended(
+            NewTask {
+                id,
+                description: text("description").unwrap_or_default(),
+                agent_type,
+                parent_agent_id: parent,
+                tool_use_id: text("tool_use_id").unwrap_or_default(),
+                name: text("name"),
+                output_file: Some(output_file),
+                meta_file: Some(meta_path),
+                meta,
+                spec,
+                background: true,
+            },
+            status,
+            history,
+        );
+        restored += 1;
+    }
+    restored
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::ContentBlock;
+    use crate::runtime::transcript::Transcript;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    fn header() -> SessionHeader {
+        SessionHeader {
+            version: TRANSCRIPT_VERSION,
+            session_id: "20260101T120000-0123abcd".into(),
+            model: "m".into(),
+            agent: None,
+            tool_names: vec!["Read".into()],
+            sampling: Sampling::default(),
+            max_tokens: 100,
+            generation: 1,
+            cwd: None,
+            forked_from: None,
+        }
+    }
+
+    fn sample(path: &Path) -> History {
+        let t = Transcript::open(path.to_path_buf(), "main", None);
+        t.record("session", serde_json::to_value(header()).unwrap());
+        let msgs = vec![
+            Message::user_text("one"),
+            Message::assistant(vec![ContentBlock::ToolUse {
+                id: "t1".into(),
+                name: "Read".into(),
+                input: json!({"file_path": "/x"}),
+            }]),
+            Message::user(vec![ContentBlock::tool_result("t1", "body", false)]),
+            Message::assistant(vec![ContentBlock::text("done")]),
+        ];
+        for m in &msgs {
+            t.message(m);
+            if m.role == Role::Assistant {
+                t.record("usage", json!({"usage": Usage { input_tokens: 5, output_tokens: 2, ..Usage::default() }}));
+            }
+        }
+        msgs.into_iter().map(Arc::new).collect()
+    }
+
+    #[test]
+    fn a_written_session_reads_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        let written = sample(&p);
+        let r = load(&p).unwrap();
+        assert_eq!(r.header, Some(header()));
+        assert_eq!(r.history, written);
+        assert_eq!(r.turns, 2);
+        assert_eq!(r.usage.input_tokens, 10);
+    }
+
+    #[test]
+    fn joined_lines_rebuild_one_user_message() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        let t = Transcript::open(p.clone(), "main", None);
+        t.message(&Message::user_text("a"));
+        t.joined_message(&Message::user_text("b"));
+        let r = load(&p).unwrap();
+        assert_eq!(r.history.len(), 1);
+        assert_eq!(r.history[0].content.len(), 2);
+    }
+
+    #[test]
+    fn an_old_file_without_a_session_line_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        std::fs::write(
+            &p,
+            "{\"type\":\"message\",\"agent_id\":\"main\",\"parent_agent_id\":null,\"timestamp\":\"t\",\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n{\"type\":\"end\",\"status\":\"completed\"}\n",
+        )
+        .unwrap();
+        let r = load(&p).unwrap();
+        assert!(r.header.is_none());
+        assert_eq!(r.history.len(), 1);
+    }
+
+    #[test]
+    fn a_damaged_line_is_an_error_with_its_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        std::fs::write(&p, "{\"type\":\"end\"}\n{\"type\": oops}\n").unwrap();
+        let e = load(&p).unwrap_err().to_string();
+        assert!(e.contains("main.jsonl:2:"), "{e}");
+    }
+
+    #[test]
+    fn a_newer_version_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        let mut h = serde_json::to_value(header()).unwrap();
+        h["version"] = json!(TRANSCRIPT_VERSION + 1);
+        Transcript::open(p.clone(), "main", None).record("session", h);
+        assert!(matches!(load(&p), Err(ResumeError::TooNew { .. })));
+    }
+
+    #[test]
+    fn ids_that_could_leave_the_folder_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for id in ["../x", "/etc", "20260101T120000-0123abc/", ""] {
+            assert!(matches!(
+                session_folder(dir.path(), id),
+                Err(ResumeError::BadId(_))
+            ));
+        }
+    }
+
+    /// A crash can stop a write anywhere: every prefix of a transcript
+    /// either reads back as a prefix of its messages (the cut line
+    /// dropped) or — never, for files cadre wrote — fails with a position.
+    #[test]
+    fn every_cut_point_reads_back_a_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        let written = sample(&p);
+        let bytes = std::fs::read(&p).unwrap();
+        let mut seen = 0;
+        for cut in 0..=bytes.len() {
+            let r = parse(&p, &bytes[..cut]).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            assert_eq!(r.history[..], written[..r.history.len()], "cut {cut}");
+            assert!(
+                r.history.len() >= seen,
+                "cut {cut}: fewer messages than a shorter cut"
+            );
+            seen = r.history.len();
+            assert!(r.complete_len <= cut as u64);
+        }
+        assert_eq!(seen, written.len());
+    }
+}

@@ -1,0 +1,222 @@
+"""Drives cadre with the Claude Agent SDK for Python, as a user's program would.
+
+Run by tests/suite/sdk.rs against the fake model server:
+
+    .ci/venv/bin/python tests/sdk/drive.py SCENARIO
+
+with CADRE_BIN (the binary under test) and CADRE_PROJECT (the working
+directory) in the environment. Each scenario checks what the SDK hands its
+caller and prints one JSON line with what it saw, for the Rust side to check
+against the requests the fake server recorded. Any failed check raises, and
+the process exits non-zero with the traceback on stderr.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from claude_agent_sdk import (
+    AgentDefinition,
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    HookMatcher,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ResultMessage,
+    SystemMessage,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+    query,
+)
+
+
+def options(**kw):
+    return ClaudeAgentOptions(
+        cli_path=os.environ["CADRE_BIN"],
+        cwd=os.environ["CADRE_PROJECT"],
+        **kw,
+    )
+
+
+def texts(messages):
+    return [
+        b.text
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for b in m.content
+        if isinstance(b, TextBlock)
+    ]
+
+
+def tool_uses(messages):
+    return [
+        b
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for b in m.content
+        if isinstance(b, ToolUseBlock)
+    ]
+
+
+def tool_results(messages):
+    return [
+        b
+        for m in messages
+        if isinstance(m, UserMessage) and isinstance(m.content, list)
+        for b in m.content
+        if isinstance(b, ToolResultBlock)
+    ]
+
+
+def result_of(messages):
+    results = [m for m in messages if isinstance(m, ResultMessage)]
+    assert len(results) == 1, f"one result per prompt, got {results}"
+    return results[0]
+
+
+def result_text(block):
+    content = block.content
+    if isinstance(content, list):
+        return "".join(c.get("text", "") for c in content)
+    return content or ""
+
+
+async def query_read():
+    """query() one-shot: the model reads a file; the answer comes back."""
+    messages = [m async for m in query(prompt="What do the notes say?", options=options(allowed_tools=["Read"]))]
+    init = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
+    assert init, "no init message"
+    assert init[0].data["claude_code_version"].startswith("2."), init[0].data
+    uses = tool_uses(messages)
+    assert [u.name for u in uses] == ["Read"], uses
+    results = tool_results(messages)
+    assert len(results) == 1 and "the notes say hello" in result_text(results[0]), results
+    result = result_of(messages)
+    assert result.subtype == "success" and not result.is_error, result
+    assert result.result == "The notes say hello.", result.result
+    assert result.num_turns == 2, result.num_turns
+    assert result.total_cost_usd is not None and result.total_cost_usd > 0, result.total_cost_usd
+    return {"session_id": result.session_id, "result": result.result}
+
+
+async def multi_turn():
+    """ClaudeSDKClient: two prompts in one session; the second sees the first."""
+    async with ClaudeSDKClient(options=options()) as client:
+        await client.query("My name is Ada.")
+        first = [m async for m in client.receive_response()]
+        await client.query("What is my name?")
+        second = [m async for m in client.receive_response()]
+    r1, r2 = result_of(first), result_of(second)
+    assert r1.session_id == r2.session_id, (r1.session_id, r2.session_id)
+    assert r2.result == "Your name is Ada.", r2.result
+    return {"first": r1.result, "second": r2.result}
+
+
+async def deny_bash():
+    """A can_use_tool callback denies a Bash call; the model hears why."""
+    asked = []
+
+    async def can_use_tool(tool_name, tool_input, context):
+        asked.append({"tool": tool_name, "input": tool_input})
+        if tool_name == "Bash":
+            return PermissionResultDeny(message="no shell for you")
+        return PermissionResultAllow()
+
+    async with ClaudeSDKClient(options=options(can_use_tool=can_use_tool)) as client:
+        await client.query("Delete the build folder.")
+        messages = [m async for m in client.receive_response()]
+    assert [a["tool"] for a in asked] == ["Bash"], asked
+    assert asked[0]["input"]["command"] == "rm -rf build", asked
+    results = tool_results(messages)
+    assert len(results) == 1 and results[0].is_error, results
+    result = result_of(messages)
+    assert result.result == "I was not allowed to.", result.result
+    return {"asked": asked}
+
+
+async def interrupt():
+    """An interrupt stops a slow prompt; the session answers the next one."""
+    async with ClaudeSDKClient(options=options()) as client:
+        await client.query("Take your time.")
+        # Interrupt once cadre has started the prompt (its init message).
+        seen = []
+        async for m in client.receive_messages():
+            seen.append(m)
+            if isinstance(m, SystemMessage) and m.subtype == "init":
+                break
+        await client.interrupt()
+        first = seen + [m async for m in client.receive_response()]
+        await client.query("Now quickly.")
+        second = [m async for m in client.receive_response()]
+    r1, r2 = result_of(first), result_of(second)
+    assert r1.is_error and r1.subtype == "error_during_execution", r1
+    assert r2.result == "Quick answer.", r2
+    return {"interrupted": r1.subtype, "after": r2.result}
+
+
+async def custom_agents():
+    """agents= go through initialize; the model delegates to one."""
+    agents = {
+        "poet": AgentDefinition(
+            description="Writes short poems on request.",
+            prompt="You are the poet. Answer in verse.",
+            tools=["Read"],
+        )
+    }
+    messages = [m async for m in query(prompt="Write me a poem.", options=options(agents=agents))]
+    uses = tool_uses(messages)
+    assert uses and uses[0].name == "Agent" and uses[0].input["subagent_type"] == "poet", uses
+    child = [m for m in messages if isinstance(m, AssistantMessage) and m.parent_tool_use_id == uses[0].id]
+    assert child and texts(child) == ["Roses are red."], child
+    result = result_of(messages)
+    assert result.result == "The poet wrote: Roses are red.", result.result
+    return {"agent_call": uses[0].id}
+
+
+async def pre_tool_hook():
+    """A Python hook fires on PreToolUse and blocks the call."""
+    fired = []
+
+    async def guard(hook_input, tool_use_id, context):
+        fired.append(
+            {
+                "event": hook_input["hook_event_name"],
+                "tool": hook_input["tool_name"],
+                "command": hook_input["tool_input"].get("command"),
+                "tool_use_id": tool_use_id,
+            }
+        )
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "deny",
+                "permissionDecisionReason": "the guard hook says no",
+            }
+        }
+
+    hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[guard])]}
+    async with ClaudeSDKClient(options=options(hooks=hooks, allowed_tools=["Bash"])) as client:
+        await client.query("List the files.")
+        messages = [m async for m in client.receive_response()]
+    assert fired == [
+        {"event": "PreToolUse", "tool": "Bash", "command": "ls", "tool_use_id": "toolu_ls"}
+    ], fired
+    results = tool_results(messages)
+    assert len(results) == 1 and results[0].is_error, results
+    assert "the guard hook says no" in result_text(results[0]), results
+    return {"fired": fired}
+
+
+SCENARIOS = {
+    f.__name__: f
+    for f in [query_read, multi_turn, deny_bash, interrupt, custom_agents, pre_tool_hook]
+}
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    seen = asyncio.run(SCENARIOS[name]())
+    print(json.dumps({"scenario": name, "ok": True, "seen": seen}))

@@ -1,0 +1,993 @@
+//! `cadre -p` and the Agent SDK's protocol, through the binary and the fake
+//! server: Claude Code's flags, stream-json output and input, the control
+//! protocol, cost and the budget stop.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{Project, is_main_session, last_tool_results, result_text, tool_names};
+use super::kit::{FakeServer, RecordedRequest, Reply, anthropic};
+
+fn types(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| match l["subtype"].as_str() {
+            Some(s) if l["type"] == "system" => format!("system/{s}"),
+            _ => l["type"].as_str().unwrap_or("?").to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn print_mode_answers_in_text() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("Paris")]);
+    let run = p.run(Some(&server), &["-p", "capital of France?"]);
+    run.ok();
+    assert_eq!(run.stdout.trim(), "Paris");
+    assert_eq!(server.request(0).last_user_text(), "capital of France?");
+}
+
+#[test]
+fn json_output_is_one_result_object_with_cost() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::message()
+        .text("four")
+        .usage(1_000_000, 100_000)
+        .reply()]);
+    let run = p.run(Some(&server), &["-p", "2+2", "--output-format", "json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["type"], "result");
+    assert_eq!(v["subtype"], "success");
+    assert_eq!(v["is_error"], false);
+    assert_eq!(v["result"], "four");
+    assert_eq!(v["num_turns"], 1);
+    assert_eq!(v["usage"]["input_tokens"], 1_000_000);
+    assert!(v["duration_ms"].is_u64() && v["duration_api_ms"].is_u64());
+    // claude-sonnet-4-5 at $3 / $15 per million: 3 + 1.5.
+    let cost = v["total_cost_usd"].as_f64().unwrap();
+    assert!((cost - 4.5).abs() < 1e-6, "{cost}");
+    assert!(
+        (v["modelUsage"]["claude-sonnet-4-5"]["costUSD"]
+            .as_f64()
+            .unwrap()
+            - 4.5)
+            .abs()
+            < 1e-6
+    );
+    assert!(v["session_id"].as_str().is_some_and(|s| !s.is_empty()));
+}
+
+#[test]
+fn stream_json_starts_with_init_and_ends_with_result() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Glob", json!({"pattern": "*.txt"})),
+        anthropic::text_reply("none found"),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "find", "--output-format", "stream-json", "--verbose"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    assert_eq!(
+        types(&lines),
+        ["system/init", "assistant", "user", "assistant", "result"],
+        "{lines:#?}"
+    );
+    let init = &lines[0];
+    assert_eq!(init["model"], "claude-sonnet-4-5");
+    assert_eq!(init["permissionMode"], "default");
+    assert!(
+        init["claude_code_version"]
+            .as_str()
+            .unwrap()
+            .starts_with("2.")
+    );
+    assert!(
+        init["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == "Read")
+    );
+    assert!(
+        init["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "general-purpose")
+    );
+    assert_eq!(
+        init["cwd"],
+        p.path().canonicalize().unwrap().display().to_string()
+    );
+    let sid = init["session_id"].as_str().unwrap();
+    assert!(lines.iter().all(|l| l["session_id"] == sid));
+    assert_eq!(lines[1]["message"]["model"], "claude-sonnet-4-5");
+    assert_eq!(lines[1]["message"]["stop_reason"], "tool_use");
+    assert_eq!(lines[1]["message"]["usage"]["output_tokens"], 5);
+    assert_eq!(lines[2]["message"]["content"][0]["tool_use_id"], "toolu_1");
+    assert_eq!(lines[4]["result"], "none found");
+    assert_eq!(lines[4]["num_turns"], 2);
+}
+
+#[test]
+fn partial_messages_stream_text_deltas_before_the_message() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("hello there")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "hi",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let events: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "stream_event")
+        .map(|l| l["event"]["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(events.first(), Some(&"message_start"));
+    assert_eq!(events.last(), Some(&"message_stop"));
+    let text: String = lines
+        .iter()
+        .filter(|l| l["event"]["type"] == "content_block_delta")
+        .map(|l| l["event"]["delta"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "hello there");
+    let last_partial = lines
+        .iter()
+        .rposition(|l| l["type"] == "stream_event")
+        .unwrap();
+    let assistant = lines.iter().position(|l| l["type"] == "assistant").unwrap();
+    assert!(last_partial < assistant);
+    // Without the flag, no partials.
+    let server = FakeServer::start([anthropic::text_reply("x")]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "hi", "--output-format", "stream-json"],
+    );
+    assert!(!run.stdout.contains("stream_event"));
+}
+
+/// The main session delegates to a named agent, which reads a file.
+fn delegating_server() -> FakeServer {
+    FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match super::harness::assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "read it", "prompt": "read notes.txt", "subagent_type": "reader"}),
+                ),
+                _ => anthropic::text_reply("main done"),
+            };
+        }
+        match super::harness::assistant_turns(r) {
+            0 => anthropic::tool_use_reply("toolu_read", "Read", json!({"file_path": "notes.txt"})),
+            _ => anthropic::text_reply("notes say hi"),
+        }
+    })
+}
+
+const READER: &str =
+    "---\nname: reader\ndescription: Reads files\ntools: Read\n---\nYou read files.\n";
+
+#[test]
+fn sub_agent_messages_carry_the_agent_calls_id() {
+    let p = Project::new();
+    p.write(".claude/agents/reader.md", READER);
+    p.write("notes.txt", "hi");
+    let server = delegating_server();
+    let run = p.run(
+        Some(&server),
+        &["-p", "go", "--output-format", "stream-json", "--verbose"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let child: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
+        .collect();
+    let kinds: Vec<&str> = child.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    // The sub-agent's Read call, its result, its answer.
+    assert_eq!(kinds, ["assistant", "user", "assistant"], "{lines:#?}");
+    assert_eq!(child[0]["message"]["content"][0]["name"], "Read");
+    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    let start = lines
+        .iter()
+        .find(|l| l["type"] == "subagent_start")
+        .unwrap();
+    assert_eq!(start["tool_use_id"], "toolu_agent");
+    assert_eq!(start["agent_type"], "reader");
+    // The main session's result for the Agent call comes back unparented.
+    assert!(lines.iter().any(|l| l["type"] == "user"
+        && l["parent_tool_use_id"].is_null()
+        && l["message"]["content"][0]["tool_use_id"] == "toolu_agent"));
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "main done");
+    assert_eq!(result["num_turns"], 2);
+}
+
+#[test]
+fn tool_flags_shape_the_tool_list_and_the_rules() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--tools",
+            "Read,Glob,Bash",
+            "--disallowedTools",
+            "Bash",
+        ],
+    )
+    .ok();
+    let names = tool_names(&server.request(0).json);
+    assert_eq!(names, ["Glob", "Read"], "{names:?}");
+
+    // A Bash rule from --allowedTools lets the command run without asking;
+    // without it a non-interactive session denies it.
+    let bash_then_done = || {
+        FakeServer::start([
+            anthropic::tool_use_reply(
+                "toolu_b",
+                "Bash",
+                json!({"command": "echo hello-from-bash"}),
+            ),
+            anthropic::text_reply("done"),
+        ])
+    };
+    let server = bash_then_done();
+    p.run(
+        Some(&server),
+        &["-p", "x", "--allowed-tools", "Bash(echo:*)"],
+    )
+    .ok();
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("hello-from-bash"), "{r}");
+    let server = bash_then_done();
+    p.run(Some(&server), &["-p", "x"]).ok();
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+
+    // --settings brings permission rules too.
+    let server = bash_then_done();
+    p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--settings",
+            r#"{"permissions": {"allow": ["Bash"]}, "theme": "dark"}"#,
+        ],
+    )
+    .ok();
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("hello-from-bash"), "{r}");
+}
+
+#[test]
+fn system_prompt_flags_replace_and_append() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--system-prompt",
+            "You are a pirate.",
+            "--append-system-prompt",
+            "Say arr.",
+        ],
+    )
+    .ok();
+    let sys = server.request(0).system_text();
+    assert!(sys.starts_with("You are a pirate."), "{sys}");
+    assert!(sys.trim_end().ends_with("Say arr."), "{sys}");
+    p.run(
+        Some(&server),
+        &["-p", "x", "--append-system-prompt", "Say arr."],
+    )
+    .ok();
+    let sys = server.request(1).system_text();
+    assert!(!sys.contains("pirate"));
+    assert!(sys.trim_end().ends_with("Say arr."), "{sys}");
+}
+
+#[test]
+fn max_turns_gives_error_max_turns_and_exit_1() {
+    let p = Project::new();
+    let server =
+        FakeServer::route(|_| anthropic::tool_use_reply("t", "Glob", json!({"pattern": "*"})));
+    let run = p.run(
+        Some(&server),
+        &["-p", "loop", "--max-turns", "2", "--output-format", "json"],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_max_turns");
+    assert_eq!(v["is_error"], true);
+    assert_eq!(v["num_turns"], 2);
+    assert_eq!(server.request_count(), 2);
+}
+
+#[test]
+fn the_budget_stops_the_session() {
+    let p = Project::new();
+    // Each response costs $3 (a million input tokens of claude-sonnet-4-5).
+    let server = FakeServer::route(|_| {
+        anthropic::message()
+            .tool_use("t", "Glob", json!({"pattern": "*"}))
+            .usage(1_000_000, 0)
+            .reply()
+    });
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "spend",
+            "--max-budget-usd",
+            "5",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_max_budget_usd");
+    assert_eq!(v["is_error"], true);
+    assert!(
+        (v["total_cost_usd"].as_f64().unwrap() - 6.0).abs() < 1e-6,
+        "{v}"
+    );
+    assert_eq!(
+        server.request_count(),
+        2,
+        "stops after the response that crossed $5"
+    );
+    assert!(run.stderr.contains("max-budget-usd"), "{}", run.stderr);
+}
+
+#[test]
+fn unsupported_flags_say_so() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--fallback-model",
+            "haiku",
+            "--setting-sources",
+            "user,project",
+        ],
+    );
+    run.ok();
+    for flag in ["--fallback-model", "--setting-sources"] {
+        assert!(
+            run.stderr.contains(&format!("not supported: {flag}")),
+            "{flag}: {}",
+            run.stderr
+        );
+    }
+    // --add-dir is checked and used as `cadre run --add-dir` is.
+    let run = p.run(Some(&server), &["-p", "x", "--add-dir", "no-such-dir"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--add-dir"), "{}", run.stderr);
+    let run = p.run(Some(&server), &["-p", "x", "--resume", "abc"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--resume"), "{}", run.stderr);
+    let run = p.run(Some(&server), &["-p", "x", "--setting-sources", "everyone"]);
+    assert_eq!(run.code, 2);
+    let run = p.run(Some(&server), &["-p", "x", "--mcp-config", "{not json"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--mcp-config (inline JSON):1:"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn version_and_subcommands_live_side_by_side() {
+    let p = Project::new();
+    let run = p.run(None, &["--version"]);
+    run.ok();
+    let first = run.stdout.split_whitespace().next().unwrap();
+    assert!(first.starts_with("2."), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains(&format!("cadre {}", env!("CARGO_PKG_VERSION")))
+    );
+    p.run(None, &["agents", "list"]).ok();
+    let run = p.run(None, &[]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("-p"), "{}", run.stderr);
+    // A mistyped command is not sent to a model as a prompt.
+    let server = FakeServer::start([]);
+    let run = p.run(Some(&server), &["agnets"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("unknown command `agnets`"),
+        "{}",
+        run.stderr
+    );
+    // Claude Code's flags do not silently vanish in front of a subcommand.
+    let run = p.run(Some(&server), &["--model", "haiku", "run", "hi"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("without a subcommand"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(server.request_count(), 0);
+    // Global options still come before a subcommand.
+    p.run(None, &["--config", "cadre.toml", "agents", "list"])
+        .ok();
+}
+
+#[test]
+fn session_id_and_mcp_config_are_used() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--output-format",
+            "stream-json",
+            "--session-id",
+            "0b7d5c9e-1111-4222-8333-444455556666",
+            "--mcp-config",
+            r#"{"mcpServers": {"broken": {"command": "/nonexistent/server"}, "inproc": {"type": "sdk", "name": "inproc"}}}"#,
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    assert_eq!(
+        lines[0]["session_id"],
+        "0b7d5c9e-1111-4222-8333-444455556666"
+    );
+    assert!(
+        lines[0]["mcp_servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "broken"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        run.stderr.contains("SDK MCP server `inproc`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        p.path()
+            .join(".cadre/sessions/0b7d5c9e-1111-4222-8333-444455556666")
+            .is_dir()
+    );
+}
+
+/// A cadre process driven over stdin/stdout, as an SDK drives it.
+struct Driven {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<Value>,
+    seen: Vec<Value>,
+}
+
+impl Driven {
+    fn start(p: &Project, server: &FakeServer, extra: &[&str]) -> Driven {
+        let mut cmd = p.command(Some(server));
+        cmd.args([
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Driven {
+            child,
+            stdin,
+            lines: rx,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn user(&mut self, text: &str) {
+        self.send(
+            json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
+                         "message": {"role": "user", "content": text}}),
+        );
+    }
+
+    /// The next line that satisfies `f` (lines before it are kept in `seen`).
+    fn until(&mut self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap_or_else(|_| panic!("no {what}; saw {:#?}", self.seen));
+            self.seen.push(v.clone());
+            if f(&v) {
+                return v;
+            }
+        }
+    }
+
+    fn finish(mut self) -> i32 {
+        drop(self.stdin.take());
+        while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(20)) {
+            self.seen.push(v);
+        }
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
+fn is_result(v: &Value) -> bool {
+    v["type"] == "result"
+}
+
+#[test]
+fn sdk_invocation_initializes_and_runs_many_turns() {
+    let mut p = Project::new();
+    p.config("");
+    let server = FakeServer::route(|r: &RecordedRequest| {
+        if r.last_user_text().contains("second") {
+            anthropic::text_reply("two")
+        } else {
+            anthropic::text_reply("one")
+        }
+    });
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": null,
+                              "agents": {"poet": {"description": "Writes poems", "prompt": "You write poems."}}}}));
+    let r = d.until("initialize response", |v| v["type"] == "control_response");
+    assert_eq!(r["response"]["subtype"], "success", "{r}");
+    assert_eq!(r["response"]["request_id"], "req_1");
+    d.user("first");
+    let init = d.until("init", |v| v["subtype"] == "init");
+    assert!(
+        init["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "poet"),
+        "{init}"
+    );
+    let first = d.until("first result", is_result);
+    assert_eq!(first["result"], "one");
+    d.user("second");
+    let second = d.until("second result", is_result);
+    assert_eq!(second["result"], "two");
+    assert_eq!(d.finish(), 0);
+    // The second request carries the first exchange.
+    let req = server.request(1);
+    let texts: Vec<String> = req.messages().iter().map(|m| m.to_string()).collect();
+    assert_eq!(req.messages().len(), 3, "{texts:#?}");
+    assert!(texts[1].contains("one"));
+    // The agent from initialize is offered to the model.
+    assert!(server.request(0).body_str().contains("poet"));
+}
+
+#[test]
+fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_b", "Bash", json!({"command": "rm -rf build"})),
+        anthropic::text_reply("ok, I won't"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("clean up");
+    let ask = d.until("can_use_tool", |v| v["type"] == "control_request");
+    assert_eq!(ask["request"]["subtype"], "can_use_tool");
+    assert_eq!(ask["request"]["tool_name"], "Bash");
+    assert_eq!(ask["request"]["input"]["command"], "rm -rf build");
+    assert_eq!(ask["request"]["tool_use_id"], "toolu_b");
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+                  "response": {"behavior": "deny", "message": "not today"}}}),
+    );
+    let result = d.until("result", is_result);
+    assert_eq!(result["result"], "ok, I won't");
+    assert_eq!(d.finish(), 0);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(
+        result_text(r).contains("not today"),
+        "the client's reason reaches the model: {r}"
+    );
+}
+
+#[test]
+fn hook_callbacks_from_initialize_can_block_a_tool() {
+    let p = Project::new();
+    p.write("secret.txt", "s3cret");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": "secret.txt"})),
+        anthropic::text_reply("blocked"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "PreToolUse": [{"matcher": "Read|Write", "hookCallbackIds": ["hook_0"]}]}}}));
+    d.until("initialize response", |v| v["type"] == "control_response");
+    d.user("read the secret");
+    let call = d.until("hook_callback", |v| v["type"] == "control_request");
+    assert_eq!(call["request"]["subtype"], "hook_callback");
+    assert_eq!(call["request"]["callback_id"], "hook_0");
+    assert_eq!(call["request"]["input"]["hook_event_name"], "PreToolUse");
+    assert_eq!(call["request"]["input"]["tool_name"], "Read");
+    let id = call["request_id"].as_str().unwrap().to_string();
+    d.send(json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+                  "response": {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                      "permissionDecision": "deny", "permissionDecisionReason": "secrets stay secret"}}}}));
+    d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true);
+    let text = result_text(r);
+    assert!(
+        text.contains("secrets stay secret") && !text.contains("s3cret"),
+        "{text}"
+    );
+}
+
+#[test]
+fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("too late").delayed(Duration::from_secs(30)),
+        anthropic::text_reply("fresh answer"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("slow one");
+    assert!(server.wait_for_requests(1, Duration::from_secs(10)));
+    d.send(json!({"type": "control_request", "request_id": "int_1", "request": {"subtype": "interrupt"}}));
+    let ack = d.until("interrupt ack", |v| v["type"] == "control_response");
+    assert_eq!(ack["response"]["subtype"], "success");
+    let r = d.until("interrupted result", is_result);
+    assert_eq!(r["subtype"], "error_during_execution");
+    assert_eq!(r["is_error"], true);
+    d.user("again");
+    let r = d.until("second result", is_result);
+    assert_eq!(r["result"], "fresh answer");
+    assert_eq!(d.finish(), 0);
+    // The interrupted prompt stays in the conversation, answered by a note.
+    let msgs = server.request(1).messages().to_vec();
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    assert_eq!(msgs[1]["role"], "assistant");
+}
+
+#[test]
+fn set_permission_mode_and_set_model_apply_to_the_next_prompt() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("first result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "m1",
+                  "request": {"subtype": "set_model", "model": "haiku"}}));
+    d.send(json!({"type": "control_request", "request_id": "m2",
+                  "request": {"subtype": "set_permission_mode", "mode": "acceptEdits"}}));
+    d.send(json!({"type": "control_request", "request_id": "m3",
+                  "request": {"subtype": "set_permission_mode", "mode": "sideways"}}));
+    let bad = d.until("m3", |v| v["response"]["request_id"] == "m3");
+    assert_eq!(bad["response"]["subtype"], "error");
+    d.user("two");
+    let init = d.until("second init", |v| v["subtype"] == "init");
+    assert_eq!(init["model"], "claude-haiku-4-5");
+    assert_eq!(init["permissionMode"], "acceptEdits");
+    d.until("second result", is_result);
+    assert_eq!(d.finish(), 0);
+    assert_eq!(server.request(1).json["model"], "claude-haiku-4-5");
+}
+
+#[test]
+fn a_bad_input_line_is_reported_and_skipped() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("fine")]);
+    let mut cmd = p.command(Some(&server));
+    cmd.args([
+        "--output-format",
+        "stream-json",
+        "--input-format",
+        "stream-json",
+    ])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{{not json").unwrap();
+        writeln!(
+            stdin,
+            r#"{{"type":"user","message":{{"role":"user","content":[{{"type":"text","text":"hi"}}]}}}}"#
+        )
+        .unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stdin:1:"), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .last()
+            .unwrap()
+            .contains("\"result\":\"fine\""),
+        "{stdout}"
+    );
+    let _ = Reply::status(200, "");
+}
+
+#[test]
+fn a_fork_is_reported_under_its_agent_call() {
+    let mut p = Project::new();
+    p.config(
+        "[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n",
+    );
+    let server = FakeServer::route(|r| {
+        if super::harness::is_fork_child(r) {
+            return anthropic::text_reply("fork finished");
+        }
+        match super::harness::assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_fork",
+                "Agent",
+                json!({"description": "split off", "prompt": "check the tests", "fork": true}),
+            ),
+            _ => anthropic::text_reply("merged"),
+        }
+    });
+    let run = p.run(
+        Some(&server),
+        &["-p", "go", "--output-format", "stream-json"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let start = lines
+        .iter()
+        .find(|l| l["type"] == "subagent_start")
+        .unwrap();
+    assert_eq!(start["fork"], true);
+    assert_eq!(start["tool_use_id"], "toolu_fork");
+    let child: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_fork")
+        .collect();
+    assert_eq!(child.len(), 1, "{lines:#?}");
+    assert_eq!(child[0]["message"]["content"][0]["text"], "fork finished");
+    assert_eq!(lines.last().unwrap()["result"], "merged");
+}
+
+fn background_server(child: impl Fn() -> Reply + Send + Sync + 'static) -> FakeServer {
+    FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match super::harness::assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "survey", "prompt": "survey", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("launched; waiting"),
+                _ => anthropic::text_reply("final answer"),
+            };
+        }
+        child()
+    })
+}
+
+#[test]
+fn a_background_task_reports_its_messages_and_end() {
+    let p = Project::new();
+    let server = background_server(|| {
+        anthropic::text_reply("survey result").delayed(Duration::from_millis(300))
+    });
+    let run = p.run(
+        Some(&server),
+        &["-p", "go", "--output-format", "stream-json"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let t = types(&lines);
+    let pos = |what: &str| t.iter().position(|x| x == what).unwrap();
+    assert!(pos("subagent_start") < pos("subagent_end"), "{t:?}");
+    let launched = lines
+        .iter()
+        .find(|l| l["type"] == "user" && l["parent_tool_use_id"].is_null())
+        .unwrap();
+    assert!(
+        launched["message"]["content"][0]["content"]
+            .to_string()
+            .contains("Async agent launched"),
+        "{launched}"
+    );
+    let child = lines
+        .iter()
+        .find(|l| l["parent_tool_use_id"] == "toolu_bg")
+        .unwrap();
+    assert_eq!(child["message"]["content"][0]["text"], "survey result");
+    let end = lines.iter().find(|l| l["type"] == "subagent_end").unwrap();
+    assert_eq!(end["status"], "completed");
+    let result = lines.last().unwrap();
+    assert_eq!(result["result"], "final answer");
+    assert_eq!(result["num_turns"], 3);
+}
+
+#[test]
+fn the_budget_stop_ends_background_children_too() {
+    let p = Project::new();
+    // The background child keeps working, $3 a response.
+    let server = background_server(|| {
+        anthropic::message()
+            .tool_use("toolu_g", "Glob", json!({"pattern": "*"}))
+            .usage(1_000_000, 0)
+            .reply()
+            .delayed(Duration::from_millis(100))
+    });
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "go",
+            "--max-budget-usd",
+            "5",
+            "--output-format",
+            "json",
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_max_budget_usd");
+    let meta = p.meta_files();
+    assert_eq!(meta.len(), 1);
+    assert_eq!(meta[0]["status"], "killed", "{meta:?}");
+    let spent = v["total_cost_usd"].as_f64().unwrap();
+    assert!((5.0..6.1).contains(&spent), "{spent}");
+}
+
+#[test]
+fn model_mode_agent_and_prompt_file_flags() {
+    let p = Project::new();
+    p.write(".claude/agents/reader.md", READER);
+    p.write("prompt.txt", "You are terse.");
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--output-format",
+            "stream-json",
+            "--model",
+            "haiku",
+            "--permission-mode",
+            "plan",
+            "--system-prompt-file",
+            "prompt.txt",
+        ],
+    );
+    run.ok();
+    let init = &run.json_lines()[0];
+    assert_eq!(init["model"], "claude-haiku-4-5");
+    assert_eq!(init["model_source"], "flag");
+    assert_eq!(init["permissionMode"], "plan");
+    assert_eq!(server.request(0).json["model"], "claude-haiku-4-5");
+    assert!(
+        server
+            .request(0)
+            .system_text()
+            .starts_with("You are terse.")
+    );
+    // --agent runs as that agent, with its tools.
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--agent",
+            "reader",
+            "--dangerously-skip-permissions",
+            "--output-format",
+            "stream-json",
+        ],
+    );
+    run.ok();
+    let init = &run.json_lines()[0];
+    assert_eq!(init["tools"], json!(["Read"]));
+    assert_eq!(init["permissionMode"], "bypassPermissions");
+    assert!(server.request(1).system_text().contains("You read files."));
+    let run = p.run(Some(&server), &["-p", "x", "--permission-mode", "sideways"]);
+    assert_eq!(run.code, 2);
+}
+
+#[test]
+fn continue_fork_session_and_strict_mcp_say_what_cadre_cannot_do() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    for flag in ["--continue", "--fork-session"] {
+        let run = p.run(Some(&server), &["-p", "x", flag]);
+        assert_eq!(run.code, 2, "{flag}");
+        assert!(
+            run.stderr.contains("not supported by cadre yet"),
+            "{}",
+            run.stderr
+        );
+    }
+    assert_eq!(server.request_count(), 0);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "x",
+            "--strict-mcp-config",
+            "--mcp-config",
+            r#"{"mcpServers": {}}"#,
+        ],
+    );
+    run.ok();
+    assert!(
+        run.stderr.contains("not supported: --strict-mcp-config"),
+        "{}",
+        run.stderr
+    );
+    // --permission-prompt-tool stdio needs answers on stdin.
+    let run = p.run(
+        Some(&server),
+        &["-p", "x", "--permission-prompt-tool", "stdio"],
+    );
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("--input-format stream-json"),
+        "{}",
+        run.stderr
+    );
+}

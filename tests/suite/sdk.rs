@@ -1,0 +1,166 @@
+//! The Claude Agent SDK for Python (from PyPI, a client nobody here wrote)
+//! driving cadre through `cli_path`, against the fake model server. The SDK
+//! is installed into `.ci/venv` by `scripts/test-deps-sdk`; without it these
+//! tests fail and say how to install it.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{Project, assistant_turns, last_tool_results, result_text};
+use super::kit::{FakeServer, RecordedRequest, TEST_KEY, anthropic};
+
+fn python() -> PathBuf {
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/venv");
+    let python = venv.join("bin/python");
+    assert!(
+        python.is_file(),
+        "{} is missing: the SDK tests need the Claude Agent SDK for Python; \
+         install it with scripts/test-deps-sdk",
+        venv.display()
+    );
+    python
+}
+
+/// Runs one scenario of tests/sdk/drive.py; returns what it saw.
+fn drive(p: &Project, server: &FakeServer, scenario: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/drive.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(scenario)
+        .current_dir(p.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("NO_COLOR", "1")
+        .env("CADRE_BIN", env!("CARGO_BIN_EXE_cadre"))
+        .env("CADRE_PROJECT", p.path())
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", TEST_KEY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "scenario {scenario} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{scenario}: last line is not JSON ({e}): {stdout}\n{stderr}"));
+    assert_eq!(v["ok"], true, "{v}");
+    v["seen"].clone()
+}
+
+fn turn(r: &RecordedRequest) -> usize {
+    assistant_turns(r)
+}
+
+#[test]
+fn sdk_query_runs_a_read_round_trip() {
+    let p = Project::new();
+    p.write("notes.txt", "the notes say hello\n");
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_read", "Read", json!({"file_path": "notes.txt"})),
+        _ => anthropic::text_reply("The notes say hello."),
+    });
+    let seen = drive(&p, &server, "query_read");
+    assert_eq!(server.request_count(), 2);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("the notes say hello"), "{r}");
+    assert!(
+        p.path()
+            .join(".cadre/sessions")
+            .join(seen["session_id"].as_str().unwrap())
+            .is_dir()
+    );
+}
+
+#[test]
+fn sdk_client_keeps_one_conversation_over_two_prompts() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.last_user_text().contains("What is my name") {
+            if r.body_str().contains("Ada") {
+                anthropic::text_reply("Your name is Ada.")
+            } else {
+                anthropic::text_reply("I don't know.")
+            }
+        } else {
+            anthropic::text_reply("Nice to meet you.")
+        }
+    });
+    drive(&p, &server, "multi_turn");
+    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.request(1).messages().len(), 3);
+}
+
+#[test]
+fn sdk_can_use_tool_denies_bash() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_rm", "Bash", json!({"command": "rm -rf build"})),
+        _ => anthropic::text_reply("I was not allowed to."),
+    });
+    p.write("build/keep.txt", "still here");
+    drive(&p, &server, "deny_bash");
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true);
+    assert!(result_text(r).contains("no shell for you"), "{r}");
+    assert_eq!(p.read("build/keep.txt"), "still here");
+}
+
+#[test]
+fn sdk_interrupt_stops_a_prompt_and_the_next_one_runs() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.last_user_text().contains("Take your time") {
+            anthropic::text_reply("Too late.").delayed(Duration::from_secs(30))
+        } else {
+            anthropic::text_reply("Quick answer.")
+        }
+    });
+    let seen = drive(&p, &server, "interrupt");
+    assert_eq!(seen["interrupted"], "error_during_execution");
+}
+
+#[test]
+fn sdk_agents_arrive_through_initialize_and_are_used() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains("You are the poet") {
+            return anthropic::text_reply("Roses are red.");
+        }
+        match turn(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_poet",
+                "Agent",
+                json!({"description": "a poem", "prompt": "Write a poem.", "subagent_type": "poet"}),
+            ),
+            _ => anthropic::text_reply("The poet wrote: Roses are red."),
+        }
+    });
+    drive(&p, &server, "custom_agents");
+    let child = server
+        .requests()
+        .into_iter()
+        .find(|r| r.system_text().contains("You are the poet"))
+        .expect("a request of the poet agent");
+    let tools: Vec<String> = super::harness::tool_names(&child.json);
+    assert_eq!(tools, ["Read"], "the agent's own tool list");
+}
+
+#[test]
+fn sdk_pre_tool_use_hook_fires_and_blocks() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_ls", "Bash", json!({"command": "ls"})),
+        _ => anthropic::text_reply("Blocked."),
+    });
+    drive(&p, &server, "pre_tool_hook");
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("the guard hook says no"), "{r}");
+}

@@ -1,0 +1,699 @@
+//! Long-lived sessions through the binary: resume and continue from the
+//! transcript, `cadre sessions`, and a resumed session's requests compared
+//! byte for byte with those of a session that never stopped.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::Project;
+use super::kit::{FakeServer, anthropic};
+
+/// The session folders under the project's transcript folder.
+fn session_ids(p: &Project) -> BTreeSet<String> {
+    std::fs::read_dir(p.path().join(".cadre/sessions"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `cadre chat ARGS` with `input` on stdin; panics unless it succeeds.
+fn chat(p: &Project, server: &FakeServer, args: &[&str], input: &str) {
+    let mut child = p
+        .command(Some(server))
+        .arg("chat")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The only id in `after` that is not in `before`.
+fn new_id(before: &BTreeSet<String>, after: &BTreeSet<String>) -> String {
+    let new: Vec<&String> = after.difference(before).collect();
+    assert_eq!(new.len(), 1, "one new session: {new:?}");
+    new[0].clone()
+}
+
+fn first_turn_replies(file: &str) -> Vec<super::kit::Reply> {
+    vec![
+        anthropic::tool_use_reply("toolu_1", "Read", json!({"file_path": file})),
+        anthropic::text_reply("read it"),
+    ]
+}
+
+#[test]
+fn a_resumed_chat_sends_the_bytes_an_uninterrupted_one_would() {
+    let p = Project::new();
+    let file = p.write("notes.txt", "alpha\n");
+    let file = file.to_str().unwrap();
+
+    // Uninterrupted: two prompts in one process.
+    let mut replies = first_turn_replies(file);
+    replies.push(anthropic::text_reply("second"));
+    let whole = FakeServer::start(replies);
+    chat(&p, &whole, &[], "one\ntwo\n");
+    assert_eq!(whole.request_count(), 3);
+
+    // Interrupted: the first prompt, the process ends, then a new process
+    // resumes the session with the second prompt.
+    let before = session_ids(&p);
+    let first = FakeServer::start(first_turn_replies(file));
+    chat(&p, &first, &[], "one\n");
+    let id = new_id(&before, &session_ids(&p));
+    let resumed = FakeServer::start([anthropic::text_reply("second")]);
+    chat(&p, &resumed, &["--resume", &id], "two\n");
+
+    assert_eq!(resumed.request_count(), 1);
+    assert_eq!(
+        resumed.request(0).body_str(),
+        whole.request(2).body_str(),
+        "the resumed request differs from the uninterrupted one"
+    );
+    // The resumed process wrote to the same session, no new folder.
+    assert_eq!(session_ids(&p).len(), 2);
+    resumed.assert_invariants();
+}
+
+#[test]
+fn continue_picks_the_latest_session_and_fork_leaves_it_alone() {
+    let p = Project::new();
+    let s1 = FakeServer::start([anthropic::text_reply("first")]);
+    assert_eq!(p.run(Some(&s1), &["run", "older task"]).code, 0);
+    std::thread::sleep(Duration::from_millis(20));
+    let s2 = FakeServer::start([anthropic::text_reply("second")]);
+    assert_eq!(p.run(Some(&s2), &["run", "newer task"]).code, 0);
+    let ids = session_ids(&p);
+
+    let s3 = FakeServer::start([anthropic::text_reply("third")]);
+    let r = p.run(Some(&s3), &["run", "--continue", "--fork-session", "go on"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let texts: Vec<String> = s3
+        .request(0)
+        .messages()
+        .iter()
+        .map(|m| m["content"][0]["text"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(texts, ["newer task", "second", "go on"]);
+    // The fork is a new session; the one it came from did not change.
+    let forked = new_id(&ids, &session_ids(&p));
+    let list = p.run(None, &["sessions", "list", "--json"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows.len(), 3);
+    let row = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(row(&forked)["messages"], 4);
+    assert_eq!(row(&forked)["turns"], 2);
+    // Two responses of 10 tokens in and 5 out, at claude-sonnet-4's
+    // default price ($3 and $15 per million).
+    let cost = row(&forked)["cost_usd"].as_f64().unwrap();
+    assert!((cost - 0.000_21).abs() < 1e-9, "{cost}");
+    for id in &ids {
+        assert_eq!(row(id)["messages"], 2, "{id} unchanged");
+        assert_eq!(row(id)["model"], "claude-sonnet-4-5");
+    }
+    // The latest session is the fork now.
+    assert_eq!(rows.last().unwrap()["id"], forked.as_str());
+
+    let rm = p.run(None, &["sessions", "rm", &forked]);
+    assert_eq!(rm.code, 0, "{}", rm.stderr);
+    assert_eq!(session_ids(&p), ids);
+}
+
+#[test]
+fn resume_refuses_unknown_or_hostile_ids_clearly() {
+    let p = Project::new();
+    let s = FakeServer::start([]);
+    for id in ["../../etc", "20260101T120000-deadbeef"] {
+        let r = p.run(Some(&s), &["run", "--resume", id, "x"]);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stderr.contains(id), "{}", r.stderr);
+    }
+    let r = p.run(Some(&s), &["run", "--continue", "x"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("no session to continue"), "{}", r.stderr);
+    let r = p.run(Some(&s), &["run", "--fork-session", "x"]);
+    assert_eq!(r.code, 2);
+    assert_eq!(s.request_count(), 0);
+}
+
+#[test]
+fn resume_after_kill_9_mid_turn_answers_each_tool_call_once() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::tool_use_reply(
+        "toolu_slow",
+        "Bash",
+        json!({"command": "sleep 3", "description": "wait"}),
+    )]);
+    let mut child = p
+        .command(Some(&server))
+        .args([
+            "run",
+            "--permission-mode",
+            "bypassPermissions",
+            "start the work",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the assistant's tool call is in the transcript, then
+    // kill the process without letting it write anything more.
+    let started = Instant::now();
+    let main = loop {
+        let found = session_ids(&p)
+            .into_iter()
+            .next()
+            .map(|id| p.path().join(".cadre/sessions").join(id).join("main.jsonl"));
+        if let Some(f) = found
+            && std::fs::read_to_string(&f).is_ok_and(|t| t.contains("toolu_slow"))
+        {
+            break f;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "no tool call");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A crash can also leave half a line behind.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&main)
+        .unwrap();
+    f.write_all(b"{\"type\":\"message\",\"mess").unwrap();
+    drop(f);
+
+    let again = FakeServer::start([anthropic::text_reply("carried on")]);
+    let r = p.run(
+        Some(&again),
+        &[
+            "run",
+            "--continue",
+            "--permission-mode",
+            "bypassPermissions",
+            "go on",
+        ],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("carried on"));
+    again.assert_invariants();
+    let msgs = again.request(0).messages().to_vec();
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    assert_eq!(msgs[1]["content"][0]["id"], "toolu_slow");
+    let results: Vec<&Value> = msgs[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0]["tool_use_id"], "toolu_slow");
+    assert_eq!(results[0]["is_error"], true);
+    assert_eq!(
+        msgs[2]["content"].as_array().unwrap().last().unwrap()["text"],
+        "go on"
+    );
+    // The cut line was dropped: every line of the file parses now.
+    for line in std::fs::read_to_string(&main).unwrap().lines() {
+        serde_json::from_str::<Value>(line).unwrap();
+    }
+}
+
+/// `value` with every `cache_control` key removed (breakpoints move from
+/// request to request; everything else must stay).
+fn without_cache_control(mut value: Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("cache_control");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
+/// A project whose model has a 1000-token window, compacting at half.
+fn small_window() -> Project {
+    let mut p = Project::new();
+    p.config("[compact]\nthreshold = 0.5\n[compact.windows]\n\"claude-\" = 1000\n");
+    p
+}
+
+fn read_call(file: &str, input_tokens: u64) -> super::kit::Reply {
+    anthropic::message()
+        .tool_use("toolu_1", "Read", json!({"file_path": file}))
+        .usage(input_tokens, 10)
+        .reply()
+}
+
+fn compact_lines(p: &Project) -> Vec<Value> {
+    p.transcript_lines()
+        .into_iter()
+        .filter(|l| l["type"] == "compact")
+        .collect()
+}
+
+#[test]
+fn past_the_threshold_a_session_compacts_once_on_its_cached_prefix() {
+    let p = small_window();
+    let file = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 600),
+        anthropic::message()
+            .text("SUMMARY: read notes.txt")
+            .usage(50, 20)
+            .reply(),
+        anthropic::message().text("all done").usage(120, 5).reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look at the notes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "all done");
+    assert_eq!(server.request_count(), 3);
+    server.assert_invariants();
+
+    let before = without_cache_control(server.request(0).json);
+    let compaction = without_cache_control(server.request(1).json);
+    let after = without_cache_control(server.request(2).json);
+    // Same system, tools, model and sampling; the earlier messages as they
+    // were; only the instruction block added at the very end.
+    for key in ["system", "tools", "model", "max_tokens"] {
+        assert_eq!(compaction[key], before[key], "{key}");
+        assert_eq!(after[key], before[key], "{key}");
+    }
+    let msgs = compaction["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0], before["messages"][0]);
+    assert_eq!(msgs[1]["content"][0]["id"], "toolu_1");
+    let last = msgs[2]["content"].as_array().unwrap();
+    assert_eq!(last[0]["type"], "tool_result");
+    assert!(last[1]["text"].as_str().unwrap().contains("summary"));
+    // Then the summary replaces the first prompt; the last exchange stays.
+    let next = after["messages"].as_array().unwrap();
+    assert_eq!(next.len(), 3);
+    assert!(
+        next[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY: read notes.txt")
+    );
+    assert_eq!(next[1], msgs[1]);
+    assert_eq!(next[2]["content"].as_array().unwrap(), &last[..1]);
+
+    let lines = compact_lines(&p);
+    assert_eq!(lines.len(), 1, "compacted once");
+    assert_eq!(lines[0]["trigger"], "threshold");
+    // The transcript rebuilds the compacted history.
+    let list = p.run(None, &["sessions", "list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows[0]["messages"], 4);
+    assert_eq!(rows[0]["compactions"], 1);
+    assert_eq!(rows[0]["turns"], 2);
+}
+
+#[test]
+fn prompt_is_too_long_compacts_once_and_retries_once() {
+    let p = Project::new();
+    let file = p.write("notes.txt", "alpha\n");
+    let too_long = || {
+        super::kit::Reply::anthropic_error(
+            400,
+            "invalid_request_error",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        )
+    };
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 10),
+        too_long(),
+        anthropic::text_reply("SUMMARY"),
+        anthropic::text_reply("fits now"),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "fits now");
+    assert_eq!(server.request_count(), 4);
+    assert!(
+        server.request(3).messages()[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY")
+    );
+    assert_eq!(compact_lines(&p)[0]["trigger"], "overflow");
+
+    // Still too long after compacting: the run fails, no loop.
+    let p = Project::new();
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 10),
+        too_long(),
+        anthropic::text_reply("SUMMARY"),
+        too_long(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("prompt is too long"), "{}", r.stderr);
+    assert_eq!(server.request_count(), 4);
+}
+
+#[test]
+fn a_failed_compaction_leaves_history_and_transcript_untouched() {
+    let p = small_window();
+    let file = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 600),
+        super::kit::Reply::anthropic_error(400, "invalid_request_error", "nope"),
+        anthropic::message()
+            .text("done anyway")
+            .usage(100, 5)
+            .reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "done anyway");
+    assert_eq!(server.request_count(), 3);
+    // The normal request went out with the full history, no instruction.
+    let msgs = server.request(2).messages().to_vec();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0]["content"][0]["text"], "look");
+    assert_eq!(msgs[2]["content"].as_array().unwrap().len(), 1);
+    assert!(compact_lines(&p).is_empty());
+    let list = p.run(None, &["sessions", "list", "--json"]);
+    let rows: Vec<Value> = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(rows[0]["messages"], 4);
+}
+
+#[test]
+fn slash_compact_in_chat_summarises_on_the_cached_prefix_and_resume_keeps_it() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first"),
+        anthropic::text_reply("SUMMARY of one"),
+        anthropic::text_reply("second"),
+    ]);
+    chat(
+        &p,
+        &server,
+        &[],
+        "one\n/compact mention the word zebra\ntwo\n",
+    );
+    assert_eq!(server.request_count(), 3);
+    server.assert_invariants();
+    let first = without_cache_control(server.request(0).json);
+    let compaction = without_cache_control(server.request(1).json);
+    let msgs = compaction["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(msgs[0], first["messages"][0]);
+    assert_eq!(msgs[1]["content"][0]["text"], "first");
+    assert!(
+        msgs[2]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("zebra")
+    );
+    assert_eq!(compaction["system"], first["system"]);
+    assert_eq!(compaction["tools"], first["tools"]);
+    // The summary replaced everything; the next prompt joins it.
+    let after = server.request(2);
+    let next = after.messages();
+    assert_eq!(next.len(), 1);
+    assert!(
+        next[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY of one")
+    );
+    assert_eq!(next[0]["content"][1]["text"], "two");
+
+    // Resuming the compacted session sends the compacted history.
+    let id = session_ids(&p).into_iter().next().unwrap();
+    let again = FakeServer::start([anthropic::text_reply("third")]);
+    chat(&p, &again, &["--resume", &id], "three\n");
+    let msgs = again.request(0).messages().to_vec();
+    assert_eq!(msgs.len(), 3);
+    assert_eq!(
+        without_cache_control(msgs[0].clone()),
+        without_cache_control(next[0].clone())
+    );
+    assert_eq!(msgs[1]["content"][0]["text"], "second");
+    assert_eq!(msgs[2]["content"][0]["text"], "three");
+}
+
+/// A main agent that starts one background child whose model never
+/// answers, then waits. Returns the run and every main request's body.
+fn run_with_a_silent_child(config: &str) -> (super::harness::Run, Vec<String>, Project) {
+    use super::harness::{assistant_turns, is_main_session};
+    let mut p = Project::new();
+    p.config(config);
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "silent survey", "prompt": "survey", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("launched; waiting"),
+                _ => anthropic::text_reply("noted the failure"),
+            };
+        }
+        // The child's model says nothing for far longer than any limit.
+        anthropic::text_reply("too late").delayed(Duration::from_secs(20))
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    let mains = server
+        .requests()
+        .into_iter()
+        .filter(is_main_session)
+        .map(|r| r.body_str())
+        .collect();
+    (r, mains, p)
+}
+
+fn assert_ended_by(config: &str, setting: &str) {
+    let (r, mains, p) = run_with_a_silent_child(config);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "noted the failure");
+    assert_eq!(mains.len(), 3, "the failure wakes the main agent once");
+    let last = &mains[2];
+    assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
+    assert_eq!(last.matches(setting).count(), 1, "{last}");
+    assert!(last.contains("failed"), "{last}");
+    let metas = p.meta_files();
+    assert_eq!(metas.len(), 1);
+    assert_eq!(metas[0]["status"], "failed");
+    assert!(
+        metas[0]["error"].as_str().unwrap_or("").contains(setting),
+        "{:?}",
+        metas[0]
+    );
+}
+
+#[test]
+fn a_stalled_background_child_fails_with_one_notification_naming_the_limit() {
+    assert_ended_by(
+        "[agents]\nstall_timeout_ms = 300\n",
+        "agents.stall_timeout_ms",
+    );
+}
+
+#[test]
+fn a_child_past_its_wall_clock_limit_fails_naming_it() {
+    assert_ended_by(
+        "[agents]\nstall_timeout_ms = 0\ntask_timeout_ms = 300\n",
+        "agents.task_timeout_ms",
+    );
+}
+
+#[test]
+fn run_stops_waiting_for_children_at_its_ceiling() {
+    assert_ended_by(
+        "[agents]\nstall_timeout_ms = 0\nrun_wait_ceiling_ms = 300\n",
+        "agents.run_wait_ceiling_ms",
+    );
+}
+
+#[test]
+fn a_child_over_its_token_budget_fails_naming_it() {
+    use super::harness::{assistant_turns, is_main_session};
+    let mut p = Project::new();
+    p.config("[agents]\ntask_token_budget = 500\n");
+    p.write("notes.txt", "alpha\n");
+    let file = p.path().join("notes.txt").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_fg",
+                    "Agent",
+                    json!({"description": "costly survey", "prompt": "survey"}),
+                ),
+                _ => anthropic::text_reply("noted"),
+            };
+        }
+        // Every child turn reads again and costs 400 tokens.
+        anthropic::message()
+            .tool_use("toolu_r", "Read", json!({"file_path": file}))
+            .usage(390, 10)
+            .reply()
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Two child requests (400, then 800 tokens), none after the budget.
+    let children = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .count();
+    assert_eq!(children, 2);
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "failed");
+    assert!(
+        metas[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("agents.task_token_budget = 500"),
+        "{:?}",
+        metas[0]
+    );
+    server.assert_invariants();
+}
+
+#[test]
+fn pre_compact_hooks_run_with_the_trigger_before_the_summary_request() {
+    let mut p = small_window();
+    p.config("[[hooks.PreCompact]]\nmatcher = \"auto\"\ncommand = \"cat > pre-compact.json\"\n\n[[hooks.PreCompact]]\nmatcher = \"manual\"\ncommand = \"touch manual-ran\"\n");
+    let file = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        read_call(file.to_str().unwrap(), 600),
+        anthropic::message().text("SUMMARY").usage(50, 20).reply(),
+        anthropic::message().text("all done").usage(120, 5).reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let input: Value = serde_json::from_str(&p.read("pre-compact.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "auto");
+    assert_eq!(input["agent_id"], "main");
+    assert!(
+        !p.path().join("manual-ran").exists(),
+        "the matcher selects by trigger"
+    );
+}
+
+#[test]
+fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_it() {
+    use super::harness::{assistant_turns, is_main_session};
+    let p = Project::new();
+    let first = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "long survey", "prompt": "survey the code", "run_in_background": true}),
+                ),
+                _ => anthropic::text_reply("waiting for the survey"),
+            };
+        }
+        anthropic::text_reply("too late").delayed(Duration::from_secs(30))
+    });
+    let mut child = p
+        .command(Some(&first))
+        .args(["run", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The main agent has answered and waits; the child's model is silent.
+    let started = Instant::now();
+    while !p
+        .transcript_lines()
+        .iter()
+        .any(|l| l["message"]["content"][0]["text"] == "waiting for the survey")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the main agent never answered"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "running", "kill -9 left it running");
+    let agent_id = metas[0]["agent_id"].as_str().unwrap().to_string();
+
+    let to = agent_id.clone();
+    let second = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                2 => anthropic::tool_use_reply(
+                    "toolu_send",
+                    "SendMessage",
+                    json!({"to": to, "message": "please finish the survey"}),
+                ),
+                3 => anthropic::text_reply("asked it"),
+                _ => anthropic::text_reply("all good"),
+            };
+        }
+        anthropic::text_reply("survey finished")
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "carry on"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "all good");
+    second.assert_invariants();
+    let child_requests: Vec<_> = second
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .collect();
+    assert_eq!(child_requests.len(), 1);
+    let msgs = child_requests[0].messages();
+    assert_eq!(msgs.len(), 1, "prompt and message joined: {msgs:?}");
+    let texts: Vec<&str> = msgs[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|b| b["text"].as_str())
+        .collect();
+    assert!(
+        texts.first().is_some_and(|t| t.contains("survey the code")),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last(), Some(&"please finish the survey"));
+    let send_result = second
+        .requests()
+        .into_iter()
+        .filter(is_main_session)
+        .find(|r| assistant_turns(r) == 3)
+        .unwrap()
+        .body_str();
+    assert!(
+        send_result.contains("it was resumed in the background"),
+        "{send_result}"
+    );
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "completed");
+}
