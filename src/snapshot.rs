@@ -78,7 +78,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         known_tools: tools.names().map(str::to_string).collect(),
     });
 
-    let (mut mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd);
+    let (mut mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd, &input.load.env);
     let mut skipped = Vec::new();
     // A repository's `.mcp.json` starts processes: only in a trusted folder,
     // and then as Claude Code's per-server approvals say.

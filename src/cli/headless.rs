@@ -1044,6 +1044,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             interactive: false,
             write_transcripts: true,
             wait_for_background: true,
+            connect_mcp: true,
         },
         events,
         asker,
@@ -1087,6 +1088,11 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         model_source,
         ..
     } = prepared;
+    // As in `run`: the first request offers the MCP tools of every server
+    // that came up within mcp.startup_timeout_ms.
+    let startup =
+        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
+    run::wait_for_servers(&engine, progress.as_deref(), startup).await;
     let mut is_first = true;
     let mut last_error = false;
     let mut last_text = String::new();

@@ -14,6 +14,7 @@ mod config;
 mod emit;
 mod flags;
 mod headless;
+mod mcp;
 mod output;
 mod permissions;
 mod run;
@@ -122,6 +123,9 @@ pub enum Command {
     /// Sessions kept in this project's transcript folder: list, show, rm.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// Connect to the configured MCP servers and show them (trusted folders only).
+    #[command(subcommand)]
+    Mcp(mcp::McpCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -224,7 +228,8 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Render(args) => run::render(&g, args).await,
         Command::Agents(cmd) => agents::dispatch(&g, cmd),
         Command::Skills(cmd) => skills::dispatch(&g, cmd),
-        Command::Tools(cmd) => tools::dispatch(&g, cmd),
+        Command::Tools(cmd) => tools::dispatch(&g, cmd).await,
+        Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,

@@ -187,6 +187,16 @@ impl Progress {
         }
     }
 
+    /// A spinner line of its own (`{spinner} MSG, 1.2s`) until the bar is
+    /// finished; hidden without a terminal.
+    pub fn status(&self, message: String) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        bar.set_style(spinner_style());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar.set_message(message);
+        bar
+    }
+
     pub fn sink(self: &Arc<Self>) -> EventSink {
         let me = Arc::clone(self);
         Arc::new(move |e: &EngineEvent| me.on_event(e))
@@ -218,16 +228,7 @@ impl Progress {
                 ..
             } => {
                 let bar = self.multi.add(ProgressBar::new_spinner());
-                // The seconds tick with the spinner, between progress events.
-                let style = ProgressStyle::with_template("{spinner} {msg}, {secs}")
-                    .unwrap_or_else(|_| ProgressStyle::default_spinner())
-                    .with_key(
-                        "secs",
-                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                            let _ = write!(w, "{:.1}s", state.elapsed().as_secs_f64());
-                        },
-                    );
-                bar.set_style(style);
+                bar.set_style(spinner_style());
                 bar.enable_steady_tick(Duration::from_millis(200));
                 let label = format!("[{agent_type}] {description}");
                 bar.set_message(format!("{label} … 0 tools"));
@@ -292,6 +293,19 @@ impl Progress {
             _ => {}
         }
     }
+}
+
+/// `{spinner} MSG, 3.2s`: the seconds tick with the spinner, between
+/// progress events.
+fn spinner_style() -> ProgressStyle {
+    ProgressStyle::with_template("{spinner} {msg}, {secs}")
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .with_key(
+            "secs",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.1}s", state.elapsed().as_secs_f64());
+            },
+        )
 }
 
 /// A tool call's input in a few words for a progress line: the field that

@@ -145,6 +145,8 @@ pub(super) struct Mode {
     pub write_transcripts: bool,
     /// `run` waits for background children before it ends; `chat` does not.
     pub wait_for_background: bool,
+    /// Start the MCP servers (`render` starts no process).
+    pub connect_mcp: bool,
 }
 
 fn prepare(
@@ -169,6 +171,7 @@ pub(super) fn prepare_with(
         interactive,
         write_transcripts,
         wait_for_background,
+        connect_mcp,
     } = how;
     let overrides = Overrides {
         model: args.model.clone(),
@@ -311,7 +314,17 @@ pub(super) fn prepare_with(
     }
     // MCP servers start connecting now, in the background (each turn
     // re-syncs them with the snapshot).
-    engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    if connect_mcp {
+        engine.mcp.set_extra_roots(engine.add_dirs.clone());
+        if settings.mcp.sampling {
+            engine.mcp.set_sampler(Some(sampler(
+                Arc::downgrade(&engine),
+                model.clone(),
+                settings.provider.max_tokens,
+            )));
+        }
+        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    }
     let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));
     if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
         let original = sessions_dir.join(id).join("main.jsonl");
@@ -475,6 +488,62 @@ fn restore(
     Ok((id, restored))
 }
 
+/// Answers MCP sampling requests with the engine's provider and the main
+/// session's model, without tools; the server's `maxTokens` is capped at
+/// `provider.max_tokens`. Holds the engine weakly (the engine holds the
+/// MCP manager, which holds this).
+fn sampler(engine: std::sync::Weak<Engine>, model: String, max_tokens: u32) -> crate::mcp::Sampler {
+    Arc::new(move |sample: crate::mcp::Sample| {
+        let engine = engine.clone();
+        let model = model.clone();
+        Box::pin(async move {
+            let engine = engine
+                .upgrade()
+                .ok_or_else(|| "the session has ended".to_string())?;
+            let request = crate::message::ModelRequest {
+                model,
+                system: Arc::from(sample.system.unwrap_or_default()),
+                tools: Arc::from(Vec::new()),
+                messages: sample.messages.into_iter().map(Arc::new).collect(),
+                max_tokens: sample.max_tokens.clamp(1, max_tokens.max(1)),
+                sampling: crate::message::Sampling::default(),
+            };
+            let response = engine
+                .provider
+                .send(&request, &|_| {})
+                .await
+                .map_err(|e| e.to_string())?;
+            let text: Vec<&str> = response
+                .message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect();
+            tracing::info!(
+                server = %sample.server,
+                output_tokens = response.usage.output_tokens,
+                "MCP sampling request answered"
+            );
+            let stop_reason = response.stop_reason.map(|r| {
+                match r {
+                    crate::message::StopReason::MaxTokens => "maxTokens",
+                    crate::message::StopReason::StopSequence => "stopSequence",
+                    _ => "endTurn",
+                }
+                .to_string()
+            });
+            Ok(crate::mcp::Sampled {
+                text: text.join(""),
+                model: response.model,
+                stop_reason,
+            })
+        })
+    })
+}
+
 pub(super) fn new_session_id() -> String {
     let t = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S").to_string();
     format!("{t}-{:08x}", rand::random::<u32>())
@@ -537,12 +606,16 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         OutputFormat::StreamJson => Print::Messages,
         _ => Print::Nothing,
     };
+    let progress = match args.output_format {
+        OutputFormat::StreamJson => None,
+        _ => Some(Progress::new(false)),
+    };
     // The accounts (cost, usage) and, for stream-json, the protocol lines.
     let emitter = Emitter::new(print, String::new(), String::new(), BTreeMap::new(), None);
-    let events: EventSink = match args.output_format {
-        OutputFormat::StreamJson => emitter.sink(),
-        _ => {
-            let bars = Progress::new(false).sink();
+    let events: EventSink = match &progress {
+        None => emitter.sink(),
+        Some(progress) => {
+            let bars = progress.sink();
             let accounts = emitter.sink();
             Arc::new(move |e: &runtime::EngineEvent| {
                 accounts(e);
@@ -558,6 +631,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             interactive: args.kind.interactive(),
             write_transcripts: true,
             wait_for_background: true,
+            connect_mcp: true,
         },
         events,
         None,
@@ -585,8 +659,13 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     session.set_cancel(cancel.clone());
     // SIGINT and SIGTERM end the run alike (cli/signals.rs).
     let mut signal = None;
+    let startup =
+        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
     let result = tokio::select! {
-        r = session.run() => r,
+        r = async {
+            wait_for_servers(&engine, progress.as_deref(), startup).await;
+            session.run().await
+        } => r,
         name = super::signals::interrupted() => {
             cancel.cancel();
             signal = Some(name);
@@ -651,6 +730,59 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     }
 }
 
+/// Before the first request of a one-shot run: waits until every MCP
+/// server is ready or has failed (failures are reported as they happen),
+/// at most `limit`, with the wait on a progress line. Servers still
+/// connecting after that are reported; the run goes on without them, and
+/// their tools join a later turn if they become ready.
+pub(super) async fn wait_for_servers(
+    engine: &Engine,
+    progress: Option<&Progress>,
+    limit: std::time::Duration,
+) {
+    use crate::mcp::ServerState;
+    if engine.mcp.states().is_empty() {
+        return;
+    }
+    let bar = progress.map(|p| p.status(String::new()));
+    let pending = engine
+        .mcp
+        .wait_settled(limit, |states| {
+            if let Some(bar) = &bar {
+                let ready = states
+                    .values()
+                    .filter(|s| **s == ServerState::Ready)
+                    .count();
+                let waiting: Vec<&str> = states
+                    .iter()
+                    .filter(|(_, s)| **s == ServerState::Connecting)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                bar.set_message(format!(
+                    "MCP servers: {ready} of {} ready, waiting for {}",
+                    states.len(),
+                    waiting.join(", ")
+                ));
+            }
+        })
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if !pending.is_empty() {
+        tracing::warn!(
+            "MCP server(s) {} still connecting after {} ms (mcp.startup_timeout_ms); \
+             the first turn goes without their tools",
+            pending
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            limit.as_millis()
+        );
+    }
+}
+
 pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
     let prompt = read_prompt(args.prompt)?;
     let events: EventSink = Arc::new(|_: &runtime::EngineEvent| {});
@@ -666,10 +798,20 @@ pub async fn render(g: &GlobalArgs, args: RenderArgs) -> Result<(), CliError> {
             interactive: args.kind.interactive(),
             write_transcripts: false,
             wait_for_background: true,
+            connect_mcp: false,
         },
         events,
         None,
     )?;
+    // Rendering sends nothing and starts nothing: MCP servers (processes,
+    // connections) are left alone, so their tools are not in the body.
+    let servers = engine.snapshot.load().mcp_servers.len();
+    if servers > 0 && !g.quiet {
+        eprintln!(
+            "cadre: render starts no MCP server, so the tools of the {servers} configured \
+             server(s) are not in this request; `cadre tools schema --mcp` lists them"
+        );
+    }
     let message = if args.session.resuming() {
         Message::user_text(prompt)
     } else {
@@ -740,6 +882,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             interactive: true,
             write_transcripts: true,
             wait_for_background: false,
+            connect_mcp: true,
         },
         progress.sink(),
         Some(asker),

@@ -24,16 +24,43 @@ pub struct SchemaArgs {
     /// The session kind to trim for.
     #[arg(long, value_enum, default_value = "non-interactive")]
     session: SessionArg,
+    /// Also connect to the configured MCP servers (trusted folders only)
+    /// and list their tools, as a session's first request would.
+    #[arg(long)]
+    mcp: bool,
 }
 
-pub fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError> {
+pub async fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError> {
     let ToolsCommand::Schema(args) = cmd;
-    let (_, swap) = load_snapshot(g, &Overrides::default())?;
+    let (input, swap) = load_snapshot(g, &Overrides::default())?;
     let snap = swap.load_full();
     let kind = snap.session_kind(args.session.interactive());
     let implemented = crate::tools::builtin_tools();
     let available = runtime::available_tools(&snap, implemented.iter().map(|t| t.name()));
     let mut names = runtime::main_tool_pool(&available, &snap, kind, None);
+    let mut mcp_defs = Vec::new();
+    if args.mcp
+        && let Some(manager) = super::mcp::connect_all(&snap, &input.load.cwd).await
+    {
+        let rules = crate::tools::permissions::Rules::from_settings(&snap.settings().permissions);
+        let tools =
+            crate::mcp::session_mcp_tools(manager.tools(&[]), None, &rules, &input.load.cwd);
+        for t in tools {
+            mcp_defs.push(t.definition());
+        }
+        for (name, state) in manager.states() {
+            if state != crate::mcp::ServerState::Ready {
+                eprintln!(
+                    "cadre: MCP server `{name}` is not ready ({}); its tools are missing",
+                    manager
+                        .failure(&name)
+                        .unwrap_or_else(|| "still connecting".into())
+                );
+            }
+        }
+        manager.shutdown().await;
+        names.extend(mcp_defs.iter().map(|d| d.name.clone()));
+    }
     if let Some(only) = &args.tool {
         if !names.contains(only) {
             return Err(CliError::Usage(format!(
@@ -43,9 +70,15 @@ pub fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError> {
         }
         names.retain(|n| n == only);
     }
+    let builtin: Vec<String> = names
+        .iter()
+        .filter(|n| !mcp_defs.iter().any(|d| &d.name == *n))
+        .cloned()
+        .collect();
     let offer = runtime::tool_offer(&snap, implemented.iter().map(|t| t.name()));
-    let defs = runtime::render_tools(&snap, kind, &names, Some(&offer))
+    let mut defs = runtime::render_tools(&snap, kind, &builtin, Some(&offer))
         .map_err(|e| CliError::Failed(e.to_string()))?;
+    defs.extend(mcp_defs.into_iter().filter(|d| names.contains(&d.name)));
     if args.json {
         return print_json(&defs);
     }

@@ -37,6 +37,8 @@ pub struct Settings {
     /// MCP servers by name (see `docs/mcp.md`); entries here win over a
     /// project's `.mcp.json` on name clashes.
     pub mcp_servers: BTreeMap<String, McpServerConfig>,
+    /// How sessions use the MCP servers.
+    pub mcp: McpSettings,
     /// Variables given to the commands cadre starts (Bash, hooks, MCP
     /// servers), on top of cadre's own environment (Claude Code's `env`).
     pub env: BTreeMap<String, String>,
@@ -121,6 +123,7 @@ impl Default for Settings {
             compact: CompactSettings::default(),
             hooks: HookSettings::default(),
             mcp_servers: BTreeMap::new(),
+            mcp: McpSettings::default(),
             env: BTreeMap::new(),
             pass_env: Vec::new(),
             enable_all_project_mcp_servers: false,
@@ -281,6 +284,26 @@ impl Default for AgentSettings {
             task_timeout_ms: 0,
             run_wait_ceiling_ms: 0,
             task_token_budget: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct McpSettings {
+    /// How long the first request of `cadre run` waits for servers that
+    /// are still connecting (`chat` does not wait).
+    pub startup_timeout_ms: u64,
+    /// Let servers ask the session's model for a completion
+    /// (`sampling/createMessage`).
+    pub sampling: bool,
+}
+
+impl Default for McpSettings {
+    fn default() -> Self {
+        McpSettings {
+            startup_timeout_ms: 30_000,
+            sampling: false,
         }
     }
 }

@@ -3,16 +3,20 @@
 //! Connecting lists the server's tools once; closing ends the session and,
 //! for stdio, the process.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, JsonObject};
-use rmcp::service::{Peer, RunningService, ServiceExt};
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, Implementation, JsonObject, ListRootsResult, Root,
+};
+use rmcp::service::{Peer, RequestContext, RunningService, ServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use crate::config::McpServerConfig;
@@ -40,6 +44,183 @@ pub enum McpError {
     NoTransport,
     #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
     UnsupportedType(String),
+    #[error(
+        "the legacy SSE transport (`type: \"sse\"`) is not supported; \
+         most servers also serve streamable HTTP (often at `/mcp`): use `type: \"http\"` with that URL"
+    )]
+    Sse,
+}
+
+/// Why connecting failed, with the last lines the server wrote on stderr
+/// (stdio servers only; empty otherwise).
+#[derive(Debug, Clone)]
+pub struct ConnectError {
+    pub error: McpError,
+    pub stderr: Vec<String>,
+}
+
+/// How many of a server's last stderr lines are kept, and how long each
+/// may be (longer lines are cut).
+const STDERR_LINES: usize = 20;
+const STDERR_LINE_CHARS: usize = 400;
+
+/// The last lines a stdio server wrote on stderr. The server's stderr is
+/// read continuously (so a chatty server never blocks on a full pipe);
+/// each line is also logged at debug level.
+#[derive(Debug, Default)]
+pub struct StderrTail {
+    lines: Mutex<VecDeque<String>>,
+}
+
+impl StderrTail {
+    fn push(&self, line: &str) {
+        let mut line: String = line.trim_end().to_string();
+        if let Some((cut, _)) = line.char_indices().nth(STDERR_LINE_CHARS) {
+            line.truncate(cut);
+            line.push('…');
+        }
+        let mut lines = self
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The kept lines, oldest first.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Reads `stderr` line by line into `tail` until it closes.
+fn read_stderr(
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<StderrTail>,
+    command: String,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncBufReadExt;
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %command, "stderr: {line}");
+            tail.push(&line);
+        }
+    })
+}
+
+/// What cadre tells a server about itself, and how it answers the
+/// server's requests: `roots` (the folders cadre works in) and elicitation
+/// (declined: cadre has no way to ask the user from inside a tool call
+/// yet), and sampling when a sampler is set.
+#[derive(Clone)]
+pub struct Client {
+    /// The server's configured name, for messages.
+    pub server: String,
+    /// The working directory, then the added directories.
+    pub roots: Vec<std::path::PathBuf>,
+    /// Answers `sampling/createMessage` (only with `mcp.sampling` on).
+    pub sampler: Option<super::Sampler>,
+    /// Called when the server says its tool list changed.
+    pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
+}
+
+// Roots are deprecated by a newer protocol revision (SEP-2577) that cadre's
+// servers do not speak yet; they still ask for them.
+#[allow(deprecated)]
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        // (rmcp's capability builder exists only with its server feature.)
+        let mut caps = ClientCapabilities::default();
+        caps.roots = Some(Default::default());
+        caps.elicitation = Some(Default::default());
+        if self.sampler.is_some() {
+            caps.sampling = Some(Default::default());
+        }
+        ClientConfig::new(
+            caps,
+            Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
+        if let Some(f) = &self.on_tools_changed {
+            f();
+        }
+    }
+
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, ErrorData> {
+        let Some(sampler) = &self.sampler else {
+            return Err(ErrorData::invalid_request(
+                "sampling is off in cadre (mcp.sampling = false)",
+                None,
+            ));
+        };
+        let messages = super::sampling::to_messages(&params)
+            .map_err(|e| ErrorData::invalid_params(e, None))?;
+        let sample = super::Sample {
+            server: self.server.clone(),
+            system: params.system_prompt.clone(),
+            messages,
+            max_tokens: params.max_tokens,
+        };
+        let answer = sampler(sample)
+            .await
+            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let mut result = rmcp::model::CreateMessageResult::new(
+            rmcp::model::SamplingMessage::assistant_text(answer.text),
+            answer.model,
+        );
+        result.stop_reason = answer.stop_reason;
+        Ok(result)
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let roots = self
+            .roots
+            .iter()
+            .filter_map(|p| {
+                let uri = reqwest::Url::from_directory_path(p).ok()?;
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                let mut root = Root::new(uri.as_str().trim_end_matches('/'));
+                root.name = name;
+                Some(root)
+            })
+            .collect();
+        Ok(ListRootsResult::new(roots))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let message = match &request {
+            ElicitRequestParams::FormElicitationParams { message, .. }
+            | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
+            _ => String::new(),
+        };
+        tracing::warn!(
+            "MCP server `{}` asked for input ({message:?}); declined: cadre cannot ask \
+             the user during a tool call (no elicitation support yet)",
+            self.server
+        );
+        Ok(ElicitResult::new(ElicitationAction::Decline))
+    }
 }
 
 /// A tool as the server describes it.
@@ -55,10 +236,24 @@ pub struct ServerTool {
 pub struct Connection {
     peer: Peer<RoleClient>,
     /// Taken by [`Connection::close`]; dropping it also ends the session.
-    service: Mutex<Option<RunningService<RoleClient, ()>>>,
+    service: Mutex<Option<RunningService<RoleClient, Client>>>,
     pub tools: Vec<ServerTool>,
     /// The server process, for stdio servers.
     pub pid: Option<u32>,
+    /// What a stdio server wrote on stderr lately.
+    pub stderr: Arc<StderrTail>,
+    /// The server declared the `resources` capability.
+    pub resources: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.server)
+            .field("roots", &self.roots)
+            .field("sampling", &self.sampler.is_some())
+            .finish()
+    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -73,18 +268,47 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Starts or reaches the server, completes the handshake and lists its
     /// tools. Stdio servers run in `cwd`.
-    pub async fn connect(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
-        match tokio::time::timeout(CONNECT_TIMEOUT, Self::connect_inner(config, cwd)).await {
-            Ok(r) => r,
-            Err(_) => Err(McpError::Timeout(CONNECT_TIMEOUT.as_secs())),
+    /// A stdio server's stderr is kept (its last lines) and returned
+    /// with a failure.
+    pub async fn connect(
+        config: &McpServerConfig,
+        cwd: &Path,
+        handler: Client,
+    ) -> Result<Connection, ConnectError> {
+        let tail = Arc::new(StderrTail::default());
+        let mut reader = None;
+        let result = tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            Self::connect_inner(config, cwd, handler, &tail, &mut reader),
+        )
+        .await;
+        let error = match result {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(e)) => e,
+            Err(_) => McpError::Timeout(CONNECT_TIMEOUT.as_secs()),
+        };
+        // The transport (and with it the process) is gone by now; give the
+        // reader a moment to take the last lines the server wrote.
+        if let Some(reader) = reader {
+            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
         }
+        Err(ConnectError {
+            error,
+            stderr: tail.lines(),
+        })
     }
 
-    async fn connect_inner(config: &McpServerConfig, cwd: &Path) -> Result<Connection, McpError> {
-        if let Some(kind) = &config.kind
-            && !["stdio", "http", "streamable-http"].contains(&kind.as_str())
-        {
-            return Err(McpError::UnsupportedType(kind.clone()));
+    async fn connect_inner(
+        config: &McpServerConfig,
+        cwd: &Path,
+        handler: Client,
+        tail: &Arc<StderrTail>,
+        reader: &mut Option<tokio::task::JoinHandle<()>>,
+    ) -> Result<Connection, McpError> {
+        match config.kind.as_deref() {
+            None | Some("stdio" | "http" | "streamable-http") => {}
+            Some("sse") => return Err(McpError::Sse),
+            Some(kind) => return Err(McpError::UnsupportedType(kind.to_string())),
         }
         let (service, pid) = match (&config.command, &config.url) {
             (Some(command), _) => {
@@ -94,15 +318,21 @@ impl Connection {
                     .envs(&config.env)
                     .current_dir(cwd)
                     .kill_on_drop(true);
-                let transport = TokioChildProcess::new(cmd).map_err(|e| McpError::Spawn {
-                    command: command.clone(),
-                    message: e.to_string(),
-                })?;
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| McpError::Spawn {
+                        command: command.clone(),
+                        message: e.to_string(),
+                    })?;
+                if let Some(stderr) = stderr {
+                    *reader = Some(read_stderr(stderr, Arc::clone(tail), command.clone()));
+                }
                 let pid = transport.id();
-                let service =
-                    ().serve(transport)
-                        .await
-                        .map_err(|e| McpError::Handshake(e.to_string()))?;
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, pid)
             }
             (None, Some(url)) => {
@@ -122,66 +352,128 @@ impl Connection {
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(headers),
                 );
-                let service =
-                    ().serve(transport)
-                        .await
-                        .map_err(|e| McpError::Handshake(e.to_string()))?;
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
             }
             (None, None) => return Err(McpError::NoTransport),
         };
         let peer = service.peer().clone();
-        let listed = peer
-            .list_all_tools()
-            .await
-            .map_err(|e| McpError::ListTools(e.to_string()))?;
-        let tools = listed
-            .into_iter()
-            .map(|t| ServerTool {
-                name: t.name.to_string(),
-                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-                input_schema: Value::Object((*t.input_schema).clone()),
-                read_only: t
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.read_only_hint)
-                    .unwrap_or(false),
-            })
-            .collect();
+        let resources = peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.resources.is_some());
+        let tools = fetch_tools(&peer).await?;
         Ok(Connection {
             peer,
             service: Mutex::new(Some(service)),
             tools,
             pid,
+            stderr: Arc::clone(tail),
+            resources,
         })
     }
 
-    /// Calls one tool. `Ok` is the result text and whether the server
-    /// marked it as an error; `Err` is a protocol or transport failure.
-    pub async fn call(&self, tool: &str, input: Value) -> Result<(String, bool), String> {
+    /// Calls one tool. `Ok` is the result (text, images, whether the server
+    /// marked it as an error); `Err` is a protocol or transport failure.
+    pub async fn call(&self, tool: &str, input: Value) -> Result<CallOutput, String> {
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
             params = params.with_arguments(JsonObject::from_iter(map));
         }
         match self.peer.call_tool_once(params).await {
             Ok(CallToolResponse::Complete(result)) => {
-                let is_error = result.is_error.unwrap_or(false);
-                let mut parts: Vec<String> = result
+                let mut out = CallOutput {
+                    is_error: result.is_error.unwrap_or(false),
+                    ..CallOutput::default()
+                };
+                let mut parts: Vec<String> = Vec::new();
+                for c in result
                     .content
                     .iter()
                     .filter_map(|c| serde_json::to_value(c).ok())
-                    .map(|c| content_text(&c))
-                    .collect();
+                {
+                    match content_part(&c) {
+                        Part::Text(t) => parts.push(t),
+                        Part::Image(source) => out.images.push(source),
+                    }
+                }
                 if parts.is_empty()
+                    && out.images.is_empty()
                     && let Some(s) = &result.structured_content
                 {
                     parts.push(s.to_string());
                 }
-                Ok((parts.join("\n"), is_error))
+                out.text = parts.join("\n");
+                Ok(out)
             }
             Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// Lists the server's tools again (after it said they changed).
+    pub async fn fetch_tools(&self) -> Result<Vec<ServerTool>, McpError> {
+        fetch_tools(&self.peer).await
+    }
+
+    /// Whether the server declared the `prompts` capability.
+    pub fn has_prompts(&self) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.prompts.is_some())
+    }
+
+    /// Every prompt the server lists, as MCP JSON objects (`name`,
+    /// `description`, `arguments`).
+    pub async fn list_prompts(&self) -> Result<Vec<Value>, String> {
+        let listed = self
+            .peer
+            .list_all_prompts()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(listed
+            .iter()
+            .filter_map(|p| serde_json::to_value(p).ok())
+            .collect())
+    }
+
+    /// Every resource the server lists (all pages), as MCP JSON objects
+    /// (`uri`, `name`, `mimeType`, `description`, …).
+    pub async fn list_resources(&self) -> Result<Vec<Value>, String> {
+        let listed = self
+            .peer
+            .list_all_resources()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(listed
+            .iter()
+            .filter_map(|r| serde_json::to_value(r).ok())
+            .collect())
+    }
+
+    /// Reads one resource: its contents as the model gets them (text, and
+    /// images as image sources; other binaries as a line naming them).
+    pub async fn read_resource(&self, uri: &str) -> Result<CallOutput, String> {
+        let result = self
+            .peer
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut out = CallOutput::default();
+        let mut parts = Vec::new();
+        for c in &result.contents {
+            let Ok(v) = serde_json::to_value(c) else {
+                continue;
+            };
+            match content_part(&serde_json::json!({"type": "resource", "resource": v})) {
+                Part::Text(t) => parts.push(t),
+                Part::Image(source) => out.images.push(source),
+            }
+        }
+        out.text = parts.join("\n");
+        Ok(out)
     }
 
     /// Ends the session; a stdio server's process is closed (and killed if
@@ -194,23 +486,108 @@ impl Connection {
     }
 }
 
-/// One content block as text: text as is, other kinds as a short marker.
-fn content_text(c: &Value) -> String {
-    let field = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
-    match field("type") {
-        "text" => field("text").to_string(),
-        "image" | "audio" => format!("[{}: {}]", field("type"), field("mimeType")),
+async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpError> {
+    let listed = peer
+        .list_all_tools()
+        .await
+        .map_err(|e| McpError::ListTools(e.to_string()))?;
+    Ok(listed
+        .into_iter()
+        .map(|t| ServerTool {
+            name: t.name.to_string(),
+            description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+            input_schema: Value::Object((*t.input_schema).clone()),
+            read_only: t
+                .annotations
+                .as_ref()
+                .and_then(|a| a.read_only_hint)
+                .unwrap_or(false),
+        })
+        .collect())
+}
+
+/// What a tool call returned, as the model gets it.
+#[derive(Debug, Default, Clone)]
+pub struct CallOutput {
+    /// The text blocks (and everything shown as text), one per line.
+    pub text: String,
+    /// Images as Anthropic `source` objects (`{"type": "base64",
+    /// "media_type", "data"}`), in the order the server sent them.
+    pub images: Vec<Value>,
+    pub is_error: bool,
+}
+
+enum Part {
+    Text(String),
+    Image(Value),
+}
+
+/// The image types a model accepts as image blocks.
+const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// The largest image (base64 characters) sent as an image block: the
+/// Anthropic API's 5 MB per image, base64-encoded.
+const MAX_IMAGE_BASE64: usize = 5 * 1024 * 1024 / 3 * 4;
+
+/// An image as an image block when the model can take it, else a marker.
+fn image_part(mime: &str, data: &str, from: &str) -> Part {
+    if IMAGE_TYPES.contains(&mime) && data.len() <= MAX_IMAGE_BASE64 && !data.is_empty() {
+        Part::Image(serde_json::json!({"type": "base64", "media_type": mime, "data": data}))
+    } else {
+        Part::Text(format!(
+            "[image{from}: {mime}, {} bytes of base64, not shown: only PNG, JPEG, GIF and WebP up to 5 MB are]",
+            data.len()
+        ))
+    }
+}
+
+/// One MCP content block for the model: text as is; images (and embedded
+/// image resources) as image blocks; embedded text resources as their
+/// text; resource links and other binary content as a line of text that
+/// names them.
+fn content_part(c: &Value) -> Part {
+    let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match field(c, "type").as_str() {
+        "text" => Part::Text(field(c, "text")),
+        "image" => image_part(&field(c, "mimeType"), &field(c, "data"), ""),
+        "audio" => Part::Text(format!(
+            "[audio: {}, not shown: audio is not passed to the model]",
+            field(c, "mimeType")
+        )),
         "resource" => {
             let r = c.get("resource").cloned().unwrap_or(Value::Null);
-            match r.get("text").and_then(Value::as_str) {
-                Some(t) => t.to_string(),
-                None => format!(
-                    "[resource: {}]",
-                    r.get("uri").and_then(Value::as_str).unwrap_or("")
-                ),
+            let uri = field(&r, "uri");
+            if let Some(t) = r.get("text").and_then(Value::as_str) {
+                return Part::Text(t.to_string());
             }
+            let mime = field(&r, "mimeType");
+            let blob = field(&r, "blob");
+            if mime.starts_with("image/") {
+                return image_part(&mime, &blob, &format!(" resource {uri}"));
+            }
+            Part::Text(format!(
+                "[resource {uri}: {}, {} bytes of base64 binary content, not shown]",
+                if mime.is_empty() {
+                    "no MIME type"
+                } else {
+                    &mime
+                },
+                blob.len()
+            ))
         }
-        "resource_link" => format!("[resource link: {}]", field("uri")),
-        _ => c.to_string(),
+        "resource_link" => {
+            let mut line = format!("[resource link: {} <{}>", field(c, "name"), field(c, "uri"));
+            let mime = field(c, "mimeType");
+            if !mime.is_empty() {
+                line.push_str(&format!(" ({mime})"));
+            }
+            let desc = field(c, "description");
+            if !desc.is_empty() {
+                line.push_str(&format!(": {desc}"));
+            }
+            line.push(']');
+            Part::Text(line)
+        }
+        _ => Part::Text(c.to_string()),
     }
 }

@@ -32,10 +32,21 @@ fn mcp_json_paths(cwd: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Reads every `.mcp.json` that applies to `cwd` (see the module doc).
+/// Reads every `.mcp.json` that applies to `cwd` (see the module doc),
+/// expanding `${VAR}` and `${VAR:-default}` from `env` as Claude Code does.
 /// A file that cannot be read or parsed, or a server entry of the wrong
-/// shape, is a warning and is skipped.
-pub fn read_mcp_json(cwd: &Path) -> (BTreeMap<String, McpServerConfig>, Vec<Diagnostic>) {
+/// shape or with a variable that is unset and has no default, is a warning
+/// and is skipped.
+pub fn read_mcp_json(
+    cwd: &Path,
+    env: &[(String, String)],
+) -> (BTreeMap<String, McpServerConfig>, Vec<Diagnostic>) {
+    let lookup = |k: &str| {
+        env.iter()
+            .rev()
+            .find(|(name, _)| name == k)
+            .map(|(_, v)| v.clone())
+    };
     let mut servers = BTreeMap::new();
     let mut diags = Vec::new();
     for path in mcp_json_paths(cwd) {
@@ -66,7 +77,7 @@ pub fn read_mcp_json(cwd: &Path) -> (BTreeMap<String, McpServerConfig>, Vec<Diag
             continue;
         };
         for (name, entry) in entries {
-            match parse_server(entry) {
+            match parse_server(entry).and_then(|c| expand_server(c, &lookup)) {
                 Ok(c) => {
                     servers.insert(name.clone(), c);
                 }
@@ -84,11 +95,90 @@ pub fn read_mcp_json(cwd: &Path) -> (BTreeMap<String, McpServerConfig>, Vec<Diag
 /// One server entry (from `.mcp.json` or an agent's inline `mcpServers`).
 fn parse_server(v: &Value) -> Result<McpServerConfig, String> {
     let c: McpServerConfig = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    match (c.kind.as_deref(), &c.command, &c.url) {
+        (Some("stdio"), None, Some(_)) => {
+            return Err("has `type: \"stdio\"` but a `url` instead of a `command`".into());
+        }
+        (Some(t @ ("http" | "sse" | "streamable-http")), Some(_), None) => {
+            return Err(format!(
+                "has `type: \"{t}\"` but a `command` instead of a `url`"
+            ));
+        }
+        _ => {}
+    }
     match (&c.command, &c.url) {
         (Some(_), None) | (None, Some(_)) => Ok(c),
         (Some(_), Some(_)) => Err("has both `command` and `url`".into()),
         (None, None) => Err("needs a `command` (stdio) or a `url` (streamable HTTP)".into()),
     }
+}
+
+/// Expands `${VAR}` and `${VAR:-default}` in the command, args, env
+/// values, url and header values of one server.
+fn expand_server(
+    mut c: McpServerConfig,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<McpServerConfig, String> {
+    let ex = |s: &mut String, field: &str| -> Result<(), String> {
+        *s = expand_vars(s, lookup).map_err(|e| format!("{field}: {e}"))?;
+        Ok(())
+    };
+    if let Some(cmd) = c.command.as_mut() {
+        ex(cmd, "command")?;
+    }
+    for (i, a) in c.args.iter_mut().enumerate() {
+        ex(a, &format!("args[{i}]"))?;
+    }
+    for (k, v) in c.env.iter_mut() {
+        ex(v, &format!("env.{k}"))?;
+    }
+    if let Some(url) = c.url.as_mut() {
+        ex(url, "url")?;
+    }
+    for (k, v) in c.headers.iter_mut() {
+        ex(v, &format!("headers.{k}"))?;
+    }
+    Ok(c)
+}
+
+/// `${VAR}` becomes the variable's value (an error when it is unset),
+/// `${VAR:-default}` the value or, when unset or empty, `default`. Other
+/// text, a lone `$` included, is kept as it is.
+fn expand_vars(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!(
+                "`${{` at byte {} has no closing `}}`",
+                s.len() - rest.len() + at
+            ));
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        let valid = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(format!("`${{{inner}}}` is not a variable reference"));
+        }
+        let value = lookup(name).filter(|v| default.is_none() || !v.is_empty());
+        match (value, default) {
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(format!(
+                    "the environment variable `{name}` is not set and `${{{name}}}` has no default"
+                ));
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// The shared servers: `.mcp.json` entries overridden by settings.
@@ -148,7 +238,7 @@ mod tests {
             r#"{"mcpServers": {"x": {"command": "near", "args": ["-v"]}, "bad": {}}}"#,
         )
         .unwrap();
-        let (json_servers, diags) = read_mcp_json(&sub);
+        let (json_servers, diags) = read_mcp_json(&sub, &[]);
         assert_eq!(json_servers["x"].command.as_deref(), Some("near"));
         assert_eq!(json_servers["y"].url.as_deref(), Some("http://h/mcp"));
         assert_eq!(json_servers["y"].headers["A"], "1");
@@ -167,15 +257,84 @@ mod tests {
     }
 
     #[test]
+    fn variables_expand_in_every_string_field() {
+        let env = |k: &str| match k {
+            "HOME_DIR" => Some("/home/u".to_string()),
+            "TOKEN" => Some("s3cret".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        assert_eq!(expand_vars("${HOME_DIR}/x", &env).unwrap(), "/home/u/x");
+        assert_eq!(expand_vars("${NOPE:-dflt}", &env).unwrap(), "dflt");
+        assert_eq!(expand_vars("${EMPTY:-dflt}", &env).unwrap(), "dflt");
+        assert_eq!(expand_vars("${EMPTY}", &env).unwrap(), "");
+        assert_eq!(
+            expand_vars("a $B ${TOKEN}${TOKEN:-x}", &env).unwrap(),
+            "a $B s3crets3cret"
+        );
+        assert_eq!(expand_vars("${NOPE:-}", &env).unwrap(), "");
+        assert!(
+            expand_vars("${NOPE}", &env)
+                .unwrap_err()
+                .contains("`NOPE` is not set")
+        );
+        assert!(
+            expand_vars("${TOKEN", &env)
+                .unwrap_err()
+                .contains("no closing")
+        );
+        assert!(
+            expand_vars("${a b}", &env)
+                .unwrap_err()
+                .contains("not a variable")
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(".mcp.json"),
+            r#"{"mcpServers": {
+                "s": {"type": "stdio", "command": "${BIN:-node}", "args": ["${HOME_DIR}/srv.js", "--port=${PORT:-8080}"],
+                      "env": {"T": "${TOKEN}"}},
+                "h": {"type": "http", "url": "https://${HOST:-example.com}/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}},
+                "missing": {"command": "x", "args": ["${UNSET_VAR}"]}
+            }}"#,
+        )
+        .unwrap();
+        let env = [
+            ("HOME_DIR".to_string(), "/home/u".to_string()),
+            ("TOKEN".to_string(), "s3cret".to_string()),
+        ];
+        let (servers, diags) = read_mcp_json(dir.path(), &env);
+        let s = &servers["s"];
+        assert_eq!(s.command.as_deref(), Some("node"));
+        assert_eq!(s.args, ["/home/u/srv.js", "--port=8080"]);
+        assert_eq!(s.env["T"], "s3cret");
+        let h = &servers["h"];
+        assert_eq!(h.url.as_deref(), Some("https://example.com/mcp"));
+        assert_eq!(h.headers["Authorization"], "Bearer s3cret");
+        assert!(!servers.contains_key("missing"));
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        let msg = diags[0].to_string();
+        assert!(
+            msg.contains("mcpServers.missing")
+                && msg.contains("args[0]")
+                && msg.contains("UNSET_VAR"),
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn scoped_entries_split_into_names_and_inline_definitions() {
         let (names, inline, problems) = scoped_servers(&[
             json!("github"),
             json!({"local": {"command": "srv", "args": ["a"]}}),
             json!({"broken": {"args": []}}),
+            json!({"mistyped": {"type": "http", "command": "srv"}}),
         ]);
         assert_eq!(names, ["github"]);
         assert_eq!(inline.len(), 1);
         assert_eq!(inline[0].0, "local");
-        assert_eq!(problems.len(), 1);
+        assert_eq!(problems.len(), 2);
+        assert!(problems[1].contains("`type: \"http\"`"), "{problems:?}");
     }
 }

@@ -38,7 +38,10 @@ enum State {
         conn: Arc<Connection>,
         tools: Vec<Arc<McpTool>>,
     },
-    Failed(String),
+    Failed {
+        why: String,
+        stderr: Vec<String>,
+    },
 }
 
 struct Entry {
@@ -76,6 +79,12 @@ pub struct McpManager {
     inner: Mutex<Inner>,
     version: AtomicU64,
     epochs: AtomicU64,
+    /// Woken at every version change (for [`McpManager::wait_settled`]).
+    changed: tokio::sync::Notify,
+    /// Folders besides the working directory given to servers as roots.
+    extra_roots: Mutex<Vec<PathBuf>>,
+    /// Answers servers' sampling requests (`mcp.sampling`).
+    sampler: Mutex<Option<super::Sampler>>,
 }
 
 impl McpManager {
@@ -92,6 +101,94 @@ impl McpManager {
 
     fn bump(&self) {
         self.version.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// Folders that servers get as roots after the working directory
+    /// (`--add-dir`); for servers that connect from now on.
+    pub fn set_extra_roots(&self, dirs: Vec<PathBuf>) {
+        *self
+            .extra_roots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = dirs;
+    }
+
+    /// Offers sampling, answered by `sampler`, to servers that connect from
+    /// now on.
+    pub fn set_sampler(&self, sampler: Option<super::Sampler>) {
+        *self
+            .sampler
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = sampler;
+    }
+
+    /// How cadre answers one server. A shared server's tool-list changes
+    /// are followed (an agent's inline servers keep their first list).
+    fn client(self: &Arc<Self>, server: &str, cwd: &Path, shared: bool) -> super::client::Client {
+        let mut roots = vec![cwd.to_path_buf()];
+        roots.extend(
+            self.extra_roots
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .cloned(),
+        );
+        super::client::Client {
+            server: server.to_string(),
+            roots,
+            sampler: self
+                .sampler
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            on_tools_changed: shared.then(|| {
+                let weak = Arc::downgrade(self);
+                let name = server.to_string();
+                Arc::new(move || {
+                    if let Some(m) = weak.upgrade() {
+                        m.refresh_tools(name.clone());
+                    }
+                }) as Arc<dyn Fn() + Send + Sync>
+            }),
+        }
+    }
+
+    /// Lists a ready shared server's tools again, in the background, and
+    /// bumps the version so sessions render their tool list anew.
+    fn refresh_tools(self: &Arc<Self>, name: String) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let this = Arc::clone(self);
+        rt.spawn(async move {
+            let conn = match this.lock().shared.get(&name).map(|e| &e.state) {
+                Some(State::Ready { conn, .. }) => Arc::clone(conn),
+                _ => return,
+            };
+            let list = match conn.fetch_tools().await {
+                Ok(list) => list,
+                Err(e) => {
+                    report(&format!(
+                        "MCP server `{name}` changed its tools, but listing them again failed: {e}"
+                    ));
+                    return;
+                }
+            };
+            let fresh = tools_from(&name, &conn, list);
+            let count = fresh.len();
+            {
+                let mut inner = this.lock();
+                match inner.shared.get_mut(&name).map(|e| &mut e.state) {
+                    Some(State::Ready { conn: c, tools }) if Arc::ptr_eq(c, &conn) => {
+                        *tools = fresh;
+                    }
+                    // Reconnected or removed meanwhile.
+                    _ => return,
+                }
+            }
+            tracing::info!(server = %name, tools = count, "MCP server tool list changed");
+            this.bump();
+        });
     }
 
     /// Changes whenever a server connects, fails, is added or removed.
@@ -153,14 +250,20 @@ impl McpManager {
         for (name, config, epoch) in starting {
             let this = Arc::clone(self);
             let cwd: PathBuf = cwd.to_path_buf();
+            let client = self.client(&name, &cwd, true);
             rt.spawn(async move {
-                let result = Connection::connect(&config, &cwd).await;
+                let result = Connection::connect(&config, &cwd, client).await;
                 this.finish_connect(&name, epoch, result);
             });
         }
     }
 
-    fn finish_connect(&self, name: &str, epoch: u64, result: Result<Connection, super::McpError>) {
+    fn finish_connect(
+        &self,
+        name: &str,
+        epoch: u64,
+        result: Result<Connection, super::ConnectError>,
+    ) {
         let stale = {
             let mut inner = self.lock();
             match inner.shared.get_mut(name) {
@@ -175,8 +278,11 @@ impl McpManager {
                             }
                         }
                         Err(e) => {
-                            report_failure(&format!("`{name}`"), &e.to_string());
-                            State::Failed(e.to_string())
+                            report_failure(&format!("`{name}`"), &e);
+                            State::Failed {
+                                why: e.error.to_string(),
+                                stderr: e.stderr,
+                            }
                         }
                     };
                     None
@@ -204,7 +310,7 @@ impl McpManager {
                 let s = match e.state {
                     State::Connecting => ServerState::Connecting,
                     State::Ready { .. } => ServerState::Ready,
-                    State::Failed(_) => ServerState::Failed,
+                    State::Failed { .. } => ServerState::Failed,
                 };
                 (name.clone(), s)
             })
@@ -214,8 +320,50 @@ impl McpManager {
     /// The failure message of a shared server that failed.
     pub fn failure(&self, name: &str) -> Option<String> {
         match &self.lock().shared.get(name)?.state {
-            State::Failed(why) => Some(why.clone()),
+            State::Failed { why, .. } => Some(why.clone()),
             _ => None,
+        }
+    }
+
+    /// The last lines a shared stdio server wrote on stderr (kept while it
+    /// runs, and from its failed start).
+    pub fn stderr_tail(&self, name: &str) -> Vec<String> {
+        match &self.lock().shared.get(name).map(|e| &e.state) {
+            Some(State::Ready { conn, .. }) => conn.stderr.lines(),
+            Some(State::Failed { stderr, .. }) => stderr.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Waits until no shared server is still connecting, at most `limit`.
+    /// `on_change` is called with the states at the start and after every
+    /// change. Returns the servers still connecting when it gave up
+    /// (empty when every server is ready or has failed).
+    pub async fn wait_settled(
+        &self,
+        limit: Duration,
+        mut on_change: impl FnMut(&BTreeMap<String, ServerState>),
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before looking, so a change in between is not missed.
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let states = self.states();
+            on_change(&states);
+            let pending: Vec<String> = states
+                .iter()
+                .filter(|(_, s)| **s == ServerState::Connecting)
+                .map(|(n, _)| n.clone())
+                .collect();
+            if pending.is_empty() {
+                return pending;
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep_until(deadline) => return pending,
+            }
         }
     }
 
@@ -249,6 +397,29 @@ impl McpManager {
             }
         }
         out
+    }
+
+    /// A ready shared server's connection.
+    pub fn connection(&self, name: &str) -> Option<Arc<Connection>> {
+        match &self.lock().shared.get(name)?.state {
+            State::Ready { conn, .. } => Some(Arc::clone(conn)),
+            _ => None,
+        }
+    }
+
+    /// The ready shared servers that declared the `resources` capability,
+    /// by name.
+    pub fn resource_servers(&self) -> Vec<(String, Arc<Connection>)> {
+        self.lock()
+            .shared
+            .iter()
+            .filter_map(|(name, e)| match &e.state {
+                State::Ready { conn, .. } if conn.resources => {
+                    Some((name.clone(), Arc::clone(conn)))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// One tool by its `mcp__…` name, as [`McpManager::tools`] would list it.
@@ -352,8 +523,9 @@ impl McpManager {
         if inline.is_empty() {
             return guard;
         }
-        let connecting = inline.iter().map(|(name, config)| async move {
-            (name.clone(), Connection::connect(config, cwd).await)
+        let connecting = inline.iter().map(|(name, config)| {
+            let client = self.client(name, cwd, false);
+            async move { (name.clone(), Connection::connect(config, cwd, client).await) }
         });
         let results = futures_util::future::join_all(connecting).await;
         let mut scoped = Scoped {
@@ -368,10 +540,7 @@ impl McpManager {
                     scoped.tools.extend(tools_of(&name, &conn));
                     scoped.conns.push(conn);
                 }
-                Err(e) => report_failure(
-                    &format!("`{name}` (of agent `{agent_type}`)"),
-                    &e.to_string(),
-                ),
+                Err(e) => report_failure(&format!("`{name}` (of agent `{agent_type}`)"), &e),
             }
         }
         self.lock().scoped.insert(agent_id.to_string(), scoped);
@@ -445,16 +614,32 @@ impl Drop for ScopedServers {
 }
 
 fn tools_of(server: &str, conn: &Arc<Connection>) -> Vec<Arc<McpTool>> {
-    conn.tools
-        .iter()
-        .map(|t| Arc::new(McpTool::new(server, t.clone(), Arc::clone(conn))))
+    tools_from(server, conn, conn.tools.clone())
+}
+
+fn tools_from(
+    server: &str,
+    conn: &Arc<Connection>,
+    list: Vec<super::client::ServerTool>,
+) -> Vec<Arc<McpTool>> {
+    list.into_iter()
+        .map(|t| Arc::new(McpTool::new(server, t, Arc::clone(conn))))
         .collect()
 }
 
-fn report_failure(label: &str, why: &str) {
-    report(&format!(
-        "MCP server {label} failed: {why}; its tools are not available"
-    ));
+fn report_failure(label: &str, e: &super::ConnectError) {
+    let mut message = format!(
+        "MCP server {label} failed: {}; its tools are not available",
+        e.error
+    );
+    if !e.stderr.is_empty() {
+        message.push_str("\n  its last stderr lines:");
+        for line in &e.stderr {
+            message.push_str("\n    ");
+            message.push_str(line);
+        }
+    }
+    report(&message);
 }
 
 /// A warning for the user. Logs go to stderr and show warnings by default

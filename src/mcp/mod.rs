@@ -13,11 +13,15 @@
 mod client;
 mod config;
 mod manager;
+mod resources;
+mod sampling;
 mod select;
 mod tool;
 
-pub use client::{Connection, McpError};
+pub use client::{ConnectError, Connection, McpError};
 pub use config::{effective_servers, read_mcp_json, scoped_servers};
 pub use manager::{McpManager, RequiredError, ServerState};
+pub use resources::{RESOURCE_TOOLS, ResourceTool};
+pub use sampling::{Sample, Sampled, Sampler};
 pub use select::{matches_entry, required_matches, session_mcp_tools};
 pub use tool::{McpTool, tool_name};

@@ -95,8 +95,15 @@ impl Tool for McpTool {
             let call = self.conn.call(&self.tool.name, input);
             tokio::select! {
                 r = call => match r {
-                    Ok((text, false)) => ToolOutput::ok(text),
-                    Ok((text, true)) => ToolOutput::error(text),
+                    Ok(out) => {
+                        let mut o = if out.is_error {
+                            ToolOutput::error(out.text)
+                        } else {
+                            ToolOutput::ok(out.text)
+                        };
+                        o.images = out.images;
+                        o
+                    }
                     Err(e) => ToolOutput::error(format!(
                         "MCP server `{}` failed to run `{}`: {e}",
                         self.server, self.tool.name

@@ -106,13 +106,29 @@ fn map_message(m: &Message, out: &mut Vec<Value>) {
                         content,
                         is_error,
                     } => {
-                        let mut text: Vec<&str> = content
-                            .iter()
-                            .map(|c| match c {
-                                ToolResultContent::Text { text } => text.as_str(),
-                                ToolResultContent::Image { .. } => "[image omitted]",
-                            })
-                            .collect();
+                        // A `tool` message holds text only: images go in
+                        // the user message that follows the tool messages,
+                        // introduced by a line naming the call.
+                        let mut images = 0;
+                        let mut text: Vec<&str> = Vec::new();
+                        for c in content {
+                            match c {
+                                ToolResultContent::Text { text: t } => text.push(t.as_str()),
+                                ToolResultContent::Image { source } => {
+                                    if let Some(p) = image_part(source) {
+                                        if images == 0 {
+                                            parts.push(json!({"type": "text", "text": format!("Image(s) returned by tool call {tool_use_id}:")}));
+                                        }
+                                        images += 1;
+                                        has_image = true;
+                                        parts.push(p);
+                                    }
+                                }
+                            }
+                        }
+                        if images > 0 {
+                            text.push("[image(s) in the next user message]");
+                        }
                         if *is_error {
                             text.insert(0, "Error:");
                         }

@@ -310,7 +310,10 @@ impl Session {
         }
         let tool: Option<Arc<dyn Tool>> = match self.engine.tools.get(name) {
             Some(t) => Some(Arc::clone(t)),
-            None => self.mcp_tool(name).map(|t| t as Arc<dyn Tool>),
+            None => match self.mcp_tool(name) {
+                Some(t) => Some(t as Arc<dyn Tool>),
+                None => self.resource_tool(name).map(|t| t as Arc<dyn Tool>),
+            },
         };
         let Some(tool) = tool else {
             return CallResult::text(
@@ -336,6 +339,7 @@ impl Session {
             text,
             is_error,
             template,
+            images,
         } = tool.call(input.clone(), &ctx).await;
         let text = match template {
             Some(t) => {
@@ -345,6 +349,17 @@ impl Session {
             None => text,
         };
         let mut result = CallResult::text(id, text, is_error);
+        if !images.is_empty()
+            && let ContentBlock::ToolResult { content, .. } = &mut result.block
+        {
+            // An image-only result has no (empty) text block.
+            content.retain(|c| !matches!(c, ToolResultContent::Text { text } if text.is_empty()));
+            content.extend(
+                images
+                    .into_iter()
+                    .map(|source| ToolResultContent::Image { source }),
+            );
+        }
         self.post_tool_hooks(snap, name, &input, &mut result.block)
             .await;
         result

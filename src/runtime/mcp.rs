@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::mcp::{McpTool, session_mcp_tools};
+use crate::catalog::base_name;
+use crate::mcp::{McpTool, ResourceTool, session_mcp_tools};
 use crate::snapshot::Snapshot;
 use crate::tools::permissions::Rules;
 
@@ -35,6 +36,33 @@ impl Session {
         let all = self.engine.mcp.tools(&self.mcp_owner_ids());
         let rules = Rules::from_settings(&snap.settings().permissions);
         session_mcp_tools(all, self.spec.def.as_deref(), &rules, &self.spec.cwd)
+    }
+
+    /// `ListMcpResources` and `ReadMcpResource`, while a ready shared server
+    /// declares resources, through the definition's allowlist and
+    /// denylist and the deny rules that cover a whole tool.
+    pub(super) fn resource_tool_names(&self, snap: &Snapshot) -> Vec<String> {
+        if self.engine.mcp.resource_servers().is_empty() {
+            return Vec::new();
+        }
+        let rules = Rules::from_settings(&snap.settings().permissions);
+        let def = self.spec.def.as_deref();
+        crate::mcp::RESOURCE_TOOLS
+            .into_iter()
+            .filter(|n| snap.tools.get(n).is_some())
+            .filter(|n| {
+                def.and_then(|d| d.tools.as_ref())
+                    .is_none_or(|allow| allow.iter().any(|e| base_name(e) == *n))
+            })
+            .filter(|n| def.is_none_or(|d| !d.disallowed_tools.iter().any(|e| base_name(e) == *n)))
+            .filter(|n| rules.denies_whole_tool(n).is_none())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The resource tool the model called.
+    pub(super) fn resource_tool(&self, name: &str) -> Option<Arc<ResourceTool>> {
+        ResourceTool::new(name, Arc::clone(&self.engine.mcp)).map(Arc::new)
     }
 
     /// The MCP tool the model called, if it is (still) connected.

@@ -311,10 +311,15 @@ pub fn tool_offer<'a>(
 ) -> crate::agent_tool::ToolOffer {
     let implemented: Vec<&str> = implemented.into_iter().collect();
     let rules = crate::permissions::Rules::from_settings(&snap.settings().permissions);
+    // MCP resource tools exist too, given while a server offers resources.
     let known: Vec<String> = snap
         .tools
         .names()
-        .filter(|n| implemented.contains(n) || RUNTIME_TOOLS.contains(n))
+        .filter(|n| {
+            implemented.contains(n)
+                || RUNTIME_TOOLS.contains(n)
+                || crate::mcp::RESOURCE_TOOLS.contains(n)
+        })
         .map(str::to_string)
         .collect();
     let denied = known

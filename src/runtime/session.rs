@@ -392,6 +392,17 @@ impl Session {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());
             }
+            let resource_tools = self.resource_tool_names(snap);
+            if !resource_tools.is_empty() {
+                tools.extend(render_tools_for(
+                    snap,
+                    self.spec.kind,
+                    &resource_tools,
+                    &listed,
+                    Some(&offer),
+                )?);
+                names.extend(resource_tools);
+            }
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
             let ctx =
                 PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name).with_tools(&names);

@@ -101,6 +101,9 @@ pub struct ToolOutput {
     /// An error to be worded by this template with this context (the
     /// runtime renders it; `text` holds the template's name meanwhile).
     pub template: Option<Box<(String, Value)>>,
+    /// Images sent after the text, as Anthropic image `source` objects
+    /// (MCP tools).
+    pub images: Vec<Value>,
 }
 
 impl ToolOutput {
@@ -109,6 +112,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: false,
             template: None,
+            images: Vec::new(),
         }
     }
 
@@ -117,6 +121,7 @@ impl ToolOutput {
             text: text.into(),
             is_error: true,
             template: None,
+            images: Vec::new(),
         }
     }
 
@@ -134,6 +139,7 @@ impl ToolOutput {
             text: format!("[{name}] {ctx}"),
             is_error: true,
             template: Some(Box::new((name.to_string(), ctx))),
+            images: Vec::new(),
         }
     }
 }

@@ -1,6 +1,6 @@
 //! MCP servers end to end, against real servers: a small stdio server
-//! written here with `rmcp`, and the published reference filesystem
-//! server from npm (installed by `scripts/test` into `.ci/node`).
+//! written here with `rmcp`, and the published reference servers from npm
+//! (filesystem and everything, installed by `scripts/test` into `.ci/node`).
 //!
 //! The rmcp server needs an executable. Cargo gives integration tests no
 //! path to an example binary, so the test binary serves it itself: the
@@ -31,6 +31,9 @@ use super::kit::{FakeServer, RecordedRequest, anthropic};
 fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
     child_requests_of(server, false)
 }
+
+/// A 1×1 PNG, base64.
+const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 
 const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
 const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
@@ -64,6 +67,12 @@ fn mcp_server_mode() {
                 let mut sink = Vec::new();
                 let _ = tokio::io::stdin().read_to_end(&mut sink).await;
             }
+            // Says why on stderr and exits before the handshake.
+            "crash" => {
+                eprintln!("starting up");
+                eprintln!("fatal: MCP_TEST_TOKEN is not set");
+                std::process::exit(3);
+            }
             mode => {
                 if mode == "slow" {
                     tokio::time::sleep(Duration::from_millis(800)).await;
@@ -79,13 +88,81 @@ fn mcp_server_mode() {
 #[derive(Clone)]
 struct EchoServer;
 
+/// Set in the "grow" mode once the server has added its late tool.
+static GROWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The "rich" mode: every kind of content, and resources.
+fn rich() -> bool {
+    std::env::var(MODE_ENV).is_ok_and(|m| m == "rich")
+}
+
 fn schema(v: Value) -> std::sync::Arc<rmcp::model::JsonObject> {
     std::sync::Arc::new(v.as_object().unwrap().clone())
 }
 
 impl ServerHandler for EchoServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        if rich() {
+            ServerConfig::new(
+                ServerCapabilities::builder()
+                    .enable_tools()
+                    .enable_resources()
+                    .build(),
+            )
+        } else {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+
+    async fn on_initialized(&self, context: rmcp::service::NotificationContext<RoleServer>) {
+        // The "grow" mode adds a tool a moment after the handshake and says so.
+        if std::env::var(MODE_ENV).is_ok_and(|m| m == "grow") {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                GROWN.store(true, std::sync::atomic::Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+            });
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        let mut notes = rmcp::model::Resource::new("file:///notes.txt", "notes");
+        notes.description = Some("Meeting notes".into());
+        notes.mime_type = Some("text/plain".into());
+        let pixel = rmcp::model::Resource::new("file:///pixel.png", "pixel");
+        Ok(rmcp::model::ListResourcesResult::with_all_items(vec![
+            notes, pixel,
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        use rmcp::model::{ReadResourceResponse, ReadResourceResult, ResourceContents};
+        let contents = match request.uri.as_str() {
+            "file:///notes.txt" => ResourceContents::text("notes: ship it", "file:///notes.txt"),
+            "file:///pixel.png" => ResourceContents::BlobResourceContents {
+                uri: request.uri.clone(),
+                mime_type: Some("image/png".into()),
+                blob: PIXEL_PNG.into(),
+                meta: None,
+            },
+            other => {
+                return Err(ErrorData::resource_not_found(
+                    format!("no resource {other}"),
+                    None,
+                ));
+            }
+        };
+        Ok(ReadResourceResponse::Complete(ReadResourceResult::new(
+            vec![contents],
+        )))
     }
 
     async fn list_tools(
@@ -93,7 +170,7 @@ impl ServerHandler for EchoServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![
+        let mut tools = vec![
             Tool::new(
                 "echo",
                 "Echoes the text back",
@@ -109,7 +186,38 @@ impl ServerHandler for EchoServer {
                 schema(json!({"type": "object", "properties": {}})),
             )
             .with_annotations(ToolAnnotations::new().read_only(true)),
-        ]))
+        ];
+        if GROWN.load(std::sync::atomic::Ordering::SeqCst) {
+            tools.push(Tool::new(
+                "late_tool",
+                "Added after the handshake",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
+        // The "rich" mode adds a tool that returns every kind of content.
+        if rich() {
+            tools.push(Tool::new(
+                "picture",
+                "Returns an image with other kinds of content",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+            tools.push(Tool::new(
+                "roots",
+                "The client's roots",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+            tools.push(Tool::new(
+                "sample",
+                "Asks the client's model a question",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+            tools.push(Tool::new(
+                "ask",
+                "Asks the user for a name",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -134,6 +242,83 @@ impl ServerHandler for EchoServer {
             "pid" => {
                 CallToolResult::success(vec![ContentBlock::text(std::process::id().to_string())])
             }
+            "picture" => CallToolResult::success(vec![
+                ContentBlock::text("a red pixel:"),
+                ContentBlock::image(PIXEL_PNG, "image/png"),
+                ContentBlock::image("PHN2Zz48L3N2Zz4=", "image/svg+xml"),
+                ContentBlock::embedded_text("file:///notes.txt", "the notes say hi"),
+                ContentBlock::resource_link(rmcp::model::Resource::new(
+                    "file:///big.csv",
+                    "big.csv",
+                )),
+            ]),
+            #[allow(deprecated)]
+            "roots" => {
+                let listed = context.peer.list_roots().await;
+                let text = match listed {
+                    Ok(r) => serde_json::to_string(&r.roots).unwrap(),
+                    Err(e) => format!("roots failed: {e}"),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            #[allow(deprecated)]
+            "sample" => {
+                let mut params = rmcp::model::CreateMessageRequestParams::new(
+                    vec![rmcp::model::SamplingMessage::user_text(
+                        "SAMPLE-ME: say pong",
+                    )],
+                    50,
+                );
+                params.system_prompt = Some("You are the sampler.".into());
+                let request = rmcp::model::ServerRequest::CreateMessageRequest(
+                    rmcp::model::CreateMessageRequest::new(params),
+                );
+                let text = match context.peer.send_request(request).await {
+                    Ok(rmcp::model::ClientResult::CreateMessageResult(r)) => format!(
+                        "sampled: {} (model {}, stop {:?})",
+                        r.message
+                            .content
+                            .first()
+                            .and_then(|c| c.as_text())
+                            .map(|t| t.text.clone())
+                            .unwrap_or_default(),
+                        r.model,
+                        r.stop_reason
+                    ),
+                    Ok(other) => format!("unexpected {other:?}"),
+                    Err(e) => format!("sampling failed: {e}"),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            "ask" => {
+                let declared = context
+                    .peer
+                    .peer_info()
+                    .is_some_and(|i| i.capabilities.elicitation.is_some());
+                let schema = rmcp::model::ElicitationSchema::builder()
+                    .required_string("name")
+                    .build()
+                    .unwrap();
+                let params = rmcp::model::ElicitRequestParams::FormElicitationParams {
+                    meta: None,
+                    message: "What is your name?".into(),
+                    requested_schema: schema,
+                };
+                // (`Peer::create_elicitation` needs rmcp's `elicitation`
+                // feature; the plain request needs nothing more.)
+                let request = rmcp::model::ServerRequest::ElicitRequest(
+                    rmcp::model::ElicitRequest::new(params),
+                );
+                let text = match context.peer.send_request(request).await {
+                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => {
+                        format!("declared {declared}, action {:?}", r.action)
+                    }
+                    Ok(other) => format!("declared {declared}, unexpected {other:?}"),
+                    Err(e) => format!("declared {declared}, elicitation failed: {e}"),
+                };
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            "late_tool" => CallToolResult::success(vec![ContentBlock::text("late and here")]),
             other => CallToolResult::error(vec![ContentBlock::text(format!("no tool {other}"))]),
         };
         Ok(CallToolResponse::Complete(result))
@@ -191,10 +376,11 @@ fn an_mcp_tool_call_goes_end_to_end_with_the_servers_schema() {
     p.run(Some(&server), &["run", "go"]).ok();
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
+    let first = tool_names(&reqs[0].json);
     assert!(
-        !tool_names(&reqs[0].json).contains(&"mcp__late__echo".to_string()),
-        "the first turn does not wait for slow servers: {:?}",
-        tool_names(&reqs[0].json)
+        first.contains(&"mcp__late__echo".to_string())
+            && first.contains(&"mcp__echo__echo".to_string()),
+        "`run` waits for every server before its first request: {first:?}"
     );
     let names = tool_names(&reqs[1].json);
     assert!(
@@ -214,6 +400,91 @@ fn an_mcp_tool_call_goes_end_to_end_with_the_servers_schema() {
     assert_eq!(results.len(), 1);
     assert_eq!(result_text(&results[0]), "echo: hi");
     assert_ne!(results[0]["is_error"], true);
+}
+
+#[test]
+fn the_first_request_of_run_offers_mcp_tools_and_can_call_them() {
+    let mut p = Project::new();
+    p.config(&server_toml("late", "slow"));
+    p.config("[permissions]\nallow = [\"mcp__late\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__late__echo", json!({"text": "first"})),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let reqs = server.requests();
+    let tool_result = last_tool_results(&reqs[1].json);
+    assert_eq!(result_text(&tool_result[0]), "echo: first");
+    assert_ne!(tool_result[0]["is_error"], true);
+}
+
+#[test]
+fn the_wait_for_servers_is_bounded_by_the_startup_timeout() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("stuck", "hang"));
+    p.config("[mcp]\nstartup_timeout_ms = 700\n");
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let first = tool_names(&server.requests()[0].json);
+    assert!(first.contains(&"mcp__echo__echo".to_string()), "{first:?}");
+    assert!(
+        !first.iter().any(|n| n.starts_with("mcp__stuck")),
+        "{first:?}"
+    );
+    assert!(
+        run.stderr.contains("`stuck` still connecting after 700 ms"),
+        "stderr: {}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_server_that_dies_at_start_is_reported_with_its_stderr() {
+    let mut p = Project::new();
+    p.config(&server_toml("crashy", "crash"));
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert!(
+        run.stderr.contains("MCP server `crashy` failed")
+            && run.stderr.contains("fatal: MCP_TEST_TOKEN is not set")
+            && run.stderr.contains("starting up"),
+        "stderr: {}",
+        run.stderr
+    );
+    // The failure ended the wait: the run went on without the server.
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn chat_does_not_wait_for_servers_before_its_first_request() {
+    use std::io::Write;
+    let mut p = Project::new();
+    p.config(&server_toml("late", "slow"));
+    let server = FakeServer::route(|_| anthropic::text_reply("hello back"));
+    let mut child = p
+        .command(Some(&server))
+        .args(["chat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = tool_names(&server.requests()[0].json);
+    assert!(
+        !first.iter().any(|n| n.starts_with("mcp__late")),
+        "chat starts at once: {first:?}"
+    );
 }
 
 #[test]
@@ -309,6 +580,43 @@ fn mcp_json_servers_are_read_and_settings_win_on_a_clash() {
     );
     assert!(names.contains(&"mcp__clash__echo".to_string()), "{names:?}");
     assert!(!run.stderr.contains("failed"), "{}", run.stderr);
+}
+
+#[test]
+fn mcp_json_expands_variables_with_defaults() {
+    let mut p = Project::new();
+    let (cmd, args) = server_command();
+    p.env("TEST_MCP_BIN", &cmd);
+    p.env("TEST_MCP_MODE", "echo");
+    let mut expanded_args = args.clone();
+    // `${VAR:-default}` with the variable unset gives the default.
+    expanded_args[1] = "${TEST_MCP_FILTER:-suite::mcp::mcp_server_mode}".into();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {
+            "vars": {"type": "stdio", "command": "${TEST_MCP_BIN}", "args": expanded_args,
+                     "env": {MODE_ENV: "${TEST_MCP_MODE}"}},
+            "unset": {"command": "${TEST_MCP_NOT_SET}"}
+        }})
+        .to_string(),
+    );
+    p.config("[permissions]\nallow = [\"mcp__vars\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__vars__echo", json!({"text": "x"})),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert_eq!(
+        result_text(&last_tool_results(&server.requests()[1].json)[0]),
+        "echo: x"
+    );
+    assert!(
+        run.stderr.contains("mcpServers.unset")
+            && run.stderr.contains("`TEST_MCP_NOT_SET` is not set"),
+        "stderr: {}",
+        run.stderr
+    );
 }
 
 /// Main waits for the servers, spawns `agent`, then finishes; the child
@@ -617,5 +925,519 @@ fn a_streamable_http_server_gets_its_headers_and_serves_tools() {
     assert_eq!(
         result_text(&last_tool_results(&reqs[2].json)[0]),
         "echo: over http (token s3cret)"
+    );
+}
+
+#[test]
+fn an_http_server_from_mcp_json_gets_expanded_url_and_headers() {
+    let url = http_echo_server();
+    let mut p = Project::new();
+    p.env("TEST_MCP_URL", &url);
+    p.env("TEST_MCP_TOKEN", "from-env");
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"web": {
+            "type": "http",
+            "url": "${TEST_MCP_URL}",
+            "headers": {"X-Test-Token": "${TEST_MCP_TOKEN}"}
+        }}})
+        .to_string(),
+    );
+    p.config("[permissions]\nallow = [\"mcp__web\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__web__echo", json!({"text": "hi"})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert_eq!(
+        result_text(&last_tool_results(&server.requests()[1].json)[0]),
+        "echo: hi (token from-env)"
+    );
+}
+
+/// A server entry that only leaves a marker file when it is started.
+fn marker_server(p: &Project) -> (Value, PathBuf) {
+    let marker = p.path().join("server-started.marker");
+    let script = format!("echo started > '{}'", marker.display());
+    (json!({"command": "sh", "args": ["-c", script]}), marker)
+}
+
+#[test]
+fn render_starts_no_mcp_server_and_tools_schema_mcp_lists_their_tools() {
+    let mut p = Project::new();
+    let (entry, marker) = marker_server(&p);
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"marker": entry}}).to_string(),
+    );
+    p.config(&server_toml("echo", "echo"));
+    let run = p.run(None, &["render", "go"]);
+    run.ok();
+    assert!(!marker.exists(), "render started a server");
+    assert!(!run.stdout.contains("mcp__"), "{}", run.stdout);
+    assert!(
+        run.stderr.contains("render starts no MCP server"),
+        "{}",
+        run.stderr
+    );
+
+    // The same configuration does start servers for `tools schema --mcp`.
+    let run = p.run(None, &["tools", "schema", "--mcp", "--json"]);
+    run.ok();
+    assert!(marker.exists(), "the marker server was never started");
+    let defs: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+    let echo = defs
+        .iter()
+        .find(|d| d["name"] == "mcp__echo__echo")
+        .unwrap();
+    assert_eq!(echo["description"], "Echoes the text back");
+    assert!(defs.iter().any(|d| d["name"] == "Read"), "built-ins stay");
+    assert!(
+        run.stderr.contains("MCP server `marker` is not ready"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn inspection_in_an_untrusted_folder_starts_nothing() {
+    let p = Project::untrusted();
+    let (entry, marker) = marker_server(&p);
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"marker": entry}}).to_string(),
+    );
+    for args in [
+        &["render", "go"][..],
+        &["tools", "schema", "--mcp", "--json"],
+        &["mcp", "list"],
+    ] {
+        let run = p.run(None, args);
+        run.ok();
+        assert!(!marker.exists(), "{args:?} started a server");
+        if args[0] != "render" {
+            assert!(
+                run.stderr.contains("not a trusted folder"),
+                "{}",
+                run.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn mcp_list_and_get_show_status_tools_and_stderr() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "echo"));
+    p.config(&server_toml("crashy", "crash"));
+    let run = p.run(None, &["mcp", "list"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("echo  ready, 2 tools"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("crashy  failed: "), "{}", run.stdout);
+
+    let run = p.run(None, &["mcp", "get", "crashy"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("fatal: MCP_TEST_TOKEN is not set"),
+        "{}",
+        run.stdout
+    );
+
+    let run = p.run(None, &["mcp", "get", "echo", "--json"]);
+    run.ok();
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["status"], "ready");
+    let tools = v["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2);
+    assert_eq!(tools[0]["name"], "mcp__echo__echo");
+    // Environment values (often secrets) are not printed, only their names.
+    assert_eq!(v["transport"]["env"], json!([MODE_ENV]));
+    assert!(!run.stdout.contains("\"echo\"}"), "{}", run.stdout);
+
+    let run = p.run(None, &["mcp", "get", "nope"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("no MCP server `nope`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn an_image_result_reaches_the_model_as_an_image_block() {
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__echo\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__echo__picture", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let results = last_tool_results(&server.requests()[1].json);
+    let content = results[0]["content"].as_array().unwrap();
+    let images: Vec<&Value> = content.iter().filter(|c| c["type"] == "image").collect();
+    assert_eq!(images.len(), 1, "{content:?}");
+    assert_eq!(
+        images[0]["source"],
+        json!({"type": "base64", "media_type": "image/png", "data": PIXEL_PNG})
+    );
+    let text: Vec<&str> = content.iter().filter_map(|c| c["text"].as_str()).collect();
+    let text = text.join("\n");
+    assert!(text.contains("a red pixel:"), "{text}");
+    assert!(
+        text.contains("image/svg+xml") && text.contains("not shown"),
+        "{text}"
+    );
+    assert!(text.contains("the notes say hi"), "{text}");
+    assert!(
+        text.contains("[resource link: big.csv <file:///big.csv>]"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_image_result_goes_to_openai_in_a_user_message_after_the_tool_message() {
+    use super::kit::openai;
+    let mut p = Project::new();
+    p.config(&server_toml("echo", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__echo\"]\n");
+    let server = FakeServer::start([
+        openai::tool_call_reply("call_1", "mcp__echo__picture", json!({})),
+        openai::text_reply("done"),
+    ]);
+    p.env("CADRE_PROVIDER__KIND", "openai")
+        .env("CADRE_PROVIDER__BASE_URL", server.url());
+    p.run(None, &["run", "--model", "local-model", "go"]).ok();
+    let msgs = server.request(1).json["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let at = msgs.iter().position(|m| m["role"] == "tool").unwrap();
+    let tool_text = msgs[at]["content"].as_str().unwrap();
+    assert!(tool_text.contains("a red pixel:"), "{tool_text}");
+    assert!(tool_text.contains("[image(s) in the next user message]"));
+    let next = &msgs[at + 1];
+    assert_eq!(next["role"], "user");
+    let parts = next["content"].as_array().unwrap();
+    assert!(parts[0]["text"].as_str().unwrap().contains("call_1"));
+    assert_eq!(
+        parts[1]["image_url"]["url"],
+        format!("data:image/png;base64,{PIXEL_PNG}")
+    );
+}
+
+#[test]
+fn resources_are_listed_and_read_through_the_resource_tools() {
+    let mut p = Project::new();
+    p.config(&server_toml("plain", "echo"));
+    p.config(&server_toml("docs", "rich"));
+    p.config("[permissions]\nallow = [\"ListMcpResources\", \"ReadMcpResource\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "ListMcpResources", json!({})),
+        1 => anthropic::message()
+            .tool_use(
+                "t2",
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///notes.txt"}),
+            )
+            .tool_use(
+                "t3",
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///pixel.png"}),
+            )
+            .tool_use(
+                "t4",
+                "ReadMcpResource",
+                json!({"server": "plain", "uri": "file:///x"}),
+            )
+            .tool_use(
+                "t5",
+                "ReadMcpResource",
+                json!({"server": "docs", "uri": "file:///nope"}),
+            )
+            .reply(),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let list = tool(&reqs[0].json, "ListMcpResources").unwrap();
+    assert!(
+        list["description"]
+            .as_str()
+            .unwrap()
+            .contains("ReadMcpResource")
+    );
+    assert!(tool(&reqs[0].json, "ReadMcpResource").is_some());
+
+    let listed = result_text(&last_tool_results(&reqs[1].json)[0]);
+    assert!(
+        listed.contains(r#"<resource server="docs" uri="file:///notes.txt" mimeType="text/plain">notes: Meeting notes</resource>"#),
+        "{listed}"
+    );
+    assert!(listed.contains("file:///pixel.png"), "{listed}");
+
+    let results = last_tool_results(&reqs[2].json);
+    assert_eq!(result_text(&results[0]), "notes: ship it");
+    let image = &results[1]["content"][0];
+    assert_eq!(image["type"], "image", "{results:?}");
+    assert_eq!(image["source"]["data"], PIXEL_PNG);
+    assert_eq!(results[2]["is_error"], true);
+    assert!(
+        result_text(&results[2]).contains("No connected MCP server `plain` offers resources")
+            && result_text(&results[2]).contains("Servers with resources: docs"),
+        "{:?}",
+        results[2]
+    );
+    assert_eq!(results[3]["is_error"], true);
+    assert!(
+        result_text(&results[3]).contains("no resource file:///nope"),
+        "{:?}",
+        results[3]
+    );
+}
+
+#[test]
+fn resource_tools_are_offered_only_when_a_server_has_resources() {
+    let mut p = Project::new();
+    p.config(&server_toml("plain", "echo"));
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    p.run(Some(&server), &["run", "go"]).ok();
+    let names = tool_names(&server.requests()[0].json);
+    assert!(names.contains(&"mcp__plain__echo".to_string()));
+    assert!(
+        !names.iter().any(|n| n.contains("McpResource")),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn servers_get_the_roots_and_an_elicitation_is_declined_in_run() {
+    let mut p = Project::new();
+    let extra = p.path().join("extra dir");
+    std::fs::create_dir_all(&extra).unwrap();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::message()
+            .tool_use("t1", "mcp__rich__roots", json!({}))
+            .tool_use("t2", "mcp__rich__ask", json!({}))
+            .reply(),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(Some(&server), &["run", "--add-dir", "extra dir", "go"]);
+    run.ok();
+    let results = last_tool_results(&server.requests()[1].json);
+    let roots: Vec<Value> = serde_json::from_str(&result_text(&results[0])).unwrap();
+    let uris: Vec<&str> = roots.iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    let cwd = std::fs::canonicalize(p.path()).unwrap_or(p.path().to_path_buf());
+    assert_eq!(uris.len(), 2, "{roots:?}");
+    assert!(uris[0].starts_with("file:///"), "{uris:?}");
+    assert!(
+        uris[0].ends_with(cwd.file_name().unwrap().to_str().unwrap()),
+        "{uris:?}"
+    );
+    assert!(uris[1].ends_with("/extra%20dir"), "{uris:?}");
+    assert_eq!(result_text(&results[1]), "declared true, action Decline");
+    assert!(
+        run.stderr
+            .contains("MCP server `rich` asked for input (\"What is your name?\"); declined"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
+    for enabled in [true, false] {
+        let mut p = Project::new();
+        p.config(&server_toml("rich", "rich"));
+        p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+        if enabled {
+            p.config("[mcp]\nsampling = true\n");
+        }
+        let server = FakeServer::route(|r| {
+            if r.json.to_string().contains("SAMPLE-ME") {
+                return anthropic::text_reply("pong");
+            }
+            match assistant_turns(r) {
+                0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
+                _ => anthropic::text_reply("done"),
+            }
+        });
+        p.run(Some(&server), &["run", "go"]).ok();
+        let reqs = server.requests();
+        let sampled: Vec<&RecordedRequest> = reqs
+            .iter()
+            .filter(|r| r.json.to_string().contains("SAMPLE-ME"))
+            .collect();
+        let last = reqs.last().unwrap();
+        let text = result_text(&last_tool_results(&last.json)[0]);
+        if enabled {
+            assert_eq!(
+                sampled.len(),
+                1,
+                "one sampling request reached the provider"
+            );
+            let s = &sampled[0].json;
+            assert!(
+                s["system"].to_string().contains("You are the sampler."),
+                "{s}"
+            );
+            assert!(
+                s.get("tools")
+                    .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
+                "{s}"
+            );
+            assert_eq!(s["model"], reqs[0].json["model"], "the session's model");
+            assert!(text.starts_with("sampled: pong (model "), "{text}");
+        } else {
+            assert!(sampled.is_empty());
+            assert!(text.contains("sampling is off"), "{text}");
+        }
+    }
+}
+
+/// The reference server that exercises the whole protocol, from npm
+/// (`@modelcontextprotocol/server-everything@2026.8.31`, installed by
+/// `scripts/test` into `.ci/node`).
+fn everything_server() -> PathBuf {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        path.is_file(),
+        "{} is missing: run the tests with `scripts/test`, which installs it into .ci/node",
+        path.display()
+    );
+    path
+}
+
+#[test]
+fn the_npm_everything_server_gets_roots_sampling_images_and_a_declined_elicitation() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         [mcp]\nsampling = true\n[permissions]\nallow = [\"mcp__every\", \"ListMcpResources\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    // The sampling request is the one without tools.
+    let sampling = |r: &RecordedRequest| r.json["tools"].as_array().is_none_or(|t| t.is_empty());
+    let server = FakeServer::route(move |r| {
+        if sampling(r) {
+            return anthropic::text_reply("pong from the model");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::message()
+                .tool_use("t1", "mcp__every__get-tiny-image", json!({}))
+                .tool_use("t2", "mcp__every__get-roots-list", json!({}))
+                .tool_use("t3", "mcp__every__trigger-elicitation-request", json!({}))
+                .tool_use(
+                    "t4",
+                    "mcp__every__trigger-sampling-request",
+                    json!({"prompt": "SAMPLE-ME", "maxTokens": 20}),
+                )
+                .tool_use("t5", "ListMcpResources", json!({}))
+                .reply(),
+            _ => anthropic::text_reply("done"),
+        }
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let reqs = server.requests();
+    let first = tool_names(&reqs[0].json);
+    for t in [
+        "mcp__every__get-tiny-image",
+        "mcp__every__get-roots-list",
+        "mcp__every__trigger-elicitation-request",
+        "mcp__every__trigger-sampling-request",
+        "ListMcpResources",
+        "ReadMcpResource",
+    ] {
+        assert!(
+            first.contains(&t.to_string()),
+            "{t} missing from the first request: {first:?}"
+        );
+    }
+    let sampled_requests: Vec<&RecordedRequest> = reqs.iter().filter(|r| sampling(r)).collect();
+    assert_eq!(sampled_requests.len(), 1);
+    assert!(sampled_requests[0].json.to_string().contains("SAMPLE-ME"));
+    let last = reqs.iter().rev().find(|r| !sampling(r)).unwrap();
+    let results = last_tool_results(&last.json);
+    assert_eq!(results.len(), 5);
+    assert!(
+        results[0]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["type"] == "image" && c["source"]["media_type"] == "image/png"),
+        "{:?}",
+        results[0]
+    );
+    let roots = result_text(&results[1]);
+    let dir_name = p.path().file_name().unwrap().to_str().unwrap();
+    assert!(roots.contains(dir_name), "{roots}");
+    let elicited = result_text(&results[2]);
+    assert!(elicited.contains("declined"), "{elicited}");
+    assert!(
+        run.stderr.contains("MCP server `every` asked for input"),
+        "{}",
+        run.stderr
+    );
+    let sampled = result_text(&results[3]);
+    assert!(sampled.contains("pong from the model"), "{sampled}");
+    let resources = result_text(&results[4]);
+    assert!(
+        resources.contains("<resource server=\"every\""),
+        "{resources}"
+    );
+}
+
+#[test]
+fn a_servers_tool_list_change_reaches_the_next_turn() {
+    let mut p = Project::new();
+    p.config(&server_toml("grow", "grow"));
+    p.config("[permissions]\nallow = [\"mcp__grow\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__grow__late_tool", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let names = tool_names(&reqs[1].json);
+    assert!(
+        names.contains(&"mcp__grow__late_tool".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"mcp__grow__echo".to_string()), "{names:?}");
+    let result = &last_tool_results(&reqs[2].json)[0];
+    assert_ne!(result["is_error"], true, "{result:?}");
+}
+
+#[test]
+fn mcp_get_lists_a_servers_resources() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    let run = p.run(None, &["mcp", "get", "docs", "--json"]);
+    run.ok();
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let uris: Vec<&str> = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, ["file:///notes.txt", "file:///pixel.png"]);
+    assert!(v.get("prompts").is_none(), "the server has no prompts: {v}");
+    let run = p.run(None, &["mcp", "get", "docs"]);
+    assert!(
+        run.stdout
+            .contains("  resources (2):\n    file:///notes.txt  Meeting notes"),
+        "{}",
+        run.stdout
     );
 }

@@ -1,0 +1,246 @@
+//! `cadre mcp list|get NAME`, and the connecting that `tools schema --mcp`
+//! shares with them: the configured MCP servers are started, awaited (at
+//! most `mcp.startup_timeout_ms`), inspected and closed again. Only in a
+//! trusted folder: elsewhere nothing is started and the commands say so.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::output::print_json;
+use super::{CliError, GlobalArgs, Overrides, load_snapshot};
+use crate::config::McpServerConfig;
+use crate::mcp::{McpManager, ServerState};
+use crate::snapshot::Snapshot;
+
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Connect to every configured server and show its status and tool count.
+    List(ListArgs),
+    /// Connect to one server and show its status, tools and stderr tail.
+    Get(GetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The server's name.
+    name: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The shared servers of `snap`, connected and settled, or `None` (after a
+/// note on stderr) in a folder that is not trusted. Close with
+/// `McpManager::shutdown`.
+pub async fn connect_all(snap: &Snapshot, cwd: &std::path::Path) -> Option<Arc<McpManager>> {
+    if !snap.config.trusted {
+        eprintln!(
+            "cadre: {} is not a trusted folder, so no MCP server is started here \
+             (trust it with `cadre trust`, or pass --trust)",
+            snap.config.trust_root.display()
+        );
+        return None;
+    }
+    let manager = McpManager::new();
+    manager.sync(&snap.mcp_servers, cwd);
+    let limit = Duration::from_millis(snap.settings().mcp.startup_timeout_ms);
+    manager.wait_settled(limit, |_| {}).await;
+    Some(manager)
+}
+
+/// Where a server is reached, without secrets (header and env values).
+fn transport(c: &McpServerConfig) -> Value {
+    match (&c.command, &c.url) {
+        (Some(cmd), _) => json!({
+            "type": "stdio",
+            "command": cmd,
+            "args": c.args,
+            "env": c.env.keys().collect::<Vec<_>>(),
+        }),
+        (None, Some(url)) => json!({
+            "type": c.kind.as_deref().unwrap_or("http"),
+            "url": url,
+            "headers": c.headers.keys().collect::<Vec<_>>(),
+        }),
+        (None, None) => Value::Null,
+    }
+}
+
+fn state_word(s: Option<ServerState>, trusted: bool) -> &'static str {
+    match s {
+        _ if !trusted => "not started",
+        Some(ServerState::Ready) => "ready",
+        Some(ServerState::Failed) => "failed",
+        Some(ServerState::Connecting) => "still connecting",
+        None => "not started",
+    }
+}
+
+/// One server as JSON: name, status, transport, tools, error, stderr.
+fn describe(
+    name: &str,
+    config: &McpServerConfig,
+    manager: Option<&McpManager>,
+    with_tools: bool,
+) -> Value {
+    let state = manager.and_then(|m| m.states().get(name).copied());
+    let mut v = json!({
+        "name": name,
+        "status": state_word(state, manager.is_some()),
+        "transport": transport(config),
+    });
+    if let Some(m) = manager {
+        let tools: Vec<Value> = m
+            .tools(&[])
+            .iter()
+            .filter(|t| t.server() == name)
+            .map(|t| {
+                let d = t.definition();
+                if with_tools {
+                    json!({"name": d.name, "description": d.description, "input_schema": d.input_schema})
+                } else {
+                    json!(d.name)
+                }
+            })
+            .collect();
+        v["tools"] = Value::Array(tools);
+        if let Some(why) = m.failure(name) {
+            v["error"] = json!(why);
+        }
+        v["stderr"] = json!(m.stderr_tail(name));
+    }
+    v
+}
+
+pub async fn dispatch(g: &GlobalArgs, cmd: McpCommand) -> Result<(), CliError> {
+    let (input, swap) = load_snapshot(g, &Overrides::default())?;
+    let snap = swap.load_full();
+    let cwd = input.load.cwd.clone();
+    match cmd {
+        McpCommand::List(args) => {
+            let manager = connect_all(&snap, &cwd).await;
+            let servers: Vec<Value> = snap
+                .mcp_servers
+                .iter()
+                .map(|(n, c)| describe(n, c, manager.as_deref(), false))
+                .collect();
+            if let Some(m) = &manager {
+                m.shutdown().await;
+            }
+            if args.json {
+                return print_json(&servers);
+            }
+            if servers.is_empty() {
+                outln!("no MCP servers configured");
+            }
+            for s in &servers {
+                let status = s["status"].as_str().unwrap_or("");
+                let detail = match (s.get("error"), s.get("tools")) {
+                    (Some(e), _) => format!(": {}", e.as_str().unwrap_or("")),
+                    (None, Some(Value::Array(t))) if status == "ready" => {
+                        format!(", {} tools", t.len())
+                    }
+                    _ => String::new(),
+                };
+                let t = &s["transport"];
+                let target = t["url"]
+                    .as_str()
+                    .map(str::to_string)
+                    .or_else(|| t["command"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                outln!(
+                    "{}  {status}{detail}  ({} {target})",
+                    s["name"].as_str().unwrap_or(""),
+                    t["type"].as_str().unwrap_or("")
+                );
+            }
+            Ok(())
+        }
+        McpCommand::Get(args) => {
+            let Some(config) = snap.mcp_servers.get(&args.name) else {
+                let names: Vec<&str> = snap.mcp_servers.keys().map(String::as_str).collect();
+                return Err(CliError::Usage(format!(
+                    "no MCP server `{}` is configured here (configured: {})",
+                    args.name,
+                    if names.is_empty() {
+                        "none".to_string()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            };
+            let manager = connect_all(&snap, &cwd).await;
+            let mut v = describe(&args.name, config, manager.as_deref(), true);
+            if let Some(conn) = manager.as_ref().and_then(|m| m.connection(&args.name)) {
+                if conn.resources {
+                    v["resources"] = match conn.list_resources().await {
+                        Ok(list) => Value::Array(list),
+                        Err(e) => json!({"error": e}),
+                    };
+                }
+                if conn.has_prompts() {
+                    v["prompts"] = match conn.list_prompts().await {
+                        Ok(list) => Value::Array(list),
+                        Err(e) => json!({"error": e}),
+                    };
+                }
+            }
+            if let Some(m) = &manager {
+                m.shutdown().await;
+            }
+            if args.json {
+                return print_json(&v);
+            }
+            outln!("{}: {}", args.name, v["status"].as_str().unwrap_or(""));
+            let t = &v["transport"];
+            outln!(
+                "  transport: {}",
+                serde_json::to_string(t).unwrap_or_default()
+            );
+            if let Some(e) = v.get("error").and_then(Value::as_str) {
+                outln!("  error: {e}");
+            }
+            if let Some(Value::Array(tools)) = v.get("tools") {
+                outln!("  tools ({}):", tools.len());
+                for tool in tools {
+                    let desc = tool["description"].as_str().unwrap_or("");
+                    let first = desc.lines().next().unwrap_or("");
+                    outln!("    {}  {first}", tool["name"].as_str().unwrap_or(""));
+                }
+            }
+            for (key, what) in [("resources", "uri"), ("prompts", "name")] {
+                match v.get(key) {
+                    Some(Value::Array(items)) => {
+                        outln!("  {key} ({}):", items.len());
+                        for item in items {
+                            let desc = item["description"].as_str().unwrap_or("");
+                            let first = desc.lines().next().unwrap_or("");
+                            outln!("    {}  {first}", item[what].as_str().unwrap_or(""));
+                        }
+                    }
+                    Some(other) => outln!("  {key}: {}", other["error"].as_str().unwrap_or("")),
+                    None => {}
+                }
+            }
+            if let Some(Value::Array(lines)) = v.get("stderr")
+                && !lines.is_empty()
+            {
+                outln!("  stderr (last lines):");
+                for l in lines {
+                    outln!("    {}", l.as_str().unwrap_or(""));
+                }
+            }
+            Ok(())
+        }
+    }
+}
