@@ -51,6 +51,8 @@ pub struct Snapshot {
     pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
     /// Project memory (`CLAUDE.md` and its imports), in order.
     pub memory: catalog::Memory,
+    /// Skills (`SKILL.md` folders) by name.
+    pub skills: Arc<catalog::Skills>,
 }
 
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
@@ -131,7 +133,32 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
+    let skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref());
+    // Existing skill folders are watched; a missing one is not (watching
+    // its nearest existing ancestor slowed busy runs down measurably: see
+    // the load test). A skills folder created later is read at the next
+    // reload.
+    watched_dirs.extend(
+        skill_dirs
+            .iter()
+            .filter(|(_, d)| d.is_dir())
+            .map(|(_, d)| d.clone()),
+    );
+    let skills = catalog::load_skills(&skill_dirs);
+    diagnostics.extend(skills.diagnostics.iter().cloned());
     for def in catalog.agents.values() {
+        for name in &def.skills {
+            if skills.get(name).is_none() {
+                diagnostics.push(Diagnostic::warning(
+                    def.path.as_deref(),
+                    None,
+                    format!(
+                        "agent `{}`: skills: no skill named `{name}`; it is not preloaded",
+                        def.name
+                    ),
+                ));
+            }
+        }
         if let Some(when) = &def.when {
             for name in when.names() {
                 if !config.flags.knows(name) {
@@ -154,6 +181,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         watched_dirs,
         mcp_servers,
         memory,
+        skills: Arc::new(skills),
     })
 }
 

@@ -1,5 +1,7 @@
 //! A child's tool pool and the one-line summary the Agent tool shows.
 
+use serde::Serialize;
+
 use crate::catalog::{AgentDef, agent_spec_types, base_name};
 
 use super::AGENT_TOOL;
@@ -61,16 +63,138 @@ pub fn spawnable_types(def: &AgentDef) -> Option<Vec<String>> {
     out
 }
 
+/// What the engine offers, for explaining why an agent does not get a
+/// tool its `tools` names.
+#[derive(Debug, Clone, Default)]
+pub struct ToolOffer {
+    /// Tools that have a spec and can run, before deny rules.
+    pub known: Vec<String>,
+    /// Tools a deny rule names as a whole, each with that rule.
+    pub denied: Vec<(String, String)>,
+    /// Tools only an interactive main session gets.
+    pub interactive_only: Vec<String>,
+    /// The shared MCP servers' names.
+    pub mcp_servers: Vec<String>,
+    /// `agents.max_depth`.
+    pub max_depth: u32,
+}
+
+/// Why a tool an agent asks for is not in its pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum Withheld {
+    /// No tool of this name exists in this engine.
+    Unknown,
+    /// A deny rule in the settings names the whole tool.
+    Denied { rule: String },
+    /// The agent's own `disallowedTools` names it.
+    Disallowed,
+    /// Only an interactive main session gets it.
+    InteractiveOnly,
+    /// A sub-agent tool, given only to a child shallower than `max_depth`.
+    Depth { max_depth: u32 },
+    /// An MCP tool whose server is neither shared nor the agent's own.
+    McpServerMissing { server: String },
+}
+
+impl std::fmt::Display for Withheld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Withheld::Unknown => f.write_str("unknown tool"),
+            Withheld::Denied { rule } => write!(f, "denied by the permission rule `{rule}`"),
+            Withheld::Disallowed => f.write_str("listed in disallowedTools"),
+            Withheld::InteractiveOnly => f.write_str("only an interactive main session gets it"),
+            Withheld::Depth { max_depth } => {
+                write!(
+                    f,
+                    "sub-agent tools need `Agent` in the list and a depth below agents.max_depth = {max_depth}"
+                )
+            }
+            Withheld::McpServerMissing { server } => {
+                write!(f, "MCP server `{server}` is not configured")
+            }
+        }
+    }
+}
+
+/// One tool an agent's `tools` names that it will not get, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WithheldTool {
+    pub tool: String,
+    #[serde(flatten)]
+    pub why: Withheld,
+}
+
+/// Each tool `def`'s allowlist names that a child at `depth` will not get,
+/// in the order written, once each; the first reason that applies wins
+/// (unknown, MCP server missing, denied, disallowed, interactive-only,
+/// depth). MCP tools of a configured server are assumed to exist: which
+/// tools a server has is known only once it runs.
+pub fn withheld_tools(def: &AgentDef, offer: &ToolOffer, depth: u32) -> Vec<WithheldTool> {
+    let Some(allow) = &def.tools else {
+        return Vec::new();
+    };
+    let lists_agent = allow.iter().any(|s| base_name(s) == AGENT_TOOL);
+    let mut out: Vec<WithheldTool> = Vec::new();
+    for spec in allow {
+        let name = base_name(spec);
+        if name == "*" || out.iter().any(|w| w.tool == name) {
+            continue;
+        }
+        let why = if let Some(rest) = name.strip_prefix("mcp__") {
+            let server = rest.split("__").next().unwrap_or(rest);
+            let own = def.mcp_servers.iter().any(|v| match v {
+                serde_json::Value::String(s) => s == server,
+                serde_json::Value::Object(m) => m.contains_key(server),
+                _ => false,
+            });
+            if own || offer.mcp_servers.iter().any(|s| s == server) {
+                None
+            } else {
+                Some(Withheld::McpServerMissing {
+                    server: server.to_string(),
+                })
+            }
+        } else if !offer.known.iter().any(|k| k == name) {
+            Some(Withheld::Unknown)
+        } else if let Some((_, rule)) = offer.denied.iter().find(|(t, _)| t == name) {
+            Some(Withheld::Denied { rule: rule.clone() })
+        } else if def.disallowed_tools.iter().any(|s| base_name(s) == name) {
+            Some(Withheld::Disallowed)
+        } else if offer.interactive_only.iter().any(|t| t == name) {
+            Some(Withheld::InteractiveOnly)
+        } else if NESTING_TOOLS.contains(&name) && !(lists_agent && depth < offer.max_depth) {
+            Some(Withheld::Depth {
+                max_depth: offer.max_depth,
+            })
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.push(WithheldTool {
+                tool: name.to_string(),
+                why,
+            });
+        }
+    }
+    out
+}
+
 /// `Read, Grep` (allowlist minus denylist), `None`, `All tools except A, B`,
-/// or `All tools`.
-pub fn tools_summary(def: &AgentDef) -> String {
+/// or `All tools`. With an `offer`, the allowlist shows only the tools the
+/// agent really gets as a child of the main session.
+pub fn tools_summary(def: &AgentDef, offer: Option<&ToolOffer>) -> String {
     let denied: Vec<&str> = def.disallowed_tools.iter().map(|s| base_name(s)).collect();
+    let withheld = offer.map(|o| withheld_tools(def, o, 1)).unwrap_or_default();
     match &def.tools {
         Some(allow) => {
             let mut names: Vec<&str> = Vec::new();
             for s in allow {
                 let b = base_name(s);
-                if !denied.contains(&b) && !names.contains(&b) {
+                if !denied.contains(&b)
+                    && !names.contains(&b)
+                    && !withheld.iter().any(|w| w.tool == b)
+                {
                     names.push(b);
                 }
             }
@@ -150,17 +274,101 @@ mod tests {
         assert_eq!(pool(&d, 2), ["Agent"]);
     }
 
+    fn tools_summary_plain(d: &AgentDef) -> String {
+        tools_summary(d, None)
+    }
+
+    fn offer() -> ToolOffer {
+        let mut known = all();
+        known.push("SendMessage".into());
+        ToolOffer {
+            known,
+            denied: vec![("Write".into(), "Write".into())],
+            interactive_only: vec!["AskUser".into()],
+            mcp_servers: vec!["git".into()],
+            max_depth: 2,
+        }
+    }
+
+    #[test]
+    fn withheld_tools_say_why() {
+        let mut d = def(
+            Some(&[
+                "WebFetch",
+                "Read",
+                "Write",
+                "Bash(git:*)",
+                "AskUser",
+                "SendMessage",
+                "mcp__git__log",
+                "mcp__jira__find",
+                "WebFetch",
+            ]),
+            &["Bash"],
+        );
+        let got = withheld_tools(&d, &offer(), 1);
+        let want = vec![
+            WithheldTool {
+                tool: "WebFetch".into(),
+                why: Withheld::Unknown,
+            },
+            WithheldTool {
+                tool: "Write".into(),
+                why: Withheld::Denied {
+                    rule: "Write".into(),
+                },
+            },
+            WithheldTool {
+                tool: "Bash".into(),
+                why: Withheld::Disallowed,
+            },
+            WithheldTool {
+                tool: "AskUser".into(),
+                why: Withheld::InteractiveOnly,
+            },
+            WithheldTool {
+                tool: "SendMessage".into(),
+                why: Withheld::Depth { max_depth: 2 },
+            },
+            WithheldTool {
+                tool: "mcp__jira__find".into(),
+                why: Withheld::McpServerMissing {
+                    server: "jira".into(),
+                },
+            },
+        ];
+        assert_eq!(got, want);
+        // The agent's own inline server counts.
+        d.mcp_servers = vec![serde_json::json!({"jira": {"command": "x"}})];
+        assert!(
+            !withheld_tools(&d, &offer(), 1)
+                .iter()
+                .any(|w| w.tool.starts_with("mcp__"))
+        );
+        assert_eq!(
+            serde_json::to_value(&want[1]).unwrap(),
+            serde_json::json!({"tool": "Write", "reason": "denied", "rule": "Write"})
+        );
+        assert_eq!(
+            tools_summary(&d, Some(&offer())),
+            "Read, mcp__git__log, mcp__jira__find"
+        );
+        let only_missing = def(Some(&["WebFetch", "WebSearch"]), &[]);
+        assert_eq!(tools_summary(&only_missing, Some(&offer())), "None");
+        assert_eq!(tools_summary(&only_missing, None), "WebFetch, WebSearch");
+    }
+
     #[test]
     fn summaries() {
-        assert_eq!(tools_summary(&def(None, &[])), "All tools");
+        assert_eq!(tools_summary_plain(&def(None, &[])), "All tools");
         assert_eq!(
-            tools_summary(&def(None, &["Agent", "Edit", "Write"])),
+            tools_summary_plain(&def(None, &["Agent", "Edit", "Write"])),
             "All tools except Agent, Edit, Write"
         );
         assert_eq!(
-            tools_summary(&def(Some(&["Read", "Bash(git:*)", "Grep"]), &["Grep"])),
+            tools_summary_plain(&def(Some(&["Read", "Bash(git:*)", "Grep"]), &["Grep"])),
             "Read, Bash"
         );
-        assert_eq!(tools_summary(&def(Some(&[]), &[])), "None");
+        assert_eq!(tools_summary_plain(&def(Some(&[]), &[])), "None");
     }
 }

@@ -14,6 +14,7 @@ mod load;
 mod memory;
 mod parse;
 mod resolve;
+pub mod skills;
 mod sources;
 mod tokens;
 
@@ -27,8 +28,12 @@ pub use memory::{
 pub use parse::{
     ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with,
 };
+pub use skills::{Skill, SkillSource, Skills, load_skills, skill_dirs};
 pub use sources::{SourceDir, source_dirs};
-pub use tokens::{agent_spec_types, base_name, canonical_tool_spec, tokenize_tools};
+pub use tokens::{
+    LEGACY_TOOL_NAMES, agent_spec_types, base_name, canonical_tool_name, canonical_tool_spec,
+    tokenize_tools,
+};
 
 /// Name of the synthetic agent reached only by the fork route.
 pub const FORK_AGENT: &str = "fork";

@@ -415,7 +415,12 @@ fn tool_list(v: &Node, field: &str, ctx: &mut Ctx<'_>) -> Option<Vec<String>> {
             let base = base_name(t);
             if t != "*" && !base.starts_with("mcp__") && !ctx.known_tools.iter().any(|k| k == base)
             {
-                ctx.warn(*pos, format!("{field}: unknown tool `{base}`"));
+                let msg = if field == "tools" {
+                    format!("{field}: unknown tool `{base}`; the agent runs without it")
+                } else {
+                    format!("{field}: unknown tool `{base}`")
+                };
+                ctx.warn(*pos, msg);
             }
         }
     }

@@ -67,7 +67,7 @@ pub fn source_dirs(settings: &Settings, cwd: &Path, home: Option<&Path>) -> Vec<
 
 /// The folders from the git root (nearest ancestor holding `.git`, a file
 /// or a folder) down to `cwd`, root first. Without a git root, only `cwd`.
-fn project_chain(cwd: &Path) -> Vec<PathBuf> {
+pub(super) fn project_chain(cwd: &Path) -> Vec<PathBuf> {
     let root = cwd.ancestors().find(|d| d.join(".git").exists());
     match root {
         None => vec![cwd.to_path_buf()],

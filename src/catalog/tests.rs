@@ -156,7 +156,7 @@ fn known_tools_warn_about_unknown_names() {
     assert_eq!(
         msgs,
         [
-            "4:8 tools: unknown tool `Nope`",
+            "4:8 tools: unknown tool `Nope`; the agent runs without it",
             "6:5 disallowedTools: unknown tool `Zap`"
         ]
     );

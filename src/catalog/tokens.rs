@@ -36,12 +36,30 @@ pub fn tokenize_tools(text: &str) -> Vec<String> {
     tokens
 }
 
+/// Older tool names still found in agent files and settings, and the tool
+/// each now means: `Task` was renamed `Agent`; `MultiEdit` (several edits
+/// of one file) was folded into `Edit`; `LS` (list a folder) was retired in
+/// favour of `Glob`.
+pub const LEGACY_TOOL_NAMES: &[(&str, &str)] =
+    &[("Task", "Agent"), ("MultiEdit", "Edit"), ("LS", "Glob")];
+
+/// The current name for a tool name (itself when it is not a legacy one).
+pub fn canonical_tool_name(name: &str) -> &str {
+    LEGACY_TOOL_NAMES
+        .iter()
+        .find(|(old, _)| *old == name)
+        .map_or(name, |(_, new)| new)
+}
+
 /// Claude Code's old name for a tool, as its current one: `Task` and
-/// `Task(x)` are `Agent` and `Agent(x)`.
+/// `Task(x)` are `Agent` and `Agent(x)`; `MultiEdit` is `Edit`, `LS` is
+/// `Glob` (see [`LEGACY_TOOL_NAMES`]).
 pub fn canonical_tool_spec(spec: &str) -> String {
     let spec = spec.trim();
-    if base_name(spec) == "Task" {
-        return format!("Agent{}", &spec["Task".len()..]);
+    let base = base_name(spec);
+    let new = canonical_tool_name(base);
+    if new != base {
+        return format!("{new}{}", &spec[base.len()..]);
     }
     spec.to_string()
 }
@@ -84,6 +102,10 @@ mod tests {
         assert_eq!(canonical_tool_spec("Task"), "Agent");
         assert_eq!(canonical_tool_spec("Task(Explore)"), "Agent(Explore)");
         assert_eq!(canonical_tool_spec("Tasks"), "Tasks");
+        assert_eq!(canonical_tool_spec("MultiEdit"), "Edit");
+        assert_eq!(canonical_tool_spec("MultiEdit(src/**)"), "Edit(src/**)");
+        assert_eq!(canonical_tool_spec(" LS "), "Glob");
+        assert_eq!(canonical_tool_spec("LSX"), "LSX");
         assert_eq!(
             agent_spec_types("Agent(Explore, Plan)"),
             Some(vec!["Explore".to_string(), "Plan".to_string()])

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::output::print_json;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot, snapshot_input};
-use crate::agent_tool::{resolve_model, tool_pool};
+use crate::agent_tool::{ToolOffer, WithheldTool, resolve_model, tool_pool, withheld_tools};
 use crate::catalog::{self, AgentDef, CatalogInput, Source, SourceDir};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::runtime;
@@ -155,6 +155,17 @@ fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// The offer of the built-in tools in this snapshot.
+fn offer(snap: &Snapshot) -> ToolOffer {
+    let implemented = crate::tools::builtin_tools();
+    runtime::tool_offer(snap, implemented.iter().map(|t| t.name()))
+}
+
+/// The tools `d` names that it would not get as a child of the main session.
+fn withheld_for(snap: &Snapshot, d: &AgentDef) -> Vec<WithheldTool> {
+    withheld_tools(d, &offer(snap), 1)
+}
+
 fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Value {
     let settings = snap.settings();
     let env_model = env
@@ -187,7 +198,8 @@ fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Va
     // As a child of a main session in the configured mode (SPEC §7).
     let def_mode = d.permission_mode.filter(|_| d.source != Source::Plugin);
     let mode = crate::permissions::child_mode(settings.permissions.default_mode, def_mode);
-    json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "permission_mode": mode.as_str()})
+    let withheld = withheld_for(snap, d);
+    json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "withheld_tools": withheld, "permission_mode": mode.as_str()})
 }
 
 fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
@@ -223,7 +235,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             .unwrap_or_default()
     );
     outln!("description: {}", d.description);
-    outln!("tools:       {}", crate::agent_tool::tools_summary(d));
+    outln!("tools:       {}", crate::agent_tool::tools_summary(d, None));
     outln!("model:       {}", d.model.as_deref().unwrap_or("inherit"));
     if let Some(m) = d.permission_mode {
         outln!("permission:  {m}");
@@ -250,12 +262,36 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
                 .unwrap_or_default()
         );
     }
+    if args.effective {
+        for w in withheld_for(&snap, d) {
+            outln!("not given:   {} ({})", w.tool, w.why);
+        }
+    }
     if let catalog::Prompt::Inline(body) = &d.prompt
         && !body.is_empty()
     {
         outln!("\n{body}");
     }
     Ok(())
+}
+
+/// A warning for each tool `d` asks for and will not get, except unknown
+/// ones (the parser already reported those at their position).
+fn withheld_diagnostics(d: &AgentDef, offer: &ToolOffer) -> Vec<Diagnostic> {
+    withheld_tools(d, offer, 1)
+        .into_iter()
+        .filter(|w| w.why != crate::agent_tool::Withheld::Unknown)
+        .map(|w| {
+            Diagnostic::warning(
+                d.path.as_deref(),
+                None,
+                format!(
+                    "agent `{}` will not get tool `{}`: {}",
+                    d.name, w.tool, w.why
+                ),
+            )
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -275,13 +311,25 @@ fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
             .values()
             .filter(|d| !d.synthetic)
             .count();
+        let mut diagnostics = snap.diagnostics.clone();
+        let offer = offer(&snap);
+        for d in snap.catalog.agents.values().filter(|d| !d.synthetic) {
+            diagnostics.extend(withheld_diagnostics(d, &offer));
+        }
         ValidateReport {
             files: snap.catalog.files,
             agents,
-            diagnostics: snap.diagnostics.clone(),
+            diagnostics,
         }
     } else {
         let cwd = super::working_dir(g)?;
+        // The settings say which tools exist and which are denied; without
+        // loadable settings, only the files themselves are checked.
+        let offer = snapshot_input(g, &Overrides::default())
+            .ok()
+            .and_then(|input| snapshot::build(&input, 1).ok())
+            .map(|snap| offer(&snap));
+        let known = offer.as_ref().map(|o| o.known.clone()).unwrap_or_default();
         let mut files = 0;
         let mut agents = 0;
         let mut diagnostics = Vec::new();
@@ -297,8 +345,14 @@ fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
                         source: Source::Project,
                         path: p.clone(),
                     }],
+                    known_tools: known.clone(),
                     ..Default::default()
                 });
+                if let Some(o) = &offer {
+                    for d in cat.agents.values().filter(|d| d.source == Source::Project) {
+                        diagnostics.extend(withheld_diagnostics(d, o));
+                    }
+                }
                 files += cat.files;
                 agents += cat
                     .agents
@@ -316,10 +370,19 @@ fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
                 match fs_err::read(&p) {
                     Ok(bytes) => match String::from_utf8(bytes) {
                         Ok(text) => {
-                            let (def, diags) =
-                                catalog::parse_agent_file(&p, &text, Source::Project);
+                            let (def, diags) = catalog::parse_agent_file_with(
+                                &p,
+                                &text,
+                                Source::Project,
+                                catalog::ParseOptions {
+                                    known_tools: &known,
+                                },
+                            );
                             agents += usize::from(def.is_some());
                             diagnostics.extend(diags);
+                            if let (Some(d), Some(o)) = (&def, &offer) {
+                                diagnostics.extend(withheld_diagnostics(d, o));
+                            }
                         }
                         Err(_) => diagnostics.push(Diagnostic::error(
                             Some(&p),

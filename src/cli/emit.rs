@@ -439,6 +439,13 @@ impl State {
                     session_id: sid,
                 }));
             }
+            EngineEvent::Todos { agent_id, todos } if print != Print::Nothing => {
+                out.push(Output::Todos(wire::Todos {
+                    agent_id: agent_id.clone(),
+                    todos: todos.clone(),
+                    session_id: sid,
+                }));
+            }
             _ => {}
         }
         out

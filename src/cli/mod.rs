@@ -20,6 +20,7 @@ mod permissions;
 mod run;
 mod sessions;
 mod signals;
+mod skills;
 mod tools;
 mod trust;
 mod watch;
@@ -101,6 +102,9 @@ pub enum Command {
     /// Inspect tool definitions.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
+    /// Inspect skills (SKILL.md folders).
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
     /// Every feature flag: value, where it was set, effective or not.
     Flags(flags::FlagsArgs),
     /// Agent worktrees kept under the current repository.
@@ -223,6 +227,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Chat(args) => run::chat(&g, args).await,
         Command::Render(args) => run::render(&g, args).await,
         Command::Agents(cmd) => agents::dispatch(&g, cmd),
+        Command::Skills(cmd) => skills::dispatch(&g, cmd),
         Command::Tools(cmd) => tools::dispatch(&g, cmd).await,
         Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),

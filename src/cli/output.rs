@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::CliError;
+use crate::runtime::todos::TodoStatus;
 use crate::runtime::{EngineEvent, EventSink};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -66,6 +67,17 @@ struct Running {
     label: String,
     agent_type: String,
     tools: u32,
+    /// The `activeForm` of its todo item in progress.
+    doing: Option<String>,
+}
+
+impl Running {
+    fn message(&self) -> String {
+        match &self.doing {
+            Some(d) => format!("{} … {} tools\n    └ {d}", self.label, self.tools),
+            None => format!("{} … {} tools", self.label, self.tools),
+        }
+    }
 }
 
 /// A tool call waiting for its result, for the chat's tool lines.
@@ -227,14 +239,33 @@ impl Progress {
                         label,
                         agent_type: agent_type.clone(),
                         tools: 0,
+                        doing: None,
                     },
                 );
             }
             EngineEvent::SubagentProgress { agent_id, .. } => {
                 if let Some(r) = running.get_mut(agent_id) {
                     r.tools += 1;
-                    r.bar
-                        .set_message(format!("{} … {} tools", r.label, r.tools));
+                    r.bar.set_message(r.message());
+                }
+            }
+            EngineEvent::Todos { agent_id, todos } => {
+                if let Some(r) = running.get_mut(agent_id) {
+                    // The item in progress, under the agent's line.
+                    r.doing = todos
+                        .iter()
+                        .find(|t| t.status == TodoStatus::InProgress)
+                        .map(|t| t.active_form.clone());
+                    r.bar.set_message(r.message());
+                } else if self.chat && agent_id == "main" {
+                    for t in todos {
+                        let mark = match t.status {
+                            TodoStatus::Completed => "[x]",
+                            TodoStatus::InProgress => "[~]",
+                            TodoStatus::Pending => "[ ]",
+                        };
+                        self.println(format!("  {mark} {}", t.content));
+                    }
                 }
             }
             EngineEvent::SubagentEnd {

@@ -57,6 +57,7 @@ pub enum Output {
     SubagentProgress(SubagentProgress),
     SubagentEnd(SubagentEnd),
     Retrying(Retrying),
+    Todos(Todos),
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -299,6 +300,14 @@ pub struct Retrying {
     pub attempt: u32,
     pub delay_ms: u64,
     pub reason: String,
+    pub session_id: String,
+}
+
+/// cadre extra: a session's whole todo list after a TodoWrite call.
+#[derive(Debug, Clone, Serialize)]
+pub struct Todos {
+    pub agent_id: String,
+    pub todos: Vec<crate::runtime::todos::Todo>,
     pub session_id: String,
 }
 

@@ -32,5 +32,5 @@ pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
     AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings,
     McpServerConfig, ModelPrice, PermissionSettings, ProviderKind, ProviderSettings,
-    ReloadSettings, SCRUBBED_ENV, Settings, ToolCallFallback, TranscriptSettings,
+    ReloadSettings, SCRUBBED_ENV, Settings, ToolCallFallback, TranscriptSettings, WebFetchSettings,
 };

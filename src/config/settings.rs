@@ -54,9 +54,45 @@ pub struct Settings {
     pub enabled_mcpjson_servers: Vec<String>,
     /// `.mcp.json` servers that never start (`disabledMcpjsonServers`).
     pub disabled_mcpjson_servers: Vec<String>,
+    /// The WebFetch tool's limits and its small model.
+    pub web_fetch: WebFetchSettings,
     /// Prices by model id (or id prefix), for `total_cost_usd` and
     /// `--max-budget-usd`.
     pub prices: BTreeMap<String, ModelPrice>,
+}
+
+/// `[web_fetch]`: how the WebFetch tool fetches and reads pages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WebFetchSettings {
+    /// The largest response body read, in bytes.
+    pub max_bytes: u64,
+    /// Wall time one fetch (all its redirects) may take, in milliseconds.
+    pub timeout_ms: u64,
+    /// How long a fetched page is reused, in milliseconds (0: never).
+    pub cache_ttl_ms: u64,
+    /// Markdown longer than this many characters is cut before the model reads it.
+    pub max_markdown_chars: usize,
+    /// Put the page through `model` with the call's `prompt`; off: return the Markdown.
+    pub summarize: bool,
+    /// The model (an alias or a full id) that reads the page.
+    pub model: String,
+    /// The largest answer of that model, in tokens.
+    pub max_tokens: u32,
+}
+
+impl Default for WebFetchSettings {
+    fn default() -> Self {
+        WebFetchSettings {
+            max_bytes: 10 * 1024 * 1024,
+            timeout_ms: 60_000,
+            cache_ttl_ms: 15 * 60 * 1000,
+            max_markdown_chars: 100_000,
+            summarize: true,
+            model: "haiku".to_string(),
+            max_tokens: 4096,
+        }
+    }
 }
 
 /// What a model costs, in US dollars per million tokens.
@@ -93,6 +129,7 @@ impl Default for Settings {
             enable_all_project_mcp_servers: false,
             enabled_mcpjson_servers: Vec::new(),
             disabled_mcpjson_servers: Vec::new(),
+            web_fetch: WebFetchSettings::default(),
             prices: BTreeMap::new(),
         }
     }

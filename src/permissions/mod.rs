@@ -14,6 +14,9 @@
 //!   parsed first ([`shell`]), and rules apply to each simple command.
 //! - `Tool(glob)` for path tools: `Read`, `Write`, `Edit`, `Glob`, `Grep`.
 //! - `Agent(T)` / `Task(T)`: spawning agents of type `T`.
+//! - `Skill(name)`: loading that skill.
+//! - `WebFetch(domain:example.com)`: fetches from that host;
+//!   `WebFetch(domain:*.example.com)` from any host below it.
 
 pub mod paths;
 pub mod shell;
@@ -53,6 +56,11 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
     "TaskStop",
 ];
 
+/// Tools allowed by every mode when no rule matches because they change
+/// nothing outside the session (TodoWrite keeps the session's own list;
+/// Skill loads a skill's text).
+pub const SESSION_ONLY_TOOLS: &[&str] = &["TodoWrite", "Skill"];
+
 /// Tools that change files, allowed without asking in `acceptEdits`.
 pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];
 
@@ -81,6 +89,11 @@ enum RuleKind {
     },
     /// Agent calls for this agent type.
     AgentType(String),
+    /// WebFetch calls to this host (lower case); `*.` first: any host
+    /// below the rest.
+    Domain(String),
+    /// Skill calls loading this skill.
+    SkillName(String),
 }
 
 /// What a path rule's glob is relative to.
@@ -156,6 +169,17 @@ impl Rule {
             // (SPEC §6): a fork ignores `subagent_type`, and a denied type
             // gets its own message. See `Rules::denied_agent_type`.
             RuleKind::AgentType(_) => Match::No,
+            RuleKind::SkillName(n) => Match::from(
+                tool == "Skill"
+                    && call
+                        .input_skill
+                        .as_deref()
+                        .is_some_and(|s| s.trim().trim_start_matches('/') == n),
+            ),
+            RuleKind::Domain(d) => match &call.host {
+                Some(h) if tool == "WebFetch" => Match::from(domain_matches(d, h)),
+                _ => Match::No,
+            },
         }
     }
 
@@ -262,6 +286,10 @@ struct Call<'a> {
     cwd: &'a Path,
     bash: Option<BashCall>,
     path: Option<Resolved>,
+    /// WebFetch's host, normalised as the fetch sees it.
+    host: Option<String>,
+    /// The Skill tool's `skill`.
+    input_skill: Option<String>,
 }
 
 struct BashCall {
@@ -322,11 +350,25 @@ impl<'a> Call<'a> {
                 BashCall { parsed, writes }
             });
         let path = target_path(tool, input, cwd).map(|p| Resolved::new(&p));
+        let host = (tool == "WebFetch")
+            .then(|| input.get("url").and_then(Value::as_str))
+            .flatten()
+            .and_then(crate::tools::web_fetch::url_host);
+        let input_skill = (tool == "Skill")
+            .then(|| {
+                input
+                    .get("skill")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .flatten();
         Call {
             tool,
             cwd,
             bash,
             path,
+            host,
+            input_skill,
         }
     }
 }
@@ -358,9 +400,10 @@ fn rule_words(text: &str) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
-/// `Task` is the older name of the Agent tool.
+/// Older tool names as their current ones (`Task` is `Agent`, `MultiEdit`
+/// is `Edit`, `LS` is `Glob`).
 fn canonical_tool(tool: &str) -> &str {
-    if tool == "Task" { "Agent" } else { tool }
+    crate::catalog::canonical_tool_name(tool)
 }
 
 fn valid_tool_name(name: &str) -> bool {
@@ -428,8 +471,34 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             }
             Ok(RuleKind::AgentType(spec.to_string()))
         }
+        "Skill" => {
+            if spec
+                .chars()
+                .any(|c| c.is_whitespace() || c == '(' || c == ')')
+            {
+                return Err(format!("{spec:?} is not a skill name"));
+            }
+            Ok(RuleKind::SkillName(spec.to_string()))
+        }
+        "WebFetch" => {
+            let Some(domain) = spec.strip_prefix("domain:") else {
+                return Err("expected `WebFetch(domain:HOST)`".to_string());
+            };
+            let domain = domain.trim().trim_end_matches('.').to_ascii_lowercase();
+            let bare = domain.strip_prefix("*.").unwrap_or(&domain);
+            if bare.is_empty()
+                || !bare
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.:_".contains(c))
+            {
+                return Err(format!(
+                    "{domain:?} is not a host name (write `domain:example.com` or `domain:*.example.com`)"
+                ));
+            }
+            Ok(RuleKind::Domain(domain))
+        }
         "Read" | "Write" | "Edit" | "Glob" | "Grep" | "NotebookEdit" => {
-            let tools: &'static [&'static str] = match tool {
+            let tools: &'static [&'static str] = match canonical_tool(tool) {
                 // As in Claude Code: Read rules cover every tool that reads
                 // files, Edit rules every tool that changes them.
                 "Read" => &["Read", "Glob", "Grep"],
@@ -464,8 +533,19 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
             })
         }
         other => Err(format!(
-            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep and Agent do)"
+            "{other} takes no specifier (only Bash, Read, Write, Edit, NotebookEdit, Glob, Grep, Agent, WebFetch and Skill do)"
         )),
+    }
+}
+
+/// Whether a `domain:` rule covers `host`: the same host, or for
+/// `*.rest` any host ending in `.rest`.
+fn domain_matches(rule: &str, host: &str) -> bool {
+    match rule.strip_prefix("*.") {
+        Some(rest) => host
+            .strip_suffix(rest)
+            .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+        None => rule == host,
     }
 }
 
@@ -832,6 +912,19 @@ fn decide_call(
         return Ok(format!(
             "{tool} only reads or manages agents, which every mode allows"
         ));
+    }
+    if SESSION_ONLY_TOOLS.contains(&tool) {
+        return Ok(format!(
+            "{tool} changes nothing outside the session, which every mode allows"
+        ));
+    }
+    if tool == "WebFetch" && mode != PermissionMode::BypassPermissions {
+        by_mode = match &call.host {
+            Some(h) => format!(
+                "{by_mode}; no rule allows the domain {h} (to allow it, add 'WebFetch(domain:{h})' to permissions.allow)"
+            ),
+            None => format!("{by_mode}; the URL is not one WebFetch can fetch"),
+        };
     }
     if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
         let why = not_coverable(&call, &dirs);

@@ -268,7 +268,8 @@ fn malformed_rules_are_reported_and_skipped() {
         "Bash(",
         "Bash()",
         "Bash(:*)",
-        "WebFetch(domain:example.com)",
+        "TodoWrite(x)",
+        "WebFetch(example.com)",
         "Edit(a[b)",
         "foo*",
         "Bad Name",
@@ -799,4 +800,77 @@ fn hook_decisions_against_rules_and_modes() {
         d(BypassPermissions, "ls", Some(&deny)),
         "deny: PreToolUse hook denied the call"
     );
+}
+
+fn fetch(url: &str) -> Value {
+    json!({"url": url, "prompt": "p"})
+}
+
+#[test]
+fn webfetch_domain_rules() {
+    let cwd = Path::new(CWD);
+    let d = |r: &Rules, mode, url: &str| show(&decide(r, mode, "WebFetch", &fetch(url), cwd));
+    let r = rules(
+        &["WebFetch(domain:docs.rs)", "WebFetch(domain:*.example.com)"],
+        &[],
+        &["WebFetch(domain:evil.example.com)"],
+    );
+    assert_eq!(d(&r, Default, "https://docs.rs/serde"), "allow");
+    // Hosts compare as the fetch sees them: case and a trailing dot ignored.
+    assert_eq!(d(&r, Default, "http://DOCS.rs./x"), "allow");
+    assert_eq!(d(&r, Default, "https://a.example.com/"), "allow");
+    assert_eq!(d(&r, Default, "https://a.b.example.com/"), "allow");
+    // `*.` does not cover the bare domain nor a look-alike.
+    assert!(d(&r, Default, "https://example.com/").starts_with("ask: "));
+    assert!(d(&r, Default, "https://badexample.com/").starts_with("ask: "));
+    // Deny wins over a wider allow.
+    assert_eq!(
+        d(&r, Default, "https://evil.example.com/x"),
+        "deny: deny rule 'WebFetch(domain:evil.example.com)'"
+    );
+    // Credentials in front of the host do not disguise it.
+    assert!(d(&r, BypassPermissions, "https://docs.rs@evil.example.com/").starts_with("allow"));
+    assert!(d(&r, Default, "https://docs.rs@evil.example.com/").starts_with("ask: "));
+    // No rule: the reason names the rule that would allow it.
+    assert_eq!(
+        d(&r, DontAsk, "https://github.com/x"),
+        "deny: permission mode 'dontAsk'; no rule allows the domain github.com (to allow it, add 'WebFetch(domain:github.com)' to permissions.allow)"
+    );
+    // A bare `WebFetch` rule covers every domain.
+    let all = rules(&["WebFetch"], &[], &[]);
+    assert_eq!(d(&all, Default, "https://anything.org"), "allow");
+    for bad in [
+        "WebFetch(example.com)",
+        "WebFetch(domain:)",
+        "WebFetch(domain:a b)",
+    ] {
+        assert!(Rule::parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn legacy_tool_names_in_rules_mean_their_successors() {
+    let cwd = Path::new(CWD);
+    let r = rules(&["MultiEdit(src/**)"], &[], &["LS"]);
+    assert_eq!(
+        show(&decide(
+            &r,
+            Default,
+            "Edit",
+            &file("/work/proj/src/a.rs"),
+            cwd
+        )),
+        "allow"
+    );
+    assert!(
+        show(&decide(
+            &r,
+            Default,
+            "Write",
+            &file("/work/proj/src/a.rs"),
+            cwd
+        ))
+        .starts_with("allow")
+    );
+    assert_eq!(r.denies_whole_tool("Glob"), Some("LS"));
 }

@@ -93,7 +93,7 @@ impl fmt::Debug for Provider {
 }
 
 /// Installs the process-wide rustls crypto provider (ring) once.
-fn install_tls_provider() {
+pub fn install_tls_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // Another part of the process may have installed one already; fine.

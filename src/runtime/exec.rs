@@ -287,6 +287,21 @@ impl Session {
                 .await;
             return result;
         }
+        if name == super::todos::TODO_WRITE || name == super::todos::SKILL {
+            let done = if name == super::todos::SKILL {
+                self.skill_call(snap, &input)
+            } else {
+                self.todo_write(snap, input.clone())
+            };
+            let (text, is_error) = match done {
+                Ok(t) => (t, false),
+                Err(t) => (t, true),
+            };
+            let mut result = CallResult::text(id, text, is_error);
+            self.post_tool_hooks(snap, name, &input, &mut result.block)
+                .await;
+            return result;
+        }
         if super::RUNTIME_TOOLS.contains(&name) {
             return match self.manage_call(snap, name, input).await {
                 Ok(text) => CallResult::text(id, text, false),
@@ -317,6 +332,8 @@ impl Session {
             cancel: self.cancel.child_token(),
             env: std::sync::Arc::new(snap.settings().child_env()),
             hidden,
+            web_fetch: snap.settings().web_fetch.clone(),
+            small_model: (name == "WebFetch").then(|| self.small_model(Arc::clone(snap))),
         };
         let ToolOutput {
             text,
@@ -387,6 +404,48 @@ impl Session {
             }
         };
         crate::tools::schema_issues(&validator, input)
+    }
+}
+
+impl Session {
+    /// WebFetch's reader: one request, without tools, to the model that
+    /// `web_fetch.model` names (the `haiku` alias of the active provider by
+    /// default), with the page and prompt put in `web_fetch_prompt`.
+    fn small_model(&self, snap: Arc<crate::snapshot::Snapshot>) -> crate::tools::SmallModel {
+        let provider = self.engine.provider.clone();
+        Arc::new(move |q: crate::tools::PageQuery| {
+            let provider = provider.clone();
+            let snap = Arc::clone(&snap);
+            Box::pin(async move {
+                let settings = &snap.settings().web_fetch;
+                let text = snap
+                    .templates
+                    .render(
+                        "web_fetch_prompt",
+                        &json!({"url": q.url, "markdown": q.markdown, "prompt": q.prompt}),
+                    )
+                    .map_err(|e| e.to_string())?;
+                let request = crate::message::ModelRequest {
+                    model: snap.resolve_alias(&settings.model).to_string(),
+                    system: Arc::from(""),
+                    tools: Arc::from(Vec::new()),
+                    messages: vec![Arc::new(crate::message::Message::user_text(text))],
+                    max_tokens: settings.max_tokens,
+                    sampling: Default::default(),
+                };
+                let response = provider
+                    .send(&request, &|_| {})
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let texts: Vec<&str> = response
+                    .message
+                    .content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .collect();
+                Ok(texts.join("\n"))
+            }) as futures_util::future::BoxFuture<'static, Result<String, String>>
+        })
     }
 }
 

@@ -17,6 +17,7 @@ pub mod resume;
 mod session;
 mod spawn;
 pub mod tasks;
+pub mod todos;
 pub mod transcript;
 pub mod worktree;
 
@@ -100,6 +101,11 @@ pub enum EngineEvent {
         attempt: u32,
         delay_ms: u64,
         reason: String,
+    },
+    /// A session's todo list after a TodoWrite call (the whole list).
+    Todos {
+        agent_id: String,
+        todos: Vec<todos::Todo>,
     },
     /// A model response arrived (emitted before its message): what it
     /// counted and how long the request took, for cost accounting.
@@ -259,6 +265,11 @@ impl Engine {
     pub fn available_tools(&self, snap: &Snapshot) -> Vec<String> {
         available_tools(snap, self.tools.keys().map(String::as_str))
     }
+
+    /// What this engine offers agents (see [`tool_offer`]).
+    pub fn tool_offer(&self, snap: &Snapshot) -> crate::agent_tool::ToolOffer {
+        tool_offer(snap, self.tools.keys().map(String::as_str))
+    }
 }
 
 /// Tools the runtime itself implements: starting and managing sub-agents.
@@ -267,6 +278,8 @@ pub const RUNTIME_TOOLS: &[&str] = &[
     "SendMessage",
     "TaskOutput",
     "TaskStop",
+    todos::TODO_WRITE,
+    todos::SKILL,
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and
@@ -288,6 +301,43 @@ pub fn available_tools<'a>(
         .collect();
     names.sort();
     names
+}
+
+/// What this engine offers agents, for [`crate::agent_tool::withheld_tools`]
+/// and the Agent tool's per-agent tool line.
+pub fn tool_offer<'a>(
+    snap: &Snapshot,
+    implemented: impl IntoIterator<Item = &'a str>,
+) -> crate::agent_tool::ToolOffer {
+    let implemented: Vec<&str> = implemented.into_iter().collect();
+    let rules = crate::permissions::Rules::from_settings(&snap.settings().permissions);
+    // MCP resource tools exist too, given while a server offers resources.
+    let known: Vec<String> = snap
+        .tools
+        .names()
+        .filter(|n| {
+            implemented.contains(n)
+                || RUNTIME_TOOLS.contains(n)
+                || crate::mcp::RESOURCE_TOOLS.contains(n)
+        })
+        .map(str::to_string)
+        .collect();
+    let denied = known
+        .iter()
+        .filter_map(|n| Some((n.clone(), rules.denies_whole_tool(n)?.to_string())))
+        .collect();
+    let interactive_only = known
+        .iter()
+        .filter(|n| snap.tools.get(n).is_some_and(|s| s.interactive_only))
+        .cloned()
+        .collect();
+    crate::agent_tool::ToolOffer {
+        known,
+        denied,
+        interactive_only,
+        mcp_servers: snap.mcp_servers.keys().cloned().collect(),
+        max_depth: snap.settings().agents.max_depth,
+    }
 }
 
 /// The main session's tools: everything available, minus interactive-only

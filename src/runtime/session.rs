@@ -19,7 +19,9 @@ use crate::message::{
 use crate::provider::{ProviderError, StreamEvent};
 use crate::snapshot::Snapshot;
 use crate::templates::RenderError;
-use crate::tools::spec::{AgentLine, DescriptionContext, TrimContext, render_definitions};
+use crate::tools::spec::{
+    AgentLine, DescriptionContext, SkillLine, TrimContext, render_definitions,
+};
 
 use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
 use super::transcript::Transcript;
@@ -144,6 +146,8 @@ pub struct Session {
     /// Turns that only answered task notifications (not counted).
     wake_ups: u32,
     started: Instant,
+    /// This session's TodoWrite list.
+    pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
     /// The task this session runs as (sub-agents): told of progress.
     task: Option<Arc<super::tasks::Task>>,
 }
@@ -177,6 +181,7 @@ impl Session {
             turns: 0,
             wake_ups: 0,
             started: Instant::now(),
+            todos: Default::default(),
             task: None,
         }
     }
@@ -381,7 +386,8 @@ impl Session {
                 mcp.required_ready(&d.required_mcp_servers)
                     && spawnable.as_ref().is_none_or(|t| t.contains(&d.name))
             };
-            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed)?;
+            let offer = self.engine.tool_offer(snap);
+            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed, Some(&offer))?;
             for t in self.mcp_tools(snap) {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());
@@ -393,6 +399,7 @@ impl Session {
                     self.spec.kind,
                     &resource_tools,
                     &listed,
+                    Some(&offer),
                 )?);
                 names.extend(resource_tools);
             }
@@ -728,8 +735,9 @@ pub fn render_tools(
     snap: &Snapshot,
     kind: SessionKind,
     names: &[String],
+    offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    render_tools_for(snap, kind, names, &|_| true)
+    render_tools_for(snap, kind, names, &|_| true, offer)
 }
 
 /// [`render_tools`], with the Agent tool listing only the agents for which
@@ -739,6 +747,7 @@ pub fn render_tools_for(
     kind: SessionKind,
     names: &[String],
     listed: &dyn Fn(&AgentDef) -> bool,
+    offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
     let agents = snap
         .visible_agents(kind)
@@ -747,11 +756,21 @@ pub fn render_tools_for(
         .map(|d| AgentLine {
             name: d.name.clone(),
             description: d.description.clone(),
-            tools: crate::agent_tool::tools_summary(d),
+            tools: crate::agent_tool::tools_summary(d, offer),
+        })
+        .collect();
+    let skills = snap
+        .skills
+        .skills
+        .values()
+        .map(|s| SkillLine {
+            name: s.name.clone(),
+            description: s.description.clone(),
         })
         .collect();
     let desc = DescriptionContext {
         agents,
+        skills,
         fork: snap.fork_effective(kind),
         background: snap.background_enabled(kind),
         coordinator: kind.coordinator,

@@ -206,6 +206,19 @@ impl Session {
                 {
                     blocks.push(ContentBlock::text(memory));
                 }
+                // The definition's `skills:` are loaded before its task.
+                let preloaded: Vec<Value> = def
+                    .skills
+                    .iter()
+                    .filter_map(|n| snap.skills.get(n))
+                    .map(|s| json!({"name": s.name, "dir": s.dir.display().to_string(), "body": s.body}))
+                    .collect();
+                if !preloaded.is_empty() {
+                    blocks.push(ContentBlock::text(
+                        snap.templates
+                            .text("subagent_skills", &json!({"skills": preloaded})),
+                    ));
+                }
                 blocks.push(ContentBlock::text(input.prompt.clone()));
                 let history: History = vec![Arc::new(Message::user(blocks))];
                 (spec, history, (def.name.clone(), source), def.background)

@@ -18,16 +18,20 @@ mod edit;
 mod files;
 mod glob;
 mod grep;
+pub mod notebook;
 pub use crate::permissions;
 mod read;
 pub mod spec;
+pub mod web_fetch;
 mod write;
 
 pub use bash::BashTool;
 pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
+pub use notebook::NotebookEditTool;
 pub use read::ReadTool;
+pub use web_fetch::{PageQuery, SmallModel, WebFetchTool};
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.
@@ -43,6 +47,11 @@ pub struct ToolContext {
     /// Paths a Glob or Grep walk must leave out, because a permission rule
     /// denies reading them (or asks first). `None`: nothing is hidden.
     pub hidden: Option<PathFilter>,
+    /// WebFetch's limits.
+    pub web_fetch: crate::config::WebFetchSettings,
+    /// The small model WebFetch puts pages through; `None`: it returns
+    /// the Markdown.
+    pub small_model: Option<SmallModel>,
 }
 
 /// Answers whether a walk must skip a path.
@@ -55,6 +64,8 @@ impl std::fmt::Debug for ToolContext {
             .field("cancel", &self.cancel)
             .field("env", &self.env)
             .field("hidden", &self.hidden.is_some())
+            .field("web_fetch", &self.web_fetch)
+            .field("small_model", &self.small_model.is_some())
             .finish()
     }
 }
@@ -66,6 +77,8 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             env: Default::default(),
             hidden: None,
+            web_fetch: Default::default(),
+            small_model: None,
         }
     }
 
@@ -112,6 +125,14 @@ impl ToolOutput {
         }
     }
 
+    /// A successful result worded by the template `name`.
+    pub fn ok_template(name: &str, ctx: Value) -> Self {
+        ToolOutput {
+            is_error: false,
+            ..ToolOutput::from_template(name, ctx)
+        }
+    }
+
     /// An error result worded by the template `name`.
     pub fn from_template(name: &str, ctx: Value) -> Self {
         ToolOutput {
@@ -132,15 +153,17 @@ pub trait Tool: Send + Sync {
     fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput>;
 }
 
-/// The built-in tools that run in-process: Bash, Edit, Glob, Grep, Read,
-/// Write. (The Agent tool is the runtime's.)
+/// The built-in tools that run in-process: Bash, Edit, Glob, Grep,
+/// NotebookEdit, Read, WebFetch, Write. (The Agent tool is the runtime's.)
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(BashTool),
         Arc::new(EditTool),
         Arc::new(GlobTool),
         Arc::new(GrepTool),
+        Arc::new(NotebookEditTool),
         Arc::new(ReadTool),
+        Arc::new(WebFetchTool::default()),
         Arc::new(WriteTool),
     ]
 }
@@ -286,13 +309,25 @@ mod tests {
     fn builtin_tools_sorted_with_read_only_flags() {
         let tools = builtin_tools();
         let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
-        assert_eq!(names, ["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
+        assert_eq!(
+            names,
+            [
+                "Bash",
+                "Edit",
+                "Glob",
+                "Grep",
+                "NotebookEdit",
+                "Read",
+                "WebFetch",
+                "Write"
+            ]
+        );
         let ro: Vec<&str> = tools
             .iter()
             .filter(|t| t.read_only())
             .map(|t| t.name())
             .collect();
-        assert_eq!(ro, ["Glob", "Grep", "Read"]);
+        assert_eq!(ro, ["Glob", "Grep", "Read", "WebFetch"]);
     }
 
     #[test]
@@ -353,6 +388,18 @@ mod tests {
                 &["pattern"],
             ),
             ("Read", &["file_path", "offset", "limit"], &["file_path"]),
+            ("WebFetch", &["url", "prompt"], &["url", "prompt"]),
+            (
+                "NotebookEdit",
+                &[
+                    "notebook_path",
+                    "cell_id",
+                    "new_source",
+                    "cell_type",
+                    "edit_mode",
+                ],
+                &["notebook_path", "new_source"],
+            ),
             (
                 "Write",
                 &["file_path", "content"],

@@ -73,6 +73,11 @@ impl Args {
 }
 
 fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
+    if super::notebook::is_notebook(path) && path.is_file() {
+        let view = super::notebook::view(path)?;
+        let ctx = serde_json::to_value(&view).unwrap_or_default();
+        return Ok(ToolOutput::ok_template("read_notebook", ctx));
+    }
     let shown = path.display();
     let (file, meta) = match files::open_read(path) {
         Ok(opened) => opened,

@@ -383,6 +383,8 @@ fn property_visible(prop: &Value, ctx: &TrimContext<'_>) -> bool {
 #[derive(Debug, Clone, Serialize)]
 pub struct DescriptionContext {
     pub agents: Vec<AgentLine>,
+    /// The Skill tool's list.
+    pub skills: Vec<SkillLine>,
     pub fork: bool,
     pub background: bool,
     pub coordinator: bool,
@@ -423,6 +425,13 @@ pub fn drop_unoffered_fields(input: Value, definition: &ToolDefinition) -> Value
         fields.retain(|k, _| offered.contains_key(k));
     }
     Value::Object(fields)
+}
+
+/// One line of the Skill tool's skill list.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkillLine {
+    pub name: String,
+    pub description: String,
 }
 
 /// One line of the Agent tool's agent list.

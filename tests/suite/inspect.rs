@@ -235,10 +235,14 @@ fn tools_schema_lists_the_tools_the_model_sees() {
             "Edit",
             "Glob",
             "Grep",
+            "NotebookEdit",
             "Read",
             "SendMessage",
+            "Skill",
             "TaskOutput",
             "TaskStop",
+            "TodoWrite",
+            "WebFetch",
             "Write"
         ]
     );
@@ -323,5 +327,86 @@ fn works_with_no_files_at_all() {
             .unwrap()
             .iter()
             .all(|a| a["source"] == "builtin" && a["path"].is_null())
+    );
+}
+
+const WEB: &str = "---\nname: web\ndescription: Reads the web\ntools: WebFetch, WebSearchX, Read, Write, mcp__jira__find\n---\nBrowse.\n";
+
+/// A tool an agent asks for and will not get is never silent: `show
+/// --effective` lists it with the reason, `validate` warns, and the Agent
+/// tool's line for the agent names only what it really has.
+#[test]
+fn tools_an_agent_will_not_get_are_named_with_the_reason() {
+    let mut p = Project::new();
+    p.config("[permissions]\ndeny = [\"Write\"]\n");
+    p.write(".claude/agents/web.md", WEB);
+    let v = p
+        .run(None, &["agents", "show", "web", "--json", "--effective"])
+        .ok()
+        .json();
+    assert_eq!(
+        v["effective"]["tools"],
+        serde_json::json!(["Read", "WebFetch"])
+    );
+    assert_eq!(
+        v["effective"]["withheld_tools"],
+        serde_json::json!([
+            {"tool": "WebSearchX", "reason": "unknown"},
+            {"tool": "Write", "reason": "denied", "rule": "Write"},
+            {"tool": "mcp__jira__find", "reason": "mcp_server_missing", "server": "jira"},
+        ])
+    );
+    let text = p
+        .run(None, &["agents", "show", "web", "--effective"])
+        .ok()
+        .stdout
+        .clone();
+    assert!(
+        text.contains("not given:   WebSearchX (unknown tool)")
+            && text.contains("not given:   Write (denied by the permission rule `Write`)")
+            && text.contains("not given:   mcp__jira__find (MCP server `jira` is not configured)"),
+        "{text}"
+    );
+
+    let run = p.run(None, &["agents", "validate"]);
+    run.ok();
+    assert!(
+        run.stdout.contains(
+            "web.md:4:8: warning: tools: unknown tool `WebSearchX`; the agent runs without it"
+        ) || run
+            .stdout
+            .contains("tools: unknown tool `WebSearchX`; the agent runs without it"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "agent `web` will not get tool `Write`: denied by the permission rule `Write`"
+        ),
+        "{}",
+        run.stdout
+    );
+    // Checking the one file says the same.
+    let run = p.run(None, &["agents", "validate", ".claude/agents/web.md"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("unknown tool `WebSearchX`"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("will not get tool `mcp__jira__find`"),
+        "{}",
+        run.stdout
+    );
+
+    let defs = p
+        .run(None, &["tools", "schema", "--tool", "Agent", "--json"])
+        .ok()
+        .json();
+    let desc = defs[0]["description"].as_str().unwrap();
+    assert!(
+        desc.contains("- web: Reads the web (Tools: WebFetch, Read)"),
+        "{desc}"
     );
 }

@@ -1,0 +1,98 @@
+//! The session-only tools: TodoWrite and Skill.
+//!
+//! TodoWrite: each session's own todo list, in Claude Code's schema
+//! (`todos: [{content, status, activeForm}]`). A call replaces the list
+//! whole; the new list is emitted as a `todos` engine event (stream-json,
+//! and the progress line of a sub-agent shows the item in progress). The
+//! list belongs to the session that wrote it: a sub-agent's list is not its
+//! parent's.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::EngineEvent;
+use super::session::Session;
+use crate::snapshot::Snapshot;
+
+/// The tool's name.
+pub const TODO_WRITE: &str = "TodoWrite";
+/// The Skill tool's name. It loads a skill's instructions (see
+/// `crate::catalog::skills`) into the conversation as its result.
+pub const SKILL: &str = "Skill";
+
+/// One item, as Claude Code's TodoWrite takes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Todo {
+    pub content: String,
+    pub status: TodoStatus,
+    #[serde(rename = "activeForm")]
+    pub active_form: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+#[derive(Deserialize)]
+struct TodoInput {
+    todos: Vec<Todo>,
+}
+
+impl Session {
+    /// Replaces this session's list; `Err` is the error text for the model.
+    pub(super) fn todo_write(&self, snap: &Snapshot, input: Value) -> Result<String, String> {
+        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let TodoInput { todos } = serde_json::from_value(input).map_err(|e| {
+            render(
+                "error_invalid_input",
+                json!({"tool": TODO_WRITE, "issues": e.to_string(), "plural": false}),
+            )
+        })?;
+        if let Ok(mut list) = self.todos.lock() {
+            list.clone_from(&todos);
+        }
+        let count = |s: TodoStatus| todos.iter().filter(|t| t.status == s).count();
+        let text = render(
+            "todo_write_result",
+            json!({
+                "total": todos.len(),
+                "pending": count(TodoStatus::Pending),
+                "in_progress": count(TodoStatus::InProgress),
+                "completed": count(TodoStatus::Completed),
+            }),
+        );
+        self.engine.emit(EngineEvent::Todos {
+            agent_id: self.spec.agent_id.clone(),
+            todos,
+        });
+        Ok(text)
+    }
+
+    /// Loads a skill (the Skill tool); `Err` is the error text for the model.
+    pub(super) fn skill_call(&self, snap: &Snapshot, input: &Value) -> Result<String, String> {
+        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let name = input.get("skill").and_then(Value::as_str).unwrap_or("");
+        let name = name.trim().trim_start_matches('/');
+        let Some(skill) = snap.skills.get(name) else {
+            let known: Vec<&str> = snap.skills.skills.keys().map(String::as_str).collect();
+            return Err(render(
+                "error_unknown_skill",
+                json!({"name": name, "known": known.join(", ")}),
+            ));
+        };
+        Ok(render(
+            "skill_loaded",
+            json!({"name": skill.name, "dir": skill.dir.display().to_string(), "body": skill.body,
+                   "args": input.get("args").and_then(Value::as_str).unwrap_or("")}),
+        ))
+    }
+
+    /// This session's todo list now.
+    pub fn todos(&self) -> Vec<Todo> {
+        self.todos.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,178 @@
+//! Skills through the real binary: SKILL.md folders from the project and
+//! the user's home, listed in the Skill tool's description, loaded on call
+//! with their base folder, preloaded into a sub-agent by `skills:`, denied
+//! by `Skill(name)` rules, and shown by `cadre skills list|show`.
+
+use serde_json::json;
+
+use super::harness::{Project, last_tool_results, result_text, tool};
+use super::kit::{FakeServer, anthropic};
+
+const PDF: &str = "---\nname: pdf\ndescription: Fill in PDF forms\nallowed-tools: Read, Bash(python:*)\n---\n# Filling forms\nRun scripts/fill.py.\n";
+
+fn project() -> Project {
+    let p = Project::new();
+    p.write(".claude/skills/pdf/SKILL.md", PDF);
+    let user = p.home.path().join(".claude/skills/notes");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("SKILL.md"),
+        "---\ndescription: Take notes\n---\nWrite notes.\n",
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn skills_are_listed_loaded_and_preloaded() {
+    let p = project();
+    p.write(
+        ".claude/agents/filler.md",
+        "---\nname: filler\ndescription: Fills forms\nskills: pdf\ntools: Read\n---\nYou fill forms.\n",
+    );
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("m1", "Skill", json!({"skill": "pdf", "args": "form.pdf"})),
+        anthropic::tool_use_reply(
+            "m2",
+            "Agent",
+            json!({"description": "fill", "prompt": "fill form.pdf", "subagent_type": "filler"}),
+        ),
+        anthropic::text_reply("filled"),
+        anthropic::tool_use_reply("m3", "Skill", json!({"skill": "nope"})),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["run", "fill the form"]).ok();
+
+    let first = &server.request(0).json;
+    let desc = tool(first, "Skill").unwrap()["description"]
+        .as_str()
+        .unwrap();
+    assert!(
+        desc.contains("- notes: Take notes\n") && desc.contains("- pdf: Fill in PDF forms"),
+        "{desc}"
+    );
+
+    let loaded = result_text(&last_tool_results(&server.request(1).json)[0]);
+    let dir = p.path().join(".claude/skills/pdf");
+    assert!(
+        loaded.contains(&format!("Base directory for this skill: {}", dir.display())),
+        "{loaded}"
+    );
+    assert!(
+        loaded.contains("# Filling forms\nRun scripts/fill.py."),
+        "{loaded}"
+    );
+    assert!(loaded.contains("ARGUMENTS: form.pdf"), "{loaded}");
+
+    // The sub-agent starts with the skill before its task.
+    let child = &server.request(2).json;
+    let blocks = child["messages"][0]["content"].as_array().unwrap();
+    let texts: Vec<&str> = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+    let skill_at = texts
+        .iter()
+        .position(|t| t.contains("<skill name=\"pdf\">"))
+        .expect("preloaded");
+    let task_at = texts.iter().position(|t| *t == "fill form.pdf").unwrap();
+    assert!(skill_at < task_at, "{texts:?}");
+    assert!(texts[skill_at].contains("Run scripts/fill.py."));
+
+    let unknown = &last_tool_results(&server.request(4).json)[0];
+    assert_eq!(unknown["is_error"], true);
+    assert!(
+        result_text(unknown).contains("no skill named `nope`. The skills are: notes, pdf"),
+        "{}",
+        result_text(unknown)
+    );
+}
+
+#[test]
+fn a_skill_rule_denies_loading_it() {
+    let mut p = project();
+    p.config("[permissions]\ndeny = [\"Skill(pdf)\"]\n");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("m1", "Skill", json!({"skill": "pdf"})),
+        anthropic::tool_use_reply("m2", "Skill", json!({"skill": "notes"})),
+        anthropic::text_reply("ok"),
+    ]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    let denied = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(denied["is_error"], true);
+    assert!(
+        result_text(denied).contains("deny rule 'Skill(pdf)'"),
+        "{}",
+        result_text(denied)
+    );
+    let ok = &last_tool_results(&server.request(2).json)[0];
+    assert!(ok.get("is_error").is_none(), "{ok}");
+}
+
+#[test]
+fn skills_list_and_show_and_diagnostics_with_positions() {
+    let p = project();
+    p.write(
+        ".claude/skills/broken/SKILL.md",
+        "---\nname: broken\ndescription: [x\n---\n",
+    );
+    p.write(
+        ".claude/skills/odd/SKILL.md",
+        "---\ndescription: d\nfoo: 1\n---\nbody\n",
+    );
+    let v = p.run(None, &["skills", "list", "--json"]).ok().json();
+    let names: Vec<&str> = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["notes", "odd", "pdf"]);
+    assert_eq!(v["skills"][0]["source"], "user");
+    assert_eq!(v["skills"][2]["source"], "project");
+    assert_eq!(
+        v["skills"][2]["allowed_tools"],
+        json!(["Read", "Bash(python:*)"])
+    );
+    let diags: Vec<String> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            format!(
+                "{}:{}:{}",
+                d["path"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit(".claude/")
+                    .next()
+                    .unwrap(),
+                d["line"],
+                d["column"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        diags,
+        ["skills/broken/SKILL.md:3:14", "skills/odd/SKILL.md:3:1"]
+    );
+
+    let show = p.run(None, &["skills", "show", "pdf"]).ok().stdout.clone();
+    assert!(
+        show.contains("allowed-tools: Read, Bash(python:*)") && show.contains("# Filling forms"),
+        "{show}"
+    );
+    let none = p.run(None, &["skills", "show", "zzz"]);
+    assert_eq!(none.code, 2);
+    assert!(
+        none.stderr
+            .contains("no skill named `zzz`. Skills: notes, odd, pdf"),
+        "{}",
+        none.stderr
+    );
+    // `agents validate` reports skill files too.
+    let run = p.run(None, &["agents", "validate"]);
+    assert!(
+        run.stdout
+            .contains("skills/odd/SKILL.md:3:1: warning: unknown key `foo`"),
+        "{}",
+        run.stdout
+    );
+}
