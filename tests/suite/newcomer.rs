@@ -214,6 +214,26 @@ fn the_shipped_local_config_turns_the_guard_on() {
 }
 
 #[test]
+fn the_local_config_offers_a_small_model_only_the_tools_it_needs() {
+    let p = Project::new();
+    let local = repo_root().join("config/local.toml");
+    let local = local.to_str().unwrap();
+    let body = p
+        .run(None, &["--trust", "--config", local, "render", "x"])
+        .ok()
+        .json();
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Agent", "Bash", "Glob", "Grep", "Read"]);
+    let agent = &body["tools"][0]["function"]["parameters"]["properties"];
+    assert!(agent.get("isolation").is_none() && agent.get("run_in_background").is_none());
+}
+
+#[test]
 fn worktree_isolation_without_commits_is_a_clear_error() {
     let p = Project::new();
     git(p.path(), &["init", "-q"]);
