@@ -133,7 +133,7 @@ fn scrub(text: &str, key: Option<&str>) -> String {
 }
 
 /// An error and its causes, on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 use crate::config::WebFetchSettings;
+use crate::provider::error_chain;
 
 /// Redirects followed within one host before giving up.
 const MAX_REDIRECTS: usize = 10;
@@ -253,20 +254,6 @@ fn fetch_error(url: &str, reason: &str) -> ToolOutput {
 
 fn too_large(max: u64) -> String {
     format!("the page is larger than {max} bytes (web_fetch.max_bytes)")
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// The URL as it will be fetched: http(s) only, no credentials, `http`
