@@ -51,6 +51,9 @@ pub struct Snapshot {
     pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
     /// Project memory (`CLAUDE.md` and its imports), in order.
     pub memory: catalog::Memory,
+    /// The merged permission rules, parsed once here (a malformed rule was
+    /// reported with its position and is left out).
+    pub rules: Arc<crate::permissions::Rules>,
     /// Skills (`SKILL.md` folders) by name.
     pub skills: Arc<catalog::Skills>,
 }
@@ -171,8 +174,11 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
             }
         }
     }
+    // Malformed rules were reported above, with their positions.
+    let rules = Arc::new(crate::permissions::Rules::parse(&config.settings.permissions).0);
     Ok(Snapshot {
         generation,
+        rules,
         config,
         catalog,
         templates,

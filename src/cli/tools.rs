@@ -42,9 +42,8 @@ pub async fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError>
     if args.mcp
         && let Some(manager) = super::mcp::connect_all(&snap, &input.load.cwd).await
     {
-        let rules = crate::tools::permissions::Rules::from_settings(&snap.settings().permissions);
-        let tools =
-            crate::mcp::session_mcp_tools(manager.tools(&[]), None, &rules, &input.load.cwd);
+        let rules: &crate::permissions::Rules = &snap.rules;
+        let tools = crate::mcp::session_mcp_tools(manager.tools(&[]), None, rules, &input.load.cwd);
         for t in tools {
             mcp_defs.push(t.definition());
         }

@@ -211,7 +211,7 @@ impl Session {
             }
         }
         let permissions = &snap.settings().permissions;
-        let rules = Rules::from_settings(permissions);
+        let rules: &Rules = &snap.rules;
         let add_dirs: Vec<PathBuf> = permissions
             .additional_directories
             .iter()
@@ -219,7 +219,7 @@ impl Session {
             .map(|d| self.spec.cwd.join(d))
             .collect();
         match decide_with_hook(
-            &rules,
+            rules,
             self.spec.mode,
             name,
             &input,
@@ -325,6 +325,7 @@ impl Session {
         // Glob and Grep leave out what the rules forbid them to read.
         let hidden: Option<PathFilter> = matches!(name, "Glob" | "Grep").then(|| {
             let (tool, cwd) = (name.to_string(), self.spec.cwd.clone());
+            let rules = Arc::clone(&snap.rules);
             Arc::new(move |p: &Path| rules.hides(&tool, p, &cwd)) as PathFilter
         });
         let ctx = ToolContext {

@@ -34,8 +34,8 @@ impl Session {
     /// denylist and the settings' deny rules.
     pub(super) fn mcp_tools(&self, snap: &Snapshot) -> Vec<Arc<McpTool>> {
         let all = self.engine.mcp.tools(&self.mcp_owner_ids());
-        let rules = Rules::from_settings(&snap.settings().permissions);
-        session_mcp_tools(all, self.spec.def.as_deref(), &rules, &self.spec.cwd)
+        let rules: &Rules = &snap.rules;
+        session_mcp_tools(all, self.spec.def.as_deref(), rules, &self.spec.cwd)
     }
 
     /// `ListMcpResources` and `ReadMcpResource`, while a ready shared server
@@ -45,7 +45,7 @@ impl Session {
         if self.engine.mcp.resource_servers().is_empty() {
             return Vec::new();
         }
-        let rules = Rules::from_settings(&snap.settings().permissions);
+        let rules: &Rules = &snap.rules;
         let def = self.spec.def.as_deref();
         crate::mcp::RESOURCE_TOOLS
             .into_iter()

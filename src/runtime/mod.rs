@@ -291,7 +291,7 @@ pub fn available_tools<'a>(
     implemented: impl IntoIterator<Item = &'a str>,
 ) -> Vec<String> {
     let implemented: Vec<&str> = implemented.into_iter().collect();
-    let rules = crate::permissions::Rules::from_settings(&snap.settings().permissions);
+    let rules: &crate::permissions::Rules = &snap.rules;
     let mut names: Vec<String> = snap
         .tools
         .names()
@@ -310,7 +310,7 @@ pub fn tool_offer<'a>(
     implemented: impl IntoIterator<Item = &'a str>,
 ) -> crate::agent_tool::ToolOffer {
     let implemented: Vec<&str> = implemented.into_iter().collect();
-    let rules = crate::permissions::Rules::from_settings(&snap.settings().permissions);
+    let rules: &crate::permissions::Rules = &snap.rules;
     // MCP resource tools exist too, given while a server offers resources.
     let known: Vec<String> = snap
         .tools

@@ -130,7 +130,7 @@ impl Session {
                         json!({"agent_type": def.name, "allowed": allowed.join(", ")}),
                     ));
                 }
-                let rules = Rules::from_settings(&settings.permissions);
+                let rules: &Rules = &snap.rules;
                 if let Some(rule) = rules.denied_agent_type(&def.name) {
                     let source = snap
                         .config
