@@ -406,6 +406,17 @@ fn canonical_tool(tool: &str) -> &str {
     crate::catalog::canonical_tool_name(tool)
 }
 
+/// The name inside `Agent(T)` or `Skill(T)`: one word, no parentheses.
+fn plain_name(spec: &str, what: &str) -> Result<String, String> {
+    if spec
+        .chars()
+        .any(|c| c.is_whitespace() || c == '(' || c == ')')
+    {
+        return Err(format!("{spec:?} is not {what}"));
+    }
+    Ok(spec.to_string())
+}
+
 fn valid_tool_name(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic())
@@ -462,24 +473,8 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
                 Ok(RuleKind::BashExact(rule_words(spec)))
             }
         }
-        "Agent" => {
-            if spec
-                .chars()
-                .any(|c| c.is_whitespace() || c == '(' || c == ')')
-            {
-                return Err(format!("{spec:?} is not an agent type"));
-            }
-            Ok(RuleKind::AgentType(spec.to_string()))
-        }
-        "Skill" => {
-            if spec
-                .chars()
-                .any(|c| c.is_whitespace() || c == '(' || c == ')')
-            {
-                return Err(format!("{spec:?} is not a skill name"));
-            }
-            Ok(RuleKind::SkillName(spec.to_string()))
-        }
+        "Agent" => plain_name(spec, "an agent type").map(RuleKind::AgentType),
+        "Skill" => plain_name(spec, "a skill name").map(RuleKind::SkillName),
         "WebFetch" => {
             let Some(domain) = spec.strip_prefix("domain:") else {
                 return Err("expected `WebFetch(domain:HOST)`".to_string());

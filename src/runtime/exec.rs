@@ -157,16 +157,19 @@ impl Session {
                 true,
             );
         }
-        if let Err(issues) = self.validate(snap, name, &input) {
+        let invalid = |issues: Vec<String>| {
             let plural = issues.len() > 1;
-            return CallResult::text(
+            CallResult::text(
                 id,
                 render(
                     "error_invalid_input",
                     json!({"tool": name, "issues": issues.join("\n"), "plural": plural}),
                 ),
                 true,
-            );
+            )
+        };
+        if let Err(issues) = self.validate(snap, name, &input) {
+            return invalid(issues);
         }
         let (verdict, input) = match self.pre_tool_hooks(snap, id, name, &input).await {
             PreTool::Blocked(text) => return CallResult::text(id, text, true),
@@ -180,15 +183,7 @@ impl Session {
                 input: Some(updated),
             } => {
                 if let Err(issues) = self.validate(snap, name, &updated) {
-                    let plural = issues.len() > 1;
-                    return CallResult::text(
-                        id,
-                        render(
-                            "error_invalid_input",
-                            json!({"tool": name, "issues": issues.join("\n"), "plural": plural}),
-                        ),
-                        true,
-                    );
+                    return invalid(issues);
                 }
                 (verdict, updated)
             }
