@@ -162,6 +162,35 @@ impl Templates {
             .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
     }
 
+    /// Renders the template of a typed context for the model: trimmed at
+    /// the end, or for a verbatim context (raw output a tool passes on)
+    /// kept whole except for the template file's own final line break. A
+    /// template that fails to render gives its error text instead.
+    pub fn show<C: Context>(&self, ctx: &C) -> String {
+        self.show_value(C::TEMPLATE, C::VERBATIM, ctx)
+    }
+
+    /// [`Templates::show`] for a context already turned into a value (a
+    /// tool's outcome, which crossed the tool boundary as data).
+    pub fn show_value<T: Serialize>(&self, name: &str, verbatim: bool, ctx: &T) -> String {
+        if !verbatim {
+            return self.text(name, ctx);
+        }
+        match self.render(name, ctx) {
+            Ok(mut text) => {
+                let own_break = self
+                    .origins
+                    .get(name)
+                    .is_some_and(|o| o.text.ends_with('\n'));
+                if own_break && text.ends_with('\n') {
+                    text.pop();
+                }
+                text
+            }
+            Err(e) => e.to_string(),
+        }
+    }
+
     /// Renders a template given as text (an agent's prompt body, a tool's
     /// description); `label` names it in errors. A text whose partials
     /// include themselves, or expand past [`MAX_PARTIAL_EXPANSIONS`], is an
@@ -220,6 +249,76 @@ impl Templates {
     pub fn origins(&self) -> &BTreeMap<String, TemplateOrigin> {
         &self.origins
     }
+}
+
+/// The typed context of one template: the values it may use, and its name.
+/// Every text the engine gives the model is one of these, rendered through
+/// [`Templates::show`]; declare them with [`contexts!`](crate::contexts),
+/// which makes every field carry a sample value.
+pub trait Context: Serialize {
+    /// The template's name (its file name without `.hbs`).
+    const TEMPLATE: &'static str;
+    /// Raw output passed on whole (not trimmed at the end).
+    const VERBATIM: bool = false;
+    /// A context with sample values, for the test that renders every
+    /// embedded template.
+    fn sample() -> Self
+    where
+        Self: Sized;
+}
+
+/// Declares template contexts, one struct per template, each field with a
+/// sample value, and a `samples()` function listing them all:
+///
+/// ```ignore
+/// contexts! {
+///     /// A file that is not there.
+///     "error_file_not_found" => pub struct FileNotFound {
+///         pub path: String = "/repo/a.txt".into(),
+///     }
+/// }
+/// ```
+///
+/// `"name" verbatim =>` marks raw output, rendered without trimming.
+#[macro_export]
+macro_rules! contexts {
+    ($(
+        $(#[$m:meta])*
+        $tmpl:literal $($verbatim:ident)? => pub struct $name:ident {
+            $( $(#[$fm:meta])* pub $f:ident : $t:ty = $sample:expr ),* $(,)?
+        }
+    )*) => {
+        $(
+            $(#[$m])*
+            #[derive(Debug, Clone, serde::Serialize)]
+            pub struct $name {
+                $( $(#[$fm])* pub $f: $t, )*
+            }
+
+            impl $crate::templates::Context for $name {
+                const TEMPLATE: &'static str = $tmpl;
+                const VERBATIM: bool = $crate::contexts!(@verbatim $($verbatim)?);
+                fn sample() -> Self {
+                    $name { $( $f: $sample, )* }
+                }
+            }
+        )*
+
+        /// Every context declared here, as (template, verbatim, sample).
+        #[cfg(test)]
+        pub(crate) fn samples() -> Vec<(&'static str, bool, serde_json::Value)> {
+            vec![$(
+                (
+                    $tmpl,
+                    <$name as $crate::templates::Context>::VERBATIM,
+                    serde_json::to_value(<$name as $crate::templates::Context>::sample())
+                        .unwrap_or_default(),
+                ),
+            )*]
+        }
+    };
+    (@verbatim verbatim) => { true };
+    (@verbatim) => { false };
 }
 
 /// Partials nested deeper than this are refused.

@@ -331,20 +331,9 @@ impl Session {
             web_fetch: snap.settings().web_fetch.clone(),
             small_model: (name == "WebFetch").then(|| self.small_model(Arc::clone(snap))),
         };
-        let ToolOutput {
-            text,
-            is_error,
-            template,
-            images,
-        } = tool.call(input.clone(), &ctx).await;
-        let text = match template {
-            Some(t) => {
-                let (name, ctx) = *t;
-                render(&name, ctx)
-            }
-            None => text,
-        };
-        let mut result = CallResult::text(id, text, is_error);
+        let out: ToolOutput = tool.call(input.clone(), &ctx).await;
+        let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
+        let images = out.images;
         if !images.is_empty()
             && let ContentBlock::ToolResult { content, .. } = &mut result.block
         {
