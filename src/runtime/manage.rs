@@ -4,13 +4,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::message::{ContentBlock, Message};
 
 use super::session::Session;
 use super::spawn::start_task;
 use super::tasks::TaskStatus;
+use super::texts::{
+    MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskOutputText, TaskStopped,
+    UnknownTask,
+};
 use super::transcript::Transcript;
 use crate::snapshot::Snapshot;
 
@@ -42,7 +46,7 @@ impl Session {
         name: &str,
         input: Value,
     ) -> Result<String, String> {
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let t = &snap.templates;
         let tasks = &self.engine.tasks;
         let unknown = |to: &str| {
             let mut known: Vec<String> = tasks
@@ -56,10 +60,10 @@ impl Session {
                 })
                 .collect();
             known.sort();
-            render(
-                "error_unknown_task",
-                json!({"to": to, "known": if known.is_empty() { "none".into() } else { known.join(", ") }}),
-            )
+            t.show(&UnknownTask {
+                to: to.to_string(),
+                known: known.join(", "),
+            })
         };
         match name {
             "SendMessage" => {
@@ -71,13 +75,13 @@ impl Session {
                 // with it, like a child that had already ended.
                 let (history, unread) = loop {
                     if tasks.send(&task, i.message.clone()) {
-                        return Ok(render("send_message_queued", json!({"to": i.to})));
+                        return Ok(t.show(&MessageQueued { to: i.to }));
                     }
                     if task.status() == TaskStatus::Running {
                         tokio::select! {
                             _ = task.wait(Duration::from_secs(3600)) => {}
                             () = self.cancel.cancelled() => {
-                                return Err(render("error_cancelled", json!({})));
+                                return Err(t.show(&SubagentCancelled {}));
                             }
                         }
                         continue;
@@ -129,7 +133,7 @@ impl Session {
                     // works in it again (its cwd is in the spec).
                     None,
                 );
-                Ok(render("send_message_resumed", json!({"to": i.to})))
+                Ok(t.show(&MessageResumed { to: i.to }))
             }
             "TaskOutput" => {
                 let i: OutputInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
@@ -147,11 +151,12 @@ impl Session {
                     .map(|t| t.join("\n"));
                 let status = state.status;
                 drop(state);
-                Ok(render(
-                    "task_output",
-                    json!({"task_id": task.id, "status": status, "output": output,
-                           "output_file": task.output_file.as_ref().map(|p| p.display().to_string())}),
-                ))
+                Ok(t.show(&TaskOutputText {
+                    task_id: task.id.clone(),
+                    status,
+                    output,
+                    output_file: task.output_file.as_ref().map(|p| p.display().to_string()),
+                }))
             }
             "TaskStop" => {
                 let i: StopInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
@@ -161,12 +166,15 @@ impl Session {
                     task.cancel.cancel();
                     task.wait(Duration::from_secs(10)).await;
                 }
-                Ok(render(
-                    "task_stop",
-                    json!({"task_id": task.id, "already": already, "status": task.status()}),
-                ))
+                Ok(t.show(&TaskStopped {
+                    task_id: task.id.clone(),
+                    already,
+                    status: task.status(),
+                }))
             }
-            other => Err(format!("{other} is not a management tool")),
+            other => Err(t.show(&NoSuchTool {
+                name: other.to_string(),
+            })),
         }
     }
 }

@@ -160,6 +160,14 @@ impl From<BadInput> for ToolOutput {
     }
 }
 
+/// The samples of every tool outcome, as (template, verbatim, values).
+#[cfg(test)]
+pub(crate) fn template_samples() -> Vec<(&'static str, bool, Value)> {
+    let mut all = outcome::samples();
+    all.push(crate::templates::sample_of::<notebook::NotebookView>());
+    all
+}
+
 /// A tool the engine can run. Input has already been validated against the
 /// tool's schema when `call` runs.
 pub trait Tool: Send + Sync {
