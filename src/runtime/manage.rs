@@ -12,8 +12,8 @@ use super::session::Session;
 use super::spawn::start_task;
 use super::tasks::TaskStatus;
 use super::texts::{
-    MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskOutputText, TaskStopped,
-    UnknownTask,
+    InvalidInput, MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskOutputText,
+    TaskStopped, UnknownTask,
 };
 use super::transcript::Transcript;
 use crate::snapshot::Snapshot;
@@ -65,9 +65,16 @@ impl Session {
                 known: known.join(", "),
             })
         };
+        let bad_input = |e: serde_json::Error| {
+            t.show(&InvalidInput {
+                tool: name.to_string(),
+                issues: e.to_string(),
+                plural: false,
+            })
+        };
         match name {
             "SendMessage" => {
-                let i: SendInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let i: SendInput = serde_json::from_value(input).map_err(bad_input)?;
                 let task = tasks.get(&i.to).ok_or_else(|| unknown(&i.to))?;
                 // Delivered or refused, never left behind: a running child
                 // that still reads its inbox gets the message at its next
@@ -136,7 +143,7 @@ impl Session {
                 Ok(t.show(&MessageResumed { to: i.to }))
             }
             "TaskOutput" => {
-                let i: OutputInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let i: OutputInput = serde_json::from_value(input).map_err(bad_input)?;
                 let task = tasks.get(&i.task_id).ok_or_else(|| unknown(&i.task_id))?;
                 if i.block {
                     task.wait(Duration::from_millis(i.timeout_ms.unwrap_or(30_000)))
@@ -159,7 +166,7 @@ impl Session {
                 }))
             }
             "TaskStop" => {
-                let i: StopInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let i: StopInput = serde_json::from_value(input).map_err(bad_input)?;
                 let task = tasks.get(&i.task_id).ok_or_else(|| unknown(&i.task_id))?;
                 let already = task.status() != TaskStatus::Running;
                 if !already {

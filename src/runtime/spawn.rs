@@ -70,11 +70,17 @@ impl Session {
         let (mut spec, history, description_type, def_background) = match routed {
             Err(RouteError::ForkInFork) => return Err(t.show(&ForkInFork {})),
             Ok(Route::Fork) => {
-                let def = snap
-                    .catalog
-                    .get(FORK_AGENT)
-                    .cloned()
-                    .ok_or_else(|| "the fork agent is not defined".to_string())?;
+                let def = snap.catalog.get(FORK_AGENT).cloned().ok_or_else(|| {
+                    t.show(&UnknownAgent {
+                        agent_type: FORK_AGENT.to_string(),
+                        available: snap
+                            .visible_agents(kind)
+                            .iter()
+                            .map(|d| d.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+                })?;
                 let ResolvedModel { model, source } =
                     resolve_fork_model(env_model, &self.spec.model, &settings.models);
                 let directive = t.show(&ForkChild {
