@@ -72,7 +72,7 @@ impl ResourceTool {
         };
         match conn.read_resource(uri).await {
             Ok(r) => {
-                let mut out = ToolOutput::ok(McpResult { text: r.text });
+                let mut out = ToolOutput::ok(McpResult { parts: r.parts });
                 out.images = r.images;
                 out
             }

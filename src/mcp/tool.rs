@@ -97,7 +97,7 @@ impl Tool for McpTool {
             tokio::select! {
                 r = call => match r {
                     Ok(out) => {
-                        let text = McpResult { text: out.text };
+                        let text = McpResult { parts: out.parts };
                         let mut o = if out.is_error {
                             ToolOutput::error(text)
                         } else {

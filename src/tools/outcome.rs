@@ -188,6 +188,37 @@ pub enum FetchProblem {
     },
 }
 
+/// One piece of what an MCP server returned, as the model reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum McpPart {
+    Text {
+        text: String,
+    },
+    /// An image that is not passed on (type or size); `uri` for an
+    /// embedded resource.
+    Image {
+        uri: Option<String>,
+        mime: String,
+        bytes: usize,
+    },
+    Audio {
+        mime: String,
+    },
+    /// Binary resource content, not passed on.
+    Binary {
+        uri: String,
+        mime: String,
+        bytes: usize,
+    },
+    Link {
+        name: String,
+        uri: String,
+        mime: String,
+        description: String,
+    },
+}
+
 contexts! {
     /// A tool's input field has the wrong type or is missing. `expected`
     /// and `found` are JSON kinds (`string`, `integer`, `boolean`,
@@ -442,7 +473,19 @@ contexts! {
 
     /// What an MCP server's tool returned (verbatim: the server's text).
     "mcp_result" verbatim => pub struct McpResult {
-        pub text: String = "42 rows".into(),
+        pub parts: Vec<McpPart> = vec![
+            McpPart::Text { text: "42 rows".into() },
+            McpPart::Image { uri: None, mime: "image/tiff".into(), bytes: 900 },
+            McpPart::Image { uri: Some("file:///a.bmp".into()), mime: "image/bmp".into(), bytes: 9 },
+            McpPart::Audio { mime: "audio/wav".into() },
+            McpPart::Binary { uri: "file:///a.bin".into(), mime: String::new(), bytes: 12 },
+            McpPart::Link {
+                name: "big.csv".into(),
+                uri: "file:///big.csv".into(),
+                mime: "text/csv".into(),
+                description: "All rows".into(),
+            },
+        ],
     }
 
     /// An MCP server failed to run a tool.
@@ -475,5 +518,30 @@ contexts! {
             "mimeType": "text/markdown", "description": "The guide"
         })],
         pub server: Option<String> = None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::templates::Context;
+    use crate::tools::ToolOutput;
+
+    /// MCP content is joined one piece a line, each worded as before
+    /// templates (byte for byte).
+    #[test]
+    fn mcp_parts_render_one_a_line() {
+        let text = ToolOutput::ok(McpResult::sample()).text();
+        assert_eq!(
+            text,
+            "42 rows\n\
+             [image: image/tiff, 900 bytes of base64, not shown: only PNG, JPEG, GIF and WebP up to 5 MB are]\n\
+             [image resource file:///a.bmp: image/bmp, 9 bytes of base64, not shown: only PNG, JPEG, GIF and WebP up to 5 MB are]\n\
+             [audio: audio/wav, not shown: audio is not passed to the model]\n\
+             [resource file:///a.bin: no MIME type, 12 bytes of base64 binary content, not shown]\n\
+             [resource link: big.csv <file:///big.csv> (text/csv): All rows]"
+        );
+        let empty = McpResult { parts: Vec::new() };
+        assert_eq!(ToolOutput::ok(empty).text(), "");
     }
 }
