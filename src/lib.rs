@@ -21,3 +21,6 @@ pub mod runtime;
 pub mod snapshot;
 pub mod templates;
 pub mod tools;
+
+#[cfg(test)]
+mod text_guard;

@@ -146,20 +146,43 @@ impl Templates {
         }
     }
 
-    /// Renders the named template with `ctx`.
-    pub fn render<T: Serialize>(&self, name: &str, ctx: &T) -> Result<String, RenderError> {
+    /// Renders the template of a typed context, as written.
+    pub fn render<C: Context>(&self, ctx: &C) -> Result<String, RenderError> {
+        self.render_value(C::TEMPLATE, ctx)
+    }
+
+    /// Renders the template `name`, chosen by data (an agent file names
+    /// its prompt template), with a typed context of the same shape as
+    /// `C`'s own template.
+    pub fn render_as<C: Context>(&self, name: &str, ctx: &C) -> Result<String, RenderError> {
+        self.render_value(name, ctx)
+    }
+
+    fn render_value<T: Serialize>(&self, name: &str, ctx: &T) -> Result<String, RenderError> {
         self.registry.render(name, ctx).map_err(|e| RenderError {
             name: name.to_string(),
             message: render_message(&e),
         })
     }
 
-    /// Renders the named template for the model, trimmed at the end. A
-    /// template that fails to render gives its error text instead: the model
-    /// gets a message it can read rather than the turn failing.
-    pub fn text<T: Serialize>(&self, name: &str, ctx: &T) -> String {
-        self.render(name, ctx)
-            .map_or_else(|e| e.to_string(), |t| t.trim_end().to_string())
+    /// Renders the template of a typed context for the model: trimmed at
+    /// the end, or for a verbatim context (raw output a tool passes on)
+    /// kept exactly as rendered. A template that fails to render gives its
+    /// error text instead: the model gets a message it can read rather
+    /// than the turn failing.
+    pub fn show<C: Context>(&self, ctx: &C) -> String {
+        self.show_value(C::TEMPLATE, C::VERBATIM, ctx)
+    }
+
+    /// [`Templates::show`] for a context that crossed a boundary as data
+    /// (a tool's outcome: `ToolOutput` keeps its context's template name,
+    /// verbatim flag and values). Only `ToolOutput` calls this.
+    pub fn show_value<T: Serialize>(&self, name: &str, verbatim: bool, ctx: &T) -> String {
+        match self.render_value(name, ctx) {
+            Ok(text) if verbatim => text,
+            Ok(text) => text.trim_end().to_string(),
+            Err(e) => e.to_string(),
+        }
     }
 
     /// Renders a template given as text (an agent's prompt body, a tool's
@@ -220,6 +243,87 @@ impl Templates {
     pub fn origins(&self) -> &BTreeMap<String, TemplateOrigin> {
         &self.origins
     }
+}
+
+/// The typed context of one template: the values it may use, and its name.
+/// Every text the engine gives the model is one of these, rendered through
+/// [`Templates::show`]; declare them with [`contexts!`](crate::contexts),
+/// which makes every field carry a sample value.
+pub trait Context: Serialize {
+    /// The template's name (its file name without `.hbs`).
+    const TEMPLATE: &'static str;
+    /// Raw output passed on whole (not trimmed at the end).
+    const VERBATIM: bool = false;
+    /// A context with sample values, for the test that renders every
+    /// embedded template.
+    fn sample() -> Self
+    where
+        Self: Sized;
+}
+
+/// Declares template contexts, one struct per template, each field with a
+/// sample value, and a `samples()` function listing them all:
+///
+/// ```ignore
+/// contexts! {
+///     /// A file that is not there.
+///     "error_file_not_found" => pub struct FileNotFound {
+///         pub path: String = "/repo/a.txt".into(),
+///     }
+/// }
+/// ```
+///
+/// `"name" verbatim =>` marks raw output, rendered without trimming.
+#[macro_export]
+macro_rules! contexts {
+    ($(
+        $(#[$m:meta])*
+        $tmpl:literal $($verbatim:ident)? => pub struct $name:ident {
+            $( $(#[$fm:meta])* pub $f:ident : $t:ty = $sample:expr ),* $(,)?
+        }
+    )*) => {
+        $(
+            $(#[$m])*
+            #[derive(Debug, Clone, serde::Serialize)]
+            pub struct $name {
+                $( $(#[$fm])* pub $f: $t, )*
+            }
+
+            impl $crate::templates::Context for $name {
+                const TEMPLATE: &'static str = $tmpl;
+                const VERBATIM: bool = $crate::contexts!(@verbatim $($verbatim)?);
+                fn sample() -> Self {
+                    $name { $( $f: $sample, )* }
+                }
+            }
+        )*
+
+        /// Every context declared here, as (template, verbatim, sample).
+        #[cfg(test)]
+        pub(crate) fn samples() -> Vec<(&'static str, bool, serde_json::Value)> {
+            vec![$(
+                (
+                    $tmpl,
+                    <$name as $crate::templates::Context>::VERBATIM,
+                    serde_json::to_value(<$name as $crate::templates::Context>::sample())
+                        .unwrap_or_default(),
+                ),
+            )*]
+        }
+    };
+    (@verbatim verbatim) => { true };
+    (@verbatim) => { false };
+}
+
+/// A context's sample as (template, verbatim, values), for the test that
+/// renders every embedded template.
+#[cfg(test)]
+pub(crate) fn sample_of<C: Context>() -> (&'static str, bool, serde_json::Value) {
+    (
+        C::TEMPLATE,
+        C::VERBATIM,
+        serde_json::to_value(C::sample()).unwrap_or_default(),
+    )
 }
 
 /// Partials nested deeper than this are refused.
@@ -384,6 +488,52 @@ mod tests {
         assert_eq!(out, "a <&> b");
     }
 
+    /// Every embedded template has exactly one typed context, and renders
+    /// with that context's sample in strict mode (so a template naming a
+    /// value its context lacks fails here). Adding a template without a
+    /// context, or a context without its template, fails this test.
+    #[test]
+    fn every_embedded_template_renders_with_its_typed_context() {
+        let (t, diags) = Templates::load(None);
+        assert!(diags.is_empty(), "{diags:?}");
+        let mut samples = crate::tools::template_samples();
+        samples.extend(crate::runtime::template_samples());
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (name, verbatim, ctx) in &samples {
+            *seen.entry(name).or_default() += 1;
+            assert!(t.has(name), "context for `{name}`, which is not a template");
+            let text = t
+                .render_value(name, ctx)
+                .unwrap_or_else(|e| panic!("{e}\nsample: {ctx:#}"));
+            assert!(!text.trim().is_empty(), "`{name}` renders to nothing");
+            let file = EMBEDDED
+                .get_file(format!("{name}.hbs"))
+                .and_then(|f| f.contents_utf8())
+                .unwrap_or_default();
+            // Verbatim output is kept as rendered: the file's own final
+            // line break would reach the model.
+            assert!(
+                !(*verbatim && file.ends_with('\n')),
+                "verbatim template `{name}.hbs` must not end with a line break"
+            );
+        }
+        let duplicates: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
+        assert!(
+            duplicates.is_empty(),
+            "one context per template: {duplicates:?}"
+        );
+        let missing: Vec<String> = EMBEDDED
+            .files()
+            .filter_map(|f| template_name(f.path()))
+            .filter(|n| !seen.contains_key(n.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "templates without a typed context (declare one with `contexts!` \
+             and list it in the module's samples): {missing:?}"
+        );
+    }
+
     #[test]
     fn strict_mode_rejects_missing_variables() {
         let (t, _) = Templates::load(None);
@@ -451,7 +601,10 @@ mod tests {
         .unwrap();
         let (t, diags) = Templates::load(Some(dir.path()));
         assert_eq!(
-            t.render("fork_child", &json!({"directive": "d"})).unwrap(),
+            t.render(&crate::runtime::texts::ForkChild {
+                directive: "d".into()
+            })
+            .unwrap(),
             "OVERRIDE d"
         );
         assert_eq!(diags.len(), 1);

@@ -19,6 +19,8 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
+use crate::tools::outcome::McpPart;
+
 use crate::config::McpServerConfig;
 
 /// How long connecting (start, handshake, tool list) may take before the
@@ -388,7 +390,7 @@ impl Connection {
                     is_error: result.is_error.unwrap_or(false),
                     ..CallOutput::default()
                 };
-                let mut parts: Vec<String> = Vec::new();
+                let mut parts: Vec<McpPart> = Vec::new();
                 for c in result
                     .content
                     .iter()
@@ -403,9 +405,11 @@ impl Connection {
                     && out.images.is_empty()
                     && let Some(s) = &result.structured_content
                 {
-                    parts.push(s.to_string());
+                    parts.push(McpPart::Text {
+                        text: s.to_string(),
+                    });
                 }
-                out.text = parts.join("\n");
+                out.parts = parts;
                 Ok(out)
             }
             Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
@@ -472,7 +476,7 @@ impl Connection {
                 Part::Image(source) => out.images.push(source),
             }
         }
-        out.text = parts.join("\n");
+        out.parts = parts;
         Ok(out)
     }
 
@@ -509,8 +513,8 @@ async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpErro
 /// What a tool call returned, as the model gets it.
 #[derive(Debug, Default, Clone)]
 pub struct CallOutput {
-    /// The text blocks (and everything shown as text), one per line.
-    pub text: String,
+    /// The text blocks, and everything shown as text (one per line).
+    pub parts: Vec<McpPart>,
     /// Images as Anthropic `source` objects (`{"type": "base64",
     /// "media_type", "data"}`), in the order the server sent them.
     pub images: Vec<Value>,
@@ -518,7 +522,7 @@ pub struct CallOutput {
 }
 
 enum Part {
-    Text(String),
+    Text(McpPart),
     Image(Value),
 }
 
@@ -530,64 +534,59 @@ const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/we
 const MAX_IMAGE_BASE64: usize = 5 * 1024 * 1024 / 3 * 4;
 
 /// An image as an image block when the model can take it, else a marker.
-fn image_part(mime: &str, data: &str, from: &str) -> Part {
+fn image_part(mime: &str, data: &str, uri: Option<String>) -> Part {
     if IMAGE_TYPES.contains(&mime) && data.len() <= MAX_IMAGE_BASE64 && !data.is_empty() {
         Part::Image(serde_json::json!({"type": "base64", "media_type": mime, "data": data}))
     } else {
-        Part::Text(format!(
-            "[image{from}: {mime}, {} bytes of base64, not shown: only PNG, JPEG, GIF and WebP up to 5 MB are]",
-            data.len()
-        ))
+        Part::Text(McpPart::Image {
+            uri,
+            mime: mime.to_string(),
+            bytes: data.len(),
+        })
     }
 }
 
 /// One MCP content block for the model: text as is; images (and embedded
 /// image resources) as image blocks; embedded text resources as their
 /// text; resource links and other binary content as a line of text that
-/// names them.
+/// names them (worded by the `mcp_result` template).
 fn content_part(c: &Value) -> Part {
     let field = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     match field(c, "type").as_str() {
-        "text" => Part::Text(field(c, "text")),
-        "image" => image_part(&field(c, "mimeType"), &field(c, "data"), ""),
-        "audio" => Part::Text(format!(
-            "[audio: {}, not shown: audio is not passed to the model]",
-            field(c, "mimeType")
-        )),
+        "text" => Part::Text(McpPart::Text {
+            text: field(c, "text"),
+        }),
+        "image" => image_part(&field(c, "mimeType"), &field(c, "data"), None),
+        "audio" => Part::Text(McpPart::Audio {
+            mime: field(c, "mimeType"),
+        }),
         "resource" => {
             let r = c.get("resource").cloned().unwrap_or(Value::Null);
             let uri = field(&r, "uri");
             if let Some(t) = r.get("text").and_then(Value::as_str) {
-                return Part::Text(t.to_string());
+                return Part::Text(McpPart::Text {
+                    text: t.to_string(),
+                });
             }
             let mime = field(&r, "mimeType");
             let blob = field(&r, "blob");
             if mime.starts_with("image/") {
-                return image_part(&mime, &blob, &format!(" resource {uri}"));
+                return image_part(&mime, &blob, Some(uri));
             }
-            Part::Text(format!(
-                "[resource {uri}: {}, {} bytes of base64 binary content, not shown]",
-                if mime.is_empty() {
-                    "no MIME type"
-                } else {
-                    &mime
-                },
-                blob.len()
-            ))
+            Part::Text(McpPart::Binary {
+                uri,
+                mime,
+                bytes: blob.len(),
+            })
         }
-        "resource_link" => {
-            let mut line = format!("[resource link: {} <{}>", field(c, "name"), field(c, "uri"));
-            let mime = field(c, "mimeType");
-            if !mime.is_empty() {
-                line.push_str(&format!(" ({mime})"));
-            }
-            let desc = field(c, "description");
-            if !desc.is_empty() {
-                line.push_str(&format!(": {desc}"));
-            }
-            line.push(']');
-            Part::Text(line)
-        }
-        _ => Part::Text(c.to_string()),
+        "resource_link" => Part::Text(McpPart::Link {
+            name: field(c, "name"),
+            uri: field(c, "uri"),
+            mime: field(c, "mimeType"),
+            description: field(c, "description"),
+        }),
+        _ => Part::Text(McpPart::Text {
+            text: c.to_string(),
+        }),
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::tools::outcome::{CallCancelled, McpResourceError, McpResourceList, McpResult};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 
 use super::McpManager;
@@ -48,19 +49,20 @@ impl ResourceTool {
                     r
                 })),
                 Err(e) => {
-                    return ToolOutput::from_template(
-                        "error_mcp_resource",
-                        json!({"server": name, "error": e}),
-                    );
+                    return ToolOutput::error(McpResourceError {
+                        unknown: false,
+                        server: name.clone(),
+                        servers: String::new(),
+                        uri: None,
+                        error: Some(e.to_string()),
+                    });
                 }
             }
         }
-        let mut out = ToolOutput::from_template(
-            "mcp_resource_list",
-            json!({"resources": resources, "server": server}),
-        );
-        out.is_error = false;
-        out
+        ToolOutput::ok(McpResourceList {
+            resources,
+            server: server.map(str::to_string),
+        })
     }
 
     async fn read(&self, server: &str, uri: &str) -> ToolOutput {
@@ -70,24 +72,30 @@ impl ResourceTool {
         };
         match conn.read_resource(uri).await {
             Ok(r) => {
-                let mut out = ToolOutput::ok(r.text);
+                let mut out = ToolOutput::ok(McpResult { parts: r.parts });
                 out.images = r.images;
                 out
             }
-            Err(e) => ToolOutput::from_template(
-                "error_mcp_resource",
-                json!({"server": server, "uri": uri, "error": e}),
-            ),
+            Err(e) => ToolOutput::error(McpResourceError {
+                unknown: false,
+                server: server.to_string(),
+                servers: String::new(),
+                uri: Some(uri.to_string()),
+                error: Some(e.to_string()),
+            }),
         }
     }
 }
 
 fn unknown(server: &str, servers: &[(String, Arc<super::Connection>)]) -> ToolOutput {
     let names: Vec<&str> = servers.iter().map(|(n, _)| n.as_str()).collect();
-    ToolOutput::from_template(
-        "error_mcp_resource",
-        json!({"unknown": true, "server": server, "servers": names.join(", ")}),
-    )
+    ToolOutput::error(McpResourceError {
+        unknown: true,
+        server: server.to_string(),
+        servers: names.join(", "),
+        uri: None,
+        error: None,
+    })
 }
 
 impl Tool for ResourceTool {
@@ -113,7 +121,7 @@ impl Tool for ResourceTool {
             };
             tokio::select! {
                 out = work => out,
-                () = ctx.cancel.cancelled() => ToolOutput::error("Cancelled."),
+                () = ctx.cancel.cancelled() => ToolOutput::error(CallCancelled {}),
             }
         })
     }

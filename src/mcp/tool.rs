@@ -8,6 +8,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use crate::message::ToolDefinition;
+use crate::tools::outcome::{CallCancelled, McpCallFailed, McpResult};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 
 use super::client::{Connection, ServerTool};
@@ -96,20 +97,22 @@ impl Tool for McpTool {
             tokio::select! {
                 r = call => match r {
                     Ok(out) => {
+                        let text = McpResult { parts: out.parts };
                         let mut o = if out.is_error {
-                            ToolOutput::error(out.text)
+                            ToolOutput::error(text)
                         } else {
-                            ToolOutput::ok(out.text)
+                            ToolOutput::ok(text)
                         };
                         o.images = out.images;
                         o
                     }
-                    Err(e) => ToolOutput::error(format!(
-                        "MCP server `{}` failed to run `{}`: {e}",
-                        self.server, self.tool.name
-                    )),
+                    Err(e) => ToolOutput::error(McpCallFailed {
+                        server: self.server.clone(),
+                        tool: self.tool.name.clone(),
+                        error: e.to_string(),
+                    }),
                 },
-                () = ctx.cancel.cancelled() => ToolOutput::error("Cancelled."),
+                () = ctx.cancel.cancelled() => ToolOutput::error(CallCancelled {}),
             }
         })
     }

@@ -13,7 +13,6 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::json;
 
 use crate::message::{ContentBlock, Message, Role, Usage};
@@ -21,23 +20,11 @@ use crate::provider::{ProviderError, ProviderErrorKind};
 use crate::snapshot::Snapshot;
 
 use super::session::{RunError, Session};
+use super::texts::{CompactRequest, CompactSummary};
 
 /// Messages kept after the summary mid-turn: the last assistant message
 /// and the user message that answers it.
 const KEPT: usize = 2;
-
-#[derive(Serialize)]
-struct RequestContext<'a> {
-    instructions: Option<&'a str>,
-}
-
-#[derive(Serialize)]
-struct SummaryContext<'a> {
-    summary: &'a str,
-    replaced: usize,
-    /// Messages kept after the summary (0 or 2).
-    kept: usize,
-}
 
 /// Whether a provider error says the request no longer fits the model's
 /// context (Anthropic's `prompt is too long`, OpenAI's
@@ -122,9 +109,9 @@ impl Session {
         self.pre_compact_hooks(snap, hook_trigger, instructions)
             .await;
         let (mut request, _) = self.build_request(snap)?;
-        let instruction = snap
-            .templates
-            .render("compact_request", &RequestContext { instructions })?;
+        let instruction = snap.templates.render(&CompactRequest {
+            instructions: instructions.map(str::to_string),
+        })?;
         let instruction = ContentBlock::text(instruction.trim_end().to_string());
         if mid_turn {
             let mut last = (*request.messages[n - 1]).clone();
@@ -164,14 +151,11 @@ impl Session {
             return Ok(false);
         };
         let replaced = n - kept;
-        let text = snap.templates.render(
-            "compact_summary",
-            &SummaryContext {
-                summary: summary.trim(),
-                replaced,
-                kept,
-            },
-        )?;
+        let text = snap.templates.render(&CompactSummary {
+            summary: summary.trim().to_string(),
+            replaced,
+            kept,
+        })?;
         let message = Message::user_text(text.trim_end().to_string());
         self.transcript.record(
             "compact",

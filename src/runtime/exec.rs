@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
@@ -18,6 +18,9 @@ use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 use super::EngineEvent;
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
+use super::texts::{
+    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, WebFetchPrompt,
+};
 
 /// What one call produced, plus the usage of any child it ran.
 pub(super) struct CallResult {
@@ -142,31 +145,27 @@ impl Session {
         invalid_json: Option<&str>,
     ) -> CallResult {
         let snap = &turn.snap;
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let error = |text: String| CallResult::text(id, text, true);
+        let no_such_tool = || {
+            error(snap.templates.show(&NoSuchTool {
+                name: name.to_string(),
+            }))
+        };
         if !turn.tool_names.iter().any(|n| n == name) {
-            return CallResult::text(
-                id,
-                render("error_no_such_tool", json!({"name": name})),
-                true,
-            );
+            return no_such_tool();
         }
         if let Some(err) = invalid_json {
-            return CallResult::text(
-                id,
-                render("error_invalid_json", json!({"tool": name, "error": err})),
-                true,
-            );
+            return error(snap.templates.show(&InvalidJson {
+                tool: name.to_string(),
+                error: err.to_string(),
+            }));
         }
         let invalid = |issues: Vec<String>| {
-            let plural = issues.len() > 1;
-            CallResult::text(
-                id,
-                render(
-                    "error_invalid_input",
-                    json!({"tool": name, "issues": issues.join("\n"), "plural": plural}),
-                ),
-                true,
-            )
+            error(snap.templates.show(&InvalidInput {
+                tool: name.to_string(),
+                plural: issues.len() > 1,
+                issues: issues.join("\n"),
+            }))
         };
         if let Err(issues) = self.validate(snap, name, &input) {
             return invalid(issues);
@@ -198,11 +197,10 @@ impl Session {
                 mode: self.spec.mode,
             };
             if let Some(reason) = gate(call).await {
-                let text = render(
-                    "error_hook_blocked",
-                    json!({"tool": name, "reason": reason}),
-                );
-                return CallResult::text(id, text, true);
+                return error(snap.templates.show(&HookBlocked {
+                    tool: name.to_string(),
+                    reason,
+                }));
             }
         }
         let permissions = &snap.settings().permissions;
@@ -224,14 +222,13 @@ impl Session {
         ) {
             Decision::Allow => {}
             Decision::Deny { reason } => {
-                return CallResult::text(
-                    id,
-                    render(
-                        "error_permission_denied",
-                        json!({"tool": name, "reason": reason, "asked": false, "interactive": false, "message": null}),
-                    ),
-                    true,
-                );
+                return error(snap.templates.show(&PermissionDenied {
+                    tool: name.to_string(),
+                    reason,
+                    asked: false,
+                    interactive: false,
+                    message: None,
+                }));
             }
             Decision::Ask { reason } => {
                 let answer = match &self.engine.asker {
@@ -253,16 +250,13 @@ impl Session {
                     None => super::AskAnswer::from(false),
                 };
                 if !answer.allow {
-                    let interactive = self.engine.asker.is_some();
-                    return CallResult::text(
-                        id,
-                        render(
-                            "error_permission_denied",
-                            json!({"tool": name, "reason": reason, "asked": true, "interactive": interactive,
-                                   "message": answer.message}),
-                        ),
-                        true,
-                    );
+                    return error(snap.templates.show(&PermissionDenied {
+                        tool: name.to_string(),
+                        reason,
+                        asked: true,
+                        interactive: self.engine.asker.is_some(),
+                        message: answer.message,
+                    }));
                 }
             }
         }
@@ -311,11 +305,7 @@ impl Session {
             },
         };
         let Some(tool) = tool else {
-            return CallResult::text(
-                id,
-                render("error_no_such_tool", json!({"name": name})),
-                true,
-            );
+            return no_such_tool();
         };
         // Glob and Grep leave out what the rules forbid them to read.
         let hidden: Option<PathFilter> = matches!(name, "Glob" | "Grep").then(|| {
@@ -331,20 +321,9 @@ impl Session {
             web_fetch: snap.settings().web_fetch.clone(),
             small_model: (name == "WebFetch").then(|| self.small_model(Arc::clone(snap))),
         };
-        let ToolOutput {
-            text,
-            is_error,
-            template,
-            images,
-        } = tool.call(input.clone(), &ctx).await;
-        let text = match template {
-            Some(t) => {
-                let (name, ctx) = *t;
-                render(&name, ctx)
-            }
-            None => text,
-        };
-        let mut result = CallResult::text(id, text, is_error);
+        let out: ToolOutput = tool.call(input.clone(), &ctx).await;
+        let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
+        let images = out.images;
         if !images.is_empty()
             && let ContentBlock::ToolResult { content, .. } = &mut result.block
         {
@@ -416,10 +395,11 @@ impl Session {
                 let settings = &snap.settings().web_fetch;
                 let text = snap
                     .templates
-                    .render(
-                        "web_fetch_prompt",
-                        &json!({"url": q.url, "markdown": q.markdown, "prompt": q.prompt}),
-                    )
+                    .render(&WebFetchPrompt {
+                        url: q.url,
+                        markdown: q.markdown,
+                        prompt: q.prompt,
+                    })
                     .map_err(|e| e.to_string())?;
                 let request = crate::message::ModelRequest {
                     model: snap.resolve_alias(&settings.model).to_string(),

@@ -30,6 +30,7 @@ use crate::snapshot::Snapshot;
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
+use super::texts::{HookBlocked, HookContext, HookStopFeedback};
 use super::transcript::Transcript;
 
 /// How many times SubagentStop hooks may send one child back to work.
@@ -478,10 +479,6 @@ fn agent_type(spec: &SessionSpec) -> &str {
     spec.def.as_ref().map_or("main", |d| d.name.as_str())
 }
 
-fn render(snap: &Snapshot, template: &str, ctx: &Value) -> String {
-    snap.templates.text(template, ctx)
-}
-
 /// SubagentStart: runs the hooks for a child about to start and appends
 /// each `additionalContext` as a text block to the last message of its
 /// starting history (the message its first turn sends).
@@ -519,11 +516,12 @@ pub(super) async fn subagent_start(
     };
     let mut message: Message = (**last).clone();
     for context in fired.contexts {
-        message.content.push(ContentBlock::text(render(
-            snap,
-            "hook_context",
-            &json!({"event": event.as_str(), "context": context}),
-        )));
+        message
+            .content
+            .push(ContentBlock::text(snap.templates.show(&HookContext {
+                event: event.as_str().to_string(),
+                context,
+            })));
     }
     *last = Arc::new(message);
 }
@@ -614,11 +612,10 @@ impl Session {
         }
         if !blocks.is_empty() {
             blocks.retain(|b| !b.is_empty());
-            return PreTool::Blocked(render(
-                snap,
-                "error_hook_blocked",
-                &json!({"tool": name, "reason": blocks.join("\n")}),
-            ));
+            return PreTool::Blocked(snap.templates.show(&HookBlocked {
+                tool: name.to_string(),
+                reason: blocks.join("\n"),
+            }));
         }
         PreTool::Go {
             verdict,
@@ -672,11 +669,10 @@ impl Session {
         .await;
         for context in fired.contexts {
             content.push(ToolResultContent::Text {
-                text: render(
-                    snap,
-                    "hook_context",
-                    &json!({"event": event.as_str(), "context": context}),
-                ),
+                text: snap.templates.show(&HookContext {
+                    event: event.as_str().to_string(),
+                    context,
+                }),
             });
         }
     }
@@ -719,11 +715,9 @@ impl Session {
             );
             return None;
         }
-        Some(render(
-            snap,
-            "hook_stop_feedback",
-            &json!({"reason": fired.blocks.join("\n")}),
-        ))
+        Some(snap.templates.show(&HookStopFeedback {
+            reason: fired.blocks.join("\n"),
+        }))
     }
 }
 

@@ -4,13 +4,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::message::{ContentBlock, Message};
 
 use super::session::Session;
 use super::spawn::start_task;
 use super::tasks::TaskStatus;
+use super::texts::{
+    InvalidInput, MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskOutputText,
+    TaskStopped, UnknownTask,
+};
 use super::transcript::Transcript;
 use crate::snapshot::Snapshot;
 
@@ -42,7 +46,7 @@ impl Session {
         name: &str,
         input: Value,
     ) -> Result<String, String> {
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let t = &snap.templates;
         let tasks = &self.engine.tasks;
         let unknown = |to: &str| {
             let mut known: Vec<String> = tasks
@@ -56,14 +60,21 @@ impl Session {
                 })
                 .collect();
             known.sort();
-            render(
-                "error_unknown_task",
-                json!({"to": to, "known": if known.is_empty() { "none".into() } else { known.join(", ") }}),
-            )
+            t.show(&UnknownTask {
+                to: to.to_string(),
+                known: known.join(", "),
+            })
+        };
+        let bad_input = |e: serde_json::Error| {
+            t.show(&InvalidInput {
+                tool: name.to_string(),
+                issues: e.to_string(),
+                plural: false,
+            })
         };
         match name {
             "SendMessage" => {
-                let i: SendInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let i: SendInput = serde_json::from_value(input).map_err(bad_input)?;
                 let task = tasks.get(&i.to).ok_or_else(|| unknown(&i.to))?;
                 // Delivered or refused, never left behind: a running child
                 // that still reads its inbox gets the message at its next
@@ -71,13 +82,13 @@ impl Session {
                 // with it, like a child that had already ended.
                 let (history, unread) = loop {
                     if tasks.send(&task, i.message.clone()) {
-                        return Ok(render("send_message_queued", json!({"to": i.to})));
+                        return Ok(t.show(&MessageQueued { to: i.to }));
                     }
                     if task.status() == TaskStatus::Running {
                         tokio::select! {
                             _ = task.wait(Duration::from_secs(3600)) => {}
                             () = self.cancel.cancelled() => {
-                                return Err(render("error_cancelled", json!({})));
+                                return Err(t.show(&SubagentCancelled {}));
                             }
                         }
                         continue;
@@ -129,10 +140,10 @@ impl Session {
                     // works in it again (its cwd is in the spec).
                     None,
                 );
-                Ok(render("send_message_resumed", json!({"to": i.to})))
+                Ok(t.show(&MessageResumed { to: i.to }))
             }
             "TaskOutput" => {
-                let i: OutputInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let i: OutputInput = serde_json::from_value(input).map_err(bad_input)?;
                 let task = tasks.get(&i.task_id).ok_or_else(|| unknown(&i.task_id))?;
                 if i.block {
                     task.wait(Duration::from_millis(i.timeout_ms.unwrap_or(30_000)))
@@ -147,26 +158,30 @@ impl Session {
                     .map(|t| t.join("\n"));
                 let status = state.status;
                 drop(state);
-                Ok(render(
-                    "task_output",
-                    json!({"task_id": task.id, "status": status, "output": output,
-                           "output_file": task.output_file.as_ref().map(|p| p.display().to_string())}),
-                ))
+                Ok(t.show(&TaskOutputText {
+                    task_id: task.id.clone(),
+                    status,
+                    output,
+                    output_file: task.output_file.as_ref().map(|p| p.display().to_string()),
+                }))
             }
             "TaskStop" => {
-                let i: StopInput = serde_json::from_value(input).map_err(|e| e.to_string())?;
+                let i: StopInput = serde_json::from_value(input).map_err(bad_input)?;
                 let task = tasks.get(&i.task_id).ok_or_else(|| unknown(&i.task_id))?;
                 let already = task.status() != TaskStatus::Running;
                 if !already {
                     task.cancel.cancel();
                     task.wait(Duration::from_secs(10)).await;
                 }
-                Ok(render(
-                    "task_stop",
-                    json!({"task_id": task.id, "already": already, "status": task.status()}),
-                ))
+                Ok(t.show(&TaskStopped {
+                    task_id: task.id.clone(),
+                    already,
+                    status: task.status(),
+                }))
             }
-            other => Err(format!("{other} is not a management tool")),
+            other => Err(t.show(&NoSuchTool {
+                name: other.to_string(),
+            })),
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod resume;
 mod session;
 mod spawn;
 pub mod tasks;
+pub mod texts;
 pub mod todos;
 pub mod transcript;
 pub mod worktree;
@@ -380,4 +381,14 @@ pub fn total_tokens(last: &Usage, cumulative: &Usage) -> u64 {
         + last.cache_creation_input_tokens
         + last.cache_read_input_tokens
         + cumulative.output_tokens
+}
+
+/// The samples of every template context the runtime owns, as
+/// (template, verbatim, values).
+#[cfg(test)]
+pub(crate) fn template_samples() -> Vec<(&'static str, bool, serde_json::Value)> {
+    let mut all = texts::samples();
+    all.extend(prompt::samples());
+    all.push(crate::templates::sample_of::<prompt::MemoryContext>());
+    all
 }

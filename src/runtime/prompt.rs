@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::catalog::{AgentDef, Prompt};
 use crate::snapshot::Snapshot;
-use crate::templates::RenderError;
+use crate::templates::{Context, RenderError};
 
 /// What prompt templates may refer to.
 #[derive(Debug, Clone, Serialize)]
@@ -46,6 +46,60 @@ impl PromptContext {
     }
 }
 
+/// A [`PromptContext`] given to one of the prompt templates it serves: the
+/// wrappers below make each of them a typed context of its own.
+macro_rules! prompt_templates {
+    ($($(#[$m:meta])* $name:ident => $tmpl:literal;)*) => {$(
+        $(#[$m])*
+        #[derive(Debug, Clone, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(pub PromptContext);
+
+        impl Context for $name {
+            const TEMPLATE: &'static str = $tmpl;
+            fn sample() -> Self {
+                $name(PromptContext::sample())
+            }
+        }
+    )*
+
+    /// Every prompt template's sample, as (template, verbatim, sample).
+    #[cfg(test)]
+    pub(crate) fn samples() -> Vec<(&'static str, bool, serde_json::Value)> {
+        vec![$(
+            ($tmpl, false, serde_json::to_value($name::sample()).unwrap_or_default()),
+        )*]
+    }
+    };
+}
+
+prompt_templates! {
+    /// The main session's prompt when no agent is named.
+    MainSystem => "main_system";
+    /// The environment block after every system prompt.
+    Environment => "environment";
+    /// The notes after a sub-agent's own prompt.
+    SubagentNotes => "subagent_notes";
+    /// How to write tool calls as text (`provider.tool_call_fallback`).
+    TextToolCalls => "text_tool_calls";
+}
+
+impl PromptContext {
+    /// Sample values, for the test that renders every template.
+    pub fn sample() -> Self {
+        PromptContext {
+            cwd: "/repo".into(),
+            platform: "linux".into(),
+            date: "2026-11-25".into(),
+            git_branch: Some("main".into()),
+            model: "claude-sonnet-4-5".into(),
+            agent_name: "general-purpose".into(),
+            tools: vec!["Agent".into(), "Read".into()],
+            has_agent_tool: true,
+        }
+    }
+}
+
 /// With `provider.tool_call_fallback = "json-text"` (models that write tool
 /// calls as text), the instructions for writing them, from the
 /// `text_tool_calls` template; otherwise nothing.
@@ -53,7 +107,7 @@ fn text_tool_call_block(snap: &Snapshot, ctx: &PromptContext) -> Result<String, 
     if snap.settings().provider.tool_call_fallback.is_none() || ctx.tools.is_empty() {
         return Ok(String::new());
     }
-    snap.templates.render("text_tool_calls", ctx)
+    snap.templates.render(&TextToolCalls(ctx.clone()))
 }
 
 /// The main session's system prompt: the agent's body (for `--agent`) or
@@ -65,9 +119,9 @@ pub fn main_system_prompt(
 ) -> Result<String, RenderError> {
     let head = match def {
         Some(d) => agent_body(snap, d, ctx)?,
-        None => snap.templates.render("main_system", ctx)?,
+        None => snap.templates.render(&MainSystem(ctx.clone()))?,
     };
-    let env = snap.templates.render("environment", ctx)?;
+    let env = snap.templates.render(&Environment(ctx.clone()))?;
     let calls = text_tool_call_block(snap, ctx)?;
     Ok(join_blocks(&[head.trim(), env.trim(), calls.trim()]))
 }
@@ -80,7 +134,7 @@ pub fn main_system_prompt_with_head(
     head: &str,
     ctx: &PromptContext,
 ) -> Result<String, RenderError> {
-    let env = snap.templates.render("environment", ctx)?;
+    let env = snap.templates.render(&Environment(ctx.clone()))?;
     let calls = text_tool_call_block(snap, ctx)?;
     Ok(join_blocks(&[head.trim(), env.trim(), calls.trim()]))
 }
@@ -93,8 +147,8 @@ pub fn subagent_system_prompt(
     ctx: &PromptContext,
 ) -> Result<String, RenderError> {
     let body = agent_body(snap, def, ctx)?;
-    let notes = snap.templates.render("subagent_notes", ctx)?;
-    let env = snap.templates.render("environment", ctx)?;
+    let notes = snap.templates.render(&SubagentNotes(ctx.clone()))?;
+    let env = snap.templates.render(&Environment(ctx.clone()))?;
     let calls = text_tool_call_block(snap, ctx)?;
     Ok(join_blocks(&[
         body.trim(),
@@ -128,22 +182,45 @@ fn agent_body(snap: &Snapshot, def: &AgentDef, ctx: &PromptContext) -> Result<St
                 .render_text(&format!("agent {}", def.name), text, ctx)
                 .unwrap_or_else(|_| text.clone()))
         }
-        Prompt::Template(name) => snap.templates.render(name, ctx),
+        // A template the agent's file names, over the main prompt's context.
+        Prompt::Template(name) => snap.templates.render_as(name, &MainSystem(ctx.clone())),
     }
 }
 
 /// One memory file as the `project_memory` template sees it.
 #[derive(Debug, Clone, Serialize)]
-struct MemoryEntry {
-    path: String,
-    /// What kind of file it is, in words (`project instructions, …`).
-    description: &'static str,
-    content: String,
+pub struct MemoryEntry {
+    pub path: String,
+    /// Where it comes from: `managed`, `user`, `project`, `imported` (by
+    /// the project's instructions) or `local`.
+    pub kind: &'static str,
+    pub content: String,
 }
 
+/// The context of the `project_memory` template.
 #[derive(Debug, Clone, Serialize)]
-struct MemoryContext {
-    files: Vec<MemoryEntry>,
+pub struct MemoryContext {
+    pub files: Vec<MemoryEntry>,
+}
+
+impl Context for MemoryContext {
+    const TEMPLATE: &'static str = "project_memory";
+    fn sample() -> Self {
+        let entry = |path: &str, kind| MemoryEntry {
+            path: path.into(),
+            kind,
+            content: "Run the tests before committing.".into(),
+        };
+        MemoryContext {
+            files: vec![
+                entry("/etc/claude-code/CLAUDE.md", "managed"),
+                entry("/home/u/.claude/CLAUDE.md", "user"),
+                entry("/repo/CLAUDE.md", "project"),
+                entry("/repo/docs/style.md", "imported"),
+                entry("/repo/CLAUDE.local.md", "local"),
+            ],
+        }
+    }
 }
 
 /// The project-memory block (the `project_memory` template over every
@@ -163,22 +240,17 @@ pub fn memory_block(snap: &Snapshot) -> Option<String> {
         .filter(|f| !f.content.trim().is_empty())
         .map(|f| MemoryEntry {
             path: f.path.display().to_string(),
-            description: match (f.scope, f.imported_from.is_some()) {
-                (MemoryScope::Managed, _) => "instructions from the administrator, for every user",
-                (MemoryScope::User, _) => "the user's own instructions for every project",
-                (MemoryScope::Project, false) => "project instructions, checked into the codebase",
-                (MemoryScope::Project, true) => "imported by the project instructions",
-                (MemoryScope::Local, _) => {
-                    "the user's own instructions for this project, not checked in"
-                }
+            kind: match (f.scope, f.imported_from.is_some()) {
+                (MemoryScope::Managed, _) => "managed",
+                (MemoryScope::User, _) => "user",
+                (MemoryScope::Project, false) => "project",
+                (MemoryScope::Project, true) => "imported",
+                (MemoryScope::Local, _) => "local",
             },
             content: f.content.trim_end().to_string(),
         })
         .collect();
-    Some(
-        snap.templates
-            .text("project_memory", &MemoryContext { files }),
-    )
+    Some(snap.templates.show(&MemoryContext { files }))
 }
 
 /// Whether a session running as `def` gets project memory: the main

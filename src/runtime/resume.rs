@@ -366,9 +366,7 @@ pub fn restore_tasks(
         };
         // Killed mid-turn: each tool call gets its "cancelled" result.
         if let Some(last) = history.last().filter(|m| m.role == Role::Assistant) {
-            let cancelled = snap
-                .templates
-                .text("tool_cancelled", &serde_json::json!({}));
+            let cancelled = snap.templates.show(&super::texts::ToolCancelled {});
             let results: Vec<crate::message::ContentBlock> = last
                 .tool_uses()
                 .map(|(id, _, _)| {

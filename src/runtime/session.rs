@@ -24,6 +24,9 @@ use crate::tools::spec::{
 };
 
 use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
+use super::texts::{
+    LimitRunWait, LimitTaskTokens, MaxTokensRecovery, ToolCancelled, TurnInterrupted,
+};
 use super::transcript::Transcript;
 use super::{Engine, EngineEvent};
 
@@ -291,7 +294,7 @@ impl Session {
             .snapshot
             .load()
             .templates
-            .text("tool_cancelled", &serde_json::json!({}));
+            .show(&ToolCancelled {});
         let Some(last) = self.history.last() else {
             return;
         };
@@ -303,7 +306,7 @@ impl Session {
                 .snapshot
                 .load()
                 .templates
-                .text("turn_interrupted", &serde_json::json!({}));
+                .show(&TurnInterrupted {});
             self.append(Arc::new(Message {
                 role: Role::Assistant,
                 content: vec![ContentBlock::text(note.trim_end())],
@@ -576,10 +579,9 @@ impl Session {
                     break StopKind::MaxTokens;
                 }
                 recoveries += 1;
-                let text = snap.templates.text(
-                    "max_tokens_recovery",
-                    &serde_json::json!({"max_tokens": request.max_tokens}),
-                );
+                let text = snap.templates.show(&MaxTokensRecovery {
+                    max_tokens: request.max_tokens,
+                });
                 self.append(Arc::new(Message::user_text(text)));
                 continue;
             }
@@ -637,10 +639,7 @@ impl Session {
         let used = self.usage.total();
         match &self.task {
             Some(task) if budget > 0 && used >= budget => {
-                let reason = snap.templates.text(
-                    "limit_task_tokens",
-                    &serde_json::json!({"budget": budget, "used": used}),
-                );
+                let reason = snap.templates.show(&LimitTaskTokens { budget, used });
                 task.end_by_limit(reason);
                 Err(RunError::Cancelled)
             }
@@ -670,9 +669,7 @@ impl Session {
         if in_time {
             return;
         }
-        let reason = snap
-            .templates
-            .text("limit_run_wait", &serde_json::json!({"ms": ceiling_ms}));
+        let reason = snap.templates.show(&LimitRunWait { ms: ceiling_ms });
         for t in tasks.running_background_children(id) {
             t.end_by_limit(reason.clone());
         }

@@ -23,6 +23,11 @@ use super::hooks;
 use super::prompt;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
+use super::texts::{
+    AgentTypeNotAllowed, AsyncLaunched, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder,
+    InvalidInput, LimitStall, LimitTaskTimeout, MaxDepth, McpRequired, ResultEmpty, ResultTrailer,
+    SkillText, SubagentCancelled, SubagentFailed, SubagentSkills, TaskNotification, UnknownAgent,
+};
 use super::transcript::Transcript;
 use super::worktree::{self, KeptWorktree, WorktreeGuard};
 use super::{Engine, EngineEvent, new_agent_id, total_tokens};
@@ -38,7 +43,7 @@ impl Session {
         input: Value,
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let snap = &turn.snap;
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let t = &snap.templates;
         // Fields trimmed from this turn's schema (for example `isolation`
         // under MINIMAL_AGENT_SCHEMA) are ignored if the model sends them.
         let input = match turn.request.tools.iter().find(|t| t.name == "Agent") {
@@ -46,10 +51,11 @@ impl Session {
             None => input,
         };
         let input: AgentInput = serde_json::from_value(input).map_err(|e| {
-            render(
-                "error_invalid_input",
-                json!({"tool": "Agent", "issues": e.to_string(), "plural": false}),
-            )
+            t.show(&InvalidInput {
+                tool: "Agent".into(),
+                issues: e.to_string(),
+                plural: false,
+            })
         })?;
         let kind = self.spec.kind;
         let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
@@ -62,17 +68,25 @@ impl Session {
         let agent_id = new_agent_id();
 
         let (mut spec, history, description_type, def_background) = match routed {
-            Err(RouteError::ForkInFork) => return Err(render("error_fork_in_fork", json!({}))),
+            Err(RouteError::ForkInFork) => return Err(t.show(&ForkInFork {})),
             Ok(Route::Fork) => {
-                let def = snap
-                    .catalog
-                    .get(FORK_AGENT)
-                    .cloned()
-                    .ok_or_else(|| "the fork agent is not defined".to_string())?;
+                let def = snap.catalog.get(FORK_AGENT).cloned().ok_or_else(|| {
+                    t.show(&UnknownAgent {
+                        agent_type: FORK_AGENT.to_string(),
+                        available: snap
+                            .visible_agents(kind)
+                            .iter()
+                            .map(|d| d.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    })
+                })?;
                 let ResolvedModel { model, source } =
                     resolve_fork_model(env_model, &self.spec.model, &settings.models);
-                let directive = render("fork_child", json!({"directive": input.prompt}));
-                let placeholder = render("fork_placeholder", json!({}));
+                let directive = t.show(&ForkChild {
+                    directive: input.prompt.clone(),
+                });
+                let placeholder = t.show(&ForkPlaceholder {});
                 let history: History = fork_messages(
                     &turn.request.messages,
                     &turn.assistant,
@@ -112,10 +126,10 @@ impl Session {
                         .iter()
                         .map(|d| d.name.as_str())
                         .collect();
-                    return Err(render(
-                        "error_unknown_agent",
-                        json!({"agent_type": agent_type, "available": available.join(", ")}),
-                    ));
+                    return Err(t.show(&UnknownAgent {
+                        agent_type,
+                        available: available.join(", "),
+                    }));
                 };
                 // `Agent(A, B)` in the caller's own tools limits what it may spawn.
                 if let Some(allowed) = self
@@ -125,10 +139,10 @@ impl Session {
                     .and_then(|d| crate::agent_tool::spawnable_types(d))
                     && !allowed.iter().any(|t| *t == def.name)
                 {
-                    return Err(render(
-                        "error_agent_type_not_allowed",
-                        json!({"agent_type": def.name, "allowed": allowed.join(", ")}),
-                    ));
+                    return Err(t.show(&AgentTypeNotAllowed {
+                        agent_type: def.name.clone(),
+                        allowed: allowed.join(", "),
+                    }));
                 }
                 let rules: &Rules = &snap.rules;
                 if let Some(rule) = rules.denied_agent_type(&def.name) {
@@ -137,17 +151,18 @@ impl Session {
                         .origins
                         .of_item("permissions.deny", rule)
                         .map_or_else(|| "settings".to_string(), ToString::to_string);
-                    return Err(render(
-                        "error_denied_agent",
-                        json!({"agent_type": def.name, "rule": rule, "source": source}),
-                    ));
+                    return Err(t.show(&DeniedAgent {
+                        agent_type: def.name.clone(),
+                        rule: rule.to_string(),
+                        source,
+                    }));
                 }
                 let depth = self.spec.depth + 1;
                 if depth > settings.agents.max_depth {
-                    return Err(render(
-                        "error_max_depth",
-                        json!({"agent_type": def.name, "max_depth": settings.agents.max_depth}),
-                    ));
+                    return Err(t.show(&MaxDepth {
+                        agent_type: def.name.clone(),
+                        max_depth: settings.agents.max_depth,
+                    }));
                 }
                 if let Err(e) = self
                     .engine
@@ -159,10 +174,11 @@ impl Session {
                     )
                     .await
                 {
-                    return Err(render(
-                        "error_mcp_required",
-                        json!({"agent_type": def.name, "missing": e.missing.join(", "), "available": e.available.join(", ")}),
-                    ));
+                    return Err(t.show(&McpRequired {
+                        agent_type: def.name.clone(),
+                        missing: e.missing.join(", "),
+                        available: e.available.join(", "),
+                    }));
                 }
                 let ResolvedModel { model, source } = resolve_model(
                     env_model,
@@ -207,17 +223,18 @@ impl Session {
                     blocks.push(ContentBlock::text(memory));
                 }
                 // The definition's `skills:` are loaded before its task.
-                let preloaded: Vec<Value> = def
+                let skills: Vec<SkillText> = def
                     .skills
                     .iter()
                     .filter_map(|n| snap.skills.get(n))
-                    .map(|s| json!({"name": s.name, "dir": s.dir.display().to_string(), "body": s.body}))
+                    .map(|s| SkillText {
+                        name: s.name.clone(),
+                        dir: s.dir.display().to_string(),
+                        body: s.body.clone(),
+                    })
                     .collect();
-                if !preloaded.is_empty() {
-                    blocks.push(ContentBlock::text(
-                        snap.templates
-                            .text("subagent_skills", &json!({"skills": preloaded})),
-                    ));
+                if !skills.is_empty() {
+                    blocks.push(ContentBlock::text(t.show(&SubagentSkills { skills })));
                 }
                 blocks.push(ContentBlock::text(input.prompt.clone()));
                 let history: History = vec![Arc::new(Message::user(blocks))];
@@ -278,7 +295,7 @@ impl Session {
             let engine = Arc::clone(&self.engine);
             // The calling turn's snapshot: a reload mid-turn changes nothing here.
             let snap = Arc::clone(&c.snap);
-            let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+            let t = &snap.templates;
             let agent_id = c.spec.agent_id.clone();
             let meta = json!({
                 "agent_id": agent_id,
@@ -361,10 +378,11 @@ impl Session {
                     .output_file
                     .as_ref()
                     .map_or_else(String::new, |p| p.display().to_string());
-                text_content([render(
-                    "result_async_launched",
-                    json!({"agent_id": agent_id, "output_file": output_file, "can_read_output": c.caller_can_read && task.output_file.is_some()}),
-                )])
+                text_content([t.show(&AsyncLaunched {
+                    agent_id: agent_id.clone(),
+                    output_file,
+                    can_read_output: c.caller_can_read && task.output_file.is_some(),
+                })])
             };
             let Some(mut rx) = rx else {
                 return Ok((launched(), Usage::default()));
@@ -391,10 +409,10 @@ impl Session {
                     // It finished at the same moment: its result is in the channel.
                     rx.await
                 }
-                () = self.cancel.cancelled() => return Err(render("error_cancelled", json!({}))),
+                () = self.cancel.cancelled() => return Err(t.show(&SubagentCancelled {})),
             };
             guard.disarm();
-            let result = result.map_err(|_| render("error_cancelled", json!({})))?;
+            let result = result.map_err(|_| t.show(&SubagentCancelled {}))?;
             foreground_result(
                 &snap,
                 &c.agent_type,
@@ -430,36 +448,34 @@ fn foreground_result(
     description: &str,
     r: TaskResult,
 ) -> Result<(Vec<ToolResultContent>, Usage), String> {
-    let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+    let t = &snap.templates;
     let (worktree_path, worktree_branch) = KeptWorktree::template_fields(r.worktree.as_ref());
     match r.status {
         TaskStatus::Completed => {
             let mut texts = r
                 .texts
                 .clone()
-                .unwrap_or_else(|| vec![render("result_empty", json!({}))]);
+                .unwrap_or_else(|| vec![t.show(&ResultEmpty {})]);
             // Explore and Plan omit the trailer unless a worktree was kept.
             if !ONE_SHOT_AGENTS.contains(&agent_type) || r.worktree.is_some() {
-                texts.push(render(
-                    "result_trailer",
-                    json!({
-                        "agent_id": agent_id,
-                        "worktree_path": worktree_path,
-                        "worktree_branch": worktree_branch,
-                        "total_tokens": r.total_tokens,
-                        "tool_uses": r.tool_uses,
-                        "duration_ms": r.duration_ms,
-                    }),
-                ));
+                texts.push(t.show(&ResultTrailer {
+                    agent_id: agent_id.to_string(),
+                    worktree_path,
+                    worktree_branch,
+                    total_tokens: r.total_tokens,
+                    tool_uses: r.tool_uses,
+                    duration_ms: r.duration_ms,
+                }));
             }
             Ok((text_content(texts), r.usage))
         }
-        TaskStatus::Killed => Err(render("error_cancelled", json!({}))),
-        TaskStatus::Failed | TaskStatus::Running => Err(render(
-            "error_subagent_failed",
-            json!({"description": description, "error": r.error.unwrap_or_default(),
-                   "worktree_path": worktree_path, "worktree_branch": worktree_branch}),
-        )),
+        TaskStatus::Killed => Err(t.show(&SubagentCancelled {})),
+        TaskStatus::Failed | TaskStatus::Running => Err(t.show(&SubagentFailed {
+            description: description.to_string(),
+            error: r.error.unwrap_or_default(),
+            worktree_path,
+            worktree_branch,
+        })),
     }
 }
 
@@ -568,21 +584,23 @@ pub(super) fn start_task(
         let notification = |r: &TaskResult| -> String {
             let (worktree_path, worktree_branch) =
                 KeptWorktree::template_fields(r.worktree.as_ref());
-            let ctx = json!({
-                "task_id": task.id,
-                "tool_use_id": task.tool_use_id,
-                "output_file": task.output_file.as_ref().map_or_else(String::new, |p| p.display().to_string()),
-                "status": r.status,
-                "description": task.description,
-                "error": r.error,
-                "result": r.texts.as_ref().map(|t| t.join("\n")),
-                "total_tokens": r.total_tokens,
-                "tool_uses": r.tool_uses,
-                "duration_ms": r.duration_ms,
-                "worktree_path": worktree_path,
-                "worktree_branch": worktree_branch,
-            });
-            snap.templates.text("task_notification", &ctx)
+            snap.templates.show(&TaskNotification {
+                task_id: task.id.clone(),
+                tool_use_id: task.tool_use_id.clone(),
+                output_file: task
+                    .output_file
+                    .as_ref()
+                    .map_or_else(String::new, |p| p.display().to_string()),
+                status: r.status,
+                description: task.description.clone(),
+                error: r.error.clone(),
+                result: r.texts.as_ref().map(|t| t.join("\n")),
+                total_tokens: r.total_tokens,
+                tool_uses: r.tool_uses,
+                duration_ms: r.duration_ms,
+                worktree_path,
+                worktree_branch,
+            })
         };
         engine
             .tasks
@@ -610,16 +628,13 @@ async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
         }
         let ms = |v: u64| Duration::from_millis(v);
         let reason = if wall > 0 && task.started_at.elapsed() >= ms(wall) {
-            Some(
-                snap.templates
-                    .text("limit_task_timeout", &json!({"ms": wall})),
-            )
+            Some(snap.templates.show(&LimitTaskTimeout { ms: wall }))
         } else if stall > 0
             && task.is_background()
             && !engine.tasks.has_pending(&task.id)
             && task.idle() >= ms(stall)
         {
-            Some(snap.templates.text("limit_stall", &json!({"ms": stall})))
+            Some(snap.templates.show(&LimitStall { ms: stall }))
         } else {
             None
         };

@@ -8,10 +8,11 @@
 //! parent's.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::EngineEvent;
 use super::session::Session;
+use super::texts::{InvalidInput, SkillLoaded, TodoWriteResult, UnknownSkill};
 use crate::snapshot::Snapshot;
 
 /// The tool's name.
@@ -45,26 +46,24 @@ struct TodoInput {
 impl Session {
     /// Replaces this session's list; `Err` is the error text for the model.
     pub(super) fn todo_write(&self, snap: &Snapshot, input: Value) -> Result<String, String> {
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let t = &snap.templates;
         let TodoInput { todos } = serde_json::from_value(input).map_err(|e| {
-            render(
-                "error_invalid_input",
-                json!({"tool": TODO_WRITE, "issues": e.to_string(), "plural": false}),
-            )
+            t.show(&InvalidInput {
+                tool: TODO_WRITE.into(),
+                issues: e.to_string(),
+                plural: false,
+            })
         })?;
         if let Ok(mut list) = self.todos.lock() {
             list.clone_from(&todos);
         }
         let count = |s: TodoStatus| todos.iter().filter(|t| t.status == s).count();
-        let text = render(
-            "todo_write_result",
-            json!({
-                "total": todos.len(),
-                "pending": count(TodoStatus::Pending),
-                "in_progress": count(TodoStatus::InProgress),
-                "completed": count(TodoStatus::Completed),
-            }),
-        );
+        let text = t.show(&TodoWriteResult {
+            total: todos.len(),
+            pending: count(TodoStatus::Pending),
+            in_progress: count(TodoStatus::InProgress),
+            completed: count(TodoStatus::Completed),
+        });
         self.engine.emit(EngineEvent::Todos {
             agent_id: self.spec.agent_id.clone(),
             todos,
@@ -74,21 +73,26 @@ impl Session {
 
     /// Loads a skill (the Skill tool); `Err` is the error text for the model.
     pub(super) fn skill_call(&self, snap: &Snapshot, input: &Value) -> Result<String, String> {
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+        let t = &snap.templates;
         let name = input.get("skill").and_then(Value::as_str).unwrap_or("");
         let name = name.trim().trim_start_matches('/');
         let Some(skill) = snap.skills.get(name) else {
             let known: Vec<&str> = snap.skills.skills.keys().map(String::as_str).collect();
-            return Err(render(
-                "error_unknown_skill",
-                json!({"name": name, "known": known.join(", ")}),
-            ));
+            return Err(t.show(&UnknownSkill {
+                name: name.to_string(),
+                known: known.join(", "),
+            }));
         };
-        Ok(render(
-            "skill_loaded",
-            json!({"name": skill.name, "dir": skill.dir.display().to_string(), "body": skill.body,
-                   "args": input.get("args").and_then(Value::as_str).unwrap_or("")}),
-        ))
+        Ok(t.show(&SkillLoaded {
+            name: skill.name.clone(),
+            dir: skill.dir.display().to_string(),
+            body: skill.body.clone(),
+            args: input
+                .get("args")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+        }))
     }
 
     /// This session's todo list now.

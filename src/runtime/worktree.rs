@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::message::{ContentBlock, History, Message};
 use crate::snapshot::Snapshot;
 
+use super::texts::{WorktreeFailed, WorktreeNotice};
 use super::transcript::write_json_atomic;
 
 /// Where agent worktrees live, relative to the repository's top level.
@@ -47,10 +48,10 @@ impl KeptWorktree {
     /// `worktree_path` and `worktree_branch` for the templates that report
     /// a kept worktree (`result_trailer`, `task_notification`,
     /// `error_subagent_failed`); both `null` for `None`.
-    pub fn template_fields(kept: Option<&KeptWorktree>) -> (Value, Value) {
+    pub fn template_fields(kept: Option<&KeptWorktree>) -> (Option<String>, Option<String>) {
         match kept {
-            Some(k) => (json!(k.path), json!(k.branch)),
-            None => (Value::Null, Value::Null),
+            Some(k) => (Some(k.path.display().to_string()), Some(k.branch.clone())),
+            None => (None, None),
         }
     }
 }
@@ -288,7 +289,14 @@ pub async fn isolate(
     agent_id: &str,
     fork_history: Option<&mut History>,
 ) -> Result<(WorktreeGuard, PathBuf), String> {
-    let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
+    let t = &snap.templates;
+    let blank = WorktreeFailed {
+        not_a_repo: false,
+        cwd: String::new(),
+        no_commits: false,
+        root: String::new(),
+        error: String::new(),
+    };
     let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
     let made = tokio::task::spawn_blocking(move || {
         let _one_at_a_time = git_lock();
@@ -297,21 +305,25 @@ pub async fn isolate(
     .await
     .unwrap_or_else(|e| Err(WorktreeError::Git(e.to_string())));
     let (wt, child_cwd) = made.map_err(|e| match e {
-        WorktreeError::NotARepo(cwd) => {
-            render("error_worktree", json!({"not_a_repo": true, "cwd": cwd}))
-        }
-        WorktreeError::NoCommits(root) => {
-            render("error_worktree", json!({"no_commits": true, "root": root}))
-        }
-        WorktreeError::Git(error) => render("error_worktree", json!({"error": error})),
+        WorktreeError::NotARepo(cwd) => t.show(&WorktreeFailed {
+            not_a_repo: true,
+            cwd: cwd.display().to_string(),
+            ..blank
+        }),
+        WorktreeError::NoCommits(root) => t.show(&WorktreeFailed {
+            no_commits: true,
+            root: root.display().to_string(),
+            ..blank
+        }),
+        WorktreeError::Git(error) => t.show(&WorktreeFailed { error, ..blank }),
     })?;
     if let Some(history) = fork_history {
         push_notice(
             history,
-            render(
-                "worktree_notice",
-                json!({"worktree_path": child_cwd, "parent_cwd": parent_cwd}),
-            ),
+            t.show(&WorktreeNotice {
+                worktree_path: child_cwd.display().to_string(),
+                parent_cwd: parent_cwd.display().to_string(),
+            }),
         );
     }
     Ok((WorktreeGuard::new(wt), child_cwd))

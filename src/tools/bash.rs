@@ -19,6 +19,9 @@ use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::outcome::{
+    BashEnding, BashError, BashFailed, BashOutput, BashStep, Clip, WorkingDirectoryGone,
+};
 use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// Timeout when the call gives none, in milliseconds.
@@ -77,7 +80,7 @@ impl Captured {
         }
     }
 
-    fn text(&self) -> String {
+    fn text(&self) -> Clip {
         let head = String::from_utf8_lossy(&self.head);
         let tail: Vec<u8> = self.tail.iter().copied().collect();
         let tail = String::from_utf8_lossy(&tail);
@@ -91,7 +94,12 @@ impl Captured {
         let head_kept: String = head.chars().take(keep).collect();
         let tail_kept: String = tail.chars().skip(tail_chars.saturating_sub(keep)).collect();
         let cut = head_chars.saturating_sub(keep) + tail_chars.saturating_sub(keep) + self.dropped;
-        format!("{head_kept}\n\n[... about {cut} characters truncated ...]\n\n{tail_kept}")
+        Clip {
+            head: head_kept,
+            cut: cut as u64,
+            about: true,
+            tail: tail_kept,
+        }
     }
 }
 
@@ -112,18 +120,14 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         .min(MAX_TIMEOUT_MS);
 
     if !ctx.cwd.is_dir() {
-        return Err(ToolOutput::error(format!(
-            "working directory {} does not exist",
-            ctx.cwd.display()
-        )));
+        return Err(ToolOutput::error(WorkingDirectoryGone {
+            path: ctx.cwd.display().to_string(),
+        }));
     }
 
     // One pipe for both streams keeps their interleaving.
-    let (mut reader, writer) =
-        std::io::pipe().map_err(|e| ToolOutput::error(format!("cannot create a pipe: {e}")))?;
-    let writer_err = writer
-        .try_clone()
-        .map_err(|e| ToolOutput::error(format!("cannot create a pipe: {e}")))?;
+    let (mut reader, writer) = std::io::pipe().map_err(|e| failed(BashStep::Pipe, &e))?;
+    let writer_err = writer.try_clone().map_err(|e| failed(BashStep::Pipe, &e))?;
 
     let mut cmd = tokio::process::Command::new("bash");
     ctx.env.apply(&mut cmd);
@@ -135,9 +139,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         .stderr(Stdio::from(writer_err))
         .process_group(0)
         .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| ToolOutput::error(format!("cannot start bash: {e}")))?;
+    let mut child = cmd.spawn().map_err(|e| failed(BashStep::Start, &e))?;
     // Our copies of the write end went into `cmd`; drop it so only the
     // command's processes hold the pipe open.
     drop(cmd);
@@ -175,7 +177,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
             Ok(status) => Ending::Exited(status),
             Err(e) => {
                 guard.kill();
-                return Err(ToolOutput::error(format!("waiting for bash failed: {e}")));
+                return Err(failed(BashStep::Wait, &e));
             }
         },
         () = tokio::time::sleep(Duration::from_millis(timeout_ms)) => Ending::TimedOut(timeout_ms),
@@ -188,46 +190,34 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     }
     let _ = tokio::time::timeout(DRAIN_GRACE, done_rx).await;
 
-    let mut text = match captured.lock() {
+    let mut output = match captured.lock() {
         Ok(c) => c.text(),
-        Err(_) => String::new(),
+        Err(_) => Clip::default(),
     };
-    let trimmed_len = text.trim_end_matches('\n').len();
-    text.truncate(trimmed_len);
-    let mut note = |line: String| {
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&line);
-    };
-    Ok(match ending {
+    output.trim_end_newlines();
+    let ending = match ending {
         Ending::Exited(status) if status.success() => {
-            if text.is_empty() {
-                text = "(no output)".to_string();
-            }
-            ToolOutput::ok(text)
+            return Ok(ToolOutput::ok(BashOutput { output }));
         }
-        Ending::Exited(status) => {
-            match status.code() {
-                Some(code) => note(format!("Exit code {code}")),
-                None => {
-                    use std::os::unix::process::ExitStatusExt as _;
-                    let sig = status.signal().unwrap_or(0);
-                    note(format!("Terminated by signal {sig}"));
+        Ending::Exited(status) => match status.code() {
+            Some(code) => BashEnding::Exit { code },
+            None => {
+                use std::os::unix::process::ExitStatusExt as _;
+                BashEnding::Signal {
+                    signal: status.signal().unwrap_or(0),
                 }
             }
-            ToolOutput::error(text)
-        }
-        Ending::TimedOut(ms) => {
-            note(format!(
-                "Command timed out after {ms} ms; its process group was killed."
-            ));
-            ToolOutput::error(text)
-        }
-        Ending::Cancelled => {
-            note("Command was cancelled; its process group was killed.".to_string());
-            ToolOutput::error(text)
-        }
+        },
+        Ending::TimedOut(ms) => BashEnding::Timeout { ms },
+        Ending::Cancelled => BashEnding::Cancelled,
+    };
+    Ok(ToolOutput::error(BashFailed { output, ending }))
+}
+
+fn failed(step: BashStep, e: &std::io::Error) -> ToolOutput {
+    ToolOutput::error(BashError {
+        step,
+        error: e.to_string(),
     })
 }
 
@@ -289,7 +279,7 @@ mod tests {
     async fn captures_stdout_and_stderr_in_order() {
         let out = bash(json!({"command": "echo one; echo two >&2; echo three"})).await;
         assert!(!out.is_error);
-        assert_eq!(out.text, "one\ntwo\nthree");
+        assert_eq!(out.text(), "one\ntwo\nthree");
     }
 
     #[tokio::test]
@@ -299,20 +289,21 @@ mod tests {
         let out = BashTool
             .call(json!({"command": "ls"}), &ToolContext::new(dir.path()))
             .await;
-        assert_eq!(out.text, "marker.txt");
+        assert_eq!(out.text(), "marker.txt");
     }
 
     #[tokio::test]
     async fn non_zero_exit_is_an_error_with_the_code() {
         let out = bash(json!({"command": "echo oops; exit 3"})).await;
         assert!(out.is_error);
-        assert_eq!(out.text, "oops\nExit code 3");
+        assert_eq!(out.text(), "oops\nExit code 3");
     }
 
     #[tokio::test]
     async fn silent_success_says_so() {
         let out = bash(json!({"command": "true"})).await;
-        assert_eq!(out, ToolOutput::ok("(no output)"));
+        assert!(!out.is_error);
+        assert_eq!(out.text(), "(no output)");
     }
 
     #[tokio::test]
@@ -322,10 +313,10 @@ mod tests {
         )
         .await;
         assert!(!out.is_error);
-        assert!(out.text.starts_with("START\n"));
-        assert!(out.text.ends_with("\nEND"));
-        assert!(out.text.contains("characters truncated"));
-        assert!(out.text.chars().count() < MAX_OUTPUT_CHARS + 200);
+        assert!(out.text().starts_with("START\n"));
+        assert!(out.text().ends_with("\nEND"));
+        assert!(out.text().contains("characters truncated"));
+        assert!(out.text().chars().count() < MAX_OUTPUT_CHARS + 200);
     }
 
     #[test]
@@ -337,8 +328,9 @@ mod tests {
         }
         c.push(b"TAIL");
         assert!(c.dropped > 0);
-        let t = c.text();
+        let t = ToolOutput::ok(BashOutput { output: c.text() }).text();
         assert!(t.starts_with("HEAD") && t.ends_with("TAIL"));
+        assert!(t.contains("\n\n[... about "), "{t}");
         assert!(t.contains("characters truncated"));
         assert!(t.chars().count() < MAX_OUTPUT_CHARS + 200);
     }
@@ -354,8 +346,12 @@ mod tests {
             )
             .await;
         assert!(out.is_error);
-        assert!(out.text.starts_with("started\n"), "{}", out.text);
-        assert!(out.text.contains("timed out after 3000 ms"), "{}", out.text);
+        assert!(out.text().starts_with("started\n"), "{}", out.text());
+        assert!(
+            out.text().contains("timed out after 3000 ms"),
+            "{}",
+            out.text()
+        );
         let pids = std::fs::read_to_string(dir.path().join("pids")).unwrap();
         let pids: Vec<i32> = pids.lines().map(|l| l.trim().parse().unwrap()).collect();
         assert_eq!(pids.len(), 2);
@@ -373,7 +369,8 @@ mod tests {
                 &ToolContext::new(dir.path()),
             )
             .await;
-        assert_eq!(out, ToolOutput::ok("done"));
+        assert!(!out.is_error);
+        assert_eq!(out.text(), "done");
         let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
             .unwrap()
             .trim()
@@ -403,8 +400,8 @@ mod tests {
             .await;
         watcher.await.unwrap();
         assert!(out.is_error);
-        assert!(out.text.starts_with("begun\n"), "{}", out.text);
-        assert!(out.text.contains("cancelled"));
+        assert!(out.text().starts_with("begun\n"), "{}", out.text());
+        assert!(out.text().contains("cancelled"));
         let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
             .unwrap()
             .trim()
@@ -441,10 +438,10 @@ mod tests {
     #[tokio::test]
     async fn wrong_input_types_are_errors() {
         let out = bash(json!({"command": 5})).await;
-        assert!(out.is_error && out.text.contains("`command` must be a string"));
+        assert!(out.is_error && out.text().contains("`command` must be a string"));
         let out = bash(json!({"command": "true", "timeout": "soon"})).await;
-        assert!(out.is_error && out.text.contains("`timeout`"));
+        assert!(out.is_error && out.text().contains("`timeout`"));
         let out = bash(json!({})).await;
-        assert!(out.is_error && out.text.contains("missing required field `command`"));
+        assert!(out.is_error && out.text().contains("missing required field `command`"));
     }
 }

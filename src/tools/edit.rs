@@ -6,7 +6,11 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::files::{self, Refusal};
+use super::files;
+use super::outcome::{
+    EditAmbiguous, EditDone, EditEmpty, EditIdentical, EditNotFound, FileAction, NotUtf8,
+    ToolFailed,
+};
 use super::{Input, Tool, ToolContext, ToolOutput};
 
 /// The largest file Edit reads.
@@ -44,56 +48,34 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
         .map_err(ToolOutput::error)?
         .unwrap_or(false);
     if old.is_empty() {
-        return Err(ToolOutput::error(
-            "old_string is empty; to create a file, use Write",
-        ));
+        return Err(ToolOutput::error(EditEmpty {}));
     }
     if old == new {
-        return Err(ToolOutput::error(
-            "old_string and new_string are identical; there is nothing to change",
-        ));
+        return Err(ToolOutput::error(EditIdentical {}));
     }
     let path = ctx.resolve(file_path);
-    let shown = path.display();
+    let shown = path.display().to_string();
     let read = {
         let path = path.clone();
         tokio::task::spawn_blocking(move || files::read_capped(&path, MAX_EDIT_BYTES)).await
     };
     let bytes = match read {
         Ok(Ok(bytes)) => bytes,
-        Ok(Err(Refusal::NotFound)) => {
-            return Err(ToolOutput::error(format!("File does not exist: {shown}")));
-        }
-        Ok(Err(Refusal::Directory)) => {
-            return Err(ToolOutput::error(format!(
-                "{shown} is a directory, not a file"
-            )));
-        }
-        Ok(Err(Refusal::NotRegular(kind))) => return Err(files::not_regular("Edit", &path, kind)),
-        Ok(Err(Refusal::TooLarge(size, max))) => {
-            return Err(files::too_large("Edit", &path, size, max));
-        }
-        Ok(Err(Refusal::Io(e))) => {
-            return Err(ToolOutput::error(format!("Cannot read {shown}: {e}")));
-        }
-        Err(e) => return Err(ToolOutput::error(format!("Edit failed: {e}"))),
+        Ok(Err(refusal)) => return Err(files::refused("Edit", FileAction::Read, &path, refusal)),
+        Err(e) => return Err(failed(&e)),
     };
     let text = String::from_utf8(bytes).map_err(|_| {
-        ToolOutput::error(format!(
-            "{shown} is not valid UTF-8 text; Edit cannot change it"
-        ))
+        ToolOutput::error(NotUtf8 {
+            tool: "Edit".into(),
+            path: shown.clone(),
+        })
     })?;
     let count = text.matches(old).count();
     if count == 0 {
-        return Err(ToolOutput::error(format!(
-            "old_string was not found in {shown}; it must match the file exactly, including whitespace"
-        )));
+        return Err(ToolOutput::error(EditNotFound { path: shown }));
     }
     if count > 1 && !replace_all {
-        return Err(ToolOutput::error(format!(
-            "old_string occurs {count} times in {shown}; add surrounding context to make it unique, \
-             or set replace_all to replace every occurrence"
-        )));
+        return Err(ToolOutput::error(EditAmbiguous { path: shown, count }));
     }
     let updated = text.replace(old, new);
     let written = {
@@ -102,21 +84,19 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
     };
     match written {
         Ok(Ok(())) => {}
-        Ok(Err(Refusal::NotRegular(kind))) => return Err(files::not_regular("Edit", &path, kind)),
-        Ok(Err(e)) => {
-            return Err(ToolOutput::error(format!(
-                "Cannot write {shown}: {}",
-                e.describe()
-            )));
+        Ok(Err(refusal)) => {
+            return Err(files::refused("Edit", FileAction::Write, &path, refusal));
         }
-        Err(e) => return Err(ToolOutput::error(format!("Edit failed: {e}"))),
+        Err(e) => return Err(failed(&e)),
     }
-    let noun = if count == 1 {
-        "replacement"
-    } else {
-        "replacements"
-    };
-    Ok(ToolOutput::ok(format!("Edited {shown}: {count} {noun}")))
+    Ok(ToolOutput::ok(EditDone { path: shown, count }))
+}
+
+fn failed(e: &tokio::task::JoinError) -> ToolOutput {
+    ToolOutput::error(ToolFailed {
+        tool: "Edit".into(),
+        error: e.to_string(),
+    })
 }
 
 #[cfg(test)]
@@ -145,8 +125,8 @@ mod tests {
                 &ctx,
             )
             .await;
-        assert!(!out.is_error, "{}", out.text);
-        assert!(out.text.ends_with(": 1 replacement"));
+        assert!(!out.is_error, "{}", out.text());
+        assert!(out.text().ends_with(": 1 replacement"));
         assert_eq!(content(&dir), "let a = 1;\nlet b = 3;\n");
     }
 
@@ -160,13 +140,13 @@ mod tests {
             )
             .await;
         assert!(out.is_error);
-        assert!(out.text.contains("occurs 3 times"));
+        assert!(out.text().contains("occurs 3 times"));
         assert_eq!(content(&dir), "x x x");
         let out = EditTool
             .call(json!({"file_path": "f.txt", "old_string": "x", "new_string": "y", "replace_all": true}), &ctx)
             .await;
         assert!(!out.is_error);
-        assert!(out.text.ends_with(": 3 replacements"));
+        assert!(out.text().ends_with(": 3 replacements"));
         assert_eq!(content(&dir), "y y y");
     }
 
@@ -179,25 +159,25 @@ mod tests {
                 &ctx,
             )
             .await;
-        assert!(out.is_error && out.text.contains("not found"));
+        assert!(out.is_error && out.text().contains("not found"));
         let out = EditTool
             .call(
                 json!({"file_path": "f.txt", "old_string": "hello", "new_string": "hello"}),
                 &ctx,
             )
             .await;
-        assert!(out.is_error && out.text.contains("identical"));
+        assert!(out.is_error && out.text().contains("identical"));
         let out = EditTool
             .call(
                 json!({"file_path": "g.txt", "old_string": "a", "new_string": "b"}),
                 &ctx,
             )
             .await;
-        assert!(out.is_error && out.text.contains("File does not exist"));
+        assert!(out.is_error && out.text().contains("File does not exist"));
         let out = EditTool
             .call(json!({"file_path": "f.txt", "old_string": "hello", "new_string": "x", "replace_all": "yes"}), &ctx)
             .await;
-        assert!(out.is_error && out.text.contains("`replace_all` must be a boolean"));
+        assert!(out.is_error && out.text().contains("`replace_all` must be a boolean"));
         assert_eq!(content(&dir), "hello");
     }
 }

@@ -12,9 +12,8 @@ use std::io::{self, Read as _};
 use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
 use std::path::Path;
 
-use serde_json::json;
-
 use super::ToolOutput;
+use super::outcome::{FileAction, FileIo, FileNotFound, FileTooLarge, IsDirectory, NotRegularFile};
 
 /// Why a tool will not use a path.
 #[derive(Debug)]
@@ -28,30 +27,31 @@ pub(crate) enum Refusal {
     Io(io::Error),
 }
 
-/// What a non-regular file is, in words (`None` for a regular file).
+/// What a non-regular file is, as the `error_not_regular_file` template
+/// names it (`None` for a regular file).
 pub(crate) fn kind_of(meta: &Metadata) -> Option<&'static str> {
     let t = meta.file_type();
     if t.is_file() {
         None
     } else if t.is_dir() {
-        Some("a directory")
+        Some("directory")
     } else if t.is_fifo() {
-        Some("a named pipe (FIFO)")
+        Some("fifo")
     } else if t.is_socket() {
-        Some("a socket")
+        Some("socket")
     } else if t.is_char_device() {
-        Some("a character device")
+        Some("char_device")
     } else if t.is_block_device() {
-        Some("a block device")
+        Some("block_device")
     } else {
-        Some("not a regular file")
+        Some("other")
     }
 }
 
 fn check(meta: &Metadata) -> Result<(), Refusal> {
     match kind_of(meta) {
         None => Ok(()),
-        Some("a directory") => Err(Refusal::Directory),
+        Some("directory") => Err(Refusal::Directory),
         Some(kind) => Err(Refusal::NotRegular(kind)),
     }
 }
@@ -126,36 +126,46 @@ pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), Refusal> {
     file.flush().map_err(Refusal::Io)
 }
 
-impl Refusal {
-    /// A short description, for error texts that are not templates.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Refusal::NotFound => "no such file".to_string(),
-            Refusal::Directory => "it is a directory".to_string(),
-            Refusal::NotRegular(kind) => format!("it is {kind}"),
-            Refusal::TooLarge(size, max) => format!("{size} bytes, more than {max}"),
-            Refusal::Io(e) => e.to_string(),
-        }
+/// The outcome for a refused file operation of `tool` on `path`.
+pub(crate) fn refused(tool: &str, action: FileAction, path: &Path, refusal: Refusal) -> ToolOutput {
+    let shown = path.display().to_string();
+    match refusal {
+        Refusal::NotFound => ToolOutput::error(FileNotFound { path: shown }),
+        Refusal::Directory => ToolOutput::error(IsDirectory {
+            tool: tool.to_string(),
+            path: shown,
+        }),
+        Refusal::NotRegular(kind) => not_regular(tool, path, kind),
+        Refusal::TooLarge(size, max) => too_large(tool, path, size, max),
+        Refusal::Io(e) => ToolOutput::error(FileIo {
+            action,
+            path: shown,
+            error: e.to_string(),
+        }),
     }
 }
 
 /// The tool result for a path that is not a regular file (template
 /// `error_not_regular_file`).
 pub(crate) fn not_regular(tool: &str, path: &Path, kind: &str) -> ToolOutput {
-    ToolOutput::from_template(
-        "error_not_regular_file",
-        json!({"tool": tool, "path": path.display().to_string(), "kind": kind}),
-    )
+    ToolOutput::error(NotRegularFile {
+        tool: tool.to_string(),
+        path: path.display().to_string(),
+        kind: kind.to_string(),
+    })
 }
 
 /// The tool result for a file larger than a tool reads (template
 /// `error_file_too_large`).
 pub(crate) fn too_large(tool: &str, path: &Path, size: u64, max: u64) -> ToolOutput {
-    ToolOutput::from_template(
-        "error_file_too_large",
-        json!({"tool": tool, "path": path.display().to_string(), "size": size, "max": max,
-               "size_kib": size / 1024, "max_kib": max / 1024}),
-    )
+    ToolOutput::error(FileTooLarge {
+        tool: tool.to_string(),
+        path: path.display().to_string(),
+        size,
+        max,
+        size_kib: size / 1024,
+        max_kib: max / 1024,
+    })
 }
 
 #[cfg(test)]
@@ -178,17 +188,14 @@ mod tests {
         mkfifo(&fifo);
         let link = dir.path().join("zero");
         std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
-        assert!(matches!(
-            open_read(&fifo),
-            Err(Refusal::NotRegular("a named pipe (FIFO)"))
-        ));
+        assert!(matches!(open_read(&fifo), Err(Refusal::NotRegular("fifo"))));
         assert!(matches!(
             open_write(&fifo),
-            Err(Refusal::NotRegular("a named pipe (FIFO)"))
+            Err(Refusal::NotRegular("fifo"))
         ));
         assert!(matches!(
             read_capped(&link, 1 << 20),
-            Err(Refusal::NotRegular("a character device"))
+            Err(Refusal::NotRegular("char_device"))
         ));
         assert!(matches!(open_read(dir.path()), Err(Refusal::Directory)));
         assert!(matches!(

@@ -12,6 +12,7 @@ use globset::GlobBuilder;
 use ignore::WalkBuilder;
 use serde_json::Value;
 
+use super::outcome::{BadPattern, GlobFiles, GlobNone, NotADirectory, ToolFailed};
 use super::{Input, PathFilter, Tool, ToolContext, ToolOutput};
 
 /// At most this many paths are returned.
@@ -40,7 +41,10 @@ impl Tool for GlobTool {
             let hidden = ctx.hidden.clone();
             match tokio::task::spawn_blocking(move || glob(&pattern, &root, hidden)).await {
                 Ok(Ok(out)) | Ok(Err(out)) => out,
-                Err(e) => ToolOutput::error(format!("Glob failed: {e}")),
+                Err(e) => ToolOutput::error(ToolFailed {
+                    tool: "Glob".into(),
+                    error: e.to_string(),
+                }),
             }
         }
         .boxed()
@@ -61,15 +65,21 @@ pub(crate) fn walker(root: &Path, hidden: Option<PathFilter>) -> WalkBuilder {
 
 fn glob(pattern: &str, root: &Path, hidden: Option<PathFilter>) -> Result<ToolOutput, ToolOutput> {
     if !root.is_dir() {
-        return Err(ToolOutput::error(format!(
-            "{} is not a directory",
-            root.display()
-        )));
+        return Err(ToolOutput::error(NotADirectory {
+            path: root.display().to_string(),
+        }));
     }
     let matcher = GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
-        .map_err(|e| ToolOutput::error(format!("invalid glob pattern {pattern:?}: {e}")))?
+        .map_err(|e| {
+            ToolOutput::error(BadPattern {
+                tool: "Glob".into(),
+                kind: "glob".into(),
+                pattern: format!("{pattern:?}"),
+                error: e.to_string(),
+            })
+        })?
         .compile_matcher();
     let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
     for entry in walker(root, hidden).build().flatten() {
@@ -89,22 +99,22 @@ fn glob(pattern: &str, root: &Path, hidden: Option<PathFilter>) -> Result<ToolOu
         }
     }
     if found.is_empty() {
-        return Ok(ToolOutput::ok("No files found"));
+        return Ok(ToolOutput::ok(GlobNone {}));
     }
     // Newest first; equal times by path, so the order is stable.
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let total = found.len();
-    let mut out: Vec<String> = found
+    let out: Vec<String> = found
         .into_iter()
         .take(MAX_RESULTS)
         .map(|(_, p)| p.display().to_string())
         .collect();
-    if total > MAX_RESULTS {
-        out.push(format!(
-            "(Showing the {MAX_RESULTS} newest of {total} matches; use a more specific pattern or path.)"
-        ));
-    }
-    Ok(ToolOutput::ok(out.join("\n")))
+    Ok(ToolOutput::ok(GlobFiles {
+        files: out.join("\n"),
+        more: total > MAX_RESULTS,
+        shown: out.len(),
+        total,
+    }))
 }
 
 #[cfg(test)]
@@ -144,13 +154,14 @@ mod tests {
         let expect = [d.join("src/new.rs"), d.join("src/mid.rs"), d.join("old.rs")]
             .map(|p| p.display().to_string())
             .join("\n");
-        assert_eq!(out, ToolOutput::ok(expect));
+        assert!(!out.is_error);
+        assert_eq!(out.text(), expect);
         // `*` does not cross folders.
         let out = run(d, json!({"pattern": "*.rs"})).await;
-        assert_eq!(out.text, d.join("old.rs").display().to_string());
+        assert_eq!(out.text(), d.join("old.rs").display().to_string());
         // A search folder makes patterns relative to it.
         let out = run(d, json!({"pattern": "*.md", "path": "src"})).await;
-        assert_eq!(out.text, d.join("src/notes.md").display().to_string());
+        assert_eq!(out.text(), d.join("src/notes.md").display().to_string());
     }
 
     #[tokio::test]
@@ -167,9 +178,9 @@ mod tests {
         let expect = [d.join(".hidden/kept.txt"), d.join("kept.txt")]
             .map(|p| p.display().to_string())
             .join("\n");
-        assert_eq!(out.text, expect);
+        assert_eq!(out.text(), expect);
         let out = run(d, json!({"pattern": "**/*.log"})).await;
-        assert_eq!(out.text, "No files found");
+        assert_eq!(out.text(), "No files found");
     }
 
     #[tokio::test]
@@ -179,7 +190,8 @@ mod tests {
             touch(&dir.path().join(format!("f{i:03}.txt")), i);
         }
         let out = run(dir.path(), json!({"pattern": "*.txt"})).await;
-        let lines: Vec<&str> = out.text.lines().collect();
+        let text = out.text();
+        let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 101);
         assert!(lines[0].ends_with("f000.txt"));
         assert!(lines[100].contains("100 newest of 105"));
@@ -189,8 +201,8 @@ mod tests {
     async fn bad_pattern_and_missing_folder_are_errors() {
         let dir = tempfile::tempdir().unwrap();
         let out = run(dir.path(), json!({"pattern": "a[b"})).await;
-        assert!(out.is_error && out.text.contains("invalid glob pattern"));
+        assert!(out.is_error && out.text().contains("invalid glob pattern"));
         let out = run(dir.path(), json!({"pattern": "*", "path": "nope"})).await;
-        assert!(out.is_error && out.text.contains("is not a directory"));
+        assert!(out.is_error && out.text().contains("is not a directory"));
     }
 }

@@ -17,6 +17,9 @@ use serde_json::Value;
 
 use super::files;
 use super::glob::walker;
+use super::outcome::{
+    BadInput, BadPattern, GrepNone, GrepOutputMode, GrepResults, PathNotFound, ToolFailed,
+};
 use super::{Input, PathFilter, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// Output longer than this many characters keeps its head and tail.
@@ -41,11 +44,14 @@ impl Tool for GrepTool {
         async move {
             let args = match Args::parse(&input, ctx) {
                 Ok(a) => a,
-                Err(e) => return ToolOutput::error(e),
+                Err(e) => return e,
             };
             match tokio::task::spawn_blocking(move || grep(&args)).await {
                 Ok(Ok(out)) | Ok(Err(out)) => out,
-                Err(e) => ToolOutput::error(format!("Grep failed: {e}")),
+                Err(e) => ToolOutput::error(ToolFailed {
+                    tool: "Grep".into(),
+                    error: e.to_string(),
+                }),
             }
         }
         .boxed()
@@ -73,19 +79,19 @@ struct Args {
 }
 
 impl Args {
-    fn parse(input: &Value, ctx: &ToolContext) -> Result<Args, String> {
+    fn parse(input: &Value, ctx: &ToolContext) -> Result<Args, ToolOutput> {
         let i = Input(input);
         let mode = match i.opt_str("output_mode")? {
             None | Some("files_with_matches") => Mode::FilesWithMatches,
             Some("content") => Mode::Content,
             Some("count") => Mode::Count,
             Some(other) => {
-                return Err(format!(
-                    "`output_mode` must be one of files_with_matches, content, count; found {other:?}"
-                ));
+                return Err(ToolOutput::error(GrepOutputMode {
+                    found: format!("{other:?}"),
+                }));
             }
         };
-        let usize_of = |key: &str| -> Result<Option<usize>, String> {
+        let usize_of = |key: &str| -> Result<Option<usize>, BadInput> {
             Ok(i.opt_u64(key)?
                 .map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
         };
@@ -109,10 +115,9 @@ impl Args {
 
 fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     if !args.root.exists() {
-        return Err(ToolOutput::error(format!(
-            "Path does not exist: {}",
-            args.root.display()
-        )));
+        return Err(ToolOutput::error(PathNotFound {
+            path: args.root.display().to_string(),
+        }));
     }
     // A FIFO, socket or device named as the path is refused like Read
     // refuses it; inside a folder such files are skipped by the walk.
@@ -126,12 +131,7 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
         .case_insensitive(args.case_insensitive)
         .line_terminator(Some(b'\n'))
         .build(&args.pattern)
-        .map_err(|e| {
-            ToolOutput::error(format!(
-                "invalid regular expression {:?}: {e}",
-                args.pattern
-            ))
-        })?;
+        .map_err(|e| bad_pattern("regex", &args.pattern, &e))?;
     let content = args.mode == Mode::Content;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -147,10 +147,8 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
         let mut ob = OverrideBuilder::new(&args.root);
         // Like `rg --glob`: a pattern without a slash matches file names anywhere.
         ob.add(glob)
-            .map_err(|e| ToolOutput::error(format!("invalid glob {glob:?}: {e}")))?;
-        let overrides = ob
-            .build()
-            .map_err(|e| ToolOutput::error(format!("invalid glob {glob:?}: {e}")))?;
+            .map_err(|e| bad_pattern("grep_glob", glob, &e))?;
+        let overrides = ob.build().map_err(|e| bad_pattern("grep_glob", glob, &e))?;
         walk.overrides(overrides);
     }
     let mut files: Vec<PathBuf> = walk
@@ -176,25 +174,30 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
         }
     }
     if entries.is_empty() {
-        return Ok(ToolOutput::ok("No matches found"));
+        return Ok(ToolOutput::ok(GrepNone {}));
     }
     let total = entries.len();
     if let Some(limit) = args.head_limit {
         entries.truncate(limit);
     }
-    let mut text = entries.join("\n");
     let shown = entries.len();
-    if shown < total {
-        let _ = write!(
-            text,
-            "\n(Showing the first {shown} of {total} results; head_limit was {shown}.)"
-        );
-    }
-    if args.mode == Mode::FilesWithMatches && shown == total {
-        let noun = if matched_files == 1 { "file" } else { "files" };
-        text = format!("Found {matched_files} {noun}\n{text}");
-    }
-    Ok(ToolOutput::ok(truncate_middle(&text, MAX_OUTPUT_CHARS)))
+    let header = args.mode == Mode::FilesWithMatches && shown == total;
+    Ok(ToolOutput::ok(GrepResults {
+        files: if header { matched_files } else { 0 },
+        entries: truncate_middle(&entries.join("\n"), MAX_OUTPUT_CHARS),
+        limited: shown < total,
+        shown,
+        total,
+    }))
+}
+
+fn bad_pattern(kind: &str, pattern: &str, e: &dyn std::fmt::Display) -> ToolOutput {
+    ToolOutput::error(BadPattern {
+        tool: "Grep".into(),
+        kind: kind.into(),
+        pattern: format!("{pattern:?}"),
+        error: e.to_string(),
+    })
 }
 
 /// Collects one file's results in the shape of its output mode.
@@ -309,18 +312,15 @@ mod tests {
         let dir = fixture();
         let d = dir.path();
         let out = run(d, json!({"pattern": "todo"})).await;
+        assert!(!out.is_error);
         assert_eq!(
-            out,
-            ToolOutput::ok(format!(
-                "Found 2 files\n{}\n{}",
-                p(d, "src/a.rs"),
-                p(d, "src/b.py")
-            ))
+            out.text(),
+            format!("Found 2 files\n{}\n{}", p(d, "src/a.rs"), p(d, "src/b.py"))
         );
         let out = run(d, json!({"pattern": "TODO", "-i": false})).await;
-        assert_eq!(out.text, format!("Found 1 file\n{}", p(d, "src/a.rs")));
+        assert_eq!(out.text(), format!("Found 1 file\n{}", p(d, "src/a.rs")));
         let out = run(d, json!({"pattern": "nomatch_xyz"})).await;
-        assert_eq!(out.text, "No matches found");
+        assert_eq!(out.text(), "No matches found");
     }
 
     #[tokio::test]
@@ -333,7 +333,7 @@ mod tests {
         )
         .await;
         assert_eq!(
-            out.text,
+            out.text(),
             format!("{}:2\n{}:2", p(d, "src/a.rs"), p(d, "src/b.py"))
         );
     }
@@ -348,13 +348,13 @@ mod tests {
         )
         .await;
         let f = p(d, "src/b.py");
-        assert_eq!(out.text, format!("{f}:2:# todo\n{f}:6:# todo again"));
+        assert_eq!(out.text(), format!("{f}:2:# todo\n{f}:6:# todo again"));
         let out = run(
             d,
             json!({"pattern": "todo", "output_mode": "content", "glob": "*.py", "-n": false}),
         )
         .await;
-        assert_eq!(out.text, format!("{f}:# todo\n{f}:# todo again"));
+        assert_eq!(out.text(), format!("{f}:# todo\n{f}:# todo again"));
     }
 
     #[tokio::test]
@@ -370,17 +370,17 @@ mod tests {
         };
         let out = run(d, with("-A", 1)).await;
         assert_eq!(
-            out.text,
+            out.text(),
             format!("{f}:2:# todo\n{f}-3-y = 2\n--\n{f}:6:# todo again")
         );
         let out = run(d, with("-B", 1)).await;
         assert_eq!(
-            out.text,
+            out.text(),
             format!("{f}-1-x = 1\n{f}:2:# todo\n--\n{f}-5-w = 4\n{f}:6:# todo again")
         );
         let out = run(d, with("-C", 2)).await;
         assert_eq!(
-            out.text,
+            out.text(),
             format!(
                 "{f}-1-x = 1\n{f}:2:# todo\n{f}-3-y = 2\n{f}-4-z = 3\n{f}-5-w = 4\n{f}:6:# todo again"
             )
@@ -396,7 +396,8 @@ mod tests {
             json!({"pattern": "o", "output_mode": "content", "head_limit": 2}),
         )
         .await;
-        let lines: Vec<&str> = out.text.lines().collect();
+        let text = out.text();
+        let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(lines[2].starts_with("(Showing the first 2 of "));
     }
@@ -406,15 +407,15 @@ mod tests {
         let dir = fixture();
         let out = run(dir.path(), json!({"pattern": "fn ("})).await;
         assert!(
-            out.is_error && out.text.contains("invalid regular expression"),
+            out.is_error && out.text().contains("invalid regular expression"),
             "{}",
-            out.text
+            out.text()
         );
         let out = run(dir.path(), json!({"pattern": "x", "output_mode": "lines"})).await;
-        assert!(out.is_error && out.text.contains("`output_mode`"));
+        assert!(out.is_error && out.text().contains("`output_mode`"));
         let out = run(dir.path(), json!({"pattern": "x", "-A": "two"})).await;
-        assert!(out.is_error && out.text.contains("`-A`"));
+        assert!(out.is_error && out.text().contains("`-A`"));
         let out = run(dir.path(), json!({"pattern": "x", "path": "missing"})).await;
-        assert!(out.is_error && out.text.contains("does not exist"));
+        assert!(out.is_error && out.text().contains("does not exist"));
     }
 }

@@ -13,12 +13,16 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::templates::{Context, Templates};
+use outcome::{BadInput, Clip};
+
 mod bash;
 mod edit;
 mod files;
 mod glob;
 mod grep;
 pub mod notebook;
+pub mod outcome;
 pub use crate::permissions;
 mod read;
 pub mod spec;
@@ -93,55 +97,75 @@ impl ToolContext {
     }
 }
 
-/// The result of one tool call, as text for the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The result of one tool call: a template context the runtime renders
+/// for the model. There is no way to build one from a string: every word a
+/// tool gives the model comes from a template ([`outcome`] declares them).
+#[derive(Debug, Clone, PartialEq)]
 pub struct ToolOutput {
-    pub text: String,
+    template: &'static str,
+    verbatim: bool,
+    ctx: Value,
     pub is_error: bool,
-    /// An error to be worded by this template with this context (the
-    /// runtime renders it; `text` holds the template's name meanwhile).
-    pub template: Option<Box<(String, Value)>>,
     /// Images sent after the text, as Anthropic image `source` objects
     /// (MCP tools).
     pub images: Vec<Value>,
 }
 
 impl ToolOutput {
-    pub fn ok(text: impl Into<String>) -> Self {
+    /// A successful result worded by `ctx`'s template.
+    pub fn ok<C: Context>(ctx: C) -> Self {
+        Self::new(ctx, false)
+    }
+
+    /// An error result worded by `ctx`'s template.
+    pub fn error<C: Context>(ctx: C) -> Self {
+        Self::new(ctx, true)
+    }
+
+    fn new<C: Context>(ctx: C, is_error: bool) -> Self {
         ToolOutput {
-            text: text.into(),
-            is_error: false,
-            template: None,
+            template: C::TEMPLATE,
+            verbatim: C::VERBATIM,
+            // A context is a struct of strings, numbers and lists: it
+            // always serialises; were it not to, the template reports the
+            // missing values.
+            ctx: serde_json::to_value(&ctx).unwrap_or_default(),
+            is_error,
             images: Vec::new(),
         }
     }
 
-    pub fn error(text: impl Into<String>) -> Self {
-        ToolOutput {
-            text: text.into(),
-            is_error: true,
-            template: None,
-            images: Vec::new(),
-        }
+    /// The template that words this result.
+    pub fn template(&self) -> &'static str {
+        self.template
     }
 
-    /// A successful result worded by the template `name`.
-    pub fn ok_template(name: &str, ctx: Value) -> Self {
-        ToolOutput {
-            is_error: false,
-            ..ToolOutput::from_template(name, ctx)
-        }
+    /// The text for the model.
+    pub fn render(&self, templates: &Templates) -> String {
+        templates.show_value(self.template, self.verbatim, &self.ctx)
     }
 
-    /// An error result worded by the template `name`.
-    pub fn from_template(name: &str, ctx: Value) -> Self {
-        ToolOutput {
-            text: format!("[{name}] {ctx}"),
-            is_error: true,
-            template: Some(Box::new((name.to_string(), ctx))),
-            images: Vec::new(),
-        }
+    /// The text with the embedded templates (tests).
+    #[cfg(test)]
+    pub fn text(&self) -> String {
+        static EMBEDDED: std::sync::LazyLock<Templates> =
+            std::sync::LazyLock::new(|| Templates::load(None).0);
+        self.render(&EMBEDDED)
     }
+}
+
+impl From<BadInput> for ToolOutput {
+    fn from(bad: BadInput) -> Self {
+        ToolOutput::error(bad)
+    }
+}
+
+/// The samples of every tool outcome, as (template, verbatim, values).
+#[cfg(test)]
+pub(crate) fn template_samples() -> Vec<(&'static str, bool, Value)> {
+    let mut all = outcome::samples();
+    all.push(crate::templates::sample_of::<notebook::NotebookView>());
+    all
 }
 
 /// A tool the engine can run. Input has already been validated against the
@@ -170,7 +194,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
 
 /// Typed access to a tool's JSON input. The input was validated against the
 /// tool's schema, but a wrong type still becomes an error result, never a
-/// panic: every accessor returns the message for the model on failure.
+/// panic: every accessor returns the outcome for the model on failure.
 pub(crate) struct Input<'a>(pub(crate) &'a Value);
 
 impl<'a> Input<'a> {
@@ -179,31 +203,30 @@ impl<'a> Input<'a> {
     }
 
     /// A required string field.
-    pub(crate) fn str(&self, key: &str) -> Result<&'a str, String> {
+    pub(crate) fn str(&self, key: &str) -> Result<&'a str, BadInput> {
         match self.field(key) {
             Some(Value::String(s)) => Ok(s),
-            Some(other) => Err(format!(
-                "`{key}` must be a string, found {}",
-                type_name(other)
-            )),
-            None => Err(format!("missing required field `{key}`")),
+            Some(other) => Err(wrong(key, "string", other)),
+            None => Err(BadInput {
+                field: key.to_string(),
+                missing: true,
+                expected: "string".into(),
+                found: kind(&Value::Null),
+            }),
         }
     }
 
     /// An optional string field.
-    pub(crate) fn opt_str(&self, key: &str) -> Result<Option<&'a str>, String> {
+    pub(crate) fn opt_str(&self, key: &str) -> Result<Option<&'a str>, BadInput> {
         match self.field(key) {
             Some(Value::String(s)) => Ok(Some(s)),
-            Some(other) => Err(format!(
-                "`{key}` must be a string, found {}",
-                type_name(other)
-            )),
+            Some(other) => Err(wrong(key, "string", other)),
             None => Ok(None),
         }
     }
 
     /// An optional non-negative integer field.
-    pub(crate) fn opt_u64(&self, key: &str) -> Result<Option<u64>, String> {
+    pub(crate) fn opt_u64(&self, key: &str) -> Result<Option<u64>, BadInput> {
         match self.field(key) {
             Some(v) => match v.as_u64() {
                 Some(n) => Ok(Some(n)),
@@ -212,10 +235,7 @@ impl<'a> Input<'a> {
                     Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= u64::MAX as f64 => {
                         Ok(Some(f as u64))
                     }
-                    _ => Err(format!(
-                        "`{key}` must be a non-negative integer, found {}",
-                        describe(v)
-                    )),
+                    _ => Err(wrong(key, "integer", v)),
                 },
             },
             None => Ok(None),
@@ -223,42 +243,49 @@ impl<'a> Input<'a> {
     }
 
     /// An optional boolean field.
-    pub(crate) fn opt_bool(&self, key: &str) -> Result<Option<bool>, String> {
+    pub(crate) fn opt_bool(&self, key: &str) -> Result<Option<bool>, BadInput> {
         match self.field(key) {
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(format!(
-                "`{key}` must be a boolean, found {}",
-                type_name(other)
-            )),
+            Some(other) => Err(wrong(key, "boolean", other)),
             None => Ok(None),
         }
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+/// The outcome for field `key` holding `v` where `expected` was wanted. A
+/// number where an integer was wanted is shown as itself.
+fn wrong(key: &str, expected: &str, v: &Value) -> BadInput {
+    let found = match v {
+        Value::Number(n) if expected == "integer" => n.to_string(),
+        other => kind(other),
+    };
+    BadInput {
+        field: key.to_string(),
+        missing: false,
+        expected: expected.to_string(),
+        found,
     }
 }
 
-fn describe(v: &Value) -> String {
+/// A JSON value's kind, as the `error_tool_input` template names it.
+fn kind(v: &Value) -> String {
     match v {
-        Value::Number(n) => n.to_string(),
-        other => type_name(other).to_string(),
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
     }
+    .to_string()
 }
 
 /// Shortens `text` to at most `max` characters, keeping its head and tail
-/// around a marker that says how many characters were cut.
-pub(crate) fn truncate_middle(text: &str, max: usize) -> String {
+/// and counting the characters cut between them.
+pub(crate) fn truncate_middle(text: &str, max: usize) -> Clip {
     let total = text.chars().count();
     if total <= max {
-        return text.to_string();
+        return Clip::whole(text.to_string());
     }
     let keep_head = max / 2;
     let keep_tail = max - keep_head;
@@ -271,11 +298,12 @@ pub(crate) fn truncate_middle(text: &str, max: usize) -> String {
         .char_indices()
         .nth(total - keep_tail)
         .map_or(text.len(), |(i, _)| i);
-    format!(
-        "{}\n\n[... {cut} characters truncated ...]\n\n{}",
-        &text[..head_end],
-        &text[tail_start..]
-    )
+    Clip {
+        head: text[..head_end].to_string(),
+        cut: cut as u64,
+        about: false,
+        tail: text[tail_start..].to_string(),
+    }
 }
 
 /// Checks `input` against a compiled JSON Schema; `Err` lists every
@@ -334,29 +362,48 @@ mod tests {
     fn input_accessors_report_wrong_types() {
         let v = json!({"a": 1, "b": "x", "c": true, "d": 2.0, "e": -1});
         let i = Input(&v);
-        assert_eq!(i.str("b"), Ok("x"));
-        assert!(
-            i.str("a")
-                .is_err_and(|e| e.contains("`a` must be a string"))
+        assert_eq!(i.str("b").ok(), Some("x"));
+        let text = |e: BadInput| ToolOutput::error(e).text();
+        assert_eq!(
+            text(i.str("a").unwrap_err()),
+            "`a` must be a string, found a number"
         );
-        assert!(i.str("zz").is_err_and(|e| e.contains("missing")));
-        assert_eq!(i.opt_u64("a"), Ok(Some(1)));
-        assert_eq!(i.opt_u64("d"), Ok(Some(2)));
-        assert!(i.opt_u64("e").is_err());
+        assert_eq!(
+            text(i.str("zz").unwrap_err()),
+            "missing required field `zz`"
+        );
+        assert_eq!(
+            text(i.opt_u64("e").unwrap_err()),
+            "`e` must be a non-negative integer, found -1"
+        );
+        assert_eq!(
+            text(i.opt_bool("b").unwrap_err()),
+            "`b` must be a boolean, found a string"
+        );
+        assert_eq!(i.opt_u64("a").ok(), Some(Some(1)));
+        assert_eq!(i.opt_u64("d").ok(), Some(Some(2)));
         assert!(i.opt_u64("b").is_err());
-        assert_eq!(i.opt_bool("c"), Ok(Some(true)));
+        assert_eq!(i.opt_bool("c").ok(), Some(Some(true)));
         assert!(i.opt_bool("a").is_err());
-        assert_eq!(i.opt_str("zz"), Ok(None));
+        assert_eq!(i.opt_str("zz").ok(), Some(None));
     }
 
     #[test]
     fn truncate_middle_keeps_head_and_tail() {
         let s: String = "a".repeat(50) + &"b".repeat(50);
-        let t = truncate_middle(&s, 20);
-        assert!(t.starts_with(&"a".repeat(10)));
-        assert!(t.ends_with(&"b".repeat(10)));
-        assert!(t.contains("[... 80 characters truncated ...]"));
-        assert_eq!(truncate_middle("short", 20), "short");
+        let t = ToolOutput::ok(outcome::BashOutput {
+            output: truncate_middle(&s, 20),
+        })
+        .text();
+        assert_eq!(
+            t,
+            format!(
+                "{}\n\n[... 80 characters truncated ...]\n\n{}",
+                "a".repeat(10),
+                "b".repeat(10)
+            )
+        );
+        assert_eq!(truncate_middle("short", 20), Clip::whole("short".into()));
     }
 
     /// Every schema file under `agents/tools/` names a built-in tool, has the

@@ -16,6 +16,10 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::files::{self, Refusal};
+use super::outcome::{
+    CellAction, CellOutput, NotebookEditMode, NotebookEdited, NotebookError, NotebookProblem,
+    ToolFailed,
+};
 use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 
 /// The largest notebook read or edited, in bytes.
@@ -36,7 +40,7 @@ pub struct CellView {
     pub id: String,
     pub cell_type: String,
     pub source: String,
-    pub outputs: Vec<String>,
+    pub outputs: Vec<CellOutput>,
 }
 
 /// The context of the `read_notebook` template.
@@ -48,11 +52,51 @@ pub struct NotebookView {
     pub cells: Vec<CellView>,
 }
 
-fn error(path: &Path, reason: impl Into<String>) -> ToolOutput {
-    ToolOutput::from_template(
-        "error_notebook",
-        json!({"path": path.display().to_string(), "reason": reason.into()}),
-    )
+impl crate::templates::Context for NotebookView {
+    const TEMPLATE: &'static str = "read_notebook";
+    fn sample() -> Self {
+        NotebookView {
+            path: "/repo/a.ipynb".into(),
+            language: "python".into(),
+            cell_count: 1,
+            cells: vec![CellView {
+                id: "calc".into(),
+                cell_type: "code".into(),
+                source: "print(2 + 2)".into(),
+                outputs: vec![
+                    CellOutput {
+                        text: super::outcome::Clip::whole("4".into()),
+                        kinds: String::new(),
+                    },
+                    CellOutput {
+                        text: super::outcome::Clip::default(),
+                        kinds: "image/png".into(),
+                    },
+                ],
+            }],
+        }
+    }
+}
+
+fn error(path: &Path, reason: NotebookProblem) -> ToolOutput {
+    ToolOutput::error(NotebookError {
+        path: path.display().to_string(),
+        reason,
+    })
+}
+
+/// The problem a refused file operation on a notebook is.
+fn refusal(r: Refusal) -> NotebookProblem {
+    match r {
+        Refusal::NotFound => NotebookProblem::NotFound,
+        Refusal::Directory => NotebookProblem::Directory,
+        other => NotebookProblem::Io {
+            error: match other {
+                Refusal::Io(e) => e.to_string(),
+                _ => String::new(),
+            },
+        },
+    }
 }
 
 fn load(path: &Path, tool: &str) -> Result<Value, ToolOutput> {
@@ -60,12 +104,18 @@ fn load(path: &Path, tool: &str) -> Result<Value, ToolOutput> {
         Ok(b) => b,
         Err(Refusal::NotRegular(kind)) => return Err(files::not_regular(tool, path, kind)),
         Err(Refusal::TooLarge(size, max)) => return Err(files::too_large(tool, path, size, max)),
-        Err(e) => return Err(error(path, e.describe())),
+        Err(e) => return Err(error(path, refusal(e))),
     };
-    let nb: Value =
-        serde_json::from_slice(&bytes).map_err(|e| error(path, format!("not valid JSON: {e}")))?;
+    let nb: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            path,
+            NotebookProblem::InvalidJson {
+                error: e.to_string(),
+            },
+        )
+    })?;
     if !nb.get("cells").is_some_and(Value::is_array) {
-        return Err(error(path, "not a Jupyter notebook: no `cells` list"));
+        return Err(error(path, NotebookProblem::NoCells));
     }
     Ok(nb)
 }
@@ -86,12 +136,13 @@ fn cell_id(cell: &Value, index: usize) -> String {
         .map_or_else(|| format!("cell-{index}"), str::to_string)
 }
 
-fn output_texts(cell: &Value) -> Vec<String> {
+fn output_texts(cell: &Value) -> Vec<CellOutput> {
     let Some(outputs) = cell.get("outputs").and_then(Value::as_array) else {
         return Vec::new();
     };
     let mut out = Vec::new();
     for o in outputs {
+        let mut kinds = String::new();
         let text = match o.get("output_type").and_then(Value::as_str) {
             Some("stream") => source_text(&json!({"source": o.get("text")})),
             Some("error") => format!(
@@ -103,20 +154,23 @@ fn output_texts(cell: &Value) -> Vec<String> {
                 let data = o.get("data");
                 match data.and_then(|d| d.get("text/plain")) {
                     Some(t) => source_text(&json!({"source": t})),
-                    None => data
-                        .and_then(Value::as_object)
-                        .map(|m| {
-                            let kinds: Vec<&str> = m.keys().map(String::as_str).collect();
-                            format!("[{} output]", kinds.join(", "))
-                        })
-                        .unwrap_or_default(),
+                    None => {
+                        if let Some(m) = data.and_then(Value::as_object) {
+                            let names: Vec<&str> = m.keys().map(String::as_str).collect();
+                            kinds = names.join(", ");
+                        }
+                        String::new()
+                    }
                 }
             }
             None => String::new(),
         };
         let text = text.trim_end();
-        if !text.is_empty() {
-            out.push(truncate_middle(text, MAX_OUTPUT_CHARS));
+        if !text.is_empty() || !kinds.is_empty() {
+            out.push(CellOutput {
+                text: truncate_middle(text, MAX_OUTPUT_CHARS),
+                kinds,
+            });
         }
     }
     out
@@ -203,13 +257,13 @@ fn new_cell(cell_type: &str, source: &str, with_id: bool) -> Value {
 
 /// Applies `edit` to the notebook; `Ok` holds the id of the cell it
 /// touched, `Err` what is wrong with the call.
-pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, String> {
+pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, NotebookProblem> {
     let cells = nb
         .get_mut("cells")
         .and_then(Value::as_array_mut)
-        .ok_or("not a Jupyter notebook: no `cells` list")?;
+        .ok_or(NotebookProblem::NoCells)?;
     let uses_ids = cells.iter().any(|c| c.get("id").is_some());
-    let find = |cells: &[Value], id: &str| -> Result<usize, String> {
+    let find = |cells: &[Value], id: &str| -> Result<usize, NotebookProblem> {
         cells
             .iter()
             .enumerate()
@@ -220,14 +274,17 @@ pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, String> {
                     .enumerate()
                     .map(|(i, c)| cell_id(c, i))
                     .collect();
-                format!("no cell with id `{id}`; the cells are {}", ids.join(", "))
+                NotebookProblem::NoSuchCell {
+                    id: id.to_string(),
+                    ids: ids.join(", "),
+                }
             })
     };
     if let Some(t) = &edit.cell_type
         && t != "code"
         && t != "markdown"
     {
-        return Err(format!("cell_type must be `code` or `markdown`, not `{t}`"));
+        return Err(NotebookProblem::BadCellType { found: t.clone() });
     }
     match edit.mode {
         EditMode::Insert => {
@@ -236,7 +293,7 @@ pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, String> {
                 None => 0,
             };
             let Some(t) = &edit.cell_type else {
-                return Err("inserting a cell needs `cell_type` (code or markdown)".into());
+                return Err(NotebookProblem::InsertNeedsType);
             };
             let cell = new_cell(t, &edit.new_source, uses_ids || cells.is_empty());
             let id = cell_id(&cell, at);
@@ -247,7 +304,7 @@ pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, String> {
             let id = edit
                 .cell_id
                 .as_deref()
-                .ok_or("deleting a cell needs `cell_id`")?;
+                .ok_or(NotebookProblem::DeleteNeedsId)?;
             let at = find(cells, id)?;
             cells.remove(at);
             Ok(id.to_string())
@@ -256,12 +313,12 @@ pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, String> {
             let id = edit
                 .cell_id
                 .as_deref()
-                .ok_or("replacing a cell needs `cell_id`")?;
+                .ok_or(NotebookProblem::ReplaceNeedsId)?;
             let at = find(cells, id)?;
             let cell = cells
                 .get_mut(at)
                 .and_then(Value::as_object_mut)
-                .ok_or_else(|| format!("cell `{id}` is not an object"))?;
+                .ok_or_else(|| NotebookProblem::CellNotObject { id: id.to_string() })?;
             cell.insert("source".into(), source_lines(&edit.new_source));
             if let Some(t) = &edit.cell_type {
                 cell.insert("cell_type".into(), json!(t));
@@ -280,11 +337,14 @@ pub fn apply(nb: &mut Value, edit: &CellEdit) -> Result<String, String> {
 }
 
 /// The notebook as Jupyter writes it: one-space indent, final newline.
-pub fn to_bytes(nb: &Value) -> Result<Vec<u8>, String> {
+pub fn to_bytes(nb: &Value) -> Result<Vec<u8>, NotebookProblem> {
     let mut out = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b" ");
     let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    nb.serialize(&mut ser).map_err(|e| e.to_string())?;
+    nb.serialize(&mut ser)
+        .map_err(|e| NotebookProblem::Serialize {
+            error: e.to_string(),
+        })?;
     out.push(b'\n');
     Ok(out)
 }
@@ -304,15 +364,15 @@ impl Tool for NotebookEditTool {
     fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         async move {
             let i = Input(&input);
-            let parsed = (|| -> Result<(String, CellEdit), String> {
+            let parsed = (|| -> Result<(String, CellEdit), ToolOutput> {
                 let mode = match i.opt_str("edit_mode")? {
                     None | Some("replace") => EditMode::Replace,
                     Some("insert") => EditMode::Insert,
                     Some("delete") => EditMode::Delete,
                     Some(other) => {
-                        return Err(format!(
-                            "edit_mode must be replace, insert or delete, not `{other}`"
-                        ));
+                        return Err(ToolOutput::error(NotebookEditMode {
+                            found: other.to_string(),
+                        }));
                     }
                 };
                 Ok((
@@ -327,34 +387,38 @@ impl Tool for NotebookEditTool {
             })();
             let (file, edit) = match parsed {
                 Ok(p) => p,
-                Err(e) => return ToolOutput::error(e),
+                Err(e) => return e,
             };
             let path = ctx.resolve(&file);
             if !is_notebook(&path) {
-                return error(
-                    &path,
-                    "NotebookEdit edits .ipynb files; use Edit for other files",
-                );
+                return error(&path, NotebookProblem::NotNotebookFile);
             }
             let done = tokio::task::spawn_blocking(move || -> Result<ToolOutput, ToolOutput> {
                 let mut nb = load(&path, "NotebookEdit")?;
                 let id = apply(&mut nb, &edit).map_err(|e| error(&path, e))?;
                 let bytes = to_bytes(&nb).map_err(|e| error(&path, e))?;
-                files::write_whole(&path, &bytes).map_err(|e| error(&path, e.describe()))?;
-                let mode = match edit.mode {
-                    EditMode::Replace => "replaced",
-                    EditMode::Insert => "inserted",
-                    EditMode::Delete => "deleted",
+                files::write_whole(&path, &bytes).map_err(|e| match e {
+                    Refusal::NotRegular(kind) => files::not_regular("NotebookEdit", &path, kind),
+                    other => error(&path, refusal(other)),
+                })?;
+                let action = match edit.mode {
+                    EditMode::Replace => CellAction::Replaced,
+                    EditMode::Insert => CellAction::Inserted,
+                    EditMode::Delete => CellAction::Deleted,
                 };
-                Ok(ToolOutput::ok_template(
-                    "notebook_edited",
-                    json!({"path": path.display().to_string(), "cell_id": id, "action": mode}),
-                ))
+                Ok(ToolOutput::ok(NotebookEdited {
+                    path: path.display().to_string(),
+                    cell_id: id,
+                    action,
+                }))
             })
             .await;
             match done {
                 Ok(Ok(out)) | Ok(Err(out)) => out,
-                Err(e) => ToolOutput::error(format!("NotebookEdit failed: {e}")),
+                Err(e) => ToolOutput::error(ToolFailed {
+                    tool: "NotebookEdit".into(),
+                    error: e.to_string(),
+                }),
             }
         }
         .boxed()
@@ -422,6 +486,7 @@ mod tests {
         assert_eq!(n["cells"][1]["id"], "calc");
 
         let e = apply(&mut n, &edit(EditMode::Replace, Some("nope"), "", None)).unwrap_err();
+        let e = error(Path::new("n.ipynb"), e).text();
         assert!(
             e.contains("no cell with id `nope`") && e.contains("calc"),
             "{e}"

@@ -12,7 +12,11 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::files::{self, Refusal};
-use super::{Input, Tool, ToolContext, ToolOutput};
+use super::outcome::{
+    BinaryFile, FileAction, FileIo, FileNotFound, IsDirectory, ReadEmpty, ReadLine, ReadLines,
+    ReadMore, ReadPastEnd, ReadWholeTooLarge, ToolFailed,
+};
+use super::{Input, Tool, ToolContext, ToolOutput, outcome::BadInput};
 
 /// Lines returned when the call gives no `limit`.
 pub const DEFAULT_LIMIT: u64 = 2000;
@@ -48,7 +52,10 @@ impl Tool for ReadTool {
             let path = ctx.resolve(&args.file_path);
             match tokio::task::spawn_blocking(move || read(&path, &args)).await {
                 Ok(Ok(out)) | Ok(Err(out)) => out,
-                Err(e) => ToolOutput::error(format!("Read failed: {e}")),
+                Err(e) => ToolOutput::error(ToolFailed {
+                    tool: "Read".into(),
+                    error: e.to_string(),
+                }),
             }
         }
         .boxed()
@@ -62,7 +69,7 @@ struct Args {
 }
 
 impl Args {
-    fn parse(input: &Value) -> Result<Args, String> {
+    fn parse(input: &Value) -> Result<Args, BadInput> {
         let i = Input(input);
         Ok(Args {
             file_path: i.str("file_path")?.to_string(),
@@ -75,52 +82,47 @@ impl Args {
 fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
     if super::notebook::is_notebook(path) && path.is_file() {
         let view = super::notebook::view(path)?;
-        let ctx = serde_json::to_value(&view).unwrap_or_default();
-        return Ok(ToolOutput::ok_template("read_notebook", ctx));
+        return Ok(ToolOutput::ok(view));
     }
-    let shown = path.display();
+    let shown = path.display().to_string();
     let (file, meta) = match files::open_read(path) {
         Ok(opened) => opened,
         Err(Refusal::NotFound) => {
-            return Err(ToolOutput::error(format!("File does not exist: {shown}")));
+            return Err(ToolOutput::error(FileNotFound { path: shown }));
         }
         Err(Refusal::Directory) => {
-            return Err(ToolOutput::error(format!(
-                "{shown} is a directory, not a file; use Glob or `ls` to list it"
-            )));
+            return Err(ToolOutput::error(IsDirectory {
+                tool: "Read".into(),
+                path: shown,
+            }));
         }
         Err(Refusal::NotRegular(kind)) => return Err(files::not_regular("Read", path, kind)),
         Err(Refusal::TooLarge(size, max)) => {
             return Err(files::too_large("Read", path, size, max));
         }
-        Err(Refusal::Io(e)) => return Err(ToolOutput::error(format!("Cannot read {shown}: {e}"))),
+        Err(Refusal::Io(e)) => return Err(io_error(&shown, &e)),
     };
     if meta.len() > MAX_WHOLE_FILE_BYTES && args.offset.is_none() && args.limit.is_none() {
-        return Err(ToolOutput::error(format!(
-            "{shown} is {} KiB, more than the {} KiB that can be read at once; \
-             read it in parts with `offset` and `limit`, or search it with Grep",
-            meta.len() / 1024,
-            MAX_WHOLE_FILE_BYTES / 1024
-        )));
+        return Err(ToolOutput::error(ReadWholeTooLarge {
+            path: shown,
+            size_kib: meta.len() / 1024,
+            max_kib: MAX_WHOLE_FILE_BYTES / 1024,
+        }));
     }
-    let io_err = |e: std::io::Error| ToolOutput::error(format!("Cannot read {shown}: {e}"));
+    let io_err = |e: std::io::Error| io_error(&shown, &e);
     let mut reader = BufReader::new(file);
 
     let sniff = reader.fill_buf().map_err(io_err)?;
     if sniff.is_empty() {
-        return Ok(ToolOutput::ok(format!(
-            "(The file {shown} exists but is empty.)"
-        )));
+        return Ok(ToolOutput::ok(ReadEmpty { path: shown }));
     }
     if sniff[..sniff.len().min(SNIFF_BYTES)].contains(&0) {
-        return Err(ToolOutput::error(format!(
-            "{shown} appears to be a binary file; Read shows text files only"
-        )));
+        return Err(ToolOutput::error(BinaryFile { path: shown }));
     }
 
     let first = args.offset.unwrap_or(1).max(1);
     let limit = args.limit.filter(|&n| n > 0).unwrap_or(DEFAULT_LIMIT);
-    let mut out = String::new();
+    let mut lines = Vec::new();
     let mut line_no: u64 = 0;
     let mut shown_lines: u64 = 0;
     let mut more = false;
@@ -144,28 +146,37 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
         let text = String::from_utf8_lossy(&buf);
         let text = text.strip_suffix('\n').unwrap_or(&text);
         let text = text.strip_suffix('\r').unwrap_or(text);
-        out.push_str(&format!("{line_no:>6}\t"));
-        if text.chars().count() > MAX_LINE_CHARS {
-            out.extend(text.chars().take(MAX_LINE_CHARS));
-            out.push_str(" [line truncated]");
-        } else {
-            out.push_str(text);
-        }
-        out.push('\n');
+        let cut = text.chars().count() > MAX_LINE_CHARS;
+        lines.push(ReadLine {
+            number: format!("{line_no:>6}"),
+            text: if cut {
+                text.chars().take(MAX_LINE_CHARS).collect()
+            } else {
+                text.to_string()
+            },
+            cut,
+        });
     }
     if shown_lines == 0 {
-        return Ok(ToolOutput::ok(format!(
-            "(No lines to show: {shown} has {line_no} lines, and offset {first} is past the end.)"
-        )));
+        return Ok(ToolOutput::ok(ReadPastEnd {
+            path: shown,
+            lines: line_no,
+            offset: first,
+        }));
     }
-    if more {
-        out.push_str(&format!(
-            "(More lines follow line {}; read them with offset {}.)\n",
-            first + shown_lines - 1,
-            first + shown_lines
-        ));
-    }
-    Ok(ToolOutput::ok(out))
+    let more = more.then(|| ReadMore {
+        last: first + shown_lines - 1,
+        next: first + shown_lines,
+    });
+    Ok(ToolOutput::ok(ReadLines { lines, more }))
+}
+
+fn io_error(path: &str, e: &std::io::Error) -> ToolOutput {
+    ToolOutput::error(FileIo {
+        action: FileAction::Read,
+        path: path.to_string(),
+        error: e.to_string(),
+    })
 }
 
 /// Reads one line (through its `\n`) into `buf`, keeping at most `cap`
@@ -211,10 +222,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.txt"), "alpha\nbeta\r\ngamma").unwrap();
         let out = read_in(dir.path(), json!({"file_path": "a.txt"})).await;
-        assert_eq!(
-            out,
-            ToolOutput::ok("     1\talpha\n     2\tbeta\n     3\tgamma\n")
-        );
+        assert!(!out.is_error);
+        assert_eq!(out.text(), "     1\talpha\n     2\tbeta\n     3\tgamma\n");
     }
 
     #[tokio::test]
@@ -229,13 +238,13 @@ mod tests {
         .await;
         assert!(!out.is_error);
         assert_eq!(
-            out.text,
+            out.text(),
             "     4\tline4\n     5\tline5\n(More lines follow line 5; read them with offset 6.)\n"
         );
         let out = read_in(dir.path(), json!({"file_path": "a.txt", "offset": 9})).await;
-        assert_eq!(out.text, "     9\tline9\n    10\tline10\n");
+        assert_eq!(out.text(), "     9\tline9\n    10\tline10\n");
         let out = read_in(dir.path(), json!({"file_path": "a.txt", "offset": 50})).await;
-        assert!(!out.is_error && out.text.contains("offset 50 is past the end"));
+        assert!(!out.is_error && out.text().contains("offset 50 is past the end"));
     }
 
     #[tokio::test]
@@ -244,10 +253,10 @@ mod tests {
         let text: String = (1..=2500).map(|i| format!("{i}\n")).collect();
         std::fs::write(dir.path().join("a.txt"), text).unwrap();
         let out = read_in(dir.path(), json!({"file_path": "a.txt"})).await;
-        let numbered = out.text.lines().filter(|l| l.contains('\t')).count();
+        let numbered = out.text().lines().filter(|l| l.contains('\t')).count();
         assert_eq!(numbered, 2000);
-        assert!(out.text.contains("  2000\t2000\n"));
-        assert!(out.text.ends_with("read them with offset 2001.)\n"));
+        assert!(out.text().contains("  2000\t2000\n"));
+        assert!(out.text().ends_with("read them with offset 2001.)\n"));
     }
 
     #[tokio::test]
@@ -256,7 +265,7 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), "é".repeat(3000)).unwrap();
         let out = read_in(dir.path(), json!({"file_path": "a.txt"})).await;
         assert_eq!(
-            out.text,
+            out.text(),
             format!("     1\t{} [line truncated]\n", "é".repeat(2000))
         );
     }
@@ -268,14 +277,18 @@ mod tests {
         std::fs::write(dir.path().join("big.txt"), text.repeat(3000)).unwrap();
         let out = read_in(dir.path(), json!({"file_path": "big.txt"})).await;
         assert!(out.is_error);
-        assert!(out.text.contains("`offset` and `limit`"), "{}", out.text);
+        assert!(
+            out.text().contains("`offset` and `limit`"),
+            "{}",
+            out.text()
+        );
         let out = read_in(
             dir.path(),
             json!({"file_path": "big.txt", "offset": 2999, "limit": 5}),
         )
         .await;
         assert!(!out.is_error);
-        assert_eq!(out.text.lines().count(), 2);
+        assert_eq!(out.text().lines().count(), 2);
     }
 
     #[tokio::test]
@@ -284,16 +297,16 @@ mod tests {
         std::fs::write(dir.path().join("empty"), "").unwrap();
         std::fs::write(dir.path().join("bin"), b"ab\0cd").unwrap();
         let out = read_in(dir.path(), json!({"file_path": "empty"})).await;
-        assert!(!out.is_error && out.text.contains("exists but is empty"));
+        assert!(!out.is_error && out.text().contains("exists but is empty"));
         let out = read_in(dir.path(), json!({"file_path": "bin"})).await;
-        assert!(out.is_error && out.text.contains("binary file"));
+        assert!(out.is_error && out.text().contains("binary file"));
         let out = read_in(dir.path(), json!({"file_path": "."})).await;
-        assert!(out.is_error && out.text.contains("is a directory"));
+        assert!(out.is_error && out.text().contains("is a directory"));
         let missing = dir.path().join("nope.txt");
         let out = read_in(dir.path(), json!({"file_path": missing.to_str().unwrap()})).await;
         assert!(out.is_error);
         assert_eq!(
-            out.text,
+            out.text(),
             format!("File does not exist: {}", missing.display())
         );
     }
@@ -302,8 +315,8 @@ mod tests {
     async fn wrong_types_are_errors() {
         let dir = tempfile::tempdir().unwrap();
         let out = read_in(dir.path(), json!({"file_path": "a", "offset": "x"})).await;
-        assert!(out.is_error && out.text.contains("`offset`"));
+        assert!(out.is_error && out.text().contains("`offset`"));
         let out = read_in(dir.path(), json!({"file_path": ["a"]})).await;
-        assert!(out.is_error && out.text.contains("`file_path` must be a string"));
+        assert!(out.is_error && out.text().contains("`file_path` must be a string"));
     }
 }

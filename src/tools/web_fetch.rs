@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use reqwest::Url;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::outcome::{Clip, FetchAnswer, FetchError, FetchMarkdown, FetchProblem, FetchRedirect};
 use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 use crate::config::WebFetchSettings;
 use crate::provider::error_chain;
@@ -33,7 +34,7 @@ const MAX_CACHED: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PageQuery {
     pub url: String,
-    pub markdown: String,
+    pub markdown: Clip,
     pub prompt: String,
 }
 
@@ -44,7 +45,7 @@ pub type SmallModel =
 /// A fetched page, as the cache keeps it.
 #[derive(Debug, Clone)]
 struct Page {
-    markdown: String,
+    markdown: Clip,
     cut: bool,
 }
 
@@ -61,12 +62,12 @@ enum Fetched {
 
 #[derive(Default)]
 pub struct WebFetchTool {
-    client: OnceLock<Result<reqwest::Client, String>>,
+    client: OnceLock<Result<reqwest::Client, FetchProblem>>,
     cache: Mutex<HashMap<String, (Instant, Page)>>,
 }
 
 impl WebFetchTool {
-    fn client(&self) -> Result<&reqwest::Client, String> {
+    fn client(&self) -> Result<&reqwest::Client, FetchProblem> {
         self.client
             .get_or_init(|| {
                 crate::provider::install_tls_provider();
@@ -74,7 +75,9 @@ impl WebFetchTool {
                     .redirect(reqwest::redirect::Policy::none())
                     .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
                     .build()
-                    .map_err(|e| format!("cannot build the HTTP client: {e}"))
+                    .map_err(|e| FetchProblem::Client {
+                        error: e.to_string(),
+                    })
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -109,12 +112,12 @@ impl WebFetchTool {
         let i = Input(input);
         let (raw, prompt) = match (i.str("url"), i.str("prompt")) {
             (Ok(u), Ok(p)) => (u, p),
-            (Err(e), _) | (_, Err(e)) => return fetch_error("", &e),
+            (Err(e), _) | (_, Err(e)) => return ToolOutput::error(e),
         };
         let settings = &ctx.web_fetch;
         let url = match prepare_url(raw) {
             Ok(u) => u,
-            Err(e) => return fetch_error(raw, &e),
+            Err(e) => return fetch_error(raw, e),
         };
         let ttl = Duration::from_millis(settings.cache_ttl_ms);
         let key = url.to_string();
@@ -125,9 +128,9 @@ impl WebFetchTool {
                 let fetched = tokio::select! {
                     r = tokio::time::timeout(timeout, self.fetch(url.clone(), settings)) => match r {
                         Ok(r) => r,
-                        Err(_) => Err(format!("no complete answer within {} ms", settings.timeout_ms)),
+                        Err(_) => Err(FetchProblem::Timeout { ms: settings.timeout_ms }),
                     },
-                    () = ctx.cancel.cancelled() => Err("the call was cancelled".to_string()),
+                    () = ctx.cancel.cancelled() => Err(FetchProblem::Cancelled),
                 };
                 match fetched {
                     Ok(Fetched::Page(p)) => {
@@ -135,12 +138,13 @@ impl WebFetchTool {
                         p
                     }
                     Ok(Fetched::Redirect { status, location }) => {
-                        return ToolOutput::ok_template(
-                            "web_fetch_redirect",
-                            json!({"url": key, "status": status, "location": location}),
-                        );
+                        return ToolOutput::ok(FetchRedirect {
+                            url: key,
+                            status,
+                            location,
+                        });
                     }
-                    Err(e) => return fetch_error(&key, &e),
+                    Err(e) => return fetch_error(&key, e),
                 }
             }
         };
@@ -152,23 +156,29 @@ impl WebFetchTool {
                     prompt: prompt.to_string(),
                 };
                 let answer = tokio::select! {
-                    a = model(query) => a,
-                    () = ctx.cancel.cancelled() => Err("the call was cancelled".to_string()),
+                    a = model(query) => a.map_err(|error| FetchProblem::Reader { error }),
+                    () = ctx.cancel.cancelled() => Err(FetchProblem::Cancelled),
                 };
                 match answer {
-                    Ok(text) => ToolOutput::ok(text),
-                    Err(e) => fetch_error(&key, &format!("the model reading the page failed: {e}")),
+                    Ok(answer) => ToolOutput::ok(FetchAnswer { answer }),
+                    Err(e) => fetch_error(&key, e),
                 }
             }
-            _ => ToolOutput::ok_template(
-                "web_fetch_markdown",
-                json!({"url": key, "markdown": page.markdown, "cut": page.cut, "max_chars": settings.max_markdown_chars}),
-            ),
+            _ => ToolOutput::ok(FetchMarkdown {
+                url: key,
+                markdown: page.markdown,
+                cut: page.cut,
+                max_chars: settings.max_markdown_chars,
+            }),
         }
     }
 
     /// Fetches `url`, following same-origin redirects.
-    async fn fetch(&self, mut url: Url, settings: &WebFetchSettings) -> Result<Fetched, String> {
+    async fn fetch(
+        &self,
+        mut url: Url,
+        settings: &WebFetchSettings,
+    ) -> Result<Fetched, FetchProblem> {
         let client = self.client()?;
         for _ in 0..=MAX_REDIRECTS {
             let mut resp = client
@@ -179,16 +189,20 @@ impl WebFetchTool {
                 )
                 .send()
                 .await
-                .map_err(|e| error_chain(&e))?;
+                .map_err(network)?;
             let status = resp.status();
             if status.is_redirection() {
                 let location = resp
                     .headers()
                     .get(reqwest::header::LOCATION)
                     .and_then(|v| v.to_str().ok())
-                    .ok_or_else(|| format!("HTTP {status} without a usable Location header"))?;
-                let next = url.join(location).map_err(|e| {
-                    format!("HTTP {status} to an invalid address {location:?}: {e}")
+                    .ok_or_else(|| FetchProblem::NoLocation {
+                        status: status.to_string(),
+                    })?;
+                let next = url.join(location).map_err(|e| FetchProblem::BadLocation {
+                    status: status.to_string(),
+                    location: format!("{location:?}"),
+                    error: e.to_string(),
                 })?;
                 if !same_origin(&url, &next) {
                     return Ok(Fetched::Redirect {
@@ -200,12 +214,16 @@ impl WebFetchTool {
                 continue;
             }
             if !status.is_success() {
-                return Err(format!("the server answered HTTP {status}"));
+                return Err(FetchProblem::Status {
+                    status: status.to_string(),
+                });
             }
             if let Some(len) = resp.content_length()
                 && len > settings.max_bytes
             {
-                return Err(too_large(settings.max_bytes));
+                return Err(FetchProblem::TooLarge {
+                    max: settings.max_bytes,
+                });
             }
             let content_type = resp
                 .headers()
@@ -214,9 +232,11 @@ impl WebFetchTool {
                 .unwrap_or("")
                 .to_ascii_lowercase();
             let mut body: Vec<u8> = Vec::new();
-            while let Some(chunk) = resp.chunk().await.map_err(|e| error_chain(&e))? {
+            while let Some(chunk) = resp.chunk().await.map_err(network)? {
                 if body.len() as u64 + chunk.len() as u64 > settings.max_bytes {
-                    return Err(too_large(settings.max_bytes));
+                    return Err(FetchProblem::TooLarge {
+                        max: settings.max_bytes,
+                    });
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -226,11 +246,11 @@ impl WebFetchTool {
             let markdown = if cut {
                 truncate_middle(&markdown, settings.max_markdown_chars)
             } else {
-                markdown
+                Clip::whole(markdown)
             };
             return Ok(Fetched::Page(Page { markdown, cut }));
         }
-        Err(format!("more than {MAX_REDIRECTS} redirects"))
+        Err(FetchProblem::Redirects { max: MAX_REDIRECTS })
     }
 }
 
@@ -248,37 +268,44 @@ impl Tool for WebFetchTool {
     }
 }
 
-fn fetch_error(url: &str, reason: &str) -> ToolOutput {
-    ToolOutput::from_template("error_web_fetch", json!({"url": url, "reason": reason}))
+fn fetch_error(url: &str, reason: FetchProblem) -> ToolOutput {
+    ToolOutput::error(FetchError {
+        url: url.to_string(),
+        reason,
+    })
 }
 
-fn too_large(max: u64) -> String {
-    format!("the page is larger than {max} bytes (web_fetch.max_bytes)")
+fn network(e: reqwest::Error) -> FetchProblem {
+    FetchProblem::Network {
+        error: error_chain(&e),
+    }
 }
 
 /// The URL as it will be fetched: http(s) only, no credentials, `http`
 /// upgraded to `https` unless the host is a loopback address.
-pub fn prepare_url(raw: &str) -> Result<Url, String> {
-    let mut url = Url::parse(raw.trim()).map_err(|e| format!("not a valid URL: {e}"))?;
+pub fn prepare_url(raw: &str) -> Result<Url, FetchProblem> {
+    let mut url = Url::parse(raw.trim()).map_err(|e| FetchProblem::InvalidUrl {
+        error: e.to_string(),
+    })?;
     match url.scheme() {
         "https" => {}
         "http" => {
             if !is_loopback(&url) {
                 url.set_scheme("https")
-                    .map_err(|()| "cannot switch the URL to https".to_string())?;
+                    .map_err(|()| FetchProblem::HttpsSwitch)?;
             }
         }
         other => {
-            return Err(format!(
-                "only http:// and https:// URLs can be fetched, not {other}:"
-            ));
+            return Err(FetchProblem::Scheme {
+                scheme: other.to_string(),
+            });
         }
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err("URLs with a user name or password are not fetched".to_string());
+        return Err(FetchProblem::Credentials);
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err("the URL has no host".to_string());
+        return Err(FetchProblem::NoHost);
     }
     Ok(url)
 }
@@ -323,7 +350,7 @@ fn same_origin(from: &Url, to: &Url) -> bool {
 
 /// The body as Markdown: HTML converted, text kept as it is; anything else
 /// is an error.
-fn to_markdown(content_type: &str, body: &[u8]) -> Result<String, String> {
+fn to_markdown(content_type: &str, body: &[u8]) -> Result<String, FetchProblem> {
     let mime = content_type.split(';').next().unwrap_or("").trim();
     let text = String::from_utf8_lossy(body);
     let is_html = mime == "text/html"
@@ -347,7 +374,9 @@ fn to_markdown(content_type: &str, body: &[u8]) -> Result<String, String> {
         return converter
             .convert(&text)
             .map(|md| md.trim().to_string())
-            .map_err(|e| format!("cannot convert the HTML: {e}"));
+            .map_err(|e| FetchProblem::Html {
+                error: e.to_string(),
+            });
     }
     let textual = mime.is_empty()
         || mime.starts_with("text/")
@@ -360,7 +389,9 @@ fn to_markdown(content_type: &str, body: &[u8]) -> Result<String, String> {
     if textual {
         Ok(text.into_owned())
     } else {
-        Err(format!("content of type {mime} is not text"))
+        Err(FetchProblem::NotText {
+            mime: mime.to_string(),
+        })
     }
 }
 

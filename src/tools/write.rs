@@ -5,7 +5,8 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::files::{self, Refusal};
+use super::files;
+use super::outcome::{FileAction, FileIo, IsDirectory, ToolFailed, WriteDone};
 use super::{Input, Tool, ToolContext, ToolOutput};
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -29,19 +30,20 @@ impl Tool for WriteTool {
             };
             let path = ctx.resolve(file_path);
             if path.is_dir() {
-                return ToolOutput::error(format!(
-                    "{} is a directory; cannot write it as a file",
-                    path.display()
-                ));
+                return ToolOutput::error(IsDirectory {
+                    tool: "Write".into(),
+                    path: path.display().to_string(),
+                });
             }
             let existed = path.exists();
             if let Some(parent) = path.parent()
                 && let Err(e) = tokio::fs::create_dir_all(parent).await
             {
-                return ToolOutput::error(format!(
-                    "Cannot create folder {}: {e}",
-                    parent.display()
-                ));
+                return ToolOutput::error(FileIo {
+                    action: FileAction::CreateFolder,
+                    path: parent.display().to_string(),
+                    error: e.to_string(),
+                });
             }
             let written = {
                 let path = path.clone();
@@ -51,25 +53,22 @@ impl Tool for WriteTool {
             };
             match written {
                 Ok(Ok(())) => {}
-                Ok(Err(Refusal::NotRegular(kind))) => {
-                    return files::not_regular("Write", &path, kind);
+                Ok(Err(refusal)) => {
+                    return files::refused("Write", FileAction::Write, &path, refusal);
                 }
-                Ok(Err(e)) => {
-                    return ToolOutput::error(format!(
-                        "Cannot write {}: {}",
-                        path.display(),
-                        e.describe()
-                    ));
+                Err(e) => {
+                    return ToolOutput::error(ToolFailed {
+                        tool: "Write".into(),
+                        error: e.to_string(),
+                    });
                 }
-                Err(e) => return ToolOutput::error(format!("Write failed: {e}")),
             }
-            let lines = content.lines().count();
-            let verb = if existed { "Overwrote" } else { "Created" };
-            ToolOutput::ok(format!(
-                "{verb} {} ({} bytes, {lines} lines)",
-                path.display(),
-                content.len()
-            ))
+            ToolOutput::ok(WriteDone {
+                path: path.display().to_string(),
+                existed,
+                bytes: content.len(),
+                lines: content.lines().count(),
+            })
         }
         .boxed()
     }
@@ -91,11 +90,11 @@ mod tests {
                 &ctx,
             )
             .await;
-        assert!(!out.is_error, "{}", out.text);
+        assert!(!out.is_error, "{}", out.text());
         let path = dir.path().join("a/b/c.txt");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "one\ntwo\n");
         assert_eq!(
-            out.text,
+            out.text(),
             format!("Created {} (8 bytes, 2 lines)", path.display())
         );
     }
@@ -112,7 +111,7 @@ mod tests {
                 &ctx,
             )
             .await;
-        assert!(out.text.starts_with("Overwrote"));
+        assert!(out.text().starts_with("Overwrote"));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
     }
 
@@ -123,11 +122,11 @@ mod tests {
         let out = WriteTool
             .call(json!({"file_path": "x", "content": 3}), &ctx)
             .await;
-        assert!(out.is_error && out.text.contains("`content` must be a string"));
+        assert!(out.is_error && out.text().contains("`content` must be a string"));
         let out = WriteTool
             .call(json!({"file_path": ".", "content": ""}), &ctx)
             .await;
-        assert!(out.is_error && out.text.contains("is a directory"));
+        assert!(out.is_error && out.text().contains("is a directory"));
         assert!(!dir.path().join("x").exists());
     }
 }

@@ -1,0 +1,293 @@
+//! The texts the runtime gives the model (tool-call errors, permission
+//! denials, sub-agent results and notifications, limits, hooks, skills,
+//! compaction, worktrees), as typed template contexts: one struct per
+//! template under `agents/templates/`. The tools' own outcomes are in
+//! `crate::tools::outcome`; system prompts in `super::prompt`.
+
+use crate::contexts;
+use crate::tools::outcome::Clip;
+
+use super::tasks::TaskStatus;
+
+/// A skill's text as a sub-agent gets it preloaded.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SkillText {
+    pub name: String,
+    pub dir: String,
+    pub body: String,
+}
+
+fn sample_skill() -> SkillText {
+    SkillText {
+        name: "release".into(),
+        dir: "/repo/.claude/skills/release".into(),
+        body: "Bump the version, then tag.".into(),
+    }
+}
+
+contexts! {
+    /// A call to a tool the session does not offer.
+    "error_no_such_tool" => pub struct NoSuchTool {
+        pub name: String = "Frobnicate".into(),
+    }
+
+    /// A tool call whose input is not JSON.
+    "error_invalid_json" => pub struct InvalidJson {
+        pub tool: String = "Read".into(),
+        pub error: String = "EOF while parsing an object at line 1 column 20".into(),
+    }
+
+    /// A tool call whose input does not fit the tool's schema.
+    "error_invalid_input" => pub struct InvalidInput {
+        pub tool: String = "Read".into(),
+        /// One problem per line.
+        pub issues: String = "/offset: \"x\" is not of type \"integer\"".into(),
+        pub plural: bool = false,
+    }
+
+    /// A PreToolUse hook (or the SDK's permission callback) blocked a call.
+    "error_hook_blocked" => pub struct HookBlocked {
+        pub tool: String = "Bash".into(),
+        pub reason: String = "no network from here".into(),
+    }
+
+    /// A permission rule, mode or the user refused a call.
+    "error_permission_denied" => pub struct PermissionDenied {
+        pub tool: String = "Bash".into(),
+        /// The rule or mode that decided.
+        pub reason: String = "rule `Bash(rm:*)` in .claude/settings.json".into(),
+        /// The decision was "ask".
+        pub asked: bool = true,
+        /// Someone could have answered.
+        pub interactive: bool = false,
+        /// What the user said when declining.
+        pub message: Option<String> = None,
+    }
+
+    /// WebFetch's request to the small model.
+    "web_fetch_prompt" => pub struct WebFetchPrompt {
+        pub url: String = "https://example.com/".into(),
+        pub markdown: Clip = Clip::whole("# Example".into()),
+        pub prompt: String = "What is this page about?".into(),
+    }
+
+    /// SendMessage, TaskOutput or TaskStop naming no known agent.
+    "error_unknown_task" => pub struct UnknownTask {
+        pub to: String = "reviewer".into(),
+        /// The caller's agents, comma-separated; empty: none.
+        pub known: String = "tester (a1b2c3d4)".into(),
+    }
+
+    /// A message queued for a running agent.
+    "send_message_queued" => pub struct MessageQueued {
+        pub to: String = "tester".into(),
+    }
+
+    /// A message that resumed an agent that had finished.
+    "send_message_resumed" => pub struct MessageResumed {
+        pub to: String = "tester".into(),
+    }
+
+    /// A sub-agent cancelled before it finished.
+    "error_cancelled" => pub struct SubagentCancelled {}
+
+    /// TaskOutput.
+    "task_output" => pub struct TaskOutputText {
+        pub task_id: String = "a1b2c3d4".into(),
+        pub status: TaskStatus = TaskStatus::Running,
+        pub output: Option<String> = Some("Halfway there.".into()),
+        pub output_file: Option<String> = Some("/tmp/s/agents/a1b2c3d4.jsonl".into()),
+    }
+
+    /// TaskStop.
+    "task_stop" => pub struct TaskStopped {
+        pub task_id: String = "a1b2c3d4".into(),
+        pub already: bool = true,
+        pub status: TaskStatus = TaskStatus::Completed,
+    }
+
+    /// A fork asked for inside a fork.
+    "error_fork_in_fork" => pub struct ForkInFork {}
+
+    /// The directive a fork child gets.
+    "fork_child" => pub struct ForkChild {
+        pub directive: String = "Find every caller of parse_config.".into(),
+    }
+
+    /// What the parent's Agent call shows in a fork child's history.
+    "fork_placeholder" => pub struct ForkPlaceholder {}
+
+    /// An agent type that does not exist.
+    "error_unknown_agent" => pub struct UnknownAgent {
+        pub agent_type: String = "reviewr".into(),
+        pub available: String = "Explore, Plan, general-purpose".into(),
+    }
+
+    /// An agent type the caller's `Agent(...)` does not allow.
+    "error_agent_type_not_allowed" => pub struct AgentTypeNotAllowed {
+        pub agent_type: String = "Plan".into(),
+        pub allowed: String = "Explore".into(),
+    }
+
+    /// An agent type a permission rule denies.
+    "error_denied_agent" => pub struct DeniedAgent {
+        pub agent_type: String = "Plan".into(),
+        pub rule: String = "Agent(Plan)".into(),
+        pub source: String = ".claude/settings.json".into(),
+    }
+
+    /// A spawn past `agents.max_depth`.
+    "error_max_depth" => pub struct MaxDepth {
+        pub agent_type: String = "Explore".into(),
+        pub max_depth: u32 = 3,
+    }
+
+    /// An agent whose required MCP servers are missing.
+    "error_mcp_required" => pub struct McpRequired {
+        pub agent_type: String = "db-admin".into(),
+        pub missing: String = "postgres".into(),
+        pub available: String = "docs".into(),
+    }
+
+    /// The skills a sub-agent's `skills:` preload.
+    "subagent_skills" => pub struct SubagentSkills {
+        pub skills: Vec<SkillText> = vec![sample_skill()],
+    }
+
+    /// An agent started in the background.
+    "result_async_launched" => pub struct AsyncLaunched {
+        pub agent_id: String = "a1b2c3d4".into(),
+        pub output_file: String = "/tmp/s/agents/a1b2c3d4.jsonl".into(),
+        pub can_read_output: bool = true,
+    }
+
+    /// A sub-agent that ended without text.
+    "result_empty" => pub struct ResultEmpty {}
+
+    /// The lines after a sub-agent's result.
+    "result_trailer" => pub struct ResultTrailer {
+        pub agent_id: String = "a1b2c3d4".into(),
+        pub worktree_path: Option<String> = Some("/repo/.cadre/worktrees/agent-a1b2c3d4".into()),
+        pub worktree_branch: Option<String> = Some("agent-a1b2c3d4".into()),
+        pub total_tokens: u64 = 12_345,
+        pub tool_uses: u32 = 7,
+        pub duration_ms: u64 = 4_200,
+    }
+
+    /// A sub-agent that failed.
+    "error_subagent_failed" => pub struct SubagentFailed {
+        pub description: String = "Find callers".into(),
+        pub error: String = "the provider answered 529 overloaded".into(),
+        pub worktree_path: Option<String> = None,
+        pub worktree_branch: Option<String> = None,
+    }
+
+    /// A background agent that ended, for its parent's next turn.
+    "task_notification" => pub struct TaskNotification {
+        pub task_id: String = "a1b2c3d4".into(),
+        pub tool_use_id: String = "toolu_01".into(),
+        pub output_file: String = "/tmp/s/agents/a1b2c3d4.jsonl".into(),
+        pub status: TaskStatus = TaskStatus::Failed,
+        pub description: String = "Find callers".into(),
+        pub error: Option<String> = Some("stopped by the stall limit".into()),
+        pub result: Option<String> = Some("Found 3 callers.".into()),
+        pub total_tokens: u64 = 12_345,
+        pub tool_uses: u32 = 7,
+        pub duration_ms: u64 = 4_200,
+        pub worktree_path: Option<String> = Some("/repo/.cadre/worktrees/agent-a1b2c3d4".into()),
+        pub worktree_branch: Option<String> = Some("agent-a1b2c3d4".into()),
+    }
+
+    /// A task ended by `agents.task_timeout_ms`.
+    "limit_task_timeout" => pub struct LimitTaskTimeout {
+        pub ms: u64 = 600_000,
+    }
+
+    /// A background task ended by `agents.stall_timeout_ms`.
+    "limit_stall" => pub struct LimitStall {
+        pub ms: u64 = 600_000,
+    }
+
+    /// A sub-agent ended by `agents.task_token_budget`.
+    "limit_task_tokens" => pub struct LimitTaskTokens {
+        pub budget: u64 = 200_000,
+        pub used: u64 = 201_500,
+    }
+
+    /// A run ended by `agents.run_wait_ceiling_ms`.
+    "limit_run_wait" => pub struct LimitRunWait {
+        pub ms: u64 = 1_800_000,
+    }
+
+    /// TodoWrite done.
+    "todo_write_result" => pub struct TodoWriteResult {
+        pub total: usize = 4,
+        pub pending: usize = 2,
+        pub in_progress: usize = 1,
+        pub completed: usize = 1,
+    }
+
+    /// Skill naming no skill.
+    "error_unknown_skill" => pub struct UnknownSkill {
+        pub name: String = "relase".into(),
+        pub known: String = "release, review".into(),
+    }
+
+    /// A skill loaded by the Skill tool.
+    "skill_loaded" => pub struct SkillLoaded {
+        pub name: String = "release".into(),
+        pub dir: String = "/repo/.claude/skills/release".into(),
+        pub body: String = "Bump the version, then tag.".into(),
+        pub args: String = "1.2.0".into(),
+    }
+
+    /// A hook's `additionalContext`.
+    "hook_context" => pub struct HookContext {
+        pub event: String = "PostToolUse".into(),
+        pub context: String = "The build is green.".into(),
+    }
+
+    /// A SubagentStop hook that sent the agent back to work.
+    "hook_stop_feedback" => pub struct HookStopFeedback {
+        pub reason: String = "the tests were not run".into(),
+    }
+
+    /// The result of a tool call cut short by a cancel.
+    "tool_cancelled" => pub struct ToolCancelled {}
+
+    /// The assistant turn that stands for an answer cut short by a cancel.
+    "turn_interrupted" => pub struct TurnInterrupted {}
+
+    /// Asks the model to go on after its answer hit the output limit.
+    "max_tokens_recovery" => pub struct MaxTokensRecovery {
+        pub max_tokens: u32 = 8192,
+    }
+
+    /// Asks the model for a summary of the conversation.
+    "compact_request" => pub struct CompactRequest {
+        pub instructions: Option<String> = Some("Keep the failing test names.".into()),
+    }
+
+    /// The summary that replaces the compacted messages.
+    "compact_summary" => pub struct CompactSummary {
+        pub summary: String = "We fixed the parser; the CLI is next.".into(),
+        pub replaced: usize = 40,
+        /// Messages kept after the summary (0 or 2).
+        pub kept: usize = 2,
+    }
+
+    /// A worktree that could not be made.
+    "error_worktree" => pub struct WorktreeFailed {
+        pub not_a_repo: bool = false,
+        pub cwd: String = "/tmp/x".into(),
+        pub no_commits: bool = false,
+        pub root: String = "/repo".into(),
+        pub error: String = "fatal: invalid reference".into(),
+    }
+
+    /// A fork child told it works in a worktree.
+    "worktree_notice" => pub struct WorktreeNotice {
+        pub worktree_path: String = "/repo/.cadre/worktrees/agent-a1b2c3d4".into(),
+        pub parent_cwd: String = "/repo".into(),
+    }
+}

@@ -1,0 +1,331 @@
+//! The guard against model-facing text in Rust literals (a test only).
+//!
+//! Tool results are safe by construction: a `ToolOutput` can only be built
+//! from a template context, and `Templates` renders only typed contexts.
+//! What types cannot stop is a prose literal passed around as a `String`
+//! (an `Err(format!("…"))` that becomes a tool result, a text block built
+//! in place). So this test reads the modules that produce what the model
+//! sees and fails on any string literal that reads as prose (two words in a
+//! row), outside tests, logs, error-type attributes and the lines listed
+//! below with the reason each is not model-facing.
+
+use std::path::{Path, PathBuf};
+
+/// Folders and files whose code builds what the model reads.
+const SCOPE: &[&str] = &[
+    "tools",
+    "runtime",
+    "agent_tool",
+    "mcp/tool.rs",
+    "mcp/resources.rs",
+    "mcp/client.rs",
+];
+
+/// Files in scope that hold no model-facing text, and why.
+const SKIP_FILES: &[(&str, &str)] = &[
+    (
+        "tools/outcome.rs",
+        "context declarations: its literals are samples",
+    ),
+    (
+        "runtime/texts.rs",
+        "context declarations: its literals are samples",
+    ),
+    (
+        "tools/spec.rs",
+        "tool-schema file diagnostics, for the user",
+    ),
+    ("runtime/resume.rs", "transcript diagnostics, for the user"),
+    ("runtime/transcript.rs", "transcript file names"),
+];
+
+/// Single lines in scope whose prose is not for the model: (file, text
+/// on the line, why).
+const ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "mcp/client.rs",
+        "the server asked for more input",
+        "an error for the MCP server",
+    ),
+    (
+        "mcp/client.rs",
+        "sampling is off in cadre",
+        "an error for the MCP server",
+    ),
+    (
+        "runtime/exec.rs",
+        "wants to use",
+        "the question put to the user in chat",
+    ),
+    (
+        "runtime/compact.rs",
+        "prompt is too long",
+        "matches a provider's error",
+    ),
+    (
+        "runtime/compact.rs",
+        "maximum context length",
+        "matches a provider's error",
+    ),
+    (
+        "runtime/hooks.rs",
+        "hooks: expected a mapping",
+        "settings diagnostic",
+    ),
+    (
+        "runtime/hooks.rs",
+        "unknown event; cadre fires",
+        "settings diagnostic",
+    ),
+    (
+        "runtime/hooks.rs",
+        "expected a mapping, found",
+        "settings diagnostic",
+    ),
+    (
+        "runtime/hooks.rs",
+        "expected a hook mapping",
+        "settings diagnostic",
+    ),
+    (
+        "runtime/hooks.rs",
+        "is not supported; only `command`",
+        "settings diagnostic",
+    ),
+    (
+        "runtime/hooks.rs",
+        "a hook needs a `command`",
+        "settings diagnostic",
+    ),
+    (
+        "runtime/hooks.rs",
+        "cannot start `sh -c`",
+        "logged, not sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "waiting for the hook failed",
+        "logged, not sent",
+    ),
+    (
+        "runtime/prompt.rs",
+        "(no file)",
+        "names an agent file in a spawn error",
+    ),
+    (
+        "runtime/prompt.rs",
+        "agent {} in {file}",
+        "names an agent file in a spawn error",
+    ),
+    (
+        "runtime/prompt.rs",
+        "Run the tests before committing.",
+        "a sample",
+    ),
+    (
+        "runtime/worktree.rs",
+        "cannot run git",
+        "the git helper's error, shared with the CLI",
+    ),
+    (
+        "tools/web_fetch.rs",
+        "text/markdown, text/html",
+        "an HTTP Accept header",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "unknown tool",
+        "`agents show --effective`, for the user",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "denied by the permission rule",
+        "`agents show --effective`",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "listed in disallowedTools",
+        "`agents show --effective`",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "only an interactive main session",
+        "`agents show --effective`",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "sub-agent tools need `Agent`",
+        "`agents show --effective`",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "is not configured",
+        "`agents show --effective`",
+    ),
+    (
+        "agent_tool/pool.rs",
+        "All tools",
+        "the Agent description's tools column (left: shared with `agents show`)",
+    ),
+];
+
+/// Statements whose literals are never sent to the model.
+const QUIET: &[&str] = &[
+    "tracing::",
+    "warn!(",
+    "info!(",
+    "debug!(",
+    "#[error(",
+    ".expect(",
+    "panic!(",
+    "#[serde(",
+    "#[arg(",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The string literals on `line` (escapes kept), and whether the rest
+/// after them is a comment. Raw strings are read like plain ones.
+fn literals(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    let mut prev = ' ';
+    while let Some(c) = chars.next() {
+        if c == '/' && chars.peek() == Some(&'/') {
+            break;
+        }
+        // A char literal such as '"' is not a string.
+        if c == '\'' && prev != 'b' {
+            let rest: String = chars.clone().take(3).collect();
+            if rest.starts_with("\"'") || rest.starts_with("\\\"'") {
+                for _ in 0..rest.find('\'').unwrap_or(0) + 1 {
+                    chars.next();
+                }
+                continue;
+            }
+        }
+        if c == '"' {
+            let mut s = String::new();
+            while let Some(d) = chars.next() {
+                match d {
+                    '\\' => {
+                        s.push(d);
+                        if let Some(e) = chars.next() {
+                            s.push(e);
+                        }
+                    }
+                    '"' => break,
+                    _ => s.push(d),
+                }
+            }
+            out.push(s);
+        }
+        prev = c;
+    }
+    out
+}
+
+/// Two words in a row: text a person (or a model) reads.
+fn is_prose(s: &str) -> bool {
+    let word = |w: &str| {
+        let w = w.trim_matches(|c: char| "`'({[<*_".contains(c));
+        w.chars().take_while(char::is_ascii_alphabetic).count() >= 2
+    };
+    let tokens: Vec<&str> = s.split_whitespace().collect();
+    tokens.windows(2).any(|p| word(p[0]) && word(p[1]))
+}
+
+#[test]
+fn no_prose_literal_where_model_text_is_built() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for s in SCOPE {
+        let p = src.join(s);
+        if p.is_dir() {
+            rust_files(&p, &mut files);
+        } else {
+            files.push(p);
+        }
+    }
+    files.sort();
+    let mut found = Vec::new();
+    let mut used = vec![false; ALLOWED.len()];
+    for file in &files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .into_owned();
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if SKIP_FILES.iter().any(|(f, _)| *f == rel) || name.contains("tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let mut quiet_depth: i64 = 0;
+        for (n, line) in text.lines().enumerate() {
+            if line.starts_with("#[cfg(test)]") {
+                break;
+            }
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("//") {
+                continue;
+            }
+            if quiet_depth <= 0 && QUIET.iter().any(|q| line.contains(q)) {
+                quiet_depth = 0;
+                quiet_depth += line.matches('(').count() as i64 - line.matches(')').count() as i64;
+                continue;
+            }
+            if quiet_depth > 0 {
+                quiet_depth += line.matches('(').count() as i64 - line.matches(')').count() as i64;
+                continue;
+            }
+            for lit in literals(line).into_iter().filter(|l| is_prose(l)) {
+                match ALLOWED
+                    .iter()
+                    .position(|(f, t, _)| *f == rel && line.contains(t))
+                {
+                    Some(i) => used[i] = true,
+                    None => found.push(format!("src/{rel}:{}: \"{lit}\"", n + 1)),
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "text for the model belongs in a template (agents/templates/*.hbs with a typed \
+         context in tools/outcome.rs or runtime/texts.rs), not in a Rust literal:\n{}",
+        found.join("\n")
+    );
+    let stale: Vec<_> = ALLOWED
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|((f, t, _), _)| format!("{f}: {t}"))
+        .collect();
+    assert!(stale.is_empty(), "allowed lines no longer found: {stale:?}");
+}
+
+#[test]
+fn the_prose_test_tells_prose_from_data() {
+    assert!(is_prose("File does not exist: {shown}"));
+    assert!(is_prose("`{key}` must be a string"));
+    assert!(!is_prose("main.jsonl"));
+    assert!(!is_prose("{line_no:>6}"));
+    assert!(!is_prose("permissions.deny"));
+    assert_eq!(
+        literals(r#"let a = "x y"; f('"', "b c") // "not this""#),
+        vec!["x y".to_string(), "b c".to_string()]
+    );
+}
