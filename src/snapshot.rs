@@ -117,6 +117,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         managed_root: &input.load.managed_root(),
         project_root: &config.trust_root,
         trusted: config.trusted,
+        sources: input.load.cli.setting_sources.as_deref(),
     });
     for (from, target) in &memory.skipped_imports {
         skipped.push(config::Skipped {

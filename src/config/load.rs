@@ -36,6 +36,16 @@ pub struct CliOverrides {
     /// `--trust`: obey the project's settings in full for this run, as if
     /// the folder were trusted.
     pub trust: bool,
+    /// `--settings FILE|JSON`: the `flag` layer (a file's path, or a JSON
+    /// object as text).
+    pub settings: Option<String>,
+    /// `--setting-sources`: the user, project and local layers to read
+    /// (`None`: all of them).
+    pub setting_sources: Option<Vec<Scope>>,
+    /// `--allowedTools` and `--disallowedTools`: rules the `cli` layer adds
+    /// to the permission lists.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
 }
 
 /// Everything settings depend on, so that loading is a plain function.
@@ -119,7 +129,7 @@ impl fmt::Display for ConfigError {
 }
 
 impl ConfigError {
-    fn one(d: Diagnostic) -> Self {
+    pub(super) fn one(d: Diagnostic) -> Self {
         ConfigError {
             diagnostics: vec![d],
         }
@@ -231,6 +241,8 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     for f in files.iter().filter(|f| f.read) {
         let mut doc = read_layer(f, &mut warnings, &mut ignored, &mut bypass_disabled_by)?;
         let base = match f.format {
+            // `--settings` names folders relative to the working directory.
+            _ if f.scope == Scope::Flag => input.cwd.clone(),
             // `.claude/settings.json` names folders relative to the project.
             Format::Claude => f
                 .path
@@ -366,13 +378,16 @@ fn read_layer(
         unknown_keys(&p, &node, warnings);
         return Ok(LayerDoc::from_node(f.scope, &p, &node));
     }
-    let text = fs_err::read_to_string(path).map_err(|e| {
-        ConfigError::one(Diagnostic::error(
-            Some(path),
-            None,
-            format!("cannot read: {e}"),
-        ))
-    })?;
+    let text = match &f.inline {
+        Some(t) => t.clone(),
+        None => fs_err::read_to_string(path).map_err(|e| {
+            ConfigError::one(Diagnostic::error(
+                Some(path),
+                None,
+                format!("cannot read: {e}"),
+            ))
+        })?,
+    };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim().is_empty() {
         return Ok(LayerDoc::new(
