@@ -176,7 +176,14 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         }
     }
     // Malformed rules were reported above, with their positions.
-    let rules = Arc::new(crate::permissions::Rules::parse(&config.settings.permissions).0);
+    let mut rules = crate::permissions::Rules::parse(&config.settings.permissions).0;
+    rules.cite(|list, text| {
+        config
+            .origins
+            .of_item(&format!("permissions.{list}"), text)
+            .map(|o| o.to_string())
+    });
+    let rules = Arc::new(rules);
     Ok(Snapshot {
         generation,
         rules,
