@@ -110,8 +110,9 @@ pub struct AgentDef {
     pub background: bool,
     pub isolation: Option<Isolation>,
     pub color: Option<Color>,
-    /// Per-agent hooks, kept as written (validated as a mapping).
-    pub hooks: Option<Value>,
+    /// Per-agent hooks, resolved when the file was read (bad entries were
+    /// reported and left out).
+    pub hooks: Option<crate::config::Hooks>,
     pub mcp_servers: Vec<Value>,
     pub required_mcp_servers: Vec<String>,
     pub skills: Vec<String>,

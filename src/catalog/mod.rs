@@ -10,6 +10,7 @@
 mod builtin;
 mod def;
 mod frontmatter;
+mod hooks;
 mod load;
 mod memory;
 mod parse;

@@ -225,7 +225,7 @@ pub(super) fn resolve(
                 None => ctx.warn(v.pos, expected("color", &one_of(Color::NAMES), v)),
             },
             "hooks" => match &v.kind {
-                Kind::Map(_) => def.hooks = Some(v.to_json()),
+                Kind::Map(_) => def.hooks = Some(super::hooks::frontmatter_hooks(v, ctx)),
                 _ => ctx.warn(
                     v.pos,
                     format!(

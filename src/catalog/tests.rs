@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::*;
-use crate::config::PermissionMode;
+use crate::config::{HookEvent, PermissionMode};
 use crate::diagnostic::{Diagnostic, Severity};
 
 fn md(front: &str) -> String {
@@ -227,10 +227,118 @@ fn color() {
 fn hooks() {
     let (def, diags) = ok_md(&format!("{HEAD}hooks:\n  Stop:\n    - command: echo hi\n"));
     assert!(diags.is_empty());
-    assert_eq!(def.hooks, Some(json!({"Stop": [{"command": "echo hi"}]})));
+    let hooks = def.hooks.unwrap();
+    assert_eq!(hooks.0.len(), 1);
+    assert_eq!(hooks.0[0].event, HookEvent::SubagentStop);
+    assert_eq!(hooks.0[0].command, "echo hi");
     let (def, diags) = ok_md(&format!("{HEAD}hooks: [a]\n"));
     assert_eq!(def.hooks, None);
     assert!(one_warning(&diags).starts_with("4:8 hooks: expected a mapping"));
+}
+
+/// What a resolved hook list says, as (event, matcher, command, timeout).
+fn hook_rows(def: &AgentDef) -> Vec<(HookEvent, Option<String>, String, u64)> {
+    def.hooks
+        .iter()
+        .flat_map(|h| h.0.iter())
+        .map(|h| {
+            (
+                h.event,
+                h.matcher.text().map(str::to_string),
+                h.command.clone(),
+                h.timeout_ms,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hooks_in_claude_code_shape_with_timeout_in_seconds() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - {{type: command, command: ./check.sh, timeout: 5}}\n        - {{type: command, command: ./log.sh}}\n  Stop:\n    - hooks: [{{type: command, command: ./done.sh, timeout: \"2\"}}]\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    let bash = Some("Bash".to_string());
+    assert_eq!(
+        hook_rows(&def),
+        [
+            (
+                HookEvent::PreToolUse,
+                bash.clone(),
+                "./check.sh".into(),
+                5000
+            ),
+            (
+                HookEvent::PreToolUse,
+                bash,
+                "./log.sh".into(),
+                crate::config::DEFAULT_HOOK_TIMEOUT_MS
+            ),
+            (HookEvent::SubagentStop, None, "./done.sh".into(), 2000),
+        ]
+    );
+}
+
+#[test]
+fn hooks_in_the_flat_shape_and_single_objects() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  PostToolUse: {{matcher: Read, command: echo hi, timeout_ms: \"250\"}}\n  SubagentStart: [{{command: echo start}}]\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(
+        hook_rows(&def),
+        [
+            (
+                HookEvent::PostToolUse,
+                Some("Read".into()),
+                "echo hi".into(),
+                250
+            ),
+            (
+                HookEvent::SubagentStart,
+                None,
+                "echo start".into(),
+                crate::config::DEFAULT_HOOK_TIMEOUT_MS
+            ),
+        ]
+    );
+}
+
+#[test]
+fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  Notification: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: prompt, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
+    ));
+    let rows = hook_rows(&def);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].2, "ok");
+    let texts: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect();
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    assert!(
+        texts[0].starts_with("5:3 hooks.Notification: unknown event"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].starts_with("7:7 hooks.PreToolUse: a hook needs a `command`"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[2].contains("hook type \"prompt\" is not supported"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[3].starts_with("9:7 hooks.PreToolUse: expected a mapping"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[4]
+            .starts_with("10:16 hooks.PreToolUse: matcher \"[\" is not a valid regular expression"),
+        "{texts:?}"
+    );
+    assert!(diags[4].is_error());
 }
 
 #[test]

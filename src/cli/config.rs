@@ -168,27 +168,6 @@ fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
     for def in snap.catalog.agents.values() {
         // (message, text to look for in the file to place it)
         let mut problems: Vec<(String, Option<String>)> = Vec::new();
-        if let Some(h) = &def.hooks {
-            let (hooks, bad) = crate::runtime::hooks::frontmatter_hooks(h);
-            problems.extend(bad.into_iter().map(|b| (b, None)));
-            for (event, hook) in hooks {
-                if let Some(m) = hook.matcher.as_deref().map(str::trim)
-                    && !m.is_empty()
-                    && m != "*"
-                    && let Err(e) = regex::Regex::new(&format!("^(?:{m})$"))
-                {
-                    let why = e.to_string();
-                    problems.push((
-                        format!(
-                            "hooks.{}: matcher {m:?} is not a valid regular expression ({})",
-                            event.as_str(),
-                            why.lines().last().unwrap_or("invalid").trim()
-                        ),
-                        Some(m.to_string()),
-                    ));
-                }
-            }
-        }
         let (_, _, bad) = crate::mcp::scoped_servers(&def.mcp_servers);
         problems.extend(bad.into_iter().map(|b| (b, None)));
         let text = def
