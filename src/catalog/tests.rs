@@ -349,7 +349,20 @@ fn mcp_servers_and_required() {
     let (def, diags) = ok_md(&front);
     assert_eq!(
         def.mcp_servers,
-        vec![json!("github"), json!({"local": {"command": "srv"}})]
+        vec![
+            AgentMcpServer::Named("github".into()),
+            AgentMcpServer::Inline {
+                name: "local".into(),
+                config: crate::config::McpServerConfig {
+                    command: Some("srv".into()),
+                    ..Default::default()
+                }
+            }
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(&def.mcp_servers).unwrap(),
+        json!(["github", {"local": {"command": "srv", "args": [], "env": {}, "headers": {}}}])
     );
     assert_eq!(def.required_mcp_servers, ["github", "x"]);
     let pos: Vec<(usize, usize)> = diags
@@ -789,7 +802,7 @@ fn plugin_agents_are_namespaced_and_keep_no_mode_hooks_or_servers() {
         Some(crate::config::PermissionMode::BypassPermissions)
     );
     assert!(r.hooks.is_none());
-    assert_eq!(r.mcp_servers, vec![serde_json::json!("shared")]);
+    assert_eq!(r.mcp_servers, vec![AgentMcpServer::Named("shared".into())]);
     let fields: Vec<(&str, &str)> = removed.iter().map(|(a, f, _)| (a.as_str(), *f)).collect();
     assert_eq!(fields, [("r", "hooks"), ("r", "mcpServers")]);
 
@@ -802,4 +815,27 @@ fn plugin_agents_are_namespaced_and_keep_no_mode_hooks_or_servers() {
     });
     assert!(trusted.restrict(true).is_empty());
     assert!(trusted.get("r").unwrap().hooks.is_some());
+}
+
+#[test]
+fn inline_mcp_servers_are_checked_when_read_and_bad_ones_left_out() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}mcpServers:\n  - local:\n      command: srv\n      args: [a]\n  - broken:\n      args: []\n  - mistyped:\n      type: http\n      command: srv\n"
+    ));
+    let names: Vec<&str> = def.mcp_servers.iter().map(AgentMcpServer::name).collect();
+    assert_eq!(names, ["local"]);
+    let texts: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].starts_with("8:5 mcpServers.broken: needs a `command`"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].starts_with("10:5 mcpServers.mistyped: has `type: \"http\"`"),
+        "{texts:?}"
+    );
+    assert!(diags.iter().all(Diagnostic::is_error));
 }
