@@ -168,11 +168,16 @@ impl Loader<'_, '_> {
             return;
         }
         self.seen.push(canonical);
-        let mut text = match fs_err::read_to_string(path) {
-            Ok(t) => t,
+        // One byte past the limit is enough to know it was cut.
+        let read = crate::raw::read_prefix(path, MAX_MEMORY_BYTES as u64 + 1);
+        let mut text = match read {
+            Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {
-                self.diags
-                    .push(Diagnostic::warning(Some(path), None, e.to_string()));
+                self.diags.push(Diagnostic::warning(
+                    Some(path),
+                    None,
+                    format!("cannot read: {e}"),
+                ));
                 return;
             }
         };

@@ -23,6 +23,10 @@ use super::trust::{self, TrustStore};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{self, Kind, Node};
 
+/// Settings files larger than this are an error (a settings file is a
+/// page or two; this bounds what a repository's file can make cadre read).
+pub const MAX_SETTINGS_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The embedded lowest layer: flag declarations and model aliases.
 pub const DEFAULTS_TOML: &str = include_str!("../../config/defaults.toml");
 
@@ -380,13 +384,8 @@ fn read_layer(
     }
     let text = match &f.inline {
         Some(t) => t.clone(),
-        None => fs_err::read_to_string(path).map_err(|e| {
-            ConfigError::one(Diagnostic::error(
-                Some(path),
-                None,
-                format!("cannot read: {e}"),
-            ))
-        })?,
+        None => raw::read_text(path, MAX_SETTINGS_BYTES)
+            .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), None, e)))?,
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim().is_empty() {
@@ -469,13 +468,8 @@ fn read_file(path: &Path) -> Result<(PathBuf, Node), ConfigError> {
             "unsupported config file extension; expected .toml, .yaml or .yml",
         ))
     })?;
-    let text = fs_err::read_to_string(path).map_err(|e| {
-        ConfigError::one(Diagnostic::error(
-            Some(path),
-            None,
-            format!("cannot read: {e}"),
-        ))
-    })?;
+    let text = raw::read_text(path, MAX_SETTINGS_BYTES)
+        .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), None, e)))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let parsed = match format {
         FileFormat::Toml => raw::parse_toml(text),

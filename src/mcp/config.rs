@@ -50,10 +50,10 @@ pub fn read_mcp_json(
     let mut servers = BTreeMap::new();
     let mut diags = Vec::new();
     for path in mcp_json_paths(cwd) {
-        let text = match fs_err::read_to_string(&path) {
+        let text = match crate::raw::read_text(&path, crate::config::MAX_SETTINGS_BYTES) {
             Ok(t) => t,
             Err(e) => {
-                diags.push(Diagnostic::warning(Some(&path), None, e.to_string()));
+                diags.push(Diagnostic::warning(Some(&path), None, e));
                 continue;
             }
         };
