@@ -318,7 +318,17 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
             layers::merge(&mut acc, &doc, &mut origins);
         }
     }
-    let env = env_layer(input, &acc, &mut warnings);
+    let mut env = env_layer(input, &acc, &mut warnings);
+    if let Some(v) = env.take(&["agents", "managed_dirs"]) {
+        let var = env.origin("agents.managed_dirs").source;
+        if v.as_array().is_none_or(|a| !a.is_empty()) {
+            warnings.push(Diagnostic::warning(
+                Some(Path::new(&var)),
+                None,
+                "`agents.managed_dirs` is ignored here: only managed settings (/etc/cadre/cadre.toml) may set it",
+            ));
+        }
+    }
     layers::merge(&mut acc, &env, &mut origins);
     let mut cli = cli_layer(&input.cli);
     cli.resolve_dirs(&input.cwd);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::config::McpServerConfig;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Pos};
 
 /// The `.mcp.json` files that apply to `cwd`, farthest first: every folder
 /// from the git root (or `cwd` alone outside a repository) down to `cwd`.
@@ -62,16 +62,25 @@ pub fn read_mcp_json(
             Err(e) => {
                 diags.push(Diagnostic::warning(
                     Some(&path),
-                    None,
+                    Some(Pos::new(e.line().max(1), e.column().max(1))),
                     format!("not valid JSON ({e}); its MCP servers are ignored"),
                 ));
                 continue;
             }
         };
+        // Positions come from the YAML reader (JSON is YAML); JSON's own
+        // parser has decided what is valid.
+        let tree = crate::raw::parse_yaml(&text).ok();
+        let key_pos = |name: &str| {
+            tree.as_ref()
+                .and_then(|t| t.get("mcpServers"))
+                .and_then(|m| m.entry(name))
+                .map(|(k, _)| k.pos)
+        };
         let Some(entries) = doc.get("mcpServers").and_then(Value::as_object) else {
             diags.push(Diagnostic::warning(
                 Some(&path),
-                None,
+                tree.as_ref().map(|t| t.pos),
                 "expected an object with an `mcpServers` object; ignored",
             ));
             continue;
@@ -83,7 +92,7 @@ pub fn read_mcp_json(
                 }
                 Err(why) => diags.push(Diagnostic::warning(
                     Some(&path),
-                    None,
+                    key_pos(name),
                     format!("mcpServers.{name}: {why}; this server is ignored"),
                 )),
             }

@@ -455,3 +455,47 @@ fn marker_free(dir: &Path) -> bool {
         .flatten()
         .all(|e| !e.file_name().to_string_lossy().ends_with(".marker"))
 }
+
+#[test]
+fn config_validate_places_mcp_json_entries_and_agents_inline_servers() {
+    let p = repo();
+    p.write(
+        ".mcp.json",
+        "{\n  \"mcpServers\": {\n    \"ok\": {\"command\": \"true\"},\n    \"bad\": {}\n  }\n}\n",
+    );
+    let agent = p.write(
+        ".claude/agents/a.md",
+        "---\nname: a\ndescription: d\nmcpServers:\n  - shared\n  - mine:\n      type: http\n      command: srv\n---\nx\n",
+    );
+    let out = p.run(None, &["config", "validate"]);
+    assert_eq!(out.code, 1, "{}", out.stdout);
+    let mcp = p.path().join(".mcp.json").display().to_string();
+    assert!(
+        out.stdout.contains(&format!(
+            "{mcp}:4:5: warning: mcpServers.bad: needs a `command`"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "{}:6:5: error: mcpServers.mine: has `type: \"http\"` but a `command`",
+            agent.display()
+        )),
+        "{}",
+        out.stdout
+    );
+    // An environment variable cannot name the managed agent folders either.
+    let mut p = p;
+    p.env("CADRE_AGENTS__MANAGED_DIRS", "[\"sneaky\"]");
+    let show = p.run(None, &["config", "show", "--json"]);
+    assert_eq!(show.json()["settings"]["agents"]["managed_dirs"], json!([]));
+    let validate = p.run(None, &["config", "validate"]);
+    assert!(
+        validate
+            .stdout
+            .contains("CADRE_AGENTS__MANAGED_DIRS: warning: `agents.managed_dirs` is ignored"),
+        "{}",
+        validate.stdout
+    );
+}
