@@ -284,6 +284,22 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
                     origin: origin.to_string(),
                 });
             }
+            // Where transcripts are written, and old ones removed
+            // (`cleanupPeriodDays`), stays inside the project.
+            let dir = doc
+                .value
+                .get("transcripts")
+                .and_then(|t| t.get("dir"))
+                .and_then(Value::as_str)
+                .map(|d| trust::resolve_path(&input.cwd.join(d)));
+            if dir.is_some_and(|d| !d.starts_with(&trust_root)) {
+                let origin = doc.origin("transcripts.dir");
+                doc.take(&["transcripts", "dir"]);
+                skipped.push(Skipped {
+                    what: "transcripts.dir (outside the project)".into(),
+                    origin: origin.to_string(),
+                });
+            }
             for key in trust::GUARDED_KEYS {
                 let origin = doc.origin(&key.join("."));
                 let empty = |v: &Value| match v {

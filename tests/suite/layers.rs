@@ -499,3 +499,55 @@ fn config_validate_places_mcp_json_entries_and_agents_inline_servers() {
         validate.stdout
     );
 }
+
+#[test]
+fn an_untrusted_clone_cannot_write_or_clean_sessions_outside_itself() {
+    // Another project of the user's, with an old session.
+    let other = repo();
+    let old = other.write(
+        ".cadre/sessions/20200101T000000-0000abcd/main.jsonl",
+        "{}\n",
+    );
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 24 * 3600);
+    for path in [old.clone(), old.parent().unwrap().to_path_buf()] {
+        std::fs::File::open(&path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    let sessions = other.path().join(".cadre/sessions");
+    // A clone that points its transcripts there, once by path and once
+    // through a link that looks like its own folder, and asks for cleanup.
+    let clone = Project::untrusted();
+    git(clone.path(), &["init", "-q", "-b", "main"]);
+    clone.write(".claude/settings.json", r#"{"cleanupPeriodDays": 1}"#);
+    std::os::unix::fs::symlink(&sessions, clone.path().join("logs")).unwrap();
+    for dir in [sessions.display().to_string(), "logs/x/..".to_string()] {
+        let mut clone_cfg = std::fs::read_to_string(clone.path().join("cadre.toml")).unwrap();
+        clone_cfg.push_str(&format!("\n[transcripts]\ndir = {dir:?}\n"));
+        clone.write("cadre.toml", &clone_cfg);
+        let server = server(vec![]);
+        let run = clone.run(Some(&server), &["run", "go"]);
+        run.ok();
+        assert!(old.exists(), "{dir}: {}", run.stderr);
+        let entries = std::fs::read_dir(&sessions).unwrap().count();
+        assert_eq!(
+            entries, 1,
+            "{dir}: a session was written to the other project"
+        );
+        assert!(
+            run.stderr.contains("transcripts.dir (outside the project)"),
+            "{}",
+            run.stderr
+        );
+        assert!(
+            run.stderr.contains("transcripts.cleanup_period_days"),
+            "{}",
+            run.stderr
+        );
+        clone.write(
+            "cadre.toml",
+            &clone_cfg.replace(&format!("\n[transcripts]\ndir = {dir:?}\n"), ""),
+        );
+    }
+}
