@@ -13,6 +13,45 @@ use serde_json::Value;
 
 use crate::diagnostic::Pos;
 
+/// Reads at most `max` bytes of a regular file; the flag says there was
+/// more. Whatever size a file claims (a symbolic link in a repository may
+/// point at `/proc`, a device or a FIFO), no more than `max + 1` bytes are
+/// held, and anything but a regular file is refused without blocking.
+pub fn read_prefix(path: &std::path::Path, max: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    let more = bytes.len() as u64 > max;
+    bytes.truncate(usize::try_from(max).unwrap_or(usize::MAX).min(bytes.len()));
+    Ok((bytes, more))
+}
+
+/// A whole text file of at most `max` bytes (see [`read_prefix`]); the
+/// error says what is wrong, for a diagnostic.
+pub fn read_text(path: &std::path::Path, max: u64) -> Result<String, String> {
+    let (bytes, more) = read_prefix(path, max).map_err(|e| format!("cannot read: {e}"))?;
+    if more {
+        return Err(format!("larger than the {max}-byte limit; not read"));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not valid UTF-8 (at byte {}); not read",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// A value and the position where it starts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {

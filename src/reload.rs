@@ -349,7 +349,13 @@ const CONFIG_CANDIDATES: &[&str] = &[
 pub fn targets(snap: &Snapshot, input: &SnapshotInput) -> Targets {
     let mut files: Vec<PathBuf> = snap.config.path.iter().cloned().collect();
     // Every layer's settings file, read now or not (created later).
-    files.extend(snap.config.files.iter().map(|f| f.path.clone()));
+    files.extend(
+        snap.config
+            .files
+            .iter()
+            .filter(|f| f.on_disk())
+            .map(|f| f.path.clone()),
+    );
     // Memory files and their imports.
     files.extend(snap.memory.watched.iter().cloned());
     let explicit = input.load.config.is_some() || input.load.env_var("CADRE_CONFIG").is_some();

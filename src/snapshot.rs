@@ -54,6 +54,9 @@ pub struct Snapshot {
     /// The merged permission rules, parsed once here (a malformed rule was
     /// reported with its position and is left out).
     pub rules: Arc<crate::permissions::Rules>,
+    /// The settings' hooks, matchers compiled once here (a hook whose
+    /// matcher is invalid was reported with its position and is left out).
+    pub hooks: Arc<config::Hooks>,
     /// Skills (`SKILL.md` folders) by name.
     pub skills: Arc<catalog::Skills>,
 }
@@ -117,6 +120,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         managed_root: &input.load.managed_root(),
         project_root: &config.trust_root,
         trusted: config.trusted,
+        sources: input.load.cli.setting_sources.as_deref(),
     });
     for (from, target) in &memory.skipped_imports {
         skipped.push(config::Skipped {
@@ -175,10 +179,20 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         }
     }
     // Malformed rules were reported above, with their positions.
-    let rules = Arc::new(crate::permissions::Rules::parse(&config.settings.permissions).0);
+    let mut rules = crate::permissions::Rules::parse(&config.settings.permissions).0;
+    rules.cite(|list, text| {
+        config
+            .origins
+            .of_item(&format!("permissions.{list}"), text)
+            .map(|o| o.to_string())
+    });
+    let rules = Arc::new(rules);
+    // Bad matchers were reported above, with their positions.
+    let hooks = Arc::new(config::Hooks::from_settings(&config.settings.hooks).0);
     Ok(Snapshot {
         generation,
         rules,
+        hooks,
         config,
         catalog,
         templates,
@@ -210,30 +224,12 @@ fn check_settings(config: &LoadedConfig) -> Vec<Diagnostic> {
             }
         }
     }
-    let h = &config.settings.hooks;
-    for (event, hooks) in [
-        ("SubagentStart", &h.subagent_start),
-        ("SubagentStop", &h.subagent_stop),
-        ("PreToolUse", &h.pre_tool_use),
-        ("PostToolUse", &h.post_tool_use),
-    ] {
-        for hook in hooks {
-            let Some(m) = hook.matcher.as_deref().map(str::trim) else {
-                continue;
-            };
-            if m.is_empty() || m == "*" {
-                continue;
-            }
-            if let Err(e) = regex::Regex::new(&format!("^(?:{m})$")) {
-                let why = e.to_string();
-                let first = why.lines().last().unwrap_or("invalid").trim();
-                out.push(at(
-                    &format!("hooks.{event}"),
-                    &hook.command,
-                    format!("hooks.{event}: matcher {m:?} is not a valid regular expression ({first}); this hook never fires"),
-                ));
-            }
-        }
+    for (event, hook, why) in config::Hooks::from_settings(&config.settings.hooks).1 {
+        out.push(at(
+            &format!("hooks.{}", event.as_str()),
+            &hook.command,
+            format!("hooks.{}: {why}; this hook never fires", event.as_str()),
+        ));
     }
     out
 }

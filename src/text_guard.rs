@@ -69,36 +69,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     (
         "runtime/hooks.rs",
-        "hooks: expected a mapping",
-        "settings diagnostic",
-    ),
-    (
-        "runtime/hooks.rs",
-        "unknown event; cadre fires",
-        "settings diagnostic",
-    ),
-    (
-        "runtime/hooks.rs",
-        "expected a mapping, found",
-        "settings diagnostic",
-    ),
-    (
-        "runtime/hooks.rs",
-        "expected a hook mapping",
-        "settings diagnostic",
-    ),
-    (
-        "runtime/hooks.rs",
-        "is not supported; only `command`",
-        "settings diagnostic",
-    ),
-    (
-        "runtime/hooks.rs",
-        "a hook needs a `command`",
-        "settings diagnostic",
-    ),
-    (
-        "runtime/hooks.rs",
         "cannot start `sh -c`",
         "logged, not sent",
     ),

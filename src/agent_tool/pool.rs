@@ -143,11 +143,7 @@ pub fn withheld_tools(def: &AgentDef, offer: &ToolOffer, depth: u32) -> Vec<With
         }
         let why = if let Some(rest) = name.strip_prefix("mcp__") {
             let server = rest.split("__").next().unwrap_or(rest);
-            let own = def.mcp_servers.iter().any(|v| match v {
-                serde_json::Value::String(s) => s == server,
-                serde_json::Value::Object(m) => m.contains_key(server),
-                _ => false,
-            });
+            let own = def.mcp_servers.iter().any(|s| s.name() == server);
             if own || offer.mcp_servers.iter().any(|s| s == server) {
                 None
             } else {
@@ -339,7 +335,13 @@ mod tests {
         ];
         assert_eq!(got, want);
         // The agent's own inline server counts.
-        d.mcp_servers = vec![serde_json::json!({"jira": {"command": "x"}})];
+        d.mcp_servers = vec![crate::catalog::AgentMcpServer::Inline {
+            name: "jira".into(),
+            config: crate::config::McpServerConfig {
+                command: Some("x".into()),
+                ..Default::default()
+            },
+        }];
         assert!(
             !withheld_tools(&d, &offer(), 1)
                 .iter()

@@ -80,6 +80,47 @@ impl Color {
     }
 }
 
+/// One entry of an agent's `mcpServers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentMcpServer {
+    /// A configured (shared) server, by name.
+    Named(String),
+    /// A server the agent file defines itself; it lives as long as the
+    /// agent's session.
+    Inline {
+        name: String,
+        config: crate::config::McpServerConfig,
+    },
+}
+
+impl AgentMcpServer {
+    /// The server's name (the `SERVER` of `mcp__SERVER__TOOL`).
+    pub fn name(&self) -> &str {
+        match self {
+            AgentMcpServer::Named(n) | AgentMcpServer::Inline { name: n, .. } => n,
+        }
+    }
+
+    pub fn is_inline(&self) -> bool {
+        matches!(self, AgentMcpServer::Inline { .. })
+    }
+}
+
+/// As written: a name, or `{name: config}`.
+impl Serialize for AgentMcpServer {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        match self {
+            AgentMcpServer::Named(n) => s.serialize_str(n),
+            AgentMcpServer::Inline { name, config } => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry(name, config)?;
+                m.end()
+            }
+        }
+    }
+}
+
 /// Where the system prompt comes from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -110,9 +151,12 @@ pub struct AgentDef {
     pub background: bool,
     pub isolation: Option<Isolation>,
     pub color: Option<Color>,
-    /// Per-agent hooks, kept as written (validated as a mapping).
-    pub hooks: Option<Value>,
-    pub mcp_servers: Vec<Value>,
+    /// Per-agent hooks, resolved when the file was read (bad entries were
+    /// reported and left out).
+    pub hooks: Option<crate::config::Hooks>,
+    /// `mcpServers`: shared servers by name and inline definitions,
+    /// resolved when the file was read (bad entries reported, left out).
+    pub mcp_servers: Vec<AgentMcpServer>,
     pub required_mcp_servers: Vec<String>,
     pub skills: Vec<String>,
     pub memory: Option<String>,

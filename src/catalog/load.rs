@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::builtin::builtin_agents;
-use super::def::{AgentDef, Source};
+use super::def::{AgentDef, AgentMcpServer, Source};
 use super::parse::{ParseOptions, parse_agent_file_with, parse_cli_agents_with};
 use super::sources::SourceDir;
 use crate::diagnostic::Diagnostic;
@@ -76,7 +76,7 @@ impl Catalog {
             if !plugin && !untrusted_project {
                 continue;
             }
-            let has_inline = def.mcp_servers.iter().any(serde_json::Value::is_object);
+            let has_inline = def.mcp_servers.iter().any(AgentMcpServer::is_inline);
             if !(def.hooks.is_some() || has_inline || (plugin && def.permission_mode.is_some())) {
                 continue;
             }
@@ -88,7 +88,7 @@ impl Catalog {
                 d.permission_mode = None;
                 d.mcp_servers.clear();
             } else if has_inline {
-                d.mcp_servers.retain(|v| !v.is_object());
+                d.mcp_servers.retain(|s| !s.is_inline());
                 removed.push((d.name.clone(), "mcpServers", d.path.clone()));
             }
         }

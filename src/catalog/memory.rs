@@ -82,6 +82,9 @@ pub struct MemoryInput<'a> {
     /// unless `trusted`.
     pub project_root: &'a Path,
     pub trusted: bool,
+    /// `--setting-sources`: the user, project and local memory files are
+    /// read only when their scope is listed (`None`: all are).
+    pub sources: Option<&'a [crate::config::Scope]>,
 }
 
 /// Finds and reads every memory file (see the module doc).
@@ -96,11 +99,13 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
         &input.managed_root.join("etc/claude-code/CLAUDE.md"),
         MemoryScope::Managed,
     );
-    if let Some(h) = input.home {
+    use crate::config::Scope;
+    let wanted = |scope: Scope| input.sources.is_none_or(|s| s.contains(&scope));
+    if let Some(h) = input.home.filter(|_| wanted(Scope::User)) {
         loader.top(&h.join(".claude/CLAUDE.md"), MemoryScope::User);
     }
     let chain = folder_chain(input.cwd);
-    for dir in &chain {
+    for dir in chain.iter().filter(|_| wanted(Scope::Project)) {
         if input.home == Some(dir.as_path()) {
             continue;
         }
@@ -118,7 +123,7 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
             loader.top(&agents, MemoryScope::Project);
         }
     }
-    for dir in &chain {
+    for dir in chain.iter().filter(|_| wanted(Scope::Local)) {
         loader.top(&dir.join("CLAUDE.local.md"), MemoryScope::Local);
     }
     (loader.memory, loader.diags)
@@ -163,11 +168,16 @@ impl Loader<'_, '_> {
             return;
         }
         self.seen.push(canonical);
-        let mut text = match fs_err::read_to_string(path) {
-            Ok(t) => t,
+        // One byte past the limit is enough to know it was cut.
+        let read = crate::raw::read_prefix(path, MAX_MEMORY_BYTES as u64 + 1);
+        let mut text = match read {
+            Ok((bytes, _)) => String::from_utf8_lossy(&bytes).into_owned(),
             Err(e) => {
-                self.diags
-                    .push(Diagnostic::warning(Some(path), None, e.to_string()));
+                self.diags.push(Diagnostic::warning(
+                    Some(path),
+                    None,
+                    format!("cannot read: {e}"),
+                ));
                 return;
             }
         };
@@ -329,6 +339,7 @@ mod tests {
             managed_root: Path::new("/nonexistent"),
             project_root: r,
             trusted: true,
+            sources: None,
         });
         let texts: Vec<&str> = m.files.iter().map(|f| f.content.as_str()).collect();
         assert_eq!(texts[0], "user");

@@ -10,6 +10,7 @@
 mod builtin;
 mod def;
 mod frontmatter;
+mod hooks;
 mod load;
 mod memory;
 mod parse;
@@ -19,7 +20,7 @@ mod sources;
 mod tokens;
 
 pub use builtin::builtin_agents;
-pub use def::{AgentDef, Color, Isolation, Prompt, Source};
+pub use def::{AgentDef, AgentMcpServer, Color, Isolation, Prompt, Source};
 pub use frontmatter::{Frontmatter, split_frontmatter};
 pub use load::{Catalog, CatalogInput, MAX_FILE_BYTES, Shadowed, load};
 pub use memory::{

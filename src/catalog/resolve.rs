@@ -11,9 +11,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::FORK_AGENT;
-use super::def::{AgentDef, Color, Isolation, Prompt, Source};
+use super::def::{AgentDef, AgentMcpServer, Color, Isolation, Prompt, Source};
 use super::tokens::{base_name, canonical_tool_spec, tokenize_tools};
-use crate::config::{Condition, PermissionMode};
+use crate::config::{Condition, McpServerConfig, PermissionMode};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
@@ -225,7 +225,7 @@ pub(super) fn resolve(
                 None => ctx.warn(v.pos, expected("color", &one_of(Color::NAMES), v)),
             },
             "hooks" => match &v.kind {
-                Kind::Map(_) => def.hooks = Some(v.to_json()),
+                Kind::Map(_) => def.hooks = Some(super::hooks::frontmatter_hooks(v, ctx)),
                 _ => ctx.warn(
                     v.pos,
                     format!(
@@ -449,8 +449,10 @@ fn string_list(v: &Node, field: &str, ctx: &mut Ctx<'_>) -> Vec<String> {
     }
 }
 
-/// `mcpServers`: a list of server names or `{name: config}` mappings.
-fn mcp_servers(v: &Node, ctx: &mut Ctx<'_>) -> Vec<Value> {
+/// `mcpServers`: a list of server names or `{name: config}` mappings; an
+/// inline definition is checked here, once, and a bad one is left out with
+/// an error at its position.
+fn mcp_servers(v: &Node, ctx: &mut Ctx<'_>) -> Vec<AgentMcpServer> {
     let Kind::Seq(items) = &v.kind else {
         if !v.is_null() {
             ctx.warn(
@@ -467,9 +469,21 @@ fn mcp_servers(v: &Node, ctx: &mut Ctx<'_>) -> Vec<Value> {
     let mut out = Vec::new();
     for item in items {
         match &item.kind {
-            Kind::Str(s) if !s.trim().is_empty() => out.push(Value::from(s.trim())),
+            Kind::Str(s) if !s.trim().is_empty() => {
+                out.push(AgentMcpServer::Named(s.trim().to_string()));
+            }
             Kind::Map(entries) if entries.len() == 1 && matches!(entries[0].1.kind, Kind::Map(_)) => {
-                out.push(item.to_json());
+                let (key, config) = &entries[0];
+                match McpServerConfig::from_json(&config.to_json()) {
+                    Ok(config) => out.push(AgentMcpServer::Inline {
+                        name: key.name.clone(),
+                        config,
+                    }),
+                    Err(why) => ctx.error(
+                        key.pos,
+                        format!("mcpServers.{}: {why}; this server is left out", key.name),
+                    ),
+                }
             }
             _ => ctx.warn(
                 item.pos,

@@ -118,14 +118,13 @@ pub fn load_skills(dirs: &[(SkillSource, PathBuf)]) -> Skills {
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
-    if meta.len() > MAX_SKILL_BYTES {
+    let (bytes, more) =
+        crate::raw::read_prefix(path, MAX_SKILL_BYTES).map_err(|e| format!("cannot read: {e}"))?;
+    if more {
         return Err(format!(
-            "{} bytes, more than the {MAX_SKILL_BYTES} a SKILL.md may have; skipped",
-            meta.len()
+            "more than the {MAX_SKILL_BYTES} bytes a SKILL.md may have; skipped"
         ));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
     String::from_utf8(bytes).map_err(|_| "not a UTF-8 text file; skipped".to_string())
 }
 

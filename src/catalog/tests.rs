@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use super::*;
-use crate::config::PermissionMode;
+use crate::config::{HookEvent, PermissionMode};
 use crate::diagnostic::{Diagnostic, Severity};
 
 fn md(front: &str) -> String {
@@ -227,10 +227,118 @@ fn color() {
 fn hooks() {
     let (def, diags) = ok_md(&format!("{HEAD}hooks:\n  Stop:\n    - command: echo hi\n"));
     assert!(diags.is_empty());
-    assert_eq!(def.hooks, Some(json!({"Stop": [{"command": "echo hi"}]})));
+    let hooks = def.hooks.unwrap();
+    assert_eq!(hooks.0.len(), 1);
+    assert_eq!(hooks.0[0].event, HookEvent::SubagentStop);
+    assert_eq!(hooks.0[0].command, "echo hi");
     let (def, diags) = ok_md(&format!("{HEAD}hooks: [a]\n"));
     assert_eq!(def.hooks, None);
     assert!(one_warning(&diags).starts_with("4:8 hooks: expected a mapping"));
+}
+
+/// What a resolved hook list says, as (event, matcher, command, timeout).
+fn hook_rows(def: &AgentDef) -> Vec<(HookEvent, Option<String>, String, u64)> {
+    def.hooks
+        .iter()
+        .flat_map(|h| h.0.iter())
+        .map(|h| {
+            (
+                h.event,
+                h.matcher.text().map(str::to_string),
+                h.command.clone(),
+                h.timeout_ms,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn hooks_in_claude_code_shape_with_timeout_in_seconds() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - {{type: command, command: ./check.sh, timeout: 5}}\n        - {{type: command, command: ./log.sh}}\n  Stop:\n    - hooks: [{{type: command, command: ./done.sh, timeout: \"2\"}}]\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    let bash = Some("Bash".to_string());
+    assert_eq!(
+        hook_rows(&def),
+        [
+            (
+                HookEvent::PreToolUse,
+                bash.clone(),
+                "./check.sh".into(),
+                5000
+            ),
+            (
+                HookEvent::PreToolUse,
+                bash,
+                "./log.sh".into(),
+                crate::config::DEFAULT_HOOK_TIMEOUT_MS
+            ),
+            (HookEvent::SubagentStop, None, "./done.sh".into(), 2000),
+        ]
+    );
+}
+
+#[test]
+fn hooks_in_the_flat_shape_and_single_objects() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  PostToolUse: {{matcher: Read, command: echo hi, timeout_ms: \"250\"}}\n  SubagentStart: [{{command: echo start}}]\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(
+        hook_rows(&def),
+        [
+            (
+                HookEvent::PostToolUse,
+                Some("Read".into()),
+                "echo hi".into(),
+                250
+            ),
+            (
+                HookEvent::SubagentStart,
+                None,
+                "echo start".into(),
+                crate::config::DEFAULT_HOOK_TIMEOUT_MS
+            ),
+        ]
+    );
+}
+
+#[test]
+fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  Notification: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: prompt, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
+    ));
+    let rows = hook_rows(&def);
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0].2, "ok");
+    let texts: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect();
+    assert_eq!(texts.len(), 5, "{texts:?}");
+    assert!(
+        texts[0].starts_with("5:3 hooks.Notification: unknown event"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].starts_with("7:7 hooks.PreToolUse: a hook needs a `command`"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[2].contains("hook type \"prompt\" is not supported"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[3].starts_with("9:7 hooks.PreToolUse: expected a mapping"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[4]
+            .starts_with("10:16 hooks.PreToolUse: matcher \"[\" is not a valid regular expression"),
+        "{texts:?}"
+    );
+    assert!(diags[4].is_error());
 }
 
 #[test]
@@ -241,7 +349,20 @@ fn mcp_servers_and_required() {
     let (def, diags) = ok_md(&front);
     assert_eq!(
         def.mcp_servers,
-        vec![json!("github"), json!({"local": {"command": "srv"}})]
+        vec![
+            AgentMcpServer::Named("github".into()),
+            AgentMcpServer::Inline {
+                name: "local".into(),
+                config: crate::config::McpServerConfig {
+                    command: Some("srv".into()),
+                    ..Default::default()
+                }
+            }
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(&def.mcp_servers).unwrap(),
+        json!(["github", {"local": {"command": "srv", "args": [], "env": {}, "headers": {}}}])
     );
     assert_eq!(def.required_mcp_servers, ["github", "x"]);
     let pos: Vec<(usize, usize)> = diags
@@ -681,7 +802,7 @@ fn plugin_agents_are_namespaced_and_keep_no_mode_hooks_or_servers() {
         Some(crate::config::PermissionMode::BypassPermissions)
     );
     assert!(r.hooks.is_none());
-    assert_eq!(r.mcp_servers, vec![serde_json::json!("shared")]);
+    assert_eq!(r.mcp_servers, vec![AgentMcpServer::Named("shared".into())]);
     let fields: Vec<(&str, &str)> = removed.iter().map(|(a, f, _)| (a.as_str(), *f)).collect();
     assert_eq!(fields, [("r", "hooks"), ("r", "mcpServers")]);
 
@@ -694,4 +815,27 @@ fn plugin_agents_are_namespaced_and_keep_no_mode_hooks_or_servers() {
     });
     assert!(trusted.restrict(true).is_empty());
     assert!(trusted.get("r").unwrap().hooks.is_some());
+}
+
+#[test]
+fn inline_mcp_servers_are_checked_when_read_and_bad_ones_left_out() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}mcpServers:\n  - local:\n      command: srv\n      args: [a]\n  - broken:\n      args: []\n  - mistyped:\n      type: http\n      command: srv\n"
+    ));
+    let names: Vec<&str> = def.mcp_servers.iter().map(AgentMcpServer::name).collect();
+    assert_eq!(names, ["local"]);
+    let texts: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].starts_with("8:5 mcpServers.broken: needs a `command`"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[1].starts_with("10:5 mcpServers.mistyped: has `type: \"http\"`"),
+        "{texts:?}"
+    );
+    assert!(diags.iter().all(Diagnostic::is_error));
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::output::print_json;
 use super::{CliError, GlobalArgs, Overrides, snapshot_input};
 use crate::config::{IgnoredKey, LayerFile, Origin, Skipped};
-use crate::diagnostic::{Diagnostic, Pos, Severity};
+use crate::diagnostic::{Diagnostic, Severity};
 use crate::snapshot::{self, Snapshot};
 
 #[derive(Debug, Subcommand)]
@@ -162,68 +162,14 @@ fn validate(g: &GlobalArgs, args: ValidateArgs) -> Result<(), CliError> {
         }
         Err(e) => return Err(e),
     };
-    let mut diags = snap.diagnostics.clone();
-    // Agents' frontmatter `hooks` and inline `mcpServers`, as the runtime
-    // would read them.
-    for def in snap.catalog.agents.values() {
-        // (message, text to look for in the file to place it)
-        let mut problems: Vec<(String, Option<String>)> = Vec::new();
-        if let Some(h) = &def.hooks {
-            let (hooks, bad) = crate::runtime::hooks::frontmatter_hooks(h);
-            problems.extend(bad.into_iter().map(|b| (b, None)));
-            for (event, hook) in hooks {
-                if let Some(m) = hook.matcher.as_deref().map(str::trim)
-                    && !m.is_empty()
-                    && m != "*"
-                    && let Err(e) = regex::Regex::new(&format!("^(?:{m})$"))
-                {
-                    let why = e.to_string();
-                    problems.push((
-                        format!(
-                            "hooks.{}: matcher {m:?} is not a valid regular expression ({})",
-                            event.as_str(),
-                            why.lines().last().unwrap_or("invalid").trim()
-                        ),
-                        Some(m.to_string()),
-                    ));
-                }
-            }
-        }
-        let (_, _, bad) = crate::mcp::scoped_servers(&def.mcp_servers);
-        problems.extend(bad.into_iter().map(|b| (b, None)));
-        let text = def
-            .path
-            .as_deref()
-            .and_then(|p| std::fs::read_to_string(p).ok());
-        for (p, needle) in problems {
-            let pos = needle
-                .zip(text.as_deref())
-                .and_then(|(n, t)| locate_matcher(t, &n));
-            diags.push(Diagnostic::error(
-                def.path.as_deref(),
-                pos,
-                format!("agent `{}`: {p}", def.name),
-            ));
-        }
-    }
+    // Agents' frontmatter `hooks` and inline `mcpServers` were resolved,
+    // and their problems placed, when the files were read.
+    let diags = snap.diagnostics.clone();
     report(&diags, args.json)?;
     if diags.iter().any(|d| d.severity == Severity::Error) {
         return Err(CliError::Exit(1));
     }
     Ok(())
-}
-
-/// Where a `matcher:` line with this value is written in an agent file.
-fn locate_matcher(text: &str, value: &str) -> Option<Pos> {
-    text.lines().enumerate().find_map(|(i, line)| {
-        let at = line.find("matcher")?;
-        let rest = &line[at..];
-        let v = rest.find(value)?;
-        let col = line[..at + v].chars().count();
-        // Step back over an opening quote, so the column is the value's.
-        let quoted = line[..at + v].ends_with(['"', '\'']);
-        Some(Pos::new(i + 1, if quoted { col } else { col + 1 }))
-    })
 }
 
 fn report(diags: &[Diagnostic], json: bool) -> Result<(), CliError> {

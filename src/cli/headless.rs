@@ -81,12 +81,6 @@ pub struct HeadlessArgs {
     pub append_system_prompt: Option<String>,
     #[arg(long, value_name = "FILE")]
     pub append_system_prompt_file: Option<PathBuf>,
-    /// Claude Code settings as a file or a JSON string (permissions, model).
-    #[arg(long, value_name = "FILE|JSON")]
-    pub settings: Option<String>,
-    /// Which settings files to read (user,project,local).
-    #[arg(long, value_name = "SOURCES")]
-    pub setting_sources: Option<String>,
     /// MCP servers from files or JSON strings (`{"mcpServers": {...}}`).
     #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
     pub mcp_config: Vec<String>,
@@ -273,20 +267,6 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if h.replay_user_messages {
         unsupported.push("--replay-user-messages (ignored)");
     }
-    if h.setting_sources.is_some() {
-        unsupported.push(
-            "--setting-sources (cadre reads its own configuration layers; Claude Code's settings files are not selected by this flag yet)",
-        );
-    }
-    if let Some(s) = &h.setting_sources {
-        for src in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if !matches!(src, "user" | "project" | "local") {
-                return Err(CliError::Usage(format!(
-                    "--setting-sources: unknown source {src:?} (expected user, project, local)"
-                )));
-            }
-        }
-    }
     for u in unsupported {
         note(g, &format!("not supported: {u}"));
     }
@@ -304,10 +284,6 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     };
     if h.dangerously_skip_permissions {
         session.permission_mode = Some(PermissionMode::BypassPermissions);
-    }
-    if let Some(s) = &h.settings {
-        let v = json_arg("--settings", s)?;
-        apply_settings(g, &v, &mut session, &mut extras)?;
     }
     extras.allow.extend(split_rules(&h.allowed_tools));
     let deny = split_rules(&h.disallowed_tools);
@@ -417,67 +393,6 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         input,
         stdio_permissions,
     })
-}
-
-/// The parts of a Claude Code settings object cadre applies from `--settings`:
-/// `permissions` (allow, deny, defaultMode) and `model`. The rest is named
-/// on stderr.
-fn apply_settings(
-    g: &GlobalArgs,
-    v: &Value,
-    session: &mut SessionArgs,
-    extras: &mut Extras,
-) -> Result<(), CliError> {
-    let Some(obj) = v.as_object() else {
-        return Err(CliError::Usage("--settings: expected a JSON object".into()));
-    };
-    let strings = |v: Option<&Value>| -> Vec<String> {
-        v.and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut ignored = Vec::new();
-    for (key, value) in obj {
-        match key.as_str() {
-            "permissions" => {
-                extras.allow.extend(strings(value.get("allow")));
-                extras.deny.extend(strings(value.get("deny")));
-                if let Some(m) = value.get("defaultMode").and_then(Value::as_str)
-                    && session.permission_mode.is_none()
-                {
-                    session.permission_mode = Some(parse_mode(m).map_err(|e| {
-                        CliError::Usage(format!("--settings permissions.defaultMode: {e}"))
-                    })?);
-                }
-                for k in value.as_object().map(|o| o.keys()).into_iter().flatten() {
-                    if !matches!(k.as_str(), "allow" | "deny" | "defaultMode") {
-                        ignored.push(format!("permissions.{k}"));
-                    }
-                }
-            }
-            "model" => {
-                if session.model.is_none() {
-                    session.model = value.as_str().map(str::to_string);
-                }
-            }
-            other => ignored.push(other.to_string()),
-        }
-    }
-    if !ignored.is_empty() {
-        note(
-            g,
-            &format!(
-                "not supported yet in --settings: {} (only permissions.allow, permissions.deny, permissions.defaultMode and model apply)",
-                ignored.join(", ")
-            ),
-        );
-    }
-    Ok(())
 }
 
 /// Requests cadre sends to the client and the answers it waits for.

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{CliOverrides, ConfigError, FlagValue, LoadInput, PermissionMode};
+use crate::config::{CliOverrides, ConfigError, FlagValue, LoadInput, PermissionMode, Scope};
 use crate::snapshot::{self, Snapshot, SnapshotInput};
 
 /// cadre: a declarative agent engine. Agents, feature flags, prompt
@@ -45,8 +45,9 @@ use crate::snapshot::{self, Snapshot, SnapshotInput};
 #[command(
     after_help = "Settings layers, lowest first: defaults < user (~/.claude/settings.json, ~/.config/cadre/cadre.toml) < \
 project (.claude/settings.json, then --config PATH, CADRE_CONFIG, or cadre.toml, cadre.yaml, config/cadre.toml, \
-config/cadre.yaml in the working directory) < local (.claude/settings.local.json) < CADRE_* environment \
+config/cadre.yaml in the working directory) < local (.claude/settings.local.json) < --settings FILE|JSON < CADRE_* environment \
 (CADRE_PROVIDER__MODEL=...) < command line < managed (/etc/claude-code/managed-settings.json, /etc/cadre/cadre.toml). \
+`--setting-sources user,project,local` limits which of those three are read. \
 `cadre config show --origin` shows where each value came from; a project's hooks, MCP servers and provider settings \
 need `cadre trust`.\n\nHeadless mode: `cadre -p \"task\"` takes Claude Code's flags (--output-format, --input-format, --allowedTools, ...; see docs/headless.md).\n\nExit codes: 0 success, 1 the task or validation failed, 2 bad usage or configuration."
 )]
@@ -86,6 +87,14 @@ pub struct GlobalArgs {
     /// servers, provider URL and key) without recording trust.
     #[arg(long, global = true)]
     pub trust: bool,
+    /// One more settings layer, above the local one: a settings file (Claude
+    /// Code's JSON, or cadre's TOML/YAML by extension) or a JSON object.
+    #[arg(long, global = true, value_name = "FILE|JSON")]
+    pub settings: Option<String>,
+    /// Read only these of the user, project and local settings layers
+    /// (comma separated; empty for none). Managed settings are always read.
+    #[arg(long, global = true, value_name = "SOURCES")]
+    pub setting_sources: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -278,7 +287,7 @@ pub struct Overrides {
     pub permission_mode: Option<PermissionMode>,
     /// Settings as `CADRE_*` variables, after the process environment.
     pub env: Vec<(String, String)>,
-    /// Permission rules added to the settings' allow and deny lists.
+    /// `--allowedTools`/`--disallowedTools`: rules of the `cli` layer.
     pub allow: Vec<String>,
     pub deny: Vec<String>,
 }
@@ -320,6 +329,20 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
         })?;
         features.push((name.trim().to_string(), on));
     }
+    let setting_sources = match &g.setting_sources {
+        None => None,
+        Some(list) => {
+            let mut scopes = Vec::new();
+            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                scopes.push(Scope::from_source_name(name).ok_or_else(|| {
+                    CliError::Usage(format!(
+                        "--setting-sources: unknown source {name:?} (expected user, project, local)"
+                    ))
+                })?);
+            }
+            Some(scopes)
+        }
+    };
     Ok(SnapshotInput {
         load: LoadInput {
             cwd: working_dir(g)?,
@@ -330,6 +353,10 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 model: o.model.clone(),
                 permission_mode: o.permission_mode,
                 trust: g.trust,
+                settings: g.settings.clone(),
+                setting_sources,
+                allow: o.allow.clone(),
+                deny: o.deny.clone(),
             },
         },
         cli_agents: g.agents.clone(),
@@ -362,27 +389,8 @@ pub fn load_snapshot(
     g: &GlobalArgs,
     o: &Overrides,
 ) -> Result<(SnapshotInput, Arc<ArcSwap<Snapshot>>), CliError> {
-    let mut input = snapshot_input(g, o)?;
-    let mut snap = snapshot::build(&input, 1)?;
-    if !o.allow.is_empty() || !o.deny.is_empty() {
-        // Rules from the command line join the settings' own: the merged
-        // lists go in as the highest environment layer, so a reload keeps them.
-        let p = &snap.settings().permissions;
-        let mut allow = p.allow.clone();
-        allow.extend(o.allow.iter().cloned());
-        let mut deny = p.deny.clone();
-        deny.extend(o.deny.iter().cloned());
-        let list = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_default();
-        input
-            .load
-            .env
-            .push(("CADRE_PERMISSIONS__ALLOW".into(), list(&allow)));
-        input
-            .load
-            .env
-            .push(("CADRE_PERMISSIONS__DENY".into(), list(&deny)));
-        snap = snapshot::build(&input, 1)?;
-    }
+    let input = snapshot_input(g, o)?;
+    let snap = snapshot::build(&input, 1)?;
     if !g.quiet {
         for d in &snap.diagnostics {
             eprintln!("{d}");

@@ -68,12 +68,9 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         None => settings.permissions.default_mode,
     };
     let call = call_input(&args.tool, &args.input)?;
-    let (rules, errors) = Rules::parse(&settings.permissions);
-    for e in &errors {
-        if !g.quiet {
-            eprintln!("warning: {e}; the rule is ignored");
-        }
-    }
+    // Parsed once with the snapshot; a malformed rule was reported with
+    // its position when it was loaded.
+    let rules: &Rules = &snap.rules;
     let add_dirs: Vec<PathBuf> = settings
         .permissions
         .additional_directories
@@ -81,7 +78,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         .chain(&args.add_dirs)
         .map(|d| cwd.join(d))
         .collect();
-    let explained = permissions::explain(&rules, mode, &args.tool, &call, &cwd, &add_dirs);
+    let explained = permissions::explain(rules, mode, &args.tool, &call, &cwd, &add_dirs);
     let (commands, uncertain) = match call.get("command").and_then(Value::as_str) {
         Some(c) if args.tool == "Bash" => permissions::bash_commands(c),
         _ => (Vec::new(), Vec::new()),
@@ -99,11 +96,19 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
             "mode": mode.as_str(),
             "decision": decision,
             "by": explained.by,
+            "rule": explained.rule.as_ref().map(|c| json!({"rule": c.rule, "origin": c.origin})),
             "commands": commands,
             "uncertain": uncertain,
         }));
     }
     outln!("{decision}: {}", explained.by);
+    if let Some(c) = &explained.rule {
+        outln!(
+            "rule: {} (written in {})",
+            c.rule,
+            c.origin.as_deref().unwrap_or("origin unknown")
+        );
+    }
     outln!("mode: {}", mode.as_str());
     if args.tool == "Bash" {
         outln!("commands:");

@@ -64,9 +64,9 @@ impl SessionArgs {
 /// What the headless flags add to a main session's setup.
 #[derive(Default)]
 pub(super) struct Extras {
-    /// Settings given as `CADRE_*` variables (allow/deny rules, MCP servers).
+    /// Settings given as `CADRE_*` variables (`--mcp-config` servers).
     pub env: Vec<(String, String)>,
-    /// Permission rules added to the settings' lists.
+    /// `--allowedTools`/`--disallowedTools`: the command-line layer's rules.
     pub allow: Vec<String>,
     pub deny: Vec<String>,
     /// `--tools`: only these built-in tools (`None` = all).

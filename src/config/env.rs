@@ -145,27 +145,38 @@ fn insert_path(root: &mut Map<String, Value>, path: &[String], value: Value) {
 }
 
 pub(super) fn cli_layer(cli: &CliOverrides) -> LayerDoc {
-    let mut root = Map::new();
+    let mut doc = LayerDoc::new(Scope::Cli, "command line", Map::new());
+    let mut set = |segments: &[&str], flag: &str, value: Value| {
+        claude::insert(&mut doc.value, segments, value);
+        doc.vars.insert(segments.join("."), flag.to_string());
+    };
     for (name, on) in &cli.features {
-        insert_path(
-            &mut root,
-            &["features".into(), name.clone()],
-            Value::Bool(*on),
-        );
+        set(&["features", name], "--feature", Value::Bool(*on));
     }
     if let Some(m) = &cli.model {
-        insert_path(
-            &mut root,
-            &["provider".into(), "model".into()],
-            Value::String(m.clone()),
-        );
+        set(&["provider", "model"], "--model", Value::String(m.clone()));
     }
     if let Some(mode) = cli.permission_mode {
-        insert_path(
-            &mut root,
-            &["permissions".into(), "default_mode".into()],
+        set(
+            &["permissions", "default_mode"],
+            "--permission-mode",
             Value::String(mode.as_str().into()),
         );
     }
-    LayerDoc::new(Scope::Cli, "command line", root)
+    let rules = |list: &[String]| Value::Array(list.iter().cloned().map(Value::String).collect());
+    if !cli.allow.is_empty() {
+        set(
+            &["permissions", "allow"],
+            "--allowedTools",
+            rules(&cli.allow),
+        );
+    }
+    if !cli.deny.is_empty() {
+        set(
+            &["permissions", "deny"],
+            "--disallowedTools",
+            rules(&cli.deny),
+        );
+    }
+    doc
 }

@@ -40,17 +40,47 @@ pub(super) fn managed_root(input: &LoadInput) -> PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct LayerFile {
     pub scope: Scope,
+    /// The file; for settings given inline (`--settings '{…}'`) the word
+    /// `--settings`.
     pub path: PathBuf,
     pub format: Format,
     /// Whether the file exists (and so was read).
     pub read: bool,
+    /// The text of settings given inline rather than in a file.
+    #[serde(skip)]
+    pub inline: Option<String>,
+}
+
+impl LayerFile {
+    /// A file on disk (not inline settings), which a watcher can follow.
+    pub fn on_disk(&self) -> bool {
+        self.inline.is_none()
+    }
+}
+
+/// The label `--settings` JSON given inline is known by in origins.
+pub const INLINE_SETTINGS: &str = "--settings";
+
+fn format_of(path: &std::path::Path) -> Format {
+    if file_format_is_yaml(path) {
+        Format::Yaml
+    } else if path.extension().is_some_and(|e| e == "toml") {
+        Format::Toml
+    } else {
+        Format::Claude
+    }
 }
 
 /// Every settings file, in the order of [`super::layers`], whether it
-/// exists or not (so a watcher can follow files created later).
+/// exists or not (so a watcher can follow files created later). The user,
+/// project and local files are left out when `--setting-sources` does not
+/// name their scope (a cadre file named by `--config` or `CADRE_CONFIG`
+/// stays: it was asked for by name).
 pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
+    let sources = input.cli.setting_sources.as_deref();
+    let wanted = |scope: Scope| sources.is_none_or(|s| s.contains(&scope));
     let mut out: Vec<LayerFile> = Vec::new();
-    let mut push = |scope: Scope, path: PathBuf, format: Format| {
+    fn push(out: &mut Vec<LayerFile>, scope: Scope, path: PathBuf, format: Format) {
         if out.iter().any(|f| f.path == path) {
             return;
         }
@@ -60,47 +90,82 @@ pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
             path,
             format,
             read,
+            inline: None,
         });
-    };
-    if let Some(h) = home(input) {
-        push(
-            Scope::User,
-            h.join(".claude").join("settings.json"),
-            Format::Claude,
-        );
     }
-    if let Some(d) = user_cadre_dir(input) {
-        push(Scope::User, d.join("cadre.toml"), Format::Toml);
+    if wanted(Scope::User) {
+        if let Some(h) = home(input) {
+            let p = h.join(".claude").join("settings.json");
+            push(&mut out, Scope::User, p, Format::Claude);
+        }
+        if let Some(d) = user_cadre_dir(input) {
+            push(&mut out, Scope::User, d.join("cadre.toml"), Format::Toml);
+        }
     }
     let claude_dir = input.cwd.join(".claude");
-    push(
-        Scope::Project,
-        claude_dir.join("settings.json"),
-        Format::Claude,
-    );
-    if let Some(p) = discover(input)? {
+    if wanted(Scope::Project) {
+        let p = claude_dir.join("settings.json");
+        push(&mut out, Scope::Project, p, Format::Claude);
+    }
+    let named = input.config.is_some() || input.env_var("CADRE_CONFIG").is_some();
+    if (named || wanted(Scope::Project))
+        && let Some(p) = discover(input)?
+    {
         let format = if file_format_is_yaml(&p) {
             Format::Yaml
         } else {
             Format::Toml
         };
-        push(Scope::Project, p, format);
+        push(&mut out, Scope::Project, p, format);
     }
-    push(
-        Scope::Local,
-        claude_dir.join("settings.local.json"),
-        Format::Claude,
-    );
+    if wanted(Scope::Local) {
+        let p = claude_dir.join("settings.local.json");
+        push(&mut out, Scope::Local, p, Format::Claude);
+    }
+    if let Some(f) = flag_layer(input)? {
+        out.push(f);
+    }
     let root = managed_root(input);
+    let p = root.join("etc/claude-code/managed-settings.json");
+    push(&mut out, Scope::Managed, p, Format::Claude);
     push(
-        Scope::Managed,
-        root.join("etc/claude-code/managed-settings.json"),
-        Format::Claude,
-    );
-    push(
+        &mut out,
         Scope::Managed,
         root.join("etc/cadre/cadre.toml"),
         Format::Toml,
     );
     Ok(out)
+}
+
+/// The `--settings` layer: a JSON object given inline, or a file (JSON as
+/// Claude Code's, or cadre's TOML or YAML by extension) that must exist.
+fn flag_layer(input: &LoadInput) -> Result<Option<LayerFile>, ConfigError> {
+    let Some(arg) = &input.cli.settings else {
+        return Ok(None);
+    };
+    let t = arg.trim();
+    if t.starts_with('{') {
+        return Ok(Some(LayerFile {
+            scope: Scope::Flag,
+            path: PathBuf::from(INLINE_SETTINGS),
+            format: Format::Claude,
+            read: true,
+            inline: Some(t.to_string()),
+        }));
+    }
+    let path = input.cwd.join(t);
+    if !path.is_file() {
+        return Err(ConfigError::one(crate::diagnostic::Diagnostic::error(
+            Some(&path),
+            None,
+            "--settings: no such file (give a settings file or a JSON object)",
+        )));
+    }
+    Ok(Some(LayerFile {
+        scope: Scope::Flag,
+        format: format_of(&path),
+        path,
+        read: true,
+        inline: None,
+    }))
 }

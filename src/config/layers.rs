@@ -8,8 +8,9 @@
 //! | user | `~/.claude/settings.json`, then `$XDG_CONFIG_HOME/cadre/cadre.toml` |
 //! | project | `.claude/settings.json`, then the project's cadre file (`--config`, `CADRE_CONFIG`, or the first of `cadre.toml`, `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml`) |
 //! | local | `.claude/settings.local.json` |
+//! | flag | `--settings FILE\|JSON` (Claude Code's "flag settings") |
 //! | env | `CADRE_*` variables and the `CLAUDE_CODE_*` ones with a cadre meaning |
-//! | cli | command-line flags |
+//! | cli | command-line flags (`--model`, `--permission-mode`, `--allowedTools`, …) |
 //! | managed | `/etc/claude-code/managed-settings.json`, then `/etc/cadre/cadre.toml` |
 //!
 //! Merge rules: mappings merge key by key; a scalar or a plain list is
@@ -22,6 +23,10 @@
 //! trusted, the project and local layers lose the keys of
 //! [`super::trust::GUARDED_KEYS`]. The origin of every key (file:line:col or
 //! variable) is kept for `cadre config show --origin` and for messages.
+//!
+//! `--setting-sources user,project,local` limits which of the user, project
+//! and local layers are read (a cadre file named by `--config` or
+//! `CADRE_CONFIG` is read all the same); the other layers always are.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,6 +46,8 @@ pub enum Scope {
     User,
     Project,
     Local,
+    /// `--settings FILE|JSON`.
+    Flag,
     Env,
     Cli,
     Managed,
@@ -53,6 +60,7 @@ impl Scope {
             Scope::User => "user",
             Scope::Project => "project",
             Scope::Local => "local",
+            Scope::Flag => "flag",
             Scope::Env => "env",
             Scope::Cli => "cli",
             Scope::Managed => "managed",
@@ -62,6 +70,16 @@ impl Scope {
     /// Layers a cloned repository controls.
     pub fn from_repository(self) -> bool {
         matches!(self, Scope::Project | Scope::Local)
+    }
+
+    /// A `--setting-sources` name (`user`, `project`, `local`).
+    pub fn from_source_name(name: &str) -> Option<Scope> {
+        match name {
+            "user" => Some(Scope::User),
+            "project" => Some(Scope::Project),
+            "local" => Some(Scope::Local),
+            _ => None,
+        }
     }
 }
 

@@ -23,6 +23,10 @@ use super::trust::{self, TrustStore};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{self, Kind, Node};
 
+/// Settings files larger than this are an error (a settings file is a
+/// page or two; this bounds what a repository's file can make cadre read).
+pub const MAX_SETTINGS_BYTES: u64 = 4 * 1024 * 1024;
+
 /// The embedded lowest layer: flag declarations and model aliases.
 pub const DEFAULTS_TOML: &str = include_str!("../../config/defaults.toml");
 
@@ -36,6 +40,16 @@ pub struct CliOverrides {
     /// `--trust`: obey the project's settings in full for this run, as if
     /// the folder were trusted.
     pub trust: bool,
+    /// `--settings FILE|JSON`: the `flag` layer (a file's path, or a JSON
+    /// object as text).
+    pub settings: Option<String>,
+    /// `--setting-sources`: the user, project and local layers to read
+    /// (`None`: all of them).
+    pub setting_sources: Option<Vec<Scope>>,
+    /// `--allowedTools` and `--disallowedTools`: rules the `cli` layer adds
+    /// to the permission lists.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
 }
 
 /// Everything settings depend on, so that loading is a plain function.
@@ -119,7 +133,7 @@ impl fmt::Display for ConfigError {
 }
 
 impl ConfigError {
-    fn one(d: Diagnostic) -> Self {
+    pub(super) fn one(d: Diagnostic) -> Self {
         ConfigError {
             diagnostics: vec![d],
         }
@@ -231,6 +245,8 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     for f in files.iter().filter(|f| f.read) {
         let mut doc = read_layer(f, &mut warnings, &mut ignored, &mut bypass_disabled_by)?;
         let base = match f.format {
+            // `--settings` names folders relative to the working directory.
+            _ if f.scope == Scope::Flag => input.cwd.clone(),
             // `.claude/settings.json` names folders relative to the project.
             Format::Claude => f
                 .path
@@ -268,6 +284,22 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
                     origin: origin.to_string(),
                 });
             }
+            // Where transcripts are written, and old ones removed
+            // (`cleanupPeriodDays`), stays inside the project.
+            let dir = doc
+                .value
+                .get("transcripts")
+                .and_then(|t| t.get("dir"))
+                .and_then(Value::as_str)
+                .map(|d| trust::resolve_path(&input.cwd.join(d)));
+            if dir.is_some_and(|d| !d.starts_with(&trust_root)) {
+                let origin = doc.origin("transcripts.dir");
+                doc.take(&["transcripts", "dir"]);
+                skipped.push(Skipped {
+                    what: "transcripts.dir (outside the project)".into(),
+                    origin: origin.to_string(),
+                });
+            }
             for key in trust::GUARDED_KEYS {
                 let origin = doc.origin(&key.join("."));
                 let empty = |v: &Value| match v {
@@ -302,7 +334,17 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
             layers::merge(&mut acc, &doc, &mut origins);
         }
     }
-    let env = env_layer(input, &acc, &mut warnings);
+    let mut env = env_layer(input, &acc, &mut warnings);
+    if let Some(v) = env.take(&["agents", "managed_dirs"]) {
+        let var = env.origin("agents.managed_dirs").source;
+        if v.as_array().is_none_or(|a| !a.is_empty()) {
+            warnings.push(Diagnostic::warning(
+                Some(Path::new(&var)),
+                None,
+                "`agents.managed_dirs` is ignored here: only managed settings (/etc/cadre/cadre.toml) may set it",
+            ));
+        }
+    }
     layers::merge(&mut acc, &env, &mut origins);
     let mut cli = cli_layer(&input.cli);
     cli.resolve_dirs(&input.cwd);
@@ -366,13 +408,11 @@ fn read_layer(
         unknown_keys(&p, &node, warnings);
         return Ok(LayerDoc::from_node(f.scope, &p, &node));
     }
-    let text = fs_err::read_to_string(path).map_err(|e| {
-        ConfigError::one(Diagnostic::error(
-            Some(path),
-            None,
-            format!("cannot read: {e}"),
-        ))
-    })?;
+    let text = match &f.inline {
+        Some(t) => t.clone(),
+        None => raw::read_text(path, MAX_SETTINGS_BYTES)
+            .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), None, e)))?,
+    };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     if text.trim().is_empty() {
         return Ok(LayerDoc::new(
@@ -454,13 +494,8 @@ fn read_file(path: &Path) -> Result<(PathBuf, Node), ConfigError> {
             "unsupported config file extension; expected .toml, .yaml or .yml",
         ))
     })?;
-    let text = fs_err::read_to_string(path).map_err(|e| {
-        ConfigError::one(Diagnostic::error(
-            Some(path),
-            None,
-            format!("cannot read: {e}"),
-        ))
-    })?;
+    let text = raw::read_text(path, MAX_SETTINGS_BYTES)
+        .map_err(|e| ConfigError::one(Diagnostic::error(Some(path), None, e)))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let parsed = match format {
         FileFormat::Toml => raw::parse_toml(text),

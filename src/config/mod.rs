@@ -12,6 +12,7 @@ mod condition;
 mod env;
 mod files;
 mod flags;
+mod hooks;
 pub mod layers;
 mod load;
 mod mode;
@@ -22,11 +23,12 @@ pub use condition::{Condition, Term};
 pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
+pub use hooks::{Hook, HookEvent, Hooks, Matcher};
 pub use layers::{Origin, Origins, Scope};
 pub(crate) use load::normalize as normalize_path;
 pub use load::{
-    CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, Skipped, discover,
-    layer_files, load,
+    CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, MAX_SETTINGS_BYTES,
+    Skipped, discover, layer_files, load,
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{

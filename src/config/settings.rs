@@ -478,6 +478,31 @@ pub struct McpServerConfig {
     pub child_env: Option<std::sync::Arc<ChildEnv>>,
 }
 
+impl McpServerConfig {
+    /// One server entry as written (in `.mcp.json` or an agent file's
+    /// inline `mcpServers`), checked: a `command` (stdio) or a `url`
+    /// (streamable HTTP), not both, and a `type` that agrees.
+    pub fn from_json(v: &serde_json::Value) -> Result<McpServerConfig, String> {
+        let c: McpServerConfig = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+        match (c.kind.as_deref(), &c.command, &c.url) {
+            (Some("stdio"), None, Some(_)) => {
+                return Err("has `type: \"stdio\"` but a `url` instead of a `command`".into());
+            }
+            (Some(t @ ("http" | "sse" | "streamable-http")), Some(_), None) => {
+                return Err(format!(
+                    "has `type: \"{t}\"` but a `command` instead of a `url`"
+                ));
+            }
+            _ => {}
+        }
+        match (&c.command, &c.url) {
+            (Some(_), None) | (None, Some(_)) => Ok(c),
+            (Some(_), Some(_)) => Err("has both `command` and `url`".into()),
+            (None, None) => Err("needs a `command` (stdio) or a `url` (streamable HTTP)".into()),
+        }
+    }
+}
+
 /// Keys under which any name is allowed (user-chosen names).
 pub(crate) const OPEN_TABLES: &[&str] = &[
     "models",

@@ -31,6 +31,9 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     // Agent files read from these count as the user's own (not project), so
     // their hooks and servers would escape the project restrictions.
     &["agents", "user_dirs"],
+    // Deletes session folders (through a linked `.cadre`, maybe another
+    // project's).
+    &["transcripts", "cleanup_period_days"],
 ];
 
 /// Permission modes a project may set without trust: those that ask at
@@ -72,6 +75,27 @@ pub fn project_root(dir: &Path) -> PathBuf {
     dir.ancestors()
         .find(|d| d.join(".git").exists())
         .map_or_else(|| dir.clone(), Path::to_path_buf)
+}
+
+/// A path with `..` removed and symbolic links resolved as far as it
+/// exists: the nearest existing ancestor is resolved and the rest appended
+/// (so a link inside a project cannot hide a folder outside it).
+pub fn resolve_path(p: &Path) -> PathBuf {
+    let p = super::load::normalize(p);
+    let mut rest = Vec::new();
+    let mut at = p.as_path();
+    loop {
+        if let Ok(c) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(c, |acc, part| acc.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return p,
+        }
+    }
 }
 
 fn canonical(p: &Path) -> PathBuf {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::config::McpServerConfig;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, Pos};
 
 /// The `.mcp.json` files that apply to `cwd`, farthest first: every folder
 /// from the git root (or `cwd` alone outside a repository) down to `cwd`.
@@ -50,10 +50,10 @@ pub fn read_mcp_json(
     let mut servers = BTreeMap::new();
     let mut diags = Vec::new();
     for path in mcp_json_paths(cwd) {
-        let text = match fs_err::read_to_string(&path) {
+        let text = match crate::raw::read_text(&path, crate::config::MAX_SETTINGS_BYTES) {
             Ok(t) => t,
             Err(e) => {
-                diags.push(Diagnostic::warning(Some(&path), None, e.to_string()));
+                diags.push(Diagnostic::warning(Some(&path), None, e));
                 continue;
             }
         };
@@ -62,16 +62,25 @@ pub fn read_mcp_json(
             Err(e) => {
                 diags.push(Diagnostic::warning(
                     Some(&path),
-                    None,
+                    Some(Pos::new(e.line().max(1), e.column().max(1))),
                     format!("not valid JSON ({e}); its MCP servers are ignored"),
                 ));
                 continue;
             }
         };
+        // Positions come from the YAML reader (JSON is YAML); JSON's own
+        // parser has decided what is valid.
+        let tree = crate::raw::parse_yaml(&text).ok();
+        let key_pos = |name: &str| {
+            tree.as_ref()
+                .and_then(|t| t.get("mcpServers"))
+                .and_then(|m| m.entry(name))
+                .map(|(k, _)| k.pos)
+        };
         let Some(entries) = doc.get("mcpServers").and_then(Value::as_object) else {
             diags.push(Diagnostic::warning(
                 Some(&path),
-                None,
+                tree.as_ref().map(|t| t.pos),
                 "expected an object with an `mcpServers` object; ignored",
             ));
             continue;
@@ -83,7 +92,7 @@ pub fn read_mcp_json(
                 }
                 Err(why) => diags.push(Diagnostic::warning(
                     Some(&path),
-                    None,
+                    key_pos(name),
                     format!("mcpServers.{name}: {why}; this server is ignored"),
                 )),
             }
@@ -94,23 +103,7 @@ pub fn read_mcp_json(
 
 /// One server entry (from `.mcp.json` or an agent's inline `mcpServers`).
 fn parse_server(v: &Value) -> Result<McpServerConfig, String> {
-    let c: McpServerConfig = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
-    match (c.kind.as_deref(), &c.command, &c.url) {
-        (Some("stdio"), None, Some(_)) => {
-            return Err("has `type: \"stdio\"` but a `url` instead of a `command`".into());
-        }
-        (Some(t @ ("http" | "sse" | "streamable-http")), Some(_), None) => {
-            return Err(format!(
-                "has `type: \"{t}\"` but a `command` instead of a `url`"
-            ));
-        }
-        _ => {}
-    }
-    match (&c.command, &c.url) {
-        (Some(_), None) | (None, Some(_)) => Ok(c),
-        (Some(_), Some(_)) => Err("has both `command` and `url`".into()),
-        (None, None) => Err("needs a `command` (stdio) or a `url` (streamable HTTP)".into()),
-    }
+    McpServerConfig::from_json(v)
 }
 
 /// Expands `${VAR}` and `${VAR:-default}` in the command, args, env
@@ -191,36 +184,9 @@ pub fn effective_servers(
     all
 }
 
-/// An agent definition's `mcpServers`, split into names of shared servers
-/// and inline `{name: config}` definitions. An inline entry of the wrong
-/// shape is returned as a message in the third list.
-pub fn scoped_servers(
-    entries: &[Value],
-) -> (Vec<String>, Vec<(String, McpServerConfig)>, Vec<String>) {
-    let mut names = Vec::new();
-    let mut inline = Vec::new();
-    let mut problems = Vec::new();
-    for e in entries {
-        match e {
-            Value::String(s) => names.push(s.clone()),
-            Value::Object(m) => {
-                for (name, cfg) in m {
-                    match parse_server(cfg) {
-                        Ok(c) => inline.push((name.clone(), c)),
-                        Err(why) => problems.push(format!("mcpServers.{name}: {why}")),
-                    }
-                }
-            }
-            other => problems.push(format!("mcpServers: unexpected entry {other}")),
-        }
-    }
-    (names, inline, problems)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn nearer_mcp_json_wins_and_settings_win_over_all() {
@@ -321,20 +287,5 @@ mod tests {
                 && msg.contains("UNSET_VAR"),
             "{msg}"
         );
-    }
-
-    #[test]
-    fn scoped_entries_split_into_names_and_inline_definitions() {
-        let (names, inline, problems) = scoped_servers(&[
-            json!("github"),
-            json!({"local": {"command": "srv", "args": ["a"]}}),
-            json!({"broken": {"args": []}}),
-            json!({"mistyped": {"type": "http", "command": "srv"}}),
-        ]);
-        assert_eq!(names, ["github"]);
-        assert_eq!(inline.len(), 1);
-        assert_eq!(inline[0].0, "local");
-        assert_eq!(problems.len(), 2);
-        assert!(problems[1].contains("`type: \"http\"`"), "{problems:?}");
     }
 }

@@ -15,12 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
+use crate::catalog::AgentMcpServer;
 use crate::config::McpServerConfig;
 
 use super::client::Connection;
-use super::config::scoped_servers;
 use super::select::required_matches;
 use super::tool::McpTool;
 
@@ -494,16 +492,22 @@ impl McpManager {
         self: &Arc<Self>,
         agent_id: &str,
         agent_type: &str,
-        entries: &[Value],
+        entries: &[AgentMcpServer],
         cwd: &Path,
         child_env: Arc<crate::config::ChildEnv>,
     ) -> ScopedServers {
-        let (names, mut inline, problems) = scoped_servers(entries);
-        for (_, config) in inline.iter_mut() {
-            config.child_env = Some(Arc::clone(&child_env));
-        }
-        for p in problems {
-            report(&format!("agent `{agent_type}`: {p}; ignored"));
+        // Resolved when the agent file was read; a bad entry was reported then.
+        let mut names = Vec::new();
+        let mut inline = Vec::new();
+        for e in entries {
+            match e {
+                AgentMcpServer::Named(n) => names.push(n.clone()),
+                AgentMcpServer::Inline { name, config } => {
+                    let mut config = config.clone();
+                    config.child_env = Some(Arc::clone(&child_env));
+                    inline.push((name.clone(), config));
+                }
+            }
         }
         {
             let inner = self.lock();

@@ -19,7 +19,7 @@ mod select;
 mod tool;
 
 pub use client::{ConnectError, Connection, McpError};
-pub use config::{effective_servers, read_mcp_json, scoped_servers};
+pub use config::{effective_servers, read_mcp_json};
 pub use manager::{McpManager, RequiredError, ServerState};
 pub use resources::{RESOURCE_TOOLS, ResourceTool};
 pub use sampling::{Sample, Sampled, Sampler};

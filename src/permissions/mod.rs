@@ -69,6 +69,9 @@ pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];
 pub struct Rule {
     text: String,
     kind: RuleKind,
+    /// Where the rule was written (`file:line:col`, a variable or a flag),
+    /// when known; named in denials.
+    origin: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -121,12 +124,25 @@ impl Rule {
         Ok(Rule {
             text: text.to_string(),
             kind,
+            origin: None,
         })
     }
 
     /// The rule as written in settings.
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// Where the rule was written, if known.
+    pub fn origin(&self) -> Option<&str> {
+        self.origin.as_deref()
+    }
+
+    fn cited(&self) -> Cited {
+        Cited {
+            rule: self.text.clone(),
+            origin: self.origin.clone(),
+        }
     }
 
     /// Whether the rule covers this call, or might (a Bash command that
@@ -623,6 +639,20 @@ impl Rules {
         (rules, errors)
     }
 
+    /// Records where each rule was written: `origin(list, text)` for the
+    /// lists `allow`, `ask` and `deny`.
+    pub fn cite(&mut self, origin: impl Fn(&str, &str) -> Option<String>) {
+        for (name, list) in [
+            ("allow", &mut self.allow),
+            ("ask", &mut self.ask),
+            ("deny", &mut self.deny),
+        ] {
+            for r in list.iter_mut() {
+                r.origin = origin(name, &r.text);
+            }
+        }
+    }
+
     /// The deny rule that names `tool` as a whole (`Edit`, not `Edit(src/**)`):
     /// no use of it could ever be allowed, so the tool is not offered to the
     /// model at all (Claude Code drops such tools from the pool too).
@@ -806,13 +836,24 @@ pub fn decide_in(
     explain(rules, mode, tool, input, cwd, additional_dirs).decision
 }
 
-/// A decision with what made it, for `cadre permissions check`.
+/// A decision with what made it, for `cadre permissions check` and for
+/// the denial text a model gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explained {
     pub decision: Decision,
     /// The rule(s) or mode that decided, in words (for an ask or a denial,
     /// the same text as the reason).
     pub by: String,
+    /// The deny or ask rule that decided an ask or a denial, if one did.
+    pub rule: Option<Cited>,
+}
+
+/// A rule named in a decision, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cited {
+    pub rule: String,
+    /// `file:line:col`, an environment variable or a command-line flag.
+    pub origin: Option<String>,
 }
 
 /// [`decide_in`], also saying what decided an allow.
@@ -829,14 +870,21 @@ pub fn explain(
         Ok(by) => Explained {
             decision: Decision::Allow,
             by,
+            rule: None,
         },
-        Err(decision) => {
-            let by = match &decision {
-                Decision::Ask { reason } | Decision::Deny { reason } => reason.clone(),
-                Decision::Allow => String::new(),
-            };
-            Explained { decision, by }
-        }
+        Err((decision, rule)) => explained(decision, rule),
+    }
+}
+
+fn explained(decision: Decision, rule: Option<&Rule>) -> Explained {
+    let by = match &decision {
+        Decision::Ask { reason } | Decision::Deny { reason } => reason.clone(),
+        Decision::Allow => String::new(),
+    };
+    Explained {
+        decision,
+        by,
+        rule: rule.map(Rule::cited),
     }
 }
 
@@ -856,43 +904,56 @@ fn dont_ask(mode: PermissionMode, reason: String) -> Decision {
 /// What the deny and ask rules say of a call: a matching deny rule denies,
 /// a matching ask rule asks, and a rule that might match a command that
 /// cannot be resolved asks; `None` when no deny or ask rule applies.
-fn rule_verdict(rules: &Rules, mode: PermissionMode, call: &Call) -> Option<Decision> {
-    let mut unsure: Option<String> = None;
+fn rule_verdict<'r>(
+    rules: &'r Rules,
+    mode: PermissionMode,
+    call: &Call,
+) -> Option<(Decision, &'r Rule)> {
+    let mut unsure: Option<(String, &Rule)> = None;
     for (list, what) in [(&rules.deny, "deny"), (&rules.ask, "ask")] {
         for rule in list {
             match rule.match_call(call) {
                 Match::Yes if what == "deny" => {
-                    return Some(Decision::Deny {
-                        reason: format!("deny rule '{}'", rule.text),
-                    });
+                    return Some((
+                        Decision::Deny {
+                            reason: format!("deny rule '{}'", rule.text),
+                        },
+                        rule,
+                    ));
                 }
-                Match::Yes => return Some(dont_ask(mode, format!("ask rule '{}'", rule.text))),
+                Match::Yes => {
+                    return Some((dont_ask(mode, format!("ask rule '{}'", rule.text)), rule));
+                }
                 Match::Maybe if unsure.is_none() => {
-                    unsure = Some(format!(
-                        "cannot tell whether {what} rule '{}' applies: {}",
-                        rule.text,
-                        uncertainty(call)
+                    unsure = Some((
+                        format!(
+                            "cannot tell whether {what} rule '{}' applies: {}",
+                            rule.text,
+                            uncertainty(call)
+                        ),
+                        rule,
                     ));
                 }
                 Match::Maybe | Match::No => {}
             }
         }
     }
-    unsure.map(|reason| dont_ask(mode, reason))
+    unsure.map(|(reason, rule)| (dont_ask(mode, reason), rule))
 }
 
-/// `Ok(what allowed it)` or `Err(an ask or a denial)`.
-fn decide_call(
-    rules: &Rules,
+/// `Ok(what allowed it)` or `Err(an ask or a denial, and the rule that
+/// made it)`.
+fn decide_call<'r>(
+    rules: &'r Rules,
     mode: PermissionMode,
     tool: &str,
     input: &Value,
     cwd: &Path,
     additional_dirs: &[PathBuf],
-) -> Result<String, Decision> {
+) -> Result<String, (Decision, Option<&'r Rule>)> {
     let call = Call::new(tool, input, cwd);
-    if let Some(d) = rule_verdict(rules, mode, &call) {
-        return Err(d);
+    if let Some((d, rule)) = rule_verdict(rules, mode, &call) {
+        return Err((d, Some(rule)));
     }
     let mut dirs = vec![cwd.to_path_buf()];
     dirs.extend(additional_dirs.iter().cloned());
@@ -936,19 +997,24 @@ fn decide_call(
         && let Some(p) = &call.path
         && !p.within(&dirs)
     {
-        return Err(Decision::Ask {
-            reason: format!(
-                "'{}' is outside the working directory and the added directories ({by_mode})",
-                p.written.display()
-            ),
-        });
+        return Err((
+            Decision::Ask {
+                reason: format!(
+                    "'{}' is outside the working directory and the added directories ({by_mode})",
+                    p.written.display()
+                ),
+            },
+            None,
+        ));
     }
     match mode {
-        PermissionMode::Plan | PermissionMode::DontAsk => Err(Decision::Deny { reason: by_mode }),
+        PermissionMode::Plan | PermissionMode::DontAsk => {
+            Err((Decision::Deny { reason: by_mode }, None))
+        }
         PermissionMode::BypassPermissions => Ok(by_mode),
         PermissionMode::AcceptEdits if edit => Ok(by_mode),
         PermissionMode::AcceptEdits | PermissionMode::Default | PermissionMode::Bubble => {
-            Err(Decision::Ask { reason: by_mode })
+            Err((Decision::Ask { reason: by_mode }, None))
         }
     }
 }
@@ -983,8 +1049,21 @@ pub fn decide_with_hook(
     additional_dirs: &[PathBuf],
     hook: Option<&HookVerdict>,
 ) -> Decision {
+    explain_with_hook(rules, mode, tool, input, cwd, additional_dirs, hook).decision
+}
+
+/// [`decide_with_hook`], with the rule that decided (see [`Explained`]).
+pub fn explain_with_hook(
+    rules: &Rules,
+    mode: PermissionMode,
+    tool: &str,
+    input: &Value,
+    cwd: &Path,
+    additional_dirs: &[PathBuf],
+    hook: Option<&HookVerdict>,
+) -> Explained {
     let Some(hook) = hook else {
-        return decide_in(rules, mode, tool, input, cwd, additional_dirs);
+        return explain(rules, mode, tool, input, cwd, additional_dirs);
     };
     let call = Call::new(tool, input, cwd);
     let by_rule = rule_verdict(rules, mode, &call);
@@ -994,14 +1073,23 @@ pub fn decide_with_hook(
         format!(": {}", hook.reason)
     };
     match hook.decision {
-        HookDecision::Deny => Decision::Deny {
-            reason: format!("PreToolUse hook denied the call{reason}"),
-        },
+        HookDecision::Deny => explained(
+            Decision::Deny {
+                reason: format!("PreToolUse hook denied the call{reason}"),
+            },
+            None,
+        ),
         HookDecision::Ask => match by_rule {
-            Some(d @ Decision::Deny { .. }) => d,
-            _ => dont_ask(mode, format!("PreToolUse hook asked{reason}")),
+            Some((d @ Decision::Deny { .. }, rule)) => explained(d, Some(rule)),
+            _ => explained(
+                dont_ask(mode, format!("PreToolUse hook asked{reason}")),
+                None,
+            ),
         },
-        HookDecision::Allow => by_rule.unwrap_or(Decision::Allow),
+        HookDecision::Allow => match by_rule {
+            Some((d, rule)) => explained(d, Some(rule)),
+            None => explained(Decision::Allow, None),
+        },
     }
 }
 

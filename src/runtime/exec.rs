@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
-use crate::tools::permissions::{Decision, Rules, decide_with_hook};
+use crate::tools::permissions::{Decision, Rules, explain_with_hook};
 use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
@@ -211,7 +211,7 @@ impl Session {
             .chain(&self.engine.add_dirs)
             .map(|d| self.spec.cwd.join(d))
             .collect();
-        match decide_with_hook(
+        let explained = explain_with_hook(
             rules,
             self.spec.mode,
             name,
@@ -219,12 +219,20 @@ impl Session {
             &self.spec.cwd,
             &add_dirs,
             verdict.as_ref(),
-        ) {
+        );
+        // The rule that decided and where it was written, for the text.
+        let (rule, origin) = match &explained.rule {
+            Some(c) => (Some(c.rule.as_str()), c.origin.as_deref()),
+            None => (None, None),
+        };
+        match explained.decision {
             Decision::Allow => {}
             Decision::Deny { reason } => {
                 return error(snap.templates.show(&PermissionDenied {
                     tool: name.to_string(),
                     reason,
+                    rule: rule.map(str::to_string),
+                    origin: origin.map(str::to_string),
                     asked: false,
                     interactive: false,
                     message: None,
@@ -253,6 +261,8 @@ impl Session {
                     return error(snap.templates.show(&PermissionDenied {
                         tool: name.to_string(),
                         reason,
+                        rule: rule.map(str::to_string),
+                        origin: origin.map(str::to_string),
                         asked: true,
                         interactive: self.engine.asker.is_some(),
                         message: answer.message,

@@ -23,7 +23,8 @@ use serde_json::{Map, Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::catalog::AgentDef;
-use crate::config::{ChildEnv, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
+pub use crate::config::HookEvent;
+use crate::config::{ChildEnv, Hook, HookConfig, Hooks};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
 use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
@@ -36,206 +37,22 @@ use super::transcript::Transcript;
 /// How many times SubagentStop hooks may send one child back to work.
 pub const MAX_STOP_BLOCKS: u32 = 3;
 
-/// The events cadre fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookEvent {
-    SubagentStart,
-    SubagentStop,
-    PreToolUse,
-    PostToolUse,
-    /// Before a compaction; the matcher is tested against its trigger
-    /// (`auto` or `manual`).
-    PreCompact,
-}
-
-impl HookEvent {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::SubagentStart => "SubagentStart",
-            HookEvent::SubagentStop => "SubagentStop",
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::PostToolUse => "PostToolUse",
-            HookEvent::PreCompact => "PreCompact",
-        }
-    }
-
-    /// An event name as written in frontmatter (`Stop` = `SubagentStop`).
-    pub fn from_frontmatter(name: &str) -> Option<Self> {
-        match name {
-            "SubagentStart" => Some(HookEvent::SubagentStart),
-            "SubagentStop" | "Stop" => Some(HookEvent::SubagentStop),
-            "PreToolUse" => Some(HookEvent::PreToolUse),
-            "PostToolUse" => Some(HookEvent::PostToolUse),
-            "PreCompact" => Some(HookEvent::PreCompact),
-            _ => None,
-        }
-    }
-
-    fn in_settings(self, settings: &HookSettings) -> &[HookConfig] {
-        match self {
-            HookEvent::SubagentStart => &settings.subagent_start,
-            HookEvent::SubagentStop => &settings.subagent_stop,
-            HookEvent::PreToolUse => &settings.pre_tool_use,
-            HookEvent::PostToolUse => &settings.post_tool_use,
-            HookEvent::PreCompact => &settings.pre_compact,
-        }
-    }
-}
-
-/// Whether `matcher` selects `target` (an agent type or a tool name).
-/// Absent, empty or `*` selects everything; otherwise the matcher is a
-/// regex that must match the whole target. A matcher that is not a valid
-/// regex selects nothing (and is logged).
-pub fn matches(matcher: Option<&str>, target: &str) -> bool {
-    let Some(m) = matcher.map(str::trim) else {
-        return true;
-    };
-    if m.is_empty() || m == "*" {
-        return true;
-    }
-    match regex::Regex::new(&format!("^(?:{m})$")) {
-        Ok(re) => re.is_match(target),
-        Err(e) => {
-            tracing::warn!("hook matcher {m:?} is not a valid regex: {e}");
-            false
-        }
-    }
-}
-
-/// Reads an agent's frontmatter `hooks` in either shape:
-/// Claude Code's `{Event: [{matcher?, hooks: [{type: command, command,
-/// timeout? (seconds)}]}]}` or the flat `{Event: [{matcher?, command,
-/// timeout_ms?}]}`. A single object stands for a list of one. Returns the
-/// hooks and a description of every entry that was skipped.
-pub fn frontmatter_hooks(value: &Value) -> (Vec<(HookEvent, HookConfig)>, Vec<String>) {
-    let mut hooks = Vec::new();
-    let mut problems = Vec::new();
-    let Some(events) = value.as_object() else {
-        problems.push("hooks: expected a mapping of event names to hooks".to_string());
-        return (hooks, problems);
-    };
-    for (name, entries) in events {
-        let Some(event) = HookEvent::from_frontmatter(name) else {
-            problems.push(format!(
-                "hooks.{name}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse, PostToolUse and PreCompact"
-            ));
-            continue;
-        };
-        for entry in as_list(entries) {
-            let Some(obj) = entry.as_object() else {
-                problems.push(format!("hooks.{name}: expected a mapping, found {entry}"));
-                continue;
-            };
-            let matcher = obj
-                .get("matcher")
-                .and_then(scalar_string)
-                .filter(|m| !m.is_empty());
-            match obj.get("hooks") {
-                Some(inner) => {
-                    for h in as_list(inner) {
-                        match command_hook(h, matcher.clone()) {
-                            Ok(c) => hooks.push((event, c)),
-                            Err(p) => problems.push(format!("hooks.{name}: {p}")),
-                        }
-                    }
-                }
-                None => match command_hook(entry, matcher) {
-                    Ok(c) => hooks.push((event, c)),
-                    Err(p) => problems.push(format!("hooks.{name}: {p}")),
-                },
-            }
-        }
-    }
-    (hooks, problems)
-}
-
-fn as_list(v: &Value) -> Vec<&Value> {
-    match v {
-        Value::Array(items) => items.iter().collect(),
-        Value::Null => Vec::new(),
-        other => vec![other],
-    }
-}
-
-fn scalar_string(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.trim().to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-fn scalar_u64(v: &Value) -> Option<u64> {
-    match v {
-        Value::Number(n) => n
-            .as_u64()
-            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
-        Value::String(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-/// One `{type?, command, timeout?, timeout_ms?}` object.
-fn command_hook(v: &Value, matcher: Option<String>) -> Result<HookConfig, String> {
-    let obj = v
-        .as_object()
-        .ok_or_else(|| format!("expected a hook mapping, found {v}"))?;
-    if let Some(kind) = obj.get("type").and_then(Value::as_str)
-        && kind != "command"
-    {
-        return Err(format!(
-            "hook type {kind:?} is not supported; only `command` hooks run"
-        ));
-    }
-    let command = obj
-        .get("command")
-        .and_then(scalar_string)
-        .filter(|c| !c.is_empty())
-        .ok_or_else(|| "a hook needs a `command`".to_string())?;
-    let timeout_ms = obj
-        .get("timeout_ms")
-        .and_then(scalar_u64)
-        .or_else(|| {
-            obj.get("timeout")
-                .and_then(scalar_u64)
-                .map(|s| s.saturating_mul(1000))
-        })
-        .unwrap_or(DEFAULT_HOOK_TIMEOUT_MS);
-    Ok(HookConfig {
-        matcher,
-        command,
-        timeout_ms,
-    })
-}
-
 /// The hooks of `event` that fire for `target` in a session running as
-/// `def`: the settings' hooks, then the definition's own, each in the
-/// order written.
+/// `def`: the settings' hooks (resolved once with the snapshot), then the
+/// definition's own (resolved when its file was read), each in the order
+/// written.
 pub fn applicable(
-    settings: &HookSettings,
+    settings: &Hooks,
     def: Option<&AgentDef>,
     event: HookEvent,
     target: &str,
 ) -> Vec<HookConfig> {
-    let mut out: Vec<HookConfig> = event
-        .in_settings(settings)
-        .iter()
-        .filter(|h| matches(h.matcher.as_deref(), target))
-        .cloned()
-        .collect();
-    if let Some(value) = def.and_then(|d| d.hooks.as_ref()) {
-        let (hooks, problems) = frontmatter_hooks(value);
-        for p in problems {
-            tracing::debug!("agent {}: {p}", def.map_or("", |d| d.name.as_str()));
-        }
-        out.extend(
-            hooks
-                .into_iter()
-                .filter(|(e, h)| *e == event && matches(h.matcher.as_deref(), target))
-                .map(|(_, h)| h),
-        );
-    }
-    out
+    let own = def.and_then(|d| d.hooks.as_ref());
+    settings
+        .select(event, target)
+        .chain(own.into_iter().flat_map(|h| h.select(event, target)))
+        .map(Hook::config)
+        .collect()
 }
 
 /// How one hook run ended.
@@ -490,12 +307,7 @@ pub(super) async fn subagent_start(
     history: &mut History,
 ) {
     let event = HookEvent::SubagentStart;
-    let hooks = applicable(
-        &snap.settings().hooks,
-        spec.def.as_deref(),
-        event,
-        agent_type(spec),
-    );
+    let hooks = applicable(&snap.hooks, spec.def.as_deref(), event, agent_type(spec));
     if hooks.is_empty() {
         return;
     }
@@ -532,12 +344,7 @@ impl Session {
     }
 
     fn hooks_for(&self, snap: &Snapshot, event: HookEvent, target: &str) -> Vec<HookConfig> {
-        applicable(
-            &snap.settings().hooks,
-            self.spec.def.as_deref(),
-            event,
-            target,
-        )
+        applicable(&snap.hooks, self.spec.def.as_deref(), event, target)
     }
 
     /// PreCompact: runs the hooks for a compaction about to start. They
@@ -727,121 +534,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn matcher_rules() {
-        assert!(matches(None, "Bash"));
-        assert!(matches(Some(""), "Bash"));
-        assert!(matches(Some("*"), "Bash"));
-        assert!(matches(Some("Bash"), "Bash"));
-        assert!(!matches(Some("Bash"), "BashOutput"), "whole name only");
-        assert!(!matches(Some("Write"), "TodoWrite"));
-        assert!(matches(Some("Edit|Write"), "Write"));
-        assert!(matches(Some("mcp__fs__.*"), "mcp__fs__read"));
-        assert!(!matches(Some("mcp__fs__.*"), "mcp__git__log"));
-        assert!(
-            !matches(Some("(unclosed"), "Bash"),
-            "a bad regex matches nothing"
-        );
-    }
-
-    #[test]
-    fn claude_code_shape_with_timeout_in_seconds() {
-        let v = json!({
-            "PreToolUse": [{"matcher": "Bash", "hooks": [
-                {"type": "command", "command": "./check.sh", "timeout": 5},
-                {"type": "command", "command": "./log.sh"}
-            ]}],
-            "Stop": [{"hooks": [{"type": "command", "command": "./done.sh", "timeout": "2"}]}]
-        });
-        let (hooks, problems) = frontmatter_hooks(&v);
-        assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(
-            hooks,
-            vec![
-                (
-                    HookEvent::PreToolUse,
-                    HookConfig {
-                        matcher: Some("Bash".into()),
-                        command: "./check.sh".into(),
-                        timeout_ms: 5000
-                    }
-                ),
-                (
-                    HookEvent::PreToolUse,
-                    HookConfig {
-                        matcher: Some("Bash".into()),
-                        command: "./log.sh".into(),
-                        timeout_ms: DEFAULT_HOOK_TIMEOUT_MS
-                    }
-                ),
-                (
-                    HookEvent::SubagentStop,
-                    HookConfig {
-                        matcher: None,
-                        command: "./done.sh".into(),
-                        timeout_ms: 2000
-                    }
-                ),
-            ]
-        );
-    }
-
-    #[test]
-    fn flat_shape_and_single_objects() {
-        let v = json!({
-            "PostToolUse": {"matcher": "Read", "command": "echo hi", "timeout_ms": "250"},
-            "SubagentStart": [{"command": "echo start"}]
-        });
-        let (hooks, problems) = frontmatter_hooks(&v);
-        assert!(problems.is_empty(), "{problems:?}");
-        assert_eq!(hooks.len(), 2);
-        assert_eq!(hooks[0].0, HookEvent::PostToolUse);
-        assert_eq!(hooks[0].1.matcher.as_deref(), Some("Read"));
-        assert_eq!(hooks[0].1.timeout_ms, 250);
-        assert_eq!(hooks[1].0, HookEvent::SubagentStart);
-        assert_eq!(hooks[1].1.command, "echo start");
-    }
-
-    #[test]
-    fn bad_entries_are_skipped_and_reported() {
-        let v = json!({
-            "Notification": [{"command": "x"}],
-            "PreToolUse": [
-                {"matcher": "Bash"},
-                {"hooks": [{"type": "prompt", "prompt": "judge"}]},
-                "echo",
-                {"command": "ok"}
-            ]
-        });
-        let (hooks, problems) = frontmatter_hooks(&v);
-        assert_eq!(hooks.len(), 1);
-        assert_eq!(hooks[0].1.command, "ok");
-        assert_eq!(problems.len(), 4, "{problems:?}");
-        assert!(problems[0].contains("unknown event"));
-        let (hooks, problems) = frontmatter_hooks(&json!(["a"]));
-        assert!(hooks.is_empty());
-        assert_eq!(problems.len(), 1);
-    }
-
-    #[test]
     fn applicable_merges_settings_then_frontmatter_by_event_and_matcher() {
-        let settings = HookSettings {
-            pre_tool_use: vec![
-                HookConfig {
-                    matcher: Some("Bash".into()),
-                    command: "settings-bash".into(),
-                    timeout_ms: 1,
-                },
-                HookConfig {
-                    matcher: Some("Read".into()),
-                    command: "settings-read".into(),
-                    timeout_ms: 1,
-                },
-            ],
-            ..HookSettings::default()
+        let hook = |event, matcher: Option<&str>, command: &str| Hook {
+            event,
+            matcher: crate::config::Matcher::new(matcher).unwrap(),
+            command: command.into(),
+            timeout_ms: 1,
         };
+        let settings = Hooks(vec![
+            hook(HookEvent::PreToolUse, Some("Bash"), "settings-bash"),
+            hook(HookEvent::PreToolUse, Some("Read"), "settings-read"),
+        ]);
         let mut def = AgentDef::new("worker", "w", crate::catalog::Source::Project);
-        def.hooks =
-            Some(json!({"PreToolUse": [{"command": "fm-any"}], "Stop": [{"command": "fm-stop"}]}));
+        def.hooks = Some(Hooks(vec![
+            hook(HookEvent::PreToolUse, None, "fm-any"),
+            hook(HookEvent::SubagentStop, None, "fm-stop"),
+        ]));
         let names = |hs: Vec<HookConfig>| hs.into_iter().map(|h| h.command).collect::<Vec<_>>();
         assert_eq!(
             names(applicable(

@@ -55,7 +55,11 @@ contexts! {
     "error_permission_denied" => pub struct PermissionDenied {
         pub tool: String = "Bash".into(),
         /// The rule or mode that decided.
-        pub reason: String = "rule `Bash(rm:*)` in .claude/settings.json".into(),
+        pub reason: String = "deny rule 'Bash(rm:*)'".into(),
+        /// The deny or ask rule that decided, if one did.
+        pub rule: Option<String> = Some("Bash(rm:*)".into()),
+        /// Where that rule was written: file:line:col, a variable or a flag.
+        pub origin: Option<String> = Some(".claude/settings.json:4:14".into()),
         /// The decision was "ask".
         pub asked: bool = true,
         /// Someone could have answered.

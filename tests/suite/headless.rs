@@ -381,13 +381,13 @@ fn unsupported_flags_say_so() {
         ],
     );
     run.ok();
-    for flag in ["--fallback-model", "--setting-sources"] {
-        assert!(
-            run.stderr.contains(&format!("not supported: {flag}")),
-            "{flag}: {}",
-            run.stderr
-        );
-    }
+    assert!(
+        run.stderr.contains("not supported: --fallback-model"),
+        "{}",
+        run.stderr
+    );
+    // --setting-sources is a settings layer choice now (see suite::layers).
+    assert!(!run.stderr.contains("--setting-sources"), "{}", run.stderr);
     // --add-dir is checked and used as `cadre run --add-dir` is.
     let run = p.run(Some(&server), &["-p", "x", "--add-dir", "no-such-dir"]);
     assert_eq!(run.code, 2);

@@ -12,6 +12,7 @@ mod hooks;
 mod hostile;
 mod inspect;
 pub mod kit;
+mod layers;
 mod load;
 mod mcp;
 mod newcomer;

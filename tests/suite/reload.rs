@@ -283,6 +283,31 @@ fn claude_code_settings_files_created_after_start_reload() {
 }
 
 #[test]
+fn a_settings_flag_file_is_followed_like_the_other_layers() {
+    let p = Project::new("");
+    p.write("team.json", r#"{"permissions": {"deny": ["Bash(rm:*)"]}}"#);
+    let mut bin = cadre();
+    bin.args(["--settings", "team.json"]);
+    let mut w = Watch::start_with(&p, "interactive", bin);
+    p.write(
+        "team.json",
+        r#"{"permissions": {"deny": ["Bash(rm:*)", "Read(./.env)"]}}"#,
+    );
+    let e = w.until("settings_changed", |v| v["settings_changed"] == true);
+    assert_eq!(e["ok"], true, "{e}");
+    let out = p
+        .command()
+        .args(["config", "show", "--json", "--settings", "team.json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["settings"]["permissions"]["deny"],
+        json!(["Bash(rm:*)", "Read(./.env)"])
+    );
+}
+
+#[test]
 fn a_gated_flag_is_reported_with_its_value_and_not_effective() {
     let p = Project::new("");
     let mut w = Watch::start(&p, "non-interactive");

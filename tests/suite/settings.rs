@@ -535,7 +535,7 @@ fn config_validate_reports_a_broken_hook_matcher_and_rule_at_their_position() {
     let agent = p.path().join(".claude/agents/a.md").display().to_string();
     assert!(
         out.stdout.contains(&format!(
-            "{agent}:6:16: error: agent `a`: hooks.PreToolUse: matcher \"[\""
+            "{agent}:6:16: error: hooks.PreToolUse: matcher \"[\""
         )),
         "{}",
         out.stdout
