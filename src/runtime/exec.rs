@@ -19,7 +19,8 @@ use super::EngineEvent;
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
 use super::texts::{
-    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, WebFetchPrompt,
+    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall,
+    WebFetchPrompt,
 };
 
 /// What one call produced, plus the usage of any child it ran.
@@ -82,7 +83,12 @@ impl Session {
     /// input), when that reaches the limit; `None` when the call may run.
     /// Small models tend to repeat a call whose result they already have
     /// instead of answering; the guard answers for the tool instead.
-    fn repeated_streak(&self, snap: &crate::snapshot::Snapshot, name: &str, input: &Value) -> Option<u32> {
+    fn repeated_streak(
+        &self,
+        snap: &crate::snapshot::Snapshot,
+        name: &str,
+        input: &Value,
+    ) -> Option<u32> {
         let limit = snap.settings().agents.repeated_call_limit;
         if limit == 0 {
             return None;
@@ -186,14 +192,10 @@ impl Session {
             }));
         }
         if let Some(turns) = self.repeated_streak(snap, name, &input) {
-            return CallResult::text(
-                id,
-                render(
-                    "error_repeated_call",
-                    json!({"tool": name, "turns": turns}),
-                ),
-                true,
-            );
+            return error(snap.templates.show(&RepeatedCall {
+                tool: name.to_string(),
+                turns,
+            }));
         }
         let invalid = |issues: Vec<String>| {
             error(snap.templates.show(&InvalidInput {

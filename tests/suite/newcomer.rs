@@ -239,15 +239,17 @@ fn a_call_repeated_past_the_limit_is_answered_without_running() {
     // limit of 1, the first runs, the two repeats are answered by the guard,
     // and the different call runs. The marker file counts real runs.
     let mut p = Project::new();
-    p.config(
-        "[agents]\nrepeated_call_limit = 1\n[permissions]\nallow = [\"Bash(echo:*)\"]\n",
-    );
+    p.config("[agents]\nrepeated_call_limit = 1\n[permissions]\nallow = [\"Bash(echo:*)\"]\n");
     let same = json!({"command": "echo run >> runs.txt"});
     let server = FakeServer::start([
         anthropic::tool_use_reply("toolu_1", "Bash", same.clone()),
         anthropic::tool_use_reply("toolu_2", "Bash", same.clone()),
         anthropic::tool_use_reply("toolu_3", "Bash", same.clone()),
-        anthropic::tool_use_reply("toolu_4", "Bash", json!({"command": "echo other >> runs.txt"})),
+        anthropic::tool_use_reply(
+            "toolu_4",
+            "Bash",
+            json!({"command": "echo other >> runs.txt"}),
+        ),
         anthropic::tool_use_reply("toolu_5", "Bash", same),
         anthropic::text_reply("done"),
     ]);
