@@ -262,6 +262,10 @@ pub struct AgentSettings {
     /// over all its requests) ends `failed` before its next request; 0 = no
     /// budget.
     pub task_token_budget: u64,
+    /// How many turns in a row an agent may make the same call (same tool,
+    /// same input); the next identical call is not run and the model is
+    /// told to use the result it has. 0 = no limit.
+    pub repeated_call_limit: u32,
 }
 
 impl Default for AgentSettings {
@@ -284,6 +288,7 @@ impl Default for AgentSettings {
             task_timeout_ms: 0,
             run_wait_ceiling_ms: 0,
             task_token_budget: 0,
+            repeated_call_limit: 0,
         }
     }
 }

@@ -19,7 +19,8 @@ use super::EngineEvent;
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
 use super::texts::{
-    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, WebFetchPrompt,
+    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall,
+    WebFetchPrompt,
 };
 
 /// What one call produced, plus the usage of any child it ran.
@@ -75,6 +76,36 @@ impl Session {
             blocks.push(r.block);
         }
         blocks
+    }
+
+    /// With `agents.repeated_call_limit` set: how many assistant turns in
+    /// a row, just before this one, made this very call (same tool, same
+    /// input), when that reaches the limit; `None` when the call may run.
+    /// Small models tend to repeat a call whose result they already have
+    /// instead of answering; the guard answers for the tool instead.
+    fn repeated_streak(
+        &self,
+        snap: &crate::snapshot::Snapshot,
+        name: &str,
+        input: &Value,
+    ) -> Option<u32> {
+        let limit = snap.settings().agents.repeated_call_limit;
+        if limit == 0 {
+            return None;
+        }
+        // The last assistant message is this turn's own; count the ones
+        // before it that made the same call, stopping at the first that
+        // did not.
+        let streak = self
+            .history
+            .iter()
+            .rev()
+            .filter(|m| m.role == crate::message::Role::Assistant)
+            .skip(1)
+            .take_while(|m| m.tool_uses().any(|(_, n, i)| n == name && i == input))
+            .count();
+        let streak = u32::try_from(streak).unwrap_or(u32::MAX);
+        (streak >= limit).then_some(streak)
     }
 
     fn is_read_only(&self, turn: &Turn, name: &str) -> bool {
@@ -158,6 +189,12 @@ impl Session {
             return error(snap.templates.show(&InvalidJson {
                 tool: name.to_string(),
                 error: err.to_string(),
+            }));
+        }
+        if let Some(turns) = self.repeated_streak(snap, name, &input) {
+            return error(snap.templates.show(&RepeatedCall {
+                tool: name.to_string(),
+                turns,
             }));
         }
         let invalid = |issues: Vec<String>| {

@@ -31,6 +31,13 @@ contexts! {
         pub name: String = "Frobnicate".into(),
     }
 
+    /// The same call (tool and input) as in the agent's previous turns,
+    /// held back by `agents.repeated_call_limit`.
+    "error_repeated_call" => pub struct RepeatedCall {
+        pub tool: String = "Glob".into(),
+        pub turns: u32 = 2,
+    }
+
     /// A tool call whose input is not JSON.
     "error_invalid_json" => pub struct InvalidJson {
         pub tool: String = "Read".into(),

@@ -234,6 +234,59 @@ fn the_local_config_offers_a_small_model_only_the_tools_it_needs() {
 }
 
 #[test]
+fn a_call_repeated_past_the_limit_is_answered_without_running() {
+    // The same Bash call three turns in a row, then a different one: with a
+    // limit of 1, the first runs, the two repeats are answered by the guard,
+    // and the different call runs. The marker file counts real runs.
+    let mut p = Project::new();
+    p.config("[agents]\nrepeated_call_limit = 1\n[permissions]\nallow = [\"Bash(echo:*)\"]\n");
+    let same = json!({"command": "echo run >> runs.txt"});
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", same.clone()),
+        anthropic::tool_use_reply("toolu_2", "Bash", same.clone()),
+        anthropic::tool_use_reply("toolu_3", "Bash", same.clone()),
+        anthropic::tool_use_reply(
+            "toolu_4",
+            "Bash",
+            json!({"command": "echo other >> runs.txt"}),
+        ),
+        anthropic::tool_use_reply("toolu_5", "Bash", same),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    let runs = std::fs::read_to_string(p.path().join("runs.txt")).unwrap();
+    assert_eq!(runs, "run\nother\nrun\n", "only the repeats were held back");
+    for (request, turns) in [(2, "previous turn"), (3, "previous 2 turns")] {
+        let result = &super::harness::last_tool_results(&server.request(request).json)[0];
+        assert_eq!(result["is_error"], true, "{result}");
+        let text = super::harness::result_text(result);
+        assert!(text.contains("Not run") && text.contains(turns), "{text}");
+    }
+    // Off by default: the same script runs every call.
+    let mut q = Project::new();
+    q.config("[permissions]\nallow = [\"Bash(echo:*)\"]\n");
+    let same = json!({"command": "echo run >> runs.txt"});
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", same.clone()),
+        anthropic::tool_use_reply("toolu_2", "Bash", same),
+        anthropic::text_reply("done"),
+    ]);
+    q.run(Some(&server), &["run", "go"]).ok();
+    let runs = std::fs::read_to_string(q.path().join("runs.txt")).unwrap();
+    assert_eq!(runs, "run\nrun\n");
+}
+
+#[test]
+fn the_shipped_local_config_limits_repeated_calls() {
+    let local = std::fs::read_to_string(repo_root().join("config/local.toml")).unwrap();
+    let v: toml::Table = toml::from_str(&local).unwrap();
+    assert!(
+        v["agents"]["repeated_call_limit"].as_integer().unwrap_or(0) > 0,
+        "config/local.toml keeps a small model from repeating a call"
+    );
+}
+
+#[test]
 fn worktree_isolation_without_commits_is_a_clear_error() {
     let p = Project::new();
     git(p.path(), &["init", "-q"]);
