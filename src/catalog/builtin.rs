@@ -20,11 +20,16 @@ use crate::diagnostic::Diagnostic;
 const EMBEDDED: &[(&str, &str)] = &[
     ("Explore.md", include_str!("../../agents/Explore.md")),
     ("Plan.md", include_str!("../../agents/Plan.md")),
+    (
+        "coordinator.md",
+        include_str!("../../agents/coordinator.md"),
+    ),
     ("fork.md", include_str!("../../agents/fork.md")),
     (
         "general-purpose.md",
         include_str!("../../agents/general-purpose.md"),
     ),
+    ("worker.md", include_str!("../../agents/worker.md")),
 ];
 
 /// The maximum number of turns of a fork child.

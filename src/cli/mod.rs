@@ -86,6 +86,10 @@ pub struct GlobalArgs {
     /// servers, provider URL and key) without recording trust.
     #[arg(long, global = true)]
     pub trust: bool,
+    /// Coordinator mode for this run (`mode = "coordinator"`): the main
+    /// session directs background workers and keeps only the tools for that.
+    #[arg(long, global = true)]
+    pub coordinator: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -330,6 +334,7 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 model: o.model.clone(),
                 permission_mode: o.permission_mode,
                 trust: g.trust,
+                mode: g.coordinator.then_some(crate::config::Mode::Coordinator),
             },
         },
         cli_agents: g.agents.clone(),

@@ -194,10 +194,21 @@ pub(super) fn prepare_with(
     } else {
         None
     };
-    let agent_name = args.agent.clone().or_else(|| {
-        restored
-            .as_ref()
-            .and_then(|(_, r)| r.header.as_ref()?.agent.clone())
+    // A resumed session keeps the mode it was started in (coordinator or
+    // not), whatever the settings say now.
+    let kind = match restored.as_ref().and_then(|(_, r)| r.header.as_ref()?.mode) {
+        Some(m) => crate::config::SessionKind {
+            coordinator: m == crate::config::Mode::Coordinator,
+            ..kind
+        },
+        None => kind,
+    };
+    let recorded = restored.as_ref().and_then(|(_, r)| r.header.as_ref());
+    // `--agent`, else the resumed session's agent, else the one the mode
+    // names (`[modes.coordinator] main_agent`).
+    let agent_name = args.agent.clone().or_else(|| match recorded {
+        Some(h) => h.agent.clone(),
+        None => snap.settings().mode_main_agent().map(str::to_string),
     });
     let def = match &agent_name {
         Some(name) => Some(snap.visible_agent(name, kind).cloned().ok_or_else(|| {
@@ -387,6 +398,11 @@ pub(super) fn prepare_with(
         session_id: engine.session_id.clone(),
         model: spec.model.clone(),
         agent: def.as_ref().map(|d| d.name.clone()),
+        mode: Some(if kind.coordinator {
+            crate::config::Mode::Coordinator
+        } else {
+            crate::config::Mode::Normal
+        }),
         tool_names: spec.tool_names.clone(),
         sampling: crate::message::Sampling {
             temperature: settings.provider.temperature,

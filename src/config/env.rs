@@ -160,6 +160,9 @@ pub(super) fn cli_layer(cli: &CliOverrides) -> LayerDoc {
             Value::String(m.clone()),
         );
     }
+    if let Some(mode) = cli.mode {
+        root.insert("mode".into(), Value::String(mode.as_str().into()));
+    }
     if let Some(mode) = cli.permission_mode {
         insert_path(
             &mut root,

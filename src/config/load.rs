@@ -36,6 +36,8 @@ pub struct CliOverrides {
     /// `--trust`: obey the project's settings in full for this run, as if
     /// the folder were trusted.
     pub trust: bool,
+    /// `--coordinator`.
+    pub mode: Option<super::Mode>,
 }
 
 /// Everything settings depend on, so that loading is a plain function.

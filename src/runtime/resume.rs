@@ -33,6 +33,9 @@ pub struct SessionHeader {
     /// The `--agent` it runs as, if any.
     #[serde(default)]
     pub agent: Option<String>,
+    /// `normal` or `coordinator`; a resumed session keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::config::Mode>,
     /// The tools offered to the model, in order.
     #[serde(default)]
     pub tool_names: Vec<String>,

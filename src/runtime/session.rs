@@ -407,8 +407,14 @@ impl Session {
                 names.extend(resource_tools);
             }
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
-            let ctx =
-                PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name).with_tools(&names);
+            let scratchpad = self
+                .engine
+                .session_dir
+                .as_ref()
+                .map(|d| d.join("scratchpad"));
+            let ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name)
+                .with_tools(&names)
+                .with_scratchpad(scratchpad.as_deref());
             let system = if self.spec.is_main {
                 let edits = &self.engine.main_prompt;
                 let mut system = match &edits.replace {
@@ -426,6 +432,13 @@ impl Session {
                     None => main_system_prompt(snap, None, &ctx)?,
                 }
             };
+            // The scratchpad exists once a prompt tells the model of it.
+            if let Some(dir) = &ctx.scratchpad
+                && system.contains(dir.as_str())
+                && let Err(e) = fs_err::create_dir_all(dir)
+            {
+                tracing::warn!("{e}");
+            }
             self.rendered = Some(Rendered {
                 generation: snap.generation,
                 mcp_version,
@@ -746,7 +759,7 @@ pub fn render_tools_for(
     listed: &dyn Fn(&AgentDef) -> bool,
     offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    let agents = snap
+    let agents: Vec<AgentLine> = snap
         .visible_agents(kind)
         .into_iter()
         .filter(|d| listed(d))
@@ -756,6 +769,9 @@ pub fn render_tools_for(
             tools: crate::agent_tool::tools_summary(d, offer),
         })
         .collect();
+    let default_type = crate::agent_tool::default_type(agents.iter().map(|a| a.name.as_str()))
+        .unwrap_or(crate::catalog::GENERAL_PURPOSE)
+        .to_string();
     let skills = snap
         .skills
         .skills
@@ -771,6 +787,7 @@ pub fn render_tools_for(
         fork: snap.fork_effective(kind),
         background: snap.background_enabled(kind),
         coordinator: kind.coordinator,
+        default_type,
     };
     let holds = |c: &crate::config::Condition| snap.flags().holds(c, kind);
     let aliases = snap.model_aliases();

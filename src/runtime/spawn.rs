@@ -120,6 +120,28 @@ impl Session {
                 (spec, history, (FORK_AGENT.to_string(), source), false)
             }
             Ok(Route::Named(agent_type)) => {
+                // No type given: the caller's default (general-purpose, or
+                // the first type its `Agent(…)` allows).
+                let agent_type = if input
+                    .subagent_type
+                    .as_deref()
+                    .is_none_or(|t| t.trim().is_empty())
+                {
+                    let spawnable = self
+                        .spec
+                        .def
+                        .as_deref()
+                        .and_then(crate::agent_tool::spawnable_types);
+                    let listed = snap.visible_agents(kind);
+                    crate::agent_tool::default_type(
+                        listed.iter().map(|d| d.name.as_str()).filter(|n| {
+                            spawnable.as_ref().is_none_or(|s| s.iter().any(|t| t == n))
+                        }),
+                    )
+                    .map_or(agent_type, str::to_string)
+                } else {
+                    agent_type
+                };
                 let Some(def) = snap.visible_agent(&agent_type, kind).cloned() else {
                     let available: Vec<&str> = snap
                         .visible_agents(kind)

@@ -388,6 +388,8 @@ pub struct DescriptionContext {
     pub fork: bool,
     pub background: bool,
     pub coordinator: bool,
+    /// The agent type a call without `subagent_type` starts.
+    pub default_type: String,
 }
 
 /// The context of one tool's description: the shared [`DescriptionContext`]

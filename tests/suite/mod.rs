@@ -4,6 +4,7 @@ mod agents;
 mod background;
 mod bad_input;
 mod bounded;
+mod coordinator;
 mod corpus;
 mod faults;
 pub mod harness;
