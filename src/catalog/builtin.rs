@@ -125,7 +125,10 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         assert_eq!(files, 0);
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["Explore", "Plan", "fork", "general-purpose"]);
+        assert_eq!(
+            names,
+            ["Explore", "Plan", "coordinator", "fork", "general-purpose", "worker"]
+        );
         let get = |n: &str| defs.iter().find(|d| d.name == n).unwrap();
 
         let gp = get("general-purpose");

@@ -459,6 +459,7 @@ mod tests {
             session_id: "20260101T120000-0123abcd".into(),
             model: "m".into(),
             agent: None,
+            mode: None,
             tool_names: vec!["Read".into()],
             sampling: Sampling::default(),
             max_tokens: 100,
