@@ -127,7 +127,14 @@ mod tests {
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(
             names,
-            ["Explore", "Plan", "coordinator", "fork", "general-purpose", "worker"]
+            [
+                "Explore",
+                "Plan",
+                "coordinator",
+                "fork",
+                "general-purpose",
+                "worker"
+            ]
         );
         let get = |n: &str| defs.iter().find(|d| d.name == n).unwrap();
 
