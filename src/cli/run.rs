@@ -53,6 +53,11 @@ pub struct SessionArgs {
     /// leave the original as it was.
     #[arg(long)]
     pub(super) fork_session: bool,
+    /// With AGENT_TEAMS on: lead the team NAME (its folder under
+    /// `agents.teams_dir`, shared with any other session that names it).
+    /// Without it the team is named after the session.
+    #[arg(long, value_name = "NAME")]
+    pub(super) team: Option<String>,
 }
 
 impl SessionArgs {
@@ -377,6 +382,36 @@ pub(super) fn prepare_with(
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
         .unwrap_or(settings.agents.default_max_turns);
+    // With AGENT_TEAMS on, the main session leads a team.
+    let team = if snap.teams_effective(kind) {
+        let name = args
+            .team
+            .clone()
+            .unwrap_or_else(|| engine.session_id.clone());
+        let dir = input.load.cwd.join(&settings.agents.teams_dir);
+        let store = crate::teams::TeamStore::open(&dir, &name)
+            .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
+        store
+            .join(crate::teams::Member {
+                name: crate::teams::LEAD.into(),
+                agent_id: "main".into(),
+                agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
+                status: crate::teams::MemberStatus::Active,
+                session_id: engine.session_id.clone(),
+                joined: runtime::transcript::now_rfc3339(),
+            })
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        Some(runtime::TeamSeat {
+            store,
+            member: crate::teams::LEAD.into(),
+        })
+    } else if let Some(name) = &args.team {
+        return Err(CliError::Usage(format!(
+            "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
+        )));
+    } else {
+        None
+    };
     let spec = SessionSpec {
         agent_id: "main".into(),
         parent_agent_id: None,
@@ -392,6 +427,7 @@ pub(super) fn prepare_with(
         cwd: input.load.cwd.clone(),
         tool_names,
         wait_for_background,
+        team,
     };
     let header = runtime::resume::SessionHeader {
         version: runtime::resume::TRANSCRIPT_VERSION,

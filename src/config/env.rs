@@ -31,6 +31,10 @@ const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ),
     ("CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH", "agents.max_depth"),
     ("CLAUDE_CODE_COORDINATOR_MODE", "mode"),
+    (
+        "CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS",
+        "features.AGENT_TEAMS",
+    ),
     ("ANTHROPIC_MODEL", "provider.model"),
 ];
 

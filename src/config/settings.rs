@@ -283,6 +283,9 @@ pub struct AgentSettings {
     /// over all its requests) ends `failed` before its next request; 0 = no
     /// budget.
     pub task_token_budget: u64,
+    /// Where agent teams keep their folders (docs/teams.md), relative to
+    /// the working directory.
+    pub teams_dir: PathBuf,
 }
 
 impl Default for AgentSettings {
@@ -305,6 +308,7 @@ impl Default for AgentSettings {
             task_timeout_ms: 0,
             run_wait_ceiling_ms: 0,
             task_token_budget: 0,
+            teams_dir: PathBuf::from(".cadre/teams"),
         }
     }
 }
@@ -455,6 +459,12 @@ pub struct HookSettings {
     pub post_tool_use: Vec<HookConfig>,
     #[serde(rename = "PreCompact")]
     pub pre_compact: Vec<HookConfig>,
+    #[serde(rename = "TeammateIdle")]
+    pub teammate_idle: Vec<HookConfig>,
+    #[serde(rename = "TaskCreated")]
+    pub task_created: Vec<HookConfig>,
+    #[serde(rename = "TaskCompleted")]
+    pub task_completed: Vec<HookConfig>,
 }
 
 /// One hook command.

@@ -46,6 +46,14 @@ pub enum HookEvent {
     /// Before a compaction; the matcher is tested against its trigger
     /// (`auto` or `manual`).
     PreCompact,
+    /// A teammate ended its turn and is about to idle; the matcher is
+    /// tested against its name. Exit 2 keeps it working, with stderr as
+    /// its next message.
+    TeammateIdle,
+    /// A task was added to a team's list; matcher: the team's name.
+    TaskCreated,
+    /// A team task became completed; matcher: the team's name.
+    TaskCompleted,
 }
 
 impl HookEvent {
@@ -56,6 +64,9 @@ impl HookEvent {
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::PreCompact => "PreCompact",
+            HookEvent::TeammateIdle => "TeammateIdle",
+            HookEvent::TaskCreated => "TaskCreated",
+            HookEvent::TaskCompleted => "TaskCompleted",
         }
     }
 
@@ -67,6 +78,9 @@ impl HookEvent {
             "PreToolUse" => Some(HookEvent::PreToolUse),
             "PostToolUse" => Some(HookEvent::PostToolUse),
             "PreCompact" => Some(HookEvent::PreCompact),
+            "TeammateIdle" => Some(HookEvent::TeammateIdle),
+            "TaskCreated" => Some(HookEvent::TaskCreated),
+            "TaskCompleted" => Some(HookEvent::TaskCompleted),
             _ => None,
         }
     }
@@ -78,6 +92,9 @@ impl HookEvent {
             HookEvent::PreToolUse => &settings.pre_tool_use,
             HookEvent::PostToolUse => &settings.post_tool_use,
             HookEvent::PreCompact => &settings.pre_compact,
+            HookEvent::TeammateIdle => &settings.teammate_idle,
+            HookEvent::TaskCreated => &settings.task_created,
+            HookEvent::TaskCompleted => &settings.task_completed,
         }
     }
 }
@@ -117,7 +134,7 @@ pub fn frontmatter_hooks(value: &Value) -> (Vec<(HookEvent, HookConfig)>, Vec<St
     for (name, entries) in events {
         let Some(event) = HookEvent::from_frontmatter(name) else {
             problems.push(format!(
-                "hooks.{name}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse, PostToolUse and PreCompact"
+                "hooks.{name}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse, PostToolUse, PreCompact, TeammateIdle, TaskCreated and TaskCompleted"
             ));
             continue;
         };
@@ -527,11 +544,16 @@ pub(super) async fn subagent_start(
 }
 
 impl Session {
-    fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
+    pub(super) fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
         base_input(&self.engine, &self.spec, &self.transcript, event)
     }
 
-    fn hooks_for(&self, snap: &Snapshot, event: HookEvent, target: &str) -> Vec<HookConfig> {
+    pub(super) fn hooks_for(
+        &self,
+        snap: &Snapshot,
+        event: HookEvent,
+        target: &str,
+    ) -> Vec<HookConfig> {
         applicable(
             &snap.settings().hooks,
             self.spec.def.as_deref(),

@@ -422,6 +422,7 @@ pub fn restore_tasks(
             cwd: child_cwd,
             tool_names,
             wait_for_background: true,
+            team: None,
         };
         engine.tasks.insert_ended(
             NewTask {

@@ -66,6 +66,22 @@ pub struct SessionSpec {
     /// wait for their notifications and continue (`run`, and every
     /// sub-agent); `chat` leaves them for the next prompt.
     pub wait_for_background: bool,
+    /// The team this session is a member of (the lead, or a teammate).
+    pub team: Option<TeamSeat>,
+}
+
+/// A session's place in an agent team.
+#[derive(Debug, Clone)]
+pub struct TeamSeat {
+    pub store: crate::teams::TeamStore,
+    /// Its name in the team (`team-lead` for the lead).
+    pub member: String,
+}
+
+impl TeamSeat {
+    pub fn is_lead(&self) -> bool {
+        self.member == crate::teams::LEAD
+    }
 }
 
 /// Counters of a session so far.
@@ -153,6 +169,8 @@ pub struct Session {
     pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
     /// The task this session runs as (sub-agents): told of progress.
     task: Option<Arc<super::tasks::Task>>,
+    /// A teammate read a `shutdown_request`: it stops after this turn.
+    pub(super) shutdown: std::sync::atomic::AtomicBool,
 }
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
@@ -186,6 +204,7 @@ impl Session {
             started: Instant::now(),
             todos: Default::default(),
             task: None,
+            shutdown: Default::default(),
         }
     }
 
@@ -253,7 +272,16 @@ impl Session {
             .map(ContentBlock::text)
             .collect();
         blocks.extend(tasks.take_inbox(id).into_iter().map(ContentBlock::text));
+        blocks.extend(self.team_incoming());
         blocks
+    }
+
+    /// Adds blocks (a teammate's mail, hook feedback) as the next user
+    /// message, joined to a trailing one.
+    pub(super) fn push_blocks(&mut self, blocks: Vec<ContentBlock>) {
+        if !blocks.is_empty() {
+            self.join_last_user_message(blocks);
+        }
     }
 
     pub(super) fn append(&mut self, message: Arc<Message>) {
@@ -607,6 +635,16 @@ impl Session {
                     if self.cancel.is_cancelled() {
                         return Err(RunError::Cancelled);
                     }
+                    let incoming = self.take_incoming();
+                    if !incoming.is_empty() {
+                        self.append(Arc::new(Message::user(incoming)));
+                        wake_up = true;
+                        continue;
+                    }
+                }
+                // A team's lead waits while its teammates work, and answers
+                // what they send.
+                if self.spec.wait_for_background && self.wait_for_team().await {
                     let incoming = self.take_incoming();
                     if !incoming.is_empty() {
                         self.append(Arc::new(Message::user(incoming)));

@@ -58,6 +58,13 @@ impl Session {
             })
         })?;
         let kind = self.spec.kind;
+        // In a team, a named spawn is a teammate (only the lead starts them).
+        if let Some(name) = input.name.clone()
+            && self.spec.team.is_some()
+            && snap.teams_effective(kind)
+        {
+            return self.spawn_teammate(turn, &input, &name).await;
+        }
         let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
         let routed = route(&input, snap.fork_effective(kind), caller_is_fork_child);
         let settings = snap.settings();
@@ -116,6 +123,7 @@ impl Session {
                     cwd: self.spec.cwd.clone(),
                     tool_names: turn.tool_names.to_vec(),
                     wait_for_background: true,
+                    team: None,
                 };
                 (spec, history, (FORK_AGENT.to_string(), source), false)
             }
@@ -237,6 +245,7 @@ impl Session {
                     tool_names,
                     def: Some(Arc::clone(&def)),
                     wait_for_background: true,
+                    team: None,
                 };
                 let mut blocks = Vec::new();
                 if prompt::gets_memory(Some(&def))

@@ -27,6 +27,7 @@ mod sessions;
 mod settings;
 mod shutdown;
 mod skills;
+mod teams;
 mod text_tools;
 mod todos;
 mod web;
