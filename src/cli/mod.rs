@@ -21,6 +21,7 @@ mod run;
 mod sessions;
 mod signals;
 mod skills;
+mod teams;
 mod tools;
 mod trust;
 mod watch;
@@ -114,6 +115,9 @@ pub enum Command {
     /// Agent worktrees kept under the current repository.
     #[command(subcommand)]
     Worktrees(worktrees::WorktreesCommand),
+    /// Agent teams (AGENT_TEAMS): members, inboxes and tasks.
+    #[command(subcommand)]
+    Teams(teams::TeamsCommand),
     /// Watch the files and print one line per reload until interrupted.
     Watch(watch::WatchArgs),
     /// Show the effective settings and where each came from, or check them.
@@ -236,6 +240,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
+        Command::Teams(cmd) => teams::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,
         Command::Trust(args) => trust::trust(&g, args),
         Command::Config(cmd) => config::dispatch(&g, cmd),

@@ -163,6 +163,24 @@ fn two_teammates_claim_different_tasks_hear_a_broadcast_and_idle_between() {
         .map(|m| m["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["ended", "ended"], "shut down with the process");
+    let shown = p.run(None, &["teams", "show", "crew", "--json"]);
+    shown.ok();
+    let v = shown.json();
+    let names: Vec<&str> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["member"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 3, "{v}");
+    for n in ["team-lead", "alice", "bob"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+    let listed = p.run(None, &["teams", "list", "--json"]);
+    listed.ok();
+    assert_eq!(listed.json()[0]["name"], "crew");
+    assert_eq!(listed.json()[0]["open_tasks"], 0);
 }
 
 #[test]
