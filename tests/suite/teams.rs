@@ -278,7 +278,7 @@ fn two_processes_share_one_team_folder() {
         // Slow, so that process B runs meanwhile.
         anthropic::text_reply("working").delayed(Duration::from_millis(2000))
     });
-    let mut child = p
+    let child = p
         .command(Some(&a))
         .args(["run", "--team", "shared", "start"])
         .stdout(std::process::Stdio::piped())
