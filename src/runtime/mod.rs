@@ -18,6 +18,7 @@ mod session;
 mod spawn;
 pub mod tasks;
 mod team;
+mod team_texts;
 pub mod texts;
 pub mod todos;
 pub mod transcript;
@@ -419,6 +420,7 @@ pub fn total_tokens(last: &Usage, cumulative: &Usage) -> u64 {
 pub(crate) fn template_samples() -> Vec<(&'static str, bool, serde_json::Value)> {
     let mut all = texts::samples();
     all.extend(prompt::samples());
+    all.extend(team_texts::samples());
     all.push(crate::templates::sample_of::<prompt::MemoryContext>());
     all
 }

@@ -106,6 +106,7 @@ impl PromptContext {
             agent_name: "general-purpose".into(),
             tools: vec!["Agent".into(), "Read".into()],
             has_agent_tool: true,
+            scratchpad: Some("/repo/.cadre/sessions/S/scratchpad".into()),
         }
     }
 }

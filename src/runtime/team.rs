@@ -20,6 +20,7 @@ use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
 use super::exec::text_content;
 use super::hooks::{HookEvent, fire};
 use super::session::{Session, SessionSpec, TeamSeat, Turn};
+use super::team_texts::*;
 use super::transcript::{Transcript, now_rfc3339};
 use super::{Engine, new_agent_id};
 
@@ -36,7 +37,11 @@ pub const TEAM_TOOLS: &[&str] = &[
     "TaskUpdate",
 ];
 
-/// Message kinds SendMessage accepts in a team.
+/// The kind of the notice a teammate sends its lead when it goes idle.
+const IDLE: &str = "idle";
+
+/// Message kinds SendMessage accepts in a team (plain first, then the
+/// shutdown request).
 const KINDS: &[&str] = &[
     "message",
     "shutdown_request",
@@ -74,10 +79,14 @@ impl Session {
         name: &str,
         input: Value,
     ) -> Result<String, String> {
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
-        let err = |e: &dyn std::fmt::Display| render("error_team", json!({"error": e.to_string()}));
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
+        };
         let Some(seat) = &self.spec.team else {
-            return Err(err(&"this session is not in an agent team"));
+            return Err(t.show(&NotInTeam { tool: name.into() }));
         };
         let store = &seat.store;
         match name {
@@ -88,16 +97,19 @@ impl Session {
                     .map_err(|e| err(&e))?;
                 self.task_hook(snap, HookEvent::TaskCreated, seat, &task)
                     .await;
-                Ok(render("team_task_created", json!(task)))
+                Ok(t.show(&TaskCreatedText {
+                    id: task.id,
+                    subject: task.subject,
+                }))
             }
             "TaskList" => {
                 let tasks = store.tasks().map_err(|e| err(&e))?;
-                Ok(render("team_task_list", json!({"tasks": tasks})))
+                Ok(t.show(&TaskListText { tasks }))
             }
             "TaskGet" => {
                 let i: IdInput = serde_json::from_value(input).map_err(|e| err(&e))?;
                 match store.task(&i.task_id).map_err(|e| err(&e))? {
-                    Some(t) => Ok(render("team_task", json!(t))),
+                    Some(task) => Ok(t.show(&TaskText { task })),
                     None => Err(err(&teams::TeamError::NoSuchTask(i.task_id))),
                 }
             }
@@ -110,9 +122,11 @@ impl Session {
                     self.task_hook(snap, HookEvent::TaskCompleted, seat, &claim.task)
                         .await;
                 }
-                Ok(render("team_task_updated", json!(claim.task)))
+                Ok(t.show(&TaskUpdatedText { task: claim.task }))
             }
-            other => Err(format!("{other} is not a team tool")),
+            other => Err(t.show(&super::texts::NoSuchTool {
+                name: other.to_string(),
+            })),
         }
     }
 
@@ -169,29 +183,34 @@ impl Session {
         text: &str,
         kind: Option<&str>,
     ) -> Result<String, String> {
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
-        let err = |e: &dyn std::fmt::Display| render("error_team", json!({"error": e.to_string()}));
-        let Some(seat) = &self.spec.team else {
-            return Err(err(&"this session is not in an agent team"));
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
         };
-        let kind = kind.unwrap_or("message");
+        let Some(seat) = &self.spec.team else {
+            return Err(t.show(&NotInTeam {
+                tool: "SendMessage".into(),
+            }));
+        };
+        let kind = kind.unwrap_or(KINDS[0]);
         if !KINDS.contains(&kind) {
-            return Err(err(&format!(
-                "unknown message type {kind:?}; expected one of {}",
-                KINDS.join(", ")
-            )));
+            return Err(t.show(&BadMessageType {
+                kind: kind.into(),
+                expected: KINDS.join(", "),
+            }));
         }
         let recipients = seat
             .store
             .send(&seat.member, to, text, kind)
             .map_err(|e| err(&e))?;
         if recipients.is_empty() {
-            return Err(err(&"no other member to send to"));
+            return Err(t.show(&NoRecipient {}));
         }
-        Ok(render(
-            "team_message_sent",
-            json!({"recipients": recipients.join(", ")}),
-        ))
+        Ok(t.show(&MessageSent {
+            recipients: recipients.join(", "),
+        }))
     }
 
     /// Unread team messages for this session, as text blocks (marked read).
@@ -214,14 +233,15 @@ impl Session {
         messages
             .into_iter()
             .map(|m| {
-                if m.kind == "shutdown_request" && !seat.is_lead() {
+                if m.kind == KINDS[1] && !seat.is_lead() {
                     self.shutdown.store(true, Ordering::SeqCst);
                 }
-                let kind = (m.kind != "message").then_some(m.kind.as_str());
-                ContentBlock::text(snap.templates.text(
-                    "team_message",
-                    &json!({"from": m.from, "text": m.text, "kind": kind}),
-                ))
+                let kind = (m.kind != KINDS[0]).then(|| m.kind.clone());
+                ContentBlock::text(snap.templates.show(&TeamMessageText {
+                    from: m.from,
+                    text: m.text,
+                    kind,
+                }))
             })
             .collect()
     }
@@ -264,19 +284,25 @@ impl Session {
         name: &str,
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let snap = &turn.snap;
-        let render = |template: &str, ctx: Value| snap.templates.text(template, &ctx);
-        let err = |e: &dyn std::fmt::Display| render("error_team", json!({"error": e.to_string()}));
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
+        };
         let Some(seat) = &self.spec.team else {
-            return Err(err(&"this session is not in an agent team"));
+            return Err(t.show(&NotInTeam {
+                tool: crate::agent_tool::AGENT_TOOL.into(),
+            }));
         };
         if !seat.is_lead() {
-            return Err(render("error_teammate_spawn", json!({})));
+            return Err(t.show(&TeammateCannotSpawn {}));
         }
-        if let Some(t) = input.team_name.as_deref().filter(|t| *t != seat.store.name) {
-            return Err(err(&format!(
-                "this session leads the team {:?}, not {t:?}; start cadre with --team {t} to lead that team",
-                seat.store.name
-            )));
+        if let Some(asked) = input.team_name.as_deref().filter(|n| *n != seat.store.name) {
+            return Err(t.show(&OtherTeam {
+                team: seat.store.name.clone(),
+                asked: asked.into(),
+            }));
         }
         if !teams::valid_name(name) || name == teams::LEAD || name == teams::BROADCAST {
             return Err(err(&teams::TeamError::BadName(name.into())));
@@ -289,10 +315,10 @@ impl Session {
                 .iter()
                 .map(|d| d.name.as_str())
                 .collect();
-            return Err(render(
-                "error_unknown_agent",
-                json!({"agent_type": agent_type, "available": available.join(", ")}),
-            ));
+            return Err(t.show(&super::texts::UnknownAgent {
+                agent_type: agent_type.into(),
+                available: available.join(", "),
+            }));
         };
         let team = seat.store.team().map_err(|e| err(&e))?;
         // A name in use by a live member gets a number.
@@ -370,10 +396,12 @@ impl Session {
             .filter(|m| m.name != teams::LEAD && m.status != MemberStatus::Ended)
             .map(|m| m.name.clone())
             .collect();
-        let intro = render(
-            "teammate_intro",
-            json!({"name": member, "team": store.name, "others": others.join(", "), "prompt": input.prompt}),
-        );
+        let intro = t.show(&TeammateIntro {
+            name: member.clone(),
+            team: store.name.clone(),
+            others: others.join(", "),
+            prompt: input.prompt.clone(),
+        });
         store
             .join(Member {
                 name: member.clone(),
@@ -406,10 +434,11 @@ impl Session {
             self.engine.team_cancel.child_token(),
         );
         Ok((
-            text_content([render(
-                "result_teammate_spawned",
-                json!({"agent_id": agent_id, "name": member, "team_name": store.name}),
-            )]),
+            text_content([t.show(&TeammateSpawned {
+                agent_id,
+                name: member,
+                team_name: store.name,
+            })]),
             Usage::default(),
         ))
     }
@@ -455,10 +484,11 @@ fn start_teammate(
             if let Some(error) = failed {
                 // The lead hears why a teammate stopped on its own.
                 tracing::info!("teammate {me}: {error}");
-                let notice = snap
-                    .templates
-                    .text("team_ended", &json!({"name": me, "error": error}));
-                let _ = store.send(&me, teams::LEAD, &notice, "message");
+                let notice = snap.templates.show(&EndedNotice {
+                    name: me.clone(),
+                    error,
+                });
+                let _ = store.send(&me, teams::LEAD, &notice, KINDS[0]);
                 break;
             }
             if outcome.is_err() || session.shutdown.load(Ordering::SeqCst) || cancel.is_cancelled()
@@ -473,10 +503,11 @@ fn start_teammate(
             // The lead hears of it first, then the member shows idle: a lead
             // that sees every member idle has the notice in its mailbox.
             let last = super::session::last_text(session.history()).map(|t| t.join("\n"));
-            let notice = snap
-                .templates
-                .text("team_idle", &json!({"name": me, "last": last}));
-            if let Err(e) = store.send(&me, teams::LEAD, &notice, "idle") {
+            let notice = snap.templates.show(&IdleNotice {
+                name: me.clone(),
+                last,
+            });
+            if let Err(e) = store.send(&me, teams::LEAD, &notice, IDLE) {
                 tracing::warn!("teammate {me}: {e}");
             }
             let _ = store.set_status(&me, MemberStatus::Idle);
@@ -534,8 +565,7 @@ async fn teammate_idle_hooks(
     if fired.blocks.is_empty() {
         return None;
     }
-    Some(snap.templates.text(
-        "hook_stop_feedback",
-        &json!({"reason": fired.blocks.join("\n")}),
-    ))
+    Some(snap.templates.show(&super::texts::HookStopFeedback {
+        reason: fired.blocks.join("\n"),
+    }))
 }
