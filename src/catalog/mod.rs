@@ -16,6 +16,7 @@ mod parse;
 mod resolve;
 pub mod skills;
 mod sources;
+pub mod teams;
 mod tokens;
 
 pub use builtin::builtin_agents;

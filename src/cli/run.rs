@@ -298,6 +298,60 @@ pub(super) fn prepare_with(
             tracing::info!("removed {n} session folder(s) older than {days} days");
         }
     }
+    // With AGENT_TEAMS on, the main session leads a team.
+    let mut lead_prompt: Option<String> = None;
+    let team = if snap.teams_effective(kind) {
+        let name = args.team.clone().unwrap_or_else(|| session_id.clone());
+        let dir = input.load.cwd.join(&settings.agents.teams_dir);
+        let store = crate::teams::TeamStore::open(&dir, &name)
+            .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
+        store
+            .join(crate::teams::Member {
+                name: crate::teams::LEAD.into(),
+                agent_id: "main".into(),
+                agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
+                status: crate::teams::MemberStatus::Active,
+                session_id: session_id.clone(),
+                joined: runtime::transcript::now_rfc3339(),
+            })
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks
+        // added (once per subject), its members started at the first turn.
+        let file = crate::catalog::teams::team_file(&input.load.cwd, &name);
+        if let Some(path) = &file {
+            let def = crate::catalog::teams::load_team(path).map_err(|diags| {
+                CliError::Usage(
+                    diags
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            })?;
+            let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
+            for t in &def.tasks {
+                if !existing.iter().any(|x| x.subject == t.subject) {
+                    store
+                        .create_task(&t.subject, &t.description)
+                        .map_err(|e| CliError::Failed(e.to_string()))?;
+                }
+            }
+            if let Some(lead) = &def.lead_prompt {
+                lead_prompt = Some(lead.clone());
+            }
+        }
+        Some(runtime::TeamSeat {
+            store,
+            member: crate::teams::LEAD.into(),
+            file,
+        })
+    } else if let Some(name) = &args.team {
+        return Err(CliError::Usage(format!(
+            "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
+        )));
+    } else {
+        None
+    };
     let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
@@ -309,6 +363,14 @@ pub(super) fn prepare_with(
         asker,
     );
     engine.main_prompt = extras.main_prompt;
+    // The team file's words for the lead join its system prompt.
+    if let Some(lead) = lead_prompt {
+        let append = match engine.main_prompt.append.take() {
+            Some(a) => format!("{a}\n\n{lead}"),
+            None => lead,
+        };
+        engine.main_prompt.append = Some(append);
+    }
     engine.tool_gate = extras.tool_gate;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
@@ -382,36 +444,6 @@ pub(super) fn prepare_with(
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
         .unwrap_or(settings.agents.default_max_turns);
-    // With AGENT_TEAMS on, the main session leads a team.
-    let team = if snap.teams_effective(kind) {
-        let name = args
-            .team
-            .clone()
-            .unwrap_or_else(|| engine.session_id.clone());
-        let dir = input.load.cwd.join(&settings.agents.teams_dir);
-        let store = crate::teams::TeamStore::open(&dir, &name)
-            .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
-        store
-            .join(crate::teams::Member {
-                name: crate::teams::LEAD.into(),
-                agent_id: "main".into(),
-                agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
-                status: crate::teams::MemberStatus::Active,
-                session_id: engine.session_id.clone(),
-                joined: runtime::transcript::now_rfc3339(),
-            })
-            .map_err(|e| CliError::Failed(e.to_string()))?;
-        Some(runtime::TeamSeat {
-            store,
-            member: crate::teams::LEAD.into(),
-        })
-    } else if let Some(name) = &args.team {
-        return Err(CliError::Usage(format!(
-            "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
-        )));
-    } else {
-        None
-    };
     let spec = SessionSpec {
         agent_id: "main".into(),
         parent_agent_id: None,

@@ -76,6 +76,9 @@ pub struct TeamSeat {
     pub store: crate::teams::TeamStore,
     /// Its name in the team (`team-lead` for the lead).
     pub member: String,
+    /// The lead's team file (`.claude/teams/NAME.yaml`), read again at each
+    /// of its turns: a member added there joins then.
+    pub file: Option<std::path::PathBuf>,
 }
 
 impl TeamSeat {
@@ -531,6 +534,7 @@ impl Session {
             if self.cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
+            self.sync_team_file(&snap).await;
             let (request, tool_names) = self.build_request(&snap)?;
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();

@@ -63,7 +63,7 @@ impl Session {
             && self.spec.team.is_some()
             && snap.teams_effective(kind)
         {
-            return self.spawn_teammate(turn, &input, &name).await;
+            return self.spawn_teammate(&turn.snap, &input, &name).await;
         }
         let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
         let routed = route(&input, snap.fork_effective(kind), caller_is_fork_child);

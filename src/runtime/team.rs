@@ -19,7 +19,7 @@ use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
 
 use super::exec::text_content;
 use super::hooks::{HookEvent, fire};
-use super::session::{Session, SessionSpec, TeamSeat, Turn};
+use super::session::{Session, SessionSpec, TeamSeat};
 use super::team_texts::*;
 use super::transcript::{Transcript, now_rfc3339};
 use super::{Engine, new_agent_id};
@@ -246,6 +246,50 @@ impl Session {
             .collect()
     }
 
+    /// The lead with a team file: starts every member the file names that
+    /// has not joined from this session yet (at the first turn, and after
+    /// the file gained a member). A file that no longer validates is
+    /// reported and changes nothing.
+    pub(super) async fn sync_team_file(&self, snap: &Arc<Snapshot>) {
+        let Some(seat) = self.spec.team.as_ref().filter(|s| s.is_lead()) else {
+            return;
+        };
+        let Some(path) = &seat.file else {
+            return;
+        };
+        let def = match crate::catalog::teams::load_team(path) {
+            Ok(d) => d,
+            Err(diags) => {
+                for d in diags {
+                    tracing::warn!("{d}");
+                }
+                return;
+            }
+        };
+        let Ok(team) = seat.store.team() else {
+            return;
+        };
+        for m in def.members {
+            let joined = team
+                .members
+                .iter()
+                .any(|x| x.name == m.name && x.session_id == self.engine.session_id);
+            if joined {
+                continue;
+            }
+            let input = AgentInput {
+                description: m.name.clone(),
+                prompt: m.prompt.clone(),
+                subagent_type: m.agent.clone(),
+                name: Some(m.name.clone()),
+                ..AgentInput::default()
+            };
+            if let Err(e) = self.spawn_teammate(snap, &input, &m.name).await {
+                tracing::warn!("team file {}: member {}: {e}", path.display(), m.name);
+            }
+        }
+    }
+
     /// The lead of a team, after an answer: waits while a teammate of this
     /// process is working (or has mail to read), until a message reaches
     /// its mailbox. `false`
@@ -279,11 +323,10 @@ impl Session {
     /// An Agent call with `name` from a team's lead: starts a teammate.
     pub(super) async fn spawn_teammate(
         &self,
-        turn: &Turn,
+        snap: &Arc<Snapshot>,
         input: &AgentInput,
         name: &str,
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
-        let snap = &turn.snap;
         let t = &snap.templates;
         let err = |e: &dyn std::fmt::Display| {
             t.show(&TeamFailed {
@@ -388,6 +431,7 @@ impl Session {
             team: Some(TeamSeat {
                 store: store.clone(),
                 member: member.clone(),
+                file: None,
             }),
         };
         let others: Vec<String> = team

@@ -61,11 +61,16 @@ fn two_teammates_claim_different_tasks_hear_a_broadcast_and_idle_between() {
                     )
                     .reply(),
                 _ if body.contains("Message sent to") => anthropic::text_reply("all done"),
-                _ if body.contains("is idle") => anthropic::tool_use_reply(
-                    "toolu_bc",
-                    "SendMessage",
-                    json!({"to": "*", "message": "wrap up now"}),
-                ),
+                // Once both have gone idle, wake them with a broadcast.
+                _ if body.contains("alice finished its turn")
+                    && body.contains("bob finished its turn") =>
+                {
+                    anthropic::tool_use_reply(
+                        "toolu_bc",
+                        "SendMessage",
+                        json!({"to": "*", "message": "wrap up now"}),
+                    )
+                }
                 _ => anthropic::text_reply("team started"),
             };
         }
@@ -326,4 +331,102 @@ fn two_processes_share_one_team_folder() {
         teammate(&r) == Some("alice") && super::harness::user_texts(&r).contains("hello from B")
     });
     assert!(heard, "alice (process A) read the message process B sent");
+}
+
+#[test]
+fn a_team_file_starts_its_members_and_adds_its_tasks() {
+    let p = teams_project();
+    p.write(
+        ".claude/teams/squad.yaml",
+        "lead_prompt: Keep the squad on the task list.\nmembers:\n  - name: alice\n    prompt: take a task\n  - name: bob\n    agent: Explore\n    prompt: take a task\ntasks:\n  - subject: task A\n  - subject: task B\n    description: the second one\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return if r.body_str().contains("is idle") {
+                anthropic::text_reply("the squad is idle")
+            } else {
+                anthropic::text_reply("waiting for the squad")
+            };
+        }
+        if assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply("toolu_l", "TaskList", json!({}));
+        }
+        anthropic::text_reply("seen the list")
+    });
+    let r = p.run(Some(&server), &["run", "--team", "squad", "go"]);
+    r.ok();
+    let lead = server.requests().into_iter().find(is_main_session).unwrap();
+    assert!(
+        lead.system_text()
+            .contains("Keep the squad on the task list.")
+    );
+    for name in ["alice", "bob"] {
+        let listed = server
+            .requests()
+            .into_iter()
+            .find(|r| teammate(r) == Some(name) && assistant_turns(r) == 1)
+            .unwrap_or_else(|| panic!("{name} started from the team file"));
+        let list = last_result(&listed);
+        assert!(
+            list.contains("#1 [pending] task A") && list.contains("#2 [pending] task B"),
+            "{list}"
+        );
+    }
+    let team: Value = serde_json::from_str(&p.read(".cadre/teams/squad/team.json")).unwrap();
+    let bob = team["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "bob")
+        .unwrap();
+    assert_eq!(bob["agent_type"], "Explore");
+    assert_eq!(task_file(&p, "squad", "2")["description"], "the second one");
+
+    // A second run of the same team adds no task twice.
+    let again = FakeServer::route(|_| anthropic::text_reply("ok"));
+    p.write(
+        ".claude/teams/squad.yaml",
+        "members: []\ntasks:\n  - subject: task A\n",
+    );
+    p.run(Some(&again), &["run", "--team", "squad", "again"])
+        .ok();
+    assert!(!p.path().join(".cadre/teams/squad/tasks/3.json").exists());
+
+    // A bad file is an error with its position, and nothing runs.
+    p.write(".claude/teams/squad.yaml", "members:\n  - name: carol\n");
+    let bad = p.run(Some(&again), &["run", "--team", "squad", "x"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("squad.yaml:2:"), "{}", bad.stderr);
+    assert!(bad.stderr.contains("needs a `prompt`"), "{}", bad.stderr);
+}
+
+#[test]
+fn a_member_added_to_the_team_file_joins_at_the_leads_next_turn() {
+    let p = teams_project();
+    let file = p.write(
+        ".claude/teams/grow.toml",
+        "[[members]]\nname = \"alice\"\nprompt = \"say hi\"\n",
+    );
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            if assistant_turns(r) == 0 {
+                // The file gains a member while the lead works.
+                std::fs::write(
+                    &file,
+                    "[[members]]\nname = \"alice\"\nprompt = \"say hi\"\n[[members]]\nname = \"bob\"\nprompt = \"say hi too\"\n",
+                )
+                .unwrap();
+            }
+            return anthropic::text_reply("noted");
+        }
+        anthropic::text_reply("hi")
+    });
+    p.run(Some(&server), &["run", "--team", "grow", "go"]).ok();
+    let bob_ran = server
+        .requests()
+        .into_iter()
+        .any(|r| teammate(&r) == Some("bob"));
+    assert!(bob_ran, "bob joined after the file changed");
+    let first_lead = server.requests().into_iter().find(is_main_session).unwrap();
+    assert_eq!(assistant_turns(&first_lead), 0);
 }
