@@ -19,6 +19,7 @@ pub mod raw;
 pub mod reload;
 pub mod runtime;
 pub mod snapshot;
+pub mod teams;
 pub mod templates;
 pub mod tools;
 

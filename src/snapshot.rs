@@ -256,6 +256,11 @@ impl Snapshot {
         self.flags().effective(FORK_SUBAGENT, kind)
     }
 
+    /// Agent teams (docs/teams.md) are on.
+    pub fn teams_effective(&self, kind: SessionKind) -> bool {
+        self.flags().effective("AGENT_TEAMS", kind)
+    }
+
     pub fn background_enabled(&self, kind: SessionKind) -> bool {
         !self.flags().effective(DISABLE_BACKGROUND_TASKS, kind)
     }

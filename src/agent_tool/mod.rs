@@ -14,7 +14,8 @@ mod route;
 pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
 pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
 pub use pool::{
-    ToolOffer, Withheld, WithheldTool, spawnable_types, tool_pool, tools_summary, withheld_tools,
+    ToolOffer, Withheld, WithheldTool, default_type, spawnable_types, tool_pool, tools_summary,
+    withheld_tools,
 };
 pub use route::{AgentInput, Route, RouteError, route};
 

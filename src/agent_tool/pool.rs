@@ -63,6 +63,19 @@ pub fn spawnable_types(def: &AgentDef) -> Option<Vec<String>> {
     out
 }
 
+/// The type an Agent call without `subagent_type` starts, given the types
+/// the caller may start (in listing order): `general-purpose` when it is
+/// among them, otherwise the first (a coordinator limited to
+/// `Agent(worker)` starts a worker).
+pub fn default_type<'a>(listed: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let listed: Vec<&str> = listed.into_iter().collect();
+    listed
+        .iter()
+        .find(|t| **t == crate::catalog::GENERAL_PURPOSE)
+        .or_else(|| listed.first())
+        .copied()
+}
+
 /// What the engine offers, for explaining why an agent does not get a
 /// tool its `tools` names.
 #[derive(Debug, Clone, Default)]

@@ -21,6 +21,9 @@ pub struct AgentInput {
     pub name: Option<String>,
     #[serde(default)]
     pub fork: Option<bool>,
+    /// With AGENT_TEAMS: the team a named spawn joins as a teammate.
+    #[serde(default)]
+    pub team_name: Option<String>,
 }
 
 /// Where a call goes.

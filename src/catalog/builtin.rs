@@ -20,11 +20,16 @@ use crate::diagnostic::Diagnostic;
 const EMBEDDED: &[(&str, &str)] = &[
     ("Explore.md", include_str!("../../agents/Explore.md")),
     ("Plan.md", include_str!("../../agents/Plan.md")),
+    (
+        "coordinator.md",
+        include_str!("../../agents/coordinator.md"),
+    ),
     ("fork.md", include_str!("../../agents/fork.md")),
     (
         "general-purpose.md",
         include_str!("../../agents/general-purpose.md"),
     ),
+    ("worker.md", include_str!("../../agents/worker.md")),
 ];
 
 /// The maximum number of turns of a fork child.
@@ -120,7 +125,17 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         assert_eq!(files, 0);
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["Explore", "Plan", "fork", "general-purpose"]);
+        assert_eq!(
+            names,
+            [
+                "Explore",
+                "Plan",
+                "coordinator",
+                "fork",
+                "general-purpose",
+                "worker"
+            ]
+        );
         let get = |n: &str| defs.iter().find(|d| d.name == n).unwrap();
 
         let gp = get("general-purpose");

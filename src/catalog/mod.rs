@@ -17,6 +17,7 @@ mod parse;
 mod resolve;
 pub mod skills;
 mod sources;
+pub mod teams;
 mod tokens;
 
 pub use builtin::builtin_agents;

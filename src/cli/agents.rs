@@ -30,7 +30,8 @@ pub struct ListArgs {
     /// Print JSON (documented in docs/cli.md).
     #[arg(long)]
     json: bool,
-    /// Also list shadowed agents and the synthetic `fork`.
+    /// Also list shadowed agents, the synthetic `fork`, and agents whose
+    /// `when` does not hold now (coordinator mode's `coordinator` and `worker`).
     #[arg(long)]
     all: bool,
 }
@@ -89,11 +90,19 @@ fn agent_json(d: &AgentDef) -> Value {
 fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
     let (_, swap) = load_snapshot(g, &Overrides::default())?;
     let snap = swap.load_full();
+    // Without --all: the agents a session could start now (not synthetic,
+    // `when` holding; `--coordinator` shows coordinator mode's agents).
+    let kind = snap.session_kind(false);
+    let visible: Vec<&str> = snap
+        .visible_agents(kind)
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
     let mut rows: Vec<(Arc<AgentDef>, Option<Source>)> = snap
         .catalog
         .agents
         .values()
-        .filter(|d| args.all || !d.synthetic)
+        .filter(|d| args.all || visible.contains(&d.name.as_str()))
         .map(|d| (Arc::clone(d), None))
         .collect();
     if args.all {

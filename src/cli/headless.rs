@@ -281,6 +281,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         resume: h.resume.clone(),
         continue_latest: h.continue_session,
         fork_session: h.fork_session,
+        team: None,
     };
     if h.dangerously_skip_permissions {
         session.permission_mode = Some(PermissionMode::BypassPermissions);

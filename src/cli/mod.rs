@@ -21,6 +21,7 @@ mod run;
 mod sessions;
 mod signals;
 mod skills;
+mod teams;
 mod tools;
 mod trust;
 mod watch;
@@ -95,6 +96,10 @@ pub struct GlobalArgs {
     /// (comma separated; empty for none). Managed settings are always read.
     #[arg(long, global = true, value_name = "SOURCES")]
     pub setting_sources: Option<String>,
+    /// Coordinator mode for this run (`mode = "coordinator"`): the main
+    /// session directs background workers and keeps only the tools for that.
+    #[arg(long, global = true)]
+    pub coordinator: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,6 +124,9 @@ pub enum Command {
     /// Agent worktrees kept under the current repository.
     #[command(subcommand)]
     Worktrees(worktrees::WorktreesCommand),
+    /// Agent teams (AGENT_TEAMS): members, inboxes and tasks.
+    #[command(subcommand)]
+    Teams(teams::TeamsCommand),
     /// Watch the files and print one line per reload until interrupted.
     Watch(watch::WatchArgs),
     /// Show the effective settings and where each came from, or check them.
@@ -241,6 +249,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
+        Command::Teams(cmd) => teams::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,
         Command::Trust(args) => trust::trust(&g, args),
         Command::Config(cmd) => config::dispatch(&g, cmd),
@@ -357,6 +366,7 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 setting_sources,
                 allow: o.allow.clone(),
                 deny: o.deny.clone(),
+                mode: g.coordinator.then_some(crate::config::Mode::Coordinator),
             },
         },
         cli_agents: g.agents.clone(),

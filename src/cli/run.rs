@@ -53,6 +53,11 @@ pub struct SessionArgs {
     /// leave the original as it was.
     #[arg(long)]
     pub(super) fork_session: bool,
+    /// With AGENT_TEAMS on: lead the team NAME (its folder under
+    /// `agents.teams_dir`, shared with any other session that names it).
+    /// Without it the team is named after the session.
+    #[arg(long, value_name = "NAME")]
+    pub(super) team: Option<String>,
 }
 
 impl SessionArgs {
@@ -194,10 +199,21 @@ pub(super) fn prepare_with(
     } else {
         None
     };
-    let agent_name = args.agent.clone().or_else(|| {
-        restored
-            .as_ref()
-            .and_then(|(_, r)| r.header.as_ref()?.agent.clone())
+    // A resumed session keeps the mode it was started in (coordinator or
+    // not), whatever the settings say now.
+    let kind = match restored.as_ref().and_then(|(_, r)| r.header.as_ref()?.mode) {
+        Some(m) => crate::config::SessionKind {
+            coordinator: m == crate::config::Mode::Coordinator,
+            ..kind
+        },
+        None => kind,
+    };
+    let recorded = restored.as_ref().and_then(|(_, r)| r.header.as_ref());
+    // `--agent`, else the resumed session's agent, else the one the mode
+    // names (`[modes.coordinator] main_agent`).
+    let agent_name = args.agent.clone().or_else(|| match recorded {
+        Some(h) => h.agent.clone(),
+        None => snap.settings().mode_main_agent().map(str::to_string),
     });
     let def = match &agent_name {
         Some(name) => Some(snap.visible_agent(name, kind).cloned().ok_or_else(|| {
@@ -282,6 +298,60 @@ pub(super) fn prepare_with(
             tracing::info!("removed {n} session folder(s) older than {days} days");
         }
     }
+    // With AGENT_TEAMS on, the main session leads a team.
+    let mut lead_prompt: Option<String> = None;
+    let team = if snap.teams_effective(kind) {
+        let name = args.team.clone().unwrap_or_else(|| session_id.clone());
+        let dir = input.load.cwd.join(&settings.agents.teams_dir);
+        let store = crate::teams::TeamStore::open(&dir, &name)
+            .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
+        store
+            .join(crate::teams::Member {
+                name: crate::teams::LEAD.into(),
+                agent_id: "main".into(),
+                agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
+                status: crate::teams::MemberStatus::Active,
+                session_id: session_id.clone(),
+                joined: runtime::transcript::now_rfc3339(),
+            })
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks
+        // added (once per subject), its members started at the first turn.
+        let file = crate::catalog::teams::team_file(&input.load.cwd, &name);
+        if let Some(path) = &file {
+            let def = crate::catalog::teams::load_team(path).map_err(|diags| {
+                CliError::Usage(
+                    diags
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                )
+            })?;
+            let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
+            for t in &def.tasks {
+                if !existing.iter().any(|x| x.subject == t.subject) {
+                    store
+                        .create_task(&t.subject, &t.description)
+                        .map_err(|e| CliError::Failed(e.to_string()))?;
+                }
+            }
+            if let Some(lead) = &def.lead_prompt {
+                lead_prompt = Some(lead.clone());
+            }
+        }
+        Some(runtime::TeamSeat {
+            store,
+            member: crate::teams::LEAD.into(),
+            file,
+        })
+    } else if let Some(name) = &args.team {
+        return Err(CliError::Usage(format!(
+            "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
+        )));
+    } else {
+        None
+    };
     let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
@@ -293,6 +363,14 @@ pub(super) fn prepare_with(
         asker,
     );
     engine.main_prompt = extras.main_prompt;
+    // The team file's words for the lead join its system prompt.
+    if let Some(lead) = lead_prompt {
+        let append = match engine.main_prompt.append.take() {
+            Some(a) => format!("{a}\n\n{lead}"),
+            None => lead,
+        };
+        engine.main_prompt.append = Some(append);
+    }
     engine.tool_gate = extras.tool_gate;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
@@ -381,12 +459,18 @@ pub(super) fn prepare_with(
         cwd: input.load.cwd.clone(),
         tool_names,
         wait_for_background,
+        team,
     };
     let header = runtime::resume::SessionHeader {
         version: runtime::resume::TRANSCRIPT_VERSION,
         session_id: engine.session_id.clone(),
         model: spec.model.clone(),
         agent: def.as_ref().map(|d| d.name.clone()),
+        mode: Some(if kind.coordinator {
+            crate::config::Mode::Coordinator
+        } else {
+            crate::config::Mode::Normal
+        }),
         tool_names: spec.tool_names.clone(),
         sampling: crate::message::Sampling {
             temperature: settings.provider.temperature,

@@ -22,6 +22,9 @@ pub const HOOK_EVENTS: &[&str] = &[
     "PreToolUse",
     "PostToolUse",
     "PreCompact",
+    "TeammateIdle",
+    "TaskCreated",
+    "TaskCompleted",
 ];
 
 /// A Claude Code file in cadre's shape.

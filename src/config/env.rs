@@ -31,6 +31,10 @@ const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ),
     ("CLAUDE_CODE_MAX_SUBAGENT_SPAWN_DEPTH", "agents.max_depth"),
     ("CLAUDE_CODE_COORDINATOR_MODE", "mode"),
+    (
+        "CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS",
+        "features.AGENT_TEAMS",
+    ),
     ("ANTHROPIC_MODEL", "provider.model"),
 ];
 
@@ -155,6 +159,13 @@ pub(super) fn cli_layer(cli: &CliOverrides) -> LayerDoc {
     }
     if let Some(m) = &cli.model {
         set(&["provider", "model"], "--model", Value::String(m.clone()));
+    }
+    if let Some(mode) = cli.mode {
+        set(
+            &["mode"],
+            "--coordinator",
+            Value::String(mode.as_str().into()),
+        );
     }
     if let Some(mode) = cli.permission_mode {
         set(

@@ -23,15 +23,26 @@ pub enum HookEvent {
     /// Before a compaction; the matcher is tested against its trigger
     /// (`auto` or `manual`).
     PreCompact,
+    /// A teammate ended its turn and is about to idle; the matcher is
+    /// tested against its name. Exit 2 keeps it working, with stderr as
+    /// its next message.
+    TeammateIdle,
+    /// A task was added to a team's list; matcher: the team's name.
+    TaskCreated,
+    /// A team task became completed; matcher: the team's name.
+    TaskCompleted,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 5] = [
+    pub const ALL: [HookEvent; 8] = [
         HookEvent::SubagentStart,
         HookEvent::SubagentStop,
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
         HookEvent::PreCompact,
+        HookEvent::TeammateIdle,
+        HookEvent::TaskCreated,
+        HookEvent::TaskCompleted,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +52,9 @@ impl HookEvent {
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
             HookEvent::PreCompact => "PreCompact",
+            HookEvent::TeammateIdle => "TeammateIdle",
+            HookEvent::TaskCreated => "TaskCreated",
+            HookEvent::TaskCompleted => "TaskCompleted",
         }
     }
 
@@ -60,6 +74,9 @@ impl HookEvent {
             HookEvent::PreToolUse => &settings.pre_tool_use,
             HookEvent::PostToolUse => &settings.post_tool_use,
             HookEvent::PreCompact => &settings.pre_compact,
+            HookEvent::TeammateIdle => &settings.teammate_idle,
+            HookEvent::TaskCreated => &settings.task_created,
+            HookEvent::TaskCompleted => &settings.task_completed,
         }
     }
 }

@@ -50,6 +50,8 @@ pub struct CliOverrides {
     /// to the permission lists.
     pub allow: Vec<String>,
     pub deny: Vec<String>,
+    /// `--coordinator`.
+    pub mode: Option<super::Mode>,
 }
 
 /// Everything settings depend on, so that loading is a plain function.

@@ -80,6 +80,16 @@ pub enum Mode {
     Coordinator,
 }
 
+impl Mode {
+    /// The name used in settings (`mode = "coordinator"`) and `[modes.NAME]`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Normal => "normal",
+            Mode::Coordinator => "coordinator",
+        }
+    }
+}
+
 /// What a session is, for flag gates and `x-when` conditions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SessionKind {

@@ -19,6 +19,8 @@ pub struct Settings {
     pub strict: bool,
     /// `normal` or `coordinator`.
     pub mode: Mode,
+    /// What each mode changes, by mode name (`[modes.coordinator]`).
+    pub modes: BTreeMap<String, ModeSettings>,
     pub provider: ProviderSettings,
     /// Model aliases: name → full model id.
     pub models: BTreeMap<String, String>,
@@ -59,6 +61,24 @@ pub struct Settings {
     /// Prices by model id (or id prefix), for `total_cost_usd` and
     /// `--max-budget-usd`.
     pub prices: BTreeMap<String, ModelPrice>,
+}
+
+/// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
+/// agent its main session runs as (its prompt and tools) is named here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModeSettings {
+    /// The agent the main session runs as in this mode, unless `--agent`
+    /// names another.
+    pub main_agent: Option<String>,
+}
+
+impl Settings {
+    /// The agent the main session runs as in the current mode, if the mode
+    /// names one.
+    pub fn mode_main_agent(&self) -> Option<&str> {
+        self.modes.get(self.mode.as_str())?.main_agent.as_deref()
+    }
 }
 
 /// `[web_fetch]`: how the WebFetch tool fetches and reads pages.
@@ -112,6 +132,7 @@ impl Default for Settings {
         Settings {
             strict: false,
             mode: Mode::Normal,
+            modes: BTreeMap::new(),
             provider: ProviderSettings::default(),
             models: BTreeMap::new(),
             agents: AgentSettings::default(),
@@ -266,6 +287,9 @@ pub struct AgentSettings {
     /// same input); the next identical call is not run and the model is
     /// told to use the result it has. 0 = no limit.
     pub repeated_call_limit: u32,
+    /// Where agent teams keep their folders (docs/teams.md), relative to
+    /// the working directory.
+    pub teams_dir: PathBuf,
 }
 
 impl Default for AgentSettings {
@@ -289,6 +313,7 @@ impl Default for AgentSettings {
             run_wait_ceiling_ms: 0,
             task_token_budget: 0,
             repeated_call_limit: 0,
+            teams_dir: PathBuf::from(".cadre/teams"),
         }
     }
 }
@@ -439,6 +464,12 @@ pub struct HookSettings {
     pub post_tool_use: Vec<HookConfig>,
     #[serde(rename = "PreCompact")]
     pub pre_compact: Vec<HookConfig>,
+    #[serde(rename = "TeammateIdle")]
+    pub teammate_idle: Vec<HookConfig>,
+    #[serde(rename = "TaskCreated")]
+    pub task_created: Vec<HookConfig>,
+    #[serde(rename = "TaskCompleted")]
+    pub task_completed: Vec<HookConfig>,
 }
 
 /// One hook command.
@@ -511,6 +542,7 @@ impl McpServerConfig {
 /// Keys under which any name is allowed (user-chosen names).
 pub(crate) const OPEN_TABLES: &[&str] = &[
     "models",
+    "modes",
     "features",
     "flags",
     "mcp_servers",

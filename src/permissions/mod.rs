@@ -45,7 +45,8 @@ pub enum Decision {
 }
 
 /// Tools allowed by every mode when no rule matches: they only read, or they
-/// manage agents (whose own calls are checked in their own sessions).
+/// manage agents (whose own calls are checked in their own sessions), or
+/// coordinate a team (its task list lives in the team's folder).
 pub const READ_AND_AGENT_TOOLS: &[&str] = &[
     "Read",
     "Glob",
@@ -54,6 +55,10 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
     "SendMessage",
     "TaskOutput",
     "TaskStop",
+    "TaskCreate",
+    "TaskList",
+    "TaskGet",
+    "TaskUpdate",
 ];
 
 /// Tools allowed by every mode when no rule matches because they change

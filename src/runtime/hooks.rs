@@ -339,11 +339,16 @@ pub(super) async fn subagent_start(
 }
 
 impl Session {
-    fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
+    pub(super) fn hook_input(&self, event: HookEvent) -> Map<String, Value> {
         base_input(&self.engine, &self.spec, &self.transcript, event)
     }
 
-    fn hooks_for(&self, snap: &Snapshot, event: HookEvent, target: &str) -> Vec<HookConfig> {
+    pub(super) fn hooks_for(
+        &self,
+        snap: &Snapshot,
+        event: HookEvent,
+        target: &str,
+    ) -> Vec<HookConfig> {
         applicable(&snap.hooks, self.spec.def.as_deref(), event, target)
     }
 

@@ -22,6 +22,9 @@ use crate::snapshot::Snapshot;
 struct SendInput {
     to: String,
     message: String,
+    /// A team message's kind (shutdown_request, …).
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -75,6 +78,10 @@ impl Session {
         match name {
             "SendMessage" => {
                 let i: SendInput = serde_json::from_value(input).map_err(bad_input)?;
+                // A team member's name, `team-lead` or `*`: its mailbox.
+                if self.is_team_address(&i.to) {
+                    return self.team_send(snap, &i.to, &i.message, i.kind.as_deref());
+                }
                 let task = tasks.get(&i.to).ok_or_else(|| unknown(&i.to))?;
                 // Delivered or refused, never left behind: a running child
                 // that still reads its inbox gets the message at its next
@@ -178,6 +185,9 @@ impl Session {
                     already,
                     status: task.status(),
                 }))
+            }
+            "TaskCreate" | "TaskList" | "TaskGet" | "TaskUpdate" => {
+                self.team_call(snap, name, input).await
             }
             other => Err(t.show(&NoSuchTool {
                 name: other.to_string(),

@@ -17,6 +17,8 @@ pub mod resume;
 mod session;
 mod spawn;
 pub mod tasks;
+mod team;
+mod team_texts;
 pub mod texts;
 pub mod todos;
 pub mod transcript;
@@ -42,7 +44,7 @@ pub use prompt::{
     subagent_system_prompt,
 };
 pub use session::{
-    Outcome, RunError, Session, SessionSpec, Stats, StopKind, last_text, render_tools,
+    Outcome, RunError, Session, SessionSpec, Stats, StopKind, TeamSeat, last_text, render_tools,
     render_tools_for,
 };
 
@@ -207,6 +209,10 @@ pub struct Engine {
     /// `permissions.additional_directories`, where edits need no rule.
     pub add_dirs: Vec<PathBuf>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
+    /// Cancels every teammate of this process (at its end).
+    pub team_cancel: tokio_util::sync::CancellationToken,
+    /// The teammates' tasks, awaited at shutdown.
+    pub(crate) team_handles: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 impl Engine {
@@ -239,6 +245,8 @@ impl Engine {
             tool_gate: None,
             add_dirs: Vec::new(),
             validators: Mutex::new(HashMap::new()),
+            team_cancel: tokio_util::sync::CancellationToken::new(),
+            team_handles: Mutex::new(Vec::new()),
         }
     }
 
@@ -258,6 +266,15 @@ impl Engine {
     /// meta file and transcript, and its Bash process groups are killed),
     /// waiting up to `grace` for them, then closes every MCP server.
     pub async fn shutdown(&self, grace: std::time::Duration) {
+        // Teammates end too (each marks itself ended in its team's folder).
+        self.team_cancel.cancel();
+        let handles: Vec<_> = std::mem::take(
+            &mut *self
+                .team_handles
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let _ = tokio::time::timeout(grace, futures_util::future::join_all(handles)).await;
         self.tasks.kill_all(grace).await;
         self.mcp.shutdown().await;
     }
@@ -281,6 +298,10 @@ pub const RUNTIME_TOOLS: &[&str] = &[
     "TaskStop",
     todos::TODO_WRITE,
     todos::SKILL,
+    "TaskCreate",
+    "TaskList",
+    "TaskGet",
+    "TaskUpdate",
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and
@@ -297,11 +318,21 @@ pub fn available_tools<'a>(
         .tools
         .names()
         .filter(|n| implemented.contains(n) || RUNTIME_TOOLS.contains(n))
+        .filter(|n| tool_exists(snap, n))
         .filter(|n| rules.denies_whole_tool(n).is_none())
         .map(str::to_string)
         .collect();
     names.sort();
     names
+}
+
+/// Whether a tool's `when` (if any) holds now: the team tools exist only
+/// while AGENT_TEAMS is on.
+fn tool_exists(snap: &Snapshot, name: &str) -> bool {
+    snap.tools
+        .get(name)
+        .and_then(|s| s.when.as_ref())
+        .is_none_or(|c| snap.flags().holds(c, snap.session_kind(false)))
 }
 
 /// What this engine offers agents, for [`crate::agent_tool::withheld_tools`]
@@ -389,6 +420,7 @@ pub fn total_tokens(last: &Usage, cumulative: &Usage) -> u64 {
 pub(crate) fn template_samples() -> Vec<(&'static str, bool, serde_json::Value)> {
     let mut all = texts::samples();
     all.extend(prompt::samples());
+    all.extend(team_texts::samples());
     all.push(crate::templates::sample_of::<prompt::MemoryContext>());
     all
 }

@@ -22,6 +22,9 @@ pub struct PromptContext {
     pub tools: Vec<String>,
     /// Whether `Agent` is among them.
     pub has_agent_tool: bool,
+    /// A folder the session's agents share for notes (`SESSION/scratchpad`),
+    /// when the session writes transcripts. Created when a prompt names it.
+    pub scratchpad: Option<String>,
 }
 
 impl PromptContext {
@@ -35,7 +38,14 @@ impl PromptContext {
             agent_name: agent_name.to_string(),
             tools: Vec::new(),
             has_agent_tool: false,
+            scratchpad: None,
         }
+    }
+
+    /// The same context, naming the shared scratchpad folder.
+    pub fn with_scratchpad(mut self, dir: Option<&Path>) -> Self {
+        self.scratchpad = dir.map(|d| d.display().to_string());
+        self
     }
 
     /// The same context, naming the tools the session offers.
@@ -96,6 +106,7 @@ impl PromptContext {
             agent_name: "general-purpose".into(),
             tools: vec!["Agent".into(), "Read".into()],
             has_agent_tool: true,
+            scratchpad: Some("/repo/.cadre/sessions/S/scratchpad".into()),
         }
     }
 }

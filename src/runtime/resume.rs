@@ -33,6 +33,9 @@ pub struct SessionHeader {
     /// The `--agent` it runs as, if any.
     #[serde(default)]
     pub agent: Option<String>,
+    /// `normal` or `coordinator`; a resumed session keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::config::Mode>,
     /// The tools offered to the model, in order.
     #[serde(default)]
     pub tool_names: Vec<String>,
@@ -419,6 +422,7 @@ pub fn restore_tasks(
             cwd: child_cwd,
             tool_names,
             wait_for_background: true,
+            team: None,
         };
         engine.tasks.insert_ended(
             NewTask {
@@ -456,6 +460,7 @@ mod tests {
             session_id: "20260101T120000-0123abcd".into(),
             model: "m".into(),
             agent: None,
+            mode: None,
             tool_names: vec!["Read".into()],
             sampling: Sampling::default(),
             max_tokens: 100,

@@ -66,6 +66,25 @@ pub struct SessionSpec {
     /// wait for their notifications and continue (`run`, and every
     /// sub-agent); `chat` leaves them for the next prompt.
     pub wait_for_background: bool,
+    /// The team this session is a member of (the lead, or a teammate).
+    pub team: Option<TeamSeat>,
+}
+
+/// A session's place in an agent team.
+#[derive(Debug, Clone)]
+pub struct TeamSeat {
+    pub store: crate::teams::TeamStore,
+    /// Its name in the team (`team-lead` for the lead).
+    pub member: String,
+    /// The lead's team file (`.claude/teams/NAME.yaml`), read again at each
+    /// of its turns: a member added there joins then.
+    pub file: Option<std::path::PathBuf>,
+}
+
+impl TeamSeat {
+    pub fn is_lead(&self) -> bool {
+        self.member == crate::teams::LEAD
+    }
 }
 
 /// Counters of a session so far.
@@ -153,6 +172,8 @@ pub struct Session {
     pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
     /// The task this session runs as (sub-agents): told of progress.
     task: Option<Arc<super::tasks::Task>>,
+    /// A teammate read a `shutdown_request`: it stops after this turn.
+    pub(super) shutdown: std::sync::atomic::AtomicBool,
 }
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
@@ -186,6 +207,7 @@ impl Session {
             started: Instant::now(),
             todos: Default::default(),
             task: None,
+            shutdown: Default::default(),
         }
     }
 
@@ -253,7 +275,16 @@ impl Session {
             .map(ContentBlock::text)
             .collect();
         blocks.extend(tasks.take_inbox(id).into_iter().map(ContentBlock::text));
+        blocks.extend(self.team_incoming());
         blocks
+    }
+
+    /// Adds blocks (a teammate's mail, hook feedback) as the next user
+    /// message, joined to a trailing one.
+    pub(super) fn push_blocks(&mut self, blocks: Vec<ContentBlock>) {
+        if !blocks.is_empty() {
+            self.join_last_user_message(blocks);
+        }
     }
 
     pub(super) fn append(&mut self, message: Arc<Message>) {
@@ -407,8 +438,14 @@ impl Session {
                 names.extend(resource_tools);
             }
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
-            let ctx =
-                PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name).with_tools(&names);
+            let scratchpad = self
+                .engine
+                .session_dir
+                .as_ref()
+                .map(|d| d.join("scratchpad"));
+            let ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name)
+                .with_tools(&names)
+                .with_scratchpad(scratchpad.as_deref());
             let system = if self.spec.is_main {
                 let edits = &self.engine.main_prompt;
                 let mut system = match &edits.replace {
@@ -426,6 +463,13 @@ impl Session {
                     None => main_system_prompt(snap, None, &ctx)?,
                 }
             };
+            // The scratchpad exists once a prompt tells the model of it.
+            if let Some(dir) = &ctx.scratchpad
+                && system.contains(dir.as_str())
+                && let Err(e) = fs_err::create_dir_all(dir)
+            {
+                tracing::warn!("{e}");
+            }
             self.rendered = Some(Rendered {
                 generation: snap.generation,
                 mcp_version,
@@ -490,6 +534,7 @@ impl Session {
             if self.cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
+            self.sync_team_file(&snap).await;
             let (request, tool_names) = self.build_request(&snap)?;
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();
@@ -594,6 +639,16 @@ impl Session {
                     if self.cancel.is_cancelled() {
                         return Err(RunError::Cancelled);
                     }
+                    let incoming = self.take_incoming();
+                    if !incoming.is_empty() {
+                        self.append(Arc::new(Message::user(incoming)));
+                        wake_up = true;
+                        continue;
+                    }
+                }
+                // A team's lead waits while its teammates work, and answers
+                // what they send.
+                if self.spec.wait_for_background && self.wait_for_team().await {
                     let incoming = self.take_incoming();
                     if !incoming.is_empty() {
                         self.append(Arc::new(Message::user(incoming)));
@@ -746,7 +801,7 @@ pub fn render_tools_for(
     listed: &dyn Fn(&AgentDef) -> bool,
     offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    let agents = snap
+    let agents: Vec<AgentLine> = snap
         .visible_agents(kind)
         .into_iter()
         .filter(|d| listed(d))
@@ -756,6 +811,9 @@ pub fn render_tools_for(
             tools: crate::agent_tool::tools_summary(d, offer),
         })
         .collect();
+    let default_type = crate::agent_tool::default_type(agents.iter().map(|a| a.name.as_str()))
+        .unwrap_or(crate::catalog::GENERAL_PURPOSE)
+        .to_string();
     let skills = snap
         .skills
         .skills
@@ -771,6 +829,7 @@ pub fn render_tools_for(
         fork: snap.fork_effective(kind),
         background: snap.background_enabled(kind),
         coordinator: kind.coordinator,
+        default_type,
     };
     let holds = |c: &crate::config::Condition| snap.flags().holds(c, kind);
     let aliases = snap.model_aliases();

@@ -58,6 +58,13 @@ impl Session {
             })
         })?;
         let kind = self.spec.kind;
+        // In a team, a named spawn is a teammate (only the lead starts them).
+        if let Some(name) = input.name.clone()
+            && self.spec.team.is_some()
+            && snap.teams_effective(kind)
+        {
+            return self.spawn_teammate(&turn.snap, &input, &name).await;
+        }
         let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
         let routed = route(&input, snap.fork_effective(kind), caller_is_fork_child);
         let settings = snap.settings();
@@ -116,10 +123,33 @@ impl Session {
                     cwd: self.spec.cwd.clone(),
                     tool_names: turn.tool_names.to_vec(),
                     wait_for_background: true,
+                    team: None,
                 };
                 (spec, history, (FORK_AGENT.to_string(), source), false)
             }
             Ok(Route::Named(agent_type)) => {
+                // No type given: the caller's default (general-purpose, or
+                // the first type its `Agent(…)` allows).
+                let agent_type = if input
+                    .subagent_type
+                    .as_deref()
+                    .is_none_or(|t| t.trim().is_empty())
+                {
+                    let spawnable = self
+                        .spec
+                        .def
+                        .as_deref()
+                        .and_then(crate::agent_tool::spawnable_types);
+                    let listed = snap.visible_agents(kind);
+                    crate::agent_tool::default_type(
+                        listed.iter().map(|d| d.name.as_str()).filter(|n| {
+                            spawnable.as_ref().is_none_or(|s| s.iter().any(|t| t == n))
+                        }),
+                    )
+                    .map_or(agent_type, str::to_string)
+                } else {
+                    agent_type
+                };
                 let Some(def) = snap.visible_agent(&agent_type, kind).cloned() else {
                     let available: Vec<&str> = snap
                         .visible_agents(kind)
@@ -215,6 +245,7 @@ impl Session {
                     tool_names,
                     def: Some(Arc::clone(&def)),
                     wait_for_background: true,
+                    team: None,
                 };
                 let mut blocks = Vec::new();
                 if prompt::gets_memory(Some(&def))

@@ -580,6 +580,7 @@ mod tests {
             cwd: PathBuf::from("."),
             tool_names: Vec::new(),
             wait_for_background: true,
+            team: None,
         }
     }
 

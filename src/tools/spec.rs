@@ -35,6 +35,8 @@ pub struct ToolSpec {
     pub description: String,
     /// The untrimmed schema (still carrying `x-when`).
     pub input_schema: Value,
+    /// The tool exists only while this condition holds (`when: AGENT_TEAMS`).
+    pub when: Option<Condition>,
     /// `None` for the embedded copy.
     pub path: Option<PathBuf>,
 }
@@ -162,6 +164,26 @@ fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<To
             false
         }
     };
+    let when = match node.get("when") {
+        None => None,
+        Some(n) => {
+            let parsed = match &n.kind {
+                raw::Kind::Str(s) => Condition::parse(s),
+                _ => Err(format!("expected a condition, found {}", n.type_name())),
+            };
+            match parsed {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    diags.push(Diagnostic::error(
+                        Some(path),
+                        Some(n.pos),
+                        format!("`when`: {e}"),
+                    ));
+                    return None;
+                }
+            }
+        }
+    };
     let read_only = flag("read_only", diags);
     let interactive_only = flag("interactive_only", diags);
     let schema = match node.get("input_schema") {
@@ -195,6 +217,7 @@ fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<To
             "read_only",
             "interactive_only",
             "input_schema",
+            "when",
         ]
         .contains(&key.name.as_str())
         {
@@ -211,6 +234,7 @@ fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<To
         interactive_only,
         description,
         input_schema,
+        when,
         path: Some(path.to_path_buf()),
     })
 }
@@ -388,6 +412,8 @@ pub struct DescriptionContext {
     pub fork: bool,
     pub background: bool,
     pub coordinator: bool,
+    /// The agent type a call without `subagent_type` starts.
+    pub default_type: String,
 }
 
 /// The context of one tool's description: the shared [`DescriptionContext`]

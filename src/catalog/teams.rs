@@ -1,0 +1,244 @@
+//! Team files (docs/teams.md): `.claude/teams/NAME.yaml`, `.yml` or `.toml`,
+//! a team written down — the lead's instructions, the members with their
+//! agent types and first prompts, the initial tasks — read raw with
+//! positions and resolved with path:line:col diagnostics.
+
+use std::path::{Path, PathBuf};
+
+use crate::diagnostic::Diagnostic;
+use crate::raw::{self, Node};
+
+/// One member of a team file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamMemberDef {
+    pub name: String,
+    /// The agent type it runs as (general-purpose when absent).
+    pub agent: Option<String>,
+    /// Its first instructions.
+    pub prompt: String,
+}
+
+/// One initial task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamTaskDef {
+    pub subject: String,
+    pub description: String,
+}
+
+/// A team file, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamDef {
+    pub path: PathBuf,
+    /// Added to the lead's system prompt.
+    pub lead_prompt: Option<String>,
+    pub members: Vec<TeamMemberDef>,
+    pub tasks: Vec<TeamTaskDef>,
+}
+
+/// The file for team `name` under `cwd/.claude/teams`, if there is one.
+pub fn team_file(cwd: &Path, name: &str) -> Option<PathBuf> {
+    let dir = cwd.join(".claude/teams");
+    ["yaml", "yml", "toml"]
+        .iter()
+        .map(|ext| dir.join(format!("{name}.{ext}")))
+        .find(|p| p.is_file())
+}
+
+/// Reads and resolves a team file. Any error keeps the whole file out.
+pub fn load_team(path: &Path) -> Result<TeamDef, Vec<Diagnostic>> {
+    let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > super::MAX_FILE_BYTES);
+    if too_big {
+        return Err(vec![Diagnostic::error(
+            Some(path),
+            None,
+            format!("larger than {} bytes", super::MAX_FILE_BYTES),
+        )]);
+    }
+    let text = fs_err::read_to_string(path).map_err(|e| {
+        vec![Diagnostic::error(
+            Some(path),
+            None,
+            format!("cannot read: {e}"),
+        )]
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let parsed = if path.extension().is_some_and(|e| e == "toml") {
+        raw::parse_toml(text)
+    } else {
+        raw::parse_yaml(text)
+    };
+    let node = parsed.map_err(|e| vec![Diagnostic::error(Some(path), Some(e.pos), e.message)])?;
+    resolve(path, &node)
+}
+
+fn resolve(path: &Path, node: &Node) -> Result<TeamDef, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let err = |n: &Node, msg: String| Diagnostic::error(Some(path), Some(n.pos), msg);
+    let string = |n: &Node, key: &str, diags: &mut Vec<Diagnostic>| -> Option<String> {
+        match n.as_str() {
+            Some(s) => Some(s.to_string()),
+            None => {
+                diags.push(err(
+                    n,
+                    format!("`{key}`: expected a string, found {}", n.type_name()),
+                ));
+                None
+            }
+        }
+    };
+    if !matches!(node.kind, raw::Kind::Map(_)) {
+        return Err(vec![err(node, "expected a mapping with `members`".into())]);
+    }
+    for (key, value) in node.entries() {
+        if !["lead_prompt", "members", "tasks"].contains(&key.name.as_str()) {
+            diags.push(err(
+                value,
+                format!(
+                    "unknown key `{}`; expected lead_prompt, members or tasks",
+                    key.name
+                ),
+            ));
+        }
+    }
+    let lead_prompt = node
+        .get("lead_prompt")
+        .and_then(|n| string(n, "lead_prompt", &mut diags));
+    let mut members = Vec::new();
+    let list = |key: &str, diags: &mut Vec<Diagnostic>| -> Vec<Node> {
+        match node.get(key) {
+            None => Vec::new(),
+            Some(Node {
+                kind: raw::Kind::Seq(items),
+                ..
+            }) => items.clone(),
+            Some(n) => {
+                diags.push(err(
+                    n,
+                    format!("`{key}`: expected a list, found {}", n.type_name()),
+                ));
+                Vec::new()
+            }
+        }
+    };
+    for m in list("members", &mut diags) {
+        let Some(name_node) = m.get("name") else {
+            diags.push(err(&m, "a member needs a `name`".into()));
+            continue;
+        };
+        let Some(name) = string(name_node, "name", &mut diags) else {
+            continue;
+        };
+        if !crate::teams::valid_name(&name) || name == crate::teams::LEAD {
+            diags.push(err(
+                name_node,
+                format!(
+                    "`name`: {name:?} is not a valid member name (letters, digits, `-`, `_`, `.`)"
+                ),
+            ));
+            continue;
+        }
+        if members.iter().any(|x: &TeamMemberDef| x.name == name) {
+            diags.push(err(name_node, format!("`name`: {name:?} appears twice")));
+            continue;
+        }
+        let agent = m.get("agent").and_then(|n| string(n, "agent", &mut diags));
+        let Some(prompt) = m
+            .get("prompt")
+            .and_then(|n| string(n, "prompt", &mut diags))
+        else {
+            if m.get("prompt").is_none() {
+                diags.push(err(&m, format!("member {name:?} needs a `prompt`")));
+            }
+            continue;
+        };
+        members.push(TeamMemberDef {
+            name,
+            agent,
+            prompt,
+        });
+    }
+    let mut tasks = Vec::new();
+    for t in list("tasks", &mut diags) {
+        let Some(subject) = t
+            .get("subject")
+            .and_then(|n| string(n, "subject", &mut diags))
+        else {
+            if t.get("subject").is_none() {
+                diags.push(err(&t, "a task needs a `subject`".into()));
+            }
+            continue;
+        };
+        let description = t
+            .get("description")
+            .and_then(|n| string(n, "description", &mut diags))
+            .unwrap_or_default();
+        tasks.push(TeamTaskDef {
+            subject,
+            description,
+        });
+    }
+    if diags.is_empty() {
+        Ok(TeamDef {
+            path: path.to_path_buf(),
+            lead_prompt,
+            members,
+            tasks,
+        })
+    } else {
+        Err(diags)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(name: &str, text: &str) -> Result<TeamDef, Vec<Diagnostic>> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        load_team(&p)
+    }
+
+    #[test]
+    fn yaml_and_toml_give_the_same_team() {
+        let y = load(
+            "t.yaml",
+            "lead_prompt: Lead well.\nmembers:\n  - name: alice\n    agent: Explore\n    prompt: look\ntasks:\n  - subject: one\n",
+        )
+        .unwrap();
+        let t = load(
+            "t.toml",
+            "lead_prompt = \"Lead well.\"\n[[members]]\nname = \"alice\"\nagent = \"Explore\"\nprompt = \"look\"\n[[tasks]]\nsubject = \"one\"\n",
+        )
+        .unwrap();
+        assert_eq!(y.members, t.members);
+        assert_eq!(y.tasks, t.tasks);
+        assert_eq!(y.lead_prompt.as_deref(), Some("Lead well."));
+    }
+
+    #[test]
+    fn bad_entries_are_reported_with_positions() {
+        let e = load(
+            "t.yaml",
+            "members:\n  - name: alice\n  - name: 5\n    prompt: x\ncolour: red\n",
+        )
+        .unwrap_err();
+        let text: Vec<String> = e.iter().map(ToString::to_string).collect();
+        assert!(
+            text.iter()
+                .any(|t| t.contains("t.yaml:5:") && t.contains("unknown key `colour`")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.contains("t.yaml:2:") && t.contains("needs a `prompt`")),
+            "{text:?}"
+        );
+        assert!(
+            text.iter()
+                .any(|t| t.contains("t.yaml:3:") && t.contains("expected a string")),
+            "{text:?}"
+        );
+    }
+}

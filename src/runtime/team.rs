@@ -1,0 +1,615 @@
+//! Agent teams in a session (docs/teams.md): the shared task list tools,
+//! team messages (SendMessage to a member name or `*`), mailbox delivery at
+//! each turn, spawning a teammate, and a teammate's life: turns separated
+//! by idle waits for its mailbox, until it is shut down.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::agent_tool::{AgentInput, resolve_model, tool_pool};
+use crate::catalog::GENERAL_PURPOSE;
+use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
+use crate::snapshot::Snapshot;
+use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
+
+use super::exec::text_content;
+use super::hooks::{HookEvent, fire};
+use super::session::{Session, SessionSpec, TeamSeat};
+use super::team_texts::*;
+use super::transcript::{Transcript, now_rfc3339};
+use super::{Engine, new_agent_id};
+
+/// How often an idle member (or a lead waiting for its team) looks at its
+/// mailbox file; another process may write it, so it is read, not awaited.
+const POLL: Duration = Duration::from_millis(50);
+
+/// The tools of a team member besides its agent's own.
+pub const TEAM_TOOLS: &[&str] = &[
+    "SendMessage",
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskUpdate",
+];
+
+/// The kind of the notice a teammate sends its lead when it goes idle.
+const IDLE: &str = "idle";
+
+/// Message kinds SendMessage accepts in a team (plain first, then the
+/// shutdown request).
+const KINDS: &[&str] = &[
+    "message",
+    "shutdown_request",
+    "shutdown_response",
+    "plan_approval_request",
+    "plan_approval_response",
+];
+
+#[derive(Deserialize)]
+struct IdInput {
+    #[serde(rename = "taskId")]
+    task_id: String,
+}
+
+#[derive(Deserialize)]
+struct CreateInput {
+    subject: String,
+    #[serde(default)]
+    description: String,
+}
+
+#[derive(Deserialize)]
+struct UpdateInput {
+    #[serde(rename = "taskId")]
+    task_id: String,
+    #[serde(flatten)]
+    patch: TaskPatch,
+}
+
+impl Session {
+    /// TaskCreate, TaskList, TaskGet, TaskUpdate. `Err` is an error result.
+    pub(super) async fn team_call(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+        input: Value,
+    ) -> Result<String, String> {
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
+        };
+        let Some(seat) = &self.spec.team else {
+            return Err(t.show(&NotInTeam { tool: name.into() }));
+        };
+        let store = &seat.store;
+        match name {
+            "TaskCreate" => {
+                let i: CreateInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+                let task = store
+                    .create_task(&i.subject, &i.description)
+                    .map_err(|e| err(&e))?;
+                self.task_hook(snap, HookEvent::TaskCreated, seat, &task)
+                    .await;
+                Ok(t.show(&TaskCreatedText {
+                    id: task.id,
+                    subject: task.subject,
+                }))
+            }
+            "TaskList" => {
+                let tasks = store.tasks().map_err(|e| err(&e))?;
+                Ok(t.show(&TaskListText { tasks }))
+            }
+            "TaskGet" => {
+                let i: IdInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+                match store.task(&i.task_id).map_err(|e| err(&e))? {
+                    Some(task) => Ok(t.show(&TaskText { task })),
+                    None => Err(err(&teams::TeamError::NoSuchTask(i.task_id))),
+                }
+            }
+            "TaskUpdate" => {
+                let i: UpdateInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+                let claim = store
+                    .update_task(&i.task_id, &seat.member, &i.patch)
+                    .map_err(|e| err(&e))?;
+                if claim.completed_now {
+                    self.task_hook(snap, HookEvent::TaskCompleted, seat, &claim.task)
+                        .await;
+                }
+                Ok(t.show(&TaskUpdatedText { task: claim.task }))
+            }
+            other => Err(t.show(&super::texts::NoSuchTool {
+                name: other.to_string(),
+            })),
+        }
+    }
+
+    /// TaskCreated / TaskCompleted hooks (matcher: the team's name).
+    async fn task_hook(
+        &self,
+        snap: &Snapshot,
+        event: HookEvent,
+        seat: &TeamSeat,
+        task: &teams::TeamTask,
+    ) {
+        let hooks = self.hooks_for(snap, event, &seat.store.name);
+        if hooks.is_empty() {
+            return;
+        }
+        let mut m = self.hook_input(event);
+        m.insert("team_name".into(), json!(seat.store.name));
+        m.insert("teammate_name".into(), json!(seat.member));
+        m.insert("task_id".into(), json!(task.id));
+        m.insert("task_subject".into(), json!(task.subject));
+        m.insert("task_description".into(), json!(task.description));
+        let fired = fire(
+            &hooks,
+            event,
+            &Value::Object(m),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await;
+        for b in fired.blocks {
+            tracing::warn!("{} hook: {b}", event.as_str());
+        }
+    }
+
+    /// Whether SendMessage `to` is a team address for this session: `*`,
+    /// `team-lead`, or a member's name.
+    pub(super) fn is_team_address(&self, to: &str) -> bool {
+        let Some(seat) = &self.spec.team else {
+            return false;
+        };
+        to == teams::BROADCAST
+            || to == teams::LEAD
+            || seat
+                .store
+                .team()
+                .is_ok_and(|t| t.members.iter().any(|m| m.name == to))
+    }
+
+    /// SendMessage to a team address: into the recipients' mailboxes.
+    pub(super) fn team_send(
+        &self,
+        snap: &Snapshot,
+        to: &str,
+        text: &str,
+        kind: Option<&str>,
+    ) -> Result<String, String> {
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
+        };
+        let Some(seat) = &self.spec.team else {
+            return Err(t.show(&NotInTeam {
+                tool: "SendMessage".into(),
+            }));
+        };
+        let kind = kind.unwrap_or(KINDS[0]);
+        if !KINDS.contains(&kind) {
+            return Err(t.show(&BadMessageType {
+                kind: kind.into(),
+                expected: KINDS.join(", "),
+            }));
+        }
+        let recipients = seat
+            .store
+            .send(&seat.member, to, text, kind)
+            .map_err(|e| err(&e))?;
+        if recipients.is_empty() {
+            return Err(t.show(&NoRecipient {}));
+        }
+        Ok(t.show(&MessageSent {
+            recipients: recipients.join(", "),
+        }))
+    }
+
+    /// Unread team messages for this session, as text blocks (marked read).
+    /// A `shutdown_request` to a teammate makes it stop after this turn.
+    pub(super) fn team_incoming(&self) -> Vec<ContentBlock> {
+        let Some(seat) = &self.spec.team else {
+            return Vec::new();
+        };
+        let messages = match seat.store.take_unread(&seat.member) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!("team {}: {e}", seat.store.name);
+                return Vec::new();
+            }
+        };
+        if messages.is_empty() {
+            return Vec::new();
+        }
+        let snap = self.engine.snapshot.load_full();
+        messages
+            .into_iter()
+            .map(|m| {
+                if m.kind == KINDS[1] && !seat.is_lead() {
+                    self.shutdown.store(true, Ordering::SeqCst);
+                }
+                let kind = (m.kind != KINDS[0]).then(|| m.kind.clone());
+                ContentBlock::text(snap.templates.show(&TeamMessageText {
+                    from: m.from,
+                    text: m.text,
+                    kind,
+                }))
+            })
+            .collect()
+    }
+
+    /// The lead with a team file: starts every member the file names that
+    /// has not joined from this session yet (at the first turn, and after
+    /// the file gained a member). A file that no longer validates is
+    /// reported and changes nothing.
+    pub(super) async fn sync_team_file(&self, snap: &Arc<Snapshot>) {
+        let Some(seat) = self.spec.team.as_ref().filter(|s| s.is_lead()) else {
+            return;
+        };
+        let Some(path) = &seat.file else {
+            return;
+        };
+        let def = match crate::catalog::teams::load_team(path) {
+            Ok(d) => d,
+            Err(diags) => {
+                for d in diags {
+                    tracing::warn!("{d}");
+                }
+                return;
+            }
+        };
+        let Ok(team) = seat.store.team() else {
+            return;
+        };
+        for m in def.members {
+            let joined = team
+                .members
+                .iter()
+                .any(|x| x.name == m.name && x.session_id == self.engine.session_id);
+            if joined {
+                continue;
+            }
+            let input = AgentInput {
+                description: m.name.clone(),
+                prompt: m.prompt.clone(),
+                subagent_type: m.agent.clone(),
+                name: Some(m.name.clone()),
+                ..AgentInput::default()
+            };
+            if let Err(e) = self.spawn_teammate(snap, &input, &m.name).await {
+                tracing::warn!("team file {}: member {}: {e}", path.display(), m.name);
+            }
+        }
+    }
+
+    /// The lead of a team, after an answer: waits while a teammate of this
+    /// process is working (or has mail to read), until a message reaches
+    /// its mailbox. `false`
+    /// when no teammate works and no message waits (the lead may end).
+    pub(super) async fn wait_for_team(&self) -> bool {
+        let Some(seat) = self.spec.team.as_ref().filter(|s| s.is_lead()) else {
+            return false;
+        };
+        loop {
+            if seat.store.has_unread(&seat.member) {
+                return true;
+            }
+            let working = seat.store.team().is_ok_and(|t| {
+                t.members.iter().any(|m| {
+                    m.name != seat.member
+                        && m.session_id == self.engine.session_id
+                        && (m.status == MemberStatus::Active
+                            || (m.status == MemberStatus::Idle && seat.store.has_unread(&m.name)))
+                })
+            });
+            if !working || self.cancel.is_cancelled() {
+                return seat.store.has_unread(&seat.member);
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = self.cancel.cancelled() => return false,
+            }
+        }
+    }
+
+    /// An Agent call with `name` from a team's lead: starts a teammate.
+    pub(super) async fn spawn_teammate(
+        &self,
+        snap: &Arc<Snapshot>,
+        input: &AgentInput,
+        name: &str,
+    ) -> Result<(Vec<ToolResultContent>, Usage), String> {
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
+        };
+        let Some(seat) = &self.spec.team else {
+            return Err(t.show(&NotInTeam {
+                tool: crate::agent_tool::AGENT_TOOL.into(),
+            }));
+        };
+        if !seat.is_lead() {
+            return Err(t.show(&TeammateCannotSpawn {}));
+        }
+        if let Some(asked) = input.team_name.as_deref().filter(|n| *n != seat.store.name) {
+            return Err(t.show(&OtherTeam {
+                team: seat.store.name.clone(),
+                asked: asked.into(),
+            }));
+        }
+        if !teams::valid_name(name) || name == teams::LEAD || name == teams::BROADCAST {
+            return Err(err(&teams::TeamError::BadName(name.into())));
+        }
+        let kind = self.spec.kind;
+        let agent_type = input.subagent_type.as_deref().unwrap_or(GENERAL_PURPOSE);
+        let Some(def) = snap.visible_agent(agent_type, kind).cloned() else {
+            let available: Vec<&str> = snap
+                .visible_agents(kind)
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect();
+            return Err(t.show(&super::texts::UnknownAgent {
+                agent_type: agent_type.into(),
+                available: available.join(", "),
+            }));
+        };
+        let team = seat.store.team().map_err(|e| err(&e))?;
+        // A name in use by a live member gets a number.
+        let taken = |n: &str| {
+            team.members
+                .iter()
+                .any(|m| m.name == n && m.status != MemberStatus::Ended)
+        };
+        let mut member = name.to_string();
+        let mut n = 2;
+        while taken(&member) {
+            member = format!("{name}-{n}");
+            n += 1;
+        }
+        let settings = snap.settings();
+        let env_model = self
+            .engine
+            .env_var("CADRE_SUBAGENT_MODEL")
+            .or_else(|| self.engine.env_var("CLAUDE_CODE_SUBAGENT_MODEL"));
+        let model = resolve_model(
+            env_model,
+            input.model.as_deref(),
+            def.model.as_deref(),
+            &self.spec.model,
+            &settings.models,
+        )
+        .model;
+        let available = self.engine.available_tools(snap);
+        let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
+        let own = tool_pool(
+            &available,
+            interactive_only,
+            &def,
+            1,
+            settings.agents.max_depth,
+        );
+        let tool_names: Vec<String> = available
+            .iter()
+            .filter(|n| own.contains(n) || TEAM_TOOLS.contains(&n.as_str()))
+            .filter(|n| {
+                !def.disallowed_tools
+                    .iter()
+                    .any(|s| crate::catalog::base_name(s) == n.as_str())
+            })
+            .cloned()
+            .collect();
+        let agent_id = new_agent_id();
+        let store = seat.store.clone();
+        let spec = SessionSpec {
+            agent_id: agent_id.clone(),
+            parent_agent_id: Some(self.spec.agent_id.clone()),
+            def: Some(Arc::clone(&def)),
+            is_main: false,
+            model,
+            kind: crate::config::SessionKind {
+                interactive: false,
+                ..kind
+            },
+            mode: crate::tools::permissions::child_mode(self.spec.mode, def.permission_mode),
+            depth: 1,
+            frozen: None,
+            started_by_fork: false,
+            max_turns: def.max_turns.unwrap_or(settings.agents.default_max_turns),
+            cwd: self.spec.cwd.clone(),
+            tool_names,
+            wait_for_background: true,
+            team: Some(TeamSeat {
+                store: store.clone(),
+                member: member.clone(),
+                file: None,
+            }),
+        };
+        let others: Vec<String> = team
+            .members
+            .iter()
+            .filter(|m| m.name != teams::LEAD && m.status != MemberStatus::Ended)
+            .map(|m| m.name.clone())
+            .collect();
+        let intro = t.show(&TeammateIntro {
+            name: member.clone(),
+            team: store.name.clone(),
+            others: others.join(", "),
+            prompt: input.prompt.clone(),
+        });
+        store
+            .join(Member {
+                name: member.clone(),
+                agent_id: agent_id.clone(),
+                agent_type: def.name.clone(),
+                status: MemberStatus::Active,
+                session_id: self.engine.session_id.clone(),
+                joined: now_rfc3339(),
+            })
+            .map_err(|e| err(&e))?;
+        let transcript = Arc::new(match &self.engine.session_dir {
+            Some(dir) => Transcript::open(
+                dir.join("agents").join(format!("agent-{agent_id}.jsonl")),
+                &agent_id,
+                Some(&self.spec.agent_id),
+            ),
+            None => Transcript::disabled(&agent_id, Some(&self.spec.agent_id)),
+        });
+        transcript.record(
+            "spawn",
+            json!({"agent_type": def.name, "description": input.description, "team": store.name,
+                   "name": member, "tools": spec.tool_names}),
+        );
+        let history: History = vec![Arc::new(Message::user(vec![ContentBlock::text(intro)]))];
+        start_teammate(
+            Arc::clone(&self.engine),
+            spec,
+            history,
+            transcript,
+            self.engine.team_cancel.child_token(),
+        );
+        Ok((
+            text_content([t.show(&TeammateSpawned {
+                agent_id,
+                name: member,
+                team_name: store.name,
+            })]),
+            Usage::default(),
+        ))
+    }
+}
+
+/// Runs a teammate: a turn, then idle until its mailbox has mail, then a
+/// turn again; until it is shut down (a `shutdown_request` it has read, or
+/// its process ending), its turn limit, or an error.
+fn start_teammate(
+    engine: Arc<Engine>,
+    spec: SessionSpec,
+    history: History,
+    transcript: Arc<Transcript>,
+    cancel: CancellationToken,
+) {
+    let Some(seat) = spec.team.clone() else {
+        return;
+    };
+    let handles = Arc::clone(&engine);
+    let handle = tokio::spawn(async move {
+        let store: TeamStore = seat.store.clone();
+        let me = seat.member.clone();
+        for m in &history {
+            transcript.message(m);
+        }
+        let mut session = Session::new(
+            Arc::clone(&engine),
+            spec,
+            history,
+            Arc::clone(&transcript),
+            cancel.clone(),
+        );
+        loop {
+            let _ = store.set_status(&me, MemberStatus::Active);
+            let outcome = session.run().await;
+            let snap = engine.snapshot.load_full();
+            let failed = match &outcome {
+                Err(super::RunError::Cancelled) => None,
+                Err(e) => Some(e.to_string()),
+                Ok(o) if o.stop != super::StopKind::EndTurn => Some(o.stop.as_str().to_string()),
+                Ok(_) => None,
+            };
+            if let Some(error) = failed {
+                // The lead hears why a teammate stopped on its own.
+                tracing::info!("teammate {me}: {error}");
+                let notice = snap.templates.show(&EndedNotice {
+                    name: me.clone(),
+                    error,
+                });
+                let _ = store.send(&me, teams::LEAD, &notice, KINDS[0]);
+                break;
+            }
+            if outcome.is_err() || session.shutdown.load(Ordering::SeqCst) || cancel.is_cancelled()
+            {
+                break;
+            }
+            // TeammateIdle hooks: exit 2 keeps it working, with their words.
+            if let Some(feedback) = teammate_idle_hooks(&session, &snap, &seat).await {
+                session.push_blocks(vec![ContentBlock::text(feedback)]);
+                continue;
+            }
+            // The lead hears of it first, then the member shows idle: a lead
+            // that sees every member idle has the notice in its mailbox.
+            let last = super::session::last_text(session.history()).map(|t| t.join("\n"));
+            let notice = snap.templates.show(&IdleNotice {
+                name: me.clone(),
+                last,
+            });
+            if let Err(e) = store.send(&me, teams::LEAD, &notice, IDLE) {
+                tracing::warn!("teammate {me}: {e}");
+            }
+            let _ = store.set_status(&me, MemberStatus::Idle);
+            transcript.record("idle", json!({}));
+            // Idle: woken by the next message in its mailbox.
+            loop {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                if store.has_unread(&me) {
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    () = cancel.cancelled() => {}
+                }
+            }
+            if cancel.is_cancelled() {
+                break;
+            }
+            let incoming = session.team_incoming();
+            session.push_blocks(incoming);
+        }
+        let _ = store.set_status(&me, MemberStatus::Ended);
+        transcript.record("result", json!({"status": "ended"}));
+    });
+    handles
+        .team_handles
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(handle);
+}
+
+async fn teammate_idle_hooks(
+    session: &Session,
+    snap: &Snapshot,
+    seat: &TeamSeat,
+) -> Option<String> {
+    let event = HookEvent::TeammateIdle;
+    let hooks = session.hooks_for(snap, event, &seat.member);
+    if hooks.is_empty() {
+        return None;
+    }
+    let mut m = session.hook_input(event);
+    m.insert("team_name".into(), json!(seat.store.name));
+    m.insert("teammate_name".into(), json!(seat.member));
+    let fired = fire(
+        &hooks,
+        event,
+        &Value::Object(m),
+        &session.spec().cwd,
+        &snap.settings().child_env(),
+    )
+    .await;
+    if fired.blocks.is_empty() {
+        return None;
+    }
+    Some(snap.templates.show(&super::texts::HookStopFeedback {
+        reason: fired.blocks.join("\n"),
+    }))
+}

@@ -1,0 +1,112 @@
+//! The texts of agent teams (docs/teams.md) as typed template contexts:
+//! task list results, team messages, teammate notices and team errors.
+
+use crate::contexts;
+use crate::teams::{TaskStatus, TeamTask};
+
+fn sample_task() -> TeamTask {
+    TeamTask {
+        id: "2".into(),
+        subject: "Port the parser".into(),
+        description: "Done when the parser tests pass.".into(),
+        owner: Some("alice".into()),
+        status: TaskStatus::InProgress,
+        blocks: vec!["3".into()],
+        blocked_by: vec!["1".into()],
+    }
+}
+
+contexts! {
+    /// TaskCreate's result.
+    "team_task_created" => pub struct TaskCreatedText {
+        pub id: String = "3".into(),
+        pub subject: String = "Write the docs".into(),
+    }
+
+    /// TaskList's result: every task.
+    "team_task_list" => pub struct TaskListText {
+        pub tasks: Vec<TeamTask> = vec![sample_task()],
+    }
+
+    /// TaskGet's result: one task in full.
+    "team_task" => pub struct TaskText {
+        #[serde(flatten)]
+        pub task: TeamTask = sample_task(),
+    }
+
+    /// TaskUpdate's result: the task after the change.
+    "team_task_updated" => pub struct TaskUpdatedText {
+        #[serde(flatten)]
+        pub task: TeamTask = sample_task(),
+    }
+
+    /// A team operation that failed (a claim refused, a missing task, an
+    /// unreadable team file).
+    "error_team" => pub struct TeamFailed {
+        pub error: String = "task 2 is already owned by alice".into(),
+    }
+
+    /// A team tool used by a session that is in no team.
+    "error_not_in_team" => pub struct NotInTeam {
+        pub tool: String = "TaskList".into(),
+    }
+
+    /// SendMessage to `*` with nobody else in the team.
+    "error_team_no_recipient" => pub struct NoRecipient {}
+
+    /// SendMessage with an unknown `type`.
+    "error_team_message_type" => pub struct BadMessageType {
+        pub kind: String = "hello".into(),
+        pub expected: String = "message, shutdown_request".into(),
+    }
+
+    /// An Agent call naming another team than the lead's.
+    "error_team_other_team" => pub struct OtherTeam {
+        pub team: String = "crew".into(),
+        pub asked: String = "other".into(),
+    }
+
+    /// A teammate's Agent call with a `name`.
+    "error_teammate_spawn" => pub struct TeammateCannotSpawn {}
+
+    /// A message as its recipient reads it.
+    "team_message" => pub struct TeamMessageText {
+        pub from: String = "alice".into(),
+        pub text: String = "Task 2 is done.".into(),
+        /// The message's type when it is not a plain message.
+        pub kind: Option<String> = None,
+    }
+
+    /// SendMessage's result in a team.
+    "team_message_sent" => pub struct MessageSent {
+        pub recipients: String = "alice, bob".into(),
+    }
+
+    /// The Agent tool's result for a teammate.
+    "result_teammate_spawned" => pub struct TeammateSpawned {
+        pub agent_id: String = "a0123456789abcdef".into(),
+        pub name: String = "alice".into(),
+        pub team_name: String = "crew".into(),
+    }
+
+    /// The notice the lead gets when a teammate goes idle.
+    "team_idle" => pub struct IdleNotice {
+        pub name: String = "alice".into(),
+        pub last: Option<String> = Some("Task 2 is done.".into()),
+    }
+
+    /// The notice the lead gets when a teammate stops on its own.
+    "team_ended" => pub struct EndedNotice {
+        pub name: String = "alice".into(),
+        pub error: String = "max_turns".into(),
+    }
+
+    /// A teammate's first message, around the lead's prompt.
+    "teammate_intro" => pub struct TeammateIntro {
+        pub name: String = "alice".into(),
+        pub team: String = "crew".into(),
+        /// The other members, comma-separated.
+        pub others: String = "bob".into(),
+        pub prompt: String = "Take the parser tasks.".into(),
+    }
+}

@@ -1,0 +1,432 @@
+//! Agent teams end to end (docs/teams.md): teammates started by the lead,
+//! the shared task list with its claims, mailboxes (broadcast, waking an
+//! idle teammate), the task hooks, and two processes sharing one team.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::{Project, assistant_turns, is_main_session, last_tool_results, result_text};
+use super::kit::{FakeServer, RecordedRequest, anthropic};
+
+fn teams_project() -> Project {
+    let mut p = Project::new();
+    p.env("CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS", "1");
+    p
+}
+
+/// The teammate a request comes from (its first message names it).
+fn teammate(r: &RecordedRequest) -> Option<&'static str> {
+    let body = r.body_str();
+    ["alice", "bob"]
+        .into_iter()
+        .find(|n| body.contains(&format!("You are {n}, a member of the agent team")))
+}
+
+fn last_result(r: &RecordedRequest) -> String {
+    last_tool_results(&r.json)
+        .first()
+        .map(result_text)
+        .unwrap_or_default()
+}
+
+fn task_file(p: &Project, team: &str, id: &str) -> Value {
+    serde_json::from_str(&p.read(&format!(".cadre/teams/{team}/tasks/{id}.json"))).unwrap()
+}
+
+#[test]
+fn two_teammates_claim_different_tasks_hear_a_broadcast_and_idle_between() {
+    let mut p = teams_project();
+    p.config(
+        "[[hooks.TaskCompleted]]\ncommand = \"cat >> completed.log; echo >> completed.log\"\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            let body = r.body_str();
+            return match assistant_turns(r) {
+                0 => anthropic::message()
+                    .tool_use("toolu_t1", "TaskCreate", json!({"subject": "task A"}))
+                    .tool_use("toolu_t2", "TaskCreate", json!({"subject": "task B"}))
+                    .reply(),
+                1 => anthropic::message()
+                    .tool_use(
+                        "toolu_a",
+                        "Agent",
+                        json!({"description": "alice", "prompt": "take a task", "name": "alice"}),
+                    )
+                    .tool_use(
+                        "toolu_b",
+                        "Agent",
+                        json!({"description": "bob", "prompt": "take a task", "name": "bob"}),
+                    )
+                    .reply(),
+                _ if body.contains("Message sent to") => anthropic::text_reply("all done"),
+                // Once both have gone idle, wake them with a broadcast.
+                _ if body.contains("alice finished its turn")
+                    && body.contains("bob finished its turn") =>
+                {
+                    anthropic::tool_use_reply(
+                        "toolu_bc",
+                        "SendMessage",
+                        json!({"to": "*", "message": "wrap up now"}),
+                    )
+                }
+                _ => anthropic::text_reply("team started"),
+            };
+        }
+        let Some(_me) = teammate(r) else {
+            return anthropic::text_reply("?");
+        };
+        let last = last_result(r);
+        let texts = super::harness::user_texts(r);
+        if assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply(
+                "toolu_c1",
+                "TaskUpdate",
+                json!({"taskId": "1", "status": "in_progress"}),
+            );
+        }
+        if last.contains("already owned") {
+            return anthropic::tool_use_reply(
+                "toolu_c2",
+                "TaskUpdate",
+                json!({"taskId": "2", "status": "in_progress"}),
+            );
+        }
+        for id in ["1", "2"] {
+            if last.contains(&format!("Updated task #{id}: status in_progress")) {
+                return anthropic::tool_use_reply(
+                    "toolu_done",
+                    "TaskUpdate",
+                    json!({"taskId": id, "status": "completed"}),
+                );
+            }
+        }
+        if texts.contains("wrap up now") && !r.body_str().contains("\"bye\"") {
+            return anthropic::text_reply("bye");
+        }
+        anthropic::text_reply("my task is done")
+    });
+    let r = p.run(Some(&server), &["run", "--team", "crew", "split the work"]);
+    r.ok();
+    assert_eq!(r.stdout.trim(), "all done");
+    server.assert_invariants();
+    let (one, two) = (task_file(&p, "crew", "1"), task_file(&p, "crew", "2"));
+    assert_eq!(one["status"], "completed");
+    assert_eq!(two["status"], "completed");
+    let owners = [
+        one["owner"].as_str().unwrap(),
+        two["owner"].as_str().unwrap(),
+    ];
+    assert!(
+        owners == ["alice", "bob"] || owners == ["bob", "alice"],
+        "each teammate owns one task: {owners:?}"
+    );
+    let log = p.read("completed.log");
+    let events: Vec<Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len(), 2, "TaskCompleted once per task: {log}");
+    let mut ids: Vec<&str> = events
+        .iter()
+        .map(|e| e["task_id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2"]);
+    assert!(
+        events
+            .iter()
+            .all(|e| e["hook_event_name"] == "TaskCompleted" && e["team_name"] == "crew")
+    );
+    for name in ["alice", "bob"] {
+        let mine: Vec<RecordedRequest> = server
+            .requests()
+            .into_iter()
+            .filter(|r| teammate(r) == Some(name))
+            .collect();
+        let woken = mine
+            .iter()
+            .find(|r| super::harness::user_texts(r).contains("wrap up now"))
+            .unwrap_or_else(|| panic!("the broadcast reached {name}"));
+        assert!(
+            woken.body_str().contains("my task is done"),
+            "{name} had ended a turn (idle) before the broadcast woke it"
+        );
+        assert!(
+            super::harness::user_texts(woken).contains("<teammate-message from=\"team-lead\">"),
+            "{name}: the message comes as a teammate message"
+        );
+    }
+    let team: Value = serde_json::from_str(&p.read(".cadre/teams/crew/team.json")).unwrap();
+    let statuses: Vec<&str> = team["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["name"] != "team-lead")
+        .map(|m| m["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["ended", "ended"], "shut down with the process");
+    let shown = p.run(None, &["teams", "show", "crew", "--json"]);
+    shown.ok();
+    let v = shown.json();
+    let names: Vec<&str> = v["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["member"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 3, "{v}");
+    for n in ["team-lead", "alice", "bob"] {
+        assert!(names.contains(&n), "{names:?}");
+    }
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2);
+    let listed = p.run(None, &["teams", "list", "--json"]);
+    listed.ok();
+    assert_eq!(listed.json()[0]["name"], "crew");
+    assert_eq!(listed.json()[0]["open_tasks"], 0);
+}
+
+#[test]
+fn teammates_cannot_start_teammates_and_tools_need_the_flag() {
+    let p = teams_project();
+    // An agent type that may spawn sub-agents.
+    p.write(
+        ".claude/agents/nester.md",
+        "---\nname: nester\ndescription: spawns\ntools: Agent, Read\n---\nYou nest.\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "alice", "prompt": "go", "name": "alice", "subagent_type": "nester"}),
+                ),
+                _ => anthropic::text_reply("ok"),
+            };
+        }
+        if assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply(
+                "toolu_x",
+                "Agent",
+                json!({"description": "x", "prompt": "go", "name": "carol"}),
+            );
+        }
+        anthropic::text_reply("could not")
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let refused = server
+        .requests()
+        .into_iter()
+        .find(|r| teammate(r) == Some("alice") && assistant_turns(r) == 1)
+        .map(|r| last_result(&r))
+        .unwrap_or_default();
+    assert!(
+        refused.contains("Teammates cannot spawn other teammates"),
+        "{refused}"
+    );
+    let teams_dir = p.path().join(".cadre/teams");
+    let team = std::fs::read_dir(&teams_dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let file = std::fs::read_to_string(team.join("team.json")).unwrap();
+    assert!(!file.contains("carol"), "{file} / {refused}");
+
+    let plain = Project::new();
+    let r = plain.run(None, &["render", "hi"]);
+    let body: Value = serde_json::from_str(&r.stdout).unwrap();
+    let names = super::harness::tool_names(&body);
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("Task") && n != "TaskOutput" && n != "TaskStop"),
+        "{names:?}"
+    );
+    let on = teams_project().run(None, &["render", "hi"]);
+    let body: Value = serde_json::from_str(&on.stdout).unwrap();
+    let names = super::harness::tool_names(&body);
+    for t in ["TaskCreate", "TaskGet", "TaskList", "TaskUpdate"] {
+        assert!(names.iter().any(|n| n == t), "{t}: {names:?}");
+    }
+}
+
+#[test]
+fn two_processes_share_one_team_folder() {
+    let p = teams_project();
+    let a = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_t",
+                        "TaskCreate",
+                        json!({"subject": "made by process A"}),
+                    )
+                    .tool_use(
+                        "toolu_a",
+                        "Agent",
+                        json!({"description": "alice", "prompt": "wait for mail", "name": "alice"}),
+                    )
+                    .reply(),
+                _ => anthropic::text_reply("A done"),
+            };
+        }
+        let texts = super::harness::user_texts(r);
+        if texts.contains("hello from B") {
+            return anthropic::text_reply("got it");
+        }
+        // Slow, so that process B runs meanwhile.
+        anthropic::text_reply("working").delayed(Duration::from_millis(2000))
+    });
+    let child = p
+        .command(Some(&a))
+        .args(["run", "--team", "shared", "start"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let team_file = p.path().join(".cadre/teams/shared/team.json");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&team_file).is_ok_and(|t| t.contains("\"alice\"")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process A never started alice"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let b = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::message()
+            .tool_use("toolu_l", "TaskList", json!({}))
+            .tool_use(
+                "toolu_s",
+                "SendMessage",
+                json!({"to": "alice", "message": "hello from B"}),
+            )
+            .reply(),
+        _ => anthropic::text_reply("B done"),
+    });
+    let rb = p.run(Some(&b), &["run", "--team", "shared", "look"]);
+    rb.ok();
+    let results = last_tool_results(&b.requests()[1].json);
+    assert!(
+        result_text(&results[0]).contains("made by process A"),
+        "{results:?}"
+    );
+    assert!(
+        result_text(&results[1]).contains("Message sent to alice"),
+        "{results:?}"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heard = a.requests().into_iter().any(|r| {
+        teammate(&r) == Some("alice") && super::harness::user_texts(&r).contains("hello from B")
+    });
+    assert!(heard, "alice (process A) read the message process B sent");
+}
+
+#[test]
+fn a_team_file_starts_its_members_and_adds_its_tasks() {
+    let p = teams_project();
+    p.write(
+        ".claude/teams/squad.yaml",
+        "lead_prompt: Keep the squad on the task list.\nmembers:\n  - name: alice\n    prompt: take a task\n  - name: bob\n    agent: Explore\n    prompt: take a task\ntasks:\n  - subject: task A\n  - subject: task B\n    description: the second one\n",
+    );
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return if r.body_str().contains("is idle") {
+                anthropic::text_reply("the squad is idle")
+            } else {
+                anthropic::text_reply("waiting for the squad")
+            };
+        }
+        if assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply("toolu_l", "TaskList", json!({}));
+        }
+        anthropic::text_reply("seen the list")
+    });
+    let r = p.run(Some(&server), &["run", "--team", "squad", "go"]);
+    r.ok();
+    let lead = server.requests().into_iter().find(is_main_session).unwrap();
+    assert!(
+        lead.system_text()
+            .contains("Keep the squad on the task list.")
+    );
+    for name in ["alice", "bob"] {
+        let listed = server
+            .requests()
+            .into_iter()
+            .find(|r| teammate(r) == Some(name) && assistant_turns(r) == 1)
+            .unwrap_or_else(|| panic!("{name} started from the team file"));
+        let list = last_result(&listed);
+        assert!(
+            list.contains("#1 [pending] task A") && list.contains("#2 [pending] task B"),
+            "{list}"
+        );
+    }
+    let team: Value = serde_json::from_str(&p.read(".cadre/teams/squad/team.json")).unwrap();
+    let bob = team["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "bob")
+        .unwrap();
+    assert_eq!(bob["agent_type"], "Explore");
+    assert_eq!(task_file(&p, "squad", "2")["description"], "the second one");
+
+    // A second run of the same team adds no task twice.
+    let again = FakeServer::route(|_| anthropic::text_reply("ok"));
+    p.write(
+        ".claude/teams/squad.yaml",
+        "members: []\ntasks:\n  - subject: task A\n",
+    );
+    p.run(Some(&again), &["run", "--team", "squad", "again"])
+        .ok();
+    assert!(!p.path().join(".cadre/teams/squad/tasks/3.json").exists());
+
+    // A bad file is an error with its position, and nothing runs.
+    p.write(".claude/teams/squad.yaml", "members:\n  - name: carol\n");
+    let bad = p.run(Some(&again), &["run", "--team", "squad", "x"]);
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("squad.yaml:2:"), "{}", bad.stderr);
+    assert!(bad.stderr.contains("needs a `prompt`"), "{}", bad.stderr);
+}
+
+#[test]
+fn a_member_added_to_the_team_file_joins_at_the_leads_next_turn() {
+    let p = teams_project();
+    let file = p.write(
+        ".claude/teams/grow.toml",
+        "[[members]]\nname = \"alice\"\nprompt = \"say hi\"\n",
+    );
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            if assistant_turns(r) == 0 {
+                // The file gains a member while the lead works.
+                std::fs::write(
+                    &file,
+                    "[[members]]\nname = \"alice\"\nprompt = \"say hi\"\n[[members]]\nname = \"bob\"\nprompt = \"say hi too\"\n",
+                )
+                .unwrap();
+            }
+            return anthropic::text_reply("noted");
+        }
+        anthropic::text_reply("hi")
+    });
+    p.run(Some(&server), &["run", "--team", "grow", "go"]).ok();
+    let bob_ran = server
+        .requests()
+        .into_iter()
+        .any(|r| teammate(&r) == Some("bob"));
+    assert!(bob_ran, "bob joined after the file changed");
+    let first_lead = server.requests().into_iter().find(is_main_session).unwrap();
+    assert_eq!(assistant_turns(&first_lead), 0);
+}
