@@ -312,19 +312,6 @@ pub(super) fn prepare_with(
             tracing::info!("restored {n} sub-agent(s) of session {id}");
         }
     }
-    // MCP servers start connecting now, in the background (each turn
-    // re-syncs them with the snapshot).
-    if connect_mcp {
-        engine.mcp.set_extra_roots(engine.add_dirs.clone());
-        if settings.mcp.sampling {
-            engine.mcp.set_sampler(Some(sampler(
-                Arc::downgrade(&engine),
-                model.clone(),
-                settings.provider.max_tokens,
-            )));
-        }
-        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
-    }
     let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));
     if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
         let original = sessions_dir.join(id).join("main.jsonl");
@@ -347,10 +334,10 @@ pub(super) fn prepare_with(
                 .map_err(|e| CliError::Failed(e.to_string()))?;
         }
     }
-    let transcript = match &main_file {
+    let transcript = Arc::new(match &main_file {
         Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
-    };
+    });
     let mode = match def.as_ref().and_then(|d| d.permission_mode) {
         Some(m) if args.permission_mode.is_none() => m,
         _ => settings.permissions.default_mode,
@@ -362,6 +349,25 @@ pub(super) fn prepare_with(
         } else {
             mode
         };
+    *engine
+        .main_mode
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+    // MCP servers start connecting now, in the background (each turn
+    // re-syncs them with the snapshot).
+    if connect_mcp {
+        engine.mcp.set_extra_roots(engine.add_dirs.clone());
+        if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
+            engine.mcp.set_sampler(Some(runtime::sampling::sampler(
+                Arc::downgrade(&engine),
+                model.clone(),
+                settings.provider.max_tokens,
+                settings.mcp.sampling,
+                Arc::clone(&transcript),
+            )));
+        }
+        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    }
     let max_turns = args
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
@@ -415,7 +421,7 @@ pub(super) fn prepare_with(
         Arc::clone(&engine),
         spec,
         history,
-        Arc::new(transcript),
+        transcript,
         CancellationToken::new(),
     );
     if resumed.is_some() {
@@ -486,62 +492,6 @@ fn restore(
     let folder = resume::session_folder(sessions_dir, &id).map_err(usage)?;
     let restored = resume::load(&folder.join("main.jsonl")).map_err(usage)?;
     Ok((id, restored))
-}
-
-/// Answers MCP sampling requests with the engine's provider and the main
-/// session's model, without tools; the server's `maxTokens` is capped at
-/// `provider.max_tokens`. Holds the engine weakly (the engine holds the
-/// MCP manager, which holds this).
-fn sampler(engine: std::sync::Weak<Engine>, model: String, max_tokens: u32) -> crate::mcp::Sampler {
-    Arc::new(move |sample: crate::mcp::Sample| {
-        let engine = engine.clone();
-        let model = model.clone();
-        Box::pin(async move {
-            let engine = engine
-                .upgrade()
-                .ok_or_else(|| "the session has ended".to_string())?;
-            let request = crate::message::ModelRequest {
-                model,
-                system: Arc::from(sample.system.unwrap_or_default()),
-                tools: Arc::from(Vec::new()),
-                messages: sample.messages.into_iter().map(Arc::new).collect(),
-                max_tokens: sample.max_tokens.clamp(1, max_tokens.max(1)),
-                sampling: crate::message::Sampling::default(),
-            };
-            let response = engine
-                .provider
-                .send(&request, &|_| {})
-                .await
-                .map_err(|e| e.to_string())?;
-            let text: Vec<&str> = response
-                .message
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            tracing::info!(
-                server = %sample.server,
-                output_tokens = response.usage.output_tokens,
-                "MCP sampling request answered"
-            );
-            let stop_reason = response.stop_reason.map(|r| {
-                match r {
-                    crate::message::StopReason::MaxTokens => "maxTokens",
-                    crate::message::StopReason::StopSequence => "stopSequence",
-                    _ => "endTurn",
-                }
-                .to_string()
-            });
-            Ok(crate::mcp::Sampled {
-                text: text.join(""),
-                model: response.model,
-                stop_reason,
-            })
-        })
-    })
 }
 
 pub(super) fn new_session_id() -> String {

@@ -177,9 +177,13 @@ impl ClientHandler for Client {
             messages,
             max_tokens: params.max_tokens,
         };
-        let answer = sampler(sample)
-            .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let answer = sampler(sample).await.map_err(|e| match e {
+            // The MCP specification's code for a request the user rejected.
+            super::SampleError::Refused(why) => {
+                ErrorData::new(rmcp::model::ErrorCode(-1), why, None)
+            }
+            super::SampleError::Failed(why) => ErrorData::internal_error(why, None),
+        })?;
         let mut result = rmcp::model::CreateMessageResult::new(
             rmcp::model::SamplingMessage::assistant_text(answer.text),
             answer.model,

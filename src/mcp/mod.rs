@@ -22,6 +22,6 @@ pub use client::{ConnectError, Connection, McpError};
 pub use config::{effective_servers, read_mcp_json};
 pub use manager::{McpManager, RequiredError, ServerState};
 pub use resources::{RESOURCE_TOOLS, ResourceTool};
-pub use sampling::{Sample, Sampled, Sampler};
+pub use sampling::{Sample, SampleError, Sampled, Sampler};
 pub use select::{matches_entry, required_matches, session_mcp_tools};
 pub use tool::{McpTool, tool_name};

@@ -14,6 +14,7 @@ mod manage;
 mod mcp;
 mod prompt;
 pub mod resume;
+pub mod sampling;
 mod session;
 mod spawn;
 pub mod tasks;
@@ -206,6 +207,10 @@ pub struct Engine {
     /// `--add-dir` folders: besides the working directory and
     /// `permissions.additional_directories`, where edits need no rule.
     pub add_dirs: Vec<PathBuf>,
+    /// The main session's permission mode as it is now (it changes with
+    /// `set_permission_mode`), for approvals outside a tool call (MCP
+    /// sampling).
+    pub main_mode: Mutex<crate::config::PermissionMode>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
 }
 
@@ -238,6 +243,7 @@ impl Engine {
             main_prompt: MainPrompt::default(),
             tool_gate: None,
             add_dirs: Vec::new(),
+            main_mode: Mutex::new(crate::config::PermissionMode::Default),
             validators: Mutex::new(HashMap::new()),
         }
     }

@@ -1250,15 +1250,27 @@ fn servers_get_the_roots_and_an_elicitation_is_declined_in_run() {
     );
 }
 
+/// `mcp.sampling` and the permission mode decide, in a run that cannot ask
+/// anyone: off (not offered), `true` (needs approval: refused, unless the
+/// mode is `bypassPermissions`), `"allow"`. Every request that reached
+/// cadre is an `mcp_sampling` line in the main transcript.
 #[test]
-fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
-    for enabled in [true, false] {
+fn sampling_is_gated_by_the_setting_and_the_mode_and_recorded_in_the_transcript() {
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("", &[], "off"),
+        ("[mcp]\nsampling = true\n", &[], "refused"),
+        (
+            "[mcp]\nsampling = true\n",
+            &["--permission-mode", "bypassPermissions"],
+            "bypassPermissions",
+        ),
+        ("[mcp]\nsampling = \"allow\"\n", &[], "settings"),
+    ];
+    for (config, flags, expect) in cases {
         let mut p = Project::new();
         p.config(&server_toml("rich", "rich"));
         p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
-        if enabled {
-            p.config("[mcp]\nsampling = true\n");
-        }
+        p.config(config);
         let server = FakeServer::route(|r| {
             if r.json.to_string().contains("SAMPLE-ME") {
                 return anthropic::text_reply("pong");
@@ -1268,7 +1280,11 @@ fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
                 _ => anthropic::text_reply("done"),
             }
         });
-        p.run(Some(&server), &["run", "go"]).ok();
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.push("go");
+        let run = p.run(Some(&server), &args);
+        run.ok();
         let reqs = server.requests();
         let sampled: Vec<&RecordedRequest> = reqs
             .iter()
@@ -1276,27 +1292,71 @@ fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
             .collect();
         let last = reqs.last().unwrap();
         let text = result_text(&last_tool_results(&last.json)[0]);
-        if enabled {
-            assert_eq!(
-                sampled.len(),
-                1,
-                "one sampling request reached the provider"
-            );
-            let s = &sampled[0].json;
-            assert!(
-                s["system"].to_string().contains("You are the sampler."),
-                "{s}"
-            );
-            assert!(
-                s.get("tools")
-                    .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
-                "{s}"
-            );
-            assert_eq!(s["model"], reqs[0].json["model"], "the session's model");
-            assert!(text.starts_with("sampled: pong (model "), "{text}");
-        } else {
-            assert!(sampled.is_empty());
-            assert!(text.contains("sampling is off"), "{text}");
+        let lines: Vec<Value> = p
+            .transcript_lines()
+            .into_iter()
+            .filter(|l| l["type"] == "mcp_sampling")
+            .collect();
+        match expect {
+            "off" => {
+                assert!(sampled.is_empty());
+                assert!(text.contains("sampling is off"), "{text}");
+                assert!(lines.is_empty(), "{lines:?}");
+            }
+            "refused" => {
+                assert!(sampled.is_empty(), "a refused request reaches no model");
+                assert!(
+                    text.contains("sampling needs approval and this session cannot ask anyone"),
+                    "{text}"
+                );
+                assert!(
+                    run.stderr.contains(
+                        "MCP server `rich` asked for a model completion; refused: sampling needs approval"
+                    ),
+                    "{}",
+                    run.stderr
+                );
+                assert_eq!(lines.len(), 1, "{lines:?}");
+                assert!(
+                    lines[0]["refused"]
+                        .as_str()
+                        .unwrap()
+                        .contains("mcp.sampling")
+                );
+                assert_eq!(lines[0]["server"], "rich");
+                assert!(lines[0].get("response").is_none());
+            }
+            by => {
+                assert_eq!(
+                    sampled.len(),
+                    1,
+                    "{by}: one sampling request reached the provider"
+                );
+                let s = &sampled[0].json;
+                assert!(
+                    s["system"].to_string().contains("You are the sampler."),
+                    "{s}"
+                );
+                assert!(
+                    s.get("tools")
+                        .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
+                    "{s}"
+                );
+                assert_eq!(s["model"], reqs[0].json["model"], "the session's model");
+                assert!(text.starts_with("sampled: pong (model "), "{text}");
+                assert_eq!(lines.len(), 1, "{lines:?}");
+                let l = &lines[0];
+                assert_eq!(l["approved_by"], by);
+                assert_eq!(l["agent_id"], "main");
+                assert_eq!(l["system"], "You are the sampler.");
+                assert_eq!(
+                    l["messages"][0]["content"][0]["text"],
+                    "SAMPLE-ME: say pong"
+                );
+                assert_eq!(l["response"]["text"], "pong");
+                assert_eq!(l["model"], reqs[0].json["model"]);
+                assert!(l["usage"]["output_tokens"].is_u64(), "{l}");
+            }
         }
     }
 }
@@ -1321,7 +1381,7 @@ fn the_npm_everything_server_gets_roots_sampling_images_and_a_declined_elicitati
     let mut p = Project::new();
     p.config(&format!(
         "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
-         [mcp]\nsampling = true\n[permissions]\nallow = [\"mcp__every\", \"ListMcpResources\"]\n",
+         [mcp]\nsampling = \"allow\"\n[permissions]\nallow = [\"mcp__every\", \"ListMcpResources\"]\n",
         toml_str(&index.display().to_string())
     ));
     // The sampling request is the one without tools.
