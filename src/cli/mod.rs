@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod agents;
 mod config;
+mod elicit;
 mod emit;
 mod flags;
 mod headless;

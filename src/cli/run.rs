@@ -76,6 +76,8 @@ pub(super) struct Extras {
     pub session_id: Option<String>,
     pub main_prompt: runtime::MainPrompt,
     pub tool_gate: Option<runtime::ToolGate>,
+    /// Who answers MCP servers' requests for input (`None` declines them).
+    pub elicitor: Option<crate::mcp::Elicitor>,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -294,6 +296,7 @@ pub(super) fn prepare_with(
     );
     engine.main_prompt = extras.main_prompt;
     engine.tool_gate = extras.tool_gate;
+    let elicitor = extras.elicitor;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {
@@ -357,6 +360,7 @@ pub(super) fn prepare_with(
     // re-syncs them with the snapshot).
     if connect_mcp {
         engine.mcp.set_extra_roots(engine.add_dirs.clone());
+        engine.mcp.set_elicitor(elicitor);
         if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
             engine.mcp.set_sampler(Some(runtime::sampling::sampler(
                 Arc::downgrade(&engine),
@@ -814,6 +818,36 @@ fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// MCP servers' requests for input, asked on the terminal (stderr, stdin)
+/// while the turn waits.
+fn terminal_elicitor() -> crate::mcp::Elicitor {
+    Arc::new(|ask: crate::mcp::Elicitation| {
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                use std::io::Write;
+                let mut read = || {
+                    let mut line = String::new();
+                    match std::io::stdin().read_line(&mut line) {
+                        Ok(0) | Err(_) => None,
+                        Ok(_) => Some(line),
+                    }
+                };
+                let mut write = |s: &str| {
+                    let mut err = std::io::stderr();
+                    let _ = err.write_all(s.as_bytes());
+                    let _ = err.flush();
+                };
+                super::elicit::dialogue(&ask, &mut read, &mut write)
+            })
+            .await
+            .unwrap_or(crate::mcp::ElicitAnswer {
+                action: crate::mcp::ElicitAction::Cancel,
+                content: None,
+            })
+        })
+    })
+}
+
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
     let progress = Progress::new(true);
@@ -831,7 +865,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             .into()
         })
     });
-    let prepared = prepare(
+    let prepared = prepare_with(
         g,
         &args.session,
         Mode {
@@ -842,6 +876,10 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         },
         progress.sink(),
         Some(asker),
+        Extras {
+            elicitor: Some(terminal_elicitor()),
+            ..Extras::default()
+        },
     )?;
     let _reload = prepared.watch();
     let Prepared {

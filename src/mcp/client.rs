@@ -119,9 +119,9 @@ fn read_stderr(
 }
 
 /// What cadre tells a server about itself, and how it answers the
-/// server's requests: `roots` (the folders cadre works in) and elicitation
-/// (declined: cadre has no way to ask the user from inside a tool call
-/// yet), and sampling when a sampler is set.
+/// server's requests: `roots` (the folders cadre works in), elicitation
+/// (put to the user when an elicitor is set, declined otherwise), and
+/// sampling when a sampler is set.
 #[derive(Clone)]
 pub struct Client {
     /// The server's configured name, for messages.
@@ -130,6 +130,8 @@ pub struct Client {
     pub roots: Vec<std::path::PathBuf>,
     /// Answers `sampling/createMessage` (only with `mcp.sampling` on).
     pub sampler: Option<super::Sampler>,
+    /// Puts a server's requests for input to the user; `None` declines them.
+    pub elicitor: Option<super::Elicitor>,
     /// Called when the server says its tool list changed.
     pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
 }
@@ -142,7 +144,14 @@ impl ClientHandler for Client {
         // (rmcp's capability builder exists only with its server feature.)
         let mut caps = ClientCapabilities::default();
         caps.roots = Some(Default::default());
-        caps.elicitation = Some(Default::default());
+        // Form requests always (declined where nobody can answer); URL
+        // requests only where someone can open the page.
+        let mut elicitation = rmcp::model::ElicitationCapability::default();
+        elicitation.form = Some(Default::default());
+        if self.elicitor.is_some() {
+            elicitation.url = Some(Default::default());
+        }
+        caps.elicitation = Some(elicitation);
         if self.sampler.is_some() {
             caps.sampling = Some(Default::default());
         }
@@ -215,17 +224,55 @@ impl ClientHandler for Client {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let message = match &request {
-            ElicitRequestParams::FormElicitationParams { message, .. }
-            | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
-            _ => String::new(),
+        let mut ask = super::Elicitation {
+            server: self.server.clone(),
+            message: String::new(),
+            mode: "form",
+            requested_schema: None,
+            url: None,
+            elicitation_id: None,
         };
-        tracing::warn!(
-            "MCP server `{}` asked for input ({message:?}); declined: cadre cannot ask \
-             the user during a tool call (no elicitation support yet)",
-            self.server
-        );
-        Ok(ElicitResult::new(ElicitationAction::Decline))
+        match &request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                ask.message.clone_from(message);
+                ask.requested_schema = serde_json::to_value(requested_schema).ok();
+            }
+            ElicitRequestParams::UrlElicitationParams {
+                message,
+                url,
+                elicitation_id,
+                ..
+            } => {
+                ask.message.clone_from(message);
+                ask.mode = "url";
+                ask.url = Some(url.clone());
+                ask.elicitation_id = Some(elicitation_id.clone());
+            }
+            _ => {}
+        }
+        let Some(elicitor) = &self.elicitor else {
+            tracing::warn!(
+                "MCP server `{}` asked for input ({:?}); declined: this session cannot ask \
+                 anyone (it is not interactive)",
+                self.server,
+                ask.message
+            );
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let answer = elicitor(ask).await;
+        let mut result = ElicitResult::new(match answer.action {
+            super::ElicitAction::Accept => ElicitationAction::Accept,
+            super::ElicitAction::Decline => ElicitationAction::Decline,
+            super::ElicitAction::Cancel => ElicitationAction::Cancel,
+        });
+        if answer.action == super::ElicitAction::Accept {
+            result.content = answer.content.map(Value::Object);
+        }
+        Ok(result)
     }
 }
 

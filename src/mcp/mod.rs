@@ -12,6 +12,7 @@
 
 mod client;
 mod config;
+mod elicit;
 mod manager;
 mod resources;
 mod sampling;
@@ -20,6 +21,7 @@ mod tool;
 
 pub use client::{ConnectError, Connection, McpError};
 pub use config::{effective_servers, read_mcp_json};
+pub use elicit::{ElicitAction, ElicitAnswer, Elicitation, Elicitor};
 pub use manager::{McpManager, RequiredError, ServerState};
 pub use resources::{RESOURCE_TOOLS, ResourceTool};
 pub use sampling::{Sample, SampleError, Sampled, Sampler};

@@ -310,9 +310,12 @@ impl ServerHandler for EchoServer {
                     rmcp::model::ElicitRequest::new(params),
                 );
                 let text = match context.peer.send_request(request).await {
-                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => {
-                        format!("declared {declared}, action {:?}", r.action)
-                    }
+                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => match r.content {
+                        Some(c) => {
+                            format!("declared {declared}, action {:?}, content {c}", r.action)
+                        }
+                        None => format!("declared {declared}, action {:?}", r.action),
+                    },
                     Ok(other) => format!("declared {declared}, unexpected {other:?}"),
                     Err(e) => format!("declared {declared}, elicitation failed: {e}"),
                 };
@@ -1499,5 +1502,84 @@ fn mcp_get_lists_a_servers_resources() {
             .contains("  resources (2):\n    file:///notes.txt  Meeting notes"),
         "{}",
         run.stdout
+    );
+}
+
+/// `chat` puts a server's request for input to the user on the terminal
+/// (stderr) and reads the answers from stdin, field by field.
+#[test]
+fn chat_asks_the_user_for_a_servers_elicitation() {
+    use std::io::Write;
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    let mut child = p
+        .command(Some(&server))
+        .args(["chat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The prompt, then "answer the form", then the one field.
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"go\ny\nAda Lovelace\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("MCP server `rich` asks for input:\n  What is your name?"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("name (string, required)"), "{stderr}");
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[2].json)[0];
+    assert_eq!(
+        result_text(result),
+        r#"declared true, action Accept, content {"name":"Ada Lovelace"}"#
+    );
+}
+
+/// With the SDK protocol a server's request for input goes to the client
+/// as an `elicitation` control request, and its answer goes back.
+#[test]
+fn the_sdk_client_answers_a_servers_elicitation() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    let mut d = super::headless::Driven::start(&p, &server, &[]);
+    d.user("go");
+    let ask = d.until("elicitation", |v| v["type"] == "control_request");
+    let req = &ask["request"];
+    assert_eq!(req["subtype"], "elicitation");
+    assert_eq!(req["mcp_server_name"], "rich");
+    assert_eq!(req["message"], "What is your name?");
+    assert_eq!(req["mode"], "form");
+    assert_eq!(req["requested_schema"]["required"], json!(["name"]));
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+                  "response": {"action": "accept", "content": {"name": "Grace"}}}}),
+    );
+    d.until("result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[1].json)[0];
+    assert_eq!(
+        result_text(result),
+        r#"declared true, action Accept, content {"name":"Grace"}"#
     );
 }
