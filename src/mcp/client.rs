@@ -132,6 +132,9 @@ pub struct Client {
     pub sampler: Option<super::Sampler>,
     /// Puts a server's requests for input to the user; `None` declines them.
     pub elicitor: Option<super::Elicitor>,
+    /// Routes the server's progress notifications to the call that asked
+    /// for them (by progress token).
+    pub progress: rmcp::handler::client::progress::ProgressDispatcher,
     /// Called when the server says its tool list changed.
     pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
 }
@@ -159,6 +162,14 @@ impl ClientHandler for Client {
             caps,
             Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
     }
 
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
@@ -297,6 +308,8 @@ pub struct Connection {
     pub stderr: Arc<StderrTail>,
     /// The server declared the `resources` capability.
     pub resources: bool,
+    /// Where the server's progress notifications go.
+    progress: rmcp::handler::client::progress::ProgressDispatcher,
 }
 
 impl std::fmt::Debug for Client {
@@ -358,6 +371,7 @@ impl Connection {
         tail: &Arc<StderrTail>,
         reader: &mut Option<tokio::task::JoinHandle<()>>,
     ) -> Result<Connection, McpError> {
+        let progress = handler.progress.clone();
         match config.kind.as_deref() {
             None | Some("stdio" | "http" | "streamable-http") => {}
             Some("sse") => return Err(McpError::Sse),
@@ -425,17 +439,80 @@ impl Connection {
             pid,
             stderr: Arc::clone(tail),
             resources,
+            progress,
         })
     }
 
     /// Calls one tool. `Ok` is the result (text, images, whether the server
     /// marked it as an error); `Err` is a protocol or transport failure.
-    pub async fn call(&self, tool: &str, input: Value) -> Result<CallOutput, String> {
+    /// With `progress`, the call carries a progress token and each of the
+    /// server's progress notifications for it becomes a line
+    /// (`3/5: MESSAGE`). Dropping the future cancels the call: the server
+    /// gets `notifications/cancelled`.
+    pub async fn call(
+        &self,
+        tool: &str,
+        input: Value,
+        progress: Option<&crate::tools::ProgressFn>,
+    ) -> Result<CallOutput, String> {
+        use futures_util::StreamExt;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
             params = params.with_arguments(JsonObject::from_iter(map));
         }
-        match self.peer.call_tool_once(params).await {
+        // rmcp gives every request a progress token of its own; progress
+        // notifications are matched to this call by it.
+        let handle = self
+            .peer
+            .send_request_with_option(
+                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                    params,
+                )),
+                rmcp::service::PeerRequestOptions::no_options(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut updates = match progress {
+            Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
+            None => None,
+        };
+        let mut guard = CancelOnDrop {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let call = handle.await_response();
+        tokio::pin!(call);
+        let response = loop {
+            let next = async {
+                match updates.as_mut() {
+                    Some(u) => u.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = &mut call => break r,
+                Some(p) = next => {
+                    if let Some(report) = progress {
+                        report(progress_line(&p));
+                    }
+                }
+            }
+        };
+        guard.id = None;
+        let response = response.map(|r| match r {
+            rmcp::model::ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            rmcp::model::ServerResult::InputRequiredResult(r) => {
+                Ok(CallToolResponse::InputRequired(r))
+            }
+            rmcp::model::ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err("the server answered the tool call with something else"),
+        });
+        let response = match response {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(e) => Err(e),
+        };
+        match response {
             Ok(CallToolResponse::Complete(result)) => {
                 let mut out = CallOutput {
                     is_error: result.is_error.unwrap_or(false),
@@ -463,6 +540,9 @@ impl Connection {
                 out.parts = parts;
                 Ok(out)
             }
+            Ok(CallToolResponse::Task(_)) => Err(
+                "the server runs this tool as an MCP task, which cadre does not support yet".into(),
+            ),
             Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
             Err(e) => Err(e.to_string()),
         }
@@ -559,6 +639,56 @@ async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpErro
                 .unwrap_or(false),
         })
         .collect())
+}
+
+/// Sends `notifications/cancelled` for a tool call whose future was
+/// dropped before its answer came (the turn was cancelled).
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        rt.spawn(async move {
+            let notification = rmcp::model::CancelledNotification::new(
+                rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the user".into()),
+                ),
+            );
+            let _ = peer.send_notification(notification.into()).await;
+        });
+    }
+}
+
+/// One progress notification as a line: `3/5: MESSAGE`, `3: MESSAGE`
+/// without a total, or the numbers alone.
+fn progress_line(p: &rmcp::model::ProgressNotificationParam) -> String {
+    let num = |x: f64| {
+        if x.fract() == 0.0 && x.abs() < 1e15 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    let mut line = num(p.progress);
+    if let Some(t) = p.total {
+        line.push('/');
+        line.push_str(&num(t));
+    }
+    if let Some(m) = p.message.as_deref().filter(|m| !m.is_empty()) {
+        line.push_str(": ");
+        line.extend(m.chars().take(200));
+    }
+    line
 }
 
 /// What a tool call returned, as the model gets it.

@@ -151,6 +151,7 @@ impl McpManager {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
+            progress: Default::default(),
             elicitor: self
                 .elicitor
                 .lock()

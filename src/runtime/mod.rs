@@ -75,6 +75,13 @@ pub enum EngineEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// A running tool call reported progress (an MCP server's
+    /// `notifications/progress`), as a short line.
+    ToolProgress {
+        agent_id: String,
+        tool_use_id: String,
+        message: String,
+    },
     SubagentStart {
         agent_id: String,
         parent_agent_id: String,

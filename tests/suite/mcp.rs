@@ -216,6 +216,11 @@ impl ServerHandler for EchoServer {
                 "Asks the user for a name",
                 schema(json!({"type": "object", "properties": {}})),
             ));
+            tools.push(Tool::new(
+                "wait",
+                "Waits until cancelled (marks wait-started and wait-cancelled in its folder)",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -289,6 +294,18 @@ impl ServerHandler for EchoServer {
                     Err(e) => format!("sampling failed: {e}"),
                 };
                 CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            "wait" => {
+                std::fs::write("wait-started", "").unwrap();
+                tokio::select! {
+                    () = context.ct.cancelled() => {
+                        std::fs::write("wait-cancelled", "").unwrap();
+                        CallToolResult::success(vec![ContentBlock::text("cancelled")])
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(120)) => {
+                        CallToolResult::success(vec![ContentBlock::text("waited")])
+                    }
+                }
             }
             "ask" => {
                 let declared = context
@@ -1506,47 +1523,128 @@ fn mcp_get_lists_a_servers_resources() {
 }
 
 /// `chat` puts a server's request for input to the user on the terminal
-/// (stderr) and reads the answers from stdin, field by field.
+/// (a pseudo-terminal here) and reads the answers, field by field.
 #[test]
 fn chat_asks_the_user_for_a_servers_elicitation() {
-    use std::io::Write;
     let mut p = Project::new();
     p.config(&server_toml("rich", "rich"));
     p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
     let server = FakeServer::route(|r| match assistant_turns(r) {
         0 => first_turn_reply(),
         1 => anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({})),
-        _ => anthropic::text_reply("done"),
+        _ => anthropic::text_reply("all done"),
     });
-    let mut child = p
-        .command(Some(&server))
-        .args(["chat"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The prompt, then "answer the form", then the one field.
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"go\ny\nAda Lovelace\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    pty.type_line("go");
+    pty.wait_for("Answer? [y = answer / n = decline / c = cancel]");
+    pty.type_line("y");
+    pty.wait_for("name (string, required)");
+    pty.type_line("");
+    pty.wait_for("an answer is required");
+    pty.type_line("Ada Lovelace");
+    pty.wait_for("all done");
+    let screen = pty.quit();
     assert!(
-        stderr.contains("MCP server `rich` asks for input:\n  What is your name?"),
-        "{stderr}"
+        screen.contains("MCP server `rich` asks for input:\r\n  What is your name?")
+            || screen.contains("MCP server `rich` asks for input:\n  What is your name?"),
+        "{screen}"
     );
-    assert!(stderr.contains("name (string, required)"), "{stderr}");
     let reqs = server.requests();
     let result = &last_tool_results(&reqs[2].json)[0];
     assert_eq!(
         result_text(result),
         r#"declared true, action Accept, content {"name":"Ada Lovelace"}"#
     );
+}
+
+/// A long-running tool of the npm everything server reports progress,
+/// shown as lines in chat (on a terminal without cursor control).
+#[test]
+fn chat_shows_an_mcp_tools_progress() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         [permissions]\nallow = [\"mcp__every\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply(
+            "t1",
+            "mcp__every__trigger-long-running-operation",
+            json!({"duration": 1, "steps": 2}),
+        ),
+        _ => anthropic::text_reply("all done"),
+    });
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    pty.type_line("go");
+    pty.wait_for("all done");
+    let screen = pty.quit();
+    for line in [
+        "… mcp__every__trigger-long-running-operation: 1/2",
+        "… mcp__every__trigger-long-running-operation: 2/2",
+    ] {
+        assert!(screen.contains(line), "{line:?} not shown:\n{screen}");
+    }
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[2].json)[0];
+    assert!(
+        result_text(result).contains("Long running operation completed"),
+        "{result}"
+    );
+}
+
+/// Ctrl-C in chat cancels the turn, and with it a running MCP tool call:
+/// the server gets `notifications/cancelled` (its request is cancelled)
+/// and the chat goes on.
+#[test]
+fn interrupting_chat_cancels_a_running_mcp_call() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__rich__wait", json!({})),
+        _ => anthropic::text_reply("after"),
+    });
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    pty.type_line("go");
+    let started = p.path().join("wait-started");
+    wait_until(|| started.is_file(), "the wait tool to start");
+    // What Ctrl-C sends (the test's pty is not the child's controlling
+    // terminal, so the signal goes directly).
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", &pty.pid().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let cancelled = p.path().join("wait-cancelled");
+    wait_until(|| cancelled.is_file(), "the server to see the cancellation");
+    pty.type_line("still there?");
+    pty.wait_for("after");
+    pty.quit();
+}
+
+fn wait_until(f: impl Fn() -> bool, what: &str) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// With the SDK protocol a server's request for input goes to the client
