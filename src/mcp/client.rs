@@ -455,6 +455,26 @@ impl Connection {
         input: Value,
         progress: Option<&crate::tools::ProgressFn>,
     ) -> Result<CallOutput, String> {
+        let out = self.call_plain(tool, input.clone(), progress).await?;
+        // A tool that runs only as an MCP task (taskSupport "required")
+        // answers a plain call with this error; call it again as a task.
+        // (rmcp drops the tool's `execution` field from the listing, so the
+        // answer is the only sign.)
+        let needs_task = out.parts.iter().any(
+            |p| matches!(p, McpPart::Text { text } if text.contains("requires task augmentation")),
+        );
+        if out.is_error && needs_task {
+            return super::task::call_as_task(&self.peer, tool, input, progress).await;
+        }
+        Ok(out)
+    }
+
+    async fn call_plain(
+        &self,
+        tool: &str,
+        input: Value,
+        progress: Option<&crate::tools::ProgressFn>,
+    ) -> Result<CallOutput, String> {
         use futures_util::StreamExt;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
@@ -513,35 +533,11 @@ impl Connection {
             Err(e) => Err(e),
         };
         match response {
-            Ok(CallToolResponse::Complete(result)) => {
-                let mut out = CallOutput {
-                    is_error: result.is_error.unwrap_or(false),
-                    ..CallOutput::default()
-                };
-                let mut parts: Vec<McpPart> = Vec::new();
-                for c in result
-                    .content
-                    .iter()
-                    .filter_map(|c| serde_json::to_value(c).ok())
-                {
-                    match content_part(&c) {
-                        Part::Text(t) => parts.push(t),
-                        Part::Image(source) => out.images.push(source),
-                    }
-                }
-                if parts.is_empty()
-                    && out.images.is_empty()
-                    && let Some(s) = &result.structured_content
-                {
-                    parts.push(McpPart::Text {
-                        text: s.to_string(),
-                    });
-                }
-                out.parts = parts;
-                Ok(out)
-            }
+            Ok(CallToolResponse::Complete(result)) => Ok(call_output(&result)),
             Ok(CallToolResponse::Task(_)) => Err(
-                "the server runs this tool as an MCP task, which cadre does not support yet".into(),
+                "the server runs this tool as an MCP task of a newer protocol revision \
+                 (SEP-2663), which cadre does not support yet"
+                    .into(),
             ),
             Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
             Err(e) => Err(e.to_string()),
@@ -639,6 +635,35 @@ async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpErro
                 .unwrap_or(false),
         })
         .collect())
+}
+
+/// A tool result as the model gets it.
+pub(super) fn call_output(result: &rmcp::model::CallToolResult) -> CallOutput {
+    let mut out = CallOutput {
+        is_error: result.is_error.unwrap_or(false),
+        ..CallOutput::default()
+    };
+    let mut parts: Vec<McpPart> = Vec::new();
+    for c in result
+        .content
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+    {
+        match content_part(&c) {
+            Part::Text(t) => parts.push(t),
+            Part::Image(source) => out.images.push(source),
+        }
+    }
+    if parts.is_empty()
+        && out.images.is_empty()
+        && let Some(s) = &result.structured_content
+    {
+        parts.push(McpPart::Text {
+            text: s.to_string(),
+        });
+    }
+    out.parts = parts;
+    out
 }
 
 /// Sends `notifications/cancelled` for a tool call whose future was

@@ -17,6 +17,7 @@ mod manager;
 mod resources;
 mod sampling;
 mod select;
+mod task;
 mod tool;
 
 pub use client::{ConnectError, Connection, McpError};

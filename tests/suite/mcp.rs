@@ -1681,3 +1681,31 @@ fn the_sdk_client_answers_a_servers_elicitation() {
         r#"declared true, action Accept, content {"name":"Grace"}"#
     );
 }
+
+/// The npm everything server runs `simulate-research-query` only as an
+/// MCP task: cadre starts the task, polls it and returns its result.
+#[test]
+fn a_tool_that_runs_as_an_mcp_task_works_end_to_end() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         [permissions]\nallow = [\"mcp__every\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply(
+            "t1",
+            "mcp__every__simulate-research-query",
+            json!({"topic": "python"}),
+        ),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[1].json)[0];
+    let text = result_text(result);
+    assert_ne!(result["is_error"], true, "{text}");
+    assert!(text.contains("# Research Report: python"), "{text}");
+    assert!(text.contains("Stage 4: Generating report"), "{text}");
+}
