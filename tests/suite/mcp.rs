@@ -1152,10 +1152,10 @@ fn an_image_result_goes_to_openai_in_a_user_message_after_the_tool_message() {
 
 #[test]
 fn resources_are_listed_and_read_through_the_resource_tools() {
+    // No allow rule: the resource tools only read, which every mode allows.
     let mut p = Project::new();
     p.config(&server_toml("plain", "echo"));
     p.config(&server_toml("docs", "rich"));
-    p.config("[permissions]\nallow = [\"ListMcpResources\", \"ReadMcpResource\"]\n");
     let server = FakeServer::route(|r| match assistant_turns(r) {
         0 => anthropic::tool_use_reply("t1", "ListMcpResources", json!({})),
         1 => anthropic::message()
@@ -1401,7 +1401,7 @@ fn the_npm_everything_server_gets_roots_sampling_images_and_a_declined_elicitati
     let mut p = Project::new();
     p.config(&format!(
         "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
-         [mcp]\nsampling = \"allow\"\n[permissions]\nallow = [\"mcp__every\", \"ListMcpResources\"]\n",
+         [mcp]\nsampling = \"allow\"\n[permissions]\nallow = [\"mcp__every\"]\n",
         toml_str(&index.display().to_string())
     ));
     // The sampling request is the one without tools.
@@ -1708,4 +1708,60 @@ fn a_tool_that_runs_as_an_mcp_task_works_end_to_end() {
     assert_ne!(result["is_error"], true, "{text}");
     assert!(text.contains("# Research Report: python"), "{text}");
     assert!(text.contains("Stage 4: Generating report"), "{text}");
+}
+
+/// `cadre mcp test NAME` starts that server only, lists what it offers,
+/// stops it, and says how long each step took; a server that fails makes
+/// it exit 1 with the error and the server's stderr.
+#[test]
+fn mcp_test_starts_one_server_lists_and_stops_it_with_timings() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    p.config(&server_toml("broken", "crash"));
+    let run = p.run(None, &["mcp", "test", "docs", "--json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["name"], "docs");
+    assert_eq!(v["status"], "ready");
+    assert_eq!(v["tools"], 7, "{v}");
+    assert_eq!(v["resources"]["count"], 2, "{v}");
+    assert!(v["resources"]["ms"].is_u64(), "{v}");
+    assert_eq!(
+        v["prompts"],
+        Value::Null,
+        "the server offers no prompts: {v}"
+    );
+    assert!(v["connect_ms"].is_u64() && v["stop_ms"].is_u64(), "{v}");
+    let run = p.run(None, &["mcp", "test", "docs"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("  connected in ")
+            && run
+                .stdout
+                .contains(" ms (start, handshake, 7 tools listed)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("  prompts: not offered"),
+        "{}",
+        run.stdout
+    );
+
+    let run = p.run(None, &["mcp", "test", "broken"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("broken: failed"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("fatal: MCP_TEST_TOKEN is not set"),
+        "{}",
+        run.stdout
+    );
+    let run = p.run(None, &["mcp", "test", "nope"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr
+            .contains("no MCP server `nope` is configured here"),
+        "{}",
+        run.stderr
+    );
 }
