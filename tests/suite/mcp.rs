@@ -1765,3 +1765,42 @@ fn mcp_test_starts_one_server_lists_and_stops_it_with_timings() {
         run.stderr
     );
 }
+
+/// `agents show --effective` lists the MCP tools an agent would get:
+/// its allowlist and denylist applied to the configured servers' tools.
+#[test]
+fn agents_show_effective_lists_the_mcp_tools_an_agent_gets() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    p.write(
+        ".claude/agents/narrow.md",
+        "---\nname: narrow\ndescription: Narrow\ntools: Read, mcp__docs__echo, mcp__docs__p*\n\
+         disallowedTools: mcp__docs__picture\n---\nBe narrow.\n",
+    );
+    let run = p.run(None, &["agents", "show", "narrow", "--json", "--effective"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(
+        v["effective"]["mcp_tools"],
+        json!(["mcp__docs__echo", "mcp__docs__pid"]),
+        "{v}"
+    );
+    let run = p.run(None, &["agents", "show", "narrow", "--effective"]);
+    run.ok();
+    assert!(
+        run.stdout
+            .contains("mcp tools:   mcp__docs__echo, mcp__docs__pid"),
+        "{}",
+        run.stdout
+    );
+    // An agent without an allowlist gets every tool of the server.
+    let run = p.run(
+        None,
+        &["agents", "show", "general-purpose", "--json", "--effective"],
+    );
+    let all = run.json()["effective"]["mcp_tools"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(all, 7);
+}
