@@ -932,10 +932,18 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             compact_now(&mut session, &engine, rest.trim()).await;
             continue;
         }
+        let prompt = match mcp_prompt(&engine, line.trim()).await {
+            Some(Ok(blocks)) => blocks,
+            Some(Err(why)) => {
+                eprintln!("{why}");
+                continue;
+            }
+            None => vec![ContentBlock::text(line)],
+        };
         let message = if first {
-            first_message(&engine, def.as_deref(), line)
+            first_message_with(&engine, def.as_deref(), prompt)
         } else {
-            Message::user_text(line)
+            Message::user(prompt)
         };
         first = false;
         session.push_user(message);
@@ -981,6 +989,41 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .transcript()
         .record("end", serde_json::json!({"status": "completed"}));
     Ok(())
+}
+
+/// `/mcp` (lists the MCP prompts as commands) and `/mcp__SERVER__PROMPT
+/// ARGS` (the prompt's messages as the user's message) in `chat`: `None`
+/// for any other line, `Some(Err)` for what to tell the user instead of
+/// sending anything.
+async fn mcp_prompt(
+    engine: &runtime::Engine,
+    line: &str,
+) -> Option<Result<Vec<ContentBlock>, String>> {
+    if line == "/mcp" {
+        let commands = crate::mcp::prompt_commands(&engine.mcp).await;
+        let mut text = String::from("MCP prompts (type one to send it):");
+        if commands.is_empty() {
+            text.push_str("\n  none: no ready server offers prompts");
+        }
+        for c in commands {
+            text.push_str(&format!("\n  {}  {}", c.usage(), c.description));
+        }
+        return Some(Err(text));
+    }
+    let rest = line.strip_prefix('/')?;
+    if !rest.starts_with("mcp__") {
+        return None;
+    }
+    let (command, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    Some(
+        crate::mcp::run_prompt_command(&engine.mcp, command, args)
+            .await
+            .unwrap_or_else(|| {
+                Err(format!(
+                    "no MCP prompt `/{command}` (a ready server's prompts: type /mcp)"
+                ))
+            }),
+    )
 }
 
 /// What the user is told when a session ends without any answer text, so

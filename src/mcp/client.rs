@@ -570,6 +570,28 @@ impl Connection {
             .collect())
     }
 
+    /// One prompt's messages, as MCP JSON objects (`role`, `content`).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Vec<Value>, String> {
+        let mut params = rmcp::model::GetPromptRequestParams::new(name);
+        if !arguments.is_empty() {
+            params = params.with_arguments(JsonObject::from_iter(arguments));
+        }
+        let result = self
+            .peer
+            .get_prompt(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(result
+            .messages
+            .iter()
+            .filter_map(|m| serde_json::to_value(m).ok())
+            .collect())
+    }
+
     /// Every resource the server lists (all pages), as MCP JSON objects
     /// (`uri`, `name`, `mimeType`, `description`, …).
     pub async fn list_resources(&self) -> Result<Vec<Value>, String> {
@@ -635,6 +657,15 @@ async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpErro
                 .unwrap_or(false),
         })
         .collect())
+}
+
+/// One MCP content block (a prompt message's) as cadre content: text,
+/// an image block, or a line naming what is not shown.
+pub(super) fn content_block(c: &Value) -> crate::message::ContentBlock {
+    match content_part(c) {
+        Part::Text(t) => crate::message::ContentBlock::text(t),
+        Part::Image(source) => crate::message::ContentBlock::Image { source },
+    }
 }
 
 /// A tool result as the model gets it.

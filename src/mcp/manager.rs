@@ -423,6 +423,18 @@ impl McpManager {
         }
     }
 
+    /// Every ready shared server, by name.
+    pub fn ready_servers(&self) -> Vec<(String, Arc<Connection>)> {
+        self.lock()
+            .shared
+            .iter()
+            .filter_map(|(name, e)| match &e.state {
+                State::Ready { conn, .. } => Some((name.clone(), Arc::clone(conn))),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The ready shared servers that declared the `resources` capability,
     /// by name.
     pub fn resource_servers(&self) -> Vec<(String, Arc<Connection>)> {

@@ -1804,3 +1804,55 @@ fn agents_show_effective_lists_the_mcp_tools_an_agent_gets() {
         .len();
     assert_eq!(all, 7);
 }
+
+/// In chat, `/mcp` lists the servers' prompts as commands and
+/// `/mcp__SERVER__PROMPT ARGS` sends the prompt's messages as the user's
+/// message (npm everything server's `args-prompt`).
+#[test]
+fn chat_runs_an_mcp_prompt_as_a_slash_command() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    let server = FakeServer::route(|_| anthropic::text_reply("sunny"));
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    // Chat does not wait for servers: ask until the server is ready.
+    let start = std::time::Instant::now();
+    loop {
+        pty.type_line("/mcp");
+        std::thread::sleep(Duration::from_millis(300));
+        if pty
+            .screen()
+            .contains("/mcp__every__args-prompt <city> [state]")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{}",
+            pty.screen()
+        );
+    }
+    pty.type_line("/mcp__every__args-prompt");
+    pty.wait_for("missing <city>; usage: /mcp__every__args-prompt <city> [state]");
+    pty.type_line("/mcp__every__args-prompt Paris Ile de France");
+    pty.wait_for("sunny");
+    pty.quit();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1, "nothing else was sent");
+    let last_user = reqs[0].json["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        last_user.contains("What's weather in Paris, Ile de France?"),
+        "{last_user}"
+    );
+}

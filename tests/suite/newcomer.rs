@@ -358,6 +358,11 @@ impl Pty {
         }
     }
 
+    /// Everything the terminal has shown so far.
+    pub(super) fn screen(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+
     pub(super) fn pid(&self) -> u32 {
         self.child.id()
     }
