@@ -47,6 +47,11 @@ pub enum McpError {
     #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
     UnsupportedType(String),
     #[error(
+        "the server asks for OAuth authorization ({0}), which cadre does not do yet: \
+         get a token another way and give it in `headers` (`Authorization = \"Bearer …\"`)"
+    )]
+    OAuth(String),
+    #[error(
         "the legacy SSE transport (`type: \"sse\"`) is not supported; \
          most servers also serve streamable HTTP (often at `/mcp`): use `type: \"http\"` with that URL"
     )]
@@ -411,6 +416,8 @@ impl Connection {
                         .map_err(|_| McpError::Header(k.clone()))?;
                     headers.insert(name, value);
                 }
+                // (`cadre mcp …` builds no provider, which would install it.)
+                crate::provider::install_tls_provider();
                 let client = reqwest::Client::builder()
                     .build()
                     .map_err(|e| McpError::Http(e.to_string()))?;
@@ -419,10 +426,18 @@ impl Connection {
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(headers),
                 );
-                let service = handler
-                    .serve(transport)
-                    .await
-                    .map_err(|e| McpError::Handshake(e.to_string()))?;
+                // A 401/403 challenge means the server wants an OAuth token.
+                let service =
+                    handler
+                        .serve(transport)
+                        .await
+                        .map_err(|e| match e.auth_challenge() {
+                            Some(c) => McpError::OAuth(format!("WWW-Authenticate: {c}")),
+                            None if e.is_authorization_required() => {
+                                McpError::OAuth("HTTP 401".into())
+                            }
+                            None => McpError::Handshake(e.to_string()),
+                        })?;
                 (service, None)
             }
             (None, None) => return Err(McpError::NoTransport),

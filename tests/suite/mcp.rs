@@ -1856,3 +1856,49 @@ fn chat_runs_an_mcp_prompt_as_a_slash_command() {
         "{last_user}"
     );
 }
+
+/// An HTTP server that wants OAuth (401 with a challenge) fails with an
+/// error that says so and names the header-based way that works.
+#[test]
+fn an_http_server_that_wants_oauth_gets_a_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = axum::Router::new().fallback(|| async {
+                (
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    [(
+                        "www-authenticate",
+                        "Bearer resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource\"",
+                    )],
+                    "",
+                )
+            });
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.web]\nurl = {}\n[mcp]\nstartup_timeout_ms = 3000\n",
+        toml_str(&url)
+    ));
+    let run = p.run(None, &["mcp", "get", "web", "--json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["status"], "failed");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains(
+            "the server asks for OAuth authorization (WWW-Authenticate: Bearer resource_metadata="
+        ),
+        "{error}"
+    );
+    assert!(error.contains("give it in `headers`"), "{error}");
+}
