@@ -250,6 +250,18 @@ impl Progress {
         }
     }
 
+    /// Clears the progress lines of tool calls that will never report a
+    /// result (their turn was cancelled).
+    pub fn clear_calls(&self) {
+        if let Ok(mut calls) = self.progressing.lock() {
+            for (_, (_, bar)) in calls.drain() {
+                if let Some(bar) = bar {
+                    bar.finish_and_clear();
+                }
+            }
+        }
+    }
+
     fn on_event(&self, event: &EngineEvent) {
         if matches!(
             event,

@@ -980,6 +980,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             Some(Err(e)) => eprintln!("error: {e}"),
             None => {
                 session.repair_after_cancel();
+                progress.clear_calls();
                 eprintln!("(cancelled)");
             }
         }
