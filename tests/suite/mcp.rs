@@ -1902,3 +1902,28 @@ fn an_http_server_that_wants_oauth_gets_a_clear_error() {
     );
     assert!(error.contains("give it in `headers`"), "{error}");
 }
+
+/// The read-only built-in Explore agent reads MCP resources without any
+/// allow rule: the resource tools are in the read-only group.
+#[test]
+fn explore_reads_mcp_resources_without_an_allow_rule() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    let server = spawning_server(
+        "Explore",
+        Some((
+            "ReadMcpResource",
+            json!({"server": "docs", "uri": "file:///notes.txt"}),
+        )),
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert!(
+        tool_names(&children[0].json).contains(&"ListMcpResources".to_string()),
+        "{:?}",
+        tool_names(&children[0].json)
+    );
+    let result = &last_tool_results(&children[1].json)[0];
+    assert_ne!(result["is_error"], true, "{result}");
+    assert_eq!(result_text(result), "notes: ship it");
+}
