@@ -1927,3 +1927,48 @@ fn explore_reads_mcp_resources_without_an_allow_rule() {
     assert_ne!(result["is_error"], true, "{result}");
     assert_eq!(result_text(result), "notes: ship it");
 }
+
+/// With `mcp.sampling = true` a sampling request is put to whoever answers
+/// permission questions: here the SDK client's `can_use_tool`, for the
+/// tool name `McpSampling`.
+#[test]
+fn the_sdk_client_approves_a_sampling_request() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n[mcp]\nsampling = true\n");
+    let server = FakeServer::route(|r| {
+        if r.json.to_string().contains("SAMPLE-ME") {
+            return anthropic::text_reply("pong");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
+            _ => anthropic::text_reply("done"),
+        }
+    });
+    let mut d = super::headless::Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("go");
+    let ask = d.until("can_use_tool", |v| v["type"] == "control_request");
+    let req = &ask["request"];
+    assert_eq!(req["subtype"], "can_use_tool");
+    assert_eq!(req["tool_name"], "McpSampling");
+    assert_eq!(req["input"]["server"], "rich");
+    assert_eq!(req["input"]["maxTokens"], 50);
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+                  "response": {"behavior": "allow"}}}),
+    );
+    d.until("result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+    let reqs = server.requests();
+    let last = reqs.last().unwrap();
+    let text = result_text(&last_tool_results(&last.json)[0]);
+    assert!(text.starts_with("sampled: pong (model "), "{text}");
+    let lines: Vec<Value> = p
+        .transcript_lines()
+        .into_iter()
+        .filter(|l| l["type"] == "mcp_sampling")
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["approved_by"], "user");
+}
