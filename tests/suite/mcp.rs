@@ -1270,6 +1270,20 @@ fn servers_get_the_roots_and_an_elicitation_is_declined_in_run() {
     );
 }
 
+/// A model that calls the rich server's `sample` tool, answers the
+/// sampling request (the one that says SAMPLE-ME) with "pong", then ends.
+fn sampling_model() -> FakeServer {
+    FakeServer::route(|r| {
+        if r.json.to_string().contains("SAMPLE-ME") {
+            return anthropic::text_reply("pong");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
+            _ => anthropic::text_reply("done"),
+        }
+    })
+}
+
 /// `mcp.sampling` and the permission mode decide, in a run that cannot ask
 /// anyone: off (not offered), `true` (needs approval: refused, unless the
 /// mode is `bypassPermissions`), `"allow"`. Every request that reached
@@ -1291,15 +1305,7 @@ fn sampling_is_gated_by_the_setting_and_the_mode_and_recorded_in_the_transcript(
         p.config(&server_toml("rich", "rich"));
         p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
         p.config(config);
-        let server = FakeServer::route(|r| {
-            if r.json.to_string().contains("SAMPLE-ME") {
-                return anthropic::text_reply("pong");
-            }
-            match assistant_turns(r) {
-                0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
-                _ => anthropic::text_reply("done"),
-            }
-        });
+        let server = sampling_model();
         let mut args = vec!["run"];
         args.extend_from_slice(flags);
         args.push("go");
@@ -1936,15 +1942,7 @@ fn the_sdk_client_approves_a_sampling_request() {
     let mut p = Project::new();
     p.config(&server_toml("rich", "rich"));
     p.config("[permissions]\nallow = [\"mcp__rich\"]\n[mcp]\nsampling = true\n");
-    let server = FakeServer::route(|r| {
-        if r.json.to_string().contains("SAMPLE-ME") {
-            return anthropic::text_reply("pong");
-        }
-        match assistant_turns(r) {
-            0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
-            _ => anthropic::text_reply("done"),
-        }
-    });
+    let server = sampling_model();
     let mut d = super::headless::Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
     d.user("go");
     let ask = d.until("can_use_tool", |v| v["type"] == "control_request");
