@@ -1017,13 +1017,18 @@ async fn mcp_prompt(
     }
     let (command, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
     Some(
-        crate::mcp::run_prompt_command(&engine.mcp, command, args)
-            .await
-            .unwrap_or_else(|| {
-                Err(format!(
-                    "no MCP prompt `/{command}` (a ready server's prompts: type /mcp)"
-                ))
-            }),
+        crate::mcp::run_prompt_command(
+            &engine.mcp,
+            &engine.snapshot.load().templates,
+            command,
+            args,
+        )
+        .await
+        .unwrap_or_else(|| {
+            Err(format!(
+                "no MCP prompt `/{command}` (a ready server's prompts: type /mcp)"
+            ))
+        }),
     )
 }
 

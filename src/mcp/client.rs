@@ -58,6 +58,34 @@ pub enum McpError {
     Sse,
 }
 
+/// Why a tool call got no result (its text reaches the model inside the
+/// `error_mcp_call` template).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The transport or the protocol failed (rmcp's words).
+    #[error("{0}")]
+    Protocol(String),
+    #[error("the server answered the tool call with something else")]
+    UnexpectedAnswer,
+    #[error(
+        "the server runs this tool as an MCP task of a newer protocol revision (SEP-2663), \
+         which cadre does not support yet"
+    )]
+    NewerTask,
+    #[error("the server asked for more input, which cadre does not support")]
+    MoreInput,
+    #[error("{method} failed: {error}")]
+    Request { method: String, error: String },
+    #[error("the server runs `{0}` only as an MCP task, but did not start one when asked")]
+    NoTask(String),
+    #[error("the MCP task failed: {0}")]
+    TaskFailed(String),
+    #[error("the server cancelled the MCP task")]
+    TaskCancelled,
+    #[error("the MCP task's result is not a tool result")]
+    TaskResult,
+}
+
 /// Why connecting failed, with the last lines the server wrote on stderr
 /// (stdio servers only; empty otherwise).
 #[derive(Debug, Clone)]
@@ -469,7 +497,7 @@ impl Connection {
         tool: &str,
         input: Value,
         progress: Option<&crate::tools::ProgressFn>,
-    ) -> Result<CallOutput, String> {
+    ) -> Result<CallOutput, CallError> {
         let out = self.call_plain(tool, input.clone(), progress).await?;
         // A tool that runs only as an MCP task (taskSupport "required")
         // answers a plain call with this error; call it again as a task.
@@ -489,7 +517,7 @@ impl Connection {
         tool: &str,
         input: Value,
         progress: Option<&crate::tools::ProgressFn>,
-    ) -> Result<CallOutput, String> {
+    ) -> Result<CallOutput, CallError> {
         use futures_util::StreamExt;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
@@ -506,7 +534,7 @@ impl Connection {
                 rmcp::service::PeerRequestOptions::no_options(),
             )
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| CallError::Protocol(e.to_string()))?;
         let mut updates = match progress {
             Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
             None => None,
@@ -540,22 +568,18 @@ impl Connection {
                 Ok(CallToolResponse::InputRequired(r))
             }
             rmcp::model::ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
-            _ => Err("the server answered the tool call with something else"),
+            _ => Err(CallError::UnexpectedAnswer),
         });
         let response = match response {
             Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Err(e)) => return Err(e),
             Err(e) => Err(e),
         };
         match response {
             Ok(CallToolResponse::Complete(result)) => Ok(call_output(&result)),
-            Ok(CallToolResponse::Task(_)) => Err(
-                "the server runs this tool as an MCP task of a newer protocol revision \
-                 (SEP-2663), which cadre does not support yet"
-                    .into(),
-            ),
-            Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
-            Err(e) => Err(e.to_string()),
+            Ok(CallToolResponse::Task(_)) => Err(CallError::NewerTask),
+            Ok(_) => Err(CallError::MoreInput),
+            Err(e) => Err(CallError::Protocol(e.to_string())),
         }
     }
 
@@ -675,10 +699,17 @@ async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpErro
 }
 
 /// One MCP content block (a prompt message's) as cadre content: text,
-/// an image block, or a line naming what is not shown.
-pub(super) fn content_block(c: &Value) -> crate::message::ContentBlock {
+/// an image block, or what the `mcp_result` template makes of the rest
+/// (resource links, binaries not shown).
+pub(super) fn content_block(
+    c: &Value,
+    templates: &crate::templates::Templates,
+) -> crate::message::ContentBlock {
     match content_part(c) {
-        Part::Text(t) => crate::message::ContentBlock::text(t),
+        Part::Text(McpPart::Text { text }) => crate::message::ContentBlock::text(text),
+        Part::Text(other) => crate::message::ContentBlock::text(
+            templates.show(&crate::tools::outcome::McpResult { parts: vec![other] }),
+        ),
         Part::Image(source) => crate::message::ContentBlock::Image { source },
     }
 }

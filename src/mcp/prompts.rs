@@ -117,6 +117,7 @@ fn bind(cmd: &PromptCommand, args: &str) -> Result<Map<String, Value>, String> {
 /// content, in order) or why it failed.
 pub async fn run_prompt_command(
     manager: &McpManager,
+    templates: &crate::templates::Templates,
     command: &str,
     args: &str,
 ) -> Option<Result<Vec<ContentBlock>, String>> {
@@ -142,8 +143,11 @@ pub async fn run_prompt_command(
         .iter()
         .filter_map(|m| m.get("content"))
         .flat_map(|c| match c {
-            Value::Array(items) => items.iter().map(content_block).collect::<Vec<_>>(),
-            one => vec![content_block(one)],
+            Value::Array(items) => items
+                .iter()
+                .map(|c| content_block(c, templates))
+                .collect::<Vec<_>>(),
+            one => vec![content_block(one, templates)],
         })
         .collect();
     if blocks.is_empty() {

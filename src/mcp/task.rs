@@ -14,7 +14,7 @@ use rmcp::model::{ClientRequest, CustomRequest, ServerResult};
 use rmcp::service::Peer;
 use serde_json::{Value, json};
 
-use super::client::{CallOutput, call_output};
+use super::client::{CallError, CallOutput, call_output};
 
 /// How long the server keeps a finished task's result for us.
 const TASK_TTL_MS: u64 = 300_000;
@@ -23,17 +23,21 @@ const TASK_TTL_MS: u64 = 300_000;
 const MIN_POLL: Duration = Duration::from_millis(100);
 const MAX_POLL: Duration = Duration::from_secs(5);
 
-async fn request(peer: &Peer<RoleClient>, method: &str, params: Value) -> Result<Value, String> {
+async fn request(peer: &Peer<RoleClient>, method: &str, params: Value) -> Result<Value, CallError> {
+    let failed = |error: String| CallError::Request {
+        method: method.to_string(),
+        error,
+    };
     let result = peer
         .send_request(ClientRequest::CustomRequest(CustomRequest::new(
             method,
             Some(params),
         )))
         .await
-        .map_err(|e| format!("{method} failed: {e}"))?;
+        .map_err(|e| failed(e.to_string()))?;
     match result {
         ServerResult::CustomResult(v) => Ok(v.0),
-        other => serde_json::to_value(&other).map_err(|e| format!("{method}: {e}")),
+        other => serde_json::to_value(&other).map_err(|e| failed(e.to_string())),
     }
 }
 
@@ -71,7 +75,7 @@ pub(super) async fn call_as_task(
     tool: &str,
     input: Value,
     progress: Option<&crate::tools::ProgressFn>,
-) -> Result<CallOutput, String> {
+) -> Result<CallOutput, CallError> {
     let created = request(
         peer,
         "tools/call",
@@ -83,9 +87,7 @@ pub(super) async fn call_as_task(
         .and_then(Value::as_str)
         .map(str::to_string)
     else {
-        return Err(format!(
-            "the server runs `{tool}` only as an MCP task, but did not start one when asked"
-        ));
+        return Err(CallError::NoTask(tool.to_string()));
     };
     let mut guard = CancelTask {
         peer: peer.clone(),
@@ -112,11 +114,11 @@ pub(super) async fn call_as_task(
             "completed" | "input_required" => break,
             "failed" => {
                 guard.id = None;
-                return Err(format!("the MCP task failed: {message}"));
+                return Err(CallError::TaskFailed(message.to_string()));
             }
             "cancelled" => {
                 guard.id = None;
-                return Err("the server cancelled the MCP task".into());
+                return Err(CallError::TaskCancelled);
             }
             _ => {}
         }
@@ -134,7 +136,10 @@ pub(super) async fn call_as_task(
             Some(json!({"taskId": id})),
         )))
         .await
-        .map_err(|e| format!("tasks/result failed: {e}"))?;
+        .map_err(|e| CallError::Request {
+            method: "tasks/result".into(),
+            error: e.to_string(),
+        })?;
     guard.id = None;
     match result {
         ServerResult::CallToolResult(r) => Ok(call_output(&r)),
@@ -142,7 +147,7 @@ pub(super) async fn call_as_task(
             let v = serde_json::to_value(&other).unwrap_or(Value::Null);
             match serde_json::from_value::<rmcp::model::CallToolResult>(v) {
                 Ok(r) => Ok(call_output(&r)),
-                Err(_) => Err("the MCP task's result is not a tool result".into()),
+                Err(_) => Err(CallError::TaskResult),
             }
         }
     }
