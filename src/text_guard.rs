@@ -19,6 +19,7 @@ const SCOPE: &[&str] = &[
     "mcp/tool.rs",
     "mcp/resources.rs",
     "mcp/client.rs",
+    "mcp/task.rs",
 ];
 
 /// Files in scope that hold no model-facing text, and why.
@@ -41,6 +42,10 @@ const SKIP_FILES: &[(&str, &str)] = &[
     ),
     ("runtime/resume.rs", "transcript diagnostics, for the user"),
     ("runtime/transcript.rs", "transcript file names"),
+    (
+        "runtime/sampling.rs",
+        "errors for the MCP server that asked, and the question put to the user",
+    ),
 ];
 
 /// Single lines in scope whose prose is not for the model: (file, text
@@ -48,13 +53,23 @@ const SKIP_FILES: &[(&str, &str)] = &[
 const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "mcp/client.rs",
-        "the server asked for more input",
+        "sampling is off in cadre",
         "an error for the MCP server",
     ),
     (
+        "mcp/task.rs",
+        "{status}: {message}",
+        "a progress line for the user",
+    ),
+    (
         "mcp/client.rs",
-        "sampling is off in cadre",
-        "an error for the MCP server",
+        "requires task augmentation",
+        "matches the MCP server's answer",
+    ),
+    (
+        "mcp/client.rs",
+        "cancelled by the user",
+        "the reason sent to the MCP server with notifications/cancelled",
     ),
     (
         "runtime/exec.rs",

@@ -54,10 +54,10 @@ pub struct ValidateArgs {
     json: bool,
 }
 
-pub fn dispatch(g: &GlobalArgs, cmd: AgentsCommand) -> Result<(), CliError> {
+pub async fn dispatch(g: &GlobalArgs, cmd: AgentsCommand) -> Result<(), CliError> {
     match cmd {
         AgentsCommand::List(a) => list(g, a),
-        AgentsCommand::Show(a) => show(g, a),
+        AgentsCommand::Show(a) => show(g, a).await,
         AgentsCommand::Validate(a) => validate(g, a),
     }
 }
@@ -211,7 +211,27 @@ fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Va
     json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "withheld_tools": withheld, "permission_mode": mode.as_str()})
 }
 
-fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
+/// The MCP tools `d` would get as a child of the main session, by name,
+/// from the configured servers (connected now, then closed); `None` when
+/// the folder is not trusted (nothing is started; stderr says so). Servers
+/// the definition starts itself (inline `mcpServers`) are not started here.
+async fn effective_mcp_tools(
+    snap: &Snapshot,
+    d: &AgentDef,
+    cwd: &std::path::Path,
+) -> Option<Vec<String>> {
+    let manager = super::mcp::connect_all(snap, cwd).await?;
+    let tools = crate::mcp::session_mcp_tools(manager.tools(&[]), Some(d), &snap.rules, cwd);
+    manager.shutdown().await;
+    Some(
+        tools
+            .iter()
+            .map(|t| crate::tools::Tool::name(&**t).to_string())
+            .collect(),
+    )
+}
+
+async fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     let (input, swap) = load_snapshot(g, &Overrides::default())?;
     let snap = swap.load_full();
     let d = snap.catalog.get(&args.name).ok_or_else(|| {
@@ -226,10 +246,15 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     if args.effective
         && let Value::Object(m) = &mut v
     {
-        m.insert(
-            "effective".into(),
-            effective_json(&snap, d, &input.load.env),
-        );
+        let mut e = effective_json(&snap, d, &input.load.env);
+        // Only where servers are configured (they are started to list them).
+        if !snap.mcp_servers.is_empty() {
+            e["mcp_tools"] = match effective_mcp_tools(&snap, d, &input.load.cwd).await {
+                Some(names) => json!(names),
+                None => Value::Null,
+            };
+        }
+        m.insert("effective".into(), e);
     }
     if args.json {
         return print_json(&v);
@@ -270,6 +295,20 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
                     .join(", "))
                 .unwrap_or_default()
         );
+    }
+    if let Some(e) = v.get("effective")
+        && let Some(mcp) = e.get("mcp_tools")
+    {
+        let shown = match mcp.as_array() {
+            Some(a) if a.is_empty() => "none".to_string(),
+            Some(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => "not listed: the folder is not trusted, so no server was started".into(),
+        };
+        outln!("mcp tools:   {shown}");
     }
     if args.effective {
         for w in withheld_for(&snap, d) {

@@ -649,6 +649,36 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
     })
 }
 
+/// MCP servers' requests for input, forwarded to the client as
+/// `elicitation` control requests; a failed request declines.
+fn client_elicitor(control: Arc<Control>) -> crate::mcp::Elicitor {
+    Arc::new(move |ask: crate::mcp::Elicitation| {
+        let control = Arc::clone(&control);
+        Box::pin(async move {
+            let server = ask.server.clone();
+            let answer = control
+                .ask(ToClient::Elicitation {
+                    mcp_server_name: ask.server,
+                    message: ask.message,
+                    mode: ask.mode.to_string(),
+                    url: ask.url,
+                    elicitation_id: ask.elicitation_id,
+                    requested_schema: ask.requested_schema,
+                })
+                .await;
+            match answer {
+                Ok(v) => wire::elicitation_answer(&v),
+                Err(e) => {
+                    eprintln!(
+                        "cadre: the elicitation request of MCP server `{server}` failed, declined: {e}"
+                    );
+                    crate::mcp::ElicitAnswer::declined()
+                }
+            }
+        })
+    })
+}
+
 /// Merges agents from `initialize` into the `--agents` JSON.
 fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
     let mut all = match g.agents.as_deref().map(serde_json::from_str::<Value>) {
@@ -943,6 +973,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let asker = plan
         .stdio_permissions
         .then(|| client_asker(Arc::clone(&control)));
+    if plan.input == InputFormat::StreamJson {
+        extras.elicitor = Some(client_elicitor(Arc::clone(&control)));
+    }
     let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false));
     let events: EventSink = match &progress {
         Some(p) => {

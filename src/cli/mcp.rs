@@ -21,6 +21,9 @@ pub enum McpCommand {
     List(ListArgs),
     /// Connect to one server and show its status, tools and stderr tail.
     Get(GetArgs),
+    /// Start one server, list its tools, resources and prompts, stop it,
+    /// and show how long each step took (exit status 1 when it fails).
+    Test(GetArgs),
 }
 
 #[derive(Debug, Args)]
@@ -56,6 +59,119 @@ pub async fn connect_all(snap: &Snapshot, cwd: &std::path::Path) -> Option<Arc<M
     let limit = Duration::from_millis(snap.settings().mcp.startup_timeout_ms);
     manager.wait_settled(limit, |_| {}).await;
     Some(manager)
+}
+
+/// The configuration of server `name`, or a usage error naming the
+/// configured ones.
+fn configured<'a>(snap: &'a Snapshot, name: &str) -> Result<&'a McpServerConfig, CliError> {
+    snap.mcp_servers.get(name).ok_or_else(|| {
+        let names: Vec<&str> = snap.mcp_servers.keys().map(String::as_str).collect();
+        CliError::Usage(format!(
+            "no MCP server `{name}` is configured here (configured: {})",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        ))
+    })
+}
+
+/// Milliseconds since `t`.
+fn ms(t: std::time::Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// `cadre mcp test NAME`: this server only, step by step, with timings.
+async fn test(snap: &Snapshot, cwd: &std::path::Path, args: &GetArgs) -> Result<(), CliError> {
+    let config = configured(snap, &args.name)?;
+    if !snap.config.trusted {
+        return Err(CliError::Usage(format!(
+            "{} is not a trusted folder, so no MCP server is started here \
+             (trust it with `cadre trust`, or pass --trust)",
+            snap.config.trust_root.display()
+        )));
+    }
+    let manager = McpManager::new();
+    let only: std::collections::BTreeMap<String, McpServerConfig> =
+        [(args.name.clone(), config.clone())].into();
+    let started = std::time::Instant::now();
+    manager.sync(&only, cwd);
+    let limit = Duration::from_millis(snap.settings().mcp.startup_timeout_ms);
+    manager.wait_settled(limit, |_| {}).await;
+    let connect_ms = ms(started);
+    let mut v = describe(&args.name, config, Some(&manager), false);
+    v["connect_ms"] = json!(connect_ms);
+    let conn = manager.connection(&args.name);
+    if let Some(conn) = &conn {
+        v["tools"] = json!(conn.tools.len());
+        let t = std::time::Instant::now();
+        v["resources"] = if conn.resources {
+            match conn.list_resources().await {
+                Ok(list) => json!({"count": list.len(), "ms": ms(t)}),
+                Err(e) => json!({"error": e, "ms": ms(t)}),
+            }
+        } else {
+            Value::Null
+        };
+        let t = std::time::Instant::now();
+        v["prompts"] = if conn.has_prompts() {
+            match conn.list_prompts().await {
+                Ok(list) => json!({"count": list.len(), "ms": ms(t)}),
+                Err(e) => json!({"error": e, "ms": ms(t)}),
+            }
+        } else {
+            Value::Null
+        };
+    }
+    let t = std::time::Instant::now();
+    manager.shutdown().await;
+    v["stop_ms"] = json!(ms(t));
+    let ok = conn.is_some();
+    if args.json {
+        print_json(&v)?;
+    } else {
+        outln!("{}: {}", args.name, v["status"].as_str().unwrap_or(""));
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            outln!("  error: {e}");
+        }
+        if ok {
+            outln!(
+                "  connected in {connect_ms} ms (start, handshake, {} tools listed)",
+                v["tools"]
+            );
+            for key in ["resources", "prompts"] {
+                match &v[key] {
+                    Value::Null => outln!("  {key}: not offered"),
+                    r if r.get("error").is_some() => outln!(
+                        "  {key}: listing failed after {} ms: {}",
+                        r["ms"],
+                        r["error"].as_str().unwrap_or("")
+                    ),
+                    r => outln!("  {key}: {} listed in {} ms", r["count"], r["ms"]),
+                }
+            }
+        } else {
+            outln!("  gave up after {connect_ms} ms");
+        }
+        outln!("  stopped in {} ms", v["stop_ms"]);
+        if let Some(Value::Array(lines)) = v.get("stderr")
+            && !lines.is_empty()
+        {
+            outln!("  stderr (last lines):");
+            for l in lines {
+                outln!("    {}", l.as_str().unwrap_or(""));
+            }
+        }
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "MCP server `{}` did not become ready",
+            args.name
+        )))
+    }
 }
 
 /// Where a server is reached, without secrets (header and env values).
@@ -166,19 +282,9 @@ pub async fn dispatch(g: &GlobalArgs, cmd: McpCommand) -> Result<(), CliError> {
             }
             Ok(())
         }
+        McpCommand::Test(args) => test(&snap, &cwd, &args).await,
         McpCommand::Get(args) => {
-            let Some(config) = snap.mcp_servers.get(&args.name) else {
-                let names: Vec<&str> = snap.mcp_servers.keys().map(String::as_str).collect();
-                return Err(CliError::Usage(format!(
-                    "no MCP server `{}` is configured here (configured: {})",
-                    args.name,
-                    if names.is_empty() {
-                        "none".to_string()
-                    } else {
-                        names.join(", ")
-                    }
-                )));
-            };
+            let config = configured(&snap, &args.name)?;
             let manager = connect_all(&snap, &cwd).await;
             let mut v = describe(&args.name, config, manager.as_deref(), true);
             if let Some(conn) = manager.as_ref().and_then(|m| m.connection(&args.name)) {

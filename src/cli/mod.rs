@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod agents;
 mod config;
+mod elicit;
 mod emit;
 mod flags;
 mod headless;
@@ -243,7 +244,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Run(args) => run::run(&g, args).await,
         Command::Chat(args) => run::chat(&g, args).await,
         Command::Render(args) => run::render(&g, args).await,
-        Command::Agents(cmd) => agents::dispatch(&g, cmd),
+        Command::Agents(cmd) => agents::dispatch(&g, cmd).await,
         Command::Skills(cmd) => skills::dispatch(&g, cmd),
         Command::Tools(cmd) => tools::dispatch(&g, cmd).await,
         Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,

@@ -98,6 +98,9 @@ pub struct Progress {
     visible: bool,
     running: Mutex<HashMap<String, Running>>,
     calls: Mutex<HashMap<String, PendingCall>>,
+    /// Running tool calls by id: the tool's name, and the line of its
+    /// progress once it reported some.
+    progressing: Mutex<HashMap<String, (String, Option<ProgressBar>)>>,
     /// Chat: stream the main text and print tool lines.
     chat: bool,
     /// The main text streamed so far does not end with a newline.
@@ -119,6 +122,7 @@ impl Progress {
             visible,
             running: Mutex::new(HashMap::new()),
             calls: Mutex::new(HashMap::new()),
+            progressing: Mutex::new(HashMap::new()),
             chat,
             mid_line: std::sync::atomic::AtomicBool::new(false),
         })
@@ -202,7 +206,71 @@ impl Progress {
         Arc::new(move |e: &EngineEvent| me.on_event(e))
     }
 
+    /// A tool call's progress: a spinner line of its own on a terminal
+    /// (`mcp__s__long: 3/5: step 3`), cleared when the call ends; in chat
+    /// without a terminal one line per report.
+    fn call_progress(&self, event: &EngineEvent) {
+        let Ok(mut calls) = self.progressing.lock() else {
+            return;
+        };
+        match event {
+            EngineEvent::ToolUse {
+                tool_use_id, name, ..
+            } => {
+                calls.insert(tool_use_id.clone(), (name.clone(), None));
+            }
+            EngineEvent::ToolProgress {
+                tool_use_id,
+                message,
+                ..
+            } => {
+                let Some((name, bar)) = calls.get_mut(tool_use_id) else {
+                    return;
+                };
+                let line = format!("{name}: {message}");
+                if self.visible {
+                    bar.get_or_insert_with(|| {
+                        let b = self.multi.add(ProgressBar::new_spinner());
+                        b.set_style(spinner_style());
+                        b.enable_steady_tick(Duration::from_millis(200));
+                        b
+                    })
+                    .set_message(line);
+                } else if self.chat {
+                    drop(calls);
+                    self.println(format!("  … {line}"));
+                }
+            }
+            EngineEvent::ToolResult { tool_use_id, .. } => {
+                if let Some((_, Some(bar))) = calls.remove(tool_use_id) {
+                    bar.finish_and_clear();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Clears the progress lines of tool calls that will never report a
+    /// result (their turn was cancelled).
+    pub fn clear_calls(&self) {
+        if let Ok(mut calls) = self.progressing.lock() {
+            for (_, (_, bar)) in calls.drain() {
+                if let Some(bar) = bar {
+                    bar.finish_and_clear();
+                }
+            }
+        }
+    }
+
     fn on_event(&self, event: &EngineEvent) {
+        if matches!(
+            event,
+            EngineEvent::ToolUse { .. }
+                | EngineEvent::ToolProgress { .. }
+                | EngineEvent::ToolResult { .. }
+        ) {
+            self.call_progress(event);
+        }
         let Ok(mut running) = self.running.lock() else {
             return;
         };

@@ -81,6 +81,8 @@ pub(super) struct Extras {
     pub session_id: Option<String>,
     pub main_prompt: runtime::MainPrompt,
     pub tool_gate: Option<runtime::ToolGate>,
+    /// Who answers MCP servers' requests for input (`None` declines them).
+    pub elicitor: Option<crate::mcp::Elicitor>,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -372,6 +374,7 @@ pub(super) fn prepare_with(
         engine.main_prompt.append = Some(append);
     }
     engine.tool_gate = extras.tool_gate;
+    let elicitor = extras.elicitor;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {
@@ -389,19 +392,6 @@ pub(super) fn prepare_with(
         if n > 0 {
             tracing::info!("restored {n} sub-agent(s) of session {id}");
         }
-    }
-    // MCP servers start connecting now, in the background (each turn
-    // re-syncs them with the snapshot).
-    if connect_mcp {
-        engine.mcp.set_extra_roots(engine.add_dirs.clone());
-        if settings.mcp.sampling {
-            engine.mcp.set_sampler(Some(sampler(
-                Arc::downgrade(&engine),
-                model.clone(),
-                settings.provider.max_tokens,
-            )));
-        }
-        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     }
     let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));
     if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
@@ -425,10 +415,10 @@ pub(super) fn prepare_with(
                 .map_err(|e| CliError::Failed(e.to_string()))?;
         }
     }
-    let transcript = match &main_file {
+    let transcript = Arc::new(match &main_file {
         Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
-    };
+    });
     let mode = match def.as_ref().and_then(|d| d.permission_mode) {
         Some(m) if args.permission_mode.is_none() => m,
         _ => settings.permissions.default_mode,
@@ -440,6 +430,26 @@ pub(super) fn prepare_with(
         } else {
             mode
         };
+    *engine
+        .main_mode
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+    // MCP servers start connecting now, in the background (each turn
+    // re-syncs them with the snapshot).
+    if connect_mcp {
+        engine.mcp.set_extra_roots(engine.add_dirs.clone());
+        engine.mcp.set_elicitor(elicitor);
+        if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
+            engine.mcp.set_sampler(Some(runtime::sampling::sampler(
+                Arc::downgrade(&engine),
+                model.clone(),
+                settings.provider.max_tokens,
+                settings.mcp.sampling,
+                Arc::clone(&transcript),
+            )));
+        }
+        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    }
     let max_turns = args
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
@@ -499,7 +509,7 @@ pub(super) fn prepare_with(
         Arc::clone(&engine),
         spec,
         history,
-        Arc::new(transcript),
+        transcript,
         CancellationToken::new(),
     );
     if resumed.is_some() {
@@ -570,62 +580,6 @@ fn restore(
     let folder = resume::session_folder(sessions_dir, &id).map_err(usage)?;
     let restored = resume::load(&folder.join("main.jsonl")).map_err(usage)?;
     Ok((id, restored))
-}
-
-/// Answers MCP sampling requests with the engine's provider and the main
-/// session's model, without tools; the server's `maxTokens` is capped at
-/// `provider.max_tokens`. Holds the engine weakly (the engine holds the
-/// MCP manager, which holds this).
-fn sampler(engine: std::sync::Weak<Engine>, model: String, max_tokens: u32) -> crate::mcp::Sampler {
-    Arc::new(move |sample: crate::mcp::Sample| {
-        let engine = engine.clone();
-        let model = model.clone();
-        Box::pin(async move {
-            let engine = engine
-                .upgrade()
-                .ok_or_else(|| "the session has ended".to_string())?;
-            let request = crate::message::ModelRequest {
-                model,
-                system: Arc::from(sample.system.unwrap_or_default()),
-                tools: Arc::from(Vec::new()),
-                messages: sample.messages.into_iter().map(Arc::new).collect(),
-                max_tokens: sample.max_tokens.clamp(1, max_tokens.max(1)),
-                sampling: crate::message::Sampling::default(),
-            };
-            let response = engine
-                .provider
-                .send(&request, &|_| {})
-                .await
-                .map_err(|e| e.to_string())?;
-            let text: Vec<&str> = response
-                .message
-                .content
-                .iter()
-                .filter_map(|b| match b {
-                    ContentBlock::Text { text } => Some(text.as_str()),
-                    _ => None,
-                })
-                .collect();
-            tracing::info!(
-                server = %sample.server,
-                output_tokens = response.usage.output_tokens,
-                "MCP sampling request answered"
-            );
-            let stop_reason = response.stop_reason.map(|r| {
-                match r {
-                    crate::message::StopReason::MaxTokens => "maxTokens",
-                    crate::message::StopReason::StopSequence => "stopSequence",
-                    _ => "endTurn",
-                }
-                .to_string()
-            });
-            Ok(crate::mcp::Sampled {
-                text: text.join(""),
-                model: response.model,
-                stop_reason,
-            })
-        })
-    })
 }
 
 pub(super) fn new_session_id() -> String {
@@ -948,6 +902,36 @@ fn offer_trust(g: &GlobalArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// MCP servers' requests for input, asked on the terminal (stderr, stdin)
+/// while the turn waits.
+fn terminal_elicitor() -> crate::mcp::Elicitor {
+    Arc::new(|ask: crate::mcp::Elicitation| {
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || {
+                use std::io::Write;
+                let mut read = || {
+                    let mut line = String::new();
+                    match std::io::stdin().read_line(&mut line) {
+                        Ok(0) | Err(_) => None,
+                        Ok(_) => Some(line),
+                    }
+                };
+                let mut write = |s: &str| {
+                    let mut err = std::io::stderr();
+                    let _ = err.write_all(s.as_bytes());
+                    let _ = err.flush();
+                };
+                super::elicit::dialogue(&ask, &mut read, &mut write)
+            })
+            .await
+            .unwrap_or(crate::mcp::ElicitAnswer {
+                action: crate::mcp::ElicitAction::Cancel,
+                content: None,
+            })
+        })
+    })
+}
+
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
     let progress = Progress::new(true);
@@ -965,7 +949,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             .into()
         })
     });
-    let prepared = prepare(
+    let prepared = prepare_with(
         g,
         &args.session,
         Mode {
@@ -976,6 +960,10 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         },
         progress.sink(),
         Some(asker),
+        Extras {
+            elicitor: Some(terminal_elicitor()),
+            ..Extras::default()
+        },
     )?;
     let _reload = prepared.watch();
     let Prepared {
@@ -1028,10 +1016,18 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             compact_now(&mut session, &engine, rest.trim()).await;
             continue;
         }
+        let prompt = match mcp_prompt(&engine, line.trim()).await {
+            Some(Ok(blocks)) => blocks,
+            Some(Err(why)) => {
+                eprintln!("{why}");
+                continue;
+            }
+            None => vec![ContentBlock::text(line)],
+        };
         let message = if first {
-            first_message(&engine, def.as_deref(), line)
+            first_message_with(&engine, def.as_deref(), prompt)
         } else {
-            Message::user_text(line)
+            Message::user(prompt)
         };
         first = false;
         session.push_user(message);
@@ -1068,6 +1064,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             Some(Err(e)) => eprintln!("error: {e}"),
             None => {
                 session.repair_after_cancel();
+                progress.clear_calls();
                 eprintln!("(cancelled)");
             }
         }
@@ -1077,6 +1074,46 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .transcript()
         .record("end", serde_json::json!({"status": "completed"}));
     Ok(())
+}
+
+/// `/mcp` (lists the MCP prompts as commands) and `/mcp__SERVER__PROMPT
+/// ARGS` (the prompt's messages as the user's message) in `chat`: `None`
+/// for any other line, `Some(Err)` for what to tell the user instead of
+/// sending anything.
+async fn mcp_prompt(
+    engine: &runtime::Engine,
+    line: &str,
+) -> Option<Result<Vec<ContentBlock>, String>> {
+    if line == "/mcp" {
+        let commands = crate::mcp::prompt_commands(&engine.mcp).await;
+        let mut text = String::from("MCP prompts (type one to send it):");
+        if commands.is_empty() {
+            text.push_str("\n  none: no ready server offers prompts");
+        }
+        for c in commands {
+            text.push_str(&format!("\n  {}  {}", c.usage(), c.description));
+        }
+        return Some(Err(text));
+    }
+    let rest = line.strip_prefix('/')?;
+    if !rest.starts_with("mcp__") {
+        return None;
+    }
+    let (command, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    Some(
+        crate::mcp::run_prompt_command(
+            &engine.mcp,
+            &engine.snapshot.load().templates,
+            command,
+            args,
+        )
+        .await
+        .unwrap_or_else(|| {
+            Err(format!(
+                "no MCP prompt `/{command}` (a ready server's prompts: type /mcp)"
+            ))
+        }),
+    )
 }
 
 /// What the user is told when a session ends without any answer text, so

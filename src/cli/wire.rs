@@ -218,6 +218,19 @@ pub enum ToClient {
         agent_id: Option<String>,
         decision_reason: String,
     },
+    /// An MCP server asks the user for input (Claude Code's `elicitation`
+    /// request); the answer is `{action, content?}`.
+    Elicitation {
+        mcp_server_name: String,
+        message: String,
+        mode: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        elicitation_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        requested_schema: Option<Value>,
+    },
     /// A hook the client registered in `initialize`.
     HookCallback {
         callback_id: String,
@@ -421,6 +434,23 @@ pub fn permission_answer(response: &Value) -> (bool, Option<String>) {
         .and_then(Value::as_str)
         .map(str::to_string);
     (allow, message)
+}
+
+/// The client's answer to an `elicitation` request: `accept` (with the
+/// form's values), `decline` or `cancel`; anything else declines.
+pub fn elicitation_answer(response: &Value) -> crate::mcp::ElicitAnswer {
+    use crate::mcp::{ElicitAction, ElicitAnswer};
+    let action = match response.get("action").and_then(Value::as_str) {
+        Some("accept") => ElicitAction::Accept,
+        Some("cancel") => ElicitAction::Cancel,
+        _ => ElicitAction::Decline,
+    };
+    ElicitAnswer {
+        action,
+        content: (action == ElicitAction::Accept)
+            .then(|| response.get("content").and_then(Value::as_object).cloned())
+            .flatten(),
+    }
 }
 
 /// A hook callback's answer: `Some(reason)` when it blocks the tool call

@@ -324,16 +324,67 @@ pub struct McpSettings {
     /// How long the first request of `cadre run` waits for servers that
     /// are still connecting (`chat` does not wait).
     pub startup_timeout_ms: u64,
-    /// Let servers ask the session's model for a completion
-    /// (`sampling/createMessage`).
-    pub sampling: bool,
+    /// Whether servers may ask the session's model for a completion
+    /// (`sampling/createMessage`), and with whose approval.
+    pub sampling: SamplingPolicy,
+}
+
+/// `mcp.sampling`: `false` (the capability is not offered), `true` or
+/// `"ask"` (each request is approved like a tool call that asks: by the
+/// user in `chat`, by the SDK client's `can_use_tool`, by the
+/// `bypassPermissions` mode; refused where nobody can approve), or
+/// `"allow"` (answered without asking).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SamplingPolicy {
+    #[default]
+    Off,
+    Ask,
+    Allow,
+}
+
+impl Serialize for SamplingPolicy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            SamplingPolicy::Off => s.serialize_bool(false),
+            SamplingPolicy::Ask => s.serialize_str("ask"),
+            SamplingPolicy::Allow => s.serialize_str("allow"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for SamplingPolicy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = SamplingPolicy;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("false, true, \"ask\" or \"allow\"")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<SamplingPolicy, E> {
+                Ok(if v {
+                    SamplingPolicy::Ask
+                } else {
+                    SamplingPolicy::Off
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<SamplingPolicy, E> {
+                match v {
+                    "off" => Ok(SamplingPolicy::Off),
+                    "ask" => Ok(SamplingPolicy::Ask),
+                    "allow" => Ok(SamplingPolicy::Allow),
+                    _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 impl Default for McpSettings {
     fn default() -> Self {
         McpSettings {
             startup_timeout_ms: 30_000,
-            sampling: false,
+            sampling: SamplingPolicy::Off,
         }
     }
 }

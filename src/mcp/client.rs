@@ -47,10 +47,43 @@ pub enum McpError {
     #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
     UnsupportedType(String),
     #[error(
+        "the server asks for OAuth authorization ({0}), which cadre does not do yet: \
+         get a token another way and give it in `headers` (`Authorization = \"Bearer …\"`)"
+    )]
+    OAuth(String),
+    #[error(
         "the legacy SSE transport (`type: \"sse\"`) is not supported; \
          most servers also serve streamable HTTP (often at `/mcp`): use `type: \"http\"` with that URL"
     )]
     Sse,
+}
+
+/// Why a tool call got no result (its text reaches the model inside the
+/// `error_mcp_call` template).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CallError {
+    /// The transport or the protocol failed (rmcp's words).
+    #[error("{0}")]
+    Protocol(String),
+    #[error("the server answered the tool call with something else")]
+    UnexpectedAnswer,
+    #[error(
+        "the server runs this tool as an MCP task of a newer protocol revision (SEP-2663), \
+         which cadre does not support yet"
+    )]
+    NewerTask,
+    #[error("the server asked for more input, which cadre does not support")]
+    MoreInput,
+    #[error("{method} failed: {error}")]
+    Request { method: String, error: String },
+    #[error("the server runs `{0}` only as an MCP task, but did not start one when asked")]
+    NoTask(String),
+    #[error("the MCP task failed: {0}")]
+    TaskFailed(String),
+    #[error("the server cancelled the MCP task")]
+    TaskCancelled,
+    #[error("the MCP task's result is not a tool result")]
+    TaskResult,
 }
 
 /// Why connecting failed, with the last lines the server wrote on stderr
@@ -119,9 +152,9 @@ fn read_stderr(
 }
 
 /// What cadre tells a server about itself, and how it answers the
-/// server's requests: `roots` (the folders cadre works in) and elicitation
-/// (declined: cadre has no way to ask the user from inside a tool call
-/// yet), and sampling when a sampler is set.
+/// server's requests: `roots` (the folders cadre works in), elicitation
+/// (put to the user when an elicitor is set, declined otherwise), and
+/// sampling when a sampler is set.
 #[derive(Clone)]
 pub struct Client {
     /// The server's configured name, for messages.
@@ -130,6 +163,11 @@ pub struct Client {
     pub roots: Vec<std::path::PathBuf>,
     /// Answers `sampling/createMessage` (only with `mcp.sampling` on).
     pub sampler: Option<super::Sampler>,
+    /// Puts a server's requests for input to the user; `None` declines them.
+    pub elicitor: Option<super::Elicitor>,
+    /// Routes the server's progress notifications to the call that asked
+    /// for them (by progress token).
+    pub progress: rmcp::handler::client::progress::ProgressDispatcher,
     /// Called when the server says its tool list changed.
     pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
 }
@@ -142,7 +180,14 @@ impl ClientHandler for Client {
         // (rmcp's capability builder exists only with its server feature.)
         let mut caps = ClientCapabilities::default();
         caps.roots = Some(Default::default());
-        caps.elicitation = Some(Default::default());
+        // Form requests always (declined where nobody can answer); URL
+        // requests only where someone can open the page.
+        let mut elicitation = rmcp::model::ElicitationCapability::default();
+        elicitation.form = Some(Default::default());
+        if self.elicitor.is_some() {
+            elicitation.url = Some(Default::default());
+        }
+        caps.elicitation = Some(elicitation);
         if self.sampler.is_some() {
             caps.sampling = Some(Default::default());
         }
@@ -150,6 +195,14 @@ impl ClientHandler for Client {
             caps,
             Implementation::new("cadre", env!("CARGO_PKG_VERSION")),
         )
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        self.progress.handle_notification(params).await;
     }
 
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
@@ -177,9 +230,13 @@ impl ClientHandler for Client {
             messages,
             max_tokens: params.max_tokens,
         };
-        let answer = sampler(sample)
-            .await
-            .map_err(|e| ErrorData::internal_error(e, None))?;
+        let answer = sampler(sample).await.map_err(|e| match e {
+            // The MCP specification's code for a request the user rejected.
+            super::SampleError::Refused(why) => {
+                ErrorData::new(rmcp::model::ErrorCode(-1), why, None)
+            }
+            super::SampleError::Failed(why) => ErrorData::internal_error(why, None),
+        })?;
         let mut result = rmcp::model::CreateMessageResult::new(
             rmcp::model::SamplingMessage::assistant_text(answer.text),
             answer.model,
@@ -211,17 +268,55 @@ impl ClientHandler for Client {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let message = match &request {
-            ElicitRequestParams::FormElicitationParams { message, .. }
-            | ElicitRequestParams::UrlElicitationParams { message, .. } => message.clone(),
-            _ => String::new(),
+        let mut ask = super::Elicitation {
+            server: self.server.clone(),
+            message: String::new(),
+            mode: "form",
+            requested_schema: None,
+            url: None,
+            elicitation_id: None,
         };
-        tracing::warn!(
-            "MCP server `{}` asked for input ({message:?}); declined: cadre cannot ask \
-             the user during a tool call (no elicitation support yet)",
-            self.server
-        );
-        Ok(ElicitResult::new(ElicitationAction::Decline))
+        match &request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => {
+                ask.message.clone_from(message);
+                ask.requested_schema = serde_json::to_value(requested_schema).ok();
+            }
+            ElicitRequestParams::UrlElicitationParams {
+                message,
+                url,
+                elicitation_id,
+                ..
+            } => {
+                ask.message.clone_from(message);
+                ask.mode = "url";
+                ask.url = Some(url.clone());
+                ask.elicitation_id = Some(elicitation_id.clone());
+            }
+            _ => {}
+        }
+        let Some(elicitor) = &self.elicitor else {
+            tracing::warn!(
+                "MCP server `{}` asked for input ({:?}); declined: this session cannot ask \
+                 anyone (it is not interactive)",
+                self.server,
+                ask.message
+            );
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let answer = elicitor(ask).await;
+        let mut result = ElicitResult::new(match answer.action {
+            super::ElicitAction::Accept => ElicitationAction::Accept,
+            super::ElicitAction::Decline => ElicitationAction::Decline,
+            super::ElicitAction::Cancel => ElicitationAction::Cancel,
+        });
+        if answer.action == super::ElicitAction::Accept {
+            result.content = answer.content.map(Value::Object);
+        }
+        Ok(result)
     }
 }
 
@@ -246,6 +341,8 @@ pub struct Connection {
     pub stderr: Arc<StderrTail>,
     /// The server declared the `resources` capability.
     pub resources: bool,
+    /// Where the server's progress notifications go.
+    progress: rmcp::handler::client::progress::ProgressDispatcher,
 }
 
 impl std::fmt::Debug for Client {
@@ -307,6 +404,7 @@ impl Connection {
         tail: &Arc<StderrTail>,
         reader: &mut Option<tokio::task::JoinHandle<()>>,
     ) -> Result<Connection, McpError> {
+        let progress = handler.progress.clone();
         match config.kind.as_deref() {
             None | Some("stdio" | "http" | "streamable-http") => {}
             Some("sse") => return Err(McpError::Sse),
@@ -346,6 +444,8 @@ impl Connection {
                         .map_err(|_| McpError::Header(k.clone()))?;
                     headers.insert(name, value);
                 }
+                // (`cadre mcp …` builds no provider, which would install it.)
+                crate::provider::install_tls_provider();
                 let client = reqwest::Client::builder()
                     .build()
                     .map_err(|e| McpError::Http(e.to_string()))?;
@@ -354,10 +454,18 @@ impl Connection {
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(headers),
                 );
-                let service = handler
-                    .serve(transport)
-                    .await
-                    .map_err(|e| McpError::Handshake(e.to_string()))?;
+                // A 401/403 challenge means the server wants an OAuth token.
+                let service =
+                    handler
+                        .serve(transport)
+                        .await
+                        .map_err(|e| match e.auth_challenge() {
+                            Some(c) => McpError::OAuth(format!("WWW-Authenticate: {c}")),
+                            None if e.is_authorization_required() => {
+                                McpError::OAuth("HTTP 401".into())
+                            }
+                            None => McpError::Handshake(e.to_string()),
+                        })?;
                 (service, None)
             }
             (None, None) => return Err(McpError::NoTransport),
@@ -374,46 +482,104 @@ impl Connection {
             pid,
             stderr: Arc::clone(tail),
             resources,
+            progress,
         })
     }
 
     /// Calls one tool. `Ok` is the result (text, images, whether the server
     /// marked it as an error); `Err` is a protocol or transport failure.
-    pub async fn call(&self, tool: &str, input: Value) -> Result<CallOutput, String> {
+    /// With `progress`, the call carries a progress token and each of the
+    /// server's progress notifications for it becomes a line
+    /// (`3/5: MESSAGE`). Dropping the future cancels the call: the server
+    /// gets `notifications/cancelled`.
+    pub async fn call(
+        &self,
+        tool: &str,
+        input: Value,
+        progress: Option<&crate::tools::ProgressFn>,
+    ) -> Result<CallOutput, CallError> {
+        let out = self.call_plain(tool, input.clone(), progress).await?;
+        // A tool that runs only as an MCP task (taskSupport "required")
+        // answers a plain call with this error; call it again as a task.
+        // (rmcp drops the tool's `execution` field from the listing, so the
+        // answer is the only sign.)
+        let needs_task = out.parts.iter().any(
+            |p| matches!(p, McpPart::Text { text } if text.contains("requires task augmentation")),
+        );
+        if out.is_error && needs_task {
+            return super::task::call_as_task(&self.peer, tool, input, progress).await;
+        }
+        Ok(out)
+    }
+
+    async fn call_plain(
+        &self,
+        tool: &str,
+        input: Value,
+        progress: Option<&crate::tools::ProgressFn>,
+    ) -> Result<CallOutput, CallError> {
+        use futures_util::StreamExt;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
             params = params.with_arguments(JsonObject::from_iter(map));
         }
-        match self.peer.call_tool_once(params).await {
-            Ok(CallToolResponse::Complete(result)) => {
-                let mut out = CallOutput {
-                    is_error: result.is_error.unwrap_or(false),
-                    ..CallOutput::default()
-                };
-                let mut parts: Vec<McpPart> = Vec::new();
-                for c in result
-                    .content
-                    .iter()
-                    .filter_map(|c| serde_json::to_value(c).ok())
-                {
-                    match content_part(&c) {
-                        Part::Text(t) => parts.push(t),
-                        Part::Image(source) => out.images.push(source),
+        // rmcp gives every request a progress token of its own; progress
+        // notifications are matched to this call by it.
+        let handle = self
+            .peer
+            .send_request_with_option(
+                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                    params,
+                )),
+                rmcp::service::PeerRequestOptions::no_options(),
+            )
+            .await
+            .map_err(|e| CallError::Protocol(e.to_string()))?;
+        let mut updates = match progress {
+            Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
+            None => None,
+        };
+        let mut guard = CancelOnDrop {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let call = handle.await_response();
+        tokio::pin!(call);
+        let response = loop {
+            let next = async {
+                match updates.as_mut() {
+                    Some(u) => u.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = &mut call => break r,
+                Some(p) = next => {
+                    if let Some(report) = progress {
+                        report(progress_line(&p));
                     }
                 }
-                if parts.is_empty()
-                    && out.images.is_empty()
-                    && let Some(s) = &result.structured_content
-                {
-                    parts.push(McpPart::Text {
-                        text: s.to_string(),
-                    });
-                }
-                out.parts = parts;
-                Ok(out)
             }
-            Ok(_) => Err("the server asked for more input, which cadre does not support".into()),
-            Err(e) => Err(e.to_string()),
+        };
+        guard.id = None;
+        let response = response.map(|r| match r {
+            rmcp::model::ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            rmcp::model::ServerResult::InputRequiredResult(r) => {
+                Ok(CallToolResponse::InputRequired(r))
+            }
+            rmcp::model::ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(CallError::UnexpectedAnswer),
+        });
+        let response = match response {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => return Err(e),
+            Err(e) => Err(e),
+        };
+        match response {
+            Ok(CallToolResponse::Complete(result)) => Ok(call_output(&result)),
+            Ok(CallToolResponse::Task(_)) => Err(CallError::NewerTask),
+            Ok(_) => Err(CallError::MoreInput),
+            Err(e) => Err(CallError::Protocol(e.to_string())),
         }
     }
 
@@ -440,6 +606,28 @@ impl Connection {
         Ok(listed
             .iter()
             .filter_map(|p| serde_json::to_value(p).ok())
+            .collect())
+    }
+
+    /// One prompt's messages, as MCP JSON objects (`role`, `content`).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, Value>,
+    ) -> Result<Vec<Value>, String> {
+        let mut params = rmcp::model::GetPromptRequestParams::new(name);
+        if !arguments.is_empty() {
+            params = params.with_arguments(JsonObject::from_iter(arguments));
+        }
+        let result = self
+            .peer
+            .get_prompt(params)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(result
+            .messages
+            .iter()
+            .filter_map(|m| serde_json::to_value(m).ok())
             .collect())
     }
 
@@ -508,6 +696,101 @@ async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpErro
                 .unwrap_or(false),
         })
         .collect())
+}
+
+/// One MCP content block (a prompt message's) as cadre content: text,
+/// an image block, or what the `mcp_result` template makes of the rest
+/// (resource links, binaries not shown).
+pub(super) fn content_block(
+    c: &Value,
+    templates: &crate::templates::Templates,
+) -> crate::message::ContentBlock {
+    match content_part(c) {
+        Part::Text(McpPart::Text { text }) => crate::message::ContentBlock::text(text),
+        Part::Text(other) => crate::message::ContentBlock::text(
+            templates.show(&crate::tools::outcome::McpResult { parts: vec![other] }),
+        ),
+        Part::Image(source) => crate::message::ContentBlock::Image { source },
+    }
+}
+
+/// A tool result as the model gets it.
+pub(super) fn call_output(result: &rmcp::model::CallToolResult) -> CallOutput {
+    let mut out = CallOutput {
+        is_error: result.is_error.unwrap_or(false),
+        ..CallOutput::default()
+    };
+    let mut parts: Vec<McpPart> = Vec::new();
+    for c in result
+        .content
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+    {
+        match content_part(&c) {
+            Part::Text(t) => parts.push(t),
+            Part::Image(source) => out.images.push(source),
+        }
+    }
+    if parts.is_empty()
+        && out.images.is_empty()
+        && let Some(s) = &result.structured_content
+    {
+        parts.push(McpPart::Text {
+            text: s.to_string(),
+        });
+    }
+    out.parts = parts;
+    out
+}
+
+/// Sends `notifications/cancelled` for a tool call whose future was
+/// dropped before its answer came (the turn was cancelled).
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        rt.spawn(async move {
+            let notification = rmcp::model::CancelledNotification::new(
+                rmcp::model::CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the user".into()),
+                ),
+            );
+            let _ = peer.send_notification(notification.into()).await;
+        });
+    }
+}
+
+/// One progress notification as a line: `3/5: MESSAGE`, `3: MESSAGE`
+/// without a total, or the numbers alone.
+fn progress_line(p: &rmcp::model::ProgressNotificationParam) -> String {
+    let num = |x: f64| {
+        if x.fract() == 0.0 && x.abs() < 1e15 {
+            format!("{x:.0}")
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    let mut line = num(p.progress);
+    if let Some(t) = p.total {
+        line.push('/');
+        line.push_str(&num(t));
+    }
+    if let Some(m) = p.message.as_deref().filter(|m| !m.is_empty()) {
+        line.push_str(": ");
+        line.extend(m.chars().take(200));
+    }
+    line
 }
 
 /// What a tool call returned, as the model gets it.

@@ -83,6 +83,8 @@ pub struct McpManager {
     extra_roots: Mutex<Vec<PathBuf>>,
     /// Answers servers' sampling requests (`mcp.sampling`).
     sampler: Mutex<Option<super::Sampler>>,
+    /// Puts servers' requests for input to the user.
+    elicitor: Mutex<Option<super::Elicitor>>,
 }
 
 impl McpManager {
@@ -120,6 +122,16 @@ impl McpManager {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = sampler;
     }
 
+    /// Puts servers' requests for input to the user through `elicitor`,
+    /// for servers that connect from now on (without one they are
+    /// declined).
+    pub fn set_elicitor(&self, elicitor: Option<super::Elicitor>) {
+        *self
+            .elicitor
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = elicitor;
+    }
+
     /// How cadre answers one server. A shared server's tool-list changes
     /// are followed (an agent's inline servers keep their first list).
     fn client(self: &Arc<Self>, server: &str, cwd: &Path, shared: bool) -> super::client::Client {
@@ -136,6 +148,12 @@ impl McpManager {
             roots,
             sampler: self
                 .sampler
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            progress: Default::default(),
+            elicitor: self
+                .elicitor
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
@@ -403,6 +421,18 @@ impl McpManager {
             State::Ready { conn, .. } => Some(Arc::clone(conn)),
             _ => None,
         }
+    }
+
+    /// Every ready shared server, by name.
+    pub fn ready_servers(&self) -> Vec<(String, Arc<Connection>)> {
+        self.lock()
+            .shared
+            .iter()
+            .filter_map(|(name, e)| match &e.state {
+                State::Ready { conn, .. } => Some((name.clone(), Arc::clone(conn))),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The ready shared servers that declared the `resources` capability,

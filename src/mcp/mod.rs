@@ -12,16 +12,21 @@
 
 mod client;
 mod config;
+mod elicit;
 mod manager;
+mod prompts;
 mod resources;
 mod sampling;
 mod select;
+mod task;
 mod tool;
 
 pub use client::{ConnectError, Connection, McpError};
 pub use config::{effective_servers, read_mcp_json};
+pub use elicit::{ElicitAction, ElicitAnswer, Elicitation, Elicitor};
 pub use manager::{McpManager, RequiredError, ServerState};
+pub use prompts::{PromptCommand, prompt_commands, run_prompt_command};
 pub use resources::{RESOURCE_TOOLS, ResourceTool};
-pub use sampling::{Sample, Sampled, Sampler};
+pub use sampling::{Sample, SampleError, Sampled, Sampler};
 pub use select::{matches_entry, required_matches, session_mcp_tools};
 pub use tool::{McpTool, tool_name};

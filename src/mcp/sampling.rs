@@ -30,8 +30,18 @@ pub struct Sampled {
     pub stop_reason: Option<String>,
 }
 
+/// Why a sampling request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SampleError {
+    /// Nobody approved it (the user, the SDK client, the settings).
+    Refused(String),
+    /// The model call failed.
+    Failed(String),
+}
+
 /// Answers sampling requests (with the session's provider and model).
-pub type Sampler = Arc<dyn Fn(Sample) -> BoxFuture<'static, Result<Sampled, String>> + Send + Sync>;
+pub type Sampler =
+    Arc<dyn Fn(Sample) -> BoxFuture<'static, Result<Sampled, SampleError>> + Send + Sync>;
 
 /// The request's messages as cadre messages: text and images; any other
 /// content (audio, tool use, tool results) is refused with a reason.

@@ -93,7 +93,9 @@ impl Tool for McpTool {
 
     fn call<'a>(&'a self, input: Value, ctx: &'a ToolContext) -> BoxFuture<'a, ToolOutput> {
         Box::pin(async move {
-            let call = self.conn.call(&self.tool.name, input);
+            let call = self
+                .conn
+                .call(&self.tool.name, input, ctx.progress.as_ref());
             tokio::select! {
                 r = call => match r {
                     Ok(out) => {

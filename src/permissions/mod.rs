@@ -44,13 +44,16 @@ pub enum Decision {
     },
 }
 
-/// Tools allowed by every mode when no rule matches: they only read, or they
-/// manage agents (whose own calls are checked in their own sessions), or
-/// coordinate a team (its task list lives in the team's folder).
+/// Tools allowed by every mode when no rule matches: they only read (MCP
+/// resources included), or they manage agents (whose own calls are checked
+/// in their own sessions), or coordinate a team (its task list lives in the
+/// team's folder).
 pub const READ_AND_AGENT_TOOLS: &[&str] = &[
     "Read",
     "Glob",
     "Grep",
+    "ListMcpResources",
+    "ReadMcpResource",
     "Agent",
     "SendMessage",
     "TaskOutput",

@@ -367,6 +367,7 @@ impl Session {
             hidden,
             web_fetch: snap.settings().web_fetch.clone(),
             small_model: (name == "WebFetch").then(|| self.small_model(Arc::clone(snap))),
+            progress: Some(self.progress_reporter(id)),
         };
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
@@ -431,6 +432,20 @@ impl Session {
 
 impl Session {
     /// WebFetch's reader: one request, without tools, to the model that
+    /// Turns a call's progress lines into `ToolProgress` events.
+    fn progress_reporter(&self, tool_use_id: &str) -> crate::tools::ProgressFn {
+        let engine = Arc::clone(&self.engine);
+        let agent_id = self.spec.agent_id.clone();
+        let tool_use_id = tool_use_id.to_string();
+        Arc::new(move |message: String| {
+            engine.emit(EngineEvent::ToolProgress {
+                agent_id: agent_id.clone(),
+                tool_use_id: tool_use_id.clone(),
+                message,
+            });
+        })
+    }
+
     /// `web_fetch.model` names (the `haiku` alias of the active provider by
     /// default), with the page and prompt put in `web_fetch_prompt`.
     fn small_model(&self, snap: Arc<crate::snapshot::Snapshot>) -> crate::tools::SmallModel {

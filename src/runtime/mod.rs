@@ -14,6 +14,7 @@ mod manage;
 mod mcp;
 mod prompt;
 pub mod resume;
+pub mod sampling;
 mod session;
 mod spawn;
 pub mod tasks;
@@ -75,6 +76,13 @@ pub enum EngineEvent {
         /// The first line of the error text, for failed calls.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+    /// A running tool call reported progress (an MCP server's
+    /// `notifications/progress`), as a short line.
+    ToolProgress {
+        agent_id: String,
+        tool_use_id: String,
+        message: String,
     },
     SubagentStart {
         agent_id: String,
@@ -208,6 +216,10 @@ pub struct Engine {
     /// `--add-dir` folders: besides the working directory and
     /// `permissions.additional_directories`, where edits need no rule.
     pub add_dirs: Vec<PathBuf>,
+    /// The main session's permission mode as it is now (it changes with
+    /// `set_permission_mode`), for approvals outside a tool call (MCP
+    /// sampling).
+    pub main_mode: Mutex<crate::config::PermissionMode>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
     /// Cancels every teammate of this process (at its end).
     pub team_cancel: tokio_util::sync::CancellationToken,
@@ -244,6 +256,7 @@ impl Engine {
             main_prompt: MainPrompt::default(),
             tool_gate: None,
             add_dirs: Vec::new(),
+            main_mode: Mutex::new(crate::config::PermissionMode::Default),
             validators: Mutex::new(HashMap::new()),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),

@@ -220,6 +220,13 @@ impl Session {
     /// `set_permission_mode`).
     pub fn set_mode(&mut self, mode: crate::config::PermissionMode) {
         self.spec.mode = mode;
+        if self.spec.is_main {
+            *self
+                .engine
+                .main_mode
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+        }
     }
 
     /// The model from the next request on (an SDK client's `set_model`).

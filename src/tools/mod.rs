@@ -56,7 +56,13 @@ pub struct ToolContext {
     /// The small model WebFetch puts pages through; `None`: it returns
     /// the Markdown.
     pub small_model: Option<SmallModel>,
+    /// Reports how far a long call has come (a line for the progress
+    /// display); `None`: nobody is listening.
+    pub progress: Option<ProgressFn>,
 }
+
+/// Receives a running call's progress, as a short line.
+pub type ProgressFn = Arc<dyn Fn(String) + Send + Sync>;
 
 /// Answers whether a walk must skip a path.
 pub type PathFilter = Arc<dyn Fn(&Path) -> bool + Send + Sync>;
@@ -83,6 +89,7 @@ impl ToolContext {
             hidden: None,
             web_fetch: Default::default(),
             small_model: None,
+            progress: None,
         }
     }
 

@@ -493,7 +493,7 @@ fn session_id_and_mcp_config_are_used() {
 }
 
 /// A cadre process driven over stdin/stdout, as an SDK drives it.
-struct Driven {
+pub(super) struct Driven {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<Value>,
@@ -501,7 +501,7 @@ struct Driven {
 }
 
 impl Driven {
-    fn start(p: &Project, server: &FakeServer, extra: &[&str]) -> Driven {
+    pub(super) fn start(p: &Project, server: &FakeServer, extra: &[&str]) -> Driven {
         let mut cmd = p.command(Some(server));
         cmd.args([
             "--output-format",
@@ -535,13 +535,13 @@ impl Driven {
         }
     }
 
-    fn send(&mut self, v: Value) {
+    pub(super) fn send(&mut self, v: Value) {
         let stdin = self.stdin.as_mut().unwrap();
         writeln!(stdin, "{v}").unwrap();
         stdin.flush().unwrap();
     }
 
-    fn user(&mut self, text: &str) {
+    pub(super) fn user(&mut self, text: &str) {
         self.send(
             json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
                          "message": {"role": "user", "content": text}}),
@@ -549,7 +549,7 @@ impl Driven {
     }
 
     /// The next line that satisfies `f` (lines before it are kept in `seen`).
-    fn until(&mut self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
+    pub(super) fn until(&mut self, what: &str, f: impl Fn(&Value) -> bool) -> Value {
         loop {
             let v = self
                 .lines
@@ -564,7 +564,7 @@ impl Driven {
         }
     }
 
-    fn finish(mut self) -> i32 {
+    pub(super) fn finish(mut self) -> i32 {
         drop(self.stdin.take());
         while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(20)) {
             self.seen.push(v);

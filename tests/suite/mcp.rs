@@ -216,6 +216,11 @@ impl ServerHandler for EchoServer {
                 "Asks the user for a name",
                 schema(json!({"type": "object", "properties": {}})),
             ));
+            tools.push(Tool::new(
+                "wait",
+                "Waits until cancelled (marks wait-started and wait-cancelled in its folder)",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
         }
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -290,6 +295,18 @@ impl ServerHandler for EchoServer {
                 };
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
+            "wait" => {
+                std::fs::write("wait-started", "").unwrap();
+                tokio::select! {
+                    () = context.ct.cancelled() => {
+                        std::fs::write("wait-cancelled", "").unwrap();
+                        CallToolResult::success(vec![ContentBlock::text("cancelled")])
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(120)) => {
+                        CallToolResult::success(vec![ContentBlock::text("waited")])
+                    }
+                }
+            }
             "ask" => {
                 let declared = context
                     .peer
@@ -310,9 +327,12 @@ impl ServerHandler for EchoServer {
                     rmcp::model::ElicitRequest::new(params),
                 );
                 let text = match context.peer.send_request(request).await {
-                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => {
-                        format!("declared {declared}, action {:?}", r.action)
-                    }
+                    Ok(rmcp::model::ClientResult::ElicitResult(r)) => match r.content {
+                        Some(c) => {
+                            format!("declared {declared}, action {:?}, content {c}", r.action)
+                        }
+                        None => format!("declared {declared}, action {:?}", r.action),
+                    },
                     Ok(other) => format!("declared {declared}, unexpected {other:?}"),
                     Err(e) => format!("declared {declared}, elicitation failed: {e}"),
                 };
@@ -1132,10 +1152,10 @@ fn an_image_result_goes_to_openai_in_a_user_message_after_the_tool_message() {
 
 #[test]
 fn resources_are_listed_and_read_through_the_resource_tools() {
+    // No allow rule: the resource tools only read, which every mode allows.
     let mut p = Project::new();
     p.config(&server_toml("plain", "echo"));
     p.config(&server_toml("docs", "rich"));
-    p.config("[permissions]\nallow = [\"ListMcpResources\", \"ReadMcpResource\"]\n");
     let server = FakeServer::route(|r| match assistant_turns(r) {
         0 => anthropic::tool_use_reply("t1", "ListMcpResources", json!({})),
         1 => anthropic::message()
@@ -1250,25 +1270,47 @@ fn servers_get_the_roots_and_an_elicitation_is_declined_in_run() {
     );
 }
 
+/// A model that calls the rich server's `sample` tool, answers the
+/// sampling request (the one that says SAMPLE-ME) with "pong", then ends.
+fn sampling_model() -> FakeServer {
+    FakeServer::route(|r| {
+        if r.json.to_string().contains("SAMPLE-ME") {
+            return anthropic::text_reply("pong");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
+            _ => anthropic::text_reply("done"),
+        }
+    })
+}
+
+/// `mcp.sampling` and the permission mode decide, in a run that cannot ask
+/// anyone: off (not offered), `true` (needs approval: refused, unless the
+/// mode is `bypassPermissions`), `"allow"`. Every request that reached
+/// cadre is an `mcp_sampling` line in the main transcript.
 #[test]
-fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
-    for enabled in [true, false] {
+fn sampling_is_gated_by_the_setting_and_the_mode_and_recorded_in_the_transcript() {
+    let cases: [(&str, &[&str], &str); 4] = [
+        ("", &[], "off"),
+        ("[mcp]\nsampling = true\n", &[], "refused"),
+        (
+            "[mcp]\nsampling = true\n",
+            &["--permission-mode", "bypassPermissions"],
+            "bypassPermissions",
+        ),
+        ("[mcp]\nsampling = \"allow\"\n", &[], "settings"),
+    ];
+    for (config, flags, expect) in cases {
         let mut p = Project::new();
         p.config(&server_toml("rich", "rich"));
         p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
-        if enabled {
-            p.config("[mcp]\nsampling = true\n");
-        }
-        let server = FakeServer::route(|r| {
-            if r.json.to_string().contains("SAMPLE-ME") {
-                return anthropic::text_reply("pong");
-            }
-            match assistant_turns(r) {
-                0 => anthropic::tool_use_reply("t1", "mcp__rich__sample", json!({})),
-                _ => anthropic::text_reply("done"),
-            }
-        });
-        p.run(Some(&server), &["run", "go"]).ok();
+        p.config(config);
+        let server = sampling_model();
+        let mut args = vec!["run"];
+        args.extend_from_slice(flags);
+        args.push("go");
+        let run = p.run(Some(&server), &args);
+        run.ok();
         let reqs = server.requests();
         let sampled: Vec<&RecordedRequest> = reqs
             .iter()
@@ -1276,27 +1318,71 @@ fn sampling_goes_through_the_sessions_provider_only_when_enabled() {
             .collect();
         let last = reqs.last().unwrap();
         let text = result_text(&last_tool_results(&last.json)[0]);
-        if enabled {
-            assert_eq!(
-                sampled.len(),
-                1,
-                "one sampling request reached the provider"
-            );
-            let s = &sampled[0].json;
-            assert!(
-                s["system"].to_string().contains("You are the sampler."),
-                "{s}"
-            );
-            assert!(
-                s.get("tools")
-                    .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
-                "{s}"
-            );
-            assert_eq!(s["model"], reqs[0].json["model"], "the session's model");
-            assert!(text.starts_with("sampled: pong (model "), "{text}");
-        } else {
-            assert!(sampled.is_empty());
-            assert!(text.contains("sampling is off"), "{text}");
+        let lines: Vec<Value> = p
+            .transcript_lines()
+            .into_iter()
+            .filter(|l| l["type"] == "mcp_sampling")
+            .collect();
+        match expect {
+            "off" => {
+                assert!(sampled.is_empty());
+                assert!(text.contains("sampling is off"), "{text}");
+                assert!(lines.is_empty(), "{lines:?}");
+            }
+            "refused" => {
+                assert!(sampled.is_empty(), "a refused request reaches no model");
+                assert!(
+                    text.contains("sampling needs approval and this session cannot ask anyone"),
+                    "{text}"
+                );
+                assert!(
+                    run.stderr.contains(
+                        "MCP server `rich` asked for a model completion; refused: sampling needs approval"
+                    ),
+                    "{}",
+                    run.stderr
+                );
+                assert_eq!(lines.len(), 1, "{lines:?}");
+                assert!(
+                    lines[0]["refused"]
+                        .as_str()
+                        .unwrap()
+                        .contains("mcp.sampling")
+                );
+                assert_eq!(lines[0]["server"], "rich");
+                assert!(lines[0].get("response").is_none());
+            }
+            by => {
+                assert_eq!(
+                    sampled.len(),
+                    1,
+                    "{by}: one sampling request reached the provider"
+                );
+                let s = &sampled[0].json;
+                assert!(
+                    s["system"].to_string().contains("You are the sampler."),
+                    "{s}"
+                );
+                assert!(
+                    s.get("tools")
+                        .is_none_or(|t| t.as_array().is_none_or(|a| a.is_empty())),
+                    "{s}"
+                );
+                assert_eq!(s["model"], reqs[0].json["model"], "the session's model");
+                assert!(text.starts_with("sampled: pong (model "), "{text}");
+                assert_eq!(lines.len(), 1, "{lines:?}");
+                let l = &lines[0];
+                assert_eq!(l["approved_by"], by);
+                assert_eq!(l["agent_id"], "main");
+                assert_eq!(l["system"], "You are the sampler.");
+                assert_eq!(
+                    l["messages"][0]["content"][0]["text"],
+                    "SAMPLE-ME: say pong"
+                );
+                assert_eq!(l["response"]["text"], "pong");
+                assert_eq!(l["model"], reqs[0].json["model"]);
+                assert!(l["usage"]["output_tokens"].is_u64(), "{l}");
+            }
         }
     }
 }
@@ -1321,7 +1407,7 @@ fn the_npm_everything_server_gets_roots_sampling_images_and_a_declined_elicitati
     let mut p = Project::new();
     p.config(&format!(
         "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
-         [mcp]\nsampling = true\n[permissions]\nallow = [\"mcp__every\", \"ListMcpResources\"]\n",
+         [mcp]\nsampling = \"allow\"\n[permissions]\nallow = [\"mcp__every\"]\n",
         toml_str(&index.display().to_string())
     ));
     // The sampling request is the one without tools.
@@ -1440,4 +1526,447 @@ fn mcp_get_lists_a_servers_resources() {
         "{}",
         run.stdout
     );
+}
+
+/// `chat` puts a server's request for input to the user on the terminal
+/// (a pseudo-terminal here) and reads the answers, field by field.
+#[test]
+fn chat_asks_the_user_for_a_servers_elicitation() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({})),
+        _ => anthropic::text_reply("all done"),
+    });
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    pty.type_line("go");
+    pty.wait_for("Answer? [y = answer / n = decline / c = cancel]");
+    pty.type_line("y");
+    pty.wait_for("name (string, required)");
+    pty.type_line("");
+    pty.wait_for("an answer is required");
+    pty.type_line("Ada Lovelace");
+    pty.wait_for("all done");
+    let screen = pty.quit();
+    assert!(
+        screen.contains("MCP server `rich` asks for input:\r\n  What is your name?")
+            || screen.contains("MCP server `rich` asks for input:\n  What is your name?"),
+        "{screen}"
+    );
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[2].json)[0];
+    assert_eq!(
+        result_text(result),
+        r#"declared true, action Accept, content {"name":"Ada Lovelace"}"#
+    );
+}
+
+/// A long-running tool of the npm everything server reports progress,
+/// shown as lines in chat (on a terminal without cursor control).
+#[test]
+fn chat_shows_an_mcp_tools_progress() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         [permissions]\nallow = [\"mcp__every\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply(
+            "t1",
+            "mcp__every__trigger-long-running-operation",
+            json!({"duration": 1, "steps": 2}),
+        ),
+        _ => anthropic::text_reply("all done"),
+    });
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    pty.type_line("go");
+    pty.wait_for("all done");
+    let screen = pty.quit();
+    for line in [
+        "… mcp__every__trigger-long-running-operation: 1/2",
+        "… mcp__every__trigger-long-running-operation: 2/2",
+    ] {
+        assert!(screen.contains(line), "{line:?} not shown:\n{screen}");
+    }
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[2].json)[0];
+    assert!(
+        result_text(result).contains("Long running operation completed"),
+        "{result}"
+    );
+}
+
+/// Ctrl-C in chat cancels the turn, and with it a running MCP tool call:
+/// the server gets `notifications/cancelled` (its request is cancelled)
+/// and the chat goes on.
+#[test]
+fn interrupting_chat_cancels_a_running_mcp_call() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => first_turn_reply(),
+        1 => anthropic::tool_use_reply("t1", "mcp__rich__wait", json!({})),
+        _ => anthropic::text_reply("after"),
+    });
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    pty.type_line("go");
+    let started = p.path().join("wait-started");
+    wait_until(|| started.is_file(), "the wait tool to start");
+    // What Ctrl-C sends (the test's pty is not the child's controlling
+    // terminal, so the signal goes directly).
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", &pty.pid().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let cancelled = p.path().join("wait-cancelled");
+    wait_until(|| cancelled.is_file(), "the server to see the cancellation");
+    pty.type_line("still there?");
+    pty.wait_for("after");
+    pty.quit();
+}
+
+fn wait_until(f: impl Fn() -> bool, what: &str) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// With the SDK protocol a server's request for input goes to the client
+/// as an `elicitation` control request, and its answer goes back.
+#[test]
+fn the_sdk_client_answers_a_servers_elicitation() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({})),
+        _ => anthropic::text_reply("done"),
+    });
+    let mut d = super::headless::Driven::start(&p, &server, &[]);
+    d.user("go");
+    let ask = d.until("elicitation", |v| v["type"] == "control_request");
+    let req = &ask["request"];
+    assert_eq!(req["subtype"], "elicitation");
+    assert_eq!(req["mcp_server_name"], "rich");
+    assert_eq!(req["message"], "What is your name?");
+    assert_eq!(req["mode"], "form");
+    assert_eq!(req["requested_schema"]["required"], json!(["name"]));
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+                  "response": {"action": "accept", "content": {"name": "Grace"}}}}),
+    );
+    d.until("result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[1].json)[0];
+    assert_eq!(
+        result_text(result),
+        r#"declared true, action Accept, content {"name":"Grace"}"#
+    );
+}
+
+/// The npm everything server runs `simulate-research-query` only as an
+/// MCP task: cadre starts the task, polls it and returns its result.
+#[test]
+fn a_tool_that_runs_as_an_mcp_task_works_end_to_end() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\
+         [permissions]\nallow = [\"mcp__every\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply(
+            "t1",
+            "mcp__every__simulate-research-query",
+            json!({"topic": "python"}),
+        ),
+        _ => anthropic::text_reply("done"),
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let reqs = server.requests();
+    let result = &last_tool_results(&reqs[1].json)[0];
+    let text = result_text(result);
+    assert_ne!(result["is_error"], true, "{text}");
+    assert!(text.contains("# Research Report: python"), "{text}");
+    assert!(text.contains("Stage 4: Generating report"), "{text}");
+}
+
+/// `cadre mcp test NAME` starts that server only, lists what it offers,
+/// stops it, and says how long each step took; a server that fails makes
+/// it exit 1 with the error and the server's stderr.
+#[test]
+fn mcp_test_starts_one_server_lists_and_stops_it_with_timings() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    p.config(&server_toml("broken", "crash"));
+    let run = p.run(None, &["mcp", "test", "docs", "--json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["name"], "docs");
+    assert_eq!(v["status"], "ready");
+    assert_eq!(v["tools"], 7, "{v}");
+    assert_eq!(v["resources"]["count"], 2, "{v}");
+    assert!(v["resources"]["ms"].is_u64(), "{v}");
+    assert_eq!(
+        v["prompts"],
+        Value::Null,
+        "the server offers no prompts: {v}"
+    );
+    assert!(v["connect_ms"].is_u64() && v["stop_ms"].is_u64(), "{v}");
+    let run = p.run(None, &["mcp", "test", "docs"]);
+    run.ok();
+    assert!(
+        run.stdout.contains("  connected in ")
+            && run
+                .stdout
+                .contains(" ms (start, handshake, 7 tools listed)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("  prompts: not offered"),
+        "{}",
+        run.stdout
+    );
+
+    let run = p.run(None, &["mcp", "test", "broken"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("broken: failed"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("fatal: MCP_TEST_TOKEN is not set"),
+        "{}",
+        run.stdout
+    );
+    let run = p.run(None, &["mcp", "test", "nope"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr
+            .contains("no MCP server `nope` is configured here"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// `agents show --effective` lists the MCP tools an agent would get:
+/// its allowlist and denylist applied to the configured servers' tools.
+#[test]
+fn agents_show_effective_lists_the_mcp_tools_an_agent_gets() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    p.write(
+        ".claude/agents/narrow.md",
+        "---\nname: narrow\ndescription: Narrow\ntools: Read, mcp__docs__echo, mcp__docs__p*\n\
+         disallowedTools: mcp__docs__picture\n---\nBe narrow.\n",
+    );
+    let run = p.run(None, &["agents", "show", "narrow", "--json", "--effective"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(
+        v["effective"]["mcp_tools"],
+        json!(["mcp__docs__echo", "mcp__docs__pid"]),
+        "{v}"
+    );
+    let run = p.run(None, &["agents", "show", "narrow", "--effective"]);
+    run.ok();
+    assert!(
+        run.stdout
+            .contains("mcp tools:   mcp__docs__echo, mcp__docs__pid"),
+        "{}",
+        run.stdout
+    );
+    // An agent without an allowlist gets every tool of the server.
+    let run = p.run(
+        None,
+        &["agents", "show", "general-purpose", "--json", "--effective"],
+    );
+    let all = run.json()["effective"]["mcp_tools"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(all, 7);
+}
+
+/// In chat, `/mcp` lists the servers' prompts as commands and
+/// `/mcp__SERVER__PROMPT ARGS` sends the prompt's messages as the user's
+/// message (npm everything server's `args-prompt`).
+#[test]
+fn chat_runs_an_mcp_prompt_as_a_slash_command() {
+    let index = everything_server();
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.every]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n",
+        toml_str(&index.display().to_string())
+    ));
+    let server = FakeServer::route(|_| anthropic::text_reply("sunny"));
+    let mut cmd = p.command(Some(&server));
+    cmd.arg("chat");
+    let mut pty = super::newcomer::Pty::spawn(cmd);
+    pty.wait_for("cadre chat");
+    // Chat does not wait for servers: ask until the server is ready.
+    let start = std::time::Instant::now();
+    loop {
+        pty.type_line("/mcp");
+        std::thread::sleep(Duration::from_millis(300));
+        if pty
+            .screen()
+            .contains("/mcp__every__args-prompt <city> [state]")
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{}",
+            pty.screen()
+        );
+    }
+    pty.type_line("/mcp__every__args-prompt");
+    pty.wait_for("missing <city>; usage: /mcp__every__args-prompt <city> [state]");
+    pty.type_line("/mcp__every__args-prompt Paris Ile de France");
+    pty.wait_for("sunny");
+    pty.quit();
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1, "nothing else was sent");
+    let last_user = reqs[0].json["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        last_user.contains("What's weather in Paris, Ile de France?"),
+        "{last_user}"
+    );
+}
+
+/// An HTTP server that wants OAuth (401 with a challenge) fails with an
+/// error that says so and names the header-based way that works.
+#[test]
+fn an_http_server_that_wants_oauth_gets_a_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let app = axum::Router::new().fallback(|| async {
+                (
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    [(
+                        "www-authenticate",
+                        "Bearer resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource\"",
+                    )],
+                    "",
+                )
+            });
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    let mut p = Project::new();
+    p.config(&format!(
+        "[mcp_servers.web]\nurl = {}\n[mcp]\nstartup_timeout_ms = 3000\n",
+        toml_str(&url)
+    ));
+    let run = p.run(None, &["mcp", "get", "web", "--json"]);
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["status"], "failed");
+    let error = v["error"].as_str().unwrap();
+    assert!(
+        error.contains(
+            "the server asks for OAuth authorization (WWW-Authenticate: Bearer resource_metadata="
+        ),
+        "{error}"
+    );
+    assert!(error.contains("give it in `headers`"), "{error}");
+}
+
+/// The read-only built-in Explore agent reads MCP resources without any
+/// allow rule: the resource tools are in the read-only group.
+#[test]
+fn explore_reads_mcp_resources_without_an_allow_rule() {
+    let mut p = Project::new();
+    p.config(&server_toml("docs", "rich"));
+    let server = spawning_server(
+        "Explore",
+        Some((
+            "ReadMcpResource",
+            json!({"server": "docs", "uri": "file:///notes.txt"}),
+        )),
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert!(
+        tool_names(&children[0].json).contains(&"ListMcpResources".to_string()),
+        "{:?}",
+        tool_names(&children[0].json)
+    );
+    let result = &last_tool_results(&children[1].json)[0];
+    assert_ne!(result["is_error"], true, "{result}");
+    assert_eq!(result_text(result), "notes: ship it");
+}
+
+/// With `mcp.sampling = true` a sampling request is put to whoever answers
+/// permission questions: here the SDK client's `can_use_tool`, for the
+/// tool name `McpSampling`.
+#[test]
+fn the_sdk_client_approves_a_sampling_request() {
+    let mut p = Project::new();
+    p.config(&server_toml("rich", "rich"));
+    p.config("[permissions]\nallow = [\"mcp__rich\"]\n[mcp]\nsampling = true\n");
+    let server = sampling_model();
+    let mut d = super::headless::Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("go");
+    let ask = d.until("can_use_tool", |v| v["type"] == "control_request");
+    let req = &ask["request"];
+    assert_eq!(req["subtype"], "can_use_tool");
+    assert_eq!(req["tool_name"], "McpSampling");
+    assert_eq!(req["input"]["server"], "rich");
+    assert_eq!(req["input"]["maxTokens"], 50);
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+                  "response": {"behavior": "allow"}}}),
+    );
+    d.until("result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+    let reqs = server.requests();
+    let last = reqs.last().unwrap();
+    let text = result_text(&last_tool_results(&last.json)[0]);
+    assert!(text.starts_with("sampled: pong (model "), "{text}");
+    let lines: Vec<Value> = p
+        .transcript_lines()
+        .into_iter()
+        .filter(|l| l["type"] == "mcp_sampling")
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["approved_by"], "user");
 }

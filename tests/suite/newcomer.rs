@@ -320,14 +320,14 @@ fn git(dir: &Path, args: &[&str]) {
 }
 
 /// `cadre chat` on a pseudo-terminal: what the user's terminal shows.
-struct Pty {
+pub(super) struct Pty {
     master: std::fs::File,
     screen: Arc<Mutex<String>>,
     child: std::process::Child,
 }
 
 impl Pty {
-    fn spawn(mut cmd: Command) -> Pty {
+    pub(super) fn spawn(mut cmd: Command) -> Pty {
         let pty = nix::pty::openpty(None, None).unwrap();
         let slave = std::fs::File::from(pty.slave);
         cmd.stdin(Stdio::from(slave.try_clone().unwrap()))
@@ -358,13 +358,22 @@ impl Pty {
         }
     }
 
-    fn type_line(&mut self, line: &str) {
+    /// Everything the terminal has shown so far.
+    pub(super) fn screen(&self) -> String {
+        self.screen.lock().unwrap().clone()
+    }
+
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(super) fn type_line(&mut self, line: &str) {
         self.master.write_all(line.as_bytes()).unwrap();
         self.master.write_all(b"\r").unwrap();
     }
 
     /// Waits until the screen shows `text`; panics with the screen after 30 s.
-    fn wait_for(&self, text: &str) {
+    pub(super) fn wait_for(&self, text: &str) {
         let start = Instant::now();
         while !self.screen.lock().unwrap().contains(text) {
             assert!(
@@ -376,7 +385,7 @@ impl Pty {
         }
     }
 
-    fn quit(mut self) -> String {
+    pub(super) fn quit(mut self) -> String {
         self.master.write_all(&[4]).unwrap(); // Ctrl-D
         let start = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
