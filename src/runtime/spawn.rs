@@ -150,7 +150,20 @@ impl Session {
                 } else {
                     agent_type
                 };
-                let Some(def) = snap.visible_agent(&agent_type, kind).cloned() else {
+                // A type written in another case ("General-purpose") is the
+                // one agent it names when exactly one does; rules apply to
+                // the resolved name below.
+                let found = snap.visible_agent(&agent_type, kind).cloned().or_else(|| {
+                    let listed = snap.visible_agents(kind);
+                    let mut same = listed
+                        .iter()
+                        .filter(|d| d.name.eq_ignore_ascii_case(agent_type.trim()));
+                    match (same.next(), same.next()) {
+                        (Some(d), None) => Some(Arc::clone(d)),
+                        _ => None,
+                    }
+                });
+                let Some(def) = found else {
                     let available: Vec<&str> = snap
                         .visible_agents(kind)
                         .iter()

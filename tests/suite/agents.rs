@@ -337,6 +337,42 @@ fn unknown_and_denied_types_are_error_results() {
 }
 
 #[test]
+fn a_type_in_another_case_names_its_one_agent_and_rules_still_apply() {
+    // Small models write "General-purpose" or "EXPLORE"; exactly one agent
+    // has that name ignoring case, so it is the one started. A deny rule
+    // written for the real name still binds the variant.
+    let mut p = Project::new();
+    p.write(".claude/agents/reviewer.md", REVIEWER);
+    p.config("[permissions]\ndeny = [\"Agent(reviewer)\"]\n");
+    let server = spawning_server(vec![
+        (
+            "toolu_1",
+            json!({"description": "d", "prompt": "look around", "subagent_type": "EXPLORE"}),
+        ),
+        (
+            "toolu_2",
+            json!({"description": "d", "prompt": "p", "subagent_type": "Reviewer"}),
+        ),
+    ]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert_eq!(children.len(), 1, "only the Explore child ran");
+    assert!(
+        children[0].system_text().contains("code-search specialist"),
+        "the child runs with Explore's prompt"
+    );
+    let results = last_tool_results(&main_second_request(&server).json);
+    assert!(results[0].get("is_error").is_none(), "{}", results[0]);
+    let denied = result_text(&results[1]);
+    assert!(
+        denied.starts_with(
+            "Agent type 'reviewer' has been denied by permission rule 'Agent(reviewer)'"
+        ),
+        "{denied}"
+    );
+}
+
+#[test]
 fn explore_gets_no_write_edit_or_agent_and_invented_calls_are_rejected() {
     let p = Project::new();
     let server = FakeServer::route(|r| {
