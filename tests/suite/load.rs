@@ -12,6 +12,7 @@
 //! exactly once, under its own tool_use id.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -109,31 +110,42 @@ fn assert_one_request_per_child(server: &FakeServer, retries: &BTreeMap<usize, u
 
 #[test]
 fn two_hundred_concurrent_background_subagents_each_notify_exactly_once() {
-    // Every child's answer is held back this long, so the children overlap
-    // only if they really run at once (one after the other would take
-    // CHILDREN x HOLD = 10 minutes).
-    const HOLD: Duration = Duration::from_secs(3);
+    // Every child's answer is held back until all CHILDREN child requests
+    // have arrived: the gate opens only if every child is in flight at once.
+    // Children run one after the other would never open it; the deadline
+    // only bounds how long such a failure takes to show.
+    const DEADLINE: Duration = Duration::from_secs(120);
     let p = Project::new();
     // The held-back answers must not trip the provider's idle timeout.
     p.write(
         "cadre.toml",
         &format!(
             "{}\n[agents]\nmax_concurrent = {CHILDREN}\n",
-            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 30000")
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 300000")
         ),
     );
-    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let seen = Arc::clone(&arrivals);
+    let (open, gate) = tokio::sync::watch::channel(false);
+    // Child requests seen so far, when the first came, and whether the gate
+    // opened before that first request's deadline (so no answer went out
+    // before the last request came in).
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let opened_in_time = Arc::new(AtomicBool::new(false));
+    let first: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let (seen, in_time) = (Arc::clone(&arrived), Arc::clone(&opened_in_time));
     let server = FakeServer::route(move |r| {
         let is_main = r.system_text().contains("You are cadre");
         if !is_main {
-            seen.lock().unwrap().push(Instant::now());
+            let first = *first.lock().unwrap().get_or_insert_with(Instant::now);
+            if seen.fetch_add(1, Ordering::SeqCst) + 1 == CHILDREN {
+                in_time.store(first.elapsed() < DEADLINE, Ordering::SeqCst);
+                let _ = open.send(true);
+            }
             let n = task_of(&r.last_user_text()).unwrap_or(usize::MAX);
             return anthropic::message()
                 .text(&format!("answer-{n}"))
                 .usage(20, 5)
                 .reply()
-                .delayed(HOLD);
+                .held(gate.clone(), DEADLINE);
         }
         if r.messages().iter().all(|m| m["role"] != "assistant") {
             let mut m = anthropic::message().text("fanning out");
@@ -177,19 +189,14 @@ fn two_hundred_concurrent_background_subagents_each_notify_exactly_once() {
     assert!(ends.values().all(|c| *c == 1), "every child ended once");
     assert_one_request_per_child(&server, &retries);
 
-    // Concurrency: a child request stays in flight at least HOLD after it
-    // arrives, so the most arrivals within one HOLD window is a lower bound
-    // on how many children ran at once.
-    let mut at = arrivals.lock().unwrap().clone();
-    at.sort();
-    let peak = (0..at.len())
-        .map(|i| at[i..].iter().take_while(|t| **t - at[i] < HOLD).count())
-        .max()
-        .unwrap_or(0);
-    eprintln!("{peak} of {CHILDREN} background children in flight at once; run took {elapsed:?}");
+    // Concurrency: no child got its answer before every child had sent its
+    // request, so all of them were in flight at once.
+    let requests = arrived.load(Ordering::SeqCst);
+    eprintln!("{requests} child requests for {CHILDREN} children; run took {elapsed:?}");
     assert!(
-        peak >= CHILDREN * 9 / 10,
-        "at most {peak} of {CHILDREN} children were in flight at once (run took {elapsed:?})"
+        opened_in_time.load(Ordering::SeqCst),
+        "an answer went out before all {CHILDREN} children had sent their request: \
+         they did not all run at once (run took {elapsed:?})"
     );
 
     let mains: Vec<_> = server

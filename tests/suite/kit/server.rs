@@ -98,6 +98,13 @@ pub enum Reply {
     },
     /// Waits `delay` before answering with `reply`.
     Delayed { delay: Duration, reply: Box<Reply> },
+    /// Waits until `gate` turns true (or `deadline` passes) before
+    /// answering with `reply`.
+    Held {
+        gate: tokio::sync::watch::Receiver<bool>,
+        deadline: Duration,
+        reply: Box<Reply>,
+    },
     /// A response with this status, content type and body, sent at once.
     Body {
         code: u16,
@@ -205,6 +212,15 @@ impl Reply {
     pub fn delayed(self, delay: Duration) -> Reply {
         Reply::Delayed {
             delay,
+            reply: Box::new(self),
+        }
+    }
+
+    /// Answers only once `gate` is true, or after `deadline` at the latest.
+    pub fn held(self, gate: tokio::sync::watch::Receiver<bool>, deadline: Duration) -> Reply {
+        Reply::Held {
+            gate,
+            deadline,
             reply: Box::new(self),
         }
     }
@@ -541,13 +557,28 @@ enum Step {
 }
 
 async fn render(mut reply: Reply) -> Response {
-    while let Reply::Delayed {
-        delay,
-        reply: inner,
-    } = reply
-    {
-        tokio::time::sleep(delay).await;
-        reply = *inner;
+    loop {
+        match reply {
+            Reply::Delayed {
+                delay,
+                reply: inner,
+            } => {
+                tokio::time::sleep(delay).await;
+                reply = *inner;
+            }
+            Reply::Held {
+                mut gate,
+                deadline,
+                reply: inner,
+            } => {
+                let _ = tokio::time::timeout(deadline, gate.wait_for(|open| *open)).await;
+                reply = *inner;
+            }
+            other => {
+                reply = other;
+                break;
+            }
+        }
     }
     let mut content_type = "text/event-stream".to_string();
     let mut code = StatusCode::OK;
@@ -592,7 +623,7 @@ async fn render(mut reply: Reply) -> Response {
             let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             return (code, map, body).into_response();
         }
-        Reply::Delayed { .. } => Vec::new(),
+        Reply::Delayed { .. } | Reply::Held { .. } => Vec::new(),
         Reply::Sse(events) => events.iter().map(|e| Step::Send(e.to_bytes())).collect(),
         Reply::CutAfter { events, n } => {
             let mut steps: Vec<Step> = events
