@@ -69,6 +69,9 @@ pub struct Restored {
     /// Bytes of the file that hold complete lines; anything after is a
     /// line cut by a crash.
     pub complete_len: u64,
+    /// A sub-agent transcript's `spawn` line (a fork's `frozen` request
+    /// parts among its fields).
+    pub spawn: Option<serde_json::Map<String, Value>>,
 }
 
 /// Why a transcript cannot be read back.
@@ -213,6 +216,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
                 }
                 out.header = Some(header);
             }
+            Some("spawn") if out.spawn.is_none() => out.spawn = Some(obj),
             // A later run of the session: its settings replace the header's.
             Some("resume") => {
                 if let Some(h) = obj
@@ -360,8 +364,8 @@ pub fn restore_tasks(
         let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
         let loaded = load(&output_file)
             .and_then(|r| trim_partial_tail(&output_file, r.complete_len).map(|()| r));
-        let mut history = match loaded {
-            Ok(r) => r.history,
+        let (mut history, spawn) = match loaded {
+            Ok(r) => (r.history, r.spawn),
             Err(e) => {
                 tracing::warn!("{e}; sub-agent {id} not restored");
                 continue;
@@ -388,7 +392,22 @@ pub fn restore_tasks(
             Some("failed") => TaskStatus::Failed,
             _ => TaskStatus::Killed,
         };
-        let def = snap.visible_agent(&agent_type, kind).cloned();
+        let started_by_fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
+        // A fork sends the request parts it inherited, as recorded.
+        let frozen: Option<super::session::Frozen> = started_by_fork
+            .then(|| spawn.and_then(|mut s| s.remove("frozen")))
+            .flatten()
+            .and_then(|f| serde_json::from_value(f).ok());
+        if started_by_fork && frozen.is_none() {
+            tracing::warn!(
+                "sub-agent {id}: no recorded fork request parts; they are rendered again"
+            );
+        }
+        let def = if started_by_fork {
+            snap.catalog.get(crate::catalog::FORK_AGENT).cloned()
+        } else {
+            snap.visible_agent(&agent_type, kind).cloned()
+        };
         let mode = meta
             .get("permission_mode")
             .and_then(|m| serde_json::from_value(m.clone()).ok())
@@ -417,8 +436,8 @@ pub fn restore_tasks(
             kind,
             mode,
             depth: if parent == "main" { 1 } else { 2 },
-            frozen: None,
-            started_by_fork: meta.get("fork").and_then(Value::as_bool) == Some(true),
+            frozen,
+            started_by_fork,
             cwd: child_cwd,
             tool_names,
             wait_for_background: true,

@@ -697,3 +697,354 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
     let metas = p.meta_files();
     assert_eq!(metas[0]["status"], "completed");
 }
+
+#[test]
+fn a_session_over_its_token_budget_stops_naming_the_limit() {
+    use super::harness::{assistant_turns, is_main_session};
+    let mut p = Project::new();
+    p.config("[agents]\nsession_token_budget = 1000\n");
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_fg",
+                        "Agent",
+                        json!({"description": "costly survey", "prompt": "survey"}),
+                    )
+                    .usage(90, 10)
+                    .reply(),
+                _ => anthropic::text_reply("past the budget"),
+            };
+        }
+        // Every child turn reads again and costs 400 tokens.
+        anthropic::message()
+            .tool_use("toolu_r", "Read", json!({"file_path": file}))
+            .usage(390, 10)
+            .reply()
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    // 100 (main) + 400 + 400 + 400 (child) passes 1000: the child stops
+    // before its fourth request, the main agent before its second.
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let (mains, children): (Vec<_>, Vec<_>) =
+        server.requests().into_iter().partition(is_main_session);
+    assert_eq!((mains.len(), children.len()), (1, 3));
+    assert!(
+        r.stderr
+            .contains("Stopped by the session token budget (agents.session_token_budget = 1000)"),
+        "{}",
+        r.stderr
+    );
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "failed");
+    let error = metas[0]["error"].as_str().unwrap();
+    assert_eq!(
+        error.matches("agents.session_token_budget = 1000").count(),
+        1,
+        "{error}"
+    );
+    // Every tool call has its result; the transcript says how it ended.
+    server.assert_invariants();
+    let lines = p.transcript_lines();
+    let end: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "end" && l["agent_id"] == "main")
+        .collect();
+    assert_eq!(end.len(), 1);
+    assert_eq!(end[0]["status"], "failed");
+}
+
+/// The compaction request: the summary instruction is its last block.
+fn is_compaction(r: &super::kit::RecordedRequest) -> bool {
+    r.contains("Write the summary now")
+}
+
+#[test]
+fn a_sub_agent_compacts_on_its_own_at_its_frontmatter_window() {
+    use super::harness::{assistant_turns, is_main_session};
+    let p = Project::new();
+    p.write(
+        ".claude/agents/squeezed.md",
+        "---\nname: squeezed\ndescription: Reads a lot\ntools: Read\nautoCompactWindow: 1000\ncompactThreshold: 0.5\n---\nYou read files.\n",
+    );
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            // The main agent's window is the model's (200k): never compacts.
+            return match assistant_turns(r) {
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_a",
+                        "Agent",
+                        json!({"description": "read", "prompt": "read the notes", "subagent_type": "squeezed"}),
+                    )
+                    .usage(600, 10)
+                    .reply(),
+                _ => anthropic::message().text("all done").usage(700, 5).reply(),
+            };
+        }
+        if is_compaction(r) {
+            return anthropic::message()
+                .text("SUMMARY of the reading")
+                .usage(50, 20)
+                .reply();
+        }
+        match assistant_turns(r) {
+            0 => anthropic::message()
+                .tool_use("toolu_r", "Read", json!({"file_path": file}))
+                .usage(600, 10)
+                .reply(),
+            _ => anthropic::message()
+                .text("read it all")
+                .usage(100, 5)
+                .reply(),
+        }
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "all done");
+    server.assert_invariants();
+    let (mains, children): (Vec<_>, Vec<_>) =
+        server.requests().into_iter().partition(is_main_session);
+    assert_eq!(mains.len(), 2);
+    assert!(!mains.iter().any(is_compaction), "the main agent compacted");
+    assert_eq!(children.len(), 3);
+    assert!(is_compaction(&children[1]), "the child's second request");
+    // The child's compaction request is its own next request plus the
+    // instruction: its system prompt and tools, its messages.
+    let first = without_cache_control(children[0].json.clone());
+    let compaction = without_cache_control(children[1].json.clone());
+    for key in ["system", "tools", "model"] {
+        assert_eq!(compaction[key], first[key], "{key}");
+    }
+    assert_eq!(compaction["messages"][0], first["messages"][0]);
+    let after = children[2].messages();
+    assert_eq!(after.len(), 3, "summary, then the last exchange");
+    assert!(
+        after[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY of the reading")
+    );
+    let lines = compact_lines(&p);
+    assert_eq!(lines.len(), 1, "compacted once");
+    assert_ne!(lines[0]["agent_id"], "main");
+    assert_eq!(lines[0]["trigger"], "threshold");
+}
+
+#[test]
+fn forks_of_a_compacted_parent_share_their_prefix_bytewise() {
+    use super::harness::{assistant_turns, is_fork_child};
+    let mut p = small_window();
+    p.config("[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n");
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_fork_child(r) {
+            return anthropic::message().text("fork done").usage(100, 5).reply();
+        }
+        if is_compaction(r) {
+            return anthropic::message().text("SUMMARY").usage(50, 20).reply();
+        }
+        match assistant_turns(r) {
+            0 => read_call(&file, 600),
+            1 => anthropic::message()
+                .tool_use(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "one", "prompt": "check module A", "fork": true}),
+                )
+                .tool_use(
+                    "toolu_b",
+                    "Agent",
+                    json!({"description": "two", "prompt": "check module B", "fork": true}),
+                )
+                .usage(100, 10)
+                .reply(),
+            _ => anthropic::message().text("all done").usage(120, 5).reply(),
+        }
+    });
+    let r = p.run(Some(&server), &["run", "look at the notes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    server.assert_invariants();
+    assert_eq!(compact_lines(&p).len(), 1, "the parent compacted once");
+    let requests = server.requests();
+    let (mut forks, mains): (Vec<_>, Vec<_>) = requests.into_iter().partition(is_fork_child);
+    assert_eq!(forks.len(), 2);
+    // The parent's request that made the calls: the first after compacting.
+    let parent = mains
+        .iter()
+        .find(|r| {
+            !is_compaction(r)
+                && r.messages()[0]["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("SUMMARY"))
+        })
+        .expect("a request after the compaction");
+    forks.sort_by_key(|r| r.body_str().contains("Your directive: check module B"));
+    let (a, b) = (&forks[0].body, &forks[1].body);
+    let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
+    let a_text = String::from_utf8_lossy(a);
+    let directive_at = a_text.rfind("Your directive: ").unwrap();
+    assert!(
+        common > directive_at,
+        "fork bodies diverge before the directive (at {common}, directive at {directive_at})"
+    );
+    assert!(
+        a_text[common..].starts_with('A'),
+        "they differ first at the directive's text: {}",
+        &a_text[common..]
+    );
+    // The shared prefix is the compacted parent's request: its system,
+    // tools and messages, the summary first.
+    for key in ["model", "system", "tools", "max_tokens"] {
+        assert_eq!(
+            parent.json[key].to_string(),
+            forks[0].json[key].to_string(),
+            "{key}"
+        );
+    }
+    let pm: Vec<Value> = parent
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    let fm: Vec<Value> = forks[0]
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    assert_eq!(fm[..pm.len()], pm[..]);
+}
+
+#[test]
+fn a_resumed_fork_child_sends_the_request_parts_it_inherited() {
+    use super::harness::{assistant_turns, is_fork_child, is_main_session};
+    let mut p = Project::new();
+    p.config("[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n");
+    let first = FakeServer::route(|r| {
+        if is_fork_child(r) {
+            return anthropic::text_reply("module A is fine");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_a",
+                "Agent",
+                json!({"description": "one", "prompt": "check module A", "fork": true}),
+            ),
+            _ => anthropic::text_reply("all done"),
+        }
+    });
+    let r = p.run(Some(&first), &["run", "refactor"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let original = first
+        .requests()
+        .into_iter()
+        .find(is_fork_child)
+        .expect("the fork's request");
+    let fork_id = p.meta_files()[0]["agent_id"].as_str().unwrap().to_string();
+
+    let to = fork_id.clone();
+    let second = FakeServer::route(move |r| {
+        if is_fork_child(r) {
+            return anthropic::text_reply("module A is still fine");
+        }
+        match assistant_turns(r) {
+            2 => anthropic::tool_use_reply(
+                "toolu_send",
+                "SendMessage",
+                json!({"to": to, "message": "look at module A again"}),
+            ),
+            3 => anthropic::text_reply("asked it"),
+            _ => anthropic::text_reply("all good"),
+        }
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "check again"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    second.assert_invariants();
+    let resumed: Vec<_> = second
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .collect();
+    assert_eq!(resumed.len(), 1);
+    let resumed = &resumed[0];
+    // The bytes it inherited from its parent, not a fresh rendering.
+    for key in ["model", "system", "tools", "max_tokens"] {
+        assert_eq!(
+            resumed.json[key].to_string(),
+            original.json[key].to_string(),
+            "{key}"
+        );
+    }
+    let before: Vec<Value> = original
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    let after: Vec<Value> = resumed
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    assert_eq!(after[..before.len()], before[..], "the history it had");
+    assert_eq!(after.len(), before.len() + 2);
+    assert_eq!(
+        after[before.len()]["content"][0]["text"],
+        "module A is fine"
+    );
+    assert_eq!(
+        after[before.len() + 1]["content"][0]["text"],
+        "look at module A again"
+    );
+}
+
+#[test]
+fn one_long_tool_call_is_not_a_stall() {
+    use super::harness::{assistant_turns, is_main_session};
+    let mut p = Project::new();
+    p.config("[agents]\nstall_timeout_ms = 300\n[permissions]\nallow = [\"Bash\"]\n");
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "slow build", "prompt": "build it", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("launched; waiting"),
+                _ => anthropic::text_reply("noted"),
+            };
+        }
+        match assistant_turns(r) {
+            // Silent for five times the stall limit, but running.
+            0 => anthropic::tool_use_reply(
+                "toolu_sleep",
+                "Bash",
+                json!({"command": "sleep 1.5; echo built"}),
+            ),
+            _ => anthropic::text_reply("build finished"),
+        }
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "noted");
+    server.assert_invariants();
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "completed", "{:?}", metas[0]);
+    let last = server
+        .requests()
+        .into_iter()
+        .filter(is_main_session)
+        .last()
+        .unwrap()
+        .body_str();
+    assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
+    assert!(last.contains("build finished"), "{last}");
+    assert!(!last.contains("stall_timeout_ms"), "{last}");
+}
