@@ -1048,3 +1048,108 @@ fn one_long_tool_call_is_not_a_stall() {
     assert!(last.contains("build finished"), "{last}");
     assert!(!last.contains("stall_timeout_ms"), "{last}");
 }
+
+/// A transcript cadre wrote over two processes (a tool call in each, the
+/// second one resumed): its session id and its bytes.
+fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
+    let file = p.write("notes.txt", "alpha\n");
+    let file = file.to_str().unwrap();
+    let first = FakeServer::start(first_turn_replies(file));
+    assert_eq!(p.run(Some(&first), &["run", "one"]).code, 0);
+    let second = FakeServer::start([
+        anthropic::message()
+            .tool_use("toolu_2", "Read", json!({"file_path": file}))
+            .tool_use("toolu_3", "Read", json!({"file_path": file}))
+            .reply(),
+        anthropic::text_reply("read twice"),
+    ]);
+    assert_eq!(p.run(Some(&second), &["run", "--continue", "two"]).code, 0);
+    let id = session_ids(&p).into_iter().next().unwrap();
+    let bytes = std::fs::read(
+        p.path()
+            .join(".cadre/sessions")
+            .join(&id)
+            .join("main.jsonl"),
+    )
+    .unwrap();
+    (id, bytes)
+}
+
+/// Resumes session `id` of `p` with its transcript cut to `cut` bytes (a
+/// crash in the middle of a write) and checks the request the resumed
+/// session would send: valid (each tool call answered once, roles
+/// alternating) and ending with the new prompt.
+fn resume_cut(p: &Project, id: &str, bytes: &[u8], cut: usize) -> Result<(), String> {
+    let path = p.path().join(".cadre/sessions").join(id).join("main.jsonl");
+    std::fs::write(&path, &bytes[..cut]).unwrap();
+    let r = p.run(None, &["render", "--resume", id, "go on"]);
+    if r.code != 0 {
+        return Err(format!("cut {cut}: exit {}: {}", r.code, r.stderr));
+    }
+    let body: Value = serde_json::from_str(&r.stdout).map_err(|e| format!("cut {cut}: {e}"))?;
+    let problems = super::kit::invariants::check_anthropic(&body);
+    if !problems.is_empty() {
+        return Err(format!("cut {cut}: {problems:?}"));
+    }
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .and_then(|c| c.last())
+        .and_then(|b| b["text"].as_str());
+    if last != Some("go on") {
+        return Err(format!(
+            "cut {cut}: the request does not end with the prompt"
+        ));
+    }
+    Ok(())
+}
+
+/// A crash can cut the transcript anywhere: at every line boundary (and
+/// one byte either side) and at random byte offsets, the session still
+/// resumes and its next request is valid. Cuts are through the binary's
+/// resume path (`render --resume`), not only the parser.
+#[test]
+fn every_cut_of_a_transcript_still_resumes_with_a_valid_request() {
+    use proptest::prelude::*;
+    let p = Project::new();
+    let (id, bytes) = two_process_transcript(&p);
+    let mut cuts: BTreeSet<usize> = BTreeSet::from([0, bytes.len()]);
+    for (i, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'\n') {
+        cuts.extend([i, i + 1, (i + 2).min(bytes.len())]);
+    }
+    for &cut in &cuts {
+        resume_cut(&p, &id, &bytes, cut).unwrap();
+    }
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(24));
+    runner
+        .run(&(0..=bytes.len()), |cut| {
+            resume_cut(&p, &id, &bytes, cut).map_err(TestCaseError::fail)
+        })
+        .unwrap();
+}
+
+/// A line damaged in the middle of the file (not a crash: an edit) stops
+/// the resume with its position, and nothing is written.
+#[test]
+fn a_damaged_transcript_line_stops_the_resume_with_its_position() {
+    let p = Project::new();
+    let (id, bytes) = two_process_transcript(&p);
+    let text = String::from_utf8(bytes).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":7}}";
+    let damaged = lines.join("\n") + "\n";
+    let path = p
+        .path()
+        .join(".cadre/sessions")
+        .join(&id)
+        .join("main.jsonl");
+    std::fs::write(&path, &damaged).unwrap();
+    let server = FakeServer::start([anthropic::text_reply("never")]);
+    let r = p.run(Some(&server), &["run", "--resume", &id, "go on"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("main.jsonl:3:"), "{}", r.stderr);
+    assert!(r.stderr.contains("bad message"), "{}", r.stderr);
+    assert_eq!(server.request_count(), 0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
+}
