@@ -679,3 +679,23 @@ impl Settings {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compaction_limit_takes_the_smaller_window_and_the_agents_own_values() {
+        let mut c = CompactSettings::default();
+        c.windows.insert("claude-".into(), 200_000);
+        assert_eq!(c.limit("claude-x"), 160_000);
+        c.auto_compact_window = Some(100_000);
+        assert_eq!(c.limit("claude-x"), 80_000);
+        // Never more than the model's window.
+        c.auto_compact_window = Some(1_000_000);
+        assert_eq!(c.limit("claude-x"), 160_000);
+        // An agent's frontmatter wins over both settings.
+        assert_eq!(c.limit_for("claude-x", Some(10_000), Some(0.5)), 5_000);
+        assert_eq!(c.limit_for("claude-x", None, Some(0.5)), 100_000);
+    }
+}
