@@ -189,6 +189,8 @@ fn project(config: &str) -> Project {
 }
 
 /// Runs the binary; returns its wall time and peak RSS in KiB.
+// `wait4` reaps the child (it also gives its rusage), not `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn run(p: &Project, server: &Server, args: &[&str]) -> (Duration, i64) {
     let started = Instant::now();
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_cadre"))

@@ -1040,8 +1040,7 @@ fn one_long_tool_call_is_not_a_stall() {
     let last = server
         .requests()
         .into_iter()
-        .filter(is_main_session)
-        .last()
+        .rfind(is_main_session)
         .unwrap()
         .body_str();
     assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
@@ -1064,7 +1063,7 @@ fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
         anthropic::text_reply("read twice"),
     ]);
     assert_eq!(p.run(Some(&second), &["run", "--continue", "two"]).code, 0);
-    let id = session_ids(&p).into_iter().next().unwrap();
+    let id = session_ids(p).into_iter().next().unwrap();
     let bytes = std::fs::read(
         p.path()
             .join(".cadre/sessions")
