@@ -534,30 +534,40 @@ fn run_stops_waiting_for_children_at_its_ceiling() {
     );
 }
 
-#[test]
-fn a_child_over_its_token_budget_fails_naming_it() {
+/// A project with `config` whose main agent (its first answer counting
+/// `main_tokens`) starts one foreground child that reads a file on every
+/// turn, 400 tokens a turn, without end; then the main agent answers.
+fn costly_child(config: &str, main_tokens: u64) -> (Project, FakeServer) {
     use super::harness::{assistant_turns, is_main_session};
     let mut p = Project::new();
-    p.config("[agents]\ntask_token_budget = 500\n");
-    p.write("notes.txt", "alpha\n");
-    let file = p.path().join("notes.txt").display().to_string();
+    p.config(config);
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
     let server = FakeServer::route(move |r| {
         if is_main_session(r) {
             return match assistant_turns(r) {
-                0 => anthropic::tool_use_reply(
-                    "toolu_fg",
-                    "Agent",
-                    json!({"description": "costly survey", "prompt": "survey"}),
-                ),
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_fg",
+                        "Agent",
+                        json!({"description": "costly survey", "prompt": "survey"}),
+                    )
+                    .usage(main_tokens.saturating_sub(10), 10)
+                    .reply(),
                 _ => anthropic::text_reply("noted"),
             };
         }
-        // Every child turn reads again and costs 400 tokens.
         anthropic::message()
             .tool_use("toolu_r", "Read", json!({"file_path": file}))
             .usage(390, 10)
             .reply()
     });
+    (p, server)
+}
+
+#[test]
+fn a_child_over_its_token_budget_fails_naming_it() {
+    use super::harness::is_main_session;
+    let (p, server) = costly_child("[agents]\ntask_token_budget = 500\n", 0);
     let r = p.run(Some(&server), &["run", "go"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // Two child requests (400, then 800 tokens), none after the budget.
@@ -700,30 +710,8 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
 
 #[test]
 fn a_session_over_its_token_budget_stops_naming_the_limit() {
-    use super::harness::{assistant_turns, is_main_session};
-    let mut p = Project::new();
-    p.config("[agents]\nsession_token_budget = 1000\n");
-    let file = p.write("notes.txt", "alpha\n").display().to_string();
-    let server = FakeServer::route(move |r| {
-        if is_main_session(r) {
-            return match assistant_turns(r) {
-                0 => anthropic::message()
-                    .tool_use(
-                        "toolu_fg",
-                        "Agent",
-                        json!({"description": "costly survey", "prompt": "survey"}),
-                    )
-                    .usage(90, 10)
-                    .reply(),
-                _ => anthropic::text_reply("past the budget"),
-            };
-        }
-        // Every child turn reads again and costs 400 tokens.
-        anthropic::message()
-            .tool_use("toolu_r", "Read", json!({"file_path": file}))
-            .usage(390, 10)
-            .reply()
-    });
+    use super::harness::is_main_session;
+    let (p, server) = costly_child("[agents]\nsession_token_budget = 1000\n", 100);
     let r = p.run(Some(&server), &["run", "go"]);
     // 100 (main) + 400 + 400 + 400 (child) passes 1000: the child stops
     // before its fourth request, the main agent before its second.
@@ -882,19 +870,9 @@ fn forks_of_a_compacted_parent_share_their_prefix_bytewise() {
                     .is_some_and(|t| t.contains("SUMMARY"))
         })
         .expect("a request after the compaction");
-    forks.sort_by_key(|r| r.body_str().contains("Your directive: check module B"));
-    let (a, b) = (&forks[0].body, &forks[1].body);
-    let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
-    let a_text = String::from_utf8_lossy(a);
-    let directive_at = a_text.rfind("Your directive: ").unwrap();
-    assert!(
-        common > directive_at,
-        "fork bodies diverge before the directive (at {common}, directive at {directive_at})"
-    );
-    assert!(
-        a_text[common..].starts_with('A'),
-        "they differ first at the directive's text: {}",
-        &a_text[common..]
+    super::harness::assert_siblings_share_up_to_directive(
+        &mut forks,
+        "Your directive: check module B",
     );
     // The shared prefix is the compacted parent's request: its system,
     // tools and messages, the summary first.
