@@ -680,6 +680,19 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
         .filter(|r| !is_main_session(r))
         .collect();
     assert_eq!(child_requests.len(), 1);
+    // Rendered again for the same configuration: the bytes it sent before.
+    let before = first
+        .requests()
+        .into_iter()
+        .find(|r| !is_main_session(r))
+        .expect("the child's first request");
+    for key in ["model", "system", "tools", "max_tokens"] {
+        assert_eq!(
+            child_requests[0].json[key].to_string(),
+            before.json[key].to_string(),
+            "{key}"
+        );
+    }
     let msgs = child_requests[0].messages();
     assert_eq!(msgs.len(), 1, "prompt and message joined: {msgs:?}");
     let texts: Vec<&str> = msgs[0]["content"]
