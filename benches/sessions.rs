@@ -193,7 +193,11 @@ fn project(config: &str) -> Project {
 #[allow(clippy::zombie_processes)]
 fn run(p: &Project, server: &Server, args: &[&str]) -> (Duration, i64) {
     let started = Instant::now();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cadre"))
+    // `CADRE_BIN` measures another build of the binary (a release one, when
+    // this bench itself was built in debug).
+    let bin = std::env::var_os("CADRE_BIN")
+        .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_cadre")), PathBuf::from);
+    let child = std::process::Command::new(bin)
         .current_dir(p.dir.path())
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
