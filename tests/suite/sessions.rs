@@ -460,28 +460,32 @@ fn slash_compact_in_chat_summarises_on_the_cached_prefix_and_resume_keeps_it() {
     assert_eq!(msgs[2]["content"][0]["text"], "three");
 }
 
-/// A main agent that starts one background child whose model never
-/// answers, then waits. Returns the run and every main request's body.
-fn run_with_a_silent_child(config: &str) -> (super::harness::Run, Vec<String>, Project) {
+/// A main agent that starts one background child, whose requests `child`
+/// answers, then waits and answers "noted". Returns the run, every main
+/// request's body and the project.
+fn run_with_a_background_child(
+    config: &str,
+    child: impl Fn(&super::kit::RecordedRequest) -> super::kit::Reply + Send + Sync + 'static,
+) -> (super::harness::Run, Vec<String>, Project) {
     use super::harness::{assistant_turns, is_main_session};
     let mut p = Project::new();
     p.config(config);
-    let server = FakeServer::route(|r| {
+    let server = FakeServer::route(move |r| {
         if is_main_session(r) {
             return match assistant_turns(r) {
                 0 => anthropic::tool_use_reply(
                     "toolu_bg",
                     "Agent",
-                    json!({"description": "silent survey", "prompt": "survey", "run_in_background": true}),
+                    json!({"description": "background work", "prompt": "work", "run_in_background": true}),
                 ),
                 1 => anthropic::text_reply("launched; waiting"),
-                _ => anthropic::text_reply("noted the failure"),
+                _ => anthropic::text_reply("noted"),
             };
         }
-        // The child's model says nothing for far longer than any limit.
-        anthropic::text_reply("too late").delayed(Duration::from_secs(20))
+        child(r)
     });
     let r = p.run(Some(&server), &["run", "go"]);
+    server.assert_invariants();
     let mains = server
         .requests()
         .into_iter()
@@ -492,9 +496,12 @@ fn run_with_a_silent_child(config: &str) -> (super::harness::Run, Vec<String>, P
 }
 
 fn assert_ended_by(config: &str, setting: &str) {
-    let (r, mains, p) = run_with_a_silent_child(config);
+    // The child's model says nothing for far longer than any limit.
+    let (r, mains, p) = run_with_a_background_child(config, |_| {
+        anthropic::text_reply("too late").delayed(Duration::from_secs(20))
+    });
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout.trim(), "noted the failure");
+    assert_eq!(r.stdout.trim(), "noted");
     assert_eq!(mains.len(), 3, "the failure wakes the main agent once");
     let last = &mains[2];
     assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
@@ -997,43 +1004,22 @@ fn a_resumed_fork_child_sends_the_request_parts_it_inherited() {
 
 #[test]
 fn one_long_tool_call_is_not_a_stall() {
-    use super::harness::{assistant_turns, is_main_session};
-    let mut p = Project::new();
-    p.config("[agents]\nstall_timeout_ms = 300\n[permissions]\nallow = [\"Bash\"]\n");
-    let server = FakeServer::route(|r| {
-        if is_main_session(r) {
-            return match assistant_turns(r) {
-                0 => anthropic::tool_use_reply(
-                    "toolu_bg",
-                    "Agent",
-                    json!({"description": "slow build", "prompt": "build it", "run_in_background": true}),
-                ),
-                1 => anthropic::text_reply("launched; waiting"),
-                _ => anthropic::text_reply("noted"),
-            };
-        }
-        match assistant_turns(r) {
-            // Silent for five times the stall limit, but running.
-            0 => anthropic::tool_use_reply(
-                "toolu_sleep",
-                "Bash",
-                json!({"command": "sleep 1.5; echo built"}),
-            ),
-            _ => anthropic::text_reply("build finished"),
-        }
+    use super::harness::assistant_turns;
+    let config = "[agents]\nstall_timeout_ms = 300\n[permissions]\nallow = [\"Bash\"]\n";
+    let (r, mains, p) = run_with_a_background_child(config, |r| match assistant_turns(r) {
+        // Silent for five times the stall limit, but running.
+        0 => anthropic::tool_use_reply(
+            "toolu_sleep",
+            "Bash",
+            json!({"command": "sleep 1.5; echo built"}),
+        ),
+        _ => anthropic::text_reply("build finished"),
     });
-    let r = p.run(Some(&server), &["run", "go"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.trim(), "noted");
-    server.assert_invariants();
     let metas = p.meta_files();
     assert_eq!(metas[0]["status"], "completed", "{:?}", metas[0]);
-    let last = server
-        .requests()
-        .into_iter()
-        .rfind(is_main_session)
-        .unwrap()
-        .body_str();
+    let last = mains.last().unwrap();
     assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
     assert!(last.contains("build finished"), "{last}");
     assert!(!last.contains("stall_timeout_ms"), "{last}");
