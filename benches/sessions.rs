@@ -240,6 +240,7 @@ fn write_transcript(dir: &Path, bytes: u64) -> PathBuf {
         session_id: SESSION.into(),
         model: MODEL.into(),
         agent: None,
+        mode: None,
         tool_names: vec!["Read".into(), "Glob".into(), "Grep".into()],
         sampling: Sampling::default(),
         max_tokens: 1024,
