@@ -162,6 +162,11 @@ pub struct AgentDef {
     pub memory: Option<String>,
     pub effort: Option<Value>,
     pub initial_prompt: Option<String>,
+    /// `autoCompactWindow`: the window, in tokens, its automatic compaction
+    /// measures against (at most the model's).
+    pub auto_compact_window: Option<u64>,
+    /// `compactThreshold`: the fraction of that window at which it compacts.
+    pub compact_threshold: Option<f64>,
     /// The agent exists only while this condition holds.
     pub when: Option<Condition>,
     pub prompt: Prompt,
@@ -192,6 +197,8 @@ impl AgentDef {
             memory: None,
             effort: None,
             initial_prompt: None,
+            auto_compact_window: None,
+            compact_threshold: None,
             when: None,
             prompt: Prompt::Inline(String::new()),
             synthetic: false,

@@ -47,6 +47,9 @@ const FIELDS: &[&str] = &[
     "memory",
     "effort",
     "initialPrompt",
+    "autoCompactWindow",
+    "compactThreshold",
+    "compact_threshold",
     "when",
     "prompt",
     "prompt_template",
@@ -253,6 +256,30 @@ pub(super) fn resolve(
                 }
                 _ => ctx.warn(v.pos, expected("effort", &format!("{} or an integer", one_of(EFFORT)), v)),
             },
+            "autoCompactWindow" => {
+                let n = match &v.kind {
+                    Kind::Int(i) => u64::try_from(*i).ok(),
+                    Kind::Str(s) => s.trim().parse::<u64>().ok(),
+                    _ => None,
+                };
+                match n {
+                    Some(n) if n > 0 => def.auto_compact_window = Some(n),
+                    _ => ctx.warn(v.pos, expected("autoCompactWindow", "a positive number of tokens", v)),
+                }
+            }
+            "compactThreshold" | "compact_threshold" => {
+                #[allow(clippy::cast_precision_loss)] // small integers only: 0 or 1
+                let f = match &v.kind {
+                    Kind::Float(f) => Some(*f),
+                    Kind::Int(i) => Some(*i as f64),
+                    Kind::Str(s) => s.trim().parse::<f64>().ok(),
+                    _ => None,
+                };
+                match f {
+                    Some(f) if f > 0.0 && f <= 1.0 => def.compact_threshold = Some(f),
+                    _ => ctx.warn(v.pos, expected(&key.name, "a fraction of the window, above 0 and at most 1", v)),
+                }
+            }
             "initialPrompt" => match v.as_str() {
                 Some(s) if !s.trim().is_empty() => def.initial_prompt = Some(s.to_string()),
                 _ => ctx.warn(v.pos, expected("initialPrompt", "a non-empty string", v)),

@@ -839,3 +839,35 @@ fn inline_mcp_servers_are_checked_when_read_and_bad_ones_left_out() {
     );
     assert!(diags.iter().all(Diagnostic::is_error));
 }
+
+#[test]
+fn compaction_window_and_threshold() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}autoCompactWindow: 60000\ncompactThreshold: 0.6\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.auto_compact_window, Some(60_000));
+    assert_eq!(def.compact_threshold, Some(0.6));
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}autoCompactWindow: '5000'\ncompact_threshold: 1\n"
+    ));
+    assert!(diags.is_empty(), "{diags:?}");
+    assert_eq!(def.auto_compact_window, Some(5000));
+    assert_eq!(def.compact_threshold, Some(1.0));
+    for bad in ["0", "-1", "big", "1.5"] {
+        let (def, diags) = ok_md(&format!("{HEAD}autoCompactWindow: {bad}\n"));
+        assert_eq!(def.auto_compact_window, None);
+        assert!(
+            one_warning(&diags).contains("autoCompactWindow: expected a positive number of tokens"),
+            "{bad}: {diags:?}"
+        );
+    }
+    for bad in ["0", "1.2", "-0.5", "half"] {
+        let (def, diags) = ok_md(&format!("{HEAD}compactThreshold: {bad}\n"));
+        assert_eq!(def.compact_threshold, None);
+        assert!(
+            one_warning(&diags).contains("compactThreshold: expected a fraction"),
+            "{bad}: {diags:?}"
+        );
+    }
+}

@@ -90,6 +90,23 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "disabledMcpjsonServers" => {
                 string_list(path, value, &key.name, "disabled_mcpjson_servers", &mut t)
             }
+            "autoCompactWindow" => match &value.kind {
+                Kind::Int(n) if *n > 0 => {
+                    insert(
+                        &mut t.value,
+                        &["compact", "auto_compact_window"],
+                        Value::from(*n),
+                    );
+                    t.positions
+                        .push(("compact.auto_compact_window".into(), key.pos));
+                }
+                _ => t.problems.push(expected(
+                    path,
+                    value,
+                    &key.name,
+                    "a positive number of tokens",
+                )),
+            },
             "cleanupPeriodDays" => match &value.kind {
                 Kind::Int(n) if *n >= 0 => {
                     insert(
@@ -345,6 +362,7 @@ mod tests {
   "enableAllProjectMcpServers": true,
   "enabledMcpjsonServers": ["a"],
   "cleanupPeriodDays": 7,
+  "autoCompactWindow": 150000,
   "statusLine": {"type": "command", "command": "x"}
 }"#;
         let node = crate::raw::parse_yaml(text).unwrap();
@@ -361,6 +379,7 @@ mod tests {
         );
         assert_eq!(v["enable_all_project_mcp_servers"], true);
         assert_eq!(v["transcripts"]["cleanup_period_days"], 7);
+        assert_eq!(v["compact"]["auto_compact_window"], 150000);
         let ignored: Vec<&str> = t.ignored.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(ignored, ["hooks.SessionStart", "statusLine"]);
         assert_eq!(t.disables_bypass.map(|p| p.line), Some(3));

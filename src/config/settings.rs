@@ -290,6 +290,10 @@ pub struct AgentSettings {
     /// Where agent teams keep their folders (docs/teams.md), relative to
     /// the working directory.
     pub teams_dir: PathBuf,
+    /// The session (the main agent, every sub-agent and every compaction of
+    /// this process) stops before its next request once its model
+    /// responses have counted this many tokens in all; 0 = no budget.
+    pub session_token_budget: u64,
 }
 
 impl Default for AgentSettings {
@@ -314,6 +318,7 @@ impl Default for AgentSettings {
             task_token_budget: 0,
             repeated_call_limit: 0,
             teams_dir: PathBuf::from(".cadre/teams"),
+            session_token_budget: 0,
         }
     }
 }
@@ -438,6 +443,11 @@ pub struct CompactSettings {
     pub windows: BTreeMap<String, u64>,
     /// The window of a model no key matches.
     pub default_window: u64,
+    /// When set, automatic compaction measures against this many tokens
+    /// instead of the model's window (whichever is smaller); Claude Code's
+    /// `autoCompactWindow`. An agent's frontmatter can set its own.
+    #[serde(alias = "autoCompactWindow", skip_serializing_if = "Option::is_none")]
+    pub auto_compact_window: Option<u64>,
 }
 
 impl Default for CompactSettings {
@@ -447,6 +457,7 @@ impl Default for CompactSettings {
             threshold: 0.8,
             windows: BTreeMap::new(),
             default_window: 200_000,
+            auto_compact_window: None,
         }
     }
 }
@@ -464,18 +475,31 @@ impl CompactSettings {
 
     /// The estimated context size, in tokens, past which to compact.
     pub fn limit(&self, model: &str) -> u64 {
-        let t = if self.threshold.is_finite() {
-            self.threshold.clamp(0.0, 1.0)
+        self.limit_for(model, None, None)
+    }
+
+    /// [`CompactSettings::limit`] for an agent whose frontmatter may set its
+    /// own `autoCompactWindow` (`window`) and `compactThreshold`
+    /// (`threshold`); each replaces the setting of the same meaning. The
+    /// window is never more than the model's.
+    pub fn limit_for(&self, model: &str, window: Option<u64>, threshold: Option<f64>) -> u64 {
+        let t = threshold.unwrap_or(self.threshold);
+        let t = if t.is_finite() {
+            t.clamp(0.0, 1.0)
         } else {
             1.0
         };
+        let model_window = self.window(model);
+        let window = window
+            .or(self.auto_compact_window)
+            .map_or(model_window, |w| w.min(model_window));
         // Windows are far below 2^52: the float holds them exactly.
         #[allow(
             clippy::cast_precision_loss,
             clippy::cast_possible_truncation,
             clippy::cast_sign_loss
         )]
-        let limit = (self.window(model) as f64 * t) as u64;
+        let limit = (window as f64 * t) as u64;
         limit
     }
 }
@@ -653,5 +677,25 @@ impl Settings {
             remove,
             set: self.env.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_compaction_limit_takes_the_smaller_window_and_the_agents_own_values() {
+        let mut c = CompactSettings::default();
+        c.windows.insert("claude-".into(), 200_000);
+        assert_eq!(c.limit("claude-x"), 160_000);
+        c.auto_compact_window = Some(100_000);
+        assert_eq!(c.limit("claude-x"), 80_000);
+        // Never more than the model's window.
+        c.auto_compact_window = Some(1_000_000);
+        assert_eq!(c.limit("claude-x"), 160_000);
+        // An agent's frontmatter wins over both settings.
+        assert_eq!(c.limit_for("claude-x", Some(10_000), Some(0.5)), 5_000);
+        assert_eq!(c.limit_for("claude-x", None, Some(0.5)), 100_000);
     }
 }

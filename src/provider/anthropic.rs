@@ -62,23 +62,46 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    let mut messages: Vec<Value> = req.messages.iter().map(|m| message_value(m)).collect();
-    if let Some(Value::Object(last)) = messages.last_mut()
-        && let Some(Value::Array(blocks)) = last.get_mut("content")
-    {
-        // Thinking blocks cannot carry a breakpoint; use the last other block.
-        let target = blocks.iter_mut().rev().find(|b| {
-            !matches!(
-                b.get("type").and_then(Value::as_str),
-                Some("thinking" | "redacted_thinking")
-            )
-        });
-        if let Some(Value::Object(block)) = target {
-            block.insert("cache_control".into(), ephemeral());
+    // The messages are written straight from the history, not through a
+    // `Value` copy of it (a long session's history is megabytes); only
+    // the last one, which carries the cache breakpoint, goes through a
+    // `Value`. The bytes are those `to_value` then `to_vec` would give.
+    let mut out = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
+    if out.last() != Some(&b'}') {
+        return out;
+    }
+    out.pop();
+    out.extend_from_slice(b",\"messages\":[");
+    let n = req.messages.len();
+    for (i, m) in req.messages.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if i + 1 < n {
+            if serde_json::to_writer(&mut out, &**m).is_err() {
+                out.extend_from_slice(b"null");
+            }
+            continue;
+        }
+        let mut last = message_value(m);
+        if let Some(Value::Array(blocks)) = last.get_mut("content") {
+            // Thinking blocks cannot carry a breakpoint; use the last other block.
+            let target = blocks.iter_mut().rev().find(|b| {
+                !matches!(
+                    b.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                )
+            });
+            if let Some(Value::Object(block)) = target {
+                block.insert("cache_control".into(), ephemeral());
+            }
+        }
+        if serde_json::to_writer(&mut out, &last).is_err() {
+            out.extend_from_slice(b"null");
         }
     }
-    body.insert("messages".into(), Value::Array(messages));
-    serde_json::to_vec(&Value::Object(body)).unwrap_or_default()
+    out.extend_from_slice(b"]}");
+    out
 }
 
 fn message_value(m: &Message) -> Value {
@@ -347,6 +370,110 @@ impl Assembler for AnthropicAssembler {
             model: self.model,
             invalid_tool_inputs: self.invalid,
             converted_tool_calls: Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::message::{History, Role, Sampling, ToolDefinition, ToolResultContent};
+    use std::sync::Arc;
+
+    /// The body as it was built before messages were written directly:
+    /// every message through a `Value`.
+    fn through_values(req: &ModelRequest) -> Vec<u8> {
+        let mut v: Value = serde_json::from_slice(&request_body(&ModelRequest {
+            messages: Vec::new(),
+            ..req.clone()
+        }))
+        .unwrap();
+        let mut messages: Vec<Value> = req.messages.iter().map(|m| message_value(m)).collect();
+        if let Some(Value::Object(last)) = messages.last_mut()
+            && let Some(Value::Array(blocks)) = last.get_mut("content")
+            && let Some(Value::Object(block)) = blocks.iter_mut().rev().find(|b| {
+                !matches!(
+                    b.get("type").and_then(Value::as_str),
+                    Some("thinking" | "redacted_thinking")
+                )
+            })
+        {
+            block.insert("cache_control".into(), ephemeral());
+        }
+        v["messages"] = Value::Array(messages);
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    #[test]
+    fn messages_written_directly_have_the_bytes_of_values() {
+        let history: History = vec![
+            Message::user_text("a \"quoted\" prompt — with ünïcode\n and a tab\t"),
+            Message {
+                role: Role::Assistant,
+                content: vec![
+                    ContentBlock::Thinking {
+                        thinking: "hm".into(),
+                        signature: "sig".into(),
+                    },
+                    ContentBlock::RedactedThinking { data: "xx".into() },
+                    ContentBlock::text("reading"),
+                    ContentBlock::ToolUse {
+                        id: "t1".into(),
+                        name: "Read".into(),
+                        input: json!({"b": 1.5, "a": [1, -2, {"z": null, "y": true}], "file_path": "/x"}),
+                    },
+                ],
+            },
+            Message::user(vec![
+                ContentBlock::tool_result("t1", "body", false),
+                ContentBlock::ToolResult {
+                    tool_use_id: "t1".into(),
+                    content: vec![
+                        ToolResultContent::Text { text: "x".into() },
+                        ToolResultContent::Image {
+                            source: json!({"type": "base64", "media_type": "image/png", "data": "AAAA"}),
+                        },
+                    ],
+                    is_error: true,
+                },
+                ContentBlock::Image {
+                    source: json!({"type": "base64", "media_type": "image/png", "data": "BBBB"}),
+                },
+            ]),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::Thinking {
+                    thinking: "last".into(),
+                    signature: String::new(),
+                }],
+            },
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let tools: Arc<[ToolDefinition]> = Arc::from(vec![ToolDefinition {
+            name: "Read".into(),
+            description: "reads".into(),
+            input_schema: json!({"type": "object"}),
+        }]);
+        for n in 0..=history.len() {
+            let req = ModelRequest {
+                model: "m".into(),
+                system: Arc::from("sys"),
+                tools: Arc::clone(&tools),
+                messages: history[..n].to_vec(),
+                max_tokens: 10,
+                sampling: Sampling {
+                    temperature: Some(0.5),
+                    thinking_budget: Some(1024),
+                },
+            };
+            assert_eq!(
+                String::from_utf8(request_body(&req)).unwrap(),
+                String::from_utf8(through_values(&req)).unwrap(),
+                "{n} messages"
+            );
         }
     }
 }

@@ -71,7 +71,13 @@ impl Session {
     /// threshold. A failure is logged and leaves the history as it was.
     pub(super) async fn compact_if_due(&mut self, snap: &Arc<Snapshot>) {
         let c = &snap.settings().compact;
-        if !c.auto || self.context_estimate() <= c.limit(&self.spec.model) {
+        let def = self.spec.def.as_deref();
+        let limit = c.limit_for(
+            &self.spec.model,
+            def.and_then(|d| d.auto_compact_window),
+            def.and_then(|d| d.compact_threshold),
+        );
+        if !c.auto || self.context_estimate() <= limit {
             return;
         }
         if let Err(e) = self.compact(snap, Trigger::Threshold, None).await {
@@ -128,12 +134,12 @@ impl Session {
             () = self.cancel.cancelled() => return Err(RunError::Cancelled),
         };
         // Counted like any response (cost, budgets).
-        self.engine.emit(super::EngineEvent::ModelResponse {
-            agent_id: self.spec.agent_id.clone(),
-            model: request.model.clone(),
-            usage: response.usage,
-            api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
-        });
+        self.engine.model_response(
+            &self.spec.agent_id,
+            &request.model,
+            response.usage,
+            u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+        );
         self.usage.add(&response.usage);
         self.transcript.record(
             "usage",

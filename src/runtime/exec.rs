@@ -139,9 +139,15 @@ impl Session {
                 last_tool: name.to_string(),
             });
         }
+        // A running call is progress for the stall limit; a sub-agent
+        // call is not (the sub-agent's own progress is counted instead).
+        let running = (name != AGENT_TOOL)
+            .then(|| self.task.as_ref().map(super::tasks::Task::tool_running))
+            .flatten();
         let result = self
             .call_tool_inner(turn, id, name, input, invalid_json)
             .await;
+        drop(running);
         let error = match &result.block {
             ContentBlock::ToolResult {
                 is_error: true,

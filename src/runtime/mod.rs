@@ -220,6 +220,10 @@ pub struct Engine {
     /// `set_permission_mode`), for approvals outside a tool call (MCP
     /// sampling).
     pub main_mode: Mutex<crate::config::PermissionMode>,
+    /// Tokens counted by every model response of this process's session
+    /// (main agent, sub-agents, compactions), for
+    /// `agents.session_token_budget`.
+    session_tokens: std::sync::atomic::AtomicU64,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
     /// Cancels every teammate of this process (at its end).
     pub team_cancel: tokio_util::sync::CancellationToken,
@@ -257,6 +261,7 @@ impl Engine {
             tool_gate: None,
             add_dirs: Vec::new(),
             main_mode: Mutex::new(crate::config::PermissionMode::Default),
+            session_tokens: std::sync::atomic::AtomicU64::new(0),
             validators: Mutex::new(HashMap::new()),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
@@ -265,6 +270,25 @@ impl Engine {
 
     pub fn emit(&self, event: EngineEvent) {
         (self.events)(&event);
+    }
+
+    /// A model response arrived for `agent_id`: counts its tokens against
+    /// the session's budget and emits [`EngineEvent::ModelResponse`].
+    pub fn model_response(&self, agent_id: &str, model: &str, usage: Usage, api_ms: u64) {
+        self.session_tokens
+            .fetch_add(usage.total(), std::sync::atomic::Ordering::SeqCst);
+        self.emit(EngineEvent::ModelResponse {
+            agent_id: agent_id.to_string(),
+            model: model.to_string(),
+            usage,
+            api_ms,
+        });
+    }
+
+    /// Tokens of every model response of this session so far (this process).
+    pub fn session_tokens(&self) -> u64 {
+        self.session_tokens
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn env_var(&self, name: &str) -> Option<&str> {

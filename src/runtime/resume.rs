@@ -69,6 +69,9 @@ pub struct Restored {
     /// Bytes of the file that hold complete lines; anything after is a
     /// line cut by a crash.
     pub complete_len: u64,
+    /// A sub-agent transcript's `spawn` line (a fork's `frozen` request
+    /// parts among its fields).
+    pub spawn: Option<serde_json::Map<String, Value>>,
 }
 
 /// Why a transcript cannot be read back.
@@ -161,130 +164,220 @@ pub fn session_folders(dir: &Path) -> Vec<(String, PathBuf)> {
     out
 }
 
-/// Reads a transcript file back.
+/// The longest transcript line read back (a message with its tool
+/// results; images included). A longer line is an error, not a reason to
+/// hold an unbounded buffer.
+pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Reads a transcript file back, streaming it line by line: what it holds
+/// at any moment is the rebuilt history plus one line.
 pub fn load(path: &Path) -> Result<Restored, ResumeError> {
-    let bytes = fs_err::read(path).map_err(|e| ResumeError::Io {
+    let file = fs_err::File::open(path).map_err(|e| ResumeError::Io {
         path: path.to_path_buf(),
         source: e,
     })?;
-    parse(path, &bytes)
+    read(path, std::io::BufReader::with_capacity(256 * 1024, file))
 }
 
 /// [`load`] on bytes already read (`path` names them in errors).
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
+    read(path, bytes)
+}
+
+/// One transcript line as the reader needs it. Fields are kept as raw
+/// JSON and decoded only for the line types that use them, so a line is
+/// parsed once, straight into the history's types.
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    timestamp: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    message: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    joined: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    usage: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    compaction: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    kept: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow, default)]
+    settings: Option<&'a serde_json::value::RawValue>,
+}
+
+fn is_true(v: Option<&serde_json::value::RawValue>) -> bool {
+    v.is_some_and(|v| v.get() == "true")
+}
+
+/// Reads transcript lines from `r` (see [`load`]).
+fn read(path: &Path, mut r: impl std::io::BufRead) -> Result<Restored, ResumeError> {
+    use std::io::{BufRead as _, Read as _};
     let mut out = Restored::default();
-    let complete = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    out.complete_len = complete as u64;
-    let bad = |line: usize, col: usize, message: String| ResumeError::Bad {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut line_no = 0usize;
+    let mut last_ts = String::new();
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
+    loop {
+        buf.clear();
+        let n = (&mut r)
+            .take(limit + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| ResumeError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            if buf.len() > MAX_LINE_BYTES {
+                return Err(ResumeError::Bad {
+                    path: path.to_path_buf(),
+                    line: line_no + 1,
+                    col: 1,
+                    message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+                });
+            }
+            // The last line, cut by a crash: ignored.
+            break;
+        }
+        line_no += 1;
+        out.complete_len += n as u64;
+        let raw = &buf[..n - 1];
+        if let Some(ts) = apply_line(path, line_no, raw, &mut out)? {
+            last_ts = ts;
+        }
+    }
+    if !last_ts.is_empty() {
+        out.last_activity = Some(last_ts);
+    }
+    Ok(out)
+}
+
+/// Adds one complete line to `out`; returns the line's timestamp.
+fn apply_line(
+    path: &Path,
+    line_no: usize,
+    raw: &[u8],
+    out: &mut Restored,
+) -> Result<Option<String>, ResumeError> {
+    let bad = |col: usize, message: String| ResumeError::Bad {
         path: path.to_path_buf(),
-        line,
+        line: line_no,
         col,
         message,
     };
-    for (i, raw) in bytes[..complete].split(|&b| b == b'\n').enumerate() {
-        let line_no = i + 1;
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let value: Value = serde_json::from_slice(raw)
-            .map_err(|e| bad(line_no, e.column(), format!("not a JSON line: {e}")))?;
-        let Value::Object(mut obj) = value else {
-            return Err(bad(line_no, 1, "not a JSON object".into()));
-        };
-        let ts = obj
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        if out.started.is_none() {
-            out.started.clone_from(&ts);
-        }
-        if ts.is_some() {
-            out.last_activity = ts;
-        }
-        match obj.get("type").and_then(Value::as_str) {
-            Some("session") if out.header.is_none() => {
-                let header: SessionHeader = serde_json::from_value(Value::Object(obj))
-                    .map_err(|e| bad(line_no, 1, format!("bad session line: {e}")))?;
-                if header.version > TRANSCRIPT_VERSION {
-                    return Err(ResumeError::TooNew {
-                        path: path.to_path_buf(),
-                        version: header.version,
-                    });
-                }
-                out.header = Some(header);
-            }
-            // A later run of the session: its settings replace the header's.
-            Some("resume") => {
-                if let Some(h) = obj
-                    .remove("settings")
-                    .and_then(|v| serde_json::from_value::<SessionHeader>(v).ok())
-                {
-                    out.header = Some(h);
-                }
-            }
-            Some("message") => {
-                let joined = obj.get("joined").and_then(Value::as_bool) == Some(true);
-                let message: Message =
-                    serde_json::from_value(obj.remove("message").unwrap_or(Value::Null))
-                        .map_err(|e| bad(line_no, 1, format!("bad message: {e}")))?;
-                match out.history.last_mut() {
-                    // Blocks added to a user message that was never sent
-                    // (see `Session::join_last_user_message`).
-                    Some(last)
-                        if joined && last.role == Role::User && message.role == Role::User =>
-                    {
-                        let mut content = last.content.clone();
-                        content.extend(message.content);
-                        *last = std::sync::Arc::new(Message::user(content));
-                    }
-                    _ => out.history.push(std::sync::Arc::new(message)),
-                }
-            }
-            Some("usage") => {
-                if let Some(u) = obj
-                    .get("usage")
-                    .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok())
-                {
-                    out.usage.add(&u);
-                }
-                if obj.get("compaction").and_then(Value::as_bool) != Some(true) {
-                    out.turns += 1;
-                }
-            }
-            // The summary replaced all but the last `kept` messages.
-            Some("compact") => {
-                let kept = obj.get("kept").and_then(Value::as_u64);
-                let message: Option<Message> = obj
-                    .remove("message")
-                    .and_then(|m| serde_json::from_value(m).ok());
-                let (Some(kept), Some(message)) = (kept, message) else {
-                    return Err(bad(
-                        line_no,
-                        1,
-                        "bad compact line: needs `message` and `kept`".into(),
-                    ));
-                };
-                let kept = usize::try_from(kept).unwrap_or(usize::MAX);
-                if kept > out.history.len() {
-                    return Err(bad(
-                        line_no,
-                        1,
-                        format!(
-                            "compact line keeps {kept} messages of {}",
-                            out.history.len()
-                        ),
-                    ));
-                }
-                let tail = out.history.split_off(out.history.len() - kept);
-                out.history = std::iter::once(std::sync::Arc::new(message))
-                    .chain(tail)
-                    .collect();
-                out.compactions += 1;
-            }
-            _ => {}
-        }
+    let Some(first) = raw.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return Ok(None);
+    };
+    if raw[first] != b'{' {
+        // Say what it is, as JSON would, or that it is not JSON at all.
+        return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(raw) {
+            Ok(_) => bad(first + 1, "not a JSON object".into()),
+            Err(e) => bad(e.column(), format!("not a JSON line: {e}")),
+        });
     }
-    Ok(out)
+    let line: Line<'_> = serde_json::from_slice(raw)
+        .map_err(|e| bad(e.column(), format!("not a JSON line: {e}")))?;
+    // The column of a field's value, for errors inside it.
+    let col_of = |v: &serde_json::value::RawValue, inner: usize| {
+        (v.get().as_ptr() as usize).saturating_sub(raw.as_ptr() as usize) + inner.max(1)
+    };
+    let ts = line.timestamp.as_deref().map(str::to_string);
+    if out.started.is_none() {
+        out.started.clone_from(&ts);
+    }
+    match line.kind.as_deref() {
+        Some("session") if out.header.is_none() => {
+            let header: SessionHeader = serde_json::from_slice(raw)
+                .map_err(|e| bad(1, format!("bad session line: {e}")))?;
+            if header.version > TRANSCRIPT_VERSION {
+                return Err(ResumeError::TooNew {
+                    path: path.to_path_buf(),
+                    version: header.version,
+                });
+            }
+            out.header = Some(header);
+        }
+        // A later run of the session: its settings replace the header's.
+        Some("resume") => {
+            if let Some(h) = line
+                .settings
+                .and_then(|v| serde_json::from_str::<SessionHeader>(v.get()).ok())
+            {
+                out.header = Some(h);
+            }
+        }
+        Some("spawn") if out.spawn.is_none() => {
+            out.spawn = serde_json::from_slice(raw).ok();
+        }
+        Some("message") => {
+            let Some(m) = line.message else {
+                return Err(bad(1, "bad message: no `message` field".into()));
+            };
+            let message: Message = serde_json::from_str(m.get())
+                .map_err(|e| bad(col_of(m, e.column()), format!("bad message: {e}")))?;
+            match out.history.last_mut() {
+                // Blocks added to a user message that was never sent
+                // (see `Session::join_last_user_message`).
+                Some(last)
+                    if is_true(line.joined)
+                        && last.role == Role::User
+                        && message.role == Role::User =>
+                {
+                    std::sync::Arc::make_mut(last)
+                        .content
+                        .extend(message.content);
+                }
+                _ => out.history.push(std::sync::Arc::new(message)),
+            }
+        }
+        Some("usage") => {
+            if let Some(u) = line
+                .usage
+                .and_then(|u| serde_json::from_str::<Usage>(u.get()).ok())
+            {
+                out.usage.add(&u);
+            }
+            if !is_true(line.compaction) {
+                out.turns += 1;
+            }
+        }
+        // The summary replaced all but the last `kept` messages.
+        Some("compact") => {
+            let kept = line
+                .kept
+                .and_then(|k| serde_json::from_str::<u64>(k.get()).ok());
+            let message: Option<Message> = line
+                .message
+                .and_then(|m| serde_json::from_str(m.get()).ok());
+            let (Some(kept), Some(message)) = (kept, message) else {
+                return Err(bad(
+                    1,
+                    "bad compact line: needs `message` and `kept`".into(),
+                ));
+            };
+            let kept = usize::try_from(kept).unwrap_or(usize::MAX);
+            if kept > out.history.len() {
+                return Err(bad(
+                    1,
+                    format!(
+                        "compact line keeps {kept} messages of {}",
+                        out.history.len()
+                    ),
+                ));
+            }
+            let tail = out.history.split_off(out.history.len() - kept);
+            out.history = std::iter::once(std::sync::Arc::new(message))
+                .chain(tail)
+                .collect();
+            out.compactions += 1;
+        }
+        _ => {}
+    }
+    Ok(ts)
 }
 
 /// Cuts a line left incomplete by a crash off the end of `path`, so that
@@ -360,8 +453,8 @@ pub fn restore_tasks(
         let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
         let loaded = load(&output_file)
             .and_then(|r| trim_partial_tail(&output_file, r.complete_len).map(|()| r));
-        let mut history = match loaded {
-            Ok(r) => r.history,
+        let (mut history, spawn) = match loaded {
+            Ok(r) => (r.history, r.spawn),
             Err(e) => {
                 tracing::warn!("{e}; sub-agent {id} not restored");
                 continue;
@@ -388,7 +481,22 @@ pub fn restore_tasks(
             Some("failed") => TaskStatus::Failed,
             _ => TaskStatus::Killed,
         };
-        let def = snap.visible_agent(&agent_type, kind).cloned();
+        let started_by_fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
+        // A fork sends the request parts it inherited, as recorded.
+        let frozen: Option<super::session::Frozen> = started_by_fork
+            .then(|| spawn.and_then(|mut s| s.remove("frozen")))
+            .flatten()
+            .and_then(|f| serde_json::from_value(f).ok());
+        if started_by_fork && frozen.is_none() {
+            tracing::warn!(
+                "sub-agent {id}: no recorded fork request parts; they are rendered again"
+            );
+        }
+        let def = if started_by_fork {
+            snap.catalog.get(crate::catalog::FORK_AGENT).cloned()
+        } else {
+            snap.visible_agent(&agent_type, kind).cloned()
+        };
         let mode = meta
             .get("permission_mode")
             .and_then(|m| serde_json::from_value(m.clone()).ok())
@@ -417,8 +525,8 @@ pub fn restore_tasks(
             kind,
             mode,
             depth: if parent == "main" { 1 } else { 2 },
-            frozen: None,
-            started_by_fork: meta.get("fork").and_then(Value::as_bool) == Some(true),
+            frozen,
+            started_by_fork,
             cwd: child_cwd,
             tool_names,
             wait_for_background: true,

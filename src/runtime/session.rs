@@ -25,13 +25,15 @@ use crate::tools::spec::{
 
 use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
 use super::texts::{
-    LimitRunWait, LimitTaskTokens, MaxTokensRecovery, ToolCancelled, TurnInterrupted,
+    LimitRunWait, LimitSessionTokens, LimitTaskTokens, MaxTokensRecovery, ToolCancelled,
+    TurnInterrupted,
 };
 use super::transcript::Transcript;
 use super::{Engine, EngineEvent};
 
-/// A fork's inherited request parts: never re-rendered.
-#[derive(Debug, Clone)]
+/// A fork's inherited request parts: never re-rendered. Kept in the fork's
+/// transcript (its `spawn` line), so a resumed fork sends the same bytes.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Frozen {
     pub system: Arc<str>,
     pub tools: Arc<[ToolDefinition]>,
@@ -140,6 +142,9 @@ pub enum RunError {
     Template(#[from] RenderError),
     #[error("cancelled")]
     Cancelled,
+    /// A limit of the session stopped it (the text names the limit).
+    #[error("{0}")]
+    Limit(String),
 }
 
 /// Request parts rendered for one snapshot generation, reused while the
@@ -171,7 +176,7 @@ pub struct Session {
     /// This session's TodoWrite list.
     pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
     /// The task this session runs as (sub-agents): told of progress.
-    task: Option<Arc<super::tasks::Task>>,
+    pub(super) task: Option<Arc<super::tasks::Task>>,
     /// A teammate read a `shutdown_request`: it stops after this turn.
     pub(super) shutdown: std::sync::atomic::AtomicBool,
 }
@@ -598,12 +603,12 @@ impl Session {
                 }
                 Err(e) => return Err(e.into()),
             };
-            self.engine.emit(EngineEvent::ModelResponse {
-                agent_id: self.spec.agent_id.clone(),
-                model: request.model.clone(),
-                usage: response.usage,
-                api_ms: u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
-            });
+            self.engine.model_response(
+                &self.spec.agent_id,
+                &request.model,
+                response.usage,
+                u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+            );
             if std::mem::take(&mut wake_up) {
                 self.wake_ups += 1;
             } else {
@@ -694,18 +699,34 @@ impl Session {
         Ok(self.outcome(stop))
     }
 
-    /// A sub-agent past `agents.task_token_budget` ends before its next
-    /// request, its history complete (every tool call answered).
+    /// A sub-agent past `agents.task_token_budget`, or any session of a
+    /// process past `agents.session_token_budget`, ends before its next
+    /// request, its history complete (every tool call answered). A
+    /// sub-agent ends `failed` with one notification naming the limit; the
+    /// main session ends with [`RunError::Limit`].
     fn check_token_budget(&self, snap: &Snapshot) -> Result<(), RunError> {
-        let budget = snap.settings().agents.task_token_budget;
-        let used = self.usage.total();
+        let agents = &snap.settings().agents;
+        let (task_budget, session_budget) = (agents.task_token_budget, agents.session_token_budget);
+        let (used, session_used) = (self.usage.total(), self.engine.session_tokens());
+        let reason = if session_budget > 0 && session_used >= session_budget {
+            snap.templates.show(&LimitSessionTokens {
+                budget: session_budget,
+                used: session_used,
+            })
+        } else if task_budget > 0 && used >= task_budget && self.task.is_some() {
+            snap.templates.show(&LimitTaskTokens {
+                budget: task_budget,
+                used,
+            })
+        } else {
+            return Ok(());
+        };
         match &self.task {
-            Some(task) if budget > 0 && used >= budget => {
-                let reason = snap.templates.show(&LimitTaskTokens { budget, used });
+            Some(task) => {
                 task.end_by_limit(reason);
                 Err(RunError::Cancelled)
             }
-            _ => Ok(()),
+            None => Err(RunError::Limit(reason.trim_end().to_string())),
         }
     }
 

@@ -373,11 +373,14 @@ impl Session {
                 ),
             };
             let transcript = Arc::new(transcript);
-            transcript.record(
-                "spawn",
-                json!({"agent_type": c.agent_type, "description": c.input.description, "model": c.spec.model,
-                       "model_source": c.model_source, "tools": c.spec.tool_names, "background": c.background}),
-            );
+            let mut spawn_line = json!({"agent_type": c.agent_type, "description": c.input.description, "model": c.spec.model,
+                       "model_source": c.model_source, "tools": c.spec.tool_names, "background": c.background});
+            // A fork's inherited system prompt and tools, so that a later
+            // process resumes it with the bytes it sent.
+            if let (Some(f), Value::Object(m)) = (&c.spec.frozen, &mut spawn_line) {
+                m.insert("frozen".into(), json!(f));
+            }
+            transcript.record("spawn", spawn_line);
             engine.emit(EngineEvent::SubagentStart {
                 agent_id: agent_id.clone(),
                 parent_agent_id: self.spec.agent_id.clone(),
@@ -654,7 +657,10 @@ pub(super) fn start_task(
 
 /// Ends `task` when it passes a limit: `agents.task_timeout_ms` of running
 /// time, or (in the background, with no children of its own pending)
-/// `agents.stall_timeout_ms` without progress. Runs until the task ends.
+/// `agents.stall_timeout_ms` without progress. Progress is a streamed
+/// delta, a message, a tool call running (its own timeout bounds it), or
+/// the progress of a foreground sub-agent it waits for
+/// ([`super::tasks::TaskRegistry::quiet_for`]). Runs until the task ends.
 async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
     loop {
         let snap = engine.snapshot.load_full();
@@ -676,7 +682,7 @@ async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
         } else if stall > 0
             && task.is_background()
             && !engine.tasks.has_pending(&task.id)
-            && task.idle() >= ms(stall)
+            && engine.tasks.quiet_for(&task) >= ms(stall)
         {
             Some(snap.templates.show(&LimitStall { ms: stall }))
         } else {

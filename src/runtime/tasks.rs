@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,16 @@ pub struct TaskState {
     inbox_open: bool,
 }
 
+/// A tool call in progress (from [`Task::tool_running`]).
+pub struct ToolRunning(Arc<Task>);
+
+impl Drop for ToolRunning {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.tools_running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// One sub-agent, foreground or background.
 pub struct Task {
     pub id: String,
@@ -111,6 +121,8 @@ pub struct Task {
     /// Milliseconds from `started_at` to the child's last progress (a
     /// streamed delta, a message, a tool result).
     progress_ms: AtomicU64,
+    /// Tool calls of the child running now (see [`Task::tool_running`]).
+    tools_running: AtomicU32,
     /// Set when a limit ends the task: the text its result reports.
     limit: Mutex<Option<String>>,
     state: Mutex<TaskState>,
@@ -139,6 +151,21 @@ impl Task {
     pub fn idle(&self) -> Duration {
         let last = Duration::from_millis(self.progress_ms.load(Ordering::Relaxed));
         self.started_at.elapsed().saturating_sub(last)
+    }
+
+    /// Marks a tool call of the child as running until the guard drops.
+    /// A running tool call is progress: the stall limit does not end a
+    /// task during one (the tool's own time limit bounds it), and the
+    /// stall timer restarts when it returns.
+    pub fn tool_running(self: &Arc<Self>) -> ToolRunning {
+        self.touch();
+        self.tools_running.fetch_add(1, Ordering::SeqCst);
+        ToolRunning(Arc::clone(self))
+    }
+
+    /// Whether a tool call of the child is running now.
+    pub fn in_tool_call(&self) -> bool {
+        self.tools_running.load(Ordering::SeqCst) > 0
     }
 
     /// Ends the task because of a limit: `reason` becomes its error and it
@@ -284,6 +311,7 @@ impl TaskRegistry {
             meta: t.meta,
             backgrounded: AtomicBool::new(t.background),
             progress_ms: AtomicU64::new(0),
+            tools_running: AtomicU32::new(0),
             limit: Mutex::new(None),
             state: Mutex::new(TaskState {
                 status: TaskStatus::Running,
@@ -479,6 +507,29 @@ impl TaskRegistry {
                     s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
                 }
             })
+    }
+
+    /// How long `task` has made no progress: its own idle time, zero while
+    /// one of its tool calls runs, and no more than the quiet time of a
+    /// foreground child it is waiting for (a sub-agent's progress is its
+    /// caller's).
+    pub fn quiet_for(&self, task: &Task) -> Duration {
+        if task.in_tool_call() {
+            return Duration::ZERO;
+        }
+        let foreground: Vec<Arc<Task>> = lock(&self.tasks)
+            .values()
+            .filter(|t| {
+                t.parent_agent_id == task.id
+                    && t.status() == TaskStatus::Running
+                    && !t.is_background()
+            })
+            .cloned()
+            .collect();
+        foreground
+            .iter()
+            .map(|c| self.quiet_for(c))
+            .fold(task.idle(), Duration::min)
     }
 
     /// How many notifications `agent_id` still has to receive: waiting in

@@ -225,6 +225,12 @@ contexts! {
         pub used: u64 = 201_500,
     }
 
+    /// A sub-agent or the main agent stopped by `agents.session_token_budget`.
+    "limit_session_tokens" => pub struct LimitSessionTokens {
+        pub budget: u64 = 2_000_000,
+        pub used: u64 = 2_004_000,
+    }
+
     /// A run ended by `agents.run_wait_ceiling_ms`.
     "limit_run_wait" => pub struct LimitRunWait {
         pub ms: u64 = 1_800_000,

@@ -172,21 +172,11 @@ fn sibling_forks_share_every_byte_up_to_their_directive() {
     assert_eq!(forks.len(), 2);
     // Both bodies quote both calls (the cloned assistant message); order
     // them by their own directive.
-    forks.sort_by_key(|r| r.body_str().contains("Your directive: check module B"));
-    let (a, b) = (&forks[0].body, &forks[1].body);
-    let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
-    let a_text = String::from_utf8_lossy(a);
-    let directive_at = a_text.rfind("Your directive: ").unwrap();
-    assert!(
-        common > directive_at,
-        "bodies diverge before the directive (at {common}, directive at {directive_at})"
+    let (common, len) = super::harness::assert_siblings_share_up_to_directive(
+        &mut forks,
+        "Your directive: check module B",
     );
-    assert!(
-        a_text[common..].starts_with('A'),
-        "they differ first at the directive's text: {}",
-        &a_text[common..]
-    );
-    let shared_share = common as f64 / a.len() as f64;
+    let shared_share = common as f64 / len as f64;
     assert!(shared_share > 0.9, "shared share {shared_share}");
 
     // The shared prefix is the parent's request: same model, system and tools

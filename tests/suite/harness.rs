@@ -323,3 +323,29 @@ pub fn user_texts(r: &super::kit::RecordedRequest) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// Two sibling fork requests: sorts them by whether their directive is
+/// `second` (the other first), then checks that their bodies are the same
+/// bytes up to the first one's directive and differ first at its text.
+/// Returns the shared length and the first body's length.
+pub fn assert_siblings_share_up_to_directive(
+    forks: &mut [super::kit::RecordedRequest],
+    second: &str,
+) -> (usize, usize) {
+    assert_eq!(forks.len(), 2);
+    forks.sort_by_key(|r| r.body_str().contains(second));
+    let (a, b) = (&forks[0].body, &forks[1].body);
+    let common = a.iter().zip(b.iter()).take_while(|(x, y)| x == y).count();
+    let a_text = String::from_utf8_lossy(a);
+    let directive_at = a_text.rfind("Your directive: ").unwrap();
+    assert!(
+        common > directive_at,
+        "fork bodies diverge before the directive (at {common}, directive at {directive_at})"
+    );
+    assert!(
+        a_text[common..].starts_with('A'),
+        "they differ first at the directive's text: {}",
+        &a_text[common..]
+    );
+    (common, a.len())
+}

@@ -460,28 +460,32 @@ fn slash_compact_in_chat_summarises_on_the_cached_prefix_and_resume_keeps_it() {
     assert_eq!(msgs[2]["content"][0]["text"], "three");
 }
 
-/// A main agent that starts one background child whose model never
-/// answers, then waits. Returns the run and every main request's body.
-fn run_with_a_silent_child(config: &str) -> (super::harness::Run, Vec<String>, Project) {
+/// A main agent that starts one background child, whose requests `child`
+/// answers, then waits and answers "noted". Returns the run, every main
+/// request's body and the project.
+fn run_with_a_background_child(
+    config: &str,
+    child: impl Fn(&super::kit::RecordedRequest) -> super::kit::Reply + Send + Sync + 'static,
+) -> (super::harness::Run, Vec<String>, Project) {
     use super::harness::{assistant_turns, is_main_session};
     let mut p = Project::new();
     p.config(config);
-    let server = FakeServer::route(|r| {
+    let server = FakeServer::route(move |r| {
         if is_main_session(r) {
             return match assistant_turns(r) {
                 0 => anthropic::tool_use_reply(
                     "toolu_bg",
                     "Agent",
-                    json!({"description": "silent survey", "prompt": "survey", "run_in_background": true}),
+                    json!({"description": "background work", "prompt": "work", "run_in_background": true}),
                 ),
                 1 => anthropic::text_reply("launched; waiting"),
-                _ => anthropic::text_reply("noted the failure"),
+                _ => anthropic::text_reply("noted"),
             };
         }
-        // The child's model says nothing for far longer than any limit.
-        anthropic::text_reply("too late").delayed(Duration::from_secs(20))
+        child(r)
     });
     let r = p.run(Some(&server), &["run", "go"]);
+    server.assert_invariants();
     let mains = server
         .requests()
         .into_iter()
@@ -492,9 +496,12 @@ fn run_with_a_silent_child(config: &str) -> (super::harness::Run, Vec<String>, P
 }
 
 fn assert_ended_by(config: &str, setting: &str) {
-    let (r, mains, p) = run_with_a_silent_child(config);
+    // The child's model says nothing for far longer than any limit.
+    let (r, mains, p) = run_with_a_background_child(config, |_| {
+        anthropic::text_reply("too late").delayed(Duration::from_secs(20))
+    });
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout.trim(), "noted the failure");
+    assert_eq!(r.stdout.trim(), "noted");
     assert_eq!(mains.len(), 3, "the failure wakes the main agent once");
     let last = &mains[2];
     assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
@@ -534,30 +541,40 @@ fn run_stops_waiting_for_children_at_its_ceiling() {
     );
 }
 
-#[test]
-fn a_child_over_its_token_budget_fails_naming_it() {
+/// A project with `config` whose main agent (its first answer counting
+/// `main_tokens`) starts one foreground child that reads a file on every
+/// turn, 400 tokens a turn, without end; then the main agent answers.
+fn costly_child(config: &str, main_tokens: u64) -> (Project, FakeServer) {
     use super::harness::{assistant_turns, is_main_session};
     let mut p = Project::new();
-    p.config("[agents]\ntask_token_budget = 500\n");
-    p.write("notes.txt", "alpha\n");
-    let file = p.path().join("notes.txt").display().to_string();
+    p.config(config);
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
     let server = FakeServer::route(move |r| {
         if is_main_session(r) {
             return match assistant_turns(r) {
-                0 => anthropic::tool_use_reply(
-                    "toolu_fg",
-                    "Agent",
-                    json!({"description": "costly survey", "prompt": "survey"}),
-                ),
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_fg",
+                        "Agent",
+                        json!({"description": "costly survey", "prompt": "survey"}),
+                    )
+                    .usage(main_tokens.saturating_sub(10), 10)
+                    .reply(),
                 _ => anthropic::text_reply("noted"),
             };
         }
-        // Every child turn reads again and costs 400 tokens.
         anthropic::message()
             .tool_use("toolu_r", "Read", json!({"file_path": file}))
             .usage(390, 10)
             .reply()
     });
+    (p, server)
+}
+
+#[test]
+fn a_child_over_its_token_budget_fails_naming_it() {
+    use super::harness::is_main_session;
+    let (p, server) = costly_child("[agents]\ntask_token_budget = 500\n", 0);
     let r = p.run(Some(&server), &["run", "go"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // Two child requests (400, then 800 tokens), none after the budget.
@@ -626,12 +643,14 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The main agent has answered and waits; the child's model is silent.
+    // The main agent has answered and waits; the child's request is at
+    // the model, which is silent.
     let started = Instant::now();
-    while !p
+    while !(p
         .transcript_lines()
         .iter()
         .any(|l| l["message"]["content"][0]["text"] == "waiting for the survey")
+        && first.requests().iter().any(|r| !is_main_session(r)))
     {
         assert!(
             started.elapsed() < Duration::from_secs(20),
@@ -670,6 +689,19 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
         .filter(|r| !is_main_session(r))
         .collect();
     assert_eq!(child_requests.len(), 1);
+    // Rendered again for the same configuration: the bytes it sent before.
+    let before = first
+        .requests()
+        .into_iter()
+        .find(|r| !is_main_session(r))
+        .expect("the child's first request");
+    for key in ["model", "system", "tools", "max_tokens"] {
+        assert_eq!(
+            child_requests[0].json[key].to_string(),
+            before.json[key].to_string(),
+            "{key}"
+        );
+    }
     let msgs = child_requests[0].messages();
     assert_eq!(msgs.len(), 1, "prompt and message joined: {msgs:?}");
     let texts: Vec<&str> = msgs[0]["content"]
@@ -696,4 +728,406 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
     );
     let metas = p.meta_files();
     assert_eq!(metas[0]["status"], "completed");
+}
+
+#[test]
+fn a_session_over_its_token_budget_stops_naming_the_limit() {
+    use super::harness::is_main_session;
+    let (p, server) = costly_child("[agents]\nsession_token_budget = 1000\n", 100);
+    let r = p.run(Some(&server), &["run", "go"]);
+    // 100 (main) + 400 + 400 + 400 (child) passes 1000: the child stops
+    // before its fourth request, the main agent before its second.
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let (mains, children): (Vec<_>, Vec<_>) =
+        server.requests().into_iter().partition(is_main_session);
+    assert_eq!((mains.len(), children.len()), (1, 3));
+    assert!(
+        r.stderr
+            .contains("Stopped by the session token budget (agents.session_token_budget = 1000)"),
+        "{}",
+        r.stderr
+    );
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "failed");
+    let error = metas[0]["error"].as_str().unwrap();
+    assert_eq!(
+        error.matches("agents.session_token_budget = 1000").count(),
+        1,
+        "{error}"
+    );
+    // Every tool call has its result; the transcript says how it ended.
+    server.assert_invariants();
+    let lines = p.transcript_lines();
+    let end: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "end" && l["agent_id"] == "main")
+        .collect();
+    assert_eq!(end.len(), 1);
+    assert_eq!(end[0]["status"], "failed");
+}
+
+/// The compaction request: the summary instruction is its last block.
+fn is_compaction(r: &super::kit::RecordedRequest) -> bool {
+    r.contains("Write the summary now")
+}
+
+#[test]
+fn a_sub_agent_compacts_on_its_own_at_its_frontmatter_window() {
+    use super::harness::{assistant_turns, is_main_session};
+    let p = Project::new();
+    p.write(
+        ".claude/agents/squeezed.md",
+        "---\nname: squeezed\ndescription: Reads a lot\ntools: Read\nautoCompactWindow: 1000\ncompactThreshold: 0.5\n---\nYou read files.\n",
+    );
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            // The main agent's window is the model's (200k): never compacts.
+            return match assistant_turns(r) {
+                0 => anthropic::message()
+                    .tool_use(
+                        "toolu_a",
+                        "Agent",
+                        json!({"description": "read", "prompt": "read the notes", "subagent_type": "squeezed"}),
+                    )
+                    .usage(600, 10)
+                    .reply(),
+                _ => anthropic::message().text("all done").usage(700, 5).reply(),
+            };
+        }
+        if is_compaction(r) {
+            return anthropic::message()
+                .text("SUMMARY of the reading")
+                .usage(50, 20)
+                .reply();
+        }
+        match assistant_turns(r) {
+            0 => anthropic::message()
+                .tool_use("toolu_r", "Read", json!({"file_path": file}))
+                .usage(600, 10)
+                .reply(),
+            _ => anthropic::message()
+                .text("read it all")
+                .usage(100, 5)
+                .reply(),
+        }
+    });
+    let r = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "all done");
+    server.assert_invariants();
+    let (mains, children): (Vec<_>, Vec<_>) =
+        server.requests().into_iter().partition(is_main_session);
+    assert_eq!(mains.len(), 2);
+    assert!(!mains.iter().any(is_compaction), "the main agent compacted");
+    assert_eq!(children.len(), 3);
+    assert!(is_compaction(&children[1]), "the child's second request");
+    // The child's compaction request is its own next request plus the
+    // instruction: its system prompt and tools, its messages.
+    let first = without_cache_control(children[0].json.clone());
+    let compaction = without_cache_control(children[1].json.clone());
+    for key in ["system", "tools", "model"] {
+        assert_eq!(compaction[key], first[key], "{key}");
+    }
+    assert_eq!(compaction["messages"][0], first["messages"][0]);
+    let after = children[2].messages();
+    assert_eq!(after.len(), 3, "summary, then the last exchange");
+    assert!(
+        after[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("SUMMARY of the reading")
+    );
+    let lines = compact_lines(&p);
+    assert_eq!(lines.len(), 1, "compacted once");
+    assert_ne!(lines[0]["agent_id"], "main");
+    assert_eq!(lines[0]["trigger"], "threshold");
+}
+
+#[test]
+fn forks_of_a_compacted_parent_share_their_prefix_bytewise() {
+    use super::harness::{assistant_turns, is_fork_child};
+    let mut p = small_window();
+    p.config("[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n");
+    let file = p.write("notes.txt", "alpha\n").display().to_string();
+    let server = FakeServer::route(move |r| {
+        if is_fork_child(r) {
+            return anthropic::message().text("fork done").usage(100, 5).reply();
+        }
+        if is_compaction(r) {
+            return anthropic::message().text("SUMMARY").usage(50, 20).reply();
+        }
+        match assistant_turns(r) {
+            0 => read_call(&file, 600),
+            1 => anthropic::message()
+                .tool_use(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "one", "prompt": "check module A", "fork": true}),
+                )
+                .tool_use(
+                    "toolu_b",
+                    "Agent",
+                    json!({"description": "two", "prompt": "check module B", "fork": true}),
+                )
+                .usage(100, 10)
+                .reply(),
+            _ => anthropic::message().text("all done").usage(120, 5).reply(),
+        }
+    });
+    let r = p.run(Some(&server), &["run", "look at the notes"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    server.assert_invariants();
+    assert_eq!(compact_lines(&p).len(), 1, "the parent compacted once");
+    let requests = server.requests();
+    let (mut forks, mains): (Vec<_>, Vec<_>) = requests.into_iter().partition(is_fork_child);
+    assert_eq!(forks.len(), 2);
+    // The parent's request that made the calls: the first after compacting.
+    let parent = mains
+        .iter()
+        .find(|r| {
+            !is_compaction(r)
+                && r.messages()[0]["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("SUMMARY"))
+        })
+        .expect("a request after the compaction");
+    super::harness::assert_siblings_share_up_to_directive(
+        &mut forks,
+        "Your directive: check module B",
+    );
+    // The shared prefix is the compacted parent's request: its system,
+    // tools and messages, the summary first.
+    for key in ["model", "system", "tools", "max_tokens"] {
+        assert_eq!(
+            parent.json[key].to_string(),
+            forks[0].json[key].to_string(),
+            "{key}"
+        );
+    }
+    let pm: Vec<Value> = parent
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    let fm: Vec<Value> = forks[0]
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    assert_eq!(fm[..pm.len()], pm[..]);
+}
+
+#[test]
+fn a_resumed_fork_child_sends_the_request_parts_it_inherited() {
+    use super::harness::{assistant_turns, is_fork_child, is_main_session};
+    let mut p = Project::new();
+    p.config("[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n");
+    let first = FakeServer::route(|r| {
+        if is_fork_child(r) {
+            return anthropic::text_reply("module A is fine");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_a",
+                "Agent",
+                json!({"description": "one", "prompt": "check module A", "fork": true}),
+            ),
+            _ => anthropic::text_reply("all done"),
+        }
+    });
+    let r = p.run(Some(&first), &["run", "refactor"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let original = first
+        .requests()
+        .into_iter()
+        .find(is_fork_child)
+        .expect("the fork's request");
+    let fork_id = p.meta_files()[0]["agent_id"].as_str().unwrap().to_string();
+
+    let to = fork_id.clone();
+    let second = FakeServer::route(move |r| {
+        if is_fork_child(r) {
+            return anthropic::text_reply("module A is still fine");
+        }
+        match assistant_turns(r) {
+            2 => anthropic::tool_use_reply(
+                "toolu_send",
+                "SendMessage",
+                json!({"to": to, "message": "look at module A again"}),
+            ),
+            3 => anthropic::text_reply("asked it"),
+            _ => anthropic::text_reply("all good"),
+        }
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "check again"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    second.assert_invariants();
+    let resumed: Vec<_> = second
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .collect();
+    assert_eq!(resumed.len(), 1);
+    let resumed = &resumed[0];
+    // The bytes it inherited from its parent, not a fresh rendering.
+    for key in ["model", "system", "tools", "max_tokens"] {
+        assert_eq!(
+            resumed.json[key].to_string(),
+            original.json[key].to_string(),
+            "{key}"
+        );
+    }
+    let before: Vec<Value> = original
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    let after: Vec<Value> = resumed
+        .messages()
+        .iter()
+        .cloned()
+        .map(without_cache_control)
+        .collect();
+    assert_eq!(after[..before.len()], before[..], "the history it had");
+    assert_eq!(after.len(), before.len() + 2);
+    assert_eq!(
+        after[before.len()]["content"][0]["text"],
+        "module A is fine"
+    );
+    assert_eq!(
+        after[before.len() + 1]["content"][0]["text"],
+        "look at module A again"
+    );
+}
+
+#[test]
+fn one_long_tool_call_is_not_a_stall() {
+    use super::harness::assistant_turns;
+    let config = "[agents]\nstall_timeout_ms = 300\n[permissions]\nallow = [\"Bash\"]\n";
+    let (r, mains, p) = run_with_a_background_child(config, |r| match assistant_turns(r) {
+        // Silent for five times the stall limit, but running.
+        0 => anthropic::tool_use_reply(
+            "toolu_sleep",
+            "Bash",
+            json!({"command": "sleep 1.5; echo built"}),
+        ),
+        _ => anthropic::text_reply("build finished"),
+    });
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.trim(), "noted");
+    let metas = p.meta_files();
+    assert_eq!(metas[0]["status"], "completed", "{:?}", metas[0]);
+    let last = mains.last().unwrap();
+    assert_eq!(last.matches("<task-notification>").count(), 1, "{last}");
+    assert!(last.contains("build finished"), "{last}");
+    assert!(!last.contains("stall_timeout_ms"), "{last}");
+}
+
+/// A transcript cadre wrote over two processes (a tool call in each, the
+/// second one resumed): its session id and its bytes.
+fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
+    let file = p.write("notes.txt", "alpha\n");
+    let file = file.to_str().unwrap();
+    let first = FakeServer::start(first_turn_replies(file));
+    assert_eq!(p.run(Some(&first), &["run", "one"]).code, 0);
+    let second = FakeServer::start([
+        anthropic::message()
+            .tool_use("toolu_2", "Read", json!({"file_path": file}))
+            .tool_use("toolu_3", "Read", json!({"file_path": file}))
+            .reply(),
+        anthropic::text_reply("read twice"),
+    ]);
+    assert_eq!(p.run(Some(&second), &["run", "--continue", "two"]).code, 0);
+    let id = session_ids(p).into_iter().next().unwrap();
+    let bytes = std::fs::read(
+        p.path()
+            .join(".cadre/sessions")
+            .join(&id)
+            .join("main.jsonl"),
+    )
+    .unwrap();
+    (id, bytes)
+}
+
+/// Resumes session `id` of `p` with its transcript cut to `cut` bytes (a
+/// crash in the middle of a write) and checks the request the resumed
+/// session would send: valid (each tool call answered once, roles
+/// alternating) and ending with the new prompt.
+fn resume_cut(p: &Project, id: &str, bytes: &[u8], cut: usize) -> Result<(), String> {
+    let path = p.path().join(".cadre/sessions").join(id).join("main.jsonl");
+    std::fs::write(&path, &bytes[..cut]).unwrap();
+    let r = p.run(None, &["render", "--resume", id, "go on"]);
+    if r.code != 0 {
+        return Err(format!("cut {cut}: exit {}: {}", r.code, r.stderr));
+    }
+    let body: Value = serde_json::from_str(&r.stdout).map_err(|e| format!("cut {cut}: {e}"))?;
+    let problems = super::kit::invariants::check_anthropic(&body);
+    if !problems.is_empty() {
+        return Err(format!("cut {cut}: {problems:?}"));
+    }
+    let last = body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_array())
+        .and_then(|c| c.last())
+        .and_then(|b| b["text"].as_str());
+    if last != Some("go on") {
+        return Err(format!(
+            "cut {cut}: the request does not end with the prompt"
+        ));
+    }
+    Ok(())
+}
+
+/// A crash can cut the transcript anywhere: at every line boundary (and
+/// one byte either side) and at random byte offsets, the session still
+/// resumes and its next request is valid. Cuts are through the binary's
+/// resume path (`render --resume`), not only the parser.
+#[test]
+fn every_cut_of_a_transcript_still_resumes_with_a_valid_request() {
+    use proptest::prelude::*;
+    let p = Project::new();
+    let (id, bytes) = two_process_transcript(&p);
+    let mut cuts: BTreeSet<usize> = BTreeSet::from([0, bytes.len()]);
+    for (i, _) in bytes.iter().enumerate().filter(|(_, b)| **b == b'\n') {
+        cuts.extend([i, i + 1, (i + 2).min(bytes.len())]);
+    }
+    for &cut in &cuts {
+        resume_cut(&p, &id, &bytes, cut).unwrap();
+    }
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(24));
+    runner
+        .run(&(0..=bytes.len()), |cut| {
+            resume_cut(&p, &id, &bytes, cut).map_err(TestCaseError::fail)
+        })
+        .unwrap();
+}
+
+/// A line damaged in the middle of the file (not a crash: an edit) stops
+/// the resume with its position, and nothing is written.
+#[test]
+fn a_damaged_transcript_line_stops_the_resume_with_its_position() {
+    let p = Project::new();
+    let (id, bytes) = two_process_transcript(&p);
+    let text = String::from_utf8(bytes).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":7}}";
+    let damaged = lines.join("\n") + "\n";
+    let path = p
+        .path()
+        .join(".cadre/sessions")
+        .join(&id)
+        .join("main.jsonl");
+    std::fs::write(&path, &damaged).unwrap();
+    let server = FakeServer::start([anthropic::text_reply("never")]);
+    let r = p.run(Some(&server), &["run", "--resume", &id, "go on"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("main.jsonl:3:"), "{}", r.stderr);
+    assert!(r.stderr.contains("bad message"), "{}", r.stderr);
+    assert_eq!(server.request_count(), 0);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
 }
