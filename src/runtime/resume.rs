@@ -58,6 +58,9 @@ pub struct SessionHeader {
 pub struct Restored {
     pub header: Option<SessionHeader>,
     pub history: History,
+    /// The agent types and skills the conversation was last told of (the
+    /// last `listing` line since the last compaction).
+    pub listing: Option<super::Listing>,
     /// Model responses recorded (one `usage` line each).
     pub turns: u32,
     pub usage: Usage,
@@ -280,6 +283,11 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
                     .chain(tail)
                     .collect();
                 out.compactions += 1;
+                out.listing = None;
+            }
+            Some("listing") => {
+                obj.remove("type");
+                out.listing = serde_json::from_value(Value::Object(obj)).ok();
             }
             _ => {}
         }
