@@ -132,6 +132,10 @@ def reload_figures(text):
     if m:
         f.update(build_agents=int(m.group(1)), build_p50=float(m.group(2)), build_min=float(m.group(3)),
                  build_max=float(m.group(4)))
+    shares = re.findall(r"prefix share after (.+?): ([\d.]+)% of (\d+) B \(tools unchanged: (\w+), "
+                        r"system unchanged: (\w+)\)", text)
+    if shares:
+        f["prefix_shares"] = [(what, float(pct), int(n), tools, system) for what, pct, n, tools, system in shares]
     return f
 
 
@@ -295,6 +299,21 @@ def main():
               f"peak RSS {r['rss']:.4f} (1/{1 / r['rss']:.0f}). Targets: under 1/50 and 1/15.\n")
         else:
             w("")
+    if reload.get("prefix_shares"):
+        w("### Between turns: the prefix a change keeps\n")
+        w("`reload_benchmark_prefix_share` (`tests/suite/reload.rs`, run with the reload benchmark): a `cadre run` "
+          "session whose first model reply is held until a change on disk has been reloaded; the figure is the "
+          "share of the first request's bytes, in prompt-cache order (tools, system, messages), that the next "
+          "request starts with — the fork-identity figure above measures the same for sibling forks. Agent types "
+          "and skills are announced in `<system-reminder>` text blocks of the next user message (templates "
+          "`agent_listing`, `skill_listing`), so the tool descriptions and the system prompt keep their bytes. "
+          "Before this design (agent list in the Agent tool's description, the first tool) an added agent left "
+          "5.9% of the prefix.\n")
+        w("| change on disk | kept prefix | tools / system bytes unchanged |")
+        w("| --- | --- | --- |")
+        for what, pct, n, tools, system in reload["prefix_shares"]:
+            w(f"| {what} | {pct:.1f}% of {n:,} B | {tools} / {system} |")
+        w("")
     if scen.get("fork"):
         w("Claude Code's request body puts `messages` before `system` and `tools`, so its raw common "
           "prefix ends where the siblings' messages diverge; the prompt-cache-order share re-serialises "

@@ -227,10 +227,6 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
             }
             Some("message") => {
                 let joined = obj.get("joined").and_then(Value::as_bool) == Some(true);
-                let at = obj
-                    .get("at")
-                    .and_then(Value::as_u64)
-                    .and_then(|n| usize::try_from(n).ok());
                 let message: Message =
                     serde_json::from_value(obj.remove("message").unwrap_or(Value::Null))
                         .map_err(|e| bad(line_no, 1, format!("bad message: {e}")))?;
@@ -241,8 +237,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Restored, ResumeError> {
                         if joined && last.role == Role::User && message.role == Role::User =>
                     {
                         let mut content = last.content.clone();
-                        let at = at.map_or(content.len(), |n| n.min(content.len()));
-                        content.splice(at..at, message.content);
+                        content.extend(message.content);
                         *last = std::sync::Arc::new(Message::user(content));
                     }
                     _ => out.history.push(std::sync::Arc::new(message)),
@@ -524,7 +519,6 @@ mod tests {
         let t = Transcript::open(p.clone(), "main", None);
         t.message(&Message::user_text("a"));
         t.joined_message(&Message::user_text("b"));
-        t.inserted_message(&Message::user_text("x"), 1);
         let listing = crate::runtime::Listing::default();
         t.record("listing", serde_json::to_value(&listing).unwrap());
         let r = load(&p).unwrap();
@@ -534,7 +528,7 @@ mod tests {
             .iter()
             .filter_map(ContentBlock::as_text)
             .collect();
-        assert_eq!(texts, ["a", "x", "b"]);
+        assert_eq!(texts, ["a", "b"]);
         assert_eq!(r.listing, Some(listing));
     }
 

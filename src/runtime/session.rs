@@ -432,27 +432,10 @@ impl Session {
             .into_iter()
             .map(ContentBlock::text)
             .collect();
-        match self.history.last() {
-            Some(last) if last.role == Role::User && !blocks.is_empty() => {
-                // Before the prompt of a message that has one (the user's
-                // words stay last); after the tool results of one that has
-                // those (they must come first).
-                let mut content = last.content.clone();
-                let has_results = content
-                    .iter()
-                    .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
-                let at = match content.last() {
-                    Some(b) if !has_results && b.as_text().is_some() => content.len() - 1,
-                    _ => content.len(),
-                };
-                self.transcript
-                    .inserted_message(&Message::user(blocks.clone()), at);
-                content.splice(at..at, blocks);
-                self.history.pop();
-                self.history.push(Arc::new(Message::user(content)));
-            }
-            _ if !blocks.is_empty() => self.append(Arc::new(Message::user(blocks))),
-            _ => {}
+        if !blocks.is_empty() {
+            // After everything else the message holds (tool results must
+            // come first in it).
+            self.join_last_user_message(blocks);
         }
         self.transcript.record(
             "listing",

@@ -129,15 +129,6 @@ impl Transcript {
         self.record("message", json!({ "message": message, "joined": true }));
     }
 
-    /// Like [`Transcript::joined_message`], for blocks inserted into that
-    /// user message before its block number `at`.
-    pub fn inserted_message(&self, message: &Message, at: usize) {
-        self.record(
-            "message",
-            json!({ "message": message, "joined": true, "at": at }),
-        );
-    }
-
     /// Appends a message line for an assistant message whose tool calls
     /// `converted` (ids) the provider read out of its text: the line carries
     /// `"converted_from_text": true` and the ids. Without any, a plain line.

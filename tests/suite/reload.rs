@@ -965,3 +965,84 @@ fn reload_benchmark() {
         times[times.len() - 1]
     );
 }
+
+/// Benchmark, not a check: `cargo test --test all -- --ignored --nocapture
+/// reload_benchmark`. How much of the previous request's bytes (in
+/// prompt-cache order: tools, system, messages) the next main request
+/// starts with after each kind of change mid-session.
+#[test]
+#[ignore = "benchmark; prints figures"]
+fn reload_benchmark_prefix_share() {
+    type Change = fn(&Project);
+    let scenarios: [(&str, &str, Change, &str); 5] = [
+        (
+            "an agent file added",
+            "",
+            |p| p.write(".claude/agents/latecomer.md", LATECOMER),
+            "latecomer",
+        ),
+        (
+            "an agent's description changed",
+            "",
+            |p| {
+                p.write(
+                    ".claude/agents/steady.md",
+                    "---\nname: steady\ndescription: Reviews code, now more carefully\n---\nBody.\n",
+                );
+            },
+            "steady",
+        ),
+        (
+            "an agent file removed",
+            "",
+            |p| std::fs::remove_file(p.path().join(".claude/agents/steady.md")).unwrap(),
+            "steady",
+        ),
+        (
+            "a skill added",
+            "",
+            |p| {
+                p.write(
+                    ".claude/skills/pdf/SKILL.md",
+                    "---\nname: pdf\ndescription: Fill in PDF forms\n---\nUse the form tools.\n",
+                );
+            },
+            "reloaded",
+        ),
+        (
+            "a template only sub-agents use changed",
+            "[agents]\nbuiltin_dir = \"builtin\"\n",
+            |p| {
+                p.write(
+                    "builtin/templates/subagent_notes.hbs",
+                    "You are a sub-agent. Report back briefly.\n",
+                );
+            },
+            "subagent_notes",
+        ),
+    ];
+    for (label, config, change, marker) in scenarios {
+        let p = Project::new(config);
+        p.write(
+            ".claude/agents/steady.md",
+            "---\nname: steady\ndescription: Reviews code\n---\nBody.\n",
+        );
+        p.write(
+            ".claude/skills/notes/SKILL.md",
+            "---\nname: notes\ndescription: Take notes\n---\nWrite them down.\n",
+        );
+        std::fs::create_dir_all(p.path().join("builtin/templates")).unwrap();
+        let reqs = run_across_a_change_with(&p, Command::new(bench_bin()), change, marker, |_| {
+            anthropic::text_reply("done")
+        });
+        let (before, after) = (&reqs[0].json, &reqs[1].json);
+        let yes = |same: bool| if same { "yes" } else { "no" };
+        eprintln!(
+            "prefix share after {label}: {:.1}% of {} B (tools unchanged: {}, system unchanged: {})",
+            prefix_share(before, after) * 100.0,
+            cache_order(before).len(),
+            yes(before["tools"] == after["tools"]),
+            yes(before["system"] == after["system"]),
+        );
+    }
+}
