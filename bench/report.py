@@ -299,6 +299,15 @@ def main():
               f"peak RSS {r['rss']:.4f} (1/{1 / r['rss']:.0f}). Targets: under 1/50 and 1/15.\n")
         else:
             w("")
+    if scen.get("fork"):
+        w("Claude Code's request body puts `messages` before `system` and `tools`, so its raw common "
+          "prefix ends where the siblings' messages diverge; the prompt-cache-order share re-serialises "
+          "each body as tools, system, messages to show what a prompt cache can reuse. Claude Code runs "
+          "forks in the background (its fork children carry only their own tool_use in the cloned "
+          "assistant message, and the parent makes extra turns for the notifications); cadre's forks "
+          "are foreground and clone the whole assistant message, so siblings differ only in their "
+          "directive.\n")
+
     if reload.get("prefix_shares"):
         w("### Between turns: the prefix a change keeps\n")
         w("`reload_benchmark_prefix_share` (`tests/suite/reload.rs`, run with the reload benchmark): a `cadre run` "
@@ -316,14 +325,6 @@ def main():
         for what, pct, n, tools, system in reload["prefix_shares"]:
             w(f"| {what} | {pct:.1f}% of {n:,} B | {tools} / {system} |")
         w("")
-    if scen.get("fork"):
-        w("Claude Code's request body puts `messages` before `system` and `tools`, so its raw common "
-          "prefix ends where the siblings' messages diverge; the prompt-cache-order share re-serialises "
-          "each body as tools, system, messages to show what a prompt cache can reuse. Claude Code runs "
-          "forks in the background (its fork children carry only their own tool_use in the cloned "
-          "assistant message, and the parent makes extra turns for the notifications); cadre's forks "
-          "are foreground and clone the whole assistant message, so siblings differ only in their "
-          "directive.\n")
 
     w("## `cadre run`: a 3-request scripted session\n")
     s3 = ((session or {}).get("scenarios", {}).get("script3") or {}).get("cadre", {})
