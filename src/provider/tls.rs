@@ -97,3 +97,31 @@ impl ServerCertVerifier for LazyPlatformVerifier {
             .supported_schemes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trust_store_is_not_read_until_a_certificate_is_checked() {
+        assert!(client_builder().build().is_ok());
+        let v = LazyPlatformVerifier {
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+            inner: OnceLock::new(),
+        };
+        assert!(!v.supported_verify_schemes().is_empty());
+        assert!(
+            v.inner.get().is_none(),
+            "read while writing the ClientHello"
+        );
+        // A certificate check creates the platform verifier (and reads the
+        // store); garbage is refused, not accepted.
+        let name = ServerName::try_from("example.com").unwrap();
+        let bad = CertificateDer::from(vec![1, 2, 3]);
+        assert!(
+            v.verify_server_cert(&bad, &[], &name, &[], UnixTime::now())
+                .is_err()
+        );
+        assert!(v.inner.get().is_some());
+    }
+}
