@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use handlebars::template::{Parameter, Template, TemplateElement};
-use handlebars::{Context, Handlebars, RenderContext, Renderable, StringOutput};
+use handlebars::{Handlebars, RenderContext, Renderable, StringOutput};
 use include_dir::{Dir, include_dir};
 use serde::Serialize;
 
@@ -216,7 +216,7 @@ impl Templates {
         };
         match &compiled.outcome {
             Ok(template) => {
-                let ctx = Context::wraps(ctx).map_err(failed)?;
+                let ctx = handlebars::Context::wraps(ctx).map_err(failed)?;
                 let mut rc = RenderContext::new(template.name.as_ref());
                 let mut out = StringOutput::new();
                 template

@@ -23,6 +23,8 @@ use crate::config::SessionKind;
 use crate::snapshot::Snapshot;
 use crate::tools::spec::{AgentLine, SkillLine};
 
+use super::texts::{AgentListing, SkillListing};
+
 /// The agent types and skills one session is told of, each sorted as the
 /// model sees them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,18 +77,28 @@ impl Listing {
     /// at most one per list, none when nothing changed.
     pub fn announce(&self, before: &Listing, snap: &Snapshot) -> Vec<String> {
         let mut out = Vec::new();
-        if let Some(ctx) = delta(&before.agents, &self.agents, |a| &a.name) {
-            out.push(snap.templates.text("agent_listing", &ctx));
+        if let Some(d) = delta(&before.agents, &self.agents, |a| &a.name) {
+            let (first, added, removed) = d.owned();
+            out.push(snap.templates.show(&AgentListing {
+                first,
+                added,
+                removed,
+            }));
         }
-        if let Some(ctx) = delta(&before.skills, &self.skills, |s| &s.name) {
-            out.push(snap.templates.text("skill_listing", &ctx));
+        if let Some(d) = delta(&before.skills, &self.skills, |s| &s.name) {
+            let (first, added, removed) = d.owned();
+            out.push(snap.templates.show(&SkillListing {
+                first,
+                added,
+                removed,
+            }));
         }
         out
     }
 }
 
-/// What the listing templates are rendered with.
-#[derive(Debug, Serialize)]
+/// What changed between two lists.
+#[derive(Debug)]
 struct Delta<'a, T> {
     /// Nothing was announced before: `added` is the whole list.
     first: bool,
@@ -94,6 +106,17 @@ struct Delta<'a, T> {
     added: Vec<&'a T>,
     /// Names no longer available, in the order they were listed.
     removed: Vec<&'a str>,
+}
+
+impl<T: Clone> Delta<'_, T> {
+    /// `(first, added, removed)`, owned, for a template context.
+    fn owned(&self) -> (bool, Vec<T>, Vec<String>) {
+        (
+            self.first,
+            self.added.iter().map(|e| (*e).clone()).collect(),
+            self.removed.iter().map(|r| (*r).to_string()).collect(),
+        )
+    }
 }
 
 fn delta<'a, T: PartialEq>(

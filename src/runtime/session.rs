@@ -475,7 +475,12 @@ impl Session {
             }
             let resource_tools = self.resource_tool_names(snap);
             if !resource_tools.is_empty() {
-                tools.extend(render_tools_for(snap, self.spec.kind, &resource_tools, &listed)?);
+                tools.extend(render_tools_for(
+                    snap,
+                    self.spec.kind,
+                    &resource_tools,
+                    &listed,
+                )?);
                 names.extend(resource_tools);
             }
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
@@ -847,10 +852,7 @@ pub fn render_tools_for(
 ) -> Result<Vec<ToolDefinition>, RenderError> {
     let agents = snap.visible_agents(kind);
     let default_type = crate::agent_tool::default_type(
-        agents
-            .iter()
-            .filter(|d| listed(d))
-            .map(|d| d.name.as_str()),
+        agents.iter().filter(|d| listed(d)).map(|d| d.name.as_str()),
     )
     .unwrap_or(crate::catalog::GENERAL_PURPOSE)
     .to_string();
