@@ -764,23 +764,34 @@ impl Drop for ReloadHandle {
 /// Starts a watcher in the background for a session sharing `swap`.
 /// Events are logged; a watcher that cannot start is a warning, and the
 /// session runs on without reload.
+///
+/// Arming the watches and the catch-up rebuild read every watched folder
+/// again, so they run on the blocking pool while the session sends its
+/// first request; a file changed meanwhile is still caught by the catch-up
+/// rebuild. `SIGHUP` is listened for at once.
 pub fn spawn(
     input: SnapshotInput,
     swap: Arc<ArcSwap<Snapshot>>,
     interactive: bool,
 ) -> Option<ReloadHandle> {
-    match Watcher::start(input, swap, interactive) {
-        Ok(w) => {
-            let cancel = CancellationToken::new();
-            let token = cancel.clone();
-            tokio::spawn(async move { w.run(token, |_| {}).await });
-            Some(ReloadHandle { cancel })
+    let hup = hangup();
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    tokio::spawn(async move {
+        let started =
+            tokio::task::spawn_blocking(move || Watcher::start(input, swap, interactive)).await;
+        match started {
+            Ok(Ok(mut w)) => {
+                w.hup = hup;
+                w.run(token, |_| {}).await;
+            }
+            Ok(Err(e)) => tracing::warn!("{e}; changes to the files will not be picked up"),
+            Err(e) => tracing::warn!(
+                "the file watcher did not start ({e}); changes to the files will not be picked up"
+            ),
         }
-        Err(e) => {
-            tracing::warn!("{e}; changes to the files will not be picked up");
-            None
-        }
-    }
+    });
+    Some(ReloadHandle { cancel })
 }
 
 #[cfg(unix)]

@@ -8,11 +8,12 @@
 //! embedded one stays in use. This module does not know where templates are
 //! used.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
-use handlebars::Handlebars;
 use handlebars::template::{Parameter, Template, TemplateElement};
+use handlebars::{Handlebars, RenderContext, Renderable, StringOutput};
 use include_dir::{Dir, include_dir};
 use serde::Serialize;
 
@@ -34,6 +35,18 @@ pub struct TemplateOrigin {
 pub struct Templates {
     registry: Handlebars<'static>,
     origins: BTreeMap<String, TemplateOrigin>,
+    /// Texts given to [`Templates::render_text`] (tool descriptions, agent
+    /// bodies), compiled at their first use and kept with this set: a text
+    /// is parsed and checked once per snapshot, not once per session.
+    texts: Arc<Mutex<HashMap<String, Arc<CompiledText>>>>,
+}
+
+/// A text compiled for [`Templates::render_text`], under its label.
+struct CompiledText {
+    text: String,
+    /// The template, or why it cannot render: `Err(Some(message))` when its
+    /// partials recurse, `Err(None)` when it does not parse.
+    outcome: Result<Template, Option<String>>,
 }
 
 impl std::fmt::Debug for Templates {
@@ -66,6 +79,7 @@ impl Templates {
         let mut t = Templates {
             registry: new_registry(),
             origins: BTreeMap::new(),
+            texts: Arc::default(),
         };
         let mut diags = Vec::new();
         for file in EMBEDDED.files() {
@@ -195,16 +209,66 @@ impl Templates {
         text: &str,
         ctx: &T,
     ) -> Result<String, RenderError> {
-        self.check_partials(text).map_err(|message| RenderError {
+        let compiled = self.compiled(label, text);
+        let failed = |e: handlebars::RenderError| RenderError {
             name: label.to_string(),
-            message,
-        })?;
-        self.registry
-            .render_template(text, ctx)
-            .map_err(|e| RenderError {
+            message: render_message(&e),
+        };
+        match &compiled.outcome {
+            Ok(template) => {
+                let ctx = handlebars::Context::wraps(ctx).map_err(failed)?;
+                let mut rc = RenderContext::new(template.name.as_ref());
+                let mut out = StringOutput::new();
+                template
+                    .render(&self.registry, &ctx, &mut rc, &mut out)
+                    .map_err(failed)?;
+                out.into_string().map_err(|e| RenderError {
+                    name: label.to_string(),
+                    message: e.to_string(),
+                })
+            }
+            Err(Some(message)) => Err(RenderError {
                 name: label.to_string(),
-                message: render_message(&e),
-            })
+                message: message.clone(),
+            }),
+            // Rendered the slow way for the parser's own message.
+            Err(None) => self.registry.render_template(text, ctx).map_err(failed),
+        }
+    }
+
+    /// `text` compiled under `label`: from the cache when the same text was
+    /// compiled before, else now (and kept).
+    fn compiled(&self, label: &str, text: &str) -> Arc<CompiledText> {
+        if let Ok(map) = self.texts.lock()
+            && let Some(c) = map.get(label)
+            && c.text == text
+        {
+            return Arc::clone(c);
+        }
+        let outcome = match Template::compile(text) {
+            Err(_) => Err(None),
+            Ok(t) => match self.check_compiled(&t, None) {
+                Ok(()) => Ok(t),
+                Err(message) => Err(Some(message)),
+            },
+        };
+        let c = Arc::new(CompiledText {
+            text: text.to_string(),
+            outcome,
+        });
+        if let Ok(mut map) = self.texts.lock() {
+            map.insert(label.to_string(), Arc::clone(&c));
+        }
+        c
+    }
+
+    /// [`Templates::check_partials`] for a text rendered under `label`,
+    /// answered from the compiled text.
+    pub fn check_partials_of(&self, label: &str, text: &str) -> Result<(), String> {
+        match &self.compiled(label, text).outcome {
+            Err(Some(message)) => Err(message.clone()),
+            _ => Ok(()),
+        }
     }
 
     /// Whether rendering `text` is bounded. Handlebars has no limit on

@@ -232,10 +232,19 @@ type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
 /// Reads and parses `files`, in parallel when there are many; results come
 /// back in the same order.
 fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(16);
-    if files.len() < PARALLEL_THRESHOLD || threads < 2 {
+    // Asked only when there are many files, and once per process: the
+    // answer reads the cgroup's CPU quota files.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = if files.len() < PARALLEL_THRESHOLD {
+        1
+    } else {
+        *THREADS.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(16)
+        })
+    };
+    if threads < 2 {
         return files
             .iter()
             .map(|(s, p)| read_and_parse(p, *s, opts))

@@ -512,6 +512,9 @@ pub(super) fn prepare_with(
         transcript,
         CancellationToken::new(),
     );
+    if let Some(listing) = resumed.as_ref().and_then(|(_, r)| r.listing.clone()) {
+        session.set_announced(listing);
+    }
     if resumed.is_some() {
         // A turn cut by a crash or kill: its tool calls get one
         // "cancelled" result each, so every tool_use keeps exactly one.

@@ -74,8 +74,7 @@ pub async fn dispatch(g: &GlobalArgs, cmd: ToolsCommand) -> Result<(), CliError>
         .filter(|n| !mcp_defs.iter().any(|d| &d.name == *n))
         .cloned()
         .collect();
-    let offer = runtime::tool_offer(&snap, implemented.iter().map(|t| t.name()));
-    let mut defs = runtime::render_tools(&snap, kind, &builtin, Some(&offer))
+    let mut defs = runtime::render_tools(&snap, kind, &builtin)
         .map_err(|e| CliError::Failed(e.to_string()))?;
     defs.extend(mcp_defs.into_iter().filter(|d| names.contains(&d.name)));
     if args.json {

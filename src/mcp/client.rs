@@ -444,9 +444,7 @@ impl Connection {
                         .map_err(|_| McpError::Header(k.clone()))?;
                     headers.insert(name, value);
                 }
-                // (`cadre mcp …` builds no provider, which would install it.)
-                crate::provider::install_tls_provider();
-                let client = reqwest::Client::builder()
+                let client = crate::provider::tls::client_builder()
                     .build()
                     .map_err(|e| McpError::Http(e.to_string()))?;
                 let transport = StreamableHttpClientTransport::with_client(

@@ -17,6 +17,7 @@ mod openai;
 mod retry;
 mod sse;
 mod text_tools;
+pub mod tls;
 
 use std::fmt;
 use std::sync::Once;
@@ -188,8 +189,7 @@ impl Provider {
             .clone()
             .unwrap_or_else(|| default_key_env.to_string());
         let api_key = env_get(env, &key_env).map(str::to_string);
-        install_tls_provider();
-        let client = reqwest::Client::builder()
+        let client = tls::client_builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms.max(1)))
             .build()
             .map_err(|e| ProviderError {

@@ -175,6 +175,9 @@ impl Session {
         );
         let tail = self.history.split_off(n - kept);
         self.history = std::iter::once(Arc::new(message)).chain(tail).collect();
+        // The summary need not name every agent type and skill: the next
+        // turn announces the whole listing again.
+        self.announced = Arc::default();
         // Unknown until the next response counts it.
         self.last_usage = Usage::default();
         Ok(true)

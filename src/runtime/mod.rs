@@ -10,6 +10,7 @@
 mod compact;
 mod exec;
 pub mod hooks;
+mod listing;
 mod manage;
 mod mcp;
 mod prompt;
@@ -40,6 +41,7 @@ use crate::snapshot::Snapshot;
 use crate::tools::Tool;
 
 pub use compact::{Trigger as CompactTrigger, is_context_overflow};
+pub use listing::Listing;
 pub use prompt::{
     PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
     subagent_system_prompt,

@@ -32,7 +32,7 @@ impl PromptContext {
         PromptContext {
             cwd: cwd.display().to_string(),
             platform: std::env::consts::OS.to_string(),
-            date: jiff::Zoned::now().strftime("%Y-%m-%d").to_string(),
+            date: today(),
             git_branch: git_branch(cwd),
             model: model.to_string(),
             agent_name: agent_name.to_string(),
@@ -111,6 +111,32 @@ impl PromptContext {
     }
 }
 
+/// Today's date in the local time zone, `YYYY-MM-DD`. The zone is read once
+/// per process, from `/etc/localtime` itself when `TZ` is unset: jiff's own
+/// detection names the zone through the time-zone database, and opening
+/// that database lists its whole folder (hundreds of files) — for a date.
+fn today() -> String {
+    use std::io::Read;
+    static ZONE: std::sync::OnceLock<jiff::tz::TimeZone> = std::sync::OnceLock::new();
+    let zone = ZONE.get_or_init(|| {
+        let mut bytes = Vec::new();
+        // A TZif file is a few kilobytes; anything larger is not one.
+        let read = std::fs::File::open("/etc/localtime")
+            .and_then(|f| f.take(1 << 20).read_to_end(&mut bytes));
+        match read {
+            Ok(_) if std::env::var_os("TZ").is_none() => {
+                jiff::tz::TimeZone::tzif("localtime", &bytes)
+                    .unwrap_or_else(|_| jiff::tz::TimeZone::system())
+            }
+            _ => jiff::tz::TimeZone::system(),
+        }
+    });
+    jiff::Timestamp::now()
+        .to_zoned(zone.clone())
+        .strftime("%Y-%m-%d")
+        .to_string()
+}
+
 /// With `provider.tool_call_fallback = "json-text"` (models that write tool
 /// calls as text), the instructions for writing them, from the
 /// `text_tool_calls` template; otherwise nothing.
@@ -178,7 +204,8 @@ fn agent_body(snap: &Snapshot, def: &AgentDef, ctx: &PromptContext) -> Result<St
         Prompt::Inline(text) => {
             // A body whose partials recurse cannot be used as written
             // either: it fails this spawn (and only this one).
-            if let Err(message) = snap.templates.check_partials(text) {
+            let label = format!("agent {}", def.name);
+            if let Err(message) = snap.templates.check_partials_of(&label, text) {
                 let file = def
                     .path
                     .as_ref()
@@ -190,7 +217,7 @@ fn agent_body(snap: &Snapshot, def: &AgentDef, ctx: &PromptContext) -> Result<St
             }
             Ok(snap
                 .templates
-                .render_text(&format!("agent {}", def.name), text, ctx)
+                .render_text(&label, text, ctx)
                 .unwrap_or_else(|_| text.clone()))
         }
         // A template the agent's file names, over the main prompt's context.

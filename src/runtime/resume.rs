@@ -58,6 +58,9 @@ pub struct SessionHeader {
 pub struct Restored {
     pub header: Option<SessionHeader>,
     pub history: History,
+    /// The agent types and skills the conversation was last told of (the
+    /// last `listing` line since the last compaction).
+    pub listing: Option<super::Listing>,
     /// Model responses recorded (one `usage` line each).
     pub turns: u32,
     pub usage: Usage,
@@ -374,6 +377,13 @@ fn apply_line(
                 .chain(tail)
                 .collect();
             out.compactions += 1;
+            // A compaction drops the announced listings with the history.
+            out.listing = None;
+        }
+        // What the session has been told of agents and skills so far.
+        Some("listing") => {
+            // The line's own `type` and `timestamp` are ignored fields.
+            out.listing = serde_json::from_slice::<super::Listing>(raw).ok();
         }
         _ => {}
     }
@@ -619,9 +629,17 @@ mod tests {
         let t = Transcript::open(p.clone(), "main", None);
         t.message(&Message::user_text("a"));
         t.joined_message(&Message::user_text("b"));
+        let listing = crate::runtime::Listing::default();
+        t.record("listing", serde_json::to_value(&listing).unwrap());
         let r = load(&p).unwrap();
         assert_eq!(r.history.len(), 1);
-        assert_eq!(r.history[0].content.len(), 2);
+        let texts: Vec<&str> = r.history[0]
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect();
+        assert_eq!(texts, ["a", "b"]);
+        assert_eq!(r.listing, Some(listing));
     }
 
     #[test]

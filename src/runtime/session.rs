@@ -19,10 +19,9 @@ use crate::message::{
 use crate::provider::{ProviderError, StreamEvent};
 use crate::snapshot::Snapshot;
 use crate::templates::RenderError;
-use crate::tools::spec::{
-    AgentLine, DescriptionContext, SkillLine, TrimContext, render_definitions,
-};
+use crate::tools::spec::{DescriptionContext, TrimContext, render_definitions};
 
+use super::listing::Listing;
 use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
 use super::texts::{
     LimitRunWait, LimitSessionTokens, LimitTaskTokens, MaxTokensRecovery, ToolCancelled,
@@ -156,6 +155,8 @@ struct Rendered {
     system: Arc<str>,
     tools: Arc<[ToolDefinition]>,
     tool_names: Arc<[String]>,
+    /// The agent types and skills this session may use now.
+    listing: Arc<Listing>,
 }
 
 pub struct Session {
@@ -165,6 +166,9 @@ pub struct Session {
     pub(super) transcript: Arc<Transcript>,
     pub(super) cancel: CancellationToken,
     rendered: Option<Rendered>,
+    /// The listing the conversation has been told of (see
+    /// [`super::listing`]); empty at the start and after a compaction.
+    pub(super) announced: Arc<Listing>,
     pub(super) usage: Usage,
     pub(super) last_usage: Usage,
     pub(super) tool_uses: u32,
@@ -204,6 +208,7 @@ impl Session {
             transcript,
             cancel,
             rendered: None,
+            announced: Arc::default(),
             usage: Usage::default(),
             last_usage: Usage::default(),
             tool_uses: 0,
@@ -214,6 +219,12 @@ impl Session {
             task: None,
             shutdown: Default::default(),
         }
+    }
+
+    /// The listing a resumed conversation was last told of (its
+    /// transcript's last `listing` line), so it is not announced again.
+    pub fn set_announced(&mut self, listing: Listing) {
+        self.announced = Arc::new(listing);
     }
 
     /// Makes the session report its progress to `task` (for the stall limit).
@@ -386,6 +397,7 @@ impl Session {
                 f.max_tokens,
             ),
             None => {
+                self.announce(snap)?;
                 let r = self.render(snap)?;
                 let sampling = Sampling {
                     temperature: settings.provider.temperature,
@@ -411,6 +423,33 @@ impl Session {
         Ok((request, names))
     }
 
+    /// Tells the conversation of agent types and skills added, changed or
+    /// removed since it was last told (the whole listing the first time):
+    /// text blocks joined to the user message this turn sends, so the
+    /// tools, the system prompt and every earlier message keep their bytes.
+    fn announce(&mut self, snap: &Snapshot) -> Result<(), RunError> {
+        let now = Arc::clone(&self.render(snap)?.listing);
+        if now == self.announced {
+            return Ok(());
+        }
+        let blocks: Vec<ContentBlock> = now
+            .announce(&self.announced, snap)
+            .into_iter()
+            .map(ContentBlock::text)
+            .collect();
+        if !blocks.is_empty() {
+            // After everything else the message holds (tool results must
+            // come first in it).
+            self.join_last_user_message(blocks);
+        }
+        self.transcript.record(
+            "listing",
+            serde_json::to_value(&*now).unwrap_or(serde_json::Value::Null),
+        );
+        self.announced = now;
+        Ok(())
+    }
+
     /// Renders the system prompt and tool definitions for this snapshot,
     /// reusing the last rendering while the snapshot is the same.
     fn render(&mut self, snap: &Snapshot) -> Result<&Rendered, RunError> {
@@ -433,7 +472,8 @@ impl Session {
                     && spawnable.as_ref().is_none_or(|t| t.contains(&d.name))
             };
             let offer = self.engine.tool_offer(snap);
-            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed, Some(&offer))?;
+            let listing = Listing::for_session(snap, self.spec.kind, &names, &listed, Some(&offer));
+            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed)?;
             for t in self.mcp_tools(snap) {
                 names.push(crate::tools::Tool::name(&*t).to_string());
                 tools.push(t.definition());
@@ -445,7 +485,6 @@ impl Session {
                     self.spec.kind,
                     &resource_tools,
                     &listed,
-                    Some(&offer),
                 )?);
                 names.extend(resource_tools);
             }
@@ -488,6 +527,7 @@ impl Session {
                 system: Arc::from(system),
                 tools: Arc::from(tools),
                 tool_names: Arc::from(names),
+                listing: Arc::new(listing),
             });
         }
         // Just set above when absent.
@@ -810,50 +850,34 @@ pub fn last_text(history: &History) -> Option<Vec<String>> {
         })
 }
 
-/// Tool definitions for `names` as a session of `kind` sees them now.
+/// Tool definitions for `names` as a session of `kind` sees them now. No
+/// description lists agents or skills: those are announced in messages
+/// (see [`super::listing`]).
 pub fn render_tools(
     snap: &Snapshot,
     kind: SessionKind,
     names: &[String],
-    offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    render_tools_for(snap, kind, names, &|_| true, offer)
+    render_tools_for(snap, kind, names, &|_| true)
 }
 
-/// [`render_tools`], with the Agent tool listing only the agents for which
-/// `listed` holds (those whose required MCP servers are ready).
+/// [`render_tools`] for a session that may start only the agents for which
+/// `listed` holds (those whose required MCP servers are ready, and allowed by
+/// its `Agent(A, B)`): the Agent tool names the type a call without
+/// `subagent_type` starts among those.
 pub fn render_tools_for(
     snap: &Snapshot,
     kind: SessionKind,
     names: &[String],
     listed: &dyn Fn(&AgentDef) -> bool,
-    offer: Option<&crate::agent_tool::ToolOffer>,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    let agents: Vec<AgentLine> = snap
-        .visible_agents(kind)
-        .into_iter()
-        .filter(|d| listed(d))
-        .map(|d| AgentLine {
-            name: d.name.clone(),
-            description: d.description.clone(),
-            tools: crate::agent_tool::tools_summary(d, offer),
-        })
-        .collect();
-    let default_type = crate::agent_tool::default_type(agents.iter().map(|a| a.name.as_str()))
-        .unwrap_or(crate::catalog::GENERAL_PURPOSE)
-        .to_string();
-    let skills = snap
-        .skills
-        .skills
-        .values()
-        .map(|s| SkillLine {
-            name: s.name.clone(),
-            description: s.description.clone(),
-        })
-        .collect();
+    let agents = snap.visible_agents(kind);
+    let default_type = crate::agent_tool::default_type(
+        agents.iter().filter(|d| listed(d)).map(|d| d.name.as_str()),
+    )
+    .unwrap_or(crate::catalog::GENERAL_PURPOSE)
+    .to_string();
     let desc = DescriptionContext {
-        agents,
-        skills,
         fork: snap.fork_effective(kind),
         background: snap.background_enabled(kind),
         coordinator: kind.coordinator,

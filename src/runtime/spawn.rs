@@ -358,12 +358,18 @@ impl Session {
             let (transcript, meta_file) = match &engine.session_dir {
                 Some(dir) => {
                     let agents = dir.join("agents");
+                    let path = agents.join(format!("agent-{agent_id}.jsonl"));
+                    let (id, parent) = (agent_id.clone(), self.spec.agent_id.clone());
+                    // Creating a file allocates an inode: on the blocking
+                    // pool, so a turn that starts many children does not
+                    // create their files one after another on an async worker.
+                    let opened = tokio::task::spawn_blocking(move || {
+                        Transcript::open(path, &id, Some(&parent))
+                    })
+                    .await
+                    .unwrap_or_else(|_| Transcript::disabled(&agent_id, Some(&self.spec.agent_id)));
                     (
-                        Transcript::open(
-                            agents.join(format!("agent-{agent_id}.jsonl")),
-                            &agent_id,
-                            Some(&self.spec.agent_id),
-                        ),
+                        opened,
                         Some(agents.join(format!("agent-{agent_id}.meta.json"))),
                     )
                 }
@@ -409,7 +415,15 @@ impl Session {
                 spec: c.spec.clone(),
                 background: c.background,
             });
-            task.write_meta(json!({}));
+            // A new file too (written whole, then renamed): off the async
+            // workers, and awaited, so that no later status overtakes it.
+            let first_meta = Arc::clone(&task);
+            if tokio::task::spawn_blocking(move || first_meta.write_meta(json!({})))
+                .await
+                .is_err()
+            {
+                tracing::warn!("{agent_id}: the meta file was not written");
+            }
             start_task(
                 Arc::clone(&engine),
                 Arc::clone(&task),

@@ -6,6 +6,7 @@
 
 use crate::contexts;
 use crate::tools::outcome::Clip;
+use crate::tools::spec::{AgentLine, SkillLine};
 
 use super::tasks::TaskStatus;
 
@@ -306,5 +307,27 @@ contexts! {
     "worktree_notice" => pub struct WorktreeNotice {
         pub worktree_path: String = "/repo/.cadre/worktrees/agent-a1b2c3d4".into(),
         pub parent_cwd: String = "/repo".into(),
+    }
+
+    /// The agent types a session may start (`first`), or what changed in
+    /// them since it was last told (see `super::listing`).
+    "agent_listing" => pub struct AgentListing {
+        pub first: bool = false,
+        pub added: Vec<AgentLine> = vec![AgentLine {
+            name: "reviewer".into(),
+            description: "Reviews code".into(),
+            tools: "Read, Grep".into(),
+        }],
+        pub removed: Vec<String> = vec!["old".into()],
+    }
+
+    /// The skills a session may load, or what changed in them.
+    "skill_listing" => pub struct SkillListing {
+        pub first: bool = true,
+        pub added: Vec<SkillLine> = vec![SkillLine {
+            name: "pdf".into(),
+            description: "Fill in PDF forms".into(),
+        }],
+        pub removed: Vec<String> = Vec::new(),
     }
 }

@@ -406,9 +406,6 @@ fn property_visible(prop: &Value, ctx: &TrimContext<'_>) -> bool {
 /// The context a tool description template is rendered with.
 #[derive(Debug, Clone, Serialize)]
 pub struct DescriptionContext {
-    pub agents: Vec<AgentLine>,
-    /// The Skill tool's list.
-    pub skills: Vec<SkillLine>,
     pub fork: bool,
     pub background: bool,
     pub coordinator: bool,
@@ -453,15 +450,15 @@ pub fn drop_unoffered_fields(input: Value, definition: &ToolDefinition) -> Value
     Value::Object(fields)
 }
 
-/// One line of the Skill tool's skill list.
-#[derive(Debug, Clone, Serialize)]
+/// One skill as the skill-listing announcement names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct SkillLine {
     pub name: String,
     pub description: String,
 }
 
-/// One line of the Agent tool's agent list.
-#[derive(Debug, Clone, Serialize)]
+/// One agent type as the agent-listing announcement names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct AgentLine {
     pub name: String,
     pub description: String,

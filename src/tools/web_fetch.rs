@@ -70,8 +70,7 @@ impl WebFetchTool {
     fn client(&self) -> Result<&reqwest::Client, FetchProblem> {
         self.client
             .get_or_init(|| {
-                crate::provider::install_tls_provider();
-                reqwest::Client::builder()
+                crate::provider::tls::client_builder()
                     .redirect(reqwest::redirect::Policy::none())
                     .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
                     .build()

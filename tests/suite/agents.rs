@@ -573,6 +573,9 @@ fn the_agent_list_and_fork_directive_render_from_templates() {
         "nothing about forks while not effective"
     );
     insta::assert_snapshot!("agent_tool_description_fork_off", desc);
+    // The agent types are announced in the first user message instead.
+    let body = p.run(None, &["render", "go"]).ok().json();
+    insta::assert_snapshot!("agent_listing", super::harness::listings(&body));
 
     let mut p = Project::new();
     fork_on(&mut p);

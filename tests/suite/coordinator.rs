@@ -85,10 +85,12 @@ fn the_coordinator_offers_only_the_orchestration_tools_and_its_prompt() {
     let description = tool(first, "Agent").unwrap()["description"]
         .as_str()
         .unwrap();
-    assert!(description.contains("- worker: "), "{description}");
+    // The agent types are announced in the first user message.
+    let listing = super::harness::listings(first);
+    assert!(listing.contains("- worker: "), "{listing}");
     assert!(
-        !description.contains("- general-purpose:") && !description.contains("- Explore:"),
-        "only workers can be started: {description}"
+        !listing.contains("- general-purpose:") && !listing.contains("- Explore:"),
+        "only workers can be started: {listing}"
     );
     assert!(
         description.contains("the worker agent is used"),
@@ -255,9 +257,10 @@ fn normal_mode_offers_neither_the_worker_nor_the_coordinator() {
     let description = tool(&body, "Agent").unwrap()["description"]
         .as_str()
         .unwrap();
-    assert!(description.contains("- general-purpose: "), "{description}");
-    assert!(!description.contains("- worker:"), "{description}");
-    assert!(!description.contains("- coordinator:"), "{description}");
+    let listing = super::harness::listings(&body);
+    assert!(listing.contains("- general-purpose: "), "{listing}");
+    assert!(!listing.contains("- worker:"), "{listing}");
+    assert!(!listing.contains("- coordinator:"), "{listing}");
     assert!(description.contains("the general-purpose agent is used"));
     assert!(agent_schema(&body)["properties"].get("model").is_some());
     assert!(tool_names(&body).contains(&"Read".to_string()));

@@ -263,6 +263,21 @@ pub fn tool_names(body: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The announcements of agent types and skills (`<system-reminder>` text
+/// blocks of user messages) in a request body, joined by newlines.
+pub fn listings(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|b| b["text"].as_str().map(str::to_string))
+        .filter(|t| t.starts_with("<system-reminder>"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// A tool definition of a recorded request by name.
 pub fn tool<'a>(body: &'a Value, name: &str) -> Option<&'a Value> {
     body["tools"].as_array()?.iter().find(|t| t["name"] == name)

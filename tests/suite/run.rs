@@ -316,7 +316,10 @@ fn transcripts_are_valid_jsonl_and_never_hold_the_key() {
         );
     }
     let lines = p.transcript_lines();
-    let messages: Vec<_> = lines.iter().filter(|l| l["type"] == "message").collect();
+    let messages: Vec<_> = lines
+        .iter()
+        .filter(|l| l["type"] == "message" && l["joined"] != true)
+        .collect();
     assert_eq!(messages.len(), 4, "prompt, tool_use, tool_result, answer");
     assert!(
         lines

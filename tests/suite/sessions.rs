@@ -321,7 +321,16 @@ fn past_the_threshold_a_session_compacts_once_on_its_cached_prefix() {
             .contains("SUMMARY: read notes.txt")
     );
     assert_eq!(next[1], msgs[1]);
-    assert_eq!(next[2]["content"].as_array().unwrap(), &last[..1]);
+    let tail = next[2]["content"].as_array().unwrap();
+    assert_eq!(tail[0], last[0]);
+    // The summary need not name the agent types: they are told again, in
+    // full, after the tool result.
+    assert_eq!(tail.len(), 2, "{tail:#?}");
+    let told = tail[1]["text"].as_str().unwrap();
+    assert!(
+        told.starts_with("<system-reminder>") && told.contains("- Explore:"),
+        "{told}"
+    );
 
     let lines = compact_lines(&p);
     assert_eq!(lines.len(), 1, "compacted once");

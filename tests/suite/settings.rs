@@ -702,8 +702,7 @@ fn task_in_tools_is_agent_and_agent_with_types_limits_what_may_be_spawned() {
         .find(|r| r.system_text().contains("SCOUT-BODY") && assistant_turns(r) == 1)
         .unwrap();
     // The scout's Agent tool lists only what it may spawn.
-    let agent_tool = super::harness::tool(&second.json, "Agent").unwrap();
-    let listing = agent_tool["description"].as_str().unwrap();
+    let listing = super::harness::listings(&second.json);
     assert!(listing.contains("- Explore:"), "{listing}");
     assert!(!listing.contains("- reviewer:"), "{listing}");
     let results = last_tool_results(&second.json);

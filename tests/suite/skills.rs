@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::harness::{Project, last_tool_results, result_text, tool};
+use super::harness::{Project, last_tool_results, result_text};
 use super::kit::{FakeServer, anthropic};
 
 const PDF: &str = "---\nname: pdf\ndescription: Fill in PDF forms\nallowed-tools: Read, Bash(python:*)\n---\n# Filling forms\nRun scripts/fill.py.\n";
@@ -44,12 +44,10 @@ fn skills_are_listed_loaded_and_preloaded() {
     p.run(Some(&server), &["run", "fill the form"]).ok();
 
     let first = &server.request(0).json;
-    let desc = tool(first, "Skill").unwrap()["description"]
-        .as_str()
-        .unwrap();
+    let listing = super::harness::listings(first);
     assert!(
-        desc.contains("- notes: Take notes\n") && desc.contains("- pdf: Fill in PDF forms"),
-        "{desc}"
+        listing.contains("- notes: Take notes\n") && listing.contains("- pdf: Fill in PDF forms"),
+        "{listing}"
     );
 
     let loaded = result_text(&last_tool_results(&server.request(1).json)[0]);

@@ -278,13 +278,15 @@ impl RecordedRequest {
             .unwrap_or_default()
     }
 
-    /// The text of the last `user` message (text blocks joined).
+    /// The text of the last `user` message (text blocks joined), without
+    /// the engine's `<system-reminder>` announcements (agent types, skills).
     pub fn last_user_text(&self) -> String {
         self.messages()
             .iter()
             .rev()
             .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
             .map(content_text)
+            .map(|t| without_reminders(&t))
             .unwrap_or_default()
     }
 
@@ -300,6 +302,30 @@ fn join_text(blocks: &[Value]) -> String {
         .filter_map(|b| b.get("text").and_then(Value::as_str))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `text` without its `<system-reminder>…</system-reminder>` parts (and the
+/// line break that joined each to the rest).
+fn without_reminders(text: &str) -> String {
+    const OPEN: &str = "<system-reminder>";
+    const CLOSE: &str = "</system-reminder>";
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        out.push_str(&rest[..start]);
+        match rest[start..].find(CLOSE) {
+            Some(end) => {
+                rest = &rest[start + end + CLOSE.len()..];
+                rest = rest.strip_prefix('\n').unwrap_or(rest);
+            }
+            None => {
+                rest = &rest[start..];
+                break;
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim_end_matches('\n').to_string()
 }
 
 fn content_text(message: &Value) -> String {
