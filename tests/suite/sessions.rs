@@ -1078,12 +1078,19 @@ fn resume_cut(p: &Project, id: &str, bytes: &[u8], cut: usize) -> Result<(), Str
     if !problems.is_empty() {
         return Err(format!("cut {cut}: {problems:?}"));
     }
+    // The prompt is the last text of the last message, but for an
+    // agent-listing reminder, which may follow it (an empty history is told
+    // the whole listing).
     let last = body["messages"]
         .as_array()
         .and_then(|m| m.last())
         .and_then(|m| m["content"].as_array())
-        .and_then(|c| c.last())
-        .and_then(|b| b["text"].as_str());
+        .and_then(|c| {
+            c.iter()
+                .rev()
+                .filter_map(|b| b["text"].as_str())
+                .find(|t| !t.trim_start().starts_with("<system-reminder>"))
+        });
     if last != Some("go on") {
         return Err(format!(
             "cut {cut}: the request does not end with the prompt"
