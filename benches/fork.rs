@@ -123,6 +123,7 @@ fn request(messages: History) -> ModelRequest {
         messages,
         max_tokens: 4096,
         sampling: Default::default(),
+        server_tools: Vec::new(),
     }
 }
 

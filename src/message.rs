@@ -48,6 +48,23 @@ pub enum ContentBlock {
     Image {
         source: Value,
     },
+    /// A call of a tool the provider runs itself (Anthropic's web search).
+    /// Kept exactly as it arrived, fields this engine does not know
+    /// included, because the API wants it back unchanged.
+    ServerToolUse {
+        id: String,
+        name: String,
+        input: Value,
+        #[serde(flatten)]
+        rest: serde_json::Map<String, Value>,
+    },
+    /// The provider's result of its own web search, kept exactly.
+    WebSearchToolResult {
+        tool_use_id: String,
+        content: Value,
+        #[serde(flatten)]
+        rest: serde_json::Map<String, Value>,
+    },
 }
 
 /// What a tool result may hold.
@@ -146,6 +163,14 @@ pub struct Usage {
     pub cache_creation_input_tokens: u64,
     #[serde(default)]
     pub cache_read_input_tokens: u64,
+    /// Searches Anthropic's server-side web search ran (billed per search,
+    /// not per token; `usage.server_tool_use.web_search_requests`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub web_search_requests: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Usage {
@@ -163,6 +188,7 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.web_search_requests += other.web_search_requests;
     }
 }
 
@@ -198,6 +224,9 @@ pub struct ModelRequest {
     pub messages: History,
     pub max_tokens: u32,
     pub sampling: Sampling,
+    /// Tools the provider runs itself, as the provider's own definitions
+    /// (Anthropic's `web_search_20250305`); sent after `tools`.
+    pub server_tools: Vec<Value>,
 }
 
 /// Sampling and thinking settings; inherited unchanged by forks.
@@ -208,6 +237,10 @@ pub struct Sampling {
     /// Extended thinking budget in tokens; `None` leaves thinking off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// Reasoning effort (`low`, `medium`, `high`, `max`), already trimmed
+    /// to what the model supports; `None` sends nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
 }
 
 /// One complete model response.
@@ -261,7 +294,8 @@ mod tests {
             output_tokens: 2,
             cache_creation_input_tokens: 3,
             cache_read_input_tokens: 4,
+            web_search_requests: 5,
         };
-        assert_eq!(u.total(), 10);
+        assert_eq!(u.total(), 10, "searches are not tokens");
     }
 }

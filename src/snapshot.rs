@@ -74,6 +74,11 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
 
     let dirs = catalog::source_dirs(settings, &input.load.cwd, input.home.as_deref());
     let mut watched_dirs: Vec<PathBuf> = dirs.iter().map(|d| d.path.clone()).collect();
+    let plugin_dirs: Vec<PathBuf> = dirs
+        .iter()
+        .filter(|d| d.source == catalog::Source::Plugin)
+        .map(|d| d.path.clone())
+        .collect();
     if let Some(b) = &builtin_dir {
         watched_dirs.push(b.clone());
     }
@@ -140,7 +145,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
-    let skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref());
+    let skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
     // Existing skill folders are watched; a missing one is not (watching
     // its nearest existing ancestor slowed busy runs down measurably: see
     // the load test). A skills folder created later is read at the next

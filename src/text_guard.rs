@@ -46,6 +46,10 @@ const SKIP_FILES: &[(&str, &str)] = &[
         "runtime/sampling.rs",
         "errors for the MCP server that asked, and the question put to the user",
     ),
+    (
+        "agent_tool/effort.rs",
+        "notes on the effort sent, for `agents show --effective`",
+    ),
 ];
 
 /// Single lines in scope whose prose is not for the model: (file, text

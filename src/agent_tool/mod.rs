@@ -6,16 +6,18 @@
 //! by row; the runtime calls these to start and finish a child. This module
 //! does not talk to a provider and does not run anything.
 
+mod effort;
 mod fork;
 mod model;
 mod pool;
 mod route;
 
+pub use effort::{Effort, LEVELS as EFFORT_LEVELS, trim_effort};
 pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
 pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
 pub use pool::{
-    ToolOffer, Withheld, WithheldTool, default_type, spawnable_types, tool_pool, tools_summary,
-    withheld_tools,
+    MEMORY_TOOLS, ToolOffer, Withheld, WithheldTool, default_type, spawnable_types, tool_pool,
+    tools_summary, withheld_tools,
 };
 pub use route::{AgentInput, Route, RouteError, route};
 

@@ -17,6 +17,9 @@ pub const NESTING_TOOLS: &[&str] = &[AGENT_TOOL, "SendMessage", "TaskOutput", "T
 ///    `max_depth`;
 /// 2. the allowlist (`tools`), matched by base name; absent → all;
 /// 3. the denylist (`disallowedTools`), matched by base name.
+///
+/// An agent with `memory:` gets [`MEMORY_TOOLS`] whatever its allowlist
+/// says (it manages its memory folder with them); the denylist still wins.
 pub fn tool_pool(
     available: &[String],
     is_interactive_only: impl Fn(&str) -> bool,
@@ -35,6 +38,7 @@ pub fn tool_pool(
         .filter(|name| !NESTING_TOOLS.contains(&name.as_str()) || nesting_allowed)
         .filter(|name| match &def.tools {
             None => true,
+            Some(_) if def.memory.is_some() && MEMORY_TOOLS.contains(&name.as_str()) => true,
             Some(allow) => allow.iter().any(|s| base_name(s) == name.as_str()),
         })
         .filter(|name| {
@@ -45,6 +49,9 @@ pub fn tool_pool(
         .cloned()
         .collect()
 }
+
+/// The tools an agent with `memory:` always gets.
+pub const MEMORY_TOOLS: &[&str] = &["Read", "Write", "Edit"];
 
 /// The agent types a session running as `def` may spawn, when its `tools`
 /// name them (`Agent(Explore, Plan)`); `None` when it may spawn any (a bare

@@ -24,6 +24,9 @@ pub struct AgentInput {
     /// With AGENT_TEAMS: the team a named spawn joins as a teammate.
     #[serde(default)]
     pub team_name: Option<String>,
+    /// Reasoning effort for the child; wins over the definition's.
+    #[serde(default)]
+    pub effort: Option<String>,
 }
 
 /// Where a call goes.

@@ -209,7 +209,7 @@ pub fn load(input: &CatalogInput) -> Catalog {
 /// Claude Code): `name` in `.claude-plugin/plugin.json` of the folder or of
 /// its parent; else the folder's name, or its parent's when the folder is
 /// the plugin's `agents/`.
-fn plugin_name(dir: &Path) -> String {
+pub(crate) fn plugin_name(dir: &Path) -> String {
     let manifest_name = |d: &Path| -> Option<String> {
         let text = std::fs::read_to_string(d.join(".claude-plugin/plugin.json")).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;

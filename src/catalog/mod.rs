@@ -7,6 +7,7 @@
 //! project memory (`CLAUDE.md` and its imports).
 //! It runs nothing and knows nothing of tools beyond their names.
 
+pub mod agent_memory;
 mod builtin;
 mod def;
 mod frontmatter;

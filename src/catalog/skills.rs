@@ -2,7 +2,8 @@
 //! YAML frontmatter gives `name`, `description`, `allowed-tools` and
 //! `model`, and whose body is the instructions the model loads on demand.
 //!
-//! Folders are read from `~/.claude/skills/*/` (user) and from
+//! Folders are read from plugins' `skills/` folders (named
+//! `PLUGIN:NAME`, as Claude Code names them), `~/.claude/skills/*/` (user) and from
 //! `.claude/skills/*/` in each folder from the git root down to the working
 //! directory (project), as agents are; a later folder wins on a name clash,
 //! so the project's skill replaces the user's of the same name. A bad file
@@ -26,6 +27,8 @@ pub const MAX_SKILL_BYTES: u64 = 1024 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SkillSource {
+    /// A plugin's `skills/` folder; its skills are named `PLUGIN:NAME`.
+    Plugin,
     User,
     Project,
 }
@@ -33,6 +36,7 @@ pub enum SkillSource {
 impl std::fmt::Display for SkillSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
+            SkillSource::Plugin => "plugin",
             SkillSource::User => "user",
             SkillSource::Project => "project",
         })
@@ -70,8 +74,21 @@ impl Skills {
 
 /// The skill folders to read, lowest precedence first: the user's, then the
 /// project's from the git root down to `cwd`.
-pub fn skill_dirs(cwd: &Path, home: Option<&Path>) -> Vec<(SkillSource, PathBuf)> {
+pub fn skill_dirs(
+    cwd: &Path,
+    home: Option<&Path>,
+    plugin_dirs: &[PathBuf],
+) -> Vec<(SkillSource, PathBuf)> {
     let mut dirs = Vec::new();
+    // A plugin folder (`agents.plugin_dirs`) is the plugin's root or its
+    // `agents` folder; its skills are in the root's `skills` folder.
+    for p in plugin_dirs {
+        let root = match (p.file_name(), p.parent()) {
+            (Some(n), Some(parent)) if n == "agents" => parent.to_path_buf(),
+            _ => p.clone(),
+        };
+        dirs.push((SkillSource::Plugin, root.join("skills")));
+    }
     let user = home.map(|h| h.join(".claude").join("skills"));
     if let Some(u) = &user {
         dirs.push((SkillSource::User, u.clone()));
@@ -109,7 +126,12 @@ pub fn load_skills(dirs: &[(SkillSource, PathBuf)]) -> Skills {
             };
             let (skill, diags) = parse_skill(&path, &text, *source);
             out.diagnostics.extend(diags);
-            if let Some(s) = skill {
+            if let Some(mut s) = skill {
+                if *source == SkillSource::Plugin
+                    && let Some(root) = dir.parent()
+                {
+                    s.name = format!("{}:{}", super::load::plugin_name(root), s.name);
+                }
                 out.skills.insert(s.name.clone(), s);
             }
         }

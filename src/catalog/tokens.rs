@@ -38,10 +38,17 @@ pub fn tokenize_tools(text: &str) -> Vec<String> {
 
 /// Older tool names still found in agent files and settings, and the tool
 /// each now means: `Task` was renamed `Agent`; `MultiEdit` (several edits
-/// of one file) was folded into `Edit`; `LS` (list a folder) was retired in
-/// favour of `Glob`.
-pub const LEGACY_TOOL_NAMES: &[(&str, &str)] =
-    &[("Task", "Agent"), ("MultiEdit", "Edit"), ("LS", "Glob")];
+/// of one file) was removed in favour of `Edit`; `LS` (list a folder) was
+/// retired in favour of `Glob`; `NotebookRead` was merged into `Read`.
+/// Claude Code renames only `Task`: it drops the other three as unknown
+/// names, so an agent listing `Read, LS` there ends up without a way to
+/// list folders. cadre gives their successors instead (docs/tools.md).
+pub const LEGACY_TOOL_NAMES: &[(&str, &str)] = &[
+    ("Task", "Agent"),
+    ("MultiEdit", "Edit"),
+    ("LS", "Glob"),
+    ("NotebookRead", "Read"),
+];
 
 /// The current name for a tool name (itself when it is not a legacy one).
 pub fn canonical_tool_name(name: &str) -> &str {
@@ -106,6 +113,7 @@ mod tests {
         assert_eq!(canonical_tool_spec("MultiEdit(src/**)"), "Edit(src/**)");
         assert_eq!(canonical_tool_spec(" LS "), "Glob");
         assert_eq!(canonical_tool_spec("LSX"), "LSX");
+        assert_eq!(canonical_tool_spec("NotebookRead"), "Read");
         assert_eq!(
             agent_spec_types("Agent(Explore, Plan)"),
             Some(vec!["Explore".to_string(), "Plan".to_string()])

@@ -175,7 +175,12 @@ fn withheld_for(snap: &Snapshot, d: &AgentDef) -> Vec<WithheldTool> {
     withheld_tools(d, &offer(snap), 1)
 }
 
-fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Value {
+fn effective_json(
+    snap: &Snapshot,
+    d: &AgentDef,
+    env: &[(String, String)],
+    cwd: &std::path::Path,
+) -> Value {
     let settings = snap.settings();
     let env_model = env
         .iter()
@@ -208,7 +213,28 @@ fn effective_json(snap: &Snapshot, d: &AgentDef, env: &[(String, String)]) -> Va
     let def_mode = d.permission_mode.filter(|_| d.source != Source::Plugin);
     let mode = crate::permissions::child_mode(settings.permissions.default_mode, def_mode);
     let withheld = withheld_for(snap, d);
-    json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "withheld_tools": withheld, "permission_mode": mode.as_str()})
+    let effort = crate::runtime::spawn::def_effort(d)
+        .map(|e| crate::agent_tool::trim_effort(&e, &resolved.model, &settings.effort_levels));
+    let home = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "HOME")
+        .map(|(_, v)| std::path::PathBuf::from(v));
+    let memory = d.memory.as_deref().and_then(|scope| {
+        let dir =
+            crate::catalog::agent_memory::agent_memory_dir(scope, &d.name, home.as_deref(), cwd)?;
+        Some(json!({"scope": scope, "dir": dir}))
+    });
+    let mut v = json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "withheld_tools": withheld, "permission_mode": mode.as_str()});
+    if let Value::Object(m) = &mut v {
+        if let Some(e) = effort {
+            m.insert("effort".into(), json!(e));
+        }
+        if let Some(mem) = memory {
+            m.insert("memory".into(), mem);
+        }
+    }
+    v
 }
 
 /// The MCP tools `d` would get as a child of the main session, by name,
@@ -246,7 +272,7 @@ async fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     if args.effective
         && let Value::Object(m) = &mut v
     {
-        let mut e = effective_json(&snap, d, &input.load.env);
+        let mut e = effective_json(&snap, d, &input.load.env, &input.load.cwd);
         // Only where servers are configured (they are started to list them).
         if !snap.mcp_servers.is_empty() {
             e["mcp_tools"] = match effective_mcp_tools(&snap, d, &input.load.cwd).await {
@@ -309,6 +335,23 @@ async fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             None => "not listed: the folder is not trusted, so no server was started".into(),
         };
         outln!("mcp tools:   {shown}");
+    }
+    if let Some(e) = v.pointer("/effective/effort") {
+        outln!(
+            "effort:      {}{}",
+            e["sent"].as_str().unwrap_or("not sent"),
+            e["note"]
+                .as_str()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(m) = v.pointer("/effective/memory") {
+        outln!(
+            "memory:      {} ({})",
+            m["dir"].as_str().unwrap_or(""),
+            m["scope"].as_str().unwrap_or("")
+        );
     }
     if args.effective {
         for w in withheld_for(&snap, d) {

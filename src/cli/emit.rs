@@ -191,6 +191,7 @@ pub fn cost_of(price: Option<&ModelPrice>, u: &Usage) -> f64 {
         + m(u.output_tokens, p.output)
         + m(u.cache_read_input_tokens, p.cache_read)
         + m(u.cache_creation_input_tokens, p.cache_write)
+        + u.web_search_requests as f64 * p.web_search / 1000.0
 }
 
 /// The price of a model: its id, else the longest configured prefix.
@@ -379,6 +380,7 @@ impl State {
                 model,
                 fork,
                 tool_use_id,
+                ..
             } => {
                 self.parents.insert(agent_id.clone(), tool_use_id.clone());
                 self.models.insert(agent_id.clone(), model.clone());
@@ -466,6 +468,7 @@ mod tests {
                 output: 15.0,
                 cache_read: 0.3,
                 cache_write: 3.75,
+                web_search: 10.0,
             },
         );
         p
@@ -478,6 +481,7 @@ mod tests {
             output_tokens: 100_000,
             cache_creation_input_tokens: 200_000,
             cache_read_input_tokens: 1_000_000,
+            web_search_requests: 0,
         };
         let p = prices();
         let c = cost_of(price_of(&p, "claude-sonnet-4-5-20250929"), &u);
@@ -506,6 +510,7 @@ mod tests {
                 model: "claude-haiku-4-5".into(),
                 fork: false,
                 tool_use_id: "toolu_1".into(),
+                color: None,
             },
             Print::Messages,
         );

@@ -679,6 +679,39 @@ fn client_elicitor(control: Arc<Control>) -> crate::mcp::Elicitor {
     })
 }
 
+/// AskUserQuestion through the client's `can_use_tool`, as Claude Code's
+/// SDK does it: the client shows the questions and allows the call with
+/// `updatedInput.answers` (question → answer); a denial is a refusal.
+fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
+    use runtime::ask_user::Unanswered;
+    Arc::new(move |q: runtime::ask_user::QuestionRequest| {
+        let control = Arc::clone(&control);
+        Box::pin(async move {
+            let answer = control
+                .ask(ToClient::CanUseTool {
+                    tool_name: runtime::ask_user::ASK_USER_QUESTION.to_string(),
+                    input: q.input,
+                    permission_suggestions: Vec::new(),
+                    tool_use_id: q.tool_use_id,
+                    agent_id: (q.agent_id != "main").then_some(q.agent_id),
+                    decision_reason: "the model asks the user questions".to_string(),
+                })
+                .await
+                .map_err(|e| Unanswered::Failed {
+                    error: e.to_string(),
+                })?;
+            let (allow, message) = wire::permission_answer(&answer);
+            if !allow {
+                return Err(Unanswered::Declined { message });
+            }
+            answer
+                .get("updatedInput")
+                .and_then(runtime::ask_user::answers_from_input)
+                .ok_or(Unanswered::NoAnswers)
+        })
+    })
+}
+
 /// Merges agents from `initialize` into the `--agents` JSON.
 fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
     let mut all = match g.agents.as_deref().map(serde_json::from_str::<Value>) {
@@ -732,6 +765,10 @@ pub(super) fn result_of(
             .usage
             .cache_read_input_tokens
             .saturating_sub(start.usage.cache_read_input_tokens),
+        web_search_requests: a
+            .usage
+            .web_search_requests
+            .saturating_sub(start.usage.web_search_requests),
     };
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
         Ok(o) => {
@@ -975,6 +1012,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         .then(|| client_asker(Arc::clone(&control)));
     if plan.input == InputFormat::StreamJson {
         extras.elicitor = Some(client_elicitor(Arc::clone(&control)));
+    }
+    if plan.stdio_permissions {
+        extras.questioner = Some(client_questioner(Arc::clone(&control)));
     }
     let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false));
     let events: EventSink = match &progress {

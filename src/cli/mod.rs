@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 mod agents;
+mod ask;
 mod config;
 mod elicit;
 mod emit;

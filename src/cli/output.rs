@@ -105,6 +105,34 @@ pub struct Progress {
     chat: bool,
     /// The main text streamed so far does not end with a newline.
     mid_line: std::sync::atomic::AtomicBool,
+    /// Agents' `color` is shown: stderr is a terminal and `NO_COLOR` is
+    /// not set.
+    colored: bool,
+}
+
+/// `text` in an agent's colour (ANSI; orange and pink from the 256-colour
+/// palette).
+fn paint(color: crate::catalog::Color, text: &str) -> String {
+    use crate::catalog::Color;
+    use dialoguer::console::Style;
+    let style = Style::new().force_styling(true);
+    let style = match color {
+        Color::Red => style.red(),
+        Color::Blue => style.blue(),
+        Color::Green => style.green(),
+        Color::Yellow => style.yellow(),
+        Color::Purple => style.magenta(),
+        Color::Orange => style.color256(208),
+        Color::Pink => style.color256(205),
+        Color::Cyan => style.cyan(),
+    };
+    style.apply_to(text).to_string()
+}
+
+/// Whether colours may be written to stderr: a terminal, and no
+/// `NO_COLOR` (any non-empty value turns colour off, as no-color.org asks).
+fn colors_on_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 impl Progress {
@@ -125,6 +153,7 @@ impl Progress {
             progressing: Mutex::new(HashMap::new()),
             chat,
             mid_line: std::sync::atomic::AtomicBool::new(false),
+            colored: visible && colors_on_stderr(),
         })
     }
 
@@ -188,6 +217,21 @@ impl Progress {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Hides the progress bars while something else uses the terminal
+    /// (a question to the user); [`Progress::show`] brings them back.
+    pub fn hide(&self) {
+        if self.visible {
+            self.multi.clear().ok();
+            self.multi.set_draw_target(ProgressDrawTarget::hidden());
+        }
+    }
+
+    pub fn show(&self) {
+        if self.visible {
+            self.multi.set_draw_target(ProgressDrawTarget::stderr());
         }
     }
 
@@ -293,12 +337,18 @@ impl Progress {
                 agent_id,
                 agent_type,
                 description,
+                color,
                 ..
             } => {
                 let bar = self.multi.add(ProgressBar::new_spinner());
                 bar.set_style(spinner_style());
                 bar.enable_steady_tick(Duration::from_millis(200));
-                let label = format!("[{agent_type}] {description}");
+                let tag = format!("[{agent_type}]");
+                let tag = match color {
+                    Some(c) if self.colored => paint(*c, &tag),
+                    _ => tag,
+                };
+                let label = format!("{tag} {description}");
                 bar.set_message(format!("{label} … 0 tools"));
                 running.insert(
                     agent_id.clone(),
@@ -403,6 +453,18 @@ pub fn short_input(tool: &str, input: &Value) -> String {
     match one_line.char_indices().nth(80) {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
         None => one_line,
+    }
+}
+
+#[cfg(test)]
+mod color_tests {
+    use super::*;
+
+    #[test]
+    fn agent_colours_are_ansi_sequences() {
+        use crate::catalog::Color;
+        assert_eq!(paint(Color::Red, "[x]"), "\u{1b}[31m[x]\u{1b}[0m");
+        assert_eq!(paint(Color::Orange, "[x]"), "\u{1b}[38;5;208m[x]\u{1b}[0m");
     }
 }
 

@@ -83,6 +83,8 @@ pub(super) struct Extras {
     pub tool_gate: Option<runtime::ToolGate>,
     /// Who answers MCP servers' requests for input (`None` declines them).
     pub elicitor: Option<crate::mcp::Elicitor>,
+    /// Who answers AskUserQuestion (`None`: nobody; the model decides).
+    pub questioner: Option<runtime::ask_user::Questioner>,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -375,6 +377,7 @@ pub(super) fn prepare_with(
     }
     engine.tool_gate = extras.tool_gate;
     let elicitor = extras.elicitor;
+    engine.questioner = extras.questioner;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {
@@ -470,6 +473,7 @@ pub(super) fn prepare_with(
         tool_names,
         wait_for_background,
         team,
+        effort: def.as_deref().and_then(runtime::spawn::def_effort),
     };
     let header = runtime::resume::SessionHeader {
         version: runtime::resume::TRANSCRIPT_VERSION,
@@ -485,6 +489,7 @@ pub(super) fn prepare_with(
         sampling: crate::message::Sampling {
             temperature: settings.provider.temperature,
             thinking_budget: settings.provider.thinking_budget,
+            effort: None,
         },
         max_tokens: settings.provider.max_tokens,
         generation: snap.generation,
@@ -965,6 +970,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         Some(asker),
         Extras {
             elicitor: Some(terminal_elicitor()),
+            questioner: Some(super::ask::terminal_questioner(Arc::clone(&progress))),
             ..Extras::default()
         },
     )?;

@@ -84,11 +84,18 @@ fn usage_error(e: ResumeError) -> CliError {
 
 /// What the requests of a session folder cost: the main agent's usage at
 /// its model's price, plus each sub-agent's (its transcript's usage lines,
-/// its meta file's model). `None` when some model has no price.
+/// its meta file's model), plus every tool's own requests (`side_usage`
+/// lines, at the price of the model that answered). `None` when some model
+/// has no price.
 fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
     use super::emit::{cost_of, price_of};
+    let side = |r: &Restored| -> Option<f64> {
+        r.side_usage.iter().try_fold(0.0, |sum, (model, usage)| {
+            Some(sum + cost_of(Some(price_of(prices, model)?), usage))
+        })
+    };
     let model = r.header.as_ref()?.model.clone();
-    let mut total = cost_of(Some(price_of(prices, &model)?), &r.usage);
+    let mut total = cost_of(Some(price_of(prices, &model)?), &r.usage) + side(r)?;
     let entries = std::fs::read_dir(folder.join("agents"))
         .map_or_else(|_| Vec::new(), |d| d.flatten().collect());
     for e in entries {
@@ -101,7 +108,7 @@ fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
             .and_then(|b| serde_json::from_slice(&b).ok())?;
         let child_model = meta.get("model")?.as_str()?;
         let child = resume::load(&path).ok()?;
-        total += cost_of(Some(price_of(prices, child_model)?), &child.usage);
+        total += cost_of(Some(price_of(prices, child_model)?), &child.usage) + side(&child)?;
     }
     Some(total)
 }

@@ -34,6 +34,6 @@ pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
     AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings,
     McpServerConfig, ModelPrice, PermissionSettings, ProviderKind, ProviderSettings,
-    ReloadSettings, SCRUBBED_ENV, SamplingPolicy, Settings, ToolCallFallback, TranscriptSettings,
-    WebFetchSettings,
+    ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings, ToolCallFallback,
+    TranscriptSettings, WebFetchSettings, WebSearchSettings,
 };

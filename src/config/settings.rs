@@ -58,6 +58,11 @@ pub struct Settings {
     pub disabled_mcpjson_servers: Vec<String>,
     /// The WebFetch tool's limits and its small model.
     pub web_fetch: WebFetchSettings,
+    /// Where the WebSearch tool searches.
+    pub web_search: WebSearchSettings,
+    /// The reasoning-effort levels each model accepts, by model id or id
+    /// prefix (the longest wins); a model no key matches gets no effort.
+    pub effort_levels: BTreeMap<String, Vec<String>>,
     /// Prices by model id (or id prefix), for `total_cost_usd` and
     /// `--max-budget-usd`.
     pub prices: BTreeMap<String, ModelPrice>,
@@ -115,6 +120,58 @@ impl Default for WebFetchSettings {
     }
 }
 
+/// Which service answers WebSearch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchBackend {
+    /// Anthropic's server-side search on the Anthropic provider, else
+    /// SearXNG when `searxng_url` is set.
+    #[default]
+    Auto,
+    /// Anthropic's server-side web search tool (Anthropic provider only).
+    Anthropic,
+    /// A SearXNG instance's JSON API at `searxng_url`.
+    Searxng,
+}
+
+/// `[web_search]`: where the WebSearch tool searches.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WebSearchSettings {
+    pub backend: SearchBackend,
+    /// The SearXNG instance (e.g. `http://127.0.0.1:8888`); its JSON
+    /// format must be enabled.
+    pub searxng_url: String,
+    /// The type of Anthropic's server tool sent in the request.
+    pub anthropic_tool: String,
+    /// The model that runs the Anthropic search (alias or id); empty: the
+    /// calling agent's model.
+    pub model: String,
+    /// Searches the model may run for one call (Anthropic's `max_uses`).
+    pub max_uses: u32,
+    /// The largest answer of that model, in tokens.
+    pub max_tokens: u32,
+    /// Results kept from a SearXNG answer.
+    pub max_results: usize,
+    /// Wall time of one search, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+impl Default for WebSearchSettings {
+    fn default() -> Self {
+        WebSearchSettings {
+            backend: SearchBackend::Auto,
+            searxng_url: String::new(),
+            anthropic_tool: "web_search_20250305".to_string(),
+            model: String::new(),
+            max_uses: 8,
+            max_tokens: 4096,
+            max_results: 10,
+            timeout_ms: 60_000,
+        }
+    }
+}
+
 /// What a model costs, in US dollars per million tokens.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -125,6 +182,8 @@ pub struct ModelPrice {
     pub cache_read: f64,
     /// Writing the prompt cache.
     pub cache_write: f64,
+    /// Server-side web searches, in US dollars per thousand.
+    pub web_search: f64,
 }
 
 impl Default for Settings {
@@ -151,6 +210,8 @@ impl Default for Settings {
             enabled_mcpjson_servers: Vec::new(),
             disabled_mcpjson_servers: Vec::new(),
             web_fetch: WebFetchSettings::default(),
+            web_search: WebSearchSettings::default(),
+            effort_levels: BTreeMap::new(),
             prices: BTreeMap::new(),
         }
     }
@@ -623,6 +684,7 @@ pub(crate) const OPEN_TABLES: &[&str] = &[
     "mcp_servers",
     "env",
     "prices",
+    "effort_levels",
 ];
 
 /// Provider keys no child process receives unless a setting passes them on.

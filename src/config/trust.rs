@@ -34,6 +34,8 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     // Deletes session folders (through a linked `.cadre`, maybe another
     // project's).
     &["transcripts", "cleanup_period_days"],
+    // Where WebSearch sends the user's queries.
+    &["web_search", "searxng_url"],
 ];
 
 /// Permission modes a project may set without trust: those that ask at

@@ -37,6 +37,9 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
             json!({"type": "enabled", "budget_tokens": budget}),
         );
     }
+    if let Some(effort) = &req.sampling.effort {
+        body.insert("output_config".into(), json!({"effort": effort}));
+    }
     if !req.system.is_empty() {
         body.insert(
             "system".into(),
@@ -61,6 +64,14 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+    }
+    if !req.server_tools.is_empty() {
+        let tools = body
+            .entry("tools")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Value::Array(list) = tools {
+            list.extend(req.server_tools.iter().cloned());
+        }
     }
     // The messages are written straight from the history, not through a
     // `Value` copy of it (a long session's history is megabytes); only
@@ -108,6 +119,17 @@ fn message_value(m: &Message) -> Value {
     serde_json::to_value(m).unwrap_or(Value::Null)
 }
 
+/// A server-tool block as the API sent it, with a call's streamed input
+/// put in place; `None` when it does not have the block's shape.
+fn server_block(mut block: Value, json: &str) -> Option<ContentBlock> {
+    if !json.trim().is_empty()
+        && let (Ok(input), Some(obj)) = (serde_json::from_str::<Value>(json), block.as_object_mut())
+    {
+        obj.insert("input".into(), input);
+    }
+    serde_json::from_value(block).ok()
+}
+
 /// A readable error from a non-success response body.
 pub(crate) fn describe_error(status: u16, body: &str) -> String {
     if let Ok(v) = serde_json::from_str::<Value>(body)
@@ -139,6 +161,13 @@ enum Block {
         json: String,
         input: Option<Value>,
     },
+    /// A block the provider made with its own tools (`server_tool_use`,
+    /// `web_search_tool_result`): the start block as it came, and for a
+    /// server tool call its streamed input.
+    Server {
+        block: Value,
+        json: String,
+    },
     /// A block type this engine does not model; dropped.
     Other,
 }
@@ -169,6 +198,13 @@ fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
     }
     if let Some(n) = field("cache_read_input_tokens") {
         usage.cache_read_input_tokens = n;
+    }
+    if let Some(n) = v
+        .get("server_tool_use")
+        .and_then(|s| s.get("web_search_requests"))
+        .and_then(Value::as_u64)
+    {
+        usage.web_search_requests = n;
     }
 }
 
@@ -243,12 +279,28 @@ impl Assembler for AnthropicAssembler {
                             input: None,
                         }
                     }
+                    Some("server_tool_use" | "web_search_tool_result") => {
+                        if let (Some("server_tool_use"), Some(name)) = (
+                            cb.get("type").and_then(Value::as_str),
+                            cb.get("name").and_then(Value::as_str),
+                        ) {
+                            emit(StreamEvent::ToolUseStart {
+                                id: str_field(&cb, "id"),
+                                name: name.to_string(),
+                            });
+                        }
+                        Block::Server {
+                            block: cb,
+                            json: String::new(),
+                        }
+                    }
                     _ => Block::Other,
                 };
                 self.size += match &block {
                     Block::Text(t) | Block::Redacted(t) => t.len(),
                     Block::Thinking { thinking, .. } => thinking.len(),
                     Block::Tool { json, .. } => json.len(),
+                    Block::Server { block, .. } => block.to_string().len(),
                     Block::Other => 0,
                 };
                 if let Block::Text(t) = &block
@@ -285,6 +337,11 @@ impl Assembler for AnthropicAssembler {
                             json, input: None, ..
                         }),
                     ) => {
+                        let piece = str_field(&delta, "partial_json");
+                        self.size += piece.len();
+                        json.push_str(&piece);
+                    }
+                    ("input_json_delta", Some(Block::Server { json, .. })) => {
                         let piece = str_field(&delta, "partial_json");
                         self.size += piece.len();
                         json.push_str(&piece);
@@ -360,6 +417,7 @@ impl Assembler for AnthropicAssembler {
                     name,
                     input: input.unwrap_or_else(|| json!({})),
                 }),
+                Block::Server { block, json } => server_block(block, &json),
                 Block::Other => None,
             })
             .collect();
@@ -467,7 +525,9 @@ mod tests {
                 sampling: Sampling {
                     temperature: Some(0.5),
                     thinking_budget: Some(1024),
+                    effort: None,
                 },
+                server_tools: Vec::new(),
             };
             assert_eq!(
                 String::from_utf8(request_body(&req)).unwrap(),

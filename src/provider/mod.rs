@@ -536,6 +536,7 @@ mod tests {
             messages: Vec::new(),
             max_tokens: 1,
             sampling: Default::default(),
+            server_tools: Vec::new(),
         };
         let on_event = |_: StreamEvent| {};
         let fut = p.send(&req, &on_event);

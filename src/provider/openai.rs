@@ -31,6 +31,9 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
     if let Some(t) = req.sampling.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
+    if let Some(effort) = &req.sampling.effort {
+        body.insert("reasoning_effort".into(), Value::from(effort.as_str()));
+    }
     if !req.tools.is_empty() {
         let tools = req
             .tools
@@ -250,6 +253,7 @@ impl Assembler for OpenAiAssembler {
                     .unwrap_or(0),
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: cached,
+                web_search_requests: 0,
             };
         }
         let Some(choice) = v

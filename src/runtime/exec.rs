@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::future::join_all;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
@@ -281,6 +281,11 @@ impl Session {
                     message: None,
                 }));
             }
+            // An agent's own memory folder is its to read and write.
+            Decision::Ask { .. } if self.in_memory_dir(name, &input) => {}
+            // So are the tools an active skill lists in `allowed-tools`.
+            Decision::Ask { .. }
+                if self.skill_allows(snap, name, &input, &add_dirs, verdict.as_ref()) => {}
             Decision::Ask { reason } => {
                 let answer = match &self.engine.asker {
                     Some(ask) => {
@@ -329,11 +334,17 @@ impl Session {
                 .await;
             return result;
         }
-        if name == super::todos::TODO_WRITE || name == super::todos::SKILL {
-            let done = if name == super::todos::SKILL {
-                self.skill_call(snap, &input)
-            } else {
-                self.todo_write(snap, input.clone())
+        if [
+            super::todos::TODO_WRITE,
+            super::todos::SKILL,
+            super::ask_user::ASK_USER_QUESTION,
+        ]
+        .contains(&name)
+        {
+            let done = match name {
+                super::todos::SKILL => self.skill_call(snap, &input),
+                super::todos::TODO_WRITE => self.todo_write(snap, input.clone()),
+                _ => self.ask_user(snap, id, input.clone()).await,
             };
             let (text, is_error) = match done {
                 Ok(t) => (t, false),
@@ -374,6 +385,10 @@ impl Session {
             web_fetch: snap.settings().web_fetch.clone(),
             small_model: (name == "WebFetch").then(|| self.small_model(Arc::clone(snap))),
             progress: Some(self.progress_reporter(id)),
+            web_search: snap.settings().web_search.clone(),
+            searcher: (name == "WebSearch")
+                .then(|| self.searcher(Arc::clone(snap)))
+                .flatten(),
         };
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
@@ -436,7 +451,110 @@ impl Session {
     }
 }
 
+/// Sends a tool's own model request (WebFetch's reader, WebSearch's
+/// search) and counts it: a `ModelResponse` event (cost and usage in
+/// `result` lines) and a `side_usage` transcript line naming the tool.
+#[derive(Clone)]
+struct SideCall {
+    provider: crate::provider::Provider,
+    engine: Arc<super::Engine>,
+    agent_id: String,
+    transcript: Arc<super::transcript::Transcript>,
+    tool: &'static str,
+}
+
+impl SideCall {
+    async fn send(
+        &self,
+        request: &crate::message::ModelRequest,
+    ) -> Result<crate::message::ModelResponse, String> {
+        let started = std::time::Instant::now();
+        let response = self
+            .provider
+            .send(request, &|_| {})
+            .await
+            .map_err(|e| e.to_string())?;
+        // Priced as the session's own requests are: by the model asked for.
+        self.engine.emit(super::EngineEvent::ModelResponse {
+            agent_id: self.agent_id.clone(),
+            model: request.model.clone(),
+            usage: response.usage,
+            api_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+        self.transcript.record(
+            "side_usage",
+            json!({"tool": self.tool, "model": request.model, "usage": response.usage}),
+        );
+        Ok(response)
+    }
+}
+
 impl Session {
+    /// Whether `input` is a Read, Write or Edit of a file inside this
+    /// agent's memory folder (as written and as resolved).
+    fn in_memory_dir(&self, tool: &str, input: &Value) -> bool {
+        use crate::permissions::paths::{normalize, resolve};
+        let (Some(dir), true) = (
+            self.memory_dir(),
+            crate::agent_tool::MEMORY_TOOLS.contains(&tool),
+        ) else {
+            return false;
+        };
+        let Some(path) = input.get("file_path").and_then(Value::as_str) else {
+            return false;
+        };
+        let path = self.spec.cwd.join(path);
+        normalize(&path).starts_with(normalize(dir)) && resolve(&path).starts_with(resolve(dir))
+    }
+
+    /// Whether an active skill's `allowed-tools` allow this call: the
+    /// decision made again with those as allow rules beside the settings'
+    /// (whose deny and ask rules still win).
+    fn skill_allows(
+        &self,
+        snap: &crate::snapshot::Snapshot,
+        name: &str,
+        input: &Value,
+        add_dirs: &[PathBuf],
+        verdict: Option<&crate::permissions::HookVerdict>,
+    ) -> bool {
+        let allowed: Vec<String> = match self.active_skills.lock() {
+            Ok(skills) => skills
+                .iter()
+                .flat_map(|s| s.allowed_tools.iter().cloned())
+                .collect(),
+            Err(_) => return false,
+        };
+        if allowed.is_empty() {
+            return false;
+        }
+        let mut lists = snap.settings().permissions.clone();
+        lists.allow.extend(allowed);
+        let rules = Rules::from_settings(&lists);
+        matches!(
+            crate::tools::permissions::decide_with_hook(
+                &rules,
+                self.spec.mode,
+                name,
+                input,
+                &self.spec.cwd,
+                add_dirs,
+                verdict
+            ),
+            Decision::Allow
+        )
+    }
+
+    fn side_call(&self, tool: &'static str) -> SideCall {
+        SideCall {
+            provider: self.engine.provider.clone(),
+            engine: Arc::clone(&self.engine),
+            agent_id: self.spec.agent_id.clone(),
+            transcript: Arc::clone(&self.transcript),
+            tool,
+        }
+    }
+
     /// WebFetch's reader: one request, without tools, to the model that
     /// Turns a call's progress lines into `ToolProgress` events.
     fn progress_reporter(&self, tool_use_id: &str) -> crate::tools::ProgressFn {
@@ -455,9 +573,9 @@ impl Session {
     /// `web_fetch.model` names (the `haiku` alias of the active provider by
     /// default), with the page and prompt put in `web_fetch_prompt`.
     fn small_model(&self, snap: Arc<crate::snapshot::Snapshot>) -> crate::tools::SmallModel {
-        let provider = self.engine.provider.clone();
+        let side = self.side_call("WebFetch");
         Arc::new(move |q: crate::tools::PageQuery| {
-            let provider = provider.clone();
+            let side = side.clone();
             let snap = Arc::clone(&snap);
             Box::pin(async move {
                 let settings = &snap.settings().web_fetch;
@@ -476,11 +594,9 @@ impl Session {
                     messages: vec![Arc::new(crate::message::Message::user_text(text))],
                     max_tokens: settings.max_tokens,
                     sampling: Default::default(),
+                    server_tools: Vec::new(),
                 };
-                let response = provider
-                    .send(&request, &|_| {})
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let response = side.send(&request).await?;
                 let texts: Vec<&str> = response
                     .message
                     .content
@@ -490,6 +606,75 @@ impl Session {
                 Ok(texts.join("\n"))
             }) as futures_util::future::BoxFuture<'static, Result<String, String>>
         })
+    }
+}
+
+impl Session {
+    /// WebSearch through Anthropic's server-side web search tool, when the
+    /// provider is Anthropic's and `web_search.backend` allows it: one
+    /// request (continued while the API pauses the turn) to the model
+    /// `web_search.model` names, or this session's model.
+    fn searcher(&self, snap: Arc<crate::snapshot::Snapshot>) -> Option<crate::tools::Searcher> {
+        use crate::config::{ProviderKind, SearchBackend};
+        let settings = &snap.settings();
+        if settings.provider.kind != ProviderKind::Anthropic
+            || settings.web_search.backend == SearchBackend::Searxng
+        {
+            return None;
+        }
+        let side = self.side_call("WebSearch");
+        let model = match settings.web_search.model.trim() {
+            "" => self.spec.model.clone(),
+            m => snap.resolve_alias(m).to_string(),
+        };
+        Some(Arc::new(move |q: crate::tools::SearchQuery| {
+            let (side, snap, model) = (side.clone(), Arc::clone(&snap), model.clone());
+            Box::pin(async move {
+                let ws = &snap.settings().web_search;
+                let mut tool = serde_json::Map::new();
+                tool.insert("type".into(), json!(ws.anthropic_tool));
+                tool.insert("name".into(), json!("web_search"));
+                tool.insert("max_uses".into(), json!(ws.max_uses.max(1)));
+                if !q.allowed_domains.is_empty() {
+                    tool.insert("allowed_domains".into(), json!(q.allowed_domains));
+                }
+                if !q.blocked_domains.is_empty() {
+                    tool.insert("blocked_domains".into(), json!(q.blocked_domains));
+                }
+                let text = snap
+                    .templates
+                    .render(&super::texts::WebSearchPrompt {
+                        query: q.query.clone(),
+                    })
+                    .map_err(|e| e.to_string())?;
+                let mut messages = vec![Arc::new(crate::message::Message::user_text(text))];
+                let mut content = Vec::new();
+                // The API may pause a long turn; sending the paused message
+                // back (exactly) lets it continue. A few rounds at most.
+                for _ in 0..4 {
+                    let request = crate::message::ModelRequest {
+                        model: model.clone(),
+                        system: Arc::from(""),
+                        tools: Arc::from(Vec::new()),
+                        messages: messages.clone(),
+                        max_tokens: ws.max_tokens,
+                        sampling: Default::default(),
+                        server_tools: vec![Value::Object(tool.clone())],
+                    };
+                    let response = side.send(&request).await?;
+                    content.extend(response.message.content.iter().cloned());
+                    if response.stop_reason != Some(crate::message::StopReason::PauseTurn) {
+                        break;
+                    }
+                    messages.push(Arc::new(response.message));
+                }
+                Ok(crate::tools::web_search::anthropic_answer(&content))
+            })
+                as futures_util::future::BoxFuture<
+                    'static,
+                    Result<crate::tools::SearchAnswer, String>,
+                >
+        }))
     }
 }
 

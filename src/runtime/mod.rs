@@ -7,6 +7,7 @@
 //! [`Session`] is one agent's conversation and loop; an Agent tool call
 //! starts a child session. This module does not parse files.
 
+pub mod ask_user;
 mod compact;
 mod exec;
 pub mod hooks;
@@ -17,7 +18,7 @@ mod prompt;
 pub mod resume;
 pub mod sampling;
 mod session;
-mod spawn;
+pub(crate) mod spawn;
 pub mod tasks;
 mod team;
 mod team_texts;
@@ -95,6 +96,9 @@ pub enum EngineEvent {
         fork: bool,
         /// The parent's Agent tool call that started it.
         tool_use_id: String,
+        /// The definition's `color`, for its progress line.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        color: Option<crate::catalog::Color>,
     },
     SubagentProgress {
         agent_id: String,
@@ -207,6 +211,9 @@ pub struct Engine {
     pub events: EventSink,
     /// Asks the user; `None` in non-interactive sessions (an ask is a denial).
     pub asker: Option<Asker>,
+    /// Puts AskUserQuestion's questions to the user; `None`: nobody can
+    /// answer, and the model is told to decide on its own.
+    pub questioner: Option<ask_user::Questioner>,
     /// Every sub-agent of this process, and the sessions' mailboxes.
     pub tasks: tasks::TaskRegistry,
     /// MCP connections: shared servers and agents' inline servers.
@@ -258,6 +265,7 @@ impl Engine {
             session_dir,
             events,
             asker,
+            questioner: None,
             mcp: crate::mcp::McpManager::new(),
             main_prompt: MainPrompt::default(),
             tool_gate: None,
@@ -341,6 +349,7 @@ pub const RUNTIME_TOOLS: &[&str] = &[
     "TaskList",
     "TaskGet",
     "TaskUpdate",
+    ask_user::ASK_USER_QUESTION,
 ];
 
 /// The tools that both have a spec and can run (the implemented ones and
@@ -425,8 +434,12 @@ pub fn main_tool_pool(
         .iter()
         .filter(|n| kind.interactive || snap.tools.get(n).is_none_or(|s| !s.interactive_only))
         .filter(|n| {
-            def.and_then(|d| d.tools.as_ref())
-                .is_none_or(|allow| allow.iter().any(|s| base_name(s) == n.as_str()))
+            def.and_then(|d| {
+                let memory =
+                    d.memory.is_some() && crate::agent_tool::MEMORY_TOOLS.contains(&n.as_str());
+                d.tools.as_ref().filter(|_| !memory)
+            })
+            .is_none_or(|allow| allow.iter().any(|s| base_name(s) == n.as_str()))
         })
         .filter(|n| {
             def.is_none_or(|d| {

@@ -25,6 +25,24 @@ pub struct PromptContext {
     /// A folder the session's agents share for notes (`SESSION/scratchpad`),
     /// when the session writes transcripts. Created when a prompt names it.
     pub scratchpad: Option<String>,
+    /// The agent's own memory folder (`memory:` in its file), read once
+    /// when the session started.
+    #[serde(skip)]
+    pub agent_memory: Option<crate::catalog::agent_memory::AgentMemory>,
+}
+
+/// The agent-memory block of a system prompt, or nothing.
+fn agent_memory_block(snap: &Snapshot, ctx: &PromptContext) -> Result<String, RenderError> {
+    let Some(m) = &ctx.agent_memory else {
+        return Ok(String::new());
+    };
+    snap.templates.render(&super::texts::AgentMemoryBlock {
+        scope: m.scope.clone(),
+        dir: m.dir.display().to_string(),
+        content: m.content.clone(),
+        truncated: m.truncated,
+        max_lines: crate::catalog::agent_memory::MAX_LINES as u64,
+    })
 }
 
 impl PromptContext {
@@ -39,6 +57,7 @@ impl PromptContext {
             tools: Vec::new(),
             has_agent_tool: false,
             scratchpad: None,
+            agent_memory: None,
         }
     }
 
@@ -107,6 +126,7 @@ impl PromptContext {
             tools: vec!["Agent".into(), "Read".into()],
             has_agent_tool: true,
             scratchpad: Some("/repo/.cadre/sessions/S/scratchpad".into()),
+            agent_memory: None,
         }
     }
 }
@@ -158,9 +178,15 @@ pub fn main_system_prompt(
         Some(d) => agent_body(snap, d, ctx)?,
         None => snap.templates.render(&MainSystem(ctx.clone()))?,
     };
+    let memory = agent_memory_block(snap, ctx)?;
     let env = snap.templates.render(&Environment(ctx.clone()))?;
     let calls = text_tool_call_block(snap, ctx)?;
-    Ok(join_blocks(&[head.trim(), env.trim(), calls.trim()]))
+    Ok(join_blocks(&[
+        head.trim(),
+        memory.trim(),
+        env.trim(),
+        calls.trim(),
+    ]))
 }
 
 /// The main system prompt with its head given as written (the command
@@ -184,11 +210,13 @@ pub fn subagent_system_prompt(
     ctx: &PromptContext,
 ) -> Result<String, RenderError> {
     let body = agent_body(snap, def, ctx)?;
+    let memory = agent_memory_block(snap, ctx)?;
     let notes = snap.templates.render(&SubagentNotes(ctx.clone()))?;
     let env = snap.templates.render(&Environment(ctx.clone()))?;
     let calls = text_tool_call_block(snap, ctx)?;
     Ok(join_blocks(&[
         body.trim(),
+        memory.trim(),
         notes.trim(),
         env.trim(),
         calls.trim(),

@@ -64,6 +64,9 @@ pub struct Restored {
     /// Model responses recorded (one `usage` line each).
     pub turns: u32,
     pub usage: Usage,
+    /// Tools' own model requests (`side_usage` lines: WebFetch's reader,
+    /// WebSearch's search), as (model, usage).
+    pub side_usage: Vec<(String, Usage)>,
     /// Compactions recorded.
     pub compactions: u32,
     /// Timestamp of the first line and of the last complete line.
@@ -208,6 +211,9 @@ struct Line<'a> {
     kept: Option<&'a serde_json::value::RawValue>,
     #[serde(borrow, default)]
     settings: Option<&'a serde_json::value::RawValue>,
+    /// The model of a `side_usage` line.
+    #[serde(borrow, default)]
+    model: Option<std::borrow::Cow<'a, str>>,
 }
 
 fn is_true(v: Option<&serde_json::value::RawValue>) -> bool {
@@ -346,6 +352,15 @@ fn apply_line(
             }
             if !is_true(line.compaction) {
                 out.turns += 1;
+            }
+        }
+        Some("side_usage") => {
+            if let Some(u) = line
+                .usage
+                .and_then(|u| serde_json::from_str::<Usage>(u.get()).ok())
+            {
+                let model = line.model.as_deref().unwrap_or("").to_string();
+                out.side_usage.push((model, u));
             }
         }
         // The summary replaced all but the last `kept` messages.
@@ -541,6 +556,7 @@ pub fn restore_tasks(
             tool_names,
             wait_for_background: true,
             team: None,
+            effort: text("effort"),
         };
         engine.tasks.insert_ended(
             NewTask {

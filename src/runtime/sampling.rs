@@ -201,6 +201,7 @@ async fn ask_model(
         messages: sample.messages.into_iter().map(Arc::new).collect(),
         max_tokens,
         sampling: crate::message::Sampling::default(),
+        server_tools: Vec::new(),
     };
     let response = engine
         .provider

@@ -67,6 +67,10 @@ pub struct SessionSpec {
     /// wait for their notifications and continue (`run`, and every
     /// sub-agent); `chat` leaves them for the next prompt.
     pub wait_for_background: bool,
+    /// The reasoning effort asked for (the Agent call's, else the
+    /// definition's), before trimming to the model; forks inherit their
+    /// parent's request settings instead.
+    pub effort: Option<String>,
     /// The team this session is a member of (the lead, or a teammate).
     pub team: Option<TeamSeat>,
 }
@@ -183,6 +187,13 @@ pub struct Session {
     pub(super) task: Option<Arc<super::tasks::Task>>,
     /// A teammate read a `shutdown_request`: it stops after this turn.
     pub(super) shutdown: std::sync::atomic::AtomicBool,
+    /// The agent's memory (`memory:`), read at the first rendering and
+    /// kept, so later writes to it do not change this session's prompt.
+    agent_memory: Option<Option<crate::catalog::agent_memory::AgentMemory>>,
+    /// Skills loaded since the last user prompt (and a sub-agent's
+    /// preloaded ones): their `allowed-tools` need no asking, and the last
+    /// one's `model` answers.
+    pub(super) active_skills: std::sync::Mutex<Vec<super::todos::ActiveSkill>>,
 }
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
@@ -218,6 +229,8 @@ impl Session {
             todos: Default::default(),
             task: None,
             shutdown: Default::default(),
+            agent_memory: None,
+            active_skills: Default::default(),
         }
     }
 
@@ -282,6 +295,10 @@ impl Session {
     /// (the "cancelled" results of a cut turn), the blocks join it, so
     /// roles keep alternating.
     pub fn push_user(&mut self, message: Message) {
+        // A skill loaded for the last prompt ends with it.
+        if let Ok(mut skills) = self.active_skills.lock() {
+            skills.clear();
+        }
         let mut content = self.take_incoming();
         content.extend(message.content);
         self.join_last_user_message(content);
@@ -398,10 +415,15 @@ impl Session {
             ),
             None => {
                 self.announce(snap)?;
+                let effort = self.spec.effort.as_deref().and_then(|e| {
+                    crate::agent_tool::trim_effort(e, &self.spec.model, &settings.effort_levels)
+                        .sent
+                });
                 let r = self.render(snap)?;
                 let sampling = Sampling {
                     temperature: settings.provider.temperature,
                     thinking_budget: settings.provider.thinking_budget,
+                    effort,
                 };
                 (
                     Arc::clone(&r.system),
@@ -413,12 +435,13 @@ impl Session {
             }
         };
         let request = ModelRequest {
-            model: self.spec.model.clone(),
+            model: self.active_skill_model(snap),
             system,
             tools,
             messages: self.history.clone(),
             max_tokens,
             sampling,
+            server_tools: Vec::new(),
         };
         Ok((request, names))
     }
@@ -488,15 +511,17 @@ impl Session {
                 )?);
                 names.extend(resource_tools);
             }
+            let memory = self.agent_memory().cloned();
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
             let scratchpad = self
                 .engine
                 .session_dir
                 .as_ref()
                 .map(|d| d.join("scratchpad"));
-            let ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name)
+            let mut ctx = PromptContext::new(&self.spec.cwd, &self.spec.model, agent_name)
                 .with_tools(&names)
                 .with_scratchpad(scratchpad.as_deref());
+            ctx.agent_memory = memory;
             let system = if self.spec.is_main {
                 let edits = &self.engine.main_prompt;
                 let mut system = match &edits.replace {
@@ -532,6 +557,55 @@ impl Session {
         }
         // Just set above when absent.
         self.rendered.as_ref().ok_or(RunError::Cancelled)
+    }
+
+    /// This session's agent memory: the folder of its definition's
+    /// `memory:` scope and the head of its `MEMORY.md`, read once.
+    pub(super) fn agent_memory(&mut self) -> Option<&crate::catalog::agent_memory::AgentMemory> {
+        if self.agent_memory.is_none() {
+            let loaded = self.spec.def.as_deref().and_then(|d| {
+                let scope = d.memory.as_deref()?;
+                let home = self.engine.env_var("HOME").map(std::path::PathBuf::from);
+                crate::catalog::agent_memory::agent_memory(
+                    scope,
+                    &d.name,
+                    home.as_deref(),
+                    &self.spec.cwd,
+                )
+            });
+            self.agent_memory = Some(loaded);
+        }
+        self.agent_memory.as_ref().and_then(Option::as_ref)
+    }
+
+    /// The model of the request: the last active skill's `model` (not for
+    /// forks, which keep their parent's), else the session's.
+    fn active_skill_model(&self, snap: &Snapshot) -> String {
+        if self.spec.frozen.is_none()
+            && let Ok(skills) = self.active_skills.lock()
+            && let Some(m) = skills.iter().rev().find_map(|s| s.model.as_deref())
+            && m != "inherit"
+        {
+            return snap.resolve_alias(m).to_string();
+        }
+        self.spec.model.clone()
+    }
+
+    /// Marks skills active in this session (a sub-agent's preloaded ones).
+    pub(super) fn activate_skills(&self, skills: Vec<super::todos::ActiveSkill>) {
+        if let Ok(mut active) = self.active_skills.lock() {
+            active.extend(skills);
+        }
+    }
+
+    /// The agent's memory folder, once the session has rendered its
+    /// prompt, when no symbolic link leads to it.
+    pub(super) fn memory_dir(&self) -> Option<&std::path::Path> {
+        self.agent_memory
+            .as_ref()
+            .and_then(Option::as_ref)
+            .filter(|m| m.plain)
+            .map(|m| m.dir.as_path())
     }
 
     /// Runs turns until the model stops calling tools or the turn limit.

@@ -124,6 +124,7 @@ impl Session {
                     tool_names: turn.tool_names.to_vec(),
                     wait_for_background: true,
                     team: None,
+                    effort: None,
                 };
                 (spec, history, (FORK_AGENT.to_string(), source), false)
             }
@@ -259,6 +260,7 @@ impl Session {
                     def: Some(Arc::clone(&def)),
                     wait_for_background: true,
                     team: None,
+                    effort: input.effort.clone().or_else(|| def_effort(&def)),
                 };
                 let mut blocks = Vec::new();
                 if prompt::gets_memory(Some(&def))
@@ -350,6 +352,7 @@ impl Session {
                 "tool_use_id": c.tool_use_id,
                 "model": c.spec.model,
                 "model_source": c.model_source,
+                "effort": c.spec.effort,
                 "tools": c.spec.tool_names,
                 "permission_mode": c.spec.mode,
                 "fork": c.spec.started_by_fork,
@@ -395,6 +398,7 @@ impl Session {
                 model: c.spec.model.clone(),
                 fork: c.spec.started_by_fork,
                 tool_use_id: c.tool_use_id.clone(),
+                color: c.spec.def.as_ref().and_then(|d| d.color),
             });
             let mut history = c.history;
             hooks::subagent_start(&engine, &snap, &c.spec, &transcript, &mut history).await;
@@ -566,6 +570,20 @@ pub(super) fn start_task(
             Arc::clone(&transcript),
             task.cancel.clone(),
         );
+        // Preloaded skills (`skills:`) are active for the whole child.
+        if let Some(def) = child.spec().def.clone()
+            && !child.spec().started_by_fork
+            && !def.skills.is_empty()
+        {
+            let snap = engine.snapshot.load();
+            child.activate_skills(
+                def.skills
+                    .iter()
+                    .filter_map(|n| snap.skills.get(n))
+                    .map(super::todos::ActiveSkill::of)
+                    .collect(),
+            );
+        }
         // An agent's inline MCP servers live exactly as long as its session.
         let scoped = match child
             .spec()
@@ -708,4 +726,12 @@ async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
             return;
         }
     }
+}
+
+/// A definition's `effort` as a level name (integers are not levels).
+pub(crate) fn def_effort(def: &crate::catalog::AgentDef) -> Option<String> {
+    def.effort
+        .as_ref()
+        .and_then(Value::as_str)
+        .map(str::to_string)
 }

@@ -632,6 +632,7 @@ mod tests {
             tool_names: Vec::new(),
             wait_for_background: true,
             team: None,
+            effort: None,
         }
     }
 

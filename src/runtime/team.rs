@@ -428,6 +428,7 @@ impl Session {
             cwd: self.spec.cwd.clone(),
             tool_names,
             wait_for_background: true,
+            effort: super::spawn::def_effort(&def),
             team: Some(TeamSeat {
                 store: store.clone(),
                 member: member.clone(),

@@ -330,4 +330,45 @@ contexts! {
         }],
         pub removed: Vec<String> = Vec::new(),
     }
+    /// An agent's memory folder and the head of its MEMORY.md, in its
+    /// system prompt (`memory:` in its file).
+    "agent_memory" => pub struct AgentMemoryBlock {
+        /// `user`, `project` or `local`.
+        pub scope: String = "user".into(),
+        pub dir: String = "/home/me/.claude/agent-memory/reviewer".into(),
+        /// Empty: there is no MEMORY.md yet.
+        pub content: String = "- The build runs `make all`.".into(),
+        /// MEMORY.md goes on past `content`.
+        pub truncated: bool = false,
+        pub max_lines: u64 = 200,
+    }
+
+    /// WebSearch's request to the model that runs Anthropic's server-side
+    /// search.
+    "web_search_prompt" => pub struct WebSearchPrompt {
+        pub query: String = "rust 2024 edition release".into(),
+    }
+
+    /// The user's answers to AskUserQuestion.
+    "ask_user_answers" => pub struct AskUserAnswers {
+        pub answers: Vec<QuestionAnswer> = vec![QuestionAnswer {
+            question: "Which database?".into(),
+            answer: "SQLite".into(),
+        }],
+    }
+
+    /// AskUserQuestion where nobody can answer (an unattended run).
+    "error_ask_user_unavailable" => pub struct AskUserUnavailable {}
+
+    /// AskUserQuestion that the user dismissed, or whose prompt failed.
+    "error_ask_user_declined" => pub struct AskUserDeclined {
+        pub reason: super::ask_user::Unanswered = super::ask_user::Unanswered::Dismissed,
+    }
+}
+
+/// One question and the user's answer (empty: none).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QuestionAnswer {
+    pub question: String,
+    pub answer: String,
 }

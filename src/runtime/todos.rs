@@ -38,6 +38,26 @@ pub enum TodoStatus {
     Completed,
 }
 
+/// A skill loaded into a session, for what it grants while active.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveSkill {
+    pub name: String,
+    /// `allowed-tools`: rules that allow without asking (deny and ask
+    /// rules still win).
+    pub allowed_tools: Vec<String>,
+    pub model: Option<String>,
+}
+
+impl ActiveSkill {
+    pub fn of(skill: &crate::catalog::Skill) -> Self {
+        ActiveSkill {
+            name: skill.name.clone(),
+            allowed_tools: skill.allowed_tools.clone().unwrap_or_default(),
+            model: skill.model.clone(),
+        }
+    }
+}
+
 #[derive(Deserialize)]
 struct TodoInput {
     todos: Vec<Todo>,
@@ -83,6 +103,9 @@ impl Session {
                 known: known.join(", "),
             }));
         };
+        if let Ok(mut active) = self.active_skills.lock() {
+            active.push(ActiveSkill::of(skill));
+        }
         Ok(t.show(&SkillLoaded {
             name: skill.name.clone(),
             dir: skill.dir.display().to_string(),

@@ -27,6 +27,7 @@ pub use crate::permissions;
 mod read;
 pub mod spec;
 pub mod web_fetch;
+pub mod web_search;
 mod write;
 
 pub use bash::BashTool;
@@ -36,6 +37,7 @@ pub use grep::GrepTool;
 pub use notebook::NotebookEditTool;
 pub use read::ReadTool;
 pub use web_fetch::{PageQuery, SmallModel, WebFetchTool};
+pub use web_search::{SearchAnswer, SearchHit, SearchQuery, Searcher, WebSearchTool};
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.
@@ -59,6 +61,11 @@ pub struct ToolContext {
     /// Reports how far a long call has come (a line for the progress
     /// display); `None`: nobody is listening.
     pub progress: Option<ProgressFn>,
+    /// Where WebSearch searches.
+    pub web_search: crate::config::WebSearchSettings,
+    /// The provider's server-side search, when it is the backend; `None`:
+    /// WebSearch asks SearXNG itself.
+    pub searcher: Option<Searcher>,
 }
 
 /// Receives a running call's progress, as a short line.
@@ -76,6 +83,8 @@ impl std::fmt::Debug for ToolContext {
             .field("hidden", &self.hidden.is_some())
             .field("web_fetch", &self.web_fetch)
             .field("small_model", &self.small_model.is_some())
+            .field("web_search", &self.web_search)
+            .field("searcher", &self.searcher.is_some())
             .finish()
     }
 }
@@ -90,6 +99,8 @@ impl ToolContext {
             web_fetch: Default::default(),
             small_model: None,
             progress: None,
+            web_search: Default::default(),
+            searcher: None,
         }
     }
 
@@ -185,7 +196,7 @@ pub trait Tool: Send + Sync {
 }
 
 /// The built-in tools that run in-process: Bash, Edit, Glob, Grep,
-/// NotebookEdit, Read, WebFetch, Write. (The Agent tool is the runtime's.)
+/// NotebookEdit, Read, WebFetch, WebSearch, Write. (The Agent tool is the runtime's.)
 pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
     vec![
         Arc::new(BashTool),
@@ -195,6 +206,7 @@ pub fn builtin_tools() -> Vec<Arc<dyn Tool>> {
         Arc::new(NotebookEditTool),
         Arc::new(ReadTool),
         Arc::new(WebFetchTool::default()),
+        Arc::new(WebSearchTool::default()),
         Arc::new(WriteTool),
     ]
 }
@@ -354,6 +366,7 @@ mod tests {
                 "NotebookEdit",
                 "Read",
                 "WebFetch",
+                "WebSearch",
                 "Write"
             ]
         );
@@ -362,7 +375,7 @@ mod tests {
             .filter(|t| t.read_only())
             .map(|t| t.name())
             .collect();
-        assert_eq!(ro, ["Glob", "Grep", "Read", "WebFetch"]);
+        assert_eq!(ro, ["Glob", "Grep", "Read", "WebFetch", "WebSearch"]);
     }
 
     #[test]
@@ -443,6 +456,11 @@ mod tests {
             ),
             ("Read", &["file_path", "offset", "limit"], &["file_path"]),
             ("WebFetch", &["url", "prompt"], &["url", "prompt"]),
+            (
+                "WebSearch",
+                &["query", "allowed_domains", "blocked_domains"],
+                &["query"],
+            ),
             (
                 "NotebookEdit",
                 &[

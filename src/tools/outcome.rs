@@ -188,6 +188,45 @@ pub enum FetchProblem {
     },
 }
 
+/// Why WebSearch could not search (the `reason` of `error_web_search`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "problem", rename_all = "snake_case")]
+pub enum SearchProblem {
+    ShortQuery,
+    /// `field` is not a list of domain names.
+    DomainList {
+        field: String,
+    },
+    BothLists,
+    /// `web_search.backend = "anthropic"` on another provider.
+    AnthropicOnly,
+    /// Neither the Anthropic provider nor `web_search.searxng_url`.
+    NoBackend,
+    Timeout {
+        ms: u64,
+    },
+    Cancelled,
+    /// The provider's search request failed.
+    Provider {
+        error: String,
+    },
+    SearxngUrl {
+        error: String,
+    },
+    Network {
+        error: String,
+    },
+    Status {
+        status: String,
+    },
+    TooLarge {
+        max: u64,
+    },
+    NotJson {
+        error: String,
+    },
+}
+
 /// One piece of what an MCP server returned, as the model reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -449,6 +488,29 @@ contexts! {
     "error_web_fetch" => pub struct FetchError {
         pub url: String = "https://example.com/".into(),
         pub reason: FetchProblem = FetchProblem::Status { status: "404 Not Found".into() },
+    }
+
+    /// WebSearch could not search.
+    "error_web_search" => pub struct SearchError {
+        /// Empty when the query itself was the problem.
+        pub query: String = "rust 2024 edition".into(),
+        pub reason: SearchProblem = SearchProblem::NoBackend,
+    }
+
+    /// WebSearch's results.
+    "web_search_result" => pub struct SearchResult {
+        pub query: String = "rust 2024 edition".into(),
+        /// `[{"title", "url"}]` as JSON.
+        pub links_json: String = r#"[{"title":"Rust 2024","url":"https://doc.rust-lang.org/edition-guide/rust-2024/"}]"#.into(),
+        pub hits: Vec<crate::tools::web_search::SearchHit> = vec![crate::tools::web_search::SearchHit {
+            title: "Rust 2024".into(),
+            url: "https://doc.rust-lang.org/edition-guide/rust-2024/".into(),
+            snippet: Some("The 2024 edition".into()),
+        }],
+        /// The backend's own answer; empty: none.
+        pub text: String = "Rust 2024 shipped with Rust 1.85.".into(),
+        /// Searches that failed, as the service named them.
+        pub errors: Vec<String> = vec!["bing: timeout".into()],
     }
 
     /// A redirect to another host, not followed.

@@ -1050,3 +1050,39 @@ fn strict_mcp_and_prompt_tool_say_what_cadre_cannot_do() {
         run.stderr
     );
 }
+
+#[test]
+fn ask_user_question_goes_to_the_client_and_its_answers_reach_the_model() {
+    let p = Project::new();
+    let questions = json!([{"question": "Which database?", "header": "Database", "multiSelect": false,
+        "options": [{"label": "Postgres", "description": "server"}, {"label": "SQLite", "description": "file"}]}]);
+    let server = FakeServer::start([
+        anthropic::tool_use_reply(
+            "toolu_q",
+            "AskUserQuestion",
+            json!({"questions": questions}),
+        ),
+        anthropic::text_reply("SQLite it is"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("set up storage");
+    let ask = d.until("can_use_tool", |v| v["type"] == "control_request");
+    assert_eq!(ask["request"]["subtype"], "can_use_tool");
+    assert_eq!(ask["request"]["tool_name"], "AskUserQuestion");
+    assert_eq!(ask["request"]["input"]["questions"], questions);
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
+        "response": {"behavior": "allow", "updatedInput": {"questions": questions,
+            "answers": {"Which database?": "SQLite"}}}}}),
+    );
+    let result = d.until("result", is_result);
+    assert_eq!(result["result"], "SQLite it is");
+    assert_eq!(d.finish(), 0);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(r.get("is_error").is_none(), "{r}");
+    assert!(
+        result_text(r).contains(r#""Which database?": "SQLite""#),
+        "{r}"
+    );
+}

@@ -231,6 +231,7 @@ fn tools_schema_lists_the_tools_the_model_sees() {
         names,
         [
             "Agent",
+            "AskUserQuestion",
             "Bash",
             "Edit",
             "Glob",
@@ -243,6 +244,7 @@ fn tools_schema_lists_the_tools_the_model_sees() {
             "TaskStop",
             "TodoWrite",
             "WebFetch",
+            "WebSearch",
             "Write"
         ]
     );

@@ -1,6 +1,8 @@
 //! Integration suites, plus the shared test kit.
 
+mod agent_fields;
 mod agents;
+mod ask_user;
 mod background;
 mod bad_input;
 mod bounded;
@@ -32,4 +34,5 @@ mod teams;
 mod text_tools;
 mod todos;
 mod web;
+mod web_search;
 pub mod worktrees;

@@ -32,6 +32,7 @@ fn request(messages: Vec<Message>) -> ModelRequest {
         messages: messages.into_iter().map(Arc::new).collect(),
         max_tokens: 1024,
         sampling: Sampling::default(),
+        server_tools: Vec::new(),
     }
 }
 
@@ -145,6 +146,7 @@ async fn anthropic_sampling_and_thinking_go_before_the_system_prompt() {
     req.sampling = Sampling {
         temperature: Some(0.5),
         thinking_budget: Some(2048),
+        effort: None,
     };
     send(&p, &req).await.0.unwrap();
     let r = server.request(0);
@@ -299,7 +301,8 @@ async fn anthropic_usage_includes_cache_counters() {
             input_tokens: 120,
             output_tokens: 42,
             cache_creation_input_tokens: 2000,
-            cache_read_input_tokens: 3000
+            cache_read_input_tokens: 3000,
+            web_search_requests: 0
         }
     );
 }
@@ -1008,7 +1011,8 @@ fn decoded_fixture_has_the_expected_content() {
             input_tokens: 11,
             output_tokens: 22,
             cache_creation_input_tokens: 33,
-            cache_read_input_tokens: 44
+            cache_read_input_tokens: 44,
+            web_search_requests: 0
         }
     );
 }

@@ -174,3 +174,68 @@ fn skills_list_and_show_and_diagnostics_with_positions() {
         run.stdout
     );
 }
+
+#[test]
+fn a_loaded_skills_allowed_tools_and_model_are_honoured_until_the_next_prompt() {
+    let p = project();
+    p.write(
+        ".claude/skills/fast/SKILL.md",
+        "---\nname: fast\ndescription: Quick checks\nmodel: haiku\nallowed-tools: Bash(echo:*)\n---\nBe quick.\n",
+    );
+    let server = FakeServer::start([
+        // Before any skill: Bash asks, which a plain run denies.
+        anthropic::tool_use_reply("b0", "Bash", json!({"command": "echo before"})),
+        anthropic::tool_use_reply("s1", "Skill", json!({"skill": "fast"})),
+        // With the skill: `echo` runs without asking; `ls` still asks.
+        anthropic::message()
+            .tool_use("b1", "Bash", json!({"command": "echo with-skill"}))
+            .tool_use("b2", "Bash", json!({"command": "ls"}))
+            .reply(),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["run", "check"]).ok();
+    let denied = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(denied["is_error"], true, "{denied}");
+    assert_eq!(server.request(1).json["model"], "claude-sonnet-4-5");
+    // The request after loading the skill uses its model.
+    assert_eq!(server.request(2).json["model"], "claude-haiku-4-5");
+    let results = last_tool_results(&server.request(3).json);
+    assert!(results[0].get("is_error").is_none(), "{}", results[0]);
+    assert_eq!(result_text(&results[0]).trim(), "with-skill");
+    assert_eq!(results[1]["is_error"], true, "{}", results[1]);
+}
+
+#[test]
+fn a_plugins_skills_are_named_after_the_plugin() {
+    let mut p = project();
+    p.write(
+        "plugins/reviewer/.claude-plugin/plugin.json",
+        r#"{"name": "review-kit"}"#,
+    );
+    p.write(
+        "plugins/reviewer/agents/critic.md",
+        "---\nname: critic\ndescription: Critiques\n---\nCritique.\n",
+    );
+    p.write(
+        "plugins/reviewer/skills/style/SKILL.md",
+        "---\ndescription: House style\n---\nUse the house style.\n",
+    );
+    p.config("[agents]\nplugin_dirs = [\"plugins/reviewer/agents\"]\n");
+    let run = p.run(None, &["skills", "list", "--json"]);
+    run.ok();
+    let v = run.json();
+    let names: Vec<&str> = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert!(names.contains(&"review-kit:style"), "{v}");
+    let style = v["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "review-kit:style")
+        .unwrap();
+    assert_eq!(style["source"], "plugin");
+}

@@ -157,7 +157,9 @@ fn the_system_prompt_explains_text_tool_calls_only_with_the_fallback_on() {
     let text = system(&p);
     assert!(text.contains("How to use a tool"), "{text}");
     assert!(
-        text.contains("TOOL must be exactly one of these tool names: Agent, Bash, Edit"),
+        text.contains(
+            "TOOL must be exactly one of these tool names: Agent, AskUserQuestion, Bash, Edit"
+        ),
         "{text}"
     );
     assert!(text.contains(r#"the tool name is always "Agent""#));

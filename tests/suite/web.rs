@@ -87,6 +87,15 @@ fn a_page_becomes_markdown_read_by_the_small_model_and_is_cached() {
         result_text(&last_tool_results(&server.request(4).json)[0]),
         "one, two"
     );
+    // The reader's tokens are counted, at the model asked for.
+    let side: Vec<serde_json::Value> = p
+        .transcript_lines()
+        .into_iter()
+        .filter(|l| l["type"] == "side_usage")
+        .collect();
+    assert_eq!(side.len(), 2, "{side:?}");
+    assert_eq!(side[0]["tool"], "WebFetch");
+    assert_eq!(side[0]["model"], "claude-haiku-4-5");
     let got = site.requests();
     assert_eq!(got.len(), 1, "one fetch, then the cache");
     assert_eq!(

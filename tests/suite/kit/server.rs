@@ -233,6 +233,8 @@ pub struct RecordedRequest {
     pub index: usize,
     pub method: String,
     pub path: String,
+    /// The query string, without `?` (empty when there is none).
+    pub query: String,
     /// Header names lower-cased, in arrival order.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
@@ -529,6 +531,7 @@ async fn handle(
             index: requests.len(),
             method: method.to_string(),
             path: uri.path().to_string(),
+            query: uri.query().unwrap_or("").to_string(),
             headers: headers
                 .iter()
                 .map(|(k, v)| {
