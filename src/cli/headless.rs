@@ -445,9 +445,58 @@ impl Control {
     }
 }
 
+/// The prompts read from stdin and not yet answered, each with the token
+/// that cancels it. An interrupt cancels every prompt read before it —
+/// the one running and any still queued — so what it stops depends only on
+/// the order of the lines on stdin, never on how far the session loop got.
+#[derive(Default)]
+struct Prompts {
+    open: Mutex<Vec<(u64, CancellationToken)>>,
+    next: AtomicU64,
+}
+
+impl Prompts {
+    /// A prompt was read: its id and its token.
+    fn admit(&self) -> (u64, CancellationToken) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        if let Ok(mut open) = self.open.lock() {
+            open.push((id, token.clone()));
+        }
+        (id, token)
+    }
+
+    /// The prompt has its result.
+    fn done(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.retain(|(i, _)| *i != id);
+        }
+    }
+
+    /// Cancels every open prompt; how many there were.
+    fn interrupt(&self) -> usize {
+        match self.open.lock() {
+            Ok(open) => {
+                for (_, t) in open.iter() {
+                    t.cancel();
+                }
+                open.len()
+            }
+            Err(_) => 0,
+        }
+    }
+}
+
+/// A prompt from stdin with the token an interrupt cancels it by.
+struct Prompt {
+    message: Message,
+    id: u64,
+    cancel: CancellationToken,
+}
+
 /// What the stdin reader hands the session loop.
 enum Incoming {
-    User(Message),
+    User(Prompt),
     Initialize {
         request_id: String,
         hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
@@ -479,14 +528,16 @@ fn user_message(u: wire::UserIn) -> Result<Message, String> {
 
 /// Reads stdin lines until it ends: answers control responses and
 /// interrupts at once, passes the rest on in order.
-fn spawn_reader(
+fn spawn_reader<R>(
+    input: R,
     tx: mpsc::UnboundedSender<Incoming>,
     control: Arc<Control>,
-    emitter: Emitter,
-    quiet: bool,
-) {
+    prompts: Arc<Prompts>,
+) where
+    R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut lines = input.lines();
         let mut n = 0u64;
         loop {
             let line = match lines.next_line().await {
@@ -513,8 +564,13 @@ fn spawn_reader(
             };
             match input {
                 Input::User(u) => match user_message(u) {
-                    Ok(m) => {
-                        let _ = tx.send(Incoming::User(m));
+                    Ok(message) => {
+                        let (id, cancel) = prompts.admit();
+                        let _ = tx.send(Incoming::User(Prompt {
+                            message,
+                            id,
+                            cancel,
+                        }));
                     }
                     Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
                 },
@@ -532,8 +588,15 @@ fn spawn_reader(
                             None
                         }
                         FromClient::Interrupt => {
-                            emitter.interrupt();
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            // Acknowledged first, so the answer precedes the
+                            // `result` of the prompt it stops.
+                            send(&Output::ControlResponse(wire::ControlResponseOut::success(
+                                &id,
+                                json!({}),
+                            )));
+                            let n = prompts.interrupt();
+                            tracing::debug!("interrupt: {n} prompt(s) cancelled");
+                            None
                         }
                         FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
                             Ok(m) => {
@@ -561,9 +624,7 @@ fn spawn_reader(
                 }
             }
         }
-        if !quiet {
-            tracing::debug!("stdin ended after {n} lines");
-        }
+        tracing::debug!("stdin ended after {n} lines");
         control.close();
         let _ = tx.send(Incoming::End);
     });
@@ -637,8 +698,30 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
                 .await;
             match answer {
                 Ok(v) => {
-                    let (allow, message) = wire::permission_answer(&v);
-                    runtime::AskAnswer { allow, message }
+                    let a = wire::permission_answer(&v);
+                    for p in &a.problems {
+                        eprintln!("cadre: can_use_tool answer: {p}; that update is ignored");
+                    }
+                    let mut updates = Vec::new();
+                    for (dest, u) in a.updates {
+                        if let Some(path) = settings_file(dest)
+                            && let Err(e) = crate::config::edit::edit_json_settings(&path, |o| {
+                                runtime::grants::edit_settings(o, &u)
+                            })
+                        {
+                            eprintln!(
+                                "cadre: permission update not written to {}: {e} (it applies to this session only)",
+                                path.display()
+                            );
+                        }
+                        updates.push(u);
+                    }
+                    runtime::AskAnswer {
+                        allow: a.allow,
+                        message: a.message,
+                        updated_input: a.updated_input,
+                        updates,
+                    }
                 }
                 Err(e) => {
                     eprintln!("cadre: can_use_tool failed, the call is denied: {e}");
@@ -677,6 +760,29 @@ fn client_elicitor(control: Arc<Control>) -> crate::mcp::Elicitor {
             }
         })
     })
+}
+
+/// The settings file a permission update with this destination is kept
+/// in, besides the session (`None`: the session only).
+fn settings_file(dest: wire::Destination) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    match dest {
+        wire::Destination::Session => None,
+        wire::Destination::LocalSettings => Some(cwd.join(".claude/settings.local.json")),
+        wire::Destination::ProjectSettings => Some(cwd.join(".claude/settings.json")),
+        wire::Destination::UserSettings => {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+            match home {
+                Some(h) => Some(PathBuf::from(h).join(".claude/settings.json")),
+                None => {
+                    eprintln!(
+                        "cadre: permission update for userSettings: HOME is not set; it applies to this session only"
+                    );
+                    None
+                }
+            }
+        }
+    }
 }
 
 /// Merges agents from `initialize` into the `--agents` JSON.
@@ -886,13 +992,14 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         h.max_budget_usd,
     );
     let control = Arc::new(Control::default());
+    let prompts = Arc::new(Prompts::default());
     let mut extras = plan.extras;
     let mut session_args = plan.session;
 
     // Text input: one prompt. Stream input: the reader, then initialize
     // (if the client sends it) before the first user message.
     let mut rx = None;
-    let mut first: Option<Message> = None;
+    let mut first: Option<Prompt> = None;
     let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
     let mut init_reply: Option<String> = None;
     match plan.input {
@@ -901,7 +1008,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 Some(p) => p,
                 None => run::read_stdin_prompt("after -p")?,
             };
-            first = Some(Message::user_text(text));
+            let (id, cancel) = prompts.admit();
+            first = Some(Prompt {
+                message: Message::user_text(text),
+                id,
+                cancel,
+            });
         }
         InputFormat::StreamJson => {
             if h.prompt.is_some() {
@@ -911,7 +1023,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 ));
             }
             let (tx, r) = mpsc::unbounded_channel();
-            spawn_reader(tx, Arc::clone(&control), emitter.clone(), g.quiet);
+            spawn_reader(
+                tokio::io::BufReader::new(tokio::io::stdin()),
+                tx,
+                Arc::clone(&control),
+                Arc::clone(&prompts),
+            );
             let mut r = r;
             loop {
                 match r.recv().await {
@@ -1051,12 +1168,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut last_text = String::new();
     let mut last_result: Option<ResultOut> = None;
     loop {
-        let message = match first.take() {
+        let prompt = match first.take() {
             Some(m) => m,
             None => match rx.as_mut() {
                 None => break,
                 Some(r) => match r.recv().await {
-                    Some(Incoming::User(m)) => m,
+                    Some(Incoming::User(p)) => p,
                     Some(Incoming::SetMode(m)) => {
                         session.set_mode(m);
                         continue;
@@ -1084,15 +1201,19 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 },
             },
         };
+        let Prompt {
+            message,
+            id: prompt_id,
+            cancel,
+        } = prompt;
         let message = if is_first {
             run::first_message_with(&engine, def.as_deref(), message.content)
         } else {
             message
         };
         is_first = false;
-        // From here an interrupt cancels this prompt, even one that
-        // arrives before its first request.
-        let cancel = CancellationToken::new();
+        // The budget stop cancels the prompt running; an interrupt has had
+        // this token since the prompt was read.
         emitter.set_current(Some(cancel.clone()));
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
@@ -1100,6 +1221,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         let start = PromptStart::now(&emitter);
         session.push_user(message);
         let outcome = run_prompt(&mut session, &emitter, cancel).await;
+        prompts.done(prompt_id);
         let result = result_of(&emitter, &engine.session_id, &start, &outcome);
         last_error = result.is_error;
         last_text = result.result.clone();
@@ -1159,7 +1281,63 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::split_rules;
+    use std::sync::Arc;
+
+    use tokio::sync::mpsc;
+
+    use super::{Control, Incoming, Prompts, spawn_reader, split_rules};
+
+    const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
+    const INTERRUPT: &str =
+        r#"{"type":"control_request","request_id":"i","request":{"subtype":"interrupt"}}"#;
+
+    /// What the session loop would see of `input`: for each prompt,
+    /// whether it is cancelled once stdin has been read to its end.
+    async fn cancelled_prompts(input: String) -> Vec<bool> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let prompts = Arc::new(Prompts::default());
+        spawn_reader(
+            std::io::Cursor::new(input.into_bytes()),
+            tx,
+            Arc::new(Control::default()),
+            Arc::clone(&prompts),
+        );
+        let mut seen = Vec::new();
+        let mut tokens = Vec::new();
+        while let Some(i) = rx.recv().await {
+            match i {
+                Incoming::User(p) => tokens.push(p.cancel),
+                Incoming::End => break,
+                _ => {}
+            }
+        }
+        for t in tokens {
+            seen.push(t.is_cancelled());
+        }
+        seen
+    }
+
+    /// The session loop takes a prompt from the channel some time after
+    /// the reader read it; an interrupt read in between must still stop it
+    /// (it used to find no prompt running and be lost).
+    #[tokio::test]
+    async fn an_interrupt_stops_every_prompt_read_before_it_however_late_the_loop() {
+        let input = format!("{USER}\n{INTERRUPT}\n{USER}\n");
+        assert_eq!(cancelled_prompts(input).await, [true, false]);
+        let input = format!("{INTERRUPT}\n{USER}\n{USER}\n{INTERRUPT}\n");
+        assert_eq!(cancelled_prompts(input).await, [true, true]);
+    }
+
+    #[test]
+    fn a_finished_prompt_is_not_cancelled_again() {
+        let p = Prompts::default();
+        let (a, ta) = p.admit();
+        let (_, tb) = p.admit();
+        p.done(a);
+        assert_eq!(p.interrupt(), 1);
+        assert!(!ta.is_cancelled());
+        assert!(tb.is_cancelled());
+    }
 
     #[test]
     fn rules_split_on_commas_and_spaces_outside_parentheses() {

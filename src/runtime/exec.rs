@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
-use crate::tools::permissions::{Decision, Rules, explain_with_hook};
+use crate::tools::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
@@ -247,16 +247,27 @@ impl Session {
             }
         }
         let permissions = &snap.settings().permissions;
-        let rules: &Rules = &snap.rules;
+        // The session's own updates (an SDK client's) add to the settings.
+        let (session_rules, session_dirs, session_mode) = match self.engine.grants.lock() {
+            Ok(g) => (g.merged(&snap.rules), g.add_dirs.clone(), g.mode),
+            Err(_) => (None, Vec::new(), None),
+        };
+        let rules: &Rules = session_rules.as_ref().unwrap_or(&snap.rules);
+        let mode = match session_mode {
+            Some(m) if self.spec.is_main => m,
+            _ => self.spec.mode,
+        };
         let add_dirs: Vec<PathBuf> = permissions
             .additional_directories
             .iter()
             .chain(&self.engine.add_dirs)
+            .chain(&session_dirs)
             .map(|d| self.spec.cwd.join(d))
             .collect();
+        let mut input = input;
         let explained = explain_with_hook(
             rules,
-            self.spec.mode,
+            mode,
             name,
             &input,
             &self.spec.cwd,
@@ -310,6 +321,38 @@ impl Session {
                         interactive: self.engine.asker.is_some(),
                         message: answer.message,
                     }));
+                }
+                if !answer.updates.is_empty()
+                    && let Ok(mut g) = self.engine.grants.lock()
+                {
+                    for u in &answer.updates {
+                        for e in g.apply(u) {
+                            tracing::warn!("permission update: {e}; the rule is ignored");
+                        }
+                    }
+                }
+                // A replacement input is checked like the model's: against
+                // the schema, then against the rules, so that an answer
+                // cannot carry a denied call through.
+                if let Some(updated) = answer.updated_input
+                    && updated != input
+                {
+                    if let Err(issues) = self.validate(snap, name, &updated) {
+                        return invalid(issues);
+                    }
+                    if let Decision::Deny { reason } =
+                        decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
+                    {
+                        return CallResult::text(
+                            id,
+                            render(
+                                "error_permission_denied",
+                                json!({"tool": name, "reason": reason, "asked": false, "interactive": false, "message": null}),
+                            ),
+                            true,
+                        );
+                    }
+                    input = updated;
                 }
             }
         }

@@ -9,6 +9,7 @@
 
 mod compact;
 mod exec;
+pub mod grants;
 pub mod hooks;
 mod manage;
 mod mcp;
@@ -150,13 +151,19 @@ pub struct AskAnswer {
     pub allow: bool,
     /// Why not, in the asker's words (an SDK client's denial message).
     pub message: Option<String>,
+    /// The input to run the tool with instead (an SDK client's
+    /// `updatedInput`); validated and checked against the rules again.
+    pub updated_input: Option<Value>,
+    /// Permission changes for the rest of the session, applied before the
+    /// call goes on.
+    pub updates: Vec<grants::PermissionUpdate>,
 }
 
 impl From<bool> for AskAnswer {
     fn from(allow: bool) -> Self {
         AskAnswer {
             allow,
-            message: None,
+            ..AskAnswer::default()
         }
     }
 }
@@ -224,6 +231,8 @@ pub struct Engine {
     /// (main agent, sub-agents, compactions), for
     /// `agents.session_token_budget`.
     session_tokens: std::sync::atomic::AtomicU64,
+    /// Permission updates for the rest of the session (an SDK client's).
+    pub grants: Mutex<grants::Grants>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
     /// Cancels every teammate of this process (at its end).
     pub team_cancel: tokio_util::sync::CancellationToken,
@@ -262,6 +271,7 @@ impl Engine {
             add_dirs: Vec::new(),
             main_mode: Mutex::new(crate::config::PermissionMode::Default),
             session_tokens: std::sync::atomic::AtomicU64::new(0),
+            grants: Mutex::new(grants::Grants::default()),
             validators: Mutex::new(HashMap::new()),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
