@@ -650,6 +650,94 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     );
 }
 
+/// Answers the next `can_use_tool` request with `response`; returns the request.
+fn answer_can_use_tool(d: &mut Driven, response: Value) -> Value {
+    let ask = d.until("can_use_tool", |v| {
+        v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool"
+    });
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(json!({"type": "control_response",
+                  "response": {"subtype": "success", "request_id": id, "response": response}}));
+    ask
+}
+
+#[test]
+fn can_use_tool_updated_input_runs_but_cannot_smuggle_a_denied_command() {
+    let mut p = Project::new();
+    p.config("[permissions]\ndeny = [\"Bash(rm:*)\"]\n");
+    p.write("keep/file.txt", "precious");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo one"})),
+        anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo three"})),
+        anthropic::tool_use_reply("toolu_3", "Bash", json!({"command": "echo four"})),
+        anthropic::text_reply("done"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("go");
+    let ask = answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo two"}}),
+    );
+    assert_eq!(ask["request"]["input"]["command"], "echo one");
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo x && rm -rf keep"}}),
+    );
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"cmd": 4}}),
+    );
+    let r = d.until("result", is_result);
+    assert_eq!(r["result"], "done");
+    assert_eq!(d.finish(), 0);
+    let first = &last_tool_results(&server.request(1).json)[0];
+    assert_ne!(first["is_error"], true, "{first}");
+    assert!(result_text(first).contains("two"), "{first}");
+    let second = &last_tool_results(&server.request(2).json)[0];
+    assert_eq!(second["is_error"], true, "{second}");
+    assert!(result_text(second).contains("Bash(rm:*)"), "{second}");
+    assert_eq!(p.read("keep/file.txt"), "precious");
+    let third = &last_tool_results(&server.request(3).json)[0];
+    assert_eq!(third["is_error"], true, "{third}");
+    assert!(result_text(third).contains("command"), "{third}");
+}
+
+#[test]
+fn can_use_tool_updated_permissions_last_for_the_session_and_reach_settings_files() {
+    let p = Project::new();
+    p.write(".claude/settings.local.json", "{\"model\": \"keep-me\"}\n");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo a"})),
+        anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo b"})),
+        anthropic::text_reply("done"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("go");
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo a"}, "updatedPermissions": [
+            {"type": "addRules", "behavior": "allow", "destination": "session",
+             "rules": [{"toolName": "Bash", "ruleContent": "echo:*"}]},
+            {"type": "addRules", "behavior": "deny", "destination": "localSettings",
+             "rules": [{"toolName": "WebFetch"}]}
+        ]}),
+    );
+    // The second echo runs without a question: the session rule allows it.
+    let r = d.until("result", |v| {
+        assert_ne!(v["request"]["subtype"], "can_use_tool", "asked again: {v}");
+        is_result(v)
+    });
+    assert_eq!(r["result"], "done");
+    assert_eq!(d.finish(), 0);
+    let second = &last_tool_results(&server.request(2).json)[0];
+    assert_ne!(second["is_error"], true, "{second}");
+    let local: Value = serde_json::from_str(&p.read(".claude/settings.local.json")).unwrap();
+    assert_eq!(
+        local,
+        json!({"model": "keep-me", "permissions": {"deny": ["WebFetch"]}})
+    );
+}
+
 #[test]
 fn hook_callbacks_from_initialize_can_block_a_tool() {
     let p = Project::new();
