@@ -630,55 +630,111 @@ fn spawn_reader<R>(
     });
 }
 
-/// The PreToolUse callbacks a client registered, as a tool gate.
-fn hook_gate(
-    control: Arc<Control>,
-    matchers: Vec<wire::HookMatcherIn>,
-    session_id: String,
-) -> runtime::ToolGate {
-    let matchers = Arc::new(matchers);
-    Arc::new(move |call: runtime::GateCall| {
-        let control = Arc::clone(&control);
-        let matchers = Arc::clone(&matchers);
-        let session_id = session_id.clone();
-        Box::pin(async move {
-            for m in matchers.iter() {
-                if !wire::matcher_selects(m.matcher.as_deref(), &call.tool) {
-                    continue;
-                }
-                for id in &m.hook_callback_ids {
-                    let input = json!({
-                        "hook_event_name": "PreToolUse",
-                        "session_id": session_id,
-                        "transcript_path": "",
-                        "cwd": call.cwd.display().to_string(),
-                        "permission_mode": call.mode.as_str(),
-                        "tool_name": call.tool,
-                        "tool_input": call.input,
-                        "tool_use_id": call.tool_use_id,
-                    });
-                    let answer = control
-                        .ask(ToClient::HookCallback {
-                            callback_id: id.clone(),
-                            input,
-                            tool_use_id: Some(call.tool_use_id.clone()),
-                        })
-                        .await;
-                    match answer {
-                        Ok(v) => {
-                            if let Some(reason) = wire::hook_block(&v) {
-                                return Some(reason);
-                            }
-                        }
-                        Err(e) => {
-                            eprintln!("cadre: PreToolUse hook callback {id} failed: {e}");
-                        }
-                    }
-                }
+/// The hook events whose callbacks cadre calls (Claude Code's names;
+/// `Stop` is the main session's stop, `UserPromptSubmit` is handled here).
+const CLIENT_HOOK_EVENTS: [&str; 7] = [
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+];
+
+/// Calls the client's callbacks registered for `event` whose matcher
+/// selects `target`, in order; the answers of those that answered in time.
+async fn call_client_hooks(
+    control: &Control,
+    matchers: &[wire::HookMatcherIn],
+    event: &str,
+    target: &str,
+    input: &Value,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let tool_use_id = input
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    for m in matchers {
+        if !wire::matcher_selects(m.matcher.as_deref(), target) {
+            continue;
+        }
+        // The SDKs give a timeout in seconds; Claude Code's default is 60.
+        let secs = m
+            .timeout
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(60.0)
+            .min(86_400.0);
+        for id in &m.hook_callback_ids {
+            let ask = control.ask(ToClient::HookCallback {
+                callback_id: id.clone(),
+                input: input.clone(),
+                tool_use_id: tool_use_id.clone(),
+            });
+            match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), ask).await {
+                Ok(Ok(v)) => out.push(v),
+                Ok(Err(e)) => eprintln!("cadre: {event} hook callback {id} failed: {e}"),
+                Err(_) => eprintln!(
+                    "cadre: {event} hook callback {id} gave no answer within {secs} s; going on without it"
+                ),
             }
-            None
-        })
-    })
+        }
+    }
+    out
+}
+
+/// The client's hook callbacks as the engine calls them.
+fn client_hooks(
+    control: Arc<Control>,
+    hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+) -> runtime::ClientHooks {
+    let hooks = Arc::new(hooks);
+    runtime::ClientHooks {
+        events: hooks.keys().cloned().collect(),
+        call: Arc::new(move |event: &'static str, target: String, input: Value| {
+            let control = Arc::clone(&control);
+            let hooks = Arc::clone(&hooks);
+            Box::pin(async move {
+                let Some(matchers) = hooks.get(event) else {
+                    return Vec::new();
+                };
+                call_client_hooks(&control, matchers, event, &target, &input).await
+            })
+        }),
+    }
+}
+
+/// What the client's UserPromptSubmit callbacks made of a prompt:
+/// `Err(reason)` when one blocked it, else the context to add to it.
+async fn user_prompt_hooks(
+    control: &Control,
+    matchers: &[wire::HookMatcherIn],
+    input: Value,
+) -> Result<Vec<String>, String> {
+    let answers = call_client_hooks(control, matchers, "UserPromptSubmit", "", &input).await;
+    let mut contexts = Vec::new();
+    for a in answers {
+        let text = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
+        if let Some(m) = text("systemMessage") {
+            eprintln!("cadre: UserPromptSubmit hook: {m}");
+        }
+        if text("decision").as_deref() == Some("block") {
+            return Err(text("reason").unwrap_or_else(|| "blocked by a hook".into()));
+        }
+        if a.get("continue").and_then(Value::as_bool) == Some(false) {
+            return Err(text("stopReason").unwrap_or_else(|| "stopped by a hook".into()));
+        }
+        if let Some(c) = a
+            .get("hookSpecificOutput")
+            .and_then(|h| h.get("additionalContext"))
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+        {
+            contexts.push(c.to_string());
+        }
+    }
+    Ok(contexts)
 }
 
 /// `can_use_tool` through the client.
@@ -1057,35 +1113,28 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             rx = Some(r);
         }
     }
-    let mut unsupported_hooks = Vec::new();
-    let mut pre_tool = Vec::new();
-    for (event, matchers) in std::mem::take(&mut hooks) {
-        if event == "PreToolUse" {
-            pre_tool.extend(matchers);
-        } else {
-            unsupported_hooks.push(event);
-        }
-    }
+    let unsupported_hooks: Vec<String> = hooks
+        .keys()
+        .filter(|e| !CLIENT_HOOK_EVENTS.contains(&e.as_str()))
+        .cloned()
+        .collect();
     if !unsupported_hooks.is_empty() {
         note(
             &g,
             &format!(
-                "not supported: SDK hook callbacks for {} (cadre calls PreToolUse callbacks only)",
+                "not supported: SDK hook callbacks for {} (cadre has no such event; they are never called)",
                 unsupported_hooks.join(", ")
             ),
         );
     }
+    let prompt_hooks = hooks.remove("UserPromptSubmit").unwrap_or_default();
     let session_id = extras
         .session_id
         .clone()
         .unwrap_or_else(run::new_session_id);
     extras.session_id = Some(session_id.clone());
-    if !pre_tool.is_empty() {
-        extras.tool_gate = Some(hook_gate(
-            Arc::clone(&control),
-            pre_tool,
-            session_id.clone(),
-        ));
+    if !hooks.is_empty() {
+        extras.client_hooks = Some(client_hooks(Arc::clone(&control), hooks));
     }
     let asker = plan
         .stdio_permissions
@@ -1206,6 +1255,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             id: prompt_id,
             cancel,
         } = prompt;
+        let was_first = is_first;
         let message = if is_first {
             run::first_message_with(&engine, def.as_deref(), message.content)
         } else {
@@ -1219,10 +1269,52 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             send(&init_message(&engine, model_source, &session));
         }
         let start = PromptStart::now(&emitter);
-        session.push_user(message);
-        let outcome = run_prompt(&mut session, &emitter, cancel).await;
+        let mut message = message;
+        let mut blocked = None;
+        if !prompt_hooks.is_empty() {
+            let input = json!({
+                "hook_event_name": "UserPromptSubmit",
+                "session_id": engine.session_id,
+                "transcript_path": session.transcript().path(),
+                "cwd": session.spec().cwd,
+                "permission_mode": session.spec().mode.as_str(),
+                "prompt": message.content.iter().filter_map(ContentBlock::as_text)
+                    .collect::<Vec<_>>().join("\n"),
+            });
+            match user_prompt_hooks(&control, &prompt_hooks, input).await {
+                Ok(contexts) => {
+                    let snap = engine.snapshot.load();
+                    for c in contexts {
+                        let text = snap.templates.text(
+                            "hook_context",
+                            &json!({"event": "UserPromptSubmit", "context": c}),
+                        );
+                        message.content.push(ContentBlock::text(text));
+                    }
+                }
+                Err(reason) => blocked = Some(reason),
+            }
+        }
+        let outcome = match &blocked {
+            // A blocked prompt never joins the conversation (the next one
+            // is the first, if this was).
+            Some(_) => {
+                is_first = was_first;
+                Err(RunError::Cancelled)
+            }
+            None => {
+                session.push_user(message);
+                run_prompt(&mut session, &emitter, cancel).await
+            }
+        };
         prompts.done(prompt_id);
-        let result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        let mut result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        if let Some(reason) = blocked {
+            result.errors = vec![format!(
+                "UserPromptSubmit hook blocked the prompt: {reason}"
+            )];
+            result.result = reason;
+        }
         last_error = result.is_error;
         last_text = result.result.clone();
         if plan.output == OutputFormat::StreamJson {

@@ -80,7 +80,7 @@ pub(super) struct Extras {
     pub remove_tools: Vec<String>,
     pub session_id: Option<String>,
     pub main_prompt: runtime::MainPrompt,
-    pub tool_gate: Option<runtime::ToolGate>,
+    pub client_hooks: Option<runtime::ClientHooks>,
     /// Who answers MCP servers' requests for input (`None` declines them).
     pub elicitor: Option<crate::mcp::Elicitor>,
 }
@@ -373,7 +373,7 @@ pub(super) fn prepare_with(
         };
         engine.main_prompt.append = Some(append);
     }
-    engine.tool_gate = extras.tool_gate;
+    engine.client_hooks = extras.client_hooks;
     let elicitor = extras.elicitor;
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);

@@ -230,22 +230,6 @@ impl Session {
                 (verdict, updated)
             }
         };
-        if let Some(gate) = &self.engine.tool_gate {
-            let call = super::GateCall {
-                agent_id: self.spec.agent_id.clone(),
-                tool_use_id: id.to_string(),
-                tool: name.to_string(),
-                input: input.clone(),
-                cwd: self.spec.cwd.clone(),
-                mode: self.spec.mode,
-            };
-            if let Some(reason) = gate(call).await {
-                return error(snap.templates.show(&HookBlocked {
-                    tool: name.to_string(),
-                    reason,
-                }));
-            }
-        }
         let permissions = &snap.settings().permissions;
         // The session's own updates (an SDK client's) add to the settings.
         let (session_rules, session_dirs, session_mode) = match self.engine.grants.lock() {

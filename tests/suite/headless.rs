@@ -772,6 +772,107 @@ fn hook_callbacks_from_initialize_can_block_a_tool() {
     );
 }
 
+/// Answers hook callbacks with `answer(event, input, times seen)` until a
+/// result comes; returns the result and the inputs seen.
+fn answer_hooks_until_result(
+    d: &mut Driven,
+    answer: impl Fn(&str, &Value, usize) -> Value,
+) -> (Value, Vec<Value>) {
+    let mut inputs = Vec::new();
+    loop {
+        let v = d.until("hook callback or result", |v| {
+            is_result(v) || v["request"]["subtype"] == "hook_callback"
+        });
+        if is_result(&v) {
+            return (v, inputs);
+        }
+        let input = v["request"]["input"].clone();
+        let event = input["hook_event_name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let seen = inputs
+            .iter()
+            .filter(|i: &&Value| i["hook_event_name"] == event.as_str())
+            .count();
+        let response = answer(&event, &input, seen);
+        inputs.push(input);
+        let id = v["request_id"].as_str().unwrap().to_string();
+        d.send(json!({"type": "control_response",
+                      "response": {"subtype": "success", "request_id": id, "response": response}}));
+    }
+}
+
+#[test]
+fn hook_callbacks_fire_for_prompt_submit_post_tool_use_and_stop() {
+    let p = Project::new();
+    p.write("notes.txt", "the notes");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        anthropic::text_reply("first answer"),
+        anthropic::text_reply("final answer"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "UserPromptSubmit": [{"hookCallbackIds": ["h_prompt"]}],
+                      "PostToolUse": [{"matcher": "Read", "hookCallbackIds": ["h_post"]}],
+                      "Stop": [{"hookCallbackIds": ["h_stop"]}]}}}));
+    d.until("initialize response", |v| v["type"] == "control_response");
+    d.user("read the notes");
+    let (r, inputs) = answer_hooks_until_result(&mut d, |event, input, seen| match event {
+        "UserPromptSubmit" => {
+            assert_eq!(input["prompt"], "read the notes");
+            json!({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                          "additionalContext": "ctx-from-prompt-hook"}})
+        }
+        "PostToolUse" => {
+            assert_eq!(input["tool_name"], "Read");
+            assert!(
+                input["tool_response"].to_string().contains("the notes"),
+                "{input}"
+            );
+            json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+                                          "additionalContext": "ctx-from-post-hook"}})
+        }
+        "Stop" if seen == 0 => {
+            assert_eq!(input["stop_hook_active"], false);
+            json!({"decision": "block", "reason": "look once more"})
+        }
+        "Stop" => {
+            assert_eq!(input["stop_hook_active"], true);
+            json!({})
+        }
+        other => panic!("unexpected hook event {other}"),
+    });
+    assert_eq!(r["result"], "final answer", "{r}");
+    let events: Vec<&str> = inputs
+        .iter()
+        .map(|i| i["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["UserPromptSubmit", "PostToolUse", "Stop", "Stop"]);
+    // A second prompt that the hook blocks never reaches the model.
+    d.user("something forbidden");
+    let (r, _) = answer_hooks_until_result(&mut d, |event, _, _| {
+        assert_eq!(event, "UserPromptSubmit");
+        json!({"decision": "block", "reason": "not that"})
+    });
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(r["result"], "not that", "{r}");
+    assert_eq!(d.finish(), 1);
+    assert_eq!(server.requests().len(), 3);
+    assert!(
+        server
+            .request(0)
+            .body_str()
+            .contains("ctx-from-prompt-hook")
+    );
+    let post = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(post).contains("ctx-from-post-hook"), "{post}");
+    assert!(super::harness::user_texts(&server.request(2)).contains("look once more"));
+    assert!(!server.request(2).body_str().contains("something forbidden"));
+}
+
 #[test]
 fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
     let p = Project::new();
