@@ -206,6 +206,8 @@ struct Plan {
     output: OutputFormat,
     input: InputFormat,
     stdio_permissions: bool,
+    /// In-process MCP servers of the SDK client.
+    sdk_servers: Vec<String>,
 }
 
 fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
@@ -333,6 +335,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         }
         extras.session_id = Some(id.clone());
     }
+    let mut sdk_servers = Vec::new();
     if !h.mcp_config.is_empty() {
         let mut servers = Map::new();
         for c in &h.mcp_config {
@@ -344,12 +347,17 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             };
             for (name, server) in list {
                 if server.get("type").and_then(Value::as_str) == Some("sdk") {
-                    note(
-                        g,
-                        &format!(
-                            "not supported: SDK MCP server `{name}` (in-process servers of the client); its tools are not offered"
-                        ),
-                    );
+                    if input != InputFormat::StreamJson {
+                        note(
+                            g,
+                            &format!(
+                                "not supported: SDK MCP server `{name}` without --input-format stream-json (no client to reach it); its tools are not offered"
+                            ),
+                        );
+                        continue;
+                    }
+                    sdk_servers.push(name.clone());
+                    servers.insert(name.clone(), json!({"type": "sdk"}));
                     continue;
                 }
                 servers.insert(name.clone(), server.clone());
@@ -393,6 +401,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         output,
         input,
         stdio_permissions,
+        sdk_servers,
     })
 }
 
@@ -407,6 +416,14 @@ impl Control {
     /// Sends a request and waits for its answer (`Err` when the client
     /// answered with an error or went away).
     async fn ask(&self, request: ToClient) -> Result<Value, String> {
+        self.start(request).await
+    }
+
+    /// Sends a request now; the answer comes through the returned future.
+    fn start(
+        &self,
+        request: ToClient,
+    ) -> impl std::future::Future<Output = Result<Value, String>> + Send + 'static {
         let id = format!(
             "cadre_req_{}",
             self.next.fetch_add(1, Ordering::Relaxed) + 1
@@ -419,8 +436,10 @@ impl Control {
             request_id: id,
             request,
         }));
-        rx.await
-            .unwrap_or_else(|_| Err("the client closed its input".into()))
+        async move {
+            rx.await
+                .unwrap_or_else(|_| Err("the client closed its input".into()))
+        }
     }
 
     fn answer(&self, response: wire::ResponseIn) {
@@ -735,6 +754,65 @@ async fn user_prompt_hooks(
         }
     }
     Ok(contexts)
+}
+
+/// Reaches the client's in-process MCP servers named `names`: each
+/// connection is a stream whose JSON-RPC lines travel as `mcp_message`
+/// control requests, the client's `mcp_response` coming back as a line.
+fn sdk_connector(control: Arc<Control>, names: Vec<String>) -> crate::mcp::LocalConnector {
+    Arc::new(move |name: &str| {
+        if !names.iter().any(|n| n == name) {
+            return None;
+        }
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        spawn_sdk_bridge(Arc::clone(&control), name.to_string(), theirs);
+        Some(ours)
+    })
+}
+
+fn spawn_sdk_bridge(control: Arc<Control>, server: String, stream: tokio::io::DuplexStream) {
+    use tokio::io::AsyncWriteExt;
+    let (read, mut write) = tokio::io::split(stream);
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if write.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                tracing::warn!("SDK MCP server {server}: a line that is not JSON was dropped");
+                continue;
+            };
+            let id = message.get("id").cloned();
+            let is_request = id.is_some() && message.get("method").is_some();
+            // Sent in the order written, answered whenever the client can.
+            let answer = control.start(ToClient::McpMessage {
+                server_name: server.clone(),
+                message,
+            });
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let answer = answer.await;
+                if !is_request {
+                    return;
+                }
+                let error = |text: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text}});
+                let response = match answer {
+                    Ok(v) => v
+                        .get("mcp_response")
+                        .cloned()
+                        .unwrap_or_else(|| error("the client's answer has no mcp_response".into())),
+                    Err(e) => error(e),
+                };
+                let _ = tx.send(format!("{response}\n"));
+            });
+        }
+    });
 }
 
 /// `can_use_tool` through the client.
@@ -1135,6 +1213,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     extras.session_id = Some(session_id.clone());
     if !hooks.is_empty() {
         extras.client_hooks = Some(client_hooks(Arc::clone(&control), hooks));
+    }
+    if !plan.sdk_servers.is_empty() {
+        extras.mcp_local = Some(sdk_connector(
+            Arc::clone(&control),
+            plan.sdk_servers.clone(),
+        ));
     }
     let asker = plan
         .stdio_permissions

@@ -83,6 +83,8 @@ pub(super) struct Extras {
     pub client_hooks: Option<runtime::ClientHooks>,
     /// Who answers MCP servers' requests for input (`None` declines them).
     pub elicitor: Option<crate::mcp::Elicitor>,
+    /// Reaches the SDK client's in-process MCP servers.
+    pub mcp_local: Option<crate::mcp::LocalConnector>,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -375,6 +377,7 @@ pub(super) fn prepare_with(
     }
     engine.client_hooks = extras.client_hooks;
     let elicitor = extras.elicitor;
+    engine.mcp.set_local_connector(extras.mcp_local);
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {

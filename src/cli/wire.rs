@@ -239,6 +239,9 @@ pub enum ToClient {
         input: Value,
         tool_use_id: Option<String>,
     },
+    /// A JSON-RPC message for one of the client's in-process MCP servers
+    /// (`type: "sdk"` in `--mcp-config`); the answer carries `mcp_response`.
+    McpMessage { server_name: String, message: Value },
 }
 
 /// cadre's answer to a client's request.

@@ -85,6 +85,8 @@ pub struct McpManager {
     sampler: Mutex<Option<super::Sampler>>,
     /// Puts servers' requests for input to the user.
     elicitor: Mutex<Option<super::Elicitor>>,
+    /// Reaches an SDK client's in-process servers.
+    local: Mutex<Option<super::LocalConnector>>,
 }
 
 impl McpManager {
@@ -111,6 +113,14 @@ impl McpManager {
             .extra_roots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = dirs;
+    }
+
+    /// How servers of `type: "sdk"` are reached (set before they connect).
+    pub fn set_local_connector(&self, local: Option<super::LocalConnector>) {
+        *self
+            .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = local;
     }
 
     /// Offers sampling, answered by `sampler`, to servers that connect from
@@ -152,6 +162,11 @@ impl McpManager {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
             progress: Default::default(),
+            local: self
+                .local
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
             elicitor: self
                 .elicitor
                 .lock()

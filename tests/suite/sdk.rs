@@ -164,3 +164,36 @@ fn sdk_pre_tool_use_hook_fires_and_blocks() {
     let r = &last_tool_results(&server.request(1).json)[0];
     assert!(result_text(r).contains("the guard hook says no"), "{r}");
 }
+
+#[test]
+fn sdk_mcp_server_tools_run_in_the_sdk_program() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_add", "mcp__calc__add", json!({"a": 2, "b": 3})),
+        _ => anthropic::text_reply("2 + 3 = 5."),
+    });
+    drive(&p, &server, "sdk_mcp_tool");
+    let tools = super::harness::tool_names(&server.request(0).json);
+    assert!(tools.iter().any(|t| t == "mcp__calc__add"), "{tools:?}");
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("sum=5"), "{r}");
+}
+
+#[test]
+fn sdk_can_use_tool_rewrites_input_and_grants_a_rule_and_post_hooks_fire() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo original"})),
+        1 => anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo again"})),
+        _ => anthropic::text_reply("Said."),
+    });
+    drive(&p, &server, "rewrite_and_post_hook");
+    let first = &last_tool_results(&server.request(1).json)[0];
+    let text = result_text(first);
+    assert!(
+        text.contains("rewritten") && text.contains("checked by the post hook"),
+        "{first}"
+    );
+    let second = &last_tool_results(&server.request(2).json)[0];
+    assert!(result_text(second).contains("again"), "{second}");
+}
