@@ -598,7 +598,22 @@ fn spawn_reader<R>(
                 Input::ControlRequest(req) => {
                     let id = req.request_id;
                     let reply = match req.request {
-                        FromClient::Initialize { hooks, agents } => {
+                        FromClient::Initialize {
+                            hooks,
+                            agents,
+                            rest,
+                        } => {
+                            let ignored: Vec<&str> = rest
+                                .iter()
+                                .filter(|(_, v)| !v.is_null())
+                                .map(|(k, _)| k.as_str())
+                                .collect();
+                            if !ignored.is_empty() {
+                                eprintln!(
+                                    "cadre: not supported in initialize: {} (ignored)",
+                                    ignored.join(", ")
+                                );
+                            }
                             let _ = tx.send(Incoming::Initialize {
                                 request_id: id,
                                 hooks: hooks.unwrap_or_default(),
@@ -691,12 +706,20 @@ async fn call_client_hooks(
                 input: input.clone(),
                 tool_use_id: tool_use_id.clone(),
             });
-            match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), ask).await {
-                Ok(Ok(v)) => out.push(v),
-                Ok(Err(e)) => eprintln!("cadre: {event} hook callback {id} failed: {e}"),
-                Err(_) => eprintln!(
-                    "cadre: {event} hook callback {id} gave no answer within {secs} s; going on without it"
-                ),
+            let failure =
+                match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), ask).await {
+                    Ok(Ok(v)) => {
+                        out.push(v);
+                        continue;
+                    }
+                    Ok(Err(e)) => format!("{event} hook callback {id} failed: {e}"),
+                    Err(_) => format!("{event} hook callback {id} gave no answer within {secs} s"),
+                };
+            if m.on_failure.as_deref().is_some_and(|f| f != "continue") {
+                eprintln!("cadre: {failure}; it blocks (onFailure)");
+                out.push(json!({"decision": "block", "reason": failure}));
+            } else {
+                eprintln!("cadre: {failure}; going on without it");
             }
         }
     }
@@ -1280,6 +1303,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 "models": [],
                 "account": {},
                 "pid": std::process::id(),
+                "hook_on_failure_supported": true,
+                "hooks_applied": true,
             }),
         )));
     }

@@ -374,6 +374,10 @@ pub enum FromClient {
         hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
         #[serde(default)]
         agents: Option<serde_json::Map<String, Value>>,
+        /// Everything else the client asked for (named on stderr, since
+        /// cadre does not apply it).
+        #[serde(flatten)]
+        rest: serde_json::Map<String, Value>,
     },
     Interrupt,
     SetPermissionMode {
@@ -398,6 +402,10 @@ pub struct HookMatcherIn {
     pub hook_callback_ids: Vec<String>,
     #[serde(default)]
     pub timeout: Option<f64>,
+    /// `block` (or any value but `continue`): a callback that fails or
+    /// does not answer blocks, as a hook exiting with 2 would.
+    #[serde(default, rename = "onFailure")]
+    pub on_failure: Option<String>,
 }
 
 /// The client's answer to one of cadre's requests.
@@ -719,7 +727,7 @@ mod tests {
         }))
         .unwrap();
         let Input::ControlRequest(ControlRequestIn {
-            request: FromClient::Initialize { hooks, agents },
+            request: FromClient::Initialize { hooks, agents, .. },
             ..
         }) = init
         else {

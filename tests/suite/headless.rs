@@ -874,6 +874,41 @@ fn hook_callbacks_fire_for_prompt_submit_post_tool_use_and_stop() {
 }
 
 #[test]
+fn a_failing_hook_callback_with_on_failure_block_blocks_the_tool() {
+    let p = Project::new();
+    p.write("notes.txt", "the notes");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        anthropic::text_reply("blocked"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "PreToolUse": [{"hookCallbackIds": ["h"], "onFailure": "block"}]}}}));
+    let init = d.until("initialize response", |v| v["type"] == "control_response");
+    assert_eq!(
+        init["response"]["response"]["hook_on_failure_supported"],
+        true
+    );
+    d.user("read the notes");
+    let call = d.until("hook_callback", |v| v["type"] == "control_request");
+    let id = call["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "error", "request_id": id,
+                  "error": "the guard crashed"}}),
+    );
+    d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+    let text = result_text(r);
+    assert!(
+        text.contains("the guard crashed") && !text.contains("the notes"),
+        "{text}"
+    );
+}
+
+#[test]
 fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
     let p = Project::new();
     let server = FakeServer::start([
