@@ -336,6 +336,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         extras.session_id = Some(id.clone());
     }
     let mut sdk_servers = Vec::new();
+    let mut strict_names = Vec::new();
     if !h.mcp_config.is_empty() {
         let mut servers = Map::new();
         for c in &h.mcp_config {
@@ -363,6 +364,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
                 servers.insert(name.clone(), server.clone());
             }
         }
+        strict_names = servers.keys().cloned().collect();
         if !servers.is_empty() {
             extras.env.push((
                 "CADRE_MCP_SERVERS".into(),
@@ -371,10 +373,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         }
     }
     if h.strict_mcp_config {
-        note(
-            g,
-            "not supported: --strict-mcp-config (servers of the config file and .mcp.json still start)",
-        );
+        extras.mcp_only = Some(strict_names);
     }
     let stdio_permissions = match h.permission_prompt_tool.as_deref() {
         None => false,

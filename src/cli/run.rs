@@ -85,6 +85,8 @@ pub(super) struct Extras {
     pub elicitor: Option<crate::mcp::Elicitor>,
     /// Reaches the SDK client's in-process MCP servers.
     pub mcp_local: Option<crate::mcp::LocalConnector>,
+    /// `--strict-mcp-config`: only these MCP servers.
+    pub mcp_only: Option<Vec<String>>,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -378,6 +380,7 @@ pub(super) fn prepare_with(
     engine.client_hooks = extras.client_hooks;
     let elicitor = extras.elicitor;
     engine.mcp.set_local_connector(extras.mcp_local);
+    engine.mcp.set_only(extras.mcp_only);
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {

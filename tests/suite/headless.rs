@@ -1276,25 +1276,34 @@ fn resume_and_continue_go_on_with_the_conversation() {
 }
 
 #[test]
-fn strict_mcp_and_prompt_tool_say_what_cadre_cannot_do() {
-    let p = Project::new();
-    let server = FakeServer::start([anthropic::text_reply("ok")]);
-    let run = p.run(
-        Some(&server),
-        &[
+fn strict_mcp_config_keeps_only_the_flag_servers_and_prompt_tool_needs_stdin() {
+    let mut p = Project::new();
+    p.config("[mcp_servers.fromfile]\ncommand = \"/nonexistent/file-server\"\n");
+    let server = FakeServer::start([anthropic::text_reply("ok"), anthropic::text_reply("ok")]);
+    let names = |strict: bool| -> Vec<String> {
+        let mut args = vec![
             "-p",
             "x",
-            "--strict-mcp-config",
+            "--output-format",
+            "stream-json",
             "--mcp-config",
-            r#"{"mcpServers": {}}"#,
-        ],
-    );
-    run.ok();
-    assert!(
-        run.stderr.contains("not supported: --strict-mcp-config"),
-        "{}",
-        run.stderr
-    );
+            r#"{"mcpServers": {"fromflag": {"command": "/nonexistent/flag-server"}}}"#,
+        ];
+        if strict {
+            args.push("--strict-mcp-config");
+        }
+        let run = p.run(Some(&server), &args);
+        run.ok();
+        let init = &run.json_lines()[0];
+        init["mcp_servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(false), ["fromfile", "fromflag"]);
+    assert_eq!(names(true), ["fromflag"]);
     // --permission-prompt-tool stdio needs answers on stdin.
     let run = p.run(
         Some(&server),
