@@ -551,6 +551,7 @@ fn spawn_reader<R>(
     tx: mpsc::UnboundedSender<Incoming>,
     control: Arc<Control>,
     prompts: Arc<Prompts>,
+    mcp: Arc<std::sync::OnceLock<Arc<crate::mcp::McpManager>>>,
 ) where
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
 {
@@ -644,7 +645,7 @@ fn spawn_reader<R>(
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
                             &id,
-                            json!({"mcpServers": []}),
+                            json!({"mcpServers": mcp.get().map(|m| server_statuses(m)).unwrap_or_default()}),
                         )),
                         FromClient::Unsupported => Some(wire::ControlResponseOut::error(
                             &id,
@@ -1055,6 +1056,22 @@ pub(super) fn result_of(
     }
 }
 
+/// The MCP servers and their states, as `init` and `mcp_status` report them.
+fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
+    mcp.states()
+        .into_iter()
+        .map(|(name, s)| wire::McpServerStatus {
+            name,
+            status: match s {
+                crate::mcp::ServerState::Connecting => "pending",
+                crate::mcp::ServerState::Ready => "connected",
+                crate::mcp::ServerState::Failed => "failed",
+            }
+            .into(),
+        })
+        .collect()
+}
+
 /// The `system`/`init` message for the session as it is now.
 fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session) -> Output {
     let snap = engine.snapshot.load_full();
@@ -1068,20 +1085,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .iter()
             .map(|t| crate::tools::Tool::name(&**t).to_string()),
     );
-    let mcp_servers = engine
-        .mcp
-        .states()
-        .into_iter()
-        .map(|(name, s)| wire::McpServerStatus {
-            name,
-            status: match s {
-                crate::mcp::ServerState::Connecting => "pending",
-                crate::mcp::ServerState::Ready => "connected",
-                crate::mcp::ServerState::Failed => "failed",
-            }
-            .into(),
-        })
-        .collect();
+    let mcp_servers = server_statuses(&engine.mcp);
     Output::System(wire::System::Init(wire::Init {
         cwd: spec.cwd.display().to_string(),
         session_id: engine.session_id.clone(),
@@ -1149,6 +1153,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     );
     let control = Arc::new(Control::default());
     let prompts = Arc::new(Prompts::default());
+    // Set once the session is set up, for `mcp_status`.
+    let mcp = Arc::new(std::sync::OnceLock::new());
     let mut extras = plan.extras;
     let mut session_args = plan.session;
 
@@ -1184,6 +1190,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 tx,
                 Arc::clone(&control),
                 Arc::clone(&prompts),
+                Arc::clone(&mcp),
             );
             let mut r = r;
             loop {
@@ -1286,6 +1293,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
     };
     let _reload = prepared.watch();
+    let _ = mcp.set(Arc::clone(&prepared.engine.mcp));
     // A resumed session keeps its own id.
     emitter.configure(
         &prepared.engine.session_id,
@@ -1501,6 +1509,7 @@ mod tests {
             tx,
             Arc::new(Control::default()),
             Arc::clone(&prompts),
+            Arc::new(std::sync::OnceLock::new()),
         );
         let mut seen = Vec::new();
         let mut tokens = Vec::new();

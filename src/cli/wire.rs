@@ -95,7 +95,7 @@ pub struct Init {
     pub reload_generation: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct McpServerStatus {
     pub name: String,
     pub status: String,

@@ -971,6 +971,30 @@ fn an_interrupt_right_behind_its_prompt_stops_it() {
 }
 
 #[test]
+fn mcp_status_reports_the_servers() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("a")]);
+    let mut d = Driven::start(
+        &p,
+        &server,
+        &[
+            "--mcp-config",
+            r#"{"mcpServers": {"broken": {"command": "/nonexistent/server"}}}"#,
+        ],
+    );
+    d.user("one");
+    d.until("first result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "s1",
+                  "request": {"subtype": "mcp_status"}}));
+    let status = d.until("mcp_status", |v| v["response"]["request_id"] == "s1");
+    assert_eq!(
+        status["response"]["response"]["mcpServers"],
+        json!([{"name": "broken", "status": "failed"}])
+    );
+    assert_eq!(d.finish(), 0);
+}
+
+#[test]
 fn set_permission_mode_and_set_model_apply_to_the_next_prompt() {
     let p = Project::new();
     let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
