@@ -845,9 +845,9 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
         Box::pin(async move {
             let answer = control
                 .ask(ToClient::CanUseTool {
+                    permission_suggestions: wire::permission_suggestions(&ask.tool, &ask.input),
                     tool_name: ask.tool,
                     input: ask.input,
-                    permission_suggestions: Vec::new(),
                     tool_use_id: ask.tool_use_id,
                     agent_id: (ask.agent_id != "main").then_some(ask.agent_id),
                     decision_reason: ask.reason,
@@ -1341,6 +1341,11 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     Some(Incoming::User(p)) => p,
                     Some(Incoming::SetMode(m)) => {
                         session.set_mode(m);
+                        // The client's latest word wins over an earlier
+                        // permission update's mode.
+                        if let Ok(mut g) = engine.grants.lock() {
+                            g.mode = None;
+                        }
                         continue;
                     }
                     Some(Incoming::SetModel(m)) => {
@@ -1381,6 +1386,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         // The budget stop cancels the prompt running; an interrupt has had
         // this token since the prompt was read.
         emitter.set_current(Some(cancel.clone()));
+        // A mode set by a permission update becomes the session's own
+        // (reported in `init`, inherited by sub-agents).
+        let granted = engine.grants.lock().ok().and_then(|mut g| g.mode.take());
+        if let Some(m) = granted {
+            session.set_mode(m);
+        }
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
         }

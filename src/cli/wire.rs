@@ -499,6 +499,40 @@ pub fn permission_answer(response: &Value) -> PermissionAnswer {
     answer
 }
 
+/// What a `can_use_tool` request offers the client to remember, as
+/// Claude Code's permission updates: edits → `acceptEdits` for the session;
+/// a shell command → allow its first word (`Bash(npm:*)`) in the local
+/// settings (nothing when the first word is not a plain name); any other
+/// tool → allow it in the local settings.
+pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<Value> {
+    let allow = |rule: Value| {
+        serde_json::json!({"type": "addRules", "rules": [rule], "behavior": "allow",
+                           "destination": "localSettings"})
+    };
+    match tool {
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => vec![serde_json::json!(
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+        )],
+        "Bash" => {
+            let first = input
+                .get("command")
+                .and_then(Value::as_str)
+                .and_then(|c| c.split_whitespace().next())
+                .filter(|w| {
+                    w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+                });
+            first
+                .map(|w| {
+                    allow(serde_json::json!({"toolName": "Bash", "ruleContent": format!("{w}:*")}))
+                })
+                .into_iter()
+                .collect()
+        }
+        _ => vec![allow(serde_json::json!({"toolName": tool}))],
+    }
+}
+
 /// One entry of `updatedPermissions`.
 fn permission_update(u: &Value) -> Result<(Destination, PermissionUpdate), String> {
     use crate::runtime::grants::Behavior;
@@ -786,6 +820,27 @@ mod tests {
                 message: Some("m".into()),
                 ..PermissionAnswer::default()
             }
+        );
+    }
+
+    #[test]
+    fn suggestions_read_back_as_updates() {
+        let s = permission_suggestions("Bash", &json!({"command": "npm test --watch"}));
+        let a = permission_answer(&json!({"behavior": "allow", "updatedPermissions": s}));
+        assert_eq!(
+            a.updates,
+            vec![(
+                Destination::LocalSettings,
+                PermissionUpdate::AddRules {
+                    behavior: crate::runtime::grants::Behavior::Allow,
+                    rules: vec!["Bash(npm:*)".into()]
+                }
+            )]
+        );
+        assert!(permission_suggestions("Bash", &json!({"command": "$(evil) x"})).is_empty());
+        assert_eq!(
+            permission_suggestions("Write", &json!({}))[0]["mode"],
+            "acceptEdits"
         );
     }
 

@@ -634,6 +634,11 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     assert_eq!(ask["request"]["tool_name"], "Bash");
     assert_eq!(ask["request"]["input"]["command"], "rm -rf build");
     assert_eq!(ask["request"]["tool_use_id"], "toolu_b");
+    assert_eq!(
+        ask["request"]["permission_suggestions"],
+        json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}],
+                "behavior": "allow", "destination": "localSettings"}])
+    );
     let id = ask["request_id"].as_str().unwrap().to_string();
     d.send(
         json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
