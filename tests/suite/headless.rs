@@ -935,7 +935,12 @@ fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
     assert_eq!(r["is_error"], true);
     d.user("again");
     let r = d.until("second result", is_result);
-    assert_eq!(r["result"], "fresh answer");
+    let sent: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| format!("#{} {}", r.index, r.body_str()))
+        .collect();
+    assert_eq!(r["result"], "fresh answer", "requests: {sent:#?}");
     assert_eq!(d.finish(), 0);
     // The interrupted prompt stays in the conversation, answered by a note.
     let msgs = server.request(1).messages().to_vec();
@@ -945,19 +950,29 @@ fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
 
 /// An interrupt sent right behind its prompt, before the session has
 /// taken the prompt up, stops that prompt: what an interrupt stops follows
-/// from the order of the lines on stdin, not from timing.
+/// from the order of the lines on stdin, not from how far the session got.
+/// (Before, the interrupt found no prompt running and was lost.)
 #[test]
 fn an_interrupt_right_behind_its_prompt_stops_it() {
     let p = Project::new();
-    let server = FakeServer::start([anthropic::text_reply("fresh answer")]);
+    // Should the prompt's request go out before the interrupt is read, its
+    // answer is late enough that only the interrupt can end the prompt.
+    let server = FakeServer::route(|r| {
+        if r.last_user_text().contains("stop me") {
+            anthropic::text_reply("too late").delayed(Duration::from_secs(30))
+        } else {
+            anthropic::text_reply("fresh answer")
+        }
+    });
     let mut d = Driven::start(&p, &server, &[]);
     let user = json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
                       "message": {"role": "user", "content": "stop me"}});
     let interrupt = json!({"type": "control_request", "request_id": "int_1",
                            "request": {"subtype": "interrupt"}});
-    // One write, so both lines reach cadre together.
+    // One write of both lines, so they reach cadre together.
+    let both = format!("{user}\n{interrupt}\n");
     let stdin = d.stdin.as_mut().unwrap();
-    write!(stdin, "{user}\n{interrupt}\n").unwrap();
+    stdin.write_all(both.as_bytes()).unwrap();
     stdin.flush().unwrap();
     d.until("interrupt ack", |v| {
         assert!(!is_result(v), "a result before the interrupt's answer: {v}");
@@ -969,8 +984,8 @@ fn an_interrupt_right_behind_its_prompt_stops_it() {
     let r = d.until("second result", is_result);
     assert_eq!(r["result"], "fresh answer");
     assert_eq!(d.finish(), 0);
-    assert_eq!(server.requests().len(), 1);
-    let msgs = server.request(0).messages().to_vec();
+    let last = server.requests().pop().unwrap();
+    let msgs = last.messages().to_vec();
     assert_eq!(msgs.len(), 3, "{msgs:#?}");
     assert_eq!(msgs[1]["role"], "assistant");
 }
