@@ -1412,10 +1412,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 Ok(contexts) => {
                     let snap = engine.snapshot.load();
                     for c in contexts {
-                        let text = snap.templates.text(
-                            "hook_context",
-                            &json!({"event": "UserPromptSubmit", "context": c}),
-                        );
+                        let text = snap.templates.show(&runtime::texts::HookContext {
+                            event: "UserPromptSubmit".into(),
+                            context: c,
+                        });
                         message.content.push(ContentBlock::text(text));
                     }
                 }

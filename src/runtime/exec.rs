@@ -19,8 +19,7 @@ use super::EngineEvent;
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
 use super::texts::{
-    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall,
-    WebFetchPrompt,
+    InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall, WebFetchPrompt,
 };
 
 /// What one call produced, plus the usage of any child it ran.
@@ -327,14 +326,15 @@ impl Session {
                     if let Decision::Deny { reason } =
                         decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
                     {
-                        return CallResult::text(
-                            id,
-                            render(
-                                "error_permission_denied",
-                                json!({"tool": name, "reason": reason, "asked": false, "interactive": false, "message": null}),
-                            ),
-                            true,
-                        );
+                        return error(snap.templates.show(&PermissionDenied {
+                            tool: name.to_string(),
+                            reason,
+                            rule: None,
+                            origin: None,
+                            asked: false,
+                            interactive: false,
+                            message: None,
+                        }));
                     }
                     input = updated;
                 }
