@@ -246,11 +246,9 @@ impl Fired {
             "PreToolUse" => {
                 self.decisions.extend(tool_decision(&as_text));
                 if stop {
-                    self.blocks.push(
-                        text("stopReason")
-                            .unwrap_or("stopped by a hook")
-                            .to_string(),
-                    );
+                    // Without a reason it blocks as a silent exit 2 does.
+                    self.blocks
+                        .push(text("stopReason").unwrap_or_default().to_string());
                 }
             }
             "Stop" | "SubagentStop" if block => self.blocks.push(reason()),
