@@ -51,7 +51,7 @@ struct State {
     cost: f64,
     budget: Option<f64>,
     over_budget: bool,
-    /// Cancels the prompt being run (interrupts and the budget stop).
+    /// Cancels the prompt being run when the budget is spent.
     current: Option<CancellationToken>,
 }
 
@@ -135,20 +135,6 @@ impl Emitter {
     pub fn set_current(&self, token: Option<CancellationToken>) {
         if let Ok(mut s) = self.state.lock() {
             s.current = token;
-        }
-    }
-
-    /// Cancels the prompt now running; `false` when none runs.
-    pub fn interrupt(&self) -> bool {
-        match self.state.lock() {
-            Ok(s) => match &s.current {
-                Some(t) => {
-                    t.cancel();
-                    true
-                }
-                None => false,
-            },
-            Err(_) => false,
         }
     }
 

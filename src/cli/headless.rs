@@ -206,6 +206,8 @@ struct Plan {
     output: OutputFormat,
     input: InputFormat,
     stdio_permissions: bool,
+    /// In-process MCP servers of the SDK client.
+    sdk_servers: Vec<String>,
 }
 
 fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
@@ -333,6 +335,8 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         }
         extras.session_id = Some(id.clone());
     }
+    let mut sdk_servers = Vec::new();
+    let mut strict_names = Vec::new();
     if !h.mcp_config.is_empty() {
         let mut servers = Map::new();
         for c in &h.mcp_config {
@@ -344,17 +348,23 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             };
             for (name, server) in list {
                 if server.get("type").and_then(Value::as_str) == Some("sdk") {
-                    note(
-                        g,
-                        &format!(
-                            "not supported: SDK MCP server `{name}` (in-process servers of the client); its tools are not offered"
-                        ),
-                    );
+                    if input != InputFormat::StreamJson {
+                        note(
+                            g,
+                            &format!(
+                                "not supported: SDK MCP server `{name}` without --input-format stream-json (no client to reach it); its tools are not offered"
+                            ),
+                        );
+                        continue;
+                    }
+                    sdk_servers.push(name.clone());
+                    servers.insert(name.clone(), json!({"type": "sdk"}));
                     continue;
                 }
                 servers.insert(name.clone(), server.clone());
             }
         }
+        strict_names = servers.keys().cloned().collect();
         if !servers.is_empty() {
             extras.env.push((
                 "CADRE_MCP_SERVERS".into(),
@@ -363,10 +373,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         }
     }
     if h.strict_mcp_config {
-        note(
-            g,
-            "not supported: --strict-mcp-config (servers of the config file and .mcp.json still start)",
-        );
+        extras.mcp_only = Some(strict_names);
     }
     let stdio_permissions = match h.permission_prompt_tool.as_deref() {
         None => false,
@@ -393,6 +400,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         output,
         input,
         stdio_permissions,
+        sdk_servers,
     })
 }
 
@@ -407,6 +415,14 @@ impl Control {
     /// Sends a request and waits for its answer (`Err` when the client
     /// answered with an error or went away).
     async fn ask(&self, request: ToClient) -> Result<Value, String> {
+        self.start(request).await
+    }
+
+    /// Sends a request now; the answer comes through the returned future.
+    fn start(
+        &self,
+        request: ToClient,
+    ) -> impl std::future::Future<Output = Result<Value, String>> + Send + 'static {
         let id = format!(
             "cadre_req_{}",
             self.next.fetch_add(1, Ordering::Relaxed) + 1
@@ -419,8 +435,10 @@ impl Control {
             request_id: id,
             request,
         }));
-        rx.await
-            .unwrap_or_else(|_| Err("the client closed its input".into()))
+        async move {
+            rx.await
+                .unwrap_or_else(|_| Err("the client closed its input".into()))
+        }
     }
 
     fn answer(&self, response: wire::ResponseIn) {
@@ -445,9 +463,58 @@ impl Control {
     }
 }
 
+/// The prompts read from stdin and not yet answered, each with the token
+/// that cancels it. An interrupt cancels every prompt read before it —
+/// the one running and any still queued — so what it stops depends only on
+/// the order of the lines on stdin, never on how far the session loop got.
+#[derive(Default)]
+struct Prompts {
+    open: Mutex<Vec<(u64, CancellationToken)>>,
+    next: AtomicU64,
+}
+
+impl Prompts {
+    /// A prompt was read: its id and its token.
+    fn admit(&self) -> (u64, CancellationToken) {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        if let Ok(mut open) = self.open.lock() {
+            open.push((id, token.clone()));
+        }
+        (id, token)
+    }
+
+    /// The prompt has its result.
+    fn done(&self, id: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.retain(|(i, _)| *i != id);
+        }
+    }
+
+    /// Cancels every open prompt; how many there were.
+    fn interrupt(&self) -> usize {
+        match self.open.lock() {
+            Ok(open) => {
+                for (_, t) in open.iter() {
+                    t.cancel();
+                }
+                open.len()
+            }
+            Err(_) => 0,
+        }
+    }
+}
+
+/// A prompt from stdin with the token an interrupt cancels it by.
+struct Prompt {
+    message: Message,
+    id: u64,
+    cancel: CancellationToken,
+}
+
 /// What the stdin reader hands the session loop.
 enum Incoming {
-    User(Message),
+    User(Prompt),
     Initialize {
         request_id: String,
         hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
@@ -479,14 +546,17 @@ fn user_message(u: wire::UserIn) -> Result<Message, String> {
 
 /// Reads stdin lines until it ends: answers control responses and
 /// interrupts at once, passes the rest on in order.
-fn spawn_reader(
+fn spawn_reader<R>(
+    input: R,
     tx: mpsc::UnboundedSender<Incoming>,
     control: Arc<Control>,
-    emitter: Emitter,
-    quiet: bool,
-) {
+    prompts: Arc<Prompts>,
+    mcp: Arc<std::sync::OnceLock<Arc<crate::mcp::McpManager>>>,
+) where
+    R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
+{
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+        let mut lines = input.lines();
         let mut n = 0u64;
         loop {
             let line = match lines.next_line().await {
@@ -513,8 +583,13 @@ fn spawn_reader(
             };
             match input {
                 Input::User(u) => match user_message(u) {
-                    Ok(m) => {
-                        let _ = tx.send(Incoming::User(m));
+                    Ok(message) => {
+                        let (id, cancel) = prompts.admit();
+                        let _ = tx.send(Incoming::User(Prompt {
+                            message,
+                            id,
+                            cancel,
+                        }));
                     }
                     Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
                 },
@@ -523,7 +598,22 @@ fn spawn_reader(
                 Input::ControlRequest(req) => {
                     let id = req.request_id;
                     let reply = match req.request {
-                        FromClient::Initialize { hooks, agents } => {
+                        FromClient::Initialize {
+                            hooks,
+                            agents,
+                            rest,
+                        } => {
+                            let ignored: Vec<&str> = rest
+                                .iter()
+                                .filter(|(_, v)| !v.is_null())
+                                .map(|(k, _)| k.as_str())
+                                .collect();
+                            if !ignored.is_empty() {
+                                eprintln!(
+                                    "cadre: not supported in initialize: {} (ignored)",
+                                    ignored.join(", ")
+                                );
+                            }
                             let _ = tx.send(Incoming::Initialize {
                                 request_id: id,
                                 hooks: hooks.unwrap_or_default(),
@@ -532,8 +622,15 @@ fn spawn_reader(
                             None
                         }
                         FromClient::Interrupt => {
-                            emitter.interrupt();
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            // Acknowledged first, so the answer precedes the
+                            // `result` of the prompt it stops.
+                            send(&Output::ControlResponse(wire::ControlResponseOut::success(
+                                &id,
+                                json!({}),
+                            )));
+                            let n = prompts.interrupt();
+                            tracing::debug!("interrupt: {n} prompt(s) cancelled");
+                            None
                         }
                         FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
                             Ok(m) => {
@@ -548,7 +645,7 @@ fn spawn_reader(
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
                             &id,
-                            json!({"mcpServers": []}),
+                            json!({"mcpServers": mcp.get().map(|m| server_statuses(m)).unwrap_or_default()}),
                         )),
                         FromClient::Unsupported => Some(wire::ControlResponseOut::error(
                             &id,
@@ -561,63 +658,184 @@ fn spawn_reader(
                 }
             }
         }
-        if !quiet {
-            tracing::debug!("stdin ended after {n} lines");
-        }
+        tracing::debug!("stdin ended after {n} lines");
         control.close();
         let _ = tx.send(Incoming::End);
     });
 }
 
-/// The PreToolUse callbacks a client registered, as a tool gate.
-fn hook_gate(
-    control: Arc<Control>,
-    matchers: Vec<wire::HookMatcherIn>,
-    session_id: String,
-) -> runtime::ToolGate {
-    let matchers = Arc::new(matchers);
-    Arc::new(move |call: runtime::GateCall| {
-        let control = Arc::clone(&control);
-        let matchers = Arc::clone(&matchers);
-        let session_id = session_id.clone();
-        Box::pin(async move {
-            for m in matchers.iter() {
-                if !wire::matcher_selects(m.matcher.as_deref(), &call.tool) {
-                    continue;
-                }
-                for id in &m.hook_callback_ids {
-                    let input = json!({
-                        "hook_event_name": "PreToolUse",
-                        "session_id": session_id,
-                        "transcript_path": "",
-                        "cwd": call.cwd.display().to_string(),
-                        "permission_mode": call.mode.as_str(),
-                        "tool_name": call.tool,
-                        "tool_input": call.input,
-                        "tool_use_id": call.tool_use_id,
-                    });
-                    let answer = control
-                        .ask(ToClient::HookCallback {
-                            callback_id: id.clone(),
-                            input,
-                            tool_use_id: Some(call.tool_use_id.clone()),
-                        })
-                        .await;
-                    match answer {
-                        Ok(v) => {
-                            if let Some(reason) = wire::hook_block(&v) {
-                                return Some(reason);
-                            }
-                        }
-                        Err(e) => {
-                            eprintln!("cadre: PreToolUse hook callback {id} failed: {e}");
-                        }
+/// The hook events whose callbacks cadre calls (Claude Code's names;
+/// `Stop` is the main session's stop, `UserPromptSubmit` is handled here).
+const CLIENT_HOOK_EVENTS: [&str; 7] = [
+    "PreToolUse",
+    "PostToolUse",
+    "UserPromptSubmit",
+    "Stop",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+];
+
+/// Calls the client's callbacks registered for `event` whose matcher
+/// selects `target`, in order; the answers of those that answered in time.
+async fn call_client_hooks(
+    control: &Control,
+    matchers: &[wire::HookMatcherIn],
+    event: &str,
+    target: &str,
+    input: &Value,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let tool_use_id = input
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    for m in matchers {
+        if !wire::matcher_selects(m.matcher.as_deref(), target) {
+            continue;
+        }
+        // The SDKs give a timeout in seconds; Claude Code's default is 60.
+        let secs = m
+            .timeout
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(60.0)
+            .min(86_400.0);
+        for id in &m.hook_callback_ids {
+            let ask = control.ask(ToClient::HookCallback {
+                callback_id: id.clone(),
+                input: input.clone(),
+                tool_use_id: tool_use_id.clone(),
+            });
+            let failure =
+                match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), ask).await {
+                    Ok(Ok(v)) => {
+                        out.push(v);
+                        continue;
                     }
-                }
+                    Ok(Err(e)) => format!("{event} hook callback {id} failed: {e}"),
+                    Err(_) => format!("{event} hook callback {id} gave no answer within {secs} s"),
+                };
+            if m.on_failure.as_deref().is_some_and(|f| f != "continue") {
+                eprintln!("cadre: {failure}; it blocks (onFailure)");
+                out.push(json!({"decision": "block", "reason": failure}));
+            } else {
+                eprintln!("cadre: {failure}; going on without it");
             }
-            None
-        })
+        }
+    }
+    out
+}
+
+/// The client's hook callbacks as the engine calls them.
+fn client_hooks(
+    control: Arc<Control>,
+    hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+) -> runtime::ClientHooks {
+    let hooks = Arc::new(hooks);
+    runtime::ClientHooks {
+        events: hooks.keys().cloned().collect(),
+        call: Arc::new(move |event: &'static str, target: String, input: Value| {
+            let control = Arc::clone(&control);
+            let hooks = Arc::clone(&hooks);
+            Box::pin(async move {
+                let Some(matchers) = hooks.get(event) else {
+                    return Vec::new();
+                };
+                call_client_hooks(&control, matchers, event, &target, &input).await
+            })
+        }),
+    }
+}
+
+/// What the client's UserPromptSubmit callbacks made of a prompt:
+/// `Err(reason)` when one blocked it, else the context to add to it.
+async fn user_prompt_hooks(
+    control: &Control,
+    matchers: &[wire::HookMatcherIn],
+    input: Value,
+) -> Result<Vec<String>, String> {
+    let answers = call_client_hooks(control, matchers, "UserPromptSubmit", "", &input).await;
+    let mut contexts = Vec::new();
+    for a in answers {
+        let text = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
+        if let Some(m) = text("systemMessage") {
+            eprintln!("cadre: UserPromptSubmit hook: {m}");
+        }
+        if text("decision").as_deref() == Some("block") {
+            return Err(text("reason").unwrap_or_else(|| "blocked by a hook".into()));
+        }
+        if a.get("continue").and_then(Value::as_bool) == Some(false) {
+            return Err(text("stopReason").unwrap_or_else(|| "stopped by a hook".into()));
+        }
+        if let Some(c) = a
+            .get("hookSpecificOutput")
+            .and_then(|h| h.get("additionalContext"))
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+        {
+            contexts.push(c.to_string());
+        }
+    }
+    Ok(contexts)
+}
+
+/// Reaches the client's in-process MCP servers named `names`: each
+/// connection is a stream whose JSON-RPC lines travel as `mcp_message`
+/// control requests, the client's `mcp_response` coming back as a line.
+fn sdk_connector(control: Arc<Control>, names: Vec<String>) -> crate::mcp::LocalConnector {
+    Arc::new(move |name: &str| {
+        if !names.iter().any(|n| n == name) {
+            return None;
+        }
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        spawn_sdk_bridge(Arc::clone(&control), name.to_string(), theirs);
+        Some(ours)
     })
+}
+
+fn spawn_sdk_bridge(control: Arc<Control>, server: String, stream: tokio::io::DuplexStream) {
+    use tokio::io::AsyncWriteExt;
+    let (read, mut write) = tokio::io::split(stream);
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if write.write_all(line.as_bytes()).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(read).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                tracing::warn!("SDK MCP server {server}: a line that is not JSON was dropped");
+                continue;
+            };
+            let id = message.get("id").cloned();
+            let is_request = id.is_some() && message.get("method").is_some();
+            // Sent in the order written, answered whenever the client can.
+            let answer = control.start(ToClient::McpMessage {
+                server_name: server.clone(),
+                message,
+            });
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let answer = answer.await;
+                if !is_request {
+                    return;
+                }
+                let error = |text: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text}});
+                let response = match answer {
+                    Ok(v) => v
+                        .get("mcp_response")
+                        .cloned()
+                        .unwrap_or_else(|| error("the client's answer has no mcp_response".into())),
+                    Err(e) => error(e),
+                };
+                let _ = tx.send(format!("{response}\n"));
+            });
+        }
+    });
 }
 
 /// `can_use_tool` through the client.
@@ -627,9 +845,9 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
         Box::pin(async move {
             let answer = control
                 .ask(ToClient::CanUseTool {
+                    permission_suggestions: wire::permission_suggestions(&ask.tool, &ask.input),
                     tool_name: ask.tool,
                     input: ask.input,
-                    permission_suggestions: Vec::new(),
                     tool_use_id: ask.tool_use_id,
                     agent_id: (ask.agent_id != "main").then_some(ask.agent_id),
                     decision_reason: ask.reason,
@@ -637,8 +855,30 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
                 .await;
             match answer {
                 Ok(v) => {
-                    let (allow, message) = wire::permission_answer(&v);
-                    runtime::AskAnswer { allow, message }
+                    let a = wire::permission_answer(&v);
+                    for p in &a.problems {
+                        eprintln!("cadre: can_use_tool answer: {p}; that update is ignored");
+                    }
+                    let mut updates = Vec::new();
+                    for (dest, u) in a.updates {
+                        if let Some(path) = settings_file(dest)
+                            && let Err(e) = crate::config::edit::edit_json_settings(&path, |o| {
+                                runtime::grants::edit_settings(o, &u)
+                            })
+                        {
+                            eprintln!(
+                                "cadre: permission update not written to {}: {e} (it applies to this session only)",
+                                path.display()
+                            );
+                        }
+                        updates.push(u);
+                    }
+                    runtime::AskAnswer {
+                        allow: a.allow,
+                        message: a.message,
+                        updated_input: a.updated_input,
+                        updates,
+                    }
                 }
                 Err(e) => {
                     eprintln!("cadre: can_use_tool failed, the call is denied: {e}");
@@ -700,16 +940,41 @@ fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
                 .map_err(|e| Unanswered::Failed {
                     error: e.to_string(),
                 })?;
-            let (allow, message) = wire::permission_answer(&answer);
-            if !allow {
-                return Err(Unanswered::Declined { message });
+            let read = wire::permission_answer(&answer);
+            if !read.allow {
+                return Err(Unanswered::Declined {
+                    message: read.message,
+                });
             }
-            answer
-                .get("updatedInput")
+            read.updated_input
+                .as_ref()
                 .and_then(runtime::ask_user::answers_from_input)
                 .ok_or(Unanswered::NoAnswers)
         })
     })
+}
+
+/// The settings file a permission update with this destination is kept
+/// in, besides the session (`None`: the session only).
+fn settings_file(dest: wire::Destination) -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    match dest {
+        wire::Destination::Session => None,
+        wire::Destination::LocalSettings => Some(cwd.join(".claude/settings.local.json")),
+        wire::Destination::ProjectSettings => Some(cwd.join(".claude/settings.json")),
+        wire::Destination::UserSettings => {
+            let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
+            match home {
+                Some(h) => Some(PathBuf::from(h).join(".claude/settings.json")),
+                None => {
+                    eprintln!(
+                        "cadre: permission update for userSettings: HOME is not set; it applies to this session only"
+                    );
+                    None
+                }
+            }
+        }
+    }
 }
 
 /// Merges agents from `initialize` into the `--agents` JSON.
@@ -830,6 +1095,22 @@ pub(super) fn result_of(
     }
 }
 
+/// The MCP servers and their states, as `init` and `mcp_status` report them.
+fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
+    mcp.states()
+        .into_iter()
+        .map(|(name, s)| wire::McpServerStatus {
+            name,
+            status: match s {
+                crate::mcp::ServerState::Connecting => "pending",
+                crate::mcp::ServerState::Ready => "connected",
+                crate::mcp::ServerState::Failed => "failed",
+            }
+            .into(),
+        })
+        .collect()
+}
+
 /// The `system`/`init` message for the session as it is now.
 fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session) -> Output {
     let snap = engine.snapshot.load_full();
@@ -843,20 +1124,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .iter()
             .map(|t| crate::tools::Tool::name(&**t).to_string()),
     );
-    let mcp_servers = engine
-        .mcp
-        .states()
-        .into_iter()
-        .map(|(name, s)| wire::McpServerStatus {
-            name,
-            status: match s {
-                crate::mcp::ServerState::Connecting => "pending",
-                crate::mcp::ServerState::Ready => "connected",
-                crate::mcp::ServerState::Failed => "failed",
-            }
-            .into(),
-        })
-        .collect();
+    let mcp_servers = server_statuses(&engine.mcp);
     Output::System(wire::System::Init(wire::Init {
         cwd: spec.cwd.display().to_string(),
         session_id: engine.session_id.clone(),
@@ -923,13 +1191,16 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         h.max_budget_usd,
     );
     let control = Arc::new(Control::default());
+    let prompts = Arc::new(Prompts::default());
+    // Set once the session is set up, for `mcp_status`.
+    let mcp = Arc::new(std::sync::OnceLock::new());
     let mut extras = plan.extras;
     let mut session_args = plan.session;
 
     // Text input: one prompt. Stream input: the reader, then initialize
     // (if the client sends it) before the first user message.
     let mut rx = None;
-    let mut first: Option<Message> = None;
+    let mut first: Option<Prompt> = None;
     let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
     let mut init_reply: Option<String> = None;
     match plan.input {
@@ -938,7 +1209,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 Some(p) => p,
                 None => run::read_stdin_prompt("after -p")?,
             };
-            first = Some(Message::user_text(text));
+            let (id, cancel) = prompts.admit();
+            first = Some(Prompt {
+                message: Message::user_text(text),
+                id,
+                cancel,
+            });
         }
         InputFormat::StreamJson => {
             if h.prompt.is_some() {
@@ -948,7 +1224,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 ));
             }
             let (tx, r) = mpsc::unbounded_channel();
-            spawn_reader(tx, Arc::clone(&control), emitter.clone(), g.quiet);
+            spawn_reader(
+                tokio::io::BufReader::new(tokio::io::stdin()),
+                tx,
+                Arc::clone(&control),
+                Arc::clone(&prompts),
+                Arc::clone(&mcp),
+            );
             let mut r = r;
             loop {
                 match r.recv().await {
@@ -977,34 +1259,33 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             rx = Some(r);
         }
     }
-    let mut unsupported_hooks = Vec::new();
-    let mut pre_tool = Vec::new();
-    for (event, matchers) in std::mem::take(&mut hooks) {
-        if event == "PreToolUse" {
-            pre_tool.extend(matchers);
-        } else {
-            unsupported_hooks.push(event);
-        }
-    }
+    let unsupported_hooks: Vec<String> = hooks
+        .keys()
+        .filter(|e| !CLIENT_HOOK_EVENTS.contains(&e.as_str()))
+        .cloned()
+        .collect();
     if !unsupported_hooks.is_empty() {
         note(
             &g,
             &format!(
-                "not supported: SDK hook callbacks for {} (cadre calls PreToolUse callbacks only)",
+                "not supported: SDK hook callbacks for {} (cadre has no such event; they are never called)",
                 unsupported_hooks.join(", ")
             ),
         );
     }
+    let prompt_hooks = hooks.remove("UserPromptSubmit").unwrap_or_default();
     let session_id = extras
         .session_id
         .clone()
         .unwrap_or_else(run::new_session_id);
     extras.session_id = Some(session_id.clone());
-    if !pre_tool.is_empty() {
-        extras.tool_gate = Some(hook_gate(
+    if !hooks.is_empty() {
+        extras.client_hooks = Some(client_hooks(Arc::clone(&control), hooks));
+    }
+    if !plan.sdk_servers.is_empty() {
+        extras.mcp_local = Some(sdk_connector(
             Arc::clone(&control),
-            pre_tool,
-            session_id.clone(),
+            plan.sdk_servers.clone(),
         ));
     }
     let asker = plan
@@ -1054,6 +1335,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
     };
     let _reload = prepared.watch();
+    let _ = mcp.set(Arc::clone(&prepared.engine.mcp));
     // A resumed session keeps its own id.
     emitter.configure(
         &prepared.engine.session_id,
@@ -1070,6 +1352,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 "models": [],
                 "account": {},
                 "pid": std::process::id(),
+                "hook_on_failure_supported": true,
+                "hooks_applied": true,
             }),
         )));
     }
@@ -1091,14 +1375,19 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut last_text = String::new();
     let mut last_result: Option<ResultOut> = None;
     loop {
-        let message = match first.take() {
+        let prompt = match first.take() {
             Some(m) => m,
             None => match rx.as_mut() {
                 None => break,
                 Some(r) => match r.recv().await {
-                    Some(Incoming::User(m)) => m,
+                    Some(Incoming::User(p)) => p,
                     Some(Incoming::SetMode(m)) => {
                         session.set_mode(m);
+                        // The client's latest word wins over an earlier
+                        // permission update's mode.
+                        if let Ok(mut g) = engine.grants.lock() {
+                            g.mode = None;
+                        }
                         continue;
                     }
                     Some(Incoming::SetModel(m)) => {
@@ -1124,23 +1413,77 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 },
             },
         };
+        let Prompt {
+            message,
+            id: prompt_id,
+            cancel,
+        } = prompt;
+        let was_first = is_first;
         let message = if is_first {
             run::first_message_with(&engine, def.as_deref(), message.content)
         } else {
             message
         };
         is_first = false;
-        // From here an interrupt cancels this prompt, even one that
-        // arrives before its first request.
-        let cancel = CancellationToken::new();
+        // The budget stop cancels the prompt running; an interrupt has had
+        // this token since the prompt was read.
         emitter.set_current(Some(cancel.clone()));
+        // A mode set by a permission update becomes the session's own
+        // (reported in `init`, inherited by sub-agents).
+        let granted = engine.grants.lock().ok().and_then(|mut g| g.mode.take());
+        if let Some(m) = granted {
+            session.set_mode(m);
+        }
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
         }
         let start = PromptStart::now(&emitter);
-        session.push_user(message);
-        let outcome = run_prompt(&mut session, &emitter, cancel).await;
-        let result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        let mut message = message;
+        let mut blocked = None;
+        if !prompt_hooks.is_empty() {
+            let input = json!({
+                "hook_event_name": "UserPromptSubmit",
+                "session_id": engine.session_id,
+                "transcript_path": session.transcript().path(),
+                "cwd": session.spec().cwd,
+                "permission_mode": session.spec().mode.as_str(),
+                "prompt": message.content.iter().filter_map(ContentBlock::as_text)
+                    .collect::<Vec<_>>().join("\n"),
+            });
+            match user_prompt_hooks(&control, &prompt_hooks, input).await {
+                Ok(contexts) => {
+                    let snap = engine.snapshot.load();
+                    for c in contexts {
+                        let text = snap.templates.show(&runtime::texts::HookContext {
+                            event: "UserPromptSubmit".into(),
+                            context: c,
+                        });
+                        message.content.push(ContentBlock::text(text));
+                    }
+                }
+                Err(reason) => blocked = Some(reason),
+            }
+        }
+        let outcome = match &blocked {
+            // A blocked prompt never joins the conversation (the next one
+            // is the first, if this was).
+            Some(_) => {
+                is_first = was_first;
+                Err(RunError::Cancelled)
+            }
+            None => {
+                session.push_user(message);
+                run_prompt(&mut session, &emitter, cancel).await
+            }
+        };
+        prompts.done(prompt_id);
+        let mut result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        if let Some(reason) = blocked {
+            result.errors = vec![format!(
+                "UserPromptSubmit hook blocked the prompt: {reason}"
+            )];
+            result.result = reason;
+        }
         last_error = result.is_error;
         last_text = result.result.clone();
         if plan.output == OutputFormat::StreamJson {
@@ -1199,7 +1542,64 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
 
 #[cfg(test)]
 mod tests {
-    use super::split_rules;
+    use std::sync::Arc;
+
+    use tokio::sync::mpsc;
+
+    use super::{Control, Incoming, Prompts, spawn_reader, split_rules};
+
+    const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
+    const INTERRUPT: &str =
+        r#"{"type":"control_request","request_id":"i","request":{"subtype":"interrupt"}}"#;
+
+    /// What the session loop would see of `input`: for each prompt,
+    /// whether it is cancelled once stdin has been read to its end.
+    async fn cancelled_prompts(input: String) -> Vec<bool> {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let prompts = Arc::new(Prompts::default());
+        spawn_reader(
+            std::io::Cursor::new(input.into_bytes()),
+            tx,
+            Arc::new(Control::default()),
+            Arc::clone(&prompts),
+            Arc::new(std::sync::OnceLock::new()),
+        );
+        let mut seen = Vec::new();
+        let mut tokens = Vec::new();
+        while let Some(i) = rx.recv().await {
+            match i {
+                Incoming::User(p) => tokens.push(p.cancel),
+                Incoming::End => break,
+                _ => {}
+            }
+        }
+        for t in tokens {
+            seen.push(t.is_cancelled());
+        }
+        seen
+    }
+
+    /// The session loop takes a prompt from the channel some time after
+    /// the reader read it; an interrupt read in between must still stop it
+    /// (it used to find no prompt running and be lost).
+    #[tokio::test]
+    async fn an_interrupt_stops_every_prompt_read_before_it_however_late_the_loop() {
+        let input = format!("{USER}\n{INTERRUPT}\n{USER}\n");
+        assert_eq!(cancelled_prompts(input).await, [true, false]);
+        let input = format!("{INTERRUPT}\n{USER}\n{USER}\n{INTERRUPT}\n");
+        assert_eq!(cancelled_prompts(input).await, [true, true]);
+    }
+
+    #[test]
+    fn a_finished_prompt_is_not_cancelled_again() {
+        let p = Prompts::default();
+        let (a, ta) = p.admit();
+        let (_, tb) = p.admit();
+        p.done(a);
+        assert_eq!(p.interrupt(), 1);
+        assert!(!ta.is_cancelled());
+        assert!(tb.is_cancelled());
+    }
 
     #[test]
     fn rules_split_on_commas_and_spaces_outside_parentheses() {

@@ -80,11 +80,15 @@ pub(super) struct Extras {
     pub remove_tools: Vec<String>,
     pub session_id: Option<String>,
     pub main_prompt: runtime::MainPrompt,
-    pub tool_gate: Option<runtime::ToolGate>,
+    pub client_hooks: Option<runtime::ClientHooks>,
     /// Who answers MCP servers' requests for input (`None` declines them).
     pub elicitor: Option<crate::mcp::Elicitor>,
     /// Who answers AskUserQuestion (`None`: nobody; the model decides).
     pub questioner: Option<runtime::ask_user::Questioner>,
+    /// Reaches the SDK client's in-process MCP servers.
+    pub mcp_local: Option<crate::mcp::LocalConnector>,
+    /// `--strict-mcp-config`: only these MCP servers.
+    pub mcp_only: Option<Vec<String>>,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -375,9 +379,11 @@ pub(super) fn prepare_with(
         };
         engine.main_prompt.append = Some(append);
     }
-    engine.tool_gate = extras.tool_gate;
+    engine.client_hooks = extras.client_hooks;
     let elicitor = extras.elicitor;
     engine.questioner = extras.questioner;
+    engine.mcp.set_local_connector(extras.mcp_local);
+    engine.mcp.set_only(extras.mcp_only);
     for d in &args.add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::runtime::grants::PermissionUpdate;
+
 /// The Claude Code version cadre speaks the protocol of. The SDKs read it
 /// from the `init` message (`claude_code_version`) and warn below 2.0.0.
 pub const CLAUDE_CODE_VERSION: &str = "2.1.0";
@@ -93,7 +95,7 @@ pub struct Init {
     pub reload_generation: u64,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct McpServerStatus {
     pub name: String,
     pub status: String,
@@ -237,6 +239,9 @@ pub enum ToClient {
         input: Value,
         tool_use_id: Option<String>,
     },
+    /// A JSON-RPC message for one of the client's in-process MCP servers
+    /// (`type: "sdk"` in `--mcp-config`); the answer carries `mcp_response`.
+    McpMessage { server_name: String, message: Value },
 }
 
 /// cadre's answer to a client's request.
@@ -369,6 +374,10 @@ pub enum FromClient {
         hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
         #[serde(default)]
         agents: Option<serde_json::Map<String, Value>>,
+        /// Everything else the client asked for (named on stderr, since
+        /// cadre does not apply it).
+        #[serde(flatten)]
+        rest: serde_json::Map<String, Value>,
     },
     Interrupt,
     SetPermissionMode {
@@ -393,6 +402,10 @@ pub struct HookMatcherIn {
     pub hook_callback_ids: Vec<String>,
     #[serde(default)]
     pub timeout: Option<f64>,
+    /// `block` (or any value but `continue`): a callback that fails or
+    /// does not answer blocks, as a hook exiting with 2 would.
+    #[serde(default, rename = "onFailure")]
+    pub on_failure: Option<String>,
 }
 
 /// The client's answer to one of cadre's requests.
@@ -426,14 +439,172 @@ impl ResponseIn {
     }
 }
 
-/// A `can_use_tool` answer: allowed or not, and the message of a denial.
-pub fn permission_answer(response: &Value) -> (bool, Option<String>) {
+/// Where a permission update is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    Session,
+    /// Also written to `.claude/settings.local.json`.
+    LocalSettings,
+    /// Also written to `.claude/settings.json`.
+    ProjectSettings,
+    /// Also written to `~/.claude/settings.json`.
+    UserSettings,
+}
+
+/// A `can_use_tool` answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PermissionAnswer {
+    pub allow: bool,
+    /// A denial's message.
+    pub message: Option<String>,
+    /// `updatedInput` of an allow.
+    pub updated_input: Option<Value>,
+    /// `updatedPermissions` of an allow, each with where it is kept.
+    pub updates: Vec<(Destination, PermissionUpdate)>,
+    /// Updates that could not be read, in words (for stderr).
+    pub problems: Vec<String>,
+}
+
+/// Reads a `can_use_tool` answer (Claude Code's `PermissionResult`).
+pub fn permission_answer(response: &Value) -> PermissionAnswer {
     let allow = response.get("behavior").and_then(Value::as_str) == Some("allow");
-    let message = response
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    (allow, message)
+    let mut answer = PermissionAnswer {
+        allow,
+        message: response
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        ..PermissionAnswer::default()
+    };
+    if !allow {
+        return answer;
+    }
+    answer.updated_input = response
+        .get("updatedInput")
+        .filter(|v| v.is_object())
+        .cloned();
+    let updates = response
+        .get("updatedPermissions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    for (i, u) in updates.iter().enumerate() {
+        match permission_update(u) {
+            Ok(d) => answer.updates.push(d),
+            Err(e) => answer
+                .problems
+                .push(format!("updatedPermissions[{i}]: {e}")),
+        }
+    }
+    answer
+}
+
+/// What a `can_use_tool` request offers the client to remember, as
+/// Claude Code's permission updates: edits → `acceptEdits` for the session;
+/// a shell command → allow its first word (`Bash(npm:*)`) in the local
+/// settings (nothing when the first word is not a plain name); any other
+/// tool → allow it in the local settings.
+pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<Value> {
+    let allow = |rule: Value| {
+        serde_json::json!({"type": "addRules", "rules": [rule], "behavior": "allow",
+                           "destination": "localSettings"})
+    };
+    match tool {
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => vec![serde_json::json!(
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+        )],
+        "Bash" => {
+            let first = input
+                .get("command")
+                .and_then(Value::as_str)
+                .and_then(|c| c.split_whitespace().next())
+                .filter(|w| {
+                    w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+                });
+            first
+                .map(|w| {
+                    allow(serde_json::json!({"toolName": "Bash", "ruleContent": format!("{w}:*")}))
+                })
+                .into_iter()
+                .collect()
+        }
+        _ => vec![allow(serde_json::json!({"toolName": tool}))],
+    }
+}
+
+/// One entry of `updatedPermissions`.
+fn permission_update(u: &Value) -> Result<(Destination, PermissionUpdate), String> {
+    use crate::runtime::grants::Behavior;
+    let field = |k: &str| u.get(k).and_then(Value::as_str);
+    let destination = match field("destination") {
+        None | Some("session" | "cliArg") => Destination::Session,
+        Some("localSettings") => Destination::LocalSettings,
+        Some("projectSettings") => Destination::ProjectSettings,
+        Some("userSettings") => Destination::UserSettings,
+        Some(other) => return Err(format!("unknown destination {other:?}")),
+    };
+    let behavior = || match field("behavior") {
+        Some("allow") => Ok(Behavior::Allow),
+        Some("ask") => Ok(Behavior::Ask),
+        Some("deny") => Ok(Behavior::Deny),
+        other => Err(format!(
+            "behavior: expected allow, ask or deny, found {other:?}"
+        )),
+    };
+    let rules = || -> Result<Vec<String>, String> {
+        let list = u
+            .get("rules")
+            .and_then(Value::as_array)
+            .ok_or("rules: expected a list")?;
+        list.iter()
+            .map(|r| {
+                let tool = r
+                    .get("toolName")
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                    .ok_or("rules: each needs a toolName")?;
+                Ok(match r.get("ruleContent").and_then(Value::as_str) {
+                    Some(c) if !c.is_empty() => format!("{tool}({c})"),
+                    _ => tool.to_string(),
+                })
+            })
+            .collect()
+    };
+    let dirs = || -> Result<Vec<std::path::PathBuf>, String> {
+        u.get("directories")
+            .and_then(Value::as_array)
+            .ok_or("directories: expected a list")?
+            .iter()
+            .map(|d| {
+                d.as_str()
+                    .map(std::path::PathBuf::from)
+                    .ok_or_else(|| "directories: expected strings".to_string())
+            })
+            .collect()
+    };
+    let update = match field("type") {
+        Some("addRules") => PermissionUpdate::AddRules {
+            behavior: behavior()?,
+            rules: rules()?,
+        },
+        Some("replaceRules") => PermissionUpdate::ReplaceRules {
+            behavior: behavior()?,
+            rules: rules()?,
+        },
+        Some("removeRules") => PermissionUpdate::RemoveRules {
+            behavior: behavior()?,
+            rules: rules()?,
+        },
+        Some("setMode") => {
+            let m = field("mode").ok_or("setMode: no mode")?;
+            PermissionUpdate::SetMode(super::run::parse_mode(m)?)
+        }
+        Some("addDirectories") => PermissionUpdate::AddDirectories(dirs()?),
+        Some("removeDirectories") => PermissionUpdate::RemoveDirectories(dirs()?),
+        other => return Err(format!("unknown type {other:?}")),
+    };
+    Ok((destination, update))
 }
 
 /// The client's answer to an `elicitation` request: `accept` (with the
@@ -590,7 +761,7 @@ mod tests {
         }))
         .unwrap();
         let Input::ControlRequest(ControlRequestIn {
-            request: FromClient::Initialize { hooks, agents },
+            request: FromClient::Initialize { hooks, agents, .. },
             ..
         }) = init
         else {
@@ -644,8 +815,74 @@ mod tests {
         assert!(!matcher_selects(Some("Bash"), "Read"));
         assert_eq!(
             permission_answer(&json!({"behavior": "deny", "message": "m"})),
-            (false, Some("m".into()))
+            PermissionAnswer {
+                allow: false,
+                message: Some("m".into()),
+                ..PermissionAnswer::default()
+            }
         );
+    }
+
+    #[test]
+    fn suggestions_read_back_as_updates() {
+        let s = permission_suggestions("Bash", &json!({"command": "npm test --watch"}));
+        let a = permission_answer(&json!({"behavior": "allow", "updatedPermissions": s}));
+        assert_eq!(
+            a.updates,
+            vec![(
+                Destination::LocalSettings,
+                PermissionUpdate::AddRules {
+                    behavior: crate::runtime::grants::Behavior::Allow,
+                    rules: vec!["Bash(npm:*)".into()]
+                }
+            )]
+        );
+        assert!(permission_suggestions("Bash", &json!({"command": "$(evil) x"})).is_empty());
+        assert_eq!(
+            permission_suggestions("Write", &json!({}))[0]["mode"],
+            "acceptEdits"
+        );
+    }
+
+    #[test]
+    fn permission_updates_are_read_as_the_sdks_send_them() {
+        use crate::runtime::grants::Behavior;
+        let a = permission_answer(&json!({
+            "behavior": "allow",
+            "updatedInput": {"command": "ls"},
+            "updatedPermissions": [
+                {"type": "addRules", "destination": "session", "behavior": "allow",
+                 "rules": [{"toolName": "Bash", "ruleContent": "ls:*"}, {"toolName": "Read"}]},
+                {"type": "setMode", "destination": "localSettings", "mode": "acceptEdits"},
+                {"type": "addDirectories", "directories": ["/srv"]},
+                {"type": "addRules", "behavior": "maybe", "rules": []},
+                {"type": "teleport"}
+            ]
+        }));
+        assert!(a.allow);
+        assert_eq!(a.updated_input, Some(json!({"command": "ls"})));
+        assert_eq!(
+            a.updates,
+            vec![
+                (
+                    Destination::Session,
+                    PermissionUpdate::AddRules {
+                        behavior: Behavior::Allow,
+                        rules: vec!["Bash(ls:*)".into(), "Read".into()]
+                    }
+                ),
+                (
+                    Destination::LocalSettings,
+                    PermissionUpdate::SetMode(crate::config::PermissionMode::AcceptEdits)
+                ),
+                (
+                    Destination::Session,
+                    PermissionUpdate::AddDirectories(vec!["/srv".into()])
+                ),
+            ]
+        );
+        assert_eq!(a.problems.len(), 2, "{:?}", a.problems);
+        assert!(a.problems[0].starts_with("updatedPermissions[3]: behavior"));
     }
 
     #[test]

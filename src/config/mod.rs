@@ -9,6 +9,7 @@
 
 mod claude;
 mod condition;
+pub mod edit;
 mod env;
 mod files;
 mod flags;

@@ -44,6 +44,11 @@ pub enum McpError {
     Timeout(u64),
     #[error("the configuration has neither `command` nor `url`")]
     NoTransport,
+    #[error(
+        "an SDK server (`type: \"sdk\"`) lives in the Agent SDK program that started cadre; \
+         none is connected (it needs `--input-format stream-json`)"
+    )]
+    NoSdkClient,
     #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
     UnsupportedType(String),
     #[error(
@@ -170,7 +175,15 @@ pub struct Client {
     pub progress: rmcp::handler::client::progress::ProgressDispatcher,
     /// Called when the server says its tool list changed.
     pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Reaches in-process servers of an SDK client (`type: "sdk"`).
+    pub local: Option<LocalConnector>,
 }
+
+/// Opens a byte stream to an in-process server by name (newline-delimited
+/// JSON-RPC, as over stdio); `None` when there is no such server. An SDK
+/// client's servers are reached this way: the other end of the stream is
+/// carried over the control protocol by the `cli`.
+pub type LocalConnector = Arc<dyn Fn(&str) -> Option<tokio::io::DuplexStream> + Send + Sync>;
 
 // Roots are deprecated by a newer protocol revision (SEP-2577) that cadre's
 // servers do not speak yet; they still ask for them.
@@ -406,11 +419,24 @@ impl Connection {
     ) -> Result<Connection, McpError> {
         let progress = handler.progress.clone();
         match config.kind.as_deref() {
-            None | Some("stdio" | "http" | "streamable-http") => {}
+            None | Some("stdio" | "http" | "streamable-http" | "sdk") => {}
             Some("sse") => return Err(McpError::Sse),
             Some(kind) => return Err(McpError::UnsupportedType(kind.to_string())),
         }
+        let sdk = config.kind.as_deref() == Some("sdk");
         let (service, pid) = match (&config.command, &config.url) {
+            _ if sdk => {
+                let stream = handler
+                    .local
+                    .as_ref()
+                    .and_then(|open| open(&handler.server))
+                    .ok_or(McpError::NoSdkClient)?;
+                let service = handler
+                    .serve(stream)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))?;
+                (service, None)
+            }
             (Some(command), _) => {
                 let mut cmd = tokio::process::Command::new(command);
                 config.child_env.clone().unwrap_or_default().apply(&mut cmd);

@@ -85,6 +85,10 @@ pub struct McpManager {
     sampler: Mutex<Option<super::Sampler>>,
     /// Puts servers' requests for input to the user.
     elicitor: Mutex<Option<super::Elicitor>>,
+    /// Reaches an SDK client's in-process servers.
+    local: Mutex<Option<super::LocalConnector>>,
+    /// When set, only these shared servers are used (`--strict-mcp-config`).
+    only: Mutex<Option<Vec<String>>>,
 }
 
 impl McpManager {
@@ -111,6 +115,23 @@ impl McpManager {
             .extra_roots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = dirs;
+    }
+
+    /// Uses only the shared servers named here, whatever else the settings
+    /// list (`None`: all of them). Set before the first [`McpManager::sync`].
+    pub fn set_only(&self, names: Option<Vec<String>>) {
+        *self
+            .only
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = names;
+    }
+
+    /// How servers of `type: "sdk"` are reached (set before they connect).
+    pub fn set_local_connector(&self, local: Option<super::LocalConnector>) {
+        *self
+            .local
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = local;
     }
 
     /// Offers sampling, answered by `sampler`, to servers that connect from
@@ -152,6 +173,11 @@ impl McpManager {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),
             progress: Default::default(),
+            local: self
+                .local
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
             elicitor: self
                 .elicitor
                 .lock()
@@ -219,6 +245,23 @@ impl McpManager {
     pub fn sync(self: &Arc<Self>, servers: &BTreeMap<String, McpServerConfig>, cwd: &Path) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
+        };
+        let only = self
+            .only
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let kept: BTreeMap<String, McpServerConfig>;
+        let servers = match only {
+            Some(names) => {
+                kept = servers
+                    .iter()
+                    .filter(|(n, _)| names.contains(n))
+                    .map(|(n, c)| (n.clone(), c.clone()))
+                    .collect();
+                &kept
+            }
+            None => servers,
         };
         let mut closing = Vec::new();
         let mut starting = Vec::new();

@@ -21,7 +21,7 @@ mod select;
 mod task;
 mod tool;
 
-pub use client::{ConnectError, Connection, McpError};
+pub use client::{ConnectError, Connection, LocalConnector, McpError};
 pub use config::{effective_servers, read_mcp_json};
 pub use elicit::{ElicitAction, ElicitAnswer, Elicitation, Elicitor};
 pub use manager::{McpManager, RequiredError, ServerState};

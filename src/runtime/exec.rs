@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
-use crate::tools::permissions::{Decision, Rules, explain_with_hook};
+use crate::tools::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
@@ -19,8 +19,7 @@ use super::EngineEvent;
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
 use super::texts::{
-    HookBlocked, InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall,
-    WebFetchPrompt,
+    InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall, WebFetchPrompt,
 };
 
 /// What one call produced, plus the usage of any child it ran.
@@ -230,33 +229,28 @@ impl Session {
                 (verdict, updated)
             }
         };
-        if let Some(gate) = &self.engine.tool_gate {
-            let call = super::GateCall {
-                agent_id: self.spec.agent_id.clone(),
-                tool_use_id: id.to_string(),
-                tool: name.to_string(),
-                input: input.clone(),
-                cwd: self.spec.cwd.clone(),
-                mode: self.spec.mode,
-            };
-            if let Some(reason) = gate(call).await {
-                return error(snap.templates.show(&HookBlocked {
-                    tool: name.to_string(),
-                    reason,
-                }));
-            }
-        }
         let permissions = &snap.settings().permissions;
-        let rules: &Rules = &snap.rules;
+        // The session's own updates (an SDK client's) add to the settings.
+        let (session_rules, session_dirs, session_mode) = match self.engine.grants.lock() {
+            Ok(g) => (g.merged(&snap.rules), g.add_dirs.clone(), g.mode),
+            Err(_) => (None, Vec::new(), None),
+        };
+        let rules: &Rules = session_rules.as_ref().unwrap_or(&snap.rules);
+        let mode = match session_mode {
+            Some(m) if self.spec.is_main => m,
+            _ => self.spec.mode,
+        };
         let add_dirs: Vec<PathBuf> = permissions
             .additional_directories
             .iter()
             .chain(&self.engine.add_dirs)
+            .chain(&session_dirs)
             .map(|d| self.spec.cwd.join(d))
             .collect();
+        let mut input = input;
         let explained = explain_with_hook(
             rules,
-            self.spec.mode,
+            mode,
             name,
             &input,
             &self.spec.cwd,
@@ -315,6 +309,39 @@ impl Session {
                         interactive: self.engine.asker.is_some(),
                         message: answer.message,
                     }));
+                }
+                if !answer.updates.is_empty()
+                    && let Ok(mut g) = self.engine.grants.lock()
+                {
+                    for u in &answer.updates {
+                        for e in g.apply(u) {
+                            tracing::warn!("permission update: {e}; the rule is ignored");
+                        }
+                    }
+                }
+                // A replacement input is checked like the model's: against
+                // the schema, then against the rules, so that an answer
+                // cannot carry a denied call through.
+                if let Some(updated) = answer.updated_input
+                    && updated != input
+                {
+                    if let Err(issues) = self.validate(snap, name, &updated) {
+                        return invalid(issues);
+                    }
+                    if let Decision::Deny { reason } =
+                        decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
+                    {
+                        return error(snap.templates.show(&PermissionDenied {
+                            tool: name.to_string(),
+                            reason,
+                            rule: None,
+                            origin: None,
+                            asked: false,
+                            interactive: false,
+                            message: None,
+                        }));
+                    }
+                    input = updated;
                 }
             }
         }

@@ -228,6 +228,78 @@ impl Fired {
     }
 }
 
+impl Fired {
+    /// Adds what an SDK client's hook callback answered (Claude Code's hook
+    /// output: `decision`/`reason`, `continue`/`stopReason`,
+    /// `systemMessage`, `hookSpecificOutput`). `event` is the name the
+    /// client registered for (`Stop` for the main session's stop).
+    pub fn absorb_client(&mut self, event: &str, v: &Value) {
+        let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::trim);
+        if let Some(m) = text("systemMessage").filter(|m| !m.is_empty()) {
+            tracing::warn!("{event} hook: {m}");
+        }
+        let stop = v.get("continue").and_then(Value::as_bool) == Some(false);
+        let block = text("decision") == Some("block");
+        let reason = || text("reason").unwrap_or_default().to_string();
+        let as_text = v.to_string();
+        match event {
+            "PreToolUse" => {
+                self.decisions.extend(tool_decision(&as_text));
+                if stop {
+                    // Without a reason it blocks as a silent exit 2 does.
+                    self.blocks
+                        .push(text("stopReason").unwrap_or_default().to_string());
+                }
+            }
+            "Stop" | "SubagentStop" if block => self.blocks.push(reason()),
+            // The tool has run: the reason reaches the model with its result.
+            "PostToolUse" if block => self.contexts.push(reason()),
+            _ => {}
+        }
+        self.contexts.extend(additional_context(&as_text));
+        if stop && event != "PreToolUse" {
+            tracing::warn!(
+                "{event} hook answered `continue: false`; cadre does not end the session from this event (ignored)"
+            );
+        }
+    }
+}
+
+/// Runs the configured `hooks` and the client's callbacks for `event`
+/// (`client`: the event's name for the client and the matcher target), and
+/// collects what they said.
+pub(super) async fn fire_all(
+    engine: &Engine,
+    hooks: &[HookConfig],
+    event: HookEvent,
+    client: (&'static str, &str),
+    input: &Value,
+    cwd: &Path,
+    env: &ChildEnv,
+) -> Fired {
+    let mut fired = if hooks.is_empty() {
+        Fired::default()
+    } else {
+        fire(hooks, event, input, cwd, env).await
+    };
+    let (client_event, target) = client;
+    if let Some(c) = engine
+        .client_hooks
+        .as_ref()
+        .filter(|c| c.wants(client_event))
+    {
+        for out in (c.call)(client_event, target.to_string(), input.clone()).await {
+            fired.absorb_client(client_event, &out);
+        }
+    }
+    fired
+}
+
+/// Whether the client registered callbacks for `event`.
+fn client_wants(engine: &Engine, event: &str) -> bool {
+    engine.client_hooks.as_ref().is_some_and(|c| c.wants(event))
+}
+
 /// Runs `hooks` concurrently and collects what they said. Timeouts,
 /// failures and exit codes other than 0 and 2 are logged.
 pub async fn fire(
@@ -308,13 +380,15 @@ pub(super) async fn subagent_start(
 ) {
     let event = HookEvent::SubagentStart;
     let hooks = applicable(&snap.hooks, spec.def.as_deref(), event, agent_type(spec));
-    if hooks.is_empty() {
+    if hooks.is_empty() && !client_wants(engine, event.as_str()) {
         return;
     }
     let input = Value::Object(base_input(engine, spec, transcript, event));
-    let fired = fire(
+    let fired = fire_all(
+        engine,
         &hooks,
         event,
+        (event.as_str(), agent_type(spec)),
         &input,
         &spec.cwd,
         &snap.settings().child_env(),
@@ -352,6 +426,27 @@ impl Session {
         applicable(&snap.hooks, self.spec.def.as_deref(), event, target)
     }
 
+    /// [`fire_all`] in this session.
+    async fn fire_here(
+        &self,
+        snap: &Snapshot,
+        hooks: &[HookConfig],
+        event: HookEvent,
+        target: &str,
+        input: Map<String, Value>,
+    ) -> Fired {
+        fire_all(
+            &self.engine,
+            hooks,
+            event,
+            (event.as_str(), target),
+            &Value::Object(input),
+            &self.spec.cwd,
+            &snap.settings().child_env(),
+        )
+        .await
+    }
+
     /// PreCompact: runs the hooks for a compaction about to start. They
     /// cannot stop it (as in Claude Code); what they print on stderr with
     /// exit 2 is logged.
@@ -363,7 +458,7 @@ impl Session {
     ) {
         let event = HookEvent::PreCompact;
         let hooks = self.hooks_for(snap, event, trigger);
-        if hooks.is_empty() {
+        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
             return;
         }
         let mut m = self.hook_input(event);
@@ -372,14 +467,7 @@ impl Session {
             "custom_instructions".into(),
             json!(instructions.unwrap_or("")),
         );
-        let fired = fire(
-            &hooks,
-            event,
-            &Value::Object(m),
-            &self.spec.cwd,
-            &snap.settings().child_env(),
-        )
-        .await;
+        let fired = self.fire_here(snap, &hooks, event, trigger, m).await;
         for b in fired.blocks {
             tracing::warn!("PreCompact hook: {b}");
         }
@@ -397,24 +485,18 @@ impl Session {
     ) -> PreTool {
         let event = HookEvent::PreToolUse;
         let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() {
+        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
             return PreTool::Go {
                 verdict: None,
                 input: None,
             };
         }
         let mut m = self.hook_input(event);
+        m.insert("permission_mode".into(), json!(self.spec.mode.as_str()));
         m.insert("tool_name".into(), json!(name));
         m.insert("tool_input".into(), input.clone());
         m.insert("tool_use_id".into(), json!(tool_use_id));
-        let fired = fire(
-            &hooks,
-            event,
-            &Value::Object(m),
-            &self.spec.cwd,
-            &snap.settings().child_env(),
-        )
-        .await;
+        let fired = self.fire_here(snap, &hooks, event, name, m).await;
         let (verdict, updated) = fired.tool_verdict();
         let mut blocks = fired.blocks;
         if let Some(v) = &verdict
@@ -445,7 +527,7 @@ impl Session {
     ) {
         let event = HookEvent::PostToolUse;
         let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() {
+        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
             return;
         }
         let ContentBlock::ToolResult {
@@ -471,14 +553,7 @@ impl Session {
             "tool_response".into(),
             json!({"content": response.join("\n"), "is_error": *is_error}),
         );
-        let fired = fire(
-            &hooks,
-            event,
-            &Value::Object(m),
-            &self.spec.cwd,
-            &snap.settings().child_env(),
-        )
-        .await;
+        let fired = self.fire_here(snap, &hooks, event, name, m).await;
         for context in fired.contexts {
             content.push(ToolResultContent::Text {
                 text: snap.templates.show(&HookContext {
@@ -497,21 +572,30 @@ impl Session {
         snap: &Snapshot,
         times_blocked: u32,
     ) -> Option<String> {
-        if self.spec.is_main {
-            return None;
-        }
         let event = HookEvent::SubagentStop;
-        let hooks = self.hooks_for(snap, event, agent_type(&self.spec));
-        if hooks.is_empty() {
+        // The main session's stop is Claude Code's `Stop`; cadre's
+        // configured hooks have no such event, a client's callbacks do.
+        let (client_event, hooks) = if self.spec.is_main {
+            ("Stop", Vec::new())
+        } else {
+            (
+                event.as_str(),
+                self.hooks_for(snap, event, agent_type(&self.spec)),
+            )
+        };
+        if hooks.is_empty() && !client_wants(&self.engine, client_event) {
             return None;
         }
         let last = super::session::last_text(&self.history).map(|t| t.join("\n"));
         let mut m = self.hook_input(event);
+        m.insert("hook_event_name".into(), json!(client_event));
         m.insert("stop_hook_active".into(), json!(times_blocked > 0));
         m.insert("last_assistant_message".into(), json!(last));
-        let fired = fire(
+        let fired = fire_all(
+            &self.engine,
             &hooks,
             event,
+            (client_event, agent_type(&self.spec)),
             &Value::Object(m),
             &self.spec.cwd,
             &snap.settings().child_env(),

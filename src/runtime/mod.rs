@@ -10,6 +10,7 @@
 pub mod ask_user;
 mod compact;
 mod exec;
+pub mod grants;
 pub mod hooks;
 mod listing;
 mod manage;
@@ -156,13 +157,19 @@ pub struct AskAnswer {
     pub allow: bool,
     /// Why not, in the asker's words (an SDK client's denial message).
     pub message: Option<String>,
+    /// The input to run the tool with instead (an SDK client's
+    /// `updatedInput`); validated and checked against the rules again.
+    pub updated_input: Option<Value>,
+    /// Permission changes for the rest of the session, applied before the
+    /// call goes on.
+    pub updates: Vec<grants::PermissionUpdate>,
 }
 
 impl From<bool> for AskAnswer {
     fn from(allow: bool) -> Self {
         AskAnswer {
             allow,
-            message: None,
+            ..AskAnswer::default()
         }
     }
 }
@@ -171,20 +178,27 @@ impl From<bool> for AskAnswer {
 /// `can_use_tool` callback).
 pub type Asker = Arc<dyn Fn(AskRequest) -> BoxFuture<'static, AskAnswer> + Send + Sync>;
 
-/// A tool call as a [`ToolGate`] sees it.
-#[derive(Debug, Clone)]
-pub struct GateCall {
-    pub agent_id: String,
-    pub tool_use_id: String,
-    pub tool: String,
-    pub input: Value,
-    pub cwd: PathBuf,
-    pub mode: crate::config::PermissionMode,
+/// Hook callbacks an SDK client registered: called with the event name
+/// (`PreToolUse`, `PostToolUse`, `Stop`, …), the matcher target (a tool
+/// name, an agent type, a compaction trigger, or empty) and the hook input;
+/// answers with the JSON output of every callback that applies, in order.
+pub type ClientHookCall =
+    Arc<dyn Fn(&'static str, String, Value) -> BoxFuture<'static, Vec<Value>> + Send + Sync>;
+
+/// An SDK client's hook callbacks, run with the configured hooks of the
+/// same event.
+#[derive(Clone)]
+pub struct ClientHooks {
+    /// The events the client registered callbacks for.
+    pub events: Vec<String>,
+    pub call: ClientHookCall,
 }
 
-/// A check run before each tool call after the configured PreToolUse hooks
-/// (an SDK client's hook callbacks): `Some(reason)` blocks the call.
-pub type ToolGate = Arc<dyn Fn(GateCall) -> BoxFuture<'static, Option<String>> + Send + Sync>;
+impl ClientHooks {
+    pub fn wants(&self, event: &str) -> bool {
+        self.events.iter().any(|e| e == event)
+    }
+}
 
 /// Changes to the main session's system prompt from the command line
 /// (`--system-prompt`, `--append-system-prompt`); sub-agents are unaffected.
@@ -220,8 +234,8 @@ pub struct Engine {
     pub mcp: Arc<crate::mcp::McpManager>,
     /// Edits to the main session's system prompt.
     pub main_prompt: MainPrompt,
-    /// Checked before each tool call, after the configured hooks.
-    pub tool_gate: Option<ToolGate>,
+    /// An SDK client's hook callbacks.
+    pub client_hooks: Option<ClientHooks>,
     /// `--add-dir` folders: besides the working directory and
     /// `permissions.additional_directories`, where edits need no rule.
     pub add_dirs: Vec<PathBuf>,
@@ -233,6 +247,8 @@ pub struct Engine {
     /// (main agent, sub-agents, compactions), for
     /// `agents.session_token_budget`.
     session_tokens: std::sync::atomic::AtomicU64,
+    /// Permission updates for the rest of the session (an SDK client's).
+    pub grants: Mutex<grants::Grants>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
     /// Cancels every teammate of this process (at its end).
     pub team_cancel: tokio_util::sync::CancellationToken,
@@ -268,10 +284,11 @@ impl Engine {
             questioner: None,
             mcp: crate::mcp::McpManager::new(),
             main_prompt: MainPrompt::default(),
-            tool_gate: None,
+            client_hooks: None,
             add_dirs: Vec::new(),
             main_mode: Mutex::new(crate::config::PermissionMode::Default),
             session_tokens: std::sync::atomic::AtomicU64::new(0),
+            grants: Mutex::new(grants::Grants::default()),
             validators: Mutex::new(HashMap::new()),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),

@@ -24,14 +24,18 @@ from claude_agent_sdk import (
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
+    PermissionUpdate,
     ResultMessage,
     SystemMessage,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     UserMessage,
+    create_sdk_mcp_server,
     query,
+    tool,
 )
+from claude_agent_sdk.types import PermissionRuleValue
 
 
 def options(**kw):
@@ -211,9 +215,85 @@ async def pre_tool_hook():
     return {"fired": fired}
 
 
+async def sdk_mcp_tool():
+    """An in-process MCP server of the program: its tool runs in Python."""
+    calls = []
+
+    @tool("add", "Adds two numbers.", {"a": int, "b": int})
+    async def add(args):
+        calls.append(args)
+        return {"content": [{"type": "text", "text": f"sum={args['a'] + args['b']}"}]}
+
+    calc = create_sdk_mcp_server(name="calc", version="1.0.0", tools=[add])
+    opts = options(mcp_servers={"calc": calc}, allowed_tools=["mcp__calc__add"])
+    async with ClaudeSDKClient(options=opts) as client:
+        await client.query("What is 2 + 3?")
+        messages = [m async for m in client.receive_response()]
+    init = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
+    assert init and "mcp__calc__add" in init[0].data["tools"], init
+    assert calls == [{"a": 2, "b": 3}], calls
+    results = tool_results(messages)
+    assert len(results) == 1 and not results[0].is_error, results
+    assert "sum=5" in result_text(results[0]), results
+    result = result_of(messages)
+    assert result.result == "2 + 3 = 5.", result.result
+    return {"calls": calls}
+
+
+async def rewrite_and_post_hook():
+    """can_use_tool rewrites a command and grants a rule for the session; a
+    PostToolUse hook adds context for the model."""
+    asked = []
+    posted = []
+
+    async def can_use_tool(tool_name, tool_input, context):
+        asked.append(tool_input["command"])
+        return PermissionResultAllow(
+            updated_input={"command": "echo rewritten"},
+            updated_permissions=[
+                PermissionUpdate(
+                    type="addRules",
+                    behavior="allow",
+                    rules=[PermissionRuleValue(tool_name="Bash", rule_content="echo:*")],
+                    destination="session",
+                )
+            ],
+        )
+
+    async def after(hook_input, tool_use_id, context):
+        posted.append(hook_input["tool_input"]["command"])
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PostToolUse",
+                "additionalContext": "checked by the post hook",
+            }
+        }
+
+    hooks = {"PostToolUse": [HookMatcher(matcher="Bash", hooks=[after])]}
+    opts = options(can_use_tool=can_use_tool, hooks=hooks)
+    async with ClaudeSDKClient(options=opts) as client:
+        await client.query("Say something.")
+        messages = [m async for m in client.receive_response()]
+    # The second echo needs no question: the session rule allows it.
+    assert asked == ["echo original"], asked
+    assert posted == ["echo rewritten", "echo again"], posted
+    results = tool_results(messages)
+    assert "rewritten" in result_text(results[0]), results
+    return {"asked": asked, "posted": posted}
+
+
 SCENARIOS = {
     f.__name__: f
-    for f in [query_read, multi_turn, deny_bash, interrupt, custom_agents, pre_tool_hook]
+    for f in [
+        query_read,
+        multi_turn,
+        deny_bash,
+        interrupt,
+        custom_agents,
+        pre_tool_hook,
+        sdk_mcp_tool,
+        rewrite_and_post_hook,
+    ]
 }
 
 if __name__ == "__main__":

@@ -634,6 +634,11 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     assert_eq!(ask["request"]["tool_name"], "Bash");
     assert_eq!(ask["request"]["input"]["command"], "rm -rf build");
     assert_eq!(ask["request"]["tool_use_id"], "toolu_b");
+    assert_eq!(
+        ask["request"]["permission_suggestions"],
+        json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}],
+                "behavior": "allow", "destination": "localSettings"}])
+    );
     let id = ask["request_id"].as_str().unwrap().to_string();
     d.send(
         json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
@@ -647,6 +652,94 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     assert!(
         result_text(r).contains("not today"),
         "the client's reason reaches the model: {r}"
+    );
+}
+
+/// Answers the next `can_use_tool` request with `response`; returns the request.
+fn answer_can_use_tool(d: &mut Driven, response: Value) -> Value {
+    let ask = d.until("can_use_tool", |v| {
+        v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool"
+    });
+    let id = ask["request_id"].as_str().unwrap().to_string();
+    d.send(json!({"type": "control_response",
+                  "response": {"subtype": "success", "request_id": id, "response": response}}));
+    ask
+}
+
+#[test]
+fn can_use_tool_updated_input_runs_but_cannot_smuggle_a_denied_command() {
+    let mut p = Project::new();
+    p.config("[permissions]\ndeny = [\"Bash(rm:*)\"]\n");
+    p.write("keep/file.txt", "precious");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo one"})),
+        anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo three"})),
+        anthropic::tool_use_reply("toolu_3", "Bash", json!({"command": "echo four"})),
+        anthropic::text_reply("done"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("go");
+    let ask = answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo two"}}),
+    );
+    assert_eq!(ask["request"]["input"]["command"], "echo one");
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo x && rm -rf keep"}}),
+    );
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"cmd": 4}}),
+    );
+    let r = d.until("result", is_result);
+    assert_eq!(r["result"], "done");
+    assert_eq!(d.finish(), 0);
+    let first = &last_tool_results(&server.request(1).json)[0];
+    assert_ne!(first["is_error"], true, "{first}");
+    assert!(result_text(first).contains("two"), "{first}");
+    let second = &last_tool_results(&server.request(2).json)[0];
+    assert_eq!(second["is_error"], true, "{second}");
+    assert!(result_text(second).contains("Bash(rm:*)"), "{second}");
+    assert_eq!(p.read("keep/file.txt"), "precious");
+    let third = &last_tool_results(&server.request(3).json)[0];
+    assert_eq!(third["is_error"], true, "{third}");
+    assert!(result_text(third).contains("command"), "{third}");
+}
+
+#[test]
+fn can_use_tool_updated_permissions_last_for_the_session_and_reach_settings_files() {
+    let p = Project::new();
+    p.write(".claude/settings.local.json", "{\"model\": \"keep-me\"}\n");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo a"})),
+        anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo b"})),
+        anthropic::text_reply("done"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("go");
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": {"command": "echo a"}, "updatedPermissions": [
+            {"type": "addRules", "behavior": "allow", "destination": "session",
+             "rules": [{"toolName": "Bash", "ruleContent": "echo:*"}]},
+            {"type": "addRules", "behavior": "deny", "destination": "localSettings",
+             "rules": [{"toolName": "WebFetch"}]}
+        ]}),
+    );
+    // The second echo runs without a question: the session rule allows it.
+    let r = d.until("result", |v| {
+        assert_ne!(v["request"]["subtype"], "can_use_tool", "asked again: {v}");
+        is_result(v)
+    });
+    assert_eq!(r["result"], "done");
+    assert_eq!(d.finish(), 0);
+    let second = &last_tool_results(&server.request(2).json)[0];
+    assert_ne!(second["is_error"], true, "{second}");
+    let local: Value = serde_json::from_str(&p.read(".claude/settings.local.json")).unwrap();
+    assert_eq!(
+        local,
+        json!({"model": "keep-me", "permissions": {"deny": ["WebFetch"]}})
     );
 }
 
@@ -684,10 +777,143 @@ fn hook_callbacks_from_initialize_can_block_a_tool() {
     );
 }
 
+/// Answers hook callbacks with `answer(event, input, times seen)` until a
+/// result comes; returns the result and the inputs seen.
+fn answer_hooks_until_result(
+    d: &mut Driven,
+    answer: impl Fn(&str, &Value, usize) -> Value,
+) -> (Value, Vec<Value>) {
+    let mut inputs = Vec::new();
+    loop {
+        let v = d.until("hook callback or result", |v| {
+            is_result(v) || v["request"]["subtype"] == "hook_callback"
+        });
+        if is_result(&v) {
+            return (v, inputs);
+        }
+        let input = v["request"]["input"].clone();
+        let event = input["hook_event_name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let seen = inputs
+            .iter()
+            .filter(|i: &&Value| i["hook_event_name"] == event.as_str())
+            .count();
+        let response = answer(&event, &input, seen);
+        inputs.push(input);
+        let id = v["request_id"].as_str().unwrap().to_string();
+        d.send(json!({"type": "control_response",
+                      "response": {"subtype": "success", "request_id": id, "response": response}}));
+    }
+}
+
 #[test]
-#[ignore = "flaky in the full suite (2 of ~8 full runs timed out waiting for a line; passes alone \
-            and in every subset run): a race in interrupt handling to find (issue 19's note); \
-            run with `scripts/test --test all -- --ignored interrupt_cancels`"]
+fn hook_callbacks_fire_for_prompt_submit_post_tool_use_and_stop() {
+    let p = Project::new();
+    p.write("notes.txt", "the notes");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        anthropic::text_reply("first answer"),
+        anthropic::text_reply("final answer"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "UserPromptSubmit": [{"hookCallbackIds": ["h_prompt"]}],
+                      "PostToolUse": [{"matcher": "Read", "hookCallbackIds": ["h_post"]}],
+                      "Stop": [{"hookCallbackIds": ["h_stop"]}]}}}));
+    d.until("initialize response", |v| v["type"] == "control_response");
+    d.user("read the notes");
+    let (r, inputs) = answer_hooks_until_result(&mut d, |event, input, seen| match event {
+        "UserPromptSubmit" => {
+            assert_eq!(input["prompt"], "read the notes");
+            json!({"hookSpecificOutput": {"hookEventName": "UserPromptSubmit",
+                                          "additionalContext": "ctx-from-prompt-hook"}})
+        }
+        "PostToolUse" => {
+            assert_eq!(input["tool_name"], "Read");
+            assert!(
+                input["tool_response"].to_string().contains("the notes"),
+                "{input}"
+            );
+            json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+                                          "additionalContext": "ctx-from-post-hook"}})
+        }
+        "Stop" if seen == 0 => {
+            assert_eq!(input["stop_hook_active"], false);
+            json!({"decision": "block", "reason": "look once more"})
+        }
+        "Stop" => {
+            assert_eq!(input["stop_hook_active"], true);
+            json!({})
+        }
+        other => panic!("unexpected hook event {other}"),
+    });
+    assert_eq!(r["result"], "final answer", "{r}");
+    let events: Vec<&str> = inputs
+        .iter()
+        .map(|i| i["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["UserPromptSubmit", "PostToolUse", "Stop", "Stop"]);
+    // A second prompt that the hook blocks never reaches the model.
+    d.user("something forbidden");
+    let (r, _) = answer_hooks_until_result(&mut d, |event, _, _| {
+        assert_eq!(event, "UserPromptSubmit");
+        json!({"decision": "block", "reason": "not that"})
+    });
+    assert_eq!(r["is_error"], true, "{r}");
+    assert_eq!(r["result"], "not that", "{r}");
+    assert_eq!(d.finish(), 1);
+    assert_eq!(server.requests().len(), 3);
+    assert!(
+        server
+            .request(0)
+            .body_str()
+            .contains("ctx-from-prompt-hook")
+    );
+    let post = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(post).contains("ctx-from-post-hook"), "{post}");
+    assert!(super::harness::user_texts(&server.request(2)).contains("look once more"));
+    assert!(!server.request(2).body_str().contains("something forbidden"));
+}
+
+#[test]
+fn a_failing_hook_callback_with_on_failure_block_blocks_the_tool() {
+    let p = Project::new();
+    p.write("notes.txt", "the notes");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": "notes.txt"})),
+        anthropic::text_reply("blocked"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "PreToolUse": [{"hookCallbackIds": ["h"], "onFailure": "block"}]}}}));
+    let init = d.until("initialize response", |v| v["type"] == "control_response");
+    assert_eq!(
+        init["response"]["response"]["hook_on_failure_supported"],
+        true
+    );
+    d.user("read the notes");
+    let call = d.until("hook_callback", |v| v["type"] == "control_request");
+    let id = call["request_id"].as_str().unwrap().to_string();
+    d.send(
+        json!({"type": "control_response", "response": {"subtype": "error", "request_id": id,
+                  "error": "the guard crashed"}}),
+    );
+    d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+    let text = result_text(r);
+    assert!(
+        text.contains("the guard crashed") && !text.contains("the notes"),
+        "{text}"
+    );
+}
+
+#[test]
 fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
     let p = Project::new();
     let server = FakeServer::start([
@@ -698,19 +924,94 @@ fn interrupt_cancels_the_running_prompt_and_the_session_goes_on() {
     d.user("slow one");
     assert!(server.wait_for_requests(1, Duration::from_secs(10)));
     d.send(json!({"type": "control_request", "request_id": "int_1", "request": {"subtype": "interrupt"}}));
-    let ack = d.until("interrupt ack", |v| v["type"] == "control_response");
+    // The answer to the interrupt comes before the result it causes.
+    let ack = d.until("interrupt ack", |v| {
+        assert!(!is_result(v), "a result before the interrupt's answer: {v}");
+        v["type"] == "control_response"
+    });
     assert_eq!(ack["response"]["subtype"], "success");
     let r = d.until("interrupted result", is_result);
     assert_eq!(r["subtype"], "error_during_execution");
     assert_eq!(r["is_error"], true);
     d.user("again");
     let r = d.until("second result", is_result);
-    assert_eq!(r["result"], "fresh answer");
+    let sent: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| format!("#{} {}", r.index, r.body_str()))
+        .collect();
+    assert_eq!(r["result"], "fresh answer", "requests: {sent:#?}");
     assert_eq!(d.finish(), 0);
     // The interrupted prompt stays in the conversation, answered by a note.
     let msgs = server.request(1).messages().to_vec();
     assert_eq!(msgs.len(), 3, "{msgs:#?}");
     assert_eq!(msgs[1]["role"], "assistant");
+}
+
+/// An interrupt sent right behind its prompt, before the session has
+/// taken the prompt up, stops that prompt: what an interrupt stops follows
+/// from the order of the lines on stdin, not from how far the session got.
+/// (Before, the interrupt found no prompt running and was lost.)
+#[test]
+fn an_interrupt_right_behind_its_prompt_stops_it() {
+    let p = Project::new();
+    // Should the prompt's request go out before the interrupt is read, its
+    // answer is late enough that only the interrupt can end the prompt.
+    let server = FakeServer::route(|r| {
+        if r.last_user_text().contains("stop me") {
+            anthropic::text_reply("too late").delayed(Duration::from_secs(30))
+        } else {
+            anthropic::text_reply("fresh answer")
+        }
+    });
+    let mut d = Driven::start(&p, &server, &[]);
+    let user = json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
+                      "message": {"role": "user", "content": "stop me"}});
+    let interrupt = json!({"type": "control_request", "request_id": "int_1",
+                           "request": {"subtype": "interrupt"}});
+    // One write of both lines, so they reach cadre together.
+    let both = format!("{user}\n{interrupt}\n");
+    let stdin = d.stdin.as_mut().unwrap();
+    stdin.write_all(both.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    d.until("interrupt ack", |v| {
+        assert!(!is_result(v), "a result before the interrupt's answer: {v}");
+        v["type"] == "control_response"
+    });
+    let r = d.until("interrupted result", is_result);
+    assert_eq!(r["subtype"], "error_during_execution", "{r}");
+    d.user("again");
+    let r = d.until("second result", is_result);
+    assert_eq!(r["result"], "fresh answer");
+    assert_eq!(d.finish(), 0);
+    let last = server.requests().pop().unwrap();
+    let msgs = last.messages().to_vec();
+    assert_eq!(msgs.len(), 3, "{msgs:#?}");
+    assert_eq!(msgs[1]["role"], "assistant");
+}
+
+#[test]
+fn mcp_status_reports_the_servers() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("a")]);
+    let mut d = Driven::start(
+        &p,
+        &server,
+        &[
+            "--mcp-config",
+            r#"{"mcpServers": {"broken": {"command": "/nonexistent/server"}}}"#,
+        ],
+    );
+    d.user("one");
+    d.until("first result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "s1",
+                  "request": {"subtype": "mcp_status"}}));
+    let status = d.until("mcp_status", |v| v["response"]["request_id"] == "s1");
+    assert_eq!(
+        status["response"]["response"]["mcpServers"],
+        json!([{"name": "broken", "status": "failed"}])
+    );
+    assert_eq!(d.finish(), 0);
 }
 
 #[test]
@@ -1019,25 +1320,34 @@ fn resume_and_continue_go_on_with_the_conversation() {
 }
 
 #[test]
-fn strict_mcp_and_prompt_tool_say_what_cadre_cannot_do() {
-    let p = Project::new();
-    let server = FakeServer::start([anthropic::text_reply("ok")]);
-    let run = p.run(
-        Some(&server),
-        &[
+fn strict_mcp_config_keeps_only_the_flag_servers_and_prompt_tool_needs_stdin() {
+    let mut p = Project::new();
+    p.config("[mcp_servers.fromfile]\ncommand = \"/nonexistent/file-server\"\n");
+    let server = FakeServer::start([anthropic::text_reply("ok"), anthropic::text_reply("ok")]);
+    let names = |strict: bool| -> Vec<String> {
+        let mut args = vec![
             "-p",
             "x",
-            "--strict-mcp-config",
+            "--output-format",
+            "stream-json",
             "--mcp-config",
-            r#"{"mcpServers": {}}"#,
-        ],
-    );
-    run.ok();
-    assert!(
-        run.stderr.contains("not supported: --strict-mcp-config"),
-        "{}",
-        run.stderr
-    );
+            r#"{"mcpServers": {"fromflag": {"command": "/nonexistent/flag-server"}}}"#,
+        ];
+        if strict {
+            args.push("--strict-mcp-config");
+        }
+        let run = p.run(Some(&server), &args);
+        run.ok();
+        let init = &run.json_lines()[0];
+        init["mcp_servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(false), ["fromfile", "fromflag"]);
+    assert_eq!(names(true), ["fromflag"]);
     // --permission-prompt-tool stdio needs answers on stdin.
     let run = p.run(
         Some(&server),

@@ -1,7 +1,9 @@
-//! The Claude Agent SDK for Python (from PyPI, a client nobody here wrote)
-//! driving cadre through `cli_path`, against the fake model server. The SDK
-//! is installed into `.ci/venv` by `scripts/test-deps-sdk`; without it these
-//! tests fail and say how to install it.
+//! The Claude Agent SDKs (clients nobody here wrote) driving cadre against
+//! the fake model server: the Python one from PyPI through `cli_path`
+//! (installed into `.ci/venv` by `scripts/test-deps-sdk`), and the
+//! TypeScript one from npm through `pathToClaudeCodeExecutable` (installed
+//! into `.ci/sdk-ts` by `scripts/test-deps-sdk-ts`). Without them these
+//! tests fail and say how to install them.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -163,4 +165,121 @@ fn sdk_pre_tool_use_hook_fires_and_blocks() {
     drive(&p, &server, "pre_tool_hook");
     let r = &last_tool_results(&server.request(1).json)[0];
     assert!(result_text(r).contains("the guard hook says no"), "{r}");
+}
+
+#[test]
+fn sdk_mcp_server_tools_run_in_the_sdk_program() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_add", "mcp__calc__add", json!({"a": 2, "b": 3})),
+        _ => anthropic::text_reply("2 + 3 = 5."),
+    });
+    drive(&p, &server, "sdk_mcp_tool");
+    let tools = super::harness::tool_names(&server.request(0).json);
+    assert!(tools.iter().any(|t| t == "mcp__calc__add"), "{tools:?}");
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("sum=5"), "{r}");
+}
+
+#[test]
+fn sdk_can_use_tool_rewrites_input_and_grants_a_rule_and_post_hooks_fire() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo original"})),
+        1 => anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo again"})),
+        _ => anthropic::text_reply("Said."),
+    });
+    drive(&p, &server, "rewrite_and_post_hook");
+    let first = &last_tool_results(&server.request(1).json)[0];
+    let text = result_text(first);
+    assert!(
+        text.contains("rewritten") && text.contains("checked by the post hook"),
+        "{first}"
+    );
+    let second = &last_tool_results(&server.request(2).json)[0];
+    assert!(result_text(second).contains("again"), "{second}");
+}
+
+/// The TypeScript SDK's folder (installed by `scripts/test-deps-sdk-ts`).
+fn sdk_ts() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/sdk-ts");
+    assert!(
+        dir.join("node_modules/@anthropic-ai/claude-agent-sdk/package.json")
+            .is_file(),
+        "{} is missing: these tests need the Claude Agent SDK for TypeScript; \
+         install it with scripts/test-deps-sdk-ts",
+        dir.display()
+    );
+    dir
+}
+
+/// Runs one scenario of tests/sdk/drive.mjs; returns what it saw.
+fn drive_ts(p: &Project, server: &FakeServer, scenario: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/drive.mjs");
+    let out = Command::new("node")
+        .arg(&script)
+        .arg(scenario)
+        .current_dir(p.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("NO_COLOR", "1")
+        .env("SDK_TS", sdk_ts())
+        .env("CADRE_BIN", env!("CARGO_BIN_EXE_cadre"))
+        .env("CADRE_PROJECT", p.path())
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", TEST_KEY)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "TypeScript scenario {scenario} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("{scenario}: last line is not JSON ({e}): {stdout}\n{stderr}"));
+    assert_eq!(v["ok"], true, "{v}");
+    v["seen"].clone()
+}
+
+#[test]
+fn ts_sdk_query_runs_a_read_round_trip() {
+    let p = Project::new();
+    p.write("notes.txt", "the notes say hello\n");
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_read", "Read", json!({"file_path": "notes.txt"})),
+        _ => anthropic::text_reply("The notes say hello."),
+    });
+    let seen = drive_ts(&p, &server, "query_read");
+    assert_eq!(server.request_count(), 2);
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert!(result_text(r).contains("the notes say hello"), "{r}");
+    assert!(
+        p.path()
+            .join(".cadre/sessions")
+            .join(seen["session_id"].as_str().unwrap())
+            .is_dir()
+    );
+}
+
+#[test]
+fn ts_sdk_streaming_input_keeps_one_conversation() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.last_user_text().contains("What is my name") {
+            if r.body_str().contains("Ada") {
+                anthropic::text_reply("Your name is Ada.")
+            } else {
+                anthropic::text_reply("I don't know.")
+            }
+        } else {
+            anthropic::text_reply("Nice to meet you.")
+        }
+    });
+    drive_ts(&p, &server, "multi_turn");
+    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.request(1).messages().len(), 3);
 }
