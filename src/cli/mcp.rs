@@ -24,6 +24,32 @@ pub enum McpCommand {
     /// Start one server, list its tools, resources and prompts, stop it,
     /// and show how long each step took (exit status 1 when it fails).
     Test(GetArgs),
+    /// Sign in to an HTTP server that wants OAuth: prints the authorization
+    /// URL (and opens a browser when there is a display), waits for the
+    /// redirect on 127.0.0.1, and keeps the tokens in
+    /// `~/.config/cadre/mcp-tokens/` (mode 0600). Later connections send
+    /// the token and refresh it when it expires.
+    Login(LoginArgs),
+    /// Forget the OAuth tokens `cadre mcp login` stored for a server.
+    Logout(LogoutArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LoginArgs {
+    /// The server's name.
+    name: String,
+    /// Do not try to open a browser; only print the URL.
+    #[arg(long)]
+    no_browser: bool,
+    /// How long to wait for the browser to come back, in seconds.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The server's name.
+    name: String,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +101,26 @@ fn configured<'a>(snap: &'a Snapshot, name: &str) -> Result<&'a McpServerConfig,
             }
         ))
     })
+}
+
+/// The URL of HTTP server `name`, for `login`/`logout`: only in a trusted
+/// folder (a project's `.mcp.json` must not make cadre contact anything
+/// before the folder is trusted), and only for an HTTP server.
+fn oauth_url(snap: &Snapshot, name: &str) -> Result<String, CliError> {
+    let config = configured(snap, name)?;
+    if !snap.config.trusted {
+        return Err(CliError::Usage(format!(
+            "{} is not a trusted folder, so its MCP servers are not used here \
+             (trust it with `cadre trust`, or pass --trust)",
+            snap.config.trust_root.display()
+        )));
+    }
+    match (&config.url, config.kind.as_deref()) {
+        (Some(url), None | Some("http" | "streamable-http")) => Ok(url.clone()),
+        _ => Err(CliError::Usage(format!(
+            "`{name}` is not an HTTP server: OAuth sign-in is for servers with a `url`"
+        ))),
+    }
 }
 
 /// Milliseconds since `t`.
@@ -283,6 +329,32 @@ pub async fn dispatch(g: &GlobalArgs, cmd: McpCommand) -> Result<(), CliError> {
             Ok(())
         }
         McpCommand::Test(args) => test(&snap, &cwd, &args).await,
+        McpCommand::Login(args) => {
+            let url = oauth_url(&snap, &args.name)?;
+            let ui = crate::mcp::oauth::LoginUi {
+                open_browser: !args.no_browser,
+                timeout: Duration::from_secs(args.timeout),
+            };
+            let path = crate::mcp::oauth::login(&args.name, &url, &ui)
+                .await
+                .map_err(|e| CliError::Usage(format!("mcp login {}: {e}", args.name)))?;
+            outln!(
+                "signed in to `{}`; token kept in {}",
+                args.name,
+                path.display()
+            );
+            Ok(())
+        }
+        McpCommand::Logout(args) => {
+            let url = oauth_url(&snap, &args.name)?;
+            match crate::mcp::oauth::logout(&args.name, &url)
+                .map_err(|e| CliError::Usage(format!("mcp logout {}: {e}", args.name)))?
+            {
+                Some(path) => outln!("signed out of `{}` ({} deleted)", args.name, path.display()),
+                None => outln!("no stored token for `{}`", args.name),
+            }
+            Ok(())
+        }
         McpCommand::Get(args) => {
             let config = configured(&snap, &args.name)?;
             let manager = connect_all(&snap, &cwd).await;

@@ -52,10 +52,13 @@ pub enum McpError {
     #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
     UnsupportedType(String),
     #[error(
-        "the server asks for OAuth authorization ({0}), which cadre does not do yet: \
-         get a token another way and give it in `headers` (`Authorization = \"Bearer …\"`)"
+        "the server asks for OAuth authorization ({challenge}): sign in with \
+         `cadre mcp login {server}`, or get a token another way and give it in `headers` \
+         (`Authorization = \"Bearer …\"`)"
     )]
-    OAuth(String),
+    OAuth { server: String, challenge: String },
+    #[error("{0}")]
+    Token(String),
     #[error(
         "the legacy SSE transport (`type: \"sse\"`) is not supported; \
          most servers also serve streamable HTTP (often at `/mcp`): use `type: \"http\"` with that URL"
@@ -473,23 +476,42 @@ impl Connection {
                 let client = crate::provider::tls::client_builder()
                     .build()
                     .map_err(|e| McpError::Http(e.to_string()))?;
-                let transport = StreamableHttpClientTransport::with_client(
-                    client,
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                        .custom_headers(headers),
-                );
-                // A 401/403 challenge means the server wants an OAuth token.
-                let service =
-                    handler
-                        .serve(transport)
+                let transport_config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(headers);
+                // A 401/403 challenge means the server wants an OAuth token
+                // (one `cadre mcp login` stored, or a missing one).
+                let server = handler.server.clone();
+                let oauth_error = |e: rmcp::service::ClientInitializeError| match e.auth_challenge()
+                {
+                    Some(c) => McpError::OAuth {
+                        server: server.clone(),
+                        challenge: format!("WWW-Authenticate: {c}"),
+                    },
+                    None if e.is_authorization_required() => McpError::OAuth {
+                        server: server.clone(),
+                        challenge: "HTTP 401".into(),
+                    },
+                    None => McpError::Handshake(e.to_string()),
+                };
+                let service = match super::oauth::authorized_client(&server, url, client.clone())
+                    .await
+                    .map_err(McpError::Token)?
+                {
+                    Some(auth) => handler
+                        .serve(StreamableHttpClientTransport::with_client(
+                            auth,
+                            transport_config,
+                        ))
                         .await
-                        .map_err(|e| match e.auth_challenge() {
-                            Some(c) => McpError::OAuth(format!("WWW-Authenticate: {c}")),
-                            None if e.is_authorization_required() => {
-                                McpError::OAuth("HTTP 401".into())
-                            }
-                            None => McpError::Handshake(e.to_string()),
-                        })?;
+                        .map_err(oauth_error)?,
+                    None => handler
+                        .serve(StreamableHttpClientTransport::with_client(
+                            client,
+                            transport_config,
+                        ))
+                        .await
+                        .map_err(oauth_error)?,
+                };
                 (service, None)
             }
             (None, None) => return Err(McpError::NoTransport),

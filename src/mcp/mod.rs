@@ -14,6 +14,7 @@ mod client;
 mod config;
 mod elicit;
 mod manager;
+pub mod oauth;
 mod prompts;
 mod resources;
 mod sampling;

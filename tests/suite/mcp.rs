@@ -897,13 +897,24 @@ fn the_npm_reference_filesystem_server_works() {
 /// The echo server over streamable HTTP, on its own thread and runtime for
 /// the rest of the test process; returns its URL.
 fn http_echo_server() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    serve_echo_over_http(listener, |echo| echo);
+    url
+}
+
+/// Serves on `listener`, on its own thread and runtime for the rest of the
+/// test process, the app `wrap` makes of a router with the echo server at
+/// `/mcp`.
+pub(super) fn serve_echo_over_http(
+    listener: std::net::TcpListener,
+    wrap: impl FnOnce(axum::Router) -> axum::Router + Send + 'static,
+) {
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
     };
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -915,12 +926,11 @@ fn http_echo_server() -> String {
                 LocalSessionManager::default().into(),
                 StreamableHttpServerConfig::default(),
             );
-            let app = axum::Router::new().nest_service("/mcp", service);
+            let app = wrap(axum::Router::new().nest_service("/mcp", service));
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
             axum::serve(listener, app).await.unwrap();
         });
     });
-    url
 }
 
 #[test]
@@ -1861,7 +1871,8 @@ fn chat_runs_an_mcp_prompt_as_a_slash_command() {
 }
 
 /// An HTTP server that wants OAuth (401 with a challenge) fails with an
-/// error that says so and names the header-based way that works.
+/// error that says so and names both ways in: `cadre mcp login` and a
+/// header.
 #[test]
 fn an_http_server_that_wants_oauth_gets_a_clear_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1903,6 +1914,7 @@ fn an_http_server_that_wants_oauth_gets_a_clear_error() {
         ),
         "{error}"
     );
+    assert!(error.contains("`cadre mcp login web`"), "{error}");
     assert!(error.contains("give it in `headers`"), "{error}");
 }
 

@@ -18,6 +18,7 @@ pub mod kit;
 mod layers;
 mod load;
 mod mcp;
+mod mcp_oauth;
 mod newcomer;
 mod notebook;
 mod permissions;
