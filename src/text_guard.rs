@@ -20,6 +20,8 @@ const SCOPE: &[&str] = &[
     "mcp/resources.rs",
     "mcp/client.rs",
     "mcp/task.rs",
+    "permissions",
+    "agent_tool/pool.rs",
 ];
 
 /// Files in scope that hold no model-facing text, and why.
@@ -47,6 +49,10 @@ const SKIP_FILES: &[(&str, &str)] = &[
         "errors for the MCP server that asked, and the question put to the user",
     ),
     (
+        "permissions/shell.rs",
+        "not yet typed: the parser's doubts reach the model as `Doubt::Shell` text",
+    ),
+    (
         "agent_tool/effort.rs",
         "notes on the effort sent, for `agents show --effective`",
     ),
@@ -55,6 +61,86 @@ const SKIP_FILES: &[(&str, &str)] = &[
 /// Single lines in scope whose prose is not for the model: (file, text
 /// on the line, why).
 const ALLOWED: &[(&str, &str, &str)] = &[
+    (
+        "permissions/mod.rs",
+        "permission rule '{text}': {why}",
+        "a malformed rule, reported when settings load",
+    ),
+    (
+        "permissions/mod.rs",
+        "is not {what}",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "empty rule",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "a trailing `*` is only allowed",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "expected a tool name",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "missing closing",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "is not a tool name",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "empty specifier",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "empty command prefix",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "an agent type",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "a skill name",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "expected `WebFetch(domain:HOST)`",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "is not a host name",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "there is no home directory",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "invalid glob",
+        "rule syntax errors, for the user",
+    ),
+    (
+        "permissions/mod.rs",
+        "takes no specifier",
+        "rule syntax errors, for the user",
+    ),
     (
         "mcp/client.rs",
         "sampling is off in cadre",
@@ -116,11 +202,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "a sample",
     ),
     (
-        "runtime/worktree.rs",
-        "cannot run git",
-        "the git helper's error, shared with the CLI",
-    ),
-    (
         "tools/web_fetch.rs",
         "text/markdown, text/html",
         "an HTTP Accept header",
@@ -154,11 +235,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "agent_tool/pool.rs",
         "is not configured",
         "`agents show --effective`",
-    ),
-    (
-        "agent_tool/pool.rs",
-        "All tools",
-        "the Agent description's tools column (left: shared with `agents show`)",
     ),
 ];
 

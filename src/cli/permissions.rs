@@ -88,6 +88,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         Decision::Ask { .. } => "ask",
         Decision::Deny { .. } => "deny",
     };
+    let by = explained.by.words(&snap.templates);
     drop(input);
     if args.json {
         return print_json(&json!({
@@ -95,13 +96,13 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
             "input": call,
             "mode": mode.as_str(),
             "decision": decision,
-            "by": explained.by,
+            "by": by,
             "rule": explained.rule.as_ref().map(|c| json!({"rule": c.rule, "origin": c.origin})),
             "commands": commands,
             "uncertain": uncertain,
         }));
     }
-    outln!("{decision}: {}", explained.by);
+    outln!("{decision}: {by}");
     if let Some(c) = &explained.rule {
         outln!(
             "rule: {} (written in {})",
