@@ -89,6 +89,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         Decision::Deny { .. } => "deny",
     };
     let by = explained.by.words(&snap.templates);
+    let uncertain: Vec<String> = uncertain.iter().map(|u| u.words(&snap.templates)).collect();
     drop(input);
     if args.json {
         return print_json(&json!({

@@ -83,6 +83,15 @@ pub enum Reason {
     SessionOnly { tool: String },
 }
 
+impl shell::ShellDoubt {
+    /// The doubt in words, through the `shell_doubt` template.
+    pub fn words(&self, templates: &crate::templates::Templates) -> String {
+        templates.show(&crate::runtime::texts::ShellDoubtText {
+            doubt: self.clone(),
+        })
+    }
+}
+
 impl Reason {
     /// The reason in words, through the `permission_reason` template.
     pub fn words(&self, templates: &crate::templates::Templates) -> String {
@@ -117,8 +126,8 @@ pub struct ModeReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Doubt {
-    /// What the shell parser found uncertain (its own words).
-    Shell { text: String },
+    /// What the shell parser found uncertain.
+    Shell { doubt: shell::ShellDoubt },
     /// A simple command with words only known when the shell runs.
     UnknownWords { command: String },
     /// A redirection to a known name after a change of directory.
@@ -851,7 +860,7 @@ fn uncertainty(call: &Call) -> Vec<Doubt> {
             .parsed
             .uncertain
             .iter()
-            .map(|t| Doubt::Shell { text: t.clone() })
+            .map(|d| Doubt::Shell { doubt: d.clone() })
             .collect();
     }
     let mut doubts: Vec<Doubt> = b
@@ -1219,7 +1228,7 @@ pub fn child_mode(parent: PermissionMode, definition: Option<PermissionMode>) ->
 
 /// The simple commands a Bash command line runs, as displayed by
 /// `cadre permissions check`, and why any part is uncertain.
-pub fn bash_commands(command: &str) -> (Vec<String>, Vec<String>) {
+pub fn bash_commands(command: &str) -> (Vec<String>, Vec<shell::ShellDoubt>) {
     let p = shell::parse(command);
     (
         p.commands.iter().map(SimpleCommand::display).collect(),

@@ -6,6 +6,7 @@
 
 use crate::agent_tool::ToolsColumn;
 use crate::contexts;
+use crate::permissions::shell::ShellDoubt;
 use crate::permissions::{Doubt, Reason, RuleList};
 use crate::runtime::worktree::GitError;
 use crate::tools::outcome::Clip;
@@ -92,6 +93,15 @@ contexts! {
                     Doubt::RedirectUnknown { target: "$LOG".into() },
                 ],
             }),
+        },
+    }
+
+    /// Why part of a Bash command cannot be known before it runs: a partial
+    /// of `permission_reason`, also shown by `cadre permissions check`.
+    "shell_doubt" => pub struct ShellDoubtText {
+        pub doubt: ShellDoubt = ShellDoubt::StrangeOption {
+            command: "nohup".into(),
+            option: "-%".into(),
         },
     }
 
