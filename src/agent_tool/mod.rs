@@ -16,8 +16,8 @@ pub use effort::{Effort, LEVELS as EFFORT_LEVELS, trim_effort};
 pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
 pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
 pub use pool::{
-    MEMORY_TOOLS, ToolOffer, Withheld, WithheldTool, default_type, spawnable_types, tool_pool,
-    tools_summary, withheld_tools,
+    MEMORY_TOOLS, ToolOffer, ToolsColumn, Withheld, WithheldTool, default_type, spawnable_types,
+    tool_pool, tools_summary, withheld_tools,
 };
 pub use route::{AgentInput, Route, RouteError, route};
 

@@ -196,39 +196,64 @@ pub fn withheld_tools(def: &AgentDef, offer: &ToolOffer, depth: u32) -> Vec<With
     out
 }
 
-/// `Read, Grep` (allowlist minus denylist), `None`, `All tools except A, B`,
-/// or `All tools`. With an `offer`, the allowlist shows only the tools the
+/// An agent's tools as the Agent tool's listing and `agents show` name
+/// them, as data: the `agent_tools` template words it. `kind` names the
+/// variant.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolsColumn {
+    /// An allowlist (minus the denylist).
+    Only { tools: Vec<String> },
+    /// An allowlist that leaves nothing.
+    NoTools,
+    /// No allowlist and no denylist.
+    All,
+    /// No allowlist; these are denied.
+    AllExcept { tools: Vec<String> },
+}
+
+impl ToolsColumn {
+    /// The column in words, through the `agent_tools` template.
+    pub fn words(&self, templates: &crate::templates::Templates) -> String {
+        templates.show(&crate::runtime::texts::AgentTools {
+            column: self.clone(),
+        })
+    }
+}
+
+/// `Read, Grep` (allowlist minus denylist), none, all tools except some,
+/// or all tools. With an `offer`, the allowlist shows only the tools the
 /// agent really gets as a child of the main session.
-pub fn tools_summary(def: &AgentDef, offer: Option<&ToolOffer>) -> String {
+pub fn tools_summary(def: &AgentDef, offer: Option<&ToolOffer>) -> ToolsColumn {
     let denied: Vec<&str> = def.disallowed_tools.iter().map(|s| base_name(s)).collect();
     let withheld = offer.map(|o| withheld_tools(def, o, 1)).unwrap_or_default();
     match &def.tools {
         Some(allow) => {
-            let mut names: Vec<&str> = Vec::new();
+            let mut names: Vec<String> = Vec::new();
             for s in allow {
                 let b = base_name(s);
                 if !denied.contains(&b)
-                    && !names.contains(&b)
+                    && !names.iter().any(|n| n == b)
                     && !withheld.iter().any(|w| w.tool == b)
                 {
-                    names.push(b);
+                    names.push(b.to_string());
                 }
             }
             if names.is_empty() {
-                "None".to_string()
+                ToolsColumn::NoTools
             } else {
-                names.join(", ")
+                ToolsColumn::Only { tools: names }
             }
         }
-        None if denied.is_empty() => "All tools".to_string(),
+        None if denied.is_empty() => ToolsColumn::All,
         None => {
-            let mut uniq: Vec<&str> = Vec::new();
+            let mut uniq: Vec<String> = Vec::new();
             for d in denied {
-                if !uniq.contains(&d) {
-                    uniq.push(d);
+                if !uniq.iter().any(|u| u == d) {
+                    uniq.push(d.to_string());
                 }
             }
-            format!("All tools except {}", uniq.join(", "))
+            ToolsColumn::AllExcept { tools: uniq }
         }
     }
 }
@@ -291,7 +316,12 @@ mod tests {
     }
 
     fn tools_summary_plain(d: &AgentDef) -> String {
-        tools_summary(d, None)
+        words(tools_summary(d, None))
+    }
+
+    /// The column as the embedded `agent_tools` template words it.
+    fn words(c: ToolsColumn) -> String {
+        c.words(&crate::templates::Templates::load(None).0)
     }
 
     fn offer() -> ToolOffer {
@@ -372,12 +402,15 @@ mod tests {
             serde_json::json!({"tool": "Write", "reason": "denied", "rule": "Write"})
         );
         assert_eq!(
-            tools_summary(&d, Some(&offer())),
+            words(tools_summary(&d, Some(&offer()))),
             "Read, mcp__git__log, mcp__jira__find"
         );
         let only_missing = def(Some(&["WebFetch", "WebSearch"]), &[]);
-        assert_eq!(tools_summary(&only_missing, Some(&offer())), "None");
-        assert_eq!(tools_summary(&only_missing, None), "WebFetch, WebSearch");
+        assert_eq!(words(tools_summary(&only_missing, Some(&offer()))), "None");
+        assert_eq!(
+            words(tools_summary(&only_missing, None)),
+            "WebFetch, WebSearch"
+        );
     }
 
     #[test]

@@ -295,7 +295,10 @@ async fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             .unwrap_or_default()
     );
     outln!("description: {}", d.description);
-    outln!("tools:       {}", crate::agent_tool::tools_summary(d, None));
+    outln!(
+        "tools:       {}",
+        crate::agent_tool::tools_summary(d, None).words(&snap.templates)
+    );
     outln!("model:       {}", d.model.as_deref().unwrap_or("inherit"));
     if let Some(m) = d.permission_mode {
         outln!("permission:  {m}");

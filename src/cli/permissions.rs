@@ -88,6 +88,8 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         Decision::Ask { .. } => "ask",
         Decision::Deny { .. } => "deny",
     };
+    let by = explained.by.words(&snap.templates);
+    let uncertain: Vec<String> = uncertain.iter().map(|u| u.words(&snap.templates)).collect();
     drop(input);
     if args.json {
         return print_json(&json!({
@@ -95,13 +97,13 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
             "input": call,
             "mode": mode.as_str(),
             "decision": decision,
-            "by": explained.by,
+            "by": by,
             "rule": explained.rule.as_ref().map(|c| json!({"rule": c.rule, "origin": c.origin})),
             "commands": commands,
             "uncertain": uncertain,
         }));
     }
-    outln!("{decision}: {}", explained.by);
+    outln!("{decision}: {by}");
     if let Some(c) = &explained.rule {
         outln!(
             "rule: {} (written in {})",

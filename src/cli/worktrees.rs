@@ -56,7 +56,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: WorktreesCommand) -> Result<(), CliError> {
 fn repo_error(e: WorktreeError) -> CliError {
     match e {
         WorktreeError::NotARepo(_) | WorktreeError::NoCommits(_) => CliError::Usage(e.to_string()),
-        WorktreeError::Git(m) => CliError::Failed(m),
+        WorktreeError::Git(m) => CliError::Failed(m.to_string()),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod shell;
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{PermissionMode, PermissionSettings};
@@ -36,12 +37,109 @@ pub enum Decision {
     Allow,
     /// Ask the user; `reason` names the rule or mode that asked.
     Ask {
-        reason: String,
+        reason: Reason,
     },
     /// Refused; `reason` names the rule or mode that refused.
     Deny {
-        reason: String,
+        reason: Reason,
     },
+}
+
+/// What decided a call, as data: the `permission_reason` template words it
+/// (for the model's denial, the approval prompt and `cadre permissions
+/// check`), so no sentence of it is Rust text. `kind` names the variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reason {
+    /// A deny rule matched.
+    DenyRule { rule: String },
+    /// An ask rule matched.
+    AskRule { rule: String },
+    /// A deny or ask rule (`list`) might match a command that cannot be
+    /// resolved; `doubts` say why.
+    UnsureRule {
+        list: RuleList,
+        rule: String,
+        doubts: Vec<Doubt>,
+    },
+    /// The permission mode decided.
+    Mode(ModeReason),
+    /// An edit outside the working directory and the added directories.
+    OutsideDirs { path: String, mode: ModeReason },
+    /// A PreToolUse hook denied; `said` is its reason (may be empty).
+    HookDenied { said: String },
+    /// A PreToolUse hook asked.
+    HookAsked { said: String },
+    /// A PreToolUse hook allowed, and no deny or ask rule applied.
+    HookAllowed { said: String },
+    /// `asked` would have asked, and the mode is `dontAsk`.
+    DontAsk { asked: Box<Reason> },
+    /// Allow rules covered the call.
+    AllowRules { rules: Vec<String> },
+    /// A tool every mode allows because it only reads or manages agents.
+    ReadsOnly { tool: String },
+    /// A tool every mode allows because it changes nothing outside the
+    /// session.
+    SessionOnly { tool: String },
+}
+
+impl shell::ShellDoubt {
+    /// The doubt in words, through the `shell_doubt` template.
+    pub fn words(&self, templates: &crate::templates::Templates) -> String {
+        templates.show(&crate::runtime::texts::ShellDoubtText {
+            doubt: self.clone(),
+        })
+    }
+}
+
+impl Reason {
+    /// The reason in words, through the `permission_reason` template.
+    pub fn words(&self, templates: &crate::templates::Templates) -> String {
+        templates.show(&crate::runtime::texts::PermissionReason {
+            reason: self.clone(),
+        })
+    }
+}
+
+/// Which rule list a rule is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleList {
+    Deny,
+    Ask,
+}
+
+/// The permission mode that decided, and what else the text says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModeReason {
+    pub mode: String,
+    /// WebFetch: the host no rule allows (`None` with `bad_url`: the URL
+    /// has no host WebFetch can fetch).
+    pub domain: Option<String>,
+    pub bad_url: bool,
+    /// Bash: why no prefix rule could allow the command (empty if it could).
+    pub uncoverable: Vec<Doubt>,
+}
+
+/// One reason a Bash command cannot be judged with certainty, or cannot be
+/// allowed by a prefix rule. `kind` names the variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Doubt {
+    /// What the shell parser found uncertain.
+    Shell { doubt: shell::ShellDoubt },
+    /// A simple command with words only known when the shell runs.
+    UnknownWords { command: String },
+    /// A redirection to a known name after a change of directory.
+    RedirectAfterCd { target: String },
+    /// A redirection to a name only known when the shell runs.
+    RedirectUnknown { target: String },
+    /// An assignment to a variable that is not known to be safe.
+    SetsVariable { name: String },
+    /// A write outside the allowed folders.
+    WritesOutside { path: String },
+    /// A write to a name only known when the shell runs.
+    WritesUnknown { target: String },
 }
 
 /// Tools allowed by every mode when no rule matches: they only read (MCP
@@ -752,70 +850,71 @@ impl Rules {
     }
 }
 
-/// Why a Bash command cannot be judged with certainty, for messages.
-fn uncertainty(call: &Call) -> String {
+/// Why a Bash command cannot be judged with certainty.
+fn uncertainty(call: &Call) -> Vec<Doubt> {
     let Some(b) = &call.bash else {
-        return String::new();
+        return Vec::new();
     };
     if !b.parsed.uncertain.is_empty() {
-        return b.parsed.uncertain.join("; ");
+        return b
+            .parsed
+            .uncertain
+            .iter()
+            .map(|d| Doubt::Shell { doubt: d.clone() })
+            .collect();
     }
-    let mut parts: Vec<String> = b
+    let mut doubts: Vec<Doubt> = b
         .parsed
         .commands
         .iter()
         .filter(|c| c.words.iter().any(|w| matches!(w, Word::Unknown(_))))
-        .map(|c| {
-            format!(
-                "`{}` contains words only known when the shell runs",
-                c.display()
-            )
+        .map(|c| Doubt::UnknownWords {
+            command: c.display(),
         })
         .collect();
     for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
         if r.is_none() {
-            let shown = match w {
-                Word::Known(t) => format!("`{t}` after a change of directory"),
-                Word::Unknown(raw) => format!("`{raw}`"),
-            };
-            parts.push(format!("a redirection writes to {shown}"));
+            doubts.push(match w {
+                Word::Known(t) => Doubt::RedirectAfterCd { target: t.clone() },
+                Word::Unknown(raw) => Doubt::RedirectUnknown {
+                    target: raw.clone(),
+                },
+            });
         }
     }
-    parts.join("; ")
+    doubts
 }
 
 /// Why no Bash prefix rule could allow this command, when the reason is not
 /// just a missing rule; empty otherwise.
-fn not_coverable(call: &Call, dirs: &[PathBuf]) -> String {
+fn not_coverable(call: &Call, dirs: &[PathBuf]) -> Vec<Doubt> {
     let Some(b) = &call.bash else {
-        return String::new();
+        return Vec::new();
     };
     if !b.parsed.uncertain.is_empty() {
         return uncertainty(call);
     }
-    let mut why: Vec<String> = b
+    let mut why: Vec<Doubt> = b
         .parsed
         .assignments
         .iter()
         .filter(|a| !SAFE_VARIABLES.contains(&a.as_str()))
-        .map(|a| format!("it sets `{a}`"))
+        .map(|a| Doubt::SetsVariable { name: a.clone() })
         .collect();
     for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
         match r {
             Some(p) if p.within(dirs) => {}
-            Some(p) => why.push(format!(
-                "it writes `{}`, outside the working directory and the added directories",
-                p.written.display()
-            )),
-            None => why.push(format!(
-                "it writes to `{}`, only known when the shell runs",
-                match w {
-                    Word::Known(t) | Word::Unknown(t) => t,
-                }
-            )),
+            Some(p) => why.push(Doubt::WritesOutside {
+                path: p.written.display().to_string(),
+            }),
+            None => why.push(Doubt::WritesUnknown {
+                target: match w {
+                    Word::Known(t) | Word::Unknown(t) => t.clone(),
+                },
+            }),
         }
     }
-    why.join("; ")
+    why
 }
 
 /// Decides one call in the order of SPEC §17 (hooks have already run):
@@ -850,9 +949,9 @@ pub fn decide_in(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explained {
     pub decision: Decision,
-    /// The rule(s) or mode that decided, in words (for an ask or a denial,
-    /// the same text as the reason).
-    pub by: String,
+    /// The rule(s) or mode that decided (for an ask or a denial, the
+    /// reason).
+    pub by: Reason,
     /// The deny or ask rule that decided an ask or a denial, if one did.
     pub rule: Option<Cited>,
 }
@@ -888,7 +987,8 @@ pub fn explain(
 fn explained(decision: Decision, rule: Option<&Rule>) -> Explained {
     let by = match &decision {
         Decision::Ask { reason } | Decision::Deny { reason } => reason.clone(),
-        Decision::Allow => String::new(),
+        // Not reached: an allow is explained where it is decided.
+        Decision::Allow => Reason::AllowRules { rules: Vec::new() },
     };
     Explained {
         decision,
@@ -898,12 +998,12 @@ fn explained(decision: Decision, rule: Option<&Rule>) -> Explained {
 }
 
 /// An ask, in `dontAsk` a denial that names the mode.
-fn dont_ask(mode: PermissionMode, reason: String) -> Decision {
+fn dont_ask(mode: PermissionMode, reason: Reason) -> Decision {
     if mode == PermissionMode::DontAsk {
         Decision::Deny {
-            reason: format!(
-                "{reason} in permission mode 'dontAsk', which denies instead of asking"
-            ),
+            reason: Reason::DontAsk {
+                asked: Box::new(reason),
+            },
         }
     } else {
         Decision::Ask { reason }
@@ -918,28 +1018,33 @@ fn rule_verdict<'r>(
     mode: PermissionMode,
     call: &Call,
 ) -> Option<(Decision, &'r Rule)> {
-    let mut unsure: Option<(String, &Rule)> = None;
-    for (list, what) in [(&rules.deny, "deny"), (&rules.ask, "ask")] {
+    let mut unsure: Option<(Reason, &Rule)> = None;
+    for (list, what) in [(&rules.deny, RuleList::Deny), (&rules.ask, RuleList::Ask)] {
         for rule in list {
             match rule.match_call(call) {
-                Match::Yes if what == "deny" => {
+                Match::Yes if what == RuleList::Deny => {
                     return Some((
                         Decision::Deny {
-                            reason: format!("deny rule '{}'", rule.text),
+                            reason: Reason::DenyRule {
+                                rule: rule.text.clone(),
+                            },
                         },
                         rule,
                     ));
                 }
                 Match::Yes => {
-                    return Some((dont_ask(mode, format!("ask rule '{}'", rule.text)), rule));
+                    let reason = Reason::AskRule {
+                        rule: rule.text.clone(),
+                    };
+                    return Some((dont_ask(mode, reason), rule));
                 }
                 Match::Maybe if unsure.is_none() => {
                     unsure = Some((
-                        format!(
-                            "cannot tell whether {what} rule '{}' applies: {}",
-                            rule.text,
-                            uncertainty(call)
-                        ),
+                        Reason::UnsureRule {
+                            list: what,
+                            rule: rule.text.clone(),
+                            doubts: uncertainty(call),
+                        },
                         rule,
                     ));
                 }
@@ -959,7 +1064,7 @@ fn decide_call<'r>(
     input: &Value,
     cwd: &Path,
     additional_dirs: &[PathBuf],
-) -> Result<String, (Decision, Option<&'r Rule>)> {
+) -> Result<Reason, (Decision, Option<&'r Rule>)> {
     let call = Call::new(tool, input, cwd);
     if let Some((d, rule)) = rule_verdict(rules, mode, &call) {
         return Err((d, Some(rule)));
@@ -967,35 +1072,33 @@ fn decide_call<'r>(
     let mut dirs = vec![cwd.to_path_buf()];
     dirs.extend(additional_dirs.iter().cloned());
     if let Some(by) = rules.allows(&call, &dirs) {
-        let list: Vec<String> = by.iter().map(|t| format!("'{t}'")).collect();
-        let s = if list.len() == 1 { "" } else { "s" };
-        return Ok(format!("allow rule{s} {}", list.join(", ")));
+        return Ok(Reason::AllowRules { rules: by });
     }
     let tool = call.tool;
-    let mut by_mode = format!("permission mode '{}'", mode.as_str());
+    let mut by_mode = ModeReason {
+        mode: mode.as_str().to_string(),
+        domain: None,
+        bad_url: false,
+        uncoverable: Vec::new(),
+    };
     if READ_AND_AGENT_TOOLS.contains(&tool) {
-        return Ok(format!(
-            "{tool} only reads or manages agents, which every mode allows"
-        ));
+        return Ok(Reason::ReadsOnly {
+            tool: tool.to_string(),
+        });
     }
     if SESSION_ONLY_TOOLS.contains(&tool) {
-        return Ok(format!(
-            "{tool} changes nothing outside the session, which every mode allows"
-        ));
+        return Ok(Reason::SessionOnly {
+            tool: tool.to_string(),
+        });
     }
     if tool == "WebFetch" && mode != PermissionMode::BypassPermissions {
-        by_mode = match &call.host {
-            Some(h) => format!(
-                "{by_mode}; no rule allows the domain {h} (to allow it, add 'WebFetch(domain:{h})' to permissions.allow)"
-            ),
-            None => format!("{by_mode}; the URL is not one WebFetch can fetch"),
-        };
+        match &call.host {
+            Some(h) => by_mode.domain = Some(h.clone()),
+            None => by_mode.bad_url = true,
+        }
     }
     if call.bash.is_some() && mode != PermissionMode::BypassPermissions {
-        let why = not_coverable(&call, &dirs);
-        if !why.is_empty() {
-            by_mode = format!("{by_mode}; no Bash rule can allow this command: {why}");
-        }
+        by_mode.uncoverable = not_coverable(&call, &dirs);
     }
     let edit = EDIT_TOOLS.contains(&tool);
     if edit
@@ -1008,14 +1111,15 @@ fn decide_call<'r>(
     {
         return Err((
             Decision::Ask {
-                reason: format!(
-                    "'{}' is outside the working directory and the added directories ({by_mode})",
-                    p.written.display()
-                ),
+                reason: Reason::OutsideDirs {
+                    path: p.written.display().to_string(),
+                    mode: by_mode,
+                },
             },
             None,
         ));
     }
+    let by_mode = Reason::Mode(by_mode);
     match mode {
         PermissionMode::Plan | PermissionMode::DontAsk => {
             Err((Decision::Deny { reason: by_mode }, None))
@@ -1076,28 +1180,25 @@ pub fn explain_with_hook(
     };
     let call = Call::new(tool, input, cwd);
     let by_rule = rule_verdict(rules, mode, &call);
-    let reason = if hook.reason.is_empty() {
-        String::new()
-    } else {
-        format!(": {}", hook.reason)
-    };
+    let said = hook.reason.clone();
     match hook.decision {
         HookDecision::Deny => explained(
             Decision::Deny {
-                reason: format!("PreToolUse hook denied the call{reason}"),
+                reason: Reason::HookDenied { said },
             },
             None,
         ),
         HookDecision::Ask => match by_rule {
             Some((d @ Decision::Deny { .. }, rule)) => explained(d, Some(rule)),
-            _ => explained(
-                dont_ask(mode, format!("PreToolUse hook asked{reason}")),
-                None,
-            ),
+            _ => explained(dont_ask(mode, Reason::HookAsked { said }), None),
         },
         HookDecision::Allow => match by_rule {
             Some((d, rule)) => explained(d, Some(rule)),
-            None => explained(Decision::Allow, None),
+            None => Explained {
+                decision: Decision::Allow,
+                by: Reason::HookAllowed { said },
+                rule: None,
+            },
         },
     }
 }
@@ -1127,7 +1228,7 @@ pub fn child_mode(parent: PermissionMode, definition: Option<PermissionMode>) ->
 
 /// The simple commands a Bash command line runs, as displayed by
 /// `cadre permissions check`, and why any part is uncertain.
-pub fn bash_commands(command: &str) -> (Vec<String>, Vec<String>) {
+pub fn bash_commands(command: &str) -> (Vec<String>, Vec<shell::ShellDoubt>) {
     let p = shell::parse(command);
     (
         p.commands.iter().map(SimpleCommand::display).collect(),

@@ -83,6 +83,96 @@ fn quote(s: &str) -> String {
     }
 }
 
+/// Why part of a command line cannot be known before it runs, as data: the
+/// `permission_reason` template words it (as part of a permission reason,
+/// and for `cadre permissions check`). `kind` names the variant.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ShellDoubt {
+    /// The parser's thread failed.
+    ParserFailed,
+    /// The parser's thread could not be started.
+    ParserNotStarted,
+    TooLong {
+        max: usize,
+    },
+    TooNested {
+        max: usize,
+    },
+    /// Command strings (`$(…)`, `sh -c`) nested past `max`.
+    NestedStrings {
+        max: usize,
+    },
+    /// `error` is the parser's own.
+    Unparsable {
+        src: String,
+        error: String,
+    },
+    SubstitutionInArithmetic {
+        text: String,
+    },
+    ArithmeticOnVariables {
+        text: String,
+    },
+    HereDocument {
+        error: String,
+    },
+    BadWord {
+        word: String,
+        error: String,
+    },
+    SubstitutionInExpansion {
+        src: String,
+    },
+    UnknownName {
+        word: String,
+    },
+    GlobName {
+        name: String,
+    },
+    /// Wrappers (`nohup sudo env …`) nested past `max`.
+    NestedWrappers {
+        max: usize,
+    },
+    /// A wrapper whose option is only known when the shell runs.
+    UnknownOption {
+        command: String,
+    },
+    /// A wrapper with an option cadre does not know.
+    StrangeOption {
+        command: String,
+        option: String,
+    },
+    /// `eval`, `trap`, `watch` with text only known at run time.
+    UnknownText {
+        command: String,
+    },
+    LetVariables,
+    /// `declare -i` and the like.
+    ArithmeticInput {
+        command: String,
+    },
+    UnknownAlias,
+    HashPath,
+    UnknownEnvCommand,
+    /// A shell with an argument only known at run time.
+    UnknownArgument {
+        command: String,
+    },
+    UnknownCommandString {
+        command: String,
+    },
+    /// A shell reading commands from its standard input.
+    ReadsInput {
+        command: String,
+    },
+    FishSyntax,
+    /// A shell other than bash given `$'…'`.
+    AnsiQuoting {
+        shell: String,
+    },
+}
+
 /// The result of parsing one command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Parsed {
@@ -92,7 +182,7 @@ pub struct Parsed {
     pub commands: Vec<SimpleCommand>,
     /// Why some of what runs cannot be known before it runs; empty when the
     /// parse is certain.
-    pub uncertain: Vec<String>,
+    pub uncertain: Vec<ShellDoubt>,
     /// Files that output redirections write (`> f`, `>> f`, `&> f`, `<> f`),
     /// as written; `/dev/null` and the like are left out.
     pub writes: Vec<Word>,
@@ -125,8 +215,8 @@ pub fn parse(command: &str) -> Parsed {
         w.out.uncertain.dedup();
         w.out
     };
-    let failed = |why: &str| Parsed {
-        uncertain: vec![why.to_string()],
+    let failed = |why: ShellDoubt| Parsed {
+        uncertain: vec![why],
         ..Parsed::default()
     };
     match std::thread::Builder::new()
@@ -136,17 +226,17 @@ pub fn parse(command: &str) -> Parsed {
     {
         Ok(handle) => handle
             .join()
-            .unwrap_or_else(|_| failed("the shell parser failed on this command")),
-        Err(_) => failed("the shell parser could not be started"),
+            .unwrap_or_else(|_| failed(ShellDoubt::ParserFailed)),
+        Err(_) => failed(ShellDoubt::ParserNotStarted),
     }
 }
 
 /// Why a command string is too large or too deeply built to parse, if it is.
-fn too_complex(src: &str) -> Option<String> {
+fn too_complex(src: &str) -> Option<ShellDoubt> {
     if src.len() > MAX_SOURCE_BYTES {
-        return Some(format!(
-            "the command is longer than {MAX_SOURCE_BYTES} bytes, too long to check"
-        ));
+        return Some(ShellDoubt::TooLong {
+            max: MAX_SOURCE_BYTES,
+        });
     }
     let brackets = src
         .chars()
@@ -161,10 +251,8 @@ fn too_complex(src: &str) -> Option<String> {
             )
         })
         .count();
-    (brackets + keywords > MAX_NESTING_TOKENS).then(|| {
-        format!(
-            "the command has more than {MAX_NESTING_TOKENS} brackets and compound commands, too many to check"
-        )
+    (brackets + keywords > MAX_NESTING_TOKENS).then_some(ShellDoubt::TooNested {
+        max: MAX_NESTING_TOKENS,
     })
 }
 
@@ -190,7 +278,7 @@ struct Resolved {
 }
 
 impl Walker {
-    fn uncertain(&mut self, why: String) {
+    fn uncertain(&mut self, why: ShellDoubt) {
         if !self.out.uncertain.contains(&why) {
             self.out.uncertain.push(why);
         }
@@ -199,9 +287,7 @@ impl Walker {
     /// Parses `src` as a shell program and walks it.
     fn source(&mut self, src: &str, depth: usize) {
         if depth > MAX_DEPTH {
-            self.uncertain(format!(
-                "command strings nest more than {MAX_DEPTH} levels deep"
-            ));
+            self.uncertain(ShellDoubt::NestedStrings { max: MAX_DEPTH });
             return;
         }
         if let Some(why) = too_complex(src) {
@@ -216,7 +302,10 @@ impl Walker {
                     self.list(list, depth);
                 }
             }
-            Err(e) => self.uncertain(format!("cannot parse `{}`: {e}", src.trim())),
+            Err(e) => self.uncertain(ShellDoubt::Unparsable {
+                src: src.trim().to_string(),
+                error: e.to_string(),
+            }),
         }
     }
 
@@ -343,10 +432,9 @@ impl Walker {
     fn arithmetic(&mut self, text: &str, depth: usize) {
         if text.contains("$(") || text.contains('`') {
             self.word(text, depth);
-            self.uncertain(format!(
-                "a command substitution inside the arithmetic `{}`",
-                text.trim()
-            ));
+            self.uncertain(ShellDoubt::SubstitutionInArithmetic {
+                text: text.trim().to_string(),
+            });
         } else if names_variable(text) {
             self.arithmetic_on_variables(text);
         }
@@ -357,10 +445,9 @@ impl Walker {
     /// (`x='a[$(cmd)]'; (( x ))` runs `cmd`), so what runs depends on
     /// values only known at run time.
     fn arithmetic_on_variables(&mut self, text: &str) {
-        self.uncertain(format!(
-            "the arithmetic `{}` evaluates variables, whose values can run commands",
-            text.trim()
-        ));
+        self.uncertain(ShellDoubt::ArithmeticOnVariables {
+            text: text.trim().to_string(),
+        });
     }
 
     fn redirects(&mut self, r: Option<&ast::RedirectList>, depth: usize) {
@@ -399,7 +486,9 @@ impl Walker {
                         Ok(pieces) => {
                             self.pieces(&doc.doc.value, &pieces, depth);
                         }
-                        Err(e) => self.uncertain(format!("cannot parse a here-document: {e}")),
+                        Err(e) => self.uncertain(ShellDoubt::HereDocument {
+                            error: e.to_string(),
+                        }),
                     }
                 }
             }
@@ -497,7 +586,10 @@ impl Walker {
         match word::parse(raw, &options()) {
             Ok(pieces) => self.pieces(raw, &pieces, depth),
             Err(e) => {
-                self.uncertain(format!("cannot parse the word `{raw}`: {e}"));
+                self.uncertain(ShellDoubt::BadWord {
+                    word: raw.to_string(),
+                    error: e.to_string(),
+                });
                 Resolved {
                     text: raw.to_string(),
                     known: false,
@@ -534,9 +626,9 @@ impl Walker {
                 WordPiece::ParameterExpansion(_) => {
                     out.known = false;
                     if src.contains("$(") || src.contains('`') || src.contains("<(") {
-                        self.uncertain(format!(
-                            "a command substitution inside the expansion `{src}`"
-                        ));
+                        self.uncertain(ShellDoubt::SubstitutionInExpansion {
+                            src: src.to_string(),
+                        });
                     } else if !simple_expansion(src) {
                         // Subscripts and substring offsets are arithmetic.
                         self.arithmetic_on_variables(src);
@@ -563,14 +655,10 @@ impl Walker {
     fn run(&mut self, words: Vec<Word>, depth: usize) {
         match words.first() {
             Some(Word::Unknown(raw)) => {
-                self.uncertain(format!(
-                    "the command name `{raw}` is only known when the shell runs it"
-                ));
+                self.uncertain(ShellDoubt::UnknownName { word: raw.clone() });
             }
             Some(Word::Known(name)) if is_glob_name(name) => {
-                self.uncertain(format!(
-                    "the command name `{name}` would be expanded by the shell"
-                ));
+                self.uncertain(ShellDoubt::GlobName { name: name.clone() });
             }
             _ => {}
         }
@@ -587,7 +675,7 @@ impl Walker {
             match i {
                 Inner::Command(words) => {
                     if depth + 1 > MAX_DEPTH {
-                        self.uncertain(format!("wrappers nest more than {MAX_DEPTH} levels deep"));
+                        self.uncertain(ShellDoubt::NestedWrappers { max: MAX_DEPTH });
                     } else if !words.is_empty() {
                         self.run(words, depth + 1);
                     }
@@ -731,7 +819,7 @@ enum Inner {
     /// A string the shell parses and runs.
     Source(String),
     /// Something runs that cannot be known; the reason.
-    Unsure(String),
+    Unsure(ShellDoubt),
 }
 
 /// An option of a wrapper command: whether it takes a separate argument.
@@ -747,14 +835,13 @@ struct Opts {
 
 /// Skips the options of a wrapper; returns the index of the first operand,
 /// or the reason the operand cannot be found.
-fn skip_options(words: &[Word], start: usize, opts: &Opts) -> Result<usize, String> {
+fn skip_options(words: &[Word], start: usize, opts: &Opts) -> Result<usize, ShellDoubt> {
     let mut i = start;
     while let Some(w) = words.get(i) {
         let Some(w) = w.known() else {
-            return Err(format!(
-                "`{}` runs a command after an option that is only known when the shell runs",
-                name(words)
-            ));
+            return Err(ShellDoubt::UnknownOption {
+                command: name(words),
+            });
         };
         if w == "--" {
             return Ok(i + 1);
@@ -778,10 +865,10 @@ fn skip_options(words: &[Word], start: usize, opts: &Opts) -> Result<usize, Stri
                 break;
             }
             if opts.strict && !c.is_ascii_alphanumeric() {
-                return Err(format!(
-                    "`{}` has an option `{w}` cadre does not know",
-                    name(words)
-                ));
+                return Err(ShellDoubt::StrangeOption {
+                    command: name(words),
+                    option: w.to_string(),
+                });
             }
         }
         i += 1 + usize::from(takes_next);
@@ -929,16 +1016,16 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
         }
         "eval" => match join_known(&words[1..]) {
             Some(s) => vec![Inner::Source(s)],
-            None => vec![Inner::Unsure(
-                "`eval` runs text that is only known when the shell runs".to_string(),
-            )],
+            None => vec![Inner::Unsure(ShellDoubt::UnknownText {
+                command: "eval".into(),
+            })],
         },
         "trap" => match words.get(1) {
             Some(Word::Known(s)) if s == "-l" || s == "-p" || s == "--" || s == "-" => Vec::new(),
             Some(Word::Known(s)) => vec![Inner::Source(s.clone())],
-            Some(Word::Unknown(_)) => vec![Inner::Unsure(
-                "`trap` runs text that is only known when the shell runs".to_string(),
-            )],
+            Some(Word::Unknown(_)) => vec![Inner::Unsure(ShellDoubt::UnknownText {
+                command: "trap".into(),
+            })],
             None => Vec::new(),
         },
         "su" => su(words),
@@ -953,9 +1040,9 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
         ) {
             Ok(i) => match join_known(&rest(words, i)) {
                 Some(s) => foreign(words, &s),
-                None => vec![Inner::Unsure(
-                    "`watch` runs text that is only known when the shell runs".to_string(),
-                )],
+                None => vec![Inner::Unsure(ShellDoubt::UnknownText {
+                    command: "watch".into(),
+                })],
             },
             Err(why) => vec![Inner::Unsure(why)],
         },
@@ -965,9 +1052,7 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
                 .iter()
                 .any(|w| w.known().is_none_or(names_variable)) =>
         {
-            vec![Inner::Unsure(
-                "`let` evaluates variables, whose values can run commands".to_string(),
-            )]
+            vec![Inner::Unsure(ShellDoubt::LetVariables)]
         }
         // Assigning to an integer variable evaluates the value as arithmetic.
         "declare" | "typeset" | "local" | "export" | "readonly"
@@ -977,9 +1062,9 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
                 })
             }) =>
         {
-            vec![Inner::Unsure(format!(
-                "`{cmd} -i` evaluates values as arithmetic, which can run commands"
-            ))]
+            vec![Inner::Unsure(ShellDoubt::ArithmeticInput {
+                command: cmd.to_string(),
+            })]
         }
         // An alias's text runs wherever its name is used later (with
         // `shopt -s expand_aliases`): read it as a command string.
@@ -987,9 +1072,7 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
             .iter()
             .filter_map(|w| match w {
                 Word::Known(w) => w.split_once('=').map(|(_, v)| Inner::Source(v.to_string())),
-                Word::Unknown(_) => Some(Inner::Unsure(
-                    "`alias` defines text that is only known when the shell runs".to_string(),
-                )),
+                Word::Unknown(_) => Some(Inner::Unsure(ShellDoubt::UnknownAlias)),
             })
             .collect(),
         // `hash -p PATH NAME` makes NAME run PATH.
@@ -998,9 +1081,7 @@ fn look_through(words: &[Word]) -> Vec<Inner> {
                 .iter()
                 .any(|w| w.known().is_none_or(|w| w.starts_with("-p"))) =>
         {
-            vec![Inner::Unsure(
-                "`hash -p` makes a command name run another program".to_string(),
-            )]
+            vec![Inner::Unsure(ShellDoubt::HashPath)]
         }
         _ => Vec::new(),
     }
@@ -1011,9 +1092,7 @@ fn env(words: &[Word]) -> Vec<Inner> {
     let mut i = 1;
     while let Some(w) = words.get(i) {
         let Some(w) = w.known() else {
-            return vec![Inner::Unsure(
-                "`env` runs a command that is only known when the shell runs".to_string(),
-            )];
+            return vec![Inner::Unsure(ShellDoubt::UnknownEnvCommand)];
         };
         let split = w
             .strip_prefix("--split-string=")
@@ -1071,10 +1150,9 @@ fn shell_string(words: &[Word]) -> Vec<Inner> {
     let mut has_c = false;
     while let Some(w) = words.get(i) {
         let Some(w) = w.known() else {
-            return vec![Inner::Unsure(format!(
-                "`{}` gets an argument that is only known when the shell runs",
-                name(words)
-            ))];
+            return vec![Inner::Unsure(ShellDoubt::UnknownArgument {
+                command: name(words),
+            })];
         };
         if w == "--" || w == "-" {
             i += 1;
@@ -1100,18 +1178,16 @@ fn shell_string(words: &[Word]) -> Vec<Inner> {
     if has_c {
         return match words.get(i) {
             Some(Word::Known(s)) => foreign(words, s),
-            Some(Word::Unknown(_)) => vec![Inner::Unsure(format!(
-                "`{}` runs a command string that is only known when the shell runs",
-                name(words)
-            ))],
+            Some(Word::Unknown(_)) => vec![Inner::Unsure(ShellDoubt::UnknownCommandString {
+                command: name(words),
+            })],
             None => Vec::new(),
         };
     }
     if i >= words.len() {
-        return vec![Inner::Unsure(format!(
-            "`{}` runs commands read from its standard input",
-            name(words)
-        ))];
+        return vec![Inner::Unsure(ShellDoubt::ReadsInput {
+            command: name(words),
+        })];
     }
     // `sh script.sh`: a script file; its content is not checked.
     Vec::new()
@@ -1124,15 +1200,13 @@ fn shell_string(words: &[Word]) -> Vec<Inner> {
 fn foreign(words: &[Word], src: &str) -> Vec<Inner> {
     let shell = words.first().and_then(Word::known).map(base).unwrap_or("");
     if shell == "fish" {
-        return vec![Inner::Unsure(
-            "`fish -c` runs a command string in fish's own syntax".to_string(),
-        )];
+        return vec![Inner::Unsure(ShellDoubt::FishSyntax)];
     }
     let mut out = vec![Inner::Source(src.to_string())];
     if shell != "bash" && src.contains("$'") {
-        out.push(Inner::Unsure(format!(
-            "`{shell}` may not read `$'…'` as bash does"
-        )));
+        out.push(Inner::Unsure(ShellDoubt::AnsiQuoting {
+            shell: shell.to_string(),
+        }));
     }
     out
 }
@@ -1145,10 +1219,11 @@ fn su(words: &[Word]) -> Vec<Inner> {
             Some("-c" | "--command") => {
                 return match words.get(i + 1) {
                     Some(Word::Known(s)) => foreign(words, s),
-                    Some(Word::Unknown(_)) => vec![Inner::Unsure(
-                        "`su -c` runs a command string that is only known when the shell runs"
-                            .to_string(),
-                    )],
+                    Some(Word::Unknown(_)) => {
+                        vec![Inner::Unsure(ShellDoubt::UnknownCommandString {
+                            command: "su -c".into(),
+                        })]
+                    }
                     None => Vec::new(),
                 };
             }

@@ -2,6 +2,12 @@
 
 use super::*;
 
+/// A doubt as the embedded `shell_doubt` template words it.
+fn said(u: &ShellDoubt) -> String {
+    static T: std::sync::OnceLock<crate::templates::Templates> = std::sync::OnceLock::new();
+    u.words(T.get_or_init(|| crate::templates::Templates::load(None).0))
+}
+
 /// The simple commands of `cmd`, each displayed, and `?` + reason for each
 /// uncertainty.
 fn shown(cmd: &str) -> Vec<String> {
@@ -9,7 +15,7 @@ fn shown(cmd: &str) -> Vec<String> {
     p.commands
         .iter()
         .map(SimpleCommand::display)
-        .chain(p.uncertain.iter().map(|u| format!("? {u}")))
+        .chain(p.uncertain.iter().map(|u| format!("? {}", said(u))))
         .collect()
 }
 
@@ -131,15 +137,17 @@ fn what_cannot_be_known_is_reported() {
     // dash does not read `$'…'` as bash does: `sh -c` hides `touch x` here.
     let p = parse(r#"sh -c "echo \$'a\\' ; touch x ; echo \\''""#);
     assert!(
-        p.uncertain.iter().any(|u| u.contains("`sh` may not read")),
+        p.uncertain
+            .iter()
+            .any(|u| said(u).contains("`sh` may not read")),
         "{p:?}"
     );
     let p = parse("fish -c 'rm x'");
-    assert!(p.uncertain[0].contains("fish"), "{p:?}");
+    assert!(said(&p.uncertain[0]).contains("fish"), "{p:?}");
     let p = parse("echo 'unterminated");
     assert!(p.commands.is_empty());
     assert!(
-        p.uncertain[0].starts_with("cannot parse `echo 'unterminated`"),
+        said(&p.uncertain[0]).starts_with("cannot parse `echo 'unterminated`"),
         "{p:?}"
     );
 }
@@ -150,7 +158,7 @@ fn deep_nesting_stops_and_is_uncertain() {
     let cmd = format!("{}rm x{}", "echo $(".repeat(20), ")".repeat(20));
     let p = parse(&cmd);
     assert!(!p.uncertain.is_empty(), "{p:?}");
-    assert!(p.uncertain[0].contains("nest"), "{p:?}");
+    assert!(said(&p.uncertain[0]).contains("nest"), "{p:?}");
 }
 
 #[test]
@@ -174,7 +182,9 @@ fn deep_or_huge_input_is_uncertain_not_a_crash() {
         let cmd = format!("{}rm x{}", open.repeat(1000), close.repeat(1000));
         let p = parse(&cmd);
         assert!(
-            p.uncertain.iter().any(|u| u.contains("too many to check")),
+            p.uncertain
+                .iter()
+                .any(|u| said(u).contains("too many to check")),
             "{open:?}: {:?}",
             p.uncertain
         );
@@ -182,11 +192,14 @@ fn deep_or_huge_input_is_uncertain_not_a_crash() {
     // Nesting built through escapes that only `eval` decodes.
     let cmd = format!("eval $'{}rm x{}'", "\\x28".repeat(300), "\\x29".repeat(300));
     assert!(
-        parse(&cmd).uncertain.iter().any(|u| u.contains("too many")),
+        parse(&cmd)
+            .uncertain
+            .iter()
+            .any(|u| said(u).contains("too many")),
         "{cmd}"
     );
     let p = parse(&"x".repeat(MAX_SOURCE_BYTES + 1));
-    assert!(p.uncertain[0].contains("too long"), "{p:?}");
+    assert!(said(&p.uncertain[0]).contains("too long"), "{p:?}");
     // Below the limits, nesting parses on the parser's own stack.
     let cmd = format!("{}rm x{}", "{ ".repeat(150), "; }".repeat(150));
     let p = parse(&cmd);

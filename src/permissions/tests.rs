@@ -22,12 +22,18 @@ fn file(p: &str) -> Value {
     json!({"file_path": p})
 }
 
+/// The embedded templates, which word the reasons.
+fn templates() -> &'static crate::templates::Templates {
+    static T: std::sync::OnceLock<crate::templates::Templates> = std::sync::OnceLock::new();
+    T.get_or_init(|| crate::templates::Templates::load(None).0)
+}
+
 /// `"allow"`, `"ask: REASON"` or `"deny: REASON"`.
 fn show(d: &Decision) -> String {
     match d {
         Decision::Allow => "allow".to_string(),
-        Decision::Ask { reason } => format!("ask: {reason}"),
-        Decision::Deny { reason } => format!("deny: {reason}"),
+        Decision::Ask { reason } => format!("ask: {}", reason.words(templates())),
+        Decision::Deny { reason } => format!("deny: {}", reason.words(templates())),
     }
 }
 
@@ -426,15 +432,17 @@ fn denied_rm_is_never_allowed() {
             Bubble,
         ] {
             let d = decide(&r, mode, "Bash", &bash(cmd), Path::new(CWD));
+            let words = show(&d);
             let ok = match &d {
                 Decision::Allow => false,
-                Decision::Deny { reason } => {
+                Decision::Deny { .. } => {
+                    let reason = words.trim_start_matches("deny: ");
                     reason == "deny rule 'Bash(rm:*)'"
                         || reason
                             .starts_with("cannot tell whether deny rule 'Bash(rm:*)' applies: ")
                 }
-                Decision::Ask { reason } => {
-                    reason.starts_with("cannot tell whether deny rule 'Bash(rm:*)' applies: ")
+                Decision::Ask { .. } => {
+                    words.starts_with("ask: cannot tell whether deny rule 'Bash(rm:*)' applies: ")
                 }
             };
             if !ok {

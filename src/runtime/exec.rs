@@ -293,7 +293,7 @@ impl Session {
                             tool_use_id: id.to_string(),
                             tool: name.to_string(),
                             input: input.clone(),
-                            reason: reason.clone(),
+                            reason: reason.words(&snap.templates),
                         })
                         .await
                     }

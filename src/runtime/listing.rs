@@ -52,7 +52,7 @@ impl Listing {
                 .map(|d| AgentLine {
                     name: d.name.clone(),
                     description: d.description.clone(),
-                    tools: crate::agent_tool::tools_summary(d, offer),
+                    tools: crate::agent_tool::tools_summary(d, offer).words(&snap.templates),
                 })
                 .collect()
         } else {

@@ -4,7 +4,11 @@
 //! template under `agents/templates/`. The tools' own outcomes are in
 //! `crate::tools::outcome`; system prompts in `super::prompt`.
 
+use crate::agent_tool::ToolsColumn;
 use crate::contexts;
+use crate::permissions::shell::ShellDoubt;
+use crate::permissions::{Doubt, Reason, RuleList};
+use crate::runtime::worktree::GitError;
 use crate::tools::outcome::Clip;
 use crate::tools::spec::{AgentLine, SkillLine};
 
@@ -62,8 +66,8 @@ contexts! {
     /// A permission rule, mode or the user refused a call.
     "error_permission_denied" => pub struct PermissionDenied {
         pub tool: String = "Bash".into(),
-        /// The rule or mode that decided.
-        pub reason: String = "deny rule 'Bash(rm:*)'".into(),
+        /// The rule or mode that decided (worded by `permission_reason`).
+        pub reason: Reason = Reason::DenyRule { rule: "Bash(rm:*)".into() },
         /// The deny or ask rule that decided, if one did.
         pub rule: Option<String> = Some("Bash(rm:*)".into()),
         /// Where that rule was written: file:line:col, a variable or a flag.
@@ -74,6 +78,39 @@ contexts! {
         pub interactive: bool = false,
         /// What the user said when declining.
         pub message: Option<String> = None,
+    }
+
+    /// What decided a permission question, in words: a partial of
+    /// `error_permission_denied`, also shown in the approval prompt and by
+    /// `cadre permissions check`.
+    "permission_reason" => pub struct PermissionReason {
+        pub reason: Reason = Reason::DontAsk {
+            asked: Box::new(Reason::UnsureRule {
+                list: RuleList::Ask,
+                rule: "Bash(git push:*)".into(),
+                doubts: vec![
+                    Doubt::UnknownWords { command: "git push $REMOTE".into() },
+                    Doubt::RedirectUnknown { target: "$LOG".into() },
+                ],
+            }),
+        },
+    }
+
+    /// Why part of a Bash command cannot be known before it runs: a partial
+    /// of `permission_reason`, also shown by `cadre permissions check`.
+    "shell_doubt" => pub struct ShellDoubtText {
+        pub doubt: ShellDoubt = ShellDoubt::StrangeOption {
+            command: "nohup".into(),
+            option: "-%".into(),
+        },
+    }
+
+    /// An agent's tools in the Agent tool's listing (`agent_listing`) and in
+    /// `cadre agents show`.
+    "agent_tools" => pub struct AgentTools {
+        pub column: ToolsColumn = ToolsColumn::AllExcept {
+            tools: vec!["Edit".into(), "Write".into()],
+        },
     }
 
     /// WebFetch's request to the small model.
@@ -300,7 +337,12 @@ contexts! {
         pub cwd: String = "/tmp/x".into(),
         pub no_commits: bool = false,
         pub root: String = "/repo".into(),
-        pub error: String = "fatal: invalid reference".into(),
+        /// The git command that failed (`None` with `not_a_repo` or
+        /// `no_commits`).
+        pub error: Option<GitError> = Some(GitError::Exit {
+            args: "worktree add --quiet -B worktree-agent-a1b2c3d4".into(),
+            stderr: "fatal: invalid reference: HEAD".into(),
+        }),
     }
 
     /// A fork child told it works in a worktree.

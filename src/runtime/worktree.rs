@@ -65,24 +65,42 @@ pub enum WorktreeError {
     #[error("the repository at {} has no commits yet", .0.display())]
     NoCommits(PathBuf),
     #[error("{0}")]
-    Git(String),
+    Git(GitError),
+}
+
+/// A git command that failed, as data: the `error_worktree` template words
+/// it for the model; `Display` words it for the CLI. `kind` names the
+/// variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GitError {
+    /// `git` could not be started; `error` is the system's.
+    #[error("cannot run git: {error}")]
+    Spawn { error: String },
+    /// `git ARGS` exited with an error; `stderr` is git's own message.
+    #[error("git {args} failed: {stderr}")]
+    Exit { args: String, stderr: String },
+    /// The task that ran git ended abnormally; `error` is the runtime's.
+    #[error("{error}")]
+    Task { error: String },
 }
 
 /// Runs `git ARGS` in `dir`; `Ok` is stdout trimmed, `Err` says what failed.
-pub fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)
         .output()
-        .map_err(|e| format!("cannot run git: {e}"))?;
+        .map_err(|e| GitError::Spawn {
+            error: e.to_string(),
+        })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
-        Err(format!(
-            "git {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        Err(GitError::Exit {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
     }
 }
 
@@ -295,7 +313,7 @@ pub async fn isolate(
         cwd: String::new(),
         no_commits: false,
         root: String::new(),
-        error: String::new(),
+        error: None,
     };
     let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
     let made = tokio::task::spawn_blocking(move || {
@@ -303,7 +321,11 @@ pub async fn isolate(
         create(&cwd, &id)
     })
     .await
-    .unwrap_or_else(|e| Err(WorktreeError::Git(e.to_string())));
+    .unwrap_or_else(|e| {
+        Err(WorktreeError::Git(GitError::Task {
+            error: e.to_string(),
+        }))
+    });
     let (wt, child_cwd) = made.map_err(|e| match e {
         WorktreeError::NotARepo(cwd) => t.show(&WorktreeFailed {
             not_a_repo: true,
@@ -315,7 +337,10 @@ pub async fn isolate(
             root: root.display().to_string(),
             ..blank
         }),
-        WorktreeError::Git(error) => t.show(&WorktreeFailed { error, ..blank }),
+        WorktreeError::Git(error) => t.show(&WorktreeFailed {
+            error: Some(error),
+            ..blank
+        }),
     })?;
     if let Some(history) = fork_history {
         push_notice(
