@@ -169,6 +169,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     (
         "agent_tool/pool.rs",
+        "only the main session, a team's lead",
+        "`agents show --effective`",
+    ),
+    (
+        "agent_tool/pool.rs",
         "sub-agent tools need `Agent`",
         "`agents show --effective`",
     ),

@@ -10,9 +10,13 @@ use super::AGENT_TOOL;
 /// may nest (it lists `Agent` and is shallower than `max_depth`).
 pub const NESTING_TOOLS: &[&str] = &[AGENT_TOOL, "SendMessage", "TaskOutput", "TaskStop"];
 
+/// Tools only a team's lead (the main session) gets: making and removing
+/// its team.
+pub const LEAD_TOOLS: &[&str] = &["TeamCreate", "TeamDelete"];
+
 /// The tools a child gets, in the order of `available`:
 /// 1. everything available, minus tools no sub-agent gets: `interactive_only`
-///    ones, and `Agent` unless the definition lists it explicitly and the
+///    ones, [`LEAD_TOOLS`], and `Agent` unless the definition lists it explicitly and the
 ///    child (at `depth`, the main session being 0) is shallower than
 ///    `max_depth`;
 /// 2. the allowlist (`tools`), matched by base name; absent → all;
@@ -35,6 +39,7 @@ pub fn tool_pool(
     available
         .iter()
         .filter(|name| !is_interactive_only(name))
+        .filter(|name| !LEAD_TOOLS.contains(&name.as_str()))
         .filter(|name| !NESTING_TOOLS.contains(&name.as_str()) || nesting_allowed)
         .filter(|name| match &def.tools {
             None => true,
@@ -113,6 +118,8 @@ pub enum Withheld {
     InteractiveOnly,
     /// A sub-agent tool, given only to a child shallower than `max_depth`.
     Depth { max_depth: u32 },
+    /// Only a team's lead (the main session) gets it.
+    LeadOnly,
     /// An MCP tool whose server is neither shared nor the agent's own.
     McpServerMissing { server: String },
 }
@@ -124,6 +131,7 @@ impl std::fmt::Display for Withheld {
             Withheld::Denied { rule } => write!(f, "denied by the permission rule `{rule}`"),
             Withheld::Disallowed => f.write_str("listed in disallowedTools"),
             Withheld::InteractiveOnly => f.write_str("only an interactive main session gets it"),
+            Withheld::LeadOnly => f.write_str("only the main session, a team's lead, gets it"),
             Withheld::Depth { max_depth } => {
                 write!(
                     f,
@@ -148,7 +156,7 @@ pub struct WithheldTool {
 /// Each tool `def`'s allowlist names that a child at `depth` will not get,
 /// in the order written, once each; the first reason that applies wins
 /// (unknown, MCP server missing, denied, disallowed, interactive-only,
-/// depth). MCP tools of a configured server are assumed to exist: which
+/// lead-only, depth). MCP tools of a configured server are assumed to exist: which
 /// tools a server has is known only once it runs.
 pub fn withheld_tools(def: &AgentDef, offer: &ToolOffer, depth: u32) -> Vec<WithheldTool> {
     let Some(allow) = &def.tools else {
@@ -179,6 +187,8 @@ pub fn withheld_tools(def: &AgentDef, offer: &ToolOffer, depth: u32) -> Vec<With
             Some(Withheld::Disallowed)
         } else if offer.interactive_only.iter().any(|t| t == name) {
             Some(Withheld::InteractiveOnly)
+        } else if LEAD_TOOLS.contains(&name) {
+            Some(Withheld::LeadOnly)
         } else if NESTING_TOOLS.contains(&name) && !(lists_agent && depth < offer.max_depth) {
             Some(Withheld::Depth {
                 max_depth: offer.max_depth,

@@ -27,6 +27,10 @@ pub struct AgentInput {
     /// Reasoning effort for the child; wins over the definition's.
     #[serde(default)]
     pub effort: Option<String>,
+    /// With AGENT_TEAMS: `plan` starts a teammate in plan mode (read-only
+    /// until the lead approves its plan).
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// Where a call goes.

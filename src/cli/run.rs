@@ -352,6 +352,7 @@ pub(super) fn prepare_with(
             store,
             member: crate::teams::LEAD.into(),
             file,
+            after_plan: None,
         })
     } else if let Some(name) = &args.team {
         return Err(CliError::Usage(format!(

@@ -85,9 +85,13 @@ pub fn dispatch(g: &GlobalArgs, cmd: TeamsCommand) -> Result<(), CliError> {
                 members.push(json!({"member": m, "messages": inbox.len(), "unread": unread}));
             }
             if args.json {
-                return print_json(&json!({"name": team.name, "members": members, "tasks": tasks}));
+                return print_json(&json!({"name": team.name, "description": team.description,
+                                          "members": members, "tasks": tasks}));
             }
             outln!("team {}", store.name);
+            if let Some(d) = &team.description {
+                outln!("description: {d}");
+            }
             outln!("members:");
             for (m, row) in team.members.iter().zip(&members) {
                 outln!(

@@ -160,6 +160,8 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
     "TaskList",
     "TaskGet",
     "TaskUpdate",
+    "TeamCreate",
+    "TeamDelete",
 ];
 
 /// Tools allowed by every mode when no rule matches because they change

@@ -25,6 +25,9 @@ struct SendInput {
     /// A team message's kind (shutdown_request, …).
     #[serde(rename = "type", default)]
     kind: Option<String>,
+    /// A `plan_approval_response`'s verdict.
+    #[serde(default)]
+    approve: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -80,7 +83,7 @@ impl Session {
                 let i: SendInput = serde_json::from_value(input).map_err(bad_input)?;
                 // A team member's name, `team-lead` or `*`: its mailbox.
                 if self.is_team_address(&i.to) {
-                    return self.team_send(snap, &i.to, &i.message, i.kind.as_deref());
+                    return self.team_send(snap, &i.to, &i.message, i.kind.as_deref(), i.approve);
                 }
                 let task = tasks.get(&i.to).ok_or_else(|| unknown(&i.to))?;
                 // Delivered or refused, never left behind: a running child
@@ -186,7 +189,7 @@ impl Session {
                     status: task.status(),
                 }))
             }
-            "TaskCreate" | "TaskList" | "TaskGet" | "TaskUpdate" => {
+            "TaskCreate" | "TaskList" | "TaskGet" | "TaskUpdate" | "TeamCreate" | "TeamDelete" => {
                 self.team_call(snap, name, input).await
             }
             other => Err(t.show(&NoSuchTool {

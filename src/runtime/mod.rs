@@ -366,6 +366,8 @@ pub const RUNTIME_TOOLS: &[&str] = &[
     "TaskList",
     "TaskGet",
     "TaskUpdate",
+    "TeamCreate",
+    "TeamDelete",
     ask_user::ASK_USER_QUESTION,
 ];
 

@@ -71,7 +71,9 @@ pub struct SessionSpec {
     /// definition's), before trimming to the model; forks inherit their
     /// parent's request settings instead.
     pub effort: Option<String>,
-    /// The team this session is a member of (the lead, or a teammate).
+    /// The team this session is a member of (the lead, or a teammate) when
+    /// it starts; TeamCreate and TeamDelete change the lead's afterwards
+    /// (see `Session::seat`).
     pub team: Option<TeamSeat>,
 }
 
@@ -84,6 +86,10 @@ pub struct TeamSeat {
     /// The lead's team file (`.claude/teams/NAME.yaml`), read again at each
     /// of its turns: a member added there joins then.
     pub file: Option<std::path::PathBuf>,
+    /// A teammate started in plan mode: the permission mode it gets once
+    /// the lead approves its plan (a `plan_approval_response` with
+    /// `approve: true`).
+    pub after_plan: Option<crate::config::PermissionMode>,
 }
 
 impl TeamSeat {
@@ -187,6 +193,12 @@ pub struct Session {
     pub(super) task: Option<Arc<super::tasks::Task>>,
     /// A teammate read a `shutdown_request`: it stops after this turn.
     pub(super) shutdown: std::sync::atomic::AtomicBool,
+    /// The team this session is in now (`spec.team` at the start; the
+    /// lead's TeamCreate and TeamDelete change it).
+    pub(super) team: std::sync::Mutex<Option<TeamSeat>>,
+    /// A teammate in plan mode read the lead's approval: it leaves plan
+    /// mode before its next request.
+    pub(super) plan_approved: std::sync::atomic::AtomicBool,
     /// The agent's memory (`memory:`), read at the first rendering and
     /// kept, so later writes to it do not change this session's prompt.
     agent_memory: Option<Option<crate::catalog::agent_memory::AgentMemory>>,
@@ -212,9 +224,12 @@ impl Session {
         transcript: Arc<Transcript>,
         cancel: CancellationToken,
     ) -> Self {
+        let team = std::sync::Mutex::new(spec.team.clone());
         Session {
             engine,
             spec,
+            team,
+            plan_approved: Default::default(),
             history,
             transcript,
             cancel,
@@ -653,6 +668,8 @@ impl Session {
             if self.cancel.is_cancelled() {
                 return Err(RunError::Cancelled);
             }
+            // A teammate whose plan was approved meanwhile leaves plan mode.
+            self.apply_plan_approval();
             let snap = self.engine.snapshot.load_full();
             self.check_token_budget(&snap)?;
             self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);

@@ -60,10 +60,14 @@ impl Session {
         let kind = self.spec.kind;
         // In a team, a named spawn is a teammate (only the lead starts them).
         if let Some(name) = input.name.clone()
-            && self.spec.team.is_some()
+            && self.seat().is_some()
             && snap.teams_effective(kind)
         {
             return self.spawn_teammate(&turn.snap, &input, &name).await;
+        }
+        // `mode` is a teammate's (plan mode until the lead approves).
+        if input.mode.is_some() {
+            return Err(t.show(&super::team_texts::ModeNeedsTeammate {}));
         }
         let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
         let routed = route(&input, snap.fork_effective(kind), caller_is_fork_child);

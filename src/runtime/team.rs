@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent_tool::{AgentInput, resolve_model, tool_pool};
 use crate::catalog::GENERAL_PURPOSE;
+use crate::config::PermissionMode;
 use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
 use crate::snapshot::Snapshot;
 use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
@@ -47,8 +48,14 @@ const KINDS: &[&str] = &[
     "shutdown_request",
     "shutdown_response",
     "plan_approval_request",
-    "plan_approval_response",
+    PLAN_RESPONSE,
 ];
+
+/// The lead's answer to a teammate's plan (with `approve`).
+const PLAN_RESPONSE: &str = "plan_approval_response";
+
+/// The Agent call's `mode` that starts a teammate in plan mode.
+const PLAN_MODE: &str = "plan";
 
 #[derive(Deserialize)]
 struct IdInput {
@@ -64,6 +71,14 @@ struct CreateInput {
 }
 
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TeamCreateInput {
+    team_name: String,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct UpdateInput {
     #[serde(rename = "taskId")]
     task_id: String,
@@ -72,7 +87,155 @@ struct UpdateInput {
 }
 
 impl Session {
-    /// TaskCreate, TaskList, TaskGet, TaskUpdate. `Err` is an error result.
+    /// The team this session is in now.
+    pub(super) fn seat(&self) -> Option<TeamSeat> {
+        self.team
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_seat(&self, seat: Option<TeamSeat>) {
+        *self
+            .team
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = seat;
+    }
+
+    /// A teammate in plan mode whose plan the lead approved leaves plan
+    /// mode now (before its next request).
+    pub(super) fn apply_plan_approval(&mut self) {
+        if !self.plan_approved.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(after) = self.seat().and_then(|s| s.after_plan)
+            && self.spec.mode == PermissionMode::Plan
+        {
+            self.transcript
+                .record("plan_approved", json!({"permission_mode": after}));
+            self.set_mode(after);
+        }
+    }
+
+    /// TeamCreate: this session (the main one) leads a new team.
+    fn team_create(&self, snap: &Snapshot, input: Value) -> Result<String, String> {
+        let t = &snap.templates;
+        let err = |e: &dyn std::fmt::Display| {
+            t.show(&TeamFailed {
+                error: e.to_string(),
+            })
+        };
+        let i: TeamCreateInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+        let current = self.seat();
+        if !self.spec.is_main || current.as_ref().is_some_and(|s| !s.is_lead()) {
+            return Err(t.show(&LeadOnly {
+                tool: "TeamCreate".into(),
+            }));
+        }
+        if !teams::valid_name(&i.team_name) {
+            return Err(err(&teams::TeamError::BadName(i.team_name)));
+        }
+        // The team every session with the flag starts in (named after the
+        // session) may be left while nobody but the lead has used it; any
+        // other team has to be deleted first.
+        if let Some(seat) = &current {
+            let team = seat.store.team().map_err(|e| err(&e))?;
+            let implicit = seat.store.name == self.engine.session_id && seat.file.is_none();
+            let used = team.members.iter().any(|m| m.name != teams::LEAD)
+                || !seat.store.tasks().map_err(|e| err(&e))?.is_empty();
+            if !implicit || used {
+                return Err(t.show(&AlreadyLeading {
+                    team: seat.store.name.clone(),
+                }));
+            }
+            if let Err(e) = seat.store.remove_unless_running(teams::LEAD) {
+                tracing::warn!("team {}: {e}", seat.store.name);
+            }
+        }
+        let dir = self.spec.cwd.join(&snap.settings().agents.teams_dir);
+        // A name another team already has gets a number.
+        let mut name = i.team_name.clone();
+        let mut n = 2;
+        while teams::TeamStore::existing(&dir, &name).is_some() {
+            name = format!("{}-{n}", i.team_name);
+            n += 1;
+        }
+        let store = teams::TeamStore::open(&dir, &name).map_err(|e| err(&e))?;
+        let description = i.description.filter(|d| !d.trim().is_empty());
+        store
+            .set_description(description.clone())
+            .map_err(|e| err(&e))?;
+        store
+            .join(Member {
+                name: teams::LEAD.into(),
+                agent_id: self.spec.agent_id.clone(),
+                agent_type: self
+                    .spec
+                    .def
+                    .as_ref()
+                    .map_or("main", |d| d.name.as_str())
+                    .into(),
+                status: MemberStatus::Active,
+                session_id: self.engine.session_id.clone(),
+                joined: now_rfc3339(),
+            })
+            .map_err(|e| err(&e))?;
+        self.transcript.record(
+            "team_created",
+            json!({"team": name, "description": description}),
+        );
+        let path = store.root.display().to_string();
+        self.set_seat(Some(TeamSeat {
+            store,
+            member: teams::LEAD.into(),
+            file: None,
+            after_plan: None,
+        }));
+        Ok(t.show(&TeamCreatedText {
+            asked: (name != i.team_name).then_some(i.team_name),
+            team_name: name,
+            path,
+        }))
+    }
+
+    /// TeamDelete: the lead removes its team once every teammate has
+    /// stopped.
+    fn team_delete(&self, snap: &Snapshot) -> Result<String, String> {
+        let t = &snap.templates;
+        let Some(seat) = self.seat() else {
+            return Err(t.show(&NotInTeam {
+                tool: "TeamDelete".into(),
+            }));
+        };
+        if !seat.is_lead() || !self.spec.is_main {
+            return Err(t.show(&LeadOnly {
+                tool: "TeamDelete".into(),
+            }));
+        }
+        let running = seat
+            .store
+            .remove_unless_running(&seat.member)
+            .map_err(|e| {
+                t.show(&TeamFailed {
+                    error: e.to_string(),
+                })
+            })?;
+        if !running.is_empty() {
+            return Err(t.show(&MembersRunning {
+                team: seat.store.name.clone(),
+                members: running.join(", "),
+            }));
+        }
+        self.transcript
+            .record("team_deleted", json!({"team": seat.store.name}));
+        self.set_seat(None);
+        Ok(t.show(&TeamDeletedText {
+            team_name: seat.store.name,
+        }))
+    }
+
+    /// TaskCreate, TaskList, TaskGet, TaskUpdate, TeamCreate, TeamDelete.
+    /// `Err` is an error result.
     pub(super) async fn team_call(
         &self,
         snap: &Snapshot,
@@ -85,7 +248,12 @@ impl Session {
                 error: e.to_string(),
             })
         };
-        let Some(seat) = &self.spec.team else {
+        match name {
+            "TeamCreate" => return self.team_create(snap, input),
+            "TeamDelete" => return self.team_delete(snap),
+            _ => {}
+        }
+        let Some(seat) = &self.seat() else {
             return Err(t.show(&NotInTeam { tool: name.into() }));
         };
         let store = &seat.store;
@@ -164,7 +332,7 @@ impl Session {
     /// Whether SendMessage `to` is a team address for this session: `*`,
     /// `team-lead`, or a member's name.
     pub(super) fn is_team_address(&self, to: &str) -> bool {
-        let Some(seat) = &self.spec.team else {
+        let Some(seat) = &self.seat() else {
             return false;
         };
         to == teams::BROADCAST
@@ -182,6 +350,7 @@ impl Session {
         to: &str,
         text: &str,
         kind: Option<&str>,
+        approve: Option<bool>,
     ) -> Result<String, String> {
         let t = &snap.templates;
         let err = |e: &dyn std::fmt::Display| {
@@ -189,7 +358,7 @@ impl Session {
                 error: e.to_string(),
             })
         };
-        let Some(seat) = &self.spec.team else {
+        let Some(seat) = &self.seat() else {
             return Err(t.show(&NotInTeam {
                 tool: "SendMessage".into(),
             }));
@@ -201,9 +370,24 @@ impl Session {
                 expected: KINDS.join(", "),
             }));
         }
+        // The lead answers one teammate's plan, approving it or not.
+        let approve = if kind == PLAN_RESPONSE {
+            let not_lead = !seat.is_lead();
+            let not_one_teammate = to == teams::BROADCAST || to == teams::LEAD;
+            if not_lead || not_one_teammate || approve.is_none() {
+                return Err(t.show(&BadPlanResponse {
+                    not_lead,
+                    not_one_teammate,
+                    no_verdict: approve.is_none(),
+                }));
+            }
+            approve
+        } else {
+            None
+        };
         let recipients = seat
             .store
-            .send(&seat.member, to, text, kind)
+            .send_verdict(&seat.member, to, text, kind, approve)
             .map_err(|e| err(&e))?;
         if recipients.is_empty() {
             return Err(t.show(&NoRecipient {}));
@@ -216,7 +400,7 @@ impl Session {
     /// Unread team messages for this session, as text blocks (marked read).
     /// A `shutdown_request` to a teammate makes it stop after this turn.
     pub(super) fn team_incoming(&self) -> Vec<ContentBlock> {
-        let Some(seat) = &self.spec.team else {
+        let Some(seat) = &self.seat() else {
             return Vec::new();
         };
         let messages = match seat.store.take_unread(&seat.member) {
@@ -236,11 +420,17 @@ impl Session {
                 if m.kind == KINDS[1] && !seat.is_lead() {
                     self.shutdown.store(true, Ordering::SeqCst);
                 }
+                // Only the lead's approval ends a teammate's plan mode.
+                let approve = (m.kind == PLAN_RESPONSE).then_some(m.approve).flatten();
+                if approve == Some(true) && m.from == teams::LEAD && seat.after_plan.is_some() {
+                    self.plan_approved.store(true, Ordering::SeqCst);
+                }
                 let kind = (m.kind != KINDS[0]).then(|| m.kind.clone());
                 ContentBlock::text(snap.templates.show(&TeamMessageText {
                     from: m.from,
                     text: m.text,
                     kind,
+                    approve,
                 }))
             })
             .collect()
@@ -251,7 +441,7 @@ impl Session {
     /// the file gained a member). A file that no longer validates is
     /// reported and changes nothing.
     pub(super) async fn sync_team_file(&self, snap: &Arc<Snapshot>) {
-        let Some(seat) = self.spec.team.as_ref().filter(|s| s.is_lead()) else {
+        let Some(seat) = self.seat().filter(TeamSeat::is_lead) else {
             return;
         };
         let Some(path) = &seat.file else {
@@ -295,7 +485,7 @@ impl Session {
     /// its mailbox. `false`
     /// when no teammate works and no message waits (the lead may end).
     pub(super) async fn wait_for_team(&self) -> bool {
-        let Some(seat) = self.spec.team.as_ref().filter(|s| s.is_lead()) else {
+        let Some(seat) = self.seat().filter(TeamSeat::is_lead) else {
             return false;
         };
         loop {
@@ -333,7 +523,7 @@ impl Session {
                 error: e.to_string(),
             })
         };
-        let Some(seat) = &self.spec.team else {
+        let Some(seat) = &self.seat() else {
             return Err(t.show(&NotInTeam {
                 tool: crate::agent_tool::AGENT_TOOL.into(),
             }));
@@ -350,6 +540,13 @@ impl Session {
         if !teams::valid_name(name) || name == teams::LEAD || name == teams::BROADCAST {
             return Err(err(&teams::TeamError::BadName(name.into())));
         }
+        let plan_mode = match input.mode.as_deref() {
+            None => false,
+            Some(PLAN_MODE) => true,
+            Some(other) => {
+                return Err(t.show(&BadTeammateMode { mode: other.into() }));
+            }
+        };
         let kind = self.spec.kind;
         let agent_type = input.subagent_type.as_deref().unwrap_or(GENERAL_PURPOSE);
         let Some(def) = snap.visible_agent(agent_type, kind).cloned() else {
@@ -410,6 +607,7 @@ impl Session {
             .collect();
         let agent_id = new_agent_id();
         let store = seat.store.clone();
+        let after_plan = crate::tools::permissions::child_mode(self.spec.mode, def.permission_mode);
         let spec = SessionSpec {
             agent_id: agent_id.clone(),
             parent_agent_id: Some(self.spec.agent_id.clone()),
@@ -420,7 +618,12 @@ impl Session {
                 interactive: false,
                 ..kind
             },
-            mode: crate::tools::permissions::child_mode(self.spec.mode, def.permission_mode),
+            // In plan mode it only reads until the lead approves its plan.
+            mode: if plan_mode {
+                PermissionMode::Plan
+            } else {
+                after_plan
+            },
             depth: 1,
             frozen: None,
             started_by_fork: false,
@@ -433,6 +636,7 @@ impl Session {
                 store: store.clone(),
                 member: member.clone(),
                 file: None,
+                after_plan: plan_mode.then_some(after_plan),
             }),
         };
         let others: Vec<String> = team
@@ -446,6 +650,7 @@ impl Session {
             team: store.name.clone(),
             others: others.join(", "),
             prompt: input.prompt.clone(),
+            plan_mode,
         });
         store
             .join(Member {
@@ -575,6 +780,7 @@ fn start_teammate(
             }
             let incoming = session.team_incoming();
             session.push_blocks(incoming);
+            session.apply_plan_approval();
         }
         let _ = store.set_status(&me, MemberStatus::Ended);
         transcript.record("result", json!({"status": "ended"}));

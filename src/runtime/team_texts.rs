@@ -75,7 +75,58 @@ contexts! {
         pub text: String = "Task 2 is done.".into(),
         /// The message's type when it is not a plain message.
         pub kind: Option<String> = None,
+        /// A `plan_approval_response`'s verdict.
+        pub approve: Option<bool> = None,
     }
+
+    /// TeamCreate's result.
+    "result_team_created" => pub struct TeamCreatedText {
+        pub team_name: String = "crew-2".into(),
+        /// The name asked for, when another team had it.
+        pub asked: Option<String> = Some("crew".into()),
+        /// The team's folder.
+        pub path: String = ".cadre/teams/crew-2".into(),
+    }
+
+    /// TeamDelete's result.
+    "result_team_deleted" => pub struct TeamDeletedText {
+        pub team_name: String = "crew".into(),
+    }
+
+    /// TeamCreate or TeamDelete from a session that does not lead (a
+    /// teammate, a sub-agent).
+    "error_team_lead_only" => pub struct LeadOnly {
+        pub tool: String = "TeamCreate".into(),
+    }
+
+    /// TeamCreate while this session already leads a team in use.
+    "error_team_already_leading" => pub struct AlreadyLeading {
+        pub team: String = "crew".into(),
+    }
+
+    /// TeamDelete while members still run.
+    "error_team_members_running" => pub struct MembersRunning {
+        pub team: String = "crew".into(),
+        pub members: String = "alice, bob".into(),
+    }
+
+    /// A `plan_approval_response` that cannot be sent.
+    "error_team_plan_response" => pub struct BadPlanResponse {
+        /// Sent by a teammate, not the lead.
+        pub not_lead: bool = false,
+        /// Sent to `*` or to the lead rather than one teammate.
+        pub not_one_teammate: bool = false,
+        /// Without `approve`.
+        pub no_verdict: bool = true,
+    }
+
+    /// An Agent call's `mode` other than `plan` for a teammate.
+    "error_teammate_mode" => pub struct BadTeammateMode {
+        pub mode: String = "bypassPermissions".into(),
+    }
+
+    /// An Agent call's `mode` without `name` (not a teammate).
+    "error_agent_mode_needs_name" => pub struct ModeNeedsTeammate {}
 
     /// SendMessage's result in a team.
     "team_message_sent" => pub struct MessageSent {
@@ -108,5 +159,7 @@ contexts! {
         /// The other members, comma-separated.
         pub others: String = "bob".into(),
         pub prompt: String = "Take the parser tasks.".into(),
+        /// Started in plan mode: read-only until the lead approves a plan.
+        pub plan_mode: bool = false,
     }
 }

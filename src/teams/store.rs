@@ -79,6 +79,9 @@ pub struct Member {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TeamFile {
     pub name: String,
+    /// What the team is for (TeamCreate's `description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Everyone, the lead (`team-lead`) included.
     pub members: Vec<Member>,
 }
@@ -95,6 +98,9 @@ pub struct Message {
     pub timestamp: String,
     #[serde(default)]
     pub read: bool,
+    /// A `plan_approval_response`'s verdict: the plan is approved or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<bool>,
 }
 
 fn plain() -> String {
@@ -232,6 +238,7 @@ impl TeamStore {
     pub fn team(&self) -> Result<TeamFile, TeamError> {
         Ok(read_json(&self.team_path())?.unwrap_or_else(|| TeamFile {
             name: self.name.clone(),
+            description: None,
             members: Vec::new(),
         }))
     }
@@ -244,6 +251,46 @@ impl TeamStore {
             team.members.push(member);
             write_json(&self.team_path(), &team)
         })
+    }
+
+    /// Sets the team's description.
+    pub fn set_description(&self, description: Option<String>) -> Result<(), TeamError> {
+        self.locked(|| {
+            let mut team = self.team()?;
+            team.description = description;
+            write_json(&self.team_path(), &team)
+        })
+    }
+
+    /// Removes the team's folder (members, mailboxes, tasks), under the
+    /// lock, when no member but `keep` is still running (`Ended`). Returns
+    /// the members still running instead, removing nothing.
+    pub fn remove_unless_running(&self, keep: &str) -> Result<Vec<String>, TeamError> {
+        let running = self.locked(|| {
+            let team = self.team()?;
+            let running: Vec<String> = team
+                .members
+                .iter()
+                .filter(|m| m.name != keep && m.status != MemberStatus::Ended)
+                .map(|m| m.name.clone())
+                .collect();
+            if running.is_empty() {
+                // Everything but the lock file, which is held right now.
+                for sub in ["inboxes", "tasks"] {
+                    let d = self.root.join(sub);
+                    if d.exists() {
+                        std::fs::remove_dir_all(&d).map_err(io(&d))?;
+                    }
+                }
+                let t = self.team_path();
+                std::fs::remove_file(&t).map_err(io(&t))?;
+            }
+            Ok(running)
+        })?;
+        if running.is_empty() {
+            std::fs::remove_dir_all(&self.root).map_err(io(&self.root))?;
+        }
+        Ok(running)
     }
 
     /// Sets a member's status.
@@ -267,6 +314,18 @@ impl TeamStore {
         text: &str,
         kind: &str,
     ) -> Result<Vec<String>, TeamError> {
+        self.send_verdict(from, to, text, kind, None)
+    }
+
+    /// [`TeamStore::send`] with a plan approval's verdict (`approve`).
+    pub fn send_verdict(
+        &self,
+        from: &str,
+        to: &str,
+        text: &str,
+        kind: &str,
+        approve: Option<bool>,
+    ) -> Result<Vec<String>, TeamError> {
         self.locked(|| {
             let team = self.team()?;
             let recipients: Vec<String> = if to == super::BROADCAST {
@@ -286,6 +345,7 @@ impl TeamStore {
                 kind: kind.into(),
                 timestamp: crate::runtime::transcript::now_rfc3339(),
                 read: false,
+                approve,
             };
             for r in &recipients {
                 let path = self.inbox_path(r);

@@ -430,3 +430,311 @@ fn a_member_added_to_the_team_file_joins_at_the_leads_next_turn() {
     let first_lead = server.requests().into_iter().find(is_main_session).unwrap();
     assert_eq!(assistant_turns(&first_lead), 0);
 }
+
+/// Everything the last user message of a request says: its text blocks and
+/// its tool results, joined.
+fn last_user_message(r: &RecordedRequest) -> String {
+    let Some(last) = r.messages().last().cloned() else {
+        return String::new();
+    };
+    last["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|b| match b["type"].as_str() {
+            Some("tool_result") => result_text(b),
+            _ => b["text"].as_str().unwrap_or_default().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn team_create_makes_a_team_and_team_delete_waits_for_its_members() {
+    let p = teams_project();
+    let root = p.path().to_path_buf();
+    let seen_team: std::sync::Arc<std::sync::Mutex<Option<Value>>> = Default::default();
+    let seen = std::sync::Arc::clone(&seen_team);
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            let last = last_user_message(r);
+            if assistant_turns(r) == 0 {
+                return anthropic::tool_use_reply(
+                    "toolu_c",
+                    "TeamCreate",
+                    json!({"team_name": "alpha", "description": "port the parser"}),
+                );
+            }
+            if last.contains("Team \"alpha\" created") {
+                return anthropic::tool_use_reply(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "alice", "prompt": "say ready", "name": "alice"}),
+                );
+            }
+            if last.contains("Spawned successfully") {
+                let team = std::fs::read_to_string(root.join(".cadre/teams/alpha/team.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok());
+                *seen.lock().unwrap() = team;
+                // A second team while leading one, and deleting this one
+                // while alice runs: both refused.
+                return anthropic::message()
+                    .tool_use("toolu_c2", "TeamCreate", json!({"team_name": "beta"}))
+                    .tool_use("toolu_d1", "TeamDelete", json!({}))
+                    .reply();
+            }
+            if last.contains("deleted: its member list") {
+                return anthropic::text_reply("team gone");
+            }
+            let asked_to_stop = r.body_str().contains("toolu_stop");
+            if last.contains("cannot be deleted") && !asked_to_stop {
+                return anthropic::tool_use_reply(
+                    "toolu_stop",
+                    "SendMessage",
+                    json!({"to": "alice", "type": "shutdown_request", "message": "stop now"}),
+                );
+            }
+            if asked_to_stop {
+                // Until alice has stopped, TeamDelete is refused: ask again.
+                return anthropic::tool_use_reply("toolu_d2", "TeamDelete", json!({}))
+                    .delayed(Duration::from_millis(200));
+            }
+            return anthropic::text_reply("waiting");
+        }
+        if super::harness::user_texts(r).contains("stop now") {
+            return anthropic::text_reply("bye");
+        }
+        anthropic::text_reply("ready")
+    });
+    let r = p.run(Some(&server), &["run", "make a team"]);
+    r.ok();
+    assert_eq!(r.stdout.trim(), "team gone");
+    server.assert_invariants();
+    let requests = server.requests();
+    let lead_tools = super::harness::tool_names(&requests[0].json);
+    for t in ["TeamCreate", "TeamDelete"] {
+        assert!(lead_tools.iter().any(|n| n == t), "{t}: {lead_tools:?}");
+    }
+    let alice: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| teammate(r) == Some("alice"))
+        .collect();
+    assert!(!alice.is_empty());
+    let alice_tools = super::harness::tool_names(&alice[0].json);
+    assert!(
+        !alice_tools.iter().any(|n| n.starts_with("Team")),
+        "a teammate neither creates nor deletes teams: {alice_tools:?}"
+    );
+    assert!(
+        alice_tools.iter().any(|n| n == "TaskUpdate"),
+        "{alice_tools:?}"
+    );
+    // The team as it was while alice ran: its description, the lead, alice.
+    let team = seen_team
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("alpha's team.json");
+    assert_eq!(team["description"], "port the parser");
+    let names: Vec<&str> = team["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["team-lead", "alice"], "{team}");
+    // Both refusals, with what to do.
+    let refused = requests
+        .iter()
+        .find(|r| is_main_session(r) && r.body_str().contains("toolu_d1"))
+        .map(|r| {
+            last_tool_results(&r.json)
+                .iter()
+                .map(result_text)
+                .collect::<Vec<_>>()
+        })
+        .unwrap();
+    assert!(
+        refused[0].contains("You already lead the team \"alpha\""),
+        "{refused:?}"
+    );
+    assert!(
+        refused[1].contains("cannot be deleted while members still run: alice"),
+        "{refused:?}"
+    );
+    // The team's folder is gone, and so is the session's own first team
+    // (nothing had used it).
+    let left: Vec<String> = std::fs::read_dir(p.path().join(".cadre/teams"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_teammate_in_plan_mode_only_reads_until_the_lead_approves_its_plan() {
+    let p = teams_project();
+    let server = FakeServer::route(|r| {
+        let last = last_user_message(r);
+        if is_main_session(r) {
+            if assistant_turns(r) == 0 {
+                return anthropic::message()
+                    .tool_use(
+                        "toolu_x",
+                        "Agent",
+                        json!({"description": "x", "prompt": "x", "mode": "plan"}),
+                    )
+                    .tool_use(
+                        "toolu_a",
+                        "Agent",
+                        json!({"description": "alice", "prompt": "write plan.txt", "name": "alice", "mode": "plan"}),
+                    )
+                    .reply();
+            }
+            if last.contains("type=\"plan_approval_request\"") && last.contains("plan v1") {
+                return anthropic::tool_use_reply(
+                    "toolu_no",
+                    "SendMessage",
+                    json!({"to": "alice", "type": "plan_approval_response", "approve": false,
+                           "message": "add a test step"}),
+                );
+            }
+            if last.contains("type=\"plan_approval_request\"") && last.contains("plan v2") {
+                return anthropic::tool_use_reply(
+                    "toolu_yes",
+                    "SendMessage",
+                    json!({"to": "alice", "type": "plan_approval_response", "approve": true,
+                           "message": "go ahead"}),
+                );
+            }
+            if last.contains("done writing") {
+                return anthropic::text_reply("all done");
+            }
+            return anthropic::text_reply("waiting");
+        }
+        if teammate(r) != Some("alice") {
+            return anthropic::text_reply("?");
+        }
+        if assistant_turns(r) == 0 {
+            // In plan mode: a write is refused, and only the lead answers
+            // plans; the plan goes to the lead.
+            return anthropic::message()
+                .tool_use(
+                    "toolu_w1",
+                    "Write",
+                    json!({"file_path": "plan.txt", "content": "too early"}),
+                )
+                .tool_use(
+                    "toolu_self",
+                    "SendMessage",
+                    json!({"to": "team-lead", "type": "plan_approval_response", "approve": true,
+                           "message": "approving myself"}),
+                )
+                .tool_use(
+                    "toolu_p1",
+                    "SendMessage",
+                    json!({"to": "team-lead", "type": "plan_approval_request", "message": "plan v1"}),
+                )
+                .reply();
+        }
+        if last.contains("approve=\"false\"") {
+            return anthropic::tool_use_reply(
+                "toolu_p2",
+                "SendMessage",
+                json!({"to": "team-lead", "type": "plan_approval_request",
+                       "message": "plan v2, with a test step"}),
+            );
+        }
+        if last.contains("approve=\"true\"") {
+            return anthropic::tool_use_reply(
+                "toolu_w2",
+                "Write",
+                json!({"file_path": "plan.txt", "content": "done"}),
+            );
+        }
+        if r.body_str().contains("toolu_w2") {
+            return anthropic::text_reply("done writing");
+        }
+        anthropic::text_reply("plan sent")
+    });
+    let r = p.run(
+        Some(&server),
+        &[
+            "run",
+            "--team",
+            "crew",
+            "--permission-mode",
+            "acceptEdits",
+            "plan first",
+        ],
+    );
+    r.ok();
+    assert_eq!(r.stdout.trim(), "all done");
+    server.assert_invariants();
+    assert_eq!(p.read("plan.txt"), "done", "written after the approval");
+    let requests = server.requests();
+    // `mode` without `name` is refused.
+    let lead = requests
+        .iter()
+        .find(|r| is_main_session(r) && assistant_turns(r) == 1)
+        .unwrap();
+    let results = last_tool_results(&lead.json);
+    assert!(
+        result_text(&results[0]).contains("`mode` applies to teammates only"),
+        "{results:?}"
+    );
+    let alice: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| teammate(r) == Some("alice"))
+        .collect();
+    assert!(
+        super::harness::user_texts(alice[0]).contains("You start in plan mode"),
+        "the intro says so"
+    );
+    let first = alice.iter().find(|r| assistant_turns(r) == 1).unwrap();
+    let results: Vec<String> = last_tool_results(&first.json)
+        .iter()
+        .map(result_text)
+        .collect();
+    assert!(
+        results[0].contains("plan"),
+        "write refused in plan mode: {results:?}"
+    );
+    assert!(
+        results[1].contains("Only the team lead answers plans"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].contains("Message sent to team-lead"),
+        "{results:?}"
+    );
+    // The refusal came back with its feedback, and alice stayed in plan mode.
+    let rejected = alice
+        .iter()
+        .find(|r| last_user_message(r).contains("approve=\"false\""))
+        .expect("alice read the rejection");
+    let text = last_user_message(rejected);
+    assert!(text.contains("add a test step"), "{text}");
+    assert!(text.contains("did not approve"), "{text}");
+    let approved = alice
+        .iter()
+        .find(|r| last_user_message(r).contains("approve=\"true\""))
+        .expect("alice read the approval");
+    assert!(last_user_message(approved).contains("out of plan mode"));
+    // The verdicts are kept in alice's mailbox.
+    let inbox: Value =
+        serde_json::from_str(&p.read(".cadre/teams/crew/inboxes/alice.json")).unwrap();
+    let verdicts: Vec<&Value> = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["type"] == "plan_approval_response")
+        .map(|m| &m["approve"])
+        .collect();
+    assert_eq!(verdicts, [&json!(false), &json!(true)]);
+}
