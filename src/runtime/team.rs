@@ -120,12 +120,8 @@ impl Session {
     /// TeamCreate: this session (the main one) leads a new team.
     fn team_create(&self, snap: &Snapshot, input: Value) -> Result<String, String> {
         let t = &snap.templates;
-        let err = |e: &dyn std::fmt::Display| {
-            t.show(&TeamFailed {
-                error: e.to_string(),
-            })
-        };
-        let i: TeamCreateInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+        let err = |problem: TeamProblem| t.show(&TeamFailed { problem });
+        let i: TeamCreateInput = serde_json::from_value(input).map_err(|e| err(e.into()))?;
         let current = self.seat();
         if !self.spec.is_main || current.as_ref().is_some_and(|s| !s.is_lead()) {
             return Err(t.show(&LeadOnly {
@@ -133,16 +129,16 @@ impl Session {
             }));
         }
         if !teams::valid_name(&i.team_name) {
-            return Err(err(&teams::TeamError::BadName(i.team_name)));
+            return Err(err(teams::TeamError::BadName(i.team_name).into()));
         }
         // The team every session with the flag starts in (named after the
         // session) may be left while nobody but the lead has used it; any
         // other team has to be deleted first.
         if let Some(seat) = &current {
-            let team = seat.store.team().map_err(|e| err(&e))?;
+            let team = seat.store.team().map_err(|e| err(e.into()))?;
             let implicit = seat.store.name == self.engine.session_id && seat.file.is_none();
             let used = team.members.iter().any(|m| m.name != teams::LEAD)
-                || !seat.store.tasks().map_err(|e| err(&e))?.is_empty();
+                || !seat.store.tasks().map_err(|e| err(e.into()))?.is_empty();
             if !implicit || used {
                 return Err(t.show(&AlreadyLeading {
                     team: seat.store.name.clone(),
@@ -160,11 +156,11 @@ impl Session {
             name = format!("{}-{n}", i.team_name);
             n += 1;
         }
-        let store = teams::TeamStore::open(&dir, &name).map_err(|e| err(&e))?;
+        let store = teams::TeamStore::open(&dir, &name).map_err(|e| err(e.into()))?;
         let description = i.description.filter(|d| !d.trim().is_empty());
         store
             .set_description(description.clone())
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
         store
             .join(Member {
                 name: teams::LEAD.into(),
@@ -179,7 +175,7 @@ impl Session {
                 session_id: self.engine.session_id.clone(),
                 joined: now_rfc3339(),
             })
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
         self.transcript.record(
             "team_created",
             json!({"team": name, "description": description}),
@@ -217,7 +213,7 @@ impl Session {
             .remove_unless_running(&seat.member)
             .map_err(|e| {
                 t.show(&TeamFailed {
-                    error: e.to_string(),
+                    problem: (&e).into(),
                 })
             })?;
         if !running.is_empty() {
@@ -243,11 +239,7 @@ impl Session {
         input: Value,
     ) -> Result<String, String> {
         let t = &snap.templates;
-        let err = |e: &dyn std::fmt::Display| {
-            t.show(&TeamFailed {
-                error: e.to_string(),
-            })
-        };
+        let err = |problem: TeamProblem| t.show(&TeamFailed { problem });
         match name {
             "TeamCreate" => return self.team_create(snap, input),
             "TeamDelete" => return self.team_delete(snap),
@@ -259,10 +251,10 @@ impl Session {
         let store = &seat.store;
         match name {
             "TaskCreate" => {
-                let i: CreateInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+                let i: CreateInput = serde_json::from_value(input).map_err(|e| err(e.into()))?;
                 let task = store
                     .create_task(&i.subject, &i.description)
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| err(e.into()))?;
                 self.task_hook(snap, HookEvent::TaskCreated, seat, &task)
                     .await;
                 Ok(t.show(&TaskCreatedText {
@@ -271,21 +263,21 @@ impl Session {
                 }))
             }
             "TaskList" => {
-                let tasks = store.tasks().map_err(|e| err(&e))?;
+                let tasks = store.tasks().map_err(|e| err(e.into()))?;
                 Ok(t.show(&TaskListText { tasks }))
             }
             "TaskGet" => {
-                let i: IdInput = serde_json::from_value(input).map_err(|e| err(&e))?;
-                match store.task(&i.task_id).map_err(|e| err(&e))? {
+                let i: IdInput = serde_json::from_value(input).map_err(|e| err(e.into()))?;
+                match store.task(&i.task_id).map_err(|e| err(e.into()))? {
                     Some(task) => Ok(t.show(&TaskText { task })),
-                    None => Err(err(&teams::TeamError::NoSuchTask(i.task_id))),
+                    None => Err(err(teams::TeamError::NoSuchTask(i.task_id).into())),
                 }
             }
             "TaskUpdate" => {
-                let i: UpdateInput = serde_json::from_value(input).map_err(|e| err(&e))?;
+                let i: UpdateInput = serde_json::from_value(input).map_err(|e| err(e.into()))?;
                 let claim = store
                     .update_task(&i.task_id, &seat.member, &i.patch)
-                    .map_err(|e| err(&e))?;
+                    .map_err(|e| err(e.into()))?;
                 if claim.completed_now {
                     self.task_hook(snap, HookEvent::TaskCompleted, seat, &claim.task)
                         .await;
@@ -353,11 +345,7 @@ impl Session {
         approve: Option<bool>,
     ) -> Result<String, String> {
         let t = &snap.templates;
-        let err = |e: &dyn std::fmt::Display| {
-            t.show(&TeamFailed {
-                error: e.to_string(),
-            })
-        };
+        let err = |problem: TeamProblem| t.show(&TeamFailed { problem });
         let Some(seat) = &self.seat() else {
             return Err(t.show(&NotInTeam {
                 tool: "SendMessage".into(),
@@ -388,7 +376,7 @@ impl Session {
         let recipients = seat
             .store
             .send_verdict(&seat.member, to, text, kind, approve)
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
         if recipients.is_empty() {
             return Err(t.show(&NoRecipient {}));
         }
@@ -518,11 +506,7 @@ impl Session {
         name: &str,
     ) -> Result<(Vec<ToolResultContent>, Usage), String> {
         let t = &snap.templates;
-        let err = |e: &dyn std::fmt::Display| {
-            t.show(&TeamFailed {
-                error: e.to_string(),
-            })
-        };
+        let err = |problem: TeamProblem| t.show(&TeamFailed { problem });
         let Some(seat) = &self.seat() else {
             return Err(t.show(&NotInTeam {
                 tool: crate::agent_tool::AGENT_TOOL.into(),
@@ -538,7 +522,7 @@ impl Session {
             }));
         }
         if !teams::valid_name(name) || name == teams::LEAD || name == teams::BROADCAST {
-            return Err(err(&teams::TeamError::BadName(name.into())));
+            return Err(err(teams::TeamError::BadName(name.into()).into()));
         }
         let plan_mode = match input.mode.as_deref() {
             None => false,
@@ -560,7 +544,7 @@ impl Session {
                 available: available.join(", "),
             }));
         };
-        let team = seat.store.team().map_err(|e| err(&e))?;
+        let team = seat.store.team().map_err(|e| err(e.into()))?;
         // A name in use by a live member gets a number.
         let taken = |n: &str| {
             team.members
@@ -661,7 +645,7 @@ impl Session {
                 session_id: self.engine.session_id.clone(),
                 joined: now_rfc3339(),
             })
-            .map_err(|e| err(&e))?;
+            .map_err(|e| err(e.into()))?;
         let transcript = Arc::new(match &self.engine.session_dir {
             Some(dir) => Transcript::open(
                 dir.join("agents").join(format!("agent-{agent_id}.jsonl")),

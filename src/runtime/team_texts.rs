@@ -43,7 +43,10 @@ contexts! {
     /// A team operation that failed (a claim refused, a missing task, an
     /// unreadable team file).
     "error_team" => pub struct TeamFailed {
-        pub error: String = "task 2 is already owned by alice".into(),
+        pub problem: TeamProblem = TeamProblem::Claimed {
+            id: "2".into(),
+            owner: "alice".into(),
+        },
     }
 
     /// A team tool used by a session that is in no team.
@@ -161,5 +164,80 @@ contexts! {
         pub prompt: String = "Take the parser tasks.".into(),
         /// Started in plan mode: read-only until the lead approves a plan.
         pub plan_mode: bool = false,
+    }
+}
+
+/// What went wrong in a team operation, worded by `error_team`.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TeamProblem {
+    /// A team file could not be read or written: the system's or the
+    /// parser's own words.
+    File {
+        path: String,
+        error: String,
+    },
+    /// A tool input that does not read (serde's own words).
+    Input {
+        error: String,
+    },
+    BadName {
+        name: String,
+    },
+    NoSuchTask {
+        id: String,
+    },
+    Claimed {
+        id: String,
+        owner: String,
+    },
+    /// `by`: the unfinished blockers, comma-separated.
+    Blocked {
+        id: String,
+        by: String,
+    },
+    NoSuchMember {
+        name: String,
+    },
+}
+
+impl From<serde_json::Error> for TeamProblem {
+    fn from(e: serde_json::Error) -> Self {
+        TeamProblem::Input {
+            error: e.to_string(),
+        }
+    }
+}
+
+impl From<crate::teams::TeamError> for TeamProblem {
+    fn from(e: crate::teams::TeamError) -> Self {
+        TeamProblem::from(&e)
+    }
+}
+
+impl From<&crate::teams::TeamError> for TeamProblem {
+    fn from(e: &crate::teams::TeamError) -> Self {
+        use crate::teams::TeamError as E;
+        match e {
+            E::Io { path, source } => TeamProblem::File {
+                path: path.display().to_string(),
+                error: source.to_string(),
+            },
+            E::Bad { path, message } => TeamProblem::File {
+                path: path.display().to_string(),
+                error: message.clone(),
+            },
+            E::BadName(name) => TeamProblem::BadName { name: name.clone() },
+            E::NoSuchTask(id) => TeamProblem::NoSuchTask { id: id.clone() },
+            E::Claimed { id, owner } => TeamProblem::Claimed {
+                id: id.clone(),
+                owner: owner.clone(),
+            },
+            E::Blocked { id, by } => TeamProblem::Blocked {
+                id: id.clone(),
+                by: by.join(", "),
+            },
+            E::NoSuchMember(name) => TeamProblem::NoSuchMember { name: name.clone() },
+        }
     }
 }
