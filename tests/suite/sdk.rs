@@ -61,8 +61,13 @@ fn turn(r: &RecordedRequest) -> usize {
     assistant_turns(r)
 }
 
-#[test]
-fn sdk_query_runs_a_read_round_trip() {
+/// How a test drives cadre through one SDK (Python or TypeScript) with a
+/// scenario of its driver script; returns what the script saw.
+type Driver = fn(&Project, &FakeServer, &str) -> Value;
+
+/// `query()` one-shot: the model reads a file, the answer uses it, and the
+/// session the SDK reports exists on disk.
+fn query_runs_a_read_round_trip(drive: Driver) {
     let p = Project::new();
     p.write("notes.txt", "the notes say hello\n");
     let server = FakeServer::route(|r| match turn(r) {
@@ -81,8 +86,9 @@ fn sdk_query_runs_a_read_round_trip() {
     );
 }
 
-#[test]
-fn sdk_client_keeps_one_conversation_over_two_prompts() {
+/// Two prompts on one connection: the second request carries the first
+/// exchange.
+fn two_prompts_keep_one_conversation(drive: Driver) {
     let p = Project::new();
     let server = FakeServer::route(|r| {
         if r.last_user_text().contains("What is my name") {
@@ -98,6 +104,16 @@ fn sdk_client_keeps_one_conversation_over_two_prompts() {
     drive(&p, &server, "multi_turn");
     assert_eq!(server.request_count(), 2);
     assert_eq!(server.request(1).messages().len(), 3);
+}
+
+#[test]
+fn sdk_query_runs_a_read_round_trip() {
+    query_runs_a_read_round_trip(drive);
+}
+
+#[test]
+fn sdk_client_keeps_one_conversation_over_two_prompts() {
+    two_prompts_keep_one_conversation(drive);
 }
 
 #[test]
@@ -247,39 +263,10 @@ fn drive_ts(p: &Project, server: &FakeServer, scenario: &str) -> Value {
 
 #[test]
 fn ts_sdk_query_runs_a_read_round_trip() {
-    let p = Project::new();
-    p.write("notes.txt", "the notes say hello\n");
-    let server = FakeServer::route(|r| match turn(r) {
-        0 => anthropic::tool_use_reply("toolu_read", "Read", json!({"file_path": "notes.txt"})),
-        _ => anthropic::text_reply("The notes say hello."),
-    });
-    let seen = drive_ts(&p, &server, "query_read");
-    assert_eq!(server.request_count(), 2);
-    let r = &last_tool_results(&server.request(1).json)[0];
-    assert!(result_text(r).contains("the notes say hello"), "{r}");
-    assert!(
-        p.path()
-            .join(".cadre/sessions")
-            .join(seen["session_id"].as_str().unwrap())
-            .is_dir()
-    );
+    query_runs_a_read_round_trip(drive_ts);
 }
 
 #[test]
 fn ts_sdk_streaming_input_keeps_one_conversation() {
-    let p = Project::new();
-    let server = FakeServer::route(|r| {
-        if r.last_user_text().contains("What is my name") {
-            if r.body_str().contains("Ada") {
-                anthropic::text_reply("Your name is Ada.")
-            } else {
-                anthropic::text_reply("I don't know.")
-            }
-        } else {
-            anthropic::text_reply("Nice to meet you.")
-        }
-    });
-    drive_ts(&p, &server, "multi_turn");
-    assert_eq!(server.request_count(), 2);
-    assert_eq!(server.request(1).messages().len(), 3);
+    two_prompts_keep_one_conversation(drive_ts);
 }
