@@ -44,6 +44,9 @@ struct State {
     pending_usage: HashMap<String, (String, Usage)>,
     /// Agents whose partial message is open.
     streaming: HashMap<String, String>,
+    /// Tool calls running: id → (tool name, when it started), for
+    /// `tool_progress`.
+    calls: HashMap<String, (String, std::time::Instant)>,
     prices: BTreeMap<String, ModelPrice>,
     model_usage: BTreeMap<String, wire::ModelUsage>,
     usage: Usage,
@@ -88,6 +91,7 @@ impl Emitter {
                 models: HashMap::new(),
                 pending_usage: HashMap::new(),
                 streaming: HashMap::new(),
+                calls: HashMap::new(),
                 prices,
                 model_usage: BTreeMap::new(),
                 usage: Usage::default(),
@@ -356,6 +360,33 @@ impl State {
                             }));
                         }
                     }
+                }
+            }
+            EngineEvent::ToolUse {
+                tool_use_id, name, ..
+            } if print != Print::Nothing => {
+                self.calls.insert(
+                    tool_use_id.clone(),
+                    (name.clone(), std::time::Instant::now()),
+                );
+            }
+            EngineEvent::ToolResult { tool_use_id, .. } => {
+                self.calls.remove(tool_use_id);
+            }
+            EngineEvent::ToolProgress {
+                agent_id,
+                tool_use_id,
+                ..
+            } if print != Print::Nothing => {
+                if let Some((name, started)) = self.calls.get(tool_use_id) {
+                    out.push(Output::ToolProgress(wire::ToolProgress {
+                        tool_use_id: tool_use_id.clone(),
+                        tool_name: name.clone(),
+                        parent_tool_use_id: self.parent_of(agent_id),
+                        elapsed_time_seconds: started.elapsed().as_millis() as f64 / 1000.0,
+                        uuid: wire::new_uuid(),
+                        session_id: sid,
+                    }));
                 }
             }
             EngineEvent::SubagentStart {

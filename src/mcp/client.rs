@@ -608,13 +608,16 @@ impl Connection {
                     None => std::future::pending().await,
                 }
             };
+            // Progress first: a report sent just before the answer is
+            // shown rather than lost to the answer.
             tokio::select! {
-                r = &mut call => break r,
+                biased;
                 Some(p) = next => {
                     if let Some(report) = progress {
                         report(progress_line(&p));
                     }
                 }
+                r = &mut call => break r,
             }
         };
         guard.id = None;

@@ -1397,7 +1397,7 @@ fn sampling_is_gated_by_the_setting_and_the_mode_and_recorded_in_the_transcript(
 /// The reference server that exercises the whole protocol, from npm
 /// (`@modelcontextprotocol/server-everything@2026.8.31`, installed by
 /// `scripts/test` into `.ci/node`).
-fn everything_server() -> PathBuf {
+pub(super) fn everything_server() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(
