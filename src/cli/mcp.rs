@@ -116,7 +116,7 @@ fn oauth_url(snap: &Snapshot, name: &str) -> Result<String, CliError> {
         )));
     }
     match (&config.url, config.kind.as_deref()) {
-        (Some(url), None | Some("http" | "streamable-http")) => Ok(url.clone()),
+        (Some(url), None | Some("http" | "streamable-http" | "sse")) => Ok(url.clone()),
         _ => Err(CliError::Usage(format!(
             "`{name}` is not an HTTP server: OAuth sign-in is for servers with a `url`"
         ))),

@@ -745,8 +745,8 @@ fn header_map(
     for (k, v) in &config.headers {
         let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| McpError::Header(k.clone()))?;
-        let value = reqwest::header::HeaderValue::from_str(v)
-            .map_err(|_| McpError::Header(k.clone()))?;
+        let value =
+            reqwest::header::HeaderValue::from_str(v).map_err(|_| McpError::Header(k.clone()))?;
         headers.insert(name, value);
     }
     Ok(headers)

@@ -275,13 +275,25 @@ impl FakeSse {
     /// `endpoint` is what the `endpoint` event says (`{origin}` is
     /// replaced by the server's own origin).
     fn start(endpoint: &str, on_call: OnCall) -> FakeSse {
+        FakeSse::start_with(endpoint, on_call, false)
+    }
+
+    /// With `oauth`, a GET of the stream without a bearer token is
+    /// answered 401 with a challenge, as an OAuth-protected server does.
+    fn start_with(endpoint: &str, on_call: OnCall, oauth: bool) -> FakeSse {
         use axum::body::Body;
         use axum::extract::State;
         use axum::http::{HeaderMap, StatusCode};
         use axum::response::Response;
         use axum::routing::{get, post};
 
-        type Shared = (Arc<Mutex<FakeState>>, String, OnCall, Arc<AtomicUsize>);
+        type Shared = (
+            Arc<Mutex<FakeState>>,
+            String,
+            OnCall,
+            Arc<AtomicUsize>,
+            bool,
+        );
 
         fn record(state: &Mutex<FakeState>, what: &str, headers: &HeaderMap) {
             let h = |k: &str| {
@@ -293,13 +305,24 @@ impl FakeSse {
             };
             state.lock().unwrap().requests.push((
                 what.to_string(),
-                format!("x-test={} authorization={}", h("x-test"), h("authorization")),
+                format!(
+                    "x-test={} authorization={}",
+                    h("x-test"),
+                    h("authorization")
+                ),
             ));
         }
 
         async fn sse(State(s): State<Shared>, headers: HeaderMap) -> Response {
-            let (state, endpoint, _, endless_sent) = s;
+            let (state, endpoint, _, endless_sent, oauth) = s;
             record(&state, "GET /sse", &headers);
+            if oauth && !headers.contains_key("authorization") {
+                return Response::builder()
+                    .status(401)
+                    .header("www-authenticate", "Bearer")
+                    .body(Body::empty())
+                    .unwrap();
+            }
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
             state.lock().unwrap().stream = Some(tx);
             let first = format!("event: endpoint\ndata: {endpoint}\n\n");
@@ -335,12 +358,8 @@ impl FakeSse {
                 .unwrap()
         }
 
-        async fn message(
-            State(s): State<Shared>,
-            headers: HeaderMap,
-            body: String,
-        ) -> StatusCode {
-            let (state, _, on_call, _) = s;
+        async fn message(State(s): State<Shared>, headers: HeaderMap, body: String) -> StatusCode {
+            let (state, _, on_call, _, _) = s;
             record(&state, "POST /message", &headers);
             let msg: Value = serde_json::from_str(&body).unwrap();
             let Some(id) = msg.get("id").cloned() else {
@@ -380,6 +399,25 @@ impl FakeSse {
             StatusCode::ACCEPTED
         }
 
+        // Enough OAuth metadata for a stored token to be used (rmcp reads
+        // it before it hands out the token).
+        async fn resource(State(s): State<Shared>) -> axum::Json<Value> {
+            let origin = s.1.split("/message").next().unwrap_or("").to_string();
+            axum::Json(
+                json!({"resource": format!("{origin}/sse"), "authorization_servers": [origin]}),
+            )
+        }
+        async fn as_metadata(State(s): State<Shared>) -> axum::Json<Value> {
+            let b = s.1.split("/message").next().unwrap_or("").to_string();
+            axum::Json(json!({
+                "issuer": b,
+                "authorization_endpoint": format!("{b}/authorize"),
+                "token_endpoint": format!("{b}/token"),
+                "response_types_supported": ["code"],
+                "code_challenge_methods_supported": ["S256"],
+            }))
+        }
+
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let origin = format!("http://{}", listener.local_addr().unwrap());
@@ -390,6 +428,7 @@ impl FakeSse {
             endpoint.replace("{origin}", &origin),
             on_call,
             Arc::clone(&endless_sent),
+            oauth,
         );
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -400,6 +439,8 @@ impl FakeSse {
                 let app = axum::Router::new()
                     .route("/sse", get(sse))
                     .route("/message", post(message))
+                    .route("/.well-known/oauth-protected-resource", get(resource))
+                    .route("/.well-known/oauth-authorization-server", get(as_metadata))
                     .with_state(shared);
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 axum::serve(listener, app).await.unwrap();
@@ -448,6 +489,61 @@ fn an_sse_servers_headers_go_with_every_request() {
     assert!(seen.iter().any(|(what, _)| what == "POST /message"));
     for (what, headers) in &seen {
         assert_eq!(headers, "x-test=s3cret authorization=", "{what}");
+    }
+}
+
+/// A token `cadre mcp login` stored for an SSE server goes with the
+/// stream's GET and with every POST as a bearer token.
+#[test]
+fn a_stored_oauth_token_goes_with_every_sse_request() {
+    let fake = FakeSse::start_with("{origin}/message?sessionId=1", OnCall::Answer, true);
+    let mut p = Project::new();
+    p.config(&fake_toml(&fake));
+    // The file `login` writes (see tests/suite/mcp_oauth.rs for the flow):
+    // `NAME-FNV1A64(URL).json` under ~/.config/cadre/mcp-tokens.
+    let hash = fake.url.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let dir = p.home.path().join(".config/cadre/mcp-tokens");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join(format!("fake-{hash:016x}.json")),
+        json!({"server": "fake", "url": fake.url, "credentials": {
+            "client_id": "client-1",
+            "token_response": {"access_token": "tok-1", "token_type": "bearer"},
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let server = call_hang();
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert_eq!(
+        result_text(&last_tool_results(&server.requests()[1].json)[0]),
+        "called",
+        "{}",
+        run.stderr
+    );
+    let seen = fake.requests();
+    // rmcp's discovery GETs the stream once without a token (and is
+    // answered 401); every other request carries it.
+    let mcp: Vec<_> = seen
+        .iter()
+        .filter(|(_, h)| h.contains("authorization=Bearer"))
+        .collect();
+    assert!(
+        seen.iter()
+            .filter(|(_, h)| !h.contains("authorization=Bearer"))
+            .all(|(w, _)| w == "GET /sse"),
+        "{seen:?}"
+    );
+    assert!(mcp.iter().any(|(w, _)| w == "GET /sse"), "{seen:?}");
+    assert!(mcp.len() >= 4, "{seen:?}");
+    for (what, headers) in mcp {
+        assert_eq!(
+            headers, "x-test=s3cret authorization=Bearer tok-1",
+            "{what}"
+        );
     }
 }
 
@@ -549,7 +645,11 @@ fn an_untrusted_folders_sse_server_gets_no_request() {
     run.ok();
     let run = p.run(None, &["mcp", "list"]);
     run.ok();
-    assert!(run.stderr.contains("not a trusted folder"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("not a trusted folder"),
+        "{}",
+        run.stderr
+    );
     assert!(fake.requests().is_empty(), "{:?}", fake.requests());
     assert!(!tool_names(&server.requests()[0].json).contains(&"mcp__fake__hang".to_string()));
 }
