@@ -37,6 +37,10 @@ pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 /// How much of an error response's body is read, for the message.
 const MAX_ERROR_BODY: usize = 1000;
 
+/// How long one message's `POST` may take (a server answers it at once,
+/// `202 Accepted`; the answer itself comes on the stream).
+const POST_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How many redirects (each to the same origin) the stream may take.
 const MAX_REDIRECTS: usize = 5;
 
@@ -311,6 +315,7 @@ impl Transport<RoleClient> for SseTransport {
                 .post(endpoint.clone())
                 .headers(headers)
                 .header(header::CONTENT_TYPE, "application/json")
+                .timeout(POST_TIMEOUT)
                 .body(body);
             if let Some(token) = token {
                 request = request.header(header::AUTHORIZATION, token);

@@ -896,7 +896,7 @@ fn the_npm_reference_filesystem_server_works() {
 
 /// The echo server over streamable HTTP, on its own thread and runtime for
 /// the rest of the test process; returns its URL.
-fn http_echo_server() -> String {
+pub(super) fn http_echo_server() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());

@@ -631,6 +631,41 @@ fn an_endless_sse_event_is_bounded() {
     );
 }
 
+/// A URL that does not serve an event stream fails to connect with the
+/// status, and a streamable-HTTP server's answer is named as such.
+#[test]
+fn an_sse_url_that_is_not_an_event_stream_is_reported() {
+    let fake = FakeSse::start("/message?sessionId=1", OnCall::Answer);
+    let mut p = Project::new();
+    let wrong = fake.url.replace("/sse", "/nope");
+    p.config(&format!(
+        "[mcp_servers.fake]\ntype = \"sse\"\nurl = {}\n",
+        toml_str(&wrong)
+    ));
+    let run = p.run(None, &["mcp", "test", "fake"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "cannot open the SSE stream: GET {wrong} answered HTTP 404"
+        )),
+        "{}",
+        run.stdout
+    );
+    let mut p = Project::new();
+    let url = super::mcp::http_echo_server();
+    p.config(&format!(
+        "[mcp_servers.fake]\ntype = \"sse\"\nurl = {}\n",
+        toml_str(&url)
+    ));
+    let run = p.run(None, &["mcp", "test", "fake"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains("cannot open the SSE stream"),
+        "{}",
+        run.stdout
+    );
+}
+
 /// An SSE server of an untrusted folder's `.mcp.json` is never contacted.
 #[test]
 fn an_untrusted_folders_sse_server_gets_no_request() {
