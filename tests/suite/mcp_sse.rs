@@ -243,10 +243,13 @@ fn stream_json_carries_tool_progress_for_an_mcp_call() {
 /// What the fake SSE server does when a tool is called.
 #[derive(Clone, Copy, PartialEq)]
 enum OnCall {
-    /// Answers `called`.
+    /// Sends a message that is not JSON-RPC, then answers `called`.
     Answer,
     /// Ends the event stream without answering.
     Die,
+    /// Breaks the connection (as a process that dies does: no end of the
+    /// chunked body).
+    Crash,
     /// Sends one `message` event whose data never ends.
     Endless,
 }
@@ -332,7 +335,7 @@ impl FakeSse {
                     let endless_sent = Arc::clone(&endless_sent);
                     async move {
                         if let Some(f) = first {
-                            return Some((Ok::<_, std::convert::Infallible>(f), (None, rx, false)));
+                            return Some((Ok::<_, std::io::Error>(f), (None, rx, false)));
                         }
                         if endless {
                             let sent = endless_sent.fetch_add(65536, Ordering::SeqCst);
@@ -342,6 +345,9 @@ impl FakeSse {
                             return Some((Ok("x".repeat(65536)), (None, rx, true)));
                         }
                         let next = rx.recv().await?;
+                        if next == "CRASH" {
+                            return Some((Err(std::io::Error::other("crash")), (None, rx, false)));
+                        }
                         let endless = next == "ENDLESS";
                         let chunk = if endless {
                             "event: message\ndata: ".to_string()
@@ -376,15 +382,26 @@ impl FakeSse {
                     "inputSchema": {"type": "object", "properties": {}}
                 }]}),
                 "tools/call" => match on_call {
-                    OnCall::Answer => json!({"content": [{"type": "text", "text": "called"}]}),
+                    OnCall::Answer => {
+                        let tx = state.lock().unwrap().stream.clone();
+                        if let Some(tx) = tx {
+                            let _ = tx.send("{\"jsonrpc\": \"2.0\", \"method\": ".into());
+                        }
+                        json!({"content": [{"type": "text", "text": "called"}]})
+                    }
                     OnCall::Die => {
                         state.lock().unwrap().stream = None;
                         return StatusCode::ACCEPTED;
                     }
-                    OnCall::Endless => {
+                    OnCall::Endless | OnCall::Crash => {
                         let tx = state.lock().unwrap().stream.clone();
                         if let Some(tx) = tx {
-                            let _ = tx.send("ENDLESS".into());
+                            let command = if on_call == OnCall::Crash {
+                                "CRASH"
+                            } else {
+                                "ENDLESS"
+                            };
+                            let _ = tx.send(command.into());
                         }
                         return StatusCode::ACCEPTED;
                     }
@@ -475,15 +492,23 @@ fn call_hang() -> FakeServer {
 }
 
 /// The configured headers go with the stream's GET and with every POST.
+/// A message that is not JSON-RPC is skipped with a warning.
 #[test]
 fn an_sse_servers_headers_go_with_every_request() {
     let fake = FakeSse::start("/message?sessionId=1", OnCall::Answer);
     let mut p = Project::new();
     p.config(&fake_toml(&fake));
     let server = call_hang();
-    p.run(Some(&server), &["run", "go"]).ok();
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
     let reqs = server.requests();
     assert_eq!(result_text(&last_tool_results(&reqs[1].json)[0]), "called");
+    assert!(
+        run.stderr
+            .contains("MCP server `fake` (SSE) sent a message that is not JSON-RPC"),
+        "{}",
+        run.stderr
+    );
     let seen = fake.requests();
     assert_eq!(seen[0].0, "GET /sse");
     assert!(seen.iter().any(|(what, _)| what == "POST /message"));
@@ -568,6 +593,31 @@ fn an_sse_server_that_dies_mid_call_gives_a_clear_error() {
     assert!(
         run.stderr
             .contains("MCP server `fake` (SSE): the server closed the event stream"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A connection that breaks in the middle of a call (the server died):
+/// the call gets an error that says the stream failed.
+#[test]
+fn an_sse_connection_that_breaks_mid_call_gives_a_clear_error() {
+    let fake = FakeSse::start("/message?sessionId=1", OnCall::Crash);
+    let mut p = Project::new();
+    p.config(&fake_toml(&fake));
+    let server = call_hang();
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let result = &last_tool_results(&server.requests()[1].json)[0];
+    assert_eq!(result["is_error"], true, "{result}");
+    let text = result_text(result);
+    assert!(
+        text.contains("MCP server `fake`: the event stream failed: "),
+        "{text}"
+    );
+    assert!(
+        run.stderr
+            .contains("MCP server `fake` (SSE): the event stream failed"),
         "{}",
         run.stderr
     );
