@@ -44,6 +44,9 @@ struct State {
     pending_usage: HashMap<String, (String, Usage)>,
     /// Agents whose partial message is open.
     streaming: HashMap<String, String>,
+    /// Tool calls running: id → (tool name, when it started), for
+    /// `tool_progress`.
+    calls: HashMap<String, (String, std::time::Instant)>,
     prices: BTreeMap<String, ModelPrice>,
     model_usage: BTreeMap<String, wire::ModelUsage>,
     usage: Usage,
@@ -88,6 +91,7 @@ impl Emitter {
                 models: HashMap::new(),
                 pending_usage: HashMap::new(),
                 streaming: HashMap::new(),
+                calls: HashMap::new(),
                 prices,
                 model_usage: BTreeMap::new(),
                 usage: Usage::default(),
@@ -358,6 +362,33 @@ impl State {
                     }
                 }
             }
+            EngineEvent::ToolUse {
+                tool_use_id, name, ..
+            } if print != Print::Nothing => {
+                self.calls.insert(
+                    tool_use_id.clone(),
+                    (name.clone(), std::time::Instant::now()),
+                );
+            }
+            EngineEvent::ToolResult { tool_use_id, .. } => {
+                self.calls.remove(tool_use_id);
+            }
+            EngineEvent::ToolProgress {
+                agent_id,
+                tool_use_id,
+                ..
+            } if print != Print::Nothing => {
+                if let Some((name, started)) = self.calls.get(tool_use_id) {
+                    out.push(Output::ToolProgress(wire::ToolProgress {
+                        tool_use_id: tool_use_id.clone(),
+                        tool_name: name.clone(),
+                        parent_tool_use_id: self.parent_of(agent_id),
+                        elapsed_time_seconds: started.elapsed().as_millis() as f64 / 1000.0,
+                        uuid: wire::new_uuid(),
+                        session_id: sid,
+                    }));
+                }
+            }
             EngineEvent::SubagentStart {
                 agent_id,
                 parent_agent_id,
@@ -534,5 +565,70 @@ mod tests {
         );
         assert!(token.is_cancelled(), "0.03 USD is over a 0.01 budget");
         assert!(s.over_budget);
+    }
+
+    /// A sub-agent's MCP progress is a `tool_progress` under its Agent
+    /// call; progress of a call that ended, or when nothing is printed, is
+    /// not.
+    #[test]
+    fn tool_progress_names_the_call_and_the_agent_call_above_it() {
+        let e = Emitter::new(
+            Print::Messages,
+            "s".into(),
+            "claude-sonnet-4-5".into(),
+            prices(),
+            None,
+        );
+        let mut s = e.state.lock().unwrap();
+        s.map(
+            &EngineEvent::SubagentStart {
+                agent_id: "a1".into(),
+                parent_agent_id: "main".into(),
+                agent_type: "Explore".into(),
+                description: "d".into(),
+                model: "claude-haiku-4-5".into(),
+                fork: false,
+                tool_use_id: "toolu_agent".into(),
+                color: None,
+            },
+            Print::Messages,
+        );
+        s.map(
+            &EngineEvent::ToolUse {
+                agent_id: "a1".into(),
+                tool_use_id: "toolu_mcp".into(),
+                name: "mcp__s__long".into(),
+                input: json!({}),
+            },
+            Print::Messages,
+        );
+        let progress = EngineEvent::ToolProgress {
+            agent_id: "a1".into(),
+            tool_use_id: "toolu_mcp".into(),
+            message: "1/2".into(),
+        };
+        let out = s.map(&progress, Print::Messages);
+        let mut v = serde_json::to_value(&out[0]).unwrap();
+        assert!(v["elapsed_time_seconds"].as_f64().unwrap() >= 0.0, "{v}");
+        assert_eq!(v["uuid"].as_str().unwrap().len(), 36, "{v}");
+        v["elapsed_time_seconds"] = json!(0);
+        v["uuid"] = json!("u");
+        assert_eq!(
+            v,
+            json!({"type": "tool_progress", "tool_use_id": "toolu_mcp",
+                   "tool_name": "mcp__s__long", "parent_tool_use_id": "toolu_agent",
+                   "elapsed_time_seconds": 0, "uuid": "u", "session_id": "s"})
+        );
+        assert!(s.map(&progress, Print::Nothing).is_empty());
+        s.map(
+            &EngineEvent::ToolResult {
+                agent_id: "a1".into(),
+                tool_use_id: "toolu_mcp".into(),
+                is_error: false,
+                error: None,
+            },
+            Print::Messages,
+        );
+        assert!(s.map(&progress, Print::Messages).is_empty());
     }
 }

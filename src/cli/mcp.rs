@@ -24,7 +24,7 @@ pub enum McpCommand {
     /// Start one server, list its tools, resources and prompts, stop it,
     /// and show how long each step took (exit status 1 when it fails).
     Test(GetArgs),
-    /// Sign in to an HTTP server that wants OAuth: prints the authorization
+    /// Sign in to an HTTP or SSE server that wants OAuth: prints the authorization
     /// URL (and opens a browser when there is a display), waits for the
     /// redirect on 127.0.0.1, and keeps the tokens in
     /// `~/.config/cadre/mcp-tokens/` (mode 0600). Later connections send
@@ -105,7 +105,7 @@ fn configured<'a>(snap: &'a Snapshot, name: &str) -> Result<&'a McpServerConfig,
 
 /// The URL of HTTP server `name`, for `login`/`logout`: only in a trusted
 /// folder (a project's `.mcp.json` must not make cadre contact anything
-/// before the folder is trusted), and only for an HTTP server.
+/// before the folder is trusted), and only for an HTTP or SSE server.
 fn oauth_url(snap: &Snapshot, name: &str) -> Result<String, CliError> {
     let config = configured(snap, name)?;
     if !snap.config.trusted {
@@ -116,7 +116,7 @@ fn oauth_url(snap: &Snapshot, name: &str) -> Result<String, CliError> {
         )));
     }
     match (&config.url, config.kind.as_deref()) {
-        (Some(url), None | Some("http" | "streamable-http")) => Ok(url.clone()),
+        (Some(url), None | Some("http" | "streamable-http" | "sse")) => Ok(url.clone()),
         _ => Err(CliError::Usage(format!(
             "`{name}` is not an HTTP server: OAuth sign-in is for servers with a `url`"
         ))),

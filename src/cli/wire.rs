@@ -54,6 +54,7 @@ pub enum Output {
     Result(ResultOut),
     ControlRequest(ControlRequestOut),
     ControlResponse(ControlResponseOut),
+    ToolProgress(ToolProgress),
     /// cadre's extras: types an SDK skips.
     SubagentStart(SubagentStart),
     SubagentProgress(SubagentProgress),
@@ -275,6 +276,22 @@ impl ControlResponseOut {
             },
         }
     }
+}
+
+/// A running tool call reported progress (Claude Code's
+/// `SDKToolProgressMessage`; cadre sends one per MCP progress
+/// notification).
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolProgress {
+    pub tool_use_id: String,
+    pub tool_name: String,
+    /// The Agent call whose sub-agent made the call; `null` for the main
+    /// session's calls.
+    pub parent_tool_use_id: Option<String>,
+    /// Seconds since the call started.
+    pub elapsed_time_seconds: f64,
+    pub uuid: String,
+    pub session_id: String,
 }
 
 /// cadre extra: a sub-agent started.

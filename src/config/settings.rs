@@ -630,8 +630,9 @@ fn default_hook_timeout_ms() -> u64 {
 }
 
 /// One MCP server: a command run with stdio (`command`, `args`, `env`), or
-/// a streamable-HTTP endpoint (`url`, `headers`). `type` is accepted for
-/// `.mcp.json` compatibility (`stdio`, `http`); it is implied by the fields.
+/// an HTTP endpoint (`url`, `headers`): streamable HTTP, or the legacy
+/// HTTP+SSE transport with `type = "sse"`. `type` (`stdio`, `http`, `sse`)
+/// is otherwise implied by the fields.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct McpServerConfig {

@@ -1,5 +1,6 @@
 //! One connection to an MCP server through the official Rust SDK (`rmcp`):
-//! a child process spoken to over stdio, or a streamable-HTTP endpoint.
+//! a child process spoken to over stdio, a streamable-HTTP endpoint, or a
+//! legacy HTTP+SSE server through cadre's own transport ([`super::sse`]).
 //! Connecting lists the server's tools once; closing ends the session and,
 //! for stdio, the process.
 
@@ -49,7 +50,7 @@ pub enum McpError {
          none is connected (it needs `--input-format stream-json`)"
     )]
     NoSdkClient,
-    #[error("transport type `{0}` is not supported (use `stdio` or `http`)")]
+    #[error("transport type `{0}` is not supported (use `stdio`, `http` or `sse`)")]
     UnsupportedType(String),
     #[error(
         "the server asks for OAuth authorization ({challenge}): sign in with \
@@ -59,11 +60,12 @@ pub enum McpError {
     OAuth { server: String, challenge: String },
     #[error("{0}")]
     Token(String),
-    #[error(
-        "the legacy SSE transport (`type: \"sse\"`) is not supported; \
-         most servers also serve streamable HTTP (often at `/mcp`): use `type: \"http\"` with that URL"
-    )]
-    Sse,
+    /// The legacy HTTP+SSE transport's stream could not be opened.
+    #[error("cannot open the SSE stream: {0}")]
+    SseConnect(String),
+    /// The legacy HTTP+SSE server named no usable message endpoint.
+    #[error("the SSE server's `endpoint` event: {0}")]
+    SseEndpoint(String),
 }
 
 /// Why a tool call got no result (its text reaches the model inside the
@@ -422,8 +424,7 @@ impl Connection {
     ) -> Result<Connection, McpError> {
         let progress = handler.progress.clone();
         match config.kind.as_deref() {
-            None | Some("stdio" | "http" | "streamable-http" | "sdk") => {}
-            Some("sse") => return Err(McpError::Sse),
+            None | Some("stdio" | "http" | "streamable-http" | "sdk" | "sse") => {}
             Some(kind) => return Err(McpError::UnsupportedType(kind.to_string())),
         }
         let sdk = config.kind.as_deref() == Some("sdk");
@@ -464,15 +465,24 @@ impl Connection {
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, pid)
             }
+            (None, Some(url)) if config.kind.as_deref() == Some("sse") => {
+                let client = crate::provider::tls::client_builder()
+                    .build()
+                    .map_err(|e| McpError::Http(e.to_string()))?;
+                let auth = super::oauth::authorized_client(&handler.server, url, client)
+                    .await
+                    .map_err(McpError::Token)?;
+                let headers = header_map(config)?.into_iter().collect();
+                let transport =
+                    super::sse::SseTransport::connect(&handler.server, url, headers, auth).await?;
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| McpError::Handshake(e.to_string()))?;
+                (service, None)
+            }
             (None, Some(url)) => {
-                let mut headers = HashMap::new();
-                for (k, v) in &config.headers {
-                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|_| McpError::Header(k.clone()))?;
-                    let value = reqwest::header::HeaderValue::from_str(v)
-                        .map_err(|_| McpError::Header(k.clone()))?;
-                    headers.insert(name, value);
-                }
+                let headers = header_map(config)?;
                 let client = crate::provider::tls::client_builder()
                     .build()
                     .map_err(|e| McpError::Http(e.to_string()))?;
@@ -598,13 +608,16 @@ impl Connection {
                     None => std::future::pending().await,
                 }
             };
+            // Progress first: a report sent just before the answer is
+            // shown rather than lost to the answer.
             tokio::select! {
-                r = &mut call => break r,
+                biased;
                 Some(p) = next => {
                     if let Some(report) = progress {
                         report(progress_line(&p));
                     }
                 }
+                r = &mut call => break r,
             }
         };
         guard.id = None;
@@ -722,6 +735,21 @@ impl Connection {
             let _ = s.cancel().await;
         }
     }
+}
+
+/// A server's configured `headers`, checked.
+fn header_map(
+    config: &McpServerConfig,
+) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, McpError> {
+    let mut headers = HashMap::new();
+    for (k, v) in &config.headers {
+        let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| McpError::Header(k.clone()))?;
+        let value =
+            reqwest::header::HeaderValue::from_str(v).map_err(|_| McpError::Header(k.clone()))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
 }
 
 async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpError> {

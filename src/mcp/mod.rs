@@ -19,6 +19,7 @@ mod prompts;
 mod resources;
 mod sampling;
 mod select;
+mod sse;
 mod task;
 mod tool;
 

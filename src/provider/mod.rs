@@ -15,7 +15,7 @@
 mod anthropic;
 mod openai;
 mod retry;
-mod sse;
+pub(crate) mod sse;
 mod text_tools;
 pub mod tls;
 

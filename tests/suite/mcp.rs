@@ -896,7 +896,7 @@ fn the_npm_reference_filesystem_server_works() {
 
 /// The echo server over streamable HTTP, on its own thread and runtime for
 /// the rest of the test process; returns its URL.
-fn http_echo_server() -> String {
+pub(super) fn http_echo_server() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -1397,7 +1397,7 @@ fn sampling_is_gated_by_the_setting_and_the_mode_and_recorded_in_the_transcript(
 /// The reference server that exercises the whole protocol, from npm
 /// (`@modelcontextprotocol/server-everything@2026.8.31`, installed by
 /// `scripts/test` into `.ci/node`).
-fn everything_server() -> PathBuf {
+pub(super) fn everything_server() -> PathBuf {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join(".ci/node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     assert!(

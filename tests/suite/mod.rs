@@ -19,6 +19,7 @@ mod layers;
 mod load;
 mod mcp;
 mod mcp_oauth;
+mod mcp_sse;
 mod newcomer;
 mod notebook;
 mod permissions;
