@@ -15,6 +15,7 @@ pub mod hooks;
 mod listing;
 mod manage;
 mod mcp;
+pub mod plan;
 mod prompt;
 pub mod resume;
 pub mod sampling;
