@@ -32,8 +32,8 @@ use super::prompt;
 use super::session::{Frozen, SessionSpec};
 use super::team_texts::ModeNeedsTeammate;
 use super::texts::{
-    AgentTypeNotAllowed, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder, MaxDepth,
-    SkillText, SubagentSkills, UnknownAgent,
+    AgentTypeNotAllowed, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder, MaxDepth, SkillText,
+    SubagentSkills, UnknownAgent,
 };
 
 /// Everything a sub-agent is before it runs: what [`plan_spawn`] decided.
@@ -223,142 +223,158 @@ pub fn plan_spawn(
         return Err(SpawnRefusal::ModeNeedsTeammate);
     }
     let kind = parent.kind;
-    let settings = snap.settings();
-    let t = &snap.templates;
-    let available = || -> Vec<String> {
-        snap.visible_agents(kind)
-            .iter()
-            .map(|d| d.name.clone())
-            .collect()
-    };
     let routed = route(input, snap.fork_effective(kind), parent.is_fork_child)
         .map_err(|RouteError::ForkInFork| SpawnRefusal::ForkInFork)?;
-    let fork = routed == Route::Fork;
-    let (def, resolved, mut kind_out, mode, depth, tools, messages, frozen, effort, def_background) =
-        match routed {
-            Route::Fork => {
-                let def = snap
-                    .catalog
-                    .get(FORK_AGENT)
-                    .cloned()
-                    .ok_or_else(|| SpawnRefusal::UnknownAgent {
-                        agent_type: FORK_AGENT.to_string(),
-                        available: available(),
-                    })?;
-                let resolved = resolve_fork_model(parent.env_model, parent.model, &settings.models);
-                let (messages, frozen, tools) = match &parent.turn {
-                    Some(turn) => {
-                        let directive = t.show(&ForkChild {
-                            directive: input.prompt.clone(),
-                        });
-                        let placeholder = t.show(&ForkPlaceholder {});
-                        let messages = fork_messages(
-                            turn.messages,
-                            turn.assistant,
-                            &placeholder,
-                            directive,
-                            None,
-                        );
-                        let tools = turn.frozen.tool_names.to_vec();
-                        (messages, Some(turn.frozen.clone()), tools)
-                    }
-                    None => (Vec::new(), None, parent.available_tools.to_vec()),
-                };
-                let depth = parent.depth + 1;
-                (
-                    def,
-                    resolved,
-                    kind,
-                    PermissionMode::Bubble,
-                    depth,
-                    tools,
-                    messages,
-                    frozen,
-                    None,
-                    false,
-                )
-            }
-            Route::Named(agent_type) => {
-                let def = named_def(snap, parent, input, agent_type)?;
-                let depth = parent.depth + 1;
-                if depth > settings.agents.max_depth {
-                    return Err(SpawnRefusal::MaxDepth {
-                        agent_type: def.name.clone(),
-                        max_depth: settings.agents.max_depth,
-                    });
-                }
-                let resolved = resolve_model(
-                    parent.env_model,
-                    input.model.as_deref(),
-                    def.model.as_deref(),
-                    parent.model,
-                    &settings.models,
-                );
-                let interactive_only =
-                    |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
-                let tools = tool_pool(
-                    parent.available_tools,
-                    interactive_only,
-                    &def,
-                    depth,
-                    settings.agents.max_depth,
-                );
-                // Plugin agents' `permissionMode` is ignored (SPEC §7).
-                let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
-                let mode = crate::permissions::child_mode(parent.mode, def_mode);
-                let messages = named_messages(snap, &def, &input.prompt);
-                let effort = input
-                    .effort
-                    .clone()
-                    .or_else(|| super::spawn::def_effort(&def));
-                let background = def.background;
-                (
-                    def, resolved, kind, mode, depth, tools, messages, None, effort, background,
-                )
-            }
-        };
+    let mut plan = match routed {
+        Route::Fork => plan_fork(snap, parent, input, agent_id)?,
+        Route::Named(agent_type) => plan_named(snap, parent, input, agent_type, agent_id)?,
+    };
     // SPEC §9: the call's flag, the definition's `background`, or
     // coordinator mode, unless background tasks are disabled. Nothing else
     // (in particular not FORK_SUBAGENT) forces it.
-    let background = (input.run_in_background == Some(true) || def_background || kind.coordinator)
-        && snap.background_enabled(kind);
-    if background && !fork {
-        kind_out.interactive = false;
+    plan.background =
+        (input.run_in_background == Some(true) || plan.background || kind.coordinator)
+            && snap.background_enabled(kind);
+    if plan.background && !plan.fork {
+        plan.kind.interactive = false;
     }
-    let isolation = (input.isolation.as_deref() == Some("worktree")
-        || def.isolation == Some(Isolation::Worktree))
-    .then_some(Isolation::Worktree);
-    let ResolvedModel {
-        model,
-        source: model_source,
-    } = resolved;
-    Ok(SpawnPlan {
+    if input.isolation.as_deref() == Some("worktree") {
+        plan.isolation = Some(Isolation::Worktree);
+    }
+    Ok(plan)
+}
+
+/// The fields every plan takes from its definition and parent; the route's
+/// own (model, mode, tools, messages) are filled in by the caller.
+fn base_plan(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    def: &AgentDef,
+    agent_id: String,
+    model: ResolvedModel,
+) -> SpawnPlan {
+    SpawnPlan {
         agent_id,
         parent_agent_id: parent.agent_id.to_string(),
         parent_session_id: parent.session_id.to_string(),
         description: input.description.clone(),
         name: input.name.clone(),
-        fork,
+        fork: false,
         agent: AgentRef {
             name: def.name.clone(),
             source: def.source,
             path: def.path.clone(),
         },
-        model,
-        model_source,
-        kind: kind_out,
-        mode,
-        depth,
-        max_turns: def.max_turns.unwrap_or(settings.agents.default_max_turns),
+        model: model.model,
+        model_source: model.source,
+        kind: parent.kind,
+        mode: parent.mode,
+        depth: parent.depth + 1,
+        max_turns: def
+            .max_turns
+            .unwrap_or(snap.settings().agents.default_max_turns),
         cwd: parent.cwd.to_path_buf(),
-        tools,
-        effort,
-        skills: if fork { Vec::new() } else { def.skills.clone() },
-        background,
-        isolation,
-        messages,
-        frozen,
-    })
+        tools: Vec::new(),
+        effort: None,
+        skills: Vec::new(),
+        background: false,
+        isolation: def.isolation,
+        messages: Vec::new(),
+        frozen: None,
+    }
+}
+
+/// A fork: the parent's model (or the environment's override), turn and
+/// tools, in `bubble` mode.
+fn plan_fork(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_id: String,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    let def = snap
+        .catalog
+        .get(FORK_AGENT)
+        .ok_or_else(|| SpawnRefusal::UnknownAgent {
+            agent_type: FORK_AGENT.to_string(),
+            available: visible_names(snap, parent.kind),
+        })?;
+    let model = resolve_fork_model(parent.env_model, parent.model, &snap.settings().models);
+    let mut plan = base_plan(snap, parent, input, def, agent_id, model);
+    plan.fork = true;
+    plan.mode = PermissionMode::Bubble;
+    match &parent.turn {
+        Some(turn) => {
+            let t = &snap.templates;
+            let directive = t.show(&ForkChild {
+                directive: input.prompt.clone(),
+            });
+            let placeholder = t.show(&ForkPlaceholder {});
+            plan.messages =
+                fork_messages(turn.messages, turn.assistant, &placeholder, directive, None);
+            plan.tools = turn.frozen.tool_names.to_vec();
+            plan.frozen = Some(turn.frozen.clone());
+        }
+        // Outside a session (the CLI): the tools a main session is offered.
+        None => plan.tools = parent.available_tools.to_vec(),
+    }
+    Ok(plan)
+}
+
+/// A named agent: checked against the caller's limits, with its own
+/// model, tools, mode and first message.
+fn plan_named(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_type: String,
+    agent_id: String,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    let settings = snap.settings();
+    let def = named_def(snap, parent, input, agent_type)?;
+    let depth = parent.depth + 1;
+    if depth > settings.agents.max_depth {
+        return Err(SpawnRefusal::MaxDepth {
+            agent_type: def.name.clone(),
+            max_depth: settings.agents.max_depth,
+        });
+    }
+    let model = resolve_model(
+        parent.env_model,
+        input.model.as_deref(),
+        def.model.as_deref(),
+        parent.model,
+        &settings.models,
+    );
+    let mut plan = base_plan(snap, parent, input, &def, agent_id, model);
+    let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
+    plan.tools = tool_pool(
+        parent.available_tools,
+        interactive_only,
+        &def,
+        depth,
+        settings.agents.max_depth,
+    );
+    // Plugin agents' `permissionMode` is ignored (SPEC §7).
+    let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
+    plan.mode = crate::permissions::child_mode(parent.mode, def_mode);
+    plan.messages = named_messages(snap, &def, &input.prompt);
+    plan.effort = input
+        .effort
+        .clone()
+        .or_else(|| super::spawn::def_effort(&def));
+    plan.skills = def.skills.clone();
+    plan.background = def.background;
+    Ok(plan)
+}
+
+/// The names of the agents `kind` may spawn by type.
+fn visible_names(snap: &Snapshot, kind: SessionKind) -> Vec<String> {
+    snap.visible_agents(kind)
+        .iter()
+        .map(|d| d.name.clone())
+        .collect()
 }
 
 /// The definition a named route resolves to, or why it may not be spawned.
@@ -402,7 +418,7 @@ fn named_def(
     let Some(def) = found else {
         return Err(SpawnRefusal::UnknownAgent {
             agent_type,
-            available: listed.iter().map(|d| d.name.clone()).collect(),
+            available: visible_names(snap, kind),
         });
     };
     if let Some(allowed) = spawnable
@@ -473,18 +489,12 @@ impl SpawnPlan {
     /// the spec and the starting history; a definition that `snap` does not
     /// have is refused as unknown.
     pub fn session(&self, snap: &Snapshot) -> Result<(SessionSpec, History), SpawnRefusal> {
-        let def = snap
-            .catalog
-            .get(&self.agent.name)
-            .cloned()
-            .ok_or_else(|| SpawnRefusal::UnknownAgent {
+        let def = snap.catalog.get(&self.agent.name).cloned().ok_or_else(|| {
+            SpawnRefusal::UnknownAgent {
                 agent_type: self.agent.name.clone(),
-                available: snap
-                    .visible_agents(self.kind)
-                    .iter()
-                    .map(|d| d.name.clone())
-                    .collect(),
-            })?;
+                available: visible_names(snap, self.kind),
+            }
+        })?;
         let spec = SessionSpec {
             agent_id: self.agent_id.clone(),
             parent_agent_id: Some(self.parent_agent_id.clone()),

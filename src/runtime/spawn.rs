@@ -122,7 +122,10 @@ impl Session {
             None
         };
         let SpawnPlan {
-            agent, model_source, background, ..
+            agent,
+            model_source,
+            background,
+            ..
         } = plan;
         self.run_child(ChildStart {
             spec,
