@@ -1,5 +1,6 @@
-//! Starting a sub-agent from an Agent call: route, build the child session
-//! (named agent, general-purpose or fork), run it, format its result.
+//! Starting a sub-agent from an Agent call: plan it ([`super::plan`], pure),
+//! carry the plan out (required MCP servers, worktree, transcript, task),
+//! run the child session, format its result.
 
 use std::path::Path;
 use std::sync::Arc;
