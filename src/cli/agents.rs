@@ -9,10 +9,11 @@ use serde_json::{Value, json};
 
 use super::output::print_json;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot, snapshot_input};
-use crate::agent_tool::{ToolOffer, WithheldTool, resolve_model, tool_pool, withheld_tools};
+use crate::agent_tool::{AgentInput, ToolOffer, WithheldTool, withheld_tools};
 use crate::catalog::{self, AgentDef, CatalogInput, Source, SourceDir};
 use crate::diagnostic::{Diagnostic, Severity};
 use crate::runtime;
+use crate::runtime::plan::{SpawnParent, plan_spawn};
 use crate::snapshot::{self, Snapshot};
 
 #[derive(Debug, Subcommand)]
@@ -187,34 +188,36 @@ fn effective_json(
         .rev()
         .find(|(k, _)| k == "CADRE_SUBAGENT_MODEL" || k == "CLAUDE_CODE_SUBAGENT_MODEL")
         .map(|(_, v)| v.as_str());
-    let parent = snap.resolve_alias(&settings.provider.model).to_string();
-    let resolved = resolve_model(
-        env_model,
-        None,
-        d.model.as_deref(),
-        &parent,
-        &settings.models,
-    );
+    let parent_model = snap.resolve_alias(&settings.provider.model).to_string();
     let implemented = crate::tools::builtin_tools();
     let available = runtime::available_tools(snap, implemented.iter().map(|t| t.name()));
-    let tools = if d.synthetic {
-        available.clone()
-    } else {
-        let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
-        tool_pool(
-            &available,
-            interactive_only,
-            d,
-            1,
-            settings.agents.max_depth,
-        )
+    // The spawn of `d` with an empty prompt by a main session in the
+    // configured mode (SPEC §7): the planner the Agent tool uses.
+    let parent = SpawnParent {
+        agent_id: "main",
+        session_id: "",
+        kind: snap.session_kind(false),
+        depth: 0,
+        model: &parent_model,
+        mode: settings.permissions.default_mode,
+        def: None,
+        cwd,
+        is_fork_child: false,
+        env_model,
+        available_tools: &available,
+        turn: None,
     };
-    // As a child of a main session in the configured mode (SPEC §7).
-    let def_mode = d.permission_mode.filter(|_| d.source != Source::Plugin);
-    let mode = crate::permissions::child_mode(settings.permissions.default_mode, def_mode);
+    let input = AgentInput {
+        subagent_type: Some(d.name.clone()),
+        fork: (d.name == catalog::FORK_AGENT).then_some(true),
+        ..AgentInput::default()
+    };
+    let plan = match plan_spawn(snap, &parent, &input, String::new()) {
+        Ok(plan) => plan,
+        Err(refusal) => return json!({"refused": refusal.text(&snap.templates)}),
+    };
     let withheld = withheld_for(snap, d);
-    let effort = crate::runtime::spawn::def_effort(d)
-        .map(|e| crate::agent_tool::trim_effort(&e, &resolved.model, &settings.effort_levels));
+    let effort = plan.effort_for_model(&settings.effort_levels);
     let home = env
         .iter()
         .rev()
@@ -225,7 +228,7 @@ fn effective_json(
             crate::catalog::agent_memory::agent_memory_dir(scope, &d.name, home.as_deref(), cwd)?;
         Some(json!({"scope": scope, "dir": dir}))
     });
-    let mut v = json!({"model": resolved.model, "model_source": resolved.source, "tools": tools, "withheld_tools": withheld, "permission_mode": mode.as_str()});
+    let mut v = json!({"model": plan.model, "model_source": plan.model_source, "tools": plan.tools, "withheld_tools": withheld, "permission_mode": plan.mode.as_str()});
     if let Value::Object(m) = &mut v {
         if let Some(e) = effort {
             m.insert("effort".into(), json!(e));
@@ -309,7 +312,9 @@ async fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     if let Some(w) = &d.when {
         outln!("when:        {w}");
     }
-    if let Some(e) = v.get("effective") {
+    if let Some(refused) = v.pointer("/effective/refused").and_then(Value::as_str) {
+        outln!("effective:   not spawnable now: {refused}");
+    } else if let Some(e) = v.get("effective") {
         outln!(
             "effective:   model {} (from {}), mode {}, tools {}",
             e["model"].as_str().unwrap_or(""),

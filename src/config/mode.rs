@@ -91,7 +91,7 @@ impl Mode {
 }
 
 /// What a session is, for flag gates and `x-when` conditions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SessionKind {
     pub interactive: bool,
     pub coordinator: bool,

@@ -15,6 +15,7 @@ pub mod hooks;
 mod listing;
 mod manage;
 mod mcp;
+pub mod plan;
 mod prompt;
 pub mod resume;
 pub mod sampling;
@@ -49,8 +50,8 @@ pub use prompt::{
     subagent_system_prompt,
 };
 pub use session::{
-    Outcome, RunError, Session, SessionSpec, Stats, StopKind, TeamSeat, last_text, render_tools,
-    render_tools_for,
+    Frozen, Outcome, RunError, Session, SessionSpec, Stats, StopKind, TeamSeat, last_text,
+    render_tools, render_tools_for,
 };
 
 /// Something that happened in any session of the engine, for output

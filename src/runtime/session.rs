@@ -32,7 +32,7 @@ use super::{Engine, EngineEvent};
 
 /// A fork's inherited request parts: never re-rendered. Kept in the fork's
 /// transcript (its `spawn` line), so a resumed fork sends the same bytes.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Frozen {
     pub system: Arc<str>,
     pub tools: Arc<[ToolDefinition]>,

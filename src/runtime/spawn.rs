@@ -1,5 +1,6 @@
-//! Starting a sub-agent from an Agent call: route, build the child session
-//! (named agent, general-purpose or fork), run it, format its result.
+//! Starting a sub-agent from an Agent call: plan it ([`super::plan`], pure),
+//! carry the plan out (required MCP servers, worktree, transcript, task),
+//! run the child session, format its result.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -9,24 +10,18 @@ use futures_util::future::BoxFuture;
 
 use serde_json::{Value, json};
 
-use crate::agent_tool::{
-    AgentInput, ModelSource, ResolvedModel, Route, RouteError, fork_messages, has_fork_boilerplate,
-    resolve_fork_model, resolve_model, route, tool_pool,
-};
-use crate::catalog::{FORK_AGENT, Isolation, ONE_SHOT_AGENTS, Source};
-use crate::config::PermissionMode;
-use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
-use crate::tools::permissions::{self, Rules};
+use crate::agent_tool::{AgentInput, ModelSource, has_fork_boilerplate};
+use crate::catalog::{Isolation, ONE_SHOT_AGENTS};
+use crate::message::{History, ToolResultContent, Usage};
 
 use super::exec::text_content;
 use super::hooks;
-use super::prompt;
+use super::plan::{ParentTurn, SpawnParent, SpawnPlan, plan_spawn};
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::texts::{
-    AgentTypeNotAllowed, AsyncLaunched, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder,
-    InvalidInput, LimitStall, LimitTaskTimeout, MaxDepth, McpRequired, ResultEmpty, ResultTrailer,
-    SkillText, SubagentCancelled, SubagentFailed, SubagentSkills, TaskNotification, UnknownAgent,
+    AsyncLaunched, InvalidInput, LimitStall, LimitTaskTimeout, McpRequired, ResultEmpty,
+    ResultTrailer, SubagentCancelled, SubagentFailed, TaskNotification,
 };
 use super::transcript::Transcript;
 use super::worktree::{self, KeptWorktree, WorktreeGuard};
@@ -65,262 +60,78 @@ impl Session {
         {
             return self.spawn_teammate(&turn.snap, &input, &name).await;
         }
-        // `mode` is a teammate's (plan mode until the lead approves).
-        if input.mode.is_some() {
-            return Err(t.show(&super::team_texts::ModeNeedsTeammate {}));
-        }
-        let caller_is_fork_child = self.spec.started_by_fork || has_fork_boilerplate(&self.history);
-        let routed = route(&input, snap.fork_effective(kind), caller_is_fork_child);
-        let settings = snap.settings();
+        let available_tools = self.engine.available_tools(snap);
         let env_model = self
             .engine
             .env_var("CADRE_SUBAGENT_MODEL")
             .or_else(|| self.engine.env_var("CLAUDE_CODE_SUBAGENT_MODEL"));
-        let agent_id = new_agent_id();
-
-        let (mut spec, history, description_type, def_background) = match routed {
-            Err(RouteError::ForkInFork) => return Err(t.show(&ForkInFork {})),
-            Ok(Route::Fork) => {
-                let def = snap.catalog.get(FORK_AGENT).cloned().ok_or_else(|| {
-                    t.show(&UnknownAgent {
-                        agent_type: FORK_AGENT.to_string(),
-                        available: snap
-                            .visible_agents(kind)
-                            .iter()
-                            .map(|d| d.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                    })
-                })?;
-                let ResolvedModel { model, source } =
-                    resolve_fork_model(env_model, &self.spec.model, &settings.models);
-                let directive = t.show(&ForkChild {
-                    directive: input.prompt.clone(),
-                });
-                let placeholder = t.show(&ForkPlaceholder {});
-                let history: History = fork_messages(
-                    &turn.request.messages,
-                    &turn.assistant,
-                    &placeholder,
-                    directive,
-                    None,
-                );
-                let frozen = Frozen {
+        let parent = SpawnParent {
+            agent_id: &self.spec.agent_id,
+            session_id: &self.engine.session_id,
+            kind,
+            depth: self.spec.depth,
+            model: &self.spec.model,
+            mode: self.spec.mode,
+            def: self.spec.def.as_deref(),
+            cwd: &self.spec.cwd,
+            is_fork_child: self.spec.started_by_fork || has_fork_boilerplate(&self.history),
+            env_model,
+            available_tools: &available_tools,
+            turn: Some(ParentTurn {
+                messages: &turn.request.messages,
+                assistant: &turn.assistant,
+                frozen: Frozen {
                     system: Arc::clone(&turn.request.system),
                     tools: Arc::clone(&turn.request.tools),
                     tool_names: Arc::clone(&turn.tool_names),
                     sampling: turn.request.sampling.clone(),
                     max_tokens: turn.request.max_tokens,
-                };
-                let spec = SessionSpec {
-                    agent_id: agent_id.clone(),
-                    parent_agent_id: Some(self.spec.agent_id.clone()),
-                    max_turns: def.max_turns.unwrap_or(settings.agents.default_max_turns),
-                    def: Some(def),
-                    is_main: false,
-                    model,
-                    kind,
-                    mode: PermissionMode::Bubble,
-                    depth: self.spec.depth + 1,
-                    frozen: Some(frozen),
-                    started_by_fork: true,
-                    cwd: self.spec.cwd.clone(),
-                    tool_names: turn.tool_names.to_vec(),
-                    wait_for_background: true,
-                    team: None,
-                    effort: None,
-                };
-                (spec, history, (FORK_AGENT.to_string(), source), false)
-            }
-            Ok(Route::Named(agent_type)) => {
-                // No type given: the caller's default (general-purpose, or
-                // the first type its `Agent(…)` allows).
-                let agent_type = if input
-                    .subagent_type
-                    .as_deref()
-                    .is_none_or(|t| t.trim().is_empty())
-                {
-                    let spawnable = self
-                        .spec
-                        .def
-                        .as_deref()
-                        .and_then(crate::agent_tool::spawnable_types);
-                    let listed = snap.visible_agents(kind);
-                    crate::agent_tool::default_type(
-                        listed.iter().map(|d| d.name.as_str()).filter(|n| {
-                            spawnable.as_ref().is_none_or(|s| s.iter().any(|t| t == n))
-                        }),
-                    )
-                    .map_or(agent_type, str::to_string)
-                } else {
-                    agent_type
-                };
-                // A type written in another case ("General-purpose") is the
-                // one agent it names when exactly one does; rules apply to
-                // the resolved name below.
-                let found = snap.visible_agent(&agent_type, kind).cloned().or_else(|| {
-                    let listed = snap.visible_agents(kind);
-                    let mut same = listed
-                        .iter()
-                        .filter(|d| d.name.eq_ignore_ascii_case(agent_type.trim()));
-                    match (same.next(), same.next()) {
-                        (Some(d), None) => Some(Arc::clone(d)),
-                        _ => None,
-                    }
-                });
-                let Some(def) = found else {
-                    let available: Vec<&str> = snap
-                        .visible_agents(kind)
-                        .iter()
-                        .map(|d| d.name.as_str())
-                        .collect();
-                    return Err(t.show(&UnknownAgent {
-                        agent_type,
-                        available: available.join(", "),
-                    }));
-                };
-                // `Agent(A, B)` in the caller's own tools limits what it may spawn.
-                if let Some(allowed) = self
-                    .spec
-                    .def
-                    .as_ref()
-                    .and_then(|d| crate::agent_tool::spawnable_types(d))
-                    && !allowed.iter().any(|t| *t == def.name)
-                {
-                    return Err(t.show(&AgentTypeNotAllowed {
-                        agent_type: def.name.clone(),
-                        allowed: allowed.join(", "),
-                    }));
-                }
-                let rules: &Rules = &snap.rules;
-                if let Some(rule) = rules.denied_agent_type(&def.name) {
-                    let source = snap
-                        .config
-                        .origins
-                        .of_item("permissions.deny", rule)
-                        .map_or_else(|| "settings".to_string(), ToString::to_string);
-                    return Err(t.show(&DeniedAgent {
-                        agent_type: def.name.clone(),
-                        rule: rule.to_string(),
-                        source,
-                    }));
-                }
-                let depth = self.spec.depth + 1;
-                if depth > settings.agents.max_depth {
-                    return Err(t.show(&MaxDepth {
-                        agent_type: def.name.clone(),
-                        max_depth: settings.agents.max_depth,
-                    }));
-                }
-                if let Err(e) = self
-                    .engine
-                    .mcp
-                    .wait_required(
-                        &def.required_mcp_servers,
-                        Duration::from_millis(settings.agents.required_mcp_wait_ms),
-                        Duration::from_millis(settings.agents.required_mcp_poll_ms),
-                    )
-                    .await
-                {
-                    return Err(t.show(&McpRequired {
-                        agent_type: def.name.clone(),
-                        missing: e.missing.join(", "),
-                        available: e.available.join(", "),
-                    }));
-                }
-                let ResolvedModel { model, source } = resolve_model(
-                    env_model,
-                    input.model.as_deref(),
-                    def.model.as_deref(),
-                    &self.spec.model,
-                    &settings.models,
-                );
-                let available = self.engine.available_tools(snap);
-                let interactive_only =
-                    |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
-                let tool_names = tool_pool(
-                    &available,
-                    interactive_only,
-                    &def,
-                    depth,
-                    settings.agents.max_depth,
-                );
-                // Plugin agents' `permissionMode` is ignored (SPEC §7).
-                let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
-                let mode = permissions::child_mode(self.spec.mode, def_mode);
-                let spec = SessionSpec {
-                    agent_id: agent_id.clone(),
-                    parent_agent_id: Some(self.spec.agent_id.clone()),
-                    max_turns: def.max_turns.unwrap_or(settings.agents.default_max_turns),
-                    is_main: false,
-                    model,
-                    kind,
-                    mode,
-                    depth,
-                    frozen: None,
-                    started_by_fork: false,
-                    cwd: self.spec.cwd.clone(),
-                    tool_names,
-                    def: Some(Arc::clone(&def)),
-                    wait_for_background: true,
-                    team: None,
-                    effort: input.effort.clone().or_else(|| def_effort(&def)),
-                };
-                let mut blocks = Vec::new();
-                if prompt::gets_memory(Some(&def))
-                    && let Some(memory) = prompt::memory_block(snap)
-                {
-                    blocks.push(ContentBlock::text(memory));
-                }
-                // The definition's `skills:` are loaded before its task.
-                let skills: Vec<SkillText> = def
-                    .skills
-                    .iter()
-                    .filter_map(|n| snap.skills.get(n))
-                    .map(|s| SkillText {
-                        name: s.name.clone(),
-                        dir: s.dir.display().to_string(),
-                        body: s.body.clone(),
-                    })
-                    .collect();
-                if !skills.is_empty() {
-                    blocks.push(ContentBlock::text(t.show(&SubagentSkills { skills })));
-                }
-                blocks.push(ContentBlock::text(input.prompt.clone()));
-                let history: History = vec![Arc::new(Message::user(blocks))];
-                (spec, history, (def.name.clone(), source), def.background)
-            }
+                },
+            }),
         };
-        let (agent_type, model_source) = description_type;
-        // SPEC §9: the call's flag, the definition's `background`, or
-        // coordinator mode, unless background tasks are disabled. Nothing
-        // else (in particular not FORK_SUBAGENT) forces it.
-        let background =
-            (input.run_in_background == Some(true) || def_background || kind.coordinator)
-                && snap.background_enabled(kind);
-        if background && !spec.started_by_fork {
-            spec.kind.interactive = false;
+        let plan = plan_spawn(snap, &parent, &input, new_agent_id()).map_err(|r| r.text(t))?;
+        let (mut spec, mut history) = plan.session(snap).map_err(|r| r.text(t))?;
+        if !plan.fork
+            && let Some(def) = &spec.def
+        {
+            let agents = &snap.settings().agents;
+            if let Err(e) = self
+                .engine
+                .mcp
+                .wait_required(
+                    &def.required_mcp_servers,
+                    Duration::from_millis(agents.required_mcp_wait_ms),
+                    Duration::from_millis(agents.required_mcp_poll_ms),
+                )
+                .await
+            {
+                return Err(t.show(&McpRequired {
+                    agent_type: def.name.clone(),
+                    missing: e.missing.join(", "),
+                    available: e.available.join(", "),
+                }));
+            }
         }
         let caller_can_read = turn.tool_names.iter().any(|n| n == "Read" || n == "Bash");
-        let mut history = history;
-        let wants_worktree = input.isolation.as_deref() == Some("worktree")
-            || spec
-                .def
-                .as_ref()
-                .is_some_and(|d| d.isolation == Some(Isolation::Worktree));
-        let worktree = if wants_worktree {
-            let fork_history = spec.started_by_fork.then_some(&mut history);
+        let worktree = if plan.isolation == Some(Isolation::Worktree) {
+            let fork_history = plan.fork.then_some(&mut history);
             let (guard, cwd) =
-                worktree::isolate(snap, &self.spec.cwd, &agent_id, fork_history).await?;
+                worktree::isolate(snap, &self.spec.cwd, &plan.agent_id, fork_history).await?;
             spec.cwd = cwd;
             Some(guard)
         } else {
             None
         };
+        let SpawnPlan {
+            agent,
+            model_source,
+            background,
+            ..
+        } = plan;
         self.run_child(ChildStart {
             spec,
             history,
-            agent_type,
+            agent_type: agent.name,
             model_source,
             input,
             tool_use_id: tool_use_id.to_string(),

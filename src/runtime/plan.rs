@@ -1,0 +1,522 @@
+//! Deciding a spawn, with no effects: an Agent call, the caller's state and
+//! one snapshot go in; a [`SpawnPlan`] (everything the child will be) or a
+//! [`SpawnRefusal`] comes out.
+//!
+//! Planning reads no files, starts nothing and writes nothing: the caller
+//! passes the parent's state as values (its kind, depth, model, mode, the
+//! environment's model override, the tools the engine offers, and for a
+//! fork its turn). Carrying out a plan — waiting for required MCP servers,
+//! making a worktree, opening a transcript, registering the task, running
+//! the loop — is `spawn.rs`'s work. A plan is plain data (serde both ways,
+//! no credentials, no handles to live resources), so another process with
+//! the same repository and its own snapshot can run the child from it
+//! ([`SpawnPlan::session`]). `cadre agents show --effective` shows the plan
+//! of a spawn of that agent.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent_tool::{
+    AgentInput, ModelSource, ResolvedModel, Route, RouteError, default_type, fork_messages,
+    resolve_fork_model, resolve_model, route, spawnable_types, tool_pool,
+};
+use crate::catalog::{AgentDef, FORK_AGENT, Isolation, Source};
+use crate::config::{PermissionMode, SessionKind};
+use crate::message::{ContentBlock, History, Message};
+use crate::snapshot::Snapshot;
+use crate::templates::Templates;
+
+use super::prompt;
+use super::session::{Frozen, SessionSpec};
+use super::team_texts::ModeNeedsTeammate;
+use super::texts::{
+    AgentTypeNotAllowed, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder, MaxDepth, SkillText,
+    SubagentSkills, UnknownAgent,
+};
+
+/// Everything a sub-agent is before it runs: what [`plan_spawn`] decided.
+///
+/// The definition is referenced by name (and the source it came from, for
+/// the record); a process that runs the plan looks it up in its own
+/// snapshot. `messages` is the child's whole starting history (for a
+/// named agent: memory, preloaded skills and the prompt; for a fork: the
+/// parent's conversation plus the directive). A fork also carries the
+/// parent's rendered request parts (`frozen`), so it sends the same bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpawnPlan {
+    /// The child's id (its task id and transcript name).
+    pub agent_id: String,
+    pub parent_agent_id: String,
+    /// The parent process's session id (the folder its transcripts go to).
+    pub parent_session_id: String,
+    /// The call's `description`.
+    pub description: String,
+    /// The call's `name` (addressable by SendMessage), if any.
+    pub name: Option<String>,
+    /// The fork route: the child continues the parent's conversation.
+    pub fork: bool,
+    /// The definition it runs as (`fork` for a fork).
+    pub agent: AgentRef,
+    /// The model id, aliases already resolved, and the layer that chose it.
+    pub model: String,
+    pub model_source: ModelSource,
+    /// For flag gates and schema trimming (a background child is never
+    /// interactive).
+    pub kind: SessionKind,
+    /// SPEC §7: the parent's mode narrowed by the definition's; `bubble`
+    /// for a fork.
+    pub mode: PermissionMode,
+    /// The parent's depth + 1.
+    pub depth: u32,
+    pub max_turns: u32,
+    /// The folder it runs in, before isolation (a worktree replaces it).
+    pub cwd: PathBuf,
+    /// The tools it may call, by name (a fork's are its parent's).
+    pub tools: Vec<String>,
+    /// The reasoning effort asked for (the call's, else the definition's),
+    /// before trimming to the model: see [`SpawnPlan::effort_for_model`].
+    pub effort: Option<String>,
+    /// Skills preloaded from the definition's `skills:`, by name.
+    pub skills: Vec<String>,
+    /// SPEC §9: runs as a background task.
+    pub background: bool,
+    /// Runs in its own git worktree (the call's `isolation` or the
+    /// definition's).
+    pub isolation: Option<Isolation>,
+    /// The child's starting history.
+    pub messages: History,
+    /// A fork's inherited system prompt, tool definitions and request
+    /// settings; `None` for named agents (they render their own).
+    pub frozen: Option<Frozen>,
+}
+
+/// Which agent definition a plan runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRef {
+    pub name: String,
+    pub source: Source,
+    /// The file it was read from (none for built-in and synthetic agents).
+    pub path: Option<PathBuf>,
+}
+
+/// Why a spawn is refused. [`SpawnRefusal::text`] is the tool result the
+/// caller's model reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "refusal", rename_all = "snake_case")]
+pub enum SpawnRefusal {
+    /// `mode` belongs to teammates (a named spawn in a team).
+    ModeNeedsTeammate,
+    /// A fork child asked for a fork.
+    ForkInFork,
+    /// No visible agent of that type.
+    UnknownAgent {
+        agent_type: String,
+        available: Vec<String>,
+    },
+    /// The caller's `Agent(A, B)` does not list the type.
+    NotAllowed {
+        agent_type: String,
+        allowed: Vec<String>,
+    },
+    /// A `permissions.deny` rule names the type.
+    Denied {
+        agent_type: String,
+        rule: String,
+        /// The settings layer the rule came from.
+        source: String,
+    },
+    /// The child would pass `agents.max_depth`.
+    MaxDepth { agent_type: String, max_depth: u32 },
+}
+
+impl SpawnRefusal {
+    /// The refusal as the caller's model reads it (templates).
+    pub fn text(&self, t: &Templates) -> String {
+        match self {
+            SpawnRefusal::ModeNeedsTeammate => t.show(&ModeNeedsTeammate {}),
+            SpawnRefusal::ForkInFork => t.show(&ForkInFork {}),
+            SpawnRefusal::UnknownAgent {
+                agent_type,
+                available,
+            } => t.show(&UnknownAgent {
+                agent_type: agent_type.clone(),
+                available: available.join(", "),
+            }),
+            SpawnRefusal::NotAllowed {
+                agent_type,
+                allowed,
+            } => t.show(&AgentTypeNotAllowed {
+                agent_type: agent_type.clone(),
+                allowed: allowed.join(", "),
+            }),
+            SpawnRefusal::Denied {
+                agent_type,
+                rule,
+                source,
+            } => t.show(&DeniedAgent {
+                agent_type: agent_type.clone(),
+                rule: rule.clone(),
+                source: source.clone(),
+            }),
+            SpawnRefusal::MaxDepth {
+                agent_type,
+                max_depth,
+            } => t.show(&MaxDepth {
+                agent_type: agent_type.clone(),
+                max_depth: *max_depth,
+            }),
+        }
+    }
+}
+
+/// The state of the caller that a spawn depends on, as values.
+#[derive(Debug, Clone)]
+pub struct SpawnParent<'a> {
+    pub agent_id: &'a str,
+    pub session_id: &'a str,
+    pub kind: SessionKind,
+    pub depth: u32,
+    /// Its model id (children inherit it).
+    pub model: &'a str,
+    pub mode: PermissionMode,
+    /// The definition it runs as (its `Agent(A, B)` limits what it spawns).
+    pub def: Option<&'a AgentDef>,
+    pub cwd: &'a Path,
+    /// Started by the fork route, or its history carries a fork directive.
+    pub is_fork_child: bool,
+    /// `CADRE_SUBAGENT_MODEL` (else `CLAUDE_CODE_SUBAGENT_MODEL`) of its
+    /// environment.
+    pub env_model: Option<&'a str>,
+    /// The tools the engine offers now, by name.
+    pub available_tools: &'a [String],
+    /// The turn that made the call; `None` outside a session (the CLI).
+    pub turn: Option<ParentTurn<'a>>,
+}
+
+/// What a fork takes from its parent's turn.
+#[derive(Debug, Clone)]
+pub struct ParentTurn<'a> {
+    /// The turn's request messages.
+    pub messages: &'a History,
+    /// The assistant message holding the Agent call.
+    pub assistant: &'a Arc<Message>,
+    /// The turn's rendered request parts (its `tool_names` are the
+    /// parent's tools).
+    pub frozen: Frozen,
+}
+
+/// Plans the spawn `input` asks `parent` for, as `agent_id`.
+///
+/// Checks in order: `mode` outside a team, the route (a fork inside a
+/// fork), the type (the caller's default when none is given; a type in
+/// another case names the one agent it matches), `Agent(A, B)`, deny
+/// rules, `agents.max_depth`. Forks skip the last four.
+pub fn plan_spawn(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_id: String,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    if input.mode.is_some() {
+        return Err(SpawnRefusal::ModeNeedsTeammate);
+    }
+    let kind = parent.kind;
+    let routed = route(input, snap.fork_effective(kind), parent.is_fork_child)
+        .map_err(|RouteError::ForkInFork| SpawnRefusal::ForkInFork)?;
+    let mut plan = match routed {
+        Route::Fork => plan_fork(snap, parent, input, agent_id)?,
+        Route::Named(agent_type) => plan_named(snap, parent, input, agent_type, agent_id)?,
+    };
+    // SPEC §9: the call's flag, the definition's `background`, or
+    // coordinator mode, unless background tasks are disabled. Nothing else
+    // (in particular not FORK_SUBAGENT) forces it.
+    plan.background =
+        (input.run_in_background == Some(true) || plan.background || kind.coordinator)
+            && snap.background_enabled(kind);
+    if plan.background && !plan.fork {
+        plan.kind.interactive = false;
+    }
+    if input.isolation.as_deref() == Some("worktree") {
+        plan.isolation = Some(Isolation::Worktree);
+    }
+    Ok(plan)
+}
+
+/// The fields every plan takes from its definition and parent; the route's
+/// own (model, mode, tools, messages) are filled in by the caller.
+fn base_plan(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    def: &AgentDef,
+    agent_id: String,
+    model: ResolvedModel,
+) -> SpawnPlan {
+    SpawnPlan {
+        agent_id,
+        parent_agent_id: parent.agent_id.to_string(),
+        parent_session_id: parent.session_id.to_string(),
+        description: input.description.clone(),
+        name: input.name.clone(),
+        fork: false,
+        agent: AgentRef {
+            name: def.name.clone(),
+            source: def.source,
+            path: def.path.clone(),
+        },
+        model: model.model,
+        model_source: model.source,
+        kind: parent.kind,
+        mode: parent.mode,
+        depth: parent.depth + 1,
+        max_turns: def
+            .max_turns
+            .unwrap_or(snap.settings().agents.default_max_turns),
+        cwd: parent.cwd.to_path_buf(),
+        tools: Vec::new(),
+        effort: None,
+        skills: Vec::new(),
+        background: false,
+        isolation: def.isolation,
+        messages: Vec::new(),
+        frozen: None,
+    }
+}
+
+/// A fork: the parent's model (or the environment's override), turn and
+/// tools, in `bubble` mode.
+fn plan_fork(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_id: String,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    let def = snap
+        .catalog
+        .get(FORK_AGENT)
+        .ok_or_else(|| SpawnRefusal::UnknownAgent {
+            agent_type: FORK_AGENT.to_string(),
+            available: visible_names(snap, parent.kind),
+        })?;
+    let model = resolve_fork_model(parent.env_model, parent.model, &snap.settings().models);
+    let mut plan = base_plan(snap, parent, input, def, agent_id, model);
+    plan.fork = true;
+    plan.mode = PermissionMode::Bubble;
+    match &parent.turn {
+        Some(turn) => {
+            let t = &snap.templates;
+            let directive = t.show(&ForkChild {
+                directive: input.prompt.clone(),
+            });
+            let placeholder = t.show(&ForkPlaceholder {});
+            plan.messages =
+                fork_messages(turn.messages, turn.assistant, &placeholder, directive, None);
+            plan.tools = turn.frozen.tool_names.to_vec();
+            plan.frozen = Some(turn.frozen.clone());
+        }
+        // Outside a session (the CLI): the tools a main session is offered.
+        None => plan.tools = parent.available_tools.to_vec(),
+    }
+    Ok(plan)
+}
+
+/// A named agent: checked against the caller's limits, with its own
+/// model, tools, mode and first message.
+fn plan_named(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_type: String,
+    agent_id: String,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    let settings = snap.settings();
+    let def = named_def(snap, parent, input, agent_type)?;
+    let depth = parent.depth + 1;
+    if depth > settings.agents.max_depth {
+        return Err(SpawnRefusal::MaxDepth {
+            agent_type: def.name.clone(),
+            max_depth: settings.agents.max_depth,
+        });
+    }
+    let model = resolve_model(
+        parent.env_model,
+        input.model.as_deref(),
+        def.model.as_deref(),
+        parent.model,
+        &settings.models,
+    );
+    let mut plan = base_plan(snap, parent, input, &def, agent_id, model);
+    let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
+    plan.tools = tool_pool(
+        parent.available_tools,
+        interactive_only,
+        &def,
+        depth,
+        settings.agents.max_depth,
+    );
+    // Plugin agents' `permissionMode` is ignored (SPEC §7).
+    let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
+    plan.mode = crate::permissions::child_mode(parent.mode, def_mode);
+    plan.messages = named_messages(snap, &def, &input.prompt);
+    plan.effort = input
+        .effort
+        .clone()
+        .or_else(|| super::spawn::def_effort(&def));
+    plan.skills = def.skills.clone();
+    plan.background = def.background;
+    Ok(plan)
+}
+
+/// The names of the agents `kind` may spawn by type.
+fn visible_names(snap: &Snapshot, kind: SessionKind) -> Vec<String> {
+    snap.visible_agents(kind)
+        .iter()
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+/// The definition a named route resolves to, or why it may not be spawned.
+fn named_def(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_type: String,
+) -> Result<Arc<AgentDef>, SpawnRefusal> {
+    let kind = parent.kind;
+    let spawnable = parent.def.and_then(spawnable_types);
+    let listed = snap.visible_agents(kind);
+    // No type given: the caller's default (general-purpose, or the first
+    // type its `Agent(…)` allows).
+    let agent_type = if input
+        .subagent_type
+        .as_deref()
+        .is_none_or(|t| t.trim().is_empty())
+    {
+        default_type(
+            listed
+                .iter()
+                .map(|d| d.name.as_str())
+                .filter(|n| spawnable.as_ref().is_none_or(|s| s.iter().any(|t| t == n))),
+        )
+        .map_or(agent_type, str::to_string)
+    } else {
+        agent_type
+    };
+    // A type written in another case ("General-purpose") is the one agent
+    // it names when exactly one does; rules apply to the resolved name.
+    let found = snap.visible_agent(&agent_type, kind).cloned().or_else(|| {
+        let mut same = listed
+            .iter()
+            .filter(|d| d.name.eq_ignore_ascii_case(agent_type.trim()));
+        match (same.next(), same.next()) {
+            (Some(d), None) => Some(Arc::clone(d)),
+            _ => None,
+        }
+    });
+    let Some(def) = found else {
+        return Err(SpawnRefusal::UnknownAgent {
+            agent_type,
+            available: visible_names(snap, kind),
+        });
+    };
+    if let Some(allowed) = spawnable
+        && !allowed.iter().any(|t| *t == def.name)
+    {
+        return Err(SpawnRefusal::NotAllowed {
+            agent_type: def.name.clone(),
+            allowed,
+        });
+    }
+    if let Some(rule) = snap.rules.denied_agent_type(&def.name) {
+        let source = snap
+            .config
+            .origins
+            .of_item("permissions.deny", rule)
+            .map_or_else(|| "settings".to_string(), ToString::to_string);
+        return Err(SpawnRefusal::Denied {
+            agent_type: def.name.clone(),
+            rule: rule.to_string(),
+            source,
+        });
+    }
+    Ok(def)
+}
+
+/// A named agent's first message: project memory (unless it is a one-shot
+/// built-in), its preloaded skills, then the prompt.
+fn named_messages(snap: &Snapshot, def: &AgentDef, prompt_text: &str) -> History {
+    let mut blocks = Vec::new();
+    if prompt::gets_memory(Some(def))
+        && let Some(memory) = prompt::memory_block(snap)
+    {
+        blocks.push(ContentBlock::text(memory));
+    }
+    let skills: Vec<SkillText> = def
+        .skills
+        .iter()
+        .filter_map(|n| snap.skills.get(n))
+        .map(|s| SkillText {
+            name: s.name.clone(),
+            dir: s.dir.display().to_string(),
+            body: s.body.clone(),
+        })
+        .collect();
+    if !skills.is_empty() {
+        blocks.push(ContentBlock::text(
+            snap.templates.show(&SubagentSkills { skills }),
+        ));
+    }
+    blocks.push(ContentBlock::text(prompt_text.to_string()));
+    vec![Arc::new(Message::user(blocks))]
+}
+
+impl SpawnPlan {
+    /// The effort asked for, trimmed to the child's model (`sent` is what
+    /// its requests carry); `None` when none was asked for.
+    pub fn effort_for_model(
+        &self,
+        levels: &std::collections::BTreeMap<String, Vec<String>>,
+    ) -> Option<crate::agent_tool::Effort> {
+        self.effort
+            .as_deref()
+            .map(|e| crate::agent_tool::trim_effort(e, &self.model, levels))
+    }
+
+    /// The session the plan describes, against `snap` (this process's, or
+    /// a worker's own): the definition is looked up there by name. Returns
+    /// the spec and the starting history; a definition that `snap` does not
+    /// have is refused as unknown.
+    pub fn session(&self, snap: &Snapshot) -> Result<(SessionSpec, History), SpawnRefusal> {
+        let def = snap.catalog.get(&self.agent.name).cloned().ok_or_else(|| {
+            SpawnRefusal::UnknownAgent {
+                agent_type: self.agent.name.clone(),
+                available: visible_names(snap, self.kind),
+            }
+        })?;
+        let spec = SessionSpec {
+            agent_id: self.agent_id.clone(),
+            parent_agent_id: Some(self.parent_agent_id.clone()),
+            def: Some(def),
+            is_main: false,
+            model: self.model.clone(),
+            kind: self.kind,
+            mode: self.mode,
+            depth: self.depth,
+            frozen: self.frozen.clone(),
+            started_by_fork: self.fork,
+            max_turns: self.max_turns,
+            cwd: self.cwd.clone(),
+            tool_names: self.tools.clone(),
+            wait_for_background: true,
+            effort: self.effort.clone(),
+            team: None,
+        };
+        Ok((spec, self.messages.clone()))
+    }
+}
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;

@@ -1,0 +1,557 @@
+//! The planner row by row: one snapshot built from files in a temporary
+//! folder, a parent described as values, an Agent call → plan or refusal.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::*;
+use crate::catalog::GENERAL_PURPOSE;
+use crate::config::{CliOverrides, LoadInput};
+use crate::snapshot::{self, SnapshotInput};
+
+const PARENT_MODEL: &str = "claude-sonnet-4-5";
+
+const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code\ntools: Read, Grep\nmodel: opus\nmaxTurns: 7\n---\nREVIEWER-BODY\n";
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    snap: Snapshot,
+    available: Vec<String>,
+}
+
+/// A snapshot of a folder with `config` as its cadre.toml and `files`
+/// (path, text) written into it.
+fn fixture(config: &str, files: &[(&str, &str)]) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |p: &Path, text: &str| {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(&dir.path().join("cadre.toml"), config);
+    for (path, text) in files {
+        write(&dir.path().join(path), text);
+    }
+    let input = SnapshotInput {
+        load: LoadInput {
+            cwd: dir.path().to_path_buf(),
+            config: Some(dir.path().join("cadre.toml")),
+            env: Vec::new(),
+            cli: CliOverrides {
+                trust: true,
+                ..Default::default()
+            },
+        },
+        cli_agents: None,
+        home: Some(dir.path().join("home")),
+    };
+    let snap = snapshot::build(&input, 1).unwrap();
+    let implemented = crate::tools::builtin_tools();
+    let available = super::super::available_tools(&snap, implemented.iter().map(|t| t.name()));
+    Fixture {
+        _dir: dir,
+        snap,
+        available,
+    }
+}
+
+impl Fixture {
+    /// The main session of a non-interactive run, in `default` mode.
+    fn parent(&self) -> SpawnParent<'_> {
+        SpawnParent {
+            agent_id: "main",
+            session_id: "s1",
+            kind: SessionKind::NON_INTERACTIVE,
+            depth: 0,
+            model: PARENT_MODEL,
+            mode: PermissionMode::Default,
+            def: None,
+            cwd: Path::new("/w"),
+            is_fork_child: false,
+            env_model: None,
+            available_tools: &self.available,
+            turn: None,
+        }
+    }
+
+    fn plan(&self, parent: &SpawnParent<'_>, input: serde_json::Value) -> SpawnPlan {
+        self.try_plan(parent, input).unwrap()
+    }
+
+    fn try_plan(
+        &self,
+        parent: &SpawnParent<'_>,
+        input: serde_json::Value,
+    ) -> Result<SpawnPlan, SpawnRefusal> {
+        let input: AgentInput = serde_json::from_value(input).unwrap();
+        plan_spawn(&self.snap, parent, &input, "a1".into())
+    }
+}
+
+fn call(ty: &str) -> serde_json::Value {
+    json!({"description": "d", "prompt": "p", "subagent_type": ty})
+}
+
+fn prompt_only(text: &str) -> History {
+    vec![Arc::new(Message::user(vec![ContentBlock::text(text)]))]
+}
+
+const FORK_ON: &str = "[features]\nFORK_SUBAGENT = true\n";
+
+/// A parent turn: one user message, then the assistant's Agent call.
+struct TurnParts {
+    messages: History,
+    assistant: Arc<Message>,
+    frozen: Frozen,
+}
+
+fn turn_parts() -> TurnParts {
+    TurnParts {
+        messages: vec![Arc::new(Message::user_text("hello"))],
+        assistant: Arc::new(Message::assistant(vec![ContentBlock::ToolUse {
+            id: "toolu_1".into(),
+            name: "Agent".into(),
+            input: json!({"description": "d", "prompt": "p", "fork": true}),
+        }])),
+        frozen: Frozen {
+            system: Arc::from("SYSTEM"),
+            tools: Arc::from(Vec::new()),
+            tool_names: Arc::from(vec!["Read".to_string(), "Agent".to_string()]),
+            sampling: Default::default(),
+            max_tokens: 1000,
+        },
+    }
+}
+
+impl TurnParts {
+    fn turn(&self) -> ParentTurn<'_> {
+        ParentTurn {
+            messages: &self.messages,
+            assistant: &self.assistant,
+            frozen: self.frozen.clone(),
+        }
+    }
+}
+
+#[test]
+fn a_named_agent_gets_its_definitions_model_tools_and_turns() {
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let plan = f.plan(&f.parent(), call("reviewer"));
+    let path = plan.agent.path.clone();
+    assert!(path.as_ref().is_some_and(|p| p.ends_with("reviewer.md")));
+    assert_eq!(
+        plan,
+        SpawnPlan {
+            agent_id: "a1".into(),
+            parent_agent_id: "main".into(),
+            parent_session_id: "s1".into(),
+            description: "d".into(),
+            name: None,
+            fork: false,
+            agent: AgentRef {
+                name: "reviewer".into(),
+                source: Source::Project,
+                path,
+            },
+            model: "claude-opus-4-5".into(),
+            model_source: ModelSource::Definition,
+            kind: SessionKind::NON_INTERACTIVE,
+            mode: PermissionMode::Default,
+            depth: 1,
+            max_turns: 7,
+            cwd: "/w".into(),
+            tools: vec!["Grep".into(), "Read".into()],
+            effort: None,
+            skills: Vec::new(),
+            background: false,
+            isolation: None,
+            messages: prompt_only("p"),
+            frozen: None,
+        }
+    );
+}
+
+#[test]
+fn no_type_is_general_purpose_and_types_match_in_any_case() {
+    let f = fixture("", &[]);
+    let p = f.parent();
+    let plan = f.plan(&p, json!({"description": "d", "prompt": "p"}));
+    assert_eq!(plan.agent.name, GENERAL_PURPOSE);
+    assert_eq!(plan.agent.source, Source::Builtin);
+    assert_eq!(plan.model_source, ModelSource::Inherit);
+    assert!(!plan.tools.contains(&"Agent".to_string()), "no nesting");
+    assert!(plan.tools.contains(&"Write".to_string()));
+    assert_eq!(
+        plan.agent.name,
+        f.plan(&p, call("General-Purpose")).agent.name
+    );
+    assert_eq!(f.plan(&p, call("explore")).agent.name, "Explore");
+    assert_eq!(f.plan(&p, call(" ")).agent.name, GENERAL_PURPOSE);
+}
+
+#[test]
+fn fork_follows_the_flag_and_is_refused_inside_a_fork() {
+    let parts = turn_parts();
+    let fork_call = json!({"description": "d", "prompt": "go", "fork": true});
+
+    // Off (default gates, non-interactive): the flag is ignored.
+    let f = fixture("", &[]);
+    let mut p = f.parent();
+    p.turn = Some(parts.turn());
+    let plan = f.plan(&p, fork_call.clone());
+    assert!(!plan.fork);
+    assert_eq!(plan.agent.name, GENERAL_PURPOSE);
+
+    // On: the parent's conversation, tools, model and request parts.
+    let f = fixture(FORK_ON, &[]);
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    p.mode = PermissionMode::AcceptEdits;
+    p.turn = Some(parts.turn());
+    let plan = f.plan(&p, fork_call.clone());
+    assert!(plan.fork);
+    assert_eq!(plan.agent.name, FORK_AGENT);
+    assert_eq!(plan.mode, PermissionMode::Bubble, "forks ask their parent");
+    assert_eq!(plan.model, PARENT_MODEL);
+    assert_eq!(plan.model_source, ModelSource::Inherit);
+    assert_eq!(plan.tools, vec!["Read".to_string(), "Agent".to_string()]);
+    assert_eq!(plan.frozen.as_ref(), Some(&parts.frozen));
+    assert_eq!(plan.depth, 1);
+    assert_eq!(plan.kind, SessionKind::INTERACTIVE);
+    // The parent's messages, shared, then the two the fork adds.
+    assert_eq!(plan.messages.len(), 3);
+    assert!(Arc::ptr_eq(&plan.messages[0], &parts.messages[0]));
+    // The call's model is ignored for forks.
+    let mut with_model = fork_call.clone();
+    with_model["model"] = json!("haiku");
+    assert_eq!(f.plan(&p, with_model).model, PARENT_MODEL);
+
+    // Inside a fork: refused; a named agent is still fine.
+    p.is_fork_child = true;
+    assert_eq!(f.try_plan(&p, fork_call), Err(SpawnRefusal::ForkInFork));
+    assert_eq!(f.plan(&p, call("Plan")).agent.name, "Plan");
+}
+
+#[test]
+fn unknown_and_not_allowed_types_are_refused_with_what_is_there() {
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let p = f.parent();
+    assert_eq!(
+        f.try_plan(&p, call("nope")),
+        Err(SpawnRefusal::UnknownAgent {
+            agent_type: "nope".into(),
+            available: vec![
+                "Explore".into(),
+                GENERAL_PURPOSE.into(),
+                "Plan".into(),
+                "reviewer".into()
+            ],
+        })
+    );
+    // `fork` is not a type while forks are off.
+    assert!(matches!(
+        f.try_plan(&p, call("fork")),
+        Err(SpawnRefusal::UnknownAgent { .. })
+    ));
+
+    // `Agent(Explore, reviewer)` in the caller's tools.
+    let mut lead = AgentDef::new("lead", "leads", Source::Project);
+    lead.tools = Some(vec!["Agent(Explore, reviewer)".into()]);
+    let mut p = f.parent();
+    p.def = Some(&lead);
+    assert_eq!(
+        f.try_plan(&p, call("Plan")),
+        Err(SpawnRefusal::NotAllowed {
+            agent_type: "Plan".into(),
+            allowed: vec!["Explore".into(), "reviewer".into()],
+        })
+    );
+    assert_eq!(f.plan(&p, call("REVIEWER")).agent.name, "reviewer");
+    // No type: the first type it allows.
+    let plan = f.plan(&p, json!({"description": "d", "prompt": "p"}));
+    assert_eq!(plan.agent.name, "Explore");
+}
+
+#[test]
+fn deny_rules_and_max_depth_refuse() {
+    let f = fixture("[permissions]\ndeny = [\"Agent(Explore)\"]\n", &[]);
+    let p = f.parent();
+    match f.try_plan(&p, call("Explore")) {
+        Err(SpawnRefusal::Denied {
+            agent_type, rule, ..
+        }) => {
+            assert_eq!(agent_type, "Explore");
+            assert_eq!(rule, "Agent(Explore)");
+        }
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    assert!(f.try_plan(&p, call("Plan")).is_ok());
+
+    let f = fixture("[agents]\nmax_depth = 2\n", &[]);
+    let mut p = f.parent();
+    p.depth = 1;
+    assert_eq!(f.plan(&p, call("Plan")).depth, 2);
+    p.depth = 2;
+    assert_eq!(
+        f.try_plan(&p, call("Plan")),
+        Err(SpawnRefusal::MaxDepth {
+            agent_type: "Plan".into(),
+            max_depth: 2,
+        })
+    );
+}
+
+#[test]
+fn model_sources_in_order() {
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let mut p = f.parent();
+    let model = |p: &SpawnParent<'_>, input: serde_json::Value| {
+        let plan = f.plan(p, input);
+        (plan.model, plan.model_source)
+    };
+    assert_eq!(
+        model(&p, call("reviewer")),
+        ("claude-opus-4-5".into(), ModelSource::Definition)
+    );
+    let mut with_model = call("reviewer");
+    with_model["model"] = json!("haiku");
+    assert_eq!(
+        model(&p, with_model.clone()),
+        ("claude-haiku-4-5".into(), ModelSource::Call)
+    );
+    assert_eq!(
+        model(&p, call("Plan")),
+        (PARENT_MODEL.into(), ModelSource::Inherit)
+    );
+    p.env_model = Some("my-model");
+    assert_eq!(model(&p, with_model), ("my-model".into(), ModelSource::Env));
+
+    // A fork takes the override too, and nothing else.
+    let f = fixture(FORK_ON, &[]);
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    let fork = json!({"description": "d", "prompt": "p", "fork": true});
+    assert_eq!(f.plan(&p, fork.clone()).model_source, ModelSource::Inherit);
+    p.env_model = Some("haiku");
+    let plan = f.plan(&p, fork);
+    assert_eq!(
+        (plan.model.as_str(), plan.model_source),
+        ("claude-haiku-4-5", ModelSource::Env)
+    );
+}
+
+#[test]
+fn a_childs_mode_narrows_the_parents_and_never_widens_it() {
+    let agent = |mode: &str| {
+        format!("---\nname: m-{mode}\ndescription: x\npermissionMode: {mode}\n---\nbody\n")
+    };
+    let (bypass, plan_mode, edits) = (
+        agent("bypassPermissions"),
+        agent("plan"),
+        agent("acceptEdits"),
+    );
+    let f = fixture(
+        "",
+        &[
+            (".claude/agents/a.md", &bypass),
+            (".claude/agents/b.md", &plan_mode),
+            (".claude/agents/c.md", &edits),
+        ],
+    );
+    let mut p = f.parent();
+    let mode = |p: &SpawnParent<'_>, ty: &str| f.plan(p, call(ty)).mode;
+    assert_eq!(mode(&p, "m-bypassPermissions"), PermissionMode::Default);
+    assert_eq!(mode(&p, "m-acceptEdits"), PermissionMode::Default);
+    assert_eq!(mode(&p, "m-plan"), PermissionMode::Plan);
+    assert_eq!(mode(&p, "Explore"), PermissionMode::Default);
+    p.mode = PermissionMode::AcceptEdits;
+    assert_eq!(mode(&p, "m-bypassPermissions"), PermissionMode::AcceptEdits);
+    assert_eq!(mode(&p, "m-plan"), PermissionMode::Plan);
+    assert_eq!(mode(&p, "Explore"), PermissionMode::AcceptEdits);
+    p.mode = PermissionMode::BypassPermissions;
+    assert_eq!(mode(&p, "m-plan"), PermissionMode::BypassPermissions);
+}
+
+#[test]
+fn background_comes_from_the_call_the_definition_or_coordinator_mode() {
+    let bg = "---\nname: bg\ndescription: x\nbackground: true\n---\nbody\n";
+    let f = fixture("", &[(".claude/agents/bg.md", bg)]);
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    let plan = f.plan(&p, call("Plan"));
+    assert!(!plan.background);
+    assert!(plan.kind.interactive, "a foreground child keeps the kind");
+    let mut in_bg = call("Plan");
+    in_bg["run_in_background"] = json!(true);
+    let plan = f.plan(&p, in_bg);
+    assert!(plan.background);
+    assert!(!plan.kind.interactive, "nobody answers a background child");
+    assert!(f.plan(&p, call("bg")).background);
+
+    // Disabled: nothing runs in the background.
+    let f = fixture(
+        "[features]\nDISABLE_BACKGROUND_TASKS = true\n",
+        &[(".claude/agents/bg.md", bg)],
+    );
+    let p = f.parent();
+    assert!(!f.plan(&p, call("bg")).background);
+}
+
+#[test]
+fn coordinator_sessions_spawn_workers_in_the_background() {
+    let f = fixture("", &[]);
+    let coordinator = f.snap.catalog.get("coordinator").cloned().unwrap();
+    let mut p = f.parent();
+    p.kind = SessionKind {
+        interactive: false,
+        coordinator: true,
+    };
+    p.def = Some(&coordinator);
+    let plan = f.plan(&p, json!({"description": "d", "prompt": "p"}));
+    assert_eq!(plan.agent.name, "worker");
+    assert!(plan.background);
+    assert!(matches!(
+        f.try_plan(&p, call("Explore")),
+        Err(SpawnRefusal::NotAllowed { .. })
+    ));
+}
+
+#[test]
+fn isolation_from_the_call_or_the_definition() {
+    let iso = "---\nname: iso\ndescription: x\nisolation: worktree\n---\nbody\n";
+    let f = fixture("", &[(".claude/agents/iso.md", iso)]);
+    let p = f.parent();
+    assert_eq!(f.plan(&p, call("Plan")).isolation, None);
+    let mut isolated = call("Plan");
+    isolated["isolation"] = json!("worktree");
+    assert_eq!(f.plan(&p, isolated).isolation, Some(Isolation::Worktree));
+    assert_eq!(f.plan(&p, call("iso")).isolation, Some(Isolation::Worktree));
+}
+
+#[test]
+fn effort_from_the_call_else_the_definition_trimmed_to_the_model() {
+    let def = "---\nname: thinker\ndescription: x\neffort: high\n---\nbody\n";
+    let f = fixture("", &[(".claude/agents/thinker.md", def)]);
+    let p = f.parent();
+    let plan = f.plan(&p, call("thinker"));
+    assert_eq!(plan.effort.as_deref(), Some("high"));
+    let mut low = call("thinker");
+    low["effort"] = json!("low");
+    assert_eq!(f.plan(&p, low).effort.as_deref(), Some("low"));
+    assert_eq!(f.plan(&p, call("Plan")).effort, None);
+
+    let levels: BTreeMap<String, Vec<String>> = [(
+        "claude-sonnet".to_string(),
+        vec!["low".to_string(), "medium".to_string()],
+    )]
+    .into_iter()
+    .collect();
+    let trimmed = plan.effort_for_model(&levels).unwrap();
+    assert_eq!(trimmed.requested, "high");
+    assert_eq!(trimmed.sent.as_deref(), Some("medium"));
+}
+
+#[test]
+fn named_agents_start_with_memory_and_skills_but_one_shot_built_ins_do_not_get_memory() {
+    let filler = "---\nname: filler\ndescription: Fills forms\nskills: pdf\n---\nYou fill forms.\n";
+    let skill = "---\nname: pdf\ndescription: PDF forms\n---\nSKILL-BODY\n";
+    let f = fixture(
+        "",
+        &[
+            ("CLAUDE.md", "Use tabs.\n"),
+            (".claude/agents/filler.md", filler),
+            (".claude/skills/pdf/SKILL.md", skill),
+        ],
+    );
+    let p = f.parent();
+    let texts = |plan: &SpawnPlan| -> Vec<String> {
+        let [first] = &plan.messages[..] else {
+            panic!("one message: {:?}", plan.messages)
+        };
+        first
+            .content
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text } => text.clone(),
+                other => panic!("a text block: {other:?}"),
+            })
+            .collect()
+    };
+    let gp = texts(&f.plan(&p, call(GENERAL_PURPOSE)));
+    assert_eq!(gp.len(), 2, "memory, then the prompt: {gp:?}");
+    assert!(gp[0].contains("Use tabs."));
+    let filler = f.plan(&p, call("filler"));
+    assert_eq!(filler.skills, vec!["pdf".to_string()]);
+    let blocks = texts(&filler);
+    assert_eq!(blocks.len(), 3, "memory, skills, prompt: {blocks:?}");
+    assert!(blocks[1].contains("SKILL-BODY"), "{blocks:?}");
+    assert_eq!(blocks[2], "p");
+    assert_eq!(
+        f.plan(&p, call("Explore")).messages,
+        prompt_only("p"),
+        "Explore gets no project memory"
+    );
+}
+
+#[test]
+fn a_mode_outside_a_team_is_refused() {
+    let f = fixture("", &[]);
+    let mut input = call("Plan");
+    input["mode"] = json!("plan");
+    assert_eq!(
+        f.try_plan(&f.parent(), input),
+        Err(SpawnRefusal::ModeNeedsTeammate)
+    );
+}
+
+#[test]
+fn a_plan_survives_serialisation_and_becomes_a_session() {
+    let parts = turn_parts();
+    let f = fixture(FORK_ON, &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    p.turn = Some(parts.turn());
+    let named = f.plan(&p, call("reviewer"));
+    let fork = f.plan(
+        &p,
+        json!({"description": "d", "prompt": "go", "fork": true}),
+    );
+    for plan in [named, fork] {
+        let text = serde_json::to_string(&plan).unwrap();
+        let back: SpawnPlan = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, plan);
+
+        let (spec, history) = back.session(&f.snap).unwrap();
+        assert_eq!(
+            spec.def.as_ref().map(|d| d.name.as_str()),
+            Some(plan.agent.name.as_str())
+        );
+        assert_eq!(spec.agent_id, "a1");
+        assert_eq!(spec.parent_agent_id.as_deref(), Some("main"));
+        assert_eq!(spec.model, plan.model);
+        assert_eq!(spec.mode, plan.mode);
+        assert_eq!(spec.tool_names, plan.tools);
+        assert_eq!(spec.started_by_fork, plan.fork);
+        assert_eq!(spec.frozen, plan.frozen);
+        assert_eq!(history, plan.messages);
+    }
+    // A snapshot without the definition cannot run it.
+    let other = fixture("", &[]);
+    let plan = f.plan(&p, call("reviewer"));
+    assert!(matches!(
+        plan.session(&other.snap),
+        Err(SpawnRefusal::UnknownAgent { .. })
+    ));
+}
+
+#[test]
+fn refusals_read_as_the_templates_say() {
+    let f = fixture("", &[]);
+    let text = SpawnRefusal::MaxDepth {
+        agent_type: "Plan".into(),
+        max_depth: 2,
+    }
+    .text(&f.snap.templates);
+    assert!(text.contains("Plan") && text.contains('2'), "{text}");
+}
