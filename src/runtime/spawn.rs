@@ -17,6 +17,7 @@ use crate::message::{History, ToolResultContent, Usage};
 use super::exec::text_content;
 use super::hooks;
 use super::plan::{ParentTurn, SpawnParent, SpawnPlan, plan_spawn};
+use super::problem::RunProblem;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::texts::{
@@ -352,7 +353,7 @@ fn foreground_result(
         TaskStatus::Killed => Err(t.show(&SubagentCancelled {})),
         TaskStatus::Failed | TaskStatus::Running => Err(t.show(&SubagentFailed {
             description: description.to_string(),
-            error: r.error.unwrap_or_default(),
+            problem: r.problem.unwrap_or(RunProblem::Cancelled),
             worktree_path,
             worktree_branch,
         })),
@@ -431,37 +432,43 @@ pub(super) fn start_task(
         // The meta file is rewritten below with the outcome, worktree included.
         let kept = worktree::finish_child(worktree, None, &agent_id).await;
         let elapsed = u64::try_from(task.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let result = match outcome {
-            Ok(o) => TaskResult {
-                status: TaskStatus::Completed,
-                total_tokens: total_tokens(&o.last_usage, &o.usage),
-                texts: o.final_text,
-                error: None,
-                usage: o.usage,
-                tool_uses: o.tool_uses,
-                duration_ms: elapsed,
-                worktree: kept,
-            },
-            Err(e) => {
-                let stats = child.stats();
-                // A limit cancelled it: it failed, and says which limit.
-                let limit = task.limit_reached();
-                TaskResult {
-                    status: if matches!(e, RunError::Cancelled) && limit.is_none() {
-                        TaskStatus::Killed
-                    } else {
-                        TaskStatus::Failed
-                    },
-                    texts: last_text(child.history()),
-                    error: Some(limit.unwrap_or_else(|| e.to_string())),
-                    total_tokens: total_tokens(&stats.last_usage, &stats.usage),
-                    usage: stats.usage,
-                    tool_uses: stats.tool_uses,
+        let result =
+            match outcome {
+                Ok(o) => TaskResult {
+                    status: TaskStatus::Completed,
+                    total_tokens: total_tokens(&o.last_usage, &o.usage),
+                    texts: o.final_text,
+                    error: None,
+                    problem: None,
+                    usage: o.usage,
+                    tool_uses: o.tool_uses,
                     duration_ms: elapsed,
                     worktree: kept,
+                },
+                Err(e) => {
+                    let stats = child.stats();
+                    // A limit cancelled it: it failed, and says which limit.
+                    let limit = task.limit_reached();
+                    TaskResult {
+                        status: if matches!(e, RunError::Cancelled) && limit.is_none() {
+                            TaskStatus::Killed
+                        } else {
+                            TaskStatus::Failed
+                        },
+                        texts: last_text(child.history()),
+                        problem: Some(limit.clone().map_or_else(
+                            || RunProblem::from(&e),
+                            |text| RunProblem::Limit { text },
+                        )),
+                        error: Some(limit.unwrap_or_else(|| e.to_string())),
+                        total_tokens: total_tokens(&stats.last_usage, &stats.usage),
+                        usage: stats.usage,
+                        tool_uses: stats.tool_uses,
+                        duration_ms: elapsed,
+                        worktree: kept,
+                    }
                 }
-            }
-        };
+            };
         transcript.record(
             "result",
             json!({"status": result.status, "error": result.error, "total_tokens": result.total_tokens,
@@ -487,7 +494,7 @@ pub(super) fn start_task(
                     .map_or_else(String::new, |p| p.display().to_string()),
                 status: r.status,
                 description: task.description.clone(),
-                error: r.error.clone(),
+                problem: r.problem.clone(),
                 result: r.texts.as_ref().map(|t| t.join("\n")),
                 total_tokens: r.total_tokens,
                 tool_uses: r.tool_uses,
