@@ -559,13 +559,6 @@ contexts! {
         ],
     }
 
-    /// An MCP server failed to run a tool.
-    "error_mcp_call" => pub struct McpCallFailed {
-        pub server: String = "db".into(),
-        pub tool: String = "query".into(),
-        pub error: String = "connection closed".into(),
-    }
-
     /// A tool call cancelled while it waited for an MCP server.
     "error_call_cancelled" => pub struct CallCancelled {}
 
