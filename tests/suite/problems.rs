@@ -185,3 +185,35 @@ fn a_failed_small_model_request_reaches_web_fetch_as_the_templates_words() {
     );
     assert_no_cadre_words(&mains[1].body_str());
 }
+
+#[test]
+fn a_teammate_whose_requests_fail_is_reported_to_the_lead_in_the_templates_words() {
+    let mut p = project();
+    p.env("CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS", "1");
+    let server = FakeServer::route(|r| {
+        if !is_main_session(r) {
+            return Reply::anthropic_error(500, "api_error", "boom");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_a",
+                "Agent",
+                json!({"description": "alice", "prompt": "take a task", "name": "alice"}),
+            ),
+            _ => anthropic::text_reply("ok"),
+        }
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let mains = main_requests(&server);
+    let told = mains
+        .iter()
+        .find(|r| r.body_str().contains("alice has stopped: "))
+        .unwrap_or_else(|| panic!("the lead was told: {:#?}", mains.last().map(user_texts)));
+    assert!(
+        told.body_str()
+            .contains("alice has stopped: RUN[provider: PROVIDER[http 500 said=boom]]"),
+        "{}",
+        user_texts(told)
+    );
+    assert_no_cadre_words(&told.body_str());
+}
