@@ -43,6 +43,15 @@ impl From<&RunError> for RunProblem {
 }
 
 impl RunProblem {
+    /// How a task ended by `e` is told: the limit that stopped it (its
+    /// text, rendered), or else the error.
+    pub fn ended(e: &RunError, limit: Option<String>) -> RunProblem {
+        match limit {
+            Some(text) => RunProblem::Limit { text },
+            None => RunProblem::from(e),
+        }
+    }
+
     /// A session that ended on its own for another reason than finishing
     /// its answer; `None` for `end_turn`.
     pub fn stopped(stop: StopKind) -> Option<RunProblem> {

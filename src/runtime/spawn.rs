@@ -432,43 +432,40 @@ pub(super) fn start_task(
         // The meta file is rewritten below with the outcome, worktree included.
         let kept = worktree::finish_child(worktree, None, &agent_id).await;
         let elapsed = u64::try_from(task.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let result =
-            match outcome {
-                Ok(o) => TaskResult {
-                    status: TaskStatus::Completed,
-                    total_tokens: total_tokens(&o.last_usage, &o.usage),
-                    texts: o.final_text,
-                    error: None,
-                    problem: None,
-                    usage: o.usage,
-                    tool_uses: o.tool_uses,
+        let result = match outcome {
+            Ok(o) => TaskResult {
+                status: TaskStatus::Completed,
+                total_tokens: total_tokens(&o.last_usage, &o.usage),
+                texts: o.final_text,
+                error: None,
+                problem: None,
+                usage: o.usage,
+                tool_uses: o.tool_uses,
+                duration_ms: elapsed,
+                worktree: kept,
+            },
+            Err(e) => {
+                let stats = child.stats();
+                // A limit cancelled it: it failed, and says which limit.
+                let limit = task.limit_reached();
+                let problem = RunProblem::ended(&e, limit.clone());
+                TaskResult {
+                    status: if matches!(e, RunError::Cancelled) && limit.is_none() {
+                        TaskStatus::Killed
+                    } else {
+                        TaskStatus::Failed
+                    },
+                    texts: last_text(child.history()),
+                    error: Some(limit.unwrap_or_else(|| e.to_string())),
+                    problem: Some(problem),
+                    total_tokens: total_tokens(&stats.last_usage, &stats.usage),
+                    usage: stats.usage,
+                    tool_uses: stats.tool_uses,
                     duration_ms: elapsed,
                     worktree: kept,
-                },
-                Err(e) => {
-                    let stats = child.stats();
-                    // A limit cancelled it: it failed, and says which limit.
-                    let limit = task.limit_reached();
-                    TaskResult {
-                        status: if matches!(e, RunError::Cancelled) && limit.is_none() {
-                            TaskStatus::Killed
-                        } else {
-                            TaskStatus::Failed
-                        },
-                        texts: last_text(child.history()),
-                        problem: Some(limit.clone().map_or_else(
-                            || RunProblem::from(&e),
-                            |text| RunProblem::Limit { text },
-                        )),
-                        error: Some(limit.unwrap_or_else(|| e.to_string())),
-                        total_tokens: total_tokens(&stats.last_usage, &stats.usage),
-                        usage: stats.usage,
-                        tool_uses: stats.tool_uses,
-                        duration_ms: elapsed,
-                        worktree: kept,
-                    }
                 }
-            };
+            }
+        };
         transcript.record(
             "result",
             json!({"status": result.status, "error": result.error, "total_tokens": result.total_tokens,
