@@ -562,6 +562,7 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         let mut samples = crate::tools::template_samples();
         samples.extend(crate::runtime::template_samples());
+        samples.extend(crate::mcp::template_samples());
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (name, verbatim, ctx) in &samples {
             *seen.entry(name).or_default() += 1;

@@ -7,7 +7,10 @@
 //! in place). So this test reads the modules that produce what the model
 //! sees and fails on any string literal that reads as prose (two words in a
 //! row), outside tests, logs, error-type attributes and the lines listed
-//! below with the reason each is not model-facing.
+//! below with the reason each is not model-facing. A second test watches
+//! the functions that handle a session's error (a failed request, a
+//! sub-agent's end): there, an error made text (`e.to_string()`, `{e}`) is
+//! a finding unless listed, since the model is told a typed problem.
 
 use std::path::{Path, PathBuf};
 
@@ -357,9 +360,161 @@ fn no_prose_literal_where_model_text_is_built() {
     );
 }
 
+/// What marks a function as handling a session's error (a failed model
+/// request, a sub-agent's end): its types, and the calls that return it.
+/// Their `Display` is cadre's account for people; the model is told a
+/// typed `RunProblem` / `ProviderProblem` worded by a template.
+const SESSION_ERROR_SOURCES: &[&str] = &[
+    "RunError",
+    "ProviderError",
+    ".run().await",
+    "provider.send(",
+];
+
+/// An error made text: `e.to_string()`, `{e}` in a format string, the
+/// `message` of a provider error.
+const STRINGIFIED: &[&str] = &[
+    "e.to_string()",
+    "err.to_string()",
+    "error.to_string()",
+    "{e}",
+    "{err}",
+    "{error}",
+    "e.message",
+];
+
+/// Lines in such functions that make an error text for people, not the
+/// model: (file, text on the line, why).
+const SESSION_ERROR_TEXT: &[(&str, &str, &str)] = &[
+    (
+        "runtime/spawn.rs",
+        "limit.unwrap_or_else(|| e.to_string())",
+        "the task's `error` for people: meta file, transcript, SDK events",
+    ),
+    (
+        "runtime/team.rs",
+        "Some((e.to_string(), super::RunProblem::from(e)))",
+        "logged; the lead is told the RunProblem",
+    ),
+    (
+        "runtime/compact.rs",
+        "let m = e.message.to_ascii_lowercase();",
+        "matched against the providers' overflow wording, not shown",
+    ),
+    (
+        "runtime/sampling.rs",
+        ".map_err(|e| e.to_string())",
+        "the error answered to the MCP server that asked for sampling",
+    ),
+];
+
+/// Whether `line` has `pat` as whole words (`e.message`, not
+/// `response.message` nor `e.messages`).
+fn mentions(line: &str, pat: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    line.match_indices(pat).any(|(at, _)| {
+        let before = line[..at].chars().next_back();
+        let after = line[at + pat.len()..].chars().next();
+        !before.is_some_and(|c| ident(c) || c == '.') && !after.is_some_and(ident)
+    })
+}
+
+/// A session's error reaches the model only as a typed problem: in every
+/// function of the scope that handles one (see `SESSION_ERROR_SOURCES`),
+/// an error made text is a finding unless `SESSION_ERROR_TEXT` lists it.
+#[test]
+fn session_errors_reach_the_model_only_as_typed_problems() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    for s in SCOPE {
+        let p = src.join(s);
+        if p.is_dir() {
+            rust_files(&p, &mut files);
+        } else {
+            files.push(p);
+        }
+    }
+    files.sort();
+    files.dedup();
+    let mut found = Vec::new();
+    let mut used = vec![false; SESSION_ERROR_TEXT.len()];
+    let mut watched_fns = 0;
+    for file in &files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap_or(file)
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let code: Vec<&str> = text
+            .lines()
+            .take_while(|l| !l.starts_with("#[cfg(test)]"))
+            .collect();
+        // Functions: from one `fn` line to the next.
+        let starts: Vec<usize> = (0..code.len())
+            .filter(|&i| {
+                let t = code[i].trim_start();
+                t.split('(').next().is_some_and(|head| {
+                    head.split_whitespace().any(|w| w == "fn") && !t.starts_with("//")
+                })
+            })
+            .collect();
+        for (k, &start) in starts.iter().enumerate() {
+            let end = starts.get(k + 1).copied().unwrap_or(code.len());
+            let body = &code[start..end];
+            let watched = body.iter().any(|l| {
+                let t = l.trim();
+                !t.starts_with("//")
+                    && (SESSION_ERROR_SOURCES.iter().any(|s| l.contains(s)) || t == ".provider")
+            });
+            if !watched {
+                continue;
+            }
+            watched_fns += 1;
+            for (n, line) in body.iter().enumerate() {
+                let t = line.trim_start();
+                if t.starts_with("//")
+                    || QUIET.iter().any(|q| line.contains(q))
+                    || !STRINGIFIED.iter().any(|s| mentions(line, s))
+                {
+                    continue;
+                }
+                match SESSION_ERROR_TEXT
+                    .iter()
+                    .position(|(f, l, _)| *f == rel && line.contains(l))
+                {
+                    Some(i) => used[i] = true,
+                    None => found.push(format!("src/{rel}:{}: {}", start + n + 1, t)),
+                }
+            }
+        }
+    }
+    // The scan must see the functions it guards (spawn, team, side calls).
+    assert!(watched_fns >= 5, "only {watched_fns} functions watched");
+    assert!(
+        found.is_empty(),
+        "a session's error reaches the model as a typed RunProblem / ProviderProblem \
+         (runtime/problem.rs, provider/problem.rs) worded by a template, never as its \
+         Display text:\n{}",
+        found.join("\n")
+    );
+    let stale: Vec<_> = SESSION_ERROR_TEXT
+        .iter()
+        .zip(&used)
+        .filter(|(_, u)| !**u)
+        .map(|((f, t, _), _)| format!("{f}: {t}"))
+        .collect();
+    assert!(stale.is_empty(), "listed lines no longer found: {stale:?}");
+}
+
 #[test]
 fn the_prose_test_tells_prose_from_data() {
     assert!(is_prose("File does not exist: {shown}"));
+    assert!(mentions("error: e.to_string(),", "e.to_string()"));
+    assert!(mentions("format!(\"failed: {e}\")", "{e}"));
+    assert!(!mentions("let a = response.message;", "e.message"));
+    assert!(!mentions("e.messages.len()", "e.message"));
+    assert!(!mentions("self.e.to_string()", "e.to_string()"));
     assert!(is_prose("`{key}` must be a string"));
     assert!(!is_prose("main.jsonl"));
     assert!(!is_prose("{line_no:>6}"));

@@ -68,9 +68,11 @@ pub enum McpError {
     SseEndpoint(String),
 }
 
-/// Why a tool call got no result (its text reaches the model inside the
-/// `error_mcp_call` template).
-#[derive(Debug, Clone, thiserror::Error)]
+/// Why a tool call got no result. The model is told it as data (`kind`,
+/// and `detail`: rmcp's or the server's own words) worded by the
+/// `error_mcp_call` template; `Display` is for people.
+#[derive(Debug, Clone, thiserror::Error, serde::Serialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum CallError {
     /// The transport or the protocol failed (rmcp's words).
     #[error("{0}")]

@@ -21,6 +21,7 @@ mod sampling;
 mod select;
 mod sse;
 mod task;
+mod texts;
 mod tool;
 
 pub use client::{ConnectError, Connection, LocalConnector, McpError};
@@ -31,4 +32,11 @@ pub use prompts::{PromptCommand, prompt_commands, run_prompt_command};
 pub use resources::{RESOURCE_TOOLS, ResourceTool};
 pub use sampling::{Sample, SampleError, Sampled, Sampler};
 pub use select::{matches_entry, required_matches, session_mcp_tools};
+
+/// The samples of the MCP client's template contexts, as (template,
+/// verbatim, values).
+#[cfg(test)]
+pub(crate) fn template_samples() -> Vec<(&'static str, bool, serde_json::Value)> {
+    texts::samples()
+}
 pub use tool::{McpTool, tool_name};

@@ -7,8 +7,9 @@ use std::sync::{Arc, OnceLock};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::texts::McpCallFailed;
 use crate::message::ToolDefinition;
-use crate::tools::outcome::{CallCancelled, McpCallFailed, McpResult};
+use crate::tools::outcome::{CallCancelled, McpResult};
 use crate::tools::{Tool, ToolContext, ToolOutput};
 
 use super::client::{Connection, ServerTool};
@@ -111,7 +112,7 @@ impl Tool for McpTool {
                     Err(e) => ToolOutput::error(McpCallFailed {
                         server: self.server.clone(),
                         tool: self.tool.name.clone(),
-                        error: e.to_string(),
+                        problem: e,
                     }),
                 },
                 () = ctx.cancel.cancelled() => ToolOutput::error(CallCancelled {}),

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::retry::Failure;
 use super::sse::{Assembler, Emit, clip, parse_data, tool_input};
-use super::{ProviderErrorKind, StreamEvent};
+use super::{ProviderError, ProviderErrorKind, ServerSaid, StreamEvent};
 use crate::message::{ContentBlock, Message, ModelRequest, ModelResponse, StopReason, Usage};
 
 pub(crate) const NAME: &str = "Anthropic";
@@ -370,11 +370,16 @@ impl Assembler for AnthropicAssembler {
                     "{NAME} stream error ({kind}): {}",
                     str_field(&err, "message")
                 );
+                let error = ProviderError {
+                    server: ServerSaid::from_error(&err),
+                    ..ProviderError::new(ProviderErrorKind::Stream, message)
+                };
                 return Err(match kind.as_str() {
-                    "overloaded_error" | "api_error" | "rate_limit_error" => {
-                        Failure::retry(ProviderErrorKind::Stream, message)
-                    }
-                    _ => Failure::fatal(ProviderErrorKind::Stream, message),
+                    "overloaded_error" | "api_error" | "rate_limit_error" => Failure::Retry {
+                        error,
+                        retry_after: None,
+                    },
+                    _ => Failure::Fatal(error),
                 });
             }
             _ => {}

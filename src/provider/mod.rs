@@ -14,6 +14,7 @@
 
 mod anthropic;
 mod openai;
+mod problem;
 mod retry;
 pub(crate) mod sse;
 mod text_tools;
@@ -27,6 +28,7 @@ use futures_util::Stream;
 
 use crate::config::{ProviderKind, ProviderSettings, ToolCallFallback};
 use crate::message::{ModelRequest, ModelResponse};
+pub use problem::{ProviderProblem, ServerSaid};
 use retry::Failure;
 pub use sse::StreamLimits;
 
@@ -53,8 +55,15 @@ pub enum ProviderErrorKind {
     Status(u16),
     /// Could not connect, or the connection failed.
     Network,
-    /// The stream was cut, stalled or malformed.
+    /// No answer, or nothing on the stream, within
+    /// `provider.idle_timeout_ms`.
+    Timeout,
+    /// The stream was cut, or ended before the message did; or the server
+    /// reported an error inside it (then `server` says which).
     Stream,
+    /// The answer is not what the API sends: not an event stream,
+    /// malformed, not UTF-8, or past a size cap.
+    BadResponse,
     /// The provider is misconfigured (no key, bad URL).
     Config,
 }
@@ -63,7 +72,21 @@ pub enum ProviderErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ProviderError {
     pub kind: ProviderErrorKind,
+    /// cadre's account of the failure, for people (the CLI, logs).
     pub message: String,
+    /// What the server itself said, when it sent an error (its type and
+    /// message); the model is told this, never `message`.
+    pub server: Option<ServerSaid>,
+}
+
+impl ProviderError {
+    pub fn new(kind: ProviderErrorKind, message: impl Into<String>) -> ProviderError {
+        ProviderError {
+            kind,
+            message: message.into(),
+            server: None,
+        }
+    }
 }
 
 impl fmt::Display for ProviderError {
@@ -192,9 +215,11 @@ impl Provider {
         let client = tls::client_builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms.max(1)))
             .build()
-            .map_err(|e| ProviderError {
-                kind: ProviderErrorKind::Config,
-                message: format!("cannot build the HTTP client: {}", error_chain(&e)),
+            .map_err(|e| {
+                ProviderError::new(
+                    ProviderErrorKind::Config,
+                    format!("cannot build the HTTP client: {}", error_chain(&e)),
+                )
             })?;
         Ok(Provider {
             settings: settings.clone(),
@@ -207,10 +232,9 @@ impl Provider {
 
     /// The URL requests are posted to, or why there is none.
     pub fn endpoint(&self) -> Result<&str, ProviderError> {
-        self.endpoint.as_deref().map_err(|m| ProviderError {
-            kind: ProviderErrorKind::Config,
-            message: m.clone(),
-        })
+        self.endpoint
+            .as_deref()
+            .map_err(|m| ProviderError::new(ProviderErrorKind::Config, m.clone()))
     }
 
     /// The exact bytes that `send` puts in the request body.
@@ -246,6 +270,10 @@ impl Provider {
                 .map_err(|e| ProviderError {
                     kind: e.kind,
                     message: scrub(&e.message, key),
+                    server: e.server.map(|s| ServerSaid {
+                        error_type: s.error_type,
+                        message: scrub(&s.message, key),
+                    }),
                 })?;
         self.apply_fallback(req, &mut response);
         Ok(response)
@@ -273,9 +301,9 @@ impl Provider {
     ) -> Result<ModelResponse, ProviderError> {
         let endpoint = self.endpoint()?;
         if self.settings.kind == ProviderKind::Anthropic && self.api_key.is_none() {
-            return Err(ProviderError {
-                kind: ProviderErrorKind::Config,
-                message: format!(
+            return Err(ProviderError::new(
+                ProviderErrorKind::Config,
+                format!(
                     "no Anthropic API key: set the environment variable {} (or name another \
                      variable in provider.api_key_env). No key? Run a local model instead: \
                      in cadre's repository, `scripts/local-model install && scripts/local-model \
@@ -283,7 +311,7 @@ impl Provider {
                      or copy it to ~/.config/cadre/cadre.toml); see docs/quickstart.md",
                     self.key_env
                 ),
-            });
+            ));
         }
         let body = self.request_body(req);
         // One budget for the whole request: attempts and the waits between them.
@@ -362,7 +390,7 @@ impl Provider {
         let response = match tokio::time::timeout(idle, request.send()).await {
             Err(_) => {
                 return Err(Failure::retry(
-                    ProviderErrorKind::Network,
+                    ProviderErrorKind::Timeout,
                     format!("no response from {endpoint} within {} ms", idle.as_millis()),
                 ));
             }
@@ -392,6 +420,7 @@ impl Provider {
             let error = ProviderError {
                 kind: ProviderErrorKind::Status(status),
                 message,
+                server: ServerSaid::from_body(&text),
             };
             return Err(if retry::is_retryable_status(status) {
                 Failure::Retry { error, retry_after }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::retry::Failure;
 use super::sse::{Assembler, Emit, clip, parse_data, tool_input};
-use super::{ProviderErrorKind, StreamEvent};
+use super::{ProviderError, ProviderErrorKind, ServerSaid, StreamEvent};
 use crate::message::{
     ContentBlock, Message, ModelRequest, ModelResponse, Role, StopReason, ToolResultContent, Usage,
 };
@@ -224,10 +224,13 @@ impl Assembler for OpenAiAssembler {
                     .unwrap_or_default()
                     .to_string(),
             };
-            return Err(Failure::fatal(
-                ProviderErrorKind::Stream,
-                format!("{NAME} stream error: {message}"),
-            ));
+            return Err(Failure::Fatal(ProviderError {
+                server: ServerSaid::from_error(err),
+                ..ProviderError::new(
+                    ProviderErrorKind::Stream,
+                    format!("{NAME} stream error: {message}"),
+                )
+            }));
         }
         if let Some(model) = v.get("model").and_then(Value::as_str)
             && self.model.is_empty()

@@ -33,19 +33,13 @@ pub(crate) enum Failure {
 impl Failure {
     pub(crate) fn retry(kind: ProviderErrorKind, message: impl Into<String>) -> Failure {
         Failure::Retry {
-            error: ProviderError {
-                kind,
-                message: message.into(),
-            },
+            error: ProviderError::new(kind, message),
             retry_after: None,
         }
     }
 
     pub(crate) fn fatal(kind: ProviderErrorKind, message: impl Into<String>) -> Failure {
-        Failure::Fatal(ProviderError {
-            kind,
-            message: message.into(),
-        })
+        Failure::Fatal(ProviderError::new(kind, message))
     }
 }
 

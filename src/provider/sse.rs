@@ -323,7 +323,7 @@ fn not_sse(provider: &str, info: &BodyInfo, head: &str) -> Failure {
         format!("a body that begins `{head}`")
     };
     Failure::fatal(
-        ProviderErrorKind::Stream,
+        ProviderErrorKind::BadResponse,
         format!(
             "the {provider} server answered with {} and {shown}, not an event stream \
              (is the base URL right, or is a proxy answering instead?)",
@@ -379,7 +379,7 @@ where
             }
             if asm.content_bytes() > limits.message {
                 return Err(Failure::fatal(
-                    ProviderErrorKind::Stream,
+                    ProviderErrorKind::BadResponse,
                     format!(
                         "the {provider} response is larger than provider.max_message_bytes ({})",
                         mib(limits.message)
@@ -400,7 +400,7 @@ where
                         format!("the stream sent nothing for {ms} ms")
                     };
                     return Err(Failure::retry(
-                        ProviderErrorKind::Stream,
+                        ProviderErrorKind::Timeout,
                         format!("{what} (provider.idle_timeout_ms)"),
                     ));
                 }
@@ -414,7 +414,7 @@ where
                 }
                 if decoder.dispatched() == 0 && total > 0 {
                     return Err(Failure::retry(
-                        ProviderErrorKind::Stream,
+                        ProviderErrorKind::BadResponse,
                         format!(
                             "the {provider} stream ended without a single event \
                              ({}, {total} bytes beginning `{}`)",
@@ -437,7 +437,7 @@ where
                 total = total.saturating_add(bytes.len());
                 if total > limits.response {
                     return Err(Failure::fatal(
-                        ProviderErrorKind::Stream,
+                        ProviderErrorKind::BadResponse,
                         format!(
                             "the {provider} response passed provider.max_response_bytes ({}) \
                              without ending",
@@ -456,7 +456,7 @@ where
                     Ok(()) => {}
                     Err(DecodeError::EventTooLarge(max)) => {
                         return Err(Failure::fatal(
-                            ProviderErrorKind::Stream,
+                            ProviderErrorKind::BadResponse,
                             format!(
                                 "the {provider} stream sent an event larger than \
                                  provider.max_event_bytes ({})",
@@ -466,7 +466,7 @@ where
                     }
                     Err(DecodeError::NotUtf8) => {
                         return Err(Failure::fatal(
-                            ProviderErrorKind::Stream,
+                            ProviderErrorKind::BadResponse,
                             format!("the {provider} stream is not valid UTF-8"),
                         ));
                     }
@@ -509,7 +509,7 @@ where
 pub(crate) fn parse_data(provider: &str, name: &str, data: &str) -> Result<Value, Failure> {
     serde_json::from_str(data).map_err(|e| {
         Failure::fatal(
-            ProviderErrorKind::Stream,
+            ProviderErrorKind::BadResponse,
             format!(
                 "malformed `{name}` event in the {provider} stream: {e} (data: {})",
                 clip(data, 200)

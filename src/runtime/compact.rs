@@ -190,10 +190,7 @@ mod tests {
 
     #[test]
     fn overflow_errors_are_recognised_by_status_and_text() {
-        let e = |kind, m: &str| ProviderError {
-            kind,
-            message: m.into(),
-        };
+        let e = |kind, m: &str| ProviderError::new(kind, m);
         let s400 = ProviderErrorKind::Status(400);
         assert!(is_context_overflow(&e(
             s400.clone(),

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
+use crate::tools::outcome::{FetchProblem, SearchProblem};
 use crate::tools::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
@@ -494,13 +495,13 @@ impl SideCall {
     async fn send(
         &self,
         request: &crate::message::ModelRequest,
-    ) -> Result<crate::message::ModelResponse, String> {
+    ) -> Result<crate::message::ModelResponse, crate::provider::ProviderProblem> {
         let started = std::time::Instant::now();
         let response = self
             .provider
             .send(request, &|_| {})
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| crate::provider::ProviderProblem::from(&e))?;
         // Priced as the session's own requests are: by the model asked for.
         self.engine.emit(super::EngineEvent::ModelResponse {
             agent_id: self.agent_id.clone(),
@@ -613,7 +614,7 @@ impl Session {
                         markdown: q.markdown,
                         prompt: q.prompt,
                     })
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| FetchProblem::Template { name: e.name })?;
                 let request = crate::message::ModelRequest {
                     model: snap.resolve_alias(&settings.model).to_string(),
                     system: Arc::from(""),
@@ -623,7 +624,10 @@ impl Session {
                     sampling: Default::default(),
                     server_tools: Vec::new(),
                 };
-                let response = side.send(&request).await?;
+                let response = side
+                    .send(&request)
+                    .await
+                    .map_err(|provider| FetchProblem::Reader { provider })?;
                 let texts: Vec<&str> = response
                     .message
                     .content
@@ -631,7 +635,7 @@ impl Session {
                     .filter_map(ContentBlock::as_text)
                     .collect();
                 Ok(texts.join("\n"))
-            }) as futures_util::future::BoxFuture<'static, Result<String, String>>
+            }) as futures_util::future::BoxFuture<'static, Result<String, FetchProblem>>
         })
     }
 }
@@ -673,7 +677,7 @@ impl Session {
                     .render(&super::texts::WebSearchPrompt {
                         query: q.query.clone(),
                     })
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| SearchProblem::Template { name: e.name })?;
                 let mut messages = vec![Arc::new(crate::message::Message::user_text(text))];
                 let mut content = Vec::new();
                 // The API may pause a long turn; sending the paused message
@@ -688,7 +692,10 @@ impl Session {
                         sampling: Default::default(),
                         server_tools: vec![Value::Object(tool.clone())],
                     };
-                    let response = side.send(&request).await?;
+                    let response = side
+                        .send(&request)
+                        .await
+                        .map_err(|provider| SearchProblem::Provider { provider })?;
                     content.extend(response.message.content.iter().cloned());
                     if response.stop_reason != Some(crate::message::StopReason::PauseTurn) {
                         break;
@@ -699,7 +706,7 @@ impl Session {
             })
                 as futures_util::future::BoxFuture<
                     'static,
-                    Result<crate::tools::SearchAnswer, String>,
+                    Result<crate::tools::SearchAnswer, SearchProblem>,
                 >
         }))
     }

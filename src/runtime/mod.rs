@@ -16,6 +16,7 @@ mod listing;
 mod manage;
 mod mcp;
 pub mod plan;
+mod problem;
 mod prompt;
 pub mod resume;
 pub mod sampling;
@@ -45,6 +46,7 @@ use crate::tools::Tool;
 
 pub use compact::{Trigger as CompactTrigger, is_context_overflow};
 pub use listing::Listing;
+pub use problem::RunProblem;
 pub use prompt::{
     PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
     subagent_system_prompt,

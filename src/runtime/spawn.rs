@@ -17,6 +17,7 @@ use crate::message::{History, ToolResultContent, Usage};
 use super::exec::text_content;
 use super::hooks;
 use super::plan::{ParentTurn, SpawnParent, SpawnPlan, plan_spawn};
+use super::problem::RunProblem;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::texts::{
@@ -352,7 +353,7 @@ fn foreground_result(
         TaskStatus::Killed => Err(t.show(&SubagentCancelled {})),
         TaskStatus::Failed | TaskStatus::Running => Err(t.show(&SubagentFailed {
             description: description.to_string(),
-            error: r.error.unwrap_or_default(),
+            problem: r.problem.unwrap_or(RunProblem::Cancelled),
             worktree_path,
             worktree_branch,
         })),
@@ -437,6 +438,7 @@ pub(super) fn start_task(
                 total_tokens: total_tokens(&o.last_usage, &o.usage),
                 texts: o.final_text,
                 error: None,
+                problem: None,
                 usage: o.usage,
                 tool_uses: o.tool_uses,
                 duration_ms: elapsed,
@@ -446,6 +448,7 @@ pub(super) fn start_task(
                 let stats = child.stats();
                 // A limit cancelled it: it failed, and says which limit.
                 let limit = task.limit_reached();
+                let problem = RunProblem::ended(&e, limit.clone());
                 TaskResult {
                     status: if matches!(e, RunError::Cancelled) && limit.is_none() {
                         TaskStatus::Killed
@@ -454,6 +457,7 @@ pub(super) fn start_task(
                     },
                     texts: last_text(child.history()),
                     error: Some(limit.unwrap_or_else(|| e.to_string())),
+                    problem: Some(problem),
                     total_tokens: total_tokens(&stats.last_usage, &stats.usage),
                     usage: stats.usage,
                     tool_uses: stats.tool_uses,
@@ -487,7 +491,7 @@ pub(super) fn start_task(
                     .map_or_else(String::new, |p| p.display().to_string()),
                 status: r.status,
                 description: task.description.clone(),
-                error: r.error.clone(),
+                problem: r.problem.clone(),
                 result: r.texts.as_ref().map(|t| t.join("\n")),
                 total_tokens: r.total_tokens,
                 tool_uses: r.tool_uses,

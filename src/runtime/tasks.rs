@@ -51,7 +51,10 @@ pub struct TaskResult {
     pub status: TaskStatus,
     /// Final (or, when killed, latest) text blocks.
     pub texts: Option<Vec<String>>,
+    /// Why it failed or was stopped, for people (meta file, transcript).
     pub error: Option<String>,
+    /// The same, for the model (worded by `run_problem`).
+    pub problem: Option<super::RunProblem>,
     pub usage: Usage,
     pub total_tokens: u64,
     pub tool_uses: u32,
@@ -658,6 +661,7 @@ mod tests {
             status: TaskStatus::Completed,
             texts: None,
             error: None,
+            problem: None,
             usage: Usage::default(),
             total_tokens: 0,
             tool_uses: 0,

@@ -711,16 +711,15 @@ fn start_teammate(
             let snap = engine.snapshot.load_full();
             let failed = match &outcome {
                 Err(super::RunError::Cancelled) => None,
-                Err(e) => Some(e.to_string()),
-                Ok(o) if o.stop != super::StopKind::EndTurn => Some(o.stop.as_str().to_string()),
-                Ok(_) => None,
+                Err(e) => Some((e.to_string(), super::RunProblem::from(e))),
+                Ok(o) => super::RunProblem::stopped(o.stop).map(|p| (o.stop.as_str().into(), p)),
             };
-            if let Some(error) = failed {
+            if let Some((error, problem)) = failed {
                 // The lead hears why a teammate stopped on its own.
                 tracing::info!("teammate {me}: {error}");
                 let notice = snap.templates.show(&EndedNotice {
                     name: me.clone(),
-                    error,
+                    problem,
                 });
                 let _ = store.send(&me, teams::LEAD, &notice, KINDS[0]);
                 break;

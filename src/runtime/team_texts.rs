@@ -152,7 +152,7 @@ contexts! {
     /// The notice the lead gets when a teammate stops on its own.
     "team_ended" => pub struct EndedNotice {
         pub name: String = "alice".into(),
-        pub error: String = "max_turns".into(),
+        pub problem: super::problem::RunProblem = super::problem::RunProblem::MaxTurns,
     }
 
     /// A teammate's first message, around the lead's prompt.

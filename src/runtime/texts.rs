@@ -8,10 +8,12 @@ use crate::agent_tool::ToolsColumn;
 use crate::contexts;
 use crate::permissions::shell::ShellDoubt;
 use crate::permissions::{Doubt, Reason, RuleList};
+use crate::provider::ProviderProblem;
 use crate::runtime::worktree::GitError;
 use crate::tools::outcome::Clip;
 use crate::tools::spec::{AgentLine, SkillLine};
 
+use super::problem::RunProblem;
 use super::tasks::TaskStatus;
 
 /// A skill's text as a sub-agent gets it preloaded.
@@ -223,10 +225,29 @@ contexts! {
         pub duration_ms: u64 = 4_200,
     }
 
+    /// Why a session stopped short (a partial of `error_subagent_failed`,
+    /// `task_notification` and `team_ended`).
+    "run_problem" => pub struct RunProblemText {
+        pub problem: RunProblem = RunProblem::Limit {
+            text: "Stopped by the stall limit.".into(),
+        },
+    }
+
+    /// Why a model request failed (a partial of `run_problem`,
+    /// `error_web_fetch` and `error_web_search`).
+    "provider_problem" => pub struct ProviderProblemText {
+        pub provider: ProviderProblem = ProviderProblem::Http {
+            status: 500,
+            message: Some("Internal server error".into()),
+        },
+    }
+
     /// A sub-agent that failed.
     "error_subagent_failed" => pub struct SubagentFailed {
         pub description: String = "Find callers".into(),
-        pub error: String = "the provider answered 529 overloaded".into(),
+        pub problem: RunProblem = RunProblem::Provider {
+            provider: ProviderProblem::Overloaded { message: Some("Overloaded".into()) },
+        },
         pub worktree_path: Option<String> = None,
         pub worktree_branch: Option<String> = None,
     }
@@ -238,7 +259,10 @@ contexts! {
         pub output_file: String = "/tmp/s/agents/a1b2c3d4.jsonl".into(),
         pub status: TaskStatus = TaskStatus::Failed,
         pub description: String = "Find callers".into(),
-        pub error: Option<String> = Some("stopped by the stall limit".into()),
+        /// Why it failed (`failed` only).
+        pub problem: Option<RunProblem> = Some(RunProblem::Provider {
+            provider: ProviderProblem::StreamBroke,
+        }),
         pub result: Option<String> = Some("Found 3 callers.".into()),
         pub total_tokens: u64 = 12_345,
         pub tool_uses: u32 = 7,

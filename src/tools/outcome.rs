@@ -158,9 +158,13 @@ pub enum FetchProblem {
         ms: u64,
     },
     Cancelled,
-    /// The small model's request failed.
+    /// The small model's request failed (worded by `provider_problem`).
     Reader {
-        error: String,
+        provider: crate::provider::ProviderProblem,
+    },
+    /// A template of the small model's request could not be rendered.
+    Template {
+        name: String,
     },
     NoLocation {
         status: String,
@@ -206,9 +210,14 @@ pub enum SearchProblem {
         ms: u64,
     },
     Cancelled,
-    /// The provider's search request failed.
+    /// The provider's search request failed (worded by
+    /// `provider_problem`).
     Provider {
-        error: String,
+        provider: crate::provider::ProviderProblem,
+    },
+    /// A template of the search request could not be rendered.
+    Template {
+        name: String,
     },
     SearxngUrl {
         error: String,
@@ -548,13 +557,6 @@ contexts! {
                 description: "All rows".into(),
             },
         ],
-    }
-
-    /// An MCP server failed to run a tool.
-    "error_mcp_call" => pub struct McpCallFailed {
-        pub server: String = "db".into(),
-        pub tool: String = "query".into(),
-        pub error: String = "connection closed".into(),
     }
 
     /// A tool call cancelled while it waited for an MCP server.

@@ -40,7 +40,7 @@ pub struct PageQuery {
 
 /// Puts a page through the configured small model; `Err` says why not.
 pub type SmallModel =
-    Arc<dyn Fn(PageQuery) -> BoxFuture<'static, Result<String, String>> + Send + Sync>;
+    Arc<dyn Fn(PageQuery) -> BoxFuture<'static, Result<String, FetchProblem>> + Send + Sync>;
 
 /// A fetched page, as the cache keeps it.
 #[derive(Debug, Clone)]
@@ -155,7 +155,7 @@ impl WebFetchTool {
                     prompt: prompt.to_string(),
                 };
                 let answer = tokio::select! {
-                    a = model(query) => a.map_err(|error| FetchProblem::Reader { error }),
+                    a = model(query) => a,
                     () = ctx.cancel.cancelled() => Err(FetchProblem::Cancelled),
                 };
                 match answer {

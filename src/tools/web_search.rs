@@ -55,10 +55,11 @@ pub struct SearchAnswer {
     pub errors: Vec<String>,
 }
 
-/// Runs a search through the provider's server-side tool; `Err` is the
-/// provider's error.
-pub type Searcher =
-    Arc<dyn Fn(SearchQuery) -> BoxFuture<'static, Result<SearchAnswer, String>> + Send + Sync>;
+/// Runs a search through the provider's server-side tool; `Err` says why
+/// it failed.
+pub type Searcher = Arc<
+    dyn Fn(SearchQuery) -> BoxFuture<'static, Result<SearchAnswer, SearchProblem>> + Send + Sync,
+>;
 
 #[derive(Default)]
 pub struct WebSearchTool {
@@ -89,9 +90,7 @@ impl WebSearchTool {
         let timeout = Duration::from_millis(settings.timeout_ms.max(1));
         let search = async {
             match (&ctx.searcher, settings.backend) {
-                (Some(searcher), _) => searcher(query.clone())
-                    .await
-                    .map_err(|error| SearchProblem::Provider { error }),
+                (Some(searcher), _) => searcher(query.clone()).await,
                 (None, SearchBackend::Anthropic) => Err(SearchProblem::AnthropicOnly),
                 (None, _) if settings.searxng_url.trim().is_empty() => {
                     Err(SearchProblem::NoBackend)

@@ -23,6 +23,7 @@ mod mcp_sse;
 mod newcomer;
 mod notebook;
 mod permissions;
+mod problems;
 mod provider;
 mod races;
 mod reload;

@@ -503,11 +503,11 @@ async fn anthropic_stream_without_message_stop_is_retried() {
 }
 
 #[tokio::test]
-async fn anthropic_malformed_sse_is_a_clear_stream_error() {
+async fn anthropic_malformed_sse_is_a_clear_bad_response_error() {
     let server = FakeServer::start([Reply::Malformed, anthropic::text_reply("not reached")]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let err = send(&p, &hello()).await.0.unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::BadResponse);
     assert!(
         err.message.contains("malformed `message_start` event"),
         "{}",
@@ -535,7 +535,7 @@ async fn anthropic_stalled_stream_is_retried_then_fails() {
     let p = provider(&settings, &server.anthropic_env());
     let (result, events) = send(&p, &hello()).await;
     let err = result.unwrap_err();
-    assert_eq!(err.kind, ProviderErrorKind::Stream);
+    assert_eq!(err.kind, ProviderErrorKind::Timeout);
     assert!(
         // The head ends with a ping, which is not progress.
         err.message.contains("sent only pings for 200 ms"),
