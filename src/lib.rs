@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod diagnostic;
+pub mod fleet;
 pub mod mcp;
 pub mod message;
 pub mod permissions;

@@ -28,6 +28,7 @@ mod tools;
 mod trust;
 mod watch;
 pub mod wire;
+mod worker;
 mod worktrees;
 
 use std::path::PathBuf;
@@ -145,6 +146,12 @@ pub enum Command {
     /// Connect to the configured MCP servers and show them (trusted folders only).
     #[command(subcommand)]
     Mcp(mcp::McpCommand),
+    /// Run background sub-agents published to a NATS JetStream pool
+    /// (`[distributed] backend = "nats"`; docs/distributed.md).
+    Worker(worker::WorkerArgs),
+    /// Background tasks across the worker fleet.
+    #[command(subcommand)]
+    Tasks(worker::TasksCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -257,6 +264,8 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Config(cmd) => config::dispatch(&g, cmd),
         Command::Permissions(cmd) => permissions::dispatch(&g, cmd),
         Command::Sessions(cmd) => sessions::dispatch(&g, cmd),
+        Command::Worker(args) => worker::worker(&g, args).await,
+        Command::Tasks(cmd) => worker::dispatch(&g, cmd).await,
     }
 }
 

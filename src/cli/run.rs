@@ -381,6 +381,12 @@ pub(super) fn prepare_with(
         engine.main_prompt.append = Some(append);
     }
     engine.client_hooks = extras.client_hooks;
+    // `[distributed] backend = "nats"`: background children run on workers.
+    let fleet = (settings.distributed.backend == crate::config::TaskBackendKind::Nats)
+        .then(|| crate::fleet::parent::NatsBackend::new(settings.distributed.clone()));
+    if let Some(f) = &fleet {
+        engine.backend = Some(Arc::clone(f) as Arc<dyn runtime::backend::TaskBackend>);
+    }
     let elicitor = extras.elicitor;
     engine.questioner = extras.questioner;
     engine.mcp.set_local_connector(extras.mcp_local);
@@ -401,6 +407,12 @@ pub(super) fn prepare_with(
         let n = runtime::resume::restore_tasks(&engine, dir, kind, &input.load.cwd);
         if n > 0 {
             tracing::info!("restored {n} sub-agent(s) of session {id}");
+        }
+        if let (Some(f), Some((_, r))) = (&fleet, &resumed) {
+            let n = f.restore(&engine, dir, kind, &input.load.cwd, &r.history);
+            if n > 0 {
+                tracing::info!("{n} background task(s) on workers wait for their notice");
+            }
         }
     }
     let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));

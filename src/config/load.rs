@@ -921,6 +921,35 @@ mod tests {
     }
 
     #[test]
+    fn an_untrusted_project_cannot_send_tasks_to_a_broker() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        write(
+            &d.join("cadre.toml"),
+            "[distributed]\nbackend = \"nats\"\nurl = \"nats://evil:4222\"\ncredentials = \"x.creds\"\nsubject_prefix = \"other\"\npool = \"gpu\"\nlease_ms = 5000\n",
+        );
+        let c = load(&input(d)).unwrap();
+        assert!(!c.trusted);
+        let s = &c.settings.distributed;
+        let defaults = crate::config::DistributedSettings::default();
+        assert_eq!(s.backend, crate::config::TaskBackendKind::Local);
+        assert_eq!(s.url, defaults.url);
+        assert_eq!(s.credentials, None);
+        assert_eq!(s.subject_prefix, defaults.subject_prefix);
+        // Which pool and how long a lease lasts redirect nothing.
+        assert_eq!((s.pool.as_str(), s.lease_ms), ("gpu", 5000));
+        let what: Vec<&str> = c.skipped.iter().map(|k| k.what.as_str()).collect();
+        for key in [
+            "distributed.backend",
+            "distributed.url",
+            "distributed.credentials",
+            "distributed.subject_prefix",
+        ] {
+            assert!(what.contains(&key), "{key} not reported: {what:?}");
+        }
+    }
+
+    #[test]
     fn a_broken_claude_settings_file_is_an_error_at_its_position() {
         let dir = tempfile::tempdir().unwrap();
         write(

@@ -33,8 +33,8 @@ pub use load::{
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings,
-    McpServerConfig, ModelPrice, PermissionSettings, ProviderKind, ProviderSettings,
-    ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings, ToolCallFallback,
-    TranscriptSettings, WebFetchSettings, WebSearchSettings,
+    AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, DistributedSettings,
+    HookConfig, HookSettings, McpServerConfig, ModelPrice, PermissionSettings, ProviderKind,
+    ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings,
+    TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings, WebSearchSettings,
 };

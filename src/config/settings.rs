@@ -66,6 +66,9 @@ pub struct Settings {
     /// Prices by model id (or id prefix), for `total_cost_usd` and
     /// `--max-budget-usd`.
     pub prices: BTreeMap<String, ModelPrice>,
+    /// Where background sub-agents run: this process, or a worker fleet
+    /// on NATS JetStream (`docs/distributed.md`).
+    pub distributed: DistributedSettings,
 }
 
 /// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
@@ -213,6 +216,67 @@ impl Default for Settings {
             web_search: WebSearchSettings::default(),
             effort_levels: BTreeMap::new(),
             prices: BTreeMap::new(),
+            distributed: DistributedSettings::default(),
+        }
+    }
+}
+
+/// `[distributed]`: which backend runs background sub-agents.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskBackendKind {
+    /// In this process (the default).
+    #[default]
+    Local,
+    /// Published to a NATS JetStream work queue, run by `cadre worker`s.
+    Nats,
+}
+
+/// `[distributed]`: the worker fleet. The server, credentials and stream
+/// names decide where a project's tasks (and their prompts) go, so a
+/// project's own settings set them only in a trusted folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DistributedSettings {
+    pub backend: TaskBackendKind,
+    /// The NATS server (`nats://host:4222`, `tls://…`).
+    pub url: String,
+    /// A NATS credentials file (`.creds`: a user JWT and its nkey seed).
+    pub credentials: Option<PathBuf>,
+    /// The work-queue stream the task plans are published to.
+    pub tasks_stream: String,
+    /// The stream of completion notices (one per task).
+    pub notices_stream: String,
+    /// The key-value bucket holding each task's state.
+    pub state_bucket: String,
+    /// The first token of every subject cadre uses.
+    pub subject_prefix: String,
+    /// The pool a background spawn is published to and `cadre worker`
+    /// pulls from when `--pool` is not given.
+    pub pool: String,
+    /// How long a worker's lease on a task lasts without a heartbeat; a
+    /// task whose worker stops renewing it goes to another worker.
+    pub lease_ms: u64,
+    /// How long to wait for the server when connecting.
+    pub connect_timeout_ms: u64,
+    /// How long notices and task states are kept, in seconds.
+    pub retention_s: u64,
+}
+
+impl Default for DistributedSettings {
+    fn default() -> Self {
+        DistributedSettings {
+            backend: TaskBackendKind::Local,
+            url: "nats://127.0.0.1:4222".to_string(),
+            credentials: None,
+            tasks_stream: "CADRE_TASKS".to_string(),
+            notices_stream: "CADRE_NOTICES".to_string(),
+            state_bucket: "cadre_tasks".to_string(),
+            subject_prefix: "cadre".to_string(),
+            pool: "default".to_string(),
+            lease_ms: 60_000,
+            connect_timeout_ms: 5_000,
+            retention_s: 7 * 24 * 3600,
         }
     }
 }

@@ -36,6 +36,15 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     &["transcripts", "cleanup_period_days"],
     // Where WebSearch sends the user's queries.
     &["web_search", "searxng_url"],
+    // Where background tasks (their prompts and transcripts' owners) go,
+    // and with whose credentials.
+    &["distributed", "backend"],
+    &["distributed", "url"],
+    &["distributed", "credentials"],
+    &["distributed", "tasks_stream"],
+    &["distributed", "notices_stream"],
+    &["distributed", "state_bucket"],
+    &["distributed", "subject_prefix"],
 ];
 
 /// Permission modes a project may set without trust: those that ask at

@@ -3,7 +3,7 @@
 //! `provider_problem` template. `ProviderError`'s `Display` is cadre's
 //! account for people and never reaches the model.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::sse::clip;
@@ -12,7 +12,7 @@ use super::{ProviderError, ProviderErrorKind};
 /// What a server said about a failure: the API's error type (e.g.
 /// `overloaded_error`) and its message, on one line and at most
 /// [`ServerSaid::MAX_CHARS`] characters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerSaid {
     pub error_type: Option<String>,
     pub message: String,
@@ -61,7 +61,7 @@ impl ServerSaid {
 
 /// Why a model request failed, for the model (template
 /// `provider_problem`). `message` is the server's own text, if it sent any.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ProviderProblem {
     /// An HTTP error status other than the two below.

@@ -8,6 +8,7 @@
 //! starts a child session. This module does not parse files.
 
 pub mod ask_user;
+pub mod backend;
 mod compact;
 mod exec;
 pub mod grants;
@@ -21,7 +22,7 @@ mod prompt;
 pub mod resume;
 pub mod sampling;
 mod session;
-pub(crate) mod spawn;
+pub mod spawn;
 pub mod tasks;
 mod team;
 mod team_texts;
@@ -257,6 +258,9 @@ pub struct Engine {
     pub team_cancel: tokio_util::sync::CancellationToken,
     /// The teammates' tasks, awaited at shutdown.
     pub(crate) team_handles: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Where background children run when not in this process
+    /// (`[distributed] backend`); `None`: here.
+    pub backend: Option<Arc<dyn backend::TaskBackend>>,
 }
 
 impl Engine {
@@ -295,6 +299,7 @@ impl Engine {
             validators: Mutex::new(HashMap::new()),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
+            backend: None,
         }
     }
 

@@ -4,13 +4,15 @@
 //! a task notification and a teammate's end notice. [`RunError`]'s
 //! `Display` stays cadre's account for people (the CLI, logs, meta files).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::provider::ProviderProblem;
 
 use super::session::{RunError, StopKind};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Serialisable both ways: a task on the worker fleet sends it to its
+/// parent in its notice.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum RunProblem {
     /// A model request failed for good.
@@ -25,6 +27,9 @@ pub enum RunProblem {
     MaxTurns,
     /// Its answers kept being cut at the output limit.
     MaxTokens,
+    /// Its task backend (the worker fleet) could not queue, start or
+    /// finish it; `text` is its `error_task_backend` template, rendered.
+    Backend { text: String },
 }
 
 impl From<&RunError> for RunProblem {

@@ -432,152 +432,212 @@ pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeErr
 /// transcripts under `session_dir/agents`) as ended tasks of `engine`, so
 /// SendMessage can resume them. One that was still running when its
 /// process ended is recorded `killed`. A sub-agent whose files do not read
-/// back is skipped with a warning. Returns how many were registered.
+/// back is skipped with a warning. Sub-agents that ran on a task backend
+/// (their meta names one) are left to it: their notice may still come.
+/// Returns how many were registered.
 pub fn restore_tasks(
     engine: &super::Engine,
     session_dir: &Path,
     kind: crate::config::SessionKind,
     cwd: &Path,
 ) -> usize {
-    use super::tasks::{NewTask, TaskStatus};
+    let mut restored = 0;
+    for (meta_path, meta) in sub_agent_metas(session_dir) {
+        if meta.get("backend").is_some_and(|b| !b.is_null()) {
+            continue;
+        }
+        let Some(rebuilt) = rebuild_task(engine, session_dir, meta_path, meta, kind, cwd, true)
+        else {
+            continue;
+        };
+        engine
+            .tasks
+            .insert_ended(rebuilt.task, rebuilt.status, rebuilt.history);
+        restored += 1;
+    }
+    restored
+}
+
+/// The meta files of a session's sub-agents (`agents/agent-ID.meta.json`),
+/// sorted by path, parsed; one that does not parse is skipped with a warning.
+pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
     let Ok(entries) = std::fs::read_dir(session_dir.join("agents")) else {
-        return 0;
+        return Vec::new();
     };
-    let snap = engine.snapshot.load_full();
-    let settings = snap.settings();
-    let mut metas: Vec<PathBuf> = entries
+    let mut paths: Vec<PathBuf> = entries
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.to_string_lossy().ends_with(".meta.json"))
         .collect();
-    metas.sort();
-    let mut restored = 0;
-    for meta_path in metas {
-        let meta: Value = match fs_err::read(&meta_path)
-            .map_err(|e| e.to_string())
-            .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
-        {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
-                continue;
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|meta_path| {
+            match fs_err::read(&meta_path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            {
+                Ok(v) => Some((meta_path, v)),
+                Err(e) => {
+                    tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
+                    None
+                }
             }
-        };
-        let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
-        let (Some(id), Some(parent), Some(agent_type)) = (
-            text("agent_id"),
-            text("parent_agent_id"),
-            text("agent_type"),
-        ) else {
-            tracing::warn!(
-                "{}: no agent_id, parent_agent_id or agent_type",
-                meta_path.display()
-            );
-            continue;
-        };
-        let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
-        let loaded = load(&output_file)
-            .and_then(|r| trim_partial_tail(&output_file, r.complete_len).map(|()| r));
-        let (mut history, spawn) = match loaded {
-            Ok(r) => (r.history, r.spawn),
-            Err(e) => {
-                tracing::warn!("{e}; sub-agent {id} not restored");
-                continue;
-            }
-        };
-        // Killed mid-turn: each tool call gets its "cancelled" result.
-        if let Some(last) = history.last().filter(|m| m.role == Role::Assistant) {
-            let cancelled = snap.templates.show(&super::texts::ToolCancelled {});
-            let results: Vec<crate::message::ContentBlock> = last
-                .tool_uses()
-                .map(|(id, _, _)| {
-                    crate::message::ContentBlock::tool_result(id, cancelled.clone(), true)
-                })
-                .collect();
-            if !results.is_empty() {
-                let repair = Message::user(results);
-                super::transcript::Transcript::open(output_file.clone(), &id, Some(&parent))
-                    .message(&repair);
-                history.push(std::sync::Arc::new(repair));
-            }
-        }
-        let status = match text("status").as_deref() {
-            Some("completed") => TaskStatus::Completed,
-            Some("failed") => TaskStatus::Failed,
-            _ => TaskStatus::Killed,
-        };
-        let started_by_fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
-        // A fork sends the request parts it inherited, as recorded.
-        let frozen: Option<super::session::Frozen> = started_by_fork
-            .then(|| spawn.and_then(|mut s| s.remove("frozen")))
-            .flatten()
-            .and_then(|f| serde_json::from_value(f).ok());
-        if started_by_fork && frozen.is_none() {
-            tracing::warn!(
-                "sub-agent {id}: no recorded fork request parts; they are rendered again"
-            );
-        }
-        let def = if started_by_fork {
-            snap.catalog.get(crate::catalog::FORK_AGENT).cloned()
-        } else {
-            snap.visible_agent(&agent_type, kind).cloned()
-        };
-        let mode = meta
-            .get("permission_mode")
-            .and_then(|m| serde_json::from_value(m.clone()).ok())
-            .unwrap_or(crate::config::PermissionMode::Bubble);
-        let tool_names: Vec<String> = meta
-            .get("tools")
-            .and_then(|t| serde_json::from_value(t.clone()).ok())
-            .unwrap_or_default();
-        // A kept worktree is where the child worked; else the session's folder.
-        let child_cwd = meta
-            .pointer("/worktree/path")
-            .and_then(Value::as_str)
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .unwrap_or_else(|| cwd.to_path_buf());
-        let spec = super::SessionSpec {
-            agent_id: id.clone(),
-            parent_agent_id: Some(parent.clone()),
-            max_turns: def
-                .as_ref()
-                .and_then(|d| d.max_turns)
-                .unwrap_or(settings.agents.default_max_turns),
-            def,
-            is_main: false,
-            model: text("model").unwrap_or_else(|| settings.provider.model.clone()),
-            kind,
-            mode,
-            depth: if parent == "main" { 1 } else { 2 },
-            frozen,
-            started_by_fork,
-            cwd: child_cwd,
-            tool_names,
-            wait_for_background: true,
-            team: None,
-            effort: text("effort"),
-        };
-        engine.tasks.insert_ended(
-            NewTask {
-                id,
-                description: text("description").unwrap_or_default(),
-                agent_type,
-                parent_agent_id: parent,
-                tool_use_id: text("tool_use_id").unwrap_or_default(),
-                name: text("name"),
-                output_file: Some(output_file),
-                meta_file: Some(meta_path),
-                meta,
-                spec,
-                background: true,
-            },
-            status,
-            history,
+        })
+        .collect()
+}
+
+/// A sub-agent rebuilt from its meta and transcript.
+pub struct RebuiltTask {
+    /// Ready to register (as ended, or to run again).
+    pub task: super::tasks::NewTask,
+    /// What the meta file says (`killed` for one still running).
+    pub status: super::tasks::TaskStatus,
+    /// Its history, a turn cut mid-way repaired (each tool call without a
+    /// result gets a "cancelled" one, also appended to its transcript).
+    pub history: History,
+}
+
+/// Rebuilds the sub-agent `meta` describes from its transcript under
+/// `session_dir/agents`: its session spec (definition, model, tools, mode,
+/// a fork's recorded request parts) and history. With `repair`, a turn cut
+/// mid-way gets its "cancelled" tool results (also in the transcript);
+/// without, the file is only read. `None`, with a warning, when its files
+/// do not read back.
+pub fn rebuild_task(
+    engine: &super::Engine,
+    session_dir: &Path,
+    meta_path: PathBuf,
+    meta: Value,
+    kind: crate::config::SessionKind,
+    cwd: &Path,
+    repair: bool,
+) -> Option<RebuiltTask> {
+    use super::tasks::{NewTask, TaskStatus};
+    let snap = engine.snapshot.load_full();
+    let settings = snap.settings();
+    let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
+    let (Some(id), Some(parent), Some(agent_type)) = (
+        text("agent_id"),
+        text("parent_agent_id"),
+        text("agent_type"),
+    ) else {
+        tracing::warn!(
+            "{}: no agent_id, parent_agent_id or agent_type",
+            meta_path.display()
         );
-        restored += 1;
+        return None;
+    };
+    let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
+    let loaded = load(&output_file).and_then(|r| {
+        if repair {
+            trim_partial_tail(&output_file, r.complete_len)?;
+        }
+        Ok(r)
+    });
+    let (mut history, spawn) = match loaded {
+        Ok(r) => (r.history, r.spawn),
+        Err(e) => {
+            tracing::warn!("{e}; sub-agent {id} not restored");
+            return None;
+        }
+    };
+    // Killed mid-turn: each tool call gets its "cancelled" result.
+    if let Some(last) = history
+        .last()
+        .filter(|m| repair && m.role == Role::Assistant)
+    {
+        let cancelled = snap.templates.show(&super::texts::ToolCancelled {});
+        let results: Vec<crate::message::ContentBlock> = last
+            .tool_uses()
+            .map(|(id, _, _)| {
+                crate::message::ContentBlock::tool_result(id, cancelled.clone(), true)
+            })
+            .collect();
+        if !results.is_empty() {
+            let repair = Message::user(results);
+            super::transcript::Transcript::open(output_file.clone(), &id, Some(&parent))
+                .message(&repair);
+            history.push(std::sync::Arc::new(repair));
+        }
     }
-    restored
+    let status = match text("status").as_deref() {
+        Some("completed") => TaskStatus::Completed,
+        Some("failed") => TaskStatus::Failed,
+        _ => TaskStatus::Killed,
+    };
+    let started_by_fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
+    // A fork sends the request parts it inherited, as recorded.
+    let frozen: Option<super::session::Frozen> = started_by_fork
+        .then(|| spawn.and_then(|mut s| s.remove("frozen")))
+        .flatten()
+        .and_then(|f| serde_json::from_value(f).ok());
+    if started_by_fork && frozen.is_none() {
+        tracing::warn!("sub-agent {id}: no recorded fork request parts; they are rendered again");
+    }
+    let def = if started_by_fork {
+        snap.catalog.get(crate::catalog::FORK_AGENT).cloned()
+    } else {
+        snap.visible_agent(&agent_type, kind).cloned()
+    };
+    let mode = meta
+        .get("permission_mode")
+        .and_then(|m| serde_json::from_value(m.clone()).ok())
+        .unwrap_or(crate::config::PermissionMode::Bubble);
+    let tool_names: Vec<String> = meta
+        .get("tools")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+        .unwrap_or_default();
+    // A kept worktree is where the child worked; else the session's folder.
+    let child_cwd = meta
+        .pointer("/worktree/path")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .unwrap_or_else(|| cwd.to_path_buf());
+    let depth = meta
+        .get("depth")
+        .and_then(Value::as_u64)
+        .and_then(|d| u32::try_from(d).ok())
+        .unwrap_or(if parent == "main" { 1 } else { 2 });
+    let spec = super::SessionSpec {
+        agent_id: id.clone(),
+        parent_agent_id: Some(parent.clone()),
+        max_turns: def
+            .as_ref()
+            .and_then(|d| d.max_turns)
+            .unwrap_or(settings.agents.default_max_turns),
+        def,
+        is_main: false,
+        model: text("model").unwrap_or_else(|| settings.provider.model.clone()),
+        kind,
+        mode,
+        depth,
+        frozen,
+        started_by_fork,
+        cwd: child_cwd,
+        tool_names,
+        wait_for_background: true,
+        team: None,
+        effort: text("effort"),
+    };
+    Some(RebuiltTask {
+        task: NewTask {
+            id,
+            description: text("description").unwrap_or_default(),
+            agent_type,
+            parent_agent_id: parent,
+            tool_use_id: text("tool_use_id").unwrap_or_default(),
+            name: text("name"),
+            output_file: Some(output_file),
+            meta_file: Some(meta_path),
+            meta,
+            spec,
+            background: true,
+        },
+        status,
+        history,
+    })
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
 use super::texts::{
     AsyncLaunched, InvalidInput, LimitStall, LimitTaskTimeout, McpRequired, ResultEmpty,
-    ResultTrailer, SubagentCancelled, SubagentFailed, TaskNotification,
+    ResultTrailer, SubagentCancelled, SubagentFailed, TaskBackendFailed, TaskNotification,
 };
 use super::transcript::Transcript;
 use super::worktree::{self, KeptWorktree, WorktreeGuard};
@@ -123,20 +123,15 @@ impl Session {
         } else {
             None
         };
-        let SpawnPlan {
-            agent,
-            model_source,
-            background,
-            ..
-        } = plan;
         self.run_child(ChildStart {
             spec,
             history,
-            agent_type: agent.name,
-            model_source,
+            agent_type: plan.agent.name.clone(),
+            model_source: plan.model_source,
+            background: plan.background,
+            plan,
             input,
             tool_use_id: tool_use_id.to_string(),
-            background,
             caller_can_read,
             worktree,
             snap: Arc::clone(&turn.snap),
@@ -159,6 +154,12 @@ impl Session {
             let snap = Arc::clone(&c.snap);
             let t = &snap.templates;
             let agent_id = c.spec.agent_id.clone();
+            // A background child without a worktree of its own runs on the
+            // engine's backend when it has one (the worker fleet).
+            let backend = engine
+                .backend
+                .clone()
+                .filter(|_| c.background && c.worktree.is_none());
             let meta = json!({
                 "agent_id": agent_id,
                 "parent_agent_id": self.spec.agent_id,
@@ -173,6 +174,8 @@ impl Session {
                 "permission_mode": c.spec.mode,
                 "fork": c.spec.started_by_fork,
                 "worktree": c.worktree.as_ref().map(WorktreeGuard::meta),
+                "depth": c.spec.depth,
+                "backend": backend.as_ref().map(|b| b.name()),
             });
             let (transcript, meta_file) = match &engine.session_dir {
                 Some(dir) => {
@@ -244,15 +247,30 @@ impl Session {
             {
                 tracing::warn!("{agent_id}: the meta file was not written");
             }
-            start_task(
-                Arc::clone(&engine),
-                Arc::clone(&task),
-                c.spec,
-                history,
-                transcript,
-                c.background,
-                c.worktree,
-            );
+            match backend {
+                Some(backend) => {
+                    drop(transcript);
+                    if let Err(detail) = backend.submit(&engine, &task, &c.plan).await {
+                        tracing::warn!("{agent_id}: {detail}");
+                        let text = t.show(&TaskBackendFailed {
+                            stage: "queue".into(),
+                            backend: backend.name().into(),
+                            worker: String::new(),
+                            detail: detail.clone(),
+                        });
+                        fail_unsubmitted(&engine, &task, history, detail, text);
+                    }
+                }
+                None => start_task(
+                    Arc::clone(&engine),
+                    Arc::clone(&task),
+                    c.spec,
+                    history,
+                    transcript,
+                    c.background,
+                    c.worktree,
+                ),
+            }
 
             let launched = || -> Vec<ToolResultContent> {
                 let output_file = task
@@ -309,6 +327,8 @@ impl Session {
 struct ChildStart {
     spec: SessionSpec,
     history: History,
+    /// The decision the child was made from (what a task backend runs).
+    plan: SpawnPlan,
     agent_type: String,
     model_source: ModelSource,
     input: AgentInput,
@@ -362,7 +382,7 @@ fn foreground_result(
 
 /// Runs a child session as a tokio task and records its end: status,
 /// transcript line, event, and exactly one delivery of its result.
-pub(super) fn start_task(
+pub(crate) fn start_task(
     engine: Arc<Engine>,
     task: Arc<Task>,
     spec: SessionSpec,
@@ -479,31 +499,55 @@ pub(super) fn start_task(
             total_tokens: result.total_tokens,
         });
         let snap = engine.snapshot.load_full();
-        let notification = |r: &TaskResult| -> String {
-            let (worktree_path, worktree_branch) =
-                KeptWorktree::template_fields(r.worktree.as_ref());
-            snap.templates.show(&TaskNotification {
-                task_id: task.id.clone(),
-                tool_use_id: task.tool_use_id.clone(),
-                output_file: task
-                    .output_file
-                    .as_ref()
-                    .map_or_else(String::new, |p| p.display().to_string()),
-                status: r.status,
-                description: task.description.clone(),
-                problem: r.problem.clone(),
-                result: r.texts.as_ref().map(|t| t.join("\n")),
-                total_tokens: r.total_tokens,
-                tool_uses: r.tool_uses,
-                duration_ms: r.duration_ms,
-                worktree_path,
-                worktree_branch,
-            })
-        };
         engine
             .tasks
-            .finish(&task, result, child.history().clone(), notification);
+            .finish(&task, result, child.history().clone(), |r| {
+                notification_text(&snap, &task, r)
+            });
     });
+}
+
+/// The `<task-notification>` a parent receives when `task` ends with `r`.
+pub(crate) fn notification_text(snap: &Snapshot, task: &Task, r: &TaskResult) -> String {
+    let (worktree_path, worktree_branch) = KeptWorktree::template_fields(r.worktree.as_ref());
+    snap.templates.show(&TaskNotification {
+        task_id: task.id.clone(),
+        tool_use_id: task.tool_use_id.clone(),
+        output_file: task
+            .output_file
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string()),
+        status: r.status,
+        description: task.description.clone(),
+        problem: r.problem.clone(),
+        result: r.texts.as_ref().map(|t| t.join("\n")),
+        total_tokens: r.total_tokens,
+        tool_uses: r.tool_uses,
+        duration_ms: r.duration_ms,
+        worktree_path,
+        worktree_branch,
+    })
+}
+
+/// A background child its backend could not take: it ends `failed` with
+/// the backend's error (`error` for people, `text` for the model), and its
+/// parent gets the one notification.
+fn fail_unsubmitted(engine: &Engine, task: &Task, history: History, error: String, text: String) {
+    let result = TaskResult {
+        status: TaskStatus::Failed,
+        texts: None,
+        error: Some(error),
+        problem: Some(super::RunProblem::Backend { text }),
+        usage: Usage::default(),
+        total_tokens: 0,
+        tool_uses: 0,
+        duration_ms: 0,
+        worktree: None,
+    };
+    let snap = engine.snapshot.load_full();
+    engine
+        .tasks
+        .finish(task, result, history, |r| notification_text(&snap, task, r));
 }
 
 /// Ends `task` when it passes a limit: `agents.task_timeout_ms` of running

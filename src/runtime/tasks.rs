@@ -209,6 +209,17 @@ impl Task {
         }
     }
 
+    /// What the meta file records besides the status (agent type, model,
+    /// tools, permission mode, …), as given when the task was created.
+    pub fn meta(&self) -> &Value {
+        &self.meta
+    }
+
+    /// Whether it runs on a task backend (another host), not here.
+    pub fn is_remote(&self) -> bool {
+        self.meta.get("backend").is_some_and(|b| !b.is_null())
+    }
+
     /// Writes the meta file with the current status.
     pub fn write_meta(&self, extra: Value) {
         let Some(path) = &self.meta_file else { return };
@@ -564,13 +575,15 @@ impl TaskRegistry {
             .is_some_and(|m| !m.notifications.is_empty())
     }
 
-    /// Stops every running task (process end) and waits up to `grace` for
-    /// them to record their end.
+    /// Stops every running task of this process (process end) and waits up
+    /// to `grace` for them to record their end.
     pub async fn kill_all(&self, grace: Duration) {
+        // Tasks on another host outlive this process: their notices wait
+        // in the broker for `--resume`.
         let running: Vec<Arc<Task>> = self
             .all()
             .into_iter()
-            .filter(|t| t.status() == TaskStatus::Running)
+            .filter(|t| t.status() == TaskStatus::Running && !t.is_remote())
             .collect();
         for t in &running {
             t.cancel.cancel();

@@ -276,6 +276,17 @@ contexts! {
         pub ms: u64 = 600_000,
     }
 
+    /// A background task its task backend (the worker fleet) could not
+    /// queue, start or finish. `stage`: `queue`, `transcripts_off`,
+    /// `no_transcript`, `refused` or `no_result`; `detail` the backend's
+    /// own error or path.
+    "error_task_backend" => pub struct TaskBackendFailed {
+        pub stage: String = "queue".into(),
+        pub backend: String = "nats".into(),
+        pub worker: String = "build-7-12345-ab12".into(),
+        pub detail: String = "NATS server nats://127.0.0.1:4222: connection refused".into(),
+    }
+
     /// A background task ended by `agents.stall_timeout_ms`.
     "limit_stall" => pub struct LimitStall {
         pub ms: u64 = 600_000,

@@ -8,6 +8,7 @@ mod bad_input;
 mod bounded;
 mod coordinator;
 mod corpus;
+mod distributed;
 mod faults;
 pub mod harness;
 mod headless;

@@ -12,6 +12,7 @@
 
 pub mod anthropic;
 pub mod invariants;
+pub mod nats;
 pub mod openai;
 mod server;
 

@@ -1,0 +1,182 @@
+//! `cadre worker [--pool NAME]`: runs background sub-agents published by
+//! parents with `[distributed] backend = "nats"` (docs/distributed.md), and
+//! `cadre tasks list [--json]`: every task the fleet knows of.
+
+use std::sync::Arc;
+
+use clap::{Args, Subcommand};
+use serde::Serialize;
+
+use super::output::print_json;
+use super::{CliError, GlobalArgs, Overrides, load_snapshot};
+use crate::fleet::state::{TaskRecord, now_ms};
+use crate::fleet::worker::{EngineFactory, WorkerOptions, worker_id};
+use crate::fleet::{Broker, FleetError};
+use crate::provider::Provider;
+use crate::runtime::Engine;
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The pool to take tasks from (default: `distributed.pool`, "default").
+    #[arg(long, value_name = "NAME")]
+    pool: Option<String>,
+    /// Tasks this worker runs at once (default: `agents.max_concurrent`).
+    /// The whole pool never runs more than `agents.max_concurrent` at once.
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// Background tasks across the fleet: id, status, owner (worker), lease
+    /// age, attempts, session, type, description.
+    List(ListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON (documented in docs/distributed.md).
+    #[arg(long)]
+    json: bool,
+}
+
+fn failed(e: FleetError) -> CliError {
+    CliError::Failed(e.to_string())
+}
+
+/// Runs until SIGINT or SIGTERM; tasks still running then are released to
+/// the pool (another worker continues them from their transcripts).
+pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
+    let (input, swap) = load_snapshot(g, &Overrides::default())?;
+    let snap = swap.load_full();
+    let settings = snap.settings();
+    let d = settings.distributed.clone();
+    let pool = args.pool.unwrap_or_else(|| d.pool.clone());
+    let broker = Arc::new(Broker::connect(&d).await.map_err(failed)?);
+    let provider = Provider::new(&settings.provider, &input.load.env)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let cwd = input.load.cwd.clone();
+    let sessions_dir = cwd.join(&settings.transcripts.dir);
+    let max_running = settings.agents.max_concurrent;
+    let env = input.load.env.clone();
+    let _reload = crate::reload::spawn(input.clone(), Arc::clone(&swap), false);
+    let factory: EngineFactory = {
+        let swap = Arc::clone(&swap);
+        Arc::new(move |plan, events| {
+            Ok(Arc::new(Engine::new(
+                Arc::clone(&swap),
+                provider.clone(),
+                crate::tools::builtin_tools(),
+                env.clone(),
+                Some(sessions_dir.join(&plan.session_id)),
+                plan.session_id.clone(),
+                events,
+                None,
+            )))
+        })
+    };
+    let opts = WorkerOptions {
+        pool,
+        id: worker_id(),
+        concurrency: args.concurrency.unwrap_or(max_running).max(1),
+        max_running,
+        cwd,
+    };
+    let stop = tokio_util::sync::CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        let name = super::signals::interrupted().await;
+        tracing::info!("{name}: releasing running tasks");
+        on_signal.cancel();
+    });
+    crate::fleet::worker::run(broker, opts, factory, stop)
+        .await
+        .map_err(failed)
+}
+
+/// One line of `tasks list`.
+#[derive(Debug, Serialize)]
+struct Row {
+    agent_id: String,
+    status: &'static str,
+    owner: Option<String>,
+    /// Milliseconds since the holder's last heartbeat (running tasks).
+    lease_age_ms: Option<u64>,
+    attempt: u32,
+    pool: String,
+    session_id: String,
+    parent_agent_id: String,
+    agent_type: String,
+    description: String,
+    queued_at_ms: u64,
+    ended_at_ms: Option<u64>,
+}
+
+pub async fn dispatch(g: &GlobalArgs, cmd: TasksCommand) -> Result<(), CliError> {
+    let TasksCommand::List(args) = cmd;
+    let (_, swap) = load_snapshot(g, &Overrides::default())?;
+    let d = swap.load().settings().distributed.clone();
+    let broker = Broker::connect(&d).await.map_err(failed)?;
+    let mut rows = Vec::new();
+    for r in crate::fleet::parent::task_records(&broker)
+        .await
+        .map_err(failed)?
+    {
+        rows.push(row(r));
+    }
+    rows.sort_by(|a, b| (a.queued_at_ms, &a.agent_id).cmp(&(b.queued_at_ms, &b.agent_id)));
+    if args.json {
+        return print_json(&rows);
+    }
+    if rows.is_empty() {
+        outln!("no tasks");
+        return Ok(());
+    }
+    outln!(
+        "{:<18} {:<9} {:<28} {:>9} {:>3}  {:<24} DESCRIPTION",
+        "ID",
+        "STATUS",
+        "OWNER",
+        "LEASE",
+        "TRY",
+        "SESSION"
+    );
+    for r in rows {
+        let lease = r.lease_age_ms.map_or_else(
+            || "-".to_string(),
+            |ms| format!("{:.1}s", ms as f64 / 1000.0),
+        );
+        outln!(
+            "{:<18} {:<9} {:<28} {:>9} {:>3}  {:<24} {}",
+            r.agent_id,
+            r.status,
+            r.owner.as_deref().unwrap_or("-"),
+            lease,
+            r.attempt,
+            r.session_id,
+            r.description
+        );
+    }
+    Ok(())
+}
+
+fn row(r: TaskRecord) -> Row {
+    let running = r.status == crate::fleet::state::FleetStatus::Running;
+    Row {
+        lease_age_ms: r
+            .lease_at_ms
+            .filter(|_| running)
+            .map(|at| now_ms().saturating_sub(at)),
+        status: r.status.as_str(),
+        agent_id: r.agent_id,
+        owner: r.owner,
+        attempt: r.attempt,
+        pool: r.pool,
+        session_id: r.session_id,
+        parent_agent_id: r.parent_agent_id,
+        agent_type: r.agent_type,
+        description: r.description,
+        queued_at_ms: r.queued_at_ms,
+        ended_at_ms: r.ended_at_ms,
+    }
+}

@@ -1,0 +1,258 @@
+//! The connection to the NATS server and the JetStream objects cadre uses:
+//! the work-queue stream of task plans, the notices stream, the task-state
+//! bucket, and each pool's consumer. Everything is created on first use
+//! with the settings' names; an existing object is used as it is.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, kv, stream};
+
+use crate::config::DistributedSettings;
+
+/// Why talking to the broker failed, as a sentence for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetError {
+    #[error("NATS server {url}: {message}")]
+    Connect { url: String, message: String },
+    #[error("NATS JetStream: {0}")]
+    Broker(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl FleetError {
+    pub(crate) fn broker(e: impl std::fmt::Display) -> FleetError {
+        FleetError::Broker(e.to_string())
+    }
+}
+
+/// The names of every subject, stream, bucket and consumer, from the
+/// settings. A subject token (pool, session id, agent id) must not hold a
+/// dot, a wildcard or white space.
+#[derive(Debug, Clone)]
+pub struct Names {
+    pub prefix: String,
+    pub tasks_stream: String,
+    pub notices_stream: String,
+    pub bucket: String,
+}
+
+impl Names {
+    pub fn of(s: &DistributedSettings) -> Result<Names, FleetError> {
+        for (what, v) in [
+            ("distributed.subject_prefix", &s.subject_prefix),
+            ("distributed.tasks_stream", &s.tasks_stream),
+            ("distributed.notices_stream", &s.notices_stream),
+            ("distributed.state_bucket", &s.state_bucket),
+            ("distributed.pool", &s.pool),
+        ] {
+            check_token(what, v)?;
+        }
+        Ok(Names {
+            prefix: s.subject_prefix.clone(),
+            tasks_stream: s.tasks_stream.clone(),
+            notices_stream: s.notices_stream.clone(),
+            bucket: s.state_bucket.clone(),
+        })
+    }
+
+    /// Where plans for `pool` are published.
+    pub fn task_subject(&self, pool: &str) -> String {
+        format!("{}.tasks.{pool}", self.prefix)
+    }
+
+    /// The one notice of task `agent` of session `session`.
+    pub fn notice_subject(&self, session: &str, agent: &str) -> String {
+        format!("{}.notices.{session}.{agent}", self.prefix)
+    }
+
+    /// Every notice of session `session`.
+    pub fn notices_of(&self, session: &str) -> String {
+        format!("{}.notices.{session}.>", self.prefix)
+    }
+
+    /// SendMessage and TaskStop for a running task (request/reply).
+    pub fn control_subject(&self, agent: &str) -> String {
+        format!("{}.control.{agent}", self.prefix)
+    }
+
+    /// Progress lines of a session's remote tasks.
+    pub fn progress_subject(&self, session: &str, agent: &str) -> String {
+        format!("{}.progress.{session}.{agent}", self.prefix)
+    }
+
+    /// The durable consumer every worker of `pool` pulls from.
+    pub fn consumer(&self, pool: &str) -> String {
+        format!("pool-{pool}")
+    }
+}
+
+/// A name used as one subject token or a stream/bucket name.
+pub fn check_token(what: &str, v: &str) -> Result<(), FleetError> {
+    let ok = !v.is_empty()
+        && v.len() <= 128
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(FleetError::Invalid(format!(
+            "{what} = {v:?}: use letters, digits, '-' and '_' only"
+        )))
+    }
+}
+
+/// A connection with the streams and bucket in place.
+pub struct Broker {
+    pub client: async_nats::Client,
+    pub js: jetstream::Context,
+    pub state: kv::Store,
+    pub names: Names,
+    settings: DistributedSettings,
+}
+
+impl Broker {
+    /// Connects (with the credentials file, if set) and makes sure the
+    /// streams and the bucket exist. The client reconnects by itself after
+    /// a server restart; JetStream calls made meanwhile fail and are retried
+    /// by their callers.
+    pub async fn connect(s: &DistributedSettings) -> Result<Broker, FleetError> {
+        let names = Names::of(s)?;
+        let connect_err = |message: String| FleetError::Connect {
+            url: s.url.clone(),
+            message,
+        };
+        let mut options = async_nats::ConnectOptions::new()
+            .name("cadre")
+            .connection_timeout(Duration::from_millis(s.connect_timeout_ms.max(1)))
+            // Requests (JetStream API calls) give up after this long.
+            .request_timeout(Some(Duration::from_millis(s.connect_timeout_ms.max(1000))));
+        if let Some(creds) = &s.credentials {
+            options = options
+                .credentials_file(creds)
+                .await
+                .map_err(|e| connect_err(format!("credentials {}: {e}", creds.display())))?;
+        }
+        let client = options
+            .connect(s.url.as_str())
+            .await
+            .map_err(|e| connect_err(e.to_string()))?;
+        let js = jetstream::new(client.clone());
+        let max_age = Duration::from_secs(s.retention_s.max(60));
+        js.get_or_create_stream(stream::Config {
+            name: names.tasks_stream.clone(),
+            subjects: vec![format!("{}.tasks.>", names.prefix)],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            max_age,
+            ..Default::default()
+        })
+        .await
+        .map_err(FleetError::broker)?;
+        js.get_or_create_stream(stream::Config {
+            name: names.notices_stream.clone(),
+            subjects: vec![format!("{}.notices.>", names.prefix)],
+            retention: stream::RetentionPolicy::Limits,
+            storage: stream::StorageType::File,
+            // One notice per task subject; a second one is refused, not
+            // stored in place of the first.
+            max_messages_per_subject: 1,
+            discard: stream::DiscardPolicy::New,
+            discard_new_per_subject: true,
+            max_age,
+            ..Default::default()
+        })
+        .await
+        .map_err(FleetError::broker)?;
+        let state = match js.get_key_value(&names.bucket).await {
+            Ok(kv) => kv,
+            Err(_) => js
+                .create_key_value(kv::Config {
+                    bucket: names.bucket.clone(),
+                    history: 1,
+                    max_age,
+                    storage: stream::StorageType::File,
+                    ..Default::default()
+                })
+                .await
+                .map_err(FleetError::broker)?,
+        };
+        Ok(Broker {
+            client,
+            js,
+            state,
+            names,
+            settings: s.clone(),
+        })
+    }
+
+    pub fn settings(&self) -> &DistributedSettings {
+        &self.settings
+    }
+
+    /// The lease: how long a task stays with a worker without a heartbeat.
+    pub fn lease(&self) -> Duration {
+        Duration::from_millis(self.settings.lease_ms.max(100))
+    }
+
+    /// The durable consumer of `pool`, created or updated with this
+    /// lease and `max_running` as its `max_ack_pending`: the server hands
+    /// out no more unfinished tasks than that across every worker.
+    pub async fn pool_consumer(
+        &self,
+        pool: &str,
+        max_running: usize,
+    ) -> Result<consumer::PullConsumer, FleetError> {
+        check_token("--pool", pool)?;
+        let stream = self
+            .js
+            .get_stream(&self.names.tasks_stream)
+            .await
+            .map_err(FleetError::broker)?;
+        let name = self.names.consumer(pool);
+        stream
+            .create_consumer(consumer::pull::Config {
+                durable_name: Some(name),
+                filter_subject: self.names.task_subject(pool),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: self.lease(),
+                max_deliver: -1,
+                max_ack_pending: i64::try_from(max_running.max(1)).unwrap_or(i64::MAX),
+                ..Default::default()
+            })
+            .await
+            .map_err(FleetError::broker)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_single_subject_tokens() {
+        for bad in ["", "a.b", "a*", ">", "a b", "../x", "a/b"] {
+            assert!(check_token("pool", bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["default", "gpu-1", "CADRE_TASKS", "a0123456789abcdef"] {
+            assert!(check_token("pool", good).is_ok(), "{good:?} refused");
+        }
+        let s = DistributedSettings {
+            pool: "has.dot".into(),
+            ..DistributedSettings::default()
+        };
+        let e = Names::of(&s).unwrap_err().to_string();
+        assert!(e.contains("distributed.pool"), "{e}");
+    }
+
+    #[test]
+    fn subjects_keep_each_task_apart() {
+        let n = Names::of(&DistributedSettings::default()).unwrap();
+        assert_eq!(n.task_subject("default"), "cadre.tasks.default");
+        assert_eq!(n.notice_subject("s1", "a1"), "cadre.notices.s1.a1");
+        assert_eq!(n.notices_of("s1"), "cadre.notices.s1.>");
+        assert_eq!(n.control_subject("a1"), "cadre.control.a1");
+        assert_eq!(n.consumer("gpu"), "pool-gpu");
+    }
+}

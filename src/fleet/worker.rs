@@ -1,0 +1,555 @@
+//! `cadre worker`: pulls task plans from its pool's consumer, holds each
+//! task's lease while its child runs (bucket heartbeat by compare-and-set,
+//! then `AckProgress` on the message), finishes the task by compare-and-set
+//! in the bucket, publishes its one notice, and only then acks the plan.
+//!
+//! A worker that loses its lease (the bucket entry moved on without it: it
+//! stalled past the lease and another worker took the task) stops its
+//! child and neither finishes nor acks. A worker that is stopped releases
+//! its tasks (a negative ack: the broker hands them out again at once).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, AckKind};
+use futures_util::StreamExt;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::message::Role;
+use crate::runtime::resume::{is_session_id, rebuild_task};
+use crate::runtime::spawn::{notification_text, start_task};
+use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
+use crate::runtime::texts::TaskBackendFailed;
+use crate::runtime::transcript::Transcript;
+use crate::runtime::{Engine, EngineEvent, EventSink, RunProblem, last_text};
+
+use super::broker::{Broker, FleetError, check_token};
+use super::lease::{Claim, Renewal, claim, finish, publish_notice, renew};
+use super::state::TaskRecord;
+use super::wire::{Control, ControlReply, Notice, Progress, TaskPlan};
+
+/// Builds the engine a task runs on: this host's snapshot, provider, keys
+/// and tools, with the plan's session (its transcript folder) and `events`
+/// as its sink. `Err` is a sentence.
+pub type EngineFactory =
+    Arc<dyn Fn(&TaskPlan, EventSink) -> Result<Arc<Engine>, String> + Send + Sync>;
+
+/// How a worker runs.
+pub struct WorkerOptions {
+    pub pool: String,
+    /// This worker's name in task states (`host-pid-xxxx`).
+    pub id: String,
+    /// Tasks this worker runs at once.
+    pub concurrency: usize,
+    /// Tasks running at once across the pool (`agents.max_concurrent`):
+    /// the consumer's `max_ack_pending`.
+    pub max_running: usize,
+    /// The project folder: child sessions work here.
+    pub cwd: PathBuf,
+}
+
+struct Ctx {
+    broker: Arc<Broker>,
+    opts: WorkerOptions,
+    make_engine: EngineFactory,
+}
+
+/// A name for this worker: host, process id and a random suffix.
+pub fn worker_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string());
+    format!(
+        "{host}-{}-{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    )
+}
+
+/// How long one pull request waits for a task.
+const FETCH_EXPIRY: Duration = Duration::from_secs(2);
+
+/// Runs until `stop` is cancelled, then releases its running tasks.
+pub async fn run(
+    broker: Arc<Broker>,
+    opts: WorkerOptions,
+    make_engine: EngineFactory,
+    stop: CancellationToken,
+) -> Result<(), FleetError> {
+    let consumer = broker.pool_consumer(&opts.pool, opts.max_running).await?;
+    let slots = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+    let ctx = Arc::new(Ctx {
+        broker,
+        opts,
+        make_engine,
+    });
+    tracing::info!(
+        "worker {} pulling pool {} ({} at once here, {} across the pool)",
+        ctx.opts.id,
+        ctx.opts.pool,
+        ctx.opts.concurrency,
+        ctx.opts.max_running
+    );
+    let mut running = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&slots).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+            () = stop.cancelled() => break,
+        };
+        let fetched = consumer
+            .fetch()
+            .max_messages(1)
+            .expires(FETCH_EXPIRY)
+            .messages()
+            .await;
+        let mut batch = match fetched {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("fetching a task: {e}");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                    () = stop.cancelled() => break,
+                }
+            }
+        };
+        let next = tokio::select! {
+            // Stopping wins over a task that arrives at the same moment.
+            biased;
+            () = stop.cancelled() => {
+                // The pull request stays open on the server until it
+                // expires; whatever it still delivers (a task another
+                // worker, or this one, just released) goes back at once.
+                while let Ok(Some(m)) = tokio::time::timeout(FETCH_EXPIRY * 2, batch.next()).await {
+                    if let Ok(m) = m {
+                        let _ = m.double_ack_with(AckKind::Nak(None)).await;
+                    }
+                }
+                break;
+            }
+            m = batch.next() => m,
+        };
+        match next {
+            Some(Ok(msg)) if stop.is_cancelled() => {
+                let _ = msg.double_ack_with(AckKind::Nak(None)).await;
+                break;
+            }
+            Some(Ok(msg)) => {
+                let ctx = Arc::clone(&ctx);
+                let stop = stop.clone();
+                running.spawn(async move {
+                    handle(&ctx, msg, &stop).await;
+                    drop(permit);
+                });
+            }
+            Some(Err(e)) => {
+                tracing::warn!("fetching a task: {e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            None => {}
+        }
+        // Reap finished handlers.
+        while running.try_join_next().is_some() {}
+    }
+    // Stopping: every handler releases its task; what is still buffered
+    // goes out before the process ends.
+    while running.join_next().await.is_some() {}
+    let _ = ctx.broker.client.flush().await;
+    Ok(())
+}
+
+async fn handle(ctx: &Ctx, msg: jetstream::Message, stop: &CancellationToken) {
+    let plan: TaskPlan = match serde_json::from_slice(&msg.payload) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("a task message that is not a plan ({e}); dropped");
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    // The ids name files in the transcript folder: nothing else is allowed.
+    if check_token("agent id", &plan.agent_id).is_err() || !is_session_id(&plan.session_id) {
+        tracing::warn!(
+            "a plan with agent id {:?} / session {:?}; dropped",
+            plan.agent_id,
+            plan.session_id
+        );
+        let _ = msg.ack_with(AckKind::Term).await;
+        return;
+    }
+    let id = plan.agent_id.clone();
+    let claimed_in = Instant::now();
+    let (record, revision) = match claim(&ctx.broker, &ctx.opts.id, &plan).await {
+        Ok(Claim::Held(r, rev)) => (r, rev),
+        Ok(Claim::Ended(r)) => {
+            // Its finisher died between the end state and the notice, or
+            // before the ack: the notice (once) and the ack are done here.
+            if let Some(n) = &r.notice
+                && let Err(e) = publish_notice(&ctx.broker, n).await
+            {
+                tracing::warn!("task {id}: {e}");
+                return;
+            }
+            let _ = msg.double_ack().await;
+            return;
+        }
+        Ok(Claim::Busy) => {
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(ctx.broker.lease() / 2)))
+                .await;
+            return;
+        }
+        Err(e) => {
+            tracing::warn!("task {id}: {e}");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+                .await;
+            return;
+        }
+    };
+    let claim_ms = claimed_in.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!("task {id}: attempt {} on {}", record.attempt, ctx.opts.id);
+    let _ = msg.ack_with(AckKind::Progress).await;
+    let outcome = run_task(ctx, &plan, &msg, record, revision, stop).await;
+    match outcome {
+        Ran::Finished(record, revision) => {
+            let finishing = Instant::now();
+            finish(&ctx.broker, &ctx.opts.id, &plan, &msg, *record, revision).await;
+            // For the benchmark (bench/fleet.py): time spent in the broker.
+            tracing::debug!(
+                "task {id}: broker_ms claim={claim_ms:.3} finish={:.3}",
+                finishing.elapsed().as_secs_f64() * 1000.0
+            );
+        }
+        Ran::Lost => {
+            tracing::warn!("task {id}: lease lost to another worker; this worker's run is dropped")
+        }
+        Ran::Released => {
+            // Confirmed by the server: the process exits right after.
+            let _ = msg.double_ack_with(AckKind::Nak(None)).await;
+            tracing::info!("task {id}: released (worker stopping)");
+        }
+    }
+}
+
+enum Ran {
+    /// The child ended; the record (still `running`, holding the result)
+    /// and its revision.
+    Finished(Box<TaskRecord>, u64),
+    /// Another worker holds the task now.
+    Lost,
+    /// This worker is stopping; the task goes back to the queue.
+    Released,
+}
+
+async fn run_task(
+    ctx: &Ctx,
+    plan: &TaskPlan,
+    msg: &jetstream::Message,
+    mut record: TaskRecord,
+    mut revision: u64,
+    stop: &CancellationToken,
+) -> Ran {
+    let id = plan.agent_id.clone();
+    let events = progress_sink(&ctx.broker, plan);
+    let started = Instant::now();
+    let begun = match (ctx.make_engine)(plan, events) {
+        Err(e) => Started::Done(Box::new(failed(e))),
+        Ok(engine) => start(ctx, plan, engine),
+    };
+    let (engine, task) = match begun {
+        Started::Running(engine, task) => (engine, task),
+        Started::Done(result) => {
+            record = record_result(record, &ctx.opts.id, plan, &result);
+            return Ran::Finished(Box::new(record), revision);
+        }
+    };
+    let mut control = ctx
+        .broker
+        .client
+        .subscribe(ctx.broker.names.control_subject(&id))
+        .await
+        .ok();
+    // A heartbeat every third of the lease, whatever else wakes the loop.
+    let beat = ctx.broker.lease() / 3;
+    let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_renewed = Instant::now();
+    loop {
+        tokio::select! {
+            status = task.wait(Duration::from_secs(3600)) => {
+                if status != TaskStatus::Running {
+                    break;
+                }
+            }
+            _ = heartbeat.tick() => {
+                match renew(&ctx.broker, &ctx.opts.id, &id, &record, revision).await {
+                    Renewal::Renewed(r, rev) => {
+                        record = *r;
+                        revision = rev;
+                        last_renewed = Instant::now();
+                        let _ = msg.ack_with(AckKind::Progress).await;
+                    }
+                    Renewal::Lost => {
+                        stop_child(&task).await;
+                        return Ran::Lost;
+                    }
+                    Renewal::Unreachable(e) => {
+                        // The broker is away (restarting): keep running; the
+                        // record's revision decides later whether this
+                        // worker still holds the task.
+                        tracing::warn!("task {id}: heartbeat failed ({e}); {:?} since the last", last_renewed.elapsed());
+                    }
+                }
+            }
+            req = next_control(&mut control) => {
+                if let Some(req) = req {
+                    answer_control(&ctx.broker, &engine, &task, req).await;
+                }
+            }
+            () = stop.cancelled() => {
+                stop_child(&task).await;
+                return Ran::Released;
+            }
+        }
+    }
+    drop(control);
+    let result = task.state().result.clone().unwrap_or_else(|| {
+        tracing::warn!(
+            "task {id}: ended without a result after {:?}",
+            started.elapsed()
+        );
+        let snap = engine.snapshot.load_full();
+        failed(snap.templates.show(&TaskBackendFailed {
+            stage: "no_result".into(),
+            backend: "nats".into(),
+            worker: ctx.opts.id.clone(),
+            detail: String::new(),
+        }))
+    });
+    // The mailbox copy of the notification is not needed here.
+    let _ = engine.tasks.take_notifications(&plan.parent_agent_id);
+    record = record_result(record, &ctx.opts.id, plan, &result);
+    Ran::Finished(Box::new(record), revision)
+}
+
+/// The most text a notice carries (it travels in one message and in the
+/// task's bucket entry, both bounded by the server's payload limit, 1 MiB
+/// by default); the whole answer stays in the child's transcript.
+pub const NOTICE_TEXT_LIMIT: usize = 256 * 1024;
+
+/// The record carrying the end (still `running`: `finish` moves it).
+fn record_result(
+    record: TaskRecord,
+    worker: &str,
+    plan: &TaskPlan,
+    result: &TaskResult,
+) -> TaskRecord {
+    let mut notice = Notice::of(
+        &plan.agent_id,
+        &plan.session_id,
+        result,
+        worker,
+        record.attempt,
+    );
+    notice.bound_texts(NOTICE_TEXT_LIMIT);
+    TaskRecord {
+        notice: Some(notice),
+        ..record
+    }
+}
+
+enum Started {
+    Running(Arc<Engine>, Arc<Task>),
+    /// Nothing to run: the transcript already ends with the child's answer,
+    /// or the child could not be rebuilt (a failed result).
+    Done(Box<TaskResult>),
+}
+
+/// A task that could not run here: `text` (an `error_task_backend`
+/// rendering) is both the people's error and the model's problem.
+fn failed(text: String) -> TaskResult {
+    TaskResult {
+        status: TaskStatus::Failed,
+        texts: None,
+        error: Some(text.clone()),
+        problem: Some(RunProblem::Backend { text }),
+        usage: crate::message::Usage::default(),
+        total_tokens: 0,
+        tool_uses: 0,
+        duration_ms: 0,
+        worktree: None,
+    }
+}
+
+/// Rebuilds the child from its plan and its transcript in the shared
+/// folder, and starts it (or finds it already answered).
+fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
+    let snap = engine.snapshot.load_full();
+    let problem = |stage: &str, detail: String| {
+        Started::Done(Box::new(failed(snap.templates.show(&TaskBackendFailed {
+            stage: stage.into(),
+            backend: "nats".into(),
+            worker: ctx.opts.id.clone(),
+            detail,
+        }))))
+    };
+    let Some(session_dir) = engine.session_dir.clone() else {
+        return problem("transcripts_off", String::new());
+    };
+    // The session the plan describes, with this worker's definition of its
+    // agent; the child works in this worker's project folder.
+    let (mut spec, _) = match plan.spawn.session(&snap) {
+        Ok(s) => s,
+        Err(refused) => return problem("refused", refused.text(&snap.templates)),
+    };
+    spec.cwd = ctx.opts.cwd.clone();
+    let kind = spec.kind;
+    let meta_path = session_dir
+        .join("agents")
+        .join(format!("agent-{}.meta.json", plan.agent_id));
+    let Some(rebuilt) = rebuild_task(
+        &engine,
+        &session_dir,
+        meta_path,
+        plan.meta.clone(),
+        kind,
+        &ctx.opts.cwd,
+        true,
+    ) else {
+        let path = session_dir
+            .join("agents")
+            .join(format!("agent-{}.jsonl", plan.agent_id));
+        return problem("no_transcript", path.display().to_string());
+    };
+    // Its history is the transcript's (what earlier attempts added
+    // included); its spec is the plan's.
+    let history = rebuilt.history;
+    let mut new_task = rebuilt.task;
+    new_task.spec = spec;
+    // A worker whose own settings disable bypassPermissions does not run a
+    // plan in it.
+    if new_task.spec.mode == crate::config::PermissionMode::BypassPermissions
+        && snap.config.bypass_disabled_by.is_some()
+    {
+        new_task.spec.mode = crate::config::PermissionMode::Default;
+    }
+    let (task, _) = engine.tasks.create(new_task);
+    // A child whose last message is its answer ended on an earlier attempt
+    // (its worker died before finishing the task): its answer stands.
+    if let Some(last) = history.last()
+        && last.role == Role::Assistant
+        && last.tool_uses().next().is_none()
+    {
+        let result = TaskResult {
+            status: TaskStatus::Completed,
+            texts: last_text(&history),
+            error: None,
+            problem: None,
+            ..failed(String::new())
+        };
+        engine.tasks.finish(&task, result.clone(), history, |r| {
+            notification_text(&snap, &task, r)
+        });
+        return Started::Done(Box::new(result));
+    }
+    let transcript = Arc::new(match &task.output_file {
+        Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
+        None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
+    });
+    start_task(
+        Arc::clone(&engine),
+        Arc::clone(&task),
+        task.spec.clone(),
+        history,
+        transcript,
+        true,
+        None,
+    );
+    Started::Running(engine, task)
+}
+
+async fn stop_child(task: &Task) {
+    task.cancel.cancel();
+    task.wait(Duration::from_secs(10)).await;
+}
+
+async fn next_control(sub: &mut Option<async_nats::Subscriber>) -> Option<async_nats::Message> {
+    match sub {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SendMessage and TaskStop from the parent, answered on the request's
+/// reply subject.
+async fn answer_control(
+    broker: &Broker,
+    engine: &Engine,
+    task: &Arc<Task>,
+    req: async_nats::Message,
+) {
+    let reply = match serde_json::from_slice::<Control>(&req.payload) {
+        Ok(Control::Message { text }) => {
+            if engine.tasks.send(task, text) {
+                ControlReply::Accepted
+            } else {
+                ControlReply::Ending
+            }
+        }
+        Ok(Control::Stop) => {
+            task.cancel.cancel();
+            ControlReply::Accepted
+        }
+        Err(e) => {
+            tracing::warn!(
+                "task {}: a control request that does not parse ({e})",
+                task.id
+            );
+            return;
+        }
+    };
+    if let (Some(to), Ok(body)) = (req.reply, serde_json::to_vec(&reply)) {
+        let _ = broker.client.publish(to, body.into()).await;
+    }
+}
+
+/// An event sink that sends the task's tool calls as progress lines on its
+/// plain subject (at most once; nothing waits for them).
+fn progress_sink(broker: &Broker, plan: &TaskPlan) -> EventSink {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
+    let client = broker.client.clone();
+    let subject = broker
+        .names
+        .progress_subject(&plan.session_id, &plan.agent_id);
+    tokio::spawn(async move {
+        while let Some(p) = rx.recv().await {
+            if let Ok(body) = serde_json::to_vec(&p) {
+                let _ = client.publish(subject.clone(), body.into()).await;
+            }
+        }
+    });
+    let agent = plan.agent_id.clone();
+    let started = Instant::now();
+    let count = Arc::new(AtomicU32::new(0));
+    Arc::new(move |e: &EngineEvent| {
+        if let EngineEvent::ToolUse { agent_id, name, .. } = e
+            && *agent_id == agent
+        {
+            let n = count.fetch_add(1, Ordering::Relaxed) + 1;
+            let _ = tx.send(Progress {
+                agent_id: agent.clone(),
+                tool_uses: n,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                last_tool: name.clone(),
+            });
+        }
+    })
+}

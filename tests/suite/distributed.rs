@@ -1,0 +1,1081 @@
+//! The worker fleet on NATS JetStream (docs/distributed.md), end to end:
+//! a real nats-server per test (tests/suite/kit/nats.rs), the fake model
+//! server, a parent `cadre run` with `[distributed] backend = "nats"` and
+//! real `cadre worker` processes sharing the project folder.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::harness::{BASE_CONFIG, MAIN_MARKER, Project, user_texts};
+use super::kit::nats::NatsServer;
+use super::kit::{FakeServer, RecordedRequest, anthropic};
+
+/// A project whose background spawns go to `nats`.
+fn fleet_project(nats: &NatsServer, extra: &str) -> Project {
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n{extra}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    p
+}
+
+/// A `cadre worker` process, killed (SIGKILL, by PID) when dropped.
+struct Worker {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Worker {
+    fn start(p: &Project, server: &FakeServer, name: &str) -> Worker {
+        let log = p.path().join(format!("{name}.log"));
+        let child = p
+            .command(Some(server))
+            .args(["worker"])
+            .env("CADRE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Worker {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().map_or(0, |c| c.id() as i32)
+    }
+
+    fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let _ = c.wait();
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+fn logs(workers: &[Worker]) -> String {
+    workers
+        .iter()
+        .map(Worker::log_text)
+        .collect::<Vec<_>>()
+        .join("\n-----\n")
+}
+
+/// Every `<task-id>ID</task-id>` in the user texts of a request.
+fn notified_ids(r: &RecordedRequest) -> Vec<String> {
+    let texts = user_texts(r);
+    texts
+        .split("<task-id>")
+        .skip(1)
+        .filter_map(|s| s.split("</task-id>").next())
+        .map(str::to_string)
+        .collect()
+}
+
+fn task_of(text: &str) -> Option<usize> {
+    let at = text.find("fleet-task-")? + "fleet-task-".len();
+    text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+fn is_main(r: &RecordedRequest) -> bool {
+    r.system_text().contains(MAIN_MARKER)
+}
+
+/// `cadre tasks list --json`, by agent id.
+fn task_states(p: &Project) -> BTreeMap<String, Value> {
+    let run = p.run(None, &["tasks", "list", "--json"]);
+    run.ok();
+    run.json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["agent_id"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+const SPAWNS: usize = 200;
+const MAX_CONCURRENT: usize = 6;
+
+#[test]
+fn two_hundred_background_spawns_over_three_workers_notify_exactly_once() {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        &format!("[agents]\nmax_concurrent = {MAX_CONCURRENT}\n"),
+    );
+    // Each child answers after a short delay; the arrival times of child
+    // requests bound how many children were running at once from below.
+    let delay = Duration::from_millis(30);
+    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let seen = Arc::clone(&arrivals);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            seen.lock().unwrap().push(Instant::now());
+            let n = task_of(&r.last_user_text()).unwrap_or(usize::MAX);
+            return anthropic::message()
+                .text(&format!("answer-{n}"))
+                .usage(20, 5)
+                .reply()
+                .delayed(delay);
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            let mut m = anthropic::message().text("fanning out");
+            for i in 0..SPAWNS {
+                m = m.tool_use(
+                    &format!("toolu_{i:04}"),
+                    "Agent",
+                    json!({
+                        "description": format!("task {i}"),
+                        "prompt": format!("Do fleet-task-{i} and report."),
+                        "subagent_type": "general-purpose",
+                        "run_in_background": true,
+                    }),
+                );
+            }
+            return m.reply();
+        }
+        if user_texts(r).matches("<task-notification>").count() >= SPAWNS {
+            anthropic::text_reply("all children reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let workers: Vec<Worker> = (0..3)
+        .map(|i| Worker::start(&p, &server, &format!("worker{i}")))
+        .collect();
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "fan out"],
+    );
+    assert!(
+        run.code == 0,
+        "run failed: {}\n{}\nworkers:\n{}",
+        run.stderr,
+        run.stdout.lines().last().unwrap_or(""),
+        logs(&workers)
+    );
+    let events = run.json_lines();
+    assert_eq!(events.last().unwrap()["result"], "all children reported");
+
+    // The conversation got exactly one notification per agent id.
+    let last_main = server.requests().into_iter().rfind(is_main).unwrap();
+    let ids = notified_ids(&last_main);
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for id in &ids {
+        *counts.entry(id.clone()).or_default() += 1;
+    }
+    assert_eq!(ids.len(), SPAWNS, "notifications in the conversation");
+    assert_eq!(counts.len(), SPAWNS, "distinct agent ids notified");
+    assert!(counts.values().all(|c| *c == 1), "{counts:?}");
+
+    // Every child ran once (one model request each) and completed.
+    let mut per_child: BTreeMap<usize, usize> = BTreeMap::new();
+    for r in server.requests().iter().filter(|r| !is_main(r)) {
+        *per_child
+            .entry(task_of(&r.last_user_text()).unwrap())
+            .or_default() += 1;
+    }
+    assert_eq!(per_child.len(), SPAWNS);
+    assert!(per_child.values().all(|c| *c == 1), "{per_child:?}");
+    let states = task_states(&p);
+    assert_eq!(states.len(), SPAWNS);
+    for (id, s) in &states {
+        assert_eq!(s["status"], "completed", "{id}: {s}");
+        assert_eq!(s["attempt"], 1, "{id}: {s}");
+        assert!(
+            counts.contains_key(id),
+            "{id} in the bucket but not notified"
+        );
+    }
+
+    // Never more than max_concurrent at once across the three workers: at
+    // each arrival, the requests that arrived within the delay before it
+    // were still unanswered, so their children were all running.
+    let mut times = arrivals.lock().unwrap().clone();
+    times.sort();
+    let peak = (0..times.len())
+        .map(|i| {
+            times[..=i]
+                .iter()
+                .filter(|t| times[i].duration_since(**t) < delay)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let owners: std::collections::BTreeSet<&str> = states
+        .values()
+        .filter_map(|s| s["owner"].as_str())
+        .collect();
+    eprintln!(
+        "peak child requests in flight: {peak}; workers used: {}",
+        owners.len()
+    );
+    assert!(
+        peak <= MAX_CONCURRENT,
+        "{peak} children ran at once (max {MAX_CONCURRENT})"
+    );
+}
+
+/// The messages of a request without cache breakpoints (which move).
+fn messages_without_breakpoints(r: &RecordedRequest) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("cache_control");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut m = r.json["messages"].clone();
+    strip(&mut m);
+    m
+}
+
+fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How the first worker is taken out while its child waits for a model
+/// answer.
+#[derive(Clone, Copy, PartialEq)]
+enum Disruption {
+    /// `kill -9`: the lease runs out, another worker resumes the task.
+    Kill,
+    /// SIGSTOP past the lease, then SIGCONT once another worker has
+    /// finished the task: the stalled worker's late finish and ack must not
+    /// count.
+    Stall,
+}
+
+/// One background child that runs a Bash call (appending to a marker
+/// file), then waits for its next model answer on worker A, which is
+/// disrupted; worker B takes the task over after the lease.
+fn takeover(disruption: Disruption) {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[permissions]\ndefault_mode = \"bypassPermissions\"\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\nlease_ms = 1500\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bash",
+                    "Bash",
+                    json!({"command": "echo ran >> marker.txt", "description": "mark"}),
+                ),
+                // Worker A's request: answered long after A is gone (or, when
+                // A was only stopped, after B has finished the task).
+                1 => anthropic::text_reply("late answer from the first worker")
+                    .delayed(Duration::from_secs(6)),
+                _ => anthropic::text_reply("child done"),
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "takeover", "prompt": "Mark and report.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let mut a = Worker::start(&p, &server, "workerA");
+    let out = p.path().join("run.out");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(std::fs::File::create(p.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the child's second request",
+        Duration::from_secs(30),
+        || child_requests.load(Ordering::SeqCst) >= 2,
+    );
+    assert_eq!(p.read("marker.txt"), "ran\n");
+    let pid = nix::unistd::Pid::from_raw(a.pid());
+    match disruption {
+        Disruption::Kill => a.kill9(),
+        Disruption::Stall => {
+            nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+        }
+    }
+    let b = Worker::start(&p, &server, "workerB");
+    wait_until(
+        "worker B's resumed request",
+        Duration::from_secs(30),
+        || child_requests.load(Ordering::SeqCst) >= 3,
+    );
+    if disruption == Disruption::Stall {
+        // Let B finish (its notice published) before A wakes up.
+        wait_until("the task to end", Duration::from_secs(30), || {
+            task_states(&p).values().any(|s| s["status"] == "completed")
+        });
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}",
+            logs(&[a, b])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{}\n{}", p.read("run.err"), logs(&[a, b]));
+    if disruption == Disruption::Stall {
+        // A wakes up, sees its lease gone, and drops its run: give it the
+        // time of its (late) model answer and a heartbeat.
+        wait_until("worker A to drop its run", Duration::from_secs(20), || {
+            a.log_text().contains("lease lost") || a.log_text().contains("finishing refused")
+        });
+    }
+    let events: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.last().unwrap()["result"], "parent done");
+
+    // The Bash call ran once: B continued from the transcript.
+    assert_eq!(p.read("marker.txt"), "ran\n");
+    if disruption == Disruption::Stall {
+        // A dropped its run before its late answer could land in the
+        // shared transcript.
+        std::thread::sleep(Duration::from_secs(5));
+        let lines = p.transcript_lines();
+        assert!(
+            !lines
+                .iter()
+                .any(|l| l.to_string().contains("late answer from the first worker")),
+            "the stalled worker wrote to the transcript after losing its lease"
+        );
+    }
+    let requests = server.requests();
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    assert_eq!(
+        messages_without_breakpoints(child[2]),
+        messages_without_breakpoints(child[1]),
+        "the resumed request continues the conversation as it was"
+    );
+    // One notification, for the one task.
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let ids = notified_ids(last_main);
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    assert!(user_texts(last_main).contains("child done"));
+    let states = task_states(&p);
+    let state = &states[&ids[0]];
+    assert_eq!(state["status"], "completed", "{state}");
+    assert_eq!(state["attempt"], 2, "{state}");
+    let b_pid = format!("-{}-", b.pid());
+    assert!(
+        state["owner"].as_str().unwrap().contains(&b_pid),
+        "finished by worker B: {state}"
+    );
+
+    // The notices stream holds one notice for the task, and refuses a
+    // second one (a forged or repeated completion).
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let settings = cadre::config::DistributedSettings {
+            url: nats.url(),
+            ..Default::default()
+        };
+        let broker = cadre::fleet::Broker::connect(&settings).await.unwrap();
+        let session = state["session_id"].as_str().unwrap();
+        let subject = broker.names.notice_subject(session, &ids[0]);
+        let forged = json!({"agent_id": ids[0], "session_id": session, "status": "failed",
+                            "total_tokens": 0, "tool_uses": 0, "duration_ms": 0,
+                            "worker": "forger", "attempt": 9});
+        let publish = broker
+            .js
+            .publish(subject.clone(), serde_json::to_vec(&forged).unwrap().into())
+            .await;
+        let refused = match publish {
+            Ok(ack) => ack.await.is_err(),
+            Err(_) => true,
+        };
+        assert!(refused, "a second notice for the task was accepted");
+        let stream = broker
+            .js
+            .get_stream(&broker.names.notices_stream)
+            .await
+            .unwrap();
+        let stored = stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .unwrap();
+        let stored: Value = serde_json::from_slice(&stored.payload).unwrap();
+        assert_eq!(stored["status"], "completed");
+        assert!(stored["worker"].as_str().unwrap().contains(&b_pid));
+        let info = stream.get_info().await.unwrap();
+        assert_eq!(info.state.messages, 1, "notices stored");
+    });
+}
+
+#[test]
+fn a_killed_worker_s_task_is_resumed_by_another_and_notifies_once() {
+    takeover(Disruption::Kill);
+}
+
+#[test]
+fn a_stalled_worker_s_late_finish_is_refused() {
+    takeover(Disruption::Stall);
+}
+
+/// `n` background spawns of `fleet-task-I` from the first main request;
+/// afterwards the main agent answers `done` once every notification is in
+/// its conversation, else `waiting`.
+fn fan_out_main(r: &RecordedRequest, n: usize, done: &str) -> super::kit::Reply {
+    if r.messages().iter().all(|m| m["role"] != "assistant") {
+        let mut m = anthropic::message().text("fanning out");
+        for i in 0..n {
+            m = m.tool_use(
+                &format!("toolu_{i:04}"),
+                "Agent",
+                json!({
+                    "description": format!("task {i}"),
+                    "prompt": format!("Do fleet-task-{i} and report."),
+                    "subagent_type": "general-purpose",
+                    "run_in_background": true,
+                }),
+            );
+        }
+        return m.reply();
+    }
+    if user_texts(r).matches("<task-notification>").count() >= n {
+        anthropic::text_reply(done)
+    } else {
+        anthropic::text_reply("waiting")
+    }
+}
+
+/// The last main request's notifications: each of `n` agent ids once.
+fn assert_each_notified_once(server: &FakeServer, n: usize) -> Vec<String> {
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let mut ids = notified_ids(last_main);
+    assert_eq!(ids.len(), n, "{ids:?}");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an agent id notified twice");
+    ids
+}
+
+#[test]
+fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
+    const N: usize = 12;
+    let mut nats = NatsServer::start();
+    let p = fleet_project(&nats, "[agents]\nmax_concurrent = 4\n");
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[agents]\nmax_concurrent = 4\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\nlease_ms = 3000\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let n = task_of(&r.last_user_text()).unwrap_or(usize::MAX);
+            return anthropic::text_reply(&format!("answer-{n}"))
+                .delayed(Duration::from_millis(400));
+        }
+        fan_out_main(r, N, "all reported")
+    });
+    let workers: Vec<Worker> = (0..2)
+        .map(|i| Worker::start(&p, &server, &format!("worker{i}")))
+        .collect();
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("some children to run", Duration::from_secs(30), || {
+        child_requests.load(Ordering::SeqCst) >= 3
+    });
+    nats.restart();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}\n{}",
+            p.read("run.err"),
+            logs(&workers)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        status.success(),
+        "{}\n{}",
+        p.read("run.err"),
+        logs(&workers)
+    );
+    let ids = assert_each_notified_once(&server, N);
+    let states = task_states(&p);
+    assert_eq!(states.len(), N);
+    for id in &ids {
+        assert_eq!(states[id]["status"], "completed", "{}", states[id]);
+    }
+}
+
+#[test]
+fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
+    const N: usize = 3;
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let n = task_of(&r.last_user_text()).unwrap_or(usize::MAX);
+            return anthropic::text_reply(&format!("answer-{n}"))
+                .held(gate.clone(), Duration::from_secs(60));
+        }
+        fan_out_main(r, N, "resumed and reported")
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("every child to run", Duration::from_secs(30), || {
+        child_requests.load(Ordering::SeqCst) >= N
+    });
+    // The parent waits for its children; it dies instead.
+    wait_until("the parent to wait", Duration::from_secs(30), || {
+        server.requests().iter().filter(|r| is_main(r)).count() >= 2
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(parent.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = parent.wait();
+    // The children finish while no parent runs.
+    let _ = open.send(true);
+    wait_until("every task to end", Duration::from_secs(30), || {
+        let s = task_states(&p);
+        s.len() == N && s.values().all(|v| v["status"] == "completed")
+    });
+    let session = std::fs::read_dir(p.path().join(".cadre/sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let run = p.run(
+        Some(&server),
+        &[
+            "run",
+            "--resume",
+            &session,
+            "--output-format",
+            "stream-json",
+            "go on",
+        ],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(
+        run.json_lines().last().unwrap()["result"],
+        "resumed and reported"
+    );
+    assert_each_notified_once(&server, N);
+    // A second resume finds them in the conversation and adds none.
+    let again = p.run(Some(&server), &["run", "--resume", &session, "once more"]);
+    assert!(again.code == 0, "{}", again.stderr);
+    assert_each_notified_once(&server, N);
+}
+
+#[test]
+fn send_message_and_task_stop_reach_a_child_on_a_worker() {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[permissions]\ndefault_mode = \"bypassPermissions\"\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    // Two children: "talk" gets a message between its turns and answers
+    // with it; "stop" waits on a long answer and is stopped.
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            let texts = user_texts(r);
+            if texts.contains("child-stop") {
+                return anthropic::text_reply("never").delayed(Duration::from_secs(60));
+            }
+            if r.messages().len() == 1 {
+                return anthropic::tool_use_reply(
+                    "toolu_sleep",
+                    "Bash",
+                    json!({"command": "sleep 1.5", "description": "wait"}),
+                )
+                .delayed(Duration::from_millis(300));
+            }
+            return if texts.contains("remote-hello") {
+                anthropic::text_reply("child heard remote-hello")
+            } else {
+                anthropic::text_reply("child heard nothing")
+            };
+        }
+        let texts = user_texts(r);
+        let ids: Vec<String> = r
+            .body_str()
+            .split("agentId: ")
+            .skip(1)
+            .map(|s| s.chars().take(17).collect())
+            .collect();
+        match super::harness::assistant_turns(r) {
+            0 => anthropic::message()
+                .tool_use(
+                    "toolu_talk",
+                    "Agent",
+                    json!({"description": "talk", "prompt": "child-talk: wait for a message.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .tool_use(
+                    "toolu_stop",
+                    "Agent",
+                    json!({"description": "stop", "prompt": "child-stop: run long.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply(),
+            1 => {
+                assert_eq!(
+                    ids.len(),
+                    2,
+                    "agent ids in the launch results: {}",
+                    r.body_str()
+                );
+                anthropic::message()
+                    .tool_use(
+                        "toolu_send",
+                        "SendMessage",
+                        json!({"to": ids[0], "message": "remote-hello"}),
+                    )
+                    .tool_use("toolu_taskstop", "TaskStop", json!({"task_id": ids[1]}))
+                    .reply()
+            }
+            _ if texts.matches("<task-notification>").count() >= 2 => {
+                anthropic::text_reply("both ended")
+            }
+            _ => anthropic::text_reply("waiting"),
+        }
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let t0 = Instant::now();
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    let events = run.json_lines();
+    assert_eq!(events.last().unwrap()["result"], "both ended");
+    // The remote child's Bash call reached the parent as a progress line.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "subagent_progress" && e["last_tool"] == "Bash"),
+        "no progress line from the worker"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(50),
+        "the stopped child ran on"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let texts = user_texts(last_main);
+    assert!(texts.contains("child heard remote-hello"), "{texts}");
+    assert!(texts.contains("killed"), "{texts}");
+    let states = task_states(&p);
+    let statuses: std::collections::BTreeSet<&str> = states
+        .values()
+        .filter_map(|s| s["status"].as_str())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["completed", "killed"].into_iter().collect(),
+        "{states:?}"
+    );
+}
+
+#[test]
+fn a_task_goes_only_to_workers_of_its_pool() {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\npool = \"gpu\"\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            return anthropic::text_reply("child done");
+        }
+        fan_out_main(r, 1, "pooled")
+    });
+    // A worker of the default pool only: the task waits in the queue.
+    let mut cmd = p.command(Some(&server));
+    cmd.args(["worker", "--pool", "default"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut other = Worker {
+        log: p.path().join("other.log"),
+        child: Some(cmd.spawn().unwrap()),
+    };
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the task to be queued", Duration::from_secs(30), || {
+        task_states(&p)
+            .values()
+            .any(|s| s["status"] == "queued" && s["pool"] == "gpu")
+    });
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        server.requests().iter().all(is_main),
+        "a worker of another pool ran the task"
+    );
+    other.kill9();
+    let mut cmd = p.command(Some(&server));
+    cmd.args(["worker", "--pool", "gpu"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _gpu = Worker {
+        log: p.path().join("gpu.log"),
+        child: Some(cmd.spawn().unwrap()),
+    };
+    let status = parent.wait().unwrap();
+    assert!(status.success());
+    let out = p.read("run.out");
+    assert!(out.lines().last().unwrap().contains("pooled"), "{out}");
+    // `tasks list --json`: one row per task, fields as documented (ids,
+    // the worker's name and times redacted).
+    let mut rows = p.run(None, &["tasks", "list", "--json"]).json();
+    for row in rows.as_array_mut().unwrap() {
+        for (key, value) in row.as_object_mut().unwrap() {
+            if matches!(
+                key.as_str(),
+                "agent_id" | "session_id" | "owner" | "queued_at_ms" | "ended_at_ms"
+            ) && !value.is_null()
+            {
+                *value = json!(format!("[{key}]"));
+            }
+        }
+    }
+    insta::assert_json_snapshot!("fleet_tasks_list", rows);
+    let list = p.run(None, &["tasks", "list"]);
+    list.ok();
+    assert!(list.stdout.starts_with("ID "), "{}", list.stdout);
+    assert!(list.stdout.contains(" completed "), "{}", list.stdout);
+}
+
+#[test]
+fn a_worker_that_cannot_reach_its_server_says_so() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{BASE_CONFIG}\n[distributed]\nurl = \"nats://127.0.0.1:{port}\"\nconnect_timeout_ms = 500\n"
+        ),
+    );
+    let run = p.run(None, &["worker"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("NATS server nats://127.0.0.1:{port}")),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A named background child and a background fork send the same request
+/// whether they run in the parent's process or on a worker: the plan and
+/// the transcript rebuild the same session (fork request parts included,
+/// byte for byte).
+#[test]
+fn a_child_on_a_worker_sends_what_it_would_send_locally() {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if super::harness::is_fork_child(r) {
+            return anthropic::text_reply("fork done");
+        }
+        if !is_main(r) {
+            return anthropic::text_reply("named done");
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .text("two children")
+                .tool_use(
+                    "toolu_named",
+                    "Agent",
+                    json!({"description": "named", "prompt": "Look around and report.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .tool_use(
+                    "toolu_fork",
+                    "Agent",
+                    json!({"description": "forked", "prompt": "Check the other half.",
+                           "fork": true, "run_in_background": true}),
+                )
+                .reply();
+        }
+        if user_texts(r).matches("<task-notification>").count() >= 2 {
+            anthropic::text_reply("both reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let config = |fleet: bool| {
+        let mut c = format!(
+            "{}\n[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"f\"\ngates = []\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000")
+        );
+        if fleet {
+            c.push_str(&format!(
+                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+                nats.url()
+            ));
+        }
+        c
+    };
+    let mut bodies = Vec::new();
+    for fleet in [false, true] {
+        p.write("cadre.toml", &config(fleet));
+        let _worker = fleet.then(|| Worker::start(&p, &server, "worker"));
+        let before = server.requests().len();
+        let run = p.run(
+            Some(&server),
+            &["run", "--output-format", "stream-json", "go"],
+        );
+        assert!(run.code == 0, "{}", run.stderr);
+        assert_eq!(run.json_lines().last().unwrap()["result"], "both reported");
+        let requests = server.requests();
+        let fresh = &requests[before..];
+        let named: Vec<&RecordedRequest> = fresh.iter().filter(|r| !is_main(r)).collect();
+        let forks: Vec<&RecordedRequest> = fresh
+            .iter()
+            .filter(|r| super::harness::is_fork_child(r))
+            .collect();
+        assert_eq!((named.len(), forks.len()), (1, 1), "fleet: {fleet}");
+        let strip = |r: &RecordedRequest| {
+            let mut body = r.json.clone();
+            fn drop_breakpoints(v: &mut Value) {
+                match v {
+                    Value::Object(m) => {
+                        m.remove("cache_control");
+                        m.values_mut().for_each(drop_breakpoints);
+                    }
+                    Value::Array(a) => a.iter_mut().for_each(drop_breakpoints),
+                    _ => {}
+                }
+            }
+            drop_breakpoints(&mut body);
+            body
+        };
+        bodies.push((strip(named[0]), strip(forks[0])));
+    }
+    // The second run's two children ran on the worker.
+    let states = task_states(&p);
+    assert_eq!(states.len(), 2, "{states:?}");
+    assert!(
+        states
+            .values()
+            .all(|s| s["status"] == "completed" && s["owner"].is_string())
+    );
+    let (local, fleet) = (&bodies[0], &bodies[1]);
+    assert_eq!(
+        fleet.0, local.0,
+        "the named child's request differs on a worker"
+    );
+    assert_eq!(fleet.1, local.1, "the fork's request differs on a worker");
+}
+
+#[test]
+fn spawns_to_an_unreachable_broker_each_fail_with_one_notification() {
+    const N: usize = 3;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{BASE_CONFIG}\n[distributed]\nbackend = \"nats\"\nurl = \"nats://127.0.0.1:{port}\"\nconnect_timeout_ms = 500\n"
+        ),
+    );
+    let server = FakeServer::route(|r| fan_out_main(r, N, "all failed"));
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}", run.stderr);
+    assert_eq!(run.json_lines().last().unwrap()["result"], "all failed");
+    assert_each_notified_once(&server, N);
+    let requests = server.requests();
+    let texts = user_texts(requests.iter().rfind(|r| is_main(r)).unwrap());
+    assert_eq!(
+        texts
+            .matches("could not be handed to the nats worker fleet")
+            .count(),
+        N,
+        "{texts}"
+    );
+    assert_eq!(
+        texts.matches("<status>failed</status>").count(),
+        N,
+        "{texts}"
+    );
+}
+
+/// A stopped worker (SIGTERM) hands its running task back at once: another
+/// worker continues it long before the lease would have run out.
+#[test]
+fn a_stopped_worker_releases_its_task_to_another() {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\nlease_ms = 60000\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                anthropic::text_reply("never sent").delayed(Duration::from_secs(60))
+            } else {
+                anthropic::text_reply("child done")
+            };
+        }
+        fan_out_main(r, 1, "released and done")
+    });
+    let a = Worker::start(&p, &server, "workerA");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the child's first request", Duration::from_secs(30), || {
+        child_requests.load(Ordering::SeqCst) >= 1
+    });
+    let t0 = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(a.pid()),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let b = Worker::start(&p, &server, "workerB");
+    let status = parent.wait().unwrap();
+    let elapsed = t0.elapsed();
+    let workers = [a, b];
+    assert!(status.success(), "{}", logs(&workers));
+    assert!(
+        elapsed < Duration::from_secs(30),
+        "the task waited for its lease to run out:\n{}",
+        logs(&workers)
+    );
+    let [a, _b] = workers;
+    assert!(p.read("run.out").contains("released and done"));
+    let states = task_states(&p);
+    let state = states.values().next().unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["attempt"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+    assert!(a.log_text().contains("released"), "{}", a.log_text());
+}
