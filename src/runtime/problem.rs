@@ -17,8 +17,10 @@ use super::session::{RunError, StopKind};
 pub enum RunProblem {
     /// A model request failed for good.
     Provider { provider: ProviderProblem },
-    /// A template could not be rendered (its name).
-    Template { name: String },
+    /// A template could not be rendered: its name (an agent body's is its
+    /// file) and what is wrong with it, as `agents validate` reports it —
+    /// a diagnostic of the user's file, which the model passes on.
+    Template { name: String, detail: String },
     /// A limit ended it; `text` is its `limit_*` template, rendered.
     Limit { text: String },
     /// It was cancelled (TaskStop, the caller's end, an interrupt).
@@ -40,6 +42,7 @@ impl From<&RunError> for RunProblem {
             },
             RunError::Template(t) => RunProblem::Template {
                 name: t.name.clone(),
+                detail: t.message.clone(),
             },
             RunError::Cancelled => RunProblem::Cancelled,
             RunError::Limit(text) => RunProblem::Limit { text: text.clone() },
@@ -106,7 +109,7 @@ mod tests {
         errors.push(RunError::Limit("Stopped by the stall limit.".into()));
         errors.push(RunError::Template(crate::templates::RenderError {
             name: "main_system".into(),
-            message: "CADRE'S OWN WORDS".into(),
+            message: "partial `p` includes itself (p → p)".into(),
         }));
         let mut problems: Vec<RunProblem> = errors.iter().map(RunProblem::from).collect();
         problems.extend(
@@ -126,6 +129,10 @@ mod tests {
             let said = text.trim_start_matches("Agent \"Find callers\" failed: ");
             assert!(!said.is_empty() && said != text, "{problem:?}: {text:?}");
             assert!(!text.contains("OWN WORDS"), "{problem:?}: {text}");
+            if let RunProblem::Template { name, detail } = &problem {
+                // The file's diagnostic is data the user needs, passed on.
+                assert!(text.contains(name) && text.contains(detail), "{text}");
+            }
             texts.insert(said.to_string());
         }
         // Each kind has its own words (429 and 529 included).
