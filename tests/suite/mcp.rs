@@ -194,6 +194,14 @@ impl ServerHandler for EchoServer {
                 schema(json!({"type": "object", "properties": {}})),
             ));
         }
+        // The "progress" mode adds a tool that reports progress quickly.
+        if std::env::var(MODE_ENV).is_ok_and(|m| m == "progress") {
+            tools.push(Tool::new(
+                "steps",
+                "Reports 20 steps of progress, the last right before its answer",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
         // The "rich" mode adds a tool that returns every kind of content.
         if rich() {
             tools.push(Tool::new(
@@ -214,11 +222,6 @@ impl ServerHandler for EchoServer {
             tools.push(Tool::new(
                 "ask",
                 "Asks the user for a name",
-                schema(json!({"type": "object", "properties": {}})),
-            ));
-            tools.push(Tool::new(
-                "steps",
-                "Reports 20 steps of progress, the last right before its answer",
                 schema(json!({"type": "object", "properties": {}})),
             ));
             tools.push(Tool::new(
@@ -1700,13 +1703,13 @@ const STEPS: u32 = 20;
 #[test]
 fn every_progress_report_sent_before_the_answer_reaches_the_caller() {
     let mut p = Project::new();
-    p.config(&server_toml("rich", "rich"));
-    p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
+    p.config(&server_toml("prog", "progress"));
+    p.config("[permissions]\nallow = [\"mcp__prog\"]\n");
     let server = FakeServer::route(|r| match assistant_turns(r) {
         0 => anthropic::message()
-            .tool_use("t1", "mcp__rich__steps", json!({}))
-            .tool_use("t2", "mcp__rich__steps", json!({}))
-            .tool_use("t3", "mcp__rich__steps", json!({}))
+            .tool_use("t1", "mcp__prog__steps", json!({}))
+            .tool_use("t2", "mcp__prog__steps", json!({}))
+            .tool_use("t3", "mcp__prog__steps", json!({}))
             .reply(),
         _ => anthropic::text_reply("done"),
     });
