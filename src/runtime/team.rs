@@ -491,7 +491,6 @@ impl Session {
         }
     }
 
-    /// An Agent call with `name` from a team's lead: starts a teammate.
     /// Whether a teammate of this process is working or has mail to read.
     /// Its mail is looked at first, its status after, in a fresh read: a
     /// teammate marks itself active before it takes its mail, so one whose
@@ -524,6 +523,7 @@ impl Session {
         })
     }
 
+    /// An Agent call with `name` from a team's lead: starts a teammate.
     pub(super) async fn spawn_teammate(
         &self,
         snap: &Arc<Snapshot>,
