@@ -577,8 +577,8 @@ impl Connection {
             params = params.with_arguments(JsonObject::from_iter(map));
         }
         // rmcp gives every request a progress token of its own; progress
-        // notifications are matched to this call by it (those that came
-        // before it subscribed are kept for it, `super::progress`).
+        // notifications are matched to this call by it (those that come
+        // before it subscribes are kept for it, `super::progress`).
         let handle = self
             .peer
             .send_request_with_option(
@@ -591,7 +591,10 @@ impl Connection {
             .map_err(|e| CallError::Protocol(e.to_string()))?;
         let mut updates = match progress {
             Some(_) => Some(self.progress.subscribe(handle.progress_token.clone())),
-            None => None,
+            None => {
+                self.progress.ignore(&handle.progress_token);
+                None
+            }
         };
         let mut guard = CancelOnDrop {
             peer: self.peer.clone(),

@@ -10,27 +10,36 @@
 //! answer, every report sent before it waits in the call's subscription.
 //! (The notification still goes on to rmcp, whose handler ignores it.)
 //!
-//! A call learns its progress token when its request is on its way, so a
-//! quick server may report before the call subscribes: [`Progress`] keeps
-//! the last few reports nobody has subscribed to, and a subscription starts
-//! with those of its token.
+//! A call learns its progress token only once its request is on its way,
+//! and a quick server may report before the call subscribes. So the
+//! transport also notes the token of each `tools/call` request as it sends
+//! it, before the server can see it: reports for a noted token are kept
+//! until the call subscribes (or says it wants none).
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleClient;
-use rmcp::model::{JsonRpcMessage, ProgressNotificationParam, ProgressToken, ServerNotification};
+use rmcp::model::{
+    ClientRequest, GetMeta, JsonRpcMessage, ProgressNotificationParam, ProgressToken,
+    ServerNotification,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::{IntoTransport, Transport};
 use tokio::sync::mpsc;
 
-/// How many reports for tokens nobody has subscribed to are kept (the
-/// oldest go first); reports for calls that asked for none end up here too.
-const EARLY_MAX: usize = 16;
+/// How many reports are kept for a call that has not subscribed yet (the
+/// oldest go first).
+const KEPT_PER_CALL: usize = 256;
 
-/// Room in a subscription: the early reports always fit.
-const CHANNEL: usize = 2 * EARLY_MAX;
+/// How many calls may wait to subscribe at once (a call dropped before it
+/// subscribed, or one that wanted no reports before its request left,
+/// leaves its entry; the oldest go first).
+const WAITING_CALLS: usize = 64;
+
+/// Room in a subscription besides the reports kept for it.
+const CHANNEL: usize = 32;
 
 /// Routes progress notifications to the call that subscribed to their
 /// token.
@@ -42,7 +51,10 @@ pub struct Progress {
 #[derive(Default)]
 struct State {
     subscribers: HashMap<ProgressToken, mpsc::Sender<ProgressNotificationParam>>,
-    early: VecDeque<ProgressNotificationParam>,
+    /// Calls sent and not subscribed yet, with their reports so far.
+    waiting: HashMap<ProgressToken, VecDeque<ProgressNotificationParam>>,
+    /// `waiting`'s tokens, oldest first.
+    order: VecDeque<ProgressToken>,
 }
 
 impl Progress {
@@ -50,16 +62,38 @@ impl Progress {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The reports for `token` from now on, after those that came before.
-    pub fn subscribe(&self, token: ProgressToken) -> Subscription {
-        let (tx, rx) = mpsc::channel(CHANNEL);
+    /// A call with `token` is being sent: its reports are kept for it.
+    fn expect(&self, token: ProgressToken) {
         let mut state = self.state();
-        let (mine, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut state.early)
-            .into_iter()
-            .partition(|p| p.progress_token == token);
-        state.early = rest;
-        for p in mine {
-            // (At most EARLY_MAX, into an empty channel twice as large.)
+        if state.subscribers.contains_key(&token) {
+            // (The call subscribed before its request left.)
+            return;
+        }
+        if state.order.len() == WAITING_CALLS
+            && let Some(oldest) = state.order.pop_front()
+        {
+            state.waiting.remove(&oldest);
+        }
+        state.order.push_back(token.clone());
+        state.waiting.insert(token, VecDeque::new());
+    }
+
+    fn stop_waiting(
+        state: &mut State,
+        token: &ProgressToken,
+    ) -> VecDeque<ProgressNotificationParam> {
+        state.order.retain(|t| t != token);
+        state.waiting.remove(token).unwrap_or_default()
+    }
+
+    /// The reports for `token`: those kept since its call was sent, then
+    /// the ones to come.
+    pub fn subscribe(&self, token: ProgressToken) -> Subscription {
+        let mut state = self.state();
+        let kept = Self::stop_waiting(&mut state, &token);
+        let (tx, rx) = mpsc::channel(kept.len() + CHANNEL);
+        for p in kept {
+            // (The channel has room for every kept one.)
             let _ = tx.try_send(p);
         }
         state.subscribers.insert(token.clone(), tx);
@@ -70,19 +104,27 @@ impl Progress {
         }
     }
 
+    /// The call with `token` wants no reports.
+    pub fn ignore(&self, token: &ProgressToken) {
+        Self::stop_waiting(&mut self.state(), token);
+    }
+
     /// Hands `p` to its subscriber, waiting while the subscriber's channel
-    /// is full, or keeps it for a subscriber to come. Cancel-safe: a
-    /// dropped dispatch has handed on nothing.
+    /// is full, or keeps it for a call that is still to subscribe; a
+    /// report for no known call is dropped. Cancel-safe: a dropped
+    /// dispatch has handed on nothing.
     async fn dispatch(&self, p: ProgressNotificationParam) {
         let sender = {
             let mut state = self.state();
             match state.subscribers.get(&p.progress_token) {
                 Some(s) => s.clone(),
                 None => {
-                    if state.early.len() == EARLY_MAX {
-                        state.early.pop_front();
+                    if let Some(kept) = state.waiting.get_mut(&p.progress_token) {
+                        if kept.len() == KEPT_PER_CALL {
+                            kept.pop_front();
+                        }
+                        kept.push_back(p);
                     }
-                    state.early.push_back(p);
                     return;
                 }
             }
@@ -149,10 +191,17 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
         T::name()
     }
 
+    /// Notes a `tools/call`'s progress token before the request leaves.
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(r) = &item
+            && let ClientRequest::CallToolRequest(_) = &r.request
+            && let Some(token) = r.request.get_meta().get_progress_token()
+        {
+            self.progress.expect(token);
+        }
         self.inner.send(item)
     }
 
@@ -197,38 +246,50 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_subscription_starts_with_the_reports_that_came_before_it() {
+    async fn a_call_gets_the_reports_that_came_before_it_subscribed() {
         let progress = Progress::default();
-        progress.dispatch(report(1, 1)).await;
+        progress.expect(token(1));
+        progress.expect(token(2));
+        for step in 1..=50 {
+            progress.dispatch(report(1, step)).await;
+        }
         progress.dispatch(report(2, 1)).await;
-        progress.dispatch(report(1, 2)).await;
+        progress.dispatch(report(3, 1)).await;
         let mut sub = progress.subscribe(token(1));
-        progress.dispatch(report(1, 3)).await;
-        for step in 1..=3 {
+        progress.dispatch(report(1, 51)).await;
+        for step in 1..=51 {
             assert_eq!(sub.next().await.unwrap().progress, f64::from(step));
         }
         assert!(sub.rx.try_recv().is_err(), "token 2's report is not ours");
-        // The other token's report is still kept for its call.
         let mut other = progress.subscribe(token(2));
         assert_eq!(other.next().await.unwrap().progress, 1.0);
+        // Token 3 was never sent: its report went nowhere.
+        assert!(progress.subscribe(token(3)).rx.try_recv().is_err());
     }
 
     #[tokio::test]
-    async fn reports_nobody_subscribes_to_are_bounded_and_a_dropped_call_gets_none() {
+    async fn what_is_kept_is_bounded_and_a_call_that_ends_leaves_nothing() {
         let progress = Progress::default();
-        for step in 0..100 {
-            progress.dispatch(report(7, step)).await;
+        for t in 0..100 {
+            progress.expect(token(t));
         }
-        assert_eq!(progress.state().early.len(), EARLY_MAX);
-        let mut sub = progress.subscribe(token(7));
+        assert_eq!(progress.state().waiting.len(), WAITING_CALLS);
+        assert_eq!(progress.state().order.len(), WAITING_CALLS);
+        for step in 0..1000 {
+            progress.dispatch(report(99, step)).await;
+        }
+        assert_eq!(progress.state().waiting[&token(99)].len(), KEPT_PER_CALL);
+        let mut sub = progress.subscribe(token(99));
         // The newest are kept.
         assert_eq!(
             sub.next().await.unwrap().progress,
-            f64::from(100 - EARLY_MAX as u32)
+            f64::from(1000 - KEPT_PER_CALL as u32)
         );
         drop(sub);
-        assert!(progress.state().subscribers.is_empty());
-        progress.dispatch(report(7, 200)).await;
-        assert_eq!(progress.state().early.len(), 1);
+        progress.ignore(&token(98));
+        let state = progress.state();
+        assert!(state.subscribers.is_empty());
+        assert_eq!(state.waiting.len(), WAITING_CALLS - 2);
+        assert_eq!(state.order.len(), WAITING_CALLS - 2);
     }
 }
