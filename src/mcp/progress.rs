@@ -1,5 +1,5 @@
 //! A server's progress notifications reach the call that asked for them in
-//! the order the server sent them, answers included, and none is lost.
+//! the order the server sent them, answers included, and none is lost to timing.
 //!
 //! rmcp hands each incoming notification to the client handler on a task
 //! of its own, while it delivers an answer from its read loop at once; a
