@@ -20,6 +20,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
+use super::progress::in_order;
 use crate::tools::outcome::McpPart;
 
 use crate::config::McpServerConfig;
@@ -179,7 +180,7 @@ pub struct Client {
     pub elicitor: Option<super::Elicitor>,
     /// Routes the server's progress notifications to the call that asked
     /// for them (by progress token).
-    pub progress: rmcp::handler::client::progress::ProgressDispatcher,
+    pub progress: super::progress::Progress,
     /// Called when the server says its tool list changed.
     pub on_tools_changed: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Reaches in-process servers of an SDK client (`type: "sdk"`).
@@ -217,13 +218,8 @@ impl ClientHandler for Client {
         )
     }
 
-    async fn on_progress(
-        &self,
-        params: rmcp::model::ProgressNotificationParam,
-        _context: rmcp::service::NotificationContext<RoleClient>,
-    ) {
-        self.progress.handle_notification(params).await;
-    }
+    // (Progress notifications are not handled here, on a task of their
+    // own, but by the transport as they arrive: see `super::progress`.)
 
     async fn on_tool_list_changed(&self, _context: rmcp::service::NotificationContext<RoleClient>) {
         if let Some(f) = &self.on_tools_changed {
@@ -362,7 +358,7 @@ pub struct Connection {
     /// The server declared the `resources` capability.
     pub resources: bool,
     /// Where the server's progress notifications go.
-    progress: rmcp::handler::client::progress::ProgressDispatcher,
+    progress: super::progress::Progress,
 }
 
 impl std::fmt::Debug for Client {
@@ -438,7 +434,7 @@ impl Connection {
                     .and_then(|open| open(&handler.server))
                     .ok_or(McpError::NoSdkClient)?;
                 let service = handler
-                    .serve(stream)
+                    .serve(in_order(stream, progress.clone()))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
@@ -462,7 +458,7 @@ impl Connection {
                 }
                 let pid = transport.id();
                 let service = handler
-                    .serve(transport)
+                    .serve(in_order(transport, progress.clone()))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, pid)
@@ -478,7 +474,7 @@ impl Connection {
                 let transport =
                     super::sse::SseTransport::connect(&handler.server, url, headers, auth).await?;
                 let service = handler
-                    .serve(transport)
+                    .serve(in_order(transport, progress.clone()))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
@@ -510,16 +506,16 @@ impl Connection {
                     .map_err(McpError::Token)?
                 {
                     Some(auth) => handler
-                        .serve(StreamableHttpClientTransport::with_client(
-                            auth,
-                            transport_config,
+                        .serve(in_order(
+                            StreamableHttpClientTransport::with_client(auth, transport_config),
+                            progress.clone(),
                         ))
                         .await
                         .map_err(oauth_error)?,
                     None => handler
-                        .serve(StreamableHttpClientTransport::with_client(
-                            client,
-                            transport_config,
+                        .serve(in_order(
+                            StreamableHttpClientTransport::with_client(client, transport_config),
+                            progress.clone(),
                         ))
                         .await
                         .map_err(oauth_error)?,
@@ -576,13 +572,13 @@ impl Connection {
         input: Value,
         progress: Option<&crate::tools::ProgressFn>,
     ) -> Result<CallOutput, CallError> {
-        use futures_util::StreamExt;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Value::Object(map) = input {
             params = params.with_arguments(JsonObject::from_iter(map));
         }
         // rmcp gives every request a progress token of its own; progress
-        // notifications are matched to this call by it.
+        // notifications are matched to this call by it (those that come
+        // before it subscribes are kept for it, `super::progress`).
         let handle = self
             .peer
             .send_request_with_option(
@@ -594,8 +590,11 @@ impl Connection {
             .await
             .map_err(|e| CallError::Protocol(e.to_string()))?;
         let mut updates = match progress {
-            Some(_) => Some(self.progress.subscribe(handle.progress_token.clone()).await),
-            None => None,
+            Some(_) => Some(self.progress.subscribe(handle.progress_token.clone())),
+            None => {
+                self.progress.ignore(&handle.progress_token);
+                None
+            }
         };
         let mut guard = CancelOnDrop {
             peer: self.peer.clone(),
@@ -611,7 +610,9 @@ impl Connection {
                 }
             };
             // Progress first: a report sent just before the answer is
-            // shown rather than lost to the answer.
+            // already in `updates` when the answer comes (the transport
+            // dispatched it as it read it, `super::progress`), and is shown
+            // rather than lost to the answer.
             tokio::select! {
                 biased;
                 Some(p) = next => {

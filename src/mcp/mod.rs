@@ -15,6 +15,7 @@ mod config;
 mod elicit;
 mod manager;
 pub mod oauth;
+mod progress;
 mod prompts;
 mod resources;
 mod sampling;

@@ -480,14 +480,7 @@ impl Session {
             if seat.store.has_unread(&seat.member) {
                 return true;
             }
-            let working = seat.store.team().is_ok_and(|t| {
-                t.members.iter().any(|m| {
-                    m.name != seat.member
-                        && m.session_id == self.engine.session_id
-                        && (m.status == MemberStatus::Active
-                            || (m.status == MemberStatus::Idle && seat.store.has_unread(&m.name)))
-                })
-            });
+            let working = self.teammates_working(&seat);
             if !working || self.cancel.is_cancelled() {
                 return seat.store.has_unread(&seat.member);
             }
@@ -496,6 +489,38 @@ impl Session {
                 () = self.cancel.cancelled() => return false,
             }
         }
+    }
+
+    /// Whether a teammate of this process is working or has mail to read.
+    /// Its mail is looked at first, its status after, in a fresh read: a
+    /// teammate marks itself active before it takes its mail, so one whose
+    /// mail is gone by the first look shows active in the second (or, done
+    /// already, has sent the lead its idle notice first). Read the other
+    /// way round, a teammate that took its mail in between would seem idle
+    /// with nothing to do, and the lead would end without it.
+    fn teammates_working(&self, seat: &TeamSeat) -> bool {
+        let mine = |m: &Member| {
+            m.name != seat.member
+                && m.session_id == self.engine.session_id
+                && m.status != MemberStatus::Ended
+        };
+        let Ok(team) = seat.store.team() else {
+            return false;
+        };
+        let names: Vec<&str> = team
+            .members
+            .iter()
+            .filter(|m| mine(m))
+            .map(|m| m.name.as_str())
+            .collect();
+        if names.iter().any(|n| seat.store.has_unread(n)) {
+            return true;
+        }
+        seat.store.team().is_ok_and(|t| {
+            t.members.iter().any(|m| {
+                mine(m) && m.status == MemberStatus::Active && names.contains(&m.name.as_str())
+            })
+        })
     }
 
     /// An Agent call with `name` from a team's lead: starts a teammate.
@@ -761,6 +786,9 @@ fn start_teammate(
             if cancel.is_cancelled() {
                 break;
             }
+            // Active before the mail is taken: a lead that saw this member
+            // idle with no mail left would think the team done and end.
+            let _ = store.set_status(&me, MemberStatus::Active);
             let incoming = session.team_incoming();
             session.push_blocks(incoming);
             session.apply_plan_approval();

@@ -194,6 +194,14 @@ impl ServerHandler for EchoServer {
                 schema(json!({"type": "object", "properties": {}})),
             ));
         }
+        // The "progress" mode adds a tool that reports progress quickly.
+        if std::env::var(MODE_ENV).is_ok_and(|m| m == "progress") {
+            tools.push(Tool::new(
+                "steps",
+                "Reports 20 steps of progress, the last right before its answer",
+                schema(json!({"type": "object", "properties": {}})),
+            ));
+        }
         // The "rich" mode adds a tool that returns every kind of content.
         if rich() {
             tools.push(Tool::new(
@@ -295,6 +303,21 @@ impl ServerHandler for EchoServer {
                 };
                 CallToolResult::success(vec![ContentBlock::text(text)])
             }
+            "steps" => {
+                // Back to back, and the answer right after the last one.
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in 1..=STEPS {
+                        let report = rmcp::model::ProgressNotificationParam::new(
+                            token.clone(),
+                            f64::from(step),
+                        )
+                        .with_total(f64::from(STEPS))
+                        .with_message(format!("step {step}"));
+                        let _ = context.peer.notify_progress(report).await;
+                    }
+                }
+                CallToolResult::success(vec![ContentBlock::text("stepped")])
+            }
             "wait" => {
                 std::fs::write("wait-started", "").unwrap();
                 tokio::select! {
@@ -380,6 +403,44 @@ fn toml_str(s: &str) -> String {
 fn first_turn_reply() -> super::kit::Reply {
     anthropic::tool_use_reply("t0", "Glob", json!({"pattern": "*.nothing"}))
         .delayed(Duration::from_millis(1500))
+}
+
+/// The reply while a request does not list `tool` yet (`chat` connects
+/// its servers in the background; a server may add a tool later): a
+/// harmless Glob call, answered after a pause, so that the model asks
+/// again with a later turn's tools. `None` once `tool` is listed. (The
+/// turn limit and the test's own deadline bound the wait.)
+fn until_listed(r: &RecordedRequest, tool: &str) -> Option<super::kit::Reply> {
+    if tool_names(&r.json).iter().any(|n| n == tool) {
+        return None;
+    }
+    let id = format!("wait{}", assistant_turns(r));
+    Some(
+        anthropic::tool_use_reply(&id, "Glob", json!({"pattern": "*.nothing"}))
+            .delayed(Duration::from_millis(200)),
+    )
+}
+
+/// Whether the model of request `r` has called tool use `id` already.
+fn called(r: &RecordedRequest, id: &str) -> bool {
+    r.json["messages"].as_array().is_some_and(|m| {
+        m.iter()
+            .filter(|m| m["role"] == "assistant")
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .any(|b| b["type"] == "tool_use" && b["id"] == id)
+    })
+}
+
+/// The request that carries the result of tool use `id`.
+fn result_request<'a>(reqs: &'a [RecordedRequest], id: &str) -> &'a RecordedRequest {
+    reqs.iter()
+        .find(|r| {
+            last_tool_results(&r.json)
+                .iter()
+                .any(|t| t["tool_use_id"] == id)
+        })
+        .unwrap_or_else(|| panic!("no request has the result of {id}"))
 }
 
 #[test]
@@ -1494,20 +1555,32 @@ fn a_servers_tool_list_change_reaches_the_next_turn() {
     let mut p = Project::new();
     p.config(&server_toml("grow", "grow"));
     p.config("[permissions]\nallow = [\"mcp__grow\"]\n");
-    let server = FakeServer::route(|r| match assistant_turns(r) {
-        0 => first_turn_reply(),
-        1 => anthropic::tool_use_reply("t1", "mcp__grow__late_tool", json!({})),
-        _ => anthropic::text_reply("done"),
+    let server = FakeServer::route(|r| {
+        if let Some(wait) = until_listed(r, "mcp__grow__late_tool") {
+            return wait;
+        }
+        if called(r, "t1") {
+            return anthropic::text_reply("done");
+        }
+        anthropic::tool_use_reply("t1", "mcp__grow__late_tool", json!({}))
     });
     p.run(Some(&server), &["run", "go"]).ok();
     let reqs = server.requests();
-    let names = tool_names(&reqs[1].json);
+    // The first request lists the server's tools as they were at the
+    // handshake; a later one has the tool it added.
+    let first = tool_names(&reqs[0].json);
+    assert!(first.contains(&"mcp__grow__echo".to_string()), "{first:?}");
+    let grown = reqs
+        .iter()
+        .find(|r| called(r, "t1"))
+        .expect("the model called the late tool");
+    let names = tool_names(&grown.json);
     assert!(
         names.contains(&"mcp__grow__late_tool".to_string()),
         "{names:?}"
     );
     assert!(names.contains(&"mcp__grow__echo".to_string()), "{names:?}");
-    let result = &last_tool_results(&reqs[2].json)[0];
+    let result = &last_tool_results(&result_request(&reqs, "t1").json)[0];
     assert_ne!(result["is_error"], true, "{result:?}");
 }
 
@@ -1542,10 +1615,14 @@ fn chat_asks_the_user_for_a_servers_elicitation() {
     let mut p = Project::new();
     p.config(&server_toml("rich", "rich"));
     p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
-    let server = FakeServer::route(|r| match assistant_turns(r) {
-        0 => first_turn_reply(),
-        1 => anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({})),
-        _ => anthropic::text_reply("all done"),
+    let server = FakeServer::route(|r| {
+        if let Some(wait) = until_listed(r, "mcp__rich__ask") {
+            return wait;
+        }
+        if called(r, "t1") {
+            return anthropic::text_reply("all done");
+        }
+        anthropic::tool_use_reply("t1", "mcp__rich__ask", json!({}))
     });
     let mut cmd = p.command(Some(&server));
     cmd.arg("chat");
@@ -1566,7 +1643,7 @@ fn chat_asks_the_user_for_a_servers_elicitation() {
         "{screen}"
     );
     let reqs = server.requests();
-    let result = &last_tool_results(&reqs[2].json)[0];
+    let result = &last_tool_results(&result_request(&reqs, "t1").json)[0];
     assert_eq!(
         result_text(result),
         r#"declared true, action Accept, content {"name":"Ada Lovelace"}"#
@@ -1584,14 +1661,15 @@ fn chat_shows_an_mcp_tools_progress() {
          [permissions]\nallow = [\"mcp__every\"]\n",
         toml_str(&index.display().to_string())
     ));
-    let server = FakeServer::route(|r| match assistant_turns(r) {
-        0 => first_turn_reply(),
-        1 => anthropic::tool_use_reply(
-            "t1",
-            "mcp__every__trigger-long-running-operation",
-            json!({"duration": 1, "steps": 2}),
-        ),
-        _ => anthropic::text_reply("all done"),
+    let server = FakeServer::route(|r| {
+        let tool = "mcp__every__trigger-long-running-operation";
+        if let Some(wait) = until_listed(r, tool) {
+            return wait;
+        }
+        if called(r, "t1") {
+            return anthropic::text_reply("all done");
+        }
+        anthropic::tool_use_reply("t1", tool, json!({"duration": 1, "steps": 2}))
     });
     let mut cmd = p.command(Some(&server));
     cmd.arg("chat");
@@ -1607,11 +1685,51 @@ fn chat_shows_an_mcp_tools_progress() {
         assert!(screen.contains(line), "{line:?} not shown:\n{screen}");
     }
     let reqs = server.requests();
-    let result = &last_tool_results(&reqs[2].json)[0];
+    let result = &last_tool_results(&result_request(&reqs, "t1").json)[0];
     assert!(
         result_text(result).contains("Long running operation completed"),
         "{result}"
     );
+}
+
+/// How many progress reports the "steps" tool sends.
+const STEPS: u32 = 20;
+
+/// Every progress report a server sends before its answer reaches the
+/// caller, in order, the last ones (sent right before the answer)
+/// included: rmcp handles a notification on a task of its own, which may
+/// run after the answer ended the call; cadre takes them from the
+/// transport as it reads them.
+#[test]
+fn every_progress_report_sent_before_the_answer_reaches_the_caller() {
+    let mut p = Project::new();
+    p.config(&server_toml("prog", "progress"));
+    p.config("[permissions]\nallow = [\"mcp__prog\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::message()
+            .tool_use("t1", "mcp__prog__steps", json!({}))
+            .tool_use("t2", "mcp__prog__steps", json!({}))
+            .tool_use("t3", "mcp__prog__steps", json!({}))
+            .reply(),
+        _ => anthropic::text_reply("done"),
+    });
+    let run = p.run(
+        Some(&server),
+        &["-p", "go", "--output-format", "stream-json", "--verbose"],
+    );
+    run.ok();
+    let results = last_tool_results(&server.requests()[1].json);
+    assert_eq!(results.len(), 3, "{results:?}");
+    for (id, result) in ["t1", "t2", "t3"].into_iter().zip(&results) {
+        assert_eq!(result_text(result), "stepped", "{result}");
+        let reports: Vec<Value> = run
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|l| l["type"] == "tool_progress" && l["tool_use_id"] == id)
+            .collect();
+        assert_eq!(reports.len(), STEPS as usize, "{id}:\n{}", run.stdout);
+    }
 }
 
 /// Ctrl-C in chat cancels the turn, and with it a running MCP tool call:
@@ -1622,10 +1740,16 @@ fn interrupting_chat_cancels_a_running_mcp_call() {
     let mut p = Project::new();
     p.config(&server_toml("rich", "rich"));
     p.config("[permissions]\nallow = [\"mcp__rich\"]\n");
-    let server = FakeServer::route(|r| match assistant_turns(r) {
-        0 => first_turn_reply(),
-        1 => anthropic::tool_use_reply("t1", "mcp__rich__wait", json!({})),
-        _ => anthropic::text_reply("after"),
+    let server = FakeServer::route(|r| {
+        if let Some(wait) = until_listed(r, "mcp__rich__wait") {
+            return wait;
+        }
+        // (After Ctrl-C, the next message is answered, whatever the
+        // cancelled turn left in the history.)
+        if called(r, "t1") || r.body_str().contains("still there?") {
+            return anthropic::text_reply("after");
+        }
+        anthropic::tool_use_reply("t1", "mcp__rich__wait", json!({}))
     });
     let mut cmd = p.command(Some(&server));
     cmd.arg("chat");

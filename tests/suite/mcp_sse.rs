@@ -140,8 +140,7 @@ fn an_sse_server_from_npm_serves_tools_from_the_first_request() {
     );
     let out = lines(&run.stdout);
     let progress = tool_progress_for(&out, "t3");
-    // (The last report may be lost to the answer; see the next test.)
-    assert!(!progress.is_empty(), "one per report:\n{}", run.stdout);
+    assert_eq!(progress.len(), 3, "one per report:\n{}", run.stdout);
     assert_eq!(
         progress[0]["tool_name"],
         "mcp__every__trigger-long-running-operation"
@@ -186,14 +185,8 @@ fn stream_json_carries_tool_progress_for_an_mcp_call() {
     let out = lines(&run.stdout);
     let session_id = out[0]["session_id"].as_str().unwrap().to_string();
     let progress = tool_progress_for(&out, "toolu_long");
-    // One per report; the server sends the last one right before its
-    // answer, and rmcp hands notifications to the client on tasks of their
-    // own, so that one may come after the call has ended (and is dropped).
-    assert!(
-        (2..=3).contains(&progress.len()),
-        "one per report:\n{}",
-        run.stdout
-    );
+    // One per report, the last (sent right before the answer) included.
+    assert_eq!(progress.len(), 3, "one per report:\n{}", run.stdout);
     let mut last = 0.0;
     for line in &progress {
         let mut fields: Vec<&str> = line

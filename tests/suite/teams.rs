@@ -38,7 +38,9 @@ fn task_file(p: &Project, team: &str, id: &str) -> Value {
 fn two_teammates_claim_different_tasks_hear_a_broadcast_and_idle_between() {
     let mut p = teams_project();
     p.config(
-        "[[hooks.TaskCompleted]]\ncommand = \"cat >> completed.log; echo >> completed.log\"\n",
+        // A file per run: the teammates may complete their tasks at the same
+        // moment, and two hooks appending to one file could interleave.
+        "[[hooks.TaskCompleted]]\ncommand = \"cat > \\\"$(mktemp completed-XXXXXX)\\\"\"\n",
     );
     let server = FakeServer::route(|r| {
         if is_main_session(r) {
@@ -122,13 +124,16 @@ fn two_teammates_claim_different_tasks_hear_a_broadcast_and_idle_between() {
         owners == ["alice", "bob"] || owners == ["bob", "alice"],
         "each teammate owns one task: {owners:?}"
     );
-    let log = p.read("completed.log");
-    let events: Vec<Value> = log
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
+    let events: Vec<Value> = std::fs::read_dir(p.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|f| {
+            f.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("completed-"))
+        })
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap())
         .collect();
-    assert_eq!(events.len(), 2, "TaskCompleted once per task: {log}");
+    assert_eq!(events.len(), 2, "TaskCompleted once per task: {events:?}");
     let mut ids: Vec<&str> = events
         .iter()
         .map(|e| e["task_id"].as_str().unwrap())
@@ -258,7 +263,10 @@ fn teammates_cannot_start_teammates_and_tools_need_the_flag() {
 #[test]
 fn two_processes_share_one_team_folder() {
     let p = teams_project();
-    let a = FakeServer::route(|r| {
+    // Alice's answers wait until process B has sent her its message (so
+    // that process A is still running then).
+    let (b_done, gate) = tokio::sync::watch::channel(false);
+    let a = FakeServer::route(move |r| {
         if is_main_session(r) {
             return match assistant_turns(r) {
                 0 => anthropic::message()
@@ -280,8 +288,7 @@ fn two_processes_share_one_team_folder() {
         if texts.contains("hello from B") {
             return anthropic::text_reply("got it");
         }
-        // Slow, so that process B runs meanwhile.
-        anthropic::text_reply("working").delayed(Duration::from_millis(2000))
+        anthropic::text_reply("working").held(gate.clone(), Duration::from_secs(120))
     });
     let child = p
         .command(Some(&a))
@@ -311,6 +318,7 @@ fn two_processes_share_one_team_folder() {
         _ => anthropic::text_reply("B done"),
     });
     let rb = p.run(Some(&b), &["run", "--team", "shared", "look"]);
+    let _ = b_done.send(true);
     rb.ok();
     let results = last_tool_results(&b.requests()[1].json);
     assert!(
