@@ -118,17 +118,21 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--children", type=int, default=1000, help="bg1000: background sub-agents")
     ap.add_argument("--latency-ms", type=int, default=100, help="bg1000: model answer delay")
+    ap.add_argument("--server", help="the fake server's command (default: the Python one, "
+                    "bench/fake_anthropic.py); e.g. target/release/examples/fake_anthropic")
     args = ap.parse_args()
     args.cadre = os.path.abspath(args.cadre)
     if args.claude:
         args.claude = os.path.abspath(args.claude)
 
     work = tempfile.mkdtemp(prefix="cadre-bench-")
-    server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_anthropic.py"), "--port", "0"],
-                              stdout=subprocess.PIPE, text=True)
+    server_cmd = ([os.path.abspath(args.server)] if args.server
+                  else [sys.executable, os.path.join(HERE, "fake_anthropic.py")])
+    server = subprocess.Popen(server_cmd + ["--port", "0"], stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
     base = f"http://127.0.0.1:{port}"
     report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "scenarios": {},
+              "server": "rust" if args.server else "python",
               "args": {"runs": args.runs, "children": args.children, "latency_ms": args.latency_ms}}
     try:
         for scenario in args.scenario:

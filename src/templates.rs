@@ -5,12 +5,15 @@
 //! The built-in set is embedded from `agents/templates/`; a file with the
 //! same name in the on-disk templates folder replaces it. A template that
 //! does not compile is a diagnostic naming its file and line, and the
-//! embedded one stays in use. This module does not know where templates are
+//! embedded one stays in use. The embedded templates are compiled at their
+//! first use, not at load: a process renders a handful of the hundred-odd,
+//! and parsing them all was most of a start's work (a unit test compiles
+//! and checks every one). This module does not know where templates are
 //! used.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use handlebars::template::{Parameter, Template, TemplateElement};
 use handlebars::{Handlebars, RenderContext, Renderable, StringOutput};
@@ -30,10 +33,13 @@ pub struct TemplateOrigin {
     pub text: String,
 }
 
-/// A compiled set of templates.
+/// A set of templates, each compiled at its first use (an on-disk one at
+/// load, to report its mistakes then).
 #[derive(Clone)]
 pub struct Templates {
-    registry: Handlebars<'static>,
+    /// The templates compiled so far. Shared by clones of one set: they
+    /// have the same texts, so it does not matter which compiled one.
+    registry: Arc<RwLock<Handlebars<'static>>>,
     origins: BTreeMap<String, TemplateOrigin>,
     /// Texts given to [`Templates::render_text`] (tool descriptions, agent
     /// bodies), compiled at their first use and kept with this set: a text
@@ -77,7 +83,7 @@ impl Templates {
     /// (if given) over them.
     pub fn load(dir: Option<&Path>) -> (Templates, Vec<Diagnostic>) {
         let mut t = Templates {
-            registry: new_registry(),
+            registry: Arc::new(RwLock::new(new_registry())),
             origins: BTreeMap::new(),
             texts: Arc::default(),
         };
@@ -89,7 +95,15 @@ impl Templates {
             let Some(text) = file.contents_utf8() else {
                 continue;
             };
-            t.add(&name, text, None, &mut diags);
+            // Known good (tested): compiled when first rendered.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+            t.origins.insert(
+                name,
+                TemplateOrigin {
+                    path: None,
+                    text: text.to_string(),
+                },
+            );
         }
         if let Some(dir) = dir {
             t.load_dir(dir, &mut diags);
@@ -120,18 +134,22 @@ impl Templates {
 
     fn add(&mut self, name: &str, text: &str, path: Option<&Path>, diags: &mut Vec<Diagnostic>) {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        if let Ok(compiled) = Template::compile(text)
-            && let Err(message) = self.check_compiled(&compiled, Some(name))
-        {
-            let shown = path.map_or_else(
+        let shown = || {
+            path.map_or_else(
                 || PathBuf::from(format!("<embedded>/{name}.hbs")),
                 Path::to_path_buf,
-            );
-            diags.push(Diagnostic::error(Some(&shown), None, message));
-            return;
-        }
-        match self.registry.register_template_string(name, text) {
-            Ok(()) => {
+            )
+        };
+        // Parsed once: the same template is checked, then registered (as
+        // `register_template_string` would compile it: named, indenting
+        // partials as the registry does).
+        match Template::compile_with_name(text, name.to_string()) {
+            Ok(compiled) => {
+                if let Err(message) = self.check_compiled(&compiled, Some(name)) {
+                    diags.push(Diagnostic::error(Some(&shown()), None, message));
+                    return;
+                }
+                self.write().register_template(name, compiled);
                 self.origins.insert(
                     name.to_string(),
                     TemplateOrigin {
@@ -142,10 +160,7 @@ impl Templates {
             }
             Err(e) => {
                 let pos = e.pos().map(|(l, c)| Pos::new(l, c.max(1)));
-                let shown = path.map_or_else(
-                    || PathBuf::from(format!("<embedded>/{name}.hbs")),
-                    Path::to_path_buf,
-                );
+                let shown = shown();
                 let kept = if self.origins.contains_key(name) {
                     "; the built-in one stays in use"
                 } else {
@@ -173,10 +188,53 @@ impl Templates {
     }
 
     fn render_value<T: Serialize>(&self, name: &str, ctx: &T) -> Result<String, RenderError> {
-        self.registry.render(name, ctx).map_err(|e| RenderError {
+        self.ensure(name).map_err(|message| RenderError {
+            name: name.to_string(),
+            message,
+        })?;
+        self.read().render(name, ctx).map_err(|e| RenderError {
             name: name.to_string(),
             message: render_message(&e),
         })
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Handlebars<'static>> {
+        // A panic while compiling leaves a usable registry (a template is
+        // inserted whole or not at all).
+        self.registry.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Handlebars<'static>> {
+        self.registry.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Compiles `name` and every template it names as a partial, at any
+    /// depth, that is not compiled yet. A name that is no template is left
+    /// to the renderer (an inline partial, or an error it reports).
+    fn ensure(&self, name: &str) -> Result<(), String> {
+        if !self.origins.contains_key(name) || self.read().has_template(name) {
+            return Ok(());
+        }
+        let mut registry = self.write();
+        self.ensure_in(&mut registry, name)
+    }
+
+    fn ensure_in(&self, registry: &mut Handlebars<'static>, name: &str) -> Result<(), String> {
+        let Some(origin) = self.origins.get(name) else {
+            return Ok(());
+        };
+        if registry.has_template(name) {
+            return Ok(());
+        }
+        let compiled = Template::compile_with_name(&origin.text, name.to_string())
+            .map_err(|e| format!("template does not compile: {}", e.reason()))?;
+        let mut partials = Vec::new();
+        partial_names(&compiled, &mut partials);
+        // Registered before its partials, so that a cycle ends here.
+        registry.register_template(name, compiled);
+        partials
+            .iter()
+            .try_for_each(|p| self.ensure_in(registry, p))
     }
 
     /// Renders the template of a typed context for the model: trimmed at
@@ -209,6 +267,10 @@ impl Templates {
         text: &str,
         ctx: &T,
     ) -> Result<String, RenderError> {
+        // Most tool descriptions are plain text: nothing to parse.
+        if !text.contains("{{") {
+            return Ok(text.to_string());
+        }
         let compiled = self.compiled(label, text);
         let failed = |e: handlebars::RenderError| RenderError {
             name: label.to_string(),
@@ -216,11 +278,12 @@ impl Templates {
         };
         match &compiled.outcome {
             Ok(template) => {
+                let registry = self.read();
                 let ctx = handlebars::Context::wraps(ctx).map_err(failed)?;
                 let mut rc = RenderContext::new(template.name.as_ref());
                 let mut out = StringOutput::new();
                 template
-                    .render(&self.registry, &ctx, &mut rc, &mut out)
+                    .render(&registry, &ctx, &mut rc, &mut out)
                     .map_err(failed)?;
                 out.into_string().map_err(|e| RenderError {
                     name: label.to_string(),
@@ -232,7 +295,7 @@ impl Templates {
                 message: message.clone(),
             }),
             // Rendered the slow way for the parser's own message.
-            Err(None) => self.registry.render_template(text, ctx).map_err(failed),
+            Err(None) => self.read().render_template(text, ctx).map_err(failed),
         }
     }
 
@@ -265,6 +328,9 @@ impl Templates {
     /// [`Templates::check_partials`] for a text rendered under `label`,
     /// answered from the compiled text.
     pub fn check_partials_of(&self, label: &str, text: &str) -> Result<(), String> {
+        if !text.contains("{{") {
+            return Ok(());
+        }
         match &self.compiled(label, text).outcome {
             Err(Some(message)) => Err(message.clone()),
             _ => Ok(()),
@@ -287,10 +353,18 @@ impl Templates {
     }
 
     fn check_compiled(&self, root: &Template, root_name: Option<&str>) -> Result<(), String> {
+        // The templates it names are compiled first (all but a root being
+        // registered, whose new text is the one the walk follows).
+        let mut partials = Vec::new();
+        partial_names(root, &mut partials);
+        for p in partials.iter().filter(|p| Some(p.as_str()) != root_name) {
+            self.ensure(p)?;
+        }
+        let registry = self.read();
         let mut inline: BTreeMap<String, &Template> = BTreeMap::new();
         collect_inline(root, &mut inline);
         let mut walk = PartialWalk {
-            templates: self,
+            registry: &registry,
             root_name,
             root,
             inline,
@@ -439,9 +513,40 @@ fn param_name(p: &Parameter) -> Option<String> {
     }
 }
 
+/// Every partial name `t` calls (`{{> name}}`, `{{#> name}}`), at any
+/// depth, each once.
+fn partial_names(t: &Template, out: &mut Vec<String>) {
+    for e in &t.elements {
+        match e {
+            TemplateElement::PartialExpression(d) | TemplateElement::PartialBlock(d) => {
+                if let Some(name) = param_name(&d.name)
+                    && !out.contains(&name)
+                {
+                    out.push(name);
+                }
+                if let Some(body) = &d.template {
+                    partial_names(body, out);
+                }
+            }
+            TemplateElement::HelperBlock(h) => {
+                for body in [&h.template, &h.inverse].into_iter().flatten() {
+                    partial_names(body, out);
+                }
+            }
+            TemplateElement::DecoratorBlock(d) | TemplateElement::DecoratorExpression(d) => {
+                if let Some(body) = &d.template {
+                    partial_names(body, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Follows partial calls from a template, counting expansions.
 struct PartialWalk<'a> {
-    templates: &'a Templates,
+    /// The registered templates (every one the root names is compiled).
+    registry: &'a Handlebars<'static>,
     /// The name the root is (being) registered under, so a registered
     /// template that calls it back reaches the new text.
     root_name: Option<&'a str>,
@@ -460,7 +565,7 @@ impl<'a> PartialWalk<'a> {
         if self.root_name == Some(name) {
             return Some(self.root);
         }
-        self.templates.registry.get_template(name)
+        self.registry.get_template(name)
     }
 
     fn visit(&mut self, t: &'a Template) -> Result<(), String> {
@@ -596,6 +701,45 @@ mod tests {
             missing.is_empty(),
             "templates without a typed context (declare one with `contexts!` \
              and list it in the module's samples): {missing:?}"
+        );
+    }
+
+    /// What a start no longer does for the embedded templates holds:
+    /// each compiles, and its partials are bounded.
+    #[test]
+    fn every_embedded_template_compiles_and_its_partials_are_bounded() {
+        let (t, _) = Templates::load(None);
+        for file in EMBEDDED.files() {
+            let Some(name) = template_name(file.path()) else {
+                continue;
+            };
+            let text = file.contents_utf8().unwrap();
+            let compiled = Template::compile_with_name(text, name.clone())
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            t.check_compiled(&compiled, Some(&name))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_template_is_compiled_with_its_partials_at_its_first_use() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("outer.hbs"), "[{{> inner}}]").unwrap();
+        let (t, diags) = Templates::load(Some(dir.path()));
+        assert!(diags.is_empty(), "{diags:?}");
+        // `outer`, from disk, was compiled at load (with the partial it names).
+        assert!(t.read().has_template("outer"));
+        assert!(!t.read().has_template("fork_child"));
+        std::fs::write(dir.path().join("inner.hbs"), "in {{v}}").unwrap();
+        let (t, _) = Templates::load(Some(dir.path()));
+        assert_eq!(
+            t.render_text("x", "{{> outer}}", &json!({"v": 1})).unwrap(),
+            "[in 1]"
+        );
+        let clone = t.clone();
+        assert!(
+            clone.read().has_template("inner"),
+            "clones share what is compiled"
         );
     }
 

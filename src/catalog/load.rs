@@ -297,7 +297,7 @@ pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>
         }
         Err(e) => return fail(format!("cannot read: {e}; skipped")),
     };
-    if bytes.iter().take(8192).any(|b| *b == 0) {
+    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
         return fail("binary file (contains NUL bytes); skipped".into());
     }
     match String::from_utf8(bytes) {

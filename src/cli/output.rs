@@ -240,9 +240,18 @@ impl Progress {
     pub fn status(&self, message: String) -> ProgressBar {
         let bar = self.multi.add(ProgressBar::new_spinner());
         bar.set_style(spinner_style());
-        bar.enable_steady_tick(Duration::from_millis(200));
+        self.tick(&bar);
         bar.set_message(message);
         bar
+    }
+
+    /// Animates a spinner, on a terminal only: indicatif starts a thread
+    /// per ticking bar, and a hidden bar has nothing to show (a turn that
+    /// starts 1,000 background sub-agents started 1,000 threads).
+    fn tick(&self, bar: &ProgressBar) {
+        if self.visible {
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
     }
 
     pub fn sink(self: &Arc<Self>) -> EventSink {
@@ -342,7 +351,7 @@ impl Progress {
             } => {
                 let bar = self.multi.add(ProgressBar::new_spinner());
                 bar.set_style(spinner_style());
-                bar.enable_steady_tick(Duration::from_millis(200));
+                self.tick(&bar);
                 let tag = format!("[{agent_type}]");
                 let tag = match color {
                     Some(c) if self.colored => paint(*c, &tag),

@@ -181,17 +181,11 @@ impl Session {
                 Some(dir) => {
                     let agents = dir.join("agents");
                     let path = agents.join(format!("agent-{agent_id}.jsonl"));
-                    let (id, parent) = (agent_id.clone(), self.spec.agent_id.clone());
-                    // Creating a file allocates an inode: on the blocking
-                    // pool, so a turn that starts many children does not
-                    // create their files one after another on an async worker.
-                    let opened = tokio::task::spawn_blocking(move || {
-                        Transcript::open(path, &id, Some(&parent))
-                    })
-                    .await
-                    .unwrap_or_else(|_| Transcript::disabled(&agent_id, Some(&self.spec.agent_id)));
+                    // The child creates its files when it starts (see
+                    // `start_task`): a turn that starts many children
+                    // neither waits for nor serialises their creation.
                     (
-                        opened,
+                        Transcript::deferred(path, &agent_id, Some(&self.spec.agent_id)),
                         Some(agents.join(format!("agent-{agent_id}.meta.json"))),
                     )
                 }
@@ -238,17 +232,21 @@ impl Session {
                 spec: c.spec.clone(),
                 background: c.background,
             });
-            // A new file too (written whole, then renamed): off the async
-            // workers, and awaited, so that no later status overtakes it.
-            let first_meta = Arc::clone(&task);
-            if tokio::task::spawn_blocking(move || first_meta.write_meta(json!({})))
-                .await
-                .is_err()
-            {
-                tracing::warn!("{agent_id}: the meta file was not written");
-            }
             match backend {
                 Some(backend) => {
+                    // A worker writes on in the files made here: create them
+                    // now (see `start_task` for a child run in this process).
+                    let (files_task, files_transcript) =
+                        (Arc::clone(&task), Arc::clone(&transcript));
+                    if tokio::task::spawn_blocking(move || {
+                        files_transcript.open_deferred();
+                        files_task.write_first_meta();
+                    })
+                    .await
+                    .is_err()
+                    {
+                        tracing::warn!("{agent_id}: the transcript or meta file was not written");
+                    }
                     drop(transcript);
                     if let Err(detail) = backend.submit(&engine, &task, &c.plan).await {
                         tracing::warn!("{agent_id}: {detail}");
@@ -392,6 +390,25 @@ pub(crate) fn start_task(
     worktree: Option<WorktreeGuard>,
 ) {
     tokio::spawn(async move {
+        // The child's files (its transcript, with the lines its parent
+        // recorded, then its meta file) are created beside it, off the
+        // async workers, a few at a time: files created in one folder
+        // wait on the folder's lock, so a thread per child (hundreds when
+        // a turn starts many) only adds threads, memory and contention.
+        // The child does not wait for them (its lines are kept until the
+        // file exists); its end does, so that the output file is complete
+        // when the notification goes out.
+        let files = {
+            let (task, transcript) = (Arc::clone(&task), Arc::clone(&transcript));
+            tokio::spawn(async move {
+                let _slot = FILE_SLOTS.acquire().await;
+                tokio::task::spawn_blocking(move || {
+                    transcript.open_deferred();
+                    task.write_first_meta();
+                })
+                .await
+            })
+        };
         // Background tasks queue for a slot (agents.max_concurrent).
         let _permit = if background {
             Arc::clone(&engine.tasks.limit).acquire_owned().await.ok()
@@ -499,6 +516,9 @@ pub(crate) fn start_task(
             total_tokens: result.total_tokens,
         });
         let snap = engine.snapshot.load_full();
+        if !matches!(files.await, Ok(Ok(()))) {
+            tracing::warn!("{}: the transcript or meta file was not written", task.id);
+        }
         engine
             .tasks
             .finish(&task, result, child.history().clone(), |r| {
@@ -549,6 +569,10 @@ fn fail_unsubmitted(engine: &Engine, task: &Task, history: History, error: Strin
         .tasks
         .finish(task, result, history, |r| notification_text(&snap, task, r));
 }
+
+/// How many children may be creating their files at once (see
+/// [`start_task`]).
+static FILE_SLOTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 /// Ends `task` when it passes a limit: `agents.task_timeout_ms` of running
 /// time, or (in the background, with no children of its own pending)

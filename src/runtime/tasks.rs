@@ -9,7 +9,7 @@
 //! notification in its parent's mailbox.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::message::{History, Usage};
 
 use super::session::SessionSpec;
-use super::transcript::{now_rfc3339, write_json_atomic};
+use super::transcript::{now_rfc3339, write_json_atomic, write_json_new};
 use super::worktree::KeptWorktree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -130,6 +130,9 @@ pub struct Task {
     limit: Mutex<Option<String>>,
     state: Mutex<TaskState>,
     done: Notify,
+    /// Held while the meta file is written: two writers never share its
+    /// temporary file, and the last one to finish wrote the latest state.
+    meta_writing: Mutex<()>,
 }
 
 impl Task {
@@ -222,7 +225,19 @@ impl Task {
 
     /// Writes the meta file with the current status.
     pub fn write_meta(&self, extra: Value) {
+        self.write_meta_with(extra, write_json_atomic::<Value>);
+    }
+
+    /// Writes the meta file a child's start creates (blocking), unless
+    /// something already wrote it (a restart, or a status change that
+    /// came first: either wrote a state at least as recent).
+    pub fn write_first_meta(&self) {
+        self.write_meta_with(json!({}), write_json_new::<Value>);
+    }
+
+    fn write_meta_with(&self, extra: Value, write: fn(&Path, &Value)) {
         let Some(path) = &self.meta_file else { return };
+        let _writing = lock(&self.meta_writing);
         let mut meta = self.meta.clone();
         let state = self.state();
         if let Value::Object(m) = &mut meta {
@@ -248,7 +263,7 @@ impl Task {
             }
         }
         drop(state);
-        write_json_atomic(path, &meta);
+        write(path, &meta);
     }
 }
 
@@ -327,6 +342,7 @@ impl TaskRegistry {
             progress_ms: AtomicU64::new(0),
             tools_running: AtomicU32::new(0),
             limit: Mutex::new(None),
+            meta_writing: Mutex::new(()),
             state: Mutex::new(TaskState {
                 status: TaskStatus::Running,
                 result: None,

@@ -3,8 +3,9 @@
 //!
 //! Each line is serialised completely in memory and written with a single
 //! `write_all` on a file opened for appending, so a crash can lose at most
-//! the line being written and never damages an earlier one. Meta files are
-//! written to a temporary name and renamed into place.
+//! the line being written and never damages an earlier one. A meta file is
+//! created in place the first time (nothing earlier to damage) and
+//! rewritten through a temporary name renamed into place.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -67,12 +68,22 @@ fn newest_modification(dir: &Path) -> Option<std::time::SystemTime> {
     newest
 }
 
+/// Where a transcript's lines go.
+#[derive(Debug)]
+enum Sink {
+    /// Nowhere: transcripts are off, or writing failed.
+    Closed,
+    /// Kept in memory until [`Transcript::open_deferred`] creates the file.
+    Deferred(Vec<u8>),
+    Open(File),
+}
+
 /// One agent's transcript file. Writing never fails the run: an I/O error
 /// is logged once and the transcript stops.
 #[derive(Debug)]
 pub struct Transcript {
     path: Option<PathBuf>,
-    file: Mutex<Option<File>>,
+    file: Mutex<Sink>,
     agent_id: String,
     parent_agent_id: Option<String>,
 }
@@ -82,7 +93,7 @@ impl Transcript {
     pub fn disabled(agent_id: &str, parent_agent_id: Option<&str>) -> Self {
         Transcript {
             path: None,
-            file: Mutex::new(None),
+            file: Mutex::new(Sink::Closed),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
         }
@@ -95,10 +106,10 @@ impl Transcript {
             .map_or(Ok(()), fs_err::create_dir_all)
             .and_then(|()| OpenOptions::new().create(true).append(true).open(&path));
         let file = match file {
-            Ok(f) => Some(f),
+            Ok(f) => Sink::Open(f),
             Err(e) => {
                 tracing::warn!("cannot open transcript {}: {e}", path.display());
-                None
+                Sink::Closed
             }
         };
         Transcript {
@@ -107,6 +118,45 @@ impl Transcript {
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
         }
+    }
+
+    /// A transcript for `path` whose file is created later, by
+    /// [`Transcript::open_deferred`]; lines recorded until then are kept
+    /// in memory and written first. A parent starting many sub-agents in
+    /// one turn thus creates none of their files itself: each child
+    /// creates its own when it starts.
+    pub fn deferred(path: PathBuf, agent_id: &str, parent_agent_id: Option<&str>) -> Self {
+        Transcript {
+            path: Some(path),
+            file: Mutex::new(Sink::Deferred(Vec::new())),
+            agent_id: agent_id.into(),
+            parent_agent_id: parent_agent_id.map(Into::into),
+        }
+    }
+
+    /// Creates the file of a [`Transcript::deferred`] (and its folders)
+    /// and writes the lines kept so far. Blocking; does nothing for a
+    /// transcript already open or closed.
+    pub fn open_deferred(&self) {
+        let Some(path) = &self.path else { return };
+        let Ok(mut guard) = self.file.lock() else {
+            return;
+        };
+        let Sink::Deferred(kept) = &*guard else {
+            return;
+        };
+        let opened = path
+            .parent()
+            .map_or(Ok(()), fs_err::create_dir_all)
+            .and_then(|()| OpenOptions::new().create(true).append(true).open(path))
+            .and_then(|mut f| f.write_all(kept).map(|()| f));
+        *guard = match opened {
+            Ok(f) => Sink::Open(f),
+            Err(e) => {
+                tracing::warn!("cannot open transcript {}: {e}", path.display());
+                Sink::Closed
+            }
+        };
     }
 
     pub fn path(&self) -> Option<&Path> {
@@ -169,15 +219,38 @@ impl Transcript {
         let Ok(mut guard) = self.file.lock() else {
             return;
         };
-        if let Some(f) = guard.as_mut()
-            && let Err(e) = f.write_all(&bytes)
-        {
-            tracing::warn!(
-                "transcript {}: {e}; further lines are dropped",
-                self.path.as_deref().unwrap_or(Path::new("?")).display()
-            );
-            *guard = None;
+        match &mut *guard {
+            Sink::Open(f) => {
+                if let Err(e) = f.write_all(&bytes) {
+                    tracing::warn!(
+                        "transcript {}: {e}; further lines are dropped",
+                        self.path.as_deref().unwrap_or(Path::new("?")).display()
+                    );
+                    *guard = Sink::Closed;
+                }
+            }
+            Sink::Deferred(kept) => kept.extend_from_slice(&bytes),
+            Sink::Closed => {}
         }
+    }
+}
+
+/// Writes `value` as pretty JSON to `path` if no file is there yet:
+/// created and written at once (one new file instead of a temporary one
+/// and a rename). An existing file is left as it is.
+pub fn write_json_new<T: Serialize>(path: &Path, value: &T) {
+    let result = (|| -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(&bytes))
+    })();
+    match result {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
 }
 
@@ -207,6 +280,35 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deferred_transcript_writes_its_kept_lines_first_when_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s/agents/agent-a2.jsonl");
+        let t = Transcript::deferred(p.clone(), "a2", Some("main"));
+        t.record("spawn", json!({"n": 1}));
+        assert!(!p.exists(), "no file before it is opened");
+        t.open_deferred();
+        t.record("result", json!({"n": 2}));
+        t.open_deferred();
+        let text = std::fs::read_to_string(&p).unwrap();
+        let kinds: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["type"].to_string())
+            .collect();
+        assert_eq!(kinds, ["\"spawn\"", "\"result\""]);
+    }
+
+    #[test]
+    fn a_new_json_file_is_written_once_and_an_existing_one_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.meta.json");
+        write_json_new(&p, &json!({"status": "running"}));
+        write_json_atomic(&p, &json!({"status": "killed"}));
+        write_json_new(&p, &json!({"status": "running"}));
+        let v: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(v["status"], "killed");
+    }
 
     #[test]
     fn every_line_is_one_json_object_with_ids() {
