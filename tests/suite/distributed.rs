@@ -148,27 +148,7 @@ fn two_hundred_background_spawns_over_three_workers_notify_exactly_once() {
                 .reply()
                 .delayed(delay);
         }
-        if r.messages().iter().all(|m| m["role"] != "assistant") {
-            let mut m = anthropic::message().text("fanning out");
-            for i in 0..SPAWNS {
-                m = m.tool_use(
-                    &format!("toolu_{i:04}"),
-                    "Agent",
-                    json!({
-                        "description": format!("task {i}"),
-                        "prompt": format!("Do fleet-task-{i} and report."),
-                        "subagent_type": "general-purpose",
-                        "run_in_background": true,
-                    }),
-                );
-            }
-            return m.reply();
-        }
-        if user_texts(r).matches("<task-notification>").count() >= SPAWNS {
-            anthropic::text_reply("all children reported")
-        } else {
-            anthropic::text_reply("waiting")
-        }
+        fan_out_main(r, SPAWNS, "all children reported")
     });
     let workers: Vec<Worker> = (0..3)
         .map(|i| Worker::start(&p, &server, &format!("worker{i}")))
