@@ -168,7 +168,7 @@ fn minimal_agent_schema_offers_no_optional_fields_and_ignores_them_if_sent() {
     let (props, desc) = agent_tool(&p);
     assert_eq!(
         props,
-        ["description", "prompt", "subagent_type", "model", "name"],
+        ["description", "prompt", "subagent_type"],
         "only the fields a small model needs"
     );
     assert!(

@@ -127,7 +127,7 @@ fn a_json_naming_no_offered_tool_stays_text_with_the_fallback_on() {
 }
 
 #[test]
-fn the_shipped_local_config_loads_cleanly_and_turns_the_fallback_on() {
+fn the_shipped_local_config_loads_cleanly_and_leaves_tool_calls_to_the_server() {
     let p = Project::new();
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/config/local.toml");
     let run = p.run(None, &["--config", config, "render", "hi"]);
@@ -142,6 +142,25 @@ fn the_shipped_local_config_loads_cleanly_and_turns_the_fallback_on() {
     assert!(
         body["messages"][0]["role"] == "system",
         "the OpenAI wire shape"
+    );
+    // scripts/local-model starts llama-server with a chat template that
+    // turns the model's fenced-json calls into native ones, so the system
+    // prompt carries no text-call instructions of its own.
+    let system = body["messages"][0]["content"].as_str().unwrap();
+    assert!(!system.contains("How to use a tool"), "{system}");
+    assert!(body["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    let script =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/local-model"))
+            .unwrap();
+    let template = "config/local-model/qwen2.5-fenced-tools.jinja";
+    assert!(
+        script.contains(template),
+        "scripts/local-model uses {template}"
+    );
+    assert!(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(template)
+            .is_file()
     );
 }
 
