@@ -265,9 +265,14 @@ fn is_prose(s: &str) -> bool {
     tokens.windows(2).any(|p| word(p[0]) && word(p[1]))
 }
 
-#[test]
-fn no_prose_literal_where_model_text_is_built() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The crate's src/ folder.
+fn src_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// The Rust files of `SCOPE` under src/, sorted, each once.
+fn scoped_files() -> Vec<PathBuf> {
+    let src = src_dir();
     let mut files = Vec::new();
     for s in SCOPE {
         let p = src.join(s);
@@ -278,6 +283,14 @@ fn no_prose_literal_where_model_text_is_built() {
         }
     }
     files.sort();
+    files.dedup();
+    files
+}
+
+#[test]
+fn no_prose_literal_where_model_text_is_built() {
+    let src = src_dir();
+    let files = scoped_files();
     let mut found = Vec::new();
     let mut used = vec![false; ALLOWED.len()];
     let mut fns_used = vec![false; SKIP_FNS.len()];
@@ -424,18 +437,8 @@ fn mentions(line: &str, pat: &str) -> bool {
 /// an error made text is a finding unless `SESSION_ERROR_TEXT` lists it.
 #[test]
 fn session_errors_reach_the_model_only_as_typed_problems() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    for s in SCOPE {
-        let p = src.join(s);
-        if p.is_dir() {
-            rust_files(&p, &mut files);
-        } else {
-            files.push(p);
-        }
-    }
-    files.sort();
-    files.dedup();
+    let src = src_dir();
+    let files = scoped_files();
     let mut found = Vec::new();
     let mut used = vec![false; SESSION_ERROR_TEXT.len()];
     let mut watched_fns = 0;

@@ -16,13 +16,14 @@ use super::harness::{BASE_CONFIG, MAIN_MARKER, Project, user_texts};
 use super::kit::nats::NatsServer;
 use super::kit::{FakeServer, RecordedRequest, anthropic};
 
-/// A project whose background spawns go to `nats`.
-fn fleet_project(nats: &NatsServer, extra: &str) -> Project {
+/// A project whose background spawns go to `nats`: `extra` is more config
+/// before the `[distributed]` table, `distributed` more keys inside it.
+fn fleet_project(nats: &NatsServer, extra: &str, distributed: &str) -> Project {
     let p = Project::new();
     p.write(
         "cadre.toml",
         &format!(
-            "{}\n{extra}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+            "{}\n{extra}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n{distributed}",
             BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
             nats.url()
         ),
@@ -132,6 +133,7 @@ fn two_hundred_background_spawns_over_three_workers_notify_exactly_once() {
     let p = fleet_project(
         &nats,
         &format!("[agents]\nmax_concurrent = {MAX_CONCURRENT}\n"),
+        "",
     );
     // Each child answers after a short delay; the arrival times of child
     // requests bound how many children were running at once from below.
@@ -268,14 +270,10 @@ enum Disruption {
 /// disrupted; worker B takes the task over after the lease.
 fn takeover(disruption: Disruption) {
     let nats = NatsServer::start();
-    let p = Project::new();
-    p.write(
-        "cadre.toml",
-        &format!(
-            "{}\n[permissions]\ndefault_mode = \"bypassPermissions\"\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\nlease_ms = 1500\n",
-            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
-            nats.url()
-        ),
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "lease_ms = 1500\n",
     );
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
@@ -501,15 +499,7 @@ fn assert_each_notified_once(server: &FakeServer, n: usize) -> Vec<String> {
 fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
     const N: usize = 12;
     let mut nats = NatsServer::start();
-    let p = fleet_project(&nats, "[agents]\nmax_concurrent = 4\n");
-    p.write(
-        "cadre.toml",
-        &format!(
-            "{}\n[agents]\nmax_concurrent = 4\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\nlease_ms = 3000\n",
-            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
-            nats.url()
-        ),
-    );
+    let p = fleet_project(&nats, "[agents]\nmax_concurrent = 4", "lease_ms = 3000\n");
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
     let server = FakeServer::route(move |r| {
@@ -566,7 +556,7 @@ fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
 fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
     const N: usize = 3;
     let nats = NatsServer::start();
-    let p = fleet_project(&nats, "");
+    let p = fleet_project(&nats, "", "");
     let (open, gate) = tokio::sync::watch::channel(false);
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
@@ -640,14 +630,10 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
 #[test]
 fn send_message_and_task_stop_reach_a_child_on_a_worker() {
     let nats = NatsServer::start();
-    let p = Project::new();
-    p.write(
-        "cadre.toml",
-        &format!(
-            "{}\n[permissions]\ndefault_mode = \"bypassPermissions\"\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
-            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
-            nats.url()
-        ),
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
     );
     // Two children: "talk" gets a message between its turns and answers
     // with it; "stop" waits on a long answer and is stopped.
@@ -755,15 +741,7 @@ fn send_message_and_task_stop_reach_a_child_on_a_worker() {
 #[test]
 fn a_task_goes_only_to_workers_of_its_pool() {
     let nats = NatsServer::start();
-    let p = Project::new();
-    p.write(
-        "cadre.toml",
-        &format!(
-            "{}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\npool = \"gpu\"\n",
-            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
-            nats.url()
-        ),
-    );
+    let p = fleet_project(&nats, "", "pool = \"gpu\"\n");
     let server = FakeServer::route(|r| {
         if !is_main(r) {
             return anthropic::text_reply("child done");
@@ -1001,15 +979,7 @@ fn spawns_to_an_unreachable_broker_each_fail_with_one_notification() {
 #[test]
 fn a_stopped_worker_releases_its_task_to_another() {
     let nats = NatsServer::start();
-    let p = Project::new();
-    p.write(
-        "cadre.toml",
-        &format!(
-            "{}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\nlease_ms = 60000\n",
-            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
-            nats.url()
-        ),
-    );
+    let p = fleet_project(&nats, "", "lease_ms = 60000\n");
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
     let server = FakeServer::route(move |r| {
