@@ -23,7 +23,7 @@ use crate::runtime::resume::{is_session_id, rebuild_task};
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
 use crate::runtime::texts::TaskBackendFailed;
-use crate::runtime::transcript::Transcript;
+use crate::runtime::transcript::{Transcript, WriteFence};
 use crate::runtime::{Engine, EngineEvent, EventSink, RunProblem, last_text};
 
 use super::broker::{Broker, FleetError, check_token};
@@ -104,6 +104,8 @@ pub async fn run(
             },
             () = stop.cancelled() => break,
         };
+        // The broker's lease on what this pull delivers starts after this.
+        let fetched_at = Instant::now();
         let fetched = consumer
             .fetch()
             .max_messages(1)
@@ -145,7 +147,7 @@ pub async fn run(
                 let ctx = Arc::clone(&ctx);
                 let stop = stop.clone();
                 running.spawn(async move {
-                    handle(&ctx, msg, &stop).await;
+                    handle(&ctx, msg, fetched_at, &stop).await;
                     drop(permit);
                 });
             }
@@ -165,7 +167,7 @@ pub async fn run(
     Ok(())
 }
 
-async fn handle(ctx: &Ctx, msg: jetstream::Message, stop: &CancellationToken) {
+async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &CancellationToken) {
     let plan: TaskPlan = match serde_json::from_slice(&msg.payload) {
         Ok(p) => p,
         Err(e) => {
@@ -216,8 +218,11 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, stop: &CancellationToken) {
     };
     let claim_ms = claimed_in.elapsed().as_secs_f64() * 1000.0;
     tracing::info!("task {id}: attempt {} on {}", record.attempt, ctx.opts.id);
-    let _ = msg.ack_with(AckKind::Progress).await;
-    let outcome = run_task(ctx, &plan, &msg, record, revision, stop).await;
+    // Until the broker has this progress ack, the lease runs from the
+    // delivery, which came after the pull request.
+    let fence = Arc::new(WriteFence::new(fetched_at + ctx.broker.lease()));
+    extend_lease(&ctx.broker, &msg, &fence).await;
+    let outcome = run_task(ctx, &plan, &msg, record, revision, &fence, stop).await;
     match outcome {
         Ran::Finished(record, revision) => {
             let finishing = Instant::now();
@@ -249,12 +254,24 @@ enum Ran {
     Released,
 }
 
+/// Tells the broker this worker still works on the task (`AckProgress`)
+/// and, once the server confirms it has read it (a flush's round trip),
+/// moves the task's write fence to a lease from just before it was sent:
+/// the broker's lease runs at least that long.
+async fn extend_lease(broker: &Broker, msg: &jetstream::Message, fence: &WriteFence) {
+    let sent_at = Instant::now();
+    if msg.ack_with(AckKind::Progress).await.is_ok() && broker.client.flush().await.is_ok() {
+        fence.extend(sent_at + broker.lease());
+    }
+}
+
 async fn run_task(
     ctx: &Ctx,
     plan: &TaskPlan,
     msg: &jetstream::Message,
     mut record: TaskRecord,
     mut revision: u64,
+    fence: &Arc<WriteFence>,
     stop: &CancellationToken,
 ) -> Ran {
     let id = plan.agent_id.clone();
@@ -262,7 +279,7 @@ async fn run_task(
     let started = Instant::now();
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
-        Ok(engine) => start(ctx, plan, engine),
+        Ok(engine) => start(ctx, plan, engine, fence),
     };
     let (engine, task) = match begun {
         Started::Running(engine, task) => (engine, task),
@@ -295,7 +312,7 @@ async fn run_task(
                         record = *r;
                         revision = rev;
                         last_renewed = Instant::now();
-                        let _ = msg.ack_with(AckKind::Progress).await;
+                        extend_lease(&ctx.broker, msg, fence).await;
                     }
                     Renewal::Lost => {
                         stop_child(&task).await;
@@ -307,6 +324,15 @@ async fn run_task(
                         // worker still holds the task.
                         tracing::warn!("task {id}: heartbeat failed ({e}); {:?} since the last", last_renewed.elapsed());
                     }
+                }
+            }
+            // The lease ran out without a confirmed renewal (the broker
+            // unreachable for a whole lease, or this process stalled):
+            // another worker may hold the task now.
+            () = tokio::time::sleep_until(fence.until().into()) => {
+                if !fence.open() {
+                    stop_child(&task).await;
+                    return Ran::Lost;
                 }
             }
             req = next_control(&mut control) => {
@@ -321,6 +347,11 @@ async fn run_task(
         }
     }
     drop(control);
+    // Its last lines were refused: what it did past its lease is not its
+    // result (another worker's run is).
+    if !fence.open() {
+        return Ran::Lost;
+    }
     let result = task.state().result.clone().unwrap_or_else(|| {
         tracing::warn!(
             "task {id}: ended without a result after {:?}",
@@ -391,7 +422,7 @@ fn failed(text: String) -> TaskResult {
 
 /// Rebuilds the child from its plan and its transcript in the shared
 /// folder, and starts it (or finds it already answered).
-fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
+fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence>) -> Started {
     let snap = engine.snapshot.load_full();
     let problem = |stage: &str, detail: String| {
         Started::Done(Box::new(failed(snap.templates.show(&TaskBackendFailed {
@@ -442,6 +473,8 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
         new_task.spec.mode = crate::config::PermissionMode::Default;
     }
     let (task, _) = engine.tasks.create(new_task);
+    task.set_fence(Arc::clone(fence));
+    fence.on_close(task.cancel.clone());
     // A child whose last message is its answer ended on an earlier attempt
     // (its worker died before finishing the task): its answer stands.
     if let Some(last) = history.last()
@@ -460,10 +493,13 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
         });
         return Started::Done(Box::new(result));
     }
-    let transcript = Arc::new(match &task.output_file {
-        Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
-        None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
-    });
+    let transcript = Arc::new(
+        match &task.output_file {
+            Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
+            None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
+        }
+        .fenced(Arc::clone(fence)),
+    );
     start_task(
         Arc::clone(&engine),
         Arc::clone(&task),

@@ -1029,3 +1029,220 @@ fn a_stopped_worker_releases_its_task_to_another() {
     );
     assert!(a.log_text().contains("released"), "{}", a.log_text());
 }
+
+/// A project whose `.mcp.json` names the rmcp test server (tests/suite/
+/// mcp.rs); each process that starts it has it write its pid to the file
+/// its `MCP_PIDFILE` names. One background child asks for the server's
+/// pid (`mcp__echo__pid`) if its first request offers the tool. Returns
+/// the child's requests and what the parent and the worker wrote there
+/// (`None`: the file does not exist).
+fn project_server_on_a_worker(
+    trusted_worker: bool,
+) -> (Vec<RecordedRequest>, String, Option<String>) {
+    let nats = NatsServer::start();
+    let mut p = fleet_project(&nats, "[permissions]\nallow = [\"mcp__echo__*\"]\n", "");
+    let (cmd, args) = super::mcp::server_command();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"echo": {"command": cmd, "args": args,
+            "env": {super::mcp::MODE_ENV: "echo", "CADRE_TEST_MCP_PIDFILE": "${MCP_PIDFILE}"}}}})
+        .to_string(),
+    );
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            let offered = super::harness::tool_names(&r.json)
+                .iter()
+                .any(|n| n == "mcp__echo__pid");
+            return match super::harness::assistant_turns(r) {
+                0 if offered => anthropic::tool_use_reply("toolu_pid", "mcp__echo__pid", json!({})),
+                0 => anthropic::text_reply("no project server here"),
+                _ => anthropic::text_reply("asked the server"),
+            };
+        }
+        fan_out_main(r, 1, "child reported")
+    });
+    let parent_pidfile = p.path().join("parent.pid");
+    let worker_pidfile = p.path().join("worker.pid");
+    // A worker whose user has not trusted the project folder finds its
+    // `[distributed]` settings in its own user settings.
+    let worker_home = tempfile::tempdir().unwrap();
+    let mut worker_cmd = p.command(Some(&server));
+    worker_cmd.env("MCP_PIDFILE", &worker_pidfile);
+    if !trusted_worker {
+        let user = worker_home.path().join(".config/cadre/cadre.toml");
+        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+        std::fs::write(
+            &user,
+            format!(
+                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+                nats.url()
+            ),
+        )
+        .unwrap();
+        worker_cmd.env("HOME", worker_home.path());
+    }
+    let log = p.path().join("worker.log");
+    let _worker = Worker {
+        child: Some(
+            worker_cmd
+                .args(["worker"])
+                .env("CADRE_LOG", "info")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap(),
+        ),
+        log,
+    };
+    p.env("MCP_PIDFILE", parent_pidfile.to_str().unwrap());
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, _worker.log_text());
+    assert_eq!(run.json_lines().last().unwrap()["result"], "child reported");
+    let states = task_states(&p);
+    assert!(
+        states.values().all(|s| s["owner"].is_string()),
+        "the child ran on the worker: {states:?}"
+    );
+    let parent_pid = std::fs::read_to_string(&parent_pidfile).unwrap_or_default();
+    assert!(
+        !parent_pid.is_empty(),
+        "the parent (trusted folder) starts the project's server"
+    );
+    let child = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .collect();
+    (
+        child,
+        parent_pid,
+        std::fs::read_to_string(&worker_pidfile).ok(),
+    )
+}
+
+/// A project's `.mcp.json` server serves a child on a worker as it serves
+/// a local child: started by the worker (its own, not the parent's), and
+/// ready for the child's first request.
+#[test]
+fn a_child_on_a_worker_uses_the_project_s_mcp_servers() {
+    let (child, parent_pid, worker_pid) = project_server_on_a_worker(true);
+    assert_eq!(child.len(), 2, "the child called the server's tool");
+    let worker_pid = worker_pid.expect("the worker started the server");
+    let results = super::harness::last_tool_results(&child[1].json);
+    assert_eq!(
+        super::harness::result_text(&results[0]),
+        worker_pid,
+        "answered by the worker's server"
+    );
+    assert_ne!(worker_pid, parent_pid);
+}
+
+/// A worker whose user has not trusted the project folder starts none of
+/// its `.mcp.json` servers (the parent's trust does not count there).
+#[test]
+fn an_untrusted_worker_folder_starts_no_project_mcp_server() {
+    let (child, _, worker_pid) = project_server_on_a_worker(false);
+    assert_eq!(child.len(), 1, "the child had no project tool to call");
+    assert!(
+        !super::harness::tool_names(&child[0].json)
+            .iter()
+            .any(|n| n.starts_with("mcp__")),
+        "an MCP tool offered on an untrusted worker"
+    );
+    assert_eq!(worker_pid, None, "the untrusted worker started the server");
+}
+
+/// A worker stalled past its lease writes nothing when it wakes up, even
+/// when the step it was in (a model answer) is ready at that moment: every
+/// transcript line and meta write is fenced on the lease's deadline. Worker
+/// A is stopped while its child waits for the model; B takes the task over
+/// and finishes it; A's answer is sent while it is still stopped; A wakes.
+#[test]
+fn a_worker_stalled_past_its_lease_writes_nothing_after_it() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "lease_ms = 1500\n");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => anthropic::text_reply("late answer from the stalled worker")
+                    .held(gate.clone(), Duration::from_secs(60)),
+                _ => anthropic::text_reply("child done by the second worker"),
+            };
+        }
+        fan_out_main(r, 1, "parent done")
+    });
+    let a = Worker::start(&p, &server, "workerA");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("worker A's request", Duration::from_secs(30), || {
+        child_requests.load(Ordering::SeqCst) >= 1
+    });
+    let pid = nix::unistd::Pid::from_raw(a.pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let b = Worker::start(&p, &server, "workerB");
+    wait_until(
+        "worker B to finish the task",
+        Duration::from_secs(60),
+        || task_states(&p).values().any(|s| s["status"] == "completed"),
+    );
+    let result_lines = |p: &Project| {
+        p.transcript_lines()
+            .iter()
+            .filter(|l| l["type"] == "result" && l["agent_id"] != l["parent_agent_id"])
+            .count()
+    };
+    let before = p.transcript_lines().len();
+    // A's answer goes out while A is stopped (a short pause lets it reach
+    // A's socket; were it later, A must still write nothing).
+    let _ = open.send(true);
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    wait_until("worker A to drop its run", Duration::from_secs(30), || {
+        a.log_text().contains("lease lost") || a.log_text().contains("lease deadline passed")
+    });
+    let status = parent.wait().unwrap();
+    let workers = [a, b];
+    assert!(
+        status.success(),
+        "{}\n{}",
+        p.read("run.err"),
+        logs(&workers)
+    );
+    // Once A has dropped its run, nothing of it is in the transcript: no
+    // late answer, no second result line.
+    let lines = p.transcript_lines();
+    assert!(
+        !lines.iter().any(|l| l
+            .to_string()
+            .contains("late answer from the stalled worker")),
+        "the stalled worker wrote to the transcript after its lease:\n{}",
+        logs(&workers)
+    );
+    assert_eq!(result_lines(&p), 1, "one result line, the second worker's");
+    assert!(lines.len() >= before);
+    let ids = assert_each_notified_once(&server, 1);
+    let states = task_states(&p);
+    let state = &states[&ids[0]];
+    assert_eq!(state["attempt"], 2, "{state}");
+    assert!(
+        state["owner"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("-{}-", workers[1].pid())),
+        "{state}"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    assert!(user_texts(last_main).contains("child done by the second worker"));
+}
