@@ -192,6 +192,7 @@ mod tests {
             duration_ms: 0,
             worker: "w1".into(),
             attempt: 1,
+            worktree: None,
         }
     }
 

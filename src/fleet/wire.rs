@@ -10,6 +10,7 @@ use crate::message::Usage;
 use crate::runtime::RunProblem;
 use crate::runtime::plan::SpawnPlan;
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
+use crate::runtime::worktree::KeptWorktree;
 
 use super::state::FleetStatus;
 
@@ -77,6 +78,10 @@ pub struct Notice {
     /// The worker that finished it, and on which attempt.
     pub worker: String,
     pub attempt: u32,
+    /// The child's worktree (`isolation: worktree`) when it was kept
+    /// (it holds changes); `None` when removed or never made.
+    #[serde(default)]
+    pub worktree: Option<KeptWorktree>,
 }
 
 impl Notice {
@@ -104,6 +109,7 @@ impl Notice {
             duration_ms: r.duration_ms,
             worker: worker.to_string(),
             attempt,
+            worktree: r.worktree.clone(),
         }
     }
 
@@ -144,7 +150,7 @@ impl Notice {
             total_tokens: self.total_tokens,
             tool_uses: self.tool_uses,
             duration_ms: self.duration_ms,
-            worktree: None,
+            worktree: self.worktree.clone(),
         }
     }
 }
@@ -198,6 +204,7 @@ mod tests {
             duration_ms: 0,
             worker: "w".into(),
             attempt: 1,
+            worktree: None,
         };
         n.bound_texts(25);
         let texts = n.texts.clone().unwrap();

@@ -18,12 +18,14 @@ use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::Isolation;
 use crate::message::Role;
 use crate::runtime::resume::{is_session_id, rebuild_task};
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
-use crate::runtime::texts::TaskBackendFailed;
+use crate::runtime::texts::{TaskBackendFailed, WorktreeNotice};
 use crate::runtime::transcript::{Transcript, WriteFence};
+use crate::runtime::worktree::{self, WorktreeGuard};
 use crate::runtime::{Engine, EngineEvent, EventSink, RunProblem, last_text};
 
 use super::broker::{Broker, FleetError, check_token};
@@ -341,6 +343,10 @@ async fn run_task(
                 }
             }
             () = stop.cancelled() => {
+                // Handed back as a dead worker's task would be: nothing
+                // more is written (no `killed` end in its files), and its
+                // worktree stays for the worker that continues it.
+                fence.close();
                 stop_child(&task).await;
                 return Ran::Released;
             }
@@ -500,16 +506,67 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
         }
         .fenced(Arc::clone(fence)),
     );
+    let mut spec = task.spec.clone();
+    let mut history = history;
+    let worktree = if plan.spawn.isolation == Some(Isolation::Worktree) {
+        match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history) {
+            Ok((guard, cwd)) => {
+                spec.cwd = cwd;
+                Some(guard.fenced(Arc::clone(fence)))
+            }
+            Err(text) => {
+                let result = failed(text);
+                engine.tasks.finish(&task, result.clone(), history, |r| {
+                    notification_text(&snap, &task, r)
+                });
+                return Started::Done(Box::new(result));
+            }
+        }
+    } else {
+        None
+    };
     start_task(
         Arc::clone(&engine),
         Arc::clone(&task),
-        task.spec.clone(),
+        spec,
         history,
         transcript,
         true,
-        None,
+        worktree,
     );
     Started::Running(engine, task)
+}
+
+/// The child's worktree (`isolation: worktree`), made here as a local
+/// spawn makes it, in this worker's checkout of the shared repository and
+/// from the commit the parent had checked out; a task taken over from a
+/// worker that died continues in the worktree that one made. A fork whose
+/// worktree is new gets the worktree notice after its directive, as a
+/// line joined to it in its transcript. `Err` is the `error_worktree`
+/// text.
+fn isolate(
+    snap: &crate::snapshot::Snapshot,
+    plan: &TaskPlan,
+    cwd: &std::path::Path,
+    transcript: &Transcript,
+    history: &mut crate::message::History,
+) -> Result<(WorktreeGuard, PathBuf), String> {
+    let base = plan
+        .meta
+        .get("worktree_base")
+        .and_then(serde_json::Value::as_str);
+    let (wt, child_cwd, made) = worktree::open_or_create(cwd, &plan.agent_id, base)
+        .map_err(|e| worktree::failed_text(snap, e))?;
+    if made && plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
+        let notice = snap.templates.show(&WorktreeNotice {
+            worktree_path: child_cwd.display().to_string(),
+            parent_cwd: cwd.display().to_string(),
+        });
+        let block = crate::message::ContentBlock::text(notice.clone());
+        transcript.joined_message(&crate::message::Message::user(vec![block]));
+        worktree::push_notice(history, notice);
+    }
+    Ok((WorktreeGuard::new(wt), child_cwd))
 }
 
 async fn stop_child(task: &Task) {

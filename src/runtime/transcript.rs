@@ -138,7 +138,9 @@ impl WriteFence {
     /// Closes the fence: no write passes any more, and the child stops.
     pub fn close(&self) {
         if !self.closed.swap(true, Ordering::SeqCst) {
-            tracing::warn!("lease deadline passed: this process writes nothing more for the task");
+            tracing::warn!(
+                "lease deadline passed or task released: this process writes nothing more for the task"
+            );
         }
         if let Some(t) = self.on_close.get() {
             t.cancel();

@@ -1246,3 +1246,217 @@ fn a_worker_stalled_past_its_lease_writes_nothing_after_it() {
     let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
     assert!(user_texts(last_main).contains("child done by the second worker"));
 }
+
+/// Makes the fleet project a git repository with one commit.
+fn git_repo(p: &Project) {
+    use super::worktrees::git;
+    p.write("README.md", "hello\n");
+    let d = p.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    git(d, &["config", "user.name", "Test"]);
+    git(d, &["config", "user.email", "test@example.com"]);
+    git(d, &["config", "commit.gpgsign", "false"]);
+    git(d, &["add", "."]);
+    git(d, &["commit", "-qm", "init"]);
+}
+
+/// The `<worktreePath>` of every notification in a request.
+fn notified_worktrees(r: &RecordedRequest) -> Vec<String> {
+    user_texts(r)
+        .split("<worktreePath>")
+        .skip(1)
+        .filter_map(|s| s.split("</worktreePath>").next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The agent worktrees `git worktree list` knows of.
+fn agent_worktrees(p: &Project) -> Vec<String> {
+    super::worktrees::git(p.path(), &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .filter(|w| w.contains(".cadre/worktrees/agent-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Background children with `isolation: worktree` run on a worker, in a
+/// worktree the worker made: one that changed a file keeps it (path and
+/// branch in its notification), one that changed nothing leaves none.
+#[test]
+fn a_worktree_child_runs_on_a_worker_and_its_worktree_is_kept_or_removed() {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    git_repo(&p);
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            let texts = user_texts(r);
+            if super::harness::assistant_turns(r) == 0 && texts.contains("child-write") {
+                return anthropic::tool_use_reply(
+                    "toolu_write",
+                    "Bash",
+                    json!({"command": "echo from-the-worker > new.txt && pwd", "description": "write"}),
+                );
+            }
+            return anthropic::text_reply("child finished");
+        }
+        if super::harness::assistant_turns(r) == 0 {
+            let mut m = anthropic::message().text("two isolated children");
+            for (i, what) in ["child-write", "child-look"].iter().enumerate() {
+                m = m.tool_use(
+                    &format!("toolu_{i}"),
+                    "Agent",
+                    json!({"description": what, "prompt": format!("{what}: go."),
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                );
+            }
+            return m.reply();
+        }
+        if user_texts(r).matches("<task-notification>").count() >= 2 {
+            anthropic::text_reply("both isolated children reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(
+        run.json_lines().last().unwrap()["result"],
+        "both isolated children reported"
+    );
+    let states = task_states(&p);
+    assert_eq!(states.len(), 2);
+    assert!(
+        states
+            .values()
+            .all(|s| s["status"] == "completed" && s["owner"].is_string()),
+        "both ran on the worker: {states:?}"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "one kept worktree reported: {kept:?}");
+    let root = p.path().canonicalize().unwrap().join(".cadre/worktrees");
+    assert!(PathBuf::from(&kept[0]).starts_with(&root), "{kept:?}");
+    assert!(user_texts(last_main).contains("<worktreeBranch>worktree-agent-"));
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("new.txt")).unwrap(),
+        "from-the-worker\n"
+    );
+    assert!(
+        !p.path().join("new.txt").exists(),
+        "the main checkout is untouched"
+    );
+    // The Bash call ran in the worktree.
+    let child_results: Vec<String> = requests
+        .iter()
+        .filter(|r| !is_main(r))
+        .flat_map(|r| super::harness::last_tool_results(&r.json))
+        .map(|b| super::harness::result_text(&b))
+        .collect();
+    assert!(
+        child_results.iter().any(|t| t.trim() == kept[0]),
+        "{child_results:?}"
+    );
+    // The unchanged one is gone, worktree and branch.
+    assert_eq!(agent_worktrees(&p), kept);
+    let branches = super::worktrees::git(p.path(), &["branch"]);
+    assert_eq!(branches.matches("worktree-agent-").count(), 1, "{branches}");
+}
+
+/// A worker dies while its isolated child runs; the worker that takes the
+/// task over continues in the same worktree (the file the first one's
+/// Bash call wrote is there, and no second worktree is made).
+#[test]
+fn a_task_taken_over_continues_in_its_worktree() {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "lease_ms = 1500\n",
+    );
+    git_repo(&p);
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bash",
+                    "Bash",
+                    json!({"command": "echo ran >> marker.txt", "description": "mark"}),
+                ),
+                1 => anthropic::text_reply("never sent").delayed(Duration::from_secs(60)),
+                _ => anthropic::text_reply("child done"),
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Mark and report.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let mut a = Worker::start(&p, &server, "workerA");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the child's second request",
+        Duration::from_secs(30),
+        || child_requests.load(Ordering::SeqCst) >= 2,
+    );
+    let made = agent_worktrees(&p);
+    assert_eq!(made.len(), 1, "{made:?}");
+    a.kill9();
+    let b = Worker::start(&p, &server, "workerB");
+    let status = parent.wait().unwrap();
+    assert!(status.success(), "{}\n{}", p.read("run.err"), logs(&[a, b]));
+    assert!(p.read("run.out").contains("parent done"));
+    // The same worktree, kept (it holds the marker), reported, and the
+    // Bash call ran once.
+    assert_eq!(agent_worktrees(&p), made);
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&made[0]).join("marker.txt")).unwrap(),
+        "ran\n"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    assert_eq!(notified_worktrees(last_main), made);
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    assert_eq!(child.len(), 3);
+    assert_eq!(
+        child[2].system_text(),
+        child[1].system_text(),
+        "the resumed child works where it worked"
+    );
+    let states = task_states(&p);
+    let state = states.values().next().unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["attempt"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+}
