@@ -125,6 +125,8 @@ struct Row {
     /// Milliseconds since the holder's last heartbeat (running tasks).
     lease_age_ms: Option<u64>,
     attempt: u32,
+    /// 0 for the spawn; n after the n-th SendMessage resumed it.
+    run: u32,
     pool: String,
     session_id: String,
     parent_agent_id: String,
@@ -193,6 +195,7 @@ fn row(r: TaskRecord) -> Row {
         agent_id: r.agent_id,
         owner: r.owner,
         attempt: r.attempt,
+        run: r.run,
         pool: r.pool,
         session_id: r.session_id,
         parent_agent_id: r.parent_agent_id,

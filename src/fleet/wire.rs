@@ -32,6 +32,11 @@ pub struct TaskPlan {
     /// starting messages: those are the child's transcript, which the
     /// parent wrote before publishing and a worker continues.
     pub spawn: SpawnPlan,
+    /// Which run of the task: 0 for its spawn, n when SendMessage resumed
+    /// it for the n-th time after it ended (its message is the last line
+    /// of its transcript).
+    #[serde(default)]
+    pub run: u32,
     /// The child's meta file as the parent wrote it (description, tool use
     /// id, name; `docs/transcripts.md`).
     pub meta: Value,
@@ -51,6 +56,7 @@ pub fn plan_of(task: &Task, plan: &SpawnPlan, session_id: &str, pool: &str) -> T
             ..plan.clone()
         },
         meta: task.meta().clone(),
+        run: 0,
     }
 }
 
@@ -82,6 +88,9 @@ pub struct Notice {
     /// (it holds changes); `None` when removed or never made.
     #[serde(default)]
     pub worktree: Option<KeptWorktree>,
+    /// The run it ends (see [`TaskPlan::run`]).
+    #[serde(default)]
+    pub run: u32,
 }
 
 impl Notice {
@@ -110,6 +119,7 @@ impl Notice {
             worker: worker.to_string(),
             attempt,
             worktree: r.worktree.clone(),
+            run: 0,
         }
     }
 
@@ -205,6 +215,7 @@ mod tests {
             worker: "w".into(),
             attempt: 1,
             worktree: None,
+            run: 0,
         };
         n.bound_texts(25);
         let texts = n.texts.clone().unwrap();

@@ -204,6 +204,10 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &
             let _ = msg.double_ack().await;
             return;
         }
+        Ok(Claim::Stale) => {
+            let _ = msg.double_ack().await;
+            return;
+        }
         Ok(Claim::Busy) => {
             let _ = msg
                 .ack_with(AckKind::Nak(Some(ctx.broker.lease() / 2)))
@@ -396,6 +400,7 @@ fn record_result(
         worker,
         record.attempt,
     );
+    notice.run = plan.run;
     notice.bound_texts(NOTICE_TEXT_LIMIT);
     TaskRecord {
         notice: Some(notice),

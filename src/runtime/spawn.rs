@@ -570,7 +570,13 @@ pub(crate) fn notification_text(snap: &Snapshot, task: &Task, r: &TaskResult) ->
 /// A background child its backend could not take: it ends `failed` with
 /// the backend's error (`error` for people, `text` for the model), and its
 /// parent gets the one notification.
-fn fail_unsubmitted(engine: &Engine, task: &Task, history: History, error: String, text: String) {
+pub(super) fn fail_unsubmitted(
+    engine: &Engine,
+    task: &Task,
+    history: History,
+    error: String,
+    text: String,
+) {
     let result = TaskResult {
         status: TaskStatus::Failed,
         texts: None,

@@ -1460,3 +1460,85 @@ fn a_task_taken_over_continues_in_its_worktree() {
         (Some("completed"), Some(2))
     );
 }
+
+/// SendMessage to a remote task that has ended resumes it where background
+/// children run, on a worker, as a local one resumes in the background:
+/// the child continues its conversation with the message, and its second
+/// run notifies once more.
+#[test]
+fn send_message_to_an_ended_remote_task_resumes_it_on_a_worker() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "");
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return if r.last_user_text().contains("follow-up-question") {
+                anthropic::text_reply("second answer, to the follow-up")
+            } else {
+                anthropic::text_reply("first answer")
+            };
+        }
+        let texts = user_texts(r);
+        let notices = texts.matches("<task-notification>").count();
+        if super::harness::assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "talk", "prompt": "Answer, then wait.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if notices >= 2 {
+            return anthropic::text_reply("heard twice");
+        }
+        if notices == 1 && !r.body_str().contains("toolu_send") {
+            let id: String = r
+                .body_str()
+                .split("agentId: ")
+                .nth(1)
+                .unwrap()
+                .chars()
+                .take(17)
+                .collect();
+            return anthropic::tool_use_reply(
+                "toolu_send",
+                "SendMessage",
+                json!({"to": id, "message": "follow-up-question"}),
+            );
+        }
+        anthropic::text_reply("waiting")
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(run.json_lines().last().unwrap()["result"], "heard twice");
+    let requests = server.requests();
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    assert_eq!(child.len(), 2, "one request per run");
+    // The second run continues the first one's conversation.
+    let second = child[1].body_str();
+    assert!(second.contains("first answer") && second.contains("follow-up-question"));
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let ids = notified_ids(last_main);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], ids[1], "both notifications are the one task's");
+    let texts = user_texts(last_main);
+    assert!(texts.contains("first answer") && texts.contains("second answer, to the follow-up"));
+    // It ran on the worker both times: its state is the worker's end of
+    // run 1.
+    let states = task_states(&p);
+    let state = &states[&ids[0]];
+    assert_eq!(state["status"], "completed", "{state}");
+    assert_eq!(state["run"], 1, "{state}");
+    assert!(
+        state["owner"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("-{}-", workers[0].pid())),
+        "{state}"
+    );
+}
