@@ -238,7 +238,7 @@ fn within(wt: Worktree, prefix: &str) -> (Worktree, PathBuf) {
     let child_cwd = if prefix.is_empty() {
         path.clone()
     } else {
-        let sub = path.join(&prefix);
+        let sub = path.join(prefix);
         if let Err(e) = fs_err::create_dir_all(&sub) {
             tracing::warn!("{e}");
         }
