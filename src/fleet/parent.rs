@@ -170,6 +170,7 @@ async fn send_plan(broker: &Broker, plan: &TaskPlan) -> Result<(), FleetError> {
     let payload = serde_json::to_vec(plan).map_err(FleetError::broker)?;
     let mut published = Err(FleetError::Broker(String::new()));
     for attempt in 0..3u32 {
+        let sending = std::time::Instant::now();
         let sent = broker
             .js
             .send_publish(
@@ -183,8 +184,13 @@ async fn send_plan(broker: &Broker, plan: &TaskPlan) -> Result<(), FleetError> {
             Ok(ack) => ack.await.map(|_| ()).map_err(FleetError::broker),
             Err(e) => Err(FleetError::broker(e)),
         };
-        if published.is_ok() {
-            break;
+        match &published {
+            Ok(()) => break,
+            Err(e) => tracing::warn!(
+                "task {}: publishing its plan failed after {:?} ({e}); trying again",
+                plan.agent_id,
+                sending.elapsed()
+            ),
         }
         tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
     }

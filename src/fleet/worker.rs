@@ -140,6 +140,12 @@ pub async fn run(
             }
             m = batch.next() => m,
         };
+        // One worker picks up nothing while it waits here: say when a pull
+        // took far longer than its expiry (a lost answer from the server
+        // costs the client library's expiry + 5 s).
+        if fetched_at.elapsed() > FETCH_EXPIRY + Duration::from_secs(1) {
+            tracing::warn!("a pull for a task took {:?}", fetched_at.elapsed());
+        }
         match next {
             Some(Ok(msg)) if stop.is_cancelled() => {
                 let _ = msg.double_ack_with(AckKind::Nak(None)).await;
