@@ -380,6 +380,46 @@ pub fn now_rfc3339() -> String {
 mod tests {
     use super::*;
 
+    /// Lines pass while the fence's deadline is ahead; an extension moves
+    /// it; past it the line is dropped, the fence stays closed (a later
+    /// extension does not reopen it) and the child's token is cancelled.
+    #[test]
+    fn a_fenced_transcript_writes_nothing_past_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let fence =
+            std::sync::Arc::new(WriteFence::new(Instant::now() + Duration::from_secs(3600)));
+        let child = tokio_util::sync::CancellationToken::new();
+        fence.on_close(child.clone());
+        let t = Transcript::open(path.clone(), "a1", Some("main"))
+            .fenced(std::sync::Arc::clone(&fence));
+        t.record("first", json!({}));
+        let far = fence.until();
+        fence.extend(Instant::now());
+        assert_eq!(fence.until(), far, "a deadline never moves back");
+        assert!(fence.open() && !child.is_cancelled());
+        let short = WriteFence::new(Instant::now());
+        short.on_close(child.clone());
+        let t2 =
+            Transcript::open(path.clone(), "a1", Some("main")).fenced(std::sync::Arc::new(short));
+        t2.record("late", json!({}));
+        assert!(child.is_cancelled(), "a refused write stops the child");
+        fence.close();
+        fence.extend(Instant::now() + Duration::from_secs(7200));
+        t.record("after close", json!({}));
+        let text = fs_err::read_to_string(&path).unwrap();
+        let kinds: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(kinds, ["first"]);
+    }
+
     #[test]
     fn a_deferred_transcript_writes_its_kept_lines_first_when_opened() {
         let dir = tempfile::tempdir().unwrap();
