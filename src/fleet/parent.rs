@@ -31,7 +31,7 @@ use super::broker::{Broker, FleetError};
 use super::lease::{queued_record, run_message_id};
 use super::state::{TaskRecord, now_ms};
 use super::wire::{Control, ControlReply, Notice, Progress, TaskPlan, plan_of};
-use crate::runtime::transcript::write_json_new;
+use crate::runtime::transcript::{write_json_atomic, write_json_new};
 
 /// The NATS JetStream task backend of one parent process.
 pub struct NatsBackend {
@@ -236,6 +236,10 @@ impl NatsBackend {
             .await
             .map_err(FleetError::broker)?;
         plan.run = next.run;
+        // The plan file names the latest run, for `--resume` to know which
+        // notice the task waits for.
+        let (path, kept) = (plan_path(&dir, &task.id), plan.clone());
+        let _ = tokio::task::spawn_blocking(move || write_json_atomic(&path, &kept)).await;
         self.runs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -498,12 +502,18 @@ async fn send_control(broker: &Broker, subject: &str, c: &Control) -> bool {
 /// Whether the conversation already holds task `agent_id`'s notification
 /// (a text block of a user message naming it; tool results do not count).
 pub fn notified(history: &History, agent_id: &str) -> bool {
-    history.iter().filter(|m| m.role == Role::User).any(|m| {
-        m.content
-            .iter()
-            .filter_map(ContentBlock::as_text)
-            .any(|t| t.contains(agent_id))
-    })
+    notifications_of(history, agent_id) > 0
+}
+
+/// How many of task `agent_id`'s notifications the conversation holds
+/// (text blocks of user messages naming it): one per run delivered.
+fn notifications_of(history: &History, agent_id: &str) -> usize {
+    history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.iter().filter_map(ContentBlock::as_text))
+        .filter(|t| t.contains(agent_id))
+        .count()
 }
 
 impl NatsBackend {
@@ -521,6 +531,9 @@ impl NatsBackend {
         main_history: &History,
     ) -> usize {
         let mut waiting = Vec::new();
+        // Tasks whose notification is in the conversation, with how many
+        // of their notifications are (one per run delivered).
+        let mut notified_runs = Vec::new();
         for (meta_path, meta) in sub_agent_metas(session_dir) {
             if meta.get("backend").is_none_or(serde_json::Value::is_null) {
                 continue;
@@ -536,11 +549,29 @@ impl NatsBackend {
                     TaskStatus::Killed | TaskStatus::Running => TaskStatus::Completed,
                     s => s,
                 };
-                engine
+                let delivered = notifications_of(main_history, &rebuilt.task.id);
+                let task = engine
                     .tasks
                     .insert_ended(rebuilt.task, status, rebuilt.history);
+                notified_runs.push((task, delivered));
             } else {
                 waiting.push(engine.tasks.create(rebuilt.task).0);
+            }
+        }
+        // A task resumed by SendMessage whose latest run (its plan file
+        // says which) has no notification in the conversation yet waits
+        // again, for that run's notice.
+        for (task, delivered) in notified_runs {
+            let run = fs_err::read(plan_path(session_dir, &task.id))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<TaskPlan>(&b).ok())
+                .map_or(0, |p| p.run);
+            if run > 0 && run as usize >= delivered && engine.tasks.restart(&task).is_some() {
+                self.runs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(task.id.clone(), run);
+                waiting.push(task);
             }
         }
         let n = waiting.len();

@@ -1542,3 +1542,117 @@ fn send_message_to_an_ended_remote_task_resumes_it_on_a_worker() {
         "{state}"
     );
 }
+
+/// A parent killed while a run that SendMessage resumed is on a worker:
+/// `--resume` waits for that run's notice (not the first run's, which is
+/// in the conversation already) and delivers it once.
+#[test]
+fn a_resumed_parent_waits_for_the_run_send_message_started() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return if r.last_user_text().contains("follow-up-question") {
+                anthropic::text_reply("second answer, to the follow-up")
+                    .held(gate.clone(), Duration::from_secs(60))
+            } else {
+                anthropic::text_reply("first answer")
+            };
+        }
+        let notices = user_texts(r).matches("<task-notification>").count();
+        if super::harness::assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "talk", "prompt": "Answer, then wait.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if notices >= 2 {
+            return anthropic::text_reply("heard twice after a resume");
+        }
+        if notices == 1 && !r.body_str().contains("toolu_send") {
+            let id: String = r
+                .body_str()
+                .split("agentId: ")
+                .nth(1)
+                .unwrap()
+                .chars()
+                .take(17)
+                .collect();
+            return anthropic::tool_use_reply(
+                "toolu_send",
+                "SendMessage",
+                json!({"to": id, "message": "follow-up-question"}),
+            );
+        }
+        anthropic::text_reply("waiting")
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The second run is on the worker (its request held) and the parent
+    // waits for it: the parent dies.
+    wait_until("the second run's request", Duration::from_secs(30), || {
+        server
+            .requests()
+            .iter()
+            .any(|r| !is_main(r) && r.last_user_text().contains("follow-up-question"))
+    });
+    wait_until("the parent to wait", Duration::from_secs(30), || {
+        server.requests().iter().any(|r| {
+            is_main(r)
+                && r.body_str().contains("toolu_send")
+                && super::harness::assistant_turns(r) >= 3
+        })
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(parent.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = parent.wait();
+    let _ = open.send(true);
+    wait_until("the second run to end", Duration::from_secs(30), || {
+        task_states(&p)
+            .values()
+            .any(|s| s["run"] == 1 && s["status"] == "completed")
+    });
+    let session = std::fs::read_dir(p.path().join(".cadre/sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let run = p.run(
+        Some(&server),
+        &[
+            "run",
+            "--resume",
+            &session,
+            "--output-format",
+            "stream-json",
+            "go on",
+        ],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(
+        run.json_lines().last().unwrap()["result"],
+        "heard twice after a resume"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let ids = notified_ids(last_main);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(user_texts(last_main).contains("second answer, to the follow-up"));
+}
