@@ -1656,3 +1656,103 @@ fn a_resumed_parent_waits_for_the_run_send_message_started() {
     assert_eq!(ids.len(), 2, "{ids:?}");
     assert!(user_texts(last_main).contains("second answer, to the follow-up"));
 }
+
+/// A background fork with `isolation: worktree` on a worker sends what it
+/// would send locally: the inherited conversation, its directive, and the
+/// worktree notice after it (only the worktree's name differs, since it
+/// carries the agent id).
+#[test]
+fn an_isolated_fork_on_a_worker_gets_the_worktree_notice_as_locally() {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    git_repo(&p);
+    let server = FakeServer::route(|r| {
+        if super::harness::is_fork_child(r) {
+            return anthropic::text_reply("fork done");
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .text("one isolated fork")
+                .tool_use(
+                    "toolu_fork",
+                    "Agent",
+                    json!({"description": "forked", "prompt": "Check it in isolation.",
+                           "fork": true, "run_in_background": true, "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("fork reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let config = |fleet: bool| {
+        let mut c = format!(
+            "{}\n[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"f\"\ngates = []\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000")
+        );
+        if fleet {
+            c.push_str(&format!(
+                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+                nats.url()
+            ));
+        }
+        c
+    };
+    let mut forks = Vec::new();
+    for fleet in [false, true] {
+        p.write("cadre.toml", &config(fleet));
+        let _worker = fleet.then(|| Worker::start(&p, &server, "worker"));
+        let before = server.requests().len();
+        let run = p.run(
+            Some(&server),
+            &["run", "--output-format", "stream-json", "go"],
+        );
+        assert!(run.code == 0, "{}", run.stderr);
+        assert_eq!(run.json_lines().last().unwrap()["result"], "fork reported");
+        let fork = server.requests()[before..]
+            .iter()
+            .find(|r| super::harness::is_fork_child(r))
+            .cloned()
+            .unwrap();
+        forks.push(fork);
+    }
+    let states = task_states(&p);
+    assert!(
+        states.values().all(|s| s["owner"].is_string()),
+        "the second fork ran on the worker: {states:?}"
+    );
+    // The worktrees' names, `agent-ID8`, are the only difference.
+    let normal = |r: &RecordedRequest| {
+        let mut body = r.json["messages"].clone();
+        fn strip(v: &mut Value) {
+            match v {
+                Value::Object(m) => {
+                    m.remove("cache_control");
+                    m.values_mut().for_each(strip);
+                }
+                Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        strip(&mut body);
+        let text = body.to_string();
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("worktrees/agent-") {
+            let (head, tail) = rest.split_at(at + "worktrees/agent-".len());
+            out.push_str(head);
+            out.push_str("ID8");
+            rest = &tail[8.min(tail.len())..];
+        }
+        out.push_str(rest);
+        out
+    };
+    let (local, remote) = (normal(&forks[0]), normal(&forks[1]));
+    assert!(
+        remote.contains("You are working in an isolated git worktree at"),
+        "{remote}"
+    );
+    assert_eq!(remote, local, "the fork's messages differ on a worker");
+}
