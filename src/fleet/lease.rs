@@ -123,6 +123,7 @@ pub async fn publish_notice(broker: &Broker, notice: &Notice) -> Result<(), Flee
         .names
         .run_notice_subject(&notice.session_id, &notice.agent_id, notice.run);
     let payload = serde_json::to_vec(notice).map_err(FleetError::broker)?;
+    let sending = Instant::now();
     let sent = broker
         .js
         .send_publish(
@@ -139,6 +140,13 @@ pub async fn publish_notice(broker: &Broker, notice: &Notice) -> Result<(), Flee
     match acked {
         Ok(()) => Ok(()),
         Err(e) => {
+            if sending.elapsed() > Duration::from_secs(1) {
+                tracing::warn!(
+                    "task {}: publishing its notice failed after {:?} ({e})",
+                    notice.agent_id,
+                    sending.elapsed()
+                );
+            }
             // Refused because one is already stored: that one counts.
             let stream = broker
                 .js
