@@ -60,10 +60,30 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
     let max_running = settings.agents.max_concurrent;
     let env = input.load.env.clone();
     let _reload = crate::reload::spawn(input.clone(), Arc::clone(&swap), false);
+    // The project's MCP servers (`.mcp.json` and `[mcp_servers]`, as this
+    // worker's own settings and trust decision for its folder allow) run
+    // once per worker and serve every child it runs, as a parent's serve
+    // its local children. They settle before the first task is taken, as
+    // a parent's do before its first turn.
+    let mcp = crate::mcp::McpManager::new();
+    mcp.sync(&snap.mcp_servers, &cwd);
+    let pending = mcp
+        .wait_settled(
+            std::time::Duration::from_millis(settings.mcp.startup_timeout_ms),
+            |_| {},
+        )
+        .await;
+    if !pending.is_empty() {
+        tracing::warn!(
+            "MCP server(s) {} still connecting after mcp.startup_timeout_ms; children start without their tools",
+            pending.join(", ")
+        );
+    }
     let factory: EngineFactory = {
         let swap = Arc::clone(&swap);
+        let mcp = Arc::clone(&mcp);
         Arc::new(move |plan, events| {
-            Ok(Arc::new(Engine::new(
+            let mut engine = Engine::new(
                 Arc::clone(&swap),
                 provider.clone(),
                 crate::tools::builtin_tools(),
@@ -72,7 +92,9 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
                 plan.session_id.clone(),
                 events,
                 None,
-            )))
+            );
+            engine.mcp = Arc::clone(&mcp);
+            Ok(Arc::new(engine))
         })
     };
     let opts = WorkerOptions {
@@ -89,9 +111,9 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
         tracing::info!("{name}: releasing running tasks");
         on_signal.cancel();
     });
-    crate::fleet::worker::run(broker, opts, factory, stop)
-        .await
-        .map_err(failed)
+    let ran = crate::fleet::worker::run(broker, opts, factory, stop).await;
+    mcp.shutdown().await;
+    ran.map_err(failed)
 }
 
 /// One line of `tasks list`.
@@ -103,6 +125,8 @@ struct Row {
     /// Milliseconds since the holder's last heartbeat (running tasks).
     lease_age_ms: Option<u64>,
     attempt: u32,
+    /// 0 for the spawn; n after the n-th SendMessage resumed it.
+    run: u32,
     pool: String,
     session_id: String,
     parent_agent_id: String,
@@ -171,6 +195,7 @@ fn row(r: TaskRecord) -> Row {
         agent_id: r.agent_id,
         owner: r.owner,
         attempt: r.attempt,
+        run: r.run,
         pool: r.pool,
         session_id: r.session_id,
         parent_agent_id: r.parent_agent_id,

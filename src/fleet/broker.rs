@@ -66,6 +66,15 @@ impl Names {
         format!("{}.notices.{session}.{agent}", self.prefix)
     }
 
+    /// The one notice of run `run` of task `agent` (see
+    /// [`super::wire::TaskPlan::run`]): run 0's is [`Names::notice_subject`].
+    pub fn run_notice_subject(&self, session: &str, agent: &str, run: u32) -> String {
+        match run {
+            0 => self.notice_subject(session, agent),
+            n => format!("{}.notices.{session}.{agent}.r{n}", self.prefix),
+        }
+    }
+
     /// Every notice of session `session`.
     pub fn notices_of(&self, session: &str) -> String {
         format!("{}.notices.{session}.>", self.prefix)
@@ -252,6 +261,11 @@ mod tests {
         assert_eq!(n.task_subject("default"), "cadre.tasks.default");
         assert_eq!(n.notice_subject("s1", "a1"), "cadre.notices.s1.a1");
         assert_eq!(n.notices_of("s1"), "cadre.notices.s1.>");
+        assert_eq!(n.run_notice_subject("s1", "a1", 0), "cadre.notices.s1.a1");
+        assert_eq!(
+            n.run_notice_subject("s1", "a1", 2),
+            "cadre.notices.s1.a1.r2"
+        );
         assert_eq!(n.control_subject("a1"), "cadre.control.a1");
         assert_eq!(n.consumer("gpu"), "pool-gpu");
     }

@@ -20,6 +20,9 @@ pub(super) enum Claim {
     Ended(TaskRecord),
     /// Another writer kept winning; try later.
     Busy,
+    /// The plan is of an earlier run than the task's state (the task was
+    /// resumed since): nothing to do.
+    Stale,
 }
 
 pub(super) async fn claim(broker: &Broker, me: &str, plan: &TaskPlan) -> Result<Claim, FleetError> {
@@ -43,7 +46,14 @@ pub(super) async fn claim(broker: &Broker, me: &str, plan: &TaskPlan) -> Result<
             None => (None, 0),
         };
         let base = match current {
-            Some(r) if r.status.is_end() => return Ok(Claim::Ended(r)),
+            Some(r) if r.run > plan.run => return Ok(Claim::Stale),
+            Some(r) if r.status.is_end() && r.run == plan.run => return Ok(Claim::Ended(r)),
+            // A state of an earlier run: the parent's reopening did not
+            // land; this plan's run starts from it.
+            Some(r) if r.run < plan.run => TaskRecord {
+                run: plan.run,
+                ..queued_record(plan)
+            },
             Some(r) => r,
             None => queued_record(plan),
         };
@@ -92,6 +102,16 @@ pub fn queued_record(plan: &TaskPlan) -> TaskRecord {
         lease_at_ms: None,
         ended_at_ms: None,
         notice: None,
+        run: plan.run,
+    }
+}
+
+/// The message id of run `run` of task `agent` (its plan's and its
+/// notice's): the agent id for its spawn, `AGENT.rN` for a resumed run.
+pub fn run_message_id(agent: &str, run: u32) -> String {
+    match run {
+        0 => agent.to_string(),
+        n => format!("{agent}.r{n}"),
     }
 }
 
@@ -101,15 +121,16 @@ pub fn queued_record(plan: &TaskPlan) -> TaskRecord {
 pub async fn publish_notice(broker: &Broker, notice: &Notice) -> Result<(), FleetError> {
     let subject = broker
         .names
-        .notice_subject(&notice.session_id, &notice.agent_id);
+        .run_notice_subject(&notice.session_id, &notice.agent_id, notice.run);
     let payload = serde_json::to_vec(notice).map_err(FleetError::broker)?;
+    let sending = Instant::now();
     let sent = broker
         .js
         .send_publish(
             subject.clone(),
             jetstream::message::PublishMessage::build()
                 .payload(payload.into())
-                .message_id(&notice.agent_id),
+                .message_id(run_message_id(&notice.agent_id, notice.run)),
         )
         .await;
     let acked = match sent {
@@ -119,6 +140,13 @@ pub async fn publish_notice(broker: &Broker, notice: &Notice) -> Result<(), Flee
     match acked {
         Ok(()) => Ok(()),
         Err(e) => {
+            if sending.elapsed() > Duration::from_secs(1) {
+                tracing::warn!(
+                    "task {}: publishing its notice failed after {:?} ({e})",
+                    notice.agent_id,
+                    sending.elapsed()
+                );
+            }
             // Refused because one is already stored: that one counts.
             let stream = broker
                 .js

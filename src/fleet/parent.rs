@@ -8,6 +8,7 @@
 //! reads the session's notices from the start) delivers those that came
 //! meanwhile.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -27,8 +28,10 @@ use crate::runtime::tasks::{Task, TaskStatus};
 use crate::runtime::{Engine, EngineEvent};
 
 use super::broker::{Broker, FleetError};
-use super::lease::queued_record;
-use super::wire::{Control, ControlReply, Notice, Progress, plan_of};
+use super::lease::{queued_record, run_message_id};
+use super::state::{TaskRecord, now_ms};
+use super::wire::{Control, ControlReply, Notice, Progress, TaskPlan, plan_of};
+use crate::runtime::transcript::{write_json_atomic, write_json_new};
 
 /// The NATS JetStream task backend of one parent process.
 pub struct NatsBackend {
@@ -39,6 +42,27 @@ pub struct NatsBackend {
     /// The last failed connection attempt: spawns within one connect
     /// timeout of it fail at once instead of each waiting that long.
     failed: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    /// The run each resumed task waits for (see [`TaskPlan::run`]); a task
+    /// not listed waits for run 0. A notice of another run is ignored.
+    runs: Runs,
+}
+
+type Runs = Arc<std::sync::Mutex<HashMap<String, u32>>>;
+
+fn expected_run(runs: &Runs, agent: &str) -> u32 {
+    runs.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(agent)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Where the parent keeps a remote task's plan (beside its transcript), to
+/// publish it again when SendMessage resumes the task after it ended.
+fn plan_path(session_dir: &Path, agent_id: &str) -> std::path::PathBuf {
+    session_dir
+        .join("agents")
+        .join(format!("agent-{agent_id}.plan.json"))
 }
 
 impl NatsBackend {
@@ -49,6 +73,7 @@ impl NatsBackend {
             broker: OnceCell::new(),
             listening: OnceCell::new(),
             failed: std::sync::Mutex::new(None),
+            runs: Arc::default(),
         })
     }
 
@@ -87,7 +112,7 @@ impl NatsBackend {
         let broker = self.broker().await?;
         self.listening
             .get_or_try_init(|| async {
-                start_listener(Arc::clone(&broker), engine).await?;
+                start_listener(Arc::clone(&broker), engine, Arc::clone(&self.runs)).await?;
                 start_progress(&broker, engine).await;
                 Ok::<(), FleetError>(())
             })
@@ -117,32 +142,11 @@ impl NatsBackend {
         {
             return Err(FleetError::broker(e));
         }
-        let payload = serde_json::to_vec(&plan).map_err(FleetError::broker)?;
-        // A lost acknowledgement (a timeout under load, a reconnect) is
-        // retried with the same message id: the stream drops a copy that
-        // did arrive, so the task is queued once either way.
-        let payload: Vec<u8> = payload;
-        let mut published = Err(FleetError::Broker(String::new()));
-        for attempt in 0..3u32 {
-            let sent = broker
-                .js
-                .send_publish(
-                    broker.names.task_subject(&self.pool),
-                    jetstream::message::PublishMessage::build()
-                        .payload(payload.clone().into())
-                        .message_id(&plan.agent_id),
-                )
-                .await;
-            published = match sent {
-                Ok(ack) => ack.await.map(|_| ()).map_err(FleetError::broker),
-                Err(e) => Err(FleetError::broker(e)),
-            };
-            if published.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+        if let Some(dir) = &engine.session_dir {
+            let (path, kept) = (plan_path(dir, &plan.agent_id), plan.clone());
+            let _ = tokio::task::spawn_blocking(move || write_json_new(&path, &kept)).await;
         }
-        if let Err(e) = published {
+        if let Err(e) = send_plan(&broker, &plan).await {
             // The task ends here (failed); its state must not say queued.
             let _ = broker.state.purge(&plan.agent_id).await;
             return Err(e);
@@ -158,7 +162,107 @@ impl NatsBackend {
     }
 }
 
+/// Publishes `plan` to its pool's queue. A lost acknowledgement (a
+/// timeout under load, a reconnect) is retried with the same message id:
+/// the stream drops a copy that did arrive, so the run is queued once
+/// either way.
+async fn send_plan(broker: &Broker, plan: &TaskPlan) -> Result<(), FleetError> {
+    let payload = serde_json::to_vec(plan).map_err(FleetError::broker)?;
+    let mut published = Err(FleetError::Broker(String::new()));
+    for attempt in 0..3u32 {
+        let sending = std::time::Instant::now();
+        let sent = broker
+            .js
+            .send_publish(
+                broker.names.task_subject(&plan.pool),
+                jetstream::message::PublishMessage::build()
+                    .payload(payload.clone().into())
+                    .message_id(run_message_id(&plan.agent_id, plan.run)),
+            )
+            .await;
+        published = match sent {
+            Ok(ack) => ack.await.map(|_| ()).map_err(FleetError::broker),
+            Err(e) => Err(FleetError::broker(e)),
+        };
+        match &published {
+            Ok(()) => break,
+            Err(e) => tracing::warn!(
+                "task {}: publishing its plan failed after {:?} ({e}); trying again",
+                plan.agent_id,
+                sending.elapsed()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
+    }
+    published
+}
+
+impl NatsBackend {
+    /// SendMessage to a remote task that has ended (its message already
+    /// appended to its transcript): its state goes back to `queued` as its
+    /// next run (a compare-and-set from its end state), and its plan is
+    /// published again with that run, so a worker continues the child
+    /// from its transcript, as a local task resumes in the background.
+    async fn republish(&self, engine: &Arc<Engine>, task: &Arc<Task>) -> Result<(), FleetError> {
+        let dir = engine.session_dir.clone().ok_or_else(|| {
+            FleetError::Invalid("background tasks on workers need transcripts".into())
+        })?;
+        let broker = self.broker().await?;
+        self.listen(engine).await?;
+        let path = plan_path(&dir, &task.id);
+        let read = tokio::task::spawn_blocking(move || fs_err::read(&path))
+            .await
+            .map_err(FleetError::broker)?
+            .map_err(FleetError::broker)?;
+        let mut plan: TaskPlan = serde_json::from_slice(&read).map_err(FleetError::broker)?;
+        let entry = broker
+            .state
+            .entry(&task.id)
+            .await
+            .map_err(FleetError::broker)?
+            .filter(|e| e.operation == jetstream::kv::Operation::Put)
+            .ok_or_else(|| {
+                FleetError::Broker(format!("task {} has no state on the broker", task.id))
+            })?;
+        let record: TaskRecord =
+            serde_json::from_slice(&entry.value).map_err(FleetError::broker)?;
+        let next = record
+            .reopen(now_ms())
+            .map_err(|e| FleetError::Broker(e.to_string()))?;
+        let bytes = serde_json::to_vec(&next).map_err(FleetError::broker)?;
+        broker
+            .state
+            .update(&task.id, bytes.into(), entry.revision)
+            .await
+            .map_err(FleetError::broker)?;
+        plan.run = next.run;
+        // The plan file names the latest run, for `--resume` to know which
+        // notice the task waits for.
+        let (path, kept) = (plan_path(&dir, &task.id), plan.clone());
+        let _ = tokio::task::spawn_blocking(move || write_json_atomic(&path, &kept)).await;
+        self.runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(task.id.clone(), plan.run);
+        send_plan(&broker, &plan).await?;
+        forward_controls(broker, Arc::downgrade(engine), Arc::clone(task));
+        Ok(())
+    }
+}
+
 impl TaskBackend for NatsBackend {
+    fn resume<'a>(
+        &'a self,
+        engine: &'a Arc<Engine>,
+        task: &'a Arc<Task>,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            self.republish(engine, task)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
     fn submit<'a>(
         &'a self,
         engine: &'a Arc<Engine>,
@@ -181,7 +285,11 @@ impl TaskBackend for NatsBackend {
 /// ends with its notice (once: a task that already ended is skipped), and
 /// the notice is acked. When the consumer is lost (a broker restart), a
 /// new one reads from the start again.
-async fn start_listener(broker: Arc<Broker>, engine: &Arc<Engine>) -> Result<(), FleetError> {
+async fn start_listener(
+    broker: Arc<Broker>,
+    engine: &Arc<Engine>,
+    runs: Runs,
+) -> Result<(), FleetError> {
     let session = engine.session_id.clone();
     let consumer = notice_consumer(&broker, &session).await?;
     let engine = Arc::downgrade(engine);
@@ -215,7 +323,7 @@ async fn start_listener(broker: Arc<Broker>, engine: &Arc<Engine>) -> Result<(),
                         let Some(engine) = engine.upgrade() else {
                             return;
                         };
-                        deliver(&engine, &msg.payload).await;
+                        deliver(&engine, &msg.payload, &runs).await;
                         let _ = msg.ack().await;
                     }
                     Err(e) => {
@@ -259,7 +367,7 @@ async fn notice_consumer(
 
 /// Ends the waiting task a notice is for. Anything else (a task this
 /// process does not know, one already ended) is left alone.
-async fn deliver(engine: &Engine, payload: &[u8]) {
+async fn deliver(engine: &Engine, payload: &[u8], runs: &Runs) {
     let notice: Notice = match serde_json::from_slice(payload) {
         Ok(n) => n,
         Err(e) => {
@@ -270,7 +378,10 @@ async fn deliver(engine: &Engine, payload: &[u8]) {
     let Some(task) = engine.tasks.get(&notice.agent_id) else {
         return;
     };
-    if task.status() != TaskStatus::Running || !task.is_remote() {
+    if task.status() != TaskStatus::Running
+        || !task.is_remote()
+        || notice.run != expected_run(runs, &notice.agent_id)
+    {
         return;
     }
     // Its history, for SendMessage to resume it here later (read off the
@@ -391,12 +502,18 @@ async fn send_control(broker: &Broker, subject: &str, c: &Control) -> bool {
 /// Whether the conversation already holds task `agent_id`'s notification
 /// (a text block of a user message naming it; tool results do not count).
 pub fn notified(history: &History, agent_id: &str) -> bool {
-    history.iter().filter(|m| m.role == Role::User).any(|m| {
-        m.content
-            .iter()
-            .filter_map(ContentBlock::as_text)
-            .any(|t| t.contains(agent_id))
-    })
+    notifications_of(history, agent_id) > 0
+}
+
+/// How many of task `agent_id`'s notifications the conversation holds
+/// (text blocks of user messages naming it): one per run delivered.
+fn notifications_of(history: &History, agent_id: &str) -> usize {
+    history
+        .iter()
+        .filter(|m| m.role == Role::User)
+        .flat_map(|m| m.content.iter().filter_map(ContentBlock::as_text))
+        .filter(|t| t.contains(agent_id))
+        .count()
 }
 
 impl NatsBackend {
@@ -414,6 +531,9 @@ impl NatsBackend {
         main_history: &History,
     ) -> usize {
         let mut waiting = Vec::new();
+        // Tasks whose notification is in the conversation, with how many
+        // of their notifications are (one per run delivered).
+        let mut notified_runs = Vec::new();
         for (meta_path, meta) in sub_agent_metas(session_dir) {
             if meta.get("backend").is_none_or(serde_json::Value::is_null) {
                 continue;
@@ -429,11 +549,29 @@ impl NatsBackend {
                     TaskStatus::Killed | TaskStatus::Running => TaskStatus::Completed,
                     s => s,
                 };
-                engine
+                let delivered = notifications_of(main_history, &rebuilt.task.id);
+                let task = engine
                     .tasks
                     .insert_ended(rebuilt.task, status, rebuilt.history);
+                notified_runs.push((task, delivered));
             } else {
                 waiting.push(engine.tasks.create(rebuilt.task).0);
+            }
+        }
+        // A task resumed by SendMessage whose latest run (its plan file
+        // says which) has no notification in the conversation yet waits
+        // again, for that run's notice.
+        for (task, delivered) in notified_runs {
+            let run = fs_err::read(plan_path(session_dir, &task.id))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<TaskPlan>(&b).ok())
+                .map_or(0, |p| p.run);
+            if run > 0 && run as usize >= delivered && engine.tasks.restart(&task).is_some() {
+                self.runs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(task.id.clone(), run);
+                waiting.push(task);
             }
         }
         let n = waiting.len();

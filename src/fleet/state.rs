@@ -68,6 +68,10 @@ pub struct TaskRecord {
     /// publishes it.
     #[serde(default)]
     pub notice: Option<Notice>,
+    /// Which run of the task this is: 0 for its spawn, n after the n-th
+    /// SendMessage that resumed it once it had ended.
+    #[serde(default)]
+    pub run: u32,
 }
 
 /// Why a transition is refused.
@@ -83,6 +87,8 @@ pub enum Refused {
     },
     #[error("task {0} is not running")]
     NotRunning(String),
+    #[error("task {0} has not ended")]
+    NotEnded(String),
 }
 
 impl TaskRecord {
@@ -97,6 +103,25 @@ impl TaskRecord {
             owner: Some(worker.to_string()),
             attempt: self.attempt + 1,
             lease_at_ms: Some(now_ms),
+            ..self.clone()
+        })
+    }
+
+    /// The parent resumes an ended task (SendMessage): queued again as its
+    /// next run, to be claimed like a new one.
+    pub fn reopen(&self, now_ms: u64) -> Result<TaskRecord, Refused> {
+        if !self.status.is_end() {
+            return Err(Refused::NotEnded(self.agent_id.clone()));
+        }
+        Ok(TaskRecord {
+            status: FleetStatus::Queued,
+            owner: None,
+            attempt: 0,
+            queued_at_ms: now_ms,
+            lease_at_ms: None,
+            ended_at_ms: None,
+            notice: None,
+            run: self.run + 1,
             ..self.clone()
         })
     }
@@ -175,6 +200,7 @@ mod tests {
             lease_at_ms: None,
             ended_at_ms: None,
             notice: None,
+            run: 0,
         }
     }
 
@@ -192,6 +218,8 @@ mod tests {
             duration_ms: 0,
             worker: "w1".into(),
             attempt: 1,
+            worktree: None,
+            run: 0,
         }
     }
 
@@ -209,6 +237,26 @@ mod tests {
             .unwrap();
         assert_eq!(done.status, FleetStatus::Completed);
         assert_eq!(done.notice, Some(notice()));
+    }
+
+    /// SendMessage to an ended task: only an ended task reopens, as its
+    /// next run, queued with no holder; its old holder cannot renew it.
+    #[test]
+    fn an_ended_task_reopens_as_its_next_run() {
+        let running = queued().claim("w1", 10).unwrap();
+        assert!(matches!(running.reopen(15), Err(Refused::NotEnded(_))));
+        let done = running
+            .finish("w1", FleetStatus::Completed, notice(), 20)
+            .unwrap();
+        let again = done.reopen(30).unwrap();
+        assert_eq!(
+            (again.status, again.run, again.attempt, again.owner.clone()),
+            (FleetStatus::Queued, 1, 0, None)
+        );
+        assert_eq!((again.notice.clone(), again.ended_at_ms), (None, None));
+        assert!(again.renew("w1", 40).is_err());
+        let claimed = again.claim("w2", 50).unwrap();
+        assert_eq!((claimed.run, claimed.attempt), (1, 1));
     }
 
     #[test]

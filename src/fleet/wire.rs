@@ -10,6 +10,7 @@ use crate::message::Usage;
 use crate::runtime::RunProblem;
 use crate::runtime::plan::SpawnPlan;
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
+use crate::runtime::worktree::KeptWorktree;
 
 use super::state::FleetStatus;
 
@@ -31,6 +32,11 @@ pub struct TaskPlan {
     /// starting messages: those are the child's transcript, which the
     /// parent wrote before publishing and a worker continues.
     pub spawn: SpawnPlan,
+    /// Which run of the task: 0 for its spawn, n when SendMessage resumed
+    /// it for the n-th time after it ended (its message is the last line
+    /// of its transcript).
+    #[serde(default)]
+    pub run: u32,
     /// The child's meta file as the parent wrote it (description, tool use
     /// id, name; `docs/transcripts.md`).
     pub meta: Value,
@@ -50,6 +56,7 @@ pub fn plan_of(task: &Task, plan: &SpawnPlan, session_id: &str, pool: &str) -> T
             ..plan.clone()
         },
         meta: task.meta().clone(),
+        run: 0,
     }
 }
 
@@ -77,6 +84,13 @@ pub struct Notice {
     /// The worker that finished it, and on which attempt.
     pub worker: String,
     pub attempt: u32,
+    /// The child's worktree (`isolation: worktree`) when it was kept
+    /// (it holds changes); `None` when removed or never made.
+    #[serde(default)]
+    pub worktree: Option<KeptWorktree>,
+    /// The run it ends (see [`TaskPlan::run`]).
+    #[serde(default)]
+    pub run: u32,
 }
 
 impl Notice {
@@ -104,6 +118,8 @@ impl Notice {
             duration_ms: r.duration_ms,
             worker: worker.to_string(),
             attempt,
+            worktree: r.worktree.clone(),
+            run: 0,
         }
     }
 
@@ -144,7 +160,7 @@ impl Notice {
             total_tokens: self.total_tokens,
             tool_uses: self.tool_uses,
             duration_ms: self.duration_ms,
-            worktree: None,
+            worktree: self.worktree.clone(),
         }
     }
 }
@@ -198,6 +214,8 @@ mod tests {
             duration_ms: 0,
             worker: "w".into(),
             attempt: 1,
+            worktree: None,
+            run: 0,
         };
         n.bound_texts(25);
         let texts = n.texts.clone().unwrap();

@@ -18,12 +18,14 @@ use futures_util::StreamExt;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::Isolation;
 use crate::message::Role;
 use crate::runtime::resume::{is_session_id, rebuild_task};
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
-use crate::runtime::texts::TaskBackendFailed;
-use crate::runtime::transcript::Transcript;
+use crate::runtime::texts::{TaskBackendFailed, WorktreeNotice};
+use crate::runtime::transcript::{Transcript, WriteFence};
+use crate::runtime::worktree::{self, WorktreeGuard};
 use crate::runtime::{Engine, EngineEvent, EventSink, RunProblem, last_text};
 
 use super::broker::{Broker, FleetError, check_token};
@@ -104,6 +106,8 @@ pub async fn run(
             },
             () = stop.cancelled() => break,
         };
+        // The broker's lease on what this pull delivers starts after this.
+        let fetched_at = Instant::now();
         let fetched = consumer
             .fetch()
             .max_messages(1)
@@ -136,6 +140,12 @@ pub async fn run(
             }
             m = batch.next() => m,
         };
+        // One worker picks up nothing while it waits here: say when a pull
+        // took far longer than its expiry (a lost answer from the server
+        // costs the client library's expiry + 5 s).
+        if fetched_at.elapsed() > FETCH_EXPIRY + Duration::from_secs(1) {
+            tracing::warn!("a pull for a task took {:?}", fetched_at.elapsed());
+        }
         match next {
             Some(Ok(msg)) if stop.is_cancelled() => {
                 let _ = msg.double_ack_with(AckKind::Nak(None)).await;
@@ -145,7 +155,7 @@ pub async fn run(
                 let ctx = Arc::clone(&ctx);
                 let stop = stop.clone();
                 running.spawn(async move {
-                    handle(&ctx, msg, &stop).await;
+                    handle(&ctx, msg, fetched_at, &stop).await;
                     drop(permit);
                 });
             }
@@ -165,7 +175,7 @@ pub async fn run(
     Ok(())
 }
 
-async fn handle(ctx: &Ctx, msg: jetstream::Message, stop: &CancellationToken) {
+async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &CancellationToken) {
     let plan: TaskPlan = match serde_json::from_slice(&msg.payload) {
         Ok(p) => p,
         Err(e) => {
@@ -200,6 +210,10 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, stop: &CancellationToken) {
             let _ = msg.double_ack().await;
             return;
         }
+        Ok(Claim::Stale) => {
+            let _ = msg.double_ack().await;
+            return;
+        }
         Ok(Claim::Busy) => {
             let _ = msg
                 .ack_with(AckKind::Nak(Some(ctx.broker.lease() / 2)))
@@ -216,8 +230,11 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, stop: &CancellationToken) {
     };
     let claim_ms = claimed_in.elapsed().as_secs_f64() * 1000.0;
     tracing::info!("task {id}: attempt {} on {}", record.attempt, ctx.opts.id);
-    let _ = msg.ack_with(AckKind::Progress).await;
-    let outcome = run_task(ctx, &plan, &msg, record, revision, stop).await;
+    // Until the broker has this progress ack, the lease runs from the
+    // delivery, which came after the pull request.
+    let fence = Arc::new(WriteFence::new(fetched_at + ctx.broker.lease()));
+    extend_lease(&ctx.broker, &msg, &fence).await;
+    let outcome = run_task(ctx, &plan, &msg, record, revision, &fence, stop).await;
     match outcome {
         Ran::Finished(record, revision) => {
             let finishing = Instant::now();
@@ -249,12 +266,24 @@ enum Ran {
     Released,
 }
 
+/// Tells the broker this worker still works on the task (`AckProgress`)
+/// and, once the server confirms it has read it (a flush's round trip),
+/// moves the task's write fence to a lease from just before it was sent:
+/// the broker's lease runs at least that long.
+async fn extend_lease(broker: &Broker, msg: &jetstream::Message, fence: &WriteFence) {
+    let sent_at = Instant::now();
+    if msg.ack_with(AckKind::Progress).await.is_ok() && broker.client.flush().await.is_ok() {
+        fence.extend(sent_at + broker.lease());
+    }
+}
+
 async fn run_task(
     ctx: &Ctx,
     plan: &TaskPlan,
     msg: &jetstream::Message,
     mut record: TaskRecord,
     mut revision: u64,
+    fence: &Arc<WriteFence>,
     stop: &CancellationToken,
 ) -> Ran {
     let id = plan.agent_id.clone();
@@ -262,7 +291,7 @@ async fn run_task(
     let started = Instant::now();
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
-        Ok(engine) => start(ctx, plan, engine),
+        Ok(engine) => start(ctx, plan, engine, fence),
     };
     let (engine, task) = match begun {
         Started::Running(engine, task) => (engine, task),
@@ -295,7 +324,7 @@ async fn run_task(
                         record = *r;
                         revision = rev;
                         last_renewed = Instant::now();
-                        let _ = msg.ack_with(AckKind::Progress).await;
+                        extend_lease(&ctx.broker, msg, fence).await;
                     }
                     Renewal::Lost => {
                         stop_child(&task).await;
@@ -309,18 +338,36 @@ async fn run_task(
                     }
                 }
             }
+            // The lease ran out without a confirmed renewal (the broker
+            // unreachable for a whole lease, or this process stalled):
+            // another worker may hold the task now.
+            () = tokio::time::sleep_until(fence.until().into()) => {
+                if !fence.open() {
+                    stop_child(&task).await;
+                    return Ran::Lost;
+                }
+            }
             req = next_control(&mut control) => {
                 if let Some(req) = req {
                     answer_control(&ctx.broker, &engine, &task, req).await;
                 }
             }
             () = stop.cancelled() => {
+                // Handed back as a dead worker's task would be: nothing
+                // more is written (no `killed` end in its files), and its
+                // worktree stays for the worker that continues it.
+                fence.close();
                 stop_child(&task).await;
                 return Ran::Released;
             }
         }
     }
     drop(control);
+    // Its last lines were refused: what it did past its lease is not its
+    // result (another worker's run is).
+    if !fence.open() {
+        return Ran::Lost;
+    }
     let result = task.state().result.clone().unwrap_or_else(|| {
         tracing::warn!(
             "task {id}: ended without a result after {:?}",
@@ -359,6 +406,7 @@ fn record_result(
         worker,
         record.attempt,
     );
+    notice.run = plan.run;
     notice.bound_texts(NOTICE_TEXT_LIMIT);
     TaskRecord {
         notice: Some(notice),
@@ -391,7 +439,7 @@ fn failed(text: String) -> TaskResult {
 
 /// Rebuilds the child from its plan and its transcript in the shared
 /// folder, and starts it (or finds it already answered).
-fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
+fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence>) -> Started {
     let snap = engine.snapshot.load_full();
     let problem = |stage: &str, detail: String| {
         Started::Done(Box::new(failed(snap.templates.show(&TaskBackendFailed {
@@ -442,6 +490,8 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
         new_task.spec.mode = crate::config::PermissionMode::Default;
     }
     let (task, _) = engine.tasks.create(new_task);
+    task.set_fence(Arc::clone(fence));
+    fence.on_close(task.cancel.clone());
     // A child whose last message is its answer ended on an earlier attempt
     // (its worker died before finishing the task): its answer stands.
     if let Some(last) = history.last()
@@ -460,20 +510,74 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>) -> Started {
         });
         return Started::Done(Box::new(result));
     }
-    let transcript = Arc::new(match &task.output_file {
-        Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
-        None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
-    });
+    let transcript = Arc::new(
+        match &task.output_file {
+            Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
+            None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
+        }
+        .fenced(Arc::clone(fence)),
+    );
+    let mut spec = task.spec.clone();
+    let mut history = history;
+    let worktree = if plan.spawn.isolation == Some(Isolation::Worktree) {
+        match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history) {
+            Ok((guard, cwd)) => {
+                spec.cwd = cwd;
+                Some(guard.fenced(Arc::clone(fence)))
+            }
+            Err(text) => {
+                let result = failed(text);
+                engine.tasks.finish(&task, result.clone(), history, |r| {
+                    notification_text(&snap, &task, r)
+                });
+                return Started::Done(Box::new(result));
+            }
+        }
+    } else {
+        None
+    };
     start_task(
         Arc::clone(&engine),
         Arc::clone(&task),
-        task.spec.clone(),
+        spec,
         history,
         transcript,
         true,
-        None,
+        worktree,
     );
     Started::Running(engine, task)
+}
+
+/// The child's worktree (`isolation: worktree`), made here as a local
+/// spawn makes it, in this worker's checkout of the shared repository and
+/// from the commit the parent had checked out; a task taken over from a
+/// worker that died continues in the worktree that one made. A fork whose
+/// worktree is new gets the worktree notice after its directive, as a
+/// line joined to it in its transcript. `Err` is the `error_worktree`
+/// text.
+fn isolate(
+    snap: &crate::snapshot::Snapshot,
+    plan: &TaskPlan,
+    cwd: &std::path::Path,
+    transcript: &Transcript,
+    history: &mut crate::message::History,
+) -> Result<(WorktreeGuard, PathBuf), String> {
+    let base = plan
+        .meta
+        .get("worktree_base")
+        .and_then(serde_json::Value::as_str);
+    let (wt, child_cwd, made) = worktree::open_or_create(cwd, &plan.agent_id, base)
+        .map_err(|e| worktree::failed_text(snap, e))?;
+    if made && plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
+        let notice = snap.templates.show(&WorktreeNotice {
+            worktree_path: child_cwd.display().to_string(),
+            parent_cwd: cwd.display().to_string(),
+        });
+        let block = crate::message::ContentBlock::text(notice.clone());
+        transcript.joined_message(&crate::message::Message::user(vec![block]));
+        worktree::push_notice(history, notice);
+    }
+    Ok((WorktreeGuard::new(wt), child_cwd))
 }
 
 async fn stop_child(task: &Task) {

@@ -27,6 +27,16 @@ pub trait TaskBackend: Send + Sync {
         plan: &'a SpawnPlan,
     ) -> BoxFuture<'a, Result<(), String>>;
 
+    /// Runs `task` again (SendMessage after it ended: restarted, its
+    /// message the last line of its transcript). `Ok` once queued; `Err`
+    /// (a sentence) when it could not be, and then the caller ends the
+    /// task `failed` with that error.
+    fn resume<'a>(
+        &'a self,
+        engine: &'a Arc<Engine>,
+        task: &'a Arc<Task>,
+    ) -> BoxFuture<'a, Result<(), String>>;
+
     /// The backend's name for meta files and `tasks list` (`nats`).
     fn name(&self) -> &'static str;
 }

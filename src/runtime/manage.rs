@@ -9,11 +9,11 @@ use serde_json::Value;
 use crate::message::{ContentBlock, Message};
 
 use super::session::Session;
-use super::spawn::start_task;
+use super::spawn::{fail_unsubmitted, start_task};
 use super::tasks::TaskStatus;
 use super::texts::{
-    InvalidInput, MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskOutputText,
-    TaskStopped, UnknownTask,
+    InvalidInput, MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskBackendFailed,
+    TaskOutputText, TaskStopped, UnknownTask,
 };
 use super::transcript::Transcript;
 use crate::snapshot::Snapshot;
@@ -138,6 +138,28 @@ impl Session {
                     transcript.joined_message(&added);
                 } else {
                     transcript.message(&added);
+                }
+                // A task that ran on the engine's task backend (the worker
+                // fleet) runs there again, where background children run.
+                if task.is_remote() {
+                    match self.engine.backend.clone() {
+                        Some(backend) => {
+                            drop(transcript);
+                            if let Err(detail) = backend.resume(&self.engine, &task).await {
+                                tracing::warn!("{}: {detail}", task.id);
+                                let text = t.show(&TaskBackendFailed {
+                                    stage: "queue".into(),
+                                    backend: backend.name().into(),
+                                    worker: String::new(),
+                                    detail: detail.clone(),
+                                });
+                                fail_unsubmitted(&self.engine, &task, history, detail, text);
+                            }
+                            return Ok(t.show(&MessageResumed { to: i.to }));
+                        }
+                        // No backend now (settings changed): it runs here.
+                        None => task.mark_resumed_here(),
+                    }
                 }
                 start_task(
                     Arc::clone(&self.engine),

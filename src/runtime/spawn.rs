@@ -114,7 +114,18 @@ impl Session {
             }
         }
         let caller_can_read = turn.tool_names.iter().any(|n| n == "Read" || n == "Bash");
-        let worktree = if plan.isolation == Some(Isolation::Worktree) {
+        // A background child that goes to the engine's task backend (the
+        // worker fleet) gets its worktree there, made by the worker from
+        // the commit checked out here now.
+        let remote_worktree = plan.isolation == Some(Isolation::Worktree)
+            && plan.background
+            && self.engine.backend.is_some();
+        let worktree_base = if remote_worktree {
+            Some(worktree::base_for(snap, &self.spec.cwd).await?)
+        } else {
+            None
+        };
+        let worktree = if plan.isolation == Some(Isolation::Worktree) && !remote_worktree {
             let fork_history = plan.fork.then_some(&mut history);
             let (guard, cwd) =
                 worktree::isolate(snap, &self.spec.cwd, &plan.agent_id, fork_history).await?;
@@ -134,6 +145,7 @@ impl Session {
             tool_use_id: tool_use_id.to_string(),
             caller_can_read,
             worktree,
+            worktree_base,
             snap: Arc::clone(&turn.snap),
         })
         .await
@@ -160,7 +172,7 @@ impl Session {
                 .backend
                 .clone()
                 .filter(|_| c.background && c.worktree.is_none());
-            let meta = json!({
+            let mut meta = json!({
                 "agent_id": agent_id,
                 "parent_agent_id": self.spec.agent_id,
                 "agent_type": c.agent_type,
@@ -177,6 +189,9 @@ impl Session {
                 "depth": c.spec.depth,
                 "backend": backend.as_ref().map(|b| b.name()),
             });
+            if let (Some(base), Value::Object(m)) = (&c.worktree_base, &mut meta) {
+                m.insert("worktree_base".into(), json!(base));
+            }
             let (transcript, meta_file) = match &engine.session_dir {
                 Some(dir) => {
                     let agents = dir.join("agents");
@@ -335,6 +350,9 @@ struct ChildStart {
     caller_can_read: bool,
     /// The child's worktree, when it runs isolated; cleaned up when it ends.
     worktree: Option<WorktreeGuard>,
+    /// The commit its worktree starts from, when a task backend's worker
+    /// makes it.
+    worktree_base: Option<String>,
     /// The snapshot of the turn that made the call.
     snap: Arc<Snapshot>,
 }
@@ -552,7 +570,13 @@ pub(crate) fn notification_text(snap: &Snapshot, task: &Task, r: &TaskResult) ->
 /// A background child its backend could not take: it ends `failed` with
 /// the backend's error (`error` for people, `text` for the model), and its
 /// parent gets the one notification.
-fn fail_unsubmitted(engine: &Engine, task: &Task, history: History, error: String, text: String) {
+pub(super) fn fail_unsubmitted(
+    engine: &Engine,
+    task: &Task,
+    history: History,
+    error: String,
+    text: String,
+) {
     let result = TaskResult {
         status: TaskStatus::Failed,
         texts: None,

@@ -133,9 +133,25 @@ pub struct Task {
     /// Held while the meta file is written: two writers never share its
     /// temporary file, and the last one to finish wrote the latest state.
     meta_writing: Mutex<()>,
+    /// Set on a fleet worker: the meta file is written only while the
+    /// task's lease holds ([`super::transcript::WriteFence`]).
+    fence: std::sync::OnceLock<Arc<super::transcript::WriteFence>>,
+    /// Resumed in this process (SendMessage after it ended) although it
+    /// first ran on a task backend: it is local from then on.
+    resumed_here: AtomicBool,
 }
 
 impl Task {
+    /// Fences this task's meta file writes (a fleet worker's lease).
+    pub fn set_fence(&self, fence: Arc<super::transcript::WriteFence>) {
+        let _ = self.fence.set(fence);
+    }
+
+    /// The fence set by [`Task::set_fence`].
+    pub fn fence(&self) -> Option<&Arc<super::transcript::WriteFence>> {
+        self.fence.get()
+    }
+
     pub fn state(&self) -> MutexGuard<'_, TaskState> {
         // A poisoned lock only means a panic elsewhere; the data is still usable.
         self.state
@@ -221,6 +237,14 @@ impl Task {
     /// Whether it runs on a task backend (another host), not here.
     pub fn is_remote(&self) -> bool {
         self.meta.get("backend").is_some_and(|b| !b.is_null())
+            && !self.resumed_here.load(Ordering::SeqCst)
+    }
+
+    /// It ran on a task backend, and now runs in this process (resumed by
+    /// SendMessage after it ended): a notice of its earlier run does not
+    /// end it, and it stops with this process like any local task.
+    pub fn mark_resumed_here(&self) {
+        self.resumed_here.store(true, Ordering::SeqCst);
     }
 
     /// Writes the meta file with the current status.
@@ -238,6 +262,9 @@ impl Task {
     fn write_meta_with(&self, extra: Value, write: fn(&Path, &Value)) {
         let Some(path) = &self.meta_file else { return };
         let _writing = lock(&self.meta_writing);
+        if self.fence.get().is_some_and(|f| !f.open()) {
+            return;
+        }
         let mut meta = self.meta.clone();
         let state = self.state();
         if let Value::Object(m) = &mut meta {
@@ -343,6 +370,8 @@ impl TaskRegistry {
             tools_running: AtomicU32::new(0),
             limit: Mutex::new(None),
             meta_writing: Mutex::new(()),
+            fence: std::sync::OnceLock::new(),
+            resumed_here: AtomicBool::new(false),
             state: Mutex::new(TaskState {
                 status: TaskStatus::Running,
                 result: None,

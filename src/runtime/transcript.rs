@@ -11,6 +11,8 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -68,6 +70,88 @@ fn newest_modification(dir: &Path) -> Option<std::time::SystemTime> {
     newest
 }
 
+/// A deadline after which a process may no longer write a task's files:
+/// a worker of the fleet holds a task's lease until a deadline it renews
+/// with each heartbeat the broker confirmed, and once that deadline has
+/// passed another worker may have taken the task over. Every transcript
+/// line, meta file and worktree cleanup of the task checks the fence just
+/// before it writes; the first refused write closes the fence for good and
+/// cancels `on_close` (the child stops). A process stalled past its lease
+/// (SIGSTOP, a long pause) thus writes nothing when it wakes up, whatever
+/// runs first.
+#[derive(Debug)]
+pub struct WriteFence {
+    base: Instant,
+    /// Milliseconds after `base` until which writes are allowed.
+    until_ms: AtomicU64,
+    closed: AtomicBool,
+    /// Cancelled when the fence closes (the child's own token).
+    on_close: std::sync::OnceLock<tokio_util::sync::CancellationToken>,
+}
+
+impl WriteFence {
+    pub fn new(until: Instant) -> WriteFence {
+        let base = Instant::now();
+        let fence = WriteFence {
+            base,
+            until_ms: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            on_close: std::sync::OnceLock::new(),
+        };
+        fence.extend(until);
+        fence
+    }
+
+    /// Cancels `token` when the fence closes (at once if it is closed).
+    pub fn on_close(&self, token: tokio_util::sync::CancellationToken) {
+        let _ = self.on_close.set(token);
+        if self.is_closed() {
+            self.close();
+        }
+    }
+
+    /// Moves the deadline to `until` (never back; nothing once closed).
+    pub fn extend(&self, until: Instant) {
+        let ms = u64::try_from(until.saturating_duration_since(self.base).as_millis())
+            .unwrap_or(u64::MAX);
+        self.until_ms.fetch_max(ms, Ordering::SeqCst);
+    }
+
+    /// The deadline as it is now.
+    pub fn until(&self) -> Instant {
+        self.base + Duration::from_millis(self.until_ms.load(Ordering::SeqCst))
+    }
+
+    /// Whether a write may happen now; past the deadline the fence closes
+    /// (for good) and stops the child.
+    pub fn open(&self) -> bool {
+        if self.closed.load(Ordering::SeqCst) {
+            return false;
+        }
+        if Instant::now() < self.until() {
+            return true;
+        }
+        self.close();
+        false
+    }
+
+    /// Closes the fence: no write passes any more, and the child stops.
+    pub fn close(&self) {
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            tracing::warn!(
+                "lease deadline passed or task released: this process writes nothing more for the task"
+            );
+        }
+        if let Some(t) = self.on_close.get() {
+            t.cancel();
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+}
+
 /// Where a transcript's lines go.
 #[derive(Debug)]
 enum Sink {
@@ -86,9 +170,18 @@ pub struct Transcript {
     file: Mutex<Sink>,
     agent_id: String,
     parent_agent_id: Option<String>,
+    /// Writes stop when it closes (a fleet worker's lease).
+    fence: Option<std::sync::Arc<WriteFence>>,
 }
 
 impl Transcript {
+    /// Writes only while `fence` is open (see [`WriteFence`]).
+    #[must_use]
+    pub fn fenced(mut self, fence: std::sync::Arc<WriteFence>) -> Self {
+        self.fence = Some(fence);
+        self
+    }
+
     /// A transcript that writes nothing (transcripts disabled).
     pub fn disabled(agent_id: &str, parent_agent_id: Option<&str>) -> Self {
         Transcript {
@@ -96,6 +189,7 @@ impl Transcript {
             file: Mutex::new(Sink::Closed),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
+            fence: None,
         }
     }
 
@@ -117,6 +211,7 @@ impl Transcript {
             file: Mutex::new(file),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
+            fence: None,
         }
     }
 
@@ -131,6 +226,7 @@ impl Transcript {
             file: Mutex::new(Sink::Deferred(Vec::new())),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
+            fence: None,
         }
     }
 
@@ -219,6 +315,9 @@ impl Transcript {
         let Ok(mut guard) = self.file.lock() else {
             return;
         };
+        if self.fence.as_ref().is_some_and(|f| !f.open()) {
+            return;
+        }
         match &mut *guard {
             Sink::Open(f) => {
                 if let Err(e) = f.write_all(&bytes) {
@@ -280,6 +379,46 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lines pass while the fence's deadline is ahead; an extension moves
+    /// it; past it the line is dropped, the fence stays closed (a later
+    /// extension does not reopen it) and the child's token is cancelled.
+    #[test]
+    fn a_fenced_transcript_writes_nothing_past_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let fence =
+            std::sync::Arc::new(WriteFence::new(Instant::now() + Duration::from_secs(3600)));
+        let child = tokio_util::sync::CancellationToken::new();
+        fence.on_close(child.clone());
+        let t = Transcript::open(path.clone(), "a1", Some("main"))
+            .fenced(std::sync::Arc::clone(&fence));
+        t.record("first", json!({}));
+        let far = fence.until();
+        fence.extend(Instant::now());
+        assert_eq!(fence.until(), far, "a deadline never moves back");
+        assert!(fence.open() && !child.is_cancelled());
+        let short = WriteFence::new(Instant::now());
+        short.on_close(child.clone());
+        let t2 =
+            Transcript::open(path.clone(), "a1", Some("main")).fenced(std::sync::Arc::new(short));
+        t2.record("late", json!({}));
+        assert!(child.is_cancelled(), "a refused write stops the child");
+        fence.close();
+        fence.extend(Instant::now() + Duration::from_secs(7200));
+        t.record("after close", json!({}));
+        let text = fs_err::read_to_string(&path).unwrap();
+        let kinds: Vec<String> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["type"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(kinds, ["first"]);
+    }
 
     #[test]
     fn a_deferred_transcript_writes_its_kept_lines_first_when_opened() {

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -20,7 +21,7 @@ use crate::message::{ContentBlock, History, Message};
 use crate::snapshot::Snapshot;
 
 use super::texts::{WorktreeFailed, WorktreeNotice};
-use super::transcript::write_json_atomic;
+use super::transcript::{WriteFence, write_json_atomic};
 
 /// Where agent worktrees live, relative to the repository's top level.
 pub const WORKTREES_DIR: &str = ".cadre/worktrees";
@@ -38,7 +39,7 @@ pub struct Worktree {
 
 /// A worktree that was kept after its child ended: what results, meta
 /// files and task notifications report.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct KeptWorktree {
     pub path: PathBuf,
     pub branch: String,
@@ -133,9 +134,26 @@ pub fn branch_for(slug: &str) -> String {
 /// the child's working directory: the same subfolder of the worktree as
 /// `cwd` is of its checkout.
 pub fn create(cwd: &Path, agent_id: &str) -> Result<(Worktree, PathBuf), WorktreeError> {
+    create_from(cwd, agent_id, None)
+}
+
+/// The commit a worktree for a child of `cwd` starts from: its `HEAD`.
+pub fn head_of(cwd: &Path) -> Result<String, WorktreeError> {
     let git_root = git_root(cwd)?;
-    let base = git(cwd, &["rev-parse", "--verify", "HEAD"])
-        .map_err(|_| WorktreeError::NoCommits(git_root.clone()))?;
+    git(cwd, &["rev-parse", "--verify", "HEAD"]).map_err(|_| WorktreeError::NoCommits(git_root))
+}
+
+/// [`create`] from `base` (a commit) instead of `cwd`'s `HEAD` when given.
+pub fn create_from(
+    cwd: &Path,
+    agent_id: &str,
+    base: Option<&str>,
+) -> Result<(Worktree, PathBuf), WorktreeError> {
+    let git_root = git_root(cwd)?;
+    let base = match base {
+        Some(b) => b.to_string(),
+        None => head_of(cwd)?,
+    };
     let prefix = git(cwd, &["rev-parse", "--show-prefix"]).unwrap_or_default();
     let slug = slug(agent_id);
     let branch = branch_for(&slug);
@@ -148,24 +166,85 @@ pub fn create(cwd: &Path, agent_id: &str) -> Result<(Worktree, PathBuf), Worktre
         ],
     )
     .map_err(WorktreeError::Git)?;
-    let child_cwd = if prefix.is_empty() {
-        path.clone()
-    } else {
-        let sub = path.join(&prefix);
-        if let Err(e) = fs_err::create_dir_all(&sub) {
-            tracing::warn!("{e}");
-        }
-        sub
-    };
-    Ok((
+    Ok(within(
         Worktree {
             path,
             branch,
             git_root,
             base,
         },
-        child_cwd,
+        &prefix,
     ))
+}
+
+/// The worktree of `agent_id` for a child of `cwd` when it exists already
+/// (a task taken over from a worker that died: the same worktree, with
+/// whatever the child did in it), else a new one from `base`. The bool
+/// says whether it was made now. Another process may be changing
+/// worktrees of the same repository: a failed `git worktree add` is tried
+/// again a few times.
+pub fn open_or_create(
+    cwd: &Path,
+    agent_id: &str,
+    base: Option<&str>,
+) -> Result<(Worktree, PathBuf, bool), WorktreeError> {
+    let _one_at_a_time = git_lock();
+    let git_root = git_root(cwd)?;
+    let slug = slug(agent_id);
+    let path = git_root.join(WORKTREES_DIR).join(&slug);
+    let top = git(&path, &["rev-parse", "--show-toplevel"]).ok();
+    if path.is_dir()
+        && top.is_some_and(|t| Path::new(&t) == path || same_file(Path::new(&t), &path))
+    {
+        let prefix = git(cwd, &["rev-parse", "--show-prefix"]).unwrap_or_default();
+        let base = match base {
+            Some(b) => b.to_string(),
+            None => head_of(cwd)?,
+        };
+        let wt = Worktree {
+            path,
+            branch: branch_for(&slug),
+            git_root,
+            base,
+        };
+        let (wt, child_cwd) = within(wt, &prefix);
+        return Ok((wt, child_cwd, false));
+    }
+    // A folder left by a `worktree add` cut short is not a worktree:
+    // forget git's record of it before adding it again.
+    let _ = git(&git_root, &["worktree", "prune"]);
+    let mut tries = 0;
+    loop {
+        match create_from(cwd, agent_id, base) {
+            Ok((wt, child_cwd)) => return Ok((wt, child_cwd, true)),
+            Err(WorktreeError::Git(e)) if tries < 3 => {
+                tracing::debug!("git worktree add: {e}; trying again");
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100 << tries));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+}
+
+/// A worktree and the child's working directory in it: the same subfolder
+/// (`prefix`) as the caller's of its checkout.
+fn within(wt: Worktree, prefix: &str) -> (Worktree, PathBuf) {
+    let path = wt.path.clone();
+    let child_cwd = if prefix.is_empty() {
+        path.clone()
+    } else {
+        let sub = path.join(prefix);
+        if let Err(e) = fs_err::create_dir_all(&sub) {
+            tracing::warn!("{e}");
+        }
+        sub
+    };
+    (wt, child_cwd)
 }
 
 /// Whether the worktree holds uncommitted changes or commits after its
@@ -223,11 +302,24 @@ pub fn finish(wt: &Worktree) -> Option<KeptWorktree> {
 /// first — the same check on drop, so no path leaves an unchanged worktree
 /// behind.
 #[derive(Debug)]
-pub struct WorktreeGuard(Option<Worktree>);
+pub struct WorktreeGuard(Option<Worktree>, Option<Arc<WriteFence>>);
 
 impl WorktreeGuard {
     pub fn new(wt: Worktree) -> Self {
-        WorktreeGuard(Some(wt))
+        WorktreeGuard(Some(wt), None)
+    }
+
+    /// A worktree of a task a fleet worker holds: once the task's lease is
+    /// lost ([`WriteFence`]), the worktree belongs to whoever took the
+    /// task over, and is neither checked nor removed here.
+    #[must_use]
+    pub fn fenced(mut self, fence: Arc<WriteFence>) -> Self {
+        self.1 = Some(fence);
+        self
+    }
+
+    fn fence_open(&self) -> bool {
+        self.1.as_ref().is_none_or(|f| f.open())
     }
 
     pub fn worktree(&self) -> Option<&Worktree> {
@@ -237,6 +329,10 @@ impl WorktreeGuard {
     /// Removes the worktree when unchanged; returns it when kept. For the
     /// background-task notification's `<worktree>` element too.
     pub async fn finish(mut self) -> Option<KeptWorktree> {
+        if !self.fence_open() {
+            self.0 = None;
+            return None;
+        }
         let wt = self.0.take()?;
         match tokio::task::spawn_blocking(move || finish(&wt)).await {
             Ok(kept) => kept,
@@ -282,6 +378,9 @@ pub async fn finish_child(
 
 impl Drop for WorktreeGuard {
     fn drop(&mut self) {
+        if !self.fence_open() {
+            return;
+        }
         if let Some(wt) = self.0.take() {
             finish(&wt);
         }
@@ -298,15 +397,9 @@ pub fn push_notice(history: &mut History, notice: String) {
     }
 }
 
-/// Makes the worktree for a child about to start from `parent_cwd`: the
-/// guard and the child's working directory. A fork's starting history gets
-/// the worktree notice. `Err` is the rendered error result.
-pub async fn isolate(
-    snap: &Snapshot,
-    parent_cwd: &Path,
-    agent_id: &str,
-    fork_history: Option<&mut History>,
-) -> Result<(WorktreeGuard, PathBuf), String> {
+/// Why no worktree could be made, worded by the `error_worktree` template
+/// (the Agent call's error, or a remote task's problem).
+pub fn failed_text(snap: &Snapshot, e: WorktreeError) -> String {
     let t = &snap.templates;
     let blank = WorktreeFailed {
         not_a_repo: false,
@@ -315,18 +408,7 @@ pub async fn isolate(
         root: String::new(),
         error: None,
     };
-    let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
-    let made = tokio::task::spawn_blocking(move || {
-        let _one_at_a_time = git_lock();
-        create(&cwd, &id)
-    })
-    .await
-    .unwrap_or_else(|e| {
-        Err(WorktreeError::Git(GitError::Task {
-            error: e.to_string(),
-        }))
-    });
-    let (wt, child_cwd) = made.map_err(|e| match e {
+    match e {
         WorktreeError::NotARepo(cwd) => t.show(&WorktreeFailed {
             not_a_repo: true,
             cwd: cwd.display().to_string(),
@@ -341,7 +423,46 @@ pub async fn isolate(
             error: Some(error),
             ..blank
         }),
-    })?;
+    }
+}
+
+/// The commit a worktree for a child of `parent_cwd` will start from (its
+/// `HEAD`), checked as [`isolate`] checks it, for a child whose worktree a
+/// fleet worker makes. `Err` is the rendered error result.
+pub async fn base_for(snap: &Snapshot, parent_cwd: &Path) -> Result<String, String> {
+    let cwd = parent_cwd.to_path_buf();
+    tokio::task::spawn_blocking(move || head_of(&cwd))
+        .await
+        .unwrap_or_else(|e| {
+            Err(WorktreeError::Git(GitError::Task {
+                error: e.to_string(),
+            }))
+        })
+        .map_err(|e| failed_text(snap, e))
+}
+
+/// Makes the worktree for a child about to start from `parent_cwd`: the
+/// guard and the child's working directory. A fork's starting history gets
+/// the worktree notice. `Err` is the rendered error result.
+pub async fn isolate(
+    snap: &Snapshot,
+    parent_cwd: &Path,
+    agent_id: &str,
+    fork_history: Option<&mut History>,
+) -> Result<(WorktreeGuard, PathBuf), String> {
+    let t = &snap.templates;
+    let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
+    let made = tokio::task::spawn_blocking(move || {
+        let _one_at_a_time = git_lock();
+        create(&cwd, &id)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(WorktreeError::Git(GitError::Task {
+            error: e.to_string(),
+        }))
+    });
+    let (wt, child_cwd) = made.map_err(|e| failed_text(snap, e))?;
     if let Some(history) = fork_history {
         push_notice(
             history,

@@ -1029,3 +1029,730 @@ fn a_stopped_worker_releases_its_task_to_another() {
     );
     assert!(a.log_text().contains("released"), "{}", a.log_text());
 }
+
+/// A project whose `.mcp.json` names the rmcp test server (tests/suite/
+/// mcp.rs); each process that starts it has it write its pid to the file
+/// its `MCP_PIDFILE` names. One background child asks for the server's
+/// pid (`mcp__echo__pid`) if its first request offers the tool. Returns
+/// the child's requests and what the parent and the worker wrote there
+/// (`None`: the file does not exist).
+fn project_server_on_a_worker(
+    trusted_worker: bool,
+) -> (Vec<RecordedRequest>, String, Option<String>) {
+    let nats = NatsServer::start();
+    let mut p = fleet_project(&nats, "[permissions]\nallow = [\"mcp__echo__*\"]\n", "");
+    let (cmd, args) = super::mcp::server_command();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"echo": {"command": cmd, "args": args,
+            "env": {super::mcp::MODE_ENV: "echo", "CADRE_TEST_MCP_PIDFILE": "${MCP_PIDFILE}"}}}})
+        .to_string(),
+    );
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            let offered = super::harness::tool_names(&r.json)
+                .iter()
+                .any(|n| n == "mcp__echo__pid");
+            return match super::harness::assistant_turns(r) {
+                0 if offered => anthropic::tool_use_reply("toolu_pid", "mcp__echo__pid", json!({})),
+                0 => anthropic::text_reply("no project server here"),
+                _ => anthropic::text_reply("asked the server"),
+            };
+        }
+        fan_out_main(r, 1, "child reported")
+    });
+    let parent_pidfile = p.path().join("parent.pid");
+    let worker_pidfile = p.path().join("worker.pid");
+    // A worker whose user has not trusted the project folder finds its
+    // `[distributed]` settings in its own user settings.
+    let worker_home = tempfile::tempdir().unwrap();
+    let mut worker_cmd = p.command(Some(&server));
+    worker_cmd.env("MCP_PIDFILE", &worker_pidfile);
+    if !trusted_worker {
+        let user = worker_home.path().join(".config/cadre/cadre.toml");
+        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+        std::fs::write(
+            &user,
+            format!(
+                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+                nats.url()
+            ),
+        )
+        .unwrap();
+        worker_cmd.env("HOME", worker_home.path());
+    }
+    let log = p.path().join("worker.log");
+    let _worker = Worker {
+        child: Some(
+            worker_cmd
+                .args(["worker"])
+                .env("CADRE_LOG", "info")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap(),
+        ),
+        log,
+    };
+    p.env("MCP_PIDFILE", parent_pidfile.to_str().unwrap());
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, _worker.log_text());
+    assert_eq!(run.json_lines().last().unwrap()["result"], "child reported");
+    let states = task_states(&p);
+    assert!(
+        states.values().all(|s| s["owner"].is_string()),
+        "the child ran on the worker: {states:?}"
+    );
+    let parent_pid = std::fs::read_to_string(&parent_pidfile).unwrap_or_default();
+    assert!(
+        !parent_pid.is_empty(),
+        "the parent (trusted folder) starts the project's server"
+    );
+    let child = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .collect();
+    (
+        child,
+        parent_pid,
+        std::fs::read_to_string(&worker_pidfile).ok(),
+    )
+}
+
+/// A project's `.mcp.json` server serves a child on a worker as it serves
+/// a local child: started by the worker (its own, not the parent's), and
+/// ready for the child's first request.
+#[test]
+fn a_child_on_a_worker_uses_the_project_s_mcp_servers() {
+    let (child, parent_pid, worker_pid) = project_server_on_a_worker(true);
+    assert_eq!(child.len(), 2, "the child called the server's tool");
+    let worker_pid = worker_pid.expect("the worker started the server");
+    let results = super::harness::last_tool_results(&child[1].json);
+    assert_eq!(
+        super::harness::result_text(&results[0]),
+        worker_pid,
+        "answered by the worker's server"
+    );
+    assert_ne!(worker_pid, parent_pid);
+}
+
+/// A worker whose user has not trusted the project folder starts none of
+/// its `.mcp.json` servers (the parent's trust does not count there).
+#[test]
+fn an_untrusted_worker_folder_starts_no_project_mcp_server() {
+    let (child, _, worker_pid) = project_server_on_a_worker(false);
+    assert_eq!(child.len(), 1, "the child had no project tool to call");
+    assert!(
+        !super::harness::tool_names(&child[0].json)
+            .iter()
+            .any(|n| n.starts_with("mcp__")),
+        "an MCP tool offered on an untrusted worker"
+    );
+    assert_eq!(worker_pid, None, "the untrusted worker started the server");
+}
+
+/// A worker stalled past its lease writes nothing when it wakes up, even
+/// when the step it was in (a model answer) is ready at that moment: every
+/// transcript line and meta write is fenced on the lease's deadline. Worker
+/// A is stopped while its child waits for the model; B takes the task over
+/// and finishes it; A's answer is sent while it is still stopped; A wakes.
+#[test]
+fn a_worker_stalled_past_its_lease_writes_nothing_after_it() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "lease_ms = 1500\n");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => anthropic::text_reply("late answer from the stalled worker")
+                    .held(gate.clone(), Duration::from_secs(60)),
+                _ => anthropic::text_reply("child done by the second worker"),
+            };
+        }
+        fan_out_main(r, 1, "parent done")
+    });
+    let a = Worker::start(&p, &server, "workerA");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("worker A's request", Duration::from_secs(30), || {
+        child_requests.load(Ordering::SeqCst) >= 1
+    });
+    let pid = nix::unistd::Pid::from_raw(a.pid());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let b = Worker::start(&p, &server, "workerB");
+    wait_until(
+        "worker B to finish the task",
+        Duration::from_secs(60),
+        || task_states(&p).values().any(|s| s["status"] == "completed"),
+    );
+    let result_lines = |p: &Project| {
+        p.transcript_lines()
+            .iter()
+            .filter(|l| l["type"] == "result" && l["agent_id"] != l["parent_agent_id"])
+            .count()
+    };
+    let before = p.transcript_lines().len();
+    // A's answer goes out while A is stopped (a short pause lets it reach
+    // A's socket; were it later, A must still write nothing).
+    let _ = open.send(true);
+    std::thread::sleep(Duration::from_millis(500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    wait_until("worker A to drop its run", Duration::from_secs(30), || {
+        a.log_text().contains("lease lost") || a.log_text().contains("lease deadline passed")
+    });
+    let status = parent.wait().unwrap();
+    let workers = [a, b];
+    assert!(
+        status.success(),
+        "{}\n{}",
+        p.read("run.err"),
+        logs(&workers)
+    );
+    // Once A has dropped its run, nothing of it is in the transcript: no
+    // late answer, no second result line.
+    let lines = p.transcript_lines();
+    assert!(
+        !lines.iter().any(|l| l
+            .to_string()
+            .contains("late answer from the stalled worker")),
+        "the stalled worker wrote to the transcript after its lease:\n{}",
+        logs(&workers)
+    );
+    assert_eq!(result_lines(&p), 1, "one result line, the second worker's");
+    assert!(lines.len() >= before);
+    let ids = assert_each_notified_once(&server, 1);
+    let states = task_states(&p);
+    let state = &states[&ids[0]];
+    assert_eq!(state["attempt"], 2, "{state}");
+    assert!(
+        state["owner"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("-{}-", workers[1].pid())),
+        "{state}"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    assert!(user_texts(last_main).contains("child done by the second worker"));
+}
+
+/// Makes the fleet project a git repository with one commit.
+fn git_repo(p: &Project) {
+    use super::worktrees::git;
+    p.write("README.md", "hello\n");
+    let d = p.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    git(d, &["config", "user.name", "Test"]);
+    git(d, &["config", "user.email", "test@example.com"]);
+    git(d, &["config", "commit.gpgsign", "false"]);
+    git(d, &["add", "."]);
+    git(d, &["commit", "-qm", "init"]);
+}
+
+/// The `<worktreePath>` of every notification in a request.
+fn notified_worktrees(r: &RecordedRequest) -> Vec<String> {
+    user_texts(r)
+        .split("<worktreePath>")
+        .skip(1)
+        .filter_map(|s| s.split("</worktreePath>").next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The agent worktrees `git worktree list` knows of.
+fn agent_worktrees(p: &Project) -> Vec<String> {
+    super::worktrees::git(p.path(), &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter_map(|l| l.strip_prefix("worktree "))
+        .filter(|w| w.contains(".cadre/worktrees/agent-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Background children with `isolation: worktree` run on a worker, in a
+/// worktree the worker made: one that changed a file keeps it (path and
+/// branch in its notification), one that changed nothing leaves none.
+#[test]
+fn a_worktree_child_runs_on_a_worker_and_its_worktree_is_kept_or_removed() {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    git_repo(&p);
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            let texts = user_texts(r);
+            if super::harness::assistant_turns(r) == 0 && texts.contains("child-write") {
+                return anthropic::tool_use_reply(
+                    "toolu_write",
+                    "Bash",
+                    json!({"command": "echo from-the-worker > new.txt && pwd", "description": "write"}),
+                );
+            }
+            return anthropic::text_reply("child finished");
+        }
+        if super::harness::assistant_turns(r) == 0 {
+            let mut m = anthropic::message().text("two isolated children");
+            for (i, what) in ["child-write", "child-look"].iter().enumerate() {
+                m = m.tool_use(
+                    &format!("toolu_{i}"),
+                    "Agent",
+                    json!({"description": what, "prompt": format!("{what}: go."),
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                );
+            }
+            return m.reply();
+        }
+        if user_texts(r).matches("<task-notification>").count() >= 2 {
+            anthropic::text_reply("both isolated children reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(
+        run.json_lines().last().unwrap()["result"],
+        "both isolated children reported"
+    );
+    let states = task_states(&p);
+    assert_eq!(states.len(), 2);
+    assert!(
+        states
+            .values()
+            .all(|s| s["status"] == "completed" && s["owner"].is_string()),
+        "both ran on the worker: {states:?}"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "one kept worktree reported: {kept:?}");
+    let root = p.path().canonicalize().unwrap().join(".cadre/worktrees");
+    assert!(PathBuf::from(&kept[0]).starts_with(&root), "{kept:?}");
+    assert!(user_texts(last_main).contains("<worktreeBranch>worktree-agent-"));
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("new.txt")).unwrap(),
+        "from-the-worker\n"
+    );
+    assert!(
+        !p.path().join("new.txt").exists(),
+        "the main checkout is untouched"
+    );
+    // The Bash call ran in the worktree.
+    let child_results: Vec<String> = requests
+        .iter()
+        .filter(|r| !is_main(r))
+        .flat_map(|r| super::harness::last_tool_results(&r.json))
+        .map(|b| super::harness::result_text(&b))
+        .collect();
+    assert!(
+        child_results.iter().any(|t| t.trim() == kept[0]),
+        "{child_results:?}"
+    );
+    // The unchanged one is gone, worktree and branch.
+    assert_eq!(agent_worktrees(&p), kept);
+    let branches = super::worktrees::git(p.path(), &["branch"]);
+    assert_eq!(branches.matches("worktree-agent-").count(), 1, "{branches}");
+}
+
+/// A worker dies while its isolated child runs; the worker that takes the
+/// task over continues in the same worktree (the file the first one's
+/// Bash call wrote is there, and no second worktree is made).
+#[test]
+fn a_task_taken_over_continues_in_its_worktree() {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "lease_ms = 1500\n",
+    );
+    git_repo(&p);
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bash",
+                    "Bash",
+                    json!({"command": "echo ran >> marker.txt", "description": "mark"}),
+                ),
+                1 => anthropic::text_reply("never sent").delayed(Duration::from_secs(60)),
+                _ => anthropic::text_reply("child done"),
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Mark and report.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let mut a = Worker::start(&p, &server, "workerA");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the child's second request",
+        Duration::from_secs(30),
+        || child_requests.load(Ordering::SeqCst) >= 2,
+    );
+    let made = agent_worktrees(&p);
+    assert_eq!(made.len(), 1, "{made:?}");
+    a.kill9();
+    let b = Worker::start(&p, &server, "workerB");
+    let status = parent.wait().unwrap();
+    assert!(status.success(), "{}\n{}", p.read("run.err"), logs(&[a, b]));
+    assert!(p.read("run.out").contains("parent done"));
+    // The same worktree, kept (it holds the marker), reported, and the
+    // Bash call ran once.
+    assert_eq!(agent_worktrees(&p), made);
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&made[0]).join("marker.txt")).unwrap(),
+        "ran\n"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    assert_eq!(notified_worktrees(last_main), made);
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    assert_eq!(child.len(), 3);
+    assert_eq!(
+        child[2].system_text(),
+        child[1].system_text(),
+        "the resumed child works where it worked"
+    );
+    let states = task_states(&p);
+    let state = states.values().next().unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["attempt"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+}
+
+/// SendMessage to a remote task that has ended resumes it where background
+/// children run, on a worker, as a local one resumes in the background:
+/// the child continues its conversation with the message, and its second
+/// run notifies once more.
+#[test]
+fn send_message_to_an_ended_remote_task_resumes_it_on_a_worker() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "");
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return if r.last_user_text().contains("follow-up-question") {
+                anthropic::text_reply("second answer, to the follow-up")
+            } else {
+                anthropic::text_reply("first answer")
+            };
+        }
+        let texts = user_texts(r);
+        let notices = texts.matches("<task-notification>").count();
+        if super::harness::assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "talk", "prompt": "Answer, then wait.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if notices >= 2 {
+            return anthropic::text_reply("heard twice");
+        }
+        if notices == 1 && !r.body_str().contains("toolu_send") {
+            let id: String = r
+                .body_str()
+                .split("agentId: ")
+                .nth(1)
+                .unwrap()
+                .chars()
+                .take(17)
+                .collect();
+            return anthropic::tool_use_reply(
+                "toolu_send",
+                "SendMessage",
+                json!({"to": id, "message": "follow-up-question"}),
+            );
+        }
+        anthropic::text_reply("waiting")
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(run.json_lines().last().unwrap()["result"], "heard twice");
+    let requests = server.requests();
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    assert_eq!(child.len(), 2, "one request per run");
+    // The second run continues the first one's conversation.
+    let second = child[1].body_str();
+    assert!(second.contains("first answer") && second.contains("follow-up-question"));
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let ids = notified_ids(last_main);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_eq!(ids[0], ids[1], "both notifications are the one task's");
+    let texts = user_texts(last_main);
+    assert!(texts.contains("first answer") && texts.contains("second answer, to the follow-up"));
+    // It ran on the worker both times: its state is the worker's end of
+    // run 1.
+    let states = task_states(&p);
+    let state = &states[&ids[0]];
+    assert_eq!(state["status"], "completed", "{state}");
+    assert_eq!(state["run"], 1, "{state}");
+    assert!(
+        state["owner"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("-{}-", workers[0].pid())),
+        "{state}"
+    );
+}
+
+/// A parent killed while a run that SendMessage resumed is on a worker:
+/// `--resume` waits for that run's notice (not the first run's, which is
+/// in the conversation already) and delivers it once.
+#[test]
+fn a_resumed_parent_waits_for_the_run_send_message_started() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return if r.last_user_text().contains("follow-up-question") {
+                anthropic::text_reply("second answer, to the follow-up")
+                    .held(gate.clone(), Duration::from_secs(60))
+            } else {
+                anthropic::text_reply("first answer")
+            };
+        }
+        let notices = user_texts(r).matches("<task-notification>").count();
+        if super::harness::assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "talk", "prompt": "Answer, then wait.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if notices >= 2 {
+            return anthropic::text_reply("heard twice after a resume");
+        }
+        if notices == 1 && !r.body_str().contains("toolu_send") {
+            let id: String = r
+                .body_str()
+                .split("agentId: ")
+                .nth(1)
+                .unwrap()
+                .chars()
+                .take(17)
+                .collect();
+            return anthropic::tool_use_reply(
+                "toolu_send",
+                "SendMessage",
+                json!({"to": id, "message": "follow-up-question"}),
+            );
+        }
+        anthropic::text_reply("waiting")
+    });
+    let workers = [Worker::start(&p, &server, "worker0")];
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The second run is on the worker (its request held) and the parent
+    // waits for it: the parent dies.
+    wait_until("the second run's request", Duration::from_secs(30), || {
+        server
+            .requests()
+            .iter()
+            .any(|r| !is_main(r) && r.last_user_text().contains("follow-up-question"))
+    });
+    wait_until("the parent to wait", Duration::from_secs(30), || {
+        server.requests().iter().any(|r| {
+            is_main(r)
+                && r.body_str().contains("toolu_send")
+                && super::harness::assistant_turns(r) >= 3
+        })
+    });
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(parent.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = parent.wait();
+    let _ = open.send(true);
+    wait_until("the second run to end", Duration::from_secs(30), || {
+        task_states(&p)
+            .values()
+            .any(|s| s["run"] == 1 && s["status"] == "completed")
+    });
+    let session = std::fs::read_dir(p.path().join(".cadre/sessions"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let run = p.run(
+        Some(&server),
+        &[
+            "run",
+            "--resume",
+            &session,
+            "--output-format",
+            "stream-json",
+            "go on",
+        ],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(
+        run.json_lines().last().unwrap()["result"],
+        "heard twice after a resume"
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let ids = notified_ids(last_main);
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(user_texts(last_main).contains("second answer, to the follow-up"));
+}
+
+/// A background fork with `isolation: worktree` on a worker sends what it
+/// would send locally: the inherited conversation, its directive, and the
+/// worktree notice after it (only the worktree's name differs, since it
+/// carries the agent id).
+#[test]
+fn an_isolated_fork_on_a_worker_gets_the_worktree_notice_as_locally() {
+    let nats = NatsServer::start();
+    let p = Project::new();
+    git_repo(&p);
+    let server = FakeServer::route(|r| {
+        if super::harness::is_fork_child(r) {
+            return anthropic::text_reply("fork done");
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .text("one isolated fork")
+                .tool_use(
+                    "toolu_fork",
+                    "Agent",
+                    json!({"description": "forked", "prompt": "Check it in isolation.",
+                           "fork": true, "run_in_background": true, "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("fork reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let config = |fleet: bool| {
+        let mut c = format!(
+            "{}\n[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"f\"\ngates = []\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000")
+        );
+        if fleet {
+            c.push_str(&format!(
+                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+                nats.url()
+            ));
+        }
+        c
+    };
+    let mut forks = Vec::new();
+    for fleet in [false, true] {
+        p.write("cadre.toml", &config(fleet));
+        let _worker = fleet.then(|| Worker::start(&p, &server, "worker"));
+        let before = server.requests().len();
+        let run = p.run(
+            Some(&server),
+            &["run", "--output-format", "stream-json", "go"],
+        );
+        assert!(run.code == 0, "{}", run.stderr);
+        assert_eq!(run.json_lines().last().unwrap()["result"], "fork reported");
+        let fork = server.requests()[before..]
+            .iter()
+            .find(|r| super::harness::is_fork_child(r))
+            .cloned()
+            .unwrap();
+        forks.push(fork);
+    }
+    let states = task_states(&p);
+    assert!(
+        states.values().all(|s| s["owner"].is_string()),
+        "the second fork ran on the worker: {states:?}"
+    );
+    // The worktrees' names, `agent-ID8`, are the only difference.
+    let normal = |r: &RecordedRequest| {
+        let mut body = r.json["messages"].clone();
+        fn strip(v: &mut Value) {
+            match v {
+                Value::Object(m) => {
+                    m.remove("cache_control");
+                    m.values_mut().for_each(strip);
+                }
+                Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        strip(&mut body);
+        let text = body.to_string();
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("worktrees/agent-") {
+            let (head, tail) = rest.split_at(at + "worktrees/agent-".len());
+            out.push_str(head);
+            out.push_str("ID8");
+            rest = &tail[8.min(tail.len())..];
+        }
+        out.push_str(rest);
+        out
+    };
+    let (local, remote) = (normal(&forks[0]), normal(&forks[1]));
+    assert!(
+        remote.contains("You are working in an isolated git worktree at"),
+        "{remote}"
+    );
+    assert_eq!(remote, local, "the fork's messages differ on a worker");
+}

@@ -35,7 +35,7 @@ fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
 /// A 1×1 PNG, base64.
 const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 
-const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
+pub(super) const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
 const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
 
 /// The stdio MCP server, when this binary is started as one.
@@ -369,7 +369,7 @@ impl ServerHandler for EchoServer {
 }
 
 /// The command line that starts this binary as the MCP server.
-fn server_command() -> (String, Vec<String>) {
+pub(super) fn server_command() -> (String, Vec<String>) {
     let exe = std::env::current_exe().unwrap();
     let args = [
         "--exact",
