@@ -267,7 +267,7 @@ pub struct Built {
 pub fn build_next(input: &SnapshotInput, swap: &ArcSwap<Snapshot>) -> Built {
     let started = Instant::now();
     let old = swap.load_full();
-    let built = snapshot::build(input, old.generation + 1);
+    let built = snapshot::build_after(input, old.generation + 1, Some(&old));
     Built {
         old,
         built,
