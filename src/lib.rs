@@ -17,6 +17,7 @@ pub mod message;
 pub mod permissions;
 pub mod provider;
 pub mod raw;
+mod raw_simple;
 pub mod reload;
 pub mod runtime;
 pub mod snapshot;

@@ -180,7 +180,21 @@ impl Node {
 // ---------------------------------------------------------------- YAML ---
 
 /// Parses one YAML document. An empty document is an empty mapping.
+/// Most agent files' YAML is a flat list of simple `key: value` lines,
+/// read by a fast path (`raw_simple`) that builds the same tree; the rest
+/// goes through the full parser.
 pub fn parse_yaml(text: &str) -> Result<Node, SyntaxError> {
+    if text.trim().is_empty() {
+        return Ok(Node::new(Pos::START, Kind::Map(Vec::new())));
+    }
+    if let Some(node) = crate::raw_simple::parse(text) {
+        return Ok(node);
+    }
+    parse_yaml_full(text)
+}
+
+/// [`parse_yaml`] by the full parser only.
+pub(crate) fn parse_yaml_full(text: &str) -> Result<Node, SyntaxError> {
     if text.trim().is_empty() {
         return Ok(Node::new(Pos::START, Kind::Map(Vec::new())));
     }
@@ -293,11 +307,26 @@ impl<'de> Visitor<'de> for YamlVisitor {
 pub fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
     use toml::de::{DeTable, DeValue};
 
-    fn pos(text: &str, span: std::ops::Range<usize>) -> Pos {
-        Pos::of_offset(text, span.start)
+    /// Line starts, found once per document: positions of spans in
+    /// O(log lines) instead of a scan from the start each.
+    struct Lines<'a> {
+        text: &'a str,
+        starts: Vec<usize>,
     }
 
-    fn value(text: &str, v: &DeValue<'_>, at: Pos) -> Node {
+    impl Lines<'_> {
+        fn pos(&self, span: std::ops::Range<usize>) -> Pos {
+            let offset = span.start.min(self.text.len());
+            if !self.text.is_char_boundary(offset) {
+                return Pos::of_offset(self.text, offset);
+            }
+            let line = self.starts.partition_point(|s| *s <= offset);
+            let start = self.starts[line - 1];
+            Pos::new(line, self.text[start..offset].chars().count() + 1)
+        }
+    }
+
+    fn value(l: &Lines<'_>, v: &DeValue<'_>, at: Pos) -> Node {
         let kind = match v {
             DeValue::String(s) => Kind::Str(s.to_string()),
             DeValue::Integer(i) => {
@@ -323,30 +352,36 @@ pub fn parse_toml(text: &str) -> Result<Node, SyntaxError> {
             DeValue::Array(items) => Kind::Seq(
                 items
                     .iter()
-                    .map(|s| value(text, s.get_ref(), pos(text, s.span())))
+                    .map(|s| value(l, s.get_ref(), l.pos(s.span())))
                     .collect(),
             ),
-            DeValue::Table(t) => table(text, t),
+            DeValue::Table(t) => table(l, t),
         };
         Node::new(at, kind)
     }
 
-    fn table(text: &str, t: &DeTable<'_>) -> Kind {
+    fn table(l: &Lines<'_>, t: &DeTable<'_>) -> Kind {
         Kind::Map(
             t.iter()
                 .map(|(k, v)| {
                     let key = Key {
                         name: k.get_ref().to_string(),
-                        pos: pos(text, k.span()),
+                        pos: l.pos(k.span()),
                     };
-                    (key, value(text, v.get_ref(), pos(text, v.span())))
+                    (key, value(l, v.get_ref(), l.pos(v.span())))
                 })
                 .collect(),
         )
     }
 
     match DeTable::parse(text) {
-        Ok(t) => Ok(Node::new(Pos::START, table(text, t.get_ref()))),
+        Ok(t) => {
+            let starts = std::iter::once(0)
+                .chain(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1))
+                .collect();
+            let lines = Lines { text, starts };
+            Ok(Node::new(Pos::START, table(&lines, t.get_ref())))
+        }
         Err(e) => {
             let at = e
                 .span()
@@ -409,5 +444,30 @@ mod tests {
         );
         let e = parse_toml("a = \n").unwrap_err();
         assert_eq!(e.pos.line, 1);
+    }
+
+    #[test]
+    fn toml_positions_point_at_keys_and_values() {
+        let text = "a = 1\nb = \"é\" # c\n\n[t]\nx = [1,\n  2]\ny = \"\"\"\nmulti\n\"\"\"\nq = {s = \"é\", r = 2}";
+        // The text at a position (line, column in characters).
+        let at = |p: Pos| -> &str {
+            let line = text.split('\n').nth(p.line - 1).unwrap();
+            let skip: usize = line.chars().take(p.column - 1).map(char::len_utf8).sum();
+            &line[skip..]
+        };
+        let n = parse_toml(text).unwrap();
+        let t = n.get("t").unwrap();
+        for (k, v) in n.entries().iter().chain(t.entries()) {
+            assert!(at(k.pos).starts_with(&k.name), "{k:?}");
+            if let Kind::Seq(items) = &v.kind {
+                assert!(at(v.pos).starts_with('['));
+                assert!(at(items[1].pos).starts_with("2]"));
+            }
+        }
+        assert!(at(n.get("b").unwrap().pos).starts_with("\"é\""));
+        let (k, v) = t.get("q").unwrap().entry("r").unwrap();
+        assert!(at(k.pos).starts_with("r = 2"));
+        assert!(at(v.pos).starts_with("2}"));
+        assert!(at(t.get("y").unwrap().pos).starts_with("\"\"\""));
     }
 }

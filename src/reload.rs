@@ -148,7 +148,11 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
     for (name, def) in &new.catalog.agents {
         match old.catalog.agents.get(name) {
             None => c.agents_added.push(name.clone()),
-            Some(o) if **o != **def => c.agents_changed.push(name.clone()),
+            // An agent read from an unchanged file is the same allocation
+            // (see `catalog::load_incremental`): no need to compare it.
+            Some(o) if !Arc::ptr_eq(o, def) && **o != **def => {
+                c.agents_changed.push(name.clone());
+            }
             Some(_) => {}
         }
     }
@@ -267,7 +271,7 @@ pub struct Built {
 pub fn build_next(input: &SnapshotInput, swap: &ArcSwap<Snapshot>) -> Built {
     let started = Instant::now();
     let old = swap.load_full();
-    let built = snapshot::build(input, old.generation + 1);
+    let built = snapshot::build_after(input, old.generation + 1, Some(&old));
     Built {
         old,
         built,

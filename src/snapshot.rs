@@ -59,11 +59,25 @@ pub struct Snapshot {
     pub hooks: Arc<config::Hooks>,
     /// Skills (`SKILL.md` folders) by name.
     pub skills: Arc<catalog::Skills>,
+    /// What the catalog read from each agent file, so the next reload
+    /// reads again only the files that changed (empty after a first build).
+    pub catalog_files: Arc<catalog::FileCache>,
 }
 
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
 /// agent file, template or tool spec is a diagnostic and is skipped.
 pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigError> {
+    build_after(input, generation, None)
+}
+
+/// [`build`] for a reload: agent files unchanged since `previous` was
+/// built are not read again (see [`catalog::load_incremental`]). The result
+/// is the snapshot a full build would give.
+pub fn build_after(
+    input: &SnapshotInput,
+    generation: u64,
+    previous: Option<&Snapshot>,
+) -> Result<Snapshot, ConfigError> {
     let mut config = config::load(&input.load)?;
     let settings = &config.settings;
     let builtin_dir = settings.agents.builtin_dir.clone();
@@ -82,12 +96,19 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
     if let Some(b) = &builtin_dir {
         watched_dirs.push(b.clone());
     }
-    let mut catalog = catalog::load(&CatalogInput {
+    let catalog_input = CatalogInput {
         builtin_dir,
         dirs,
         cli_json: input.cli_agents.clone(),
         known_tools: tools.names().map(str::to_string).collect(),
-    });
+    };
+    let (mut catalog, catalog_files) = match previous {
+        Some(p) => {
+            let (c, files) = catalog::load_incremental(&catalog_input, &p.catalog_files);
+            (c, Arc::new(files))
+        }
+        None => (catalog::load(&catalog_input), Arc::default()),
+    };
 
     let (mut mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd, &input.load.env);
     let mut skipped = Vec::new();
@@ -207,6 +228,7 @@ pub fn build(input: &SnapshotInput, generation: u64) -> Result<Snapshot, ConfigE
         mcp_servers,
         memory,
         skills: Arc::new(skills),
+        catalog_files,
     })
 }
 

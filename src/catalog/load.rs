@@ -97,8 +97,8 @@ impl Catalog {
 
     /// Puts `def` in, moving a same-named agent to `shadowed`. Within one
     /// source the later file wins, with a warning naming both.
-    fn insert(&mut self, def: AgentDef) {
-        let def = Arc::new(def);
+    fn insert(&mut self, def: impl Into<Arc<AgentDef>>) {
+        let def: Arc<AgentDef> = def.into();
         if let Some(old) = self.agents.insert(def.name.clone(), def.clone()) {
             if old.source == def.source && def.source != Source::Builtin {
                 let shown = |p: &Option<PathBuf>| {
@@ -142,6 +142,19 @@ impl Layer<'_> {
 
 /// Loads every source. Never fails: problems become diagnostics.
 pub fn load(input: &CatalogInput) -> Catalog {
+    load_with(input, None).0
+}
+
+/// [`load`] for a reload: a file whose [`Stamp`] is the one `previous`
+/// recorded (and that had settled then) is not read again; its earlier
+/// result is reused. Returns the catalog and what to pass to the next
+/// reload.
+pub fn load_incremental(input: &CatalogInput, previous: &FileCache) -> (Catalog, FileCache) {
+    let (cat, cache) = load_with(input, Some(previous));
+    (cat, cache.unwrap_or_default())
+}
+
+fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Option<FileCache>) {
     let opts = ParseOptions {
         known_tools: &input.known_tools,
     };
@@ -177,17 +190,46 @@ pub fn load(input: &CatalogInput) -> Catalog {
         spans.push(start..files.len());
     }
     cat.files += files.len();
-    let mut parsed = parse_all(&files, opts).into_iter();
+    // Entries made for other tool names would carry other warnings.
+    let reuse = previous.filter(|p| p.known_tools == input.known_tools);
+    let record = previous.map(|p| (p.settle, std::time::SystemTime::now()));
+    let parsed = parse_all(&files, opts, reuse, record.is_some());
+    let cache = record.map(|(settle, started)| {
+        let settled_before = started.checked_sub(settle).unwrap_or(std::time::UNIX_EPOCH);
+        let files = files
+            .iter()
+            .zip(&parsed)
+            .filter_map(|((source, path), (def, diags, stamp))| {
+                let stamp = (*stamp)?;
+                stamp.settled(settled_before).then(|| {
+                    let entry = CachedFile {
+                        source: *source,
+                        stamp,
+                        def: def.clone(),
+                        diags: diags.clone(),
+                    };
+                    (path.clone(), entry)
+                })
+            })
+            .collect();
+        FileCache {
+            known_tools: input.known_tools.clone(),
+            settle,
+            files,
+        }
+    });
+    let mut parsed = parsed.into_iter();
 
     for (layer, span) in layers.iter().zip(spans) {
         match layer {
             Layer::Dir(d) => {
                 let plugin = (d.source == Source::Plugin).then(|| plugin_name(&d.path));
-                for (def, diags) in parsed.by_ref().take(span.len()) {
+                for (def, diags, _) in parsed.by_ref().take(span.len()) {
                     cat.diagnostics.extend(diags);
                     if let Some(mut def) = def {
                         if let Some(p) = &plugin {
-                            def.name = format!("{p}:{}", def.name);
+                            let d = Arc::make_mut(&mut def);
+                            d.name = format!("{p}:{}", d.name);
                         }
                         cat.insert(def);
                     }
@@ -202,7 +244,107 @@ pub fn load(input: &CatalogInput) -> Catalog {
             }
         }
     }
-    cat
+    (cat, cache)
+}
+
+/// What identifies a file's contents without reading them: device, inode,
+/// size, and modification and change times to the nanosecond. The change
+/// time cannot be set back by a program, so a file rewritten in place gets
+/// a new one even if its modification time is restored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(m: &std::fs::Metadata) -> Stamp {
+        use std::os::unix::fs::MetadataExt;
+        Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            len: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        }
+    }
+
+    /// Both times are before `t`. File systems stamp times from a coarse
+    /// clock, so a file written twice within one tick (same size) can keep
+    /// its stamp: a file changed shortly before it was read is not trusted
+    /// and is read again by the next reload.
+    fn settled(&self, t: std::time::SystemTime) -> bool {
+        let Ok(d) = t.duration_since(std::time::UNIX_EPOCH) else {
+            return false;
+        };
+        let t = (
+            i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            i64::from(d.subsec_nanos()),
+        );
+        self.mtime < t && self.ctime < t
+    }
+}
+
+/// What a load read from each agent file in the source folders, for the
+/// next reload: only files whose [`Stamp`] changed (or that were changed
+/// shortly before they were read) are read and parsed again. Immutable
+/// once built; each snapshot holds its own.
+#[derive(Clone)]
+pub struct FileCache {
+    known_tools: Vec<String>,
+    /// How long before the read a change must be for a file to be trusted.
+    settle: std::time::Duration,
+    files: std::collections::HashMap<PathBuf, CachedFile>,
+}
+
+/// Two seconds: more than the coarsest common timestamp granularity.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Default for FileCache {
+    fn default() -> Self {
+        FileCache {
+            known_tools: Vec::new(),
+            settle: SETTLE,
+            files: std::collections::HashMap::new(),
+        }
+    }
+}
+
+impl FileCache {
+    /// How many files it holds.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// An empty cache that trusts files changed up to `settle` before they
+    /// were read (tests use zero).
+    pub fn with_settle(settle: std::time::Duration) -> FileCache {
+        FileCache {
+            settle,
+            ..FileCache::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for FileCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FileCache({} files)", self.files.len())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct CachedFile {
+    source: Source,
+    stamp: Stamp,
+    def: Option<Arc<AgentDef>>,
+    diags: Vec<Diagnostic>,
 }
 
 /// A plugin's name, which prefixes its agents' names (`plugin:agent`, as in
@@ -229,9 +371,29 @@ pub(crate) fn plugin_name(dir: &Path) -> String {
 
 type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
 
-/// Reads and parses `files`, in parallel when there are many; results come
-/// back in the same order.
-fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed> {
+/// One file's result in a load: the definition, its diagnostics and, when
+/// recording for the next reload, the file's stamp.
+type Loaded = (Option<Arc<AgentDef>>, Vec<Diagnostic>, Option<Stamp>);
+
+/// Reads and parses `files` (or reuses what `reuse` holds for unchanged
+/// ones), in parallel when there are many; results come back in the same
+/// order.
+fn parse_all(
+    files: &[(Source, PathBuf)],
+    opts: ParseOptions<'_>,
+    reuse: Option<&FileCache>,
+    record: bool,
+) -> Vec<Loaded> {
+    let one = |source: Source, path: &Path| -> Loaded {
+        if let Some(cached) = reuse.and_then(|c| c.files.get(path))
+            && cached.source == source
+            && std::fs::metadata(path).is_ok_and(|m| Stamp::of(&m) == cached.stamp)
+        {
+            return (cached.def.clone(), cached.diags.clone(), Some(cached.stamp));
+        }
+        let ((def, diags), stamp) = read_and_parse_stamped(path, source, opts, record);
+        (def.map(Arc::new), diags, stamp)
+    };
     // Asked only when there are many files, and once per process: the
     // answer reads the cgroup's CPU quota files.
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
@@ -245,21 +407,16 @@ fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed>
         })
     };
     if threads < 2 {
-        return files
-            .iter()
-            .map(|(s, p)| read_and_parse(p, *s, opts))
-            .collect();
+        return files.iter().map(|(s, p)| one(*s, p)).collect();
     }
     let chunk = files.len().div_ceil(threads);
+    let one = &one;
     std::thread::scope(|scope| {
         let handles: Vec<_> = files
             .chunks(chunk)
             .map(|part| {
-                let handle = scope.spawn(move || {
-                    part.iter()
-                        .map(|(s, p)| read_and_parse(p, *s, opts))
-                        .collect::<Vec<_>>()
-                });
+                let handle =
+                    scope.spawn(move || part.iter().map(|(s, p)| one(*s, p)).collect::<Vec<_>>());
                 (part, handle)
             })
             .collect();
@@ -277,6 +434,7 @@ fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed>
                             None,
                             "internal error while parsing this file; skipped",
                         )],
+                        None,
                     )
                 })),
             }
@@ -285,48 +443,103 @@ fn parse_all(files: &[(Source, PathBuf)], opts: ParseOptions<'_>) -> Vec<Parsed>
     })
 }
 
-/// Reads one file (size, binary and UTF-8 checks) and parses it.
+/// Reads one file (size, binary and UTF-8 checks) and parses it. The
+/// bytes go into a buffer kept per thread, so a load of many files
+/// allocates none for their text.
 pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
-    let fail = |msg: String| (None, vec![Diagnostic::error(Some(path), None, msg)]);
-    let bytes = match read_limited(path) {
-        Ok(Some(b)) => b,
-        Ok(None) => {
+    read_and_parse_stamped(path, source, opts, false).0
+}
+
+/// [`read_and_parse`], with the stamp of the file that was read when
+/// `stamp` is asked for (taken from the open file, before reading).
+fn read_and_parse_stamped(
+    path: &Path,
+    source: Source,
+    opts: ParseOptions<'_>,
+    stamp: bool,
+) -> (Parsed, Option<Stamp>) {
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    /// A buffer grown beyond this by a large file is not kept.
+    const KEEP: usize = 256 * 1024;
+    BUF.with_borrow_mut(|buf| {
+        buf.clear();
+        let parsed = read_and_parse_in(path, source, opts, buf, stamp);
+        if buf.capacity() > KEEP {
+            *buf = Vec::new();
+        }
+        parsed
+    })
+}
+
+fn read_and_parse_in(
+    path: &Path,
+    source: Source,
+    opts: ParseOptions<'_>,
+    buf: &mut Vec<u8>,
+    want_stamp: bool,
+) -> (Parsed, Option<Stamp>) {
+    let fail = |msg: String| ((None, vec![Diagnostic::error(Some(path), None, msg)]), None);
+    let stamp = match read_limited(path, buf, want_stamp) {
+        Ok((true, stamp)) => stamp,
+        Ok((false, _)) => {
             return fail(format!(
                 "file is over the {MAX_FILE_BYTES}-byte limit for agent files; skipped"
             ));
         }
         Err(e) => return fail(format!("cannot read: {e}; skipped")),
     };
-    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+    // From here on the result depends only on the bytes read, so a broken
+    // file is remembered with its stamp like a good one.
+    let fail = |msg: String| {
+        (
+            (None, vec![Diagnostic::error(Some(path), None, msg)]),
+            stamp,
+        )
+    };
+    if memchr::memchr(0, &buf[..buf.len().min(8192)]).is_some() {
         return fail("binary file (contains NUL bytes); skipped".into());
     }
-    match String::from_utf8(bytes) {
-        Ok(text) => parse_agent_file_with(path, &text, source, opts),
+    match std::str::from_utf8(buf) {
+        Ok(text) => (parse_agent_file_with(path, text, source, opts), stamp),
         Err(e) => fail(format!(
             "not valid UTF-8 (at byte {}); skipped",
-            e.utf8_error().valid_up_to()
+            e.valid_up_to()
         )),
     }
 }
 
-/// The file's bytes, or `None` when it is larger than [`MAX_FILE_BYTES`].
-/// One open and reads; never more than the limit plus one byte in memory.
-fn read_limited(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+/// Reads the file into `buf`; false when it is larger than
+/// [`MAX_FILE_BYTES`]. One open and reads (and a `stat` of the open file when its stamp is
+/// wanted); never more than the
+/// limit plus one byte in memory. Opened without blocking, so a file
+/// replaced by a FIFO after the folder was read cannot hang the load.
+fn read_limited(
+    path: &Path,
+    buf: &mut Vec<u8>,
+    want_stamp: bool,
+) -> std::io::Result<(bool, Option<Stamp>)> {
     use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let hint = file
-        .metadata()
-        .map_or(0, |m| m.len())
-        .min(MAX_FILE_BYTES + 1);
-    let mut bytes = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    Ok((bytes.len() as u64 <= MAX_FILE_BYTES).then_some(bytes))
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let stamp = if want_stamp {
+        file.metadata().ok().map(|m| Stamp::of(&m))
+    } else {
+        None
+    };
+    buf.reserve(16 * 1024);
+    file.take(MAX_FILE_BYTES + 1).read_to_end(buf)?;
+    Ok((buf.len() as u64 <= MAX_FILE_BYTES, stamp))
 }
 
 /// Every agent file under `root`, sorted. Symbolic links are followed; a
 /// link back to a folder already being read is reported, not followed. A
 /// missing root is silently empty.
-fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
+pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
@@ -349,93 +562,116 @@ fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         }
     };
     let mut seen: HashSet<PathBuf> = HashSet::from([canonical_root]);
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) => {
-                diags.push(Diagnostic::error(
-                    Some(&dir),
-                    None,
-                    format!("cannot read folder: {e}"),
-                ));
-                continue;
-            }
+    // Depth first, each folder's entries in name order: the files come out
+    // in path order without sorting every path at the end (comparing paths
+    // component by component cost more than the walk at 100,000 files).
+    // Each list is kept in reverse, so `pop` gives the next name.
+    let mut stack = vec![read_sorted(root, diags)];
+    while let Some(top) = stack.last_mut() {
+        let Some((path, ft)) = top.pop() else {
+            stack.pop();
+            continue;
         };
-        for entry in entries {
-            let entry = match entry {
-                Ok(e) => e,
+        let mut ft = ft;
+        if ft.is_symlink() {
+            match std::fs::metadata(&path) {
+                Ok(m) => ft = m.file_type(),
                 Err(e) => {
-                    diags.push(Diagnostic::error(
-                        Some(&dir),
-                        None,
-                        format!("cannot read folder entry: {e}"),
-                    ));
-                    continue;
-                }
-            };
-            let path = entry.path();
-            let Ok(mut ft) = entry.file_type() else {
-                diags.push(Diagnostic::error(
-                    Some(&path),
-                    None,
-                    "cannot tell the file type; skipped",
-                ));
-                continue;
-            };
-            if ft.is_symlink() {
-                match std::fs::metadata(&path) {
-                    Ok(m) => ft = m.file_type(),
-                    Err(e) => {
-                        if is_agent_file(&path) {
-                            diags.push(Diagnostic::warning(
-                                Some(&path),
-                                None,
-                                format!("broken symbolic link ({e}); skipped"),
-                            ));
-                        }
-                        continue;
+                    if is_agent_file(&path) {
+                        diags.push(Diagnostic::warning(
+                            Some(&path),
+                            None,
+                            format!("broken symbolic link ({e}); skipped"),
+                        ));
                     }
-                }
-                if ft.is_dir() {
-                    match std::fs::canonicalize(&path) {
-                        Ok(c) if !seen.insert(c.clone()) => {
-                            diags.push(Diagnostic::warning(
-                                Some(&path),
-                                None,
-                                format!("symbolic link to a folder already read ({}), possibly a loop; not followed", c.display()),
-                            ));
-                            continue;
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            diags.push(Diagnostic::error(
-                                Some(&path),
-                                None,
-                                format!("cannot resolve link: {e}"),
-                            ));
-                            continue;
-                        }
-                    }
-                }
-            } else if ft.is_dir() {
-                // Record real folders so a link to one is read only once;
-                // one already read through a link is not read again.
-                if let Ok(c) = std::fs::canonicalize(&path)
-                    && !seen.insert(c)
-                {
                     continue;
                 }
             }
             if ft.is_dir() {
-                stack.push(path);
-            } else if ft.is_file() && is_agent_file(&path) {
-                out.push(path);
+                match std::fs::canonicalize(&path) {
+                    Ok(c) if !seen.insert(c.clone()) => {
+                        diags.push(Diagnostic::warning(
+                            Some(&path),
+                            None,
+                            format!("symbolic link to a folder already read ({}), possibly a loop; not followed", c.display()),
+                        ));
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        diags.push(Diagnostic::error(
+                            Some(&path),
+                            None,
+                            format!("cannot resolve link: {e}"),
+                        ));
+                        continue;
+                    }
+                }
+            }
+        } else if ft.is_dir() {
+            // Record real folders so a link to one is read only once;
+            // one already read through a link is not read again.
+            if let Ok(c) = std::fs::canonicalize(&path)
+                && !seen.insert(c)
+            {
+                continue;
             }
         }
+        if ft.is_dir() {
+            let entries = read_sorted(&path, diags);
+            stack.push(entries);
+        } else if ft.is_file() && is_agent_file(&path) {
+            out.push(path);
+        }
     }
-    out.sort();
     out
+}
+
+/// The entries of one folder with their types, in reverse name order.
+/// Problems become diagnostics.
+fn read_sorted(dir: &Path, diags: &mut Vec<Diagnostic>) -> Vec<(PathBuf, std::fs::FileType)> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Some(dir),
+                None,
+                format!("cannot read folder: {e}"),
+            ));
+            return Vec::new();
+        }
+    };
+    let mut list = Vec::new();
+    for entry in entries {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => {
+                diags.push(Diagnostic::error(
+                    Some(dir),
+                    None,
+                    format!("cannot read folder entry: {e}"),
+                ));
+                continue;
+            }
+        };
+        let path = entry.path();
+        let Ok(ft) = entry.file_type() else {
+            diags.push(Diagnostic::error(
+                Some(&path),
+                None,
+                "cannot tell the file type; skipped",
+            ));
+            continue;
+        };
+        // Only folders, links and agent files matter; skip the rest early.
+        if ft.is_dir() || ft.is_symlink() || is_agent_file(&path) {
+            list.push((path, ft));
+        }
+    }
+    // Names within one folder in byte order, as paths compare them; all
+    // share the folder's prefix, so whole paths compare the same.
+    list.sort_unstable_by(|a, b| b.0.as_os_str().cmp(a.0.as_os_str()));
+    list
 }
 
 fn is_agent_file(path: &Path) -> bool {

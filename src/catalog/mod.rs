@@ -24,7 +24,9 @@ mod tokens;
 pub use builtin::builtin_agents;
 pub use def::{AgentDef, AgentMcpServer, Color, Isolation, Prompt, Source};
 pub use frontmatter::{Frontmatter, split_frontmatter};
-pub use load::{Catalog, CatalogInput, MAX_FILE_BYTES, Shadowed, load};
+pub use load::{
+    Catalog, CatalogInput, FileCache, MAX_FILE_BYTES, Shadowed, load, load_incremental,
+};
 pub use memory::{
     MAX_IMPORT_DEPTH, Memory, MemoryFile, MemoryInput, MemoryScope, imports, load_memory,
 };

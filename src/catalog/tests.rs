@@ -2,6 +2,7 @@
 //! precedence rules, across formats.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde_json::json;
 
@@ -870,4 +871,175 @@ fn compaction_window_and_threshold() {
             "{bad}: {diags:?}"
         );
     }
+}
+
+#[test]
+fn the_walk_lists_agent_files_in_path_order_without_a_final_sort() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    // Names where byte order of whole paths and path order differ
+    // (`a/…` sorts before `a-b`, `a b` and `a.md` by component).
+    for p in [
+        "a/z.md",
+        "a/b/c.md",
+        "a-b/x.yaml",
+        "a b/y.toml",
+        "a.md",
+        "B.md",
+        "b.md",
+        "a/b.md",
+        "notes.txt",
+        "deep/er/est/f.yml",
+    ] {
+        let p = root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, "x").unwrap();
+    }
+    let mut diags = Vec::new();
+    let files = super::load::walk(root, &mut diags);
+    assert!(diags.is_empty(), "{diags:?}");
+    let mut sorted = files.clone();
+    sorted.sort();
+    assert_eq!(files, sorted);
+    assert_eq!(files.len(), 9);
+    assert!(!files.iter().any(|p| p.ends_with("notes.txt")));
+}
+
+fn agent_text(name: &str, description: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\nYou are {name}.\n")
+}
+
+fn dir_input(root: &Path) -> CatalogInput {
+    CatalogInput {
+        dirs: vec![SourceDir {
+            source: Source::Project,
+            path: root.to_path_buf(),
+        }],
+        ..Default::default()
+    }
+}
+
+/// The same catalog as a full load, agents and diagnostics alike.
+fn assert_same_as_full(input: &CatalogInput, cat: &Catalog) {
+    let full = load(input);
+    assert_eq!(&full, cat);
+}
+
+#[test]
+fn an_incremental_load_reuses_unchanged_files_and_sees_every_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::write(root.join("keep.md"), agent_text("keep", "Stays")).unwrap();
+    std::fs::write(root.join("edit.md"), agent_text("edit", "Before")).unwrap();
+    std::fs::write(root.join("gone.md"), agent_text("gone", "Removed later")).unwrap();
+    std::fs::write(root.join("move.md"), agent_text("move", "Renamed later")).unwrap();
+    std::fs::write(root.join("swap.md"), agent_text("swap", "Replaced AAA")).unwrap();
+    std::fs::write(root.join("bad.md"), "---\nname: [\n---\n").unwrap();
+    let input = dir_input(root);
+    // Trust every stamp at once (the default waits two seconds).
+    let empty = FileCache::with_settle(std::time::Duration::ZERO);
+    let (first, cache) = load_incremental(&input, &empty);
+    assert_same_as_full(&input, &first);
+    assert_eq!(cache.len(), 6);
+    assert!(
+        first
+            .diagnostics
+            .iter()
+            .any(|d| d.path.as_deref() == Some(&root.join("bad.md")))
+    );
+
+    // Nothing changed: every definition is the one read before.
+    let (again, cache) = load_incremental(&input, &cache);
+    assert_same_as_full(&input, &again);
+    for name in ["keep", "edit", "gone", "move", "swap"] {
+        assert!(
+            Arc::ptr_eq(&first.agents[name], &again.agents[name]),
+            "{name}"
+        );
+    }
+    // The broken file is still reported, with its position.
+    assert_eq!(first.diagnostics, again.diagnostics);
+
+    // Edited (another size), removed, renamed, replaced by another file of
+    // the same size and modification time (a new inode), and a new file.
+    std::fs::write(root.join("edit.md"), agent_text("edit", "After, longer")).unwrap();
+    std::fs::remove_file(root.join("gone.md")).unwrap();
+    std::fs::rename(root.join("move.md"), root.join("moved.md")).unwrap();
+    let old = std::fs::metadata(root.join("swap.md")).unwrap();
+    let replacement = root.join("swap.tmp");
+    std::fs::write(&replacement, agent_text("swap", "Replaced BBB")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&replacement)
+        .unwrap()
+        .set_modified(old.modified().unwrap())
+        .unwrap();
+    std::fs::rename(&replacement, root.join("swap.md")).unwrap();
+    std::fs::write(root.join("new.md"), agent_text("new", "Added")).unwrap();
+
+    let (third, cache) = load_incremental(&input, &cache);
+    assert_same_as_full(&input, &third);
+    assert_eq!(third.agents["edit"].description, "After, longer");
+    assert!(third.get("gone").is_none());
+    assert_eq!(
+        third.agents["move"].path.as_deref(),
+        Some(root.join("moved.md").as_path())
+    );
+    assert_eq!(third.agents["swap"].description, "Replaced BBB");
+    assert!(third.get("new").is_some());
+    assert!(Arc::ptr_eq(&first.agents["keep"], &third.agents["keep"]));
+    assert_eq!(cache.len(), 6);
+}
+
+#[test]
+fn a_file_changed_just_before_it_was_read_is_read_again() {
+    // Rewritten in place with the same size and its old modification time
+    // restored: only the change time differs, and that can stay equal
+    // within one tick of the file system's clock. With the default settle
+    // time a file that young is never taken from the cache.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let path = root.join("a.md");
+    std::fs::write(&path, agent_text("a", "Version AAA")).unwrap();
+    let input = dir_input(root);
+    let (first, cache) = load_incremental(&input, &FileCache::default());
+    assert_eq!(first.agents["a"].description, "Version AAA");
+    assert!(cache.is_empty(), "a file written just now is not trusted");
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, agent_text("a", "Version BBB")).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let (second, _) = load_incremental(&input, &cache);
+    assert_eq!(second.agents["a"].description, "Version BBB");
+}
+
+#[test]
+fn other_tool_names_make_the_cache_unused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::write(
+        root.join("a.md"),
+        "---\nname: a\ndescription: d\ntools: Read, Frobnicate\n---\nx\n",
+    )
+    .unwrap();
+    let mut input = dir_input(root);
+    input.known_tools = vec!["Read".into(), "Frobnicate".into()];
+    let empty = FileCache::with_settle(std::time::Duration::ZERO);
+    let file = root.join("a.md");
+    let of_file = |c: &Catalog| {
+        c.diagnostics
+            .iter()
+            .filter(|d| d.path.as_deref() == Some(file.as_path()))
+            .count()
+    };
+    let (first, cache) = load_incremental(&input, &empty);
+    assert_eq!(of_file(&first), 0, "{:?}", first.diagnostics);
+    input.known_tools = vec!["Read".into()];
+    let (second, _) = load_incremental(&input, &cache);
+    assert_same_as_full(&input, &second);
+    assert_eq!(of_file(&second), 1, "{:?}", second.diagnostics);
 }
