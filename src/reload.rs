@@ -499,12 +499,8 @@ fn tree_newer(
             return true;
         }
         match std::fs::metadata(&path) {
-            Ok(m) if m.is_dir() => {
-                if tree_newer(&path, newer, seen, depth + 1) {
-                    return true;
-                }
-            }
-            Ok(m) if newer(&m) => return true,
+            Ok(m) if m.is_dir() && tree_newer(&path, newer, seen, depth + 1) => return true,
+            Ok(m) if !m.is_dir() && newer(&m) => return true,
             _ => {}
         }
     }
