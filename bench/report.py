@@ -302,7 +302,7 @@ def main():
         r = d.get("ratio_cadre_over_claude_code")
         if r:
             w(f"\n**cadre / Claude Code:** wall time {r['wall']:.4f} (1/{1 / r['wall']:.0f}), "
-              f"peak RSS {r['rss']:.4f} (1/{1 / r['rss']:.0f}). Targets: under 1/50 and 1/15.\n")
+              f"peak RSS {r['rss']:.4f} (1/{1 / r['rss']:.0f}). Targets: under 1/50 and 1/25.\n")
         else:
             w("")
     if scen.get("fork"):

@@ -422,6 +422,91 @@ pub fn relevant(path: &Path, t: &Targets) -> bool {
             .any(|d| path.starts_with(d) || d.starts_with(path))
 }
 
+/// How far before a snapshot's `read_from` a change still counts as made
+/// after it: file systems stamp times with a coarse clock (a few ms).
+const STAMP_MARGIN: Duration = Duration::from_millis(50);
+
+/// Whether a file or folder that `t` follows changed after `read_from`
+/// (less [`STAMP_MARGIN`]): a target file or the folder it is in; a target
+/// folder that exists, or anything under it (symbolic links followed); the
+/// nearest existing folder above one that does not. A change is a newer
+/// modification time or, on Unix, status-change time (a file moved into
+/// place keeps its modification time). Only stats, no reading: this is the
+/// check that decides whether the watcher's catch-up rebuild is needed.
+pub fn changed_since(t: &Targets, read_from: std::time::SystemTime) -> bool {
+    let since = read_from.checked_sub(STAMP_MARGIN).unwrap_or(read_from);
+    let newer = |m: &std::fs::Metadata| changed_at(m).is_some_and(|c| c > since);
+    let path_newer = |p: &Path| {
+        std::fs::symlink_metadata(p).is_ok_and(|m| newer(&m))
+            || std::fs::metadata(p).is_ok_and(|m| newer(&m))
+    };
+    let files = t.files.iter().any(|f| {
+        path_newer(f)
+            || f.parent()
+                .and_then(nearest_existing)
+                .is_some_and(|d| path_newer(&d))
+    });
+    files
+        || t.dirs.iter().any(|d| {
+            if d.is_dir() {
+                tree_newer(d, &newer, &mut BTreeSet::new(), 0)
+            } else {
+                nearest_existing(d).is_some_and(|a| path_newer(&a))
+            }
+        })
+}
+
+/// The later of a file's modification and (Unix) status-change times.
+fn changed_at(m: &std::fs::Metadata) -> Option<std::time::SystemTime> {
+    let modified = m.modified().ok();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let secs = u64::try_from(m.ctime()).ok();
+        let nanos = u32::try_from(m.ctime_nsec()).ok();
+        let ctime = secs
+            .zip(nanos)
+            .and_then(|(s, n)| std::time::UNIX_EPOCH.checked_add(Duration::new(s, n)));
+        modified.max(ctime)
+    }
+    #[cfg(not(unix))]
+    modified
+}
+
+/// Whether `dir` or anything under it is newer by `newer`, following
+/// symbolic links (each real folder once; at most 64 levels deep).
+fn tree_newer(
+    dir: &Path,
+    newer: &impl Fn(&std::fs::Metadata) -> bool,
+    seen: &mut BTreeSet<PathBuf>,
+    depth: usize,
+) -> bool {
+    let Ok(real) = std::fs::canonicalize(dir) else {
+        return false;
+    };
+    if depth > 64 || !seen.insert(real) {
+        return false;
+    }
+    if std::fs::metadata(dir).is_ok_and(|m| newer(&m)) {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| newer(&m)) {
+            return true;
+        }
+        match std::fs::metadata(&path) {
+            Ok(m) if m.is_dir() && tree_newer(&path, newer, seen, depth + 1) => return true,
+            Ok(m) if !m.is_dir() && newer(&m) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Whether an event kind can change a file's contents (reads are not).
 fn is_change(kind: &EventKind) -> bool {
     match kind {
@@ -495,8 +580,12 @@ impl Watcher {
             pending: None,
         };
         w.arm();
-        // Files may have changed between the first build and the watches.
-        w.pending = w.settle();
+        // Files may have changed between the first build and the watches:
+        // rebuilt only then, found by their times rather than by reading
+        // and parsing everything again.
+        if changed_since(&w.targets, snap.read_from) {
+            w.pending = w.settle();
+        }
         Ok(w)
     }
 
@@ -647,6 +736,7 @@ impl Watcher {
             on_event(&event);
             if event.ok
                 && self.arm()
+                && changed_since(&self.targets, self.swap.load().read_from)
                 && let Some(e) = self.settle()
             {
                 // The new snapshot names folders not watched before, and
@@ -1000,5 +1090,46 @@ mod tests {
         assert!(!relevant(Path::new("/p/.cadre/sessions/x.jsonl"), &tg));
         assert!(relevant(Path::new("/p/.claude"), &tg));
         assert!(relevant(Path::new("/p/.claude/agents/a/b.md"), &tg));
+    }
+
+    #[test]
+    fn the_catch_up_check_sees_changes_made_after_the_build_began_reading() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        write(&root.join("cadre.toml"), "");
+        write(&root.join(".claude/agents/deep/a.md"), "x");
+        let tg = Targets {
+            files: vec![root.join("cadre.toml")],
+            dirs: vec![root.join(".claude/agents"), root.join("missing/agents")],
+        };
+        let later = std::time::SystemTime::now() + Duration::from_secs(5);
+        let earlier = std::time::SystemTime::now() - Duration::from_secs(5);
+        // Nothing written since a build that began reading "later".
+        assert!(!changed_since(&tg, later));
+        // Everything here was written after a build that began "earlier":
+        // the config file, a file deep in an agents folder, and a missing
+        // folder's nearest existing ancestor each say so on their own.
+        assert!(changed_since(&tg, earlier));
+        let only = |files: Vec<PathBuf>, dirs: Vec<PathBuf>| Targets { files, dirs };
+        let old = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let age = |p: &Path| {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(old)
+                .unwrap();
+        };
+        // With the modification times in the past, the status-change time
+        // (a file moved into place keeps its modification time) still counts.
+        age(&root.join(".claude/agents/deep/a.md"));
+        assert!(changed_since(
+            &only(vec![], vec![root.join(".claude/agents")]),
+            earlier
+        ));
+        assert!(changed_since(
+            &only(vec![], vec![root.join("missing/agents")]),
+            earlier
+        ));
     }
 }

@@ -62,6 +62,9 @@ pub struct Snapshot {
     /// What the catalog read from each agent file, so the next reload
     /// reads again only the files that changed (empty after a first build).
     pub catalog_files: Arc<catalog::FileCache>,
+    /// When the build began reading files: a file modified later may not
+    /// be in this snapshot (the watcher's catch-up check compares with it).
+    pub read_from: std::time::SystemTime,
 }
 
 /// Builds a snapshot. Fails only when settings cannot be loaded; a broken
@@ -78,6 +81,7 @@ pub fn build_after(
     generation: u64,
     previous: Option<&Snapshot>,
 ) -> Result<Snapshot, ConfigError> {
+    let read_from = std::time::SystemTime::now();
     let mut config = config::load(&input.load)?;
     let settings = &config.settings;
     let builtin_dir = settings.agents.builtin_dir.clone();
@@ -229,6 +233,7 @@ pub fn build_after(
         memory,
         skills: Arc::new(skills),
         catalog_files,
+        read_from,
     })
 }
 

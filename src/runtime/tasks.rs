@@ -471,8 +471,16 @@ impl TaskRegistry {
         history: History,
         notification: impl FnOnce(&TaskResult) -> String,
     ) {
-        // Rendered before any lock is taken; used only if it goes to the mailbox.
-        let text = notification(&result);
+        // Only a background task's notification goes to the mailbox, so only
+        // then is it rendered, before any lock is taken; a task moved to the
+        // background meanwhile renders it under the lock below.
+        let mut notification = Some(notification);
+        let background = matches!(task.state().delivery, Delivery::Background);
+        let text = if background {
+            notification.take().map(|f| f(&result))
+        } else {
+            None
+        };
         {
             // The mailbox lock is held across the status change and the
             // push, so `has_pending` never sees the task ended with its
@@ -491,11 +499,16 @@ impl TaskRegistry {
                     // The caller may be gone (cancelled); nothing else to do then.
                     let _ = tx.send(result);
                 }
-                Delivery::Background => mailboxes
-                    .entry(task.parent_agent_id.clone())
-                    .or_default()
-                    .notifications
-                    .push(text),
+                Delivery::Background => {
+                    let text = text
+                        .or_else(|| notification.take().map(|f| f(&result)))
+                        .unwrap_or_default();
+                    mailboxes
+                        .entry(task.parent_agent_id.clone())
+                        .or_default()
+                        .notifications
+                        .push(text);
+                }
                 Delivery::Done => {}
             }
         }
