@@ -24,6 +24,18 @@ fn ephemeral() -> Value {
 
 /// The request body, byte for byte.
 pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
+    let mut out = request_head(req);
+    write_messages(req, &mut out);
+    out
+}
+
+/// The body up to its messages: an object's opening brace and every field
+/// before `messages` (model and settings, system, tools), without the
+/// closing brace. It depends only on the request's model, settings, system
+/// prompt and tools, so requests that share those (the children of one
+/// turn, whose system and tools are the same `Arc`s) can share it; see
+/// [`write_messages`] for the rest.
+pub(crate) fn request_head(req: &ModelRequest) -> Vec<u8> {
     let mut body = Map::new();
     body.insert("model".into(), Value::from(req.model.as_str()));
     body.insert("max_tokens".into(), Value::from(req.max_tokens));
@@ -78,10 +90,14 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
     // the last one, which carries the cache breakpoint, goes through a
     // `Value`. The bytes are those `to_value` then `to_vec` would give.
     let mut out = serde_json::to_vec(&Value::Object(body)).unwrap_or_default();
-    if out.last() != Some(&b'}') {
-        return out;
+    if out.last() == Some(&b'}') {
+        out.pop();
     }
-    out.pop();
+    out
+}
+
+/// The rest of the body after [`request_head`]: `,"messages":[…]}`.
+pub(crate) fn write_messages(req: &ModelRequest, out: &mut Vec<u8>) {
     out.extend_from_slice(b",\"messages\":[");
     let n = req.messages.len();
     for (i, m) in req.messages.iter().enumerate() {
@@ -89,7 +105,7 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
             out.push(b',');
         }
         if i + 1 < n {
-            if serde_json::to_writer(&mut out, &**m).is_err() {
+            if serde_json::to_writer(&mut *out, &**m).is_err() {
                 out.extend_from_slice(b"null");
             }
             continue;
@@ -107,12 +123,11 @@ pub(crate) fn request_body(req: &ModelRequest) -> Vec<u8> {
                 block.insert("cache_control".into(), ephemeral());
             }
         }
-        if serde_json::to_writer(&mut out, &last).is_err() {
+        if serde_json::to_writer(&mut *out, &last).is_err() {
             out.extend_from_slice(b"null");
         }
     }
     out.extend_from_slice(b"]}");
-    out
 }
 
 fn message_value(m: &Message) -> Value {

@@ -21,13 +21,15 @@ mod text_tools;
 pub mod tls;
 
 use std::fmt;
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use futures_util::Stream;
 
 use crate::config::{ProviderKind, ProviderSettings, ToolCallFallback};
-use crate::message::{ModelRequest, ModelResponse};
+use crate::message::{ModelRequest, ModelResponse, Sampling, ToolDefinition};
 pub use problem::{ProviderProblem, ServerSaid};
 use retry::Failure;
 pub use sse::StreamLimits;
@@ -104,6 +106,107 @@ pub struct Provider {
     api_key: Option<String>,
     key_env: String,
     client: reqwest::Client,
+    /// Recent body heads (see [`BodyHeads`]), shared by the clones.
+    heads: Arc<Mutex<BodyHeads>>,
+}
+
+/// The heads of the last few Anthropic request bodies (everything before
+/// `messages`: see `anthropic::request_head`), by the model, settings,
+/// system prompt and tools they were written from. The children started by
+/// one turn send the same system prompt and tool definitions, so their
+/// bodies share one head: written once, held once while the requests are
+/// in flight, and byte-identical by construction.
+#[derive(Default)]
+struct BodyHeads {
+    recent: Vec<BodyHead>,
+}
+
+struct BodyHead {
+    /// Compared by address, then by text.
+    system: Arc<str>,
+    /// Compared by address (held, so the address is not reused).
+    tools: Arc<[ToolDefinition]>,
+    model: String,
+    max_tokens: u32,
+    sampling: Sampling,
+    head: Bytes,
+}
+
+/// How many idle connections to the provider are kept for reuse: more than
+/// a session and the children it waits for use at once in the common case
+/// (over HTTP/2 one connection carries them all).
+const IDLE_CONNECTIONS: usize = 32;
+
+/// How many heads [`BodyHeads`] keeps (the main session, its children of
+/// a few types).
+const BODY_HEADS: usize = 8;
+
+impl BodyHeads {
+    fn get(&self, req: &ModelRequest) -> Option<Bytes> {
+        self.recent
+            .iter()
+            .find(|h| {
+                (Arc::ptr_eq(&h.system, &req.system) || h.system == req.system)
+                    // Only the same `Arc`: two equal `Value`s may keep their
+                    // keys in another order, and so have other bytes.
+                    && Arc::ptr_eq(&h.tools, &req.tools)
+                    && h.model == req.model
+                    && h.max_tokens == req.max_tokens
+                    && h.sampling == req.sampling
+            })
+            .map(|h| h.head.clone())
+    }
+
+    fn put(&mut self, req: &ModelRequest, head: Bytes) {
+        if self.recent.len() >= BODY_HEADS {
+            self.recent.remove(0);
+        }
+        self.recent.push(BodyHead {
+            system: Arc::clone(&req.system),
+            tools: Arc::clone(&req.tools),
+            model: req.model.clone(),
+            max_tokens: req.max_tokens,
+            sampling: req.sampling.clone(),
+            head,
+        });
+    }
+}
+
+/// A request body sent as its parts (a shared head, then this request's
+/// own messages) without joining them; its length is known, so it goes
+/// out with a `content-length` like a body in one piece.
+struct PartsBody {
+    parts: [Bytes; 2],
+    next: usize,
+}
+
+impl http_body::Body for PartsBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        while let Some(part) = this.parts.get_mut(this.next) {
+            this.next += 1;
+            let part = std::mem::take(part);
+            if !part.is_empty() {
+                return std::task::Poll::Ready(Some(Ok(http_body::Frame::data(part))));
+            }
+        }
+        std::task::Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.iter().skip(self.next).all(Bytes::is_empty)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        let len: usize = self.parts.iter().skip(self.next).map(Bytes::len).sum();
+        http_body::SizeHint::with_exact(u64::try_from(len).unwrap_or(u64::MAX))
+    }
 }
 
 impl fmt::Debug for Provider {
@@ -214,6 +317,11 @@ impl Provider {
         let api_key = env_get(env, &key_env).map(str::to_string);
         let client = tls::client_builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms.max(1)))
+            // Idle connections kept for reuse. Without a bound, a turn that
+            // started a thousand children keeps a thousand connections (and
+            // their buffers) open until the process ends, which then closes
+            // them one by one.
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
             .build()
             .map_err(|e| {
                 ProviderError::new(
@@ -227,6 +335,7 @@ impl Provider {
             api_key,
             key_env,
             client,
+            heads: Arc::default(),
         })
     }
 
@@ -243,6 +352,34 @@ impl Provider {
             ProviderKind::Anthropic => anthropic::request_body(req),
             ProviderKind::Openai => openai::request_body(req),
         }
+    }
+
+    /// The request body as `send` sends it: [`Provider::request_body`]'s
+    /// bytes, in two parts for Anthropic (the head, shared with the other
+    /// requests that have the same system prompt and tools, then the
+    /// messages).
+    fn body_parts(&self, req: &ModelRequest) -> [Bytes; 2] {
+        if self.settings.kind != ProviderKind::Anthropic || !req.server_tools.is_empty() {
+            return [Bytes::from(self.request_body(req)), Bytes::new()];
+        }
+        let lock = || {
+            // A panic while holding the lock leaves a usable cache behind.
+            self.heads
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        let cached = lock().get(req);
+        let head = match cached {
+            Some(head) => head,
+            None => {
+                let head = Bytes::from(anthropic::request_head(req));
+                lock().put(req, head.clone());
+                head
+            }
+        };
+        let mut tail = Vec::new();
+        anthropic::write_messages(req, &mut tail);
+        [head, Bytes::from(tail)]
     }
 
     /// Sends the request, streaming; retries as described above.
@@ -313,7 +450,7 @@ impl Provider {
                 ),
             ));
         }
-        let body = self.request_body(req);
+        let body = self.body_parts(req);
         // One budget for the whole request: attempts and the waits between them.
         let started = std::time::Instant::now();
         let budget = Duration::from_millis(self.settings.retry_budget_ms);
@@ -368,7 +505,7 @@ impl Provider {
     async fn attempt(
         &self,
         endpoint: &str,
-        body: &[u8],
+        body: &[Bytes; 2],
         on_event: &(dyn Fn(StreamEvent) + Send + Sync),
     ) -> Result<ModelResponse, Failure> {
         let idle = Duration::from_millis(self.settings.idle_timeout_ms.max(1));
@@ -377,7 +514,10 @@ impl Provider {
             .post(endpoint)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
-            .body(body.to_vec());
+            .body(reqwest::Body::wrap(PartsBody {
+                parts: body.clone(),
+                next: 0,
+            }));
         request = match self.settings.kind {
             ProviderKind::Anthropic => request
                 .header("x-api-key", self.api_key.as_deref().unwrap_or_default())
@@ -570,6 +710,51 @@ mod tests {
         let on_event = |_: StreamEvent| {};
         let fut = p.send(&req, &on_event);
         assert_send(&fut);
+    }
+
+    /// Requests with the same system prompt and tools (the same `Arc`s, as
+    /// the children of one turn have) share one body head, and every body
+    /// sent in parts has exactly the bytes of `request_body`.
+    #[test]
+    fn bodies_with_the_same_system_and_tools_share_one_head() {
+        let p = Provider::new(&ProviderSettings::default(), &[]).unwrap();
+        let tools: Arc<[ToolDefinition]> = vec![ToolDefinition {
+            name: "Read".into(),
+            description: "Reads a file.".into(),
+            input_schema: serde_json::json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }]
+        .into();
+        let request = |system: &Arc<str>, tools: &Arc<[ToolDefinition]>, text: &str| ModelRequest {
+            model: "m".into(),
+            system: Arc::clone(system),
+            tools: Arc::clone(tools),
+            messages: vec![Arc::new(crate::message::Message::user_text(text))],
+            max_tokens: 16,
+            sampling: Default::default(),
+            server_tools: Vec::new(),
+        };
+        let system: Arc<str> = "You are a sub-agent.".into();
+        let a = request(&system, &tools, "job 1");
+        let b = request(&system, &tools, "job 2");
+        let [head_a, tail_a] = p.body_parts(&a);
+        let [head_b, tail_b] = p.body_parts(&b);
+        assert_eq!(head_a.as_ptr(), head_b.as_ptr(), "one head for both");
+        assert_ne!(tail_a, tail_b);
+        for (req, head, tail) in [(&a, &head_a, &tail_a), (&b, &head_b, &tail_b)] {
+            assert_eq!([&head[..], &tail[..]].concat(), p.request_body(req));
+        }
+        // The same text in another allocation shares the head too; other
+        // tools get another head.
+        let other_system: Arc<str> = "You are a sub-agent.".into();
+        let c = request(&other_system, &tools, "job 3");
+        let [head_c, tail_c] = p.body_parts(&c);
+        assert_eq!(head_c.as_ptr(), head_a.as_ptr());
+        assert_eq!([&head_c[..], &tail_c[..]].concat(), p.request_body(&c));
+        let fewer: Arc<[ToolDefinition]> = Vec::new().into();
+        let d = request(&system, &fewer, "job 4");
+        let [head_d, tail_d] = p.body_parts(&d);
+        assert_ne!(head_d, head_a);
+        assert_eq!([&head_d[..], &tail_d[..]].concat(), p.request_body(&d));
     }
 
     #[test]

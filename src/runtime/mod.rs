@@ -254,6 +254,11 @@ pub struct Engine {
     /// Permission updates for the rest of the session (an SDK client's).
     pub grants: Mutex<grants::Grants>,
     validators: Mutex<HashMap<(u64, String), Arc<jsonschema::Validator>>>,
+    /// Built-in tool definitions rendered for one snapshot generation, by
+    /// what they depend on: every session that sees the same tools (the
+    /// 1,000 children of one turn) shares one copy, and so sends the same
+    /// bytes.
+    tool_defs: Mutex<session::ToolDefCache>,
     /// Cancels every teammate of this process (at its end).
     pub team_cancel: tokio_util::sync::CancellationToken,
     /// The teammates' tasks, awaited at shutdown.
@@ -297,6 +302,7 @@ impl Engine {
             session_tokens: std::sync::atomic::AtomicU64::new(0),
             grants: Mutex::new(grants::Grants::default()),
             validators: Mutex::new(HashMap::new()),
+            tool_defs: Mutex::default(),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
             backend: None,

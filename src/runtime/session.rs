@@ -6,6 +6,7 @@
 //! exactly one tool_result per tool_use. The loop ends when the model stops
 //! calling tools or the session reaches its turn limit.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -511,20 +512,25 @@ impl Session {
             };
             let offer = self.engine.tool_offer(snap);
             let listing = Listing::for_session(snap, self.spec.kind, &names, &listed, Some(&offer));
-            let mut tools = render_tools_for(snap, self.spec.kind, &names, &listed)?;
-            for t in self.mcp_tools(snap) {
-                names.push(crate::tools::Tool::name(&*t).to_string());
-                tools.push(t.definition());
-            }
+            let mut tools = shared_tools(&self.engine, snap, self.spec.kind, &names, &listed)?;
+            let mcp_tools = self.mcp_tools(snap);
             let resource_tools = self.resource_tool_names(snap);
-            if !resource_tools.is_empty() {
-                tools.extend(render_tools_for(
-                    snap,
-                    self.spec.kind,
-                    &resource_tools,
-                    &listed,
-                )?);
-                names.extend(resource_tools);
+            if !mcp_tools.is_empty() || !resource_tools.is_empty() {
+                let mut own = tools.to_vec();
+                for t in mcp_tools {
+                    names.push(crate::tools::Tool::name(&*t).to_string());
+                    own.push(t.definition());
+                }
+                if !resource_tools.is_empty() {
+                    own.extend(render_tools_for(
+                        snap,
+                        self.spec.kind,
+                        &resource_tools,
+                        &listed,
+                    )?);
+                    names.extend(resource_tools);
+                }
+                tools = Arc::from(own);
             }
             let memory = self.agent_memory().cloned();
             let agent_name = self.spec.def.as_ref().map_or("main", |d| d.name.as_str());
@@ -564,8 +570,8 @@ impl Session {
             self.rendered = Some(Rendered {
                 generation: snap.generation,
                 mcp_version,
-                system: Arc::from(system),
-                tools: Arc::from(tools),
+                system: shared_system(&self.engine, system),
+                tools,
                 tool_names: Arc::from(names),
                 listing: Arc::new(listing),
             });
@@ -962,18 +968,35 @@ pub fn render_tools_for(
     names: &[String],
     listed: &dyn Fn(&AgentDef) -> bool,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
+    render_tools_with(snap, kind, names, description_context(snap, kind, listed))
+}
+
+/// What the tool descriptions of a session of `kind` are rendered with.
+fn description_context(
+    snap: &Snapshot,
+    kind: SessionKind,
+    listed: &dyn Fn(&AgentDef) -> bool,
+) -> DescriptionContext {
     let agents = snap.visible_agents(kind);
     let default_type = crate::agent_tool::default_type(
         agents.iter().filter(|d| listed(d)).map(|d| d.name.as_str()),
     )
     .unwrap_or(crate::catalog::GENERAL_PURPOSE)
     .to_string();
-    let desc = DescriptionContext {
+    DescriptionContext {
         fork: snap.fork_effective(kind),
         background: snap.background_enabled(kind),
         coordinator: kind.coordinator,
         default_type,
-    };
+    }
+}
+
+fn render_tools_with(
+    snap: &Snapshot,
+    kind: SessionKind,
+    names: &[String],
+    desc: DescriptionContext,
+) -> Result<Vec<ToolDefinition>, RenderError> {
     let holds = |c: &crate::config::Condition| snap.flags().holds(c, kind);
     let aliases = snap.model_aliases();
     let trim = TrimContext {
@@ -981,4 +1004,80 @@ pub fn render_tools_for(
         model_aliases: &aliases,
     };
     render_definitions(&snap.tools, &snap.templates, names, &desc, &trim)
+}
+
+/// Tool definitions rendered for one snapshot generation (see
+/// [`shared_tools`]).
+#[derive(Default)]
+pub(super) struct ToolDefCache {
+    generation: u64,
+    by_input: HashMap<(SessionKind, Vec<String>, String), Arc<[ToolDefinition]>>,
+    /// The last system prompts rendered (see [`shared_system`]).
+    systems: Vec<Arc<str>>,
+}
+
+/// How many system prompts [`ToolDefCache`] keeps.
+const SHARED_SYSTEMS: usize = 16;
+
+/// `system` as an `Arc` shared with the sessions that rendered the same
+/// text (the children of one turn): one copy in memory instead of one per
+/// child, and one request head for all of them (see the provider's
+/// `BodyHeads`).
+fn shared_system(engine: &Engine, system: String) -> Arc<str> {
+    let mut cache = engine
+        .tool_defs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(same) = cache.systems.iter().find(|s| ***s == *system) {
+        return Arc::clone(same);
+    }
+    let system: Arc<str> = Arc::from(system);
+    if cache.systems.len() >= SHARED_SYSTEMS {
+        cache.systems.remove(0);
+    }
+    cache.systems.push(Arc::clone(&system));
+    system
+}
+
+/// [`render_tools_for`] through the engine's cache: the definitions depend
+/// only on the snapshot, the session kind, the tool names and the default
+/// agent type, so every session for which those are the same gets the
+/// same `Arc` (one copy for a thousand children, and the same bytes).
+fn shared_tools(
+    engine: &Engine,
+    snap: &Snapshot,
+    kind: SessionKind,
+    names: &[String],
+    listed: &dyn Fn(&AgentDef) -> bool,
+) -> Result<Arc<[ToolDefinition]>, RenderError> {
+    let desc = description_context(snap, kind, listed);
+    let key = (kind, names.to_vec(), desc.default_type.clone());
+    // A panic while holding the lock leaves a usable cache behind.
+    let lock = || {
+        engine
+            .tool_defs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    {
+        let cache = lock();
+        if cache.generation == snap.generation
+            && let Some(tools) = cache.by_input.get(&key)
+        {
+            return Ok(Arc::clone(tools));
+        }
+    }
+    // Rendered outside the lock: two sessions racing here render the same
+    // definitions, and the first one stored is kept.
+    let tools: Arc<[ToolDefinition]> = Arc::from(render_tools_with(snap, kind, names, desc)?);
+    let mut cache = lock();
+    if cache.generation != snap.generation {
+        if cache.generation > snap.generation {
+            // An older snapshot still in use: do not evict the newer one.
+            return Ok(tools);
+        }
+        cache.generation = snap.generation;
+        cache.by_input.clear();
+    }
+    Ok(Arc::clone(cache.by_input.entry(key).or_insert(tools)))
 }

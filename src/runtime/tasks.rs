@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::message::{History, Usage};
 
 use super::session::SessionSpec;
-use super::transcript::{now_rfc3339, write_json_atomic, write_json_new};
+use super::transcript::{now_rfc3339, write_json_atomic, write_json_new, write_json_over};
 use super::worktree::KeptWorktree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -209,6 +209,13 @@ impl Task {
     }
 
     /// Whether the result will go to the parent's mailbox.
+    /// Running, with its result going to its parent's mailbox: one
+    /// notification still to come.
+    fn notifies_later(&self) -> bool {
+        let s = self.state();
+        s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
+    }
+
     pub fn is_background(&self) -> bool {
         matches!(self.state().delivery, Delivery::Background)
     }
@@ -247,9 +254,22 @@ impl Task {
         self.resumed_here.store(true, Ordering::SeqCst);
     }
 
-    /// Writes the meta file with the current status.
+    /// Writes the meta file with the current status: in place (see
+    /// [`write_json_over`]), or through a temporary file and a rename for a
+    /// child with a worktree, whose meta file `cadre worktrees` reads to
+    /// tell whether the worktree is still in use.
     pub fn write_meta(&self, extra: Value) {
-        self.write_meta_with(extra, write_json_atomic::<Value>);
+        let has_worktree = self.meta.get("worktree").is_some_and(|w| !w.is_null())
+            || self
+                .state()
+                .result
+                .as_ref()
+                .is_some_and(|r| r.worktree.is_some());
+        if has_worktree {
+            self.write_meta_with(extra, write_json_atomic::<Value>);
+        } else {
+            self.write_meta_with(extra, write_json_over::<Value>);
+        }
     }
 
     /// Writes the meta file a child's start creates (blocking), unless
@@ -319,6 +339,10 @@ struct Mailbox {
 /// Every task of the process, and the mailboxes of every session.
 pub struct TaskRegistry {
     tasks: Mutex<HashMap<String, Arc<Task>>>,
+    /// The same tasks by parent agent id, so that a session's questions
+    /// about its own children (asked on every wake-up) look at those only,
+    /// not at every task of the process.
+    children: Mutex<HashMap<String, Vec<Arc<Task>>>>,
     names: Mutex<HashMap<String, String>>,
     mailboxes: Mutex<HashMap<String, Mailbox>>,
     /// Signalled whenever a mailbox gains something or a task ends.
@@ -335,6 +359,7 @@ impl TaskRegistry {
     pub fn new(max_concurrent: usize) -> Self {
         TaskRegistry {
             tasks: Mutex::new(HashMap::new()),
+            children: Mutex::new(HashMap::new()),
             names: Mutex::new(HashMap::new()),
             mailboxes: Mutex::new(HashMap::new()),
             changed: Notify::new(),
@@ -384,7 +409,19 @@ impl TaskRegistry {
             }),
             done: Notify::new(),
         });
-        lock(&self.tasks).insert(t.id.clone(), Arc::clone(&task));
+        let replaced = lock(&self.tasks).insert(t.id.clone(), Arc::clone(&task));
+        {
+            let mut children = lock(&self.children);
+            if let Some(old) = replaced
+                && let Some(list) = children.get_mut(&old.parent_agent_id)
+            {
+                list.retain(|c| !Arc::ptr_eq(c, &old));
+            }
+            children
+                .entry(task.parent_agent_id.clone())
+                .or_default()
+                .push(Arc::clone(&task));
+        }
         if let Some(name) = t.name {
             lock(&self.names).insert(name, t.id);
         }
@@ -572,13 +609,7 @@ impl TaskRegistry {
         let waiting = mailboxes
             .get(agent_id)
             .is_some_and(|m| !m.notifications.is_empty() || !m.messages.is_empty());
-        waiting
-            || lock(&self.tasks).values().any(|t| {
-                t.parent_agent_id == agent_id && {
-                    let s = t.state();
-                    s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
-                }
-            })
+        waiting || self.with_children(agent_id, |c| c.iter().any(|t| t.notifies_later()))
     }
 
     /// How long `task` has made no progress: its own idle time, zero while
@@ -589,15 +620,12 @@ impl TaskRegistry {
         if task.in_tool_call() {
             return Duration::ZERO;
         }
-        let foreground: Vec<Arc<Task>> = lock(&self.tasks)
-            .values()
-            .filter(|t| {
-                t.parent_agent_id == task.id
-                    && t.status() == TaskStatus::Running
-                    && !t.is_background()
-            })
-            .cloned()
-            .collect();
+        let foreground: Vec<Arc<Task>> = self.with_children(&task.id, |c| {
+            c.iter()
+                .filter(|t| t.status() == TaskStatus::Running && !t.is_background())
+                .cloned()
+                .collect()
+        });
         foreground
             .iter()
             .map(|c| self.quiet_for(c))
@@ -609,15 +637,9 @@ impl TaskRegistry {
     pub fn pending_count(&self, agent_id: &str) -> usize {
         let mailboxes = lock(&self.mailboxes);
         let waiting = mailboxes.get(agent_id).map_or(0, |m| m.notifications.len());
-        let running = lock(&self.tasks)
-            .values()
-            .filter(|t| {
-                t.parent_agent_id == agent_id && {
-                    let s = t.state();
-                    s.status == TaskStatus::Running && matches!(s.delivery, Delivery::Background)
-                }
-            })
-            .count();
+        let running = self.with_children(agent_id, |c| {
+            c.iter().filter(|t| t.notifies_later()).count()
+        });
         waiting + running
     }
 
@@ -653,14 +675,20 @@ impl TaskRegistry {
 
     /// Running children of `agent_id` whose results go to its mailbox.
     pub fn running_background_children(&self, agent_id: &str) -> Vec<Arc<Task>> {
-        self.all()
-            .into_iter()
-            .filter(|t| {
-                t.parent_agent_id == agent_id
-                    && t.status() == TaskStatus::Running
-                    && t.is_background()
-            })
-            .collect()
+        self.with_children(agent_id, |c| {
+            c.iter()
+                .filter(|t| t.status() == TaskStatus::Running && t.is_background())
+                .cloned()
+                .collect()
+        })
+    }
+
+    /// `f` of every task whose parent is `agent_id`, in the order they were
+    /// made. Lock order: mailboxes, children, then a task's state.
+    fn with_children<R>(&self, agent_id: &str, f: impl FnOnce(&[Arc<Task>]) -> R) -> R {
+        f(lock(&self.children)
+            .get(agent_id)
+            .map_or(&[][..], Vec::as_slice))
     }
 
     /// Waits until `agent_id` has a notification or no pending children.

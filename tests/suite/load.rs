@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::harness::{BASE_CONFIG, Project, last_tool_results, result_text, user_texts};
-use super::kit::{FakeServer, anthropic};
+use super::kit::{FakeServer, RecordedRequest, anthropic};
 
 const CHILDREN: usize = 200;
 
@@ -233,6 +233,35 @@ fn two_hundred_concurrent_background_subagents_each_notify_exactly_once() {
             1,
             "task {i}'s own answer, once"
         );
+    }
+    // The children of one turn send the same bytes before their own
+    // messages (model, settings, system prompt, tools: one shared head),
+    // each body with a content-length that is its length.
+    let children: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.ends_with("/messages") && !r.system_text().contains("You are cadre"))
+        .collect();
+    assert_eq!(children.len(), CHILDREN);
+    let head = |r: &RecordedRequest| {
+        let body = r.body_str();
+        let at = body.find(",\"messages\":[").expect("a messages field");
+        body[..at].to_string()
+    };
+    let first = head(&children[0]);
+    assert!(
+        first.contains("\"tools\":[") && first.contains("\"system\":["),
+        "{first}"
+    );
+    for r in &children {
+        assert_eq!(head(r), first, "request {} has another head", r.index);
+        assert_eq!(
+            r.header("content-length"),
+            Some(r.body.len().to_string().as_str()),
+            "request {}",
+            r.index
+        );
+        assert_eq!(r.header("transfer-encoding"), None);
     }
     server.assert_invariants();
     assert!(p.transcript_lines().len() > CHILDREN);
