@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::harness::{BASE_CONFIG, MAIN_MARKER, Project, user_texts};
 use super::kit::nats::NatsServer;
-use super::kit::{FakeServer, RecordedRequest, anthropic};
+use super::kit::{FakeServer, RecordedRequest, Reply, anthropic};
 
 /// A project whose background spawns go to `nats`: `extra` is more config
 /// before the `[distributed]` table, `distributed` more keys inside it.
@@ -1469,46 +1469,7 @@ fn a_task_taken_over_continues_in_its_worktree() {
 fn send_message_to_an_ended_remote_task_resumes_it_on_a_worker() {
     let nats = NatsServer::start();
     let p = fleet_project(&nats, "", "");
-    let server = FakeServer::route(move |r| {
-        if !is_main(r) {
-            return if r.last_user_text().contains("follow-up-question") {
-                anthropic::text_reply("second answer, to the follow-up")
-            } else {
-                anthropic::text_reply("first answer")
-            };
-        }
-        let texts = user_texts(r);
-        let notices = texts.matches("<task-notification>").count();
-        if super::harness::assistant_turns(r) == 0 {
-            return anthropic::message()
-                .tool_use(
-                    "toolu_agent",
-                    "Agent",
-                    json!({"description": "talk", "prompt": "Answer, then wait.",
-                           "subagent_type": "general-purpose", "run_in_background": true}),
-                )
-                .reply();
-        }
-        if notices >= 2 {
-            return anthropic::text_reply("heard twice");
-        }
-        if notices == 1 && !r.body_str().contains("toolu_send") {
-            let id: String = r
-                .body_str()
-                .split("agentId: ")
-                .nth(1)
-                .unwrap()
-                .chars()
-                .take(17)
-                .collect();
-            return anthropic::tool_use_reply(
-                "toolu_send",
-                "SendMessage",
-                json!({"to": id, "message": "follow-up-question"}),
-            );
-        }
-        anthropic::text_reply("waiting")
-    });
+    let server = FakeServer::route(follow_up_script("heard twice", None));
     let workers = [Worker::start(&p, &server, "worker0")];
     let run = p.run(
         Some(&server),
@@ -1543,19 +1504,23 @@ fn send_message_to_an_ended_remote_task_resumes_it_on_a_worker() {
     );
 }
 
-/// A parent killed while a run that SendMessage resumed is on a worker:
-/// `--resume` waits for that run's notice (not the first run's, which is
-/// in the conversation already) and delivers it once.
-#[test]
-fn a_resumed_parent_waits_for_the_run_send_message_started() {
-    let nats = NatsServer::start();
-    let p = fleet_project(&nats, "", "");
-    let (open, gate) = tokio::sync::watch::channel(false);
-    let server = FakeServer::route(move |r| {
+/// The model of the SendMessage tests: main starts one background
+/// general-purpose child; after its first notice main sends it
+/// "follow-up-question" (the child's second answer held on `gate` when
+/// given); after the second notice main answers `done`. The child answers
+/// "first answer", then "second answer, to the follow-up".
+fn follow_up_script(
+    done: &'static str,
+    gate: Option<tokio::sync::watch::Receiver<bool>>,
+) -> impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static {
+    move |r| {
         if !is_main(r) {
             return if r.last_user_text().contains("follow-up-question") {
-                anthropic::text_reply("second answer, to the follow-up")
-                    .held(gate.clone(), Duration::from_secs(60))
+                let reply = anthropic::text_reply("second answer, to the follow-up");
+                match &gate {
+                    Some(g) => reply.held(g.clone(), Duration::from_secs(60)),
+                    None => reply,
+                }
             } else {
                 anthropic::text_reply("first answer")
             };
@@ -1572,7 +1537,7 @@ fn a_resumed_parent_waits_for_the_run_send_message_started() {
                 .reply();
         }
         if notices >= 2 {
-            return anthropic::text_reply("heard twice after a resume");
+            return anthropic::text_reply(done);
         }
         if notices == 1 && !r.body_str().contains("toolu_send") {
             let id: String = r
@@ -1590,7 +1555,18 @@ fn a_resumed_parent_waits_for_the_run_send_message_started() {
             );
         }
         anthropic::text_reply("waiting")
-    });
+    }
+}
+
+/// A parent killed while a run that SendMessage resumed is on a worker:
+/// `--resume` waits for that run's notice (not the first run's, which is
+/// in the conversation already) and delivers it once.
+#[test]
+fn a_resumed_parent_waits_for_the_run_send_message_started() {
+    let nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "");
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let server = FakeServer::route(follow_up_script("heard twice after a resume", Some(gate)));
     let workers = [Worker::start(&p, &server, "worker0")];
     let mut parent = p
         .command(Some(&server))
