@@ -12,13 +12,26 @@ import re
 import sys
 
 
+# The compiler puts functions it guesses are cold (or hot, or run only at
+# start or exit) in sections named `.text.unlikely.NAME` and so on; the
+# linker's ordering file wants the symbol, NAME.
+PREFIXES = ("unlikely.", "hot.", "startup.", "exit.", "split.")
+
+
+def symbol(section):
+    for p in PREFIXES:
+        if section.startswith(p):
+            return section[len(p):]
+    return section
+
+
 def sections(map_file):
     secs = []
     pattern = re.compile(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+\s+\S.*:\(\.text\.(\S+)\)$")
     for line in open(map_file, errors="replace"):
         m = pattern.match(line)
         if m:
-            secs.append((int(m.group(1), 16), int(m.group(2), 16), m.group(3)))
+            secs.append((int(m.group(1), 16), int(m.group(2), 16), symbol(m.group(3))))
     secs.sort()
     return secs
 
