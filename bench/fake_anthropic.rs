@@ -500,9 +500,8 @@ async fn serve_tls(
             let Ok(tls) = acceptor.accept(tcp).await else {
                 return;
             };
-            let mut builder = hyper_util::server::conn::auto::Builder::new(
-                hyper_util::rt::TokioExecutor::new(),
-            );
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
             builder.http2().max_concurrent_streams(streams);
             let _ = builder
                 .serve_connection(

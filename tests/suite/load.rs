@@ -378,7 +378,11 @@ fn background_run_over_tls(h2: bool, children: usize) -> Vec<RecordedRequest> {
         .match_indices("answer-")
         .filter_map(|(at, _)| task_of(&texts[at..].replacen("answer-", "load-task-", 1)))
         .collect();
-    assert_eq!(heard.len(), children, "every child's answer reached the parent");
+    assert_eq!(
+        heard.len(),
+        children,
+        "every child's answer reached the parent"
+    );
     server.assert_invariants();
     requests
 }

@@ -590,9 +590,8 @@ async fn serve_tls(listener: tokio::net::TcpListener, app: Router, h2: bool) {
                 return;
             };
             let app = app.layer(axum::Extension(Peer(addr.to_string())));
-            let mut builder = hyper_util::server::conn::auto::Builder::new(
-                hyper_util::rt::TokioExecutor::new(),
-            );
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
             // Enough streams on one connection for any test's children.
             builder.http2().max_concurrent_streams(4096);
             let _ = builder
