@@ -14,12 +14,14 @@ ends after the last notification. Also reports cadre's user+sys CPU (from
 `/usr/bin/time -v`) per sub-agent turn, and checks that the main session's
 last request carries exactly one notification per task).
 
-With the Rust server (`--server`), the server speaks HTTPS with the test
+`--tls` (Rust server only): the server speaks HTTPS with the test
 certificate (tests/fixtures/tls) and offers HTTP/2 by ALPN, as the real API
-does; the programs trust the test authority through `SSL_CERT_FILE` (cadre
-reads it instead of the system's store). `--plain-http` serves plain
-HTTP/1.1 instead (one connection per request in flight), `--h2-streams N`
-makes the server announce a limit of N concurrent streams per connection.
+does, so a client with HTTP/2 sends every request on one connection; the
+programs trust the test authority through `SSL_CERT_FILE` (cadre reads it
+instead of the system's store) and `NODE_EXTRA_CA_CERTS` (Claude Code).
+Without it the server speaks plain HTTP/1.1 (one connection per request in
+flight). `--h2-streams N` makes the TLS server announce a limit of N
+concurrent streams per connection.
 """
 
 import argparse
@@ -133,10 +135,10 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=100, help="bg1000: model answer delay")
     ap.add_argument("--server", help="the fake server's command (default: the Python one, "
                     "bench/fake_anthropic.py); e.g. target/release/examples/fake_anthropic")
-    ap.add_argument("--plain-http", action="store_true",
-                    help="serve plain HTTP/1.1 instead of HTTPS with HTTP/2 (Rust server only)")
+    ap.add_argument("--tls", action="store_true",
+                    help="serve HTTPS with HTTP/2 by ALPN, as the real API does (Rust server only)")
     ap.add_argument("--h2-streams", type=int,
-                    help="the Rust server's HTTP/2 limit of concurrent streams (default: none)")
+                    help="with --tls: the server's HTTP/2 limit of concurrent streams (default: none)")
     args = ap.parse_args()
     args.cadre = os.path.abspath(args.cadre)
     if args.claude:
@@ -145,7 +147,9 @@ def main():
     work = tempfile.mkdtemp(prefix="cadre-bench-")
     server_cmd = ([os.path.abspath(args.server)] if args.server
                   else [sys.executable, os.path.join(HERE, "fake_anthropic.py")])
-    tls = bool(args.server) and not args.plain_http
+    if args.tls and not args.server:
+        ap.error("--tls needs the Rust server (--server)")
+    tls = args.tls
     if tls:
         server_cmd += ["--tls", os.path.join(TLS_DIR, "server.pem"), os.path.join(TLS_DIR, "server.key")]
         if args.h2_streams:
