@@ -13,6 +13,15 @@ answers every model request after `--latency-ms` (100 ms); the process
 ends after the last notification. Also reports cadre's user+sys CPU (from
 `/usr/bin/time -v`) per sub-agent turn, and checks that the main session's
 last request carries exactly one notification per task).
+
+`--tls` (Rust server only): the server speaks HTTPS with the test
+certificate (tests/fixtures/tls) and offers HTTP/2 by ALPN, as the real API
+does, so a client with HTTP/2 sends every request on one connection; the
+programs trust the test authority through `SSL_CERT_FILE` (cadre reads it
+instead of the system's store) and `NODE_EXTRA_CA_CERTS` (Claude Code).
+Without it the server speaks plain HTTP/1.1 (one connection per request in
+flight). `--h2-streams N` makes the TLS server announce a limit of N
+concurrent streams per connection.
 """
 
 import argparse
@@ -20,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import statistics
 import subprocess
 import sys
@@ -59,9 +69,14 @@ PROMPTS = {
 }
 
 
+TLS_DIR = os.path.join(HERE, "..", "tests", "fixtures", "tls")
+TEST_CA = os.path.abspath(os.path.join(TLS_DIR, "ca.pem"))
+
+
 def http(url, method="GET"):
     req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
-    with urllib.request.urlopen(req, timeout=10) as r:
+    context = ssl.create_default_context(cafile=TEST_CA) if url.startswith("https:") else None
+    with urllib.request.urlopen(req, timeout=10, context=context) as r:
         return json.loads(r.read())
 
 
@@ -120,6 +135,10 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=100, help="bg1000: model answer delay")
     ap.add_argument("--server", help="the fake server's command (default: the Python one, "
                     "bench/fake_anthropic.py); e.g. target/release/examples/fake_anthropic")
+    ap.add_argument("--tls", action="store_true",
+                    help="serve HTTPS with HTTP/2 by ALPN, as the real API does (Rust server only)")
+    ap.add_argument("--h2-streams", type=int,
+                    help="with --tls: the server's HTTP/2 limit of concurrent streams (default: none)")
     args = ap.parse_args()
     args.cadre = os.path.abspath(args.cadre)
     if args.claude:
@@ -128,11 +147,20 @@ def main():
     work = tempfile.mkdtemp(prefix="cadre-bench-")
     server_cmd = ([os.path.abspath(args.server)] if args.server
                   else [sys.executable, os.path.join(HERE, "fake_anthropic.py")])
+    if args.tls and not args.server:
+        ap.error("--tls needs the Rust server (--server)")
+    tls = args.tls
+    if tls:
+        server_cmd += ["--tls", os.path.join(TLS_DIR, "server.pem"), os.path.join(TLS_DIR, "server.key")]
+        if args.h2_streams:
+            server_cmd += ["--h2-streams", str(args.h2_streams)]
     server = subprocess.Popen(server_cmd + ["--port", "0"], stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
-    base = f"http://127.0.0.1:{port}"
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "scenarios": {},
               "server": "rust" if args.server else "python",
+              "transport": "https (h2 by ALPN)" if tls else "http/1.1",
+              "h2_streams": args.h2_streams,
               "args": {"runs": args.runs, "children": args.children, "latency_ms": args.latency_ms}}
     try:
         for scenario in args.scenario:
@@ -145,6 +173,11 @@ def main():
             os.makedirs(home, exist_ok=True)
             base_env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1",
                         "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-bench-dummy"}
+            if tls:
+                # Trusted instead of the system's store, by cadre (rustls'
+                # native-certs loader) and by Node (Claude Code).
+                base_env["SSL_CERT_FILE"] = TEST_CA
+                base_env["NODE_EXTRA_CA_CERTS"] = TEST_CA
             cfg = CADRE_CONFIG + (CADRE_FORK_CONFIG if scenario == "fork" else "")
             reset = f"{base}/_reset?scenario={scenario}"
             if scenario == "bg1000":

@@ -7,7 +7,15 @@
 //! cargo build --release --example fake_anthropic
 //! target/release/examples/fake_anthropic --port 0        # prints the port
 //! target/release/examples/fake_anthropic --floor 1000    # the server's own floor
+//! target/release/examples/fake_anthropic --port 0 --tls tests/fixtures/tls/server.pem \
+//!     tests/fixtures/tls/server.key                      # HTTPS, HTTP/2 by ALPN
 //! ```
+//!
+//! With `--tls CERT KEY` it serves HTTPS and offers HTTP/2 by ALPN, as the
+//! real API does, so that a client with HTTP/2 sends all its requests on
+//! one connection (trust the test authority with
+//! `SSL_CERT_FILE=tests/fixtures/tls/ca.pem`); `--h2-streams N` announces
+//! a limit of N concurrent streams per connection (none by default).
 //!
 //! `--floor N` measures what the server alone costs: it starts the server,
 //! sends N concurrent sub-agent-shaped requests (each answered after
@@ -423,7 +431,18 @@ fn listen(port: u16) -> Result<tokio::net::TcpListener> {
     Ok(socket.listen(4096)?)
 }
 
-async fn serve(listener: tokio::net::TcpListener, app: App) -> Result<()> {
+/// How the server speaks: plain HTTP/1.1, or TLS offering HTTP/2 by ALPN
+/// (as the real API does) with HTTP/1.1 as the fallback.
+#[derive(Clone, Default)]
+struct Tls {
+    /// The certificate chain and key (PEM files); `None` for plain HTTP.
+    files: Option<(String, String)>,
+    /// The HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS` announced; `None`: no
+    /// limit announced.
+    streams: Option<u32>,
+}
+
+async fn serve(listener: tokio::net::TcpListener, app: App, tls: Tls) -> Result<()> {
     use axum::serve::ListenerExt;
     let router = Router::new()
         .route("/_reset", post(reset))
@@ -433,6 +452,9 @@ async fn serve(listener: tokio::net::TcpListener, app: App) -> Result<()> {
         .fallback(not_found)
         .layer(DefaultBodyLimit::disable())
         .with_state(app);
+    if let Some((cert, key)) = &tls.files {
+        return serve_tls(listener, router, tls_config(cert, key)?, tls.streams).await;
+    }
     // Without TCP_NODELAY, Nagle's algorithm and the client's delayed ACK
     // add ~40 ms to a response written in two parts.
     let listener = listener.tap_io(|io| {
@@ -440,6 +462,55 @@ async fn serve(listener: tokio::net::TcpListener, app: App) -> Result<()> {
     });
     axum::serve(listener, router).await?;
     Ok(())
+}
+
+/// A rustls server configuration for the PEM files `cert` (the chain) and
+/// `key`, offering `h2` then `http/1.1`.
+fn tls_config(cert: &str, key: &str) -> Result<Arc<rustls::ServerConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .with_context(|| format!("{cert}: no certificate"))?;
+    let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("{key}: no key"))?;
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves `router` over TLS: a task per connection (handshake, then
+/// HTTP/2 or HTTP/1.1 as negotiated).
+async fn serve_tls(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    config: Arc<rustls::ServerConfig>,
+    streams: Option<u32>,
+) -> Result<()> {
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, router) = (acceptor.clone(), router.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            builder.http2().max_concurrent_streams(streams);
+            let _ = builder
+                .serve_connection(
+                    hyper_util::rt::TokioIo::new(tls),
+                    hyper_util::service::TowerToHyperService::new(router),
+                )
+                .await;
+        });
+    }
 }
 
 /// Sends `n` concurrent sub-agent requests to the server at `base` and
@@ -519,7 +590,7 @@ fn measure_floor(n: usize, latency: Duration) -> Result<()> {
             rt.block_on(async {
                 let listener = listen(0)?;
                 let _ = tx.send(listener.local_addr()?);
-                serve(listener, app(latency)).await
+                serve(listener, app(latency), Tls::default()).await
             })
         })();
         if let Err(e) = served {
@@ -559,6 +630,7 @@ fn main() -> Result<()> {
     let mut port = 0u16;
     let mut latency_ms = 0u64;
     let mut floor_n = None;
+    let mut tls = Tls::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut value = || args.next().context(format!("{arg} needs a value"));
@@ -566,7 +638,12 @@ fn main() -> Result<()> {
             "--port" => port = value()?.parse()?,
             "--latency-ms" => latency_ms = value()?.parse()?,
             "--floor" => floor_n = Some(value()?.parse::<usize>()?),
-            other => bail!("unknown argument `{other}` (--port, --latency-ms, --floor)"),
+            "--tls" => tls.files = Some((value()?, value()?)),
+            "--h2-streams" => tls.streams = Some(value()?.parse()?),
+            other => bail!(
+                "unknown argument `{other}` (--port, --latency-ms, --floor, --tls CERT KEY, \
+                 --h2-streams N)"
+            ),
         }
     }
     if let Some(n) = floor_n {
@@ -579,6 +656,6 @@ fn main() -> Result<()> {
     rt.block_on(async {
         let listener = listen(port)?;
         println!("{}", listener.local_addr()?.port());
-        serve(listener, app(Duration::from_millis(latency_ms))).await
+        serve(listener, app(Duration::from_millis(latency_ms)), tls).await
     })
 }

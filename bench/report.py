@@ -375,6 +375,12 @@ def main():
           "`cadre run` waits for its tasks, so the process ends after the last notification has been "
           "delivered to the parent and answered. CPU is user+sys of the cadre process (`/usr/bin/time -v`). "
           f"The server is {'`bench/fake_anthropic.rs`' if bg.get('server') == 'rust' else '`bench/fake_anthropic.py`'}"
+          + (", over HTTPS with the test certificate (tests/fixtures/tls, trusted through `SSL_CERT_FILE`): "
+             "HTTP/2 is negotiated by ALPN as with the real API, and one connection carries every request"
+             + (f" ({bg['h2_streams']} concurrent streams at most)" if bg.get("h2_streams") else
+                " (no stream limit announced)")
+             if str(bg.get("transport", "")).startswith("https") else
+             ", over plain HTTP/1.1 (one connection per request in flight)")
           + (f"; its own floor (`fake_anthropic --floor 1000 --latency-ms 100`: 1,000 concurrent "
              f"requests from a client in its own process, same thread): {floor}" if floor else "") + ".\n")
         w(f"Load average at the start / end of this step: {' '.join((bg or {}).get('loadavg_start', []))} / "

@@ -63,7 +63,8 @@ pub fn print_line(line: &str) {
 
 /// What a sub-agent progress line shows.
 struct Running {
-    bar: ProgressBar,
+    /// Its line, on a terminal only (see [`Progress::on_event`]).
+    bar: Option<ProgressBar>,
     label: String,
     agent_type: String,
     tools: u32,
@@ -72,6 +73,13 @@ struct Running {
 }
 
 impl Running {
+    /// Redraws its line with the latest figures.
+    fn show(&self) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(self.message());
+        }
+    }
+
     fn message(&self) -> String {
         match &self.doing {
             Some(d) => format!("{} … {} tools\n    └ {d}", self.label, self.tools),
@@ -142,6 +150,10 @@ impl Progress {
         } else {
             ProgressDrawTarget::hidden()
         };
+        Progress::with_target(chat, target)
+    }
+
+    fn with_target(chat: bool, target: ProgressDrawTarget) -> Arc<Progress> {
         // indicatif also hides itself on a terminal it cannot draw on
         // (TERM=dumb); lines then go to stderr directly.
         let visible = !target.is_hidden();
@@ -349,16 +361,28 @@ impl Progress {
                 color,
                 ..
             } => {
-                let bar = self.multi.add(ProgressBar::new_spinner());
-                bar.set_style(spinner_style());
-                self.tick(&bar);
+                // Without a terminal nothing is drawn, and outside chat
+                // nothing is printed either: no bar (a template parse and a
+                // place in the `MultiProgress` each; a turn may start
+                // 1,000 sub-agents), and outside chat nothing to remember.
+                if !self.visible && !self.chat {
+                    return;
+                }
+                let bar = self.visible.then(|| {
+                    let bar = self.multi.add(ProgressBar::new_spinner());
+                    bar.set_style(spinner_style());
+                    self.tick(&bar);
+                    bar
+                });
                 let tag = format!("[{agent_type}]");
                 let tag = match color {
                     Some(c) if self.colored => paint(*c, &tag),
                     _ => tag,
                 };
                 let label = format!("{tag} {description}");
-                bar.set_message(format!("{label} … 0 tools"));
+                if let Some(bar) = &bar {
+                    bar.set_message(format!("{label} … 0 tools"));
+                }
                 running.insert(
                     agent_id.clone(),
                     Running {
@@ -373,7 +397,7 @@ impl Progress {
             EngineEvent::SubagentProgress { agent_id, .. } => {
                 if let Some(r) = running.get_mut(agent_id) {
                     r.tools += 1;
-                    r.bar.set_message(r.message());
+                    r.show();
                 }
             }
             EngineEvent::Todos { agent_id, todos } => {
@@ -383,7 +407,7 @@ impl Progress {
                         .iter()
                         .find(|t| t.status == TodoStatus::InProgress)
                         .map(|t| t.active_form.clone());
-                    r.bar.set_message(r.message());
+                    r.show();
                 } else if self.chat && agent_id == "main" {
                     for t in todos {
                         let mark = match t.status {
@@ -413,7 +437,9 @@ impl Progress {
                         r.label,
                         *duration_ms as f64 / 1000.0
                     );
-                    r.bar.finish_and_clear();
+                    if let Some(bar) = &r.bar {
+                        bar.finish_and_clear();
+                    }
                     self.println(line);
                 }
             }
@@ -479,8 +505,39 @@ mod color_tests {
 
 #[cfg(test)]
 mod tests {
-    use super::short_input;
+    use super::{Progress, short_input};
+    use crate::runtime::EngineEvent;
+    use indicatif::ProgressDrawTarget;
     use serde_json::json;
+
+    fn start(p: &Progress, id: &str) {
+        p.on_event(&EngineEvent::SubagentStart {
+            agent_id: id.into(),
+            parent_agent_id: "main".into(),
+            agent_type: "general-purpose".into(),
+            description: "job".into(),
+            model: "m".into(),
+            fork: false,
+            tool_use_id: format!("toolu_{id}"),
+            color: None,
+        });
+    }
+
+    #[test]
+    fn without_a_terminal_sub_agents_get_no_bar() {
+        // Not chat: nothing is drawn or printed, so nothing is kept.
+        let quiet = Progress::with_target(false, ProgressDrawTarget::hidden());
+        for i in 0..100 {
+            start(&quiet, &format!("a{i}"));
+        }
+        assert!(quiet.running.lock().unwrap().is_empty());
+        // Chat prints a line when a sub-agent ends: remembered, no bar.
+        let chat = Progress::with_target(true, ProgressDrawTarget::hidden());
+        start(&chat, "a1");
+        let running = chat.running.lock().unwrap();
+        assert!(running["a1"].bar.is_none());
+        assert_eq!(running["a1"].agent_type, "general-purpose");
+    }
 
     #[test]
     fn short_input_picks_the_telling_field() {

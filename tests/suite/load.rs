@@ -336,3 +336,81 @@ fn two_hundred_concurrent_subagents_each_answer_exactly_once() {
     // The transcripts stay valid JSON lines (panics otherwise).
     assert!(p.transcript_lines().len() > CHILDREN);
 }
+
+/// A run of `children` background children against a TLS server (h2
+/// offered or not); returns the server's requests after checking that
+/// every child answered and the parent heard of each one.
+fn background_run_over_tls(h2: bool, children: usize) -> Vec<RecordedRequest> {
+    let mut p = Project::new();
+    p.config(&format!("[agents]\nmax_concurrent = {children}\n"));
+    p.env("SSL_CERT_FILE", super::kit::TEST_CA);
+    let server = FakeServer::route_tls(h2, move |r| {
+        if !r.system_text().contains("You are cadre") {
+            let n = task_of(&r.last_user_text()).unwrap_or(usize::MAX);
+            return anthropic::text_reply(&format!("answer-{n}"));
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            let mut m = anthropic::message().text("fanning out");
+            for i in 0..children {
+                m = m.tool_use(
+                    &format!("toolu_{i:04}"),
+                    "Agent",
+                    json!({"description": format!("task {i}"),
+                           "prompt": format!("Do load-task-{i} and report."),
+                           "subagent_type": "general-purpose",
+                           "run_in_background": true}),
+                );
+            }
+            return m.reply();
+        }
+        anthropic::text_reply("noted")
+    });
+    let run = p.run(Some(&server), &["run", "fan out"]);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    run.ok();
+    let requests = server.requests();
+    let last_main = requests
+        .iter()
+        .rfind(|r| r.system_text().contains("You are cadre"))
+        .unwrap();
+    let texts = user_texts(last_main);
+    let heard: std::collections::BTreeSet<usize> = texts
+        .match_indices("answer-")
+        .filter_map(|(at, _)| task_of(&texts[at..].replacen("answer-", "load-task-", 1)))
+        .collect();
+    assert_eq!(
+        heard.len(),
+        children,
+        "every child's answer reached the parent"
+    );
+    server.assert_invariants();
+    requests
+}
+
+/// Over HTTPS the API negotiates HTTP/2, and one connection carries every
+/// request of a run: the parent's and all its concurrent children's (the
+/// server sees one client address and port).
+#[test]
+fn background_children_over_tls_share_one_http2_connection() {
+    let requests = background_run_over_tls(true, 40);
+    assert!(requests.len() > 40);
+    assert!(
+        requests.iter().all(|r| r.version == "HTTP/2.0"),
+        "{:?}",
+        requests.iter().map(|r| &r.version).collect::<Vec<_>>()
+    );
+    let connections: std::collections::BTreeSet<&str> =
+        requests.iter().map(|r| r.peer.as_str()).collect();
+    assert_eq!(connections.len(), 1, "{connections:?}");
+}
+
+/// A TLS server that offers only HTTP/1.1 (an OpenAI-compatible proxy,
+/// say) still gets every request, one connection per request in flight.
+#[test]
+fn a_tls_server_without_http2_gets_http1() {
+    let requests = background_run_over_tls(false, 8);
+    assert!(requests.iter().all(|r| r.version == "HTTP/1.1"));
+    let connections: std::collections::BTreeSet<&str> =
+        requests.iter().map(|r| r.peer.as_str()).collect();
+    assert!(connections.len() > 1, "{connections:?}");
+}

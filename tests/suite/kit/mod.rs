@@ -18,7 +18,7 @@ mod server;
 
 use cadre::config::{ProviderKind, ProviderSettings};
 
-pub use server::{FakeServer, RecordedRequest, Reply, SseEvent, TEST_KEY, encode};
+pub use server::{FakeServer, RecordedRequest, Reply, SseEvent, TEST_CA, TEST_KEY, encode};
 
 /// Provider settings for tests: short timeouts and near-instant backoff so
 /// retry paths run fast. Base URL and key come from the environment

@@ -29,6 +29,11 @@ use super::invariants;
 /// never shows up in error text.
 pub const TEST_KEY: &str = "sk-test-SECRET";
 
+/// The test certificate authority that signed the TLS fake server's
+/// certificate ([`FakeServer::route_tls`]): give it to the `cadre` binary
+/// as `SSL_CERT_FILE`, which it then trusts instead of the system's store.
+pub const TEST_CA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tls/ca.pem");
+
 /// One server-sent event: an optional `event:` name and its `data:`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SseEvent {
@@ -240,6 +245,11 @@ pub struct RecordedRequest {
     pub body: Vec<u8>,
     /// The body parsed as JSON, `Null` when it is not JSON.
     pub json: Value,
+    /// `HTTP/1.1` or `HTTP/2.0`.
+    pub version: String,
+    /// The client's address and port: requests with the same one came on
+    /// the same connection (empty on the plain-HTTP server).
+    pub peer: String,
 }
 
 impl RecordedRequest {
@@ -380,7 +390,23 @@ impl FakeServer {
         FakeServer::with_script(Script::Route(Box::new(route)))
     }
 
+    /// Like [`FakeServer::route`], served over TLS with the test
+    /// certificate (tests/fixtures/tls; trust it with `SSL_CERT_FILE` =
+    /// [`TEST_CA`]), offering HTTP/2 by ALPN as the real API
+    /// does when `h2` (or HTTP/1.1 only). The URL is `https://127.0.0.1:…`.
+    pub fn route_tls(
+        h2: bool,
+        route: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> FakeServer {
+        FakeServer::serve(Script::Route(Box::new(route)), Some(h2))
+    }
+
     fn with_script(script: Script) -> FakeServer {
+        FakeServer::serve(script, None)
+    }
+
+    /// `tls`: `None` for plain HTTP/1.1; `Some(h2)` for TLS, offering h2.
+    fn serve(script: Script, tls: Option<bool>) -> FakeServer {
         let shared = Arc::new(Shared {
             script: Mutex::new(script),
             requests: Mutex::new(Vec::new()),
@@ -392,7 +418,8 @@ impl FakeServer {
             .set_nonblocking(true)
             .expect("fake server: non-blocking listener");
         let url = format!(
-            "http://{}",
+            "{}://{}",
+            if tls.is_some() { "https" } else { "http" },
             listener.local_addr().expect("fake server: local address")
         );
         let (tx, rx) = oneshot::channel::<()>();
@@ -413,9 +440,15 @@ impl FakeServer {
                     };
                     // No graceful shutdown: a stalled stream must not keep
                     // the test waiting.
-                    tokio::select! {
-                        _ = axum::serve(listener, app) => {}
-                        _ = rx => {}
+                    match tls {
+                        None => tokio::select! {
+                            _ = axum::serve(listener, app) => {}
+                            _ = rx => {}
+                        },
+                        Some(h2) => tokio::select! {
+                            () = serve_tls(listener, app, h2) => {}
+                            _ = rx => {}
+                        },
                     }
                 });
                 // Streams still stalling must not hold the test up.
@@ -518,10 +551,65 @@ impl Drop for FakeServer {
     }
 }
 
+/// The client's address, added to each request of a TLS connection.
+#[derive(Clone)]
+struct Peer(String);
+
+/// Serves `app` over TLS with the test certificate: HTTP/2 when the client
+/// asks for it by ALPN and `h2` is set, HTTP/1.1 otherwise.
+async fn serve_tls(listener: tokio::net::TcpListener, app: Router, h2: bool) {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(include_bytes!("../../fixtures/tls/server.pem"))
+            .collect::<Result<_, _>>()
+            .expect("fake server: test certificate");
+    let key = PrivateKeyDer::from_pem_slice(include_bytes!("../../fixtures/tls/server.key"))
+        .expect("fake server: test key");
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("fake server: TLS versions")
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .expect("fake server: TLS configuration");
+    config.alpn_protocols = if h2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    loop {
+        let Ok((tcp, addr)) = listener.accept().await else {
+            continue;
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let app = app.layer(axum::Extension(Peer(addr.to_string())));
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            // Enough streams on one connection for any test's children.
+            builder.http2().max_concurrent_streams(4096);
+            let _ = builder
+                .serve_connection(
+                    hyper_util::rt::TokioIo::new(tls),
+                    hyper_util::service::TowerToHyperService::new(app),
+                )
+                .await;
+        });
+    }
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
+    version: axum::http::Version,
+    peer: Option<axum::Extension<Peer>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -543,6 +631,8 @@ async fn handle(
                 .collect(),
             json: serde_json::from_slice(&body).unwrap_or(Value::Null),
             body: body.to_vec(),
+            version: format!("{version:?}"),
+            peer: peer.map(|p| p.0.0).unwrap_or_default(),
         };
         requests.push(recorded.clone());
         recorded
