@@ -333,6 +333,40 @@ mod tests {
         assert!(skeletons >= 5, "{skeletons} of {}", texts.len());
     }
 
+    /// An on-disk override long enough for the skeleton renders its own
+    /// text, and one that does not compile is reported where the parser
+    /// says, with the built-in kept.
+    #[test]
+    fn an_override_from_its_skeleton_renders_and_reports_its_own_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "A sentence long enough to be replaced by a marker.";
+        let good =
+            format!("{long}\n{{{{#if directive}}}}\n{long} {{{{directive}}}}\n{{{{/if}}}}\n");
+        let bad = format!("{long}\n{long}\n{{{{#if directive}}}}\n{long}\n");
+        assert!(Skeleton::of(&good).is_some() && Skeleton::of(&bad).is_some());
+        std::fs::write(dir.path().join("fork_child.hbs"), &good).unwrap();
+        std::fs::write(dir.path().join("subagent_notes.hbs"), &bad).unwrap();
+        let (t, diags) = crate::templates::Templates::load(Some(dir.path()));
+        let shown = t.show_value("fork_child", false, &serde_json::json!({"directive": "go"}));
+        assert_eq!(shown, format!("{long}\n{long} go"));
+        let expected = Template::compile(&bad).unwrap_err().pos().map(|(l, _)| l);
+        assert!(expected.is_some());
+        let d = diags
+            .iter()
+            .find(|d| {
+                d.path
+                    .as_ref()
+                    .is_some_and(|p| p.ends_with("subagent_notes.hbs"))
+            })
+            .expect("a diagnostic for the broken override");
+        assert_eq!(d.line, expected, "{d:?}");
+        assert_eq!(
+            t.origins()["subagent_notes"].path,
+            None,
+            "the built-in one stays"
+        );
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(400))]
         #[test]
