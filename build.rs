@@ -18,9 +18,13 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+#[path = "build/tool_specs.rs"]
+mod tool_specs;
+
 const ORDER: &str = "build/symbol-order.txt";
 
 fn main() {
+    embed_tool_specs();
     println!("cargo:rerun-if-changed={ORDER}");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CADRE_NO_SYMBOL_ORDER");
@@ -124,4 +128,13 @@ fn link_probe(name: &str, args: &[String]) -> Option<PathBuf> {
     }
     let linked = cmd.output().is_ok_and(|o| o.status.success());
     linked.then_some(exe)
+}
+
+/// The embedded tool specs as JSON (see `build/tool_specs.rs`), for every
+/// profile.
+fn embed_tool_specs() {
+    println!("cargo:rerun-if-changed=build/tool_specs.rs");
+    if let (Some(dir), Some(out)) = (env::var_os("CARGO_MANIFEST_DIR"), env::var_os("OUT_DIR")) {
+        tool_specs::write(Path::new(&dir), Path::new(&out));
+    }
 }

@@ -22,6 +22,8 @@ use serde::Serialize;
 
 use crate::diagnostic::{Diagnostic, Pos};
 
+mod skeleton;
+
 static EMBEDDED: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/agents/templates");
 
 /// Where a template's text came from.
@@ -143,7 +145,7 @@ impl Templates {
         // Parsed once: the same template is checked, then registered (as
         // `register_template_string` would compile it: named, indenting
         // partials as the registry does).
-        match Template::compile_with_name(text, name.to_string()) {
+        match skeleton::compile(text, Some(name.to_string())) {
             Ok(compiled) => {
                 if let Err(message) = self.check_compiled(&compiled, Some(name)) {
                     diags.push(Diagnostic::error(Some(&shown()), None, message));
@@ -226,7 +228,7 @@ impl Templates {
         if registry.has_template(name) {
             return Ok(());
         }
-        let compiled = Template::compile_with_name(&origin.text, name.to_string())
+        let compiled = skeleton::compile(&origin.text, Some(name.to_string()))
             .map_err(|e| format!("template does not compile: {}", e.reason()))?;
         let mut partials = Vec::new();
         partial_names(&compiled, &mut partials);
@@ -308,7 +310,7 @@ impl Templates {
         {
             return Arc::clone(c);
         }
-        let outcome = match Template::compile(text) {
+        let outcome = match skeleton::compile(text, None) {
             Err(_) => Err(None),
             Ok(t) => match self.check_compiled(&t, None) {
                 Ok(()) => Ok(t),
@@ -346,7 +348,7 @@ impl Templates {
     /// expansions in all is refused with the chain that causes it.
     /// Unparseable text is left to the renderer to report.
     pub fn check_partials(&self, text: &str) -> Result<(), String> {
-        let Ok(root) = Template::compile(text) else {
+        let Ok(root) = skeleton::compile(text, None) else {
             return Ok(());
         };
         self.check_compiled(&root, None)

@@ -182,6 +182,12 @@ impl CliError {
 
 /// The entry point: parses arguments, runs the command, returns the exit code.
 pub fn main() -> ExitCode {
+    // `cadre --version` alone is answered before the command line is
+    // parsed: building the whole command tree was most of that start.
+    if version_only(std::env::args_os().skip(1)) {
+        outln!("{}", wire::version_line());
+        return ExitCode::SUCCESS;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -222,6 +228,14 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.code())
         }
     }
+}
+
+/// Whether the arguments are exactly `--version` or `-V`.
+fn version_only(mut args: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    matches!(
+        (args.next(), args.next()),
+        (Some(a), None) if a == "--version" || a == "-V"
+    )
 }
 
 async fn dispatch(cli: Cli) -> Result<(), CliError> {
@@ -419,4 +433,21 @@ pub fn load_snapshot(
         report_untrusted(&snap);
     }
     Ok((input, Arc::new(ArcSwap::from_pointee(snap))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_only;
+
+    #[test]
+    fn only_a_lone_version_flag_skips_the_parser() {
+        let args = |a: &[&str]| a.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert!(version_only(args(&["--version"]).into_iter()));
+        assert!(version_only(args(&["-V"]).into_iter()));
+        // Anything else goes through clap (which also knows `run -V`).
+        assert!(!version_only(args(&[]).into_iter()));
+        assert!(!version_only(args(&["--version", "run"]).into_iter()));
+        assert!(!version_only(args(&["run", "--version"]).into_iter()));
+        assert!(!version_only(args(&["--versio"]).into_iter()));
+    }
 }

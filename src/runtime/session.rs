@@ -685,6 +685,9 @@ impl Session {
             }
             self.sync_team_file(&snap).await;
             let (request, tool_names) = self.build_request(&snap)?;
+            if !request.tools.is_empty() {
+                crate::tools::warm_input_checks();
+            }
             let engine = Arc::clone(&self.engine);
             let agent_id = self.spec.agent_id.clone();
             let task = self.task.clone();

@@ -325,6 +325,28 @@ pub(crate) fn truncate_middle(text: &str, max: usize) -> Clip {
     }
 }
 
+/// Starts building, on a thread of its own, the part of checking tool
+/// input that does not depend on any tool: jsonschema's draft 2020-12
+/// meta-schema validator, which every input validator is checked against
+/// when it is built (~6 M instructions, once per process; jsonschema has
+/// no switch to skip that check, and its compiled-in meta-schemas add
+/// 0.6 MB to the binary). Called as a request offering tools goes out, so
+/// the work overlaps the wait for the answer instead of delaying the first
+/// tool call, which then finds it done (or waits for it; it is never done
+/// twice). Once per process.
+pub fn warm_input_checks() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("cadre-schema-warm".into())
+            .spawn(|| {
+                let _ = jsonschema::draft202012::meta::validator();
+            });
+        // Without the thread, the first check builds it as before.
+        drop(spawned);
+    });
+}
+
 /// Checks `input` against a compiled JSON Schema; `Err` lists every
 /// problem, each prefixed with the path of the offending field.
 pub fn schema_issues(validator: &jsonschema::Validator, input: &Value) -> Result<(), Vec<String>> {

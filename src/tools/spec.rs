@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(test)]
 use include_dir::{Dir, include_dir};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::config::Condition;
@@ -22,7 +23,51 @@ use crate::message::ToolDefinition;
 use crate::raw::{self, Node};
 use crate::templates::{RenderError, Templates};
 
+/// The embedded specs: `agents/tools/*.yaml`, converted to a JSON array
+/// by the build script (`build/tool_specs.rs`).
+static EMBEDDED_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/tool_specs.json"));
+
+/// Where diagnostics place the embedded specs.
+const EMBEDDED_SHOWN: &str = "<embedded>/agents/tools";
+
+/// The YAML the JSON was made from, for the tests that check both agree.
+#[cfg(test)]
 static EMBEDDED: Dir<'_> = include_dir!("$CARGO_MANIFEST_DIR/agents/tools");
+
+/// One embedded spec as the build script wrote it: the YAML document's
+/// fields, unchecked (the tests check them).
+#[derive(Deserialize)]
+struct EmbeddedSpec {
+    name: String,
+    description: String,
+    #[serde(default)]
+    read_only: bool,
+    #[serde(default)]
+    interactive_only: bool,
+    #[serde(default)]
+    when: Option<String>,
+    input_schema: Value,
+}
+
+impl EmbeddedSpec {
+    fn into_spec(self) -> Result<ToolSpec, String> {
+        let when = match self.when {
+            Some(text) => Some(
+                Condition::parse(&text).map_err(|e| format!("tool {}: `when`: {e}", self.name))?,
+            ),
+            None => None,
+        };
+        Ok(ToolSpec {
+            name: self.name,
+            read_only: self.read_only,
+            interactive_only: self.interactive_only,
+            description: self.description,
+            input_schema: self.input_schema,
+            when,
+            path: None,
+        })
+    }
+}
 
 /// One tool's definition as written.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,23 +97,31 @@ impl ToolSpecs {
     pub fn load(dir: Option<&Path>) -> (ToolSpecs, Vec<Diagnostic>) {
         let mut specs = ToolSpecs::default();
         let mut diags = Vec::new();
-        for file in EMBEDDED.files() {
-            if !is_yaml(file.path()) {
-                continue;
+        // The embedded specs were converted to JSON at build time, and are
+        // checked by unit tests (`embedded_specs_pass_the_checks_a_file_gets`,
+        // `precomputed_specs_equal_the_parsed_ones`), not at each start:
+        // reading their YAML and compiling every schema and description
+        // cost more than the rest of a start.
+        match serde_json::from_str::<Vec<EmbeddedSpec>>(EMBEDDED_JSON) {
+            Ok(list) => {
+                for embedded in list {
+                    match embedded.into_spec() {
+                        Ok(spec) => {
+                            specs.specs.insert(spec.name.clone(), Arc::new(spec));
+                        }
+                        Err(message) => diags.push(Diagnostic::error(
+                            Some(Path::new(EMBEDDED_SHOWN)),
+                            None,
+                            message,
+                        )),
+                    }
+                }
             }
-            let Some(text) = file.contents_utf8() else {
-                continue;
-            };
-            let shown = PathBuf::from("<embedded>/agents/tools").join(file.path());
-            // The embedded specs are checked by a unit test
-            // (`embedded_specs_pass_the_checks_a_file_gets`), not at each
-            // start: compiling every schema and description costs more
-            // than the rest of a start.
-            if let Some(spec) = parse_spec(&shown, text, Checks::Trusted, &mut diags) {
-                specs
-                    .specs
-                    .insert(spec.name.clone(), Arc::new(ToolSpec { path: None, ..spec }));
-            }
+            Err(e) => diags.push(Diagnostic::error(
+                Some(Path::new(EMBEDDED_SHOWN)),
+                None,
+                format!("the built-in tool specs do not load: {e}"),
+            )),
         }
         if let Some(dir) = dir {
             let mut paths: Vec<PathBuf> = fs_err::read_dir(dir)
@@ -78,7 +131,7 @@ impl ToolSpecs {
             for path in paths.into_iter().filter(|p| is_yaml(p)) {
                 match fs_err::read_to_string(&path) {
                     Ok(text) => {
-                        if let Some(spec) = parse_spec(&path, &text, Checks::All, &mut diags) {
+                        if let Some(spec) = parse_spec(&path, &text, &mut diags) {
                             specs.specs.insert(spec.name.clone(), Arc::new(spec));
                         }
                     }
@@ -110,23 +163,11 @@ fn is_yaml(p: &Path) -> bool {
     matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
 
-/// How much of a spec [`parse_spec`] checks beyond its shape.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Checks {
-    /// A file on disk: its description must compile as a template and its
-    /// schema against the JSON Schema meta-schema and into a validator,
-    /// so that a mistake is reported at load, with its position.
-    All,
-    /// The embedded specs, known good (a unit test runs the full checks).
-    Trusted,
-}
-
-fn parse_spec(
-    path: &Path,
-    text: &str,
-    checks: Checks,
-    diags: &mut Vec<Diagnostic>,
-) -> Option<ToolSpec> {
+/// One spec file: its shape, then the checks that let a mistake be
+/// reported at load, with its position: the description must compile as a
+/// template, and the schema check against the JSON Schema meta-schema and
+/// compile into a validator.
+fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<ToolSpec> {
     let node = match raw::parse_yaml(text.strip_prefix('\u{feff}').unwrap_or(text)) {
         Ok(n) => n,
         Err(e) => {
@@ -160,9 +201,7 @@ fn parse_spec(
     };
     let name = field_str("name", diags)?;
     let description = field_str("description", diags)?;
-    if checks == Checks::All
-        && let Err(e) = handlebars::Template::compile(&description)
-    {
+    if let Err(e) = handlebars::Template::compile(&description) {
         let pos = node.get("description").map(|n| n.pos);
         diags.push(Diagnostic::error(
             Some(path),
@@ -229,7 +268,7 @@ fn parse_spec(
     };
     check_conditions(path, schema, diags);
     let input_schema = schema.to_json();
-    if checks == Checks::All && !check_schema(path, schema, &input_schema, diags) {
+    if !check_schema(path, schema, &input_schema, diags) {
         return None;
     }
     for (key, _) in node.entries() {
@@ -589,20 +628,34 @@ mod tests {
         );
     }
 
-    /// What a start skips for the embedded specs holds: each passes the
-    /// checks an on-disk file gets.
+    /// What a start skips for the embedded specs holds: each YAML file
+    /// passes the checks an on-disk file gets, and the JSON the build
+    /// script made of it (what a start loads) is the same spec, keys in the
+    /// same order (they are request bytes, part of the cached prefix).
     #[test]
     fn embedded_specs_pass_the_checks_a_file_gets() {
-        let mut names = Vec::new();
+        let mut parsed = BTreeMap::new();
         for file in EMBEDDED.files().filter(|f| is_yaml(f.path())) {
             let mut diags = Vec::new();
             let text = file.contents_utf8().unwrap();
-            let spec = parse_spec(file.path(), text, Checks::All, &mut diags);
+            let spec = parse_spec(file.path(), text, &mut diags);
             assert!(diags.is_empty(), "{}: {diags:?}", file.path().display());
-            names.push(spec.unwrap().name);
+            let spec = spec.unwrap();
+            parsed.insert(spec.name.clone(), ToolSpec { path: None, ..spec });
         }
-        let (specs, _) = ToolSpecs::load(None);
-        assert_eq!(names.len(), specs.names().count());
+        let (specs, diags) = ToolSpecs::load(None);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert!(parsed.len() > 20, "{}", parsed.len());
+        assert_eq!(specs.names().count(), parsed.len());
+        for (name, spec) in &parsed {
+            let loaded = specs.get(name).unwrap();
+            assert_eq!(**loaded, *spec, "{name}");
+            assert_eq!(
+                serde_json::to_string(&loaded.input_schema).unwrap(),
+                serde_json::to_string(&spec.input_schema).unwrap(),
+                "{name}"
+            );
+        }
     }
 
     #[test]
