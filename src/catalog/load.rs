@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::builtin::builtin_agents;
 use super::def::{AgentDef, AgentMcpServer, Source};
-use super::parse::{ParseOptions, parse_agent_file_with, parse_cli_agents_with};
+use super::parse::{ParseOptions, parse_agent_text, parse_cli_agents_with};
 use super::sources::SourceDir;
 use crate::diagnostic::Diagnostic;
 
@@ -99,29 +99,47 @@ impl Catalog {
     /// source the later file wins, with a warning naming both.
     fn insert(&mut self, def: impl Into<Arc<AgentDef>>) {
         let def: Arc<AgentDef> = def.into();
-        if let Some(old) = self.agents.insert(def.name.clone(), def.clone()) {
-            if old.source == def.source && def.source != Source::Builtin {
-                let shown = |p: &Option<PathBuf>| {
-                    p.as_ref()
-                        .map_or_else(|| "--agents".to_string(), |p| p.display().to_string())
-                };
-                self.diagnostics.push(Diagnostic::warning(
-                    def.path.as_deref(),
-                    None,
-                    format!(
-                        "agent `{}` is defined twice in the {} source ({} and {}); the later one wins",
-                        def.name,
-                        def.source,
-                        shown(&old.path),
-                        shown(&def.path)
-                    ),
-                ));
+        self.insert_named(def.name.clone(), def);
+    }
+
+    /// [`Catalog::insert`] with `key` equal to `def.name`, copied by the
+    /// thread that parsed the file: a new name is put in without reading
+    /// the definition (made on another thread, so likely not in this
+    /// core's cache).
+    fn insert_named(&mut self, key: String, def: Arc<AgentDef>) {
+        use std::collections::btree_map::Entry;
+        let old = match self.agents.entry(key) {
+            Entry::Vacant(v) => {
+                v.insert(def);
+                return;
             }
-            self.shadowed.push(Shadowed {
-                def: old,
-                shadowed_by: def.source,
-            });
+            Entry::Occupied(mut o) => o.insert(def),
+        };
+        let Some(def) = self.agents.get(&old.name) else {
+            return;
+        };
+        if old.source == def.source && def.source != Source::Builtin {
+            let shown = |p: &Option<PathBuf>| {
+                p.as_ref()
+                    .map_or_else(|| "--agents".to_string(), |p| p.display().to_string())
+            };
+            self.diagnostics.push(Diagnostic::warning(
+                def.path.as_deref(),
+                None,
+                format!(
+                    "agent `{}` is defined twice in the {} source ({} and {}); the later one wins",
+                    def.name,
+                    def.source,
+                    shown(&old.path),
+                    shown(&def.path)
+                ),
+            ));
         }
+        let shadowed_by = def.source;
+        self.shadowed.push(Shadowed {
+            def: old,
+            shadowed_by,
+        });
     }
 }
 
@@ -175,64 +193,70 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
     }
     layers.sort_by_key(Layer::source);
 
-    // Find every file first, then parse them all in parallel.
-    let mut files: Vec<(Source, PathBuf)> = Vec::new();
-    let mut spans: Vec<std::ops::Range<usize>> = Vec::with_capacity(layers.len());
-    for layer in &layers {
-        let start = files.len();
-        if let Layer::Dir(d) = layer {
-            files.extend(
-                walk(&d.path, &mut cat.diagnostics)
-                    .into_iter()
-                    .map(|p| (d.source, p)),
-            );
-        }
-        spans.push(start..files.len());
-    }
-    cat.files += files.len();
     // Entries made for other tool names would carry other warnings.
     let reuse = previous.filter(|p| p.known_tools == input.known_tools);
     let record = previous.map(|p| (p.settle, std::time::SystemTime::now()));
-    let parsed = parse_all(&files, opts, reuse, record.is_some());
-    let cache = record.map(|(settle, started)| {
+    // The folders are walked on this thread while other threads already
+    // read and parse the files found so far.
+    let sources: Vec<(Source, &Path)> = layers
+        .iter()
+        .filter_map(|l| match l {
+            Layer::Dir(d) => Some((d.source, d.path.as_path())),
+            Layer::Cli(_) => None,
+        })
+        .collect();
+    let work = Work {
+        opts,
+        reuse,
+        record: record.is_some(),
+    };
+    let parsed = walk_and_parse(&sources, &work, &mut cat.diagnostics);
+    let count: usize = parsed.iter().map(Vec::len).sum();
+    cat.files += count;
+    let mut cache = record.map(|(settle, started)| {
         let settled_before = started.checked_sub(settle).unwrap_or(std::time::UNIX_EPOCH);
-        let files = files
-            .iter()
-            .zip(&parsed)
-            .filter_map(|((source, path), (def, diags, stamp))| {
-                let stamp = (*stamp)?;
-                stamp.settled(settled_before).then(|| {
-                    let entry = CachedFile {
-                        source: *source,
-                        stamp,
-                        def: def.clone(),
-                        diags: diags.clone(),
-                    };
-                    (path.clone(), entry)
-                })
-            })
-            .collect();
-        FileCache {
-            known_tools: input.known_tools.clone(),
-            settle,
-            files,
-        }
+        let files = std::collections::HashMap::with_capacity(count);
+        (
+            settled_before,
+            FileCache {
+                known_tools: input.known_tools.clone(),
+                settle,
+                files,
+            },
+        )
     });
-    let mut parsed = parsed.into_iter();
+    let mut parsed = parsed.into_iter().flatten().peekable();
+    let mut dir = 0;
 
-    for (layer, span) in layers.iter().zip(spans) {
+    for layer in &layers {
         match layer {
             Layer::Dir(d) => {
                 let plugin = (d.source == Source::Plugin).then(|| plugin_name(&d.path));
-                for (def, diags, _) in parsed.by_ref().take(span.len()) {
-                    cat.diagnostics.extend(diags);
-                    if let Some(mut def) = def {
-                        if let Some(p) = &plugin {
-                            let d = Arc::make_mut(&mut def);
-                            d.name = format!("{p}:{}", d.name);
-                        }
-                        cat.insert(def);
+                let this = dir;
+                dir += 1;
+                while let Some(loaded) = parsed.next_if(|l| l.dir == this) {
+                    if let (Some((settled_before, cache)), Some(path), Some(stamp)) =
+                        (&mut cache, &loaded.path, loaded.stamp)
+                        && stamp.settled(*settled_before)
+                    {
+                        let entry = CachedFile {
+                            source: loaded.source,
+                            stamp,
+                            def: loaded.def.clone(),
+                            diags: loaded.diags.clone(),
+                        };
+                        cache.files.insert(path.clone(), entry);
                     }
+                    cat.diagnostics.extend(loaded.diags);
+                    let (Some(mut def), Some(mut key)) = (loaded.def, loaded.key) else {
+                        continue;
+                    };
+                    if let Some(p) = &plugin {
+                        let d = Arc::make_mut(&mut def);
+                        d.name = format!("{p}:{}", d.name);
+                        key.clone_from(&d.name);
+                    }
+                    cat.insert_named(key, def);
                 }
             }
             Layer::Cli(json) => {
@@ -244,7 +268,7 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
             }
         }
     }
-    (cat, cache)
+    (cat, cache.map(|(_, c)| c))
 }
 
 /// What identifies a file's contents without reading them: device, inode,
@@ -371,75 +395,198 @@ pub(crate) fn plugin_name(dir: &Path) -> String {
 
 type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
 
-/// One file's result in a load: the definition, its diagnostics and, when
-/// recording for the next reload, the file's stamp.
-type Loaded = (Option<Arc<AgentDef>>, Vec<Diagnostic>, Option<Stamp>);
+/// One file's result in a load.
+struct Loaded {
+    /// The index of its source folder in the load.
+    dir: usize,
+    source: Source,
+    def: Option<Arc<AgentDef>>,
+    /// A copy of the definition's name, made by the thread that parsed it.
+    key: Option<String>,
+    diags: Vec<Diagnostic>,
+    /// When recording for the next reload: the file's stamp and path.
+    stamp: Option<Stamp>,
+    path: Option<PathBuf>,
+}
 
-/// Reads and parses `files` (or reuses what `reuse` holds for unchanged
-/// ones), in parallel when there are many; results come back in the same
-/// order.
-fn parse_all(
-    files: &[(Source, PathBuf)],
-    opts: ParseOptions<'_>,
-    reuse: Option<&FileCache>,
+/// What every file of a load is read with.
+struct Work<'a> {
+    opts: ParseOptions<'a>,
+    /// Results of the previous load to reuse for unchanged files.
+    reuse: Option<&'a FileCache>,
+    /// Whether to keep each file's stamp and path for the next reload.
     record: bool,
-) -> Vec<Loaded> {
-    let one = |source: Source, path: &Path| -> Loaded {
-        if let Some(cached) = reuse.and_then(|c| c.files.get(path))
+}
+
+impl Work<'_> {
+    /// Reads and parses one file, or reuses what the previous load had for
+    /// it when its stamp has not changed. A panic (a parser bug) becomes a
+    /// diagnostic about that file; the rest of the load goes on.
+    fn one(&self, file: File) -> Loaded {
+        let File { dir, source, path } = file;
+        let run = std::panic::AssertUnwindSafe(|| self.read(source, &path));
+        let (def, diags, stamp) = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            let msg = "internal error while parsing this file; skipped";
+            (None, vec![Diagnostic::error(Some(&path), None, msg)], None)
+        });
+        let key = def.as_ref().map(|d| d.name.clone());
+        let mut path = Some(path);
+        let def = def.map(|mut def| {
+            // A fresh definition gets the path moved in, not copied.
+            if def.path.is_none()
+                && let Some(d) = Arc::get_mut(&mut def)
+            {
+                d.path = if self.record {
+                    path.clone()
+                } else {
+                    path.take()
+                };
+            }
+            def
+        });
+        Loaded {
+            dir,
+            source,
+            def,
+            key,
+            diags,
+            stamp,
+            path: path.filter(|_| self.record),
+        }
+    }
+
+    fn read(
+        &self,
+        source: Source,
+        path: &Path,
+    ) -> (Option<Arc<AgentDef>>, Vec<Diagnostic>, Option<Stamp>) {
+        if let Some(cached) = self.reuse.and_then(|c| c.files.get(path))
             && cached.source == source
             && std::fs::metadata(path).is_ok_and(|m| Stamp::of(&m) == cached.stamp)
         {
             return (cached.def.clone(), cached.diags.clone(), Some(cached.stamp));
         }
-        let ((def, diags), stamp) = read_and_parse_stamped(path, source, opts, record);
+        let ((def, diags), stamp) = read_and_parse_stamped(path, source, self.opts, self.record);
         (def.map(Arc::new), diags, stamp)
-    };
-    // Asked only when there are many files, and once per process: the
-    // answer reads the cgroup's CPU quota files.
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let threads = if files.len() < PARALLEL_THRESHOLD {
-        1
-    } else {
-        *THREADS.get_or_init(|| {
-            std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(16)
-        })
-    };
-    if threads < 2 {
-        return files.iter().map(|(s, p)| one(*s, p)).collect();
     }
-    let chunk = files.len().div_ceil(threads);
-    let one = &one;
+}
+/// Files handed to a parsing thread at a time.
+const BATCH: usize = PARALLEL_THRESHOLD;
+
+/// An agent file found by the walk: the index of its source folder, the
+/// source, and its path.
+struct File {
+    dir: usize,
+    source: Source,
+    path: PathBuf,
+}
+
+/// A run of consecutive files of a load: the index of the first, and the
+/// files.
+type Batch = (usize, Vec<File>);
+
+/// Walks the folders of `sources` in order and reads and parses every
+/// agent file found: once more than [`PARALLEL_THRESHOLD`] files are found,
+/// threads parse batches of them while the walk goes on, and this thread
+/// joins them when the walk is done. Returns the results in walk order, in
+/// parts.
+fn walk_and_parse(
+    sources: &[(Source, &Path)],
+    work: &Work<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Vec<Loaded>> {
+    let mut found = 0;
+    let mut pending: Vec<File> = Vec::new();
+    let mut done: Vec<(usize, Vec<Loaded>)> = Vec::new();
+    let (tx, rx) = std::sync::mpsc::channel::<Batch>();
+    let rx = std::sync::Mutex::new(rx);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let handle =
-                    scope.spawn(move || part.iter().map(|(s, p)| one(*s, p)).collect::<Vec<_>>());
-                (part, handle)
-            })
-            .collect();
-        let mut out = Vec::with_capacity(files.len());
-        for (part, handle) in handles {
-            match handle.join() {
-                Ok(results) => out.extend(results),
-                // A parser bug must not take the catalog down: report the
-                // files of the failed chunk and go on.
-                Err(_) => out.extend(part.iter().map(|(_, p)| {
-                    (
-                        None,
-                        vec![Diagnostic::error(
-                            Some(p),
-                            None,
-                            "internal error while parsing this file; skipped",
-                        )],
-                        None,
-                    )
-                })),
+        let rx = &rx;
+        let mut workers = Vec::new();
+        for (dir, (source, root)) in sources.iter().enumerate() {
+            walk_each(root, diags, &mut |path| {
+                pending.push(File {
+                    dir,
+                    source: *source,
+                    path,
+                });
+                found += 1;
+                if pending.len() < BATCH {
+                    return;
+                }
+                if workers.is_empty() {
+                    for _ in 0..threads() {
+                        workers.push(scope.spawn(move || drain(rx, work)));
+                    }
+                }
+                let batch = std::mem::replace(&mut pending, Vec::with_capacity(BATCH));
+                // The receiver lives until the end of this scope, so the
+                // send cannot fail; parse here if it ever does.
+                if let Err(std::sync::mpsc::SendError((start, batch))) =
+                    tx.send((found - BATCH, batch))
+                {
+                    done.push((start, batch.into_iter().map(|f| work.one(f)).collect()));
+                }
+            });
+        }
+        let last = std::mem::take(&mut pending);
+        let start = found - last.len();
+        drop(tx);
+        done.push((start, last.into_iter().map(|f| work.one(f)).collect()));
+        done.extend(drain(rx, work));
+        for w in workers {
+            // Parser panics are caught per file, so a worker does not die
+            // with batches in hand; if one ever does, the check below
+            // reports the files it took.
+            if let Ok(part) = w.join() {
+                done.extend(part);
             }
         }
-        out
+    });
+    done.sort_unstable_by_key(|(start, _)| *start);
+    let parsed: usize = done.iter().map(|(_, part)| part.len()).sum();
+    if parsed < found {
+        diags.push(Diagnostic::error(
+            None,
+            None,
+            format!(
+                "internal error: {} agent files were not loaded",
+                found - parsed
+            ),
+        ));
+    }
+    // Returned as the parts, not copied into one list.
+    done.into_iter().map(|(_, part)| part).collect()
+}
+
+/// Parses batches from `rx` until it is closed; returns each with the
+/// index of its first file.
+fn drain(
+    rx: &std::sync::Mutex<std::sync::mpsc::Receiver<Batch>>,
+    work: &Work<'_>,
+) -> Vec<(usize, Vec<Loaded>)> {
+    let mut out = Vec::new();
+    loop {
+        let next = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(poisoned) => poisoned.into_inner().recv(),
+        };
+        let Ok((start, files)) = next else {
+            return out;
+        };
+        let parsed = files.into_iter().map(|f| work.one(f)).collect();
+        out.push((start, parsed));
+    }
+}
+
+/// How many threads parse a large load: the available parallelism, asked
+/// once per process (the answer reads the cgroup's CPU quota files).
+fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(16)
     })
 }
 
@@ -447,7 +594,12 @@ fn parse_all(
 /// bytes go into a buffer kept per thread, so a load of many files
 /// allocates none for their text.
 pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
-    read_and_parse_stamped(path, source, opts, false).0
+    let (def, diags) = read_and_parse_stamped(path, source, opts, false).0;
+    let def = def.map(|mut d| {
+        d.path = Some(path.to_path_buf());
+        d
+    });
+    (def, diags)
 }
 
 /// [`read_and_parse`], with the stamp of the file that was read when
@@ -502,7 +654,7 @@ fn read_and_parse_in(
         return fail("binary file (contains NUL bytes); skipped".into());
     }
     match std::str::from_utf8(buf) {
-        Ok(text) => (parse_agent_file_with(path, text, source, opts), stamp),
+        Ok(text) => (parse_agent_text(path, text, source, opts), stamp),
         Err(e) => fail(format!(
             "not valid UTF-8 (at byte {}); skipped",
             e.valid_up_to()
@@ -539,8 +691,15 @@ fn read_limited(
 /// Every agent file under `root`, sorted. Symbolic links are followed; a
 /// link back to a folder already being read is reported, not followed. A
 /// missing root is silently empty.
+#[cfg(test)]
 pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    walk_each(root, diags, &mut |p| out.push(p));
+    out
+}
+
+/// [`walk`], handing each file to `found` as soon as it is listed.
+fn walk_each(root: &Path, diags: &mut Vec<Diagnostic>, found: &mut dyn FnMut(PathBuf)) {
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
         Ok(_) => {
@@ -549,16 +708,16 @@ pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
                 None,
                 "agent source is not a folder; skipped",
             ));
-            return out;
+            return;
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => return out,
+        Err(e) if e.kind() == ErrorKind::NotFound => return,
         Err(e) => {
             diags.push(Diagnostic::error(
                 Some(root),
                 None,
                 format!("cannot read folder: {e}"),
             ));
-            return out;
+            return;
         }
     };
     let mut seen: HashSet<PathBuf> = HashSet::from([canonical_root]);
@@ -621,10 +780,9 @@ pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
             let entries = read_sorted(&path, diags);
             stack.push(entries);
         } else if ft.is_file() && is_agent_file(&path) {
-            out.push(path);
+            found(path);
         }
     }
-    out
 }
 
 /// The entries of one folder with their types, in reverse name order.
