@@ -422,9 +422,14 @@ impl Work<'_> {
     /// Reads and parses one file, or reuses what the previous load had for
     /// it when its stamp has not changed. A panic (a parser bug) becomes a
     /// diagnostic about that file; the rest of the load goes on.
-    fn one(&self, file: File) -> Loaded {
-        let File { dir, source, path } = file;
-        let run = std::panic::AssertUnwindSafe(|| self.read(source, &path));
+    fn one(&self, file: Found) -> Loaded {
+        let Found {
+            dir,
+            source,
+            path,
+            folder,
+        } = file;
+        let run = std::panic::AssertUnwindSafe(|| self.read(source, &path, folder.as_deref()));
         let (def, diags, stamp) = std::panic::catch_unwind(run).unwrap_or_else(|_| {
             let msg = "internal error while parsing this file; skipped";
             (None, vec![Diagnostic::error(Some(&path), None, msg)], None)
@@ -459,6 +464,7 @@ impl Work<'_> {
         &self,
         source: Source,
         path: &Path,
+        folder: Option<&std::fs::File>,
     ) -> (Option<Arc<AgentDef>>, Vec<Diagnostic>, Option<Stamp>) {
         if let Some(cached) = self.reuse.and_then(|c| c.files.get(path))
             && cached.source == source
@@ -466,24 +472,36 @@ impl Work<'_> {
         {
             return (cached.def.clone(), cached.diags.clone(), Some(cached.stamp));
         }
-        let ((def, diags), stamp) = read_and_parse_stamped(path, source, self.opts, self.record);
+        let at = At { path, folder };
+        let ((def, diags), stamp) = read_and_parse_stamped(at, source, self.opts, self.record);
         (def.map(Arc::new), diags, stamp)
     }
 }
+
+/// Where a file is: its path and, when the walk could open it, the folder
+/// it is in, so that it is opened by name relative to the folder instead
+/// of by walking every component of its path again.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    path: &'a Path,
+    folder: Option<&'a std::fs::File>,
+}
+
 /// Files handed to a parsing thread at a time.
 const BATCH: usize = PARALLEL_THRESHOLD;
 
 /// An agent file found by the walk: the index of its source folder, the
-/// source, and its path.
-struct File {
+/// source, its path and its folder if open.
+struct Found {
     dir: usize,
     source: Source,
     path: PathBuf,
+    folder: Option<Arc<std::fs::File>>,
 }
 
 /// A run of consecutive files of a load: the index of the first, and the
 /// files.
-type Batch = (usize, Vec<File>);
+type Batch = (usize, Vec<Found>);
 
 /// Walks the folders of `sources` in order and reads and parses every
 /// agent file found: once more than [`PARALLEL_THRESHOLD`] files are found,
@@ -496,7 +514,7 @@ fn walk_and_parse(
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<Vec<Loaded>> {
     let mut found = 0;
-    let mut pending: Vec<File> = Vec::new();
+    let mut pending: Vec<Found> = Vec::new();
     let mut done: Vec<(usize, Vec<Loaded>)> = Vec::new();
     let (tx, rx) = std::sync::mpsc::channel::<Batch>();
     let rx = std::sync::Mutex::new(rx);
@@ -504,11 +522,12 @@ fn walk_and_parse(
         let rx = &rx;
         let mut workers = Vec::new();
         for (dir, (source, root)) in sources.iter().enumerate() {
-            walk_each(root, diags, &mut |path| {
-                pending.push(File {
+            walk_each(root, diags, &mut |path, folder| {
+                pending.push(Found {
                     dir,
                     source: *source,
                     path,
+                    folder: folder.cloned(),
                 });
                 found += 1;
                 if pending.len() < BATCH {
@@ -594,7 +613,8 @@ fn threads() -> usize {
 /// bytes go into a buffer kept per thread, so a load of many files
 /// allocates none for their text.
 pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
-    let (def, diags) = read_and_parse_stamped(path, source, opts, false).0;
+    let at = At { path, folder: None };
+    let (def, diags) = read_and_parse_stamped(at, source, opts, false).0;
     let def = def.map(|mut d| {
         d.path = Some(path.to_path_buf());
         d
@@ -605,7 +625,7 @@ pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>
 /// [`read_and_parse`], with the stamp of the file that was read when
 /// `stamp` is asked for (taken from the open file, before reading).
 fn read_and_parse_stamped(
-    path: &Path,
+    at: At<'_>,
     source: Source,
     opts: ParseOptions<'_>,
     stamp: bool,
@@ -617,7 +637,7 @@ fn read_and_parse_stamped(
     const KEEP: usize = 256 * 1024;
     BUF.with_borrow_mut(|buf| {
         buf.clear();
-        let parsed = read_and_parse_in(path, source, opts, buf, stamp);
+        let parsed = read_and_parse_in(at, source, opts, buf, stamp);
         if buf.capacity() > KEEP {
             *buf = Vec::new();
         }
@@ -626,14 +646,15 @@ fn read_and_parse_stamped(
 }
 
 fn read_and_parse_in(
-    path: &Path,
+    at: At<'_>,
     source: Source,
     opts: ParseOptions<'_>,
     buf: &mut Vec<u8>,
     want_stamp: bool,
 ) -> (Parsed, Option<Stamp>) {
+    let path = at.path;
     let fail = |msg: String| ((None, vec![Diagnostic::error(Some(path), None, msg)]), None);
-    let stamp = match read_limited(path, buf, want_stamp) {
+    let stamp = match read_limited(at, buf, want_stamp) {
         Ok((true, stamp)) => stamp,
         Ok((false, _)) => {
             return fail(format!(
@@ -668,16 +689,25 @@ fn read_and_parse_in(
 /// limit plus one byte in memory. Opened without blocking, so a file
 /// replaced by a FIFO after the folder was read cannot hang the load.
 fn read_limited(
-    path: &Path,
+    at: At<'_>,
     buf: &mut Vec<u8>,
     want_stamp: bool,
 ) -> std::io::Result<(bool, Option<Stamp>)> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    let file = match (at.folder, at.path.file_name()) {
+        (Some(folder), Some(name)) => {
+            use nix::fcntl::OFlag;
+            let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+            let fd = nix::fcntl::openat(folder, name, flags, nix::sys::stat::Mode::empty())
+                .map_err(std::io::Error::from)?;
+            std::fs::File::from(fd)
+        }
+        _ => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(at.path)?,
+    };
     let stamp = if want_stamp {
         file.metadata().ok().map(|m| Stamp::of(&m))
     } else {
@@ -694,12 +724,17 @@ fn read_limited(
 #[cfg(test)]
 pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    walk_each(root, diags, &mut |p| out.push(p));
+    walk_each(root, diags, &mut |p, _| out.push(p));
     out
 }
 
-/// [`walk`], handing each file to `found` as soon as it is listed.
-fn walk_each(root: &Path, diags: &mut Vec<Diagnostic>, found: &mut dyn FnMut(PathBuf)) {
+/// [`walk`], handing each file to `found` as soon as it is listed, with
+/// its folder opened (`None` if that failed; the path still works).
+fn walk_each(
+    root: &Path,
+    diags: &mut Vec<Diagnostic>,
+    found: &mut dyn FnMut(PathBuf, Option<&Arc<std::fs::File>>),
+) {
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
         Ok(_) => {
@@ -725,8 +760,8 @@ fn walk_each(root: &Path, diags: &mut Vec<Diagnostic>, found: &mut dyn FnMut(Pat
     // in path order without sorting every path at the end (comparing paths
     // component by component cost more than the walk at 100,000 files).
     // Each list is kept in reverse, so `pop` gives the next name.
-    let mut stack = vec![read_sorted(root, diags)];
-    while let Some(top) = stack.last_mut() {
+    let mut stack = vec![(read_sorted(root, diags), open_folder(root))];
+    while let Some((top, folder)) = stack.last_mut() {
         let Some((path, ft)) = top.pop() else {
             stack.pop();
             continue;
@@ -778,11 +813,23 @@ fn walk_each(root: &Path, diags: &mut Vec<Diagnostic>, found: &mut dyn FnMut(Pat
         }
         if ft.is_dir() {
             let entries = read_sorted(&path, diags);
-            stack.push(entries);
+            stack.push((entries, open_folder(&path)));
         } else if ft.is_file() && is_agent_file(&path) {
-            found(path);
+            found(path, folder.as_ref());
         }
     }
+}
+
+/// A folder opened for opening its files by name. `O_DIRECTORY`: a folder
+/// replaced by a FIFO since it was listed is refused, not waited on.
+fn open_folder(dir: &Path) -> Option<Arc<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .ok()
+        .map(Arc::new)
 }
 
 /// The entries of one folder with their types, in reverse name order.

@@ -832,6 +832,42 @@ fn files_parsed_while_the_walk_goes_on_keep_their_source_and_order() {
     assert_eq!(cat.diagnostics.len(), 131);
 }
 
+/// Files are opened by name relative to their open folder: links to files
+/// and folders elsewhere (relative ones included) still load, in a folder
+/// large enough to be parsed on several threads.
+#[cfg(unix)]
+#[test]
+fn files_opened_relative_to_their_folder_follow_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    for i in 0..100 {
+        write(t, &format!("p/{i:03}.md"), &agent(&format!("a{i}"), "d"));
+    }
+    write(
+        t,
+        "outside/x.md",
+        &agent("linked", "through a relative link"),
+    );
+    write(
+        t,
+        "outside/sub/y.md",
+        &agent("in-linked-folder", "through a folder link"),
+    );
+    std::os::unix::fs::symlink("../outside/x.md", t.join("p/x.md")).unwrap();
+    std::os::unix::fs::symlink(t.join("outside/sub"), t.join("p/sub")).unwrap();
+    let cat = load(&dir_input(&t.join("p")));
+    assert!(cat.diagnostics.is_empty(), "{:?}", cat.diagnostics);
+    assert_eq!(cat.files, 102);
+    assert_eq!(
+        cat.get("linked").unwrap().path.as_deref(),
+        Some(t.join("p/x.md").as_path())
+    );
+    assert_eq!(
+        cat.get("in-linked-folder").unwrap().path.as_deref(),
+        Some(t.join("p/sub/y.md").as_path())
+    );
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
