@@ -95,29 +95,28 @@ impl Catalog {
         removed
     }
 
-    /// Puts `def` in, moving a same-named agent to `shadowed`. Within one
-    /// source the later file wins, with a warning naming both.
-    fn insert(&mut self, def: impl Into<Arc<AgentDef>>) {
+    /// Puts `def` in `agents`, moving a same-named agent to `shadowed`.
+    /// Within one source the later file wins, with a warning naming both.
+    fn insert(&mut self, agents: &mut Agents, def: impl Into<Arc<AgentDef>>) {
         let def: Arc<AgentDef> = def.into();
-        self.insert_named(def.name.clone(), def);
+        self.insert_named(agents, def.name.clone(), def);
     }
 
     /// [`Catalog::insert`] with `key` equal to `def.name`, copied by the
     /// thread that parsed the file: a new name is put in without reading
     /// the definition (made on another thread, so likely not in this
     /// core's cache).
-    fn insert_named(&mut self, key: String, def: Arc<AgentDef>) {
-        use std::collections::btree_map::Entry;
-        let old = match self.agents.entry(key) {
+    fn insert_named(&mut self, agents: &mut Agents, key: String, def: Arc<AgentDef>) {
+        use std::collections::hash_map::Entry;
+        let mut entry = match agents.entry(key) {
             Entry::Vacant(v) => {
                 v.insert(def);
                 return;
             }
-            Entry::Occupied(mut o) => o.insert(def),
+            Entry::Occupied(o) => o,
         };
-        let Some(def) = self.agents.get(&old.name) else {
-            return;
-        };
+        let old = entry.insert(def);
+        let def = entry.get();
         if old.source == def.source && def.source != Source::Builtin {
             let shown = |p: &Option<PathBuf>| {
                 p.as_ref()
@@ -135,13 +134,17 @@ impl Catalog {
                 ),
             ));
         }
-        let shadowed_by = def.source;
         self.shadowed.push(Shadowed {
             def: old,
-            shadowed_by,
+            shadowed_by: def.source,
         });
     }
 }
+
+/// The agents while a load merges its sources, by name. Sorted into the
+/// catalog's map once at the end: one sort costs fewer comparisons than
+/// searching the ordered map for every file.
+type Agents = std::collections::HashMap<String, Arc<AgentDef>>;
 
 /// One step of the merge, in precedence order.
 enum Layer<'a> {
@@ -177,12 +180,13 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
         known_tools: &input.known_tools,
     };
     let mut cat = Catalog::default();
+    let mut agents = Agents::new();
 
     let (builtins, diags, files) = builtin_agents(input.builtin_dir.as_deref(), opts);
     cat.diagnostics.extend(diags);
     cat.files += files;
     for def in builtins {
-        cat.insert(def);
+        cat.insert(&mut agents, def);
     }
 
     // `--agents` sits between project and managed folders; a stable sort
@@ -213,6 +217,7 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
     let parsed = walk_and_parse(&sources, &work, &mut cat.diagnostics);
     let count: usize = parsed.iter().map(Vec::len).sum();
     cat.files += count;
+    agents.reserve(count);
     let mut cache = record.map(|(settle, started)| {
         let settled_before = started.checked_sub(settle).unwrap_or(std::time::UNIX_EPOCH);
         let files = std::collections::HashMap::with_capacity(count);
@@ -256,18 +261,21 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
                         d.name = format!("{p}:{}", d.name);
                         key.clone_from(&d.name);
                     }
-                    cat.insert_named(key, def);
+                    cat.insert_named(&mut agents, key, def);
                 }
             }
             Layer::Cli(json) => {
                 let (defs, diags) = parse_cli_agents_with(json, opts);
                 cat.diagnostics.extend(diags);
                 for def in defs {
-                    cat.insert(def);
+                    cat.insert(&mut agents, def);
                 }
             }
         }
     }
+    let mut sorted: Vec<(String, Arc<AgentDef>)> = agents.into_iter().collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    cat.agents = sorted.into_iter().collect();
     (cat, cache.map(|(_, c)| c))
 }
 
