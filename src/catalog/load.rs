@@ -437,7 +437,8 @@ impl Work<'_> {
             path,
             folder,
         } = file;
-        let run = std::panic::AssertUnwindSafe(|| self.read(source, &path, folder.as_deref()));
+        let folder = folder.as_ref().map(|f| &f.0);
+        let run = std::panic::AssertUnwindSafe(|| self.read(source, &path, folder));
         let (def, diags, stamp) = std::panic::catch_unwind(run).unwrap_or_else(|_| {
             let msg = "internal error while parsing this file; skipped";
             (None, vec![Diagnostic::error(Some(&path), None, msg)], None)
@@ -504,7 +505,7 @@ struct Found {
     dir: usize,
     source: Source,
     path: PathBuf,
-    folder: Option<Arc<std::fs::File>>,
+    folder: Option<Arc<Folder>>,
 }
 
 /// A run of consecutive files of a load: the index of the first, and the
@@ -524,7 +525,10 @@ fn walk_and_parse(
     let mut found = 0;
     let mut pending: Vec<Found> = Vec::new();
     let mut done: Vec<(usize, Vec<Loaded>)> = Vec::new();
-    let (tx, rx) = std::sync::mpsc::channel::<Batch>();
+    // A few batches per thread may wait; when the queue is full the walk
+    // parses the batch itself, so it never blocks and never runs far
+    // ahead (each waiting file holds its folder open).
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2 * threads());
     let rx = std::sync::Mutex::new(rx);
     std::thread::scope(|scope| {
         let rx = &rx;
@@ -547,10 +551,9 @@ fn walk_and_parse(
                     }
                 }
                 let batch = std::mem::replace(&mut pending, Vec::with_capacity(BATCH));
-                // The receiver lives until the end of this scope, so the
-                // send cannot fail; parse here if it ever does.
-                if let Err(std::sync::mpsc::SendError((start, batch))) =
-                    tx.send((found - BATCH, batch))
+                use std::sync::mpsc::TrySendError::{Disconnected, Full};
+                if let Err(Full((start, batch)) | Disconnected((start, batch))) =
+                    tx.try_send((found - BATCH, batch))
                 {
                     done.push((start, batch.into_iter().map(|f| work.one(f)).collect()));
                 }
@@ -741,7 +744,7 @@ pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
 fn walk_each(
     root: &Path,
     diags: &mut Vec<Diagnostic>,
-    found: &mut dyn FnMut(PathBuf, Option<&Arc<std::fs::File>>),
+    found: &mut dyn FnMut(PathBuf, Option<&Arc<Folder>>),
 ) {
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
@@ -828,16 +831,45 @@ fn walk_each(
     }
 }
 
-/// A folder opened for opening its files by name. `O_DIRECTORY`: a folder
-/// replaced by a FIFO since it was listed is refused, not waited on.
-fn open_folder(dir: &Path) -> Option<Arc<std::fs::File>> {
+/// At most this many folders are held open by loads at a time (in the
+/// whole process); beyond it, files are opened by their path.
+pub(super) const MAX_OPEN_FOLDERS: usize = 64;
+
+/// Folders held open by loads.
+pub(super) static OPEN_FOLDERS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// An open folder, counted in [`OPEN_FOLDERS`] while it lives.
+struct Folder(std::fs::File);
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        OPEN_FOLDERS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A folder opened for opening its files by name, unless
+/// [`MAX_OPEN_FOLDERS`] are open already or it cannot be opened.
+/// `O_DIRECTORY`: a folder replaced by a FIFO since it was listed is
+/// refused, not waited on.
+fn open_folder(dir: &Path) -> Option<Arc<Folder>> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    use std::sync::atomic::Ordering;
+    if OPEN_FOLDERS.fetch_add(1, Ordering::Relaxed) >= MAX_OPEN_FOLDERS {
+        OPEN_FOLDERS.fetch_sub(1, Ordering::Relaxed);
+        return None;
+    }
+    match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
         .open(dir)
-        .ok()
-        .map(Arc::new)
+    {
+        Ok(f) => Some(Arc::new(Folder(f))),
+        Err(_) => {
+            OPEN_FOLDERS.fetch_sub(1, Ordering::Relaxed);
+            None
+        }
+    }
 }
 
 /// The entries of one folder with their types, in reverse name order.

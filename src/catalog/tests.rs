@@ -868,6 +868,30 @@ fn files_opened_relative_to_their_folder_follow_links() {
     );
 }
 
+/// When loads already hold as many folders open as they may, files are
+/// opened by their whole path instead, and load the same. (Other tests
+/// loading meanwhile only lose the shortcut.)
+#[test]
+fn with_no_folder_handles_left_files_are_opened_by_path() {
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    for i in 0..100 {
+        write(
+            t,
+            &format!("p/g{}/{i:03}.md", i % 7),
+            &agent(&format!("a{i}"), "d"),
+        );
+    }
+    let with_handles = load(&dir_input(&t.join("p")));
+    super::load::OPEN_FOLDERS.fetch_add(super::load::MAX_OPEN_FOLDERS, Ordering::Relaxed);
+    let by_path = load(&dir_input(&t.join("p")));
+    super::load::OPEN_FOLDERS.fetch_sub(super::load::MAX_OPEN_FOLDERS, Ordering::Relaxed);
+    assert!(by_path.diagnostics.is_empty(), "{:?}", by_path.diagnostics);
+    assert_eq!(by_path.files, 100);
+    assert_eq!(by_path, with_handles);
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
