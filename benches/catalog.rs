@@ -3,6 +3,12 @@
 //! and 100,000 in an ignored benchmark (`cargo bench --bench catalog --
 //! --ignored`; `bench/run-all` runs it): generating its files alone takes
 //! a while.
+//!
+//! For profiling, `CADRE_CATALOG_PROFILE=DIR,N,LOADS cargo bench --bench
+//! catalog` skips divan: it generates `N` files into `DIR` once (kept for
+//! later runs), then loads them `LOADS` times and prints each load's wall
+//! time and the process's CPU time, for `perf stat`/`perf record` without
+//! the generation in the figures.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +17,53 @@ use std::path::Path;
 use cadre::catalog::{CatalogInput, Source, SourceDir, load};
 
 fn main() {
+    if let Ok(spec) = std::env::var("CADRE_CATALOG_PROFILE") {
+        profile(&spec);
+        return;
+    }
     divan::main();
+}
+
+/// See the module comment: `DIR,N,LOADS`.
+fn profile(spec: &str) {
+    let parts: Vec<&str> = spec.split(',').collect();
+    let [dir, n, loads] = parts[..] else {
+        panic!("CADRE_CATALOG_PROFILE: expected DIR,N,LOADS, got {spec}");
+    };
+    let (dir, n, loads): (&Path, usize, usize) =
+        (Path::new(dir), n.parse().unwrap(), loads.parse().unwrap());
+    let done = dir.join(format!(".generated-{n}"));
+    if !done.exists() {
+        generate(dir, n);
+        std::fs::write(&done, "").unwrap();
+    }
+    let input = CatalogInput {
+        dirs: vec![SourceDir {
+            source: Source::Project,
+            path: dir.to_path_buf(),
+        }],
+        ..Default::default()
+    };
+    for _ in 0..loads {
+        let (cpu, start) = (cpu_ms(), std::time::Instant::now());
+        let cat = load(&input);
+        let wall = start.elapsed();
+        let cpu = cpu_ms() - cpu;
+        assert_eq!(cat.files, n);
+        assert!(cat.diagnostics.is_empty(), "{:?}", cat.diagnostics.first());
+        println!("load of {n} files: {wall:.2?} wall, {cpu} ms CPU");
+        drop(divan::black_box(cat));
+    }
+}
+
+/// User plus system CPU time of the whole process, in milliseconds (clock
+/// ticks of 10 ms, from /proc/self/stat).
+fn cpu_ms() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line.
+    (fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()) * 10
 }
 
 /// Writes `n` agent files under `dir`, a third of each format, 100 per folder.

@@ -35,7 +35,7 @@ pub(crate) fn parse(text: &str) -> Option<Node> {
     {
         return None;
     }
-    let lines: Vec<&str> = text.split('\n').collect();
+    let lines = split_lines(text);
     let mut entries: Vec<(Key, Node)> = Vec::new();
     let mut i = 0;
     while i < lines.len() {
@@ -88,6 +88,20 @@ pub(crate) fn parse(text: &str) -> Option<Node> {
     }
     let pos = entries.first().map_or(Pos::START, |(k, _)| k.pos);
     Some(Node::new(pos, Kind::Map(entries)))
+}
+
+/// `text.split('\n')`, collected into a list sized once (the lines are
+/// found with `memchr`).
+fn split_lines(text: &str) -> Vec<&str> {
+    let breaks = memchr::memchr_iter(b'\n', text.as_bytes());
+    let mut lines = Vec::with_capacity(breaks.count() + 1);
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', text.as_bytes()) {
+        lines.push(&text[start..end]);
+        start = end + 1;
+    }
+    lines.push(&text[start..]);
+    lines
 }
 
 fn is_blank(line: &str) -> bool {
@@ -235,7 +249,8 @@ fn literal(lines: &[&str], from: usize, header: &str) -> Option<(String, Pos, us
     if last + 1 >= lines.len() {
         return None;
     }
-    let mut out = String::new();
+    let size: usize = lines[first..=last].iter().map(|l| l.len() + 1).sum();
+    let mut out = String::with_capacity(size);
     for (k, line) in lines.iter().enumerate().take(last + 1).skip(first) {
         if k > first {
             out.push('\n');

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::builtin::builtin_agents;
 use super::def::{AgentDef, AgentMcpServer, Source};
-use super::parse::{ParseOptions, parse_agent_file_with, parse_cli_agents_with};
+use super::parse::{ParseOptions, parse_agent_text, parse_cli_agents_with};
 use super::sources::SourceDir;
 use crate::diagnostic::Diagnostic;
 
@@ -95,35 +95,56 @@ impl Catalog {
         removed
     }
 
-    /// Puts `def` in, moving a same-named agent to `shadowed`. Within one
-    /// source the later file wins, with a warning naming both.
-    fn insert(&mut self, def: impl Into<Arc<AgentDef>>) {
+    /// Puts `def` in `agents`, moving a same-named agent to `shadowed`.
+    /// Within one source the later file wins, with a warning naming both.
+    fn insert(&mut self, agents: &mut Agents, def: impl Into<Arc<AgentDef>>) {
         let def: Arc<AgentDef> = def.into();
-        if let Some(old) = self.agents.insert(def.name.clone(), def.clone()) {
-            if old.source == def.source && def.source != Source::Builtin {
-                let shown = |p: &Option<PathBuf>| {
-                    p.as_ref()
-                        .map_or_else(|| "--agents".to_string(), |p| p.display().to_string())
-                };
-                self.diagnostics.push(Diagnostic::warning(
-                    def.path.as_deref(),
-                    None,
-                    format!(
-                        "agent `{}` is defined twice in the {} source ({} and {}); the later one wins",
-                        def.name,
-                        def.source,
-                        shown(&old.path),
-                        shown(&def.path)
-                    ),
-                ));
+        self.insert_named(agents, def.name.clone(), def);
+    }
+
+    /// [`Catalog::insert`] with `key` equal to `def.name`, copied by the
+    /// thread that parsed the file: a new name is put in without reading
+    /// the definition (made on another thread, so likely not in this
+    /// core's cache).
+    fn insert_named(&mut self, agents: &mut Agents, key: String, def: Arc<AgentDef>) {
+        use std::collections::hash_map::Entry;
+        let mut entry = match agents.entry(key) {
+            Entry::Vacant(v) => {
+                v.insert(def);
+                return;
             }
-            self.shadowed.push(Shadowed {
-                def: old,
-                shadowed_by: def.source,
-            });
+            Entry::Occupied(o) => o,
+        };
+        let old = entry.insert(def);
+        let def = entry.get();
+        if old.source == def.source && def.source != Source::Builtin {
+            let shown = |p: &Option<PathBuf>| {
+                p.as_ref()
+                    .map_or_else(|| "--agents".to_string(), |p| p.display().to_string())
+            };
+            self.diagnostics.push(Diagnostic::warning(
+                def.path.as_deref(),
+                None,
+                format!(
+                    "agent `{}` is defined twice in the {} source ({} and {}); the later one wins",
+                    def.name,
+                    def.source,
+                    shown(&old.path),
+                    shown(&def.path)
+                ),
+            ));
         }
+        self.shadowed.push(Shadowed {
+            def: old,
+            shadowed_by: def.source,
+        });
     }
 }
+
+/// The agents while a load merges its sources, by name. Sorted into the
+/// catalog's map once at the end: one sort costs fewer comparisons than
+/// searching the ordered map for every file.
+type Agents = std::collections::HashMap<String, Arc<AgentDef>>;
 
 /// One step of the merge, in precedence order.
 enum Layer<'a> {
@@ -159,12 +180,13 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
         known_tools: &input.known_tools,
     };
     let mut cat = Catalog::default();
+    let mut agents = Agents::new();
 
     let (builtins, diags, files) = builtin_agents(input.builtin_dir.as_deref(), opts);
     cat.diagnostics.extend(diags);
     cat.files += files;
     for def in builtins {
-        cat.insert(def);
+        cat.insert(&mut agents, def);
     }
 
     // `--agents` sits between project and managed folders; a stable sort
@@ -175,76 +197,86 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
     }
     layers.sort_by_key(Layer::source);
 
-    // Find every file first, then parse them all in parallel.
-    let mut files: Vec<(Source, PathBuf)> = Vec::new();
-    let mut spans: Vec<std::ops::Range<usize>> = Vec::with_capacity(layers.len());
-    for layer in &layers {
-        let start = files.len();
-        if let Layer::Dir(d) = layer {
-            files.extend(
-                walk(&d.path, &mut cat.diagnostics)
-                    .into_iter()
-                    .map(|p| (d.source, p)),
-            );
-        }
-        spans.push(start..files.len());
-    }
-    cat.files += files.len();
     // Entries made for other tool names would carry other warnings.
     let reuse = previous.filter(|p| p.known_tools == input.known_tools);
     let record = previous.map(|p| (p.settle, std::time::SystemTime::now()));
-    let parsed = parse_all(&files, opts, reuse, record.is_some());
-    let cache = record.map(|(settle, started)| {
+    // The folders are walked on this thread while other threads already
+    // read and parse the files found so far.
+    let sources: Vec<(Source, &Path)> = layers
+        .iter()
+        .filter_map(|l| match l {
+            Layer::Dir(d) => Some((d.source, d.path.as_path())),
+            Layer::Cli(_) => None,
+        })
+        .collect();
+    let work = Work {
+        opts,
+        reuse,
+        record: record.is_some(),
+    };
+    let parsed = walk_and_parse(&sources, &work, &mut cat.diagnostics);
+    let count: usize = parsed.iter().map(Vec::len).sum();
+    cat.files += count;
+    agents.reserve(count);
+    let mut cache = record.map(|(settle, started)| {
         let settled_before = started.checked_sub(settle).unwrap_or(std::time::UNIX_EPOCH);
-        let files = files
-            .iter()
-            .zip(&parsed)
-            .filter_map(|((source, path), (def, diags, stamp))| {
-                let stamp = (*stamp)?;
-                stamp.settled(settled_before).then(|| {
-                    let entry = CachedFile {
-                        source: *source,
-                        stamp,
-                        def: def.clone(),
-                        diags: diags.clone(),
-                    };
-                    (path.clone(), entry)
-                })
-            })
-            .collect();
-        FileCache {
-            known_tools: input.known_tools.clone(),
-            settle,
-            files,
-        }
+        let files = std::collections::HashMap::with_capacity(count);
+        (
+            settled_before,
+            FileCache {
+                known_tools: input.known_tools.clone(),
+                settle,
+                files,
+            },
+        )
     });
-    let mut parsed = parsed.into_iter();
+    let mut parsed = parsed.into_iter().flatten().peekable();
+    let mut dir = 0;
 
-    for (layer, span) in layers.iter().zip(spans) {
+    for layer in &layers {
         match layer {
             Layer::Dir(d) => {
                 let plugin = (d.source == Source::Plugin).then(|| plugin_name(&d.path));
-                for (def, diags, _) in parsed.by_ref().take(span.len()) {
-                    cat.diagnostics.extend(diags);
-                    if let Some(mut def) = def {
-                        if let Some(p) = &plugin {
-                            let d = Arc::make_mut(&mut def);
-                            d.name = format!("{p}:{}", d.name);
-                        }
-                        cat.insert(def);
+                let this = dir;
+                dir += 1;
+                while let Some(loaded) = parsed.next_if(|l| l.dir == this) {
+                    if let (Some((settled_before, cache)), Some(path), Some(stamp)) =
+                        (&mut cache, &loaded.path, loaded.stamp)
+                        && stamp.settled(*settled_before)
+                    {
+                        let entry = CachedFile {
+                            source: loaded.source,
+                            stamp,
+                            def: loaded.def.clone(),
+                            diags: loaded.diags.clone(),
+                        };
+                        cache.files.insert(path.clone(), entry);
                     }
+                    cat.diagnostics.extend(loaded.diags);
+                    let (Some(mut def), Some(mut key)) = (loaded.def, loaded.key) else {
+                        continue;
+                    };
+                    if let Some(p) = &plugin {
+                        let d = Arc::make_mut(&mut def);
+                        d.name = format!("{p}:{}", d.name);
+                        key.clone_from(&d.name);
+                    }
+                    cat.insert_named(&mut agents, key, def);
                 }
             }
             Layer::Cli(json) => {
                 let (defs, diags) = parse_cli_agents_with(json, opts);
                 cat.diagnostics.extend(diags);
                 for def in defs {
-                    cat.insert(def);
+                    cat.insert(&mut agents, def);
                 }
             }
         }
     }
-    (cat, cache)
+    let mut sorted: Vec<(String, Arc<AgentDef>)> = agents.into_iter().collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    cat.agents = sorted.into_iter().collect();
+    (cat, cache.map(|(_, c)| c))
 }
 
 /// What identifies a file's contents without reading them: device, inode,
@@ -371,75 +403,220 @@ pub(crate) fn plugin_name(dir: &Path) -> String {
 
 type Parsed = (Option<AgentDef>, Vec<Diagnostic>);
 
-/// One file's result in a load: the definition, its diagnostics and, when
-/// recording for the next reload, the file's stamp.
-type Loaded = (Option<Arc<AgentDef>>, Vec<Diagnostic>, Option<Stamp>);
+/// One file's result in a load.
+struct Loaded {
+    /// The index of its source folder in the load.
+    dir: usize,
+    source: Source,
+    def: Option<Arc<AgentDef>>,
+    /// A copy of the definition's name, made by the thread that parsed it.
+    key: Option<String>,
+    diags: Vec<Diagnostic>,
+    /// When recording for the next reload: the file's stamp and path.
+    stamp: Option<Stamp>,
+    path: Option<PathBuf>,
+}
 
-/// Reads and parses `files` (or reuses what `reuse` holds for unchanged
-/// ones), in parallel when there are many; results come back in the same
-/// order.
-fn parse_all(
-    files: &[(Source, PathBuf)],
-    opts: ParseOptions<'_>,
-    reuse: Option<&FileCache>,
+/// What every file of a load is read with.
+struct Work<'a> {
+    opts: ParseOptions<'a>,
+    /// Results of the previous load to reuse for unchanged files.
+    reuse: Option<&'a FileCache>,
+    /// Whether to keep each file's stamp and path for the next reload.
     record: bool,
-) -> Vec<Loaded> {
-    let one = |source: Source, path: &Path| -> Loaded {
-        if let Some(cached) = reuse.and_then(|c| c.files.get(path))
+}
+
+impl Work<'_> {
+    /// Reads and parses one file, or reuses what the previous load had for
+    /// it when its stamp has not changed. A panic (a parser bug) becomes a
+    /// diagnostic about that file; the rest of the load goes on.
+    fn one(&self, file: Found) -> Loaded {
+        let Found {
+            dir,
+            source,
+            path,
+            folder,
+        } = file;
+        let folder = folder.as_ref().map(|f| &f.0);
+        let run = std::panic::AssertUnwindSafe(|| self.read(source, &path, folder));
+        let (def, diags, stamp) = std::panic::catch_unwind(run).unwrap_or_else(|_| {
+            let msg = "internal error while parsing this file; skipped";
+            (None, vec![Diagnostic::error(Some(&path), None, msg)], None)
+        });
+        let key = def.as_ref().map(|d| d.name.clone());
+        let mut path = Some(path);
+        let def = def.map(|mut def| {
+            // A fresh definition gets the path moved in, not copied.
+            if def.path.is_none()
+                && let Some(d) = Arc::get_mut(&mut def)
+            {
+                d.path = if self.record {
+                    path.clone()
+                } else {
+                    path.take()
+                };
+            }
+            def
+        });
+        Loaded {
+            dir,
+            source,
+            def,
+            key,
+            diags,
+            stamp,
+            path: path.filter(|_| self.record),
+        }
+    }
+
+    fn read(
+        &self,
+        source: Source,
+        path: &Path,
+        folder: Option<&std::fs::File>,
+    ) -> (Option<Arc<AgentDef>>, Vec<Diagnostic>, Option<Stamp>) {
+        if let Some(cached) = self.reuse.and_then(|c| c.files.get(path))
             && cached.source == source
             && std::fs::metadata(path).is_ok_and(|m| Stamp::of(&m) == cached.stamp)
         {
             return (cached.def.clone(), cached.diags.clone(), Some(cached.stamp));
         }
-        let ((def, diags), stamp) = read_and_parse_stamped(path, source, opts, record);
+        let at = At { path, folder };
+        let ((def, diags), stamp) = read_and_parse_stamped(at, source, self.opts, self.record);
         (def.map(Arc::new), diags, stamp)
-    };
-    // Asked only when there are many files, and once per process: the
-    // answer reads the cgroup's CPU quota files.
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let threads = if files.len() < PARALLEL_THRESHOLD {
-        1
-    } else {
-        *THREADS.get_or_init(|| {
-            std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(16)
-        })
-    };
-    if threads < 2 {
-        return files.iter().map(|(s, p)| one(*s, p)).collect();
     }
-    let chunk = files.len().div_ceil(threads);
-    let one = &one;
+}
+
+/// Where a file is: its path and, when the walk could open it, the folder
+/// it is in, so that it is opened by name relative to the folder instead
+/// of by walking every component of its path again.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    path: &'a Path,
+    folder: Option<&'a std::fs::File>,
+}
+
+/// Files handed to a parsing thread at a time.
+const BATCH: usize = PARALLEL_THRESHOLD;
+
+/// An agent file found by the walk: the index of its source folder, the
+/// source, its path and its folder if open.
+struct Found {
+    dir: usize,
+    source: Source,
+    path: PathBuf,
+    folder: Option<Arc<Folder>>,
+}
+
+/// A run of consecutive files of a load: the index of the first, and the
+/// files.
+type Batch = (usize, Vec<Found>);
+
+/// Walks the folders of `sources` in order and reads and parses every
+/// agent file found: once more than [`PARALLEL_THRESHOLD`] files are found,
+/// threads parse batches of them while the walk goes on, and this thread
+/// joins them when the walk is done. Returns the results in walk order, in
+/// parts.
+fn walk_and_parse(
+    sources: &[(Source, &Path)],
+    work: &Work<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Vec<Loaded>> {
+    let mut found = 0;
+    let mut pending: Vec<Found> = Vec::new();
+    let mut done: Vec<(usize, Vec<Loaded>)> = Vec::new();
+    // A few batches per thread may wait; when the queue is full the walk
+    // parses the batch itself, so it never blocks and never runs far
+    // ahead (each waiting file holds its folder open).
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(2 * threads());
+    let rx = std::sync::Mutex::new(rx);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .map(|part| {
-                let handle =
-                    scope.spawn(move || part.iter().map(|(s, p)| one(*s, p)).collect::<Vec<_>>());
-                (part, handle)
-            })
-            .collect();
-        let mut out = Vec::with_capacity(files.len());
-        for (part, handle) in handles {
-            match handle.join() {
-                Ok(results) => out.extend(results),
-                // A parser bug must not take the catalog down: report the
-                // files of the failed chunk and go on.
-                Err(_) => out.extend(part.iter().map(|(_, p)| {
-                    (
-                        None,
-                        vec![Diagnostic::error(
-                            Some(p),
-                            None,
-                            "internal error while parsing this file; skipped",
-                        )],
-                        None,
-                    )
-                })),
+        let rx = &rx;
+        let mut workers = Vec::new();
+        for (dir, (source, root)) in sources.iter().enumerate() {
+            walk_each(root, diags, &mut |path, folder| {
+                pending.push(Found {
+                    dir,
+                    source: *source,
+                    path,
+                    folder: folder.cloned(),
+                });
+                found += 1;
+                if pending.len() < BATCH {
+                    return;
+                }
+                if workers.is_empty() {
+                    for _ in 0..threads() {
+                        workers.push(scope.spawn(move || drain(rx, work)));
+                    }
+                }
+                let batch = std::mem::replace(&mut pending, Vec::with_capacity(BATCH));
+                use std::sync::mpsc::TrySendError::{Disconnected, Full};
+                if let Err(Full((start, batch)) | Disconnected((start, batch))) =
+                    tx.try_send((found - BATCH, batch))
+                {
+                    done.push((start, batch.into_iter().map(|f| work.one(f)).collect()));
+                }
+            });
+        }
+        let last = std::mem::take(&mut pending);
+        let start = found - last.len();
+        drop(tx);
+        done.push((start, last.into_iter().map(|f| work.one(f)).collect()));
+        done.extend(drain(rx, work));
+        for w in workers {
+            // Parser panics are caught per file, so a worker does not die
+            // with batches in hand; if one ever does, the check below
+            // reports the files it took.
+            if let Ok(part) = w.join() {
+                done.extend(part);
             }
         }
-        out
+    });
+    done.sort_unstable_by_key(|(start, _)| *start);
+    let parsed: usize = done.iter().map(|(_, part)| part.len()).sum();
+    if parsed < found {
+        diags.push(Diagnostic::error(
+            None,
+            None,
+            format!(
+                "internal error: {} agent files were not loaded",
+                found - parsed
+            ),
+        ));
+    }
+    // Returned as the parts, not copied into one list.
+    done.into_iter().map(|(_, part)| part).collect()
+}
+
+/// Parses batches from `rx` until it is closed; returns each with the
+/// index of its first file.
+fn drain(
+    rx: &std::sync::Mutex<std::sync::mpsc::Receiver<Batch>>,
+    work: &Work<'_>,
+) -> Vec<(usize, Vec<Loaded>)> {
+    let mut out = Vec::new();
+    loop {
+        let next = match rx.lock() {
+            Ok(rx) => rx.recv(),
+            Err(poisoned) => poisoned.into_inner().recv(),
+        };
+        let Ok((start, files)) = next else {
+            return out;
+        };
+        let parsed = files.into_iter().map(|f| work.one(f)).collect();
+        out.push((start, parsed));
+    }
+}
+
+/// How many threads parse a large load: the available parallelism, asked
+/// once per process (the answer reads the cgroup's CPU quota files).
+fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(16)
     })
 }
 
@@ -447,13 +624,19 @@ fn parse_all(
 /// bytes go into a buffer kept per thread, so a load of many files
 /// allocates none for their text.
 pub(super) fn read_and_parse(path: &Path, source: Source, opts: ParseOptions<'_>) -> Parsed {
-    read_and_parse_stamped(path, source, opts, false).0
+    let at = At { path, folder: None };
+    let (def, diags) = read_and_parse_stamped(at, source, opts, false).0;
+    let def = def.map(|mut d| {
+        d.path = Some(path.to_path_buf());
+        d
+    });
+    (def, diags)
 }
 
 /// [`read_and_parse`], with the stamp of the file that was read when
 /// `stamp` is asked for (taken from the open file, before reading).
 fn read_and_parse_stamped(
-    path: &Path,
+    at: At<'_>,
     source: Source,
     opts: ParseOptions<'_>,
     stamp: bool,
@@ -465,7 +648,7 @@ fn read_and_parse_stamped(
     const KEEP: usize = 256 * 1024;
     BUF.with_borrow_mut(|buf| {
         buf.clear();
-        let parsed = read_and_parse_in(path, source, opts, buf, stamp);
+        let parsed = read_and_parse_in(at, source, opts, buf, stamp);
         if buf.capacity() > KEEP {
             *buf = Vec::new();
         }
@@ -474,14 +657,15 @@ fn read_and_parse_stamped(
 }
 
 fn read_and_parse_in(
-    path: &Path,
+    at: At<'_>,
     source: Source,
     opts: ParseOptions<'_>,
     buf: &mut Vec<u8>,
     want_stamp: bool,
 ) -> (Parsed, Option<Stamp>) {
+    let path = at.path;
     let fail = |msg: String| ((None, vec![Diagnostic::error(Some(path), None, msg)]), None);
-    let stamp = match read_limited(path, buf, want_stamp) {
+    let stamp = match read_limited(at, buf, want_stamp) {
         Ok((true, stamp)) => stamp,
         Ok((false, _)) => {
             return fail(format!(
@@ -502,7 +686,7 @@ fn read_and_parse_in(
         return fail("binary file (contains NUL bytes); skipped".into());
     }
     match std::str::from_utf8(buf) {
-        Ok(text) => (parse_agent_file_with(path, text, source, opts), stamp),
+        Ok(text) => (parse_agent_text(path, text, source, opts), stamp),
         Err(e) => fail(format!(
             "not valid UTF-8 (at byte {}); skipped",
             e.valid_up_to()
@@ -516,16 +700,25 @@ fn read_and_parse_in(
 /// limit plus one byte in memory. Opened without blocking, so a file
 /// replaced by a FIFO after the folder was read cannot hang the load.
 fn read_limited(
-    path: &Path,
+    at: At<'_>,
     buf: &mut Vec<u8>,
     want_stamp: bool,
 ) -> std::io::Result<(bool, Option<Stamp>)> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
+    let file = match (at.folder, at.path.file_name()) {
+        (Some(folder), Some(name)) => {
+            use nix::fcntl::OFlag;
+            let flags = OFlag::O_RDONLY | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+            let fd = nix::fcntl::openat(folder, name, flags, nix::sys::stat::Mode::empty())
+                .map_err(std::io::Error::from)?;
+            std::fs::File::from(fd)
+        }
+        _ => std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(at.path)?,
+    };
     let stamp = if want_stamp {
         file.metadata().ok().map(|m| Stamp::of(&m))
     } else {
@@ -539,8 +732,20 @@ fn read_limited(
 /// Every agent file under `root`, sorted. Symbolic links are followed; a
 /// link back to a folder already being read is reported, not followed. A
 /// missing root is silently empty.
+#[cfg(test)]
 pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    walk_each(root, diags, &mut |p, _| out.push(p));
+    out
+}
+
+/// [`walk`], handing each file to `found` as soon as it is listed, with
+/// its folder opened (`None` if that failed; the path still works).
+fn walk_each(
+    root: &Path,
+    diags: &mut Vec<Diagnostic>,
+    found: &mut dyn FnMut(PathBuf, Option<&Arc<Folder>>),
+) {
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
         Ok(_) => {
@@ -549,16 +754,16 @@ pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
                 None,
                 "agent source is not a folder; skipped",
             ));
-            return out;
+            return;
         }
-        Err(e) if e.kind() == ErrorKind::NotFound => return out,
+        Err(e) if e.kind() == ErrorKind::NotFound => return,
         Err(e) => {
             diags.push(Diagnostic::error(
                 Some(root),
                 None,
                 format!("cannot read folder: {e}"),
             ));
-            return out;
+            return;
         }
     };
     let mut seen: HashSet<PathBuf> = HashSet::from([canonical_root]);
@@ -566,8 +771,8 @@ pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     // in path order without sorting every path at the end (comparing paths
     // component by component cost more than the walk at 100,000 files).
     // Each list is kept in reverse, so `pop` gives the next name.
-    let mut stack = vec![read_sorted(root, diags)];
-    while let Some(top) = stack.last_mut() {
+    let mut stack = vec![(read_sorted(root, diags), open_folder(root))];
+    while let Some((top, folder)) = stack.last_mut() {
         let Some((path, ft)) = top.pop() else {
             stack.pop();
             continue;
@@ -619,12 +824,52 @@ pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
         }
         if ft.is_dir() {
             let entries = read_sorted(&path, diags);
-            stack.push(entries);
+            stack.push((entries, open_folder(&path)));
         } else if ft.is_file() && is_agent_file(&path) {
-            out.push(path);
+            found(path, folder.as_ref());
         }
     }
-    out
+}
+
+/// At most this many folders are held open by loads at a time (in the
+/// whole process); beyond it, files are opened by their path.
+pub(super) const MAX_OPEN_FOLDERS: usize = 64;
+
+/// Folders held open by loads.
+pub(super) static OPEN_FOLDERS: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// An open folder, counted in [`OPEN_FOLDERS`] while it lives.
+struct Folder(std::fs::File);
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        OPEN_FOLDERS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A folder opened for opening its files by name, unless
+/// [`MAX_OPEN_FOLDERS`] are open already or it cannot be opened.
+/// `O_DIRECTORY`: a folder replaced by a FIFO since it was listed is
+/// refused, not waited on.
+fn open_folder(dir: &Path) -> Option<Arc<Folder>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::Ordering;
+    if OPEN_FOLDERS.fetch_add(1, Ordering::Relaxed) >= MAX_OPEN_FOLDERS {
+        OPEN_FOLDERS.fetch_sub(1, Ordering::Relaxed);
+        return None;
+    }
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+    {
+        Ok(f) => Some(Arc::new(Folder(f))),
+        Err(_) => {
+            OPEN_FOLDERS.fetch_sub(1, Ordering::Relaxed);
+            None
+        }
+    }
 }
 
 /// The entries of one folder with their types, in reverse name order.

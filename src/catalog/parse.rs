@@ -37,6 +37,22 @@ pub fn parse_agent_file_with(
     source: Source,
     opts: ParseOptions<'_>,
 ) -> (Option<AgentDef>, Vec<Diagnostic>) {
+    let (def, diags) = parse_agent_text(path, text, source, opts);
+    let def = def.map(|mut d| {
+        d.path = Some(path.to_path_buf());
+        d
+    });
+    (def, diags)
+}
+
+/// [`parse_agent_file_with`], leaving the definition's `path` unset: the
+/// loader moves the path it already owns in instead of copying it.
+pub(super) fn parse_agent_text(
+    path: &Path,
+    text: &str,
+    source: Source,
+    opts: ParseOptions<'_>,
+) -> (Option<AgentDef>, Vec<Diagnostic>) {
     // CRLF files load exactly like LF ones: normalise once, here.
     let text: Cow<'_, str> = if text.contains('\r') {
         Cow::Owned(text.replace("\r\n", "\n"))
@@ -44,46 +60,40 @@ pub fn parse_agent_file_with(
         Cow::Borrowed(text)
     };
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let is = |e: &str| ext.eq_ignore_ascii_case(e);
     let mut ctx = Ctx {
         path,
         shift: 0,
         known_tools: opts.known_tools,
         diags: Vec::new(),
     };
-    let def = match ext.as_str() {
-        "md" | "markdown" => parse_markdown(text, source, &mut ctx),
-        "yaml" | "yml" => match parse_yaml(text) {
+    let def = if is("md") || is("markdown") {
+        parse_markdown(text, source, &mut ctx)
+    } else if is("yaml") || is("yml") {
+        match parse_yaml(text) {
             Ok(doc) => resolve(&doc, DocKind::Data, source, &mut ctx),
             Err(e) => {
                 ctx.error(e.pos, format!("invalid YAML: {}", e.message));
                 None
             }
-        },
-        "toml" => match parse_toml(text) {
+        }
+    } else if is("toml") {
+        match parse_toml(text) {
             Ok(doc) => resolve(&doc, DocKind::Data, source, &mut ctx),
             Err(e) => {
                 ctx.error(e.pos, format!("invalid TOML: {}", e.message));
                 None
             }
-        },
-        _ => {
-            ctx.diags.push(Diagnostic::error(
-                Some(path),
-                None,
-                "not an agent file: expected a .md, .yaml, .yml or .toml extension",
-            ));
-            None
         }
+    } else {
+        ctx.diags.push(Diagnostic::error(
+            Some(path),
+            None,
+            "not an agent file: expected a .md, .yaml, .yml or .toml extension",
+        ));
+        None
     };
-    let def = def.map(|mut d| {
-        d.path = Some(path.to_path_buf());
-        d
-    });
     (def, ctx.diags)
 }
 
@@ -106,7 +116,11 @@ fn parse_markdown(text: &str, source: Source, ctx: &mut Ctx<'_>) -> Option<Agent
     // As Claude Code (2.1.214 on) does, a simple `key: value` whose value
     // holds a YAML comment (`#` first, or after a blank) is quoted before
     // the first parse, so `Our app just hit #1 on…` is not cut at ` #`.
-    let primary = quote_hash_values(fm.yaml);
+    let primary: Cow<'_, str> = if fm.yaml.contains('#') {
+        Cow::Owned(quote_hash_values(fm.yaml))
+    } else {
+        Cow::Borrowed(fm.yaml)
+    };
     let first = if needs_quoting(&primary) {
         None
     } else {

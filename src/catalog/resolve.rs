@@ -150,7 +150,15 @@ pub(super) fn resolve(
             return None;
         }
         Some(v) => match v.scalar_text() {
-            Some(d) if !d.trim().is_empty() => d.replace("\\n", "\n").trim().to_string(),
+            Some(d) if !d.trim().is_empty() => {
+                if d.contains('\\') {
+                    d.replace("\\n", "\n").trim().to_string()
+                } else if d.trim().len() == d.len() {
+                    d
+                } else {
+                    d.trim().to_string()
+                }
+            }
             Some(_) => {
                 ctx.error(
                     v.pos,

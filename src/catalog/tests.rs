@@ -741,6 +741,157 @@ fn parallel_load_matches_sequential_order() {
     assert_eq!(cat.diagnostics.len(), 50);
 }
 
+/// Folders large enough to be parsed by several threads while the walk
+/// goes on, with a small one between them and `--agents` after them: each
+/// file lands in its own source, in path order, so precedence, shadowing
+/// and the order of diagnostics are those of a file-by-file load.
+#[test]
+fn files_parsed_while_the_walk_goes_on_keep_their_source_and_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    for i in 0..200 {
+        write(
+            t,
+            &format!("user/{i:03}.md"),
+            &agent(&format!("a{}", i % 100), &format!("u{i}")),
+        );
+    }
+    write(t, "user2/only.md", &agent("only", "user2"));
+    for i in 0..130 {
+        write(
+            t,
+            &format!("proj/{i:03}.md"),
+            &agent(&format!("a{}", i % 100), &format!("p{i}")),
+        );
+    }
+    write(t, "proj/broken.md", "---\nname: [\n---\n");
+    let dirs = vec![
+        SourceDir {
+            source: Source::User,
+            path: t.join("user"),
+        },
+        SourceDir {
+            source: Source::User,
+            path: t.join("user2"),
+        },
+        SourceDir {
+            source: Source::Project,
+            path: t.join("proj"),
+        },
+    ];
+    let cli = r#"{"a5": {"description": "cli", "prompt": "p"}}"#;
+    let cat = load(&CatalogInput {
+        dirs,
+        cli_json: Some(cli.into()),
+        ..Default::default()
+    });
+    assert_eq!(cat.files, 332);
+    assert_eq!(cat.get("only").unwrap().source, Source::User);
+    for k in 0..100 {
+        let want = match k {
+            5 => "cli".to_string(),
+            0..30 => format!("p{}", 100 + k),
+            _ => format!("p{k}"),
+        };
+        let def = cat.get(&format!("a{k}")).unwrap();
+        assert_eq!(def.description, want);
+        if k != 5 {
+            assert_eq!(
+                def.path.as_deref(),
+                Some(
+                    t.join(format!("proj/{:03}.md", want[1..].parse::<u32>().unwrap()))
+                        .as_path()
+                )
+            );
+        }
+    }
+    // 100 user names defined twice, 100 user agents hidden by the project,
+    // 30 project names defined twice, one project agent hidden by --agents.
+    assert_eq!(cat.shadowed.len(), 231);
+    let twice: Vec<&Path> = cat
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.contains("defined twice"))
+        .filter_map(|d| d.path.as_deref())
+        .collect();
+    let expected: Vec<PathBuf> = (100..200)
+        .map(|i| t.join(format!("user/{i:03}.md")))
+        .chain((100..130).map(|i| t.join(format!("proj/{i:03}.md"))))
+        .collect();
+    assert_eq!(
+        twice,
+        expected.iter().map(PathBuf::as_path).collect::<Vec<_>>()
+    );
+    // The broken file is reported in its place: after the project's
+    // numbered files (`broken.md` sorts after them), before nothing else.
+    let last = cat.diagnostics.last().unwrap();
+    assert!(
+        last.path.as_ref().unwrap().ends_with("proj/broken.md"),
+        "{last}"
+    );
+    assert_eq!(cat.diagnostics.len(), 131);
+}
+
+/// Files are opened by name relative to their open folder: links to files
+/// and folders elsewhere (relative ones included) still load, in a folder
+/// large enough to be parsed on several threads.
+#[cfg(unix)]
+#[test]
+fn files_opened_relative_to_their_folder_follow_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    for i in 0..100 {
+        write(t, &format!("p/{i:03}.md"), &agent(&format!("a{i}"), "d"));
+    }
+    write(
+        t,
+        "outside/x.md",
+        &agent("linked", "through a relative link"),
+    );
+    write(
+        t,
+        "outside/sub/y.md",
+        &agent("in-linked-folder", "through a folder link"),
+    );
+    std::os::unix::fs::symlink("../outside/x.md", t.join("p/x.md")).unwrap();
+    std::os::unix::fs::symlink(t.join("outside/sub"), t.join("p/sub")).unwrap();
+    let cat = load(&dir_input(&t.join("p")));
+    assert!(cat.diagnostics.is_empty(), "{:?}", cat.diagnostics);
+    assert_eq!(cat.files, 102);
+    assert_eq!(
+        cat.get("linked").unwrap().path.as_deref(),
+        Some(t.join("p/x.md").as_path())
+    );
+    assert_eq!(
+        cat.get("in-linked-folder").unwrap().path.as_deref(),
+        Some(t.join("p/sub/y.md").as_path())
+    );
+}
+
+/// When loads already hold as many folders open as they may, files are
+/// opened by their whole path instead, and load the same. (Other tests
+/// loading meanwhile only lose the shortcut.)
+#[test]
+fn with_no_folder_handles_left_files_are_opened_by_path() {
+    use std::sync::atomic::Ordering;
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    for i in 0..100 {
+        write(
+            t,
+            &format!("p/g{}/{i:03}.md", i % 7),
+            &agent(&format!("a{i}"), "d"),
+        );
+    }
+    let with_handles = load(&dir_input(&t.join("p")));
+    super::load::OPEN_FOLDERS.fetch_add(super::load::MAX_OPEN_FOLDERS, Ordering::Relaxed);
+    let by_path = load(&dir_input(&t.join("p")));
+    super::load::OPEN_FOLDERS.fetch_sub(super::load::MAX_OPEN_FOLDERS, Ordering::Relaxed);
+    assert!(by_path.diagnostics.is_empty(), "{:?}", by_path.diagnostics);
+    assert_eq!(by_path.files, 100);
+    assert_eq!(by_path, with_handles);
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
