@@ -871,7 +871,19 @@ pub fn spawn(
     let hup = hangup();
     let cancel = CancellationToken::new();
     let token = cancel.clone();
+    // No change can take effect before a debounce has passed, so the
+    // watches are placed only then: the catch-up check in `start` finds
+    // anything changed since the first build began reading, as it does
+    // for changes made while the watches are being placed. A run that
+    // ends sooner never opens an inotify instance, whose close waits for
+    // a kernel grace period (8–16 ms measured, on the way out of the
+    // process; bench/turn-notes.md).
+    let delay = Duration::from_millis(swap.load().settings().reload.debounce_ms);
     tokio::spawn(async move {
+        tokio::select! {
+            () = token.cancelled() => return,
+            () = tokio::time::sleep(delay) => {}
+        }
         let started =
             tokio::task::spawn_blocking(move || Watcher::start(input, swap, interactive)).await;
         match started {

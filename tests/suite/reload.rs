@@ -739,6 +739,27 @@ fn a_running_session_sees_a_flag_flip_on_its_next_request() {
     );
 }
 
+/// The watches are placed one debounce after start; a change made before
+/// that (here: while the first request waits, well inside a 1.5 s
+/// debounce) is found by the catch-up check when they are placed.
+#[test]
+fn a_change_before_the_watches_are_placed_reaches_the_next_request() {
+    let head = "[reload]\ndebounce_ms = 1500\n[features]\n";
+    let p = Project::new(&format!("{head}FORK_SUBAGENT = false\n"));
+    let reqs = run_across_a_change(
+        &p,
+        |p| {
+            p.write("cadre.toml", &format!("{head}FORK_SUBAGENT = true\n"));
+        },
+        "FORK_SUBAGENT",
+    );
+    assert!(agent_properties(&reqs[0].json).get("fork").is_none());
+    assert!(
+        agent_properties(&reqs[1].json).get("fork").is_some(),
+        "the second request lacks `fork`"
+    );
+}
+
 /// A request body in prompt-cache order (tools, system, messages), each
 /// part compact JSON: what a prompt cache can share between two requests.
 fn cache_order(body: &Value) -> Vec<u8> {
