@@ -50,6 +50,8 @@ pub struct Changes {
     pub flags_changed: Vec<FlagChange>,
     pub templates_changed: Vec<String>,
     pub tools_changed: Vec<String>,
+    /// Skills added, removed or changed (`SKILL.md` files).
+    pub skills_changed: Vec<String>,
     /// Any other setting (provider, models, permissions, ...) changed.
     pub settings_changed: bool,
     /// Project memory (`CLAUDE.md` files and their imports) changed.
@@ -106,6 +108,7 @@ impl fmt::Display for ReloadEvent {
             ("agents changed", &c.agents_changed),
             ("templates changed", &c.templates_changed),
             ("tools changed", &c.tools_changed),
+            ("skills changed", &c.skills_changed),
         ];
         for (label, names) in lists {
             if !names.is_empty() {
@@ -203,6 +206,14 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
         .into_iter()
         .filter(|n| old.tools.get(n).map(|s| &**s) != new.tools.get(n).map(|s| &**s))
         .map(str::to_string)
+        .collect();
+
+    let (osk, nsk) = (&old.skills.skills, &new.skills.skills);
+    let snames: BTreeSet<&String> = osk.keys().chain(nsk.keys()).collect();
+    c.skills_changed = snames
+        .into_iter()
+        .filter(|n| osk.get(*n) != nsk.get(*n))
+        .cloned()
         .collect();
 
     // Flags are reported above; compare the rest of the settings.
@@ -1038,6 +1049,35 @@ mod tests {
         assert!(c.settings_changed);
         assert!(c.templates_changed.is_empty());
         assert!(diff(&newer, &newer, false).is_empty());
+    }
+
+    /// A skill is a change of its own: the watcher's catch-up rebuild
+    /// keeps a snapshot only when its changes are not empty.
+    #[test]
+    fn skills_added_changed_and_removed_are_named() {
+        let t = tempfile::tempdir().unwrap();
+        write(&t.path().join("cadre.toml"), "");
+        let skill = |name: &str, desc: &str| {
+            format!("---\nname: {name}\ndescription: {desc}\n---\nDo it.\n")
+        };
+        let notes = t.path().join(".claude/skills/notes/SKILL.md");
+        write(&notes, &skill("notes", "Take notes"));
+        let inp = input(t.path());
+        let old = snapshot::build(&inp, 1).unwrap();
+        let pdf = t.path().join(".claude/skills/pdf/SKILL.md");
+        write(&pdf, &skill("pdf", "Fill in forms"));
+        let added = snapshot::build(&inp, 2).unwrap();
+        let c = diff(&old, &added, false);
+        assert_eq!(c.skills_changed, vec!["pdf".to_string()]);
+        assert!(c.agents_added.is_empty() && !c.settings_changed);
+        write(&notes, &skill("notes", "Take better notes"));
+        std::fs::remove_file(&pdf).unwrap();
+        let changed = snapshot::build(&inp, 3).unwrap();
+        assert_eq!(
+            diff(&added, &changed, false).skills_changed,
+            vec!["notes".to_string(), "pdf".to_string()]
+        );
+        assert!(diff(&changed, &changed, false).is_empty());
     }
 
     #[test]
