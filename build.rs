@@ -1,3 +1,12 @@
+//! Three things the program needs from the build:
+//! - the embedded tool specs as JSON, converted from their YAML once here
+//!   (`build/tool_specs.rs`), for every profile;
+//! - for release builds, relative relocations packed as DT_RELR when the
+//!   build machine's loader takes them (`pack_relative_relocations`;
+//!   `CADRE_NO_RELR=1` turns it off);
+//! - for release builds, the code laid out as described below
+//!   (`CADRE_NO_SYMBOL_ORDER=1` turns it off).
+//!
 //! Lays out the release binary's code so that what a run executes lies
 //! together: the linker places the functions named in
 //! `build/symbol-order.txt` first, in that order (see

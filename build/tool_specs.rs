@@ -6,7 +6,7 @@
 //! start, more than a quarter of a whole three-request run; the same data
 //! as JSON deserializes in a small fraction of that. Files on disk are
 //! still read as YAML, with positions for their diagnostics. A unit test
-//! (`precomputed_specs_equal_the_parsed_ones`) checks that each converted
+//! (`embedded_specs_pass_the_checks_a_file_gets`) checks that each converted
 //! spec equals the one the YAML reader makes of the same file.
 //!
 //! A file that does not parse fails the build, naming the file and the
