@@ -194,27 +194,14 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
     }
 
     let (ot, nt) = (old.templates.origins(), new.templates.origins());
-    let tnames: BTreeSet<&String> = ot.keys().chain(nt.keys()).collect();
-    c.templates_changed = tnames
-        .into_iter()
-        .filter(|n| ot.get(*n).map(|o| &o.text) != nt.get(*n).map(|o| &o.text))
-        .cloned()
-        .collect();
-
-    let onames: BTreeSet<&str> = old.tools.names().chain(new.tools.names()).collect();
-    c.tools_changed = onames
-        .into_iter()
-        .filter(|n| old.tools.get(n).map(|s| &**s) != new.tools.get(n).map(|s| &**s))
-        .map(str::to_string)
-        .collect();
-
+    c.templates_changed = differing(ot.keys(), nt.keys(), |n| {
+        ot.get(n).map(|o| &o.text) != nt.get(n).map(|o| &o.text)
+    });
+    c.tools_changed = differing(old.tools.names(), new.tools.names(), |n| {
+        old.tools.get(n).map(|s| &**s) != new.tools.get(n).map(|s| &**s)
+    });
     let (osk, nsk) = (&old.skills.skills, &new.skills.skills);
-    let snames: BTreeSet<&String> = osk.keys().chain(nsk.keys()).collect();
-    c.skills_changed = snames
-        .into_iter()
-        .filter(|n| osk.get(*n) != nsk.get(*n))
-        .cloned()
-        .collect();
+    c.skills_changed = differing(osk.keys(), nsk.keys(), |n| osk.get(n) != nsk.get(n));
 
     // Flags are reported above; compare the rest of the settings.
     let mut os = old.settings().clone();
@@ -226,6 +213,20 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
     c.settings_changed = os != ns;
     c.memory_changed = old.memory.files != new.memory.files;
     c
+}
+
+/// The names in `old` or `new` for which `differs` holds, sorted, once each.
+fn differing<'a, S: AsRef<str> + ?Sized + 'a>(
+    old: impl Iterator<Item = &'a S>,
+    new: impl Iterator<Item = &'a S>,
+    differs: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let names: BTreeSet<&str> = old.chain(new).map(AsRef::as_ref).collect();
+    names
+        .into_iter()
+        .filter(|n| differs(n))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The outcome of [`apply`]: the event to report and, when the build
