@@ -194,7 +194,7 @@ def main():
                 programs["claude-code"] = ([args.claude, "-p", PROMPTS[scenario]], env)
             results = {name: {"wall_s": [], "rss_kib": [], "request_bytes": [], "requests": [],
                               "child_shared": [], "errors": [], "cpu_s": [], "cpu_per_child_turn_ms": [],
-                              "last_main_request_s": [], "notifications": []} for name in programs}
+                              "last_main_request_s": [], "notifications": [], "timelines": []} for name in programs}
             order = list(programs)
             for i in range(args.warmup + args.runs):
                 for name in (order if i % 2 == 0 else order[::-1]):
@@ -218,6 +218,15 @@ def main():
                             continue
                         r["notifications"].append(dict(notes, main_requests=len(mains), child_requests=kids_n))
                         r["last_main_request_s"].append(mains[-1]["t"])
+                        # When each request reached the server (ms after
+                        # the reset): the parent's, and the children's
+                        # spread, to see which round trip a run waited for.
+                        kid_t = sorted(s["t"] for s in stats if s["kind"] == "child")
+                        q = lambda f: round(kid_t[min(len(kid_t) - 1, int(f * len(kid_t)))] * 1000, 1)
+                        r["timelines"].append({"wall_ms": round(wall * 1000, 1),
+                                               "main_ms": [round(m["t"] * 1000, 1) for m in mains],
+                                               "child_ms": {"first": q(0), "p50": q(0.5), "p90": q(0.9),
+                                                            "last": q(1)} if kid_t else None})
                     r["cpu_s"].append(measure.cpu_s)
                     if kids_n:
                         r["cpu_per_child_turn_ms"].append(measure.cpu_s * 1000 / kids_n)
@@ -253,6 +262,7 @@ def main():
                     "cpu_per_child_turn_ms": summary(r["cpu_per_child_turn_ms"]),
                     "last_main_request_s": summary(r["last_main_request_s"]),
                     "notifications": r["notifications"][:1],
+                    "timelines": r["timelines"],
                     "failed_runs": len(r["errors"]),
                     "first_error": r["errors"][0] if r["errors"] else None,
                 }

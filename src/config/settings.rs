@@ -404,6 +404,12 @@ pub struct AgentSettings {
     /// How long `cadre run` waits for background children after the main
     /// agent's last answer before ending them `failed`; 0 = no ceiling.
     pub run_wait_ceiling_ms: u64,
+    /// An agent idle with notifications to answer, while more of its
+    /// background children still run, first waits until this long passes
+    /// with no further notification (at most ten times this in all), so
+    /// that children ending together are answered in one request; 0 =
+    /// answer at once.
+    pub notification_gap_ms: u64,
     /// A sub-agent that has used this many tokens (input, cache, output,
     /// over all its requests) ends `failed` before its next request; 0 = no
     /// budget.
@@ -440,6 +446,7 @@ impl Default for AgentSettings {
             stall_timeout_ms: 600_000,
             task_timeout_ms: 0,
             run_wait_ceiling_ms: 0,
+            notification_gap_ms: 10,
             task_token_budget: 0,
             repeated_call_limit: 0,
             teams_dir: PathBuf::from(".cadre/teams"),

@@ -659,6 +659,8 @@ impl Session {
                     .tasks
                     .wait_for_notification(&self.spec.agent_id, &self.cancel)
                     .await;
+                let snap = self.engine.snapshot.load_full();
+                self.gather_notifications(&snap).await;
                 if self.cancel.is_cancelled() {
                     return Err(RunError::Cancelled);
                 }
@@ -875,6 +877,23 @@ impl Session {
     /// counts it); past that, every child still running ends `failed`
     /// with one notification naming the limit, and those are awaited.
     async fn wait_for_children(&self, snap: &Snapshot, waited: &mut std::time::Duration) {
+        self.wait_under_ceiling(snap, waited).await;
+        self.gather_notifications(snap).await;
+    }
+
+    /// Waits for siblings of the notifications just received that are
+    /// about to end too (`agents.notification_gap_ms`), so that one request
+    /// answers them all.
+    async fn gather_notifications(&self, snap: &Snapshot) {
+        let gap = std::time::Duration::from_millis(snap.settings().agents.notification_gap_ms);
+        self.engine
+            .tasks
+            .gather_notifications(&self.spec.agent_id, gap, &self.cancel)
+            .await;
+    }
+
+    /// [`Session::wait_for_children`] without the gathering.
+    async fn wait_under_ceiling(&self, snap: &Snapshot, waited: &mut std::time::Duration) {
         let tasks = &self.engine.tasks;
         let id = &self.spec.agent_id;
         let ceiling_ms = snap.settings().agents.run_wait_ceiling_ms;

@@ -709,7 +709,56 @@ impl TaskRegistry {
             }
         }
     }
+
+    /// Called when `agent_id` is idle and has notifications to answer:
+    /// while more of its background children are still running, waits
+    /// until `gap` passes with no further notification (never more than
+    /// [`GATHER_GAPS`] gaps in all), so that children ending together are
+    /// answered in one request instead of one request each. Returns at
+    /// once when every child has reported (the usual case of one child),
+    /// with a zero `gap`, or on cancellation.
+    pub async fn gather_notifications(
+        &self,
+        agent_id: &str,
+        gap: Duration,
+        cancel: &CancellationToken,
+    ) {
+        if gap.is_zero() {
+            return;
+        }
+        // Everything that can still arrive: new children cannot start
+        // while their parent is idle, so this only shrinks.
+        let expected = self.pending_count(agent_id);
+        let waiting = || {
+            lock(&self.mailboxes)
+                .get(agent_id)
+                .map_or(0, |m| m.notifications.len())
+        };
+        let deadline = Instant::now() + gap * GATHER_GAPS;
+        let mut seen = waiting();
+        let mut quiet_until = (Instant::now() + gap).min(deadline);
+        loop {
+            let changed = self.changed.notified();
+            let now = waiting();
+            if now == 0 || now >= expected || cancel.is_cancelled() {
+                return;
+            }
+            if now != seen {
+                seen = now;
+                quiet_until = (Instant::now() + gap).min(deadline);
+            }
+            tokio::select! {
+                () = changed => {}
+                () = cancel.cancelled() => return,
+                () = tokio::time::sleep_until(quiet_until.into()) => return,
+            }
+        }
+    }
 }
+
+/// How many gaps of `agents.notification_gap_ms` an idle agent waits at
+/// most for further notifications before answering those it has.
+pub const GATHER_GAPS: u32 = 10;
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
@@ -847,5 +896,119 @@ mod tests {
                 assert_eq!(delivered, 0, "round {round}: refused but read");
             }
         }
+    }
+
+    /// Ends `task` from another thread after `after`.
+    fn finish_later(
+        reg: &Arc<TaskRegistry>,
+        task: Arc<Task>,
+        after: Duration,
+    ) -> std::thread::JoinHandle<()> {
+        let reg = Arc::clone(reg);
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            let id = task.id.clone();
+            reg.finish(&task, result(), Vec::new(), |_| id);
+        })
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    /// Gathers for `parent` with `gap`; how long it took.
+    fn gather(reg: &TaskRegistry, gap: Duration) -> Duration {
+        let start = Instant::now();
+        runtime().block_on(reg.gather_notifications("parent", gap, &CancellationToken::new()));
+        start.elapsed()
+    }
+
+    #[test]
+    fn gathering_returns_at_once_when_every_child_has_reported() {
+        let reg = Arc::new(TaskRegistry::new(4));
+        let only = background(&reg, "only");
+        reg.finish(&only, result(), Vec::new(), |_| "only".into());
+        // A gap this long would fail the test if it were waited for.
+        assert!(gather(&reg, Duration::from_secs(30)) < Duration::from_secs(10));
+        assert_eq!(reg.take_notifications("parent"), vec!["only"]);
+    }
+
+    #[test]
+    fn gathering_waits_for_siblings_ending_within_the_gap() {
+        let reg = Arc::new(TaskRegistry::new(4));
+        let (a, b, c) = (
+            background(&reg, "a"),
+            background(&reg, "b"),
+            background(&reg, "c"),
+        );
+        reg.finish(&a, result(), Vec::new(), |_| "a".into());
+        let later = [
+            finish_later(&reg, b, Duration::from_millis(50)),
+            finish_later(&reg, c, Duration::from_millis(100)),
+        ];
+        // Returns when the last sibling reports, not after the gap.
+        assert!(gather(&reg, Duration::from_secs(30)) < Duration::from_secs(10));
+        assert_eq!(reg.take_notifications("parent"), vec!["a", "b", "c"]);
+        for h in later {
+            h.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn gathering_stops_after_a_quiet_gap_while_a_child_still_runs() {
+        let reg = Arc::new(TaskRegistry::new(4));
+        let (a, slow) = (background(&reg, "a"), background(&reg, "slow"));
+        reg.finish(&a, result(), Vec::new(), |_| "a".into());
+        let took = gather(&reg, Duration::from_millis(50));
+        assert!(took >= Duration::from_millis(50), "{took:?}");
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        assert_eq!(slow.status(), TaskStatus::Running);
+        assert_eq!(reg.take_notifications("parent"), vec!["a"]);
+    }
+
+    #[test]
+    fn gathering_ends_while_notifications_keep_coming() {
+        let reg = Arc::new(TaskRegistry::new(64));
+        let first = background(&reg, "first");
+        reg.finish(&first, result(), Vec::new(), |_| "first".into());
+        // One child ends every 20 ms for 4 s: each arrives within the gap,
+        // so only the limit of GATHER_GAPS gaps (1 s) ends the wait.
+        let stream: Vec<Arc<Task>> = (0..200)
+            .map(|i| background(&reg, &format!("s{i}")))
+            .collect();
+        let finisher = {
+            let reg = Arc::clone(&reg);
+            std::thread::spawn(move || {
+                for t in stream {
+                    std::thread::sleep(Duration::from_millis(20));
+                    reg.finish(&t, result(), Vec::new(), |_| String::new());
+                }
+            })
+        };
+        let took = gather(&reg, Duration::from_millis(100));
+        let got = reg.take_notifications("parent").len();
+        assert!(
+            got < 201,
+            "returned before the stream ended ({got} notifications)"
+        );
+        assert!(took >= Duration::from_millis(100), "{took:?}");
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        finisher.join().unwrap();
+    }
+
+    #[test]
+    fn no_gap_or_a_cancelled_session_means_no_gathering() {
+        let reg = Arc::new(TaskRegistry::new(4));
+        let (a, _running) = (background(&reg, "a"), background(&reg, "b"));
+        reg.finish(&a, result(), Vec::new(), |_| "a".into());
+        assert!(gather(&reg, Duration::ZERO) < Duration::from_secs(10));
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let start = Instant::now();
+        runtime().block_on(reg.gather_notifications("parent", Duration::from_secs(30), &cancel));
+        assert!(start.elapsed() < Duration::from_secs(10));
     }
 }

@@ -355,6 +355,73 @@ fn task_output_reports_status_and_output() {
     );
 }
 
+/// A parent that starts three background children whose answers come
+/// 300, 700 and 1,100 ms later, then waits; the main session's requests.
+fn three_staggered_children(p: &Project) -> Vec<RecordedRequest> {
+    let server = FakeServer::route(|r| {
+        if is_main(r) {
+            if assistant_turns(r) == 0 {
+                let mut m = anthropic::message();
+                for i in 0..3 {
+                    m = m.tool_use(
+                        &format!("toolu_{i}"),
+                        "Agent",
+                        json!({"description": format!("job {i}"), "prompt": format!("job {i}"), "run_in_background": true}),
+                    );
+                }
+                return m.reply();
+            }
+            return anthropic::text_reply("noted");
+        }
+        let job = r.last_user_text();
+        let delay = match job.trim() {
+            "job 0" => 300,
+            "job 1" => 700,
+            _ => 1100,
+        };
+        anthropic::text_reply(&format!("result of {job}")).delayed(Duration::from_millis(delay))
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    server.assert_invariants();
+    main_requests(&server)
+}
+
+/// How many notifications each wake-up request brought (the requests
+/// after the one that answered the spawns).
+fn notifications_per_wake_up(mains: &[RecordedRequest]) -> Vec<usize> {
+    mains
+        .iter()
+        .skip(2)
+        .map(|r| count(&r.last_user_text(), "<task-notification>"))
+        .collect()
+}
+
+#[test]
+fn children_ending_within_the_gap_are_answered_in_one_request() {
+    let mut p = Project::new();
+    p.config("[agents]\nnotification_gap_ms = 1000\n");
+    let mains = three_staggered_children(&p);
+    assert_eq!(notifications_per_wake_up(&mains), vec![3]);
+}
+
+#[test]
+fn by_default_children_ending_apart_wake_the_parent_one_by_one() {
+    let p = Project::new();
+    let mains = three_staggered_children(&p);
+    // The default gap (10 ms) does not hold the first answer back for
+    // siblings that end hundreds of milliseconds later.
+    assert_eq!(notifications_per_wake_up(&mains), vec![1, 1, 1]);
+    let firsts: Vec<bool> = mains
+        .iter()
+        .skip(2)
+        .map(|r| {
+            r.last_user_text()
+                .contains("<result>result of job 0</result>")
+        })
+        .collect();
+    assert_eq!(firsts, vec![true, false, false]);
+}
+
 #[test]
 fn a_hundred_background_children_each_notify_exactly_once() {
     const N: usize = 100;
