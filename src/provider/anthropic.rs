@@ -7,6 +7,7 @@
 //! breakpoints go on the last system block, the last tool and the last
 //! block of the last message.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
@@ -110,26 +111,71 @@ pub(crate) fn write_messages(req: &ModelRequest, out: &mut Vec<u8>) {
             }
             continue;
         }
-        let mut last = message_value(m);
-        if let Some(Value::Array(blocks)) = last.get_mut("content") {
-            // Thinking blocks cannot carry a breakpoint; use the last other block.
-            let target = blocks.iter_mut().rev().find(|b| {
-                !matches!(
-                    b.get("type").and_then(Value::as_str),
-                    Some("thinking" | "redacted_thinking")
-                )
-            });
-            if let Some(Value::Object(block)) = target {
-                block.insert("cache_control".into(), ephemeral());
-            }
+        write_last_message(m, out);
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// The last message with the cache breakpoint on its last block that is
+/// not thinking (which cannot carry one), written straight from the
+/// message: the bytes `to_value`, inserting `cache_control` into that
+/// block's object and `to_vec` give, without building the `Value` (the
+/// last message of a parent that started a thousand children holds a
+/// thousand tool results or notifications).
+fn write_last_message(m: &Message, out: &mut Vec<u8>) {
+    let target = m.content.iter().rposition(|b| {
+        !matches!(
+            b,
+            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. }
+        )
+    });
+    out.extend_from_slice(b"{\"role\":");
+    if serde_json::to_writer(&mut *out, &m.role).is_err() {
+        out.extend_from_slice(b"null");
+    }
+    out.extend_from_slice(b",\"content\":[");
+    for (i, block) in m.content.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        if serde_json::to_writer(&mut *out, &last).is_err() {
+        let start = out.len();
+        if serde_json::to_writer(&mut *out, block).is_err() {
+            out.truncate(start);
             out.extend_from_slice(b"null");
+            continue;
+        }
+        if Some(i) != target {
+            continue;
+        }
+        let written = &out[start..];
+        if written.last() == Some(&b'}') && !contains(written, b"\"cache_control\"") {
+            let empty = written.len() == 2;
+            out.pop();
+            if !empty {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"cache_control\":{\"type\":\"ephemeral\"}}");
+        } else {
+            // A block that already names a breakpoint (kept as a provider
+            // sent it): the `Value` path replaces it where it stands.
+            let mut value = serde_json::to_value(block).unwrap_or(Value::Null);
+            if let Value::Object(obj) = &mut value {
+                obj.insert("cache_control".into(), ephemeral());
+            }
+            out.truncate(start);
+            if serde_json::to_writer(&mut *out, &value).is_err() {
+                out.extend_from_slice(b"null");
+            }
         }
     }
     out.extend_from_slice(b"]}");
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[cfg(test)]
 fn message_value(m: &Message) -> Value {
     serde_json::to_value(m).unwrap_or(Value::Null)
 }
@@ -197,6 +243,9 @@ pub(crate) struct AnthropicAssembler {
     invalid: Vec<(String, String)>,
     /// Bytes of content assembled so far.
     size: usize,
+    /// Tests: read every event through `Value` (the typed path off).
+    #[cfg(test)]
+    untyped: bool,
 }
 
 fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
@@ -223,6 +272,143 @@ fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
     }
 }
 
+/// The field of a `content_block_delta`'s delta that holds its text.
+fn delta_field(kind: &str) -> Option<&'static str> {
+    match kind {
+        "text_delta" => Some("text"),
+        "thinking_delta" => Some("thinking"),
+        "signature_delta" => Some("signature"),
+        "input_json_delta" => Some("partial_json"),
+        _ => None,
+    }
+}
+
+/// The frequent stream events as typed structs (see
+/// [`AnthropicAssembler::typed_event`]). Strings borrow from the event's
+/// text unless they hold escapes. A missing field is `None`; a field of
+/// another type fails the parse (and the `Value` path reads the event).
+mod wire {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    use crate::message::Usage;
+
+    #[derive(Deserialize)]
+    pub struct Delta<'a> {
+        #[serde(default)]
+        pub index: u64,
+        #[serde(borrow)]
+        pub delta: Fields<'a>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Start<'a> {
+        #[serde(default)]
+        pub index: u64,
+        #[serde(borrow)]
+        pub content_block: Fields<'a>,
+    }
+
+    /// A start block's or a delta's fields (each kind has some of them).
+    #[derive(Deserialize)]
+    pub struct Fields<'a> {
+        #[serde(rename = "type", borrow)]
+        pub kind: Cow<'a, str>,
+        #[serde(borrow, default)]
+        pub text: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub thinking: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub signature: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub partial_json: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub data: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub id: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        pub input: Option<&'a RawValue>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct Stop {
+        #[serde(default)]
+        pub index: u64,
+    }
+
+    #[derive(Deserialize)]
+    pub struct MessageStart<'a> {
+        #[serde(borrow, default)]
+        pub message: Option<StartMessage<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct StartMessage<'a> {
+        #[serde(borrow, default)]
+        pub model: Option<Cow<'a, str>>,
+        #[serde(default)]
+        pub usage: Option<WireUsage>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct MessageDelta<'a> {
+        #[serde(borrow, default)]
+        pub delta: Option<StopDelta<'a>>,
+        #[serde(default)]
+        pub usage: Option<WireUsage>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct StopDelta<'a> {
+        #[serde(borrow, default)]
+        pub stop_reason: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    pub struct WireUsage {
+        input_tokens: Option<u64>,
+        output_tokens: Option<u64>,
+        cache_creation_input_tokens: Option<u64>,
+        cache_read_input_tokens: Option<u64>,
+        #[serde(default)]
+        server_tool_use: Option<ServerUsage>,
+    }
+
+    #[derive(Deserialize)]
+    struct ServerUsage {
+        web_search_requests: Option<u64>,
+    }
+
+    impl WireUsage {
+        /// The counts this event names replace those before.
+        pub fn merge_into(self, usage: &mut Usage) {
+            let set = |to: &mut u64, from: Option<u64>| {
+                if let Some(n) = from {
+                    *to = n;
+                }
+            };
+            set(&mut usage.input_tokens, self.input_tokens);
+            set(&mut usage.output_tokens, self.output_tokens);
+            set(
+                &mut usage.cache_creation_input_tokens,
+                self.cache_creation_input_tokens,
+            );
+            set(
+                &mut usage.cache_read_input_tokens,
+                self.cache_read_input_tokens,
+            );
+            set(
+                &mut usage.web_search_requests,
+                self.server_tool_use.and_then(|s| s.web_search_requests),
+            );
+        }
+    }
+}
+
 fn str_field(v: &Value, name: &str) -> String {
     v.get(name)
         .and_then(Value::as_str)
@@ -231,6 +417,170 @@ fn str_field(v: &Value, name: &str) -> String {
 }
 
 impl AnthropicAssembler {
+    /// A block starts: counted, announced (a tool call's start, a block's
+    /// first text) and kept until it closes.
+    fn open_block(&mut self, index: u64, block: Block, emit: Emit<'_>) {
+        match &block {
+            Block::Tool { id, name, .. } => emit(StreamEvent::ToolUseStart {
+                id: id.clone(),
+                name: name.clone(),
+            }),
+            Block::Server { block, .. } => {
+                if let (Some("server_tool_use"), Some(name)) = (
+                    block.get("type").and_then(Value::as_str),
+                    block.get("name").and_then(Value::as_str),
+                ) {
+                    emit(StreamEvent::ToolUseStart {
+                        id: str_field(block, "id"),
+                        name: name.to_string(),
+                    });
+                }
+            }
+            _ => {}
+        }
+        self.size += match &block {
+            Block::Text(t) | Block::Redacted(t) => t.len(),
+            Block::Thinking { thinking, .. } => thinking.len(),
+            Block::Tool { json, .. } => json.len(),
+            Block::Server { block, .. } => block.to_string().len(),
+            Block::Other => 0,
+        };
+        if let Block::Text(t) = &block
+            && !t.is_empty()
+        {
+            emit(StreamEvent::TextDelta(t.clone()));
+        }
+        self.blocks.insert(index, block);
+    }
+
+    /// A delta of `kind` whose text (the field [`delta_field`] names) is
+    /// `piece`, for the block at `index`.
+    fn apply_delta(&mut self, index: u64, kind: &str, piece: String, emit: Emit<'_>) {
+        match (kind, self.blocks.get_mut(&index)) {
+            ("text_delta", Some(Block::Text(text))) => {
+                self.size += piece.len();
+                text.push_str(&piece);
+                emit(StreamEvent::TextDelta(piece));
+            }
+            ("thinking_delta", Some(Block::Thinking { thinking, .. })) => {
+                self.size += piece.len();
+                thinking.push_str(&piece);
+                emit(StreamEvent::ThinkingDelta(piece));
+            }
+            ("signature_delta", Some(Block::Thinking { signature, .. })) => {
+                self.size += piece.len();
+                signature.push_str(&piece);
+            }
+            (
+                "input_json_delta",
+                Some(
+                    Block::Tool {
+                        json, input: None, ..
+                    }
+                    | Block::Server { json, .. },
+                ),
+            ) => {
+                self.size += piece.len();
+                json.push_str(&piece);
+            }
+            _ => {}
+        }
+    }
+
+    fn stop_reason(&mut self, reason: &str) {
+        self.stop_reason = Some(
+            serde_json::from_value(Value::from(reason))
+                .unwrap_or_else(|_| StopReason::Other(reason.to_string())),
+        );
+    }
+
+    /// The frequent events read into typed structs that borrow from the
+    /// event's text, instead of a `Value` (a map per object); `None` when
+    /// the event is another kind or does not have the expected types, and
+    /// then the `Value` path reads it with its tolerance of odd shapes.
+    /// Both paths have the same effect on an event both can read.
+    fn typed_event(&mut self, name: &str, data: &str, emit: Emit<'_>) -> Option<bool> {
+        match name {
+            "content_block_delta" => {
+                let e: wire::Delta<'_> = serde_json::from_str(data).ok()?;
+                let piece = match e.delta.kind.as_ref() {
+                    "text_delta" => e.delta.text,
+                    "thinking_delta" => e.delta.thinking,
+                    "signature_delta" => e.delta.signature,
+                    "input_json_delta" => e.delta.partial_json,
+                    _ => None,
+                };
+                let kind = e.delta.kind;
+                self.apply_delta(
+                    e.index,
+                    &kind,
+                    piece.map(Cow::into_owned).unwrap_or_default(),
+                    emit,
+                );
+            }
+            "content_block_start" => {
+                let e: wire::Start<'_> = serde_json::from_str(data).ok()?;
+                let b = e.content_block;
+                let text = |f: Option<Cow<'_, str>>| f.map(Cow::into_owned).unwrap_or_default();
+                let block = match b.kind.as_ref() {
+                    "text" => Block::Text(text(b.text)),
+                    "thinking" => Block::Thinking {
+                        thinking: text(b.thinking),
+                        signature: text(b.signature),
+                    },
+                    "redacted_thinking" => Block::Redacted(text(b.data)),
+                    "tool_use" => {
+                        let json = match b.input {
+                            None => String::new(),
+                            Some(raw) => {
+                                let input: Value = serde_json::from_str(raw.get()).ok()?;
+                                match &input {
+                                    Value::Object(o) if !o.is_empty() => input.to_string(),
+                                    _ => String::new(),
+                                }
+                            }
+                        };
+                        Block::Tool {
+                            id: text(b.id),
+                            name: text(b.name),
+                            json,
+                            input: None,
+                        }
+                    }
+                    // Server blocks are kept whole, as a `Value`.
+                    _ => return None,
+                };
+                self.open_block(e.index, block, emit);
+            }
+            "content_block_stop" => {
+                let e: wire::Stop = serde_json::from_str(data).ok()?;
+                self.close(e.index);
+            }
+            "message_start" => {
+                let e: wire::MessageStart<'_> = serde_json::from_str(data).ok()?;
+                if let Some(m) = e.message {
+                    if let Some(model) = m.model {
+                        self.model = model.into_owned();
+                    }
+                    if let Some(u) = m.usage {
+                        u.merge_into(&mut self.usage);
+                    }
+                }
+            }
+            "message_delta" => {
+                let e: wire::MessageDelta<'_> = serde_json::from_str(data).ok()?;
+                if let Some(reason) = e.delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason(&reason);
+                }
+                if let Some(u) = e.usage {
+                    u.merge_into(&mut self.usage);
+                }
+            }
+            _ => return None,
+        }
+        Some(false)
+    }
+
     fn close(&mut self, index: u64) {
         if let Some(Block::Tool {
             id, json, input, ..
@@ -256,6 +606,13 @@ impl Assembler for AnthropicAssembler {
             // Event types added to the API later are skipped.
             _ => return Ok(false),
         }
+        #[cfg(test)]
+        let typed = !self.untyped;
+        #[cfg(not(test))]
+        let typed = true;
+        if typed && let Some(done) = self.typed_event(name, data, emit) {
+            return Ok(done);
+        }
         let v = parse_data(NAME, name, data)?;
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match name {
@@ -275,94 +632,29 @@ impl Assembler for AnthropicAssembler {
                         signature: str_field(&cb, "signature"),
                     },
                     Some("redacted_thinking") => Block::Redacted(str_field(&cb, "data")),
-                    Some("tool_use") => {
-                        let id = str_field(&cb, "id");
-                        let name = str_field(&cb, "name");
-                        emit(StreamEvent::ToolUseStart {
-                            id: id.clone(),
-                            name: name.clone(),
-                        });
+                    Some("tool_use") => Block::Tool {
+                        id: str_field(&cb, "id"),
+                        name: str_field(&cb, "name"),
                         // A start block may already carry a complete input.
-                        let json = match cb.get("input") {
+                        json: match cb.get("input") {
                             Some(input @ Value::Object(o)) if !o.is_empty() => input.to_string(),
                             _ => String::new(),
-                        };
-                        Block::Tool {
-                            id,
-                            name,
-                            json,
-                            input: None,
-                        }
-                    }
-                    Some("server_tool_use" | "web_search_tool_result") => {
-                        if let (Some("server_tool_use"), Some(name)) = (
-                            cb.get("type").and_then(Value::as_str),
-                            cb.get("name").and_then(Value::as_str),
-                        ) {
-                            emit(StreamEvent::ToolUseStart {
-                                id: str_field(&cb, "id"),
-                                name: name.to_string(),
-                            });
-                        }
-                        Block::Server {
-                            block: cb,
-                            json: String::new(),
-                        }
-                    }
+                        },
+                        input: None,
+                    },
+                    Some("server_tool_use" | "web_search_tool_result") => Block::Server {
+                        block: cb,
+                        json: String::new(),
+                    },
                     _ => Block::Other,
                 };
-                self.size += match &block {
-                    Block::Text(t) | Block::Redacted(t) => t.len(),
-                    Block::Thinking { thinking, .. } => thinking.len(),
-                    Block::Tool { json, .. } => json.len(),
-                    Block::Server { block, .. } => block.to_string().len(),
-                    Block::Other => 0,
-                };
-                if let Block::Text(t) = &block
-                    && !t.is_empty()
-                {
-                    emit(StreamEvent::TextDelta(t.clone()));
-                }
-                self.blocks.insert(index, block);
+                self.open_block(index, block, emit);
             }
             "content_block_delta" => {
                 let delta = v.get("delta").cloned().unwrap_or(Value::Null);
                 let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
-                match (kind, self.blocks.get_mut(&index)) {
-                    ("text_delta", Some(Block::Text(text))) => {
-                        let piece = str_field(&delta, "text");
-                        self.size += piece.len();
-                        text.push_str(&piece);
-                        emit(StreamEvent::TextDelta(piece));
-                    }
-                    ("thinking_delta", Some(Block::Thinking { thinking, .. })) => {
-                        let piece = str_field(&delta, "thinking");
-                        self.size += piece.len();
-                        thinking.push_str(&piece);
-                        emit(StreamEvent::ThinkingDelta(piece));
-                    }
-                    ("signature_delta", Some(Block::Thinking { signature, .. })) => {
-                        let piece = str_field(&delta, "signature");
-                        self.size += piece.len();
-                        signature.push_str(&piece);
-                    }
-                    (
-                        "input_json_delta",
-                        Some(Block::Tool {
-                            json, input: None, ..
-                        }),
-                    ) => {
-                        let piece = str_field(&delta, "partial_json");
-                        self.size += piece.len();
-                        json.push_str(&piece);
-                    }
-                    ("input_json_delta", Some(Block::Server { json, .. })) => {
-                        let piece = str_field(&delta, "partial_json");
-                        self.size += piece.len();
-                        json.push_str(&piece);
-                    }
-                    _ => {}
-                }
+                let piece = delta_field(kind).map_or_else(String::new, |f| str_field(&delta, f));
+                self.apply_delta(index, kind, piece, emit);
             }
             "content_block_stop" => self.close(index),
             "message_delta" => {
@@ -371,10 +663,7 @@ impl Assembler for AnthropicAssembler {
                     .and_then(|d| d.get("stop_reason"))
                     .and_then(Value::as_str)
                 {
-                    self.stop_reason = Some(
-                        serde_json::from_value(Value::from(reason))
-                            .unwrap_or_else(|_| StopReason::Other(reason.to_string())),
-                    );
+                    self.stop_reason(reason);
                 }
                 merge_usage(&mut self.usage, v.get("usage"));
             }
@@ -457,7 +746,174 @@ impl Assembler for AnthropicAssembler {
 mod tests {
     use super::*;
     use crate::message::{History, Role, Sampling, ToolDefinition, ToolResultContent};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
+
+    /// Feeds `events` to an assembler; what it emitted, its size count and
+    /// its response (or the first failure).
+    fn assemble(events: &[(&str, &str)], untyped: bool) -> String {
+        let mut a = AnthropicAssembler {
+            untyped,
+            ..AnthropicAssembler::default()
+        };
+        let seen = Mutex::new(Vec::new());
+        let emit = |e: StreamEvent| seen.lock().unwrap().push(format!("{e:?}"));
+        for (name, data) in events {
+            if let Err(f) = a.event(name, data, &emit) {
+                return format!("failed: {f:?}");
+            }
+        }
+        let size = a.content_bytes();
+        format!("{:?}\n{size}\n{:?}", seen.lock().unwrap(), a.finish())
+    }
+
+    /// Events the typed path reads and odd ones it leaves to the `Value`
+    /// path: both give the same emitted events, size and response.
+    #[test]
+    fn typed_events_read_as_values_do() {
+        let streams: Vec<Vec<(&str, &str)>> = vec![
+            vec![
+                (
+                    "message_start",
+                    r#"{"type":"message_start","message":{"id":"m","model":"claude-x","usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1}}}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm \"q\" \u00e9"}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+                ),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":0}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":"Hi\n"}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"there ünï"}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":1,"delta":{"type":"citations_delta","citation":{"x":1}}}"#,
+                ),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":1}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"t1","name":"Read","input":{}}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"file_path\": "}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"\"/x\"}"}}"#,
+                ),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":2}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"type":"content_block_start","index":3,"content_block":{"type":"tool_use","id":"t2","name":"Glob","input":{"pattern":"*"}}}"#,
+                ),
+                (
+                    "content_block_stop",
+                    r#"{"type":"content_block_stop","index":3}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"type":"content_block_start","index":4,"content_block":{"type":"redacted_thinking","data":"xx"}}"#,
+                ),
+                (
+                    "message_delta",
+                    r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42,"server_tool_use":{"web_search_requests":2}}}"#,
+                ),
+                ("message_stop", r#"{"type":"message_stop"}"#),
+            ],
+            vec![
+                // Odd shapes: wrong types, a string index, a float count,
+                // an input that is not an object, an unknown stop reason,
+                // a repeated key, server blocks.
+                (
+                    "message_start",
+                    r#"{"message":{"model":7,"usage":{"input_tokens":"many","output_tokens":3}}}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"index":"0","content_block":{"type":"text","text":5}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"index":0,"delta":{"type":"text_delta","text":{"no":1}}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"index":0,"delta":{"type":"text_delta","text":"a","text":"b"}}"#,
+                ),
+                (
+                    "content_block_start",
+                    r#"{"index":1,"content_block":{"type":"tool_use","id":"t","name":"N","input":"str"}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"index":1,"delta":{"type":"input_json_delta","partial_json":"[1]"}}"#,
+                ),
+                ("content_block_stop", r#"{"index":1}"#),
+                (
+                    "content_block_start",
+                    r#"{"index":2,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}"#,
+                ),
+                (
+                    "content_block_delta",
+                    r#"{"index":2,"delta":{"type":"input_json_delta","partial_json":"{\"query\":\"q\"}"}}"#,
+                ),
+                ("content_block_stop", r#"{"index":2}"#),
+                (
+                    "content_block_start",
+                    r#"{"index":3,"content_block":{"type":"web_search_tool_result","tool_use_id":"s","content":[]}}"#,
+                ),
+                ("content_block_delta", r#"{"delta":{"type":"text_delta"}}"#),
+                ("content_block_delta", r#"{"index":9}"#),
+                ("content_block_stop", r#"{}"#),
+                (
+                    "message_delta",
+                    r#"{"delta":{"stop_reason":"weird"},"usage":{"output_tokens":1.5,"input_tokens":-1}}"#,
+                ),
+                ("message_delta", r#"{"delta":null,"usage":null}"#),
+                ("message_stop", r#"{}"#),
+            ],
+            vec![("message_start", "not json")],
+        ];
+        for (i, events) in streams.iter().enumerate() {
+            assert_eq!(
+                assemble(events, false),
+                assemble(events, true),
+                "stream {i}"
+            );
+        }
+        // The typed path reads every event of the first stream
+        // (message_stop is known by its name alone).
+        let mut a = AnthropicAssembler::default();
+        let emit = |_: StreamEvent| {};
+        let untyped: Vec<&str> = streams[0]
+            .iter()
+            .filter(|(name, data)| a.typed_event(name, data, &emit).is_none())
+            .map(|(name, _)| *name)
+            .collect();
+        assert_eq!(untyped, vec!["message_stop"]);
+    }
 
     /// The body as it was built before messages were written directly:
     /// every message through a `Value`.
@@ -525,6 +981,30 @@ mod tests {
                     thinking: "last".into(),
                     signature: String::new(),
                 }],
+            },
+            // Text naming the breakpoint's key, and a block whose own
+            // object already has one (the key stays where it is).
+            Message::user_text("set \"cache_control\": {} here"),
+            Message {
+                role: Role::Assistant,
+                content: vec![ContentBlock::ToolUse {
+                    id: "t2".into(),
+                    name: "X".into(),
+                    input: json!({"cache_control": {"type": "ephemeral"}}),
+                }],
+            },
+            Message::user(vec![ContentBlock::ToolResult {
+                tool_use_id: "t2".into(),
+                content: Vec::new(),
+                is_error: false,
+            }]),
+            Message {
+                role: Role::Assistant,
+                content: vec![serde_json::from_value(json!({
+                    "type": "server_tool_use", "id": "s1", "name": "web_search",
+                    "input": {"query": "q"}, "cache_control": {"type": "ephemeral"}, "extra": 1
+                }))
+                .unwrap()],
             },
         ]
         .into_iter()

@@ -9,8 +9,11 @@ use crate::catalog::{AgentDef, Prompt};
 use crate::snapshot::Snapshot;
 use crate::templates::{Context, RenderError};
 
-/// What prompt templates may refer to.
-#[derive(Debug, Clone, Serialize)]
+/// What prompt templates may refer to. Rendering is a function of this,
+/// the agent's definition and the snapshot alone (no helper reads the
+/// clock or a file), which is what lets a session reuse a prompt rendered
+/// from an equal context ([`PartialEq`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PromptContext {
     pub cwd: String,
     pub platform: String,
@@ -351,6 +354,28 @@ pub fn git_branch(cwd: &Path) -> Option<String> {
 }
 
 fn git_dir(cwd: &Path) -> Option<PathBuf> {
+    // Found once per folder and process: a turn may start a thousand
+    // children in the same folder, and outside a repository each search
+    // is two failed lookups per ancestor. A repository created later in
+    // the session shows from the next process on (as a branch does in
+    // Claude Code, which reads it once per session); the branch itself is
+    // read from HEAD every time.
+    static FOUND: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    if let Ok(found) = FOUND.lock()
+        && let Some(dir) = found.get(cwd)
+    {
+        return dir.clone();
+    }
+    let dir = find_git_dir(cwd);
+    if let Ok(mut found) = FOUND.lock() {
+        found.insert(cwd.to_path_buf(), dir.clone());
+    }
+    dir
+}
+
+fn find_git_dir(cwd: &Path) -> Option<PathBuf> {
     for dir in cwd.ancestors() {
         let dot_git = dir.join(".git");
         if dot_git.is_dir() {
@@ -369,4 +394,35 @@ fn git_dir(cwd: &Path) -> Option<PathBuf> {
         }
     }
     None
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The repository is found once per folder; the branch is read from
+    /// HEAD every time, so a checkout mid-session shows in the next prompt.
+    #[test]
+    fn a_branch_switch_shows_while_the_repository_is_found_once() {
+        let repo = tempfile::tempdir().unwrap();
+        let sub = repo.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::create_dir(repo.path().join(".git")).unwrap();
+        let head = repo.path().join(".git/HEAD");
+        std::fs::write(&head, "ref: refs/heads/main\n").unwrap();
+        assert_eq!(git_branch(&sub).as_deref(), Some("main"));
+        std::fs::write(&head, "ref: refs/heads/feature/x\n").unwrap();
+        assert_eq!(git_branch(&sub).as_deref(), Some("feature/x"));
+        std::fs::write(&head, "0123456789abcdef\n").unwrap();
+        assert_eq!(git_branch(&sub).as_deref(), Some("01234567"));
+        // A worktree's `.git` file names its folder.
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(
+            wt.path().join(".git"),
+            format!("gitdir: {}\n", repo.path().join(".git").display()),
+        )
+        .unwrap();
+        assert_eq!(git_branch(wt.path()).as_deref(), Some("01234567"));
+    }
 }

@@ -543,34 +543,22 @@ impl Session {
                 .with_tools(&names)
                 .with_scratchpad(scratchpad.as_deref());
             ctx.agent_memory = memory;
-            let system = if self.spec.is_main {
-                let edits = &self.engine.main_prompt;
-                let mut system = match &edits.replace {
-                    Some(head) => super::prompt::main_system_prompt_with_head(snap, head, &ctx)?,
-                    None => main_system_prompt(snap, self.spec.def.as_deref(), &ctx)?,
-                };
-                if let Some(extra) = &edits.append {
-                    system.push_str("\n\n");
-                    system.push_str(extra);
-                }
-                system
-            } else {
-                match &self.spec.def {
-                    Some(d) => subagent_system_prompt(snap, d, &ctx)?,
-                    None => main_system_prompt(snap, None, &ctx)?,
+            let key = SystemKey {
+                is_main: self.spec.is_main,
+                def: self.spec.def.clone(),
+                ctx,
+            };
+            let system = match rendered_system(&self.engine, snap, &key) {
+                Some(system) => system,
+                None => {
+                    let system = self.render_system(snap, &key.ctx)?;
+                    keep_system(&self.engine, snap, key, system)
                 }
             };
-            // The scratchpad exists once a prompt tells the model of it.
-            if let Some(dir) = &ctx.scratchpad
-                && system.contains(dir.as_str())
-                && let Err(e) = fs_err::create_dir_all(dir)
-            {
-                tracing::warn!("{e}");
-            }
             self.rendered = Some(Rendered {
                 generation: snap.generation,
                 mcp_version,
-                system: shared_system(&self.engine, system),
+                system,
                 tools,
                 tool_names: Arc::from(names),
                 listing: Arc::new(listing),
@@ -578,6 +566,37 @@ impl Session {
         }
         // Just set above when absent.
         self.rendered.as_ref().ok_or(RunError::Cancelled)
+    }
+
+    /// The system prompt from `ctx`: the main session's (its head, or the
+    /// one the command line gave) or the sub-agent's. A scratchpad folder
+    /// the prompt names is created.
+    fn render_system(&self, snap: &Snapshot, ctx: &PromptContext) -> Result<String, RunError> {
+        let system = if self.spec.is_main {
+            let edits = &self.engine.main_prompt;
+            let mut system = match &edits.replace {
+                Some(head) => super::prompt::main_system_prompt_with_head(snap, head, ctx)?,
+                None => main_system_prompt(snap, self.spec.def.as_deref(), ctx)?,
+            };
+            if let Some(extra) = &edits.append {
+                system.push_str("\n\n");
+                system.push_str(extra);
+            }
+            system
+        } else {
+            match &self.spec.def {
+                Some(d) => subagent_system_prompt(snap, d, ctx)?,
+                None => main_system_prompt(snap, None, ctx)?,
+            }
+        };
+        // The scratchpad exists once a prompt tells the model of it.
+        if let Some(dir) = &ctx.scratchpad
+            && system.contains(dir.as_str())
+            && let Err(e) = fs_err::create_dir_all(dir)
+        {
+            tracing::warn!("{e}");
+        }
+        Ok(system)
     }
 
     /// This session's agent memory: the folder of its definition's
@@ -1036,6 +1055,73 @@ pub(super) struct ToolDefCache {
     by_input: HashMap<(SessionKind, Vec<String>, String), Arc<[ToolDefinition]>>,
     /// The last system prompts rendered (see [`shared_system`]).
     systems: Vec<Arc<str>>,
+    /// The same prompts by what they were rendered from, for this
+    /// generation (see [`rendered_system`]).
+    by_key: Vec<(SystemKey, Arc<str>)>,
+}
+
+/// What a session's system prompt is rendered from, besides the snapshot:
+/// sessions with equal keys in one generation get the same prompt.
+pub(super) struct SystemKey {
+    is_main: bool,
+    /// Compared by identity: the cache entry holds the `Arc`, so its
+    /// address cannot be reused by another definition while it is kept.
+    def: Option<Arc<AgentDef>>,
+    ctx: PromptContext,
+}
+
+impl PartialEq for SystemKey {
+    fn eq(&self, other: &Self) -> bool {
+        let same_def = match (&self.def, &other.def) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.is_main == other.is_main && same_def && self.ctx == other.ctx
+    }
+}
+
+/// The system prompt already rendered for `key` in this snapshot's
+/// generation: the children of one turn share a context (same folder,
+/// model, tools and date), and rendering the templates again for each of
+/// a thousand was most of a child's own work.
+fn rendered_system(engine: &Engine, snap: &Snapshot, key: &SystemKey) -> Option<Arc<str>> {
+    let cache = engine
+        .tool_defs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if cache.generation != snap.generation {
+        return None;
+    }
+    cache
+        .by_key
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, system)| Arc::clone(system))
+}
+
+/// Keeps `system`, rendered for `key`, for the sessions that follow (and
+/// shares its text with equal ones, see [`shared_system`]).
+fn keep_system(engine: &Engine, snap: &Snapshot, key: SystemKey, system: String) -> Arc<str> {
+    let system = shared_system(engine, system);
+    let mut cache = engine
+        .tool_defs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if cache.generation != snap.generation {
+        if cache.generation > snap.generation {
+            // An older snapshot still in use: do not evict the newer one.
+            return system;
+        }
+        cache.generation = snap.generation;
+        cache.by_input.clear();
+        cache.by_key.clear();
+    }
+    if cache.by_key.len() >= SHARED_SYSTEMS {
+        cache.by_key.remove(0);
+    }
+    cache.by_key.push((key, Arc::clone(&system)));
+    system
 }
 
 /// How many system prompts [`ToolDefCache`] keeps.
@@ -1100,6 +1186,7 @@ fn shared_tools(
         }
         cache.generation = snap.generation;
         cache.by_input.clear();
+        cache.by_key.clear();
     }
     Ok(Arc::clone(cache.by_input.entry(key).or_insert(tools)))
 }

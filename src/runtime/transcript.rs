@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::message::Message;
 
@@ -265,14 +265,14 @@ impl Transcript {
 
     /// Appends a message line.
     pub fn message(&self, message: &Message) {
-        self.record("message", json!({ "message": message }));
+        self.record_fields("message", &[("message", &message)]);
     }
 
     /// Appends a message line for blocks joined to the user message that
     /// ends the history (one never sent yet): a reader appends them to that
     /// message instead of starting a new one.
     pub fn joined_message(&self, message: &Message) {
-        self.record("message", json!({ "message": message, "joined": true }));
+        self.record_fields("message", &[("message", &message), ("joined", &true)]);
     }
 
     /// Appends a message line for an assistant message whose tool calls
@@ -282,36 +282,77 @@ impl Transcript {
         if converted.is_empty() {
             self.message(message);
         } else {
-            self.record(
+            self.record_fields(
                 "message",
-                json!({
-                    "message": message,
-                    "converted_from_text": true,
-                    "converted_tool_calls": converted,
-                }),
+                &[
+                    ("message", &message),
+                    ("converted_from_text", &true),
+                    ("converted_tool_calls", &converted),
+                ],
             );
         }
     }
 
     /// Appends an event line: `kind` plus the fields of `data` (an object).
     pub fn record(&self, kind: &str, data: Value) {
-        let mut line = serde_json::Map::new();
-        line.insert("type".into(), Value::from(kind));
-        line.insert("agent_id".into(), Value::from(self.agent_id.clone()));
-        line.insert(
-            "parent_agent_id".into(),
-            self.parent_agent_id
-                .clone()
-                .map_or(Value::Null, Value::from),
-        );
-        line.insert("timestamp".into(), Value::from(now_rfc3339()));
-        if let Value::Object(fields) = data {
-            line.extend(fields);
-        }
-        let Ok(mut bytes) = serde_json::to_vec(&Value::Object(line)) else {
-            return;
+        let Value::Object(fields) = data else {
+            return self.record_fields(kind, &[]);
         };
-        bytes.push(b'\n');
+        if HEAD_KEYS.iter().any(|k| fields.contains_key(*k)) {
+            // A field named like one of the line's own replaces it where
+            // it stands, as in a map.
+            let mut line = serde_json::Map::new();
+            line.insert("type".into(), Value::from(kind));
+            line.insert("agent_id".into(), Value::from(self.agent_id.clone()));
+            line.insert(
+                "parent_agent_id".into(),
+                self.parent_agent_id
+                    .clone()
+                    .map_or(Value::Null, Value::from),
+            );
+            line.insert("timestamp".into(), Value::from(now_rfc3339()));
+            line.extend(fields);
+            if let Ok(mut bytes) = serde_json::to_vec(&Value::Object(line)) {
+                bytes.push(b'\n');
+                self.write_line(&bytes);
+            }
+            return;
+        }
+        let pairs: Vec<(&str, &dyn JsonField)> = fields
+            .iter()
+            .map(|(k, v)| (k.as_str(), v as &dyn JsonField))
+            .collect();
+        self.record_fields(kind, &pairs);
+    }
+
+    /// Appends a line: the line's own fields (kind, agent ids, time), then
+    /// `fields` in order, written straight to JSON: a message is not
+    /// copied into a `Value` first (a parent's message holding a thousand
+    /// tool results is large). The bytes are those of the same object
+    /// built as a `Value`.
+    fn record_fields(&self, kind: &str, fields: &[(&str, &dyn JsonField)]) {
+        let mut bytes = Vec::with_capacity(256);
+        let head: [(&str, &dyn JsonField); 4] = [
+            ("type", &kind),
+            ("agent_id", &self.agent_id),
+            ("parent_agent_id", &self.parent_agent_id),
+            ("timestamp", &now_rfc3339()),
+        ];
+        for (i, (key, value)) in head.iter().chain(fields).enumerate() {
+            bytes.push(if i == 0 { b'{' } else { b',' });
+            if serde_json::to_writer(&mut bytes, key).is_err() {
+                return;
+            }
+            bytes.push(b':');
+            if value.write_json(&mut bytes).is_err() {
+                return;
+            }
+        }
+        bytes.extend_from_slice(b"}\n");
+        self.write_line(&bytes);
+    }
+
+    fn write_line(&self, bytes: &[u8]) {
         let Ok(mut guard) = self.file.lock() else {
             return;
         };
@@ -320,7 +361,7 @@ impl Transcript {
         }
         match &mut *guard {
             Sink::Open(f) => {
-                if let Err(e) = f.write_all(&bytes) {
+                if let Err(e) = f.write_all(bytes) {
                     tracing::warn!(
                         "transcript {}: {e}; further lines are dropped",
                         self.path.as_deref().unwrap_or(Path::new("?")).display()
@@ -328,9 +369,24 @@ impl Transcript {
                     *guard = Sink::Closed;
                 }
             }
-            Sink::Deferred(kept) => kept.extend_from_slice(&bytes),
+            Sink::Deferred(kept) => kept.extend_from_slice(bytes),
             Sink::Closed => {}
         }
+    }
+}
+
+/// The fields every transcript line starts with.
+const HEAD_KEYS: [&str; 4] = ["type", "agent_id", "parent_agent_id", "timestamp"];
+
+/// A value a transcript line writes as JSON (the fields of one line have
+/// different types).
+trait JsonField {
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
+}
+
+impl<T: serde::Serialize + ?Sized> JsonField for T {
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        serde_json::to_writer(out, self)
     }
 }
 
@@ -395,14 +451,95 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) {
 
 /// The current time as RFC 3339 with milliseconds, UTC.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+    rfc3339(jiff::Timestamp::now())
+}
+
+/// `ts` as `YYYY-MM-DDTHH:MM:SS.mmmZ`, written directly (every transcript
+/// line has one; a format string is parsed on each call).
+fn rfc3339(ts: jiff::Timestamp) -> String {
+    let t = jiff::tz::Offset::UTC.to_datetime(ts);
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year(),
+        t.month(),
+        t.day(),
+        t.hour(),
+        t.minute(),
+        t.second(),
+        t.subsec_nanosecond() / 1_000_000
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_are_written_as_strftime_writes_them() {
+        for secs in [
+            0,
+            951_782_400,
+            1_709_251_199,
+            1_735_689_599,
+            4_102_444_800,
+            1_764_150_000,
+        ] {
+            for nanos in [0, 999_999, 1_000_000, 123_456_789, 999_999_999] {
+                let ts = jiff::Timestamp::new(secs, nanos).unwrap();
+                let expected = ts.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string();
+                assert_eq!(rfc3339(ts), expected);
+            }
+        }
+    }
+
+    /// Every kind of line, written straight to JSON, has the bytes of the
+    /// same object built as a `Value` (as lines were written before).
+    #[test]
+    fn lines_have_the_bytes_of_values() {
+        use crate::message::ContentBlock;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let message = Message::user(vec![
+            ContentBlock::tool_result("t1", "a \"quoted\" ünïcode result\n", true),
+            ContentBlock::text("and text"),
+        ]);
+        let converted = vec!["t1".to_string()];
+        for parent in [None, Some("main")] {
+            let t = Transcript::open(path.clone(), "a1", parent);
+            t.message(&message);
+            t.joined_message(&message);
+            t.assistant_message(&message, &converted);
+            t.record("spawn", json!({"model": "m", "tools": ["Read"], "n": 1.5}));
+            t.record("odd", json!({"timestamp": "mine", "x": null}));
+            t.record("nothing", Value::Null);
+        }
+        let datas = [
+            json!({"message": message}),
+            json!({"message": message, "joined": true}),
+            json!({"message": message, "converted_from_text": true, "converted_tool_calls": converted}),
+            json!({"model": "m", "tools": ["Read"], "n": 1.5}),
+            json!({"timestamp": "mine", "x": null}),
+            json!({}),
+        ];
+        let kinds = ["message", "message", "message", "spawn", "odd", "nothing"];
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 12);
+        for (i, line) in lines.iter().enumerate() {
+            let parent = if i < 6 { Value::Null } else { json!("main") };
+            let written: Value = serde_json::from_str(line).unwrap();
+            let mut expected = serde_json::Map::new();
+            expected.insert("type".into(), json!(kinds[i % 6]));
+            expected.insert("agent_id".into(), json!("a1"));
+            expected.insert("parent_agent_id".into(), parent);
+            expected.insert("timestamp".into(), written["timestamp"].clone());
+            if let Value::Object(fields) = datas[i % 6].clone() {
+                expected.extend(fields);
+            }
+            assert_eq!(*line, serde_json::to_string(&expected).unwrap(), "line {i}");
+        }
+    }
 
     /// Lines pass while the fence's deadline is ahead; an extension moves
     /// it; past it the line is dropped, the fence stays closed (a later

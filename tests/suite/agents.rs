@@ -595,3 +595,57 @@ fn the_agent_list_and_fork_directive_render_from_templates() {
         .to_string();
     insta::assert_snapshot!("fork_directive", directive);
 }
+
+/// Children of one turn that share an agent, model and tools share one
+/// rendered system prompt; any difference in what the prompt is rendered
+/// from (the model, the agent, its tools) gives that child its own.
+#[test]
+fn siblings_share_a_system_prompt_only_when_rendered_from_the_same_context() {
+    let p = Project::new();
+    let body = "{{agent_name}} on {{model}} with{{#each tools}} {{this}}{{/each}}.";
+    p.write(
+        ".claude/agents/alpha.md",
+        &format!("---\nname: alpha\ndescription: A\ntools: Read\n---\n{body}\n"),
+    );
+    p.write(
+        ".claude/agents/beta.md",
+        &format!("---\nname: beta\ndescription: B\ntools: Read, Grep\n---\n{body}\n"),
+    );
+    let call = |prompt: &str, agent: &str, model: Option<&str>| {
+        let mut input = json!({"description": prompt, "prompt": prompt, "subagent_type": agent});
+        if let Some(m) = model {
+            input["model"] = json!(m);
+        }
+        input
+    };
+    let server = spawning_server(vec![
+        ("toolu_1", call("p1", "alpha", None)),
+        ("toolu_2", call("p2", "alpha", None)),
+        ("toolu_3", call("p3", "alpha", Some("opus"))),
+        ("toolu_4", call("p4", "beta", None)),
+    ]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    let system_of = |prompt: &str| {
+        let children = child_requests(&server);
+        let c = children
+            .iter()
+            .find(|c| c.last_user_text().trim() == prompt)
+            .unwrap_or_else(|| panic!("no child for {prompt}"));
+        (
+            c.system_text(),
+            c.json["model"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let (s1, m1) = system_of("p1");
+    let (s2, _) = system_of("p2");
+    let (s3, m3) = system_of("p3");
+    let (s4, _) = system_of("p4");
+    assert_eq!(s1, s2);
+    assert!(s1.contains(&format!("alpha on {m1} with Read.")), "{s1}");
+    assert_ne!(m1, m3);
+    assert!(s3.contains(&format!("alpha on {m3} with Read.")), "{s3}");
+    assert!(
+        s4.contains(&format!("beta on {m1} with Grep Read.")),
+        "{s4}"
+    );
+}
