@@ -73,6 +73,20 @@ TLS_DIR = os.path.join(HERE, "..", "tests", "fixtures", "tls")
 TEST_CA = os.path.abspath(os.path.join(TLS_DIR, "ca.pem"))
 
 
+def fs_type(path):
+    """The file system `path` is on (longest mount point in /proc/mounts)."""
+    best, kind = "", "?"
+    try:
+        for line in open("/proc/mounts"):
+            parts = line.split()
+            if len(parts) >= 3 and (path == parts[1] or path.startswith(parts[1].rstrip("/") + "/")) \
+                    and len(parts[1]) >= len(best):
+                best, kind = parts[1], parts[2]
+    except OSError:
+        pass
+    return kind
+
+
 def http(url, method="GET"):
     req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
     context = ssl.create_default_context(cafile=TEST_CA) if url.startswith("https:") else None
@@ -161,6 +175,7 @@ def main():
               "server": "rust" if args.server else "python",
               "transport": "https (h2 by ALPN)" if tls else "http/1.1",
               "h2_streams": args.h2_streams,
+              "run_folder_fs": fs_type(work),
               "args": {"runs": args.runs, "children": args.children, "latency_ms": args.latency_ms}}
     try:
         for scenario in args.scenario:

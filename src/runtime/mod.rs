@@ -259,6 +259,9 @@ pub struct Engine {
     /// 1,000 children of one turn) shares one copy, and so sends the same
     /// bytes.
     tool_defs: Mutex<session::ToolDefCache>,
+    /// [`Engine::available_tools`] for the newest snapshot generation that
+    /// asked (every Agent call asks; a turn may make a thousand).
+    available: Mutex<Option<(u64, Arc<[String]>)>>,
     /// Cancels every teammate of this process (at its end).
     pub team_cancel: tokio_util::sync::CancellationToken,
     /// The teammates' tasks, awaited at shutdown.
@@ -303,6 +306,7 @@ impl Engine {
             grants: Mutex::new(grants::Grants::default()),
             validators: Mutex::new(HashMap::new()),
             tool_defs: Mutex::default(),
+            available: Mutex::new(None),
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
             backend: None,
@@ -358,8 +362,22 @@ impl Engine {
     }
 
     /// Every tool this engine can run, sorted by name.
-    pub fn available_tools(&self, snap: &Snapshot) -> Vec<String> {
-        available_tools(snap, self.tools.keys().map(String::as_str))
+    pub fn available_tools(&self, snap: &Snapshot) -> Arc<[String]> {
+        let mut cached = self
+            .available
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((generation, names)) = &*cached
+            && *generation == snap.generation
+        {
+            return Arc::clone(names);
+        }
+        let names: Arc<[String]> =
+            Arc::from(available_tools(snap, self.tools.keys().map(String::as_str)));
+        if cached.as_ref().is_none_or(|(g, _)| *g < snap.generation) {
+            *cached = Some((snap.generation, Arc::clone(&names)));
+        }
+        names
     }
 
     /// What this engine offers agents (see [`tool_offer`]).

@@ -154,10 +154,22 @@ fn today() -> String {
             _ => jiff::tz::TimeZone::system(),
         }
     });
-    jiff::Timestamp::now()
-        .to_zoned(zone.clone())
-        .strftime("%Y-%m-%d")
-        .to_string()
+    // Worked out at most once a second: a turn may start a thousand
+    // children, each with an environment block.
+    static LAST: std::sync::Mutex<Option<(i64, String)>> = std::sync::Mutex::new(None);
+    let now = jiff::Timestamp::now();
+    let second = now.as_second();
+    if let Ok(last) = LAST.lock()
+        && let Some((at, date)) = &*last
+        && *at == second
+    {
+        return date.clone();
+    }
+    let date = now.to_zoned(zone.clone()).strftime("%Y-%m-%d").to_string();
+    if let Ok(mut last) = LAST.lock() {
+        *last = Some((second, date.clone()));
+    }
+    date
 }
 
 /// With `provider.tool_call_fallback = "json-text"` (models that write tool

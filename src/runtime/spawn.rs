@@ -24,7 +24,7 @@ use super::texts::{
     AsyncLaunched, InvalidInput, LimitStall, LimitTaskTimeout, McpRequired, ResultEmpty,
     ResultTrailer, SubagentCancelled, SubagentFailed, TaskBackendFailed, TaskNotification,
 };
-use super::transcript::Transcript;
+use super::transcript::{JsonField, Transcript};
 use super::worktree::{self, KeptWorktree, WorktreeGuard};
 use super::{Engine, EngineEvent, new_agent_id, total_tokens};
 use crate::snapshot::Snapshot;
@@ -210,14 +210,22 @@ impl Session {
                 ),
             };
             let transcript = Arc::new(transcript);
-            let mut spawn_line = json!({"agent_type": c.agent_type, "description": c.input.description, "model": c.spec.model,
-                       "model_source": c.model_source, "tools": c.spec.tool_names, "background": c.background});
-            // A fork's inherited system prompt and tools, so that a later
-            // process resumes it with the bytes it sent.
-            if let (Some(f), Value::Object(m)) = (&c.spec.frozen, &mut spawn_line) {
-                m.insert("frozen".into(), json!(f));
+            {
+                let mut spawn_line: Vec<(&str, &dyn JsonField)> = vec![
+                    ("agent_type", &c.agent_type),
+                    ("description", &c.input.description),
+                    ("model", &c.spec.model),
+                    ("model_source", &c.model_source),
+                    ("tools", &c.spec.tool_names),
+                    ("background", &c.background),
+                ];
+                // A fork's inherited system prompt and tools, so that a
+                // later process resumes it with the bytes it sent.
+                if let Some(f) = &c.spec.frozen {
+                    spawn_line.push(("frozen", f));
+                }
+                transcript.record_fields("spawn", &spawn_line);
             }
-            transcript.record("spawn", spawn_line);
             engine.emit(EngineEvent::SubagentStart {
                 agent_id: agent_id.clone(),
                 parent_agent_id: self.spec.agent_id.clone(),

@@ -9,7 +9,7 @@
 //! notification in its parent's mailbox.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -266,9 +266,9 @@ impl Task {
                 .as_ref()
                 .is_some_and(|r| r.worktree.is_some());
         if has_worktree {
-            self.write_meta_with(extra, write_json_atomic::<Value>);
+            self.write_meta_with(extra, MetaWrite::Atomic);
         } else {
-            self.write_meta_with(extra, write_json_over::<Value>);
+            self.write_meta_with(extra, MetaWrite::InPlace);
         }
     }
 
@@ -276,42 +276,103 @@ impl Task {
     /// something already wrote it (a restart, or a status change that
     /// came first: either wrote a state at least as recent).
     pub fn write_first_meta(&self) {
-        self.write_meta_with(json!({}), write_json_new::<Value>);
+        self.write_meta_with(json!({}), MetaWrite::New);
     }
 
-    fn write_meta_with(&self, extra: Value, write: fn(&Path, &Value)) {
+    fn write_meta_with(&self, extra: Value, how: MetaWrite) {
         let Some(path) = &self.meta_file else { return };
         let _writing = lock(&self.meta_writing);
         if self.fence.get().is_some_and(|f| !f.open()) {
             return;
         }
-        let mut meta = self.meta.clone();
+        let updates = self.meta_updates(extra);
+        let empty = serde_json::Map::new();
+        let base = match &self.meta {
+            Value::Object(base) => base,
+            // Never made so; the status is still written.
+            _ => &empty,
+        };
+        let file = MetaFile {
+            base,
+            updates: &updates,
+        };
+        match how {
+            MetaWrite::New => write_json_new(path, &file),
+            MetaWrite::InPlace => write_json_over(path, &file),
+            MetaWrite::Atomic => write_json_atomic(path, &file),
+        }
+    }
+
+    /// What the meta file adds to [`Task::meta`] now, in order: the
+    /// status, times, the result's fields, then `extra`'s.
+    fn meta_updates(&self, extra: Value) -> Vec<(String, Value)> {
         let state = self.state();
-        if let Value::Object(m) = &mut meta {
-            m.insert("status".into(), json!(state.status));
-            m.insert(
-                "background".into(),
+        let mut updates = vec![
+            ("status".to_string(), json!(state.status)),
+            (
+                "background".to_string(),
                 json!(self.backgrounded.load(Ordering::SeqCst)),
-            );
-            m.insert("started".into(), json!(self.started));
-            m.insert("ended".into(), json!(state.ended));
-            if let Some(r) = &state.result {
-                m.insert("worktree".into(), json!(r.worktree));
-                if let Some(e) = &r.error {
-                    m.insert("error".into(), json!(e));
-                }
-                m.insert(
-                    "usage".into(),
-                    json!({"total_tokens": r.total_tokens, "tool_uses": r.tool_uses, "duration_ms": r.duration_ms}),
-                );
+            ),
+            ("started".to_string(), json!(self.started)),
+            ("ended".to_string(), json!(state.ended)),
+        ];
+        if let Some(r) = &state.result {
+            updates.push(("worktree".into(), json!(r.worktree)));
+            if let Some(e) = &r.error {
+                updates.push(("error".into(), json!(e)));
             }
-            if let Value::Object(e) = extra {
-                m.extend(e);
-            }
+            updates.push((
+                "usage".into(),
+                json!({"total_tokens": r.total_tokens, "tool_uses": r.tool_uses, "duration_ms": r.duration_ms}),
+            ));
         }
         drop(state);
-        write(path, &meta);
+        if let Value::Object(e) = extra {
+            updates.extend(e);
+        }
+        updates
     }
+}
+
+/// A meta file's object: the task's fixed fields with `updates` applied
+/// as inserts into a map would apply them (a key already there keeps its
+/// place and takes the last value; a new key goes at the end, once),
+/// serialized without copying the fixed fields.
+pub(super) struct MetaFile<'a> {
+    base: &'a serde_json::Map<String, Value>,
+    updates: &'a [(String, Value)],
+}
+
+impl Serialize for MetaFile<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let last = |key: &str| {
+            self.updates
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v)
+        };
+        let mut map = s.serialize_map(None)?;
+        for (key, value) in self.base {
+            map.serialize_entry(key, last(key).unwrap_or(value))?;
+        }
+        for (i, (key, value)) in self.updates.iter().enumerate() {
+            let first = !self.updates[..i].iter().any(|(k, _)| k == key);
+            if first && !self.base.contains_key(key) {
+                map.serialize_entry(key, last(key).unwrap_or(value))?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// How a meta file is written (see the `write_json_*` functions).
+#[derive(Clone, Copy)]
+enum MetaWrite {
+    New,
+    InPlace,
+    Atomic,
 }
 
 /// What a new task is made of.
@@ -895,6 +956,49 @@ mod tests {
             } else {
                 assert_eq!(delivered, 0, "round {round}: refused but read");
             }
+        }
+    }
+
+    /// A meta file has the bytes of its fixed fields copied into a map
+    /// with each update inserted in turn (as meta files were written
+    /// before): keys already there keep their place, new ones follow once.
+    #[test]
+    fn meta_files_apply_updates_as_map_inserts_do() {
+        let base = json!({"agent_id": "a1", "status": "old", "worktree": null, "tools": ["Read"], "depth": 1});
+        let Value::Object(base) = base else {
+            unreachable!()
+        };
+        let update_lists: Vec<Vec<(&str, Value)>> = vec![
+            vec![],
+            vec![("status", json!("running")), ("background", json!(true))],
+            vec![
+                ("status", json!("completed")),
+                ("worktree", json!({"path": "/w"})),
+                ("usage", json!({"total_tokens": 3})),
+                ("usage", json!({"total_tokens": 4})),
+                ("depth", json!(2)),
+                ("extra", json!([1, 2])),
+                ("status", json!("killed")),
+            ],
+        ];
+        for updates in update_lists {
+            let updates: Vec<(String, Value)> = updates
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            let mut expected = base.clone();
+            for (k, v) in &updates {
+                expected.insert(k.clone(), v.clone());
+            }
+            let file = MetaFile {
+                base: &base,
+                updates: &updates,
+            };
+            assert_eq!(
+                String::from_utf8(serde_json::to_vec_pretty(&file).unwrap()).unwrap(),
+                String::from_utf8(serde_json::to_vec_pretty(&Value::Object(expected)).unwrap())
+                    .unwrap()
+            );
         }
     }
 

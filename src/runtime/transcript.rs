@@ -330,7 +330,7 @@ impl Transcript {
     /// copied into a `Value` first (a parent's message holding a thousand
     /// tool results is large). The bytes are those of the same object
     /// built as a `Value`.
-    fn record_fields(&self, kind: &str, fields: &[(&str, &dyn JsonField)]) {
+    pub(crate) fn record_fields(&self, kind: &str, fields: &[(&str, &dyn JsonField)]) {
         let mut bytes = Vec::with_capacity(256);
         let head: [(&str, &dyn JsonField); 4] = [
             ("type", &kind),
@@ -380,7 +380,7 @@ const HEAD_KEYS: [&str; 4] = ["type", "agent_id", "parent_agent_id", "timestamp"
 
 /// A value a transcript line writes as JSON (the fields of one line have
 /// different types).
-trait JsonField {
+pub(crate) trait JsonField {
     fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()>;
 }
 
@@ -454,20 +454,30 @@ pub fn now_rfc3339() -> String {
     rfc3339(jiff::Timestamp::now())
 }
 
-/// `ts` as `YYYY-MM-DDTHH:MM:SS.mmmZ`, written directly (every transcript
-/// line has one; a format string is parsed on each call).
+/// `ts` as `YYYY-MM-DDTHH:MM:SS.mmmZ`, digit by digit (every transcript
+/// line has one; formatting machinery cost more than the rest of a line).
 fn rfc3339(ts: jiff::Timestamp) -> String {
+    fn digits(out: &mut String, n: i64, width: u32) {
+        for p in (0..width).rev() {
+            let d = (n / 10_i64.pow(p)).rem_euclid(10);
+            out.push(char::from(b'0' + u8::try_from(d).unwrap_or(0)));
+        }
+    }
     let t = jiff::tz::Offset::UTC.to_datetime(ts);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        t.month(),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.subsec_nanosecond() / 1_000_000
-    )
+    let mut out = String::with_capacity(24);
+    for (n, width, after) in [
+        (i64::from(t.year()), 4, '-'),
+        (i64::from(t.month()), 2, '-'),
+        (i64::from(t.day()), 2, 'T'),
+        (i64::from(t.hour()), 2, ':'),
+        (i64::from(t.minute()), 2, ':'),
+        (i64::from(t.second()), 2, '.'),
+        (i64::from(t.subsec_nanosecond() / 1_000_000), 3, 'Z'),
+    ] {
+        digits(&mut out, n, width);
+        out.push(after);
+    }
+    out
 }
 
 #[cfg(test)]
