@@ -574,7 +574,12 @@ impl Watcher {
         // kept in `run`, from the events' own times.
         let inner = (debounce / 3).clamp(Duration::from_millis(1), Duration::from_millis(25));
         let (tx, rx) = mpsc::unbounded_channel();
-        let debouncer = new_debouncer(inner, None, move |r: DebounceEventResult| {
+        // Its thread wakes every tick for the whole session, events or
+        // not; its default tick, a quarter of the timeout, is 240 wake-ups
+        // a second at the default debounce. A tick of one timeout still
+        // hands an event over within two timeouts (2/3 of `debounce`),
+        // before the quiet period it is measured against has passed.
+        let debouncer = new_debouncer(inner, Some(inner), move |r: DebounceEventResult| {
             let _ = tx.send(r);
         })?;
         let mut w = Watcher {
