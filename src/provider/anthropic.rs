@@ -148,7 +148,9 @@ fn write_last_message(m: &Message, out: &mut Vec<u8>) {
             continue;
         }
         let written = &out[start..];
-        if written.last() == Some(&b'}') && !contains(written, b"\"cache_control\"") {
+        if written.last() == Some(&b'}')
+            && memchr::memmem::find(written, b"\"cache_control\"").is_none()
+        {
             let empty = written.len() == 2;
             out.pop();
             if !empty {
@@ -169,10 +171,6 @@ fn write_last_message(m: &Message, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(b"]}");
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 #[cfg(test)]

@@ -1086,10 +1086,7 @@ impl PartialEq for SystemKey {
 /// model, tools and date), and rendering the templates again for each of
 /// a thousand was most of a child's own work.
 fn rendered_system(engine: &Engine, snap: &Snapshot, key: &SystemKey) -> Option<Arc<str>> {
-    let cache = engine
-        .tool_defs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cache = tool_def_cache(engine);
     if cache.generation != snap.generation {
         return None;
     }
@@ -1103,25 +1100,41 @@ fn rendered_system(engine: &Engine, snap: &Snapshot, key: &SystemKey) -> Option<
 /// Keeps `system`, rendered for `key`, for the sessions that follow (and
 /// shares its text with equal ones, see [`shared_system`]).
 fn keep_system(engine: &Engine, snap: &Snapshot, key: SystemKey, system: String) -> Arc<str> {
-    let system = shared_system(engine, system);
-    let mut cache = engine
+    let mut cache = tool_def_cache(engine);
+    let system = shared_system(&mut cache, system);
+    if cache.at(snap.generation) {
+        if cache.by_key.len() >= SHARED_SYSTEMS {
+            cache.by_key.remove(0);
+        }
+        cache.by_key.push((key, Arc::clone(&system)));
+    }
+    system
+}
+
+/// The engine's [`ToolDefCache`]. A panic while holding the lock leaves a
+/// usable cache behind.
+fn tool_def_cache(engine: &Engine) -> std::sync::MutexGuard<'_, ToolDefCache> {
+    engine
         .tool_defs
         .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if cache.generation != snap.generation {
-        if cache.generation > snap.generation {
-            // An older snapshot still in use: do not evict the newer one.
-            return system;
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ToolDefCache {
+    /// Makes the cache hold entries of `generation`, dropping older ones;
+    /// `false` when it holds a newer generation (an older snapshot still in
+    /// use does not evict it).
+    fn at(&mut self, generation: u64) -> bool {
+        if self.generation > generation {
+            return false;
         }
-        cache.generation = snap.generation;
-        cache.by_input.clear();
-        cache.by_key.clear();
+        if self.generation < generation {
+            self.generation = generation;
+            self.by_input.clear();
+            self.by_key.clear();
+        }
+        true
     }
-    if cache.by_key.len() >= SHARED_SYSTEMS {
-        cache.by_key.remove(0);
-    }
-    cache.by_key.push((key, Arc::clone(&system)));
-    system
 }
 
 /// How many system prompts [`ToolDefCache`] keeps.
@@ -1131,11 +1144,7 @@ const SHARED_SYSTEMS: usize = 16;
 /// text (the children of one turn): one copy in memory instead of one per
 /// child, and one request head for all of them (see the provider's
 /// `BodyHeads`).
-fn shared_system(engine: &Engine, system: String) -> Arc<str> {
-    let mut cache = engine
-        .tool_defs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+fn shared_system(cache: &mut ToolDefCache, system: String) -> Arc<str> {
     if let Some(same) = cache.systems.iter().find(|s| ***s == *system) {
         return Arc::clone(same);
     }
@@ -1160,15 +1169,8 @@ fn shared_tools(
 ) -> Result<Arc<[ToolDefinition]>, RenderError> {
     let desc = description_context(snap, kind, listed);
     let key = (kind, names.to_vec(), desc.default_type.clone());
-    // A panic while holding the lock leaves a usable cache behind.
-    let lock = || {
-        engine
-            .tool_defs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
     {
-        let cache = lock();
+        let cache = tool_def_cache(engine);
         if cache.generation == snap.generation
             && let Some(tools) = cache.by_input.get(&key)
         {
@@ -1178,15 +1180,9 @@ fn shared_tools(
     // Rendered outside the lock: two sessions racing here render the same
     // definitions, and the first one stored is kept.
     let tools: Arc<[ToolDefinition]> = Arc::from(render_tools_with(snap, kind, names, desc)?);
-    let mut cache = lock();
-    if cache.generation != snap.generation {
-        if cache.generation > snap.generation {
-            // An older snapshot still in use: do not evict the newer one.
-            return Ok(tools);
-        }
-        cache.generation = snap.generation;
-        cache.by_input.clear();
-        cache.by_key.clear();
+    let mut cache = tool_def_cache(engine);
+    if !cache.at(snap.generation) {
+        return Ok(tools);
     }
     Ok(Arc::clone(cache.by_input.entry(key).or_insert(tools)))
 }

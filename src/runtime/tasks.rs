@@ -22,7 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::message::{History, Usage};
 
 use super::session::SessionSpec;
-use super::transcript::{now_rfc3339, write_json_atomic, write_json_new, write_json_over};
+use super::transcript::{
+    inserted, now_rfc3339, write_json_atomic, write_json_new, write_json_over,
+};
 use super::worktree::KeptWorktree;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -334,10 +336,8 @@ impl Task {
     }
 }
 
-/// A meta file's object: the task's fixed fields with `updates` applied
-/// as inserts into a map would apply them (a key already there keeps its
-/// place and takes the last value; a new key goes at the end, once),
-/// serialized without copying the fixed fields.
+/// A meta file's object: the task's fixed fields with `updates` inserted
+/// (see [`inserted`]), serialized without copying the fixed fields.
 pub(super) struct MetaFile<'a> {
     base: &'a serde_json::Map<String, Value>,
     updates: &'a [(String, Value)],
@@ -346,22 +346,12 @@ pub(super) struct MetaFile<'a> {
 impl Serialize for MetaFile<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
-        let last = |key: &str| {
-            self.updates
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v)
-        };
+        let base: Vec<(&str, &Value)> = self.base.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let updates: Vec<(&str, &Value)> =
+            self.updates.iter().map(|(k, v)| (k.as_str(), v)).collect();
         let mut map = s.serialize_map(None)?;
-        for (key, value) in self.base {
-            map.serialize_entry(key, last(key).unwrap_or(value))?;
-        }
-        for (i, (key, value)) in self.updates.iter().enumerate() {
-            let first = !self.updates[..i].iter().any(|(k, _)| k == key);
-            if first && !self.base.contains_key(key) {
-                map.serialize_entry(key, last(key).unwrap_or(value))?;
-            }
+        for (key, value) in inserted(&base, &updates) {
+            map.serialize_entry(key, value)?;
         }
         map.end()
     }
@@ -711,9 +701,14 @@ impl TaskRegistry {
 
     /// Whether the mailbox of `agent_id` holds notifications right now.
     pub fn has_notifications(&self, agent_id: &str) -> bool {
+        self.notification_count(agent_id) > 0
+    }
+
+    /// How many notifications the mailbox of `agent_id` holds right now.
+    fn notification_count(&self, agent_id: &str) -> usize {
         lock(&self.mailboxes)
             .get(agent_id)
-            .is_some_and(|m| !m.notifications.is_empty())
+            .map_or(0, |m| m.notifications.len())
     }
 
     /// Stops every running task of this process (process end) and waits up
@@ -790,17 +785,12 @@ impl TaskRegistry {
         // Everything that can still arrive: new children cannot start
         // while their parent is idle, so this only shrinks.
         let expected = self.pending_count(agent_id);
-        let waiting = || {
-            lock(&self.mailboxes)
-                .get(agent_id)
-                .map_or(0, |m| m.notifications.len())
-        };
         let deadline = Instant::now() + gap * GATHER_GAPS;
-        let mut seen = waiting();
+        let mut seen = self.notification_count(agent_id);
         let mut quiet_until = (Instant::now() + gap).min(deadline);
         loop {
             let changed = self.changed.notified();
-            let now = waiting();
+            let now = self.notification_count(agent_id);
             if now == 0 || now >= expected || cancel.is_cancelled() {
                 return;
             }

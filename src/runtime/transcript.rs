@@ -298,26 +298,6 @@ impl Transcript {
         let Value::Object(fields) = data else {
             return self.record_fields(kind, &[]);
         };
-        if HEAD_KEYS.iter().any(|k| fields.contains_key(*k)) {
-            // A field named like one of the line's own replaces it where
-            // it stands, as in a map.
-            let mut line = serde_json::Map::new();
-            line.insert("type".into(), Value::from(kind));
-            line.insert("agent_id".into(), Value::from(self.agent_id.clone()));
-            line.insert(
-                "parent_agent_id".into(),
-                self.parent_agent_id
-                    .clone()
-                    .map_or(Value::Null, Value::from),
-            );
-            line.insert("timestamp".into(), Value::from(now_rfc3339()));
-            line.extend(fields);
-            if let Ok(mut bytes) = serde_json::to_vec(&Value::Object(line)) {
-                bytes.push(b'\n');
-                self.write_line(&bytes);
-            }
-            return;
-        }
         let pairs: Vec<(&str, &dyn JsonField)> = fields
             .iter()
             .map(|(k, v)| (k.as_str(), v as &dyn JsonField))
@@ -326,19 +306,20 @@ impl Transcript {
     }
 
     /// Appends a line: the line's own fields (kind, agent ids, time), then
-    /// `fields` in order, written straight to JSON: a message is not
-    /// copied into a `Value` first (a parent's message holding a thousand
-    /// tool results is large). The bytes are those of the same object
-    /// built as a `Value`.
+    /// `fields` in order, inserted as into a map (see [`inserted`]) and
+    /// written straight to JSON: a message is not copied into a `Value`
+    /// first (a parent's message holding a thousand tool results is
+    /// large). The bytes are those of the same object built as a `Value`.
     pub(crate) fn record_fields(&self, kind: &str, fields: &[(&str, &dyn JsonField)]) {
         let mut bytes = Vec::with_capacity(256);
+        let time = now_rfc3339();
         let head: [(&str, &dyn JsonField); 4] = [
             ("type", &kind),
             ("agent_id", &self.agent_id),
             ("parent_agent_id", &self.parent_agent_id),
-            ("timestamp", &now_rfc3339()),
+            ("timestamp", &time),
         ];
-        for (i, (key, value)) in head.iter().chain(fields).enumerate() {
+        for (i, (key, value)) in inserted(&head, fields).into_iter().enumerate() {
             bytes.push(if i == 0 { b'{' } else { b',' });
             if serde_json::to_writer(&mut bytes, key).is_err() {
                 return;
@@ -375,8 +356,34 @@ impl Transcript {
     }
 }
 
-/// The fields every transcript line starts with.
-const HEAD_KEYS: [&str; 4] = ["type", "agent_id", "parent_agent_id", "timestamp"];
+/// The entries of a JSON object that holds `base` after `updates` were
+/// inserted into it in order, as into a map: a key already there keeps its
+/// place and takes the last value given for it; a new key goes at the end,
+/// once, with its last value.
+pub(crate) fn inserted<'a, V: ?Sized>(
+    base: &[(&'a str, &'a V)],
+    updates: &[(&'a str, &'a V)],
+) -> Vec<(&'a str, &'a V)> {
+    fn last<'a, V: ?Sized>(updates: &[(&'a str, &'a V)], key: &str, or: &'a V) -> &'a V {
+        updates
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == key)
+            .map_or(or, |(_, v)| *v)
+    }
+    let mut out: Vec<(&str, &V)> = base
+        .iter()
+        .map(|(k, v)| (*k, last(updates, k, *v)))
+        .collect();
+    for (i, (key, value)) in updates.iter().enumerate() {
+        let new =
+            !base.iter().any(|(k, _)| k == key) && !updates[..i].iter().any(|(k, _)| k == key);
+        if new {
+            out.push((*key, last(updates, key, *value)));
+        }
+    }
+    out
+}
 
 /// A value a transcript line writes as JSON (the fields of one line have
 /// different types).
