@@ -2,13 +2,13 @@
 //!
 //! Agents, feature flags, prompt templates and tool schemas are data, loaded
 //! from files into an immutable snapshot and reloaded while the engine runs.
-//! See `DESIGN.md` in the shared folder for the module map; dependencies
-//! point down: cli → runtime → agent_tool → tools → provider → message →
-//! snapshot → templates/catalog → config.
+//! `docs/architecture.md` draws the layers of the modules below (a test
+//! holds the code to it): each imports only the layers under it.
 
 pub mod agent_tool;
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod diagnostic;
 pub mod fleet;
@@ -17,7 +17,6 @@ pub mod message;
 pub mod permissions;
 pub mod provider;
 pub mod raw;
-mod raw_simple;
 pub mod reload;
 pub mod runtime;
 pub mod snapshot;
@@ -25,5 +24,7 @@ pub mod teams;
 pub mod templates;
 pub mod tools;
 
+#[cfg(test)]
+mod layer_guard;
 #[cfg(test)]
 mod text_guard;

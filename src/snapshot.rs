@@ -251,7 +251,7 @@ fn check_settings(config: &LoadedConfig) -> Vec<Diagnostic> {
     let p = &config.settings.permissions;
     for (name, list) in [("allow", &p.allow), ("ask", &p.ask), ("deny", &p.deny)] {
         for rule in list {
-            if let Err(e) = crate::tools::permissions::Rule::parse(rule) {
+            if let Err(e) = crate::permissions::Rule::parse(rule) {
                 out.push(at(&format!("permissions.{name}"), rule, e));
             }
         }

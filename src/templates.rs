@@ -670,6 +670,8 @@ mod tests {
         let mut samples = crate::tools::template_samples();
         samples.extend(crate::runtime::template_samples());
         samples.extend(crate::mcp::template_samples());
+        samples.extend(crate::permissions::texts::samples());
+        samples.extend(crate::agent_tool::texts::samples());
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (name, verbatim, ctx) in &samples {
             *seen.entry(name).or_default() += 1;

@@ -11,15 +11,17 @@ mod fork;
 mod model;
 mod pool;
 mod route;
+pub mod texts;
 
 pub use effort::{Effort, LEVELS as EFFORT_LEVELS, trim_effort};
 pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
 pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
 pub use pool::{
-    MEMORY_TOOLS, ToolOffer, ToolsColumn, Withheld, WithheldTool, default_type, spawnable_types,
-    tool_pool, tools_summary, withheld_tools,
+    MEMORY_TOOLS, ToolOffer, Withheld, WithheldTool, default_type, spawnable_types, tool_pool,
+    tools_summary, withheld_tools,
 };
 pub use route::{AgentInput, Route, RouteError, route};
+pub use texts::ToolsColumn;
 
 /// The tool's name as the model calls it.
 pub const AGENT_TOOL: &str = "Agent";

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::texts::ToolsColumn;
 use crate::catalog::{AgentDef, agent_spec_types, base_name};
 
 use super::AGENT_TOOL;
@@ -204,31 +205,6 @@ pub fn withheld_tools(def: &AgentDef, offer: &ToolOffer, depth: u32) -> Vec<With
         }
     }
     out
-}
-
-/// An agent's tools as the Agent tool's listing and `agents show` name
-/// them, as data: the `agent_tools` template words it. `kind` names the
-/// variant.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ToolsColumn {
-    /// An allowlist (minus the denylist).
-    Only { tools: Vec<String> },
-    /// An allowlist that leaves nothing.
-    NoTools,
-    /// No allowlist and no denylist.
-    All,
-    /// No allowlist; these are denied.
-    AllExcept { tools: Vec<String> },
-}
-
-impl ToolsColumn {
-    /// The column in words, through the `agent_tools` template.
-    pub fn words(&self, templates: &crate::templates::Templates) -> String {
-        templates.show(&crate::runtime::texts::AgentTools {
-            column: self.clone(),
-        })
-    }
 }
 
 /// `Read, Grep` (allowlist minus denylist), none, all tools except some,

@@ -320,7 +320,7 @@ pub(super) fn prepare_with(
                 agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
                 status: crate::teams::MemberStatus::Active,
                 session_id: session_id.clone(),
-                joined: runtime::transcript::now_rfc3339(),
+                joined: crate::clock::now_rfc3339(),
             })
             .map_err(|e| CliError::Failed(e.to_string()))?;
         // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks

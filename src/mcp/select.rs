@@ -13,8 +13,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::catalog::{AgentDef, base_name};
+use crate::permissions::Rules;
 use crate::tools::Tool;
-use crate::tools::permissions::Rules;
 
 use super::tool::McpTool;
 

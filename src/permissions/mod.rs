@@ -20,6 +20,8 @@
 
 pub mod paths;
 pub mod shell;
+pub mod texts;
+pub mod url;
 
 use std::path::{Path, PathBuf};
 
@@ -86,7 +88,7 @@ pub enum Reason {
 impl shell::ShellDoubt {
     /// The doubt in words, through the `shell_doubt` template.
     pub fn words(&self, templates: &crate::templates::Templates) -> String {
-        templates.show(&crate::runtime::texts::ShellDoubtText {
+        templates.show(&texts::ShellDoubtText {
             doubt: self.clone(),
         })
     }
@@ -95,7 +97,7 @@ impl shell::ShellDoubt {
 impl Reason {
     /// The reason in words, through the `permission_reason` template.
     pub fn words(&self, templates: &crate::templates::Templates) -> String {
-        templates.show(&crate::runtime::texts::PermissionReason {
+        templates.show(&texts::PermissionReason {
             reason: self.clone(),
         })
     }
@@ -478,7 +480,7 @@ impl<'a> Call<'a> {
         let host = (tool == "WebFetch")
             .then(|| input.get("url").and_then(Value::as_str))
             .flatten()
-            .and_then(crate::tools::web_fetch::url_host);
+            .and_then(url::url_host);
         let input_skill = (tool == "Skill")
             .then(|| {
                 input

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
+use crate::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::outcome::{FetchProblem, SearchProblem};
-use crate::tools::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
@@ -560,7 +560,7 @@ impl Session {
         lists.allow.extend(allowed);
         let rules = Rules::from_settings(&lists);
         matches!(
-            crate::tools::permissions::decide_with_hook(
+            crate::permissions::decide_with_hook(
                 &rules,
                 self.spec.mode,
                 name,

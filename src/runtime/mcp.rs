@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::catalog::base_name;
 use crate::mcp::{McpTool, ResourceTool, session_mcp_tools};
+use crate::permissions::Rules;
 use crate::snapshot::Snapshot;
-use crate::tools::permissions::Rules;
 
 use super::session::Session;
 

@@ -22,10 +22,9 @@ use tokio_util::sync::CancellationToken;
 use crate::message::{History, Usage};
 
 use super::session::SessionSpec;
-use super::transcript::{
-    inserted, now_rfc3339, write_json_atomic, write_json_new, write_json_over,
-};
+use super::transcript::{inserted, write_json_atomic, write_json_new, write_json_over};
 use super::worktree::KeptWorktree;
+use crate::clock::now_rfc3339;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]

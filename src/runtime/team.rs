@@ -22,8 +22,9 @@ use super::exec::text_content;
 use super::hooks::{HookEvent, fire};
 use super::session::{Session, SessionSpec, TeamSeat};
 use super::team_texts::*;
-use super::transcript::{Transcript, now_rfc3339};
+use super::transcript::Transcript;
 use super::{Engine, new_agent_id};
+use crate::clock::now_rfc3339;
 
 /// How often an idle member (or a lead waiting for its team) looks at its
 /// mailbox file; another process may write it, so it is read, not awaited.
@@ -616,7 +617,7 @@ impl Session {
             .collect();
         let agent_id = new_agent_id();
         let store = seat.store.clone();
-        let after_plan = crate::tools::permissions::child_mode(self.spec.mode, def.permission_mode);
+        let after_plan = crate::permissions::child_mode(self.spec.mode, def.permission_mode);
         let spec = SessionSpec {
             agent_id: agent_id.clone(),
             parent_agent_id: Some(self.spec.agent_id.clone()),

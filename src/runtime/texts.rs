@@ -4,10 +4,8 @@
 //! template under `agents/templates/`. The tools' own outcomes are in
 //! `crate::tools::outcome`; system prompts in `super::prompt`.
 
-use crate::agent_tool::ToolsColumn;
 use crate::contexts;
-use crate::permissions::shell::ShellDoubt;
-use crate::permissions::{Doubt, Reason, RuleList};
+use crate::permissions::Reason;
 use crate::provider::ProviderProblem;
 use crate::runtime::worktree::GitError;
 use crate::tools::outcome::Clip;
@@ -80,39 +78,6 @@ contexts! {
         pub interactive: bool = false,
         /// What the user said when declining.
         pub message: Option<String> = None,
-    }
-
-    /// What decided a permission question, in words: a partial of
-    /// `error_permission_denied`, also shown in the approval prompt and by
-    /// `cadre permissions check`.
-    "permission_reason" => pub struct PermissionReason {
-        pub reason: Reason = Reason::DontAsk {
-            asked: Box::new(Reason::UnsureRule {
-                list: RuleList::Ask,
-                rule: "Bash(git push:*)".into(),
-                doubts: vec![
-                    Doubt::UnknownWords { command: "git push $REMOTE".into() },
-                    Doubt::RedirectUnknown { target: "$LOG".into() },
-                ],
-            }),
-        },
-    }
-
-    /// Why part of a Bash command cannot be known before it runs: a partial
-    /// of `permission_reason`, also shown by `cadre permissions check`.
-    "shell_doubt" => pub struct ShellDoubtText {
-        pub doubt: ShellDoubt = ShellDoubt::StrangeOption {
-            command: "nohup".into(),
-            option: "-%".into(),
-        },
-    }
-
-    /// An agent's tools in the Agent tool's listing (`agent_listing`) and in
-    /// `cadre agents show`.
-    "agent_tools" => pub struct AgentTools {
-        pub column: ToolsColumn = ToolsColumn::AllExcept {
-            tools: vec!["Edit".into(), "Write".into()],
-        },
     }
 
     /// WebFetch's request to the small model.

@@ -343,7 +343,7 @@ impl TeamStore {
                 from: from.into(),
                 text: text.into(),
                 kind: kind.into(),
-                timestamp: crate::runtime::transcript::now_rfc3339(),
+                timestamp: crate::clock::now_rfc3339(),
                 read: false,
                 approve,
             };

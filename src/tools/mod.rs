@@ -23,7 +23,6 @@ mod glob;
 mod grep;
 pub mod notebook;
 pub mod outcome;
-pub use crate::permissions;
 mod read;
 pub mod spec;
 pub mod web_fetch;
@@ -35,9 +34,10 @@ pub use edit::EditTool;
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use notebook::NotebookEditTool;
+pub use outcome::SearchHit;
 pub use read::ReadTool;
 pub use web_fetch::{PageQuery, SmallModel, WebFetchTool};
-pub use web_search::{SearchAnswer, SearchHit, SearchQuery, Searcher, WebSearchTool};
+pub use web_search::{SearchAnswer, SearchQuery, Searcher, WebSearchTool};
 pub use write::WriteTool;
 
 /// What a tool call may use from its session.

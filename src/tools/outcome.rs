@@ -192,6 +192,16 @@ pub enum FetchProblem {
     },
 }
 
+/// One result: a page's title and address, and a snippet when the
+/// backend gives one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SearchHit {
+    pub title: String,
+    pub url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
+}
+
 /// Why WebSearch could not search (the `reason` of `error_web_search`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "problem", rename_all = "snake_case")]
@@ -511,7 +521,7 @@ contexts! {
         pub query: String = "rust 2024 edition".into(),
         /// `[{"title", "url"}]` as JSON.
         pub links_json: String = r#"[{"title":"Rust 2024","url":"https://doc.rust-lang.org/edition-guide/rust-2024/"}]"#.into(),
-        pub hits: Vec<crate::tools::web_search::SearchHit> = vec![crate::tools::web_search::SearchHit {
+        pub hits: Vec<SearchHit> = vec![SearchHit {
             title: "Rust 2024".into(),
             url: "https://doc.rust-lang.org/edition-guide/rust-2024/".into(),
             snippet: Some("The 2024 edition".into()),

@@ -12,7 +12,6 @@
 //! runtime hands it a [`SmallModel`].
 
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,6 +22,7 @@ use serde_json::Value;
 use super::outcome::{Clip, FetchAnswer, FetchError, FetchMarkdown, FetchProblem, FetchRedirect};
 use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
 use crate::config::WebFetchSettings;
+use crate::permissions::url::{self, UrlProblem, normal_host};
 use crate::provider::error_chain;
 
 /// Redirects followed within one host before giving up.
@@ -280,56 +280,15 @@ fn network(e: reqwest::Error) -> FetchProblem {
     }
 }
 
-/// The URL as it will be fetched: http(s) only, no credentials, `http`
-/// upgraded to `https` unless the host is a loopback address.
+/// The URL as it will be fetched (see [`crate::permissions::url`]).
 pub fn prepare_url(raw: &str) -> Result<Url, FetchProblem> {
-    let mut url = Url::parse(raw.trim()).map_err(|e| FetchProblem::InvalidUrl {
-        error: e.to_string(),
-    })?;
-    match url.scheme() {
-        "https" => {}
-        "http" => {
-            if !is_loopback(&url) {
-                url.set_scheme("https")
-                    .map_err(|()| FetchProblem::HttpsSwitch)?;
-            }
-        }
-        other => {
-            return Err(FetchProblem::Scheme {
-                scheme: other.to_string(),
-            });
-        }
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(FetchProblem::Credentials);
-    }
-    if url.host_str().is_none_or(str::is_empty) {
-        return Err(FetchProblem::NoHost);
-    }
-    Ok(url)
-}
-
-/// The host a permission rule compares: lower case, without a trailing dot
-/// or IPv6 brackets. `None` when `raw` is not a fetchable URL.
-pub fn url_host(raw: &str) -> Option<String> {
-    let url = prepare_url(raw).ok()?;
-    Some(normal_host(&url))
-}
-
-fn normal_host(url: &Url) -> String {
-    url.host_str()
-        .unwrap_or("")
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .trim_end_matches('.')
-        .to_ascii_lowercase()
-}
-
-fn is_loopback(url: &Url) -> bool {
-    let host = normal_host(url);
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    url::prepare_url(raw).map_err(|p| match p {
+        UrlProblem::InvalidUrl { error } => FetchProblem::InvalidUrl { error },
+        UrlProblem::HttpsSwitch => FetchProblem::HttpsSwitch,
+        UrlProblem::Scheme { scheme } => FetchProblem::Scheme { scheme },
+        UrlProblem::Credentials => FetchProblem::Credentials,
+        UrlProblem::NoHost => FetchProblem::NoHost,
+    })
 }
 
 /// Whether a redirect from `from` to `to` stays where it was: same host and
@@ -398,37 +357,6 @@ fn to_markdown(content_type: &str, body: &[u8]) -> Result<String, FetchProblem> 
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn http_is_upgraded_except_on_loopback() {
-        assert_eq!(
-            prepare_url("http://example.com/a?b=1").unwrap().as_str(),
-            "https://example.com/a?b=1"
-        );
-        for local in [
-            "http://localhost:8080/x",
-            "http://127.0.0.1:9/x",
-            "http://[::1]:9/x",
-            "http://docs.localhost/",
-        ] {
-            assert_eq!(prepare_url(local).unwrap().scheme(), "http", "{local}");
-        }
-        assert!(prepare_url("ftp://example.com").is_err());
-        assert!(prepare_url("file:///etc/passwd").is_err());
-        assert!(prepare_url("https://user:pw@example.com").is_err());
-        assert!(prepare_url("not a url").is_err());
-    }
-
-    #[test]
-    fn hosts_are_compared_normalised() {
-        assert_eq!(
-            url_host("https://Example.COM./x").as_deref(),
-            Some("example.com")
-        );
-        assert_eq!(url_host("http://[::1]:8/").as_deref(), Some("::1"));
-        // The part before `@` is credentials, not the host: refused.
-        assert_eq!(url_host("https://good.com@evil.com/"), None);
-    }
 
     #[test]
     fn redirects_stay_on_one_origin() {

@@ -15,10 +15,9 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use reqwest::Url;
-use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::outcome::{SearchError, SearchProblem, SearchResult};
+use super::outcome::{SearchError, SearchHit, SearchProblem, SearchResult};
 use super::{Tool, ToolContext, ToolOutput};
 use crate::config::{SearchBackend, WebSearchSettings};
 use crate::provider::error_chain;
@@ -32,16 +31,6 @@ pub struct SearchQuery {
     pub query: String,
     pub allowed_domains: Vec<String>,
     pub blocked_domains: Vec<String>,
-}
-
-/// One result: a page's title and address, and a snippet when the
-/// backend gives one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SearchHit {
-    pub title: String,
-    pub url: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub snippet: Option<String>,
 }
 
 /// What a backend found.

@@ -11,6 +11,8 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+mod simple;
+
 use crate::diagnostic::Pos;
 
 /// Reads at most `max` bytes of a regular file; the flag says there was
@@ -181,13 +183,13 @@ impl Node {
 
 /// Parses one YAML document. An empty document is an empty mapping.
 /// Most agent files' YAML is a flat list of simple `key: value` lines,
-/// read by a fast path (`raw_simple`) that builds the same tree; the rest
+/// read by a fast path (`simple`) that builds the same tree; the rest
 /// goes through the full parser.
 pub fn parse_yaml(text: &str) -> Result<Node, SyntaxError> {
     if text.trim().is_empty() {
         return Ok(Node::new(Pos::START, Kind::Map(Vec::new())));
     }
-    if let Some(node) = crate::raw_simple::parse(text) {
+    if let Some(node) = simple::parse(text) {
         return Ok(node);
     }
     parse_yaml_full(text)

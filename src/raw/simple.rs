@@ -6,12 +6,12 @@
 //! tabs, continuation lines, values YAML may read as booleans, nulls or
 //! floats, …) returns `None`, and the full parser reads the document.
 //!
-//! The tree it builds is the one [`crate::raw::parse_yaml`] builds with the
+//! The tree it builds is the one [`super::parse_yaml`] builds with the
 //! full parser, positions included; the tests compare both on every
 //! document shape accepted here.
 
+use super::{Key, Kind, Node};
 use crate::diagnostic::Pos;
-use crate::raw::{Key, Kind, Node};
 
 /// More top-level keys than this go to the full parser (the duplicate
 /// check here is quadratic).
