@@ -41,7 +41,7 @@ const KNOWN_FILE_CIRCLES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "config",
-        &["env", "files", "layers", "load", "trust"],
+        &["env", "files", "load"],
         "the layer loader and the layer readers call each other; to split: \
          the layer list as a leaf",
     ),

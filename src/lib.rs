@@ -14,6 +14,7 @@ pub mod diagnostic;
 pub mod fleet;
 pub mod mcp;
 pub mod message;
+pub mod paths;
 pub mod permissions;
 pub mod provider;
 pub mod raw;

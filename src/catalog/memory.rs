@@ -232,7 +232,7 @@ impl Loader<'_, '_> {
                 base.join(p)
             }
         };
-        Some(crate::config::normalize_path(&p))
+        Some(crate::paths::lexical(&p))
     }
 
     fn inside_project(&self, path: &Path) -> bool {

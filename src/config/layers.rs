@@ -224,9 +224,7 @@ impl LayerDoc {
             if let Value::String(s) = v
                 && Path::new(s.as_str()).is_relative()
             {
-                *s = super::load::normalize(&base.join(&*s))
-                    .display()
-                    .to_string();
+                *s = crate::paths::lexical(&base.join(&*s)).display().to_string();
             }
         };
         if let Some(agents) = self.value.get_mut("agents").and_then(Value::as_object_mut) {

@@ -293,7 +293,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
                 .get("transcripts")
                 .and_then(|t| t.get("dir"))
                 .and_then(Value::as_str)
-                .map(|d| trust::resolve_path(&input.cwd.join(d)));
+                .map(|d| crate::paths::resolve(&input.cwd.join(d)));
             if dir.is_some_and(|d| !d.starts_with(&trust_root)) {
                 let origin = doc.origin("transcripts.dir");
                 doc.take(&["transcripts", "dir"]);
@@ -378,7 +378,8 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         ));
     }
     if settings.transcripts.dir.is_relative() {
-        settings.transcripts.dir = normalize(&input.cwd.join(&settings.transcripts.dir));
+        settings.transcripts.dir =
+            crate::paths::lexical(&input.cwd.join(&settings.transcripts.dir));
     }
     let flags = build_flags(&settings, &origins, &mut warnings);
 
@@ -605,25 +606,6 @@ fn extraction_error(e: figment::Error, origins: &Origins) -> ConfigError {
         ));
     }
     ConfigError { diagnostics }
-}
-
-/// Removes `.` and `name/..` pairs without touching the file system, so
-/// `config/../agents` shows as `agents`.
-pub(crate) fn normalize(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 fn build_flags(settings: &Settings, origins: &Origins, warnings: &mut Vec<Diagnostic>) -> Flags {

@@ -26,7 +26,6 @@ pub use flags::{
 };
 pub use hooks::{Hook, HookEvent, Hooks, Matcher};
 pub use layers::{Origin, Origins, Scope};
-pub(crate) use load::normalize as normalize_path;
 pub use load::{
     CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, MAX_SETTINGS_BYTES,
     Skipped, discover, layer_files, load,

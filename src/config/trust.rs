@@ -82,35 +82,10 @@ pub fn store_path(env_var: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
 /// The folder a trust decision is about: the git root holding `dir`, or
 /// `dir` itself outside a repository; symbolic links resolved.
 pub fn project_root(dir: &Path) -> PathBuf {
-    let dir = canonical(dir);
+    let dir = crate::paths::resolve(dir);
     dir.ancestors()
         .find(|d| d.join(".git").exists())
         .map_or_else(|| dir.clone(), Path::to_path_buf)
-}
-
-/// A path with `..` removed and symbolic links resolved as far as it
-/// exists: the nearest existing ancestor is resolved and the rest appended
-/// (so a link inside a project cannot hide a folder outside it).
-pub fn resolve_path(p: &Path) -> PathBuf {
-    let p = super::load::normalize(p);
-    let mut rest = Vec::new();
-    let mut at = p.as_path();
-    loop {
-        if let Ok(c) = std::fs::canonicalize(at) {
-            return rest.iter().rev().fold(c, |acc, part| acc.join(part));
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                at = parent;
-            }
-            _ => return p,
-        }
-    }
-}
-
-fn canonical(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p).unwrap_or_else(|_| super::load::normalize(p))
 }
 
 impl TrustStore {
@@ -136,14 +111,16 @@ impl TrustStore {
 
     /// Whether `dir` is a listed folder or lies inside one.
     pub fn trusts(&self, dir: &Path) -> bool {
-        let dir = canonical(dir);
-        self.folders.iter().any(|f| dir.starts_with(canonical(f)))
+        let dir = crate::paths::resolve(dir);
+        self.folders
+            .iter()
+            .any(|f| dir.starts_with(crate::paths::resolve(f)))
     }
 
     /// Adds `dir` (made absolute and canonical); false if already there.
     pub fn grant(&mut self, dir: &Path) -> bool {
-        let dir = canonical(dir);
-        if self.folders.iter().any(|f| canonical(f) == dir) {
+        let dir = crate::paths::resolve(dir);
+        if self.folders.iter().any(|f| crate::paths::resolve(f) == dir) {
             return false;
         }
         self.folders.push(dir);
@@ -152,9 +129,10 @@ impl TrustStore {
 
     /// Removes `dir`; false if it was not listed.
     pub fn revoke(&mut self, dir: &Path) -> bool {
-        let dir = canonical(dir);
+        let dir = crate::paths::resolve(dir);
         let before = self.folders.len();
-        self.folders.retain(|f| canonical(f) != dir && f != &dir);
+        self.folders
+            .retain(|f| crate::paths::resolve(f) != dir && f != &dir);
         self.folders.len() != before
     }
 

@@ -30,7 +30,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::{PermissionMode, PermissionSettings};
-use paths::{Resolved, normalize};
+use crate::paths::lexical as normalize;
+use paths::Resolved;
 use shell::{Parsed, SimpleCommand, Word};
 
 /// What the permission check says about one call.
@@ -333,7 +334,7 @@ impl Rule {
             return false;
         };
         path_matches(glob, anchor, &p.written, cwd)
-            || path_matches(glob, anchor, &p.resolved, &paths::resolve(cwd))
+            || path_matches(glob, anchor, &p.resolved, &crate::paths::resolve(cwd))
     }
 
     /// Whether a path rule matches both the path as written and as resolved
@@ -344,7 +345,7 @@ impl Rule {
             return false;
         };
         path_matches(glob, anchor, &p.written, cwd)
-            && path_matches(glob, anchor, &p.resolved, &paths::resolve(cwd))
+            && path_matches(glob, anchor, &p.resolved, &crate::paths::resolve(cwd))
     }
 
     /// Whether the rule allows every use of Bash.

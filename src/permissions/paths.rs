@@ -2,7 +2,9 @@
 //! (made absolute, `.` and `..` removed) and as the file system resolves it
 //! (symlinks followed), so neither a link nor `..` can route around a rule.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
+
+use crate::paths::{lexical as normalize, resolve};
 
 /// A call's target path, as written and as resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,39 +34,4 @@ impl Resolved {
         };
         inside(&self.written) && inside(&self.resolved)
     }
-}
-
-/// Removes `.` and resolves `..` without touching the file system, so
-/// `src/../secrets/key` is judged as `secrets/key`.
-pub fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other),
-        }
-    }
-    out
-}
-
-/// Resolves `path` as the file system would: the longest prefix that exists
-/// is canonicalised (symlinks followed, `..` applied after them, as the
-/// kernel does), and the components that do not exist yet are appended,
-/// cleaned of `.` and `..`.
-pub fn resolve(path: &Path) -> PathBuf {
-    if let Ok(p) = path.canonicalize() {
-        return p;
-    }
-    let comps: Vec<Component> = path.components().collect();
-    for split in (1..comps.len()).rev() {
-        let head: PathBuf = comps[..split].iter().collect();
-        if let Ok(base) = head.canonicalize() {
-            let tail: PathBuf = comps[split..].iter().collect();
-            return normalize(&base.join(tail));
-        }
-    }
-    normalize(path)
 }

@@ -521,7 +521,7 @@ impl Session {
     /// Whether `input` is a Read, Write or Edit of a file inside this
     /// agent's memory folder (as written and as resolved).
     fn in_memory_dir(&self, tool: &str, input: &Value) -> bool {
-        use crate::permissions::paths::{normalize, resolve};
+        use crate::paths::{lexical, resolve};
         let (Some(dir), true) = (
             self.memory_dir(),
             crate::agent_tool::MEMORY_TOOLS.contains(&tool),
@@ -532,7 +532,7 @@ impl Session {
             return false;
         };
         let path = self.spec.cwd.join(path);
-        normalize(&path).starts_with(normalize(dir)) && resolve(&path).starts_with(resolve(dir))
+        lexical(&path).starts_with(lexical(dir)) && resolve(&path).starts_with(resolve(dir))
     }
 
     /// Whether an active skill's `allowed-tools` allow this call: the
