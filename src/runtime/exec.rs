@@ -13,7 +13,6 @@ use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
 use crate::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::outcome::{FetchProblem, SearchProblem};
-use crate::tools::spec::untrimmed_schema;
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
 use super::EngineEvent;
@@ -461,7 +460,7 @@ impl Session {
         let validator = match cached {
             Some(v) => v,
             None => {
-                let schema = untrimmed_schema(&spec.input_schema, &snap.model_aliases());
+                let schema = spec.input_schema.untrimmed(&snap.model_aliases());
                 match jsonschema::validator_for(&schema) {
                     Ok(v) => {
                         let v = Arc::new(v);

@@ -57,12 +57,13 @@ impl EmbeddedSpec {
             ),
             None => None,
         };
+        let input_schema = InputSchema::new(self.input_schema);
         Ok(ToolSpec {
             name: self.name,
             read_only: self.read_only,
             interactive_only: self.interactive_only,
             description: self.description,
-            input_schema: self.input_schema,
+            input_schema,
             when,
             path: None,
         })
@@ -78,8 +79,8 @@ pub struct ToolSpec {
     pub interactive_only: bool,
     /// A Handlebars template.
     pub description: String,
-    /// The untrimmed schema (still carrying `x-when`).
-    pub input_schema: Value,
+    /// The untrimmed schema with its `x-when` conditions parsed.
+    pub input_schema: InputSchema,
     /// The tool exists only while this condition holds (`when: AGENT_TEAMS`).
     pub when: Option<Condition>,
     /// `None` for the embedded copy.
@@ -271,6 +272,9 @@ fn parse_spec(path: &Path, text: &str, diags: &mut Vec<Diagnostic>) -> Option<To
     if !check_schema(path, schema, &input_schema, diags) {
         return None;
     }
+    // A bad `x-when` was reported with its position by `check_conditions`;
+    // its property never shows.
+    let input_schema = InputSchema::new(input_schema);
     for (key, _) in node.entries() {
         if ![
             "name",
@@ -387,81 +391,150 @@ pub struct TrimContext<'a> {
     pub model_aliases: &'a [String],
 }
 
-/// The schema as the model sees it: properties whose `x-when` does not hold
-/// are removed (from `properties` and `required`), `x-enum` is expanded,
-/// and no `x-*` key remains.
-pub fn trim_schema(schema: &Value, ctx: &TrimContext<'_>) -> Value {
-    match schema {
-        Value::Object(map) => {
-            let mut out = Map::new();
-            let mut dropped: Vec<String> = Vec::new();
-            for (key, value) in map {
-                if key == "properties"
-                    && let Value::Object(props) = value
-                {
-                    let mut kept = Map::new();
-                    for (name, prop) in props {
-                        if property_visible(prop, ctx) {
-                            kept.insert(name.clone(), trim_schema(prop, ctx));
-                        } else {
-                            dropped.push(name.clone());
-                        }
-                    }
-                    out.insert(key.clone(), Value::Object(kept));
-                    continue;
-                }
-                if key == "x-enum" {
-                    if value.as_str() == Some("model_aliases") {
-                        out.insert("enum".into(), Value::from(ctx.model_aliases.to_vec()));
-                    }
-                    continue;
-                }
-                if key.starts_with("x-") {
-                    continue;
-                }
-                out.insert(key.clone(), trim_schema(value, ctx));
-            }
-            if !dropped.is_empty()
-                && let Some(Value::Array(req)) = out.get_mut("required")
-            {
-                req.retain(|r| r.as_str().is_none_or(|s| !dropped.iter().any(|d| d == s)));
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(|v| trim_schema(v, ctx)).collect()),
-        other => other.clone(),
-    }
+/// A tool's input schema as written, with every `x-when` condition parsed
+/// once, when the spec is loaded (keyed by the JSON pointer of the property
+/// that carries it), so trimming parses nothing. A condition that does not
+/// parse (reported when the file loads) hides its property.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputSchema {
+    /// Untrimmed, still carrying `x-when` and `x-enum`.
+    pub value: Value,
+    conditions: BTreeMap<String, Option<Condition>>,
 }
 
-/// The schema used to validate input: nothing trimmed, `x-*` keys removed
-/// (so a trimmed property the model sends anyway is accepted, then ignored).
-pub fn untrimmed_schema(schema: &Value, model_aliases: &[String]) -> Value {
-    let all = |_: &Condition| true;
-    trim_schema(
-        schema,
-        &TrimContext {
+impl InputSchema {
+    /// Parses every `x-when` of `value`.
+    pub fn new(value: Value) -> InputSchema {
+        fn walk(v: &Value, at: &mut String, out: &mut BTreeMap<String, Option<Condition>>) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(when) = map.get("x-when") {
+                        let cond = match when {
+                            Value::String(s) => Condition::parse(s),
+                            Value::Array(items) => {
+                                let texts: Vec<String> = items
+                                    .iter()
+                                    .filter_map(|v| v.as_str().map(str::to_string))
+                                    .collect();
+                                Condition::from_list(&texts)
+                            }
+                            _ => Err(String::new()),
+                        };
+                        out.insert(at.clone(), cond.ok());
+                    }
+                    for (key, child) in map {
+                        let len = at.len();
+                        at.push('/');
+                        at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                        walk(child, at, out);
+                        at.truncate(len);
+                    }
+                }
+                Value::Array(items) => {
+                    for (i, child) in items.iter().enumerate() {
+                        let len = at.len();
+                        at.push('/');
+                        at.push_str(&i.to_string());
+                        walk(child, at, out);
+                        at.truncate(len);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut conditions = BTreeMap::new();
+        walk(&value, &mut String::new(), &mut conditions);
+        InputSchema { value, conditions }
+    }
+
+    /// The schema as the model sees it: properties whose `x-when` does not
+    /// hold are removed (from `properties` and `required`), `x-enum` is
+    /// expanded, and no `x-*` key remains.
+    pub fn trimmed(&self, ctx: &TrimContext<'_>) -> Value {
+        self.trim(&self.value, &mut String::new(), ctx)
+    }
+
+    /// The schema used to validate input: nothing trimmed, `x-*` keys
+    /// removed (so a trimmed property the model sends anyway is accepted,
+    /// then ignored).
+    pub fn untrimmed(&self, model_aliases: &[String]) -> Value {
+        let all = |_: &Condition| true;
+        self.trimmed(&TrimContext {
             holds: &all,
             model_aliases,
-        },
-    )
-}
+        })
+    }
 
-fn property_visible(prop: &Value, ctx: &TrimContext<'_>) -> bool {
-    let Some(when) = prop.get("x-when") else {
-        return true;
-    };
-    let cond = match when {
-        Value::String(s) => Condition::parse(s),
-        Value::Array(items) => {
-            let texts: Vec<String> = items
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_string))
-                .collect();
-            Condition::from_list(&texts)
+    fn trim(&self, schema: &Value, at: &mut String, ctx: &TrimContext<'_>) -> Value {
+        let child = |v: &Value, key: &str, at: &mut String| {
+            let len = at.len();
+            at.push('/');
+            at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            let out = self.trim(v, at, ctx);
+            at.truncate(len);
+            out
+        };
+        match schema {
+            Value::Object(map) => {
+                let mut out = Map::new();
+                let mut dropped: Vec<String> = Vec::new();
+                for (key, value) in map {
+                    if key == "properties"
+                        && let Value::Object(props) = value
+                    {
+                        let mut kept = Map::new();
+                        let len = at.len();
+                        at.push_str("/properties");
+                        for (name, prop) in props {
+                            if self.visible(prop, at, name, ctx) {
+                                kept.insert(name.clone(), child(prop, name, at));
+                            } else {
+                                dropped.push(name.clone());
+                            }
+                        }
+                        at.truncate(len);
+                        out.insert(key.clone(), Value::Object(kept));
+                        continue;
+                    }
+                    if key == "x-enum" {
+                        if value.as_str() == Some("model_aliases") {
+                            out.insert("enum".into(), Value::from(ctx.model_aliases.to_vec()));
+                        }
+                        continue;
+                    }
+                    if key.starts_with("x-") {
+                        continue;
+                    }
+                    out.insert(key.clone(), child(value, key, at));
+                }
+                if !dropped.is_empty()
+                    && let Some(Value::Array(req)) = out.get_mut("required")
+                {
+                    req.retain(|r| r.as_str().is_none_or(|s| !dropped.iter().any(|d| d == s)));
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| child(v, &i.to_string(), at))
+                    .collect(),
+            ),
+            other => other.clone(),
         }
-        _ => return false,
-    };
-    cond.is_ok_and(|c| (ctx.holds)(&c))
+    }
+
+    /// Whether property `name` of the `properties` object at `at` is kept.
+    fn visible(&self, prop: &Value, at: &str, name: &str, ctx: &TrimContext<'_>) -> bool {
+        if prop.get("x-when").is_none() {
+            return true;
+        }
+        let key = format!("{at}/{}", name.replace('~', "~0").replace('/', "~1"));
+        self.conditions
+            .get(&key)
+            .is_some_and(|c| c.as_ref().is_some_and(|c| (ctx.holds)(c)))
+    }
 }
 
 /// The context a tool description template is rendered with.
@@ -539,7 +612,7 @@ pub fn render_definitions(
         let Some(spec) = specs.get(name) else {
             continue;
         };
-        let input_schema = trim_schema(&spec.input_schema, trim);
+        let input_schema = spec.input_schema.trimmed(trim);
         let ctx = ToolDescriptionContext {
             shared: desc,
             properties: offered_properties(&input_schema),
@@ -597,7 +670,8 @@ mod tests {
             "bg":{"type":"boolean","x-when":"!DISABLE_BACKGROUND_TASKS"}},
             "required":["a","fork"]});
         let all_off = |c: &Condition| c.holds(|_| false);
-        let t = trim_schema(&schema, &ctx_with(&all_off));
+        let schema = InputSchema::new(schema);
+        let t = schema.trimmed(&ctx_with(&all_off));
         assert_eq!(
             t["properties"]
                 .as_object()
@@ -609,7 +683,7 @@ mod tests {
         assert_eq!(t["required"], json!(["a"]));
         assert!(!t.to_string().contains("x-when"));
         let both_on = |c: &Condition| c.holds(|_| true);
-        let t = trim_schema(&schema, &ctx_with(&both_on));
+        let t = schema.trimmed(&ctx_with(&both_on));
         assert!(t["properties"].get("fork").is_some());
         assert!(
             t["properties"].get("bg").is_none(),
@@ -618,10 +692,34 @@ mod tests {
         assert!(!t.to_string().contains("x-when"));
     }
 
+    /// Conditions are parsed once, wherever the property sits: a nested
+    /// one is trimmed by its own condition, and one that does not parse
+    /// hides its property (the file's load reported it).
+    #[test]
+    fn nested_and_unparsable_conditions_are_judged_from_the_parsed_schema() {
+        let schema = InputSchema::new(json!({"type":"object","properties":{
+            "list":{"type":"array","items":{"type":"object","properties":{
+                "deep":{"type":"string","x-when":["FORK_SUBAGENT", "!COORDINATOR"]},
+                "plain":{"type":"string"}}}},
+            "bad":{"type":"string","x-when":"!!"},
+            "odd~/name":{"type":"string","x-when":"FORK_SUBAGENT"}}}));
+        let fork_only = |c: &Condition| c.holds(|n| n == "FORK_SUBAGENT");
+        let t = schema.trimmed(&ctx_with(&fork_only));
+        let items = &t["properties"]["list"]["items"]["properties"];
+        assert!(items.get("deep").is_some() && items.get("plain").is_some());
+        assert!(t["properties"].get("odd~/name").is_some());
+        assert!(t["properties"].get("bad").is_none());
+        let none = |c: &Condition| c.holds(|_| false);
+        let t = schema.trimmed(&ctx_with(&none));
+        assert!(t["properties"]["list"]["items"]["properties"].get("deep").is_none());
+        assert!(t["properties"].get("odd~/name").is_none());
+        assert!(!t.to_string().contains("x-when"));
+    }
+
     #[test]
     fn untrimmed_schema_keeps_every_property() {
         let schema = json!({"properties":{"fork":{"type":"boolean","x-when":"FORK_SUBAGENT"}, "m": {"x-enum": "model_aliases"}}});
-        let t = untrimmed_schema(&schema, &["haiku".into()]);
+        let t = InputSchema::new(schema).untrimmed(&["haiku".into()]);
         assert_eq!(
             t,
             json!({"properties":{"fork":{"type":"boolean"}, "m": {"enum": ["haiku"]}}})
@@ -651,8 +749,8 @@ mod tests {
             let loaded = specs.get(name).unwrap();
             assert_eq!(**loaded, *spec, "{name}");
             assert_eq!(
-                serde_json::to_string(&loaded.input_schema).unwrap(),
-                serde_json::to_string(&spec.input_schema).unwrap(),
+                serde_json::to_string(&loaded.input_schema.value).unwrap(),
+                serde_json::to_string(&spec.input_schema.value).unwrap(),
                 "{name}"
             );
         }
@@ -664,7 +762,10 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         let agent = specs.get("Agent").unwrap();
         assert!(agent.read_only);
-        assert_eq!(agent.input_schema["additionalProperties"], json!(false));
+        assert_eq!(
+            agent.input_schema.value["additionalProperties"],
+            json!(false)
+        );
     }
 
     #[test]
