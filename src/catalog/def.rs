@@ -4,7 +4,6 @@ use std::fmt;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::config::{Condition, PermissionMode};
 
@@ -81,6 +80,26 @@ impl Color {
 }
 
 /// One entry of an agent's `mcpServers`.
+/// An agent's `effort` as written: a level name, or an integer (kept and
+/// shown; only a level is ever sent to a model). Serialised as it was
+/// written: a string or a number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum EffortSetting {
+    Level(String),
+    Number(i64),
+}
+
+impl EffortSetting {
+    /// The level name, when it is one.
+    pub fn level(&self) -> Option<&str> {
+        match self {
+            EffortSetting::Level(l) => Some(l),
+            EffortSetting::Number(_) => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AgentMcpServer {
     /// A configured (shared) server, by name.
@@ -160,7 +179,7 @@ pub struct AgentDef {
     pub required_mcp_servers: Vec<String>,
     pub skills: Vec<String>,
     pub memory: Option<String>,
-    pub effort: Option<Value>,
+    pub effort: Option<EffortSetting>,
     pub initial_prompt: Option<String>,
     /// `autoCompactWindow`: the window, in tokens, its automatic compaction
     /// measures against (at most the model's).

@@ -22,7 +22,7 @@ pub mod teams;
 mod tokens;
 
 pub use builtin::builtin_agents;
-pub use def::{AgentDef, AgentMcpServer, Color, Isolation, Prompt, Source};
+pub use def::{AgentDef, AgentMcpServer, Color, EffortSetting, Isolation, Prompt, Source};
 pub use frontmatter::{Frontmatter, split_frontmatter};
 pub use load::{
     Catalog, CatalogInput, FileCache, MAX_FILE_BYTES, Shadowed, load, load_incremental,

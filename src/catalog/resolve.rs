@@ -8,10 +8,9 @@
 
 use std::path::Path;
 
-use serde_json::Value;
 
 use super::FORK_AGENT;
-use super::def::{AgentDef, AgentMcpServer, Color, Isolation, Prompt, Source};
+use super::def::{AgentDef, AgentMcpServer, Color, EffortSetting, Isolation, Prompt, Source};
 use super::tokens::{base_name, canonical_tool_spec, tokenize_tools};
 use crate::config::{Condition, McpServerConfig, PermissionMode};
 use crate::diagnostic::{Diagnostic, Pos};
@@ -257,10 +256,12 @@ pub(super) fn resolve(
                 _ => ctx.warn(v.pos, expected("memory", &one_of(MEMORY), v)),
             },
             "effort" => match &v.kind {
-                Kind::Int(i) => def.effort = Some(Value::from(*i)),
-                Kind::Str(s) if EFFORT.contains(&s.trim()) => def.effort = Some(Value::from(s.trim())),
+                Kind::Int(i) => def.effort = Some(EffortSetting::Number(*i)),
+                Kind::Str(s) if EFFORT.contains(&s.trim()) => {
+                    def.effort = Some(EffortSetting::Level(s.trim().to_string()));
+                }
                 Kind::Str(s) if s.trim().parse::<i64>().is_ok() => {
-                    def.effort = s.trim().parse::<i64>().ok().map(Value::from);
+                    def.effort = s.trim().parse::<i64>().ok().map(EffortSetting::Number);
                 }
                 _ => ctx.warn(v.pos, expected("effort", &format!("{} or an integer", one_of(EFFORT)), v)),
             },

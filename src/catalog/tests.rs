@@ -382,10 +382,10 @@ fn skills_memory_effort_initial_prompt() {
     assert!(diags.is_empty(), "{diags:?}");
     assert_eq!(def.skills, ["a", "b(c d)"]);
     assert_eq!(def.memory.as_deref(), Some("project"));
-    assert_eq!(def.effort, Some(json!("xhigh")));
+    assert_eq!(def.effort, Some(EffortSetting::Level("xhigh".into())));
     assert_eq!(def.initial_prompt.as_deref(), Some("go"));
     let (def, _) = ok_md(&format!("{HEAD}effort: 3\n"));
-    assert_eq!(def.effort, Some(json!(3)));
+    assert_eq!(def.effort, Some(EffortSetting::Number(3)));
     let (def, diags) = ok_md(&format!(
         "{HEAD}memory: global\neffort: extreme\ninitialPrompt: ' '\n"
     ));

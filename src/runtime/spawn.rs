@@ -651,6 +651,6 @@ async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
 pub(crate) fn def_effort(def: &crate::catalog::AgentDef) -> Option<String> {
     def.effort
         .as_ref()
-        .and_then(Value::as_str)
+        .and_then(crate::catalog::EffortSetting::level)
         .map(str::to_string)
 }

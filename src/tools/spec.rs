@@ -711,7 +711,11 @@ mod tests {
         assert!(t["properties"].get("bad").is_none());
         let none = |c: &Condition| c.holds(|_| false);
         let t = schema.trimmed(&ctx_with(&none));
-        assert!(t["properties"]["list"]["items"]["properties"].get("deep").is_none());
+        assert!(
+            t["properties"]["list"]["items"]["properties"]
+                .get("deep")
+                .is_none()
+        );
         assert!(t["properties"].get("odd~/name").is_none());
         assert!(!t.to_string().contains("x-when"));
     }
