@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""Do two cadre binaries send the same requests? (a refactoring's proof)
+
+Usage: bench/same-requests.py OLD_CADRE NEW_CADRE [--keep DIR]
+
+Runs both binaries through the fake server's scenarios (`explore`: one
+Explore sub-agent; `fork`: two sibling forks; `script3`: three turns of
+tool calls; `roundtrip`: a tool call and its answer) in the same folder
+with the same settings, has the server dump every request body, and
+compares the bodies of the two runs byte for byte after replacing what
+differs between any two runs (session and agent ids, tool-use ids the
+server makes, times, the temporary folder). It also renders the first
+request with `cadre render` in four flag settings. Prints one line per
+scenario and exits 1 on any difference, showing the first differing bytes.
+Standard library only; the fake server is bench/fake_anthropic.py.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = """
+[provider]
+model = "claude-sonnet-4-5"
+max_tokens = 1024
+max_retries = 0
+"""
+FORK = """
+[features]
+FORK_SUBAGENT = true
+[flags.FORK_SUBAGENT]
+description = "fork"
+gates = ["coordinator"]
+"""
+PROMPTS = {
+    "explore": "Find the README files and tell me what they say.",
+    "fork": "Check modules A and B for bugs.",
+    "script3": "List the markdown files twice, then answer.",
+    "roundtrip": "List the markdown files, then answer.",
+}
+# `cadre render` settings: (config file, global flags, extra environment).
+RENDERS = {
+    "default": (CONFIG, [], {}),
+    "fork-on": (CONFIG + FORK, [], {}),
+    "no-background": (CONFIG, ["--feature", "DISABLE_BACKGROUND_TASKS=on"], {}),
+    "coordinator": (CONFIG, [], {"CADRE_MODE": "coordinator"}),
+}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(url, method="GET"):
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return r.read()
+
+
+def normalise(text, work):
+    """Replaces what legitimately differs between two runs."""
+    text = text.replace(work, "<WORK>")
+    text = re.sub(r"\d{4}-\d{2}-\d{2}", "<DATE>", text)
+    text = re.sub(r"\b\d{8}T\d{6}-[0-9a-f]{8}\b", "<SESSION>", text)
+    text = re.sub(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<UUID>", text)
+    text = re.sub(r"agent-[0-9a-f]{6,}", "agent-<ID>", text)
+    text = re.sub(r"\ba[0-9a-f]{15,17}\b", "<AGENT>", text)
+    text = re.sub(r"toolu_[A-Za-z0-9]+", "toolu_<ID>", text)
+    text = re.sub(r"\b\d+(\.\d+)?\s?(ms|s)\b", "<T>", text)
+    text = re.sub(r"duration_ms[^0-9]*\d+", "duration_ms <N>", text)
+    return text
+
+
+def run(binary, scenario, work, base, dump):
+    proj = os.path.join(work, "proj")
+    for name in os.listdir(work):
+        if name != "dump":
+            shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+    os.makedirs(proj)
+    os.makedirs(os.path.join(work, "home"))
+    with open(os.path.join(proj, "README.md"), "w") as f:
+        f.write("# Fixture\nA fixture.\n")
+    with open(os.path.join(proj, "cadre.toml"), "w") as f:
+        f.write(CONFIG + (FORK if scenario == "fork" else ""))
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.path.join(work, "home"), "NO_COLOR": "1",
+           "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-compare-dummy", "TZ": "UTC"}
+    shutil.rmtree(dump, ignore_errors=True)
+    os.makedirs(dump)
+    http(f"{base}/_reset?scenario={scenario}", "POST")
+    p = subprocess.run([binary, "run", PROMPTS[scenario]], cwd=proj, env=env, capture_output=True,
+                       text=True, timeout=120)
+    if p.returncode != 0:
+        sys.exit(f"{binary} {scenario}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    time.sleep(0.2)
+    bodies = []
+    for name in sorted(os.listdir(dump)):
+        with open(os.path.join(dump, name), encoding="utf-8", errors="replace") as f:
+            bodies.append((name.split("-", 1)[1], normalise(f.read(), work)))
+    # Sibling requests may reach the server in either order.
+    return sorted(bodies)
+
+
+def render(binary, setting, work):
+    config, args, extra = setting
+    proj = os.path.join(work, "proj")
+    with open(os.path.join(proj, "cadre.toml"), "w") as f:
+        f.write(config)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.path.join(work, "home"), "NO_COLOR": "1",
+           "ANTHROPIC_API_KEY": "sk-compare-dummy", "TZ": "UTC", **extra}
+    p = subprocess.run([binary, *args, "render", "Say hello."], cwd=proj, env=env,
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        sys.exit(f"{binary} render {args}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    return normalise(p.stdout, work)
+
+
+def first_difference(a, b):
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return f"at byte {n}:\n  old: {a[max(0, n - 80):n + 120]!r}\n  new: {b[max(0, n - 80):n + 120]!r}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--keep", help="keep the work folder here")
+    args = ap.parse_args()
+    work = os.path.realpath(args.keep or tempfile.mkdtemp(prefix="same-requests-"))
+    os.makedirs(work, exist_ok=True)
+    dump = os.path.join(work, "dump")
+    port = free_port()
+    server = subprocess.Popen([sys.executable, os.path.join(HERE, "fake_anthropic.py"), "--port", str(port),
+                               "--dump", dump], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    failed = 0
+    try:
+        for _ in range(50):
+            try:
+                http(f"{base}/_stats")
+                break
+            except OSError:
+                time.sleep(0.1)
+        for scenario in PROMPTS:
+            old = run(os.path.abspath(args.old), scenario, work, base, dump)
+            new = run(os.path.abspath(args.new), scenario, work, base, dump)
+            same = old == new
+            size = sum(len(b) for _, b in new)
+            print(f"{scenario:10} {len(old)} vs {len(new)} requests, {size} bytes: "
+                  f"{'identical' if same else 'DIFFERENT'}")
+            if not same:
+                failed += 1
+                for (ka, a), (kb, b) in zip(old, new):
+                    if a != b:
+                        print(f"  {ka} vs {kb} {first_difference(a, b)}")
+                        break
+        for name, flags in RENDERS.items():
+            old = render(os.path.abspath(args.old), flags, work)
+            new = render(os.path.abspath(args.new), flags, work)
+            print(f"render {name:14} {len(new)} bytes: {'identical' if old == new else 'DIFFERENT'}")
+            if old != new:
+                failed += 1
+                print("  " + first_difference(old, new))
+    finally:
+        server.kill()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
