@@ -269,6 +269,7 @@ fn takeover(disruption: Disruption) {
     );
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
+    let (release, late) = tokio::sync::watch::channel(false);
     let server = FakeServer::route(move |r| {
         if !is_main(r) {
             return match seen.fetch_add(1, Ordering::SeqCst) {
@@ -277,10 +278,11 @@ fn takeover(disruption: Disruption) {
                     "Bash",
                     json!({"command": "echo ran >> marker.txt", "description": "mark"}),
                 ),
-                // Worker A's request: answered long after A is gone (or, when
-                // A was only stopped, after B has finished the task).
+                // Worker A's request: answered once A is gone (or, when A
+                // was only stopped, once B has finished the task and A runs
+                // again).
                 1 => anthropic::text_reply("late answer from the first worker")
-                    .delayed(Duration::from_secs(6)),
+                    .held(late.clone(), Duration::from_secs(60)),
                 _ => anthropic::text_reply("child done"),
             };
         }
@@ -317,7 +319,10 @@ fn takeover(disruption: Disruption) {
     assert_eq!(p.read("marker.txt"), "ran\n");
     let pid = nix::unistd::Pid::from_raw(a.pid());
     match disruption {
-        Disruption::Kill => a.kill9(),
+        Disruption::Kill => {
+            a.kill9();
+            let _ = release.send(true);
+        }
         Disruption::Stall => {
             nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
         }
@@ -333,6 +338,10 @@ fn takeover(disruption: Disruption) {
         wait_until("the task to end", Duration::from_secs(30), || {
             task_states(&p).values().any(|s| s["status"] == "completed")
         });
+        // A's late answer goes out while A is still stopped (a short pause
+        // lets it reach A's socket), so it is ready when A wakes.
+        let _ = release.send(true);
+        std::thread::sleep(Duration::from_millis(500));
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     }
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -365,9 +374,10 @@ fn takeover(disruption: Disruption) {
     // The Bash call ran once: B continued from the transcript.
     assert_eq!(p.read("marker.txt"), "ran\n");
     if disruption == Disruption::Stall {
-        // A dropped its run before its late answer could land in the
-        // shared transcript.
-        std::thread::sleep(Duration::from_secs(5));
+        // A's late answer was ready when it woke. A logs either line
+        // waited for above only once its child has ended (stopped after
+        // the lost heartbeat, or finished and then refused), so A's run
+        // writes nothing after it: what A wrote is there now.
         let lines = p.transcript_lines();
         assert!(
             !lines
