@@ -776,10 +776,8 @@ fn a_task_goes_only_to_workers_of_its_pool() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until("the task to be queued", Duration::from_secs(30), || {
-        task_states(&p)
-            .values()
-            .any(|s| s["status"] == "queued" && s["pool"] == "gpu")
+    wait_until("the task to be published", Duration::from_secs(30), || {
+        task_states(&p).values().any(|s| s["pool"] == "gpu")
     });
     let gpu = pool_worker("gpu");
     let status = parent.wait().unwrap();
