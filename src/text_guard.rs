@@ -9,8 +9,10 @@
 //! row), outside tests, logs, error-type attributes and the lines listed
 //! below with the reason each is not model-facing. A second test watches
 //! the functions that handle a session's error (a failed request, a
-//! sub-agent's end): there, an error made text (`e.to_string()`, `{e}`) is
-//! a finding unless listed, since the model is told a typed problem.
+//! sub-agent's end, a task the worker fleet could not queue), in the same
+//! modules and in `fleet/`: there, any error made text (`x.to_string()`,
+//! `{x}`, `format!("…", x)` for every name bound to an error) is a finding
+//! unless listed, since the model is told a typed problem.
 
 use std::path::{Path, PathBuf};
 
@@ -382,27 +384,87 @@ fn no_prose_literal_where_model_text_is_built() {
 }
 
 /// What marks a function as handling a session's error (a failed model
-/// request, a sub-agent's end): its types, and the calls that return it.
-/// Their `Display` is cadre's account for people; the model is told a
-/// typed `RunProblem` / `ProviderProblem` worded by a template.
+/// request, a sub-agent's end, the worker fleet's failure): its types, and
+/// the calls that return it. Their `Display` is cadre's account for
+/// people; the model is told a typed `RunProblem` / `ProviderProblem` /
+/// `QueueProblem` worded by a template.
 const SESSION_ERROR_SOURCES: &[&str] = &[
     "RunError",
     "ProviderError",
+    "FleetError",
+    "QueueFailed",
     ".run().await",
     "provider.send(",
+    "backend.submit(",
+    "backend.resume(",
 ];
 
-/// An error made text: `e.to_string()`, `{e}` in a format string, the
-/// `message` of a provider error.
-const STRINGIFIED: &[&str] = &[
-    "e.to_string()",
-    "err.to_string()",
-    "error.to_string()",
-    "{e}",
-    "{err}",
-    "{error}",
-    "e.message",
-];
+/// Where the session-error test looks beyond [`SCOPE`]: the worker fleet,
+/// whose errors end remote tasks. Every function there is watched (an
+/// error of the fleet may reach the model through a `String`, as the task
+/// backend's errors once did).
+const SESSION_ERROR_SCOPE: &[&str] = &["fleet"];
+
+/// The names a function binds to an error: `Err(x)` patterns, the
+/// argument of `map_err` / `unwrap_or_else` / `or_else` closures, and the
+/// usual `e`, `err`, `error`.
+fn error_bindings(body: &[&str]) -> Vec<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut names: Vec<String> = ["e", "err", "error"].map(String::from).to_vec();
+    for line in body {
+        let mut found = Vec::new();
+        for (at, pat) in line.match_indices("Err(") {
+            let rest = line[at + pat.len()..].trim_start_matches("ref ");
+            let name: String = rest.chars().take_while(|c| ident(*c)).collect();
+            if rest[name.len()..].starts_with(')') {
+                found.push(name);
+            }
+        }
+        for pat in [
+            "map_err(|",
+            "unwrap_or_else(|",
+            "or_else(|",
+            "map_err(move |",
+        ] {
+            for (at, _) in line.match_indices(pat) {
+                let rest = &line[at + pat.len()..];
+                let name: String = rest.chars().take_while(|c| ident(*c)).collect();
+                if rest[name.len()..].starts_with('|') {
+                    found.push(name);
+                }
+            }
+        }
+        for name in found {
+            if !name.is_empty() && name != "_" && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+/// Whether `line` makes the error bound to `name` text: `name.to_string()`,
+/// `{name}` or `{name:…}` in a format string, `name.message` (a provider
+/// error's), or `name` as an argument of `format!` / `write!`.
+fn stringifies(line: &str, name: &str) -> bool {
+    if [format!("{name}.to_string()"), format!("{name}.message")]
+        .iter()
+        .any(|p| mentions(line, p))
+        || line.contains(&format!("{{{name}}}"))
+        || line.contains(&format!("{{{name}:"))
+    {
+        return true;
+    }
+    ["format!(", "write!(", "writeln!("]
+        .iter()
+        .filter_map(|m| line.find(m))
+        .any(|at| {
+            let args = &line[at..];
+            [format!(", {name})"), format!(", {name},")]
+                .iter()
+                .any(|p| args.contains(p.as_str()))
+        })
+}
 
 /// Lines in such functions that make an error text for people, not the
 /// model: (file, text on the line, why).
@@ -427,6 +489,41 @@ const SESSION_ERROR_TEXT: &[(&str, &str, &str)] = &[
         ".map_err(|e| e.to_string())",
         "the error answered to the MCP server that asked for sampling",
     ),
+    (
+        "fleet/broker.rs",
+        "connect_err(format!(\"credentials {}: {e}\"",
+        "a FleetError's own words, for people; the model is told its QueueProblem",
+    ),
+    (
+        "fleet/broker.rs",
+        ".map_err(|e| connect_err(e.to_string()))",
+        "a FleetError's own words, for people; the model is told its QueueProblem",
+    ),
+    (
+        "fleet/parent.rs",
+        ".map_err(|e| FleetError::Broker(e.to_string()))",
+        "a FleetError's own words, for people; the model is told its QueueProblem",
+    ),
+    (
+        "fleet/lease.rs",
+        "ack.await.map(|_| ()).map_err(|e| e.to_string())",
+        "a worker's failed notice: logged, then a FleetError for the worker's log",
+    ),
+    (
+        "fleet/lease.rs",
+        "Err(e) => Err(e.to_string()),",
+        "a worker's failed notice: logged, then a FleetError for the worker's log",
+    ),
+    (
+        "fleet/lease.rs",
+        "FleetError::Broker(format!(\"publishing the notice: {e}\"))",
+        "a worker's failed notice: the worker logs it",
+    ),
+    (
+        "fleet/lease.rs",
+        "Renewal::Unreachable(e.to_string())",
+        "a failed heartbeat: the worker logs it and keeps running",
+    ),
 ];
 
 /// Whether `line` has `pat` as whole words (`e.message`, not
@@ -446,7 +543,10 @@ fn mentions(line: &str, pat: &str) -> bool {
 #[test]
 fn session_errors_reach_the_model_only_as_typed_problems() {
     let src = src_dir();
-    let files = scoped_files();
+    let mut files = scoped_files();
+    for s in SESSION_ERROR_SCOPE {
+        rust_files(&src.join(s), &mut files);
+    }
     let mut found = Vec::new();
     let mut used = vec![false; SESSION_ERROR_TEXT.len()];
     let mut watched_fns = 0;
@@ -473,21 +573,30 @@ fn session_errors_reach_the_model_only_as_typed_problems() {
         for (k, &start) in starts.iter().enumerate() {
             let end = starts.get(k + 1).copied().unwrap_or(code.len());
             let body = &code[start..end];
-            let watched = body.iter().any(|l| {
-                let t = l.trim();
-                !t.starts_with("//")
-                    && (SESSION_ERROR_SOURCES.iter().any(|s| l.contains(s)) || t == ".provider")
-            });
+            let watched = rel.starts_with("fleet/")
+                || body.iter().any(|l| {
+                    let t = l.trim();
+                    !t.starts_with("//")
+                        && (SESSION_ERROR_SOURCES.iter().any(|s| l.contains(s)) || t == ".provider")
+                });
             if !watched {
                 continue;
             }
             watched_fns += 1;
+            let names = error_bindings(body);
+            // Parentheses still open of a log or panic call begun on an
+            // earlier line: its arguments are for people.
+            let mut quiet_depth = 0i64;
             for (n, line) in body.iter().enumerate() {
                 let t = line.trim_start();
-                if t.starts_with("//")
-                    || QUIET.iter().any(|q| line.contains(q))
-                    || !STRINGIFIED.iter().any(|s| mentions(line, s))
-                {
+                let depth = |l: &str| l.matches('(').count() as i64 - l.matches(')').count() as i64;
+                let quiet = quiet_depth > 0 || QUIET.iter().any(|q| line.contains(q));
+                if quiet_depth > 0 {
+                    quiet_depth += depth(line);
+                } else if let Some(at) = QUIET.iter().filter_map(|q| line.find(q)).min() {
+                    quiet_depth = depth(&line[at..]).max(0);
+                }
+                if t.starts_with("//") || quiet || !names.iter().any(|x| stringifies(line, x)) {
                     continue;
                 }
                 match SESSION_ERROR_TEXT
@@ -504,9 +613,9 @@ fn session_errors_reach_the_model_only_as_typed_problems() {
     assert!(watched_fns >= 5, "only {watched_fns} functions watched");
     assert!(
         found.is_empty(),
-        "a session's error reaches the model as a typed RunProblem / ProviderProblem \
-         (runtime/problem.rs, provider/problem.rs) worded by a template, never as its \
-         Display text:\n{}",
+        "a session's error reaches the model as a typed RunProblem / ProviderProblem / \
+         QueueProblem (runtime/problem.rs, provider/problem.rs) worded by a template, \
+         never as its Display text:\n{}",
         found.join("\n")
     );
     let stale: Vec<_> = SESSION_ERROR_TEXT
@@ -526,6 +635,23 @@ fn the_prose_test_tells_prose_from_data() {
     assert!(!mentions("let a = response.message;", "e.message"));
     assert!(!mentions("e.messages.len()", "e.message"));
     assert!(!mentions("self.e.to_string()", "e.to_string()"));
+    let body = [
+        "match r { Err(problem) => x, Err(ref why) => y, Err(_) => z }",
+        "a.map_err(|failure| failure.to_string())",
+        "Err(format!(\"{e}\"))",
+    ];
+    assert_eq!(
+        error_bindings(&body),
+        ["e", "err", "error", "problem", "why", "failure"]
+    );
+    assert!(stringifies(
+        "a.map_err(|failure| failure.to_string())",
+        "failure"
+    ));
+    assert!(stringifies("Err(format!(\"task {id}: {why:?}\"))", "why"));
+    assert!(stringifies("let s = format!(\"{}: {}\", id, why);", "why"));
+    assert!(!stringifies("let s = format!(\"{}\", whyever);", "why"));
+    assert!(!stringifies("return Err(problem);", "problem"));
     assert!(is_prose("`{key}` must be a string"));
     assert!(!is_prose("main.jsonl"));
     assert!(!is_prose("{line_no:>6}"));

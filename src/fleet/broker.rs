@@ -8,14 +8,20 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, kv, stream};
 
 use crate::config::DistributedSettings;
+use crate::runtime::{QueueFailed, QueueProblem};
 
-/// Why talking to the broker failed, as a sentence for the user.
-#[derive(Debug, thiserror::Error)]
+/// Why talking to the broker failed, as a sentence for the user. The
+/// model is told [`FleetError::queue_failed`]'s typed problem instead.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum FleetError {
     #[error("NATS server {url}: {message}")]
     Connect { url: String, message: String },
     #[error("NATS JetStream: {0}")]
     Broker(String),
+    #[error(
+        "background tasks on workers need transcripts (`transcripts.enabled`): a worker starts from the child's transcript"
+    )]
+    NoTranscripts,
     #[error("{0}")]
     Invalid(String),
 }
@@ -23,6 +29,21 @@ pub enum FleetError {
 impl FleetError {
     pub(crate) fn broker(e: impl std::fmt::Display) -> FleetError {
         FleetError::Broker(e.to_string())
+    }
+
+    /// A task this error kept from being queued: the typed problem the
+    /// model is told, and this error's own words for people.
+    pub(crate) fn queue_failed(&self) -> QueueFailed {
+        let problem = match self {
+            FleetError::Connect { .. } => QueueProblem::Unreachable,
+            FleetError::Broker(_) => QueueProblem::Broker,
+            FleetError::NoTranscripts => QueueProblem::NoTranscripts,
+            FleetError::Invalid(_) => QueueProblem::Settings,
+        };
+        QueueFailed {
+            problem,
+            detail: self.to_string(),
+        }
     }
 }
 
@@ -238,6 +259,50 @@ impl Broker {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The model is told each kind of fleet failure in its own words, and
+    /// never the error's own text (the NATS client's words).
+    #[test]
+    fn a_fleet_error_reaches_the_model_as_its_typed_problem() {
+        let (t, _) = crate::templates::Templates::load(None);
+        let errors = [
+            FleetError::Connect {
+                url: "nats://user:secret@10.0.0.9:4222".into(),
+                message: "OWN WORDS".into(),
+            },
+            FleetError::Broker("OWN WORDS".into()),
+            FleetError::NoTranscripts,
+            FleetError::Invalid("OWN WORDS".into()),
+        ];
+        let mut texts = std::collections::BTreeSet::new();
+        for e in &errors {
+            let failed = e.queue_failed();
+            assert_eq!(failed.detail, e.to_string());
+            let text = t.show(&crate::runtime::texts::TaskBackendFailed {
+                stage: "queue".into(),
+                backend: "nats".into(),
+                worker: String::new(),
+                detail: String::new(),
+                problem: Some(failed.problem),
+            });
+            assert!(
+                text.starts_with(
+                    "The background task could not be handed to the nats worker fleet: "
+                ),
+                "{text}"
+            );
+            assert!(
+                !text.contains("OWN WORDS") && !text.contains("NATS"),
+                "{text}"
+            );
+            texts.insert(text);
+        }
+        assert!(
+            texts.iter().all(|t| !t.contains("10.0.0.9")),
+            "the URL may carry a password: {texts:#?}"
+        );
+        assert_eq!(texts.len(), errors.len(), "{texts:#?}");
+    }
 
     #[test]
     fn names_are_single_subject_tokens() {

@@ -25,7 +25,7 @@ use crate::runtime::plan::SpawnPlan;
 use crate::runtime::resume::{self, rebuild_task, sub_agent_metas};
 use crate::runtime::spawn::notification_text;
 use crate::runtime::tasks::{Task, TaskStatus};
-use crate::runtime::{Engine, EngineEvent};
+use crate::runtime::{Engine, EngineEvent, QueueFailed};
 
 use super::broker::{Broker, FleetError};
 use super::lease::{queued_record, run_message_id};
@@ -41,7 +41,7 @@ pub struct NatsBackend {
     listening: OnceCell<()>,
     /// The last failed connection attempt: spawns within one connect
     /// timeout of it fail at once instead of each waiting that long.
-    failed: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    failed: std::sync::Mutex<Option<(std::time::Instant, FleetError)>>,
     /// The run each resumed task waits for (see [`TaskPlan::run`]); a task
     /// not listed waits for run 0. A notice of another run is ignored.
     runs: Runs,
@@ -86,11 +86,11 @@ impl NatsBackend {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone()
         };
-        if let Some((at, message)) = failed(self)
+        if let Some((at, error)) = failed(self)
             && self.broker.get().is_none()
             && at.elapsed() < recent
         {
-            return Err(FleetError::Broker(message));
+            return Err(error);
         }
         let connected = self
             .broker
@@ -102,7 +102,7 @@ impl NatsBackend {
                 .failed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner) =
-                Some((std::time::Instant::now(), e.to_string()));
+                Some((std::time::Instant::now(), e.clone()));
         }
         connected
     }
@@ -127,9 +127,7 @@ impl NatsBackend {
         spawn: &SpawnPlan,
     ) -> Result<(), FleetError> {
         if engine.session_dir.is_none() {
-            return Err(FleetError::Invalid(
-                "background tasks on workers need transcripts (`transcripts.enabled`): a worker starts from the child's transcript".into(),
-            ));
+            return Err(FleetError::NoTranscripts);
         }
         let broker = self.broker().await?;
         self.listen(engine).await?;
@@ -204,9 +202,10 @@ impl NatsBackend {
     /// published again with that run, so a worker continues the child
     /// from its transcript, as a local task resumes in the background.
     async fn republish(&self, engine: &Arc<Engine>, task: &Arc<Task>) -> Result<(), FleetError> {
-        let dir = engine.session_dir.clone().ok_or_else(|| {
-            FleetError::Invalid("background tasks on workers need transcripts".into())
-        })?;
+        let dir = engine
+            .session_dir
+            .clone()
+            .ok_or(FleetError::NoTranscripts)?;
         let broker = self.broker().await?;
         self.listen(engine).await?;
         let path = plan_path(&dir, &task.id);
@@ -255,11 +254,11 @@ impl TaskBackend for NatsBackend {
         &'a self,
         engine: &'a Arc<Engine>,
         task: &'a Arc<Task>,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), QueueFailed>> {
         Box::pin(async move {
             self.republish(engine, task)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.queue_failed())
         })
     }
 
@@ -268,11 +267,11 @@ impl TaskBackend for NatsBackend {
         engine: &'a Arc<Engine>,
         task: &'a Arc<Task>,
         plan: &'a SpawnPlan,
-    ) -> BoxFuture<'a, Result<(), String>> {
+    ) -> BoxFuture<'a, Result<(), QueueFailed>> {
         Box::pin(async move {
             self.publish(engine, task, plan)
                 .await
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.queue_failed())
         })
     }
 

@@ -379,6 +379,7 @@ async fn run_task(
             backend: "nats".into(),
             worker: ctx.opts.id.clone(),
             detail: String::new(),
+            problem: None,
         }))
     });
     // The mailbox copy of the notification is not needed here.
@@ -447,6 +448,7 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
             backend: "nats".into(),
             worker: ctx.opts.id.clone(),
             detail,
+            problem: None,
         }))))
     };
     let Some(session_dir) = engine.session_dir.clone() else {

@@ -12,30 +12,32 @@ use futures_util::future::BoxFuture;
 
 use super::Engine;
 use super::plan::SpawnPlan;
+use super::problem::QueueFailed;
 use super::tasks::Task;
 
 /// Runs background children somewhere other than this process.
 pub trait TaskBackend: Send + Sync {
     /// Takes over `task` (registered, running, its transcript and meta
     /// file written), made from `plan`. `Ok` once the task is durably
-    /// queued; `Err` (a sentence) when it could not be, and then the caller
-    /// ends the task `failed` with that error, so it still notifies once.
+    /// queued; `Err` when it could not be, and then the caller ends the
+    /// task `failed` (the model told the typed problem, people the
+    /// detail), so it still notifies once.
     fn submit<'a>(
         &'a self,
         engine: &'a Arc<Engine>,
         task: &'a Arc<Task>,
         plan: &'a SpawnPlan,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), QueueFailed>>;
 
     /// Runs `task` again (SendMessage after it ended: restarted, its
     /// message the last line of its transcript). `Ok` once queued; `Err`
-    /// (a sentence) when it could not be, and then the caller ends the
-    /// task `failed` with that error.
+    /// when it could not be, and then the caller ends the task `failed`
+    /// as for [`TaskBackend::submit`].
     fn resume<'a>(
         &'a self,
         engine: &'a Arc<Engine>,
         task: &'a Arc<Task>,
-    ) -> BoxFuture<'a, Result<(), String>>;
+    ) -> BoxFuture<'a, Result<(), QueueFailed>>;
 
     /// The backend's name for meta files and `tasks list` (`nats`).
     fn name(&self) -> &'static str;

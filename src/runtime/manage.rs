@@ -9,11 +9,11 @@ use serde_json::Value;
 use crate::message::{ContentBlock, Message};
 
 use super::session::Session;
-use super::spawn::{fail_unsubmitted, start_task};
+use super::spawn::{fail_unqueued, start_task};
 use super::tasks::TaskStatus;
 use super::texts::{
-    InvalidInput, MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskBackendFailed,
-    TaskOutputText, TaskStopped, UnknownTask,
+    InvalidInput, MessageQueued, MessageResumed, NoSuchTool, SubagentCancelled, TaskOutputText,
+    TaskStopped, UnknownTask,
 };
 use super::transcript::Transcript;
 use crate::snapshot::Snapshot;
@@ -145,15 +145,8 @@ impl Session {
                     match self.engine.backend.clone() {
                         Some(backend) => {
                             drop(transcript);
-                            if let Err(detail) = backend.resume(&self.engine, &task).await {
-                                tracing::warn!("{}: {detail}", task.id);
-                                let text = t.show(&TaskBackendFailed {
-                                    stage: "queue".into(),
-                                    backend: backend.name().into(),
-                                    worker: String::new(),
-                                    detail: detail.clone(),
-                                });
-                                fail_unsubmitted(&self.engine, &task, history, detail, text);
+                            if let Err(failed) = backend.resume(&self.engine, &task).await {
+                                fail_unqueued(&self.engine, &task, history, backend.name(), failed);
                             }
                             return Ok(t.show(&MessageResumed { to: i.to }));
                         }

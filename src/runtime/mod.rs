@@ -47,7 +47,7 @@ use crate::tools::Tool;
 
 pub use compact::{Trigger as CompactTrigger, is_context_overflow};
 pub use listing::Listing;
-pub use problem::RunProblem;
+pub use problem::{QueueFailed, QueueProblem, RunProblem};
 pub use prompt::{
     PromptContext, gets_memory, git_branch, main_system_prompt, memory_block,
     subagent_system_prompt,

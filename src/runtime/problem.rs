@@ -34,6 +34,32 @@ pub enum RunProblem {
     Backend { text: String },
 }
 
+/// Why a task backend (the worker fleet) could not queue or re-queue a
+/// task, as the model is told of it: data, worded by the
+/// `error_task_backend` template (stage `queue`). The backend's own
+/// error, with its server's words, is [`QueueFailed::detail`], for people.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum QueueProblem {
+    /// Its server could not be reached (its URL is not told: it may
+    /// carry a user name and password).
+    Unreachable,
+    /// Its server failed a request (a stream, a bucket, a publish).
+    Broker,
+    /// The session keeps no transcripts, which a worker starts from.
+    NoTranscripts,
+    /// Its settings (`[distributed]`) are not valid.
+    Settings,
+}
+
+/// A task its backend could not queue: what the model is told, and the
+/// backend's own account for the log, the meta file and `tasks list`.
+#[derive(Debug, Clone)]
+pub struct QueueFailed {
+    pub problem: QueueProblem,
+    pub detail: String,
+}
+
 impl From<&RunError> for RunProblem {
     fn from(e: &RunError) -> RunProblem {
         match e {

@@ -271,15 +271,8 @@ impl Session {
                         tracing::warn!("{agent_id}: the transcript or meta file was not written");
                     }
                     drop(transcript);
-                    if let Err(detail) = backend.submit(&engine, &task, &c.plan).await {
-                        tracing::warn!("{agent_id}: {detail}");
-                        let text = t.show(&TaskBackendFailed {
-                            stage: "queue".into(),
-                            backend: backend.name().into(),
-                            worker: String::new(),
-                            detail: detail.clone(),
-                        });
-                        fail_unsubmitted(&engine, &task, history, detail, text);
+                    if let Err(failed) = backend.submit(&engine, &task, &c.plan).await {
+                        fail_unqueued(&engine, &task, history, backend.name(), failed);
                     }
                 }
                 None => start_task(
@@ -575,20 +568,30 @@ pub(crate) fn notification_text(snap: &Snapshot, task: &Task, r: &TaskResult) ->
     })
 }
 
-/// A background child its backend could not take: it ends `failed` with
-/// the backend's error (`error` for people, `text` for the model), and its
-/// parent gets the one notification.
-pub(super) fn fail_unsubmitted(
+/// A background child its backend (`backend`, by name) could not queue:
+/// it ends `failed` (the model told the typed problem through the
+/// `error_task_backend` template, people the backend's own detail), and
+/// its parent gets the one notification.
+pub(super) fn fail_unqueued(
     engine: &Engine,
     task: &Task,
     history: History,
-    error: String,
-    text: String,
+    backend: &str,
+    failed: super::QueueFailed,
 ) {
+    tracing::warn!("{}: {}", task.id, failed.detail);
+    let snap = engine.snapshot.load_full();
+    let text = snap.templates.show(&TaskBackendFailed {
+        stage: "queue".into(),
+        backend: backend.into(),
+        worker: String::new(),
+        detail: String::new(),
+        problem: Some(failed.problem),
+    });
     let result = TaskResult {
         status: TaskStatus::Failed,
         texts: None,
-        error: Some(error),
+        error: Some(failed.detail),
         problem: Some(super::RunProblem::Backend { text }),
         usage: Usage::default(),
         total_tokens: 0,
@@ -596,7 +599,6 @@ pub(super) fn fail_unsubmitted(
         duration_ms: 0,
         worktree: None,
     };
-    let snap = engine.snapshot.load_full();
     engine
         .tasks
         .finish(task, result, history, |r| notification_text(&snap, task, r));

@@ -11,7 +11,7 @@ use crate::runtime::worktree::GitError;
 use crate::tools::outcome::Clip;
 use crate::tools::spec::{AgentLine, SkillLine};
 
-use super::problem::RunProblem;
+use super::problem::{QueueProblem, RunProblem};
 use super::tasks::TaskStatus;
 
 /// A skill's text as a sub-agent gets it preloaded.
@@ -242,14 +242,16 @@ contexts! {
     }
 
     /// A background task its task backend (the worker fleet) could not
-    /// queue, start or finish. `stage`: `queue`, `transcripts_off`,
-    /// `no_transcript`, `refused` or `no_result`; `detail` the backend's
-    /// own error or path.
+    /// queue, start or finish. `stage`: `queue` (why: `problem`),
+    /// `transcripts_off`, `no_transcript` (`detail`: the transcript's
+    /// path), `refused` (`detail`: the refusal, worded by its template) or
+    /// `no_result`.
     "error_task_backend" => pub struct TaskBackendFailed {
         pub stage: String = "queue".into(),
         pub backend: String = "nats".into(),
         pub worker: String = "build-7-12345-ab12".into(),
-        pub detail: String = "NATS server nats://127.0.0.1:4222: connection refused".into(),
+        pub detail: String = String::new(),
+        pub problem: Option<QueueProblem> = Some(QueueProblem::Unreachable),
     }
 
     /// A background task ended by `agents.stall_timeout_ms`.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::harness::{BASE_CONFIG, MAIN_MARKER, Project, user_texts};
+use super::harness::{BASE_CONFIG, MAIN_MARKER, Project, user_texts, wait_until};
 use super::kit::nats::NatsServer;
 use super::kit::{FakeServer, RecordedRequest, Reply, anthropic};
 
@@ -245,14 +245,6 @@ fn messages_without_breakpoints(r: &RecordedRequest) -> Value {
     m
 }
 
-fn wait_until(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// How the first worker is taken out while its child waits for a model
 /// answer.
 #[derive(Clone, Copy, PartialEq)]
@@ -277,6 +269,7 @@ fn takeover(disruption: Disruption) {
     );
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
+    let (release, late) = tokio::sync::watch::channel(false);
     let server = FakeServer::route(move |r| {
         if !is_main(r) {
             return match seen.fetch_add(1, Ordering::SeqCst) {
@@ -285,10 +278,11 @@ fn takeover(disruption: Disruption) {
                     "Bash",
                     json!({"command": "echo ran >> marker.txt", "description": "mark"}),
                 ),
-                // Worker A's request: answered long after A is gone (or, when
-                // A was only stopped, after B has finished the task).
+                // Worker A's request: answered once A is gone (or, when A
+                // was only stopped, once B has finished the task and A runs
+                // again).
                 1 => anthropic::text_reply("late answer from the first worker")
-                    .delayed(Duration::from_secs(6)),
+                    .held(late.clone(), Duration::from_secs(60)),
                 _ => anthropic::text_reply("child done"),
             };
         }
@@ -325,7 +319,10 @@ fn takeover(disruption: Disruption) {
     assert_eq!(p.read("marker.txt"), "ran\n");
     let pid = nix::unistd::Pid::from_raw(a.pid());
     match disruption {
-        Disruption::Kill => a.kill9(),
+        Disruption::Kill => {
+            a.kill9();
+            let _ = release.send(true);
+        }
         Disruption::Stall => {
             nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
         }
@@ -341,6 +338,10 @@ fn takeover(disruption: Disruption) {
         wait_until("the task to end", Duration::from_secs(30), || {
             task_states(&p).values().any(|s| s["status"] == "completed")
         });
+        // A's late answer goes out while A is still stopped (a short pause
+        // lets it reach A's socket), so it is ready when A wakes.
+        let _ = release.send(true);
+        std::thread::sleep(Duration::from_millis(500));
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
     }
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -373,9 +374,10 @@ fn takeover(disruption: Disruption) {
     // The Bash call ran once: B continued from the transcript.
     assert_eq!(p.read("marker.txt"), "ran\n");
     if disruption == Disruption::Stall {
-        // A dropped its run before its late answer could land in the
-        // shared transcript.
-        std::thread::sleep(Duration::from_secs(5));
+        // A's late answer was ready when it woke. A logs either line
+        // waited for above only once its child has ended (stopped after
+        // the lost heartbeat, or finished and then refused), so A's run
+        // writes nothing after it: what A wrote is there now.
         let lines = p.transcript_lines();
         assert!(
             !lines
@@ -748,15 +750,25 @@ fn a_task_goes_only_to_workers_of_its_pool() {
         }
         fan_out_main(r, 1, "pooled")
     });
-    // A worker of the default pool only: the task waits in the queue.
-    let mut cmd = p.command(Some(&server));
-    cmd.args(["worker", "--pool", "default"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut other = Worker {
-        log: p.path().join("other.log"),
-        child: Some(cmd.spawn().unwrap()),
+    // A worker of the default pool, pulling before the task exists and
+    // until it has ended: the task is never its.
+    let pool_worker = |pool: &str| {
+        let log = p.path().join(format!("{pool}.log"));
+        let mut cmd = p.command(Some(&server));
+        cmd.args(["worker", "--pool", pool])
+            .env("CADRE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let worker = Worker {
+            log,
+            child: Some(cmd.spawn().unwrap()),
+        };
+        wait_until("the worker to pull", Duration::from_secs(30), || {
+            worker.log_text().contains(&format!("pulling pool {pool}"))
+        });
+        worker
     };
+    let other = pool_worker("default");
     let mut parent = p
         .command(Some(&server))
         .args(["run", "--output-format", "stream-json", "go"])
@@ -764,29 +776,31 @@ fn a_task_goes_only_to_workers_of_its_pool() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until("the task to be queued", Duration::from_secs(30), || {
-        task_states(&p)
-            .values()
-            .any(|s| s["status"] == "queued" && s["pool"] == "gpu")
+    wait_until("the task to be published", Duration::from_secs(30), || {
+        task_states(&p).values().any(|s| s["pool"] == "gpu")
     });
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(
-        server.requests().iter().all(is_main),
-        "a worker of another pool ran the task"
-    );
-    other.kill9();
-    let mut cmd = p.command(Some(&server));
-    cmd.args(["worker", "--pool", "gpu"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let _gpu = Worker {
-        log: p.path().join("gpu.log"),
-        child: Some(cmd.spawn().unwrap()),
-    };
+    let gpu = pool_worker("gpu");
     let status = parent.wait().unwrap();
     assert!(status.success());
     let out = p.read("run.out");
     assert!(out.lines().last().unwrap().contains("pooled"), "{out}");
+    // Both workers pulled while the task waited and ran; only the gpu one
+    // took it, at its first attempt.
+    let states = task_states(&p);
+    assert_eq!(states.len(), 1, "{states:?}");
+    let state = states.values().next().unwrap();
+    assert_eq!(state["attempt"], 1, "{state}");
+    assert!(
+        state["owner"]
+            .as_str()
+            .is_some_and(|o| o.contains(&format!("-{}-", gpu.pid()))),
+        "a worker of another pool ran the task: {state}"
+    );
+    assert!(
+        !other.log_text().contains("attempt"),
+        "a worker of another pool ran the task: {}",
+        other.log_text()
+    );
     // `tasks list --json`: one row per task, fields as documented (ids,
     // the worker's name and times redacted).
     let mut rows = p.run(None, &["tasks", "list", "--json"]).json();
@@ -960,11 +974,18 @@ fn spawns_to_an_unreachable_broker_each_fail_with_one_notification() {
     assert_each_notified_once(&server, N);
     let requests = server.requests();
     let texts = user_texts(requests.iter().rfind(|r| is_main(r)).unwrap());
+    // Each is told as a typed problem, not in the NATS client's words.
     assert_eq!(
         texts
-            .matches("could not be handed to the nats worker fleet")
+            .matches(
+                "could not be handed to the nats worker fleet: its server could not be reached."
+            )
             .count(),
         N,
+        "{texts}"
+    );
+    assert!(
+        !texts.contains("NATS server") && !texts.contains("nats://"),
         "{texts}"
     );
     assert_eq!(
@@ -1102,8 +1123,11 @@ fn project_server_on_a_worker(
     assert!(run.code == 0, "{}\n{}", run.stderr, _worker.log_text());
     assert_eq!(run.json_lines().last().unwrap()["result"], "child reported");
     let states = task_states(&p);
+    assert_eq!(states.len(), 1, "the child ran on the worker: {states:?}");
     assert!(
-        states.values().all(|s| s["owner"].is_string()),
+        states
+            .values()
+            .all(|s| s["status"] == "completed" && s["owner"].is_string()),
         "the child ran on the worker: {states:?}"
     );
     let parent_pid = std::fs::read_to_string(&parent_pidfile).unwrap_or_default();
@@ -1694,9 +1718,18 @@ fn an_isolated_fork_on_a_worker_gets_the_worktree_notice_as_locally() {
             .unwrap();
         forks.push(fork);
     }
+    // The fleet lists the second run's fork (the first ran here, outside
+    // it), taken and finished by the worker.
     let states = task_states(&p);
+    assert_eq!(
+        states.len(),
+        1,
+        "the second fork ran on the worker: {states:?}"
+    );
     assert!(
-        states.values().all(|s| s["owner"].is_string()),
+        states
+            .values()
+            .all(|s| s["status"] == "completed" && s["owner"].is_string()),
         "the second fork ran on the worker: {states:?}"
     );
     // The worktrees' names, `agent-ID8`, are the only difference.

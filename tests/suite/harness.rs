@@ -364,3 +364,16 @@ pub fn assert_siblings_share_up_to_directive(
     );
     (common, a.len())
 }
+
+/// Waits until `done` holds, checking every 20 ms; `timeout` only bounds
+/// a hung wait (generous: it is no timing check).
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

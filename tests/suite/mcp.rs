@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::harness::{
     Project, assistant_turns, child_requests_of, has_main_prompt as is_main, last_tool_results,
-    result_text, tool, tool_names,
+    result_text, tool, tool_names, wait_until,
 };
 use super::kit::{FakeServer, RecordedRequest, anthropic};
 
@@ -72,6 +72,15 @@ fn mcp_server_mode() {
                 eprintln!("starting up");
                 eprintln!("fatal: MCP_TEST_TOKEN is not set");
                 std::process::exit(3);
+            }
+            // Connects once the file after `gated:` exists.
+            mode if mode.starts_with("gated:") => {
+                let gate = Path::new(&mode["gated:".len()..]);
+                while !gate.exists() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let running = EchoServer.serve(rmcp::transport::stdio()).await.unwrap();
+                let _ = running.waiting().await;
             }
             mode => {
                 if mode == "slow" {
@@ -840,23 +849,33 @@ fn an_allowlist_limits_a_childs_mcp_tools_and_deny_rules_apply() {
     }
 }
 
+/// An agent that needs a server whose name has `git` in it.
+const NEEDS_GIT: &str =
+    "---\nname: needs\ndescription: Needs GitHub\nrequiredMcpServers: [GIT]\n---\nBody.\n";
+
 #[test]
 fn a_required_server_that_never_connects_fails_the_spawn_after_the_wait() {
     let mut p = Project::new();
     p.config(&server_toml("echo", "echo"));
     p.config(&server_toml("slowgit", "hang"));
-    p.config("[agents]\nrequired_mcp_wait_ms = 1200\nrequired_mcp_poll_ms = 100\n");
-    p.write(
-        ".claude/agents/needs.md",
-        "---\nname: needs\ndescription: Needs GitHub\nrequiredMcpServers: [GIT]\n---\nBody.\n",
-    );
+    // Short waits, both set here: the run starts without `slowgit`, and
+    // the spawn gives it 300 ms more.
+    p.config("[mcp]\nstartup_timeout_ms = 1000\n");
+    p.config("[agents]\nrequired_mcp_wait_ms = 300\nrequired_mcp_poll_ms = 50\n");
+    p.write(".claude/agents/needs.md", NEEDS_GIT);
     p.write(
         ".claude/agents/fine.md",
         "---\nname: fine\ndescription: Needs echo\nrequiredMcpServers: [ech]\n---\nBody.\n",
     );
     let server = spawning_server("needs", None);
-    let started = std::time::Instant::now();
-    p.run(Some(&server), &["run", "go"]).ok();
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert!(
+        run.stderr
+            .contains("`slowgit` still connecting after 1000 ms"),
+        "{}",
+        run.stderr
+    );
     let reqs = server.requests();
     assert!(
         child_requests(&server).is_empty(),
@@ -869,7 +888,10 @@ fn a_required_server_that_never_connects_fails_the_spawn_after_the_wait() {
     let res = &last_tool_results(&main_third.json)[0];
     assert_eq!(res["is_error"], true);
     let text = result_text(res);
-    assert!(text.contains("needs") && text.contains("GIT"), "{text}");
+    assert!(
+        text.contains("Agent type 'needs' requires MCP servers that are not available: GIT."),
+        "{text}"
+    );
     assert!(text.contains("Available MCP servers: echo"), "{text}");
     // The Agent tool lists only agents whose required servers are ready.
     let main_second = reqs
@@ -879,7 +901,47 @@ fn a_required_server_that_never_connects_fails_the_spawn_after_the_wait() {
     let listing = super::harness::listings(&main_second.json);
     assert!(listing.contains("- fine:"), "{listing}");
     assert!(!listing.contains("- needs:"), "{listing}");
-    assert!(started.elapsed() >= Duration::from_millis(1500 + 1200));
+}
+
+/// The other half of the wait: a required server still connecting when
+/// the Agent call comes is waited for. Its connection is held until a
+/// PreToolUse hook on that call opens the gate, so the spawn starts while
+/// the server is still connecting, whatever the machine's speed.
+#[test]
+fn a_required_server_that_connects_during_the_wait_lets_the_spawn_through() {
+    let mut p = Project::new();
+    let gate = p.path().join("gate");
+    p.config(&server_toml(
+        "slowgit",
+        &format!("gated:{}", gate.display()),
+    ));
+    p.config(&format!(
+        "[mcp]\nstartup_timeout_ms = 300\n\
+         [agents]\nrequired_mcp_wait_ms = 60000\nrequired_mcp_poll_ms = 50\n\
+         [[hooks.PreToolUse]]\nmatcher = \"Agent\"\ncommand = {}\n",
+        toml_str(&format!("touch '{}'", gate.display()))
+    ));
+    p.write(".claude/agents/needs.md", NEEDS_GIT);
+    let server = spawning_server("needs", None);
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert!(
+        run.stderr
+            .contains("`slowgit` still connecting after 300 ms"),
+        "the run started before the server connected: {}",
+        run.stderr
+    );
+    let children = child_requests(&server);
+    assert_eq!(
+        children.len(),
+        1,
+        "the child started once the server was ready"
+    );
+    assert!(
+        tool_names(&children[0].json).contains(&"mcp__slowgit__echo".to_string()),
+        "{:?}",
+        tool_names(&children[0].json)
+    );
 }
 
 #[test]
@@ -1757,7 +1819,9 @@ fn interrupting_chat_cancels_a_running_mcp_call() {
     pty.wait_for("cadre chat");
     pty.type_line("go");
     let started = p.path().join("wait-started");
-    wait_until(|| started.is_file(), "the wait tool to start");
+    wait_until("the wait tool to start", Duration::from_secs(60), || {
+        started.is_file()
+    });
     // What Ctrl-C sends (the test's pty is not the child's controlling
     // terminal, so the signal goes directly).
     let ok = std::process::Command::new("kill")
@@ -1767,21 +1831,14 @@ fn interrupting_chat_cancels_a_running_mcp_call() {
         .success();
     assert!(ok);
     let cancelled = p.path().join("wait-cancelled");
-    wait_until(|| cancelled.is_file(), "the server to see the cancellation");
+    wait_until(
+        "the server to see the cancellation",
+        Duration::from_secs(60),
+        || cancelled.is_file(),
+    );
     pty.type_line("still there?");
     pty.wait_for("after");
     pty.quit();
-}
-
-fn wait_until(f: impl Fn() -> bool, what: &str) {
-    let start = std::time::Instant::now();
-    while !f() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// With the SDK protocol a server's request for input goes to the client

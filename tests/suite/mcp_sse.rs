@@ -6,13 +6,15 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::harness::{Project, assistant_turns, last_tool_results, result_text, tool_names};
+use super::harness::{
+    Project, assistant_turns, last_tool_results, result_text, tool_names, wait_until,
+};
 use super::kit::{FakeServer, anthropic};
 
 fn toml_str(s: &str) -> String {
@@ -265,6 +267,23 @@ struct FakeSse {
     state: Arc<Mutex<FakeState>>,
     /// Bytes of the endless event handed to the socket.
     endless_sent: Arc<AtomicUsize>,
+    /// Set when the stream that sent the endless event is dropped (its
+    /// client went away, or the cap was reached): no byte follows.
+    endless_over: Arc<AtomicBool>,
+}
+
+/// Lives as long as one event stream; marks the end of an endless one.
+struct StreamEnd {
+    endless: bool,
+    over: Arc<AtomicBool>,
+}
+
+impl Drop for StreamEnd {
+    fn drop(&mut self) {
+        if self.endless {
+            self.over.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl FakeSse {
@@ -288,6 +307,7 @@ impl FakeSse {
             String,
             OnCall,
             Arc<AtomicUsize>,
+            Arc<AtomicBool>,
             bool,
         );
 
@@ -310,7 +330,7 @@ impl FakeSse {
         }
 
         async fn sse(State(s): State<Shared>, headers: HeaderMap) -> Response {
-            let (state, endpoint, _, endless_sent, oauth) = s;
+            let (state, endpoint, _, endless_sent, endless_over, oauth) = s;
             record(&state, "GET /sse", &headers);
             if oauth && !headers.contains_key("authorization") {
                 return Response::builder()
@@ -322,32 +342,36 @@ impl FakeSse {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
             state.lock().unwrap().stream = Some(tx);
             let first = format!("event: endpoint\ndata: {endpoint}\n\n");
+            let end = StreamEnd {
+                endless: false,
+                over: endless_over,
+            };
             let body = futures_util::stream::unfold(
-                (Some(first), rx, false),
-                move |(first, mut rx, endless)| {
+                (Some(first), rx, end),
+                move |(first, mut rx, mut end)| {
                     let endless_sent = Arc::clone(&endless_sent);
                     async move {
                         if let Some(f) = first {
-                            return Some((Ok::<_, std::io::Error>(f), (None, rx, false)));
+                            return Some((Ok::<_, std::io::Error>(f), (None, rx, end)));
                         }
-                        if endless {
+                        if end.endless {
                             let sent = endless_sent.fetch_add(65536, Ordering::SeqCst);
                             if sent >= ENDLESS_CAP {
                                 return None;
                             }
-                            return Some((Ok("x".repeat(65536)), (None, rx, true)));
+                            return Some((Ok("x".repeat(65536)), (None, rx, end)));
                         }
                         let next = rx.recv().await?;
                         if next == "CRASH" {
-                            return Some((Err(std::io::Error::other("crash")), (None, rx, false)));
+                            return Some((Err(std::io::Error::other("crash")), (None, rx, end)));
                         }
-                        let endless = next == "ENDLESS";
-                        let chunk = if endless {
+                        end.endless = next == "ENDLESS";
+                        let chunk = if end.endless {
                             "event: message\ndata: ".to_string()
                         } else {
                             format!("event: message\ndata: {next}\n\n")
                         };
-                        Some((Ok(chunk), (None, rx, endless)))
+                        Some((Ok(chunk), (None, rx, end)))
                     }
                 },
             );
@@ -358,7 +382,7 @@ impl FakeSse {
         }
 
         async fn message(State(s): State<Shared>, headers: HeaderMap, body: String) -> StatusCode {
-            let (state, _, on_call, _, _) = s;
+            let (state, _, on_call, _, _, _) = s;
             record(&state, "POST /message", &headers);
             let msg: Value = serde_json::from_str(&body).unwrap();
             let Some(id) = msg.get("id").cloned() else {
@@ -433,11 +457,13 @@ impl FakeSse {
         let origin = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(FakeState::default()));
         let endless_sent = Arc::new(AtomicUsize::new(0));
+        let endless_over = Arc::new(AtomicBool::new(false));
         let shared: Shared = (
             Arc::clone(&state),
             endpoint.replace("{origin}", &origin),
             on_call,
             Arc::clone(&endless_sent),
+            Arc::clone(&endless_over),
             oauth,
         );
         std::thread::spawn(move || {
@@ -460,6 +486,7 @@ impl FakeSse {
             url: format!("{origin}/sse"),
             state,
             endless_sent,
+            endless_over,
         }
     }
 
@@ -665,8 +692,11 @@ fn an_endless_sse_event_is_bounded() {
         result_text(result).contains("the server sent an event larger than 16 MiB"),
         "{result}"
     );
-    // Let the server notice the closed connection.
-    std::thread::sleep(Duration::from_millis(300));
+    // The server drops the stream once it notices the closed connection;
+    // from then on nothing more is sent.
+    wait_until("the endless stream to end", Duration::from_secs(60), || {
+        fake.endless_over.load(Ordering::SeqCst)
+    });
     let sent = fake.endless_sent.load(Ordering::SeqCst);
     assert!(
         sent < 48 * 1024 * 1024,

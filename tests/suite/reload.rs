@@ -179,16 +179,6 @@ impl Watch {
             }
         }
     }
-
-    /// Events that arrive within `quiet` of each other, then none.
-    fn drain(&mut self, quiet: Duration) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Ok(v) = self.lines.recv_timeout(quiet) {
-            self.seen.push(v.clone());
-            out.push(v);
-        }
-        out
-    }
 }
 
 impl Drop for Watch {
@@ -462,20 +452,25 @@ fn a_burst_of_writes_ends_in_the_final_state_and_never_a_partial_one() {
     for i in 0..200 {
         p.write("cadre.toml", &content(i % 2 == 1));
     }
-    // Follow FORK_SUBAGENT through the events until it reaches the file's
-    // final value (true), then take whatever else comes.
+    // The last write declares one more flag: its event comes after every
+    // event of the burst (a reload reads the file as it is then, and the
+    // file is final), so no quiet period has to be waited out.
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}BURST_OVER = true\n[flags.BURST_OVER]\ndescription = \"the burst is over\"\n\
+             default = false\ngates = []\n",
+            content(true)
+        ),
+    );
+    // Follow FORK_SUBAGENT through the events up to that one.
     let fork = std::cell::Cell::new(false);
-    w.until("the final state", |v| {
+    w.until("the end of the burst", |v| {
         if let Some(f) = flag_change(v, "FORK_SUBAGENT") {
             fork.set(f["value"].as_bool().unwrap());
         }
-        fork.get()
+        flag_change(v, "BURST_OVER").is_some()
     });
-    for v in w.drain(Duration::from_secs(2)) {
-        if let Some(f) = flag_change(&v, "FORK_SUBAGENT") {
-            fork.set(f["value"].as_bool().unwrap());
-        }
-    }
     assert!(
         fork.get(),
         "the last event's state is the file's final state"
@@ -891,6 +886,160 @@ fn an_agent_edit_mid_session_keeps_tools_and_system_and_is_announced() {
     );
 }
 
+/// A change on disk mid-session whose kept prefix docs/benchmarks.md
+/// reports ("Between turns: the prefix a change keeps").
+struct PrefixScenario {
+    label: &'static str,
+    /// The project's `cadre.toml`.
+    config: &'static str,
+    change: fn(&Project),
+    /// A word of the reload's log line.
+    marker: &'static str,
+    /// Text a request after the change carries and the first did not: the
+    /// change reached the session.
+    seen: &'static str,
+}
+
+/// The five changes of the benchmark table, in its order.
+fn prefix_scenarios() -> [PrefixScenario; 5] {
+    [
+        PrefixScenario {
+            label: "an agent file added",
+            config: "",
+            change: |p| p.write(".claude/agents/latecomer.md", LATECOMER),
+            marker: "latecomer",
+            seen: "- latecomer: Arrived while the session ran",
+        },
+        PrefixScenario {
+            label: "an agent's description changed",
+            config: "",
+            change: |p| {
+                p.write(
+                    ".claude/agents/steady.md",
+                    "---\nname: steady\ndescription: Reviews code, now more carefully\n---\nBody.\n",
+                );
+            },
+            marker: "steady",
+            seen: "- steady: Reviews code, now more carefully",
+        },
+        PrefixScenario {
+            label: "an agent file removed",
+            config: "",
+            change: |p| std::fs::remove_file(p.path().join(".claude/agents/steady.md")).unwrap(),
+            marker: "steady",
+            seen: "No longer available: steady",
+        },
+        PrefixScenario {
+            label: "a skill added",
+            config: "",
+            change: |p| {
+                p.write(
+                    ".claude/skills/pdf/SKILL.md",
+                    "---\nname: pdf\ndescription: Fill in PDF forms\n---\nUse the form tools.\n",
+                );
+            },
+            marker: "reloaded",
+            seen: "- pdf: Fill in PDF forms",
+        },
+        PrefixScenario {
+            label: "a template only sub-agents use changed",
+            config: "[agents]\nbuiltin_dir = \"builtin\"\n",
+            change: |p| {
+                p.write(
+                    "builtin/templates/subagent_notes.hbs",
+                    "You are a sub-agent. Report back briefly.\n",
+                );
+            },
+            marker: "subagent_notes",
+            // In the system prompt of the sub-agent started after it.
+            seen: "Report back briefly.",
+        },
+    ]
+}
+
+/// The project the prefix scenarios start from: one agent, one skill, an
+/// empty templates folder.
+fn prefix_project(config: &str) -> Project {
+    let p = Project::new(config);
+    p.write(
+        ".claude/agents/steady.md",
+        "---\nname: steady\ndescription: Reviews code\n---\nBody.\n",
+    );
+    p.write(
+        ".claude/skills/notes/SKILL.md",
+        "---\nname: notes\ndescription: Take notes\n---\nWrite them down.\n",
+    );
+    std::fs::create_dir_all(p.path().join("builtin/templates")).unwrap();
+    p
+}
+
+/// Each change of the benchmark table keeps the previous request: the
+/// request after it has the same tools and system prompt, and its
+/// messages start with the previous request's messages (cache markers
+/// aside, since the breakpoint moves to the newest message) — while the
+/// change itself reaches the session (the listing, or the sub-agent's
+/// prompt).
+#[test]
+fn every_change_in_the_benchmark_table_keeps_the_previous_request_as_prefix() {
+    for PrefixScenario {
+        label,
+        config,
+        change,
+        marker,
+        seen,
+    } in prefix_scenarios()
+    {
+        let p = prefix_project(config);
+        let reqs = run_across_a_change_with(&p, cadre(), change, marker, |r| {
+            if !super::harness::has_main_prompt(r) {
+                anthropic::text_reply("child done")
+            } else if r.messages().len() == 3 {
+                anthropic::tool_use_reply(
+                    "toolu_2",
+                    "Agent",
+                    json!({"description": "check", "prompt": "go",
+                           "subagent_type": "general-purpose"}),
+                )
+            } else {
+                anthropic::text_reply("done")
+            }
+        });
+        let main: Vec<_> = reqs
+            .iter()
+            .filter(|r| super::harness::has_main_prompt(r))
+            .collect();
+        assert_eq!(main.len(), 3, "{label}: main requests");
+        let (before, after) = (&main[0].json, &main[1].json);
+        assert_eq!(after["tools"], before["tools"], "{label}: tools");
+        assert_eq!(after["system"], before["system"], "{label}: system");
+        let kept: Vec<Value> = before["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(without_cache_control)
+            .collect();
+        let next: Vec<Value> = after["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(without_cache_control)
+            .collect();
+        assert!(
+            next.len() > kept.len() && next[..kept.len()] == kept[..],
+            "{label}: the next request does not start with the previous one's messages:\n\
+             before: {kept:#?}\nafter: {next:#?}"
+        );
+        assert!(
+            !reqs[0].body_str().contains(seen),
+            "{label}: the first request already has {seen:?}"
+        );
+        assert!(
+            reqs[1..].iter().any(|r| r.body_str().contains(seen)),
+            "{label}: no request after the change has {seen:?}"
+        );
+    }
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -994,65 +1143,15 @@ fn reload_benchmark() {
 #[test]
 #[ignore = "benchmark; prints figures"]
 fn reload_benchmark_prefix_share() {
-    type Change = fn(&Project);
-    let scenarios: [(&str, &str, Change, &str); 5] = [
-        (
-            "an agent file added",
-            "",
-            |p| p.write(".claude/agents/latecomer.md", LATECOMER),
-            "latecomer",
-        ),
-        (
-            "an agent's description changed",
-            "",
-            |p| {
-                p.write(
-                    ".claude/agents/steady.md",
-                    "---\nname: steady\ndescription: Reviews code, now more carefully\n---\nBody.\n",
-                );
-            },
-            "steady",
-        ),
-        (
-            "an agent file removed",
-            "",
-            |p| std::fs::remove_file(p.path().join(".claude/agents/steady.md")).unwrap(),
-            "steady",
-        ),
-        (
-            "a skill added",
-            "",
-            |p| {
-                p.write(
-                    ".claude/skills/pdf/SKILL.md",
-                    "---\nname: pdf\ndescription: Fill in PDF forms\n---\nUse the form tools.\n",
-                );
-            },
-            "reloaded",
-        ),
-        (
-            "a template only sub-agents use changed",
-            "[agents]\nbuiltin_dir = \"builtin\"\n",
-            |p| {
-                p.write(
-                    "builtin/templates/subagent_notes.hbs",
-                    "You are a sub-agent. Report back briefly.\n",
-                );
-            },
-            "subagent_notes",
-        ),
-    ];
-    for (label, config, change, marker) in scenarios {
-        let p = Project::new(config);
-        p.write(
-            ".claude/agents/steady.md",
-            "---\nname: steady\ndescription: Reviews code\n---\nBody.\n",
-        );
-        p.write(
-            ".claude/skills/notes/SKILL.md",
-            "---\nname: notes\ndescription: Take notes\n---\nWrite them down.\n",
-        );
-        std::fs::create_dir_all(p.path().join("builtin/templates")).unwrap();
+    for PrefixScenario {
+        label,
+        config,
+        change,
+        marker,
+        ..
+    } in prefix_scenarios()
+    {
+        let p = prefix_project(config);
         let reqs = run_across_a_change_with(&p, Command::new(bench_bin()), change, marker, |_| {
             anthropic::text_reply("done")
         });

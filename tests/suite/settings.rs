@@ -384,9 +384,16 @@ fn an_untrusted_clone_starts_nothing_and_its_provider_url_gets_no_request_until_
     );
     assert!(!good.requests().is_empty());
     assert_eq!(good.requests()[0].header("x-api-key"), Some(TEST_KEY));
-    // Give a stray MCP server time to have started, had it been started.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The run has ended, and `run` waits for each server it starts to
+    // connect or fail before it goes on; these servers exit after their
+    // `touch`, and the trusted run below reports them failed. So a started
+    // one would have left its marker and its failure in stderr by now.
     assert_eq!(markers(p.path()), Vec::<&str>::new());
+    assert!(
+        !run.stderr.contains("MCP server `"),
+        "an MCP server was started: {}",
+        run.stderr
+    );
     for needle in [
         "is not a trusted folder",
         "provider.base_url",
@@ -424,6 +431,12 @@ fn an_untrusted_clone_starts_nothing_and_its_provider_url_gets_no_request_until_
         "{}",
         run.stderr
     );
+    for server in [
+        "MCP server `repo` failed",
+        "MCP server `inline` (of agent `helper`) failed",
+    ] {
+        assert!(run.stderr.contains(server), "{}", run.stderr);
+    }
     let to_evil = evil.requests();
     assert!(!to_evil.is_empty(), "a trusted project's base_url is used");
     assert_eq!(

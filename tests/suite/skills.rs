@@ -6,6 +6,7 @@
 use serde_json::json;
 
 use super::harness::{Project, last_tool_results, result_text};
+use super::headless::Driven;
 use super::kit::{FakeServer, anthropic};
 
 const PDF: &str = "---\nname: pdf\ndescription: Fill in PDF forms\nallowed-tools: Read, Bash(python:*)\n---\n# Filling forms\nRun scripts/fill.py.\n";
@@ -183,7 +184,8 @@ fn a_loaded_skills_allowed_tools_and_model_are_honoured_until_the_next_prompt() 
         "---\nname: fast\ndescription: Quick checks\nmodel: haiku\nallowed-tools: Bash(echo:*)\n---\nBe quick.\n",
     );
     let server = FakeServer::start([
-        // Before any skill: Bash asks, which a plain run denies.
+        // Before any skill: Bash asks, which a session without a prompt
+        // tool denies.
         anthropic::tool_use_reply("b0", "Bash", json!({"command": "echo before"})),
         anthropic::tool_use_reply("s1", "Skill", json!({"skill": "fast"})),
         // With the skill: `echo` runs without asking; `ls` still asks.
@@ -192,8 +194,19 @@ fn a_loaded_skills_allowed_tools_and_model_are_honoured_until_the_next_prompt() 
             .tool_use("b2", "Bash", json!({"command": "ls"}))
             .reply(),
         anthropic::text_reply("done"),
+        // The next prompt: the skill no longer applies.
+        anthropic::tool_use_reply("b3", "Bash", json!({"command": "echo after"})),
+        anthropic::text_reply("done again"),
     ]);
-    p.run(Some(&server), &["run", "check"]).ok();
+    // One session, two prompts, as an SDK sends them.
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("check");
+    let first = d.until("first result", |v| v["type"] == "result");
+    assert_eq!(first["result"], "done", "{first}");
+    d.user("check again");
+    let second = d.until("second result", |v| v["type"] == "result");
+    assert_eq!(second["result"], "done again", "{second}");
+    assert_eq!(d.finish(), 0);
     let denied = &last_tool_results(&server.request(1).json)[0];
     assert_eq!(denied["is_error"], true, "{denied}");
     assert_eq!(server.request(1).json["model"], "claude-sonnet-4-5");
@@ -203,6 +216,16 @@ fn a_loaded_skills_allowed_tools_and_model_are_honoured_until_the_next_prompt() 
     assert!(results[0].get("is_error").is_none(), "{}", results[0]);
     assert_eq!(result_text(&results[0]).trim(), "with-skill");
     assert_eq!(results[1]["is_error"], true, "{}", results[1]);
+    // The next prompt's requests use the session's model again, and its
+    // `echo` asks (and is denied) as before the skill.
+    assert_eq!(server.request(4).json["model"], "claude-sonnet-4-5");
+    assert_eq!(server.request(5).json["model"], "claude-sonnet-4-5");
+    let after = &last_tool_results(&server.request(5).json)[0];
+    assert_eq!(after["is_error"], true, "{after}");
+    assert!(
+        result_text(after).contains("Permission to use Bash was denied"),
+        "{after}"
+    );
 }
 
 #[test]

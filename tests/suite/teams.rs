@@ -2,6 +2,7 @@
 //! the shared task list with its claims, mailboxes (broadcast, waking an
 //! idle teammate), the task hooks, and two processes sharing one team.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -587,7 +588,11 @@ fn team_create_makes_a_team_and_team_delete_waits_for_its_members() {
 #[test]
 fn a_teammate_in_plan_mode_only_reads_until_the_lead_approves_its_plan() {
     let p = teams_project();
-    let server = FakeServer::route(|r| {
+    // Whether plan.txt existed when alice asked again after her early
+    // Write (before any approval): `None` until that request came.
+    let early_file: Arc<Mutex<Option<bool>>> = Arc::default();
+    let (seen, plan_file) = (Arc::clone(&early_file), p.path().join("plan.txt"));
+    let server = FakeServer::route(move |r| {
         let last = last_user_message(r);
         if is_main_session(r) {
             if assistant_turns(r) == 0 {
@@ -627,6 +632,9 @@ fn a_teammate_in_plan_mode_only_reads_until_the_lead_approves_its_plan() {
         }
         if teammate(r) != Some("alice") {
             return anthropic::text_reply("?");
+        }
+        if assistant_turns(r) == 1 {
+            *seen.lock().unwrap() = Some(plan_file.exists());
         }
         if assistant_turns(r) == 0 {
             // In plan mode: a write is refused, and only the lead answers
@@ -709,8 +717,18 @@ fn a_teammate_in_plan_mode_only_reads_until_the_lead_approves_its_plan() {
         .iter()
         .map(result_text)
         .collect();
+    assert_eq!(
+        *early_file.lock().unwrap(),
+        Some(false),
+        "plan.txt was not written before the approval"
+    );
+    let write = &last_tool_results(&first.json)[0];
+    assert_eq!(
+        write["is_error"], true,
+        "write refused in plan mode: {write}"
+    );
     assert!(
-        results[0].contains("plan"),
+        results[0].contains("Permission to use Write was denied by permission mode 'plan'"),
         "write refused in plan mode: {results:?}"
     );
     assert!(
