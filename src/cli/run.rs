@@ -268,12 +268,13 @@ pub(super) fn prepare_with(
     let resumed = match &restored {
         Some((id, r)) => {
             // The recorded pool, so the tool definitions keep their bytes;
-            // a tool no longer available (denied, removed) is left out.
+            // it may only narrow the pool planned now: a tool no longer
+            // available (denied, removed) or not the agent's is left out.
             if let Some(h) = r.header.as_ref().filter(|h| !h.tool_names.is_empty()) {
                 tool_names = h
                     .tool_names
                     .iter()
-                    .filter(|n| available.contains(n))
+                    .filter(|n| tool_names.contains(n))
                     .cloned()
                     .collect();
             }
@@ -402,14 +403,46 @@ pub(super) fn prepare_with(
         engine.add_dirs.push(d);
     }
     let engine = Arc::new(engine);
+    let mode = match def.as_ref().and_then(|d| d.permission_mode) {
+        _ if args.permission_mode.is_some() => settings.permissions.default_mode,
+        // The agent a resumed transcript names (not `--agent`) is read
+        // back, not chosen: its mode may only narrow the user's.
+        Some(m) if args.agent.is_none() && recorded.is_some() => {
+            crate::permissions::child_mode(settings.permissions.default_mode, Some(m))
+        }
+        Some(m) => m,
+        None => settings.permissions.default_mode,
+    };
+    // `disableBypassPermissionsMode` holds for an `--agent` definition too.
+    let mode =
+        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
+            PermissionMode::Default
+        } else {
+            mode
+        };
     if let (Some((id, _)), Some(dir)) = (&resumed, &session_dir) {
-        // The sub-agents of the resumed session, for SendMessage.
-        let n = runtime::resume::restore_tasks(&engine, dir, kind, &input.load.cwd);
+        // The sub-agents of the resumed session, for SendMessage, planned
+        // again as children of this session as it is now.
+        let parent = runtime::plan::SpawnParent {
+            agent_id: "main",
+            session_id: &engine.session_id,
+            kind,
+            depth: 0,
+            model: &model,
+            mode,
+            def: def.as_deref(),
+            cwd: &input.load.cwd,
+            is_fork_child: false,
+            env_model: engine.subagent_model.as_deref(),
+            available_tools: &available,
+            turn: None,
+        };
+        let n = runtime::restore::restore_tasks(&engine, dir, &parent);
         if n > 0 {
             tracing::info!("restored {n} sub-agent(s) of session {id}");
         }
         if let (Some(f), Some((_, r))) = (&fleet, &resumed) {
-            let n = f.restore(&engine, dir, kind, &input.load.cwd, &r.history);
+            let n = f.restore(&engine, dir, &parent, &r.history);
             if n > 0 {
                 tracing::info!("{n} background task(s) on workers wait for their notice");
             }
@@ -441,17 +474,6 @@ pub(super) fn prepare_with(
         Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
     });
-    let mode = match def.as_ref().and_then(|d| d.permission_mode) {
-        Some(m) if args.permission_mode.is_none() => m,
-        _ => settings.permissions.default_mode,
-    };
-    // `disableBypassPermissionsMode` holds for an `--agent` definition too.
-    let mode =
-        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
-            PermissionMode::Default
-        } else {
-            mode
-        };
     *engine
         .main_mode
         .lock()
