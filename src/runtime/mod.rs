@@ -14,6 +14,7 @@ mod exec;
 pub mod grants;
 pub mod hooks;
 mod listing;
+pub mod main_plan;
 mod manage;
 mod mcp;
 pub mod plan;

@@ -811,3 +811,135 @@ fn a_resumed_fork_keeps_bubble_and_its_request_parts_cut_to_the_tools_offered() 
     assert_eq!(&frozen.tool_names[..], ["Read".to_string()]);
     assert_eq!(frozen.system, parts.frozen.system, "its bytes are kept");
 }
+
+mod main_session {
+    use super::*;
+    use crate::runtime::main_plan::{MainInput, MainRefusal, plan_main};
+    use crate::runtime::resume::{SessionHeader, TRANSCRIPT_VERSION};
+
+    const YOLO: &str = "---\nname: yolo\ndescription: x\ntools: Read, Write, Bash\npermissionMode: bypassPermissions\nmodel: opus\n---\nbody\n";
+
+    fn header(agent: Option<&str>, tools: &[&str]) -> SessionHeader {
+        SessionHeader {
+            version: TRANSCRIPT_VERSION,
+            session_id: "20260101T120000-0123abcd".into(),
+            model: "claude-haiku-4-5".into(),
+            agent: agent.map(str::to_string),
+            mode: None,
+            tool_names: tools.iter().map(|t| t.to_string()).collect(),
+            sampling: Default::default(),
+            max_tokens: 100,
+            generation: 1,
+            cwd: None,
+            forked_from: None,
+        }
+    }
+
+    #[test]
+    fn an_agent_a_transcript_names_only_narrows_the_users_mode() {
+        let f = fixture("", &[(".claude/agents/yolo.md", YOLO)]);
+        let input = MainInput {
+            available_tools: &f.available,
+            ..MainInput::default()
+        };
+        let plain = plan_main(&f.snap, &input).unwrap();
+        assert_eq!(
+            (plain.def.is_none(), plain.mode, plain.model_source),
+            (true, PermissionMode::Default, "settings")
+        );
+        assert!(plain.tools.contains(&"Bash".to_string()));
+
+        // Chosen on the command line: its mode and model.
+        let chosen = MainInput {
+            agent: Some("yolo"),
+            ..input.clone()
+        };
+        let plan = plan_main(&f.snap, &chosen).unwrap();
+        assert_eq!(plan.mode, PermissionMode::BypassPermissions);
+        assert_eq!(
+            (plan.model.as_str(), plan.model_source),
+            ("claude-opus-4-5", "agent")
+        );
+        assert_eq!(plan.tools, ["Bash", "Read", "Write"]);
+
+        // Read back from a transcript: the agent, but not its mode.
+        let shipped = header(Some("yolo"), &["Write", "Read", "Agent"]);
+        let resumed = MainInput {
+            resumed: Some(&shipped),
+            ..input.clone()
+        };
+        let plan = plan_main(&f.snap, &resumed).unwrap();
+        assert_eq!(plan.def.as_ref().map(|d| d.name.as_str()), Some("yolo"));
+        assert_eq!(plan.mode, PermissionMode::Default);
+        assert_eq!(
+            (plan.model.as_str(), plan.model_source),
+            ("claude-haiku-4-5", "transcript")
+        );
+        // The recorded pool, in its order, cut to the agent's.
+        assert_eq!(plan.tools, ["Write", "Read"]);
+        // `--agent` again is the user's choice.
+        let again = MainInput {
+            agent: Some("yolo"),
+            ..resumed.clone()
+        };
+        assert_eq!(
+            plan_main(&f.snap, &again).unwrap().mode,
+            PermissionMode::BypassPermissions
+        );
+        // A narrower agent mode still narrows.
+        let planner = "---\nname: planner\ndescription: x\npermissionMode: plan\n---\nbody\n";
+        let f = fixture("", &[(".claude/agents/planner.md", planner)]);
+        let h = header(Some("planner"), &[]);
+        let input = MainInput {
+            available_tools: &f.available,
+            resumed: Some(&h),
+            ..MainInput::default()
+        };
+        assert_eq!(
+            plan_main(&f.snap, &input).unwrap().mode,
+            PermissionMode::Plan
+        );
+    }
+
+    #[test]
+    fn flags_turns_client_tools_and_an_unknown_agent() {
+        let f = fixture("", &[(".claude/agents/yolo.md", YOLO)]);
+        let only = vec!["Read".to_string(), "Write".to_string()];
+        let remove = vec!["Write".to_string()];
+        let input = MainInput {
+            agent: Some("yolo"),
+            model: Some("sonnet"),
+            mode_flag: true,
+            max_turns: Some(3),
+            available_tools: &f.available,
+            only_tools: Some(&only),
+            remove_tools: &remove,
+            ..MainInput::default()
+        };
+        let plan = plan_main(&f.snap, &input).unwrap();
+        assert_eq!(plan.model_source, "flag");
+        assert_eq!(
+            plan.mode,
+            PermissionMode::Default,
+            "the flag's (settings') mode"
+        );
+        assert_eq!(plan.max_turns, 3);
+        assert_eq!(plan.tools, ["Read"]);
+        let spec = plan.session("/w".into(), true, None);
+        assert!(spec.is_main);
+        assert_eq!(spec.tool_names, ["Read"]);
+
+        let nope = MainInput {
+            agent: Some("nope"),
+            available_tools: &f.available,
+            ..MainInput::default()
+        };
+        match plan_main(&f.snap, &nope) {
+            Err(MainRefusal::UnknownAgent { name, available }) => {
+                assert_eq!(name, "nope");
+                assert!(available.contains(&"yolo".to_string()), "{available:?}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+}
