@@ -92,3 +92,36 @@ fn is_agent_worktree(path: &Path, cwd: &Path) -> bool {
             path.starts_with(&dir) && path != dir
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_agent_worktree;
+
+    #[test]
+    fn only_the_projects_agent_worktrees_are_believed() {
+        let root = tempfile::tempdir().unwrap();
+        let project = root.path().join("project");
+        let worktrees = project.join(super::super::worktree::WORKTREES_DIR);
+        let kept = worktrees.join("agent-1234abcd");
+        let elsewhere = root.path().join("elsewhere");
+        for d in [&kept, &elsewhere, &project.join("sub")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        assert!(is_agent_worktree(&kept, &project));
+        // From a folder inside the project too (the git root is above).
+        assert!(is_agent_worktree(&kept, &project.join("sub")));
+        assert!(
+            !is_agent_worktree(&worktrees, &project),
+            "the folder itself"
+        );
+        assert!(!is_agent_worktree(&elsewhere, &project));
+        assert!(!is_agent_worktree(&project, &project));
+        assert!(!is_agent_worktree(&worktrees.join("gone"), &project));
+        // A link under the worktrees that points out is judged by its target.
+        let link = worktrees.join("agent-link");
+        std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
+        assert!(!is_agent_worktree(&link, &project));
+        let dotted = worktrees.join("agent-1234abcd/../../../../elsewhere");
+        assert!(!is_agent_worktree(&dotted, &project));
+    }
+}
