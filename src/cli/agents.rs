@@ -183,11 +183,7 @@ fn effective_json(
     cwd: &std::path::Path,
 ) -> Value {
     let settings = snap.settings();
-    let env_model = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "CADRE_SUBAGENT_MODEL" || k == "CLAUDE_CODE_SUBAGENT_MODEL")
-        .map(|(_, v)| v.as_str());
+    let env_model = crate::config::subagent_model(env);
     let parent_model = snap.resolve_alias(&settings.provider.model).to_string();
     let implemented = crate::tools::builtin_tools();
     let available = runtime::available_tools(snap, implemented.iter().map(|t| t.name()));
@@ -203,7 +199,7 @@ fn effective_json(
         def: None,
         cwd,
         is_fork_child: false,
-        env_model,
+        env_model: env_model.as_deref(),
         available_tools: &available,
         turn: None,
     };

@@ -21,7 +21,7 @@ use crate::message::{ContentBlock, Message, Role};
 use crate::provider::{Provider, ProviderErrorKind};
 use crate::reload::{self, ReloadHandle};
 use crate::runtime::{
-    self, Engine, EventSink, RunError, Session, SessionSpec, StopKind, transcript::Transcript,
+    self, Engine, EventSink, RunError, Session, StopKind, transcript::Transcript,
 };
 use crate::snapshot::SnapshotInput;
 
@@ -195,7 +195,6 @@ pub(super) fn prepare_with(
     };
     let (input, swap) = load_snapshot(g, &overrides)?;
     let snap = swap.load_full();
-    let kind = snap.session_kind(interactive);
     let sessions_dir = input.load.cwd.join(&snap.settings().transcripts.dir);
     if args.fork_session && !args.resuming() {
         return Err(CliError::Usage(
@@ -207,84 +206,34 @@ pub(super) fn prepare_with(
     } else {
         None
     };
-    // A resumed session keeps the mode it was started in (coordinator or
-    // not), whatever the settings say now.
-    let kind = match restored.as_ref().and_then(|(_, r)| r.header.as_ref()?.mode) {
-        Some(m) => crate::config::SessionKind {
-            coordinator: m == crate::config::Mode::Coordinator,
-            ..kind
-        },
-        None => kind,
-    };
-    let recorded = restored.as_ref().and_then(|(_, r)| r.header.as_ref());
-    // `--agent`, else the resumed session's agent, else the one the mode
-    // names (`[modes.coordinator] main_agent`).
-    let agent_name = args.agent.clone().or_else(|| match recorded {
-        Some(h) => h.agent.clone(),
-        None => snap.settings().mode_main_agent().map(str::to_string),
-    });
-    let def = match &agent_name {
-        Some(name) => Some(snap.visible_agent(name, kind).cloned().ok_or_else(|| {
-            let names: Vec<&str> = snap
-                .visible_agents(kind)
-                .iter()
-                .map(|d| d.name.as_str())
-                .collect();
-            CliError::Usage(format!(
-                "--agent {name}: no such agent. Available agents: {}",
-                names.join(", ")
-            ))
-        })?),
-        None => None,
-    };
     let settings = snap.settings();
-    // A model set by managed settings is not for a user to change.
-    let managed_model = snap
-        .config
-        .origins
-        .of("provider.model")
-        .is_some_and(|o| o.scope == crate::config::Scope::Managed);
-    let recorded_model = restored
-        .as_ref()
-        .and_then(|(_, r)| r.header.as_ref())
-        .map(|h| h.model.clone());
-    let (model_written, model_source) =
-        match (&args.model, def.as_ref().and_then(|d| d.model.as_deref())) {
-            _ if managed_model => (settings.provider.model.clone(), "managed"),
-            (Some(m), _) => (m.clone(), "flag"),
-            // A resumed session keeps the model its transcript names.
-            (None, _) if recorded_model.is_some() => {
-                (recorded_model.unwrap_or_default(), "transcript")
-            }
-            (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => (m.to_string(), "agent"),
-            _ => (settings.provider.model.clone(), "settings"),
-        };
-    let model = snap.resolve_alias(&model_written).to_string();
-    let provider = Provider::new(&settings.provider, &input.load.env)
-        .map_err(|e| CliError::Usage(e.to_string()))?;
     let tools = crate::tools::builtin_tools();
     let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
-    let mut tool_names = runtime::main_tool_pool(&available, &snap, kind, def.as_deref());
-    let resumed = match &restored {
-        Some((id, r)) => {
-            // The recorded pool, so the tool definitions keep their bytes;
-            // a tool no longer available (denied, removed) is left out.
-            if let Some(h) = r.header.as_ref().filter(|h| !h.tool_names.is_empty()) {
-                tool_names = h
-                    .tool_names
-                    .iter()
-                    .filter(|n| available.contains(n))
-                    .cloned()
-                    .collect();
-            }
-            Some((id.clone(), r))
-        }
-        None => None,
-    };
-    if let Some(only) = &extras.tools {
-        tool_names.retain(|n| only.iter().any(|o| o == n));
-    }
-    tool_names.retain(|n| !extras.remove_tools.contains(n));
+    let plan = runtime::main_plan::plan_main(
+        &snap,
+        &runtime::main_plan::MainInput {
+            interactive,
+            agent: args.agent.as_deref(),
+            model: args.model.as_deref(),
+            mode_flag: args.permission_mode.is_some(),
+            max_turns: args.max_turns,
+            resumed: restored.as_ref().and_then(|(_, r)| r.header.as_ref()),
+            available_tools: &available,
+            only_tools: extras.tools.as_deref(),
+            remove_tools: &extras.remove_tools,
+        },
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let provider = Provider::new(&settings.provider, &input.load.env)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let (kind, def, model, model_source, mode) = (
+        plan.kind,
+        plan.def.clone(),
+        plan.model.clone(),
+        plan.model_source,
+        plan.mode,
+    );
+    let resumed = restored.as_ref().map(|(id, r)| (id.clone(), r));
     let (session_id, forked_from) = match &resumed {
         Some((id, _)) if !args.fork_session => (id.clone(), None),
         Some((id, _)) => (
@@ -403,13 +352,28 @@ pub(super) fn prepare_with(
     }
     let engine = Arc::new(engine);
     if let (Some((id, _)), Some(dir)) = (&resumed, &session_dir) {
-        // The sub-agents of the resumed session, for SendMessage.
-        let n = runtime::resume::restore_tasks(&engine, dir, kind, &input.load.cwd);
+        // The sub-agents of the resumed session, for SendMessage, planned
+        // again as children of this session as it is now.
+        let parent = runtime::plan::SpawnParent {
+            agent_id: "main",
+            session_id: &engine.session_id,
+            kind,
+            depth: 0,
+            model: &model,
+            mode,
+            def: def.as_deref(),
+            cwd: &input.load.cwd,
+            is_fork_child: false,
+            env_model: engine.subagent_model.as_deref(),
+            available_tools: &available,
+            turn: None,
+        };
+        let n = runtime::restore::restore_tasks(&engine, dir, &parent);
         if n > 0 {
             tracing::info!("restored {n} sub-agent(s) of session {id}");
         }
         if let (Some(f), Some((_, r))) = (&fleet, &resumed) {
-            let n = f.restore(&engine, dir, kind, &input.load.cwd, &r.history);
+            let n = f.restore(&engine, dir, &parent, &r.history);
             if n > 0 {
                 tracing::info!("{n} background task(s) on workers wait for their notice");
             }
@@ -441,17 +405,6 @@ pub(super) fn prepare_with(
         Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
     });
-    let mode = match def.as_ref().and_then(|d| d.permission_mode) {
-        Some(m) if args.permission_mode.is_none() => m,
-        _ => settings.permissions.default_mode,
-    };
-    // `disableBypassPermissionsMode` holds for an `--agent` definition too.
-    let mode =
-        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
-            PermissionMode::Default
-        } else {
-            mode
-        };
     *engine
         .main_mode
         .lock()
@@ -472,28 +425,7 @@ pub(super) fn prepare_with(
         }
         engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     }
-    let max_turns = args
-        .max_turns
-        .or_else(|| def.as_ref().and_then(|d| d.max_turns))
-        .unwrap_or(settings.agents.default_max_turns);
-    let spec = SessionSpec {
-        agent_id: "main".into(),
-        parent_agent_id: None,
-        def: def.clone(),
-        is_main: true,
-        model,
-        kind,
-        mode,
-        depth: 0,
-        frozen: None,
-        started_by_fork: false,
-        max_turns,
-        cwd: input.load.cwd.clone(),
-        tool_names,
-        wait_for_background,
-        team,
-        effort: def.as_deref().and_then(runtime::spawn::def_effort),
-    };
+    let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
     let header = runtime::resume::SessionHeader {
         version: runtime::resume::TRANSCRIPT_VERSION,
         session_id: engine.session_id.clone(),

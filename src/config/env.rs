@@ -21,6 +21,23 @@ pub(super) const NON_SETTING_ENV: &[&str] = &[
     "CADRE_MANAGED_ROOT",
 ];
 
+/// The model every sub-agent and teammate runs on, from the environment:
+/// `CADRE_SUBAGENT_MODEL`, else `CLAUDE_CODE_SUBAGENT_MODEL` (the last
+/// value of a variable set twice). Read once, when an engine is made, and
+/// passed to the planner from there; an empty value is no override.
+pub fn subagent_model(env: &[(String, String)]) -> Option<String> {
+    let var = |name: &str| {
+        env.iter()
+            .rev()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.trim())
+            .filter(|v| !v.is_empty())
+    };
+    var("CADRE_SUBAGENT_MODEL")
+        .or_else(|| var("CLAUDE_CODE_SUBAGENT_MODEL"))
+        .map(str::to_string)
+}
+
 /// Claude Code's variables that have a cadre setting: variable, dotted
 /// key. `CADRE_*` variables win over these.
 const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
@@ -190,4 +207,36 @@ pub(super) fn cli_layer(cli: &CliOverrides) -> LayerDoc {
         );
     }
     doc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subagent_model;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_subagent_model_is_cadres_variable_else_claude_codes() {
+        assert_eq!(subagent_model(&env(&[])), None);
+        let both = env(&[
+            ("CADRE_SUBAGENT_MODEL", "haiku"),
+            ("CLAUDE_CODE_SUBAGENT_MODEL", "opus"),
+        ]);
+        assert_eq!(subagent_model(&both).as_deref(), Some("haiku"));
+        let claude = env(&[("CLAUDE_CODE_SUBAGENT_MODEL", "opus")]);
+        assert_eq!(subagent_model(&claude).as_deref(), Some("opus"));
+        // Set twice: the last value; set empty: no override.
+        let twice = env(&[("CADRE_SUBAGENT_MODEL", "a"), ("CADRE_SUBAGENT_MODEL", "b")]);
+        assert_eq!(subagent_model(&twice).as_deref(), Some("b"));
+        let empty = env(&[
+            ("CADRE_SUBAGENT_MODEL", " "),
+            ("CLAUDE_CODE_SUBAGENT_MODEL", "opus"),
+        ]);
+        assert_eq!(subagent_model(&empty).as_deref(), Some("opus"));
+    }
 }

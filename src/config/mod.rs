@@ -21,6 +21,7 @@ mod settings;
 pub mod trust;
 
 pub use condition::{Condition, Term};
+pub use env::subagent_model;
 pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };

@@ -18,11 +18,13 @@ use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 
-use crate::config::{DistributedSettings, SessionKind};
+use crate::config::DistributedSettings;
 use crate::message::{ContentBlock, History, Role};
 use crate::runtime::backend::TaskBackend;
+use crate::runtime::plan::SpawnParent;
 use crate::runtime::plan::SpawnPlan;
-use crate::runtime::resume::{self, rebuild_task, sub_agent_metas};
+use crate::runtime::restore::rebuild_task;
+use crate::runtime::resume::{self, sub_agent_metas};
 use crate::runtime::spawn::notification_text;
 use crate::runtime::tasks::{Task, TaskStatus};
 use crate::runtime::{Engine, EngineEvent, QueueFailed};
@@ -525,8 +527,7 @@ impl NatsBackend {
         self: &Arc<Self>,
         engine: &Arc<Engine>,
         session_dir: &Path,
-        kind: SessionKind,
-        cwd: &Path,
+        parent: &SpawnParent<'_>,
         main_history: &History,
     ) -> usize {
         let mut waiting = Vec::new();
@@ -538,8 +539,7 @@ impl NatsBackend {
                 continue;
             }
             // The worker may be writing its transcript: read only.
-            let Some(rebuilt) =
-                rebuild_task(engine, session_dir, meta_path, meta, kind, cwd, false)
+            let Some(rebuilt) = rebuild_task(engine, session_dir, meta_path, meta, parent, false)
             else {
                 continue;
             };

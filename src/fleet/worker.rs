@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Isolation;
 use crate::message::Role;
-use crate::runtime::resume::{is_session_id, rebuild_task};
+use crate::runtime::resume::{is_session_id, read_task};
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
 use crate::runtime::texts::{TaskBackendFailed, WorktreeNotice};
@@ -461,19 +461,10 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
         Err(refused) => return problem("refused", refused.text(&snap.templates)),
     };
     spec.cwd = ctx.opts.cwd.clone();
-    let kind = spec.kind;
     let meta_path = session_dir
         .join("agents")
         .join(format!("agent-{}.meta.json", plan.agent_id));
-    let Some(rebuilt) = rebuild_task(
-        &engine,
-        &session_dir,
-        meta_path,
-        plan.meta.clone(),
-        kind,
-        &ctx.opts.cwd,
-        true,
-    ) else {
+    let Some(read) = read_task(&engine, &session_dir, meta_path, plan.meta.clone(), true) else {
         let path = session_dir
             .join("agents")
             .join(format!("agent-{}.jsonl", plan.agent_id));
@@ -481,9 +472,9 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
     };
     // Its history is the transcript's (what earlier attempts added
     // included); its spec is the plan's.
+    let rebuilt = read.into_task(spec);
     let history = rebuilt.history;
     let mut new_task = rebuilt.task;
-    new_task.spec = spec;
     // A worker whose own settings disable bypassPermissions does not run a
     // plan in it.
     if new_task.spec.mode == crate::config::PermissionMode::BypassPermissions

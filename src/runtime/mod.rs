@@ -14,11 +14,13 @@ mod exec;
 pub mod grants;
 pub mod hooks;
 mod listing;
+pub mod main_plan;
 mod manage;
 mod mcp;
 pub mod plan;
 mod problem;
 mod prompt;
+pub mod restore;
 pub mod resume;
 pub mod sampling;
 mod session;
@@ -221,8 +223,11 @@ pub struct Engine {
     pub provider: Provider,
     /// Tool implementations by name (the Agent tool is handled here).
     pub tools: BTreeMap<String, Arc<dyn Tool>>,
-    /// The process environment, read for `CADRE_SUBAGENT_MODEL`.
+    /// The process environment (for `HOME`).
     pub env: Vec<(String, String)>,
+    /// The model override for sub-agents and teammates
+    /// ([`crate::config::subagent_model`]), read from `env` once.
+    pub subagent_model: Option<String>,
     pub session_id: String,
     /// `.cadre/sessions/SESSION`, or `None` when transcripts are off.
     pub session_dir: Option<PathBuf>,
@@ -291,6 +296,7 @@ impl Engine {
                 .into_iter()
                 .map(|t| (t.name().to_string(), t))
                 .collect(),
+            subagent_model: crate::config::subagent_model(&env),
             env,
             session_id,
             session_dir,

@@ -22,15 +22,16 @@ use crate::agent_tool::{
     AgentInput, ModelSource, ResolvedModel, Route, RouteError, default_type, fork_messages,
     resolve_fork_model, resolve_model, route, spawnable_types, tool_pool,
 };
-use crate::catalog::{AgentDef, FORK_AGENT, Isolation, Source};
+use crate::catalog::{AgentDef, FORK_AGENT, GENERAL_PURPOSE, Isolation, Source};
 use crate::config::{PermissionMode, SessionKind};
 use crate::message::{ContentBlock, History, Message};
 use crate::snapshot::Snapshot;
 use crate::templates::Templates;
 
 use super::prompt;
+use super::resume::Recorded;
 use super::session::{Frozen, SessionSpec};
-use super::team_texts::ModeNeedsTeammate;
+use super::team_texts::{BadTeammateMode, ModeNeedsTeammate};
 use super::texts::{
     AgentTypeNotAllowed, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder, MaxDepth, SkillText,
     SubagentSkills, UnknownAgent,
@@ -90,7 +91,24 @@ pub struct SpawnPlan {
     /// A fork's inherited system prompt, tool definitions and request
     /// settings; `None` for named agents (they render their own).
     pub frozen: Option<Frozen>,
+    /// A teammate started in plan mode: the mode it takes once the lead
+    /// approves its plan ([`plan_teammate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_plan: Option<PermissionMode>,
 }
+
+/// The tools of a team member besides its agent's own.
+pub const TEAM_TOOLS: &[&str] = &[
+    "SendMessage",
+    "TaskCreate",
+    "TaskGet",
+    "TaskList",
+    "TaskUpdate",
+];
+
+/// The Agent call's `mode` that starts a teammate in plan mode (the only
+/// one a teammate may be given).
+pub const TEAMMATE_PLAN_MODE: &str = "plan";
 
 /// Which agent definition a plan runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -108,6 +126,8 @@ pub struct AgentRef {
 pub enum SpawnRefusal {
     /// `mode` belongs to teammates (a named spawn in a team).
     ModeNeedsTeammate,
+    /// A teammate's `mode` other than `plan`.
+    BadTeammateMode { mode: String },
     /// A fork child asked for a fork.
     ForkInFork,
     /// No visible agent of that type.
@@ -136,6 +156,9 @@ impl SpawnRefusal {
     pub fn text(&self, t: &Templates) -> String {
         match self {
             SpawnRefusal::ModeNeedsTeammate => t.show(&ModeNeedsTeammate {}),
+            SpawnRefusal::BadTeammateMode { mode } => {
+                t.show(&BadTeammateMode { mode: mode.clone() })
+            }
             SpawnRefusal::ForkInFork => t.show(&ForkInFork {}),
             SpawnRefusal::UnknownAgent {
                 agent_type,
@@ -227,7 +250,7 @@ pub fn plan_spawn(
         .map_err(|RouteError::ForkInFork| SpawnRefusal::ForkInFork)?;
     let mut plan = match routed {
         Route::Fork => plan_fork(snap, parent, input, agent_id)?,
-        Route::Named(agent_type) => plan_named(snap, parent, input, agent_type, agent_id)?,
+        Route::Named(agent_type) => plan_named(snap, parent, input, agent_type, agent_id)?.0,
     };
     // SPEC §9: the call's flag, the definition's `background`, or
     // coordinator mode, unless background tasks are disabled. Nothing else
@@ -241,6 +264,134 @@ pub fn plan_spawn(
     if input.isolation.as_deref() == Some("worktree") {
         plan.isolation = Some(Isolation::Worktree);
     }
+    Ok(plan)
+}
+
+/// Plans the teammate a team's lead (`parent`) starts with a named Agent
+/// call, as `agent_id`.
+///
+/// A teammate is a named agent: the same checks as [`plan_spawn`]'s named
+/// route (the caller's default type, a type in another case, the caller's
+/// `Agent(A, B)`, deny rules on the resolved name, `agents.max_depth`) and
+/// the same model, mode and tool pool, plus [`TEAM_TOOLS`]. It never runs
+/// in the background or in a worktree, nobody answers its questions, and
+/// the call's `mode` may only be `plan`: it then starts in plan mode, and
+/// `after_plan` is the mode it takes once the lead approves. Its first
+/// message is the team's introduction, which the team writes: `messages`
+/// and `skills` are empty.
+pub fn plan_teammate(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    input: &AgentInput,
+    agent_id: String,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    let plan_mode = match input.mode.as_deref() {
+        None => false,
+        Some(TEAMMATE_PLAN_MODE) => true,
+        Some(other) => {
+            return Err(SpawnRefusal::BadTeammateMode { mode: other.into() });
+        }
+    };
+    let agent_type = input
+        .subagent_type
+        .clone()
+        .unwrap_or_else(|| GENERAL_PURPOSE.to_string());
+    let (mut plan, def) = plan_named(snap, parent, input, agent_type, agent_id)?;
+    let not_disallowed = |n: &String| {
+        !def.disallowed_tools
+            .iter()
+            .any(|s| crate::catalog::base_name(s) == n.as_str())
+    };
+    plan.tools = parent
+        .available_tools
+        .iter()
+        .filter(|n| plan.tools.contains(n) || TEAM_TOOLS.contains(&n.as_str()))
+        .filter(|n| not_disallowed(n))
+        .cloned()
+        .collect();
+    plan.kind.interactive = false;
+    plan.background = false;
+    plan.isolation = None;
+    plan.messages = Vec::new();
+    plan.skills = Vec::new();
+    if plan_mode {
+        plan.after_plan = Some(plan.mode);
+        plan.mode = PermissionMode::Plan;
+    }
+    Ok(plan)
+}
+
+/// Plans again, for a resume, the sub-agent `rec` describes, as a child of
+/// `parent` (the main session as it is now: its mode from the user's
+/// current settings, its definition, the tools the engine offers).
+///
+/// A named child goes through the same checks as a new spawn (its type
+/// still visible, the main session's `Agent(A, B)` for its direct
+/// children, deny rules, `agents.max_depth`); a fork gets `bubble` and at
+/// most the tools offered now. What was recorded may only narrow the
+/// result: the mode is the planned one narrowed by the recorded one
+/// ([`crate::permissions::child_mode`]), the tools are the recorded ones
+/// that the plan also gives (in the recorded order, so the requests keep
+/// their bytes), and a depth lower than the recorded parent allows is not
+/// believed. The recorded model, effort and a fork's request parts are
+/// kept: they are what the child's requests were sent with, not rights.
+/// `messages` is empty: the history is the transcript's.
+pub fn plan_resumed(
+    snap: &Snapshot,
+    parent: &SpawnParent<'_>,
+    rec: &Recorded,
+) -> Result<SpawnPlan, SpawnRefusal> {
+    let direct = rec.parent_agent_id == parent.agent_id;
+    // A direct child is at depth 1; a deeper one at least 2.
+    let depth = if direct {
+        parent.depth + 1
+    } else {
+        rec.depth.unwrap_or(0).max(parent.depth + 2)
+    };
+    let parent = SpawnParent {
+        agent_id: &rec.parent_agent_id,
+        depth: depth - 1,
+        // The limits of a deeper child's own parent are not known here.
+        def: parent.def.filter(|_| direct),
+        turn: None,
+        ..parent.clone()
+    };
+    let input = AgentInput {
+        description: rec.description.clone(),
+        subagent_type: Some(rec.agent_type.clone()),
+        name: rec.name.clone(),
+        ..AgentInput::default()
+    };
+    let id = rec.agent_id.clone();
+    let mut plan = if rec.fork {
+        plan_fork(snap, &parent, &input, id)?
+    } else {
+        plan_named(snap, &parent, &input, rec.agent_type.clone(), id)?.0
+    };
+    plan.mode = crate::permissions::child_mode(plan.mode, rec.mode);
+    if let Some(tools) = &rec.tools {
+        plan.tools = tools
+            .iter()
+            .filter(|n| plan.tools.contains(n))
+            .cloned()
+            .collect();
+    }
+    plan.frozen = rec.frozen.clone().filter(|_| rec.fork).map(|mut f| {
+        f.tool_names = f
+            .tool_names
+            .iter()
+            .filter(|n| plan.tools.contains(n))
+            .cloned()
+            .collect();
+        f
+    });
+    if let Some(model) = &rec.model {
+        plan.model.clone_from(model);
+    }
+    plan.effort.clone_from(&rec.effort);
+    plan.background = true;
+    plan.messages = Vec::new();
+    plan.skills = Vec::new();
     Ok(plan)
 }
 
@@ -282,6 +433,7 @@ fn base_plan(
         isolation: def.isolation,
         messages: Vec::new(),
         frozen: None,
+        after_plan: None,
     }
 }
 
@@ -323,14 +475,15 @@ fn plan_fork(
 }
 
 /// A named agent: checked against the caller's limits, with its own
-/// model, tools, mode and first message.
+/// model, tools, mode and first message. Returns the definition with the
+/// plan.
 fn plan_named(
     snap: &Snapshot,
     parent: &SpawnParent<'_>,
     input: &AgentInput,
     agent_type: String,
     agent_id: String,
-) -> Result<SpawnPlan, SpawnRefusal> {
+) -> Result<(SpawnPlan, Arc<AgentDef>), SpawnRefusal> {
     let settings = snap.settings();
     let def = named_def(snap, parent, input, agent_type)?;
     let depth = parent.depth + 1;
@@ -366,7 +519,7 @@ fn plan_named(
         .or_else(|| super::spawn::def_effort(&def));
     plan.skills = def.skills.clone();
     plan.background = def.background;
-    Ok(plan)
+    Ok((plan, def))
 }
 
 /// The names of the agents `kind` may spawn by type.

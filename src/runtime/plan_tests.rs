@@ -79,6 +79,15 @@ impl Fixture {
         self.try_plan(parent, input).unwrap()
     }
 
+    fn try_teammate(
+        &self,
+        parent: &SpawnParent<'_>,
+        input: serde_json::Value,
+    ) -> Result<SpawnPlan, SpawnRefusal> {
+        let input: AgentInput = serde_json::from_value(input).unwrap();
+        plan_teammate(&self.snap, parent, &input, "t1".into())
+    }
+
     fn try_plan(
         &self,
         parent: &SpawnParent<'_>,
@@ -168,6 +177,7 @@ fn a_named_agent_gets_its_definitions_model_tools_and_turns() {
             isolation: None,
             messages: prompt_only("p"),
             frozen: None,
+            after_plan: None,
         }
     );
 }
@@ -554,4 +564,382 @@ fn refusals_read_as_the_templates_say() {
     }
     .text(&f.snap.templates);
     assert!(text.contains("Plan") && text.contains('2'), "{text}");
+}
+
+/// A teammate call: a named Agent call from a team's lead.
+fn teammate_call(ty: &str) -> serde_json::Value {
+    json!({"description": "d", "prompt": "p", "subagent_type": ty, "name": "alice"})
+}
+
+#[test]
+fn a_teammate_is_refused_what_the_callers_agent_limit_and_deny_rules_refuse() {
+    let f = fixture(
+        "[permissions]\ndeny = [\"Agent(reviewer)\"]\n",
+        &[(".claude/agents/reviewer.md", REVIEWER)],
+    );
+    let mut lead = AgentDef::new("lead", "leads", Source::Project);
+    lead.tools = Some(vec!["Agent(Explore, reviewer)".into(), "Read".into()]);
+    let mut p = f.parent();
+    p.def = Some(&lead);
+    assert_eq!(
+        f.try_teammate(&p, teammate_call("Plan")),
+        Err(SpawnRefusal::NotAllowed {
+            agent_type: "Plan".into(),
+            allowed: vec!["Explore".into(), "reviewer".into()],
+        })
+    );
+    // The deny rule holds for the name the type resolves to.
+    match f.try_teammate(&p, teammate_call("REVIEWER")) {
+        Err(SpawnRefusal::Denied {
+            agent_type, rule, ..
+        }) => assert_eq!(
+            (agent_type.as_str(), rule.as_str()),
+            ("reviewer", "Agent(reviewer)")
+        ),
+        other => panic!("expected a denial, got {other:?}"),
+    }
+    // The same refusal a sub-agent spawn gets.
+    assert_eq!(
+        f.try_teammate(&p, teammate_call("reviewer")),
+        f.try_plan(&p, call("reviewer"))
+    );
+    assert_eq!(
+        f.try_teammate(&p, teammate_call("Explore"))
+            .unwrap()
+            .agent
+            .name,
+        "Explore"
+    );
+    // Without a limit, any visible type; an unknown one is refused.
+    let p = f.parent();
+    assert!(f.try_teammate(&p, teammate_call("Plan")).is_ok());
+    assert!(matches!(
+        f.try_teammate(&p, teammate_call("nope")),
+        Err(SpawnRefusal::UnknownAgent { .. })
+    ));
+}
+
+#[test]
+fn a_teammate_gets_the_team_tools_a_narrowed_mode_and_plan_mode_on_request() {
+    let agent = "---\nname: dev\ndescription: x\ntools: Read, Write\npermissionMode: bypassPermissions\nmodel: opus\n---\nbody\n";
+    let f = fixture(
+        "[features]\nAGENT_TEAMS = true\n",
+        &[(".claude/agents/dev.md", agent)],
+    );
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    p.mode = PermissionMode::AcceptEdits;
+    let plan = f.try_teammate(&p, teammate_call("dev")).unwrap();
+    assert_eq!(
+        plan.tools,
+        [
+            "Read",
+            "SendMessage",
+            "TaskCreate",
+            "TaskGet",
+            "TaskList",
+            "TaskUpdate",
+            "Write"
+        ]
+    );
+    assert_eq!(
+        plan.mode,
+        PermissionMode::AcceptEdits,
+        "never wider than the lead's"
+    );
+    assert_eq!(plan.after_plan, None);
+    assert!(!plan.kind.interactive, "nobody answers a teammate");
+    assert!(!plan.background);
+    assert_eq!(plan.depth, 1);
+    assert_eq!(plan.name.as_deref(), Some("alice"));
+    assert_eq!(plan.model, "claude-opus-4-5");
+    assert!(
+        plan.messages.is_empty(),
+        "the team writes its first message"
+    );
+
+    let mut in_plan = teammate_call("dev");
+    in_plan["mode"] = json!("plan");
+    let plan = f.try_teammate(&p, in_plan).unwrap();
+    assert_eq!(plan.mode, PermissionMode::Plan);
+    assert_eq!(plan.after_plan, Some(PermissionMode::AcceptEdits));
+    let mut bad = teammate_call("dev");
+    bad["mode"] = json!("bypassPermissions");
+    assert_eq!(
+        f.try_teammate(&p, bad),
+        Err(SpawnRefusal::BadTeammateMode {
+            mode: "bypassPermissions".into()
+        })
+    );
+    // No type: general-purpose, as for a sub-agent.
+    let plan = f
+        .try_teammate(
+            &p,
+            json!({"description": "d", "prompt": "p", "name": "bob"}),
+        )
+        .unwrap();
+    assert_eq!(plan.agent.name, GENERAL_PURPOSE);
+}
+
+#[test]
+fn the_environments_model_override_reaches_sub_agents_and_teammates() {
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let mut p = f.parent();
+    p.env_model = Some("haiku");
+    let sub = f.plan(&p, call("reviewer"));
+    let mate = f.try_teammate(&p, teammate_call("reviewer")).unwrap();
+    for plan in [sub, mate] {
+        assert_eq!(
+            (plan.model.as_str(), plan.model_source),
+            ("claude-haiku-4-5", ModelSource::Env)
+        );
+    }
+}
+
+/// A sub-agent's meta file as a resume reads it back.
+fn recorded(ty: &str) -> Recorded {
+    Recorded {
+        agent_id: "a1".into(),
+        parent_agent_id: "main".into(),
+        agent_type: ty.into(),
+        description: "d".into(),
+        ..Recorded::default()
+    }
+}
+
+#[test]
+fn a_resumed_child_is_planned_again_and_its_files_only_narrow_the_plan() {
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let p = f.parent();
+    let fresh = f.plan(&p, call("reviewer"));
+
+    // Nothing recorded: what a new spawn would get.
+    let plan = plan_resumed(&f.snap, &p, &recorded("reviewer")).unwrap();
+    assert_eq!(
+        (plan.mode, &plan.tools, plan.depth),
+        (fresh.mode, &fresh.tools, 1)
+    );
+    assert!(plan.background);
+    assert!(plan.messages.is_empty(), "the history is the transcript's");
+
+    // A meta file edited to widen: bypassPermissions, more tools, depth 0.
+    let mut wide = recorded("reviewer");
+    wide.mode = Some(PermissionMode::BypassPermissions);
+    wide.tools = Some(vec!["Bash".into(), "Write".into(), "Read".into()]);
+    wide.depth = Some(0);
+    wide.model = Some("claude-haiku-4-5".into());
+    let plan = plan_resumed(&f.snap, &p, &wide).unwrap();
+    assert_eq!(plan.mode, PermissionMode::Default);
+    assert_eq!(plan.tools, ["Read"], "only tools the plan gives");
+    assert_eq!(plan.depth, 1);
+    assert_eq!(plan.model, "claude-haiku-4-5", "the model it ran on stays");
+
+    // A narrower record narrows.
+    let mut narrow = recorded("reviewer");
+    narrow.mode = Some(PermissionMode::Plan);
+    narrow.tools = Some(vec!["Grep".into()]);
+    let plan = plan_resumed(&f.snap, &p, &narrow).unwrap();
+    assert_eq!(
+        (plan.mode, plan.tools),
+        (PermissionMode::Plan, vec!["Grep".into()])
+    );
+
+    // The parent's mode now bounds it, whatever the record says.
+    let mut edits = f.parent();
+    edits.mode = PermissionMode::AcceptEdits;
+    let mut was_edits = recorded("reviewer");
+    was_edits.mode = Some(PermissionMode::AcceptEdits);
+    assert_eq!(
+        plan_resumed(&f.snap, &edits, &was_edits).unwrap().mode,
+        PermissionMode::AcceptEdits
+    );
+    assert_eq!(
+        plan_resumed(&f.snap, &p, &was_edits).unwrap().mode,
+        PermissionMode::Default
+    );
+}
+
+#[test]
+fn a_resumed_child_passes_the_spawn_checks_of_today() {
+    let f = fixture(
+        "[permissions]\ndeny = [\"Agent(reviewer)\"]\n",
+        &[(".claude/agents/reviewer.md", REVIEWER)],
+    );
+    let p = f.parent();
+    assert!(matches!(
+        plan_resumed(&f.snap, &p, &recorded("reviewer")),
+        Err(SpawnRefusal::Denied { .. })
+    ));
+    assert!(matches!(
+        plan_resumed(&f.snap, &p, &recorded("gone")),
+        Err(SpawnRefusal::UnknownAgent { .. })
+    ));
+    // The main agent's `Agent(A, B)` holds for its own children; a deeper
+    // child is at least at depth 2.
+    let mut lead = AgentDef::new("lead", "leads", Source::Project);
+    lead.tools = Some(vec!["Agent(Explore)".into()]);
+    let mut p = f.parent();
+    p.def = Some(&lead);
+    assert!(matches!(
+        plan_resumed(&f.snap, &p, &recorded("Plan")),
+        Err(SpawnRefusal::NotAllowed { .. })
+    ));
+    let mut nested = recorded("Plan");
+    nested.parent_agent_id = "a0".into();
+    nested.depth = Some(1);
+    let plan = plan_resumed(&f.snap, &p, &nested).unwrap();
+    assert_eq!((plan.depth, plan.parent_agent_id.as_str()), (2, "a0"));
+}
+
+#[test]
+fn a_resumed_fork_keeps_bubble_and_its_request_parts_cut_to_the_tools_offered() {
+    let parts = turn_parts();
+    let f = fixture(FORK_ON, &[]);
+    let p = f.parent();
+    let mut fork = recorded(FORK_AGENT);
+    fork.fork = true;
+    fork.mode = Some(PermissionMode::BypassPermissions);
+    fork.tools = Some(vec!["Read".into(), "Agent".into(), "Nope".into()]);
+    let mut frozen = parts.frozen.clone();
+    frozen.tool_names = Arc::from(vec!["Read".to_string(), "Nope".to_string()]);
+    fork.frozen = Some(frozen);
+    let plan = plan_resumed(&f.snap, &p, &fork).unwrap();
+    assert!(plan.fork);
+    assert_eq!(plan.mode, PermissionMode::Bubble);
+    assert_eq!(plan.tools, ["Read", "Agent"]);
+    let frozen = plan.frozen.unwrap();
+    assert_eq!(&frozen.tool_names[..], ["Read".to_string()]);
+    assert_eq!(frozen.system, parts.frozen.system, "its bytes are kept");
+}
+
+mod main_session {
+    use super::*;
+    use crate::runtime::main_plan::{MainInput, MainRefusal, plan_main};
+    use crate::runtime::resume::{SessionHeader, TRANSCRIPT_VERSION};
+
+    const YOLO: &str = "---\nname: yolo\ndescription: x\ntools: Read, Write, Bash\npermissionMode: bypassPermissions\nmodel: opus\n---\nbody\n";
+
+    fn header(agent: Option<&str>, tools: &[&str]) -> SessionHeader {
+        SessionHeader {
+            version: TRANSCRIPT_VERSION,
+            session_id: "20260101T120000-0123abcd".into(),
+            model: "claude-haiku-4-5".into(),
+            agent: agent.map(str::to_string),
+            mode: None,
+            tool_names: tools.iter().map(|t| t.to_string()).collect(),
+            sampling: Default::default(),
+            max_tokens: 100,
+            generation: 1,
+            cwd: None,
+            forked_from: None,
+        }
+    }
+
+    #[test]
+    fn an_agent_a_transcript_names_only_narrows_the_users_mode() {
+        let f = fixture("", &[(".claude/agents/yolo.md", YOLO)]);
+        let input = MainInput {
+            available_tools: &f.available,
+            ..MainInput::default()
+        };
+        let plain = plan_main(&f.snap, &input).unwrap();
+        assert_eq!(
+            (plain.def.is_none(), plain.mode, plain.model_source),
+            (true, PermissionMode::Default, "settings")
+        );
+        assert!(plain.tools.contains(&"Bash".to_string()));
+
+        // Chosen on the command line: its mode and model.
+        let chosen = MainInput {
+            agent: Some("yolo"),
+            ..input.clone()
+        };
+        let plan = plan_main(&f.snap, &chosen).unwrap();
+        assert_eq!(plan.mode, PermissionMode::BypassPermissions);
+        assert_eq!(
+            (plan.model.as_str(), plan.model_source),
+            ("claude-opus-4-5", "agent")
+        );
+        assert_eq!(plan.tools, ["Bash", "Read", "Write"]);
+
+        // Read back from a transcript: the agent, but not its mode.
+        let shipped = header(Some("yolo"), &["Write", "Read", "Agent"]);
+        let resumed = MainInput {
+            resumed: Some(&shipped),
+            ..input.clone()
+        };
+        let plan = plan_main(&f.snap, &resumed).unwrap();
+        assert_eq!(plan.def.as_ref().map(|d| d.name.as_str()), Some("yolo"));
+        assert_eq!(plan.mode, PermissionMode::Default);
+        assert_eq!(
+            (plan.model.as_str(), plan.model_source),
+            ("claude-haiku-4-5", "transcript")
+        );
+        // The recorded pool, in its order, cut to the agent's.
+        assert_eq!(plan.tools, ["Write", "Read"]);
+        // `--agent` again is the user's choice.
+        let again = MainInput {
+            agent: Some("yolo"),
+            ..resumed.clone()
+        };
+        assert_eq!(
+            plan_main(&f.snap, &again).unwrap().mode,
+            PermissionMode::BypassPermissions
+        );
+        // A narrower agent mode still narrows.
+        let planner = "---\nname: planner\ndescription: x\npermissionMode: plan\n---\nbody\n";
+        let f = fixture("", &[(".claude/agents/planner.md", planner)]);
+        let h = header(Some("planner"), &[]);
+        let input = MainInput {
+            available_tools: &f.available,
+            resumed: Some(&h),
+            ..MainInput::default()
+        };
+        assert_eq!(
+            plan_main(&f.snap, &input).unwrap().mode,
+            PermissionMode::Plan
+        );
+    }
+
+    #[test]
+    fn flags_turns_client_tools_and_an_unknown_agent() {
+        let f = fixture("", &[(".claude/agents/yolo.md", YOLO)]);
+        let only = vec!["Read".to_string(), "Write".to_string()];
+        let remove = vec!["Write".to_string()];
+        let input = MainInput {
+            agent: Some("yolo"),
+            model: Some("sonnet"),
+            mode_flag: true,
+            max_turns: Some(3),
+            available_tools: &f.available,
+            only_tools: Some(&only),
+            remove_tools: &remove,
+            ..MainInput::default()
+        };
+        let plan = plan_main(&f.snap, &input).unwrap();
+        assert_eq!(plan.model_source, "flag");
+        assert_eq!(
+            plan.mode,
+            PermissionMode::Default,
+            "the flag's (settings') mode"
+        );
+        assert_eq!(plan.max_turns, 3);
+        assert_eq!(plan.tools, ["Read"]);
+        let spec = plan.session("/w".into(), true, None);
+        assert!(spec.is_main);
+        assert_eq!(spec.tool_names, ["Read"]);
+
+        let nope = MainInput {
+            agent: Some("nope"),
+            available_tools: &f.available,
+            ..MainInput::default()
+        };
+        match plan_main(&f.snap, &nope) {
+            Err(MainRefusal::UnknownAgent { name, available }) => {
+                assert_eq!(name, "nope");
+                assert!(available.contains(&"yolo".to_string()), "{available:?}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
 }

@@ -16,6 +16,9 @@ use serde_json::Value;
 
 use crate::message::{History, Message, Role, Sampling, Usage};
 
+use super::session::Frozen;
+use crate::config::PermissionMode;
+
 /// The transcript format this build writes (the `version` of the
 /// `session` line). Files without a `session` line are version 0: their
 /// messages are read the same way; the model and tool pool then come from
@@ -428,36 +431,6 @@ pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeErr
     Ok(())
 }
 
-/// Registers the sub-agents of a resumed session (from the meta files and
-/// transcripts under `session_dir/agents`) as ended tasks of `engine`, so
-/// SendMessage can resume them. One that was still running when its
-/// process ended is recorded `killed`. A sub-agent whose files do not read
-/// back is skipped with a warning. Sub-agents that ran on a task backend
-/// (their meta names one) are left to it: their notice may still come.
-/// Returns how many were registered.
-pub fn restore_tasks(
-    engine: &super::Engine,
-    session_dir: &Path,
-    kind: crate::config::SessionKind,
-    cwd: &Path,
-) -> usize {
-    let mut restored = 0;
-    for (meta_path, meta) in sub_agent_metas(session_dir) {
-        if meta.get("backend").is_some_and(|b| !b.is_null()) {
-            continue;
-        }
-        let Some(rebuilt) = rebuild_task(engine, session_dir, meta_path, meta, kind, cwd, true)
-        else {
-            continue;
-        };
-        engine
-            .tasks
-            .insert_ended(rebuilt.task, rebuilt.status, rebuilt.history);
-        restored += 1;
-    }
-    restored
-}
-
 /// The meta files of a session's sub-agents (`agents/agent-ID.meta.json`),
 /// sorted by path, parsed; one that does not parse is skipped with a warning.
 pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
@@ -473,9 +446,8 @@ pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
     paths
         .into_iter()
         .filter_map(|meta_path| {
-            match fs_err::read(&meta_path)
-                .map_err(|e| e.to_string())
-                .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+            match crate::raw::read_text(&meta_path, MAX_META_BYTES)
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
             {
                 Ok(v) => Some((meta_path, v)),
                 Err(e) => {
@@ -498,24 +470,56 @@ pub struct RebuiltTask {
     pub history: History,
 }
 
-/// Rebuilds the sub-agent `meta` describes from its transcript under
-/// `session_dir/agents`: its session spec (definition, model, tools, mode,
-/// a fork's recorded request parts) and history. With `repair`, a turn cut
-/// mid-way gets its "cancelled" tool results (also in the transcript);
-/// without, the file is only read. `None`, with a warning, when its files
-/// do not read back.
-pub fn rebuild_task(
+/// What a sub-agent's files (its meta file and its transcript's `spawn`
+/// line) say it was, read back to resume it. None of it is trusted:
+/// [`super::plan::plan_resumed`] plans the child again and lets these values only
+/// narrow the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub agent_id: String,
+    pub parent_agent_id: String,
+    pub agent_type: String,
+    pub description: String,
+    pub name: Option<String>,
+    /// Started by the fork route.
+    pub fork: bool,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub mode: Option<PermissionMode>,
+    pub tools: Option<Vec<String>>,
+    pub depth: Option<u32>,
+    /// A fork's inherited request parts.
+    pub frozen: Option<Frozen>,
+}
+
+/// A sub-agent's files read back, before anything is planned from them.
+pub struct ReadTask {
+    /// What its meta file and `spawn` line say (not trusted).
+    pub recorded: Recorded,
+    /// The worktree it kept, as its meta file names it (not checked yet).
+    pub worktree: Option<PathBuf>,
+    pub status: super::tasks::TaskStatus,
+    pub history: History,
+    /// Where the meta file is.
+    pub meta_path: PathBuf,
+    meta: Value,
+    output_file: PathBuf,
+    tool_use_id: String,
+}
+
+/// Reads the sub-agent `meta` describes and its transcript under
+/// `session_dir/agents`. With `repair`, a turn cut mid-way gets its
+/// "cancelled" tool results (also in the transcript); without, the file is
+/// only read. `None`, with a warning, when its files do not read back.
+pub fn read_task(
     engine: &super::Engine,
     session_dir: &Path,
     meta_path: PathBuf,
     meta: Value,
-    kind: crate::config::SessionKind,
-    cwd: &Path,
     repair: bool,
-) -> Option<RebuiltTask> {
-    use super::tasks::{NewTask, TaskStatus};
+) -> Option<ReadTask> {
+    use super::tasks::TaskStatus;
     let snap = engine.snapshot.load_full();
-    let settings = snap.settings();
     let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
     let (Some(id), Some(parent), Some(agent_type)) = (
         text("agent_id"),
@@ -528,6 +532,13 @@ pub fn rebuild_task(
         );
         return None;
     };
+    if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        tracing::warn!("{}: agent_id {id:?} is not an id", meta_path.display());
+        return None;
+    }
     let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
     let loaded = load(&output_file).and_then(|r| {
         if repair {
@@ -566,79 +577,77 @@ pub fn rebuild_task(
         Some("failed") => TaskStatus::Failed,
         _ => TaskStatus::Killed,
     };
-    let started_by_fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
+    let fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
     // A fork sends the request parts it inherited, as recorded.
-    let frozen: Option<super::session::Frozen> = started_by_fork
+    let frozen: Option<super::session::Frozen> = fork
         .then(|| spawn.and_then(|mut s| s.remove("frozen")))
         .flatten()
         .and_then(|f| serde_json::from_value(f).ok());
-    if started_by_fork && frozen.is_none() {
+    if fork && frozen.is_none() {
         tracing::warn!("sub-agent {id}: no recorded fork request parts; they are rendered again");
     }
-    let def = if started_by_fork {
-        snap.catalog.get(crate::catalog::FORK_AGENT).cloned()
-    } else {
-        snap.visible_agent(&agent_type, kind).cloned()
-    };
-    let mode = meta
-        .get("permission_mode")
-        .and_then(|m| serde_json::from_value(m.clone()).ok())
-        .unwrap_or(crate::config::PermissionMode::Bubble);
-    let tool_names: Vec<String> = meta
-        .get("tools")
-        .and_then(|t| serde_json::from_value(t.clone()).ok())
-        .unwrap_or_default();
-    // A kept worktree is where the child worked; else the session's folder.
-    let child_cwd = meta
-        .pointer("/worktree/path")
-        .and_then(Value::as_str)
-        .map(PathBuf::from)
-        .filter(|p| p.is_dir())
-        .unwrap_or_else(|| cwd.to_path_buf());
-    let depth = meta
-        .get("depth")
-        .and_then(Value::as_u64)
-        .and_then(|d| u32::try_from(d).ok())
-        .unwrap_or(if parent == "main" { 1 } else { 2 });
-    let spec = super::SessionSpec {
-        agent_id: id.clone(),
-        parent_agent_id: Some(parent.clone()),
-        max_turns: def
-            .as_ref()
-            .and_then(|d| d.max_turns)
-            .unwrap_or(settings.agents.default_max_turns),
-        def,
-        is_main: false,
-        model: text("model").unwrap_or_else(|| settings.provider.model.clone()),
-        kind,
-        mode,
-        depth,
-        frozen,
-        started_by_fork,
-        cwd: child_cwd,
-        tool_names,
-        wait_for_background: true,
-        team: None,
+    fn field<T: serde::de::DeserializeOwned>(meta: &Value, k: &str) -> Option<T> {
+        meta.get(k).and_then(|v| T::deserialize(v).ok())
+    }
+    let recorded = Recorded {
+        agent_id: id,
+        parent_agent_id: parent,
+        agent_type,
+        description: text("description").unwrap_or_default(),
+        name: text("name"),
+        fork,
+        model: text("model"),
         effort: text("effort"),
+        mode: field(&meta, "permission_mode"),
+        tools: field(&meta, "tools"),
+        depth: meta
+            .get("depth")
+            .and_then(Value::as_u64)
+            .and_then(|d| u32::try_from(d).ok()),
+        frozen,
     };
-    Some(RebuiltTask {
-        task: NewTask {
-            id,
-            description: text("description").unwrap_or_default(),
-            agent_type,
-            parent_agent_id: parent,
-            tool_use_id: text("tool_use_id").unwrap_or_default(),
-            name: text("name"),
-            output_file: Some(output_file),
-            meta_file: Some(meta_path),
-            meta,
-            spec,
-            background: true,
-        },
+    Some(ReadTask {
+        recorded,
+        worktree: meta
+            .pointer("/worktree/path")
+            .and_then(Value::as_str)
+            .map(PathBuf::from),
         status,
         history,
+        tool_use_id: text("tool_use_id").unwrap_or_default(),
+        meta,
+        meta_path,
+        output_file,
     })
 }
+
+impl ReadTask {
+    /// The task to register, running as `spec`.
+    pub fn into_task(self, spec: super::SessionSpec) -> RebuiltTask {
+        let r = self.recorded;
+        RebuiltTask {
+            task: super::tasks::NewTask {
+                id: r.agent_id,
+                description: r.description,
+                agent_type: r.agent_type,
+                parent_agent_id: r.parent_agent_id,
+                tool_use_id: self.tool_use_id,
+                name: r.name,
+                output_file: Some(self.output_file),
+                meta_file: Some(self.meta_path),
+                meta: self.meta,
+                spec,
+                background: true,
+            },
+            status: self.status,
+            history: self.history,
+        }
+    }
+}
+
+/// The largest sub-agent meta file read back (a meta file holds ids,
+/// names, the tool list and at most an error's text).
+const MAX_META_BYTES: u64 = 16 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

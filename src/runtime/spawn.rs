@@ -62,23 +62,9 @@ impl Session {
             return self.spawn_teammate(&turn.snap, &input, &name).await;
         }
         let available_tools = self.engine.available_tools(snap);
-        let env_model = self
-            .engine
-            .env_var("CADRE_SUBAGENT_MODEL")
-            .or_else(|| self.engine.env_var("CLAUDE_CODE_SUBAGENT_MODEL"));
-        let parent = SpawnParent {
-            agent_id: &self.spec.agent_id,
-            session_id: &self.engine.session_id,
-            kind,
-            depth: self.spec.depth,
-            model: &self.spec.model,
-            mode: self.spec.mode,
-            def: self.spec.def.as_deref(),
-            cwd: &self.spec.cwd,
-            is_fork_child: self.spec.started_by_fork || has_fork_boilerplate(&self.history),
-            env_model,
-            available_tools: &available_tools,
-            turn: Some(ParentTurn {
+        let parent = self.spawn_parent(
+            &available_tools,
+            Some(ParentTurn {
                 messages: &turn.request.messages,
                 assistant: &turn.assistant,
                 frozen: Frozen {
@@ -89,7 +75,7 @@ impl Session {
                     max_tokens: turn.request.max_tokens,
                 },
             }),
-        };
+        );
         let plan = plan_spawn(snap, &parent, &input, new_agent_id()).map_err(|r| r.text(t))?;
         let (mut spec, mut history) = plan.session(snap).map_err(|r| r.text(t))?;
         if !plan.fork
@@ -149,6 +135,30 @@ impl Session {
             snap: Arc::clone(&turn.snap),
         })
         .await
+    }
+
+    /// This session as the parent of a spawn, as the planner reads it:
+    /// `available_tools` are the tools the engine offers now, `turn` the
+    /// turn that made the call (a fork continues it).
+    pub(super) fn spawn_parent<'a>(
+        &'a self,
+        available_tools: &'a [String],
+        turn: Option<ParentTurn<'a>>,
+    ) -> SpawnParent<'a> {
+        SpawnParent {
+            agent_id: &self.spec.agent_id,
+            session_id: &self.engine.session_id,
+            kind: self.spec.kind,
+            depth: self.spec.depth,
+            model: &self.spec.model,
+            mode: self.spec.mode,
+            def: self.spec.def.as_deref(),
+            cwd: &self.spec.cwd,
+            is_fork_child: self.spec.started_by_fork || has_fork_boilerplate(&self.history),
+            env_model: self.engine.subagent_model.as_deref(),
+            available_tools,
+            turn,
+        }
     }
 
     /// Registers the child as a task, starts it, and either waits for it

@@ -11,8 +11,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_tool::{AgentInput, resolve_model, tool_pool};
-use crate::catalog::GENERAL_PURPOSE;
+use crate::agent_tool::AgentInput;
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, History, Message, ToolResultContent, Usage};
 use crate::snapshot::Snapshot;
@@ -20,6 +19,7 @@ use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
 
 use super::exec::text_content;
 use super::hooks::{HookEvent, fire};
+use super::plan::plan_teammate;
 use super::session::{Session, SessionSpec, TeamSeat};
 use super::team_texts::*;
 use super::transcript::Transcript;
@@ -29,15 +29,6 @@ use crate::clock::now_rfc3339;
 /// How often an idle member (or a lead waiting for its team) looks at its
 /// mailbox file; another process may write it, so it is read, not awaited.
 const POLL: Duration = Duration::from_millis(50);
-
-/// The tools of a team member besides its agent's own.
-pub const TEAM_TOOLS: &[&str] = &[
-    "SendMessage",
-    "TaskCreate",
-    "TaskGet",
-    "TaskList",
-    "TaskUpdate",
-];
 
 /// The kind of the notice a teammate sends its lead when it goes idle.
 const IDLE: &str = "idle";
@@ -54,9 +45,6 @@ const KINDS: &[&str] = &[
 
 /// The lead's answer to a teammate's plan (with `approve`).
 const PLAN_RESPONSE: &str = "plan_approval_response";
-
-/// The Agent call's `mode` that starts a teammate in plan mode.
-const PLAN_MODE: &str = "plan";
 
 #[derive(Deserialize)]
 struct IdInput {
@@ -550,26 +538,10 @@ impl Session {
         if !teams::valid_name(name) || name == teams::LEAD || name == teams::BROADCAST {
             return Err(err(teams::TeamError::BadName(name.into()).into()));
         }
-        let plan_mode = match input.mode.as_deref() {
-            None => false,
-            Some(PLAN_MODE) => true,
-            Some(other) => {
-                return Err(t.show(&BadTeammateMode { mode: other.into() }));
-            }
-        };
-        let kind = self.spec.kind;
-        let agent_type = input.subagent_type.as_deref().unwrap_or(GENERAL_PURPOSE);
-        let Some(def) = snap.visible_agent(agent_type, kind).cloned() else {
-            let available: Vec<&str> = snap
-                .visible_agents(kind)
-                .iter()
-                .map(|d| d.name.as_str())
-                .collect();
-            return Err(t.show(&super::texts::UnknownAgent {
-                agent_type: agent_type.into(),
-                available: available.join(", "),
-            }));
-        };
+        let available = self.engine.available_tools(snap);
+        let parent = self.spawn_parent(&available, None);
+        let plan = plan_teammate(snap, &parent, input, new_agent_id()).map_err(|r| r.text(t))?;
+        let (mut spec, _) = plan.session(snap).map_err(|r| r.text(t))?;
         let team = seat.store.team().map_err(|e| err(e.into()))?;
         // A name in use by a live member gets a number.
         let taken = |n: &str| {
@@ -583,72 +555,14 @@ impl Session {
             member = format!("{name}-{n}");
             n += 1;
         }
-        let settings = snap.settings();
-        let env_model = self
-            .engine
-            .env_var("CADRE_SUBAGENT_MODEL")
-            .or_else(|| self.engine.env_var("CLAUDE_CODE_SUBAGENT_MODEL"));
-        let model = resolve_model(
-            env_model,
-            input.model.as_deref(),
-            def.model.as_deref(),
-            &self.spec.model,
-            &settings.models,
-        )
-        .model;
-        let available = self.engine.available_tools(snap);
-        let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
-        let own = tool_pool(
-            &available,
-            interactive_only,
-            &def,
-            1,
-            settings.agents.max_depth,
-        );
-        let tool_names: Vec<String> = available
-            .iter()
-            .filter(|n| own.contains(n) || TEAM_TOOLS.contains(&n.as_str()))
-            .filter(|n| {
-                !def.disallowed_tools
-                    .iter()
-                    .any(|s| crate::catalog::base_name(s) == n.as_str())
-            })
-            .cloned()
-            .collect();
-        let agent_id = new_agent_id();
+        let agent_id = plan.agent_id.clone();
         let store = seat.store.clone();
-        let after_plan = crate::permissions::child_mode(self.spec.mode, def.permission_mode);
-        let spec = SessionSpec {
-            agent_id: agent_id.clone(),
-            parent_agent_id: Some(self.spec.agent_id.clone()),
-            def: Some(Arc::clone(&def)),
-            is_main: false,
-            model,
-            kind: crate::config::SessionKind {
-                interactive: false,
-                ..kind
-            },
-            // In plan mode it only reads until the lead approves its plan.
-            mode: if plan_mode {
-                PermissionMode::Plan
-            } else {
-                after_plan
-            },
-            depth: 1,
-            frozen: None,
-            started_by_fork: false,
-            max_turns: def.max_turns.unwrap_or(settings.agents.default_max_turns),
-            cwd: self.spec.cwd.clone(),
-            tool_names,
-            wait_for_background: true,
-            effort: super::spawn::def_effort(&def),
-            team: Some(TeamSeat {
-                store: store.clone(),
-                member: member.clone(),
-                file: None,
-                after_plan: plan_mode.then_some(after_plan),
-            }),
-        };
+        spec.team = Some(TeamSeat {
+            store: store.clone(),
+            member: member.clone(),
+            file: None,
+            after_plan: plan.after_plan,
+        });
         let others: Vec<String> = team
             .members
             .iter()
@@ -660,13 +574,13 @@ impl Session {
             team: store.name.clone(),
             others: others.join(", "),
             prompt: input.prompt.clone(),
-            plan_mode,
+            plan_mode: plan.after_plan.is_some(),
         });
         store
             .join(Member {
                 name: member.clone(),
                 agent_id: agent_id.clone(),
-                agent_type: def.name.clone(),
+                agent_type: plan.agent.name.clone(),
                 status: MemberStatus::Active,
                 session_id: self.engine.session_id.clone(),
                 joined: now_rfc3339(),
@@ -682,7 +596,7 @@ impl Session {
         });
         transcript.record(
             "spawn",
-            json!({"agent_type": def.name, "description": input.description, "team": store.name,
+            json!({"agent_type": plan.agent.name, "description": input.description, "team": store.name,
                    "name": member, "tools": spec.tool_names}),
         );
         let history: History = vec![Arc::new(Message::user(vec![ContentBlock::text(intro)]))];

@@ -1147,3 +1147,138 @@ fn a_damaged_transcript_line_stops_the_resume_with_its_position() {
     assert_eq!(server.request_count(), 0);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
 }
+
+/// Rewrites every line of the JSON-lines `file` with `edit`: what a
+/// repository that ships a session could have done.
+fn edit_json_lines(file: &std::path::Path, edit: impl Fn(&mut Value)) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        edit(&mut v);
+        out.push_str(&v.to_string());
+        out.push('\n');
+    }
+    std::fs::write(file, out).unwrap();
+}
+
+/// A project agent whose definition asks for bypassPermissions.
+const BYPASS_AGENT: &str = "---\nname: yolo\ndescription: Does anything\npermissionMode: bypassPermissions\n---\nYou do it.\n";
+
+/// A session's header naming a project agent in bypassPermissions does not
+/// make `--continue` run in that mode: the resumed session is planned from
+/// the user's settings now, and Write is refused as in any
+/// non-interactive default-mode run.
+#[test]
+fn a_header_naming_a_bypass_agent_does_not_widen_a_continued_session() {
+    use super::harness::{assistant_turns, last_tool_results, result_text};
+    let p = Project::new();
+    p.write(".claude/agents/yolo.md", BYPASS_AGENT);
+    let first = FakeServer::start([anthropic::text_reply("hello")]);
+    p.run(Some(&first), &["run", "hi"]).ok();
+    let id = session_ids(&p).into_iter().next().unwrap();
+    let main = p
+        .path()
+        .join(".cadre/sessions")
+        .join(&id)
+        .join("main.jsonl");
+    edit_json_lines(&main, |line| {
+        if line["type"] == "session" {
+            line["agent"] = json!("yolo");
+        }
+    });
+    let second = FakeServer::route(|r| match assistant_turns(r) {
+        1 => anthropic::tool_use_reply(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "owned.txt", "content": "x"}),
+        ),
+        _ => anthropic::text_reply("done"),
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "go on"]);
+    r.ok();
+    second.assert_invariants();
+    assert!(
+        !p.path().join("owned.txt").exists(),
+        "the Write ran: the header's agent widened the mode"
+    );
+    let last = second.requests().pop().unwrap();
+    let results = last_tool_results(&last.json);
+    assert_eq!(results[0]["is_error"], true, "{results:?}");
+    assert!(
+        result_text(&results[0]).contains("Write"),
+        "{:?}",
+        result_text(&results[0])
+    );
+}
+
+/// A sub-agent's meta file edited to bypassPermissions is not obeyed when
+/// SendMessage resumes it: it is planned again from the definition and the
+/// main session's mode now, and its Write is refused.
+#[test]
+fn a_meta_file_edited_to_bypass_does_not_widen_a_resumed_sub_agent() {
+    use super::harness::{assistant_turns, is_main_session};
+    let p = Project::new();
+    let first = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "helper", "prompt": "look around"}),
+                ),
+                _ => anthropic::text_reply("ok"),
+            };
+        }
+        anthropic::text_reply("looked")
+    });
+    p.run(Some(&first), &["run", "go"]).ok();
+    let metas: Vec<std::path::PathBuf> = p
+        .written_files()
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|path| path.to_string_lossy().ends_with(".meta.json"))
+        .collect();
+    assert_eq!(metas.len(), 1, "{metas:?}");
+    assert_eq!(p.meta_files()[0]["permission_mode"], "default");
+    let mut meta: Value =
+        serde_json::from_str(&std::fs::read_to_string(&metas[0]).unwrap()).unwrap();
+    meta["permission_mode"] = json!("bypassPermissions");
+    std::fs::write(&metas[0], meta.to_string()).unwrap();
+    let agent_id = p.meta_files()[0]["agent_id"].as_str().unwrap().to_string();
+    let second = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                2 => anthropic::tool_use_reply(
+                    "toolu_send",
+                    "SendMessage",
+                    json!({"to": agent_id, "message": "now write owned.txt"}),
+                ),
+                _ => anthropic::text_reply("all good"),
+            };
+        }
+        if r.body_str().contains("toolu_w") {
+            return anthropic::text_reply("tried");
+        }
+        anthropic::tool_use_reply(
+            "toolu_w",
+            "Write",
+            json!({"file_path": "owned.txt", "content": "x"}),
+        )
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "carry on"]);
+    r.ok();
+    second.assert_invariants();
+    let child: Vec<_> = second
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .collect();
+    assert_eq!(child.len(), 2, "the child was resumed and answered");
+    assert!(
+        !p.path().join("owned.txt").exists(),
+        "the Write ran: the meta file widened the mode"
+    );
+    let results = super::harness::last_tool_results(&child[1].json);
+    assert_eq!(results[0]["is_error"], true, "{results:?}");
+}

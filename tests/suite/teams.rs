@@ -764,3 +764,99 @@ fn a_teammate_in_plan_mode_only_reads_until_the_lead_approves_its_plan() {
         .collect();
     assert_eq!(verdicts, [&json!(false), &json!(true)]);
 }
+
+/// A teammate is planned like any sub-agent: the lead's own `Agent(A, B)`
+/// limits the types it may start, and a deny rule on the resolved type
+/// refuses it, with the same words a sub-agent spawn gets.
+#[test]
+fn a_teammate_spawn_obeys_the_leads_agent_limit_and_deny_rules() {
+    let mut p = teams_project();
+    p.config("[permissions]\ndeny = [\"Agent(reviewer)\"]\n");
+    p.write(
+        ".claude/agents/lead.md",
+        "---\nname: lead\ndescription: Leads\ntools: Agent(helper, reviewer), Read\n---\nYou lead.\n",
+    );
+    for name in ["helper", "reviewer"] {
+        p.write(
+            &format!(".claude/agents/{name}.md"),
+            &format!("---\nname: {name}\ndescription: {name}\ntools: Read\n---\nYou help.\n"),
+        );
+    }
+    let is_member = |r: &RecordedRequest| r.body_str().contains("a member of the agent team");
+    let server = FakeServer::route(move |r| {
+        if is_member(r) {
+            return anthropic::text_reply("hello from a teammate");
+        }
+        match assistant_turns(r) {
+            0 => anthropic::message()
+                .tool_use(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "a", "prompt": "go", "name": "alice", "subagent_type": "Explore"}),
+                )
+                .tool_use(
+                    "toolu_b",
+                    "Agent",
+                    json!({"description": "b", "prompt": "go", "name": "bob", "subagent_type": "reviewer"}),
+                )
+                .tool_use(
+                    "toolu_d",
+                    "Agent",
+                    json!({"description": "d", "prompt": "go", "name": "dave", "subagent_type": "Reviewer"}),
+                )
+                .tool_use(
+                    "toolu_c",
+                    "Agent",
+                    json!({"description": "c", "prompt": "go", "name": "carol", "subagent_type": "helper"}),
+                )
+                .reply(),
+            _ => anthropic::text_reply("ok"),
+        }
+    });
+    let r = p.run(
+        Some(&server),
+        &["run", "--team", "crew", "--agent", "lead", "go"],
+    );
+    r.ok();
+    server.assert_invariants();
+    let requests = server.requests();
+    let lead = requests
+        .iter()
+        .find(|r| !is_member(r) && assistant_turns(r) == 1)
+        .expect("the lead's second request");
+    let results: Vec<String> = last_tool_results(&lead.json)
+        .iter()
+        .map(result_text)
+        .collect();
+    assert_eq!(
+        results[0],
+        "Agent type 'Explore' is not available to this agent. Its tools allow spawning only: helper, reviewer.",
+        "{results:?}"
+    );
+    let denied = format!(
+        "Agent type 'reviewer' has been denied by permission rule 'Agent(reviewer)' from {}",
+        p.path().join("cadre.toml").display()
+    );
+    // The rule holds for the name a type in another case resolves to.
+    for denial in &results[1..3] {
+        assert!(denial.starts_with(&denied), "{results:?}");
+    }
+    assert!(results[3].contains("carol"), "{results:?}");
+    let team: Value = serde_json::from_str(&p.read(".cadre/teams/crew/team.json")).unwrap();
+    let names: Vec<&str> = team["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["team-lead", "carol"], "{team}");
+    let started: Vec<String> = requests
+        .iter()
+        .filter(|r| is_member(r))
+        .map(super::harness::user_texts)
+        .collect();
+    assert!(
+        started.iter().all(|t| t.contains("You are carol")),
+        "only carol ever ran: {started:?}"
+    );
+}
