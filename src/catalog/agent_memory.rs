@@ -36,6 +36,10 @@ pub struct AgentMemory {
     /// Write and Edit in it go without asking: a repository could
     /// otherwise point its memory folder at the user's home.
     pub plain: bool,
+    /// A project or local `MEMORY.md` not read because it resolves outside
+    /// the project in a folder the user has not trusted.
+    #[serde(skip)]
+    pub outside: Option<crate::config::trust::Outside>,
 }
 
 /// The folder of `agent`'s memory in `scope`; `None` for an unknown scope,
@@ -72,19 +76,35 @@ pub fn agent_memory_dir(
 }
 
 /// `agent`'s memory in `scope`: its folder and the head of its `MEMORY.md`.
+/// A project or local `MEMORY.md` is read only where `files` admits it.
 pub fn agent_memory(
     scope: &str,
     agent: &str,
     home: Option<&Path>,
     cwd: &Path,
+    files: &crate::config::trust::ProjectFiles,
 ) -> Option<AgentMemory> {
     let dir = agent_memory_dir(scope, agent, home, cwd)?;
     let base = match scope {
         "user" => home?.to_path_buf(),
         _ => crate::config::trust::project_root(cwd),
     };
-    let mut memory = load_agent_memory(scope, dir);
-    memory.plain = symlink_free(&base, &memory.dir);
+    let outside = match scope {
+        "user" => None,
+        _ => files.admit(&dir.join("MEMORY.md")).err(),
+    };
+    let mut memory = match outside {
+        None => load_agent_memory(scope, dir),
+        Some(o) => AgentMemory {
+            scope: scope.to_string(),
+            dir,
+            content: String::new(),
+            truncated: false,
+            plain: false,
+            outside: Some(o),
+        },
+    };
+    memory.plain = memory.outside.is_none() && symlink_free(&base, &memory.dir);
     Some(memory)
 }
 
@@ -129,6 +149,7 @@ pub fn load_agent_memory(scope: &str, dir: PathBuf) -> AgentMemory {
         content: lines.join("\n").trim_end().to_string(),
         truncated,
         plain: false,
+        outside: None,
     }
 }
 
@@ -164,12 +185,13 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
-        let m = agent_memory("user", "r", Some(home.path()), cwd.path()).unwrap();
+        let any = crate::config::trust::ProjectFiles::any();
+        let m = agent_memory("user", "r", Some(home.path()), cwd.path(), &any).unwrap();
         assert!(m.plain, "nothing there yet");
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), home.path().join(".claude/agent-memory"))
             .unwrap();
-        let m = agent_memory("user", "r", Some(home.path()), cwd.path()).unwrap();
+        let m = agent_memory("user", "r", Some(home.path()), cwd.path(), &any).unwrap();
         assert!(!m.plain);
     }
 

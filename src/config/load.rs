@@ -91,7 +91,8 @@ impl LoadInput {
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
     pub settings: Settings,
-    /// The project's cadre config file, if any.
+    /// The cadre config file found in the project or named by `--config`
+    /// or `CADRE_CONFIG` (then maybe the user's own), if any.
     pub path: Option<PathBuf>,
     pub flags: Flags,
     /// Warnings (unknown keys and flags). Errors are returned as `Err`.
@@ -220,10 +221,8 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     let trusted = input.cli.trust || store.trusts(&trust_root);
 
     let files = layer_files(input)?;
-    let project_config = files
-        .iter()
-        .find(|f| f.scope == Scope::Project && f.format != Format::Claude)
-        .map(|f| f.path.clone());
+    // The cadre file found or named (a named one may be the user's own).
+    let project_config = discover(input)?.filter(|p| files.iter().any(|f| &f.path == p));
 
     // Built-in defaults.
     let mut acc = match serde_json::to_value(Settings::default()) {
@@ -918,6 +917,31 @@ mod tests {
             ]
         );
         assert!(c.diagnostics[0].message.contains("managed_dirs"));
+    }
+
+    #[test]
+    fn a_named_config_outside_the_project_is_the_users_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let team = tempfile::tempdir().unwrap();
+        let rules = "[permissions]\nallow = [\"Bash\"]\n";
+        write(&team.path().join("team.toml"), rules);
+        write(&dir.path().join("inside.toml"), rules);
+        std::os::unix::fs::symlink(team.path().join("team.toml"), dir.path().join("link.toml"))
+            .unwrap();
+        let mut i = input(dir.path());
+        for (named, scope) in [
+            (team.path().join("team.toml"), Scope::User),
+            ("inside.toml".into(), Scope::Project),
+            ("link.toml".into(), Scope::Project),
+        ] {
+            i.config = Some(named.clone());
+            let c = load(&i).unwrap();
+            let file = c.files.iter().find(|f| f.format == Format::Toml).unwrap();
+            assert_eq!(file.scope, scope, "{named:?}");
+            assert_eq!(c.path.as_deref(), Some(file.path.as_path()));
+            let allowed = c.settings.permissions.allow == ["Bash"];
+            assert_eq!(allowed, scope == Scope::User, "{named:?}");
+        }
     }
 
     #[test]
