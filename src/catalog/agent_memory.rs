@@ -12,7 +12,6 @@
 //! write inside the folder. This module only finds and reads; it runs
 //! nothing.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -129,14 +128,9 @@ fn symlink_free(base: &Path, dir: &Path) -> bool {
 
 /// Reads the head of `dir/MEMORY.md` (a missing file is empty memory).
 pub fn load_agent_memory(scope: &str, dir: PathBuf) -> AgentMemory {
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(dir.join("MEMORY.md"))
-        .and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes));
-    if read.is_err() {
-        bytes.clear();
-    }
-    let mut truncated = bytes.len() as u64 > MAX_BYTES;
-    bytes.truncate(usize::try_from(MAX_BYTES).unwrap_or(usize::MAX));
+    // Bounded, and a FIFO or device in the project is refused, not waited on.
+    let (bytes, mut truncated) =
+        crate::raw::read_prefix(&dir.join("MEMORY.md"), MAX_BYTES).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let mut lines: Vec<&str> = text.lines().collect();
     if lines.len() > MAX_LINES {
@@ -206,5 +200,14 @@ mod tests {
         assert!(m.truncated);
         assert!(m.content.ends_with("line 200"));
         assert!(!m.content.contains("line 201"));
+        // A FIFO is refused at once, not waited on.
+        std::fs::remove_file(dir.path().join("MEMORY.md")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("MEMORY.md"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let m = load_agent_memory("user", dir.path().to_path_buf());
+        assert_eq!((m.content.as_str(), m.truncated), ("", false));
     }
 }

@@ -401,7 +401,9 @@ struct CachedFile {
 /// the plugin's `agents/`.
 pub(crate) fn plugin_name(dir: &Path) -> String {
     let manifest_name = |d: &Path| -> Option<String> {
-        let text = std::fs::read_to_string(d.join(".claude-plugin/plugin.json")).ok()?;
+        // Bounded: a project may name a plugin folder (`agents.plugin_dirs`).
+        let text =
+            crate::raw::read_text(&d.join(".claude-plugin/plugin.json"), MAX_FILE_BYTES).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         v.get("name")?.as_str().map(str::to_string)
     };
