@@ -136,8 +136,14 @@ impl Outside {
     /// How the skip is listed with the other skipped settings (stderr and
     /// `cadre config show`).
     pub fn skipped(&self) -> super::Skipped {
+        // A folder named outside (an `agents.dirs` entry) is no link.
+        let what = if self.target == super::load::normalize(&self.file) {
+            "outside the project".to_string()
+        } else {
+            format!("link to {}, outside the project", self.target.display())
+        };
         super::Skipped {
-            what: format!("link to {}, outside the project", self.target.display()),
+            what,
             origin: self.file.display().to_string(),
         }
     }
@@ -285,6 +291,11 @@ mod tests {
             away.path().join("secret").canonicalize().unwrap()
         );
         assert_eq!(ProjectFiles::new(proj.path(), true).admit(&link), Ok(()));
+        assert!(out.skipped().what.starts_with("link to "));
+        // A folder named outside, with no link, is said as such.
+        let named = away.path().canonicalize().unwrap();
+        let out = untrusted.admit(&named).unwrap_err();
+        assert_eq!(out.skipped().what, "outside the project");
     }
 
     #[test]
