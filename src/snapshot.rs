@@ -59,6 +59,9 @@ pub struct Snapshot {
     pub hooks: Arc<config::Hooks>,
     /// Skills (`SKILL.md` folders) by name.
     pub skills: Arc<catalog::Skills>,
+    /// Which files the project supplies may be read (every reader of them
+    /// asks this one judge; see `config::trust::ProjectFiles`).
+    pub project_files: config::trust::ProjectFiles,
     /// What the catalog read from each agent file, so the next reload
     /// reads again only the files that changed (empty after a first build).
     pub catalog_files: Arc<catalog::FileCache>,
@@ -100,11 +103,15 @@ pub fn build_after(
     if let Some(b) = &builtin_dir {
         watched_dirs.push(b.clone());
     }
+    // Which files the project supplies may be read: every reader of them
+    // asks this one judge.
+    let project_files = config::trust::ProjectFiles::new(&config.trust_root, config.trusted);
     let catalog_input = CatalogInput {
         builtin_dir,
         dirs,
         cli_json: input.cli_agents.clone(),
         known_tools: tools.names().map(str::to_string).collect(),
+        project_files: Some(project_files.clone()),
     };
     let (mut catalog, catalog_files) = match previous {
         Some(p) => {
@@ -148,8 +155,7 @@ pub fn build_after(
         cwd: &input.load.cwd,
         home: home.as_deref(),
         managed_root: &input.load.managed_root(),
-        project_root: &config.trust_root,
-        trusted: config.trusted,
+        files: &project_files,
         sources: input.load.cli.setting_sources.as_deref(),
     });
     for (from, target) in &memory.skipped_imports {
@@ -161,7 +167,13 @@ pub fn build_after(
             origin: from.display().to_string(),
         });
     }
-    config.skipped.extend(skipped);
+    skipped.extend(
+        catalog
+            .outside
+            .iter()
+            .chain(&memory.outside)
+            .map(config::trust::Outside::skipped),
+    );
 
     let mut diagnostics = config.diagnostics.clone();
     diagnostics.extend(check_settings(&config));
@@ -181,8 +193,17 @@ pub fn build_after(
             .filter(|(_, d)| d.is_dir())
             .map(|(_, d)| d.clone()),
     );
-    let skills = catalog::load_skills(&skill_dirs);
+    let mut skills = catalog::load_skills(&skill_dirs, &project_files);
     diagnostics.extend(skills.diagnostics.iter().cloned());
+    diagnostics.extend(check_skill_rules(&skills));
+    skipped.extend(skills.outside.iter().map(config::trust::Outside::skipped));
+    for (name, path) in skills.restrict(&project_files) {
+        skipped.push(config::Skipped {
+            what: format!("skill `{name}`: allowed-tools"),
+            origin: path.display().to_string(),
+        });
+    }
+    config.skipped.extend(skipped);
     for def in catalog.agents.values() {
         for name in &def.skills {
             if skills.get(name).is_none() {
@@ -232,9 +253,29 @@ pub fn build_after(
         mcp_servers,
         memory,
         skills: Arc::new(skills),
+        project_files,
         catalog_files,
         read_from,
     })
+}
+
+/// Checks each skill's `allowed-tools` with the parser of permission rules
+/// (they are allow rules while the skill is active): an entry that is not
+/// a rule is an error naming the skill's file, and grants nothing.
+fn check_skill_rules(skills: &catalog::Skills) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for s in skills.skills.values() {
+        for entry in s.allowed_tools.iter().flatten() {
+            if let Err(e) = crate::permissions::Rule::parse(entry) {
+                out.push(Diagnostic::error(
+                    Some(&s.path),
+                    None,
+                    format!("allowed-tools: {e}; it grants nothing"),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Checks the parts of the merged settings that are languages of their

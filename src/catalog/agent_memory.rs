@@ -12,7 +12,6 @@
 //! write inside the folder. This module only finds and reads; it runs
 //! nothing.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -36,6 +35,10 @@ pub struct AgentMemory {
     /// Write and Edit in it go without asking: a repository could
     /// otherwise point its memory folder at the user's home.
     pub plain: bool,
+    /// A project or local `MEMORY.md` not read because it resolves outside
+    /// the project in a folder the user has not trusted.
+    #[serde(skip)]
+    pub outside: Option<crate::config::trust::Outside>,
 }
 
 /// The folder of `agent`'s memory in `scope`; `None` for an unknown scope,
@@ -72,19 +75,35 @@ pub fn agent_memory_dir(
 }
 
 /// `agent`'s memory in `scope`: its folder and the head of its `MEMORY.md`.
+/// A project or local `MEMORY.md` is read only where `files` admits it.
 pub fn agent_memory(
     scope: &str,
     agent: &str,
     home: Option<&Path>,
     cwd: &Path,
+    files: &crate::config::trust::ProjectFiles,
 ) -> Option<AgentMemory> {
     let dir = agent_memory_dir(scope, agent, home, cwd)?;
     let base = match scope {
         "user" => home?.to_path_buf(),
         _ => crate::config::trust::project_root(cwd),
     };
-    let mut memory = load_agent_memory(scope, dir);
-    memory.plain = symlink_free(&base, &memory.dir);
+    let outside = match scope {
+        "user" => None,
+        _ => files.admit(&dir.join("MEMORY.md")).err(),
+    };
+    let mut memory = match outside {
+        None => load_agent_memory(scope, dir),
+        Some(o) => AgentMemory {
+            scope: scope.to_string(),
+            dir,
+            content: String::new(),
+            truncated: false,
+            plain: false,
+            outside: Some(o),
+        },
+    };
+    memory.plain = memory.outside.is_none() && symlink_free(&base, &memory.dir);
     Some(memory)
 }
 
@@ -109,14 +128,9 @@ fn symlink_free(base: &Path, dir: &Path) -> bool {
 
 /// Reads the head of `dir/MEMORY.md` (a missing file is empty memory).
 pub fn load_agent_memory(scope: &str, dir: PathBuf) -> AgentMemory {
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(dir.join("MEMORY.md"))
-        .and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes));
-    if read.is_err() {
-        bytes.clear();
-    }
-    let mut truncated = bytes.len() as u64 > MAX_BYTES;
-    bytes.truncate(usize::try_from(MAX_BYTES).unwrap_or(usize::MAX));
+    // Bounded, and a FIFO or device in the project is refused, not waited on.
+    let (bytes, mut truncated) =
+        crate::raw::read_prefix(&dir.join("MEMORY.md"), MAX_BYTES).unwrap_or_default();
     let text = String::from_utf8_lossy(&bytes);
     let mut lines: Vec<&str> = text.lines().collect();
     if lines.len() > MAX_LINES {
@@ -129,6 +143,7 @@ pub fn load_agent_memory(scope: &str, dir: PathBuf) -> AgentMemory {
         content: lines.join("\n").trim_end().to_string(),
         truncated,
         plain: false,
+        outside: None,
     }
 }
 
@@ -164,12 +179,13 @@ mod tests {
         let home = tempfile::tempdir().unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
-        let m = agent_memory("user", "r", Some(home.path()), cwd.path()).unwrap();
+        let any = crate::config::trust::ProjectFiles::any();
+        let m = agent_memory("user", "r", Some(home.path()), cwd.path(), &any).unwrap();
         assert!(m.plain, "nothing there yet");
         std::fs::create_dir_all(home.path().join(".claude")).unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), home.path().join(".claude/agent-memory"))
             .unwrap();
-        let m = agent_memory("user", "r", Some(home.path()), cwd.path()).unwrap();
+        let m = agent_memory("user", "r", Some(home.path()), cwd.path(), &any).unwrap();
         assert!(!m.plain);
     }
 
@@ -184,5 +200,14 @@ mod tests {
         assert!(m.truncated);
         assert!(m.content.ends_with("line 200"));
         assert!(!m.content.contains("line 201"));
+        // A FIFO is refused at once, not waited on.
+        std::fs::remove_file(dir.path().join("MEMORY.md")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.path().join("MEMORY.md"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let m = load_agent_memory("user", dir.path().to_path_buf());
+        assert_eq!((m.content.as_str(), m.truncated), ("", false));
     }
 }

@@ -12,6 +12,7 @@ use super::builtin::builtin_agents;
 use super::def::{AgentDef, AgentMcpServer, Source};
 use super::parse::{ParseOptions, parse_agent_text, parse_cli_agents_with};
 use super::sources::SourceDir;
+use crate::config::trust::{Outside, ProjectFiles};
 use crate::diagnostic::Diagnostic;
 
 /// Files larger than this are reported and skipped.
@@ -36,6 +37,11 @@ pub struct CatalogInput {
     /// `disallowedTools` entries naming other tools (except `mcp__…`) are
     /// warned about.
     pub known_tools: Vec<String>,
+    /// Which files of project folders may be read: in a folder the user
+    /// has not trusted, a project agent file (or folder) that links
+    /// outside the project is skipped. `None`: every file is read (a
+    /// caller that judges no project, such as `agents validate PATH`).
+    pub project_files: Option<crate::config::trust::ProjectFiles>,
 }
 
 /// An agent hidden by a same-named agent from a later source.
@@ -54,6 +60,9 @@ pub struct Catalog {
     pub diagnostics: Vec<Diagnostic>,
     /// How many files were read.
     pub files: usize,
+    /// Project files and folders not read because they link outside the
+    /// project (see [`CatalogInput::project_files`]).
+    pub outside: Vec<Outside>,
 }
 
 impl Catalog {
@@ -214,7 +223,14 @@ fn load_with(input: &CatalogInput, previous: Option<&FileCache>) -> (Catalog, Op
         reuse,
         record: record.is_some(),
     };
-    let parsed = walk_and_parse(&sources, &work, &mut cat.diagnostics);
+    // Only an untrusted folder's links need judging.
+    let guard = input.project_files.as_ref().filter(|f| !f.trusted());
+    let mut seen = Seen {
+        diags: &mut cat.diagnostics,
+        outside: &mut cat.outside,
+        guard: None,
+    };
+    let parsed = walk_and_parse(&sources, guard, &work, &mut seen);
     let count: usize = parsed.iter().map(Vec::len).sum();
     cat.files += count;
     agents.reserve(count);
@@ -385,7 +401,9 @@ struct CachedFile {
 /// the plugin's `agents/`.
 pub(crate) fn plugin_name(dir: &Path) -> String {
     let manifest_name = |d: &Path| -> Option<String> {
-        let text = std::fs::read_to_string(d.join(".claude-plugin/plugin.json")).ok()?;
+        // Bounded: a project may name a plugin folder (`agents.plugin_dirs`).
+        let text =
+            crate::raw::read_text(&d.join(".claude-plugin/plugin.json"), MAX_FILE_BYTES).ok()?;
         let v: serde_json::Value = serde_json::from_str(&text).ok()?;
         v.get("name")?.as_str().map(str::to_string)
     };
@@ -517,10 +535,11 @@ type Batch = (usize, Vec<Found>);
 /// threads parse batches of them while the walk goes on, and this thread
 /// joins them when the walk is done. Returns the results in walk order, in
 /// parts.
-fn walk_and_parse(
+fn walk_and_parse<'a>(
     sources: &[(Source, &Path)],
+    guard: Option<&'a ProjectFiles>,
     work: &Work<'_>,
-    diags: &mut Vec<Diagnostic>,
+    seen: &mut Seen<'a>,
 ) -> Vec<Vec<Loaded>> {
     let mut found = 0;
     let mut pending: Vec<Found> = Vec::new();
@@ -534,7 +553,8 @@ fn walk_and_parse(
         let rx = &rx;
         let mut workers = Vec::new();
         for (dir, (source, root)) in sources.iter().enumerate() {
-            walk_each(root, diags, &mut |path, folder| {
+            seen.guard = guard.filter(|_| *source == Source::Project);
+            walk_each(root, seen, &mut |path, folder| {
                 pending.push(Found {
                     dir,
                     source: *source,
@@ -576,7 +596,7 @@ fn walk_and_parse(
     done.sort_unstable_by_key(|(start, _)| *start);
     let parsed: usize = done.iter().map(|(_, part)| part.len()).sum();
     if parsed < found {
-        diags.push(Diagnostic::error(
+        seen.diags.push(Diagnostic::error(
             None,
             None,
             format!(
@@ -735,21 +755,54 @@ fn read_limited(
 #[cfg(test)]
 pub(super) fn walk(root: &Path, diags: &mut Vec<Diagnostic>) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    walk_each(root, diags, &mut |p, _| out.push(p));
+    let mut outside = Vec::new();
+    let mut seen = Seen {
+        diags,
+        outside: &mut outside,
+        guard: None,
+    };
+    walk_each(root, &mut seen, &mut |p, _| out.push(p));
     out
+}
+
+/// Where a walk reports: problems, and the links it did not follow
+/// because they lead out of the project (`guard`: the project's files in
+/// a folder not trusted; `None` for other sources).
+struct Seen<'a> {
+    diags: &'a mut Vec<Diagnostic>,
+    outside: &'a mut Vec<Outside>,
+    guard: Option<&'a ProjectFiles>,
+}
+
+impl Seen<'_> {
+    /// Whether `path` (resolved: `real`) may be read; if not, it is
+    /// recorded. Only the root and links are judged: a plain file or
+    /// folder below an admitted folder is inside it.
+    fn admits(&mut self, path: &Path, real: &Path) -> bool {
+        match self.guard {
+            Some(g) if !g.holds(real) => {
+                self.outside.push(Outside {
+                    file: path.to_path_buf(),
+                    target: real.to_path_buf(),
+                });
+                false
+            }
+            _ => true,
+        }
+    }
 }
 
 /// [`walk`], handing each file to `found` as soon as it is listed, with
 /// its folder opened (`None` if that failed; the path still works).
 fn walk_each(
     root: &Path,
-    diags: &mut Vec<Diagnostic>,
+    out: &mut Seen<'_>,
     found: &mut dyn FnMut(PathBuf, Option<&Arc<Folder>>),
 ) {
     let canonical_root = match std::fs::canonicalize(root) {
         Ok(c) if c.is_dir() => c,
         Ok(_) => {
-            diags.push(Diagnostic::warning(
+            out.diags.push(Diagnostic::warning(
                 Some(root),
                 None,
                 "agent source is not a folder; skipped",
@@ -758,7 +811,7 @@ fn walk_each(
         }
         Err(e) if e.kind() == ErrorKind::NotFound => return,
         Err(e) => {
-            diags.push(Diagnostic::error(
+            out.diags.push(Diagnostic::error(
                 Some(root),
                 None,
                 format!("cannot read folder: {e}"),
@@ -766,12 +819,15 @@ fn walk_each(
             return;
         }
     };
+    if !out.admits(root, &canonical_root) {
+        return;
+    }
     let mut seen: HashSet<PathBuf> = HashSet::from([canonical_root]);
     // Depth first, each folder's entries in name order: the files come out
     // in path order without sorting every path at the end (comparing paths
     // component by component cost more than the walk at 100,000 files).
     // Each list is kept in reverse, so `pop` gives the next name.
-    let mut stack = vec![(read_sorted(root, diags), open_folder(root))];
+    let mut stack = vec![(read_sorted(root, out.diags), open_folder(root))];
     while let Some((top, folder)) = stack.last_mut() {
         let Some((path, ft)) = top.pop() else {
             stack.pop();
@@ -783,7 +839,7 @@ fn walk_each(
                 Ok(m) => ft = m.file_type(),
                 Err(e) => {
                     if is_agent_file(&path) {
-                        diags.push(Diagnostic::warning(
+                        out.diags.push(Diagnostic::warning(
                             Some(&path),
                             None,
                             format!("broken symbolic link ({e}); skipped"),
@@ -794,8 +850,9 @@ fn walk_each(
             }
             if ft.is_dir() {
                 match std::fs::canonicalize(&path) {
+                    Ok(c) if !out.admits(&path, &c) => continue,
                     Ok(c) if !seen.insert(c.clone()) => {
-                        diags.push(Diagnostic::warning(
+                        out.diags.push(Diagnostic::warning(
                             Some(&path),
                             None,
                             format!("symbolic link to a folder already read ({}), possibly a loop; not followed", c.display()),
@@ -804,7 +861,7 @@ fn walk_each(
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        diags.push(Diagnostic::error(
+                        out.diags.push(Diagnostic::error(
                             Some(&path),
                             None,
                             format!("cannot resolve link: {e}"),
@@ -812,6 +869,12 @@ fn walk_each(
                         continue;
                     }
                 }
+            } else if out.guard.is_some()
+                && is_agent_file(&path)
+                && let Ok(c) = std::fs::canonicalize(&path)
+                && !out.admits(&path, &c)
+            {
+                continue;
             }
         } else if ft.is_dir() {
             // Record real folders so a link to one is read only once;
@@ -823,7 +886,7 @@ fn walk_each(
             }
         }
         if ft.is_dir() {
-            let entries = read_sorted(&path, diags);
+            let entries = read_sorted(&path, out.diags);
             stack.push((entries, open_folder(&path)));
         } else if ft.is_file() && is_agent_file(&path) {
             found(path, folder.as_ref());

@@ -14,7 +14,9 @@
 //! outside code spans and fenced code blocks; `path` is relative to the
 //! importing file, absolute, or `~/…`. Imports nest at most five levels and
 //! a file is read once. In a folder the user has not trusted, project and
-//! local files may import only files inside the project. The text is
+//! local files (and what they import) are read only when they resolve
+//! inside the project (`config::trust::ProjectFiles`): a `CLAUDE.md` that
+//! links to a file elsewhere is skipped and reported. The text is
 //! delivered by the runtime, through a template, outside the system prompt.
 //! This module reads files and nothing else.
 
@@ -63,6 +65,10 @@ pub struct Memory {
     /// target).
     #[serde(skip)]
     pub skipped_imports: Vec<(PathBuf, PathBuf)>,
+    /// Project and local files not read because they link outside the
+    /// project and the folder is not trusted.
+    #[serde(skip)]
+    pub outside: Vec<crate::config::trust::Outside>,
 }
 
 impl Memory {
@@ -78,10 +84,8 @@ pub struct MemoryInput<'a> {
     pub home: Option<&'a Path>,
     /// Where managed files live (`/`, or a test's root).
     pub managed_root: &'a Path,
-    /// The folder trust is decided for; project imports must stay in it
-    /// unless `trusted`.
-    pub project_root: &'a Path,
-    pub trusted: bool,
+    /// Which project files may be read (all of them in a trusted folder).
+    pub files: &'a crate::config::trust::ProjectFiles,
     /// `--setting-sources`: the user, project and local memory files are
     /// read only when their scope is listed (`None`: all are).
     pub sources: Option<&'a [crate::config::Scope]>,
@@ -156,6 +160,13 @@ struct Loader<'a, 'b> {
 impl Loader<'_, '_> {
     fn top(&mut self, path: &Path, scope: MemoryScope) {
         self.memory.watched.push(path.to_path_buf());
+        if scope_from_repo(scope)
+            && path.is_file()
+            && let Err(outside) = self.input.files.admit(path)
+        {
+            self.memory.outside.push(outside);
+            return;
+        }
         self.file(path, scope, None, 0);
     }
 
@@ -210,8 +221,7 @@ impl Loader<'_, '_> {
                 continue;
             };
             self.memory.watched.push(resolved.clone());
-            let from_repo = matches!(scope, MemoryScope::Project | MemoryScope::Local);
-            if from_repo && !self.input.trusted && !self.inside_project(&resolved) {
+            if scope_from_repo(scope) && self.input.files.admit(&resolved).is_err() {
                 self.memory
                     .skipped_imports
                     .push((path.to_path_buf(), resolved));
@@ -234,13 +244,11 @@ impl Loader<'_, '_> {
         };
         Some(crate::paths::lexical(&p))
     }
+}
 
-    fn inside_project(&self, path: &Path) -> bool {
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let root = std::fs::canonicalize(self.input.project_root)
-            .unwrap_or_else(|_| self.input.project_root.to_path_buf());
-        real.starts_with(root)
-    }
+/// Files of these scopes come with the repository.
+fn scope_from_repo(scope: MemoryScope) -> bool {
+    matches!(scope, MemoryScope::Project | MemoryScope::Local)
 }
 
 /// The `@path` imports of a memory file, in order: a token starting with
@@ -337,8 +345,7 @@ mod tests {
             cwd: &cwd,
             home: Some(home.path()),
             managed_root: Path::new("/nonexistent"),
-            project_root: r,
-            trusted: true,
+            files: &crate::config::trust::ProjectFiles::new(r, true),
             sources: None,
         });
         let texts: Vec<&str> = m.files.iter().map(|f| f.content.as_str()).collect();

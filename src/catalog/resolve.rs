@@ -8,7 +8,6 @@
 
 use std::path::Path;
 
-
 use super::FORK_AGENT;
 use super::def::{AgentDef, AgentMcpServer, Color, EffortSetting, Isolation, Prompt, Source};
 use super::tokens::{base_name, canonical_tool_spec, tokenize_tools};

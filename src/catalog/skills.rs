@@ -7,8 +7,10 @@
 //! `.claude/skills/*/` in each folder from the git root down to the working
 //! directory (project), as agents are; a later folder wins on a name clash,
 //! so the project's skill replaces the user's of the same name. A bad file
-//! is a diagnostic with path:line:col and is skipped. This module reads
-//! files; it runs nothing.
+//! is a diagnostic with path:line:col and is skipped. In a folder the user
+//! has not trusted, a project `SKILL.md` that resolves outside the project
+//! is not read, and the repository's skills grant no tools
+//! ([`Skills::restrict`]). This module reads files; it runs nothing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,7 @@ use serde::Serialize;
 
 use super::frontmatter::split_frontmatter;
 use super::tokens::{canonical_tool_spec, tokenize_tools};
+use crate::config::trust::{Outside, ProjectFiles};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node, parse_yaml};
 
@@ -64,11 +67,37 @@ pub struct Skill {
 pub struct Skills {
     pub skills: BTreeMap<String, Skill>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Project skills not read because their `SKILL.md` links outside the
+    /// project and the folder is not trusted.
+    pub outside: Vec<Outside>,
 }
 
 impl Skills {
     pub fn get(&self, name: &str) -> Option<&Skill> {
         self.skills.get(name)
+    }
+
+    /// In a folder the user has not trusted, skills the repository
+    /// supplies grant nothing: their `allowed-tools` are dropped (a prompt
+    /// injection would otherwise only have to name the skill). Those are
+    /// the project's skills and a plugin's whose file lies in the project.
+    /// Returns what was dropped: (skill, file).
+    pub fn restrict(&mut self, files: &ProjectFiles) -> Vec<(String, PathBuf)> {
+        if files.trusted() {
+            return Vec::new();
+        }
+        let mut removed = Vec::new();
+        for s in self.skills.values_mut() {
+            let from_repo = match s.source {
+                SkillSource::Project => true,
+                SkillSource::Plugin => files.holds(&s.path),
+                SkillSource::User => false,
+            };
+            if from_repo && s.allowed_tools.take().is_some_and(|t| !t.is_empty()) {
+                removed.push((s.name.clone(), s.path.clone()));
+            }
+        }
+        removed
     }
 }
 
@@ -103,7 +132,8 @@ pub fn skill_dirs(
 }
 
 /// Loads every `*/SKILL.md` under `dirs`, in order (a later one wins).
-pub fn load_skills(dirs: &[(SkillSource, PathBuf)]) -> Skills {
+/// A project skill is read only where `files` admits it.
+pub fn load_skills(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> Skills {
     let mut out = Skills::default();
     for (source, dir) in dirs {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -116,6 +146,12 @@ pub fn load_skills(dirs: &[(SkillSource, PathBuf)]) -> Skills {
         folders.sort();
         for folder in folders {
             let path = folder.join("SKILL.md");
+            if *source == SkillSource::Project
+                && let Err(outside) = files.admit(&path)
+            {
+                out.outside.push(outside);
+                continue;
+            }
             let text = match read_text(&path) {
                 Ok(t) => t,
                 Err(e) => {

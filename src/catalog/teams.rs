@@ -44,23 +44,25 @@ pub fn team_file(cwd: &Path, name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Reads and resolves a team file. Any error keeps the whole file out.
-pub fn load_team(path: &Path) -> Result<TeamDef, Vec<Diagnostic>> {
-    let too_big = std::fs::metadata(path).is_ok_and(|m| m.len() > super::MAX_FILE_BYTES);
-    if too_big {
+/// Reads and resolves a team file, a project file read only where `files`
+/// admits it. Any error keeps the whole file out.
+pub fn load_team(
+    path: &Path,
+    files: &crate::config::trust::ProjectFiles,
+) -> Result<TeamDef, Vec<Diagnostic>> {
+    if let Err(o) = files.admit(path) {
         return Err(vec![Diagnostic::error(
             Some(path),
             None,
-            format!("larger than {} bytes", super::MAX_FILE_BYTES),
+            format!(
+                "links to {}, outside the project, in a folder you have not trusted; not read (trust the folder with `cadre trust` to read it)",
+                o.target.display()
+            ),
         )]);
     }
-    let text = fs_err::read_to_string(path).map_err(|e| {
-        vec![Diagnostic::error(
-            Some(path),
-            None,
-            format!("cannot read: {e}"),
-        )]
-    })?;
+    // Bounded whatever the file is (a link may name a device or a FIFO).
+    let text = raw::read_text(path, super::MAX_FILE_BYTES)
+        .map_err(|e| vec![Diagnostic::error(Some(path), None, e)])?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
     let parsed = if path.extension().is_some_and(|e| e == "toml") {
         raw::parse_toml(text)
@@ -197,7 +199,33 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join(name);
         std::fs::write(&p, text).unwrap();
-        load_team(&p)
+        load_team(&p, &crate::config::trust::ProjectFiles::any())
+    }
+
+    #[test]
+    fn a_team_file_linked_outside_an_untrusted_project_or_to_a_device_is_not_read() {
+        let proj = tempfile::tempdir().unwrap();
+        let away = tempfile::tempdir().unwrap();
+        std::fs::write(
+            away.path().join("t.yaml"),
+            "lead_prompt: SECRET
+",
+        )
+        .unwrap();
+        let link = proj.path().join("t.yaml");
+        std::os::unix::fs::symlink(away.path().join("t.yaml"), &link).unwrap();
+        let files = crate::config::trust::ProjectFiles::new(proj.path(), false);
+        let e = load_team(&link, &files).unwrap_err();
+        assert!(e[0].to_string().contains("outside the project"), "{}", e[0]);
+        let trusted = crate::config::trust::ProjectFiles::new(proj.path(), true);
+        assert_eq!(
+            load_team(&link, &trusted).unwrap().lead_prompt.as_deref(),
+            Some("SECRET")
+        );
+        let zero = proj.path().join("z.yaml");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let e = load_team(&zero, &trusted).unwrap_err();
+        assert!(e[0].to_string().contains("not a regular file"), "{}", e[0]);
     }
 
     #[test]

@@ -1194,3 +1194,12 @@ fn other_tool_names_make_the_cache_unused() {
     assert_same_as_full(&input, &second);
     assert_eq!(of_file(&second), 1, "{:?}", second.diagnostics);
 }
+
+#[test]
+fn a_plugin_manifest_linked_to_a_device_is_not_read() {
+    let root = tempfile::tempdir().unwrap();
+    let plugin = root.path().join("kit");
+    std::fs::create_dir_all(plugin.join(".claude-plugin")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", plugin.join(".claude-plugin/plugin.json")).unwrap();
+    assert_eq!(super::load::plugin_name(&plugin), "kit");
+}

@@ -276,15 +276,16 @@ pub(super) fn prepare_with(
         // added (once per subject), its members started at the first turn.
         let file = crate::catalog::teams::team_file(&input.load.cwd, &name);
         if let Some(path) = &file {
-            let def = crate::catalog::teams::load_team(path).map_err(|diags| {
-                CliError::Usage(
-                    diags
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                )
-            })?;
+            let def =
+                crate::catalog::teams::load_team(path, &snap.project_files).map_err(|diags| {
+                    CliError::Usage(
+                        diags
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    )
+                })?;
             let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
             for t in &def.tasks {
                 if !existing.iter().any(|x| x.subject == t.subject) {

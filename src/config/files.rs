@@ -116,7 +116,14 @@ pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
         } else {
             Format::Toml
         };
-        push(&mut out, Scope::Project, p, format);
+        // A file the user names that lies outside the project is the
+        // user's own, at the project's place in the order.
+        let scope = if named && !in_project(&p, &super::trust::project_root(&input.cwd)) {
+            Scope::User
+        } else {
+            Scope::Project
+        };
+        push(&mut out, scope, p, format);
     }
     if wanted(Scope::Local) {
         let p = claude_dir.join("settings.local.json");
@@ -135,6 +142,19 @@ pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
         Format::Toml,
     );
     Ok(out)
+}
+
+/// Whether a cadre file named by `--config` or `CADRE_CONFIG` belongs to
+/// the project at `root` (canonical): when the path as named (its folders'
+/// links resolved) or the file it finally resolves to lies inside. A link
+/// in the project pointing out, or a link outside pointing in, is the
+/// project's either way: the repository decides what it reads.
+fn in_project(path: &std::path::Path, root: &std::path::Path) -> bool {
+    let named = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => crate::paths::resolve(dir).join(name),
+        _ => crate::paths::resolve(path),
+    };
+    named.starts_with(root) || crate::paths::resolve(path).starts_with(root)
 }
 
 /// The `--settings` layer: a JSON object given inline, or a file (JSON as

@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | default | built-in defaults (`Settings::default()`, `config/defaults.toml`) |
 //! | user | `~/.claude/settings.json`, then `$XDG_CONFIG_HOME/cadre/cadre.toml` |
-//! | project | `.claude/settings.json`, then the project's cadre file (`--config`, `CADRE_CONFIG`, or the first of `cadre.toml`, `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml`) |
+//! | project | `.claude/settings.json`, then the project's cadre file (`--config`, `CADRE_CONFIG`, or the first of `cadre.toml`, `cadre.yaml`, `config/cadre.toml`, `config/cadre.yaml`); a file named by `--config` or `CADRE_CONFIG` that lies outside the project root (links resolved) keeps this place but is the user's own (scope `user`: it needs no trust) |
 //! | local | `.claude/settings.local.json` |
 //! | flag | `--settings FILE\|JSON` (Claude Code's "flag settings") |
 //! | env | `CADRE_*` variables and the `CLAUDE_CODE_*` ones with a cadre meaning |

@@ -19,6 +19,7 @@ use super::flags::{Flag, FlagDecl, Flags, Layer};
 use super::layers::{self, Format, LayerDoc, Origin, Origins, Scope};
 use super::mode::PermissionMode;
 use super::settings::{OPEN_TABLES, Settings};
+use super::trust::Skipped;
 use super::trust::{self, TrustStore};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{self, Kind, Node};
@@ -91,7 +92,8 @@ impl LoadInput {
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
     pub settings: Settings,
-    /// The project's cadre config file, if any.
+    /// The cadre config file found in the project or named by `--config`
+    /// or `CADRE_CONFIG` (then maybe the user's own), if any.
     pub path: Option<PathBuf>,
     pub flags: Flags,
     /// Warnings (unknown keys and flags). Errors are returned as `Err`.
@@ -181,17 +183,6 @@ pub fn discover(input: &LoadInput) -> Result<Option<PathBuf>, ConfigError> {
     Ok(None)
 }
 
-/// A key a repository set that was not applied because the folder is not
-/// trusted.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Skipped {
-    /// The dotted cadre key (`provider.base_url`, `hooks`, …) or, for things
-    /// skipped outside settings, what it was (`.mcp.json server x`).
-    pub what: String,
-    /// Where it was written (file:line:col).
-    pub origin: String,
-}
-
 /// A Claude Code key that cadre read but does not implement.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IgnoredKey {
@@ -220,10 +211,8 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     let trusted = input.cli.trust || store.trusts(&trust_root);
 
     let files = layer_files(input)?;
-    let project_config = files
-        .iter()
-        .find(|f| f.scope == Scope::Project && f.format != Format::Claude)
-        .map(|f| f.path.clone());
+    // The cadre file found or named (a named one may be the user's own).
+    let project_config = discover(input)?.filter(|p| files.iter().any(|f| &f.path == p));
 
     // Built-in defaults.
     let mut acc = match serde_json::to_value(Settings::default()) {
@@ -900,6 +889,31 @@ mod tests {
             ]
         );
         assert!(c.diagnostics[0].message.contains("managed_dirs"));
+    }
+
+    #[test]
+    fn a_named_config_outside_the_project_is_the_users_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let team = tempfile::tempdir().unwrap();
+        let rules = "[permissions]\nallow = [\"Bash\"]\n";
+        write(&team.path().join("team.toml"), rules);
+        write(&dir.path().join("inside.toml"), rules);
+        std::os::unix::fs::symlink(team.path().join("team.toml"), dir.path().join("link.toml"))
+            .unwrap();
+        let mut i = input(dir.path());
+        for (named, scope) in [
+            (team.path().join("team.toml"), Scope::User),
+            ("inside.toml".into(), Scope::Project),
+            ("link.toml".into(), Scope::Project),
+        ] {
+            i.config = Some(named.clone());
+            let c = load(&i).unwrap();
+            let file = c.files.iter().find(|f| f.format == Format::Toml).unwrap();
+            assert_eq!(file.scope, scope, "{named:?}");
+            assert_eq!(c.path.as_deref(), Some(file.path.as_path()));
+            let allowed = c.settings.permissions.allow == ["Bash"];
+            assert_eq!(allowed, scope == Scope::User, "{named:?}");
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub use hooks::{Hook, HookEvent, Hooks, Matcher};
 pub use layers::{Origin, Origins, Scope};
 pub use load::{
     CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, MAX_SETTINGS_BYTES,
-    Skipped, discover, layer_files, load,
+    discover, layer_files, load,
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
@@ -38,3 +38,4 @@ pub use settings::{
     ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings,
     TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings, WebSearchSettings,
 };
+pub use trust::Skipped;

@@ -88,6 +88,104 @@ pub fn project_root(dir: &Path) -> PathBuf {
         .map_or_else(|| dir.clone(), Path::to_path_buf)
 }
 
+/// A key a repository set that was not applied because the folder is not
+/// trusted.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Skipped {
+    /// The dotted cadre key (`provider.base_url`, `hooks`, …) or, for things
+    /// skipped outside settings, what it was (`.mcp.json server x`).
+    pub what: String,
+    /// Where it was written (file:line:col).
+    pub origin: String,
+}
+
+/// Which files a repository supplies may be read: the one check every
+/// reader of project files (memory, rules, skills, agent files) makes.
+/// In a trusted folder, all of them; otherwise only those that resolve,
+/// symbolic links followed, inside the project root. A clone could
+/// otherwise link `CLAUDE.md` to `~/.aws/credentials` and have it sent to
+/// the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectFiles {
+    /// The project root, links resolved.
+    root: PathBuf,
+    trusted: bool,
+}
+
+/// A project file left unread because it resolves outside the project in
+/// a folder that is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outside {
+    /// The file (or folder) as the project names it.
+    pub file: PathBuf,
+    /// Where it resolves to.
+    pub target: PathBuf,
+}
+
+impl Outside {
+    /// How the skip is listed with the other skipped settings (stderr and
+    /// `cadre config show`).
+    pub fn skipped(&self) -> Skipped {
+        // A folder named outside (an `agents.dirs` entry) is no link.
+        let what = if self.target == crate::paths::lexical(&self.file) {
+            "outside the project".to_string()
+        } else {
+            format!("link to {}, outside the project", self.target.display())
+        };
+        Skipped {
+            what,
+            origin: self.file.display().to_string(),
+        }
+    }
+}
+
+impl ProjectFiles {
+    pub fn new(root: &Path, trusted: bool) -> ProjectFiles {
+        ProjectFiles {
+            root: crate::paths::resolve(root),
+            trusted,
+        }
+    }
+
+    /// Every file may be read (a trusted folder, or a reader of the
+    /// user's own files).
+    pub fn any() -> ProjectFiles {
+        ProjectFiles {
+            root: PathBuf::new(),
+            trusted: true,
+        }
+    }
+
+    /// Whether the folder is trusted (so [`ProjectFiles::admit`] admits
+    /// every file).
+    pub fn trusted(&self) -> bool {
+        self.trusted
+    }
+
+    /// Whether `path` resolves inside the project root, trusted or not.
+    pub fn holds(&self, path: &Path) -> bool {
+        !self.root.as_os_str().is_empty() && crate::paths::resolve(path).starts_with(&self.root)
+    }
+
+    /// `Ok` when the project file `path` may be read; otherwise where it
+    /// resolves to. A path that does not exist is judged by its nearest
+    /// existing folder.
+    pub fn admit(&self, path: &Path) -> Result<(), Outside> {
+        if self.trusted {
+            return Ok(());
+        }
+        let target = crate::paths::resolve(path);
+        if target.starts_with(&self.root) {
+            Ok(())
+        } else {
+            Err(Outside {
+                file: path.to_path_buf(),
+                target,
+            })
+        }
+    }
+}
+
 impl TrustStore {
     /// Reads the list; a missing file is an empty list.
     pub fn load(path: Option<PathBuf>) -> Result<TrustStore, String> {
@@ -161,6 +259,33 @@ impl TrustStore {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn project_files_outside_the_root_need_trust() {
+        let proj = tempfile::tempdir().unwrap();
+        let away = tempfile::tempdir().unwrap();
+        std::fs::write(away.path().join("secret"), "x").unwrap();
+        std::fs::write(proj.path().join("own.md"), "x").unwrap();
+        let link = proj.path().join("CLAUDE.md");
+        std::os::unix::fs::symlink(away.path().join("secret"), &link).unwrap();
+        let inner = proj.path().join("inner.md");
+        std::os::unix::fs::symlink(proj.path().join("own.md"), &inner).unwrap();
+        let untrusted = ProjectFiles::new(proj.path(), false);
+        assert_eq!(untrusted.admit(&inner), Ok(()));
+        assert_eq!(untrusted.admit(&proj.path().join("own.md")), Ok(()));
+        let out = untrusted.admit(&link).unwrap_err();
+        assert_eq!(out.file, link);
+        assert_eq!(
+            out.target,
+            away.path().join("secret").canonicalize().unwrap()
+        );
+        assert_eq!(ProjectFiles::new(proj.path(), true).admit(&link), Ok(()));
+        assert!(out.skipped().what.starts_with("link to "));
+        // A folder named outside, with no link, is said as such.
+        let named = away.path().canonicalize().unwrap();
+        let out = untrusted.admit(&named).unwrap_err();
+        assert_eq!(out.skipped().what, "outside the project");
+    }
 
     #[test]
     fn grant_covers_subfolders_and_revoke_removes() {

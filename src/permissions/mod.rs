@@ -551,6 +551,9 @@ fn valid_tool_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// Tools whose rule specifier is a path glob.
+const PATH_TOOLS: &[&str] = &["Read", "Write", "Edit", "Glob", "Grep", "NotebookEdit"];
+
 fn parse_kind(text: &str) -> Result<RuleKind, String> {
     if text.is_empty() {
         return Err("empty rule".to_string());
@@ -586,6 +589,11 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
     let spec = spec.trim();
     if spec.is_empty() {
         return Err(format!("empty specifier; write `{tool}` to mean every use"));
+    }
+    // `Bash(*)` is `Bash`: every use. (For the file tools `*` stays a glob:
+    // the files directly in the working directory.)
+    if spec == "*" && !PATH_TOOLS.contains(&canonical_tool(tool)) {
+        return Ok(RuleKind::Tool(canonical_tool(tool).to_string()));
     }
     match canonical_tool(tool) {
         "Bash" => {

@@ -151,6 +151,9 @@ fn bash_rules() {
         with(&["Bash(git *)"], &[], &[], case(Default, "Bash", bash("git log"), "allow")),
         // A bare tool name covers every use.
         with(&["Bash"], &[], &[], case(Default, "Bash", bash("anything $(at all)"), "allow")),
+        // `Bash(*)` is the bare name, not the command `*`.
+        with(&["Bash(*)"], &[], &[], case(Default, "Bash", bash("touch x"), "allow")),
+        with(&[], &[], &["Bash( * )"], case(BypassPermissions, "Bash", bash("ls"), "deny: deny rule 'Bash( * )'")),
         // Allow rules apply before the mode, even in plan mode.
         with(&["Bash(ls:*)"], &[], &[], case(Plan, "Bash", bash("ls -la"), "allow")),
         with(&["Bash(ls:*)"], &[], &[], case(Plan, "Bash", bash("cat x"), "deny: permission mode 'plan'")),

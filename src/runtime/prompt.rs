@@ -353,11 +353,16 @@ fn join_blocks(blocks: &[&str]) -> String {
         .join("\n\n")
 }
 
+/// The most read of `.git/HEAD` or a `.git` file: a ref name or a path.
+const GIT_FILE_BYTES: u64 = 64 * 1024;
+
 /// The current branch, read from `.git/HEAD` (no process started); `None`
 /// outside a repository. A detached HEAD shows as its short hash.
 pub fn git_branch(cwd: &Path) -> Option<String> {
     let git = git_dir(cwd)?;
-    let head = fs_err::read_to_string(git.join("HEAD")).ok()?;
+    // Bounded: an unpacked archive may hold any `.git` (a HEAD linked to a
+    // device or a FIFO is refused, not read).
+    let head = crate::raw::read_text(&git.join("HEAD"), GIT_FILE_BYTES).ok()?;
     let head = head.trim();
     match head.strip_prefix("ref: ") {
         Some(r) => Some(r.strip_prefix("refs/heads/").unwrap_or(r).to_string()),
@@ -395,7 +400,7 @@ fn find_git_dir(cwd: &Path) -> Option<PathBuf> {
         }
         if dot_git.is_file() {
             // A worktree or submodule: `gitdir: PATH`.
-            let text = fs_err::read_to_string(&dot_git).ok()?;
+            let text = crate::raw::read_text(&dot_git, GIT_FILE_BYTES).ok()?;
             let target = text.trim().strip_prefix("gitdir:")?.trim();
             let p = Path::new(target);
             return Some(if p.is_absolute() {
@@ -436,5 +441,14 @@ mod tests {
         )
         .unwrap();
         assert_eq!(git_branch(wt.path()).as_deref(), Some("01234567"));
+    }
+
+    /// A HEAD that is a link to a device is refused, not read without end.
+    #[test]
+    fn a_head_linked_to_a_device_is_no_branch() {
+        let repo = tempfile::tempdir().unwrap();
+        std::fs::create_dir(repo.path().join(".git")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", repo.path().join(".git/HEAD")).unwrap();
+        assert_eq!(git_branch(repo.path()), None);
     }
 }

@@ -603,15 +603,27 @@ impl Session {
     /// `memory:` scope and the head of its `MEMORY.md`, read once.
     pub(super) fn agent_memory(&mut self) -> Option<&crate::catalog::agent_memory::AgentMemory> {
         if self.agent_memory.is_none() {
+            let snap = self.engine.snapshot.load();
             let loaded = self.spec.def.as_deref().and_then(|d| {
                 let scope = d.memory.as_deref()?;
                 let home = self.engine.env_var("HOME").map(std::path::PathBuf::from);
-                crate::catalog::agent_memory::agent_memory(
+                let m = crate::catalog::agent_memory::agent_memory(
                     scope,
                     &d.name,
                     home.as_deref(),
                     &self.spec.cwd,
-                )
+                    &snap.project_files,
+                )?;
+                if let Some(o) = &m.outside {
+                    tracing::warn!(
+                        "agent `{}`: {} links to {}, outside the project, and was not read; trust the folder with `cadre trust {}` to read it",
+                        d.name,
+                        o.file.display(),
+                        o.target.display(),
+                        snap.config.trust_root.display()
+                    );
+                }
+                Some(m)
             });
             self.agent_memory = Some(loaded);
         }

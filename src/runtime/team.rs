@@ -424,7 +424,7 @@ impl Session {
         let Some(path) = &seat.file else {
             return;
         };
-        let def = match crate::catalog::teams::load_team(path) {
+        let def = match crate::catalog::teams::load_team(path, &snap.project_files) {
             Ok(d) => d,
             Err(diags) => {
                 for d in diags {

@@ -551,3 +551,197 @@ fn an_untrusted_clone_cannot_write_or_clean_sessions_outside_itself() {
         );
     }
 }
+
+#[test]
+fn a_config_file_named_from_outside_the_project_is_the_users_own() {
+    // A team file the user keeps outside the clone, named by --config or
+    // CADRE_CONFIG: its allow rule applies in a folder not trusted.
+    let team_dir = tempfile::tempdir().unwrap();
+    let team = team_dir.path().join("team.toml");
+    let text = format!(
+        "{}\n[permissions]\nallow = [\"Bash(touch:*)\"]\n",
+        super::harness::BASE_CONFIG
+    );
+    std::fs::write(&team, &text).unwrap();
+    let mut clone = Project::untrusted();
+    git(clone.path(), &["init", "-q", "-b", "main"]);
+    let team = team.display().to_string();
+    let call = || server(vec![("Bash", json!({"command": "touch made.marker"}))]);
+
+    let s = call();
+    let run = clone.run(Some(&s), &["--config", &team, "run", "go"]);
+    assert!(clone.path().join("made.marker").exists(), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("not a trusted folder"),
+        "{}",
+        run.stderr
+    );
+    std::fs::remove_file(clone.path().join("made.marker")).unwrap();
+    let show = clone.run(None, &["--config", &team, "config", "show", "--origin"]);
+    assert!(
+        line_of(&show.stdout, "Bash(touch:*)").contains(&format!("# user {team}:")),
+        "{}",
+        show.stdout
+    );
+
+    // The same, named by the environment.
+    clone.env("CADRE_CONFIG", &team);
+    let s = call();
+    let run = clone.run(Some(&s), &["run", "go"]);
+    assert!(clone.path().join("made.marker").exists(), "{}", run.stderr);
+    std::fs::remove_file(clone.path().join("made.marker")).unwrap();
+
+    // The same file inside the project, or a link inside the project that
+    // points at it, is the project's: its allow rule needs trust.
+    let clone = {
+        let c = Project::untrusted();
+        git(c.path(), &["init", "-q", "-b", "main"]);
+        c
+    };
+    let inside = clone.write("team.toml", &text).display().to_string();
+    std::os::unix::fs::symlink(&team, clone.path().join("linked.toml")).unwrap();
+    for named in [inside.as_str(), "linked.toml"] {
+        let s = call();
+        let run = clone.run(Some(&s), &["--config", named, "run", "go"]);
+        assert!(!clone.path().join("made.marker").exists(), "{named}");
+        assert!(
+            run.stderr.contains("not a trusted folder") && run.stderr.contains("permissions.allow"),
+            "{named}: {}",
+            run.stderr
+        );
+        let (denied, _) = &main_results(&s)[0];
+        assert!(denied, "{named}");
+    }
+}
+
+#[test]
+fn project_files_linked_outside_an_untrusted_clone_are_not_read() {
+    // Files elsewhere on the machine: a secret, a skill and an agent file.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let secret = elsewhere.path().join("credentials");
+    std::fs::write(&secret, "aws_secret_access_key = SECRET-MEMORY\n").unwrap();
+    let skill = elsewhere.path().join("skill");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: leak\ndescription: SECRET-SKILL\n---\nx\n",
+    )
+    .unwrap();
+    let agent = elsewhere.path().join("agent.md");
+    std::fs::write(
+        &agent,
+        "---\nname: leaker\ndescription: SECRET-AGENT\n---\nx\n",
+    )
+    .unwrap();
+
+    let clone = Project::untrusted();
+    git(clone.path(), &["init", "-q", "-b", "main"]);
+    let link = |target: &Path, rel: &str| {
+        let at = clone.path().join(rel);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, &at).unwrap();
+        at
+    };
+    let memory = link(&secret, ".claude/CLAUDE.md");
+    link(&secret, "CLAUDE.local.md");
+    link(&skill, ".claude/skills/leak");
+    link(&agent, ".claude/agents/leaker.md");
+
+    let leaked = |server: &FakeServer| {
+        let body = String::from_utf8_lossy(&server.request(0).body).into_owned();
+        ["SECRET-MEMORY", "SECRET-SKILL", "SECRET-AGENT"]
+            .into_iter()
+            .filter(|s| body.contains(s))
+            .collect::<Vec<_>>()
+    };
+    let s = server(vec![]);
+    let run = clone.run(Some(&s), &["run", "go"]);
+    run.ok();
+    assert_eq!(leaked(&s), Vec::<&str>::new(), "{}", run.stderr);
+    for (file, target) in [
+        (memory.clone(), secret.clone()),
+        (clone.path().join("CLAUDE.local.md"), secret.clone()),
+        (
+            clone.path().join(".claude/skills/leak/SKILL.md"),
+            skill.join("SKILL.md"),
+        ),
+        (clone.path().join(".claude/agents/leaker.md"), agent.clone()),
+    ] {
+        let target = target.canonicalize().unwrap();
+        assert!(
+            run.stderr.contains(&format!(
+                "link to {}, outside the project ({})",
+                target.display(),
+                file.display()
+            )),
+            "{file:?}: {}",
+            run.stderr
+        );
+    }
+    assert!(
+        run.stderr.contains("Trust the folder with"),
+        "{}",
+        run.stderr
+    );
+    // `cadre render` sends nothing either.
+    let render = clone.run(None, &["render", "go"]);
+    assert!(
+        !render.stdout.contains("SECRET-MEMORY"),
+        "{}",
+        render.stdout
+    );
+
+    // Trusted, the links are the user's choice: all three are read.
+    let s = server(vec![]);
+    clone.run(Some(&s), &["--trust", "run", "go"]).ok();
+    assert_eq!(
+        leaked(&s),
+        ["SECRET-MEMORY", "SECRET-SKILL", "SECRET-AGENT"],
+        "a trusted folder reads its links"
+    );
+}
+
+#[test]
+fn an_agents_memory_file_linked_outside_an_untrusted_clone_is_not_read() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let secret = elsewhere.path().join("notes");
+    std::fs::write(&secret, "SECRET-AGENT-MEMORY\n").unwrap();
+    let clone = Project::untrusted();
+    git(clone.path(), &["init", "-q", "-b", "main"]);
+    clone.write(
+        ".claude/agents/keeper.md",
+        "---\nname: keeper\ndescription: Keeps notes\nmemory: project\n---\nKEEPER-BODY\n",
+    );
+    let memory = clone.path().join(".claude/agent-memory/keeper/MEMORY.md");
+    std::fs::create_dir_all(memory.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&secret, &memory).unwrap();
+    let keeper_system = |args: &[&str]| {
+        let s = server(vec![(
+            "Agent",
+            json!({"description": "d", "prompt": "note", "subagent_type": "keeper"}),
+        )]);
+        let mut all = args.to_vec();
+        all.extend(["run", "go"]);
+        let run = clone.run(Some(&s), &all);
+        let child = s
+            .requests()
+            .into_iter()
+            .find(|r| r.system_text().contains("KEEPER-BODY"))
+            .expect("the agent ran");
+        (run, child.system_text())
+    };
+    let (run, system) = keeper_system(&[]);
+    assert!(!system.contains("SECRET-AGENT-MEMORY"), "{system}");
+    let target = secret.canonicalize().unwrap();
+    assert!(
+        run.stderr.contains(&format!(
+            "agent `keeper`: {} links to {}, outside the project, and was not read",
+            memory.display(),
+            target.display()
+        )) && run.stderr.contains("cadre trust"),
+        "{}",
+        run.stderr
+    );
+    let (_, system) = keeper_system(&["--trust"]);
+    assert!(system.contains("SECRET-AGENT-MEMORY"), "{system}");
+}

@@ -262,3 +262,141 @@ fn a_plugins_skills_are_named_after_the_plugin() {
         .unwrap();
     assert_eq!(style["source"], "plugin");
 }
+
+/// A skill that asks for Bash without a question.
+fn deploy_skill(p: &Project, allowed: &str) {
+    p.write(
+        ".claude/skills/deploy/SKILL.md",
+        &format!("---\ndescription: Deploys\nallowed-tools: {allowed}\n---\nDeploy.\n"),
+    );
+}
+
+/// The model loads `deploy`, then runs `touch made.marker`; returns the
+/// run and whether the Bash call was refused.
+fn skill_then_touch(p: &Project, args: &[&str]) -> (super::harness::Run, bool) {
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("s1", "Skill", json!({"skill": "deploy"})),
+        anthropic::tool_use_reply("b1", "Bash", json!({"command": "touch made.marker"})),
+        anthropic::text_reply("done"),
+    ]);
+    let mut all = args.to_vec();
+    all.extend(["run", "deploy it"]);
+    let run = p.run(Some(&server), &all);
+    let result = &last_tool_results(&server.request(2).json)[0];
+    let refused = result["is_error"] == true;
+    assert_eq!(
+        refused,
+        !p.path().join("made.marker").exists(),
+        "{result}: {}",
+        run.stderr
+    );
+    let _ = std::fs::remove_file(p.path().join("made.marker"));
+    (run, refused)
+}
+
+#[test]
+fn an_untrusted_projects_skill_grants_no_tools() {
+    let p = Project::untrusted();
+    deploy_skill(&p, "Bash");
+    let (run, refused) = skill_then_touch(&p, &[]);
+    assert!(refused, "the skill's allowed-tools were honoured untrusted");
+    let skill = p.path().join(".claude/skills/deploy/SKILL.md");
+    assert!(
+        run.stderr.contains(&format!(
+            "skill `deploy`: allowed-tools ({})",
+            skill.display()
+        )) && run.stderr.contains("Trust the folder with `cadre trust"),
+        "{}",
+        run.stderr
+    );
+    let show = p.run(None, &["config", "show"]);
+    assert!(
+        show.stdout.contains("#   skill `deploy`: allowed-tools"),
+        "{}",
+        show.stdout
+    );
+    // Trusted for one run, or by the trust record: Bash runs unasked.
+    let (_, refused) = skill_then_touch(&p, &["--trust"]);
+    assert!(!refused);
+    super::harness::trust_folder(p.home.path(), p.path());
+    let (run, refused) = skill_then_touch(&p, &[]);
+    assert!(!refused);
+    assert!(!run.stderr.contains("allowed-tools"), "{}", run.stderr);
+}
+
+#[test]
+fn an_untrusted_project_agent_preloading_a_skill_gets_no_tools_from_it() {
+    let p = Project::untrusted();
+    deploy_skill(&p, "Bash(touch:*)");
+    p.write(
+        ".claude/agents/deployer.md",
+        "---\nname: deployer\ndescription: Deploys\nskills: deploy\ntools: Bash\n---\nDEPLOYER-BODY\n",
+    );
+    let route = || {
+        FakeServer::route(|r| {
+            let turns = super::harness::assistant_turns(r);
+            if r.system_text().contains("DEPLOYER-BODY") && turns == 0 {
+                return anthropic::tool_use_reply(
+                    "b1",
+                    "Bash",
+                    json!({"command": "touch child.marker"}),
+                );
+            }
+            if super::harness::is_main_session(r) && turns == 0 {
+                return anthropic::tool_use_reply(
+                    "a1",
+                    "Agent",
+                    json!({"description": "d", "prompt": "deploy", "subagent_type": "deployer"}),
+                );
+            }
+            anthropic::text_reply("done")
+        })
+    };
+    let child_result = |server: &FakeServer| {
+        let r = server
+            .requests()
+            .into_iter()
+            .find(|r| {
+                r.system_text().contains("DEPLOYER-BODY") && super::harness::assistant_turns(r) == 1
+            })
+            .expect("the child's second request");
+        last_tool_results(&r.json)[0].clone()
+    };
+    let server = route();
+    let run = p.run(Some(&server), &["run", "go"]);
+    assert!(!p.path().join("child.marker").exists(), "{}", run.stderr);
+    assert_eq!(child_result(&server)["is_error"], true);
+    assert!(
+        run.stderr.contains("skill `deploy`: allowed-tools"),
+        "{}",
+        run.stderr
+    );
+    let server = route();
+    p.run(Some(&server), &["--trust", "run", "go"]);
+    assert!(p.path().join("child.marker").exists());
+    assert!(child_result(&server).get("is_error").is_none());
+}
+
+#[test]
+fn a_trusted_skill_grants_no_more_than_the_rules_allow() {
+    // A deny rule still wins over the skill's allowed-tools.
+    let mut p = project();
+    deploy_skill(&p, "Bash");
+    p.config("[permissions]\ndeny = [\"Bash(touch:*)\"]\n");
+    let (_, refused) = skill_then_touch(&p, &[]);
+    assert!(refused);
+    // `Bash(*)` is every Bash command, as in a permission rule.
+    let p = project();
+    deploy_skill(&p, "Bash(*)");
+    let (run, refused) = skill_then_touch(&p, &[]);
+    assert!(!refused, "{}", run.stderr);
+    // An entry that is no rule is reported with the skill's file.
+    deploy_skill(&p, "Bash(touch:*), Read(");
+    let run = p.run(None, &["skills", "list"]);
+    assert!(
+        run.stderr
+            .contains("deploy/SKILL.md: error: allowed-tools: permission rule 'Read('"),
+        "{}",
+        run.stderr
+    );
+}
