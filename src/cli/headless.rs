@@ -22,6 +22,7 @@ use super::{CliError, GlobalArgs};
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, Message, Usage};
 use crate::provider::ProviderErrorKind;
+use crate::raw::lines::Line;
 use crate::runtime::{self, EventSink, Outcome, RunError, Session, StopKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -46,6 +47,11 @@ pub struct HeadlessArgs {
     pub output_format: Option<OutputFormat>,
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub input_format: Option<InputFormat>,
+    /// With stream-json input: the longest line read from stdin, in bytes
+    /// (default 64 MiB). A longer line is skipped and answered with an
+    /// error `result`; the session goes on.
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_input_line_bytes: Option<u64>,
     /// With stream-json output: also `stream_event` partial messages.
     #[arg(long)]
     pub include_partial_messages: bool,
@@ -141,6 +147,10 @@ impl HeadlessArgs {
     }
 }
 
+/// The longest stdin line read with stream-json input unless
+/// `--max-input-line-bytes` says otherwise.
+pub const MAX_INPUT_LINE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Splits rule lists as Claude Code does: commas and spaces separate,
 /// except inside parentheses (`Bash(git log:*)` is one rule).
 pub fn split_rules(values: &[String]) -> Vec<String> {
@@ -228,6 +238,11 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
         return Err(CliError::Usage(
             "--input-format stream-json requires --output-format stream-json".into(),
+        ));
+    }
+    if h.max_input_line_bytes.is_some() && input != InputFormat::StreamJson {
+        return Err(CliError::Usage(
+            "--max-input-line-bytes goes with --input-format stream-json".into(),
         ));
     }
     if h.include_partial_messages && output != OutputFormat::StreamJson {
@@ -522,6 +537,11 @@ enum Incoming {
     },
     SetMode(PermissionMode),
     SetModel(Option<String>),
+    /// Line `line` of stdin was longer than the cap and was skipped.
+    TooLong {
+        line: u64,
+        bytes: u64,
+    },
     /// stdin ended (or could not be read).
     End,
 }
@@ -545,9 +565,11 @@ fn user_message(u: wire::UserIn) -> Result<Message, String> {
 }
 
 /// Reads stdin lines until it ends: answers control responses and
-/// interrupts at once, passes the rest on in order.
+/// interrupts at once, passes the rest on in order. No line longer than
+/// `max` bytes is held: it is skipped to its newline and reported.
 fn spawn_reader<R>(
-    input: R,
+    mut input: R,
+    max: u64,
     tx: mpsc::UnboundedSender<Incoming>,
     control: Arc<Control>,
     prompts: Arc<Prompts>,
@@ -556,22 +578,32 @@ fn spawn_reader<R>(
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut lines = input.lines();
+        let cap = usize::try_from(max).unwrap_or(usize::MAX);
+        let mut line = Vec::new();
         let mut n = 0u64;
         loop {
-            let line = match lines.next_line().await {
-                Ok(Some(l)) => l,
+            match crate::raw::lines::next_line(&mut input, &mut line, cap, |_| {}).await {
+                Ok(Some(Line::Whole)) => {}
+                Ok(Some(Line::TooLong(bytes))) => {
+                    n += 1;
+                    eprintln!(
+                        "cadre: stdin:{n}: a line of {bytes} bytes, longer than the limit of \
+                         {max} bytes (--max-input-line-bytes); skipped"
+                    );
+                    let _ = tx.send(Incoming::TooLong { line: n, bytes });
+                    continue;
+                }
                 Ok(None) => break,
                 Err(e) => {
                     eprintln!("cadre: cannot read stdin: {e}");
                     break;
                 }
-            };
+            }
             n += 1;
-            if line.trim().is_empty() {
+            if line.trim_ascii().is_empty() {
                 continue;
             }
-            let input: Input = match serde_json::from_str(&line) {
+            let input: Input = match serde_json::from_slice(&line) {
                 Ok(i) => i,
                 Err(e) => {
                     eprintln!(
@@ -1005,6 +1037,26 @@ impl PromptStart {
     }
 }
 
+/// The `result` that answers a stdin line longer than the cap: a prompt
+/// that failed before it started (cadre could not know what the line was).
+fn too_long_result(
+    emitter: &Emitter,
+    session_id: &str,
+    line: u64,
+    bytes: u64,
+    max: u64,
+) -> ResultOut {
+    let start = PromptStart::now(emitter);
+    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled));
+    let why = format!(
+        "stdin line {line} ({bytes} bytes) is longer than the limit of {max} bytes \
+         (--max-input-line-bytes); it was skipped unread"
+    );
+    result.result.clone_from(&why);
+    result.errors = vec![why];
+    result
+}
+
 /// The `result` of one prompt's run.
 pub(super) fn result_of(
     emitter: &Emitter,
@@ -1203,6 +1255,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut first: Option<Prompt> = None;
     let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
     let mut init_reply: Option<String> = None;
+    // Over-long lines read before the session was set up.
+    let mut skipped: Vec<(u64, u64)> = Vec::new();
     match plan.input {
         InputFormat::Text => {
             let text = match h.prompt.clone() {
@@ -1226,6 +1280,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             let (tx, r) = mpsc::unbounded_channel();
             spawn_reader(
                 tokio::io::BufReader::new(tokio::io::stdin()),
+                h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES),
                 tx,
                 Arc::clone(&control),
                 Arc::clone(&prompts),
@@ -1253,6 +1308,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
                     Some(Incoming::SetModel(m)) => session_args.model = m,
+                    // Answered once the session is set up, in order.
+                    Some(Incoming::TooLong { line, bytes }) => skipped.push((line, bytes)),
                     Some(Incoming::End) | None => break,
                 }
             }
@@ -1374,6 +1431,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut last_error = false;
     let mut last_text = String::new();
     let mut last_result: Option<ResultOut> = None;
+    let max_line = h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES);
+    for (line, bytes) in skipped {
+        let result = too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
+        send(&Output::Result(result.clone()));
+        last_error = true;
+        last_result = Some(result);
+    }
     loop {
         let prompt = match first.take() {
             Some(m) => m,
@@ -1407,6 +1471,14 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                             &request_id,
                             "already initialized",
                         )));
+                        continue;
+                    }
+                    Some(Incoming::TooLong { line, bytes }) => {
+                        let result =
+                            too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
+                        send(&Output::Result(result.clone()));
+                        last_error = true;
+                        last_result = Some(result);
                         continue;
                     }
                     Some(Incoming::End) | None => break,
@@ -1559,6 +1631,7 @@ mod tests {
         let prompts = Arc::new(Prompts::default());
         spawn_reader(
             std::io::Cursor::new(input.into_bytes()),
+            super::MAX_INPUT_LINE_BYTES,
             tx,
             Arc::new(Control::default()),
             Arc::clone(&prompts),

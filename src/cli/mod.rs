@@ -180,8 +180,28 @@ impl CliError {
     }
 }
 
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0): the commands
+/// cadre starts run as the same user, and without this could read the
+/// provider key from `/proc/<cadre>/environ` or cadre's memory through
+/// `/proc/<cadre>/mem`. A non-dumpable process's `/proc` files belong to
+/// root, it leaves no core dump, and only a process with `CAP_SYS_PTRACE`
+/// (root) may read or trace it. Children are not affected: `execve` makes
+/// every new program dumpable again. (Removing the key from the
+/// environment would not help: `/proc/PID/environ` shows the block the
+/// process started with, whatever `unsetenv` does later.)
+#[cfg(target_os = "linux")]
+fn protect_process() -> nix::Result<()> {
+    nix::sys::prctl::set_dumpable(false)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn protect_process() -> Result<(), std::convert::Infallible> {
+    Ok(())
+}
+
 /// The entry point: parses arguments, runs the command, returns the exit code.
 pub fn main() -> ExitCode {
+    let unprotected = protect_process().err();
     // `cadre --version` alone is answered before the command line is
     // parsed: building the whole command tree was most of that start.
     if version_only(std::env::args_os().skip(1)) {
@@ -201,6 +221,12 @@ pub fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     init_logging(&cli.global, cli.command.is_none());
+    if let Some(e) = unprotected {
+        tracing::warn!(
+            "cannot make cadre's process unreadable to the commands it runs (prctl: {e}); \
+             they may read the provider key from /proc"
+        );
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -554,8 +554,13 @@ pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {
     }
 }
 
-/// The prompt from stdin (not from a terminal; not empty). `where_else`
-/// completes "give one … or on stdin" in the error.
+/// The longest prompt read from stdin (far beyond any model's window; a
+/// bound, so that an endless stdin cannot take all memory).
+pub(super) const MAX_STDIN_PROMPT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The prompt from stdin (not from a terminal; not empty; at most
+/// [`MAX_STDIN_PROMPT_BYTES`]). `where_else` completes "give one … or on
+/// stdin" in the error.
 pub(super) fn read_stdin_prompt(where_else: &str) -> Result<String, CliError> {
     let stdin = std::io::stdin();
     if stdin.is_terminal() {
@@ -566,8 +571,14 @@ pub(super) fn read_stdin_prompt(where_else: &str) -> Result<String, CliError> {
     let mut text = String::new();
     stdin
         .lock()
+        .take(MAX_STDIN_PROMPT_BYTES + 1)
         .read_to_string(&mut text)
         .map_err(|e| CliError::Usage(format!("cannot read stdin: {e}")))?;
+    if text.len() as u64 > MAX_STDIN_PROMPT_BYTES {
+        return Err(CliError::Usage(format!(
+            "the prompt on stdin is longer than {MAX_STDIN_PROMPT_BYTES} bytes; not read"
+        )));
+    }
     if text.trim().is_empty() {
         return Err(CliError::Usage("no prompt: stdin was empty".into()));
     }

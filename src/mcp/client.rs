@@ -15,12 +15,13 @@ use rmcp::model::{
     ElicitResult, ElicitationAction, Implementation, JsonObject, ListRootsResult, Root,
 };
 use rmcp::service::{Peer, RequestContext, RunningService, ServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::Value;
 
 use super::progress::in_order;
+use super::stdio::{StdioServer, client_transport};
 use crate::tools::outcome::McpPart;
 
 use crate::config::McpServerConfig;
@@ -97,6 +98,23 @@ pub enum CallError {
     TaskCancelled,
     #[error("the MCP task's result is not a tool result")]
     TaskResult,
+    /// The server's answer was longer than cadre takes from a server.
+    #[error(
+        "its answer was {bytes} bytes, longer than the limit of {limit} bytes for one MCP \
+         message, and was dropped"
+    )]
+    MessageTooLong { bytes: u64, limit: u64 },
+}
+
+/// A failed request as the model is told it: the answer cadre put in
+/// place of an over-long one is named as such, the rest in rmcp's words.
+fn call_error(e: rmcp::ServiceError) -> CallError {
+    if let rmcp::ServiceError::McpError(data) = &e
+        && let Some((bytes, limit)) = super::stdio::too_long(data)
+    {
+        return CallError::MessageTooLong { bytes, limit };
+    }
+    CallError::Protocol(e.to_string())
 }
 
 /// Why connecting failed, with the last lines the server wrote on stderr
@@ -433,8 +451,10 @@ impl Connection {
                     .as_ref()
                     .and_then(|open| open(&handler.server))
                     .ok_or(McpError::NoSdkClient)?;
+                let (read, write) = tokio::io::split(stream);
+                let transport = client_transport(&handler.server, read, write);
                 let service = handler
-                    .serve(in_order(stream, progress.clone()))
+                    .serve(in_order(transport, progress.clone()))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
@@ -442,14 +462,9 @@ impl Connection {
             (Some(command), _) => {
                 let mut cmd = tokio::process::Command::new(command);
                 config.child_env.clone().unwrap_or_default().apply(&mut cmd);
-                cmd.args(&config.args)
-                    .envs(&config.env)
-                    .current_dir(cwd)
-                    .kill_on_drop(true);
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .map_err(|e| McpError::Spawn {
+                cmd.args(&config.args).envs(&config.env).current_dir(cwd);
+                let (transport, stderr) =
+                    StdioServer::spawn(cmd, &handler.server).map_err(|e| McpError::Spawn {
                         command: command.clone(),
                         message: e.to_string(),
                     })?;
@@ -641,7 +656,7 @@ impl Connection {
             Ok(CallToolResponse::Complete(result)) => Ok(call_output(&result)),
             Ok(CallToolResponse::Task(_)) => Err(CallError::NewerTask),
             Ok(_) => Err(CallError::MoreInput),
-            Err(e) => Err(CallError::Protocol(e.to_string())),
+            Err(e) => Err(call_error(e)),
         }
     }
 

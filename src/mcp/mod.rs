@@ -21,6 +21,7 @@ mod resources;
 mod sampling;
 mod select;
 mod sse;
+mod stdio;
 mod task;
 mod texts;
 mod tool;

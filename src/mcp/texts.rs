@@ -40,6 +40,10 @@ mod tests {
             CallError::TaskFailed("disk full".into()),
             CallError::TaskCancelled,
             CallError::TaskResult,
+            CallError::MessageTooLong {
+                bytes: 20_000_000,
+                limit: 16_777_216,
+            },
         ];
         for e in all {
             let text = t

@@ -11,6 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
+pub mod lines;
 mod simple;
 
 use crate::diagnostic::Pos;

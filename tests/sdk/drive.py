@@ -240,6 +240,38 @@ async def sdk_mcp_tool():
     return {"calls": calls}
 
 
+async def sdk_mcp_huge_answer():
+    """An in-process server answers with more than one MCP message may
+    hold: the call fails naming the server and the limit, and the next call
+    to the same server works."""
+
+    @tool("big", "Answers with 17 MiB.", {})
+    async def big(args):
+        return {"content": [{"type": "text", "text": "x" * (17 << 20)}]}
+
+    @tool("add", "Adds two numbers.", {"a": int, "b": int})
+    async def add(args):
+        return {"content": [{"type": "text", "text": f"sum={args['a'] + args['b']}"}]}
+
+    calc = create_sdk_mcp_server(name="calc", version="1.0.0", tools=[big, add])
+    opts = options(mcp_servers={"calc": calc}, allowed_tools=["mcp__calc"])
+
+    async def run():
+        async with ClaudeSDKClient(options=opts) as client:
+            await client.query("Try both tools.")
+            return [m async for m in client.receive_response()]
+
+    # A bound for a hang (what this scenario catches), not a timing check.
+    messages = await asyncio.wait_for(run(), 120)
+    results = tool_results(messages)
+    assert len(results) == 2, results
+    failed = result_text(results[0])
+    assert results[0].is_error, failed
+    assert "MCP server `calc`" in failed and "limit of 16777216 bytes" in failed, failed
+    assert not results[1].is_error and "sum=5" in result_text(results[1]), results
+    return {"error": failed}
+
+
 async def rewrite_and_post_hook():
     """can_use_tool rewrites a command and grants a rule for the session; a
     PostToolUse hook adds context for the model."""
@@ -292,6 +324,7 @@ SCENARIOS = {
         custom_agents,
         pre_tool_hook,
         sdk_mcp_tool,
+        sdk_mcp_huge_answer,
         rewrite_and_post_hook,
     ]
 }

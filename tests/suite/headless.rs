@@ -1078,6 +1078,34 @@ fn a_bad_input_line_is_reported_and_skipped() {
     let _ = Reply::status(200, "");
 }
 
+/// A stdin line over `--max-input-line-bytes` is skipped without being
+/// held, answered with an error `result`, and the next line is a prompt
+/// like any other.
+#[test]
+fn an_over_long_input_line_gets_an_error_result_and_the_session_goes_on() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("fine"));
+    let mut d = Driven::start(&p, &server, &["--max-input-line-bytes", "1048576"]);
+    let huge = "x".repeat(5 * 1024 * 1024);
+    d.user(&huge);
+    d.user("hi");
+    let first = d.until("the over-long line's result", is_result);
+    assert_eq!(first["is_error"], true, "{first}");
+    assert_eq!(first["subtype"], "error_during_execution", "{first}");
+    let why = first["errors"][0].as_str().unwrap_or_default();
+    assert!(why.contains("stdin line 1 ("), "{why}");
+    assert!(why.contains("limit of 1048576 bytes"), "{why}");
+    let second = d.until("the next prompt's result", is_result);
+    assert_eq!(second["is_error"], false, "{second}");
+    assert_eq!(second["result"], "fine", "{second}");
+    assert_eq!(d.finish(), 0);
+    let requests = server.requests();
+    assert!(!requests.is_empty());
+    for r in requests {
+        assert!(!r.json.to_string().contains(&huge[..1000]));
+    }
+}
+
 #[test]
 fn a_fork_is_reported_under_its_agent_call() {
     let mut p = Project::new();

@@ -257,6 +257,14 @@ impl ServerHandler for EchoServer {
             .map(|t| format!(" (token {t})"))
             .unwrap_or_default();
         let result = match request.name.as_ref() {
+            // The "huge" mode answers `big` with more than cadre takes in
+            // one message (rmcp's line limit, 16 MiB).
+            "echo"
+                if std::env::var(MODE_ENV).is_ok_and(|m| m == "huge")
+                    && args.get("text").and_then(Value::as_str) == Some("big") =>
+            {
+                CallToolResult::success(vec![ContentBlock::text("x".repeat(17 << 20))])
+            }
             "echo" => CallToolResult::success(vec![ContentBlock::text(format!(
                 "echo: {}{token}",
                 args.get("text").and_then(Value::as_str).unwrap_or("")
@@ -643,6 +651,58 @@ fn a_failing_server_is_reported_and_the_run_continues() {
         result_text(&last_tool_results(&reqs[2].json)[0]),
         "echo: still here"
     );
+}
+
+/// rmcp drops a message over its line limit; the call it answered used to
+/// wait for ever. It fails at once, naming the server and the limit, and
+/// the server stays usable.
+#[test]
+fn an_answer_over_the_message_limit_fails_the_call_and_the_session_goes_on() {
+    use std::process::Stdio;
+    let mut p = Project::new();
+    p.config(&server_toml("bulky", "huge"));
+    p.config("[permissions]\nallow = [\"mcp__bulky__*\"]\n");
+    let server = FakeServer::route(|r| match assistant_turns(r) {
+        0 => anthropic::tool_use_reply("t1", "mcp__bulky__echo", json!({"text": "big"})),
+        1 => anthropic::tool_use_reply("t2", "mcp__bulky__echo", json!({"text": "small"})),
+        _ => anthropic::text_reply("all done"),
+    });
+    let mut child = p
+        .command(Some(&server))
+        .args(["run", "go"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A bound for a hung run (what this test catches), not a timing check.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the run hung on the over-long answer");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let run = super::harness::Run::from(child.wait_with_output().unwrap());
+    run.ok();
+    assert!(run.stdout.contains("all done"), "{}", run.stdout);
+    assert!(
+        run.stderr
+            .contains("MCP server `bulky` answered with a message of"),
+        "{}",
+        run.stderr
+    );
+    let reqs = server.requests();
+    let big = &last_tool_results(&result_request(&reqs, "t1").json)[0];
+    assert_eq!(big["is_error"], true, "{big}");
+    let text = result_text(big);
+    assert!(
+        text.starts_with("MCP server `bulky` failed to run `echo`"),
+        "{text}"
+    );
+    assert!(text.contains("limit of 16777216 bytes"), "{text}");
+    let small = &last_tool_results(&result_request(&reqs, "t2").json)[0];
+    assert_eq!(result_text(small), "echo: small");
 }
 
 #[test]

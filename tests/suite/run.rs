@@ -344,30 +344,64 @@ fn render_prints_the_first_request_without_sending_it() {
     assert!(p.written_files().is_empty(), "render writes no transcript");
 }
 
+/// `cadre run` without a prompt argument, fed `write` on stdin by a
+/// thread of its own; the output once it has exited.
+fn run_on_stdin(
+    p: &Project,
+    server: &FakeServer,
+    write: impl FnOnce(&mut std::process::ChildStdin) + Send + 'static,
+) -> std::process::Output {
+    let mut child = p
+        .command(Some(server))
+        .args(["run"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || write(&mut stdin));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
 #[test]
 fn prompt_is_read_from_stdin_when_absent() {
     use std::io::Write;
     let p = Project::new();
     let server = FakeServer::start([anthropic::text_reply("got it")]);
-    let mut child = p
-        .command(Some(&server))
-        .args(["run"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"from stdin")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_on_stdin(&p, &server, |stdin| {
+        stdin.write_all(b"from stdin").unwrap();
+    });
     assert!(out.status.success());
     assert_eq!(
         server.request(0).json["messages"][0]["content"][0]["text"],
         "from stdin"
     );
+}
+
+/// Without a bound, an endless stdin was read until memory ran out.
+#[test]
+fn a_prompt_on_stdin_over_the_limit_is_refused_unread() {
+    use std::io::Write;
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("got it")]);
+    let out = run_on_stdin(&p, &server, |stdin| {
+        let chunk = vec![b'x'; 1 << 20];
+        for _ in 0..64 {
+            stdin.write_all(&chunk).unwrap();
+        }
+        // One byte over; a closed pipe after it is fine.
+        let _ = stdin.write_all(b"x");
+    });
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("the prompt on stdin is longer than 67108864 bytes"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), 0);
 }
 
 #[test]

@@ -183,6 +183,21 @@ fn sdk_pre_tool_use_hook_fires_and_blocks() {
     assert!(result_text(r).contains("the guard hook says no"), "{r}");
 }
 
+/// An SDK server's answer over the MCP message limit fails its call (it
+/// used to be dropped by rmcp and the prompt never ended).
+#[test]
+fn an_sdk_servers_over_long_answer_fails_the_call_and_the_next_one_runs() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_big", "mcp__calc__big", json!({})),
+        1 => anthropic::tool_use_reply("toolu_add", "mcp__calc__add", json!({"a": 2, "b": 3})),
+        _ => anthropic::text_reply("done."),
+    });
+    let seen = drive(&p, &server, "sdk_mcp_huge_answer");
+    let error = seen["error"].as_str().unwrap_or_default();
+    assert!(error.contains("its answer was"), "{error}");
+}
+
 #[test]
 fn sdk_mcp_server_tools_run_in_the_sdk_program() {
     let p = Project::new();

@@ -247,6 +247,48 @@ fn pass_env_hands_the_key_on_when_the_user_says_so() {
     assert!(out.contains(&format!("KEY={TEST_KEY}")), "{out}");
 }
 
+/// Commands cadre runs are the same user as cadre, so nothing but the
+/// process's own protection keeps them from its `/proc` files. Run as a
+/// user that is not root (root reads every process's files whatever it
+/// does): when the tests run as root, cadre runs as `nobody`.
+#[test]
+fn commands_cannot_read_the_provider_key_from_cadres_proc_files() {
+    use std::os::unix::fs::MetadataExt as _;
+    use std::os::unix::process::CommandExt as _;
+    const NOBODY: u32 = 65534;
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        r#"{"permissions": {"defaultMode": "bypassPermissions"}}"#,
+    );
+    let server = server(vec![bash(
+        "toolu_1",
+        "cat /proc/$PPID/environ; cat /proc/$PPID/task/*/environ; \
+         head -c 64 /proc/$PPID/mem; echo; echo uid=$(id -u)",
+    )]);
+    let mut cmd = p.command(Some(&server));
+    let as_root = std::fs::metadata(p.path()).unwrap().uid() == 0;
+    if as_root {
+        for dir in [p.path(), p.home.path()] {
+            let chown = std::process::Command::new("chown")
+                .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(chown.success());
+        }
+        cmd.uid(NOBODY).gid(NOBODY);
+    }
+    let run = super::harness::Run::from(cmd.args(["run", "go"]).output().unwrap());
+    run.ok();
+    let out = result_text(&main_results(&server)[0]);
+    if as_root {
+        assert!(out.contains(&format!("uid={NOBODY}")), "{out}");
+    }
+    assert!(out.contains("Permission denied"), "{out}");
+    assert!(!out.contains(TEST_KEY), "{out}");
+}
+
 #[test]
 fn the_user_cadre_file_and_the_project_file_both_apply() {
     let mut p = repo();
