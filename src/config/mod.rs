@@ -24,7 +24,9 @@ pub use condition::{Condition, Term};
 pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
-pub use hooks::{Hook, HookEvent, Hooks, Matcher};
+pub use hooks::{
+    Entry as HookEntry, Hook, HookEvent, Hooks, Matcher, read_entry as read_hook_entry,
+};
 pub use layers::{Origin, Origins, Scope};
 pub(crate) use load::normalize as normalize_path;
 pub use load::{
