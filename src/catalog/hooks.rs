@@ -7,7 +7,9 @@
 //! at its position (a matcher that is not a valid regular expression is an
 //! error: that hook would never fire); the rest of the agent's hooks stay.
 
-use crate::config::{Hook, HookEntry, HookEvent, Hooks, Matcher, read_hook_entry};
+use crate::config::{
+    Hook, HookEntry, HookEvent, Hooks, Matcher, hook_group_problems, read_hook_entry,
+};
 use crate::raw::{Kind, Node};
 
 use super::resolve::Ctx;
@@ -36,6 +38,21 @@ pub(super) fn frontmatter_hooks(v: &Node, ctx: &mut Ctx<'_>) -> Hooks {
                         entry.type_name()
                     ),
                 );
+                continue;
+            }
+            // The flat form's entry is checked as an entry, below.
+            let problems = if entry.get("hooks").is_some() {
+                hook_group_problems(entry)
+            } else {
+                Vec::new()
+            };
+            if !problems.is_empty() {
+                for (pos, why) in problems {
+                    ctx.warn(
+                        pos,
+                        format!("{at}: {why}; the hooks of this group are not run"),
+                    );
+                }
                 continue;
             }
             let matcher_node = entry.get("matcher");

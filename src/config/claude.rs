@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::hooks::{Entry as HookEntry, read_entry};
+use super::hooks::{Entry as HookEntry, group_problems, read_entry};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
@@ -295,6 +295,16 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                     .push(expected(path, group, &at, "an object with `hooks`"));
                 continue;
             }
+            let report = |problems: Vec<(Pos, String)>, t: &mut Translated, what: &str| {
+                t.problems.extend(problems.into_iter().map(|(pos, why)| {
+                    Diagnostic::warning(Some(path), Some(pos), format!("{at}: {why}; {what}"))
+                }));
+            };
+            let problems = group_problems(group);
+            if !problems.is_empty() {
+                report(problems, t, "the hooks of this group are not run");
+                continue;
+            }
             let matcher = group.get("matcher").and_then(Node::scalar_text);
             let Some(Kind::Seq(commands)) = group.get("hooks").map(|h| &h.kind) else {
                 t.problems.push(Diagnostic::warning(
@@ -312,13 +322,7 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                         continue;
                     }
                     Err(problems) => {
-                        for (pos, why) in problems {
-                            t.problems.push(Diagnostic::warning(
-                                Some(path),
-                                Some(pos),
-                                format!("{at}: {why}; this hook is not run"),
-                            ));
-                        }
+                        report(problems, t, "this hook is not run");
                         continue;
                     }
                 };

@@ -330,6 +330,29 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     Ok(Entry::Command(config))
 }
 
+/// Checks a matcher group `{matcher?, hooks: [...]}` as strictly as an
+/// entry: a key other than these two, or a `matcher` that is not a string,
+/// is a problem, and then none of the group's hooks may run (a group read
+/// without its matcher would fire its hooks for everything).
+pub fn group_problems(group: &Node) -> Vec<(Pos, String)> {
+    let mut problems = Vec::new();
+    for (key, value) in group.entries() {
+        match key.name.as_str() {
+            "hooks" => {}
+            "matcher" => {
+                if !value.is_null() && value.scalar_text().is_none() {
+                    problems.push(wrong(value, "matcher", "a string"));
+                }
+            }
+            other => problems.push((
+                key.pos,
+                format!("unknown key `{other}`; a matcher group has matcher, hooks"),
+            )),
+        }
+    }
+    problems
+}
+
 /// A positive, finite number, written as one or as a string of one.
 fn positive(v: &Node) -> Option<f64> {
     let n = match &v.kind {

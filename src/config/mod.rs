@@ -25,7 +25,8 @@ pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
 pub use hooks::{
-    Entry as HookEntry, Hook, HookEvent, Hooks, Matcher, read_entry as read_hook_entry,
+    Entry as HookEntry, Hook, HookEvent, Hooks, Matcher, group_problems as hook_group_problems,
+    read_entry as read_hook_entry,
 };
 pub use layers::{Origin, Origins, Scope};
 pub(crate) use load::normalize as normalize_path;

@@ -116,7 +116,14 @@ pub enum HookRun {
 pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildEnv) -> HookRun {
     let (program, mut cmd) = match &hook.args {
         Some(args) => {
-            let mut cmd = tokio::process::Command::new(&hook.command);
+            // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
+            // directory's; a bare name is looked up on `PATH`.
+            let program = Path::new(&hook.command);
+            let mut cmd = if program.is_relative() && hook.command.contains('/') {
+                tokio::process::Command::new(cwd.join(program))
+            } else {
+                tokio::process::Command::new(program)
+            };
             cmd.args(args);
             (hook.command.as_str(), cmd)
         }
@@ -888,6 +895,16 @@ mod tests {
         assert_eq!(code, Some(0));
         assert_eq!(stdout.head, "$(touch x); echo y|*|");
         assert!(!dir.path().join("x").exists());
+        // A link, not a script written here: no file is open for writing
+        // while another test thread starts a process.
+        std::os::unix::fs::symlink("/bin/echo", dir.path().join("say")).unwrap();
+        let mut relative = hook("./say", 10_000);
+        relative.args = Some(vec!["it; rm -rf x".into()]);
+        let run = run_hook(&relative, &json!({}), dir.path(), &ChildEnv::default()).await;
+        assert!(
+            matches!(&run, HookRun::Exited { code: Some(0), stdout, .. } if stdout.head == "it; rm -rf x\n"),
+            "{run:?}"
+        );
         let mut missing = hook("no-such-program-here", 10_000);
         missing.args = Some(Vec::new());
         let run = run_hook(&missing, &json!({}), dir.path(), &ChildEnv::default()).await;

@@ -407,7 +407,8 @@ fn hook_entries_are_checked_strictly_and_a_bad_one_never_runs() {
           {"type": "command", "command": "echo timeout >> ran.log", "timeout": "soon"},
           {"type": "command", "command": "echo good >> ran.log", "statusMessage": "checking"}
         ]
-      }
+      },
+      {"matchr": "Read", "hooks": [{"type": "command", "command": "echo group >> ran.log"}]}
     ]
   }
 }"#;
@@ -423,6 +424,7 @@ fn hook_entries_are_checked_strictly_and_a_bad_one_never_runs() {
         ".claude/settings.json:7:66: warning: hooks.PreToolUse: unknown key `timout`",
         ".claude/settings.json:8:74: warning: hooks.PreToolUse: `args`: expected a list of strings",
         ".claude/settings.json:9:80: warning: hooks.PreToolUse: `timeout`: expected a positive number of seconds",
+        ".claude/settings.json:13:8: warning: hooks.PreToolUse: unknown key `matchr`; a matcher group has matcher, hooks; the hooks of this group are not run",
     ] {
         assert!(run.stderr.contains(needle), "{needle}\n{}", run.stderr);
     }
