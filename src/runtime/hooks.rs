@@ -1,18 +1,20 @@
 //! Hooks (SPEC §12): user commands run at points of a session's life —
-//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` — from the
-//! settings (every session) and from the running agent's frontmatter (that
-//! agent's sessions only; its `Stop` means `SubagentStop`).
+//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` and the
+//! other events of `HookEvent` — from the settings (every session) and
+//! from the running agent's frontmatter (that agent's sessions only; its
+//! `Stop` means `SubagentStop`).
 //!
 //! A hook gets a JSON object on stdin and runs in the session's working
 //! directory — a `command` with `bash -c`, or a `command` with `args` as
 //! that program with those arguments and no shell — with
 //! `CLAUDE_PROJECT_DIR` set, in its own process group, which is killed
-//! when the hook's timeout passes. Only the head and tail of its output are
-//! kept; an `async` hook is started and not waited for. Exit 0 goes on (stdout JSON may carry
-//! `additionalContext`); exit 2 blocks where the event can block (a tool
-//! call, a sub-agent's stop); any other exit is logged and ignored. This
-//! module decides which hooks apply and runs them; the query loop and the
-//! tool executor call it at a few points and do not know about commands.
+//! when the hook's timeout passes. Only the head and tail of its output
+//! are kept; an `async` hook is started and not waited for. Exit 0 goes on
+//! (stdout JSON may carry `additionalContext`); exit 2 blocks where the
+//! event can block (a tool call, a sub-agent's stop); any other exit is
+//! logged and ignored. This module decides which hooks apply and runs
+//! them; the query loop and the tool executor call it at a few points and
+//! do not know about commands.
 
 use std::path::Path;
 use std::process::Stdio;
