@@ -1,12 +1,15 @@
 //! An agent file's frontmatter `hooks`, resolved once when the file is
 //! read: Claude Code's shape `{Event: [{matcher?, hooks: [{type: command,
-//! command, timeout? (seconds)}]}]}` or the flat `{Event: [{matcher?,
-//! command, timeout_ms?}]}`; a single object stands for a list of one.
-//! Each bad entry is dropped with a diagnostic at its position (a matcher
-//! that is not a valid regular expression is an error: that hook would
-//! never fire); the rest of the agent's hooks stay.
+//! command, args?, timeout? (seconds), async?}]}]}` or the flat `{Event:
+//! [{matcher?, command, args?, timeout_ms?, async?}]}`; a single object
+//! stands for a list of one. Each entry is read as settings read theirs
+//! (`config::read_hook_entry`); each bad entry is dropped with a diagnostic
+//! at its position (a matcher that is not a valid regular expression is an
+//! error: that hook would never fire); the rest of the agent's hooks stay.
 
-use crate::config::{DEFAULT_HOOK_TIMEOUT_MS, Hook, HookEvent, Hooks, Matcher};
+use crate::config::{
+    Hook, HookEntry, HookEvent, Hooks, Matcher, hook_group_problems, read_hook_entry,
+};
 use crate::raw::{Kind, Node};
 
 use super::resolve::Ctx;
@@ -35,6 +38,21 @@ pub(super) fn frontmatter_hooks(v: &Node, ctx: &mut Ctx<'_>) -> Hooks {
                         entry.type_name()
                     ),
                 );
+                continue;
+            }
+            // The flat form's entry is checked as an entry, below.
+            let problems = if entry.get("hooks").is_some() {
+                hook_group_problems(entry)
+            } else {
+                Vec::new()
+            };
+            if !problems.is_empty() {
+                for (pos, why) in problems {
+                    ctx.warn(
+                        pos,
+                        format!("{at}: {why}; the hooks of this group are not run"),
+                    );
+                }
                 continue;
             }
             let matcher_node = entry.get("matcher");
@@ -77,16 +95,8 @@ fn scalar_string(v: &Node) -> Option<String> {
     }
 }
 
-fn scalar_u64(v: &Node) -> Option<u64> {
-    match &v.kind {
-        Kind::Int(i) => u64::try_from(*i).ok(),
-        Kind::Float(f) if *f >= 0.0 && f.is_finite() => Some(*f as u64),
-        Kind::Str(s) => s.trim().parse().ok(),
-        _ => None,
-    }
-}
-
-/// One `{type?, command, timeout?, timeout_ms?}` mapping.
+/// One hook entry, read strictly ([`read_hook_entry`]): one with a problem
+/// is reported at its position and left out, never run in part.
 fn command_hook(
     v: &Node,
     event: HookEvent,
@@ -94,47 +104,29 @@ fn command_hook(
     at: &str,
     ctx: &mut Ctx<'_>,
 ) -> Option<Hook> {
-    if !matches!(v.kind, Kind::Map(_)) {
-        ctx.warn(
-            v.pos,
-            format!(
-                "{at}: expected a hook mapping, found {}; ignored",
-                v.type_name()
-            ),
-        );
-        return None;
+    match read_hook_entry(v, true) {
+        Ok(HookEntry::Command(config)) => Some(Hook {
+            event,
+            matcher: matcher.clone(),
+            command: config.command,
+            args: config.args,
+            timeout_ms: config.timeout_ms,
+            run_async: config.run_async,
+        }),
+        Ok(HookEntry::OtherType { kind, pos }) => {
+            ctx.warn(
+                pos,
+                format!(
+                    "{at}: hook type {kind:?} is not supported; only `command` hooks run; ignored"
+                ),
+            );
+            None
+        }
+        Err(problems) => {
+            for (pos, why) in problems {
+                ctx.warn(pos, format!("{at}: {why}; this hook is not run"));
+            }
+            None
+        }
     }
-    if let Some(kind) = v.get("type")
-        && let Some(k) = kind.as_str()
-        && k != "command"
-    {
-        ctx.warn(
-            kind.pos,
-            format!("{at}: hook type {k:?} is not supported; only `command` hooks run; ignored"),
-        );
-        return None;
-    }
-    let Some(command) = v
-        .get("command")
-        .and_then(scalar_string)
-        .filter(|c| !c.is_empty())
-    else {
-        ctx.warn(v.pos, format!("{at}: a hook needs a `command`; ignored"));
-        return None;
-    };
-    let timeout_ms = v
-        .get("timeout_ms")
-        .and_then(scalar_u64)
-        .or_else(|| {
-            v.get("timeout")
-                .and_then(scalar_u64)
-                .map(|s| s.saturating_mul(1000))
-        })
-        .unwrap_or(DEFAULT_HOOK_TIMEOUT_MS);
-    Some(Hook {
-        event,
-        matcher: matcher.clone(),
-        command,
-        timeout_ms,
-    })
 }

@@ -27,6 +27,14 @@ fn ok_md(front: &str) -> (AgentDef, Vec<Diagnostic>) {
 }
 
 /// The single warning of a file, as `line:col message`.
+/// Each diagnostic as `line:col message`.
+fn located(diags: &[Diagnostic]) -> Vec<String> {
+    diags
+        .iter()
+        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
+        .collect()
+}
+
 fn one_warning(diags: &[Diagnostic]) -> String {
     assert_eq!(diags.len(), 1, "{diags:?}");
     let d = &diags[0];
@@ -150,10 +158,7 @@ fn known_tools_warn_about_unknown_names() {
     ));
     let (def, diags) = parse_agent_file_with(Path::new("a.md"), &text, Source::User, opts);
     assert!(def.is_some());
-    let msgs: Vec<String> = diags
-        .iter()
-        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
-        .collect();
+    let msgs = located(&diags);
     assert_eq!(
         msgs,
         [
@@ -306,6 +311,34 @@ fn hooks_in_the_flat_shape_and_single_objects() {
 }
 
 #[test]
+fn frontmatter_hooks_keep_args_and_async_and_an_entry_with_a_typo_never_runs() {
+    let (def, diags) = ok_md(&format!(
+        "{HEAD}hooks:\n  PreToolUse:\n    - hooks:\n        - {{type: command, command: bash, args: [check.sh, two words], async: true}}\n        - {{type: command, command: bash, arg: [check.sh]}}\n        - {{type: command, command: ./x.sh, once: true}}\n"
+    ));
+    let hooks = &def.hooks.as_ref().unwrap().0;
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0].command, "bash");
+    assert_eq!(
+        hooks[0].args,
+        Some(vec!["check.sh".to_string(), "two words".to_string()])
+    );
+    assert!(hooks[0].run_async);
+    let texts = located(&diags);
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts[0].starts_with("8:42 hooks.PreToolUse: unknown key `arg`"),
+        "{texts:?}"
+    );
+    assert!(texts[0].ends_with("this hook is not run"), "{texts:?}");
+    assert!(
+        texts[1].starts_with(
+            "9:44 hooks.PreToolUse: `once` is a Claude Code hook setting cadre does not implement"
+        ),
+        "{texts:?}"
+    );
+}
+
+#[test]
 fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let (def, diags) = ok_md(&format!(
         "{HEAD}hooks:\n  Notification: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: prompt, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
@@ -313,10 +346,7 @@ fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let rows = hook_rows(&def);
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0].2, "ok");
-    let texts: Vec<String> = diags
-        .iter()
-        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
-        .collect();
+    let texts = located(&diags);
     assert_eq!(texts.len(), 5, "{texts:?}");
     assert!(
         texts[0].starts_with("5:3 hooks.Notification: unknown event"),
@@ -976,10 +1006,7 @@ fn inline_mcp_servers_are_checked_when_read_and_bad_ones_left_out() {
     ));
     let names: Vec<&str> = def.mcp_servers.iter().map(AgentMcpServer::name).collect();
     assert_eq!(names, ["local"]);
-    let texts: Vec<String> = diags
-        .iter()
-        .map(|d| format!("{}:{} {}", d.line.unwrap(), d.column.unwrap(), d.message))
-        .collect();
+    let texts = located(&diags);
     assert_eq!(texts.len(), 2, "{texts:?}");
     assert!(
         texts[0].starts_with("8:5 mcpServers.broken: needs a `command`"),

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::hooks::{Entry as HookEntry, group_problems, read_entry};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
@@ -266,8 +267,10 @@ fn permissions(path: &Path, node: &Node, t: &mut Translated) {
     t.value.insert("permissions".into(), Value::Object(perms));
 }
 
-/// `{Event: [{matcher?, hooks: [{type: "command", command, timeout?}]}]}`
-/// → `hooks.Event = [{matcher, command, timeout_ms}]`.
+/// `{Event: [{matcher?, hooks: [{type: "command", command, args?, timeout?,
+/// async?}]}]}` → `hooks.Event = [{matcher, command, args, timeout_ms,
+/// async}]`. Each entry is read strictly ([`read_entry`]):
+/// one with a problem is reported and left out, never run in part.
 fn hooks(path: &Path, node: &Node, t: &mut Translated) {
     if !matches!(node.kind, Kind::Map(_)) {
         t.problems.push(expected(path, node, "hooks", "an object"));
@@ -292,6 +295,16 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                     .push(expected(path, group, &at, "an object with `hooks`"));
                 continue;
             }
+            let report = |problems: Vec<(Pos, String)>, t: &mut Translated, what: &str| {
+                t.problems.extend(problems.into_iter().map(|(pos, why)| {
+                    Diagnostic::warning(Some(path), Some(pos), format!("{at}: {why}; {what}"))
+                }));
+            };
+            let problems = group_problems(group);
+            if !problems.is_empty() {
+                report(problems, t, "the hooks of this group are not run");
+                continue;
+            }
             let matcher = group.get("matcher").and_then(Node::scalar_text);
             let Some(Kind::Seq(commands)) = group.get("hooks").map(|h| &h.kind) else {
                 t.problems.push(Diagnostic::warning(
@@ -302,35 +315,34 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                 continue;
             };
             for h in commands {
-                let kind = h.get("type").and_then(Node::as_str).unwrap_or("command");
-                if kind != "command" {
-                    t.ignored.push((format!("{at}.type={kind}"), h.pos));
-                    continue;
-                }
-                let Some(command) = h.get("command").and_then(Node::as_str) else {
-                    t.problems.push(Diagnostic::warning(
-                        Some(path),
-                        Some(h.pos),
-                        format!("{at}: a command hook needs a `command` string; ignored"),
-                    ));
-                    continue;
-                };
-                let mut entry = Map::new();
-                if let Some(m) = &matcher {
-                    entry.insert("matcher".into(), Value::String(m.clone()));
-                    if let Some(mp) = group.get("matcher") {
-                        t.positions
-                            .push((format!("{at}[{command}].matcher"), mp.pos));
+                let mut entry = match read_entry(h, false) {
+                    Ok(HookEntry::Command(c)) => c,
+                    Ok(HookEntry::OtherType { kind, pos }) => {
+                        t.ignored.push((format!("{at}.type={kind}"), pos));
+                        continue;
                     }
-                }
-                entry.insert("command".into(), Value::String(command.into()));
-                let timeout = match h.get("timeout").map(|n| &n.kind) {
-                    Some(Kind::Int(s)) if *s > 0 => Some(*s as u64 * 1000),
-                    Some(Kind::Float(s)) if *s > 0.0 => Some((*s * 1000.0) as u64),
-                    _ => None,
+                    Err(problems) => {
+                        report(problems, t, "this hook is not run");
+                        continue;
+                    }
                 };
-                if let Some(ms) = timeout {
-                    entry.insert("timeout_ms".into(), Value::from(ms));
+                if matcher.is_some()
+                    && let Some(mp) = group.get("matcher")
+                {
+                    t.positions
+                        .push((format!("{at}[{}].matcher", entry.command), mp.pos));
+                }
+                entry.matcher = matcher.clone();
+                let command = entry.command.clone();
+                let Ok(Value::Object(mut entry)) = serde_json::to_value(&entry) else {
+                    continue;
+                };
+                if entry.get("matcher").is_some_and(Value::is_null) {
+                    entry.remove("matcher");
+                }
+                if h.get("timeout").is_none() {
+                    // Left to the default of the merged settings.
+                    entry.remove("timeout_ms");
                 }
                 // A hook is shown at its matcher when it has one: the part
                 // most often wrong.

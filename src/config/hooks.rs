@@ -4,14 +4,19 @@
 //!
 //! Settings keep their hooks as written (`HookSettings`, for `config show`
 //! and the layers); an agent file's frontmatter `hooks` is read by the
-//! catalog. Both are resolved here, when the snapshot is built: a matcher
-//! that is not a valid regular expression is reported there, with its
-//! position, and the hook is left out. Nothing re-parses them per call.
+//! catalog. Each hook entry, wherever it is written, is read by
+//! [`read_entry`] here, strictly: an entry with an unknown key or a value
+//! of the wrong type is reported at its position and never run. Both are
+//! resolved here, when the snapshot is built: a matcher that is not a valid
+//! regular expression is reported there, with its position, and the hook is
+//! left out. Nothing re-parses them per call.
 
 use regex::Regex;
 use serde::{Serialize, Serializer};
 
-use super::settings::{HookConfig, HookSettings};
+use super::settings::{DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
+use crate::diagnostic::Pos;
+use crate::raw::{Kind, Node};
 
 /// The events cadre fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -135,9 +140,14 @@ impl Serialize for Matcher {
 pub struct Hook {
     pub event: HookEvent,
     pub matcher: Matcher,
-    /// Run with `sh -c` in the session's working directory.
+    /// A shell command, or with `args` the program to run directly.
     pub command: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
     pub timeout_ms: u64,
+    /// Runs in the background; the event does not wait for it.
+    #[serde(rename = "async")]
+    pub run_async: bool,
 }
 
 impl Hook {
@@ -147,7 +157,9 @@ impl Hook {
             event,
             matcher: Matcher::new(config.matcher.as_deref())?,
             command: config.command.clone(),
+            args: config.args.clone(),
             timeout_ms: config.timeout_ms,
+            run_async: config.run_async,
         })
     }
 
@@ -156,9 +168,207 @@ impl Hook {
         HookConfig {
             matcher: self.matcher.text().map(str::to_string),
             command: self.command.clone(),
+            args: self.args.clone(),
             timeout_ms: self.timeout_ms,
+            run_async: self.run_async,
         }
     }
+}
+
+/// The keys of a command hook entry in Claude Code's settings.
+const ENTRY_KEYS: &[&str] = &[
+    "type",
+    "command",
+    "args",
+    "timeout",
+    "async",
+    "shell",
+    "statusMessage",
+];
+
+/// The keys cadre's own forms add: the flat form's `matcher` and
+/// `timeout_ms` (milliseconds).
+const CADRE_KEYS: &[&str] = &["matcher", "timeout_ms"];
+
+/// Claude Code's keys of a command hook that cadre does not implement: an
+/// entry that uses one is not run at all, rather than run without it.
+const UNIMPLEMENTED_KEYS: &[&str] = &["if", "once", "asyncRewake"];
+
+/// One hook entry as written, read strictly.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// A command hook with every key read (`matcher` left `None`: the
+    /// caller knows where the matcher is written).
+    Command(HookConfig),
+    /// A hook of another `type` (`http`, `prompt`, `agent`, …), written at
+    /// `pos`; cadre runs only command hooks.
+    OtherType { kind: String, pos: Pos },
+}
+
+/// Reads one hook entry — `{type?, command, args?, timeout?, async?,
+/// shell?, statusMessage?}`, and in cadre's own forms (`cadre_form`: its
+/// settings files and agent frontmatter) also `matcher` and `timeout_ms` —
+/// and checks every key. Any problem is returned with its position, and
+/// then the entry must not run: a hook never runs with a part of it dropped
+/// (a dropped `args` turns `bash script.sh` into a bare `bash` that executes
+/// its JSON input).
+pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)>> {
+    let Kind::Map(entries) = &v.kind else {
+        return Err(vec![(
+            v.pos,
+            format!("expected a hook mapping, found {}", v.type_name()),
+        )]);
+    };
+    if let Some(kind) = v.get("type") {
+        match kind.as_str() {
+            Some("command") => {}
+            Some(other) => {
+                return Ok(Entry::OtherType {
+                    kind: other.to_string(),
+                    pos: kind.pos,
+                });
+            }
+            None => {
+                return Err(vec![(
+                    kind.pos,
+                    format!("`type`: expected a string, found {}", kind.type_name()),
+                )]);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    let mut config = HookConfig {
+        matcher: None,
+        command: String::new(),
+        args: None,
+        timeout_ms: DEFAULT_HOOK_TIMEOUT_MS,
+        run_async: false,
+    };
+    let mut timeout_ms = None;
+    let mut unknown = Vec::new();
+    for (key, value) in entries {
+        match key.name.as_str() {
+            "type" => {}
+            "command" => match value.as_str().map(str::trim) {
+                Some(c) if !c.is_empty() => config.command = c.to_string(),
+                _ => problems.push(wrong(value, "command", "a command (a non-empty string)")),
+            },
+            "args" => match &value.kind {
+                Kind::Seq(items) if items.iter().all(|i| i.as_str().is_some()) => {
+                    config.args = Some(
+                        items
+                            .iter()
+                            .filter_map(|i| i.as_str().map(str::to_string))
+                            .collect(),
+                    );
+                }
+                _ => problems.push(wrong(value, "args", "a list of strings")),
+            },
+            "timeout" => match positive(value) {
+                Some(s) => timeout_ms = Some((s * 1000.0).min(u64::MAX as f64) as u64),
+                None => problems.push(wrong(value, "timeout", "a positive number of seconds")),
+            },
+            "matcher" if cadre_form => match value.scalar_text() {
+                Some(m) => config.matcher = Some(m),
+                None => problems.push(wrong(value, "matcher", "a string")),
+            },
+            "timeout_ms" if cadre_form => match positive(value) {
+                Some(ms) if ms.fract() == 0.0 => timeout_ms = Some(ms.min(u64::MAX as f64) as u64),
+                _ => problems.push(wrong(
+                    value,
+                    "timeout_ms",
+                    "a positive whole number of milliseconds",
+                )),
+            },
+            "async" => match value.kind {
+                Kind::Bool(b) => config.run_async = b,
+                _ => problems.push(wrong(value, "async", "true or false")),
+            },
+            "shell" => match value.as_str() {
+                Some("bash") => {}
+                Some(other) => problems.push((
+                    value.pos,
+                    format!("`shell`: {other:?} is not supported; cadre runs hooks with bash"),
+                )),
+                None => problems.push(wrong(value, "shell", "a string")),
+            },
+            "statusMessage" => {
+                if value.as_str().is_none() {
+                    problems.push(wrong(value, "statusMessage", "a string"));
+                }
+            }
+            k if UNIMPLEMENTED_KEYS.contains(&k) => problems.push((
+                key.pos,
+                format!("`{k}` is a Claude Code hook setting cadre does not implement"),
+            )),
+            _ => unknown.push(key),
+        }
+    }
+    for key in unknown {
+        let extra = if cadre_form { CADRE_KEYS } else { &[] };
+        let mut known: Vec<&str> = ENTRY_KEYS.iter().chain(extra).copied().collect();
+        known.sort_unstable();
+        problems.push((
+            key.pos,
+            format!(
+                "unknown key `{}`; a command hook has {}",
+                key.name,
+                known.join(", ")
+            ),
+        ));
+    }
+    if v.get("command").is_none() {
+        problems.push((v.pos, "a hook needs a `command`".to_string()));
+    }
+    if !problems.is_empty() {
+        problems.sort_by_key(|(pos, _)| (pos.line, pos.column));
+        return Err(problems);
+    }
+    if let Some(ms) = timeout_ms {
+        config.timeout_ms = ms;
+    }
+    Ok(Entry::Command(config))
+}
+
+/// Checks a matcher group `{matcher?, hooks: [...]}` as strictly as an
+/// entry: a key other than these two, or a `matcher` that is not a string,
+/// is a problem, and then none of the group's hooks may run (a group read
+/// without its matcher would fire its hooks for everything).
+pub fn group_problems(group: &Node) -> Vec<(Pos, String)> {
+    let mut problems = Vec::new();
+    for (key, value) in group.entries() {
+        match key.name.as_str() {
+            "hooks" => {}
+            "matcher" => {
+                if !value.is_null() && value.scalar_text().is_none() {
+                    problems.push(wrong(value, "matcher", "a string"));
+                }
+            }
+            other => problems.push((
+                key.pos,
+                format!("unknown key `{other}`; a matcher group has matcher, hooks"),
+            )),
+        }
+    }
+    problems
+}
+
+/// A positive, finite number, written as one or as a string of one.
+fn positive(v: &Node) -> Option<f64> {
+    let n = match &v.kind {
+        Kind::Int(i) => *i as f64,
+        Kind::Float(f) => *f,
+        Kind::Str(s) => s.trim().parse().ok()?,
+        _ => return None,
+    };
+    (n > 0.0 && n.is_finite()).then_some(n)
+}
+
+fn wrong(node: &Node, key: &str, expected: &str) -> (Pos, String) {
+    (
+        node.pos,
+        format!("`{key}`: expected {expected}, found {}", node.type_name()),
+    )
 }
 
 /// A list of resolved hooks, in the order written.
@@ -230,7 +440,9 @@ mod tests {
         let hook = |m: &str, c: &str| HookConfig {
             matcher: Some(m.into()),
             command: c.into(),
+            args: None,
             timeout_ms: 1,
+            run_async: false,
         };
         let settings = HookSettings {
             pre_tool_use: vec![hook("Bash", "a"), hook("[", "b")],

@@ -16,6 +16,7 @@ use super::env::{cli_layer, env_layer};
 pub use super::files::{LayerFile, layer_files};
 use super::files::{home, managed_root};
 use super::flags::{Flag, FlagDecl, Flags, Layer};
+use super::hooks::{Entry as HookEntry, read_entry as read_hook_entry};
 use super::layers::{self, Format, LayerDoc, Origin, Origins, Scope};
 use super::mode::PermissionMode;
 use super::settings::{OPEN_TABLES, Settings};
@@ -111,6 +112,9 @@ pub struct LoadedConfig {
     pub trusted: bool,
     /// The folder trust is decided for (the git root, or the working directory).
     pub trust_root: PathBuf,
+    /// The folder cadre was started in, whose `.claude` holds the project's
+    /// settings: what hooks get as `CLAUDE_PROJECT_DIR`.
+    pub project_dir: PathBuf,
     /// Where `disableBypassPermissionsMode: "disable"` was set, if in any
     /// layer: no session may then run in `bypassPermissions`.
     pub bypass_disabled_by: Option<Origin>,
@@ -383,6 +387,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         skipped,
         trusted,
         trust_root,
+        project_dir: input.cwd.clone(),
         bypass_disabled_by,
     })
 }
@@ -398,7 +403,9 @@ fn read_layer(
     if f.format != Format::Claude {
         let (p, node) = read_file(path)?;
         unknown_keys(&p, &node, warnings);
-        return Ok(LayerDoc::from_node(f.scope, &p, &node));
+        let mut doc = LayerDoc::from_node(f.scope, &p, &node);
+        read_hooks(&p, &node, &mut doc, warnings);
+        return Ok(doc);
     }
     let text = match &f.inline {
         Some(t) => t.clone(),
@@ -503,6 +510,48 @@ fn read_file(path: &Path) -> Result<(PathBuf, Node), ConfigError> {
         )));
     }
     Ok((path.to_path_buf(), node))
+}
+
+/// Reads each `[[hooks.EVENT]]` entry of a cadre file as the entries of
+/// Claude Code's files are read ([`read_hook_entry`]): the layer keeps the
+/// entry as read (a `timeout` in seconds becomes `timeout_ms`), and an
+/// entry with a problem is reported at its position and left out, never
+/// run in part.
+fn read_hooks(path: &Path, node: &Node, doc: &mut LayerDoc, warnings: &mut Vec<Diagnostic>) {
+    let Some(hooks) = node.get("hooks") else {
+        return;
+    };
+    for (event, list) in hooks.entries() {
+        let at = format!("hooks.{}", event.name);
+        let Kind::Seq(items) = &list.kind else {
+            continue; // a wrong shape is the settings' type error
+        };
+        let mut kept = Vec::new();
+        for item in items {
+            match read_hook_entry(item, true) {
+                Ok(HookEntry::Command(config)) => {
+                    kept.extend(serde_json::to_value(config).ok());
+                }
+                Ok(HookEntry::OtherType { kind, pos }) => warnings.push(Diagnostic::warning(
+                    Some(path),
+                    Some(pos),
+                    format!("{at}: hook type {kind:?} is not supported; only `command` hooks run; ignored"),
+                )),
+                Err(problems) => {
+                    for (pos, why) in problems {
+                        warnings.push(Diagnostic::warning(
+                            Some(path),
+                            Some(pos),
+                            format!("{at}: {why}; this hook is not run"),
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(Value::Object(h)) = doc.value.get_mut("hooks") {
+            h.insert(event.name.clone(), Value::Array(kept));
+        }
+    }
 }
 
 /// Reports keys of `node` that `Settings` does not have. The known keys are
@@ -644,7 +693,7 @@ fn build_flags(settings: &Settings, origins: &Origins, warnings: &mut Vec<Diagno
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{FORK_SUBAGENT, SessionKind};
+    use crate::config::{FORK_SUBAGENT, HookConfig, SessionKind};
 
     fn input(dir: &Path) -> LoadInput {
         LoadInput {
@@ -725,6 +774,39 @@ mod tests {
         let err = load(&input(dir.path())).unwrap_err();
         assert!(err.diagnostics[0].is_error());
         assert_eq!(err.diagnostics[0].line, Some(3));
+    }
+
+    #[test]
+    fn hook_entries_of_a_cadre_file_are_read_strictly() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("cadre.toml"),
+            "[[hooks.PreToolUse]]\ncommand = \"bash\"\narg = [\"check.sh\"]\n\n[[hooks.PreToolUse]]\nmatcher = \"Bash\"\ncommand = \"bash\"\nargs = [\"check.sh\"]\ntimeout = 2\nasync = true\n",
+        )
+        .unwrap();
+        let mut i = input(dir.path());
+        i.cli.trust = true;
+        let loaded = load(&i).unwrap();
+        let hooks = &loaded.settings.hooks.pre_tool_use;
+        assert_eq!(
+            hooks,
+            &[HookConfig {
+                matcher: Some("Bash".into()),
+                command: "bash".into(),
+                args: Some(vec!["check.sh".into()]),
+                timeout_ms: 2000,
+                run_async: true,
+            }]
+        );
+        let d = &loaded.diagnostics;
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!((d[0].line, d[0].column), (Some(3), Some(1)));
+        assert!(
+            d[0].message
+                .starts_with("hooks.PreToolUse: unknown key `arg`"),
+            "{}",
+            d[0].message
+        );
     }
 
     #[test]

@@ -25,7 +25,10 @@ pub use env::subagent_model;
 pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
-pub use hooks::{Hook, HookEvent, Hooks, Matcher};
+pub use hooks::{
+    Entry as HookEntry, Hook, HookEvent, Hooks, Matcher, group_problems as hook_group_problems,
+    read_entry as read_hook_entry,
+};
 pub use layers::{Origin, Origins, Scope};
 pub use load::{
     CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, MAX_SETTINGS_BYTES,

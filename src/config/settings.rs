@@ -686,11 +686,24 @@ pub struct HookConfig {
     /// tool name (tool events); absent, empty or `*` matches everything.
     #[serde(default)]
     pub matcher: Option<String>,
-    /// Run with `sh -c` in the session's working directory.
+    /// Without `args`: a shell command, run with `bash -c` in the session's
+    /// working directory. With `args`: the program to run, directly.
     pub command: String,
+    /// The program's arguments: `command` is then run as it is, with these
+    /// arguments, and no shell reads either (Claude Code's exec form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
     /// The command's process group is killed after this long.
     #[serde(default = "default_hook_timeout_ms")]
     pub timeout_ms: u64,
+    /// Runs in the background: the event does not wait for it, and what it
+    /// prints or exits with decides nothing.
+    #[serde(default, rename = "async", skip_serializing_if = "is_false")]
+    pub run_async: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One minute, as Claude Code.

@@ -1,15 +1,20 @@
 //! Hooks (SPEC §12): user commands run at points of a session's life —
-//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` — from the
-//! settings (every session) and from the running agent's frontmatter (that
-//! agent's sessions only; its `Stop` means `SubagentStop`).
+//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` and the
+//! other events of `HookEvent` — from the settings (every session) and
+//! from the running agent's frontmatter (that agent's sessions only; its
+//! `Stop` means `SubagentStop`).
 //!
-//! A hook gets a JSON object on stdin and runs with `sh -c` in the
-//! session's working directory, in its own process group, which is killed
-//! when the hook's timeout passes. Exit 0 goes on (stdout JSON may carry
-//! `additionalContext`); exit 2 blocks where the event can block (a tool
-//! call, a sub-agent's stop); any other exit is logged and ignored. This
-//! module decides which hooks apply and runs them; the query loop and the
-//! tool executor call it at a few points and do not know about commands.
+//! A hook gets a JSON object on stdin and runs in the session's working
+//! directory — a `command` with `bash -c`, or a `command` with `args` as
+//! that program with those arguments and no shell — with
+//! `CLAUDE_PROJECT_DIR` set, in its own process group, which is killed
+//! when the hook's timeout passes. Only the head and tail of its output
+//! are kept; an `async` hook is started and not waited for. Exit 0 goes on
+//! (stdout JSON may carry `additionalContext`); exit 2 blocks where the
+//! event can block (a tool call, a sub-agent's stop); any other exit is
+//! logged and ignored. This module decides which hooks apply and runs
+//! them; the query loop and the tool executor call it at a few points and
+//! do not know about commands.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -17,10 +22,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::catalog::AgentDef;
 pub use crate::config::HookEvent;
@@ -28,6 +32,9 @@ use crate::config::{ChildEnv, Hook, HookConfig, Hooks};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
 use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
+use crate::templates::Templates;
+use crate::tools::child::{Captured, GroupGuard};
+use crate::tools::outcome::{Clip, Clipped};
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
@@ -55,28 +62,81 @@ pub fn applicable(
         .collect()
 }
 
+/// Bytes of a hook's stdout, and of its stderr, kept at each end; the
+/// middle of longer output is counted as it streams past, not stored.
+pub const HOOK_KEEP_BYTES: usize = 512 * 1024;
+
+/// The variable that names the project's folder to a hook, as in Claude
+/// Code.
+pub const PROJECT_DIR_VAR: &str = "CLAUDE_PROJECT_DIR";
+
+/// Where the hooks of one session run and with what: its working
+/// directory, the children's environment of the settings with
+/// `CLAUDE_PROJECT_DIR` added, and the texts that word output cut short.
+pub struct HookPlace<'a> {
+    pub cwd: &'a Path,
+    pub env: ChildEnv,
+    pub templates: &'a Templates,
+}
+
+impl<'a> HookPlace<'a> {
+    pub fn new(snap: &'a Snapshot, cwd: &'a Path) -> HookPlace<'a> {
+        let mut env = snap.settings().child_env();
+        env.set.insert(
+            PROJECT_DIR_VAR.to_string(),
+            snap.config.project_dir.display().to_string(),
+        );
+        HookPlace {
+            cwd,
+            env,
+            templates: &snap.templates,
+        }
+    }
+}
+
 /// How one hook run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookRun {
+    /// It exited; its output kept at head and tail ([`HOOK_KEEP_BYTES`]).
     Exited {
         code: Option<i32>,
-        stdout: String,
-        stderr: String,
+        stdout: Clip,
+        stderr: Clip,
     },
     TimedOut,
     /// It could not be started.
     Failed(String),
 }
 
-/// Runs one hook: `sh -c COMMAND` in `cwd`, `input` on stdin, in its own
-/// process group, which is killed when the command ends or times out (so
-/// nothing it started outlives it).
+/// Runs one hook in `cwd` with `input` on stdin, in its own process group,
+/// which is killed when the command ends or times out (so nothing it
+/// started outlives it). With `args`, `command` is the program and runs
+/// with exactly those arguments, no shell; without, `command` is a shell
+/// command for `bash -c`. Its stdout and stderr are read as they come, and
+/// only their heads and tails are kept, so a hook that writes without end
+/// costs a fixed amount of memory until its timeout stops it.
 pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildEnv) -> HookRun {
-    let mut cmd = tokio::process::Command::new("sh");
+    let (program, mut cmd) = match &hook.args {
+        Some(args) => {
+            // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
+            // directory's; a bare name is looked up on `PATH`.
+            let program = Path::new(&hook.command);
+            let mut cmd = if program.is_relative() && hook.command.contains('/') {
+                tokio::process::Command::new(cwd.join(program))
+            } else {
+                tokio::process::Command::new(program)
+            };
+            cmd.args(args);
+            (hook.command.as_str(), cmd)
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new("bash");
+            cmd.arg("-c").arg(&hook.command);
+            ("bash -c", cmd)
+        }
+    };
     env.apply(&mut cmd);
-    cmd.arg("-c")
-        .arg(&hook.command)
-        .current_dir(cwd)
+    cmd.current_dir(cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -84,12 +144,16 @@ pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildE
         .kill_on_drop(true);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return HookRun::Failed(format!("cannot start `sh -c`: {e}")),
+        Err(e) => return HookRun::Failed(format!("cannot start `{program}`: {e}")),
     };
-    let pgid = child
-        .id()
-        .and_then(|id| i32::try_from(id).ok())
-        .map(Pid::from_raw);
+    // Kills the group when the hook ends, times out, or this future is
+    // dropped (a cancelled turn; cadre exiting under an async hook).
+    let mut group = GroupGuard::new(
+        child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .map(Pid::from_raw),
+    );
     if let Some(mut stdin) = child.stdin.take() {
         let data = input.to_string().into_bytes();
         // A hook that never reads its stdin must not block on a full pipe.
@@ -97,24 +161,36 @@ pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildE
             let _ = stdin.write_all(&data).await;
         });
     }
-    let waited = tokio::time::timeout(
-        Duration::from_millis(hook.timeout_ms),
-        child.wait_with_output(),
-    )
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let waited = tokio::time::timeout(Duration::from_millis(hook.timeout_ms), async {
+        let (status, stdout, stderr) = tokio::join!(child.wait(), drain(stdout), drain(stderr));
+        status.map(|s| (s, stdout, stderr))
+    })
     .await;
-    if let Some(pgid) = pgid {
-        // ESRCH (the group is already gone) is the common, harmless case.
-        let _ = killpg(pgid, Signal::SIGKILL);
-    }
+    group.kill();
+    let text = |kept: Captured| kept.text(2 * HOOK_KEEP_BYTES);
     match waited {
-        Ok(Ok(out)) => HookRun::Exited {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        Ok(Ok((status, stdout, stderr))) => HookRun::Exited {
+            code: status.code(),
+            stdout: text(stdout),
+            stderr: text(stderr),
         },
         Ok(Err(e)) => HookRun::Failed(format!("waiting for the hook failed: {e}")),
         Err(_) => HookRun::TimedOut,
     }
+}
+
+/// Reads a pipe to its end, keeping its head and tail.
+async fn drain<R: AsyncRead + Unpin>(pipe: Option<R>) -> Captured {
+    let mut kept = Captured::new(HOOK_KEEP_BYTES);
+    let Some(mut pipe) = pipe else {
+        return kept;
+    };
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = pipe.read(&mut buf).await {
+        kept.push(&buf[..n]);
+    }
+    kept
 }
 
 /// `hookSpecificOutput.additionalContext` or a top-level
@@ -274,13 +350,12 @@ pub(super) async fn fire_all(
     event: HookEvent,
     client: (&'static str, &str),
     input: &Value,
-    cwd: &Path,
-    env: &ChildEnv,
+    place: &HookPlace<'_>,
 ) -> Fired {
     let mut fired = if hooks.is_empty() {
         Fired::default()
     } else {
-        fire(hooks, event, input, cwd, env).await
+        fire(hooks, event, input, place).await
     };
     let (client_event, target) = client;
     if let Some(c) = engine
@@ -300,18 +375,50 @@ fn client_wants(engine: &Engine, event: &str) -> bool {
     engine.client_hooks.as_ref().is_some_and(|c| c.wants(event))
 }
 
-/// Runs `hooks` concurrently and collects what they said. Timeouts,
-/// failures and exit codes other than 0 and 2 are logged.
+/// Runs `hooks` concurrently and collects what they said. An `async` hook
+/// is started and left to run: the event does not wait for it and its
+/// output decides nothing (its failures are logged). Timeouts, failures
+/// and exit codes other than 0 and 2 are logged.
 pub async fn fire(
     hooks: &[HookConfig],
     event: HookEvent,
     input: &Value,
-    cwd: &Path,
-    env: &ChildEnv,
+    place: &HookPlace<'_>,
 ) -> Fired {
-    let runs = join_all(hooks.iter().map(|h| run_hook(h, input, cwd, env))).await;
+    let (background, awaited): (Vec<&HookConfig>, Vec<&HookConfig>) =
+        hooks.iter().partition(|h| h.run_async);
+    for hook in background {
+        let (hook, input) = (hook.clone(), input.clone());
+        let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
+        tokio::spawn(async move {
+            let run = run_hook(&hook, &input, &cwd, &env).await;
+            let event = event.as_str();
+            let command = &hook.command;
+            match run {
+                HookRun::Exited { code: Some(0), .. } => {}
+                HookRun::Exited { code, stderr, .. } => {
+                    let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
+                    tracing::warn!(
+                        "async {event} hook `{command}` exited with {code} (an async hook decides nothing): {}",
+                        stderr.head.trim()
+                    );
+                }
+                HookRun::TimedOut => tracing::warn!(
+                    "async {event} hook `{command}` timed out after {} ms; its process group was killed",
+                    hook.timeout_ms
+                ),
+                HookRun::Failed(e) => tracing::warn!("async {event} hook `{command}`: {e}"),
+            }
+        });
+    }
+    let runs = join_all(
+        awaited
+            .iter()
+            .map(|h| run_hook(h, input, place.cwd, &place.env)),
+    )
+    .await;
     let mut fired = Fired::default();
-    for (hook, run) in hooks.iter().zip(runs) {
+    for (hook, run) in awaited.into_iter().zip(runs) {
         let event = event.as_str();
         let command = &hook.command;
         match run {
@@ -320,21 +427,28 @@ pub async fn fire(
                 stdout,
                 ..
             } => {
-                fired.contexts.extend(additional_context(&stdout));
+                if stdout.cut > 0 {
+                    tracing::warn!(
+                        "{event} hook `{command}` wrote more than {} bytes to stdout; its output is not read",
+                        2 * HOOK_KEEP_BYTES
+                    );
+                    continue;
+                }
+                fired.contexts.extend(additional_context(&stdout.head));
                 if event == HookEvent::PreToolUse.as_str() {
-                    fired.decisions.extend(tool_decision(&stdout));
+                    fired.decisions.extend(tool_decision(&stdout.head));
                 }
             }
             HookRun::Exited {
                 code: Some(2),
                 stderr,
                 ..
-            } => fired.blocks.push(stderr.trim().to_string()),
+            } => fired.blocks.push(clipped(place.templates, stderr)),
             HookRun::Exited { code, stderr, .. } => {
                 let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
                 tracing::warn!(
                     "{event} hook `{command}` exited with {code}: {}",
-                    stderr.trim()
+                    clipped(place.templates, stderr)
                 );
             }
             HookRun::TimedOut => tracing::warn!(
@@ -345,6 +459,25 @@ pub async fn fire(
         }
     }
     fired
+}
+
+/// A hook's output as text, with a note of what was cut from its middle.
+fn clipped(templates: &Templates, out: Clip) -> String {
+    let Clip {
+        head,
+        cut,
+        about,
+        tail,
+    } = out;
+    templates
+        .show(&Clipped {
+            head,
+            cut,
+            about,
+            tail,
+        })
+        .trim()
+        .to_string()
 }
 
 /// The fields every hook input has.
@@ -390,8 +523,7 @@ pub(super) async fn subagent_start(
         event,
         (event.as_str(), agent_type(spec)),
         &input,
-        &spec.cwd,
-        &snap.settings().child_env(),
+        &HookPlace::new(snap, &spec.cwd),
     )
     .await;
     if fired.contexts.is_empty() {
@@ -441,8 +573,7 @@ impl Session {
             event,
             (event.as_str(), target),
             &Value::Object(input),
-            &self.spec.cwd,
-            &snap.settings().child_env(),
+            &HookPlace::new(snap, &self.spec.cwd),
         )
         .await
     }
@@ -597,8 +728,7 @@ impl Session {
             event,
             (client_event, agent_type(&self.spec)),
             &Value::Object(m),
-            &self.spec.cwd,
-            &snap.settings().child_env(),
+            &HookPlace::new(snap, &self.spec.cwd),
         )
         .await;
         if fired.blocks.is_empty() {
@@ -628,7 +758,9 @@ mod tests {
             event,
             matcher: crate::config::Matcher::new(matcher).unwrap(),
             command: command.into(),
+            args: None,
             timeout_ms: 1,
+            run_async: false,
         };
         let settings = Hooks(vec![
             hook(HookEvent::PreToolUse, Some("Bash"), "settings-bash"),
@@ -743,15 +875,80 @@ mod tests {
         assert_eq!(Fired::default().tool_verdict(), (None, None));
     }
 
+    fn hook(command: &str, timeout_ms: u64) -> HookConfig {
+        HookConfig {
+            matcher: None,
+            command: command.into(),
+            args: None,
+            timeout_ms,
+            run_async: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn args_run_the_program_with_exactly_those_arguments() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = hook("printf", 10_000);
+        h.args = Some(vec!["%s|".into(), "$(touch x); echo y".into(), "*".into()]);
+        let run = run_hook(&h, &json!({}), dir.path(), &ChildEnv::default()).await;
+        let HookRun::Exited { code, stdout, .. } = run else {
+            panic!("{run:?}");
+        };
+        assert_eq!(code, Some(0));
+        assert_eq!(stdout.head, "$(touch x); echo y|*|");
+        assert!(!dir.path().join("x").exists());
+        // A link, not a script written here: no file is open for writing
+        // while another test thread starts a process.
+        std::os::unix::fs::symlink("/bin/echo", dir.path().join("say")).unwrap();
+        let mut relative = hook("./say", 10_000);
+        relative.args = Some(vec!["it; rm -rf x".into()]);
+        let run = run_hook(&relative, &json!({}), dir.path(), &ChildEnv::default()).await;
+        assert!(
+            matches!(&run, HookRun::Exited { code: Some(0), stdout, .. } if stdout.head == "it; rm -rf x\n"),
+            "{run:?}"
+        );
+        let mut missing = hook("no-such-program-here", 10_000);
+        missing.args = Some(Vec::new());
+        let run = run_hook(&missing, &json!({}), dir.path(), &ChildEnv::default()).await;
+        assert!(
+            matches!(&run, HookRun::Failed(e) if e.starts_with("cannot start `no-such-program-here`")),
+            "{run:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn output_is_kept_at_head_and_tail_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = run_hook(
+            &hook(
+                "echo FIRST; head -c 5000000 /dev/zero | tr '\\0' y; echo; echo LAST >&2",
+                60_000,
+            ),
+            &json!({}),
+            dir.path(),
+            &ChildEnv::default(),
+        )
+        .await;
+        let HookRun::Exited { stdout, stderr, .. } = run else {
+            panic!("{run:?}");
+        };
+        assert!(stdout.head.starts_with("FIRST\ny"));
+        assert!(stdout.about && stdout.cut >= 5_000_000 - 2 * HOOK_KEEP_BYTES as u64);
+        assert!(stdout.head.len() <= HOOK_KEEP_BYTES && stdout.tail.len() <= HOOK_KEEP_BYTES);
+        assert_eq!(stderr.head, "LAST\n");
+        assert_eq!(stderr.cut, 0);
+    }
+
     #[tokio::test]
     async fn exit_codes_stdin_and_timeout() {
         let dir = tempfile::tempdir().unwrap();
-        let hook = |command: &str, timeout_ms| HookConfig {
-            matcher: None,
-            command: command.into(),
-            timeout_ms,
-        };
         let input = json!({"tool_name": "Bash"});
+        let (templates, _) = Templates::load(None);
+        let place = HookPlace {
+            cwd: dir.path(),
+            env: ChildEnv::default(),
+            templates: &templates,
+        };
         let fired = fire(
             &[
                 hook("cat > seen.json; echo blocked >&2; exit 2", 10_000),
@@ -761,8 +958,7 @@ mod tests {
             ],
             HookEvent::PreToolUse,
             &input,
-            dir.path(),
-            &ChildEnv::default(),
+            &place,
         )
         .await;
         assert_eq!(fired.blocks, ["blocked"]);

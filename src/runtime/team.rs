@@ -18,7 +18,7 @@ use crate::snapshot::Snapshot;
 use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
 
 use super::exec::text_content;
-use super::hooks::{HookEvent, fire};
+use super::hooks::{HookEvent, HookPlace, fire};
 use super::plan::plan_teammate;
 use super::session::{Session, SessionSpec, TeamSeat};
 use super::team_texts::*;
@@ -301,8 +301,7 @@ impl Session {
             &hooks,
             event,
             &Value::Object(m),
-            &self.spec.cwd,
-            &snap.settings().child_env(),
+            &HookPlace::new(snap, &self.spec.cwd),
         )
         .await;
         for b in fired.blocks {
@@ -735,8 +734,7 @@ async fn teammate_idle_hooks(
         &hooks,
         event,
         &Value::Object(m),
-        &session.spec().cwd,
-        &snap.settings().child_env(),
+        &HookPlace::new(snap, &session.spec().cwd),
     )
     .await;
     if fired.blocks.is_empty() {

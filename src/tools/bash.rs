@@ -6,7 +6,6 @@
 //! Long output keeps its head and tail. This file knows nothing of
 //! permissions: the engine decided before the call ran.
 
-use std::collections::VecDeque;
 use std::io::Read as _;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -14,15 +13,15 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
-use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use super::child::{Captured, GroupGuard};
 use super::outcome::{
     BashEnding, BashError, BashFailed, BashOutput, BashStep, Clip, WorkingDirectoryGone,
 };
-use super::{Input, Tool, ToolContext, ToolOutput, truncate_middle};
+use super::{Input, Tool, ToolContext, ToolOutput};
 
 /// Timeout when the call gives none, in milliseconds.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -56,50 +55,6 @@ impl Tool for BashTool {
             }
         }
         .boxed()
-    }
-}
-
-/// Output bytes: the first and last `KEEP_BYTES`, and a count of the rest.
-#[derive(Default)]
-struct Captured {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    dropped: usize,
-}
-
-impl Captured {
-    fn push(&mut self, bytes: &[u8]) {
-        let room = KEEP_BYTES.saturating_sub(self.head.len());
-        let (to_head, rest) = bytes.split_at(room.min(bytes.len()));
-        self.head.extend_from_slice(to_head);
-        self.tail.extend(rest);
-        if self.tail.len() > KEEP_BYTES {
-            let excess = self.tail.len() - KEEP_BYTES;
-            self.tail.drain(..excess);
-            self.dropped += excess;
-        }
-    }
-
-    fn text(&self) -> Clip {
-        let head = String::from_utf8_lossy(&self.head);
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        let tail = String::from_utf8_lossy(&tail);
-        if self.dropped == 0 {
-            return truncate_middle(&format!("{head}{tail}"), MAX_OUTPUT_CHARS);
-        }
-        // The middle was never stored: cut around it and count it too.
-        let keep = MAX_OUTPUT_CHARS / 2;
-        let head_chars = head.chars().count();
-        let tail_chars = tail.chars().count();
-        let head_kept: String = head.chars().take(keep).collect();
-        let tail_kept: String = tail.chars().skip(tail_chars.saturating_sub(keep)).collect();
-        let cut = head_chars.saturating_sub(keep) + tail_chars.saturating_sub(keep) + self.dropped;
-        Clip {
-            head: head_kept,
-            cut: cut as u64,
-            about: true,
-            tail: tail_kept,
-        }
     }
 }
 
@@ -149,9 +104,9 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         .map(Pid::from_raw);
     // Kills the group if this future is dropped before the end (the engine
     // may drop a call instead of cancelling it).
-    let mut guard = GroupGuard(pgid);
+    let mut guard = GroupGuard::new(pgid);
 
-    let captured = Arc::new(Mutex::new(Captured::default()));
+    let captured = Arc::new(Mutex::new(Captured::new(KEEP_BYTES)));
     let (done_tx, done_rx) = oneshot::channel::<()>();
     {
         let captured = Arc::clone(&captured);
@@ -191,7 +146,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     let _ = tokio::time::timeout(DRAIN_GRACE, done_rx).await;
 
     let mut output = match captured.lock() {
-        Ok(c) => c.text(),
+        Ok(c) => c.text(MAX_OUTPUT_CHARS),
         Err(_) => Clip::default(),
     };
     output.trim_end_newlines();
@@ -219,28 +174,6 @@ fn failed(step: BashStep, e: &std::io::Error) -> ToolOutput {
         step,
         error: e.to_string(),
     })
-}
-
-/// Kills its process group once: on [`GroupGuard::kill`] or on drop.
-struct GroupGuard(Option<Pid>);
-
-impl GroupGuard {
-    fn kill(&mut self) {
-        kill_group(self.0.take());
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn kill_group(pgid: Option<Pid>) {
-    if let Some(pgid) = pgid {
-        // ESRCH (the group is already gone) is the common, harmless case.
-        let _ = killpg(pgid, Signal::SIGKILL);
-    }
 }
 
 #[cfg(test)]
@@ -321,14 +254,17 @@ mod tests {
 
     #[test]
     fn huge_output_drops_the_middle_and_counts_it() {
-        let mut c = Captured::default();
+        let mut c = Captured::new(KEEP_BYTES);
         c.push(b"HEAD");
         for _ in 0..200 {
             c.push(&[b'y'; 8192]);
         }
         c.push(b"TAIL");
-        assert!(c.dropped > 0);
-        let t = ToolOutput::ok(BashOutput { output: c.text() }).text();
+        assert!(c.dropped() > 0);
+        let t = ToolOutput::ok(BashOutput {
+            output: c.text(MAX_OUTPUT_CHARS),
+        })
+        .text();
         assert!(t.starts_with("HEAD") && t.ends_with("TAIL"));
         assert!(t.contains("\n\n[... about "), "{t}");
         assert!(t.contains("characters truncated"));

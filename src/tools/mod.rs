@@ -17,6 +17,7 @@ use crate::templates::{Context, Templates};
 use outcome::{BadInput, Clip};
 
 mod bash;
+pub mod child;
 mod edit;
 mod files;
 mod glob;

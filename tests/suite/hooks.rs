@@ -291,3 +291,181 @@ command = "echo 'not yet' >&2; exit 2"
     let text = result_text(&main_results(&server)[0]);
     assert!(text.starts_with("child answer 3"), "{text}");
 }
+
+/// A PreToolUse hook as a team writes it in `.claude/settings.json`.
+fn settings_hooks(p: &Project, hooks: Value) {
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({ "hooks": hooks })).unwrap(),
+    );
+}
+
+/// The model's command: harmless if never run as shell code, but a shell
+/// that reads the hook's JSON input as a script expands it.
+const SHELL_IN_INPUT: &str = "echo $(touch stdin-executed)";
+
+#[test]
+fn a_hook_with_args_runs_its_program_directly_and_never_executes_its_input() {
+    let p = Project::new();
+    p.write(
+        ".claude/hooks/check.sh",
+        "cat > seen.json\nprintf '%s|%s' \"$0\" \"$1\" > ran-with.txt\necho 'blocked by check.sh' >&2\nexit 2\n",
+    );
+    settings_hooks(
+        &p,
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "bash", "args": [".claude/hooks/check.sh", "two words"]}
+        ]}]}),
+    );
+    let server = server(
+        vec![("toolu_1", "Bash", json!({"command": SHELL_IN_INPUT}))],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert!(
+        !p.path().join("stdin-executed").exists(),
+        "the hook's stdin was run as a shell script"
+    );
+    assert_eq!(p.read("ran-with.txt"), ".claude/hooks/check.sh|two words");
+    let seen: Value = serde_json::from_str(&p.read("seen.json")).unwrap();
+    assert_eq!(seen["tool_input"]["command"], SHELL_IN_INPUT);
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], true);
+    let text = result_text(&results[0]);
+    assert!(text.contains("blocked by check.sh"), "{text}");
+}
+
+#[test]
+fn hooks_get_claude_project_dir_and_a_script_named_by_it_runs() {
+    let p = Project::new();
+    p.write(
+        ".claude/hooks/where.sh",
+        "printf '%s\\n%s\\n' \"$CLAUDE_PROJECT_DIR\" \"$(pwd)\" > \"$CLAUDE_PROJECT_DIR/where.txt\"\necho '{\"additionalContext\": \"FROM-PROJECT-HOOK\"}'\n",
+    );
+    settings_hooks(
+        &p,
+        json!({"PostToolUse": [{"matcher": "Read", "hooks": [
+            {"type": "command", "command": "bash \"$CLAUDE_PROJECT_DIR\"/.claude/hooks/where.sh"}
+        ]}]}),
+    );
+    let server = server(
+        vec![("toolu_1", "Read", json!({"file_path": "cadre.toml"}))],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.contains("FROM-PROJECT-HOOK"), "{text}");
+    let root = std::fs::canonicalize(p.path()).unwrap();
+    let lines: Vec<String> = p.read("where.txt").lines().map(String::from).collect();
+    assert_eq!(
+        lines
+            .iter()
+            .map(|l| std::fs::canonicalize(l).unwrap())
+            .collect::<Vec<_>>(),
+        [root.clone(), root]
+    );
+}
+
+#[test]
+fn an_async_hook_does_not_hold_up_the_call_and_cannot_block_it() {
+    let p = Project::new();
+    // The async PreToolUse hook can only finish once the PostToolUse hook
+    // (which runs after the tool) has started: were it awaited, the tool
+    // would wait for it, and the PostToolUse hook would never see it end.
+    settings_hooks(
+        &p,
+        json!({
+            "PreToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "async": true, "timeout": 60,
+                "command": "until [ -f post-started ]; do sleep 0.05; done; touch async-finished; echo 'too late to block' >&2; exit 2"}]}],
+            "PostToolUse": [{"matcher": "Read", "hooks": [{"type": "command",
+                "command": "touch post-started; for i in $(seq 400); do [ -f async-finished ] && break; sleep 0.05; done; [ -f async-finished ] && echo '{\"additionalContext\": \"ASYNC-HOOK-ENDED-AFTER-THE-TOOL\"}'; exit 0"}]}]
+        }),
+    );
+    let server = server(
+        vec![("toolu_1", "Read", json!({"file_path": "cadre.toml"}))],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let results = main_results(&server);
+    let text = result_text(&results[0]);
+    assert_eq!(results[0]["is_error"], Value::Null, "{text}");
+    assert!(text.contains("ASYNC-HOOK-ENDED-AFTER-THE-TOOL"), "{text}");
+    assert!(!text.contains("too late to block"), "{text}");
+}
+
+#[test]
+fn hook_entries_are_checked_strictly_and_a_bad_one_never_runs() {
+    let p = Project::new();
+    let settings = r#"{
+  "hooks": {
+    "PreToolUse": [
+      {
+        "matcher": "Read",
+        "hooks": [
+          {"type": "command", "command": "echo typo >> ran.log", "timout": 5},
+          {"type": "command", "command": "echo args >> ran.log", "args": "x"},
+          {"type": "command", "command": "echo timeout >> ran.log", "timeout": "soon"},
+          {"type": "command", "command": "echo good >> ran.log", "statusMessage": "checking"}
+        ]
+      },
+      {"matchr": "Read", "hooks": [{"type": "command", "command": "echo group >> ran.log"}]}
+    ]
+  }
+}"#;
+    p.write(".claude/settings.json", settings);
+    let server = server(
+        vec![("toolu_1", "Read", json!({"file_path": "cadre.toml"}))],
+        no_child,
+    );
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert_eq!(p.read("ran.log"), "good\n");
+    for needle in [
+        ".claude/settings.json:7:66: warning: hooks.PreToolUse: unknown key `timout`",
+        ".claude/settings.json:8:74: warning: hooks.PreToolUse: `args`: expected a list of strings",
+        ".claude/settings.json:9:80: warning: hooks.PreToolUse: `timeout`: expected a positive number of seconds",
+        ".claude/settings.json:13:8: warning: hooks.PreToolUse: unknown key `matchr`; a matcher group has matcher, hooks; the hooks of this group are not run",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle}\n{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_flood_of_hook_output_is_kept_bounded_and_an_endless_writer_is_stopped() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PreToolUse": [
+            {"matcher": "Read", "hooks": [{"type": "command",
+                "command": "yes 'stderr flood' | head -c 100000000 >&2; exit 2"}]},
+            {"matcher": "Glob", "hooks": [{"type": "command", "timeout": 1, "command": "yes"}]}
+        ]}),
+    );
+    let server = server(
+        vec![
+            ("toolu_1", "Read", json!({"file_path": "cadre.toml"})),
+            ("toolu_2", "Glob", json!({"pattern": "*.toml"})),
+        ],
+        no_child,
+    );
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], true);
+    let blocked = result_text(&results[0]);
+    assert!(
+        blocked.starts_with("A PreToolUse hook blocked this Read call: stderr flood\nstderr flood"),
+        "{}",
+        &blocked[..200]
+    );
+    assert!(
+        blocked.len() < 2 * 1024 * 1024,
+        "{} bytes reached the model",
+        blocked.len()
+    );
+    assert!(blocked.contains("characters truncated"), "the cut is said");
+    let globbed = result_text(&results[1]);
+    assert_eq!(results[1]["is_error"], Value::Null, "{globbed}");
+    assert!(globbed.contains("cadre.toml"), "{globbed}");
+    assert!(run.stderr.contains("timed out"), "{}", run.stderr);
+}
