@@ -364,7 +364,10 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     if let Some(o) = &bypass_disabled_by
         && settings.permissions.default_mode == PermissionMode::BypassPermissions
     {
-        settings.permissions.default_mode = PermissionMode::Default;
+        settings.permissions.default_mode = settings
+            .permissions
+            .default_mode
+            .unless_bypass_disabled(true);
         warnings.push(o.diagnostic(
             crate::diagnostic::Severity::Warning,
             "bypassPermissions is disabled here (disableBypassPermissionsMode); the permission mode is `default`",

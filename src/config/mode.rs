@@ -24,6 +24,18 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// The one bypass rule: where `disableBypassPermissionsMode` is set
+    /// (`bypass_disabled`), `bypassPermissions` runs as `default`; every
+    /// other mode is kept. Applied wherever a session's mode is settled
+    /// (settings, the main session's plan, a fleet task) and again at each
+    /// tool call's decision, which covers a mode a client sets mid-session.
+    pub fn unless_bypass_disabled(self, bypass_disabled: bool) -> PermissionMode {
+        match self {
+            PermissionMode::BypassPermissions if bypass_disabled => PermissionMode::Default,
+            other => other,
+        }
+    }
+
     /// The names a user may write (not `bubble`, which is internal).
     pub const USER_NAMES: &'static [&'static str] = &[
         "default",
@@ -106,4 +118,30 @@ impl SessionKind {
         interactive: true,
         coordinator: false,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_bypass_is_lowered_and_only_where_it_is_disabled() {
+        use PermissionMode::*;
+        for mode in [
+            Default,
+            AcceptEdits,
+            BypassPermissions,
+            DontAsk,
+            Plan,
+            Bubble,
+        ] {
+            assert_eq!(mode.unless_bypass_disabled(false), mode);
+            let lowered = if mode == BypassPermissions {
+                Default
+            } else {
+                mode
+            };
+            assert_eq!(mode.unless_bypass_disabled(true), lowered);
+        }
+    }
 }

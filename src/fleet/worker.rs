@@ -477,11 +477,10 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
     let mut new_task = rebuilt.task;
     // A worker whose own settings disable bypassPermissions does not run a
     // plan in it.
-    if new_task.spec.mode == crate::config::PermissionMode::BypassPermissions
-        && snap.config.bypass_disabled_by.is_some()
-    {
-        new_task.spec.mode = crate::config::PermissionMode::Default;
-    }
+    new_task.spec.mode = new_task
+        .spec
+        .mode
+        .unless_bypass_disabled(snap.config.bypass_disabled_by.is_some());
     let (task, _) = engine.tasks.create(new_task);
     task.set_fence(Arc::clone(fence));
     fence.on_close(task.cancel.clone());

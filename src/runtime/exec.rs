@@ -37,6 +37,15 @@ impl CallResult {
     }
 }
 
+/// The error text for an input that does not fit the tool's schema.
+fn invalid_input(snap: &crate::snapshot::Snapshot, name: &str, issues: Vec<String>) -> String {
+    snap.templates.show(&InvalidInput {
+        tool: name.to_string(),
+        plural: issues.len() > 1,
+        issues: issues.join("\n"),
+    })
+}
+
 impl Session {
     pub(super) async fn run_tools(
         &mut self,
@@ -172,6 +181,13 @@ impl Session {
         result
     }
 
+    /// One call through the pipeline every call takes — built-in, MCP,
+    /// management and SDK tools alike, in this order, each step written
+    /// once: validate ([`Session::admit`]) → PreToolUse and the permission
+    /// decision ([`Session::permit`]: rules, mode, the hooks' decision, an
+    /// active skill's tools, the user) → run ([`Session::run_call`]) →
+    /// PostToolUse. A step that refuses ends the call with its error
+    /// result; PostToolUse sees every call that ran.
     async fn call_tool_inner(
         &self,
         turn: &Turn,
@@ -180,40 +196,66 @@ impl Session {
         input: Value,
         invalid_json: Option<&str>,
     ) -> CallResult {
-        let snap = &turn.snap;
-        let error = |text: String| CallResult::text(id, text, true);
-        let no_such_tool = || {
-            error(snap.templates.show(&NoSuchTool {
-                name: name.to_string(),
-            }))
+        if let Err(text) = self.admit(turn, name, &input, invalid_json) {
+            return CallResult::text(id, text, true);
+        }
+        let input = match self.permit(&turn.snap, id, name, input).await {
+            Ok(input) => input,
+            Err(refused) => return refused,
         };
+        let mut result = match self.run_call(turn, id, name, &input).await {
+            Ok(result) => result,
+            Err(refused) => return refused,
+        };
+        self.post_tool_hooks(&turn.snap, name, &input, &mut result.block)
+            .await;
+        result
+    }
+
+    /// The checks before anything runs: the tool is offered, its input is
+    /// JSON that fits its schema, and it is not the same call the agent
+    /// keeps repeating. `Err` is the error text for the model.
+    fn admit(
+        &self,
+        turn: &Turn,
+        name: &str,
+        input: &Value,
+        invalid_json: Option<&str>,
+    ) -> Result<(), String> {
+        let snap = &turn.snap;
         if !turn.tool_names.iter().any(|n| n == name) {
-            return no_such_tool();
+            return Err(snap.templates.show(&NoSuchTool {
+                name: name.to_string(),
+            }));
         }
         if let Some(err) = invalid_json {
-            return error(snap.templates.show(&InvalidJson {
+            return Err(snap.templates.show(&InvalidJson {
                 tool: name.to_string(),
                 error: err.to_string(),
             }));
         }
-        if let Some(turns) = self.repeated_streak(snap, name, &input) {
-            return error(snap.templates.show(&RepeatedCall {
+        if let Some(turns) = self.repeated_streak(snap, name, input) {
+            return Err(snap.templates.show(&RepeatedCall {
                 tool: name.to_string(),
                 turns,
             }));
         }
-        let invalid = |issues: Vec<String>| {
-            error(snap.templates.show(&InvalidInput {
-                tool: name.to_string(),
-                plural: issues.len() > 1,
-                issues: issues.join("\n"),
-            }))
-        };
-        if let Err(issues) = self.validate(snap, name, &input) {
-            return invalid(issues);
-        }
-        let (verdict, input) = match self.pre_tool_hooks(snap, id, name, &input).await {
-            PreTool::Blocked(text) => return CallResult::text(id, text, true),
+        self.validate(snap, name, input)
+            .map_err(|issues| invalid_input(snap, name, issues))
+    }
+
+    /// PreToolUse, then the permission decision: `Ok` with the input to
+    /// run (a hook's or the user's replacement, checked like the model's),
+    /// or the refusal.
+    async fn permit(
+        &self,
+        snap: &Arc<crate::snapshot::Snapshot>,
+        id: &str,
+        name: &str,
+        input: Value,
+    ) -> Result<Value, CallResult> {
+        let (verdict, mut input) = match self.pre_tool_hooks(snap, id, name, &input).await {
+            PreTool::Blocked(text) => return Err(CallResult::text(id, text, true)),
             PreTool::Go {
                 verdict,
                 input: None,
@@ -224,7 +266,11 @@ impl Session {
                 input: Some(updated),
             } => {
                 if let Err(issues) = self.validate(snap, name, &updated) {
-                    return invalid(issues);
+                    return Err(CallResult::text(
+                        id,
+                        invalid_input(snap, name, issues),
+                        true,
+                    ));
                 }
                 (verdict, updated)
             }
@@ -239,7 +285,8 @@ impl Session {
         let mode = match session_mode {
             Some(m) if self.spec.is_main => m,
             _ => self.spec.mode,
-        };
+        }
+        .unless_bypass_disabled(snap.config.bypass_disabled_by.is_some());
         let add_dirs: Vec<PathBuf> = permissions
             .additional_directories
             .iter()
@@ -247,7 +294,6 @@ impl Session {
             .chain(&session_dirs)
             .map(|d| self.spec.cwd.join(d))
             .collect();
-        let mut input = input;
         let explained = explain_with_hook(
             rules,
             mode,
@@ -259,22 +305,27 @@ impl Session {
         );
         // The rule that decided and where it was written, for the text.
         let (rule, origin) = match &explained.rule {
-            Some(c) => (Some(c.rule.as_str()), c.origin.as_deref()),
+            Some(c) => (Some(c.rule.clone()), c.origin.clone()),
             None => (None, None),
+        };
+        let denied = |reason, rule, origin, asked, message| {
+            CallResult::text(
+                id,
+                snap.templates.show(&PermissionDenied {
+                    tool: name.to_string(),
+                    reason,
+                    rule,
+                    origin,
+                    asked,
+                    interactive: asked && self.engine.asker.is_some(),
+                    message,
+                }),
+                true,
+            )
         };
         match explained.decision {
             Decision::Allow => {}
-            Decision::Deny { reason } => {
-                return error(snap.templates.show(&PermissionDenied {
-                    tool: name.to_string(),
-                    reason,
-                    rule: rule.map(str::to_string),
-                    origin: origin.map(str::to_string),
-                    asked: false,
-                    interactive: false,
-                    message: None,
-                }));
-            }
+            Decision::Deny { reason } => return Err(denied(reason, rule, origin, false, None)),
             // An agent's own memory folder is its to read and write.
             Decision::Ask { .. } if self.in_memory_dir(name, &input) => {}
             // So are the tools an active skill lists in `allowed-tools`.
@@ -300,15 +351,7 @@ impl Session {
                     None => super::AskAnswer::from(false),
                 };
                 if !answer.allow {
-                    return error(snap.templates.show(&PermissionDenied {
-                        tool: name.to_string(),
-                        reason,
-                        rule: rule.map(str::to_string),
-                        origin: origin.map(str::to_string),
-                        asked: true,
-                        interactive: self.engine.asker.is_some(),
-                        message: answer.message,
-                    }));
+                    return Err(denied(reason, rule, origin, true, answer.message));
                 }
                 if !answer.updates.is_empty()
                     && let Ok(mut g) = self.engine.grants.lock()
@@ -326,40 +369,49 @@ impl Session {
                     && updated != input
                 {
                     if let Err(issues) = self.validate(snap, name, &updated) {
-                        return invalid(issues);
+                        return Err(CallResult::text(
+                            id,
+                            invalid_input(snap, name, issues),
+                            true,
+                        ));
                     }
                     if let Decision::Deny { reason } =
                         decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
                     {
-                        return error(snap.templates.show(&PermissionDenied {
-                            tool: name.to_string(),
-                            reason,
-                            rule: None,
-                            origin: None,
-                            asked: false,
-                            interactive: false,
-                            message: None,
-                        }));
+                        return Err(denied(reason, None, None, false, None));
                     }
                     input = updated;
                 }
             }
         }
+        Ok(input)
+    }
+
+    /// Runs an admitted and permitted call by what kind of tool it is: the
+    /// Agent tool, a session tool (TodoWrite, Skill, AskUserQuestion), a
+    /// management tool, or a built-in, MCP or resource tool. `Err` is a
+    /// call that never ran (a sub-agent that could not be started, a tool
+    /// that went away): PostToolUse does not see it.
+    async fn run_call(
+        &self,
+        turn: &Turn,
+        id: &str,
+        name: &str,
+        input: &Value,
+    ) -> Result<CallResult, CallResult> {
+        let snap = &turn.snap;
         if name == AGENT_TOOL {
-            let mut result = match self.agent_call(turn, id, input.clone()).await {
-                Ok((content, usage)) => CallResult {
+            return match self.agent_call(turn, id, input.clone()).await {
+                Ok((content, usage)) => Ok(CallResult {
                     block: ContentBlock::ToolResult {
                         tool_use_id: id.into(),
                         content,
                         is_error: false,
                     },
                     child_usage: usage,
-                },
-                Err(text) => return CallResult::text(id, text, true),
+                }),
+                Err(text) => Err(CallResult::text(id, text, true)),
             };
-            self.post_tool_hooks(snap, name, &input, &mut result.block)
-                .await;
-            return result;
         }
         if [
             super::todos::TODO_WRITE,
@@ -367,26 +419,18 @@ impl Session {
             super::ask_user::ASK_USER_QUESTION,
         ]
         .contains(&name)
+            || super::RUNTIME_TOOLS.contains(&name)
         {
             let done = match name {
-                super::todos::SKILL => self.skill_call(snap, &input),
+                super::todos::SKILL => self.skill_call(snap, input),
                 super::todos::TODO_WRITE => self.todo_write(snap, input.clone()),
-                _ => self.ask_user(snap, id, input.clone()).await,
+                super::ask_user::ASK_USER_QUESTION => self.ask_user(snap, id, input.clone()).await,
+                _ => self.manage_call(snap, name, input.clone()).await,
             };
-            let (text, is_error) = match done {
-                Ok(t) => (t, false),
-                Err(t) => (t, true),
-            };
-            let mut result = CallResult::text(id, text, is_error);
-            self.post_tool_hooks(snap, name, &input, &mut result.block)
-                .await;
-            return result;
-        }
-        if super::RUNTIME_TOOLS.contains(&name) {
-            return match self.manage_call(snap, name, input).await {
+            return Ok(match done {
                 Ok(text) => CallResult::text(id, text, false),
                 Err(text) => CallResult::text(id, text, true),
-            };
+            });
         }
         let tool: Option<Arc<dyn Tool>> = match self.engine.tools.get(name) {
             Some(t) => Some(Arc::clone(t)),
@@ -396,7 +440,13 @@ impl Session {
             },
         };
         let Some(tool) = tool else {
-            return no_such_tool();
+            return Err(CallResult::text(
+                id,
+                snap.templates.show(&NoSuchTool {
+                    name: name.to_string(),
+                }),
+                true,
+            ));
         };
         // Glob and Grep leave out what the rules forbid them to read.
         let hidden: Option<PathFilter> = matches!(name, "Glob" | "Grep").then(|| {
@@ -431,9 +481,7 @@ impl Session {
                     .map(|source| ToolResultContent::Image { source }),
             );
         }
-        self.post_tool_hooks(snap, name, &input, &mut result.block)
-            .await;
-        result
+        Ok(result)
     }
 
     /// Checks `input` against the tool's untrimmed schema; `Err` lists the
@@ -545,19 +593,9 @@ impl Session {
         add_dirs: &[PathBuf],
         verdict: Option<&crate::permissions::HookVerdict>,
     ) -> bool {
-        let allowed: Vec<String> = match self.active_skills.lock() {
-            Ok(skills) => skills
-                .iter()
-                .flat_map(|s| s.allowed_tools.iter().cloned())
-                .collect(),
-            Err(_) => return false,
-        };
-        if allowed.is_empty() {
+        let Some(rules) = self.skill_rules(snap) else {
             return false;
-        }
-        let mut lists = snap.settings().permissions.clone();
-        lists.allow.extend(allowed);
-        let rules = Rules::from_settings(&lists);
+        };
         matches!(
             crate::permissions::decide_with_hook(
                 &rules,
@@ -570,6 +608,34 @@ impl Session {
             ),
             Decision::Allow
         )
+    }
+
+    /// The settings' rules with the active skills' `allowed-tools` added
+    /// as allow rules; `None` while no active skill lists any. Parsed once
+    /// per set of active skills and snapshot generation, not per call.
+    fn skill_rules(&self, snap: &crate::snapshot::Snapshot) -> Option<Arc<Rules>> {
+        let allowed: Vec<String> = self
+            .active_skills
+            .lock()
+            .ok()?
+            .iter()
+            .flat_map(|s| s.allowed_tools.iter().cloned())
+            .collect();
+        if allowed.is_empty() {
+            return None;
+        }
+        let mut cache = self.skill_rules.lock().ok()?;
+        if let Some((generation, key, rules)) = cache.as_ref()
+            && *generation == snap.generation
+            && *key == allowed
+        {
+            return Some(Arc::clone(rules));
+        }
+        let mut lists = snap.settings().permissions.clone();
+        lists.allow.extend(allowed.iter().cloned());
+        let rules = Arc::new(Rules::from_settings(&lists));
+        *cache = Some((snap.generation, allowed, Arc::clone(&rules)));
+        Some(rules)
     }
 
     fn side_call(&self, tool: &'static str) -> SideCall {

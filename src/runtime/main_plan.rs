@@ -138,12 +138,7 @@ pub fn plan_main(snap: &Snapshot, input: &MainInput<'_>) -> Result<MainPlan, Mai
         None => settings.permissions.default_mode,
     };
     // `disableBypassPermissionsMode` holds for an `--agent` definition too.
-    let mode =
-        if mode == PermissionMode::BypassPermissions && snap.config.bypass_disabled_by.is_some() {
-            PermissionMode::Default
-        } else {
-            mode
-        };
+    let mode = mode.unless_bypass_disabled(snap.config.bypass_disabled_by.is_some());
     let mut tools = super::main_tool_pool(input.available_tools, snap, kind, def.as_deref());
     if let Some(h) = recorded.filter(|h| !h.tool_names.is_empty()) {
         tools = h

@@ -207,7 +207,14 @@ pub struct Session {
     /// preloaded ones): their `allowed-tools` need no asking, and the last
     /// one's `model` answers.
     pub(super) active_skills: std::sync::Mutex<Vec<super::todos::ActiveSkill>>,
+    /// The rules those skills' `allowed-tools` make, with the snapshot
+    /// generation and the lists they were parsed from (see `skill_rules`).
+    pub(super) skill_rules: std::sync::Mutex<SkillRules>,
 }
+
+/// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
+/// rules).
+pub(super) type SkillRules = Option<(u64, Vec<String>, Arc<crate::permissions::Rules>)>;
 
 /// One turn's fixed inputs, shared by the tool calls it makes.
 pub(super) struct Turn {
@@ -247,6 +254,7 @@ impl Session {
             shutdown: Default::default(),
             agent_memory: None,
             active_skills: Default::default(),
+            skill_rules: Default::default(),
         }
     }
 

@@ -469,3 +469,30 @@ fn a_flood_of_hook_output_is_kept_bounded_and_an_endless_writer_is_stopped() {
     assert!(globbed.contains("cadre.toml"), "{globbed}");
     assert!(run.stderr.contains("timed out"), "{}", run.stderr);
 }
+
+/// One pipeline for every call: a management tool (TaskStop here, whose
+/// call fails: there is no such task) gets PostToolUse like a built-in
+/// tool, and the hook's context reaches the model with its result.
+#[test]
+fn a_management_tool_call_passes_post_tool_use_like_any_other() {
+    let mut p = Project::new();
+    p.config(
+        r#"
+[[hooks.PostToolUse]]
+matcher = "TaskStop"
+command = "cat > post-input.json; echo '{\"hookSpecificOutput\": {\"additionalContext\": \"AFTER-STOP\"}}'"
+"#,
+    );
+    let server = server(
+        vec![("toolu_1", "TaskStop", json!({"task_id": "no-such-task"}))],
+        no_child,
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.contains("AFTER-STOP"), "{text}");
+    let input: Value = serde_json::from_str(&p.read("post-input.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "PostToolUse");
+    assert_eq!(input["tool_name"], "TaskStop");
+    assert_eq!(input["tool_input"], json!({"task_id": "no-such-task"}));
+    assert_eq!(input["tool_response"]["is_error"], true);
+}
