@@ -157,6 +157,47 @@ fn a_sub_agent_that_found_nothing_is_reported_as_such() {
 }
 
 #[test]
+fn a_sub_agent_the_guard_ends_gives_its_parent_its_last_words_labelled_incomplete() {
+    let p = guarded();
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return if assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_main",
+                    "Agent",
+                    json!({"description": "find schema", "prompt": "find the schema",
+                           "subagent_type": "Explore"}),
+                )
+            } else {
+                anthropic::text_reply("main done")
+            };
+        }
+        // The child says something, then makes the same Glob every turn.
+        anthropic::message()
+            .text("Maybe in src/agent_tool.")
+            .tool_use(
+                &format!("toolu_c{}", assistant_turns(r)),
+                "Glob",
+                json!({"pattern": "src/**/schema*"}),
+            )
+            .reply()
+    });
+    p.run(Some(&server), &["run", "--max-turns", "8", "where?"])
+        .ok();
+    // The child ran one Glob, was steered once, and ended on the next
+    // repeat: three requests, not its whole turn budget.
+    assert_eq!(child_requests_of(&server, true).len(), 3);
+    let mains = main_requests(&server);
+    let told = result_text(&last_tool_results(&mains[1].json)[0]);
+    assert!(
+        told.starts_with("[Incomplete answer")
+            && told.contains("The agent's last words")
+            && told.contains("Maybe in src/agent_tool."),
+        "{told}"
+    );
+}
+
+#[test]
 fn without_a_terminal_each_sub_agent_gets_a_start_and_a_done_line() {
     let p = Project::new();
     let server = || {
