@@ -3,7 +3,9 @@
 //! `-p`, says why on stderr and in the JSON result; the guard steers once,
 //! then ends the run with the last sub-agent report labelled incomplete; a
 //! sub-agent that found nothing is reported as such; and without a
-//! terminal each sub-agent gets a start and a done line on stderr.
+//! terminal each sub-agent gets a start and a done line on stderr;
+//! `scripts/test --help` installs nothing, and `scripts/run-main-job`
+//! says when it ends that the local model server is still running.
 
 use serde_json::json;
 
@@ -258,5 +260,43 @@ fn scripts_test_help_explains_itself_and_installs_nothing() {
             && stdout.contains(".ci/node")
             && stdout.contains("installs nothing"),
         "{stdout}"
+    );
+}
+
+#[test]
+fn run_main_job_says_the_local_model_server_is_still_running_when_it_ends() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    // A process of ours stands in for the running model server.
+    let mut server = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(dir.path().join("server.pid"), server.id().to_string()).unwrap();
+    // `echo` stands in for cadre: it prints the arguments it got and ends.
+    let out = std::process::Command::new("/bin/bash")
+        .arg(root.join("scripts/run-main-job"))
+        .arg("a question")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("CADRE_LOCAL_MODEL_DIR", dir.path())
+        .env("CADRE_LOCAL_MODEL_PORT", "9")
+        .env("CADRE_BIN", "/bin/echo")
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("config/local.toml run a question"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("the local model server is still running")
+            && stderr.contains("scripts/local-model stop"),
+        "{stderr}"
     );
 }
