@@ -1090,20 +1090,35 @@ pub(super) fn result_of(
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
         Ok(o) => {
             let text = o.final_text.clone().unwrap_or_default().join("\n");
+            // A run that answered nothing never reports success.
             match o.stop {
-                StopKind::EndTurn | StopKind::MaxTokens => (
-                    ResultSubtype::Success,
-                    text,
-                    o.turns,
-                    Some(o.stop.as_str().to_string()),
-                    vec![],
-                ),
                 StopKind::MaxTurns => (
                     ResultSubtype::ErrorMaxTurns,
                     text,
                     o.turns,
                     None,
                     vec![format!("Reached maximum number of turns ({})", o.turns)],
+                ),
+                StopKind::RepeatedCalls => (
+                    ResultSubtype::ErrorDuringExecution,
+                    text,
+                    o.turns,
+                    None,
+                    vec![run::repeated_calls_error(o.turns)],
+                ),
+                StopKind::EndTurn | StopKind::MaxTokens if text.trim().is_empty() => (
+                    ResultSubtype::ErrorDuringExecution,
+                    text,
+                    o.turns,
+                    Some(o.stop.as_str().to_string()),
+                    vec![run::empty_answer(o.stop.as_str(), o.turns)],
+                ),
+                StopKind::EndTurn | StopKind::MaxTokens => (
+                    ResultSubtype::Success,
+                    text,
+                    o.turns,
+                    Some(o.stop.as_str().to_string()),
+                    vec![],
                 ),
             }
         }
@@ -1354,7 +1369,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     if plan.stdio_permissions {
         extras.questioner = Some(client_questioner(Arc::clone(&control)));
     }
-    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false));
+    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
     let events: EventSink = match &progress {
         Some(p) => {
             let bars = p.sink();
@@ -1429,6 +1444,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     // A resumed conversation already has its first message (and memory).
     let mut is_first = !session_args.resuming();
     let mut last_error = false;
+    let mut last_failed = false;
     let mut last_text = String::new();
     let mut last_result: Option<ResultOut> = None;
     let max_line = h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES);
@@ -1567,14 +1583,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             eprintln!("error: {e}");
         }
         let over = result.subtype == ResultSubtype::ErrorMaxBudgetUsd;
-        if let Ok(o) = &outcome
-            && o.stop == StopKind::MaxTurns
-        {
-            note(
-                &g,
-                &format!("stopped after {} turns (the turn limit)", o.turns),
-            );
+        // A run that ended without an answer says why.
+        if outcome.is_ok() && result.is_error {
+            for e in &result.errors {
+                eprintln!("error: {e}");
+            }
         }
+        last_failed = outcome.is_err();
         if over {
             note(&g, "stopped: the session reached --max-budget-usd");
         }
@@ -1590,12 +1605,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     match plan.output {
         OutputFormat::Text => {
             if let Some(r) = &last_result {
-                if r.is_error && r.subtype == ResultSubtype::ErrorDuringExecution {
+                // A failure's text went to stderr; an answer, even a
+                // partial one, goes to stdout.
+                if last_failed {
                     return Err(CliError::Exit(1));
                 }
-                print_line(&last_text);
-                if last_text.trim().is_empty() && r.subtype == ResultSubtype::Success {
-                    note(&g, &run::empty_answer_warning("end_turn", r.num_turns));
+                if !r.is_error || !last_text.trim().is_empty() {
+                    print_line(&last_text);
                 }
             }
         }

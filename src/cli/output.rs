@@ -116,6 +116,9 @@ pub struct Progress {
     /// Agents' `color` is shown: stderr is a terminal and `NO_COLOR` is
     /// not set.
     colored: bool,
+    /// Without a terminal (a log file, a pipe): one line when a sub-agent
+    /// starts and one when it ends, unless `--quiet`.
+    lines: bool,
 }
 
 /// `text` in an agent's colour (ANSI; orange and pink from the 256-colour
@@ -144,16 +147,18 @@ fn colors_on_stderr() -> bool {
 }
 
 impl Progress {
-    pub fn new(chat: bool) -> Arc<Progress> {
+    /// Progress on stderr: in place on a terminal, else plain lines
+    /// (none with `quiet`, outside chat).
+    pub fn new(chat: bool, quiet: bool) -> Arc<Progress> {
         let target = if std::io::stderr().is_terminal() {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
         };
-        Progress::with_target(chat, target)
+        Progress::with_target(chat, quiet, target)
     }
 
-    fn with_target(chat: bool, target: ProgressDrawTarget) -> Arc<Progress> {
+    fn with_target(chat: bool, quiet: bool, target: ProgressDrawTarget) -> Arc<Progress> {
         // indicatif also hides itself on a terminal it cannot draw on
         // (TERM=dumb); lines then go to stderr directly.
         let visible = !target.is_hidden();
@@ -166,11 +171,12 @@ impl Progress {
             chat,
             mid_line: std::sync::atomic::AtomicBool::new(false),
             colored: visible && colors_on_stderr(),
+            lines: !visible && (chat || !quiet),
         })
     }
 
     /// Prints one finished line on stderr above the progress bars. Without
-    /// a terminal the bars are hidden; chat's lines are still printed.
+    /// a terminal the bars are hidden and the line is printed as it is.
     fn println(&self, line: String) {
         use std::sync::atomic::Ordering;
         let newline_first = self.mid_line.swap(false, Ordering::Relaxed);
@@ -181,7 +187,7 @@ impl Progress {
                 }
             });
             let _ = self.multi.println(line);
-        } else if self.chat {
+        } else if self.lines {
             if newline_first {
                 outln!();
             }
@@ -361,11 +367,11 @@ impl Progress {
                 color,
                 ..
             } => {
-                // Without a terminal nothing is drawn, and outside chat
-                // nothing is printed either: no bar (a template parse and a
-                // place in the `MultiProgress` each; a turn may start
-                // 1,000 sub-agents), and outside chat nothing to remember.
-                if !self.visible && !self.chat {
+                // Without a terminal nothing is drawn: no bar (a template
+                // parse and a place in the `MultiProgress` each; a turn may
+                // start 1,000 sub-agents); a start line is printed instead,
+                // unless quiet, and then nothing is remembered.
+                if !self.visible && !self.lines {
                     return;
                 }
                 let bar = self.visible.then(|| {
@@ -380,8 +386,9 @@ impl Progress {
                     _ => tag,
                 };
                 let label = format!("{tag} {description}");
-                if let Some(bar) = &bar {
-                    bar.set_message(format!("{label} … 0 tools"));
+                match &bar {
+                    Some(bar) => bar.set_message(format!("{label} … 0 tools")),
+                    None => self.println(format!("  {label} started")),
                 }
                 running.insert(
                     agent_id.clone(),
@@ -525,18 +532,21 @@ mod tests {
 
     #[test]
     fn without_a_terminal_sub_agents_get_no_bar() {
-        // Not chat: nothing is drawn or printed, so nothing is kept.
-        let quiet = Progress::with_target(false, ProgressDrawTarget::hidden());
+        // Quiet, not chat: nothing is drawn or printed, so nothing is kept.
+        let quiet = Progress::with_target(false, true, ProgressDrawTarget::hidden());
         for i in 0..100 {
             start(&quiet, &format!("a{i}"));
         }
         assert!(quiet.running.lock().unwrap().is_empty());
-        // Chat prints a line when a sub-agent ends: remembered, no bar.
-        let chat = Progress::with_target(true, ProgressDrawTarget::hidden());
-        start(&chat, "a1");
-        let running = chat.running.lock().unwrap();
-        assert!(running["a1"].bar.is_none());
-        assert_eq!(running["a1"].agent_type, "general-purpose");
+        // Otherwise a line is printed when a sub-agent ends: remembered,
+        // no bar.
+        for chat in [true, false] {
+            let p = Progress::with_target(chat, false, ProgressDrawTarget::hidden());
+            start(&p, "a1");
+            let running = p.running.lock().unwrap();
+            assert!(running["a1"].bar.is_none());
+            assert_eq!(running["a1"].agent_type, "general-purpose");
+        }
     }
 
     #[test]

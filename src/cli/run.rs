@@ -623,7 +623,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     };
     let progress = match args.output_format {
         OutputFormat::StreamJson => None,
-        _ => Some(Progress::new(false)),
+        _ => Some(Progress::new(false, g.quiet)),
     };
     // The accounts (cost, usage) and, for stream-json, the protocol lines.
     let emitter = Emitter::new(print, String::new(), String::new(), BTreeMap::new(), None);
@@ -703,28 +703,23 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     match result {
         Ok(outcome) => {
             let text = outcome.final_text.clone().unwrap_or_default().join("\n");
-            let stop = outcome.stop.as_str();
-            if outcome.stop == StopKind::MaxTurns && !g.quiet {
-                eprintln!(
-                    "warning: stopped after {} turns (the turn limit)",
-                    outcome.turns
-                );
-            }
             if outcome.stop == StopKind::MaxTokens && !g.quiet {
                 eprintln!("warning: the answer was cut at provider.max_tokens");
             }
-            if text.trim().is_empty() && !g.quiet {
-                eprintln!("{}", empty_answer_warning(stop, outcome.turns));
+            // A run that ended without an answer (the turn limit, the
+            // repeated-call guard, no text at all) says why, whatever
+            // --quiet says.
+            for e in &wire_result.errors {
+                eprintln!("error: {e}");
             }
             match args.output_format {
+                OutputFormat::Text if wire_result.is_error && text.trim().is_empty() => {}
                 OutputFormat::Text => print_line(&text),
-                OutputFormat::Json | OutputFormat::StreamJson => {
-                    print_line(&line());
-                    // As Claude Code: an error result (the turn limit) exits 1.
-                    if wire_result.is_error {
-                        return Err(CliError::Exit(1));
-                    }
-                }
+                OutputFormat::Json | OutputFormat::StreamJson => print_line(&line()),
+            }
+            // As Claude Code: an error result (the turn limit) exits 1.
+            if wire_result.is_error {
+                return Err(CliError::Exit(1));
             }
             Ok(())
         }
@@ -905,7 +900,7 @@ fn terminal_elicitor() -> crate::mcp::Elicitor {
 
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
-    let progress = Progress::new(true);
+    let progress = Progress::new(true, g.quiet);
     let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
         let question = ask.question;
         Box::pin(async move {
@@ -1091,9 +1086,25 @@ async fn mcp_prompt(
 /// What the user is told when a session ends without any answer text, so
 /// an empty line on stdout never goes unexplained.
 pub(super) fn empty_answer_warning(stop: &str, turns: u32) -> String {
+    format!("warning: {}", empty_answer(stop, turns))
+}
+
+/// Why a run that ended without any answer text failed (the result's
+/// `errors`, and stderr).
+pub(super) fn empty_answer(stop: &str, turns: u32) -> String {
     format!(
-        "warning: the model ended without an answer: no reply of this session had text \
+        "the model ended without an answer: no reply of this session had text \
          (last stop: {stop}, after {turns} turn{})",
+        if turns == 1 { "" } else { "s" }
+    )
+}
+
+/// Why a run the repeated-call guard ended failed.
+pub(super) fn repeated_calls_error(turns: u32) -> String {
+    format!(
+        "stopped after {turns} turn{}: the agent repeated a call the repeated-call guard \
+         (agents.repeated_call_limit) had already held back, after being told to answer; \
+         the answer printed, if any, is incomplete",
         if turns == 1 { "" } else { "s" }
     )
 }

@@ -444,8 +444,10 @@ impl Provider {
                     "no Anthropic API key: set the environment variable {} (or name another \
                      variable in provider.api_key_env). No key? Run a local model instead: \
                      in cadre's repository, `scripts/local-model install && scripts/local-model \
-                     start`, then use its config/local.toml (`--config PATH/config/local.toml`, \
-                     or copy it to ~/.config/cadre/cadre.toml); see docs/quickstart.md",
+                     start`, then use its config/local.toml from any folder (`--config \
+                     /full/path/to/cadre/config/local.toml`, or copy it to \
+                     ~/.config/cadre/cadre.toml without its builtin_dir line); see \
+                     docs/local-model.md",
                     self.key_env
                 ),
             ));

@@ -86,36 +86,6 @@ impl Session {
         blocks
     }
 
-    /// With `agents.repeated_call_limit` set: how many assistant turns in
-    /// a row, just before this one, made this very call (same tool, same
-    /// input), when that reaches the limit; `None` when the call may run.
-    /// Small models tend to repeat a call whose result they already have
-    /// instead of answering; the guard answers for the tool instead.
-    fn repeated_streak(
-        &self,
-        snap: &crate::snapshot::Snapshot,
-        name: &str,
-        input: &Value,
-    ) -> Option<u32> {
-        let limit = snap.settings().agents.repeated_call_limit;
-        if limit == 0 {
-            return None;
-        }
-        // The last assistant message is this turn's own; count the ones
-        // before it that made the same call, stopping at the first that
-        // did not.
-        let streak = self
-            .history
-            .iter()
-            .rev()
-            .filter(|m| m.role == crate::message::Role::Assistant)
-            .skip(1)
-            .take_while(|m| m.tool_uses().any(|(_, n, i)| n == name && i == input))
-            .count();
-        let streak = u32::try_from(streak).unwrap_or(u32::MAX);
-        (streak >= limit).then_some(streak)
-    }
-
     fn is_read_only(&self, turn: &Turn, name: &str) -> bool {
         if super::mcp::is_mcp_name(name) {
             return self.mcp_tool(name).is_some_and(|t| t.read_only());

@@ -20,6 +20,7 @@ mod mcp;
 pub mod plan;
 mod problem;
 mod prompt;
+mod repeats;
 pub mod restore;
 pub mod resume;
 pub mod sampling;

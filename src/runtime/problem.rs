@@ -29,6 +29,9 @@ pub enum RunProblem {
     MaxTurns,
     /// Its answers kept being cut at the output limit.
     MaxTokens,
+    /// The repeated-call guard ended it: it kept repeating a call after
+    /// being told to answer.
+    RepeatedCalls,
     /// Its task backend (the worker fleet) could not queue, start or
     /// finish it; `text` is its `error_task_backend` template, rendered.
     Backend { text: String },
@@ -93,6 +96,7 @@ impl RunProblem {
             StopKind::EndTurn => None,
             StopKind::MaxTurns => Some(RunProblem::MaxTurns),
             StopKind::MaxTokens => Some(RunProblem::MaxTokens),
+            StopKind::RepeatedCalls => Some(RunProblem::RepeatedCalls),
         }
     }
 }
@@ -139,7 +143,12 @@ mod tests {
         }));
         let mut problems: Vec<RunProblem> = errors.iter().map(RunProblem::from).collect();
         problems.extend(
-            [StopKind::MaxTurns, StopKind::MaxTokens].map(|s| RunProblem::stopped(s).unwrap()),
+            [
+                StopKind::MaxTurns,
+                StopKind::MaxTokens,
+                StopKind::RepeatedCalls,
+            ]
+            .map(|s| RunProblem::stopped(s).unwrap()),
         );
         assert_eq!(RunProblem::stopped(StopKind::EndTurn), None);
         let mut texts = std::collections::BTreeSet::new();
@@ -162,6 +171,6 @@ mod tests {
             texts.insert(said.to_string());
         }
         // Each kind has its own words (429 and 529 included).
-        assert_eq!(texts.len(), 14, "{texts:#?}");
+        assert_eq!(texts.len(), 15, "{texts:#?}");
     }
 }

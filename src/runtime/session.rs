@@ -115,6 +115,10 @@ pub enum StopKind {
     /// The last answer was cut at `max_tokens`, and so were the
     /// continuations asked for (`provider.max_tokens_recoveries`).
     MaxTokens,
+    /// The repeated-call guard (`agents.repeated_call_limit`) held back a
+    /// call a second time after the agent had been told to answer: the
+    /// session ends with the best partial answer it has.
+    RepeatedCalls,
 }
 
 impl StopKind {
@@ -124,6 +128,7 @@ impl StopKind {
             StopKind::EndTurn => "end_turn",
             StopKind::MaxTurns => "max_turns",
             StopKind::MaxTokens => "max_tokens",
+            StopKind::RepeatedCalls => "repeated_calls",
         }
     }
 }
@@ -187,6 +192,8 @@ pub struct Session {
     turns: u32,
     /// Turns that only answered task notifications (not counted).
     wake_ups: u32,
+    /// Turns of this run whose calls the repeated-call guard held back.
+    guard_fires: u32,
     started: Instant,
     /// This session's TodoWrite list.
     pub(super) todos: std::sync::Mutex<Vec<super::todos::Todo>>,
@@ -248,6 +255,7 @@ impl Session {
             tool_uses: 0,
             turns: 0,
             wake_ups: 0,
+            guard_fires: 0,
             started: Instant::now(),
             todos: Default::default(),
             task: None,
@@ -685,6 +693,8 @@ impl Session {
         // Time spent waiting for background children after an answer
         // (bounded by `agents.run_wait_ceiling_ms` for the main session).
         let mut waited = std::time::Duration::ZERO;
+        // The guard steers each prompt's run once.
+        self.guard_fires = 0;
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -871,11 +881,20 @@ impl Session {
                 assistant,
                 tool_names,
             };
+            let held_back = self.guard_holds_back(&turn);
             let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
             // Whatever arrived meanwhile joins this user message, after
             // every tool_result: appended, never inserted earlier.
             results.extend(self.take_incoming());
             self.append(Arc::new(Message::user(results)));
+            // The first time, the guard's answer tells the agent to answer
+            // from what it has; a second time ends the run.
+            if held_back {
+                self.guard_fires += 1;
+                if self.guard_fires > 1 {
+                    break StopKind::RepeatedCalls;
+                }
+            }
         };
         Ok(self.outcome(stop))
     }
@@ -975,8 +994,12 @@ impl Session {
     }
 
     fn outcome(&self, stop: StopKind) -> Outcome {
+        let final_text = match stop {
+            StopKind::RepeatedCalls => self.partial_answer(),
+            _ => last_text(&self.history),
+        };
         Outcome {
-            final_text: last_text(&self.history),
+            final_text,
             stop,
             turns: self.turns + self.wake_ups,
             usage: self.usage,

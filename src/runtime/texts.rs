@@ -177,8 +177,18 @@ contexts! {
         pub can_read_output: bool = true,
     }
 
-    /// A sub-agent that ended without text.
+    /// A sub-agent that ended without text: it found nothing, and the
+    /// caller is told not to give it the same task again.
     "result_empty" => pub struct ResultEmpty {}
+
+    /// The answer of a run the repeated-call guard ended: the best partial
+    /// answer the session had, labelled as incomplete.
+    "answer_incomplete" => pub struct AnswerIncomplete {
+        /// The last sub-agent report, or the agent's own last text.
+        pub partial: String = "src/agent_tool/mod.rs defines the schema.".into(),
+        /// `partial` is a sub-agent's report.
+        pub from_subagent: bool = true,
+    }
 
     /// The lines after a sub-agent's result.
     "result_trailer" => pub struct ResultTrailer {

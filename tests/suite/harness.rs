@@ -328,6 +328,15 @@ pub fn child_requests_of(
         .collect()
 }
 
+/// The main session's own requests (not its sub-agents', not its forks').
+pub fn main_requests(server: &super::kit::FakeServer) -> Vec<super::kit::RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(is_main_session)
+        .collect()
+}
+
 /// Every text block of every user message in a request, joined by newlines.
 pub fn user_texts(r: &super::kit::RecordedRequest) -> String {
     r.messages()

@@ -12,6 +12,7 @@ mod distributed;
 mod faults;
 pub mod harness;
 mod headless;
+mod honest;
 mod hooks;
 mod hostile;
 mod inspect;

@@ -7,10 +7,10 @@
 use serde_json::json;
 
 use super::harness::{
-    Project, assistant_turns, child_requests_of, is_main_session, last_tool_results, result_text,
-    user_texts,
+    Project, assistant_turns, child_requests_of, is_main_session, last_tool_results, main_requests,
+    result_text, user_texts,
 };
-use super::kit::{FakeServer, RecordedRequest, Reply, anthropic};
+use super::kit::{FakeServer, Reply, anthropic};
 
 /// Overrides that print the problem's data and nothing of cadre's words.
 const RUN_PROBLEM: &str = "RUN[{{problem.kind}}{{#if (eq problem.kind \"provider\")}}: {{#with problem}}{{> provider_problem}}{{/with}}{{/if}}]";
@@ -23,14 +23,6 @@ fn project() -> Project {
     p.write("builtin/templates/run_problem.hbs", RUN_PROBLEM);
     p.write("builtin/templates/provider_problem.hbs", PROVIDER_PROBLEM);
     p
-}
-
-fn main_requests(server: &FakeServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(is_main_session)
-        .collect()
 }
 
 /// Words of `ProviderError`'s and `RunError`'s `Display`: none may reach

@@ -1,0 +1,302 @@
+//! Honest ends (issue 38): a run that answered nothing — the turn limit,
+//! the repeated-call guard, an empty final message — exits 1 in `run` and
+//! `-p`, says why on stderr and in the JSON result; the guard steers once,
+//! then ends the run with the last sub-agent report labelled incomplete; a
+//! sub-agent that found nothing is reported as such; and without a
+//! terminal each sub-agent gets a start and a done line on stderr;
+//! `scripts/test --help` installs nothing, and `scripts/run-main-job`
+//! says when it ends that the local model server is still running.
+
+use serde_json::json;
+
+use super::harness::{
+    Project, assistant_turns, child_requests_of, is_main_session, last_tool_results, main_requests,
+    result_text,
+};
+use super::kit::{FakeServer, anthropic};
+
+/// The main agent always asks Explore the same thing; Explore answers
+/// `child` (its report).
+fn same_agent_call_server(child: &'static str) -> FakeServer {
+    FakeServer::route(move |r| {
+        if is_main_session(r) {
+            anthropic::tool_use_reply(
+                &format!("toolu_{}", assistant_turns(r)),
+                "Agent",
+                json!({"description": "find schema", "prompt": "find the schema",
+                       "subagent_type": "Explore"}),
+            )
+        } else {
+            anthropic::text_reply(child)
+        }
+    })
+}
+
+fn guarded() -> Project {
+    let mut p = Project::new();
+    p.config("[agents]\nrepeated_call_limit = 1\n");
+    p
+}
+
+#[test]
+fn the_turn_limit_exits_1_and_says_why_in_run_and_print_mode() {
+    let p = Project::new();
+    for args in [
+        &["run", "--max-turns", "2", "loop"][..],
+        &["-p", "loop", "--max-turns", "2"][..],
+    ] {
+        let server = FakeServer::route(|_| {
+            anthropic::tool_use_reply("toolu_x", "Glob", json!({"pattern": "*.none"}))
+        });
+        let run = p.run(Some(&server), args);
+        assert_eq!(run.code, 1, "{args:?}: {run:?}");
+        assert!(
+            run.stderr
+                .contains("error: Reached maximum number of turns (2)"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(run.stdout.trim(), "", "{args:?}");
+    }
+}
+
+#[test]
+fn an_empty_final_message_is_an_error_result() {
+    let p = Project::new();
+    for args in [
+        &["run", "--output-format", "json", "say something"][..],
+        &["-p", "say something", "--output-format", "json"][..],
+    ] {
+        let server = FakeServer::start([anthropic::message().text("").reply()]);
+        let run = p.run(Some(&server), args);
+        assert_eq!(run.code, 1, "{args:?}: {run:?}");
+        let v = run.json();
+        assert_eq!(v["is_error"], true, "{v}");
+        assert_eq!(v["subtype"], "error_during_execution", "{v}");
+        let why = v["errors"][0].as_str().unwrap_or_default();
+        assert!(why.contains("the model ended without an answer"), "{v}");
+        assert!(
+            run.stderr.contains(&format!("error: {why}")),
+            "{}",
+            run.stderr
+        );
+    }
+    // Text output: nothing on stdout, the reason on stderr, exit 1.
+    let server = FakeServer::start([anthropic::message().text("").reply()]);
+    let run = p.run(Some(&server), &["-p", "say something"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("without an answer"), "{}", run.stderr);
+}
+
+#[test]
+fn the_guard_steers_once_then_ends_with_the_last_report_labelled_incomplete() {
+    let p = guarded();
+    let server = same_agent_call_server("It might be src/agent_tool/schema.rs.");
+    let run = p.run(
+        Some(&server),
+        &[
+            "run",
+            "--max-turns",
+            "8",
+            "--output-format",
+            "json",
+            "where?",
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    // The first call ran, the second was held back with the steer, the
+    // third ended the run: three main requests, one child, not eight turns.
+    let mains = main_requests(&server);
+    assert_eq!(mains.len(), 3, "{run:?}");
+    assert_eq!(child_requests_of(&server, true).len(), 1);
+    let steer = result_text(&last_tool_results(&mains[2].json)[0]);
+    assert!(
+        steer.contains("Not run") && steer.contains("Give your final answer now"),
+        "{steer}"
+    );
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_during_execution", "{v}");
+    assert_eq!(v["is_error"], true);
+    let result = v["result"].as_str().unwrap_or_default();
+    assert!(
+        result.starts_with("[Incomplete answer")
+            && result.contains("The last sub-agent report")
+            && result.contains("It might be src/agent_tool/schema.rs."),
+        "{result}"
+    );
+    assert!(
+        v["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("repeated-call guard")),
+        "{v}"
+    );
+    assert!(run.stderr.contains("repeated-call guard"), "{}", run.stderr);
+
+    // Text output: the labelled partial answer on stdout, still exit 1.
+    let server = same_agent_call_server("It might be src/agent_tool/schema.rs.");
+    let run = p.run(Some(&server), &["-p", "where?", "--max-turns", "8"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.starts_with("[Incomplete answer") && run.stdout.contains("schema.rs"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_sub_agent_that_found_nothing_is_reported_as_such() {
+    let p = guarded();
+    let server = same_agent_call_server("");
+    let run = p.run(Some(&server), &["run", "--max-turns", "8", "where?"]);
+    let mains = main_requests(&server);
+    let told = result_text(&last_tool_results(&mains[1].json)[0]);
+    assert!(
+        told.contains("found nothing") && told.contains("Do not give it the same task again"),
+        "{told}"
+    );
+    // The guard ends it with no report to give: nothing on stdout, exit 1.
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.stdout.trim(), "", "{run:?}");
+}
+
+#[test]
+fn a_sub_agent_the_guard_ends_gives_its_parent_its_last_words_labelled_incomplete() {
+    let p = guarded();
+    let server = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return if assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_main",
+                    "Agent",
+                    json!({"description": "find schema", "prompt": "find the schema",
+                           "subagent_type": "Explore"}),
+                )
+            } else {
+                anthropic::text_reply("main done")
+            };
+        }
+        // The child says something, then makes the same Glob every turn.
+        anthropic::message()
+            .text("Maybe in src/agent_tool.")
+            .tool_use(
+                &format!("toolu_c{}", assistant_turns(r)),
+                "Glob",
+                json!({"pattern": "src/**/schema*"}),
+            )
+            .reply()
+    });
+    p.run(Some(&server), &["run", "--max-turns", "8", "where?"])
+        .ok();
+    // The child ran one Glob, was steered once, and ended on the next
+    // repeat: three requests, not its whole turn budget.
+    assert_eq!(child_requests_of(&server, true).len(), 3);
+    let mains = main_requests(&server);
+    let told = result_text(&last_tool_results(&mains[1].json)[0]);
+    assert!(
+        told.starts_with("[Incomplete answer")
+            && told.contains("The agent's last words")
+            && told.contains("Maybe in src/agent_tool."),
+        "{told}"
+    );
+}
+
+#[test]
+fn without_a_terminal_each_sub_agent_gets_a_start_and_a_done_line() {
+    let p = Project::new();
+    let server = || {
+        FakeServer::route(|r| {
+            if !is_main_session(r) {
+                anthropic::text_reply("auth is in src/auth.rs")
+            } else if assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_1",
+                    "Agent",
+                    json!({"description": "find auth", "prompt": "find auth",
+                           "subagent_type": "Explore"}),
+                )
+            } else {
+                anthropic::text_reply("main done")
+            }
+        })
+    };
+    // stderr is a pipe here, not a terminal.
+    for args in [&["run", "go"][..], &["-p", "go"][..]] {
+        let run = p.run(Some(&server()), args);
+        run.ok();
+        let lines: Vec<&str> = run.stderr.lines().map(str::trim).collect();
+        let start = lines
+            .iter()
+            .position(|l| *l == "[Explore] find auth started");
+        let done = lines
+            .iter()
+            .position(|l| l.starts_with("[Explore] find auth done ("));
+        assert!(
+            start.is_some() && done.is_some() && start < done,
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(run.stdout.trim(), "main done");
+    }
+    // --quiet: neither.
+    let run = p.run(Some(&server()), &["--quiet", "run", "go"]);
+    assert!(!run.ok().stderr.contains("[Explore]"), "{}", run.stderr);
+}
+
+#[test]
+fn scripts_test_help_explains_itself_and_installs_nothing() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A PATH without cargo: had it gone on to `cargo test`, it would have
+    // failed.
+    let out = std::process::Command::new("/bin/bash")
+        .arg(root.join("scripts/test"))
+        .arg("--help")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.starts_with("Usage: scripts/test")
+            && stdout.contains(".ci/node")
+            && stdout.contains("installs nothing"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn run_main_job_says_the_local_model_server_is_still_running_when_it_ends() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    // A process of ours stands in for the running model server.
+    let mut server = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(dir.path().join("server.pid"), server.id().to_string()).unwrap();
+    // `echo` stands in for cadre: it prints the arguments it got and ends.
+    let out = std::process::Command::new("/bin/bash")
+        .arg(root.join("scripts/run-main-job"))
+        .arg("a question")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir.path())
+        .env("CADRE_LOCAL_MODEL_DIR", dir.path())
+        .env("CADRE_LOCAL_MODEL_PORT", "9")
+        .env("CADRE_BIN", "/bin/echo")
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("config/local.toml run a question"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("the local model server is still running")
+            && stderr.contains("scripts/local-model stop"),
+        "{stderr}"
+    );
+}
