@@ -41,6 +41,9 @@ enum Step {
     Send(Value),
     /// Wait for an output line of this `type` before going on.
     Await(&'static str),
+    /// Wait for a `can_use_tool` control request and deny it with this
+    /// message.
+    Deny(&'static str),
 }
 
 /// A scripted run: the same for both programs.
@@ -118,6 +121,16 @@ fn read_scenario(
     }
 }
 
+/// A PreToolUse command hook that denies every Read with a reason.
+fn write_notes_and_denying_hook(p: &Project) {
+    write_notes(p);
+    let answer = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "notes are private"}});
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Read", "hooks": [
+        {"type": "command", "command": format!("cat > /dev/null; echo '{answer}'")}]}]}});
+    p.write(".claude/settings.json", &settings.to_string());
+}
+
 const STREAM_IO: [&str; 6] = [
     "--input-format",
     "stream-json",
@@ -179,6 +192,65 @@ fn scenarios() -> Vec<Scenario> {
             write_notes_and_hook,
             &["/hook_event_name", "/tool_name", "/tool_input", "/cwd"],
         ),
+        Scenario {
+            name: "partial-messages",
+            args: args(&[
+                "-p",
+                "hi",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            replies: |_| vec![anthropic::text_reply("hello there")],
+            hook_fields: &[],
+        },
+        read_scenario(
+            "pre-tool-use-hook-denies",
+            write_notes_and_denying_hook,
+            &[],
+        ),
+        Scenario {
+            name: "can-use-tool-deny",
+            args: args(&[&STREAM_IO[..], &["--permission-prompt-tool", "stdio"]].concat()),
+            steps: vec![
+                user("clean up"),
+                Step::Deny("not today"),
+                Step::Await("result"),
+            ],
+            setup: no_setup,
+            replies: |_| {
+                vec![
+                    anthropic::tool_use_reply(
+                        "toolu_b",
+                        "Bash",
+                        json!({"command": "rm -rf build"}),
+                    ),
+                    anthropic::text_reply("ok, I won't"),
+                ]
+            },
+            hook_fields: &[],
+        },
+        Scenario {
+            name: "denied-without-a-prompt-tool",
+            args: args(&["-p", "write out.txt", "--output-format", "json"]),
+            steps: vec![],
+            setup: no_setup,
+            replies: |dir| {
+                let file = dir.join("out.txt").display().to_string();
+                vec![
+                    anthropic::tool_use_reply(
+                        "toolu_w",
+                        "Write",
+                        json!({"file_path": file, "content": "x"}),
+                    ),
+                    anthropic::text_reply("could not write"),
+                ]
+            },
+            hook_fields: &[],
+        },
         Scenario {
             name: "initialize",
             args: args(&STREAM_IO),
@@ -350,16 +422,23 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
                     let _ = writeln!(w, "{v}").and_then(|()| w.flush());
                 }
             }
-            Step::Await(ty) => loop {
-                let Ok(line) = rx.recv_timeout(HUNG) else {
-                    hung(&lines, ty, &mut child)
+            Step::Await(ty) => {
+                await_line(&rx, &mut lines, |v| v["type"] == *ty)
+                    .unwrap_or_else(|| hung(&lines, ty, &mut child));
+            }
+            Step::Deny(message) => {
+                let is_ask = |v: &Value| {
+                    v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool"
                 };
-                let done = serde_json::from_str::<Value>(&line).is_ok_and(|v| v["type"] == *ty);
-                lines.push(line);
-                if done {
-                    break;
+                let ask = await_line(&rx, &mut lines, is_ask)
+                    .unwrap_or_else(|| hung(&lines, "can_use_tool request", &mut child));
+                let answer = json!({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": ask["request_id"],
+                    "response": {"behavior": "deny", "message": message}}});
+                if let Some(w) = stdin.as_mut() {
+                    let _ = writeln!(w, "{answer}").and_then(|()| w.flush());
                 }
-            },
+            }
         }
     }
     drop(stdin);
@@ -418,6 +497,23 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
         control,
         requests,
         hooks,
+    }
+}
+
+/// Reads output lines into `lines` up to one that parses and satisfies
+/// `done`; returns it, or `None` when none comes within [`HUNG`].
+fn await_line(
+    rx: &mpsc::Receiver<String>,
+    lines: &mut Vec<String>,
+    done: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    loop {
+        let line = rx.recv_timeout(HUNG).ok()?;
+        let v = serde_json::from_str::<Value>(&line).ok();
+        lines.push(line);
+        if let Some(v) = v.filter(|v| done(v)) {
+            return Some(v);
+        }
     }
 }
 

@@ -173,7 +173,8 @@ pub fn event_kind(v: &Value) -> String {
 }
 
 /// The block types of a message's content: `[text,tool_use]`, or `[string]`
-/// for plain string content. Blocks of one type in a row count once: how
+/// for plain string content; a failed tool result reads
+/// `tool_result(error)`. Blocks of one type in a row count once: how
 /// many text blocks carry the prompt and its reminders is prompt text,
 /// not structure.
 fn block_types(message: &Value) -> String {
@@ -182,7 +183,11 @@ fn block_types(message: &Value) -> String {
         Value::Array(blocks) => {
             let mut types: Vec<&str> = blocks
                 .iter()
-                .map(|b| b["type"].as_str().unwrap_or("?"))
+                .map(|b| match b["type"].as_str() {
+                    Some("tool_result") if b["is_error"] == true => "tool_result(error)",
+                    Some(t) => t,
+                    None => "?",
+                })
                 .collect();
             types.dedup();
             format!("[{}]", types.join(","))
@@ -192,11 +197,14 @@ fn block_types(message: &Value) -> String {
 }
 
 /// An event as it shows in a sequence: its kind, plus the block types of
-/// assistant and user messages.
+/// assistant and user messages, or the API event a `stream_event` wraps
+/// (`stream_event:message_start`).
 fn sequence_item(v: &Value) -> String {
     let kind = event_kind(v);
     if v["message"].is_object() {
         format!("{kind}{}", block_types(&v["message"]))
+    } else if let Some(inner) = v["event"]["type"].as_str() {
+        format!("{kind}:{inner}")
     } else {
         kind
     }
