@@ -58,6 +58,8 @@ struct Scenario {
     replies: fn(&Path) -> Vec<Reply>,
     /// Hook inputs to compare: the values at these pointers must match.
     hook_fields: &'static [&'static str],
+    /// Environment for both programs.
+    env: &'static [(&'static str, &'static str)],
 }
 
 fn args(list: &[&str]) -> Vec<String> {
@@ -118,6 +120,7 @@ fn read_scenario(
         setup,
         replies: read_notes,
         hook_fields,
+        env: &[],
     }
 }
 
@@ -158,6 +161,7 @@ fn scenarios() -> Vec<Scenario> {
             setup: no_setup,
             replies: |_| vec![anthropic::text_reply("hello")],
             hook_fields: &[],
+            env: &[],
         },
         read_scenario("stream-read", write_notes, &[]),
         Scenario {
@@ -167,6 +171,7 @@ fn scenarios() -> Vec<Scenario> {
             setup: no_setup,
             replies: two_answers,
             hook_fields: &[],
+            env: &[],
         },
         Scenario {
             name: "max-turns-per-prompt",
@@ -175,6 +180,7 @@ fn scenarios() -> Vec<Scenario> {
             setup: no_setup,
             replies: two_answers,
             hook_fields: &[],
+            env: &[],
         },
         Scenario {
             name: "api-error-404",
@@ -186,6 +192,7 @@ fn scenarios() -> Vec<Scenario> {
                 vec![Reply::anthropic_error(404, "not_found_error", &format!("model: {MODEL}")); 4]
             },
             hook_fields: &[],
+            env: &[],
         },
         read_scenario(
             "pre-tool-use-hook",
@@ -206,6 +213,7 @@ fn scenarios() -> Vec<Scenario> {
             setup: no_setup,
             replies: |_| vec![anthropic::text_reply("hello there")],
             hook_fields: &[],
+            env: &[],
         },
         read_scenario(
             "pre-tool-use-hook-denies",
@@ -232,6 +240,7 @@ fn scenarios() -> Vec<Scenario> {
                 ]
             },
             hook_fields: &[],
+            env: &[],
         },
         Scenario {
             name: "denied-without-a-prompt-tool",
@@ -250,6 +259,37 @@ fn scenarios() -> Vec<Scenario> {
                 ]
             },
             hook_fields: &[],
+            env: &[],
+        },
+        Scenario {
+            name: "sub-agent",
+            args: args(&[
+                "-p",
+                "delegate",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            // The parent calls a general-purpose sub-agent, which answers
+            // at once; then the parent answers.
+            replies: |_| {
+                vec![
+                    anthropic::tool_use_reply(
+                        "toolu_agent",
+                        "Agent",
+                        json!({"description": "say found", "prompt": "Say found.",
+                               "subagent_type": "general-purpose"}),
+                    ),
+                    anthropic::text_reply("found"),
+                    anthropic::text_reply("done"),
+                ]
+            },
+            hook_fields: &[],
+            // Sub-agents in the foreground, so the requests come in one
+            // order (both programs read this variable).
+            env: &[("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS", "1")],
         },
         Scenario {
             name: "initialize",
@@ -264,6 +304,7 @@ fn scenarios() -> Vec<Scenario> {
             setup: no_setup,
             replies: |_| vec![anthropic::text_reply("hello")],
             hook_fields: &[],
+            env: &[],
         },
     ]
 }
@@ -379,7 +420,8 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
             c
         }
     };
-    cmd.args(&sc.args)
+    cmd.envs(sc.env.iter().copied())
+        .args(&sc.args)
         .stdin(if sc.steps.is_empty() {
             Stdio::null()
         } else {
