@@ -661,8 +661,9 @@ impl Session {
     }
 
     /// Starts counting turns afresh for a new prompt of a multi-prompt
-    /// session (`-p` with stream-json input): `max_turns` and an outcome's
-    /// `turns` are per prompt, as in Claude Code. Usage stays cumulative.
+    /// session (`-p` with stream-json input, `cadre chat`): `max_turns` and
+    /// an outcome's `turns` are per prompt, as in Claude Code. Usage stays
+    /// cumulative.
     pub fn begin_prompt(&mut self) {
         self.turns = 0;
         self.wake_ups = 0;
