@@ -1224,6 +1224,7 @@ async fn run_prompt(
     cancel: CancellationToken,
 ) -> Result<Outcome, RunError> {
     session.set_cancel(cancel.clone());
+    session.begin_prompt();
     if emitter.accounts().over_budget {
         cancel.cancel();
     }

@@ -1004,6 +1004,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             *c = cancel.clone();
         }
         session.set_cancel(cancel.clone());
+        session.begin_prompt();
         let result = tokio::select! {
             r = session.run() => Some(r),
             _ = tokio::signal::ctrl_c() => { cancel.cancel(); None }

@@ -676,6 +676,15 @@ impl Session {
             .map(|m| m.dir.as_path())
     }
 
+    /// Starts counting turns afresh for a new prompt of a multi-prompt
+    /// session (`-p` with stream-json input, `cadre chat`): `max_turns` and
+    /// an outcome's `turns` are per prompt, as in Claude Code. Usage stays
+    /// cumulative.
+    pub fn begin_prompt(&mut self) {
+        self.turns = 0;
+        self.wake_ups = 0;
+    }
+
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
         let mut stop_blocks = 0;

@@ -621,6 +621,24 @@ fn sdk_invocation_initializes_and_runs_many_turns() {
 }
 
 #[test]
+fn max_turns_counts_each_prompt_of_a_stream_json_session_afresh() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("one"), anthropic::text_reply("two")]);
+    let mut d = Driven::start(&p, &server, &["--max-turns", "1"]);
+    d.user("first");
+    let first = d.until("first result", is_result);
+    d.user("second");
+    let second = d.until("second result", is_result);
+    for (r, text) in [(&first, "one"), (&second, "two")] {
+        assert_eq!(r["subtype"], "success", "{r}");
+        assert_eq!(r["num_turns"], 1, "{r}");
+        assert_eq!(r["result"], text, "{r}");
+    }
+    assert_eq!(d.finish(), 0);
+    assert_eq!(server.request_count(), 2);
+}
+
+#[test]
 fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     let p = Project::new();
     let server = FakeServer::start([

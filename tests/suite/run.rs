@@ -238,6 +238,17 @@ fn max_turns_stops_the_loop() {
 }
 
 #[test]
+fn chat_counts_max_turns_per_prompt() {
+    let p = Project::new();
+    let server =
+        FakeServer::route(|r| anthropic::text_reply(&format!("re: {}", r.last_user_text())));
+    let stdout = super::sessions::chat(&p, &server, &["--max-turns", "1"], "first\nsecond\n");
+    // Each prompt gets its own turn: the second is answered too.
+    assert_eq!(server.request_count(), 2, "{stdout}");
+    assert!(stdout.contains("re: second"), "{stdout}");
+}
+
+#[test]
 fn json_output_has_the_documented_fields_and_counts_usage() {
     let p = Project::new();
     let server = FakeServer::start([anthropic::message()

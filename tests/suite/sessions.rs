@@ -23,8 +23,9 @@ fn session_ids(p: &Project) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-/// Runs `cadre chat ARGS` with `input` on stdin; panics unless it succeeds.
-fn chat(p: &Project, server: &FakeServer, args: &[&str], input: &str) {
+/// Runs `cadre chat ARGS` with `input` on stdin; panics unless it
+/// succeeds. Returns what it printed.
+pub(super) fn chat(p: &Project, server: &FakeServer, args: &[&str], input: &str) -> String {
     let mut child = p
         .command(Some(server))
         .arg("chat")
@@ -46,6 +47,7 @@ fn chat(p: &Project, server: &FakeServer, args: &[&str], input: &str) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The only id in `after` that is not in `before`.

@@ -15,6 +15,7 @@ pub mod invariants;
 pub mod nats;
 pub mod openai;
 mod server;
+pub mod shape;
 
 use cadre::config::{ProviderKind, ProviderSettings};
 

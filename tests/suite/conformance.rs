@@ -1,0 +1,753 @@
+//! The differential conformance harness: Claude Code is the oracle.
+//!
+//! Each [`Scenario`] runs twice with the same arguments and stdin — once
+//! through Claude Code (the binary the Python Agent SDK wheel bundles,
+//! installed into `.ci/venv` by `scripts/test`), once through cadre — each
+//! in its own project and `HOME`, against its own fake model server playing
+//! the same script. The outputs are compared with `kit::shape` (event
+//! order and shapes, result values, the main conversation's requests, hook
+//! inputs, control responses) and every difference must be listed in
+//! `docs/claude-code-differences.md`; a listed one that no longer occurs
+//! fails too, so the list stays true.
+//!
+//! Adding a scenario is one entry in [`scenarios`].
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, mpsc};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::harness::Project;
+use super::kit::shape::{self, Area, Difference};
+use super::kit::{FakeServer, RecordedRequest, Reply, TEST_KEY, anthropic};
+
+/// The reviewed list of differences, relative to the repository.
+const DIFFERENCES: &str = "docs/claude-code-differences.md";
+
+/// The model both programs are told to use.
+const MODEL: &str = "claude-sonnet-4-5";
+
+/// A bound for a hung program (no timing check: a loaded machine runs
+/// many of these at once).
+const HUNG: Duration = Duration::from_secs(90);
+
+/// One step of a stream-json conversation on stdin.
+enum Step {
+    /// Write this line.
+    Send(Value),
+    /// Wait for an output line of this `type` before going on.
+    Await(&'static str),
+    /// Wait for a `can_use_tool` control request and deny it with this
+    /// message.
+    Deny(&'static str),
+}
+
+/// A scripted run: the same for both programs.
+struct Scenario {
+    name: &'static str,
+    args: Vec<String>,
+    /// Stdin, for `--input-format stream-json`; empty: stdin is closed.
+    steps: Vec<Step>,
+    /// Files to put in the project before the run.
+    setup: fn(&Project),
+    /// The main conversation's replies, given the project folder.
+    replies: fn(&Path) -> Vec<Reply>,
+    /// Hook inputs to compare: the values at these pointers must match.
+    hook_fields: &'static [&'static str],
+    /// Environment for both programs.
+    env: &'static [(&'static str, &'static str)],
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter()
+        .copied()
+        .chain(["--model", MODEL])
+        .map(str::to_string)
+        .collect()
+}
+
+fn user(text: &str) -> Step {
+    Step::Send(
+        json!({"type": "user", "session_id": "", "parent_tool_use_id": null,
+                      "message": {"role": "user", "content": text}}),
+    )
+}
+
+fn no_setup(_: &Project) {}
+
+fn read_notes(dir: &Path) -> Vec<Reply> {
+    let file = dir.join("notes.txt").display().to_string();
+    vec![
+        anthropic::tool_use_reply("toolu_read1", "Read", json!({"file_path": file})),
+        anthropic::text_reply("The notes say hello."),
+    ]
+}
+
+fn write_notes(p: &Project) {
+    p.write("notes.txt", "hello from the notes\n");
+}
+
+/// A PreToolUse command hook (Claude Code's settings format) that appends
+/// its stdin to `hook-input.jsonl` in the project.
+fn write_notes_and_hook(p: &Project) {
+    write_notes(p);
+    let log = p.path().join("hook-input.jsonl");
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Read", "hooks": [
+        {"type": "command", "command": format!("cat >> '{}'", log.display())}]}]}});
+    p.write(".claude/settings.json", &settings.to_string());
+}
+
+/// `-p` with stream-json output: the model reads `notes.txt`, then answers.
+fn read_scenario(
+    name: &'static str,
+    setup: fn(&Project),
+    hook_fields: &'static [&'static str],
+) -> Scenario {
+    Scenario {
+        name,
+        args: args(&[
+            "-p",
+            "read notes.txt",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ]),
+        steps: vec![],
+        setup,
+        replies: read_notes,
+        hook_fields,
+        env: &[],
+    }
+}
+
+/// A PreToolUse command hook that denies every Read with a reason.
+fn write_notes_and_denying_hook(p: &Project) {
+    write_notes(p);
+    let answer = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "permissionDecision": "deny", "permissionDecisionReason": "notes are private"}});
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Read", "hooks": [
+        {"type": "command", "command": format!("cat > /dev/null; echo '{answer}'")}]}]}});
+    p.write(".claude/settings.json", &settings.to_string());
+}
+
+const STREAM_IO: [&str; 6] = [
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "-p",
+];
+
+fn scenarios() -> Vec<Scenario> {
+    let two_prompts = || {
+        vec![
+            user("first"),
+            Step::Await("result"),
+            user("second"),
+            Step::Await("result"),
+        ]
+    };
+    let two_answers = |_: &Path| vec![anthropic::text_reply("one"), anthropic::text_reply("two")];
+    vec![
+        Scenario {
+            name: "json-text",
+            args: args(&["-p", "hi", "--output-format", "json"]),
+            steps: vec![],
+            setup: no_setup,
+            replies: |_| vec![anthropic::text_reply("hello")],
+            hook_fields: &[],
+            env: &[],
+        },
+        read_scenario("stream-read", write_notes, &[]),
+        Scenario {
+            name: "stream-input-two-prompts",
+            args: args(&STREAM_IO),
+            steps: two_prompts(),
+            setup: no_setup,
+            replies: two_answers,
+            hook_fields: &[],
+            env: &[],
+        },
+        Scenario {
+            name: "max-turns-per-prompt",
+            args: args(&[&STREAM_IO[..], &["--max-turns", "1"]].concat()),
+            steps: two_prompts(),
+            setup: no_setup,
+            replies: two_answers,
+            hook_fields: &[],
+            env: &[],
+        },
+        Scenario {
+            name: "api-error-404",
+            args: args(&["-p", "hi", "--output-format", "json"]),
+            steps: vec![],
+            setup: no_setup,
+            // Every try answered 404 (Claude Code tries a 404 again).
+            replies: |_| {
+                vec![Reply::anthropic_error(404, "not_found_error", &format!("model: {MODEL}")); 4]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
+        read_scenario(
+            "pre-tool-use-hook",
+            write_notes_and_hook,
+            &["/hook_event_name", "/tool_name", "/tool_input", "/cwd"],
+        ),
+        Scenario {
+            name: "partial-messages",
+            args: args(&[
+                "-p",
+                "hi",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            replies: |_| vec![anthropic::text_reply("hello there")],
+            hook_fields: &[],
+            env: &[],
+        },
+        read_scenario(
+            "pre-tool-use-hook-denies",
+            write_notes_and_denying_hook,
+            &[],
+        ),
+        Scenario {
+            name: "can-use-tool-deny",
+            args: args(&[&STREAM_IO[..], &["--permission-prompt-tool", "stdio"]].concat()),
+            steps: vec![
+                user("clean up"),
+                Step::Deny("not today"),
+                Step::Await("result"),
+            ],
+            setup: no_setup,
+            replies: |_| {
+                vec![
+                    anthropic::tool_use_reply(
+                        "toolu_b",
+                        "Bash",
+                        json!({"command": "rm -rf build"}),
+                    ),
+                    anthropic::text_reply("ok, I won't"),
+                ]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
+        Scenario {
+            name: "denied-without-a-prompt-tool",
+            args: args(&["-p", "write out.txt", "--output-format", "json"]),
+            steps: vec![],
+            setup: no_setup,
+            replies: |dir| {
+                let file = dir.join("out.txt").display().to_string();
+                vec![
+                    anthropic::tool_use_reply(
+                        "toolu_w",
+                        "Write",
+                        json!({"file_path": file, "content": "x"}),
+                    ),
+                    anthropic::text_reply("could not write"),
+                ]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
+        Scenario {
+            name: "sub-agent",
+            args: args(&[
+                "-p",
+                "delegate",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            // The parent calls a general-purpose sub-agent, which answers
+            // at once; then the parent answers.
+            replies: |_| {
+                vec![
+                    anthropic::tool_use_reply(
+                        "toolu_agent",
+                        "Agent",
+                        json!({"description": "say found", "prompt": "Say found.",
+                               "subagent_type": "general-purpose"}),
+                    ),
+                    anthropic::text_reply("found"),
+                    anthropic::text_reply("done"),
+                ]
+            },
+            hook_fields: &[],
+            // Sub-agents in the foreground, so the requests come in one
+            // order (both programs read this variable).
+            env: &[("CLAUDE_CODE_DISABLE_BACKGROUND_TASKS", "1")],
+        },
+        Scenario {
+            name: "initialize",
+            args: args(&STREAM_IO),
+            steps: vec![
+                Step::Send(json!({"type": "control_request", "request_id": "req_init",
+                                  "request": {"subtype": "initialize", "hooks": null}})),
+                Step::Await("control_response"),
+                user("hi"),
+                Step::Await("result"),
+            ],
+            setup: no_setup,
+            replies: |_| vec![anthropic::text_reply("hello")],
+            hook_fields: &[],
+            env: &[],
+        },
+    ]
+}
+
+/// Claude Code as the Python Agent SDK wheel bundles it, under `root`'s
+/// `.ci/venv`; else a message saying how to install it.
+fn oracle_in(root: &Path) -> Result<PathBuf, String> {
+    let lib = root.join(".ci/venv/lib");
+    let found = std::fs::read_dir(&lib).ok().and_then(|rd| {
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+            .map(|e| {
+                e.path()
+                    .join("site-packages/claude_agent_sdk/_bundled/claude")
+            })
+            .find(|p| p.is_file())
+    });
+    found.ok_or_else(|| {
+        format!(
+            "Claude Code, the conformance oracle, is not installed: no \
+             {}/python3*/site-packages/claude_agent_sdk/_bundled/claude. Run scripts/test \
+             (it installs the Python Agent SDK, which bundles Claude Code, into .ci/venv).",
+            lib.display()
+        )
+    })
+}
+
+fn oracle_version(bin: &Path) -> String {
+    let out = Command::new(bin)
+        .arg("--version")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A request of the main conversation: the Messages API with tools (Claude
+/// Code's side requests — titles, quota probes — carry none).
+fn is_main(r: &RecordedRequest) -> bool {
+    r.path.trim_end_matches('/').ends_with("/v1/messages")
+        && r.json["tools"].as_array().is_some_and(|t| !t.is_empty())
+}
+
+fn json_body(v: Value) -> Reply {
+    Reply::Body {
+        code: 200,
+        content_type: "application/json".into(),
+        body: v.to_string().into_bytes(),
+    }
+}
+
+/// A server that plays `script` to the main conversation and answers
+/// everything else harmlessly.
+fn server(script: Vec<Reply>) -> FakeServer {
+    let queue = Mutex::new(VecDeque::from(script));
+    FakeServer::route(move |r| {
+        if r.path.contains("count_tokens") {
+            return json_body(json!({"input_tokens": 10}));
+        }
+        if !is_main(r) {
+            if r.json["stream"] == true {
+                return anthropic::text_reply("ok");
+            }
+            return json_body(
+                json!({"id": "msg_side", "type": "message", "role": "assistant",
+                "model": MODEL, "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn", "stop_sequence": null,
+                "usage": {"input_tokens": 1, "output_tokens": 1}}),
+            );
+        }
+        let next = queue.lock().map(|mut q| q.pop_front()).ok().flatten();
+        next.unwrap_or_else(|| {
+            Reply::anthropic_error(400, "invalid_request_error", "no scripted reply left")
+        })
+    })
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Program {
+    ClaudeCode,
+    Cadre,
+}
+
+/// What one program did in one scenario, paths normalised.
+struct Observed {
+    exit: i32,
+    events: Vec<Value>,
+    control: Vec<Value>,
+    requests: Vec<Value>,
+    hooks: Vec<Value>,
+}
+
+fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
+    let p = Project::new();
+    (sc.setup)(&p);
+    let server = server((sc.replies)(p.path()));
+    server.skip_invariant_checks();
+    let mut cmd = match program {
+        Program::Cadre => p.command(Some(&server)),
+        Program::ClaudeCode => {
+            let mut c = Command::new(oracle);
+            c.current_dir(p.path())
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("HOME", p.home.path())
+                .env("NO_COLOR", "1")
+                .env("ANTHROPIC_BASE_URL", server.url())
+                .env("ANTHROPIC_API_KEY", TEST_KEY)
+                .env("DISABLE_TELEMETRY", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+            c
+        }
+    };
+    cmd.envs(sc.env.iter().copied())
+        .args(&sc.args)
+        .stdin(if sc.steps.is_empty() {
+            Stdio::null()
+        } else {
+            Stdio::piped()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program:?}: cannot start: {e}"));
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines: Vec<String> = Vec::new();
+    let mut stdin = child.stdin.take();
+    let hung = |lines: &[String], what: &str, child: &mut std::process::Child| -> ! {
+        let _ = child.kill();
+        panic!(
+            "{} / {program:?}: no {what} within {HUNG:?}; stdout so far:\n{}",
+            sc.name,
+            lines.join("\n")
+        )
+    };
+    for step in &sc.steps {
+        match step {
+            Step::Send(v) => {
+                if let Some(w) = stdin.as_mut() {
+                    let _ = writeln!(w, "{v}").and_then(|()| w.flush());
+                }
+            }
+            Step::Await(ty) => {
+                await_line(&rx, &mut lines, |v| v["type"] == *ty)
+                    .unwrap_or_else(|| hung(&lines, ty, &mut child));
+            }
+            Step::Deny(message) => {
+                let is_ask = |v: &Value| {
+                    v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool"
+                };
+                let ask = await_line(&rx, &mut lines, is_ask)
+                    .unwrap_or_else(|| hung(&lines, "can_use_tool request", &mut child));
+                let answer = json!({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": ask["request_id"],
+                    "response": {"behavior": "deny", "message": message}}});
+                if let Some(w) = stdin.as_mut() {
+                    let _ = writeln!(w, "{answer}").and_then(|()| w.flush());
+                }
+            }
+        }
+    }
+    drop(stdin);
+    loop {
+        match rx.recv_timeout(HUNG) {
+            Ok(line) => lines.push(line),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) => hung(&lines, "end of output", &mut child),
+        }
+    }
+    let exit = child.wait().map(|s| s.code().unwrap_or(-1)).unwrap_or(-1);
+    let stderr = err_reader.join().unwrap_or_default();
+    let replace = [
+        (
+            p.path().canonicalize().unwrap().display().to_string(),
+            "<project>",
+        ),
+        (p.path().display().to_string(), "<project>"),
+        (p.home.path().display().to_string(), "<home>"),
+    ];
+    let parsed: Vec<Value> = lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v = serde_json::from_str::<Value>(l).unwrap_or_else(|e| {
+                panic!(
+                    "{} / {program:?}: stdout line is not JSON ({e}): {l}\nstderr:\n{stderr}",
+                    sc.name
+                )
+            });
+            shape::normalise(&v, &replace)
+        })
+        .collect();
+    let (control, events) = parsed
+        .into_iter()
+        .partition(|v| v["type"] == "control_response");
+    let hook_log = std::fs::read_to_string(p.path().join("hook-input.jsonl")).unwrap_or_default();
+    let hooks = serde_json::Deserializer::from_str(&hook_log)
+        .into_iter::<Value>()
+        .map(|v| {
+            shape::normalise(
+                &v.unwrap_or_else(|e| panic!("{program:?}: bad hook input ({e}): {hook_log}")),
+                &replace,
+            )
+        })
+        .collect();
+    let requests = server
+        .requests()
+        .iter()
+        .filter(|r| is_main(r))
+        .map(|r| r.json.clone())
+        .collect();
+    Observed {
+        exit,
+        events,
+        control,
+        requests,
+        hooks,
+    }
+}
+
+/// Reads output lines into `lines` up to one that parses and satisfies
+/// `done`; returns it, or `None` when none comes within [`HUNG`].
+fn await_line(
+    rx: &mpsc::Receiver<String>,
+    lines: &mut Vec<String>,
+    done: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    loop {
+        let line = rx.recv_timeout(HUNG).ok()?;
+        let v = serde_json::from_str::<Value>(&line).ok();
+        lines.push(line);
+        if let Some(v) = v.filter(|v| done(v)) {
+            return Some(v);
+        }
+    }
+}
+
+/// Every difference of cadre from Claude Code in one scenario.
+fn compare(sc: &Scenario, claude: &Observed, cadre: &Observed) -> Vec<Difference> {
+    let mut out = shape::compare_events(&claude.events, &cadre.events);
+    if claude.exit != cadre.exit {
+        out.push(Difference {
+            area: Area::Result,
+            path: "exit_code".into(),
+            claude: claude.exit.to_string(),
+            cadre: cadre.exit.to_string(),
+        });
+    }
+    out.extend(shape::compare_results(&claude.events, &cadre.events));
+    out.extend(shape::compare_requests(&claude.requests, &cadre.requests));
+    out.extend(shape::compare_objects(
+        Area::Hooks,
+        "input",
+        &claude.hooks,
+        &cadre.hooks,
+        sc.hook_fields,
+    ));
+    out.extend(shape::compare_objects(
+        Area::Control,
+        "control_response",
+        &claude.control,
+        &cadre.control,
+        &["/response/subtype", "/response/request_id"],
+    ));
+    out
+}
+
+/// One row of the reviewed list.
+#[derive(Debug)]
+struct Listed {
+    line: usize,
+    scenario: String,
+    area: String,
+    path: String,
+}
+
+impl Listed {
+    fn matches(&self, scenario: &str, d: &Difference) -> bool {
+        (self.scenario == "*" || self.scenario == scenario)
+            && self.area == d.area.as_str()
+            && self.path == d.path
+    }
+}
+
+/// The heading above the table of differences.
+const TABLE_HEADING: &str = "## Differences";
+
+/// The rows of the table under [`TABLE_HEADING`]: `| scenario | area |
+/// path | Claude Code | cadre | why |`, cells trimmed of spaces and
+/// backticks.
+fn parse_listed(text: &str) -> Result<Vec<Listed>, String> {
+    let mut out = Vec::new();
+    let Some(start) = text.lines().position(|l| l.trim() == TABLE_HEADING) else {
+        return Err(format!("no {TABLE_HEADING:?} heading"));
+    };
+    for (i, line) in text.lines().enumerate().skip(start + 1) {
+        let line = line.trim();
+        if !line.starts_with('|') {
+            continue;
+        }
+        let cells: Vec<String> = line
+            .replace("\\|", "\u{1}")
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.replace('\u{1}', "|").trim().trim_matches('`').to_string())
+            .collect();
+        if cells
+            .first()
+            .is_some_and(|c| c == "scenario" || c.starts_with("---"))
+        {
+            continue;
+        }
+        let n = i + 1;
+        if cells.len() != 6 {
+            return Err(format!("line {n}: expected 6 cells, found {}", cells.len()));
+        }
+        if !Area::ALL.iter().any(|a| a.as_str() == cells[1]) {
+            return Err(format!("line {n}: unknown area {:?}", cells[1]));
+        }
+        if cells[5].is_empty() {
+            return Err(format!("line {n}: say why the difference is kept"));
+        }
+        out.push(Listed {
+            line: n,
+            scenario: cells[0].clone(),
+            area: cells[1].clone(),
+            path: cells[2].clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// What is wrong with the list given what was found: differences it does
+/// not list, and rows that match nothing (each as a readable line).
+fn check_listed(found: &[(&str, Difference)], listed: &[Listed]) -> (Vec<String>, Vec<String>) {
+    let unlisted = found
+        .iter()
+        .filter(|(sc, d)| !listed.iter().any(|l| l.matches(sc, d)))
+        .map(|(sc, d)| {
+            format!(
+                "| {sc} | {} | `{}` | {} | {} | ? |",
+                d.area,
+                d.path,
+                d.claude.replace('|', "\\|"),
+                d.cadre.replace('|', "\\|")
+            )
+        })
+        .collect();
+    let stale = listed
+        .iter()
+        .filter(|l| !found.iter().any(|(sc, d)| l.matches(sc, d)))
+        .map(|l| format!("line {}: {} | {} | {}", l.line, l.scenario, l.area, l.path))
+        .collect();
+    (unlisted, stale)
+}
+
+#[test]
+fn cadre_matches_claude_code_up_to_the_listed_differences() {
+    let oracle = oracle_in(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|e| panic!("{e}"));
+    let version = oracle_version(&oracle);
+    eprintln!("conformance oracle: {version} ({})", oracle.display());
+    let list_path = Path::new(env!("CARGO_MANIFEST_DIR")).join(DIFFERENCES);
+    let text = std::fs::read_to_string(&list_path)
+        .unwrap_or_else(|e| panic!("{}: {e}", list_path.display()));
+    let listed = parse_listed(&text).unwrap_or_else(|e| panic!("{DIFFERENCES}: {e}"));
+    let all = scenarios();
+    let mut found = Vec::new();
+    for sc in &all {
+        let claude = run(Program::ClaudeCode, &oracle, sc);
+        let cadre = run(Program::Cadre, &oracle, sc);
+        found.extend(
+            compare(sc, &claude, &cadre)
+                .into_iter()
+                .map(|d| (sc.name, d)),
+        );
+    }
+    let mut per_area: Vec<String> = Area::ALL
+        .iter()
+        .map(|a| format!("{a} {}", found.iter().filter(|(_, d)| d.area == *a).count()))
+        .collect();
+    per_area.insert(0, format!("{} scenarios", all.len()));
+    eprintln!("differences with {version}: {}", per_area.join(", "));
+    let (unlisted, stale) = check_listed(&found, &listed);
+    assert!(
+        unlisted.is_empty() && stale.is_empty(),
+        "cadre against {version}: the differences do not match {DIFFERENCES}.\n\
+         Not listed ({}): fix cadre, or add the row with why it is kept:\n{}\n\
+         Listed but no longer seen ({}): remove the row:\n{}",
+        unlisted.len(),
+        unlisted.join("\n"),
+        stale.len(),
+        stale.join("\n")
+    );
+}
+
+#[test]
+fn a_missing_oracle_says_how_to_install_it() {
+    let empty = tempfile::tempdir().unwrap();
+    let e = oracle_in(empty.path()).unwrap_err();
+    assert!(e.contains("Run scripts/test"), "{e}");
+}
+
+#[test]
+fn the_list_check_fails_on_unlisted_and_stale_rows() {
+    let listed = parse_listed(
+        "## Differences\n\
+         | scenario | area | path | Claude Code | cadre | why |\n\
+         |---|---|---|---|---|---|\n\
+         | * | result | `[0].num_turns` | 1 | 2 | to fix: issue 33 |\n\
+         | json-text | events | `sequence` | a | b | kept: cadre's own |\n",
+    )
+    .unwrap();
+    let d = |area, path: &str| Difference {
+        area,
+        path: path.into(),
+        claude: "1".into(),
+        cadre: "2".into(),
+    };
+    let found = [
+        ("any", d(Area::Result, "[0].num_turns")),
+        ("any", d(Area::Hooks, "input.cwd")),
+    ];
+    let (unlisted, stale) = check_listed(&found, &listed);
+    assert_eq!(unlisted, ["| any | hooks | `input.cwd` | 1 | 2 | ? |"]);
+    assert_eq!(stale, ["line 5: json-text | events | sequence"]);
+    assert!(parse_listed("## Differences\n| x | nowhere | p | a | b | c |").is_err());
+    assert!(parse_listed("## Differences\n| x | events | p | a | b | |").is_err());
+    assert!(parse_listed("| x | events | p | a | b | c |").is_err());
+}
