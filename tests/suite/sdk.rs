@@ -79,8 +79,7 @@ fn query_runs_a_read_round_trip(drive: Driver) {
     let r = &last_tool_results(&server.request(1).json)[0];
     assert!(result_text(r).contains("the notes say hello"), "{r}");
     assert!(
-        p.path()
-            .join(".cadre/sessions")
+        p.sessions_dir()
             .join(seen["session_id"].as_str().unwrap())
             .is_dir()
     );
