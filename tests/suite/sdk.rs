@@ -83,6 +83,17 @@ fn query_runs_a_read_round_trip(drive: Driver) {
             .join(seen["session_id"].as_str().unwrap())
             .is_dir()
     );
+    // The session sits in the folder the SDK's readers scan, in cadre's own
+    // format until sessions take Claude Code's (issue 33): they read it
+    // without an error and find nothing of cadre's.
+    assert_eq!(
+        (
+            &seen["sdk_listed"],
+            &seen["sdk_messages"],
+            &seen["sdk_subagents"]
+        ),
+        (&json!(0), &json!(0), &json!(0))
+    );
 }
 
 /// Two prompts on one connection: the second request carries the first

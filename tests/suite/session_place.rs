@@ -13,17 +13,13 @@ use super::worktrees::git;
 
 const MARKER: &str = "zebra-7731-secret";
 
-/// A trusted project that is a git repository with everything committed.
+/// A trusted project that is a git repository with everything committed,
+/// a notes file among it.
 fn committed_repo() -> Project {
-    let p = Project::new();
+    let p = super::worktrees::repo("");
     p.write("notes.txt", &format!("{MARKER}\n"));
-    let d = p.path();
-    git(d, &["init", "-q", "-b", "main"]);
-    git(d, &["config", "user.name", "Test"]);
-    git(d, &["config", "user.email", "test@example.com"]);
-    git(d, &["config", "commit.gpgsign", "false"]);
-    git(d, &["add", "."]);
-    git(d, &["commit", "-qm", "init"]);
+    git(p.path(), &["add", "."]);
+    git(p.path(), &["commit", "-qm", "notes"]);
     p
 }
 
