@@ -120,7 +120,7 @@ pub struct LoadedConfig {
 /// layer set it (relative to the working directory), or by default the
 /// user's folder for this project in Claude Code's place
 /// (`~/.claude/projects/<project key>/`). Without a home folder the
-/// project's old `.cadre/sessions` is used, with a warning.
+/// project's old `.cadre/sessions` is used, with a logged warning.
 fn transcripts_dir(input: &LoadInput, set: &Path) -> PathBuf {
     if !set.as_os_str().is_empty() {
         return crate::paths::lexical(&input.cwd.join(set));
@@ -137,7 +137,8 @@ fn transcripts_dir(input: &LoadInput, set: &Path) -> PathBuf {
 }
 
 /// Where sessions lived before they moved out of the project, relative to
-/// the working directory; still read (docs/sessions.md, "Old sessions").
+/// the working directory; still read (docs/sessions.md, "Old sessions in
+/// the project").
 pub const OLD_SESSIONS_DIR: &str = ".cadre/sessions";
 
 /// Settings could not be loaded. Each diagnostic names the file and, where
