@@ -130,3 +130,16 @@ fn only_a_trusted_project_says_where_transcripts_go() {
     assert!(r.stderr.contains("transcripts.dir ("), "{}", r.stderr);
     only_session(&p);
 }
+
+#[test]
+fn claude_config_dir_moves_the_session_folder_as_it_does_claude_codes() {
+    let mut p = Project::new();
+    let config_dir = tempfile::tempdir().unwrap();
+    p.env("CLAUDE_CONFIG_DIR", config_dir.path().to_str().unwrap());
+    let s = FakeServer::start([anthropic::text_reply("one")]);
+    p.run(Some(&s), &["run", "go"]).ok();
+    let key = p.sessions_dir().file_name().unwrap().to_owned();
+    let folder = config_dir.path().join("projects").join(key);
+    assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 1, "{folder:?}");
+    assert!(!p.sessions_dir().exists());
+}
