@@ -195,14 +195,17 @@ pub(super) fn prepare_with(
     };
     let (input, swap) = load_snapshot(g, &overrides)?;
     let snap = swap.load_full();
-    let sessions_dir = input.load.cwd.join(&snap.settings().transcripts.dir);
+    let sessions_dir = snap.settings().transcripts.dir.clone();
     if args.fork_session && !args.resuming() {
         return Err(CliError::Usage(
             "--fork-session needs --resume ID or --continue".into(),
         ));
     }
     let restored = if args.resuming() {
-        Some(restore(&sessions_dir, args)?)
+        Some(restore(
+            &runtime::session_dirs::SessionDirs::new(&sessions_dir, &input.load.cwd),
+            args,
+        )?)
     } else {
         None
     };
@@ -250,7 +253,7 @@ pub(super) fn prepare_with(
     if session_dir.is_some()
         && let Some(days) = settings.transcripts.cleanup_period_days
     {
-        let n = runtime::transcript::remove_old_sessions(&settings.transcripts.dir, days);
+        let n = runtime::transcript::remove_old_sessions(&sessions_dir, days);
         if n > 0 {
             tracing::info!("removed {n} session folder(s) older than {days} days");
         }
@@ -526,18 +529,32 @@ fn copy_agent_files(from: &std::path::Path, to: &std::path::Path) -> Result<(), 
 }
 
 /// The session `--resume ID` or `--continue` names, read back from its
-/// transcript.
+/// transcript. `--continue` takes the newest session of the session folder
+/// only; `--resume ID` of a session in the project's old `.cadre/sessions`
+/// moves it into the session folder first, and says so.
 fn restore(
-    sessions_dir: &std::path::Path,
+    dirs: &runtime::session_dirs::SessionDirs,
     args: &SessionArgs,
 ) -> Result<(String, runtime::resume::Restored), CliError> {
     use runtime::resume;
     let usage = |e: resume::ResumeError| CliError::Usage(e.to_string());
     let id = match &args.resume {
         Some(id) => id.clone(),
-        None => resume::latest_session(sessions_dir).map_err(usage)?,
+        None => dirs.latest().map_err(usage)?,
     };
-    let folder = resume::session_folder(sessions_dir, &id).map_err(usage)?;
+    let found = dirs.find(&id).map_err(usage)?;
+    if found.old {
+        // Read with the same rule as any other: the session is re-planned
+        // from the current settings (runtime::restore).
+        eprintln!(
+            "cadre: session {id} is in the project's old {} (a repository can ship files there); moving it to {} and resuming it under the current settings",
+            found.folder.display(),
+            dirs.dir.display()
+        );
+    }
+    let folder = dirs
+        .adopt(&found)
+        .map_err(|e| CliError::Failed(e.to_string()))?;
     let restored = resume::load(&folder.join("main.jsonl")).map_err(usage)?;
     Ok((id, restored))
 }

@@ -10,6 +10,7 @@ use super::output::print_json;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::message::{Role, Usage};
 use crate::runtime::resume::{self, Restored, ResumeError};
+use crate::runtime::session_dirs::{Found, SessionDirs};
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
@@ -64,17 +65,20 @@ struct Summary {
     /// The first user text, cut to a line.
     title: Option<String>,
     version: u32,
+    /// Found in the project's old `.cadre/sessions` (moved to the session
+    /// folder when resumed by id; never picked by `--continue`).
+    old_location: bool,
 }
 
 pub fn dispatch(g: &GlobalArgs, cmd: SessionsCommand) -> Result<(), CliError> {
     let (input, snap) = load_snapshot(g, &Overrides::default())?;
     let snap = snap.load_full();
-    let dir = input.load.cwd.join(&snap.settings().transcripts.dir);
+    let dirs = SessionDirs::new(&snap.settings().transcripts.dir, &input.load.cwd);
     let prices = &snap.settings().prices;
     match cmd {
-        SessionsCommand::List(a) => list(&dir, a.json, prices),
-        SessionsCommand::Show(a) => show(&dir, &a.id, a.json, prices),
-        SessionsCommand::Rm(a) => rm(&dir, &a.id),
+        SessionsCommand::List(a) => list(&dirs, a.json, prices),
+        SessionsCommand::Show(a) => show(&dirs, &a.id, a.json, prices),
+        SessionsCommand::Rm(a) => rm(&dirs, &a.id),
     }
 }
 
@@ -115,7 +119,8 @@ fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
 
 type Prices = std::collections::BTreeMap<String, crate::config::ModelPrice>;
 
-fn summary(id: &str, folder: &Path, r: &Restored, prices: &Prices) -> Summary {
+fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
+    let (id, folder) = (found.id.as_str(), found.folder.as_path());
     let children = std::fs::read_dir(folder.join("agents")).map_or(0, |d| {
         d.flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
@@ -145,14 +150,15 @@ fn summary(id: &str, folder: &Path, r: &Restored, prices: &Prices) -> Summary {
         cost_usd: cost(prices, folder, r),
         title,
         version: r.header.as_ref().map_or(0, |h| h.version),
+        old_location: found.old,
     }
 }
 
-fn list(dir: &Path, json: bool, prices: &Prices) -> Result<(), CliError> {
+fn list(dirs: &SessionDirs, json: bool, prices: &Prices) -> Result<(), CliError> {
     let mut rows = Vec::new();
-    for (id, folder) in resume::session_folders(dir) {
-        match resume::load(&folder.join("main.jsonl")) {
-            Ok(r) => rows.push(summary(&id, &folder, &r, prices)),
+    for found in dirs.all() {
+        match resume::load(&found.folder.join("main.jsonl")) {
+            Ok(r) => rows.push(summary(&found, &r, prices)),
             Err(e) => eprintln!("warning: {e}"),
         }
     }
@@ -163,13 +169,18 @@ fn list(dir: &Path, json: bool, prices: &Prices) -> Result<(), CliError> {
         return print_json(&rows);
     }
     if rows.is_empty() {
-        outln!("No sessions under {}.", dir.display());
+        outln!("No sessions under {}.", dirs.dir.display());
         return Ok(());
     }
     for r in &rows {
         outln!(
-            "{}  {}  {}  {} turns  {} tokens  {} sub-agents  {}",
+            "{}{}  {}  {}  {} turns  {} tokens  {} sub-agents  {}",
             r.id,
+            if r.old_location {
+                " (old location)"
+            } else {
+                ""
+            },
             r.last_activity.as_deref().unwrap_or("?"),
             r.model.as_deref().unwrap_or("?"),
             r.turns,
@@ -181,10 +192,11 @@ fn list(dir: &Path, json: bool, prices: &Prices) -> Result<(), CliError> {
     Ok(())
 }
 
-fn show(dir: &Path, id: &str, json: bool, prices: &Prices) -> Result<(), CliError> {
-    let folder = resume::session_folder(dir, id).map_err(usage_error)?;
+fn show(dirs: &SessionDirs, id: &str, json: bool, prices: &Prices) -> Result<(), CliError> {
+    let found = dirs.find(id).map_err(usage_error)?;
+    let folder = found.folder.clone();
     let r = resume::load(&folder.join("main.jsonl")).map_err(usage_error)?;
-    let s = summary(id, &folder, &r, prices);
+    let s = summary(&found, &r, prices);
     if json {
         #[derive(Serialize)]
         struct Shown<'a> {
@@ -230,8 +242,8 @@ fn show(dir: &Path, id: &str, json: bool, prices: &Prices) -> Result<(), CliErro
     Ok(())
 }
 
-fn rm(dir: &Path, id: &str) -> Result<(), CliError> {
-    let folder = resume::session_folder(dir, id).map_err(usage_error)?;
+fn rm(dirs: &SessionDirs, id: &str) -> Result<(), CliError> {
+    let folder = dirs.find(id).map_err(usage_error)?.folder;
     // Only a real folder, never a link to one elsewhere.
     let is_link = std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink());
     if is_link {

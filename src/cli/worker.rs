@@ -56,7 +56,7 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let cwd = input.load.cwd.clone();
-    let sessions_dir = cwd.join(&settings.transcripts.dir);
+    let sessions_dir = settings.transcripts.dir.clone();
     let max_running = settings.agents.max_concurrent;
     let env = input.load.env.clone();
     let _reload = crate::reload::spawn(input.clone(), Arc::clone(&swap), false);

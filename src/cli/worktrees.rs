@@ -103,14 +103,16 @@ fn list(g: &GlobalArgs, cwd: &Path, args: &ListArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Where meta files may be: the configured transcript folder (relative
-/// to the working directory) and the repository's `.cadre/sessions`.
+/// Where meta files may be: the session folder (`transcripts.dir`), and
+/// the old `.cadre/sessions` of the working directory and of the
+/// repository.
 fn session_dirs(g: &GlobalArgs, cwd: &Path, root: &Path) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok((_, snap)) = load_snapshot(g, &Overrides::default()) {
-        dirs.push(cwd.join(&snap.load().settings().transcripts.dir));
+        dirs.push(snap.load().settings().transcripts.dir.clone());
     }
-    for d in [cwd.join(".cadre/sessions"), root.join(".cadre/sessions")] {
+    for d in [cwd, root] {
+        let d = d.join(crate::config::OLD_SESSIONS_DIR);
         if !dirs.contains(&d) {
             dirs.push(d);
         }

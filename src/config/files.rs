@@ -16,6 +16,68 @@ pub(super) fn home(input: &LoadInput) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// Claude Code's folder of the user: `CLAUDE_CONFIG_DIR`, default
+/// `~/.claude` (as Claude Code and the Agent SDKs find it).
+pub(super) fn claude_dir(input: &LoadInput) -> Option<PathBuf> {
+    input
+        .env_var("CLAUDE_CONFIG_DIR")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home(input).map(|h| h.join(".claude")))
+}
+
+/// The longest project folder name Claude Code writes before it cuts the
+/// name and adds a hash (`MAX_SANITIZED_LENGTH` of the Agent SDKs).
+const MAX_PROJECT_KEY: usize = 200;
+
+/// The name Claude Code gives a project's folder under
+/// `~/.claude/projects/`: the path with every character other than an
+/// ASCII letter or digit replaced by `-` (one per UTF-16 unit, as
+/// JavaScript counts), and a path longer than 200 cut there and followed
+/// by `-` and a hash of the whole path (the SDKs' `simpleHash`: a 32-bit
+/// `h * 31 + unit` over UTF-16 units, absolute value, base 36).
+pub fn project_key(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    let mut key = String::new();
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            key.push(c);
+        } else {
+            key.extend(std::iter::repeat_n('-', c.len_utf16()));
+        }
+    }
+    if key.len() <= MAX_PROJECT_KEY {
+        return key;
+    }
+    let hash = text
+        .encode_utf16()
+        .fold(0i32, |h, u| h.wrapping_mul(31).wrapping_add(i32::from(u)));
+    let mut n = hash.unsigned_abs();
+    let mut digits = Vec::new();
+    loop {
+        // `n % 36` is below 36, so `from_digit` always has a digit.
+        digits.push(char::from_digit(n % 36, 36).unwrap_or('0'));
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    // Only ASCII was kept, so byte 200 is a character boundary.
+    key.truncate(MAX_PROJECT_KEY);
+    key.push('-');
+    key.extend(digits.iter().rev());
+    key
+}
+
+/// Where the sessions of the project in `input.cwd` live by default:
+/// `<Claude Code's folder>/projects/<project key>/`, the key made from the
+/// working directory with links resolved (as Claude Code and the SDKs'
+/// `list_sessions` do). `None` without `HOME` or `CLAUDE_CONFIG_DIR`.
+pub(super) fn user_sessions_dir(input: &LoadInput) -> Option<PathBuf> {
+    let cwd = std::fs::canonicalize(&input.cwd).unwrap_or_else(|_| input.cwd.clone());
+    Some(claude_dir(input)?.join("projects").join(project_key(&cwd)))
+}
+
 /// The user's cadre folder: `$XDG_CONFIG_HOME/cadre`, default `~/.config/cadre`.
 fn user_cadre_dir(input: &LoadInput) -> Option<PathBuf> {
     input
@@ -188,4 +250,47 @@ fn flag_layer(input: &LoadInput) -> Result<Option<LayerFile>, ConfigError> {
         read: true,
         inline: None,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The expected names are what the Python Agent SDK's `_sanitize_path`
+    /// gives for the same paths.
+    #[test]
+    fn project_key_is_claude_codes_folder_name() {
+        assert_eq!(
+            project_key(std::path::Path::new("/home/me/src/my_proj.v2")),
+            "-home-me-src-my-proj-v2"
+        );
+        let long = format!("/tmp/{}/x", "a".repeat(250));
+        let key = project_key(std::path::Path::new(&long));
+        assert_eq!(key.len(), 200 + "-ou4pgw".len());
+        assert!(key.ends_with("aaaaa-ou4pgw"), "{key}");
+        // One `-` per UTF-16 unit, as Claude Code (JavaScript) counts; the
+        // Python SDK counts code points and would give `---` here.
+        assert_eq!(project_key(std::path::Path::new("/é𝄞")), "----");
+    }
+
+    #[test]
+    fn sessions_go_under_claude_config_dir_when_set() {
+        let input = |env: &[(&str, &str)]| LoadInput {
+            cwd: PathBuf::from("/nonexistent/p"),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+            ..LoadInput::default()
+        };
+        assert_eq!(
+            user_sessions_dir(&input(&[("HOME", "/h")])),
+            Some(PathBuf::from("/h/.claude/projects/-nonexistent-p"))
+        );
+        assert_eq!(
+            user_sessions_dir(&input(&[("HOME", "/h"), ("CLAUDE_CONFIG_DIR", "/c")])),
+            Some(PathBuf::from("/c/projects/-nonexistent-p"))
+        );
+        assert_eq!(user_sessions_dir(&input(&[])), None);
+    }
 }

@@ -120,6 +120,31 @@ pub struct LoadedConfig {
     pub bypass_disabled_by: Option<Origin>,
 }
 
+/// The one place the session folder is decided: `transcripts.dir` as a
+/// layer set it (relative to the working directory), or by default the
+/// user's folder for this project in Claude Code's place
+/// (`~/.claude/projects/<project key>/`). Without a home folder the
+/// project's old `.cadre/sessions` is used, with a logged warning.
+fn transcripts_dir(input: &LoadInput, set: &Path) -> PathBuf {
+    if !set.as_os_str().is_empty() {
+        return crate::paths::lexical(&input.cwd.join(set));
+    }
+    if let Some(d) = super::files::user_sessions_dir(input) {
+        return d;
+    }
+    let old = input.cwd.join(OLD_SESSIONS_DIR);
+    tracing::warn!(
+        "neither HOME nor CLAUDE_CONFIG_DIR is set: sessions are written to {}",
+        old.display()
+    );
+    old
+}
+
+/// Where sessions lived before they moved out of the project, relative to
+/// the working directory; still read (docs/sessions.md, "Old sessions in
+/// the project").
+pub const OLD_SESSIONS_DIR: &str = ".cadre/sessions";
+
 /// Settings could not be loaded. Each diagnostic names the file and, where
 /// there is one, the line and column.
 #[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
@@ -279,22 +304,6 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
                     origin: origin.to_string(),
                 });
             }
-            // Where transcripts are written, and old ones removed
-            // (`cleanupPeriodDays`), stays inside the project.
-            let dir = doc
-                .value
-                .get("transcripts")
-                .and_then(|t| t.get("dir"))
-                .and_then(Value::as_str)
-                .map(|d| crate::paths::resolve(&input.cwd.join(d)));
-            if dir.is_some_and(|d| !d.starts_with(&trust_root)) {
-                let origin = doc.origin("transcripts.dir");
-                doc.take(&["transcripts", "dir"]);
-                skipped.push(Skipped {
-                    what: "transcripts.dir (outside the project)".into(),
-                    origin: origin.to_string(),
-                });
-            }
             for key in trust::GUARDED_KEYS {
                 let origin = doc.origin(&key.join("."));
                 let empty = |v: &Value| match v {
@@ -373,10 +382,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
             "bypassPermissions is disabled here (disableBypassPermissionsMode); the permission mode is `default`",
         ));
     }
-    if settings.transcripts.dir.is_relative() {
-        settings.transcripts.dir =
-            crate::paths::lexical(&input.cwd.join(&settings.transcripts.dir));
-    }
+    settings.transcripts.dir = transcripts_dir(input, &settings.transcripts.dir);
     let flags = build_flags(&settings, &origins, &mut warnings);
 
     Ok(LoadedConfig {

@@ -22,6 +22,7 @@ pub mod trust;
 
 pub use condition::{Condition, Term};
 pub use env::subagent_model;
+pub use files::project_key;
 pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
@@ -32,7 +33,7 @@ pub use hooks::{
 pub use layers::{Origin, Origins, Scope};
 pub use load::{
     CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, MAX_SETTINGS_BYTES,
-    discover, layer_files, load,
+    OLD_SESSIONS_DIR, discover, layer_files, load,
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{

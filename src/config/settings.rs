@@ -640,7 +640,9 @@ impl CompactSettings {
 #[serde(default)]
 pub struct TranscriptSettings {
     pub enabled: bool,
-    /// Relative to the working directory.
+    /// Relative to the working directory; empty (the default): the user's
+    /// folder for this project, `~/.claude/projects/<project key>/`.
+    /// After loading it is always the folder itself (absolute).
     pub dir: PathBuf,
     /// Session folders older than this many days are removed when a
     /// session starts (Claude Code's `cleanupPeriodDays`); `None` keeps all.
@@ -651,7 +653,7 @@ impl Default for TranscriptSettings {
     fn default() -> Self {
         TranscriptSettings {
             enabled: true,
-            dir: PathBuf::from(".cadre/sessions"),
+            dir: PathBuf::new(),
             cleanup_period_days: None,
         }
     }

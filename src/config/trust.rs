@@ -34,6 +34,9 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     // Deletes session folders (through a linked `.cadre`, maybe another
     // project's).
     &["transcripts", "cleanup_period_days"],
+    // Where transcripts (everything the session read) are written: a
+    // repository must not send them into its own tree or elsewhere.
+    &["transcripts", "dir"],
     // Where WebSearch sends the user's queries.
     &["web_search", "searxng_url"],
     // Where background tasks (their prompts and transcripts' owners) go,

@@ -16,7 +16,10 @@
 //!   fails;
 //! - progress lines, SendMessage and TaskStop travel on plain subjects.
 //!
-//! The transcript folder is shared (the project's `.cadre/sessions`): the
+//! The transcript folder is shared (`transcripts.dir`, by default the
+//! user's folder for the project under `~/.claude/projects/`, so a worker
+//! runs as the same user, or with the same `CLAUDE_CONFIG_DIR`, in the
+//! same project folder, or both name one `transcripts.dir`): the
 //! parent writes a child's first lines, a worker appends as it runs, and a
 //! worker that takes over a task whose worker died continues from the file
 //! (tool calls already recorded are not run again). This module knows the

@@ -25,6 +25,7 @@ pub mod restore;
 pub mod resume;
 pub mod sampling;
 mod session;
+pub mod session_dirs;
 pub mod spawn;
 pub mod tasks;
 mod team;
@@ -230,7 +231,8 @@ pub struct Engine {
     /// ([`crate::config::subagent_model`]), read from `env` once.
     pub subagent_model: Option<String>,
     pub session_id: String,
-    /// `.cadre/sessions/SESSION`, or `None` when transcripts are off.
+    /// The session's folder (`transcripts.dir/SESSION`, by default under
+    /// `~/.claude/projects/<project key>/`), or `None` when transcripts are off.
     pub session_dir: Option<PathBuf>,
     pub events: EventSink,
     /// Asks the user; `None` in non-interactive sessions (an ask is a denial).

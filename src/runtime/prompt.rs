@@ -128,7 +128,7 @@ impl PromptContext {
             agent_name: "general-purpose".into(),
             tools: vec!["Agent".into(), "Read".into()],
             has_agent_tool: true,
-            scratchpad: Some("/repo/.cadre/sessions/S/scratchpad".into()),
+            scratchpad: Some("/home/me/.claude/projects/-repo/S/scratchpad".into()),
             agent_memory: None,
         }
     }

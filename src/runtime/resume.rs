@@ -108,6 +108,12 @@ pub enum ResumeError {
     NoneToContinue(PathBuf),
     #[error("{0:?} is not a session id (like 20260101T120000-0123abcd)")]
     BadId(String),
+    #[error("cannot move session {from} to {to}: {source}")]
+    Move {
+        from: PathBuf,
+        to: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// Whether a folder name is one cadre gives sessions

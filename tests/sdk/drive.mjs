@@ -17,7 +17,9 @@ const sdkEntry = path.join(
   process.env.SDK_TS,
   "node_modules/@anthropic-ai/claude-agent-sdk/sdk.mjs",
 );
-const { query } = await import(pathToFileURL(sdkEntry).href);
+const { query, listSessions, getSessionMessages, listSubagents } = await import(
+  pathToFileURL(sdkEntry).href
+);
 
 function options(extra = {}) {
   return {
@@ -61,7 +63,18 @@ async function query_read() {
   const result = resultOf(messages);
   assert.equal(result.subtype, "success");
   assert.equal(result.result, "The notes say hello.");
-  return { session_id: result.session_id };
+  // The SDK's session readers look in the same folder (HOME is the test's):
+  // cadre's own layout there must not trip them up.
+  const dir = process.env.CADRE_PROJECT;
+  const listed = await listSessions({ dir });
+  const read = await getSessionMessages(result.session_id, { dir });
+  const subagents = await listSubagents(result.session_id, { dir });
+  return {
+    session_id: result.session_id,
+    sdk_listed: listed.length,
+    sdk_messages: read.length,
+    sdk_subagents: subagents.length,
+  };
 }
 
 async function multi_turn() {

@@ -32,6 +32,9 @@ from claude_agent_sdk import (
     ToolUseBlock,
     UserMessage,
     create_sdk_mcp_server,
+    get_session_messages,
+    list_sessions,
+    list_subagents,
     query,
     tool,
 )
@@ -104,7 +107,19 @@ async def query_read():
     assert result.result == "The notes say hello.", result.result
     assert result.num_turns == 2, result.num_turns
     assert result.total_cost_usd is not None and result.total_cost_usd > 0, result.total_cost_usd
-    return {"session_id": result.session_id, "result": result.result}
+    # The SDK's session readers look in the same folder (HOME is the test's):
+    # cadre's own layout there must not trip them up.
+    project = os.environ["CADRE_PROJECT"]
+    listed = list_sessions(directory=project)
+    messages = get_session_messages(result.session_id, directory=project)
+    subagents = list_subagents(result.session_id, directory=project)
+    return {
+        "session_id": result.session_id,
+        "result": result.result,
+        "sdk_listed": len(listed),
+        "sdk_messages": len(messages),
+        "sdk_subagents": len(subagents),
+    }
 
 
 async def multi_turn():

@@ -70,7 +70,7 @@ fn the_coordinator_offers_only_the_orchestration_tools_and_its_prompt() {
         "exactly the orchestration tools"
     );
     let system = mains[0].system_text();
-    let scratchpad = p.path().join(".cadre/sessions");
+    let scratchpad = p.sessions_dir();
     assert!(
         system.contains(&format!("{}", scratchpad.display())) && system.contains("/scratchpad"),
         "the prompt names the shared scratchpad: {system}"

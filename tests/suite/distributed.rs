@@ -598,7 +598,7 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
         let s = task_states(&p);
         s.len() == N && s.values().all(|v| v["status"] == "completed")
     });
-    let session = std::fs::read_dir(p.path().join(".cadre/sessions"))
+    let session = std::fs::read_dir(p.sessions_dir())
         .unwrap()
         .flatten()
         .next()
@@ -1101,6 +1101,8 @@ fn project_server_on_a_worker(
         )
         .unwrap();
         worker_cmd.env("HOME", worker_home.path());
+        // The parent's session folder, which a worker shares.
+        worker_cmd.env("CLAUDE_CONFIG_DIR", p.home.path().join(".claude"));
     }
     let log = p.path().join("worker.log");
     let _worker = Worker {
@@ -1626,7 +1628,7 @@ fn a_resumed_parent_waits_for_the_run_send_message_started() {
             .values()
             .any(|s| s["run"] == 1 && s["status"] == "completed")
     });
-    let session = std::fs::read_dir(p.path().join(".cadre/sessions"))
+    let session = std::fs::read_dir(p.sessions_dir())
         .unwrap()
         .flatten()
         .next()

@@ -113,10 +113,26 @@ impl Project {
         Run::from(out)
     }
 
-    /// Every file under the project's `.cadre` folder, with its content.
+    /// The user's session folder for this project, where Claude Code
+    /// keeps its sessions: `$HOME/.claude/projects/<key>`, the key being
+    /// the project's real path with every character but ASCII letters and
+    /// digits turned into `-` (test paths are short and ASCII).
+    pub fn sessions_dir(&self) -> PathBuf {
+        let real = self.dir.path().canonicalize().unwrap();
+        let key: String = real
+            .to_str()
+            .unwrap()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.home.path().join(".claude/projects").join(key)
+    }
+
+    /// Every file under the project's `.cadre` folder and the user's
+    /// session folder for the project, with its content.
     pub fn written_files(&self) -> Vec<(PathBuf, String)> {
         let mut out = Vec::new();
-        let mut stack = vec![self.dir.path().join(".cadre")];
+        let mut stack = vec![self.dir.path().join(".cadre"), self.sessions_dir()];
         while let Some(d) = stack.pop() {
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;

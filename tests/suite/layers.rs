@@ -539,11 +539,7 @@ fn an_untrusted_clone_cannot_write_or_clean_sessions_outside_itself() {
             entries, 1,
             "{dir}: a session was written to the other project"
         );
-        assert!(
-            run.stderr.contains("transcripts.dir (outside the project)"),
-            "{}",
-            run.stderr
-        );
+        assert!(run.stderr.contains("transcripts.dir ("), "{}", run.stderr);
         assert!(
             run.stderr.contains("transcripts.cleanup_period_days"),
             "{}",

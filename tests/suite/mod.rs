@@ -32,6 +32,7 @@ mod races;
 mod reload;
 mod run;
 mod sdk;
+mod session_place;
 mod sessions;
 mod settings;
 mod shutdown;

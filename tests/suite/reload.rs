@@ -789,7 +789,13 @@ const LATECOMER: &str =
 
 /// Every line of the main transcripts under a project.
 fn main_transcript_lines(p: &Project) -> Vec<Value> {
-    std::fs::read_dir(p.path().join(".cadre/sessions"))
+    // The user's session folder of the project: the one folder under
+    // `$HOME/.claude/projects`.
+    let projects = p.path().join("home/.claude/projects");
+    let mut folders = std::fs::read_dir(&projects).unwrap().flatten();
+    let folder = folders.next().unwrap().path();
+    assert!(folders.next().is_none(), "one project folder");
+    std::fs::read_dir(folder)
         .unwrap()
         .flat_map(|d| {
             let t = d.unwrap().path().join("main.jsonl");

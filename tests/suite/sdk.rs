@@ -79,10 +79,20 @@ fn query_runs_a_read_round_trip(drive: Driver) {
     let r = &last_tool_results(&server.request(1).json)[0];
     assert!(result_text(r).contains("the notes say hello"), "{r}");
     assert!(
-        p.path()
-            .join(".cadre/sessions")
+        p.sessions_dir()
             .join(seen["session_id"].as_str().unwrap())
             .is_dir()
+    );
+    // The session sits in the folder the SDK's readers scan, in cadre's own
+    // format until sessions take Claude Code's (issue 33): they read it
+    // without an error and find nothing of cadre's.
+    assert_eq!(
+        (
+            &seen["sdk_listed"],
+            &seen["sdk_messages"],
+            &seen["sdk_subagents"]
+        ),
+        (&json!(0), &json!(0), &json!(0))
     );
 }
 

@@ -14,7 +14,7 @@ use super::kit::{FakeServer, anthropic};
 
 /// The session folders under the project's transcript folder.
 fn session_ids(p: &Project) -> BTreeSet<String> {
-    std::fs::read_dir(p.path().join(".cadre/sessions"))
+    std::fs::read_dir(p.sessions_dir())
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -186,7 +186,7 @@ fn resume_after_kill_9_mid_turn_answers_each_tool_call_once() {
         let found = session_ids(&p)
             .into_iter()
             .next()
-            .map(|id| p.path().join(".cadre/sessions").join(id).join("main.jsonl"));
+            .map(|id| p.sessions_dir().join(id).join("main.jsonl"));
         if let Some(f) = found
             && std::fs::read_to_string(&f).is_ok_and(|t| t.contains("toolu_slow"))
         {
@@ -1054,13 +1054,7 @@ fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
     ]);
     assert_eq!(p.run(Some(&second), &["run", "--continue", "two"]).code, 0);
     let id = session_ids(p).into_iter().next().unwrap();
-    let bytes = std::fs::read(
-        p.path()
-            .join(".cadre/sessions")
-            .join(&id)
-            .join("main.jsonl"),
-    )
-    .unwrap();
+    let bytes = std::fs::read(p.sessions_dir().join(&id).join("main.jsonl")).unwrap();
     (id, bytes)
 }
 
@@ -1069,7 +1063,7 @@ fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
 /// session would send: valid (each tool call answered once, roles
 /// alternating) and ending with the new prompt.
 fn resume_cut(p: &Project, id: &str, bytes: &[u8], cut: usize) -> Result<(), String> {
-    let path = p.path().join(".cadre/sessions").join(id).join("main.jsonl");
+    let path = p.sessions_dir().join(id).join("main.jsonl");
     std::fs::write(&path, &bytes[..cut]).unwrap();
     let r = p.run(None, &["render", "--resume", id, "go on"]);
     if r.code != 0 {
@@ -1135,11 +1129,7 @@ fn a_damaged_transcript_line_stops_the_resume_with_its_position() {
     let mut lines: Vec<&str> = text.lines().collect();
     lines[2] = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":7}}";
     let damaged = lines.join("\n") + "\n";
-    let path = p
-        .path()
-        .join(".cadre/sessions")
-        .join(&id)
-        .join("main.jsonl");
+    let path = p.sessions_dir().join(&id).join("main.jsonl");
     std::fs::write(&path, &damaged).unwrap();
     let server = FakeServer::start([anthropic::text_reply("never")]);
     let r = p.run(Some(&server), &["run", "--resume", &id, "go on"]);
@@ -1179,11 +1169,7 @@ fn a_header_naming_a_bypass_agent_does_not_widen_a_continued_session() {
     let first = FakeServer::start([anthropic::text_reply("hello")]);
     p.run(Some(&first), &["run", "hi"]).ok();
     let id = session_ids(&p).into_iter().next().unwrap();
-    let main = p
-        .path()
-        .join(".cadre/sessions")
-        .join(&id)
-        .join("main.jsonl");
+    let main = p.sessions_dir().join(&id).join("main.jsonl");
     edit_json_lines(&main, |line| {
         if line["type"] == "session" {
             line["agent"] = json!("yolo");

@@ -806,16 +806,16 @@ fn claude_code_environment_variables_apply() {
 fn cleanup_period_days_removes_old_sessions_only() {
     let p = repo();
     p.write(".claude/settings.json", r#"{"cleanupPeriodDays": 30}"#);
-    let old = p.write(
-        ".cadre/sessions/20200101T000000-0000abcd/main.jsonl",
-        "{}\n",
-    );
-    let recent = p.write(
-        ".cadre/sessions/20991231T000000-0000abcd/main.jsonl",
-        "{}\n",
-    );
+    let write = |rel: &str| {
+        let path = p.sessions_dir().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "{}\n").unwrap();
+        path
+    };
+    let old = write("20200101T000000-0000abcd/main.jsonl");
+    let recent = write("20991231T000000-0000abcd/main.jsonl");
     // Not a session folder, however old: never removed.
-    let other = p.write(".cadre/sessions/notes/main.jsonl", "{}\n");
+    let other = write("notes/main.jsonl");
     let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 24 * 3600);
     for path in [
         old.clone(),
