@@ -129,6 +129,9 @@ pub struct ConnectError {
 /// may be (longer lines are cut).
 const STDERR_LINES: usize = 20;
 const STDERR_LINE_CHARS: usize = 400;
+/// What is read of one stderr line at most (the rest is skipped unread
+/// into memory): enough for [`STDERR_LINE_CHARS`] characters of any width.
+const STDERR_LINE_BYTES: usize = 4 * STDERR_LINE_CHARS;
 
 /// The last lines a stdio server wrote on stderr. The server's stderr is
 /// read continuously (so a chatty server never blocks on a full pipe);
@@ -168,14 +171,27 @@ impl StderrTail {
 
 /// Reads `stderr` line by line into `tail` until it closes.
 fn read_stderr(
-    stderr: tokio::process::ChildStderr,
+    stderr: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     tail: Arc<StderrTail>,
     command: String,
 ) -> tokio::task::JoinHandle<()> {
-    use tokio::io::AsyncBufReadExt;
+    use crate::raw::lines::{Line, next_line};
     tokio::spawn(async move {
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        let mut reader = tokio::io::BufReader::new(stderr);
+        let mut buf = Vec::new();
+        loop {
+            // A line longer than the cap keeps only its head: a server
+            // that writes without a newline costs no memory.
+            let mut head = Vec::new();
+            let keep = |bytes: &[u8]| {
+                let room = STDERR_LINE_BYTES.saturating_sub(head.len());
+                head.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            };
+            let line = match next_line(&mut reader, &mut buf, STDERR_LINE_BYTES, keep).await {
+                Ok(Some(Line::Whole)) => String::from_utf8_lossy(&buf).into_owned(),
+                Ok(Some(Line::TooLong(_))) => String::from_utf8_lossy(&head).into_owned(),
+                Ok(None) | Err(_) => break,
+            };
             tracing::debug!(server = %command, "stderr: {line}");
             tail.push(&line);
         }
@@ -963,5 +979,36 @@ fn content_part(c: &Value) -> Part {
         _ => Part::Text(McpPart::Text {
             text: c.to_string(),
         }),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt as _;
+
+    /// An over-long stderr line is kept as its head (cut, marked) and the
+    /// lines after it are read as usual; what is held of a line is capped
+    /// by `next_line` (its own tests), whatever the server writes.
+    #[tokio::test]
+    async fn an_endless_stderr_line_keeps_its_head_and_the_next_lines() {
+        let long = tokio::io::repeat(b'a').take(50 * 1024 * 1024);
+        let rest: &'static [u8] = b"\nnext\n";
+        let tail = Arc::new(StderrTail {
+            lines: Mutex::new(VecDeque::new()),
+        });
+        read_stderr(long.chain(rest), Arc::clone(&tail), "noisy".into())
+            .await
+            .unwrap();
+        let lines = tail.lines();
+        assert_eq!(
+            lines.len(),
+            2,
+            "{:?}",
+            lines.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!(lines[0], format!("{}…", "a".repeat(STDERR_LINE_CHARS)));
+        assert_eq!(lines[1], "next");
     }
 }
