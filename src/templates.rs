@@ -114,6 +114,8 @@ impl Templates {
     }
 
     fn load_dir(&mut self, dir: &Path, diags: &mut Vec<Diagnostic>) {
+        /// A template file larger than this is reported, not read.
+        const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
         let Ok(entries) = fs_err::read_dir(dir) else {
             return;
         };
@@ -123,7 +125,8 @@ impl Templates {
             let Some(name) = template_name(&path) else {
                 continue;
             };
-            match fs_err::read_to_string(&path) {
+            // Bounded whatever the file is (a link may name a device).
+            match crate::raw::read_text(&path, MAX_TEMPLATE_BYTES) {
                 Ok(text) => self.add(&name, &text, Some(&path), diags),
                 Err(e) => diags.push(Diagnostic::error(
                     Some(&path),
@@ -647,6 +650,22 @@ fn template_name(path: &Path) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An override folder's file is read with a bound: one linked to a
+    /// device that never ends is reported, and the embedded copy stays.
+    #[test]
+    fn a_template_linked_to_an_endless_file_is_reported_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.path().join("fork_child.hbs")).unwrap();
+        let (t, diags) = Templates::load(Some(dir.path()));
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.message.contains("not a regular file")),
+            "{diags:?}"
+        );
+        assert!(t.has("fork_child"));
+    }
 
     #[test]
     fn embedded_templates_compile_and_render_without_escaping() {
