@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,23 +27,14 @@ import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CONFIG = """
-[provider]
-model = "claude-sonnet-4-5"
-max_tokens = 1024
-max_retries = 0
-"""
-FORK = """
-[features]
-FORK_SUBAGENT = true
-[flags.FORK_SUBAGENT]
-description = "fork"
-gates = ["coordinator"]
-"""
+sys.path.insert(0, HERE)
+# The whole-process benchmark's settings and prompts, so both measure the
+# same runs; `roundtrip` is this script's own.
+from compare import CADRE_CONFIG as CONFIG, CADRE_FORK_CONFIG as FORK, PROMPTS as BENCH_PROMPTS  # noqa: E402
+from fleet import free_port  # noqa: E402
+
 PROMPTS = {
-    "explore": "Find the README files and tell me what they say.",
-    "fork": "Check modules A and B for bugs.",
-    "script3": "List the markdown files twice, then answer.",
+    **{k: BENCH_PROMPTS[k] for k in ("explore", "fork", "script3")},
     "roundtrip": "List the markdown files, then answer.",
 }
 # `cadre render` settings: (config file, global flags, extra environment).
@@ -54,12 +44,6 @@ RENDERS = {
     "no-background": (CONFIG, ["--feature", "DISABLE_BACKGROUND_TASKS=on"], {}),
     "coordinator": (CONFIG, [], {"CADRE_MODE": "coordinator"}),
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(url, method="GET"):
