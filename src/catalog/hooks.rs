@@ -22,7 +22,7 @@ pub(super) fn frontmatter_hooks(v: &Node, ctx: &mut Ctx<'_>) -> Hooks {
             ctx.warn(
                 key.pos,
                 format!(
-                    "hooks.{}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse, PostToolUse and PreCompact; ignored",
+                    "hooks.{}: unknown event; cadre fires SubagentStart, SubagentStop (Stop), PreToolUse, PostToolUse, PostToolUseFailure and PreCompact; ignored",
                     key.name
                 ),
             );

@@ -698,9 +698,10 @@ fn spawn_reader<R>(
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop, `UserPromptSubmit` is handled here).
-const CLIENT_HOOK_EVENTS: [&str; 7] = [
+const CLIENT_HOOK_EVENTS: [&str; 8] = [
     "PreToolUse",
     "PostToolUse",
+    "PostToolUseFailure",
     "UserPromptSubmit",
     "Stop",
     "SubagentStart",

@@ -22,6 +22,7 @@ pub const HOOK_EVENTS: &[&str] = &[
     "SubagentStop",
     "PreToolUse",
     "PostToolUse",
+    "PostToolUseFailure",
     "PreCompact",
     "TeammateIdle",
     "TaskCreated",

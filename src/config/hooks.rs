@@ -24,7 +24,10 @@ pub enum HookEvent {
     SubagentStart,
     SubagentStop,
     PreToolUse,
+    /// After a tool ran and succeeded.
     PostToolUse,
+    /// After a tool ran and failed (its result is an error).
+    PostToolUseFailure,
     /// Before a compaction; the matcher is tested against its trigger
     /// (`auto` or `manual`).
     PreCompact,
@@ -39,11 +42,12 @@ pub enum HookEvent {
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 8] = [
+    pub const ALL: [HookEvent; 9] = [
         HookEvent::SubagentStart,
         HookEvent::SubagentStop,
         HookEvent::PreToolUse,
         HookEvent::PostToolUse,
+        HookEvent::PostToolUseFailure,
         HookEvent::PreCompact,
         HookEvent::TeammateIdle,
         HookEvent::TaskCreated,
@@ -56,6 +60,7 @@ impl HookEvent {
             HookEvent::SubagentStop => "SubagentStop",
             HookEvent::PreToolUse => "PreToolUse",
             HookEvent::PostToolUse => "PostToolUse",
+            HookEvent::PostToolUseFailure => "PostToolUseFailure",
             HookEvent::PreCompact => "PreCompact",
             HookEvent::TeammateIdle => "TeammateIdle",
             HookEvent::TaskCreated => "TaskCreated",
@@ -78,6 +83,7 @@ impl HookEvent {
             HookEvent::SubagentStop => &settings.subagent_stop,
             HookEvent::PreToolUse => &settings.pre_tool_use,
             HookEvent::PostToolUse => &settings.post_tool_use,
+            HookEvent::PostToolUseFailure => &settings.post_tool_use_failure,
             HookEvent::PreCompact => &settings.pre_compact,
             HookEvent::TeammateIdle => &settings.teammate_idle,
             HookEvent::TaskCreated => &settings.task_created,

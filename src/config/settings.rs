@@ -671,6 +671,8 @@ pub struct HookSettings {
     pub pre_tool_use: Vec<HookConfig>,
     #[serde(rename = "PostToolUse")]
     pub post_tool_use: Vec<HookConfig>,
+    #[serde(rename = "PostToolUseFailure")]
+    pub post_tool_use_failure: Vec<HookConfig>,
     #[serde(rename = "PreCompact")]
     pub pre_compact: Vec<HookConfig>,
     #[serde(rename = "TeammateIdle")]

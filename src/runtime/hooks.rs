@@ -329,7 +329,7 @@ impl Fired {
             }
             "Stop" | "SubagentStop" if block => self.blocks.push(reason()),
             // The tool has run: the reason reaches the model with its result.
-            "PostToolUse" if block => self.contexts.push(reason()),
+            "PostToolUse" | "PostToolUseFailure" if block => self.contexts.push(reason()),
             _ => {}
         }
         self.contexts.extend(additional_context(&as_text));
@@ -648,7 +648,9 @@ impl Session {
         }
     }
 
-    /// PostToolUse: appends each `additionalContext` to the result block.
+    /// After a call ran: PostToolUse when it succeeded, PostToolUseFailure
+    /// when its result is an error (as Claude Code fires them); appends
+    /// each `additionalContext` to the result block.
     pub(super) async fn post_tool_hooks(
         &self,
         snap: &Snapshot,
@@ -656,11 +658,6 @@ impl Session {
         input: &Value,
         block: &mut ContentBlock,
     ) {
-        let event = HookEvent::PostToolUse;
-        let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
-            return;
-        }
         let ContentBlock::ToolResult {
             tool_use_id,
             content,
@@ -669,6 +666,15 @@ impl Session {
         else {
             return;
         };
+        let event = if *is_error {
+            HookEvent::PostToolUseFailure
+        } else {
+            HookEvent::PostToolUse
+        };
+        let hooks = self.hooks_for(snap, event, name);
+        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+            return;
+        }
         let response: Vec<&str> = content
             .iter()
             .filter_map(|c| match c {
@@ -680,10 +686,15 @@ impl Session {
         m.insert("tool_name".into(), json!(name));
         m.insert("tool_input".into(), input.clone());
         m.insert("tool_use_id".into(), json!(tool_use_id));
-        m.insert(
-            "tool_response".into(),
-            json!({"content": response.join("\n"), "is_error": *is_error}),
-        );
+        if *is_error {
+            m.insert("error".into(), json!(response.join("\n")));
+            m.insert("is_interrupt".into(), json!(false));
+        } else {
+            m.insert(
+                "tool_response".into(),
+                json!({"content": response.join("\n"), "is_error": false}),
+            );
+        }
         let fired = self.fire_here(snap, &hooks, event, name, m).await;
         for context in fired.contexts {
             content.push(ToolResultContent::Text {

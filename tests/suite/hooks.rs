@@ -471,28 +471,66 @@ fn a_flood_of_hook_output_is_kept_bounded_and_an_endless_writer_is_stopped() {
 }
 
 /// One pipeline for every call: a management tool (TaskStop here, whose
-/// call fails: there is no such task) gets PostToolUse like a built-in
-/// tool, and the hook's context reaches the model with its result.
+/// call fails: there is no such task) passes the hooks after a call like a
+/// built-in tool, and the hook's context reaches the model with its
+/// result. A failed call fires PostToolUseFailure (with the error), a
+/// successful one PostToolUse, never both, as in Claude Code.
 #[test]
-fn a_management_tool_call_passes_post_tool_use_like_any_other() {
+fn a_management_tool_call_passes_the_hooks_after_a_call_like_any_other() {
     let mut p = Project::new();
     p.config(
         r#"
+[permissions]
+allow = ["Bash"]
+
 [[hooks.PostToolUse]]
-matcher = "TaskStop"
-command = "cat > post-input.json; echo '{\"hookSpecificOutput\": {\"additionalContext\": \"AFTER-STOP\"}}'"
+command = "cat >> post.jsonl; echo >> post.jsonl"
+
+[[hooks.PostToolUseFailure]]
+command = "cat >> failure.jsonl; echo >> failure.jsonl; echo '{\"hookSpecificOutput\": {\"additionalContext\": \"AFTER-FAILURE\"}}'"
 "#,
     );
     let server = server(
-        vec![("toolu_1", "TaskStop", json!({"task_id": "no-such-task"}))],
+        vec![
+            ("toolu_1", "TaskStop", json!({"task_id": "no-such-task"})),
+            ("toolu_2", "Bash", json!({"command": "echo fine"})),
+            ("toolu_3", "Bash", json!({"command": "exit 3"})),
+        ],
         no_child,
     );
     p.run(Some(&server), &["run", "go"]).ok();
-    let text = result_text(&main_results(&server)[0]);
-    assert!(text.contains("AFTER-STOP"), "{text}");
-    let input: Value = serde_json::from_str(&p.read("post-input.json")).unwrap();
-    assert_eq!(input["hook_event_name"], "PostToolUse");
-    assert_eq!(input["tool_name"], "TaskStop");
-    assert_eq!(input["tool_input"], json!({"task_id": "no-such-task"}));
-    assert_eq!(input["tool_response"]["is_error"], true);
+    let results = main_results(&server);
+    assert!(result_text(&results[0]).contains("AFTER-FAILURE"));
+    assert!(!result_text(&results[1]).contains("AFTER-FAILURE"));
+    assert!(result_text(&results[2]).contains("AFTER-FAILURE"));
+    let read = |file: &str| -> Vec<Value> {
+        p.read(file)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let failures = read("failure.jsonl");
+    let names: Vec<&str> = failures
+        .iter()
+        .map(|v| v["tool_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["TaskStop", "Bash"]);
+    assert_eq!(failures[0]["hook_event_name"], "PostToolUseFailure");
+    assert_eq!(
+        failures[0]["tool_input"],
+        json!({"task_id": "no-such-task"})
+    );
+    assert!(
+        failures[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("no-such-task")
+    );
+    assert_eq!(failures[0]["is_interrupt"], false);
+    let posts = read("post.jsonl");
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts[0]["tool_name"], "Bash");
+    assert_eq!(posts[0]["tool_input"], json!({"command": "echo fine"}));
+    assert_eq!(posts[0]["tool_response"]["is_error"], false);
 }
