@@ -279,6 +279,10 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             t.ignored.push((format!("hooks.{}", event.name), event.pos));
             continue;
         }
+        // An empty list asks for nothing: it is not shown as a setting.
+        if matches!(&groups.kind, Kind::Seq(g) if g.is_empty()) {
+            continue;
+        }
         let at = format!("hooks.{}", event.name);
         let Kind::Seq(groups) = &groups.kind else {
             t.problems
@@ -286,6 +290,10 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             continue;
         };
         let mut list = Vec::new();
+        // How often each command has come up in this event: the second
+        // hook with the same command gets its own position (`[cmd]#2`,
+        // as `layers::merge` looks it up).
+        let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
         for group in groups {
             if !matches!(group.kind, Kind::Map(_)) {
                 t.problems
@@ -315,12 +323,14 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                     ));
                     continue;
                 };
+                let n = seen.entry(command.to_string()).or_default();
+                *n += 1;
+                let item = super::layers::nth_item_key(&at, command, *n);
                 let mut entry = Map::new();
                 if let Some(m) = &matcher {
                     entry.insert("matcher".into(), Value::String(m.clone()));
                     if let Some(mp) = group.get("matcher") {
-                        t.positions
-                            .push((format!("{at}[{command}].matcher"), mp.pos));
+                        t.positions.push((format!("{item}.matcher"), mp.pos));
                     }
                 }
                 entry.insert("command".into(), Value::String(command.into()));
@@ -335,7 +345,7 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                 // A hook is shown at its matcher when it has one: the part
                 // most often wrong.
                 let item_pos = group.get("matcher").map_or(h.pos, |m| m.pos);
-                t.positions.push((format!("{at}[{command}]"), item_pos));
+                t.positions.push((item, item_pos));
                 list.push(Value::Object(entry));
             }
         }

@@ -958,3 +958,27 @@ fn claude_code_variables_in_the_settings_env_apply_to_cadre_in_a_trusted_folder(
     p.run(Some(&s), &["run", "go"]).ok();
     assert_eq!(s.request(0).json["max_tokens"], 999);
 }
+
+#[test]
+fn config_show_places_each_hook_and_leaves_out_empty_hook_lists() {
+    let p = repo();
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"./check.sh\"}]},\n      {\"matcher\": \"Edit\", \"hooks\": [{\"type\": \"command\", \"command\": \"./check.sh\"}]}\n    ],\n    \"PostToolUse\": []\n  }\n}\n",
+    );
+    let v = p.run(None, &["config", "show", "--json"]).json();
+    let hooks = &v["items"]["hooks.PreToolUse"];
+    assert_eq!(hooks[0]["origin"]["line"], 4, "{hooks}");
+    assert_eq!(hooks[1]["origin"]["line"], 5, "{hooks}");
+    assert!(
+        v["origins"].get("hooks.PostToolUse").is_none(),
+        "{}",
+        v["origins"]
+    );
+    let out = p.run(None, &["config", "show", "--origin"]);
+    assert!(
+        out.stdout.contains("hooks.PostToolUse = []    # default"),
+        "{}",
+        out.stdout
+    );
+}
