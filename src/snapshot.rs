@@ -176,7 +176,8 @@ pub fn build_after(
     );
 
     let mut diagnostics = config.diagnostics.clone();
-    diagnostics.extend(check_settings(&config));
+    let known_tools: Vec<&str> = tools.names().collect();
+    diagnostics.extend(check_settings(&config, &known_tools));
     diagnostics.extend(mcp_diags);
     diagnostics.extend(memory_diags);
     diagnostics.extend(template_diags);
@@ -282,18 +283,36 @@ fn check_skill_rules(skills: &catalog::Skills) -> Vec<Diagnostic> {
 /// own — permission rules and hook matchers (regexes) — once, here, each
 /// problem at the position of the layer that wrote it. A bad rule or
 /// matcher is an error diagnostic; the rest of the settings still load.
-fn check_settings(config: &LoadedConfig) -> Vec<Diagnostic> {
+fn check_settings(config: &LoadedConfig, known_tools: &[&str]) -> Vec<Diagnostic> {
     use crate::diagnostic::Severity;
     let mut out = Vec::new();
     let at = |list: &str, item: &str, msg: String| match config.origins.of_item(list, item) {
         Some(o) => o.diagnostic(Severity::Error, msg),
         None => Diagnostic::error(Some(Path::new("settings")), None, msg),
     };
+    let warn = |list: &str, item: &str, msg: String| match config.origins.of_item(list, item) {
+        Some(o) => o.diagnostic(Severity::Warning, msg),
+        None => Diagnostic::warning(Some(Path::new("settings")), None, msg),
+    };
     let p = &config.settings.permissions;
     for (name, list) in [("allow", &p.allow), ("ask", &p.ask), ("deny", &p.deny)] {
+        let list_name = format!("permissions.{name}");
         for rule in list {
-            if let Err(e) = crate::permissions::Rule::parse(rule) {
-                out.push(at(&format!("permissions.{name}"), rule, e));
+            match crate::permissions::Rule::parse(rule) {
+                Err(e) => out.push(at(&list_name, rule, e)),
+                Ok(r) => {
+                    if let Some(why) = r.never_matches() {
+                        out.push(warn(&list_name, rule, why));
+                    } else if let Some(tool) = r.tool()
+                        && !known_tools.contains(&tool)
+                    {
+                        out.push(warn(
+                            &list_name,
+                            rule,
+                            format!("permission rule '{rule}': cadre has no tool named `{tool}`, so it never matches"),
+                        ));
+                    }
+                }
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Skills, in Claude Code's format: a folder holding `SKILL.md`, whose
-//! YAML frontmatter gives `name`, `description`, `allowed-tools` and
-//! `model`, and whose body is the instructions the model loads on demand.
+//! YAML frontmatter gives `name`, `description`, `allowed-tools`,
+//! `model`, `when_to_use` and `disable-model-invocation` (the other keys
+//! of Claude Code and the Agent Skills format are accepted), and whose body is the instructions the model loads on demand.
 //!
 //! Folders are read from plugins' `skills/` folders (named
 //! `PLUGIN:NAME`, as Claude Code names them), `~/.claude/skills/*/` (user) and from
@@ -58,6 +59,12 @@ pub struct Skill {
     /// `allowed-tools`, as written (after tokenising); `None` when absent.
     pub allowed_tools: Option<Vec<String>>,
     pub model: Option<String>,
+    /// `when_to_use`: more on when the model should load the skill, shown
+    /// after the description in the listing the model sees.
+    pub when_to_use: Option<String>,
+    /// `false` with `disable-model-invocation: true`: the model is not told
+    /// of the skill and the Skill tool does not load it.
+    pub model_invocable: bool,
     /// The instructions: the file after its frontmatter.
     pub body: String,
 }
@@ -186,6 +193,33 @@ fn read_text(path: &Path) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "not a UTF-8 text file; skipped".to_string())
 }
 
+/// The frontmatter keys a `SKILL.md` may have: the Agent Skills format's
+/// (`name`, `description`, `license`, `compatibility`, `metadata`,
+/// `allowed-tools`) and Claude Code's. Those cadre does not act on are
+/// accepted quietly; docs/skills.md says which.
+const KNOWN_KEYS: &[&str] = &[
+    "name",
+    "description",
+    "allowed-tools",
+    "model",
+    "license",
+    "compatibility",
+    "metadata",
+    "version",
+    "when_to_use",
+    "argument-hint",
+    "arguments",
+    "disable-model-invocation",
+    "user-invocable",
+    "disallowed-tools",
+    "effort",
+    "paths",
+    "context",
+    "agent",
+    "hooks",
+    "shell",
+];
+
 /// Parses one `SKILL.md`. The name defaults to the folder's name.
 pub fn parse_skill(
     path: &Path,
@@ -219,10 +253,7 @@ pub fn parse_skill(
         }
     };
     for (key, _) in doc.entries() {
-        if !matches!(
-            key.name.as_str(),
-            "name" | "description" | "allowed-tools" | "model" | "license" | "metadata" | "version"
-        ) {
+        if !KNOWN_KEYS.contains(&key.name.as_str()) {
             diags.push(Diagnostic::warning(
                 Some(path),
                 Some(at(key.pos)),
@@ -279,6 +310,22 @@ pub fn parse_skill(
         .get("allowed-tools")
         .and_then(|v| tools(v, path, &at, &mut diags));
     let model = string("model", &mut diags);
+    let when_to_use = string("when_to_use", &mut diags);
+    let model_invocable = match doc.get("disable-model-invocation").map(|v| &v.kind) {
+        None | Some(Kind::Bool(false) | Kind::Null) => true,
+        Some(Kind::Bool(true)) => false,
+        Some(_) => {
+            let pos = doc
+                .get("disable-model-invocation")
+                .map_or(Pos::START, |n| at(n.pos));
+            diags.push(Diagnostic::warning(
+                Some(path),
+                Some(pos),
+                "disable-model-invocation: expected true or false; ignored",
+            ));
+            true
+        }
+    };
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let skill = Skill {
         name,
@@ -288,6 +335,8 @@ pub fn parse_skill(
         path: path.to_path_buf(),
         allowed_tools,
         model,
+        when_to_use,
+        model_invocable,
         body: fm.body.trim().to_string(),
     };
     (Some(skill), diags)

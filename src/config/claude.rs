@@ -283,6 +283,10 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             t.ignored.push((format!("hooks.{}", event.name), event.pos));
             continue;
         }
+        // An empty list asks for nothing: it is not shown as a setting.
+        if matches!(&groups.kind, Kind::Seq(g) if g.is_empty()) {
+            continue;
+        }
         let at = format!("hooks.{}", event.name);
         let Kind::Seq(groups) = &groups.kind else {
             t.problems
@@ -290,6 +294,10 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             continue;
         };
         let mut list = Vec::new();
+        // How often each command has come up in this event: the second
+        // hook with the same command gets its own position (`[cmd]#2`,
+        // as `layers::merge` looks it up).
+        let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
         for group in groups {
             if !matches!(group.kind, Kind::Map(_)) {
                 t.problems
@@ -327,14 +335,15 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                         continue;
                     }
                 };
+                let n = seen.entry(entry.command.clone()).or_default();
+                *n += 1;
+                let item = super::layers::nth_item_key(&at, &entry.command, *n);
                 if matcher.is_some()
                     && let Some(mp) = group.get("matcher")
                 {
-                    t.positions
-                        .push((format!("{at}[{}].matcher", entry.command), mp.pos));
+                    t.positions.push((format!("{item}.matcher"), mp.pos));
                 }
                 entry.matcher = matcher.clone();
-                let command = entry.command.clone();
                 let Ok(Value::Object(mut entry)) = serde_json::to_value(&entry) else {
                     continue;
                 };
@@ -348,7 +357,7 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                 // A hook is shown at its matcher when it has one: the part
                 // most often wrong.
                 let item_pos = group.get("matcher").map_or(h.pos, |m| m.pos);
-                t.positions.push((format!("{at}[{command}]"), item_pos));
+                t.positions.push((item, item_pos));
                 list.push(Value::Object(entry));
             }
         }

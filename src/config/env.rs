@@ -53,10 +53,17 @@ const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
         "features.AGENT_TEAMS",
     ),
     ("ANTHROPIC_MODEL", "provider.model"),
+    ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "provider.max_tokens"),
+    ("MAX_THINKING_TOKENS", "provider.thinking_budget"),
+    ("BASH_DEFAULT_TIMEOUT_MS", "bash.default_timeout_ms"),
+    ("BASH_MAX_TIMEOUT_MS", "bash.max_timeout_ms"),
 ];
 
 /// The environment layer: Claude Code's variables that have a cadre
-/// meaning, then `CADRE_A__B=v` → `{a: {b: v}}`. Segments are lowercased,
+/// meaning — read from the settings' `env` table (the layers below,
+/// `acc`, where a project's `env` counts only in a trusted folder) before
+/// the process environment, since Claude Code applies its settings' `env`
+/// over the shell's — then `CADRE_A__B=v` → `{a: {b: v}}`. Segments are lowercased,
 /// except the names inside open tables (`[models]`, `[features]`, …): those
 /// take the case of the key they override in a lower layer (`acc`), or stay
 /// as written when no such key exists.
@@ -72,10 +79,19 @@ pub(super) fn env_layer(
         insert_path(&mut doc.value, &segments, value);
         doc.vars.insert(key, var.to_string());
     };
+    let settings_env = acc.get("env").and_then(Value::as_object);
     for (var, key) in CLAUDE_CODE_ENV {
-        let Some(text) = input.env_var(var) else {
+        let from_settings = settings_env
+            .and_then(|e| e.get(*var))
+            .and_then(Value::as_str);
+        let Some(text) = from_settings.or_else(|| input.env_var(var)) else {
             continue;
         };
+        let origin = match from_settings {
+            Some(_) => format!("{var} (settings env)"),
+            None => var.to_string(),
+        };
+        let var = origin.as_str();
         let value = match *key {
             "mode" => Value::String(
                 if matches!(text.trim(), "1" | "true") {

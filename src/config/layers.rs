@@ -292,6 +292,16 @@ fn replaced_whole(key: &str) -> bool {
     )
 }
 
+/// The position key of the `n`th item (from 1) with the text `text` in
+/// the list `list` of one layer: `list[text]`, then `list[text]#2`, …
+pub fn nth_item_key(list: &str, text: &str, n: usize) -> String {
+    if n <= 1 {
+        format!("{list}[{text}]")
+    } else {
+        format!("{list}[{text}]#{n}")
+    }
+}
+
 /// The text an item of a merged list is known by (a rule, a folder, a
 /// hook's command).
 pub fn item_text(v: &Value) -> String {
@@ -368,11 +378,14 @@ fn merge_at(
                 }
                 if let Value::Array(list) = slot {
                     let added = origins.items.entry(key.clone()).or_default();
+                    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
                     for item in items {
+                        let text = item_text(item);
+                        let n = seen.entry(text.clone()).or_default();
+                        *n += 1;
                         if !list.contains(item) {
                             list.push(item.clone());
-                            let text = item_text(item);
-                            let o = layer.origin(&format!("{key}[{text}]"));
+                            let o = layer.origin(&nth_item_key(&key, &text, *n));
                             added.push((text, o));
                         }
                     }

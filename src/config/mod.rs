@@ -37,9 +37,10 @@ pub use load::{
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS, DistributedSettings,
-    HookConfig, HookSettings, McpServerConfig, ModelPrice, PermissionSettings, ProviderKind,
-    ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings,
-    TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings, WebSearchSettings,
+    AgentSettings, BashSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS,
+    DistributedSettings, HookConfig, HookSettings, McpServerConfig, ModelPrice, PermissionSettings,
+    ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend,
+    Settings, TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings,
+    WebSearchSettings,
 };
 pub use trust::Skipped;

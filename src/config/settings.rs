@@ -56,6 +56,8 @@ pub struct Settings {
     pub enabled_mcpjson_servers: Vec<String>,
     /// `.mcp.json` servers that never start (`disabledMcpjsonServers`).
     pub disabled_mcpjson_servers: Vec<String>,
+    /// The Bash tool's timeouts.
+    pub bash: BashSettings,
     /// The WebFetch tool's limits and its small model.
     pub web_fetch: WebFetchSettings,
     /// Where the WebSearch tool searches.
@@ -86,6 +88,26 @@ impl Settings {
     /// names one.
     pub fn mode_main_agent(&self) -> Option<&str> {
         self.modes.get(self.mode.as_str())?.main_agent.as_deref()
+    }
+}
+
+/// `[bash]`: the Bash tool's timeouts (Claude Code's
+/// `BASH_DEFAULT_TIMEOUT_MS` and `BASH_MAX_TIMEOUT_MS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BashSettings {
+    /// The timeout of a call that gives none, in milliseconds.
+    pub default_timeout_ms: u64,
+    /// The largest timeout a call may ask for, in milliseconds.
+    pub max_timeout_ms: u64,
+}
+
+impl Default for BashSettings {
+    fn default() -> Self {
+        BashSettings {
+            default_timeout_ms: 120_000,
+            max_timeout_ms: 600_000,
+        }
     }
 }
 
@@ -212,6 +234,7 @@ impl Default for Settings {
             enable_all_project_mcp_servers: false,
             enabled_mcpjson_servers: Vec::new(),
             disabled_mcpjson_servers: Vec::new(),
+            bash: BashSettings::default(),
             web_fetch: WebFetchSettings::default(),
             web_search: WebSearchSettings::default(),
             effort_levels: BTreeMap::new(),

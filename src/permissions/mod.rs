@@ -10,8 +10,11 @@
 //! - `mcp__server__*` (or `mcp__server`): every tool of one MCP server;
 //!   `mcp__*` every MCP tool.
 //! - `Bash(prefix:*)` / `Bash(prefix *)`: commands whose words start with
-//!   the words of `prefix`; `Bash(cmd)`: exactly that command. Commands are
-//!   parsed first ([`shell`]), and rules apply to each simple command.
+//!   the words of `prefix`; `Bash(cmd)`: exactly that command; a `*`
+//!   elsewhere (`Bash(npm*)`, `Bash(git * --dry-run)`) stands for any
+//!   text, across words. Leading `NAME=value` words are assignments the
+//!   command must make itself. Commands are parsed first ([`shell`]), and
+//!   rules apply to each simple command.
 //! - `Tool(glob)` for path tools: `Read`, `Write`, `Edit`, `Glob`, `Grep`.
 //! - `Agent(T)` / `Task(T)`: spawning agents of type `T`.
 //! - `Skill(name)`: loading that skill.
@@ -192,10 +195,13 @@ enum RuleKind {
     Tool(String),
     /// Every tool whose name starts with this (MCP servers).
     ToolPrefix(String),
-    /// Bash commands whose words start with these words.
-    BashPrefix(Vec<String>),
-    /// Exactly this Bash command (as words).
-    BashExact(Vec<String>),
+    /// Bash commands: the rule's leading assignments (name, value; `*` in
+    /// a value stands for any text), each of which the command must make
+    /// itself, and its words.
+    Bash {
+        env: Vec<(String, String)>,
+        words: BashWords,
+    },
     /// Path tools whose target path matches.
     Path {
         tools: &'static [&'static str],
@@ -210,6 +216,29 @@ enum RuleKind {
     /// Skill calls loading this skill.
     SkillName(String),
 }
+
+/// The words of a Bash rule.
+#[derive(Debug, Clone)]
+enum BashWords {
+    /// Commands whose words start with these words (`git status:*`,
+    /// `git status *`: the one `*` at the end).
+    Prefix(Vec<String>),
+    /// Exactly this command (as words).
+    Exact(Vec<String>),
+    /// A `*` elsewhere (`npm*`, `git * --dry-run`): the words joined by
+    /// [`WORD_GAP`], where each `*` stands for any text, word gaps
+    /// included.
+    Wild(String),
+}
+
+/// What stands between two words when a [`BashWords::Wild`] pattern is
+/// matched: a character no shell word can hold, so a space inside one
+/// quoted word never passes for a gap between two.
+const WORD_GAP: char = '\0';
+
+/// What stands for a rule's `*` while its words are split like a command's
+/// (so the shell parse does not read it as a glob).
+const STAR: char = '\u{E000}';
 
 /// What a path rule's glob is relative to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +274,51 @@ impl Rule {
         &self.text
     }
 
+    /// The tool the rule names, by its current name (`Task(x)` names
+    /// `Agent`); `None` for a rule over MCP names.
+    pub fn tool(&self) -> Option<&str> {
+        match &self.kind {
+            RuleKind::ToolPrefix(_) => None,
+            RuleKind::Tool(name) if name.starts_with("mcp__") => None,
+            _ => {
+                let t = self.text.trim();
+                Some(canonical_tool(t.split('(').next().unwrap_or(t)))
+            }
+        }
+    }
+
+    /// Why a well-formed rule can still never match a call, if it cannot:
+    /// a Bash rule whose text is more than one command (a rule is matched
+    /// against each simple command on its own).
+    pub fn never_matches(&self) -> Option<String> {
+        let RuleKind::Bash { .. } = &self.kind else {
+            return None;
+        };
+        let t = self.text.trim();
+        let spec = t
+            .split_once('(')
+            .and_then(|(_, rest)| rest.strip_suffix(')'))?;
+        let spec = spec.trim();
+        let body = spec
+            .strip_suffix(":*")
+            .or_else(|| spec.strip_suffix(" *"))
+            .unwrap_or(spec);
+        let p = shell::parse(&body.replace('*', &STAR.to_string()));
+        (p.commands.len() > 1).then(|| {
+            let shown: Vec<String> = p
+                .commands
+                .iter()
+                .map(|c| with_env(c).replace(STAR, "*"))
+                .collect();
+            format!(
+                "permission rule '{}' holds {} commands ({}), but a rule is matched against one command at a time, so it never matches; write one rule for each",
+                self.text,
+                p.commands.len(),
+                shown.join(", ")
+            )
+        })
+    }
+
     /// Where the rule was written, if known.
     pub fn origin(&self) -> Option<&str> {
         self.origin.as_deref()
@@ -270,7 +344,7 @@ impl Rule {
         match &self.kind {
             RuleKind::Tool(name) => Match::from(name == tool),
             RuleKind::ToolPrefix(prefix) => Match::from(tool.starts_with(prefix.as_str())),
-            RuleKind::BashPrefix(_) | RuleKind::BashExact(_) => match &call.bash {
+            RuleKind::Bash { .. } => match &call.bash {
                 Some(b) if tool == "Bash" => self.match_bash(b),
                 _ => Match::No,
             },
@@ -353,47 +427,138 @@ impl Rule {
         matches!(&self.kind, RuleKind::Tool(name) if name == "Bash")
     }
 
-    /// Matches one simple command word by word. `loose` (deny and ask
-    /// rules) also matches a command run by path (`/bin/rm` for `rm`) and
-    /// answers `Maybe` where an unknown word could make it match.
+    /// Matches one simple command: the rule's assignments against the
+    /// command's own, then its words. `loose` (deny and ask rules) also
+    /// matches a command run by path (`/bin/rm` for `rm`) and answers
+    /// `Maybe` where an unknown word could make it match.
     fn match_command(&self, c: &SimpleCommand, loose: bool) -> Match {
-        let (rule, prefix) = match &self.kind {
-            RuleKind::BashPrefix(w) => (w, true),
-            RuleKind::BashExact(w) => (w, false),
-            _ => return Match::No,
+        let RuleKind::Bash { env, words } = &self.kind else {
+            return Match::No;
         };
-        for (i, r) in rule.iter().enumerate() {
-            let Some(w) = c.words.get(i) else {
-                return Match::No;
-            };
-            match w {
-                Word::Known(w) => {
-                    let same = w == r
-                        || (loose && i == 0 && w.contains('/') && w.rsplit('/').next() == Some(r));
-                    if !same {
-                        return Match::No;
-                    }
-                }
-                // An expansion may stand for any number of words.
-                Word::Unknown(_) => return if loose { Match::Maybe } else { Match::No },
+        let mut by_env = Match::Yes;
+        for (name, value) in env {
+            match c.env.iter().rev().find(|(n, _)| n == name) {
+                Some((_, Word::Known(v))) if wild_match(value, v) => {}
+                Some((_, Word::Unknown(_))) if loose => by_env = Match::Maybe,
+                _ => return Match::No,
             }
         }
-        if prefix || c.words.len() == rule.len() {
-            return Match::Yes;
-        }
-        let rest_unknown = c.words[rule.len()..]
-            .iter()
-            .all(|w| matches!(w, Word::Unknown(_)));
-        if loose && rest_unknown {
-            Match::Maybe
-        } else {
-            Match::No
-        }
+        let by_words = match words {
+            BashWords::Prefix(w) => match_words(w, true, c, loose),
+            BashWords::Exact(w) => match_words(w, false, c, loose),
+            BashWords::Wild(p) => match_wild(p, c, loose),
+        };
+        by_env.min(by_words)
     }
 }
 
-/// How sure a rule is to apply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A Bash prefix or exact rule's words against a command, word by word.
+fn match_words(rule: &[String], prefix: bool, c: &SimpleCommand, loose: bool) -> Match {
+    for (i, r) in rule.iter().enumerate() {
+        let Some(w) = c.words.get(i) else {
+            return Match::No;
+        };
+        match w {
+            Word::Known(w) => {
+                let same = w == r
+                    || (loose && i == 0 && w.contains('/') && w.rsplit('/').next() == Some(r));
+                if !same {
+                    return Match::No;
+                }
+            }
+            // An expansion may stand for any number of words.
+            Word::Unknown(_) => return if loose { Match::Maybe } else { Match::No },
+        }
+    }
+    if prefix || c.words.len() == rule.len() {
+        return Match::Yes;
+    }
+    let rest_unknown = c.words[rule.len()..]
+        .iter()
+        .all(|w| matches!(w, Word::Unknown(_)));
+    if loose && rest_unknown {
+        Match::Maybe
+    } else {
+        Match::No
+    }
+}
+
+/// A wildcard rule against a command: its known words joined by
+/// [`WORD_GAP`] must match the pattern. A word holding the gap character
+/// matches nothing strictly. Loosely, a command run by path is also tried
+/// by its base name, and an unknown word answers `Maybe` when the known
+/// words before it agree with the pattern's text up to its first `*`.
+fn match_wild(pattern: &str, c: &SimpleCommand, loose: bool) -> Match {
+    let known: Vec<&str> = c.words.iter().map_while(Word::known).collect();
+    let gap = WORD_GAP.to_string();
+    let mut subjects = vec![known.join(&gap)];
+    if loose
+        && let Some(first) = known.first()
+        && let Some((_, base)) = first.rsplit_once('/')
+    {
+        let mut k = known.clone();
+        k[0] = base;
+        subjects.push(k.join(&gap));
+    }
+    if known.len() == c.words.len() {
+        if known.iter().any(|w| w.contains(WORD_GAP)) {
+            return if loose { Match::Maybe } else { Match::No };
+        }
+        return Match::from(subjects.iter().any(|s| wild_match(pattern, s)));
+    }
+    if !loose {
+        return Match::No;
+    }
+    // Some word is only known when the shell runs. A pattern ending in
+    // `*` that matches the known words and a gap matches whatever follows.
+    if pattern.ends_with('*')
+        && subjects
+            .iter()
+            .any(|s| !s.is_empty() && wild_match(pattern, &format!("{s}{WORD_GAP}")))
+    {
+        return Match::Yes;
+    }
+    let head = pattern.split('*').next().unwrap_or("");
+    let agrees = subjects.iter().any(|s| {
+        let s = if s.is_empty() {
+            String::new()
+        } else {
+            format!("{s}{WORD_GAP}")
+        };
+        s.starts_with(head) || head.starts_with(&s)
+    });
+    if agrees { Match::Maybe } else { Match::No }
+}
+
+/// Whether `text` matches `pattern`, where each `*` stands for any text
+/// (none included) and every other character for itself.
+fn wild_match(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0, 0);
+    // The last `*` seen and the text position it was tried from.
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if let Some((sp, st)) = star {
+            // Let the last `*` take one more character.
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// How sure a rule is to apply (ordered: `No` < `Maybe` < `Yes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Match {
     No,
     /// The command cannot be resolved well enough to tell.
@@ -514,10 +679,14 @@ fn rule_words(text: &str) -> Vec<String> {
     let p = shell::parse(text);
     match p.commands.as_slice() {
         [one] if p.uncertain.is_empty() => {
-            let known: Option<Vec<String>> = one
-                .words
+            // Leading assignments stay words here (`FOO=1 cmd`); the
+            // rule reads them back as its own assignments.
+            let env = one
+                .env
                 .iter()
-                .map(|w| w.known().map(str::to_string))
+                .map(|(n, v)| v.known().map(|v| format!("{n}={v}")));
+            let known: Option<Vec<String>> = env
+                .chain(one.words.iter().map(|w| w.known().map(str::to_string)))
                 .collect();
             if let Some(k) = known {
                 return k;
@@ -526,6 +695,62 @@ fn rule_words(text: &str) -> Vec<String> {
         _ => {}
     }
     text.split_whitespace().map(str::to_string).collect()
+}
+
+/// A `Bash(…)` rule's specifier, read as Claude Code reads it: a `*`
+/// stands for any text, across words (`npm*` covers `npm test` and
+/// `npmx`); a specifier whose one `*` ends it after a space or a colon
+/// (`git status *`, `git status:*`) is a prefix of words, so it also
+/// covers `git status` alone. Leading `NAME=value` words are assignments
+/// the command must make itself.
+fn bash_rule(spec: &str) -> Result<RuleKind, String> {
+    if spec.contains([STAR, WORD_GAP]) {
+        return Err("the specifier holds a character no command can have".to_string());
+    }
+    let (body, trailing) = match spec.strip_suffix(":*").or_else(|| spec.strip_suffix(" *")) {
+        Some(body) => (body.trim_end(), true),
+        None => (spec, false),
+    };
+    let wild = body.contains('*');
+    let text = if wild { spec } else { body };
+    let mut words: Vec<String> = rule_words(&text.replace('*', &STAR.to_string()))
+        .into_iter()
+        .map(|w| w.replace(STAR, "*"))
+        .collect();
+    let assignments = words.iter().take_while(|w| assignment(w).is_some()).count();
+    let env: Vec<(String, String)> = words
+        .drain(..assignments)
+        .filter_map(|w| assignment(&w).map(|(n, v)| (n.to_string(), v.to_string())))
+        .collect();
+    if words.is_empty() && env.is_empty() {
+        return Err("empty command prefix; write `Bash` to mean every command".to_string());
+    }
+    let words = if wild {
+        // `git * push:*` ends as `git * push *` would.
+        if let Some(last) = words.last_mut()
+            && let Some(head) = last.strip_suffix(":*")
+        {
+            *last = head.to_string();
+            words.push("*".to_string());
+        }
+        BashWords::Wild(words.join(&WORD_GAP.to_string()))
+    } else if trailing {
+        BashWords::Prefix(words)
+    } else {
+        BashWords::Exact(words)
+    };
+    Ok(RuleKind::Bash { env, words })
+}
+
+/// `NAME=value` as a leading shell assignment: the name and the value.
+fn assignment(word: &str) -> Option<(&str, &str)> {
+    let (name, value) = word.split_once('=')?;
+    let mut chars = name.chars();
+    let valid = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    valid.then_some((name, value))
 }
 
 /// Older tool names as their current ones (`Task` is `Agent`, `MultiEdit`
@@ -596,19 +821,7 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
         return Ok(RuleKind::Tool(canonical_tool(tool).to_string()));
     }
     match canonical_tool(tool) {
-        "Bash" => {
-            if let Some(prefix) = spec.strip_suffix(":*").or_else(|| spec.strip_suffix(" *")) {
-                let prefix = prefix.trim_end();
-                if prefix.is_empty() {
-                    return Err(
-                        "empty command prefix; write `Bash` to mean every command".to_string()
-                    );
-                }
-                Ok(RuleKind::BashPrefix(rule_words(prefix)))
-            } else {
-                Ok(RuleKind::BashExact(rule_words(spec)))
-            }
-        }
+        "Bash" => bash_rule(spec),
         "Agent" => plain_name(spec, "an agent type").map(RuleKind::AgentType),
         "Skill" => plain_name(spec, "a skill name").map(RuleKind::SkillName),
         "WebFetch" => {
@@ -823,15 +1036,9 @@ impl Rules {
             if !b.parsed.uncertain.is_empty() || b.parsed.commands.is_empty() {
                 return None;
             }
-            // Prefix rules name programs; they do not cover a changed
-            // environment or a file written outside the allowed folders.
-            if b.parsed
-                .assignments
-                .iter()
-                .any(|a| !SAFE_VARIABLES.contains(&a.as_str()))
-            {
-                return None;
-            }
+            // Rules name programs; they do not cover a file written
+            // outside the allowed folders, nor a changed environment that
+            // the rule does not write out itself.
             if !b
                 .writes
                 .iter()
@@ -839,17 +1046,32 @@ impl Rules {
             {
                 return None;
             }
+            let mut unsafe_sets: Vec<&str> = b
+                .parsed
+                .assignments
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !SAFE_VARIABLES.contains(a))
+                .collect();
             let mut by: Vec<String> = Vec::new();
             for c in &b.parsed.commands {
                 let r = self
                     .allow
                     .iter()
                     .find(|r| r.match_command(c, false) == Match::Yes)?;
+                // An assignment the rule names is covered, once.
+                if let RuleKind::Bash { env, .. } = &r.kind {
+                    for (name, _) in env {
+                        if let Some(i) = unsafe_sets.iter().position(|a| a == name) {
+                            unsafe_sets.remove(i);
+                        }
+                    }
+                }
                 if !by.contains(&r.text) {
                     by.push(r.text.clone());
                 }
             }
-            return Some(by);
+            return unsafe_sets.is_empty().then_some(by);
         }
         self.allow
             .iter()
@@ -880,9 +1102,14 @@ fn uncertainty(call: &Call) -> Vec<Doubt> {
         .parsed
         .commands
         .iter()
-        .filter(|c| c.words.iter().any(|w| matches!(w, Word::Unknown(_))))
+        .filter(|c| {
+            c.words
+                .iter()
+                .chain(c.env.iter().map(|(_, v)| v))
+                .any(|w| matches!(w, Word::Unknown(_)))
+        })
         .map(|c| Doubt::UnknownWords {
-            command: c.display(),
+            command: with_env(c),
         })
         .collect();
     for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
@@ -896,6 +1123,20 @@ fn uncertainty(call: &Call) -> Vec<Doubt> {
         }
     }
     doubts
+}
+
+/// A simple command as displayed, with its own assignments in front.
+fn with_env(c: &SimpleCommand) -> String {
+    let mut out: Vec<String> = c
+        .env
+        .iter()
+        .map(|(n, v)| match v {
+            Word::Known(v) => format!("{n}={}", shell::quote(v)),
+            Word::Unknown(raw) => format!("{n}={raw}"),
+        })
+        .collect();
+    out.push(c.display());
+    out.join(" ")
 }
 
 /// Why no Bash prefix rule could allow this command, when the reason is not
@@ -914,6 +1155,7 @@ fn not_coverable(call: &Call, dirs: &[PathBuf]) -> Vec<Doubt> {
         .filter(|a| !SAFE_VARIABLES.contains(&a.as_str()))
         .map(|a| Doubt::SetsVariable { name: a.clone() })
         .collect();
+    why.dedup();
     for (w, r) in b.parsed.writes.iter().zip(&b.writes) {
         match r {
             Some(p) if p.within(dirs) => {}

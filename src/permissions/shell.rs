@@ -48,6 +48,9 @@ impl Word {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimpleCommand {
     pub words: Vec<Word>,
+    /// The command's own leading assignments (`FOO=1 cmd`), name and
+    /// value, in order; empty for a command run through a wrapper.
+    pub env: Vec<(String, Word)>,
 }
 
 impl SimpleCommand {
@@ -67,7 +70,7 @@ impl SimpleCommand {
 
 /// Quotes a word for display when it holds anything a shell would split or
 /// interpret.
-fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     let plain = !s.is_empty()
         && s.chars().all(|c| {
             c.is_ascii_alphanumeric()
@@ -511,6 +514,7 @@ impl Walker {
 
     fn simple(&mut self, s: &ast::SimpleCommand, depth: usize) {
         let mut words = Vec::new();
+        let mut env = Vec::new();
         for item in s.prefix.iter().flat_map(|p| p.0.iter()) {
             match item {
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, _) => {
@@ -523,8 +527,9 @@ impl Walker {
                             n.clone()
                         }
                     };
-                    self.out.assignments.push(name);
-                    self.assignment(a, depth);
+                    self.out.assignments.push(name.clone());
+                    let value = self.assignment(a, depth);
+                    env.push((name, value));
                 }
                 other => self.item(other, &mut words, depth),
             }
@@ -536,15 +541,14 @@ impl Walker {
             self.item(item, &mut words, depth);
         }
         if !words.is_empty() {
-            self.run(words, depth);
+            self.run(words, env, depth);
         }
     }
 
-    fn assignment(&mut self, a: &ast::Assignment, depth: usize) {
+    /// Walks an assignment's value; returns it (an array as unknown).
+    fn assignment(&mut self, a: &ast::Assignment, depth: usize) -> Word {
         match &a.value {
-            ast::AssignmentValue::Scalar(w) => {
-                self.word(&w.value, depth);
-            }
+            ast::AssignmentValue::Scalar(w) => self.word(&w.value, depth),
             ast::AssignmentValue::Array(items) => {
                 for (k, v) in items {
                     if let Some(k) = k {
@@ -552,6 +556,7 @@ impl Walker {
                     }
                     self.word(&v.value, depth);
                 }
+                Word::Unknown(a.to_string())
             }
         }
     }
@@ -652,7 +657,7 @@ impl Walker {
     }
 
     /// Records a simple command and whatever it runs in turn.
-    fn run(&mut self, words: Vec<Word>, depth: usize) {
+    fn run(&mut self, words: Vec<Word>, env: Vec<(String, Word)>, depth: usize) {
         match words.first() {
             Some(Word::Unknown(raw)) => {
                 self.uncertain(ShellDoubt::UnknownName { word: raw.clone() });
@@ -670,14 +675,14 @@ impl Walker {
             self.out.changes_dir = true;
         }
         let inner = look_through(&words);
-        self.out.commands.push(SimpleCommand { words });
+        self.out.commands.push(SimpleCommand { words, env });
         for i in inner {
             match i {
                 Inner::Command(words) => {
                     if depth + 1 > MAX_DEPTH {
                         self.uncertain(ShellDoubt::NestedWrappers { max: MAX_DEPTH });
                     } else if !words.is_empty() {
-                        self.run(words, depth + 1);
+                        self.run(words, Vec::new(), depth + 1);
                     }
                 }
                 Inner::Source(src) => self.source(&src, depth + 1),

@@ -885,3 +885,98 @@ fn legacy_tool_names_in_rules_mean_their_successors() {
     );
     assert_eq!(r.denies_whole_tool("Glob"), Some("LS"));
 }
+
+#[test]
+#[rustfmt::skip] // one table row per line
+fn wildcards_anywhere_in_bash_rules() {
+    const D: &str = "ask: permission mode 'default'";
+    const NPM: &[&str] = &["Bash(npm*)"];
+    const DRY: &[&str] = &["Bash(git * --dry-run)"];
+    check(vec![
+        // `*` with no space before it is no word boundary: `npm*` covers `npmx` and `npm test`.
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm"), "allow")),
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm test"), "allow")),
+        with(NPM, &[], &[], case(Default, "Bash", bash("npmx install"), "allow")),
+        with(NPM, &[], &[], case(Default, "Bash", bash("pnpm test"), D)),
+        // Every part of a compound command must still be covered.
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm test && rm -rf x"), D)),
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm test; rm -rf x"), D)),
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm test $(rm -rf x)"), D)),
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm test | sh"), "ask: permission mode 'default'; no Bash rule can allow this command: `sh` runs commands read from its standard input")),
+        // A `*` in the middle stands for any words, and the text after it must end the command.
+        with(DRY, &[], &[], case(Default, "Bash", bash("git push --dry-run"), "allow")),
+        with(DRY, &[], &[], case(Default, "Bash", bash("git push origin main --dry-run"), "allow")),
+        with(DRY, &[], &[], case(Default, "Bash", bash("git push --dry-run --force"), D)),
+        with(DRY, &[], &[], case(Default, "Bash", bash("git --dry-run"), D)),
+        // The rule's spaces are word gaps: a quoted space is not one.
+        with(DRY, &[], &[], case(Default, "Bash", bash("git push 'x --dry-run'"), D)),
+        with(DRY, &[], &[], case(Default, "Bash", bash("git push x--dry-run"), D)),
+        // A leading `*` may stand for the program too, as the rule says.
+        with(&["Bash(* --version)"], &[], &[], case(Default, "Bash", bash("node --version"), "allow")),
+        with(&["Bash(* --version)"], &[], &[], case(Default, "Bash", bash("node --version && rm x"), D)),
+        // `:*` before the end is two characters of the command; at the end, after other `*`, a word gap and any text.
+        with(&["Bash(git * log:*)"], &[], &[], case(Default, "Bash", bash("git -C x log --oneline"), "allow")),
+        with(&["Bash(git * log:*)"], &[], &[], case(Default, "Bash", bash("git -C x logs"), D)),
+        // One trailing `*` after a space is still a prefix of whole words, the bare command included.
+        with(&["Bash(ls *)"], &[], &[], case(Default, "Bash", bash("ls"), "allow")),
+        with(&["Bash(ls *)"], &[], &[], case(Default, "Bash", bash("lsof"), D)),
+        with(&["Bash(ls*)"], &[], &[], case(Default, "Bash", bash("lsof -i"), "allow")),
+        // Deny and ask rules apply when any part matches, by path too, and when an unknown word could make them.
+        with(&["Bash"], &[], &["Bash(rm *-rf*)"], case(Default, "Bash", bash("ls && rm -rf x"), "deny: deny rule 'Bash(rm *-rf*)'")),
+        with(&["Bash"], &[], &["Bash(rm *-rf*)"], case(Default, "Bash", bash("/bin/rm x -rf"), "deny: deny rule 'Bash(rm *-rf*)'")),
+        with(&["Bash"], &[], &["Bash(rm *-rf*)"], case(Default, "Bash", bash("rm -r x"), "allow")),
+        with(&["Bash"], &[], &["Bash(git push*)"], case(Default, "Bash", bash("git push $REMOTE"), "deny: deny rule 'Bash(git push*)'")),
+        with(&["Bash"], &["Bash(git * main)"], &[], case(Default, "Bash", bash("git $SUB main"), "ask: cannot tell whether ask rule 'Bash(git * main)' applies: `git $SUB main` contains words only known when the shell runs")),
+        with(&["Bash"], &["Bash(git * main)"], &[], case(Default, "Bash", bash("cargo $SUB main"), "allow")),
+        // An unknown word never lets a wildcard allow rule through.
+        with(NPM, &[], &[], case(Default, "Bash", bash("npm $CMD"), D)),
+    ]);
+}
+
+#[test]
+#[rustfmt::skip] // one table row per line
+fn assignments_in_bash_rules() {
+    const D: &str = "ask: permission mode 'default'";
+    const PYRIGHT: &[&str] = &["Bash(FOO=1 uv run pyright *)"];
+    check(vec![
+        // The command must make the rule's assignment itself, with the same value.
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("FOO=1 uv run pyright src"), "allow")),
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("FOO=1 uv run pyright"), "allow")),
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("FOO=2 uv run pyright src"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `FOO`")),
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("uv run pyright src"), D)),
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("FOO=$X uv run pyright src"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `FOO`")),
+        // Other assignments still need to be harmless ones.
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("NO_COLOR=1 FOO=1 uv run pyright"), "allow")),
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("PATH=. FOO=1 uv run pyright"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `PATH`; it sets `FOO`")),
+        // The rule covers the assignment on its own command only.
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("FOO=1; uv run pyright"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `FOO`")),
+        with(&["Bash(FOO=1 uv run pyright *)", "Bash(ls)"], &[], &[], case(Default, "Bash", bash("FOO=1 uv run pyright && FOO=1 ls"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `FOO`")),
+        with(PYRIGHT, &[], &[], case(Default, "Bash", bash("FOO=1 uv run pyright && rm x"), "ask: permission mode 'default'; no Bash rule can allow this command: it sets `FOO`")),
+        // Quoting in the rule and the command does not matter; a `*` in a rule's value stands for any value.
+        with(&["Bash(FOO='a b' make)"], &[], &[], case(Default, "Bash", bash("FOO=\"a b\" make"), "allow")),
+        with(&["Bash(LEVEL=* make *)"], &[], &[], case(Default, "Bash", bash("LEVEL=3 make all"), "allow")),
+        // Deny rules with an assignment match commands that make it, or might.
+        with(&["Bash"], &[], &["Bash(DEPLOY=prod ./ship*)"], case(Default, "Bash", bash("DEPLOY=prod ./ship now"), "deny: deny rule 'Bash(DEPLOY=prod ./ship*)'")),
+        with(&["Bash"], &[], &["Bash(DEPLOY=prod ./ship*)"], case(Default, "Bash", bash("DEPLOY=staging ./ship now"), "allow")),
+        with(&["Bash"], &[], &["Bash(DEPLOY=prod ./ship:*)"], case(Default, "Bash", bash("DEPLOY=$D ./ship"), "ask: cannot tell whether deny rule 'Bash(DEPLOY=prod ./ship:*)' applies: `DEPLOY=$D ./ship` contains words only known when the shell runs")),
+    ]);
+}
+
+#[test]
+fn wild_match_rows() {
+    for (pattern, text, expect) in [
+        ("a*", "a", true),
+        ("a*", "abc", true),
+        ("*c", "abc", true),
+        ("a*c", "ac", true),
+        ("a*c", "abcd", false),
+        ("a*b*c", "axxbyyc", true),
+        ("a*b*c", "axxcyyb", false),
+        ("**", "", true),
+        ("", "", true),
+        ("", "a", false),
+        ("a", "", false),
+    ] {
+        assert_eq!(wild_match(pattern, text), expect, "{pattern:?} {text:?}");
+    }
+}

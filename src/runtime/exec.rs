@@ -429,6 +429,7 @@ impl Session {
             cancel: self.cancel.child_token(),
             env: std::sync::Arc::new(snap.settings().child_env()),
             hidden,
+            bash: snap.settings().bash,
             web_fetch: snap.settings().web_fetch.clone(),
             small_model: (name == "WebFetch").then(|| self.small_model(Arc::clone(snap))),
             progress: Some(self.progress_reporter(id)),

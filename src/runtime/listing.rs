@@ -62,9 +62,11 @@ impl Listing {
             snap.skills
                 .skills
                 .values()
+                .filter(|s| s.model_invocable)
                 .map(|s| SkillLine {
                     name: s.name.clone(),
                     description: s.description.clone(),
+                    when_to_use: s.when_to_use.clone().unwrap_or_default(),
                 })
                 .collect()
         } else {

@@ -291,6 +291,14 @@ impl Engine {
         asker: Option<Asker>,
     ) -> Self {
         let max_concurrent = snapshot.load().settings().agents.max_concurrent;
+        // The settings' `env` applies over the process's, as in Claude
+        // Code (the last value of a variable counts).
+        let with_settings: Vec<(String, String)> = env
+            .iter()
+            .cloned()
+            .chain(snapshot.load().settings().env.clone())
+            .collect();
+        let subagent_model = crate::config::subagent_model(&with_settings);
         Engine {
             tasks: tasks::TaskRegistry::new(max_concurrent),
             snapshot,
@@ -299,7 +307,7 @@ impl Engine {
                 .into_iter()
                 .map(|t| (t.name().to_string(), t))
                 .collect(),
-            subagent_model: crate::config::subagent_model(&env),
+            subagent_model,
             env,
             session_id,
             session_dir,

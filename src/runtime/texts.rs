@@ -381,6 +381,7 @@ contexts! {
         pub added: Vec<SkillLine> = vec![SkillLine {
             name: "pdf".into(),
             description: "Fill in PDF forms".into(),
+            when_to_use: "When the user sends a PDF form".into(),
         }],
         pub removed: Vec<String> = Vec::new(),
     }

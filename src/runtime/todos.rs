@@ -96,8 +96,15 @@ impl Session {
         let t = &snap.templates;
         let name = input.get("skill").and_then(Value::as_str).unwrap_or("");
         let name = name.trim().trim_start_matches('/');
-        let Some(skill) = snap.skills.get(name) else {
-            let known: Vec<&str> = snap.skills.skills.keys().map(String::as_str).collect();
+        // A skill with `disable-model-invocation` is the user's to run.
+        let Some(skill) = snap.skills.get(name).filter(|s| s.model_invocable) else {
+            let known: Vec<&str> = snap
+                .skills
+                .skills
+                .values()
+                .filter(|s| s.model_invocable)
+                .map(|s| s.name.as_str())
+                .collect();
             return Err(t.show(&UnknownSkill {
                 name: name.to_string(),
                 known: known.join(", "),

@@ -23,10 +23,6 @@ use super::outcome::{
 };
 use super::{Input, Tool, ToolContext, ToolOutput};
 
-/// Timeout when the call gives none, in milliseconds.
-pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
-/// The largest timeout a call may ask for, in milliseconds.
-pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// Output longer than this many characters keeps its head and tail.
 pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Bytes kept in memory at each end of the output; the middle of longer
@@ -71,8 +67,8 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         .opt_u64("timeout")
         .map_err(ToolOutput::error)?
         .filter(|&ms| ms > 0)
-        .unwrap_or(DEFAULT_TIMEOUT_MS)
-        .min(MAX_TIMEOUT_MS);
+        .unwrap_or(ctx.bash.default_timeout_ms)
+        .min(ctx.bash.max_timeout_ms.max(1));
 
     if !ctx.cwd.is_dir() {
         return Err(ToolOutput::error(WorkingDirectoryGone {

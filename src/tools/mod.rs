@@ -54,6 +54,8 @@ pub struct ToolContext {
     /// Paths a Glob or Grep walk must leave out, because a permission rule
     /// denies reading them (or asks first). `None`: nothing is hidden.
     pub hidden: Option<PathFilter>,
+    /// Bash's timeouts.
+    pub bash: crate::config::BashSettings,
     /// WebFetch's limits.
     pub web_fetch: crate::config::WebFetchSettings,
     /// The small model WebFetch puts pages through; `None`: it returns
@@ -97,6 +99,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             env: Default::default(),
             hidden: None,
+            bash: Default::default(),
             web_fetch: Default::default(),
             small_model: None,
             progress: None,

@@ -590,6 +590,9 @@ pub fn drop_unoffered_fields(input: Value, definition: &ToolDefinition) -> Value
 pub struct SkillLine {
     pub name: String,
     pub description: String,
+    /// The skill's `when_to_use`; empty when it has none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub when_to_use: String,
 }
 
 /// One agent type as the agent-listing announcement names it.

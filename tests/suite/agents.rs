@@ -649,3 +649,21 @@ fn siblings_share_a_system_prompt_only_when_rendered_from_the_same_context() {
         "{s4}"
     );
 }
+
+#[test]
+fn claude_code_subagent_model_in_the_settings_env_pins_every_child() {
+    let p = Project::new();
+    p.write(".claude/agents/reviewer.md", REVIEWER);
+    p.write(
+        ".claude/settings.json",
+        r#"{"env": {"CLAUDE_CODE_SUBAGENT_MODEL": "settings-model"}}"#,
+    );
+    let server = spawning_server(vec![(
+        "toolu_1",
+        json!({"description": "d", "prompt": "p", "subagent_type": "reviewer", "model": "opus"}),
+    )]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    let children = child_requests(&server);
+    assert_eq!(children.len(), 1);
+    assert_eq!(children[0].json["model"], "settings-model");
+}

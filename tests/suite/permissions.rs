@@ -486,3 +486,65 @@ fn a_tool_denied_as_a_whole_is_not_offered_and_a_call_to_it_fails() {
     assert_eq!(result[0]["is_error"], true);
     assert!(!p.path().join("x.txt").exists());
 }
+
+#[test]
+fn wildcard_and_assignment_rules_from_a_teams_settings_allow_what_they_say_and_no_more() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        r#"{"permissions": {"allow": ["Bash(echo*)", "Bash(GREETING=hi printenv GREETING)"]}}"#,
+    );
+    let server = script(
+        vec![
+            ("Bash", json!({"command": "echo wild"})),
+            ("Bash", json!({"command": "echo x && touch made-by-rm"})),
+            ("Bash", json!({"command": "GREETING=hi printenv GREETING"})),
+            ("Bash", json!({"command": "GREETING=bye printenv GREETING"})),
+        ],
+        vec![],
+    );
+    p.run(Some(&server), &["run", "go"]).ok();
+    let r = main_results(&server);
+    assert!(r[0].contains("wild") && !r[0].starts_with("ERR:"), "{r:?}");
+    assert!(r[1].starts_with("ERR:"), "{r:?}");
+    assert!(!p.path().join("made-by-rm").exists());
+    assert!(r[2].contains("hi") && !r[2].starts_with("ERR:"), "{r:?}");
+    assert!(
+        r[3].starts_with("ERR:") && r[3].contains("GREETING"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn config_validate_warns_about_rules_that_never_match_at_their_position() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"permissions\": {\n    \"allow\": [\"Bash(npm*)\", \"Bash(npm test && npm run build)\"],\n    \"deny\": [\"KillShell\", \"Task(x)\"]\n  }\n}\n",
+    );
+    let out = p.run(None, &["config", "validate"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    let settings = p.path().join(".claude/settings.json").display().to_string();
+    assert!(
+        out.stdout.contains(&format!(
+            "{settings}:3:29: warning: permission rule 'Bash(npm test && npm run build)' holds 2 commands"
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "{settings}:4:14: warning: permission rule 'KillShell': cadre has no tool named `KillShell`"
+        )),
+        "{}",
+        out.stdout
+    );
+    // A wildcard and a legacy name are fine.
+    assert!(!out.stdout.contains("Bash(npm*)"), "{}", out.stdout);
+    assert!(!out.stdout.contains("Task(x)"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("0 error(s), 2 warning(s)"),
+        "{}",
+        out.stdout
+    );
+}

@@ -931,3 +931,58 @@ fn mcp_servers_get_env_and_not_the_provider_key() {
         );
     }
 }
+
+#[test]
+fn claude_code_variables_in_the_settings_env_apply_to_cadre_in_a_trusted_folder() {
+    let mut p = repo();
+    // The settings' `env` applies over the process's, as in Claude Code.
+    p.env("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "999");
+    p.write(
+        ".claude/settings.json",
+        r#"{"permissions": {"allow": ["Bash"]}, "env": {"BASH_DEFAULT_TIMEOUT_MS": "1000", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1234"}}"#,
+    );
+    let s = server(vec![bash("b1", "sleep 30; echo late")]);
+    p.run(Some(&s), &["run", "go"]).ok();
+    assert_eq!(s.request(0).json["max_tokens"], 1234);
+    let r = main_results(&s);
+    let text = result_text(&r[0]);
+    assert!(text.contains("timed out after 1000 ms"), "{text}");
+    assert!(!text.contains("late"), "{text}");
+    let v = p.run(None, &["config", "show", "--json"]).json();
+    assert_eq!(
+        v["origins"]["provider.max_tokens"]["source"],
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS (settings env)",
+        "{}",
+        v["origins"]["provider.max_tokens"]
+    );
+
+    // Untrusted, the project's `env` is not read: the process's value counts.
+    p.untrust();
+    let s = server(vec![]);
+    p.run(Some(&s), &["run", "go"]).ok();
+    assert_eq!(s.request(0).json["max_tokens"], 999);
+}
+
+#[test]
+fn config_show_places_each_hook_and_leaves_out_empty_hook_lists() {
+    let p = repo();
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\"matcher\": \"Bash\", \"hooks\": [{\"type\": \"command\", \"command\": \"./check.sh\"}]},\n      {\"matcher\": \"Edit\", \"hooks\": [{\"type\": \"command\", \"command\": \"./check.sh\"}]}\n    ],\n    \"PostToolUse\": []\n  }\n}\n",
+    );
+    let v = p.run(None, &["config", "show", "--json"]).json();
+    let hooks = &v["items"]["hooks.PreToolUse"];
+    assert_eq!(hooks[0]["origin"]["line"], 4, "{hooks}");
+    assert_eq!(hooks[1]["origin"]["line"], 5, "{hooks}");
+    assert!(
+        v["origins"].get("hooks.PostToolUse").is_none(),
+        "{}",
+        v["origins"]
+    );
+    let out = p.run(None, &["config", "show", "--origin"]);
+    assert!(
+        out.stdout.contains("hooks.PostToolUse = []    # default"),
+        "{}",
+        out.stdout
+    );
+}

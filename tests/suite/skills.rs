@@ -400,3 +400,35 @@ fn a_trusted_skill_grants_no_more_than_the_rules_allow() {
         run.stderr
     );
 }
+
+#[test]
+fn claude_code_and_agent_skills_frontmatter_is_accepted_quietly_and_when_to_use_is_listed() {
+    let p = Project::new();
+    p.write(
+        ".claude/skills/review/SKILL.md",
+        "---\nname: review\ndescription: Review a change\nwhen_to_use: When the user asks for a review of a diff.\nargument-hint: \"[file]\"\nuser-invocable: true\neffort: high\npaths: [\"src/**\"]\ndisallowed-tools: Write\ncompatibility: Claude Code 2.1\nlicense: MIT\nmetadata:\n  owner: team\ncontext: fork\nagent: Explore\n---\nReview it.\n",
+    );
+    p.write(
+        ".claude/skills/release/SKILL.md",
+        "---\ndescription: Cut a release\ndisable-model-invocation: true\n---\nRelease.\n",
+    );
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("m1", "Skill", json!({"skill": "release"})),
+        anthropic::text_reply("done"),
+    ]);
+    let out = p.run(Some(&server), &["run", "go"]);
+    out.ok();
+    assert!(!out.stderr.contains("unknown key"), "{}", out.stderr);
+    let listing = super::harness::listings(&server.request(0).json);
+    assert!(
+        listing.contains("- review: Review a change When the user asks for a review of a diff.\n"),
+        "{listing}"
+    );
+    // The user's to run: not listed, and the Skill tool does not load it.
+    assert!(!listing.contains("release"), "{listing}");
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+    assert!(!result_text(r).contains("Release."), "{r}");
+    let v = p.run(None, &["config", "validate"]);
+    assert!(!v.stdout.contains("unknown key"), "{}", v.stdout);
+}
