@@ -156,8 +156,9 @@ impl Session {
     /// once: validate ([`Session::admit`]) → PreToolUse and the permission
     /// decision ([`Session::permit`]: rules, mode, the hooks' decision, an
     /// active skill's tools, the user) → run ([`Session::run_call`]) →
-    /// PostToolUse. A step that refuses ends the call with its error
-    /// result; PostToolUse sees every call that ran.
+    /// PostToolUse (PostToolUseFailure for an error result). A step that
+    /// refuses ends the call with its error result; the hooks after a call
+    /// see every call that ran.
     async fn call_tool_inner(
         &self,
         turn: &Turn,
@@ -361,7 +362,7 @@ impl Session {
     /// Agent tool, a session tool (TodoWrite, Skill, AskUserQuestion), a
     /// management tool, or a built-in, MCP or resource tool. `Err` is a
     /// call that never ran (a sub-agent that could not be started, a tool
-    /// that went away): PostToolUse does not see it.
+    /// that went away): the hooks after a call do not see it.
     async fn run_call(
         &self,
         turn: &Turn,
