@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::output::print_json;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::fleet::state::{TaskRecord, now_ms};
-use crate::fleet::worker::{EngineFactory, WorkerOptions, worker_id};
+use crate::fleet::worker::{EngineFactory, STOP_GRACE, Stopped, WorkerOptions, worker_id};
 use crate::fleet::{Broker, FleetError};
 use crate::provider::Provider;
 use crate::runtime::Engine;
@@ -110,10 +110,23 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
         let name = super::signals::interrupted().await;
         tracing::info!("{name}: releasing running tasks");
         on_signal.cancel();
+        // A second signal while the first is being handled ends the
+        // process at once (128 + the signal's number, as a shell reports).
+        let again = super::signals::interrupted().await;
+        eprintln!("{again} again: exiting without waiting for the broker");
+        std::process::exit(if again == "SIGINT" { 130 } else { 143 });
     });
     let ran = crate::fleet::worker::run(broker, opts, factory, stop).await;
-    mcp.shutdown().await;
-    ran.map_err(failed)
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), mcp.shutdown()).await;
+    match ran.map_err(failed)? {
+        Stopped::Clean => Ok(()),
+        Stopped::Unconfirmed { tasks } => Err(CliError::Failed(format!(
+            "stopped, but the NATS server did not confirm the hand-back of {tasks} running task(s) \
+             within {}s; another worker takes them when their lease ({}s) runs out",
+            STOP_GRACE.as_secs(),
+            d.lease_ms / 1000
+        ))),
+    }
 }
 
 /// One line of `tasks list`.

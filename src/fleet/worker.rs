@@ -57,6 +57,8 @@ struct Ctx {
     broker: Arc<Broker>,
     opts: WorkerOptions,
     make_engine: EngineFactory,
+    /// Tasks released on stop whose hand-back the server did not confirm.
+    unreleased: std::sync::atomic::AtomicUsize,
 }
 
 /// A name for this worker: host, process id and a random suffix.
@@ -82,13 +84,14 @@ pub async fn run(
     opts: WorkerOptions,
     make_engine: EngineFactory,
     stop: CancellationToken,
-) -> Result<(), FleetError> {
+) -> Result<Stopped, FleetError> {
     let consumer = broker.pool_consumer(&opts.pool, opts.max_running).await?;
     let slots = Arc::new(Semaphore::new(opts.concurrency.max(1)));
     let ctx = Arc::new(Ctx {
         broker,
         opts,
         make_engine,
+        unreleased: std::sync::atomic::AtomicUsize::new(0),
     });
     tracing::info!(
         "worker {} pulling pool {} ({} at once here, {} across the pool)",
@@ -108,12 +111,13 @@ pub async fn run(
         };
         // The broker's lease on what this pull delivers starts after this.
         let fetched_at = Instant::now();
-        let fetched = consumer
-            .fetch()
-            .max_messages(1)
-            .expires(FETCH_EXPIRY)
-            .messages()
-            .await;
+        // While the server is away the client holds the pull request until
+        // it reconnects: stopping must not wait for that.
+        let fetched = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            f = consumer.fetch().max_messages(1).expires(FETCH_EXPIRY).messages() => f,
+        };
         let mut batch = match fetched {
             Ok(b) => b,
             Err(e) => {
@@ -131,7 +135,12 @@ pub async fn run(
                 // The pull request stays open on the server until it
                 // expires; whatever it still delivers (a task another
                 // worker, or this one, just released) goes back at once.
-                while let Ok(Some(m)) = tokio::time::timeout(FETCH_EXPIRY * 2, batch.next()).await {
+                // (Nothing comes while the server is away.)
+                let until = tokio::time::Instant::now() + FETCH_EXPIRY * 2;
+                while connected(&ctx.broker) {
+                    let Ok(Some(m)) = tokio::time::timeout_at(until, batch.next()).await else {
+                        break;
+                    };
                     if let Ok(m) = m {
                         let _ = m.double_ack_with(AckKind::Nak(None)).await;
                     }
@@ -169,10 +178,40 @@ pub async fn run(
         while running.try_join_next().is_some() {}
     }
     // Stopping: every handler releases its task; what is still buffered
-    // goes out before the process ends.
-    while running.join_next().await.is_some() {}
-    let _ = ctx.broker.client.flush().await;
-    Ok(())
+    // goes out before the process ends. With the server away neither can
+    // finish, so both get `STOP_GRACE` and no more: a task not handed back
+    // moves to another worker when its lease runs out.
+    let _ = tokio::time::timeout(STOP_GRACE, async {
+        while running.join_next().await.is_some() {}
+    })
+    .await;
+    let unreleased = running.len() + ctx.unreleased.load(Ordering::SeqCst);
+    running.abort_all();
+    if connected(&ctx.broker) {
+        let _ = tokio::time::timeout(Duration::from_secs(1), ctx.broker.client.flush()).await;
+    }
+    Ok(match unreleased {
+        0 => Stopped::Clean,
+        tasks => Stopped::Unconfirmed { tasks },
+    })
+}
+
+fn connected(broker: &Broker) -> bool {
+    broker.client.connection_state() == async_nats::connection::State::Connected
+}
+
+/// How long a stopping worker tries to hand its tasks back to the broker.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// How a worker's run ended after it was asked to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every running task was handed back (or none ran).
+    Clean,
+    /// The broker did not confirm within `STOP_GRACE` (it is away): this
+    /// many tasks, at most, stay with this worker's lease until it runs
+    /// out and another worker takes them.
+    Unconfirmed { tasks: usize },
 }
 
 async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &CancellationToken) {
@@ -250,8 +289,18 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &
         }
         Ran::Released => {
             // Confirmed by the server: the process exits right after.
-            let _ = msg.double_ack_with(AckKind::Nak(None)).await;
-            tracing::info!("task {id}: released (worker stopping)");
+            let handed = if connected(&ctx.broker) {
+                msg.double_ack_with(AckKind::Nak(None)).await.map_err(|e| e.to_string())
+            } else {
+                Err("the NATS server is not connected".to_string())
+            };
+            match handed {
+                Ok(()) => tracing::info!("task {id}: released (worker stopping)"),
+                Err(e) => {
+                    ctx.unreleased.fetch_add(1, Ordering::SeqCst);
+                    tracing::warn!("task {id}: not handed back ({e}); it moves when its lease runs out");
+                }
+            }
         }
     }
 }
@@ -272,7 +321,12 @@ enum Ran {
 /// the broker's lease runs at least that long.
 async fn extend_lease(broker: &Broker, msg: &jetstream::Message, fence: &WriteFence) {
     let sent_at = Instant::now();
-    if msg.ack_with(AckKind::Progress).await.is_ok() && broker.client.flush().await.is_ok() {
+    // A flush waits for a reconnect when the server is away; the lease
+    // cannot be extended then anyway.
+    let confirmed = async {
+        msg.ack_with(AckKind::Progress).await.is_ok() && broker.client.flush().await.is_ok()
+    };
+    if let Ok(true) = tokio::time::timeout(broker.lease() / 3, confirmed).await {
         fence.extend(sent_at + broker.lease());
     }
 }

@@ -1051,6 +1051,94 @@ fn a_stopped_worker_releases_its_task_to_another() {
     assert!(a.log_text().contains("released"), "{}", a.log_text());
 }
 
+/// Sends `signal` to `w` and waits (up to 20 s) for it to exit: its exit
+/// code and how long that took.
+fn stop_worker(w: &mut Worker, signal: nix::sys::signal::Signal) -> (Option<i32>, Duration) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(w.pid()), signal).unwrap();
+    let t0 = Instant::now();
+    let child = w.child.as_mut().unwrap();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return (s.code(), t0.elapsed());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the worker ignored {signal}:\n{}",
+            w.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A worker stops when asked whatever the broker does: idle with the
+/// server up (exit 0), idle with the server gone and the client
+/// reconnecting (exit 0: nothing was held), and running a child with the
+/// server gone (exit 1, saying the hand-back was not confirmed), for
+/// SIGTERM and SIGINT alike. Before, a worker in its reconnect loop
+/// ignored both.
+#[test]
+fn a_worker_stops_on_a_signal_even_with_its_broker_gone() {
+    use nix::sys::signal::Signal::{SIGINT, SIGTERM};
+    for signal in [SIGTERM, SIGINT] {
+        // Idle, server up.
+        let nats = NatsServer::start();
+        let p = fleet_project(&nats, "", "");
+        let server = FakeServer::route(|_| anthropic::text_reply("unused"));
+        let mut w = Worker::start(&p, &server, "idle");
+        wait_until("the worker to pull", Duration::from_secs(30), || {
+            w.log_text().contains("pulling pool")
+        });
+        let (code, _) = stop_worker(&mut w, signal);
+        assert_eq!(code, Some(0), "{}", w.log_text());
+
+        // Idle, server gone.
+        let mut w = Worker::start(&p, &server, "orphan");
+        wait_until("the worker to pull", Duration::from_secs(30), || {
+            w.log_text().contains("pulling pool")
+        });
+        let mut nats = nats;
+        nats.kill();
+        std::thread::sleep(Duration::from_millis(1500));
+        let (code, _) = stop_worker(&mut w, signal);
+        assert_eq!(code, Some(0), "{}", w.log_text());
+    }
+
+    // Running a child, server gone.
+    let mut nats = NatsServer::start();
+    let p = fleet_project(&nats, "", "lease_ms = 60000\n");
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            seen.fetch_add(1, Ordering::SeqCst);
+            return anthropic::text_reply("never sent").delayed(Duration::from_secs(60));
+        }
+        fan_out_main(r, 1, "unused")
+    });
+    let mut w = Worker::start(&p, &server, "busy");
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the child's first request", Duration::from_secs(30), || {
+        child_requests.load(Ordering::SeqCst) >= 1
+    });
+    nats.kill();
+    std::thread::sleep(Duration::from_millis(1500));
+    let (code, _) = stop_worker(&mut w, SIGTERM);
+    let _ = parent.kill();
+    let _ = parent.wait();
+    assert_eq!(code, Some(1), "{}", w.log_text());
+    assert!(
+        w.log_text().contains("did not confirm the hand-back of 1 running task"),
+        "{}",
+        w.log_text()
+    );
+}
+
 /// A project whose `.mcp.json` names the rmcp test server (tests/suite/
 /// mcp.rs); each process that starts it has it write its pid to the file
 /// its `MCP_PIDFILE` names. One background child asks for the server's
