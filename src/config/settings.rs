@@ -277,8 +277,9 @@ pub struct DistributedSettings {
     /// The pool a background spawn is published to and `cadre worker`
     /// pulls from when `--pool` is not given.
     pub pool: String,
-    /// How long a worker's lease on a task lasts without a heartbeat; a
-    /// task whose worker stops renewing it goes to another worker.
+    /// How long a worker's lease on a task lasts without a heartbeat (sent
+    /// every quarter of it); a task whose worker stops renewing it goes to
+    /// another worker. The default, 8 s, is three missed heartbeats.
     pub lease_ms: u64,
     /// How long to wait for the server when connecting.
     pub connect_timeout_ms: u64,
@@ -297,7 +298,7 @@ impl Default for DistributedSettings {
             state_bucket: "cadre_tasks".to_string(),
             subject_prefix: "cadre".to_string(),
             pool: "default".to_string(),
-            lease_ms: 60_000,
+            lease_ms: 8_000,
             connect_timeout_ms: 5_000,
             retention_s: 7 * 24 * 3600,
         }

@@ -76,6 +76,11 @@ pub fn worker_id() -> String {
 }
 
 /// How long one pull request waits for a task.
+/// Heartbeats per lease: a worker is taken for dead after missing all but
+/// one of them (with the default 8 s lease, a heartbeat every 2 s, and a
+/// dead worker's tasks move 6–8 s after it died).
+const HEARTBEATS_PER_LEASE: u32 = 4;
+
 const FETCH_EXPIRY: Duration = Duration::from_secs(2);
 
 /// Runs until `stop` is cancelled, then releases its running tasks.
@@ -326,7 +331,7 @@ async fn extend_lease(broker: &Broker, msg: &jetstream::Message, fence: &WriteFe
     let confirmed = async {
         msg.ack_with(AckKind::Progress).await.is_ok() && broker.client.flush().await.is_ok()
     };
-    if let Ok(true) = tokio::time::timeout(broker.lease() / 3, confirmed).await {
+    if let Ok(true) = tokio::time::timeout(broker.lease() / HEARTBEATS_PER_LEASE, confirmed).await {
         fence.extend(sent_at + broker.lease());
     }
 }
@@ -360,8 +365,9 @@ async fn run_task(
         .subscribe(ctx.broker.names.control_subject(&id))
         .await
         .ok();
-    // A heartbeat every third of the lease, whatever else wakes the loop.
-    let beat = ctx.broker.lease() / 3;
+    // A heartbeat every quarter of the lease, whatever else wakes the
+    // loop: the lease survives three missed ones.
+    let beat = ctx.broker.lease() / HEARTBEATS_PER_LEASE;
     let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
     heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_renewed = Instant::now();

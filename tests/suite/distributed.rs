@@ -1139,6 +1139,79 @@ fn a_worker_stops_on_a_signal_even_with_its_broker_gone() {
     );
 }
 
+/// Failover time with default settings (docs/distributed.md): two idle
+/// workers, one background child held by whichever takes it; that worker
+/// is killed (-9) and the time until the other one's first request for
+/// the task is printed. A benchmark, not a check: run with
+/// `cargo nextest run --run-ignored only -E 'test(failover_time)' --no-capture`.
+#[test]
+#[ignore = "benchmark; prints figures"]
+fn failover_time_from_kill_to_takeover() {
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let nats = NatsServer::start();
+        let p = fleet_project(&nats, "", "");
+        let child_requests = Arc::new(Mutex::new(Vec::<Instant>::new()));
+        let seen = Arc::clone(&child_requests);
+        let server = FakeServer::route(move |r| {
+            if !is_main(r) {
+                let mut seen = seen.lock().unwrap();
+                seen.push(Instant::now());
+                return if seen.len() == 1 {
+                    anthropic::text_reply("never sent").delayed(Duration::from_secs(120))
+                } else {
+                    anthropic::text_reply("child done")
+                };
+            }
+            fan_out_main(r, 1, "moved and done")
+        });
+        let mut workers = vec![
+            Worker::start(&p, &server, "workerA"),
+            Worker::start(&p, &server, "workerB"),
+        ];
+        for w in &workers {
+            wait_until("the worker to pull", Duration::from_secs(30), || {
+                w.log_text().contains("pulling pool")
+            });
+        }
+        let mut parent = p
+            .command(Some(&server))
+            .args(["run", "--output-format", "stream-json", "go"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("the child's first request", Duration::from_secs(30), || {
+            !child_requests.lock().unwrap().is_empty()
+        });
+        let owner = task_states(&p)
+            .values()
+            .next()
+            .and_then(|t| t["owner"].as_str().map(str::to_string))
+            .unwrap();
+        let held = workers
+            .iter()
+            .position(|w| owner.contains(&format!("-{}-", w.pid())))
+            .unwrap();
+        let killed_at = Instant::now();
+        workers[held].kill9();
+        wait_until("the takeover", Duration::from_secs(120), || {
+            child_requests.lock().unwrap().len() >= 2
+        });
+        let moved = child_requests.lock().unwrap()[1] - killed_at;
+        times.push(moved.as_secs_f64());
+        assert!(parent.wait().unwrap().success(), "{}", logs(&workers));
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "failover (kill -9 to the other worker's first request), default lease: min {:.2} s, median {:.2} s, max {:.2} s over {}",
+        times[0],
+        times[times.len() / 2],
+        times[times.len() - 1],
+        times.len()
+    );
+}
+
 /// A project whose `.mcp.json` names the rmcp test server (tests/suite/
 /// mcp.rs); each process that starts it has it write its pid to the file
 /// its `MCP_PIDFILE` names. One background child asks for the server's
