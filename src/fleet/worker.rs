@@ -294,17 +294,19 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &
         }
         Ran::Released => {
             // Confirmed by the server: the process exits right after.
-            let handed = if connected(&ctx.broker) {
-                msg.double_ack_with(AckKind::Nak(None)).await.map_err(|e| e.to_string())
+            let handed = connected(&ctx.broker)
+                && match msg.double_ack_with(AckKind::Nak(None)).await {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!("task {id}: the negative ack failed: {e}");
+                        false
+                    }
+                };
+            if handed {
+                tracing::info!("task {id}: released (worker stopping)");
             } else {
-                Err("the NATS server is not connected".to_string())
-            };
-            match handed {
-                Ok(()) => tracing::info!("task {id}: released (worker stopping)"),
-                Err(e) => {
-                    ctx.unreleased.fetch_add(1, Ordering::SeqCst);
-                    tracing::warn!("task {id}: not handed back ({e}); it moves when its lease runs out");
-                }
+                ctx.unreleased.fetch_add(1, Ordering::SeqCst);
+                tracing::warn!("task {id}: not handed back; it moves when its lease runs out");
             }
         }
     }

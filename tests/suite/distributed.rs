@@ -1133,7 +1133,8 @@ fn a_worker_stops_on_a_signal_even_with_its_broker_gone() {
     let _ = parent.wait();
     assert_eq!(code, Some(1), "{}", w.log_text());
     assert!(
-        w.log_text().contains("did not confirm the hand-back of 1 running task"),
+        w.log_text()
+            .contains("did not confirm the hand-back of 1 running task"),
         "{}",
         w.log_text()
     );
