@@ -349,6 +349,29 @@ impl Progress {
             EngineEvent::ToolUse { .. } | EngineEvent::ToolResult { .. } if self.chat => {
                 self.tool_event(event, &running);
             }
+            // Without a terminal, `run` shows the main agent's phases as
+            // lines: each model answer and each of its tool calls (a
+            // sub-agent's start and end have lines of their own).
+            EngineEvent::ToolUse { agent_id, .. } | EngineEvent::ToolResult { agent_id, .. }
+                if self.lines && agent_id == "main" =>
+            {
+                self.tool_event(event, &running);
+            }
+            EngineEvent::ModelResponse {
+                agent_id,
+                usage,
+                api_ms,
+                ..
+            } if self.lines && !self.chat && agent_id == "main" => {
+                self.println(format!(
+                    "  model answered in {:.1}s ({} tokens in, {} out)",
+                    *api_ms as f64 / 1000.0,
+                    usage.input_tokens
+                        + usage.cache_read_input_tokens
+                        + usage.cache_creation_input_tokens,
+                    usage.output_tokens
+                ));
+            }
             EngineEvent::TextDelta { agent_id, text } if self.chat && agent_id == "main" => {
                 if let Some(last) = text.chars().last() {
                     self.mid_line

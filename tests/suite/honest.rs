@@ -200,7 +200,7 @@ fn a_sub_agent_the_guard_ends_gives_its_parent_its_last_words_labelled_incomplet
 }
 
 #[test]
-fn without_a_terminal_each_sub_agent_gets_a_start_and_a_done_line() {
+fn without_a_terminal_each_phase_and_sub_agent_gets_a_line() {
     let p = Project::new();
     let server = || {
         FakeServer::route(|r| {
@@ -231,6 +231,22 @@ fn without_a_terminal_each_sub_agent_gets_a_start_and_a_done_line() {
             .position(|l| l.starts_with("[Explore] find auth done ("));
         assert!(
             start.is_some() && done.is_some() && start < done,
+            "{args:?}: {}",
+            run.stderr
+        );
+        // The main agent's phases: each model answer, and its tool call
+        // once the call has its result.
+        let answers: Vec<usize> = (0..lines.len())
+            .filter(|i| lines[*i].starts_with("model answered in "))
+            .collect();
+        let call = lines
+            .iter()
+            .position(|l| l.starts_with("• Agent ") && l.ends_with("— ok"));
+        assert!(
+            answers.len() == 2
+                && Some(answers[0]) < start
+                && done < call
+                && call < Some(answers[1]),
             "{args:?}: {}",
             run.stderr
         );
