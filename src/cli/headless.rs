@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::emit::{Emitter, Print, send, wire_usage};
-use super::output::{OutputFormat, Progress, print_line};
+use super::output::{OutputFormat, Progress, print_answer, print_line};
 use super::run::{self, Extras, Mode, Prepared, SessionArgs, parse_mode};
 use super::wire::{self, FromClient, Input, Output, ResultOut, ResultSubtype, ToClient};
 use super::{CliError, GlobalArgs};
@@ -1613,7 +1613,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     return Err(CliError::Exit(1));
                 }
                 if !r.is_error || !last_text.trim().is_empty() {
-                    print_line(&last_text);
+                    print_answer(&last_text);
                 }
             }
         }

@@ -16,6 +16,7 @@ mod elicit;
 mod emit;
 mod flags;
 mod headless;
+mod markdown;
 mod mcp;
 mod output;
 mod permissions;
@@ -84,6 +85,10 @@ pub struct GlobalArgs {
     /// Only errors on stderr.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// No colours or other escape sequences in what cadre draws (as
+    /// `NO_COLOR` set to anything non-empty).
+    #[arg(long, global = true)]
+    pub no_color: bool,
     /// Print the version (the Claude Code version cadre is compatible with, then cadre's).
     #[arg(short = 'V', long, global = true)]
     pub version: bool,
@@ -219,6 +224,9 @@ pub fn main() -> ExitCode {
     if cli.global.version {
         outln!("{}", wire::version_line());
         return ExitCode::SUCCESS;
+    }
+    if cli.global.no_color {
+        output::turn_colour_off();
     }
     init_logging(&cli.global, cli.command.is_none());
     if let Some(e) = unprotected {

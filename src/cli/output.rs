@@ -56,6 +56,45 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `--no-color` was given.
+static NO_COLOUR_FLAG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Colour and other escape sequences stay off for this process
+/// (`--no-color`).
+pub fn turn_colour_off() {
+    NO_COLOUR_FLAG.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether colour may be used at all: no `--no-color`, and `NO_COLOR`
+/// unset or empty (as no-color.org asks).
+pub fn colour_allowed() -> bool {
+    !NO_COLOUR_FLAG.load(std::sync::atomic::Ordering::Relaxed)
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// How Markdown is drawn on stdout: `None` when stdout is not a terminal
+/// (the text goes out as written), else the terminal's width and whether
+/// colour is allowed.
+pub fn markdown_on_stdout() -> Option<(usize, bool)> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let (_, cols) = dialoguer::console::Term::stdout().size();
+    Some((usize::from(cols), colour_allowed()))
+}
+
+/// Prints a model's answer: drawn as Markdown on a terminal
+/// (src/cli/markdown.rs), as written anywhere else.
+pub fn print_answer(text: &str) {
+    match markdown_on_stdout() {
+        Some((width, styled)) => {
+            let drawn = super::markdown::Markdown::render(width, styled, text);
+            write_out(format_args!("{}", drawn.trim_end_matches('\n')));
+        }
+        None => print_line(text),
+    }
+}
+
 /// Writes one line to stdout and flushes it, ignoring a closed pipe.
 pub fn print_line(line: &str) {
     write_out(format_args!("{line}"));
@@ -119,6 +158,9 @@ pub struct Progress {
     /// Without a terminal (a log file, a pipe): one line when a sub-agent
     /// starts and one when it ends, unless `--quiet`.
     lines: bool,
+    /// Chat on a terminal: the main text is drawn as Markdown, a line at a
+    /// time as it completes.
+    markdown: Option<Mutex<super::markdown::Markdown>>,
 }
 
 /// `text` in an agent's colour (ANSI; orange and pink from the 256-colour
@@ -143,7 +185,7 @@ fn paint(color: crate::catalog::Color, text: &str) -> String {
 /// Whether colours may be written to stderr: a terminal, and no
 /// `NO_COLOR` (any non-empty value turns colour off, as no-color.org asks).
 fn colors_on_stderr() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    std::io::stderr().is_terminal() && colour_allowed()
 }
 
 impl Progress {
@@ -172,6 +214,10 @@ impl Progress {
             mid_line: std::sync::atomic::AtomicBool::new(false),
             colored: visible && colors_on_stderr(),
             lines: !visible && (chat || !quiet),
+            markdown: chat
+                .then(markdown_on_stdout)
+                .flatten()
+                .map(|(width, styled)| Mutex::new(super::markdown::Markdown::new(width, styled))),
         })
     }
 
@@ -333,7 +379,34 @@ impl Progress {
         }
     }
 
+    /// Writes drawn text to stdout above the progress lines.
+    fn write_text(&self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        self.multi.suspend(|| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        });
+    }
+
+    /// The main agent's message is over (or its turn was cut): draws the
+    /// Markdown still held back (a last line without a newline, a table).
+    pub fn end_text(&self) {
+        if let Some(md) = &self.markdown {
+            let drawn = md.lock().map(|mut md| md.finish()).unwrap_or_default();
+            self.write_text(&drawn);
+        }
+    }
+
     fn on_event(&self, event: &EngineEvent) {
+        if let EngineEvent::Message { agent_id, message } = event
+            && agent_id == "main"
+            && message.role == crate::message::Role::Assistant
+        {
+            self.end_text();
+        }
         if matches!(
             event,
             EngineEvent::ToolUse { .. }
@@ -373,6 +446,11 @@ impl Progress {
                 ));
             }
             EngineEvent::TextDelta { agent_id, text } if self.chat && agent_id == "main" => {
+                if let Some(md) = &self.markdown {
+                    let drawn = md.lock().map(|mut md| md.push(text)).unwrap_or_default();
+                    self.write_text(&drawn);
+                    return;
+                }
                 if let Some(last) = text.chars().last() {
                     self.mid_line
                         .store(last != '\n', std::sync::atomic::Ordering::Relaxed);

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::emit::{Emitter, Print};
 use super::headless::{PromptStart, result_of};
-use super::output::{OutputFormat, Progress, SessionArg, print_line};
+use super::output::{OutputFormat, Progress, SessionArg, print_answer, print_line};
 use super::wire::Output;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
 use crate::catalog::AgentDef;
@@ -731,7 +731,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             }
             match args.output_format {
                 OutputFormat::Text if wire_result.is_error && text.trim().is_empty() => {}
-                OutputFormat::Text => print_line(&text),
+                OutputFormat::Text => print_answer(&text),
                 OutputFormat::Json | OutputFormat::StreamJson => print_line(&line()),
             }
             // As Claude Code: an error result (the turn limit) exits 1.
@@ -1026,6 +1026,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             r = session.run() => Some(r),
             _ = tokio::signal::ctrl_c() => { cancel.cancel(); None }
         };
+        progress.end_text();
         outln!();
         match result {
             Some(Ok(outcome)) => {

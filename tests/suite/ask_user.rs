@@ -66,12 +66,12 @@ fn a_question_outside_the_schema_is_refused_with_the_field() {
 }
 
 /// A tmux session of its own (its own server socket) running one command.
-struct Tmux {
+pub(super) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    fn start(dir: &Path, command: &str) -> Tmux {
+    pub(super) fn start(dir: &Path, command: &str) -> Tmux {
         let socket = format!("cadre-test-{}-{}", std::process::id(), rand_suffix());
         let ok = Command::new("tmux")
             .args([
@@ -97,7 +97,7 @@ impl Tmux {
         Tmux { socket }
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(super) fn keys(&self, keys: &[&str]) {
         let ok = Command::new("tmux")
             .args(["-L", &self.socket, "send-keys", "-t", "t"])
             .args(keys)
@@ -107,12 +107,12 @@ impl Tmux {
         assert!(ok, "tmux send-keys {keys:?}");
     }
 
-    fn screen(&self) -> String {
+    pub(super) fn screen(&self) -> String {
         self.capture(false)
     }
 
     /// The pane's text; with `escapes`, with its colour sequences.
-    fn capture(&self, escapes: bool) -> String {
+    pub(super) fn capture(&self, escapes: bool) -> String {
         let out = Command::new("tmux")
             .args([
                 "-L",
@@ -131,7 +131,7 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn wait_for(&self, text: &str) {
+    pub(super) fn wait_for(&self, text: &str) {
         let start = Instant::now();
         loop {
             let screen = self.screen();
@@ -162,13 +162,13 @@ fn rand_suffix() -> u32 {
 }
 
 /// `sh -c` quoting of one word.
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
 /// The shell line that runs `cadre chat` for `p` in a fresh environment
 /// (without `NO_COLOR` unless `no_color`).
-fn chat_line(p: &Project, server: &FakeServer, no_color: bool) -> String {
+pub(super) fn chat_line(p: &Project, server: &FakeServer, no_color: bool) -> String {
     let cmd = p.command(Some(server));
     let env: Vec<String> = cmd
         .get_envs()

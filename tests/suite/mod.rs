@@ -6,6 +6,7 @@ mod ask_user;
 mod background;
 mod bad_input;
 mod bounded;
+mod chat_render;
 mod conformance;
 mod coordinator;
 mod corpus;

@@ -1,0 +1,73 @@
+//! Answers drawn as Markdown on a terminal (docs/chat.md): in `cadre chat`
+//! and in `cadre run` when stdout is a terminal, driven through tmux;
+//! never when stdout is a pipe.
+
+use super::ask_user::{Tmux, chat_line, quote};
+use super::harness::Project;
+use super::kit::{FakeServer, anthropic};
+
+const ANSWER: &str = "# Plan\n\nUse **bold** and `code` here.\n\n- first item\n- second item\n\n| name | size |\n|------|------|\n| a.rs | 10 |\n\n```rust\nfn main() {}\n```\nDone now.";
+
+fn assert_drawn(screen: &str) {
+    for shown in [
+        "Plan",
+        "Use bold and code here.",
+        "• first item",
+        "• second item",
+        "name │ size",
+        "a.rs │ 10",
+        "  fn main() {}",
+        "Done now.",
+    ] {
+        assert!(screen.contains(shown), "{shown:?} missing:\n{screen}");
+    }
+    for raw in ["**", "`code`", "```", "|------|", "- first", "# Plan"] {
+        assert!(!screen.contains(raw), "{raw:?} drawn as typed:\n{screen}");
+    }
+}
+
+#[test]
+fn chat_draws_the_answer_as_markdown_with_colour_unless_told_not_to() {
+    for no_color in [false, true] {
+        let p = Project::new();
+        let server = FakeServer::start([anthropic::text_reply(ANSWER)]);
+        let t = Tmux::start(p.path(), &chat_line(&p, &server, no_color));
+        t.wait_for("cadre chat");
+        t.keys(&["show me", "Enter"]);
+        t.wait_for("Done now.");
+        assert_drawn(&t.screen());
+        let escaped = t.capture(true);
+        let code_line = escaped
+            .lines()
+            .find(|l| l.contains("fn") && l.contains("main"))
+            .unwrap_or_default();
+        if no_color {
+            assert!(!escaped.contains("\u{1b}[1m"), "{escaped:?}");
+            assert!(!code_line.contains('\u{1b}'), "{code_line:?}");
+        } else {
+            // Bold text and a coloured code line.
+            assert!(escaped.contains("\u{1b}[1m"), "{escaped:?}");
+            assert!(code_line.contains("\u{1b}["), "{code_line:?}");
+        }
+        t.keys(&["C-d"]);
+    }
+}
+
+#[test]
+fn run_draws_markdown_on_a_terminal_and_writes_it_as_typed_to_a_pipe() {
+    let p = Project::new();
+    // A pipe: the text exactly as the model wrote it.
+    let server = FakeServer::start([anthropic::text_reply(ANSWER)]);
+    let run = p.run(Some(&server), &["run", "show me"]);
+    assert_eq!(run.ok().stdout.trim_end(), ANSWER);
+    // A terminal (--no-color: the layout, no escapes).
+    let server = FakeServer::start([anthropic::text_reply(ANSWER)]);
+    let line = chat_line(&p, &server, true).replace(
+        " chat; sleep 30",
+        &format!(" --no-color run {}; sleep 30", quote("show me")),
+    );
+    let t = Tmux::start(p.path(), &line);
+    t.wait_for("Done now.");
+    assert_drawn(&t.screen());
+    assert!(!t.capture(true).contains("\u{1b}[1m"));
+}
