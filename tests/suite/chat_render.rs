@@ -71,3 +71,45 @@ fn run_draws_markdown_on_a_terminal_and_writes_it_as_typed_to_a_pipe() {
     assert_drawn(&t.screen());
     assert!(!t.capture(true).contains("\u{1b}[1m"));
 }
+
+/// A sub-agent's progress line never lands in the middle of the answer:
+/// the text before the Agent call is on a line of its own, and so is the
+/// progress.
+#[test]
+fn a_sub_agents_progress_does_not_split_the_answer() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if !super::harness::is_main_session(r) {
+            return anthropic::text_reply("notes are in notes.md")
+                .delayed(std::time::Duration::from_millis(800));
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .text("Let me delegate.")
+                .tool_use(
+                    "toolu_a",
+                    "Agent",
+                    serde_json::json!({"description": "read notes", "prompt": "find notes",
+                                       "subagent_type": "Explore"}),
+                )
+                .reply();
+        }
+        anthropic::text_reply("They are in **notes.md**.")
+    });
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["where are the notes", "Enter"]);
+    t.wait_for("They are in notes.md.");
+    let screen = t.screen();
+    assert!(
+        screen.lines().any(|l| l.trim() == "Let me delegate."),
+        "{screen}"
+    );
+    assert!(
+        !screen
+            .lines()
+            .any(|l| l.contains("Let me delegate.") && l.contains("[Explore]")),
+        "{screen}"
+    );
+    t.keys(&["C-d"]);
+}
