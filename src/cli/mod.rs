@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod agents;
 mod ask;
+mod chat_input;
 mod config;
 mod elicit;
 mod emit;

@@ -762,6 +762,19 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
 /// at most `limit`, with the wait on a progress line. Servers still
 /// connecting after that are reported; the run goes on without them, and
 /// their tools join a later turn if they become ready.
+/// What Tab completes at the start of a chat line: the built-in commands
+/// and the prompts of the MCP servers ready when the chat starts.
+async fn chat_commands(engine: &Engine) -> Vec<String> {
+    let mut names = vec!["/compact".to_string(), "/mcp".to_string()];
+    names.extend(
+        crate::mcp::prompt_commands(&engine.mcp)
+            .await
+            .into_iter()
+            .map(|c| format!("/{}", c.command)),
+    );
+    names
+}
+
 pub(super) async fn wait_for_servers(
     engine: &Engine,
     progress: Option<&Progress>,
@@ -979,21 +992,22 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             std::process::exit(143);
         });
     }
-    let mut editor = rustyline::DefaultEditor::new()
-        .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
-    eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
+    let mut editor = super::chat_input::ChatInput::new(chat_commands(&engine).await)?;
+    eprintln!(
+        "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Ctrl-C cancels a running turn, Ctrl-D quits."
+    );
     let mut first = !args.session.resuming();
     loop {
-        let line = match editor.readline("› ") {
-            Ok(l) => l,
+        let line = match editor.read("› ") {
+            Ok(Some(l)) => l,
+            Ok(None) => break,
             Err(rustyline::error::ReadlineError::Interrupted) => continue,
-            Err(rustyline::error::ReadlineError::Eof) => break,
             Err(e) => return Err(CliError::Failed(format!("input: {e}"))),
         };
         if line.trim().is_empty() {
             continue;
         }
-        let _ = editor.add_history_entry(line.as_str());
+        editor.remember(&line);
         if let Some(rest) = line.trim().strip_prefix("/compact")
             && (rest.is_empty() || rest.starts_with(char::is_whitespace))
         {

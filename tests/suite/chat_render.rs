@@ -113,3 +113,42 @@ fn a_sub_agents_progress_does_not_split_the_answer() {
     );
     t.keys(&["C-d"]);
 }
+
+/// A prompt typed in one chat is in the next one's history (Up brings it
+/// back), in a file only its user can read; a line ended with `\` goes on
+/// to the next, and the model gets both lines.
+#[test]
+fn chat_keeps_history_across_sessions_and_takes_multi_line_prompts() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first answer"),
+        anthropic::text_reply("second answer"),
+    ]);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["-l", "line one \\"]);
+    t.keys(&["Enter"]);
+    t.keys(&["-l", "line two"]);
+    t.keys(&["Enter"]);
+    t.wait_for("first answer");
+    t.keys(&["C-d"]);
+    drop(t);
+    let first = super::harness::user_texts(&server.request(0));
+    assert!(first.starts_with("line one \nline two\n"), "{first}");
+    let history = p.home.path().join(".local/state/cadre/chat-history");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&history).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["Up"]);
+    t.wait_for("line two");
+    t.keys(&["Enter"]);
+    t.wait_for("second answer");
+    assert!(
+        super::harness::user_texts(&server.request(1)).contains("line one \nline two"),
+        "{}",
+        super::harness::user_texts(&server.request(1))
+    );
+    t.keys(&["C-d"]);
+}

@@ -1,0 +1,206 @@
+//! The chat's input line (rustyline): history kept across sessions in the
+//! user's state folder, Ctrl-R to search it, a line continued with a `\`
+//! at its end (or a new line with Alt-Enter or Ctrl-J), and Tab completion
+//! of slash commands and of file paths after `@`.
+
+use std::borrow::Cow;
+use std::path::PathBuf;
+
+use rustyline::completion::{Completer, FilenameCompleter, Pair};
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::FileHistory;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Cmd, Config, Context, Editor, Helper, KeyCode, KeyEvent, Modifiers};
+
+use super::CliError;
+
+/// Entries kept in the history file.
+const HISTORY_ENTRIES: usize = 1000;
+
+/// The history file: `$XDG_STATE_HOME/cadre/chat-history`, else
+/// `~/.local/state/cadre/chat-history`.
+pub fn history_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| dirs::home_dir().map(|h| h.join(".local").join("state")))?;
+    Some(base.join("cadre").join("chat-history"))
+}
+
+struct ChatHelper {
+    commands: Vec<String>,
+    files: FilenameCompleter,
+}
+
+impl Completer for ChatHelper {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        ctx: &Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = &line[..pos];
+        let start = before.rfind(char::is_whitespace).map_or(0, |i| {
+            i + before[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let word = &before[start..];
+        if start == 0 && word.starts_with('/') {
+            let found = self
+                .commands
+                .iter()
+                .filter(|c| c.starts_with(word))
+                .map(|c| Pair {
+                    display: c.clone(),
+                    replacement: format!("{c} "),
+                })
+                .collect();
+            return Ok((0, found));
+        }
+        if let Some(path) = word.strip_prefix('@') {
+            let (at, found) = self.files.complete_path(path, path.len())?;
+            let _ = ctx;
+            return Ok((start + 1 + at, found));
+        }
+        Ok((pos, Vec::new()))
+    }
+}
+
+impl Hinter for ChatHelper {
+    type Hint = String;
+}
+
+impl Highlighter for ChatHelper {
+    fn highlight_prompt<'b, 's: 'b, 'p: 'b>(
+        &'s self,
+        prompt: &'p str,
+        _default: bool,
+    ) -> Cow<'b, str> {
+        Cow::Borrowed(prompt)
+    }
+}
+
+impl Validator for ChatHelper {
+    /// A line ending with `\` goes on: Enter starts the next line.
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(if ctx.input().ends_with('\\') {
+            ValidationResult::Incomplete
+        } else {
+            ValidationResult::Valid(None)
+        })
+    }
+}
+
+impl Helper for ChatHelper {}
+
+/// The chat's line editor.
+pub struct ChatInput {
+    editor: Editor<ChatHelper, FileHistory>,
+    history: Option<PathBuf>,
+}
+
+impl ChatInput {
+    /// An editor completing `commands` (each with its `/`), with the
+    /// history of earlier sessions loaded.
+    pub fn new(commands: Vec<String>) -> Result<ChatInput, CliError> {
+        let config = Config::builder()
+            .max_history_size(HISTORY_ENTRIES)
+            .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?
+            .auto_add_history(false)
+            .completion_type(rustyline::CompletionType::List)
+            .build();
+        let mut editor = Editor::with_config(config)
+            .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
+        editor.set_helper(Some(ChatHelper {
+            commands,
+            files: FilenameCompleter::new(),
+        }));
+        for key in [
+            KeyEvent(KeyCode::Enter, Modifiers::ALT),
+            KeyEvent::ctrl('J'),
+        ] {
+            editor.bind_sequence(key, Cmd::Newline);
+        }
+        let history = history_path();
+        if let Some(path) = &history
+            && path.exists()
+            && let Err(e) = editor.load_history(path)
+        {
+            tracing::warn!("chat history {}: {e}; starting without it", path.display());
+        }
+        Ok(ChatInput { editor, history })
+    }
+
+    /// Reads one prompt: `Ok(None)` at Ctrl-D. A `\` that ended a line
+    /// joins it to the next with a newline.
+    pub fn read(
+        &mut self,
+        prompt: &str,
+    ) -> Result<Option<String>, rustyline::error::ReadlineError> {
+        match self.editor.readline(prompt) {
+            Ok(line) => Ok(Some(line.replace("\\\n", "\n"))),
+            Err(rustyline::error::ReadlineError::Eof) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds a prompt to the history, and to the file (created readable by
+    /// the user only: prompts may hold anything).
+    pub fn remember(&mut self, line: &str) {
+        let _ = self.editor.add_history_entry(line);
+        let Some(path) = &self.history else { return };
+        if !path.exists() {
+            let created = path
+                .parent()
+                .map_or(Ok(()), std::fs::create_dir_all)
+                .and_then(|()| {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    std::fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .mode(0o600)
+                        .open(path)
+                        .map(drop)
+                });
+            if let Err(e) = created {
+                tracing::warn!("chat history {}: {e}; not kept", path.display());
+                self.history = None;
+                return;
+            }
+        }
+        if let Err(e) = self.editor.append_history(path) {
+            tracing::warn!("chat history {}: {e}; not kept", path.display());
+            self.history = None;
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_at_paths_complete() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("notes.md"), "").unwrap();
+        let helper = ChatHelper {
+            commands: vec!["/compact".into(), "/clear".into(), "/mcp".into()],
+            files: FilenameCompleter::new(),
+        };
+        let history = FileHistory::new();
+        let ctx = Context::new(&history);
+        let (at, found) = helper.complete("/c", 2, &ctx).unwrap();
+        let names: Vec<&str> = found.iter().map(|p| p.display.as_str()).collect();
+        assert_eq!((at, names), (0, vec!["/compact", "/clear"]));
+        // A slash later in the line is not a command.
+        assert!(helper.complete("see /c", 6, &ctx).unwrap().1.is_empty());
+        let line = format!("read @{}/no", dir.path().display());
+        let (at, found) = helper.complete(&line, line.len(), &ctx).unwrap();
+        assert_eq!(&line[..at], "read @");
+        let want = format!("{}/notes.md", dir.path().display());
+        assert_eq!(found[0].replacement, want);
+    }
+}
