@@ -16,6 +16,8 @@ mod load;
 mod memory;
 mod parse;
 mod resolve;
+pub mod rules;
+pub mod styles;
 pub mod skills;
 mod sources;
 pub mod teams;

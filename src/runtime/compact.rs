@@ -178,6 +178,9 @@ impl Session {
         // The summary need not name every agent type and skill: the next
         // turn announces the whole listing again.
         self.announced = Arc::default();
+        // The summary replaces the messages that held on-demand rules and
+        // nested memory: a file touched again brings them back.
+        self.delivered.clear();
         // Unknown until the next response counts it.
         self.last_usage = Usage::default();
         Ok(true)

@@ -12,6 +12,7 @@ pub mod backend;
 mod compact;
 mod exec;
 pub mod grants;
+mod instructions;
 pub mod hooks;
 mod listing;
 pub mod main_plan;

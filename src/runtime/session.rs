@@ -185,6 +185,9 @@ pub struct Session {
     /// The listing the conversation has been told of (see
     /// [`super::listing`]); empty at the start and after a compaction.
     pub(super) announced: Arc<Listing>,
+    /// Instruction files delivered on demand so far (see
+    /// [`super::instructions`]); cleared by a compaction.
+    pub(super) delivered: std::collections::BTreeSet<std::path::PathBuf>,
     pub(super) usage: Usage,
     pub(super) last_usage: Usage,
     pub(super) tool_uses: u32,
@@ -250,6 +253,7 @@ impl Session {
             cancel,
             rendered: None,
             announced: Arc::default(),
+            delivered: Default::default(),
             usage: Usage::default(),
             last_usage: Usage::default(),
             tool_uses: 0,
@@ -559,6 +563,10 @@ impl Session {
                 .with_tools(&names)
                 .with_scratchpad(scratchpad.as_deref());
             ctx.agent_memory = memory;
+            // The output style is the main session's (as in Claude Code).
+            if self.spec.is_main {
+                ctx = ctx.with_style(super::prompt::ActiveStyle::of(snap));
+            }
             let key = SystemKey {
                 is_main: self.spec.is_main,
                 def: self.spec.def.clone(),
@@ -892,6 +900,9 @@ impl Session {
             };
             let held_back = self.guard_holds_back(&turn);
             let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            // Rules and nested memory of the files these calls touched.
+            let loaded = self.instructions_after_tools(&turn.snap, &turn.assistant, &results);
+            results.extend(loaded);
             // Whatever arrived meanwhile joins this user message, after
             // every tool_result: appended, never inserted earlier.
             results.extend(self.take_incoming());
