@@ -203,7 +203,12 @@ pub fn build_after(
     );
     watched_dirs.extend(output_styles.dirs.iter().cloned());
     diagnostics.extend(style_diags);
-    skipped.extend(output_styles.outside.iter().map(config::trust::Outside::skipped));
+    skipped.extend(
+        output_styles
+            .outside
+            .iter()
+            .map(config::trust::Outside::skipped),
+    );
     if let Some(name) = &config.settings.output_style
         && !name.eq_ignore_ascii_case("default")
         && output_styles.find(name).is_none()

@@ -96,17 +96,65 @@ pub struct NestedRoot {
     pub local: bool,
 }
 
+/// How many folders below the working directory [`Memory::nested_files`]
+/// looks at, at most, and how deep.
+const NESTED_SCAN_DIRS: usize = 2000;
+const NESTED_SCAN_DEPTH: usize = 8;
+
 impl Memory {
+    /// The nested memory files that exist now below the working directory
+    /// (for `cadre config show`): a bounded search that skips hidden
+    /// folders, `node_modules` and `target`.
+    pub fn nested_files(&self) -> Vec<PathBuf> {
+        let Some(n) = &self.nested else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut queue = std::collections::VecDeque::from([(n.cwd.clone(), 0usize)]);
+        let mut seen = 0usize;
+        while let Some((dir, depth)) = queue.pop_front() {
+            seen += 1;
+            if seen > NESTED_SCAN_DIRS {
+                break;
+            }
+            if depth > 0 {
+                for name in ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"] {
+                    let f = dir.join(name);
+                    if f.is_file() {
+                        out.push(f);
+                    }
+                }
+            }
+            if depth >= NESTED_SCAN_DEPTH {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut subs: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        !n.starts_with('.') && n != "node_modules" && n != "target"
+                    })
+                })
+                .collect();
+            subs.sort();
+            queue.extend(subs.into_iter().map(|s| (s, depth + 1)));
+        }
+        out
+    }
+
     /// The memory files of the folders between the working directory
     /// (excluded) and `file`'s folder (included), top down: in each,
     /// `CLAUDE.md` and `.claude/CLAUDE.md` (or `AGENTS.md`), then
     /// `CLAUDE.local.md`, with their imports. Files outside the working
     /// directory have none. The second list names files left unread
     /// because they resolve outside an untrusted project.
-    pub fn nested_for(
-        &self,
-        file: &Path,
-    ) -> (Vec<MemoryFile>, Vec<crate::config::trust::Outside>) {
+    pub fn nested_for(&self, file: &Path) -> (Vec<MemoryFile>, Vec<crate::config::trust::Outside>) {
         let Some(n) = &self.nested else {
             return (Vec::new(), Vec::new());
         };
@@ -185,7 +233,10 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
     let chain = folder_chain(input.cwd);
     // Globs of user rules are relative to the project (the top of the
     // chain); those of project rules to the folder holding `.claude`.
-    let project_root = chain.first().cloned().unwrap_or_else(|| input.cwd.to_path_buf());
+    let project_root = chain
+        .first()
+        .cloned()
+        .unwrap_or_else(|| input.cwd.to_path_buf());
     if let Some(h) = input.home.filter(|_| wanted(Scope::User)) {
         loader.top(&h.join(".claude/CLAUDE.md"), MemoryScope::User);
         loader.rules(&h.join(".claude/rules"), &project_root, MemoryScope::User);

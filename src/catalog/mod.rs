@@ -17,9 +17,9 @@ mod memory;
 mod parse;
 mod resolve;
 pub mod rules;
-pub mod styles;
 pub mod skills;
 mod sources;
+pub mod styles;
 pub mod teams;
 mod tokens;
 

@@ -199,13 +199,16 @@ pub fn read_rule(
                     None => diags.push(Diagnostic::warning(
                         Some(path),
                         Some(at(item.pos)),
-                        format!("paths: expected a glob, found {}; ignored", item.type_name()),
+                        format!(
+                            "paths: expected a glob, found {}; ignored",
+                            item.type_name()
+                        ),
                     )),
                 }
             }
         }
         _ => match node.scalar_text() {
-            Some(s) => written.extend(s.split(',').map(|g| (g.to_string(), node.pos))),
+            Some(s) => written.extend(split_globs(&s).into_iter().map(|g| (g, node.pos))),
             None => diags.push(Diagnostic::warning(
                 Some(path),
                 Some(at(node.pos)),
@@ -270,6 +273,28 @@ pub fn read_rule(
     }))
 }
 
+/// A comma-separated string of globs split at the commas outside braces
+/// (`src/*.{ts,tsx}, docs/**` is two globs).
+fn split_globs(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                out.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    out.push(cur);
+    out
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -280,7 +305,12 @@ mod tests {
         let p = dir.path().join("r.md");
         std::fs::write(&p, text).unwrap();
         let mut d = Vec::new();
-        let r = read_rule(&p, Path::new("/repo"), super::super::MemoryScope::Project, &mut d);
+        let r = read_rule(
+            &p,
+            Path::new("/repo"),
+            super::super::MemoryScope::Project,
+            &mut d,
+        );
         (r, d)
     }
 
@@ -308,7 +338,10 @@ mod tests {
 
     #[test]
     fn no_paths_is_always_and_bad_frontmatter_is_placed() {
-        assert!(matches!(rule("Just text\n").0, Some(RuleFile::Always { .. })));
+        assert!(matches!(
+            rule("Just text\n").0,
+            Some(RuleFile::Always { .. })
+        ));
         assert!(matches!(
             rule("---\ndescription: x\n---\nT\n").0,
             Some(RuleFile::Always { .. })
@@ -318,6 +351,6 @@ mod tests {
         assert_eq!(d[0].line, Some(2), "{d:?}");
         let (_, d) = rule("---\npaths:\n  - {a: 1}\n  - \"a/[b\"\n---\nT\n");
         let lines: Vec<_> = d.iter().filter_map(|d| d.line).collect();
-        assert_eq!(lines, [3, 4, 2], "{d:?}");
+        assert_eq!(lines, [3, 4, 3], "{d:?}");
     }
 }

@@ -81,10 +81,7 @@ pub const BUILTIN_STYLES: &[(&str, &str)] = &[
         "Proactive",
         "Acts at once on reasonable assumptions and keeps questions to a minimum",
     ),
-    (
-        "Concise",
-        "Leads with the result and keeps answers short",
-    ),
+    ("Concise", "Leads with the result and keeps answers short"),
 ];
 
 impl OutputStyles {
@@ -121,9 +118,7 @@ pub fn style_dirs(
             (Some(n), Some(parent)) if n == "agents" => parent.to_path_buf(),
             _ => p.clone(),
         };
-        let plugin = root
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string());
+        let plugin = root.file_name().map(|n| n.to_string_lossy().to_string());
         dirs.push((StyleSource::Plugin, root.join("output-styles"), plugin));
     }
     let user = home.map(|h| h.join(".claude/output-styles"));
@@ -308,7 +303,11 @@ mod tests {
         let b = d.path().join("plain.md");
         std::fs::write(&b, "Be plain.\n").unwrap();
         let c = d.path().join("bad.md");
-        std::fs::write(&c, "---\nname: X\nkeep-coding-instructions: maybe\n---\nT\n").unwrap();
+        std::fs::write(
+            &c,
+            "---\nname: X\nkeep-coding-instructions: maybe\n---\nT\n",
+        )
+        .unwrap();
         let (s, diags) = load_styles(
             &[(StyleSource::Project, d.path().to_path_buf(), None)],
             &ProjectFiles::any(),

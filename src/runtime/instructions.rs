@@ -92,11 +92,7 @@ impl Session {
         for file in touched_files(&self.spec.cwd, assistant, results) {
             let (nested, outside) = snap.memory.nested_for(&file);
             for o in outside {
-                tracing::warn!(
-                    "{} not read: {}",
-                    o.file.display(),
-                    o.skipped().what
-                );
+                tracing::warn!("{} not read: {}", o.file.display(), o.skipped().what);
             }
             for m in nested {
                 if m.content.trim().is_empty() || self.was_delivered(&m.path, &pending) {
