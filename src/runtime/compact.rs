@@ -162,7 +162,11 @@ impl Session {
             replaced,
             kept,
         })?;
-        let message = Message::user_text(text.trim_end().to_string());
+        // Rules and nested memory delivered in the replaced messages come
+        // back in the summary's message.
+        let again = self.instructions_after_compaction(snap, &self.history[n - kept..].to_vec());
+        let mut message = Message::user_text(text.trim_end().to_string());
+        message.content.extend(again);
         self.transcript.record(
             "compact",
             json!({"message": message, "kept": kept, "replaced": replaced,
@@ -178,9 +182,7 @@ impl Session {
         // The summary need not name every agent type and skill: the next
         // turn announces the whole listing again.
         self.announced = Arc::default();
-        // The summary replaces the messages that held on-demand rules and
-        // nested memory: a file touched again brings them back.
-        self.delivered.clear();
+        self.record_delivered();
         // Unknown until the next response counts it.
         self.last_usage = Usage::default();
         Ok(true)

@@ -8,10 +8,12 @@
 //! that turn, after them (the `path_instructions` template, one text block
 //! per file): the system prompt, the tools and every earlier message keep
 //! their bytes, so the cached prefix stays valid. A file is delivered once
-//! per conversation: a `instructions` line in the transcript names what
-//! was delivered, so a resumed session does not deliver it again. A
-//! compaction drops the history that held them; after it, a file is
-//! delivered again the next time a tool touches a file it concerns.
+//! per conversation: an `instructions` line in the transcript names what
+//! was delivered, so a resumed session does not deliver it again. They
+//! survive a compaction: the files delivered in the messages the summary
+//! replaces are delivered again (as they read now) in the summary's
+//! message, and an `instructions` line after the `compact` line names all
+//! that the conversation holds.
 //!
 //! [`Session::instructions_after_tools`] is the single place where
 //! instructions load after the start of a session: an `InstructionsLoaded`
@@ -19,6 +21,9 @@
 //! message loads in `runtime::prompt::memory_block`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::MemoryScope;
 use crate::message::{ContentBlock, Message};
@@ -31,12 +36,51 @@ use super::texts::PathInstructions;
 /// of that file in, when the call succeeds.
 const FILE_TOOLS: &[&str] = &["Read", "Edit", "MultiEdit", "Write", "NotebookEdit"];
 
+/// One instruction file delivered to a conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delivered {
+    /// The rule or memory file.
+    pub path: PathBuf,
+    /// `rule`, `nested` or `local`.
+    pub kind: String,
+    /// The file whose touch brought it in.
+    pub file: PathBuf,
+}
+
 /// One file's instructions about to be delivered.
 struct Pending {
     path: PathBuf,
     kind: &'static str,
     file: PathBuf,
     content: String,
+}
+
+/// The text block that delivers one file.
+fn block(snap: &Snapshot, path: &Path, kind: &str, file: &Path, content: &str) -> String {
+    snap.templates.show(&PathInstructions {
+        path: path.display().to_string(),
+        kind: kind.to_string(),
+        file: file.display().to_string(),
+        content: content.trim_end().to_string(),
+    })
+}
+
+/// What a delivered file holds now (`None` when it is gone).
+fn content_now(snap: &Snapshot, d: &Delivered) -> Option<String> {
+    if d.kind == "rule" {
+        return snap
+            .memory
+            .path_rules
+            .iter()
+            .find(|r| r.path == d.path)
+            .map(|r| r.content.clone());
+    }
+    snap.memory
+        .nested_for(&d.file)
+        .0
+        .into_iter()
+        .find(|m| m.path == d.path)
+        .map(|m| m.content)
 }
 
 /// The files the assistant's successful file-tool calls touched, in call
@@ -125,34 +169,71 @@ impl Session {
             return Vec::new();
         }
         // An `InstructionsLoaded` hook would fire here, per file.
-        let paths: Vec<String> = pending
+        let new: Vec<Delivered> = pending
             .iter()
-            .map(|p| p.path.display().to_string())
+            .map(|p| Delivered {
+                path: p.path.clone(),
+                kind: p.kind.to_string(),
+                file: p.file.clone(),
+            })
             .collect();
         self.transcript
-            .record("instructions", serde_json::json!({ "paths": paths }));
+            .record("instructions", serde_json::json!({ "delivered": new }));
+        self.delivered.extend(new);
         pending
             .into_iter()
-            .map(|p| {
-                self.delivered.insert(p.path.clone());
-                ContentBlock::text(snap.templates.show(&PathInstructions {
-                    path: p.path.display().to_string(),
-                    kind: p.kind.to_string(),
-                    file: p.file.display().to_string(),
-                    content: p.content.trim_end().to_string(),
-                }))
-            })
+            .map(|p| ContentBlock::text(block(snap, &p.path, p.kind, &p.file, &p.content)))
             .collect()
     }
 
     fn was_delivered(&self, path: &Path, pending: &[Pending]) -> bool {
-        self.delivered.contains(path) || pending.iter().any(|p| p.path == path)
+        self.delivered.iter().any(|d| d.path == path) || pending.iter().any(|p| p.path == path)
+    }
+
+    /// At a compaction whose summary replaces every message but `kept`:
+    /// the blocks that deliver again the files delivered in the replaced
+    /// messages (as they read now; a file gone is forgotten), for the
+    /// summary's message. Files delivered in the kept messages stay where
+    /// they are.
+    pub(super) fn instructions_after_compaction(
+        &mut self,
+        snap: &Snapshot,
+        kept: &[Arc<Message>],
+    ) -> Vec<ContentBlock> {
+        let kept_texts: Vec<&str> = kept
+            .iter()
+            .flat_map(|m| m.content.iter().filter_map(ContentBlock::as_text))
+            .collect();
+        let mut blocks = Vec::new();
+        let mut still = Vec::new();
+        for d in std::mem::take(&mut self.delivered) {
+            let Some(content) = content_now(snap, &d) else {
+                continue;
+            };
+            let text = block(snap, &d.path, &d.kind, &d.file, &content);
+            if !kept_texts.contains(&text.as_str()) {
+                blocks.push(ContentBlock::text(text));
+            }
+            still.push(d);
+        }
+        self.delivered = still;
+        blocks
+    }
+
+    /// Records, after a `compact` line, every file the conversation holds.
+    pub(super) fn record_delivered(&self) {
+        if !self.delivered.is_empty() {
+            self.transcript.record(
+                "instructions",
+                serde_json::json!({ "delivered": self.delivered }),
+            );
+        }
     }
 
     /// The instruction files a resumed conversation already holds (its
     /// transcript's `instructions` lines since the last compaction).
-    pub fn set_delivered(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
-        self.delivered.extend(paths);
+    pub fn set_delivered(&mut self, files: impl IntoIterator<Item = Delivered>) {
+        self.delivered.extend(files);
     }
 }
 

@@ -13,7 +13,7 @@ mod compact;
 mod exec;
 pub mod grants;
 pub mod hooks;
-mod instructions;
+pub mod instructions;
 mod listing;
 pub mod main_plan;
 mod manage;

@@ -66,7 +66,7 @@ pub struct Restored {
     pub listing: Option<super::Listing>,
     /// Instruction files delivered on demand since the last compaction
     /// (`instructions` lines).
-    pub instructions: Vec<PathBuf>,
+    pub instructions: Vec<super::instructions::Delivered>,
     /// Model responses recorded (one `usage` line each).
     pub turns: u32,
     pub usage: Usage,
@@ -414,10 +414,14 @@ fn apply_line(
             #[derive(serde::Deserialize)]
             struct Line {
                 #[serde(default)]
-                paths: Vec<PathBuf>,
+                delivered: Vec<super::instructions::Delivered>,
             }
             if let Ok(l) = serde_json::from_slice::<Line>(raw) {
-                out.instructions.extend(l.paths);
+                for d in l.delivered {
+                    if !out.instructions.iter().any(|x| x.path == d.path) {
+                        out.instructions.push(d);
+                    }
+                }
             }
         }
         Some("listing") => {

@@ -186,8 +186,8 @@ pub struct Session {
     /// [`super::listing`]); empty at the start and after a compaction.
     pub(super) announced: Arc<Listing>,
     /// Instruction files delivered on demand so far (see
-    /// [`super::instructions`]); cleared by a compaction.
-    pub(super) delivered: std::collections::BTreeSet<std::path::PathBuf>,
+    /// [`super::instructions`]), in order.
+    pub(super) delivered: Vec<super::instructions::Delivered>,
     pub(super) usage: Usage,
     pub(super) last_usage: Usage,
     pub(super) tool_uses: u32,

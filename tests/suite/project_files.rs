@@ -163,6 +163,50 @@ fn rules_and_nested_memory_arrive_once_with_the_files_they_concern() {
 }
 
 #[test]
+fn a_delivered_rule_survives_a_compaction_once() {
+    let mut p = team_project();
+    p.config("[compact]\nthreshold = 0.5\n[compact.windows]\n\"claude-\" = 1000\n");
+    let notes = p.write("notes.txt", "alpha\n");
+    let server = FakeServer::start([
+        anthropic::message()
+            .tool_use("toolu_1", "Read", read(&p, "src/api/x.ts"))
+            .usage(100, 10)
+            .reply(),
+        anthropic::message()
+            .tool_use("toolu_2", "Read", json!({"file_path": notes}))
+            .usage(600, 10)
+            .reply(),
+        anthropic::message()
+            .text("SUMMARY: read two files")
+            .usage(50, 20)
+            .reply(),
+        anthropic::message().text("all done").usage(120, 5).reply(),
+    ]);
+    let r = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(server.request_count(), 4);
+    // The summary replaced the message that carried the rule and the
+    // nested memory: they come back with it, once.
+    let after = server.request(3).json;
+    let first = user_texts(&json!({"messages": [after["messages"][0].clone()]})).join("\n");
+    assert!(first.contains("SUMMARY: read two files"), "{first}");
+    assert!(first.contains("TS rule"), "{first}");
+    assert_eq!(count(&after, "TS rule"), 1);
+    assert_eq!(count(&after, "Nested memory"), 1);
+    // notes.txt matched the docs rule (`*.txt` at any depth), in the
+    // kept exchange: it stays where it was.
+    assert_eq!(count(&after, "Docs rule"), 1);
+    // The transcript names all three after the compact line (for a resume).
+    let lines = p.transcript_lines();
+    let compact = lines.iter().position(|l| l["type"] == "compact").unwrap();
+    assert!(
+        lines[compact..].iter().any(|l| l["type"] == "instructions"
+            && l["delivered"].as_array().is_some_and(|d| d.len() == 3)),
+        "{lines:#?}"
+    );
+}
+
+#[test]
 fn an_output_style_shapes_the_system_prompt_and_init() {
     let p = Project::new();
     p.write(
