@@ -323,7 +323,7 @@ impl Loader<'_, '_> {
                 continue;
             }
             self.seen.push(canonical);
-            match read_rule(&path, base, scope, &mut self.diags) {
+            match read_rule(&path, base, scope == MemoryScope::User, &mut self.diags) {
                 Some(RuleFile::Always { path, content }) => self.memory.files.push(MemoryFile {
                     path,
                     scope,

@@ -37,7 +37,8 @@ pub const MAX_RULE_BYTES: usize = 256 * 1024;
 #[derive(Debug, Clone)]
 pub struct PathRule {
     pub path: PathBuf,
-    pub scope: super::MemoryScope,
+    /// A user rule (`~/.claude/rules`), not the project's.
+    pub user: bool,
     /// The folder globs are relative to.
     pub base: PathBuf,
     /// The globs as written.
@@ -49,7 +50,7 @@ pub struct PathRule {
 impl PartialEq for PathRule {
     fn eq(&self, other: &Self) -> bool {
         self.path == other.path
-            && self.scope == other.scope
+            && self.user == other.user
             && self.base == other.base
             && self.globs == other.globs
             && self.content == other.content
@@ -62,7 +63,7 @@ impl serde::Serialize for PathRule {
         use serde::ser::SerializeStruct;
         let mut st = s.serialize_struct("PathRule", 3)?;
         st.serialize_field("path", &self.path)?;
-        st.serialize_field("scope", &self.scope)?;
+        st.serialize_field("scope", if self.user { "user" } else { "project" })?;
         st.serialize_field("paths", &self.globs)?;
         st.end()
     }
@@ -118,7 +119,7 @@ fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 pub fn read_rule(
     path: &Path,
     base: &Path,
-    scope: super::MemoryScope,
+    user: bool,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<RuleFile> {
     let bytes = match crate::raw::read_prefix(path, MAX_RULE_BYTES as u64 + 1) {
@@ -265,7 +266,7 @@ pub fn read_rule(
     }
     Some(RuleFile::Conditional(PathRule {
         path: path.to_path_buf(),
-        scope,
+        user,
         base: base.to_path_buf(),
         globs,
         matcher,
@@ -305,12 +306,7 @@ mod tests {
         let p = dir.path().join("r.md");
         std::fs::write(&p, text).unwrap();
         let mut d = Vec::new();
-        let r = read_rule(
-            &p,
-            Path::new("/repo"),
-            super::super::MemoryScope::Project,
-            &mut d,
-        );
+        let r = read_rule(&p, Path::new("/repo"), false, &mut d);
         (r, d)
     }
 

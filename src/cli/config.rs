@@ -83,7 +83,9 @@ fn instructions(snap: &Snapshot) -> Value {
 
 fn show_instructions(snap: &Snapshot) {
     let m = &snap.memory;
-    outln!("# memory, in the first message (honoured)");
+    if !m.files.is_empty() {
+        outln!("# memory, in the first message (honoured)");
+    }
     for f in &m.files {
         let what = match (f.rule, &f.imported_from) {
             (true, _) => "rule".to_string(),

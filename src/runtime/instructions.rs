@@ -15,10 +15,12 @@
 //! message, and an `instructions` line after the `compact` line names all
 //! that the conversation holds.
 //!
-//! [`Session::instructions_after_tools`] is the single place where
-//! instructions load after the start of a session: an `InstructionsLoaded`
-//! hook would fire there, once per file delivered (the memory of the first
-//! message loads in `runtime::prompt::memory_block`).
+//! [`after_tools`] (called by the session after each turn's tool calls)
+//! is the single place where instructions load after the start of a
+//! session: an `InstructionsLoaded` hook would fire there, once per file
+//! delivered (the memory of the first message loads in
+//! `runtime::prompt::memory_block`). This file imports no sibling of the
+//! runtime: the session keeps the list and records the transcript lines.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,8 +31,19 @@ use crate::catalog::MemoryScope;
 use crate::message::{ContentBlock, Message};
 use crate::snapshot::Snapshot;
 
-use super::session::Session;
-use super::texts::PathInstructions;
+crate::contexts! {
+    /// Memory that entered the conversation after a tool touched a file:
+    /// a rule file whose `paths` match it, or a `CLAUDE.md` of a folder
+    /// below the working directory.
+    "path_instructions" => pub struct PathInstructions {
+        pub path: String = "/repo/src/api/CLAUDE.md".into(),
+        /// `rule`, `nested` or `local` (a nested `CLAUDE.local.md`).
+        pub kind: String = "nested".into(),
+        /// The file the tool touched.
+        pub file: String = "/repo/src/api/handler.ts".into(),
+        pub content: String = "Handlers return typed errors.".into(),
+    }
+}
 
 /// Tools whose `file_path` (or `notebook_path`) brings the instructions
 /// of that file in, when the call succeeds.
@@ -45,14 +58,6 @@ pub struct Delivered {
     pub kind: String,
     /// The file whose touch brought it in.
     pub file: PathBuf,
-}
-
-/// One file's instructions about to be delivered.
-struct Pending {
-    path: PathBuf,
-    kind: &'static str,
-    file: PathBuf,
-    content: String,
 }
 
 /// The text block that delivers one file.
@@ -117,124 +122,87 @@ fn touched_files(cwd: &Path, assistant: &Message, results: &[ContentBlock]) -> V
     out
 }
 
-impl Session {
-    /// The instructions the tool calls of `assistant` bring in (their
-    /// results in `results`): for each file touched, the nested memory of
-    /// its folders, then the rules whose `paths` match it, each not
-    /// delivered before in this conversation. Returns the text blocks to
-    /// append after the results, and records what was delivered.
-    pub(super) fn instructions_after_tools(
-        &mut self,
-        snap: &Snapshot,
-        assistant: &Message,
-        results: &[ContentBlock],
-    ) -> Vec<ContentBlock> {
-        if !super::prompt::gets_memory(self.spec.def.as_deref()) {
-            return Vec::new();
+/// The instructions the tool calls of `assistant` (their results in
+/// `results`, the session working in `cwd`) bring in: for each file
+/// touched, the nested memory of its folders, then the rules whose `paths`
+/// match it, each not in `delivered` yet. Returns the text blocks to
+/// append after the results and what they deliver (already added to
+/// `delivered`).
+pub fn after_tools(
+    snap: &Snapshot,
+    cwd: &Path,
+    delivered: &mut Vec<Delivered>,
+    assistant: &Message,
+    results: &[ContentBlock],
+) -> (Vec<ContentBlock>, Vec<Delivered>) {
+    let mut blocks = Vec::new();
+    let mut new = Vec::new();
+    let mut give = |d: Delivered, content: &str, delivered: &mut Vec<Delivered>| {
+        if content.trim().is_empty() || delivered.iter().any(|x| x.path == d.path) {
+            return;
         }
-        let mut pending: Vec<Pending> = Vec::new();
-        for file in touched_files(&self.spec.cwd, assistant, results) {
-            let (nested, outside) = snap.memory.nested_for(&file);
-            for o in outside {
-                tracing::warn!("{} not read: {}", o.file.display(), o.skipped().what);
-            }
-            for m in nested {
-                if m.content.trim().is_empty() || self.was_delivered(&m.path, &pending) {
-                    continue;
-                }
-                pending.push(Pending {
-                    kind: if m.scope == MemoryScope::Local {
-                        "local"
-                    } else {
-                        "nested"
-                    },
-                    path: m.path,
-                    file: file.clone(),
-                    content: m.content,
-                });
-            }
-            for rule in snap.memory.path_rules.iter().filter(|r| r.matches(&file)) {
-                if self.was_delivered(&rule.path, &pending) {
-                    continue;
-                }
-                pending.push(Pending {
-                    path: rule.path.clone(),
-                    kind: "rule",
-                    file: file.clone(),
-                    content: rule.content.clone(),
-                });
-            }
+        // An `InstructionsLoaded` hook would fire here.
+        blocks.push(ContentBlock::text(block(
+            snap, &d.path, &d.kind, &d.file, content,
+        )));
+        delivered.push(d.clone());
+        new.push(d);
+    };
+    for file in touched_files(cwd, assistant, results) {
+        let (nested, outside) = snap.memory.nested_for(&file);
+        for o in outside {
+            tracing::warn!("{} not read: {}", o.file.display(), o.skipped().what);
         }
-        if pending.is_empty() {
-            return Vec::new();
-        }
-        // An `InstructionsLoaded` hook would fire here, per file.
-        let new: Vec<Delivered> = pending
-            .iter()
-            .map(|p| Delivered {
-                path: p.path.clone(),
-                kind: p.kind.to_string(),
-                file: p.file.clone(),
-            })
-            .collect();
-        self.transcript
-            .record("instructions", serde_json::json!({ "delivered": new }));
-        self.delivered.extend(new);
-        pending
-            .into_iter()
-            .map(|p| ContentBlock::text(block(snap, &p.path, p.kind, &p.file, &p.content)))
-            .collect()
-    }
-
-    fn was_delivered(&self, path: &Path, pending: &[Pending]) -> bool {
-        self.delivered.iter().any(|d| d.path == path) || pending.iter().any(|p| p.path == path)
-    }
-
-    /// At a compaction whose summary replaces every message but `kept`:
-    /// the blocks that deliver again the files delivered in the replaced
-    /// messages (as they read now; a file gone is forgotten), for the
-    /// summary's message. Files delivered in the kept messages stay where
-    /// they are.
-    pub(super) fn instructions_after_compaction(
-        &mut self,
-        snap: &Snapshot,
-        kept: &[Arc<Message>],
-    ) -> Vec<ContentBlock> {
-        let kept_texts: Vec<&str> = kept
-            .iter()
-            .flat_map(|m| m.content.iter().filter_map(ContentBlock::as_text))
-            .collect();
-        let mut blocks = Vec::new();
-        let mut still = Vec::new();
-        for d in std::mem::take(&mut self.delivered) {
-            let Some(content) = content_now(snap, &d) else {
-                continue;
+        for m in nested {
+            let kind = if m.scope == MemoryScope::Local {
+                "local"
+            } else {
+                "nested"
             };
-            let text = block(snap, &d.path, &d.kind, &d.file, &content);
-            if !kept_texts.contains(&text.as_str()) {
-                blocks.push(ContentBlock::text(text));
-            }
-            still.push(d);
+            let d = Delivered {
+                path: m.path,
+                kind: kind.into(),
+                file: file.clone(),
+            };
+            give(d, &m.content, delivered);
         }
-        self.delivered = still;
-        blocks
-    }
-
-    /// Records, after a `compact` line, every file the conversation holds.
-    pub(super) fn record_delivered(&self) {
-        if !self.delivered.is_empty() {
-            self.transcript.record(
-                "instructions",
-                serde_json::json!({ "delivered": self.delivered }),
-            );
+        for rule in snap.memory.path_rules.iter().filter(|r| r.matches(&file)) {
+            let d = Delivered {
+                path: rule.path.clone(),
+                kind: "rule".into(),
+                file: file.clone(),
+            };
+            give(d, &rule.content, delivered);
         }
     }
+    (blocks, new)
+}
 
-    /// The instruction files a resumed conversation already holds (its
-    /// transcript's `instructions` lines since the last compaction).
-    pub fn set_delivered(&mut self, files: impl IntoIterator<Item = Delivered>) {
-        self.delivered.extend(files);
-    }
+/// At a compaction whose summary replaces every message but `kept`: the
+/// blocks that deliver again the files delivered in the replaced messages
+/// (as they read now; a file gone is forgotten), for the summary's
+/// message. Files delivered in the kept messages stay where they are.
+pub fn after_compaction(
+    snap: &Snapshot,
+    delivered: &mut Vec<Delivered>,
+    kept: &[Arc<Message>],
+) -> Vec<ContentBlock> {
+    let kept_texts: Vec<&str> = kept
+        .iter()
+        .flat_map(|m| m.content.iter().filter_map(ContentBlock::as_text))
+        .collect();
+    let mut blocks = Vec::new();
+    delivered.retain(|d| {
+        let Some(content) = content_now(snap, d) else {
+            return false;
+        };
+        let text = block(snap, &d.path, &d.kind, &d.file, &content);
+        if !kept_texts.contains(&text.as_str()) {
+            blocks.push(ContentBlock::text(text));
+        }
+        true
+    });
+    blocks
 }
 
 #[cfg(test)]

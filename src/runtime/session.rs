@@ -276,6 +276,40 @@ impl Session {
         self.announced = Arc::new(listing);
     }
 
+    /// The instruction files a resumed conversation already holds (its
+    /// transcript's `instructions` lines since the last compaction).
+    pub fn set_delivered(
+        &mut self,
+        files: impl IntoIterator<Item = super::instructions::Delivered>,
+    ) {
+        self.delivered.extend(files);
+    }
+
+    /// Rules with `paths` and nested memory of the files this turn's tool
+    /// calls touched (see [`super::instructions`]), recorded in the
+    /// transcript; none for the sessions that get no memory.
+    fn instructions_after_tools(
+        &mut self,
+        turn: &Turn,
+        results: &[ContentBlock],
+    ) -> Vec<ContentBlock> {
+        if !super::prompt::gets_memory(self.spec.def.as_deref()) {
+            return Vec::new();
+        }
+        let (blocks, new) = super::instructions::after_tools(
+            &turn.snap,
+            &self.spec.cwd,
+            &mut self.delivered,
+            &turn.assistant,
+            results,
+        );
+        if !new.is_empty() {
+            self.transcript
+                .record("instructions", serde_json::json!({ "delivered": new }));
+        }
+        blocks
+    }
+
     /// Makes the session report its progress to `task` (for the stall limit).
     pub fn set_task(&mut self, task: Arc<super::tasks::Task>) {
         self.task = Some(task);
@@ -901,7 +935,7 @@ impl Session {
             let held_back = self.guard_holds_back(&turn);
             let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
             // Rules and nested memory of the files these calls touched.
-            let loaded = self.instructions_after_tools(&turn.snap, &turn.assistant, &results);
+            let loaded = self.instructions_after_tools(&turn, &results);
             results.extend(loaded);
             // Whatever arrived meanwhile joins this user message, after
             // every tool_result: appended, never inserted earlier.

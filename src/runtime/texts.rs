@@ -330,18 +330,6 @@ contexts! {
         pub style: String = "Learning".into(),
     }
 
-    /// Memory that entered the conversation after a tool touched a file:
-    /// a rule file whose `paths` match it, or a `CLAUDE.md` of a folder
-    /// below the working directory.
-    "path_instructions" => pub struct PathInstructions {
-        pub path: String = "/repo/src/api/CLAUDE.md".into(),
-        /// `rule`, `nested` or `local` (a nested `CLAUDE.local.md`).
-        pub kind: String = "nested".into(),
-        /// The file the tool touched.
-        pub file: String = "/repo/src/api/handler.ts".into(),
-        pub content: String = "Handlers return typed errors.".into(),
-    }
-
     /// The result of a tool call cut short by a cancel.
     "tool_cancelled" => pub struct ToolCancelled {}
 
