@@ -41,7 +41,7 @@ crate::contexts! {
         pub kind: String = "nested".into(),
         /// The file the tool touched.
         pub file: String = "/repo/src/api/handler.ts".into(),
-        pub content: String = "Handlers return typed errors.".into(),
+        pub content: String = "- tabs".into(),
     }
 }
 

@@ -178,7 +178,7 @@ impl PromptContext {
             output_style: Some(ActiveStyle {
                 name: "Pirate".into(),
                 keep_coding_instructions: false,
-                prompt: "Answer like a pirate.".into(),
+                prompt: "Arr!".into(),
             }),
             coding_instructions: false,
         }
