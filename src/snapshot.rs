@@ -198,7 +198,12 @@ pub fn build_after(
     );
     watched_dirs.extend(memory.rule_dirs.iter().cloned());
     let (output_styles, style_diags) = catalog::styles::load_styles(
-        &catalog::styles::style_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs),
+        &catalog::styles::style_dirs(
+            &input.load.cwd,
+            home.as_deref(),
+            &plugin_dirs,
+            input.load.cli.setting_sources.as_deref(),
+        ),
         &project_files,
     );
     watched_dirs.extend(output_styles.dirs.iter().cloned());

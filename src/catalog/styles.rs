@@ -107,11 +107,16 @@ impl OutputStyles {
 }
 
 /// The folders styles are read from, lowest precedence first.
+/// With `--setting-sources` (`sources`), the user and project folders are
+/// read only when their scope is listed.
 pub fn style_dirs(
     cwd: &Path,
     home: Option<&Path>,
     plugin_dirs: &[PathBuf],
+    sources: Option<&[crate::config::Scope]>,
 ) -> Vec<(StyleSource, PathBuf, Option<String>)> {
+    use crate::config::Scope;
+    let wanted = |scope: Scope| sources.is_none_or(|s| s.contains(&scope));
     let mut dirs = Vec::new();
     for p in plugin_dirs {
         let root = match (p.file_name(), p.parent()) {
@@ -122,10 +127,15 @@ pub fn style_dirs(
         dirs.push((StyleSource::Plugin, root.join("output-styles"), plugin));
     }
     let user = home.map(|h| h.join(".claude/output-styles"));
-    if let Some(u) = &user {
+    if let Some(u) = user.as_ref().filter(|_| wanted(Scope::User)) {
         dirs.push((StyleSource::User, u.clone(), None));
     }
-    for d in super::sources::project_chain(cwd) {
+    let project = if wanted(Scope::Project) {
+        super::sources::project_chain(cwd)
+    } else {
+        Vec::new()
+    };
+    for d in project {
         let p = d.join(".claude/output-styles");
         if user.as_ref() != Some(&p) {
             dirs.push((StyleSource::Project, p, None));
