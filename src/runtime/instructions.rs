@@ -125,26 +125,43 @@ fn touched_files(cwd: &Path, assistant: &Message, results: &[ContentBlock]) -> V
 /// The instructions the tool calls of `assistant` (their results in
 /// `results`, the session working in `cwd`) bring in: for each file
 /// touched, the nested memory of its folders, then the rules whose `paths`
-/// match it, each not in `delivered` yet. Returns the text blocks to
-/// append after the results and what they deliver (already added to
-/// `delivered`).
+/// match it, each not in `delivered` yet. A file whose text the
+/// `history` already carries (a fork inherits its parent's messages; a
+/// sub-agent resumed by SendMessage keeps its own) counts as delivered
+/// without a new block. Returns the text blocks to append after the
+/// results and what the conversation now holds that `delivered` did not
+/// (already added to it).
 pub fn after_tools(
     snap: &Snapshot,
     cwd: &Path,
     delivered: &mut Vec<Delivered>,
+    history: &[Arc<Message>],
     assistant: &Message,
     results: &[ContentBlock],
 ) -> (Vec<ContentBlock>, Vec<Delivered>) {
     let mut blocks = Vec::new();
     let mut new = Vec::new();
+    let carried = |d: &Delivered, content: &str| {
+        let path = d.path.display().to_string();
+        let content = content.trim_end();
+        history.iter().any(|m| {
+            m.role == crate::message::Role::User
+                && m.content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .any(|t| t.contains(&path) && t.contains(content))
+        })
+    };
     let mut give = |d: Delivered, content: &str, delivered: &mut Vec<Delivered>| {
         if content.trim().is_empty() || delivered.iter().any(|x| x.path == d.path) {
             return;
         }
-        // An `InstructionsLoaded` hook would fire here.
-        blocks.push(ContentBlock::text(block(
-            snap, &d.path, &d.kind, &d.file, content,
-        )));
+        if !carried(&d, content) {
+            // An `InstructionsLoaded` hook would fire here.
+            blocks.push(ContentBlock::text(block(
+                snap, &d.path, &d.kind, &d.file, content,
+            )));
+        }
         delivered.push(d.clone());
         new.push(d);
     };

@@ -300,6 +300,7 @@ impl Session {
             &turn.snap,
             &self.spec.cwd,
             &mut self.delivered,
+            &self.history,
             &turn.assistant,
             results,
         );

@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use super::harness::{Project, last_tool_results};
+use super::harness::{Project, assistant_turns, is_fork_child, is_main_session, last_tool_results};
 use super::kit::{FakeServer, anthropic};
 
 /// Every text block of the user messages of a request, in order.
@@ -204,6 +204,43 @@ fn a_delivered_rule_survives_a_compaction_once() {
             && l["delivered"].as_array().is_some_and(|d| d.len() == 3)),
         "{lines:#?}"
     );
+}
+
+#[test]
+fn a_fork_inherits_delivered_rules_and_is_not_given_them_again() {
+    let mut p = team_project();
+    p.config("[features]\nFORK_SUBAGENT = true\n[flags.FORK_SUBAGENT]\ndescription = \"fork\"\ngates = [\"coordinator\"]\n");
+    let x = read(&p, "src/api/x.ts");
+    let y = read(&p, "src/api/y.ts");
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply("toolu_1", "Read", x.clone()),
+                1 => anthropic::tool_use_reply(
+                    "toolu_2",
+                    "Agent",
+                    json!({"description": "d", "prompt": "look at y", "fork": true}),
+                ),
+                _ => anthropic::text_reply("main done"),
+            };
+        }
+        // The fork child reads another file the same rule covers.
+        if assistant_turns(r) == 2 {
+            anthropic::tool_use_reply("toolu_3", "Read", y.clone())
+        } else {
+            anthropic::text_reply("fork done")
+        }
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    let child = server
+        .requests()
+        .into_iter()
+        .find(|r| is_fork_child(r) && assistant_turns(r) == 3)
+        .expect("the fork read its file");
+    assert_eq!(last_tool_results(&child.json).len(), 1);
+    // Inherited with the parent's messages, not given twice.
+    assert_eq!(count(&child.json, "TS rule"), 1);
+    assert_eq!(count(&child.json, "Nested memory"), 1);
 }
 
 #[test]
