@@ -49,8 +49,10 @@ pub struct Snapshot {
     pub watched_dirs: Vec<PathBuf>,
     /// The shared MCP servers: `.mcp.json` files under `[mcp_servers]`.
     pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
-    /// Project memory (`CLAUDE.md` and its imports), in order.
+    /// Project memory (`CLAUDE.md` and its imports, rule files), in order.
     pub memory: catalog::Memory,
+    /// Every output style, and the one `output_style` chose.
+    pub output_styles: catalog::styles::OutputStyles,
     /// The merged permission rules, parsed once here (a malformed rule was
     /// reported with its position and is left out).
     pub rules: Arc<crate::permissions::Rules>,
@@ -194,6 +196,37 @@ pub fn build_after(
             .filter(|(_, d)| d.is_dir())
             .map(|(_, d)| d.clone()),
     );
+    watched_dirs.extend(memory.rule_dirs.iter().cloned());
+    let (output_styles, style_diags) = catalog::styles::load_styles(
+        &catalog::styles::style_dirs(
+            &input.load.cwd,
+            home.as_deref(),
+            &plugin_dirs,
+            input.load.cli.setting_sources.as_deref(),
+        ),
+        &project_files,
+    );
+    watched_dirs.extend(output_styles.dirs.iter().cloned());
+    diagnostics.extend(style_diags);
+    skipped.extend(
+        output_styles
+            .outside
+            .iter()
+            .map(config::trust::Outside::skipped),
+    );
+    if let Some(name) = &config.settings.output_style
+        && !name.eq_ignore_ascii_case("default")
+        && output_styles.find(name).is_none()
+    {
+        let message = format!(
+            "output_style: no style named `{name}` (known: {}); the default is used",
+            output_styles.names().join(", ")
+        );
+        diagnostics.push(match config.origins.of("output_style") {
+            Some(o) => o.diagnostic(crate::diagnostic::Severity::Warning, message),
+            None => Diagnostic::warning(None, None, message),
+        });
+    }
     let mut skills = catalog::load_skills(&skill_dirs, &project_files);
     diagnostics.extend(skills.diagnostics.iter().cloned());
     diagnostics.extend(check_skill_rules(&skills));
@@ -253,6 +286,7 @@ pub fn build_after(
         watched_dirs,
         mcp_servers,
         memory,
+        output_styles,
         skills: Arc::new(skills),
         project_files,
         catalog_files,
@@ -327,6 +361,16 @@ fn check_settings(config: &LoadedConfig, known_tools: &[&str]) -> Vec<Diagnostic
 }
 
 impl Snapshot {
+    /// The name of the output style the settings choose, as `init`
+    /// reports it: `default` when none (or an unknown one) is chosen.
+    pub fn output_style_name(&self) -> String {
+        self.settings()
+            .output_style
+            .as_deref()
+            .and_then(|n| self.output_styles.find(n))
+            .map_or_else(|| "default".to_string(), |s| s.name.clone())
+    }
+
     pub fn settings(&self) -> &Settings {
         &self.config.settings
     }

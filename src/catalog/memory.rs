@@ -50,6 +50,9 @@ pub struct MemoryFile {
     /// The file that imported this one, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub imported_from: Option<PathBuf>,
+    /// A rule file (`.claude/rules/*.md`) without `paths`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rule: bool,
     pub content: String,
 }
 
@@ -69,6 +72,128 @@ pub struct Memory {
     /// project and the folder is not trusted.
     #[serde(skip)]
     pub outside: Vec<crate::config::trust::Outside>,
+    /// Existing rules folders (watched whole, so a new rule is seen).
+    #[serde(skip)]
+    pub rule_dirs: Vec<PathBuf>,
+    /// Rules with `paths`: delivered when a tool touches a matching file.
+    pub path_rules: Vec<super::rules::PathRule>,
+    /// What finding nested memory (`CLAUDE.md` below the working
+    /// directory) needs, kept from the load.
+    #[serde(skip)]
+    pub nested: Option<NestedRoot>,
+}
+
+/// Where nested memory may be found: folders below `cwd`, inside the
+/// project, read under the same trust judgement as the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NestedRoot {
+    pub cwd: PathBuf,
+    pub home: Option<PathBuf>,
+    pub files: crate::config::trust::ProjectFiles,
+    /// Whether project (`CLAUDE.md`) and local (`CLAUDE.local.md`) files
+    /// are read (`--setting-sources`).
+    pub project: bool,
+    pub local: bool,
+}
+
+/// How many folders below the working directory [`Memory::nested_files`]
+/// looks at, at most, and how deep.
+const NESTED_SCAN_DIRS: usize = 2000;
+const NESTED_SCAN_DEPTH: usize = 8;
+
+impl Memory {
+    /// The nested memory files that exist now below the working directory
+    /// (for `cadre config show`): a bounded search that skips hidden
+    /// folders, `node_modules` and `target`.
+    pub fn nested_files(&self) -> Vec<PathBuf> {
+        let Some(n) = &self.nested else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut queue = std::collections::VecDeque::from([(n.cwd.clone(), 0usize)]);
+        let mut seen = 0usize;
+        while let Some((dir, depth)) = queue.pop_front() {
+            seen += 1;
+            if seen > NESTED_SCAN_DIRS {
+                break;
+            }
+            if depth > 0 {
+                for name in ["CLAUDE.md", ".claude/CLAUDE.md", "CLAUDE.local.md"] {
+                    let f = dir.join(name);
+                    if f.is_file() {
+                        out.push(f);
+                    }
+                }
+            }
+            if depth >= NESTED_SCAN_DEPTH {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut subs: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| {
+                        let n = n.to_string_lossy();
+                        !n.starts_with('.') && n != "node_modules" && n != "target"
+                    })
+                })
+                .collect();
+            subs.sort();
+            queue.extend(subs.into_iter().map(|s| (s, depth + 1)));
+        }
+        out
+    }
+
+    /// The memory files of the folders between the working directory
+    /// (excluded) and `file`'s folder (included), top down: in each,
+    /// `CLAUDE.md` and `.claude/CLAUDE.md` (or `AGENTS.md`), then
+    /// `CLAUDE.local.md`, with their imports. Files outside the working
+    /// directory have none. The second list names files left unread
+    /// because they resolve outside an untrusted project.
+    pub fn nested_for(&self, file: &Path) -> (Vec<MemoryFile>, Vec<crate::config::trust::Outside>) {
+        let Some(n) = &self.nested else {
+            return (Vec::new(), Vec::new());
+        };
+        let file = crate::paths::lexical(file);
+        let mut dirs: Vec<&Path> = file
+            .ancestors()
+            .skip(1)
+            .take_while(|d| *d != n.cwd && d.starts_with(&n.cwd))
+            .collect();
+        if dirs.is_empty() || !file.starts_with(&n.cwd) {
+            return (Vec::new(), Vec::new());
+        }
+        dirs.reverse();
+        let input = MemoryInput {
+            cwd: &n.cwd,
+            home: n.home.as_deref(),
+            managed_root: Path::new("/"),
+            files: &n.files,
+            sources: None,
+        };
+        let mut loader = Loader {
+            input: &input,
+            memory: Memory::default(),
+            diags: Vec::new(),
+            seen: Vec::new(),
+        };
+        for dir in dirs {
+            if n.home.as_deref() == Some(dir) {
+                continue;
+            }
+            if n.project {
+                loader.project_dir(dir);
+            }
+            if n.local {
+                loader.top(&dir.join("CLAUDE.local.md"), MemoryScope::Local);
+            }
+        }
+        (loader.memory.files, loader.memory.outside)
+    }
 }
 
 impl Memory {
@@ -105,31 +230,34 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
     );
     use crate::config::Scope;
     let wanted = |scope: Scope| input.sources.is_none_or(|s| s.contains(&scope));
+    let chain = folder_chain(input.cwd);
+    // Globs of user rules are relative to the project (the top of the
+    // chain); those of project rules to the folder holding `.claude`.
+    let project_root = chain
+        .first()
+        .cloned()
+        .unwrap_or_else(|| input.cwd.to_path_buf());
     if let Some(h) = input.home.filter(|_| wanted(Scope::User)) {
         loader.top(&h.join(".claude/CLAUDE.md"), MemoryScope::User);
+        loader.rules(&h.join(".claude/rules"), &project_root, MemoryScope::User);
     }
-    let chain = folder_chain(input.cwd);
     for dir in chain.iter().filter(|_| wanted(Scope::Project)) {
         if input.home == Some(dir.as_path()) {
             continue;
         }
-        let claude = dir.join("CLAUDE.md");
-        let dot_claude = dir.join(".claude/CLAUDE.md");
-        let agents = dir.join("AGENTS.md");
-        loader
-            .memory
-            .watched
-            .extend([claude.clone(), dot_claude.clone(), agents.clone()]);
-        if claude.is_file() || dot_claude.is_file() {
-            loader.top(&claude, MemoryScope::Project);
-            loader.top(&dot_claude, MemoryScope::Project);
-        } else {
-            loader.top(&agents, MemoryScope::Project);
-        }
+        loader.project_dir(dir);
+        loader.rules(&dir.join(".claude/rules"), dir, MemoryScope::Project);
     }
     for dir in chain.iter().filter(|_| wanted(Scope::Local)) {
         loader.top(&dir.join("CLAUDE.local.md"), MemoryScope::Local);
     }
+    loader.memory.nested = Some(NestedRoot {
+        cwd: crate::paths::lexical(input.cwd),
+        home: input.home.map(Path::to_path_buf),
+        files: input.files.clone(),
+        project: wanted(Scope::Project),
+        local: wanted(Scope::Local),
+    });
     (loader.memory, loader.diags)
 }
 
@@ -158,6 +286,57 @@ struct Loader<'a, 'b> {
 }
 
 impl Loader<'_, '_> {
+    /// A project folder's `CLAUDE.md` and `.claude/CLAUDE.md`, or its
+    /// `AGENTS.md` when it has neither.
+    fn project_dir(&mut self, dir: &Path) {
+        let claude = dir.join("CLAUDE.md");
+        let dot_claude = dir.join(".claude/CLAUDE.md");
+        let agents = dir.join("AGENTS.md");
+        self.memory
+            .watched
+            .extend([claude.clone(), dot_claude.clone(), agents.clone()]);
+        if claude.is_file() || dot_claude.is_file() {
+            self.top(&claude, MemoryScope::Project);
+            self.top(&dot_claude, MemoryScope::Project);
+        } else {
+            self.top(&agents, MemoryScope::Project);
+        }
+    }
+
+    /// The rule files of a rules folder: those without `paths` join the
+    /// memory here, the others wait for a matching file.
+    fn rules(&mut self, dir: &Path, base: &Path, scope: MemoryScope) {
+        use super::rules::{RuleFile, read_rule, rule_files};
+        if dir.is_dir() {
+            self.memory.rule_dirs.push(dir.to_path_buf());
+        }
+        for path in rule_files(dir) {
+            self.memory.watched.push(path.clone());
+            if scope_from_repo(scope)
+                && let Err(outside) = self.input.files.admit(&path)
+            {
+                self.memory.outside.push(outside);
+                continue;
+            }
+            let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+            if self.seen.contains(&canonical) {
+                continue;
+            }
+            self.seen.push(canonical);
+            match read_rule(&path, base, scope == MemoryScope::User, &mut self.diags) {
+                Some(RuleFile::Always { path, content }) => self.memory.files.push(MemoryFile {
+                    path,
+                    scope,
+                    imported_from: None,
+                    rule: true,
+                    content,
+                }),
+                Some(RuleFile::Conditional(rule)) => self.memory.path_rules.push(rule),
+                None => {}
+            }
+        }
+    }
+
     fn top(&mut self, path: &Path, scope: MemoryScope) {
         self.memory.watched.push(path.to_path_buf());
         if scope_from_repo(scope)
@@ -210,6 +389,7 @@ impl Loader<'_, '_> {
             path: path.to_path_buf(),
             scope,
             imported_from: from.map(Path::to_path_buf),
+            rule: false,
             content: text,
         });
         if depth >= MAX_IMPORT_DEPTH {

@@ -16,8 +16,10 @@ mod load;
 mod memory;
 mod parse;
 mod resolve;
+pub mod rules;
 pub mod skills;
 mod sources;
+pub mod styles;
 pub mod teams;
 mod tokens;
 

@@ -61,6 +61,67 @@ struct ShowJson<'a> {
     skipped: &'a [Skipped],
     trusted: bool,
     trust_root: String,
+    instructions: Value,
+}
+
+/// What the model is told beside the settings: memory files and rules
+/// (first message), rules with `paths` and nested memory (on demand), and
+/// the output style (system prompt).
+fn instructions(snap: &Snapshot) -> Value {
+    let m = &snap.memory;
+    json!({
+        "memory": m.files.iter().map(|f| json!({
+            "path": f.path, "scope": f.scope, "rule": f.rule,
+            "imported_from": f.imported_from,
+        })).collect::<Vec<_>>(),
+        "path_rules": m.path_rules,
+        "nested_memory": m.nested_files(),
+        "output_style": snap.output_style_name(),
+        "output_styles": snap.output_styles.styles.values().collect::<Vec<_>>(),
+    })
+}
+
+fn show_instructions(snap: &Snapshot) {
+    let m = &snap.memory;
+    if !m.files.is_empty() {
+        outln!("# memory, in the first message (honoured)");
+    }
+    for f in &m.files {
+        let what = match (f.rule, &f.imported_from) {
+            (true, _) => "rule".to_string(),
+            (false, Some(from)) => format!("imported by {}", from.display()),
+            (false, None) => "memory".to_string(),
+        };
+        let scope = serde_json::to_value(f.scope).unwrap_or(Value::Null);
+        outln!(
+            "#   {:<8} {}    {what}",
+            scope.as_str().unwrap_or(""),
+            f.path.display()
+        );
+    }
+    if !m.path_rules.is_empty() {
+        outln!("# rules with paths, when a tool reads or writes a matching file (honoured)");
+        for r in &m.path_rules {
+            outln!("#   {}    paths: {}", r.path.display(), r.globs.join(", "));
+        }
+    }
+    let nested = m.nested_files();
+    if !nested.is_empty() {
+        outln!("# nested memory, when a tool reads or writes a file below its folder (honoured)");
+        for f in nested {
+            outln!("#   {}", f.display());
+        }
+    }
+    let active = snap.output_style_name();
+    outln!("# output styles (active: {active})");
+    for s in snap.output_styles.styles.values() {
+        let from = s
+            .path
+            .as_ref()
+            .map_or_else(|| "built-in".to_string(), |p| p.display().to_string());
+        let mark = if s.name == active { "*" } else { " " };
+        outln!("#  {mark}{}    {from}", s.name);
+    }
 }
 
 fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
@@ -89,6 +150,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             skipped: &c.skipped,
             trusted: c.trusted,
             trust_root: c.trust_root.display().to_string(),
+            instructions: instructions(&snap),
         });
     }
     let mut lines = Vec::new();
@@ -117,6 +179,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
         let state = if f.read { "read" } else { "absent" };
         outln!("#   {:<8} {} ({state})", f.scope.as_str(), f.path.display());
     }
+    show_instructions(&snap);
     if !c.ignored.is_empty() {
         outln!("# Claude Code keys cadre does not implement (ignored)");
         for k in &c.ignored {

@@ -1203,7 +1203,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
         slash_commands: Vec::new(),
         api_key_source: "none".into(),
         claude_code_version: wire::CLAUDE_CODE_VERSION.into(),
-        output_style: "default".into(),
+        output_style: snap.output_style_name(),
         agents: snap
             .visible_agents(kind)
             .iter()
@@ -1421,8 +1421,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             id,
             json!({
                 "commands": [],
-                "output_style": "default",
-                "available_output_styles": ["default"],
+                "output_style": prepared.engine.snapshot.load().output_style_name(),
+                "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
                 "models": [],
                 "account": {},
                 "pid": std::process::id(),

@@ -472,8 +472,11 @@ pub(super) fn prepare_with(
         transcript,
         CancellationToken::new(),
     );
-    if let Some(listing) = resumed.as_ref().and_then(|(_, r)| r.listing.clone()) {
-        session.set_announced(listing);
+    if let Some((_, r)) = &resumed {
+        if let Some(listing) = r.listing.clone() {
+            session.set_announced(listing);
+        }
+        session.set_delivered(r.instructions.iter().cloned());
     }
     if resumed.is_some() {
         // A turn cut by a crash or kill: its tool calls get one

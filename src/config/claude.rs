@@ -78,6 +78,7 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
                 _ => t.problems.push(expected(path, value, "env", "an object")),
             },
             "model" => scalar(path, value, "model", &["provider", "model"], &mut t, true),
+            "outputStyle" => scalar(path, value, "outputStyle", &["output_style"], &mut t, true),
             "enableAllProjectMcpServers" => scalar(
                 path,
                 value,

@@ -71,6 +71,10 @@ pub struct Settings {
     /// Where background sub-agents run: this process, or a worker fleet
     /// on NATS JetStream (`docs/distributed.md`).
     pub distributed: DistributedSettings,
+    /// The output style of the main session (Claude Code's `outputStyle`):
+    /// a built-in style's name, a style file's, or `default`. See
+    /// docs/output-styles.md.
+    pub output_style: Option<String>,
 }
 
 /// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
@@ -240,6 +244,7 @@ impl Default for Settings {
             effort_levels: BTreeMap::new(),
             prices: BTreeMap::new(),
             distributed: DistributedSettings::default(),
+            output_style: None,
         }
     }
 }

@@ -162,7 +162,15 @@ impl Session {
             replaced,
             kept,
         })?;
-        let message = Message::user_text(text.trim_end().to_string());
+        // Rules and nested memory delivered in the replaced messages come
+        // back in the summary's message.
+        let again = super::instructions::after_compaction(
+            snap,
+            &mut self.delivered,
+            &self.history[n - kept..],
+        );
+        let mut message = Message::user_text(text.trim_end().to_string());
+        message.content.extend(again);
         self.transcript.record(
             "compact",
             json!({"message": message, "kept": kept, "replaced": replaced,
@@ -178,6 +186,11 @@ impl Session {
         // The summary need not name every agent type and skill: the next
         // turn announces the whole listing again.
         self.announced = Arc::default();
+        // After the `compact` line: what the conversation holds now.
+        if !self.delivered.is_empty() {
+            self.transcript
+                .record("instructions", json!({ "delivered": self.delivered }));
+        }
         // Unknown until the next response counts it.
         self.last_usage = Usage::default();
         Ok(true)

@@ -13,6 +13,7 @@ mod compact;
 mod exec;
 pub mod grants;
 pub mod hooks;
+pub mod instructions;
 mod listing;
 pub mod main_plan;
 mod manage;
@@ -541,6 +542,7 @@ pub(crate) fn template_samples() -> Vec<(&'static str, bool, serde_json::Value)>
     let mut all = texts::samples();
     all.extend(prompt::samples());
     all.extend(team_texts::samples());
+    all.extend(instructions::samples());
     all.push(crate::templates::sample_of::<prompt::MemoryContext>());
     all
 }

@@ -32,6 +32,42 @@ pub struct PromptContext {
     /// when the session started.
     #[serde(skip)]
     pub agent_memory: Option<crate::catalog::agent_memory::AgentMemory>,
+    /// The main session's output style (`output_style`), when not the
+    /// default: its prompt closes the main system prompt.
+    pub output_style: Option<ActiveStyle>,
+    /// Whether the main prompt keeps its coding instructions (no style, or
+    /// a style with `keep-coding-instructions`).
+    pub coding_instructions: bool,
+}
+
+/// The output style a main session answers in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ActiveStyle {
+    pub name: String,
+    pub keep_coding_instructions: bool,
+    /// The style's prompt (a built-in's rendered from its template).
+    pub prompt: String,
+}
+
+impl ActiveStyle {
+    /// The style the settings choose, if any (`default` and an unknown
+    /// name are none; the snapshot warned about the latter).
+    pub fn of(snap: &Snapshot) -> Option<ActiveStyle> {
+        let name = snap.settings().output_style.as_deref()?;
+        let style = snap.output_styles.find(name)?;
+        let prompt = if style.source == crate::catalog::styles::StyleSource::Builtin {
+            snap.templates.show(&super::texts::OutputStyleBuiltin {
+                style: style.name.clone(),
+            })
+        } else {
+            style.prompt.clone()
+        };
+        Some(ActiveStyle {
+            name: style.name.clone(),
+            keep_coding_instructions: style.keep_coding_instructions,
+            prompt,
+        })
+    }
 }
 
 /// The agent-memory block of a system prompt, or nothing.
@@ -61,7 +97,16 @@ impl PromptContext {
             has_agent_tool: false,
             scratchpad: None,
             agent_memory: None,
+            output_style: None,
+            coding_instructions: true,
         }
+    }
+
+    /// The same context, answering in `style`.
+    pub fn with_style(mut self, style: Option<ActiveStyle>) -> Self {
+        self.coding_instructions = style.as_ref().is_none_or(|s| s.keep_coding_instructions);
+        self.output_style = style;
+        self
     }
 
     /// The same context, naming the shared scratchpad folder.
@@ -130,6 +175,12 @@ impl PromptContext {
             has_agent_tool: true,
             scratchpad: Some("/home/me/.claude/projects/-repo/S/scratchpad".into()),
             agent_memory: None,
+            output_style: Some(ActiveStyle {
+                name: "Pirate".into(),
+                keep_coding_instructions: false,
+                prompt: "Arr!".into(),
+            }),
+            coding_instructions: false,
         }
     }
 }
@@ -183,15 +234,25 @@ fn text_tool_call_block(snap: &Snapshot, ctx: &PromptContext) -> Result<String, 
 }
 
 /// The main session's system prompt: the agent's body (for `--agent`) or
-/// the `main_system` template, then the environment block.
+/// the `main_system` template, then the environment block, then (with no
+/// agent named) the output style's block, as Claude Code places it.
 pub fn main_system_prompt(
     snap: &Snapshot,
     def: Option<&AgentDef>,
     ctx: &PromptContext,
 ) -> Result<String, RenderError> {
-    let head = match def {
-        Some(d) => agent_body(snap, d, ctx)?,
-        None => snap.templates.render(&MainSystem(ctx.clone()))?,
+    let (head, style) = match def {
+        Some(d) => (agent_body(snap, d, ctx)?, String::new()),
+        None => (
+            snap.templates.render(&MainSystem(ctx.clone()))?,
+            match &ctx.output_style {
+                Some(s) => snap.templates.render(&super::texts::OutputStyleBlock {
+                    name: s.name.clone(),
+                    prompt: s.prompt.clone(),
+                })?,
+                None => String::new(),
+            },
+        ),
     };
     let memory = agent_memory_block(snap, ctx)?;
     let env = snap.templates.render(&Environment(ctx.clone()))?;
@@ -200,6 +261,7 @@ pub fn main_system_prompt(
         head.trim(),
         memory.trim(),
         env.trim(),
+        style.trim(),
         calls.trim(),
     ]))
 }

@@ -64,6 +64,9 @@ pub struct Restored {
     /// The agent types and skills the conversation was last told of (the
     /// last `listing` line since the last compaction).
     pub listing: Option<super::Listing>,
+    /// Instruction files delivered on demand since the last compaction
+    /// (`instructions` lines).
+    pub instructions: Vec<super::instructions::Delivered>,
     /// Model responses recorded (one `usage` line each).
     pub turns: u32,
     pub usage: Usage,
@@ -403,8 +406,24 @@ fn apply_line(
             out.compactions += 1;
             // A compaction drops the announced listings with the history.
             out.listing = None;
+            out.instructions.clear();
         }
         // What the session has been told of agents and skills so far.
+        // Rules and nested memory delivered on demand.
+        Some("instructions") => {
+            #[derive(serde::Deserialize)]
+            struct Line {
+                #[serde(default)]
+                delivered: Vec<super::instructions::Delivered>,
+            }
+            if let Ok(l) = serde_json::from_slice::<Line>(raw) {
+                for d in l.delivered {
+                    if !out.instructions.iter().any(|x| x.path == d.path) {
+                        out.instructions.push(d);
+                    }
+                }
+            }
+        }
         Some("listing") => {
             // The line's own `type` and `timestamp` are ignored fields.
             out.listing = serde_json::from_slice::<super::Listing>(raw).ok();

@@ -185,6 +185,9 @@ pub struct Session {
     /// The listing the conversation has been told of (see
     /// [`super::listing`]); empty at the start and after a compaction.
     pub(super) announced: Arc<Listing>,
+    /// Instruction files delivered on demand so far (see
+    /// [`super::instructions`]), in order.
+    pub(super) delivered: Vec<super::instructions::Delivered>,
     pub(super) usage: Usage,
     pub(super) last_usage: Usage,
     pub(super) tool_uses: u32,
@@ -250,6 +253,7 @@ impl Session {
             cancel,
             rendered: None,
             announced: Arc::default(),
+            delivered: Default::default(),
             usage: Usage::default(),
             last_usage: Usage::default(),
             tool_uses: 0,
@@ -270,6 +274,41 @@ impl Session {
     /// transcript's last `listing` line), so it is not announced again.
     pub fn set_announced(&mut self, listing: Listing) {
         self.announced = Arc::new(listing);
+    }
+
+    /// The instruction files a resumed conversation already holds (its
+    /// transcript's `instructions` lines since the last compaction).
+    pub fn set_delivered(
+        &mut self,
+        files: impl IntoIterator<Item = super::instructions::Delivered>,
+    ) {
+        self.delivered.extend(files);
+    }
+
+    /// Rules with `paths` and nested memory of the files this turn's tool
+    /// calls touched (see [`super::instructions`]), recorded in the
+    /// transcript; none for the sessions that get no memory.
+    fn instructions_after_tools(
+        &mut self,
+        turn: &Turn,
+        results: &[ContentBlock],
+    ) -> Vec<ContentBlock> {
+        if !super::prompt::gets_memory(self.spec.def.as_deref()) {
+            return Vec::new();
+        }
+        let (blocks, new) = super::instructions::after_tools(
+            &turn.snap,
+            &self.spec.cwd,
+            &mut self.delivered,
+            &self.history,
+            &turn.assistant,
+            results,
+        );
+        if !new.is_empty() {
+            self.transcript
+                .record("instructions", serde_json::json!({ "delivered": new }));
+        }
+        blocks
     }
 
     /// Makes the session report its progress to `task` (for the stall limit).
@@ -559,6 +598,10 @@ impl Session {
                 .with_tools(&names)
                 .with_scratchpad(scratchpad.as_deref());
             ctx.agent_memory = memory;
+            // The output style is the main session's (as in Claude Code).
+            if self.spec.is_main {
+                ctx = ctx.with_style(super::prompt::ActiveStyle::of(snap));
+            }
             let key = SystemKey {
                 is_main: self.spec.is_main,
                 def: self.spec.def.clone(),
@@ -892,6 +935,9 @@ impl Session {
             };
             let held_back = self.guard_holds_back(&turn);
             let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            // Rules and nested memory of the files these calls touched.
+            let loaded = self.instructions_after_tools(&turn, &results);
+            results.extend(loaded);
             // Whatever arrived meanwhile joins this user message, after
             // every tool_result: appended, never inserted earlier.
             results.extend(self.take_incoming());

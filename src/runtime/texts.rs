@@ -319,6 +319,17 @@ contexts! {
         pub reason: String = "the tests were not run".into(),
     }
 
+    /// The output style's block at the end of the main system prompt.
+    "output_style" => pub struct OutputStyleBlock {
+        pub name: String = "Explanatory".into(),
+        pub prompt: String = "Explain your choices.".into(),
+    }
+
+    /// The prompt of one of cadre's built-in output styles.
+    "output_style_builtin" => pub struct OutputStyleBuiltin {
+        pub style: String = "Learning".into(),
+    }
+
     /// The result of a tool call cut short by a cancel.
     "tool_cancelled" => pub struct ToolCancelled {}
 

@@ -306,6 +306,23 @@ fn scenarios() -> Vec<Scenario> {
             hook_fields: &[],
             env: &[],
         },
+        // A project's own output style, chosen in its settings: `init`
+        // names it.
+        Scenario {
+            name: "output-style",
+            args: args(&["-p", "hi", "--output-format", "stream-json", "--verbose"]),
+            steps: vec![],
+            setup: |p| {
+                p.write(
+                    ".claude/output-styles/pirate.md",
+                    "---\nname: Pirate\ndescription: Arr\n---\nSpeak like a pirate.\n",
+                );
+                p.write(".claude/settings.json", "{\"outputStyle\": \"Pirate\"}\n");
+            },
+            replies: |_| vec![anthropic::text_reply("arr")],
+            hook_fields: &[],
+            env: &[],
+        },
     ]
 }
 

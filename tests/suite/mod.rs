@@ -28,6 +28,7 @@ mod newcomer;
 mod notebook;
 mod permissions;
 mod problems;
+mod project_files;
 mod provider;
 mod races;
 mod reload;

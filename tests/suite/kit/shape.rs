@@ -5,7 +5,8 @@
 //! Values that differ run to run (ids, uuids, times, costs, paths,
 //! versions) are never compared: events are compared by their *shape* —
 //! every key path with the JSON types seen there — and only a few chosen
-//! fields are compared by value (a result's subtype, turn count, text…).
+//! fields are compared by value (a result's subtype, turn count, text…,
+//! the output style `init` names).
 //! Each difference names an [`Area`] and a path, so a reviewed list can
 //! accept it by that pair.
 
@@ -241,8 +242,25 @@ pub fn compare_events(claude: &[Value], cadre: &[Value]) -> Vec<Difference> {
         let sb = shape_of(theirs.iter().copied(), usize::MAX);
         out.extend(compare_shapes(Area::Events, kind, &sa, &sb));
     }
+    let inits = |events: &[Value]| -> Vec<Value> {
+        events
+            .iter()
+            .filter(|e| e["type"] == "system" && e["subtype"] == "init")
+            .cloned()
+            .collect()
+    };
+    out.extend(compare_items(
+        Area::Events,
+        "init",
+        &inits(claude),
+        &inits(cadre),
+        INIT_FIELDS,
+    ));
     out
 }
+
+/// The fields of the `init` event compared by value (when both have them).
+pub const INIT_FIELDS: &[&str] = &["/output_style"];
 
 /// The fields of a `result` compared by value (when both have them).
 pub const RESULT_FIELDS: &[&str] = &[
