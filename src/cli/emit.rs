@@ -338,6 +338,7 @@ impl State {
                             parent_tool_use_id: parent,
                             session_id: sid,
                             uuid: wire::new_uuid(),
+                            api_error: None,
                         }));
                     }
                     Role::User => {

@@ -21,7 +21,7 @@ use super::wire::{self, FromClient, Input, Output, ResultOut, ResultSubtype, ToC
 use super::{CliError, GlobalArgs};
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, Message, Usage};
-use crate::provider::ProviderErrorKind;
+use crate::provider::{ProviderError, ProviderErrorKind};
 use crate::raw::lines::Line;
 use crate::runtime::{self, EventSink, Outcome, RunError, Session, StopKind};
 
@@ -1048,7 +1048,7 @@ fn too_long_result(
     max: u64,
 ) -> ResultOut {
     let start = PromptStart::now(emitter);
-    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled));
+    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled), 0);
     let why = format!(
         "stdin line {line} ({bytes} bytes) is longer than the limit of {max} bytes \
          (--max-input-line-bytes); it was skipped unread"
@@ -1059,11 +1059,16 @@ fn too_long_result(
 }
 
 /// The `result` of one prompt's run.
+///
+/// `turns` is how many model turns of this prompt completed, for a run
+/// that failed (a failed model request counts as one more, as in Claude
+/// Code).
 pub(super) fn result_of(
     emitter: &Emitter,
     session_id: &str,
     start: &PromptStart,
     outcome: &Result<Outcome, RunError>,
+    turns: u32,
 ) -> ResultOut {
     let a = emitter.accounts();
     let usage = Usage {
@@ -1137,6 +1142,15 @@ pub(super) fn result_of(
             None,
             vec!["interrupted".to_string()],
         ),
+        // A failed model request: Claude Code's `success` with `is_error`
+        // and the API's status.
+        Err(RunError::Provider(p)) if api_error(p).is_some() => (
+            ResultSubtype::Success,
+            p.to_string(),
+            turns.saturating_add(1),
+            Some("stop_sequence".to_string()),
+            vec![],
+        ),
         Err(e) => (
             ResultSubtype::ErrorDuringExecution,
             e.to_string(),
@@ -1145,8 +1159,24 @@ pub(super) fn result_of(
             vec![e.to_string()],
         ),
     };
+    let failed = match outcome {
+        Err(RunError::Provider(p)) => api_error(p),
+        _ => None,
+    };
+    let terminal_reason = match outcome {
+        Ok(o) => match o.stop {
+            StopKind::MaxTurns => Some("max_turns"),
+            StopKind::RepeatedCalls => None,
+            StopKind::EndTurn | StopKind::MaxTokens => Some("completed"),
+        },
+        Err(RunError::Cancelled) if a.over_budget => Some("budget_exhausted"),
+        Err(RunError::Cancelled) => Some("aborted_streaming"),
+        Err(RunError::Provider(p)) if runtime::is_context_overflow(p) => Some("prompt_too_long"),
+        Err(RunError::Provider(_)) if failed.is_some() => Some("api_error"),
+        Err(_) => None,
+    };
     ResultOut {
-        is_error: subtype != ResultSubtype::Success,
+        is_error: subtype != ResultSubtype::Success || failed.is_some(),
         subtype,
         duration_ms: u64::try_from(start.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         duration_api_ms: a.api_ms.saturating_sub(start.api_ms),
@@ -1158,9 +1188,60 @@ pub(super) fn result_of(
         model_usage: a.model_usage,
         permission_denials: Vec::new(),
         stop_reason,
+        terminal_reason,
+        api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
+        api_error_type: failed.and_then(|f| f.api_error_type),
         errors,
         uuid: wire::new_uuid(),
     }
+}
+
+/// How Claude Code reports a model request that failed for good (after
+/// any retries): the SDKs' error category, the status and the API's error
+/// type. `None` for failures before any request could be sent (no key, a
+/// bad URL), which are cadre's configuration errors.
+pub(super) fn api_error(p: &ProviderError) -> Option<wire::ApiErrorFields> {
+    let status = match p.kind {
+        ProviderErrorKind::Config => return None,
+        ProviderErrorKind::Status(s) => Some(s),
+        _ => None,
+    };
+    let error = match status {
+        Some(401 | 403) => "authentication_failed",
+        Some(402) => "billing_error",
+        Some(404) => "model_not_found",
+        Some(429) => "rate_limit",
+        Some(400 | 413 | 422) => "invalid_request",
+        Some(s) if s >= 500 => "server_error",
+        _ => "unknown",
+    };
+    Some(wire::ApiErrorFields {
+        error,
+        is_api_error_message: true,
+        api_error_status: status,
+        api_error_type: p.server.as_ref().and_then(|s| s.error_type.clone()),
+    })
+}
+
+/// The assistant message Claude Code sends in place of an answer when a
+/// model request failed: its text is the result's.
+fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields) -> Output {
+    Output::Assistant(wire::AssistantOut {
+        message: wire::ApiMessage {
+            id: wire::new_uuid(),
+            kind: "message",
+            role: "assistant",
+            model: "<synthetic>".into(),
+            content: json!([{"type": "text", "text": text}]),
+            stop_reason: Some("stop_sequence".into()),
+            stop_sequence: Some(String::new()),
+            usage: wire::WireUsage::default(),
+        },
+        parent_tool_use_id: None,
+        session_id: session_id.to_string(),
+        uuid: wire::new_uuid(),
+        api_error: Some(fields),
+    })
 }
 
 /// The MCP servers and their states, as `init` and `mcp_status` report them.
@@ -1567,7 +1648,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             }
         };
         prompts.done(prompt_id);
-        let mut result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        let mut result = result_of(
+            &emitter,
+            &engine.session_id,
+            &start,
+            &outcome,
+            session.turns_this_prompt(),
+        );
         if let Some(reason) = blocked {
             result.errors = vec![format!(
                 "UserPromptSubmit hook blocked the prompt: {reason}"
@@ -1577,6 +1664,15 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         last_error = result.is_error;
         last_text = result.result.clone();
         if plan.output == OutputFormat::StreamJson {
+            if let Err(RunError::Provider(p)) = &outcome
+                && let Some(fields) = api_error(p)
+            {
+                send(&api_error_message(
+                    &engine.session_id,
+                    &result.result,
+                    fields,
+                ));
+            }
             send(&Output::Result(result.clone()));
         }
         if let Err(e) = &outcome

@@ -123,6 +123,24 @@ pub struct AssistantOut {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+    /// Set on the message that reports a failed model request in place of
+    /// an answer (Claude Code's API error message).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<ApiErrorFields>,
+}
+
+/// What an assistant message reporting a failed model request carries, as
+/// Claude Code sends it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiErrorFields {
+    /// The SDKs' `AssistantMessageError`: `authentication_failed`,
+    /// `billing_error`, `rate_limit`, `invalid_request`, `server_error`,
+    /// `model_not_found`, `unknown`.
+    pub error: &'static str,
+    pub is_api_error_message: bool,
+    pub api_error_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_error_type: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -195,6 +213,16 @@ pub struct ResultOut {
     pub model_usage: BTreeMap<String, ModelUsage>,
     pub permission_denials: Vec<Value>,
     pub stop_reason: Option<String>,
+    /// Why the run ended, in Claude Code's words (`completed`, `max_turns`,
+    /// `api_error`, `prompt_too_long`, `aborted_streaming`, …); absent for
+    /// ends of cadre's own (the repeated-call guard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal_reason: Option<&'static str>,
+    /// The HTTP status of the model request that failed, `null` otherwise.
+    pub api_error_status: Option<u16>,
+    /// The error `type` the API gave with that status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_error_type: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
     pub uuid: String,
@@ -695,6 +723,9 @@ mod tests {
             model_usage: BTreeMap::new(),
             permission_denials: vec![],
             stop_reason: None,
+            terminal_reason: Some("max_turns"),
+            api_error_status: None,
+            api_error_type: None,
             errors: vec!["limit".into()],
             uuid: "u".into(),
         });
@@ -718,6 +749,8 @@ mod tests {
           "modelUsage": {},
           "permission_denials": [],
           "stop_reason": null,
+          "terminal_reason": "max_turns",
+          "api_error_status": null,
           "errors": [
             "limit"
           ],

@@ -685,6 +685,11 @@ impl Session {
         self.wake_ups = 0;
     }
 
+    /// The model turns of the current prompt so far (wake-ups included).
+    pub fn turns_this_prompt(&self) -> u32 {
+        self.turns + self.wake_ups
+    }
+
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
         let mut stop_blocks = 0;

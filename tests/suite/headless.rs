@@ -329,6 +329,53 @@ fn max_turns_gives_error_max_turns_and_exit_1() {
 }
 
 #[test]
+fn a_failed_model_request_ends_as_claude_codes_api_error() {
+    let p = Project::new();
+    // One tool turn, then the API refuses the key (not retried).
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Glob", json!({"pattern": "*"})),
+        Reply::anthropic_error(401, "authentication_error", "invalid x-api-key"),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "find", "--output-format", "stream-json", "--verbose"],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines = run.json_lines();
+    assert_eq!(
+        types(&lines),
+        ["system/init", "assistant", "user", "assistant", "result"],
+        "{lines:#?}"
+    );
+    let said = &lines[3];
+    assert_eq!(said["error"], "authentication_failed");
+    assert_eq!(said["is_api_error_message"], true);
+    assert_eq!(said["api_error_status"], 401);
+    assert_eq!(said["message"]["model"], "<synthetic>");
+    let r = &lines[4];
+    assert_eq!(r["subtype"], "success");
+    assert_eq!(r["is_error"], true);
+    assert_eq!(r["terminal_reason"], "api_error");
+    assert_eq!(r["api_error_status"], 401);
+    assert_eq!(r["api_error_type"], "authentication_error");
+    // The completed turn and the failed one.
+    assert_eq!(r["num_turns"], 2);
+    assert_eq!(said["message"]["content"][0]["text"], r["result"]);
+    assert!(
+        r["result"].as_str().unwrap().contains("invalid x-api-key"),
+        "{r}"
+    );
+    assert!(r.get("errors").is_none(), "{r}");
+    // A run that succeeds says so in Claude Code's words too.
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let v = p
+        .run(Some(&server), &["-p", "x", "--output-format", "json"])
+        .json();
+    assert_eq!(v["terminal_reason"], "completed");
+    assert_eq!(v["api_error_status"], Value::Null);
+}
+
+#[test]
 fn the_budget_stops_the_session() {
     let p = Project::new();
     // Each response costs $3 (a million input tokens of claude-sonnet-4-5).
