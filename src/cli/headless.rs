@@ -126,7 +126,9 @@ pub struct HeadlessArgs {
     pub max_thinking_tokens: Option<String>,
     #[arg(long, hide = true)]
     pub effort: Option<String>,
-    #[arg(long, hide = true)]
+    /// Structured output: the answer is a StructuredOutput tool call whose
+    /// input fits this JSON Schema (the result's `structured_output`).
+    #[arg(long, value_name = "SCHEMA")]
     pub json_schema: Option<String>,
     #[arg(long, hide = true)]
     pub plugin_dir: Vec<PathBuf>,
@@ -218,6 +220,8 @@ struct Plan {
     stdio_permissions: bool,
     /// In-process MCP servers of the SDK client.
     sdk_servers: Vec<String>,
+    /// `--json-schema`, compiled.
+    structured: Option<runtime::structured::StructuredSpec>,
 }
 
 fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
@@ -274,9 +278,6 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     }
     if h.effort.is_some() {
         unsupported.push("--effort (ignored)");
-    }
-    if h.json_schema.is_some() {
-        unsupported.push("--json-schema (structured output is not supported; ignored)");
     }
     if !h.plugin_dir.is_empty() {
         unsupported.push("--plugin-dir (plugins are not supported; ignored)");
@@ -409,6 +410,23 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             false
         }
     };
+    let structured = match &h.json_schema {
+        None => None,
+        Some(text) => {
+            let schema: Value = serde_json::from_str(text).map_err(|e| {
+                CliError::Usage(format!(
+                    "--json-schema:{}:{}: not JSON: {e}",
+                    e.line(),
+                    e.column()
+                ))
+            })?;
+            Some(
+                runtime::structured::StructuredSpec::new(schema).map_err(|e| {
+                    CliError::Usage(format!("--json-schema: not a JSON Schema: {e}"))
+                })?,
+            )
+        }
+    };
     Ok(Plan {
         session,
         extras,
@@ -416,6 +434,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         input,
         stdio_permissions,
         sdk_servers,
+        structured,
     })
 }
 
@@ -1094,6 +1113,24 @@ pub(super) fn result_of(
             .saturating_sub(start.usage.web_search_requests),
     };
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
+        // `--json-schema`: the answer is the structured output, as JSON.
+        Ok(o) if o.structured_output.is_some() => (
+            ResultSubtype::Success,
+            o.structured_output
+                .as_ref()
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            o.turns,
+            Some("tool_use".to_string()),
+            vec![],
+        ),
+        Ok(o) if o.structured_failure.is_some() => (
+            ResultSubtype::ErrorMaxStructuredOutputRetries,
+            String::new(),
+            o.turns,
+            Some("tool_use".to_string()),
+            o.structured_failure.iter().cloned().collect(),
+        ),
         Ok(o) => {
             let text = o.final_text.clone().unwrap_or_default().join("\n");
             // A run that answered nothing never reports success.
@@ -1164,6 +1201,7 @@ pub(super) fn result_of(
         _ => None,
     };
     let terminal_reason = match outcome {
+        Ok(o) if o.structured_failure.is_some() => Some("structured_output_retry_exhausted"),
         Ok(o) => match o.stop {
             StopKind::MaxTurns => Some("max_turns"),
             StopKind::RepeatedCalls => None,
@@ -1192,6 +1230,10 @@ pub(super) fn result_of(
         api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
         api_error_type: failed.and_then(|f| f.api_error_type),
         errors,
+        structured_output: outcome
+            .as_ref()
+            .ok()
+            .and_then(|o| o.structured_output.clone()),
         uuid: wire::new_uuid(),
     }
 }
@@ -1519,6 +1561,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         model_source,
         ..
     } = prepared;
+    if let Some(spec) = plan.structured.clone() {
+        session.set_structured_output(spec);
+    }
     // As in `run`: the first request offers the MCP tools of every server
     // that came up within mcp.startup_timeout_ms.
     let startup =

@@ -195,6 +195,8 @@ pub enum ResultSubtype {
     ErrorMaxTurns,
     ErrorDuringExecution,
     ErrorMaxBudgetUsd,
+    /// `--json-schema`: the model's StructuredOutput calls kept failing.
+    ErrorMaxStructuredOutputRetries,
 }
 
 /// The last message of each prompt's run.
@@ -225,6 +227,9 @@ pub struct ResultOut {
     pub api_error_type: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// `--json-schema`: the answer, fitting the schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<Value>,
     pub uuid: String,
 }
 
@@ -727,6 +732,7 @@ mod tests {
             api_error_status: None,
             api_error_type: None,
             errors: vec!["limit".into()],
+            structured_output: None,
             uuid: "u".into(),
         });
         insta::assert_json_snapshot!(r, @r#"

@@ -27,6 +27,7 @@ pub mod sampling;
 mod session;
 pub mod session_dirs;
 pub mod spawn;
+pub mod structured;
 pub mod tasks;
 mod team;
 mod team_texts;

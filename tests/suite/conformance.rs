@@ -134,6 +134,19 @@ fn write_notes_and_denying_hook(p: &Project) {
     p.write(".claude/settings.json", &settings.to_string());
 }
 
+/// The schema of the structured-output scenarios.
+const ANSWER_SCHEMA: &str =
+    r#"{"type":"object","properties":{"answer":{"type":"integer"}},"required":["answer"]}"#;
+
+/// A StructuredOutput call with this input, in a message of its own id
+/// (Claude Code joins messages that share one).
+fn structured(id: &str, input: Value) -> Reply {
+    anthropic::message()
+        .id(&format!("msg_{id}"))
+        .tool_use(id, "StructuredOutput", input)
+        .reply()
+}
+
 const STREAM_IO: [&str; 6] = [
     "--input-format",
     "stream-json",
@@ -203,6 +216,52 @@ fn scenarios() -> Vec<Scenario> {
             replies: |_| vec![Reply::anthropic_error(500, "api_error", "Internal server error"); 4],
             hook_fields: &[],
             env: &[("CLAUDE_CODE_MAX_RETRIES", "2")],
+        },
+        Scenario {
+            name: "structured-output",
+            args: args(&[
+                "-p",
+                "2+2",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--json-schema",
+                ANSWER_SCHEMA,
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            // An answer in text first (told to call the tool), then one
+            // that does not fit, then one that does.
+            replies: |_| {
+                vec![
+                    anthropic::text_reply("it is 4"),
+                    structured("toolu_s1", json!({"answer": "four"})),
+                    structured("toolu_s2", json!({"answer": 4})),
+                ]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
+        Scenario {
+            name: "structured-output-retries",
+            args: args(&[
+                "-p",
+                "2+2",
+                "--output-format",
+                "json",
+                "--json-schema",
+                ANSWER_SCHEMA,
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            // Never fits: both give up after five tries.
+            replies: |_| {
+                (0..8)
+                    .map(|i| structured(&format!("toolu_s{i}"), json!({"answer": "x"})))
+                    .collect()
+            },
+            hook_fields: &[],
+            env: &[],
         },
         read_scenario(
             "pre-tool-use-hook",

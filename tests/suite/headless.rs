@@ -375,6 +375,103 @@ fn a_failed_model_request_ends_as_claude_codes_api_error() {
     assert_eq!(v["api_error_status"], Value::Null);
 }
 
+/// A StructuredOutput call in a message of its own.
+fn structured_call(id: &str, input: Value) -> Reply {
+    anthropic::message()
+        .id(&format!("msg_{id}"))
+        .tool_use(id, "StructuredOutput", input)
+        .reply()
+}
+
+#[test]
+fn json_schema_offers_structured_output_checks_it_and_returns_it() {
+    let p = Project::new();
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                        "required": ["answer"]});
+    let server = FakeServer::start([
+        anthropic::text_reply("it is 4"),
+        structured_call("toolu_1", json!({"answer": "four"})),
+        structured_call("toolu_2", json!({"answer": 4})),
+        anthropic::text_reply("never asked for"),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "2+2",
+            "--output-format",
+            "json",
+            "--json-schema",
+            &schema.to_string(),
+        ],
+    );
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["subtype"], "success", "{v}");
+    assert_eq!(v["structured_output"], json!({"answer": 4}));
+    assert_eq!(v["result"], r#"{"answer":4}"#);
+    assert_eq!(v["stop_reason"], "tool_use");
+    assert_eq!(
+        v["num_turns"], 4,
+        "three requests and the turn that ends the run"
+    );
+    // The run ends with the call that fits: no fourth request.
+    assert_eq!(server.request_count(), 3);
+    let offered = server.request(0).json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "StructuredOutput")
+        .cloned()
+        .expect("StructuredOutput offered");
+    assert_eq!(offered["input_schema"], schema);
+    // A text answer is answered with a reminder to call the tool ...
+    assert!(
+        server
+            .request(1)
+            .last_user_text()
+            .contains("MUST call the StructuredOutput tool"),
+        "{}",
+        server.request(1).last_user_text()
+    );
+    // ... and input that does not fit with an error naming the field.
+    let second = last_tool_results(&server.request(2).json);
+    assert_eq!(second[0]["is_error"], true);
+    assert!(result_text(&second[0]).contains("/answer"), "{second:?}");
+
+    // Input that never fits: five tries, then the error result.
+    let server = FakeServer::route(|_| structured_call("toolu_x", json!({"answer": "x"})));
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "2+2",
+            "--output-format",
+            "json",
+            "--json-schema",
+            &schema.to_string(),
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_max_structured_output_retries", "{v}");
+    assert_eq!(v["is_error"], true);
+    assert_eq!(v["terminal_reason"], "structured_output_retry_exhausted");
+    assert!(
+        v["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("Failed to provide valid structured output after 5 attempts"),
+        "{v}"
+    );
+    assert_eq!(server.request_count(), 5);
+
+    // A schema that is not JSON is a usage error naming the place.
+    let run = p.run(Some(&server), &["-p", "x", "--json-schema", "{not json"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--json-schema:1:2"), "{}", run.stderr);
+}
+
 #[test]
 fn the_budget_stops_the_session() {
     let p = Project::new();
