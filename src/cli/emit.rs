@@ -32,6 +32,16 @@ pub enum Print {
     Partials,
 }
 
+/// A partial message being streamed: its id and the content block open
+/// in it.
+struct Streaming {
+    id: String,
+    /// The open block's index and kind (`text`, `thinking`).
+    block: Option<(u64, &'static str)>,
+    /// Blocks started so far.
+    blocks: u64,
+}
+
 /// The session's accounts and the state the mapping needs.
 struct State {
     session_id: String,
@@ -43,7 +53,7 @@ struct State {
     /// agent id → the usage of its last response, for its next message.
     pending_usage: HashMap<String, (String, Usage)>,
     /// Agents whose partial message is open.
-    streaming: HashMap<String, String>,
+    streaming: HashMap<String, Streaming>,
     /// Tool calls running: id → (tool name, when it started), for
     /// `tool_progress`.
     calls: HashMap<String, (String, std::time::Instant)>,
@@ -253,6 +263,64 @@ impl State {
         })
     }
 
+    /// Makes sure `agent_id`'s partial message is open (`message_start`)
+    /// with a block of `kind` open in it: a delta of another kind closes
+    /// the open block and starts the next one.
+    fn open_block(&mut self, agent_id: &str, kind: &'static str, out: &mut Vec<Output>) {
+        if !self.streaming.contains_key(agent_id) {
+            let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
+            let model = self.model_of(agent_id);
+            out.push(self.stream_event(
+                agent_id,
+                json!({"type": "message_start", "message": {
+                    "id": id, "type": "message", "role": "assistant", "model": model,
+                    "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+            ));
+            self.streaming.insert(
+                agent_id.to_string(),
+                Streaming {
+                    id,
+                    block: None,
+                    blocks: 0,
+                },
+            );
+        }
+        let Some(open) = self.streaming.get(agent_id).map(|s| s.block) else {
+            return;
+        };
+        if open.is_some_and(|(_, k)| k == kind) {
+            return;
+        }
+        if let Some((index, _)) = open {
+            out.push(self.stream_event(
+                agent_id,
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+        let index = self.streaming.get(agent_id).map_or(0, |s| s.blocks);
+        let block = match kind {
+            "thinking" => json!({"type": "thinking", "thinking": "", "signature": ""}),
+            _ => json!({"type": "text", "text": ""}),
+        };
+        out.push(self.stream_event(
+            agent_id,
+            json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        if let Some(s) = self.streaming.get_mut(agent_id) {
+            s.block = Some((index, kind));
+            s.blocks = index + 1;
+        }
+    }
+
+    /// The index of `agent_id`'s open block.
+    fn open_index(&self, agent_id: &str) -> u64 {
+        self.streaming
+            .get(agent_id)
+            .and_then(|s| s.block)
+            .map_or(0, |(i, _)| i)
+    }
+
     fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
         let sid = self.session_id.clone();
         let mut out = Vec::new();
@@ -268,28 +336,36 @@ impl State {
                     .insert(agent_id.clone(), (model.clone(), *usage));
             }
             EngineEvent::TextDelta { agent_id, text } if print == Print::Partials => {
-                if !self.streaming.contains_key(agent_id) {
-                    let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
-                    self.streaming.insert(agent_id.clone(), id.clone());
-                    let model = self.model_of(agent_id);
-                    out.push(self.stream_event(
-                        agent_id,
-                        json!({"type": "message_start", "message": {
-                            "id": id, "type": "message", "role": "assistant", "model": model,
-                            "content": [], "stop_reason": null, "stop_sequence": null,
-                            "usage": {"input_tokens": 0, "output_tokens": 0}}}),
-                    ));
-                    out.push(self.stream_event(
-                        agent_id,
-                        json!({"type": "content_block_start", "index": 0,
-                               "content_block": {"type": "text", "text": ""}}),
-                    ));
-                }
+                self.open_block(agent_id, "text", &mut out);
+                let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
-                    json!({"type": "content_block_delta", "index": 0,
+                    json!({"type": "content_block_delta", "index": index,
                            "delta": {"type": "text_delta", "text": text}}),
                 ));
+            }
+            EngineEvent::ThinkingDelta { agent_id, thinking } if print == Print::Partials => {
+                self.open_block(agent_id, "thinking", &mut out);
+                let index = self.open_index(agent_id);
+                out.push(self.stream_event(
+                    agent_id,
+                    json!({"type": "content_block_delta", "index": index,
+                           "delta": {"type": "thinking_delta", "thinking": thinking}}),
+                ));
+            }
+            EngineEvent::SignatureDelta {
+                agent_id,
+                signature,
+            } if print == Print::Partials => {
+                // Part of the thinking block streaming now.
+                let open = self.streaming.get(agent_id).and_then(|s| s.block);
+                if let Some((index, "thinking")) = open {
+                    out.push(self.stream_event(
+                        agent_id,
+                        json!({"type": "content_block_delta", "index": index,
+                               "delta": {"type": "signature_delta", "signature": signature}}),
+                    ));
+                }
             }
             EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
@@ -306,11 +382,13 @@ impl State {
                             .remove(agent_id)
                             .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
                         let id = match self.streaming.remove(agent_id) {
-                            Some(id) => {
-                                out.push(self.stream_event(
-                                    agent_id,
-                                    json!({"type": "content_block_stop", "index": 0}),
-                                ));
+                            Some(Streaming { id, block, .. }) => {
+                                if let Some((index, _)) = block {
+                                    out.push(self.stream_event(
+                                        agent_id,
+                                        json!({"type": "content_block_stop", "index": index}),
+                                    ));
+                                }
                                 out.push(self.stream_event(
                                     agent_id,
                                     json!({"type": "message_delta",

@@ -122,9 +122,20 @@ pub struct HeadlessArgs {
     pub include_hook_events: bool,
     #[arg(long, hide = true, num_args = 1..)]
     pub betas: Vec<String>,
+    /// Extended thinking with this budget in tokens (0: off); wins over
+    /// `MAX_THINKING_TOKENS` and `provider.thinking_budget`.
+    #[arg(long, value_name = "N")]
+    pub max_thinking_tokens: Option<u32>,
+    /// `enabled`/`adaptive`: think (with the budget given, else
+    /// max_tokens - 1); `disabled`: do not.
+    #[arg(long, value_name = "MODE", value_parser = ["enabled", "adaptive", "disabled"])]
+    pub thinking: Option<String>,
+    /// Accepted for the SDKs; not supported (said on stderr).
     #[arg(long, hide = true)]
-    pub max_thinking_tokens: Option<String>,
-    #[arg(long, hide = true)]
+    pub thinking_display: Option<String>,
+    /// The main session's reasoning effort (`low`, `medium`, `high`,
+    /// `xhigh`, `max`), sent where the model takes it.
+    #[arg(long, value_name = "LEVEL")]
     pub effort: Option<String>,
     /// Structured output: the answer is a StructuredOutput tool call whose
     /// input fits this JSON Schema (the result's `structured_output`).
@@ -271,13 +282,8 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if !h.betas.is_empty() {
         unsupported.push("--betas (ignored)");
     }
-    if h.max_thinking_tokens.is_some() {
-        unsupported.push(
-            "--max-thinking-tokens (set provider.thinking_budget in the config instead; ignored)",
-        );
-    }
-    if h.effort.is_some() {
-        unsupported.push("--effort (ignored)");
+    if h.thinking_display.is_some() {
+        unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
     }
     if !h.plugin_dir.is_empty() {
         unsupported.push("--plugin-dir (plugins are not supported; ignored)");
@@ -390,6 +396,21 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     }
     if h.strict_mcp_config {
         extras.mcp_only = Some(strict_names);
+    }
+    // Thinking is one setting, provider.thinking_budget (0: off); these
+    // flags set it above every other layer.
+    let budget = match (h.thinking.as_deref(), h.max_thinking_tokens) {
+        (Some("disabled"), _) => Some(0),
+        (_, Some(n)) => Some(n),
+        // As Claude Code on a model without adaptive thinking: the most
+        // the answer leaves room for (cut to max_tokens - 1 when sent).
+        (Some(_), None) => Some(u32::MAX),
+        (None, None) => None,
+    };
+    if let Some(b) = budget {
+        extras
+            .env
+            .push(("CADRE_PROVIDER__THINKING_BUDGET".into(), b.to_string()));
     }
     let stdio_permissions = match h.permission_prompt_tool.as_deref() {
         None => false,
@@ -1563,6 +1584,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     } = prepared;
     if let Some(spec) = plan.structured.clone() {
         session.set_structured_output(spec);
+    }
+    if let Some(effort) = &h.effort {
+        session.set_effort(effort.clone());
     }
     // As in `run`: the first request offers the MCP tools of every server
     // that came up within mcp.startup_timeout_ms.

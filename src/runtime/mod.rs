@@ -71,6 +71,16 @@ pub enum EngineEvent {
         agent_id: String,
         text: String,
     },
+    /// A piece of a thinking block as it streams.
+    ThinkingDelta {
+        agent_id: String,
+        thinking: String,
+    },
+    /// A piece of a thinking block's signature.
+    SignatureDelta {
+        agent_id: String,
+        signature: String,
+    },
     /// A message was appended to a session's history.
     Message {
         agent_id: String,

@@ -706,6 +706,12 @@ impl Session {
         self.structured_state = StructuredState::default();
     }
 
+    /// The reasoning effort of this session's requests from now on
+    /// (trimmed to what its model takes when sent).
+    pub fn set_effort(&mut self, effort: String) {
+        self.spec.effort = Some(effort);
+    }
+
     /// Asks for structured output (`--json-schema`): the session is
     /// offered the StructuredOutput tool from its next request on, and a
     /// run ends once the tool is called with input that fits.
@@ -797,6 +803,18 @@ impl Session {
                         agent_id: agent_id.clone(),
                         text,
                     }),
+                    StreamEvent::ThinkingDelta(thinking) => {
+                        engine.emit(EngineEvent::ThinkingDelta {
+                            agent_id: agent_id.clone(),
+                            thinking,
+                        });
+                    }
+                    StreamEvent::SignatureDelta(signature) => {
+                        engine.emit(EngineEvent::SignatureDelta {
+                            agent_id: agent_id.clone(),
+                            signature,
+                        });
+                    }
                     StreamEvent::Retrying {
                         attempt,
                         delay_ms,

@@ -263,6 +263,32 @@ fn scenarios() -> Vec<Scenario> {
             hook_fields: &[],
             env: &[],
         },
+        Scenario {
+            name: "thinking",
+            args: args(&[
+                "-p",
+                "2+2",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
+                "--max-thinking-tokens",
+                "2048",
+            ]),
+            steps: vec![],
+            setup: no_setup,
+            // A thinking block (with its signature), then the answer.
+            replies: |_| {
+                vec![
+                    anthropic::message()
+                        .thinking("two and two", "sig-1")
+                        .text("four")
+                        .reply(),
+                ]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
         read_scenario(
             "pre-tool-use-hook",
             write_notes_and_hook,

@@ -473,6 +473,102 @@ fn json_schema_offers_structured_output_checks_it_and_returns_it() {
 }
 
 #[test]
+fn thinking_flags_set_the_budget_and_thinking_streams_and_stays_in_history() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::message()
+            .thinking("look first", "sig-a")
+            .tool_use("toolu_1", "Glob", json!({"pattern": "*"}))
+            .reply(),
+        anthropic::message()
+            .id("msg_2")
+            .thinking("none there", "sig-b")
+            .text("nothing")
+            .reply(),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "find",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+            "--max-thinking-tokens",
+            "500",
+        ],
+    );
+    run.ok();
+    // (The test configuration's max_tokens is 1024: a budget fits under it.)
+    assert_eq!(
+        server.request(0).json["thinking"],
+        json!({"type": "enabled", "budget_tokens": 500})
+    );
+    // The thinking block goes back to the model with its signature.
+    let history = &server.request(1).json["messages"];
+    let assistant = &history[history.as_array().unwrap().len() - 2];
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "look first", "signature": "sig-a"})
+    );
+    let lines = run.json_lines();
+    let deltas: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "stream_event" && l["event"]["type"] == "content_block_delta")
+        .map(|l| &l["event"])
+        .collect();
+    // The first message's thinking, streamed in pieces at index 0, then
+    // its signature.
+    let first: Vec<&&Value> = deltas
+        .iter()
+        .take_while(|d| d["delta"]["type"] != "signature_delta")
+        .collect();
+    assert!(first.iter().all(|d| d["index"] == 0), "{deltas:#?}");
+    let thought: String = first
+        .iter()
+        .filter_map(|d| d["delta"]["thinking"].as_str())
+        .collect();
+    assert_eq!(thought, "look first");
+    assert_eq!(
+        deltas[first.len()]["delta"],
+        json!({"type": "signature_delta", "signature": "sig-a"})
+    );
+    // The text after the thinking is the message's second block.
+    let text = deltas
+        .iter()
+        .find(|d| d["delta"]["type"] == "text_delta")
+        .unwrap();
+    assert_eq!(text["index"], 1);
+    let starts: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"]["type"] == "content_block_start")
+        .map(|l| &l["event"]["content_block"]["type"])
+        .collect();
+    assert_eq!(starts, ["thinking", "thinking", "text"], "{lines:#?}");
+    let answer = lines.iter().rfind(|l| l["type"] == "assistant").unwrap();
+    assert_eq!(answer["message"]["content"][0]["type"], "thinking");
+    assert_eq!(answer["message"]["content"][0]["signature"], "sig-b");
+
+    // MAX_THINKING_TOKENS sets it too; --thinking disabled turns it off
+    // over it, as Claude Code says it.
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut cmd = p.command(Some(&server));
+    cmd.env("MAX_THINKING_TOKENS", "700").args(["-p", "x"]);
+    let run = super::harness::Run::from(cmd.output().unwrap());
+    run.ok();
+    assert_eq!(server.request(0).json["thinking"]["budget_tokens"], 700);
+    let mut cmd = p.command(Some(&server));
+    cmd.env("MAX_THINKING_TOKENS", "700")
+        .args(["-p", "x", "--thinking", "disabled"]);
+    super::harness::Run::from(cmd.output().unwrap()).ok();
+    assert_eq!(
+        server.request(1).json["thinking"],
+        json!({"type": "disabled"})
+    );
+}
+
+#[test]
 fn the_budget_stops_the_session() {
     let p = Project::new();
     // Each response costs $3 (a million input tokens of claude-sonnet-4-5).
