@@ -54,6 +54,10 @@ struct State {
     pending_usage: HashMap<String, (String, Usage)>,
     /// Agents whose partial message is open.
     streaming: HashMap<String, Streaming>,
+    /// Sub-agents' text and thinking go out too (the SDKs'
+    /// `forwardSubagentText`); by default only their tool calls and
+    /// results do, as in Claude Code.
+    forward_subagent_text: bool,
     /// Tool calls running: id → (tool name, when it started), for
     /// `tool_progress`.
     calls: HashMap<String, (String, std::time::Instant)>,
@@ -101,6 +105,7 @@ impl Emitter {
                 models: HashMap::new(),
                 pending_usage: HashMap::new(),
                 streaming: HashMap::new(),
+                forward_subagent_text: false,
                 calls: HashMap::new(),
                 prices,
                 model_usage: BTreeMap::new(),
@@ -112,6 +117,14 @@ impl Emitter {
                 current: None,
             })),
             print,
+        }
+    }
+
+    /// Whether sub-agents' text and thinking blocks are sent (the SDKs'
+    /// `forwardSubagentText`, from `initialize`).
+    pub fn forward_subagent_text(&self, on: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.forward_subagent_text = on;
         }
     }
 
@@ -313,6 +326,12 @@ impl State {
         }
     }
 
+    /// Whether `agent_id`'s text and thinking go out: the main session's
+    /// always, a sub-agent's with `forwardSubagentText`.
+    fn forwards_text(&self, agent_id: &str) -> bool {
+        self.forward_subagent_text || !self.parents.contains_key(agent_id)
+    }
+
     /// The index of `agent_id`'s open block.
     fn open_index(&self, agent_id: &str) -> u64 {
         self.streaming
@@ -335,7 +354,9 @@ impl State {
                 self.pending_usage
                     .insert(agent_id.clone(), (model.clone(), *usage));
             }
-            EngineEvent::TextDelta { agent_id, text } if print == Print::Partials => {
+            EngineEvent::TextDelta { agent_id, text }
+                if print == Print::Partials && self.forwards_text(agent_id) =>
+            {
                 self.open_block(agent_id, "text", &mut out);
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
@@ -344,7 +365,9 @@ impl State {
                            "delta": {"type": "text_delta", "text": text}}),
                 ));
             }
-            EngineEvent::ThinkingDelta { agent_id, thinking } if print == Print::Partials => {
+            EngineEvent::ThinkingDelta { agent_id, thinking }
+                if print == Print::Partials && self.forwards_text(agent_id) =>
+            {
                 self.open_block(agent_id, "thinking", &mut out);
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
@@ -369,7 +392,19 @@ impl State {
             }
             EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
-                let content = serde_json::to_value(&message.content).unwrap_or(Value::Null);
+                // A sub-agent's text and thinking stay in it unless asked
+                // for: only its tool calls go out.
+                let kept: Vec<&ContentBlock> = message
+                    .content
+                    .iter()
+                    .filter(|b| {
+                        self.forwards_text(agent_id)
+                            || message.role != Role::Assistant
+                            || matches!(b, ContentBlock::ToolUse { .. })
+                    })
+                    .collect();
+                let nothing_kept = kept.is_empty();
+                let content = serde_json::to_value(&kept).unwrap_or(Value::Null);
                 match message.role {
                     Role::Assistant => {
                         let stop = if message.tool_uses().next().is_some() {
@@ -402,6 +437,9 @@ impl State {
                             }
                             None => format!("msg_{}", wire::new_uuid().replace('-', "")),
                         };
+                        if nothing_kept {
+                            return out;
+                        }
                         out.push(Output::Assistant(wire::AssistantOut {
                             message: wire::ApiMessage {
                                 id,

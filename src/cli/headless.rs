@@ -143,6 +143,15 @@ pub struct HeadlessArgs {
     pub json_schema: Option<String>,
     #[arg(long, hide = true)]
     pub plugin_dir: Vec<PathBuf>,
+    /// The SDKs' session store (`session_store`): accepted, not supported
+    /// (said on stderr).
+    #[arg(long, hide = true)]
+    pub session_mirror: bool,
+    /// The SDKs' truncating resume: refused with an explanation.
+    #[arg(long, hide = true, value_name = "UUID")]
+    pub resume_session_at: Option<String>,
+    #[arg(long, hide = true, value_name = "UUID")]
+    pub resume_drops_turn: Option<String>,
     #[arg(long, hide = true)]
     pub replay_user_messages: bool,
 }
@@ -248,6 +257,18 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             "--fork-session goes with --resume ID or --continue".into(),
         ));
     }
+    for (flag, given) in [
+        ("--resume-session-at", &h.resume_session_at),
+        ("--resume-drops-turn", &h.resume_drops_turn),
+    ] {
+        if given.is_some() {
+            return Err(CliError::Usage(format!(
+                "{flag}: cadre cannot resume a session part of the way yet (its transcripts \
+                 do not keep the stream's message uuids); resume the whole session with \
+                 --resume ID, optionally with --fork-session"
+            )));
+        }
+    }
     let output = h.output_format.unwrap_or(OutputFormat::Text);
     let input = h.input_format.unwrap_or(InputFormat::Text);
     if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
@@ -287,6 +308,11 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     }
     if !h.plugin_dir.is_empty() {
         unsupported.push("--plugin-dir (plugins are not supported; ignored)");
+    }
+    if h.session_mirror {
+        unsupported.push(
+            "--session-mirror (the SDK's session store gets no copy of the transcript; the session is kept on disk as usual)",
+        );
     }
     if h.replay_user_messages {
         unsupported.push("--replay-user-messages (ignored)");
@@ -574,6 +600,7 @@ enum Incoming {
         request_id: String,
         hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
         agents: Option<Map<String, Value>>,
+        forward_subagent_text: bool,
     },
     SetMode(PermissionMode),
     SetModel(Option<String>),
@@ -673,6 +700,7 @@ fn spawn_reader<R>(
                         FromClient::Initialize {
                             hooks,
                             agents,
+                            forward_subagent_text,
                             rest,
                         } => {
                             let ignored: Vec<&str> = rest
@@ -690,6 +718,7 @@ fn spawn_reader<R>(
                                 request_id: id,
                                 hooks: hooks.unwrap_or_default(),
                                 agents,
+                                forward_subagent_text: forward_subagent_text.unwrap_or(false),
                             });
                             None
                         }
@@ -1454,10 +1483,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         request_id,
                         hooks: hk,
                         agents,
+                        forward_subagent_text,
                     }) => {
                         if let Some(a) = agents {
                             merge_agents(&mut g, a);
                         }
+                        emitter.forward_subagent_text(forward_subagent_text);
                         hooks = hk;
                         init_reply = Some(request_id);
                         // Answered once the session is set up (or failed to be).

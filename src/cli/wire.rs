@@ -424,6 +424,10 @@ pub enum FromClient {
         hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
         #[serde(default)]
         agents: Option<serde_json::Map<String, Value>>,
+        /// Forward sub-agents' text and thinking blocks too (Claude Code
+        /// sends only their tool calls and results by default).
+        #[serde(default, rename = "forwardSubagentText")]
+        forward_subagent_text: Option<bool>,
         /// Everything else the client asked for (named on stderr, since
         /// cadre does not apply it).
         #[serde(flatten)]

@@ -203,10 +203,11 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
         .collect();
     let kinds: Vec<&str> = child.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    // The sub-agent's Read call, its result, its answer.
-    assert_eq!(kinds, ["assistant", "user", "assistant"], "{lines:#?}");
+    // The sub-agent's Read call and its result; its answer in text stays
+    // in it, as in Claude Code (the SDKs' forwardSubagentText is off).
+    assert_eq!(kinds, ["assistant", "user"], "{lines:#?}");
     assert_eq!(child[0]["message"]["content"][0]["name"], "Read");
-    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    assert_eq!(child[1]["type"], "user");
     let start = lines
         .iter()
         .find(|l| l["type"] == "subagent_start")
@@ -220,6 +221,21 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     let result = lines.last().unwrap();
     assert_eq!(result["result"], "main done");
     assert_eq!(result["num_turns"], 2);
+
+    // With forwardSubagentText in `initialize`, its text goes out too.
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_init",
+                  "request": {"subtype": "initialize", "forwardSubagentText": true}}));
+    d.user("go");
+    d.until("result", is_result);
+    let child: Vec<&Value> = d
+        .seen
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
+        .collect();
+    assert_eq!(child.len(), 3, "{:#?}", d.seen);
+    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    d.finish();
 }
 
 #[test]
@@ -608,7 +624,7 @@ fn the_budget_stops_the_session() {
 #[test]
 fn unsupported_flags_say_so() {
     let p = Project::new();
-    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let server = FakeServer::start([anthropic::text_reply("ok"), anthropic::text_reply("ok")]);
     let run = p.run(
         Some(&server),
         &[
@@ -639,6 +655,27 @@ fn unsupported_flags_say_so() {
         "{}",
         run.stderr
     );
+    // The SDKs' session flags: the mirror is accepted and said to be
+    // unsupported; a truncating resume is refused with the reason.
+    let run = p.run(Some(&server), &["-p", "x", "--session-mirror"]);
+    run.ok();
+    assert!(
+        run.stderr.contains("not supported: --session-mirror"),
+        "{}",
+        run.stderr
+    );
+    for flag in ["--resume-session-at=u1", "--resume-drops-turn=u2"] {
+        let run = p.run(Some(&server), &["-p", "x", "--resume", "abc", flag]);
+        assert_eq!(run.code, 2, "{run:?}");
+        let name = flag.split('=').next().unwrap();
+        assert!(
+            run.stderr.contains(&format!(
+                "{name}: cadre cannot resume a session part of the way"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
     let run = p.run(Some(&server), &["-p", "x", "--setting-sources", "everyone"]);
     assert_eq!(run.code, 2);
     let run = p.run(Some(&server), &["-p", "x", "--mcp-config", "{not json"]);
@@ -1395,12 +1432,13 @@ fn a_fork_is_reported_under_its_agent_call() {
         .unwrap();
     assert_eq!(start["fork"], true);
     assert_eq!(start["tool_use_id"], "toolu_fork");
-    let child: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["parent_tool_use_id"] == "toolu_fork")
-        .collect();
-    assert_eq!(child.len(), 1, "{lines:#?}");
-    assert_eq!(child[0]["message"]["content"][0]["text"], "fork finished");
+    // The fork only answered in text, which stays in it.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["parent_tool_use_id"] == "toolu_fork"),
+        "{lines:#?}"
+    );
     assert_eq!(lines.last().unwrap()["result"], "merged");
 }
 
@@ -1446,11 +1484,8 @@ fn a_background_task_reports_its_messages_and_end() {
             .contains("Async agent launched"),
         "{launched}"
     );
-    let child = lines
-        .iter()
-        .find(|l| l["parent_tool_use_id"] == "toolu_bg")
-        .unwrap();
-    assert_eq!(child["message"]["content"][0]["text"], "survey result");
+    // The child's text answer stays in it (no forwardSubagentText).
+    assert!(!lines.iter().any(|l| l["parent_tool_use_id"] == "toolu_bg"));
     let end = lines.iter().find(|l| l["type"] == "subagent_end").unwrap();
     assert_eq!(end["status"], "completed");
     let result = lines.last().unwrap();
