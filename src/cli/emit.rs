@@ -527,8 +527,19 @@ impl State {
                         model: model.clone(),
                         fork: *fork,
                         tool_use_id: tool_use_id.clone(),
-                        session_id: sid,
+                        session_id: sid.clone(),
                     }));
+                    out.push(Output::System(wire::System::TaskStarted(
+                        wire::TaskStarted {
+                            task_id: agent_id.clone(),
+                            tool_use_id: tool_use_id.clone(),
+                            description: description.clone(),
+                            subagent_type: agent_type.clone(),
+                            task_type: "local_agent",
+                            uuid: wire::new_uuid(),
+                            session_id: sid,
+                        },
+                    )));
                 }
             }
             EngineEvent::SubagentProgress {
@@ -558,8 +569,39 @@ impl State {
                     tool_uses: *tool_uses,
                     duration_ms: *duration_ms,
                     total_tokens: *total_tokens,
-                    session_id: sid,
+                    session_id: sid.clone(),
                 }));
+                // Claude Code's words for how a task ended.
+                let ended = match status.as_str() {
+                    "completed" => "completed",
+                    "killed" | "cancelled" | "stopped" => "stopped",
+                    _ => "failed",
+                };
+                let end_time = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                out.push(Output::System(wire::System::TaskUpdated(
+                    wire::TaskUpdated {
+                        task_id: agent_id.clone(),
+                        patch: json!({"status": ended, "end_time": end_time}),
+                        uuid: wire::new_uuid(),
+                        session_id: sid.clone(),
+                    },
+                )));
+                out.push(Output::System(wire::System::TaskNotification(
+                    wire::TaskNotification {
+                        task_id: agent_id.clone(),
+                        tool_use_id: self.parent_of(agent_id),
+                        status: ended.to_string(),
+                        usage: wire::TaskUsage {
+                            total_tokens: *total_tokens,
+                            tool_uses: *tool_uses,
+                            duration_ms: *duration_ms,
+                        },
+                        uuid: wire::new_uuid(),
+                        session_id: sid,
+                    },
+                )));
             }
             EngineEvent::Retrying {
                 agent_id,

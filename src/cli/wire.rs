@@ -67,6 +67,51 @@ pub enum Output {
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum System {
     Init(Init),
+    /// A sub-agent started (Claude Code's `SDKTaskStartedMessage`).
+    TaskStarted(TaskStarted),
+    /// A sub-agent's state changed (here: it ended).
+    TaskUpdated(TaskUpdated),
+    /// A sub-agent ended (Claude Code's `SDKTaskNotificationMessage`).
+    TaskNotification(TaskNotification),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStarted {
+    pub task_id: String,
+    pub tool_use_id: String,
+    pub description: String,
+    pub subagent_type: String,
+    /// `local_agent`: a sub-agent of this process.
+    pub task_type: &'static str,
+    pub uuid: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskUpdated {
+    pub task_id: String,
+    /// The fields that changed: `status`, `end_time` (Unix ms).
+    pub patch: Value,
+    pub uuid: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskNotification {
+    pub task_id: String,
+    pub tool_use_id: Option<String>,
+    /// `completed`, `failed` or `stopped`.
+    pub status: String,
+    pub usage: TaskUsage,
+    pub uuid: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskUsage {
+    pub total_tokens: u64,
+    pub tool_uses: u32,
+    pub duration_ms: u64,
 }
 
 /// `system`/`init`: sent before each prompt's first message.

@@ -214,6 +214,23 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .unwrap();
     assert_eq!(start["tool_use_id"], "toolu_agent");
     assert_eq!(start["agent_type"], "reader");
+    // Claude Code's task messages too, for the SDKs' typed task events.
+    let task = |subtype: &str| {
+        lines
+            .iter()
+            .find(|l| l["type"] == "system" && l["subtype"] == subtype)
+            .unwrap_or_else(|| panic!("no system/{subtype}: {lines:#?}"))
+    };
+    let started = task("task_started");
+    assert_eq!(started["task_id"], start["agent_id"]);
+    assert_eq!(started["tool_use_id"], "toolu_agent");
+    assert_eq!(started["subagent_type"], "reader");
+    let done = task("task_notification");
+    assert_eq!(done["task_id"], start["agent_id"]);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["tool_use_id"], "toolu_agent");
+    assert_eq!(done["usage"]["tool_uses"], 1);
+    assert_eq!(task("task_updated")["patch"]["status"], "completed");
     // The main session's result for the Agent call comes back unparented.
     assert!(lines.iter().any(|l| l["type"] == "user"
         && l["parent_tool_use_id"].is_null()
