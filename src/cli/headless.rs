@@ -1366,7 +1366,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .map(|t| crate::tools::Tool::name(&**t).to_string()),
     );
     let mcp_servers = server_statuses(&engine.mcp);
-    Output::System(wire::System::Init(wire::Init {
+    Output::System(wire::System::Init(Box::new(wire::Init {
         cwd: spec.cwd.display().to_string(),
         session_id: engine.session_id.clone(),
         tools,
@@ -1388,7 +1388,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
         cadre_version: wire::CADRE_VERSION.into(),
         model_source: model_source.into(),
         reload_generation: snap.generation,
-    }))
+    })))
 }
 
 /// Runs one prompt with interrupts, the budget and Ctrl-C wired to its cancel.

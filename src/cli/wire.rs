@@ -66,7 +66,7 @@ pub enum Output {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum System {
-    Init(Init),
+    Init(Box<Init>),
     /// A sub-agent started (Claude Code's `SDKTaskStartedMessage`).
     TaskStarted(TaskStarted),
     /// A sub-agent's state changed (here: it ended).
