@@ -54,6 +54,9 @@ struct State {
     pending_usage: HashMap<String, (String, Usage)>,
     /// Agents whose partial message is open.
     streaming: HashMap<String, Streaming>,
+    /// agent id → the text of its last assistant message that had text
+    /// (a task's `summary`).
+    last_text: HashMap<String, String>,
     /// Sub-agents' text and thinking go out too (the SDKs'
     /// `forwardSubagentText`); by default only their tool calls and
     /// results do, as in Claude Code.
@@ -106,6 +109,7 @@ impl Emitter {
                 pending_usage: HashMap::new(),
                 streaming: HashMap::new(),
                 forward_subagent_text: false,
+                last_text: HashMap::new(),
                 calls: HashMap::new(),
                 prices,
                 model_usage: BTreeMap::new(),
@@ -392,6 +396,12 @@ impl State {
             }
             EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
+                if parent.is_some()
+                    && message.role == Role::Assistant
+                    && let Some(text) = message.joined_text()
+                {
+                    self.last_text.insert(agent_id.clone(), text);
+                }
                 // A sub-agent's text and thinking stay in it unless asked
                 // for: only its tool calls go out.
                 let kept: Vec<&ContentBlock> = message
@@ -593,6 +603,8 @@ impl State {
                         task_id: agent_id.clone(),
                         tool_use_id: self.parent_of(agent_id),
                         status: ended.to_string(),
+                        output_file: String::new(),
+                        summary: self.last_text.remove(agent_id).unwrap_or_default(),
                         usage: wire::TaskUsage {
                             total_tokens: *total_tokens,
                             tool_uses: *tool_uses,

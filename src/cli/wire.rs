@@ -102,6 +102,12 @@ pub struct TaskNotification {
     pub tool_use_id: Option<String>,
     /// `completed`, `failed` or `stopped`.
     pub status: String,
+    /// Claude Code's file with the task's output; cadre keeps a
+    /// sub-agent's output in its transcript, so this is empty (the SDKs
+    /// need the field).
+    pub output_file: String,
+    /// The sub-agent's last text.
+    pub summary: String,
     pub usage: TaskUsage,
     pub uuid: String,
     pub session_id: String,

@@ -122,12 +122,19 @@ impl StructuredState {
             }
         }
         if self.failures >= MAX_ATTEMPTS {
-            return TurnVerdict::GaveUp(format!(
-                "Failed to provide valid structured output after {} attempts — last {STRUCTURED_OUTPUT} error: {}",
+            return TurnVerdict::GaveUp(gave_up(
                 self.failures,
-                self.last_error.as_deref().unwrap_or("")
+                self.last_error.as_deref().unwrap_or(""),
             ));
         }
         TurnVerdict::Continue
     }
+}
+
+/// The result's error when the attempts ran out (for the caller, in
+/// Claude Code's words).
+fn gave_up(failures: u32, last_error: &str) -> String {
+    format!(
+        "Failed to provide valid structured output after {failures} attempts — last {STRUCTURED_OUTPUT} error: {last_error}"
+    )
 }

@@ -230,6 +230,9 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     assert_eq!(done["status"], "completed");
     assert_eq!(done["tool_use_id"], "toolu_agent");
     assert_eq!(done["usage"]["tool_uses"], 1);
+    // Its last words, which the SDKs read (as they read `output_file`).
+    assert_eq!(done["summary"], "notes say hi");
+    assert_eq!(done["output_file"], "");
     assert_eq!(task("task_updated")["patch"]["status"], "completed");
     // The main session's result for the Agent call comes back unparented.
     assert!(lines.iter().any(|l| l["type"] == "user"
