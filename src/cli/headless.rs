@@ -604,6 +604,8 @@ enum Incoming {
     },
     SetMode(PermissionMode),
     SetModel(Option<String>),
+    /// `set_max_thinking_tokens`: the budget from the next prompt on.
+    SetThinking(Option<u32>),
     /// Line `line` of stdin was longer than the cap and was skipped.
     TooLong {
         line: u64,
@@ -742,6 +744,12 @@ fn spawn_reader<R>(
                         }),
                         FromClient::SetModel { model } => {
                             let _ = tx.send(Incoming::SetModel(model));
+                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                        }
+                        FromClient::SetMaxThinkingTokens {
+                            max_thinking_tokens,
+                        } => {
+                            let _ = tx.send(Incoming::SetThinking(max_thinking_tokens));
                             Some(wire::ControlResponseOut::success(&id, json!({})))
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
@@ -1445,6 +1453,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut first: Option<Prompt> = None;
     let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
     let mut init_reply: Option<String> = None;
+    // `set_max_thinking_tokens` read before the session was set up.
+    let mut thinking: Option<Option<u32>> = None;
     // Over-long lines read before the session was set up.
     let mut skipped: Vec<(u64, u64)> = Vec::new();
     match plan.input {
@@ -1500,6 +1510,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
                     Some(Incoming::SetModel(m)) => session_args.model = m,
+                    Some(Incoming::SetThinking(t)) => thinking = Some(t),
                     // Answered once the session is set up, in order.
                     Some(Incoming::TooLong { line, bytes }) => skipped.push((line, bytes)),
                     Some(Incoming::End) | None => break,
@@ -1619,6 +1630,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     if let Some(effort) = &h.effort {
         session.set_effort(effort.clone());
     }
+    if let Some(t) = thinking {
+        session.set_thinking_budget(t);
+    }
     // As in `run`: the first request offers the MCP tools of every server
     // that came up within mcp.startup_timeout_ms.
     let startup =
@@ -1651,6 +1665,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         if let Ok(mut g) = engine.grants.lock() {
                             g.mode = None;
                         }
+                        continue;
+                    }
+                    Some(Incoming::SetThinking(t)) => {
+                        session.set_thinking_budget(t);
                         continue;
                     }
                     Some(Incoming::SetModel(m)) => {

@@ -493,6 +493,12 @@ pub enum FromClient {
         model: Option<String>,
     },
     McpStatus,
+    /// The thinking budget from the next prompt on (`null`: the
+    /// configured one again; 0: off).
+    SetMaxThinkingTokens {
+        #[serde(default)]
+        max_thinking_tokens: Option<u32>,
+    },
     /// Anything else: answered with an error naming it.
     #[serde(other)]
     Unsupported,

@@ -228,6 +228,9 @@ pub struct Session {
     pub(super) structured: Option<StructuredSpec>,
     /// How this prompt's StructuredOutput calls went.
     structured_state: StructuredState,
+    /// The thinking budget set for this session (an SDK client's
+    /// `set_max_thinking_tokens`), over `provider.thinking_budget`.
+    thinking_budget: Option<u32>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -269,6 +272,7 @@ impl Session {
             guard_fires: 0,
             structured: None,
             structured_state: StructuredState::default(),
+            thinking_budget: None,
             started: Instant::now(),
             todos: Default::default(),
             task: None,
@@ -464,10 +468,11 @@ impl Session {
                     crate::agent_tool::trim_effort(e, &self.spec.model, &settings.effort_levels)
                         .sent
                 });
+                let thinking_budget = self.thinking_budget.or(settings.provider.thinking_budget);
                 let r = self.render(snap)?;
                 let sampling = Sampling {
                     temperature: settings.provider.temperature,
-                    thinking_budget: settings.provider.thinking_budget,
+                    thinking_budget,
                     effort,
                 };
                 (
@@ -710,6 +715,12 @@ impl Session {
     /// (trimmed to what its model takes when sent).
     pub fn set_effort(&mut self, effort: String) {
         self.spec.effort = Some(effort);
+    }
+
+    /// The thinking budget of this session's requests from now on (0:
+    /// off); `None` goes back to `provider.thinking_budget`.
+    pub fn set_thinking_budget(&mut self, budget: Option<u32>) {
+        self.thinking_budget = budget;
     }
 
     /// Asks for structured output (`--json-schema`): the session is

@@ -605,6 +605,39 @@ fn thinking_flags_set_the_budget_and_thinking_streams_and_stays_in_history() {
 }
 
 #[test]
+fn set_max_thinking_tokens_applies_from_the_next_prompt() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "req_t",
+                  "request": {"subtype": "set_max_thinking_tokens", "max_thinking_tokens": 600}}));
+    let answer = d.until("control_response", |v| v["type"] == "control_response");
+    assert_eq!(answer["response"]["subtype"], "success", "{answer}");
+    d.user("two");
+    d.until("result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "req_u",
+                  "request": {"subtype": "set_max_thinking_tokens", "max_thinking_tokens": null}}));
+    d.user("three");
+    d.until("result", is_result);
+    d.finish();
+    let thinking: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.json["thinking"].clone())
+        .collect();
+    assert_eq!(
+        thinking,
+        [
+            Value::Null,
+            json!({"type": "enabled", "budget_tokens": 600}),
+            Value::Null
+        ]
+    );
+}
+
+#[test]
 fn the_budget_stops_the_session() {
     let p = Project::new();
     // Each response costs $3 (a million input tokens of claude-sonnet-4-5).
