@@ -95,6 +95,16 @@ const SKIP_FNS: &[(&str, &str, &str)] = &[
         "pub fn never_matches(&self)",
         "`config validate` warnings, for the user",
     ),
+    (
+        "runtime/structured.rs",
+        "pub fn new(schema: Value) -> Result<StructuredSpec, String>",
+        "a --json-schema usage error, for the user",
+    ),
+    (
+        "runtime/structured.rs",
+        "fn gave_up(failures: u32, last_error: &str) -> String",
+        "the result's `errors` entry, for the caller, in Claude Code's words",
+    ),
 ];
 
 /// Single lines in scope whose prose is not for the model: (file, text

@@ -32,6 +32,16 @@ pub enum Print {
     Partials,
 }
 
+/// A partial message being streamed: its id and the content block open
+/// in it.
+struct Streaming {
+    id: String,
+    /// The open block's index and kind (`text`, `thinking`).
+    block: Option<(u64, &'static str)>,
+    /// Blocks started so far.
+    blocks: u64,
+}
+
 /// The session's accounts and the state the mapping needs.
 struct State {
     session_id: String,
@@ -43,7 +53,14 @@ struct State {
     /// agent id → the usage of its last response, for its next message.
     pending_usage: HashMap<String, (String, Usage)>,
     /// Agents whose partial message is open.
-    streaming: HashMap<String, String>,
+    streaming: HashMap<String, Streaming>,
+    /// agent id → the text of its last assistant message that had text
+    /// (a task's `summary`).
+    last_text: HashMap<String, String>,
+    /// Sub-agents' text and thinking go out too (the SDKs'
+    /// `forwardSubagentText`); by default only their tool calls and
+    /// results do, as in Claude Code.
+    forward_subagent_text: bool,
     /// Tool calls running: id → (tool name, when it started), for
     /// `tool_progress`.
     calls: HashMap<String, (String, std::time::Instant)>,
@@ -91,6 +108,8 @@ impl Emitter {
                 models: HashMap::new(),
                 pending_usage: HashMap::new(),
                 streaming: HashMap::new(),
+                forward_subagent_text: false,
+                last_text: HashMap::new(),
                 calls: HashMap::new(),
                 prices,
                 model_usage: BTreeMap::new(),
@@ -102,6 +121,14 @@ impl Emitter {
                 current: None,
             })),
             print,
+        }
+    }
+
+    /// Whether sub-agents' text and thinking blocks are sent (the SDKs'
+    /// `forwardSubagentText`, from `initialize`).
+    pub fn forward_subagent_text(&self, on: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.forward_subagent_text = on;
         }
     }
 
@@ -253,6 +280,70 @@ impl State {
         })
     }
 
+    /// Makes sure `agent_id`'s partial message is open (`message_start`)
+    /// with a block of `kind` open in it: a delta of another kind closes
+    /// the open block and starts the next one.
+    fn open_block(&mut self, agent_id: &str, kind: &'static str, out: &mut Vec<Output>) {
+        if !self.streaming.contains_key(agent_id) {
+            let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
+            let model = self.model_of(agent_id);
+            out.push(self.stream_event(
+                agent_id,
+                json!({"type": "message_start", "message": {
+                    "id": id, "type": "message", "role": "assistant", "model": model,
+                    "content": [], "stop_reason": null, "stop_sequence": null,
+                    "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+            ));
+            self.streaming.insert(
+                agent_id.to_string(),
+                Streaming {
+                    id,
+                    block: None,
+                    blocks: 0,
+                },
+            );
+        }
+        let Some(open) = self.streaming.get(agent_id).map(|s| s.block) else {
+            return;
+        };
+        if open.is_some_and(|(_, k)| k == kind) {
+            return;
+        }
+        if let Some((index, _)) = open {
+            out.push(self.stream_event(
+                agent_id,
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+        let index = self.streaming.get(agent_id).map_or(0, |s| s.blocks);
+        let block = match kind {
+            "thinking" => json!({"type": "thinking", "thinking": "", "signature": ""}),
+            _ => json!({"type": "text", "text": ""}),
+        };
+        out.push(self.stream_event(
+            agent_id,
+            json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        if let Some(s) = self.streaming.get_mut(agent_id) {
+            s.block = Some((index, kind));
+            s.blocks = index + 1;
+        }
+    }
+
+    /// Whether `agent_id`'s text and thinking go out: the main session's
+    /// always, a sub-agent's with `forwardSubagentText`.
+    fn forwards_text(&self, agent_id: &str) -> bool {
+        self.forward_subagent_text || !self.parents.contains_key(agent_id)
+    }
+
+    /// The index of `agent_id`'s open block.
+    fn open_index(&self, agent_id: &str) -> u64 {
+        self.streaming
+            .get(agent_id)
+            .and_then(|s| s.block)
+            .map_or(0, |(i, _)| i)
+    }
+
     fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
         let sid = self.session_id.clone();
         let mut out = Vec::new();
@@ -267,33 +358,63 @@ impl State {
                 self.pending_usage
                     .insert(agent_id.clone(), (model.clone(), *usage));
             }
-            EngineEvent::TextDelta { agent_id, text } if print == Print::Partials => {
-                if !self.streaming.contains_key(agent_id) {
-                    let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
-                    self.streaming.insert(agent_id.clone(), id.clone());
-                    let model = self.model_of(agent_id);
-                    out.push(self.stream_event(
-                        agent_id,
-                        json!({"type": "message_start", "message": {
-                            "id": id, "type": "message", "role": "assistant", "model": model,
-                            "content": [], "stop_reason": null, "stop_sequence": null,
-                            "usage": {"input_tokens": 0, "output_tokens": 0}}}),
-                    ));
-                    out.push(self.stream_event(
-                        agent_id,
-                        json!({"type": "content_block_start", "index": 0,
-                               "content_block": {"type": "text", "text": ""}}),
-                    ));
-                }
+            EngineEvent::TextDelta { agent_id, text }
+                if print == Print::Partials && self.forwards_text(agent_id) =>
+            {
+                self.open_block(agent_id, "text", &mut out);
+                let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
-                    json!({"type": "content_block_delta", "index": 0,
+                    json!({"type": "content_block_delta", "index": index,
                            "delta": {"type": "text_delta", "text": text}}),
                 ));
             }
+            EngineEvent::ThinkingDelta { agent_id, thinking }
+                if print == Print::Partials && self.forwards_text(agent_id) =>
+            {
+                self.open_block(agent_id, "thinking", &mut out);
+                let index = self.open_index(agent_id);
+                out.push(self.stream_event(
+                    agent_id,
+                    json!({"type": "content_block_delta", "index": index,
+                           "delta": {"type": "thinking_delta", "thinking": thinking}}),
+                ));
+            }
+            EngineEvent::SignatureDelta {
+                agent_id,
+                signature,
+            } if print == Print::Partials => {
+                // Part of the thinking block streaming now.
+                let open = self.streaming.get(agent_id).and_then(|s| s.block);
+                if let Some((index, "thinking")) = open {
+                    out.push(self.stream_event(
+                        agent_id,
+                        json!({"type": "content_block_delta", "index": index,
+                               "delta": {"type": "signature_delta", "signature": signature}}),
+                    ));
+                }
+            }
             EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
-                let content = serde_json::to_value(&message.content).unwrap_or(Value::Null);
+                if parent.is_some()
+                    && message.role == Role::Assistant
+                    && let Some(text) = message.joined_text()
+                {
+                    self.last_text.insert(agent_id.clone(), text);
+                }
+                // A sub-agent's text and thinking stay in it unless asked
+                // for: only its tool calls go out.
+                let kept: Vec<&ContentBlock> = message
+                    .content
+                    .iter()
+                    .filter(|b| {
+                        self.forwards_text(agent_id)
+                            || message.role != Role::Assistant
+                            || matches!(b, ContentBlock::ToolUse { .. })
+                    })
+                    .collect();
+                let nothing_kept = kept.is_empty();
+                let content = serde_json::to_value(&kept).unwrap_or(Value::Null);
                 match message.role {
                     Role::Assistant => {
                         let stop = if message.tool_uses().next().is_some() {
@@ -306,11 +427,13 @@ impl State {
                             .remove(agent_id)
                             .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
                         let id = match self.streaming.remove(agent_id) {
-                            Some(id) => {
-                                out.push(self.stream_event(
-                                    agent_id,
-                                    json!({"type": "content_block_stop", "index": 0}),
-                                ));
+                            Some(Streaming { id, block, .. }) => {
+                                if let Some((index, _)) = block {
+                                    out.push(self.stream_event(
+                                        agent_id,
+                                        json!({"type": "content_block_stop", "index": index}),
+                                    ));
+                                }
                                 out.push(self.stream_event(
                                     agent_id,
                                     json!({"type": "message_delta",
@@ -324,6 +447,9 @@ impl State {
                             }
                             None => format!("msg_{}", wire::new_uuid().replace('-', "")),
                         };
+                        if nothing_kept {
+                            return out;
+                        }
                         out.push(Output::Assistant(wire::AssistantOut {
                             message: wire::ApiMessage {
                                 id,
@@ -338,6 +464,7 @@ impl State {
                             parent_tool_use_id: parent,
                             session_id: sid,
                             uuid: wire::new_uuid(),
+                            api_error: None,
                         }));
                     }
                     Role::User => {
@@ -410,8 +537,19 @@ impl State {
                         model: model.clone(),
                         fork: *fork,
                         tool_use_id: tool_use_id.clone(),
-                        session_id: sid,
+                        session_id: sid.clone(),
                     }));
+                    out.push(Output::System(wire::System::TaskStarted(
+                        wire::TaskStarted {
+                            task_id: agent_id.clone(),
+                            tool_use_id: tool_use_id.clone(),
+                            description: description.clone(),
+                            subagent_type: agent_type.clone(),
+                            task_type: "local_agent",
+                            uuid: wire::new_uuid(),
+                            session_id: sid,
+                        },
+                    )));
                 }
             }
             EngineEvent::SubagentProgress {
@@ -441,8 +579,41 @@ impl State {
                     tool_uses: *tool_uses,
                     duration_ms: *duration_ms,
                     total_tokens: *total_tokens,
-                    session_id: sid,
+                    session_id: sid.clone(),
                 }));
+                // Claude Code's words for how a task ended.
+                let ended = match status.as_str() {
+                    "completed" => "completed",
+                    "killed" | "cancelled" | "stopped" => "stopped",
+                    _ => "failed",
+                };
+                let end_time = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                out.push(Output::System(wire::System::TaskUpdated(
+                    wire::TaskUpdated {
+                        task_id: agent_id.clone(),
+                        patch: json!({"status": ended, "end_time": end_time}),
+                        uuid: wire::new_uuid(),
+                        session_id: sid.clone(),
+                    },
+                )));
+                out.push(Output::System(wire::System::TaskNotification(
+                    wire::TaskNotification {
+                        task_id: agent_id.clone(),
+                        tool_use_id: self.parent_of(agent_id),
+                        status: ended.to_string(),
+                        output_file: String::new(),
+                        summary: self.last_text.remove(agent_id).unwrap_or_default(),
+                        usage: wire::TaskUsage {
+                            total_tokens: *total_tokens,
+                            tool_uses: *tool_uses,
+                            duration_ms: *duration_ms,
+                        },
+                        uuid: wire::new_uuid(),
+                        session_id: sid,
+                    },
+                )));
             }
             EngineEvent::Retrying {
                 agent_id,

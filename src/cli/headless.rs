@@ -21,7 +21,7 @@ use super::wire::{self, FromClient, Input, Output, ResultOut, ResultSubtype, ToC
 use super::{CliError, GlobalArgs};
 use crate::config::PermissionMode;
 use crate::message::{ContentBlock, Message, Usage};
-use crate::provider::ProviderErrorKind;
+use crate::provider::{ProviderError, ProviderErrorKind};
 use crate::raw::lines::Line;
 use crate::runtime::{self, EventSink, Outcome, RunError, Session, StopKind};
 
@@ -122,14 +122,36 @@ pub struct HeadlessArgs {
     pub include_hook_events: bool,
     #[arg(long, hide = true, num_args = 1..)]
     pub betas: Vec<String>,
+    /// Extended thinking with this budget in tokens (0: off); wins over
+    /// `MAX_THINKING_TOKENS` and `provider.thinking_budget`.
+    #[arg(long, value_name = "N")]
+    pub max_thinking_tokens: Option<u32>,
+    /// `enabled`/`adaptive`: think (with the budget given, else
+    /// max_tokens - 1); `disabled`: do not.
+    #[arg(long, value_name = "MODE", value_parser = ["enabled", "adaptive", "disabled"])]
+    pub thinking: Option<String>,
+    /// Accepted for the SDKs; not supported (said on stderr).
     #[arg(long, hide = true)]
-    pub max_thinking_tokens: Option<String>,
-    #[arg(long, hide = true)]
+    pub thinking_display: Option<String>,
+    /// The main session's reasoning effort (`low`, `medium`, `high`,
+    /// `xhigh`, `max`), sent where the model takes it.
+    #[arg(long, value_name = "LEVEL")]
     pub effort: Option<String>,
-    #[arg(long, hide = true)]
+    /// Structured output: the answer is a StructuredOutput tool call whose
+    /// input fits this JSON Schema (the result's `structured_output`).
+    #[arg(long, value_name = "SCHEMA")]
     pub json_schema: Option<String>,
     #[arg(long, hide = true)]
     pub plugin_dir: Vec<PathBuf>,
+    /// The SDKs' session store (`session_store`): accepted, not supported
+    /// (said on stderr).
+    #[arg(long, hide = true)]
+    pub session_mirror: bool,
+    /// The SDKs' truncating resume: refused with an explanation.
+    #[arg(long, hide = true, value_name = "UUID")]
+    pub resume_session_at: Option<String>,
+    #[arg(long, hide = true, value_name = "UUID")]
+    pub resume_drops_turn: Option<String>,
     #[arg(long, hide = true)]
     pub replay_user_messages: bool,
 }
@@ -218,6 +240,8 @@ struct Plan {
     stdio_permissions: bool,
     /// In-process MCP servers of the SDK client.
     sdk_servers: Vec<String>,
+    /// `--json-schema`, compiled.
+    structured: Option<runtime::structured::StructuredSpec>,
 }
 
 fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
@@ -232,6 +256,18 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         return Err(CliError::Usage(
             "--fork-session goes with --resume ID or --continue".into(),
         ));
+    }
+    for (flag, given) in [
+        ("--resume-session-at", &h.resume_session_at),
+        ("--resume-drops-turn", &h.resume_drops_turn),
+    ] {
+        if given.is_some() {
+            return Err(CliError::Usage(format!(
+                "{flag}: cadre cannot resume a session part of the way yet (its transcripts \
+                 do not keep the stream's message uuids); resume the whole session with \
+                 --resume ID, optionally with --fork-session"
+            )));
+        }
     }
     let output = h.output_format.unwrap_or(OutputFormat::Text);
     let input = h.input_format.unwrap_or(InputFormat::Text);
@@ -267,19 +303,16 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if !h.betas.is_empty() {
         unsupported.push("--betas (ignored)");
     }
-    if h.max_thinking_tokens.is_some() {
-        unsupported.push(
-            "--max-thinking-tokens (set provider.thinking_budget in the config instead; ignored)",
-        );
-    }
-    if h.effort.is_some() {
-        unsupported.push("--effort (ignored)");
-    }
-    if h.json_schema.is_some() {
-        unsupported.push("--json-schema (structured output is not supported; ignored)");
+    if h.thinking_display.is_some() {
+        unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
     }
     if !h.plugin_dir.is_empty() {
         unsupported.push("--plugin-dir (plugins are not supported; ignored)");
+    }
+    if h.session_mirror {
+        unsupported.push(
+            "--session-mirror (the SDK's session store gets no copy of the transcript; the session is kept on disk as usual)",
+        );
     }
     if h.replay_user_messages {
         unsupported.push("--replay-user-messages (ignored)");
@@ -390,6 +423,21 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if h.strict_mcp_config {
         extras.mcp_only = Some(strict_names);
     }
+    // Thinking is one setting, provider.thinking_budget (0: off); these
+    // flags set it above every other layer.
+    let budget = match (h.thinking.as_deref(), h.max_thinking_tokens) {
+        (Some("disabled"), _) => Some(0),
+        (_, Some(n)) => Some(n),
+        // As Claude Code on a model without adaptive thinking: the most
+        // the answer leaves room for (cut to max_tokens - 1 when sent).
+        (Some(_), None) => Some(u32::MAX),
+        (None, None) => None,
+    };
+    if let Some(b) = budget {
+        extras
+            .env
+            .push(("CADRE_PROVIDER__THINKING_BUDGET".into(), b.to_string()));
+    }
     let stdio_permissions = match h.permission_prompt_tool.as_deref() {
         None => false,
         Some("stdio") if input == InputFormat::StreamJson => true,
@@ -409,6 +457,23 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             false
         }
     };
+    let structured = match &h.json_schema {
+        None => None,
+        Some(text) => {
+            let schema: Value = serde_json::from_str(text).map_err(|e| {
+                CliError::Usage(format!(
+                    "--json-schema:{}:{}: not JSON: {e}",
+                    e.line(),
+                    e.column()
+                ))
+            })?;
+            Some(
+                runtime::structured::StructuredSpec::new(schema).map_err(|e| {
+                    CliError::Usage(format!("--json-schema: not a JSON Schema: {e}"))
+                })?,
+            )
+        }
+    };
     Ok(Plan {
         session,
         extras,
@@ -416,6 +481,7 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         input,
         stdio_permissions,
         sdk_servers,
+        structured,
     })
 }
 
@@ -534,9 +600,12 @@ enum Incoming {
         request_id: String,
         hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
         agents: Option<Map<String, Value>>,
+        forward_subagent_text: bool,
     },
     SetMode(PermissionMode),
     SetModel(Option<String>),
+    /// `set_max_thinking_tokens`: the budget from the next prompt on.
+    SetThinking(Option<u32>),
     /// Line `line` of stdin was longer than the cap and was skipped.
     TooLong {
         line: u64,
@@ -633,6 +702,7 @@ fn spawn_reader<R>(
                         FromClient::Initialize {
                             hooks,
                             agents,
+                            forward_subagent_text,
                             rest,
                         } => {
                             let ignored: Vec<&str> = rest
@@ -650,6 +720,7 @@ fn spawn_reader<R>(
                                 request_id: id,
                                 hooks: hooks.unwrap_or_default(),
                                 agents,
+                                forward_subagent_text: forward_subagent_text.unwrap_or(false),
                             });
                             None
                         }
@@ -673,6 +744,12 @@ fn spawn_reader<R>(
                         }),
                         FromClient::SetModel { model } => {
                             let _ = tx.send(Incoming::SetModel(model));
+                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                        }
+                        FromClient::SetMaxThinkingTokens {
+                            max_thinking_tokens,
+                        } => {
+                            let _ = tx.send(Incoming::SetThinking(max_thinking_tokens));
                             Some(wire::ControlResponseOut::success(&id, json!({})))
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
@@ -1048,7 +1125,7 @@ fn too_long_result(
     max: u64,
 ) -> ResultOut {
     let start = PromptStart::now(emitter);
-    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled));
+    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled), 0);
     let why = format!(
         "stdin line {line} ({bytes} bytes) is longer than the limit of {max} bytes \
          (--max-input-line-bytes); it was skipped unread"
@@ -1059,11 +1136,16 @@ fn too_long_result(
 }
 
 /// The `result` of one prompt's run.
+///
+/// `turns` is how many model turns of this prompt completed, for a run
+/// that failed (a failed model request counts as one more, as in Claude
+/// Code).
 pub(super) fn result_of(
     emitter: &Emitter,
     session_id: &str,
     start: &PromptStart,
     outcome: &Result<Outcome, RunError>,
+    turns: u32,
 ) -> ResultOut {
     let a = emitter.accounts();
     let usage = Usage {
@@ -1089,6 +1171,24 @@ pub(super) fn result_of(
             .saturating_sub(start.usage.web_search_requests),
     };
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
+        // `--json-schema`: the answer is the structured output, as JSON.
+        Ok(o) if o.structured_output.is_some() => (
+            ResultSubtype::Success,
+            o.structured_output
+                .as_ref()
+                .map(Value::to_string)
+                .unwrap_or_default(),
+            o.turns,
+            Some("tool_use".to_string()),
+            vec![],
+        ),
+        Ok(o) if o.structured_failure.is_some() => (
+            ResultSubtype::ErrorMaxStructuredOutputRetries,
+            String::new(),
+            o.turns,
+            Some("tool_use".to_string()),
+            o.structured_failure.iter().cloned().collect(),
+        ),
         Ok(o) => {
             let text = o.final_text.clone().unwrap_or_default().join("\n");
             // A run that answered nothing never reports success.
@@ -1137,6 +1237,15 @@ pub(super) fn result_of(
             None,
             vec!["interrupted".to_string()],
         ),
+        // A failed model request: Claude Code's `success` with `is_error`
+        // and the API's status.
+        Err(RunError::Provider(p)) if api_error(p).is_some() => (
+            ResultSubtype::Success,
+            p.to_string(),
+            turns.saturating_add(1),
+            Some("stop_sequence".to_string()),
+            vec![],
+        ),
         Err(e) => (
             ResultSubtype::ErrorDuringExecution,
             e.to_string(),
@@ -1145,8 +1254,25 @@ pub(super) fn result_of(
             vec![e.to_string()],
         ),
     };
+    let failed = match outcome {
+        Err(RunError::Provider(p)) => api_error(p),
+        _ => None,
+    };
+    let terminal_reason = match outcome {
+        Ok(o) if o.structured_failure.is_some() => Some("structured_output_retry_exhausted"),
+        Ok(o) => match o.stop {
+            StopKind::MaxTurns => Some("max_turns"),
+            StopKind::RepeatedCalls => None,
+            StopKind::EndTurn | StopKind::MaxTokens => Some("completed"),
+        },
+        Err(RunError::Cancelled) if a.over_budget => Some("budget_exhausted"),
+        Err(RunError::Cancelled) => Some("aborted_streaming"),
+        Err(RunError::Provider(p)) if runtime::is_context_overflow(p) => Some("prompt_too_long"),
+        Err(RunError::Provider(_)) if failed.is_some() => Some("api_error"),
+        Err(_) => None,
+    };
     ResultOut {
-        is_error: subtype != ResultSubtype::Success,
+        is_error: subtype != ResultSubtype::Success || failed.is_some(),
         subtype,
         duration_ms: u64::try_from(start.started.elapsed().as_millis()).unwrap_or(u64::MAX),
         duration_api_ms: a.api_ms.saturating_sub(start.api_ms),
@@ -1158,9 +1284,64 @@ pub(super) fn result_of(
         model_usage: a.model_usage,
         permission_denials: Vec::new(),
         stop_reason,
+        terminal_reason,
+        api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
+        api_error_type: failed.and_then(|f| f.api_error_type),
         errors,
+        structured_output: outcome
+            .as_ref()
+            .ok()
+            .and_then(|o| o.structured_output.clone()),
         uuid: wire::new_uuid(),
     }
+}
+
+/// How Claude Code reports a model request that failed for good (after
+/// any retries): the SDKs' error category, the status and the API's error
+/// type. `None` for failures before any request could be sent (no key, a
+/// bad URL), which are cadre's configuration errors.
+pub(super) fn api_error(p: &ProviderError) -> Option<wire::ApiErrorFields> {
+    let status = match p.kind {
+        ProviderErrorKind::Config => return None,
+        ProviderErrorKind::Status(s) => Some(s),
+        _ => None,
+    };
+    let error = match status {
+        Some(401 | 403) => "authentication_failed",
+        Some(402) => "billing_error",
+        Some(404) => "model_not_found",
+        Some(429) => "rate_limit",
+        Some(400 | 413 | 422) => "invalid_request",
+        Some(s) if s >= 500 => "server_error",
+        _ => "unknown",
+    };
+    Some(wire::ApiErrorFields {
+        error,
+        is_api_error_message: true,
+        api_error_status: status,
+        api_error_type: p.server.as_ref().and_then(|s| s.error_type.clone()),
+    })
+}
+
+/// The assistant message Claude Code sends in place of an answer when a
+/// model request failed: its text is the result's.
+fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields) -> Output {
+    Output::Assistant(wire::AssistantOut {
+        message: wire::ApiMessage {
+            id: wire::new_uuid(),
+            kind: "message",
+            role: "assistant",
+            model: "<synthetic>".into(),
+            content: json!([{"type": "text", "text": text}]),
+            stop_reason: Some("stop_sequence".into()),
+            stop_sequence: Some(String::new()),
+            usage: wire::WireUsage::default(),
+        },
+        parent_tool_use_id: None,
+        session_id: session_id.to_string(),
+        uuid: wire::new_uuid(),
+        api_error: Some(fields),
+    })
 }
 
 /// The MCP servers and their states, as `init` and `mcp_status` report them.
@@ -1193,7 +1374,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .map(|t| crate::tools::Tool::name(&**t).to_string()),
     );
     let mcp_servers = server_statuses(&engine.mcp);
-    Output::System(wire::System::Init(wire::Init {
+    Output::System(wire::System::Init(Box::new(wire::Init {
         cwd: spec.cwd.display().to_string(),
         session_id: engine.session_id.clone(),
         tools,
@@ -1215,7 +1396,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
         cadre_version: wire::CADRE_VERSION.into(),
         model_source: model_source.into(),
         reload_generation: snap.generation,
-    }))
+    })))
 }
 
 /// Runs one prompt with interrupts, the budget and Ctrl-C wired to its cancel.
@@ -1272,6 +1453,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut first: Option<Prompt> = None;
     let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
     let mut init_reply: Option<String> = None;
+    // `set_max_thinking_tokens` read before the session was set up.
+    let mut thinking: Option<Option<u32>> = None;
     // Over-long lines read before the session was set up.
     let mut skipped: Vec<(u64, u64)> = Vec::new();
     match plan.input {
@@ -1310,10 +1493,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         request_id,
                         hooks: hk,
                         agents,
+                        forward_subagent_text,
                     }) => {
                         if let Some(a) = agents {
                             merge_agents(&mut g, a);
                         }
+                        emitter.forward_subagent_text(forward_subagent_text);
                         hooks = hk;
                         init_reply = Some(request_id);
                         // Answered once the session is set up (or failed to be).
@@ -1325,6 +1510,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
                     Some(Incoming::SetModel(m)) => session_args.model = m,
+                    Some(Incoming::SetThinking(t)) => thinking = Some(t),
                     // Answered once the session is set up, in order.
                     Some(Incoming::TooLong { line, bytes }) => skipped.push((line, bytes)),
                     Some(Incoming::End) | None => break,
@@ -1438,6 +1624,15 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         model_source,
         ..
     } = prepared;
+    if let Some(spec) = plan.structured.clone() {
+        session.set_structured_output(spec);
+    }
+    if let Some(effort) = &h.effort {
+        session.set_effort(effort.clone());
+    }
+    if let Some(t) = thinking {
+        session.set_thinking_budget(t);
+    }
     // As in `run`: the first request offers the MCP tools of every server
     // that came up within mcp.startup_timeout_ms.
     let startup =
@@ -1470,6 +1665,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         if let Ok(mut g) = engine.grants.lock() {
                             g.mode = None;
                         }
+                        continue;
+                    }
+                    Some(Incoming::SetThinking(t)) => {
+                        session.set_thinking_budget(t);
                         continue;
                     }
                     Some(Incoming::SetModel(m)) => {
@@ -1567,7 +1766,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             }
         };
         prompts.done(prompt_id);
-        let mut result = result_of(&emitter, &engine.session_id, &start, &outcome);
+        let mut result = result_of(
+            &emitter,
+            &engine.session_id,
+            &start,
+            &outcome,
+            session.turns_this_prompt(),
+        );
         if let Some(reason) = blocked {
             result.errors = vec![format!(
                 "UserPromptSubmit hook blocked the prompt: {reason}"
@@ -1577,6 +1782,15 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         last_error = result.is_error;
         last_text = result.result.clone();
         if plan.output == OutputFormat::StreamJson {
+            if let Err(RunError::Provider(p)) = &outcome
+                && let Some(fields) = api_error(p)
+            {
+                send(&api_error_message(
+                    &engine.session_id,
+                    &result.result,
+                    fields,
+                ));
+            }
             send(&Output::Result(result.clone()));
         }
         if let Err(e) = &outcome

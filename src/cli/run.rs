@@ -718,7 +718,13 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         "end",
         serde_json::json!({"status": status, "signal": signal}),
     );
-    let wire_result = result_of(&emitter, &engine.session_id, &start, &result);
+    let wire_result = result_of(
+        &emitter,
+        &engine.session_id,
+        &start,
+        &result,
+        session.turns_this_prompt(),
+    );
     let line = || serde_json::to_string(&Output::Result(wire_result.clone())).unwrap_or_default();
     match result {
         Ok(outcome) => {

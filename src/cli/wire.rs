@@ -66,7 +66,58 @@ pub enum Output {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum System {
-    Init(Init),
+    Init(Box<Init>),
+    /// A sub-agent started (Claude Code's `SDKTaskStartedMessage`).
+    TaskStarted(TaskStarted),
+    /// A sub-agent's state changed (here: it ended).
+    TaskUpdated(TaskUpdated),
+    /// A sub-agent ended (Claude Code's `SDKTaskNotificationMessage`).
+    TaskNotification(TaskNotification),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStarted {
+    pub task_id: String,
+    pub tool_use_id: String,
+    pub description: String,
+    pub subagent_type: String,
+    /// `local_agent`: a sub-agent of this process.
+    pub task_type: &'static str,
+    pub uuid: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskUpdated {
+    pub task_id: String,
+    /// The fields that changed: `status`, `end_time` (Unix ms).
+    pub patch: Value,
+    pub uuid: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskNotification {
+    pub task_id: String,
+    pub tool_use_id: Option<String>,
+    /// `completed`, `failed` or `stopped`.
+    pub status: String,
+    /// Claude Code's file with the task's output; cadre keeps a
+    /// sub-agent's output in its transcript, so this is empty (the SDKs
+    /// need the field).
+    pub output_file: String,
+    /// The sub-agent's last text.
+    pub summary: String,
+    pub usage: TaskUsage,
+    pub uuid: String,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskUsage {
+    pub total_tokens: u64,
+    pub tool_uses: u32,
+    pub duration_ms: u64,
 }
 
 /// `system`/`init`: sent before each prompt's first message.
@@ -123,6 +174,24 @@ pub struct AssistantOut {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+    /// Set on the message that reports a failed model request in place of
+    /// an answer (Claude Code's API error message).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub api_error: Option<ApiErrorFields>,
+}
+
+/// What an assistant message reporting a failed model request carries, as
+/// Claude Code sends it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApiErrorFields {
+    /// The SDKs' `AssistantMessageError`: `authentication_failed`,
+    /// `billing_error`, `rate_limit`, `invalid_request`, `server_error`,
+    /// `model_not_found`, `unknown`.
+    pub error: &'static str,
+    pub is_api_error_message: bool,
+    pub api_error_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_error_type: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -177,6 +246,8 @@ pub enum ResultSubtype {
     ErrorMaxTurns,
     ErrorDuringExecution,
     ErrorMaxBudgetUsd,
+    /// `--json-schema`: the model's StructuredOutput calls kept failing.
+    ErrorMaxStructuredOutputRetries,
 }
 
 /// The last message of each prompt's run.
@@ -195,8 +266,21 @@ pub struct ResultOut {
     pub model_usage: BTreeMap<String, ModelUsage>,
     pub permission_denials: Vec<Value>,
     pub stop_reason: Option<String>,
+    /// Why the run ended, in Claude Code's words (`completed`, `max_turns`,
+    /// `api_error`, `prompt_too_long`, `aborted_streaming`, …); absent for
+    /// ends of cadre's own (the repeated-call guard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub terminal_reason: Option<&'static str>,
+    /// The HTTP status of the model request that failed, `null` otherwise.
+    pub api_error_status: Option<u16>,
+    /// The error `type` the API gave with that status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_error_type: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// `--json-schema`: the answer, fitting the schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<Value>,
     pub uuid: String,
 }
 
@@ -391,6 +475,10 @@ pub enum FromClient {
         hooks: Option<BTreeMap<String, Vec<HookMatcherIn>>>,
         #[serde(default)]
         agents: Option<serde_json::Map<String, Value>>,
+        /// Forward sub-agents' text and thinking blocks too (Claude Code
+        /// sends only their tool calls and results by default).
+        #[serde(default, rename = "forwardSubagentText")]
+        forward_subagent_text: Option<bool>,
         /// Everything else the client asked for (named on stderr, since
         /// cadre does not apply it).
         #[serde(flatten)]
@@ -405,6 +493,12 @@ pub enum FromClient {
         model: Option<String>,
     },
     McpStatus,
+    /// The thinking budget from the next prompt on (`null`: the
+    /// configured one again; 0: off).
+    SetMaxThinkingTokens {
+        #[serde(default)]
+        max_thinking_tokens: Option<u32>,
+    },
     /// Anything else: answered with an error naming it.
     #[serde(other)]
     Unsupported,
@@ -695,7 +789,11 @@ mod tests {
             model_usage: BTreeMap::new(),
             permission_denials: vec![],
             stop_reason: None,
+            terminal_reason: Some("max_turns"),
+            api_error_status: None,
+            api_error_type: None,
             errors: vec!["limit".into()],
+            structured_output: None,
             uuid: "u".into(),
         });
         insta::assert_json_snapshot!(r, @r#"
@@ -718,6 +816,8 @@ mod tests {
           "modelUsage": {},
           "permission_denials": [],
           "stop_reason": null,
+          "terminal_reason": "max_turns",
+          "api_error_status": null,
           "errors": [
             "limit"
           ],

@@ -55,6 +55,7 @@ const CLAUDE_CODE_ENV: &[(&str, &str)] = &[
     ("ANTHROPIC_MODEL", "provider.model"),
     ("CLAUDE_CODE_MAX_OUTPUT_TOKENS", "provider.max_tokens"),
     ("MAX_THINKING_TOKENS", "provider.thinking_budget"),
+    ("CLAUDE_CODE_MAX_RETRIES", "provider.max_retries"),
     ("BASH_DEFAULT_TIMEOUT_MS", "bash.default_timeout_ms"),
     ("BASH_MAX_TIMEOUT_MS", "bash.max_timeout_ms"),
 ];

@@ -173,8 +173,9 @@ pub const READ_AND_AGENT_TOOLS: &[&str] = &[
 /// Tools allowed by every mode when no rule matches because they change
 /// nothing outside the session (TodoWrite keeps the session's own list;
 /// Skill loads a skill's text; AskUserQuestion asks the user, who may
-/// decline).
-pub const SESSION_ONLY_TOOLS: &[&str] = &["TodoWrite", "Skill", "AskUserQuestion"];
+/// decline; StructuredOutput hands the caller the run's answer).
+pub const SESSION_ONLY_TOOLS: &[&str] =
+    &["TodoWrite", "Skill", "AskUserQuestion", "StructuredOutput"];
 
 /// Tools that change files, allowed without asking in `acceptEdits`.
 pub const EDIT_TOOLS: &[&str] = &["Write", "Edit", "NotebookEdit"];

@@ -44,11 +44,21 @@ pub(crate) fn request_head(req: &ModelRequest) -> Vec<u8> {
     if let Some(t) = req.sampling.temperature {
         body.insert("temperature".into(), Value::from(t));
     }
-    if let Some(budget) = req.sampling.thinking_budget {
-        body.insert(
-            "thinking".into(),
-            json!({"type": "enabled", "budget_tokens": budget}),
-        );
+    match req.sampling.thinking_budget {
+        None => {}
+        // Off on purpose (`--thinking disabled`, `MAX_THINKING_TOKENS=0`),
+        // said as Claude Code says it.
+        Some(0) => {
+            body.insert("thinking".into(), json!({"type": "disabled"}));
+        }
+        // The API wants the budget below max_tokens.
+        Some(budget) => {
+            let budget = budget.min(req.max_tokens.saturating_sub(1)).max(1);
+            body.insert(
+                "thinking".into(),
+                json!({"type": "enabled", "budget_tokens": budget}),
+            );
+        }
     }
     if let Some(effort) = &req.sampling.effort {
         body.insert("output_config".into(), json!({"effort": effort}));
@@ -468,6 +478,7 @@ impl AnthropicAssembler {
             ("signature_delta", Some(Block::Thinking { signature, .. })) => {
                 self.size += piece.len();
                 signature.push_str(&piece);
+                emit(StreamEvent::SignatureDelta(piece));
             }
             (
                 "input_json_delta",

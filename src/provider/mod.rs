@@ -39,6 +39,8 @@ pub use sse::StreamLimits;
 pub enum StreamEvent {
     TextDelta(String),
     ThinkingDelta(String),
+    /// A piece of the signature of the thinking block streaming now.
+    SignatureDelta(String),
     ToolUseStart {
         id: String,
         name: String,

@@ -18,8 +18,10 @@ use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 use super::EngineEvent;
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
+use super::structured::STRUCTURED_OUTPUT;
 use super::texts::{
-    InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall, WebFetchPrompt,
+    InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall, StructuredOutputDone,
+    WebFetchPrompt,
 };
 
 /// What one call produced, plus the usage of any child it ran.
@@ -384,6 +386,12 @@ impl Session {
                 Err(text) => Err(CallResult::text(id, text, true)),
             };
         }
+        if name == STRUCTURED_OUTPUT && self.structured.is_some() {
+            // The input fit the schema (checked on admission); the run
+            // ends with it after this turn.
+            let text = snap.templates.show(&StructuredOutputDone {});
+            return Ok(CallResult::text(id, text.trim_end(), false));
+        }
         if [
             super::todos::TODO_WRITE,
             super::todos::SKILL,
@@ -466,6 +474,11 @@ impl Session {
     ) -> Result<(), Vec<String>> {
         if let Some(t) = self.mcp_tool(name) {
             return t.validate(input);
+        }
+        if name == STRUCTURED_OUTPUT
+            && let Some(structured) = &self.structured
+        {
+            return crate::tools::schema_issues(&structured.validator, input);
         }
         let Some(spec) = snap.tools.get(name) else {
             return Ok(());

@@ -28,6 +28,7 @@ pub mod sampling;
 mod session;
 pub mod session_dirs;
 pub mod spawn;
+pub mod structured;
 pub mod tasks;
 mod team;
 mod team_texts;
@@ -70,6 +71,16 @@ pub enum EngineEvent {
     TextDelta {
         agent_id: String,
         text: String,
+    },
+    /// A piece of a thinking block as it streams.
+    ThinkingDelta {
+        agent_id: String,
+        thinking: String,
+    },
+    /// A piece of a thinking block's signature.
+    SignatureDelta {
+        agent_id: String,
+        signature: String,
     },
     /// A message was appended to a session's history.
     Message {

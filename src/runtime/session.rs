@@ -24,9 +24,10 @@ use crate::tools::spec::{DescriptionContext, TrimContext, render_definitions};
 
 use super::listing::Listing;
 use super::prompt::{PromptContext, main_system_prompt, subagent_system_prompt};
+use super::structured::{STRUCTURED_OUTPUT, StructuredSpec, StructuredState, TurnVerdict};
 use super::texts::{
-    LimitRunWait, LimitSessionTokens, LimitTaskTokens, MaxTokensRecovery, ToolCancelled,
-    TurnInterrupted,
+    LimitRunWait, LimitSessionTokens, LimitTaskTokens, MaxTokensRecovery, StructuredOutputEnforce,
+    StructuredOutputTool, ToolCancelled, TurnInterrupted,
 };
 use super::transcript::Transcript;
 use super::{Engine, EngineEvent};
@@ -146,6 +147,11 @@ pub struct Outcome {
     pub last_usage: Usage,
     pub tool_uses: u32,
     pub duration_ms: u64,
+    /// `--json-schema`: the StructuredOutput call's input that fit.
+    pub structured_output: Option<serde_json::Value>,
+    /// `--json-schema`: why the run ended without structured output (too
+    /// many calls that did not fit).
+    pub structured_failure: Option<String>,
 }
 
 /// A session failed.
@@ -220,6 +226,14 @@ pub struct Session {
     /// The rules those skills' `allowed-tools` make, with the snapshot
     /// generation and the lists they were parsed from (see `skill_rules`).
     pub(super) skill_rules: std::sync::Mutex<SkillRules>,
+    /// `--json-schema`: the schema the answer must fit (the main session
+    /// is offered the StructuredOutput tool).
+    pub(super) structured: Option<StructuredSpec>,
+    /// How this prompt's StructuredOutput calls went.
+    structured_state: StructuredState,
+    /// The thinking budget set for this session (an SDK client's
+    /// `set_max_thinking_tokens`), over `provider.thinking_budget`.
+    thinking_budget: Option<u32>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -260,6 +274,9 @@ impl Session {
             turns: 0,
             wake_ups: 0,
             guard_fires: 0,
+            structured: None,
+            structured_state: StructuredState::default(),
+            thinking_budget: None,
             started: Instant::now(),
             todos: Default::default(),
             task: None,
@@ -490,10 +507,11 @@ impl Session {
                     crate::agent_tool::trim_effort(e, &self.spec.model, &settings.effort_levels)
                         .sent
                 });
+                let thinking_budget = self.thinking_budget.or(settings.provider.thinking_budget);
                 let r = self.render(snap)?;
                 let sampling = Sampling {
                     temperature: settings.provider.temperature,
-                    thinking_budget: settings.provider.thinking_budget,
+                    thinking_budget,
                     effort,
                 };
                 (
@@ -585,6 +603,13 @@ impl Session {
                     )?);
                     names.extend(resource_tools);
                 }
+                tools = Arc::from(own);
+            }
+            if let Some(spec) = &self.structured {
+                let description = snap.templates.show(&StructuredOutputTool {});
+                let mut own = tools.to_vec();
+                own.push(spec.definition(description.trim_end().to_string()));
+                names.push(STRUCTURED_OUTPUT.to_string());
                 tools = Arc::from(own);
             }
             let memory = self.agent_memory().cloned();
@@ -726,6 +751,32 @@ impl Session {
     pub fn begin_prompt(&mut self) {
         self.turns = 0;
         self.wake_ups = 0;
+        self.structured_state = StructuredState::default();
+    }
+
+    /// The reasoning effort of this session's requests from now on
+    /// (trimmed to what its model takes when sent).
+    pub fn set_effort(&mut self, effort: String) {
+        self.spec.effort = Some(effort);
+    }
+
+    /// The thinking budget of this session's requests from now on (0:
+    /// off); `None` goes back to `provider.thinking_budget`.
+    pub fn set_thinking_budget(&mut self, budget: Option<u32>) {
+        self.thinking_budget = budget;
+    }
+
+    /// Asks for structured output (`--json-schema`): the session is
+    /// offered the StructuredOutput tool from its next request on, and a
+    /// run ends once the tool is called with input that fits.
+    pub fn set_structured_output(&mut self, spec: StructuredSpec) {
+        self.structured = Some(spec);
+        self.rendered = None;
+    }
+
+    /// The model turns of the current prompt so far (wake-ups included).
+    pub fn turns_this_prompt(&self) -> u32 {
+        self.turns + self.wake_ups
     }
 
     /// Runs turns until the model stops calling tools or the turn limit.
@@ -747,6 +798,9 @@ impl Session {
         let mut waited = std::time::Duration::ZERO;
         // The guard steers each prompt's run once.
         self.guard_fires = 0;
+        // How a run asked for structured output ended: the output, or
+        // why there is none.
+        let mut structured_end: Option<Result<serde_json::Value, String>> = None;
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -803,6 +857,18 @@ impl Session {
                         agent_id: agent_id.clone(),
                         text,
                     }),
+                    StreamEvent::ThinkingDelta(thinking) => {
+                        engine.emit(EngineEvent::ThinkingDelta {
+                            agent_id: agent_id.clone(),
+                            thinking,
+                        });
+                    }
+                    StreamEvent::SignatureDelta(signature) => {
+                        engine.emit(EngineEvent::SignatureDelta {
+                            agent_id: agent_id.clone(),
+                            signature,
+                        });
+                    }
                     StreamEvent::Retrying {
                         attempt,
                         delay_ms,
@@ -925,6 +991,14 @@ impl Session {
                     self.append(Arc::new(Message::user(blocks)));
                     continue;
                 }
+                // Structured output asked for and answered in text: told
+                // once to call the tool (then the text answer stands).
+                if self.structured.is_some() && !self.structured_state.enforced {
+                    self.structured_state.enforced = true;
+                    let text = snap.templates.show(&StructuredOutputEnforce {});
+                    self.append(Arc::new(Message::user_text(text.trim_end().to_string())));
+                    continue;
+                }
                 break StopKind::EndTurn;
             }
             let turn = Turn {
@@ -940,8 +1014,23 @@ impl Session {
             results.extend(loaded);
             // Whatever arrived meanwhile joins this user message, after
             // every tool_result: appended, never inserted earlier.
+            let verdict = match self.structured {
+                Some(_) => self.structured_state.after_tools(&turn.assistant, &results),
+                None => TurnVerdict::Continue,
+            };
             results.extend(self.take_incoming());
             self.append(Arc::new(Message::user(results)));
+            match verdict {
+                TurnVerdict::Continue => {}
+                TurnVerdict::Done(value) => {
+                    structured_end = Some(Ok(value));
+                    break StopKind::EndTurn;
+                }
+                TurnVerdict::GaveUp(why) => {
+                    structured_end = Some(Err(why));
+                    break StopKind::EndTurn;
+                }
+            }
             // The first time, the guard's answer tells the agent to answer
             // from what it has; a second time ends the run.
             if held_back {
@@ -951,7 +1040,17 @@ impl Session {
                 }
             }
         };
-        Ok(self.outcome(stop))
+        let mut outcome = self.outcome(stop);
+        if let Some(end) = structured_end {
+            // Claude Code counts the turn the run ends in, whose request
+            // is never sent.
+            outcome.turns += 1;
+            match end {
+                Ok(value) => outcome.structured_output = Some(value),
+                Err(why) => outcome.structured_failure = Some(why),
+            }
+        }
+        Ok(outcome)
     }
 
     /// A sub-agent past `agents.task_token_budget`, or any session of a
@@ -1061,6 +1160,8 @@ impl Session {
             last_usage: self.last_usage,
             tool_uses: self.tool_uses,
             duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            structured_output: None,
+            structured_failure: None,
         }
     }
 }

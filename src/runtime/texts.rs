@@ -336,6 +336,16 @@ contexts! {
     /// The assistant turn that stands for an answer cut short by a cancel.
     "turn_interrupted" => pub struct TurnInterrupted {}
 
+    /// The description of the StructuredOutput tool (`--json-schema`).
+    "structured_output_tool" => pub struct StructuredOutputTool {}
+
+    /// The result of a StructuredOutput call whose input fits the schema.
+    "structured_output_done" => pub struct StructuredOutputDone {}
+
+    /// Sent once when the model answered in text where the run needs a
+    /// StructuredOutput call.
+    "structured_output_enforce" => pub struct StructuredOutputEnforce {}
+
     /// Asks the model to go on after its answer hit the output limit.
     "max_tokens_recovery" => pub struct MaxTokensRecovery {
         pub max_tokens: u32 = 8192,

@@ -186,7 +186,15 @@ async def custom_agents():
             tools=["Read"],
         )
     }
-    messages = [m async for m in query(prompt="Write me a poem.", options=options(agents=agents))]
+    # forward_subagent_text (through initialize): the poet's own words come
+    # too, under the Agent call; without it only its tool calls would.
+    messages = [
+        m
+        async for m in query(
+            prompt="Write me a poem.",
+            options=options(agents=agents, forward_subagent_text=True),
+        )
+    ]
     uses = tool_uses(messages)
     assert uses and uses[0].name == "Agent" and uses[0].input["subagent_type"] == "poet", uses
     child = [m for m in messages if isinstance(m, AssistantMessage) and m.parent_tool_use_id == uses[0].id]

@@ -102,7 +102,10 @@ fn a_stall_beyond_the_idle_timeout_is_retried_then_fails_clearly() {
     assert_eq!(server.request_count(), 2, "one try plus one retry");
     let v = run.json();
     assert_eq!(v["is_error"], true);
-    assert_eq!(v["subtype"], "error_during_execution");
+    // Claude Code's shape for a model request that failed for good.
+    assert_eq!(v["subtype"], "success");
+    assert_eq!(v["terminal_reason"], "api_error");
+    assert_eq!(v["api_error_status"], Value::Null);
     let msg = v["result"].as_str().unwrap();
     assert!(
         msg.contains("300 ms") || msg.to_lowercase().contains("stall") || msg.contains("idle"),

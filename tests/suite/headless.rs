@@ -203,16 +203,37 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
         .collect();
     let kinds: Vec<&str> = child.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    // The sub-agent's Read call, its result, its answer.
-    assert_eq!(kinds, ["assistant", "user", "assistant"], "{lines:#?}");
+    // The sub-agent's Read call and its result; its answer in text stays
+    // in it, as in Claude Code (the SDKs' forwardSubagentText is off).
+    assert_eq!(kinds, ["assistant", "user"], "{lines:#?}");
     assert_eq!(child[0]["message"]["content"][0]["name"], "Read");
-    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    assert_eq!(child[1]["type"], "user");
     let start = lines
         .iter()
         .find(|l| l["type"] == "subagent_start")
         .unwrap();
     assert_eq!(start["tool_use_id"], "toolu_agent");
     assert_eq!(start["agent_type"], "reader");
+    // Claude Code's task messages too, for the SDKs' typed task events.
+    let task = |subtype: &str| {
+        lines
+            .iter()
+            .find(|l| l["type"] == "system" && l["subtype"] == subtype)
+            .unwrap_or_else(|| panic!("no system/{subtype}: {lines:#?}"))
+    };
+    let started = task("task_started");
+    assert_eq!(started["task_id"], start["agent_id"]);
+    assert_eq!(started["tool_use_id"], "toolu_agent");
+    assert_eq!(started["subagent_type"], "reader");
+    let done = task("task_notification");
+    assert_eq!(done["task_id"], start["agent_id"]);
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["tool_use_id"], "toolu_agent");
+    assert_eq!(done["usage"]["tool_uses"], 1);
+    // Its last words, which the SDKs read (as they read `output_file`).
+    assert_eq!(done["summary"], "notes say hi");
+    assert_eq!(done["output_file"], "");
+    assert_eq!(task("task_updated")["patch"]["status"], "completed");
     // The main session's result for the Agent call comes back unparented.
     assert!(lines.iter().any(|l| l["type"] == "user"
         && l["parent_tool_use_id"].is_null()
@@ -220,6 +241,21 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     let result = lines.last().unwrap();
     assert_eq!(result["result"], "main done");
     assert_eq!(result["num_turns"], 2);
+
+    // With forwardSubagentText in `initialize`, its text goes out too.
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_init",
+                  "request": {"subtype": "initialize", "forwardSubagentText": true}}));
+    d.user("go");
+    d.until("result", is_result);
+    let child: Vec<&Value> = d
+        .seen
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
+        .collect();
+    assert_eq!(child.len(), 3, "{:#?}", d.seen);
+    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    d.finish();
 }
 
 #[test]
@@ -329,6 +365,279 @@ fn max_turns_gives_error_max_turns_and_exit_1() {
 }
 
 #[test]
+fn a_failed_model_request_ends_as_claude_codes_api_error() {
+    let p = Project::new();
+    // One tool turn, then the API refuses the key (not retried).
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Glob", json!({"pattern": "*"})),
+        Reply::anthropic_error(401, "authentication_error", "invalid x-api-key"),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "find", "--output-format", "stream-json", "--verbose"],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines = run.json_lines();
+    assert_eq!(
+        types(&lines),
+        ["system/init", "assistant", "user", "assistant", "result"],
+        "{lines:#?}"
+    );
+    let said = &lines[3];
+    assert_eq!(said["error"], "authentication_failed");
+    assert_eq!(said["is_api_error_message"], true);
+    assert_eq!(said["api_error_status"], 401);
+    assert_eq!(said["message"]["model"], "<synthetic>");
+    let r = &lines[4];
+    assert_eq!(r["subtype"], "success");
+    assert_eq!(r["is_error"], true);
+    assert_eq!(r["terminal_reason"], "api_error");
+    assert_eq!(r["api_error_status"], 401);
+    assert_eq!(r["api_error_type"], "authentication_error");
+    // The completed turn and the failed one.
+    assert_eq!(r["num_turns"], 2);
+    assert_eq!(said["message"]["content"][0]["text"], r["result"]);
+    assert!(
+        r["result"].as_str().unwrap().contains("invalid x-api-key"),
+        "{r}"
+    );
+    assert!(r.get("errors").is_none(), "{r}");
+    // A run that succeeds says so in Claude Code's words too.
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let v = p
+        .run(Some(&server), &["-p", "x", "--output-format", "json"])
+        .json();
+    assert_eq!(v["terminal_reason"], "completed");
+    assert_eq!(v["api_error_status"], Value::Null);
+}
+
+/// A StructuredOutput call in a message of its own.
+fn structured_call(id: &str, input: Value) -> Reply {
+    anthropic::message()
+        .id(&format!("msg_{id}"))
+        .tool_use(id, "StructuredOutput", input)
+        .reply()
+}
+
+#[test]
+fn json_schema_offers_structured_output_checks_it_and_returns_it() {
+    let p = Project::new();
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                        "required": ["answer"]});
+    let server = FakeServer::start([
+        anthropic::text_reply("it is 4"),
+        structured_call("toolu_1", json!({"answer": "four"})),
+        structured_call("toolu_2", json!({"answer": 4})),
+        anthropic::text_reply("never asked for"),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "2+2",
+            "--output-format",
+            "json",
+            "--json-schema",
+            &schema.to_string(),
+        ],
+    );
+    run.ok();
+    let v = run.json();
+    assert_eq!(v["subtype"], "success", "{v}");
+    assert_eq!(v["structured_output"], json!({"answer": 4}));
+    assert_eq!(v["result"], r#"{"answer":4}"#);
+    assert_eq!(v["stop_reason"], "tool_use");
+    assert_eq!(
+        v["num_turns"], 4,
+        "three requests and the turn that ends the run"
+    );
+    // The run ends with the call that fits: no fourth request.
+    assert_eq!(server.request_count(), 3);
+    let offered = server.request(0).json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "StructuredOutput")
+        .cloned()
+        .expect("StructuredOutput offered");
+    assert_eq!(offered["input_schema"], schema);
+    // A text answer is answered with a reminder to call the tool ...
+    assert!(
+        server
+            .request(1)
+            .last_user_text()
+            .contains("MUST call the StructuredOutput tool"),
+        "{}",
+        server.request(1).last_user_text()
+    );
+    // ... and input that does not fit with an error naming the field.
+    let second = last_tool_results(&server.request(2).json);
+    assert_eq!(second[0]["is_error"], true);
+    assert!(result_text(&second[0]).contains("/answer"), "{second:?}");
+
+    // Input that never fits: five tries, then the error result.
+    let server = FakeServer::route(|_| structured_call("toolu_x", json!({"answer": "x"})));
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "2+2",
+            "--output-format",
+            "json",
+            "--json-schema",
+            &schema.to_string(),
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let v = run.json();
+    assert_eq!(v["subtype"], "error_max_structured_output_retries", "{v}");
+    assert_eq!(v["is_error"], true);
+    assert_eq!(v["terminal_reason"], "structured_output_retry_exhausted");
+    assert!(
+        v["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("Failed to provide valid structured output after 5 attempts"),
+        "{v}"
+    );
+    assert_eq!(server.request_count(), 5);
+
+    // A schema that is not JSON is a usage error naming the place.
+    let run = p.run(Some(&server), &["-p", "x", "--json-schema", "{not json"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--json-schema:1:2"), "{}", run.stderr);
+}
+
+#[test]
+fn thinking_flags_set_the_budget_and_thinking_streams_and_stays_in_history() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::message()
+            .thinking("look first", "sig-a")
+            .tool_use("toolu_1", "Glob", json!({"pattern": "*"}))
+            .reply(),
+        anthropic::message()
+            .id("msg_2")
+            .thinking("none there", "sig-b")
+            .text("nothing")
+            .reply(),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "find",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+            "--max-thinking-tokens",
+            "500",
+        ],
+    );
+    run.ok();
+    // (The test configuration's max_tokens is 1024: a budget fits under it.)
+    assert_eq!(
+        server.request(0).json["thinking"],
+        json!({"type": "enabled", "budget_tokens": 500})
+    );
+    // The thinking block goes back to the model with its signature.
+    let history = &server.request(1).json["messages"];
+    let assistant = &history[history.as_array().unwrap().len() - 2];
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": "look first", "signature": "sig-a"})
+    );
+    let lines = run.json_lines();
+    let deltas: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "stream_event" && l["event"]["type"] == "content_block_delta")
+        .map(|l| &l["event"])
+        .collect();
+    // The first message's thinking, streamed in pieces at index 0, then
+    // its signature.
+    let first: Vec<&&Value> = deltas
+        .iter()
+        .take_while(|d| d["delta"]["type"] != "signature_delta")
+        .collect();
+    assert!(first.iter().all(|d| d["index"] == 0), "{deltas:#?}");
+    let thought: String = first
+        .iter()
+        .filter_map(|d| d["delta"]["thinking"].as_str())
+        .collect();
+    assert_eq!(thought, "look first");
+    assert_eq!(
+        deltas[first.len()]["delta"],
+        json!({"type": "signature_delta", "signature": "sig-a"})
+    );
+    // The text after the thinking is the message's second block.
+    let text = deltas
+        .iter()
+        .find(|d| d["delta"]["type"] == "text_delta")
+        .unwrap();
+    assert_eq!(text["index"], 1);
+    let starts: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["event"]["type"] == "content_block_start")
+        .map(|l| &l["event"]["content_block"]["type"])
+        .collect();
+    assert_eq!(starts, ["thinking", "thinking", "text"], "{lines:#?}");
+    let answer = lines.iter().rfind(|l| l["type"] == "assistant").unwrap();
+    assert_eq!(answer["message"]["content"][0]["type"], "thinking");
+    assert_eq!(answer["message"]["content"][0]["signature"], "sig-b");
+
+    // MAX_THINKING_TOKENS sets it too; --thinking disabled turns it off
+    // over it, as Claude Code says it.
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut cmd = p.command(Some(&server));
+    cmd.env("MAX_THINKING_TOKENS", "700").args(["-p", "x"]);
+    let run = super::harness::Run::from(cmd.output().unwrap());
+    run.ok();
+    assert_eq!(server.request(0).json["thinking"]["budget_tokens"], 700);
+    let mut cmd = p.command(Some(&server));
+    cmd.env("MAX_THINKING_TOKENS", "700")
+        .args(["-p", "x", "--thinking", "disabled"]);
+    super::harness::Run::from(cmd.output().unwrap()).ok();
+    assert_eq!(
+        server.request(1).json["thinking"],
+        json!({"type": "disabled"})
+    );
+}
+
+#[test]
+fn set_max_thinking_tokens_applies_from_the_next_prompt() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "req_t",
+                  "request": {"subtype": "set_max_thinking_tokens", "max_thinking_tokens": 600}}));
+    let answer = d.until("control_response", |v| v["type"] == "control_response");
+    assert_eq!(answer["response"]["subtype"], "success", "{answer}");
+    d.user("two");
+    d.until("result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "req_u",
+                  "request": {"subtype": "set_max_thinking_tokens", "max_thinking_tokens": null}}));
+    d.user("three");
+    d.until("result", is_result);
+    d.finish();
+    let thinking: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.json["thinking"].clone())
+        .collect();
+    assert_eq!(
+        thinking,
+        [
+            Value::Null,
+            json!({"type": "enabled", "budget_tokens": 600}),
+            Value::Null
+        ]
+    );
+}
+
+#[test]
 fn the_budget_stops_the_session() {
     let p = Project::new();
     // Each response costs $3 (a million input tokens of claude-sonnet-4-5).
@@ -368,7 +677,7 @@ fn the_budget_stops_the_session() {
 #[test]
 fn unsupported_flags_say_so() {
     let p = Project::new();
-    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let server = FakeServer::start([anthropic::text_reply("ok"), anthropic::text_reply("ok")]);
     let run = p.run(
         Some(&server),
         &[
@@ -399,6 +708,27 @@ fn unsupported_flags_say_so() {
         "{}",
         run.stderr
     );
+    // The SDKs' session flags: the mirror is accepted and said to be
+    // unsupported; a truncating resume is refused with the reason.
+    let run = p.run(Some(&server), &["-p", "x", "--session-mirror"]);
+    run.ok();
+    assert!(
+        run.stderr.contains("not supported: --session-mirror"),
+        "{}",
+        run.stderr
+    );
+    for flag in ["--resume-session-at=u1", "--resume-drops-turn=u2"] {
+        let run = p.run(Some(&server), &["-p", "x", "--resume", "abc", flag]);
+        assert_eq!(run.code, 2, "{run:?}");
+        let name = flag.split('=').next().unwrap();
+        assert!(
+            run.stderr.contains(&format!(
+                "{name}: cadre cannot resume a session part of the way"
+            )),
+            "{}",
+            run.stderr
+        );
+    }
     let run = p.run(Some(&server), &["-p", "x", "--setting-sources", "everyone"]);
     assert_eq!(run.code, 2);
     let run = p.run(Some(&server), &["-p", "x", "--mcp-config", "{not json"]);
@@ -1155,12 +1485,13 @@ fn a_fork_is_reported_under_its_agent_call() {
         .unwrap();
     assert_eq!(start["fork"], true);
     assert_eq!(start["tool_use_id"], "toolu_fork");
-    let child: Vec<&Value> = lines
-        .iter()
-        .filter(|l| l["parent_tool_use_id"] == "toolu_fork")
-        .collect();
-    assert_eq!(child.len(), 1, "{lines:#?}");
-    assert_eq!(child[0]["message"]["content"][0]["text"], "fork finished");
+    // The fork only answered in text, which stays in it.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["parent_tool_use_id"] == "toolu_fork"),
+        "{lines:#?}"
+    );
     assert_eq!(lines.last().unwrap()["result"], "merged");
 }
 
@@ -1206,11 +1537,8 @@ fn a_background_task_reports_its_messages_and_end() {
             .contains("Async agent launched"),
         "{launched}"
     );
-    let child = lines
-        .iter()
-        .find(|l| l["parent_tool_use_id"] == "toolu_bg")
-        .unwrap();
-    assert_eq!(child["message"]["content"][0]["text"], "survey result");
+    // The child's text answer stays in it (no forwardSubagentText).
+    assert!(!lines.iter().any(|l| l["parent_tool_use_id"] == "toolu_bg"));
     let end = lines.iter().find(|l| l["type"] == "subagent_end").unwrap();
     assert_eq!(end["status"], "completed");
     let result = lines.last().unwrap();

@@ -143,6 +143,7 @@ async fn anthropic_sampling_and_thinking_go_before_the_system_prompt() {
     let server = FakeServer::start([anthropic::text_reply("ok")]);
     let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
     let mut req = hello();
+    req.max_tokens = 4096;
     req.sampling = Sampling {
         temperature: Some(0.5),
         thinking_budget: Some(2048),
@@ -175,6 +176,27 @@ async fn anthropic_sampling_and_thinking_go_before_the_system_prompt() {
         json!({"type": "enabled", "budget_tokens": 2048})
     );
     assert_eq!(r.json["temperature"], 0.5);
+}
+
+#[tokio::test]
+async fn anthropic_thinking_budget_fits_under_max_tokens_and_zero_turns_it_off() {
+    let server = FakeServer::start([anthropic::text_reply("ok"), anthropic::text_reply("ok")]);
+    let p = provider(&kit::anthropic_settings(), &server.anthropic_env());
+    let mut req = hello();
+    req.max_tokens = 4096;
+    // The API wants the budget below max_tokens.
+    req.sampling.thinking_budget = Some(u32::MAX);
+    send(&p, &req).await.0.unwrap();
+    assert_eq!(
+        server.request(0).json["thinking"],
+        json!({"type": "enabled", "budget_tokens": 4095})
+    );
+    req.sampling.thinking_budget = Some(0);
+    send(&p, &req).await.0.unwrap();
+    assert_eq!(
+        server.request(1).json["thinking"],
+        json!({"type": "disabled"})
+    );
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ enum Block {
 /// A streamed assistant message under construction.
 #[derive(Debug, Clone)]
 pub struct MessageBuilder {
+    id: String,
     blocks: Vec<Block>,
     model: String,
     stop_reason: Option<String>,
@@ -40,6 +41,7 @@ pub struct MessageBuilder {
 /// Starts a message (model `claude-test`, usage 10 in / 5 out).
 pub fn message() -> MessageBuilder {
     MessageBuilder {
+        id: "msg_test".to_string(),
         blocks: Vec::new(),
         model: "claude-test".to_string(),
         stop_reason: None,
@@ -93,6 +95,13 @@ impl MessageBuilder {
         self
     }
 
+    /// The message id (default `msg_test`). Claude Code joins assistant
+    /// messages that share an id, as the parts of one streamed message.
+    pub fn id(mut self, id: &str) -> Self {
+        self.id = id.to_string();
+        self
+    }
+
     pub fn model(mut self, model: &str) -> Self {
         self.model = model.to_string();
         self
@@ -128,7 +137,7 @@ impl MessageBuilder {
             SseEvent::named(name, v.to_string())
         };
         let mut out = vec![ev(json!({"type": "message_start", "message": {
-            "id": "msg_test", "type": "message", "role": "assistant", "model": self.model,
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": 1,
                       "cache_creation_input_tokens": self.cache_creation,
