@@ -61,6 +61,19 @@ pub enum Output {
     SubagentEnd(SubagentEnd),
     Retrying(Retrying),
     Todos(Todos),
+    /// `/clear`: the conversation starts afresh under a new session id.
+    ConversationReset(ConversationReset),
+}
+
+/// `conversation_reset`, as Claude Code sends it after `/clear`:
+/// `session_id` is the old session's, `new_conversation_id` the new one's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationReset {
+    pub new_conversation_id: String,
+    pub uuid: String,
+    pub trigger: String,
+    pub timestamp: String,
+    pub session_id: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -197,6 +210,10 @@ pub struct ResultOut {
     pub stop_reason: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// The built-in command this result answers (`clear`, `compact`),
+    /// which sent nothing to the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_command: Option<String>,
     pub uuid: String,
 }
 
@@ -696,6 +713,7 @@ mod tests {
             permission_denials: vec![],
             stop_reason: None,
             errors: vec!["limit".into()],
+            local_command: None,
             uuid: "u".into(),
         });
         insta::assert_json_snapshot!(r, @r#"

@@ -9,6 +9,7 @@
 
 pub mod ask_user;
 pub mod backend;
+pub mod commands;
 mod compact;
 mod exec;
 pub mod grants;
