@@ -61,6 +61,18 @@ struct ShowJson<'a> {
     skipped: &'a [Skipped],
     trusted: bool,
     trust_root: String,
+    /// The slash commands read (`.claude/commands`, user, plugins): honoured.
+    commands: Vec<Value>,
+}
+
+/// The slash commands of the snapshot (name, source, path), for `show`.
+fn commands(snap: &Snapshot) -> Vec<Value> {
+    snap.skills
+        .skills
+        .values()
+        .filter(|s| s.kind == crate::catalog::SkillKind::Command)
+        .map(|s| json!({"name": s.name, "source": s.source, "path": s.path}))
+        .collect()
 }
 
 fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
@@ -89,6 +101,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             skipped: &c.skipped,
             trusted: c.trusted,
             trust_root: c.trust_root.display().to_string(),
+            commands: commands(&snap),
         });
     }
     let mut lines = Vec::new();
@@ -121,6 +134,18 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
         outln!("# Claude Code keys cadre does not implement (ignored)");
         for k in &c.ignored {
             outln!("#   {}    {}", k.key, k.origin);
+        }
+    }
+    let cmds = commands(&snap);
+    if !cmds.is_empty() {
+        outln!("# slash commands (honoured: /NAME, the Skill tool; docs/commands.md)");
+        for c in &cmds {
+            outln!(
+                "#   /{}    {} {}",
+                c["name"].as_str().unwrap_or_default(),
+                c["source"].as_str().unwrap_or_default(),
+                c["path"].as_str().unwrap_or_default()
+            );
         }
     }
     if !c.skipped.is_empty() {

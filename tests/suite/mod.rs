@@ -6,6 +6,7 @@ mod ask_user;
 mod background;
 mod bad_input;
 mod bounded;
+mod commands;
 mod conformance;
 mod coordinator;
 mod corpus;
