@@ -56,13 +56,7 @@ pub const BUILTINS: &[(&str, &str, &str)] = &[
     ("mcp", "", "list the MCP prompts of the ready servers"),
 ];
 
-/// Who asked for an entry to be expanded (the `invoked_by` of Claude
-/// Code's `PreSkillShellCommand` hook).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InvokedBy {
-    User,
-    Model,
-}
+pub use super::todos::InvokedBy;
 
 /// `/NAME ARGS` split: `None` unless `text` starts with `/` and a name
 /// (letters, digits, `-`, `_`, `:`, `.`) followed by white space or the

@@ -38,6 +38,14 @@ pub enum TodoStatus {
     Completed,
 }
 
+/// Who asked for a skill or command to be expanded (the `invoked_by` of
+/// Claude Code's `PreSkillShellCommand` hook); see `super::commands`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvokedBy {
+    User,
+    Model,
+}
+
 /// A skill loaded into a session, for what it grants while active.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveSkill {
@@ -122,8 +130,7 @@ impl Session {
         let args = input.get("args").and_then(Value::as_str).unwrap_or("");
         // Boxed: a shell line is a call through the pipeline, which could
         // reach this tool again.
-        let expanded =
-            Box::pin(self.expand(snap, skill, args, super::commands::InvokedBy::Model)).await?;
+        let expanded = Box::pin(self.expand(snap, skill, args, InvokedBy::Model)).await?;
         Ok(t.show(&SkillLoaded {
             name: skill.name.clone(),
             dir: skill.dir.display().to_string(),
