@@ -1167,7 +1167,7 @@ pub(super) fn result_of(
 /// The `result` of a prompt that sent nothing to the model: a built-in
 /// command (`local_command`), or a command that stopped before (a refused
 /// shell line); `text` is what the user is told.
-fn local_result(
+pub(super) fn local_result(
     emitter: &Emitter,
     session_id: &str,
     start: &PromptStart,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::emit::{Emitter, Print};
-use super::headless::{PromptStart, result_of};
+use super::headless::{PromptStart, local_result, result_of};
 use super::output::{OutputFormat, Progress, SessionArg, print_line};
 use super::wire::Output;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
@@ -748,7 +748,8 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         }
         runtime::commands::Prompted::Local(text) => {
             engine.shutdown(std::time::Duration::from_secs(5)).await;
-            print_line(&text);
+            let r = local_result(&emitter, &engine.session_id, &start, text, None);
+            print_local(args.output_format, &r);
             return Ok(());
         }
         runtime::commands::Prompted::Builtin(name, instructions) => {
@@ -758,7 +759,8 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                 other => help_text(&engine, other).await,
             };
             engine.shutdown(std::time::Duration::from_secs(5)).await;
-            print_line(&text);
+            let r = local_result(&emitter, &engine.session_id, &start, text, Some(name));
+            print_local(args.output_format, &r);
             return Ok(());
         }
     };
@@ -834,6 +836,17 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                     Err(CliError::Exit(1))
                 }
             }
+        }
+    }
+}
+
+/// A result that did not reach the model (a built-in, a refused shell
+/// line), printed as the output format wants it.
+fn print_local(format: OutputFormat, r: &super::wire::ResultOut) {
+    match format {
+        OutputFormat::Text => print_line(&r.result),
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            print_line(&serde_json::to_string(&Output::Result(r.clone())).unwrap_or_default())
         }
     }
 }

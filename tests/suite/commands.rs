@@ -231,6 +231,7 @@ fn commands_over_stream_json_and_clear_starts_a_new_session() {
     let p = project();
     let server = FakeServer::start([
         anthropic::text_reply("hi Ann"),
+        anthropic::text_reply("Summary: greeted Ann."),
         anthropic::text_reply("fresh"),
     ]);
     let mut d = Driven::start(&p, &server, &[]);
@@ -261,6 +262,19 @@ fn commands_over_stream_json_and_clear_starts_a_new_session() {
         "{texts:#?}"
     );
 
+    // /compact summarises now, through the compaction cadre has.
+    d.user("/compact keep the names");
+    let compacted = d.until("compact result", |v| v["type"] == "result");
+    assert_eq!(compacted["local_command"], "compact");
+    assert!(
+        compacted["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("compacted:"),
+        "{compacted}"
+    );
+    assert!(server.request(1).body_str().contains("keep the names"));
+
     d.user("/clear");
     let reset = d.until("conversation_reset", |v| v["type"] == "conversation_reset");
     assert_eq!(reset["trigger"], "clear");
@@ -277,10 +291,11 @@ fn commands_over_stream_json_and_clear_starts_a_new_session() {
     assert_eq!(after["result"], "fresh");
     assert_eq!(after["session_id"], new.as_str());
     assert_eq!(d.finish(), 0);
-    // Two model requests: /clear itself sent nothing, and the conversation
-    // after it starts empty.
-    assert_eq!(server.requests().len(), 2);
-    let req = server.request(1);
+    // Three model requests (the prompt, the summary, the prompt after
+    // /clear): /clear itself sent nothing, and the conversation after it
+    // starts empty.
+    assert_eq!(server.requests().len(), 3);
+    let req = server.request(2);
     assert_eq!(req.messages().len(), 1, "{:#?}", req.messages());
     assert!(!req.body_str().contains("Ann"));
 }
@@ -354,5 +369,131 @@ fn commands_are_listed_and_a_broken_file_is_reported_at_its_position() {
             && config.stdout.contains("/frontend:component"),
         "{}",
         config.stdout
+    );
+}
+
+#[test]
+fn chat_runs_commands_lists_them_and_clears_the_conversation() {
+    use std::io::Write;
+    let p = project();
+    let server = FakeServer::start([
+        anthropic::text_reply("hi Zoe"),
+        anthropic::text_reply("fresh"),
+    ]);
+    let mut child = p
+        .command(Some(&server))
+        .args(["chat"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"/greet Zoe\n/help\n/clear\nafter\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // /help: the built-ins, the commands with their hints, MCP prompts.
+    for line in [
+        "/clear",
+        "/compact [instructions]",
+        "/greet [name] [place]",
+        "/frontend:component",
+        "MCP prompts:",
+    ] {
+        assert!(stderr.contains(line), "{line}: {stderr}");
+    }
+    assert!(stderr.contains("cleared: new session"), "{stderr}");
+    let texts = first_user_texts(&server.request(0).json);
+    assert!(
+        texts.iter().any(|t| t.starts_with("Hello Zoe! first=Zoe")),
+        "{texts:#?}"
+    );
+    // After /clear the conversation starts empty, in a new session folder.
+    let second = server.request(1);
+    assert_eq!(second.messages().len(), 1, "{:#?}", second.messages());
+    assert!(!second.body_str().contains("Zoe"));
+    let sessions = std::fs::read_dir(p.sessions_dir()).unwrap().count();
+    assert_eq!(sessions, 2, "one session folder before /clear, one after");
+}
+
+#[test]
+fn a_command_added_while_a_stream_json_session_runs_is_used_at_the_next_prompt() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    let p = project();
+    let server = FakeServer::start([anthropic::text_reply("one"), anthropic::text_reply("two")]);
+    let mut child = p
+        .command(Some(&server))
+        .args([
+            "-v",
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let mut user = move |text: &str| {
+        let v = json!({"type": "user", "message": {"role": "user", "content": text}});
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut seen = Vec::new();
+    let mut wait_for = |f: &dyn Fn(&str) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(l) => {
+                    let done = f(&l);
+                    seen.push(l);
+                    if done {
+                        return;
+                    }
+                }
+                Err(_) => panic!("timed out; saw {seen:#?}"),
+            }
+        }
+    };
+    user("/greet Ann");
+    wait_for(&|l| l.contains("\"type\":\"result\""));
+    p.write(
+        ".claude/commands/tools/late.md",
+        "Arrived late: $ARGUMENTS\n",
+    );
+    wait_for(&|l| l.contains("reloaded") && l.contains("tools:late"));
+    user("/tools:late now");
+    wait_for(&|l| l.contains("\"type\":\"result\""));
+    drop(user); // closes stdin: the session ends
+    assert!(child.wait().unwrap().success());
+    let body = server.request(1).body_str();
+    assert!(body.contains("Arrived late: now"), "{body}");
+    assert!(
+        body.contains("- tools:late: Arrived late"),
+        "the listing tells the model: {body}"
     );
 }
