@@ -532,14 +532,7 @@ pub(super) async fn help_text(engine: &Engine, which: &str) -> String {
         }
         for s in snap.skills.skills.values() {
             let usage = format!("/{} {}", s.name, s.argument_hint.as_deref().unwrap_or(""));
-            let desc: String = s
-                .description
-                .lines()
-                .next()
-                .unwrap_or("")
-                .chars()
-                .take(70)
-                .collect();
+            let desc = super::output::first_line(&s.description, 70);
             text.push_str(&format!(
                 "\n  {:28}  {desc} ({} {}{})",
                 usage.trim_end(),
@@ -740,12 +733,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             blocks,
             skill,
             notes,
-        } => {
-            for n in notes {
-                eprintln!("cadre: {n}");
-            }
-            (blocks, skill)
-        }
+        } => sent(blocks, skill, notes),
         runtime::commands::Prompted::Local(text) => {
             engine.shutdown(std::time::Duration::from_secs(5)).await;
             let r = local_result(&emitter, &engine.session_id, &start, text, None);
@@ -838,6 +826,19 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             }
         }
     }
+}
+
+/// A prompt to send: its blocks and the command to mark active; its
+/// notes (shell lines not run, files not read) are said on stderr.
+fn sent(
+    blocks: Vec<ContentBlock>,
+    skill: Option<runtime::todos::ActiveSkill>,
+    notes: Vec<String>,
+) -> (Vec<ContentBlock>, Option<runtime::todos::ActiveSkill>) {
+    for n in notes {
+        eprintln!("cadre: {n}");
+    }
+    (blocks, skill)
 }
 
 /// A result that did not reach the model (a built-in, a refused shell
@@ -1100,12 +1101,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                 blocks,
                 skill,
                 notes,
-            } => {
-                for n in notes {
-                    eprintln!("cadre: {n}");
-                }
-                (blocks, skill)
-            }
+            } => sent(blocks, skill, notes),
             runtime::commands::Prompted::Local(text) => {
                 eprintln!("{text}");
                 continue;

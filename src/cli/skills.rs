@@ -64,14 +64,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
                 .max(4);
             outln!("{:w$}  {:7}  {:7}  DESCRIPTION", "NAME", "KIND", "SOURCE");
             for s in skills.skills.values() {
-                let desc: String = s
-                    .description
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(70)
-                    .collect();
+                let desc = super::output::first_line(&s.description, 70);
                 let user_only = if s.model_invocable {
                     ""
                 } else {

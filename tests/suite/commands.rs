@@ -374,29 +374,14 @@ fn commands_are_listed_and_a_broken_file_is_reported_at_its_position() {
 
 #[test]
 fn chat_runs_commands_lists_them_and_clears_the_conversation() {
-    use std::io::Write;
     let p = project();
     let server = FakeServer::start([
         anthropic::text_reply("hi Zoe"),
         anthropic::text_reply("fresh"),
     ]);
-    let mut child = p
-        .command(Some(&server))
-        .args(["chat"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"/greet Zoe\n/help\n/clear\nafter\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let out = p.chat(Some(&server), "/greet Zoe\n/help\n/clear\nafter\n");
+    let stderr = &out.stderr;
+    assert_eq!(out.code, 0, "{stderr}");
     // /help: the built-ins, the commands with their hints, MCP prompts.
     for line in [
         "/clear",
