@@ -525,6 +525,8 @@ struct Prompt {
     message: Message,
     id: u64,
     cancel: CancellationToken,
+    /// `client_composed`: sent as written, never a slash command.
+    verbatim: bool,
 }
 
 /// What the stdin reader hands the session loop.
@@ -614,17 +616,21 @@ fn spawn_reader<R>(
                 }
             };
             match input {
-                Input::User(u) => match user_message(u) {
-                    Ok(message) => {
-                        let (id, cancel) = prompts.admit();
-                        let _ = tx.send(Incoming::User(Prompt {
-                            message,
-                            id,
-                            cancel,
-                        }));
+                Input::User(u) => {
+                    let verbatim = u.client_composed;
+                    match user_message(u) {
+                        Ok(message) => {
+                            let (id, cancel) = prompts.admit();
+                            let _ = tx.send(Incoming::User(Prompt {
+                                message,
+                                id,
+                                cancel,
+                                verbatim,
+                            }));
+                        }
+                        Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
                     }
-                    Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
-                },
+                }
                 Input::ControlResponse(r) => control.answer(r.response),
                 Input::ControlCancelRequest { .. } | Input::KeepAlive => {}
                 Input::ControlRequest(req) => {
@@ -1311,6 +1317,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 message: Message::user_text(text),
                 id,
                 cancel,
+                verbatim: false,
             });
         }
         InputFormat::StreamJson => {
@@ -1536,6 +1543,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             message,
             id: prompt_id,
             cancel,
+            verbatim,
         } = prompt;
         let was_first = is_first;
         // The budget stop cancels the prompt running; an interrupt has had
@@ -1576,7 +1584,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         let mut local: Option<(String, Option<&str>)> = None;
         let mut active = None;
         let mut content = Vec::new();
-        if blocked.is_none() {
+        if verbatim && blocked.is_none() {
+            content = message.content;
+        } else if blocked.is_none() {
             match session.prompted(message.content).await {
                 runtime::commands::Prompted::Send {
                     blocks,

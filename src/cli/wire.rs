@@ -383,6 +383,10 @@ pub struct UserIn {
     pub parent_tool_use_id: Option<String>,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// `true` (the SDKs' `verbatimPrompts`): deliver the prompt as written,
+    /// with no slash-command dispatch and no `@path` reads.
+    #[serde(default)]
+    pub client_composed: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -35,27 +35,8 @@ use crate::catalog::Skill;
 use crate::message::{ContentBlock, ToolResultContent};
 use crate::snapshot::Snapshot;
 
-/// The built-in commands: (name, argument hint, what it does). `chat`'s
-/// `/help`, the headless `slash_commands` and the docs read this table.
-pub const BUILTINS: &[(&str, &str, &str)] = &[
-    (
-        "clear",
-        "",
-        "start a new conversation (a new session id); the old one stays on disk",
-    ),
-    (
-        "compact",
-        "[instructions]",
-        "summarise the conversation now, optionally saying what to keep",
-    ),
-    (
-        "help",
-        "",
-        "list the built-in commands, your commands and skills, and MCP prompts",
-    ),
-    ("mcp", "", "list the MCP prompts of the ready servers"),
-];
-
+pub use super::command_notes::BUILTINS;
+use super::command_notes::Note;
 pub use super::todos::InvokedBy;
 
 /// `/NAME ARGS` split: `None` unless `text` starts with `/` and a name
@@ -138,9 +119,12 @@ impl Session {
             {
                 Some(Ok(blocks)) => send(blocks),
                 Some(Err(why)) => Prompted::Local(why),
-                None => Prompted::Local(format!(
-                    "no MCP prompt `/{name}` (a ready server's prompts: type /mcp)"
-                )),
+                None => Prompted::Local(
+                    Note::NoMcpPrompt {
+                        name: name.to_string(),
+                    }
+                    .to_string(),
+                ),
             };
         }
         let Some(skill) = snap.skills.get(name).cloned() else {
@@ -216,12 +200,15 @@ impl Session {
             done.push_str(before);
             rest = after;
             if !skill.shell_allowed {
-                out.notes.push(format!(
-                    "{} `{}`: !`{command}` not run: {} is in a folder you have not trusted (cadre trust)",
-                    skill.what(),
-                    skill.name,
-                    skill.path.display()
-                ));
+                out.notes.push(
+                    Note::ShellNotRun {
+                        what: skill.what(),
+                        name: skill.name.clone(),
+                        command: command.to_string(),
+                        path: skill.path.clone(),
+                    }
+                    .to_string(),
+                );
                 done.push_str(&snap.templates.show(&CommandShellSkipped {
                     command: command.to_string(),
                 }));
@@ -234,7 +221,7 @@ impl Session {
             let _ = by;
             let input = json!({
                 "command": command,
-                "description": format!("!` line of /{}", skill.name),
+                "description": super::command_notes::shell_call_description(&skill.name),
             });
             match self.side_tool_call(snap, "Bash", input).await {
                 Ok(output) => done.push_str(output.trim_end()),
@@ -255,16 +242,19 @@ impl Session {
                     continue;
                 }
                 if !snap.project_files.holds(&file) {
-                    out.notes
-                        .push(format!("@{path}: not read, it lies outside the project"));
+                    out.notes.push(Note::Outside { path }.to_string());
                     continue;
                 }
                 let input = json!({"file_path": file.display().to_string()});
                 match self.side_tool_call(snap, "Read", input.clone()).await {
                     Ok(result) => out.files.push((input.to_string(), result)),
-                    Err(why) => out
-                        .notes
-                        .push(format!("@{path}: not read: {}", first_line(&why))),
+                    Err(why) => out.notes.push(
+                        Note::NotRead {
+                            path,
+                            why: first_line(&why),
+                        }
+                        .to_string(),
+                    ),
                 }
             }
         }

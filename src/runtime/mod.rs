@@ -9,6 +9,7 @@
 
 pub mod ask_user;
 pub mod backend;
+mod command_notes;
 pub mod commands;
 mod compact;
 mod exec;

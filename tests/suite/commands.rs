@@ -233,6 +233,7 @@ fn commands_over_stream_json_and_clear_starts_a_new_session() {
         anthropic::text_reply("hi Ann"),
         anthropic::text_reply("Summary: greeted Ann."),
         anthropic::text_reply("fresh"),
+        anthropic::text_reply("as written"),
     ]);
     let mut d = Driven::start(&p, &server, &[]);
     d.user("/greet Ann");
@@ -290,11 +291,18 @@ fn commands_over_stream_json_and_clear_starts_a_new_session() {
     let after = d.until("third result", |v| v["type"] == "result");
     assert_eq!(after["result"], "fresh");
     assert_eq!(after["session_id"], new.as_str());
+    // `client_composed` (the SDKs' verbatimPrompts): sent as written.
+    d.send(json!({"type": "user", "client_composed": true,
+                  "message": {"role": "user", "content": "/greet Raw"}}));
+    let raw = d.until("verbatim result", |v| v["type"] == "result");
+    assert_eq!(raw["result"], "as written");
+    assert_eq!(server.request(3).last_user_text().trim(), "/greet Raw");
+    assert!(!server.request(3).body_str().contains("Hello Raw"));
     assert_eq!(d.finish(), 0);
-    // Three model requests (the prompt, the summary, the prompt after
-    // /clear): /clear itself sent nothing, and the conversation after it
-    // starts empty.
-    assert_eq!(server.requests().len(), 3);
+    // Four model requests (the prompt, the summary, the prompt after
+    // /clear, the verbatim one): /clear itself sent nothing, and the
+    // conversation after it starts empty.
+    assert_eq!(server.requests().len(), 4);
     let req = server.request(2);
     assert_eq!(req.messages().len(), 1, "{:#?}", req.messages());
     assert!(!req.body_str().contains("Ann"));
