@@ -28,7 +28,8 @@ use serde_json::json;
 
 use super::session::Session;
 use super::texts::{
-    CommandFile, CommandInvoked, CommandShellDenied, CommandShellSkipped, UnknownCommand,
+    CommandFile, CommandInvoked, CommandShellDenied, CommandShellFailed, CommandShellSkipped,
+    UnknownCommand,
 };
 use super::todos::ActiveSkill;
 use crate::catalog::Skill;
@@ -224,7 +225,15 @@ impl Session {
                 "description": super::command_notes::shell_call_description(&skill.name),
             });
             match self.side_tool_call(snap, "Bash", input).await {
-                Ok(output) => done.push_str(output.trim_end()),
+                Ok((output, false)) => done.push_str(output.trim_end()),
+                // A command that fails stops the expansion too, as in
+                // Claude Code.
+                Ok((output, true)) => {
+                    return Err(snap.templates.show(&CommandShellFailed {
+                        command: command.to_string(),
+                        output: output.trim().to_string(),
+                    }));
+                }
                 Err(reason) => {
                     return Err(snap.templates.show(&CommandShellDenied {
                         command: command.to_string(),
@@ -247,8 +256,8 @@ impl Session {
                 }
                 let input = json!({"file_path": file.display().to_string()});
                 match self.side_tool_call(snap, "Read", input.clone()).await {
-                    Ok(result) => out.files.push((input.to_string(), result)),
-                    Err(why) => out.notes.push(
+                    Ok((result, false)) => out.files.push((input.to_string(), result)),
+                    Ok((why, true)) | Err(why) => out.notes.push(
                         Note::NotRead {
                             path,
                             why: first_line(&why),

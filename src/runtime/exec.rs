@@ -186,14 +186,15 @@ impl Session {
     /// A call the user's command makes, not the model (a `` !`command` ``
     /// line, an `@path` read): the same pipeline — validate, PreToolUse and
     /// the permission decision (rules, mode, active skills' tools, the
-    /// user), run, PostToolUse — without a turn. `Ok` is the result's text;
-    /// `Err` why it was refused, or the tool's error.
+    /// user), run, PostToolUse — without a turn. `Ok` is the result's
+    /// text (`is_error` set when the tool failed); `Err` why it was
+    /// refused before it ran.
     pub(super) async fn side_tool_call(
         &self,
         snap: &Arc<crate::snapshot::Snapshot>,
         name: &str,
         input: Value,
-    ) -> Result<String, String> {
+    ) -> Result<(String, bool), String> {
         let turn = Turn {
             snap: Arc::clone(snap),
             request: crate::message::ModelRequest {
@@ -222,8 +223,7 @@ impl Session {
             result.block,
             ContentBlock::ToolResult { is_error: true, .. }
         );
-        let out = super::commands::result_text(&result.block);
-        if failed { Err(out) } else { Ok(out) }
+        Ok((super::commands::result_text(&result.block), failed))
     }
 
     /// The checks before anything runs: the tool is offered, its input is

@@ -335,6 +335,13 @@ contexts! {
         pub reason: String = "Permission to use Bash has been denied.".into(),
     }
 
+    /// What the user is told when a command's shell line failed (nothing
+    /// is sent to the model).
+    "command_shell_failed" => pub struct CommandShellFailed {
+        pub command: String = "ls missing".into(),
+        pub output: String = "ls: cannot access 'missing'".into(),
+    }
+
     /// Before a prompt starting with `/NAME` when no command has that name.
     "command_unknown" => pub struct UnknownCommand {
         pub name: String = "deploy".into(),

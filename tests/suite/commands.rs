@@ -128,7 +128,21 @@ fn a_shell_line_a_rule_refuses_stops_the_command_before_the_model() {
         ".claude/commands/ungranted.md",
         "Run: !`touch ungranted-marker`\n",
     );
+    // A line that runs and fails stops the command as well.
+    p.write(
+        ".claude/commands/failing.md",
+        "---\nallowed-tools: Bash(ls:*), Bash(mkdir:*)\n---\nOut: !`ls no-such-file`\nThen: !`mkdir after-failure`\n",
+    );
     let server = FakeServer::start([anthropic::text_reply("never")]);
+    let out = ok(&p, Some(&server), &["-p", "/failing"]);
+    assert!(
+        out.stdout
+            .starts_with("Shell command failed for pattern \"!`ls no-such-file`\": ")
+            && out.stdout.contains("no-such-file"),
+        "{}",
+        out.stdout
+    );
+    assert!(!p.path().join("after-failure").exists());
     let out = ok(&p, Some(&server), &["-p", "/mark"]);
     assert!(
         out.stdout.contains(
