@@ -186,13 +186,15 @@ pub fn build_after(
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
     let skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
-    // Existing skill folders are watched; a missing one is not (watching
-    // its nearest existing ancestor slowed busy runs down measurably: see
-    // the load test). A skills folder created later is read at the next
-    // reload.
+    let command_dirs = catalog::command_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
+    // Existing skill and command folders are watched; a missing one is not
+    // (watching its nearest existing ancestor slowed busy runs down
+    // measurably: see the load test). A folder created later is read at
+    // the next reload.
     watched_dirs.extend(
         skill_dirs
             .iter()
+            .chain(&command_dirs)
             .filter(|(_, d)| d.is_dir())
             .map(|(_, d)| d.clone()),
     );
@@ -227,13 +229,16 @@ pub fn build_after(
             None => Diagnostic::warning(None, None, message),
         });
     }
+    // Skills and slash commands are one list (Claude Code's view): read
+    // the same way, a skill winning over a command of the same name.
     let mut skills = catalog::load_skills(&skill_dirs, &project_files);
+    skills.add_commands(catalog::load_commands(&command_dirs, &project_files));
     diagnostics.extend(skills.diagnostics.iter().cloned());
     diagnostics.extend(check_skill_rules(&skills));
     skipped.extend(skills.outside.iter().map(config::trust::Outside::skipped));
-    for (name, path) in skills.restrict(&project_files) {
+    for (what, path) in skills.restrict(&project_files) {
         skipped.push(config::Skipped {
-            what: format!("skill `{name}`: allowed-tools"),
+            what,
             origin: path.display().to_string(),
         });
     }

@@ -56,6 +56,10 @@ const SKIP_FILES: &[(&str, &str)] = &[
         "tool-schema file diagnostics, for the user",
     ),
     ("runtime/resume.rs", "transcript diagnostics, for the user"),
+    (
+        "runtime/command_notes.rs",
+        "the built-in command table for /help and notes on stderr, for the user",
+    ),
     ("runtime/transcript.rs", "transcript file names"),
     (
         "runtime/sampling.rs",

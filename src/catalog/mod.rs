@@ -35,7 +35,9 @@ pub use memory::{
 pub use parse::{
     ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with,
 };
-pub use skills::{Skill, SkillSource, Skills, load_skills, skill_dirs};
+pub use skills::{
+    Skill, SkillKind, SkillSource, Skills, command_dirs, load_commands, load_skills, skill_dirs,
+};
 pub use sources::{SourceDir, source_dirs};
 pub use tokens::{
     LEGACY_TOOL_NAMES, agent_spec_types, base_name, canonical_tool_name, canonical_tool_spec,

@@ -47,12 +47,39 @@ impl std::fmt::Display for SkillSource {
     }
 }
 
-/// One loaded skill.
+/// What kind of file an entry comes from: a skill folder's `SKILL.md`,
+/// or a slash command's `.md` file under a `commands` folder. Claude Code
+/// treats both alike (the user types `/name`, the model loads either with
+/// the Skill tool), and so does cadre: one list, one loader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SkillKind {
+    Skill,
+    Command,
+}
+
+impl std::fmt::Display for SkillKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SkillKind::Skill => "skill",
+            SkillKind::Command => "command",
+        })
+    }
+}
+
+/// One loaded skill or command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Skill {
     pub name: String,
     pub description: String,
     pub source: SkillSource,
+    pub kind: SkillKind,
+    /// `argument-hint`: what to type after `/name`, for listings.
+    pub argument_hint: Option<String>,
+    /// Whether its `` !`command` `` lines may run: `false` for what the
+    /// repository supplies in a folder the user has not trusted
+    /// ([`Skills::restrict`]).
+    pub shell_allowed: bool,
     /// The folder holding `SKILL.md` (the skill's base folder).
     pub dir: PathBuf,
     pub path: PathBuf,
@@ -65,8 +92,24 @@ pub struct Skill {
     /// `false` with `disable-model-invocation: true`: the model is not told
     /// of the skill and the Skill tool does not load it.
     pub model_invocable: bool,
-    /// The instructions: the file after its frontmatter.
+    /// The instructions: the file after its frontmatter (a skill's
+    /// trimmed; a command's as written).
     pub body: String,
+}
+
+impl Skill {
+    /// The entry's word for messages: "skill" or "command".
+    pub fn what(&self) -> &'static str {
+        match self.kind {
+            SkillKind::Skill => "skill",
+            SkillKind::Command => "command",
+        }
+    }
+
+    /// Whether its text holds a `` !`command` `` line.
+    pub fn has_shell_lines(&self) -> bool {
+        self.body.contains("!`")
+    }
 }
 
 /// The skills by name, and what was wrong on the way.
@@ -84,11 +127,12 @@ impl Skills {
         self.skills.get(name)
     }
 
-    /// In a folder the user has not trusted, skills the repository
-    /// supplies grant nothing: their `allowed-tools` are dropped (a prompt
-    /// injection would otherwise only have to name the skill). Those are
-    /// the project's skills and a plugin's whose file lies in the project.
-    /// Returns what was dropped: (skill, file).
+    /// In a folder the user has not trusted, skills and commands the
+    /// repository supplies grant nothing and run nothing: their
+    /// `allowed-tools` are dropped (a prompt injection would otherwise only
+    /// have to name the skill) and their `` !`command` `` lines do not run.
+    /// Those are the project's and a plugin's whose file lies in the
+    /// project. Returns what was dropped: (what, file).
     pub fn restrict(&mut self, files: &ProjectFiles) -> Vec<(String, PathBuf)> {
         if files.trusted() {
             return Vec::new();
@@ -100,11 +144,44 @@ impl Skills {
                 SkillSource::Plugin => files.holds(&s.path),
                 SkillSource::User => false,
             };
-            if from_repo && s.allowed_tools.take().is_some_and(|t| !t.is_empty()) {
-                removed.push((s.name.clone(), s.path.clone()));
+            if !from_repo {
+                continue;
+            }
+            if s.allowed_tools.take().is_some_and(|t| !t.is_empty()) {
+                removed.push((
+                    format!("{} `{}`: allowed-tools", s.what(), s.name),
+                    s.path.clone(),
+                ));
+            }
+            if s.has_shell_lines() {
+                s.shell_allowed = false;
+                removed.push((
+                    format!("{} `{}`: shell lines (!`…`)", s.what(), s.name),
+                    s.path.clone(),
+                ));
             }
         }
         removed
+    }
+
+    /// Adds the commands: a skill of the same name wins, as in Claude Code.
+    pub fn add_commands(&mut self, commands: Skills) {
+        self.diagnostics.extend(commands.diagnostics);
+        self.outside.extend(commands.outside);
+        for (name, c) in commands.skills {
+            if let Some(s) = self.skills.get(&name) {
+                self.diagnostics.push(Diagnostic::warning(
+                    Some(&c.path),
+                    None,
+                    format!(
+                        "command `{name}`: a skill of the same name ({}) wins; the command is not used",
+                        s.path.display()
+                    ),
+                ));
+                continue;
+            }
+            self.skills.insert(name, c);
+        }
     }
 }
 
@@ -115,27 +192,134 @@ pub fn skill_dirs(
     home: Option<&Path>,
     plugin_dirs: &[PathBuf],
 ) -> Vec<(SkillSource, PathBuf)> {
+    folders(cwd, home, plugin_dirs, "skills")
+}
+
+/// The command folders (`commands`), in the order of [`skill_dirs`].
+pub fn command_dirs(
+    cwd: &Path,
+    home: Option<&Path>,
+    plugin_dirs: &[PathBuf],
+) -> Vec<(SkillSource, PathBuf)> {
+    folders(cwd, home, plugin_dirs, "commands")
+}
+
+/// The `sub` folders of the plugins, the user and the project chain,
+/// lowest precedence first.
+fn folders(
+    cwd: &Path,
+    home: Option<&Path>,
+    plugin_dirs: &[PathBuf],
+    sub: &str,
+) -> Vec<(SkillSource, PathBuf)> {
     let mut dirs = Vec::new();
     // A plugin folder (`agents.plugin_dirs`) is the plugin's root or its
-    // `agents` folder; its skills are in the root's `skills` folder.
+    // `agents` folder; its skills and commands are in the root's folders.
     for p in plugin_dirs {
         let root = match (p.file_name(), p.parent()) {
             (Some(n), Some(parent)) if n == "agents" => parent.to_path_buf(),
             _ => p.clone(),
         };
-        dirs.push((SkillSource::Plugin, root.join("skills")));
+        dirs.push((SkillSource::Plugin, root.join(sub)));
     }
-    let user = home.map(|h| h.join(".claude").join("skills"));
+    let user = home.map(|h| h.join(".claude").join(sub));
     if let Some(u) = &user {
         dirs.push((SkillSource::User, u.clone()));
     }
     for d in super::sources::project_chain(cwd) {
-        let p = d.join(".claude").join("skills");
+        let p = d.join(".claude").join(sub);
         if user.as_ref() != Some(&p) {
             dirs.push((SkillSource::Project, p));
         }
     }
     dirs
+}
+
+/// How deep command folders are walked (namespaces in namespaces).
+const MAX_COMMAND_DEPTH: usize = 8;
+/// The most command files read from one folder tree.
+const MAX_COMMAND_FILES: usize = 2000;
+
+/// Loads every `**/*.md` under the command folders `dirs`, in order (a
+/// later one wins). A file's name is its path below the folder without
+/// `.md`, folders joined by `:` (`frontend/component.md` is
+/// `frontend:component`), as Claude Code names them; a plugin's commands
+/// are `PLUGIN:NAME`.
+pub fn load_commands(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> Skills {
+    let mut out = Skills::default();
+    for (source, dir) in dirs {
+        let mut found = Vec::new();
+        walk_md(dir, 0, &mut found);
+        found.sort();
+        if found.len() > MAX_COMMAND_FILES {
+            out.diagnostics.push(Diagnostic::warning(
+                Some(dir),
+                None,
+                format!(
+                    "more than {MAX_COMMAND_FILES} command files; only the first {MAX_COMMAND_FILES} are read"
+                ),
+            ));
+            found.truncate(MAX_COMMAND_FILES);
+        }
+        for path in found {
+            if *source == SkillSource::Project
+                && let Err(outside) = files.admit(&path)
+            {
+                out.outside.push(outside);
+                continue;
+            }
+            let Ok(rel) = path
+                .with_extension("")
+                .strip_prefix(dir)
+                .map(Path::to_path_buf)
+            else {
+                continue;
+            };
+            let mut name: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().to_string())
+                .collect();
+            if *source == SkillSource::Plugin
+                && let Some(root) = dir.parent()
+            {
+                name.insert(0, super::load::plugin_name(root));
+            }
+            let name = name.join(":");
+            let text = match read_text(&path) {
+                Ok(t) => t,
+                Err(e) => {
+                    out.diagnostics
+                        .push(Diagnostic::error(Some(&path), None, e));
+                    continue;
+                }
+            };
+            let (command, diags) = parse_entry(&path, &text, *source, SkillKind::Command, name);
+            out.diagnostics.extend(diags);
+            if let Some(c) = command {
+                out.skills.insert(c.name.clone(), c);
+            }
+        }
+    }
+    out
+}
+
+/// The `*.md` files below `dir` (links to folders are not followed).
+fn walk_md(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
+    if depth > MAX_COMMAND_DEPTH || found.len() > MAX_COMMAND_FILES {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Ok(t) = e.file_type() else { continue };
+        if t.is_dir() {
+            walk_md(&path, depth + 1, found);
+        } else if path.extension().is_some_and(|x| x == "md") && path.is_file() {
+            found.push(path);
+        }
+    }
 }
 
 /// Loads every `*/SKILL.md` under `dirs`, in order (a later one wins).
@@ -226,9 +410,34 @@ pub fn parse_skill(
     text: &str,
     source: SkillSource,
 ) -> (Option<Skill>, Vec<Diagnostic>) {
+    let folder = path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    parse_entry(path, text, source, SkillKind::Skill, folder)
+}
+
+/// Parses a `SKILL.md` or a command file. A command needs no frontmatter,
+/// is named by its path (`name`, whose `name` key is not used) and has
+/// the first line of its text as the description when it gives none.
+fn parse_entry(
+    path: &Path,
+    text: &str,
+    source: SkillSource,
+    kind: SkillKind,
+    default_name: String,
+) -> (Option<Skill>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let text = text.replace("\r\n", "\n");
+    let plain =
+        kind == SkillKind::Command && !text.trim_start_matches('\u{feff}').starts_with("---");
     let fm = match split_frontmatter(&text) {
+        _ if plain => crate::catalog::Frontmatter {
+            yaml: "",
+            yaml_line: 1,
+            body: text.trim_start_matches('\u{feff}'),
+        },
         Ok(fm) => fm,
         Err(e) => {
             diags.push(Diagnostic::error(
@@ -241,7 +450,12 @@ pub fn parse_skill(
     };
     let shift = fm.yaml_line - 1;
     let at = |p: Pos| p.shifted(shift);
-    let doc = match parse_yaml(fm.yaml) {
+    // Claude Code reads `argument-hint: [message]` and the like (not
+    // valid YAML: a flow list left open) as the text it looks like: when
+    // the block does not parse, it is read again with such values quoted.
+    let doc = match parse_yaml(fm.yaml)
+        .or_else(|e| parse_yaml(&quote_plain_values(fm.yaml)).map_err(|_| e))
+    {
         Ok(d) => d,
         Err(e) => {
             diags.push(Diagnostic::error(
@@ -278,26 +492,38 @@ pub fn parse_skill(
             }
         }
     };
-    let folder = path
-        .parent()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().to_string())
-        .unwrap_or_default();
-    let name = string("name", &mut diags).unwrap_or(folder);
+    let name = match kind {
+        SkillKind::Skill => string("name", &mut diags).unwrap_or(default_name),
+        SkillKind::Command => default_name,
+    };
+    let extra = if kind == SkillKind::Command { '.' } else { '-' };
     if name.is_empty()
         || !name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':')
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == ':' || c == extra)
     {
         let pos = doc.get("name").map_or(Pos::START, |n| at(n.pos));
         diags.push(Diagnostic::error(
             Some(path),
             Some(pos),
-            format!("name: `{name}` is not a skill name (letters, digits, `-`, `_`, `:`); skipped"),
+            format!(
+                "name: `{name}` is not a {kind} name (letters, digits, `-`, `_`, `:`{}); skipped",
+                if kind == SkillKind::Command {
+                    ", `.`"
+                } else {
+                    ""
+                }
+            ),
         ));
         return (None, diags);
     }
-    let Some(description) = string("description", &mut diags) else {
+    let description = string("description", &mut diags).or_else(|| {
+        (kind == SkillKind::Command).then(|| {
+            let first = fm.body.lines().map(str::trim).find(|l| !l.is_empty());
+            first.unwrap_or(name.as_str()).chars().take(200).collect()
+        })
+    });
+    let Some(description) = description else {
         let pos = doc.get("description").map_or(Pos::START, |n| at(n.pos));
         diags.push(Diagnostic::error(
             Some(path),
@@ -311,6 +537,7 @@ pub fn parse_skill(
         .and_then(|v| tools(v, path, &at, &mut diags));
     let model = string("model", &mut diags);
     let when_to_use = string("when_to_use", &mut diags);
+    let argument_hint = string("argument-hint", &mut diags);
     let model_invocable = match doc.get("disable-model-invocation").map(|v| &v.kind) {
         None | Some(Kind::Bool(false) | Kind::Null) => true,
         Some(Kind::Bool(true)) => false,
@@ -327,19 +554,48 @@ pub fn parse_skill(
         }
     };
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let body = match kind {
+        SkillKind::Skill => fm.body.trim().to_string(),
+        SkillKind::Command => fm.body.to_string(),
+    };
     let skill = Skill {
         name,
         description,
         source,
+        kind,
+        argument_hint,
+        shell_allowed: true,
         dir,
         path: path.to_path_buf(),
         allowed_tools,
         model,
         when_to_use,
         model_invocable,
-        body: fm.body.trim().to_string(),
+        body,
     };
     (Some(skill), diags)
+}
+
+/// `yaml` with the value of each top-level `key: value` line that is not
+/// quoted, a block or a number written as a single-quoted YAML string.
+fn quote_plain_values(yaml: &str) -> String {
+    let mut out = String::with_capacity(yaml.len() + 16);
+    for line in yaml.lines() {
+        let quoted = line
+            .split_once(": ")
+            .filter(|(k, _)| !k.starts_with([' ', '\t', '#', '-']) && !k.is_empty())
+            .and_then(|(k, v)| {
+                let v = v.trim();
+                let plain = !v.is_empty()
+                    && !v.starts_with(['"', '\'', '|', '>'])
+                    && v.parse::<f64>().is_err()
+                    && !matches!(v, "true" | "false" | "null" | "~");
+                plain.then(|| format!("{k}: '{}'", v.replace('\'', "''")))
+            });
+        out.push_str(quoted.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
 }
 
 fn tools(

@@ -140,14 +140,7 @@ fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
         .max(4);
     outln!("{:w$}  {:8}  {:22}  DESCRIPTION", "NAME", "SOURCE", "MODEL");
     for (d, shadowed_by) in &rows {
-        let mut desc: String = d
-            .description
-            .lines()
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(70)
-            .collect();
+        let mut desc = super::output::first_line(&d.description, 70);
         if d.description.chars().count() > desc.chars().count() {
             desc.push('…');
         }

@@ -62,6 +62,8 @@ struct ShowJson<'a> {
     trusted: bool,
     trust_root: String,
     instructions: Value,
+    /// The slash commands read (`.claude/commands`, user, plugins): honoured.
+    commands: Vec<Value>,
 }
 
 /// What the model is told beside the settings: memory files and rules
@@ -124,6 +126,16 @@ fn show_instructions(snap: &Snapshot) {
     }
 }
 
+/// The slash commands of the snapshot (name, source, path), for `show`.
+fn commands(snap: &Snapshot) -> Vec<Value> {
+    snap.skills
+        .skills
+        .values()
+        .filter(|s| s.kind == crate::catalog::SkillKind::Command)
+        .map(|s| json!({"name": s.name, "source": s.source, "path": s.path}))
+        .collect()
+}
+
 fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
     let snap = build(g)?;
     let c = &snap.config;
@@ -151,6 +163,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             trusted: c.trusted,
             trust_root: c.trust_root.display().to_string(),
             instructions: instructions(&snap),
+            commands: commands(&snap),
         });
     }
     let mut lines = Vec::new();
@@ -184,6 +197,18 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
         outln!("# Claude Code keys cadre does not implement (ignored)");
         for k in &c.ignored {
             outln!("#   {}    {}", k.key, k.origin);
+        }
+    }
+    let cmds = commands(&snap);
+    if !cmds.is_empty() {
+        outln!("# slash commands (honoured: /NAME, the Skill tool; docs/commands.md)");
+        for c in &cmds {
+            outln!(
+                "#   /{}    {} {}",
+                c["name"].as_str().unwrap_or_default(),
+                c["source"].as_str().unwrap_or_default(),
+                c["path"].as_str().unwrap_or_default()
+            );
         }
     }
     if !c.skipped.is_empty() {

@@ -591,6 +591,8 @@ struct Prompt {
     message: Message,
     id: u64,
     cancel: CancellationToken,
+    /// `client_composed`: sent as written, never a slash command.
+    verbatim: bool,
 }
 
 /// What the stdin reader hands the session loop.
@@ -683,17 +685,21 @@ fn spawn_reader<R>(
                 }
             };
             match input {
-                Input::User(u) => match user_message(u) {
-                    Ok(message) => {
-                        let (id, cancel) = prompts.admit();
-                        let _ = tx.send(Incoming::User(Prompt {
-                            message,
-                            id,
-                            cancel,
-                        }));
+                Input::User(u) => {
+                    let verbatim = u.client_composed;
+                    match user_message(u) {
+                        Ok(message) => {
+                            let (id, cancel) = prompts.admit();
+                            let _ = tx.send(Incoming::User(Prompt {
+                                message,
+                                id,
+                                cancel,
+                                verbatim,
+                            }));
+                        }
+                        Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
                     }
-                    Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
-                },
+                }
                 Input::ControlResponse(r) => control.answer(r.response),
                 Input::ControlCancelRequest { .. } | Input::KeepAlive => {}
                 Input::ControlRequest(req) => {
@@ -1292,6 +1298,7 @@ pub(super) fn result_of(
             .as_ref()
             .ok()
             .and_then(|o| o.structured_output.clone()),
+        local_command: None,
         uuid: wire::new_uuid(),
     }
 }
@@ -1344,6 +1351,26 @@ fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields)
     })
 }
 
+/// The `result` of a prompt that sent nothing to the model: a built-in
+/// command (`local_command`), or a command that stopped before (a refused
+/// shell line); `text` is what the user is told.
+pub(super) fn local_result(
+    emitter: &Emitter,
+    session_id: &str,
+    start: &PromptStart,
+    text: String,
+    command: Option<&str>,
+) -> ResultOut {
+    let mut result = result_of(emitter, session_id, start, &Err(RunError::Cancelled), 0);
+    result.subtype = ResultSubtype::Success;
+    result.is_error = false;
+    result.errors.clear();
+    result.result = text;
+    result.local_command = command.map(str::to_string);
+    result.terminal_reason = Some("completed");
+    result
+}
+
 /// The MCP servers and their states, as `init` and `mcp_status` report them.
 fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
     mcp.states()
@@ -1381,7 +1408,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
         mcp_servers,
         model: spec.model.clone(),
         permission_mode: spec.mode.as_str().to_string(),
-        slash_commands: Vec::new(),
+        slash_commands: runtime::commands::slash_commands(&snap),
         api_key_source: "none".into(),
         claude_code_version: wire::CLAUDE_CODE_VERSION.into(),
         output_style: snap.output_style_name(),
@@ -1390,7 +1417,13 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .iter()
             .map(|d| d.name.clone())
             .collect(),
-        skills: Vec::new(),
+        skills: snap
+            .skills
+            .skills
+            .values()
+            .filter(|s| s.kind == crate::catalog::SkillKind::Skill)
+            .map(|s| s.name.clone())
+            .collect(),
         plugins: Vec::new(),
         uuid: wire::new_uuid(),
         cadre_version: wire::CADRE_VERSION.into(),
@@ -1468,6 +1501,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 message: Message::user_text(text),
                 id,
                 cancel,
+                verbatim: false,
             });
         }
         InputFormat::StreamJson => {
@@ -1569,19 +1603,16 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
         None => emitter.sink(),
     };
-    let prepared = run::prepare_with(
-        &g,
-        &session_args,
-        Mode {
-            interactive: false,
-            write_transcripts: true,
-            wait_for_background: true,
-            connect_mcp: true,
-        },
-        events,
-        asker,
-        extras,
-    );
+    let mode = || Mode {
+        interactive: false,
+        write_transcripts: true,
+        wait_for_background: true,
+        connect_mcp: true,
+    };
+    // What `/clear` sets a new session up with.
+    let (clear_events, clear_asker, clear_extras) =
+        (Arc::clone(&events), asker.clone(), extras.clone());
+    let prepared = run::prepare_with(&g, &session_args, mode(), events, asker, extras);
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -1594,7 +1625,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             return Err(e);
         }
     };
-    let _reload = prepared.watch();
+    let mut _reload = prepared.watch();
     let _ = mcp.set(Arc::clone(&prepared.engine.mcp));
     // A resumed session keeps its own id.
     emitter.configure(
@@ -1606,7 +1637,13 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         send(&Output::ControlResponse(wire::ControlResponseOut::success(
             id,
             json!({
-                "commands": [],
+                "commands": prepared.engine.snapshot.load().skills.skills.values()
+                    .map(|s| json!({
+                        "name": s.name,
+                        "description": s.description,
+                        "argumentHint": s.argument_hint.clone().unwrap_or_default(),
+                    }))
+                    .collect::<Vec<_>>(),
                 "output_style": prepared.engine.snapshot.load().output_style_name(),
                 "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
                 "models": [],
@@ -1619,8 +1656,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     }
     let Prepared {
         mut session,
-        engine,
-        def,
+        mut engine,
+        mut def,
         model_source,
         ..
     } = prepared;
@@ -1706,14 +1743,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             message,
             id: prompt_id,
             cancel,
+            verbatim,
         } = prompt;
         let was_first = is_first;
-        let message = if is_first {
-            run::first_message_with(&engine, def.as_deref(), message.content)
-        } else {
-            message
-        };
-        is_first = false;
         // The budget stop cancels the prompt running; an interrupt has had
         // this token since the prompt was read.
         emitter.set_current(Some(cancel.clone()));
@@ -1727,7 +1759,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             send(&init_message(&engine, model_source, &session));
         }
         let start = PromptStart::now(&emitter);
-        let mut message = message;
+        // UserPromptSubmit sees the prompt as typed, before a slash
+        // command is expanded.
+        let mut contexts = Vec::new();
         let mut blocked = None;
         if !prompt_hooks.is_empty() {
             let input = json!({
@@ -1740,17 +1774,114 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     .collect::<Vec<_>>().join("\n"),
             });
             match user_prompt_hooks(&control, &prompt_hooks, input).await {
-                Ok(contexts) => {
-                    let snap = engine.snapshot.load();
-                    for c in contexts {
-                        let text = snap.templates.show(&runtime::texts::HookContext {
-                            event: "UserPromptSubmit".into(),
-                            context: c,
-                        });
-                        message.content.push(ContentBlock::text(text));
-                    }
-                }
+                Ok(c) => contexts = c,
                 Err(reason) => blocked = Some(reason),
+            }
+        }
+        // Slash commands: a built-in is carried out here, a skill or
+        // command is expanded (its shell lines run now), anything else is
+        // sent as it is.
+        let mut local: Option<(String, Option<&str>)> = None;
+        let mut active = None;
+        let mut content = Vec::new();
+        if verbatim && blocked.is_none() {
+            content = message.content;
+        } else if blocked.is_none() {
+            match session.prompted(message.content).await {
+                runtime::commands::Prompted::Send {
+                    blocks,
+                    skill,
+                    notes,
+                } => {
+                    for n in &notes {
+                        note(&g, n);
+                    }
+                    content = blocks;
+                    active = skill;
+                }
+                runtime::commands::Prompted::Local(text) => local = Some((text, None)),
+                runtime::commands::Prompted::Builtin("clear", _) => {
+                    let old = engine.session_id.clone();
+                    engine.shutdown(std::time::Duration::from_secs(5)).await;
+                    session
+                        .transcript()
+                        .record("end", json!({"status": "completed", "cleared": true}));
+                    let fresh = SessionArgs {
+                        resume: None,
+                        continue_latest: false,
+                        fork_session: false,
+                        ..session_args.clone()
+                    };
+                    let new_id = run::new_session_id();
+                    let mut extras = clear_extras.clone();
+                    extras.session_id = Some(new_id.clone());
+                    let prepared = run::prepare_with(
+                        &g,
+                        &fresh,
+                        mode(),
+                        Arc::clone(&clear_events),
+                        clear_asker.clone(),
+                        extras,
+                    )?;
+                    _reload = prepared.watch();
+                    emitter.configure(
+                        &prepared.engine.session_id,
+                        &prepared.session.spec().model,
+                        prepared.engine.snapshot.load().settings().prices.clone(),
+                    );
+                    session = prepared.session;
+                    engine = prepared.engine;
+                    def = prepared.def;
+                    run::wait_for_servers(&engine, progress.as_deref(), startup).await;
+                    is_first = true;
+                    if emitter.prints() {
+                        let id = wire::new_uuid();
+                        send(&Output::ConversationReset(wire::ConversationReset {
+                            new_conversation_id: new_id,
+                            uuid: id,
+                            trigger: "clear".into(),
+                            timestamp: crate::clock::now_rfc3339(),
+                            session_id: old,
+                        }));
+                        send(&init_message(&engine, model_source, &session));
+                    }
+                    local = Some((String::new(), Some("clear")));
+                }
+                runtime::commands::Prompted::Builtin("compact", instructions) => {
+                    let text = run::compact_now(&mut session, &engine, &instructions).await;
+                    local = Some((text, Some("compact")));
+                }
+                runtime::commands::Prompted::Builtin(name, _) => {
+                    local = Some((run::help_text(&engine, name).await, Some(name)));
+                }
+            }
+        }
+        if let Some((text, command)) = local {
+            prompts.done(prompt_id);
+            let result = local_result(&emitter, &engine.session_id, &start, text, command);
+            last_error = false;
+            last_failed = false;
+            last_text = result.result.clone();
+            if plan.output == OutputFormat::StreamJson {
+                send(&Output::Result(result.clone()));
+            }
+            last_result = Some(result);
+            continue;
+        }
+        let mut message = if is_first {
+            run::first_message_with(&engine, def.as_deref(), content)
+        } else {
+            Message::user(content)
+        };
+        is_first = false;
+        {
+            let snap = engine.snapshot.load();
+            for c in contexts {
+                let text = snap.templates.show(&runtime::texts::HookContext {
+                    event: "UserPromptSubmit".into(),
+                    context: c,
+                });
+                message.content.push(ContentBlock::text(text));
             }
         }
         let outcome = match &blocked {
@@ -1761,7 +1892,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 Err(RunError::Cancelled)
             }
             None => {
-                session.push_user(message);
+                session.push_user_with(message, active);
                 run_prompt(&mut session, &emitter, cancel).await
             }
         };

@@ -125,8 +125,9 @@ pub enum Command {
     /// Inspect tool definitions.
     #[command(subcommand)]
     Tools(tools::ToolsCommand),
-    /// Inspect skills (SKILL.md folders).
-    #[command(subcommand)]
+    /// Inspect skills and slash commands (SKILL.md folders, .claude/commands;
+    /// `cadre commands` is the same command).
+    #[command(subcommand, alias = "commands")]
     Skills(skills::SkillsCommand),
     /// Every feature flag: value, where it was set, effective or not.
     Flags(flags::FlagsArgs),

@@ -96,6 +96,17 @@ pub fn print_answer(text: &str) {
 }
 
 /// Writes one line to stdout and flushes it, ignoring a closed pipe.
+/// The first line of `text`, at most `max` characters: a description in
+/// a listing.
+pub fn first_line(text: &str, max: usize) -> String {
+    text.lines()
+        .next()
+        .unwrap_or("")
+        .chars()
+        .take(max)
+        .collect()
+}
+
 pub fn print_line(line: &str) {
     write_out(format_args!("{line}"));
 }

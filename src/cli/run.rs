@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::emit::{Emitter, Print};
-use super::headless::{PromptStart, result_of};
+use super::headless::{PromptStart, local_result, result_of};
 use super::output::{OutputFormat, Progress, SessionArg, print_answer, print_line};
 use super::wire::Output;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot};
@@ -67,7 +67,7 @@ impl SessionArgs {
 }
 
 /// What the headless flags add to a main session's setup.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Extras {
     /// Settings given as `CADRE_*` variables (`--mcp-config` servers).
     pub env: Vec<(String, String)>,
@@ -493,8 +493,13 @@ pub(super) fn prepare_with(
     })
 }
 
-/// `/compact [instructions]` in `chat`: summarise the conversation now.
-async fn compact_now(session: &mut Session, engine: &Engine, instructions: &str) {
+/// `/compact [instructions]` (`chat`, a stream-json session): summarise
+/// the conversation now; returns what to tell the user.
+pub(super) async fn compact_now(
+    session: &mut Session,
+    engine: &Engine,
+    instructions: &str,
+) -> String {
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
     let snap = engine.snapshot.load_full();
@@ -505,10 +510,50 @@ async fn compact_now(session: &mut Session, engine: &Engine, instructions: &str)
         _ = tokio::signal::ctrl_c() => { cancel.cancel(); Err(RunError::Cancelled) }
     };
     match result {
-        Ok(true) => eprintln!("compacted: {before} messages → {}", session.history().len()),
-        Ok(false) => eprintln!("nothing to compact yet"),
-        Err(e) => eprintln!("compaction failed, conversation unchanged: {e}"),
+        Ok(true) => format!("compacted: {before} messages → {}", session.history().len()),
+        Ok(false) => "nothing to compact yet".to_string(),
+        Err(e) => format!("compaction failed, conversation unchanged: {e}"),
     }
+}
+
+/// `/help` (and `/mcp`): the built-in commands, the skills and commands
+/// (`/name`), and the MCP prompts of the ready servers; `/mcp` lists only
+/// the MCP prompts. One table for `chat` and headless sessions.
+pub(super) async fn help_text(engine: &Engine, which: &str) -> String {
+    let prompts = crate::mcp::prompt_commands(&engine.mcp).await;
+    let mut text = String::new();
+    if which != "mcp" {
+        text.push_str("Built-in commands:");
+        for (name, hint, what) in runtime::commands::BUILTINS {
+            let usage = format!("/{name} {hint}");
+            text.push_str(&format!("\n  {:28}  {what}", usage.trim_end()));
+        }
+        let snap = engine.snapshot.load();
+        text.push_str("\nCommands and skills (docs/commands.md):");
+        if snap.skills.skills.is_empty() {
+            text.push_str("\n  none: add .claude/commands/NAME.md or .claude/skills/NAME/SKILL.md");
+        }
+        for s in snap.skills.skills.values() {
+            let usage = format!("/{} {}", s.name, s.argument_hint.as_deref().unwrap_or(""));
+            let desc = super::output::first_line(&s.description, 70);
+            text.push_str(&format!(
+                "\n  {:28}  {desc} ({} {}{})",
+                usage.trim_end(),
+                s.source,
+                s.kind,
+                if s.model_invocable { "" } else { ", user only" }
+            ));
+        }
+        text.push('\n');
+    }
+    text.push_str("MCP prompts:");
+    if prompts.is_empty() {
+        text.push_str("\n  none: no ready server offers prompts");
+    }
+    for c in prompts {
+        text.push_str(&format!("\n  {:28}  {}", c.usage(), c.description));
+    }
+    text
 }
 
 /// `--fork-session`: the sub-agents' transcripts and meta files go with
@@ -684,12 +729,38 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         ..
     } = prepared;
     let start = PromptStart::now(&emitter);
-    let message = if resumed {
-        Message::user_text(prompt)
-    } else {
-        first_message(&engine, def.as_deref(), prompt)
+    // A slash command: expanded (its shell lines run now); a built-in or
+    // a refused shell line answers without the model.
+    let (content, active) = match session.prompted(vec![ContentBlock::text(prompt)]).await {
+        runtime::commands::Prompted::Send {
+            blocks,
+            skill,
+            notes,
+        } => sent(blocks, skill, notes),
+        runtime::commands::Prompted::Local(text) => {
+            engine.shutdown(std::time::Duration::from_secs(5)).await;
+            let r = local_result(&emitter, &engine.session_id, &start, text, None);
+            print_local(args.output_format, &r);
+            return Ok(());
+        }
+        runtime::commands::Prompted::Builtin(name, instructions) => {
+            let text = match name {
+                "compact" => compact_now(&mut session, &engine, &instructions).await,
+                "clear" => String::new(),
+                other => help_text(&engine, other).await,
+            };
+            engine.shutdown(std::time::Duration::from_secs(5)).await;
+            let r = local_result(&emitter, &engine.session_id, &start, text, Some(name));
+            print_local(args.output_format, &r);
+            return Ok(());
+        }
     };
-    session.push_user(message);
+    let message = if resumed {
+        Message::user(content)
+    } else {
+        first_message_with(&engine, def.as_deref(), content)
+    };
+    session.push_user_with(message, active);
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
     // SIGINT and SIGTERM end the run alike (cli/signals.rs).
@@ -766,15 +837,52 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     }
 }
 
+/// A prompt to send: its blocks and the command to mark active; its
+/// notes (shell lines not run, files not read) are said on stderr.
+fn sent(
+    blocks: Vec<ContentBlock>,
+    skill: Option<runtime::todos::ActiveSkill>,
+    notes: Vec<String>,
+) -> (Vec<ContentBlock>, Option<runtime::todos::ActiveSkill>) {
+    for n in notes {
+        eprintln!("cadre: {n}");
+    }
+    (blocks, skill)
+}
+
+/// A result that did not reach the model (a built-in, a refused shell
+/// line), printed as the output format wants it.
+fn print_local(format: OutputFormat, r: &super::wire::ResultOut) {
+    match format {
+        OutputFormat::Text => print_line(&r.result),
+        OutputFormat::Json | OutputFormat::StreamJson => {
+            print_line(&serde_json::to_string(&Output::Result(r.clone())).unwrap_or_default())
+        }
+    }
+}
+
 /// Before the first request of a one-shot run: waits until every MCP
 /// server is ready or has failed (failures are reported as they happen),
 /// at most `limit`, with the wait on a progress line. Servers still
 /// connecting after that are reported; the run goes on without them, and
 /// their tools join a later turn if they become ready.
-/// What Tab completes at the start of a chat line: the built-in commands
-/// and the prompts of the MCP servers ready when the chat starts.
+/// What Tab completes at the start of a chat line: the built-in commands,
+/// the commands and skills, and the prompts of the MCP servers ready when
+/// the chat starts.
 async fn chat_commands(engine: &Engine) -> Vec<String> {
-    let mut names = vec!["/compact".to_string(), "/mcp".to_string()];
+    let mut names: Vec<String> = runtime::commands::BUILTINS
+        .iter()
+        .map(|(name, _, _)| format!("/{name}"))
+        .collect();
+    names.extend(
+        engine
+            .snapshot
+            .load()
+            .skills
+            .skills
+            .keys()
+            .map(|name| format!("/{name}")),
+    );
     names.extend(
         crate::mcp::prompt_commands(&engine.mcp)
             .await
@@ -954,28 +1062,30 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             .into()
         })
     });
+    let mode = || Mode {
+        interactive: true,
+        write_transcripts: true,
+        wait_for_background: false,
+        connect_mcp: true,
+    };
+    let extras = Extras {
+        elicitor: Some(terminal_elicitor()),
+        questioner: Some(super::ask::terminal_questioner(Arc::clone(&progress))),
+        ..Extras::default()
+    };
     let prepared = prepare_with(
         g,
         &args.session,
-        Mode {
-            interactive: true,
-            write_transcripts: true,
-            wait_for_background: false,
-            connect_mcp: true,
-        },
+        mode(),
         progress.sink(),
-        Some(asker),
-        Extras {
-            elicitor: Some(terminal_elicitor()),
-            questioner: Some(super::ask::terminal_questioner(Arc::clone(&progress))),
-            ..Extras::default()
-        },
+        Some(Arc::clone(&asker)),
+        extras.clone(),
     )?;
-    let _reload = prepared.watch();
+    let mut _reload = prepared.watch();
     let Prepared {
         mut session,
-        def,
-        engine,
+        mut def,
+        mut engine,
         ..
     } = prepared;
     // SIGTERM ends the chat at any point, even at the prompt: the turn in
@@ -1017,19 +1127,63 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             continue;
         }
         editor.remember(&line);
-        if let Some(rest) = line.trim().strip_prefix("/compact")
-            && (rest.is_empty() || rest.starts_with(char::is_whitespace))
+        // Slash commands: built-ins here, skills and commands expanded
+        // (their shell lines run now, asking as any call would).
+        let (prompt, active) = match session
+            .prompted(vec![ContentBlock::text(line.clone())])
+            .await
         {
-            compact_now(&mut session, &engine, rest.trim()).await;
-            continue;
-        }
-        let prompt = match mcp_prompt(&engine, line.trim()).await {
-            Some(Ok(blocks)) => blocks,
-            Some(Err(why)) => {
-                eprintln!("{why}");
+            runtime::commands::Prompted::Send {
+                blocks,
+                skill,
+                notes,
+            } => sent(blocks, skill, notes),
+            runtime::commands::Prompted::Local(text) => {
+                eprintln!("{text}");
                 continue;
             }
-            None => vec![ContentBlock::text(line)],
+            runtime::commands::Prompted::Builtin("compact", instructions) => {
+                eprintln!(
+                    "{}",
+                    compact_now(&mut session, &engine, &instructions).await
+                );
+                continue;
+            }
+            runtime::commands::Prompted::Builtin("clear", _) => {
+                // A new session: the old one ends (its transcript stays).
+                engine.shutdown(std::time::Duration::from_secs(5)).await;
+                session.transcript().record(
+                    "end",
+                    serde_json::json!({"status": "completed", "cleared": true}),
+                );
+                let fresh = SessionArgs {
+                    resume: None,
+                    continue_latest: false,
+                    fork_session: false,
+                    ..args.session.clone()
+                };
+                let mut extras = extras.clone();
+                extras.session_id = Some(new_session_id());
+                let prepared = prepare_with(
+                    g,
+                    &fresh,
+                    mode(),
+                    progress.sink(),
+                    Some(Arc::clone(&asker)),
+                    extras,
+                )?;
+                _reload = prepared.watch();
+                session = prepared.session;
+                engine = prepared.engine;
+                def = prepared.def;
+                first = true;
+                eprintln!("cleared: new session {}", engine.session_id);
+                continue;
+            }
+            runtime::commands::Prompted::Builtin(name, _) => {
+                eprintln!("{}", help_text(&engine, name).await);
+                continue;
+            }
         };
         let message = if first {
             first_message_with(&engine, def.as_deref(), prompt)
@@ -1037,7 +1191,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             Message::user(prompt)
         };
         first = false;
-        session.push_user(message);
+        session.push_user_with(message, active);
         let before = session.history().len();
         let cancel = CancellationToken::new();
         if let Ok(mut c) = current.lock() {
@@ -1083,46 +1237,6 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .transcript()
         .record("end", serde_json::json!({"status": "completed"}));
     Ok(())
-}
-
-/// `/mcp` (lists the MCP prompts as commands) and `/mcp__SERVER__PROMPT
-/// ARGS` (the prompt's messages as the user's message) in `chat`: `None`
-/// for any other line, `Some(Err)` for what to tell the user instead of
-/// sending anything.
-async fn mcp_prompt(
-    engine: &runtime::Engine,
-    line: &str,
-) -> Option<Result<Vec<ContentBlock>, String>> {
-    if line == "/mcp" {
-        let commands = crate::mcp::prompt_commands(&engine.mcp).await;
-        let mut text = String::from("MCP prompts (type one to send it):");
-        if commands.is_empty() {
-            text.push_str("\n  none: no ready server offers prompts");
-        }
-        for c in commands {
-            text.push_str(&format!("\n  {}  {}", c.usage(), c.description));
-        }
-        return Some(Err(text));
-    }
-    let rest = line.strip_prefix('/')?;
-    if !rest.starts_with("mcp__") {
-        return None;
-    }
-    let (command, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    Some(
-        crate::mcp::run_prompt_command(
-            &engine.mcp,
-            &engine.snapshot.load().templates,
-            command,
-            args,
-        )
-        .await
-        .unwrap_or_else(|| {
-            Err(format!(
-                "no MCP prompt `/{command}` (a ready server's prompts: type /mcp)"
-            ))
-        }),
-    )
 }
 
 /// What the user is told when a session ends without any answer text, so

@@ -1,4 +1,6 @@
-//! `cadre skills list|show`.
+//! `cadre skills list|show` (also `cadre commands list|show`): skills and
+//! slash commands are one list, as in Claude Code, so one command shows
+//! both, with their kind.
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -49,7 +51,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
             }
             if skills.skills.is_empty() {
                 outln!(
-                    "No skills. Put SKILL.md folders in .claude/skills/ or ~/.claude/skills/ (docs/skills.md)."
+                    "No skills or commands. Put SKILL.md folders in .claude/skills/ or commands in .claude/commands/ (docs/skills.md, docs/commands.md)."
                 );
                 return Ok(());
             }
@@ -60,17 +62,20 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
                 .max()
                 .unwrap_or(4)
                 .max(4);
-            outln!("{:w$}  {:7}  DESCRIPTION", "NAME", "SOURCE");
+            outln!("{:w$}  {:7}  {:7}  DESCRIPTION", "NAME", "KIND", "SOURCE");
             for s in skills.skills.values() {
-                let desc: String = s
-                    .description
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .chars()
-                    .take(70)
-                    .collect();
-                outln!("{:w$}  {:7}  {desc}", s.name, s.source.to_string());
+                let desc = super::output::first_line(&s.description, 70);
+                let user_only = if s.model_invocable {
+                    ""
+                } else {
+                    " [user only]"
+                };
+                outln!(
+                    "{:w$}  {:7}  {:7}  {desc}{user_only}",
+                    s.name,
+                    s.kind.to_string(),
+                    s.source.to_string()
+                );
             }
             Ok(())
         }
@@ -78,7 +83,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
             let s = skills.get(&a.name).ok_or_else(|| {
                 let names: Vec<&str> = skills.skills.keys().map(String::as_str).collect();
                 CliError::Usage(format!(
-                    "no skill named `{}`. Skills: {}",
+                    "no skill or command named `{}`. Skills and commands: {}",
                     a.name,
                     if names.is_empty() {
                         "none".to_string()
@@ -91,8 +96,23 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
                 return print_json(&skill_json(s, true));
             }
             outln!("name:          {}", s.name);
+            outln!("kind:          {}", s.kind);
             outln!("source:        {} ({})", s.source, s.path.display());
             outln!("description:   {}", s.description);
+            if let Some(h) = &s.argument_hint {
+                outln!("usage:         /{} {h}", s.name);
+            }
+            outln!(
+                "model may use: {}",
+                if s.model_invocable {
+                    "yes (Skill tool)"
+                } else {
+                    "no (disable-model-invocation)"
+                }
+            );
+            if !s.shell_allowed {
+                outln!("shell lines:   not run (the folder is not trusted)");
+            }
             if let Some(t) = &s.allowed_tools {
                 outln!("allowed-tools: {}", t.join(", "));
             }
@@ -120,6 +140,10 @@ fn skill_json(s: &Skill, body: bool) -> Value {
         "dir": s.dir,
         "allowed_tools": s.allowed_tools,
         "model": s.model,
+        "kind": s.kind,
+        "argument_hint": s.argument_hint,
+        "model_invocable": s.model_invocable,
+        "shell_allowed": s.shell_allowed,
     });
     if body && let Value::Object(m) = &mut v {
         m.insert("body".into(), json!(s.body));

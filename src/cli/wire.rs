@@ -61,6 +61,19 @@ pub enum Output {
     SubagentEnd(SubagentEnd),
     Retrying(Retrying),
     Todos(Todos),
+    /// `/clear`: the conversation starts afresh under a new session id.
+    ConversationReset(ConversationReset),
+}
+
+/// `conversation_reset`, as Claude Code sends it after `/clear`:
+/// `session_id` is the old session's, `new_conversation_id` the new one's.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationReset {
+    pub new_conversation_id: String,
+    pub uuid: String,
+    pub trigger: String,
+    pub timestamp: String,
+    pub session_id: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -281,6 +294,10 @@ pub struct ResultOut {
     /// `--json-schema`: the answer, fitting the schema.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub structured_output: Option<Value>,
+    /// The built-in command this result answers (`clear`, `compact`),
+    /// which sent nothing to the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_command: Option<String>,
     pub uuid: String,
 }
 
@@ -450,6 +467,10 @@ pub struct UserIn {
     pub parent_tool_use_id: Option<String>,
     #[serde(default)]
     pub session_id: Option<String>,
+    /// `true` (the SDKs' `verbatimPrompts`): deliver the prompt as written,
+    /// with no slash-command dispatch and no `@path` reads.
+    #[serde(default)]
+    pub client_composed: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -794,6 +815,7 @@ mod tests {
             api_error_type: None,
             errors: vec!["limit".into()],
             structured_output: None,
+            local_command: None,
             uuid: "u".into(),
         });
         insta::assert_json_snapshot!(r, @r#"

@@ -185,6 +185,49 @@ impl Session {
         result
     }
 
+    /// A call the user's command makes, not the model (a `` !`command` ``
+    /// line, an `@path` read): the same pipeline — validate, PreToolUse and
+    /// the permission decision (rules, mode, active skills' tools, the
+    /// user), run, PostToolUse — without a turn. `Ok` is the result's
+    /// text (`is_error` set when the tool failed); `Err` why it was
+    /// refused before it ran.
+    pub(super) async fn side_tool_call(
+        &self,
+        snap: &Arc<crate::snapshot::Snapshot>,
+        name: &str,
+        input: Value,
+    ) -> Result<(String, bool), String> {
+        let turn = Turn {
+            snap: Arc::clone(snap),
+            request: crate::message::ModelRequest {
+                model: self.spec.model.clone(),
+                system: Arc::from(""),
+                tools: Arc::from(Vec::new()),
+                messages: Vec::new(),
+                max_tokens: 0,
+                sampling: crate::message::Sampling::default(),
+                server_tools: Vec::new(),
+            },
+            assistant: Arc::new(crate::message::Message::assistant(Vec::new())),
+            tool_names: Arc::from(vec![name.to_string()]),
+        };
+        let id = format!("command_{:08x}", rand::random::<u32>());
+        let text = |r: CallResult| super::commands::result_text(&r.block);
+        self.admit(&turn, name, &input, None)?;
+        let input = self.permit(snap, &id, name, input).await.map_err(text)?;
+        let mut result = self
+            .run_call(&turn, &id, name, &input)
+            .await
+            .map_err(text)?;
+        self.post_tool_hooks(snap, name, &input, &mut result.block)
+            .await;
+        let failed = matches!(
+            result.block,
+            ContentBlock::ToolResult { is_error: true, .. }
+        );
+        Ok((super::commands::result_text(&result.block), failed))
+    }
+
     /// The checks before anything runs: the tool is offered, its input is
     /// JSON that fits its schema, and it is not the same call the agent
     /// keeps repeating. `Err` is the error text for the model.
@@ -401,7 +444,7 @@ impl Session {
             || super::RUNTIME_TOOLS.contains(&name)
         {
             let done = match name {
-                super::todos::SKILL => self.skill_call(snap, input),
+                super::todos::SKILL => self.skill_call(snap, input).await,
                 super::todos::TODO_WRITE => self.todo_write(snap, input.clone()),
                 super::ask_user::ASK_USER_QUESTION => self.ask_user(snap, id, input.clone()).await,
                 _ => self.manage_call(snap, name, input.clone()).await,

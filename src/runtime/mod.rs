@@ -9,6 +9,8 @@
 
 pub mod ask_user;
 pub mod backend;
+mod command_notes;
+pub mod commands;
 mod compact;
 mod exec;
 pub mod grants;

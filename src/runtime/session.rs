@@ -392,6 +392,15 @@ impl Session {
         self.join_last_user_message(content);
     }
 
+    /// [`Session::push_user`], then marks `skill` active for the prompt
+    /// (a `/name` the user typed: its `allowed-tools` and `model` apply).
+    pub fn push_user_with(&mut self, message: Message, skill: Option<super::todos::ActiveSkill>) {
+        self.push_user(message);
+        if let Some(s) = skill {
+            self.activate_skills(vec![s]);
+        }
+    }
+
     /// Notifications of finished background children and SendMessage texts
     /// addressed to this session, as text blocks, in arrival order.
     pub(super) fn take_incoming(&self) -> Vec<ContentBlock> {

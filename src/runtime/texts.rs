@@ -308,6 +308,48 @@ contexts! {
         pub args: String = "1.2.0".into(),
     }
 
+    /// The head of a `/name` the user typed (skill or command), before
+    /// its expanded text.
+    "command_invoked" => pub struct CommandInvoked {
+        pub name: String = "greet".into(),
+        pub args: String = "Bob".into(),
+    }
+
+    /// A file an `@path` of a command read, before the command.
+    "command_file" => pub struct CommandFile {
+        /// The Read input, as JSON.
+        pub input: String = r#"{"file_path":"/repo/notes.txt"}"#.into(),
+        pub result: String = "1\tnotes".into(),
+    }
+
+    /// In place of a command's `` !`command` `` line that did not run
+    /// because the folder is not trusted.
+    "command_shell_skipped" => pub struct CommandShellSkipped {
+        pub command: String = "git status".into(),
+    }
+
+    /// What the user is told when a command's shell line was refused
+    /// (nothing is sent to the model).
+    "command_shell_denied" => pub struct CommandShellDenied {
+        pub command: String = "rm -rf build".into(),
+        pub reason: String = "Permission to use Bash has been denied.".into(),
+    }
+
+    /// What the user is told when a command's shell line failed (nothing
+    /// is sent to the model).
+    "command_shell_failed" => pub struct CommandShellFailed {
+        pub command: String = "ls missing".into(),
+        pub output: String = "ls: cannot access 'missing'".into(),
+    }
+
+    /// Before a prompt starting with `/NAME` when no command has that name.
+    "command_unknown" => pub struct UnknownCommand {
+        pub name: String = "deploy".into(),
+        pub known: String = "/review, /clear".into(),
+        /// Names left out of `known`.
+        pub more: usize = 0,
+    }
+
     /// A hook's `additionalContext`.
     "hook_context" => pub struct HookContext {
         pub event: String = "PostToolUse".into(),

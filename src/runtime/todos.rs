@@ -38,6 +38,14 @@ pub enum TodoStatus {
     Completed,
 }
 
+/// Who asked for a skill or command to be expanded (the `invoked_by` of
+/// Claude Code's `PreSkillShellCommand` hook); see `super::commands`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvokedBy {
+    User,
+    Model,
+}
+
 /// A skill loaded into a session, for what it grants while active.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActiveSkill {
@@ -91,8 +99,14 @@ impl Session {
         Ok(text)
     }
 
-    /// Loads a skill (the Skill tool); `Err` is the error text for the model.
-    pub(super) fn skill_call(&self, snap: &Snapshot, input: &Value) -> Result<String, String> {
+    /// Loads a skill or command (the Skill tool), expanded as a user's
+    /// `/name` would be (without `@path` reads); `Err` is the error text
+    /// for the model.
+    pub(super) async fn skill_call(
+        &self,
+        snap: &std::sync::Arc<Snapshot>,
+        input: &Value,
+    ) -> Result<String, String> {
         let t = &snap.templates;
         let name = input.get("skill").and_then(Value::as_str).unwrap_or("");
         let name = name.trim().trim_start_matches('/');
@@ -113,15 +127,19 @@ impl Session {
         if let Ok(mut active) = self.active_skills.lock() {
             active.push(ActiveSkill::of(skill));
         }
+        let args = input.get("args").and_then(Value::as_str).unwrap_or("");
+        // Boxed: a shell line is a call through the pipeline, which could
+        // reach this tool again.
+        let expanded = Box::pin(self.expand(snap, skill, args, InvokedBy::Model)).await?;
         Ok(t.show(&SkillLoaded {
             name: skill.name.clone(),
             dir: skill.dir.display().to_string(),
-            body: skill.body.clone(),
-            args: input
-                .get("args")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            body: expanded.text.trim().to_string(),
+            args: if expanded.placed_args {
+                String::new()
+            } else {
+                args.to_string()
+            },
         }))
     }
 

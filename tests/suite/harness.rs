@@ -108,6 +108,26 @@ impl Project {
         cmd
     }
 
+    /// `cadre chat` with `input` typed (piped) and stdin then closed.
+    pub fn chat(&self, server: Option<&FakeServer>, input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command(server)
+            .arg("chat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        Run::from(child.wait_with_output().unwrap())
+    }
+
     pub fn run(&self, server: Option<&FakeServer>, args: &[&str]) -> Run {
         let out = self.command(server).args(args).output().unwrap();
         Run::from(out)

@@ -7,6 +7,7 @@ mod background;
 mod bad_input;
 mod bounded;
 mod chat_render;
+mod commands;
 mod conformance;
 mod coordinator;
 mod corpus;

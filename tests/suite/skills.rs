@@ -110,7 +110,7 @@ fn skills_list_and_show_and_diagnostics_with_positions() {
     let p = project();
     p.write(
         ".claude/skills/broken/SKILL.md",
-        "---\nname: broken\ndescription: [x\n---\n",
+        "---\nname: broken\ndescription: \"x\n---\n",
     );
     p.write(
         ".claude/skills/odd/SKILL.md",
@@ -150,7 +150,7 @@ fn skills_list_and_show_and_diagnostics_with_positions() {
         .collect();
     assert_eq!(
         diags,
-        ["skills/broken/SKILL.md:3:14", "skills/odd/SKILL.md:3:1"]
+        ["skills/broken/SKILL.md:4:1", "skills/odd/SKILL.md:3:1"]
     );
 
     let show = p.run(None, &["skills", "show", "pdf"]).ok().stdout.clone();
@@ -162,7 +162,7 @@ fn skills_list_and_show_and_diagnostics_with_positions() {
     assert_eq!(none.code, 2);
     assert!(
         none.stderr
-            .contains("no skill named `zzz`. Skills: notes, odd, pdf"),
+            .contains("no skill or command named `zzz`. Skills and commands: notes, odd, pdf"),
         "{}",
         none.stderr
     );

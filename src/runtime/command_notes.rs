@@ -1,0 +1,75 @@
+//! What the user, not the model, is told about slash commands: the table
+//! of built-in commands (for `/help` and the headless `slash_commands`)
+//! and the notes said on stderr while a command is expanded. The texts
+//! the model gets are templates (`runtime::texts`).
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The built-in commands: (name, argument hint, what it does). `chat`'s
+/// `/help`, the headless `slash_commands` and docs/commands.md follow it.
+pub const BUILTINS: &[(&str, &str, &str)] = &[
+    (
+        "clear",
+        "",
+        "start a new conversation (a new session id); the old one stays on disk",
+    ),
+    (
+        "compact",
+        "[instructions]",
+        "summarise the conversation now, optionally saying what to keep",
+    ),
+    (
+        "help",
+        "",
+        "list the built-in commands, your commands and skills, and MCP prompts",
+    ),
+    ("mcp", "", "list the MCP prompts of the ready servers"),
+];
+
+/// A note for the user about one expansion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Note {
+    /// A shell line of a repository's entry in an untrusted folder.
+    ShellNotRun {
+        what: &'static str,
+        name: String,
+        command: String,
+        path: PathBuf,
+    },
+    /// An `@path` outside the project.
+    Outside { path: String },
+    /// An `@path` the Read call refused or could not read.
+    NotRead { path: String, why: String },
+    /// `/mcp__…` naming no ready server's prompt.
+    NoMcpPrompt { name: String },
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::ShellNotRun {
+                what,
+                name,
+                command,
+                path,
+            } => write!(
+                f,
+                "{what} `{name}`: !`{command}` not run: {} is in a folder you have not trusted (cadre trust)",
+                path.display()
+            ),
+            Note::Outside { path } => write!(f, "@{path}: not read, it lies outside the project"),
+            Note::NotRead { path, why } => write!(f, "@{path}: not read: {why}"),
+            Note::NoMcpPrompt { name } => write!(
+                f,
+                "no MCP prompt `/{name}` (a ready server's prompts: type /mcp)"
+            ),
+        }
+    }
+}
+
+/// The `description` of the Bash call a shell line makes (shown when the
+/// call is asked about).
+pub fn shell_call_description(name: &str) -> String {
+    format!("!` line of /{name}")
+}
