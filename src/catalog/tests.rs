@@ -236,7 +236,7 @@ fn hooks() {
     let hooks = def.hooks.unwrap();
     assert_eq!(hooks.0.len(), 1);
     assert_eq!(hooks.0[0].event, HookEvent::SubagentStop);
-    assert_eq!(hooks.0[0].command, "echo hi");
+    assert_eq!(hooks.0[0].config.command, "echo hi");
     let (def, diags) = ok_md(&format!("{HEAD}hooks: [a]\n"));
     assert_eq!(def.hooks, None);
     assert!(one_warning(&diags).starts_with("4:8 hooks: expected a mapping"));
@@ -251,8 +251,8 @@ fn hook_rows(def: &AgentDef) -> Vec<(HookEvent, Option<String>, String, u64)> {
             (
                 h.event,
                 h.matcher.text().map(str::to_string),
-                h.command.clone(),
-                h.timeout_ms,
+                h.config.command.clone(),
+                h.config.timeout_ms,
             )
         })
         .collect()
@@ -317,12 +317,12 @@ fn frontmatter_hooks_keep_args_and_async_and_an_entry_with_a_typo_never_runs() {
     ));
     let hooks = &def.hooks.as_ref().unwrap().0;
     assert_eq!(hooks.len(), 1, "{hooks:?}");
-    assert_eq!(hooks[0].command, "bash");
+    assert_eq!(hooks[0].config.command, "bash");
     assert_eq!(
-        hooks[0].args,
+        hooks[0].config.args,
         Some(vec!["check.sh".to_string(), "two words".to_string()])
     );
-    assert!(hooks[0].run_async);
+    assert!(hooks[0].config.run_async);
     let texts = located(&diags);
     assert_eq!(texts.len(), 2, "{texts:?}");
     assert!(

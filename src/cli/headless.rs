@@ -697,8 +697,8 @@ fn spawn_reader<R>(
 }
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
-/// `Stop` is the main session's stop, `UserPromptSubmit` is handled here).
-const CLIENT_HOOK_EVENTS: [&str; 8] = [
+/// `Stop` is the main session's stop).
+const CLIENT_HOOK_EVENTS: [&str; 16] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -707,6 +707,14 @@ const CLIENT_HOOK_EVENTS: [&str; 8] = [
     "SubagentStart",
     "SubagentStop",
     "PreCompact",
+    "PostCompact",
+    "SessionStart",
+    "SessionEnd",
+    "Notification",
+    "PermissionRequest",
+    "PreModelSwitch",
+    "PostModelSwitch",
+    "PreSkillShellCommand",
 ];
 
 /// Calls the client's callbacks registered for `event` whose matcher
@@ -778,38 +786,6 @@ fn client_hooks(
             })
         }),
     }
-}
-
-/// What the client's UserPromptSubmit callbacks made of a prompt:
-/// `Err(reason)` when one blocked it, else the context to add to it.
-async fn user_prompt_hooks(
-    control: &Control,
-    matchers: &[wire::HookMatcherIn],
-    input: Value,
-) -> Result<Vec<String>, String> {
-    let answers = call_client_hooks(control, matchers, "UserPromptSubmit", "", &input).await;
-    let mut contexts = Vec::new();
-    for a in answers {
-        let text = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
-        if let Some(m) = text("systemMessage") {
-            eprintln!("cadre: UserPromptSubmit hook: {m}");
-        }
-        if text("decision").as_deref() == Some("block") {
-            return Err(text("reason").unwrap_or_else(|| "blocked by a hook".into()));
-        }
-        if a.get("continue").and_then(Value::as_bool) == Some(false) {
-            return Err(text("stopReason").unwrap_or_else(|| "stopped by a hook".into()));
-        }
-        if let Some(c) = a
-            .get("hookSpecificOutput")
-            .and_then(|h| h.get("additionalContext"))
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-        {
-            contexts.push(c.to_string());
-        }
-    }
-    Ok(contexts)
 }
 
 /// Reaches the client's in-process MCP servers named `names`: each
@@ -1347,7 +1323,6 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             ),
         );
     }
-    let prompt_hooks = hooks.remove("UserPromptSubmit").unwrap_or_default();
     let session_id = extras
         .session_id
         .clone()
@@ -1445,6 +1420,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     run::wait_for_servers(&engine, progress.as_deref(), startup).await;
     // A resumed conversation already has its first message (and memory).
     let mut is_first = !session_args.resuming();
+    let source = if session_args.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    let mut start_context = session.session_start_hooks(source).await;
     let mut last_error = false;
     let mut last_failed = false;
     let mut last_text = String::new();
@@ -1480,8 +1461,14 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                                 .resolve_alias(&snap.settings().provider.model)
                                 .to_string(),
                         };
+                        if let Err(why) = session.pre_model_switch_hooks(&model, "sdk").await {
+                            note(&g, &format!("the model stays {}: {why}", session.spec().model));
+                            continue;
+                        }
+                        let from = session.spec().model.clone();
                         emitter.set_main_model(&model);
                         session.set_model(model);
+                        session.post_model_switch_hooks(&from, "sdk").await;
                         continue;
                     }
                     Some(Incoming::Initialize { request_id, .. }) => {
@@ -1509,6 +1496,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             cancel,
         } = prompt;
         let was_first = is_first;
+        let prompt_text = message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect::<Vec<_>>()
+            .join("\n");
         let message = if is_first {
             run::first_message_with(&engine, def.as_deref(), message.content)
         } else {
@@ -1530,29 +1523,14 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         let start = PromptStart::now(&emitter);
         let mut message = message;
         let mut blocked = None;
-        if !prompt_hooks.is_empty() {
-            let input = json!({
-                "hook_event_name": "UserPromptSubmit",
-                "session_id": engine.session_id,
-                "transcript_path": session.transcript().path(),
-                "cwd": session.spec().cwd,
-                "permission_mode": session.spec().mode.as_str(),
-                "prompt": message.content.iter().filter_map(ContentBlock::as_text)
-                    .collect::<Vec<_>>().join("\n"),
-            });
-            match user_prompt_hooks(&control, &prompt_hooks, input).await {
-                Ok(contexts) => {
-                    let snap = engine.snapshot.load();
-                    for c in contexts {
-                        let text = snap.templates.show(&runtime::texts::HookContext {
-                            event: "UserPromptSubmit".into(),
-                            context: c,
-                        });
-                        message.content.push(ContentBlock::text(text));
-                    }
-                }
-                Err(reason) => blocked = Some(reason),
-            }
+        // UserPromptSubmit: the settings' hooks and the client's callbacks.
+        match session.user_prompt_hooks(&prompt_text).await {
+            Ok(contexts) => message.content.extend(contexts),
+            Err(reason) => blocked = Some(reason),
+        }
+        // SessionStart's context joins the first prompt that is sent.
+        if blocked.is_none() {
+            message.content.append(&mut start_context);
         }
         let outcome = match &blocked {
             // A blocked prompt never joins the conversation (the next one
@@ -1602,6 +1580,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             break;
         }
     }
+    session.session_end_hooks("other").await;
     // The session is over: children still running end with it.
     engine.shutdown(std::time::Duration::from_secs(5)).await;
     match plan.output {

@@ -681,11 +681,25 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         ..
     } = prepared;
     let start = PromptStart::now(&emitter);
-    let message = if resumed {
+    let source = if resumed { "resume" } else { "startup" };
+    let start_context = session.session_start_hooks(source).await;
+    let contexts = match session.user_prompt_hooks(&prompt).await {
+        Ok(c) => c,
+        Err(reason) => {
+            session.session_end_hooks("other").await;
+            engine.shutdown(std::time::Duration::from_secs(5)).await;
+            return Err(CliError::Failed(format!(
+                "UserPromptSubmit hook blocked the prompt: {reason}"
+            )));
+        }
+    };
+    let mut message = if resumed {
         Message::user_text(prompt)
     } else {
         first_message(&engine, def.as_deref(), prompt)
     };
+    message.content.extend(contexts);
+    message.content.extend(start_context);
     session.push_user(message);
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
@@ -704,6 +718,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             Err(RunError::Cancelled)
         }
     };
+    session.session_end_hooks("other").await;
     // Anything still running ends with the process: record it as killed.
     engine.shutdown(std::time::Duration::from_secs(5)).await;
     let status = match &result {
@@ -983,6 +998,12 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
     eprintln!("cadre chat — type a task; Ctrl-C cancels a running turn, Ctrl-D quits.");
     let mut first = !args.session.resuming();
+    let source = if args.session.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    let mut start_context = session.session_start_hooks(source).await;
     loop {
         let line = match editor.readline("› ") {
             Ok(l) => l,
@@ -1008,11 +1029,25 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
             None => vec![ContentBlock::text(line)],
         };
-        let message = if first {
+        let prompt_text = prompt
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let contexts = match session.user_prompt_hooks(&prompt_text).await {
+            Ok(c) => c,
+            Err(reason) => {
+                eprintln!("UserPromptSubmit hook blocked the prompt: {reason}");
+                continue;
+            }
+        };
+        let mut message = if first {
             first_message_with(&engine, def.as_deref(), prompt)
         } else {
             Message::user(prompt)
         };
+        message.content.extend(contexts);
+        message.content.append(&mut start_context);
         first = false;
         session.push_user(message);
         let before = session.history().len();
@@ -1054,6 +1089,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
         }
     }
+    session.session_end_hooks("prompt_input_exit").await;
     engine.shutdown(std::time::Duration::from_secs(5)).await;
     session
         .transcript()

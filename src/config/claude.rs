@@ -16,19 +16,6 @@ use super::hooks::{Entry as HookEntry, group_problems, read_entry};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
-/// Hook events cadre fires, as Claude Code names them in settings.
-pub const HOOK_EVENTS: &[&str] = &[
-    "SubagentStart",
-    "SubagentStop",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "PreCompact",
-    "TeammateIdle",
-    "TaskCreated",
-    "TaskCompleted",
-];
-
 /// A Claude Code file in cadre's shape.
 #[derive(Debug, Default)]
 pub struct Translated {
@@ -279,7 +266,7 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
     }
     let mut out = Map::new();
     for (event, groups) in node.entries() {
-        if !HOOK_EVENTS.contains(&event.name.as_str()) {
+        if super::hooks::HookEvent::from_name(&event.name).is_none() {
             t.ignored.push((format!("hooks.{}", event.name), event.pos));
             continue;
         }
@@ -325,9 +312,13 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             };
             for h in commands {
                 let mut entry = match read_entry(h, false) {
-                    Ok(HookEntry::Command(c)) => c,
+                    Ok(HookEntry::Hook(c)) => c,
                     Ok(HookEntry::OtherType { kind, pos }) => {
-                        t.ignored.push((format!("{at}.type={kind}"), pos));
+                        t.problems.push(Diagnostic::warning(
+                            Some(path),
+                            Some(pos),
+                            format!("{at}: {}", super::hooks::other_type_note(&kind)),
+                        ));
                         continue;
                     }
                     Err(problems) => {
@@ -335,9 +326,9 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                         continue;
                     }
                 };
-                let n = seen.entry(entry.command.clone()).or_default();
+                let n = seen.entry(entry.label().to_string()).or_default();
                 *n += 1;
-                let item = super::layers::nth_item_key(&at, &entry.command, *n);
+                let item = super::layers::nth_item_key(&at, entry.label(), *n);
                 if matcher.is_some()
                     && let Some(mp) = group.get("matcher")
                 {

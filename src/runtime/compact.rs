@@ -162,7 +162,17 @@ impl Session {
             replaced,
             kept,
         })?;
-        let message = Message::user_text(text.trim_end().to_string());
+        self.post_compact_hooks(snap, hook_trigger, summary.trim())
+            .await;
+        let mut message = Message::user_text(text.trim_end().to_string());
+        // The main session starts again from the summary: SessionStart
+        // hooks (source `compact`) add their context to it, before it is
+        // ever sent.
+        if self.spec.is_main {
+            message
+                .content
+                .extend(self.session_start_hooks("compact").await);
+        }
         self.transcript.record(
             "compact",
             json!({"message": message, "kept": kept, "replaced": replaced,

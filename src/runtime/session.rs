@@ -217,6 +217,9 @@ pub struct Session {
     /// The rules those skills' `allowed-tools` make, with the snapshot
     /// generation and the lists they were parsed from (see `skill_rules`).
     pub(super) skill_rules: std::sync::Mutex<SkillRules>,
+    /// A hook answered `continue: false`, with this reason: the run ends
+    /// before its next request.
+    pub(super) halted: std::sync::Mutex<Option<String>>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -263,6 +266,7 @@ impl Session {
             agent_memory: None,
             active_skills: Default::default(),
             skill_rules: Default::default(),
+            halted: Default::default(),
         }
     }
 
@@ -896,6 +900,11 @@ impl Session {
             // every tool_result: appended, never inserted earlier.
             results.extend(self.take_incoming());
             self.append(Arc::new(Message::user(results)));
+            // A hook's `continue: false` ends the run here, its history
+            // complete (every call answered).
+            if self.halted.lock().ok().and_then(|mut h| h.take()).is_some() {
+                break StopKind::EndTurn;
+            }
             // The first time, the guard's answer tells the agent to answer
             // from what it has; a second time ends the run.
             if held_back {

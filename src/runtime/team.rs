@@ -18,7 +18,7 @@ use crate::snapshot::Snapshot;
 use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
 
 use super::exec::text_content;
-use super::hooks::{HookEvent, HookPlace, fire};
+use super::hooks::{HookEvent, fire};
 use super::plan::plan_teammate;
 use super::session::{Session, SessionSpec, TeamSeat};
 use super::team_texts::*;
@@ -301,7 +301,7 @@ impl Session {
             &hooks,
             event,
             &Value::Object(m),
-            &HookPlace::new(snap, &self.spec.cwd),
+            &self.hook_place(snap),
         )
         .await;
         for b in fired.blocks {
@@ -734,13 +734,14 @@ async fn teammate_idle_hooks(
         &hooks,
         event,
         &Value::Object(m),
-        &HookPlace::new(snap, &session.spec().cwd),
+        &session.hook_place(snap),
     )
     .await;
     if fired.blocks.is_empty() {
         return None;
     }
     Some(snap.templates.show(&super::texts::HookStopFeedback {
+        event: event.as_str().to_string(),
         reason: fired.blocks.join("\n"),
     }))
 }

@@ -314,10 +314,16 @@ contexts! {
         pub context: String = "The build is green.".into(),
     }
 
-    /// A SubagentStop hook that sent the agent back to work.
+    /// A Stop, SubagentStop or TeammateIdle hook that sent the agent back
+    /// to work.
     "hook_stop_feedback" => pub struct HookStopFeedback {
+        pub event: String = "SubagentStop".into(),
         pub reason: String = "the tests were not run".into(),
     }
+
+    /// The system text of a `prompt` hook's request: the model answers
+    /// with a JSON decision.
+    "hook_prompt_system" => pub struct HookPromptSystem {}
 
     /// The result of a tool call cut short by a cancel.
     "tool_cancelled" => pub struct ToolCancelled {}
