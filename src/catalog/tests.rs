@@ -341,7 +341,7 @@ fn frontmatter_hooks_keep_args_and_async_and_an_entry_with_a_typo_never_runs() {
 #[test]
 fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let (def, diags) = ok_md(&format!(
-        "{HEAD}hooks:\n  Notification: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: prompt, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
+        "{HEAD}hooks:\n  Notifications: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: agent, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
     ));
     let rows = hook_rows(&def);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -349,15 +349,15 @@ fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let texts = located(&diags);
     assert_eq!(texts.len(), 5, "{texts:?}");
     assert!(
-        texts[0].starts_with("5:3 hooks.Notification: unknown event"),
+        texts[0].starts_with("5:3 hooks.Notifications: unknown event"),
         "{texts:?}"
     );
     assert!(
-        texts[1].starts_with("7:7 hooks.PreToolUse: a hook needs a `command`"),
+        texts[1].starts_with("7:7 hooks.PreToolUse: a command hook needs a `command`"),
         "{texts:?}"
     );
     assert!(
-        texts[2].contains("hook type \"prompt\" is not supported"),
+        texts[2].contains("`agent` hooks are not implemented in cadre yet"),
         "{texts:?}"
     );
     assert!(
