@@ -1087,6 +1087,38 @@ impl Session {
             .await;
     }
 
+    /// StopFailure, when the main session's turn ends on a model request
+    /// that failed: for side effects only (its output is ignored, as in
+    /// Claude Code). Matcher: the error's kind (`rate_limit`,
+    /// `authentication_failed`, `billing_error`, `invalid_request`,
+    /// `server_error`, `unknown`).
+    pub(super) async fn stop_failure_hooks(
+        &self,
+        snap: &Snapshot,
+        e: &crate::provider::ProviderError,
+    ) {
+        use crate::provider::ProviderErrorKind as K;
+        if !self.spec.is_main {
+            return;
+        }
+        let kind = match e.kind {
+            K::Status(429) => "rate_limit",
+            K::Status(401 | 403) => "authentication_failed",
+            K::Status(402) => "billing_error",
+            K::Status(400 | 404 | 413 | 422) => "invalid_request",
+            K::Status(s) if s >= 500 => "server_error",
+            _ => "unknown",
+        };
+        let last = super::session::last_text(&self.history).map(|t| t.join("\n"));
+        let fields = json!({
+            "error": kind,
+            "error_details": e.to_string(),
+            "last_assistant_message": last,
+        });
+        self.fire_event(snap, HookEvent::StopFailure, kind, fields)
+            .await;
+    }
+
     /// PostCompact, after a compaction (`trigger`: `auto` or `manual`, the
     /// matcher's target), with the summary: for side effects only.
     pub(super) async fn post_compact_hooks(&self, snap: &Snapshot, trigger: &str, summary: &str) {

@@ -708,6 +708,10 @@ impl Session {
         let mut waited = std::time::Duration::ZERO;
         // The guard steers each prompt's run once.
         self.guard_fires = 0;
+        // A `continue: false` left from an earlier run does not end this one.
+        if let Ok(mut h) = self.halted.lock() {
+            h.take();
+        }
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -797,15 +801,19 @@ impl Session {
                         .await
                     {
                         Ok(true) => continue,
-                        Ok(false) => return Err(e.into()),
+                        Ok(false) => {}
                         Err(RunError::Cancelled) => return Err(RunError::Cancelled),
                         Err(c) => {
                             tracing::warn!("{}: compaction failed: {c}", self.spec.agent_id);
-                            return Err(e.into());
                         }
                     }
+                    self.stop_failure_hooks(&snap, &e).await;
+                    return Err(e.into());
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    self.stop_failure_hooks(&snap, &e).await;
+                    return Err(e.into());
+                }
             };
             self.engine.model_response(
                 &self.spec.agent_id,

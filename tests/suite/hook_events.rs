@@ -293,3 +293,50 @@ fn in_an_untrusted_folder_no_project_hook_of_any_type_runs() {
     assert_eq!(server.requests().len(), 1);
     assert!(!server.requests().iter().any(is_hook_question));
 }
+
+#[test]
+fn continue_false_from_a_post_tool_use_hook_ends_the_run_after_the_call() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command":
+            "echo '{\"continue\": false, \"stopReason\": \"enough for today\", \"systemMessage\": \"stopping\"}'"}]}]}),
+    );
+    let server = calling(vec![("toolu_1", "Bash", json!({"command": "touch once.txt"}))]);
+    let out = p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    );
+    assert!(p.path().join("once.txt").exists(), "the call itself ran");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no request after the hook said stop\n{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("enough for today"), "{}", out.stderr);
+}
+
+#[test]
+fn stop_failure_hooks_see_the_failed_request() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"StopFailure": [{"matcher": "invalid_request", "hooks": [
+            {"type": "command", "command": "cat > stop-failure.json"}]}]}),
+    );
+    let server = FakeServer::route(|_| {
+        Reply::anthropic_error(400, "invalid_request_error", "messages: bad shape")
+    });
+    let out = p.run(Some(&server), &["-p", "go"]);
+    assert_ne!(out.code, 0);
+    let seen = read_json(&p, "stop-failure.json");
+    assert_eq!(seen["hook_event_name"], "StopFailure");
+    assert_eq!(seen["error"], "invalid_request");
+    assert!(
+        seen["error_details"]
+            .as_str()
+            .is_some_and(|d| d.contains("bad shape")),
+        "{seen}"
+    );
+}
