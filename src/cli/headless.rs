@@ -1462,7 +1462,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                                 .to_string(),
                         };
                         if let Err(why) = session.pre_model_switch_hooks(&model, "sdk").await {
-                            note(&g, &format!("the model stays {}: {why}", session.spec().model));
+                            note(
+                                &g,
+                                &format!("the model stays {}: {why}", session.spec().model),
+                            );
                             continue;
                         }
                         let from = session.spec().model.clone();

@@ -394,7 +394,11 @@ mod tests {
         assert_eq!(v["transcripts"]["cleanup_period_days"], 7);
         assert_eq!(v["compact"]["auto_compact_window"], 150000);
         let ignored: Vec<&str> = t.ignored.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(ignored, ["statusLine"], "an empty SessionStart list is no setting");
+        assert_eq!(
+            ignored,
+            ["statusLine"],
+            "an empty SessionStart list is no setting"
+        );
         assert_eq!(t.disables_bypass.map(|p| p.line), Some(3));
         let deny = t
             .positions

@@ -414,10 +414,10 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     let own = type_keys(kind);
     for (key, value) in entries {
         let name = key.name.as_str();
-        if !COMMON_KEYS.contains(&name)
-            && !own.contains(&name)
-            && !(cadre_form && CADRE_KEYS.contains(&name))
-        {
+        let known = COMMON_KEYS.contains(&name)
+            || own.contains(&name)
+            || (cadre_form && CADRE_KEYS.contains(&name));
+        if !known {
             if UNIMPLEMENTED_KEYS.contains(&name) {
                 problems.push((
                     key.pos,
@@ -508,7 +508,12 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     };
     for key in unknown {
         let extra = if cadre_form { CADRE_KEYS } else { &[] };
-        let mut known: Vec<&str> = COMMON_KEYS.iter().chain(own).chain(extra).copied().collect();
+        let mut known: Vec<&str> = COMMON_KEYS
+            .iter()
+            .chain(own)
+            .chain(extra)
+            .copied()
+            .collect();
         known.sort_unstable();
         problems.push((
             key.pos,
@@ -526,7 +531,13 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
         HookType::Prompt => "prompt",
     };
     if v.get(needs).is_none() {
-        problems.push((v.pos, format!("a{} {type_name} hook needs a `{needs}`", if kind == HookType::Http { "n" } else { "" })));
+        problems.push((
+            v.pos,
+            format!(
+                "a{} {type_name} hook needs a `{needs}`",
+                if kind == HookType::Http { "n" } else { "" }
+            ),
+        ));
     }
     if !problems.is_empty() {
         problems.sort_by_key(|(pos, _)| (pos.line, pos.column));
@@ -541,7 +552,10 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
 /// A list of strings.
 fn strings(v: &Node) -> Option<Vec<String>> {
     match &v.kind {
-        Kind::Seq(items) => items.iter().map(|i| i.as_str().map(str::to_string)).collect(),
+        Kind::Seq(items) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_string))
+            .collect(),
         _ => None,
     }
 }
@@ -650,6 +664,59 @@ mod tests {
             err.starts_with("matcher \"(unclosed\" is not a valid"),
             "{err}"
         );
+    }
+
+    fn entry(json: &str) -> Result<Entry, Vec<(Pos, String)>> {
+        read_entry(&crate::raw::parse_yaml(json).unwrap(), false)
+    }
+
+    #[test]
+    fn http_and_prompt_entries_are_read_with_their_own_keys() {
+        let Ok(Entry::Hook(h)) = entry(
+            r#"{"type": "http", "url": "https://h.example/x", "headers": {"A": "$T"}, "allowedEnvVars": ["T"], "timeout": 2}"#,
+        ) else {
+            panic!()
+        };
+        assert_eq!(h.kind, HookType::Http);
+        assert_eq!(h.url.as_deref(), Some("https://h.example/x"));
+        assert_eq!(h.headers["A"], "$T");
+        assert_eq!(h.allowed_env_vars, ["T"]);
+        assert_eq!(h.timeout_ms, 2000);
+        assert_eq!(h.label(), "https://h.example/x");
+        let Ok(Entry::Hook(p)) = entry(r#"{"type": "prompt", "prompt": "ok? $ARGUMENTS"}"#) else {
+            panic!()
+        };
+        assert_eq!(
+            (p.kind, p.timeout_ms),
+            (HookType::Prompt, DEFAULT_PROMPT_HOOK_TIMEOUT_MS)
+        );
+        // A command's key on an http hook, a URL that is not one, no URL.
+        let why = |j: &str| {
+            entry(j)
+                .unwrap_err()
+                .into_iter()
+                .map(|(_, w)| w)
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            why(r#"{"type": "http", "url": "https://x", "command": "y"}"#)[0]
+                .starts_with("unknown key `command`; an http hook has")
+        );
+        assert!(
+            why(r#"{"type": "http", "url": "ftp://x"}"#)[0].contains("an http:// or https:// URL")
+        );
+        assert_eq!(
+            why(r#"{"type": "prompt"}"#),
+            ["a prompt hook needs a `prompt`"]
+        );
+        assert!(matches!(
+            entry(r#"{"type": "agent", "prompt": "x"}"#),
+            Ok(Entry::OtherType { ref kind, .. }) if kind == "agent"
+        ));
+        // Round trip through the settings' shape.
+        let v = serde_json::to_value(&h).unwrap();
+        assert_eq!(v["type"], "http");
+        assert_eq!(serde_json::from_value::<HookConfig>(v).unwrap(), h);
     }
 
     #[test]

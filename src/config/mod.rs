@@ -38,10 +38,9 @@ pub use load::{
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, BashSettings, ChildEnv, CompactSettings,
-    DistributedSettings, McpServerConfig, ModelPrice, PermissionSettings,
-    ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend,
-    Settings, TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings,
-    WebSearchSettings,
+    AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, McpServerConfig,
+    ModelPrice, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV,
+    SamplingPolicy, SearchBackend, Settings, TaskBackendKind, ToolCallFallback, TranscriptSettings,
+    WebFetchSettings, WebSearchSettings,
 };
 pub use trust::Skipped;

@@ -55,9 +55,15 @@ pub fn applicable(
     target: &str,
 ) -> Vec<HookConfig> {
     let own = def.and_then(|d| d.hooks.as_ref());
+    // A definition's `Stop` is read as `SubagentStop`: under `--agent`,
+    // it is the main session's stop.
+    let own_event = match event {
+        HookEvent::Stop => HookEvent::SubagentStop,
+        e => e,
+    };
     settings
         .select(event, target)
-        .chain(own.into_iter().flat_map(|h| h.select(event, target)))
+        .chain(own.into_iter().flat_map(|h| h.select(own_event, target)))
         .map(Hook::config)
         .collect()
 }
@@ -192,7 +198,10 @@ pub async fn run_http(hook: &HookConfig, input: &Value, env: &ChildEnv) -> HookR
         request = request.header(name, interpolate(value, &hook.allowed_env_vars, env));
     }
     let exchange = async {
-        let mut response = request.send().await.map_err(|e| format!("POST {url}: {e}"))?;
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| format!("POST {url}: {e}"))?;
         let status = response.status();
         let mut body = Vec::new();
         while let Some(chunk) = response
@@ -273,10 +282,11 @@ pub fn prompt_verdict(answer: &str) -> Option<Result<(), String>> {
     let v: Value = serde_json::from_str(answer.get(start..=end)?).ok()?;
     match v.get("ok")?.as_bool()? {
         true => Some(Ok(())),
+        // Without a reason it blocks as a silent exit 2 does.
         false => Some(Err(v
             .get("reason")
             .and_then(Value::as_str)
-            .unwrap_or("the prompt hook said no")
+            .unwrap_or_default()
             .trim()
             .to_string())),
     }
@@ -894,7 +904,11 @@ impl Session {
     }
 
     /// Context texts as the blocks a user message carries.
-    fn context_blocks(snap: &Snapshot, event: HookEvent, contexts: Vec<String>) -> Vec<ContentBlock> {
+    fn context_blocks(
+        snap: &Snapshot,
+        event: HookEvent,
+        contexts: Vec<String>,
+    ) -> Vec<ContentBlock> {
         contexts
             .into_iter()
             .map(|context| {
@@ -1353,6 +1367,72 @@ mod tests {
                 "worker"
             )),
             ["fm-stop"]
+        );
+    }
+
+    #[test]
+    fn header_variables_are_replaced_only_when_allowed() {
+        let mut env = ChildEnv::default();
+        env.set.insert("TOKEN".into(), "t0k".into());
+        env.set.insert("SECRET".into(), "s3".into());
+        let allowed = vec!["TOKEN".to_string()];
+        assert_eq!(
+            interpolate("Bearer $TOKEN/${TOKEN}!", &allowed, &env),
+            "Bearer t0k/t0k!"
+        );
+        assert_eq!(interpolate("x$SECRET${SECRET}y", &allowed, &env), "xy");
+        assert_eq!(
+            interpolate("cost: $5 and $", &allowed, &env),
+            "cost:  and $"
+        );
+        assert_eq!(interpolate("${TOKEN", &allowed, &env), "${TOKEN");
+    }
+
+    #[test]
+    fn a_prompt_hooks_answer_is_read_from_the_models_text() {
+        assert_eq!(prompt_verdict(r#"{"ok": true}"#), Some(Ok(())));
+        assert_eq!(
+            prompt_verdict("```json\n{\"ok\": false, \"reason\": \" no tests \"}\n```"),
+            Some(Err("no tests".into()))
+        );
+        assert_eq!(prompt_verdict(r#"{"ok": false}"#), Some(Err(String::new())));
+        assert_eq!(prompt_verdict("yes"), None);
+        assert_eq!(prompt_verdict(r#"{"ok": "yes"}"#), None);
+    }
+
+    #[test]
+    fn json_output_common_fields_and_permission_answers() {
+        let mut f = Fired::default();
+        f.absorb_stdout(
+            "Stop",
+            r#"{"decision": "block", "reason": "more", "systemMessage": "hi", "continue": false, "stopReason": "why"}"#,
+        );
+        assert_eq!(f.blocks, ["more"]);
+        assert_eq!(f.system_messages, ["hi"]);
+        assert_eq!(f.stop.as_deref(), Some("why"));
+        let mut f = Fired::default();
+        f.absorb_stdout("SessionStart", "plain context\n");
+        f.absorb_stdout("PostToolUse", "plain, ignored");
+        f.absorb_stdout("SessionEnd", r#"{"decision": "block", "reason": "cannot"}"#);
+        assert_eq!(f.contexts, ["plain context"]);
+        assert!(f.blocks.is_empty(), "SessionEnd cannot block");
+        let mut f = Fired::default();
+        let deny = r#"{"hookSpecificOutput": {"decision": {"behavior": "deny", "message": "no"}}}"#;
+        let allow = r#"{"hookSpecificOutput": {"decision": {"behavior": "allow", "updatedInput": {"a": 1}}}}"#;
+        f.absorb_stdout("PermissionRequest", allow);
+        assert_eq!(
+            f.permission,
+            Some(PermissionAnswer {
+                allow: true,
+                message: String::new(),
+                updated_input: Some(json!({"a": 1}))
+            })
+        );
+        f.absorb_stdout("PermissionRequest", deny);
+        f.absorb_stdout("PermissionRequest", allow);
+        assert_eq!(
+            f.permission.map(|p| (p.allow, p.message)),
+            Some((false, "no".into()))
         );
     }
 

@@ -297,13 +297,7 @@ impl Session {
         m.insert("task_id".into(), json!(task.id));
         m.insert("task_subject".into(), json!(task.subject));
         m.insert("task_description".into(), json!(task.description));
-        let fired = fire(
-            &hooks,
-            event,
-            &Value::Object(m),
-            &self.hook_place(snap),
-        )
-        .await;
+        let fired = fire(&hooks, event, &Value::Object(m), &self.hook_place(snap)).await;
         for b in fired.blocks {
             tracing::warn!("{} hook: {b}", event.as_str());
         }
@@ -730,13 +724,7 @@ async fn teammate_idle_hooks(
     let mut m = session.hook_input(event);
     m.insert("team_name".into(), json!(seat.store.name));
     m.insert("teammate_name".into(), json!(seat.member));
-    let fired = fire(
-        &hooks,
-        event,
-        &Value::Object(m),
-        &session.hook_place(snap),
-    )
-    .await;
+    let fired = fire(&hooks, event, &Value::Object(m), &session.hook_place(snap)).await;
     if fired.blocks.is_empty() {
         return None;
     }

@@ -50,7 +50,11 @@ fn session_start_prompt_submit_stop_and_session_end_fire_with_their_input() {
         }),
     );
     let server = FakeServer::route(|r| {
-        let n = r.messages().iter().filter(|m| m["role"] == "assistant").count();
+        let n = r
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
         anthropic::text_reply(&format!("answer {n}"))
     });
     let out = p.run(Some(&server), &["-p", "do the thing"]);
@@ -61,14 +65,21 @@ fn session_start_prompt_submit_stop_and_session_end_fire_with_their_input() {
     assert_eq!(start["hook_event_name"], "SessionStart");
     assert_eq!(start["source"], "startup");
     assert!(start["session_id"].as_str().is_some_and(|s| !s.is_empty()));
-    assert!(!p.path().join("wrong-source").exists(), "matcher: the source");
+    assert!(
+        !p.path().join("wrong-source").exists(),
+        "matcher: the source"
+    );
     let prompt = read_json(&p, "prompt.json");
     assert_eq!(prompt["hook_event_name"], "UserPromptSubmit");
     assert_eq!(prompt["prompt"], "do the thing");
     assert_eq!(prompt["session_id"], start["session_id"]);
 
     let requests = server.requests();
-    assert_eq!(requests.len(), 2, "one answer, then one more after the Stop block");
+    assert_eq!(
+        requests.len(),
+        2,
+        "one answer, then one more after the Stop block"
+    );
     // Both contexts reach the model with the prompt, in the first user
     // message (the cached prefix of the second request is the first's).
     let first = requests[0].body_str();
@@ -95,10 +106,7 @@ fn session_start_prompt_submit_stop_and_session_end_fire_with_their_input() {
 #[test]
 fn a_stop_hook_that_always_blocks_is_bounded() {
     let p = Project::new();
-    settings_hooks(
-        &p,
-        json!({"Stop": command("echo 'not yet' >&2; exit 2")}),
-    );
+    settings_hooks(&p, json!({"Stop": command("echo 'not yet' >&2; exit 2")}));
     let server = FakeServer::route(|_| anthropic::text_reply("done"));
     p.run(Some(&server), &["-p", "go"]).ok();
     // The first answer and three continuations; then it stops.
@@ -120,7 +128,10 @@ fn a_user_prompt_submit_block_keeps_the_prompt_from_the_model() {
         &["-p", "deploy it", "--output-format", "json"],
     );
     assert_ne!(out.code, 0);
-    assert!(server.requests().is_empty(), "the prompt never reached the model");
+    assert!(
+        server.requests().is_empty(),
+        "the prompt never reached the model"
+    );
     let result = out.json();
     assert_eq!(result["is_error"], true);
     assert!(
@@ -220,8 +231,11 @@ fn an_http_hook_posts_its_input_with_only_the_allowed_variables_and_can_deny() {
         "Bash",
         json!({"command": "touch http-ran.txt"}),
     )]);
-    p.run(Some(&server), &["-p", "go", "--permission-mode", "bypassPermissions"])
-        .ok();
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
     assert!(!p.path().join("http-ran.txt").exists());
     let text = result_text(&main_results(&server)[0]);
     assert!(text.contains("HTTP SAYS NO"), "{text}");
@@ -230,7 +244,10 @@ fn an_http_hook_posts_its_input_with_only_the_allowed_variables_and_can_deny() {
     assert_eq!(posted[0].method, "POST");
     assert_eq!(posted[0].path, "/hooks/pre-tool");
     assert_eq!(posted[0].json["hook_event_name"], "PreToolUse");
-    assert_eq!(posted[0].json["tool_input"]["command"], "touch http-ran.txt");
+    assert_eq!(
+        posted[0].json["tool_input"]["command"],
+        "touch http-ran.txt"
+    );
     assert_eq!(posted[0].header("authorization"), Some("Bearer tok-123"));
     assert_eq!(posted[0].header("x-leak"), Some(""));
 }
@@ -247,8 +264,11 @@ fn a_prompt_hook_asks_the_model_and_its_no_blocks_the_call() {
         ("toolu_1", "Bash", json!({"command": "rm -rf build"})),
         ("toolu_2", "Bash", json!({"command": "touch fine.txt"})),
     ]);
-    p.run(Some(&server), &["-p", "go", "--permission-mode", "bypassPermissions"])
-        .ok();
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
     let questions: Vec<_> = server
         .requests()
         .into_iter()
@@ -260,7 +280,10 @@ fn a_prompt_hook_asks_the_model_and_its_no_blocks_the_call() {
         .map(|q| q.last_user_text())
         .find(|t| t.contains("rm -rf"))
         .expect("the question about rm");
-    assert!(asked.starts_with("Is this command safe to run? {"), "{asked}");
+    assert!(
+        asked.starts_with("Is this command safe to run? {"),
+        "{asked}"
+    );
     assert!(asked.contains("\"tool_name\":\"Bash\""), "{asked}");
     let results = main_results(&server);
     assert_eq!(results[0]["is_error"], true);
@@ -302,7 +325,11 @@ fn continue_false_from_a_post_tool_use_hook_ends_the_run_after_the_call() {
         json!({"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command":
             "echo '{\"continue\": false, \"stopReason\": \"enough for today\", \"systemMessage\": \"stopping\"}'"}]}]}),
     );
-    let server = calling(vec![("toolu_1", "Bash", json!({"command": "touch once.txt"}))]);
+    let server = calling(vec![(
+        "toolu_1",
+        "Bash",
+        json!({"command": "touch once.txt"}),
+    )]);
     let out = p.run(
         Some(&server),
         &["-p", "go", "--permission-mode", "bypassPermissions"],
