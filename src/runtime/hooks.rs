@@ -928,7 +928,7 @@ impl Session {
     pub async fn session_start_hooks(&self, source: &str) -> Vec<ContentBlock> {
         let snap = self.engine.snapshot.load_full();
         let event = HookEvent::SessionStart;
-        let fields = json!({"source": source, "model": self.spec.model});
+        let fields = json!({"source": source});
         let Some(fired) = self.fire_event(&snap, event, source, fields).await else {
             return Vec::new();
         };
