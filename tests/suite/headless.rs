@@ -897,6 +897,69 @@ fn hook_callbacks_fire_for_prompt_submit_post_tool_use_and_stop() {
 }
 
 #[test]
+fn hook_callbacks_fire_for_session_start_and_permission_request() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::message()
+            .tool_use(
+                "toolu_w",
+                "Write",
+                json!({"file_path": "made.txt", "content": "x"}),
+            )
+            .tool_use(
+                "toolu_v",
+                "Write",
+                json!({"file_path": "refused.txt", "content": "y"}),
+            )
+            .reply(),
+        anthropic::text_reply("written"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "SessionStart": [{"matcher": "startup", "hookCallbackIds": ["h_start"]}],
+                      "PermissionRequest": [{"matcher": "Write", "hookCallbackIds": ["h_perm"]}]}}}));
+    d.until("initialize response", |v| v["type"] == "control_response");
+    d.user("write the files");
+    let (r, inputs) = answer_hooks_until_result(&mut d, |event, input, _| match event {
+        "SessionStart" => {
+            assert_eq!(input["source"], "startup");
+            json!({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                          "additionalContext": "ctx-from-session-start"}})
+        }
+        "PermissionRequest" => {
+            let behavior = if input["tool_input"]["file_path"] == "made.txt" {
+                json!({"behavior": "allow"})
+            } else {
+                json!({"behavior": "deny", "message": "not that one"})
+            };
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": behavior}})
+        }
+        other => panic!("unexpected hook event {other}"),
+    });
+    assert_eq!(r["result"], "written", "{r}");
+    let events: Vec<&str> = inputs
+        .iter()
+        .map(|i| i["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        ["SessionStart", "PermissionRequest", "PermissionRequest"]
+    );
+    assert_eq!(d.finish(), 0);
+    assert!(p.path().join("made.txt").exists());
+    assert!(!p.path().join("refused.txt").exists());
+    assert!(
+        server
+            .request(0)
+            .body_str()
+            .contains("ctx-from-session-start")
+    );
+    let refused = &last_tool_results(&server.request(1).json)[1];
+    assert!(result_text(refused).contains("not that one"), "{refused}");
+}
+
+#[test]
 fn a_failing_hook_callback_with_on_failure_block_blocks_the_tool() {
     let p = Project::new();
     p.write("notes.txt", "the notes");
