@@ -581,8 +581,9 @@ impl Fired {
         match event {
             "PreToolUse" => self.decisions.extend(tool_decision(&as_text)),
             "PermissionRequest" => self.permission_answer(v),
-            // The tool has run: the reason reaches the model with its result.
-            "PostToolUse" | "PostToolUseFailure" if block => self.contexts.push(reason()),
+            // The tool has run: the reason reaches the model with its result
+            // (as an exit 2's stderr does).
+            "PostToolUse" | "PostToolUseFailure" if block => self.blocks.push(reason()),
             e if block && decision_blocks(e) => self.blocks.push(reason()),
             _ => {}
         }
@@ -1268,7 +1269,10 @@ impl Session {
         if let Some(reason) = fired.stop {
             self.halt(reason);
         }
-        for context in fired.contexts {
+        // The tool has run: an exit 2's stderr reaches the model with its
+        // result, as Claude Code shows it to Claude.
+        let said = fired.blocks.into_iter().filter(|b| !b.is_empty());
+        for context in fired.contexts.into_iter().chain(said) {
             content.push(ToolResultContent::Text {
                 text: snap.templates.show(&HookContext {
                     event: event.as_str().to_string(),

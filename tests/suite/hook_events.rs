@@ -367,3 +367,26 @@ fn stop_failure_hooks_see_the_failed_request() {
         "{seen}"
     );
 }
+
+#[test]
+fn a_post_tool_use_exit_2_tells_the_model_after_the_call_ran() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command":
+            "echo 'LINT FAILED: fix the style' >&2; exit 2"}]}]}),
+    );
+    let server = calling(vec![(
+        "toolu_1",
+        "Bash",
+        json!({"command": "touch ran.txt"}),
+    )]);
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
+    assert!(p.path().join("ran.txt").exists());
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.contains("LINT FAILED: fix the style"), "{text}");
+}
