@@ -1134,6 +1134,16 @@ impl Session {
             .await;
     }
 
+    /// WorktreeRemove, before the unchanged worktree this sub-agent ran
+    /// in is removed (hooks run in it, while it exists): for side effects
+    /// only.
+    pub(super) async fn worktree_remove_hooks(&self, path: &Path) {
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({"worktree_path": path});
+        self.fire_event(&snap, HookEvent::WorktreeRemove, "", fields)
+            .await;
+    }
+
     /// PostCompact, after a compaction (`trigger`: `auto` or `manual`, the
     /// matcher's target), with the summary: for side effects only.
     pub(super) async fn post_compact_hooks(&self, snap: &Snapshot, trigger: &str, summary: &str) {
