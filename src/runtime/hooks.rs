@@ -764,6 +764,46 @@ fn clipped(templates: &Templates, out: Clip) -> String {
         .to_string()
 }
 
+/// Where each setting that differs between two snapshots was written (in
+/// the new one, or the old one for a setting removed), as far as a file
+/// set it.
+fn changed_origins(old: &Snapshot, new: &Snapshot) -> Vec<crate::config::Origin> {
+    fn walk(a: &Value, b: &Value, at: &mut Vec<String>, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    at.push(k.clone());
+                    walk(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        at,
+                        out,
+                    );
+                    at.pop();
+                }
+            }
+            (a, b) if a != b => out.push(at.join(".")),
+            _ => {}
+        }
+    }
+    let (a, b) = (
+        serde_json::to_value(old.settings()).unwrap_or_default(),
+        serde_json::to_value(new.settings()).unwrap_or_default(),
+    );
+    let mut keys = Vec::new();
+    walk(&a, &b, &mut Vec::new(), &mut keys);
+    keys.iter()
+        .filter_map(|k| {
+            new.config
+                .origins
+                .of(k)
+                .or_else(|| old.config.origins.of(k))
+                .cloned()
+        })
+        .collect()
+}
+
 /// The fields every hook input has.
 fn base_input(
     engine: &Engine,
@@ -1142,6 +1182,58 @@ impl Session {
         let fields = json!({"worktree_path": path});
         self.fire_event(&snap, HookEvent::WorktreeRemove, "", fields)
             .await;
+    }
+
+    /// ConfigChange, at the first turn after a live reload swapped the
+    /// snapshot this session last saw (`seen`): once per settings file
+    /// whose values changed (`source`: `user_settings`, `project_settings`,
+    /// `local_settings` or `policy_settings`, with its `file_path`), and
+    /// once for `skills` when skills changed. The change is already in
+    /// effect, so unlike in Claude Code a hook cannot block it (what it
+    /// says is logged).
+    pub(super) async fn config_change_hooks(&self, seen: &Snapshot, now: &Snapshot) {
+        let event = HookEvent::ConfigChange;
+        let own = self.spec.def.as_ref().and_then(|d| d.hooks.as_ref());
+        let configured = now
+            .hooks
+            .0
+            .iter()
+            .chain(own.iter().flat_map(|h| h.0.iter()))
+            .any(|h| h.event == event);
+        if !configured && !client_wants(&self.engine, event.as_str()) {
+            return;
+        }
+        let changes = crate::reload::diff(seen, now, self.spec.kind.interactive);
+        let mut sources: Vec<(&str, String)> = Vec::new();
+        if changes.settings_changed {
+            for origin in changed_origins(seen, now) {
+                use crate::config::Scope;
+                let source = match origin.scope {
+                    Scope::User => "user_settings",
+                    Scope::Project => "project_settings",
+                    Scope::Local => "local_settings",
+                    Scope::Managed => "policy_settings",
+                    _ => continue,
+                };
+                if !sources.iter().any(|(_, f)| *f == origin.source) {
+                    sources.push((source, origin.source));
+                }
+            }
+        }
+        if !changes.skills_changed.is_empty() {
+            sources.push(("skills", String::new()));
+        }
+        for (source, file) in sources {
+            let mut fields = json!({"source": source});
+            if !file.is_empty() {
+                fields["file_path"] = json!(file);
+            }
+            if let Some(fired) = self.fire_event(now, event, source, fields).await {
+                for b in fired.blocks {
+                    tracing::warn!("ConfigChange hook (the change is already in effect): {b}");
+                }
+            }
+        }
     }
 
     /// PostCompact, after a compaction (`trigger`: `auto` or `manual`, the

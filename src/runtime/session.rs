@@ -220,6 +220,9 @@ pub struct Session {
     /// A hook answered `continue: false`, with this reason: the run ends
     /// before its next request.
     pub(super) halted: std::sync::Mutex<Option<String>>,
+    /// The snapshot of this session's last turn: a newer one (a live
+    /// reload) fires ConfigChange.
+    seen_snap: Option<Arc<Snapshot>>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -267,6 +270,7 @@ impl Session {
             active_skills: Default::default(),
             skill_rules: Default::default(),
             halted: Default::default(),
+            seen_snap: None,
         }
     }
 
@@ -745,6 +749,11 @@ impl Session {
             // A teammate whose plan was approved meanwhile leaves plan mode.
             self.apply_plan_approval();
             let snap = self.engine.snapshot.load_full();
+            if let Some(seen) = self.seen_snap.replace(Arc::clone(&snap))
+                && seen.generation != snap.generation
+            {
+                self.config_change_hooks(&seen, &snap).await;
+            }
             self.check_token_budget(&snap)?;
             self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);
             self.compact_if_due(&snap).await;
