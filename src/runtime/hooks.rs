@@ -970,6 +970,9 @@ impl Session {
         let snap = self.engine.snapshot.load_full();
         let event = HookEvent::SessionStart;
         let fields = json!({"source": source});
+        if source == "startup" {
+            self.instructions_loaded_hooks(&snap).await;
+        }
         let Some(fired) = self.fire_event(&snap, event, source, fields).await else {
             return Vec::new();
         };
@@ -977,6 +980,46 @@ impl Session {
             tracing::warn!("SessionStart hook: {b}");
         }
         Self::context_blocks(&snap, event, fired.contexts)
+    }
+
+    /// InstructionsLoaded, when a new main session starts with the
+    /// project memory in its first message: once per memory file, in
+    /// order (`load_reason` `session_start`, or `include` for a file an
+    /// `@import` brought in, with `parent_file_path`). Matcher: the load
+    /// reason. For side effects only.
+    async fn instructions_loaded_hooks(&self, snap: &Snapshot) {
+        use crate::catalog::MemoryScope;
+        let event = HookEvent::InstructionsLoaded;
+        if !super::prompt::gets_memory(self.spec.def.as_deref()) {
+            return;
+        }
+        for file in snap
+            .memory
+            .files
+            .iter()
+            .filter(|f| !f.content.trim().is_empty())
+        {
+            let memory_type = match file.scope {
+                MemoryScope::Managed => "Managed",
+                MemoryScope::User => "User",
+                MemoryScope::Project => "Project",
+                MemoryScope::Local => "Local",
+            };
+            let reason = if file.imported_from.is_some() {
+                "include"
+            } else {
+                "session_start"
+            };
+            let mut fields = json!({
+                "file_path": file.path,
+                "memory_type": memory_type,
+                "load_reason": reason,
+            });
+            if let Some(parent) = &file.imported_from {
+                fields["parent_file_path"] = json!(parent);
+            }
+            self.fire_event(snap, event, reason, fields).await;
+        }
     }
 
     /// SessionEnd (`reason`: `prompt_input_exit` when the input ended,

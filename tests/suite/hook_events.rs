@@ -390,3 +390,54 @@ fn a_post_tool_use_exit_2_tells_the_model_after_the_call_ran() {
     let text = result_text(&main_results(&server)[0]);
     assert!(text.contains("LINT FAILED: fix the style"), "{text}");
 }
+
+#[test]
+fn instructions_loaded_fires_once_per_memory_file_at_startup() {
+    let p = Project::new();
+    p.write("CLAUDE.md", "Use tabs.\n@docs/style.md\n");
+    p.write("docs/style.md", "Short lines.\n");
+    settings_hooks(
+        &p,
+        json!({"InstructionsLoaded": command("cat >> loaded.jsonl; echo >> loaded.jsonl")}),
+    );
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    p.run(Some(&server), &["-p", "hi"]).ok();
+    let text = p.read("loaded.jsonl");
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rows: Vec<(String, String, String)> = seen
+        .iter()
+        .map(|v| {
+            let file = v["file_path"].as_str().unwrap_or_default();
+            (
+                file.rsplit('/').next().unwrap_or_default().to_string(),
+                v["memory_type"].as_str().unwrap_or_default().to_string(),
+                v["load_reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        rows.contains(&("CLAUDE.md".into(), "Project".into(), "session_start".into())),
+        "{rows:?}"
+    );
+    let import = seen
+        .iter()
+        .find(|v| v["load_reason"] == "include")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert!(
+        import["file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("docs/style.md")
+    );
+    assert!(
+        import["parent_file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("CLAUDE.md")
+    );
+    assert_eq!(seen[0]["hook_event_name"], "InstructionsLoaded");
+}
