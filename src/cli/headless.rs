@@ -698,7 +698,7 @@ fn spawn_reader<R>(
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 16] = [
+const CLIENT_HOOK_EVENTS: [&str; 20] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -715,6 +715,10 @@ const CLIENT_HOOK_EVENTS: [&str; 16] = [
     "PreModelSwitch",
     "PostModelSwitch",
     "PreSkillShellCommand",
+    "StopFailure",
+    "ConfigChange",
+    "InstructionsLoaded",
+    "WorktreeRemove",
 ];
 
 /// Calls the client's callbacks registered for `event` whose matcher
