@@ -424,6 +424,9 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
 struct Control {
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>,
     next: AtomicU64,
+    /// The client's input ended: nothing can answer a request any more
+    /// (a SessionEnd callback, say), so none is sent.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Control {
@@ -444,7 +447,11 @@ impl Control {
         );
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id.clone(), tx);
+            // Checked under the lock `close` takes: a request is either
+            // refused here or dropped there, never left waiting.
+            if !self.closed.load(Ordering::Relaxed) {
+                p.insert(id.clone(), tx);
+            }
         }
         send(&Output::ControlRequest(wire::ControlRequestOut {
             request_id: id,
@@ -473,6 +480,7 @@ impl Control {
     /// The client is gone: every waiting request fails.
     fn close(&self) {
         if let Ok(mut p) = self.pending.lock() {
+            self.closed.store(true, Ordering::Relaxed);
             p.clear();
         }
     }

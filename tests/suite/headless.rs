@@ -918,7 +918,8 @@ fn hook_callbacks_fire_for_session_start_and_permission_request() {
     d.send(json!({"type": "control_request", "request_id": "req_1",
                   "request": {"subtype": "initialize", "hooks": {
                       "SessionStart": [{"matcher": "startup", "hookCallbackIds": ["h_start"]}],
-                      "PermissionRequest": [{"matcher": "Write", "hookCallbackIds": ["h_perm"]}]}}}));
+                      "PermissionRequest": [{"matcher": "Write", "hookCallbackIds": ["h_perm"]}],
+                      "SessionEnd": [{"hookCallbackIds": ["h_end"]}]}}}));
     d.until("initialize response", |v| v["type"] == "control_response");
     d.user("write the files");
     let (r, inputs) = answer_hooks_until_result(&mut d, |event, input, _| match event {
@@ -946,7 +947,11 @@ fn hook_callbacks_fire_for_session_start_and_permission_request() {
         events,
         ["SessionStart", "PermissionRequest", "PermissionRequest"]
     );
+    // Nobody can answer a SessionEnd callback once the input ended: the
+    // session does not wait for one.
+    let ending = std::time::Instant::now();
     assert_eq!(d.finish(), 0);
+    assert!(ending.elapsed() < std::time::Duration::from_secs(20));
     assert!(p.path().join("made.txt").exists());
     assert!(!p.path().join("refused.txt").exists());
     assert!(
