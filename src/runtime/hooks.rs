@@ -1,8 +1,14 @@
-//! Hooks (SPEC §12): user commands run at points of a session's life —
-//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` and the
-//! other events of `HookEvent` — from the settings (every session) and
-//! from the running agent's frontmatter (that agent's sessions only; its
-//! `Stop` means `SubagentStop`).
+//! Hooks (SPEC §12): user commands, HTTP requests and small-model
+//! questions run at points of a session's life — the events of `HookEvent`
+//! that cadre fires (`docs/hooks.md` lists them) — from the settings (every
+//! session) and from the running agent's frontmatter (that agent's
+//! sessions only; its `Stop` means `SubagentStop`).
+//!
+//! A `command` hook is described below; an `http` hook POSTs the same
+//! input ([`run_http`]) and a `prompt` hook asks the small model
+//! ([`run_prompt`]); all three answer as a command does (exit 0 with
+//! stdout, exit 2 with a reason). Every JSON answer, and an SDK client's
+//! callback answers, is read by [`Fired::absorb`].
 //!
 //! A hook gets a JSON object on stdin and runs in the session's working
 //! directory — a `command` with `bash -c`, or a `command` with `args` as
