@@ -706,7 +706,7 @@ fn spawn_reader<R>(
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 20] = [
+const CLIENT_HOOK_EVENTS: [&str; 21] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -727,6 +727,7 @@ const CLIENT_HOOK_EVENTS: [&str; 20] = [
     "ConfigChange",
     "InstructionsLoaded",
     "WorktreeRemove",
+    "PostToolBatch",
 ];
 
 /// Calls the client's callbacks registered for `event` whose matcher

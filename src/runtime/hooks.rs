@@ -1433,6 +1433,60 @@ impl Session {
         }
     }
 
+    /// PostToolBatch, once after every call of a turn has its result and
+    /// before the next request (`PostToolUse` fires per call): the hooks
+    /// see the whole batch. `additionalContext` (and a `decision: "block"`
+    /// reason) joins the results as text blocks, for the model;
+    /// `continue: false` ends the run. Its matcher is not used.
+    pub(super) async fn post_tool_batch_hooks(
+        &self,
+        snap: &Snapshot,
+        assistant: &Message,
+        results: &mut Vec<ContentBlock>,
+    ) {
+        let event = HookEvent::PostToolBatch;
+        let hooks = self.hooks_for(snap, event, "");
+        if !self.hooked(&hooks, event) {
+            return;
+        }
+        let calls: Vec<Value> = assistant
+            .tool_uses()
+            .map(|(id, name, input)| {
+                let response = results.iter().find_map(|b| match b {
+                    ContentBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                        ..
+                    } if tool_use_id == id => Some(
+                        content
+                            .iter()
+                            .filter_map(|c| match c {
+                                ToolResultContent::Text { text } => Some(text.as_str()),
+                                ToolResultContent::Image { .. } => None,
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    ),
+                    _ => None,
+                });
+                json!({"tool_name": name, "tool_input": input, "tool_use_id": id,
+                       "tool_response": response})
+            })
+            .collect();
+        let mut m = self.hook_input(event);
+        m.insert("tool_calls".into(), Value::Array(calls));
+        let fired = self.fire_here(snap, &hooks, event, "", m).await;
+        if let Some(reason) = fired.stop {
+            self.halt(reason);
+        }
+        let said = fired.blocks.into_iter().filter(|b| !b.is_empty());
+        results.extend(Self::context_blocks(
+            snap,
+            event,
+            fired.contexts.into_iter().chain(said).collect(),
+        ));
+    }
+
     /// When an agent is about to stop: the main session's `Stop` hooks, a
     /// sub-agent's `SubagentStop` hooks. `Some(text)` is a user message
     /// that sends it back to work (a hook exited with 2 or answered

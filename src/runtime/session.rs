@@ -913,6 +913,8 @@ impl Session {
             };
             let held_back = self.guard_holds_back(&turn);
             let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            self.post_tool_batch_hooks(&turn.snap, &turn.assistant, &mut results)
+                .await;
             // Whatever arrived meanwhile joins this user message, after
             // every tool_result: appended, never inserted earlier.
             results.extend(self.take_incoming());

@@ -441,3 +441,36 @@ fn instructions_loaded_fires_once_per_memory_file_at_startup() {
     );
     assert_eq!(seen[0]["hook_event_name"], "InstructionsLoaded");
 }
+
+#[test]
+fn post_tool_batch_sees_every_call_of_the_turn_once() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PostToolBatch": command(
+            "cat >> batch.jsonl; echo >> batch.jsonl; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolBatch\", \"additionalContext\": \"BATCH-CONTEXT\"}}'"
+        )}),
+    );
+    let server = calling(vec![
+        ("toolu_1", "Bash", json!({"command": "echo one"})),
+        ("toolu_2", "Bash", json!({"command": "echo two"})),
+    ]);
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
+    let text = p.read("batch.jsonl");
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "once per batch: {text}");
+    let calls = seen[0]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["tool_use_id"], "toolu_1");
+    assert!(calls[1]["tool_response"].as_str().unwrap().contains("two"));
+    let last = server.requests().into_iter().rfind(|r| is_main(r)).unwrap();
+    assert!(last.last_user_text().contains("BATCH-CONTEXT"));
+}
