@@ -471,6 +471,6 @@ fn post_tool_batch_sees_every_call_of_the_turn_once() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0]["tool_use_id"], "toolu_1");
     assert!(calls[1]["tool_response"].as_str().unwrap().contains("two"));
-    let last = server.requests().into_iter().rfind(|r| is_main(r)).unwrap();
+    let last = server.requests().into_iter().rfind(is_main).unwrap();
     assert!(last.last_user_text().contains("BATCH-CONTEXT"));
 }
