@@ -1468,13 +1468,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     }
                     Some(Incoming::SetModel(m)) => {
                         let snap = engine.snapshot.load_full();
-                        let model = match m {
-                            Some(m) => snap.resolve_alias(&m).to_string(),
-                            None => snap
-                                .resolve_alias(&snap.settings().provider.model)
-                                .to_string(),
-                        };
-                        if let Err(why) = session.pre_model_switch_hooks(&model, "sdk").await {
+                        let requested = m.unwrap_or_else(|| snap.settings().provider.model.clone());
+                        let model = snap.resolve_alias(&requested).to_string();
+                        if let Err(why) = session.pre_model_switch_hooks(&requested, "sdk").await {
                             note(
                                 &g,
                                 &format!("the model stays {}: {why}", session.spec().model),

@@ -1125,6 +1125,43 @@ fn set_permission_mode_and_set_model_apply_to_the_next_prompt() {
 }
 
 #[test]
+fn pre_model_switch_hooks_can_refuse_a_set_model_and_post_model_switch_sees_the_change() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        &json!({"hooks": {
+            "PreModelSwitch": [{"matcher": "opus", "hooks": [{"type": "command",
+                "command": "echo 'opus is too dear' >&2; exit 2"}]}],
+            "PostModelSwitch": [{"hooks": [{"type": "command",
+                "command": "cat >> switched.jsonl; echo >> switched.jsonl"}]}]}})
+        .to_string(),
+    );
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("first result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "m1",
+                  "request": {"subtype": "set_model", "model": "opus"}}));
+    d.send(json!({"type": "control_request", "request_id": "m2",
+                  "request": {"subtype": "set_model", "model": "haiku"}}));
+    d.user("two");
+    let init = d.until("second init", |v| v["subtype"] == "init");
+    assert_eq!(init["model"], "claude-haiku-4-5");
+    d.until("second result", is_result);
+    assert_eq!(d.finish(), 0);
+    let text = std::fs::read_to_string(p.path().join("switched.jsonl")).unwrap();
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "only the switch that happened: {text}");
+    assert_eq!(seen[0]["hook_event_name"], "PostModelSwitch");
+    assert_eq!(seen[0]["to_model"], "claude-haiku-4-5");
+    assert_eq!(seen[0]["source"], "sdk");
+}
+
+#[test]
 fn a_bad_input_line_is_reported_and_skipped() {
     let p = Project::new();
     let server = FakeServer::start([anthropic::text_reply("fine")]);
