@@ -358,7 +358,7 @@ fn check_settings(config: &LoadedConfig, known_tools: &[&str]) -> Vec<Diagnostic
     for (event, hook, why) in config::Hooks::from_settings(&config.settings.hooks).1 {
         out.push(at(
             &format!("hooks.{}", event.as_str()),
-            &hook.command,
+            hook.label(),
             format!("hooks.{}: {why}; this hook never fires", event.as_str()),
         ));
     }

@@ -75,6 +75,31 @@ const SKIP_FILES: &[(&str, &str)] = &[
 /// of the function's signature, why). The whole body is skipped.
 const SKIP_FNS: &[(&str, &str, &str)] = &[
     (
+        "runtime/hooks.rs",
+        "pub async fn run_http(",
+        "why an http hook failed: logged, never sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "pub async fn run_prompt(",
+        "why a prompt hook failed: logged, never sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "pub async fn user_prompt_hooks(",
+        "why a prompt was blocked: for the user (the result, chat), never sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "pub async fn pre_model_switch_hooks(",
+        "why the model stays: for the user, never sent",
+    ),
+    (
+        "runtime/exec.rs",
+        "pub(super) fn hook_model(",
+        "why a prompt hook's request failed: logged, never sent",
+    ),
+    (
         "permissions/mod.rs",
         "pub fn parse(text: &str) -> Result<Rule, String>",
         "rule syntax errors, reported with the rule's place when settings load",
@@ -143,6 +168,11 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         "runtime/exec.rs",
         "wants to use",
         "the question put to the user in chat",
+    ),
+    (
+        "runtime/exec.rs",
+        "needs your permission to use",
+        "a Notification hook's message, for the user's notifier",
     ),
     (
         "runtime/compact.rs",
@@ -493,6 +523,11 @@ fn stringifies(line: &str, name: &str) -> bool {
 /// Lines in such functions that make an error text for people, not the
 /// model: (file, text on the line, why).
 const SESSION_ERROR_TEXT: &[(&str, &str, &str)] = &[
+    (
+        "runtime/hooks.rs",
+        "\"error_details\": e.to_string(),",
+        "a StopFailure hook's input: for the hook, never the model",
+    ),
     (
         "runtime/spawn.rs",
         "limit.unwrap_or_else(|| e.to_string())",

@@ -105,20 +105,18 @@ fn command_hook(
     ctx: &mut Ctx<'_>,
 ) -> Option<Hook> {
     match read_hook_entry(v, true) {
-        Ok(HookEntry::Command(config)) => Some(Hook {
-            event,
-            matcher: matcher.clone(),
-            command: config.command,
-            args: config.args,
-            timeout_ms: config.timeout_ms,
-            run_async: config.run_async,
-        }),
+        Ok(HookEntry::Hook(mut config)) => {
+            config.matcher = matcher.text().map(str::to_string);
+            Some(Hook {
+                event,
+                matcher: matcher.clone(),
+                config,
+            })
+        }
         Ok(HookEntry::OtherType { kind, pos }) => {
             ctx.warn(
                 pos,
-                format!(
-                    "{at}: hook type {kind:?} is not supported; only `command` hooks run; ignored"
-                ),
+                format!("{at}: {}", crate::config::hook_other_type_note(&kind)),
             );
             None
         }

@@ -236,7 +236,7 @@ fn hooks() {
     let hooks = def.hooks.unwrap();
     assert_eq!(hooks.0.len(), 1);
     assert_eq!(hooks.0[0].event, HookEvent::SubagentStop);
-    assert_eq!(hooks.0[0].command, "echo hi");
+    assert_eq!(hooks.0[0].config.command, "echo hi");
     let (def, diags) = ok_md(&format!("{HEAD}hooks: [a]\n"));
     assert_eq!(def.hooks, None);
     assert!(one_warning(&diags).starts_with("4:8 hooks: expected a mapping"));
@@ -251,8 +251,8 @@ fn hook_rows(def: &AgentDef) -> Vec<(HookEvent, Option<String>, String, u64)> {
             (
                 h.event,
                 h.matcher.text().map(str::to_string),
-                h.command.clone(),
-                h.timeout_ms,
+                h.config.command.clone(),
+                h.config.timeout_ms,
             )
         })
         .collect()
@@ -317,12 +317,12 @@ fn frontmatter_hooks_keep_args_and_async_and_an_entry_with_a_typo_never_runs() {
     ));
     let hooks = &def.hooks.as_ref().unwrap().0;
     assert_eq!(hooks.len(), 1, "{hooks:?}");
-    assert_eq!(hooks[0].command, "bash");
+    assert_eq!(hooks[0].config.command, "bash");
     assert_eq!(
-        hooks[0].args,
+        hooks[0].config.args,
         Some(vec!["check.sh".to_string(), "two words".to_string()])
     );
-    assert!(hooks[0].run_async);
+    assert!(hooks[0].config.run_async);
     let texts = located(&diags);
     assert_eq!(texts.len(), 2, "{texts:?}");
     assert!(
@@ -341,7 +341,7 @@ fn frontmatter_hooks_keep_args_and_async_and_an_entry_with_a_typo_never_runs() {
 #[test]
 fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let (def, diags) = ok_md(&format!(
-        "{HEAD}hooks:\n  Notification: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: prompt, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
+        "{HEAD}hooks:\n  Notifications: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: agent, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
     ));
     let rows = hook_rows(&def);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -349,15 +349,15 @@ fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let texts = located(&diags);
     assert_eq!(texts.len(), 5, "{texts:?}");
     assert!(
-        texts[0].starts_with("5:3 hooks.Notification: unknown event"),
+        texts[0].starts_with("5:3 hooks.Notifications: unknown event"),
         "{texts:?}"
     );
     assert!(
-        texts[1].starts_with("7:7 hooks.PreToolUse: a hook needs a `command`"),
+        texts[1].starts_with("7:7 hooks.PreToolUse: a command hook needs a `command`"),
         "{texts:?}"
     );
     assert!(
-        texts[2].contains("hook type \"prompt\" is not supported"),
+        texts[2].contains("`agent` hooks are not implemented in cadre yet"),
         "{texts:?}"
     );
     assert!(

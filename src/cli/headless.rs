@@ -490,6 +490,9 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
 struct Control {
     pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, String>>>>,
     next: AtomicU64,
+    /// The client's input ended: nothing can answer a request any more
+    /// (a SessionEnd callback, say), so none is sent.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Control {
@@ -510,7 +513,11 @@ impl Control {
         );
         let (tx, rx) = oneshot::channel();
         if let Ok(mut p) = self.pending.lock() {
-            p.insert(id.clone(), tx);
+            // Checked under the lock `close` takes: a request is either
+            // refused here or dropped there, never left waiting.
+            if !self.closed.load(Ordering::Relaxed) {
+                p.insert(id.clone(), tx);
+            }
         }
         send(&Output::ControlRequest(wire::ControlRequestOut {
             request_id: id,
@@ -539,6 +546,7 @@ impl Control {
     /// The client is gone: every waiting request fails.
     fn close(&self) {
         if let Ok(mut p) = self.pending.lock() {
+            self.closed.store(true, Ordering::Relaxed);
             p.clear();
         }
     }
@@ -780,8 +788,8 @@ fn spawn_reader<R>(
 }
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
-/// `Stop` is the main session's stop, `UserPromptSubmit` is handled here).
-const CLIENT_HOOK_EVENTS: [&str; 8] = [
+/// `Stop` is the main session's stop).
+const CLIENT_HOOK_EVENTS: [&str; 21] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -790,6 +798,19 @@ const CLIENT_HOOK_EVENTS: [&str; 8] = [
     "SubagentStart",
     "SubagentStop",
     "PreCompact",
+    "PostCompact",
+    "SessionStart",
+    "SessionEnd",
+    "Notification",
+    "PermissionRequest",
+    "PreModelSwitch",
+    "PostModelSwitch",
+    "PreSkillShellCommand",
+    "StopFailure",
+    "ConfigChange",
+    "InstructionsLoaded",
+    "WorktreeRemove",
+    "PostToolBatch",
 ];
 
 /// Calls the client's callbacks registered for `event` whose matcher
@@ -861,38 +882,6 @@ fn client_hooks(
             })
         }),
     }
-}
-
-/// What the client's UserPromptSubmit callbacks made of a prompt:
-/// `Err(reason)` when one blocked it, else the context to add to it.
-async fn user_prompt_hooks(
-    control: &Control,
-    matchers: &[wire::HookMatcherIn],
-    input: Value,
-) -> Result<Vec<String>, String> {
-    let answers = call_client_hooks(control, matchers, "UserPromptSubmit", "", &input).await;
-    let mut contexts = Vec::new();
-    for a in answers {
-        let text = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
-        if let Some(m) = text("systemMessage") {
-            eprintln!("cadre: UserPromptSubmit hook: {m}");
-        }
-        if text("decision").as_deref() == Some("block") {
-            return Err(text("reason").unwrap_or_else(|| "blocked by a hook".into()));
-        }
-        if a.get("continue").and_then(Value::as_bool) == Some(false) {
-            return Err(text("stopReason").unwrap_or_else(|| "stopped by a hook".into()));
-        }
-        if let Some(c) = a
-            .get("hookSpecificOutput")
-            .and_then(|h| h.get("additionalContext"))
-            .and_then(Value::as_str)
-            .filter(|c| !c.trim().is_empty())
-        {
-            contexts.push(c.to_string());
-        }
-    }
-    Ok(contexts)
 }
 
 /// Reaches the client's in-process MCP servers named `names`: each
@@ -1567,7 +1556,6 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             ),
         );
     }
-    let prompt_hooks = hooks.remove("UserPromptSubmit").unwrap_or_default();
     let session_id = extras
         .session_id
         .clone()
@@ -1677,6 +1665,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     run::wait_for_servers(&engine, progress.as_deref(), startup).await;
     // A resumed conversation already has its first message (and memory).
     let mut is_first = !session_args.resuming();
+    let source = if session_args.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    let mut start_context = session.session_start_hooks(source).await;
     let mut last_error = false;
     let mut last_failed = false;
     let mut last_text = String::new();
@@ -1710,14 +1704,19 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     }
                     Some(Incoming::SetModel(m)) => {
                         let snap = engine.snapshot.load_full();
-                        let model = match m {
-                            Some(m) => snap.resolve_alias(&m).to_string(),
-                            None => snap
-                                .resolve_alias(&snap.settings().provider.model)
-                                .to_string(),
-                        };
+                        let requested = m.unwrap_or_else(|| snap.settings().provider.model.clone());
+                        let model = snap.resolve_alias(&requested).to_string();
+                        if let Err(why) = session.pre_model_switch_hooks(&requested, "sdk").await {
+                            note(
+                                &g,
+                                &format!("the model stays {}: {why}", session.spec().model),
+                            );
+                            continue;
+                        }
+                        let from = session.spec().model.clone();
                         emitter.set_main_model(&model);
                         session.set_model(model);
+                        session.post_model_switch_hooks(&from, "sdk").await;
                         continue;
                     }
                     Some(Incoming::Initialize { request_id, .. }) => {
@@ -1746,6 +1745,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             verbatim,
         } = prompt;
         let was_first = is_first;
+        let prompt_text = message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect::<Vec<_>>()
+            .join("\n");
         // The budget stop cancels the prompt running; an interrupt has had
         // this token since the prompt was read.
         emitter.set_current(Some(cancel.clone()));
@@ -1763,20 +1768,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         // command is expanded.
         let mut contexts = Vec::new();
         let mut blocked = None;
-        if !prompt_hooks.is_empty() {
-            let input = json!({
-                "hook_event_name": "UserPromptSubmit",
-                "session_id": engine.session_id,
-                "transcript_path": session.transcript().path(),
-                "cwd": session.spec().cwd,
-                "permission_mode": session.spec().mode.as_str(),
-                "prompt": message.content.iter().filter_map(ContentBlock::as_text)
-                    .collect::<Vec<_>>().join("\n"),
-            });
-            match user_prompt_hooks(&control, &prompt_hooks, input).await {
-                Ok(c) => contexts = c,
-                Err(reason) => blocked = Some(reason),
-            }
+        // UserPromptSubmit: the settings' hooks and the client's callbacks.
+        match session.user_prompt_hooks(&prompt_text).await {
+            Ok(c) => contexts = c,
+            Err(reason) => blocked = Some(reason),
         }
         // Slash commands: a built-in is carried out here, a skill or
         // command is expanded (its shell lines run now), anything else is
@@ -1802,6 +1797,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 runtime::commands::Prompted::Local(text) => local = Some((text, None)),
                 runtime::commands::Prompted::Builtin("clear", _) => {
                     let old = engine.session_id.clone();
+                    session.session_end_hooks("clear").await;
                     engine.shutdown(std::time::Duration::from_secs(5)).await;
                     session
                         .transcript()
@@ -1834,6 +1830,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     def = prepared.def;
                     run::wait_for_servers(&engine, progress.as_deref(), startup).await;
                     is_first = true;
+                    start_context = session.session_start_hooks("clear").await;
                     if emitter.prints() {
                         let id = wire::new_uuid();
                         send(&Output::ConversationReset(wire::ConversationReset {
@@ -1874,16 +1871,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             Message::user(content)
         };
         is_first = false;
-        {
-            let snap = engine.snapshot.load();
-            for c in contexts {
-                let text = snap.templates.show(&runtime::texts::HookContext {
-                    event: "UserPromptSubmit".into(),
-                    context: c,
-                });
-                message.content.push(ContentBlock::text(text));
-            }
-        }
+        message.content.extend(contexts);
+        // SessionStart's context joins the first prompt that is sent.
+        message.content.append(&mut start_context);
         let outcome = match &blocked {
             // A blocked prompt never joins the conversation (the next one
             // is the first, if this was).
@@ -1947,6 +1937,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             break;
         }
     }
+    session.session_end_hooks("other").await;
     // The session is over: children still running end with it.
     engine.shutdown(std::time::Duration::from_secs(5)).await;
     match plan.output {

@@ -729,6 +729,20 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         ..
     } = prepared;
     let start = PromptStart::now(&emitter);
+    let source = if resumed { "resume" } else { "startup" };
+    let start_context = session.session_start_hooks(source).await;
+    // UserPromptSubmit sees the prompt as typed, before a slash command is
+    // expanded.
+    let contexts = match session.user_prompt_hooks(&prompt).await {
+        Ok(c) => c,
+        Err(reason) => {
+            session.session_end_hooks("other").await;
+            engine.shutdown(std::time::Duration::from_secs(5)).await;
+            return Err(CliError::Failed(format!(
+                "UserPromptSubmit hook blocked the prompt: {reason}"
+            )));
+        }
+    };
     // A slash command: expanded (its shell lines run now); a built-in or
     // a refused shell line answers without the model.
     let (content, active) = match session.prompted(vec![ContentBlock::text(prompt)]).await {
@@ -738,6 +752,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             notes,
         } => sent(blocks, skill, notes),
         runtime::commands::Prompted::Local(text) => {
+            session.session_end_hooks("other").await;
             engine.shutdown(std::time::Duration::from_secs(5)).await;
             let r = local_result(&emitter, &engine.session_id, &start, text, None);
             print_local(args.output_format, &r);
@@ -749,17 +764,20 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
                 "clear" => String::new(),
                 other => help_text(&engine, other).await,
             };
+            session.session_end_hooks("other").await;
             engine.shutdown(std::time::Duration::from_secs(5)).await;
             let r = local_result(&emitter, &engine.session_id, &start, text, Some(name));
             print_local(args.output_format, &r);
             return Ok(());
         }
     };
-    let message = if resumed {
+    let mut message = if resumed {
         Message::user(content)
     } else {
         first_message_with(&engine, def.as_deref(), content)
     };
+    message.content.extend(contexts);
+    message.content.extend(start_context);
     session.push_user_with(message, active);
     let cancel = CancellationToken::new();
     session.set_cancel(cancel.clone());
@@ -778,6 +796,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             Err(RunError::Cancelled)
         }
     };
+    session.session_end_hooks("other").await;
     // Anything still running ends with the process: record it as killed.
     engine.shutdown(std::time::Duration::from_secs(5)).await;
     let status = match &result {
@@ -1116,6 +1135,12 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Ctrl-C cancels a running turn, Ctrl-D quits."
     );
     let mut first = !args.session.resuming();
+    let source = if args.session.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    let mut start_context = session.session_start_hooks(source).await;
     loop {
         let line = match editor.read("› ") {
             Ok(Some(l)) => l,
@@ -1127,6 +1152,15 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             continue;
         }
         editor.remember(&line);
+        // UserPromptSubmit sees the prompt as typed, before a slash
+        // command is expanded.
+        let contexts = match session.user_prompt_hooks(&line).await {
+            Ok(c) => c,
+            Err(reason) => {
+                eprintln!("UserPromptSubmit hook blocked the prompt: {reason}");
+                continue;
+            }
+        };
         // Slash commands: built-ins here, skills and commands expanded
         // (their shell lines run now, asking as any call would).
         let (prompt, active) = match session
@@ -1151,6 +1185,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
             runtime::commands::Prompted::Builtin("clear", _) => {
                 // A new session: the old one ends (its transcript stays).
+                session.session_end_hooks("clear").await;
                 engine.shutdown(std::time::Duration::from_secs(5)).await;
                 session.transcript().record(
                     "end",
@@ -1177,6 +1212,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                 engine = prepared.engine;
                 def = prepared.def;
                 first = true;
+                start_context = session.session_start_hooks("clear").await;
                 eprintln!("cleared: new session {}", engine.session_id);
                 continue;
             }
@@ -1185,11 +1221,13 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                 continue;
             }
         };
-        let message = if first {
+        let mut message = if first {
             first_message_with(&engine, def.as_deref(), prompt)
         } else {
             Message::user(prompt)
         };
+        message.content.extend(contexts);
+        message.content.append(&mut start_context);
         first = false;
         session.push_user_with(message, active);
         let before = session.history().len();
@@ -1232,6 +1270,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
         }
     }
+    session.session_end_hooks("prompt_input_exit").await;
     engine.shutdown(std::time::Duration::from_secs(5)).await;
     session
         .transcript()

@@ -16,19 +16,6 @@ use super::hooks::{Entry as HookEntry, group_problems, read_entry};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
-/// Hook events cadre fires, as Claude Code names them in settings.
-pub const HOOK_EVENTS: &[&str] = &[
-    "SubagentStart",
-    "SubagentStop",
-    "PreToolUse",
-    "PostToolUse",
-    "PostToolUseFailure",
-    "PreCompact",
-    "TeammateIdle",
-    "TaskCreated",
-    "TaskCompleted",
-];
-
 /// A Claude Code file in cadre's shape.
 #[derive(Debug, Default)]
 pub struct Translated {
@@ -280,7 +267,7 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
     }
     let mut out = Map::new();
     for (event, groups) in node.entries() {
-        if !HOOK_EVENTS.contains(&event.name.as_str()) {
+        if super::hooks::HookEvent::from_name(&event.name).is_none() {
             t.ignored.push((format!("hooks.{}", event.name), event.pos));
             continue;
         }
@@ -326,9 +313,13 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             };
             for h in commands {
                 let mut entry = match read_entry(h, false) {
-                    Ok(HookEntry::Command(c)) => c,
+                    Ok(HookEntry::Hook(c)) => c,
                     Ok(HookEntry::OtherType { kind, pos }) => {
-                        t.ignored.push((format!("{at}.type={kind}"), pos));
+                        t.problems.push(Diagnostic::warning(
+                            Some(path),
+                            Some(pos),
+                            format!("{at}: {}", super::hooks::other_type_note(&kind)),
+                        ));
                         continue;
                     }
                     Err(problems) => {
@@ -336,9 +327,9 @@ fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                         continue;
                     }
                 };
-                let n = seen.entry(entry.command.clone()).or_default();
+                let n = seen.entry(entry.label().to_string()).or_default();
                 *n += 1;
-                let item = super::layers::nth_item_key(&at, &entry.command, *n);
+                let item = super::layers::nth_item_key(&at, entry.label(), *n);
                 if matcher.is_some()
                     && let Some(mp) = group.get("matcher")
                 {
@@ -404,7 +395,11 @@ mod tests {
         assert_eq!(v["transcripts"]["cleanup_period_days"], 7);
         assert_eq!(v["compact"]["auto_compact_window"], 150000);
         let ignored: Vec<&str> = t.ignored.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(ignored, ["hooks.SessionStart", "statusLine"]);
+        assert_eq!(
+            ignored,
+            ["statusLine"],
+            "an empty SessionStart list is no setting"
+        );
         assert_eq!(t.disables_bypass.map(|p| p.line), Some(3));
         let deny = t
             .positions

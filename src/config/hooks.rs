@@ -11,85 +11,236 @@
 //! regular expression is reported there, with its position, and the hook is
 //! left out. Nothing re-parses them per call.
 
-use regex::Regex;
-use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
 
-use super::settings::{DEFAULT_HOOK_TIMEOUT_MS, HookConfig, HookSettings};
+use regex::Regex;
+use serde::{Deserialize, Serialize, Serializer};
+
 use crate::diagnostic::Pos;
 use crate::raw::{Kind, Node};
 
-/// The events cadre fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-pub enum HookEvent {
-    SubagentStart,
-    SubagentStop,
-    PreToolUse,
+/// Declares every hook event Claude Code has, in its order: the
+/// `HookEvent` enum, its names, and `HookSettings` with one list per event
+/// (so the two cannot drift apart).
+macro_rules! hook_events {
+    ($($(#[$doc:meta])* $variant:ident $name:literal => $field:ident,)*) => {
+        /// Every hook event of Claude Code 2.1.332 (34). Which of them cadre
+        /// fires, and when, is in `docs/hooks.md`; the others are accepted
+        /// and never fire.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+        pub enum HookEvent {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl HookEvent {
+            pub const ALL: &'static [HookEvent] = &[$(HookEvent::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(HookEvent::$variant => $name,)*
+                }
+            }
+
+            /// The settings' hooks of this event, as written.
+            pub fn in_settings(self, settings: &HookSettings) -> &[HookConfig] {
+                match self {
+                    $(HookEvent::$variant => &settings.$field,)*
+                }
+            }
+        }
+
+        /// `[[hooks.EVENT]]` tables, one list per event, in the order written.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(default)]
+        pub struct HookSettings {
+            $(
+                #[serde(rename = $name)]
+                pub $field: Vec<HookConfig>,
+            )*
+        }
+    };
+}
+
+hook_events! {
+    PreToolUse "PreToolUse" => pre_tool_use,
     /// After a tool ran and succeeded.
-    PostToolUse,
+    PostToolUse "PostToolUse" => post_tool_use,
     /// After a tool ran and failed (its result is an error).
-    PostToolUseFailure,
+    PostToolUseFailure "PostToolUseFailure" => post_tool_use_failure,
+    PostToolBatch "PostToolBatch" => post_tool_batch,
+    Notification "Notification" => notification,
+    UserPromptSubmit "UserPromptSubmit" => user_prompt_submit,
+    UserPromptExpansion "UserPromptExpansion" => user_prompt_expansion,
+    SessionStart "SessionStart" => session_start,
+    SessionEnd "SessionEnd" => session_end,
+    /// The main session would end its turn (a sub-agent's is `SubagentStop`).
+    Stop "Stop" => stop,
+    StopFailure "StopFailure" => stop_failure,
+    SubagentStart "SubagentStart" => subagent_start,
+    SubagentStop "SubagentStop" => subagent_stop,
     /// Before a compaction; the matcher is tested against its trigger
     /// (`auto` or `manual`).
-    PreCompact,
+    PreCompact "PreCompact" => pre_compact,
+    PostCompact "PostCompact" => post_compact,
+    PreModelSwitch "PreModelSwitch" => pre_model_switch,
+    PostModelSwitch "PostModelSwitch" => post_model_switch,
+    /// A tool call is about to be put to the user (or the SDK client).
+    PermissionRequest "PermissionRequest" => permission_request,
+    PermissionDenied "PermissionDenied" => permission_denied,
+    Setup "Setup" => setup,
     /// A teammate ended its turn and is about to idle; the matcher is
     /// tested against its name. Exit 2 keeps it working, with stderr as
     /// its next message.
-    TeammateIdle,
+    TeammateIdle "TeammateIdle" => teammate_idle,
     /// A task was added to a team's list; matcher: the team's name.
-    TaskCreated,
+    TaskCreated "TaskCreated" => task_created,
     /// A team task became completed; matcher: the team's name.
-    TaskCompleted,
+    TaskCompleted "TaskCompleted" => task_completed,
+    Elicitation "Elicitation" => elicitation,
+    ElicitationResult "ElicitationResult" => elicitation_result,
+    ConfigChange "ConfigChange" => config_change,
+    WorktreeCreate "WorktreeCreate" => worktree_create,
+    WorktreeRemove "WorktreeRemove" => worktree_remove,
+    InstructionsLoaded "InstructionsLoaded" => instructions_loaded,
+    CwdChanged "CwdChanged" => cwd_changed,
+    FileChanged "FileChanged" => file_changed,
+    DirectoryAdded "DirectoryAdded" => directory_added,
+    MessageDisplay "MessageDisplay" => message_display,
+    /// Before a skill's or command's `!` shell line runs.
+    PreSkillShellCommand "PreSkillShellCommand" => pre_skill_shell_command,
 }
 
 impl HookEvent {
-    pub const ALL: [HookEvent; 9] = [
-        HookEvent::SubagentStart,
-        HookEvent::SubagentStop,
-        HookEvent::PreToolUse,
-        HookEvent::PostToolUse,
-        HookEvent::PostToolUseFailure,
-        HookEvent::PreCompact,
-        HookEvent::TeammateIdle,
-        HookEvent::TaskCreated,
-        HookEvent::TaskCompleted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HookEvent::SubagentStart => "SubagentStart",
-            HookEvent::SubagentStop => "SubagentStop",
-            HookEvent::PreToolUse => "PreToolUse",
-            HookEvent::PostToolUse => "PostToolUse",
-            HookEvent::PostToolUseFailure => "PostToolUseFailure",
-            HookEvent::PreCompact => "PreCompact",
-            HookEvent::TeammateIdle => "TeammateIdle",
-            HookEvent::TaskCreated => "TaskCreated",
-            HookEvent::TaskCompleted => "TaskCompleted",
-        }
-    }
-
     /// An event name as written in frontmatter (`Stop` = `SubagentStop`).
     pub fn from_frontmatter(name: &str) -> Option<Self> {
         match name {
             "Stop" => Some(HookEvent::SubagentStop),
-            other => HookEvent::ALL.into_iter().find(|e| e.as_str() == other),
+            other => Self::from_name(other),
         }
     }
 
-    /// The settings' hooks of this event, as written.
-    pub fn in_settings(self, settings: &HookSettings) -> &[HookConfig] {
-        match self {
-            HookEvent::SubagentStart => &settings.subagent_start,
-            HookEvent::SubagentStop => &settings.subagent_stop,
-            HookEvent::PreToolUse => &settings.pre_tool_use,
-            HookEvent::PostToolUse => &settings.post_tool_use,
-            HookEvent::PostToolUseFailure => &settings.post_tool_use_failure,
-            HookEvent::PreCompact => &settings.pre_compact,
-            HookEvent::TeammateIdle => &settings.teammate_idle,
-            HookEvent::TaskCreated => &settings.task_created,
-            HookEvent::TaskCompleted => &settings.task_completed,
+    /// Whether the event's hooks are chosen by their matcher; for these
+    /// events Claude Code ignores a matcher, and so does cadre.
+    pub fn has_matcher(self) -> bool {
+        !matches!(
+            self,
+            HookEvent::UserPromptSubmit
+                | HookEvent::Stop
+                | HookEvent::PostToolBatch
+                | HookEvent::WorktreeCreate
+                | HookEvent::WorktreeRemove
+                | HookEvent::CwdChanged
+        )
+    }
+
+    /// An event by its name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        HookEvent::ALL.iter().copied().find(|e| e.as_str() == name)
+    }
+}
+
+/// What runs when a hook fires.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HookType {
+    /// A shell command, or a program with `args`.
+    #[default]
+    Command,
+    /// A POST of the hook's input to `url`.
+    Http,
+    /// A request to a small model that answers `{ok, reason}`.
+    Prompt,
+}
+
+impl HookType {
+    fn is_command(&self) -> bool {
+        *self == HookType::Command
+    }
+}
+
+/// One hook, as settings write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookConfig {
+    /// A regex that must match the whole agent type (Subagent events) or
+    /// tool name (tool events); absent, empty or `*` matches everything.
+    #[serde(default)]
+    pub matcher: Option<String>,
+    /// `command` (the default), `http` or `prompt`.
+    #[serde(default, rename = "type", skip_serializing_if = "HookType::is_command")]
+    pub kind: HookType,
+    /// Without `args`: a shell command, run with `bash -c` in the session's
+    /// working directory. With `args`: the program to run, directly.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// The program's arguments: `command` is then run as it is, with these
+    /// arguments, and no shell reads either (Claude Code's exec form).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+    /// An `http` hook's URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// An `http` hook's headers; `$NAME` / `${NAME}` in a value is replaced
+    /// only for names in `allowed_env_vars`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_env_vars: Vec<String>,
+    /// A `prompt` hook's prompt (`$ARGUMENTS` is the hook's input).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// A `prompt` hook's model (an alias or an id); the small model when
+    /// absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The hook is stopped after this long.
+    #[serde(default = "default_hook_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Runs in the background: the event does not wait for it, and what it
+    /// prints or exits with decides nothing.
+    #[serde(default, rename = "async", skip_serializing_if = "is_false")]
+    pub run_async: bool,
+}
+
+impl HookConfig {
+    /// A command hook with everything else at its default.
+    pub fn command(command: &str) -> HookConfig {
+        HookConfig {
+            matcher: None,
+            kind: HookType::Command,
+            command: command.to_string(),
+            args: None,
+            url: None,
+            headers: BTreeMap::new(),
+            allowed_env_vars: Vec::new(),
+            prompt: None,
+            model: None,
+            timeout_ms: DEFAULT_HOOK_TIMEOUT_MS,
+            run_async: false,
         }
     }
+
+    /// What the hook is known by: its command, URL or prompt.
+    pub fn label(&self) -> &str {
+        match self.kind {
+            HookType::Command => &self.command,
+            HookType::Http => self.url.as_deref().unwrap_or_default(),
+            HookType::Prompt => self.prompt.as_deref().unwrap_or_default(),
+        }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// One minute, as Claude Code.
+pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 60_000;
+
+/// A prompt hook's default, as Claude Code's.
+pub const DEFAULT_PROMPT_HOOK_TIMEOUT_MS: u64 = 30_000;
+
+fn default_hook_timeout_ms() -> u64 {
+    DEFAULT_HOOK_TIMEOUT_MS
 }
 
 /// A hook's matcher, compiled. Absent, empty or `*` selects everything;
@@ -145,74 +296,81 @@ impl Serialize for Matcher {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hook {
     pub event: HookEvent,
+    #[serde(skip)]
     pub matcher: Matcher,
-    /// A shell command, or with `args` the program to run directly.
-    pub command: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub args: Option<Vec<String>>,
-    pub timeout_ms: u64,
-    /// Runs in the background; the event does not wait for it.
-    #[serde(rename = "async")]
-    pub run_async: bool,
+    /// The hook as written (its `matcher` is the text of `matcher`).
+    #[serde(flatten)]
+    pub config: HookConfig,
 }
 
 impl Hook {
     /// Resolves one hook as written; `Err` when its matcher is invalid.
     pub fn new(event: HookEvent, config: &HookConfig) -> Result<Hook, String> {
+        let matcher = Matcher::new(config.matcher.as_deref())?;
+        let mut config = config.clone();
+        config.matcher = matcher.text().map(str::to_string);
         Ok(Hook {
             event,
-            matcher: Matcher::new(config.matcher.as_deref())?,
-            command: config.command.clone(),
-            args: config.args.clone(),
-            timeout_ms: config.timeout_ms,
-            run_async: config.run_async,
+            matcher,
+            config,
         })
     }
 
     /// The hook as settings write it (what the runner takes).
     pub fn config(&self) -> HookConfig {
-        HookConfig {
-            matcher: self.matcher.text().map(str::to_string),
-            command: self.command.clone(),
-            args: self.args.clone(),
-            timeout_ms: self.timeout_ms,
-            run_async: self.run_async,
-        }
+        self.config.clone()
     }
 }
 
-/// The keys of a command hook entry in Claude Code's settings.
-const ENTRY_KEYS: &[&str] = &[
-    "type",
-    "command",
-    "args",
-    "timeout",
-    "async",
-    "shell",
-    "statusMessage",
-];
+/// The keys every hook entry may have in Claude Code's settings.
+const COMMON_KEYS: &[&str] = &["type", "timeout", "async", "statusMessage"];
+
+/// The keys of each type of hook, besides [`COMMON_KEYS`].
+fn type_keys(kind: HookType) -> &'static [&'static str] {
+    match kind {
+        HookType::Command => &["command", "args", "shell"],
+        HookType::Http => &["url", "headers", "allowedEnvVars"],
+        HookType::Prompt => &["prompt", "model"],
+    }
+}
 
 /// The keys cadre's own forms add: the flat form's `matcher` and
-/// `timeout_ms` (milliseconds).
-const CADRE_KEYS: &[&str] = &["matcher", "timeout_ms"];
+/// `timeout_ms` (milliseconds), and `allowed_env_vars` (snake case).
+const CADRE_KEYS: &[&str] = &["matcher", "timeout_ms", "allowed_env_vars"];
 
-/// Claude Code's keys of a command hook that cadre does not implement: an
-/// entry that uses one is not run at all, rather than run without it.
+/// Claude Code's keys of a hook that cadre does not implement: an entry
+/// that uses one is not run at all, rather than run without it.
 const UNIMPLEMENTED_KEYS: &[&str] = &["if", "once", "asyncRewake"];
 
 /// One hook entry as written, read strictly.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
-    /// A command hook with every key read (`matcher` left `None`: the
-    /// caller knows where the matcher is written).
-    Command(HookConfig),
-    /// A hook of another `type` (`http`, `prompt`, `agent`, …), written at
-    /// `pos`; cadre runs only command hooks.
+    /// A hook cadre runs (`command`, `http` or `prompt`), with every key
+    /// read (`matcher` left `None`: the caller knows where the matcher is
+    /// written).
+    Hook(HookConfig),
+    /// A hook of a type cadre does not run (`agent`, `mcp_tool`), written
+    /// at `pos`.
     OtherType { kind: String, pos: Pos },
 }
 
-/// Reads one hook entry — `{type?, command, args?, timeout?, async?,
-/// shell?, statusMessage?}`, and in cadre's own forms (`cadre_form`: its
+/// What a caller says of an entry of a type cadre does not run.
+pub fn other_type_note(kind: &str) -> String {
+    match kind {
+        "agent" => "`agent` hooks are not implemented in cadre yet (use a `prompt` hook, or a \
+                    command that runs `cadre -p`); this hook is not run"
+            .to_string(),
+        other => format!(
+            "hook type {other:?} is not supported; cadre runs `command`, `http` and `prompt` \
+             hooks; this hook is not run"
+        ),
+    }
+}
+
+/// Reads one hook entry — a `command` hook `{type?, command, args?,
+/// shell?}`, an `http` hook `{type, url, headers?, allowedEnvVars?}` or a
+/// `prompt` hook `{type, prompt, model?}`, each with `timeout?`, `async?`
+/// and `statusMessage?`, and in cadre's own forms (`cadre_form`: its
 /// settings files and agent frontmatter) also `matcher` and `timeout_ms` —
 /// and checks every key. Any problem is returned with its position, and
 /// then the entry must not run: a hook never runs with a part of it dropped
@@ -225,60 +383,97 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
             format!("expected a hook mapping, found {}", v.type_name()),
         )]);
     };
-    if let Some(kind) = v.get("type") {
-        match kind.as_str() {
-            Some("command") => {}
+    let kind = match v.get("type") {
+        None => HookType::Command,
+        Some(t) => match t.as_str() {
+            Some("command") => HookType::Command,
+            Some("http") => HookType::Http,
+            Some("prompt") => HookType::Prompt,
             Some(other) => {
                 return Ok(Entry::OtherType {
                     kind: other.to_string(),
-                    pos: kind.pos,
+                    pos: t.pos,
                 });
             }
             None => {
                 return Err(vec![(
-                    kind.pos,
-                    format!("`type`: expected a string, found {}", kind.type_name()),
+                    t.pos,
+                    format!("`type`: expected a string, found {}", t.type_name()),
                 )]);
             }
-        }
-    }
-    let mut problems = Vec::new();
-    let mut config = HookConfig {
-        matcher: None,
-        command: String::new(),
-        args: None,
-        timeout_ms: DEFAULT_HOOK_TIMEOUT_MS,
-        run_async: false,
+        },
     };
+    let mut problems = Vec::new();
+    let mut config = HookConfig::command("");
+    config.kind = kind;
+    if kind != HookType::Command {
+        config.timeout_ms = DEFAULT_PROMPT_HOOK_TIMEOUT_MS;
+    }
     let mut timeout_ms = None;
     let mut unknown = Vec::new();
+    let own = type_keys(kind);
     for (key, value) in entries {
-        match key.name.as_str() {
+        let name = key.name.as_str();
+        let known = COMMON_KEYS.contains(&name)
+            || own.contains(&name)
+            || (cadre_form && CADRE_KEYS.contains(&name));
+        if !known {
+            if UNIMPLEMENTED_KEYS.contains(&name) {
+                problems.push((
+                    key.pos,
+                    format!("`{name}` is a Claude Code hook setting cadre does not implement"),
+                ));
+            } else {
+                unknown.push(key);
+            }
+            continue;
+        }
+        match name {
             "type" => {}
             "command" => match value.as_str().map(str::trim) {
                 Some(c) if !c.is_empty() => config.command = c.to_string(),
                 _ => problems.push(wrong(value, "command", "a command (a non-empty string)")),
             },
-            "args" => match &value.kind {
-                Kind::Seq(items) if items.iter().all(|i| i.as_str().is_some()) => {
-                    config.args = Some(
-                        items
-                            .iter()
-                            .filter_map(|i| i.as_str().map(str::to_string))
-                            .collect(),
-                    );
+            "args" => match strings(value) {
+                Some(list) => config.args = Some(list),
+                None => problems.push(wrong(value, "args", "a list of strings")),
+            },
+            "url" => match value.as_str().map(str::trim) {
+                Some(u) if u.starts_with("http://") || u.starts_with("https://") => {
+                    config.url = Some(u.to_string());
                 }
-                _ => problems.push(wrong(value, "args", "a list of strings")),
+                _ => problems.push(wrong(value, "url", "an http:// or https:// URL")),
+            },
+            "headers" => match &value.kind {
+                Kind::Map(pairs) if pairs.iter().all(|(_, v)| v.as_str().is_some()) => {
+                    config.headers = pairs
+                        .iter()
+                        .filter_map(|(k, v)| Some((k.name.clone(), v.as_str()?.to_string())))
+                        .collect();
+                }
+                _ => problems.push(wrong(value, "headers", "a mapping of strings")),
+            },
+            "allowedEnvVars" | "allowed_env_vars" => match strings(value) {
+                Some(list) => config.allowed_env_vars = list,
+                None => problems.push(wrong(value, name, "a list of variable names")),
+            },
+            "prompt" => match value.as_str().map(str::trim) {
+                Some(p) if !p.is_empty() => config.prompt = Some(p.to_string()),
+                _ => problems.push(wrong(value, "prompt", "a non-empty string")),
+            },
+            "model" => match value.as_str().map(str::trim) {
+                Some(m) if !m.is_empty() => config.model = Some(m.to_string()),
+                _ => problems.push(wrong(value, "model", "a model name")),
             },
             "timeout" => match positive(value) {
                 Some(s) => timeout_ms = Some((s * 1000.0).min(u64::MAX as f64) as u64),
                 None => problems.push(wrong(value, "timeout", "a positive number of seconds")),
             },
-            "matcher" if cadre_form => match value.scalar_text() {
+            "matcher" => match value.scalar_text() {
                 Some(m) => config.matcher = Some(m),
                 None => problems.push(wrong(value, "matcher", "a string")),
             },
-            "timeout_ms" if cadre_form => match positive(value) {
+            "timeout_ms" => match positive(value) {
                 Some(ms) if ms.fract() == 0.0 => timeout_ms = Some(ms.min(u64::MAX as f64) as u64),
                 _ => problems.push(wrong(
                     value,
@@ -303,28 +498,46 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
                     problems.push(wrong(value, "statusMessage", "a string"));
                 }
             }
-            k if UNIMPLEMENTED_KEYS.contains(&k) => problems.push((
-                key.pos,
-                format!("`{k}` is a Claude Code hook setting cadre does not implement"),
-            )),
             _ => unknown.push(key),
         }
     }
+    let type_name = match kind {
+        HookType::Command => "command",
+        HookType::Http => "http",
+        HookType::Prompt => "prompt",
+    };
     for key in unknown {
         let extra = if cadre_form { CADRE_KEYS } else { &[] };
-        let mut known: Vec<&str> = ENTRY_KEYS.iter().chain(extra).copied().collect();
+        let mut known: Vec<&str> = COMMON_KEYS
+            .iter()
+            .chain(own)
+            .chain(extra)
+            .copied()
+            .collect();
         known.sort_unstable();
         problems.push((
             key.pos,
             format!(
-                "unknown key `{}`; a command hook has {}",
+                "unknown key `{}`; a{} {type_name} hook has {}",
                 key.name,
+                if kind == HookType::Http { "n" } else { "" },
                 known.join(", ")
             ),
         ));
     }
-    if v.get("command").is_none() {
-        problems.push((v.pos, "a hook needs a `command`".to_string()));
+    let needs = match kind {
+        HookType::Command => "command",
+        HookType::Http => "url",
+        HookType::Prompt => "prompt",
+    };
+    if v.get(needs).is_none() {
+        problems.push((
+            v.pos,
+            format!(
+                "a{} {type_name} hook needs a `{needs}`",
+                if kind == HookType::Http { "n" } else { "" }
+            ),
+        ));
     }
     if !problems.is_empty() {
         problems.sort_by_key(|(pos, _)| (pos.line, pos.column));
@@ -333,7 +546,18 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     if let Some(ms) = timeout_ms {
         config.timeout_ms = ms;
     }
-    Ok(Entry::Command(config))
+    Ok(Entry::Hook(config))
+}
+
+/// A list of strings.
+fn strings(v: &Node) -> Option<Vec<String>> {
+    match &v.kind {
+        Kind::Seq(items) => items
+            .iter()
+            .map(|i| i.as_str().map(str::to_string))
+            .collect(),
+        _ => None,
+    }
 }
 
 /// Checks a matcher group `{matcher?, hooks: [...]}` as strictly as an
@@ -390,7 +614,7 @@ impl Hooks {
     ) -> (Hooks, Vec<(HookEvent, &HookConfig, String)>) {
         let mut out = Vec::new();
         let mut bad = Vec::new();
-        for event in HookEvent::ALL {
+        for &event in HookEvent::ALL {
             for config in event.in_settings(settings) {
                 match Hook::new(event, config) {
                     Ok(h) => out.push(h),
@@ -407,9 +631,10 @@ impl Hooks {
         event: HookEvent,
         target: &'a str,
     ) -> impl Iterator<Item = &'a Hook> + 'a {
+        let all = !event.has_matcher();
         self.0
             .iter()
-            .filter(move |h| h.event == event && h.matcher.matches(target))
+            .filter(move |h| h.event == event && (all || h.matcher.matches(target)))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -441,14 +666,65 @@ mod tests {
         );
     }
 
+    fn entry(json: &str) -> Result<Entry, Vec<(Pos, String)>> {
+        read_entry(&crate::raw::parse_yaml(json).unwrap(), false)
+    }
+
+    #[test]
+    fn http_and_prompt_entries_are_read_with_their_own_keys() {
+        let Ok(Entry::Hook(h)) = entry(
+            r#"{"type": "http", "url": "https://h.example/x", "headers": {"A": "$T"}, "allowedEnvVars": ["T"], "timeout": 2}"#,
+        ) else {
+            panic!()
+        };
+        assert_eq!(h.kind, HookType::Http);
+        assert_eq!(h.url.as_deref(), Some("https://h.example/x"));
+        assert_eq!(h.headers["A"], "$T");
+        assert_eq!(h.allowed_env_vars, ["T"]);
+        assert_eq!(h.timeout_ms, 2000);
+        assert_eq!(h.label(), "https://h.example/x");
+        let Ok(Entry::Hook(p)) = entry(r#"{"type": "prompt", "prompt": "ok? $ARGUMENTS"}"#) else {
+            panic!()
+        };
+        assert_eq!(
+            (p.kind, p.timeout_ms),
+            (HookType::Prompt, DEFAULT_PROMPT_HOOK_TIMEOUT_MS)
+        );
+        // A command's key on an http hook, a URL that is not one, no URL.
+        let why = |j: &str| {
+            entry(j)
+                .unwrap_err()
+                .into_iter()
+                .map(|(_, w)| w)
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            why(r#"{"type": "http", "url": "https://x", "command": "y"}"#)[0]
+                .starts_with("unknown key `command`; an http hook has")
+        );
+        assert!(
+            why(r#"{"type": "http", "url": "ftp://x"}"#)[0].contains("an http:// or https:// URL")
+        );
+        assert_eq!(
+            why(r#"{"type": "prompt"}"#),
+            ["a prompt hook needs a `prompt`"]
+        );
+        assert!(matches!(
+            entry(r#"{"type": "agent", "prompt": "x"}"#),
+            Ok(Entry::OtherType { ref kind, .. }) if kind == "agent"
+        ));
+        // Round trip through the settings' shape.
+        let v = serde_json::to_value(&h).unwrap();
+        assert_eq!(v["type"], "http");
+        assert_eq!(serde_json::from_value::<HookConfig>(v).unwrap(), h);
+    }
+
     #[test]
     fn settings_hooks_resolve_and_bad_matchers_are_left_out() {
         let hook = |m: &str, c: &str| HookConfig {
             matcher: Some(m.into()),
-            command: c.into(),
-            args: None,
             timeout_ms: 1,
-            run_async: false,
+            ..HookConfig::command(c)
         };
         let settings = HookSettings {
             pre_tool_use: vec![hook("Bash", "a"), hook("[", "b")],
@@ -456,7 +732,7 @@ mod tests {
             ..HookSettings::default()
         };
         let (hooks, bad) = Hooks::from_settings(&settings);
-        let names: Vec<&str> = hooks.0.iter().map(|h| h.command.as_str()).collect();
+        let names: Vec<&str> = hooks.0.iter().map(|h| h.config.command.as_str()).collect();
         assert_eq!(names, ["a", "d"]);
         let bad: Vec<(HookEvent, &str)> = bad
             .iter()
@@ -468,7 +744,7 @@ mod tests {
         );
         let sel: Vec<&str> = hooks
             .select(HookEvent::PreCompact, "auto")
-            .map(|h| h.command.as_str())
+            .map(|h| h.config.command.as_str())
             .collect();
         assert_eq!(sel, ["d"]);
     }

@@ -257,7 +257,10 @@ fn collect_positions(node: &Node, at: &mut String, out: &mut BTreeMap<String, Po
         Kind::Seq(items) => {
             for item in items {
                 let text = match &item.kind {
-                    Kind::Map(_) => item.get("command").and_then(Node::scalar_text),
+                    // A hook is known by its command, URL or prompt.
+                    Kind::Map(_) => ["command", "url", "prompt"]
+                        .iter()
+                        .find_map(|k| item.get(k).and_then(Node::scalar_text)),
                     _ => item.scalar_text(),
                 };
                 if let Some(t) = text {
@@ -307,9 +310,9 @@ pub fn nth_item_key(list: &str, text: &str, n: usize) -> String {
 pub fn item_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
-        Value::Object(m) => m
-            .get("command")
-            .and_then(Value::as_str)
+        Value::Object(m) => ["command", "url", "prompt"]
+            .iter()
+            .find_map(|k| m.get(*k).and_then(Value::as_str))
             .map_or_else(|| v.to_string(), str::to_string),
         other => other.to_string(),
     }

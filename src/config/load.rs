@@ -538,13 +538,13 @@ fn read_hooks(path: &Path, node: &Node, doc: &mut LayerDoc, warnings: &mut Vec<D
         let mut kept = Vec::new();
         for item in items {
             match read_hook_entry(item, true) {
-                Ok(HookEntry::Command(config)) => {
+                Ok(HookEntry::Hook(config)) => {
                     kept.extend(serde_json::to_value(config).ok());
                 }
                 Ok(HookEntry::OtherType { kind, pos }) => warnings.push(Diagnostic::warning(
                     Some(path),
                     Some(pos),
-                    format!("{at}: hook type {kind:?} is not supported; only `command` hooks run; ignored"),
+                    format!("{at}: {}", super::hooks::other_type_note(&kind)),
                 )),
                 Err(problems) => {
                     for (pos, why) in problems {
@@ -801,10 +801,10 @@ mod tests {
             hooks,
             &[HookConfig {
                 matcher: Some("Bash".into()),
-                command: "bash".into(),
                 args: Some(vec!["check.sh".into()]),
                 timeout_ms: 2000,
                 run_async: true,
+                ..HookConfig::command("bash")
             }]
         );
         let d = &loaded.diagnostics;

@@ -27,8 +27,9 @@ pub use flags::{
     DISABLE_BACKGROUND_TASKS, FORK_SUBAGENT, Flag, FlagDecl, FlagValue, Flags, Gate, Layer,
 };
 pub use hooks::{
-    Entry as HookEntry, Hook, HookEvent, Hooks, Matcher, group_problems as hook_group_problems,
-    read_entry as read_hook_entry,
+    DEFAULT_HOOK_TIMEOUT_MS, Entry as HookEntry, Hook, HookConfig, HookEvent, HookSettings,
+    HookType, Hooks, Matcher, group_problems as hook_group_problems,
+    other_type_note as hook_other_type_note, read_entry as read_hook_entry,
 };
 pub use layers::{Origin, Origins, Scope};
 pub use load::{
@@ -37,10 +38,9 @@ pub use load::{
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use settings::{
-    AgentSettings, BashSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS,
-    DistributedSettings, HookConfig, HookSettings, McpServerConfig, ModelPrice, PermissionSettings,
-    ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend,
-    Settings, TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings,
-    WebSearchSettings,
+    AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, McpServerConfig,
+    ModelPrice, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV,
+    SamplingPolicy, SearchBackend, Settings, TaskBackendKind, ToolCallFallback, TranscriptSettings,
+    WebFetchSettings, WebSearchSettings,
 };
 pub use trust::Skipped;

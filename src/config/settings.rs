@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::flags::{FlagDecl, FlagValue};
+use super::hooks::HookSettings;
 use super::mode::{Mode, PermissionMode};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -686,64 +687,6 @@ impl Default for TranscriptSettings {
             cleanup_period_days: None,
         }
     }
-}
-
-/// `[[hooks.EVENT]]` tables, one list per event, in the order written.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct HookSettings {
-    #[serde(rename = "SubagentStart")]
-    pub subagent_start: Vec<HookConfig>,
-    #[serde(rename = "SubagentStop")]
-    pub subagent_stop: Vec<HookConfig>,
-    #[serde(rename = "PreToolUse")]
-    pub pre_tool_use: Vec<HookConfig>,
-    #[serde(rename = "PostToolUse")]
-    pub post_tool_use: Vec<HookConfig>,
-    #[serde(rename = "PostToolUseFailure")]
-    pub post_tool_use_failure: Vec<HookConfig>,
-    #[serde(rename = "PreCompact")]
-    pub pre_compact: Vec<HookConfig>,
-    #[serde(rename = "TeammateIdle")]
-    pub teammate_idle: Vec<HookConfig>,
-    #[serde(rename = "TaskCreated")]
-    pub task_created: Vec<HookConfig>,
-    #[serde(rename = "TaskCompleted")]
-    pub task_completed: Vec<HookConfig>,
-}
-
-/// One hook command.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HookConfig {
-    /// A regex that must match the whole agent type (Subagent events) or
-    /// tool name (tool events); absent, empty or `*` matches everything.
-    #[serde(default)]
-    pub matcher: Option<String>,
-    /// Without `args`: a shell command, run with `bash -c` in the session's
-    /// working directory. With `args`: the program to run, directly.
-    pub command: String,
-    /// The program's arguments: `command` is then run as it is, with these
-    /// arguments, and no shell reads either (Claude Code's exec form).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Vec<String>>,
-    /// The command's process group is killed after this long.
-    #[serde(default = "default_hook_timeout_ms")]
-    pub timeout_ms: u64,
-    /// Runs in the background: the event does not wait for it, and what it
-    /// prints or exits with decides nothing.
-    #[serde(default, rename = "async", skip_serializing_if = "is_false")]
-    pub run_async: bool,
-}
-
-fn is_false(b: &bool) -> bool {
-    !*b
-}
-
-/// One minute, as Claude Code.
-pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 60_000;
-
-fn default_hook_timeout_ms() -> u64 {
-    DEFAULT_HOOK_TIMEOUT_MS
 }
 
 /// One MCP server: a command run with stdio (`command`, `args`, `env`), or

@@ -215,11 +215,22 @@ impl Session {
                 }));
                 continue;
             }
-            // TODO(hookev): fire PreSkillShellCommand here (input:
-            // tool_name "Bash", tool_input.command, command_name
-            // skill.name, invoked_by user|claude; its permissionDecision
-            // allow/deny/ask/defer) once the hook runner has the event.
-            let _ = by;
+            // PreSkillShellCommand hooks may refuse the line; what they
+            // allow or ask about still goes through the permission
+            // decision of the Bash call below.
+            let invoked_by = match by {
+                InvokedBy::User => "user",
+                InvokedBy::Model => "claude",
+            };
+            if let Err(reason) = self
+                .pre_skill_shell_command_hooks(&skill.name, command, invoked_by)
+                .await
+            {
+                return Err(snap.templates.show(&CommandShellDenied {
+                    command: command.to_string(),
+                    reason: first_line(&reason),
+                }));
+            }
             let input = json!({
                 "command": command,
                 "description": super::command_notes::shell_call_description(&skill.name),

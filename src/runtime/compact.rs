@@ -169,8 +169,18 @@ impl Session {
             &mut self.delivered,
             &self.history[n - kept..],
         );
+        self.post_compact_hooks(snap, hook_trigger, summary.trim())
+            .await;
         let mut message = Message::user_text(text.trim_end().to_string());
         message.content.extend(again);
+        // The main session starts again from the summary: SessionStart
+        // hooks (source `compact`) add their context to it, before it is
+        // ever sent.
+        if self.spec.is_main {
+            message
+                .content
+                .extend(self.session_start_hooks("compact").await);
+        }
         self.transcript.record(
             "compact",
             json!({"message": message, "kept": kept, "replaced": replaced,

@@ -348,8 +348,23 @@ impl Session {
             Decision::Ask { .. }
                 if self.skill_allows(snap, name, &input, &add_dirs, verdict.as_ref()) => {}
             Decision::Ask { reason } => {
-                let answer = match &self.engine.asker {
-                    Some(ask) => {
+                // PermissionRequest hooks may answer on the user's behalf,
+                // before the user (or the SDK client) is asked.
+                let hooked = self.permission_request_hooks(snap, name, &input).await;
+                let answer = match (hooked, &self.engine.asker) {
+                    (Some(a), _) => super::AskAnswer {
+                        allow: a.allow,
+                        message: Some(a.message).filter(|m| !m.is_empty()),
+                        updated_input: a.updated_input,
+                        updates: Vec::new(),
+                    },
+                    (None, Some(ask)) => {
+                        self.notification_hooks(
+                            snap,
+                            "permission_prompt",
+                            &format!("Claude needs your permission to use {name}"),
+                        )
+                        .await;
                         ask(super::AskRequest {
                             question: format!(
                                 "{} wants to use {name}: {}",
@@ -364,7 +379,7 @@ impl Session {
                         })
                         .await
                     }
-                    None => super::AskAnswer::from(false),
+                    (None, None) => super::AskAnswer::from(false),
                 };
                 if !answer.allow {
                     return Err(denied(reason, rule, origin, true, answer.message));
@@ -558,7 +573,7 @@ impl Session {
 /// search) and counts it: a `ModelResponse` event (cost and usage in
 /// `result` lines) and a `side_usage` transcript line naming the tool.
 #[derive(Clone)]
-struct SideCall {
+pub(super) struct SideCall {
     provider: crate::provider::Provider,
     engine: Arc<super::Engine>,
     agent_id: String,
@@ -567,7 +582,7 @@ struct SideCall {
 }
 
 impl SideCall {
-    async fn send(
+    pub(super) async fn send(
         &self,
         request: &crate::message::ModelRequest,
     ) -> Result<crate::message::ModelResponse, crate::provider::ProviderProblem> {
@@ -666,7 +681,7 @@ impl Session {
         Some(rules)
     }
 
-    fn side_call(&self, tool: &'static str) -> SideCall {
+    pub(super) fn side_call(&self, tool: &'static str) -> SideCall {
         SideCall {
             provider: self.engine.provider.clone(),
             engine: Arc::clone(&self.engine),
@@ -688,6 +703,42 @@ impl Session {
                 tool_use_id: tool_use_id.clone(),
                 message,
             });
+        })
+    }
+
+    /// Answers `prompt` hooks: one request, without tools, to the hook's
+    /// `model` or the small model (`haiku`, as Claude Code's), with the
+    /// system text `hook_prompt_system`; counted as a side request.
+    pub(super) fn hook_model(&self) -> super::hooks::HookModel {
+        let side = self.side_call("hook");
+        let engine = Arc::clone(&self.engine);
+        Arc::new(move |model: Option<String>, text: String| {
+            let (side, engine) = (side.clone(), Arc::clone(&engine));
+            Box::pin(async move {
+                let snap = engine.snapshot.load_full();
+                let request = crate::message::ModelRequest {
+                    model: snap
+                        .resolve_alias(model.as_deref().unwrap_or("haiku"))
+                        .to_string(),
+                    system: Arc::from(snap.templates.show(&super::texts::HookPromptSystem {})),
+                    tools: Arc::from(Vec::new()),
+                    messages: vec![Arc::new(crate::message::Message::user_text(text))],
+                    max_tokens: 1024,
+                    sampling: Default::default(),
+                    server_tools: Vec::new(),
+                };
+                let response = side
+                    .send(&request)
+                    .await
+                    .map_err(|e| format!("the model request failed: {e:?}"))?;
+                let texts: Vec<&str> = response
+                    .message
+                    .content
+                    .iter()
+                    .filter_map(ContentBlock::as_text)
+                    .collect();
+                Ok(texts.join("\n"))
+            }) as futures_util::future::BoxFuture<'static, Result<String, String>>
         })
     }
 

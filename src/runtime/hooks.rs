@@ -1,8 +1,14 @@
-//! Hooks (SPEC §12): user commands run at points of a session's life —
-//! `SubagentStart`, `SubagentStop`, `PreToolUse`, `PostToolUse` and the
-//! other events of `HookEvent` — from the settings (every session) and
-//! from the running agent's frontmatter (that agent's sessions only; its
-//! `Stop` means `SubagentStop`).
+//! Hooks (SPEC §12): user commands, HTTP requests and small-model
+//! questions run at points of a session's life — the events of `HookEvent`
+//! that cadre fires (`docs/hooks.md` lists them) — from the settings (every
+//! session) and from the running agent's frontmatter (that agent's
+//! sessions only; its `Stop` means `SubagentStop`).
+//!
+//! A `command` hook is described below; an `http` hook POSTs the same
+//! input ([`run_http`]) and a `prompt` hook asks the small model
+//! ([`run_prompt`]); all three answer as a command does (exit 0 with
+//! stdout, exit 2 with a reason). Every JSON answer, and an SDK client's
+//! callback answers, is read by [`Fired::absorb`].
 //!
 //! A hook gets a JSON object on stdin and runs in the session's working
 //! directory — a `command` with `bash -c`, or a `command` with `args` as
@@ -21,14 +27,14 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::join_all;
+use futures_util::future::{BoxFuture, join_all};
 use nix::unistd::Pid;
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::catalog::AgentDef;
 pub use crate::config::HookEvent;
-use crate::config::{ChildEnv, Hook, HookConfig, Hooks};
+use crate::config::{ChildEnv, Hook, HookConfig, HookType, Hooks};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
 use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
@@ -55,9 +61,15 @@ pub fn applicable(
     target: &str,
 ) -> Vec<HookConfig> {
     let own = def.and_then(|d| d.hooks.as_ref());
+    // A definition's `Stop` is read as `SubagentStop`: under `--agent`,
+    // it is the main session's stop.
+    let own_event = match event {
+        HookEvent::Stop => HookEvent::SubagentStop,
+        e => e,
+    };
     settings
         .select(event, target)
-        .chain(own.into_iter().flat_map(|h| h.select(event, target)))
+        .chain(own.into_iter().flat_map(|h| h.select(own_event, target)))
         .map(Hook::config)
         .collect()
 }
@@ -77,7 +89,16 @@ pub struct HookPlace<'a> {
     pub cwd: &'a Path,
     pub env: ChildEnv,
     pub templates: &'a Templates,
+    /// Answers `prompt` hooks; `None` where no model is at hand (such a
+    /// hook is then logged and decides nothing).
+    pub model: Option<HookModel>,
 }
+
+/// A small model's answer to a `prompt` hook: called with the hook's
+/// `model` (or `None`: the small model) and the prompt, it answers with
+/// the model's text.
+pub type HookModel =
+    Arc<dyn Fn(Option<String>, String) -> BoxFuture<'static, Result<String, String>> + Send + Sync>;
 
 impl<'a> HookPlace<'a> {
     pub fn new(snap: &'a Snapshot, cwd: &'a Path) -> HookPlace<'a> {
@@ -90,7 +111,190 @@ impl<'a> HookPlace<'a> {
             cwd,
             env,
             templates: &snap.templates,
+            model: None,
         }
+    }
+}
+
+/// Runs one hook of any type: a command ([`run_hook`]), a POST of the
+/// input to a URL ([`run_http`]) or a question to a small model
+/// ([`run_prompt`]). Each answer is read the same way: exit 0 with stdout,
+/// exit 2 with stderr (a block), or a failure.
+pub async fn run_any(
+    hook: &HookConfig,
+    input: &Value,
+    cwd: &Path,
+    env: &ChildEnv,
+    model: Option<&HookModel>,
+) -> HookRun {
+    match hook.kind {
+        HookType::Command => run_hook(hook, input, cwd, env).await,
+        HookType::Http => run_http(hook, input, env).await,
+        HookType::Prompt => run_prompt(hook, input, model).await,
+    }
+}
+
+/// Bytes of an `http` hook's response body that are read; a longer body
+/// is a failure (it is not read as a decision).
+pub const HTTP_HOOK_MAX_BYTES: usize = 1024 * 1024;
+
+/// `$NAME` and `${NAME}` in a header value, replaced by the variable's
+/// value for the names in `allowed` (from the hooks' environment, then the
+/// process's); any other name is replaced by nothing, as Claude Code does,
+/// so a project's hook cannot send a variable it was not allowed.
+pub fn interpolate(value: &str, allowed: &[String], env: &ChildEnv) -> String {
+    let lookup = |name: &str| -> String {
+        if !allowed.iter().any(|a| a == name) {
+            return String::new();
+        }
+        env.set
+            .get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some(inner) = after.strip_prefix('{')
+            && let Some(end) = inner.find('}')
+        {
+            out.push_str(&lookup(&inner[..end]));
+            rest = &inner[end + 1..];
+            continue;
+        }
+        let len = after
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len());
+        if len == 0 {
+            out.push('$');
+        } else {
+            out.push_str(&lookup(&after[..len]));
+        }
+        rest = &after[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// POSTs `input` as JSON to the hook's URL, with its headers (variables
+/// interpolated only from `allowed_env_vars`), within its timeout. A 2xx
+/// answer is read as a command's stdout on exit 0; any other status, a
+/// connection failure, a timeout or a body over [`HTTP_HOOK_MAX_BYTES`] is
+/// a failure that decides nothing (as in Claude Code: to block, a server
+/// answers 2xx with a decision).
+pub async fn run_http(hook: &HookConfig, input: &Value, env: &ChildEnv) -> HookRun {
+    let Some(url) = hook.url.as_deref() else {
+        return HookRun::Failed("an http hook without a url".into());
+    };
+    let client = match crate::provider::tls::client_builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return HookRun::Failed(format!("no HTTP client: {e}")),
+    };
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(input.to_string());
+    for (name, value) in &hook.headers {
+        request = request.header(name, interpolate(value, &hook.allowed_env_vars, env));
+    }
+    let exchange = async {
+        let mut response = request
+            .send()
+            .await
+            .map_err(|e| format!("POST {url}: {e}"))?;
+        let status = response.status();
+        let mut body = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| format!("reading the answer of {url}: {e}"))?
+        {
+            if body.len() + chunk.len() > HTTP_HOOK_MAX_BYTES {
+                return Err(format!(
+                    "the answer of {url} is longer than {HTTP_HOOK_MAX_BYTES} bytes; not read"
+                ));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    };
+    match tokio::time::timeout(Duration::from_millis(hook.timeout_ms), exchange).await {
+        Err(_) => HookRun::TimedOut,
+        Ok(Err(e)) => HookRun::Failed(e),
+        Ok(Ok((status, body))) if status.is_success() => HookRun::Exited {
+            code: Some(0),
+            stdout: Clip::whole(body),
+            stderr: Clip::whole(String::new()),
+        },
+        Ok(Ok((status, body))) => HookRun::Failed(format!(
+            "{url} answered {status}: {}",
+            body.chars().take(200).collect::<String>().trim()
+        )),
+    }
+}
+
+/// Asks the small model (or the hook's `model`) the hook's prompt, with
+/// `$ARGUMENTS` replaced by the input JSON (or the input appended when the
+/// prompt does not say `$ARGUMENTS`). The model answers `{"ok": true}` or
+/// `{"ok": false, "reason": "…"}`; `ok: false` is read as exit 2 with the
+/// reason (a block where the event can block), as Claude Code does.
+pub async fn run_prompt(hook: &HookConfig, input: &Value, model: Option<&HookModel>) -> HookRun {
+    let Some(model) = model else {
+        return HookRun::Failed("no model is at hand for a prompt hook here".into());
+    };
+    let prompt = hook.prompt.as_deref().unwrap_or_default();
+    let json = input.to_string();
+    let text = if prompt.contains("$ARGUMENTS") {
+        prompt.replace("$ARGUMENTS", &json)
+    } else {
+        format!("{prompt}\n\n{json}")
+    };
+    let asked = model(hook.model.clone(), text);
+    let answer = match tokio::time::timeout(Duration::from_millis(hook.timeout_ms), asked).await {
+        Err(_) => return HookRun::TimedOut,
+        Ok(Err(e)) => return HookRun::Failed(e),
+        Ok(Ok(a)) => a,
+    };
+    let Some(verdict) = prompt_verdict(&answer) else {
+        return HookRun::Failed(format!(
+            "the model's answer is not {{\"ok\": true|false, \"reason\": …}}: {}",
+            answer.chars().take(200).collect::<String>().trim()
+        ));
+    };
+    match verdict {
+        Ok(()) => HookRun::Exited {
+            code: Some(0),
+            stdout: Clip::whole(String::new()),
+            stderr: Clip::whole(String::new()),
+        },
+        Err(reason) => HookRun::Exited {
+            code: Some(2),
+            stdout: Clip::whole(String::new()),
+            stderr: Clip::whole(reason),
+        },
+    }
+}
+
+/// A prompt hook's answer: the JSON object in the model's text (fenced or
+/// not), `ok` true → `Ok`, false → `Err(reason)`.
+pub fn prompt_verdict(answer: &str) -> Option<Result<(), String>> {
+    let (start, end) = (answer.find('{')?, answer.rfind('}')?);
+    let v: Value = serde_json::from_str(answer.get(start..=end)?).ok()?;
+    match v.get("ok")?.as_bool()? {
+        true => Some(Ok(())),
+        // Without a reason it blocks as a silent exit 2 does.
+        false => Some(Err(v
+            .get("reason")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .trim()
+            .to_string())),
     }
 }
 
@@ -268,12 +472,56 @@ pub fn tool_decision(stdout: &str) -> Option<ToolDecision> {
 /// What the hooks of one event said, in hook order.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Fired {
-    /// stderr of every hook that exited with 2.
+    /// stderr of every hook that exited with 2, and the `reason` of every
+    /// `decision: "block"` (and of a prompt hook's `ok: false`).
     pub blocks: Vec<String>,
-    /// `additionalContext` of every hook that exited with 0.
+    /// `additionalContext` of every hook that exited with 0; for
+    /// `SessionStart` and `UserPromptSubmit` also stdout that is not JSON,
+    /// as Claude Code adds it.
     pub contexts: Vec<String>,
     /// The JSON decisions of hooks that exited with 0 (PreToolUse).
     pub decisions: Vec<ToolDecision>,
+    /// `continue: false`: the `stopReason` (possibly empty) of the first
+    /// hook that asked to stop.
+    pub stop: Option<String>,
+    /// `systemMessage`s, for the user.
+    pub system_messages: Vec<String>,
+    /// PermissionRequest: `hookSpecificOutput.decision` (`allow` or `deny`
+    /// on the user's behalf); a deny wins.
+    pub permission: Option<PermissionAnswer>,
+}
+
+/// A PermissionRequest hook's decision on the user's behalf.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PermissionAnswer {
+    pub allow: bool,
+    /// `message` of a deny (for the model).
+    pub message: String,
+    /// `updatedInput` of an allow.
+    pub updated_input: Option<Value>,
+}
+
+/// Events whose stdout, when it is not JSON, is context for the model.
+fn plain_stdout_is_context(event: &str) -> bool {
+    matches!(event, "SessionStart" | "UserPromptSubmit")
+}
+
+/// Events a `decision: "block"` (or a prompt hook's `ok: false`) blocks.
+fn decision_blocks(event: &str) -> bool {
+    matches!(
+        event,
+        "UserPromptSubmit"
+            | "UserPromptExpansion"
+            | "Stop"
+            | "SubagentStop"
+            | "PostToolUse"
+            | "PostToolUseFailure"
+            | "PostToolBatch"
+            | "ConfigChange"
+            | "TeammateIdle"
+            | "TaskCreated"
+            | "TaskCompleted"
+    )
 }
 
 impl Fired {
@@ -305,38 +553,82 @@ impl Fired {
 }
 
 impl Fired {
-    /// Adds what an SDK client's hook callback answered (Claude Code's hook
-    /// output: `decision`/`reason`, `continue`/`stopReason`,
-    /// `systemMessage`, `hookSpecificOutput`). `event` is the name the
-    /// client registered for (`Stop` for the main session's stop).
-    pub fn absorb_client(&mut self, event: &str, v: &Value) {
+    /// Adds what a hook answered on exit 0: a command's or an http hook's
+    /// stdout, read as JSON when it is an object, else (for the events
+    /// whose plain output is context) as text.
+    pub fn absorb_stdout(&mut self, event: &str, stdout: &str) {
+        match serde_json::from_str::<Value>(stdout.trim()) {
+            Ok(v) if v.is_object() => self.absorb(event, &v),
+            _ if plain_stdout_is_context(event) && !stdout.trim().is_empty() => {
+                self.contexts.push(stdout.trim().to_string());
+            }
+            _ => {}
+        }
+    }
+
+    /// Adds one hook's JSON answer — a command's stdout or what an SDK
+    /// client's callback answered — in Claude Code's shape: the common
+    /// fields `continue`/`stopReason`, `systemMessage`, `suppressOutput`,
+    /// the older top-level `decision`/`reason`, and `hookSpecificOutput`.
+    /// `event` is Claude Code's name of the event (`Stop` for the main
+    /// session's stop).
+    pub fn absorb(&mut self, event: &str, v: &Value) {
         let text = |k: &str| v.get(k).and_then(Value::as_str).map(str::trim);
         if let Some(m) = text("systemMessage").filter(|m| !m.is_empty()) {
-            tracing::warn!("{event} hook: {m}");
+            self.system_messages.push(m.to_string());
         }
         let stop = v.get("continue").and_then(Value::as_bool) == Some(false);
+        if stop && self.stop.is_none() {
+            self.stop = Some(text("stopReason").unwrap_or_default().to_string());
+        }
         let block = text("decision") == Some("block");
         let reason = || text("reason").unwrap_or_default().to_string();
         let as_text = v.to_string();
         match event {
-            "PreToolUse" => {
-                self.decisions.extend(tool_decision(&as_text));
-                if stop {
-                    // Without a reason it blocks as a silent exit 2 does.
-                    self.blocks
-                        .push(text("stopReason").unwrap_or_default().to_string());
-                }
-            }
-            "Stop" | "SubagentStop" if block => self.blocks.push(reason()),
-            // The tool has run: the reason reaches the model with its result.
-            "PostToolUse" | "PostToolUseFailure" if block => self.contexts.push(reason()),
+            "PreToolUse" => self.decisions.extend(tool_decision(&as_text)),
+            "PermissionRequest" => self.permission_answer(v),
+            // The tool has run: the reason reaches the model with its result
+            // (as an exit 2's stderr does).
+            "PostToolUse" | "PostToolUseFailure" if block => self.blocks.push(reason()),
+            e if block && decision_blocks(e) => self.blocks.push(reason()),
             _ => {}
         }
         self.contexts.extend(additional_context(&as_text));
-        if stop && event != "PreToolUse" {
-            tracing::warn!(
-                "{event} hook answered `continue: false`; cadre does not end the session from this event (ignored)"
-            );
+    }
+
+    /// `hookSpecificOutput.decision: {behavior, message?, updatedInput?}`.
+    fn permission_answer(&mut self, v: &Value) {
+        let Some(d) = v.get("hookSpecificOutput").and_then(|h| h.get("decision")) else {
+            return;
+        };
+        let allow = match d.get("behavior").and_then(Value::as_str) {
+            Some("allow") => true,
+            Some("deny") => false,
+            _ => return,
+        };
+        if self.permission.as_ref().is_some_and(|p| !p.allow) {
+            return; // a deny already wins
+        }
+        self.permission = Some(PermissionAnswer {
+            allow,
+            message: d
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            updated_input: d.get("updatedInput").filter(|i| i.is_object()).cloned(),
+        });
+    }
+
+    /// Logs what is for the user: each `systemMessage`, and the reason of a
+    /// `continue: false`.
+    pub fn tell_user(&self, event: &str) {
+        for m in &self.system_messages {
+            tracing::warn!("{event} hook: {m}");
+        }
+        if let Some(r) = &self.stop {
+            tracing::warn!("{event} hook stopped the session (continue: false): {r}");
         }
     }
 }
@@ -364,7 +656,7 @@ pub(super) async fn fire_all(
         .filter(|c| c.wants(client_event))
     {
         for out in (c.call)(client_event, target.to_string(), input.clone()).await {
-            fired.absorb_client(client_event, &out);
+            fired.absorb(client_event, &out);
         }
     }
     fired
@@ -390,10 +682,11 @@ pub async fn fire(
     for hook in background {
         let (hook, input) = (hook.clone(), input.clone());
         let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
+        let model = place.model.clone();
         tokio::spawn(async move {
-            let run = run_hook(&hook, &input, &cwd, &env).await;
+            let run = run_any(&hook, &input, &cwd, &env, model.as_ref()).await;
             let event = event.as_str();
-            let command = &hook.command;
+            let command = hook.label();
             match run {
                 HookRun::Exited { code: Some(0), .. } => {}
                 HookRun::Exited { code, stderr, .. } => {
@@ -414,13 +707,13 @@ pub async fn fire(
     let runs = join_all(
         awaited
             .iter()
-            .map(|h| run_hook(h, input, place.cwd, &place.env)),
+            .map(|h| run_any(h, input, place.cwd, &place.env, place.model.as_ref())),
     )
     .await;
     let mut fired = Fired::default();
     for (hook, run) in awaited.into_iter().zip(runs) {
         let event = event.as_str();
-        let command = &hook.command;
+        let command = hook.label();
         match run {
             HookRun::Exited {
                 code: Some(0),
@@ -434,10 +727,7 @@ pub async fn fire(
                     );
                     continue;
                 }
-                fired.contexts.extend(additional_context(&stdout.head));
-                if event == HookEvent::PreToolUse.as_str() {
-                    fired.decisions.extend(tool_decision(&stdout.head));
-                }
+                fired.absorb_stdout(event, &stdout.head);
             }
             HookRun::Exited {
                 code: Some(2),
@@ -478,6 +768,46 @@ fn clipped(templates: &Templates, out: Clip) -> String {
         })
         .trim()
         .to_string()
+}
+
+/// Where each setting that differs between two snapshots was written (in
+/// the new one, or the old one for a setting removed), as far as a file
+/// set it.
+fn changed_origins(old: &Snapshot, new: &Snapshot) -> Vec<crate::config::Origin> {
+    fn walk(a: &Value, b: &Value, at: &mut Vec<String>, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+                for k in keys {
+                    at.push(k.clone());
+                    walk(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        at,
+                        out,
+                    );
+                    at.pop();
+                }
+            }
+            (a, b) if a != b => out.push(at.join(".")),
+            _ => {}
+        }
+    }
+    let (a, b) = (
+        serde_json::to_value(old.settings()).unwrap_or_default(),
+        serde_json::to_value(new.settings()).unwrap_or_default(),
+    );
+    let mut keys = Vec::new();
+    walk(&a, &b, &mut Vec::new(), &mut keys);
+    keys.iter()
+        .filter_map(|k| {
+            new.config
+                .origins
+                .of(k)
+                .or_else(|| old.config.origins.of(k))
+                .cloned()
+        })
+        .collect()
 }
 
 /// The fields every hook input has.
@@ -558,6 +888,26 @@ impl Session {
         applicable(&snap.hooks, self.spec.def.as_deref(), event, target)
     }
 
+    /// Where this session's hooks run, with a model for `prompt` hooks.
+    pub(super) fn hook_place<'a>(&'a self, snap: &'a Snapshot) -> HookPlace<'a> {
+        let mut place = HookPlace::new(snap, &self.spec.cwd);
+        place.model = Some(self.hook_model());
+        place
+    }
+
+    /// Whether anything listens to `event` for `target` here.
+    fn hooked(&self, hooks: &[HookConfig], event: HookEvent) -> bool {
+        !hooks.is_empty() || client_wants(&self.engine, event.as_str())
+    }
+
+    /// A hook answered `continue: false`: the run ends before the next
+    /// request (the reason is logged for the user).
+    pub(super) fn halt(&self, reason: String) {
+        if let Ok(mut h) = self.halted.lock() {
+            h.get_or_insert(reason);
+        }
+    }
+
     /// [`fire_all`] in this session.
     async fn fire_here(
         &self,
@@ -567,15 +917,380 @@ impl Session {
         target: &str,
         input: Map<String, Value>,
     ) -> Fired {
-        fire_all(
+        let fired = fire_all(
             &self.engine,
             hooks,
             event,
             (event.as_str(), target),
             &Value::Object(input),
-            &HookPlace::new(snap, &self.spec.cwd),
+            &self.hook_place(snap),
         )
-        .await
+        .await;
+        fired.tell_user(event.as_str());
+        fired
+    }
+
+    /// Fires `event` with `fields` added to the common input, matching
+    /// `target`; `None` when no hook listens.
+    async fn fire_event(
+        &self,
+        snap: &Snapshot,
+        event: HookEvent,
+        target: &str,
+        fields: Value,
+    ) -> Option<Fired> {
+        let hooks = self.hooks_for(snap, event, target);
+        if !self.hooked(&hooks, event) {
+            return None;
+        }
+        let mut m = self.hook_input(event);
+        if let Value::Object(extra) = fields {
+            m.extend(extra);
+        }
+        Some(self.fire_here(snap, &hooks, event, target, m).await)
+    }
+
+    /// Context texts as the blocks a user message carries.
+    fn context_blocks(
+        snap: &Snapshot,
+        event: HookEvent,
+        contexts: Vec<String>,
+    ) -> Vec<ContentBlock> {
+        contexts
+            .into_iter()
+            .map(|context| {
+                ContentBlock::text(snap.templates.show(&HookContext {
+                    event: event.as_str().to_string(),
+                    context,
+                }))
+            })
+            .collect()
+    }
+
+    /// SessionStart (`source`: `startup`, `resume`, `clear` or `compact`;
+    /// the matcher's target): the hooks' `additionalContext`, and their
+    /// plain stdout, as text blocks for the next user message — never the
+    /// system prompt, so the cached prefix stays what it was. Exit 2 and
+    /// `continue: false` are logged; a session start cannot be blocked.
+    pub async fn session_start_hooks(&self, source: &str) -> Vec<ContentBlock> {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::SessionStart;
+        let fields = json!({"source": source});
+        if source == "startup" {
+            self.instructions_loaded_hooks(&snap).await;
+        }
+        let Some(fired) = self.fire_event(&snap, event, source, fields).await else {
+            return Vec::new();
+        };
+        for b in &fired.blocks {
+            tracing::warn!("SessionStart hook: {b}");
+        }
+        Self::context_blocks(&snap, event, fired.contexts)
+    }
+
+    /// InstructionsLoaded, when a new main session starts with the
+    /// project memory in its first message: once per memory file, in
+    /// order (`load_reason` `session_start`, or `include` for a file an
+    /// `@import` brought in, with `parent_file_path`). Matcher: the load
+    /// reason. For side effects only.
+    async fn instructions_loaded_hooks(&self, snap: &Snapshot) {
+        use crate::catalog::MemoryScope;
+        let event = HookEvent::InstructionsLoaded;
+        if !super::prompt::gets_memory(self.spec.def.as_deref()) {
+            return;
+        }
+        for file in snap
+            .memory
+            .files
+            .iter()
+            .filter(|f| !f.content.trim().is_empty())
+        {
+            let memory_type = match file.scope {
+                MemoryScope::Managed => "Managed",
+                MemoryScope::User => "User",
+                MemoryScope::Project => "Project",
+                MemoryScope::Local => "Local",
+            };
+            let reason = if file.imported_from.is_some() {
+                "include"
+            } else {
+                "session_start"
+            };
+            let mut fields = json!({
+                "file_path": file.path,
+                "memory_type": memory_type,
+                "load_reason": reason,
+            });
+            if let Some(parent) = &file.imported_from {
+                fields["parent_file_path"] = json!(parent);
+            }
+            self.fire_event(snap, event, reason, fields).await;
+        }
+    }
+
+    /// SessionEnd (`reason`: `prompt_input_exit` when the input ended,
+    /// `clear`, `other`; the matcher's target). It cannot block; what the
+    /// hooks say is logged.
+    pub async fn session_end_hooks(&self, reason: &str) {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::SessionEnd;
+        if let Some(fired) = self
+            .fire_event(&snap, event, reason, json!({"reason": reason}))
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("SessionEnd hook: {b}");
+            }
+        }
+    }
+
+    /// UserPromptSubmit, before a prompt joins the conversation: `Err` with
+    /// the reason when a hook blocked it (exit 2, `decision: "block"`, a
+    /// prompt hook's `ok: false`, or `continue: false`), else the context
+    /// blocks to add to the prompt's message. Its matcher is not used (as
+    /// in Claude Code).
+    pub async fn user_prompt_hooks(&self, prompt: &str) -> Result<Vec<ContentBlock>, String> {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::UserPromptSubmit;
+        let fields = json!({"permission_mode": self.spec.mode.as_str(), "prompt": prompt});
+        let Some(fired) = self.fire_event(&snap, event, "", fields).await else {
+            return Ok(Vec::new());
+        };
+        if let Some(reason) = fired.stop {
+            return Err(if reason.is_empty() {
+                "stopped by a UserPromptSubmit hook".to_string()
+            } else {
+                reason
+            });
+        }
+        if !fired.blocks.is_empty() {
+            let reasons: Vec<String> = fired.blocks.into_iter().filter(|b| !b.is_empty()).collect();
+            return Err(if reasons.is_empty() {
+                "blocked by a UserPromptSubmit hook".to_string()
+            } else {
+                reasons.join("\n")
+            });
+        }
+        Ok(Self::context_blocks(&snap, event, fired.contexts))
+    }
+
+    /// PermissionRequest, when a call would be put to the user (or the SDK
+    /// client): a hook may allow or deny it on the user's behalf
+    /// (`hookSpecificOutput.decision.behavior`); exit 2 denies it with
+    /// stderr as the message. `None`: the user is asked.
+    pub(super) async fn permission_request_hooks(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+        input: &Value,
+    ) -> Option<PermissionAnswer> {
+        let event = HookEvent::PermissionRequest;
+        let fields = json!({
+            "permission_mode": self.spec.mode.as_str(),
+            "tool_name": name,
+            "tool_input": input,
+            "permission_suggestions": [],
+        });
+        let fired = self.fire_event(snap, event, name, fields).await?;
+        if let Some(reason) = fired.stop.clone() {
+            self.halt(reason);
+        }
+        if !fired.blocks.is_empty() {
+            return Some(PermissionAnswer {
+                allow: false,
+                message: fired.blocks.join("\n"),
+                updated_input: None,
+            });
+        }
+        fired.permission
+    }
+
+    /// Notification (`kind`: `permission_prompt`, `idle_prompt`, …; the
+    /// matcher's target): for side effects only.
+    pub(super) async fn notification_hooks(&self, snap: &Snapshot, kind: &str, message: &str) {
+        let fields = json!({"message": message, "title": "cadre", "notification_type": kind});
+        self.fire_event(snap, HookEvent::Notification, kind, fields)
+            .await;
+    }
+
+    /// PreSkillShellCommand, before a skill's or command's `` !`…` `` line
+    /// runs (for the slash-command expander to call): `Err(reason)` when a
+    /// hook denied it (exit 2 or `permissionDecision: "deny"`); an `ask`
+    /// is returned as `Ok(Some(reason))` for the caller's permission step;
+    /// `updatedInput` is never applied (as in Claude Code). Matcher: the
+    /// command's name. `invoked_by`: `user`, `claude` or `other`.
+    pub async fn pre_skill_shell_command_hooks(
+        &self,
+        command_name: &str,
+        command: &str,
+        invoked_by: &str,
+    ) -> Result<Option<String>, String> {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::PreSkillShellCommand;
+        let fields = json!({
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "command_name": command_name,
+            "invoked_by": invoked_by,
+        });
+        let Some(fired) = self.fire_event(&snap, event, command_name, fields).await else {
+            return Ok(None);
+        };
+        let mut decision = Fired {
+            decisions: fired.decisions.clone(),
+            ..Fired::default()
+        };
+        decision.decisions.retain(|d| d.decision.is_some());
+        let (verdict, _) = decision.tool_verdict();
+        if !fired.blocks.is_empty() {
+            return Err(fired.blocks.join("\n"));
+        }
+        match verdict {
+            Some(v) if v.decision == HookDecision::Deny => Err(v.reason),
+            Some(v) if v.decision == HookDecision::Ask => Ok(Some(v.reason)),
+            _ => Ok(None),
+        }
+    }
+
+    /// PreModelSwitch, before the model changes (`source`: `sdk` for
+    /// `set_model`): `Err(reason)` when a hook denied it (exit 2 or
+    /// `permissionDecision: "deny"`; an `ask` is a denial, as in a headless
+    /// Claude Code). Matcher: the model asked for.
+    pub async fn pre_model_switch_hooks(&self, to: &str, source: &str) -> Result<(), String> {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::PreModelSwitch;
+        let fields = json!({
+            "from_model": self.spec.model,
+            "to_model": snap.resolve_alias(to),
+            "requested_model": to,
+            "source": source,
+        });
+        let Some(fired) = self.fire_event(&snap, event, to, fields).await else {
+            return Ok(());
+        };
+        if !fired.blocks.is_empty() {
+            return Err(fired.blocks.join("\n"));
+        }
+        match fired.tool_verdict().0 {
+            Some(v) if v.decision != HookDecision::Allow => Err(if v.reason.is_empty() {
+                "a PreModelSwitch hook refused the switch".to_string()
+            } else {
+                v.reason
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// PostModelSwitch, after the model changed from `from`: for side
+    /// effects only.
+    pub async fn post_model_switch_hooks(&self, from: &str, source: &str) {
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({"from_model": from, "to_model": self.spec.model, "source": source});
+        let target = self.spec.model.clone();
+        self.fire_event(&snap, HookEvent::PostModelSwitch, &target, fields)
+            .await;
+    }
+
+    /// StopFailure, when the main session's turn ends on a model request
+    /// that failed: for side effects only (its output is ignored, as in
+    /// Claude Code). Matcher: the error's kind (`rate_limit`,
+    /// `authentication_failed`, `billing_error`, `invalid_request`,
+    /// `server_error`, `unknown`).
+    pub(super) async fn stop_failure_hooks(
+        &self,
+        snap: &Snapshot,
+        e: &crate::provider::ProviderError,
+    ) {
+        use crate::provider::ProviderErrorKind as K;
+        if !self.spec.is_main {
+            return;
+        }
+        let kind = match e.kind {
+            K::Status(429) => "rate_limit",
+            K::Status(401 | 403) => "authentication_failed",
+            K::Status(402) => "billing_error",
+            K::Status(400 | 404 | 413 | 422) => "invalid_request",
+            K::Status(s) if s >= 500 => "server_error",
+            _ => "unknown",
+        };
+        let last = super::session::last_text(&self.history).map(|t| t.join("\n"));
+        let fields = json!({
+            "error": kind,
+            "error_details": e.to_string(),
+            "last_assistant_message": last,
+        });
+        self.fire_event(snap, HookEvent::StopFailure, kind, fields)
+            .await;
+    }
+
+    /// WorktreeRemove, before the unchanged worktree this sub-agent ran
+    /// in is removed (hooks run in it, while it exists): for side effects
+    /// only.
+    pub(super) async fn worktree_remove_hooks(&self, path: &Path) {
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({"worktree_path": path});
+        self.fire_event(&snap, HookEvent::WorktreeRemove, "", fields)
+            .await;
+    }
+
+    /// ConfigChange, at the first turn after a live reload swapped the
+    /// snapshot this session last saw (`seen`): once per settings file
+    /// whose values changed (`source`: `user_settings`, `project_settings`,
+    /// `local_settings` or `policy_settings`, with its `file_path`), and
+    /// once for `skills` when skills changed. The change is already in
+    /// effect, so unlike in Claude Code a hook cannot block it (what it
+    /// says is logged).
+    pub(super) async fn config_change_hooks(&self, seen: &Snapshot, now: &Snapshot) {
+        let event = HookEvent::ConfigChange;
+        let own = self.spec.def.as_ref().and_then(|d| d.hooks.as_ref());
+        let configured = now
+            .hooks
+            .0
+            .iter()
+            .chain(own.iter().flat_map(|h| h.0.iter()))
+            .any(|h| h.event == event);
+        if !configured && !client_wants(&self.engine, event.as_str()) {
+            return;
+        }
+        let changes = crate::reload::diff(seen, now, self.spec.kind.interactive);
+        let mut sources: Vec<(&str, String)> = Vec::new();
+        if changes.settings_changed {
+            for origin in changed_origins(seen, now) {
+                use crate::config::Scope;
+                let source = match origin.scope {
+                    Scope::User => "user_settings",
+                    Scope::Project => "project_settings",
+                    Scope::Local => "local_settings",
+                    Scope::Managed => "policy_settings",
+                    _ => continue,
+                };
+                if !sources.iter().any(|(_, f)| *f == origin.source) {
+                    sources.push((source, origin.source));
+                }
+            }
+        }
+        if !changes.skills_changed.is_empty() {
+            sources.push(("skills", String::new()));
+        }
+        for (source, file) in sources {
+            let mut fields = json!({"source": source});
+            if !file.is_empty() {
+                fields["file_path"] = json!(file);
+            }
+            if let Some(fired) = self.fire_event(now, event, source, fields).await {
+                for b in fired.blocks {
+                    tracing::warn!("ConfigChange hook (the change is already in effect): {b}");
+                }
+            }
+        }
+    }
+
+    /// PostCompact, after a compaction (`trigger`: `auto` or `manual`, the
+    /// matcher's target), with the summary: for side effects only.
+    pub(super) async fn post_compact_hooks(&self, snap: &Snapshot, trigger: &str, summary: &str) {
+        let fields = json!({"trigger": trigger, "compact_summary": summary});
+        self.fire_event(snap, HookEvent::PostCompact, trigger, fields)
+            .await;
     }
 
     /// PreCompact: runs the hooks for a compaction about to start. They
@@ -630,6 +1345,12 @@ impl Session {
         let fired = self.fire_here(snap, &hooks, event, name, m).await;
         let (verdict, updated) = fired.tool_verdict();
         let mut blocks = fired.blocks;
+        if let Some(reason) = fired.stop {
+            // `continue: false` stops the call (as a silent exit 2 does)
+            // and then the session.
+            blocks.push(reason.clone());
+            self.halt(reason);
+        }
         if let Some(v) = &verdict
             && v.decision == HookDecision::Deny
         {
@@ -696,7 +1417,13 @@ impl Session {
             );
         }
         let fired = self.fire_here(snap, &hooks, event, name, m).await;
-        for context in fired.contexts {
+        if let Some(reason) = fired.stop {
+            self.halt(reason);
+        }
+        // The tool has run: an exit 2's stderr reaches the model with its
+        // result, as Claude Code shows it to Claude.
+        let said = fired.blocks.into_iter().filter(|b| !b.is_empty());
+        for context in fired.contexts.into_iter().chain(said) {
             content.push(ToolResultContent::Text {
                 text: snap.templates.show(&HookContext {
                     event: event.as_str().to_string(),
@@ -706,53 +1433,98 @@ impl Session {
         }
     }
 
-    /// SubagentStop, when a sub-agent is about to stop: `Some(text)` is a
-    /// user message that sends it back to work (a hook exited with 2, and
-    /// it has been sent back fewer than [`MAX_STOP_BLOCKS`] times).
+    /// PostToolBatch, once after every call of a turn has its result and
+    /// before the next request (`PostToolUse` fires per call): the hooks
+    /// see the whole batch. `additionalContext` (and a `decision: "block"`
+    /// reason) joins the results as text blocks, for the model;
+    /// `continue: false` ends the run. Its matcher is not used.
+    pub(super) async fn post_tool_batch_hooks(
+        &self,
+        snap: &Snapshot,
+        assistant: &Message,
+        results: &mut Vec<ContentBlock>,
+    ) {
+        let event = HookEvent::PostToolBatch;
+        let hooks = self.hooks_for(snap, event, "");
+        if !self.hooked(&hooks, event) {
+            return;
+        }
+        let calls: Vec<Value> = assistant
+            .tool_uses()
+            .map(|(id, name, input)| {
+                let response = results.iter().find_map(|b| match b {
+                    ContentBlock::ToolResult {
+                        tool_use_id,
+                        content,
+                        ..
+                    } if tool_use_id == id => Some(
+                        content
+                            .iter()
+                            .filter_map(|c| match c {
+                                ToolResultContent::Text { text } => Some(text.as_str()),
+                                ToolResultContent::Image { .. } => None,
+                            })
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    ),
+                    _ => None,
+                });
+                json!({"tool_name": name, "tool_input": input, "tool_use_id": id,
+                       "tool_response": response})
+            })
+            .collect();
+        let mut m = self.hook_input(event);
+        m.insert("tool_calls".into(), Value::Array(calls));
+        let fired = self.fire_here(snap, &hooks, event, "", m).await;
+        if let Some(reason) = fired.stop {
+            self.halt(reason);
+        }
+        let said = fired.blocks.into_iter().filter(|b| !b.is_empty());
+        results.extend(Self::context_blocks(
+            snap,
+            event,
+            fired.contexts.into_iter().chain(said).collect(),
+        ));
+    }
+
+    /// When an agent is about to stop: the main session's `Stop` hooks, a
+    /// sub-agent's `SubagentStop` hooks. `Some(text)` is a user message
+    /// that sends it back to work (a hook exited with 2 or answered
+    /// `decision: "block"`, and it has been sent back fewer than
+    /// [`MAX_STOP_BLOCKS`] times); `continue: false` lets it stop whatever
+    /// the others say.
     pub(super) async fn subagent_stop_hooks(
         &self,
         snap: &Snapshot,
         times_blocked: u32,
     ) -> Option<String> {
-        let event = HookEvent::SubagentStop;
-        // The main session's stop is Claude Code's `Stop`; cadre's
-        // configured hooks have no such event, a client's callbacks do.
-        let (client_event, hooks) = if self.spec.is_main {
-            ("Stop", Vec::new())
+        let event = if self.spec.is_main {
+            HookEvent::Stop
         } else {
-            (
-                event.as_str(),
-                self.hooks_for(snap, event, agent_type(&self.spec)),
-            )
+            HookEvent::SubagentStop
         };
-        if hooks.is_empty() && !client_wants(&self.engine, client_event) {
-            return None;
-        }
         let last = super::session::last_text(&self.history).map(|t| t.join("\n"));
-        let mut m = self.hook_input(event);
-        m.insert("hook_event_name".into(), json!(client_event));
-        m.insert("stop_hook_active".into(), json!(times_blocked > 0));
-        m.insert("last_assistant_message".into(), json!(last));
-        let fired = fire_all(
-            &self.engine,
-            &hooks,
-            event,
-            (client_event, agent_type(&self.spec)),
-            &Value::Object(m),
-            &HookPlace::new(snap, &self.spec.cwd),
-        )
-        .await;
-        if fired.blocks.is_empty() {
+        let fields = json!({
+            "permission_mode": self.spec.mode.as_str(),
+            "stop_hook_active": times_blocked > 0,
+            "last_assistant_message": last,
+        });
+        let fired = self
+            .fire_event(snap, event, agent_type(&self.spec), fields)
+            .await?;
+        if fired.blocks.is_empty() || fired.stop.is_some() {
             return None;
         }
         if times_blocked >= MAX_STOP_BLOCKS {
             tracing::warn!(
-                "{}: SubagentStop hooks blocked its stop {MAX_STOP_BLOCKS} times already; it stops now",
-                self.spec.agent_id
+                "{}: {} hooks blocked its stop {MAX_STOP_BLOCKS} times already; it stops now",
+                self.spec.agent_id,
+                event.as_str()
             );
             return None;
         }
         Some(snap.templates.show(&HookStopFeedback {
+            event: event.as_str().to_string(),
             reason: fired.blocks.join("\n"),
         }))
     }
@@ -765,13 +1537,13 @@ mod tests {
 
     #[test]
     fn applicable_merges_settings_then_frontmatter_by_event_and_matcher() {
-        let hook = |event, matcher: Option<&str>, command: &str| Hook {
-            event,
-            matcher: crate::config::Matcher::new(matcher).unwrap(),
-            command: command.into(),
-            args: None,
-            timeout_ms: 1,
-            run_async: false,
+        let hook = |event, matcher: Option<&str>, command: &str| {
+            let config = HookConfig {
+                matcher: matcher.map(str::to_string),
+                timeout_ms: 1,
+                ..HookConfig::command(command)
+            };
+            Hook::new(event, &config).unwrap()
         };
         let settings = Hooks(vec![
             hook(HookEvent::PreToolUse, Some("Bash"), "settings-bash"),
@@ -804,6 +1576,72 @@ mod tests {
                 "worker"
             )),
             ["fm-stop"]
+        );
+    }
+
+    #[test]
+    fn header_variables_are_replaced_only_when_allowed() {
+        let mut env = ChildEnv::default();
+        env.set.insert("TOKEN".into(), "t0k".into());
+        env.set.insert("SECRET".into(), "s3".into());
+        let allowed = vec!["TOKEN".to_string()];
+        assert_eq!(
+            interpolate("Bearer $TOKEN/${TOKEN}!", &allowed, &env),
+            "Bearer t0k/t0k!"
+        );
+        assert_eq!(interpolate("x$SECRET${SECRET}y", &allowed, &env), "xy");
+        assert_eq!(
+            interpolate("cost: $5 and $", &allowed, &env),
+            "cost:  and $"
+        );
+        assert_eq!(interpolate("${TOKEN", &allowed, &env), "${TOKEN");
+    }
+
+    #[test]
+    fn a_prompt_hooks_answer_is_read_from_the_models_text() {
+        assert_eq!(prompt_verdict(r#"{"ok": true}"#), Some(Ok(())));
+        assert_eq!(
+            prompt_verdict("```json\n{\"ok\": false, \"reason\": \" no tests \"}\n```"),
+            Some(Err("no tests".into()))
+        );
+        assert_eq!(prompt_verdict(r#"{"ok": false}"#), Some(Err(String::new())));
+        assert_eq!(prompt_verdict("yes"), None);
+        assert_eq!(prompt_verdict(r#"{"ok": "yes"}"#), None);
+    }
+
+    #[test]
+    fn json_output_common_fields_and_permission_answers() {
+        let mut f = Fired::default();
+        f.absorb_stdout(
+            "Stop",
+            r#"{"decision": "block", "reason": "more", "systemMessage": "hi", "continue": false, "stopReason": "why"}"#,
+        );
+        assert_eq!(f.blocks, ["more"]);
+        assert_eq!(f.system_messages, ["hi"]);
+        assert_eq!(f.stop.as_deref(), Some("why"));
+        let mut f = Fired::default();
+        f.absorb_stdout("SessionStart", "plain context\n");
+        f.absorb_stdout("PostToolUse", "plain, ignored");
+        f.absorb_stdout("SessionEnd", r#"{"decision": "block", "reason": "cannot"}"#);
+        assert_eq!(f.contexts, ["plain context"]);
+        assert!(f.blocks.is_empty(), "SessionEnd cannot block");
+        let mut f = Fired::default();
+        let deny = r#"{"hookSpecificOutput": {"decision": {"behavior": "deny", "message": "no"}}}"#;
+        let allow = r#"{"hookSpecificOutput": {"decision": {"behavior": "allow", "updatedInput": {"a": 1}}}}"#;
+        f.absorb_stdout("PermissionRequest", allow);
+        assert_eq!(
+            f.permission,
+            Some(PermissionAnswer {
+                allow: true,
+                message: String::new(),
+                updated_input: Some(json!({"a": 1}))
+            })
+        );
+        f.absorb_stdout("PermissionRequest", deny);
+        f.absorb_stdout("PermissionRequest", allow);
+        assert_eq!(
+            f.permission.map(|p| (p.allow, p.message)),
+            Some((false, "no".into()))
         );
     }
 
@@ -888,11 +1726,8 @@ mod tests {
 
     fn hook(command: &str, timeout_ms: u64) -> HookConfig {
         HookConfig {
-            matcher: None,
-            command: command.into(),
-            args: None,
             timeout_ms,
-            run_async: false,
+            ..HookConfig::command(command)
         }
     }
 
@@ -959,6 +1794,7 @@ mod tests {
             cwd: dir.path(),
             env: ChildEnv::default(),
             templates: &templates,
+            model: None,
         };
         let fired = fire(
             &[

@@ -234,6 +234,12 @@ pub struct Session {
     /// The thinking budget set for this session (an SDK client's
     /// `set_max_thinking_tokens`), over `provider.thinking_budget`.
     thinking_budget: Option<u32>,
+    /// A hook answered `continue: false`, with this reason: the run ends
+    /// before its next request.
+    pub(super) halted: std::sync::Mutex<Option<String>>,
+    /// The snapshot of this session's last turn: a newer one (a live
+    /// reload) fires ConfigChange.
+    seen_snap: Option<Arc<Snapshot>>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -284,6 +290,8 @@ impl Session {
             agent_memory: None,
             active_skills: Default::default(),
             skill_rules: Default::default(),
+            halted: Default::default(),
+            seen_snap: None,
         }
     }
 
@@ -810,6 +818,10 @@ impl Session {
         // How a run asked for structured output ended: the output, or
         // why there is none.
         let mut structured_end: Option<Result<serde_json::Value, String>> = None;
+        // A `continue: false` left from an earlier run does not end this one.
+        if let Ok(mut h) = self.halted.lock() {
+            h.take();
+        }
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit
@@ -843,6 +855,11 @@ impl Session {
             // A teammate whose plan was approved meanwhile leaves plan mode.
             self.apply_plan_approval();
             let snap = self.engine.snapshot.load_full();
+            if let Some(seen) = self.seen_snap.replace(Arc::clone(&snap))
+                && seen.generation != snap.generation
+            {
+                self.config_change_hooks(&seen, &snap).await;
+            }
             self.check_token_budget(&snap)?;
             self.engine.mcp.sync(&snap.mcp_servers, &self.spec.cwd);
             self.compact_if_due(&snap).await;
@@ -911,15 +928,19 @@ impl Session {
                         .await
                     {
                         Ok(true) => continue,
-                        Ok(false) => return Err(e.into()),
+                        Ok(false) => {}
                         Err(RunError::Cancelled) => return Err(RunError::Cancelled),
                         Err(c) => {
                             tracing::warn!("{}: compaction failed: {c}", self.spec.agent_id);
-                            return Err(e.into());
                         }
                     }
+                    self.stop_failure_hooks(&snap, &e).await;
+                    return Err(e.into());
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    self.stop_failure_hooks(&snap, &e).await;
+                    return Err(e.into());
+                }
             };
             self.engine.model_response(
                 &self.spec.agent_id,
@@ -1018,6 +1039,8 @@ impl Session {
             };
             let held_back = self.guard_holds_back(&turn);
             let mut results = self.run_tools(&turn, &response.invalid_tool_inputs).await;
+            self.post_tool_batch_hooks(&turn.snap, &turn.assistant, &mut results)
+                .await;
             // Rules and nested memory of the files these calls touched.
             let loaded = self.instructions_after_tools(&turn, &results);
             results.extend(loaded);
@@ -1039,6 +1062,11 @@ impl Session {
                     structured_end = Some(Err(why));
                     break StopKind::EndTurn;
                 }
+            }
+            // A hook's `continue: false` ends the run here, its history
+            // complete (every call answered).
+            if self.halted.lock().ok().and_then(|mut h| h.take()).is_some() {
+                break StopKind::EndTurn;
             }
             // The first time, the guard's answer tells the agent to answer
             // from what it has; a second time ends the run.

@@ -495,6 +495,17 @@ pub(crate) fn start_task(
         if let Some(s) = scoped {
             s.stop().await;
         }
+        // WorktreeRemove hooks run in a worktree about to be removed (one
+        // without changes), while it still exists.
+        if let Some(wt) = worktree.as_ref().and_then(WorktreeGuard::worktree).cloned() {
+            let path = wt.path.clone();
+            let unchanged = tokio::task::spawn_blocking(move || !worktree::has_changes(&wt))
+                .await
+                .unwrap_or(false);
+            if unchanged {
+                child.worktree_remove_hooks(&path).await;
+            }
+        }
         // The meta file is rewritten below with the outcome, worktree included.
         let kept = worktree::finish_child(worktree, None, &agent_id).await;
         let elapsed = u64::try_from(task.started_at.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -18,7 +18,7 @@ use crate::snapshot::Snapshot;
 use crate::teams::{self, Member, MemberStatus, TaskPatch, TeamStore};
 
 use super::exec::text_content;
-use super::hooks::{HookEvent, HookPlace, fire};
+use super::hooks::{HookEvent, fire};
 use super::plan::plan_teammate;
 use super::session::{Session, SessionSpec, TeamSeat};
 use super::team_texts::*;
@@ -297,13 +297,7 @@ impl Session {
         m.insert("task_id".into(), json!(task.id));
         m.insert("task_subject".into(), json!(task.subject));
         m.insert("task_description".into(), json!(task.description));
-        let fired = fire(
-            &hooks,
-            event,
-            &Value::Object(m),
-            &HookPlace::new(snap, &self.spec.cwd),
-        )
-        .await;
+        let fired = fire(&hooks, event, &Value::Object(m), &self.hook_place(snap)).await;
         for b in fired.blocks {
             tracing::warn!("{} hook: {b}", event.as_str());
         }
@@ -730,17 +724,12 @@ async fn teammate_idle_hooks(
     let mut m = session.hook_input(event);
     m.insert("team_name".into(), json!(seat.store.name));
     m.insert("teammate_name".into(), json!(seat.member));
-    let fired = fire(
-        &hooks,
-        event,
-        &Value::Object(m),
-        &HookPlace::new(snap, &session.spec().cwd),
-    )
-    .await;
+    let fired = fire(&hooks, event, &Value::Object(m), &session.hook_place(snap)).await;
     if fired.blocks.is_empty() {
         return None;
     }
     Some(snap.templates.show(&super::texts::HookStopFeedback {
+        event: event.as_str().to_string(),
         reason: fired.blocks.join("\n"),
     }))
 }

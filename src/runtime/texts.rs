@@ -356,8 +356,10 @@ contexts! {
         pub context: String = "The build is green.".into(),
     }
 
-    /// A SubagentStop hook that sent the agent back to work.
+    /// A Stop, SubagentStop or TeammateIdle hook that sent the agent back
+    /// to work.
     "hook_stop_feedback" => pub struct HookStopFeedback {
+        pub event: String = "SubagentStop".into(),
         pub reason: String = "the tests were not run".into(),
     }
 
@@ -371,6 +373,10 @@ contexts! {
     "output_style_builtin" => pub struct OutputStyleBuiltin {
         pub style: String = "Learning".into(),
     }
+
+    /// The system text of a `prompt` hook's request: the model answers
+    /// with a JSON decision.
+    "hook_prompt_system" => pub struct HookPromptSystem {}
 
     /// The result of a tool call cut short by a cancel.
     "tool_cancelled" => pub struct ToolCancelled {}

@@ -504,3 +504,46 @@ fn a_command_added_while_a_stream_json_session_runs_is_used_at_the_next_prompt()
         "the listing tells the model: {body}"
     );
 }
+
+/// A PreSkillShellCommand hook sees each shell line before it runs, with
+/// the command's name and who invoked it, and can refuse it: the command
+/// stops before the model as a refused line would.
+#[test]
+fn a_pre_skill_shell_command_hook_sees_the_line_and_can_refuse_it() {
+    let p = project();
+    p.write(
+        ".claude/settings.json",
+        r#"{"hooks": {"PreSkillShellCommand": [{"hooks": [{"type": "command",
+            "command": "cat > hook-input.json; grep -q forbidden hook-input.json && { echo 'no forbidden lines' >&2; exit 2; }; exit 0"}]}]}}"#,
+    );
+    p.write(
+        ".claude/commands/ok.md",
+        "---\nallowed-tools: Bash(echo:*)\n---\nSaid: !`echo fine`\n",
+    );
+    p.write(
+        ".claude/commands/bad.md",
+        "---\nallowed-tools: Bash(touch:*)\n---\nDo: !`touch forbidden-marker`\n",
+    );
+    let server = FakeServer::start([anthropic::text_reply("done")]);
+    let out = ok(&p, Some(&server), &["-p", "/ok"]);
+    assert_eq!(out.stdout.trim(), "done");
+    let input: serde_json::Value = serde_json::from_str(&p.read("hook-input.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "PreSkillShellCommand");
+    assert_eq!(input["tool_input"]["command"], "echo fine");
+    assert_eq!(input["command_name"], "ok");
+    assert_eq!(input["invoked_by"], "user");
+    let out = ok(&p, Some(&server), &["-p", "/bad"]);
+    assert!(
+        out.stdout.contains(
+            "Shell command permission check failed for pattern \"!`touch forbidden-marker`\""
+        ) && out.stdout.contains("no forbidden lines"),
+        "{}",
+        out.stdout
+    );
+    assert!(!p.path().join("forbidden-marker").exists());
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the refused command sent nothing"
+    );
+}

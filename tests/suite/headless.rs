@@ -1227,6 +1227,74 @@ fn hook_callbacks_fire_for_prompt_submit_post_tool_use_and_stop() {
 }
 
 #[test]
+fn hook_callbacks_fire_for_session_start_and_permission_request() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::message()
+            .tool_use(
+                "toolu_w",
+                "Write",
+                json!({"file_path": "made.txt", "content": "x"}),
+            )
+            .tool_use(
+                "toolu_v",
+                "Write",
+                json!({"file_path": "refused.txt", "content": "y"}),
+            )
+            .reply(),
+        anthropic::text_reply("written"),
+    ]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.send(json!({"type": "control_request", "request_id": "req_1",
+                  "request": {"subtype": "initialize", "hooks": {
+                      "SessionStart": [{"matcher": "startup", "hookCallbackIds": ["h_start"]}],
+                      "PermissionRequest": [{"matcher": "Write", "hookCallbackIds": ["h_perm"]}],
+                      "SessionEnd": [{"hookCallbackIds": ["h_end"]}]}}}));
+    d.until("initialize response", |v| v["type"] == "control_response");
+    d.user("write the files");
+    let (r, inputs) = answer_hooks_until_result(&mut d, |event, input, _| match event {
+        "SessionStart" => {
+            assert_eq!(input["source"], "startup");
+            json!({"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                          "additionalContext": "ctx-from-session-start"}})
+        }
+        "PermissionRequest" => {
+            let behavior = if input["tool_input"]["file_path"] == "made.txt" {
+                json!({"behavior": "allow"})
+            } else {
+                json!({"behavior": "deny", "message": "not that one"})
+            };
+            json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": behavior}})
+        }
+        other => panic!("unexpected hook event {other}"),
+    });
+    assert_eq!(r["result"], "written", "{r}");
+    let events: Vec<&str> = inputs
+        .iter()
+        .map(|i| i["hook_event_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        ["SessionStart", "PermissionRequest", "PermissionRequest"]
+    );
+    // Nobody can answer a SessionEnd callback once the input ended: the
+    // session does not wait for one.
+    let ending = std::time::Instant::now();
+    assert_eq!(d.finish(), 0);
+    assert!(ending.elapsed() < std::time::Duration::from_secs(20));
+    assert!(p.path().join("made.txt").exists());
+    assert!(!p.path().join("refused.txt").exists());
+    assert!(
+        server
+            .request(0)
+            .body_str()
+            .contains("ctx-from-session-start")
+    );
+    let refused = &last_tool_results(&server.request(1).json)[1];
+    assert!(result_text(refused).contains("not that one"), "{refused}");
+}
+
+#[test]
 fn a_failing_hook_callback_with_on_failure_block_blocks_the_tool() {
     let p = Project::new();
     p.write("notes.txt", "the notes");
@@ -1384,6 +1452,43 @@ fn set_permission_mode_and_set_model_apply_to_the_next_prompt() {
     d.until("second result", is_result);
     assert_eq!(d.finish(), 0);
     assert_eq!(server.request(1).json["model"], "claude-haiku-4-5");
+}
+
+#[test]
+fn pre_model_switch_hooks_can_refuse_a_set_model_and_post_model_switch_sees_the_change() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        &json!({"hooks": {
+            "PreModelSwitch": [{"matcher": "opus", "hooks": [{"type": "command",
+                "command": "echo 'opus is too dear' >&2; exit 2"}]}],
+            "PostModelSwitch": [{"hooks": [{"type": "command",
+                "command": "cat >> switched.jsonl; echo >> switched.jsonl"}]}]}})
+        .to_string(),
+    );
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("first result", is_result);
+    d.send(json!({"type": "control_request", "request_id": "m1",
+                  "request": {"subtype": "set_model", "model": "opus"}}));
+    d.send(json!({"type": "control_request", "request_id": "m2",
+                  "request": {"subtype": "set_model", "model": "haiku"}}));
+    d.user("two");
+    let init = d.until("second init", |v| v["subtype"] == "init");
+    assert_eq!(init["model"], "claude-haiku-4-5");
+    d.until("second result", is_result);
+    assert_eq!(d.finish(), 0);
+    let text = std::fs::read_to_string(p.path().join("switched.jsonl")).unwrap();
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "only the switch that happened: {text}");
+    assert_eq!(seen[0]["hook_event_name"], "PostModelSwitch");
+    assert_eq!(seen[0]["to_model"], "claude-haiku-4-5");
+    assert_eq!(seen[0]["source"], "sdk");
 }
 
 #[test]

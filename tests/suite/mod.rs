@@ -16,6 +16,7 @@ mod faults;
 pub mod harness;
 mod headless;
 mod honest;
+mod hook_events;
 mod hooks;
 mod hostile;
 mod inspect;

@@ -1172,3 +1172,35 @@ fn reload_benchmark_prefix_share() {
         );
     }
 }
+
+#[test]
+fn config_change_hooks_fire_at_the_first_turn_after_a_reload() {
+    let p = Project::new("");
+    let settings = |allow: &str| {
+        json!({"permissions": {"allow": [allow]}, "hooks": {"ConfigChange": [
+            {"matcher": "project_settings", "hooks": [{"type": "command", "command": "cat >> config-change.jsonl; echo >> config-change.jsonl"}]}
+        ]}})
+        .to_string()
+    };
+    p.write(".claude/settings.json", &settings("Read"));
+    run_across_a_change(
+        &p,
+        |p| p.write(".claude/settings.json", &settings("Glob")),
+        "settings changed",
+    );
+    let text = std::fs::read_to_string(p.path().join("config-change.jsonl")).unwrap();
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "{text}");
+    assert_eq!(seen[0]["hook_event_name"], "ConfigChange");
+    assert_eq!(seen[0]["source"], "project_settings");
+    assert!(
+        seen[0]["file_path"]
+            .as_str()
+            .is_some_and(|f| f.ends_with(".claude/settings.json")),
+        "{text}"
+    );
+}

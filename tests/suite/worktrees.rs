@@ -465,3 +465,34 @@ fn a_background_child_reports_its_kept_worktree_in_the_notification() {
         "the main checkout is untouched"
     );
 }
+
+#[test]
+fn worktree_remove_hooks_run_in_an_unchanged_worktree_before_it_goes() {
+    let p = repo(
+        "[[hooks.WorktreeRemove]]\ncommand = 'cat > \"$CLAUDE_PROJECT_DIR/removed.json\"; pwd > \"$CLAUDE_PROJECT_DIR/removed-cwd.txt\"'\n",
+    );
+    let server = server(vec!["look", "write"], |prompt| {
+        if prompt == "write" {
+            vec![("Write", json!({"file_path": "new.txt", "content": "x"}))]
+        } else {
+            vec![("Read", json!({"file_path": "README.md"}))]
+        }
+    });
+    p.run(
+        Some(&server),
+        &["run", "go", "--permission-mode", "acceptEdits"],
+    )
+    .ok();
+    // Only the unchanged worktree is removed, and its hook saw it.
+    let seen: Value = serde_json::from_str(&p.read("removed.json")).unwrap();
+    assert_eq!(seen["hook_event_name"], "WorktreeRemove");
+    let path = seen["worktree_path"].as_str().unwrap();
+    assert_eq!(p.read("removed-cwd.txt").trim(), path);
+    assert!(!Path::new(path).exists(), "removed after the hook");
+    let list = git(p.path(), &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        list.matches("worktree ").count(),
+        2,
+        "the written one is kept: {list}"
+    );
+}

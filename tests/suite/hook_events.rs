@@ -1,0 +1,476 @@
+//! Hook events beyond the tool calls, and hook types beyond commands, end
+//! to end through the binary with a `.claude/settings.json` written the way
+//! a team writes it: SessionStart, UserPromptSubmit, Stop, SessionEnd and
+//! PermissionRequest fire with Claude Code's input and decisions; `http`
+//! hooks POST their input to a server; `prompt` hooks ask the model; and
+//! in an untrusted folder no project hook of any type runs.
+
+use serde_json::{Value, json};
+
+use super::harness::{Project, has_main_prompt as is_main, last_tool_results, result_text};
+use super::kit::{FakeServer, Reply, anthropic};
+
+/// The project's `.claude/settings.json` with these hooks.
+fn settings_hooks(p: &Project, hooks: Value) {
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({ "hooks": hooks })).unwrap(),
+    );
+}
+
+fn command(c: &str) -> Value {
+    json!([{"hooks": [{"type": "command", "command": c}]}])
+}
+
+fn read_json(p: &Project, rel: &str) -> Value {
+    serde_json::from_str(&p.read(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+/// Whether a request is a prompt hook's question.
+fn is_hook_question(r: &super::kit::RecordedRequest) -> bool {
+    r.system_text().contains("You evaluate a hook condition")
+}
+
+#[test]
+fn session_start_prompt_submit_stop_and_session_end_fire_with_their_input() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({
+            "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command",
+                "command": "cat > session-start.json; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"SessionStart\", \"additionalContext\": \"START-CONTEXT\"}}'"}]},
+                {"matcher": "resume", "hooks": [{"type": "command", "command": "touch wrong-source"}]}],
+            "UserPromptSubmit": command("cat > prompt.json; echo PROMPT-CONTEXT"),
+            "Stop": command(
+                "n=$(ls stop-*.json 2>/dev/null | wc -l); cat > stop-$n.json; \
+                 if grep -q '\"stop_hook_active\":false' stop-$n.json; then \
+                 echo '{\"decision\": \"block\", \"reason\": \"RUN THE TESTS FIRST\"}'; fi"
+            ),
+            "SessionEnd": command("cat > session-end.json"),
+        }),
+    );
+    let server = FakeServer::route(|r| {
+        let n = r
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .count();
+        anthropic::text_reply(&format!("answer {n}"))
+    });
+    let out = p.run(Some(&server), &["-p", "do the thing"]);
+    out.ok();
+    assert!(out.stdout.contains("answer 1"), "{}", out.stdout);
+
+    let start = read_json(&p, "session-start.json");
+    assert_eq!(start["hook_event_name"], "SessionStart");
+    assert_eq!(start["source"], "startup");
+    assert!(start["session_id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(
+        !p.path().join("wrong-source").exists(),
+        "matcher: the source"
+    );
+    let prompt = read_json(&p, "prompt.json");
+    assert_eq!(prompt["hook_event_name"], "UserPromptSubmit");
+    assert_eq!(prompt["prompt"], "do the thing");
+    assert_eq!(prompt["session_id"], start["session_id"]);
+
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        2,
+        "one answer, then one more after the Stop block"
+    );
+    // Both contexts reach the model with the prompt, in the first user
+    // message (the cached prefix of the second request is the first's).
+    let first = requests[0].body_str();
+    assert!(first.contains("START-CONTEXT"), "{first}");
+    assert!(first.contains("PROMPT-CONTEXT"), "{first}");
+    assert!(!requests[0].system_text().contains("START-CONTEXT"));
+    let again = requests[1].last_user_text();
+    assert!(again.contains("RUN THE TESTS FIRST"), "{again}");
+    assert!(again.contains("Stop hook"), "{again}");
+
+    let stop0 = read_json(&p, "stop-0.json");
+    assert_eq!(stop0["hook_event_name"], "Stop");
+    assert_eq!(stop0["stop_hook_active"], false);
+    assert_eq!(stop0["last_assistant_message"], "answer 0");
+    let stop1 = read_json(&p, "stop-1.json");
+    assert_eq!(stop1["stop_hook_active"], true);
+    assert!(!p.path().join("stop-2.json").exists());
+
+    let end = read_json(&p, "session-end.json");
+    assert_eq!(end["hook_event_name"], "SessionEnd");
+    assert_eq!(end["reason"], "other");
+}
+
+#[test]
+fn a_stop_hook_that_always_blocks_is_bounded() {
+    let p = Project::new();
+    settings_hooks(&p, json!({"Stop": command("echo 'not yet' >&2; exit 2")}));
+    let server = FakeServer::route(|_| anthropic::text_reply("done"));
+    p.run(Some(&server), &["-p", "go"]).ok();
+    // The first answer and three continuations; then it stops.
+    assert_eq!(server.requests().len(), 4);
+}
+
+#[test]
+fn a_user_prompt_submit_block_keeps_the_prompt_from_the_model() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"UserPromptSubmit": [{"hooks": [
+            {"type": "command", "command": "if grep -q deploy; then echo 'no deploys on Fridays' >&2; exit 2; fi"}
+        ]}]}),
+    );
+    let server = FakeServer::route(|_| anthropic::text_reply("deployed"));
+    let out = p.run(
+        Some(&server),
+        &["-p", "deploy it", "--output-format", "json"],
+    );
+    assert_ne!(out.code, 0);
+    assert!(
+        server.requests().is_empty(),
+        "the prompt never reached the model"
+    );
+    let result = out.json();
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("no deploys on Fridays")),
+        "{result}"
+    );
+}
+
+/// The main agent makes `calls`, then answers "all done".
+fn calling(calls: Vec<(&'static str, &'static str, Value)>) -> FakeServer {
+    FakeServer::route(move |r| {
+        if is_hook_question(r) {
+            let asked = r.last_user_text();
+            let verdict = if asked.contains("rm -rf") {
+                json!({"ok": false, "reason": "MODEL SAYS NO"})
+            } else {
+                json!({"ok": true})
+            };
+            return anthropic::text_reply(&verdict.to_string());
+        }
+        if is_main(r) && r.messages().iter().any(|m| m["role"] == "assistant") {
+            return anthropic::text_reply("all done");
+        }
+        let mut m = anthropic::message();
+        for (id, name, input) in &calls {
+            m = m.tool_use(id, name, input.clone());
+        }
+        m.reply()
+    })
+}
+
+fn main_results(server: &FakeServer) -> Vec<Value> {
+    let r = server
+        .requests()
+        .into_iter()
+        .rfind(|r| is_main(r) && !is_hook_question(r))
+        .expect("main's last request");
+    last_tool_results(&r.json)
+}
+
+#[test]
+fn permission_request_hooks_allow_and_deny_on_the_users_behalf() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PermissionRequest": [{"matcher": "Bash", "hooks": [{"type": "command", "command":
+            "cat >> permission-requests.jsonl; echo >> permission-requests.jsonl; \
+             if tail -n 2 permission-requests.jsonl | grep -q denied.txt; then \
+             echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PermissionRequest\", \"decision\": {\"behavior\": \"deny\", \"message\": \"NOT THAT FILE\"}}}'; \
+             else echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PermissionRequest\", \"decision\": {\"behavior\": \"allow\"}}}'; fi"}]}]}),
+    );
+    let server = calling(vec![
+        ("toolu_1", "Bash", json!({"command": "touch made.txt"})),
+        ("toolu_2", "Bash", json!({"command": "touch denied.txt"})),
+    ]);
+    // `-p` has nobody to ask: without the hook both calls are denied.
+    p.run(Some(&server), &["-p", "go"]).ok();
+    assert!(p.path().join("made.txt").exists());
+    assert!(!p.path().join("denied.txt").exists());
+    let results = main_results(&server);
+    assert_eq!(results[1]["is_error"], true);
+    let denied = result_text(&results[1]);
+    assert!(denied.contains("NOT THAT FILE"), "{denied}");
+    let first_line = p.read("permission-requests.jsonl");
+    let first: Value = serde_json::from_str(first_line.lines().next().unwrap()).unwrap();
+    assert_eq!(first["hook_event_name"], "PermissionRequest");
+    assert_eq!(first["tool_name"], "Bash");
+    assert_eq!(first["tool_input"]["command"], "touch made.txt");
+}
+
+#[test]
+fn an_http_hook_posts_its_input_with_only_the_allowed_variables_and_can_deny() {
+    let p = {
+        let mut p = Project::new();
+        p.env("HOOK_TOKEN", "tok-123").env("SECRET_KEY", "s3cret");
+        p
+    };
+    let endpoint = FakeServer::route(|_| {
+        Reply::status(
+            200,
+            json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                "permissionDecision": "deny", "permissionDecisionReason": "HTTP SAYS NO"}})
+            .to_string(),
+        )
+    });
+    settings_hooks(
+        &p,
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "http",
+            "url": format!("{}/hooks/pre-tool", endpoint.url()),
+            "headers": {"Authorization": "Bearer $HOOK_TOKEN", "X-Leak": "${SECRET_KEY}"},
+            "allowedEnvVars": ["HOOK_TOKEN"], "timeout": 10}]}]}),
+    );
+    let server = calling(vec![(
+        "toolu_1",
+        "Bash",
+        json!({"command": "touch http-ran.txt"}),
+    )]);
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
+    assert!(!p.path().join("http-ran.txt").exists());
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.contains("HTTP SAYS NO"), "{text}");
+    let posted = endpoint.requests();
+    assert_eq!(posted.len(), 1);
+    assert_eq!(posted[0].method, "POST");
+    assert_eq!(posted[0].path, "/hooks/pre-tool");
+    assert_eq!(posted[0].json["hook_event_name"], "PreToolUse");
+    assert_eq!(
+        posted[0].json["tool_input"]["command"],
+        "touch http-ran.txt"
+    );
+    assert_eq!(posted[0].header("authorization"), Some("Bearer tok-123"));
+    assert_eq!(posted[0].header("x-leak"), Some(""));
+}
+
+#[test]
+fn a_prompt_hook_asks_the_model_and_its_no_blocks_the_call() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "prompt",
+            "prompt": "Is this command safe to run? $ARGUMENTS"}]}]}),
+    );
+    let server = calling(vec![
+        ("toolu_1", "Bash", json!({"command": "rm -rf build"})),
+        ("toolu_2", "Bash", json!({"command": "touch fine.txt"})),
+    ]);
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
+    let questions: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(is_hook_question)
+        .collect();
+    assert_eq!(questions.len(), 2, "one question per call");
+    let asked = questions
+        .iter()
+        .map(|q| q.last_user_text())
+        .find(|t| t.contains("rm -rf"))
+        .expect("the question about rm");
+    assert!(
+        asked.starts_with("Is this command safe to run? {"),
+        "{asked}"
+    );
+    assert!(asked.contains("\"tool_name\":\"Bash\""), "{asked}");
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], true);
+    assert!(result_text(&results[0]).contains("MODEL SAYS NO"));
+    assert!(p.path().join("fine.txt").exists());
+}
+
+#[test]
+fn in_an_untrusted_folder_no_project_hook_of_any_type_runs() {
+    let p = Project::untrusted();
+    let endpoint = FakeServer::route(|_| Reply::status(200, "{}"));
+    settings_hooks(
+        &p,
+        json!({
+            "SessionStart": command("touch start-ran"),
+            "UserPromptSubmit": [{"hooks": [
+                {"type": "http", "url": format!("{}/hook", endpoint.url())},
+                {"type": "prompt", "prompt": "Is this fine? $ARGUMENTS"}
+            ]}],
+            "Stop": command("touch stop-ran"),
+            "SessionEnd": command("touch end-ran"),
+        }),
+    );
+    let server = FakeServer::route(|_| anthropic::text_reply("hello"));
+    p.run(Some(&server), &["-p", "hi"]).ok();
+    for f in ["start-ran", "stop-ran", "end-ran"] {
+        assert!(!p.path().join(f).exists(), "{f}");
+    }
+    assert!(endpoint.requests().is_empty());
+    assert_eq!(server.requests().len(), 1);
+    assert!(!server.requests().iter().any(is_hook_question));
+}
+
+#[test]
+fn continue_false_from_a_post_tool_use_hook_ends_the_run_after_the_call() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command":
+            "echo '{\"continue\": false, \"stopReason\": \"enough for today\", \"systemMessage\": \"stopping\"}'"}]}]}),
+    );
+    let server = calling(vec![(
+        "toolu_1",
+        "Bash",
+        json!({"command": "touch once.txt"}),
+    )]);
+    let out = p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    );
+    assert!(p.path().join("once.txt").exists(), "the call itself ran");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no request after the hook said stop\n{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("enough for today"), "{}", out.stderr);
+}
+
+#[test]
+fn stop_failure_hooks_see_the_failed_request() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"StopFailure": [{"matcher": "invalid_request", "hooks": [
+            {"type": "command", "command": "cat > stop-failure.json"}]}]}),
+    );
+    let server = FakeServer::route(|_| {
+        Reply::anthropic_error(400, "invalid_request_error", "messages: bad shape")
+    });
+    let out = p.run(Some(&server), &["-p", "go"]);
+    assert_ne!(out.code, 0);
+    let seen = read_json(&p, "stop-failure.json");
+    assert_eq!(seen["hook_event_name"], "StopFailure");
+    assert_eq!(seen["error"], "invalid_request");
+    assert!(
+        seen["error_details"]
+            .as_str()
+            .is_some_and(|d| d.contains("bad shape")),
+        "{seen}"
+    );
+}
+
+#[test]
+fn a_post_tool_use_exit_2_tells_the_model_after_the_call_ran() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PostToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command":
+            "echo 'LINT FAILED: fix the style' >&2; exit 2"}]}]}),
+    );
+    let server = calling(vec![(
+        "toolu_1",
+        "Bash",
+        json!({"command": "touch ran.txt"}),
+    )]);
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
+    assert!(p.path().join("ran.txt").exists());
+    let text = result_text(&main_results(&server)[0]);
+    assert!(text.contains("LINT FAILED: fix the style"), "{text}");
+}
+
+#[test]
+fn instructions_loaded_fires_once_per_memory_file_at_startup() {
+    let p = Project::new();
+    p.write("CLAUDE.md", "Use tabs.\n@docs/style.md\n");
+    p.write("docs/style.md", "Short lines.\n");
+    settings_hooks(
+        &p,
+        json!({"InstructionsLoaded": command("cat >> loaded.jsonl; echo >> loaded.jsonl")}),
+    );
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    p.run(Some(&server), &["-p", "hi"]).ok();
+    let text = p.read("loaded.jsonl");
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rows: Vec<(String, String, String)> = seen
+        .iter()
+        .map(|v| {
+            let file = v["file_path"].as_str().unwrap_or_default();
+            (
+                file.rsplit('/').next().unwrap_or_default().to_string(),
+                v["memory_type"].as_str().unwrap_or_default().to_string(),
+                v["load_reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        rows.contains(&("CLAUDE.md".into(), "Project".into(), "session_start".into())),
+        "{rows:?}"
+    );
+    let import = seen
+        .iter()
+        .find(|v| v["load_reason"] == "include")
+        .unwrap_or_else(|| panic!("{rows:?}"));
+    assert!(
+        import["file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("docs/style.md")
+    );
+    assert!(
+        import["parent_file_path"]
+            .as_str()
+            .unwrap()
+            .ends_with("CLAUDE.md")
+    );
+    assert_eq!(seen[0]["hook_event_name"], "InstructionsLoaded");
+}
+
+#[test]
+fn post_tool_batch_sees_every_call_of_the_turn_once() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"PostToolBatch": command(
+            "cat >> batch.jsonl; echo >> batch.jsonl; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PostToolBatch\", \"additionalContext\": \"BATCH-CONTEXT\"}}'"
+        )}),
+    );
+    let server = calling(vec![
+        ("toolu_1", "Bash", json!({"command": "echo one"})),
+        ("toolu_2", "Bash", json!({"command": "echo two"})),
+    ]);
+    p.run(
+        Some(&server),
+        &["-p", "go", "--permission-mode", "bypassPermissions"],
+    )
+    .ok();
+    let text = p.read("batch.jsonl");
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "once per batch: {text}");
+    let calls = seen[0]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["tool_use_id"], "toolu_1");
+    assert!(calls[1]["tool_response"].as_str().unwrap().contains("two"));
+    let last = server.requests().into_iter().rfind(is_main).unwrap();
+    assert!(last.last_user_text().contains("BATCH-CONTEXT"));
+}
