@@ -53,6 +53,7 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "$schema" => {}
             "permissions" => permissions(path, value, &mut t),
             "hooks" => hooks(path, value, &mut t),
+            "sandbox" => super::sandbox::translate(path, value, &mut t),
             "env" => match &value.kind {
                 Kind::Map(entries) => {
                     let mut env = Map::new();

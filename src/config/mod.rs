@@ -17,6 +17,7 @@ mod hooks;
 pub mod layers;
 mod load;
 mod mode;
+mod sandbox;
 mod settings;
 pub mod trust;
 
@@ -36,6 +37,7 @@ pub use load::{
     OLD_SESSIONS_DIR, discover, layer_files, load,
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
+pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};
 pub use settings::{
     AgentSettings, BashSettings, ChildEnv, CompactSettings, DEFAULT_HOOK_TIMEOUT_MS,
     DistributedSettings, HookConfig, HookSettings, McpServerConfig, ModelPrice, PermissionSettings,

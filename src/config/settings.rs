@@ -71,6 +71,9 @@ pub struct Settings {
     /// Where background sub-agents run: this process, or a worker fleet
     /// on NATS JetStream (`docs/distributed.md`).
     pub distributed: DistributedSettings,
+    /// The operating-system sandbox of Bash commands and command hooks
+    /// (Claude Code's `sandbox`; docs/sandbox.md).
+    pub sandbox: super::sandbox::SandboxSettings,
 }
 
 /// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
@@ -240,6 +243,7 @@ impl Default for Settings {
             effort_levels: BTreeMap::new(),
             prices: BTreeMap::new(),
             distributed: DistributedSettings::default(),
+            sandbox: Default::default(),
         }
     }
 }

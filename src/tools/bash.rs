@@ -80,11 +80,24 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     let (mut reader, writer) = std::io::pipe().map_err(|e| failed(BashStep::Pipe, &e))?;
     let writer_err = writer.try_clone().map_err(|e| failed(BashStep::Pipe, &e))?;
 
-    let mut cmd = tokio::process::Command::new("bash");
+    // Sandboxed, cadre runs itself as the sandbox's program, which runs
+    // `bash -c` inside (src/tools/sandbox/enter.rs).
+    let mut cmd = match &ctx.sandbox {
+        Some(policy) => {
+            let (program, args) = super::sandbox::wrap(policy, &["bash", "-c", command])
+                .map_err(|e| failed(BashStep::Start, &e))?;
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new("bash");
+            cmd.arg("-c").arg(command);
+            cmd
+        }
+    };
     ctx.env.apply(&mut cmd);
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(&ctx.cwd)
+    cmd.current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_err))
