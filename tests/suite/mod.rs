@@ -31,6 +31,7 @@ mod provider;
 mod races;
 mod reload;
 mod run;
+mod sandbox;
 mod sdk;
 mod session_place;
 mod sessions;
