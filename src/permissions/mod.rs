@@ -884,7 +884,7 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
 
 /// Whether a `domain:` rule covers `host`: the same host, or for
 /// `*.rest` any host ending in `.rest`.
-fn domain_matches(rule: &str, host: &str) -> bool {
+pub fn domain_matches(rule: &str, host: &str) -> bool {
     match rule.strip_prefix("*.") {
         Some(rest) => host
             .strip_suffix(rest)

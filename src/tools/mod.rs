@@ -445,6 +445,7 @@ mod tests {
         let s: String = "a".repeat(50) + &"b".repeat(50);
         let t = ToolOutput::ok(outcome::BashOutput {
             output: truncate_middle(&s, 20),
+            refused: vec![],
         })
         .text();
         assert_eq!(

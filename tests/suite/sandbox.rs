@@ -189,7 +189,10 @@ fn read_denied_files_cannot_be_read_by_any_program() {
     ];
     let r = runs(&p, &commands);
     let all = r.join("\n");
-    assert!(!all.contains("SECRET-ONE") && !all.contains("SECRET-TWO"), "{r:?}");
+    assert!(
+        !all.contains("SECRET-ONE") && !all.contains("SECRET-TWO"),
+        "{r:?}"
+    );
     assert_eq!(r[4].trim(), "visible", "{r:?}");
     // The files are untouched outside.
     assert_eq!(p.read("creds.txt"), "SECRET-ONE\n");
@@ -229,9 +232,18 @@ fn no_direct_connection_leaves_the_sandbox() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     stop.store(true, Ordering::SeqCst);
     watcher.join().unwrap();
-    assert!(!arrived.load(Ordering::SeqCst), "a connection arrived: {r:?}");
-    assert!(r[0].starts_with("ERR:") && r[0].contains("Connection refused"), "{r:?}");
-    assert!(r[1].starts_with("ERR:") && !r[1].contains("connected"), "{r:?}");
+    assert!(
+        !arrived.load(Ordering::SeqCst),
+        "a connection arrived: {r:?}"
+    );
+    assert!(
+        r[0].starts_with("ERR:") && r[0].contains("Connection refused"),
+        "{r:?}"
+    );
+    assert!(
+        r[1].starts_with("ERR:") && !r[1].contains("connected"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -250,9 +262,15 @@ fn sandboxed_commands_run_without_asking_but_deny_and_ask_rules_still_win() {
     ];
     let r = runs_in(&p, &commands, "default");
     assert_eq!(r[0].trim(), "auto-allowed", "{r:?}");
-    assert!(r[1].starts_with("ERR:") && r[1].contains("deny rule 'Bash(rm:*)'"), "{r:?}");
+    assert!(
+        r[1].starts_with("ERR:") && r[1].contains("deny rule 'Bash(rm:*)'"),
+        "{r:?}"
+    );
     assert!(p.path().join("keep.txt").exists());
-    assert!(r[2].starts_with("ERR:") && r[2].contains("ask rule 'Bash(git push:*)'"), "{r:?}");
+    assert!(
+        r[2].starts_with("ERR:") && r[2].contains("ask rule 'Bash(git push:*)'"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -281,16 +299,35 @@ fn excluded_commands_and_a_sandbox_turned_off_go_through_the_permission_rules() 
     };
     let v = check("make build");
     assert_eq!(v["decision"], "ask", "{v}");
-    assert!(v["sandbox"].as_str().unwrap().starts_with("excluded (sandbox.excludedCommands 'make')"), "{v}");
+    assert!(
+        v["sandbox"]
+            .as_str()
+            .unwrap()
+            .starts_with("excluded (sandbox.excludedCommands 'make')"),
+        "{v}"
+    );
     let v = check("docker ps");
     if supported() {
         assert_eq!(v["decision"], "allow", "{v}");
-        assert!(v["sandbox"].as_str().unwrap().starts_with("sandboxed (Landlock"), "{v}");
-        assert!(v["by"].as_str().unwrap().contains("autoAllowBashIfSandboxed"), "{v}");
+        assert!(
+            v["sandbox"]
+                .as_str()
+                .unwrap()
+                .starts_with("sandboxed (Landlock"),
+            "{v}"
+        );
+        assert!(
+            v["by"]
+                .as_str()
+                .unwrap()
+                .contains("autoAllowBashIfSandboxed"),
+            "{v}"
+        );
     }
     let out = p.run(None, &["config", "show"]);
     assert!(
-        out.stdout.contains("sandbox.excluded_commands (a repository may only narrow the sandbox)"),
+        out.stdout
+            .contains("sandbox.excluded_commands (a repository may only narrow the sandbox)"),
         "{}",
         out.stdout
     );
@@ -334,4 +371,63 @@ fn without_the_sandbox_the_same_escape_works() {
         &["run", "--permission-mode", "bypassPermissions", "go"],
     );
     assert!(Path::new(&format!("{o}/tee.txt")).exists());
+}
+
+/// A plain HTTP server on a loopback port that answers every request
+/// with `body` and counts the requests.
+fn http_server(body: &'static str) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    std::thread::spawn(move || {
+        for conn in listener.incoming().take(20) {
+            let Ok(mut conn) = conn else { continue };
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = conn.read(&mut buf);
+            let reply = format!(
+                "HTTP/1.0 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = std::io::Write::write_all(&mut conn, reply.as_bytes());
+        }
+    });
+    (port, count)
+}
+
+#[test]
+fn an_allowed_domain_is_reached_through_the_proxy_and_another_is_refused() {
+    if !supported() {
+        return;
+    }
+    let (port, count) = http_server("hello-from-outside");
+    let p = sandboxed_project("");
+    p.write(".claude/settings.json", r#"{"sandbox": {"enabled": true}}"#);
+    // The domains come from the user's settings: a repository may not
+    // widen the sandbox's network.
+    std::fs::create_dir_all(p.home.path().join(".claude")).unwrap();
+    std::fs::write(
+        p.home.path().join(".claude/settings.json"),
+        r#"{"sandbox": {"network": {"allowedDomains": ["localhost"]}}}"#,
+    )
+    .unwrap();
+    let commands: Vec<String> = vec![
+        format!("curl -sS --max-time 10 http://localhost:{port}/"),
+        format!("curl -sS --max-time 10 http://127.0.0.1:{port}/"),
+        "curl -sS --max-time 10 https://blocked.invalid/".into(),
+    ];
+    let r = runs(&p, &commands);
+    assert_eq!(r[0].trim(), "hello-from-outside", "{r:?}");
+    assert!(
+        r[1].contains("the network host 127.0.0.1 is not allowed")
+            && r[1].contains("The sandbox refused network access to 127.0.0.1"),
+        "{r:?}"
+    );
+    assert!(
+        r[2].starts_with("ERR:")
+            && r[2].contains("The sandbox refused network access to blocked.invalid"),
+        "{r:?}"
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 1, "{r:?}");
 }

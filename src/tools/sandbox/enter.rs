@@ -61,6 +61,14 @@ fn run(args: &[OsString]) -> Result<ExitCode, String> {
         println!("{}", serde_json::to_string(&support).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
+    if let [flag, socket] = args
+        && flag == "--forward"
+    {
+        // The forwarder writes nothing but its sockets.
+        landlock(&Policy::default())?;
+        super::proxy::forward(Path::new(socket)).map_err(|e| format!("forwarder: {e}"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let (inner, args) = match args.split_first() {
         Some((first, rest)) if first == "--inner" => (true, rest),
         _ => (false, args),
@@ -165,20 +173,29 @@ fn outer(policy: &Policy, policy_text: &str, program: &[OsString]) -> Result<Exi
 
 /// Stage two: returns only on failure (the error), else execs.
 fn inner_stage(policy: &Policy, program: &[OsString]) -> String {
-    match prepare_inner(policy) {
-        Ok(()) => {}
+    let port = match prepare_inner(policy) {
+        Ok(port) => port,
         Err(e) => return e,
-    }
+    };
     let Some((prog, args)) = program.split_first() else {
         return "no program to run".into();
     };
     let mut cmd = std::process::Command::new(prog);
     cmd.args(args).env("TMPDIR", &policy.tmp);
+    if let Some(port) = port {
+        let url = format!("http://127.0.0.1:{port}");
+        for k in ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"] {
+            cmd.env(k, &url);
+        }
+        cmd.env("NO_PROXY", "").env("no_proxy", "");
+    }
     let e = cmd.exec();
     format!("cannot run {}: {e}", prog.to_string_lossy())
 }
 
-fn prepare_inner(policy: &Policy) -> Result<(), String> {
+/// Everything before the exec; the forwarder's port when there is a proxy.
+fn prepare_inner(policy: &Policy) -> Result<Option<u16>, String> {
+    let mut port = None;
     if policy.namespaces {
         mount(
             Some("proc"),
@@ -190,6 +207,12 @@ fn prepare_inner(policy: &Policy) -> Result<(), String> {
         .map_err(|e| format!("cannot mount a fresh /proc: {e}"))?;
         if policy.isolate_network {
             loopback_up().map_err(|e| format!("cannot bring the loopback up: {e}"))?;
+            if let Some(socket) = &policy.proxy {
+                port = Some(
+                    super::proxy::start_forwarder(socket)
+                        .map_err(|e| format!("cannot start the proxy forwarder: {e}"))?,
+                );
+            }
         }
         // Give up root in these namespaces: a nested user namespace maps
         // the real user back, and the mounts above are locked for it.
@@ -200,7 +223,8 @@ fn prepare_inner(policy: &Policy) -> Result<(), String> {
             .map_err(|e| format!("cannot enter the nested user namespace: {e}"))?;
         map_ids(outer_uid, uid, outer_gid, gid)?;
     }
-    landlock(policy)
+    landlock(policy)?;
+    Ok(port)
 }
 
 /// The user and group cadre runs as, read back from the first user

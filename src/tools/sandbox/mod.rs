@@ -19,6 +19,7 @@ use crate::config::SandboxSettings;
 use crate::permissions::Rules;
 
 pub mod enter;
+pub mod proxy;
 
 /// The hidden subcommand that runs a command inside the sandbox.
 pub const EXEC_SUBCOMMAND: &str = "__sandbox-exec";
@@ -41,6 +42,14 @@ pub struct Policy {
     pub hidden: Vec<PathBuf>,
     /// The session's temporary folder (`TMPDIR` inside).
     pub tmp: PathBuf,
+    /// The Unix socket of the call's filtering proxy ([`proxy`]); inside,
+    /// a forwarder listens on the loopback and `HTTP_PROXY`/`HTTPS_PROXY`
+    /// name it.
+    pub proxy: Option<PathBuf>,
+    /// Hosts the proxy lets commands reach: `sandbox.network.allowedDomains`
+    /// and the `WebFetch(domain:…)` allow rules. Used by cadre's side only.
+    #[serde(skip)]
+    pub allowed_domains: Vec<String>,
 }
 
 /// What this machine can do, found once by starting the sandbox's own
@@ -155,6 +164,8 @@ pub fn policy(
             .iter()
             .map(|p| setting_path(p, cwd)),
     );
+    let mut allowed_domains = settings.network.allowed_domains.clone();
+    allowed_domains.extend(rules.allowed_domains());
     Policy {
         namespaces: support.namespaces,
         isolate_network: support.namespaces,
@@ -162,6 +173,8 @@ pub fn policy(
         read_only,
         hidden,
         tmp,
+        proxy: None,
+        allowed_domains,
     }
 }
 
