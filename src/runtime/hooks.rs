@@ -16,7 +16,7 @@
 //! them; the query loop and the tool executor call it at a few points and
 //! do not know about commands.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +35,7 @@ use crate::snapshot::Snapshot;
 use crate::templates::Templates;
 use crate::tools::child::{Captured, GroupGuard};
 use crate::tools::outcome::{Clip, Clipped};
+use crate::tools::sandbox::{self, Policy};
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
@@ -77,6 +78,9 @@ pub struct HookPlace<'a> {
     pub cwd: &'a Path,
     pub env: ChildEnv,
     pub templates: &'a Templates,
+    /// The sandbox command hooks run in when `sandbox.enabled` is set and
+    /// this machine can sandbox (docs/sandbox.md, "Hooks").
+    pub sandbox: Option<Arc<Policy>>,
 }
 
 impl<'a> HookPlace<'a> {
@@ -90,8 +94,31 @@ impl<'a> HookPlace<'a> {
             cwd,
             env,
             templates: &snap.templates,
+            sandbox: hook_sandbox(snap, cwd),
         }
     }
+}
+
+/// The sandbox of a session's command hooks: the Bash policy of the
+/// settings' rules and folders, when the sandbox is on and usable.
+fn hook_sandbox(snap: &Snapshot, cwd: &Path) -> Option<Arc<Policy>> {
+    let settings = snap.settings();
+    if !settings.sandbox.enabled || !sandbox::support().usable() {
+        return None;
+    }
+    let add_dirs: Vec<PathBuf> = settings
+        .permissions
+        .additional_directories
+        .iter()
+        .map(|d| cwd.join(d))
+        .collect();
+    Some(Arc::new(sandbox::policy(
+        &settings.sandbox,
+        &snap.rules,
+        cwd,
+        &add_dirs,
+        sandbox::support(),
+    )))
 }
 
 /// How one hook run ended.
@@ -116,25 +143,67 @@ pub enum HookRun {
 /// only their heads and tails are kept, so a hook that writes without end
 /// costs a fixed amount of memory until its timeout stops it.
 pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildEnv) -> HookRun {
-    let (program, mut cmd) = match &hook.args {
+    run_hook_in(hook, input, cwd, env, None).await
+}
+
+/// [`run_hook`], inside the sandbox when `sandbox` is given (with its own
+/// filtering proxy for the run, as a Bash call has).
+pub async fn run_hook_in(
+    hook: &HookConfig,
+    input: &Value,
+    cwd: &Path,
+    env: &ChildEnv,
+    sandbox: Option<&Policy>,
+) -> HookRun {
+    // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
+    // directory's; a bare name is looked up on `PATH`.
+    let (program, argv): (&str, Vec<String>) = match &hook.args {
         Some(args) => {
-            // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
-            // directory's; a bare name is looked up on `PATH`.
-            let program = Path::new(&hook.command);
-            let mut cmd = if program.is_relative() && hook.command.contains('/') {
-                tokio::process::Command::new(cwd.join(program))
+            let path = Path::new(&hook.command);
+            let first = if path.is_relative() && hook.command.contains('/') {
+                cwd.join(path).display().to_string()
             } else {
-                tokio::process::Command::new(program)
+                hook.command.clone()
             };
-            cmd.args(args);
-            (hook.command.as_str(), cmd)
+            (
+                hook.command.as_str(),
+                std::iter::once(first).chain(args.iter().cloned()).collect(),
+            )
+        }
+        None => (
+            "bash -c",
+            vec!["bash".into(), "-c".into(), hook.command.clone()],
+        ),
+    };
+    let mut proxy = None;
+    let (exe, args) = match sandbox {
+        Some(policy) => {
+            let mut policy = policy.clone();
+            if policy.isolate_network {
+                match sandbox::proxy::Proxy::start(policy.allowed_domains.clone()) {
+                    Ok(p) => {
+                        policy.proxy = Some(p.socket.clone());
+                        proxy = Some(p);
+                    }
+                    Err(e) => {
+                        return HookRun::Failed(format!("cannot start the sandbox's proxy: {e}"));
+                    }
+                }
+            }
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            match sandbox::wrap(&policy, &argv) {
+                Ok((exe, args)) => (exe, args),
+                Err(e) => return HookRun::Failed(format!("cannot start the sandbox: {e}")),
+            }
         }
         None => {
-            let mut cmd = tokio::process::Command::new("bash");
-            cmd.arg("-c").arg(&hook.command);
-            ("bash -c", cmd)
+            let mut argv = argv;
+            let first = argv.remove(0);
+            (PathBuf::from(first), argv)
         }
     };
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(args);
     env.apply(&mut cmd);
     cmd.current_dir(cwd)
         .stdin(Stdio::piped())
@@ -168,6 +237,7 @@ pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildE
     })
     .await;
     group.kill();
+    drop(proxy);
     let text = |kept: Captured| kept.text(2 * HOOK_KEEP_BYTES);
     match waited {
         Ok(Ok((status, stdout, stderr))) => HookRun::Exited {
@@ -390,8 +460,9 @@ pub async fn fire(
     for hook in background {
         let (hook, input) = (hook.clone(), input.clone());
         let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
+        let sandbox = place.sandbox.clone();
         tokio::spawn(async move {
-            let run = run_hook(&hook, &input, &cwd, &env).await;
+            let run = run_hook_in(&hook, &input, &cwd, &env, sandbox.as_deref()).await;
             let event = event.as_str();
             let command = &hook.command;
             match run {
@@ -414,7 +485,7 @@ pub async fn fire(
     let runs = join_all(
         awaited
             .iter()
-            .map(|h| run_hook(h, input, place.cwd, &place.env)),
+            .map(|h| run_hook_in(h, input, place.cwd, &place.env, place.sandbox.as_deref())),
     )
     .await;
     let mut fired = Fired::default();
@@ -959,6 +1030,7 @@ mod tests {
             cwd: dir.path(),
             env: ChildEnv::default(),
             templates: &templates,
+            sandbox: None,
         };
         let fired = fire(
             &[

@@ -431,3 +431,30 @@ fn an_allowed_domain_is_reached_through_the_proxy_and_another_is_refused() {
     );
     assert_eq!(count.load(Ordering::SeqCst), 1, "{r:?}");
 }
+
+#[test]
+fn command_hooks_run_in_the_sandbox_too() {
+    if !supported() {
+        return;
+    }
+    let p = Project::new();
+    let outside = tempfile::tempdir().unwrap();
+    let o = outside.path().display().to_string();
+    p.write(
+        ".claude/settings.json",
+        &json!({
+            "sandbox": {"enabled": true},
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{
+                "type": "command",
+                "command": format!("cat > hook-input.json; echo x > {o}/hook.txt; echo x > \"$HOME/hook.txt\"; exit 0")
+            }]}]}
+        })
+        .to_string(),
+    );
+    let r = runs(&p, &["echo ran".to_string()]);
+    assert_eq!(r[0].trim(), "ran", "{r:?}");
+    // The hook ran (it wrote its input inside) but could not write outside.
+    assert!(p.read("hook-input.json").contains("echo ran"));
+    assert!(!outside.path().join("hook.txt").exists());
+    assert!(!p.home.path().join("hook.txt").exists());
+}
