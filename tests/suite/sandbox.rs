@@ -458,3 +458,58 @@ fn command_hooks_run_in_the_sandbox_too() {
     assert!(!outside.path().join("hook.txt").exists());
     assert!(!p.home.path().join("hook.txt").exists());
 }
+
+#[test]
+fn an_unprivileged_user_is_confined_the_same_way() {
+    // As root (CI), the same escapes are tried by cadre running as
+    // `nobody` through setpriv; as any other user the tests above already
+    // ran unprivileged.
+    if !supported() || !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    if !Path::new("/usr/bin/setpriv").exists() {
+        eprintln!("SKIPPED: setpriv (util-linux) is not installed");
+        return;
+    }
+    let p = sandboxed_project(r#""permissions": {"deny": ["Read(./creds.txt)"]}"#);
+    p.write("creds.txt", "SECRET-THREE\n");
+    let outside = tempfile::tempdir().unwrap();
+    let o = outside.path().display().to_string();
+    for dir in [p.path(), p.home.path(), outside.path()] {
+        let status = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(dir)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let commands: Vec<String> = vec![
+        "id -u".into(),
+        format!("echo x | tee {o}/nobody.txt"),
+        "cat creds.txt".into(),
+        "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c ANTHROPIC_API_KEY; true".into(),
+        "echo fine > inside.txt && cat inside.txt".into(),
+    ];
+    let server = script(&commands);
+    let base = p.command(Some(&server));
+    let mut cmd = std::process::Command::new("/usr/bin/setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_cadre"))
+        .args(["run", "--permission-mode", "bypassPermissions", "go"])
+        .current_dir(p.path())
+        .env_clear()
+        .stdin(std::process::Stdio::null());
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let r = results(&server);
+    assert_eq!(r[0].trim(), "65534", "{r:?}");
+    assert!(!outside.path().join("nobody.txt").exists(), "{r:?}");
+    assert!(!r.join("\n").contains("SECRET-THREE"), "{r:?}");
+    assert_eq!(r[3].trim(), "0", "{r:?}");
+    assert_eq!(r[4].trim(), "fine", "{r:?}");
+}
