@@ -513,3 +513,30 @@ fn an_unprivileged_user_is_confined_the_same_way() {
     assert_eq!(r[3].trim(), "0", "{r:?}");
     assert_eq!(r[4].trim(), "fine", "{r:?}");
 }
+
+#[test]
+fn edit_deny_rules_bind_the_sandbox_and_allow_write_opens_a_folder() {
+    if !supported() {
+        return;
+    }
+    let p = sandboxed_project(r#""permissions": {"deny": ["Edit(./locked.txt)"]}"#);
+    p.write("locked.txt", "original\n");
+    let extra = tempfile::tempdir().unwrap();
+    let e = extra.path().display().to_string();
+    std::fs::create_dir_all(p.home.path().join(".claude")).unwrap();
+    std::fs::write(
+        p.home.path().join(".claude/settings.json"),
+        json!({"sandbox": {"filesystem": {"allowWrite": [e]}}}).to_string(),
+    )
+    .unwrap();
+    let commands: Vec<String> = vec![
+        // The parser cannot see this write; the kernel refuses it.
+        "python3 -c \"open('locked.txt', 'a').write('changed')\"".into(),
+        format!("echo allowed > {e}/made.txt && cat {e}/made.txt"),
+    ];
+    let r = runs(&p, &commands);
+    assert!(r[0].starts_with("ERR:") && r[0].contains("Read-only file system"), "{r:?}");
+    assert_eq!(p.read("locked.txt"), "original\n");
+    assert_eq!(r[1].trim(), "allowed", "{r:?}");
+    assert!(extra.path().join("made.txt").exists());
+}
