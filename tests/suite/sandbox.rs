@@ -535,7 +535,10 @@ fn edit_deny_rules_bind_the_sandbox_and_allow_write_opens_a_folder() {
         format!("echo allowed > {e}/made.txt && cat {e}/made.txt"),
     ];
     let r = runs(&p, &commands);
-    assert!(r[0].starts_with("ERR:") && r[0].contains("Read-only file system"), "{r:?}");
+    assert!(
+        r[0].starts_with("ERR:") && r[0].contains("Read-only file system"),
+        "{r:?}"
+    );
     assert_eq!(p.read("locked.txt"), "original\n");
     assert_eq!(r[1].trim(), "allowed", "{r:?}");
     assert!(extra.path().join("made.txt").exists());
