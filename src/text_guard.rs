@@ -56,6 +56,14 @@ const SKIP_FILES: &[(&str, &str)] = &[
         "tool-schema file diagnostics, for the user",
     ),
     ("runtime/resume.rs", "transcript diagnostics, for the user"),
+    (
+        "tools/sandbox/enter.rs",
+        "the sandbox's own program (`cadre __sandbox-exec`): a setup failure is that program's stderr, as bash's own errors are",
+    ),
+    (
+        "tools/sandbox/proxy.rs",
+        "HTTP replies of the sandbox's proxy, read by the command's HTTP client",
+    ),
     ("runtime/transcript.rs", "transcript file names"),
     (
         "runtime/sampling.rs",
@@ -70,6 +78,16 @@ const SKIP_FILES: &[(&str, &str)] = &[
 /// Functions in scope whose prose is not for the model: (file, the start
 /// of the function's signature, why). The whole body is skipped.
 const SKIP_FNS: &[(&str, &str, &str)] = &[
+    (
+        "tools/sandbox/mod.rs",
+        "pub fn mechanism(&self)",
+        "the sandbox's mechanism, for `config show` and `permissions check`; the model sees it only as a value in the `error_sandbox_unavailable` template",
+    ),
+    (
+        "tools/sandbox/mod.rs",
+        "fn probe()",
+        "why the machine cannot sandbox, for `config show` and the log",
+    ),
     (
         "permissions/mod.rs",
         "pub fn parse(text: &str) -> Result<Rule, String>",
@@ -148,6 +166,16 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "runtime/hooks.rs",
         "waiting for the hook failed",
+        "logged, not sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "cannot start the sandbox's proxy",
+        "logged, not sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "cannot start the sandbox: {e}",
         "logged, not sent",
     ),
     (

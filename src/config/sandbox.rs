@@ -12,7 +12,6 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::claude::{Translated, insert};
 use crate::diagnostic::{Diagnostic, Pos};
 use crate::raw::{Kind, Node};
 
@@ -122,11 +121,24 @@ const KNOWN_UNUSED_NETWORK: &[&str] =
     &["allowManagedDomainsOnly", "httpProxyPort", "socksProxyPort"];
 const KNOWN_UNUSED_FILESYSTEM: &[&str] = &["allowRead", "allowManagedReadPathsOnly", "disabled"];
 
+/// Claude Code's `sandbox` object in cadre's shape, with what the
+/// translation of a settings file keeps beside it.
+#[derive(Debug, Default)]
+pub(super) struct Parts {
+    /// The `sandbox` table.
+    pub value: Map<String, Value>,
+    /// Dotted cadre key (`sandbox.network.allowed_domains`) → position.
+    pub positions: Vec<(String, Pos)>,
+    /// Claude Code keys cadre does not implement.
+    pub ignored: Vec<(String, Pos)>,
+    pub problems: Vec<Diagnostic>,
+}
+
 /// Reads Claude Code's `sandbox` object into `sandbox` of cadre's shape.
 /// A key of the wrong type is a warning at its position; a key Claude Code
 /// does not know either is a warning too (a typo would otherwise leave the
 /// sandbox looser than meant).
-pub(super) fn translate(path: &Path, node: &Node, t: &mut Translated) {
+pub(super) fn translate(path: &Path, node: &Node, t: &mut Parts) {
     if !matches!(node.kind, Kind::Map(_)) {
         t.problems.push(wrong(path, node, "sandbox", "an object"));
         return;
@@ -134,15 +146,15 @@ pub(super) fn translate(path: &Path, node: &Node, t: &mut Translated) {
     for (key, value) in node.entries() {
         let name = key.name.as_str();
         if let Some((_, to)) = TOP.iter().find(|(k, _)| *k == name) {
-            boolean(path, value, &["sandbox", to], &format!("sandbox.{name}"), t);
+            let dotted = format!("sandbox.{to}");
+            if let Some(v) = boolean(path, value, &dotted, &format!("sandbox.{name}"), t) {
+                t.value.insert(to.to_string(), v);
+            }
         } else if name == "excludedCommands" {
-            list(
-                path,
-                value,
-                &["sandbox", "excluded_commands"],
-                "sandbox.excludedCommands",
-                t,
-            );
+            let dotted = "sandbox.excluded_commands";
+            if let Some(v) = list(path, value, dotted, "sandbox.excludedCommands", t) {
+                t.value.insert("excluded_commands".into(), v);
+            }
         } else if name == "network" {
             section(
                 path,
@@ -179,45 +191,58 @@ fn section(
     booleans: &[(&str, &str)],
     lists: &[(&str, &str)],
     unused: &[&str],
-    t: &mut Translated,
+    t: &mut Parts,
 ) {
     if !matches!(node.kind, Kind::Map(_)) {
         t.problems
             .push(wrong(path, node, &format!("sandbox.{name}"), "an object"));
         return;
     }
+    let mut table = match t.value.remove(name) {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
     for (key, value) in node.entries() {
         let k = key.name.as_str();
         let shown = format!("sandbox.{name}.{k}");
         if let Some((_, to)) = booleans.iter().find(|(b, _)| *b == k) {
-            boolean(path, value, &["sandbox", name, to], &shown, t);
+            if let Some(v) = boolean(path, value, &format!("sandbox.{name}.{to}"), &shown, t) {
+                table.insert(to.to_string(), v);
+            }
         } else if let Some((_, to)) = lists.iter().find(|(l, _)| *l == k) {
-            list(path, value, &["sandbox", name, to], &shown, t);
+            if let Some(v) = list(path, value, &format!("sandbox.{name}.{to}"), &shown, t) {
+                table.insert(to.to_string(), v);
+            }
         } else if unused.contains(&k) {
             t.ignored.push((shown, key.pos));
         } else {
             t.problems.push(unknown(path, key.pos, &shown));
         }
     }
+    t.value.insert(name.to_string(), Value::Object(table));
 }
 
-fn boolean(path: &Path, value: &Node, to: &[&str], shown: &str, t: &mut Translated) {
+/// A boolean value, its position kept under `dotted`.
+fn boolean(path: &Path, value: &Node, dotted: &str, shown: &str, t: &mut Parts) -> Option<Value> {
     match value.kind {
         Kind::Bool(b) => {
-            insert(&mut t.value, to, Value::Bool(b));
-            t.positions.push((to.join("."), value.pos));
+            t.positions.push((dotted.to_string(), value.pos));
+            Some(Value::Bool(b))
         }
-        _ => t.problems.push(wrong(path, value, shown, "true or false")),
+        _ => {
+            t.problems.push(wrong(path, value, shown, "true or false"));
+            None
+        }
     }
 }
 
-fn list(path: &Path, value: &Node, to: &[&str], shown: &str, t: &mut Translated) {
+/// A list of strings, each item's position kept as `dotted[item]`.
+fn list(path: &Path, value: &Node, dotted: &str, shown: &str, t: &mut Parts) -> Option<Value> {
     let Kind::Seq(items) = &value.kind else {
         t.problems
             .push(wrong(path, value, shown, "a list of strings"));
-        return;
+        return None;
     };
-    let dotted = to.join(".");
     let mut out = Vec::new();
     for item in items {
         match &item.kind {
@@ -228,8 +253,8 @@ fn list(path: &Path, value: &Node, to: &[&str], shown: &str, t: &mut Translated)
             _ => t.problems.push(wrong(path, item, shown, "a string")),
         }
     }
-    t.positions.push((dotted, value.pos));
-    insert(&mut t.value, to, Value::Array(out));
+    t.positions.push((dotted.to_string(), value.pos));
+    Some(Value::Array(out))
 }
 
 fn wrong(path: &Path, value: &Node, key: &str, what: &str) -> Diagnostic {
