@@ -35,6 +35,15 @@ use nix::sched::{CloneFlags, unshare};
 
 use super::{EXEC_SUBCOMMAND, Policy, Support};
 
+/// Parts of /proc that act on the whole machine: read-only inside.
+const PROC_READ_ONLY: &[&str] = &[
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/bus",
+    "/proc/fs",
+    "/proc/irq",
+];
+
 /// The exit code of a sandbox that could not be set up.
 const SETUP_FAILED: u8 = 125;
 
@@ -205,6 +214,15 @@ fn prepare_inner(policy: &Policy) -> Result<Option<u16>, String> {
             None::<&str>,
         )
         .map_err(|e| format!("cannot mount a fresh /proc: {e}"))?;
+        // What of /proc acts on the whole machine stays read-only, as
+        // container runtimes keep it (the command's own files there, such
+        // as its pipes in /proc/self/fd, stay writable).
+        for p in PROC_READ_ONLY {
+            let p = Path::new(p);
+            if p.exists() {
+                read_only(p, p)?;
+            }
+        }
         if policy.isolate_network {
             loopback_up().map_err(|e| format!("cannot bring the loopback up: {e}"))?;
             if let Some(socket) = &policy.proxy {
