@@ -60,6 +60,14 @@ const SKIP_FILES: &[(&str, &str)] = &[
         "runtime/command_notes.rs",
         "the built-in command table for /help and notes on stderr, for the user",
     ),
+    (
+        "tools/sandbox/enter.rs",
+        "the sandbox's own program (`cadre __sandbox-exec`): a setup failure is that program's stderr, as bash's own errors are",
+    ),
+    (
+        "tools/sandbox/proxy.rs",
+        "HTTP replies of the sandbox's proxy, read by the command's HTTP client",
+    ),
     ("runtime/transcript.rs", "transcript file names"),
     (
         "runtime/sampling.rs",
@@ -98,6 +106,16 @@ const SKIP_FNS: &[(&str, &str, &str)] = &[
         "runtime/exec.rs",
         "pub(super) fn hook_model(",
         "why a prompt hook's request failed: logged, never sent",
+    ),
+    (
+        "tools/sandbox/mod.rs",
+        "pub fn mechanism(&self)",
+        "the sandbox's mechanism, for `config show` and `permissions check`; the model sees it only as a value in the `error_sandbox_unavailable` template",
+    ),
+    (
+        "tools/sandbox/mod.rs",
+        "fn probe()",
+        "why the machine cannot sandbox, for `config show` and the log",
     ),
     (
         "permissions/mod.rs",
@@ -192,6 +210,16 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     (
         "runtime/hooks.rs",
         "waiting for the hook failed",
+        "logged, not sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "cannot start the sandbox's proxy",
+        "logged, not sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "cannot start the sandbox: {e}",
         "logged, not sent",
     ),
     (

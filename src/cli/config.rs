@@ -211,7 +211,19 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             );
         }
     }
-    if !c.skipped.is_empty() {
+    if c.settings.sandbox.enabled {
+        let support = crate::tools::sandbox::support();
+        outln!("# sandbox: on; mechanism: {}", support.mechanism());
+        for p in &support.problems {
+            outln!("#   {p}");
+        }
+    }
+    if !c.skipped.is_empty() && c.trusted {
+        outln!("# skipped from the repository's settings");
+        for s in &c.skipped {
+            outln!("#   {}    {}", s.what, s.origin);
+        }
+    } else if !c.skipped.is_empty() {
         outln!(
             "# skipped because {} is not trusted (`cadre trust`)",
             c.trust_root.display()

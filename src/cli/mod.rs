@@ -208,6 +208,11 @@ fn protect_process() -> Result<(), std::convert::Infallible> {
 
 /// The entry point: parses arguments, runs the command, returns the exit code.
 pub fn main() -> ExitCode {
+    // The sandbox's own program (`cadre __sandbox-exec`) runs before
+    // anything else: no command line tree, no runtime, no logging.
+    if let Some(code) = crate::tools::sandbox::enter::main_if_asked() {
+        return code;
+    }
     let unprotected = protect_process().err();
     // `cadre --version` alone is answered before the command line is
     // parsed: building the whole command tree was most of that start.

@@ -10,6 +10,7 @@ use super::output::print_json;
 use super::{CliError, GlobalArgs, Overrides, load_snapshot, working_dir};
 use crate::config::PermissionMode;
 use crate::permissions::{self, Decision, Rules};
+use crate::tools::sandbox;
 
 #[derive(Debug, Subcommand)]
 pub enum PermissionsCommand {
@@ -83,12 +84,36 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         Some(c) if args.tool == "Bash" => permissions::bash_commands(c),
         _ => (Vec::new(), Vec::new()),
     };
+    let sandbox = (args.tool == "Bash").then(|| {
+        let command = call.get("command").and_then(Value::as_str).unwrap_or("");
+        sandbox_use(&settings.sandbox, command)
+    });
+    // A sandboxed command that only the mode would have asked about runs
+    // without asking (autoAllowBashIfSandboxed), as `cadre run` does it.
+    let auto_allowed = matches!(
+        (&explained.decision, &sandbox),
+        (
+            Decision::Ask {
+                reason: permissions::Reason::Mode(_)
+            },
+            Some((sandbox::Use::Sandboxed, _))
+        )
+    ) && settings.sandbox.auto_allow_bash_if_sandboxed;
     let decision = match &explained.decision {
+        _ if auto_allowed => "allow",
         Decision::Allow => "allow",
         Decision::Ask { .. } => "ask",
         Decision::Deny { .. } => "deny",
     };
-    let by = explained.by.words(&snap.templates);
+    let by = if auto_allowed {
+        format!(
+            "sandboxed, so it runs without asking (sandbox.autoAllowBashIfSandboxed); without the sandbox: {}",
+            explained.by.words(&snap.templates)
+        )
+    } else {
+        explained.by.words(&snap.templates)
+    };
+    let sandbox_words = sandbox.as_ref().map(|(_, words)| words.clone());
     let uncertain: Vec<String> = uncertain.iter().map(|u| u.words(&snap.templates)).collect();
     drop(input);
     if args.json {
@@ -101,6 +126,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
             "rule": explained.rule.as_ref().map(|c| json!({"rule": c.rule, "origin": c.origin})),
             "commands": commands,
             "uncertain": uncertain,
+            "sandbox": sandbox_words,
         }));
     }
     outln!("{decision}: {by}");
@@ -112,6 +138,9 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         );
     }
     outln!("mode: {}", mode.as_str());
+    if let Some(words) = &sandbox_words {
+        outln!("sandbox: {words}");
+    }
     if args.tool == "Bash" {
         outln!("commands:");
         for c in &commands {
@@ -125,6 +154,31 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
         }
     }
     Ok(())
+}
+
+/// How a Bash command would run with the sandbox settings, and why, in
+/// words.
+fn sandbox_use(settings: &crate::config::SandboxSettings, command: &str) -> (sandbox::Use, String) {
+    let u = sandbox::classify(settings, command);
+    let words = match &u {
+        sandbox::Use::Off => "off (sandbox.enabled is not set): runs unsandboxed".to_string(),
+        sandbox::Use::Excluded(entry) => format!(
+            "excluded (sandbox.excludedCommands '{entry}'): runs unsandboxed, through the permission rules"
+        ),
+        sandbox::Use::Unavailable { refused } => format!(
+            "unavailable on this machine ({}): {}",
+            sandbox::support().problems.join("; "),
+            if *refused {
+                "refused (sandbox.failIfUnavailable)"
+            } else {
+                "runs unsandboxed"
+            }
+        ),
+        sandbox::Use::Sandboxed => {
+            format!("sandboxed ({})", sandbox::support().mechanism())
+        }
+    };
+    (u, words)
 }
 
 /// The call's input: a JSON object as given, else the text as the tool's

@@ -40,6 +40,14 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "$schema" => {}
             "permissions" => permissions(path, value, &mut t),
             "hooks" => hooks(path, value, &mut t),
+            "sandbox" => {
+                let mut parts = super::sandbox::Parts::default();
+                super::sandbox::translate(path, value, &mut parts);
+                t.value.insert("sandbox".into(), Value::Object(parts.value));
+                t.positions.extend(parts.positions);
+                t.ignored.extend(parts.ignored);
+                t.problems.extend(parts.problems);
+            }
             "env" => match &value.kind {
                 Kind::Map(entries) => {
                     let mut env = Map::new();

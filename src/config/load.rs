@@ -290,6 +290,9 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
                 ));
             }
         }
+        if f.scope.from_repository() {
+            narrow_sandbox(&mut doc, trusted, &mut skipped);
+        }
         if f.scope.from_repository() && !trusted {
             let mode = doc
                 .value
@@ -399,6 +402,45 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         project_dir: input.cwd.clone(),
         bypass_disabled_by,
     })
+}
+
+/// A repository's layer may only make the sandbox stricter, and only in a
+/// trusted folder: untrusted, its whole `sandbox` table is skipped;
+/// trusted, what would widen the sandbox is.
+fn narrow_sandbox(doc: &mut LayerDoc, trusted: bool, skipped: &mut Vec<Skipped>) {
+    if !trusted {
+        let origin = doc.origin("sandbox");
+        if doc
+            .take(&["sandbox"])
+            .is_some_and(|v| v.as_object().is_some_and(|m| !m.is_empty()))
+        {
+            skipped.push(Skipped {
+                what: "sandbox".into(),
+                origin: origin.to_string(),
+            });
+        }
+        return;
+    }
+    let origins: Vec<(String, String)> = super::sandbox::widening_keys()
+        .map(|k| {
+            let origin = doc.origin(&k).to_string();
+            (k, origin)
+        })
+        .collect();
+    let Some(Value::Object(sandbox)) = doc.value.get_mut("sandbox") else {
+        return;
+    };
+    for what in super::sandbox::narrow(sandbox) {
+        let origin = origins
+            .iter()
+            .find(|(k, _)| *k == what)
+            .map(|(_, o)| o.clone())
+            .unwrap_or_default();
+        skipped.push(Skipped {
+            what: format!("{what} (a repository may only narrow the sandbox)"),
+            origin,
+        });
+    }
 }
 
 /// Reads one settings file into a layer document.

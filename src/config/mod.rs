@@ -17,6 +17,7 @@ mod hooks;
 pub mod layers;
 mod load;
 mod mode;
+mod sandbox;
 mod settings;
 pub mod trust;
 
@@ -37,6 +38,7 @@ pub use load::{
     OLD_SESSIONS_DIR, discover, layer_files, load,
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
+pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};
 pub use settings::{
     AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, McpServerConfig,
     ModelPrice, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV,

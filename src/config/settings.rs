@@ -76,6 +76,9 @@ pub struct Settings {
     /// a built-in style's name, a style file's, or `default`. See
     /// docs/output-styles.md.
     pub output_style: Option<String>,
+    /// The operating-system sandbox of Bash commands and command hooks
+    /// (Claude Code's `sandbox`; docs/sandbox.md).
+    pub sandbox: super::sandbox::SandboxSettings,
 }
 
 /// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
@@ -246,6 +249,7 @@ impl Default for Settings {
             prices: BTreeMap::new(),
             distributed: DistributedSettings::default(),
             output_style: None,
+            sandbox: Default::default(),
         }
     }
 }

@@ -885,7 +885,7 @@ fn parse_kind(text: &str) -> Result<RuleKind, String> {
 
 /// Whether a `domain:` rule covers `host`: the same host, or for
 /// `*.rest` any host ending in `.rest`.
-fn domain_matches(rule: &str, host: &str) -> bool {
+pub fn domain_matches(rule: &str, host: &str) -> bool {
     match rule.strip_prefix("*.") {
         Some(rest) => host
             .strip_suffix(rest)
@@ -928,6 +928,19 @@ fn path_matches(glob: &GlobMatcher, anchor: &Anchor, path: &Path, cwd: &Path) ->
 }
 
 /// The parsed allow/ask/deny rules.
+/// The deny rules over paths, as an operating-system sandbox enforces them
+/// ([`Rules::sandbox_paths`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxPaths {
+    /// No command may read these (files or folders).
+    pub deny_read: Vec<PathBuf>,
+    /// No command may change these.
+    pub deny_write: Vec<PathBuf>,
+    /// Rules whose glob has no fixed start: the rule engine applies them
+    /// to the tools, the sandbox cannot.
+    pub unenforced: Vec<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rules {
     pub allow: Vec<Rule>,
@@ -1009,6 +1022,68 @@ impl Rules {
                 _ => false,
             })
             .map(Rule::text)
+    }
+
+    /// What the deny rules over paths mean for an operating-system sandbox
+    /// (docs/sandbox.md): the paths `Read(...)` deny rules forbid reading
+    /// and those `Edit(...)` deny rules forbid changing, each as the folder
+    /// or file its glob starts with (`secrets/**` → `CWD/secrets`). A glob
+    /// with no fixed start (`**/.env`) cannot be a mount point: it is
+    /// returned in the third list, for the report.
+    pub fn sandbox_paths(&self, cwd: &Path) -> SandboxPaths {
+        let mut out = SandboxPaths::default();
+        for r in &self.deny {
+            let RuleKind::Path {
+                tools,
+                glob,
+                anchor,
+            } = &r.kind
+            else {
+                continue;
+            };
+            let reads = tools.contains(&"Read");
+            let writes = tools.contains(&"Edit") || tools.contains(&"Write");
+            if !reads && !writes {
+                continue;
+            }
+            let pattern = glob.glob().glob();
+            let fixed: Vec<&str> = pattern
+                .split('/')
+                .take_while(|part| !part.contains(['*', '?', '[', '{']))
+                .collect();
+            let fixed = fixed.join("/");
+            let path = match anchor {
+                Anchor::Root if fixed.is_empty() || fixed == "/" => None,
+                Anchor::Root => Some(PathBuf::from(&fixed)),
+                Anchor::Cwd if fixed.is_empty() => None,
+                Anchor::Cwd => Some(cwd.join(&fixed)),
+            };
+            match path {
+                Some(p) => {
+                    let p = crate::paths::lexical(&p);
+                    if reads {
+                        out.deny_read.push(p.clone());
+                    }
+                    if writes {
+                        out.deny_write.push(p);
+                    }
+                }
+                None => out.unenforced.push(r.text.clone()),
+            }
+        }
+        out
+    }
+
+    /// The hosts `WebFetch(domain:…)` allow rules name: the sandbox's
+    /// proxy lets commands reach them too, as Claude Code's does.
+    pub fn allowed_domains(&self) -> Vec<String> {
+        self.allow
+            .iter()
+            .filter_map(|r| match &r.kind {
+                RuleKind::Domain(d) => Some(d.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Whether a Glob or Grep walk run as `tool` must leave `path` out: a

@@ -342,6 +342,12 @@ impl Session {
         match explained.decision {
             Decision::Allow => {}
             Decision::Deny { reason } => return Err(denied(reason, rule, origin, false, None)),
+            // A sandboxed command runs without asking when only the mode
+            // would have asked (`autoAllowBashIfSandboxed`): the kernel
+            // keeps it inside the boundary. Deny and ask rules still decide.
+            Decision::Ask {
+                reason: crate::permissions::Reason::Mode(_),
+            } if self.auto_allowed(snap, name, &input) => {}
             // An agent's own memory folder is its to read and write.
             Decision::Ask { .. } if self.in_memory_dir(name, &input) => {}
             // So are the tools an active skill lists in `allowed-tools`.
@@ -491,6 +497,14 @@ impl Session {
             let rules = Arc::clone(&snap.rules);
             Arc::new(move |p: &Path| rules.hides(&tool, p, &cwd)) as PathFilter
         });
+        let sandbox = if name == "Bash" {
+            match self.sandbox_policy(snap, input) {
+                Ok(p) => p,
+                Err(text) => return Err(CallResult::text(id, text, true)),
+            }
+        } else {
+            None
+        };
         let ctx = ToolContext {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
@@ -504,6 +518,7 @@ impl Session {
             searcher: (name == "WebSearch")
                 .then(|| self.searcher(Arc::clone(snap)))
                 .flatten(),
+            sandbox,
         };
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
@@ -520,6 +535,82 @@ impl Session {
             );
         }
         Ok(result)
+    }
+
+    /// The folders besides the working directory where edits need no
+    /// rule: the settings', `--add-dir`'s and the session's own.
+    fn added_dirs(&self, snap: &crate::snapshot::Snapshot) -> Vec<PathBuf> {
+        let session_dirs = match self.engine.grants.lock() {
+            Ok(g) => g.add_dirs.clone(),
+            Err(_) => Vec::new(),
+        };
+        snap.settings()
+            .permissions
+            .additional_directories
+            .iter()
+            .chain(&self.engine.add_dirs)
+            .chain(&session_dirs)
+            .map(|d| self.spec.cwd.join(d))
+            .collect()
+    }
+
+    /// Whether a Bash call runs without asking because it runs sandboxed
+    /// (`sandbox.autoAllowBashIfSandboxed`, on by default): the sandbox is
+    /// on and usable here and the command is not one of
+    /// `excludedCommands`.
+    fn auto_allowed(&self, snap: &crate::snapshot::Snapshot, name: &str, input: &Value) -> bool {
+        let settings = &snap.settings().sandbox;
+        name == "Bash"
+            && settings.enabled
+            && settings.auto_allow_bash_if_sandboxed
+            && matches!(self.sandbox_policy(snap, input), Ok(Some(_)))
+    }
+
+    /// The sandbox a Bash call runs in (docs/sandbox.md): `None` when the
+    /// sandbox is off, the command is one of `excludedCommands`, or this
+    /// machine cannot sandbox (a warning, once); `Err` with the tool
+    /// result when it cannot and `failIfUnavailable` is set.
+    fn sandbox_policy(
+        &self,
+        snap: &crate::snapshot::Snapshot,
+        input: &Value,
+    ) -> Result<Option<Arc<crate::tools::sandbox::Policy>>, String> {
+        use crate::tools::sandbox;
+        let settings = &snap.settings().sandbox;
+        let command = input.get("command").and_then(Value::as_str).unwrap_or("");
+        match sandbox::classify(settings, command) {
+            sandbox::Use::Off | sandbox::Use::Excluded(_) => return Ok(None),
+            sandbox::Use::Unavailable { refused: true } => {
+                let support = sandbox::support();
+                return Err(snap.templates.show(&super::texts::SandboxUnavailable {
+                    mechanism: support.mechanism(),
+                    problems: support.problems.join("; "),
+                }));
+            }
+            sandbox::Use::Unavailable { refused: false } => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        "sandbox.enabled is set but this machine cannot sandbox ({}): Bash runs unsandboxed",
+                        sandbox::support().problems.join("; ")
+                    );
+                });
+                return Ok(None);
+            }
+            sandbox::Use::Sandboxed => {}
+        }
+        let rules = match self.engine.grants.lock() {
+            Ok(g) => g.merged(&snap.rules),
+            Err(_) => None,
+        };
+        let rules = rules.as_ref().unwrap_or(&snap.rules);
+        Ok(Some(Arc::new(sandbox::policy(
+            settings,
+            rules,
+            &self.spec.cwd,
+            &self.added_dirs(snap),
+            sandbox::support(),
+        ))))
     }
 
     /// Checks `input` against the tool's untrimmed schema; `Err` lists the

@@ -22,7 +22,7 @@
 //! them; the query loop and the tool executor call it at a few points and
 //! do not know about commands.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +41,7 @@ use crate::snapshot::Snapshot;
 use crate::templates::Templates;
 use crate::tools::child::{Captured, GroupGuard};
 use crate::tools::outcome::{Clip, Clipped};
+use crate::tools::sandbox::{self, Policy};
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
@@ -92,6 +93,9 @@ pub struct HookPlace<'a> {
     /// Answers `prompt` hooks; `None` where no model is at hand (such a
     /// hook is then logged and decides nothing).
     pub model: Option<HookModel>,
+    /// The sandbox command hooks run in when `sandbox.enabled` is set and
+    /// this machine can sandbox (docs/sandbox.md, "Hooks").
+    pub sandbox: Option<Arc<Policy>>,
 }
 
 /// A small model's answer to a `prompt` hook: called with the hook's
@@ -112,11 +116,13 @@ impl<'a> HookPlace<'a> {
             env,
             templates: &snap.templates,
             model: None,
+            sandbox: hook_sandbox(snap, cwd),
         }
     }
 }
 
-/// Runs one hook of any type: a command ([`run_hook`]), a POST of the
+/// Runs one hook of any type: a command ([`run_hook_in`], in `sandbox`
+/// when one is given), a POST of the
 /// input to a URL ([`run_http`]) or a question to a small model
 /// ([`run_prompt`]). Each answer is read the same way: exit 0 with stdout,
 /// exit 2 with stderr (a block), or a failure.
@@ -126,9 +132,10 @@ pub async fn run_any(
     cwd: &Path,
     env: &ChildEnv,
     model: Option<&HookModel>,
+    sandbox: Option<&Policy>,
 ) -> HookRun {
     match hook.kind {
-        HookType::Command => run_hook(hook, input, cwd, env).await,
+        HookType::Command => run_hook_in(hook, input, cwd, env, sandbox).await,
         HookType::Http => run_http(hook, input, env).await,
         HookType::Prompt => run_prompt(hook, input, model).await,
     }
@@ -298,6 +305,28 @@ pub fn prompt_verdict(answer: &str) -> Option<Result<(), String>> {
     }
 }
 
+/// The sandbox of a session's command hooks: the Bash policy of the
+/// settings' rules and folders, when the sandbox is on and usable.
+fn hook_sandbox(snap: &Snapshot, cwd: &Path) -> Option<Arc<Policy>> {
+    let settings = snap.settings();
+    if !settings.sandbox.enabled || !sandbox::support().usable() {
+        return None;
+    }
+    let add_dirs: Vec<PathBuf> = settings
+        .permissions
+        .additional_directories
+        .iter()
+        .map(|d| cwd.join(d))
+        .collect();
+    Some(Arc::new(sandbox::policy(
+        &settings.sandbox,
+        &snap.rules,
+        cwd,
+        &add_dirs,
+        sandbox::support(),
+    )))
+}
+
 /// How one hook run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookRun {
@@ -320,25 +349,67 @@ pub enum HookRun {
 /// only their heads and tails are kept, so a hook that writes without end
 /// costs a fixed amount of memory until its timeout stops it.
 pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildEnv) -> HookRun {
-    let (program, mut cmd) = match &hook.args {
+    run_hook_in(hook, input, cwd, env, None).await
+}
+
+/// [`run_hook`], inside the sandbox when `sandbox` is given (with its own
+/// filtering proxy for the run, as a Bash call has).
+pub async fn run_hook_in(
+    hook: &HookConfig,
+    input: &Value,
+    cwd: &Path,
+    env: &ChildEnv,
+    sandbox: Option<&Policy>,
+) -> HookRun {
+    // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
+    // directory's; a bare name is looked up on `PATH`.
+    let (program, argv): (&str, Vec<String>) = match &hook.args {
         Some(args) => {
-            // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
-            // directory's; a bare name is looked up on `PATH`.
-            let program = Path::new(&hook.command);
-            let mut cmd = if program.is_relative() && hook.command.contains('/') {
-                tokio::process::Command::new(cwd.join(program))
+            let path = Path::new(&hook.command);
+            let first = if path.is_relative() && hook.command.contains('/') {
+                cwd.join(path).display().to_string()
             } else {
-                tokio::process::Command::new(program)
+                hook.command.clone()
             };
-            cmd.args(args);
-            (hook.command.as_str(), cmd)
+            (
+                hook.command.as_str(),
+                std::iter::once(first).chain(args.iter().cloned()).collect(),
+            )
+        }
+        None => (
+            "bash -c",
+            vec!["bash".into(), "-c".into(), hook.command.clone()],
+        ),
+    };
+    let mut proxy = None;
+    let (exe, args) = match sandbox {
+        Some(policy) => {
+            let mut policy = policy.clone();
+            if policy.isolate_network {
+                match sandbox::proxy::Proxy::start(policy.allowed_domains.clone()) {
+                    Ok(p) => {
+                        policy.proxy = Some(p.socket.clone());
+                        proxy = Some(p);
+                    }
+                    Err(e) => {
+                        return HookRun::Failed(format!("cannot start the sandbox's proxy: {e}"));
+                    }
+                }
+            }
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            match sandbox::wrap(&policy, &argv) {
+                Ok((exe, args)) => (exe, args),
+                Err(e) => return HookRun::Failed(format!("cannot start the sandbox: {e}")),
+            }
         }
         None => {
-            let mut cmd = tokio::process::Command::new("bash");
-            cmd.arg("-c").arg(&hook.command);
-            ("bash -c", cmd)
+            let mut argv = argv;
+            let first = argv.remove(0);
+            (PathBuf::from(first), argv)
         }
     };
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(args);
     env.apply(&mut cmd);
     cmd.current_dir(cwd)
         .stdin(Stdio::piped())
@@ -372,6 +443,7 @@ pub async fn run_hook(hook: &HookConfig, input: &Value, cwd: &Path, env: &ChildE
     })
     .await;
     group.kill();
+    drop(proxy);
     let text = |kept: Captured| kept.text(2 * HOOK_KEEP_BYTES);
     match waited {
         Ok(Ok((status, stdout, stderr))) => HookRun::Exited {
@@ -683,8 +755,17 @@ pub async fn fire(
         let (hook, input) = (hook.clone(), input.clone());
         let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
         let model = place.model.clone();
+        let sandbox = place.sandbox.clone();
         tokio::spawn(async move {
-            let run = run_any(&hook, &input, &cwd, &env, model.as_ref()).await;
+            let run = run_any(
+                &hook,
+                &input,
+                &cwd,
+                &env,
+                model.as_ref(),
+                sandbox.as_deref(),
+            )
+            .await;
             let event = event.as_str();
             let command = hook.label();
             match run {
@@ -704,11 +785,16 @@ pub async fn fire(
             }
         });
     }
-    let runs = join_all(
-        awaited
-            .iter()
-            .map(|h| run_any(h, input, place.cwd, &place.env, place.model.as_ref())),
-    )
+    let runs = join_all(awaited.iter().map(|h| {
+        run_any(
+            h,
+            input,
+            place.cwd,
+            &place.env,
+            place.model.as_ref(),
+            place.sandbox.as_deref(),
+        )
+    }))
     .await;
     let mut fired = Fired::default();
     for (hook, run) in awaited.into_iter().zip(runs) {
@@ -1795,6 +1881,7 @@ mod tests {
             env: ChildEnv::default(),
             templates: &templates,
             model: None,
+            sandbox: None,
         };
         let fired = fire(
             &[

@@ -43,6 +43,13 @@ contexts! {
         pub turns: u32 = 2,
     }
 
+    /// A Bash call refused because `sandbox.failIfUnavailable` is set and
+    /// this machine cannot sandbox.
+    "error_sandbox_unavailable" => pub struct SandboxUnavailable {
+        pub mechanism: String = "none: this kernel has no Landlock".into(),
+        pub problems: String = "Landlock: not implemented".into(),
+    }
+
     /// A tool call whose input is not JSON.
     "error_invalid_json" => pub struct InvalidJson {
         pub tool: String = "Read".into(),

@@ -80,11 +80,34 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     let (mut reader, writer) = std::io::pipe().map_err(|e| failed(BashStep::Pipe, &e))?;
     let writer_err = writer.try_clone().map_err(|e| failed(BashStep::Pipe, &e))?;
 
-    let mut cmd = tokio::process::Command::new("bash");
+    // Sandboxed, cadre runs itself as the sandbox's program, which runs
+    // `bash -c` inside (src/tools/sandbox/enter.rs).
+    // With the network isolated, the call gets its own filtering proxy
+    // (src/tools/sandbox/proxy.rs), stopped when the call ends.
+    let mut proxy = None;
+    let mut cmd = match &ctx.sandbox {
+        Some(policy) => {
+            let mut policy = (**policy).clone();
+            if policy.isolate_network {
+                let p = super::sandbox::proxy::Proxy::start(policy.allowed_domains.clone())
+                    .map_err(|e| failed(BashStep::Start, &e))?;
+                policy.proxy = Some(p.socket.clone());
+                proxy = Some(p);
+            }
+            let (program, args) = super::sandbox::wrap(&policy, &["bash", "-c", command])
+                .map_err(|e| failed(BashStep::Start, &e))?;
+            let mut cmd = tokio::process::Command::new(program);
+            cmd.args(args);
+            cmd
+        }
+        None => {
+            let mut cmd = tokio::process::Command::new("bash");
+            cmd.arg("-c").arg(command);
+            cmd
+        }
+    };
     ctx.env.apply(&mut cmd);
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(&ctx.cwd)
+    cmd.current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::from(writer))
         .stderr(Stdio::from(writer_err))
@@ -146,9 +169,11 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         Err(_) => Clip::default(),
     };
     output.trim_end_newlines();
+    let refused = proxy.as_ref().map(|p| p.refused()).unwrap_or_default();
+    drop(proxy);
     let ending = match ending {
         Ending::Exited(status) if status.success() => {
-            return Ok(ToolOutput::ok(BashOutput { output }));
+            return Ok(ToolOutput::ok(BashOutput { output, refused }));
         }
         Ending::Exited(status) => match status.code() {
             Some(code) => BashEnding::Exit { code },
@@ -162,7 +187,11 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         Ending::TimedOut(ms) => BashEnding::Timeout { ms },
         Ending::Cancelled => BashEnding::Cancelled,
     };
-    Ok(ToolOutput::error(BashFailed { output, ending }))
+    Ok(ToolOutput::error(BashFailed {
+        output,
+        ending,
+        refused,
+    }))
 }
 
 fn failed(step: BashStep, e: &std::io::Error) -> ToolOutput {
@@ -259,6 +288,7 @@ mod tests {
         assert!(c.dropped() > 0);
         let t = ToolOutput::ok(BashOutput {
             output: c.text(MAX_OUTPUT_CHARS),
+            refused: vec![],
         })
         .text();
         assert!(t.starts_with("HEAD") && t.ends_with("TAIL"));

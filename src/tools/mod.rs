@@ -25,6 +25,7 @@ mod grep;
 pub mod notebook;
 pub mod outcome;
 mod read;
+pub mod sandbox;
 pub mod spec;
 pub mod web_fetch;
 pub mod web_search;
@@ -69,6 +70,9 @@ pub struct ToolContext {
     /// The provider's server-side search, when it is the backend; `None`:
     /// WebSearch asks SearXNG itself.
     pub searcher: Option<Searcher>,
+    /// Run Bash inside the operating-system sandbox with this policy;
+    /// `None`: unsandboxed.
+    pub sandbox: Option<Arc<sandbox::Policy>>,
 }
 
 /// Receives a running call's progress, as a short line.
@@ -88,6 +92,7 @@ impl std::fmt::Debug for ToolContext {
             .field("small_model", &self.small_model.is_some())
             .field("web_search", &self.web_search)
             .field("searcher", &self.searcher.is_some())
+            .field("sandbox", &self.sandbox)
             .finish()
     }
 }
@@ -105,6 +110,7 @@ impl ToolContext {
             progress: None,
             web_search: Default::default(),
             searcher: None,
+            sandbox: None,
         }
     }
 
@@ -439,6 +445,7 @@ mod tests {
         let s: String = "a".repeat(50) + &"b".repeat(50);
         let t = ToolOutput::ok(outcome::BashOutput {
             output: truncate_middle(&s, 20),
+            refused: vec![],
         })
         .text();
         assert_eq!(

@@ -463,12 +463,16 @@ contexts! {
     /// A Bash command that succeeded (verbatim).
     "bash_output" verbatim => pub struct BashOutput {
         pub output: Clip = Clip::whole("done".into()),
+        /// Hosts the sandbox's proxy refused during the call.
+        pub refused: Vec<String> = vec![],
     }
 
     /// A Bash command that failed, timed out or was cancelled (verbatim).
     "bash_failed" verbatim => pub struct BashFailed {
         pub output: Clip = Clip::whole("oops".into()),
         pub ending: BashEnding = BashEnding::Exit { code: 3 },
+        /// Hosts the sandbox's proxy refused during the call.
+        pub refused: Vec<String> = vec!["blocked.example".into()],
     }
 
     /// Bash could not run the command.

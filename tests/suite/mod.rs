@@ -35,6 +35,7 @@ mod provider;
 mod races;
 mod reload;
 mod run;
+mod sandbox;
 mod sdk;
 mod session_place;
 mod sessions;
