@@ -26,7 +26,7 @@ pub enum AgentsCommand {
     Validate(ValidateArgs),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct ListArgs {
     /// Print JSON (documented in docs/cli.md).
     #[arg(long)]
@@ -90,7 +90,12 @@ fn agent_json(d: &AgentDef) -> Value {
 
 fn list(g: &GlobalArgs, args: ListArgs) -> Result<(), CliError> {
     let (_, swap) = load_snapshot(g, &Overrides::default())?;
-    let snap = swap.load_full();
+    print_list(&swap.load_full(), &args)
+}
+
+/// The agents of `snap` as `agents list` prints them (chat's `/agents`
+/// too).
+pub(super) fn print_list(snap: &Snapshot, args: &ListArgs) -> Result<(), CliError> {
     // Without --all: the agents a session could start now (not synthetic,
     // `when` holding; `--coordinator` shows coordinator mode's agents).
     let kind = snap.session_kind(false);

@@ -83,7 +83,7 @@ fn instructions(snap: &Snapshot) -> Value {
     })
 }
 
-fn show_instructions(snap: &Snapshot) {
+pub(super) fn show_instructions(snap: &Snapshot) {
     let m = &snap.memory;
     if !m.files.is_empty() {
         outln!("# memory, in the first message (honoured)");
@@ -166,10 +166,34 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             commands: commands(&snap),
         });
     }
+    print_settings(c, &settings, args.origin, "");
+    outln!();
+    outln!("# settings files, lowest precedence first");
+    for f in &c.files {
+        let state = if f.read { "read" } else { "absent" };
+        outln!("#   {:<8} {} ({state})", f.scope.as_str(), f.path.display());
+    }
+    show_instructions(&snap);
+    print_rest(c, &snap);
+    Ok(())
+}
+
+/// The settings whose dotted key starts with `prefix`, one per line, with
+/// where each came from when `origin` (chat's `/config` and `/permissions`
+/// too).
+pub(super) fn print_settings(
+    c: &crate::config::LoadedConfig,
+    settings: &Value,
+    origin: bool,
+    prefix: &str,
+) {
     let mut lines = Vec::new();
-    flatten(&settings, &mut String::new(), &mut lines);
+    flatten(settings, &mut String::new(), &mut lines);
     for (key, value) in lines {
-        if !args.origin {
+        if !key.starts_with(prefix) {
+            continue;
+        }
+        if !origin {
             outln!("{key} = {value}");
             continue;
         }
@@ -186,20 +210,18 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             },
         }
     }
-    outln!();
-    outln!("# settings files, lowest precedence first");
-    for f in &c.files {
-        let state = if f.read { "read" } else { "absent" };
-        outln!("#   {:<8} {} ({state})", f.scope.as_str(), f.path.display());
-    }
-    show_instructions(&snap);
+}
+
+/// `config show`'s notes after the settings: ignored keys, commands, the
+/// sandbox, what was skipped.
+fn print_rest(c: &crate::config::LoadedConfig, snap: &Snapshot) {
     if !c.ignored.is_empty() {
         outln!("# Claude Code keys cadre does not implement (ignored)");
         for k in &c.ignored {
             outln!("#   {}    {}", k.key, k.origin);
         }
     }
-    let cmds = commands(&snap);
+    let cmds = commands(snap);
     if !cmds.is_empty() {
         outln!("# slash commands (honoured: /NAME, the Skill tool; docs/commands.md)");
         for c in &cmds {
@@ -232,7 +254,6 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             outln!("#   {}    {}", s.what, s.origin);
         }
     }
-    Ok(())
 }
 
 /// Leaf values by dotted key; lists and empty tables are leaves.

@@ -1849,7 +1849,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     local = Some((text, Some("compact")));
                 }
                 runtime::commands::Prompted::Builtin(name, _) => {
-                    local = Some((run::help_text(&engine, name).await, Some(name)));
+                    local = Some((run::help_text(&engine, name, false).await, Some(name)));
                 }
             }
         }

@@ -117,6 +117,7 @@ struct Running {
     bar: Option<ProgressBar>,
     label: String,
     agent_type: String,
+    description: String,
     tools: u32,
     /// The `activeForm` of its todo item in progress.
     doing: Option<String>,
@@ -172,6 +173,20 @@ pub struct Progress {
     /// Chat on a terminal: the main text is drawn as Markdown, a line at a
     /// time as it completes.
     markdown: Option<Mutex<super::markdown::Markdown>>,
+    /// What each agent's model requests counted, for chat's `/cost` and
+    /// `/context`.
+    spent: Mutex<Spent>,
+}
+
+/// Model usage seen so far in this process.
+#[derive(Debug, Default, Clone)]
+pub struct Spent {
+    /// By agent (`main`, or `[TYPE] description` for a sub-agent): its
+    /// model, requests and usage.
+    pub agents: std::collections::BTreeMap<String, (String, u32, crate::message::Usage)>,
+    /// The main agent's last request: its model and the tokens it sent
+    /// (the context it filled).
+    pub last_main: Option<(String, u64)>,
 }
 
 /// `text` in an agent's colour (ANSI; orange and pink from the 256-colour
@@ -229,6 +244,7 @@ impl Progress {
                 .then(markdown_on_stdout)
                 .flatten()
                 .map(|(width, styled)| Mutex::new(super::markdown::Markdown::new(width, styled))),
+            spent: Mutex::new(Spent::default()),
         })
     }
 
@@ -411,7 +427,52 @@ impl Progress {
         }
     }
 
+    /// What the model requests of this process counted so far.
+    pub fn spent(&self) -> Spent {
+        self.spent.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    fn count(&self, agent_id: &str, model: &str, usage: &crate::message::Usage) {
+        let label = match self.running.lock() {
+            Ok(running) => running.get(agent_id).map_or_else(
+                || agent_id.to_string(),
+                |r| format!("[{}] {}", r.agent_type, r.description),
+            ),
+            Err(_) => agent_id.to_string(),
+        };
+        let Ok(mut spent) = self.spent.lock() else {
+            return;
+        };
+        let entry = spent
+            .agents
+            .entry(label)
+            .or_insert_with(|| (model.to_string(), 0, crate::message::Usage::default()));
+        entry.1 += 1;
+        let u = &mut entry.2;
+        u.input_tokens += usage.input_tokens;
+        u.output_tokens += usage.output_tokens;
+        u.cache_read_input_tokens += usage.cache_read_input_tokens;
+        u.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+        u.web_search_requests += usage.web_search_requests;
+        if agent_id == "main" {
+            let sent = usage.input_tokens
+                + usage.cache_read_input_tokens
+                + usage.cache_creation_input_tokens;
+            spent.last_main = Some((model.to_string(), sent));
+        }
+    }
+
     fn on_event(&self, event: &EngineEvent) {
+        if let EngineEvent::ModelResponse {
+            agent_id,
+            model,
+            usage,
+            ..
+        } = event
+            && self.chat
+        {
+            self.count(agent_id, model, usage);
+        }
         if let EngineEvent::Message { agent_id, message } = event
             && agent_id == "main"
             && message.role == crate::message::Role::Assistant
@@ -508,6 +569,7 @@ impl Progress {
                         bar,
                         label,
                         agent_type: agent_type.clone(),
+                        description: description.clone(),
                         tools: 0,
                         doing: None,
                     },

@@ -519,12 +519,22 @@ pub(super) async fn compact_now(
 /// `/help` (and `/mcp`): the built-in commands, the skills and commands
 /// (`/name`), and the MCP prompts of the ready servers; `/mcp` lists only
 /// the MCP prompts. One table for `chat` and headless sessions.
-pub(super) async fn help_text(engine: &Engine, which: &str) -> String {
+pub(super) async fn help_text(engine: &Engine, which: &str, chat: bool) -> String {
     let prompts = crate::mcp::prompt_commands(&engine.mcp).await;
     let mut text = String::new();
     if which != "mcp" {
         text.push_str("Built-in commands:");
-        for (name, hint, what) in runtime::commands::BUILTINS {
+        let chat_only = if chat {
+            runtime::commands::CHAT_BUILTINS
+        } else {
+            &[]
+        };
+        let mut builtins: Vec<_> = runtime::commands::BUILTINS
+            .iter()
+            .chain(chat_only)
+            .collect();
+        builtins.sort_by_key(|(name, _, _)| *name);
+        for (name, hint, what) in builtins {
             let usage = format!("/{name} {hint}");
             text.push_str(&format!("\n  {:28}  {what}", usage.trim_end()));
         }
@@ -762,7 +772,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             let text = match name {
                 "compact" => compact_now(&mut session, &engine, &instructions).await,
                 "clear" => String::new(),
-                other => help_text(&engine, other).await,
+                other => help_text(&engine, other, false).await,
             };
             session.session_end_hooks("other").await;
             engine.shutdown(std::time::Duration::from_secs(5)).await;
@@ -885,12 +895,118 @@ fn print_local(format: OutputFormat, r: &super::wire::ResultOut) {
 /// at most `limit`, with the wait on a progress line. Servers still
 /// connecting after that are reported; the run goes on without them, and
 /// their tools join a later turn if they become ready.
+enum ChatDone {
+    Exit,
+    Shown,
+}
+
+/// Chat's own built-in commands (`CHAT_BUILTINS`) and the answer to an
+/// unknown `/name`; `None` for anything else (a prompt, a command, a skill,
+/// another built-in).
+async fn chat_builtin(
+    line: &str,
+    session: &mut Session,
+    engine: &Arc<Engine>,
+    progress: &Progress,
+) -> Option<ChatDone> {
+    let rest = line.trim().strip_prefix('/')?;
+    let (name, args) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let args = args.trim();
+    let snap = engine.snapshot.load_full();
+    match name {
+        "exit" | "quit" => return Some(ChatDone::Exit),
+        "model" if args.is_empty() => eprintln!("model: {}", session.spec().model),
+        "model" => {
+            let model = snap.resolve_alias(args).to_string();
+            let from = session.spec().model.clone();
+            match session.pre_model_switch_hooks(args, "command").await {
+                Err(why) => eprintln!("the model stays {from}: {why}"),
+                Ok(()) => {
+                    session.set_model(model.clone());
+                    session.post_model_switch_hooks(&from, "command").await;
+                    eprintln!("model: {model} (was {from}), from the next request on");
+                }
+            }
+        }
+        "agents" => {
+            if let Err(e) = super::agents::print_list(&snap, &super::agents::ListArgs::default()) {
+                eprintln!("{e}");
+            }
+        }
+        "config" => {
+            let settings = serde_json::to_value(&snap.config.settings).unwrap_or_default();
+            super::config::print_settings(&snap.config, &settings, true, "");
+        }
+        "permissions" => {
+            let settings = serde_json::to_value(&snap.config.settings).unwrap_or_default();
+            super::config::print_settings(&snap.config, &settings, true, "permissions.");
+        }
+        "memory" => super::config::show_instructions(&snap),
+        "cost" | "usage" => eprintln!("{}", cost_text(&progress.spent(), &snap)),
+        "context" => {
+            let spent = progress.spent();
+            let model = session.spec().model.clone();
+            let window = snap.settings().compact.window(&model);
+            match spent.last_main {
+                None => eprintln!("context: no request sent yet; window {window} tokens ({model})"),
+                Some((_, sent)) => eprintln!(
+                    "context: {sent} of {window} tokens ({:.0}%) in the last request; compaction at {} ({model})",
+                    sent as f64 * 100.0 / window.max(1) as f64,
+                    snap.settings().compact.limit(&model)
+                ),
+            }
+        }
+        _ => {
+            // Anything `prompted` knows goes on; a word that is not a
+            // command is an unknown one, not a prompt.
+            let known = runtime::commands::BUILTINS
+                .iter()
+                .any(|(b, _, _)| *b == name)
+                || snap.skills.skills.contains_key(name)
+                || name.starts_with("mcp__");
+            let word = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'));
+            if known || !word {
+                return None;
+            }
+            eprintln!("unknown command /{name} (type /help for the list)");
+        }
+    }
+    Some(ChatDone::Shown)
+}
+
+/// `/cost`: per agent, its requests, tokens, cache-read share and cost.
+fn cost_text(spent: &super::output::Spent, snap: &crate::snapshot::Snapshot) -> String {
+    let prices = &snap.settings().prices;
+    let mut text = String::from("cost so far (this chat):");
+    if spent.agents.is_empty() {
+        text.push_str("\n  nothing sent yet");
+        return text;
+    }
+    let mut total = 0.0;
+    for (agent, (model, requests, u)) in &spent.agents {
+        let cost = super::emit::cost_of(super::emit::price_of(prices, model), u);
+        total += cost;
+        let sent = u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens;
+        let share = u.cache_read_input_tokens as f64 * 100.0 / sent.max(1) as f64;
+        text.push_str(&format!(
+            "\n  {agent}: {requests} requests, {sent} tokens in ({share:.0}% read from cache), {} out, ${cost:.4} ({model})",
+            u.output_tokens
+        ));
+    }
+    text.push_str(&format!("\n  total: ${total:.4}"));
+    text
+}
+
 /// What Tab completes at the start of a chat line: the built-in commands,
 /// the commands and skills, and the prompts of the MCP servers ready when
 /// the chat starts.
 async fn chat_commands(engine: &Engine) -> Vec<String> {
     let mut names: Vec<String> = runtime::commands::BUILTINS
         .iter()
+        .chain(runtime::commands::CHAT_BUILTINS)
         .map(|(name, _, _)| format!("/{name}"))
         .collect();
     names.extend(
@@ -1152,6 +1268,13 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             continue;
         }
         editor.remember(&line);
+        // Chat's own built-ins (a person at a terminal), and an unknown
+        // `/name`, are answered here and never reach the model.
+        match chat_builtin(&line, &mut session, &engine, &progress).await {
+            Some(ChatDone::Exit) => break,
+            Some(ChatDone::Shown) => continue,
+            None => {}
+        }
         // UserPromptSubmit sees the prompt as typed, before a slash
         // command is expanded.
         let contexts = match session.user_prompt_hooks(&line).await {
@@ -1217,7 +1340,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                 continue;
             }
             runtime::commands::Prompted::Builtin(name, _) => {
-                eprintln!("{}", help_text(&engine, name).await);
+                eprintln!("{}", help_text(&engine, name, true).await);
                 continue;
             }
         };

@@ -27,6 +27,43 @@ pub const BUILTINS: &[(&str, &str, &str)] = &[
     ("mcp", "", "list the MCP prompts of the ready servers"),
 ];
 
+/// The built-ins of `cadre chat` only (a person at a terminal), with
+/// Claude Code's names: (name, argument hint, what it does).
+pub const CHAT_BUILTINS: &[(&str, &str, &str)] = &[
+    (
+        "agents",
+        "",
+        "the agents you can start, with their model and tools",
+    ),
+    (
+        "config",
+        "",
+        "the settings in force and where each comes from",
+    ),
+    (
+        "context",
+        "",
+        "how much of the model's context window the conversation fills",
+    ),
+    (
+        "cost",
+        "",
+        "tokens, cache-read share and cost so far, per agent (also /usage)",
+    ),
+    ("exit", "", "leave the chat (as Ctrl-D)"),
+    ("memory", "", "the memory files and rules loaded"),
+    (
+        "model",
+        "[name]",
+        "show the model, or switch this conversation to NAME",
+    ),
+    (
+        "permissions",
+        "",
+        "the permission rules in force and where each comes from",
+    ),
+];
+
 /// A note for the user about one expansion.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Note {

@@ -36,8 +36,8 @@ use crate::catalog::Skill;
 use crate::message::{ContentBlock, ToolResultContent};
 use crate::snapshot::Snapshot;
 
-pub use super::command_notes::BUILTINS;
 use super::command_notes::Note;
+pub use super::command_notes::{BUILTINS, CHAT_BUILTINS};
 pub use super::todos::InvokedBy;
 
 /// `/NAME ARGS` split: `None` unless `text` starts with `/` and a name

@@ -152,3 +152,54 @@ fn chat_keeps_history_across_sessions_and_takes_multi_line_prompts() {
     );
     t.keys(&["C-d"]);
 }
+
+/// Chat's built-ins answer without the model: /help lists them, /model
+/// switches the next request's model, /cost and /context report what was
+/// spent, /agents lists the catalog, an unknown /name says so, /exit
+/// leaves.
+#[test]
+fn chat_built_in_commands_answer_without_the_model() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first"),
+        anthropic::text_reply("second"),
+    ]);
+    let line =
+        chat_line(&p, &server, true).replace(" chat; sleep 30", " chat; echo chat-ended; sleep 30");
+    let t = Tmux::start(p.path(), &line);
+    t.wait_for("cadre chat");
+    t.keys(&["/help", "Enter"]);
+    t.wait_for("/permissions");
+    let screen = t.screen();
+    for listed in [
+        "/clear",
+        "/compact",
+        "/cost",
+        "/context",
+        "/model [name]",
+        "/exit",
+    ] {
+        assert!(screen.contains(listed), "{listed} not in /help:\n{screen}");
+    }
+    t.keys(&["/nosuch", "Enter"]);
+    t.wait_for("unknown command /nosuch");
+    t.keys(&["hello", "Enter"]);
+    t.wait_for("first");
+    t.keys(&["/cost", "Enter"]);
+    t.wait_for("total: $");
+    assert!(t.screen().contains("main: 1 requests"), "{}", t.screen());
+    t.keys(&["/context", "Enter"]);
+    t.wait_for("in the last request");
+    t.keys(&["/agents", "Enter"]);
+    t.wait_for("general-purpose");
+    t.keys(&["/model claude-opus-4-1", "Enter"]);
+    t.wait_for("model: claude-opus-4-1");
+    t.keys(&["again", "Enter"]);
+    t.wait_for("second");
+    t.keys(&["/exit", "Enter"]);
+    t.wait_for("chat-ended");
+    // Only the two prompts reached the model, the second on the new model.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].json["model"], "claude-opus-4-1");
+}
