@@ -314,6 +314,26 @@ pub(super) fn prepare_with(
     } else {
         None
     };
+    // Telemetry records after the session's own sink, when it is on; a
+    // session that runs nothing (`render`) starts none.
+    let events = if connect_mcp {
+        crate::telemetry::start(
+            events,
+            &crate::telemetry::Start {
+                settings_env: &settings.env,
+                process_env: &input.load.env,
+                session_id: &session_id,
+                start_type: match (&resumed, args.continue_latest) {
+                    (None, _) => "fresh",
+                    (Some(_), true) => "continue",
+                    (Some(_), false) => "resume",
+                },
+                prices: &settings.prices,
+            },
+        )
+    } else {
+        events
+    };
     let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
