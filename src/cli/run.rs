@@ -323,11 +323,11 @@ pub(super) fn prepare_with(
                 settings_env: &settings.env,
                 process_env: &input.load.env,
                 session_id: &session_id,
-                start_type: match (&resumed, args.continue_latest) {
+                start_type: Some(match (&resumed, args.continue_latest) {
                     (None, _) => "fresh",
                     (Some(_), true) => "continue",
                     (Some(_), false) => "resume",
-                },
+                }),
                 prices: &settings.prices,
             },
         )

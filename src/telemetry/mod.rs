@@ -44,8 +44,9 @@ pub struct Start<'a> {
     pub settings_env: &'a BTreeMap<String, String>,
     pub process_env: &'a [(String, String)],
     pub session_id: &'a str,
-    /// `fresh`, `resume` or `continue`.
-    pub start_type: &'static str,
+    /// `fresh`, `resume` or `continue`; `None` for a worker, whose
+    /// tasks are other sessions' sub-agents.
+    pub start_type: Option<&'static str>,
     pub prices: &'a BTreeMap<String, ModelPrice>,
 }
 
@@ -88,11 +89,43 @@ pub fn start(events: EventSink, how: &Start) -> EventSink {
         }
     };
     drop(running);
-    recorder.session_started(how.start_type);
+    if let Some(start_type) = how.start_type {
+        recorder.session_started(start_type);
+    }
     Arc::new(move |e: &EngineEvent| {
         events(e);
         recorder.record(e);
     })
+}
+
+/// The headers that carry a sub-agent's trace context to the worker that
+/// runs it (W3C `traceparent`); none when telemetry is off or the
+/// sub-agent has no span.
+pub fn trace_headers(agent_id: &str) -> Vec<(String, String)> {
+    let recorder = match RUNNING.lock() {
+        Ok(r) => r.as_ref().map(|r| Arc::clone(&r.recorder)),
+        Err(_) => None,
+    };
+    recorder
+        .and_then(|r| r.trace_context(agent_id))
+        .map(|c| c.into_iter().collect())
+        .unwrap_or_default()
+}
+
+/// A worker runs a sub-agent whose parent is on another host: when
+/// telemetry is on here and `headers` carry the parent's trace context,
+/// the sub-agent's span continues that trace.
+pub fn continue_trace(agent_id: &str, agent_type: &str, headers: &[(String, String)]) {
+    if headers.is_empty() {
+        return;
+    }
+    let recorder = match RUNNING.lock() {
+        Ok(r) => r.as_ref().map(|r| Arc::clone(&r.recorder)),
+        Err(_) => None,
+    };
+    if let Some(r) = recorder {
+        r.adopt(agent_id, agent_type, &headers.iter().cloned().collect());
+    }
 }
 
 /// Ends the open spans and flushes and stops every provider, waiting at

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
 use opentelemetry::metrics::{Counter, Meter};
+use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::logs::SdkLogger;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracer;
 use serde_json::Value;
 
@@ -581,6 +583,47 @@ impl Recorder {
             attrs.push(("agent.name", AnyValue::from(name)));
         }
         self.event(st, "api_request", attrs);
+    }
+
+    /// The W3C trace context (`traceparent`) of a sub-agent's span, for a
+    /// worker on another host to continue the trace under it.
+    pub fn trace_context(&self, agent_id: &str) -> Option<HashMap<String, String>> {
+        let st = self.state.lock().ok()?;
+        let cx = st.agents.get(agent_id)?.span.as_ref()?;
+        let mut carrier = HashMap::new();
+        TraceContextPropagator::new().inject_context(cx, &mut carrier);
+        Some(carrier)
+    }
+
+    /// A sub-agent started elsewhere (by a parent on another host) runs
+    /// here: its span continues the trace the parent's context names, so
+    /// its requests and calls nest under the parent's Agent call.
+    pub fn adopt(&self, agent_id: &str, agent_type: &str, carrier: &HashMap<String, String>) {
+        let parent = TraceContextPropagator::new().extract(carrier);
+        if !parent.span().span_context().is_valid() {
+            return;
+        }
+        let span = self.start_span(
+            format!("invoke_agent {agent_type}"),
+            &parent,
+            SystemTime::now(),
+            vec![
+                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                KeyValue::new("gen_ai.agent.name", agent_type.to_string()),
+                KeyValue::new("gen_ai.agent.id", agent_id.to_string()),
+                KeyValue::new("cadre.remote", true),
+            ],
+        );
+        if let Ok(mut st) = self.state.lock() {
+            st.agents.insert(
+                agent_id.to_string(),
+                Agent {
+                    agent_type: agent_type.to_string(),
+                    span,
+                    cost: 0.0,
+                },
+            );
+        }
     }
 
     /// Ends every open span (at exit: a span never ended is never sent).

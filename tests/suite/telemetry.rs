@@ -509,3 +509,106 @@ fn telemetry_off_sends_nothing() {
     p.run(Some(&server), &["run", PROMPT]).ok();
     assert_eq!(receiver.request_count(), 0);
 }
+
+/// A background child on a `cadre worker` (the fleet over NATS) continues
+/// the parent's trace: the plan's message carries the child's trace
+/// context, and the worker's span for the child, with the child's own
+/// model request under it, nests under the parent's span for that child.
+#[test]
+fn a_child_on_a_worker_continues_the_parents_trace() {
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use super::harness::{BASE_CONFIG, MAIN_MARKER, user_texts, wait_until};
+    use super::kit::nats::NatsServer;
+
+    let nats = NatsServer::start();
+    let receiver = collector();
+    let server = FakeServer::route(|r| {
+        if !r.system_text().contains(MAIN_MARKER) {
+            return anthropic::message().text("child done").usage(7, 3).reply();
+        }
+        if assistant_turns(r) == 0 {
+            return anthropic::message()
+                .text("sending it to the fleet")
+                .tool_use(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "remote work", "prompt": "Do the remote work.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("fleet done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let mut p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
+        .env("OTEL_TRACES_EXPORTER", "otlp")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url());
+    let log = p.path().join("worker.log");
+    let mut worker = p
+        .command(Some(&server))
+        .args(["worker"])
+        .env("CADRE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the worker to pull", Duration::from_secs(30), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("pulling pool")
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    // The worker flushes its spans when it stops (SIGTERM, once).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = worker.wait().unwrap();
+    run.ok();
+    assert!(run.stdout.contains("fleet done"), "{}", run.stdout);
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let got = decode_protobuf(&receiver);
+    let root = got.span("claude_code.interaction");
+    let local = got
+        .spans
+        .iter()
+        .find(|s| s.name == "invoke_agent general-purpose" && !s.attrs.contains_key("cadre.remote"))
+        .unwrap_or_else(|| panic!("the parent's span for the child: {:#?}", got.spans));
+    let remote = got
+        .spans
+        .iter()
+        .find(|s| s.attrs.get("cadre.remote").map(String::as_str) == Some("true"))
+        .unwrap_or_else(|| panic!("the worker's span for the child: {:#?}", got.spans));
+    assert_eq!(remote.trace, root.trace, "the worker continued the trace");
+    assert_eq!(remote.parent, local.id);
+    assert_eq!(
+        remote.attrs["gen_ai.agent.id"],
+        local.attrs["gen_ai.agent.id"]
+    );
+    let under = got.children(remote);
+    assert!(
+        under
+            .iter()
+            .any(|s| s.name.starts_with("chat ") && s.attrs["gen_ai.usage.input_tokens"] == "7"),
+        "the child's request on the worker: {under:#?}"
+    );
+}
