@@ -1147,6 +1147,9 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                 "end",
                 serde_json::json!({"status": "killed", "signal": "SIGTERM"}),
             );
+            // The exports run on this runtime: this thread leaves it
+            // while the last ones go out.
+            tokio::task::block_in_place(crate::telemetry::shutdown);
             std::process::exit(143);
         });
     }

@@ -612,3 +612,80 @@ fn a_child_on_a_worker_continues_the_parents_trace() {
         "the child's request on the worker: {under:#?}"
     );
 }
+
+/// `-p` with JSON output: the events and metrics of the run reach the
+/// collector before the process exits, and standard output is only the
+/// result.
+#[test]
+fn print_mode_flushes_before_it_exits() {
+    let receiver = collector();
+    let server = model();
+    let mut p = project("http/protobuf", &receiver);
+    // Intervals far longer than the run: only the flush at exit sends.
+    p.env("OTEL_METRIC_EXPORT_INTERVAL", "600000")
+        .env("OTEL_LOGS_EXPORT_INTERVAL", "600000");
+    let run = p.run(Some(&server), &["-p", PROMPT, "--output-format", "json"]);
+    run.ok();
+    assert_eq!(run.json()["result"], "all done");
+    let got = decode_protobuf(&receiver);
+    assert_eq!(got.events_named("claude_code.api_request").len(), 3);
+    assert!(got.metrics.contains_key("claude_code.token.usage"));
+    check_agent_tree(&got);
+}
+
+/// An accepted Write: the edit decision (tool, source, language) and the
+/// lines it added are counted, as Claude Code counts them; a refused one
+/// is a `reject` decision and adds no lines.
+fn server_for_write() -> FakeServer {
+    FakeServer::route(|r| {
+        if assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "src/new.rs", "content": "fn a() {}\nfn b() {}\nfn c() {}\n"}),
+                )
+                .reply();
+        }
+        anthropic::text_reply("written")
+    })
+}
+
+#[test]
+fn edits_count_lines_and_decisions() {
+    let receiver = collector();
+    let server = server_for_write();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none");
+    p.run(
+        Some(&server),
+        &["run", "--permission-mode", "acceptEdits", "write it"],
+    )
+    .ok();
+    let got = decode_protobuf(&receiver);
+    let decisions = &got.metrics["claude_code.code_edit_tool.decision"];
+    assert_eq!(decisions.len(), 1, "{decisions:#?}");
+    assert_eq!(decisions[0]["tool_name"], "Write");
+    assert_eq!(decisions[0]["decision"], "accept");
+    assert_eq!(decisions[0]["source"], "config");
+    assert_eq!(decisions[0]["language"], "Rust");
+    let lines = &got.metrics["claude_code.lines_of_code.count"];
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["type"], "added");
+    assert!(got.spans.is_empty(), "traces were not asked for");
+
+    // In the default mode nobody is there to allow it: rejected.
+    let receiver = collector();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none");
+    p.run(Some(&server_for_write()), &["run", "write it"]).ok();
+    let got = decode_protobuf(&receiver);
+    assert_eq!(
+        got.metrics["claude_code.code_edit_tool.decision"][0]["decision"],
+        "reject"
+    );
+    assert!(!got.metrics.contains_key("claude_code.lines_of_code.count"));
+    let result = &got.events_named("claude_code.tool_result")[0];
+    assert_eq!(result["success"], "false");
+    assert_eq!(result["decision_type"], "reject");
+}
