@@ -689,3 +689,30 @@ fn edits_count_lines_and_decisions() {
     assert_eq!(result["success"], "false");
     assert_eq!(result["decision_type"], "reject");
 }
+
+/// A request that fails for good is a `claude_code.api_error` event with
+/// its HTTP status, and a failed `chat` span in the prompt's trace.
+#[test]
+fn a_failed_request_is_an_api_error_event() {
+    let receiver = collector();
+    let server = FakeServer::route(|_| {
+        Reply::anthropic_error(400, "invalid_request_error", "bad request from the test")
+    });
+    let p = project("http/protobuf", &receiver);
+    let run = p.run(Some(&server), &["run", PROMPT]);
+    assert_ne!(run.code, 0);
+    let got = decode_protobuf(&receiver);
+    let errors = got.events_named("claude_code.api_error");
+    assert_eq!(errors.len(), 1, "{:#?}", got.events);
+    assert_eq!(errors[0]["status_code"], "400");
+    assert_eq!(errors[0]["model"], "claude-sonnet-4-5");
+    assert!(!got.raw.contains(TEST_KEY));
+    let root = got.span("claude_code.interaction");
+    assert!(
+        got.children(root)
+            .iter()
+            .any(|s| s.name == "chat claude-sonnet-4-5"),
+        "{:#?}",
+        got.spans
+    );
+}
