@@ -137,29 +137,50 @@ pub fn shutdown() {
         return;
     };
     r.recorder.finish();
-    let (done, wait) = std::sync::mpsc::channel();
-    let stop = std::thread::Builder::new()
-        .name("telemetry-shutdown".into())
-        .spawn(move || {
-            if let Some(t) = &r.traces
-                && let Err(e) = t.shutdown_with_timeout(SHUTDOWN_WAIT)
-            {
+    // The three flush at once, each on its own thread (each waits for its
+    // collector's answer): the exit waits for the slowest, not the sum.
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let mut stops: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+    if let Some(t) = r.traces {
+        stops.push(Box::new(move || {
+            if let Err(e) = t.shutdown_with_timeout(SHUTDOWN_WAIT) {
                 tracing::debug!("telemetry: traces: {e}");
             }
-            if let Some(l) = &r.logs
-                && let Err(e) = l.shutdown_with_timeout(SHUTDOWN_WAIT)
-            {
+        }));
+    }
+    if let Some(l) = r.logs {
+        stops.push(Box::new(move || {
+            if let Err(e) = l.shutdown_with_timeout(SHUTDOWN_WAIT) {
                 tracing::debug!("telemetry: logs: {e}");
             }
-            if let Some(m) = &r.metrics
-                && let Err(e) = m.shutdown_with_timeout(SHUTDOWN_WAIT)
-            {
+        }));
+    }
+    if let Some(m) = r.metrics {
+        stops.push(Box::new(move || {
+            if let Err(e) = m.shutdown_with_timeout(SHUTDOWN_WAIT) {
                 tracing::debug!("telemetry: metrics: {e}");
             }
-            let _ = done.send(());
-        });
-    if stop.is_ok() && wait.recv_timeout(SHUTDOWN_WAIT * 2).is_err() {
-        eprintln!("cadre: telemetry: the last export did not finish in time");
+        }));
+    }
+    let mut started = 0;
+    for stop in stops {
+        let done = done.clone();
+        let spawned = std::thread::Builder::new()
+            .name("telemetry-shutdown".into())
+            .spawn(move || {
+                stop();
+                let _ = done.send(());
+            });
+        started += usize::from(spawned.is_ok());
+    }
+    drop(done);
+    let deadline = std::time::Instant::now() + SHUTDOWN_WAIT * 2;
+    for _ in 0..started {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if wait.recv_timeout(left).is_err() {
+            eprintln!("cadre: telemetry: the last export did not finish in time");
+            return;
+        }
     }
 }
 
