@@ -22,6 +22,7 @@ pub mod reload;
 pub mod runtime;
 pub mod snapshot;
 pub mod teams;
+pub mod telemetry;
 pub mod templates;
 pub mod tools;
 

@@ -9,6 +9,8 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::config::ModelPrice;
 use serde_json::Value;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -257,6 +259,31 @@ pub struct ModelResponse {
     /// Ids of tool_use blocks that the provider made from JSON in the
     /// reply's text (`provider.tool_call_fallback`), not native calls.
     pub converted_tool_calls: Vec<String>,
+}
+
+/// What a response cost, in dollars.
+pub fn cost_of(price: Option<&ModelPrice>, u: &Usage) -> f64 {
+    let Some(p) = price else { return 0.0 };
+    let m = |tokens: u64, per_million: f64| tokens as f64 * per_million / 1_000_000.0;
+    m(u.input_tokens, p.input)
+        + m(u.output_tokens, p.output)
+        + m(u.cache_read_input_tokens, p.cache_read)
+        + m(u.cache_creation_input_tokens, p.cache_write)
+        + u.web_search_requests as f64 * p.web_search / 1000.0
+}
+
+/// The price of a model: its id, else the longest configured prefix.
+pub fn price_of<'a>(
+    prices: &'a std::collections::BTreeMap<String, ModelPrice>,
+    model: &str,
+) -> Option<&'a ModelPrice> {
+    prices.get(model).or_else(|| {
+        prices
+            .iter()
+            .filter(|(id, _)| model.starts_with(id.as_str()))
+            .max_by_key(|(id, _)| id.len())
+            .map(|(_, p)| p)
+    })
 }
 
 #[cfg(test)]

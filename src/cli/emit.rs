@@ -200,30 +200,7 @@ impl Emitter {
     }
 }
 
-/// What a response cost, in dollars.
-pub fn cost_of(price: Option<&ModelPrice>, u: &Usage) -> f64 {
-    let Some(p) = price else { return 0.0 };
-    let m = |tokens: u64, per_million: f64| tokens as f64 * per_million / 1_000_000.0;
-    m(u.input_tokens, p.input)
-        + m(u.output_tokens, p.output)
-        + m(u.cache_read_input_tokens, p.cache_read)
-        + m(u.cache_creation_input_tokens, p.cache_write)
-        + u.web_search_requests as f64 * p.web_search / 1000.0
-}
-
-/// The price of a model: its id, else the longest configured prefix.
-pub(super) fn price_of<'a>(
-    prices: &'a BTreeMap<String, ModelPrice>,
-    model: &str,
-) -> Option<&'a ModelPrice> {
-    prices.get(model).or_else(|| {
-        prices
-            .iter()
-            .filter(|(id, _)| model.starts_with(id.as_str()))
-            .max_by_key(|(id, _)| id.len())
-            .map(|(_, p)| p)
-    })
-}
+pub use crate::message::{cost_of, price_of};
 
 pub fn wire_usage(u: &Usage) -> WireUsage {
     WireUsage {

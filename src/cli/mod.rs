@@ -252,7 +252,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let result = runtime.block_on(dispatch(cli));
+    // The last metrics, events and spans go out before the process ends
+    // (the exports run on the runtime, which is still there).
+    crate::telemetry::shutdown();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let msg = e.to_string();

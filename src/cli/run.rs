@@ -314,6 +314,26 @@ pub(super) fn prepare_with(
     } else {
         None
     };
+    // Telemetry records after the session's own sink, when it is on; a
+    // session that runs nothing (`render`) starts none.
+    let events = if connect_mcp {
+        crate::telemetry::start(
+            events,
+            &crate::telemetry::Start {
+                settings_env: &settings.env,
+                process_env: &input.load.env,
+                session_id: &session_id,
+                start_type: Some(match (&resumed, args.continue_latest) {
+                    (None, _) => "fresh",
+                    (Some(_), true) => "continue",
+                    (Some(_), false) => "resume",
+                }),
+                prices: &settings.prices,
+            },
+        )
+    } else {
+        events
+    };
     let mut engine = Engine::new(
         Arc::clone(&swap),
         provider,
@@ -1243,6 +1263,9 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                 "end",
                 serde_json::json!({"status": "killed", "signal": "SIGTERM"}),
             );
+            // The exports run on this runtime: this thread leaves it
+            // while the last ones go out.
+            tokio::task::block_in_place(crate::telemetry::shutdown);
             std::process::exit(143);
         });
     }

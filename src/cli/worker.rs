@@ -79,10 +79,27 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
             pending.join(", ")
         );
     }
+    let id = worker_id();
+    // With telemetry on here, each child's signals go to this worker's
+    // collector, and its spans continue its parent's trace (the plan's
+    // headers carry the context). `session.id` is the worker's name.
+    let settings_env = settings.env.clone();
+    let prices = settings.prices.clone();
+    let telemetry_id = id.clone();
     let factory: EngineFactory = {
         let swap = Arc::clone(&swap);
         let mcp = Arc::clone(&mcp);
         Arc::new(move |plan, events| {
+            let events = crate::telemetry::start(
+                events,
+                &crate::telemetry::Start {
+                    settings_env: &settings_env,
+                    process_env: &env,
+                    session_id: &telemetry_id,
+                    start_type: None,
+                    prices: &prices,
+                },
+            );
             let mut engine = Engine::new(
                 Arc::clone(&swap),
                 provider.clone(),
@@ -99,7 +116,7 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
     };
     let opts = WorkerOptions {
         pool,
-        id: worker_id(),
+        id,
         concurrency: args.concurrency.unwrap_or(max_running).max(1),
         max_running,
         cwd,

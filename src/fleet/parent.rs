@@ -168,17 +168,21 @@ impl NatsBackend {
 /// either way.
 async fn send_plan(broker: &Broker, plan: &TaskPlan) -> Result<(), FleetError> {
     let payload = serde_json::to_vec(plan).map_err(FleetError::broker)?;
+    // The child's trace context (with telemetry on): the worker's spans
+    // continue this session's trace under the child's span.
+    let trace = crate::telemetry::trace_headers(&plan.agent_id);
     let mut published = Err(FleetError::Broker(String::new()));
     for attempt in 0..3u32 {
         let sending = std::time::Instant::now();
+        let mut message = jetstream::message::PublishMessage::build()
+            .payload(payload.clone().into())
+            .message_id(run_message_id(&plan.agent_id, plan.run));
+        for (name, value) in &trace {
+            message = message.header(name.as_str(), value.as_str());
+        }
         let sent = broker
             .js
-            .send_publish(
-                broker.names.task_subject(&plan.pool),
-                jetstream::message::PublishMessage::build()
-                    .payload(payload.clone().into())
-                    .message_id(run_message_id(&plan.agent_id, plan.run)),
-            )
+            .send_publish(broker.names.task_subject(&plan.pool), message)
             .await;
         published = match sent {
             Ok(ack) => ack.await.map(|_| ()).map_err(FleetError::broker),

@@ -352,7 +352,10 @@ async fn run_task(
     let started = Instant::now();
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
-        Ok(engine) => start(ctx, plan, engine, fence),
+        Ok(engine) => {
+            continue_trace(plan, msg);
+            start(ctx, plan, engine, fence)
+        }
     };
     let (engine, task) = match begun {
         Started::Running(engine, task) => (engine, task),
@@ -681,6 +684,26 @@ async fn answer_control(
 
 /// An event sink that sends the task's tool calls as progress lines on its
 /// plain subject (at most once; nothing waits for them).
+/// The parent's trace context from the message's headers (with telemetry
+/// on here): the child's span continues the parent's trace.
+fn continue_trace(plan: &TaskPlan, msg: &jetstream::Message) {
+    let Some(headers) = &msg.headers else { return };
+    let carried: Vec<(String, String)> = ["traceparent", "tracestate"]
+        .into_iter()
+        .filter_map(|name| {
+            let value = headers.get(name)?.as_str();
+            // A header is the peer's: bounded before it is parsed.
+            (value.len() <= 512).then(|| (name.to_string(), value.to_string()))
+        })
+        .collect();
+    let agent_type = plan
+        .meta
+        .get("agent_type")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("agent");
+    crate::telemetry::continue_trace(&plan.agent_id, agent_type, &carried);
+}
+
 fn progress_sink(broker: &Broker, plan: &TaskPlan) -> EventSink {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Progress>();
     let client = broker.client.clone();

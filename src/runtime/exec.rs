@@ -270,8 +270,33 @@ impl Session {
         name: &str,
         input: Value,
     ) -> Result<Value, CallResult> {
+        let mut source = "config";
+        let permitted = self.permit_inner(snap, id, name, input, &mut source).await;
+        self.engine.emit(EngineEvent::ToolDecision {
+            agent_id: self.spec.agent_id.clone(),
+            tool_use_id: id.to_string(),
+            tool: name.to_string(),
+            accept: permitted.is_ok(),
+            source,
+        });
+        permitted
+    }
+
+    /// [`Session::permit`], telling in `source` who decided (the words of
+    /// [`EngineEvent::ToolDecision`]).
+    async fn permit_inner(
+        &self,
+        snap: &Arc<crate::snapshot::Snapshot>,
+        id: &str,
+        name: &str,
+        input: Value,
+        source: &mut &'static str,
+    ) -> Result<Value, CallResult> {
         let (verdict, mut input) = match self.pre_tool_hooks(snap, id, name, &input).await {
-            PreTool::Blocked(text) => return Err(CallResult::text(id, text, true)),
+            PreTool::Blocked(text) => {
+                *source = "hook";
+                return Err(CallResult::text(id, text, true));
+            }
             PreTool::Go {
                 verdict,
                 input: None,
@@ -339,6 +364,9 @@ impl Session {
                 true,
             )
         };
+        if verdict.is_some() {
+            *source = "hook";
+        }
         match explained.decision {
             Decision::Allow => {}
             Decision::Deny { reason } => return Err(denied(reason, rule, origin, false, None)),
@@ -387,6 +415,13 @@ impl Session {
                     }
                     (None, None) => super::AskAnswer::from(false),
                 };
+                if self.engine.asker.is_some() {
+                    *source = match (answer.allow, answer.updates.is_empty()) {
+                        (false, _) => "user_reject",
+                        (true, true) => "user_temporary",
+                        (true, false) => "user_permanent",
+                    };
+                }
                 if !answer.allow {
                     return Err(denied(reason, rule, origin, true, answer.message));
                 }

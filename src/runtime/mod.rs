@@ -155,6 +155,38 @@ pub enum EngineEvent {
         usage: Usage,
         api_ms: u64,
     },
+    /// A model request failed for good (after the provider's retries).
+    ApiError {
+        agent_id: String,
+        model: String,
+        /// cadre's account of the failure (never the request or a key).
+        error: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status_code: Option<u16>,
+        duration_ms: u64,
+    },
+    /// A person's prompt was added to the main session: its own text,
+    /// without the project memory or notifications that join it.
+    UserPrompt {
+        agent_id: String,
+        text: String,
+    },
+    /// The main session's run for a prompt ended (answered, stopped,
+    /// failed or cancelled).
+    TurnEnd {
+        agent_id: String,
+    },
+    /// The permission decision about one tool call, with where it came
+    /// from in Claude Code's words: `config` (rules, mode, a memory
+    /// folder, a skill's tools), `hook`, `user_temporary`,
+    /// `user_permanent` (an answer that added rules) or `user_reject`.
+    ToolDecision {
+        agent_id: String,
+        tool_use_id: String,
+        tool: String,
+        accept: bool,
+        source: &'static str,
+    },
 }
 
 /// Receives every engine event.
@@ -358,6 +390,28 @@ impl Engine {
             model: model.to_string(),
             usage,
             api_ms,
+        });
+    }
+
+    /// A model request of `agent_id` failed for good: emits
+    /// [`EngineEvent::ApiError`] (for telemetry; the model is told the
+    /// typed problem, never this text).
+    pub fn api_error(
+        &self,
+        agent_id: &str,
+        model: &str,
+        failure: &crate::provider::ProviderError,
+        duration_ms: u64,
+    ) {
+        self.emit(EngineEvent::ApiError {
+            agent_id: agent_id.to_string(),
+            model: model.to_string(),
+            error: failure.message.clone(),
+            status_code: match failure.kind {
+                crate::provider::ProviderErrorKind::Status(code) => Some(code),
+                _ => None,
+            },
+            duration_ms,
         });
     }
 

@@ -395,6 +395,20 @@ impl Session {
         if let Ok(mut skills) = self.active_skills.lock() {
             skills.clear();
         }
+        if self.spec.is_main {
+            // The prompt is the last text block (project memory and an
+            // agent's initial prompt come before it).
+            let text = message
+                .content
+                .iter()
+                .rev()
+                .find_map(ContentBlock::as_text)
+                .unwrap_or_default();
+            self.engine.emit(EngineEvent::UserPrompt {
+                agent_id: self.spec.agent_id.clone(),
+                text: text.to_string(),
+            });
+        }
         let mut content = self.take_incoming();
         content.extend(message.content);
         self.join_last_user_message(content);
@@ -798,6 +812,16 @@ impl Session {
 
     /// Runs turns until the model stops calling tools or the turn limit.
     pub async fn run(&mut self) -> Result<Outcome, RunError> {
+        let outcome = self.run_prompt().await;
+        if self.spec.is_main {
+            self.engine.emit(EngineEvent::TurnEnd {
+                agent_id: self.spec.agent_id.clone(),
+            });
+        }
+        outcome
+    }
+
+    async fn run_prompt(&mut self) -> Result<Outcome, RunError> {
         let mut stop_blocks = 0;
         // Continuations asked for after answers cut at max_tokens in a row.
         let mut recoveries = 0u32;
@@ -938,6 +962,12 @@ impl Session {
                     return Err(e.into());
                 }
                 Err(e) => {
+                    self.engine.api_error(
+                        &self.spec.agent_id,
+                        &request.model,
+                        &e,
+                        u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    );
                     self.stop_failure_hooks(&snap, &e).await;
                     return Err(e.into());
                 }

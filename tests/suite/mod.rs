@@ -43,6 +43,7 @@ mod settings;
 mod shutdown;
 mod skills;
 mod teams;
+mod telemetry;
 mod text_tools;
 mod todos;
 mod web;

@@ -1,0 +1,824 @@
+//! The engine's events turned into Claude Code's metrics and events and
+//! into the spans of the agent tree: one trace per prompt (a
+//! `claude_code.interaction` root), under it a span per model request and
+//! per tool call, and a sub-agent's span under the Agent call that started
+//! it, with the sub-agent's own requests and calls under that.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
+use opentelemetry::metrics::{Counter, Meter};
+use opentelemetry::propagation::TextMapPropagator as _;
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::logs::SdkLogger;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracer;
+use serde_json::Value;
+
+use crate::config::ModelPrice;
+use crate::message::{Usage, cost_of, price_of};
+use crate::runtime::EngineEvent;
+
+/// What every metric and event carries, and what the switches allow.
+pub(super) struct Shared {
+    pub session_id: String,
+    pub version: &'static str,
+    pub include_session_id: bool,
+    pub include_version: bool,
+    pub log_user_prompts: bool,
+    pub log_tool_details: bool,
+    pub terminal: Option<String>,
+    pub prices: std::collections::BTreeMap<String, ModelPrice>,
+}
+
+/// Claude Code's counters.
+pub(super) struct Instruments {
+    session: Counter<u64>,
+    tokens: Counter<u64>,
+    cost: Counter<f64>,
+    lines: Counter<u64>,
+    edit_decision: Counter<u64>,
+    active_time: Counter<f64>,
+}
+
+impl Instruments {
+    pub fn new(meter: &Meter) -> Instruments {
+        Instruments {
+            session: meter
+                .u64_counter("claude_code.session.count")
+                .with_unit("count")
+                .with_description("Count of CLI sessions started")
+                .build(),
+            tokens: meter
+                .u64_counter("claude_code.token.usage")
+                .with_unit("tokens")
+                .with_description("Number of tokens used")
+                .build(),
+            cost: meter
+                .f64_counter("claude_code.cost.usage")
+                .with_unit("USD")
+                .with_description("Cost of the session")
+                .build(),
+            lines: meter
+                .u64_counter("claude_code.lines_of_code.count")
+                .with_unit("count")
+                .with_description("Count of lines of code modified")
+                .build(),
+            edit_decision: meter
+                .u64_counter("claude_code.code_edit_tool.decision")
+                .with_unit("count")
+                .with_description("Count of code editing tool permission decisions")
+                .build(),
+            active_time: meter
+                .f64_counter("claude_code.active_time.total")
+                .with_unit("s")
+                .with_description("Total active time in seconds")
+                .build(),
+        }
+    }
+}
+
+/// One open tool call.
+struct Call {
+    name: String,
+    agent_id: String,
+    started: Instant,
+    input_bytes: usize,
+    span: Option<Context>,
+    /// Lines added and removed, and the language, for the edit tools.
+    edit: Option<(u64, u64, &'static str)>,
+    decision: Option<(bool, &'static str)>,
+}
+
+/// One running sub-agent.
+struct Agent {
+    agent_type: String,
+    span: Option<Context>,
+    cost: f64,
+}
+
+/// The prompt being answered.
+struct Prompt {
+    id: String,
+    span: Option<Context>,
+    started: Instant,
+    cost: f64,
+    usage: Usage,
+}
+
+#[derive(Default)]
+struct State {
+    sequence: u64,
+    prompt: Option<Prompt>,
+    calls: HashMap<String, Call>,
+    agents: HashMap<String, Agent>,
+}
+
+pub(super) struct Recorder {
+    shared: Shared,
+    meters: Option<Instruments>,
+    logger: Option<SdkLogger>,
+    tracer: Option<SdkTracer>,
+    state: Mutex<State>,
+}
+
+impl Recorder {
+    pub fn new(
+        shared: Shared,
+        meters: Option<Instruments>,
+        logger: Option<SdkLogger>,
+        tracer: Option<SdkTracer>,
+    ) -> Recorder {
+        Recorder {
+            shared,
+            meters,
+            logger,
+            tracer,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The standard attributes of a metric point.
+    fn metric_attrs(&self, extra: &[KeyValue]) -> Vec<KeyValue> {
+        let s = &self.shared;
+        let mut out = Vec::with_capacity(extra.len() + 3);
+        if s.include_session_id {
+            out.push(KeyValue::new("session.id", s.session_id.clone()));
+        }
+        if s.include_version {
+            out.push(KeyValue::new("app.version", s.version));
+        }
+        if let Some(t) = &s.terminal {
+            out.push(KeyValue::new("terminal.type", t.clone()));
+        }
+        out.extend_from_slice(extra);
+        out
+    }
+
+    pub fn session_started(&self, start_type: &'static str) {
+        if let Some(m) = &self.meters {
+            m.session.add(
+                1,
+                &self.metric_attrs(&[KeyValue::new("start_type", start_type)]),
+            );
+        }
+    }
+
+    /// An event (a log record named `claude_code.<name>`) with the
+    /// standard attributes, `event.*` and the prompt's id.
+    fn event(&self, st: &mut State, name: &'static str, attrs: Vec<(&'static str, AnyValue)>) {
+        let Some(logger) = &self.logger else { return };
+        st.sequence += 1;
+        let mut record = logger.create_log_record();
+        let full = event_name(name);
+        record.set_event_name(full);
+        record.set_body(AnyValue::from(full));
+        record.set_severity_number(Severity::Info);
+        let now = SystemTime::now();
+        record.set_timestamp(now);
+        record.set_observed_timestamp(now);
+        record.add_attribute("event.name", name);
+        record.add_attribute("event.timestamp", crate::clock::now_rfc3339());
+        record.add_attribute(
+            "event.sequence",
+            i64::try_from(st.sequence).unwrap_or(i64::MAX),
+        );
+        record.add_attribute("session.id", self.shared.session_id.clone());
+        if self.shared.include_version {
+            record.add_attribute("app.version", self.shared.version);
+        }
+        if let Some(t) = &self.shared.terminal {
+            record.add_attribute("terminal.type", t.clone());
+        }
+        if let Some(p) = &st.prompt {
+            record.add_attribute("prompt.id", p.id.clone());
+            if let Some(span) = &p.span {
+                let sc = span.span().span_context().clone();
+                record.set_trace_context(sc.trace_id(), sc.span_id(), Some(sc.trace_flags()));
+            }
+        }
+        for (k, v) in attrs {
+            record.add_attribute(k, v);
+        }
+        logger.emit(record);
+    }
+
+    /// The span context a call or request of `agent_id` goes under: its
+    /// sub-agent span, else the prompt's.
+    fn parent_of(st: &State, agent_id: &str) -> Context {
+        st.agents
+            .get(agent_id)
+            .and_then(|a| a.span.clone())
+            .or_else(|| st.prompt.as_ref().and_then(|p| p.span.clone()))
+            .unwrap_or_default()
+    }
+
+    fn start_span(
+        &self,
+        name: String,
+        parent: &Context,
+        start: SystemTime,
+        attrs: Vec<KeyValue>,
+    ) -> Option<Context> {
+        let tracer = self.tracer.as_ref()?;
+        let span = tracer
+            .span_builder(name)
+            .with_kind(SpanKind::Internal)
+            .with_start_time(start)
+            .with_attributes(attrs)
+            .start_with_context(tracer, parent);
+        Some(parent.with_span(span))
+    }
+
+    pub fn record(&self, event: &EngineEvent) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let st = &mut *st;
+        match event {
+            EngineEvent::UserPrompt { text, .. } => self.prompt(st, text),
+            EngineEvent::TurnEnd { .. } => self.end_prompt(st),
+            EngineEvent::ModelResponse {
+                agent_id,
+                model,
+                usage,
+                api_ms,
+            } => self.model_response(st, agent_id, model, usage, *api_ms),
+            EngineEvent::ApiError {
+                agent_id,
+                model,
+                error,
+                status_code,
+                duration_ms,
+            } => {
+                let mut attrs = vec![
+                    ("model", AnyValue::from(model.clone())),
+                    ("error", AnyValue::from(error.clone())),
+                    ("duration_ms", AnyValue::from(to_i64(*duration_ms))),
+                    ("attempt", AnyValue::from(1_i64)),
+                    ("query_source", AnyValue::from(query_source(agent_id))),
+                ];
+                if let Some(code) = status_code {
+                    attrs.push(("status_code", AnyValue::from(i64::from(*code))));
+                }
+                self.event(st, "api_error", attrs);
+                let parent = Self::parent_of(st, agent_id);
+                let start = SystemTime::now() - Duration::from_millis(*duration_ms);
+                if let Some(cx) =
+                    self.start_span(format!("chat {model}"), &parent, start, chat_attrs(model))
+                {
+                    cx.span().set_status(Status::error(error.clone()));
+                    cx.span().end();
+                }
+            }
+            EngineEvent::ToolUse {
+                agent_id,
+                tool_use_id,
+                name,
+                input,
+            } => {
+                let parent = Self::parent_of(st, agent_id);
+                let mut attrs = vec![
+                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", name.clone()),
+                    KeyValue::new("gen_ai.tool.call.id", tool_use_id.clone()),
+                    KeyValue::new("cadre.agent_id", agent_id.clone()),
+                ];
+                if let Some(server) = mcp_server(name) {
+                    attrs.push(KeyValue::new("gen_ai.tool.type", "extension"));
+                    attrs.push(KeyValue::new("mcp.server.name", server.to_string()));
+                }
+                let span = self.start_span(
+                    format!("execute_tool {name}"),
+                    &parent,
+                    SystemTime::now(),
+                    attrs,
+                );
+                st.calls.insert(
+                    tool_use_id.clone(),
+                    Call {
+                        name: name.clone(),
+                        agent_id: agent_id.clone(),
+                        started: Instant::now(),
+                        input_bytes: serde_json::to_vec(input).map_or(0, |v| v.len()),
+                        span,
+                        edit: edit_lines(name, input),
+                        decision: None,
+                    },
+                );
+            }
+            EngineEvent::ToolDecision {
+                tool_use_id,
+                tool,
+                accept,
+                source,
+                ..
+            } => {
+                let decision = if *accept { "accept" } else { "reject" };
+                let language = st.calls.get_mut(tool_use_id).and_then(|c| {
+                    c.decision = Some((*accept, source));
+                    c.edit.map(|(_, _, lang)| lang)
+                });
+                if let (Some(m), Some(language)) = (&self.meters, language) {
+                    m.edit_decision.add(
+                        1,
+                        &self.metric_attrs(&[
+                            KeyValue::new("tool_name", tool.clone()),
+                            KeyValue::new("decision", decision),
+                            KeyValue::new("source", *source),
+                            KeyValue::new("language", language),
+                        ]),
+                    );
+                }
+                self.event(
+                    st,
+                    "tool_decision",
+                    vec![
+                        ("tool_name", AnyValue::from(tool.clone())),
+                        ("tool_use_id", AnyValue::from(tool_use_id.clone())),
+                        ("decision", AnyValue::from(decision)),
+                        ("source", AnyValue::from(*source)),
+                    ],
+                );
+            }
+            EngineEvent::ToolResult {
+                tool_use_id,
+                is_error,
+                error,
+                ..
+            } => {
+                let Some(call) = st.calls.remove(tool_use_id) else {
+                    return;
+                };
+                let ms = to_i64(elapsed_ms(call.started));
+                if let Some(cx) = &call.span {
+                    if *is_error {
+                        cx.span().set_status(Status::error("the tool call failed"));
+                    }
+                    cx.span().end();
+                }
+                if !is_error && let (Some(m), Some((added, removed, _))) = (&self.meters, call.edit)
+                {
+                    for (kind, n) in [("added", added), ("removed", removed)] {
+                        if n > 0 {
+                            m.lines
+                                .add(n, &self.metric_attrs(&[KeyValue::new("type", kind)]));
+                        }
+                    }
+                }
+                let mut attrs = vec![
+                    ("tool_name", AnyValue::from(call.name.clone())),
+                    ("tool_use_id", AnyValue::from(tool_use_id.clone())),
+                    (
+                        "success",
+                        AnyValue::from(if *is_error { "false" } else { "true" }),
+                    ),
+                    ("duration_ms", AnyValue::from(ms)),
+                    (
+                        "tool_input_size_bytes",
+                        AnyValue::from(i64::try_from(call.input_bytes).unwrap_or(i64::MAX)),
+                    ),
+                    ("query_source", AnyValue::from(query_source(&call.agent_id))),
+                ];
+                if let Some((accept, source)) = call.decision {
+                    attrs.push((
+                        "decision_type",
+                        AnyValue::from(if accept { "accept" } else { "reject" }),
+                    ));
+                    attrs.push(("decision_source", AnyValue::from(source)));
+                }
+                if let Some(server) = mcp_server(&call.name) {
+                    attrs.push(("mcp_server_name", AnyValue::from(server.to_string())));
+                }
+                if self.shared.log_tool_details
+                    && let Some(e) = error
+                {
+                    attrs.push(("error", AnyValue::from(e.clone())));
+                }
+                self.event(st, "tool_result", attrs);
+            }
+            EngineEvent::SubagentStart {
+                agent_id,
+                parent_agent_id,
+                agent_type,
+                model,
+                fork,
+                tool_use_id,
+                ..
+            } => {
+                let parent = st
+                    .calls
+                    .get(tool_use_id)
+                    .and_then(|c| c.span.clone())
+                    .unwrap_or_else(|| Self::parent_of(st, parent_agent_id));
+                let span = self.start_span(
+                    format!("invoke_agent {agent_type}"),
+                    &parent,
+                    SystemTime::now(),
+                    vec![
+                        KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                        KeyValue::new("gen_ai.agent.name", agent_type.clone()),
+                        KeyValue::new("gen_ai.agent.id", agent_id.clone()),
+                        KeyValue::new("gen_ai.request.model", model.clone()),
+                        KeyValue::new("cadre.parent_agent_id", parent_agent_id.clone()),
+                        KeyValue::new("cadre.fork", *fork),
+                        KeyValue::new("gen_ai.tool.call.id", tool_use_id.clone()),
+                    ],
+                );
+                st.agents.insert(
+                    agent_id.clone(),
+                    Agent {
+                        agent_type: agent_type.clone(),
+                        span,
+                        cost: 0.0,
+                    },
+                );
+            }
+            EngineEvent::SubagentEnd {
+                agent_id,
+                status,
+                tool_uses,
+                duration_ms,
+                total_tokens,
+            } => {
+                let Some(agent) = st.agents.remove(agent_id) else {
+                    return;
+                };
+                if let Some(cx) = &agent.span {
+                    let span = cx.span();
+                    span.set_attributes([
+                        KeyValue::new("cadre.status", status.clone()),
+                        KeyValue::new("cadre.tool_uses", i64::from(*tool_uses)),
+                        KeyValue::new("cadre.duration_ms", to_i64(*duration_ms)),
+                        KeyValue::new("cadre.total_tokens", to_i64(*total_tokens)),
+                        KeyValue::new("cadre.cost_usd", agent.cost),
+                    ]);
+                    if status != "completed" {
+                        span.set_status(Status::error(status.clone()));
+                    }
+                    span.end();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn prompt(&self, st: &mut State, text: &str) {
+        self.end_prompt(st);
+        let id = new_id();
+        let mut attrs = vec![
+            KeyValue::new("session.id", self.shared.session_id.clone()),
+            KeyValue::new("prompt.id", id.clone()),
+            KeyValue::new("prompt_length", to_i64(text.chars().count() as u64)),
+        ];
+        if self.shared.log_user_prompts {
+            attrs.push(KeyValue::new("user_prompt", text.to_string()));
+        }
+        let span = self.start_span(
+            "claude_code.interaction".into(),
+            &Context::new(),
+            SystemTime::now(),
+            attrs,
+        );
+        st.prompt = Some(Prompt {
+            id,
+            span,
+            started: Instant::now(),
+            cost: 0.0,
+            usage: Usage::default(),
+        });
+        let mut attrs = vec![(
+            "prompt_length",
+            AnyValue::from(to_i64(text.chars().count() as u64)),
+        )];
+        if self.shared.log_user_prompts {
+            attrs.push(("prompt", AnyValue::from(text.to_string())));
+        }
+        self.event(st, "user_prompt", attrs);
+    }
+
+    fn end_prompt(&self, st: &mut State) {
+        let Some(p) = st.prompt.take() else { return };
+        if let Some(m) = &self.meters {
+            m.active_time.add(
+                p.started.elapsed().as_secs_f64(),
+                &self.metric_attrs(&[KeyValue::new("type", "cli")]),
+            );
+        }
+        if let Some(cx) = &p.span {
+            let span = cx.span();
+            span.set_attributes(usage_attrs(&p.usage));
+            span.set_attribute(KeyValue::new("cadre.cost_usd", p.cost));
+            span.end();
+        }
+    }
+
+    fn model_response(
+        &self,
+        st: &mut State,
+        agent_id: &str,
+        model: &str,
+        usage: &Usage,
+        api_ms: u64,
+    ) {
+        let cost = cost_of(price_of(&self.shared.prices, model), usage);
+        let source = query_source(agent_id);
+        let agent_name = st.agents.get(agent_id).map(|a| a.agent_type.clone());
+        if let Some(m) = &self.meters {
+            let mut extra = vec![
+                KeyValue::new("model", model.to_string()),
+                KeyValue::new("query_source", source),
+            ];
+            if let Some(name) = &agent_name {
+                extra.push(KeyValue::new("agent.name", name.clone()));
+            }
+            for (kind, n) in [
+                ("input", usage.input_tokens),
+                ("output", usage.output_tokens),
+                ("cacheRead", usage.cache_read_input_tokens),
+                ("cacheCreation", usage.cache_creation_input_tokens),
+            ] {
+                let mut attrs = self.metric_attrs(&extra);
+                attrs.push(KeyValue::new("type", kind));
+                m.tokens.add(n, &attrs);
+            }
+            m.cost.add(cost, &self.metric_attrs(&extra));
+        }
+        if let Some(a) = st.agents.get_mut(agent_id) {
+            a.cost += cost;
+        }
+        if let Some(p) = &mut st.prompt {
+            p.cost += cost;
+            p.usage.add(usage);
+        }
+        let parent = Self::parent_of(st, agent_id);
+        let start = SystemTime::now() - Duration::from_millis(api_ms);
+        let mut attrs = chat_attrs(model);
+        attrs.extend(usage_attrs(usage));
+        attrs.push(KeyValue::new("cadre.cost_usd", cost));
+        attrs.push(KeyValue::new("cadre.agent_id", agent_id.to_string()));
+        if let Some(cx) = self.start_span(format!("chat {model}"), &parent, start, attrs) {
+            cx.span().end();
+        }
+        let mut attrs = vec![
+            ("model", AnyValue::from(model.to_string())),
+            ("cost_usd", AnyValue::from(cost)),
+            ("duration_ms", AnyValue::from(to_i64(api_ms))),
+            ("input_tokens", AnyValue::from(to_i64(usage.input_tokens))),
+            ("output_tokens", AnyValue::from(to_i64(usage.output_tokens))),
+            (
+                "cache_read_tokens",
+                AnyValue::from(to_i64(usage.cache_read_input_tokens)),
+            ),
+            (
+                "cache_creation_tokens",
+                AnyValue::from(to_i64(usage.cache_creation_input_tokens)),
+            ),
+            ("query_source", AnyValue::from(source)),
+        ];
+        if let Some(name) = agent_name {
+            attrs.push(("agent.name", AnyValue::from(name)));
+        }
+        self.event(st, "api_request", attrs);
+    }
+
+    /// The W3C trace context (`traceparent`) of a sub-agent's span, for a
+    /// worker on another host to continue the trace under it.
+    pub fn trace_context(&self, agent_id: &str) -> Option<HashMap<String, String>> {
+        let st = self.state.lock().ok()?;
+        let cx = st.agents.get(agent_id)?.span.as_ref()?;
+        let mut carrier = HashMap::new();
+        TraceContextPropagator::new().inject_context(cx, &mut carrier);
+        Some(carrier)
+    }
+
+    /// A sub-agent started elsewhere (by a parent on another host) runs
+    /// here: its span continues the trace the parent's context names, so
+    /// its requests and calls nest under the parent's Agent call.
+    pub fn adopt(&self, agent_id: &str, agent_type: &str, carrier: &HashMap<String, String>) {
+        let parent = TraceContextPropagator::new().extract(carrier);
+        if !parent.span().span_context().is_valid() {
+            return;
+        }
+        let span = self.start_span(
+            format!("invoke_agent {agent_type}"),
+            &parent,
+            SystemTime::now(),
+            vec![
+                KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+                KeyValue::new("gen_ai.agent.name", agent_type.to_string()),
+                KeyValue::new("gen_ai.agent.id", agent_id.to_string()),
+                KeyValue::new("cadre.remote", true),
+            ],
+        );
+        if let Ok(mut st) = self.state.lock() {
+            st.agents.insert(
+                agent_id.to_string(),
+                Agent {
+                    agent_type: agent_type.to_string(),
+                    span,
+                    cost: 0.0,
+                },
+            );
+        }
+    }
+
+    /// Ends every open span (at exit: a span never ended is never sent).
+    pub fn finish(&self) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let st = &mut *st;
+        for (_, call) in st.calls.drain() {
+            if let Some(cx) = call.span {
+                cx.span().end();
+            }
+        }
+        for (_, agent) in st.agents.drain() {
+            if let Some(cx) = agent.span {
+                cx.span().end();
+            }
+        }
+        self.end_prompt(st);
+    }
+}
+
+/// The full event name (`claude_code.` and the short one).
+fn event_name(name: &'static str) -> &'static str {
+    match name {
+        "user_prompt" => "claude_code.user_prompt",
+        "api_request" => "claude_code.api_request",
+        "api_error" => "claude_code.api_error",
+        "tool_result" => "claude_code.tool_result",
+        "tool_decision" => "claude_code.tool_decision",
+        _ => "claude_code.event",
+    }
+}
+
+fn chat_attrs(model: &str) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("gen_ai.operation.name", "chat"),
+        KeyValue::new("gen_ai.request.model", model.to_string()),
+    ]
+}
+
+/// GenAI token counts and the share of the input read from the cache.
+fn usage_attrs(u: &Usage) -> Vec<KeyValue> {
+    let input = u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens;
+    let share = if input == 0 {
+        0.0
+    } else {
+        u.cache_read_input_tokens as f64 / input as f64
+    };
+    vec![
+        KeyValue::new("gen_ai.usage.input_tokens", to_i64(u.input_tokens)),
+        KeyValue::new("gen_ai.usage.output_tokens", to_i64(u.output_tokens)),
+        KeyValue::new(
+            "gen_ai.usage.cache_read.input_tokens",
+            to_i64(u.cache_read_input_tokens),
+        ),
+        KeyValue::new(
+            "gen_ai.usage.cache_creation.input_tokens",
+            to_i64(u.cache_creation_input_tokens),
+        ),
+        KeyValue::new("cadre.cache_read_share", share),
+    ]
+}
+
+fn query_source(agent_id: &str) -> &'static str {
+    if agent_id == "main" {
+        "main"
+    } else {
+        "subagent"
+    }
+}
+
+fn mcp_server(tool: &str) -> Option<&str> {
+    tool.strip_prefix("mcp__")?.split("__").next()
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn elapsed_ms(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A random id in the UUID v4 form.
+fn new_id() -> String {
+    let mut b: [u8; 16] = rand::random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Lines added and removed by an edit tool's call, and the language of
+/// its file; `None` for other tools.
+fn edit_lines(tool: &str, input: &Value) -> Option<(u64, u64, &'static str)> {
+    let text = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or("");
+    let path = input
+        .get("file_path")
+        .or_else(|| input.get("notebook_path"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let (added, removed) = match tool {
+        "Edit" => diff_lines(text("old_string"), text("new_string")),
+        "MultiEdit" => input
+            .get("edits")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                let t = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+                diff_lines(t("old_string"), t("new_string"))
+            })
+            .fold((0, 0), |(a, r), (a2, r2)| (a + a2, r + r2)),
+        "Write" => (text("content").lines().count() as u64, 0),
+        "NotebookEdit" => (text("new_source").lines().count() as u64, 0),
+        _ => return None,
+    };
+    Some((added, removed, language(path)))
+}
+
+/// Lines of `new` not in `old` and lines of `old` not in `new` (as
+/// multisets: a cheap stand-in for a diff).
+fn diff_lines(old: &str, new: &str) -> (u64, u64) {
+    let mut left: HashMap<&str, u64> = HashMap::new();
+    for l in old.lines() {
+        *left.entry(l).or_default() += 1;
+    }
+    let mut added = 0;
+    for l in new.lines() {
+        match left.get_mut(l) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => added += 1,
+        }
+    }
+    (added, left.values().sum())
+}
+
+fn language(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map_or("", |(_, e)| e);
+    match ext.to_ascii_lowercase().as_str() {
+        "rs" => "Rust",
+        "py" => "Python",
+        "ts" | "tsx" | "mts" | "cts" => "TypeScript",
+        "js" | "jsx" | "mjs" | "cjs" => "JavaScript",
+        "md" | "markdown" => "Markdown",
+        "go" => "Go",
+        "java" => "Java",
+        "kt" => "Kotlin",
+        "rb" => "Ruby",
+        "c" | "h" => "C",
+        "cc" | "cpp" | "cxx" | "hpp" => "C++",
+        "cs" => "C#",
+        "swift" => "Swift",
+        "sh" | "bash" => "Shell",
+        "json" => "JSON",
+        "yaml" | "yml" => "YAML",
+        "toml" => "TOML",
+        "html" => "HTML",
+        "css" => "CSS",
+        "sql" => "SQL",
+        "ipynb" => "Jupyter Notebook",
+        _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_count_changed_lines_and_name_the_language() {
+        let input = serde_json::json!({
+            "file_path": "src/a.rs",
+            "old_string": "a\nb\nc",
+            "new_string": "a\nB\nc\nd",
+        });
+        assert_eq!(edit_lines("Edit", &input), Some((2, 1, "Rust")));
+        let write = serde_json::json!({"file_path": "x.unknownext", "content": "1\n2\n3\n"});
+        assert_eq!(edit_lines("Write", &write), Some((3, 0, "unknown")));
+        assert_eq!(edit_lines("Read", &write), None);
+    }
+
+    #[test]
+    fn ids_look_like_uuid_v4() {
+        let id = new_id();
+        assert_eq!(id.len(), 36, "{id}");
+        assert_eq!(&id[14..15], "4");
+        assert_eq!(id.matches('-').count(), 4);
+    }
+}

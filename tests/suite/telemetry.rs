@@ -1,0 +1,718 @@
+//! OpenTelemetry export through the binary, against a real OTLP/HTTP
+//! receiver (the test's own server): what `http/protobuf` sends is decoded
+//! with the official `opentelemetry-proto` messages, what `http/json`
+//! sends with serde_json; metric and event names and attributes, that no
+//! key or prompt leaks, and the nesting of the agent tree's spans.
+
+use std::collections::BTreeMap;
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::metric;
+use prost::Message as _;
+use serde_json::{Value, json};
+
+use super::harness::{Project, assistant_turns, is_main_session as is_main};
+use super::kit::{FakeServer, Reply, TEST_KEY, anthropic};
+
+const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep, Glob\nmodel: haiku\n---\nREVIEWER-BODY: you review code.\n";
+
+const PROMPT: &str = "PRIVATE-PROMPT-7781 review the code";
+
+/// An OTLP/HTTP receiver: answers every export with 200 and keeps it.
+fn collector() -> FakeServer {
+    FakeServer::route(|_| Reply::status(200, ""))
+}
+
+/// The main agent calls the reviewer through the Agent tool; the reviewer
+/// answers; the main agent then answers "all done".
+fn model() -> FakeServer {
+    FakeServer::route(|r| {
+        if is_main(r) {
+            if assistant_turns(r) == 0 {
+                return anthropic::message()
+                    .text("delegating")
+                    .tool_use(
+                        "toolu_1",
+                        "Agent",
+                        json!({"description": "review", "prompt": "review src", "subagent_type": "reviewer"}),
+                    )
+                    .usage(120, 30)
+                    .cache(40, 400)
+                    .reply();
+            }
+            return anthropic::message().text("all done").usage(80, 5).reply();
+        }
+        anthropic::message()
+            .text("reviewer finished")
+            .usage(50, 10)
+            .reply()
+    })
+}
+
+fn project(protocol: &str, collector: &FakeServer) -> Project {
+    let mut p = Project::new();
+    p.write(".claude/agents/reviewer.md", REVIEWER);
+    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
+        .env("OTEL_METRICS_EXPORTER", "otlp")
+        .env("OTEL_LOGS_EXPORTER", "otlp")
+        .env("OTEL_TRACES_EXPORTER", "otlp")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+        .env(
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "Authorization=Bearer otel-token",
+        )
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "team.id=platform,cost_center=eng-123",
+        );
+    p
+}
+
+/// What a receiver got, in one shape for both encodings.
+#[derive(Debug, Default)]
+struct Received {
+    resource: Vec<BTreeMap<String, String>>,
+    /// Metric name → the attributes of each data point.
+    metrics: BTreeMap<String, Vec<BTreeMap<String, String>>>,
+    /// Events: name and attributes.
+    events: Vec<(String, BTreeMap<String, String>)>,
+    spans: Vec<Span>,
+    /// Every body as text, for leak checks.
+    raw: String,
+}
+
+#[derive(Debug, Clone)]
+struct Span {
+    name: String,
+    trace: String,
+    id: String,
+    parent: String,
+    attrs: BTreeMap<String, String>,
+}
+
+impl Received {
+    fn events_named(&self, name: &str) -> Vec<&BTreeMap<String, String>> {
+        self.events
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, a)| a)
+            .collect()
+    }
+
+    fn span(&self, name: &str) -> &Span {
+        self.spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no span {name} in {:#?}", self.spans))
+    }
+
+    fn children(&self, parent: &Span) -> Vec<&Span> {
+        self.spans
+            .iter()
+            .filter(|s| s.parent == parent.id)
+            .collect()
+    }
+}
+
+fn proto_value(v: &Option<AnyValue>) -> String {
+    match v.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(any_value::Value::StringValue(s)) => s.clone(),
+        Some(any_value::Value::IntValue(i)) => i.to_string(),
+        Some(any_value::Value::DoubleValue(d)) => d.to_string(),
+        Some(any_value::Value::BoolValue(b)) => b.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn proto_attrs(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+    kvs.iter()
+        .map(|kv| (kv.key.clone(), proto_value(&kv.value)))
+        .collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn decode_protobuf(collector: &FakeServer) -> Received {
+    let mut got = Received::default();
+    for r in collector.requests() {
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/x-protobuf"),
+            "{}",
+            r.path
+        );
+        got.raw.push_str(&String::from_utf8_lossy(&r.body));
+        match r.path.as_str() {
+            "/v1/metrics" => {
+                let m = ExportMetricsServiceRequest::decode(r.body.as_slice()).unwrap();
+                for rm in m.resource_metrics {
+                    got.resource
+                        .push(proto_attrs(&rm.resource.unwrap_or_default().attributes));
+                    for sm in rm.scope_metrics {
+                        for metric in sm.metrics {
+                            let points = got.metrics.entry(metric.name.clone()).or_default();
+                            match metric.data {
+                                Some(metric::Data::Sum(s)) => {
+                                    points.extend(
+                                        s.data_points.iter().map(|p| proto_attrs(&p.attributes)),
+                                    );
+                                }
+                                other => panic!("{}: not a sum: {other:?}", metric.name),
+                            }
+                        }
+                    }
+                }
+            }
+            "/v1/logs" => {
+                let l = ExportLogsServiceRequest::decode(r.body.as_slice()).unwrap();
+                for rl in l.resource_logs {
+                    for sl in rl.scope_logs {
+                        for rec in sl.log_records {
+                            got.events
+                                .push((rec.event_name.clone(), proto_attrs(&rec.attributes)));
+                        }
+                    }
+                }
+            }
+            "/v1/traces" => {
+                let t = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
+                for rs in t.resource_spans {
+                    for ss in rs.scope_spans {
+                        for s in ss.spans {
+                            got.spans.push(Span {
+                                name: s.name.clone(),
+                                trace: hex(&s.trace_id),
+                                id: hex(&s.span_id),
+                                parent: hex(&s.parent_span_id),
+                                attrs: proto_attrs(&s.attributes),
+                            });
+                        }
+                    }
+                }
+            }
+            other => panic!("unexpected path {other}"),
+        }
+    }
+    got
+}
+
+fn json_value(v: &Value) -> String {
+    for k in ["stringValue", "intValue", "doubleValue", "boolValue"] {
+        if let Some(x) = v.get(k) {
+            return match x {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+        }
+    }
+    v.to_string()
+}
+
+fn json_attrs(v: &Value) -> BTreeMap<String, String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .map(|kv| {
+            (
+                kv["key"].as_str().unwrap_or_default().to_string(),
+                json_value(&kv["value"]),
+            )
+        })
+        .collect()
+}
+
+fn items<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
+    v.get(key).and_then(Value::as_array).into_iter().flatten()
+}
+
+fn decode_json(collector: &FakeServer) -> Received {
+    let mut got = Received::default();
+    for r in collector.requests() {
+        assert_eq!(r.header("content-type"), Some("application/json"));
+        got.raw.push_str(&r.body_str());
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        match r.path.as_str() {
+            "/v1/metrics" => {
+                for rm in items(&body, "resourceMetrics") {
+                    got.resource.push(json_attrs(&rm["resource"]["attributes"]));
+                    for sm in items(rm, "scopeMetrics") {
+                        for m in items(sm, "metrics") {
+                            let name = m["name"].as_str().unwrap().to_string();
+                            let points = got.metrics.entry(name).or_default();
+                            for p in items(&m["sum"], "dataPoints") {
+                                points.push(json_attrs(&p["attributes"]));
+                            }
+                        }
+                    }
+                }
+            }
+            "/v1/logs" => {
+                for rl in items(&body, "resourceLogs") {
+                    for sl in items(rl, "scopeLogs") {
+                        for rec in items(sl, "logRecords") {
+                            got.events.push((
+                                rec["eventName"].as_str().unwrap_or_default().to_string(),
+                                json_attrs(&rec["attributes"]),
+                            ));
+                        }
+                    }
+                }
+            }
+            "/v1/traces" => {
+                for rs in items(&body, "resourceSpans") {
+                    for ss in items(rs, "scopeSpans") {
+                        for s in items(ss, "spans") {
+                            // Ids are hex in OTLP/JSON (not base64 as
+                            // protobuf's JSON mapping would have them).
+                            let text = |k: &str| s[k].as_str().unwrap_or_default().to_lowercase();
+                            got.spans.push(Span {
+                                name: s["name"].as_str().unwrap_or_default().to_string(),
+                                trace: text("traceId"),
+                                id: text("spanId"),
+                                parent: text("parentSpanId"),
+                                attrs: json_attrs(&s["attributes"]),
+                            });
+                        }
+                    }
+                }
+            }
+            other => panic!("unexpected path {other}"),
+        }
+    }
+    got
+}
+
+/// The metric and event names and attributes of Claude Code, and no
+/// prompt or key in anything sent.
+fn check_claude_code_signals(got: &Received, session_id: &str) {
+    for name in [
+        "claude_code.session.count",
+        "claude_code.token.usage",
+        "claude_code.cost.usage",
+        "claude_code.active_time.total",
+    ] {
+        assert!(
+            got.metrics.contains_key(name),
+            "{name} in {:#?}",
+            got.metrics
+        );
+    }
+    let session = &got.metrics["claude_code.session.count"][0];
+    assert_eq!(session["start_type"], "fresh");
+    assert_eq!(session["session.id"], session_id);
+    let tokens = &got.metrics["claude_code.token.usage"];
+    let kinds: std::collections::BTreeSet<&str> =
+        tokens.iter().map(|a| a["type"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["cacheCreation", "cacheRead", "input", "output"]
+            .into_iter()
+            .collect()
+    );
+    assert!(tokens.iter().all(|a| a.contains_key("model")));
+    assert!(
+        tokens
+            .iter()
+            .any(|a| a["query_source"] == "subagent" && a["agent.name"] == "reviewer"),
+        "{tokens:#?}"
+    );
+    let resource = &got.resource[0];
+    assert_eq!(resource["service.name"], "cadre");
+    assert_eq!(resource["team.id"], "platform");
+    assert_eq!(resource["cost_center"], "eng-123");
+
+    let requests = got.events_named("claude_code.api_request");
+    assert_eq!(requests.len(), 3, "{:#?}", got.events);
+    assert!(requests.iter().any(|a| a["cache_read_tokens"] == "400"));
+    assert!(
+        requests
+            .iter()
+            .all(|a| a["session.id"] == session_id && a.contains_key("prompt.id"))
+    );
+    let prompts = got.events_named("claude_code.user_prompt");
+    assert_eq!(prompts.len(), 1);
+    assert_eq!(prompts[0]["prompt_length"], PROMPT.len().to_string());
+    let decision = got.events_named("claude_code.tool_decision");
+    assert_eq!(decision[0]["tool_name"], "Agent");
+    assert_eq!(decision[0]["decision"], "accept");
+    assert_eq!(decision[0]["source"], "config");
+    let result = got.events_named("claude_code.tool_result");
+    assert_eq!(result[0]["tool_name"], "Agent");
+    assert_eq!(result[0]["success"], "true");
+    assert_eq!(result[0]["decision_source"], "config");
+    // One prompt: every event carries its id.
+    let ids: std::collections::BTreeSet<&String> =
+        got.events.iter().map(|(_, a)| &a["prompt.id"]).collect();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+
+    assert!(!got.raw.contains(TEST_KEY), "the API key was exported");
+    assert!(
+        !got.raw.contains("otel-token"),
+        "a header value was exported"
+    );
+}
+
+/// One trace for the prompt: the interaction, under it the main agent's
+/// model requests and its Agent call, under that the reviewer's span, and
+/// under that the reviewer's own model request.
+fn check_agent_tree(got: &Received) {
+    let root = got.span("claude_code.interaction");
+    assert_eq!(root.parent, "", "the interaction is a trace's root");
+    assert!(
+        got.spans.iter().all(|s| s.trace == root.trace),
+        "one trace per prompt: {:#?}",
+        got.spans
+    );
+    let under_root = got.children(root);
+    let names: Vec<&str> = under_root.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("chat ")).count(),
+        2,
+        "{names:?}"
+    );
+    let agent_call = got.span("execute_tool Agent");
+    assert_eq!(agent_call.parent, root.id);
+    assert_eq!(agent_call.attrs["gen_ai.tool.call.id"], "toolu_1");
+    let reviewer = got.span("invoke_agent reviewer");
+    assert_eq!(reviewer.parent, agent_call.id);
+    assert_eq!(reviewer.attrs["gen_ai.agent.name"], "reviewer");
+    assert_eq!(reviewer.attrs["gen_ai.request.model"], "claude-haiku-4-5");
+    let inner = got.children(reviewer);
+    assert_eq!(inner.len(), 1, "{inner:#?}");
+    let chat = inner[0];
+    assert_eq!(chat.name, "chat claude-haiku-4-5");
+    assert_eq!(chat.attrs["gen_ai.operation.name"], "chat");
+    assert_eq!(chat.attrs["gen_ai.usage.input_tokens"], "50");
+    assert_eq!(chat.attrs["gen_ai.usage.output_tokens"], "10");
+    let main_first = under_root
+        .iter()
+        .find(|s| {
+            s.attrs
+                .get("gen_ai.usage.cache_read.input_tokens")
+                .map(String::as_str)
+                == Some("400")
+        })
+        .expect("the main agent's first request");
+    assert_eq!(
+        main_first.attrs["gen_ai.usage.cache_creation.input_tokens"],
+        "40"
+    );
+    let share: f64 = main_first.attrs["cadre.cache_read_share"].parse().unwrap();
+    assert!((share - 400.0 / 560.0).abs() < 1e-9, "{share}");
+    assert!(main_first.attrs.contains_key("cadre.cost_usd"));
+}
+
+/// The one session's id: its folder's name in the session folder.
+fn session_id(p: &Project) -> String {
+    let dirs: Vec<String> = std::fs::read_dir(p.sessions_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+#[test]
+fn protobuf_export_has_claude_codes_signals_and_the_agent_tree() {
+    let receiver = collector();
+    let server = model();
+    let p = project("http/protobuf", &receiver);
+    p.run(Some(&server), &["run", PROMPT]).ok();
+    let got = decode_protobuf(&receiver);
+    let auth: Vec<_> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization").map(str::to_string))
+        .collect();
+    assert!(
+        auth.iter()
+            .all(|a| a.as_deref() == Some("Bearer otel-token")),
+        "{auth:?}"
+    );
+    check_claude_code_signals(&got, &session_id(&p));
+    assert!(
+        !got.raw.contains("PRIVATE-PROMPT-7781"),
+        "the prompt was exported"
+    );
+    assert!(
+        !got.events_named("claude_code.user_prompt")[0].contains_key("prompt"),
+        "no prompt text without OTEL_LOG_USER_PROMPTS"
+    );
+    check_agent_tree(&got);
+}
+
+/// `http/json`, switched on from the settings' `env` table (as Claude
+/// Code's settings do), with `OTEL_LOG_USER_PROMPTS=1`: the prompt is
+/// exported then.
+#[test]
+fn json_export_from_settings_env_with_prompts() {
+    let receiver = collector();
+    let server = model();
+    let mut p = Project::new();
+    p.write(".claude/agents/reviewer.md", REVIEWER);
+    p.write(
+        ".claude/settings.json",
+        &json!({"env": {
+            "CLAUDE_CODE_ENABLE_TELEMETRY": "1",
+            "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_LOGS_EXPORTER": "otlp",
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "CLAUDE_CODE_ENHANCED_TELEMETRY_BETA": "1",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url(),
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
+            "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Bearer otel-token",
+            "OTEL_RESOURCE_ATTRIBUTES": "team.id=platform,cost_center=eng-123",
+            "OTEL_LOG_USER_PROMPTS": "1",
+        }})
+        .to_string(),
+    );
+    p.env("CADRE_UNUSED", "x");
+    p.run(Some(&server), &["run", PROMPT]).ok();
+    let got = decode_json(&receiver);
+    check_claude_code_signals(&got, &session_id(&p));
+    assert_eq!(
+        got.events_named("claude_code.user_prompt")[0]["prompt"],
+        PROMPT
+    );
+    check_agent_tree(&got);
+}
+
+#[test]
+fn grpc_is_refused_in_words_and_the_run_goes_on() {
+    let receiver = collector();
+    let server = model();
+    let mut p = project("grpc", &receiver);
+    p.env("OTEL_METRICS_EXPORTER", "otlp");
+    let run = p.run(Some(&server), &["run", PROMPT]);
+    run.ok();
+    assert!(
+        run.stderr.contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
+            && run.stderr.contains("http/protobuf"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(receiver.request_count(), 0);
+}
+
+#[test]
+fn telemetry_off_sends_nothing() {
+    let receiver = collector();
+    let server = model();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "0");
+    p.run(Some(&server), &["run", PROMPT]).ok();
+    assert_eq!(receiver.request_count(), 0);
+}
+
+/// A background child on a `cadre worker` (the fleet over NATS) continues
+/// the parent's trace: the plan's message carries the child's trace
+/// context, and the worker's span for the child, with the child's own
+/// model request under it, nests under the parent's span for that child.
+#[test]
+fn a_child_on_a_worker_continues_the_parents_trace() {
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use super::harness::{BASE_CONFIG, MAIN_MARKER, user_texts, wait_until};
+    use super::kit::nats::NatsServer;
+
+    let nats = NatsServer::start();
+    let receiver = collector();
+    let server = FakeServer::route(|r| {
+        if !r.system_text().contains(MAIN_MARKER) {
+            return anthropic::message().text("child done").usage(7, 3).reply();
+        }
+        if assistant_turns(r) == 0 {
+            return anthropic::message()
+                .text("sending it to the fleet")
+                .tool_use(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "remote work", "prompt": "Do the remote work.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("fleet done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let mut p = Project::new();
+    p.write(
+        "cadre.toml",
+        &format!(
+            "{}\n[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
+            BASE_CONFIG.replace("idle_timeout_ms = 3000", "idle_timeout_ms = 120000"),
+            nats.url()
+        ),
+    );
+    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
+        .env("OTEL_TRACES_EXPORTER", "otlp")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url());
+    let log = p.path().join("worker.log");
+    let mut worker = p
+        .command(Some(&server))
+        .args(["worker"])
+        .env("CADRE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the worker to pull", Duration::from_secs(30), || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("pulling pool")
+    });
+    let run = p.run(Some(&server), &["run", "go"]);
+    // The worker flushes its spans when it stops (SIGTERM, once).
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = worker.wait().unwrap();
+    run.ok();
+    assert!(run.stdout.contains("fleet done"), "{}", run.stdout);
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let got = decode_protobuf(&receiver);
+    let root = got.span("claude_code.interaction");
+    let local = got
+        .spans
+        .iter()
+        .find(|s| s.name == "invoke_agent general-purpose" && !s.attrs.contains_key("cadre.remote"))
+        .unwrap_or_else(|| panic!("the parent's span for the child: {:#?}", got.spans));
+    let remote = got
+        .spans
+        .iter()
+        .find(|s| s.attrs.get("cadre.remote").map(String::as_str) == Some("true"))
+        .unwrap_or_else(|| panic!("the worker's span for the child: {:#?}", got.spans));
+    assert_eq!(remote.trace, root.trace, "the worker continued the trace");
+    assert_eq!(remote.parent, local.id);
+    assert_eq!(
+        remote.attrs["gen_ai.agent.id"],
+        local.attrs["gen_ai.agent.id"]
+    );
+    let under = got.children(remote);
+    assert!(
+        under
+            .iter()
+            .any(|s| s.name.starts_with("chat ") && s.attrs["gen_ai.usage.input_tokens"] == "7"),
+        "the child's request on the worker: {under:#?}"
+    );
+}
+
+/// `-p` with JSON output: the events and metrics of the run reach the
+/// collector before the process exits, and standard output is only the
+/// result.
+#[test]
+fn print_mode_flushes_before_it_exits() {
+    let receiver = collector();
+    let server = model();
+    let mut p = project("http/protobuf", &receiver);
+    // Intervals far longer than the run: only the flush at exit sends.
+    p.env("OTEL_METRIC_EXPORT_INTERVAL", "600000")
+        .env("OTEL_LOGS_EXPORT_INTERVAL", "600000");
+    let run = p.run(Some(&server), &["-p", PROMPT, "--output-format", "json"]);
+    run.ok();
+    assert_eq!(run.json()["result"], "all done");
+    let got = decode_protobuf(&receiver);
+    assert_eq!(got.events_named("claude_code.api_request").len(), 3);
+    assert!(got.metrics.contains_key("claude_code.token.usage"));
+    check_agent_tree(&got);
+}
+
+/// An accepted Write: the edit decision (tool, source, language) and the
+/// lines it added are counted, as Claude Code counts them; a refused one
+/// is a `reject` decision and adds no lines.
+fn server_for_write() -> FakeServer {
+    FakeServer::route(|r| {
+        if assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_w",
+                    "Write",
+                    json!({"file_path": "src/new.rs", "content": "fn a() {}\nfn b() {}\nfn c() {}\n"}),
+                )
+                .reply();
+        }
+        anthropic::text_reply("written")
+    })
+}
+
+#[test]
+fn edits_count_lines_and_decisions() {
+    let receiver = collector();
+    let server = server_for_write();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none");
+    p.run(
+        Some(&server),
+        &["run", "--permission-mode", "acceptEdits", "write it"],
+    )
+    .ok();
+    let got = decode_protobuf(&receiver);
+    let decisions = &got.metrics["claude_code.code_edit_tool.decision"];
+    assert_eq!(decisions.len(), 1, "{decisions:#?}");
+    assert_eq!(decisions[0]["tool_name"], "Write");
+    assert_eq!(decisions[0]["decision"], "accept");
+    assert_eq!(decisions[0]["source"], "config");
+    assert_eq!(decisions[0]["language"], "Rust");
+    let lines = &got.metrics["claude_code.lines_of_code.count"];
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["type"], "added");
+    assert!(got.spans.is_empty(), "traces were not asked for");
+
+    // In the default mode nobody is there to allow it: rejected.
+    let receiver = collector();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none");
+    p.run(Some(&server_for_write()), &["run", "write it"]).ok();
+    let got = decode_protobuf(&receiver);
+    assert_eq!(
+        got.metrics["claude_code.code_edit_tool.decision"][0]["decision"],
+        "reject"
+    );
+    assert!(!got.metrics.contains_key("claude_code.lines_of_code.count"));
+    let result = &got.events_named("claude_code.tool_result")[0];
+    assert_eq!(result["success"], "false");
+    assert_eq!(result["decision_type"], "reject");
+}
+
+/// A request that fails for good is a `claude_code.api_error` event with
+/// its HTTP status, and a failed `chat` span in the prompt's trace.
+#[test]
+fn a_failed_request_is_an_api_error_event() {
+    let receiver = collector();
+    let server = FakeServer::route(|_| {
+        Reply::anthropic_error(400, "invalid_request_error", "bad request from the test")
+    });
+    let p = project("http/protobuf", &receiver);
+    let run = p.run(Some(&server), &["run", PROMPT]);
+    assert_ne!(run.code, 0);
+    let got = decode_protobuf(&receiver);
+    let errors = got.events_named("claude_code.api_error");
+    assert_eq!(errors.len(), 1, "{:#?}", got.events);
+    assert_eq!(errors[0]["status_code"], "400");
+    assert_eq!(errors[0]["model"], "claude-sonnet-4-5");
+    assert!(!got.raw.contains(TEST_KEY));
+    let root = got.span("claude_code.interaction");
+    assert!(
+        got.children(root)
+            .iter()
+            .any(|s| s.name == "chat claude-sonnet-4-5"),
+        "{:#?}",
+        got.spans
+    );
+}
