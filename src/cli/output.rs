@@ -83,6 +83,15 @@ pub fn markdown_on_stdout() -> Option<(usize, bool)> {
     Some((usize::from(cols), colour_allowed()))
 }
 
+/// `text` dimmed when stderr is a terminal that may show colour.
+pub fn dim(text: &str) -> String {
+    if colors_on_stderr() {
+        format!("\x1b[2m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
 /// Prints a model's answer: drawn as Markdown on a terminal
 /// (src/cli/markdown.rs), as written anywhere else.
 pub fn print_answer(text: &str) {

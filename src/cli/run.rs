@@ -915,6 +915,74 @@ fn print_local(format: OutputFormat, r: &super::wire::ResultOut) {
 /// at most `limit`, with the wait on a progress line. Servers still
 /// connecting after that are reported; the run goes on without them, and
 /// their tools join a later turn if they become ready.
+/// The line above each chat prompt: the output of the settings'
+/// `statusLine` command (Claude Code's), else the model, the permission
+/// mode, the context the last request filled, and the tasks running.
+async fn status_line(session: &Session, engine: &Arc<Engine>, progress: &Progress) -> String {
+    let snap = engine.snapshot.load_full();
+    let model = session.spec().model.clone();
+    let spent = progress.spent();
+    let window = snap.settings().compact.window(&model);
+    let filled = spent.last_main.as_ref().map_or(0, |(_, sent)| *sent);
+    let running = engine
+        .tasks
+        .all()
+        .iter()
+        .filter(|t| t.status() == runtime::tasks::TaskStatus::Running)
+        .count();
+    let plain = format!(
+        "{model} · {} · context {:.0}% · {running} task(s) running",
+        session.spec().mode.as_str(),
+        filled as f64 * 100.0 / window.max(1) as f64
+    );
+    let Some(setting) = &snap.settings().status_line else {
+        return plain;
+    };
+    let cwd = session.spec().cwd.clone();
+    let cost: f64 = spent
+        .agents
+        .values()
+        .map(|(m, _, u)| super::emit::cost_of(super::emit::price_of(&snap.settings().prices, m), u))
+        .sum();
+    let input = serde_json::json!({
+        "hook_event_name": "Status",
+        "session_id": engine.session_id,
+        "transcript_path": session.transcript().path(),
+        "cwd": cwd,
+        "model": {"id": model, "display_name": model},
+        "workspace": {"current_dir": cwd, "project_dir": cwd},
+        "version": env!("CARGO_PKG_VERSION"),
+        "output_style": {"name": snap.output_style_name()},
+        "cost": {"total_cost_usd": cost},
+    });
+    let mut hook = crate::config::HookConfig::command(&setting.command);
+    hook.timeout_ms = STATUS_LINE_TIMEOUT_MS;
+    let place = runtime::hooks::HookPlace::new(&snap, &cwd);
+    match runtime::hooks::run_any(
+        &hook,
+        &input,
+        &cwd,
+        &place.env,
+        None,
+        place.sandbox.as_deref(),
+    )
+    .await
+    {
+        runtime::hooks::HookRun::Exited {
+            code: Some(0),
+            stdout,
+            ..
+        } => {
+            let line = stdout.head.lines().next().unwrap_or_default();
+            super::output::first_line(line, 200)
+        }
+        _ => format!("{plain} (statusLine command failed)"),
+    }
+}
+
+/// How long the `statusLine` command may take before each prompt.
+const STATUS_LINE_TIMEOUT_MS: u64 = 2000;
+
 enum ChatDone {
     Exit,
     Shown,
@@ -1281,6 +1349,8 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     };
     let mut start_context = session.session_start_hooks(source).await;
     loop {
+        let status = status_line(&session, &engine, &progress).await;
+        eprintln!("{}", super::output::dim(&status));
         let line = match editor.read("› ") {
             Ok(Some(l)) => l,
             Ok(None) => break,

@@ -74,6 +74,7 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             },
             "model" => scalar(path, value, "model", &["provider", "model"], &mut t, true),
             "outputStyle" => scalar(path, value, "outputStyle", &["output_style"], &mut t, true),
+            "statusLine" => status_line(path, value, &mut t),
             "enableAllProjectMcpServers" => scalar(
                 path,
                 value,
@@ -123,6 +124,43 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
         }
     }
     t
+}
+
+/// `statusLine: {"type": "command", "command": "…", "padding": N}`: the
+/// command is kept; `padding` (spacing in Claude Code's own screen) means
+/// nothing here and is accepted quietly.
+fn status_line(path: &Path, value: &Node, t: &mut Translated) {
+    let Kind::Map(entries) = &value.kind else {
+        t.problems
+            .push(expected(path, value, "statusLine", "an object"));
+        return;
+    };
+    let mut command = None;
+    for (k, v) in entries {
+        match (k.name.as_str(), &v.kind) {
+            ("type", Kind::Str(s)) if s == "command" => {}
+            ("command", Kind::Str(s)) => command = Some((s.clone(), v.pos)),
+            ("padding", _) => {}
+            (other, _) => t.problems.push(Diagnostic::warning(
+                Some(path),
+                Some(k.pos),
+                format!("statusLine.{other}: not a key cadre knows here (type \"command\", command, padding); ignored"),
+            )),
+        }
+    }
+    match command {
+        Some((c, pos)) => {
+            insert(&mut t.value, &["status_line", "command"], Value::String(c));
+            t.positions.push(("status_line.command".into(), pos));
+            t.positions.push(("status_line".into(), pos));
+        }
+        None => t.problems.push(expected(
+            path,
+            value,
+            "statusLine",
+            "an object with a `command`",
+        )),
+    }
 }
 
 fn expected(path: &Path, value: &Node, key: &str, what: &str) -> Diagnostic {
@@ -385,7 +423,8 @@ mod tests {
   "enabledMcpjsonServers": ["a"],
   "cleanupPeriodDays": 7,
   "autoCompactWindow": 150000,
-  "statusLine": {"type": "command", "command": "x"}
+  "statusLine": {"type": "command", "command": "x", "padding": 0},
+  "theme": "dark"
 }"#;
         let node = crate::raw::parse_yaml(text).unwrap();
         let t = translate(Path::new("s.json"), &node);
@@ -402,10 +441,11 @@ mod tests {
         assert_eq!(v["enable_all_project_mcp_servers"], true);
         assert_eq!(v["transcripts"]["cleanup_period_days"], 7);
         assert_eq!(v["compact"]["auto_compact_window"], 150000);
+        assert_eq!(v["status_line"]["command"], "x");
         let ignored: Vec<&str> = t.ignored.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             ignored,
-            ["statusLine"],
+            ["theme"],
             "an empty SessionStart list is no setting"
         );
         assert_eq!(t.disables_bypass.map(|p| p.line), Some(3));

@@ -42,7 +42,7 @@ pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};
 pub use settings::{
     AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, McpServerConfig,
     ModelPrice, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV,
-    SamplingPolicy, SearchBackend, Settings, TaskBackendKind, ToolCallFallback, TranscriptSettings,
-    WebFetchSettings, WebSearchSettings,
+    SamplingPolicy, SearchBackend, Settings, StatusLineSetting, TaskBackendKind, ToolCallFallback,
+    TranscriptSettings, WebFetchSettings, WebSearchSettings,
 };
 pub use trust::Skipped;

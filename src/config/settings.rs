@@ -72,6 +72,9 @@ pub struct Settings {
     /// Where background sub-agents run: this process, or a worker fleet
     /// on NATS JetStream (`docs/distributed.md`).
     pub distributed: DistributedSettings,
+    /// A command whose first line of output is chat's status line (Claude
+    /// Code's `statusLine` of type `command`); see docs/chat.md.
+    pub status_line: Option<StatusLineSetting>,
     /// The output style of the main session (Claude Code's `outputStyle`):
     /// a built-in style's name, a style file's, or `default`. See
     /// docs/output-styles.md.
@@ -249,6 +252,7 @@ impl Default for Settings {
             prices: BTreeMap::new(),
             distributed: DistributedSettings::default(),
             output_style: None,
+            status_line: None,
             sandbox: Default::default(),
         }
     }
@@ -825,4 +829,12 @@ mod tests {
         assert_eq!(c.limit_for("claude-x", Some(10_000), Some(0.5)), 5_000);
         assert_eq!(c.limit_for("claude-x", None, Some(0.5)), 100_000);
     }
+}
+
+/// Claude Code's `statusLine`: a shell command run with the session's
+/// state as JSON on its stdin; the first line it prints is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusLineSetting {
+    pub command: String,
 }

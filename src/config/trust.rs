@@ -50,6 +50,8 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     // Replaces the system prompt's instructions (a style may drop the
     // coding ones): the user's choice, not a clone's.
     &["output_style"],
+    // Runs a command before every chat prompt.
+    &["status_line"],
     &["distributed", "subject_prefix"],
 ];
 

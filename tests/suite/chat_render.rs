@@ -203,3 +203,43 @@ fn chat_built_in_commands_answer_without_the_model() {
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[1].json["model"], "claude-opus-4-1");
 }
+
+/// The line above each prompt: model, mode, context, tasks by default;
+/// the output of Claude Code's `statusLine` command when the settings have
+/// one (it gets the session's state on stdin). A clone's `statusLine` is
+/// skipped until the folder is trusted.
+#[test]
+fn chat_shows_a_status_line_and_the_settings_command_replaces_it() {
+    let p = Project::new();
+    let server = FakeServer::start([anthropic::text_reply("hi")]);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.wait_for("default · context 0% · 0 task(s) running");
+    t.keys(&["C-d"]);
+    drop(t);
+
+    p.write(
+        ".claude/settings.json",
+        r#"{"statusLine": {"type": "command", "command": "cat > status-input.json; echo \"STATUS $PWD\"", "padding": 0}}"#,
+    );
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.wait_for("STATUS ");
+    let input: serde_json::Value = serde_json::from_str(&p.read("status-input.json")).unwrap();
+    assert!(
+        input["model"]["id"].as_str().is_some_and(|m| !m.is_empty()),
+        "{input}"
+    );
+    assert!(input["session_id"].as_str().is_some(), "{input}");
+    t.keys(&["C-d"]);
+    drop(t);
+
+    let clone = Project::untrusted();
+    clone.write(
+        ".claude/settings.json",
+        r#"{"statusLine": {"type": "command", "command": "touch ran"}}"#,
+    );
+    let show = clone.run(None, &["config", "show", "--json"]);
+    let skipped = show.ok().json()["skipped"].to_string();
+    assert!(skipped.contains("status_line"), "{skipped}");
+}

@@ -518,7 +518,7 @@ fn config_show_origin_names_the_file_and_line_of_each_key() {
     let mut p = repo();
     p.write(
         ".claude/settings.json",
-        "{\n  \"model\": \"team-model\",\n  \"permissions\": {\n    \"deny\": [\"Read(./.env)\"]\n  },\n  \"statusLine\": {\"type\": \"command\", \"command\": \"x\"}\n}\n",
+        "{\n  \"model\": \"team-model\",\n  \"permissions\": {\n    \"deny\": [\"Read(./.env)\"]\n  },\n  \"theme\": {\"name\": \"dark\"}\n}\n",
     );
     p.env("CADRE_AGENTS__MAX_DEPTH", "2");
     let out = p.run(None, &["config", "show", "--origin"]);
@@ -550,8 +550,7 @@ fn config_show_origin_names_the_file_and_line_of_each_key() {
         out.stdout
     );
     assert!(
-        out.stdout
-            .contains(&format!("statusLine    {settings}:6:3")),
+        out.stdout.contains(&format!("theme    {settings}:6:3")),
         "{}",
         out.stdout
     );
@@ -560,7 +559,7 @@ fn config_show_origin_names_the_file_and_line_of_each_key() {
     assert_eq!(v["origins"]["provider.max_tokens"]["source"], toml);
     assert_eq!(v["origins"]["provider.max_tokens"]["line"], 4);
     assert_eq!(v["items"]["permissions.deny"][0]["origin"]["line"], 4);
-    assert_eq!(v["ignored"][0]["key"], "statusLine");
+    assert_eq!(v["ignored"][0]["key"], "theme");
     assert_eq!(v["trusted"], true);
 }
 
