@@ -123,7 +123,10 @@ impl Markdown {
     /// Takes the next piece of the answer; returns what can be drawn now
     /// (complete lines only).
     pub fn push(&mut self, text: &str) -> String {
-        self.pending.push_str(text);
+        // The model's text never drives the terminal: control characters
+        // (an escape sequence could retitle the window, write the
+        // clipboard or hide text) are shown as their symbols.
+        self.pending.extend(text.chars().filter_map(visible));
         let mut out = String::new();
         while let Some(end) = self.pending.find('\n') {
             let line: String = self.pending.drain(..=end).collect();
@@ -410,6 +413,20 @@ impl Markdown {
     }
 }
 
+/// A character of the model's text as drawn: line breaks and tabs as they
+/// are, a carriage return dropped, any other control character as its
+/// Unicode symbol (`␛` for ESC) or, past ASCII, the replacement character.
+pub(super) fn visible(c: char) -> Option<char> {
+    match c {
+        '\n' | '\t' => Some(c),
+        '\r' => None,
+        '\u{7f}' => Some('\u{2421}'),
+        c if (c as u32) < 0x20 => char::from_u32(0x2400 + c as u32),
+        c if c.is_control() => Some('\u{fffd}'),
+        c => Some(c),
+    }
+}
+
 /// The byte index at which `s` reaches `width` columns (at least one
 /// character).
 fn split_at_width(s: &str, width: usize) -> usize {
@@ -678,6 +695,22 @@ mod tests {
         // The code line is coloured (24-bit escapes), its text intact.
         let code = whole.lines().find(|l| l.contains("print")).unwrap();
         assert!(code.contains("\x1b[38;2;"), "{code:?}");
+    }
+
+    #[test]
+    fn the_models_escape_sequences_never_reach_the_terminal() {
+        let hostile = "title \u{1b}]0;owned\u{7}\r\nclip \u{1b}]52;c;ZXZpbA==\u{7} \u{9b}31m\n";
+        for styled in [false, true] {
+            let out = Markdown::render(60, styled, hostile);
+            let escapes = out.matches('\u{1b}').count();
+            // Only the renderer's own styles (none here when unstyled).
+            assert!(!out.contains("\u{1b}]"), "{out:?}");
+            assert!(!out.contains('\u{7}') && !out.contains('\u{9b}'), "{out:?}");
+            if !styled {
+                assert_eq!(escapes, 0, "{out:?}");
+            }
+            assert!(out.contains("␛]0;owned␇"), "{out:?}");
+        }
     }
 
     #[test]

@@ -306,7 +306,7 @@ impl Progress {
             } => {
                 if let Some(call) = calls.remove(tool_use_id) {
                     let outcome = match error {
-                        Some(e) => format!("error: {e}"),
+                        Some(e) => format!("error: {}", shown(e)),
                         None => "ok".to_string(),
                     };
                     let sep = if call.input.is_empty() { "" } else { " " };
@@ -567,7 +567,7 @@ impl Progress {
                     Some(c) if self.colored => paint(*c, &tag),
                     _ => tag,
                 };
-                let label = format!("{tag} {description}");
+                let label = format!("{tag} {}", shown(description));
                 match &bar {
                     Some(bar) => bar.set_message(format!("{label} … 0 tools")),
                     None => self.println(format!("  {label} started")),
@@ -654,6 +654,12 @@ fn spinner_style() -> ProgressStyle {
 /// A tool call's input in a few words for a progress line: the field that
 /// says what the call is about (the command, the path, the pattern, the
 /// agent), on one line and at most 80 characters.
+/// Text a model or a tool wrote, made safe to print on a terminal: its
+/// control characters shown as symbols (see `markdown::visible`).
+pub fn shown(text: &str) -> String {
+    text.chars().filter_map(super::markdown::visible).collect()
+}
+
 pub fn short_input(tool: &str, input: &Value) -> String {
     let field = |k: &str| input.get(k).and_then(Value::as_str);
     let text = match tool {
@@ -674,7 +680,7 @@ pub fn short_input(tool: &str, input: &Value) -> String {
         Value::Null => String::new(),
         other => other.to_string(),
     });
-    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line = shown(&text.split_whitespace().collect::<Vec<_>>().join(" "));
     match one_line.char_indices().nth(80) {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
         None => one_line,
@@ -730,6 +736,15 @@ mod tests {
             assert!(running["a1"].bar.is_none());
             assert_eq!(running["a1"].agent_type, "general-purpose");
         }
+    }
+
+    #[test]
+    fn a_tool_line_shows_no_escape_sequence_of_the_model() {
+        let line = short_input(
+            "Bash",
+            &json!({"command": "echo \u{1b}]52;c;ZXZpbA==\u{7} done"}),
+        );
+        assert_eq!(line, "echo ␛]52;c;ZXZpbA==␇ done");
     }
 
     #[test]
