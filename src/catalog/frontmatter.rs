@@ -161,3 +161,38 @@ mod tests {
         }
     }
 }
+
+/// A file's frontmatter split and its YAML parsed: the split file and the
+/// YAML document, whose positions are the file's once shifted by
+/// `yaml_line - 1`. A file that does not split or parse gets one error, at
+/// its position, saying that `what` was skipped, and `None`.
+pub fn read_frontmatter<'a>(
+    text: &'a str,
+    path: &std::path::Path,
+    what: &str,
+    diags: &mut Vec<crate::diagnostic::Diagnostic>,
+) -> Option<(Frontmatter<'a>, crate::raw::Node)> {
+    use crate::diagnostic::{Diagnostic, Pos};
+    let fm = match split_frontmatter(text) {
+        Ok(fm) => fm,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Some(path),
+                Some(Pos::START),
+                format!("{e}; {what} skipped"),
+            ));
+            return None;
+        }
+    };
+    match crate::raw::parse_yaml(fm.yaml) {
+        Ok(doc) => Some((fm, doc)),
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Some(path),
+                Some(e.pos.shifted(fm.yaml_line - 1)),
+                format!("invalid YAML frontmatter: {}; {what} skipped", e.message),
+            ));
+            None
+        }
+    }
+}

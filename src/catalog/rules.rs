@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::diagnostic::{Diagnostic, Pos};
-use crate::raw::{Kind, parse_yaml};
+use crate::raw::Kind;
 
 /// The most rule files read from one rules folder.
 const MAX_RULE_FILES: usize = 500;
@@ -154,29 +154,8 @@ pub fn read_rule(
             content: text.to_string(),
         });
     }
-    let fm = match super::split_frontmatter(text) {
-        Ok(fm) => fm,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Some(path),
-                Some(Pos::START),
-                format!("{e}; rule skipped"),
-            ));
-            return None;
-        }
-    };
+    let (fm, doc) = super::frontmatter::read_frontmatter(text, path, "rule", diags)?;
     let at = |p: Pos| p.shifted(fm.yaml_line - 1);
-    let doc = match parse_yaml(fm.yaml) {
-        Ok(d) => d,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Some(path),
-                Some(at(e.pos)),
-                format!("invalid YAML frontmatter: {}; rule skipped", e.message),
-            ));
-            return None;
-        }
-    };
     let content = fm.body.to_string();
     if let Some(g) = doc.get("globs").filter(|_| doc.get("paths").is_none()) {
         diags.push(Diagnostic::warning(

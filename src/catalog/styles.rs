@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::config::trust::{Outside, ProjectFiles};
 use crate::diagnostic::{Diagnostic, Pos};
-use crate::raw::{Kind, parse_yaml};
+use crate::raw::Kind;
 
 /// The largest style file read.
 const MAX_STYLE_BYTES: u64 = 64 * 1024;
@@ -226,32 +226,8 @@ pub fn read_style(
     if !text.starts_with("---") {
         return Some(style);
     }
-    let fm = match super::split_frontmatter(text) {
-        Ok(fm) => fm,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Some(path),
-                Some(Pos::START),
-                format!("{e}; output style skipped"),
-            ));
-            return None;
-        }
-    };
+    let (fm, doc) = super::frontmatter::read_frontmatter(text, path, "output style", diags)?;
     let at = |p: Pos| p.shifted(fm.yaml_line - 1);
-    let doc = match parse_yaml(fm.yaml) {
-        Ok(d) => d,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Some(path),
-                Some(at(e.pos)),
-                format!(
-                    "invalid YAML frontmatter: {}; output style skipped",
-                    e.message
-                ),
-            ));
-            return None;
-        }
-    };
     style.prompt = fm.body.trim().to_string();
     for (key, value) in doc.entries() {
         match key.name.as_str() {
