@@ -67,6 +67,41 @@ pub fn split_frontmatter(text: &str) -> Result<Frontmatter<'_>, String> {
     Err("frontmatter is not closed: no `---` line after the opening one".into())
 }
 
+/// A file's frontmatter split and its YAML parsed: the split file and the
+/// YAML document, whose positions are the file's once shifted by
+/// `yaml_line - 1`. A file that does not split or parse gets one error, at
+/// its position, saying that `what` was skipped, and `None`.
+pub fn read_frontmatter<'a>(
+    text: &'a str,
+    path: &std::path::Path,
+    what: &str,
+    diags: &mut Vec<crate::diagnostic::Diagnostic>,
+) -> Option<(Frontmatter<'a>, crate::raw::Node)> {
+    use crate::diagnostic::{Diagnostic, Pos};
+    let fm = match split_frontmatter(text) {
+        Ok(fm) => fm,
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Some(path),
+                Some(Pos::START),
+                format!("{e}; {what} skipped"),
+            ));
+            return None;
+        }
+    };
+    match crate::raw::parse_yaml(fm.yaml) {
+        Ok(doc) => Some((fm, doc)),
+        Err(e) => {
+            diags.push(Diagnostic::error(
+                Some(path),
+                Some(e.pos.shifted(fm.yaml_line - 1)),
+                format!("invalid YAML frontmatter: {}; {what} skipped", e.message),
+            ));
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
@@ -158,41 +193,6 @@ mod tests {
         #[test]
         fn never_panics_on_fence_heavy_text(s in "(---|\r|\n|\u{feff}|a: b| )*") {
             let _ = split_frontmatter(&s);
-        }
-    }
-}
-
-/// A file's frontmatter split and its YAML parsed: the split file and the
-/// YAML document, whose positions are the file's once shifted by
-/// `yaml_line - 1`. A file that does not split or parse gets one error, at
-/// its position, saying that `what` was skipped, and `None`.
-pub fn read_frontmatter<'a>(
-    text: &'a str,
-    path: &std::path::Path,
-    what: &str,
-    diags: &mut Vec<crate::diagnostic::Diagnostic>,
-) -> Option<(Frontmatter<'a>, crate::raw::Node)> {
-    use crate::diagnostic::{Diagnostic, Pos};
-    let fm = match split_frontmatter(text) {
-        Ok(fm) => fm,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Some(path),
-                Some(Pos::START),
-                format!("{e}; {what} skipped"),
-            ));
-            return None;
-        }
-    };
-    match crate::raw::parse_yaml(fm.yaml) {
-        Ok(doc) => Some((fm, doc)),
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                Some(path),
-                Some(e.pos.shifted(fm.yaml_line - 1)),
-                format!("invalid YAML frontmatter: {}; {what} skipped", e.message),
-            ));
-            None
         }
     }
 }
