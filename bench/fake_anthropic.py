@@ -16,7 +16,9 @@ Standard library only. Listens on 127.0.0.1:PORT and answers every
 Scenarios (`--scenario`): `explore` (one Explore sub-agent), `fork` (two
 sibling forks), `script3` (three requests: Glob tool call, Glob tool call,
 final answer; no sub-agent), `roundtrip` (one Glob tool call, then the final
-answer once any tool_result is in the conversation), `bg1000` (1,000 parallel Agent calls with
+answer once any tool_result is in the conversation), `chat` (an Explore
+sub-agent, a Bash call that asks for permission, an answer in Markdown: the
+capture in docs/chat.md), `bg1000` (1,000 parallel Agent calls with
 `run_in_background: true` in the first turn; the count is `?children=N` on
 `/_reset`).
 
@@ -151,10 +153,45 @@ def has_tool_results(body):
     return any(b.get("type") == "tool_result" for b in last_user_content(body))
 
 
+CHAT_ANSWER = """## What I found
+
+The repository has **one README** and `git log` shows recent work:
+
+- `README.md` describes the benchmark fixture
+- the last commits touch the *fake server*
+
+| file | purpose |
+|------|---------|
+| README.md | the fixture's description |
+| bench/fake_anthropic.py | the fake model |
+
+```python
+def hello():
+    return "world"
+```
+
+> Nothing else needs a change."""
+
+
 def main_reply(body, is_claude_code):
     tool = agent_tool(body) or "Agent"
     turns = sum(1 for m in body.get("messages") or [] if m.get("role") == "assistant")
     sc = STATE["scenario"]
+    if sc == "chat":
+        # For docs/chat.md's capture: a sub-agent, then a Bash call that
+        # asks for permission, then an answer in Markdown.
+        results = sum(1 for m in body.get("messages") or [] if isinstance(m.get("content"), list)
+                      for b in m["content"] if b.get("type") == "tool_result")
+        if results == 0:
+            return [{"type": "text", "text": "Let me find the README first."},
+                    {"type": "tool_use", "id": "toolu_explore", "name": tool,
+                     "input": {"description": "Find the readme",
+                               "prompt": "Find README files and say what they contain.",
+                               "subagent_type": "Explore"}}], "tool_use"
+        if results == 1:
+            return [{"type": "tool_use", "id": "toolu_git", "name": "Bash",
+                     "input": {"command": "git log --oneline -3", "description": "Recent commits"}}], "tool_use"
+        return [{"type": "text", "text": CHAT_ANSWER}], "end_turn"
     if sc == "roundtrip":
         # One tool round trip, counted by tool results so that either
         # program's way of laying out the conversation gives the same script.
@@ -308,7 +345,7 @@ def main():
     global ARGS
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "roundtrip", "bg1000"],
+    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "roundtrip", "bg1000", "chat"],
                     default="explore")
     ap.add_argument("--latency-ms", type=int, default=0)
     ap.add_argument("--dump")

@@ -915,6 +915,28 @@ fn print_local(format: OutputFormat, r: &super::wire::ResultOut) {
 /// at most `limit`, with the wait on a progress line. Servers still
 /// connecting after that are reported; the run goes on without them, and
 /// their tools join a later turn if they become ready.
+/// A permission question as chat puts it: who asks, the exact command (a
+/// Bash call) or the whole input, and why the rules ask. The model's text
+/// is shown with its control characters as symbols.
+fn permission_question(ask: &runtime::AskRequest) -> String {
+    let what = match ask.input.get("command").and_then(serde_json::Value::as_str) {
+        Some(command) if ask.tool == "Bash" => {
+            format!(
+                "{} wants to run this command:\n    {}",
+                ask.agent_id,
+                super::output::shown(command)
+            )
+        }
+        _ => format!(
+            "{} wants to use {}:\n    {}",
+            ask.agent_id,
+            ask.tool,
+            super::output::shown(&ask.input.to_string())
+        ),
+    };
+    format!("{what}\n  ({})", super::output::shown(&ask.reason))
+}
+
 /// The line above each chat prompt: the output of the settings'
 /// `statusLine` command (Claude Code's), else the model, the permission
 /// mode, the context the last request filled, and the tasks running.
@@ -1272,7 +1294,7 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
     let progress = Progress::new(true, g.quiet);
     let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
-        let question = ask.question;
+        let question = permission_question(&ask);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 eprint!("{question}\nAllow? [y/N] ");
