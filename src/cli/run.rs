@@ -1541,3 +1541,37 @@ pub(super) fn repeated_calls_error(turns: u32) -> String {
         if turns == 1 { "" } else { "s" }
     )
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn ask(tool: &str, input: serde_json::Value) -> runtime::AskRequest {
+        runtime::AskRequest {
+            question: String::new(),
+            agent_id: "main".into(),
+            tool_use_id: "toolu_1".into(),
+            tool: tool.into(),
+            input,
+            reason: "permission mode 'default'".into(),
+        }
+    }
+
+    #[test]
+    fn a_permission_question_shows_the_exact_command_and_why() {
+        let q = permission_question(&ask(
+            "Bash",
+            serde_json::json!({"command": "rm -rf build \u{1b}]52;c;eA==\u{7}", "description": "clean"}),
+        ));
+        assert_eq!(
+            q,
+            "main wants to run this command:\n    rm -rf build ␛]52;c;eA==␇\n  (permission mode 'default')"
+        );
+        let q = permission_question(&ask("Write", serde_json::json!({"file_path": "/etc/x"})));
+        assert_eq!(
+            q,
+            "main wants to use Write:\n    {\"file_path\":\"/etc/x\"}\n  (permission mode 'default')"
+        );
+    }
+}
