@@ -1944,8 +1944,12 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         OutputFormat::Text => {
             if let Some(r) = &last_result {
                 // A failure's text went to stderr; an answer, even a
-                // partial one, goes to stdout.
+                // partial one, goes to stdout. A failed model request's
+                // text goes to stdout too, as Claude Code prints it there.
                 if last_failed {
+                    if matches!(r.terminal_reason, Some("api_error" | "prompt_too_long")) {
+                        print_line(&r.result);
+                    }
                     return Err(CliError::Exit(1));
                 }
                 if !r.is_error || !last_text.trim().is_empty() {

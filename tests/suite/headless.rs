@@ -365,6 +365,23 @@ fn max_turns_gives_error_max_turns_and_exit_1() {
 }
 
 #[test]
+fn a_failed_model_request_in_text_mode_prints_the_error_on_stdout() {
+    let p = Project::new();
+    let server = FakeServer::start([Reply::anthropic_error(
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+    )]);
+    let run = p.run(Some(&server), &["-p", "find"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    // Claude Code prints the request's failure on stdout in text mode.
+    assert!(
+        run.stdout.contains("401") && run.stdout.contains("invalid x-api-key"),
+        "{run:?}"
+    );
+}
+
+#[test]
 fn a_failed_model_request_ends_as_claude_codes_api_error() {
     let p = Project::new();
     // One tool turn, then the API refuses the key (not retried).
