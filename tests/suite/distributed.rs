@@ -71,6 +71,23 @@ impl Worker {
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+
+    /// Waits until the worker has connected and pulls its pool.
+    fn wait_pulling(&self) {
+        wait_until("the worker to pull", Duration::from_secs(30), || {
+            self.log_text().contains("pulling pool")
+        });
+    }
+}
+
+/// A parent `cadre run` of the prompt `go`, its output discarded.
+fn quiet_parent(p: &Project, server: &FakeServer) -> Child {
+    p.command(Some(server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Worker {
@@ -1085,17 +1102,13 @@ fn a_worker_stops_on_a_signal_even_with_its_broker_gone() {
         let p = fleet_project(&nats, "", "");
         let server = FakeServer::route(|_| anthropic::text_reply("unused"));
         let mut w = Worker::start(&p, &server, "idle");
-        wait_until("the worker to pull", Duration::from_secs(30), || {
-            w.log_text().contains("pulling pool")
-        });
+        w.wait_pulling();
         let (code, _) = stop_worker(&mut w, signal);
         assert_eq!(code, Some(0), "{}", w.log_text());
 
         // Idle, server gone.
         let mut w = Worker::start(&p, &server, "orphan");
-        wait_until("the worker to pull", Duration::from_secs(30), || {
-            w.log_text().contains("pulling pool")
-        });
+        w.wait_pulling();
         let mut nats = nats;
         nats.kill();
         std::thread::sleep(Duration::from_millis(1500));
@@ -1116,13 +1129,7 @@ fn a_worker_stops_on_a_signal_even_with_its_broker_gone() {
         fan_out_main(r, 1, "unused")
     });
     let mut w = Worker::start(&p, &server, "busy");
-    let mut parent = p
-        .command(Some(&server))
-        .args(["run", "--output-format", "stream-json", "go"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut parent = quiet_parent(&p, &server);
     wait_until("the child's first request", Duration::from_secs(30), || {
         child_requests.load(Ordering::SeqCst) >= 1
     });
@@ -1171,17 +1178,9 @@ fn failover_time_from_kill_to_takeover() {
             Worker::start(&p, &server, "workerB"),
         ];
         for w in &workers {
-            wait_until("the worker to pull", Duration::from_secs(30), || {
-                w.log_text().contains("pulling pool")
-            });
+            w.wait_pulling();
         }
-        let mut parent = p
-            .command(Some(&server))
-            .args(["run", "--output-format", "stream-json", "go"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut parent = quiet_parent(&p, &server);
         wait_until("the child's first request", Duration::from_secs(30), || {
             !child_requests.lock().unwrap().is_empty()
         });
