@@ -927,6 +927,11 @@ fn permission_question(ask: &runtime::AskRequest) -> String {
                 super::output::shown(command)
             )
         }
+        _ if ask.tool == crate::tools::sandbox::proxy::SANDBOX_NETWORK_ACCESS => format!(
+            "{}'s sandboxed command wants to reach this host:\n    {}",
+            ask.agent_id,
+            super::output::shown(ask.input["host"].as_str().unwrap_or_default())
+        ),
         _ => format!(
             "{} wants to use {}:\n    {}",
             ask.agent_id,

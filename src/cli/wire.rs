@@ -622,7 +622,9 @@ pub fn permission_answer(response: &Value) -> PermissionAnswer {
 /// What a `can_use_tool` request offers the client to remember, as
 /// Claude Code's permission updates: edits → `acceptEdits` for the session;
 /// a shell command → allow its first word (`Bash(npm:*)`) in the local
-/// settings (nothing when the first word is not a plain name); any other
+/// settings (nothing when the first word is not a plain name); a host a
+/// sandboxed command wants → allow the domain (`WebFetch(domain:HOST)`,
+/// which the sandbox's network reads) in the local settings; any other
 /// tool → allow it in the local settings.
 pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<Value> {
     let allow = |rule: Value| {
@@ -649,6 +651,14 @@ pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<Value> {
                 .into_iter()
                 .collect()
         }
+        crate::tools::sandbox::proxy::SANDBOX_NETWORK_ACCESS => input
+            .get("host")
+            .and_then(Value::as_str)
+            .map(|host| {
+                allow(serde_json::json!({"toolName": "WebFetch", "ruleContent": format!("domain:{host}")}))
+            })
+            .into_iter()
+            .collect(),
         _ => vec![allow(serde_json::json!({"toolName": tool}))],
     }
 }

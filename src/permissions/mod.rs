@@ -1086,6 +1086,15 @@ impl Rules {
             .collect()
     }
 
+    /// Whether a `WebFetch(domain:…)` deny rule names `host`.
+    pub fn denies_domain(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        self.deny.iter().any(|r| match &r.kind {
+            RuleKind::Domain(d) => domain_matches(&d.to_ascii_lowercase(), &host),
+            _ => false,
+        })
+    }
+
     /// Whether a Glob or Grep walk run as `tool` must leave `path` out: a
     /// deny or ask rule covers it (as written or resolved). Asks cannot be
     /// put to the user for each file, so they hide too.

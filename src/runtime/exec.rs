@@ -16,6 +16,7 @@ use crate::tools::outcome::{FetchProblem, SearchProblem};
 use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
 
 use super::EngineEvent;
+
 use super::hooks::PreTool;
 use super::session::{Session, Turn};
 use super::structured::STRUCTURED_OUTPUT;
@@ -540,6 +541,10 @@ impl Session {
         } else {
             None
         };
+        let ask_host = sandbox
+            .as_ref()
+            .filter(|p| p.isolate_network)
+            .and_then(|_| self.host_asker(snap, id));
         let ctx = ToolContext {
             cwd: self.spec.cwd.clone(),
             cancel: self.cancel.child_token(),
@@ -554,6 +559,7 @@ impl Session {
                 .then(|| self.searcher(Arc::clone(snap)))
                 .flatten(),
             sandbox,
+            ask_host,
         };
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
@@ -599,6 +605,61 @@ impl Session {
             && settings.enabled
             && settings.auto_allow_bash_if_sandboxed
             && matches!(self.sandbox_policy(snap, input), Ok(Some(_)))
+    }
+
+    /// Who decides about a host a sandboxed command wants to reach that the
+    /// sandbox's network does not allow: the session's asker (chat, an SDK
+    /// client's `can_use_tool` with the tool name `SandboxNetworkAccess`),
+    /// unless a `WebFetch(domain:…)` deny rule names the host. A yes
+    /// allows the host for the rest of the session (a session rule
+    /// `WebFetch(domain:HOST)`, which later sandboxes read). `None`: there
+    /// is nobody to ask, and such hosts are refused.
+    fn host_asker(
+        &self,
+        snap: &Arc<crate::snapshot::Snapshot>,
+        id: &str,
+    ) -> Option<crate::tools::sandbox::proxy::HostAsker> {
+        use super::grants::{Behavior, PermissionUpdate};
+        let asker = self.engine.asker.clone()?;
+        let engine = Arc::clone(&self.engine);
+        let snap = Arc::clone(snap);
+        let (agent_id, tool_use_id) = (self.spec.agent_id.clone(), id.to_string());
+        Some(Arc::new(move |host: String| {
+            let (asker, engine, snap) = (asker.clone(), Arc::clone(&engine), Arc::clone(&snap));
+            let (agent_id, tool_use_id) = (agent_id.clone(), tool_use_id.clone());
+            Box::pin(async move {
+                if snap.rules.denies_domain(&host) {
+                    return false;
+                }
+                let reason = snap
+                    .templates
+                    .show(&super::texts::SandboxHostQuestion { host: host.clone() });
+                let answer = asker(super::AskRequest {
+                    question: reason.clone(),
+                    agent_id,
+                    tool_use_id,
+                    tool: crate::tools::sandbox::proxy::SANDBOX_NETWORK_ACCESS.to_string(),
+                    input: json!({ "host": host }),
+                    reason,
+                })
+                .await;
+                if answer.allow
+                    && let Ok(mut g) = engine.grants.lock()
+                {
+                    let mut updates = answer.updates;
+                    updates.push(PermissionUpdate::AddRules {
+                        behavior: Behavior::Allow,
+                        rules: vec![format!("WebFetch(domain:{host})")],
+                    });
+                    for u in &updates {
+                        for e in g.apply(u) {
+                            tracing::warn!("permission update: {e}; the rule is ignored");
+                        }
+                    }
+                }
+                answer.allow
+            })
+        }))
     }
 
     /// The sandbox a Bash call runs in (docs/sandbox.md): `None` when the

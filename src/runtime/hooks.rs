@@ -386,7 +386,7 @@ pub async fn run_hook_in(
         Some(policy) => {
             let mut policy = policy.clone();
             if policy.isolate_network {
-                match sandbox::proxy::Proxy::start(policy.allowed_domains.clone()) {
+                match sandbox::proxy::Proxy::start(policy.allowed_domains.clone(), None) {
                     Ok(p) => {
                         policy.proxy = Some(p.socket.clone());
                         proxy = Some(p);

@@ -50,6 +50,13 @@ contexts! {
         pub problems: String = "Landlock: not implemented".into(),
     }
 
+    /// Why a host a sandboxed command wants is put to the user (the
+    /// permission question's reason, in chat and as an SDK client's
+    /// `decision_reason`).
+    "ask_sandbox_host" => pub struct SandboxHostQuestion {
+        pub host: String = "registry.npmjs.org".into(),
+    }
+
     /// A tool call whose input is not JSON.
     "error_invalid_json" => pub struct InvalidJson {
         pub tool: String = "Read".into(),

@@ -89,8 +89,11 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         Some(policy) => {
             let mut policy = (**policy).clone();
             if policy.isolate_network {
-                let p = super::sandbox::proxy::Proxy::start(policy.allowed_domains.clone())
-                    .map_err(|e| failed(BashStep::Start, &e))?;
+                let p = super::sandbox::proxy::Proxy::start(
+                    policy.allowed_domains.clone(),
+                    ctx.ask_host.clone(),
+                )
+                .map_err(|e| failed(BashStep::Start, &e))?;
                 policy.proxy = Some(p.socket.clone());
                 proxy = Some(p);
             }

@@ -73,6 +73,9 @@ pub struct ToolContext {
     /// Run Bash inside the operating-system sandbox with this policy;
     /// `None`: unsandboxed.
     pub sandbox: Option<Arc<sandbox::Policy>>,
+    /// Asked about a host the sandbox's network does not allow; `None`:
+    /// such hosts are refused.
+    pub ask_host: Option<sandbox::proxy::HostAsker>,
 }
 
 /// Receives a running call's progress, as a short line.
@@ -111,6 +114,7 @@ impl ToolContext {
             web_search: Default::default(),
             searcher: None,
             sandbox: None,
+            ask_host: None,
         }
     }
 

@@ -636,3 +636,60 @@ fn a_call_asking_to_leave_the_sandbox_goes_through_the_rules() {
     p.run(Some(&server), &["run", "go"]);
     assert!(!offered(&server));
 }
+
+/// In chat, a host the sandbox's network does not allow is put to the
+/// user: a yes lets the command through and allows the host for the rest
+/// of the session; a no refuses it.
+#[test]
+fn chat_asks_about_a_host_the_sandbox_does_not_allow() {
+    use super::ask_user::{Tmux, chat_line};
+    if !supported() {
+        return;
+    }
+    let (port, count) = http_server("hello-from-outside");
+    let p = sandboxed_project("");
+    let first = format!("curl -sS --max-time 20 http://127.0.0.1:{port}/");
+    let second = format!("curl -sS --max-time 20 http://localhost:{port}/");
+    let server = {
+        let (first, second) = (first.clone(), second.clone());
+        FakeServer::route(move |r| {
+            if !is_main(r) {
+                return anthropic::text_reply("?");
+            }
+            match assistant_turns(r) {
+                0 => anthropic::tool_use_reply("toolu_0", "Bash", json!({"command": first})),
+                2 => anthropic::message()
+                    .tool_use("toolu_1", "Bash", json!({"command": first}))
+                    .tool_use("toolu_2", "Bash", json!({"command": second}))
+                    .reply(),
+                1 => anthropic::text_reply("fetched one"),
+                _ => anthropic::text_reply("fetched two"),
+            }
+        })
+    };
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["get it", "Enter"]);
+    t.wait_for("main's sandboxed command wants to reach this host:");
+    t.wait_for("[a]lways: allow WebFetch(domain:127.0.0.1)");
+    t.keys(&["y", "Enter"]);
+    t.wait_for("fetched one");
+    t.keys(&["again", "Enter"]);
+    t.wait_for("    localhost");
+    t.keys(&["n", "Enter"]);
+    t.wait_for("fetched two");
+    let screen = t.screen();
+    assert_eq!(screen.matches("wants to reach").count(), 2, "{screen}");
+    let requests = server.requests();
+    let last = last_tool_results(&requests.last().unwrap().json);
+    assert_eq!(
+        result_text(&last[0]).trim(),
+        "hello-from-outside",
+        "{last:?}"
+    );
+    assert!(
+        result_text(&last[1]).contains("The sandbox refused network access to localhost"),
+        "{last:?}"
+    );
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+}

@@ -10,8 +10,8 @@
 //! host:port` (HTTPS, or any tunnel) or an absolute-form plain HTTP
 //! request; a host that `sandbox.network.allowedDomains` (or a
 //! `WebFetch(domain:…)` allow rule) names is connected to, any other gets
-//! `403 Forbidden` with the reason, and is recorded so the call's result
-//! can say so.
+//! `403 Forbidden` with the reason (unless the user, asked, allows it),
+//! and is recorded so the call's result can say so.
 
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
@@ -22,6 +22,43 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 
 /// The largest request head the proxy reads.
 const MAX_HEAD: usize = 16 * 1024;
+
+/// The tool name a question about a sandboxed command's network host
+/// carries (chat, an SDK client's `can_use_tool`, with input `{host}`).
+pub const SANDBOX_NETWORK_ACCESS: &str = "SandboxNetworkAccess";
+
+/// Asks whether a command may reach a host the settings do not allow
+/// (the user, in chat or through an SDK client); `true`: allowed.
+pub type HostAsker =
+    Arc<dyn Fn(String) -> futures_util::future::BoxFuture<'static, bool> + Send + Sync>;
+
+/// Which hosts one call may reach: the settings' list, and the answers of
+/// whoever is asked about the others (each host asked once per call).
+struct Hosts {
+    allowed: Vec<String>,
+    ask: Option<HostAsker>,
+    answers: tokio::sync::Mutex<std::collections::HashMap<String, bool>>,
+}
+
+impl Hosts {
+    async fn allows(&self, host: &str) -> bool {
+        if host_allowed(host, &self.allowed) {
+            return true;
+        }
+        let Some(ask) = &self.ask else {
+            return false;
+        };
+        // Held while asking: a second connection to the same host waits
+        // for the first answer instead of asking again.
+        let mut answers = self.answers.lock().await;
+        if let Some(known) = answers.get(host) {
+            return *known;
+        }
+        let yes = ask(host.to_string()).await;
+        answers.insert(host.to_string(), yes);
+        yes
+    }
+}
 
 /// A proxy listening for one call; stops when dropped.
 pub struct Proxy {
@@ -34,7 +71,9 @@ pub struct Proxy {
 impl Proxy {
     /// Starts a proxy on a fresh socket in a private folder beside the
     /// session's temporary one (not writable from inside).
-    pub fn start(allowed: Vec<String>) -> std::io::Result<Proxy> {
+    /// Hosts outside `allowed` are refused, or put to `ask` when there
+    /// is someone to ask.
+    pub fn start(allowed: Vec<String>, ask: Option<HostAsker>) -> std::io::Result<Proxy> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -51,14 +90,18 @@ impl Proxy {
         let _ = std::fs::remove_file(&socket);
         let listener = UnixListener::bind(&socket)?;
         let refused = Arc::new(Mutex::new(Vec::new()));
-        let allowed = Arc::new(allowed);
+        let hosts = Arc::new(Hosts {
+            allowed,
+            ask,
+            answers: tokio::sync::Mutex::new(std::collections::HashMap::new()),
+        });
         let task = {
             let refused = Arc::clone(&refused);
             tokio::spawn(async move {
                 while let Ok((conn, _)) = listener.accept().await {
-                    let (allowed, refused) = (Arc::clone(&allowed), Arc::clone(&refused));
+                    let (hosts, refused) = (Arc::clone(&hosts), Arc::clone(&refused));
                     tokio::spawn(async move {
-                        let _ = serve(conn, &allowed, &refused).await;
+                        let _ = serve(conn, &hosts, &refused).await;
                     });
                 }
             })
@@ -96,7 +139,7 @@ pub fn host_allowed(host: &str, allowed: &[String]) -> bool {
 /// One connection: read the head, decide, then relay.
 async fn serve(
     mut conn: UnixStream,
-    allowed: &[String],
+    hosts: &Hosts,
     refused: &Mutex<Vec<String>>,
 ) -> std::io::Result<()> {
     let mut head = Vec::new();
@@ -145,7 +188,7 @@ async fn serve(
         )
         .await;
     };
-    if !host_allowed(&host, allowed) {
+    if !hosts.allows(&host).await {
         if let Ok(mut r) = refused.lock()
             && !r.contains(&host)
         {
