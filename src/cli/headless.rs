@@ -1471,25 +1471,33 @@ fn session_state(session_id: &str, state: &'static str) -> Output {
 /// `initialize`'s `models`, in Claude Code's shape: `default` (the
 /// configured model) first, then each alias of `[models]`. None offers
 /// Claude Code's `auto` permission mode (`supportsAutoMode`), which cadre
-/// runs as `default`.
+/// runs as `default`; effort levels are those of `effort_levels`.
 fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
-    let main = &snap.settings().provider.model;
+    let settings = snap.settings();
     let entry = |value: &str, model: &str, name: &str, description: String| {
+        let levels = crate::agent_tool::accepted_effort_levels(model, &settings.effort_levels)
+            .unwrap_or_default();
         json!({
             "value": value,
             "resolvedModel": model,
             "displayName": name,
             "description": description,
+            "supportsEffort": !levels.is_empty(),
+            "supportedEffortLevels": levels,
+            "supportsAdaptiveThinking": false,
+            "supportsFastMode": false,
             "supportsAutoMode": false,
+            "supportsThinkingOff": true,
         })
     };
+    let main = snap.resolve_alias(&settings.provider.model);
     let mut out = vec![entry(
         "default",
         main,
         "Default",
         format!("The configured model ({main})"),
     )];
-    for (alias, model) in &snap.settings().models {
+    for (alias, model) in &settings.models {
         out.push(entry(alias, model, alias, model.clone()));
     }
     out

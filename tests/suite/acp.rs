@@ -1,0 +1,298 @@
+//! Editors' way in: the Agent Client Protocol adapters for Claude Code
+//! (`@agentclientprotocol/claude-agent-acp`, and the two names it had
+//! before, `@zed-industries/claude-agent-acp` and
+//! `@zed-industries/claude-code-acp`), each from npm, pinned, in `.ci/acp`
+//! (`scripts/test-deps-acp`), start the CLI that `CLAUDE_CODE_EXECUTABLE`
+//! names. A headless ACP client written with the ACP SDK
+//! (tests/acp/client.mjs) drives each one as an editor would: initialize,
+//! session/new, then a prompt whose scripted model reads a file and writes
+//! one, the write asking for permission, which the client grants. The same
+//! client runs against Claude Code itself (the conformance oracle) for
+//! calibration, and against cadre.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::conformance::{oracle_in, side_reply};
+use super::harness::{Project, last_tool_results, result_text};
+use super::kit::{FakeServer, anthropic};
+
+const NOTES: &str = "the notes say hello\n";
+const MADE: &str = "made by the model\n";
+const ANSWER: &str = "The notes say hello; made.txt is written.";
+
+/// The three adapters: the folder under `.ci/acp` and the entry script.
+#[derive(Clone, Copy, Debug)]
+enum Adapter {
+    /// `@agentclientprotocol/claude-agent-acp`, today's name.
+    Current,
+    /// `@zed-industries/claude-agent-acp`, the name before.
+    ZedAgent,
+    /// `@zed-industries/claude-code-acp`, the first name.
+    ZedCode,
+}
+
+impl Adapter {
+    fn entry(self) -> PathBuf {
+        let (prefix, package) = match self {
+            Adapter::Current => ("current", "@agentclientprotocol/claude-agent-acp"),
+            Adapter::ZedAgent => ("zed-agent", "@zed-industries/claude-agent-acp"),
+            Adapter::ZedCode => ("zed-code", "@zed-industries/claude-code-acp"),
+        };
+        installed(&format!("{prefix}/node_modules/{package}/dist/index.js"))
+    }
+}
+
+/// A file under `.ci/acp`, or a message saying how to install it.
+fn installed(rel: &str) -> PathBuf {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(".ci/acp")
+        .join(rel);
+    assert!(
+        path.is_file(),
+        "{} is missing: the ACP tests need the adapters and the ACP SDK from npm; \
+         install them with scripts/test-deps-acp (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// Which CLI the adapter starts.
+#[derive(Clone, Copy, Debug)]
+enum Cli {
+    Cadre,
+    ClaudeCode,
+}
+
+/// The model: read notes.txt, then write made.txt, then answer; anything
+/// else (titles, token counts) gets a harmless reply.
+fn server(dir: &Path) -> FakeServer {
+    let dir = dir.display().to_string();
+    let server = FakeServer::route(move |r| {
+        if let Some(side) = side_reply(r) {
+            return side;
+        }
+        let results = r
+            .messages()
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .count();
+        match results {
+            0 => anthropic::tool_use_reply(
+                "toolu_read",
+                "Read",
+                json!({"file_path": format!("{dir}/notes.txt")}),
+            ),
+            1 => anthropic::tool_use_reply(
+                "toolu_write",
+                "Write",
+                json!({"file_path": format!("{dir}/made.txt"), "content": MADE}),
+            ),
+            _ => anthropic::text_reply(ANSWER),
+        }
+    });
+    // Claude Code's requests are not cadre's to check.
+    server.skip_invariant_checks();
+    server
+}
+
+/// Runs the client against `adapter` starting `cli` in `p`; returns what
+/// the client saw.
+fn drive(p: &Project, server: &FakeServer, adapter: Adapter, cli: Cli) -> Value {
+    let executable = match cli {
+        Cli::Cadre => PathBuf::from(env!("CARGO_BIN_EXE_cadre")),
+        Cli::ClaudeCode => {
+            oracle_in(Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|why| panic!("{why}"))
+        }
+    };
+    let sdk = installed("client/node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js");
+    let client = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
+    // The environment cadre runs with in every test (scratch HOME, the
+    // fake server), handed to the adapter and from it to the CLI.
+    let base = p.command(Some(server));
+    let mut cmd = Command::new("node");
+    cmd.env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.current_dir(p.path())
+        .arg(&client)
+        .arg(&sdk)
+        .arg(adapter.entry())
+        .arg(p.path())
+        .arg("Read notes.txt, then write made.txt.")
+        .env("CLAUDE_CODE_EXECUTABLE", &executable)
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run node (the ACP client needs Node.js 18+): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last).unwrap_or_else(|e| {
+        panic!(
+            "{adapter:?}/{cli:?}: the client's last line is not JSON ({e}):\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(
+        v["ok"],
+        true,
+        "{adapter:?}/{cli:?}: {}\nadapter's stderr:\n{}",
+        v["error"],
+        v["seen"]["stderr"].as_str().unwrap_or_default()
+    );
+    v["seen"].clone()
+}
+
+/// The updates of one tool call, in order.
+fn updates_of<'a>(seen: &'a Value, id: &str) -> Vec<&'a Value> {
+    seen["updates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|u| u["toolCallId"] == id)
+        .collect()
+}
+
+/// What an editor needs of one prompt: each tool call announced with its
+/// kind and finished, the read's text, one permission request (for the
+/// write, with allow and reject options), the file written once allowed,
+/// and the answer streamed as message chunks.
+fn check_prompt(p: &Project, server: &FakeServer, seen: &Value, who: &str) {
+    assert_eq!(seen["stopReason"], "end_turn", "{who}");
+    for (id, kind) in [("toolu_read", "read"), ("toolu_write", "edit")] {
+        let ups = updates_of(seen, id);
+        let first = ups
+            .first()
+            .unwrap_or_else(|| panic!("{who}: no update for {id}"));
+        assert_eq!(first["sessionUpdate"], "tool_call", "{who}: {first}");
+        assert!(
+            ups.iter().any(|u| u["kind"] == kind),
+            "{who}: {id} is never of kind {kind}: {ups:?}"
+        );
+        assert!(
+            ups.iter()
+                .any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed"),
+            "{who}: {id} never completed: {ups:?}"
+        );
+    }
+    let read_text = updates_of(seen, "toolu_read")
+        .iter()
+        .map(|u| u["content"].to_string())
+        .collect::<String>();
+    assert!(
+        read_text.contains("the notes say hello"),
+        "{who}: {read_text}"
+    );
+
+    let asked = seen["permissions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(asked.len(), 1, "{who}: one permission request: {asked:?}");
+    assert_eq!(asked[0]["toolCall"]["toolCallId"], "toolu_write", "{who}");
+    let kinds: Vec<&str> = asked[0]["options"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"allow_once") && kinds.contains(&"reject_once"),
+        "{who}: {kinds:?}"
+    );
+    assert_eq!(p.read("made.txt"), MADE, "{who}");
+
+    let said: String = seen["updates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect();
+    assert_eq!(said, ANSWER, "{who}");
+
+    // The model read the file's text and the write's success.
+    let last = server
+        .requests()
+        .into_iter()
+        .filter(|r| side_reply(r).is_none())
+        .last()
+        .unwrap_or_else(|| panic!("{who}: no main request"));
+    let results = last_tool_results(&last.json);
+    let texts: Vec<String> = results.iter().map(result_text).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("made.txt"))
+            && results.iter().all(|r| r["is_error"] != true),
+        "{who}: {results:?}"
+    );
+}
+
+/// A project whose settings ask before edits (`permissions.defaultMode`),
+/// as a team writes them: every adapter then starts the CLI in `default`.
+fn project() -> Project {
+    let p = Project::new();
+    p.write("notes.txt", NOTES);
+    p.write(
+        ".claude/settings.json",
+        "{\"permissions\": {\"defaultMode\": \"default\"}}\n",
+    );
+    p
+}
+
+fn prompt_round_trip(adapter: Adapter, cli: Cli) {
+    let p = project();
+    let server = server(p.path());
+    let seen = drive(&p, &server, adapter, cli);
+    check_prompt(&p, &server, &seen, &format!("{adapter:?}/{cli:?}"));
+}
+
+#[test]
+fn acp_current_adapter_drives_cadre() {
+    prompt_round_trip(Adapter::Current, Cli::Cadre);
+}
+
+#[test]
+fn acp_zed_agent_adapter_drives_cadre() {
+    prompt_round_trip(Adapter::ZedAgent, Cli::Cadre);
+}
+
+#[test]
+fn acp_zed_code_adapter_drives_cadre() {
+    prompt_round_trip(Adapter::ZedCode, Cli::Cadre);
+}
+
+/// Calibration: the client's checks hold for Claude Code itself.
+#[test]
+fn acp_current_adapter_drives_claude_code() {
+    prompt_round_trip(Adapter::Current, Cli::ClaudeCode);
+}
+
+#[test]
+fn acp_zed_agent_adapter_drives_claude_code() {
+    prompt_round_trip(Adapter::ZedAgent, Cli::ClaudeCode);
+}
+
+#[test]
+fn acp_zed_code_adapter_drives_claude_code() {
+    prompt_round_trip(Adapter::ZedCode, Cli::ClaudeCode);
+}
+
+/// With no mode in the settings the current adapter starts the CLI with
+/// `--permission-mode auto` (Claude Code's classifier mode). cadre runs it
+/// as `default` and says its models do not offer auto mode, so the adapter
+/// shows the session in `default` and the write is asked about.
+#[test]
+fn acp_current_adapter_in_auto_mode_asks_before_cadre_writes() {
+    let p = Project::new();
+    p.write("notes.txt", NOTES);
+    let server = server(p.path());
+    let seen = drive(&p, &server, Adapter::Current, Cli::Cadre);
+    check_prompt(&p, &server, &seen, "auto/Current/Cadre");
+    assert_eq!(seen["session"]["modes"]["currentModeId"], "default");
+}
