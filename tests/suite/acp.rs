@@ -296,3 +296,154 @@ fn acp_current_adapter_in_auto_mode_asks_before_cadre_writes() {
     check_prompt(&p, &server, &seen, "auto/Current/Cadre");
     assert_eq!(seen["session"]["modes"]["currentModeId"], "default");
 }
+
+/// Runs cadre headless with stream-json in and out, `stdin` as its input.
+fn stream_session(
+    p: &Project,
+    server: &FakeServer,
+    extra: &[&str],
+    stdin: &str,
+) -> super::harness::Run {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = p
+        .command(Some(server))
+        .args([
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--input-format",
+            "stream-json",
+        ])
+        .args(extra)
+        .env("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    super::harness::Run::from(child.wait_with_output().unwrap())
+}
+
+/// What the adapters wait on: each user message of stdin echoed after its
+/// prompt's `init` under the client's uuid, marked `isReplay`, and the
+/// session's state going `running` before the prompt and `idle` after its
+/// `result` — for each of two prompts.
+#[test]
+fn replayed_prompts_and_session_states_frame_each_prompt() {
+    let p = Project::new();
+    let server =
+        FakeServer::route(|r| anthropic::text_reply(&format!("echo {}", r.messages().len())));
+    let user = |uuid: &str, text: &str| {
+        json!({"type": "user", "uuid": uuid, "session_id": "", "parent_tool_use_id": null,
+               "origin": {"kind": "human"},
+               "message": {"role": "user", "content": [{"type": "text", "text": text}]}})
+        .to_string()
+    };
+    let stdin = format!("{}\n{}\n", user("u-one", "first"), user("u-two", "second"));
+    let run = stream_session(&p, &server, &["--replay-user-messages", ""], &stdin);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let kinds: Vec<String> = run
+        .json_lines()
+        .iter()
+        .map(|v| match (v["type"].as_str(), v["subtype"].as_str()) {
+            (Some("system"), Some("session_state_changed")) => {
+                format!("state:{}", v["state"].as_str().unwrap_or_default())
+            }
+            (Some("user"), _) if v["isReplay"] == true => {
+                format!("replay:{}", v["uuid"].as_str().unwrap_or_default())
+            }
+            (Some(t), Some(s)) => format!("{t}/{s}"),
+            (Some(t), None) => t.to_string(),
+            _ => String::new(),
+        })
+        .collect();
+    let prompt = |uuid: &str| {
+        [
+            "state:running".to_string(),
+            "system/init".into(),
+            format!("replay:{uuid}"),
+            "assistant".into(),
+            "result/success".into(),
+            "state:idle".into(),
+        ]
+    };
+    let want: Vec<String> = prompt("u-one").into_iter().chain(prompt("u-two")).collect();
+    assert_eq!(kinds, want, "{}", run.stdout);
+    let replay = run
+        .json_lines()
+        .into_iter()
+        .find(|v| v["isReplay"] == true)
+        .unwrap();
+    assert_eq!(replay["message"]["content"][0]["text"], "first");
+    assert_eq!(replay["origin"]["kind"], "human");
+    assert!(replay["timestamp"].is_string(), "{replay}");
+    assert_eq!(server.request_count(), 2, "the empty value is not a prompt");
+}
+
+/// `--replay-user-messages` takes an empty value or none, and needs
+/// stream-json in and out, as Claude Code.
+#[test]
+fn replay_user_messages_refuses_a_value_and_text_input() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("never"));
+    let run = stream_session(&p, &server, &["--replay-user-messages", "yes"], "");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("takes no value"), "{}", run.stderr);
+    let run = p.run(Some(&server), &["-p", "hi", "--replay-user-messages"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("stream-json"), "{}", run.stderr);
+    assert_eq!(server.request_count(), 0);
+}
+
+/// `--permission-mode auto` runs as `default`: a write nobody can approve
+/// is refused (Claude Code's classifier would let it through), and `init`
+/// says `default`; `initialize` offers no model with auto mode.
+#[test]
+fn permission_mode_auto_runs_as_default() {
+    let p = Project::new();
+    let dir = p.path().display().to_string();
+    let server = FakeServer::route(move |r| match r.messages().len() {
+        1 => anthropic::tool_use_reply(
+            "toolu_w",
+            "Write",
+            json!({"file_path": format!("{dir}/made.txt"), "content": MADE}),
+        ),
+        _ => anthropic::text_reply("done"),
+    });
+    let init = json!({"type": "control_request", "request_id": "i1",
+                      "request": {"subtype": "initialize"}});
+    let user = json!({"type": "user", "message": {"role": "user", "content": "write it"}});
+    let run = stream_session(
+        &p,
+        &server,
+        &["--permission-mode", "auto"],
+        &format!("{init}\n{user}\n"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines = run.json_lines();
+    let init_msg = lines.iter().find(|v| v["subtype"] == "init").unwrap();
+    assert_eq!(init_msg["permissionMode"], "default");
+    let answer = lines
+        .iter()
+        .find(|v| v["type"] == "control_response")
+        .unwrap();
+    let models = answer["response"]["response"]["models"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        models.first().map(|m| m["value"].clone()),
+        Some(json!("default"))
+    );
+    assert!(
+        models.iter().all(|m| m["supportsAutoMode"] == false),
+        "{models:?}"
+    );
+    assert!(!p.path().join("made.txt").exists(), "auto approved a write");
+    let r = &last_tool_results(&server.request(1).json)[0];
+    assert_eq!(r["is_error"], true, "{r}");
+}
