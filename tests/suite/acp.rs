@@ -221,8 +221,8 @@ fn check_prompt(p: &Project, server: &FakeServer, seen: &Value, who: &str) {
     let last = server
         .requests()
         .into_iter()
-        .filter(|r| side_reply(r).is_none())
-        .last()
+        .rev()
+        .find(|r| side_reply(r).is_none())
         .unwrap_or_else(|| panic!("{who}: no main request"));
     let results = last_tool_results(&last.json);
     let texts: Vec<String> = results.iter().map(result_text).collect();
