@@ -10,7 +10,8 @@
 // session/new (cwd CWD) -> session/prompt (PROMPT), answering each
 // session/request_permission with the first "allow" option, and prints one
 // JSON line: what it saw (the session/new answer's modes and models, every
-// session/update, every permission request, the stop reason).
+// session/update, every permission request, other notifications such as
+// `_auth/status_update`, the stop reason).
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 
@@ -34,6 +35,10 @@ const app = acp
   .client({ name: "cadre-acp-test" })
   .onNotification(acp.methods.client.session.update, ({ params }) => {
     seen.updates.push(params.update);
+  })
+  .onNotification("*", ({ method, params }) => {
+    // Extensions, e.g. `_auth/status_update` (which account pays).
+    (seen.extensions ??= []).push({ method, params });
   })
   .onRequest(acp.methods.client.session.requestPermission, ({ params }) => {
     seen.permissions.push({
@@ -68,6 +73,13 @@ try {
       prompt: [{ type: "text", text: promptText }],
     });
     seen.stopReason = answer.stopReason;
+    // A notification the adapter sends without being asked, and without
+    // waiting for (ACP_WAIT_FOR names it): given up to 10 s to arrive.
+    const wanted = process.env.ACP_WAIT_FOR;
+    for (let i = 0; wanted && i < 100; i++) {
+      if ((seen.extensions ?? []).some((n) => n.method === wanted)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
   });
   await finish(true);
 } catch (e) {

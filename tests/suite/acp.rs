@@ -131,6 +131,10 @@ fn drive(p: &Project, server: &FakeServer, adapter: Adapter, cli: Cli) -> Value 
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+    if let Adapter::Current = adapter {
+        // It reports the account without being asked; wait for that.
+        cmd.env("ACP_WAIT_FOR", "_auth/status_update");
+    }
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run node (the ACP client needs Node.js 18+): {e}"));
@@ -249,7 +253,24 @@ fn prompt_round_trip(adapter: Adapter, cli: Cli) {
     let p = project();
     let server = server(p.path());
     let seen = drive(&p, &server, adapter, cli);
-    check_prompt(&p, &server, &seen, &format!("{adapter:?}/{cli:?}"));
+    let who = format!("{adapter:?}/{cli:?}");
+    check_prompt(&p, &server, &seen, &who);
+    // The current adapter asks the CLI which account pays
+    // (`auth status --json`) and tells the editor.
+    if let Adapter::Current = adapter {
+        let auth: Vec<&Value> = seen["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|n| n["method"] == "_auth/status_update")
+            .collect();
+        assert_eq!(
+            auth.last().map(|n| n["params"]["authStatus"].clone()),
+            Some(json!({"kind": "api_key", "label": "Anthropic API key",
+                        "detail": "ANTHROPIC_API_KEY"})),
+            "{who}: {auth:?}"
+        );
+    }
 }
 
 #[test]
@@ -446,4 +467,28 @@ fn permission_mode_auto_runs_as_default() {
     assert!(!p.path().join("made.txt").exists(), "auto approved a write");
     let r = &last_tool_results(&server.request(1).json)[0];
     assert_eq!(r["is_error"], true, "{r}");
+}
+
+/// `auth status --json` answers as Claude Code's does: with the provider's
+/// key set, who pays; without, `loggedIn: false` and exit 1.
+#[test]
+fn auth_status_reports_the_providers_key() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("never"));
+    let run = p.run(Some(&server), &["auth", "status", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        v,
+        json!({"loggedIn": true, "authMethod": "api_key", "apiProvider": "firstParty",
+               "apiKeySource": "ANTHROPIC_API_KEY"})
+    );
+    let run = p.run(None, &["auth", "status", "--json"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(
+        (&v["loggedIn"], &v["authMethod"]),
+        (&json!(false), &json!("none"))
+    );
+    assert_eq!(server.request_count(), 0);
 }
