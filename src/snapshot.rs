@@ -18,6 +18,11 @@ use crate::diagnostic::Diagnostic;
 use crate::templates::Templates;
 use crate::tools::spec::ToolSpecs;
 
+/// The condition word that holds while the sandbox is on and a Bash call
+/// may ask to run outside it (`sandbox.allowUnsandboxedCommands`): the
+/// Bash tool's `dangerouslyDisableSandbox` is offered only then.
+pub const UNSANDBOXED_COMMANDS: &str = "unsandboxed_commands";
+
 /// What a snapshot is built from, besides the files themselves.
 #[derive(Debug, Clone, Default)]
 pub struct SnapshotInput {
@@ -258,7 +263,7 @@ pub fn build_after(
         }
         if let Some(when) = &def.when {
             for name in when.names() {
-                if !config.flags.knows(name) {
+                if !config.flags.knows(name) && name != UNSANDBOXED_COMMANDS {
                     diagnostics.push(Diagnostic::warning(
                         def.path.as_deref(),
                         None,
@@ -384,6 +389,21 @@ impl Snapshot {
         &self.config.flags
     }
 
+    /// Whether a `when`/`x-when` condition holds for a session of `kind`:
+    /// flags, the session words (`interactive`, `coordinator`), and
+    /// [`UNSANDBOXED_COMMANDS`] from the sandbox settings.
+    pub fn holds(&self, cond: &crate::config::Condition, kind: SessionKind) -> bool {
+        let sandbox = &self.settings().sandbox;
+        let escape = sandbox.enabled && sandbox.allow_unsandboxed_commands;
+        cond.holds(|name| {
+            if name == UNSANDBOXED_COMMANDS {
+                escape
+            } else {
+                self.flags().is_on(name, kind)
+            }
+        })
+    }
+
     /// The session kind for a session that is or is not interactive, with
     /// coordinator mode from settings.
     pub fn session_kind(&self, interactive: bool) -> SessionKind {
@@ -414,7 +434,7 @@ impl Snapshot {
             .agents
             .values()
             .filter(|d| !d.synthetic)
-            .filter(|d| d.when.as_ref().is_none_or(|c| self.flags().holds(c, kind)))
+            .filter(|d| d.when.as_ref().is_none_or(|c| self.holds(c, kind)))
             .collect();
         v.sort_by_cached_key(|d| (d.name.to_lowercase(), d.name.clone()));
         v
@@ -424,7 +444,7 @@ impl Snapshot {
     pub fn visible_agent(&self, name: &str, kind: SessionKind) -> Option<&Arc<AgentDef>> {
         self.catalog
             .get(name)
-            .filter(|d| !d.synthetic && d.when.as_ref().is_none_or(|c| self.flags().holds(c, kind)))
+            .filter(|d| !d.synthetic && d.when.as_ref().is_none_or(|c| self.holds(c, kind)))
     }
 
     /// The alias names of `[models]`, sorted.

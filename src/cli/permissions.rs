@@ -159,12 +159,13 @@ pub fn dispatch(g: &GlobalArgs, cmd: PermissionsCommand) -> Result<(), CliError>
 /// How a Bash command would run with the sandbox settings, and why, in
 /// words.
 fn sandbox_use(settings: &crate::config::SandboxSettings, command: &str) -> (sandbox::Use, String) {
-    let u = sandbox::classify(settings, command);
+    let u = sandbox::classify(settings, command, false);
     let words = match &u {
         sandbox::Use::Off => "off (sandbox.enabled is not set): runs unsandboxed".to_string(),
         sandbox::Use::Excluded(entry) => format!(
             "excluded (sandbox.excludedCommands '{entry}'): runs unsandboxed, through the permission rules"
         ),
+        sandbox::Use::Unsandboxed => "asked to run outside (dangerouslyDisableSandbox, sandbox.allowUnsandboxedCommands): runs unsandboxed, through the permission rules".to_string(),
         sandbox::Use::Unavailable { refused } => format!(
             "unavailable on this machine ({}): {}",
             sandbox::support().problems.join("; "),

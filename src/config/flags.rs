@@ -166,11 +166,16 @@ impl Flags {
     /// Evaluates a condition: flag names by their effective value, and the
     /// session words `interactive` and `coordinator`.
     pub fn holds(&self, cond: &Condition, kind: SessionKind) -> bool {
-        cond.holds(|name| match name {
+        cond.holds(|name| self.is_on(name, kind))
+    }
+
+    /// Whether one name of a condition (a flag or a session word) is on.
+    pub fn is_on(&self, name: &str, kind: SessionKind) -> bool {
+        match name {
             "interactive" => kind.interactive,
             "coordinator" => kind.coordinator,
             _ => self.effective(name, kind),
-        })
+        }
     }
 
     /// Whether a name used in a condition means something.

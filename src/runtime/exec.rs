@@ -602,7 +602,8 @@ impl Session {
     }
 
     /// The sandbox a Bash call runs in (docs/sandbox.md): `None` when the
-    /// sandbox is off, the command is one of `excludedCommands`, or this
+    /// sandbox is off, the command is one of `excludedCommands`, the call
+    /// asked to run outside and `allowUnsandboxedCommands` lets it, or this
     /// machine cannot sandbox (a warning, once); `Err` with the tool
     /// result when it cannot and `failIfUnavailable` is set.
     fn sandbox_policy(
@@ -613,8 +614,11 @@ impl Session {
         use crate::tools::sandbox;
         let settings = &snap.settings().sandbox;
         let command = input.get("command").and_then(Value::as_str).unwrap_or("");
-        match sandbox::classify(settings, command) {
-            sandbox::Use::Off | sandbox::Use::Excluded(_) => return Ok(None),
+        let outside = input.get("dangerouslyDisableSandbox") == Some(&Value::Bool(true));
+        match sandbox::classify(settings, command, outside) {
+            sandbox::Use::Off | sandbox::Use::Excluded(_) | sandbox::Use::Unsandboxed => {
+                return Ok(None);
+            }
             sandbox::Use::Unavailable { refused: true } => {
                 let support = sandbox::support();
                 return Err(snap.templates.show(&super::texts::SandboxUnavailable {

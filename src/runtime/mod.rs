@@ -516,7 +516,7 @@ fn tool_exists(snap: &Snapshot, name: &str) -> bool {
     snap.tools
         .get(name)
         .and_then(|s| s.when.as_ref())
-        .is_none_or(|c| snap.flags().holds(c, snap.session_kind(false)))
+        .is_none_or(|c| snap.holds(c, snap.session_kind(false)))
 }
 
 /// What this engine offers agents, for [`crate::agent_tool::withheld_tools`]

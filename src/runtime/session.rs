@@ -1304,7 +1304,7 @@ fn render_tools_with(
     names: &[String],
     desc: DescriptionContext,
 ) -> Result<Vec<ToolDefinition>, RenderError> {
-    let holds = |c: &crate::config::Condition| snap.flags().holds(c, kind);
+    let holds = |c: &crate::config::Condition| snap.holds(c, kind);
     let aliases = snap.model_aliases();
     let trim = TrimContext {
         holds: &holds,

@@ -543,3 +543,96 @@ fn edit_deny_rules_bind_the_sandbox_and_allow_write_opens_a_folder() {
     assert_eq!(r[1].trim(), "allowed", "{r:?}");
     assert!(extra.path().join("made.txt").exists());
 }
+
+/// A call may ask to run outside the sandbox (`dangerouslyDisableSandbox`,
+/// offered only while the sandbox is on): it then goes through the
+/// permission rules like any unsandboxed command — never allowed for being
+/// sandboxed — and `allowUnsandboxedCommands: false` keeps it inside.
+#[test]
+fn a_call_asking_to_leave_the_sandbox_goes_through_the_rules() {
+    if !supported() {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("escaped.txt");
+    let command = format!("touch {}", target.display());
+    let script = |command: String| {
+        FakeServer::route(move |r| {
+            if is_main(r) && assistant_turns(r) == 0 {
+                return anthropic::tool_use_reply(
+                    "toolu_0",
+                    "Bash",
+                    json!({"command": command, "dangerouslyDisableSandbox": true}),
+                );
+            }
+            anthropic::text_reply("done")
+        })
+    };
+    let offered = |server: &FakeServer| {
+        let r = &server.requests()[0];
+        let bash = r.json["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "Bash")
+            .cloned()
+            .unwrap();
+        bash["input_schema"]["properties"]
+            .get("dangerouslyDisableSandbox")
+            .is_some()
+    };
+
+    // The default mode asks, and `run` has nobody to ask: refused, and
+    // the file is not made (inside the sandbox it would have run without
+    // asking and failed).
+    let p = sandboxed_project("");
+    let server = script(command.clone());
+    let out = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(offered(&server));
+    let r = results(&server);
+    assert!(
+        r[0].starts_with("ERR:") && r[0].contains("ermission") && !r[0].contains("cannot touch"),
+        "{r:?}"
+    );
+    assert!(!target.exists());
+
+    // A rule that allows the command lets it run outside.
+    let p = sandboxed_project(r#""permissions": {"allow": ["Bash(touch:*)"]}"#);
+    let server = script(command.clone());
+    let out = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        !results(&server)[0].starts_with("ERR:"),
+        "{:?}",
+        results(&server)
+    );
+    assert!(target.exists());
+    std::fs::remove_file(&target).unwrap();
+
+    // The user's settings forbid leaving: the property is not offered,
+    // and a call that sends it anyway stays inside (the write fails).
+    let p = sandboxed_project(r#""permissions": {"allow": ["Bash(touch:*)"]}"#);
+    std::fs::create_dir_all(p.home.path().join(".claude")).unwrap();
+    std::fs::write(
+        p.home.path().join(".claude/settings.json"),
+        r#"{"sandbox": {"allowUnsandboxedCommands": false}}"#,
+    )
+    .unwrap();
+    let server = script(command);
+    let out = p.run(Some(&server), &["run", "go"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(!offered(&server));
+    assert!(
+        results(&server)[0].starts_with("ERR:"),
+        "{:?}",
+        results(&server)
+    );
+    assert!(!target.exists());
+
+    // Without the sandbox the property is not offered at all.
+    let p = Project::new();
+    let server = script("true".into());
+    p.run(Some(&server), &["run", "go"]);
+    assert!(!offered(&server));
+}

@@ -240,6 +240,10 @@ pub enum Use {
     /// One of `excludedCommands` (the entry): unsandboxed, through the
     /// normal permission flow.
     Excluded(String),
+    /// The call asked to run outside (`dangerouslyDisableSandbox`) and
+    /// `allowUnsandboxedCommands` lets it: unsandboxed, through the normal
+    /// permission flow (never allowed for being sandboxed).
+    Unsandboxed,
     /// The sandbox is on but this machine cannot sandbox; `refused`:
     /// `failIfUnavailable` is set, so the command does not run.
     Unavailable { refused: bool },
@@ -247,14 +251,18 @@ pub enum Use {
     Sandboxed,
 }
 
-/// How `command` would run ([`Use`]); probes the machine once when the
-/// sandbox is on.
-pub fn classify(settings: &SandboxSettings, command: &str) -> Use {
+/// How `command` would run ([`Use`]); `outside`: the call asked to run
+/// unsandboxed (honoured only when `allowUnsandboxedCommands` is on).
+/// Probes the machine once when the sandbox is on.
+pub fn classify(settings: &SandboxSettings, command: &str, outside: bool) -> Use {
     if !settings.enabled {
         return Use::Off;
     }
     if let Some(entry) = excluded(command, &settings.excluded_commands) {
         return Use::Excluded(entry.to_string());
+    }
+    if outside && settings.allow_unsandboxed_commands {
+        return Use::Unsandboxed;
     }
     if !support().usable() {
         return Use::Unavailable {
