@@ -28,7 +28,7 @@ pub struct Effort {
 
 /// The levels `model` accepts: the entry of its id, else of the longest
 /// key it starts with.
-fn accepted<'a>(model: &str, table: &'a BTreeMap<String, Vec<String>>) -> Option<&'a [String]> {
+pub fn accepted<'a>(model: &str, table: &'a BTreeMap<String, Vec<String>>) -> Option<&'a [String]> {
     table
         .get(model)
         .or_else(|| {

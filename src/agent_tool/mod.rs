@@ -13,7 +13,9 @@ mod pool;
 mod route;
 pub mod texts;
 
-pub use effort::{Effort, LEVELS as EFFORT_LEVELS, trim_effort};
+pub use effort::{
+    Effort, LEVELS as EFFORT_LEVELS, accepted as accepted_effort_levels, trim_effort,
+};
 pub use fork::{fork_messages, has_fork_boilerplate, without_incomplete_tool_calls};
 pub use model::{ModelSource, ResolvedModel, resolve_fork_model, resolve_model};
 pub use pool::{

@@ -152,8 +152,11 @@ pub struct HeadlessArgs {
     pub resume_session_at: Option<String>,
     #[arg(long, hide = true, value_name = "UUID")]
     pub resume_drops_turn: Option<String>,
-    #[arg(long, hide = true)]
-    pub replay_user_messages: bool,
+    /// Echo each user message read from stdin back on stdout, as Claude
+    /// Code does (stream-json in and out). Takes an empty value too: the ACP
+    /// adapters pass `--replay-user-messages ""`.
+    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "", value_name = "")]
+    pub replay_user_messages: Option<String>,
 }
 
 impl HeadlessArgs {
@@ -314,8 +317,18 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             "--session-mirror (the SDK's session store gets no copy of the transcript; the session is kept on disk as usual)",
         );
     }
-    if h.replay_user_messages {
-        unsupported.push("--replay-user-messages (ignored)");
+    if let Some(v) = &h.replay_user_messages {
+        if !v.is_empty() {
+            return Err(CliError::Usage(format!(
+                "--replay-user-messages takes no value, found {v:?}"
+            )));
+        }
+        if input != InputFormat::StreamJson {
+            return Err(CliError::Usage(
+                "--replay-user-messages requires --input-format stream-json and --output-format stream-json"
+                    .into(),
+            ));
+        }
     }
     for u in unsupported {
         note(g, &format!("not supported: {u}"));
@@ -601,6 +614,16 @@ struct Prompt {
     cancel: CancellationToken,
     /// `client_composed`: sent as written, never a slash command.
     verbatim: bool,
+    /// With `--replay-user-messages`: the message as the client sent it.
+    echo: Option<Echo>,
+}
+
+/// A user message of stdin, kept to be echoed back (`--replay-user-messages`).
+struct Echo {
+    message: Value,
+    parent_tool_use_id: Option<String>,
+    uuid: Option<String>,
+    origin: Option<Value>,
 }
 
 /// What the stdin reader hands the session loop.
@@ -645,10 +668,13 @@ fn user_message(u: wire::UserIn) -> Result<Message, String> {
 
 /// Reads stdin lines until it ends: answers control responses and
 /// interrupts at once, passes the rest on in order. No line longer than
-/// `max` bytes is held: it is skipped to its newline and reported.
+/// `max` bytes is held: it is skipped to its newline and reported. With
+/// `replay`, each user message is kept as sent, to be echoed.
+#[allow(clippy::too_many_arguments)]
 fn spawn_reader<R>(
     mut input: R,
     max: u64,
+    replay: bool,
     tx: mpsc::UnboundedSender<Incoming>,
     control: Arc<Control>,
     prompts: Arc<Prompts>,
@@ -695,6 +721,12 @@ fn spawn_reader<R>(
             match input {
                 Input::User(u) => {
                     let verbatim = u.client_composed;
+                    let echo = replay.then(|| Echo {
+                        message: json!({"role": "user", "content": u.message.content.clone()}),
+                        parent_tool_use_id: u.parent_tool_use_id.clone(),
+                        uuid: u.uuid.clone(),
+                        origin: u.origin.clone(),
+                    });
                     match user_message(u) {
                         Ok(message) => {
                             let (id, cancel) = prompts.admit();
@@ -703,6 +735,7 @@ fn spawn_reader<R>(
                                 id,
                                 cancel,
                                 verbatim,
+                                echo,
                             }));
                         }
                         Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
@@ -757,6 +790,9 @@ fn spawn_reader<R>(
                             Err(e) => wire::ControlResponseOut::error(&id, e),
                         }),
                         FromClient::SetModel { model } => {
+                            // `default` (the first of `initialize`'s models):
+                            // the configured model, as `null`.
+                            let model = model.filter(|m| m != "default");
                             let _ = tx.send(Incoming::SetModel(model));
                             Some(wire::ControlResponseOut::success(&id, json!({})))
                         }
@@ -1385,6 +1421,52 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
     })))
 }
 
+/// `system`/`session_state_changed`.
+fn session_state(session_id: &str, state: &'static str) -> Output {
+    Output::System(wire::System::SessionStateChanged(
+        wire::SessionStateChanged {
+            state,
+            uuid: wire::new_uuid(),
+            session_id: session_id.to_string(),
+        },
+    ))
+}
+
+/// `initialize`'s `models`, in Claude Code's shape: `default` (the
+/// configured model) first, then each alias of `[models]`. None offers
+/// Claude Code's `auto` permission mode (`supportsAutoMode`), which cadre
+/// runs as `default`; effort levels are those of `effort_levels`.
+fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+    let settings = snap.settings();
+    let entry = |value: &str, model: &str, name: &str, description: String| {
+        let levels = crate::agent_tool::accepted_effort_levels(model, &settings.effort_levels)
+            .unwrap_or_default();
+        json!({
+            "value": value,
+            "resolvedModel": model,
+            "displayName": name,
+            "description": description,
+            "supportsEffort": !levels.is_empty(),
+            "supportedEffortLevels": levels,
+            "supportsAdaptiveThinking": false,
+            "supportsFastMode": false,
+            "supportsAutoMode": false,
+            "supportsThinkingOff": true,
+        })
+    };
+    let main = snap.resolve_alias(&settings.provider.model);
+    let mut out = vec![entry(
+        "default",
+        main,
+        "Default",
+        format!("The configured model ({main})"),
+    )];
+    for (alias, model) in &settings.models {
+        out.push(entry(alias, model, alias, model.clone()));
+    }
+    out
+}
+
 /// Runs one prompt with interrupts, the budget and Ctrl-C wired to its cancel.
 async fn run_prompt(
     session: &mut Session,
@@ -1455,6 +1537,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 id,
                 cancel,
                 verbatim: false,
+                echo: None,
             });
         }
         InputFormat::StreamJson => {
@@ -1468,6 +1551,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             spawn_reader(
                 tokio::io::BufReader::new(tokio::io::stdin()),
                 h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES),
+                h.replay_user_messages.is_some(),
                 tx,
                 Arc::clone(&control),
                 Arc::clone(&prompts),
@@ -1598,7 +1682,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     .collect::<Vec<_>>(),
                 "output_style": prepared.engine.snapshot.load().output_style_name(),
                 "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
-                "models": [],
+                "models": model_list(&prepared.engine.snapshot.load()),
                 "account": {},
                 "pid": std::process::id(),
                 "hook_on_failure_supported": true,
@@ -1640,6 +1724,11 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut last_text = String::new();
     let mut last_result: Option<ResultOut> = None;
     let max_line = h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES);
+    // Claude Code's `session_state_changed` messages, which clients such as
+    // the ACP adapters ask for with this variable and wait on.
+    let state_events = plan.output == OutputFormat::StreamJson
+        && std::env::var("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
+            .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
     for (line, bytes) in skipped {
         let result = too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
         send(&Output::Result(result.clone()));
@@ -1707,6 +1796,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             id: prompt_id,
             cancel,
             verbatim,
+            echo,
         } = prompt;
         let was_first = is_first;
         let prompt_text = message
@@ -1724,8 +1814,24 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         if let Some(m) = granted {
             session.set_mode(m);
         }
+        if state_events {
+            send(&session_state(&engine.session_id, "running"));
+        }
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
+        }
+        if let Some(e) = echo
+            && plan.output == OutputFormat::StreamJson
+        {
+            send(&Output::UserReplay(wire::UserReplay {
+                message: e.message,
+                parent_tool_use_id: e.parent_tool_use_id,
+                session_id: engine.session_id.clone(),
+                uuid: e.uuid.unwrap_or_else(wire::new_uuid),
+                timestamp: crate::clock::now_rfc3339(),
+                is_replay: true,
+                origin: e.origin,
+            }));
         }
         let start = PromptStart::now(&emitter);
         // UserPromptSubmit sees the prompt as typed, before a slash
@@ -1826,6 +1932,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             if plan.output == OutputFormat::StreamJson {
                 send(&Output::Result(result.clone()));
             }
+            if state_events {
+                send(&session_state(&engine.session_id, "idle"));
+            }
             last_result = Some(result);
             continue;
         }
@@ -1877,6 +1986,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 ));
             }
             send(&Output::Result(result.clone()));
+        }
+        if state_events {
+            send(&session_state(&engine.session_id, "idle"));
         }
         if let Err(e) = &outcome
             && !matches!(e, RunError::Cancelled)
@@ -1954,6 +2066,7 @@ mod tests {
         spawn_reader(
             std::io::Cursor::new(input.into_bytes()),
             super::MAX_INPUT_LINE_BYTES,
+            false,
             tx,
             Arc::new(Control::default()),
             Arc::clone(&prompts),

@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod agents;
 mod ask;
+mod auth;
 mod chat_input;
 mod config;
 mod elicit;
@@ -161,6 +162,10 @@ pub enum Command {
     /// Background tasks across the worker fleet.
     #[command(subcommand)]
     Tasks(worker::TasksCommand),
+    /// Which API key the model provider uses (`auth status [--json]`, as
+    /// Claude Code's, for editors' ACP adapters).
+    #[command(subcommand)]
+    Auth(auth::AuthCommand),
 }
 
 /// How a command failed, which decides the exit code.
@@ -318,6 +323,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Tools(cmd) => tools::dispatch(&g, cmd).await,
         Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),
+        Command::Auth(cmd) => auth::dispatch(&g, cmd),
         Command::Worktrees(cmd) => worktrees::dispatch(&g, cmd),
         Command::Teams(cmd) => teams::dispatch(&g, cmd),
         Command::Watch(args) => watch::watch(&g, args).await,

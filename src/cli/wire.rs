@@ -50,6 +50,9 @@ pub enum Output {
     System(System),
     Assistant(AssistantOut),
     User(UserOut),
+    /// A user message of stdin echoed back (`--replay-user-messages`).
+    #[serde(rename = "user")]
+    UserReplay(UserReplay),
     StreamEvent(StreamEventOut),
     Result(ResultOut),
     ControlRequest(ControlRequestOut),
@@ -86,6 +89,18 @@ pub enum System {
     TaskUpdated(TaskUpdated),
     /// A sub-agent ended (Claude Code's `SDKTaskNotificationMessage`).
     TaskNotification(TaskNotification),
+    /// The session started or finished work (with
+    /// `CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS` set, as Claude Code).
+    SessionStateChanged(SessionStateChanged),
+}
+
+/// `system`/`session_state_changed`: `running` when a prompt starts,
+/// `idle` after its `result`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionStateChanged {
+    pub state: &'static str,
+    pub uuid: String,
+    pub session_id: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -219,6 +234,22 @@ pub struct UserOut {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+}
+
+/// A user message of stdin as Claude Code echoes it with
+/// `--replay-user-messages`: the message as sent, under the client's own
+/// `uuid` (a fresh one if it sent none), marked `isReplay`.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserReplay {
+    pub message: Value,
+    pub parent_tool_use_id: Option<String>,
+    pub session_id: String,
+    pub uuid: String,
+    pub timestamp: String,
+    #[serde(rename = "isReplay")]
+    pub is_replay: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Value>,
 }
 
 /// A partial message (`--include-partial-messages`): `event` is a Messages
@@ -471,6 +502,12 @@ pub struct UserIn {
     /// with no slash-command dispatch and no `@path` reads.
     #[serde(default)]
     pub client_composed: bool,
+    /// The client's id for this message, echoed by `--replay-user-messages`.
+    #[serde(default)]
+    pub uuid: Option<String>,
+    /// Who wrote the prompt (the SDKs' `origin`), echoed with the replay.
+    #[serde(default)]
+    pub origin: Option<Value>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -6,10 +6,14 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// How tool calls are approved (SPEC §17). `Bubble` is internal: a fork
-/// sends its permission prompts to its parent's session.
+/// sends its permission prompts to its parent's session. Claude Code's
+/// `auto` (a classifier model approves what the user would) and `manual`
+/// (its newer name for `default`) are read as `Default`: cadre has no
+/// classifier, so under `auto` every call a rule does not settle is asked
+/// (docs/claude-code-differences.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PermissionMode {
-    #[serde(rename = "default")]
+    #[serde(rename = "default", alias = "auto", alias = "manual")]
     Default,
     #[serde(rename = "acceptEdits")]
     AcceptEdits,
@@ -43,6 +47,8 @@ impl PermissionMode {
         "bypassPermissions",
         "dontAsk",
         "plan",
+        "auto",
+        "manual",
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,7 +73,7 @@ impl FromStr for PermissionMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(match s {
-            "default" => PermissionMode::Default,
+            "default" | "auto" | "manual" => PermissionMode::Default,
             "acceptEdits" => PermissionMode::AcceptEdits,
             "bypassPermissions" => PermissionMode::BypassPermissions,
             "dontAsk" => PermissionMode::DontAsk,
@@ -143,5 +149,17 @@ mod tests {
             };
             assert_eq!(mode.unless_bypass_disabled(true), lowered);
         }
+    }
+
+    /// Claude Code's `auto` and `manual` are read, from a flag and from
+    /// settings, as `default`: nothing is approved that `default` asks about.
+    #[test]
+    fn auto_and_manual_read_as_default() {
+        for name in ["auto", "manual", "default"] {
+            assert_eq!(name.parse::<PermissionMode>(), Ok(PermissionMode::Default));
+            let m: PermissionMode = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(m, PermissionMode::Default);
+        }
+        assert_eq!(PermissionMode::Default.as_str(), "default");
     }
 }

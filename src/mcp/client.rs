@@ -787,10 +787,19 @@ fn header_map(
 }
 
 async fn fetch_tools(peer: &Peer<RoleClient>) -> Result<Vec<ServerTool>, McpError> {
-    let listed = peer
-        .list_all_tools()
-        .await
-        .map_err(|e| McpError::ListTools(e.to_string()))?;
+    let listed = match peer.list_all_tools().await {
+        Ok(listed) => listed,
+        // A server with no tools may not answer `tools/list` at all (the
+        // ACP adapter's own in-process server, when the editor lends it no
+        // file or terminal access): no tools, not a failed server, as
+        // Claude Code reads it.
+        Err(rmcp::ServiceError::McpError(e))
+            if e.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND =>
+        {
+            Vec::new()
+        }
+        Err(e) => return Err(McpError::ListTools(e.to_string())),
+    };
     Ok(listed
         .into_iter()
         .map(|t| ServerTool {

@@ -423,7 +423,7 @@ fn scenarios() -> Vec<Scenario> {
 
 /// Claude Code as the Python Agent SDK wheel bundles it, under `root`'s
 /// `.ci/venv`; else a message saying how to install it.
-fn oracle_in(root: &Path) -> Result<PathBuf, String> {
+pub(super) fn oracle_in(root: &Path) -> Result<PathBuf, String> {
     let lib = root.join(".ci/venv/lib");
     let found = std::fs::read_dir(&lib).ok().and_then(|rd| {
         rd.flatten()
@@ -456,7 +456,7 @@ fn oracle_version(bin: &Path) -> String {
 
 /// A request of the main conversation: the Messages API with tools (Claude
 /// Code's side requests — titles, quota probes — carry none).
-fn is_main(r: &RecordedRequest) -> bool {
+pub(super) fn is_main(r: &RecordedRequest) -> bool {
     r.path.trim_end_matches('/').ends_with("/v1/messages")
         && r.json["tools"].as_array().is_some_and(|t| !t.is_empty())
 }
@@ -469,24 +469,33 @@ fn json_body(v: Value) -> Reply {
     }
 }
 
+/// The harmless answer to a request outside the main conversation (token
+/// counts, Claude Code's titles and probes); `None` for a main one.
+pub(super) fn side_reply(r: &RecordedRequest) -> Option<Reply> {
+    if r.path.contains("count_tokens") {
+        return Some(json_body(json!({"input_tokens": 10})));
+    }
+    if is_main(r) {
+        return None;
+    }
+    if r.json["stream"] == true {
+        return Some(anthropic::text_reply("ok"));
+    }
+    Some(json_body(
+        json!({"id": "msg_side", "type": "message", "role": "assistant",
+        "model": MODEL, "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn", "stop_sequence": null,
+        "usage": {"input_tokens": 1, "output_tokens": 1}}),
+    ))
+}
+
 /// A server that plays `script` to the main conversation and answers
 /// everything else harmlessly.
 fn server(script: Vec<Reply>) -> FakeServer {
     let queue = Mutex::new(VecDeque::from(script));
     FakeServer::route(move |r| {
-        if r.path.contains("count_tokens") {
-            return json_body(json!({"input_tokens": 10}));
-        }
-        if !is_main(r) {
-            if r.json["stream"] == true {
-                return anthropic::text_reply("ok");
-            }
-            return json_body(
-                json!({"id": "msg_side", "type": "message", "role": "assistant",
-                "model": MODEL, "content": [{"type": "text", "text": "ok"}],
-                "stop_reason": "end_turn", "stop_sequence": null,
-                "usage": {"input_tokens": 1, "output_tokens": 1}}),
-            );
+        if let Some(side) = side_reply(r) {
+            return side;
         }
         let next = queue.lock().map(|mut q| q.pop_front()).ok().flatten();
         next.unwrap_or_else(|| {

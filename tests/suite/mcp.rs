@@ -73,6 +73,33 @@ fn mcp_server_mode() {
                 eprintln!("fatal: MCP_TEST_TOKEN is not set");
                 std::process::exit(3);
             }
+            // Answers `initialize` (offering tools) and nothing else:
+            // `tools/list` is "method not found", as the ACP adapter's own
+            // server answers when it has no tools to lend.
+            "no-tools-list" => {
+                use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+                let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+                let mut out = tokio::io::stdout();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                        continue;
+                    };
+                    let Some(id) = msg.get("id").cloned() else {
+                        continue;
+                    };
+                    let reply = if msg["method"] == "initialize" {
+                        json!({"jsonrpc": "2.0", "id": id, "result": {
+                            "protocolVersion": msg["params"]["protocolVersion"],
+                            "capabilities": {"tools": {}},
+                            "serverInfo": {"name": "bare", "version": "1.0.0"}}})
+                    } else {
+                        json!({"jsonrpc": "2.0", "id": id,
+                               "error": {"code": -32601, "message": "Method not found"}})
+                    };
+                    let _ = out.write_all(format!("{reply}\n").as_bytes()).await;
+                    let _ = out.flush().await;
+                }
+            }
             // Connects once the file after `gated:` exists.
             mode if mode.starts_with("gated:") => {
                 let gate = Path::new(&mode["gated:".len()..]);
@@ -2219,4 +2246,31 @@ fn the_sdk_client_approves_a_sampling_request() {
         .collect();
     assert_eq!(lines.len(), 1);
     assert_eq!(lines[0]["approved_by"], "user");
+}
+
+/// A server that offers no tools and does not answer `tools/list` (the ACP
+/// adapter's own server, with no editor access to lend) is connected with
+/// no tools, as Claude Code has it, not failed.
+#[test]
+fn a_server_without_tools_list_is_connected_with_no_tools() {
+    let mut p = Project::new();
+    p.config(&server_toml("bare", "no-tools-list"));
+    let server = FakeServer::route(|_| anthropic::text_reply("hi"));
+    let run = p.run(
+        Some(&server),
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let init = run
+        .json_lines()
+        .into_iter()
+        .find(|v| v["subtype"] == "init")
+        .unwrap();
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "bare", "status": "connected"}]),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("failed"), "{}", run.stderr);
 }

@@ -1,5 +1,6 @@
 //! Integration suites, plus the shared test kit.
 
+mod acp;
 mod agent_fields;
 mod agents;
 mod ask_user;
