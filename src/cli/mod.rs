@@ -28,6 +28,7 @@ mod skills;
 mod teams;
 mod tools;
 mod trust;
+mod ui;
 mod watch;
 pub mod wire;
 mod worker;
@@ -159,6 +160,9 @@ pub enum Command {
     /// Background tasks across the worker fleet.
     #[command(subcommand)]
     Tasks(worker::TasksCommand),
+    /// A live web view of this project's sessions on 127.0.0.1: agent
+    /// trees, transcripts, the fleet's tasks (docs/observability.md).
+    Ui(ui::UiArgs),
 }
 
 /// How a command failed, which decides the exit code.
@@ -325,6 +329,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Sessions(cmd) => sessions::dispatch(&g, cmd),
         Command::Worker(args) => worker::worker(&g, args).await,
         Command::Tasks(cmd) => worker::dispatch(&g, cmd).await,
+        Command::Ui(args) => ui::ui(&g, args).await,
     }
 }
 
