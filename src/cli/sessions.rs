@@ -130,7 +130,15 @@ pub(super) fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
         .history
         .iter()
         .find(|m| m.role == Role::User)
-        .and_then(|m| m.content.iter().rev().find_map(|b| b.as_text()))
+        .and_then(|m| {
+            // The user's own words, not a reminder cadre added to them.
+            let texts = m.content.iter().filter_map(|b| b.as_text());
+            texts
+                .clone()
+                .rev()
+                .find(|t| !t.trim_start().starts_with("<system-reminder>"))
+                .or_else(|| texts.last())
+        })
         .map(|t| {
             let line = t.lines().next().unwrap_or("");
             line.chars().take(60).collect::<String>()

@@ -51,7 +51,15 @@ const rows = () =>
       () => [...document.querySelectorAll('tr.agent[data-status="running"]')].some(
         (tr) => tr.dataset.agent !== "main" && tr.cells[2].textContent.includes("Bash")),
       WAIT);
-    say("RUNNING " + JSON.stringify(await page.evaluate(rows)));
+    const running = await page.evaluate(rows);
+    if (process.env.CADRE_UI_SCREENSHOT) {
+      // The picture of docs/observability.md: the child's transcript open.
+      await page.click('tr.agent:not([data-agent="main"])');
+      await page.waitForFunction(
+        () => document.querySelector("#messages")?.textContent.includes("release"), WAIT);
+      await page.screenshot({ path: process.env.CADRE_UI_SCREENSHOT });
+    }
+    say("RUNNING " + JSON.stringify(running));
     await nextLine();
 
     // Live: the child ends and the page shows it without a reload.
@@ -70,9 +78,6 @@ const rows = () =>
       () => document.querySelector("#messages")?.textContent.includes("release"),
       WAIT);
     say("TRANSCRIPT " + JSON.stringify(await page.$eval("#messages", (e) => e.textContent.slice(0, 400))));
-    if (process.env.CADRE_UI_SCREENSHOT) {
-      await page.screenshot({ path: process.env.CADRE_UI_SCREENSHOT });
-    }
 
     if (errors.length) throw new Error("errors on the page: " + errors.join("; "));
 

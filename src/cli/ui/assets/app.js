@@ -107,8 +107,7 @@ function drawTree() {
     const tr = el(
       "tr",
       { class: "agent" + (a.id === agentShown ? " selected" : ""), "data-agent": a.id, "data-status": a.status },
-      el("td", { class: "name" },
-        el("span", { class: "indent", style: `width:${depth[a.id] * 1.4}em` }),
+      el("td", { class: "name", style: `padding-left:${0.7 + depth[a.id] * 1.6}em` },
         el("span", { class: "kind" }, a.name ? `${a.name} (${a.kind})` : a.kind),
         ...tags,
         a.description ? el("span", { class: "desc" }, a.description) : null),
@@ -158,7 +157,8 @@ async function showTranscript(agent) {
   const r = await fetch(api("/api/transcript", { id: selected, agent }));
   const box = $("messages");
   $("transcript").hidden = false;
-  $("transcript-title").textContent = `Transcript of ${agent}`;
+  const a = tree && tree.agents.find((x) => x.id === agent);
+  $("transcript-title").textContent = `Transcript: ${a && a.name ? a.name : a ? a.kind : agent} (${agent})`;
   box.replaceChildren();
   if (!r.ok) {
     box.append(el("p", { class: "empty" }, "No transcript yet."));
@@ -192,7 +192,16 @@ function connect() {
   source.onopen = () => { $("live").textContent = "live"; $("live").className = "live"; };
   source.onerror = () => { $("live").textContent = "reconnecting…"; $("live").className = "live off"; };
   source.addEventListener("sessions", (e) => drawSessions(JSON.parse(e.data)));
-  source.addEventListener("tree", (e) => { tree = JSON.parse(e.data); drawTree(); });
+  source.addEventListener("tree", (e) => {
+    const before = tree && tree.agents.find((a) => a.id === agentShown);
+    tree = JSON.parse(e.data);
+    drawTree();
+    // The transcript on show follows its agent.
+    const now = tree.agents.find((a) => a.id === agentShown);
+    if (before && now && (before.last_activity !== now.last_activity || before.status !== now.status)) {
+      showTranscript(agentShown);
+    }
+  });
   source.addEventListener("fleet", (e) => drawFleet(JSON.parse(e.data)));
 }
 
