@@ -70,8 +70,9 @@ fn start_ui(p: &Project) -> (Killed, String) {
     (ui, url)
 }
 
-/// A raw HTTP/1 GET of `target` with `host` as the Host header; the status.
-fn get_status(port: &str, host: &str, target: &str) -> u16 {
+/// A raw HTTP/1 GET of `target` with `host` as the Host header: the
+/// status and the body.
+fn get(port: &str, host: &str, target: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
@@ -79,9 +80,28 @@ fn get_status(port: &str, host: &str, target: &str) -> u16 {
         "GET {target} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).unwrap();
-    String::from_utf8_lossy(&head[9..12]).parse().unwrap()
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let status = answer[9..12].parse().unwrap();
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+fn get_status(port: &str, host: &str, target: &str) -> u16 {
+    get(port, host, target).0
+}
+
+/// The port and token of an address `cadre ui` printed.
+fn port_and_token(url: &str) -> (String, String) {
+    let port = url["http://127.0.0.1:".len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    (port, url.split("token=").nth(1).unwrap().to_string())
 }
 
 #[test]
@@ -123,12 +143,7 @@ fn the_web_view_shows_a_running_tree_live_in_a_browser_and_refuses_requests_with
             .unwrap(),
     );
     let (_ui, url) = start_ui(&p);
-    let port = url["http://127.0.0.1:".len()..]
-        .split('/')
-        .next()
-        .unwrap()
-        .to_string();
-    let token = url.split("token=").nth(1).unwrap().to_string();
+    let (port, token) = port_and_token(&url);
 
     // The Host header is checked (DNS rebinding), and so is the token.
     let ok_target = format!("/api/sessions?token={token}");
@@ -238,4 +253,104 @@ fn the_web_view_shows_a_running_tree_live_in_a_browser_and_refuses_requests_with
         .unwrap();
     assert!(status.success(), "{stderr}");
     assert_eq!(stdout.trim(), "final: the waiter is done");
+}
+
+/// A child on a fleet worker: the fleet table shows its task running with
+/// the worker holding its lease and the lease's age, and the session's
+/// tree shows the child in its Bash call (its transcript, written by the
+/// worker into the shared session folder); both follow it to its end.
+#[test]
+fn the_web_view_shows_the_fleet_s_tasks_with_their_workers_and_lease_ages() {
+    use super::distributed::{Worker, fleet_project};
+    let nats = super::kit::nats::NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains(super::harness::MAIN_MARKER) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_bg",
+                    "Agent",
+                    json!({"description": "remote wait", "prompt": "wait", "subagent_type": "general-purpose", "run_in_background": true}),
+                ),
+                1 => anthropic::text_reply("launched"),
+                _ => anthropic::text_reply("final: remote done"),
+            };
+        }
+        match assistant_turns(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_wait",
+                "Bash",
+                json!({"command": "while [ ! -e release ]; do sleep 0.05; done", "description": "wait"}),
+            ),
+            _ => anthropic::text_reply("released"),
+        }
+    });
+    let worker = Worker::start(&p, &server, "w1");
+    worker.wait_pulling();
+    let mut run = Killed(
+        p.command(Some(&server))
+            .args(["run", "go"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let (_ui, url) = start_ui(&p);
+    let (port, token) = port_and_token(&url);
+    let host = format!("127.0.0.1:{port}");
+    let fleet = || -> Value {
+        let (status, body) = get(&port, &host, &format!("/api/fleet?token={token}"));
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let mut task = Value::Null;
+    super::harness::wait_until(
+        "the task running on the worker",
+        Duration::from_secs(30),
+        || {
+            let f = fleet();
+            assert_eq!(f["configured"], true, "{f}");
+            task = f["tasks"][0].clone();
+            task["status"] == "running" && task["lease_age_ms"].is_u64()
+        },
+    );
+    assert!(
+        task["owner"].as_str().is_some_and(|o| !o.is_empty()),
+        "the worker holding the lease: {task}"
+    );
+    assert_eq!(task["description"], "remote wait");
+    let session = task["session_id"].as_str().unwrap().to_string();
+    let tree_of = || -> Value {
+        let (status, body) = get(
+            &port,
+            &host,
+            &format!("/api/tree?token={token}&id={session}"),
+        );
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    super::harness::wait_until(
+        "the child in its Bash call",
+        Duration::from_secs(30),
+        || {
+            let child = &tree_of()["agents"][1];
+            child["status"] == "running" && child["current_tools"] == json!(["Bash"])
+        },
+    );
+
+    std::fs::write(p.path().join("release"), "").unwrap();
+    super::harness::wait_until("the task to end", Duration::from_secs(30), || {
+        fleet()["tasks"][0]["status"] == "completed"
+    });
+    let t = &fleet()["tasks"][0];
+    assert!(t["lease_age_ms"].is_null(), "no lease once ended: {t}");
+    assert!(run.0.wait().unwrap().success());
+    super::harness::wait_until("the session to end", Duration::from_secs(10), || {
+        let tree = tree_of();
+        tree["status"] == "ended" && tree["agents"][1]["status"] == "completed"
+    });
 }

@@ -29,6 +29,8 @@ const APP_CSS: &str = include_str!("assets/app.css");
 
 /// How often a live stream looks at the files again.
 const TICK: Duration = Duration::from_millis(300);
+/// How often it lists the sessions again (each one's files are looked at).
+const LIST_TICK: Duration = Duration::from_secs(1);
 /// How often it asks the broker for the fleet's tasks.
 const FLEET_TICK: Duration = Duration::from_secs(1);
 /// A comment line this often keeps a quiet stream open through proxies.
@@ -210,26 +212,24 @@ impl App {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(16);
         tokio::spawn(async move {
             let mut sent: [Option<String>; 3] = [None, None, None];
-            let mut last_fleet: Option<tokio::time::Instant> = None;
+            let (mut last_list, mut last_fleet) = (None, None);
             let mut last_write = tokio::time::Instant::now();
             loop {
                 let source = self.source.clone();
                 let tree_id = id.clone();
+                let list = due(&mut last_list, LIST_TICK);
                 let (sessions, tree) = blocking(move || {
                     let tree = (!tree_id.is_empty()).then(|| source.tree(&tree_id));
-                    Some((source.sessions(), tree.flatten()))
+                    Some((list.then(|| source.sessions()), tree.flatten()))
                 })
                 .await
-                .unwrap_or((Value::Null, None));
-                let mut events = vec![
-                    ("sessions", Some(sessions)),
-                    ("tree", tree),
-                    ("fleet", None),
-                ];
-                if last_fleet.is_none_or(|t| t.elapsed() >= FLEET_TICK) {
-                    last_fleet = Some(tokio::time::Instant::now());
-                    events[2].1 = Some(self.fleet().await);
-                }
+                .unwrap_or((None, None));
+                let fleet = if due(&mut last_fleet, FLEET_TICK) {
+                    Some(self.fleet().await)
+                } else {
+                    None
+                };
+                let events = [("sessions", sessions), ("tree", tree), ("fleet", fleet)];
                 for (slot, (name, value)) in events.into_iter().enumerate() {
                     let Some(value) = value else { continue };
                     let data = value.to_string();
@@ -264,6 +264,16 @@ impl App {
         *r.body_mut() = BodyExt::boxed(StreamBody::new(stream));
         r
     }
+}
+
+/// Whether `every` has passed since `last` (then `last` is now).
+fn due(last: &mut Option<tokio::time::Instant>, every: Duration) -> bool {
+    let now = tokio::time::Instant::now();
+    let due = last.is_none_or(|t| now.duration_since(t) >= every);
+    if due {
+        *last = Some(now);
+    }
+    due
 }
 
 /// Runs a file-reading job off the async threads.
