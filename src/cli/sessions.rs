@@ -132,12 +132,11 @@ pub(super) fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
         .find(|m| m.role == Role::User)
         .and_then(|m| {
             // The user's own words, not a reminder cadre added to them.
-            let texts = m.content.iter().filter_map(|b| b.as_text());
+            let mut texts = m.content.iter().rev().filter_map(|b| b.as_text());
+            let last = texts.clone().next();
             texts
-                .clone()
-                .rev()
                 .find(|t| !t.trim_start().starts_with("<system-reminder>"))
-                .or_else(|| texts.last())
+                .or(last)
         })
         .map(|t| {
             let line = t.lines().next().unwrap_or("");

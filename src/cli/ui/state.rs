@@ -34,6 +34,9 @@ const MAX_MESSAGES: usize = 400;
 /// contents are taken to be.
 type Stamp = (u64, Option<SystemTime>);
 
+/// A session's row, with the stamps of the files it was made from.
+type Row = (Vec<Option<Stamp>>, Value);
+
 fn stamp(path: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.len(), m.modified().ok()))
@@ -45,7 +48,7 @@ pub struct Source {
     /// Transcripts read, by path, with the stamp they were read at.
     files: Mutex<HashMap<PathBuf, (Stamp, Arc<Restored>)>>,
     /// Session rows, by folder, with the stamps of the files they came from.
-    rows: Mutex<HashMap<PathBuf, (Vec<Option<Stamp>>, Value)>>,
+    rows: Mutex<HashMap<PathBuf, Row>>,
 }
 
 /// One agent of a session's tree.
@@ -356,9 +359,9 @@ fn block(b: &ContentBlock) -> Value {
         } => {
             let text: Vec<&str> = content
                 .iter()
-                .filter_map(|c| match c {
-                    crate::message::ToolResultContent::Text { text } => Some(text.as_str()),
-                    crate::message::ToolResultContent::Image { .. } => Some("(image)"),
+                .map(|c| match c {
+                    crate::message::ToolResultContent::Text { text } => text.as_str(),
+                    crate::message::ToolResultContent::Image { .. } => "(image)",
                 })
                 .collect();
             json!({"kind": "tool_result", "error": is_error, "text": clip(&text.join("\n"))})
