@@ -786,6 +786,20 @@ mod tests {
     }
 
     #[test]
+    fn a_run_has_ended_until_a_message_or_a_later_run_follows_its_end_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        let message = "{\"type\":\"message\",\"timestamp\":\"t1\",\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n";
+        let end = "{\"type\":\"end\",\"timestamp\":\"t2\",\"status\":\"completed\"}\n";
+        std::fs::write(&p, message).unwrap();
+        assert_eq!(load(&p).unwrap().ended, None, "still running");
+        std::fs::write(&p, format!("{message}{end}")).unwrap();
+        assert_eq!(load(&p).unwrap().ended.as_deref(), Some("t2"));
+        std::fs::write(&p, format!("{message}{end}{message}")).unwrap();
+        assert_eq!(load(&p).unwrap().ended, None, "resumed and running again");
+    }
+
+    #[test]
     fn a_damaged_line_is_an_error_with_its_position() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("main.jsonl");

@@ -214,7 +214,8 @@ impl App {
             let mut sent: [Option<String>; 3] = [None, None, None];
             let (mut last_list, mut last_fleet) = (None, None);
             let mut last_write = tokio::time::Instant::now();
-            loop {
+            // Until the page goes away.
+            while !tx.is_closed() {
                 let source = self.source.clone();
                 let tree_id = id.clone();
                 let list = due(&mut last_list, LIST_TICK);
