@@ -26,13 +26,16 @@ pub fn terminal_questioner(progress: Arc<Progress>) -> Questioner {
         let progress = Arc::clone(&progress);
         Box::pin(async move {
             progress.hide();
-            let answers = tokio::task::spawn_blocking(move || ask_all(&req.questions))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(Unanswered::Failed {
-                        error: e.to_string(),
-                    })
-                });
+            let answers = tokio::task::spawn_blocking(move || {
+                let _terminal = super::turn_keys::hold_terminal();
+                ask_all(&req.questions)
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(Unanswered::Failed {
+                    error: e.to_string(),
+                })
+            });
             progress.show();
             answers
         })

@@ -1,6 +1,6 @@
 //! The chat's input line (rustyline): history kept across sessions in the
 //! user's state folder, Ctrl-R to search it, a line continued with a `\`
-//! at its end (or a new line with Alt-Enter or Ctrl-J), and Tab completion
+//! at its end (or a new line with Alt-Enter), and Tab completion
 //! of slash commands and of file paths after `@`.
 
 use std::borrow::Cow;
@@ -117,12 +117,10 @@ impl ChatInput {
             commands,
             files: FilenameCompleter::new(),
         }));
-        for key in [
-            KeyEvent(KeyCode::Enter, Modifiers::ALT),
-            KeyEvent::ctrl('J'),
-        ] {
-            editor.bind_sequence(key, Cmd::Newline);
-        }
+        // Not Ctrl-J: an Enter pressed just before the editor takes the
+        // terminal arrives as a line feed (the terminal's normal mode turns
+        // CR into LF), and must send the line, not continue it.
+        editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         let history = history_path();
         if let Some(path) = &history
             && path.exists()
@@ -135,11 +133,14 @@ impl ChatInput {
 
     /// Reads one prompt: `Ok(None)` at Ctrl-D. A `\` that ended a line
     /// joins it to the next with a newline.
+    /// `typed` is already on the line, with the cursor after it (what was
+    /// typed while the last turn ran).
     pub fn read(
         &mut self,
         prompt: &str,
+        typed: &str,
     ) -> Result<Option<String>, rustyline::error::ReadlineError> {
-        match self.editor.readline(prompt) {
+        match self.editor.readline_with_initial(prompt, (typed, "")) {
             Ok(line) => Ok(Some(line.replace("\\\n", "\n"))),
             Err(rustyline::error::ReadlineError::Eof) => Ok(None),
             Err(e) => Err(e),

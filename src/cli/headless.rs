@@ -964,20 +964,7 @@ fn client_asker(control: Arc<Control>) -> runtime::Asker {
                     for p in &a.problems {
                         eprintln!("cadre: can_use_tool answer: {p}; that update is ignored");
                     }
-                    let mut updates = Vec::new();
-                    for (dest, u) in a.updates {
-                        if let Some(path) = settings_file(dest)
-                            && let Err(e) = crate::config::edit::edit_json_settings(&path, |o| {
-                                runtime::grants::edit_settings(o, &u)
-                            })
-                        {
-                            eprintln!(
-                                "cadre: permission update not written to {}: {e} (it applies to this session only)",
-                                path.display()
-                            );
-                        }
-                        updates.push(u);
-                    }
+                    let updates = super::remember::keep(a.updates);
                     runtime::AskAnswer {
                         allow: a.allow,
                         message: a.message,
@@ -1057,29 +1044,6 @@ fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
                 .ok_or(Unanswered::NoAnswers)
         })
     })
-}
-
-/// The settings file a permission update with this destination is kept
-/// in, besides the session (`None`: the session only).
-fn settings_file(dest: wire::Destination) -> Option<PathBuf> {
-    let cwd = std::env::current_dir().ok()?;
-    match dest {
-        wire::Destination::Session => None,
-        wire::Destination::LocalSettings => Some(cwd.join(".claude/settings.local.json")),
-        wire::Destination::ProjectSettings => Some(cwd.join(".claude/settings.json")),
-        wire::Destination::UserSettings => {
-            let home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-            match home {
-                Some(h) => Some(PathBuf::from(h).join(".claude/settings.json")),
-                None => {
-                    eprintln!(
-                        "cadre: permission update for userSettings: HOME is not set; it applies to this session only"
-                    );
-                    None
-                }
-            }
-        }
-    }
 }
 
 /// Merges agents from `initialize` into the `--agents` JSON.

@@ -1010,6 +1010,15 @@ enum ChatDone {
     Shown,
 }
 
+/// The answers chat's permission question takes; "always" names what it
+/// remembers.
+fn allow_choices(always: Option<&super::remember::Offer>) -> String {
+    match always {
+        Some(offer) => format!("Allow? [y]es · [a]lways: {} · [N]o", offer.words),
+        None => "Allow? [y/N]".to_string(),
+    }
+}
+
 /// Chat's own built-in commands (`CHAT_BUILTINS`) and the answer to an
 /// unknown `/name`; `None` for anything else (a prompt, a command, a skill,
 /// another built-in).
@@ -1047,10 +1056,12 @@ async fn chat_builtin(
             let settings = serde_json::to_value(&snap.config.settings).unwrap_or_default();
             super::config::print_settings(&snap.config, &settings, true, "");
         }
-        "permissions" => {
+        "permissions" if args.is_empty() => {
             let settings = serde_json::to_value(&snap.config.settings).unwrap_or_default();
             super::config::print_settings(&snap.config, &settings, true, "permissions.");
+            eprintln!("{}", session_rules(engine));
         }
+        "permissions" => eprintln!("{}", edit_session_rules(engine, args)),
         "memory" => super::config::show_instructions(&snap),
         "cost" | "usage" => eprintln!("{}", cost_text(&progress.spent(), &snap)),
         "context" => {
@@ -1085,6 +1096,79 @@ async fn chat_builtin(
         }
     }
     Some(ChatDone::Shown)
+}
+
+/// `/permissions`' last part: the rules this session added (an "always"
+/// answer, `/permissions allow …`), and how to change them.
+fn session_rules(engine: &Engine) -> String {
+    let Ok(grants) = engine.grants.lock() else {
+        return String::new();
+    };
+    let mut text = String::from("added in this session:");
+    let mut any = false;
+    for (behavior, rules) in grants.own() {
+        for r in rules {
+            any = true;
+            text.push_str(&format!("\n  {} {r}", behavior.as_str()));
+        }
+    }
+    if !any {
+        text.push_str("\n  none");
+    }
+    text.push_str(
+        "\n/permissions allow|ask|deny RULE adds a rule for this session; /permissions remove RULE takes one of these away (settings files are edited in the files)",
+    );
+    text
+}
+
+/// `/permissions allow|ask|deny RULE` and `/permissions remove RULE`: the
+/// session's own rules (added to the settings' rules; a deny rule of any
+/// layer still binds).
+fn edit_session_rules(engine: &Engine, args: &str) -> String {
+    use runtime::grants::{Behavior, PermissionUpdate};
+    let (verb, rule) = args.split_once(char::is_whitespace).unwrap_or((args, ""));
+    let rule = rule.trim().to_string();
+    if rule.is_empty() {
+        return "usage: /permissions allow|ask|deny RULE, or /permissions remove RULE".into();
+    }
+    let update = match verb {
+        "allow" | "ask" | "deny" => {
+            let behavior = match verb {
+                "allow" => Behavior::Allow,
+                "ask" => Behavior::Ask,
+                _ => Behavior::Deny,
+            };
+            if let Err(e) = crate::permissions::Rule::parse(&rule) {
+                return format!("not a permission rule: {rule}: {e}");
+            }
+            PermissionUpdate::AddRules {
+                behavior,
+                rules: vec![rule.clone()],
+            }
+        }
+        "remove" => {
+            let Ok(mut g) = engine.grants.lock() else {
+                return String::new();
+            };
+            let found = g.own().iter().any(|(_, rules)| rules.contains(&rule));
+            if !found {
+                return format!("{rule} is not a rule this session added (see /permissions)");
+            }
+            for behavior in [Behavior::Allow, Behavior::Ask, Behavior::Deny] {
+                g.apply(&PermissionUpdate::RemoveRules {
+                    behavior,
+                    rules: vec![rule.clone()],
+                });
+            }
+            return format!("removed {rule} for this session");
+        }
+        other => return format!("unknown /permissions {other}: use allow, ask, deny or remove"),
+    };
+    let Ok(mut g) = engine.grants.lock() else {
+        return String::new();
+    };
+    g.apply(&update);
+    format!("{verb} {rule} for the rest of this session")
 }
 
 /// `/cost`: per agent, its requests, tokens, cache-read share and cost.
@@ -1267,6 +1351,7 @@ fn terminal_elicitor() -> crate::mcp::Elicitor {
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
                 use std::io::Write;
+                let _terminal = super::turn_keys::hold_terminal();
                 let mut read = || {
                     let mut line = String::new();
                     match std::io::stdin().read_line(&mut line) {
@@ -1295,16 +1380,31 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     let progress = Progress::new(true, g.quiet);
     let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
         let question = permission_question(&ask);
+        let suggested = super::wire::permission_answer(&serde_json::json!({
+            "behavior": "allow",
+            "updatedPermissions": super::wire::permission_suggestions(&ask.tool, &ask.input),
+        }));
+        let always = super::remember::offer(suggested.updates);
         Box::pin(async move {
             tokio::task::spawn_blocking(move || {
-                eprint!("{question}\nAllow? [y/N] ");
+                let _terminal = super::turn_keys::hold_terminal();
+                eprint!("{question}\n{} ", allow_choices(always.as_ref()));
                 let mut line = String::new();
-                std::io::stdin().read_line(&mut line).is_ok()
-                    && matches!(line.trim(), "y" | "Y" | "yes")
+                if std::io::stdin().read_line(&mut line).is_err() {
+                    return false.into();
+                }
+                match (line.trim(), always) {
+                    ("y" | "Y" | "yes", _) => true.into(),
+                    ("a" | "A" | "always", Some(offer)) => runtime::AskAnswer {
+                        allow: true,
+                        updates: super::remember::keep(offer.updates),
+                        ..runtime::AskAnswer::default()
+                    },
+                    _ => false.into(),
+                }
             })
             .await
-            .unwrap_or(false)
-            .into()
+            .unwrap_or_else(|_| false.into())
         })
     });
     let mode = || Mode {
@@ -1356,12 +1456,13 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             // The exports run on this runtime: this thread leaves it
             // while the last ones go out.
             tokio::task::block_in_place(crate::telemetry::shutdown);
+            super::turn_keys::restore_terminal();
             std::process::exit(143);
         });
     }
     let mut editor = super::chat_input::ChatInput::new(chat_commands(&engine).await)?;
     eprintln!(
-        "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Ctrl-C cancels a running turn, Ctrl-D quits."
+        "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Esc or Ctrl-C cancels a running turn, Ctrl-D quits."
     );
     let mut first = !args.session.resuming();
     let source = if args.session.resuming() {
@@ -1370,10 +1471,32 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         "startup"
     };
     let mut start_context = session.session_start_hooks(source).await;
+    // What was typed while the last turn ran, for the next prompt.
+    let mut typed = String::new();
     loop {
         let status = status_line(&session, &engine, &progress).await;
         eprintln!("{}", super::output::dim(&status));
-        let line = match editor.read("› ") {
+        // A line typed and entered while the last turn ran is the next
+        // prompt; a line typed without Enter waits on the prompt line.
+        if typed.starts_with(super::turn_keys::END) {
+            break;
+        }
+        let ahead = match typed.split_once('\n') {
+            Some((line, rest)) => {
+                let line = line.to_string();
+                typed = rest.to_string();
+                Some(line)
+            }
+            None => None,
+        };
+        let read = match ahead {
+            Some(line) => {
+                eprintln!("› {line}");
+                Ok(Some(line))
+            }
+            None => editor.read("› ", &std::mem::take(&mut typed)),
+        };
+        let line = match read {
             Ok(Some(l)) => l,
             Ok(None) => break,
             Err(rustyline::error::ReadlineError::Interrupted) => continue,
@@ -1475,10 +1598,14 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         }
         session.set_cancel(cancel.clone());
         session.begin_prompt();
+        // Esc cancels the turn as Ctrl-C does.
+        let keys = super::turn_keys::TurnKeys::watch(cancel.clone());
         let result = tokio::select! {
             r = session.run() => Some(r),
             _ = tokio::signal::ctrl_c() => { cancel.cancel(); None }
+            () = cancel.cancelled() => None,
         };
+        typed = keys.finish();
         progress.end_text();
         outln!();
         match result {
@@ -1500,8 +1627,8 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
                     );
                 }
             }
-            Some(Err(e)) => eprintln!("error: {e}"),
-            None => {
+            Some(Err(e)) if !matches!(e, RunError::Cancelled) => eprintln!("error: {e}"),
+            Some(Err(_)) | None => {
                 session.repair_after_cancel();
                 progress.clear_calls();
                 eprintln!("(cancelled)");

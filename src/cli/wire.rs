@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::runtime::grants::PermissionUpdate;
+use crate::runtime::grants::{Destination, PermissionUpdate};
 
 /// The Claude Code version cadre speaks the protocol of. The SDKs read it
 /// from the `init` message (`claude_code_version`) and warn below 2.0.0.
@@ -569,18 +569,6 @@ impl ResponseIn {
             }
         }
     }
-}
-
-/// Where a permission update is kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Destination {
-    Session,
-    /// Also written to `.claude/settings.local.json`.
-    LocalSettings,
-    /// Also written to `.claude/settings.json`.
-    ProjectSettings,
-    /// Also written to `~/.claude/settings.json`.
-    UserSettings,
 }
 
 /// A `can_use_tool` answer.

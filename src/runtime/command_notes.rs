@@ -59,8 +59,8 @@ pub const CHAT_BUILTINS: &[(&str, &str, &str)] = &[
     ),
     (
         "permissions",
-        "",
-        "the permission rules in force and where each comes from",
+        "[allow|ask|deny|remove RULE]",
+        "the permission rules in force and where each comes from; add or remove one for this session",
     ),
 ];
 

@@ -20,6 +20,17 @@ pub enum Behavior {
     Deny,
 }
 
+impl Behavior {
+    /// The list's name in Claude Code's settings (`permissions.allow`…).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Behavior::Allow => "allow",
+            Behavior::Ask => "ask",
+            Behavior::Deny => "deny",
+        }
+    }
+}
+
 /// One permission update, as Claude Code's protocol has them.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PermissionUpdate {
@@ -40,6 +51,18 @@ pub enum PermissionUpdate {
     SetMode(PermissionMode),
     AddDirectories(Vec<PathBuf>),
     RemoveDirectories(Vec<PathBuf>),
+}
+
+/// Where a permission update is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Destination {
+    Session,
+    /// Also written to `.claude/settings.local.json`.
+    LocalSettings,
+    /// Also written to `.claude/settings.json`.
+    ProjectSettings,
+    /// Also written to `~/.claude/settings.json`.
+    UserSettings,
 }
 
 /// What the session's updates add to the settings.
@@ -91,6 +114,15 @@ impl Grants {
         errors
     }
 
+    /// The rules the session added, by list (allow, ask, deny).
+    pub fn own(&self) -> [(Behavior, &[String]); 3] {
+        [
+            (Behavior::Allow, &self.allow),
+            (Behavior::Ask, &self.ask),
+            (Behavior::Deny, &self.deny),
+        ]
+    }
+
     fn list(&mut self, behavior: Behavior) -> &mut Vec<String> {
         match behavior {
             Behavior::Allow => &mut self.allow,
@@ -128,11 +160,7 @@ pub fn edit_settings(settings: &mut Map<String, Value>, update: &PermissionUpdat
     let Some(p) = permissions.as_object_mut() else {
         return;
     };
-    let key = |b: Behavior| match b {
-        Behavior::Allow => "allow",
-        Behavior::Ask => "ask",
-        Behavior::Deny => "deny",
-    };
+    let key = Behavior::as_str;
     let mut edit_list = |k: &str, f: &dyn Fn(&mut Vec<Value>)| {
         let list = p.entry(k).or_insert_with(|| Value::Array(Vec::new()));
         if !list.is_array() {

@@ -5,6 +5,7 @@
 use super::ask_user::{Tmux, chat_line, quote};
 use super::harness::Project;
 use super::kit::{FakeServer, anthropic};
+use serde_json::json;
 
 const ANSWER: &str = "# Plan\n\nUse **bold** and `code` here.\n\n- first item\n- second item\n\n| name | size |\n|------|------|\n| a.rs | 10 |\n\n```rust\nfn main() {}\n```\nDone now.";
 
@@ -242,4 +243,87 @@ fn chat_shows_a_status_line_and_the_settings_command_replaces_it() {
     let show = clone.run(None, &["config", "show", "--json"]);
     let skipped = show.ok().json()["skipped"].to_string();
     assert!(skipped.contains("status_line"), "{skipped}");
+}
+
+/// Esc cancels a running turn as Ctrl-C does, and what was typed while the
+/// turn ran is waiting on the next prompt line.
+#[test]
+fn esc_cancels_a_running_turn_and_keeps_what_was_typed() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("too late").delayed(std::time::Duration::from_secs(60)),
+        anthropic::text_reply("second answer"),
+    ]);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["slow one", "Enter"]);
+    assert!(server.wait_for_requests(1, std::time::Duration::from_secs(20)));
+    t.keys(&["next", "Escape"]);
+    t.wait_for("(cancelled)");
+    t.wait_for("› next");
+    t.keys(&[" please", "Enter"]);
+    t.wait_for("second answer");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let last = requests[1].json["messages"].to_string();
+    assert!(last.contains("next please"), "{last}");
+    assert!(!t.screen().contains("too late"), "{}", t.screen());
+}
+
+/// The permission question offers "always" with the rule it would add;
+/// that answer writes the rule to the local settings and the next call it
+/// covers runs without a question.
+#[test]
+fn always_at_the_permission_question_adds_the_rule_it_named() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "echo one"})),
+        anthropic::text_reply("did one"),
+        anthropic::tool_use_reply("toolu_2", "Bash", json!({"command": "echo two"})),
+        anthropic::text_reply("did two"),
+    ]);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["first", "Enter"]);
+    t.wait_for("[a]lways: allow Bash(echo:*) (kept in .claude/settings.local.json)");
+    t.keys(&["a", "Enter"]);
+    t.wait_for("did one");
+    t.keys(&["second", "Enter"]);
+    t.wait_for("did two");
+    assert_eq!(t.screen().matches("Allow?").count(), 1, "{}", t.screen());
+    let local: serde_json::Value =
+        serde_json::from_str(&p.read(".claude/settings.local.json")).unwrap();
+    assert_eq!(local["permissions"]["allow"], json!(["Bash(echo:*)"]));
+    let requests = server.requests();
+    let result = requests[3].json["messages"].to_string();
+    assert!(result.contains("two"), "{result}");
+}
+
+/// `/permissions deny RULE` binds the rest of the session without a
+/// question; `/permissions` lists it and `/permissions remove` takes it
+/// away.
+#[test]
+fn permissions_added_in_chat_bind_the_session() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "touch made.txt"})),
+        anthropic::text_reply("tried"),
+    ]);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["/permissions deny Bash(touch:*)", "Enter"]);
+    t.wait_for("deny Bash(touch:*) for the rest of this session");
+    t.keys(&["/permissions deny Bash(", "Enter"]);
+    t.wait_for("not a permission rule: Bash(");
+    t.keys(&["go", "Enter"]);
+    t.wait_for("tried");
+    assert!(!p.path().join("made.txt").exists());
+    assert!(!t.screen().contains("Allow?"), "{}", t.screen());
+    let result = server.requests()[1].json["messages"].to_string();
+    assert!(result.contains("Bash(touch:*)"), "{result}");
+    t.keys(&["/permissions", "Enter"]);
+    t.wait_for("added in this session:");
+    t.wait_for("  deny Bash(touch:*)");
+    t.keys(&["/permissions remove Bash(touch:*)", "Enter"]);
+    t.wait_for("removed Bash(touch:*) for this session");
 }
