@@ -31,6 +31,7 @@ mod teams;
 mod tools;
 mod trust;
 mod turn_keys;
+mod ui;
 mod watch;
 pub mod wire;
 mod worker;
@@ -166,6 +167,9 @@ pub enum Command {
     /// Claude Code's, for editors' ACP adapters).
     #[command(subcommand)]
     Auth(auth::AuthCommand),
+    /// A live web view of this project's sessions on 127.0.0.1: agent
+    /// trees, transcripts, the fleet's tasks (docs/observability.md).
+    Ui(ui::UiArgs),
 }
 
 /// How a command failed, which decides the exit code.
@@ -333,6 +337,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Sessions(cmd) => sessions::dispatch(&g, cmd),
         Command::Worker(args) => worker::worker(&g, args).await,
         Command::Tasks(cmd) => worker::dispatch(&g, cmd).await,
+        Command::Ui(args) => ui::ui(&g, args).await,
     }
 }
 

@@ -42,12 +42,12 @@ pub struct RmArgs {
     id: String,
 }
 
-/// One session, as `list` and `show` print it.
+/// One session, as `list` and `show` print it (and the web view lists it).
 #[derive(Debug, Serialize)]
-struct Summary {
+pub(super) struct Summary {
     id: String,
     started: Option<String>,
-    last_activity: Option<String>,
+    pub(super) last_activity: Option<String>,
     model: Option<String>,
     agent: Option<String>,
     /// Model responses.
@@ -117,9 +117,9 @@ fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
     Some(total)
 }
 
-type Prices = std::collections::BTreeMap<String, crate::config::ModelPrice>;
+pub(super) type Prices = std::collections::BTreeMap<String, crate::config::ModelPrice>;
 
-fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
+pub(super) fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
     let (id, folder) = (found.id.as_str(), found.folder.as_path());
     let children = std::fs::read_dir(folder.join("agents")).map_or(0, |d| {
         d.flatten()
@@ -130,7 +130,14 @@ fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
         .history
         .iter()
         .find(|m| m.role == Role::User)
-        .and_then(|m| m.content.iter().rev().find_map(|b| b.as_text()))
+        .and_then(|m| {
+            // The user's own words, not a reminder cadre added to them.
+            let mut texts = m.content.iter().rev().filter_map(|b| b.as_text());
+            let last = texts.clone().next();
+            texts
+                .find(|t| !t.trim_start().starts_with("<system-reminder>"))
+                .or(last)
+        })
         .map(|t| {
             let line = t.lines().next().unwrap_or("");
             line.chars().take(60).collect::<String>()
@@ -157,7 +164,7 @@ fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
 fn list(dirs: &SessionDirs, json: bool, prices: &Prices) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for found in dirs.all() {
-        match resume::load(&found.folder.join("main.jsonl")) {
+        match resume::load(&resume::main_transcript(&found.folder)) {
             Ok(r) => rows.push(summary(&found, &r, prices)),
             Err(e) => eprintln!("warning: {e}"),
         }
@@ -195,7 +202,7 @@ fn list(dirs: &SessionDirs, json: bool, prices: &Prices) -> Result<(), CliError>
 fn show(dirs: &SessionDirs, id: &str, json: bool, prices: &Prices) -> Result<(), CliError> {
     let found = dirs.find(id).map_err(usage_error)?;
     let folder = found.folder.clone();
-    let r = resume::load(&folder.join("main.jsonl")).map_err(usage_error)?;
+    let r = resume::load(&resume::main_transcript(&folder)).map_err(usage_error)?;
     let s = summary(&found, &r, prices);
     if json {
         #[derive(Serialize)]

@@ -148,7 +148,7 @@ pub async fn worker(g: &GlobalArgs, args: WorkerArgs) -> Result<(), CliError> {
 
 /// One line of `tasks list`.
 #[derive(Debug, Serialize)]
-struct Row {
+pub(super) struct Row {
     agent_id: String,
     status: &'static str,
     owner: Option<String>,
@@ -171,14 +171,11 @@ pub async fn dispatch(g: &GlobalArgs, cmd: TasksCommand) -> Result<(), CliError>
     let (_, swap) = load_snapshot(g, &Overrides::default())?;
     let d = swap.load().settings().distributed.clone();
     let broker = Broker::connect(&d).await.map_err(failed)?;
-    let mut rows = Vec::new();
-    for r in crate::fleet::parent::task_records(&broker)
-        .await
-        .map_err(failed)?
-    {
-        rows.push(row(r));
-    }
-    rows.sort_by(|a, b| (a.queued_at_ms, &a.agent_id).cmp(&(b.queued_at_ms, &b.agent_id)));
+    let rows = rows(
+        crate::fleet::parent::task_records(&broker)
+            .await
+            .map_err(failed)?,
+    );
     if args.json {
         return print_json(&rows);
     }
@@ -212,6 +209,14 @@ pub async fn dispatch(g: &GlobalArgs, cmd: TasksCommand) -> Result<(), CliError>
         );
     }
     Ok(())
+}
+
+/// The lines of `tasks list` (and the web view's fleet table), oldest
+/// task first.
+pub(super) fn rows(records: Vec<TaskRecord>) -> Vec<Row> {
+    let mut rows: Vec<Row> = records.into_iter().map(row).collect();
+    rows.sort_by(|a, b| (a.queued_at_ms, &a.agent_id).cmp(&(b.queued_at_ms, &b.agent_id)));
+    rows
 }
 
 fn row(r: TaskRecord) -> Row {

@@ -84,6 +84,9 @@ pub struct Restored {
     /// A sub-agent transcript's `spawn` line (a fork's `frozen` request
     /// parts among its fields).
     pub spawn: Option<serde_json::Map<String, Value>>,
+    /// The timestamp of the `end` line a run writes when it ends, when no
+    /// message or later run followed it (the session is not running).
+    pub ended: Option<String>,
 }
 
 /// Why a transcript cannot be read back.
@@ -180,6 +183,18 @@ pub fn session_folders(dir: &Path) -> Vec<(String, PathBuf)> {
         .collect();
     out.sort();
     out
+}
+
+/// The main agent's transcript in a session's folder.
+pub fn main_transcript(folder: &Path) -> PathBuf {
+    folder.join("main.jsonl")
+}
+
+/// Sub-agent `agent_id`'s transcript in a session's folder.
+pub fn sub_agent_transcript(folder: &Path, agent_id: &str) -> PathBuf {
+    folder
+        .join("agents")
+        .join(format!("agent-{agent_id}.jsonl"))
 }
 
 /// The longest transcript line read back (a message with its tool
@@ -310,6 +325,9 @@ fn apply_line(
     if out.started.is_none() {
         out.started.clone_from(&ts);
     }
+    if matches!(line.kind.as_deref(), Some("message" | "resume")) {
+        out.ended = None;
+    }
     match line.kind.as_deref() {
         Some("session") if out.header.is_none() => {
             let header: SessionHeader = serde_json::from_slice(raw)
@@ -331,6 +349,7 @@ fn apply_line(
                 out.header = Some(h);
             }
         }
+        Some("end") => out.ended.clone_from(&ts),
         Some("spawn") if out.spawn.is_none() => {
             out.spawn = serde_json::from_slice(raw).ok();
         }
@@ -564,7 +583,7 @@ pub fn read_task(
         tracing::warn!("{}: agent_id {id:?} is not an id", meta_path.display());
         return None;
     }
-    let output_file = session_dir.join("agents").join(format!("agent-{id}.jsonl"));
+    let output_file = sub_agent_transcript(session_dir, &id);
     let loaded = load(&output_file).and_then(|r| {
         if repair {
             trim_partial_tail(&output_file, r.complete_len)?;
@@ -764,6 +783,20 @@ mod tests {
         let r = load(&p).unwrap();
         assert!(r.header.is_none());
         assert_eq!(r.history.len(), 1);
+    }
+
+    #[test]
+    fn a_run_has_ended_until_a_message_or_a_later_run_follows_its_end_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("main.jsonl");
+        let message = "{\"type\":\"message\",\"timestamp\":\"t1\",\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n";
+        let end = "{\"type\":\"end\",\"timestamp\":\"t2\",\"status\":\"completed\"}\n";
+        std::fs::write(&p, message).unwrap();
+        assert_eq!(load(&p).unwrap().ended, None, "still running");
+        std::fs::write(&p, format!("{message}{end}")).unwrap();
+        assert_eq!(load(&p).unwrap().ended.as_deref(), Some("t2"));
+        std::fs::write(&p, format!("{message}{end}{message}")).unwrap();
+        assert_eq!(load(&p).unwrap().ended, None, "resumed and running again");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::kit::{FakeServer, RecordedRequest, Reply, anthropic};
 
 /// A project whose background spawns go to `nats`: `extra` is more config
 /// before the `[distributed]` table, `distributed` more keys inside it.
-fn fleet_project(nats: &NatsServer, extra: &str, distributed: &str) -> Project {
+pub(super) fn fleet_project(nats: &NatsServer, extra: &str, distributed: &str) -> Project {
     let p = Project::new();
     p.write(
         "cadre.toml",
@@ -32,13 +32,13 @@ fn fleet_project(nats: &NatsServer, extra: &str, distributed: &str) -> Project {
 }
 
 /// A `cadre worker` process, killed (SIGKILL, by PID) when dropped.
-struct Worker {
+pub(super) struct Worker {
     child: Option<Child>,
     log: PathBuf,
 }
 
 impl Worker {
-    fn start(p: &Project, server: &FakeServer, name: &str) -> Worker {
+    pub(super) fn start(p: &Project, server: &FakeServer, name: &str) -> Worker {
         let log = p.path().join(format!("{name}.log"));
         let child = p
             .command(Some(server))
@@ -73,7 +73,7 @@ impl Worker {
     }
 
     /// Waits until the worker has connected and pulls its pool.
-    fn wait_pulling(&self) {
+    pub(super) fn wait_pulling(&self) {
         wait_until("the worker to pull", Duration::from_secs(30), || {
             self.log_text().contains("pulling pool")
         });

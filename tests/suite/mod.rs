@@ -47,6 +47,7 @@ mod teams;
 mod telemetry;
 mod text_tools;
 mod todos;
+mod ui;
 mod web;
 mod web_search;
 pub mod worktrees;
