@@ -801,10 +801,18 @@ fn spawn_reader<R>(
                                 },
                             ))
                         }
-                        FromClient::RewindFiles { .. } => Some(wire::ControlResponseOut::success(
-                            &id,
-                            json!({"canRewind": false, "error": "File rewinding is not enabled."}),
-                        )),
+                        // Claude Code's answers with checkpointing off.
+                        FromClient::RewindFiles { dry_run, .. } => {
+                            let why = "File rewinding is not enabled.";
+                            Some(if dry_run == Some(true) {
+                                wire::ControlResponseOut::success(
+                                    &id,
+                                    json!({"canRewind": false, "error": why}),
+                                )
+                            } else {
+                                wire::ControlResponseOut::error(&id, why)
+                            })
+                        }
                         FromClient::Unsupported => {
                             let raw: Value = serde_json::from_slice(&line).unwrap_or_default();
                             let subtype = raw["request"]["subtype"].as_str().unwrap_or("?");

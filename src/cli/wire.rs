@@ -579,6 +579,9 @@ pub enum FromClient {
     RewindFiles {
         #[serde(default)]
         user_message_id: Option<String>,
+        /// Only ask whether a rewind could be done.
+        #[serde(default)]
+        dry_run: Option<bool>,
     },
     /// Anything else: answered with Claude Code's `unsupported_request`
     /// error naming it.

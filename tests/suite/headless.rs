@@ -1946,9 +1946,14 @@ fn every_control_request_of_the_python_sdk_is_answered() {
         "r_toggle",
         json!({"subtype": "mcp_toggle", "serverName": "nope", "enabled": false}),
     );
+    let no_checkpoint = "00000000-0000-0000-0000-000000000000";
     let rewind = ask(
         "r_rewind",
-        json!({"subtype": "rewind_files", "user_message_id": "00000000-0000-0000-0000-000000000000"}),
+        json!({"subtype": "rewind_files", "user_message_id": no_checkpoint}),
+    );
+    let dry_rewind = ask(
+        "r_dry",
+        json!({"subtype": "rewind_files", "user_message_id": no_checkpoint, "dry_run": true}),
     );
     let bogus = ask("r_bogus", json!({"subtype": "bogus_thing"}));
     assert_eq!(d.finish(), 0);
@@ -1965,10 +1970,12 @@ fn every_control_request_of_the_python_sdk_is_answered() {
         assert_eq!(r["response"]["subtype"], "error", "{r}");
         assert_eq!(r["response"]["error"], "Server not found: nope", "{r}");
     }
+    assert_eq!(rewind["response"]["subtype"], "error", "{rewind}");
+    assert_eq!(rewind["response"]["error"], "File rewinding is not enabled.");
     assert_eq!(
-        rewind["response"]["response"],
+        dry_rewind["response"]["response"],
         json!({"canRewind": false, "error": "File rewinding is not enabled."}),
-        "{rewind}"
+        "{dry_rewind}"
     );
     assert_eq!(bogus["response"]["subtype"], "error", "{bogus}");
     assert_eq!(
