@@ -95,16 +95,11 @@ pub fn build_after(
     let (tools, tool_diags) =
         ToolSpecs::load(builtin_dir.as_ref().map(|d| d.join("tools")).as_deref());
 
-    let mut dirs = catalog::source_dirs(settings, &input.load.cwd, input.home.as_deref());
     // `--setting-sources` leaves out the user's or the project's agents,
     // skills and commands with their settings, as Claude Code does.
     let sources = input.load.cli.setting_sources.as_deref();
     let wanted = |scope: config::Scope| sources.is_none_or(|s| s.contains(&scope));
-    dirs.retain(|d| match d.source {
-        catalog::Source::User => wanted(config::Scope::User),
-        catalog::Source::Project => wanted(config::Scope::Project),
-        _ => true,
-    });
+    let dirs = catalog::source_dirs(settings, &input.load.cwd, input.home.as_deref(), sources);
     let mut watched_dirs: Vec<PathBuf> = dirs.iter().map(|d| d.path.clone()).collect();
     let plugin_dirs: Vec<PathBuf> = dirs
         .iter()
