@@ -843,11 +843,7 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
         (c.window(&model), c.limit_for(&model, None, None), c.auto)
     });
     let free = window.saturating_sub(used);
-    let percentage = if window == 0 {
-        0
-    } else {
-        used.saturating_mul(100) / window
-    };
+    let percentage = used.saturating_mul(100).checked_div(window).unwrap_or(0);
     json!({
         "categories": [
             {"id": "messages", "name": "Messages", "tokens": used, "color": "purple", "kind": "used"},

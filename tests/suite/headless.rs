@@ -1934,9 +1934,14 @@ fn every_control_request_of_the_python_sdk_is_answered() {
     d.until("result", is_result);
     let mut ask = |id: &str, request: Value| {
         d.send(json!({"type": "control_request", "request_id": id, "request": request}));
-        d.until(id, |v| v["type"] == "control_response" && v["response"]["request_id"] == id)
+        d.until(id, |v| {
+            v["type"] == "control_response" && v["response"]["request_id"] == id
+        })
     };
-    let stop = ask("r_stop", json!({"subtype": "stop_task", "task_id": "no-such-task"}));
+    let stop = ask(
+        "r_stop",
+        json!({"subtype": "stop_task", "task_id": "no-such-task"}),
+    );
     let usage = ask("r_usage", json!({"subtype": "get_context_usage"}));
     let reconnect = ask(
         "r_reconnect",
@@ -1965,13 +1970,19 @@ fn every_control_request_of_the_python_sdk_is_answered() {
     assert_eq!(u["totalTokens"], 1230, "{usage}");
     assert!(u["maxTokens"].as_u64().unwrap_or(0) >= 200_000, "{usage}");
     assert_eq!(u["model"], "claude-sonnet-4-5", "{usage}");
-    assert!(u["categories"].as_array().is_some_and(|c| !c.is_empty()), "{usage}");
+    assert!(
+        u["categories"].as_array().is_some_and(|c| !c.is_empty()),
+        "{usage}"
+    );
     for r in [&reconnect, &toggle] {
         assert_eq!(r["response"]["subtype"], "error", "{r}");
         assert_eq!(r["response"]["error"], "Server not found: nope", "{r}");
     }
     assert_eq!(rewind["response"]["subtype"], "error", "{rewind}");
-    assert_eq!(rewind["response"]["error"], "File rewinding is not enabled.");
+    assert_eq!(
+        rewind["response"]["error"],
+        "File rewinding is not enabled."
+    );
     assert_eq!(
         dry_rewind["response"]["response"],
         json!({"canRewind": false, "error": "File rewinding is not enabled."}),

@@ -414,7 +414,13 @@ fn setting_sources_choose_whose_agents_skills_and_commands_load() {
     let init = |sources: &str| {
         let server = FakeServer::start([anthropic::text_reply("4")]);
         let flag = format!("--setting-sources={sources}");
-        let args = ["-p", "What is 2 + 2?", "--output-format", "stream-json", "--verbose"];
+        let args = [
+            "-p",
+            "What is 2 + 2?",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ];
         let mut all: Vec<&str> = args.to_vec();
         all.push(&flag);
         let out = p.run(Some(&server), &all).ok().json_lines();
