@@ -977,7 +977,7 @@ mod tests {
         );
         assert!(agents.unwrap().contains_key("x"));
         let other: Input = serde_json::from_value(json!({
-            "type": "control_request", "request_id": "r", "request": {"subtype": "rewind_files"}
+            "type": "control_request", "request_id": "r", "request": {"subtype": "bogus_thing"}
         }))
         .unwrap();
         assert!(matches!(
