@@ -22,6 +22,13 @@ capture in docs/chat.md), `bg1000` (1,000 parallel Agent calls with
 `run_in_background: true` in the first turn; the count is `?children=N` on
 `/_reset`).
 
+`--rules FILE` replaces the scenario with rules read from a JSON file:
+each request gets the first rule whose conditions hold (model, system
+prompt, latest prompt, offered tools, thinking asked for) and that rule's
+step for the number of model turns since that prompt (a tool call, text,
+thinking, or an HTTP error); scripts/sdk-e2e-rules.json is the set
+scripts/sdk-e2e plays for the Agent SDK's end-to-end tests.
+
 `--latency-ms MS` (or `?latency_ms=MS` on `/_reset`) holds every model
 answer back MS milliseconds before its first byte, like a real API's time
 to first token.
@@ -71,6 +78,18 @@ def stream(blocks, stop_reason):
                                                    "content_block": {"type": "text", "text": ""}}))
             out.append(sse("content_block_delta", {"type": "content_block_delta", "index": i,
                                                    "delta": {"type": "text_delta", "text": b["text"]}}))
+        elif b["type"] == "thinking":
+            out.append(sse("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "thinking", "thinking": "",
+                                                                     "signature": ""}}))
+            # Two deltas, so that a client sees thinking arrive in pieces.
+            half = len(b["thinking"]) // 2
+            for part in (b["thinking"][:half], b["thinking"][half:]):
+                out.append(sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                       "delta": {"type": "thinking_delta", "thinking": part}}))
+            out.append(sse("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "signature_delta",
+                                                             "signature": b.get("signature", "c2ln")}}))
         else:
             out.append(sse("content_block_start", {"type": "content_block_start", "index": i,
                                                    "content_block": {"type": "tool_use", "id": b["id"],
@@ -151,6 +170,155 @@ def is_fork_child(body):
 
 def has_tool_results(body):
     return any(b.get("type") == "tool_result" for b in last_user_content(body))
+
+
+# --- Rules mode (`--rules FILE`): answers chosen by the conversation, not by
+# a fixed scenario. Used by scripts/sdk-e2e to play a model for the Agent
+# SDK's own end-to-end tests; the rules are data (scripts/sdk-e2e-rules.json
+# documents the format in its "about" field).
+
+RULES = None
+TOOL_IDS = {"n": 0}
+REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+
+
+def text_of(content):
+    if isinstance(content, str):
+        return REMINDER.sub("", content)
+    out = []
+    for b in content or []:
+        if isinstance(b, dict) and b.get("type") == "text":
+            out.append(REMINDER.sub("", b.get("text", "")))
+    return "\n".join(t for t in out if t.strip())
+
+
+def is_tool_search_turn(m):
+    """An assistant turn that only loads deferred tools (ToolSearch): not a
+    step of the script, which goes on with the tools now loaded."""
+    c = m.get("content")
+    uses = [b for b in c if isinstance(b, dict) and b.get("type") == "tool_use"] if isinstance(c, list) else []
+    return bool(uses) and all(b.get("name") == "ToolSearch" for b in uses)
+
+
+def prompt_and_step(body):
+    """The latest prompt (the last user message that answers no tool call,
+    without system reminders), how many model turns followed it (ToolSearch
+    turns not counted), and the tools ToolSearch was asked for since."""
+    msgs = body.get("messages") or []
+    for i in range(len(msgs) - 1, -1, -1):
+        m = msgs[i]
+        c = m.get("content")
+        if m.get("role") != "user":
+            continue
+        if isinstance(c, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in c):
+            continue
+        text = text_of(c)
+        if not text.strip():
+            continue
+        after = [x for x in msgs[i + 1:] if x.get("role") == "assistant"]
+        step = sum(1 for x in after if not is_tool_search_turn(x))
+        searched = set()
+        for x in after:
+            if is_tool_search_turn(x):
+                for b in x["content"]:
+                    q = str((b.get("input") or {}).get("query", ""))
+                    searched.update(q.removeprefix("select:").split(","))
+        return text, step, searched
+    return "", 0, set()
+
+
+def offered_tools(body):
+    return [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
+
+
+def fill(value, groups):
+    """`$1`.. in strings become the prompt pattern's groups."""
+    if isinstance(value, str):
+        return re.sub(r"\$(\d)", lambda m: groups[int(m.group(1)) - 1] if int(m.group(1)) <= len(groups) else "",
+                      value)
+    if isinstance(value, list):
+        return [fill(v, groups) for v in value]
+    if isinstance(value, dict):
+        return {k: fill(v, groups) for k, v in value.items()}
+    return value
+
+
+def step_blocks(step, offered, groups, deferred, searched):
+    """One step's blocks, or None when it calls a tool the request does not
+    offer (then the rule does not apply to this request). A tool the
+    request lists as deferred is first loaded with ToolSearch, once."""
+    blocks = []
+    to_load = []
+    for b in step:
+        if "tool" in b:
+            wanted = fill(b["tool"], groups).split("|")
+            names = [n for n in wanted if n in offered]
+            if not names:
+                late = [n for n in wanted if n in deferred and n not in searched]
+                if not late or "ToolSearch" not in offered:
+                    return None
+                to_load.append(late[0])
+                continue
+            TOOL_IDS["n"] += 1
+            blocks.append({"type": "tool_use", "id": f"toolu_rule{TOOL_IDS['n']:04d}", "name": names[0],
+                           "input": fill(b.get("input", {}), groups)})
+        elif "thinking" in b:
+            blocks.append({"type": "thinking", "thinking": fill(b["thinking"], groups)})
+        else:
+            blocks.append({"type": "text", "text": fill(b.get("text", ""), groups)})
+    if to_load:
+        TOOL_IDS["n"] += 1
+        return [{"type": "tool_use", "id": f"toolu_rule{TOOL_IDS['n']:04d}", "name": "ToolSearch",
+                 "input": {"query": "select:" + ",".join(to_load), "max_results": len(to_load)}}]
+    return blocks
+
+
+def deferred_tools(body):
+    """Names the request announces as loadable through ToolSearch."""
+    parts = [all_system_text(body)]
+    for m in body.get("messages") or []:
+        c = m.get("content")
+        parts += [c] if isinstance(c, str) else [b.get("text", "") for b in c or [] if isinstance(b, dict)]
+    text = "\n".join(parts)
+    return set(re.findall(r"\b(mcp__[A-Za-z0-9_-]+|[A-Z][A-Za-z]+)\b", text)) if "ToolSearch" in text else set()
+
+
+def rule_reply(body):
+    """(rule name, blocks, stop reason) or (rule name, error dict, None)."""
+    prompt, step, searched = prompt_and_step(body)
+    system = all_system_text(body)
+    deferred = deferred_tools(body)
+    model = str(body.get("model", ""))
+    offered = offered_tools(body)
+    thinking = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+    for rule in RULES.get("rules", []):
+        when = rule.get("when", {})
+        groups = []
+        if "model" in when and not re.search(when["model"], model):
+            continue
+        if "system" in when and not re.search(when["system"], system, re.S):
+            continue
+        if "offers" in when and not all(t in offered for t in when["offers"]):
+            continue
+        if "thinking" in when and bool(when["thinking"]) != thinking:
+            continue
+        if "prompt" in when:
+            m = re.search(when["prompt"], prompt, re.S)
+            if not m:
+                continue
+            groups = [g or "" for g in m.groups()]
+        if "error" in rule:
+            return rule.get("name", "?"), rule["error"], None
+        steps = rule.get("steps", [])
+        if step >= len(steps):
+            # Past the script: a plain closing answer.
+            return rule.get("name", "?"), [{"type": "text", "text": rule.get("after", "Done.")}], "end_turn"
+        blocks = step_blocks(steps[step], offered, groups, deferred, searched)
+        if blocks is None:
+            continue
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        return rule.get("name", "?"), blocks, stop
+    return "default", [{"type": "text", "text": RULES.get("default", "Done.")}], "end_turn"
 
 
 CHAT_ANSWER = """## What I found
@@ -316,7 +484,18 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "other":
             self.send_json(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
             return
-        if kind == "main":
+        if RULES is not None and kind != "count_tokens" and self.path.split("?")[0].rstrip("/").endswith("/messages"):
+            name, blocks, stop = rule_reply(body)
+            with LOCK:
+                RECORD[idx]["rule"] = name
+            if ARGS.verbose:
+                sys.stderr.write(f"fake: rule {name}\n")
+            if stop is None:
+                err = blocks
+                self.send_json(err.get("status", 400), {"type": "error", "error": {
+                    "type": err.get("type", "invalid_request_error"), "message": err.get("message", "")}})
+                return
+        elif kind == "main":
             blocks, stop = main_reply(body, is_cc)
         elif kind == "child":
             if ARGS.child_delay_ms:
@@ -327,7 +506,7 @@ class Handler(BaseHTTPRequestHandler):
             blocks, stop = [{"type": "text", "text": "ok"}], "end_turn"
         if not body.get("stream", False):
             msg = {"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-bench",
-                   "content": [dict(b, input=b["input"]) if b["type"] == "tool_use" else b for b in blocks],
+                   "content": [dict(b, signature="c2ln") if b["type"] == "thinking" else b for b in blocks],
                    "stop_reason": stop, "stop_sequence": None,
                    "usage": {"input_tokens": 10, "output_tokens": 5}}
             self.send_json(200, msg)
@@ -342,7 +521,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
-    global ARGS
+    global ARGS, RULES
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--scenario", choices=["explore", "fork", "script3", "roundtrip", "bg1000", "chat"],
@@ -351,8 +530,12 @@ def main():
     ap.add_argument("--dump")
     ap.add_argument("--child-delay-ms", type=int, default=0,
                     help="answer sub-agent requests only after this long")
+    ap.add_argument("--rules", help="answer by the rules in this JSON file instead of a scenario")
     ap.add_argument("--verbose", action="store_true")
     ARGS = ap.parse_args()
+    if ARGS.rules:
+        with open(ARGS.rules) as f:
+            RULES = json.load(f)
     STATE["scenario"] = ARGS.scenario
     STATE["latency_ms"] = ARGS.latency_ms
     # 1,000 clients connect at once in `bg1000`; the default listen backlog

@@ -100,7 +100,11 @@ pub fn build_after(
     let (tools, tool_diags) =
         ToolSpecs::load(builtin_dir.as_ref().map(|d| d.join("tools")).as_deref());
 
-    let dirs = catalog::source_dirs(settings, &input.load.cwd, input.home.as_deref());
+    // `--setting-sources` leaves out the user's or the project's agents,
+    // skills and commands with their settings, as Claude Code does.
+    let sources = input.load.cli.setting_sources.as_deref();
+    let wanted = |scope: config::Scope| sources.is_none_or(|s| s.contains(&scope));
+    let dirs = catalog::source_dirs(settings, &input.load.cwd, input.home.as_deref(), sources);
     let mut watched_dirs: Vec<PathBuf> = dirs.iter().map(|d| d.path.clone()).collect();
     let plugin_dirs: Vec<PathBuf> = dirs
         .iter()
@@ -190,8 +194,15 @@ pub fn build_after(
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
-    let skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
-    let command_dirs = catalog::command_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
+    let by_source = |(source, _): &(catalog::SkillSource, PathBuf)| match source {
+        catalog::SkillSource::User => wanted(config::Scope::User),
+        catalog::SkillSource::Project => wanted(config::Scope::Project),
+        catalog::SkillSource::Plugin => true,
+    };
+    let mut skill_dirs = catalog::skill_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
+    skill_dirs.retain(by_source);
+    let mut command_dirs = catalog::command_dirs(&input.load.cwd, home.as_deref(), &plugin_dirs);
+    command_dirs.retain(by_source);
     // Existing skill and command folders are watched; a missing one is not
     // (watching its nearest existing ancestor slowed busy runs down
     // measurably: see the load test). A folder created later is read at
@@ -379,6 +390,20 @@ impl Snapshot {
             .as_deref()
             .and_then(|n| self.output_styles.find(n))
             .map_or_else(|| "default".to_string(), |s| s.name.clone())
+    }
+
+    /// The style the settings choose, by the name they give it, even one
+    /// no file defines (which runs as the default, with a warning):
+    /// `init`'s `output_style`, as Claude Code reports it.
+    pub fn chosen_output_style(&self) -> String {
+        self.settings().output_style.as_deref().map_or_else(
+            || "default".to_string(),
+            |n| {
+                self.output_styles
+                    .find(n)
+                    .map_or_else(|| n.to_string(), |s| s.name.clone())
+            },
+        )
     }
 
     pub fn settings(&self) -> &Settings {

@@ -29,8 +29,18 @@ pub struct SourceDir {
     pub path: PathBuf,
 }
 
-/// Every agent folder for these settings, lowest precedence first.
-pub fn source_dirs(settings: &Settings, cwd: &Path, home: Option<&Path>) -> Vec<SourceDir> {
+/// Every agent folder for these settings, lowest precedence first. With
+/// `--setting-sources` (`sources`), `~/.claude/agents` is read only when
+/// `user` is named and the project's `.claude/agents` only when `project`
+/// is, as in Claude Code; folders the settings name are kept.
+pub fn source_dirs(
+    settings: &Settings,
+    cwd: &Path,
+    home: Option<&Path>,
+    sources: Option<&[crate::config::Scope]>,
+) -> Vec<SourceDir> {
+    use crate::config::Scope;
+    let wanted = |scope: Scope| sources.is_none_or(|s| s.contains(&scope));
     let a = &settings.agents;
     let resolve = |p: &PathBuf| resolve_path(p, cwd, home);
     let mut dirs = Vec::new();
@@ -41,6 +51,7 @@ pub fn source_dirs(settings: &Settings, cwd: &Path, home: Option<&Path>) -> Vec<
     }
     let home_agents = home.map(|h| h.join(".claude").join("agents"));
     if a.load_user_home
+        && wanted(Scope::User)
         && let Some(h) = &home_agents
     {
         push(Source::User, h.clone());
@@ -51,7 +62,7 @@ pub fn source_dirs(settings: &Settings, cwd: &Path, home: Option<&Path>) -> Vec<
     for p in &a.dirs {
         push(Source::Project, resolve(p));
     }
-    if a.load_project_claude {
+    if a.load_project_claude && wanted(Scope::Project) {
         for dir in project_chain(cwd) {
             let agents = dir.join(".claude").join("agents");
             if home_agents.as_ref() != Some(&agents) {
@@ -133,7 +144,7 @@ mod tests {
         s.agents.user_dirs = vec![PathBuf::from("~/more")];
         s.agents.dirs = vec![PathBuf::from("extra")];
         s.agents.managed_dirs = vec![PathBuf::from("/etc/managed")];
-        let dirs = source_dirs(&s, &cwd, Some(&home));
+        let dirs = source_dirs(&s, &cwd, Some(&home), None);
         let got: Vec<(Source, PathBuf)> = dirs.into_iter().map(|d| (d.source, d.path)).collect();
         let ca = |p: &Path| p.join(".claude").join("agents");
         assert_eq!(
@@ -157,7 +168,7 @@ mod tests {
         let home = tmp.path().join("home");
         let cwd = home.clone();
         std::fs::create_dir_all(&cwd).unwrap();
-        let dirs = source_dirs(&settings(), &cwd, Some(&home));
+        let dirs = source_dirs(&settings(), &cwd, Some(&home), None);
         assert_eq!(
             dirs,
             vec![SourceDir {
@@ -170,7 +181,7 @@ mod tests {
         std::fs::create_dir_all(&cwd).unwrap();
         let mut s = settings();
         s.agents.load_user_home = false;
-        let dirs = source_dirs(&s, &cwd, Some(&home));
+        let dirs = source_dirs(&s, &cwd, Some(&home), None);
         assert_eq!(
             dirs,
             vec![SourceDir {
@@ -179,7 +190,7 @@ mod tests {
             }]
         );
         s.agents.load_project_claude = false;
-        assert!(source_dirs(&s, &cwd, Some(&home)).is_empty());
+        assert!(source_dirs(&s, &cwd, Some(&home), None).is_empty());
     }
 
     #[test]
@@ -191,7 +202,7 @@ mod tests {
         std::fs::write(root.join(".git"), "gitdir: elsewhere\n").unwrap();
         let mut s = settings();
         s.agents.load_user_home = false;
-        let dirs = source_dirs(&s, &cwd, None);
+        let dirs = source_dirs(&s, &cwd, None, None);
         assert_eq!(dirs.len(), 2);
         assert_eq!(dirs[0].path, root.join(".claude").join("agents"));
         assert_eq!(dirs[1].path, cwd.join(".claude").join("agents"));

@@ -686,7 +686,7 @@ fn closest_project_folder_wins_with_a_warning() {
     let near = write(&cwd, ".claude/agents/r.md", &agent("r", "sub"));
     let mut settings = crate::config::Settings::default();
     settings.agents.load_user_home = false;
-    let dirs = source_dirs(&settings, &cwd, None);
+    let dirs = source_dirs(&settings, &cwd, None, None);
     let cat = load(&CatalogInput {
         dirs,
         ..Default::default()

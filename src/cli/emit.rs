@@ -52,6 +52,8 @@ struct State {
     models: HashMap<String, String>,
     /// agent id → the usage of its last response, for its next message.
     pending_usage: HashMap<String, (String, Usage)>,
+    /// The main session's last response's usage: how full its context is.
+    main_last: Option<Usage>,
     /// Agents whose partial message is open.
     streaming: HashMap<String, Streaming>,
     /// agent id → the text of its last assistant message that had text
@@ -107,6 +109,7 @@ impl Emitter {
                 parents: HashMap::new(),
                 models: HashMap::new(),
                 pending_usage: HashMap::new(),
+                main_last: None,
                 streaming: HashMap::new(),
                 forward_subagent_text: false,
                 last_text: HashMap::new(),
@@ -153,6 +156,16 @@ impl Emitter {
             session_id.clone_into(&mut s.session_id);
             main_model.clone_into(&mut s.main_model);
             s.prices = prices;
+            s.main_last = None;
+        }
+    }
+
+    /// The main session's model and the usage of its last response
+    /// (`get_context_usage`); `None` before the first response.
+    pub fn main_context(&self) -> (String, Option<Usage>) {
+        match self.state.lock() {
+            Ok(s) => (s.main_model.clone(), s.main_last),
+            Err(_) => (String::new(), None),
         }
     }
 
@@ -332,6 +345,9 @@ impl State {
                 api_ms,
             } => {
                 self.account(model, usage, *api_ms);
+                if !self.parents.contains_key(agent_id) {
+                    self.main_last = Some(*usage);
+                }
                 self.pending_usage
                     .insert(agent_id.clone(), (model.clone(), *usage));
             }

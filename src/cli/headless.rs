@@ -616,6 +616,8 @@ struct Prompt {
     verbatim: bool,
     /// With `--replay-user-messages`: the message as the client sent it.
     echo: Option<Echo>,
+    /// Echoed on the prompt's result (`origin`).
+    origin: Option<Value>,
 }
 
 /// A user message of stdin, kept to be echoed back (`--replay-user-messages`).
@@ -678,7 +680,8 @@ fn spawn_reader<R>(
     tx: mpsc::UnboundedSender<Incoming>,
     control: Arc<Control>,
     prompts: Arc<Prompts>,
-    mcp: Arc<std::sync::OnceLock<Arc<crate::mcp::McpManager>>>,
+    engine: Arc<std::sync::OnceLock<Arc<runtime::Engine>>>,
+    emitter: Emitter,
 ) where
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
 {
@@ -727,6 +730,7 @@ fn spawn_reader<R>(
                         uuid: u.uuid.clone(),
                         origin: u.origin.clone(),
                     });
+                    let origin = u.echoed_origin();
                     match user_message(u) {
                         Ok(message) => {
                             let (id, cancel) = prompts.admit();
@@ -736,6 +740,7 @@ fn spawn_reader<R>(
                                 cancel,
                                 verbatim,
                                 echo,
+                                origin,
                             }));
                         }
                         Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
@@ -745,6 +750,7 @@ fn spawn_reader<R>(
                 Input::ControlCancelRequest { .. } | Input::KeepAlive => {}
                 Input::ControlRequest(req) => {
                     let id = req.request_id;
+                    let mcp = engine.get().map(|e| &e.mcp);
                     let reply = match req.request {
                         FromClient::Initialize {
                             hooks,
@@ -804,12 +810,50 @@ fn spawn_reader<R>(
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
                             &id,
-                            json!({"mcpServers": mcp.get().map(|m| server_statuses(m)).unwrap_or_default()}),
+                            json!({"mcpServers": mcp.map(|m| server_statuses(m)).unwrap_or_default()}),
                         )),
-                        FromClient::Unsupported => Some(wire::ControlResponseOut::error(
+                        FromClient::StopTask { task_id } => {
+                            if let Some(task) = engine.get().and_then(|e| e.tasks.get(&task_id)) {
+                                task.cancel.cancel();
+                            }
+                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                        }
+                        FromClient::GetContextUsage => Some(wire::ControlResponseOut::success(
                             &id,
-                            "cadre does not support this control request",
+                            context_usage(engine.get(), &emitter),
                         )),
+                        FromClient::McpReconnect { server_name }
+                        | FromClient::McpToggle { server_name, .. } => {
+                            let known = mcp.is_some_and(|m| m.states().contains_key(&server_name));
+                            Some(wire::ControlResponseOut::error(
+                                &id,
+                                if known {
+                                    format!(
+                                        "cadre cannot reconnect or switch off the MCP server \
+                                         {server_name} while it runs"
+                                    )
+                                } else {
+                                    format!("Server not found: {server_name}")
+                                },
+                            ))
+                        }
+                        // Claude Code's answers with checkpointing off.
+                        FromClient::RewindFiles { dry_run, .. } => {
+                            let why = "File rewinding is not enabled.";
+                            Some(if dry_run == Some(true) {
+                                wire::ControlResponseOut::success(
+                                    &id,
+                                    json!({"canRewind": false, "error": why}),
+                                )
+                            } else {
+                                wire::ControlResponseOut::error(&id, why)
+                            })
+                        }
+                        FromClient::Unsupported => {
+                            let raw: Value = serde_json::from_slice(&line).unwrap_or_default();
+                            let subtype = raw["request"]["subtype"].as_str().unwrap_or("?");
+                            Some(wire::ControlResponseOut::unsupported(&id, subtype))
+                        }
                     };
                     if let Some(r) = reply {
                         send(&Output::ControlResponse(r));
@@ -821,6 +865,38 @@ fn spawn_reader<R>(
         control.close();
         let _ = tx.send(Incoming::End);
     });
+}
+
+/// The answer to `get_context_usage`: Claude Code's main figures for the
+/// main conversation, counted from its last response (what it read and
+/// wrote), against the model's window and the auto-compact threshold.
+fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Value {
+    let (model, last) = emitter.main_context();
+    let used = last.map_or(0, |u| u.total());
+    let (window, limit, auto) = engine.map_or((0, 0, false), |e| {
+        let snap = e.snapshot.load();
+        let c = &snap.settings().compact;
+        (c.window(&model), c.limit_for(&model, None, None), c.auto)
+    });
+    let free = window.saturating_sub(used);
+    let percentage = used.saturating_mul(100).checked_div(window).unwrap_or(0);
+    json!({
+        "categories": [
+            {"id": "messages", "name": "Messages", "tokens": used, "color": "purple", "kind": "used"},
+            {"id": "free_space", "name": "Free space", "tokens": free, "color": "promptBorder", "kind": "free"},
+        ],
+        "totalTokens": used,
+        "maxTokens": window,
+        "rawMaxTokens": window,
+        "percentage": percentage,
+        "model": model,
+        "autoCompactThreshold": limit,
+        "isAutoCompactEnabled": auto,
+        "memoryFiles": [],
+        "mcpTools": [],
+        "agents": [],
+        "apiUsage": last.map(|u| wire_usage(&u)),
+    })
 }
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
@@ -1288,6 +1364,7 @@ pub(super) fn result_of(
             .ok()
             .and_then(|o| o.structured_output.clone()),
         local_command: None,
+        origin: None,
         uuid: wire::new_uuid(),
     }
 }
@@ -1400,7 +1477,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
         slash_commands: runtime::commands::slash_commands(&snap),
         api_key_source: "none".into(),
         claude_code_version: wire::CLAUDE_CODE_VERSION.into(),
-        output_style: snap.output_style_name(),
+        output_style: snap.chosen_output_style(),
         agents: snap
             .visible_agents(kind)
             .iter()
@@ -1511,7 +1588,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let control = Arc::new(Control::default());
     let prompts = Arc::new(Prompts::default());
     // Set once the session is set up, for `mcp_status`.
-    let mcp = Arc::new(std::sync::OnceLock::new());
+    let live_engine = Arc::new(std::sync::OnceLock::new());
     let mut extras = plan.extras;
     let mut session_args = plan.session;
 
@@ -1538,6 +1615,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 cancel,
                 verbatim: false,
                 echo: None,
+                origin: None,
             });
         }
         InputFormat::StreamJson => {
@@ -1555,7 +1633,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 tx,
                 Arc::clone(&control),
                 Arc::clone(&prompts),
-                Arc::clone(&mcp),
+                Arc::clone(&live_engine),
+                emitter.clone(),
             );
             let mut r = r;
             loop {
@@ -1662,7 +1741,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
     };
     let mut _reload = prepared.watch();
-    let _ = mcp.set(Arc::clone(&prepared.engine.mcp));
+    let _ = live_engine.set(Arc::clone(&prepared.engine));
     // A resumed session keeps its own id.
     emitter.configure(
         &prepared.engine.session_id,
@@ -1680,7 +1759,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         "argumentHint": s.argument_hint.clone().unwrap_or_default(),
                     }))
                     .collect::<Vec<_>>(),
-                "output_style": prepared.engine.snapshot.load().output_style_name(),
+                "output_style": prepared.engine.snapshot.load().chosen_output_style(),
                 "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
                 "models": model_list(&prepared.engine.snapshot.load()),
                 "account": {},
@@ -1797,6 +1876,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             cancel,
             verbatim,
             echo,
+            origin,
         } = prompt;
         let was_first = is_first;
         let prompt_text = message
@@ -1925,7 +2005,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
         if let Some((text, command)) = local {
             prompts.done(prompt_id);
-            let result = local_result(&emitter, &engine.session_id, &start, text, command);
+            let mut result = local_result(&emitter, &engine.session_id, &start, text, command);
+            result.origin = origin;
             last_error = false;
             last_failed = false;
             last_text = result.result.clone();
@@ -1967,6 +2048,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             &outcome,
             session.turns_this_prompt(),
         );
+        result.origin = origin;
         if let Some(reason) = blocked {
             result.errors = vec![format!(
                 "UserPromptSubmit hook blocked the prompt: {reason}"
@@ -2071,6 +2153,13 @@ mod tests {
             Arc::new(Control::default()),
             Arc::clone(&prompts),
             Arc::new(std::sync::OnceLock::new()),
+            super::Emitter::new(
+                super::Print::Nothing,
+                String::new(),
+                String::new(),
+                std::collections::BTreeMap::new(),
+                None,
+            ),
         );
         let mut seen = Vec::new();
         let mut tokens = Vec::new();

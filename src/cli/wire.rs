@@ -329,6 +329,9 @@ pub struct ResultOut {
     /// which sent nothing to the model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub local_command: Option<String>,
+    /// The prompt's origin as the host stamped it (`{"kind": "human"}`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Value>,
     pub uuid: String,
 }
 
@@ -386,8 +389,17 @@ pub struct ControlResponseOut {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ResponseBody {
-    Success { request_id: String, response: Value },
-    Error { request_id: String, error: String },
+    Success {
+        request_id: String,
+        response: Value,
+    },
+    Error {
+        request_id: String,
+        error: String,
+        /// `unsupported_request` for a subtype cadre does not know.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error_code: Option<&'static str>,
+    },
 }
 
 impl ControlResponseOut {
@@ -405,6 +417,18 @@ impl ControlResponseOut {
             response: ResponseBody::Error {
                 request_id: request_id.to_string(),
                 error: error.into(),
+                error_code: None,
+            },
+        }
+    }
+
+    /// Claude Code's answer to a subtype it does not know.
+    pub fn unsupported(request_id: &str, subtype: &str) -> Self {
+        ControlResponseOut {
+            response: ResponseBody::Error {
+                request_id: request_id.to_string(),
+                error: format!("Unsupported control request subtype: {subtype}"),
+                error_code: Some("unsupported_request"),
             },
         }
     }
@@ -505,9 +529,20 @@ pub struct UserIn {
     /// The client's id for this message, echoed by `--replay-user-messages`.
     #[serde(default)]
     pub uuid: Option<String>,
-    /// Who wrote the prompt (the SDKs' `origin`), echoed with the replay.
+    /// Who wrote the prompt (the SDKs' `origin`): echoed with the replay,
+    /// and a host's `{"kind": "human"}` on the prompt's `result`, as Claude
+    /// Code does.
     #[serde(default)]
     pub origin: Option<Value>,
+}
+
+impl UserIn {
+    /// The origin to echo on the result: only a host's `{"kind": "human"}`
+    /// (Claude Code 2.1.330 drops other kinds and any other fields).
+    pub fn echoed_origin(&self) -> Option<Value> {
+        let human = self.origin.as_ref()?.get("kind")?.as_str()? == "human";
+        human.then(|| serde_json::json!({"kind": "human"}))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -557,7 +592,34 @@ pub enum FromClient {
         #[serde(default)]
         max_thinking_tokens: Option<u32>,
     },
-    /// Anything else: answered with an error naming it.
+    /// Stop a background task (a sub-agent) by its id; an unknown or
+    /// finished one is no error, as in Claude Code.
+    StopTask {
+        task_id: String,
+    },
+    /// How full the main conversation's context window is.
+    GetContextUsage,
+    McpReconnect {
+        #[serde(rename = "serverName")]
+        server_name: String,
+    },
+    McpToggle {
+        #[serde(rename = "serverName")]
+        server_name: String,
+        #[serde(default)]
+        enabled: Option<bool>,
+    },
+    /// File checkpoints (`enable_file_checkpointing`): cadre keeps none,
+    /// so nothing can be rewound.
+    RewindFiles {
+        #[serde(default)]
+        user_message_id: Option<String>,
+        /// Only ask whether a rewind could be done.
+        #[serde(default)]
+        dry_run: Option<bool>,
+    },
+    /// Anything else: answered with Claude Code's `unsupported_request`
+    /// error naming it.
     #[serde(other)]
     Unsupported,
 }
@@ -851,6 +913,7 @@ mod tests {
             errors: vec!["limit".into()],
             structured_output: None,
             local_command: None,
+            origin: None,
             uuid: "u".into(),
         });
         insta::assert_json_snapshot!(r, @r#"
@@ -947,7 +1010,7 @@ mod tests {
         );
         assert!(agents.unwrap().contains_key("x"));
         let other: Input = serde_json::from_value(json!({
-            "type": "control_request", "request_id": "r", "request": {"subtype": "rewind_files"}
+            "type": "control_request", "request_id": "r", "request": {"subtype": "bogus_thing"}
         }))
         .unwrap();
         assert!(matches!(

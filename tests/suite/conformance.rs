@@ -401,6 +401,39 @@ fn scenarios() -> Vec<Scenario> {
             hook_fields: &[],
             env: &[],
         },
+        // The control requests the Python SDK sends besides initialize,
+        // interrupt, set_permission_mode, set_model and mcp_status, each
+        // answered before the next is sent, and one no program knows.
+        Scenario {
+            name: "control-requests",
+            args: args(&STREAM_IO),
+            steps: [
+                json!({"subtype": "stop_task", "task_id": "no-such-task"}),
+                json!({"subtype": "get_context_usage"}),
+                json!({"subtype": "mcp_reconnect", "serverName": "nope"}),
+                json!({"subtype": "mcp_toggle", "serverName": "nope", "enabled": false}),
+                json!({"subtype": "rewind_files",
+                       "user_message_id": "00000000-0000-0000-0000-000000000000"}),
+                json!({"subtype": "rewind_files", "dry_run": true,
+                       "user_message_id": "00000000-0000-0000-0000-000000000000"}),
+                json!({"subtype": "bogus_thing"}),
+            ]
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, request)| {
+                [
+                    Step::Send(json!({"type": "control_request",
+                                      "request_id": format!("req_{i}"), "request": request})),
+                    Step::Await("control_response"),
+                ]
+            })
+            .chain([user("hi"), Step::Await("result")])
+            .collect(),
+            setup: no_setup,
+            replies: |_| vec![anthropic::text_reply("hello")],
+            hook_fields: &[],
+            env: &[],
+        },
         // A project's own output style, chosen in its settings: `init`
         // names it.
         Scenario {

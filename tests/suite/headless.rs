@@ -1892,3 +1892,106 @@ fn ask_user_question_goes_to_the_client_and_its_answers_reach_the_model() {
         "{r}"
     );
 }
+
+#[test]
+fn a_hosts_human_origin_comes_back_on_the_result_of_its_prompt() {
+    // The Python SDK's e2e test_message_origin: a host stamps
+    // `origin: {"kind": "human"}` on a prompt and reads it on the result;
+    // an unstamped prompt, or one of another kind, gets none (as Claude
+    // Code 2.1.330 answers).
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let mut d = Driven::start(&p, &server, &[]);
+    let prompt = |text: &str, origin: Option<Value>| {
+        let mut v = json!({"type": "user", "message": {"role": "user", "content": text},
+                           "parent_tool_use_id": null});
+        if let Some(o) = origin {
+            v["origin"] = o;
+        }
+        v
+    };
+    d.send(prompt("one", Some(json!({"kind": "human", "extra": 1}))));
+    let first = d.until("first result", is_result);
+    d.send(prompt("two", None));
+    let second = d.until("second result", is_result);
+    d.send(prompt("three", Some(json!({"kind": "channel"}))));
+    let third = d.until("third result", is_result);
+    assert_eq!(d.finish(), 0);
+    assert_eq!(first["origin"], json!({"kind": "human"}), "{first}");
+    assert!(second.get("origin").is_none(), "{second}");
+    assert!(third.get("origin").is_none(), "{third}");
+}
+
+#[test]
+fn every_control_request_of_the_python_sdk_is_answered() {
+    // The subtypes ClaudeSDKClient sends besides initialize, interrupt,
+    // set_permission_mode, set_model and mcp_status, answered as Claude
+    // Code 2.1.330 answers them; an unknown one gets its error code.
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::message().text("ok").usage(1200, 30).reply());
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("result", is_result);
+    let mut ask = |id: &str, request: Value| {
+        d.send(json!({"type": "control_request", "request_id": id, "request": request}));
+        d.until(id, |v| {
+            v["type"] == "control_response" && v["response"]["request_id"] == id
+        })
+    };
+    let stop = ask(
+        "r_stop",
+        json!({"subtype": "stop_task", "task_id": "no-such-task"}),
+    );
+    let usage = ask("r_usage", json!({"subtype": "get_context_usage"}));
+    let reconnect = ask(
+        "r_reconnect",
+        json!({"subtype": "mcp_reconnect", "serverName": "nope"}),
+    );
+    let toggle = ask(
+        "r_toggle",
+        json!({"subtype": "mcp_toggle", "serverName": "nope", "enabled": false}),
+    );
+    let no_checkpoint = "00000000-0000-0000-0000-000000000000";
+    let rewind = ask(
+        "r_rewind",
+        json!({"subtype": "rewind_files", "user_message_id": no_checkpoint}),
+    );
+    let dry_rewind = ask(
+        "r_dry",
+        json!({"subtype": "rewind_files", "user_message_id": no_checkpoint, "dry_run": true}),
+    );
+    let bogus = ask("r_bogus", json!({"subtype": "bogus_thing"}));
+    assert_eq!(d.finish(), 0);
+    assert_eq!(stop["response"]["subtype"], "success", "{stop}");
+    assert_eq!(stop["response"]["response"], json!({}), "{stop}");
+    let u = &usage["response"]["response"];
+    assert_eq!(usage["response"]["subtype"], "success", "{usage}");
+    // The last response read 1,200 tokens and wrote 30.
+    assert_eq!(u["totalTokens"], 1230, "{usage}");
+    assert!(u["maxTokens"].as_u64().unwrap_or(0) >= 200_000, "{usage}");
+    assert_eq!(u["model"], "claude-sonnet-4-5", "{usage}");
+    assert!(
+        u["categories"].as_array().is_some_and(|c| !c.is_empty()),
+        "{usage}"
+    );
+    for r in [&reconnect, &toggle] {
+        assert_eq!(r["response"]["subtype"], "error", "{r}");
+        assert_eq!(r["response"]["error"], "Server not found: nope", "{r}");
+    }
+    assert_eq!(rewind["response"]["subtype"], "error", "{rewind}");
+    assert_eq!(
+        rewind["response"]["error"],
+        "File rewinding is not enabled."
+    );
+    assert_eq!(
+        dry_rewind["response"]["response"],
+        json!({"canRewind": false, "error": "File rewinding is not enabled."}),
+        "{dry_rewind}"
+    );
+    assert_eq!(bogus["response"]["subtype"], "error", "{bogus}");
+    assert_eq!(
+        bogus["response"]["error"],
+        "Unsupported control request subtype: bogus_thing"
+    );
+    assert_eq!(bogus["response"]["error_code"], "unsupported_request");
+}

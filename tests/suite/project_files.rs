@@ -385,3 +385,91 @@ fn config_show_lists_rules_styles_and_nested_memory_and_validate_places_errors()
         "{out}"
     );
 }
+
+#[test]
+fn setting_sources_choose_whose_agents_skills_and_commands_load() {
+    // The Python SDK's e2e test_setting_sources_user_only: with only the
+    // user's source, the project's agents, skills and commands stay out
+    // (as in Claude Code), and with only the project's, the user's do.
+    let p = Project::new();
+    p.write(
+        ".claude/commands/testcmd.md",
+        "---\ndescription: Test command\n---\nThis is a test command.\n",
+    );
+    p.write(
+        ".claude/agents/project-helper.md",
+        "---\nname: project-helper\ndescription: Helps\n---\nHelp.\n",
+    );
+    p.write(
+        ".claude/skills/project-skill/SKILL.md",
+        "---\nname: project-skill\ndescription: A skill\n---\nDo it.\n",
+    );
+    let home = p.home.path().join(".claude");
+    std::fs::create_dir_all(home.join("commands")).unwrap();
+    std::fs::write(
+        home.join("commands/usercmd.md"),
+        "---\ndescription: Mine\n---\nMine.\n",
+    )
+    .unwrap();
+    let init = |sources: &str| {
+        let server = FakeServer::start([anthropic::text_reply("4")]);
+        let flag = format!("--setting-sources={sources}");
+        let args = [
+            "-p",
+            "What is 2 + 2?",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ];
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(&flag);
+        let out = p.run(Some(&server), &all).ok().json_lines();
+        let names = |key: &str| -> Vec<String> {
+            out[0][key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        };
+        (names("slash_commands"), names("agents"), names("skills"))
+    };
+    let (commands, agents, skills) = init("user");
+    assert!(commands.contains(&"usercmd".to_string()), "{commands:?}");
+    for name in ["testcmd", "project-skill"] {
+        assert!(!commands.iter().any(|c| c == name), "{name}: {commands:?}");
+    }
+    assert!(!agents.iter().any(|a| a == "project-helper"), "{agents:?}");
+    assert!(!skills.iter().any(|s| s == "project-skill"), "{skills:?}");
+    let (commands, agents, skills) = init("project");
+    assert!(commands.contains(&"testcmd".to_string()), "{commands:?}");
+    assert!(!commands.iter().any(|c| c == "usercmd"), "{commands:?}");
+    assert!(agents.iter().any(|a| a == "project-helper"), "{agents:?}");
+    assert!(skills.iter().any(|s| s == "project-skill"), "{skills:?}");
+}
+
+#[test]
+fn init_names_the_chosen_style_even_when_no_file_defines_it() {
+    // The Python SDK's e2e test_setting_sources_default: a local settings
+    // file chooses a style by a name no file defines; init reports that
+    // name as Claude Code does, the prompt stays the default one and a
+    // warning says so.
+    let p = Project::new();
+    p.write(
+        ".claude/settings.local.json",
+        "{\"outputStyle\": \"local-test-style\"}",
+    );
+    let server = FakeServer::start([anthropic::text_reply("4")]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+    );
+    let out = run.ok().json_lines();
+    assert_eq!(out[0]["output_style"], "local-test-style");
+    assert!(!server.request(0).system_text().contains("Output style"));
+    assert!(
+        run.stderr.contains("no style named `local-test-style`"),
+        "{}",
+        run.stderr
+    );
+}
