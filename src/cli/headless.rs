@@ -371,14 +371,10 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         extras.main_prompt.append = Some(append.join("\n\n"));
     }
     if let Some(id) = &h.session_id {
-        if id.is_empty()
-            || id.len() > 128
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        // As Claude Code: a UUID, and not one a session already has.
+        if !runtime::resume::is_uuid(id) {
             return Err(CliError::Usage(format!(
-                "--session-id {id:?}: expected letters, digits, `-` and `_` (a UUID)"
+                "--session-id {id:?}: invalid session ID. Must be a valid UUID."
             )));
         }
         extras.session_id = Some(id.clone());

@@ -33,6 +33,7 @@ from claude_agent_sdk import (
     UserMessage,
     create_sdk_mcp_server,
     get_session_messages,
+    get_subagent_messages,
     list_sessions,
     list_subagents,
     query,
@@ -107,8 +108,8 @@ async def query_read():
     assert result.result == "The notes say hello.", result.result
     assert result.num_turns == 2, result.num_turns
     assert result.total_cost_usd is not None and result.total_cost_usd > 0, result.total_cost_usd
-    # The SDK's session readers look in the same folder (HOME is the test's):
-    # cadre's own layout there must not trip them up.
+    # The SDK's session readers find the session cadre wrote (HOME is the
+    # test's), in Claude Code's place and format.
     project = os.environ["CADRE_PROJECT"]
     listed = list_sessions(directory=project)
     messages = get_session_messages(result.session_id, directory=project)
@@ -116,8 +117,10 @@ async def query_read():
     return {
         "session_id": result.session_id,
         "result": result.result,
-        "sdk_listed": len(listed),
+        "sdk_listed": [s.session_id for s in listed],
+        "sdk_summary": [s.summary for s in listed],
         "sdk_messages": len(messages),
+        "sdk_types": [m.type for m in messages],
         "sdk_subagents": len(subagents),
     }
 
@@ -337,9 +340,35 @@ async def rewrite_and_post_hook():
     return {"asked": asked, "posted": posted}
 
 
+async def session_reads():
+    """A session with a sub-agent, read back with the SDK's session functions."""
+    agents = {"helper": AgentDefinition(description="Looks things up.", prompt="You are the helper.")}
+    messages = [m async for m in query(prompt="Ask the helper.", options=options(agents=agents))]
+    result = result_of(messages)
+    project = os.environ["CADRE_PROJECT"]
+    sid = result.session_id
+    listed = list_sessions(directory=project)
+    read = get_session_messages(sid, directory=project)
+    subagents = list_subagents(sid, directory=project)
+    return {
+        "session_id": sid,
+        "listed": [{"id": s.session_id, "summary": s.summary, "cwd": s.cwd} for s in listed],
+        "messages": [{"type": m.type, "session_id": m.session_id, "message": m.message} for m in read],
+        "subagents": subagents,
+        "subagent_messages": [
+            [
+                {"type": m.type, "parent_tool_use_id": m.parent_tool_use_id, "message": m.message}
+                for m in get_subagent_messages(sid, a, directory=project)
+            ]
+            for a in subagents
+        ],
+    }
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
+        session_reads,
         query_read,
         multi_turn,
         deny_bash,

@@ -833,9 +833,8 @@ fn session_id_and_mcp_config_are_used() {
         run.stderr
     );
     assert!(
-        p.sessions_dir()
-            .join("0b7d5c9e-1111-4222-8333-444455556666")
-            .is_dir()
+        p.transcript_of("0b7d5c9e-1111-4222-8333-444455556666")
+            .is_file()
     );
 }
 
