@@ -273,8 +273,7 @@ pub fn session_folders(dir: &Path) -> Vec<(String, PathBuf)> {
             if t.is_file() {
                 let id = name.strip_suffix(".jsonl")?;
                 is_session_id(id).then(|| (id.to_string(), dir.join(id)))
-            } else if t.is_dir() && is_session_id(&name) && is_real_file(&e.path().join(OLD_MAIN))
-            {
+            } else if t.is_dir() && is_session_id(&name) && is_real_file(&e.path().join(OLD_MAIN)) {
                 Some((name, e.path()))
             } else {
                 None
@@ -1029,7 +1028,10 @@ mod tests {
             ]),
             Message::assistant(vec![ContentBlock::text("done")]),
         ];
-        assert_eq!(r.history, expected.into_iter().map(Arc::new).collect::<History>());
+        assert_eq!(
+            r.history,
+            expected.into_iter().map(Arc::new).collect::<History>()
+        );
         assert_eq!(r.last_uuid.as_deref(), Some("a3"));
         assert_eq!(r.compactions, 1);
         assert!(r.header.is_none());
@@ -1040,7 +1042,12 @@ mod tests {
         assert!(is_session_id("0b7d5c9e-1111-4222-8333-444455556666"));
         assert!(is_session_id("0B7D5C9E-1111-4222-8333-444455556666"));
         assert!(is_session_id("20260101T120000-0123abcd"));
-        for bad in ["0b7d5c9e-1111-4222-8333-44445555666", "0b7d5c9e_1111-4222-8333-444455556666", "../0b7d5c9e-1111-4222-8333-4444555566", ""] {
+        for bad in [
+            "0b7d5c9e-1111-4222-8333-44445555666",
+            "0b7d5c9e_1111-4222-8333-444455556666",
+            "../0b7d5c9e-1111-4222-8333-4444555566",
+            "",
+        ] {
             assert!(!is_session_id(bad), "{bad}");
         }
     }

@@ -207,7 +207,10 @@ mod tests {
         assert!(!moved.join("main.jsonl").exists());
         assert!(!old.join(a).exists());
         assert!(!dirs.find(a).unwrap().old);
-        assert_eq!(resume::main_file(&moved), dirs.dir.join(format!("{a}.jsonl")));
+        assert_eq!(
+            resume::main_file(&moved),
+            dirs.dir.join(format!("{a}.jsonl"))
+        );
     }
 
     #[test]

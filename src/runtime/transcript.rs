@@ -221,11 +221,15 @@ fn session_id_of(path: &Path) -> String {
         .and_then(Path::file_name)
         .is_some_and(|n| n == super::resume::SUBAGENTS_DIR);
     let named = if in_subagents {
-        path.parent().and_then(Path::parent).and_then(Path::file_name)
+        path.parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
     } else {
         path.file_stem()
     };
-    named.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    named
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The working directory written in message lines (`cwd`).
@@ -704,7 +708,9 @@ mod tests {
             let mut expected = serde_json::Map::new();
             expected.insert("type".into(), json!(kinds[i % 6]));
             if i % 6 < 3 {
-                assert!(super::super::resume::is_uuid(written["uuid"].as_str().unwrap()));
+                assert!(super::super::resume::is_uuid(
+                    written["uuid"].as_str().unwrap()
+                ));
                 expected.insert("uuid".into(), written["uuid"].clone());
                 expected.insert("parentUuid".into(), last_uuid.clone());
                 expected.insert("isSidechain".into(), json!(i >= 6));
@@ -740,7 +746,10 @@ mod tests {
         t.message(&prompt);
         let line: Value =
             serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim_end()).unwrap();
-        assert_eq!(line["message"], json!({"role": "user", "content": "say \"hi\"\n"}));
+        assert_eq!(
+            line["message"],
+            json!({"role": "user", "content": "say \"hi\"\n"})
+        );
         let back = super::super::resume::load(&path).unwrap();
         assert_eq!(*back.history[0], prompt);
     }

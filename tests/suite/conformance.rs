@@ -423,7 +423,7 @@ fn scenarios() -> Vec<Scenario> {
 
 /// Claude Code as the Python Agent SDK wheel bundles it, under `root`'s
 /// `.ci/venv`; else a message saying how to install it.
-fn oracle_in(root: &Path) -> Result<PathBuf, String> {
+pub(super) fn oracle_in(root: &Path) -> Result<PathBuf, String> {
     let lib = root.join(".ci/venv/lib");
     let found = std::fs::read_dir(&lib).ok().and_then(|rd| {
         rd.flatten()
@@ -456,7 +456,7 @@ fn oracle_version(bin: &Path) -> String {
 
 /// A request of the main conversation: the Messages API with tools (Claude
 /// Code's side requests — titles, quota probes — carry none).
-fn is_main(r: &RecordedRequest) -> bool {
+pub(super) fn is_main(r: &RecordedRequest) -> bool {
     r.path.trim_end_matches('/').ends_with("/v1/messages")
         && r.json["tools"].as_array().is_some_and(|t| !t.is_empty())
 }
@@ -471,7 +471,7 @@ fn json_body(v: Value) -> Reply {
 
 /// A server that plays `script` to the main conversation and answers
 /// everything else harmlessly.
-fn server(script: Vec<Reply>) -> FakeServer {
+pub(super) fn server(script: Vec<Reply>) -> FakeServer {
     let queue = Mutex::new(VecDeque::from(script));
     FakeServer::route(move |r| {
         if r.path.contains("count_tokens") {

@@ -324,8 +324,15 @@ fn the_sdks_session_functions_read_a_cadre_session_and_its_sub_agent() {
         "{seen:#}"
     );
     let messages = seen["messages"].as_array().unwrap();
-    let types: Vec<&str> = messages.iter().map(|m| m["type"].as_str().unwrap()).collect();
-    assert_eq!(types, ["user", "assistant", "user", "assistant"], "{seen:#}");
+    let types: Vec<&str> = messages
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["user", "assistant", "user", "assistant"],
+        "{seen:#}"
+    );
     assert_eq!(messages[0]["message"]["content"], "Ask the helper.");
     assert_eq!(messages[1]["message"]["content"][0]["id"], "toolu_helper");
     assert_eq!(
@@ -338,7 +345,10 @@ fn the_sdks_session_functions_read_a_cadre_session_and_its_sub_agent() {
     let child = &seen["subagent_messages"][0];
     assert_eq!(child[0]["type"], "user");
     assert_eq!(child[0]["message"]["content"], "Look it up.");
-    assert_eq!(child[1]["message"]["content"][0]["text"], "The helper found it.");
+    assert_eq!(
+        child[1]["message"]["content"][0]["text"],
+        "The helper found it."
+    );
     assert!(
         child
             .as_array()
