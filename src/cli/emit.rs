@@ -371,7 +371,11 @@ impl State {
                     ));
                 }
             }
-            EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
+            EngineEvent::Message {
+                agent_id,
+                message,
+                uuid: line_uuid,
+            } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
                 if parent.is_some()
                     && message.role == Role::Assistant
@@ -440,7 +444,7 @@ impl State {
                             },
                             parent_tool_use_id: parent,
                             session_id: sid,
-                            uuid: wire::new_uuid(),
+                            uuid: line_uuid.clone().unwrap_or_else(wire::new_uuid),
                             api_error: None,
                         }));
                     }
@@ -683,6 +687,7 @@ mod tests {
             &EngineEvent::Message {
                 agent_id: "a1".into(),
                 message: Arc::new(Message::user_text("look")),
+                uuid: None,
             },
             Print::Messages,
         );
@@ -694,6 +699,7 @@ mod tests {
             &EngineEvent::Message {
                 agent_id: "main".into(),
                 message: Arc::new(Message::user_text("task")),
+                uuid: None,
             },
             Print::Messages,
         );

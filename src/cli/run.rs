@@ -53,6 +53,16 @@ pub struct SessionArgs {
     /// leave the original as it was.
     #[arg(long)]
     pub(super) fork_session: bool,
+    /// With --resume and --fork-session: continue from this message (its
+    /// `uuid` in the transcript, as the stream's messages carry it),
+    /// leaving out what came after it (Claude Code's truncating resume).
+    #[arg(long, value_name = "UUID", requires = "fork_session")]
+    pub(super) resume_session_at: Option<String>,
+    /// With --resume-session-at: the `uuid` of the prompt of the turn this
+    /// leaves out; the resume is refused unless what is left out is that
+    /// one turn.
+    #[arg(long, value_name = "UUID", requires = "resume_session_at")]
+    pub(super) resume_drops_turn: Option<String>,
     /// With AGENT_TEAMS on: lead the team NAME (its folder under
     /// `agents.teams_dir`, shared with any other session that names it).
     /// Without it the team is named after the session.
@@ -647,8 +657,30 @@ fn restore(
     let folder = dirs
         .adopt(&found)
         .map_err(|e| CliError::Failed(e.to_string()))?;
-    let restored = resume::load(&resume::main_file(&folder)).map_err(usage)?;
-    Ok((id, restored))
+    let path = resume::main_file(&folder);
+    let Some(at) = &args.resume_session_at else {
+        return Ok((id, resume::load(&path).map_err(usage)?));
+    };
+    // Truncating resume: the transcript up to the message `at`, read
+    // back as a whole one; the fork copies just that part.
+    if !args.fork_session {
+        return Err(CliError::Usage(
+            "--resume-session-at: cadre resumes part of a session only into a new one; \
+             add --fork-session (the original session is left as it was)"
+                .into(),
+        ));
+    }
+    let cut = resume::find_cut(&path, at)
+        .map_err(usage)?
+        .ok_or_else(|| CliError::Usage(format!("No message found with message.uuid of: {at}")))?;
+    if let Some(turn) = &args.resume_drops_turn {
+        cut.check_drops_turn(at, turn).map_err(CliError::Usage)?;
+    }
+    let bytes = fs_err::read(&path).map_err(|e| CliError::Failed(e.to_string()))?;
+    let len = usize::try_from(cut.len)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    Ok((id, resume::parse(&path, &bytes[..len]).map_err(usage)?))
 }
 
 /// A new session's id: a random UUID, as Claude Code names sessions.

@@ -626,6 +626,141 @@ fn add_foreign(out: &mut Restored, message: Message, raw: &serde_json::value::Ra
     }
 }
 
+/// Where a truncating resume (`--resume-session-at UUID`) cuts a
+/// transcript: after the line of message `UUID`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    /// Bytes of the file up to and including that line.
+    pub len: u64,
+    /// The message lines after it, in order: what the cut leaves out.
+    pub after: Vec<Dropped>,
+}
+
+/// A message line a [`Cut`] leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dropped {
+    /// `user` or `assistant`.
+    pub kind: String,
+    pub uuid: String,
+    /// A user's prompt (not tool results, not text cadre joined).
+    pub prompt: bool,
+}
+
+impl Cut {
+    /// `--resume-drops-turn TURN`: what the cut leaves out must be exactly
+    /// the turn whose prompt is `turn` — it starts with that prompt and
+    /// holds no other prompt. The refusal says why, as Claude Code's does.
+    pub fn check_drops_turn(&self, at: &str, turn: &str) -> Result<(), String> {
+        let why = |reason: &str, i: usize, d: &Dropped| {
+            format!(
+                "Resume rejected by --resume-drops-turn: resuming at {at} would discard entries \
+                 not attributable to turn {turn}: {reason}; first discarded entry {i} \
+                 [type={}, uuid={}]",
+                d.kind, d.uuid
+            )
+        };
+        let Some(first) = self.after.first() else {
+            return Err(format!(
+                "Resume rejected by --resume-drops-turn: resuming at {at} discards nothing, \
+                 not turn {turn}"
+            ));
+        };
+        if first.uuid != turn || !first.prompt {
+            return Err(why(
+                "range does not start with the declared turn prompt",
+                0,
+                first,
+            ));
+        }
+        if let Some((i, d)) = self
+            .after
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, d)| d.prompt)
+        {
+            return Err(why("range holds another turn's prompt", i, d));
+        }
+        Ok(())
+    }
+}
+
+/// Finds message `uuid` in the transcript at `path` (a line of type
+/// `user`, `assistant` or `message` with that `uuid`) and what comes after
+/// it; `None` when no message has it.
+pub fn find_cut(path: &Path, uuid: &str) -> Result<Option<Cut>, ResumeError> {
+    use std::io::{BufRead as _, Read as _};
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        uuid: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default, rename = "isMeta")]
+        is_meta: bool,
+        #[serde(default)]
+        joined: bool,
+        #[serde(borrow, default)]
+        message: Option<&'a serde_json::value::RawValue>,
+    }
+    let file = fs_err::File::open(path).map_err(|e| ResumeError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut r = std::io::BufReader::with_capacity(256 * 1024, file);
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
+    let mut buf = Vec::new();
+    let mut offset = 0u64;
+    let mut cut: Option<Cut> = None;
+    loop {
+        buf.clear();
+        let n = (&mut r)
+            .take(limit + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| ResumeError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            break;
+        }
+        offset += n as u64;
+        let Ok(line) = serde_json::from_slice::<Head<'_>>(&buf) else {
+            continue;
+        };
+        let (Some(kind), Some(id)) = (line.kind.as_deref(), line.uuid.as_deref()) else {
+            continue;
+        };
+        if !matches!(kind, "user" | "assistant" | "message") {
+            continue;
+        }
+        match &mut cut {
+            None if id == uuid => {
+                cut = Some(Cut {
+                    len: offset,
+                    after: Vec::new(),
+                });
+            }
+            None => {}
+            Some(c) => {
+                let role_user = kind == "user"
+                    || line
+                        .message
+                        .is_some_and(|m| m.get().starts_with(r#"{"role":"user""#));
+                let results = line
+                    .message
+                    .is_some_and(|m| m.get().contains(r#""type":"tool_result""#));
+                c.after.push(Dropped {
+                    kind: if role_user { "user" } else { "assistant" }.to_string(),
+                    uuid: id.to_string(),
+                    prompt: role_user && !results && !line.is_meta && !line.joined,
+                });
+            }
+        }
+    }
+    Ok(cut)
+}
+
 /// Cuts a line left incomplete by a crash off the end of `path`, so that
 /// lines appended later start on a line of their own.
 pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeError> {

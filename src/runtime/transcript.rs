@@ -374,9 +374,10 @@ impl Transcript {
         &self.agent_id
     }
 
-    /// Appends a message line.
-    pub fn message(&self, message: &Message) {
-        self.message_line(message, &[]);
+    /// Appends a message line; returns its `uuid` (none when nothing was
+    /// written).
+    pub fn message(&self, message: &Message) -> Option<String> {
+        self.message_line(message, &[])
     }
 
     /// Appends a message line for blocks joined to the user message that
@@ -387,16 +388,16 @@ impl Transcript {
     /// never typed by the user (listings, notifications), so the SDKs'
     /// `get_session_messages` leaves it out as it leaves out Claude Code's
     /// own meta messages, and `--resume` still sends it.
-    pub fn joined_message(&self, message: &Message) {
-        self.message_line(message, &[("isMeta", &true), ("joined", &true)]);
+    pub fn joined_message(&self, message: &Message) -> Option<String> {
+        self.message_line(message, &[("isMeta", &true), ("joined", &true)])
     }
 
     /// Appends a message line for an assistant message whose tool calls
     /// `converted` (ids) the provider read out of its text: the line carries
     /// `"converted_from_text": true` and the ids. Without any, a plain line.
-    pub fn assistant_message(&self, message: &Message, converted: &[String]) {
+    pub fn assistant_message(&self, message: &Message, converted: &[String]) -> Option<String> {
         if converted.is_empty() {
-            self.message(message);
+            self.message(message)
         } else {
             self.message_line(
                 message,
@@ -404,7 +405,7 @@ impl Transcript {
                     ("converted_from_text", &true as &dyn JsonField),
                     ("converted_tool_calls", &converted),
                 ],
-            );
+            )
         }
     }
 
@@ -446,7 +447,7 @@ impl Transcript {
     /// session, time, folder and writer; then cadre's own `agent_id`,
     /// `parent_agent_id`, the message and `extra` (which Claude Code's
     /// readers ignore).
-    fn message_line(&self, message: &Message, extra: &[(&str, &dyn JsonField)]) {
+    fn message_line(&self, message: &Message, extra: &[(&str, &dyn JsonField)]) -> Option<String> {
         let role = match message.role {
             crate::message::Role::User => "user",
             crate::message::Role::Assistant => "assistant",
@@ -457,10 +458,10 @@ impl Transcript {
         let cwd = process_cwd();
         let written = AsWritten(message);
         let Ok(mut guard) = self.file.lock() else {
-            return;
+            return None;
         };
         if matches!(guard.sink, Sink::Closed) {
-            return;
+            return None;
         }
         let parent = guard.last_uuid.clone();
         let mut fields: Vec<(&str, &dyn JsonField)> = vec![
@@ -483,12 +484,12 @@ impl Transcript {
             ("message", &written),
         ]);
         let mut bytes = Vec::with_capacity(512);
-        if write_object(&mut bytes, &inserted(&fields, extra)).is_err() {
-            return;
+        write_object(&mut bytes, &inserted(&fields, extra)).ok()?;
+        if !self.write_locked(&mut guard, &bytes) {
+            return None;
         }
-        if self.write_locked(&mut guard, &bytes) {
-            guard.last_uuid = Some(uuid);
-        }
+        guard.last_uuid = Some(uuid.clone());
+        Some(uuid)
     }
 
     fn write_line(&self, bytes: &[u8]) {

@@ -365,9 +365,90 @@ async def session_reads():
     }
 
 
+async def truncating_resume():
+    """The SDK's truncating resume (its e2e test): two turns, then a fork
+    at the end of turn 1 that drops turn 2; a wrong turn id is refused."""
+    import uuid as uuid_mod
+
+    from claude_agent_sdk import ProcessError
+
+    project = os.environ["CADRE_PROJECT"]
+    last_turn_1 = None
+    results = []
+    async with ClaudeSDKClient(options=options(max_turns=1)) as client:
+        await client.query("Reply with exactly: one")
+        async for m in client.receive_response():
+            if isinstance(m, AssistantMessage):
+                last_turn_1 = m
+            elif isinstance(m, ResultMessage):
+                results.append(m)
+        await client.query("Reply with exactly: two")
+        async for m in client.receive_response():
+            if isinstance(m, ResultMessage):
+                results.append(m)
+    assert last_turn_1 is not None and last_turn_1.uuid, last_turn_1
+    assert len(results) == 2 and not any(r.is_error for r in results), results
+    sid = results[-1].session_id
+    chain = get_session_messages(sid, directory=project)
+    uuids = [m.uuid for m in chain]
+    keep_at = last_turn_1.uuid
+    assert keep_at in uuids, ("turn-1 assistant uuid not in the transcript", keep_at, uuids)
+    turn_2 = next(
+        i for i, m in enumerate(chain) if m.type == "user" and m.message.get("content") == "Reply with exactly: two"
+    )
+    assert turn_2 == uuids.index(keep_at) + 1, [(m.type, m.uuid) for m in chain]
+
+    def prompts(session_id):
+        return [
+            m.message["content"]
+            for m in get_session_messages(session_id, directory=project)
+            if m.type == "user" and isinstance(m.message.get("content"), str)
+        ]
+
+    forked = None
+    async for m in query(
+        prompt="Reply with exactly: three",
+        options=options(
+            max_turns=1,
+            resume=sid,
+            fork_session=True,
+            resume_session_at=keep_at,
+            resume_drops_turn=chain[turn_2].uuid,
+        ),
+    ):
+        if isinstance(m, ResultMessage):
+            forked = m
+    assert forked is not None and not forked.is_error, forked
+    assert forked.session_id != sid
+    refused = None
+    try:
+        async for _ in query(
+            prompt="Reply with exactly: three",
+            options=options(
+                max_turns=1,
+                resume=sid,
+                fork_session=True,
+                resume_session_at=keep_at,
+                resume_drops_turn=str(uuid_mod.uuid4()),
+            ),
+        ):
+            pass
+    except ProcessError as e:
+        refused = str(e)
+    return {
+        "session_id": sid,
+        "forked": forked.session_id,
+        "forked_prompts": prompts(forked.session_id),
+        "original_prompts": prompts(sid),
+        "refused": refused,
+        "after_refusal": prompts(sid),
+    }
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
+        truncating_resume,
         session_reads,
         query_read,
         multi_turn,

@@ -358,3 +358,50 @@ fn the_sdks_session_functions_read_a_cadre_session_and_its_sub_agent() {
         "{child:#}"
     );
 }
+
+/// The SDK's truncating resume, as its own end-to-end test drives it: the
+/// stream's assistant message carries its transcript `uuid`, a fork at the
+/// end of turn 1 that declares turn 2 dropped goes on without it (the
+/// model sees turn 1 and the new prompt only), the source is untouched,
+/// and a fork declaring another turn is refused with Claude Code's reason
+/// and writes nothing.
+#[test]
+fn sdk_truncating_resume_forks_at_a_message_and_checks_the_dropped_turn() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        let last = r.messages().last().cloned().unwrap_or_default();
+        let text = last["content"]
+            .as_array()
+            .and_then(|c| c.iter().rev().find_map(|b| b["text"].as_str()))
+            .or(last["content"].as_str())
+            .unwrap_or("")
+            .to_string();
+        let word = text.rsplit(' ').next().unwrap_or("?").to_string();
+        anthropic::text_reply(&word)
+    });
+    let seen = drive(&p, &server, "truncating_resume");
+    assert_eq!(
+        seen["forked_prompts"],
+        json!(["Reply with exactly: one", "Reply with exactly: three"]),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["original_prompts"],
+        json!(["Reply with exactly: one", "Reply with exactly: two"])
+    );
+    assert_eq!(seen["after_refusal"], seen["original_prompts"]);
+    let refused = seen["refused"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("Resume rejected by --resume-drops-turn:"),
+        "{seen:#}"
+    );
+    // The fork's request: turn 1, then the new prompt; turn 2 is gone.
+    let fork_request = server
+        .requests()
+        .into_iter()
+        .find(|r| r.body_str().contains("Reply with exactly: three"))
+        .expect("the fork's request");
+    let body = fork_request.body_str();
+    assert!(body.contains("Reply with exactly: one"), "{body}");
+    assert!(!body.contains("Reply with exactly: two"), "{body}");
+}
