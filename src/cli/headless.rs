@@ -143,8 +143,8 @@ pub struct HeadlessArgs {
     pub json_schema: Option<String>,
     #[arg(long, hide = true)]
     pub plugin_dir: Vec<PathBuf>,
-    /// The SDKs' session store (`session_store`): accepted, not supported
-    /// (said on stderr).
+    /// The SDKs' session store (`session_store`): every transcript line is
+    /// also written to stdout as a `transcript_mirror` frame.
     #[arg(long, hide = true)]
     pub session_mirror: bool,
     /// The SDKs' truncating resume (with --fork-session): continue from
@@ -309,9 +309,21 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         unsupported.push("--plugin-dir (plugins are not supported; ignored)");
     }
     if h.session_mirror {
-        unsupported.push(
-            "--session-mirror (the SDK's session store gets no copy of the transcript; the session is kept on disk as usual)",
-        );
+        // The SDKs' session store: every transcript line (and sub-agent
+        // meta file) also goes to stdout as a `transcript_mirror` frame,
+        // after it is on disk.
+        runtime::transcript::set_mirror(Box::new(|path, lines| {
+            let entries: Vec<&str> = std::str::from_utf8(lines)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| !l.is_empty())
+                .collect();
+            let path = serde_json::to_string(&path.display().to_string()).unwrap_or_default();
+            super::output::print_line(&format!(
+                "{{\"type\":\"transcript_mirror\",\"filePath\":{path},\"entries\":[{}]}}",
+                entries.join(",")
+            ));
+        }));
     }
     if h.replay_user_messages {
         unsupported.push("--replay-user-messages (ignored)");

@@ -242,6 +242,49 @@ fn process_cwd() -> &'static str {
     })
 }
 
+/// Where every transcript line and sub-agent meta file also goes, when
+/// set: the SDKs' session store (`--session-mirror`). Called with the
+/// transcript's path and the lines written (each a JSON object and a
+/// newline), after they are in the file.
+pub type Mirror = Box<dyn Fn(&Path, &[u8]) + Send + Sync>;
+
+static MIRROR: std::sync::OnceLock<Mirror> = std::sync::OnceLock::new();
+
+/// Sends every line written from now on to `mirror` too (once per
+/// process; a second call is ignored).
+pub fn set_mirror(mirror: Mirror) {
+    let _ = MIRROR.set(mirror);
+}
+
+fn mirror(path: Option<&Path>, lines: &[u8]) {
+    if let (Some(m), Some(p)) = (MIRROR.get(), path)
+        && !lines.is_empty()
+    {
+        m(p, lines);
+    }
+}
+
+/// A sub-agent's meta file written to `path`: mirrored as Claude Code
+/// mirrors its sidecar, an `agent_metadata` entry of the sub-agent's
+/// transcript.
+fn mirror_meta<T: Serialize>(path: &Path, value: &T) {
+    if MIRROR.get().is_none() {
+        return;
+    }
+    let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".meta.json")) else {
+        return;
+    };
+    let Ok(Value::Object(fields)) = serde_json::to_value(value) else {
+        return;
+    };
+    let mut entry = serde_json::Map::new();
+    entry.insert("type".into(), Value::from("agent_metadata"));
+    entry.extend(fields);
+    let mut line = serde_json::to_vec(&entry).unwrap_or_default();
+    line.push(b'\n');
+    mirror(Some(Path::new(&format!("{stem}.jsonl"))), &line);
+}
+
 /// The `version` written in message lines.
 const WRITER_VERSION: &str = concat!("cadre-", env!("CARGO_PKG_VERSION"));
 
@@ -357,6 +400,9 @@ impl Transcript {
             .map_or(Ok(()), fs_err::create_dir_all)
             .and_then(|()| OpenOptions::new().create(true).append(true).open(path))
             .and_then(|mut f| f.write_all(kept).map(|()| f));
+        if opened.is_ok() {
+            mirror(Some(path), kept);
+        }
         guard.sink = match opened {
             Ok(f) => Sink::Open(f),
             Err(e) => {
@@ -515,6 +561,7 @@ impl Transcript {
                     state.sink = Sink::Closed;
                     return false;
                 }
+                mirror(self.path.as_deref(), bytes);
                 true
             }
             Sink::Deferred(kept) => {
@@ -615,7 +662,7 @@ pub fn write_json_new<T: Serialize>(path: &Path, value: &T) {
             .and_then(|mut f| f.write_all(&bytes))
     })();
     match result {
-        Ok(()) => {}
+        Ok(()) => mirror_meta(path, value),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
@@ -639,7 +686,7 @@ pub fn write_json_over<T: Serialize>(path: &Path, value: &T) {
         f.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
     })();
     match result {
-        Ok(()) => {}
+        Ok(()) => mirror_meta(path, value),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_json_atomic(path, value),
         Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
@@ -656,8 +703,9 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) {
         fs_err::write(&tmp, bytes)?;
         fs_err::rename(&tmp, path)
     })();
-    if let Err(e) = result {
-        tracing::warn!("cannot write {}: {e}", path.display());
+    match result {
+        Ok(()) => mirror_meta(path, value),
+        Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
 }
 

@@ -445,9 +445,50 @@ async def truncating_resume():
     }
 
 
+async def session_store():
+    """session_store=: the transcript is mirrored into the store (the
+    sub-agent's with its metadata), and a resume from the store alone (the
+    file on disk removed) carries the conversation."""
+    from claude_agent_sdk import (
+        InMemorySessionStore,
+        get_session_messages_from_store,
+        get_subagent_messages_from_store,
+        list_subagents_from_store,
+    )
+    from claude_agent_sdk._internal.sessions import _find_project_dir
+
+    store = InMemorySessionStore()
+    agents = {"helper": AgentDefinition(description="Looks things up.", prompt="You are the helper.")}
+    messages = [
+        m async for m in query(prompt="Ask the helper.", options=options(agents=agents, session_store=store))
+    ]
+    sid = result_of(messages).session_id
+    read = await get_session_messages_from_store(store, sid)
+    subagents = await list_subagents_from_store(store, sid)
+    child = [
+        {"type": m.type, "parent_tool_use_id": m.parent_tool_use_id}
+        for a in subagents
+        for m in await get_subagent_messages_from_store(store, sid, a)
+    ]
+    # The file on disk goes; the store has the session.
+    (_find_project_dir(os.path.realpath(os.environ["CADRE_PROJECT"])) / f"{sid}.jsonl").unlink()
+    again = [
+        m async for m in query(prompt="And again?", options=options(resume=sid, session_store=store))
+    ]
+    return {
+        "session_id": sid,
+        "store_types": [m.type for m in read],
+        "subagents": subagents,
+        "child": child,
+        "resumed": result_of(again).result,
+        "resumed_session": result_of(again).session_id,
+    }
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
+        session_store,
         truncating_resume,
         session_reads,
         query_read,

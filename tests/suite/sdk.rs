@@ -405,3 +405,57 @@ fn sdk_truncating_resume_forks_at_a_message_and_checks_the_dropped_turn() {
     assert!(body.contains("Reply with exactly: one"), "{body}");
     assert!(!body.contains("Reply with exactly: two"), "{body}");
 }
+
+/// `session_store=` (`--session-mirror`): the transcript reaches the SDK's
+/// `InMemorySessionStore` as `transcript_mirror` frames — the main
+/// conversation, and the sub-agent's with its metadata, so the store's
+/// readers give `parent_tool_use_id` — and a resume from the store alone
+/// (the file on disk deleted, the SDK writing the store's copy into a
+/// scratch `CLAUDE_CONFIG_DIR`) sends the earlier conversation.
+#[test]
+fn sdk_session_store_gets_the_transcript_and_resumes_from_it() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains("You are the helper") {
+            return anthropic::text_reply("The helper found it.");
+        }
+        if r.body_str().contains("And again?") {
+            return anthropic::text_reply("Again: the helper found it.");
+        }
+        match turn(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_helper",
+                "Agent",
+                json!({"description": "look up", "prompt": "Look it up.", "subagent_type": "helper"}),
+            ),
+            _ => anthropic::text_reply("Done: the helper found it."),
+        }
+    });
+    let seen = drive(&p, &server, "session_store");
+    assert_eq!(
+        seen["store_types"],
+        json!(["user", "assistant", "user", "assistant"]),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["subagents"].as_array().map(Vec::len),
+        Some(1),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["child"],
+        json!([
+            {"type": "user", "parent_tool_use_id": "toolu_helper"},
+            {"type": "assistant", "parent_tool_use_id": "toolu_helper"}
+        ])
+    );
+    assert_eq!(seen["resumed"], "Again: the helper found it.");
+    assert_eq!(seen["resumed_session"], seen["session_id"]);
+    let resumed = server
+        .requests()
+        .into_iter()
+        .find(|r| r.body_str().contains("And again?"))
+        .expect("the resumed request");
+    assert!(resumed.body_str().contains("Ask the helper."));
+    assert!(resumed.body_str().contains("Done: the helper found it."));
+}
