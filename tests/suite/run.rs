@@ -331,7 +331,7 @@ fn transcripts_are_valid_jsonl_and_never_hold_the_key() {
     let lines = p.transcript_lines();
     let messages: Vec<_> = lines
         .iter()
-        .filter(|l| l["type"] == "message" && l["joined"] != true)
+        .filter(|l| (l["type"] == "user" || l["type"] == "assistant") && l["joined"] != true)
         .collect();
     assert_eq!(messages.len(), 4, "prompt, tool_use, tool_result, answer");
     assert!(
