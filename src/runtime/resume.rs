@@ -365,6 +365,10 @@ struct Line<'a> {
     /// again (the summary follows).
     #[serde(borrow, default)]
     subtype: Option<std::borrow::Cow<'a, str>>,
+    /// Lines cadre writes only for Claude Code's readers (its view of a
+    /// compaction): cadre reads the `compact` line instead.
+    #[serde(borrow, default)]
+    shadow: Option<&'a serde_json::value::RawValue>,
 }
 
 /// The API id of an assistant message Claude Code wrote: it writes one line
@@ -492,6 +496,9 @@ fn apply_line(
             if let Some(u) = &line.uuid {
                 out.last_uuid = Some(u.to_string());
             }
+            if is_true(line.shadow) {
+                return Ok(ts);
+            }
             if kind != "message" && line.agent_id.is_none() {
                 add_foreign(out, message, m);
                 return Ok(ts);
@@ -534,6 +541,11 @@ fn apply_line(
         }
         // Claude Code compacted: the summary (the next user line) starts
         // the history again.
+        Some("system") if is_true(line.shadow) => {
+            if let Some(u) = &line.uuid {
+                out.last_uuid = Some(u.to_string());
+            }
+        }
         Some("system") if line.subtype.as_deref() == Some("compact_boundary") => {
             out.history.clear();
             out.foreign_assistant_id = None;
@@ -700,6 +712,8 @@ pub fn find_cut(path: &Path, uuid: &str) -> Result<Option<Cut>, ResumeError> {
         is_meta: bool,
         #[serde(default)]
         joined: bool,
+        #[serde(default)]
+        shadow: bool,
         #[serde(borrow, default)]
         message: Option<&'a serde_json::value::RawValue>,
     }
@@ -731,7 +745,7 @@ pub fn find_cut(path: &Path, uuid: &str) -> Result<Option<Cut>, ResumeError> {
         let (Some(kind), Some(id)) = (line.kind.as_deref(), line.uuid.as_deref()) else {
             continue;
         };
-        if !matches!(kind, "user" | "assistant" | "message") {
+        if !matches!(kind, "user" | "assistant" | "message") || line.shadow {
             continue;
         }
         match &mut cut {

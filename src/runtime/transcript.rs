@@ -487,6 +487,70 @@ impl Transcript {
         self.write_line(&bytes);
     }
 
+    /// After cadre's own `compact` line: the compaction as Claude Code
+    /// writes one, so that its `--resume` and the SDKs' readers go on from
+    /// the summary. A `system` `compact_boundary` line that starts a new
+    /// chain (`parentUuid` null, `logicalParentUuid` the last message),
+    /// the summary as an `isCompactSummary` user line, then a copy of each
+    /// message the compaction `kept`. Every one is marked `"shadow": true`:
+    /// cadre's reader rebuilds the history from the `compact` line and
+    /// skips them. One line per write, as any other.
+    pub fn compaction_view(
+        &self,
+        trigger: &str,
+        summary: &Message,
+        kept: &[std::sync::Arc<Message>],
+    ) {
+        {
+            let Ok(mut guard) = self.file.lock() else {
+                return;
+            };
+            if matches!(guard.sink, Sink::Closed) {
+                return;
+            }
+            let uuid = new_uuid();
+            let time = crate::clock::now_rfc3339();
+            let logical = guard.last_uuid.clone();
+            let sidechain = self.parent_agent_id.is_some();
+            let meta = serde_json::json!({"trigger": trigger});
+            let fields: [(&str, &dyn JsonField); 15] = [
+                ("type", &"system"),
+                ("subtype", &"compact_boundary"),
+                ("content", &"Conversation compacted"),
+                ("uuid", &uuid),
+                ("parentUuid", &None::<String>),
+                ("logicalParentUuid", &logical),
+                ("isSidechain", &sidechain),
+                ("isMeta", &false),
+                ("level", &"info"),
+                ("compactMetadata", &meta),
+                ("sessionId", &self.session_id),
+                ("timestamp", &time),
+                ("agent_id", &self.agent_id),
+                ("parent_agent_id", &self.parent_agent_id),
+                ("shadow", &true),
+            ];
+            let mut bytes = Vec::with_capacity(512);
+            if write_object(&mut bytes, &fields).is_err() {
+                return;
+            }
+            if !self.write_locked(&mut guard, &bytes) {
+                return;
+            }
+            guard.last_uuid = Some(uuid);
+        }
+        self.message_line(
+            summary,
+            &[
+                ("isCompactSummary", &true as &dyn JsonField),
+                ("shadow", &true),
+            ],
+        );
+        for m in kept {
+            self.message_line(m, &[("shadow", &true)]);
+        }
+    }
+
     /// Appends a message as Claude Code's transcript entry: `type` is the
     /// role, then the entry's ids (`uuid`, `parentUuid`: the message line
     /// before it), `isSidechain` (and `agentId`) for a sub-agent, the

@@ -728,7 +728,10 @@ fn unsupported_flags_say_so() {
     // The SDKs' truncating resume: the turn to drop needs the message to
     // resume at, which goes with a fork (suite::sdk tests them working).
     let id = "0b7d5c9e-1111-4222-8333-444455556666";
-    let run = p.run(Some(&server), &["-p", "x", "--resume", id, "--resume-drops-turn=u2"]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "x", "--resume", id, "--resume-drops-turn=u2"],
+    );
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr

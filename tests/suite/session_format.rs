@@ -198,3 +198,79 @@ fn cadre_resumes_a_session_claude_code_wrote() {
         "appended to Claude Code's file"
     );
 }
+
+/// After a compaction (`/compact` in a stream-json session) Claude Code's
+/// `--resume` of the session goes on from the summary, as after one of its
+/// own: cadre writes Claude Code's view of it (a `compact_boundary`, the
+/// summary) beside its own `compact` line, and cadre's own resume still
+/// reads the compacted history once.
+#[test]
+fn claude_code_resumes_a_compacted_cadre_session_from_the_summary() {
+    let p = Project::new();
+    let first = FakeServer::start([
+        anthropic::text_reply("Remembered: plum."),
+        anthropic::text_reply("SUMMARY: the fruit is known."),
+    ]);
+    let mut d = super::headless::Driven::start(&p, &first, &[]);
+    d.user("remember plum");
+    let answered = d.until("first result", |v| v["type"] == "result");
+    let id = answered["session_id"].as_str().unwrap().to_string();
+    d.user("/compact");
+    d.until("compact result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+
+    let second = server(vec![anthropic::text_reply("It was in the summary.")]);
+    second.skip_invariant_checks();
+    let out = claude_code(&p, &second)
+        .args([
+            "-p",
+            "--resume",
+            &id,
+            "what was it?",
+            "--output-format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let main = second
+        .requests()
+        .into_iter()
+        .find(is_main)
+        .expect("a request of the main conversation");
+    let seen = transcript_of_request(&main.json);
+    assert!(
+        in_order(
+            &seen,
+            &[
+                ("user", "SUMMARY: the fruit is known."),
+                ("user", "what was it?")
+            ]
+        ),
+        "{seen:#?}"
+    );
+    assert!(
+        !seen.iter().any(|(_, t)| t.contains("remember plum")),
+        "the compacted turns are not sent again: {seen:#?}"
+    );
+
+    // cadre's own resume: the summary once, then the new prompt.
+    let third = FakeServer::start([anthropic::text_reply("plum")]);
+    let run = p.run(Some(&third), &["run", "--resume", &id, "and now?"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let seen = transcript_of_request(&third.request(0).json);
+    let summaries = seen
+        .iter()
+        .filter(|(_, t)| t.contains("SUMMARY: the fruit is known."))
+        .count();
+    assert_eq!(summaries, 1, "{seen:#?}");
+    assert!(
+        !seen.iter().any(|(_, t)| t.contains("remember plum")),
+        "{seen:#?}"
+    );
+}
