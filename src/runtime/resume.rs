@@ -1186,6 +1186,48 @@ mod tests {
         assert!(r.header.is_none());
     }
 
+    /// A truncating resume cuts after the named message; the turn it drops
+    /// must start with the declared prompt and hold no other prompt.
+    #[test]
+    fn a_cut_names_what_it_drops_and_checks_the_declared_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let t = Transcript::open(p.clone(), "main", None);
+        t.message(&Message::user_text("one"));
+        let keep = t
+            .message(&Message::assistant(vec![ContentBlock::text("1")]))
+            .unwrap();
+        t.record("usage", json!({"usage": Usage::default()}));
+        let two = t.message(&Message::user_text("two")).unwrap();
+        t.joined_message(&Message::user_text("a listing"));
+        t.message(&Message::assistant(vec![ContentBlock::text("2")]));
+        let cut = find_cut(&p, &keep).unwrap().unwrap();
+        let r = parse(
+            &p,
+            &std::fs::read(&p).unwrap()[..usize::try_from(cut.len).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(r.history.len(), 2);
+        assert_eq!(r.last_uuid.as_deref(), Some(keep.as_str()));
+        assert_eq!(cut.after.len(), 3);
+        assert!(cut.check_drops_turn(&keep, &two).is_ok());
+        let e = cut.check_drops_turn(&keep, "other").unwrap_err();
+        assert!(
+            e.starts_with("Resume rejected by --resume-drops-turn:"),
+            "{e}"
+        );
+        assert!(
+            e.contains("range does not start with the declared turn prompt"),
+            "{e}"
+        );
+        // Two turns dropped: refused, naming the second prompt.
+        let three = t.message(&Message::user_text("three")).unwrap();
+        let cut = find_cut(&p, &keep).unwrap().unwrap();
+        let e = cut.check_drops_turn(&keep, &two).unwrap_err();
+        assert!(e.contains(&three), "{e}");
+        assert_eq!(find_cut(&p, "no-such-uuid").unwrap(), None);
+    }
+
     #[test]
     fn session_ids_are_uuids_or_an_older_cadres() {
         assert!(is_session_id("0b7d5c9e-1111-4222-8333-444455556666"));
