@@ -68,7 +68,7 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOC: Counting = Counting;
 
 const MODEL: &str = "claude-sonnet-4-5";
-const SESSION: &str = "20260101T120000-0123abcd";
+const SESSION: &str = "0b7d5c9e-1111-4222-8333-444455556666";
 const TURNS: usize = 200;
 
 fn figure(name: &str, value: impl std::fmt::Display) {
@@ -228,12 +228,14 @@ fn run(p: &Project, server: &Server, args: &[&str]) -> (Duration, i64) {
 
 // ---- 1. resume ------------------------------------------------------------
 
-/// Writes a transcript of about `bytes` under `dir`: turns of a Read call
-/// and its 4 KiB result, each with its usage line.
-fn write_transcript(dir: &Path, bytes: u64) -> PathBuf {
-    let folder = dir.join(".cadre/sessions").join(SESSION);
+/// Writes a transcript of about `bytes` for the project `dir` into the
+/// session folder under `home` (`~/.claude/projects/<key>/<id>.jsonl`):
+/// turns of a Read call and its 4 KiB result, each with its usage line.
+fn write_transcript(dir: &Path, home: &Path, bytes: u64) -> PathBuf {
+    let key = cadre::config::project_key(&dir.canonicalize().unwrap());
+    let folder = home.join(".claude/projects").join(key);
     std::fs::create_dir_all(&folder).unwrap();
-    let path = folder.join("main.jsonl");
+    let path = folder.join(format!("{SESSION}.jsonl"));
     let t = Transcript::open(path.clone(), "main", None);
     let header = SessionHeader {
         version: TRANSCRIPT_VERSION,
@@ -289,7 +291,7 @@ fn write_transcript(dir: &Path, bytes: u64) -> PathBuf {
 
 fn bench_resume() {
     let p = project("");
-    let path = write_transcript(p.dir.path(), 10 * 1024 * 1024);
+    let path = write_transcript(p.dir.path(), p.home.path(), 10 * 1024 * 1024);
     let size = std::fs::metadata(&path).unwrap().len();
     figure("resume_transcript_bytes", size);
 

@@ -42,6 +42,7 @@ pub enum ContentBlock {
     },
     ToolResult {
         tool_use_id: String,
+        #[serde(deserialize_with = "text_or_blocks")]
         content: Vec<ToolResultContent>,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
@@ -105,7 +106,48 @@ impl ContentBlock {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub role: Role,
+    #[serde(deserialize_with = "text_or_blocks")]
     pub content: Vec<ContentBlock>,
+}
+
+/// Content as the Messages API accepts it: a list of blocks, or a string
+/// (one text block), as Claude Code writes a prompt in its transcripts.
+fn text_or_blocks<'de, D, B>(d: D) -> Result<Vec<B>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    B: Deserialize<'de> + FromText,
+{
+    struct V<B>(std::marker::PhantomData<B>);
+    impl<'de, B: Deserialize<'de> + FromText> serde::de::Visitor<'de> for V<B> {
+        type Value = Vec<B>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of content blocks or a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Vec<B>, E> {
+            Ok(vec![B::from_text(v.to_string())])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Vec<B>, A::Error> {
+            Vec::<B>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+        }
+    }
+    d.deserialize_any(V(std::marker::PhantomData))
+}
+
+/// A content block holding `text`.
+trait FromText {
+    fn from_text(text: String) -> Self;
+}
+
+impl FromText for ContentBlock {
+    fn from_text(text: String) -> Self {
+        ContentBlock::Text { text }
+    }
+}
+
+impl FromText for ToolResultContent {
+    fn from_text(text: String) -> Self {
+        ToolResultContent::Text { text }
+    }
 }
 
 impl Message {

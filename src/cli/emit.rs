@@ -387,7 +387,11 @@ impl State {
                     ));
                 }
             }
-            EngineEvent::Message { agent_id, message } if print != Print::Nothing => {
+            EngineEvent::Message {
+                agent_id,
+                message,
+                uuid: line_uuid,
+            } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
                 if parent.is_some()
                     && message.role == Role::Assistant
@@ -456,7 +460,7 @@ impl State {
                             },
                             parent_tool_use_id: parent,
                             session_id: sid,
-                            uuid: wire::new_uuid(),
+                            uuid: line_uuid.clone().unwrap_or_else(wire::new_uuid),
                             api_error: None,
                         }));
                     }
@@ -699,6 +703,7 @@ mod tests {
             &EngineEvent::Message {
                 agent_id: "a1".into(),
                 message: Arc::new(Message::user_text("look")),
+                uuid: None,
             },
             Print::Messages,
         );
@@ -710,6 +715,7 @@ mod tests {
             &EngineEvent::Message {
                 agent_id: "main".into(),
                 message: Arc::new(Message::user_text("task")),
+                uuid: None,
             },
             Print::Messages,
         );

@@ -143,11 +143,12 @@ pub struct HeadlessArgs {
     pub json_schema: Option<String>,
     #[arg(long, hide = true)]
     pub plugin_dir: Vec<PathBuf>,
-    /// The SDKs' session store (`session_store`): accepted, not supported
-    /// (said on stderr).
+    /// The SDKs' session store (`session_store`): every transcript line is
+    /// also written to stdout as a `transcript_mirror` frame.
     #[arg(long, hide = true)]
     pub session_mirror: bool,
-    /// The SDKs' truncating resume: refused with an explanation.
+    /// The SDKs' truncating resume (with --fork-session): continue from
+    /// this message, leaving out what came after it.
     #[arg(long, hide = true, value_name = "UUID")]
     pub resume_session_at: Option<String>,
     #[arg(long, hide = true, value_name = "UUID")]
@@ -260,17 +261,15 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             "--fork-session goes with --resume ID or --continue".into(),
         ));
     }
-    for (flag, given) in [
-        ("--resume-session-at", &h.resume_session_at),
-        ("--resume-drops-turn", &h.resume_drops_turn),
-    ] {
-        if given.is_some() {
-            return Err(CliError::Usage(format!(
-                "{flag}: cadre cannot resume a session part of the way yet (its transcripts \
-                 do not keep the stream's message uuids); resume the whole session with \
-                 --resume ID, optionally with --fork-session"
-            )));
-        }
+    if h.resume_drops_turn.is_some() && h.resume_session_at.is_none() {
+        return Err(CliError::Usage(
+            "--resume-drops-turn requires --resume-session-at".into(),
+        ));
+    }
+    if h.resume_session_at.is_some() && h.resume.is_none() && !h.continue_session {
+        return Err(CliError::Usage(
+            "--resume-session-at goes with --resume ID".into(),
+        ));
     }
     let output = h.output_format.unwrap_or(OutputFormat::Text);
     let input = h.input_format.unwrap_or(InputFormat::Text);
@@ -313,9 +312,21 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         unsupported.push("--plugin-dir (plugins are not supported; ignored)");
     }
     if h.session_mirror {
-        unsupported.push(
-            "--session-mirror (the SDK's session store gets no copy of the transcript; the session is kept on disk as usual)",
-        );
+        // The SDKs' session store: every transcript line (and sub-agent
+        // meta file) also goes to stdout as a `transcript_mirror` frame,
+        // after it is on disk.
+        runtime::transcript::set_mirror(Box::new(|path, lines| {
+            let entries: Vec<&str> = std::str::from_utf8(lines)
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| !l.is_empty())
+                .collect();
+            let path = serde_json::to_string(&path.display().to_string()).unwrap_or_default();
+            super::output::print_line(&format!(
+                "{{\"type\":\"transcript_mirror\",\"filePath\":{path},\"entries\":[{}]}}",
+                entries.join(",")
+            ));
+        }));
     }
     if let Some(v) = &h.replay_user_messages {
         if !v.is_empty() {
@@ -344,6 +355,8 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         resume: h.resume.clone(),
         continue_latest: h.continue_session,
         fork_session: h.fork_session,
+        resume_session_at: h.resume_session_at.clone(),
+        resume_drops_turn: h.resume_drops_turn.clone(),
         team: None,
     };
     if h.dangerously_skip_permissions {
@@ -384,14 +397,10 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         extras.main_prompt.append = Some(append.join("\n\n"));
     }
     if let Some(id) = &h.session_id {
-        if id.is_empty()
-            || id.len() > 128
-            || !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        // As Claude Code: a UUID, and not one a session already has.
+        if !runtime::resume::is_uuid(id) {
             return Err(CliError::Usage(format!(
-                "--session-id {id:?}: expected letters, digits, `-` and `_` (a UUID)"
+                "--session-id {id:?}: invalid session ID. Must be a valid UUID."
             )));
         }
         extras.session_id = Some(id.clone());
@@ -1731,6 +1740,22 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
+            // A session that cannot be resumed (unknown id, a truncating
+            // resume refused) ends the process before any answer, as
+            // Claude Code checks it before it reads stdin: the SDKs raise
+            // their process error with the reason from stderr.
+            // (The process ends now: the reader of stdin would keep it
+            // waiting for a client that waits for the answer.)
+            if init_reply.is_some() && session_args.resuming() {
+                let start = PromptStart::now(&emitter);
+                let failed = Err(RunError::Limit(e.to_string()));
+                let id = run::new_session_id();
+                send(&Output::Result(result_of(
+                    &emitter, &id, &start, &failed, 0,
+                )));
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
             if let Some(id) = &init_reply {
                 send(&Output::ControlResponse(wire::ControlResponseOut::error(
                     id,

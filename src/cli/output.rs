@@ -482,7 +482,9 @@ impl Progress {
         {
             self.count(agent_id, model, usage);
         }
-        if let EngineEvent::Message { agent_id, message } = event
+        if let EngineEvent::Message {
+            agent_id, message, ..
+        } = event
             && agent_id == "main"
             && message.role == crate::message::Role::Assistant
         {

@@ -53,6 +53,16 @@ pub struct SessionArgs {
     /// leave the original as it was.
     #[arg(long)]
     pub(super) fork_session: bool,
+    /// With --resume and --fork-session: continue from this message (its
+    /// `uuid` in the transcript, as the stream's messages carry it),
+    /// leaving out what came after it (Claude Code's truncating resume).
+    #[arg(long, value_name = "UUID", requires = "fork_session")]
+    pub(super) resume_session_at: Option<String>,
+    /// With --resume-session-at: the `uuid` of the prompt of the turn this
+    /// leaves out; the resume is refused unless what is left out is that
+    /// one turn.
+    #[arg(long, value_name = "UUID", requires = "resume_session_at")]
+    pub(super) resume_drops_turn: Option<String>,
     /// With AGENT_TEAMS on: lead the team NAME (its folder under
     /// `agents.teams_dir`, shared with any other session that names it).
     /// Without it the team is named after the session.
@@ -250,6 +260,14 @@ pub(super) fn prepare_with(
     };
     let session_dir: Option<PathBuf> =
         (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
+    if let (Some(given), Some(dir)) = (&extras.session_id, &session_dir)
+        && (resumed.is_none() || args.fork_session)
+        && runtime::resume::main_file(dir).exists()
+    {
+        return Err(CliError::Usage(format!(
+            "Session ID {given} is already in use."
+        )));
+    }
     if session_dir.is_some()
         && let Some(days) = settings.transcripts.cleanup_period_days
     {
@@ -403,9 +421,9 @@ pub(super) fn prepare_with(
             }
         }
     }
-    let main_file = session_dir.as_ref().map(|d| d.join("main.jsonl"));
+    let main_file = session_dir.as_deref().map(runtime::resume::main_file);
     if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
-        let original = sessions_dir.join(id).join("main.jsonl");
+        let original = runtime::resume::main_file(&sessions_dir.join(id));
         if forked_from.is_some() {
             // The fork starts as a copy of the complete lines.
             let bytes = fs_err::read(&original).map_err(|e| CliError::Failed(e.to_string()))?;
@@ -416,10 +434,9 @@ pub(super) fn prepare_with(
                 fs_err::create_dir_all(d).map_err(|e| CliError::Failed(e.to_string()))?;
             }
             fs_err::write(file, &bytes[..keep]).map_err(|e| CliError::Failed(e.to_string()))?;
-            copy_agent_files(
-                &sessions_dir.join(id),
-                file.parent().unwrap_or(&sessions_dir),
-            )?;
+            if let Some(to) = &session_dir {
+                copy_agent_files(&sessions_dir.join(id), to)?;
+            }
         } else {
             runtime::resume::trim_partial_tail(file, r.complete_len)
                 .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -429,6 +446,9 @@ pub(super) fn prepare_with(
         Some(f) => Transcript::open(f.clone(), "main", None),
         None => Transcript::disabled("main", None),
     });
+    // The new messages continue the chain of the last one read back
+    // (lines another program wrote included).
+    transcript.chain_after(resumed.as_ref().and_then(|(_, r)| r.last_uuid.clone()));
     *engine
         .main_mode
         .lock()
@@ -590,17 +610,21 @@ pub(super) async fn help_text(engine: &Engine, which: &str, chat: bool) -> Strin
 /// the copy, so the fork can resume them without touching the original.
 fn copy_agent_files(from: &std::path::Path, to: &std::path::Path) -> Result<(), CliError> {
     let failed = |e: std::io::Error| CliError::Failed(e.to_string());
-    let Ok(entries) = std::fs::read_dir(from.join("agents")) else {
+    let (from, to) = (
+        runtime::resume::subagents_dir(from),
+        runtime::resume::subagents_dir(to),
+    );
+    let Ok(entries) = std::fs::read_dir(&from) else {
         return Ok(());
     };
-    fs_err::create_dir_all(to.join("agents")).map_err(failed)?;
+    fs_err::create_dir_all(&to).map_err(failed)?;
     for e in entries.flatten() {
         let is_file = e.file_type().is_ok_and(|t| t.is_file());
         let name = e.file_name();
         let wanted = name.to_string_lossy().ends_with(".jsonl")
             || name.to_string_lossy().ends_with(".meta.json");
         if is_file && wanted {
-            fs_err::copy(e.path(), to.join("agents").join(&name)).map_err(failed)?;
+            fs_err::copy(e.path(), to.join(&name)).map_err(failed)?;
         }
     }
     Ok(())
@@ -633,13 +657,35 @@ fn restore(
     let folder = dirs
         .adopt(&found)
         .map_err(|e| CliError::Failed(e.to_string()))?;
-    let restored = resume::load(&folder.join("main.jsonl")).map_err(usage)?;
-    Ok((id, restored))
+    let path = resume::main_file(&folder);
+    let Some(at) = &args.resume_session_at else {
+        return Ok((id, resume::load(&path).map_err(usage)?));
+    };
+    // Truncating resume: the transcript up to the message `at`, read
+    // back as a whole one; the fork copies just that part.
+    if !args.fork_session {
+        return Err(CliError::Usage(
+            "--resume-session-at: cadre resumes part of a session only into a new one; \
+             add --fork-session (the original session is left as it was)"
+                .into(),
+        ));
+    }
+    let cut = resume::find_cut(&path, at)
+        .map_err(usage)?
+        .ok_or_else(|| CliError::Usage(format!("No message found with message.uuid of: {at}")))?;
+    if let Some(turn) = &args.resume_drops_turn {
+        cut.check_drops_turn(at, turn).map_err(CliError::Usage)?;
+    }
+    let bytes = fs_err::read(&path).map_err(|e| CliError::Failed(e.to_string()))?;
+    let len = usize::try_from(cut.len)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    Ok((id, resume::parse(&path, &bytes[..len]).map_err(usage)?))
 }
 
+/// A new session's id: a random UUID, as Claude Code names sessions.
 pub(super) fn new_session_id() -> String {
-    let t = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%S").to_string();
-    format!("{t}-{:08x}", rand::random::<u32>())
+    runtime::transcript::new_uuid()
 }
 
 pub(super) fn read_prompt(prompt: Option<String>) -> Result<String, CliError> {

@@ -100,7 +100,7 @@ fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
     };
     let model = r.header.as_ref()?.model.clone();
     let mut total = cost_of(Some(price_of(prices, &model)?), &r.usage) + side(r)?;
-    let entries = std::fs::read_dir(folder.join("agents"))
+    let entries = std::fs::read_dir(resume::subagents_dir_found(folder))
         .map_or_else(|_| Vec::new(), |d| d.flatten().collect());
     for e in entries {
         let path = e.path();
@@ -121,7 +121,7 @@ pub(super) type Prices = std::collections::BTreeMap<String, crate::config::Model
 
 pub(super) fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
     let (id, folder) = (found.id.as_str(), found.folder.as_path());
-    let children = std::fs::read_dir(folder.join("agents")).map_or(0, |d| {
+    let children = std::fs::read_dir(resume::subagents_dir_found(folder)).map_or(0, |d| {
         d.flatten()
             .filter(|e| e.file_name().to_string_lossy().ends_with(".jsonl"))
             .count()
@@ -164,7 +164,7 @@ pub(super) fn summary(found: &Found, r: &Restored, prices: &Prices) -> Summary {
 fn list(dirs: &SessionDirs, json: bool, prices: &Prices) -> Result<(), CliError> {
     let mut rows = Vec::new();
     for found in dirs.all() {
-        match resume::load(&resume::main_transcript(&found.folder)) {
+        match resume::load(&resume::main_file(&found.folder)) {
             Ok(r) => rows.push(summary(&found, &r, prices)),
             Err(e) => eprintln!("warning: {e}"),
         }
@@ -202,7 +202,8 @@ fn list(dirs: &SessionDirs, json: bool, prices: &Prices) -> Result<(), CliError>
 fn show(dirs: &SessionDirs, id: &str, json: bool, prices: &Prices) -> Result<(), CliError> {
     let found = dirs.find(id).map_err(usage_error)?;
     let folder = found.folder.clone();
-    let r = resume::load(&resume::main_transcript(&folder)).map_err(usage_error)?;
+    let transcript = resume::main_file(&folder);
+    let r = resume::load(&transcript).map_err(usage_error)?;
     let s = summary(&found, &r, prices);
     if json {
         #[derive(Serialize)]
@@ -210,16 +211,18 @@ fn show(dirs: &SessionDirs, id: &str, json: bool, prices: &Prices) -> Result<(),
             #[serde(flatten)]
             summary: &'a Summary,
             path: PathBuf,
+            transcript: PathBuf,
             messages_list: &'a crate::message::History,
         }
         return print_json(&Shown {
             summary: &s,
             path: folder,
+            transcript,
             messages_list: &r.history,
         });
     }
     outln!("session   {}", s.id);
-    outln!("folder    {}", folder.display());
+    outln!("file      {}", transcript.display());
     outln!("started   {}", s.started.as_deref().unwrap_or("?"));
     outln!("last      {}", s.last_activity.as_deref().unwrap_or("?"));
     outln!("model     {}", s.model.as_deref().unwrap_or("?"));
@@ -251,15 +254,25 @@ fn show(dirs: &SessionDirs, id: &str, json: bool, prices: &Prices) -> Result<(),
 
 fn rm(dirs: &SessionDirs, id: &str) -> Result<(), CliError> {
     let folder = dirs.find(id).map_err(usage_error)?.folder;
-    // Only a real folder, never a link to one elsewhere.
-    let is_link = std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_symlink());
-    if is_link {
-        return Err(CliError::Usage(format!(
-            "{}: a link, not a session folder; not removed",
-            folder.display()
-        )));
+    let main = resume::main_file(&folder);
+    // Only real files and folders, never a link to one elsewhere.
+    for p in [&folder, &main] {
+        let is_link = std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link {
+            return Err(CliError::Usage(format!(
+                "{}: a link, not a session's file; not removed",
+                p.display()
+            )));
+        }
     }
-    fs_err::remove_dir_all(&folder).map_err(|e| CliError::Failed(e.to_string()))?;
-    outln!("removed {}", folder.display());
+    let failed = |e: std::io::Error| CliError::Failed(e.to_string());
+    if main.parent() != Some(folder.as_path()) {
+        fs_err::remove_file(&main).map_err(failed)?;
+        outln!("removed {}", main.display());
+    }
+    if folder.is_dir() {
+        fs_err::remove_dir_all(&folder).map_err(failed)?;
+        outln!("removed {}", folder.display());
+    }
     Ok(())
 }

@@ -120,7 +120,8 @@ fn session_dirs(g: &GlobalArgs, cwd: &Path, root: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// Every `SESSIONS/*/agents/*.meta.json`, parsed, with its session id.
+/// Every `SESSIONS/*/subagents/*.meta.json` (`agents/` of an older
+/// cadre's session), parsed, with its session id.
 fn read_metas(dirs: &[PathBuf]) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     for dir in dirs {
@@ -129,7 +130,8 @@ fn read_metas(dirs: &[PathBuf]) -> Vec<(String, Value)> {
         };
         for session in sessions.flatten() {
             let session_id = session.file_name().to_string_lossy().into_owned();
-            let Ok(files) = std::fs::read_dir(session.path().join("agents")) else {
+            let agents = crate::runtime::resume::subagents_dir_found(&session.path());
+            let Ok(files) = std::fs::read_dir(agents) else {
                 continue;
             };
             for f in files.flatten() {

@@ -62,9 +62,7 @@ fn expected_run(runs: &Runs, agent: &str) -> u32 {
 /// Where the parent keeps a remote task's plan (beside its transcript), to
 /// publish it again when SendMessage resumes the task after it ended.
 fn plan_path(session_dir: &Path, agent_id: &str) -> std::path::PathBuf {
-    session_dir
-        .join("agents")
-        .join(format!("agent-{agent_id}.plan.json"))
+    crate::runtime::resume::subagents_dir(session_dir).join(format!("agent-{agent_id}.plan.json"))
 }
 
 impl NatsBackend {

@@ -526,12 +526,10 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
         Err(refused) => return problem("refused", refused.text(&snap.templates)),
     };
     spec.cwd = ctx.opts.cwd.clone();
-    let meta_path = session_dir
-        .join("agents")
+    let meta_path = crate::runtime::resume::subagents_dir(&session_dir)
         .join(format!("agent-{}.meta.json", plan.agent_id));
     let Some(read) = read_task(&engine, &session_dir, meta_path, plan.meta.clone(), true) else {
-        let path = session_dir
-            .join("agents")
+        let path = crate::runtime::resume::subagents_dir(&session_dir)
             .join(format!("agent-{}.jsonl", plan.agent_id));
         return problem("no_transcript", path.display().to_string());
     };

@@ -191,6 +191,8 @@ impl Session {
             self.spec.agent_id,
             trigger.as_str()
         );
+        self.transcript
+            .compaction_view(trigger.as_str(), &message, &self.history[n - kept..]);
         let tail = self.history.split_off(n - kept);
         self.history = std::iter::once(Arc::new(message)).chain(tail).collect();
         // The summary need not name every agent type and skill: the next

@@ -88,6 +88,10 @@ pub enum EngineEvent {
     Message {
         agent_id: String,
         message: Arc<Message>,
+        /// The `uuid` of its line in the transcript (none when transcripts
+        /// are off): the stream's `assistant` message carries it, as
+        /// Claude Code's does, for `--resume-session-at`.
+        uuid: Option<String>,
     },
     ToolUse {
         agent_id: String,

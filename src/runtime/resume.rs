@@ -87,6 +87,10 @@ pub struct Restored {
     /// The timestamp of the `end` line a run writes when it ends, when no
     /// message or later run followed it (the session is not running).
     pub ended: Option<String>,
+    /// The `uuid` of the last message line (the parent of the next one).
+    pub last_uuid: Option<String>,
+    /// The API id of the assistant message a Claude Code line added last.
+    foreign_assistant_id: Option<String>,
 }
 
 /// Why a transcript cannot be read back.
@@ -112,7 +116,7 @@ pub enum ResumeError {
     NotFound(String),
     #[error("no session to continue under {0}")]
     NoneToContinue(PathBuf),
-    #[error("{0:?} is not a session id (like 20260101T120000-0123abcd)")]
+    #[error("{0:?} is not a session id (a UUID, like 0b7d5c9e-1111-4222-8333-444455556666)")]
     BadId(String),
     #[error("cannot move session {from} to {to}: {source}")]
     Move {
@@ -122,9 +126,46 @@ pub enum ResumeError {
     },
 }
 
-/// Whether a folder name is one cadre gives sessions
-/// (`20260101T120000-0123abcd`).
+/// The folder, inside a session's folder, of its sub-agents' transcripts
+/// and meta files (Claude Code's `<session id>/subagents/`).
+pub const SUBAGENTS_DIR: &str = "subagents";
+
+/// Where the sub-agents of the session in `session_dir` keep their files.
+pub fn subagents_dir(session_dir: &Path) -> PathBuf {
+    session_dir.join(SUBAGENTS_DIR)
+}
+
+/// Where the sub-agents' files of the session in `session_dir` are read
+/// from: [`subagents_dir`], or `agents/` in the folder of a session an
+/// older cadre wrote that was not migrated yet.
+pub fn subagents_dir_found(session_dir: &Path) -> PathBuf {
+    if is_real_file(&session_dir.join(OLD_MAIN)) {
+        session_dir.join(OLD_AGENTS)
+    } else {
+        subagents_dir(session_dir)
+    }
+}
+
+/// A session id: a UUID (`0b7d5c9e-1111-4222-8333-444455556666`, as
+/// Claude Code and the SDKs name sessions, lower-case hex), or an id an
+/// older cadre gave (`20260101T120000-0123abcd`).
 pub fn is_session_id(name: &str) -> bool {
+    is_uuid(name) || is_old_session_id(name)
+}
+
+/// Whether `name` is a UUID in its canonical form (hex digits, lower or
+/// upper case, hyphens after 8, 12, 16 and 20 of them).
+pub fn is_uuid(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// An id an older cadre gave its sessions (`20260101T120000-0123abcd`).
+pub fn is_old_session_id(name: &str) -> bool {
     let b = name.as_bytes();
     b.len() == 24
         && b[..8].iter().all(u8::is_ascii_digit)
@@ -136,14 +177,67 @@ pub fn is_session_id(name: &str) -> bool {
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
 }
 
-/// The folder of session `id` under `dir`. The id must look like one cadre
-/// gives (so `../x` cannot name a folder elsewhere) and hold a `main.jsonl`.
+/// The main transcript of the session whose folder is `session_dir`:
+/// `<dir>/<id>.jsonl` beside the folder (Claude Code's layout), or the
+/// folder's `main.jsonl` for a session an older cadre wrote and that was
+/// not migrated yet ([`migrate_layout`]).
+pub fn main_file(session_dir: &Path) -> PathBuf {
+    let old = session_dir.join(OLD_MAIN);
+    if is_real_file(&old) {
+        return old;
+    }
+    let mut name = session_dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".jsonl");
+    session_dir.with_file_name(name)
+}
+
+/// The main transcript's name in an older cadre's session folder.
+const OLD_MAIN: &str = "main.jsonl";
+/// The sub-agents' folder in an older cadre's session folder.
+const OLD_AGENTS: &str = "agents";
+
+fn is_real_file(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// Moves a session an older cadre wrote (`<id>/main.jsonl`,
+/// `<id>/agents/`) into Claude Code's layout (`<id>.jsonl`,
+/// `<id>/subagents/`). Renames only; a session already in the new layout
+/// is left as it is. Links are not followed.
+pub fn migrate_layout(session_dir: &Path) -> std::io::Result<bool> {
+    let old = session_dir.join(OLD_MAIN);
+    if !is_real_file(&old) {
+        return Ok(false);
+    }
+    let main = {
+        let mut name = session_dir.file_name().unwrap_or_default().to_os_string();
+        name.push(".jsonl");
+        session_dir.with_file_name(name)
+    };
+    if std::fs::symlink_metadata(&main).is_ok() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!("{} is in the way", main.display()),
+        ));
+    }
+    let agents = session_dir.join(OLD_AGENTS);
+    if std::fs::symlink_metadata(&agents).is_ok_and(|m| m.is_dir()) {
+        std::fs::rename(&agents, subagents_dir(session_dir))?;
+    }
+    std::fs::rename(&old, &main)?;
+    Ok(true)
+}
+
+/// The folder of session `id` under `dir` (which may not exist: a session
+/// without sub-agents has only its transcript, `<dir>/<id>.jsonl`). The
+/// id must look like a session id (so `../x` cannot name a file
+/// elsewhere) and its transcript must exist.
 pub fn session_folder(dir: &Path, id: &str) -> Result<PathBuf, ResumeError> {
     if !is_session_id(id) {
         return Err(ResumeError::BadId(id.to_string()));
     }
     let folder = dir.join(id);
-    if folder.join("main.jsonl").is_file() {
+    if main_file(&folder).is_file() {
         Ok(folder)
     } else {
         Err(ResumeError::NotFound(id.to_string()))
@@ -151,11 +245,11 @@ pub fn session_folder(dir: &Path, id: &str) -> Result<PathBuf, ResumeError> {
 }
 
 /// The session under `dir` with the most recent activity (the newest
-/// `main.jsonl`).
+/// main transcript).
 pub fn latest_session(dir: &Path) -> Result<String, ResumeError> {
     let mut best: Option<(std::time::SystemTime, String)> = None;
     for (id, folder) in session_folders(dir) {
-        let Ok(t) = std::fs::metadata(folder.join("main.jsonl")).and_then(|m| m.modified()) else {
+        let Ok(t) = std::fs::metadata(main_file(&folder)).and_then(|m| m.modified()) else {
             continue;
         };
         if best.as_ref().is_none_or(|(b, bid)| (t, &id) > (*b, bid)) {
@@ -166,35 +260,63 @@ pub fn latest_session(dir: &Path) -> Result<String, ResumeError> {
         .ok_or_else(|| ResumeError::NoneToContinue(dir.to_path_buf()))
 }
 
-/// Every session folder under `dir` (named like a session, holding a
-/// `main.jsonl`), sorted by id.
+/// Every session under `dir`, sorted by id, as (id, folder): each
+/// `<id>.jsonl` named by a session id (Claude Code's sessions included),
+/// and each folder of an older cadre holding a `main.jsonl`. The folder
+/// may not exist (see [`session_folder`]).
 pub fn session_folders(dir: &Path) -> Vec<(String, PathBuf)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     let mut out: Vec<(String, PathBuf)> = entries
         .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
-            let path = e.path();
-            (is_session_id(&name) && path.join("main.jsonl").is_file()).then_some((name, path))
+            let t = e.file_type().ok()?;
+            if t.is_file() {
+                let id = name.strip_suffix(".jsonl")?;
+                is_session_id(id).then(|| (id.to_string(), dir.join(id)))
+            } else if t.is_dir() && is_session_id(&name) && is_real_file(&e.path().join(OLD_MAIN)) {
+                Some((name, e.path()))
+            } else {
+                None
+            }
         })
         .collect();
     out.sort();
+    out.dedup_by(|a, b| a.0 == b.0);
     out
 }
 
-/// The main agent's transcript in a session's folder.
-pub fn main_transcript(folder: &Path) -> PathBuf {
-    folder.join("main.jsonl")
+/// The `uuid` of the last message line of the transcript at `path`, read
+/// from its end (cadre writes `uuid` second in a message line), so that a
+/// writer appending to it continues Claude Code's `parentUuid` chain.
+/// `None` when there is no file or no such line in its last MiB.
+pub fn last_line_uuid(path: &Path) -> Option<String> {
+    use std::io::{Read as _, Seek as _};
+    const TAIL: u64 = 1024 * 1024;
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    if len == 0 {
+        return None;
+    }
+    let start = len.saturating_sub(TAIL);
+    f.seek(std::io::SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.take(TAIL).read_to_end(&mut buf).ok()?;
+    buf.split(|b| *b == b'\n').rev().find_map(|line| {
+        let rest = line
+            .strip_prefix(br#"{"type":"user","uuid":""#.as_slice())
+            .or_else(|| line.strip_prefix(br#"{"type":"assistant","uuid":""#.as_slice()))?;
+        let id = std::str::from_utf8(rest.get(..36)?).ok()?;
+        (is_uuid(id) && rest.get(36) == Some(&b'"')).then(|| id.to_string())
+    })
 }
 
-/// Sub-agent `agent_id`'s transcript in a session's folder.
+/// Sub-agent `agent_id`'s transcript in the session's folder (as
+/// [`subagents_dir_found`] finds the sub-agents' files).
 pub fn sub_agent_transcript(folder: &Path, agent_id: &str) -> PathBuf {
-    folder
-        .join("agents")
-        .join(format!("agent-{agent_id}.jsonl"))
+    subagents_dir_found(folder).join(format!("agent-{agent_id}.jsonl"))
 }
 
 /// The longest transcript line read back (a message with its tool
@@ -241,6 +363,29 @@ struct Line<'a> {
     /// The model of a `side_usage` line.
     #[serde(borrow, default)]
     model: Option<std::borrow::Cow<'a, str>>,
+    /// A message line's id (Claude Code's `uuid`).
+    #[serde(borrow, default)]
+    uuid: Option<std::borrow::Cow<'a, str>>,
+    /// Present on every line cadre writes; a `user` or `assistant` line
+    /// without it was written by Claude Code.
+    #[serde(borrow, default)]
+    agent_id: Option<&'a serde_json::value::RawValue>,
+    /// Claude Code's `system` lines: `compact_boundary` starts the history
+    /// again (the summary follows).
+    #[serde(borrow, default)]
+    subtype: Option<std::borrow::Cow<'a, str>>,
+    /// Lines cadre writes only for Claude Code's readers (its view of a
+    /// compaction): cadre reads the `compact` line instead.
+    #[serde(borrow, default)]
+    shadow: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The API id of an assistant message Claude Code wrote: it writes one line
+/// per content block, each with the whole message's id.
+#[derive(Deserialize)]
+struct MessageId<'a> {
+    #[serde(borrow, default)]
+    id: Option<std::borrow::Cow<'a, str>>,
 }
 
 fn is_true(v: Option<&serde_json::value::RawValue>) -> bool {
@@ -353,12 +498,25 @@ fn apply_line(
         Some("spawn") if out.spawn.is_none() => {
             out.spawn = serde_json::from_slice(raw).ok();
         }
-        Some("message") => {
+        // Claude Code's message lines (cadre's since it writes its format;
+        // `message` lines before).
+        Some(kind @ ("message" | "user" | "assistant")) => {
             let Some(m) = line.message else {
                 return Err(bad(1, "bad message: no `message` field".into()));
             };
             let message: Message = serde_json::from_str(m.get())
                 .map_err(|e| bad(col_of(m, e.column()), format!("bad message: {e}")))?;
+            if let Some(u) = &line.uuid {
+                out.last_uuid = Some(u.to_string());
+            }
+            if is_true(line.shadow) {
+                return Ok(ts);
+            }
+            if kind != "message" && line.agent_id.is_none() {
+                add_foreign(out, message, m);
+                return Ok(ts);
+            }
+            out.foreign_assistant_id = None;
             match out.history.last_mut() {
                 // Blocks added to a user message that was never sent
                 // (see `Session::join_last_user_message`).
@@ -393,6 +551,18 @@ fn apply_line(
                 let model = line.model.as_deref().unwrap_or("").to_string();
                 out.side_usage.push((model, u));
             }
+        }
+        // Claude Code compacted: the summary (the next user line) starts
+        // the history again.
+        Some("system") if is_true(line.shadow) => {
+            if let Some(u) = &line.uuid {
+                out.last_uuid = Some(u.to_string());
+            }
+        }
+        Some("system") if line.subtype.as_deref() == Some("compact_boundary") => {
+            out.history.clear();
+            out.foreign_assistant_id = None;
+            out.compactions += 1;
         }
         // The summary replaced all but the last `kept` messages.
         Some("compact") => {
@@ -452,6 +622,172 @@ fn apply_line(
     Ok(ts)
 }
 
+/// Adds a message line Claude Code wrote: an assistant message comes one
+/// content block a line, each line with the message's API id, so lines of
+/// one id make one message; user messages in a row are one message, as
+/// Claude Code sends them.
+fn add_foreign(out: &mut Restored, message: Message, raw: &serde_json::value::RawValue) {
+    let id = serde_json::from_str::<MessageId<'_>>(raw.get())
+        .ok()
+        .and_then(|m| m.id)
+        .map(|c| c.into_owned());
+    let same = |last: &Message| match message.role {
+        Role::User => last.role == Role::User,
+        Role::Assistant => {
+            last.role == Role::Assistant && id.is_some() && out.foreign_assistant_id == id
+        }
+    };
+    let join = out.history.last().is_some_and(|last| same(last));
+    out.foreign_assistant_id = if message.role == Role::Assistant {
+        id
+    } else {
+        None
+    };
+    match out.history.last_mut() {
+        Some(last) if join => std::sync::Arc::make_mut(last)
+            .content
+            .extend(message.content),
+        _ => out.history.push(std::sync::Arc::new(message)),
+    }
+}
+
+/// Where a truncating resume (`--resume-session-at UUID`) cuts a
+/// transcript: after the line of message `UUID`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cut {
+    /// Bytes of the file up to and including that line.
+    pub len: u64,
+    /// The message lines after it, in order: what the cut leaves out.
+    pub after: Vec<Dropped>,
+}
+
+/// A message line a [`Cut`] leaves out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dropped {
+    /// `user` or `assistant`.
+    pub kind: String,
+    pub uuid: String,
+    /// A user's prompt (not tool results, not text cadre joined).
+    pub prompt: bool,
+}
+
+impl Cut {
+    /// `--resume-drops-turn TURN`: what the cut leaves out must be exactly
+    /// the turn whose prompt is `turn` — it starts with that prompt and
+    /// holds no other prompt. The refusal says why, as Claude Code's does.
+    pub fn check_drops_turn(&self, at: &str, turn: &str) -> Result<(), String> {
+        let why = |reason: &str, i: usize, d: &Dropped| {
+            format!(
+                "Resume rejected by --resume-drops-turn: resuming at {at} would discard entries \
+                 not attributable to turn {turn}: {reason}; first discarded entry {i} \
+                 [type={}, uuid={}]",
+                d.kind, d.uuid
+            )
+        };
+        let Some(first) = self.after.first() else {
+            return Err(format!(
+                "Resume rejected by --resume-drops-turn: resuming at {at} discards nothing, \
+                 not turn {turn}"
+            ));
+        };
+        if first.uuid != turn || !first.prompt {
+            return Err(why(
+                "range does not start with the declared turn prompt",
+                0,
+                first,
+            ));
+        }
+        if let Some((i, d)) = self
+            .after
+            .iter()
+            .enumerate()
+            .skip(1)
+            .find(|(_, d)| d.prompt)
+        {
+            return Err(why("range holds another turn's prompt", i, d));
+        }
+        Ok(())
+    }
+}
+
+/// Finds message `uuid` in the transcript at `path` (a line of type
+/// `user`, `assistant` or `message` with that `uuid`) and what comes after
+/// it; `None` when no message has it.
+pub fn find_cut(path: &Path, uuid: &str) -> Result<Option<Cut>, ResumeError> {
+    use std::io::{BufRead as _, Read as _};
+    #[derive(Deserialize)]
+    struct Head<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow, default)]
+        uuid: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default, rename = "isMeta")]
+        is_meta: bool,
+        #[serde(default)]
+        joined: bool,
+        #[serde(default)]
+        shadow: bool,
+        #[serde(borrow, default)]
+        message: Option<&'a serde_json::value::RawValue>,
+    }
+    let file = fs_err::File::open(path).map_err(|e| ResumeError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut r = std::io::BufReader::with_capacity(256 * 1024, file);
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
+    let mut buf = Vec::new();
+    let mut offset = 0u64;
+    let mut cut: Option<Cut> = None;
+    loop {
+        buf.clear();
+        let n = (&mut r)
+            .take(limit + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| ResumeError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            break;
+        }
+        offset += n as u64;
+        let Ok(line) = serde_json::from_slice::<Head<'_>>(&buf) else {
+            continue;
+        };
+        let (Some(kind), Some(id)) = (line.kind.as_deref(), line.uuid.as_deref()) else {
+            continue;
+        };
+        if !matches!(kind, "user" | "assistant" | "message") || line.shadow {
+            continue;
+        }
+        match &mut cut {
+            None if id == uuid => {
+                cut = Some(Cut {
+                    len: offset,
+                    after: Vec::new(),
+                });
+            }
+            None => {}
+            Some(c) => {
+                let role_user = kind == "user"
+                    || line
+                        .message
+                        .is_some_and(|m| m.get().starts_with(r#"{"role":"user""#));
+                let results = line
+                    .message
+                    .is_some_and(|m| m.get().contains(r#""type":"tool_result""#));
+                c.after.push(Dropped {
+                    kind: if role_user { "user" } else { "assistant" }.to_string(),
+                    uuid: id.to_string(),
+                    prompt: role_user && !results && !line.is_meta && !line.joined,
+                });
+            }
+        }
+    }
+    Ok(cut)
+}
+
 /// Cuts a line left incomplete by a crash off the end of `path`, so that
 /// lines appended later start on a line of their own.
 pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeError> {
@@ -475,10 +811,10 @@ pub fn trim_partial_tail(path: &Path, complete_len: u64) -> Result<(), ResumeErr
     Ok(())
 }
 
-/// The meta files of a session's sub-agents (`agents/agent-ID.meta.json`),
+/// The meta files of a session's sub-agents (`subagents/agent-ID.meta.json`),
 /// sorted by path, parsed; one that does not parse is skipped with a warning.
 pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
-    let Ok(entries) = std::fs::read_dir(session_dir.join("agents")) else {
+    let Ok(entries) = std::fs::read_dir(subagents_dir(session_dir)) else {
         return Vec::new();
     };
     let mut paths: Vec<PathBuf> = entries
@@ -552,7 +888,7 @@ pub struct ReadTask {
 }
 
 /// Reads the sub-agent `meta` describes and its transcript under
-/// `session_dir/agents`. With `repair`, a turn cut mid-way gets its
+/// `session_dir/subagents`. With `repair`, a turn cut mid-way gets its
 /// "cancelled" tool results (also in the transcript); without, the file is
 /// only read. `None`, with a warning, when its files do not read back.
 pub fn read_task(
@@ -565,10 +901,19 @@ pub fn read_task(
     use super::tasks::TaskStatus;
     let snap = engine.snapshot.load_full();
     let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
+    // cadre's fields, or Claude Code's sidecar (`agentType`, the id in the
+    // file's name, `parentAgentId` for a sub-agent's own sub-agent).
+    let named = meta_path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("agent-")?.strip_suffix(".meta.json"))
+        .map(str::to_string);
     let (Some(id), Some(parent), Some(agent_type)) = (
-        text("agent_id"),
-        text("parent_agent_id"),
-        text("agent_type"),
+        text("agent_id").or(named),
+        text("parent_agent_id")
+            .or_else(|| text("parentAgentId"))
+            .or_else(|| meta.get("agentType").map(|_| "main".to_string())),
+        text("agent_type").or_else(|| text("agentType")),
     ) else {
         tracing::warn!(
             "{}: no agent_id, parent_agent_id or agent_type",
@@ -583,7 +928,7 @@ pub fn read_task(
         tracing::warn!("{}: agent_id {id:?} is not an id", meta_path.display());
         return None;
     }
-    let output_file = sub_agent_transcript(session_dir, &id);
+    let output_file = subagents_dir(session_dir).join(format!("agent-{id}.jsonl"));
     let loaded = load(&output_file).and_then(|r| {
         if repair {
             trim_partial_tail(&output_file, r.complete_len)?;
@@ -658,7 +1003,9 @@ pub fn read_task(
             .map(PathBuf::from),
         status,
         history,
-        tool_use_id: text("tool_use_id").unwrap_or_default(),
+        tool_use_id: text("tool_use_id")
+            .or_else(|| text("toolUseId"))
+            .unwrap_or_default(),
         meta,
         meta_path,
         output_file,
@@ -816,6 +1163,111 @@ mod tests {
         h["version"] = json!(TRANSCRIPT_VERSION + 1);
         Transcript::open(p.clone(), "main", None).record("session", h);
         assert!(matches!(load(&p), Err(ResumeError::TooNew { .. })));
+    }
+
+    /// Lines as Claude Code writes them: a prompt as a string, an
+    /// assistant message one block a line (one API id), a tool result as
+    /// a string, attachments and its own events (skipped), a compaction.
+    #[test]
+    fn claude_codes_lines_read_back_as_the_messages_it_sends() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let lines = [
+            json!({"type": "queue-operation", "operation": "enqueue", "content": "x"}),
+            json!({"type": "user", "uuid": "u0", "parentUuid": null, "message": {"role": "user", "content": "old"}}),
+            json!({"type": "system", "subtype": "compact_boundary", "uuid": "b", "parentUuid": null}),
+            json!({"type": "user", "uuid": "u1", "parentUuid": "b", "message": {"role": "user", "content": "hi"}}),
+            json!({"type": "attachment", "uuid": "x1", "parentUuid": "u1", "attachment": {"type": "date"}}),
+            json!({"type": "assistant", "uuid": "a1", "parentUuid": "x1", "message": {"id": "msg_1", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "looking"}]}}),
+            json!({"type": "assistant", "uuid": "a2", "parentUuid": "a1", "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]}}),
+            json!({"type": "user", "uuid": "u2", "parentUuid": "a2", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "body"}]}, "toolUseResult": {}}),
+            json!({"type": "user", "uuid": "u3", "parentUuid": "u2", "message": {"role": "user", "content": "and then"}}),
+            json!({"type": "assistant", "uuid": "a3", "parentUuid": "u3", "message": {"id": "msg_2", "role": "assistant", "content": [{"type": "text", "text": "done"}]}}),
+            json!({"type": "last-prompt", "lastPrompt": "hi"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, text).unwrap();
+        let r = load(&p).unwrap();
+        let expected = vec![
+            Message::user_text("hi"),
+            Message::assistant(vec![
+                ContentBlock::text("looking"),
+                ContentBlock::ToolUse {
+                    id: "t1".into(),
+                    name: "Read".into(),
+                    input: json!({}),
+                },
+            ]),
+            Message::user(vec![
+                ContentBlock::tool_result("t1", "body", false),
+                ContentBlock::text("and then"),
+            ]),
+            Message::assistant(vec![ContentBlock::text("done")]),
+        ];
+        assert_eq!(
+            r.history,
+            expected.into_iter().map(Arc::new).collect::<History>()
+        );
+        assert_eq!(r.last_uuid.as_deref(), Some("a3"));
+        assert_eq!(r.compactions, 1);
+        assert!(r.header.is_none());
+    }
+
+    /// A truncating resume cuts after the named message; the turn it drops
+    /// must start with the declared prompt and hold no other prompt.
+    #[test]
+    fn a_cut_names_what_it_drops_and_checks_the_declared_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        let t = Transcript::open(p.clone(), "main", None);
+        t.message(&Message::user_text("one"));
+        let keep = t
+            .message(&Message::assistant(vec![ContentBlock::text("1")]))
+            .unwrap();
+        t.record("usage", json!({"usage": Usage::default()}));
+        let two = t.message(&Message::user_text("two")).unwrap();
+        t.joined_message(&Message::user_text("a listing"));
+        t.message(&Message::assistant(vec![ContentBlock::text("2")]));
+        let cut = find_cut(&p, &keep).unwrap().unwrap();
+        let r = parse(
+            &p,
+            &std::fs::read(&p).unwrap()[..usize::try_from(cut.len).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(r.history.len(), 2);
+        assert_eq!(r.last_uuid.as_deref(), Some(keep.as_str()));
+        assert_eq!(cut.after.len(), 3);
+        assert!(cut.check_drops_turn(&keep, &two).is_ok());
+        let e = cut.check_drops_turn(&keep, "other").unwrap_err();
+        assert!(
+            e.starts_with("Resume rejected by --resume-drops-turn:"),
+            "{e}"
+        );
+        assert!(
+            e.contains("range does not start with the declared turn prompt"),
+            "{e}"
+        );
+        // Two turns dropped: refused, naming the second prompt.
+        let three = t.message(&Message::user_text("three")).unwrap();
+        let cut = find_cut(&p, &keep).unwrap().unwrap();
+        let e = cut.check_drops_turn(&keep, &two).unwrap_err();
+        assert!(e.contains(&three), "{e}");
+        assert_eq!(find_cut(&p, "no-such-uuid").unwrap(), None);
+    }
+
+    #[test]
+    fn session_ids_are_uuids_or_an_older_cadres() {
+        assert!(is_session_id("0b7d5c9e-1111-4222-8333-444455556666"));
+        assert!(is_session_id("0B7D5C9E-1111-4222-8333-444455556666"));
+        assert!(is_session_id("20260101T120000-0123abcd"));
+        for bad in [
+            "0b7d5c9e-1111-4222-8333-44445555666",
+            "0b7d5c9e_1111-4222-8333-444455556666",
+            "../0b7d5c9e-1111-4222-8333-4444555566",
+            "",
+        ] {
+            assert!(!is_session_id(bad), "{bad}");
+        }
     }
 
     #[test]

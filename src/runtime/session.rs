@@ -468,10 +468,11 @@ impl Session {
         if let Some(t) = &self.task {
             t.touch();
         }
-        self.transcript.assistant_message(&message, converted);
+        let uuid = self.transcript.assistant_message(&message, converted);
         self.engine.emit(EngineEvent::Message {
             agent_id: self.spec.agent_id.clone(),
             message: Arc::clone(&message),
+            uuid,
         });
         self.history.push(message);
     }

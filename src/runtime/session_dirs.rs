@@ -99,9 +99,32 @@ impl SessionDirs {
 
     /// Moves a session found in the old place into the session folder
     /// (renamed; copied and removed when the two are on different file
-    /// systems) and returns its new folder. A session already in the
-    /// session folder is returned as it is.
+    /// systems), moves a session an older cadre wrote into Claude Code's
+    /// layout ([`resume::migrate_layout`]), and returns its folder. A
+    /// session already in place is returned as it is.
     pub fn adopt(&self, found: &Found) -> Result<PathBuf, ResumeError> {
+        let folder = self.adopt_place(found)?;
+        match resume::migrate_layout(&folder) {
+            Ok(true) => tracing::info!(
+                "session {}: moved to {} and {}/{}",
+                found.id,
+                resume::main_file(&folder).display(),
+                folder.display(),
+                resume::SUBAGENTS_DIR
+            ),
+            Ok(false) => {}
+            Err(source) => {
+                return Err(ResumeError::Move {
+                    from: folder.clone(),
+                    to: resume::main_file(&folder),
+                    source,
+                });
+            }
+        }
+        Ok(folder)
+    }
+
+    fn adopt_place(&self, found: &Found) -> Result<PathBuf, ResumeError> {
         if !found.old {
             return Ok(found.folder.clone());
         }
@@ -123,7 +146,8 @@ impl SessionDirs {
     }
 }
 
-/// A real folder with a real `main.jsonl` (no link on the way in).
+/// A real folder with a real `main.jsonl` (no link on the way in): the
+/// old place only ever held sessions of an older cadre.
 fn real_session(folder: &Path) -> bool {
     let real = |p: &Path, dir: bool| {
         std::fs::symlink_metadata(p).is_ok_and(|m| {
@@ -177,9 +201,33 @@ mod tests {
         assert!(found.old);
         let moved = dirs.adopt(&found).unwrap();
         assert_eq!(moved, dirs.dir.join(a));
-        assert!(moved.join("agents/agent-a.jsonl").is_file());
+        // Moved into Claude Code's layout on the way.
+        assert!(moved.join("subagents/agent-a.jsonl").is_file());
+        assert!(dirs.dir.join(format!("{a}.jsonl")).is_file());
+        assert!(!moved.join("main.jsonl").exists());
         assert!(!old.join(a).exists());
         assert!(!dirs.find(a).unwrap().old);
+        assert_eq!(
+            resume::main_file(&moved),
+            dirs.dir.join(format!("{a}.jsonl"))
+        );
+    }
+
+    #[test]
+    fn sessions_of_claude_codes_layout_are_listed_and_found_by_uuid() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        let dirs = SessionDirs::new(&home.path().join("s"), project.path());
+        let id = "0b7d5c9e-1111-4222-8333-444455556666";
+        std::fs::create_dir_all(dirs.dir.join(id).join("subagents")).unwrap();
+        std::fs::write(dirs.dir.join(format!("{id}.jsonl")), "{}\n").unwrap();
+        // Not sessions: another file, a folder without a transcript.
+        std::fs::write(dirs.dir.join("notes.jsonl"), "{}\n").unwrap();
+        std::fs::create_dir_all(dirs.dir.join("0b7d5c9e-1111-4222-8333-000000000000")).unwrap();
+        let all: Vec<String> = dirs.all().into_iter().map(|f| f.id).collect();
+        assert_eq!(all, vec![id.to_string()]);
+        assert_eq!(dirs.find(id).unwrap().folder, dirs.dir.join(id));
+        assert_eq!(dirs.latest().unwrap(), id);
     }
 
     #[test]

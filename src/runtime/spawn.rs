@@ -202,9 +202,21 @@ impl Session {
             if let (Some(base), Value::Object(m)) = (&c.worktree_base, &mut meta) {
                 m.insert("worktree_base".into(), json!(base));
             }
+            // Claude Code's fields of the sidecar, which the SDKs read
+            // (`get_subagent_messages` gives `parent_tool_use_id` from
+            // `toolUseId`, and `parent_agent_id` from `parentAgentId` for
+            // a sub-agent's own sub-agent).
+            if let Value::Object(m) = &mut meta {
+                m.insert("agentType".into(), json!(c.agent_type));
+                m.insert("toolUseId".into(), json!(c.tool_use_id));
+                m.insert("spawnDepth".into(), json!(c.spec.depth));
+                if self.spec.agent_id != "main" {
+                    m.insert("parentAgentId".into(), json!(self.spec.agent_id));
+                }
+            }
             let (transcript, meta_file) = match &engine.session_dir {
                 Some(dir) => {
-                    let agents = dir.join("agents");
+                    let agents = super::resume::subagents_dir(dir);
                     let path = agents.join(format!("agent-{agent_id}.jsonl"));
                     // The child creates its files when it starts (see
                     // `start_task`): a turn that starts many children

@@ -581,7 +581,7 @@ impl Session {
             .map_err(|e| err(e.into()))?;
         let transcript = Arc::new(match &self.engine.session_dir {
             Some(dir) => Transcript::open(
-                dir.join("agents").join(format!("agent-{agent_id}.jsonl")),
+                super::resume::subagents_dir(dir).join(format!("agent-{agent_id}.jsonl")),
                 &agent_id,
                 Some(&self.spec.agent_id),
             ),

@@ -19,38 +19,59 @@ use serde_json::Value;
 
 use crate::message::Message;
 
-/// Removes session folders under `dir` whose newest file is older than
-/// `days` days (Claude Code's `cleanupPeriodDays`). Returns how many were
-/// removed. Only real folders (not links) named like a session and holding
-/// a `main.jsonl` are candidates, so a `transcripts.dir` pointed elsewhere
-/// cannot make cadre delete anything else. Folders it cannot read are left
-/// alone.
+/// Removes sessions under `dir` whose newest file is older than `days`
+/// days (Claude Code's `cleanupPeriodDays`): a session's transcript
+/// `<id>.jsonl` and its folder `<id>/`. Returns how many were removed.
+/// Only sessions cadre wrote are candidates (a transcript named by a
+/// session id whose first line is cadre's `session` line, or an older
+/// cadre's folder holding a `main.jsonl`), never a link, so neither a
+/// `transcripts.dir` pointed elsewhere nor Claude Code's own sessions
+/// beside them are touched. Files it cannot read are left alone.
 pub fn remove_old_sessions(dir: &Path, days: u32) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
     let max_age = std::time::Duration::from_secs(u64::from(days) * 24 * 60 * 60);
     let now = std::time::SystemTime::now();
+    let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir());
     let mut removed = 0;
-    for e in entries.flatten() {
-        let path = e.path();
-        let is_real_dir = e.file_type().is_ok_and(|t| t.is_dir());
-        let named = e
-            .file_name()
-            .to_str()
-            .is_some_and(super::resume::is_session_id);
-        if !is_real_dir || !named || !path.join("main.jsonl").is_file() {
+    for (_, folder) in super::resume::session_folders(dir) {
+        let main = super::resume::main_file(&folder);
+        let old_layout = main.parent() == Some(folder.as_path());
+        let ours = if old_layout {
+            real_dir(&folder)
+        } else {
+            std::fs::symlink_metadata(&main).is_ok_and(|m| m.file_type().is_file())
+                && written_by_cadre(&main)
+        };
+        if !ours {
             continue;
         }
-        let newest = newest_modification(&path);
+        let mut newest = std::fs::metadata(&main).and_then(|m| m.modified()).ok();
+        if real_dir(&folder)
+            && let Some(t) = newest_modification(&folder)
+        {
+            newest = Some(newest.map_or(t, |n| n.max(t)));
+        }
         let old = newest
             .and_then(|t| now.duration_since(t).ok())
             .is_some_and(|age| age > max_age);
-        if old && std::fs::remove_dir_all(&path).is_ok() {
+        if !old {
+            continue;
+        }
+        let folder_gone = !real_dir(&folder) || std::fs::remove_dir_all(&folder).is_ok();
+        let main_gone = old_layout || std::fs::remove_file(&main).is_ok();
+        if folder_gone && main_gone {
             removed += 1;
         }
     }
     removed
+}
+
+/// Whether the transcript at `path` starts with cadre's `session` line.
+fn written_by_cadre(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 17];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == br#"{"type":"session""#)
 }
 
 fn newest_modification(dir: &Path) -> Option<std::time::SystemTime> {
@@ -162,16 +183,126 @@ enum Sink {
     Open(File),
 }
 
+/// The sink and the `uuid` of the last message line written, kept
+/// together so that each message line names the one written before it
+/// (`parentUuid`) in file order.
+#[derive(Debug)]
+struct State {
+    sink: Sink,
+    last_uuid: Option<String>,
+}
+
 /// One agent's transcript file. Writing never fails the run: an I/O error
 /// is logged once and the transcript stops.
+///
+/// Message lines are Claude Code's transcript entries (`"type": "user"` or
+/// `"assistant"`, with `uuid`, `parentUuid`, `sessionId`, `isSidechain`,
+/// `cwd`, `version`, the message), so that Claude Code's `--resume` and the
+/// SDKs' session readers read them; every other line is one of cadre's own
+/// types, which those readers skip.
 #[derive(Debug)]
 pub struct Transcript {
     path: Option<PathBuf>,
-    file: Mutex<Sink>,
+    file: Mutex<State>,
     agent_id: String,
     parent_agent_id: Option<String>,
+    /// The session the file belongs to (Claude Code's `sessionId`): the
+    /// main transcript's name, or the session folder of a sub-agent's.
+    session_id: String,
     /// Writes stop when it closes (a fleet worker's lease).
     fence: Option<std::sync::Arc<WriteFence>>,
+}
+
+/// The session id a transcript at `path` belongs to: `<dir>/<id>.jsonl`,
+/// or `<dir>/<id>/subagents/agent-….jsonl` for a sub-agent.
+fn session_id_of(path: &Path) -> String {
+    let in_subagents = path
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == super::resume::SUBAGENTS_DIR);
+    let named = if in_subagents {
+        path.parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+    } else {
+        path.file_stem()
+    };
+    named
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The working directory written in message lines (`cwd`).
+fn process_cwd() -> &'static str {
+    static CWD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CWD.get_or_init(|| {
+        std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_default()
+    })
+}
+
+/// Where every transcript line and sub-agent meta file also goes, when
+/// set: the SDKs' session store (`--session-mirror`). Called with the
+/// transcript's path and the lines written (each a JSON object and a
+/// newline), after they are in the file.
+pub type Mirror = Box<dyn Fn(&Path, &[u8]) + Send + Sync>;
+
+static MIRROR: std::sync::OnceLock<Mirror> = std::sync::OnceLock::new();
+
+/// Sends every line written from now on to `mirror` too (once per
+/// process; a second call is ignored).
+pub fn set_mirror(mirror: Mirror) {
+    let _ = MIRROR.set(mirror);
+}
+
+fn mirror(path: Option<&Path>, lines: &[u8]) {
+    if let (Some(m), Some(p)) = (MIRROR.get(), path)
+        && !lines.is_empty()
+    {
+        m(p, lines);
+    }
+}
+
+/// A sub-agent's meta file written to `path`: mirrored as Claude Code
+/// mirrors its sidecar, an `agent_metadata` entry of the sub-agent's
+/// transcript.
+fn mirror_meta<T: Serialize>(path: &Path, value: &T) {
+    if MIRROR.get().is_none() {
+        return;
+    }
+    let Some(stem) = path.to_str().and_then(|p| p.strip_suffix(".meta.json")) else {
+        return;
+    };
+    let Ok(Value::Object(fields)) = serde_json::to_value(value) else {
+        return;
+    };
+    let mut entry = serde_json::Map::new();
+    entry.insert("type".into(), Value::from("agent_metadata"));
+    entry.extend(fields);
+    let mut line = serde_json::to_vec(&entry).unwrap_or_default();
+    line.push(b'\n');
+    mirror(Some(Path::new(&format!("{stem}.jsonl"))), &line);
+}
+
+/// The `version` written in message lines.
+const WRITER_VERSION: &str = concat!("cadre-", env!("CARGO_PKG_VERSION"));
+
+/// A new random (version 4) UUID, as Claude Code names sessions and lines.
+pub fn new_uuid() -> String {
+    let b: [u8; 16] = rand::random();
+    let v = (u128::from_be_bytes(b) & !(0xf_u128 << 76) & !(0x3_u128 << 62))
+        | (0x4_u128 << 76)
+        | (0x2_u128 << 62);
+    let h = format!("{v:032x}");
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 impl Transcript {
@@ -186,15 +317,22 @@ impl Transcript {
     pub fn disabled(agent_id: &str, parent_agent_id: Option<&str>) -> Self {
         Transcript {
             path: None,
-            file: Mutex::new(Sink::Closed),
+            file: Mutex::new(State {
+                sink: Sink::Closed,
+                last_uuid: None,
+            }),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
+            session_id: String::new(),
             fence: None,
         }
     }
 
-    /// Opens (creating folders) `path` for appending.
+    /// Opens (creating folders) `path` for appending. The first message
+    /// line written names the last one already in the file as its parent
+    /// (see [`super::resume::last_line_uuid`]).
     pub fn open(path: PathBuf, agent_id: &str, parent_agent_id: Option<&str>) -> Self {
+        let last_uuid = super::resume::last_line_uuid(&path);
         let file = path
             .parent()
             .map_or(Ok(()), fs_err::create_dir_all)
@@ -207,11 +345,23 @@ impl Transcript {
             }
         };
         Transcript {
+            session_id: session_id_of(&path),
             path: Some(path),
-            file: Mutex::new(file),
+            file: Mutex::new(State {
+                sink: file,
+                last_uuid,
+            }),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
+        }
+    }
+
+    /// Makes the next message line's parent `uuid` (the last message of a
+    /// transcript read back, when another writer's lines end the file).
+    pub fn chain_after(&self, uuid: Option<String>) {
+        if let (Some(u), Ok(mut g)) = (uuid, self.file.lock()) {
+            g.last_uuid = Some(u);
         }
     }
 
@@ -222,8 +372,12 @@ impl Transcript {
     /// creates its own when it starts.
     pub fn deferred(path: PathBuf, agent_id: &str, parent_agent_id: Option<&str>) -> Self {
         Transcript {
+            session_id: session_id_of(&path),
             path: Some(path),
-            file: Mutex::new(Sink::Deferred(Vec::new())),
+            file: Mutex::new(State {
+                sink: Sink::Deferred(Vec::new()),
+                last_uuid: None,
+            }),
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
@@ -238,7 +392,7 @@ impl Transcript {
         let Ok(mut guard) = self.file.lock() else {
             return;
         };
-        let Sink::Deferred(kept) = &*guard else {
+        let Sink::Deferred(kept) = &guard.sink else {
             return;
         };
         let opened = path
@@ -246,7 +400,10 @@ impl Transcript {
             .map_or(Ok(()), fs_err::create_dir_all)
             .and_then(|()| OpenOptions::new().create(true).append(true).open(path))
             .and_then(|mut f| f.write_all(kept).map(|()| f));
-        *guard = match opened {
+        if opened.is_ok() {
+            mirror(Some(path), kept);
+        }
+        guard.sink = match opened {
             Ok(f) => Sink::Open(f),
             Err(e) => {
                 tracing::warn!("cannot open transcript {}: {e}", path.display());
@@ -263,33 +420,38 @@ impl Transcript {
         &self.agent_id
     }
 
-    /// Appends a message line.
-    pub fn message(&self, message: &Message) {
-        self.record_fields("message", &[("message", &message)]);
+    /// Appends a message line; returns its `uuid` (none when nothing was
+    /// written).
+    pub fn message(&self, message: &Message) -> Option<String> {
+        self.message_line(message, &[])
     }
 
     /// Appends a message line for blocks joined to the user message that
     /// ends the history (one never sent yet): a reader appends them to that
-    /// message instead of starting a new one.
-    pub fn joined_message(&self, message: &Message) {
-        self.record_fields("message", &[("message", &message), ("joined", &true)]);
+    /// message instead of starting a new one (Claude Code joins two user
+    /// messages in a row when it sends them, too).
+    /// The line is `isMeta` for Claude Code's readers: what is joined is
+    /// never typed by the user (listings, notifications), so the SDKs'
+    /// `get_session_messages` leaves it out as it leaves out Claude Code's
+    /// own meta messages, and `--resume` still sends it.
+    pub fn joined_message(&self, message: &Message) -> Option<String> {
+        self.message_line(message, &[("isMeta", &true), ("joined", &true)])
     }
 
     /// Appends a message line for an assistant message whose tool calls
     /// `converted` (ids) the provider read out of its text: the line carries
     /// `"converted_from_text": true` and the ids. Without any, a plain line.
-    pub fn assistant_message(&self, message: &Message, converted: &[String]) {
+    pub fn assistant_message(&self, message: &Message, converted: &[String]) -> Option<String> {
         if converted.is_empty() {
-            self.message(message);
+            self.message(message)
         } else {
-            self.record_fields(
-                "message",
+            self.message_line(
+                message,
                 &[
-                    ("message", &message),
-                    ("converted_from_text", &true),
+                    ("converted_from_text", &true as &dyn JsonField),
                     ("converted_tool_calls", &converted),
                 ],
-            );
+            )
         }
     }
 
@@ -319,41 +481,175 @@ impl Transcript {
             ("parent_agent_id", &self.parent_agent_id),
             ("timestamp", &time),
         ];
-        for (i, (key, value)) in inserted(&head, fields).into_iter().enumerate() {
-            bytes.push(if i == 0 { b'{' } else { b',' });
-            if serde_json::to_writer(&mut bytes, key).is_err() {
-                return;
-            }
-            bytes.push(b':');
-            if value.write_json(&mut bytes).is_err() {
-                return;
-            }
+        if write_object(&mut bytes, &inserted(&head, fields)).is_err() {
+            return;
         }
-        bytes.extend_from_slice(b"}\n");
         self.write_line(&bytes);
+    }
+
+    /// After cadre's own `compact` line: the compaction as Claude Code
+    /// writes one, so that its `--resume` and the SDKs' readers go on from
+    /// the summary. A `system` `compact_boundary` line that starts a new
+    /// chain (`parentUuid` null, `logicalParentUuid` the last message),
+    /// the summary as an `isCompactSummary` user line, then a copy of each
+    /// message the compaction `kept`. Every one is marked `"shadow": true`:
+    /// cadre's reader rebuilds the history from the `compact` line and
+    /// skips them. One line per write, as any other.
+    pub fn compaction_view(
+        &self,
+        trigger: &str,
+        summary: &Message,
+        kept: &[std::sync::Arc<Message>],
+    ) {
+        {
+            let Ok(mut guard) = self.file.lock() else {
+                return;
+            };
+            if matches!(guard.sink, Sink::Closed) {
+                return;
+            }
+            let uuid = new_uuid();
+            let time = crate::clock::now_rfc3339();
+            let logical = guard.last_uuid.clone();
+            let sidechain = self.parent_agent_id.is_some();
+            let meta = serde_json::json!({"trigger": trigger});
+            let fields: [(&str, &dyn JsonField); 15] = [
+                ("type", &"system"),
+                ("subtype", &"compact_boundary"),
+                ("content", &"Conversation compacted"),
+                ("uuid", &uuid),
+                ("parentUuid", &None::<String>),
+                ("logicalParentUuid", &logical),
+                ("isSidechain", &sidechain),
+                ("isMeta", &false),
+                ("level", &"info"),
+                ("compactMetadata", &meta),
+                ("sessionId", &self.session_id),
+                ("timestamp", &time),
+                ("agent_id", &self.agent_id),
+                ("parent_agent_id", &self.parent_agent_id),
+                ("shadow", &true),
+            ];
+            let mut bytes = Vec::with_capacity(512);
+            if write_object(&mut bytes, &fields).is_err() {
+                return;
+            }
+            if !self.write_locked(&mut guard, &bytes) {
+                return;
+            }
+            guard.last_uuid = Some(uuid);
+        }
+        self.message_line(
+            summary,
+            &[
+                ("isCompactSummary", &true as &dyn JsonField),
+                ("shadow", &true),
+            ],
+        );
+        for m in kept {
+            self.message_line(m, &[("shadow", &true)]);
+        }
+    }
+
+    /// Appends a message as Claude Code's transcript entry: `type` is the
+    /// role, then the entry's ids (`uuid`, `parentUuid`: the message line
+    /// before it), `isSidechain` (and `agentId`) for a sub-agent, the
+    /// session, time, folder and writer; then cadre's own `agent_id`,
+    /// `parent_agent_id`, the message and `extra` (which Claude Code's
+    /// readers ignore).
+    fn message_line(&self, message: &Message, extra: &[(&str, &dyn JsonField)]) -> Option<String> {
+        let role = match message.role {
+            crate::message::Role::User => "user",
+            crate::message::Role::Assistant => "assistant",
+        };
+        let time = crate::clock::now_rfc3339();
+        let uuid = new_uuid();
+        let sidechain = self.parent_agent_id.is_some();
+        let cwd = process_cwd();
+        let written = AsWritten(message);
+        let Ok(mut guard) = self.file.lock() else {
+            return None;
+        };
+        if matches!(guard.sink, Sink::Closed) {
+            return None;
+        }
+        let parent = guard.last_uuid.clone();
+        let mut fields: Vec<(&str, &dyn JsonField)> = vec![
+            ("type", &role),
+            ("uuid", &uuid),
+            ("parentUuid", &parent),
+            ("isSidechain", &sidechain),
+        ];
+        if sidechain {
+            fields.push(("agentId", &self.agent_id));
+        }
+        fields.extend([
+            ("sessionId", &self.session_id as &dyn JsonField),
+            ("timestamp", &time),
+            ("cwd", &cwd),
+            ("version", &WRITER_VERSION),
+            ("userType", &"external"),
+            ("agent_id", &self.agent_id),
+            ("parent_agent_id", &self.parent_agent_id),
+            ("message", &written),
+        ]);
+        let mut bytes = Vec::with_capacity(512);
+        write_object(&mut bytes, &inserted(&fields, extra)).ok()?;
+        if !self.write_locked(&mut guard, &bytes) {
+            return None;
+        }
+        guard.last_uuid = Some(uuid.clone());
+        Some(uuid)
     }
 
     fn write_line(&self, bytes: &[u8]) {
         let Ok(mut guard) = self.file.lock() else {
             return;
         };
+        self.write_locked(&mut guard, bytes);
+    }
+
+    /// Writes one line (a single `write_all`) unless the fence is closed;
+    /// whether it was written or kept.
+    fn write_locked(&self, state: &mut State, bytes: &[u8]) -> bool {
         if self.fence.as_ref().is_some_and(|f| !f.open()) {
-            return;
+            return false;
         }
-        match &mut *guard {
+        match &mut state.sink {
             Sink::Open(f) => {
                 if let Err(e) = f.write_all(bytes) {
                     tracing::warn!(
                         "transcript {}: {e}; further lines are dropped",
                         self.path.as_deref().unwrap_or(Path::new("?")).display()
                     );
-                    *guard = Sink::Closed;
+                    state.sink = Sink::Closed;
+                    return false;
                 }
+                mirror(self.path.as_deref(), bytes);
+                true
             }
-            Sink::Deferred(kept) => kept.extend_from_slice(bytes),
-            Sink::Closed => {}
+            Sink::Deferred(kept) => {
+                kept.extend_from_slice(bytes);
+                true
+            }
+            Sink::Closed => false,
         }
     }
+}
+
+/// Writes `fields` as one JSON object and a newline.
+fn write_object(out: &mut Vec<u8>, fields: &[(&str, &dyn JsonField)]) -> serde_json::Result<()> {
+    for (i, (key, value)) in fields.iter().enumerate() {
+        out.push(if i == 0 { b'{' } else { b',' });
+        serde_json::to_writer(&mut *out, key)?;
+        out.push(b':');
+        value.write_json(out)?;
+    }
+    if fields.is_empty() {
+        out.push(b'{');
+    }
+    out.extend_from_slice(b"}\n");
+    Ok(())
 }
 
 /// The entries of a JSON object that holds `base` after `updates` were
@@ -385,6 +681,26 @@ pub(crate) fn inserted<'a, V: ?Sized>(
     out
 }
 
+/// A message as a message line holds it: a user message that is one text
+/// block (a prompt) has its text as `content`, as Claude Code writes a
+/// prompt (the SDKs compare it with the prompt sent); everything else as
+/// the message serialises. Both read back to the same message.
+struct AsWritten<'a>(&'a Message);
+
+impl JsonField for AsWritten<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        match (self.0.role, self.0.content.as_slice()) {
+            (crate::message::Role::User, [crate::message::ContentBlock::Text { text }]) => {
+                out.extend_from_slice(br#"{"role":"user","content":"#);
+                serde_json::to_writer(&mut *out, text)?;
+                out.push(b'}');
+                Ok(())
+            }
+            _ => serde_json::to_writer(out, self.0),
+        }
+    }
+}
+
 /// A value a transcript line writes as JSON (the fields of one line have
 /// different types).
 pub(crate) trait JsonField {
@@ -410,7 +726,7 @@ pub fn write_json_new<T: Serialize>(path: &Path, value: &T) {
             .and_then(|mut f| f.write_all(&bytes))
     })();
     match result {
-        Ok(()) => {}
+        Ok(()) => mirror_meta(path, value),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
@@ -434,7 +750,7 @@ pub fn write_json_over<T: Serialize>(path: &Path, value: &T) {
         f.set_len(u64::try_from(bytes.len()).unwrap_or(u64::MAX))
     })();
     match result {
-        Ok(()) => {}
+        Ok(()) => mirror_meta(path, value),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_json_atomic(path, value),
         Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
@@ -451,8 +767,9 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) {
         fs_err::write(&tmp, bytes)?;
         fs_err::rename(&tmp, path)
     })();
-    if let Err(e) = result {
-        tracing::warn!("cannot write {}: {e}", path.display());
+    match result {
+        Ok(()) => mirror_meta(path, value),
+        Err(e) => tracing::warn!("cannot write {}: {e}", path.display()),
     }
 }
 
@@ -462,12 +779,15 @@ mod tests {
     use serde_json::json;
 
     /// Every kind of line, written straight to JSON, has the bytes of the
-    /// same object built as a `Value` (as lines were written before).
+    /// same object built as a `Value`: message lines as Claude Code's
+    /// entries (its fields first, each line's `parentUuid` the `uuid` of
+    /// the message line before it, across a reopening of the file), the
+    /// others as cadre's own lines.
     #[test]
     fn lines_have_the_bytes_of_values() {
         use crate::message::ContentBlock;
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
+        let path = dir.path().join("s1.jsonl");
         let message = Message::user(vec![
             ContentBlock::tool_result("t1", "a \"quoted\" ünïcode result\n", true),
             ContentBlock::text("and text"),
@@ -484,21 +804,39 @@ mod tests {
         }
         let datas = [
             json!({"message": message}),
-            json!({"message": message, "joined": true}),
+            json!({"message": message, "isMeta": true, "joined": true}),
             json!({"message": message, "converted_from_text": true, "converted_tool_calls": converted}),
             json!({"model": "m", "tools": ["Read"], "n": 1.5}),
             json!({"timestamp": "mine", "x": null}),
             json!({}),
         ];
-        let kinds = ["message", "message", "message", "spawn", "odd", "nothing"];
+        let kinds = ["user", "user", "user", "spawn", "odd", "nothing"];
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 12);
+        let mut last_uuid = Value::Null;
         for (i, line) in lines.iter().enumerate() {
             let parent = if i < 6 { Value::Null } else { json!("main") };
             let written: Value = serde_json::from_str(line).unwrap();
             let mut expected = serde_json::Map::new();
             expected.insert("type".into(), json!(kinds[i % 6]));
+            if i % 6 < 3 {
+                assert!(super::super::resume::is_uuid(
+                    written["uuid"].as_str().unwrap()
+                ));
+                expected.insert("uuid".into(), written["uuid"].clone());
+                expected.insert("parentUuid".into(), last_uuid.clone());
+                expected.insert("isSidechain".into(), json!(i >= 6));
+                if i >= 6 {
+                    expected.insert("agentId".into(), json!("a1"));
+                }
+                expected.insert("sessionId".into(), json!("s1"));
+                expected.insert("timestamp".into(), written["timestamp"].clone());
+                expected.insert("cwd".into(), written["cwd"].clone());
+                expected.insert("version".into(), json!(WRITER_VERSION));
+                expected.insert("userType".into(), json!("external"));
+                last_uuid = written["uuid"].clone();
+            }
             expected.insert("agent_id".into(), json!("a1"));
             expected.insert("parent_agent_id".into(), parent);
             expected.insert("timestamp".into(), written["timestamp"].clone());
@@ -507,6 +845,35 @@ mod tests {
             }
             assert_eq!(*line, serde_json::to_string(&expected).unwrap(), "line {i}");
         }
+    }
+
+    /// A prompt (a user message of one text block) is written with its
+    /// text as `content`, as Claude Code writes it, and reads back as the
+    /// same message.
+    #[test]
+    fn a_prompt_is_written_as_claude_code_writes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s1.jsonl");
+        let t = Transcript::open(path.clone(), "main", None);
+        let prompt = Message::user_text("say \"hi\"\n");
+        t.message(&prompt);
+        let line: Value =
+            serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim_end()).unwrap();
+        assert_eq!(
+            line["message"],
+            json!({"role": "user", "content": "say \"hi\"\n"})
+        );
+        let back = super::super::resume::load(&path).unwrap();
+        assert_eq!(*back.history[0], prompt);
+    }
+
+    #[test]
+    fn new_uuids_are_version_4() {
+        let a = new_uuid();
+        assert!(super::super::resume::is_uuid(&a), "{a}");
+        assert_eq!(&a[14..15], "4");
+        assert!(matches!(&a[19..20], "8" | "9" | "a" | "b"), "{a}");
+        assert_ne!(a, new_uuid());
     }
 
     /// Lines pass while the fence's deadline is ahead; an extension moves
@@ -552,7 +919,7 @@ mod tests {
     #[test]
     fn a_deferred_transcript_writes_its_kept_lines_first_when_opened() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s/agents/agent-a2.jsonl");
+        let p = dir.path().join("s/subagents/agent-a2.jsonl");
         let t = Transcript::deferred(p.clone(), "a2", Some("main"));
         t.record("spawn", json!({"n": 1}));
         assert!(!p.exists(), "no file before it is opened");
@@ -604,7 +971,7 @@ mod tests {
     #[test]
     fn every_line_is_one_json_object_with_ids() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("s/agents/agent-a1.jsonl");
+        let p = dir.path().join("s/subagents/agent-a1.jsonl");
         let t = Transcript::open(p.clone(), "a1", Some("main"));
         t.message(&Message::user_text("hi\nthere"));
         t.record("spawn", json!({"model": "m"}));
@@ -614,10 +981,13 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[0]["type"], "message");
+        assert_eq!(lines[0]["type"], "user");
         assert_eq!(lines[0]["agent_id"], "a1");
         assert_eq!(lines[0]["parent_agent_id"], "main");
-        assert_eq!(lines[0]["message"]["content"][0]["text"], "hi\nthere");
+        assert_eq!(lines[0]["message"]["content"], "hi\nthere");
+        assert_eq!(lines[0]["sessionId"], "s");
+        assert_eq!(lines[0]["agentId"], "a1");
+        assert_eq!(lines[0]["isSidechain"], true);
         assert_eq!(lines[1]["model"], "m");
         assert!(lines[1]["timestamp"].as_str().unwrap().ends_with('Z'));
     }

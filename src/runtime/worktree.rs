@@ -362,9 +362,7 @@ pub async fn finish_child(
 ) -> Option<KeptWorktree> {
     let kept = guard?.finish().await;
     if let Some(dir) = session_dir {
-        let path = dir
-            .join("agents")
-            .join(format!("agent-{agent_id}.meta.json"));
+        let path = super::resume::subagents_dir(dir).join(format!("agent-{agent_id}.meta.json"));
         if let Some(mut meta) = fs_err::read_to_string(&path)
             .ok()
             .and_then(|t| serde_json::from_str::<Value>(&t).ok())

@@ -63,16 +63,18 @@ async function query_read() {
   const result = resultOf(messages);
   assert.equal(result.subtype, "success");
   assert.equal(result.result, "The notes say hello.");
-  // The SDK's session readers look in the same folder (HOME is the test's):
-  // cadre's own layout there must not trip them up.
+  // The SDK's session readers find the session cadre wrote (HOME is the
+  // test's), in Claude Code's place and format.
   const dir = process.env.CADRE_PROJECT;
   const listed = await listSessions({ dir });
   const read = await getSessionMessages(result.session_id, { dir });
   const subagents = await listSubagents(result.session_id, { dir });
   return {
     session_id: result.session_id,
-    sdk_listed: listed.length,
+    sdk_listed: listed.map((s) => s.sessionId),
+    sdk_summary: listed.map((s) => s.summary),
     sdk_messages: read.length,
+    sdk_types: read.map((m) => m.type),
     sdk_subagents: subagents.length,
   };
 }

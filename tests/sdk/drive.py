@@ -33,6 +33,7 @@ from claude_agent_sdk import (
     UserMessage,
     create_sdk_mcp_server,
     get_session_messages,
+    get_subagent_messages,
     list_sessions,
     list_subagents,
     query,
@@ -107,8 +108,8 @@ async def query_read():
     assert result.result == "The notes say hello.", result.result
     assert result.num_turns == 2, result.num_turns
     assert result.total_cost_usd is not None and result.total_cost_usd > 0, result.total_cost_usd
-    # The SDK's session readers look in the same folder (HOME is the test's):
-    # cadre's own layout there must not trip them up.
+    # The SDK's session readers find the session cadre wrote (HOME is the
+    # test's), in Claude Code's place and format.
     project = os.environ["CADRE_PROJECT"]
     listed = list_sessions(directory=project)
     messages = get_session_messages(result.session_id, directory=project)
@@ -116,8 +117,10 @@ async def query_read():
     return {
         "session_id": result.session_id,
         "result": result.result,
-        "sdk_listed": len(listed),
+        "sdk_listed": [s.session_id for s in listed],
+        "sdk_summary": [s.summary for s in listed],
         "sdk_messages": len(messages),
+        "sdk_types": [m.type for m in messages],
         "sdk_subagents": len(subagents),
     }
 
@@ -337,9 +340,157 @@ async def rewrite_and_post_hook():
     return {"asked": asked, "posted": posted}
 
 
+async def session_reads():
+    """A session with a sub-agent, read back with the SDK's session functions."""
+    agents = {"helper": AgentDefinition(description="Looks things up.", prompt="You are the helper.")}
+    messages = [m async for m in query(prompt="Ask the helper.", options=options(agents=agents))]
+    result = result_of(messages)
+    project = os.environ["CADRE_PROJECT"]
+    sid = result.session_id
+    listed = list_sessions(directory=project)
+    read = get_session_messages(sid, directory=project)
+    subagents = list_subagents(sid, directory=project)
+    return {
+        "session_id": sid,
+        "listed": [{"id": s.session_id, "summary": s.summary, "cwd": s.cwd} for s in listed],
+        "messages": [{"type": m.type, "session_id": m.session_id, "message": m.message} for m in read],
+        "subagents": subagents,
+        "subagent_messages": [
+            [
+                {"type": m.type, "parent_tool_use_id": m.parent_tool_use_id, "message": m.message}
+                for m in get_subagent_messages(sid, a, directory=project)
+            ]
+            for a in subagents
+        ],
+    }
+
+
+async def truncating_resume():
+    """The SDK's truncating resume (its e2e test): two turns, then a fork
+    at the end of turn 1 that drops turn 2; a wrong turn id is refused."""
+    import uuid as uuid_mod
+
+    from claude_agent_sdk import ProcessError
+
+    project = os.environ["CADRE_PROJECT"]
+    last_turn_1 = None
+    results = []
+    async with ClaudeSDKClient(options=options(max_turns=1)) as client:
+        await client.query("Reply with exactly: one")
+        async for m in client.receive_response():
+            if isinstance(m, AssistantMessage):
+                last_turn_1 = m
+            elif isinstance(m, ResultMessage):
+                results.append(m)
+        await client.query("Reply with exactly: two")
+        async for m in client.receive_response():
+            if isinstance(m, ResultMessage):
+                results.append(m)
+    assert last_turn_1 is not None and last_turn_1.uuid, last_turn_1
+    assert len(results) == 2 and not any(r.is_error for r in results), results
+    sid = results[-1].session_id
+    chain = get_session_messages(sid, directory=project)
+    uuids = [m.uuid for m in chain]
+    keep_at = last_turn_1.uuid
+    assert keep_at in uuids, ("turn-1 assistant uuid not in the transcript", keep_at, uuids)
+    turn_2 = next(
+        i for i, m in enumerate(chain) if m.type == "user" and m.message.get("content") == "Reply with exactly: two"
+    )
+    assert turn_2 == uuids.index(keep_at) + 1, [(m.type, m.uuid) for m in chain]
+
+    def prompts(session_id):
+        return [
+            m.message["content"]
+            for m in get_session_messages(session_id, directory=project)
+            if m.type == "user" and isinstance(m.message.get("content"), str)
+        ]
+
+    forked = None
+    async for m in query(
+        prompt="Reply with exactly: three",
+        options=options(
+            max_turns=1,
+            resume=sid,
+            fork_session=True,
+            resume_session_at=keep_at,
+            resume_drops_turn=chain[turn_2].uuid,
+        ),
+    ):
+        if isinstance(m, ResultMessage):
+            forked = m
+    assert forked is not None and not forked.is_error, forked
+    assert forked.session_id != sid
+    refused = None
+    try:
+        async for _ in query(
+            prompt="Reply with exactly: three",
+            options=options(
+                max_turns=1,
+                resume=sid,
+                fork_session=True,
+                resume_session_at=keep_at,
+                resume_drops_turn=str(uuid_mod.uuid4()),
+            ),
+        ):
+            pass
+    except ProcessError as e:
+        refused = str(e)
+    return {
+        "session_id": sid,
+        "forked": forked.session_id,
+        "forked_prompts": prompts(forked.session_id),
+        "original_prompts": prompts(sid),
+        "refused": refused,
+        "after_refusal": prompts(sid),
+    }
+
+
+async def session_store():
+    """session_store=: the transcript is mirrored into the store (the
+    sub-agent's with its metadata), and a resume from the store alone (the
+    file on disk removed) carries the conversation."""
+    from claude_agent_sdk import (
+        InMemorySessionStore,
+        get_session_messages_from_store,
+        get_subagent_messages_from_store,
+        list_subagents_from_store,
+    )
+    from claude_agent_sdk._internal.sessions import _find_project_dir
+
+    store = InMemorySessionStore()
+    agents = {"helper": AgentDefinition(description="Looks things up.", prompt="You are the helper.")}
+    messages = [
+        m async for m in query(prompt="Ask the helper.", options=options(agents=agents, session_store=store))
+    ]
+    sid = result_of(messages).session_id
+    read = await get_session_messages_from_store(store, sid)
+    subagents = await list_subagents_from_store(store, sid)
+    child = [
+        {"type": m.type, "parent_tool_use_id": m.parent_tool_use_id}
+        for a in subagents
+        for m in await get_subagent_messages_from_store(store, sid, a)
+    ]
+    # The file on disk goes; the store has the session.
+    (_find_project_dir(os.path.realpath(os.environ["CADRE_PROJECT"])) / f"{sid}.jsonl").unlink()
+    again = [
+        m async for m in query(prompt="And again?", options=options(resume=sid, session_store=store))
+    ]
+    return {
+        "session_id": sid,
+        "store_types": [m.type for m in read],
+        "subagents": subagents,
+        "child": child,
+        "resumed": result_of(again).result,
+        "resumed_session": result_of(again).session_id,
+    }
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
+        session_store,
+        truncating_resume,
+        session_reads,
         query_read,
         multi_turn,
         deny_bash,

@@ -424,8 +424,8 @@ fn chat_runs_commands_lists_them_and_clears_the_conversation() {
     let second = server.request(1);
     assert_eq!(second.messages().len(), 1, "{:#?}", second.messages());
     assert!(!second.body_str().contains("Zoe"));
-    let sessions = std::fs::read_dir(p.sessions_dir()).unwrap().count();
-    assert_eq!(sessions, 2, "one session folder before /clear, one after");
+    let sessions = p.session_ids().len();
+    assert_eq!(sessions, 2, "one session before /clear, one after");
 }
 
 #[test]

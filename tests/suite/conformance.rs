@@ -524,7 +524,7 @@ pub(super) fn side_reply(r: &RecordedRequest) -> Option<Reply> {
 
 /// A server that plays `script` to the main conversation and answers
 /// everything else harmlessly.
-fn server(script: Vec<Reply>) -> FakeServer {
+pub(super) fn server(script: Vec<Reply>) -> FakeServer {
     let queue = Mutex::new(VecDeque::from(script));
     FakeServer::route(move |r| {
         if let Some(side) = side_reply(r) {

@@ -615,14 +615,7 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
         let s = task_states(&p);
         s.len() == N && s.values().all(|v| v["status"] == "completed")
     });
-    let session = std::fs::read_dir(p.sessions_dir())
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let session = p.session_ids()[0].clone();
     let run = p.run(
         Some(&server),
         &[
@@ -1789,14 +1782,7 @@ fn a_resumed_parent_waits_for_the_run_send_message_started() {
             .values()
             .any(|s| s["run"] == 1 && s["status"] == "completed")
     });
-    let session = std::fs::read_dir(p.sessions_dir())
-        .unwrap()
-        .flatten()
-        .next()
-        .unwrap()
-        .file_name()
-        .into_string()
-        .unwrap();
+    let session = p.session_ids()[0].clone();
     let run = p.run(
         Some(&server),
         &[

@@ -148,6 +148,28 @@ impl Project {
         self.home.path().join(".claude/projects").join(key)
     }
 
+    /// The sessions in the session folder: the ids of its `<id>.jsonl`
+    /// transcripts (Claude Code's layout), sorted.
+    pub fn session_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = std::fs::read_dir(self.sessions_dir())
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        name.strip_suffix(".jsonl").map(str::to_string)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort();
+        ids
+    }
+
+    /// The main transcript of session `id`: `<session folder>/<id>.jsonl`.
+    pub fn transcript_of(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(format!("{id}.jsonl"))
+    }
+
     /// Every file under the project's `.cadre` folder and the user's
     /// session folder for the project, with its content.
     pub fn written_files(&self) -> Vec<(PathBuf, String)> {

@@ -38,6 +38,7 @@ mod reload;
 mod run;
 mod sandbox;
 mod sdk;
+mod session_format;
 mod session_place;
 mod sessions;
 mod settings;

@@ -798,8 +798,11 @@ fn main_transcript_lines(p: &Project) -> Vec<Value> {
     std::fs::read_dir(folder)
         .unwrap()
         .flat_map(|d| {
-            let t = d.unwrap().path().join("main.jsonl");
+            let t = d.unwrap().path();
+            let main = t.extension().is_some_and(|e| e == "jsonl");
             std::fs::read_to_string(t)
+                .ok()
+                .filter(|_| main)
                 .unwrap_or_default()
                 .lines()
                 .map(|l| serde_json::from_str::<Value>(l).unwrap())

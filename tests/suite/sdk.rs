@@ -78,22 +78,19 @@ fn query_runs_a_read_round_trip(drive: Driver) {
     assert_eq!(server.request_count(), 2);
     let r = &last_tool_results(&server.request(1).json)[0];
     assert!(result_text(r).contains("the notes say hello"), "{r}");
-    assert!(
-        p.sessions_dir()
-            .join(seen["session_id"].as_str().unwrap())
-            .is_dir()
-    );
-    // The session sits in the folder the SDK's readers scan, in cadre's own
-    // format until sessions take Claude Code's (issue 33): they read it
-    // without an error and find nothing of cadre's.
+    // The session is where Claude Code keeps its own (`<key>/<id>.jsonl`),
+    // and the SDK's session readers read it: listed under its prompt, its
+    // four messages (prompt, tool call, result, answer) in order.
+    let id = seen["session_id"].as_str().unwrap();
+    assert!(p.transcript_of(id).is_file());
+    assert_eq!(seen["sdk_listed"], json!([id]));
+    assert_eq!(seen["sdk_summary"], json!(["What do the notes say?"]));
     assert_eq!(
-        (
-            &seen["sdk_listed"],
-            &seen["sdk_messages"],
-            &seen["sdk_subagents"]
-        ),
-        (&json!(0), &json!(0), &json!(0))
+        seen["sdk_types"],
+        json!(["user", "assistant", "user", "assistant"]),
+        "{seen}"
     );
+    assert_eq!(seen["sdk_subagents"], json!(0));
 }
 
 /// Two prompts on one connection: the second request carries the first
@@ -294,4 +291,171 @@ fn ts_sdk_query_runs_a_read_round_trip() {
 #[test]
 fn ts_sdk_streaming_input_keeps_one_conversation() {
     two_prompts_keep_one_conversation(drive_ts);
+}
+
+/// A session with a sub-agent, read back by the SDK's own session
+/// functions: `list_sessions` lists it under its prompt,
+/// `get_session_messages` gives the main conversation, `list_subagents`
+/// the sub-agent, and `get_subagent_messages` its conversation with
+/// `parent_tool_use_id` the Agent call that started it (from the meta
+/// file beside its transcript, as Claude Code writes it).
+#[test]
+fn the_sdks_session_functions_read_a_cadre_session_and_its_sub_agent() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains("You are the helper") {
+            return anthropic::text_reply("The helper found it.");
+        }
+        match turn(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_helper",
+                "Agent",
+                json!({"description": "look up", "prompt": "Look it up.", "subagent_type": "helper"}),
+            ),
+            _ => anthropic::text_reply("Done: the helper found it."),
+        }
+    });
+    let seen = drive(&p, &server, "session_reads");
+    let id = seen["session_id"].as_str().unwrap();
+    let canonical = p.path().canonicalize().unwrap();
+    assert_eq!(
+        seen["listed"],
+        json!([{"id": id, "summary": "Ask the helper.", "cwd": canonical}]),
+        "{seen:#}"
+    );
+    let messages = seen["messages"].as_array().unwrap();
+    let types: Vec<&str> = messages
+        .iter()
+        .map(|m| m["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["user", "assistant", "user", "assistant"],
+        "{seen:#}"
+    );
+    assert_eq!(messages[0]["message"]["content"], "Ask the helper.");
+    assert_eq!(messages[1]["message"]["content"][0]["id"], "toolu_helper");
+    assert_eq!(
+        messages[3]["message"]["content"][0]["text"],
+        "Done: the helper found it."
+    );
+    assert!(messages.iter().all(|m| m["session_id"] == id));
+    let subagents = seen["subagents"].as_array().unwrap();
+    assert_eq!(subagents.len(), 1, "{seen:#}");
+    let child = &seen["subagent_messages"][0];
+    assert_eq!(child[0]["type"], "user");
+    assert_eq!(child[0]["message"]["content"], "Look it up.");
+    assert_eq!(
+        child[1]["message"]["content"][0]["text"],
+        "The helper found it."
+    );
+    assert!(
+        child
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["parent_tool_use_id"] == "toolu_helper"),
+        "{child:#}"
+    );
+}
+
+/// The SDK's truncating resume, as its own end-to-end test drives it: the
+/// stream's assistant message carries its transcript `uuid`, a fork at the
+/// end of turn 1 that declares turn 2 dropped goes on without it (the
+/// model sees turn 1 and the new prompt only), the source is untouched,
+/// and a fork declaring another turn is refused with Claude Code's reason
+/// and writes nothing.
+#[test]
+fn sdk_truncating_resume_forks_at_a_message_and_checks_the_dropped_turn() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        let last = r.messages().last().cloned().unwrap_or_default();
+        let text = last["content"]
+            .as_array()
+            .and_then(|c| c.iter().rev().find_map(|b| b["text"].as_str()))
+            .or(last["content"].as_str())
+            .unwrap_or("")
+            .to_string();
+        let word = text.rsplit(' ').next().unwrap_or("?").to_string();
+        anthropic::text_reply(&word)
+    });
+    let seen = drive(&p, &server, "truncating_resume");
+    assert_eq!(
+        seen["forked_prompts"],
+        json!(["Reply with exactly: one", "Reply with exactly: three"]),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["original_prompts"],
+        json!(["Reply with exactly: one", "Reply with exactly: two"])
+    );
+    assert_eq!(seen["after_refusal"], seen["original_prompts"]);
+    let refused = seen["refused"].as_str().unwrap_or_default();
+    assert!(
+        refused.contains("Resume rejected by --resume-drops-turn:"),
+        "{seen:#}"
+    );
+    // The fork's request: turn 1, then the new prompt; turn 2 is gone.
+    let fork_request = server
+        .requests()
+        .into_iter()
+        .find(|r| r.body_str().contains("Reply with exactly: three"))
+        .expect("the fork's request");
+    let body = fork_request.body_str();
+    assert!(body.contains("Reply with exactly: one"), "{body}");
+    assert!(!body.contains("Reply with exactly: two"), "{body}");
+}
+
+/// `session_store=` (`--session-mirror`): the transcript reaches the SDK's
+/// `InMemorySessionStore` as `transcript_mirror` frames — the main
+/// conversation, and the sub-agent's with its metadata, so the store's
+/// readers give `parent_tool_use_id` — and a resume from the store alone
+/// (the file on disk deleted, the SDK writing the store's copy into a
+/// scratch `CLAUDE_CONFIG_DIR`) sends the earlier conversation.
+#[test]
+fn sdk_session_store_gets_the_transcript_and_resumes_from_it() {
+    let p = Project::new();
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains("You are the helper") {
+            return anthropic::text_reply("The helper found it.");
+        }
+        if r.body_str().contains("And again?") {
+            return anthropic::text_reply("Again: the helper found it.");
+        }
+        match turn(r) {
+            0 => anthropic::tool_use_reply(
+                "toolu_helper",
+                "Agent",
+                json!({"description": "look up", "prompt": "Look it up.", "subagent_type": "helper"}),
+            ),
+            _ => anthropic::text_reply("Done: the helper found it."),
+        }
+    });
+    let seen = drive(&p, &server, "session_store");
+    assert_eq!(
+        seen["store_types"],
+        json!(["user", "assistant", "user", "assistant"]),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["subagents"].as_array().map(Vec::len),
+        Some(1),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["child"],
+        json!([
+            {"type": "user", "parent_tool_use_id": "toolu_helper"},
+            {"type": "assistant", "parent_tool_use_id": "toolu_helper"}
+        ])
+    );
+    assert_eq!(seen["resumed"], "Again: the helper found it.");
+    assert_eq!(seen["resumed_session"], seen["session_id"]);
+    let resumed = server
+        .requests()
+        .into_iter()
+        .find(|r| r.body_str().contains("And again?"))
+        .expect("the resumed request");
+    assert!(resumed.body_str().contains("Ask the helper."));
+    assert!(resumed.body_str().contains("Done: the helper found it."));
 }

@@ -23,13 +23,9 @@ fn committed_repo() -> Project {
     p
 }
 
-/// The one session folder the user's session folder holds.
+/// The one session the user's session folder holds.
 fn only_session(p: &Project) -> String {
-    let ids: Vec<String> = std::fs::read_dir(p.sessions_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let ids = p.session_ids();
     assert_eq!(ids.len(), 1, "{ids:?}");
     ids[0].clone()
 }
@@ -45,7 +41,7 @@ fn a_run_writes_nothing_into_the_project_and_grep_finds_no_transcript() {
     p.run(Some(&first), &["run", "read the notes"]).ok();
     assert_eq!(git(p.path(), &["status", "--porcelain"]), "");
     let id = only_session(&p);
-    let main = std::fs::read_to_string(p.sessions_dir().join(&id).join("main.jsonl")).unwrap();
+    let main = std::fs::read_to_string(p.transcript_of(&id)).unwrap();
     assert!(main.contains(MARKER), "the transcript holds what was read");
 
     // A second session searches the whole project for what the first read.
@@ -72,11 +68,13 @@ fn an_old_place_session_is_listed_and_resumed_by_id_but_never_continued() {
     let p = Project::new();
     let first = FakeServer::start([anthropic::text_reply("remembered: plum")]);
     p.run(Some(&first), &["run", "remember plum"]).ok();
-    let id = only_session(&p);
-    // As an older cadre (or a cloned repository) left it.
+    let new_id = only_session(&p);
+    // As an older cadre (or a cloned repository) left it: its own id, its
+    // folder with a `main.jsonl`.
+    let id = "20200101T000000-0000abcd".to_string();
     let old = p.path().join(".cadre/sessions").join(&id);
-    std::fs::create_dir_all(old.parent().unwrap()).unwrap();
-    std::fs::rename(p.sessions_dir().join(&id), &old).unwrap();
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::rename(p.transcript_of(&new_id), old.join("main.jsonl")).unwrap();
 
     let list = p.run(None, &["sessions", "list", "--json"]).ok().json();
     assert_eq!(list[0]["id"], id.as_str());
@@ -104,8 +102,10 @@ fn an_old_place_session_is_listed_and_resumed_by_id_but_never_continued() {
     let sent = again.request(0).json.to_string();
     assert!(sent.contains("remember plum"), "history resumed: {sent}");
     assert!(!old.exists(), "moved out of the project");
-    let moved = std::fs::read_to_string(p.sessions_dir().join(&id).join("main.jsonl")).unwrap();
+    // Moved into Claude Code's layout on the way, under its old id.
+    let moved = std::fs::read_to_string(p.transcript_of(&id)).unwrap();
     assert!(moved.contains("plum, still"), "{moved}");
+    assert!(!p.sessions_dir().join(&id).join("main.jsonl").exists());
     let list = p.run(None, &["sessions", "list", "--json"]).ok().json();
     assert_eq!(list[0]["old_location"], false);
 }

@@ -14,13 +14,7 @@ use super::kit::{FakeServer, anthropic};
 
 /// The session folders under the project's transcript folder.
 fn session_ids(p: &Project) -> BTreeSet<String> {
-    std::fs::read_dir(p.sessions_dir())
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    p.session_ids().into_iter().collect()
 }
 
 /// Runs `cadre chat ARGS` with `input` on stdin; panics unless it
@@ -186,7 +180,7 @@ fn resume_after_kill_9_mid_turn_answers_each_tool_call_once() {
         let found = session_ids(&p)
             .into_iter()
             .next()
-            .map(|id| p.sessions_dir().join(id).join("main.jsonl"));
+            .map(|id| p.transcript_of(&id));
         if let Some(f) = found
             && std::fs::read_to_string(&f).is_ok_and(|t| t.contains("toolu_slow"))
         {
@@ -1054,7 +1048,7 @@ fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
     ]);
     assert_eq!(p.run(Some(&second), &["run", "--continue", "two"]).code, 0);
     let id = session_ids(p).into_iter().next().unwrap();
-    let bytes = std::fs::read(p.sessions_dir().join(&id).join("main.jsonl")).unwrap();
+    let bytes = std::fs::read(p.transcript_of(&id)).unwrap();
     (id, bytes)
 }
 
@@ -1063,7 +1057,7 @@ fn two_process_transcript(p: &Project) -> (String, Vec<u8>) {
 /// session would send: valid (each tool call answered once, roles
 /// alternating) and ending with the new prompt.
 fn resume_cut(p: &Project, id: &str, bytes: &[u8], cut: usize) -> Result<(), String> {
-    let path = p.sessions_dir().join(id).join("main.jsonl");
+    let path = p.transcript_of(id);
     std::fs::write(&path, &bytes[..cut]).unwrap();
     let r = p.run(None, &["render", "--resume", id, "go on"]);
     if r.code != 0 {
@@ -1129,12 +1123,12 @@ fn a_damaged_transcript_line_stops_the_resume_with_its_position() {
     let mut lines: Vec<&str> = text.lines().collect();
     lines[2] = "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":7}}";
     let damaged = lines.join("\n") + "\n";
-    let path = p.sessions_dir().join(&id).join("main.jsonl");
+    let path = p.transcript_of(&id);
     std::fs::write(&path, &damaged).unwrap();
     let server = FakeServer::start([anthropic::text_reply("never")]);
     let r = p.run(Some(&server), &["run", "--resume", &id, "go on"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("main.jsonl:3:"), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("{id}.jsonl:3:")), "{}", r.stderr);
     assert!(r.stderr.contains("bad message"), "{}", r.stderr);
     assert_eq!(server.request_count(), 0);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), damaged);
@@ -1169,7 +1163,7 @@ fn a_header_naming_a_bypass_agent_does_not_widen_a_continued_session() {
     let first = FakeServer::start([anthropic::text_reply("hello")]);
     p.run(Some(&first), &["run", "hi"]).ok();
     let id = session_ids(&p).into_iter().next().unwrap();
-    let main = p.sessions_dir().join(&id).join("main.jsonl");
+    let main = p.transcript_of(&id);
     edit_json_lines(&main, |line| {
         if line["type"] == "session" {
             line["agent"] = json!("yolo");

@@ -815,12 +815,26 @@ fn cleanup_period_days_removes_old_sessions_only() {
     let recent = write("20991231T000000-0000abcd/main.jsonl");
     // Not a session folder, however old: never removed.
     let other = write("notes/main.jsonl");
+    // A session in Claude Code's layout that cadre wrote (its transcript
+    // starts with cadre's `session` line), with its sub-agents' folder.
+    let id = "0b7d5c9e-1111-4222-8333-444455556666";
+    let ours = write(&format!("{id}.jsonl"));
+    std::fs::write(&ours, "{\"type\":\"session\",\"version\":1}\n").unwrap();
+    let ours_child = write(&format!("{id}/subagents/agent-a1.jsonl"));
+    // One Claude Code wrote, as old: its own cleanup's, not cadre's.
+    let theirs = write("0b7d5c9e-1111-4222-8333-000000000000.jsonl");
+    std::fs::write(&theirs, "{\"type\":\"user\"}\n").unwrap();
     let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(40 * 24 * 3600);
     for path in [
         old.clone(),
         old.parent().unwrap().to_path_buf(),
         other.clone(),
         other.parent().unwrap().to_path_buf(),
+        ours.clone(),
+        ours_child.clone(),
+        ours_child.parent().unwrap().to_path_buf(),
+        ours_child.parent().unwrap().parent().unwrap().to_path_buf(),
+        theirs.clone(),
     ] {
         std::fs::File::open(&path)
             .unwrap()
@@ -832,6 +846,8 @@ fn cleanup_period_days_removes_old_sessions_only() {
     assert!(!old.exists());
     assert!(recent.exists());
     assert!(other.exists());
+    assert!(!ours.exists() && !p.sessions_dir().join(id).exists());
+    assert!(theirs.exists());
 }
 
 #[test]

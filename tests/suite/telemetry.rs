@@ -408,14 +408,11 @@ fn check_agent_tree(got: &Received) {
     assert!(main_first.attrs.contains_key("cadre.cost_usd"));
 }
 
-/// The one session's id: its folder's name in the session folder.
+/// The one session's id: its transcript's name in the session folder.
 fn session_id(p: &Project) -> String {
-    let dirs: Vec<String> = std::fs::read_dir(p.sessions_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    assert_eq!(dirs.len(), 1, "{dirs:?}");
-    dirs[0].clone()
+    let ids = p.session_ids();
+    assert_eq!(ids.len(), 1, "{ids:?}");
+    ids[0].clone()
 }
 
 #[test]

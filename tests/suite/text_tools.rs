@@ -25,7 +25,7 @@ fn fenced_read(path: &str) -> String {
 fn converted_lines(p: &Project) -> Vec<Value> {
     p.transcript_lines()
         .into_iter()
-        .filter(|l| l["type"] == "message" && l["converted_from_text"] == true)
+        .filter(|l| l["type"] == "assistant" && l["converted_from_text"] == true)
         .collect()
 }
 

@@ -132,7 +132,7 @@ impl Source {
     }
 
     fn row(&self, found: &Found) -> Option<Value> {
-        let main = resume::main_transcript(&found.folder);
+        let main = resume::main_file(&found.folder);
         let metas = resume::sub_agent_metas(&found.folder);
         let mut stamps = vec![stamp(&main)];
         for (meta, v) in &metas {
@@ -179,7 +179,7 @@ impl Source {
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age < QUIET)
         };
-        if child_running || recent(&resume::main_transcript(folder)) {
+        if child_running || recent(&resume::main_file(folder)) {
             "running"
         } else {
             "idle"
@@ -195,7 +195,7 @@ impl Source {
     pub fn tree(&self, id: &str) -> Option<Value> {
         let found = self.found(id)?;
         let folder = &found.folder;
-        let main = self.load(&resume::main_transcript(folder))?;
+        let main = self.load(&resume::main_file(folder))?;
         let metas = resume::sub_agent_metas(folder);
         let status = self.main_status(folder, &main, &metas);
         let header = main.header.as_ref();
@@ -287,7 +287,7 @@ impl Source {
     pub fn transcript(&self, id: &str, agent: &str) -> Option<Value> {
         let found = self.found(id)?;
         let path = if agent == "main" {
-            resume::main_transcript(&found.folder)
+            resume::main_file(&found.folder)
         } else {
             if !agent
                 .bytes()
