@@ -56,6 +56,8 @@ pub struct Names {
     pub tasks_stream: String,
     pub notices_stream: String,
     pub bucket: String,
+    pub lines_stream: String,
+    pub git_bucket: String,
 }
 
 impl Names {
@@ -66,6 +68,8 @@ impl Names {
             ("distributed.notices_stream", &s.notices_stream),
             ("distributed.state_bucket", &s.state_bucket),
             ("distributed.pool", &s.pool),
+            ("distributed.lines_stream", &s.lines_stream),
+            ("distributed.git_bucket", &s.git_bucket),
         ] {
             check_token(what, v)?;
         }
@@ -74,6 +78,8 @@ impl Names {
             tasks_stream: s.tasks_stream.clone(),
             notices_stream: s.notices_stream.clone(),
             bucket: s.state_bucket.clone(),
+            lines_stream: s.lines_stream.clone(),
+            git_bucket: s.git_bucket.clone(),
         })
     }
 
@@ -111,6 +117,16 @@ impl Names {
         format!("{}.progress.{session}.{agent}", self.prefix)
     }
 
+    /// The transcript lines of task `agent` of session `session`.
+    pub fn lines_subject(&self, session: &str, agent: &str) -> String {
+        format!("{}.lines.{session}.{agent}", self.prefix)
+    }
+
+    /// Every transcript line of session `session`.
+    pub fn lines_of(&self, session: &str) -> String {
+        format!("{}.lines.{session}.>", self.prefix)
+    }
+
     /// The durable consumer every worker of `pool` pulls from.
     pub fn consumer(&self, pool: &str) -> String {
         format!("pool-{pool}")
@@ -138,6 +154,8 @@ pub struct Broker {
     pub js: jetstream::Context,
     pub state: kv::Store,
     pub names: Names,
+    /// Git bundles (`distributed.git_bucket`), opened at first use.
+    git: tokio::sync::OnceCell<async_nats::jetstream::object_store::ObjectStore>,
     settings: DistributedSettings,
 }
 
@@ -194,6 +212,18 @@ impl Broker {
         })
         .await
         .map_err(FleetError::broker)?;
+        if !s.shared_folder {
+            js.get_or_create_stream(stream::Config {
+                name: names.lines_stream.clone(),
+                subjects: vec![format!("{}.lines.>", names.prefix)],
+                retention: stream::RetentionPolicy::Limits,
+                storage: stream::StorageType::File,
+                max_age,
+                ..Default::default()
+            })
+            .await
+            .map_err(FleetError::broker)?;
+        }
         let state = match js.get_key_value(&names.bucket).await {
             Ok(kv) => kv,
             Err(_) => js
@@ -212,8 +242,32 @@ impl Broker {
             js,
             state,
             names,
+            git: tokio::sync::OnceCell::new(),
             settings: s.clone(),
         })
+    }
+
+    /// The object store of git bundles, created at first use.
+    pub async fn git_store(
+        &self,
+    ) -> Result<&async_nats::jetstream::object_store::ObjectStore, FleetError> {
+        self.git
+            .get_or_try_init(|| async {
+                match self.js.get_object_store(&self.names.git_bucket).await {
+                    Ok(o) => Ok(o),
+                    Err(_) => self
+                        .js
+                        .create_object_store(async_nats::jetstream::object_store::Config {
+                            bucket: self.names.git_bucket.clone(),
+                            max_age: Duration::from_secs(self.settings.retention_s.max(60)),
+                            storage: stream::StorageType::File,
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(FleetError::broker),
+                }
+            })
+            .await
     }
 
     pub fn settings(&self) -> &DistributedSettings {

@@ -27,7 +27,9 @@
 //! [`crate::runtime::spawn::start_task`] on an engine the worker built.
 
 mod broker;
+pub mod git;
 pub mod lease;
+pub mod lines;
 pub mod parent;
 pub mod state;
 pub mod wire;

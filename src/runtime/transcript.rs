@@ -172,6 +172,8 @@ pub struct Transcript {
     parent_agent_id: Option<String>,
     /// Writes stop when it closes (a fleet worker's lease).
     fence: Option<std::sync::Arc<WriteFence>>,
+    /// Woken after each line written (a fleet worker streams them).
+    notify: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Transcript {
@@ -182,6 +184,23 @@ impl Transcript {
         self
     }
 
+    /// Wakes `notify` after each line it writes (a fleet worker publishes
+    /// the new lines to the broker).
+    #[must_use]
+    pub fn notifying(mut self, notify: std::sync::Arc<tokio::sync::Notify>) -> Self {
+        self.notify = Some(notify);
+        self
+    }
+
+    /// Appends a line another process's writer made (a fleet worker's,
+    /// through the broker), as it is.
+    pub fn copied_line(&self, line: &[u8]) {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line);
+        bytes.push(b'\n');
+        self.write_line(&bytes);
+    }
+
     /// A transcript that writes nothing (transcripts disabled).
     pub fn disabled(agent_id: &str, parent_agent_id: Option<&str>) -> Self {
         Transcript {
@@ -190,6 +209,7 @@ impl Transcript {
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
+            notify: None,
         }
     }
 
@@ -212,6 +232,7 @@ impl Transcript {
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
+            notify: None,
         }
     }
 
@@ -227,6 +248,7 @@ impl Transcript {
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
+            notify: None,
         }
     }
 
@@ -348,6 +370,8 @@ impl Transcript {
                         self.path.as_deref().unwrap_or(Path::new("?")).display()
                     );
                     *guard = Sink::Closed;
+                } else if let Some(n) = &self.notify {
+                    n.notify_one();
                 }
             }
             Sink::Deferred(kept) => kept.extend_from_slice(bytes),
