@@ -237,14 +237,18 @@ impl Broker {
                 .await
                 .map_err(FleetError::broker)?,
         };
-        Ok(Broker {
+        let broker = Broker {
             client,
             js,
             state,
             names,
             git: tokio::sync::OnceCell::new(),
             settings: s.clone(),
-        })
+        };
+        if !s.shared_folder {
+            broker.git_store().await?;
+        }
+        Ok(broker)
     }
 
     /// The object store of git bundles, created at first use.
@@ -253,18 +257,29 @@ impl Broker {
     ) -> Result<&async_nats::jetstream::object_store::ObjectStore, FleetError> {
         self.git
             .get_or_try_init(|| async {
-                match self.js.get_object_store(&self.names.git_bucket).await {
-                    Ok(o) => Ok(o),
-                    Err(_) => self
-                        .js
-                        .create_object_store(async_nats::jetstream::object_store::Config {
-                            bucket: self.names.git_bucket.clone(),
-                            max_age: Duration::from_secs(self.settings.retention_s.max(60)),
-                            storage: stream::StorageType::File,
-                            ..Default::default()
-                        })
-                        .await
-                        .map_err(FleetError::broker),
+                // Under a burst of spawns a JetStream request may time out.
+                let mut tries = 0;
+                loop {
+                    let made = match self.js.get_object_store(&self.names.git_bucket).await {
+                        Ok(o) => Ok(o),
+                        Err(_) => self
+                            .js
+                            .create_object_store(async_nats::jetstream::object_store::Config {
+                                bucket: self.names.git_bucket.clone(),
+                                max_age: Duration::from_secs(self.settings.retention_s.max(60)),
+                                storage: stream::StorageType::File,
+                                ..Default::default()
+                            })
+                            .await
+                            .map_err(FleetError::broker),
+                    };
+                    match made {
+                        Err(e) if tries < 3 => {
+                            tracing::debug!("the git bundle store: {e}; trying again");
+                            tries += 1;
+                        }
+                        done => return done,
+                    }
                 }
             })
             .await

@@ -458,7 +458,19 @@ impl Copies {
         agent: &str,
         path: &Path,
     ) -> Result<(), FleetError> {
-        let (lines, _) = fetch(broker, session, agent).await?;
+        // A broker that just restarted may not serve the stream yet.
+        let mut tries = 0;
+        let lines = loop {
+            match fetch(broker, session, agent).await {
+                Ok((lines, _)) => break lines,
+                Err(e) if tries >= 40 => return Err(e),
+                Err(e) => {
+                    tracing::debug!("transcript of {agent}: {e}; trying again");
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        };
         let (copies, path) = (self.clone(), path.to_path_buf());
         tokio::task::spawn_blocking(move || {
             for (n, l) in lines.iter().enumerate() {

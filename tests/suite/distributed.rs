@@ -2185,7 +2185,8 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
             .unwrap_or_else(|| panic!("no transcript for {id}: {:?}", transcripts.keys()));
         assert!(
             t.contains("answer-") || t.contains("child done"),
-            "{id}: {t}"
+            "{id}: {t}\n{err}\n{}",
+            logs(&workers)
         );
         for line in t.lines() {
             serde_json::from_str::<Value>(line).unwrap();
