@@ -212,18 +212,18 @@ impl Broker {
         })
         .await
         .map_err(FleetError::broker)?;
-        if !s.shared_folder {
-            js.get_or_create_stream(stream::Config {
-                name: names.lines_stream.clone(),
-                subjects: vec![format!("{}.lines.>", names.prefix)],
-                retention: stream::RetentionPolicy::Limits,
-                storage: stream::StorageType::File,
-                max_age,
-                ..Default::default()
-            })
-            .await
-            .map_err(FleetError::broker)?;
-        }
+        // Whatever this process's `shared_folder`: a plan says which mode
+        // its task runs in.
+        js.get_or_create_stream(stream::Config {
+            name: names.lines_stream.clone(),
+            subjects: vec![format!("{}.lines.>", names.prefix)],
+            retention: stream::RetentionPolicy::Limits,
+            storage: stream::StorageType::File,
+            max_age,
+            ..Default::default()
+        })
+        .await
+        .map_err(FleetError::broker)?;
         let state = match js.get_key_value(&names.bucket).await {
             Ok(kv) => kv,
             Err(_) => js

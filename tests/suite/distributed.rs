@@ -1560,7 +1560,8 @@ fn a_worktree_child_runs_on_a_worker_and_its_worktree_is_kept_or_removed() {
     assert_eq!(branches.matches("worktree-agent-").count(), 1, "{branches}");
 }
 
-/// A worker dies while its isolated child runs; the worker that takes the
+/// With `shared_folder = true` (workers see the parent's repository), a
+/// worker dies while its isolated child runs; the worker that takes the
 /// task over continues in the same worktree (the file the first one's
 /// Bash call wrote is there, and no second worktree is made).
 #[test]
@@ -1569,7 +1570,7 @@ fn a_task_taken_over_continues_in_its_worktree() {
     let p = fleet_project(
         &nats,
         "[permissions]\ndefault_mode = \"bypassPermissions\"",
-        "lease_ms = 1500\n",
+        "lease_ms = 1500\nshared_folder = true\n",
     );
     git_repo(&p);
     let child_requests = Arc::new(AtomicUsize::new(0));
