@@ -150,7 +150,13 @@ impl NatsBackend {
         let mut plan = plan_of(task, spawn, &engine.session_id, &self.pool);
         plan.shared_folder = self.settings.shared_folder;
         if !plan.shared_folder {
+            let sharing = std::time::Instant::now();
             self.share(&broker, task, &mut plan).await?;
+            tracing::debug!(
+                "task {}: broker_ms lines={:.3}",
+                task.id,
+                sharing.elapsed().as_secs_f64() * 1000.0
+            );
         }
         let record = queued_record(&plan);
         let bytes = serde_json::to_vec(&record).map_err(FleetError::broker)?;

@@ -357,8 +357,15 @@ async fn run_task(
         Ok(engine) => {
             continue_trace(plan, msg);
             if !plan.shared_folder {
+                let fetching = Instant::now();
                 match materialise(ctx, plan, &engine).await {
-                    Ok(t) => tip = Some(t),
+                    Ok(t) => {
+                        tracing::debug!(
+                            "task {id}: broker_ms fetch={:.3}",
+                            fetching.elapsed().as_secs_f64() * 1000.0
+                        );
+                        tip = Some(t);
+                    }
                     Err(e) => {
                         // The broker is away or lost the copy: tried again
                         // when the task comes back (after its lease).
@@ -464,11 +471,16 @@ async fn run_task(
     }
     drop(control);
     // Every line reaches the broker before the end is recorded.
-    if let Some(s) = streamer
-        && let Err(e) = s.finish().await
-    {
-        tracing::warn!("task {id}: its last transcript lines did not reach the broker: {e}");
-        return Ran::Lost;
+    if let Some(s) = streamer {
+        let flushing = Instant::now();
+        if let Err(e) = s.finish().await {
+            tracing::warn!("task {id}: its last transcript lines did not reach the broker: {e}");
+            return Ran::Lost;
+        }
+        tracing::debug!(
+            "task {id}: broker_ms flush={:.3}",
+            flushing.elapsed().as_secs_f64() * 1000.0
+        );
     }
     // Its last lines were refused: what it did past its lease is not its
     // result (another worker's run is).
