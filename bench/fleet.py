@@ -186,9 +186,9 @@ def one(args, base, workers, shared=False):
     b = broker_ms(logs)
     per_task = None
     if workers and b["publish"] and b["claim"]:
-        # publish (+ lines: the first transcript lines), claim (+ fetch: the
-        # worker's copy), flush (the last lines) and finish.
-        per_task = sum(statistics.mean(v) for v in b.values() if v)
+        # publish (its `lines` part: the first transcript lines, is in it),
+        # claim, fetch (the worker's copy), flush (the last lines), finish.
+        per_task = sum(statistics.mean(v) for k, v in b.items() if v and k != "lines")
     ok = (p.returncode == 0 and notes.get("count") == args.children
           and notes.get("distinct_ids") == args.children)
     return {
