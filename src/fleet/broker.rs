@@ -133,6 +133,21 @@ impl Names {
     }
 }
 
+/// `url` with its password (or token) replaced by `***`, for messages.
+fn without_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let shown = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_string(),
+            };
+            format!("{}{shown}{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
 /// A name used as one subject token or a stream/bucket name.
 pub fn check_token(what: &str, v: &str) -> Result<(), FleetError> {
     let ok = !v.is_empty()
@@ -167,7 +182,7 @@ impl Broker {
     pub async fn connect(s: &DistributedSettings) -> Result<Broker, FleetError> {
         let names = Names::of(s)?;
         let connect_err = |message: String| FleetError::Connect {
-            url: s.url.clone(),
+            url: without_password(&s.url),
             message,
         };
         let mut options = async_nats::ConnectOptions::new()
@@ -175,6 +190,19 @@ impl Broker {
             .connection_timeout(Duration::from_millis(s.connect_timeout_ms.max(1)))
             // Requests (JetStream API calls) give up after this long.
             .request_timeout(Some(Duration::from_millis(s.connect_timeout_ms.max(1000))));
+        // `nats://USER:PASSWORD@host` or `nats://TOKEN@host`: the client
+        // does not read them from the URL itself.
+        if let Ok(addr) = s.url.parse::<async_nats::ServerAddr>() {
+            match (addr.username(), addr.password()) {
+                (Some(user), Some(pass)) => {
+                    options = options.user_and_password(user.to_string(), pass.to_string());
+                }
+                (Some(token), None) if !token.is_empty() => {
+                    options = options.token(token.to_string());
+                }
+                _ => {}
+            }
+        }
         if let Some(creds) = &s.credentials {
             options = options
                 .credentials_file(creds)
@@ -371,6 +399,16 @@ mod tests {
             "the URL may carry a password: {texts:#?}"
         );
         assert_eq!(texts.len(), errors.len(), "{texts:#?}");
+    }
+
+    #[test]
+    fn a_url_s_password_is_not_shown() {
+        assert_eq!(
+            without_password("nats://parent:S3CRET@h:4222"),
+            "nats://parent:***@h:4222"
+        );
+        assert_eq!(without_password("nats://TOKEN@h:4222"), "nats://***@h:4222");
+        assert_eq!(without_password("nats://h:4222"), "nats://h:4222");
     }
 
     #[test]

@@ -197,7 +197,13 @@ pub async fn send_branch(
         if !git(wt, &["status", "--porcelain"])?.is_empty() {
             git(wt, &["add", "-A", "--", "."])?;
             let mut args = identity(wt);
-            args.extend(["commit", "--quiet", "--no-verify", "-m", "cadre: the child's changes"]);
+            args.extend([
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "-m",
+                "cadre: the child's changes",
+            ]);
             git(wt, &args)?;
         }
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
@@ -205,7 +211,14 @@ pub async fn send_branch(
         let r = format!("refs/heads/{}", kept.branch);
         git(
             &root,
-            &["bundle", "create", "--quiet", &file.to_string_lossy(), &r, &format!("^{base}")],
+            &[
+                "bundle",
+                "create",
+                "--quiet",
+                &file.to_string_lossy(),
+                &r,
+                &format!("^{base}"),
+            ],
         )?;
         Ok((dir, file, root))
     })
@@ -253,7 +266,13 @@ pub async fn receive_branch(
             git(&root, &["fetch", "--quiet", &bundle, &spec])?;
             git(
                 &root,
-                &["worktree", "add", "--quiet", &path.to_string_lossy(), &branch],
+                &[
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    &path.to_string_lossy(),
+                    &branch,
+                ],
             )?;
         }
         Ok(KeptWorktree { path, branch })

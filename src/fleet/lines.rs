@@ -120,11 +120,15 @@ pub async fn fetch(
                 return Ok(());
             }
         }
-        Err(FleetError::Broker("the transcript stream ended early".into()))
+        Err(FleetError::Broker(
+            "the transcript stream ended early".into(),
+        ))
     };
     tokio::time::timeout(Duration::from_secs(60), read)
         .await
-        .map_err(|_| FleetError::Broker(format!("reading the transcript of {agent} timed out")))??;
+        .map_err(|_| {
+            FleetError::Broker(format!("reading the transcript of {agent} timed out"))
+        })??;
     Ok((lines, tip))
 }
 
@@ -179,9 +183,7 @@ pub fn write_copy(path: &Path, lines: &[Bytes]) -> std::io::Result<Local> {
         .truncate(false)
         .open(path)?;
     let mut have = Vec::new();
-    (&mut f)
-        .take(want.len() as u64)
-        .read_to_end(&mut have)?;
+    (&mut f).take(want.len() as u64).read_to_end(&mut have)?;
     if have != want {
         f.seek(SeekFrom::Start(0))?;
         f.write_all(&want)?;
@@ -551,17 +553,26 @@ mod tests {
     fn a_local_copy_is_cut_or_written_to_the_broker_s() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a/agent-x.jsonl");
-        let lines = [Bytes::from_static(b"{\"a\":1}"), Bytes::from_static(b"{\"b\":2}")];
+        let lines = [
+            Bytes::from_static(b"{\"a\":1}"),
+            Bytes::from_static(b"{\"b\":2}"),
+        ];
         // None yet: written.
         assert_eq!(write_copy(&path, &lines).unwrap(), count(&path));
         // Ahead of the broker (a line that never reached it): cut.
         std::fs::write(&path, "{\"a\":1}\n{\"b\":2}\n{\"lost\":3}\n").unwrap();
         write_copy(&path, &lines).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"a\":1}\n{\"b\":2}\n"
+        );
         // Different: written over.
         std::fs::write(&path, "{\"other\":0}\n").unwrap();
         let local = write_copy(&path, &lines).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"a\":1}\n{\"b\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"a\":1}\n{\"b\":2}\n"
+        );
         assert_eq!(local, Local { lines: 2, len: 16 });
         assert_eq!(offset_of_line(&path, 1), 8);
         // A partial last line is not a line yet.

@@ -126,8 +126,7 @@ impl NatsBackend {
                         copies.clone(),
                     );
                 }
-                start_listener(Arc::clone(&broker), engine, Arc::clone(&self.runs), copies)
-                    .await?;
+                start_listener(Arc::clone(&broker), engine, Arc::clone(&self.runs), copies).await?;
                 start_progress(&broker, engine).await;
                 Ok::<(), FleetError>(())
             })

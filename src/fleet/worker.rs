@@ -369,7 +369,9 @@ async fn run_task(
                     Err(e) => {
                         // The broker is away or lost the copy: tried again
                         // when the task comes back (after its lease).
-                        tracing::warn!("task {id}: its transcript could not be read from the broker: {e}");
+                        tracing::warn!(
+                            "task {id}: its transcript could not be read from the broker: {e}"
+                        );
                         fence.close();
                         return Ran::Lost;
                     }

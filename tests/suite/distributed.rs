@@ -1942,12 +1942,18 @@ fn isolated_worker(p: &Project, server: &FakeServer, name: &str) -> (Worker, Pro
     let clone = w.path().join("clone");
     git(
         w.path(),
-        &["clone", "-q", p.path().to_str().unwrap(), clone.to_str().unwrap()],
+        &[
+            "clone",
+            "-q",
+            p.path().to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
     );
     let log = w.home.path().join(format!("{name}.log"));
     let stderr = std::fs::File::create(&log).unwrap();
     let base = w.command(Some(server));
-    let as_nobody = nix::unistd::geteuid().is_root() && std::path::Path::new("/usr/bin/setpriv").exists();
+    let as_nobody =
+        nix::unistd::geteuid().is_root() && std::path::Path::new("/usr/bin/setpriv").exists();
     let mut cmd = if as_nobody {
         // The parent's folders are its user's own.
         use std::os::unix::fs::PermissionsExt;
@@ -2050,7 +2056,8 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
                         "Bash",
                         json!({"command": "echo ran >> marker.txt && echo marked", "description": "mark"}),
                     ),
-                    1 => anthropic::text_reply("late answer").held(late.clone(), Duration::from_secs(60)),
+                    1 => anthropic::text_reply("late answer")
+                        .held(late.clone(), Duration::from_secs(60)),
                     _ => anthropic::text_reply("slow child done"),
                 };
             }
@@ -2114,9 +2121,11 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
         .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
         .spawn()
         .unwrap();
-    wait_until("the slow child's second request", Duration::from_secs(60), || {
-        slow_requests.load(Ordering::SeqCst) >= 2
-    });
+    wait_until(
+        "the slow child's second request",
+        Duration::from_secs(60),
+        || slow_requests.load(Ordering::SeqCst) >= 2,
+    );
     // Kill the worker holding the slow child, then restart the broker.
     let (holder, other) = if std::fs::read_to_string(clone_a.join("marker.txt")).is_ok() {
         (0, 1)
@@ -2152,7 +2161,10 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
         std::fs::read_to_string(clones[holder].join("marker.txt")).unwrap(),
         "ran\n"
     );
-    assert!(!clones[other].join("marker.txt").exists(), "the Bash call ran again");
+    assert!(
+        !clones[other].join("marker.txt").exists(),
+        "the Bash call ran again"
+    );
     let requests = server.requests();
     let slow: Vec<&RecordedRequest> = requests
         .iter()
@@ -2193,7 +2205,10 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
             serde_json::from_str::<Value>(line).unwrap();
         }
     }
-    let slow_t = transcripts.values().find(|t| t.contains("slow-child")).unwrap();
+    let slow_t = transcripts
+        .values()
+        .find(|t| t.contains("slow-child"))
+        .unwrap();
     assert_eq!(slow_t.matches("\"marked").count(), 1, "{slow_t}");
     assert!(slow_t.contains("slow child done"));
 
@@ -2202,7 +2217,11 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
     // its kept worktree.
     let wt_request = requests
         .iter()
-        .find(|r| !is_main(r) && r.messages()[0].to_string().contains("wt-child") && super::harness::assistant_turns(r) == 1)
+        .find(|r| {
+            !is_main(r)
+                && r.messages()[0].to_string().contains("wt-child")
+                && super::harness::assistant_turns(r) == 1
+        })
         .unwrap();
     let seen_by_child: String = super::harness::last_tool_results(&wt_request.json)
         .iter()
