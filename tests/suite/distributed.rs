@@ -573,6 +573,18 @@ fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
 
 #[test]
 fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
+    resumed_parent(false);
+}
+
+/// The same with a worker in its own clone and HOME (as `nobody` under
+/// root): the children's transcripts, written while no parent ran, reach
+/// the resumed parent's session folder through the broker.
+#[test]
+fn a_resumed_parent_gets_the_transcripts_of_a_shared_nothing_fleet() {
+    resumed_parent(true);
+}
+
+fn resumed_parent(isolated: bool) {
     const N: usize = 3;
     let nats = NatsServer::start();
     let p = fleet_project(&nats, "", "");
@@ -588,7 +600,13 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
         }
         fan_out_main(r, N, "resumed and reported")
     });
-    let workers = [Worker::start(&p, &server, "worker0")];
+    let (workers, _kept) = if isolated {
+        git_repo(&p);
+        let (w, project, _) = isolated_worker(&p, &server, "worker0");
+        ([w], Some(project))
+    } else {
+        ([Worker::start(&p, &server, "worker0")], None)
+    };
     let mut parent = p
         .command(Some(&server))
         .args(["run", "go"])
@@ -644,6 +662,12 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
     let again = p.run(Some(&server), &["run", "--resume", &session, "once more"]);
     assert!(again.code == 0, "{}", again.stderr);
     assert_each_notified_once(&server, N);
+    // Each child's whole transcript is in the parent's session folder.
+    let transcripts = child_transcripts(&p);
+    assert_eq!(transcripts.len(), N, "{:?}", transcripts.keys());
+    for t in transcripts.values() {
+        assert!(t.contains("\"answer-"), "{t}");
+    }
 }
 
 #[test]
