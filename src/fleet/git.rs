@@ -37,25 +37,25 @@ pub fn branch_object(agent: &str, run: u32) -> String {
 }
 
 /// Runs `git ARGS` in `dir` with `env` added; stdout trimmed, or why not.
-fn git_env(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<String, String> {
+fn git_env(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<String, FleetError> {
     let mut cmd = Command::new("git");
     cmd.args(args).current_dir(dir);
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out = cmd.output().map_err(|e| format!("git: {e}"))?;
+    let out = cmd.output().map_err(FleetError::broker)?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
-        Err(format!(
+        Err(FleetError::Broker(format!(
             "git {}: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
-        ))
+        )))
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+fn git(dir: &Path, args: &[&str]) -> Result<String, FleetError> {
     git_env(dir, args, &[])
 }
 
@@ -71,12 +71,24 @@ fn identity(dir: &Path) -> Vec<&'static str> {
 
 /// The commit a worktree child of `cwd` starts from: `head`, or a commit
 /// on top of it holding the checkout's uncommitted changes. Blocking.
-pub fn snapshot(cwd: &Path, head: &str) -> Result<String, String> {
-    let root = worktree::git_root(cwd).map_err(|e| e.to_string())?;
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+pub fn snapshot(cwd: &Path, head: &str) -> Result<String, FleetError> {
+    let root = worktree::git_root(cwd).map_err(FleetError::broker)?;
+    let dir = tempfile::tempdir().map_err(FleetError::broker)?;
     let index = dir.path().join("index");
     let env = [("GIT_INDEX_FILE", index.as_path())];
-    git_env(&root, &["read-tree", head], &env)?;
+    // A copy of the checkout's index keeps what git knows of each file's
+    // state, so only changed files are read again.
+    let own = git(
+        &root,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    )
+    .map(PathBuf::from);
+    if own
+        .and_then(|p| std::fs::copy(p, &index).map_err(FleetError::broker))
+        .is_err()
+    {
+        git_env(&root, &["read-tree", head], &env)?;
+    }
     git_env(&root, &["add", "-A", "--", "."], &env)?;
     let tree = git_env(&root, &["write-tree"], &env)?;
     if git(&root, &["rev-parse", &format!("{head}^{{tree}}")])? == tree {
@@ -103,9 +115,9 @@ pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), 
         return Ok(());
     }
     let (cwd, at) = (cwd.to_path_buf(), sha.to_string());
-    let (_dir, file) = tokio::task::spawn_blocking(move || -> Result<_, String> {
-        let root = worktree::git_root(&cwd).map_err(|e| e.to_string())?;
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (_dir, file) = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
+        let root = worktree::git_root(&cwd).map_err(FleetError::broker)?;
+        let dir = tempfile::tempdir().map_err(FleetError::broker)?;
         let file = dir.path().join("base.bundle");
         // A bundle names refs: a temporary one, of this process only.
         let r = format!("refs/cadre/bundle-{}-{at}", std::process::id());
@@ -118,8 +130,7 @@ pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), 
         made.map(|_| (dir, file))
     })
     .await
-    .map_err(FleetError::broker)?
-    .map_err(FleetError::Broker)?;
+    .map_err(FleetError::broker)??;
     put(broker, &name, &file).await
 }
 
@@ -165,19 +176,18 @@ pub async fn ensure_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), F
     }
     let (_dir, file) = get(broker, &base_object(sha)).await?;
     let cwd = cwd.to_path_buf();
-    tokio::task::spawn_blocking(move || -> Result<(), String> {
+    tokio::task::spawn_blocking(move || -> Result<(), FleetError> {
         let bundle = file.to_string_lossy().into_owned();
         let heads = git(&cwd, &["bundle", "list-heads", &bundle])?;
         let head = heads
             .lines()
             .find_map(|l| l.split_whitespace().nth(1))
-            .ok_or_else(|| "the bundle names no ref".to_string())?
+            .ok_or_else(|| FleetError::Broker("the bundle names no ref".into()))?
             .to_string();
         git(&cwd, &["fetch", "--quiet", &bundle, &head]).map(|_| ())
     })
     .await
     .map_err(FleetError::broker)?
-    .map_err(FleetError::Broker)
 }
 
 /// Worker: commits what the kept worktree `kept` holds uncommitted on its
@@ -190,10 +200,10 @@ pub async fn send_branch(
     object: &str,
 ) -> Result<(), FleetError> {
     let (k, base) = (kept.clone(), base.to_string());
-    let (dir, file, root) = tokio::task::spawn_blocking(move || -> Result<_, String> {
+    let (dir, file, root) = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
         let kept = k;
         let wt = &kept.path;
-        let root = worktree::git_root(wt).map_err(|e| e.to_string())?;
+        let root = worktree::git_root(wt).map_err(FleetError::broker)?;
         if !git(wt, &["status", "--porcelain"])?.is_empty() {
             git(wt, &["add", "-A", "--", "."])?;
             let mut args = identity(wt);
@@ -206,7 +216,7 @@ pub async fn send_branch(
             ]);
             git(wt, &args)?;
         }
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let dir = tempfile::tempdir().map_err(FleetError::broker)?;
         let file = dir.path().join("branch.bundle");
         let r = format!("refs/heads/{}", kept.branch);
         git(
@@ -223,8 +233,7 @@ pub async fn send_branch(
         Ok((dir, file, root))
     })
     .await
-    .map_err(FleetError::broker)?
-    .map_err(FleetError::Broker)?;
+    .map_err(FleetError::broker)??;
     put(broker, object, &file).await?;
     drop(dir);
     let kept = kept.clone();
@@ -246,8 +255,8 @@ pub async fn receive_branch(
 ) -> Result<KeptWorktree, FleetError> {
     let (_dir, file) = get(broker, object).await?;
     let (cwd, agent, branch) = (cwd.to_path_buf(), agent.to_string(), branch.to_string());
-    tokio::task::spawn_blocking(move || -> Result<KeptWorktree, String> {
-        let root = worktree::git_root(&cwd).map_err(|e| e.to_string())?;
+    tokio::task::spawn_blocking(move || -> Result<KeptWorktree, FleetError> {
+        let root = worktree::git_root(&cwd).map_err(FleetError::broker)?;
         let path = root
             .join(worktree::WORKTREES_DIR)
             .join(worktree::slug(&agent));
@@ -279,5 +288,4 @@ pub async fn receive_branch(
     })
     .await
     .map_err(FleetError::broker)?
-    .map_err(FleetError::Broker)
 }

@@ -369,10 +369,12 @@ fn lines_from(path: &Path, from: u64) -> Vec<Bytes> {
 
 /// Streams a worker's child's lines as its transcript writer appends them:
 /// the writer wakes it ([`Transcript::notifying`]), it publishes what is new.
+/// Dropped without [`Streamer::finish`] (the run was lost or handed
+/// back: its fence is closed), it stops without publishing more.
 pub struct Streamer {
     wake: Arc<tokio::sync::Notify>,
     done: tokio_util::sync::CancellationToken,
-    handle: tokio::task::JoinHandle<Result<(), FleetError>>,
+    handle: Option<tokio::task::JoinHandle<Result<(), FleetError>>>,
 }
 
 impl Streamer {
@@ -398,20 +400,30 @@ impl Streamer {
                 }
             }
         });
-        Streamer { wake, done, handle }
+        Streamer {
+            wake,
+            done,
+            handle: Some(handle),
+        }
     }
 
     /// Publishes what is left and stops; `Err` when the lines did not all
     /// reach the broker (the run is then not this worker's to finish).
-    pub async fn finish(self) -> Result<(), FleetError> {
+    pub async fn finish(mut self) -> Result<(), FleetError> {
         self.wake.notify_one();
         self.done.cancel();
-        self.handle.await.map_err(FleetError::broker)?
+        match self.handle.take() {
+            Some(h) => h.await.map_err(FleetError::broker)?,
+            None => Ok(()),
+        }
     }
+}
 
-    /// Stops without publishing more.
-    pub fn abort(self) {
-        self.handle.abort();
+impl Drop for Streamer {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.abort();
+        }
     }
 }
 

@@ -208,8 +208,7 @@ impl NatsBackend {
         let at = cwd.clone();
         let base = tokio::task::spawn_blocking(move || super::git::snapshot(&at, &head))
             .await
-            .map_err(FleetError::broker)?
-            .map_err(FleetError::Broker)?;
+            .map_err(FleetError::broker)??;
         super::git::publish_base(broker, &cwd, &base).await?;
         if let serde_json::Value::Object(m) = &mut plan.meta {
             m.insert("worktree_base".into(), serde_json::json!(base));
