@@ -109,6 +109,9 @@ pub fn snapshot(cwd: &Path, head: &str) -> Result<String, FleetError> {
 /// Publishes a bundle of commit `sha` of `cwd`'s repository (with its
 /// history), unless the store has one.
 pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), FleetError> {
+    // Sibling spawns of one commit publish it once.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ONE_AT_A_TIME.lock().await;
     let store = broker.git_store().await?;
     let name = base_object(sha);
     if store.info(&name).await.is_ok() {
@@ -119,8 +122,13 @@ pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), 
         let root = worktree::git_root(&cwd).map_err(FleetError::broker)?;
         let dir = tempfile::tempdir().map_err(FleetError::broker)?;
         let file = dir.path().join("base.bundle");
-        // A bundle names refs: a temporary one, of this process only.
-        let r = format!("refs/cadre/bundle-{}-{at}", std::process::id());
+        // A bundle names refs: a temporary one, of this call only (two
+        // spawns may bundle the same commit at once).
+        let r = format!(
+            "refs/cadre/bundle-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
         git(&root, &["update-ref", &r, &at])?;
         let made = git(
             &root,
