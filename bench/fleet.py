@@ -18,7 +18,12 @@ worker, and a check that the last main request carried every notification
 once. Timings are never asserted: this is not a
 test.
 
-    bench/fleet.py --cadre target/release/cadre [--children 1000] [--workers 1,2,4]
+With `--modes nothing,folder` (the default) each fleet configuration runs
+twice: shared nothing (each worker in its own folder with its own HOME, so
+transcripts go through the broker: the `lines`, `fetch` and `flush` times)
+and `shared_folder = true` (workers in the parent's folder).
+
+    bench/fleet.py --cadre target/release/cadre [--children 1000] [--workers 1,2,4] [--modes nothing,folder]
 """
 
 import argparse
