@@ -18,7 +18,12 @@ worker, and a check that the last main request carried every notification
 once. Timings are never asserted: this is not a
 test.
 
-    bench/fleet.py --cadre target/release/cadre [--children 1000] [--workers 1,2,4]
+With `--modes nothing,folder` (the default) each fleet configuration runs
+twice: shared nothing (each worker in its own folder with its own HOME, so
+transcripts go through the broker: the `lines`, `fetch` and `flush` times)
+and `shared_folder = true` (workers in the parent's folder).
+
+    bench/fleet.py --cadre target/release/cadre [--children 1000] [--workers 1,2,4] [--modes nothing,folder]
 """
 
 import argparse
@@ -51,6 +56,7 @@ FLEET = """
 [distributed]
 backend = "nats"
 url = "nats://127.0.0.1:{port}"
+shared_folder = {shared}
 """
 
 
@@ -113,7 +119,7 @@ def broker_ms(text):
     return out
 
 
-def one(args, base, workers):
+def one(args, base, workers, shared=False):
     work = tempfile.mkdtemp(prefix="cadre-fleet-bench-")
     proj = os.path.join(work, "proj")
     home = os.path.join(work, "home")
@@ -125,16 +131,32 @@ def one(args, base, workers):
     cfg = CONFIG.format(children=args.children)
     if workers:
         nats, port = start_nats(os.path.join(work, "js"))
-        cfg += FLEET.format(port=port)
+        cfg += FLEET.format(port=port, shared="true" if shared else "false")
     with open(os.path.join(proj, "cadre.toml"), "w") as f:
         f.write(cfg)
+    # Shared nothing: each worker in its own folder with its own HOME (its
+    # own session folder); transcripts go through the broker.
+    worker_dirs = []
+    for i in range(workers):
+        if shared:
+            worker_dirs.append((proj, home))
+            continue
+        wproj, whome = os.path.join(work, f"w{i}"), os.path.join(work, f"w{i}home")
+        os.makedirs(wproj)
+        os.makedirs(os.path.join(whome, ".config/cadre"))
+        with open(os.path.join(whome, ".config/cadre/trusted.toml"), "w") as f:
+            f.write(f"folders = [{json.dumps(os.path.realpath(wproj))}]\n")
+        with open(os.path.join(wproj, "cadre.toml"), "w") as f:
+            f.write(cfg)
+        worker_dirs.append((wproj, whome))
     env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1",
            "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-bench-dummy",
            "CADRE_LOG": "warn,cadre::fleet=debug"}
     procs = []
     for i in range(workers):
         log = open(os.path.join(work, f"worker{i}.log"), "w")
-        procs.append((subprocess.Popen([args.cadre, "worker"], cwd=proj, env=env,
+        wproj, whome = worker_dirs[i]
+        procs.append((subprocess.Popen([args.cadre, "worker"], cwd=wproj, env={**env, "HOME": whome},
                                        stdout=subprocess.DEVNULL, stderr=log,
                                        stdin=subprocess.DEVNULL), log.name))
     time.sleep(0.5 if workers else 0)
@@ -169,12 +191,14 @@ def one(args, base, workers):
     b = broker_ms(logs)
     per_task = None
     if workers and b["publish"] and b["claim"]:
-        per_task = (statistics.mean(b["publish"]) + statistics.mean(b["claim"])
-                    + statistics.mean(b["finish"]))
+        # publish (its `lines` part: the first transcript lines, is in it),
+        # claim, fetch (the worker's copy), flush (the last lines), finish.
+        per_task = sum(statistics.mean(v) for k, v in b.items() if v and k != "lines")
     ok = (p.returncode == 0 and notes.get("count") == args.children
           and notes.get("distinct_ids") == args.children)
     return {
-        "backend": f"nats, {workers} worker(s)" if workers else "local",
+        "backend": (f"nats, {workers} worker(s), " + ("shared folder" if shared else "shared nothing"))
+                   if workers else "local",
         "ok": ok,
         "rc": p.returncode,
         "wall_s": round(wall, 3),
@@ -202,6 +226,8 @@ def main():
     ap.add_argument("--latency-ms", type=int, default=100)
     ap.add_argument("--workers", default="1,2,4")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--modes", default="nothing,folder",
+                    help="fleet modes: nothing (transcripts through the broker), folder (shared_folder)")
     ap.add_argument("--out")
     args = ap.parse_args()
     args.cadre = os.path.abspath(args.cadre)
@@ -213,8 +239,11 @@ def main():
     results = []
     try:
         for _ in range(args.runs):
-            for w in [0] + [int(x) for x in args.workers.split(",") if x]:
-                r = one(args, base, w)
+            configs = [(0, False)] + [(int(x), m == "folder")
+                                      for x in args.workers.split(",") if x
+                                      for m in args.modes.split(",") if m]
+            for w, shared in configs:
+                r = one(args, base, w, shared)
                 print(json.dumps(r), flush=True)
                 results.append(r)
     finally:

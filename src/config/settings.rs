@@ -299,6 +299,17 @@ pub struct DistributedSettings {
     pub connect_timeout_ms: u64,
     /// How long notices and task states are kept, in seconds.
     pub retention_s: u64,
+    /// Workers see the parent's session folder and repository (one host,
+    /// or a network filesystem) instead of getting transcripts and commits
+    /// through the broker: a child without a worktree then edits the
+    /// parent's own files.
+    pub shared_folder: bool,
+    /// The stream holding every remote child's transcript lines, one
+    /// subject per child.
+    pub lines_stream: String,
+    /// The object store bucket of git bundles: the commits worktree
+    /// children start from, and the branches they end with.
+    pub git_bucket: String,
 }
 
 impl Default for DistributedSettings {
@@ -315,6 +326,9 @@ impl Default for DistributedSettings {
             lease_ms: 8_000,
             connect_timeout_ms: 5_000,
             retention_s: 7 * 24 * 3600,
+            shared_folder: false,
+            lines_stream: "CADRE_LINES".to_string(),
+            git_bucket: "cadre_git".to_string(),
         }
     }
 }

@@ -47,6 +47,8 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     &["distributed", "tasks_stream"],
     &["distributed", "notices_stream"],
     &["distributed", "state_bucket"],
+    &["distributed", "lines_stream"],
+    &["distributed", "git_bucket"],
     // Replaces the system prompt's instructions (a style may drop the
     // coding ones): the user's choice, not a clone's.
     &["output_style"],

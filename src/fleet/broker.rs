@@ -56,6 +56,8 @@ pub struct Names {
     pub tasks_stream: String,
     pub notices_stream: String,
     pub bucket: String,
+    pub lines_stream: String,
+    pub git_bucket: String,
 }
 
 impl Names {
@@ -66,6 +68,8 @@ impl Names {
             ("distributed.notices_stream", &s.notices_stream),
             ("distributed.state_bucket", &s.state_bucket),
             ("distributed.pool", &s.pool),
+            ("distributed.lines_stream", &s.lines_stream),
+            ("distributed.git_bucket", &s.git_bucket),
         ] {
             check_token(what, v)?;
         }
@@ -74,6 +78,8 @@ impl Names {
             tasks_stream: s.tasks_stream.clone(),
             notices_stream: s.notices_stream.clone(),
             bucket: s.state_bucket.clone(),
+            lines_stream: s.lines_stream.clone(),
+            git_bucket: s.git_bucket.clone(),
         })
     }
 
@@ -111,9 +117,34 @@ impl Names {
         format!("{}.progress.{session}.{agent}", self.prefix)
     }
 
+    /// The transcript lines of task `agent` of session `session`.
+    pub fn lines_subject(&self, session: &str, agent: &str) -> String {
+        format!("{}.lines.{session}.{agent}", self.prefix)
+    }
+
+    /// Every transcript line of session `session`.
+    pub fn lines_of(&self, session: &str) -> String {
+        format!("{}.lines.{session}.>", self.prefix)
+    }
+
     /// The durable consumer every worker of `pool` pulls from.
     pub fn consumer(&self, pool: &str) -> String {
         format!("pool-{pool}")
+    }
+}
+
+/// `url` with its password (or token) replaced by `***`, for messages.
+fn without_password(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let shown = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => "***".to_string(),
+            };
+            format!("{}{shown}{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -138,6 +169,8 @@ pub struct Broker {
     pub js: jetstream::Context,
     pub state: kv::Store,
     pub names: Names,
+    /// Git bundles (`distributed.git_bucket`), opened at first use.
+    git: tokio::sync::OnceCell<async_nats::jetstream::object_store::ObjectStore>,
     settings: DistributedSettings,
 }
 
@@ -149,7 +182,7 @@ impl Broker {
     pub async fn connect(s: &DistributedSettings) -> Result<Broker, FleetError> {
         let names = Names::of(s)?;
         let connect_err = |message: String| FleetError::Connect {
-            url: s.url.clone(),
+            url: without_password(&s.url),
             message,
         };
         let mut options = async_nats::ConnectOptions::new()
@@ -157,6 +190,19 @@ impl Broker {
             .connection_timeout(Duration::from_millis(s.connect_timeout_ms.max(1)))
             // Requests (JetStream API calls) give up after this long.
             .request_timeout(Some(Duration::from_millis(s.connect_timeout_ms.max(1000))));
+        // `nats://USER:PASSWORD@host` or `nats://TOKEN@host`: the client
+        // does not read them from the URL itself.
+        if let Ok(addr) = s.url.parse::<async_nats::ServerAddr>() {
+            match (addr.username(), addr.password()) {
+                (Some(user), Some(pass)) => {
+                    options = options.user_and_password(user.to_string(), pass.to_string());
+                }
+                (Some(token), None) if !token.is_empty() => {
+                    options = options.token(token.to_string());
+                }
+                _ => {}
+            }
+        }
         if let Some(creds) = &s.credentials {
             options = options
                 .credentials_file(creds)
@@ -194,6 +240,18 @@ impl Broker {
         })
         .await
         .map_err(FleetError::broker)?;
+        // Whatever this process's `shared_folder`: a plan says which mode
+        // its task runs in.
+        js.get_or_create_stream(stream::Config {
+            name: names.lines_stream.clone(),
+            subjects: vec![format!("{}.lines.>", names.prefix)],
+            retention: stream::RetentionPolicy::Limits,
+            storage: stream::StorageType::File,
+            max_age,
+            ..Default::default()
+        })
+        .await
+        .map_err(FleetError::broker)?;
         let state = match js.get_key_value(&names.bucket).await {
             Ok(kv) => kv,
             Err(_) => js
@@ -207,13 +265,52 @@ impl Broker {
                 .await
                 .map_err(FleetError::broker)?,
         };
-        Ok(Broker {
+        let broker = Broker {
             client,
             js,
             state,
             names,
+            git: tokio::sync::OnceCell::new(),
             settings: s.clone(),
-        })
+        };
+        if !s.shared_folder {
+            broker.git_store().await?;
+        }
+        Ok(broker)
+    }
+
+    /// The object store of git bundles, created at first use.
+    pub async fn git_store(
+        &self,
+    ) -> Result<&async_nats::jetstream::object_store::ObjectStore, FleetError> {
+        self.git
+            .get_or_try_init(|| async {
+                // Under a burst of spawns a JetStream request may time out.
+                let mut tries = 0;
+                loop {
+                    let made = match self.js.get_object_store(&self.names.git_bucket).await {
+                        Ok(o) => Ok(o),
+                        Err(_) => self
+                            .js
+                            .create_object_store(async_nats::jetstream::object_store::Config {
+                                bucket: self.names.git_bucket.clone(),
+                                max_age: Duration::from_secs(self.settings.retention_s.max(60)),
+                                storage: stream::StorageType::File,
+                                ..Default::default()
+                            })
+                            .await
+                            .map_err(FleetError::broker),
+                    };
+                    match made {
+                        Err(e) if tries < 3 => {
+                            tracing::debug!("the git bundle store: {e}; trying again");
+                            tries += 1;
+                        }
+                        done => return done,
+                    }
+                }
+            })
+            .await
     }
 
     pub fn settings(&self) -> &DistributedSettings {
@@ -302,6 +399,16 @@ mod tests {
             "the URL may carry a password: {texts:#?}"
         );
         assert_eq!(texts.len(), errors.len(), "{texts:#?}");
+    }
+
+    #[test]
+    fn a_url_s_password_is_not_shown() {
+        assert_eq!(
+            without_password("nats://parent:S3CRET@h:4222"),
+            "nats://parent:***@h:4222"
+        );
+        assert_eq!(without_password("nats://TOKEN@h:4222"), "nats://***@h:4222");
+        assert_eq!(without_password("nats://h:4222"), "nats://h:4222");
     }
 
     #[test]

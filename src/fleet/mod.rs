@@ -16,18 +16,23 @@
 //!   fails;
 //! - progress lines, SendMessage and TaskStop travel on plain subjects.
 //!
-//! The transcript folder is shared (`transcripts.dir`, by default the
-//! user's folder for the project under `~/.claude/projects/`, so a worker
-//! runs as the same user, or with the same `CLAUDE_CONFIG_DIR`, in the
-//! same project folder, or both name one `transcripts.dir`): the
-//! parent writes a child's first lines, a worker appends as it runs, and a
-//! worker that takes over a task whose worker died continues from the file
-//! (tool calls already recorded are not run again). This module knows the
+//! A worker needs only the broker, its own settings and a clone of the
+//! repository: a remote child's transcript travels line by line through a
+//! stream (`lines`: the parent publishes its first lines, the worker its
+//! copy's new ones, the parent appends them to its own copy), and a
+//! worktree child's starting commit and its result branch travel as git
+//! bundles in the object store (`git`). With `shared_folder = true` the
+//! worker reads and appends the transcript in the parent's session folder
+//! and makes worktrees in the shared repository instead. A worker that
+//! takes over a task whose worker died continues from the transcript (tool
+//! calls already recorded are not run again). This module knows the
 //! runtime only through its public API: it runs a child with
 //! [`crate::runtime::spawn::start_task`] on an engine the worker built.
 
 mod broker;
+pub mod git;
 pub mod lease;
+pub mod lines;
 pub mod parent;
 pub mod state;
 pub mod wire;

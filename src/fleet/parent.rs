@@ -47,6 +47,8 @@ pub struct NatsBackend {
     /// The run each resumed task waits for (see [`TaskPlan::run`]); a task
     /// not listed waits for run 0. A notice of another run is ignored.
     runs: Runs,
+    /// This process's copies of its remote children's transcripts.
+    copies: super::lines::Copies,
 }
 
 type Runs = Arc<std::sync::Mutex<HashMap<String, u32>>>;
@@ -74,6 +76,7 @@ impl NatsBackend {
             listening: OnceCell::new(),
             failed: std::sync::Mutex::new(None),
             runs: Arc::default(),
+            copies: super::lines::Copies::default(),
         })
     }
 
@@ -112,7 +115,16 @@ impl NatsBackend {
         let broker = self.broker().await?;
         self.listening
             .get_or_try_init(|| async {
-                start_listener(Arc::clone(&broker), engine, Arc::clone(&self.runs)).await?;
+                let copies = (!self.settings.shared_folder).then(|| self.copies.clone());
+                if let (Some(copies), Some(dir)) = (&copies, &engine.session_dir) {
+                    super::lines::follow(
+                        Arc::clone(&broker),
+                        engine.session_id.clone(),
+                        dir.clone(),
+                        copies.clone(),
+                    );
+                }
+                start_listener(Arc::clone(&broker), engine, Arc::clone(&self.runs), copies).await?;
                 start_progress(&broker, engine).await;
                 Ok::<(), FleetError>(())
             })
@@ -132,7 +144,17 @@ impl NatsBackend {
         let broker = self.broker().await?;
         self.listen(engine).await?;
         let publishing = std::time::Instant::now();
-        let plan = plan_of(task, spawn, &engine.session_id, &self.pool);
+        let mut plan = plan_of(task, spawn, &engine.session_id, &self.pool);
+        plan.shared_folder = self.settings.shared_folder;
+        if !plan.shared_folder {
+            let sharing = std::time::Instant::now();
+            self.share(&broker, task, &mut plan).await?;
+            tracing::debug!(
+                "task {}: broker_ms lines={:.3}",
+                task.id,
+                sharing.elapsed().as_secs_f64() * 1000.0
+            );
+        }
         let record = queued_record(&plan);
         let bytes = serde_json::to_vec(&record).map_err(FleetError::broker)?;
         if let Err(e) = broker.state.create(&plan.agent_id, bytes.into()).await
@@ -158,6 +180,51 @@ impl NatsBackend {
         forward_controls(broker, Arc::downgrade(engine), Arc::clone(task));
         Ok(())
     }
+}
+
+impl NatsBackend {
+    /// A shared-nothing fleet: the child's first lines go to the broker,
+    /// and a worktree child's starting commit (the parent's checkout,
+    /// uncommitted changes included) to the object store; the plan names
+    /// that commit.
+    async fn share(
+        &self,
+        broker: &Broker,
+        task: &Task,
+        plan: &mut TaskPlan,
+    ) -> Result<(), FleetError> {
+        push_lines(broker, task, &plan.session_id).await?;
+        let Some(head) = plan
+            .meta
+            .get("worktree_base")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+        else {
+            return Ok(());
+        };
+        let cwd = task.spec.cwd.clone();
+        let at = cwd.clone();
+        let base = tokio::task::spawn_blocking(move || super::git::snapshot(&at, &head))
+            .await
+            .map_err(FleetError::broker)??;
+        super::git::publish_base(broker, &cwd, &base).await?;
+        if let serde_json::Value::Object(m) = &mut plan.meta {
+            m.insert("worktree_base".into(), serde_json::json!(base));
+        }
+        Ok(())
+    }
+}
+
+/// Publishes the lines of `task`'s transcript here that the broker's copy
+/// lacks (its first lines; a SendMessage line).
+async fn push_lines(broker: &Broker, task: &Task, session: &str) -> Result<(), FleetError> {
+    let Some(path) = task.output_file.clone() else {
+        return Err(FleetError::NoTranscripts);
+    };
+    super::lines::Pusher::at_tip(broker, session, &task.id, path)
+        .await?
+        .push(broker, 3)
+        .await
 }
 
 /// Publishes `plan` to its pool's queue. A lost acknowledgement (a
@@ -239,6 +306,9 @@ impl NatsBackend {
             .await
             .map_err(FleetError::broker)?;
         plan.run = next.run;
+        if !plan.shared_folder {
+            push_lines(&broker, task, &plan.session_id).await?;
+        }
         // The plan file names the latest run, for `--resume` to know which
         // notice the task waits for.
         let (path, kept) = (plan_path(&dir, &task.id), plan.clone());
@@ -292,6 +362,7 @@ async fn start_listener(
     broker: Arc<Broker>,
     engine: &Arc<Engine>,
     runs: Runs,
+    copies: Option<super::lines::Copies>,
 ) -> Result<(), FleetError> {
     let session = engine.session_id.clone();
     let consumer = notice_consumer(&broker, &session).await?;
@@ -326,7 +397,7 @@ async fn start_listener(
                         let Some(engine) = engine.upgrade() else {
                             return;
                         };
-                        deliver(&engine, &msg.payload, &runs).await;
+                        deliver(&engine, &msg.payload, &runs, &broker, copies.as_ref()).await;
                         let _ = msg.ack().await;
                     }
                     Err(e) => {
@@ -370,7 +441,13 @@ async fn notice_consumer(
 
 /// Ends the waiting task a notice is for. Anything else (a task this
 /// process does not know, one already ended) is left alone.
-async fn deliver(engine: &Engine, payload: &[u8], runs: &Runs) {
+async fn deliver(
+    engine: &Engine,
+    payload: &[u8],
+    runs: &Runs,
+    broker: &Broker,
+    copies: Option<&super::lines::Copies>,
+) {
     let notice: Notice = match serde_json::from_slice(payload) {
         Ok(n) => n,
         Err(e) => {
@@ -387,6 +464,30 @@ async fn deliver(engine: &Engine, payload: &[u8], runs: &Runs) {
     {
         return;
     }
+    // A shared-nothing fleet: the transcript here gets every line the
+    // worker published before its notice, and a kept worktree's branch
+    // comes into this repository.
+    let mut result = notice.result();
+    if let Some(copies) = copies {
+        if let Some(path) = &task.output_file
+            && let Err(e) = copies
+                .catch_up(broker, &engine.session_id, &task.id, path)
+                .await
+        {
+            tracing::warn!("task {}: its transcript here is not complete: {e}", task.id);
+        }
+        if let (Some(object), Some(kept)) = (&notice.branch_object, &notice.worktree) {
+            match super::git::receive_branch(broker, &task.spec.cwd, &task.id, &kept.branch, object)
+                .await
+            {
+                Ok(here) => result.worktree = Some(here),
+                Err(e) => {
+                    tracing::warn!("task {}: its branch did not come back: {e}", task.id);
+                    result.worktree = None;
+                }
+            }
+        }
+    }
     // Its history, for SendMessage to resume it here later (read off the
     // async workers; this listener is the only one that finishes tasks, so
     // the status checked above still holds).
@@ -400,7 +501,6 @@ async fn deliver(engine: &Engine, payload: &[u8], runs: &Runs) {
     .ok()
     .flatten()
     .unwrap_or_default();
-    let result = notice.result();
     engine.emit(EngineEvent::SubagentEnd {
         agent_id: task.id.clone(),
         status: result.status.as_str().to_string(),

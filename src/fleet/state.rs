@@ -220,6 +220,7 @@ mod tests {
             attempt: 1,
             worktree: None,
             run: 0,
+            branch_object: None,
         }
     }
 

@@ -40,6 +40,10 @@ pub struct TaskPlan {
     /// The child's meta file as the parent wrote it (description, tool use
     /// id, name; `docs/transcripts.md`).
     pub meta: Value,
+    /// The worker reads and writes the transcript in the parent's session
+    /// folder (`distributed.shared_folder`) instead of through the broker.
+    #[serde(default)]
+    pub shared_folder: bool,
 }
 
 /// A registered background child and the plan it was made from, as
@@ -57,6 +61,7 @@ pub fn plan_of(task: &Task, plan: &SpawnPlan, session_id: &str, pool: &str) -> T
         },
         meta: task.meta().clone(),
         run: 0,
+        shared_folder: false,
     }
 }
 
@@ -91,6 +96,10 @@ pub struct Notice {
     /// The run it ends (see [`TaskPlan::run`]).
     #[serde(default)]
     pub run: u32,
+    /// The object-store bundle holding the kept worktree's branch (a
+    /// shared-nothing fleet): the parent fetches it into its repository.
+    #[serde(default)]
+    pub branch_object: Option<String>,
 }
 
 impl Notice {
@@ -120,6 +129,7 @@ impl Notice {
             attempt,
             worktree: r.worktree.clone(),
             run: 0,
+            branch_object: None,
         }
     }
 
@@ -216,6 +226,7 @@ mod tests {
             attempt: 1,
             worktree: None,
             run: 0,
+            branch_object: None,
         };
         n.bound_texts(25);
         let texts = n.texts.clone().unwrap();

@@ -350,19 +350,63 @@ async fn run_task(
     let id = plan.agent_id.clone();
     let events = progress_sink(&ctx.broker, plan);
     let started = Instant::now();
+    let wake = Arc::new(tokio::sync::Notify::new());
+    let mut tip = None;
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
         Ok(engine) => {
             continue_trace(plan, msg);
-            start(ctx, plan, engine, fence)
+            if !plan.shared_folder {
+                let fetching = Instant::now();
+                match materialise(ctx, plan, &engine).await {
+                    Ok(t) => {
+                        tracing::debug!(
+                            "task {id}: broker_ms fetch={:.3}",
+                            fetching.elapsed().as_secs_f64() * 1000.0
+                        );
+                        tip = Some(t);
+                    }
+                    Err(e) => {
+                        // The broker is away or lost the copy: tried again
+                        // when the task comes back (after its lease).
+                        tracing::warn!(
+                            "task {id}: its transcript could not be read from the broker: {e}"
+                        );
+                        fence.close();
+                        return Ran::Lost;
+                    }
+                }
+            }
+            start(ctx, plan, engine, fence, tip.map(|_| Arc::clone(&wake)))
         }
     };
     let (engine, task) = match begun {
         Started::Running(engine, task) => (engine, task),
         Started::Done(result) => {
-            record = record_result(record, &ctx.opts.id, plan, &result);
+            record = record_result(record, &ctx.opts.id, plan, &result, None);
             return Ran::Finished(Box::new(record), revision);
         }
+    };
+    // Its lines as they are written (and any the rebuild added: a
+    // cut-off call's "cancelled" results).
+    let streamer = match (tip, &task.output_file) {
+        (Some(tip), Some(path)) => {
+            let pusher = super::lines::Pusher::new(
+                &ctx.broker,
+                &plan.session_id,
+                &id,
+                path.clone(),
+                tip,
+                Some(Arc::clone(fence)),
+            );
+            wake.notify_one();
+            Some(super::lines::Streamer::start(
+                Arc::clone(&ctx.broker),
+                pusher,
+                Arc::clone(&wake),
+            ))
+        }
+        _ => None,
     };
     let mut control = ctx
         .broker
@@ -428,6 +472,18 @@ async fn run_task(
         }
     }
     drop(control);
+    // Every line reaches the broker before the end is recorded.
+    if let Some(s) = streamer {
+        let flushing = Instant::now();
+        if let Err(e) = s.finish().await {
+            tracing::warn!("task {id}: its last transcript lines did not reach the broker: {e}");
+            return Ran::Lost;
+        }
+        tracing::debug!(
+            "task {id}: broker_ms flush={:.3}",
+            flushing.elapsed().as_secs_f64() * 1000.0
+        );
+    }
     // Its last lines were refused: what it did past its lease is not its
     // result (another worker's run is).
     if !fence.open() {
@@ -449,8 +505,73 @@ async fn run_task(
     });
     // The mailbox copy of the notification is not needed here.
     let _ = engine.tasks.take_notifications(&plan.parent_agent_id);
-    record = record_result(record, &ctx.opts.id, plan, &result);
+    let branch = match (&result.worktree, plan.shared_folder) {
+        (Some(kept), false) => send_branch(ctx, plan, kept).await,
+        _ => None,
+    };
+    record = record_result(record, &ctx.opts.id, plan, &result, branch);
     Ran::Finished(Box::new(record), revision)
+}
+
+/// A shared-nothing fleet: this worker's copy of the child's transcript
+/// becomes the broker's (a takeover continues from what reached it), and
+/// a worktree child's starting commit is fetched when this clone lacks
+/// it. Returns where the broker's copy stands.
+async fn materialise(
+    ctx: &Ctx,
+    plan: &TaskPlan,
+    engine: &Engine,
+) -> Result<super::lines::Tip, FleetError> {
+    let dir = engine
+        .session_dir
+        .clone()
+        .ok_or(FleetError::NoTranscripts)?;
+    let (lines, tip) = super::lines::fetch(&ctx.broker, &plan.session_id, &plan.agent_id).await?;
+    if lines.is_empty() {
+        return Err(FleetError::Broker("the broker has no line of it".into()));
+    }
+    let path = dir
+        .join("agents")
+        .join(format!("agent-{}.jsonl", plan.agent_id));
+    tokio::task::spawn_blocking(move || super::lines::write_copy(&path, &lines))
+        .await
+        .map_err(FleetError::broker)?
+        .map_err(FleetError::broker)?;
+    if plan.spawn.isolation == Some(Isolation::Worktree)
+        && let Some(base) = plan
+            .meta
+            .get("worktree_base")
+            .and_then(serde_json::Value::as_str)
+    {
+        super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base).await?;
+    }
+    Ok(tip)
+}
+
+/// A shared-nothing fleet: the kept worktree's branch goes to the object
+/// store (its uncommitted changes committed first) and the worktree is
+/// removed here; the name of the bundle, for the notice.
+async fn send_branch(
+    ctx: &Ctx,
+    plan: &TaskPlan,
+    kept: &crate::runtime::worktree::KeptWorktree,
+) -> Option<String> {
+    let base = plan
+        .meta
+        .get("worktree_base")
+        .and_then(serde_json::Value::as_str)?;
+    let object = super::git::branch_object(&plan.agent_id, plan.run);
+    match super::git::send_branch(&ctx.broker, kept, base, &object).await {
+        Ok(()) => Some(object),
+        Err(e) => {
+            tracing::warn!(
+                "task {}: its branch {} stays in this worker's clone: {e}",
+                plan.agent_id,
+                kept.branch
+            );
+            None
+        }
+    }
 }
 
 /// The most text a notice carries (it travels in one message and in the
@@ -464,6 +585,7 @@ fn record_result(
     worker: &str,
     plan: &TaskPlan,
     result: &TaskResult,
+    branch_object: Option<String>,
 ) -> TaskRecord {
     let mut notice = Notice::of(
         &plan.agent_id,
@@ -473,6 +595,7 @@ fn record_result(
         record.attempt,
     );
     notice.run = plan.run;
+    notice.branch_object = branch_object;
     notice.bound_texts(NOTICE_TEXT_LIMIT);
     TaskRecord {
         notice: Some(notice),
@@ -505,7 +628,13 @@ fn failed(text: String) -> TaskResult {
 
 /// Rebuilds the child from its plan and its transcript in the shared
 /// folder, and starts it (or finds it already answered).
-fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence>) -> Started {
+fn start(
+    ctx: &Ctx,
+    plan: &TaskPlan,
+    engine: Arc<Engine>,
+    fence: &Arc<WriteFence>,
+    lines: Option<Arc<tokio::sync::Notify>>,
+) -> Started {
     let snap = engine.snapshot.load_full();
     let problem = |stage: &str, detail: String| {
         Started::Done(Box::new(failed(snap.templates.show(&TaskBackendFailed {
@@ -565,13 +694,15 @@ fn start(ctx: &Ctx, plan: &TaskPlan, engine: Arc<Engine>, fence: &Arc<WriteFence
         });
         return Started::Done(Box::new(result));
     }
-    let transcript = Arc::new(
-        match &task.output_file {
-            Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
-            None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
-        }
-        .fenced(Arc::clone(fence)),
-    );
+    let mut transcript = match &task.output_file {
+        Some(p) => Transcript::open(p.clone(), &task.id, Some(&task.parent_agent_id)),
+        None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
+    }
+    .fenced(Arc::clone(fence));
+    if let Some(n) = lines {
+        transcript = transcript.notifying(n);
+    }
+    let transcript = Arc::new(transcript);
     let mut spec = task.spec.clone();
     let mut history = history;
     let worktree = if plan.spawn.isolation == Some(Isolation::Worktree) {

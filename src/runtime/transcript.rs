@@ -211,6 +211,8 @@ pub struct Transcript {
     session_id: String,
     /// Writes stop when it closes (a fleet worker's lease).
     fence: Option<std::sync::Arc<WriteFence>>,
+    /// Woken after each line written (a fleet worker streams them).
+    notify: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 /// The session id a transcript at `path` belongs to: `<dir>/<id>.jsonl`,
@@ -313,6 +315,23 @@ impl Transcript {
         self
     }
 
+    /// Wakes `notify` after each line it writes (a fleet worker publishes
+    /// the new lines to the broker).
+    #[must_use]
+    pub fn notifying(mut self, notify: std::sync::Arc<tokio::sync::Notify>) -> Self {
+        self.notify = Some(notify);
+        self
+    }
+
+    /// Appends a line another process's writer made (a fleet worker's,
+    /// through the broker), as it is.
+    pub fn copied_line(&self, line: &[u8]) {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line);
+        bytes.push(b'\n');
+        self.write_line(&bytes);
+    }
+
     /// A transcript that writes nothing (transcripts disabled).
     pub fn disabled(agent_id: &str, parent_agent_id: Option<&str>) -> Self {
         Transcript {
@@ -325,6 +344,7 @@ impl Transcript {
             parent_agent_id: parent_agent_id.map(Into::into),
             session_id: String::new(),
             fence: None,
+            notify: None,
         }
     }
 
@@ -354,6 +374,7 @@ impl Transcript {
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
+            notify: None,
         }
     }
 
@@ -381,6 +402,7 @@ impl Transcript {
             agent_id: agent_id.into(),
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
+            notify: None,
         }
     }
 
@@ -624,6 +646,9 @@ impl Transcript {
                     );
                     state.sink = Sink::Closed;
                     return false;
+                }
+                if let Some(n) = &self.notify {
+                    n.notify_one();
                 }
                 mirror(self.path.as_deref(), bytes);
                 true

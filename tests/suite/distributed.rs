@@ -573,6 +573,18 @@ fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
 
 #[test]
 fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
+    resumed_parent(false);
+}
+
+/// The same with a worker in its own clone and HOME (as `nobody` under
+/// root): the children's transcripts, written while no parent ran, reach
+/// the resumed parent's session folder through the broker.
+#[test]
+fn a_resumed_parent_gets_the_transcripts_of_a_shared_nothing_fleet() {
+    resumed_parent(true);
+}
+
+fn resumed_parent(isolated: bool) {
     const N: usize = 3;
     let nats = NatsServer::start();
     let p = fleet_project(&nats, "", "");
@@ -588,7 +600,13 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
         }
         fan_out_main(r, N, "resumed and reported")
     });
-    let workers = [Worker::start(&p, &server, "worker0")];
+    let (workers, _kept) = if isolated {
+        git_repo(&p);
+        let (w, project, _) = isolated_worker(&p, &server, "worker0");
+        ([w], Some(project))
+    } else {
+        ([Worker::start(&p, &server, "worker0")], None)
+    };
     let mut parent = p
         .command(Some(&server))
         .args(["run", "go"])
@@ -637,6 +655,12 @@ fn a_resumed_parent_picks_up_the_notices_that_came_while_it_was_gone() {
     let again = p.run(Some(&server), &["run", "--resume", &session, "once more"]);
     assert!(again.code == 0, "{}", again.stderr);
     assert_each_notified_once(&server, N);
+    // Each child's whole transcript is in the parent's session folder.
+    let transcripts = child_transcripts(&p);
+    assert_eq!(transcripts.len(), N, "{:?}", transcripts.keys());
+    for t in transcripts.values() {
+        assert!(t.contains("\"answer-"), "{t}");
+    }
 }
 
 #[test]
@@ -1553,7 +1577,8 @@ fn a_worktree_child_runs_on_a_worker_and_its_worktree_is_kept_or_removed() {
     assert_eq!(branches.matches("worktree-agent-").count(), 1, "{branches}");
 }
 
-/// A worker dies while its isolated child runs; the worker that takes the
+/// With `shared_folder = true` (workers see the parent's repository), a
+/// worker dies while its isolated child runs; the worker that takes the
 /// task over continues in the same worktree (the file the first one's
 /// Bash call wrote is there, and no second worktree is made).
 #[test]
@@ -1562,7 +1587,7 @@ fn a_task_taken_over_continues_in_its_worktree() {
     let p = fleet_project(
         &nats,
         "[permissions]\ndefault_mode = \"bypassPermissions\"",
-        "lease_ms = 1500\n",
+        "lease_ms = 1500\nshared_folder = true\n",
     );
     git_repo(&p);
     let child_requests = Arc::new(AtomicUsize::new(0));
@@ -1913,4 +1938,330 @@ fn an_isolated_fork_on_a_worker_gets_the_worktree_notice_as_locally() {
         "{remote}"
     );
     assert_eq!(remote, local, "the fork's messages differ on a worker");
+}
+
+/// A worker that shares nothing with the parent: its own clone of the
+/// parent's repository (made here, as root would make it for a container)
+/// in its own folder, with its own HOME (its own session folder); run as
+/// `nobody` through setpriv when the suite runs as root (CI), so that it
+/// cannot read the parent's folders at all. Returns the worker, its
+/// project (kept alive) and its clone.
+fn isolated_worker(p: &Project, server: &FakeServer, name: &str) -> (Worker, Project, PathBuf) {
+    use super::worktrees::git;
+    let w = Project::new();
+    let clone = w.path().join("clone");
+    git(
+        w.path(),
+        &[
+            "clone",
+            "-q",
+            p.path().to_str().unwrap(),
+            clone.to_str().unwrap(),
+        ],
+    );
+    let log = w.home.path().join(format!("{name}.log"));
+    let stderr = std::fs::File::create(&log).unwrap();
+    let base = w.command(Some(server));
+    let as_nobody =
+        nix::unistd::geteuid().is_root() && std::path::Path::new("/usr/bin/setpriv").exists();
+    let mut cmd = if as_nobody {
+        // The parent's folders are its user's own.
+        use std::os::unix::fs::PermissionsExt;
+        for dir in [p.path(), p.home.path()] {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
+        for dir in [w.path(), w.home.path()] {
+            let ok = std::process::Command::new("chown")
+                .args(["-R", "65534:65534"])
+                .arg(dir)
+                .status()
+                .unwrap();
+            assert!(ok.success());
+        }
+        // The parent's folders are closed to it.
+        let peek = std::process::Command::new("/usr/bin/setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "ls"])
+            .arg(p.path())
+            .output()
+            .unwrap();
+        assert!(
+            !peek.status.success(),
+            "nobody can read the parent's folder {}: {peek:?}",
+            p.path().display()
+        );
+        let mut c = std::process::Command::new("/usr/bin/setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_cadre"));
+        c
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_cadre"))
+    };
+    cmd.arg("worker").current_dir(&clone).env_clear();
+    for (k, v) in base.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    let child = cmd
+        .env("CADRE_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let worker = Worker {
+        child: Some(child),
+        log,
+    };
+    (worker, w, clone)
+}
+
+/// The parent's copy of each child's transcript (`agent-ID.jsonl` in its
+/// own session folder), by agent id.
+fn child_transcripts(p: &Project) -> BTreeMap<String, String> {
+    p.written_files()
+        .into_iter()
+        .filter_map(|(path, text)| {
+            let name = path.file_name()?.to_str()?;
+            let id = name.strip_prefix("agent-")?.strip_suffix(".jsonl")?;
+            Some((id.to_string(), text))
+        })
+        .collect()
+}
+
+/// The shared-nothing fleet (the default): two workers, each in its own
+/// clone and HOME (as `nobody` under root), a parent with uncommitted
+/// changes spawning ten background children, a worktree child and a slow
+/// child. The slow child's worker is killed with SIGKILL mid-task and the
+/// broker restarted while no worker holds it; the other worker continues
+/// it from the broker's copy of its transcript (its Bash call not run
+/// again). Every child notifies once, the parent's session folder holds
+/// every child's whole transcript, and the worktree child's change comes
+/// back as a branch of the parent's repository, started from the parent's
+/// uncommitted state.
+#[test]
+fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_restart() {
+    const N: usize = 10;
+    let mut nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "lease_ms = 1500\n",
+    );
+    git_repo(&p);
+    // Uncommitted: a tracked file changed and an untracked one.
+    p.write("README.md", "hello, edited\n");
+    p.write("draft.txt", "the parent's draft\n");
+    let slow_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&slow_requests);
+    let (release, late) = tokio::sync::watch::channel(false);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            let first = r.messages()[0].to_string();
+            let turns = super::harness::assistant_turns(r);
+            if first.contains("slow-child") {
+                return match seen.fetch_add(1, Ordering::SeqCst) {
+                    0 => anthropic::tool_use_reply(
+                        "toolu_mark",
+                        "Bash",
+                        json!({"command": "echo ran >> marker.txt && echo marked", "description": "mark"}),
+                    ),
+                    1 => anthropic::text_reply("late answer")
+                        .held(late.clone(), Duration::from_secs(60)),
+                    _ => anthropic::text_reply("slow child done"),
+                };
+            }
+            if first.contains("wt-child") {
+                return if turns == 0 {
+                    anthropic::tool_use_reply(
+                        "toolu_wt",
+                        "Bash",
+                        json!({"command": "cat draft.txt README.md && echo from-the-worker > made.txt", "description": "edit"}),
+                    )
+                } else {
+                    anthropic::text_reply("worktree child done")
+                };
+            }
+            let n = task_of(&first).unwrap_or(usize::MAX);
+            return anthropic::text_reply(&format!("answer-{n}"));
+        }
+        if super::harness::assistant_turns(r) == 0 {
+            let mut m = anthropic::message().text("fanning out");
+            for i in 0..N {
+                m = m.tool_use(
+                    &format!("toolu_{i:04}"),
+                    "Agent",
+                    json!({"description": format!("task {i}"),
+                           "prompt": format!("Do fleet-task-{i} and report."),
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                );
+            }
+            m = m
+                .tool_use(
+                    "toolu_wt",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "wt-child: edit.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .tool_use(
+                    "toolu_slow",
+                    "Agent",
+                    json!({"description": "slow", "prompt": "slow-child: mark and report.",
+                           "subagent_type": "general-purpose", "run_in_background": true}),
+                );
+            return m.reply();
+        }
+        if user_texts(r).matches("<task-notification>").count() >= N + 2 {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let (a, _wa, clone_a) = isolated_worker(&p, &server, "workerA");
+    let (b, _wb, clone_b) = isolated_worker(&p, &server, "workerB");
+    let mut workers = vec![a, b];
+    for w in &workers {
+        w.wait_pulling();
+    }
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.home.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the slow child's second request",
+        Duration::from_secs(60),
+        || slow_requests.load(Ordering::SeqCst) >= 2,
+    );
+    // Kill the worker holding the slow child, then restart the broker.
+    let (holder, other) = if std::fs::read_to_string(clone_a.join("marker.txt")).is_ok() {
+        (0, 1)
+    } else {
+        assert!(clone_b.join("marker.txt").exists(), "{}", logs(&workers));
+        (1, 0)
+    };
+    workers[holder].kill9();
+    let _ = release.send(true);
+    nats.restart();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}\n{}",
+            std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default(),
+            logs(&workers)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default();
+    assert!(status.success(), "{err}\n{}", logs(&workers));
+    let ids = assert_each_notified_once(&server, N + 2);
+
+    // The slow child: taken over by the other worker from the broker's
+    // copy; its Bash call ran once, and the resumed request continues the
+    // conversation as it was.
+    let clones = [&clone_a, &clone_b];
+    assert_eq!(
+        std::fs::read_to_string(clones[holder].join("marker.txt")).unwrap(),
+        "ran\n"
+    );
+    assert!(
+        !clones[other].join("marker.txt").exists(),
+        "the Bash call ran again"
+    );
+    let requests = server.requests();
+    let slow: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| !is_main(r) && r.messages()[0].to_string().contains("slow-child"))
+        .collect();
+    assert_eq!(slow.len(), 3);
+    assert_eq!(
+        messages_without_breakpoints(slow[2]),
+        messages_without_breakpoints(slow[1])
+    );
+    let states = task_states(&p);
+    let slow_state = states
+        .values()
+        .find(|s| s["description"] == "slow")
+        .unwrap();
+    assert_eq!(slow_state["attempt"], 2, "{slow_state}");
+    assert!(
+        slow_state["owner"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("-{}-", workers[other].pid())),
+        "{slow_state}"
+    );
+
+    // The parent's session folder holds every child's whole transcript:
+    // its first lines (written here) and the worker's (through the broker).
+    let transcripts = child_transcripts(&p);
+    for id in &ids {
+        let t = transcripts
+            .get(id)
+            .unwrap_or_else(|| panic!("no transcript for {id}: {:?}", transcripts.keys()));
+        assert!(
+            t.contains("answer-") || t.contains("child done"),
+            "{id}: {t}\n{err}\n{}",
+            logs(&workers)
+        );
+        for line in t.lines() {
+            serde_json::from_str::<Value>(line).unwrap();
+        }
+    }
+    let slow_t = transcripts
+        .values()
+        .find(|t| t.contains("slow-child"))
+        .unwrap();
+    assert_eq!(slow_t.matches("\"marked").count(), 1, "{slow_t}");
+    assert!(slow_t.contains("slow child done"));
+
+    // The worktree child started from the parent's uncommitted state and
+    // its change came back as a branch of this repository, checked out as
+    // its kept worktree.
+    let wt_request = requests
+        .iter()
+        .find(|r| {
+            !is_main(r)
+                && r.messages()[0].to_string().contains("wt-child")
+                && super::harness::assistant_turns(r) == 1
+        })
+        .unwrap();
+    let seen_by_child: String = super::harness::last_tool_results(&wt_request.json)
+        .iter()
+        .map(super::harness::result_text)
+        .collect();
+    assert!(
+        seen_by_child.contains("the parent's draft") && seen_by_child.contains("hello, edited"),
+        "{seen_by_child}"
+    );
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let root = p.path().canonicalize().unwrap().join(".cadre/worktrees");
+    assert!(PathBuf::from(&kept[0]).starts_with(&root), "{kept:?}");
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("made.txt")).unwrap(),
+        "from-the-worker\n"
+    );
+    let branch = user_texts(last_main)
+        .split("<worktreeBranch>")
+        .nth(1)
+        .and_then(|s| s.split("</worktreeBranch>").next())
+        .unwrap()
+        .to_string();
+    let made = super::worktrees::git(p.path(), &["show", &format!("{branch}:made.txt")]);
+    assert_eq!(made.trim(), "from-the-worker");
+    // Only the worktree child changed files: one branch.
+    let branches = super::worktrees::git(p.path(), &["branch"]);
+    assert_eq!(branches.matches("worktree-agent-").count(), 1, "{branches}");
+    // The parent's checkout is as it was.
+    assert_eq!(p.read("README.md"), "hello, edited\n");
+    assert!(!p.path().join("made.txt").exists());
 }

@@ -1,0 +1,299 @@
+//! The repository through the broker (the default, shared-nothing fleet):
+//! a worktree child starts from the parent's state and ends as a branch in
+//! the parent's repository, both carried as git bundles in the JetStream
+//! object store (`distributed.git_bucket`).
+//!
+//! - The parent snapshots its checkout when it spawns the child: `HEAD`,
+//!   or, with uncommitted changes (tracked or untracked, as `.gitignore`
+//!   allows), a commit on top of `HEAD` holding them, made with a
+//!   temporary index (the parent's index, branch and files are not
+//!   touched). It publishes a bundle of that commit once per commit.
+//! - The worker fetches the commit from the bundle when its clone lacks it
+//!   and makes the child's worktree from it.
+//! - A child that changed something ends with its changes committed on its
+//!   branch; the worker publishes a bundle of the branch (its commits after
+//!   the base) and removes its worktree; the parent fetches the branch and
+//!   checks it out as the child's kept worktree, named in the notification
+//!   as a local one's is. A child that changed nothing leaves no branch.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tokio::io::AsyncReadExt;
+
+use super::broker::{Broker, FleetError};
+use crate::runtime::worktree::{self, KeptWorktree};
+
+/// The largest bundle read back from the broker.
+const MAX_BUNDLE_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+fn base_object(sha: &str) -> String {
+    format!("base-{sha}")
+}
+
+/// The bundle of run `run` of task `agent`'s branch.
+pub fn branch_object(agent: &str, run: u32) -> String {
+    format!("branch-{agent}-r{run}")
+}
+
+/// Runs `git ARGS` in `dir` with `env` added; stdout trimmed, or why not.
+fn git_env(dir: &Path, args: &[&str], env: &[(&str, &Path)]) -> Result<String, FleetError> {
+    let mut cmd = Command::new("git");
+    cmd.args(args).current_dir(dir);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().map_err(FleetError::broker)?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    } else {
+        Err(FleetError::Broker(format!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> Result<String, FleetError> {
+    git_env(dir, args, &[])
+}
+
+/// `-c user.name=… -c user.email=…` when the repository has no identity
+/// of its own (a commit needs one); nothing when it has.
+fn identity(dir: &Path) -> Vec<&'static str> {
+    if git(dir, &["config", "user.email"]).is_ok_and(|e| !e.is_empty()) {
+        Vec::new()
+    } else {
+        vec!["-c", "user.name=cadre", "-c", "user.email=cadre@localhost"]
+    }
+}
+
+/// The commit a worktree child of `cwd` starts from: `head`, or a commit
+/// on top of it holding the checkout's uncommitted changes. Blocking.
+pub fn snapshot(cwd: &Path, head: &str) -> Result<String, FleetError> {
+    let root = worktree::git_root(cwd).map_err(FleetError::broker)?;
+    let dir = tempfile::tempdir().map_err(FleetError::broker)?;
+    let index = dir.path().join("index");
+    let env = [("GIT_INDEX_FILE", index.as_path())];
+    // A copy of the checkout's index keeps what git knows of each file's
+    // state, so only changed files are read again.
+    let own = git(
+        &root,
+        &["rev-parse", "--path-format=absolute", "--git-path", "index"],
+    )
+    .map(PathBuf::from);
+    if own
+        .and_then(|p| std::fs::copy(p, &index).map_err(FleetError::broker))
+        .is_err()
+    {
+        git_env(&root, &["read-tree", head], &env)?;
+    }
+    git_env(&root, &["add", "-A", "--", "."], &env)?;
+    let tree = git_env(&root, &["write-tree"], &env)?;
+    if git(&root, &["rev-parse", &format!("{head}^{{tree}}")])? == tree {
+        return Ok(head.to_string());
+    }
+    let mut args = identity(&root);
+    args.extend([
+        "commit-tree",
+        &tree,
+        "-p",
+        head,
+        "-m",
+        "cadre: the parent's uncommitted changes when it started this child",
+    ]);
+    git(&root, &args)
+}
+
+/// Publishes a bundle of commit `sha` of `cwd`'s repository (with its
+/// history), unless the store has one.
+pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), FleetError> {
+    // Sibling spawns of one commit publish it once.
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = ONE_AT_A_TIME.lock().await;
+    let store = broker.git_store().await?;
+    let name = base_object(sha);
+    if store.info(&name).await.is_ok() {
+        return Ok(());
+    }
+    let (cwd, at) = (cwd.to_path_buf(), sha.to_string());
+    let (_dir, file) = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
+        let root = worktree::git_root(&cwd).map_err(FleetError::broker)?;
+        let dir = tempfile::tempdir().map_err(FleetError::broker)?;
+        let file = dir.path().join("base.bundle");
+        // A bundle names refs: a temporary one, of this call only (two
+        // spawns may bundle the same commit at once).
+        let r = format!(
+            "refs/cadre/bundle-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        git(&root, &["update-ref", &r, &at])?;
+        let made = git(
+            &root,
+            &["bundle", "create", "--quiet", &file.to_string_lossy(), &r],
+        );
+        let _ = git(&root, &["update-ref", "-d", &r]);
+        made.map(|_| (dir, file))
+    })
+    .await
+    .map_err(FleetError::broker)??;
+    put(broker, &name, &file).await
+}
+
+async fn put(broker: &Broker, name: &str, file: &Path) -> Result<(), FleetError> {
+    let store = broker.git_store().await?;
+    let mut f = tokio::fs::File::open(file)
+        .await
+        .map_err(FleetError::broker)?;
+    store.put(name, &mut f).await.map_err(FleetError::broker)?;
+    Ok(())
+}
+
+/// Reads object `name` into a file in a new temporary folder.
+async fn get(broker: &Broker, name: &str) -> Result<(tempfile::TempDir, PathBuf), FleetError> {
+    let store = broker.git_store().await?;
+    let mut object = store.get(name).await.map_err(FleetError::broker)?;
+    let mut bytes = Vec::new();
+    (&mut object)
+        .take(MAX_BUNDLE_BYTES)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(FleetError::broker)?;
+    let dir = tempfile::tempdir().map_err(FleetError::broker)?;
+    let file = dir.path().join("in.bundle");
+    tokio::fs::write(&file, bytes)
+        .await
+        .map_err(FleetError::broker)?;
+    Ok((dir, file))
+}
+
+/// Worker: makes sure `cwd`'s repository has commit `sha`, fetching it
+/// from the parent's bundle when it does not.
+pub async fn ensure_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), FleetError> {
+    let has = |cwd: PathBuf, sha: String| async move {
+        tokio::task::spawn_blocking(move || {
+            git(&cwd, &["cat-file", "-e", &format!("{sha}^{{commit}}")]).is_ok()
+        })
+        .await
+        .unwrap_or(false)
+    };
+    if has(cwd.to_path_buf(), sha.to_string()).await {
+        return Ok(());
+    }
+    let (_dir, file) = get(broker, &base_object(sha)).await?;
+    let cwd = cwd.to_path_buf();
+    tokio::task::spawn_blocking(move || -> Result<(), FleetError> {
+        let bundle = file.to_string_lossy().into_owned();
+        let heads = git(&cwd, &["bundle", "list-heads", &bundle])?;
+        let head = heads
+            .lines()
+            .find_map(|l| l.split_whitespace().nth(1))
+            .ok_or_else(|| FleetError::Broker("the bundle names no ref".into()))?
+            .to_string();
+        git(&cwd, &["fetch", "--quiet", &bundle, &head]).map(|_| ())
+    })
+    .await
+    .map_err(FleetError::broker)?
+}
+
+/// Worker: commits what the kept worktree `kept` holds uncommitted on its
+/// branch, publishes a bundle of the branch's commits after `base` as
+/// `object`, and removes the worktree and its branch here.
+pub async fn send_branch(
+    broker: &Broker,
+    kept: &KeptWorktree,
+    base: &str,
+    object: &str,
+) -> Result<(), FleetError> {
+    let (k, base) = (kept.clone(), base.to_string());
+    let (dir, file, root) = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
+        let kept = k;
+        let wt = &kept.path;
+        let root = worktree::git_root(wt).map_err(FleetError::broker)?;
+        if !git(wt, &["status", "--porcelain"])?.is_empty() {
+            git(wt, &["add", "-A", "--", "."])?;
+            let mut args = identity(wt);
+            args.extend([
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "-m",
+                "cadre: the child's changes",
+            ]);
+            git(wt, &args)?;
+        }
+        let dir = tempfile::tempdir().map_err(FleetError::broker)?;
+        let file = dir.path().join("branch.bundle");
+        let r = format!("refs/heads/{}", kept.branch);
+        git(
+            &root,
+            &[
+                "bundle",
+                "create",
+                "--quiet",
+                &file.to_string_lossy(),
+                &r,
+                &format!("^{base}"),
+            ],
+        )?;
+        Ok((dir, file, root))
+    })
+    .await
+    .map_err(FleetError::broker)??;
+    put(broker, object, &file).await?;
+    drop(dir);
+    let kept = kept.clone();
+    tokio::task::spawn_blocking(move || worktree::remove(&root, &kept.path, &kept.branch))
+        .await
+        .map_err(FleetError::broker)?
+        .map_err(FleetError::Broker)
+}
+
+/// Parent: fetches the branch of bundle `object` into `cwd`'s repository
+/// and checks it out as the child's worktree (`GITROOT/.cadre/worktrees/
+/// agent-ID8`, as locally): the kept worktree the notification names.
+pub async fn receive_branch(
+    broker: &Broker,
+    cwd: &Path,
+    agent: &str,
+    branch: &str,
+    object: &str,
+) -> Result<KeptWorktree, FleetError> {
+    let (_dir, file) = get(broker, object).await?;
+    let (cwd, agent, branch) = (cwd.to_path_buf(), agent.to_string(), branch.to_string());
+    tokio::task::spawn_blocking(move || -> Result<KeptWorktree, FleetError> {
+        let root = worktree::git_root(&cwd).map_err(FleetError::broker)?;
+        let path = root
+            .join(worktree::WORKTREES_DIR)
+            .join(worktree::slug(&agent));
+        let bundle = file.to_string_lossy().into_owned();
+        let spec = format!("+refs/heads/{branch}:refs/heads/{branch}");
+        let listed = git(&root, &["worktree", "list", "--porcelain"])?;
+        let checked_out = listed
+            .lines()
+            .filter_map(|l| l.strip_prefix("worktree "))
+            .any(|w| Path::new(w) == path);
+        if checked_out {
+            // A worktree of this branch is there already (the worker
+            // shares this repository): it holds the result.
+            let _ = git(&path, &["fetch", "--quiet", &bundle, &spec]);
+        } else {
+            git(&root, &["fetch", "--quiet", &bundle, &spec])?;
+            git(
+                &root,
+                &[
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    &path.to_string_lossy(),
+                    &branch,
+                ],
+            )?;
+        }
+        Ok(KeptWorktree { path, branch })
+    })
+    .await
+    .map_err(FleetError::broker)?
+}
