@@ -142,6 +142,13 @@ pub fn build_after(
         keep
     });
     let mut mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    // The plugins' servers (`plugin:NAME:SERVER`); a plugin a project
+    // enables is loaded only in a trusted folder (config::plugins).
+    let (plugin_servers, plugin_mcp_diags) =
+        crate::mcp::plugin_servers(&config.plugins, &input.load.env);
+    for (name, server) in plugin_servers {
+        mcp_servers.entry(name).or_insert(server);
+    }
     let child_env = Arc::new(settings.child_env());
     for server in mcp_servers.values_mut() {
         server.child_env = Some(Arc::clone(&child_env));
@@ -181,6 +188,7 @@ pub fn build_after(
     let known_tools: Vec<&str> = tools.names().collect();
     diagnostics.extend(check_settings(&config, &known_tools));
     diagnostics.extend(mcp_diags);
+    diagnostics.extend(plugin_mcp_diags);
     diagnostics.extend(memory_diags);
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);

@@ -75,6 +75,32 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "model" => scalar(path, value, "model", &["provider", "model"], &mut t, true),
             "outputStyle" => scalar(path, value, "outputStyle", &["output_style"], &mut t, true),
             "statusLine" => status_line(path, value, &mut t),
+            "enabledPlugins" => enabled_plugins(path, value, &mut t),
+            "extraKnownMarketplaces" => match &value.kind {
+                Kind::Map(entries) => {
+                    for (k, v) in entries {
+                        if !matches!(v.get("source").map(|s| &s.kind), Some(Kind::Map(_))) {
+                            t.problems.push(expected(
+                                path,
+                                v,
+                                &format!("extraKnownMarketplaces.{}", k.name),
+                                "an object with a `source` object",
+                            ));
+                            continue;
+                        }
+                        insert(
+                            &mut t.value,
+                            &["plugins", "marketplaces", &k.name],
+                            v.to_json(),
+                        );
+                        t.positions
+                            .push((format!("plugins.marketplaces.{}", k.name), k.pos));
+                    }
+                }
+                _ => t
+                    .problems
+                    .push(expected(path, value, &key.name, "an object")),
+            },
             "enableAllProjectMcpServers" => scalar(
                 path,
                 value,
@@ -124,6 +150,43 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
         }
     }
     t
+}
+
+/// `enabledPlugins`: `{"NAME@MARKETPLACE": true|false}` (or Claude Code's
+/// older list of enabled ids).
+fn enabled_plugins(path: &Path, value: &Node, t: &mut Translated) {
+    let set = |id: &str, on: bool, pos: Pos, t: &mut Translated| {
+        insert(&mut t.value, &["plugins", "enabled", id], Value::Bool(on));
+        t.positions.push((format!("plugins.enabled.{id}"), pos));
+    };
+    match &value.kind {
+        Kind::Map(entries) => {
+            for (k, v) in entries {
+                match &v.kind {
+                    Kind::Bool(on) => set(&k.name, *on, k.pos, t),
+                    _ => t.problems.push(expected(
+                        path,
+                        v,
+                        &format!("enabledPlugins.{}", k.name),
+                        "true or false",
+                    )),
+                }
+            }
+        }
+        Kind::Seq(items) => {
+            for item in items {
+                match &item.kind {
+                    Kind::Str(id) => set(id, true, item.pos, t),
+                    _ => t
+                        .problems
+                        .push(expected(path, item, "enabledPlugins", "a string")),
+                }
+            }
+        }
+        _ => t
+            .problems
+            .push(expected(path, value, "enabledPlugins", "an object")),
+    }
 }
 
 /// `statusLine: {"type": "command", "command": "…", "padding": N}`: the
@@ -306,7 +369,7 @@ fn permissions(path: &Path, node: &Node, t: &mut Translated) {
 /// async?}]}]}` → `hooks.Event = [{matcher, command, args, timeout_ms,
 /// async}]`. Each entry is read strictly ([`read_entry`]):
 /// one with a problem is reported and left out, never run in part.
-fn hooks(path: &Path, node: &Node, t: &mut Translated) {
+pub(super) fn hooks(path: &Path, node: &Node, t: &mut Translated) {
     if !matches!(node.kind, Kind::Map(_)) {
         t.problems.push(expected(path, node, "hooks", "an object"));
         return;

@@ -54,6 +54,8 @@ pub struct CliOverrides {
     pub deny: Vec<String>,
     /// `--coordinator`.
     pub mode: Option<super::Mode>,
+    /// `--plugin-dir`, in order.
+    pub plugin_dirs: Vec<PathBuf>,
 }
 
 /// Everything settings depend on, so that loading is a plain function.
@@ -118,6 +120,8 @@ pub struct LoadedConfig {
     /// Where `disableBypassPermissionsMode: "disable"` was set, if in any
     /// layer: no session may then run in `bypassPermissions`.
     pub bypass_disabled_by: Option<Origin>,
+    /// The plugins this session loads (docs/plugins.md).
+    pub plugins: Vec<super::plugins::Plugin>,
 }
 
 /// The one place the session folder is decided: `transcripts.dir` as a
@@ -359,6 +363,20 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     for doc in &managed {
         layers::merge(&mut acc, doc, &mut origins);
     }
+    // Plugins, as the layers above left them: their hooks join the
+    // settings' as a layer of the scope that enabled each plugin.
+    let plugin_settings: super::settings::PluginSettings = acc
+        .get("plugins")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let (plugins, plugin_diags) =
+        super::plugins::resolve(&plugin_settings, &origins, input.home().as_deref());
+    warnings.extend(plugin_diags);
+    for p in &plugins {
+        if let Some(doc) = super::plugins::hook_layer(p, &mut warnings) {
+            layers::merge(&mut acc, &doc, &mut origins);
+        }
+    }
 
     let mut settings: Settings = figment::Figment::from(Serialized::defaults(Value::Object(acc)))
         .extract()
@@ -386,6 +404,11 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         ));
     }
     settings.transcripts.dir = transcripts_dir(input, &settings.transcripts.dir);
+    // The catalog reads a plugin's agents, skills, commands and styles.
+    settings
+        .agents
+        .plugin_dirs
+        .extend(plugins.iter().map(|p| p.path.clone()));
     let flags = build_flags(&settings, &origins, &mut warnings);
 
     Ok(LoadedConfig {
@@ -401,6 +424,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         trust_root,
         project_dir: input.cwd.clone(),
         bypass_disabled_by,
+        plugins,
     })
 }
 
@@ -619,7 +643,8 @@ fn walk_unknown(
     at: &mut Vec<String>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let Some(known) = template.as_object() else {
+    // An empty table in the template takes any names (`plugins.enabled`).
+    let Some(known) = template.as_object().filter(|k| !k.is_empty()) else {
         return;
     };
     for (key, value) in node.entries() {

@@ -82,6 +82,24 @@ pub struct Settings {
     /// The operating-system sandbox of Bash commands and command hooks
     /// (Claude Code's `sandbox`; docs/sandbox.md).
     pub sandbox: super::sandbox::SandboxSettings,
+    /// Claude Code's plugins: which are enabled, the marketplaces they
+    /// come from, and the folders `--plugin-dir` names (docs/plugins.md).
+    pub plugins: PluginSettings,
+}
+
+/// `[plugins]`: Claude Code's `enabledPlugins` and `extraKnownMarketplaces`,
+/// and `--plugin-dir`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PluginSettings {
+    /// `NAME@MARKETPLACE` → enabled (`enabledPlugins`); a higher layer's
+    /// `false` turns off a lower layer's plugin.
+    pub enabled: BTreeMap<String, bool>,
+    /// Marketplaces by name, each `{"source": {...}}` as Claude Code writes
+    /// it (`extraKnownMarketplaces`).
+    pub marketplaces: BTreeMap<String, serde_json::Value>,
+    /// Plugin folders loaded for this run (`--plugin-dir`).
+    pub dirs: Vec<PathBuf>,
 }
 
 /// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
@@ -238,6 +256,7 @@ impl Default for Settings {
             transcripts: TranscriptSettings::default(),
             compact: CompactSettings::default(),
             hooks: HookSettings::default(),
+            plugins: PluginSettings::default(),
             mcp_servers: BTreeMap::new(),
             mcp: McpSettings::default(),
             env: BTreeMap::new(),

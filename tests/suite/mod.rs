@@ -29,6 +29,7 @@ mod mcp_sse;
 mod newcomer;
 mod notebook;
 mod permissions;
+mod plugins;
 mod problems;
 mod project_files;
 mod provider;
