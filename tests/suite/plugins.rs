@@ -51,6 +51,11 @@ fn hello_plugin(root: &Path) {
             {"type": "command", "command": "printf '%s|%s' \"$CLAUDE_PLUGIN_ROOT\" '${CLAUDE_PLUGIN_ROOT}' > \"$CLAUDE_PROJECT_DIR/plugin-root.txt\""}
         ]}]}}"#,
     );
+    write(
+        root,
+        "output-styles/terse.md",
+        "---\nname: Terse\ndescription: Short answers\n---\nAnswer in one line.\n",
+    );
     let (cmd, args) = super::mcp::server_command();
     write(
         root,
@@ -102,6 +107,8 @@ fn a_plugin_dir_brings_its_commands_agents_skills_hooks_and_mcp_server() {
             "--verbose",
             "--plugin-dir",
             &dir,
+            "--settings",
+            r#"{"outputStyle": "hello:Terse"}"#,
         ],
     );
     run.ok();
@@ -119,6 +126,7 @@ fn a_plugin_dir_brings_its_commands_agents_skills_hooks_and_mcp_server() {
     );
     assert!(strings(&init["agents"]).contains(&"hello:helper".to_string()));
     assert!(strings(&init["skills"]).contains(&"hello:tidy".to_string()));
+    assert_eq!(init["output_style"], "hello:Terse");
     let servers = init["mcp_servers"].to_string();
     assert!(servers.contains("plugin:hello:srv"), "{servers}");
 
