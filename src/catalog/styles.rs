@@ -126,7 +126,11 @@ pub fn style_dirs(
         // Named as its commands and agents are: the manifest's `name`
         // (an installed copy's folder is its version).
         let plugin = super::load::plugin_name(&root);
-        dirs.push((StyleSource::Plugin, root.join("output-styles"), Some(plugin)));
+        dirs.push((
+            StyleSource::Plugin,
+            root.join("output-styles"),
+            Some(plugin),
+        ));
     }
     let user = home.map(|h| h.join(".claude/output-styles"));
     if let Some(u) = user.as_ref().filter(|_| wanted(Scope::User)) {

@@ -132,6 +132,17 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
                     "a positive number of tokens",
                 )),
             },
+            "disableAllHooks" => scalar(
+                path,
+                value,
+                &key.name,
+                &["disable_all_hooks"],
+                &mut t,
+                false,
+            ),
+            "maxEffortLevel" => scalar(path, value, &key.name, &["max_effort_level"], &mut t, true),
+            "availableModels" => string_list(path, value, &key.name, "available_models", &mut t),
+            "deniedModels" => string_list(path, value, &key.name, "denied_models", &mut t),
             "cleanupPeriodDays" => match &value.kind {
                 Kind::Int(n) if *n >= 0 => {
                     insert(

@@ -297,6 +297,7 @@ pub fn is_union_list(key: &str) -> bool {
             | "disabled_mcpjson_servers"
             | "pass_env"
             | "plugins.dirs"
+            | "denied_models"
     ) || key.strip_prefix("hooks.").is_some_and(|e| !e.contains('.'))
 }
 

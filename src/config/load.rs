@@ -404,6 +404,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         ));
     }
     settings.transcripts.dir = transcripts_dir(input, &settings.transcripts.dir);
+    apply_limits(&mut settings, &origins, &mut warnings)?;
     // The catalog reads a plugin's agents, skills, commands and styles.
     settings
         .agents
@@ -426,6 +427,61 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         bypass_disabled_by,
         plugins,
     })
+}
+
+/// Claude Code's switches that limit what a session may do, applied once
+/// here: `disableAllHooks` (no settings or plugin hook, no status line),
+/// `maxEffortLevel` (every model's accepted levels capped), and the model
+/// policy (`deniedModels`, `availableModels`) checked for the main model;
+/// a refused model is an error at the position of the key that chose it.
+fn apply_limits(
+    settings: &mut Settings,
+    origins: &Origins,
+    warnings: &mut Vec<Diagnostic>,
+) -> Result<(), ConfigError> {
+    if settings.disable_all_hooks {
+        settings.hooks = Default::default();
+        settings.status_line = None;
+    }
+    if let Some(max) = settings.max_effort_level.clone() {
+        let max = max.trim().to_ascii_lowercase();
+        match super::settings::EFFORT_LEVELS
+            .iter()
+            .position(|l| *l == max)
+        {
+            Some(rank) => {
+                let allowed = &super::settings::EFFORT_LEVELS[..=rank];
+                for levels in settings.effort_levels.values_mut() {
+                    levels.retain(|l| allowed.contains(&l.as_str()));
+                }
+            }
+            None => {
+                let why = format!(
+                    "maxEffortLevel: `{max}` is not a level ({}); no cap applies",
+                    super::settings::EFFORT_LEVELS.join(", ")
+                );
+                warnings.push(match origins.of("max_effort_level") {
+                    Some(o) => o.diagnostic(crate::diagnostic::Severity::Warning, why),
+                    None => Diagnostic::warning(None, None, why),
+                });
+            }
+        }
+    }
+    let model = settings.provider.model.clone();
+    if !model.is_empty()
+        && let Some(why) = settings.model_refusal(&model)
+    {
+        let at = origins
+            .of("provider.model")
+            .or_else(|| origins.of("denied_models"))
+            .or_else(|| origins.of("available_models"));
+        let message = format!("{why}; choose another model");
+        return Err(ConfigError::one(match at {
+            Some(o) => o.diagnostic(crate::diagnostic::Severity::Error, message),
+            None => Diagnostic::error(None, None, message),
+        }));
+    }
+    Ok(())
 }
 
 /// A repository's layer may only make the sandbox stricter, and only in a

@@ -41,9 +41,10 @@ pub use load::{
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};
 pub use settings::{
-    AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, McpServerConfig,
-    ModelPrice, PermissionSettings, PluginSettings, ProviderKind, ProviderSettings, ReloadSettings,
-    SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings, StatusLineSetting, TaskBackendKind,
-    ToolCallFallback, TranscriptSettings, WebFetchSettings, WebSearchSettings,
+    AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, EFFORT_LEVELS,
+    McpServerConfig, ModelPrice, PermissionSettings, PluginSettings, ProviderKind,
+    ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings,
+    StatusLineSetting, TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings,
+    WebSearchSettings,
 };
 pub use trust::Skipped;

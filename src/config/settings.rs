@@ -85,6 +85,18 @@ pub struct Settings {
     /// Claude Code's plugins: which are enabled, the marketplaces they
     /// come from, and the folders `--plugin-dir` names (docs/plugins.md).
     pub plugins: PluginSettings,
+    /// No hook of the settings or of a plugin runs, and chat shows no
+    /// status line (Claude Code's `disableAllHooks`).
+    pub disable_all_hooks: bool,
+    /// The highest reasoning effort any request asks for (Claude Code's
+    /// `maxEffortLevel`): a higher one is lowered to it.
+    pub max_effort_level: Option<String>,
+    /// When not empty, the only models a session may use (Claude Code's
+    /// `availableModels`): ids, aliases, or a family word such as `sonnet`.
+    pub available_models: Vec<String>,
+    /// Models no session may use (Claude Code's `deniedModels`), written
+    /// as `available_models` is.
+    pub denied_models: Vec<String>,
 }
 
 /// `[plugins]`: Claude Code's `enabledPlugins` and `extraKnownMarketplaces`,
@@ -112,7 +124,39 @@ pub struct ModeSettings {
     pub main_agent: Option<String>,
 }
 
+/// Every reasoning-effort level cadre knows, lowest first (OpenAI's
+/// `minimal` through Anthropic's `max`).
+pub const EFFORT_LEVELS: &[&str] = &["minimal", "low", "medium", "high", "xhigh", "max"];
+
 impl Settings {
+    /// Why `model` may not be used (`deniedModels`, `availableModels`),
+    /// or `None` when it may. An entry matches a model by its id, by an
+    /// alias of `[models]` naming that id, or as a family word contained
+    /// in the id (`sonnet` matches `claude-sonnet-4-5`).
+    pub fn model_refusal(&self, model: &str) -> Option<String> {
+        let m = model.trim().to_ascii_lowercase();
+        let matches = |entry: &String| {
+            let e = entry.trim().to_ascii_lowercase();
+            !e.is_empty()
+                && (e == m
+                    || self
+                        .models
+                        .get(entry.trim())
+                        .is_some_and(|id| id.eq_ignore_ascii_case(&m))
+                    || m.contains(&e))
+        };
+        if let Some(d) = self.denied_models.iter().find(|d| matches(d)) {
+            return Some(format!("model `{model}` is denied by deniedModels (`{d}`)"));
+        }
+        if !self.available_models.is_empty() && !self.available_models.iter().any(matches) {
+            return Some(format!(
+                "model `{model}` is not in availableModels ({})",
+                self.available_models.join(", ")
+            ));
+        }
+        None
+    }
+
     /// The agent the main session runs as in the current mode, if the mode
     /// names one.
     pub fn mode_main_agent(&self) -> Option<&str> {
@@ -257,6 +301,10 @@ impl Default for Settings {
             compact: CompactSettings::default(),
             hooks: HookSettings::default(),
             plugins: PluginSettings::default(),
+            disable_all_hooks: false,
+            max_effort_level: None,
+            available_models: Vec::new(),
+            denied_models: Vec::new(),
             mcp_servers: BTreeMap::new(),
             mcp: McpSettings::default(),
             env: BTreeMap::new(),

@@ -159,6 +159,12 @@ contexts! {
         pub source: String = ".claude/settings.json".into(),
     }
 
+    /// A spawn whose model the settings refuse.
+    "error_model_not_allowed" => pub struct ModelNotAllowed {
+        pub agent_type: String = "reviewer".into(),
+        pub why: String = "model `claude-opus-4-5` is denied by deniedModels (`opus`)".into(),
+    }
+
     /// A spawn past `agents.max_depth`.
     "error_max_depth" => pub struct MaxDepth {
         pub agent_type: String = "Explore".into(),

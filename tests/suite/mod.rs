@@ -41,6 +41,7 @@ mod sdk;
 mod session_place;
 mod sessions;
 mod settings;
+mod settings_keys;
 mod shutdown;
 mod skills;
 mod teams;

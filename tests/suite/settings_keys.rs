@@ -1,0 +1,117 @@
+//! Claude Code settings keys that limit a session, through the binary,
+//! written in `.claude/settings.json` as a team writes them:
+//! `disableAllHooks`, `maxEffortLevel`, `deniedModels`, `availableModels`.
+
+use serde_json::json;
+
+use super::harness::{Project, last_tool_results, result_text};
+use super::kit::{FakeServer, anthropic};
+
+#[test]
+fn disable_all_hooks_stops_settings_and_plugin_hooks_and_the_status_line() {
+    let p = Project::new();
+    let plugin = p.home.path().join("plug");
+    std::fs::create_dir_all(plugin.join("hooks")).unwrap();
+    std::fs::write(
+        plugin.join("hooks/hooks.json"),
+        r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch \"$CLAUDE_PROJECT_DIR/plugin-hook\""}]}]}}"#,
+    )
+    .unwrap();
+    p.write(
+        ".claude/settings.json",
+        r#"{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch \"$CLAUDE_PROJECT_DIR/settings-hook\""}]}]},
+            "statusLine": {"type": "command", "command": "echo status"}}"#,
+    );
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let dir = plugin.display().to_string();
+    // Without the switch both hooks run (the test would pass vacuously
+    // otherwise).
+    p.run(Some(&server), &["-p", "hi", "--plugin-dir", &dir])
+        .ok();
+    assert!(p.path().join("settings-hook").exists());
+    assert!(p.path().join("plugin-hook").exists());
+    std::fs::remove_file(p.path().join("settings-hook")).unwrap();
+    std::fs::remove_file(p.path().join("plugin-hook")).unwrap();
+
+    p.write(
+        ".claude/settings.local.json",
+        r#"{"disableAllHooks": true}"#,
+    );
+    p.run(Some(&server), &["-p", "hi", "--plugin-dir", &dir])
+        .ok();
+    assert!(!p.path().join("settings-hook").exists());
+    assert!(!p.path().join("plugin-hook").exists());
+    let show = p.run(None, &["config", "show", "--plugin-dir", &dir]);
+    assert!(
+        show.stdout.contains("disable_all_hooks = true")
+            && !show.stdout.contains("status_line.command"),
+        "{}",
+        show.stdout
+    );
+}
+
+#[test]
+fn max_effort_level_lowers_a_higher_request() {
+    let p = Project::new();
+    p.write(".claude/settings.json", r#"{"maxEffortLevel": "medium"}"#);
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    p.run(
+        Some(&server),
+        &["-p", "hi", "--model", "claude-opus-4-6", "--effort", "max"],
+    )
+    .ok();
+    assert_eq!(
+        server.request(0).json["output_config"],
+        json!({"effort": "medium"})
+    );
+}
+
+#[test]
+fn denied_and_available_models_refuse_the_main_model_and_a_sub_agents() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"deniedModels\": [\"opus\"]\n}\n",
+    );
+    let run = p.run(None, &["-p", "hi", "--model", "claude-opus-4-5"]);
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("deniedModels") && run.stderr.contains("claude-opus-4-5"),
+        "{}",
+        run.stderr
+    );
+
+    // A sub-agent whose definition names a denied model is not started;
+    // the caller's model is told why.
+    p.write(
+        ".claude/agents/deep.md",
+        "---\nname: deep\ndescription: Thinks hard\nmodel: claude-opus-4-5\n---\nThink.\n",
+    );
+    let server = FakeServer::start([
+        anthropic::tool_use_reply(
+            "toolu_1",
+            "Agent",
+            json!({"description": "d", "prompt": "p", "subagent_type": "deep"}),
+        ),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    assert_eq!(server.requests().len(), 2, "no child request");
+    let results = last_tool_results(&server.request(1).json);
+    let text = result_text(&results[0]);
+    assert!(
+        text.contains("cannot be started") && text.contains("deniedModels"),
+        "{text}"
+    );
+
+    // `availableModels` allows only what it lists.
+    p.write(
+        ".claude/settings.json",
+        r#"{"availableModels": ["sonnet"]}"#,
+    );
+    let run = p.run(None, &["-p", "hi", "--model", "claude-opus-4-5"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("availableModels"), "{}", run.stderr);
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    p.run(Some(&server), &["-p", "hi"]).ok();
+}
