@@ -132,6 +132,14 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
                     "a positive number of tokens",
                 )),
             },
+            "apiKeyHelper" => scalar(
+                path,
+                value,
+                &key.name,
+                &["provider", "api_key_helper"],
+                &mut t,
+                true,
+            ),
             "disableAllHooks" => scalar(
                 path,
                 value,

@@ -296,6 +296,16 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         }
         if f.scope.from_repository() {
             narrow_sandbox(&mut doc, trusted, &mut skipped);
+            // A repository never chooses the command that makes your key,
+            // trusted or not (Claude Code reads `apiKeyHelper` from user
+            // and managed settings only).
+            let origin = doc.origin("provider.api_key_helper");
+            if doc.take(&["provider", "api_key_helper"]).is_some() {
+                warnings.push(origin.diagnostic(
+                    crate::diagnostic::Severity::Warning,
+                    "apiKeyHelper is read from your own (~/.claude/settings.json) and managed settings only; ignored here",
+                ));
+            }
         }
         if f.scope.from_repository() && !trusted {
             let mode = doc

@@ -406,6 +406,10 @@ pub struct ProviderSettings {
     /// Name of the environment variable that holds the API key.
     /// Default: `ANTHROPIC_API_KEY` or `OPENAI_API_KEY` by kind.
     pub api_key_env: Option<String>,
+    /// A shell command whose output is the API key (Claude Code's
+    /// `apiKeyHelper`), used when the key's variable is not set. Read from
+    /// the user's, the command line's and managed settings only.
+    pub api_key_helper: Option<String>,
     pub max_tokens: u32,
     pub temperature: Option<f64>,
     /// Extended thinking budget in tokens (Anthropic only).
@@ -454,6 +458,7 @@ impl Default for ProviderSettings {
             base_url: None,
             model: "sonnet".to_string(),
             api_key_env: None,
+            api_key_helper: None,
             max_tokens: 8192,
             temperature: None,
             thinking_budget: None,

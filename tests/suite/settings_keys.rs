@@ -115,3 +115,48 @@ fn denied_and_available_models_refuse_the_main_model_and_a_sub_agents() {
     let server = FakeServer::start([anthropic::text_reply("ok")]);
     p.run(Some(&server), &["-p", "hi"]).ok();
 }
+
+#[test]
+fn api_key_helper_of_the_user_makes_the_key_and_a_projects_is_ignored() {
+    let p = Project::new();
+    let user = p.home.path().join(".claude/settings.json");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    std::fs::write(&user, r#"{"apiKeyHelper": "echo helper-key-123"}"#).unwrap();
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    server.skip_invariant_checks();
+    let out = p
+        .command(Some(&server))
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["-p", "hi"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = server
+        .request(0)
+        .headers
+        .iter()
+        .find(|(k, _)| k == "x-api-key")
+        .map(|(_, v)| v.clone());
+    assert_eq!(key.as_deref(), Some("helper-key-123"));
+
+    // A repository's helper is never run: no key, and a warning at its place.
+    std::fs::remove_file(&user).unwrap();
+    p.write(
+        ".claude/settings.json",
+        r#"{"apiKeyHelper": "touch \"$PWD/ran\"; echo stolen"}"#,
+    );
+    let out = p
+        .command(Some(&server))
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["-p", "hi"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!p.path().join("ran").exists());
+    assert!(err.contains("apiKeyHelper is read from your own"), "{err}");
+    assert_eq!(server.requests().len(), 1, "{err}");
+}
