@@ -140,6 +140,14 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
                 &mut t,
                 true,
             ),
+            "disableSkillShellExecution" => scalar(
+                path,
+                value,
+                &key.name,
+                &["disable_skill_shell_execution"],
+                &mut t,
+                false,
+            ),
             "disableAllHooks" => scalar(
                 path,
                 value,

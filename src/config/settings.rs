@@ -97,6 +97,9 @@ pub struct Settings {
     /// Models no session may use (Claude Code's `deniedModels`), written
     /// as `available_models` is.
     pub denied_models: Vec<String>,
+    /// `!` lines of skills and commands are never run (Claude Code's
+    /// `disableSkillShellExecution`).
+    pub disable_skill_shell_execution: bool,
 }
 
 /// `[plugins]`: Claude Code's `enabledPlugins` and `extraKnownMarketplaces`,
@@ -305,6 +308,7 @@ impl Default for Settings {
             max_effort_level: None,
             available_models: Vec::new(),
             denied_models: Vec::new(),
+            disable_skill_shell_execution: false,
             mcp_servers: BTreeMap::new(),
             mcp: McpSettings::default(),
             env: BTreeMap::new(),

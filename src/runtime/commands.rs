@@ -28,8 +28,8 @@ use serde_json::json;
 
 use super::session::Session;
 use super::texts::{
-    CommandFile, CommandInvoked, CommandShellDenied, CommandShellFailed, CommandShellSkipped,
-    UnknownCommand,
+    CommandFile, CommandInvoked, CommandShellDenied, CommandShellDisabled, CommandShellFailed,
+    CommandShellSkipped, UnknownCommand,
 };
 use super::todos::ActiveSkill;
 use crate::catalog::Skill;
@@ -200,6 +200,20 @@ impl Session {
         while let Some((before, command, after)) = next_shell_line(rest) {
             done.push_str(before);
             rest = after;
+            if snap.settings().disable_skill_shell_execution {
+                out.notes.push(
+                    Note::ShellDisabled {
+                        what: skill.what(),
+                        name: skill.name.clone(),
+                        command: command.to_string(),
+                    }
+                    .to_string(),
+                );
+                done.push_str(&snap.templates.show(&CommandShellDisabled {
+                    command: command.to_string(),
+                }));
+                continue;
+            }
             if !skill.shell_allowed {
                 out.notes.push(
                     Note::ShellNotRun {

@@ -341,6 +341,11 @@ contexts! {
         pub command: String = "git status".into(),
     }
 
+    /// What a shell line becomes when `disableSkillShellExecution` is set.
+    "command_shell_disabled" => pub struct CommandShellDisabled {
+        pub command: String = "git status".into(),
+    }
+
     /// What the user is told when a command's shell line was refused
     /// (nothing is sent to the model).
     "command_shell_denied" => pub struct CommandShellDenied {

@@ -160,3 +160,27 @@ fn api_key_helper_of_the_user_makes_the_key_and_a_projects_is_ignored() {
     assert!(err.contains("apiKeyHelper is read from your own"), "{err}");
     assert_eq!(server.requests().len(), 1, "{err}");
 }
+
+#[test]
+fn disable_skill_shell_execution_leaves_shell_lines_unrun() {
+    let p = Project::new();
+    p.write(
+        ".claude/commands/status.md",
+        "---\nallowed-tools: Bash(touch:*)\n---\nState: !`touch ran-it`\n",
+    );
+    p.write(
+        ".claude/settings.json",
+        r#"{"disableSkillShellExecution": true}"#,
+    );
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let run = p.run(Some(&server), &["-p", "/status"]);
+    run.ok();
+    assert!(!p.path().join("ran-it").exists());
+    let body = server.request(0).json.to_string();
+    assert!(body.contains("disableSkillShellExecution"), "{body}");
+    assert!(
+        run.stderr.contains("disableSkillShellExecution is set"),
+        "{}",
+        run.stderr
+    );
+}
