@@ -383,7 +383,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         super::plugins::resolve(&plugin_settings, &origins, input.home().as_deref());
     warnings.extend(plugin_diags);
     for p in &plugins {
-        if let Some(doc) = super::plugins::hook_layer(p, &mut warnings) {
+        for doc in super::plugins::hook_layers(p, &mut warnings) {
             layers::merge(&mut acc, &doc, &mut origins);
         }
     }

@@ -318,11 +318,11 @@ pub fn resolve(
     (out, diags)
 }
 
-/// The hooks of one plugin as a settings layer of the scope that enabled
-/// it: `hooks/hooks.json` and the manifest's `hooks` (an object, or a
-/// path inside the plugin). Each hook is read strictly, as a settings
-/// file's, and knows its plugin's folder.
-pub fn hook_layer(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Option<LayerDoc> {
+/// The hooks of one plugin as settings layers of the scope that enabled
+/// it, one per file: `hooks/hooks.json` and the manifest's `hooks` (an
+/// object, or a path inside the plugin). Each hook is read strictly, as a
+/// settings file's, and knows its plugin's folder.
+pub fn hook_layers(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Vec<LayerDoc> {
     let root = &plugin.path;
     let mut files = vec![root.join("hooks").join("hooks.json")];
     let mut inline = None;
@@ -356,9 +356,9 @@ pub fn hook_layer(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Option<Lay
     {
         trees.push((root.join(".claude-plugin").join("plugin.json"), node));
     }
-    let mut doc = LayerDoc::new(plugin.scope, plugin.path.display().to_string(), Map::new());
-    let mut hooks = Map::new();
+    let mut docs = Vec::new();
     for (path, node) in &trees {
+        let mut hooks = Map::new();
         let Some(h) = node.get("hooks") else {
             continue;
         };
@@ -387,14 +387,15 @@ pub fn hook_layer(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Option<Lay
                 }
             }
         }
-        doc.source = path.display().to_string();
+        if hooks.is_empty() {
+            continue;
+        }
+        let mut doc = LayerDoc::new(plugin.scope, path.display().to_string(), Map::new());
         doc.positions.extend(t.positions);
+        doc.value.insert("hooks".into(), Value::Object(hooks));
+        docs.push(doc);
     }
-    if hooks.is_empty() {
-        return None;
-    }
-    doc.value.insert("hooks".into(), Value::Object(hooks));
-    Some(doc)
+    docs
 }
 
 /// A plugin's MCP servers as written: `.mcp.json` at its root (with or

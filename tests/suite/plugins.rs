@@ -151,11 +151,18 @@ fn a_plugin_dir_brings_its_commands_agents_skills_hooks_and_mcp_server() {
         run.stderr
     );
 
-    // `config show` lists the plugin and where it came from.
-    let show = p.run(None, &["config", "show", "--plugin-dir", &dir]);
+    // `config show` lists the plugin and where it came from, and each of
+    // its hooks at its place in the plugin's file.
+    let show = p.run(None, &["config", "show", "--origin", "--plugin-dir", &dir]);
     show.ok();
     assert!(
         show.stdout.contains("hello@inline") && show.stdout.contains("--plugin-dir"),
+        "{}",
+        show.stdout
+    );
+    let hooks_json = plugin.join("hooks/hooks.json").display().to_string();
+    assert!(
+        show.stdout.contains(&format!("{hooks_json}:2:")),
         "{}",
         show.stdout
     );
