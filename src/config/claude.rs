@@ -159,6 +159,22 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "maxEffortLevel" => scalar(path, value, &key.name, &["max_effort_level"], &mut t, true),
             "availableModels" => string_list(path, value, &key.name, "available_models", &mut t),
             "deniedModels" => string_list(path, value, &key.name, "denied_models", &mut t),
+            "bashOutputMaxChars" => match &value.kind {
+                Kind::Int(n) if *n > 0 => {
+                    insert(
+                        &mut t.value,
+                        &["bash", "max_output_chars"],
+                        Value::from((*n).clamp(4_000, 128_000)),
+                    );
+                    t.positions.push(("bash.max_output_chars".into(), key.pos));
+                }
+                _ => t.problems.push(expected(
+                    path,
+                    value,
+                    &key.name,
+                    "a positive number of characters",
+                )),
+            },
             "cleanupPeriodDays" => match &value.kind {
                 Kind::Int(n) if *n >= 0 => {
                     insert(

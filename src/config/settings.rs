@@ -176,6 +176,10 @@ pub struct BashSettings {
     pub default_timeout_ms: u64,
     /// The largest timeout a call may ask for, in milliseconds.
     pub max_timeout_ms: u64,
+    /// How many characters of a command's output the model reads; the
+    /// middle of a longer output is cut (Claude Code's
+    /// `bashOutputMaxChars`, clamped to 4,000–128,000 as there).
+    pub max_output_chars: usize,
 }
 
 impl Default for BashSettings {
@@ -183,6 +187,7 @@ impl Default for BashSettings {
         BashSettings {
             default_timeout_ms: 120_000,
             max_timeout_ms: 600_000,
+            max_output_chars: 30_000,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Claude Code settings keys that limit a session, through the binary,
 //! written in `.claude/settings.json` as a team writes them:
-//! `disableAllHooks`, `maxEffortLevel`, `deniedModels`, `availableModels`.
+//! `disableAllHooks`, `maxEffortLevel`, `deniedModels`, `availableModels`,
+//! `apiKeyHelper`, `disableSkillShellExecution`, `bashOutputMaxChars`.
 
 use serde_json::json;
 
@@ -183,4 +184,25 @@ fn disable_skill_shell_execution_leaves_shell_lines_unrun() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn bash_output_max_chars_cuts_a_long_output_for_the_model() {
+    let p = Project::new();
+    let run_seq = |settings: &str| {
+        p.write(".claude/settings.json", settings);
+        let server = FakeServer::start([
+            anthropic::tool_use_reply("toolu_1", "Bash", json!({"command": "seq 1 5000"})),
+            anthropic::text_reply("done"),
+        ]);
+        p.run(Some(&server), &["-p", "count"]).ok();
+        let results = last_tool_results(&server.request(1).json);
+        result_text(&results[0]).chars().count()
+    };
+    // `seq 1 5000` prints about 23,900 characters: whole by default…
+    let whole = run_seq(r#"{"permissions": {"allow": ["Bash(seq:*)"]}}"#);
+    assert!(whole >= 23_000, "{whole}");
+    // …cut to about 4,000 with the key.
+    let cut = run_seq(r#"{"permissions": {"allow": ["Bash(seq:*)"]}, "bashOutputMaxChars": 4000}"#);
+    assert!(cut < 4_300, "{cut}");
 }
