@@ -166,6 +166,7 @@ pub fn build_after(
         managed_root: &input.load.managed_root(),
         files: &project_files,
         sources: input.load.cli.setting_sources.as_deref(),
+        excludes: &config.settings.claude_md_excludes,
     });
     for (from, target) in &memory.skipped_imports {
         skipped.push(config::Skipped {

@@ -159,6 +159,7 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "maxEffortLevel" => scalar(path, value, &key.name, &["max_effort_level"], &mut t, true),
             "availableModels" => string_list(path, value, &key.name, "available_models", &mut t),
             "deniedModels" => string_list(path, value, &key.name, "denied_models", &mut t),
+            "claudeMdExcludes" => string_list(path, value, &key.name, "claude_md_excludes", &mut t),
             "bashOutputMaxChars" => match &value.kind {
                 Kind::Int(n) if *n > 0 => {
                     insert(

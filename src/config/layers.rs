@@ -298,6 +298,7 @@ pub fn is_union_list(key: &str) -> bool {
             | "pass_env"
             | "plugins.dirs"
             | "denied_models"
+            | "claude_md_excludes"
     ) || key.strip_prefix("hooks.").is_some_and(|e| !e.contains('.'))
 }
 

@@ -100,6 +100,9 @@ pub struct Settings {
     /// `!` lines of skills and commands are never run (Claude Code's
     /// `disableSkillShellExecution`).
     pub disable_skill_shell_execution: bool,
+    /// Globs (or absolute paths) of user, project and local `CLAUDE.md`
+    /// files not to read (Claude Code's `claudeMdExcludes`).
+    pub claude_md_excludes: Vec<String>,
 }
 
 /// `[plugins]`: Claude Code's `enabledPlugins` and `extraKnownMarketplaces`,
@@ -314,6 +317,7 @@ impl Default for Settings {
             available_models: Vec::new(),
             denied_models: Vec::new(),
             disable_skill_shell_execution: false,
+            claude_md_excludes: Vec::new(),
             mcp_servers: BTreeMap::new(),
             mcp: McpSettings::default(),
             env: BTreeMap::new(),

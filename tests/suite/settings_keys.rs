@@ -206,3 +206,26 @@ fn bash_output_max_chars_cuts_a_long_output_for_the_model() {
     let cut = run_seq(r#"{"permissions": {"allow": ["Bash(seq:*)"]}, "bashOutputMaxChars": 4000}"#);
     assert!(cut < 4_300, "{cut}");
 }
+
+#[test]
+fn claude_md_excludes_skips_the_memory_files_it_names() {
+    let p = Project::new();
+    p.write("CLAUDE.md", "Team rule: be brief.\n");
+    p.write("packages/web/CLAUDE.md", "Web rule: use tabs.\n");
+    let first_request = |p: &Project| {
+        let server = FakeServer::start([anthropic::text_reply("ok")]);
+        p.run(Some(&server), &["-p", "hi", "--cwd", "packages/web"])
+            .ok();
+        server.request(0).json.to_string()
+    };
+    std::fs::create_dir_all(p.path().join(".git")).unwrap();
+    let body = first_request(&p);
+    assert!(body.contains("Web rule") && body.contains("Team rule"));
+    p.write(
+        "packages/web/.claude/settings.json",
+        r#"{"claudeMdExcludes": ["**/packages/web/CLAUDE.md"]}"#,
+    );
+    let body = first_request(&p);
+    assert!(!body.contains("Web rule"));
+    assert!(body.contains("Team rule"));
+}
