@@ -151,6 +151,13 @@ pub fn build_after(
         keep
     });
     let mut mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    // The plugins' servers (`plugin:NAME:SERVER`); a plugin a project
+    // enables is loaded only in a trusted folder (config::plugins).
+    let (plugin_servers, plugin_mcp_diags) =
+        crate::mcp::plugin_servers(&config.plugins, &input.load.env);
+    for (name, server) in plugin_servers {
+        mcp_servers.entry(name).or_insert(server);
+    }
     let child_env = Arc::new(settings.child_env());
     for server in mcp_servers.values_mut() {
         server.child_env = Some(Arc::clone(&child_env));
@@ -168,6 +175,7 @@ pub fn build_after(
         managed_root: &input.load.managed_root(),
         files: &project_files,
         sources: input.load.cli.setting_sources.as_deref(),
+        excludes: &config.settings.claude_md_excludes,
     });
     for (from, target) in &memory.skipped_imports {
         skipped.push(config::Skipped {
@@ -190,6 +198,7 @@ pub fn build_after(
     let known_tools: Vec<&str> = tools.names().collect();
     diagnostics.extend(check_settings(&config, &known_tools));
     diagnostics.extend(mcp_diags);
+    diagnostics.extend(plugin_mcp_diags);
     diagnostics.extend(memory_diags);
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);

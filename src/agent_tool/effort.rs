@@ -11,7 +11,7 @@ use serde::Serialize;
 
 /// Every level cadre knows, lowest first (OpenAI's `minimal` through
 /// Anthropic's `max`).
-pub const LEVELS: &[&str] = &["minimal", "low", "medium", "high", "xhigh", "max"];
+pub const LEVELS: &[&str] = crate::config::EFFORT_LEVELS;
 
 /// The effort a session asked for and what its model will be sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -94,6 +94,8 @@ pub struct NestedRoot {
     /// are read (`--setting-sources`).
     pub project: bool,
     pub local: bool,
+    /// `claudeMdExcludes`, as [`MemoryInput::excludes`].
+    pub excludes: Vec<String>,
 }
 
 /// How many folders below the working directory [`Memory::nested_files`]
@@ -174,12 +176,14 @@ impl Memory {
             managed_root: Path::new("/"),
             files: &n.files,
             sources: None,
+            excludes: &n.excludes,
         };
         let mut loader = Loader {
             input: &input,
             memory: Memory::default(),
             diags: Vec::new(),
             seen: Vec::new(),
+            excluded: exclusions(&n.excludes),
         };
         for dir in dirs {
             if n.home.as_deref() == Some(dir) {
@@ -214,6 +218,26 @@ pub struct MemoryInput<'a> {
     /// `--setting-sources`: the user, project and local memory files are
     /// read only when their scope is listed (`None`: all are).
     pub sources: Option<&'a [crate::config::Scope]>,
+    /// `claudeMdExcludes`: globs (or absolute paths) of user, project and
+    /// local memory files not to read, matched against the absolute path.
+    pub excludes: &'a [String],
+}
+
+/// The globs of `claudeMdExcludes`; one that is not a glob is skipped.
+fn exclusions(globs: &[String]) -> Option<globset::GlobSet> {
+    if globs.is_empty() {
+        return None;
+    }
+    let mut set = globset::GlobSetBuilder::new();
+    for g in globs {
+        if let Ok(glob) = globset::GlobBuilder::new(g.trim())
+            .literal_separator(true)
+            .build()
+        {
+            set.add(glob);
+        }
+    }
+    set.build().ok()
 }
 
 /// Finds and reads every memory file (see the module doc).
@@ -223,6 +247,7 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
         memory: Memory::default(),
         diags: Vec::new(),
         seen: Vec::new(),
+        excluded: exclusions(input.excludes),
     };
     loader.top(
         &input.managed_root.join("etc/claude-code/CLAUDE.md"),
@@ -257,6 +282,7 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
         files: input.files.clone(),
         project: wanted(Scope::Project),
         local: wanted(Scope::Local),
+        excludes: input.excludes.to_vec(),
     });
     (loader.memory, loader.diags)
 }
@@ -283,6 +309,8 @@ struct Loader<'a, 'b> {
     diags: Vec<Diagnostic>,
     /// Canonical paths already read (each file once; breaks cycles).
     seen: Vec<PathBuf>,
+    /// `claudeMdExcludes`, compiled.
+    excluded: Option<globset::GlobSet>,
 }
 
 impl Loader<'_, '_> {
@@ -339,6 +367,15 @@ impl Loader<'_, '_> {
 
     fn top(&mut self, path: &Path, scope: MemoryScope) {
         self.memory.watched.push(path.to_path_buf());
+        // Managed memory cannot be excluded (as in Claude Code).
+        if scope != MemoryScope::Managed
+            && self
+                .excluded
+                .as_ref()
+                .is_some_and(|x| x.is_match(crate::paths::lexical(path)))
+        {
+            return;
+        }
         if scope_from_repo(scope)
             && path.is_file()
             && let Err(outside) = self.input.files.admit(path)
@@ -527,6 +564,7 @@ mod tests {
             managed_root: Path::new("/nonexistent"),
             files: &crate::config::trust::ProjectFiles::new(r, true),
             sources: None,
+            excludes: &[],
         });
         let texts: Vec<&str> = m.files.iter().map(|f| f.content.as_str()).collect();
         assert_eq!(texts[0], "user");

@@ -123,8 +123,14 @@ pub fn style_dirs(
             (Some(n), Some(parent)) if n == "agents" => parent.to_path_buf(),
             _ => p.clone(),
         };
-        let plugin = root.file_name().map(|n| n.to_string_lossy().to_string());
-        dirs.push((StyleSource::Plugin, root.join("output-styles"), plugin));
+        // Named as its commands and agents are: the manifest's `name`
+        // (an installed copy's folder is its version).
+        let plugin = super::load::plugin_name(&root);
+        dirs.push((
+            StyleSource::Plugin,
+            root.join("output-styles"),
+            Some(plugin),
+        ));
     }
     let user = home.map(|h| h.join(".claude/output-styles"));
     if let Some(u) = user.as_ref().filter(|_| wanted(Scope::User)) {

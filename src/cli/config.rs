@@ -64,6 +64,8 @@ struct ShowJson<'a> {
     instructions: Value,
     /// The slash commands read (`.claude/commands`, user, plugins): honoured.
     commands: Vec<Value>,
+    /// The plugins loaded (`--plugin-dir`, `enabledPlugins`).
+    plugins: &'a [crate::config::plugins::Plugin],
 }
 
 /// What the model is told beside the settings: memory files and rules
@@ -164,6 +166,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             trust_root: c.trust_root.display().to_string(),
             instructions: instructions(&snap),
             commands: commands(&snap),
+            plugins: &c.plugins,
         });
     }
     print_settings(c, &settings, args.origin, "");
@@ -219,6 +222,19 @@ fn print_rest(c: &crate::config::LoadedConfig, snap: &Snapshot) {
         outln!("# Claude Code keys cadre does not implement (ignored)");
         for k in &c.ignored {
             outln!("#   {}    {}", k.key, k.origin);
+        }
+    }
+    if !c.plugins.is_empty() {
+        outln!(
+            "# plugins (honoured: commands, agents, skills, hooks, MCP servers, output styles; docs/plugins.md)"
+        );
+        for p in &c.plugins {
+            outln!(
+                "#   {}    {}    enabled by {}",
+                p.source,
+                p.path.display(),
+                p.enabled_by
+            );
         }
     }
     let cmds = commands(snap);

@@ -141,8 +141,6 @@ pub struct HeadlessArgs {
     /// input fits this JSON Schema (the result's `structured_output`).
     #[arg(long, value_name = "SCHEMA")]
     pub json_schema: Option<String>,
-    #[arg(long, hide = true)]
-    pub plugin_dir: Vec<PathBuf>,
     /// The SDKs' session store (`session_store`): every transcript line is
     /// also written to stdout as a `transcript_mirror` frame.
     #[arg(long, hide = true)]
@@ -307,9 +305,6 @@ fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     }
     if h.thinking_display.is_some() {
         unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
-    }
-    if !h.plugin_dir.is_empty() {
-        unsupported.push("--plugin-dir (plugins are not supported; ignored)");
     }
     if h.session_mirror {
         // The SDKs' session store: every transcript line (and sub-agent
@@ -1499,7 +1494,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .filter(|s| s.kind == crate::catalog::SkillKind::Skill)
             .map(|s| s.name.clone())
             .collect(),
-        plugins: Vec::new(),
+        plugins: snap.config.plugins.iter().map(|p| p.init_entry()).collect(),
         uuid: wire::new_uuid(),
         cadre_version: wire::CADRE_VERSION.into(),
         model_source: model_source.into(),

@@ -22,6 +22,7 @@ mod markdown;
 mod mcp;
 mod output;
 mod permissions;
+mod plugins;
 mod remember;
 mod run;
 mod sessions;
@@ -113,6 +114,10 @@ pub struct GlobalArgs {
     /// session directs background workers and keeps only the tools for that.
     #[arg(long, global = true)]
     pub coordinator: bool,
+    /// A plugin folder to load for this run (Claude Code's `--plugin-dir`;
+    /// repeatable).
+    #[arg(long = "plugin-dir", global = true, value_name = "DIR")]
+    pub plugin_dirs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -133,6 +138,10 @@ pub enum Command {
     /// `cadre commands` is the same command).
     #[command(subcommand, alias = "commands")]
     Skills(skills::SkillsCommand),
+    /// Claude Code plugins: list those loaded and installed, install one
+    /// from a marketplace, remove one (docs/plugins.md).
+    #[command(subcommand, alias = "plugin")]
+    Plugins(plugins::PluginsCommand),
     /// Every feature flag: value, where it was set, effective or not.
     Flags(flags::FlagsArgs),
     /// Agent worktrees kept under the current repository.
@@ -324,6 +333,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Render(args) => run::render(&g, args).await,
         Command::Agents(cmd) => agents::dispatch(&g, cmd).await,
         Command::Skills(cmd) => skills::dispatch(&g, cmd),
+        Command::Plugins(cmd) => plugins::dispatch(&g, cmd),
         Command::Tools(cmd) => tools::dispatch(&g, cmd).await,
         Command::Mcp(cmd) => mcp::dispatch(&g, cmd).await,
         Command::Flags(args) => flags::flags(&g, args),
@@ -450,6 +460,7 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 allow: o.allow.clone(),
                 deny: o.deny.clone(),
                 mode: g.coordinator.then_some(crate::config::Mode::Coordinator),
+                plugin_dirs: g.plugin_dirs.clone(),
             },
         },
         cli_agents: g.agents.clone(),

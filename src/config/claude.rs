@@ -75,6 +75,32 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
             "model" => scalar(path, value, "model", &["provider", "model"], &mut t, true),
             "outputStyle" => scalar(path, value, "outputStyle", &["output_style"], &mut t, true),
             "statusLine" => status_line(path, value, &mut t),
+            "enabledPlugins" => enabled_plugins(path, value, &mut t),
+            "extraKnownMarketplaces" => match &value.kind {
+                Kind::Map(entries) => {
+                    for (k, v) in entries {
+                        if !matches!(v.get("source").map(|s| &s.kind), Some(Kind::Map(_))) {
+                            t.problems.push(expected(
+                                path,
+                                v,
+                                &format!("extraKnownMarketplaces.{}", k.name),
+                                "an object with a `source` object",
+                            ));
+                            continue;
+                        }
+                        insert(
+                            &mut t.value,
+                            &["plugins", "marketplaces", &k.name],
+                            v.to_json(),
+                        );
+                        t.positions
+                            .push((format!("plugins.marketplaces.{}", k.name), k.pos));
+                    }
+                }
+                _ => t
+                    .problems
+                    .push(expected(path, value, &key.name, "an object")),
+            },
             "enableAllProjectMcpServers" => scalar(
                 path,
                 value,
@@ -106,6 +132,50 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
                     "a positive number of tokens",
                 )),
             },
+            "apiKeyHelper" => scalar(
+                path,
+                value,
+                &key.name,
+                &["provider", "api_key_helper"],
+                &mut t,
+                true,
+            ),
+            "disableSkillShellExecution" => scalar(
+                path,
+                value,
+                &key.name,
+                &["disable_skill_shell_execution"],
+                &mut t,
+                false,
+            ),
+            "disableAllHooks" => scalar(
+                path,
+                value,
+                &key.name,
+                &["disable_all_hooks"],
+                &mut t,
+                false,
+            ),
+            "maxEffortLevel" => scalar(path, value, &key.name, &["max_effort_level"], &mut t, true),
+            "availableModels" => string_list(path, value, &key.name, "available_models", &mut t),
+            "deniedModels" => string_list(path, value, &key.name, "denied_models", &mut t),
+            "claudeMdExcludes" => string_list(path, value, &key.name, "claude_md_excludes", &mut t),
+            "bashOutputMaxChars" => match &value.kind {
+                Kind::Int(n) if *n > 0 => {
+                    insert(
+                        &mut t.value,
+                        &["bash", "max_output_chars"],
+                        Value::from((*n).clamp(4_000, 128_000)),
+                    );
+                    t.positions.push(("bash.max_output_chars".into(), key.pos));
+                }
+                _ => t.problems.push(expected(
+                    path,
+                    value,
+                    &key.name,
+                    "a positive number of characters",
+                )),
+            },
             "cleanupPeriodDays" => match &value.kind {
                 Kind::Int(n) if *n >= 0 => {
                     insert(
@@ -124,6 +194,43 @@ pub fn translate(path: &Path, doc: &Node) -> Translated {
         }
     }
     t
+}
+
+/// `enabledPlugins`: `{"NAME@MARKETPLACE": true|false}` (or Claude Code's
+/// older list of enabled ids).
+fn enabled_plugins(path: &Path, value: &Node, t: &mut Translated) {
+    let set = |id: &str, on: bool, pos: Pos, t: &mut Translated| {
+        insert(&mut t.value, &["plugins", "enabled", id], Value::Bool(on));
+        t.positions.push((format!("plugins.enabled.{id}"), pos));
+    };
+    match &value.kind {
+        Kind::Map(entries) => {
+            for (k, v) in entries {
+                match &v.kind {
+                    Kind::Bool(on) => set(&k.name, *on, k.pos, t),
+                    _ => t.problems.push(expected(
+                        path,
+                        v,
+                        &format!("enabledPlugins.{}", k.name),
+                        "true or false",
+                    )),
+                }
+            }
+        }
+        Kind::Seq(items) => {
+            for item in items {
+                match &item.kind {
+                    Kind::Str(id) => set(id, true, item.pos, t),
+                    _ => t
+                        .problems
+                        .push(expected(path, item, "enabledPlugins", "a string")),
+                }
+            }
+        }
+        _ => t
+            .problems
+            .push(expected(path, value, "enabledPlugins", "an object")),
+    }
 }
 
 /// `statusLine: {"type": "command", "command": "…", "padding": N}`: the
@@ -306,7 +413,7 @@ fn permissions(path: &Path, node: &Node, t: &mut Translated) {
 /// async?}]}]}` → `hooks.Event = [{matcher, command, args, timeout_ms,
 /// async}]`. Each entry is read strictly ([`read_entry`]):
 /// one with a problem is reported and left out, never run in part.
-fn hooks(path: &Path, node: &Node, t: &mut Translated) {
+pub(super) fn hooks(path: &Path, node: &Node, t: &mut Translated) {
     if !matches!(node.kind, Kind::Map(_)) {
         t.problems.push(expected(path, node, "hooks", "an object"));
         return;

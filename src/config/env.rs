@@ -208,6 +208,18 @@ pub(super) fn cli_layer(cli: &CliOverrides) -> LayerDoc {
             Value::String(mode.as_str().into()),
         );
     }
+    if !cli.plugin_dirs.is_empty() {
+        set(
+            &["plugins", "dirs"],
+            "--plugin-dir",
+            Value::Array(
+                cli.plugin_dirs
+                    .iter()
+                    .map(|d| Value::String(d.display().to_string()))
+                    .collect(),
+            ),
+        );
+    }
     let rules = |list: &[String]| Value::Array(list.iter().cloned().map(Value::String).collect());
     if !cli.allow.is_empty() {
         set(

@@ -199,6 +199,12 @@ pub struct HookConfig {
     /// prints or exits with decides nothing.
     #[serde(default, rename = "async", skip_serializing_if = "is_false")]
     pub run_async: bool,
+    /// The plugin folder of a plugin's hook (`hooks/hooks.json`): the hook
+    /// gets it as `CLAUDE_PLUGIN_ROOT`, and `${CLAUDE_PLUGIN_ROOT}` in its
+    /// command and arguments is replaced by it. Set only by the plugin
+    /// loader; no settings file can write it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_root: Option<std::path::PathBuf>,
 }
 
 impl HookConfig {
@@ -216,6 +222,7 @@ impl HookConfig {
             model: None,
             timeout_ms: DEFAULT_HOOK_TIMEOUT_MS,
             run_async: false,
+            plugin_root: None,
         }
     }
 

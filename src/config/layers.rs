@@ -237,6 +237,19 @@ impl LayerDoc {
                 }
             }
         }
+        if let Some(plugins) = self.value.get_mut("plugins").and_then(Value::as_object_mut) {
+            if let Some(Value::Array(items)) = plugins.get_mut("dirs") {
+                items.iter_mut().for_each(fix);
+            }
+            // A marketplace in a folder (`{"source": "directory", "path"}`).
+            if let Some(Value::Object(markets)) = plugins.get_mut("marketplaces") {
+                for m in markets.values_mut() {
+                    if let Some(path) = m.get_mut("source").and_then(|s| s.get_mut("path")) {
+                        fix(path);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -283,6 +296,9 @@ pub fn is_union_list(key: &str) -> bool {
             | "enabled_mcpjson_servers"
             | "disabled_mcpjson_servers"
             | "pass_env"
+            | "plugins.dirs"
+            | "denied_models"
+            | "claude_md_excludes"
     ) || key.strip_prefix("hooks.").is_some_and(|e| !e.contains('.'))
 }
 

@@ -54,6 +54,8 @@ pub struct CliOverrides {
     pub deny: Vec<String>,
     /// `--coordinator`.
     pub mode: Option<super::Mode>,
+    /// `--plugin-dir`, in order.
+    pub plugin_dirs: Vec<PathBuf>,
 }
 
 /// Everything settings depend on, so that loading is a plain function.
@@ -118,6 +120,8 @@ pub struct LoadedConfig {
     /// Where `disableBypassPermissionsMode: "disable"` was set, if in any
     /// layer: no session may then run in `bypassPermissions`.
     pub bypass_disabled_by: Option<Origin>,
+    /// The plugins this session loads (docs/plugins.md).
+    pub plugins: Vec<super::plugins::Plugin>,
 }
 
 /// The one place the session folder is decided: `transcripts.dir` as a
@@ -292,6 +296,16 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         }
         if f.scope.from_repository() {
             narrow_sandbox(&mut doc, trusted, &mut skipped);
+            // A repository never chooses the command that makes your key,
+            // trusted or not (Claude Code reads `apiKeyHelper` from user
+            // and managed settings only).
+            let origin = doc.origin("provider.api_key_helper");
+            if doc.take(&["provider", "api_key_helper"]).is_some() {
+                warnings.push(origin.diagnostic(
+                    crate::diagnostic::Severity::Warning,
+                    "apiKeyHelper is read from your own (~/.claude/settings.json) and managed settings only; ignored here",
+                ));
+            }
         }
         if f.scope.from_repository() && !trusted {
             let mode = doc
@@ -359,6 +373,20 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
     for doc in &managed {
         layers::merge(&mut acc, doc, &mut origins);
     }
+    // Plugins, as the layers above left them: their hooks join the
+    // settings' as a layer of the scope that enabled each plugin.
+    let plugin_settings: super::settings::PluginSettings = acc
+        .get("plugins")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let (plugins, plugin_diags) =
+        super::plugins::resolve(&plugin_settings, &origins, input.home().as_deref());
+    warnings.extend(plugin_diags);
+    for p in &plugins {
+        for doc in super::plugins::hook_layers(p, &mut warnings) {
+            layers::merge(&mut acc, &doc, &mut origins);
+        }
+    }
 
     let mut settings: Settings = figment::Figment::from(Serialized::defaults(Value::Object(acc)))
         .extract()
@@ -386,6 +414,12 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         ));
     }
     settings.transcripts.dir = transcripts_dir(input, &settings.transcripts.dir);
+    apply_limits(&mut settings, &origins, &mut warnings)?;
+    // The catalog reads a plugin's agents, skills, commands and styles.
+    settings
+        .agents
+        .plugin_dirs
+        .extend(plugins.iter().map(|p| p.path.clone()));
     let flags = build_flags(&settings, &origins, &mut warnings);
 
     Ok(LoadedConfig {
@@ -401,7 +435,63 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         trust_root,
         project_dir: input.cwd.clone(),
         bypass_disabled_by,
+        plugins,
     })
+}
+
+/// Claude Code's switches that limit what a session may do, applied once
+/// here: `disableAllHooks` (no settings or plugin hook, no status line),
+/// `maxEffortLevel` (every model's accepted levels capped), and the model
+/// policy (`deniedModels`, `availableModels`) checked for the main model;
+/// a refused model is an error at the position of the key that chose it.
+fn apply_limits(
+    settings: &mut Settings,
+    origins: &Origins,
+    warnings: &mut Vec<Diagnostic>,
+) -> Result<(), ConfigError> {
+    if settings.disable_all_hooks {
+        settings.hooks = Default::default();
+        settings.status_line = None;
+    }
+    if let Some(max) = settings.max_effort_level.clone() {
+        let max = max.trim().to_ascii_lowercase();
+        match super::settings::EFFORT_LEVELS
+            .iter()
+            .position(|l| *l == max)
+        {
+            Some(rank) => {
+                let allowed = &super::settings::EFFORT_LEVELS[..=rank];
+                for levels in settings.effort_levels.values_mut() {
+                    levels.retain(|l| allowed.contains(&l.as_str()));
+                }
+            }
+            None => {
+                let why = format!(
+                    "maxEffortLevel: `{max}` is not a level ({}); no cap applies",
+                    super::settings::EFFORT_LEVELS.join(", ")
+                );
+                warnings.push(match origins.of("max_effort_level") {
+                    Some(o) => o.diagnostic(crate::diagnostic::Severity::Warning, why),
+                    None => Diagnostic::warning(None, None, why),
+                });
+            }
+        }
+    }
+    let model = settings.provider.model.clone();
+    if !model.is_empty()
+        && let Some(why) = settings.model_refusal(&model)
+    {
+        let at = origins
+            .of("provider.model")
+            .or_else(|| origins.of("denied_models"))
+            .or_else(|| origins.of("available_models"));
+        let message = format!("{why}; choose another model");
+        return Err(ConfigError::one(match at {
+            Some(o) => o.diagnostic(crate::diagnostic::Severity::Error, message),
+            None => Diagnostic::error(None, None, message),
+        }));
+    }
+    Ok(())
 }
 
 /// A repository's layer may only make the sandbox stricter, and only in a
@@ -619,7 +709,8 @@ fn walk_unknown(
     at: &mut Vec<String>,
     out: &mut Vec<Diagnostic>,
 ) {
-    let Some(known) = template.as_object() else {
+    // An empty table in the template takes any names (`plugins.enabled`).
+    let Some(known) = template.as_object().filter(|k| !k.is_empty()) else {
         return;
     };
     for (key, value) in node.entries() {

@@ -17,6 +17,7 @@ mod hooks;
 pub mod layers;
 mod load;
 mod mode;
+pub mod plugins;
 mod sandbox;
 mod settings;
 pub mod trust;
@@ -40,9 +41,10 @@ pub use load::{
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};
 pub use settings::{
-    AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, McpServerConfig,
-    ModelPrice, PermissionSettings, ProviderKind, ProviderSettings, ReloadSettings, SCRUBBED_ENV,
-    SamplingPolicy, SearchBackend, Settings, StatusLineSetting, TaskBackendKind, ToolCallFallback,
-    TranscriptSettings, WebFetchSettings, WebSearchSettings,
+    AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, EFFORT_LEVELS,
+    McpServerConfig, ModelPrice, PermissionSettings, PluginSettings, ProviderKind,
+    ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings,
+    StatusLineSetting, TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings,
+    WebSearchSettings,
 };
 pub use trust::Skipped;

@@ -82,6 +82,42 @@ pub struct Settings {
     /// The operating-system sandbox of Bash commands and command hooks
     /// (Claude Code's `sandbox`; docs/sandbox.md).
     pub sandbox: super::sandbox::SandboxSettings,
+    /// Claude Code's plugins: which are enabled, the marketplaces they
+    /// come from, and the folders `--plugin-dir` names (docs/plugins.md).
+    pub plugins: PluginSettings,
+    /// No hook of the settings or of a plugin runs, and chat shows no
+    /// status line (Claude Code's `disableAllHooks`).
+    pub disable_all_hooks: bool,
+    /// The highest reasoning effort any request asks for (Claude Code's
+    /// `maxEffortLevel`): a higher one is lowered to it.
+    pub max_effort_level: Option<String>,
+    /// When not empty, the only models a session may use (Claude Code's
+    /// `availableModels`): ids, aliases, or a family word such as `sonnet`.
+    pub available_models: Vec<String>,
+    /// Models no session may use (Claude Code's `deniedModels`), written
+    /// as `available_models` is.
+    pub denied_models: Vec<String>,
+    /// `!` lines of skills and commands are never run (Claude Code's
+    /// `disableSkillShellExecution`).
+    pub disable_skill_shell_execution: bool,
+    /// Globs (or absolute paths) of user, project and local `CLAUDE.md`
+    /// files not to read (Claude Code's `claudeMdExcludes`).
+    pub claude_md_excludes: Vec<String>,
+}
+
+/// `[plugins]`: Claude Code's `enabledPlugins` and `extraKnownMarketplaces`,
+/// and `--plugin-dir`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PluginSettings {
+    /// `NAME@MARKETPLACE` → enabled (`enabledPlugins`); a higher layer's
+    /// `false` turns off a lower layer's plugin.
+    pub enabled: BTreeMap<String, bool>,
+    /// Marketplaces by name, each `{"source": {...}}` as Claude Code writes
+    /// it (`extraKnownMarketplaces`).
+    pub marketplaces: BTreeMap<String, serde_json::Value>,
+    /// Plugin folders loaded for this run (`--plugin-dir`).
+    pub dirs: Vec<PathBuf>,
 }
 
 /// `[modes.NAME]`: what a mode changes. Coordinator mode is data: the
@@ -94,7 +130,39 @@ pub struct ModeSettings {
     pub main_agent: Option<String>,
 }
 
+/// Every reasoning-effort level cadre knows, lowest first (OpenAI's
+/// `minimal` through Anthropic's `max`).
+pub const EFFORT_LEVELS: &[&str] = &["minimal", "low", "medium", "high", "xhigh", "max"];
+
 impl Settings {
+    /// Why `model` may not be used (`deniedModels`, `availableModels`),
+    /// or `None` when it may. An entry matches a model by its id, by an
+    /// alias of `[models]` naming that id, or as a family word contained
+    /// in the id (`sonnet` matches `claude-sonnet-4-5`).
+    pub fn model_refusal(&self, model: &str) -> Option<String> {
+        let m = model.trim().to_ascii_lowercase();
+        let matches = |entry: &String| {
+            let e = entry.trim().to_ascii_lowercase();
+            !e.is_empty()
+                && (e == m
+                    || self
+                        .models
+                        .get(entry.trim())
+                        .is_some_and(|id| id.eq_ignore_ascii_case(&m))
+                    || m.contains(&e))
+        };
+        if let Some(d) = self.denied_models.iter().find(|d| matches(d)) {
+            return Some(format!("model `{model}` is denied by deniedModels (`{d}`)"));
+        }
+        if !self.available_models.is_empty() && !self.available_models.iter().any(matches) {
+            return Some(format!(
+                "model `{model}` is not in availableModels ({})",
+                self.available_models.join(", ")
+            ));
+        }
+        None
+    }
+
     /// The agent the main session runs as in the current mode, if the mode
     /// names one.
     pub fn mode_main_agent(&self) -> Option<&str> {
@@ -111,6 +179,10 @@ pub struct BashSettings {
     pub default_timeout_ms: u64,
     /// The largest timeout a call may ask for, in milliseconds.
     pub max_timeout_ms: u64,
+    /// How many characters of a command's output the model reads; the
+    /// middle of a longer output is cut (Claude Code's
+    /// `bashOutputMaxChars`, clamped to 4,000–128,000 as there).
+    pub max_output_chars: usize,
 }
 
 impl Default for BashSettings {
@@ -118,6 +190,7 @@ impl Default for BashSettings {
         BashSettings {
             default_timeout_ms: 120_000,
             max_timeout_ms: 600_000,
+            max_output_chars: 30_000,
         }
     }
 }
@@ -238,6 +311,13 @@ impl Default for Settings {
             transcripts: TranscriptSettings::default(),
             compact: CompactSettings::default(),
             hooks: HookSettings::default(),
+            plugins: PluginSettings::default(),
+            disable_all_hooks: false,
+            max_effort_level: None,
+            available_models: Vec::new(),
+            denied_models: Vec::new(),
+            disable_skill_shell_execution: false,
+            claude_md_excludes: Vec::new(),
             mcp_servers: BTreeMap::new(),
             mcp: McpSettings::default(),
             env: BTreeMap::new(),
@@ -353,6 +433,10 @@ pub struct ProviderSettings {
     /// Name of the environment variable that holds the API key.
     /// Default: `ANTHROPIC_API_KEY` or `OPENAI_API_KEY` by kind.
     pub api_key_env: Option<String>,
+    /// A shell command whose output is the API key (Claude Code's
+    /// `apiKeyHelper`), used when the key's variable is not set. Read from
+    /// the user's, the command line's and managed settings only.
+    pub api_key_helper: Option<String>,
     pub max_tokens: u32,
     pub temperature: Option<f64>,
     /// Extended thinking budget in tokens (Anthropic only).
@@ -401,6 +485,7 @@ impl Default for ProviderSettings {
             base_url: None,
             model: "sonnet".to_string(),
             api_key_env: None,
+            api_key_helper: None,
             max_tokens: 8192,
             temperature: None,
             thinking_budget: None,

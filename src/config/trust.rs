@@ -55,6 +55,11 @@ pub const GUARDED_KEYS: &[&[&str]] = &[
     // Runs a command before every chat prompt.
     &["status_line"],
     &["distributed", "subject_prefix"],
+    // Plugins run their hooks and MCP servers and bring their own agents,
+    // skills and commands: a project's plugins load once it is trusted.
+    &["plugins", "enabled"],
+    &["plugins", "marketplaces"],
+    &["plugins", "dirs"],
 ];
 
 /// Permission modes a project may set without trust: those that ask at

@@ -174,6 +174,50 @@ fn expand_vars(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Strin
     Ok(out)
 }
 
+/// The MCP servers of the session's plugins, named `plugin:PLUGIN:SERVER`
+/// as Claude Code names them (their tools `mcp__plugin_PLUGIN_SERVER__x`).
+/// `${CLAUDE_PLUGIN_ROOT}` (and `${VAR}` of the environment) expand as in
+/// `.mcp.json`, and the server gets `CLAUDE_PLUGIN_ROOT` too.
+pub fn plugin_servers(
+    plugins: &[crate::config::plugins::Plugin],
+    env: &[(String, String)],
+) -> (BTreeMap<String, McpServerConfig>, Vec<Diagnostic>) {
+    use crate::config::plugins::{PLUGIN_ROOT_VAR, mcp_servers};
+    let mut servers = BTreeMap::new();
+    let mut diags = Vec::new();
+    for p in plugins {
+        let root = p.path.display().to_string();
+        let lookup = |k: &str| {
+            if k == PLUGIN_ROOT_VAR {
+                return Some(root.clone());
+            }
+            env.iter()
+                .rev()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| v.clone())
+        };
+        let (found, problems) = mcp_servers(&p.path);
+        diags.extend(problems);
+        for (name, entry, path) in found {
+            match parse_server(&entry).and_then(|c| expand_server(c, &lookup)) {
+                Ok(mut c) => {
+                    c.env.insert(PLUGIN_ROOT_VAR.to_string(), root.clone());
+                    servers.insert(format!("plugin:{}:{name}", p.name), c);
+                }
+                Err(why) => diags.push(Diagnostic::warning(
+                    Some(&path),
+                    None,
+                    format!(
+                        "plugin `{}`: mcpServers.{name}: {why}; this server is ignored",
+                        p.name
+                    ),
+                )),
+            }
+        }
+    }
+    (servers, diags)
+}
+
 /// The shared servers: `.mcp.json` entries overridden by settings.
 pub fn effective_servers(
     from_json: &BTreeMap<String, McpServerConfig>,

@@ -276,6 +276,78 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+/// How long `apiKeyHelper` may run, and how much of its output is read.
+const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
+const HELPER_MAX_BYTES: u64 = 64 * 1024;
+/// How long a helper's key is reused before the helper runs again
+/// (Claude Code's default, 5 minutes).
+const HELPER_TTL: Duration = Duration::from_secs(300);
+
+/// The key `apiKeyHelper` prints: its output's first line, trimmed. The
+/// command runs with `bash -c`, bounded in time and output, and its key is
+/// reused for [`HELPER_TTL`] within this process.
+fn helper_key(helper: &str) -> Result<String, ProviderError> {
+    use std::io::Read;
+    use std::sync::Mutex;
+    static CACHE: Mutex<Option<(String, std::time::Instant, String)>> = Mutex::new(None);
+    if let Ok(c) = CACHE.lock()
+        && let Some((h, at, key)) = c.as_ref()
+        && h == helper
+        && at.elapsed() < HELPER_TTL
+    {
+        return Ok(key.clone());
+    }
+    let fail = |why: String| {
+        ProviderError::new(
+            ProviderErrorKind::Config,
+            format!("apiKeyHelper `{helper}`: {why}"),
+        )
+    };
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", helper])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| fail(format!("cannot start: {e}")))?;
+    let Some(out) = child.stdout.take() else {
+        return Err(fail("no output".into()));
+    };
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = out.take(HELPER_MAX_BYTES).read_to_string(&mut text);
+        text
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if started.elapsed() > HELPER_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(fail(format!(
+                    "no answer within {}s",
+                    HELPER_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => return Err(fail(e.to_string())),
+        }
+    };
+    let text = reader.join().unwrap_or_default();
+    if !status.success() {
+        return Err(fail(format!("exited with {status}")));
+    }
+    let key = text.lines().next().unwrap_or_default().trim().to_string();
+    if key.is_empty() {
+        return Err(fail("printed no key".into()));
+    }
+    if let Ok(mut c) = CACHE.lock() {
+        *c = Some((helper.to_string(), std::time::Instant::now(), key.clone()));
+    }
+    Ok(key)
+}
+
 impl Provider {
     /// Builds the provider from settings and the process environment
     /// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`,
@@ -316,7 +388,11 @@ impl Provider {
             .api_key_env
             .clone()
             .unwrap_or_else(|| default_key_env.to_string());
-        let api_key = env_get(env, &key_env).map(str::to_string);
+        let api_key = match (env_get(env, &key_env), &settings.api_key_helper) {
+            (Some(k), _) => Some(k.to_string()),
+            (None, Some(helper)) => Some(helper_key(helper)?),
+            (None, None) => None,
+        };
         let client = tls::client_builder()
             .connect_timeout(Duration::from_millis(settings.connect_timeout_ms.max(1)))
             // Idle connections kept for reuse. Without a bound, a turn that

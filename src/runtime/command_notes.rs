@@ -74,6 +74,12 @@ pub enum Note {
         command: String,
         path: PathBuf,
     },
+    /// A `!` line of an entry, not run: `disableSkillShellExecution`.
+    ShellDisabled {
+        what: &'static str,
+        name: String,
+        command: String,
+    },
     /// An `@path` outside the project.
     Outside { path: String },
     /// An `@path` the Read call refused or could not read.
@@ -94,6 +100,14 @@ impl fmt::Display for Note {
                 f,
                 "{what} `{name}`: !`{command}` not run: {} is in a folder you have not trusted (cadre trust)",
                 path.display()
+            ),
+            Note::ShellDisabled {
+                what,
+                name,
+                command,
+            } => write!(
+                f,
+                "{what} `{name}`: !`{command}` not run: disableSkillShellExecution is set"
             ),
             Note::Outside { path } => write!(f, "@{path}: not read, it lies outside the project"),
             Note::NotRead { path, why } => write!(f, "@{path}: not read: {why}"),

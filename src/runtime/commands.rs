@@ -28,8 +28,8 @@ use serde_json::json;
 
 use super::session::Session;
 use super::texts::{
-    CommandFile, CommandInvoked, CommandShellDenied, CommandShellFailed, CommandShellSkipped,
-    UnknownCommand,
+    CommandFile, CommandInvoked, CommandShellDenied, CommandShellDisabled, CommandShellFailed,
+    CommandShellSkipped, UnknownCommand,
 };
 use super::todos::ActiveSkill;
 use crate::catalog::Skill;
@@ -103,7 +103,7 @@ impl Session {
             return send(blocks);
         };
         let Some((name, args)) = split(&text) else {
-            return send(blocks);
+            return self.with_references(blocks, &text).await;
         };
         if let Some((b, _, _)) = BUILTINS.iter().find(|(b, _, _)| *b == name) {
             return Prompted::Builtin(b, args.to_string());
@@ -200,6 +200,20 @@ impl Session {
         while let Some((before, command, after)) = next_shell_line(rest) {
             done.push_str(before);
             rest = after;
+            if snap.settings().disable_skill_shell_execution {
+                out.notes.push(
+                    Note::ShellDisabled {
+                        what: skill.what(),
+                        name: skill.name.clone(),
+                        command: command.to_string(),
+                    }
+                    .to_string(),
+                );
+                done.push_str(&snap.templates.show(&CommandShellDisabled {
+                    command: command.to_string(),
+                }));
+                continue;
+            }
             if !skill.shell_allowed {
                 out.notes.push(
                     Note::ShellNotRun {
@@ -256,29 +270,67 @@ impl Session {
         done.push_str(rest);
         out.text = done;
         if by == InvokedBy::User {
-            for path in file_references(&out.text) {
-                let file = self.spec.cwd.join(&path);
-                if !file.is_file() {
-                    continue;
-                }
-                if !snap.project_files.holds(&file) {
-                    out.notes.push(Note::Outside { path }.to_string());
-                    continue;
-                }
-                let input = json!({"file_path": file.display().to_string()});
-                match self.side_tool_call(snap, "Read", input.clone()).await {
-                    Ok((result, false)) => out.files.push((input.to_string(), result)),
-                    Ok((why, true)) | Err(why) => out.notes.push(
-                        Note::NotRead {
-                            path,
-                            why: first_line(&why),
-                        }
-                        .to_string(),
-                    ),
-                }
-            }
+            self.read_references(snap, &out.text, &mut out.files, &mut out.notes)
+                .await;
         }
         Ok(out)
+    }
+
+    /// Reads the `@path` files `text` names (inside the project, through
+    /// the Read tool's pipeline) into `files`; what is not read is a note.
+    async fn read_references(
+        &self,
+        snap: &Arc<Snapshot>,
+        text: &str,
+        files: &mut Vec<(String, String)>,
+        notes: &mut Vec<String>,
+    ) {
+        for path in file_references(text) {
+            let file = self.spec.cwd.join(&path);
+            if !file.is_file() {
+                continue;
+            }
+            if !snap.project_files.holds(&file) {
+                notes.push(Note::Outside { path }.to_string());
+                continue;
+            }
+            let input = json!({"file_path": file.display().to_string()});
+            match self.side_tool_call(snap, "Read", input.clone()).await {
+                Ok((result, false)) => files.push((input.to_string(), result)),
+                Ok((why, true)) | Err(why) => notes.push(
+                    Note::NotRead {
+                        path,
+                        why: first_line(&why),
+                    }
+                    .to_string(),
+                ),
+            }
+        }
+    }
+
+    /// A plain prompt (no `/command`): its `@path` files, read as a
+    /// command's are, come first, then the prompt as typed (Claude Code
+    /// expands `@path` in every prompt the user types).
+    async fn with_references(&self, blocks: Vec<ContentBlock>, text: &str) -> Prompted {
+        if file_references(text).is_empty() {
+            return send(blocks);
+        }
+        let snap = self.engine.snapshot.load_full();
+        let (mut files, mut notes) = (Vec::new(), Vec::new());
+        self.read_references(&snap, text, &mut files, &mut notes)
+            .await;
+        let mut out: Vec<ContentBlock> = files
+            .into_iter()
+            .map(|(input, result)| {
+                ContentBlock::text(snap.templates.show(&CommandFile { input, result }))
+            })
+            .collect();
+        out.extend(blocks);
+        Prompted::Send {
+            blocks: out,
+            skill: None,
+            notes,
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use crate::catalog::AgentDef;
 pub use crate::config::HookEvent;
-use crate::config::{ChildEnv, Hook, HookConfig, HookType, Hooks};
+use crate::config::{ChildEnv, Hook, HookConfig, HookType, Hooks, plugins};
 use crate::message::{ContentBlock, History, Message, ToolResultContent};
 use crate::permissions::{HookDecision, HookVerdict};
 use crate::snapshot::Snapshot;
@@ -361,6 +361,26 @@ pub async fn run_hook_in(
     env: &ChildEnv,
     sandbox: Option<&Policy>,
 ) -> HookRun {
+    // A plugin's hook gets its folder as `CLAUDE_PLUGIN_ROOT`, in its
+    // environment and written into its command and arguments.
+    let with_root;
+    let (hook, env) = match &hook.plugin_root {
+        Some(root) => {
+            let mut h = hook.clone();
+            h.command = plugins::expand_root(&h.command, root);
+            for a in h.args.iter_mut().flatten() {
+                *a = plugins::expand_root(a, root);
+            }
+            let mut e = env.clone();
+            e.set.insert(
+                plugins::PLUGIN_ROOT_VAR.to_string(),
+                root.display().to_string(),
+            );
+            with_root = (h, e);
+            (&with_root.0, &with_root.1)
+        }
+        None => (hook, env),
+    };
     // A relative path (`./x.sh`, `.claude/hooks/x`) is the working
     // directory's; a bare name is looked up on `PATH`.
     let (program, argv): (&str, Vec<String>) = match &hook.args {

@@ -33,8 +33,8 @@ use super::resume::Recorded;
 use super::session::{Frozen, SessionSpec};
 use super::team_texts::{BadTeammateMode, ModeNeedsTeammate};
 use super::texts::{
-    AgentTypeNotAllowed, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder, MaxDepth, SkillText,
-    SubagentSkills, UnknownAgent,
+    AgentTypeNotAllowed, DeniedAgent, ForkChild, ForkInFork, ForkPlaceholder, MaxDepth,
+    ModelNotAllowed, SkillText, SubagentSkills, UnknownAgent,
 };
 
 /// Everything a sub-agent is before it runs: what [`plan_spawn`] decided.
@@ -149,6 +149,8 @@ pub enum SpawnRefusal {
     },
     /// The child would pass `agents.max_depth`.
     MaxDepth { agent_type: String, max_depth: u32 },
+    /// The child's model is refused by `deniedModels`/`availableModels`.
+    ModelNotAllowed { agent_type: String, why: String },
 }
 
 impl SpawnRefusal {
@@ -189,6 +191,10 @@ impl SpawnRefusal {
             } => t.show(&MaxDepth {
                 agent_type: agent_type.clone(),
                 max_depth: *max_depth,
+            }),
+            SpawnRefusal::ModelNotAllowed { agent_type, why } => t.show(&ModelNotAllowed {
+                agent_type: agent_type.clone(),
+                why: why.clone(),
             }),
         }
     }
@@ -500,6 +506,12 @@ fn plan_named(
         parent.model,
         &settings.models,
     );
+    if let Some(why) = settings.model_refusal(&model.model) {
+        return Err(SpawnRefusal::ModelNotAllowed {
+            agent_type: def.name.clone(),
+            why,
+        });
+    }
     let mut plan = base_plan(snap, parent, input, &def, agent_id, model);
     let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
     plan.tools = tool_pool(

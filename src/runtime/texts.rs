@@ -166,6 +166,12 @@ contexts! {
         pub source: String = ".claude/settings.json".into(),
     }
 
+    /// A spawn whose model the settings refuse.
+    "error_model_not_allowed" => pub struct ModelNotAllowed {
+        pub agent_type: String = "reviewer".into(),
+        pub why: String = "model `claude-opus-4-5` is denied by deniedModels (`opus`)".into(),
+    }
+
     /// A spawn past `agents.max_depth`.
     "error_max_depth" => pub struct MaxDepth {
         pub agent_type: String = "Explore".into(),
@@ -339,6 +345,11 @@ contexts! {
     /// In place of a command's `` !`command` `` line that did not run
     /// because the folder is not trusted.
     "command_shell_skipped" => pub struct CommandShellSkipped {
+        pub command: String = "git status".into(),
+    }
+
+    /// What a shell line becomes when `disableSkillShellExecution` is set.
+    "command_shell_disabled" => pub struct CommandShellDisabled {
         pub command: String = "git status".into(),
     }
 

@@ -23,8 +23,6 @@ use super::outcome::{
 };
 use super::{Input, Tool, ToolContext, ToolOutput};
 
-/// Output longer than this many characters keeps its head and tail.
-pub const MAX_OUTPUT_CHARS: usize = 30_000;
 /// Bytes kept in memory at each end of the output; the middle of longer
 /// output is counted, not stored.
 const KEEP_BYTES: usize = 256 * 1024;
@@ -168,7 +166,7 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     let _ = tokio::time::timeout(DRAIN_GRACE, done_rx).await;
 
     let mut output = match captured.lock() {
-        Ok(c) => c.text(MAX_OUTPUT_CHARS),
+        Ok(c) => c.text(ctx.bash.max_output_chars.max(1)),
         Err(_) => Clip::default(),
     };
     output.trim_end_newlines();
@@ -277,7 +275,10 @@ mod tests {
         assert!(out.text().starts_with("START\n"));
         assert!(out.text().ends_with("\nEND"));
         assert!(out.text().contains("characters truncated"));
-        assert!(out.text().chars().count() < MAX_OUTPUT_CHARS + 200);
+        assert!(
+            out.text().chars().count()
+                < crate::config::BashSettings::default().max_output_chars + 200
+        );
     }
 
     #[test]
@@ -290,14 +291,14 @@ mod tests {
         c.push(b"TAIL");
         assert!(c.dropped() > 0);
         let t = ToolOutput::ok(BashOutput {
-            output: c.text(MAX_OUTPUT_CHARS),
+            output: c.text(crate::config::BashSettings::default().max_output_chars),
             refused: vec![],
         })
         .text();
         assert!(t.starts_with("HEAD") && t.ends_with("TAIL"));
         assert!(t.contains("\n\n[... about "), "{t}");
         assert!(t.contains("characters truncated"));
-        assert!(t.chars().count() < MAX_OUTPUT_CHARS + 200);
+        assert!(t.chars().count() < crate::config::BashSettings::default().max_output_chars + 200);
     }
 
     #[tokio::test]

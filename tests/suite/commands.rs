@@ -547,3 +547,27 @@ fn a_pre_skill_shell_command_hook_sees_the_line_and_can_refuse_it() {
         "the refused command sent nothing"
     );
 }
+
+#[test]
+fn a_plain_prompt_reads_its_at_path_files_first() {
+    let p = project();
+    let outside = p.home.path().join("secret.txt");
+    std::fs::write(&outside, "do not send").unwrap();
+    let server = FakeServer::start([anthropic::text_reply("summarised")]);
+    let prompt = format!("Summarise @notes.txt and @{} please", outside.display());
+    let run = ok(&p, Some(&server), &["-p", &prompt]);
+    let texts = first_user_texts(&server.request(0).json);
+    let file = texts
+        .iter()
+        .position(|t| {
+            t.contains("Result of calling the Read tool") && t.contains("remember the changelog")
+        })
+        .unwrap_or_else(|| panic!("{texts:#?}"));
+    let typed = texts.iter().position(|t| *t == prompt).unwrap();
+    assert!(file < typed, "{texts:#?}");
+    assert!(
+        !texts.iter().any(|t| t.contains("do not send")),
+        "{texts:#?}"
+    );
+    assert!(run.stderr.contains("outside the project"), "{}", run.stderr);
+}

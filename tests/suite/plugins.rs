@@ -1,0 +1,349 @@
+//! Claude Code plugins through the real binary: a folder given with
+//! `--plugin-dir`, a plugin a project enables from its team's marketplace
+//! (a git repository, cloned over `file://`) installed with `cadre plugins
+//! install`, and trust: a plugin a repository enables loads nothing until
+//! the folder is trusted. Each plugin is written the way a plugin author
+//! lays one out: `.claude-plugin/plugin.json`, `commands/`, `agents/`,
+//! `skills/`, `hooks/hooks.json` and `.mcp.json`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::harness::{Project, tool_names};
+use super::kit::{FakeServer, anthropic};
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+/// A plugin named `hello` at `root`: a command, an agent that asks for a
+/// permission mode it may not have, a skill, a SessionStart hook that
+/// writes its `CLAUDE_PLUGIN_ROOT` into the project, and an MCP server.
+fn hello_plugin(root: &Path) {
+    write(
+        root,
+        ".claude-plugin/plugin.json",
+        r#"{"name": "hello", "version": "1.2.0", "description": "Greets"}"#,
+    );
+    write(
+        root,
+        "commands/greet.md",
+        "---\ndescription: Greet someone\n---\nSay hello to $ARGUMENTS from the plugin.\n",
+    );
+    write(
+        root,
+        "agents/helper.md",
+        "---\nname: helper\ndescription: Helps with greetings\npermissionMode: bypassPermissions\n---\nYou help.\n",
+    );
+    write(
+        root,
+        "skills/tidy/SKILL.md",
+        "---\nname: tidy\ndescription: Tidies greetings\n---\nTidy up.\n",
+    );
+    write(
+        root,
+        "hooks/hooks.json",
+        r#"{"description": "records where the plugin is", "hooks": {"SessionStart": [{"hooks": [
+            {"type": "command", "command": "printf '%s|%s' \"$CLAUDE_PLUGIN_ROOT\" '${CLAUDE_PLUGIN_ROOT}' > \"$CLAUDE_PROJECT_DIR/plugin-root.txt\""}
+        ]}]}}"#,
+    );
+    write(
+        root,
+        "output-styles/terse.md",
+        "---\nname: Terse\ndescription: Short answers\n---\nAnswer in one line.\n",
+    );
+    let (cmd, args) = super::mcp::server_command();
+    write(
+        root,
+        ".mcp.json",
+        &json!({"mcpServers": {"srv": {
+            "command": cmd,
+            "args": args,
+            "env": {super::mcp::MODE_ENV: "echo"}
+        }}})
+        .to_string(),
+    );
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap_or_else(|| panic!("not a list: {v}"))
+        .iter()
+        .filter_map(|s| s.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The texts of the first request's first user message.
+fn first_user_texts(server: &FakeServer) -> String {
+    server.request(0).json["messages"][0]["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_plugin_dir_brings_its_commands_agents_skills_hooks_and_mcp_server() {
+    let p = Project::new();
+    let plugin = p.home.path().join("dev/hello-plugin");
+    hello_plugin(&plugin);
+    let server = FakeServer::start([anthropic::text_reply("greeted")]);
+    let dir = plugin.display().to_string();
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "/hello:greet Bob",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--plugin-dir",
+            &dir,
+            "--settings",
+            r#"{"outputStyle": "hello:Terse"}"#,
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(
+        init["plugins"],
+        json!([{"name": "hello", "path": dir, "source": "hello@inline", "version": "1.2.0"}])
+    );
+    let commands = strings(&init["slash_commands"]);
+    assert!(
+        commands.contains(&"hello:greet".to_string())
+            && commands.contains(&"hello:tidy".to_string()),
+        "{commands:?}"
+    );
+    assert!(strings(&init["agents"]).contains(&"hello:helper".to_string()));
+    assert!(strings(&init["skills"]).contains(&"hello:tidy".to_string()));
+    assert_eq!(init["output_style"], "hello:Terse");
+    let servers = init["mcp_servers"].to_string();
+    assert!(servers.contains("plugin:hello:srv"), "{servers}");
+
+    // The typed command was the plugin's, expanded.
+    let texts = first_user_texts(&server);
+    assert!(
+        texts.contains("Say hello to Bob from the plugin."),
+        "{texts}"
+    );
+    // The plugin's server's tools are offered under Claude Code's name.
+    let tools = tool_names(&server.request(0).json);
+    assert!(
+        tools.contains(&"mcp__plugin_hello_srv__echo".to_string()),
+        "{tools:?}"
+    );
+    // The hook ran with the plugin's folder, as a variable and written
+    // into its command.
+    assert_eq!(
+        p.read("plugin-root.txt"),
+        format!("{dir}|{dir}"),
+        "{}",
+        run.stderr
+    );
+
+    // `config show` lists the plugin and where it came from, and each of
+    // its hooks at its place in the plugin's file.
+    let show = p.run(None, &["config", "show", "--origin", "--plugin-dir", &dir]);
+    show.ok();
+    assert!(
+        show.stdout.contains("hello@inline") && show.stdout.contains("--plugin-dir"),
+        "{}",
+        show.stdout
+    );
+    let hooks_json = plugin.join("hooks/hooks.json").display().to_string();
+    assert!(
+        show.stdout.contains(&format!("{hooks_json}:2:")),
+        "{}",
+        show.stdout
+    );
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .env("HOME", dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A team's marketplace as a bare git repository: `team-tools`, holding
+/// the `hello` plugin under `plugins/hello`. Returns its `file://` URL.
+fn git_marketplace(base: &Path) -> String {
+    let work = base.join("market-src");
+    write(
+        &work,
+        ".claude-plugin/marketplace.json",
+        r#"{"name": "team-tools", "owner": {"name": "Team"},
+            "plugins": [{"name": "hello", "source": "./plugins/hello", "description": "Greets"}]}"#,
+    );
+    hello_plugin(&work.join("plugins/hello"));
+    git(&work, &["init", "--quiet", "-b", "main"]);
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "--quiet", "-m", "marketplace"]);
+    let bare = base.join("market.git");
+    git(
+        base,
+        &[
+            "clone",
+            "--quiet",
+            "--bare",
+            work.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    format!("file://{}", bare.display())
+}
+
+#[test]
+fn a_plugin_the_project_enables_is_installed_from_its_git_marketplace() {
+    let p = Project::new();
+    let remote = tempfile::tempdir().unwrap();
+    let url = git_marketplace(remote.path());
+    p.write(
+        ".claude/settings.json",
+        &json!({
+            "extraKnownMarketplaces": {"team-tools": {"source": {"source": "git", "url": url}}},
+            "enabledPlugins": {"hello@team-tools": true}
+        })
+        .to_string(),
+    );
+    // Not installed yet: said, and nothing is loaded.
+    let before = p.run(None, &["config", "validate"]);
+    let said = format!("{}{}", before.stdout, before.stderr);
+    assert!(
+        said.contains("cadre plugins install hello@team-tools"),
+        "{said}"
+    );
+
+    let install = p.run(None, &["plugins", "install", "hello@team-tools"]);
+    install.ok();
+    let home = p.home.path();
+    let cached = home.join(".claude/plugins/cache/team-tools/hello/1.2.0");
+    assert!(
+        cached.join("commands/greet.md").is_file(),
+        "{}",
+        install.stdout
+    );
+    assert!(
+        home.join(".claude/plugins/marketplaces/team-tools/.claude-plugin/marketplace.json")
+            .is_file()
+    );
+    let records: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.join(".claude/plugins/installed_plugins.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(records["version"], 2);
+    assert_eq!(
+        records["plugins"]["hello@team-tools"][0]["installPath"],
+        cached.display().to_string()
+    );
+    let user: Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join(".claude/settings.json")).unwrap())
+            .unwrap();
+    assert_eq!(user["enabledPlugins"]["hello@team-tools"], true);
+
+    let list = p.run(None, &["plugins", "list"]);
+    list.ok();
+    assert!(
+        list.stdout.contains("hello@team-tools") && list.stdout.contains("loaded"),
+        "{}",
+        list.stdout
+    );
+
+    let server = FakeServer::start([anthropic::text_reply("greeted")]);
+    p.run(Some(&server), &["-p", "/hello:greet Ann"]).ok();
+    assert!(first_user_texts(&server).contains("Say hello to Ann from the plugin."));
+    assert_eq!(
+        p.read("plugin-root.txt"),
+        format!("{0}|{0}", cached.display())
+    );
+
+    let remove = p.run(None, &["plugins", "remove", "hello@team-tools"]);
+    remove.ok();
+    assert!(!cached.exists());
+    let after = p.run(None, &["commands", "list"]);
+    assert!(!after.stdout.contains("hello:greet"), "{}", after.stdout);
+}
+
+/// A plugin kept in the project's own marketplace folder, enabled by the
+/// project's settings.
+fn project_with_local_plugin() -> Project {
+    let p = Project::new();
+    p.write(
+        "tools/market/.claude-plugin/marketplace.json",
+        r#"{"name": "local", "owner": {"name": "Team"},
+            "plugins": [{"name": "hello", "source": "./hello"}]}"#,
+    );
+    hello_plugin(&p.path().join("tools/market/hello"));
+    p.write(
+        ".claude/settings.json",
+        &json!({
+            "extraKnownMarketplaces": {"local": {"source": {"source": "directory", "path": "tools/market"}}},
+            "enabledPlugins": {"hello@local": true}
+        })
+        .to_string(),
+    );
+    p
+}
+
+#[test]
+fn a_plugin_a_project_enables_runs_nothing_until_the_folder_is_trusted() {
+    let p = project_with_local_plugin();
+    p.untrust();
+    let server = FakeServer::start([anthropic::text_reply("hi"), anthropic::text_reply("hi")]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "hello", "--output-format", "stream-json", "--verbose"],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(init["plugins"], json!([]));
+    assert!(!strings(&init["slash_commands"]).contains(&"hello:greet".to_string()));
+    assert!(!PathBuf::from(p.path()).join("plugin-root.txt").exists());
+    let tools = tool_names(&server.request(0).json);
+    assert!(
+        !tools.iter().any(|t| t.starts_with("mcp__plugin_")),
+        "{tools:?}"
+    );
+    assert!(
+        run.stderr.contains("plugins.enabled") && run.stderr.contains("cadre trust"),
+        "{}",
+        run.stderr
+    );
+
+    // Trusted, the same folder loads the plugin and runs its hook.
+    let run = p.run(
+        Some(&server),
+        &[
+            "--trust",
+            "-p",
+            "hello",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(init["plugins"][0]["source"], "hello@local");
+    assert!(p.path().join("plugin-root.txt").exists());
+}
