@@ -468,7 +468,16 @@ mod tests {
     #[test]
     fn tool_schema_files_match_builtin_tools() {
         let fields: &[(&str, &[&str], &[&str])] = &[
-            ("Bash", &["command", "timeout", "description"], &["command"]),
+            (
+                "Bash",
+                &[
+                    "command",
+                    "timeout",
+                    "description",
+                    "dangerouslyDisableSandbox",
+                ],
+                &["command"],
+            ),
             (
                 "Edit",
                 &["file_path", "old_string", "new_string", "replace_all"],
