@@ -56,6 +56,18 @@ pub fn resolve(path: &Path) -> PathBuf {
     lexical(path)
 }
 
+/// The user's Claude Code folder for the home folder `home`:
+/// `CLAUDE_CONFIG_DIR` when it is set (as Claude Code and the Agent SDKs
+/// read it: the SDKs point it at a temporary copy on a session-store
+/// resume), else `home/.claude`. Settings, memory, rules, agents, skills,
+/// commands, output styles, agent memory and plugins of the user are
+/// found below it.
+pub fn user_claude_dir(home: &Path) -> PathBuf {
+    std::env::var_os("CLAUDE_CONFIG_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(|| home.join(".claude"), PathBuf::from)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

@@ -67,7 +67,9 @@ pub fn agent_memory_dir(
     }
     let project = || crate::config::trust::project_root(cwd);
     Some(match scope {
-        "user" => home?.join(".claude/agent-memory").join(name),
+        "user" => crate::paths::user_claude_dir(home?)
+            .join("agent-memory")
+            .join(name),
         "project" => project().join(".claude/agent-memory").join(name),
         "local" => project().join(".claude/agent-memory-local").join(name),
         _ => return None,

@@ -263,8 +263,9 @@ pub fn load_memory(input: &MemoryInput<'_>) -> (Memory, Vec<Diagnostic>) {
         .cloned()
         .unwrap_or_else(|| input.cwd.to_path_buf());
     if let Some(h) = input.home.filter(|_| wanted(Scope::User)) {
-        loader.top(&h.join(".claude/CLAUDE.md"), MemoryScope::User);
-        loader.rules(&h.join(".claude/rules"), &project_root, MemoryScope::User);
+        let user = crate::paths::user_claude_dir(h);
+        loader.top(&user.join("CLAUDE.md"), MemoryScope::User);
+        loader.rules(&user.join("rules"), &project_root, MemoryScope::User);
     }
     for dir in chain.iter().filter(|_| wanted(Scope::Project)) {
         if input.home == Some(dir.as_path()) {

@@ -222,7 +222,7 @@ fn folders(
         };
         dirs.push((SkillSource::Plugin, root.join(sub)));
     }
-    let user = home.map(|h| h.join(".claude").join(sub));
+    let user = home.map(|h| crate::paths::user_claude_dir(h).join(sub));
     if let Some(u) = &user {
         dirs.push((SkillSource::User, u.clone()));
     }

@@ -49,7 +49,7 @@ pub fn source_dirs(
     for p in &a.plugin_dirs {
         push(Source::Plugin, resolve(p));
     }
-    let home_agents = home.map(|h| h.join(".claude").join("agents"));
+    let home_agents = home.map(|h| crate::paths::user_claude_dir(h).join("agents"));
     if a.load_user_home
         && wanted(Scope::User)
         && let Some(h) = &home_agents

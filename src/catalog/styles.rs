@@ -132,7 +132,7 @@ pub fn style_dirs(
             Some(plugin),
         ));
     }
-    let user = home.map(|h| h.join(".claude/output-styles"));
+    let user = home.map(|h| crate::paths::user_claude_dir(h).join("output-styles"));
     if let Some(u) = user.as_ref().filter(|_| wanted(Scope::User)) {
         dirs.push((StyleSource::User, u.clone(), None));
     }

@@ -100,7 +100,7 @@ pub fn dispatch(g: &GlobalArgs, cmd: PluginsCommand) -> Result<(), CliError> {
 
 fn settings_file(scope: &str, project: &Path, home: &Path) -> Result<PathBuf, CliError> {
     match scope {
-        "user" => Ok(home.join(".claude").join("settings.json")),
+        "user" => Ok(crate::paths::user_claude_dir(home).join("settings.json")),
         "project" => Ok(project.join(".claude").join("settings.json")),
         "local" => Ok(project.join(".claude").join("settings.local.json")),
         other => Err(CliError::Usage(format!(

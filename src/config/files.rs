@@ -156,8 +156,8 @@ pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
         });
     }
     if wanted(Scope::User) {
-        if let Some(h) = home(input) {
-            let p = h.join(".claude").join("settings.json");
+        if let Some(h) = claude_dir(input) {
+            let p = h.join("settings.json");
             push(&mut out, Scope::User, p, Format::Claude);
         }
         if let Some(d) = user_cadre_dir(input) {

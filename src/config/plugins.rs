@@ -75,7 +75,7 @@ impl Plugin {
 /// `~/.claude/plugins`, where Claude Code (and `cadre plugins`) keep
 /// marketplaces, installed plugins and their records.
 pub fn plugins_home(home: &Path) -> PathBuf {
-    home.join(".claude").join("plugins")
+    crate::paths::user_claude_dir(home).join("plugins")
 }
 
 /// Reads a JSON file of at most [`MAX_MANIFEST_BYTES`]; `Ok(None)` when it

@@ -473,3 +473,51 @@ fn init_names_the_chosen_style_even_when_no_file_defines_it() {
         run.stderr
     );
 }
+
+/// `CLAUDE_CONFIG_DIR` names the user's Claude Code folder, as Claude Code
+/// reads it (the SDKs point it at a temporary copy when they resume from a
+/// session store): its settings, agents and memory are the user's, and
+/// `~/.claude` is not read.
+#[test]
+fn claude_config_dir_is_the_users_claude_folder() {
+    let mut p = Project::new();
+    let config = tempfile::tempdir().unwrap();
+    let write = |root: &std::path::Path, rel: &str, text: &str| {
+        let f = root.join(rel);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, text).unwrap();
+    };
+    write(
+        config.path(),
+        "settings.json",
+        r#"{"outputStyle": "Explanatory"}"#,
+    );
+    write(
+        config.path(),
+        "agents/from-config.md",
+        "---\nname: from-config\ndescription: In the config folder\n---\nHi.\n",
+    );
+    write(config.path(), "CLAUDE.md", "memory-from-config-dir");
+    write(
+        p.home.path(),
+        ".claude/agents/from-home.md",
+        "---\nname: from-home\ndescription: In the home folder\n---\nHi.\n",
+    );
+    write(p.home.path(), ".claude/CLAUDE.md", "memory-from-home");
+    p.env("CLAUDE_CONFIG_DIR", config.path().to_str().unwrap());
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let run = p.run(
+        Some(&server),
+        &["-p", "hi", "--output-format", "stream-json", "--verbose"],
+    );
+    let out = run.ok().json_lines();
+    assert_eq!(out[0]["output_style"], "Explanatory", "{}", out[0]);
+    let agents = out[0]["agents"].to_string();
+    assert!(
+        agents.contains("from-config") && !agents.contains("from-home"),
+        "{agents}"
+    );
+    let body = server.request(0).json.to_string();
+    assert!(body.contains("memory-from-config-dir"), "{body}");
+    assert!(!body.contains("memory-from-home"), "{body}");
+}
