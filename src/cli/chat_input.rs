@@ -30,6 +30,8 @@ pub fn history_path() -> Option<PathBuf> {
 
 struct ChatHelper {
     commands: Vec<String>,
+    /// `agent-NAME` for each agent a prompt may name with `@`.
+    agents: Vec<String>,
     files: FilenameCompleter,
 }
 
@@ -60,8 +62,15 @@ impl Completer for ChatHelper {
             return Ok((0, found));
         }
         if let Some(path) = word.strip_prefix('@') {
-            let (at, found) = self.files.complete_path(path, path.len())?;
+            let (at, mut found) = self.files.complete_path(path, path.len())?;
             let _ = ctx;
+            let agents = self.agents.iter().filter(|a| a.starts_with(path));
+            if at == 0 {
+                found.extend(agents.map(|a| Pair {
+                    display: a.clone(),
+                    replacement: format!("{a} "),
+                }));
+            }
             return Ok((start + 1 + at, found));
         }
         Ok((pos, Vec::new()))
@@ -104,7 +113,8 @@ pub struct ChatInput {
 impl ChatInput {
     /// An editor completing `commands` (each with its `/`), with the
     /// history of earlier sessions loaded.
-    pub fn new(commands: Vec<String>) -> Result<ChatInput, CliError> {
+    /// `agents`: the names a prompt may mention as `@agent-NAME`.
+    pub fn new(commands: Vec<String>, agents: &[String]) -> Result<ChatInput, CliError> {
         let config = Config::builder()
             .max_history_size(HISTORY_ENTRIES)
             .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?
@@ -115,6 +125,7 @@ impl ChatInput {
             .map_err(|e| CliError::Failed(format!("cannot start the line editor: {e}")))?;
         editor.set_helper(Some(ChatHelper {
             commands,
+            agents: agents.iter().map(|a| format!("agent-{a}")).collect(),
             files: FilenameCompleter::new(),
         }));
         // Not Ctrl-J: an Enter pressed just before the editor takes the
@@ -189,6 +200,7 @@ mod tests {
         std::fs::write(dir.path().join("notes.md"), "").unwrap();
         let helper = ChatHelper {
             commands: vec!["/compact".into(), "/clear".into(), "/mcp".into()],
+            agents: vec!["agent-reviewer".into(), "agent-Explore".into()],
             files: FilenameCompleter::new(),
         };
         let history = FileHistory::new();
@@ -203,5 +215,9 @@ mod tests {
         assert_eq!(&line[..at], "read @");
         let want = format!("{}/notes.md", dir.path().display());
         assert_eq!(found[0].replacement, want);
+        // `@agent-` completes the agents' names.
+        let (at, found) = helper.complete("ask @agent-r", 12, &ctx).unwrap();
+        let names: Vec<&str> = found.iter().map(|p| p.replacement.as_str()).collect();
+        assert_eq!((at, names), (5, vec!["agent-reviewer "]));
     }
 }

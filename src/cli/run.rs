@@ -1059,6 +1059,8 @@ const STATUS_LINE_TIMEOUT_MS: u64 = 2000;
 enum ChatDone {
     Exit,
     Shown,
+    /// `/resume ID`: continue that session instead.
+    Resume(String),
 }
 
 /// The answers chat's permission question takes; "always" names what it
@@ -1114,6 +1116,34 @@ async fn chat_builtin(
         }
         "permissions" => eprintln!("{}", edit_session_rules(engine, args)),
         "memory" => super::config::show_instructions(&snap),
+        "resume" => {
+            let cwd = session.spec().cwd.clone();
+            let recent = super::sessions::recent(&snap, &cwd, 10);
+            if args.is_empty() {
+                if recent.is_empty() {
+                    eprintln!("no earlier session of this project to resume");
+                }
+                for (i, (id, line)) in recent.iter().enumerate() {
+                    let this = if *id == engine.session_id {
+                        "  (this chat)"
+                    } else {
+                        ""
+                    };
+                    eprintln!("{:>3}  {}{this}", i + 1, super::output::shown(line));
+                }
+                eprintln!("/resume N or /resume SESSION-ID continues one of them here");
+            } else {
+                let id = match args.parse::<usize>() {
+                    Ok(n) if (1..=recent.len()).contains(&n) => recent[n - 1].0.clone(),
+                    _ => args.to_string(),
+                };
+                if id == engine.session_id {
+                    eprintln!("{id} is this chat");
+                } else {
+                    return Some(ChatDone::Resume(id));
+                }
+            }
+        }
         "cost" | "usage" => eprintln!("{}", cost_text(&progress.spent(), &snap)),
         "context" => {
             let spent = progress.spent();
@@ -1511,7 +1541,14 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             std::process::exit(143);
         });
     }
-    let mut editor = super::chat_input::ChatInput::new(chat_commands(&engine).await)?;
+    let agents: Vec<String> = engine
+        .snapshot
+        .load()
+        .visible_agents(session.spec().kind)
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    let mut editor = super::chat_input::ChatInput::new(chat_commands(&engine).await, &agents)?;
     eprintln!(
         "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Esc or Ctrl-C cancels a running turn, Ctrl-D quits."
     );
@@ -1562,6 +1599,48 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
         match chat_builtin(&line, &mut session, &engine, &progress).await {
             Some(ChatDone::Exit) => break,
             Some(ChatDone::Shown) => continue,
+            Some(ChatDone::Resume(id)) => {
+                // The session is checked before this one ends: a wrong id
+                // leaves the chat as it was.
+                let resumed = SessionArgs {
+                    resume: Some(id.clone()),
+                    continue_latest: false,
+                    fork_session: false,
+                    ..args.session.clone()
+                };
+                let prepared = match prepare_with(
+                    g,
+                    &resumed,
+                    mode(),
+                    progress.sink(),
+                    Some(Arc::clone(&asker)),
+                    extras.clone(),
+                ) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        eprintln!("cannot resume {id}: {e}");
+                        continue;
+                    }
+                };
+                session.session_end_hooks("resume").await;
+                engine.shutdown(std::time::Duration::from_secs(5)).await;
+                session.transcript().record(
+                    "end",
+                    serde_json::json!({"status": "completed", "resumed_other": id}),
+                );
+                _reload = prepared.watch();
+                session = prepared.session;
+                engine = prepared.engine;
+                def = prepared.def;
+                first = false;
+                start_context = session.session_start_hooks("resume").await;
+                eprintln!(
+                    "resumed session {} ({} messages)",
+                    engine.session_id,
+                    session.history().len()
+                );
+                continue;
+            }
             None => {}
         }
         // UserPromptSubmit sees the prompt as typed, before a slash

@@ -82,6 +82,42 @@ pub fn dispatch(g: &GlobalArgs, cmd: SessionsCommand) -> Result<(), CliError> {
     }
 }
 
+/// The sessions of the project in `cwd`, newest first: (id, a line that
+/// describes it), at most `n`. For chat's `/resume`.
+pub(super) fn recent(
+    snap: &crate::snapshot::Snapshot,
+    cwd: &Path,
+    n: usize,
+) -> Vec<(String, String)> {
+    let dirs = SessionDirs::new(&snap.settings().transcripts.dir, cwd);
+    let prices = &snap.settings().prices;
+    let mut rows: Vec<Summary> = dirs
+        .all()
+        .iter()
+        .filter_map(|found| {
+            let r = resume::load(&resume::main_file(&found.folder)).ok()?;
+            Some(summary(found, &r, prices))
+        })
+        .filter(|s| s.messages > 0)
+        .collect();
+    rows.sort_by(|a, b| {
+        (b.last_activity.as_deref(), &b.id).cmp(&(a.last_activity.as_deref(), &a.id))
+    });
+    rows.into_iter()
+        .take(n)
+        .map(|r| {
+            let line = format!(
+                "{}  {}  {} turns  {}",
+                r.id,
+                r.last_activity.as_deref().unwrap_or("?"),
+                r.turns,
+                r.title.as_deref().unwrap_or("")
+            );
+            (r.id, line)
+        })
+        .collect()
+}
+
 fn usage_error(e: ResumeError) -> CliError {
     CliError::Usage(e.to_string())
 }

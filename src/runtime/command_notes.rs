@@ -58,6 +58,11 @@ pub const CHAT_BUILTINS: &[(&str, &str, &str)] = &[
         "show the model, or switch this conversation to NAME",
     ),
     (
+        "resume",
+        "[N|session-id]",
+        "list this project's recent sessions, or continue one of them here",
+    ),
+    (
         "permissions",
         "[allow|ask|deny|remove RULE]",
         "the permission rules in force and where each comes from; add or remove one for this session",

@@ -316,6 +316,19 @@ impl Session {
             return send(blocks);
         }
         let snap = self.engine.snapshot.load_full();
+        // `@agent-NAME` of an agent this session may start: a note that
+        // asks the model to hand the request to it (after the prompt).
+        let visible = snap.visible_agents(self.spec.kind);
+        let mentions: Vec<ContentBlock> = file_references(text)
+            .iter()
+            .filter_map(|r| r.strip_prefix("agent-"))
+            .filter(|name| visible.iter().any(|d| d.name == *name))
+            .map(|name| {
+                ContentBlock::text(snap.templates.show(&super::texts::AgentMention {
+                    name: name.to_string(),
+                }))
+            })
+            .collect();
         let (mut files, mut notes) = (Vec::new(), Vec::new());
         self.read_references(&snap, text, &mut files, &mut notes)
             .await;
@@ -326,6 +339,7 @@ impl Session {
             })
             .collect();
         out.extend(blocks);
+        out.extend(mentions);
         Prompted::Send {
             blocks: out,
             skill: None,

@@ -57,6 +57,12 @@ contexts! {
         pub host: String = "registry.npmjs.org".into(),
     }
 
+    /// A prompt that names an agent (`@agent-NAME`, as Claude Code's
+    /// mention): the model is asked to hand the request to it.
+    "agent_mention" => pub struct AgentMention {
+        pub name: String = "code-reviewer".into(),
+    }
+
     /// A tool call whose input is not JSON.
     "error_invalid_json" => pub struct InvalidJson {
         pub tool: String = "Read".into(),

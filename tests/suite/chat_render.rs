@@ -327,3 +327,53 @@ fn permissions_added_in_chat_bind_the_session() {
     t.keys(&["/permissions remove Bash(touch:*)", "Enter"]);
     t.wait_for("removed Bash(touch:*) for this session");
 }
+
+/// `/resume` lists this project's sessions and `/resume N` continues one
+/// in the running chat: the next request carries its conversation. A
+/// wrong id leaves the chat as it was.
+#[test]
+fn chat_resumes_an_earlier_session_in_place() {
+    let p = Project::new();
+    let server = FakeServer::start([
+        anthropic::text_reply("first answer"),
+        anthropic::text_reply("second answer"),
+        anthropic::text_reply("third answer"),
+    ]);
+    let line =
+        chat_line(&p, &server, true).replace(" chat; sleep 30", " chat; echo chat-ended; sleep 30");
+    let t = Tmux::start(p.path(), &line);
+    t.wait_for("cadre chat");
+    t.keys(&["remember the word pelican", "Enter"]);
+    t.wait_for("first answer");
+    t.keys(&["/exit", "Enter"]);
+    t.wait_for("chat-ended");
+    drop(t);
+
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["a new chat", "Enter"]);
+    t.wait_for("second answer");
+    t.keys(&["/resume", "Enter"]);
+    t.wait_for("/resume N or /resume SESSION-ID");
+    let screen = t.screen();
+    assert!(screen.contains("remember the word pelican"), "{screen}");
+    assert!(screen.contains("(this chat)"), "{screen}");
+    t.keys(&["/resume no-such-session", "Enter"]);
+    t.wait_for("cannot resume no-such-session");
+    // The number the list gives the older session.
+    let n = screen
+        .lines()
+        .find(|l| l.contains("pelican"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    t.keys(&[&format!("/resume {n}"), "Enter"]);
+    t.wait_for("resumed session");
+    t.keys(&["what was the word?", "Enter"]);
+    t.wait_for("third answer");
+    let last = server.requests()[2].json["messages"].to_string();
+    assert!(
+        last.contains("pelican") && !last.contains("a new chat"),
+        "{last}"
+    );
+}

@@ -571,3 +571,30 @@ fn a_plain_prompt_reads_its_at_path_files_first() {
     );
     assert!(run.stderr.contains("outside the project"), "{}", run.stderr);
 }
+
+/// `@agent-NAME` in a prompt (Claude Code's mention) asks the model to
+/// hand the request to that agent; a name no agent has stays plain text.
+#[test]
+fn a_prompt_naming_an_agent_asks_for_it() {
+    let p = project();
+    p.write(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews changes\n---\nReview.\n",
+    );
+    let server = FakeServer::start([anthropic::text_reply("ok")]);
+    let prompt = "check this @agent-reviewer and @agent-nobody";
+    ok(&p, Some(&server), &["-p", prompt]);
+    let texts = first_user_texts(&server.request(0).json);
+    let typed = texts.iter().position(|t| *t == prompt).unwrap();
+    let mention = texts
+        .iter()
+        .position(|t| {
+            t.contains(r#"the agent "reviewer""#) && t.contains(r#"subagent_type "reviewer""#)
+        })
+        .unwrap_or_else(|| panic!("{texts:#?}"));
+    assert!(typed < mention, "{texts:#?}");
+    assert!(
+        !texts.iter().any(|t| t.contains(r#""nobody""#)),
+        "{texts:#?}"
+    );
+}
