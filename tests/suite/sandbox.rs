@@ -693,3 +693,59 @@ fn chat_asks_about_a_host_the_sandbox_does_not_allow() {
     );
     assert_eq!(count.load(Ordering::SeqCst), 2);
 }
+
+/// No program inside can open a Unix socket (the SSH agent, the Docker
+/// socket) unless the user's settings say `allowAllUnixSockets`; socket
+/// pairs, which join only processes inside, keep working.
+#[test]
+fn unix_sockets_are_closed_inside_unless_allowed() {
+    if !supported() {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let path = outside.path().join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let arrived = Arc::new(AtomicBool::new(false));
+    {
+        let arrived = Arc::clone(&arrived);
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                if conn.is_ok() {
+                    arrived.store(true, Ordering::SeqCst);
+                }
+            }
+        });
+    }
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"connected\")'",
+        path.display()
+    );
+    let pair = "python3 -c 'import socket; a, b = socket.socketpair(); a.send(b\"x\"); print(\"pair\", b.recv(1))'".to_string();
+
+    let p = sandboxed_project("");
+    let r = runs(&p, &[connect.clone(), pair.clone()]);
+    assert!(
+        r[0].starts_with("ERR:") && r[0].contains("PermissionError"),
+        "{r:?}"
+    );
+    assert!(r[1].contains("pair b'x'"), "{r:?}");
+    assert!(!arrived.load(Ordering::SeqCst));
+
+    // A repository cannot open them; the user's settings can.
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        r#"{"sandbox": {"enabled": true, "network": {"allowAllUnixSockets": true}}}"#,
+    );
+    let r = runs(&p, std::slice::from_ref(&connect));
+    assert!(r[0].starts_with("ERR:"), "{r:?}");
+    std::fs::create_dir_all(p.home.path().join(".claude")).unwrap();
+    std::fs::write(
+        p.home.path().join(".claude/settings.json"),
+        r#"{"sandbox": {"network": {"allowAllUnixSockets": true}}}"#,
+    )
+    .unwrap();
+    let r = runs(&p, &[connect]);
+    assert_eq!(r[0].trim(), "connected", "{r:?}");
+    assert!(arrived.load(Ordering::SeqCst));
+}

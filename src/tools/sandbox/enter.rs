@@ -242,7 +242,44 @@ fn prepare_inner(policy: &Policy) -> Result<Option<u16>, String> {
         map_ids(outer_uid, uid, outer_gid, gid)?;
     }
     landlock(policy)?;
+    if policy.block_unix_sockets {
+        block_unix_sockets()?;
+    }
     Ok(port)
+}
+
+/// Makes `socket(AF_UNIX, …)` fail with EPERM for this process and what it
+/// starts (seccomp; Landlock has already set no-new-privileges). The
+/// proxy's forwarder was started before, as its own process.
+fn block_unix_sockets() -> Result<(), String> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let at = |e: seccompiler::BackendError| format!("seccomp: {e}");
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))?;
+    let unix = SeccompCondition::new(
+        0,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::Eq,
+        libc::AF_UNIX as u64,
+    )
+    .map_err(at)?;
+    let rules = std::collections::BTreeMap::from([(
+        libc::SYS_socket,
+        vec![SeccompRule::new(vec![unix]).map_err(at)?],
+    )]);
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(at)?;
+    let program: BpfProgram = filter.try_into().map_err(at)?;
+    seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
 }
 
 /// The user and group cadre runs as, read back from the first user

@@ -50,6 +50,11 @@ pub struct Policy {
     /// and the `WebFetch(domain:…)` allow rules. Used by cadre's side only.
     #[serde(skip)]
     pub allowed_domains: Vec<String>,
+    /// No new Unix socket can be made inside (`socket(AF_UNIX, …)` fails
+    /// with EPERM, through seccomp), so no program reaches the SSH agent,
+    /// the Docker socket or D-Bus; unless `allowAllUnixSockets`. Socket
+    /// pairs, which only join processes inside, still work.
+    pub block_unix_sockets: bool,
 }
 
 /// What this machine can do, found once by starting the sandbox's own
@@ -175,6 +180,7 @@ pub fn policy(
         tmp,
         proxy: None,
         allowed_domains,
+        block_unix_sockets: !settings.network.allow_all_unix_sockets,
     }
 }
 
