@@ -545,9 +545,7 @@ pub fn follow(broker: Arc<Broker>, session: String, session_dir: PathBuf, copies
                 if super::broker::check_token("agent id", agent).is_err() {
                     continue;
                 }
-                let path = session_dir
-                    .join("agents")
-                    .join(format!("agent-{agent}.jsonl"));
+                let path = crate::runtime::resume::sub_agent_transcript(&session_dir, agent);
                 let (copies, line) = (copies.clone(), m.payload.clone());
                 let _ = tokio::task::spawn_blocking(move || copies.apply(&path, n, &line)).await;
             }

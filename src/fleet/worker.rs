@@ -530,9 +530,7 @@ async fn materialise(
     if lines.is_empty() {
         return Err(FleetError::Broker("the broker has no line of it".into()));
     }
-    let path = dir
-        .join("agents")
-        .join(format!("agent-{}.jsonl", plan.agent_id));
+    let path = crate::runtime::resume::sub_agent_transcript(&dir, &plan.agent_id);
     tokio::task::spawn_blocking(move || super::lines::write_copy(&path, &lines))
         .await
         .map_err(FleetError::broker)?
