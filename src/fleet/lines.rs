@@ -378,14 +378,22 @@ pub struct Streamer {
 }
 
 impl Streamer {
-    pub fn start(broker: Arc<Broker>, mut pusher: Pusher, wake: Arc<tokio::sync::Notify>) -> Self {
+    /// `flushes`: a transcript's [`Transcript::flushed`] requests, each
+    /// answered once what its file holds is on the broker.
+    pub fn start(
+        broker: Arc<Broker>,
+        mut pusher: Pusher,
+        wake: Arc<tokio::sync::Notify>,
+        mut flushes: tokio::sync::mpsc::UnboundedReceiver<tokio::sync::oneshot::Sender<()>>,
+    ) -> Self {
         let done = tokio_util::sync::CancellationToken::new();
         let (w, d) = (Arc::clone(&wake), done.clone());
         let handle = tokio::spawn(async move {
             loop {
-                let last_round = tokio::select! {
-                    () = w.notified() => false,
-                    () = d.cancelled() => true,
+                let (last_round, flush) = tokio::select! {
+                    () = w.notified() => (false, None),
+                    Some(f) = flushes.recv() => (false, Some(f)),
+                    () = d.cancelled() => (true, None),
                 };
                 // A broker away (restarting) is waited for as long as the
                 // lease holds (the fence says when it does not).
@@ -394,6 +402,9 @@ impl Streamer {
                         f.close();
                     }
                     return Err(e);
+                }
+                if let Some(f) = flush {
+                    let _ = f.send(());
                 }
                 if last_round {
                     return Ok(());
@@ -545,9 +556,7 @@ pub fn follow(broker: Arc<Broker>, session: String, session_dir: PathBuf, copies
                 if super::broker::check_token("agent id", agent).is_err() {
                     continue;
                 }
-                let path = session_dir
-                    .join("agents")
-                    .join(format!("agent-{agent}.jsonl"));
+                let path = crate::runtime::resume::sub_agent_transcript(&session_dir, agent);
                 let (copies, line) = (copies.clone(), m.payload.clone());
                 let _ = tokio::task::spawn_blocking(move || copies.apply(&path, n, &line)).await;
             }

@@ -24,7 +24,7 @@ use crate::runtime::resume::{is_session_id, read_task};
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
 use crate::runtime::texts::{TaskBackendFailed, WorktreeNotice};
-use crate::runtime::transcript::{Transcript, WriteFence};
+use crate::runtime::transcript::{FlushRequests, Transcript, WriteFence};
 use crate::runtime::worktree::{self, WorktreeGuard};
 use crate::runtime::{Engine, EngineEvent, EventSink, RunProblem, last_text};
 
@@ -351,6 +351,7 @@ async fn run_task(
     let events = progress_sink(&ctx.broker, plan);
     let started = Instant::now();
     let wake = Arc::new(tokio::sync::Notify::new());
+    let (flush, flushes) = tokio::sync::mpsc::unbounded_channel();
     let mut tip = None;
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
@@ -377,7 +378,13 @@ async fn run_task(
                     }
                 }
             }
-            start(ctx, plan, engine, fence, tip.map(|_| Arc::clone(&wake)))
+            start(
+                ctx,
+                plan,
+                engine,
+                fence,
+                tip.map(|_| (Arc::clone(&wake), flush)),
+            )
         }
     };
     let (engine, task) = match begun {
@@ -404,6 +411,7 @@ async fn run_task(
                 Arc::clone(&ctx.broker),
                 pusher,
                 Arc::clone(&wake),
+                flushes,
             ))
         }
         _ => None,
@@ -530,9 +538,7 @@ async fn materialise(
     if lines.is_empty() {
         return Err(FleetError::Broker("the broker has no line of it".into()));
     }
-    let path = dir
-        .join("agents")
-        .join(format!("agent-{}.jsonl", plan.agent_id));
+    let path = crate::runtime::resume::sub_agent_transcript(&dir, &plan.agent_id);
     tokio::task::spawn_blocking(move || super::lines::write_copy(&path, &lines))
         .await
         .map_err(FleetError::broker)?
@@ -633,7 +639,7 @@ fn start(
     plan: &TaskPlan,
     engine: Arc<Engine>,
     fence: &Arc<WriteFence>,
-    lines: Option<Arc<tokio::sync::Notify>>,
+    lines: Option<(Arc<tokio::sync::Notify>, FlushRequests)>,
 ) -> Started {
     let snap = engine.snapshot.load_full();
     let problem = |stage: &str, detail: String| {
@@ -699,8 +705,8 @@ fn start(
         None => Transcript::disabled(&task.id, Some(&task.parent_agent_id)),
     }
     .fenced(Arc::clone(fence));
-    if let Some(n) = lines {
-        transcript = transcript.notifying(n);
+    if let Some((n, flush)) = lines {
+        transcript = transcript.notifying(n).flushing(flush);
     }
     let transcript = Arc::new(transcript);
     let mut spec = task.spec.clone();

@@ -935,6 +935,12 @@ impl Session {
                     _ => {}
                 }
             };
+            // Whatever the model is sent is in the transcript's copies first
+            // (a fleet worker's broker): a takeover continues from it.
+            tokio::select! {
+                () = self.transcript.flushed() => {}
+                () = self.cancel.cancelled() => return Err(RunError::Cancelled),
+            }
             let sent = std::time::Instant::now();
             let response = tokio::select! {
                 r = self.engine.provider.send(&request, &on_event) => r,

@@ -213,7 +213,16 @@ pub struct Transcript {
     fence: Option<std::sync::Arc<WriteFence>>,
     /// Woken after each line written (a fleet worker streams them).
     notify: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Asked, before each model request, to confirm that the lines
+    /// written so far went where they are copied (a fleet worker: the
+    /// broker).
+    flush: Option<FlushRequests>,
 }
+
+/// Where a transcript asks for its lines to be copied out before a model
+/// request: each request carries the sender its answer goes to (dropped
+/// unanswered when they cannot be: the waiter goes on).
+pub type FlushRequests = tokio::sync::mpsc::UnboundedSender<tokio::sync::oneshot::Sender<()>>;
 
 /// The session id a transcript at `path` belongs to: `<dir>/<id>.jsonl`,
 /// or `<dir>/<id>/subagents/agent-….jsonl` for a sub-agent.
@@ -323,6 +332,26 @@ impl Transcript {
         self
     }
 
+    /// Makes [`Transcript::flushed`] wait for `requests`' answer (a fleet
+    /// worker: the lines written so far are on the broker, so that a
+    /// takeover after a kill sees whatever the model was sent).
+    #[must_use]
+    pub fn flushing(mut self, requests: FlushRequests) -> Self {
+        self.flush = Some(requests);
+        self
+    }
+
+    /// Waits until the lines written so far went where they are copied
+    /// (at once when they are not copied anywhere).
+    pub async fn flushed(&self) {
+        if let Some(requests) = &self.flush {
+            let (done, answer) = tokio::sync::oneshot::channel();
+            if requests.send(done).is_ok() {
+                let _ = answer.await;
+            }
+        }
+    }
+
     /// Appends a line another process's writer made (a fleet worker's,
     /// through the broker), as it is.
     pub fn copied_line(&self, line: &[u8]) {
@@ -345,6 +374,7 @@ impl Transcript {
             session_id: String::new(),
             fence: None,
             notify: None,
+            flush: None,
         }
     }
 
@@ -375,6 +405,7 @@ impl Transcript {
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
             notify: None,
+            flush: None,
         }
     }
 
@@ -403,6 +434,7 @@ impl Transcript {
             parent_agent_id: parent_agent_id.map(Into::into),
             fence: None,
             notify: None,
+            flush: None,
         }
     }
 
@@ -802,6 +834,29 @@ pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A flushing transcript's `flushed` ends only once its flush is
+    /// answered (or can no longer be); without one it ends at once.
+    #[tokio::test]
+    async fn flushed_waits_for_the_copy_to_answer() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = Transcript::open(dir.path().join("a.jsonl"), "a", None);
+        plain.flushed().await;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let t = Transcript::open(dir.path().join("b.jsonl"), "b", None).flushing(tx);
+        let waiting = tokio::spawn(async move {
+            t.flushed().await;
+            t
+        });
+        let done = rx.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "flushed before its answer");
+        done.send(()).unwrap();
+        let t = waiting.await.unwrap();
+        // The copy is gone: nothing to wait for.
+        drop(rx);
+        t.flushed().await;
+    }
 
     /// Every kind of line, written straight to JSON, has the bytes of the
     /// same object built as a `Value`: message lines as Claude Code's
