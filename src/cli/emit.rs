@@ -213,7 +213,7 @@ impl Emitter {
     }
 }
 
-pub use crate::message::{cost_of, price_of};
+use crate::message::{cost_of, price_of};
 
 pub fn wire_usage(u: &Usage) -> WireUsage {
     WireUsage {

@@ -1015,7 +1015,9 @@ async fn status_line(session: &Session, engine: &Arc<Engine>, progress: &Progres
     let cost: f64 = spent
         .agents
         .values()
-        .map(|(m, _, u)| super::emit::cost_of(super::emit::price_of(&snap.settings().prices, m), u))
+        .map(|(m, _, u)| {
+            crate::message::cost_of(crate::message::price_of(&snap.settings().prices, m), u)
+        })
         .sum();
     let input = serde_json::json!({
         "hook_event_name": "Status",
@@ -1262,7 +1264,7 @@ fn cost_text(spent: &super::output::Spent, snap: &crate::snapshot::Snapshot) -> 
     }
     let mut total = 0.0;
     for (agent, (model, requests, u)) in &spent.agents {
-        let cost = super::emit::cost_of(super::emit::price_of(prices, model), u);
+        let cost = crate::message::cost_of(crate::message::price_of(prices, model), u);
         total += cost;
         let sent = u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens;
         let share = u.cache_read_input_tokens as f64 * 100.0 / sent.max(1) as f64;

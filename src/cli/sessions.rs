@@ -128,7 +128,7 @@ fn usage_error(e: ResumeError) -> CliError {
 /// lines, at the price of the model that answered). `None` when some model
 /// has no price.
 fn cost(prices: &Prices, folder: &Path, r: &Restored) -> Option<f64> {
-    use super::emit::{cost_of, price_of};
+    use crate::message::{cost_of, price_of};
     let side = |r: &Restored| -> Option<f64> {
         r.side_usage.iter().try_fold(0.0, |sum, (model, usage)| {
             Some(sum + cost_of(Some(price_of(prices, model)?), usage))
