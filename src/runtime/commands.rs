@@ -110,6 +110,13 @@ impl Session {
         }
         let snap = self.engine.snapshot.load_full();
         if name.starts_with("mcp__") {
+            let context = match self
+                .prompt_expansion_hooks("mcp_prompt", name, args, "mcp", &text)
+                .await
+            {
+                Ok(c) => c,
+                Err(why) => return Prompted::Local(why),
+            };
             return match crate::mcp::run_prompt_command(
                 &self.engine.mcp,
                 &snap.templates,
@@ -118,7 +125,7 @@ impl Session {
             )
             .await
             {
-                Some(Ok(blocks)) => send(blocks),
+                Some(Ok(blocks)) => send(context.into_iter().chain(blocks).collect()),
                 Some(Err(why)) => Prompted::Local(why),
                 None => Prompted::Local(
                     Note::NoMcpPrompt {
@@ -144,6 +151,19 @@ impl Session {
             out.extend(blocks);
             return send(out);
         };
+        // Claude Code's names for where a command comes from.
+        let source = match skill.source {
+            crate::catalog::SkillSource::Project => "projectSettings",
+            crate::catalog::SkillSource::User => "userSettings",
+            crate::catalog::SkillSource::Plugin => "plugin",
+        };
+        let context = match self
+            .prompt_expansion_hooks("slash_command", name, args, source, &text)
+            .await
+        {
+            Ok(c) => c,
+            Err(why) => return Prompted::Local(why),
+        };
         let active = ActiveSkill::of(&skill);
         // The entry's `allowed-tools` grant while its shell lines run.
         self.activate_skills(vec![active.clone()]);
@@ -152,16 +172,13 @@ impl Session {
             Err(why) => return Prompted::Local(why),
         };
         let t = &snap.templates;
-        let mut out: Vec<ContentBlock> = expanded
-            .files
-            .iter()
-            .map(|(input, result)| {
-                ContentBlock::text(t.show(&CommandFile {
-                    input: input.clone(),
-                    result: result.clone(),
-                }))
-            })
-            .collect();
+        let mut out: Vec<ContentBlock> = context;
+        out.extend(expanded.files.iter().map(|(input, result)| {
+            ContentBlock::text(t.show(&CommandFile {
+                input: input.clone(),
+                result: result.clone(),
+            }))
+        }));
         out.push(ContentBlock::text(t.show(&CommandInvoked {
             name: skill.name.clone(),
             args: args.to_string(),

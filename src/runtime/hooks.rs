@@ -595,7 +595,10 @@ pub struct PermissionAnswer {
 
 /// Events whose stdout, when it is not JSON, is context for the model.
 fn plain_stdout_is_context(event: &str) -> bool {
-    matches!(event, "SessionStart" | "UserPromptSubmit")
+    matches!(
+        event,
+        "SessionStart" | "UserPromptSubmit" | "UserPromptExpansion"
+    )
 }
 
 /// Events a `decision: "block"` (or a prompt hook's `ok: false`) blocks.
@@ -1156,15 +1159,52 @@ impl Session {
     /// blocks to add to the prompt's message. Its matcher is not used (as
     /// in Claude Code).
     pub async fn user_prompt_hooks(&self, prompt: &str) -> Result<Vec<ContentBlock>, String> {
-        let snap = self.engine.snapshot.load_full();
-        let event = HookEvent::UserPromptSubmit;
         let fields = json!({"permission_mode": self.spec.mode.as_str(), "prompt": prompt});
-        let Some(fired) = self.fire_event(&snap, event, "", fields).await else {
+        self.prompt_gate(HookEvent::UserPromptSubmit, "", fields)
+            .await
+    }
+
+    /// UserPromptExpansion, when a prompt the user typed as `/name args`
+    /// is about to expand (`expansion_type`: `slash_command` for a command
+    /// or skill, `mcp_prompt` for an MCP prompt; matcher: the command's
+    /// name): as for UserPromptSubmit, a hook may block the expansion
+    /// (`Err`: the reason, for the user; nothing is sent and no shell line
+    /// runs) or add context for the model.
+    pub async fn prompt_expansion_hooks(
+        &self,
+        expansion_type: &str,
+        name: &str,
+        args: &str,
+        source: &str,
+        prompt: &str,
+    ) -> Result<Vec<ContentBlock>, String> {
+        let fields = json!({
+            "permission_mode": self.spec.mode.as_str(),
+            "expansion_type": expansion_type,
+            "command_name": name,
+            "command_args": args,
+            "command_source": source,
+            "prompt": prompt,
+        });
+        self.prompt_gate(HookEvent::UserPromptExpansion, name, fields)
+            .await
+    }
+
+    /// A prompt event's hooks: `Err` with the reason when one stops or
+    /// blocks it, else the context they add.
+    async fn prompt_gate(
+        &self,
+        event: HookEvent,
+        target: &str,
+        fields: Value,
+    ) -> Result<Vec<ContentBlock>, String> {
+        let snap = self.engine.snapshot.load_full();
+        let Some(fired) = self.fire_event(&snap, event, target, fields).await else {
             return Ok(Vec::new());
         };
         if let Some(reason) = fired.stop {
             return Err(if reason.is_empty() {
-                "stopped by a UserPromptSubmit hook".to_string()
+                format!("stopped by a {} hook", event.as_str())
             } else {
                 reason
             });
@@ -1172,7 +1212,7 @@ impl Session {
         if !fired.blocks.is_empty() {
             let reasons: Vec<String> = fired.blocks.into_iter().filter(|b| !b.is_empty()).collect();
             return Err(if reasons.is_empty() {
-                "blocked by a UserPromptSubmit hook".to_string()
+                format!("blocked by a {} hook", event.as_str())
             } else {
                 reasons.join("\n")
             });

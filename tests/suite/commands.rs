@@ -598,3 +598,51 @@ fn a_prompt_naming_an_agent_asks_for_it() {
         "{texts:#?}"
     );
 }
+
+/// UserPromptExpansion fires when a typed `/command` is about to expand,
+/// with Claude Code's fields: exit 2 blocks it (nothing is sent, no shell
+/// line runs); exit 0 adds its output for the model; the matcher is the
+/// command's name.
+#[test]
+fn user_prompt_expansion_hooks_see_block_and_add_to_a_command() {
+    let p = project();
+    p.write(
+        ".claude/commands/deploy.md",
+        "---\nallowed-tools: Bash(touch:*)\n---\nDeploy: !`touch ran.txt`\n",
+    );
+    p.write(
+        ".claude/settings.json",
+        r#"{"hooks": {"UserPromptExpansion": [
+            {"matcher": "deploy", "hooks": [{"type": "command", "command": "cat > expansion.json; echo not on fridays >&2; exit 2"}]},
+            {"matcher": "greet", "hooks": [{"type": "command", "command": "echo context-from-the-hook"}]}
+        ]}}"#,
+    );
+    let server = FakeServer::start([anthropic::text_reply("hello")]);
+    let run = p.run(Some(&server), &["-p", "/deploy now"]);
+    assert!(
+        run.stderr.contains("not on fridays") || run.stdout.contains("not on fridays"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(!p.path().join("ran.txt").exists());
+    assert_eq!(server.requests().len(), 0);
+    let input: Value = serde_json::from_str(&p.read("expansion.json")).unwrap();
+    assert_eq!(input["hook_event_name"], "UserPromptExpansion");
+    assert_eq!(input["expansion_type"], "slash_command");
+    assert_eq!(input["command_name"], "deploy");
+    assert_eq!(input["command_args"], "now");
+    assert_eq!(input["command_source"], "projectSettings");
+    assert_eq!(input["prompt"], "/deploy now");
+
+    ok(&p, Some(&server), &["-p", "/greet Bob Paris"]);
+    let texts = first_user_texts(&server.request(0).json);
+    assert!(
+        texts.iter().any(|t| t.contains("context-from-the-hook")),
+        "{texts:#?}"
+    );
+    assert!(
+        texts.iter().any(|t| t.contains("Hello Bob Paris!")),
+        "{texts:#?}"
+    );
+}
