@@ -204,6 +204,16 @@ const ALLOWED: &[(&str, &str, &str)] = &[
     ),
     (
         "runtime/hooks.rs",
+        "stopped by a {} hook",
+        "a blocked prompt's reason, for the user (chat, -p's error result); the prompt is not sent",
+    ),
+    (
+        "runtime/hooks.rs",
+        "blocked by a {} hook",
+        "a blocked prompt's reason, for the user (chat, -p's error result); the prompt is not sent",
+    ),
+    (
+        "runtime/hooks.rs",
         "cannot start `{program}`",
         "logged, not sent",
     ),
