@@ -676,11 +676,12 @@ fn restore(
     if let Some(turn) = &args.resume_drops_turn {
         cut.check_drops_turn(at, turn).map_err(CliError::Usage)?;
     }
-    let bytes = fs_err::read(&path).map_err(|e| CliError::Failed(e.to_string()))?;
-    let len = usize::try_from(cut.len)
-        .unwrap_or(bytes.len())
-        .min(bytes.len());
-    Ok((id, resume::parse(&path, &bytes[..len]).map_err(usage)?))
+    // Only the part kept is read (the file may have grown since).
+    let mut bytes = Vec::new();
+    fs_err::File::open(&path)
+        .and_then(|f| f.take(cut.len).read_to_end(&mut bytes))
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    Ok((id, resume::parse(&path, &bytes).map_err(usage)?))
 }
 
 /// A new session's id: a random UUID, as Claude Code names sessions.
