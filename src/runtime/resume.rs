@@ -392,23 +392,32 @@ fn is_true(v: Option<&serde_json::value::RawValue>) -> bool {
     v.is_some_and(|v| v.get() == "true")
 }
 
+/// The next transcript line of `r` into `buf` (cleared first), at most
+/// [`MAX_LINE_BYTES`] + 1 bytes of it; the bytes read (0 at the end).
+fn read_line(
+    path: &Path,
+    r: &mut impl std::io::BufRead,
+    buf: &mut Vec<u8>,
+) -> Result<usize, ResumeError> {
+    use std::io::{BufRead as _, Read as _};
+    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
+    buf.clear();
+    r.take(limit + 1)
+        .read_until(b'\n', buf)
+        .map_err(|e| ResumeError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        })
+}
+
 /// Reads transcript lines from `r` (see [`load`]).
 fn read(path: &Path, mut r: impl std::io::BufRead) -> Result<Restored, ResumeError> {
-    use std::io::{BufRead as _, Read as _};
     let mut out = Restored::default();
     let mut buf: Vec<u8> = Vec::new();
     let mut line_no = 0usize;
     let mut last_ts = String::new();
-    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
     loop {
-        buf.clear();
-        let n = (&mut r)
-            .take(limit + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| ResumeError::Io {
-                path: path.to_path_buf(),
-                source: e,
-            })?;
+        let n = read_line(path, &mut r, &mut buf)?;
         if n == 0 {
             break;
         }
@@ -714,7 +723,6 @@ impl Cut {
 /// `user`, `assistant` or `message` with that `uuid`) and what comes after
 /// it; `None` when no message has it.
 pub fn find_cut(path: &Path, uuid: &str) -> Result<Option<Cut>, ResumeError> {
-    use std::io::{BufRead as _, Read as _};
     #[derive(Deserialize)]
     struct Head<'a> {
         #[serde(rename = "type", borrow, default)]
@@ -735,19 +743,11 @@ pub fn find_cut(path: &Path, uuid: &str) -> Result<Option<Cut>, ResumeError> {
         source: e,
     })?;
     let mut r = std::io::BufReader::with_capacity(256 * 1024, file);
-    let limit = u64::try_from(MAX_LINE_BYTES).unwrap_or(u64::MAX);
     let mut buf = Vec::new();
     let mut offset = 0u64;
     let mut cut: Option<Cut> = None;
     loop {
-        buf.clear();
-        let n = (&mut r)
-            .take(limit + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| ResumeError::Io {
-                path: path.to_path_buf(),
-                source: e,
-            })?;
+        let n = read_line(path, &mut r, &mut buf)?;
         if n == 0 || buf.last() != Some(&b'\n') {
             break;
         }
