@@ -151,8 +151,17 @@ impl ChatInput {
         prompt: &str,
         typed: &str,
     ) -> Result<Option<String>, rustyline::error::ReadlineError> {
-        match self.editor.readline_with_initial(prompt, (typed, "")) {
-            Ok(line) => Ok(Some(line.replace("\\\n", "\n"))),
+        // On a terminal the editor cannot drive (TERM=dumb and the like) it
+        // reads a plain line and drops the initial text: the text typed
+        // during the last turn is then shown after the prompt and put in
+        // front of what is read.
+        let (prompt, typed, ahead) = if plain_terminal() && !typed.is_empty() {
+            (format!("{prompt}{typed}"), "", typed)
+        } else {
+            (prompt.to_string(), typed, "")
+        };
+        match self.editor.readline_with_initial(&prompt, (typed, "")) {
+            Ok(line) => Ok(Some(format!("{ahead}{line}").replace("\\\n", "\n"))),
             Err(rustyline::error::ReadlineError::Eof) => Ok(None),
             Err(e) => Err(e),
         }
@@ -220,4 +229,10 @@ mod tests {
         let names: Vec<&str> = found.iter().map(|p| p.replacement.as_str()).collect();
         assert_eq!((at, names), (5, vec!["agent-reviewer "]));
     }
+}
+
+/// Whether the line editor treats this terminal as one it cannot drive
+/// (the `TERM` names rustyline reads plain lines on).
+fn plain_terminal() -> bool {
+    std::env::var("TERM").is_ok_and(|t| ["dumb", "cons25", "emacs"].contains(&t.as_str()))
 }

@@ -143,6 +143,14 @@ fn watch_loop(cancel: &CancellationToken, stop: &AtomicBool, typed: &Mutex<Vec<u
                 .unwrap_or_else(|p| p.into_inner())
                 .extend(without_sequences(&bytes));
         }
+        // What arrived since the last read is kept too: the line
+        // discipline would otherwise hand it to the prompt as a line of
+        // its own, cut from what was read before.
+        let rest = read_slice(fd, Duration::ZERO);
+        typed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(without_sequences(&rest));
         let _ = termios::tcsetattr(fd, SetArg::TCSANOW, &normal);
     }
 }
