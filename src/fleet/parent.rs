@@ -194,12 +194,7 @@ impl NatsBackend {
         plan: &mut TaskPlan,
     ) -> Result<(), FleetError> {
         push_lines(broker, task, &plan.session_id).await?;
-        let Some(head) = plan
-            .meta
-            .get("worktree_base")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_string)
-        else {
+        let Some(head) = plan.meta.worktree_base.clone() else {
             return Ok(());
         };
         let cwd = task.spec.cwd.clone();
@@ -208,9 +203,7 @@ impl NatsBackend {
             .await
             .map_err(FleetError::broker)??;
         super::git::publish_base(broker, &cwd, &base).await?;
-        if let serde_json::Value::Object(m) = &mut plan.meta {
-            m.insert("worktree_base".into(), serde_json::json!(base));
-        }
+        plan.meta.worktree_base = Some(base);
         Ok(())
     }
 }

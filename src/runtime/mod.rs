@@ -21,6 +21,7 @@ pub mod main_plan;
 mod manage;
 mod mcp;
 pub mod plan;
+pub mod plan_record;
 mod problem;
 mod prompt;
 mod repeats;

@@ -812,6 +812,76 @@ fn a_resumed_fork_keeps_bubble_and_its_request_parts_cut_to_the_tools_offered() 
     assert_eq!(frozen.system, parts.frozen.system, "its bytes are kept");
 }
 
+/// A plan written to the files a child leaves (its meta file and spawn
+/// line, as JSON text) and read back.
+fn through_files(plan: &SpawnPlan) -> Recorded {
+    use crate::runtime::plan_record::{RecordedSpawn, SpawnLine, SubagentMeta};
+    let path = Path::new("/s/subagents/agent-a1.meta.json");
+    let meta =
+        serde_json::to_string_pretty(&SubagentMeta::of(plan, "toolu_9", None, None)).unwrap();
+    let line = serde_json::to_string(&SpawnLine::of(plan)).unwrap();
+    let spawn: RecordedSpawn = serde_json::from_str(&line).unwrap();
+    let read = SubagentMeta::parse(path, &meta).unwrap();
+    assert_eq!(read.tool_use_id(), "toolu_9");
+    read.recorded(path, spawn.frozen).unwrap()
+}
+
+#[test]
+fn a_plan_written_to_its_meta_file_and_spawn_line_plans_back_equal() {
+    // Named, in the background (a resume runs it there), with an effort.
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let p = f.parent();
+    let mut input = call("reviewer");
+    input["run_in_background"] = json!(true);
+    input["name"] = json!("rev");
+    input["effort"] = json!("high");
+    let named = f.plan(&p, input);
+    let back = plan_resumed(&f.snap, &p, &through_files(&named)).unwrap();
+    assert_eq!(
+        back,
+        SpawnPlan {
+            messages: Vec::new(),
+            skills: Vec::new(),
+            ..named.clone()
+        }
+    );
+    // General-purpose in plan mode (the mode narrows, and is recorded).
+    let mut planning = f.parent();
+    planning.mode = PermissionMode::Plan;
+    let mut input = call(GENERAL_PURPOSE);
+    input["run_in_background"] = json!(true);
+    let gp = f.plan(&planning, input);
+    let back = plan_resumed(&f.snap, &planning, &through_files(&gp)).unwrap();
+    assert_eq!(
+        back,
+        SpawnPlan {
+            messages: Vec::new(),
+            ..gp.clone()
+        }
+    );
+    // A fork: its request parts come back from the spawn line.
+    let parts = turn_parts();
+    let f = fixture(FORK_ON, &[]);
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    p.turn = Some(parts.turn());
+    let fork = f.plan(
+        &p,
+        json!({"description": "d", "prompt": "go", "fork": true}),
+    );
+    assert!(fork.fork && fork.frozen.is_some());
+    p.turn = None;
+    let back = plan_resumed(&f.snap, &p, &through_files(&fork)).unwrap();
+    assert_eq!(
+        back,
+        SpawnPlan {
+            messages: Vec::new(),
+            background: true,
+            ..fork.clone()
+        }
+    );
+}
+
 mod main_session {
     use super::*;
     use crate::runtime::main_plan::{MainInput, MainRefusal, plan_main};

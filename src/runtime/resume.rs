@@ -826,12 +826,18 @@ pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
     paths
         .into_iter()
         .filter_map(|meta_path| {
-            match crate::raw::read_text(&meta_path, MAX_META_BYTES)
-                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-            {
+            // Typed first: a field of the wrong type is named with its
+            // line and column, and the file is left out.
+            let read = crate::raw::read_text(&meta_path, MAX_META_BYTES)
+                .map_err(|e| format!("{}: {e}", meta_path.display()))
+                .and_then(|t| {
+                    super::plan_record::SubagentMeta::parse(&meta_path, &t)?;
+                    serde_json::from_str(&t).map_err(|e| e.to_string())
+                });
+            match read {
                 Ok(v) => Some((meta_path, v)),
                 Err(e) => {
-                    tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
+                    tracing::warn!("{e}; sub-agent not restored");
                     None
                 }
             }
@@ -900,34 +906,22 @@ pub fn read_task(
 ) -> Option<ReadTask> {
     use super::tasks::TaskStatus;
     let snap = engine.snapshot.load_full();
-    let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
-    // cadre's fields, or Claude Code's sidecar (`agentType`, the id in the
-    // file's name, `parentAgentId` for a sub-agent's own sub-agent).
-    let named = meta_path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("agent-")?.strip_suffix(".meta.json"))
-        .map(str::to_string);
-    let (Some(id), Some(parent), Some(agent_type)) = (
-        text("agent_id").or(named),
-        text("parent_agent_id")
-            .or_else(|| text("parentAgentId"))
-            .or_else(|| meta.get("agentType").map(|_| "main".to_string())),
-        text("agent_type").or_else(|| text("agentType")),
-    ) else {
-        tracing::warn!(
-            "{}: no agent_id, parent_agent_id or agent_type",
-            meta_path.display()
-        );
-        return None;
+    let typed = match super::plan_record::SubagentMeta::deserialize(&meta) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
+            return None;
+        }
     };
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        tracing::warn!("{}: agent_id {id:?} is not an id", meta_path.display());
-        return None;
-    }
+    // Only the ids are needed before the transcript is read.
+    let ids = match typed.recorded(&meta_path, None) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("{e}");
+            return None;
+        }
+    };
+    let (id, parent) = (ids.agent_id.clone(), ids.parent_agent_id.clone());
     let output_file = subagents_dir(session_dir).join(format!("agent-{id}.jsonl"));
     let loaded = load(&output_file).and_then(|r| {
         if repair {
@@ -961,51 +955,33 @@ pub fn read_task(
             history.push(std::sync::Arc::new(repair));
         }
     }
-    let status = match text("status").as_deref() {
+    let status = match meta.get("status").and_then(Value::as_str) {
         Some("completed") => TaskStatus::Completed,
         Some("failed") => TaskStatus::Failed,
         _ => TaskStatus::Killed,
     };
-    let fork = meta.get("fork").and_then(Value::as_bool) == Some(true);
-    // A fork sends the request parts it inherited, as recorded.
-    let frozen: Option<super::session::Frozen> = fork
-        .then(|| spawn.and_then(|mut s| s.remove("frozen")))
-        .flatten()
-        .and_then(|f| serde_json::from_value(f).ok());
-    if fork && frozen.is_none() {
+    // A fork sends the request parts it inherited, as its spawn line
+    // recorded them.
+    let frozen = typed
+        .fork
+        .then(|| {
+            spawn.and_then(|s| {
+                super::plan_record::RecordedSpawn::deserialize(Value::Object(s))
+                    .ok()
+                    .and_then(|s| s.frozen)
+            })
+        })
+        .flatten();
+    if typed.fork && frozen.is_none() {
         tracing::warn!("sub-agent {id}: no recorded fork request parts; they are rendered again");
     }
-    fn field<T: serde::de::DeserializeOwned>(meta: &Value, k: &str) -> Option<T> {
-        meta.get(k).and_then(|v| T::deserialize(v).ok())
-    }
-    let recorded = Recorded {
-        agent_id: id,
-        parent_agent_id: parent,
-        agent_type,
-        description: text("description").unwrap_or_default(),
-        name: text("name"),
-        fork,
-        model: text("model"),
-        effort: text("effort"),
-        mode: field(&meta, "permission_mode"),
-        tools: field(&meta, "tools"),
-        depth: meta
-            .get("depth")
-            .and_then(Value::as_u64)
-            .and_then(|d| u32::try_from(d).ok()),
-        frozen,
-    };
+    let recorded = Recorded { frozen, ..ids };
     Some(ReadTask {
         recorded,
-        worktree: meta
-            .pointer("/worktree/path")
-            .and_then(Value::as_str)
-            .map(PathBuf::from),
+        tool_use_id: typed.tool_use_id(),
+        worktree: typed.worktree.map(|w| w.path),
         status,
         history,
-        tool_use_id: text("tool_use_id")
-            .or_else(|| text("toolUseId"))
-            .unwrap_or_default(),
         meta,
         meta_path,
         output_file,
