@@ -485,27 +485,12 @@ pub(super) fn prepare_with(
         engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     }
     let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
-    let header = runtime::resume::SessionHeader {
-        version: runtime::resume::TRANSCRIPT_VERSION,
-        session_id: engine.session_id.clone(),
-        model: spec.model.clone(),
-        agent: def.as_ref().map(|d| d.name.clone()),
-        mode: Some(if kind.coordinator {
-            crate::config::Mode::Coordinator
-        } else {
-            crate::config::Mode::Normal
-        }),
-        tool_names: spec.tool_names.clone(),
-        sampling: crate::message::Sampling {
-            temperature: settings.provider.temperature,
-            thinking_budget: settings.provider.thinking_budget,
-            effort: None,
-        },
-        max_tokens: settings.provider.max_tokens,
-        generation: snap.generation,
-        cwd: Some(spec.cwd.clone()),
+    let header = plan.header(
+        &snap,
+        engine.session_id.clone(),
+        spec.cwd.clone(),
         forked_from,
-    };
+    );
     let header = serde_json::to_value(&header).unwrap_or(Value::Null);
     let history = match &resumed {
         Some((id, r)) => {

@@ -170,6 +170,40 @@ pub fn plan_main(snap: &Snapshot, input: &MainInput<'_>) -> Result<MainPlan, Mai
 }
 
 impl MainPlan {
+    /// The transcript's header (its `session` line, a resume's `settings`)
+    /// for the session the plan describes, working in `cwd`: what a
+    /// resume reads back ([`MainInput::resumed`]).
+    pub fn header(
+        &self,
+        snap: &Snapshot,
+        session_id: String,
+        cwd: PathBuf,
+        forked_from: Option<String>,
+    ) -> SessionHeader {
+        let provider = &snap.settings().provider;
+        SessionHeader {
+            version: super::resume::TRANSCRIPT_VERSION,
+            session_id,
+            model: self.model.clone(),
+            agent: self.def.as_ref().map(|d| d.name.clone()),
+            mode: Some(if self.kind.coordinator {
+                Mode::Coordinator
+            } else {
+                Mode::Normal
+            }),
+            tool_names: self.tools.clone(),
+            sampling: crate::message::Sampling {
+                temperature: provider.temperature,
+                thinking_budget: provider.thinking_budget,
+                effort: None,
+            },
+            max_tokens: provider.max_tokens,
+            generation: snap.generation,
+            cwd: Some(cwd),
+            forked_from,
+        }
+    }
+
     /// The session the plan describes, working in `cwd`.
     pub fn session(
         &self,

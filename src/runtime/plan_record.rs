@@ -192,29 +192,55 @@ impl SubagentMeta {
 /// A sub-agent transcript's `spawn` line after its head (kind, ids, time):
 /// what the child was started as, from its plan. A fork's inherited
 /// request parts are here, so that a later process resumes it with the
-/// bytes it sent.
+/// bytes it sent. A teammate's line names its team and its name there
+/// instead of its model and background.
 #[derive(Debug, Serialize)]
 pub struct SpawnLine<'a> {
     pub agent_type: &'a str,
     pub description: &'a str,
-    pub model: &'a str,
-    pub model_source: ModelSource,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_source: Option<ModelSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub team: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
     pub tools: &'a [String],
-    pub background: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub background: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub frozen: Option<&'a Frozen>,
 }
 
 impl<'a> SpawnLine<'a> {
+    /// A sub-agent's.
     pub fn of(plan: &'a SpawnPlan) -> Self {
         SpawnLine {
             agent_type: &plan.agent.name,
             description: &plan.description,
-            model: &plan.model,
-            model_source: plan.model_source,
+            model: Some(&plan.model),
+            model_source: Some(plan.model_source),
+            team: None,
+            name: None,
             tools: &plan.tools,
-            background: plan.background,
+            background: Some(plan.background),
             frozen: plan.frozen.as_ref(),
+        }
+    }
+
+    /// A teammate's, as `member` of `team`.
+    pub fn teammate(plan: &'a SpawnPlan, team: &'a str, member: &'a str) -> Self {
+        SpawnLine {
+            agent_type: &plan.agent.name,
+            description: &plan.description,
+            model: None,
+            model_source: None,
+            team: Some(team),
+            name: Some(member),
+            tools: &plan.tools,
+            background: None,
+            frozen: None,
         }
     }
 }

@@ -614,10 +614,9 @@ impl Session {
             ),
             None => Transcript::disabled(&agent_id, Some(&self.spec.agent_id)),
         });
-        transcript.record(
+        transcript.record_line(
             "spawn",
-            json!({"agent_type": plan.agent.name, "description": input.description, "team": store.name,
-                   "name": member, "tools": spec.tool_names}),
+            &super::plan_record::SpawnLine::teammate(&plan, &store.name, &member),
         );
         let history: History = vec![Arc::new(Message::user(vec![ContentBlock::text(intro)]))];
         start_teammate(
