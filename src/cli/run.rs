@@ -240,11 +240,11 @@ pub(super) fn prepare_with(
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let (kind, def, model, model_source, mode) = (
-        plan.kind,
+        plan.core.kind,
         plan.def.clone(),
-        plan.model.clone(),
+        plan.core.model.clone(),
         plan.model_source,
-        plan.mode,
+        plan.core.mode,
     );
     let resumed = restored.as_ref().map(|(id, r)| (id.clone(), r));
     let (session_id, forked_from) = match &resumed {
