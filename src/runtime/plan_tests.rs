@@ -903,6 +903,67 @@ fn a_plan_written_to_its_meta_file_and_spawn_line_plans_back_equal() {
     );
 }
 
+#[test]
+fn a_fleet_task_is_the_published_plan_read_back_on_a_worker() {
+    use crate::fleet::wire::{PLAN_VERSION, TaskPlan};
+    use crate::runtime::plan_record::SubagentMeta;
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let p = f.parent();
+    let mut input = call("reviewer");
+    input["run_in_background"] = json!(true);
+    let plan = f.plan(&p, input);
+    let mut meta = SubagentMeta::of(&plan, "toolu_1", None, Some("nats".into()));
+    meta.worktree_base = Some("0123abcd".into());
+    let published = TaskPlan {
+        version: PLAN_VERSION,
+        agent_id: plan.agent_id.clone(),
+        parent_agent_id: plan.parent_agent_id.clone(),
+        session_id: "s1".into(),
+        pool: "default".into(),
+        spawn: SpawnPlan {
+            messages: Vec::new(),
+            ..plan.clone()
+        },
+        run: 0,
+        meta: meta.clone(),
+        shared_folder: false,
+    };
+    let on_worker: TaskPlan =
+        serde_json::from_str(&serde_json::to_string(&published).unwrap()).unwrap();
+    assert_eq!(on_worker, published);
+    // The session the worker runs is the one the parent planned.
+    let (worker, history) = on_worker.spawn.session(&f.snap).unwrap();
+    let (local, _) = plan.session(&f.snap).unwrap();
+    assert_eq!(
+        (
+            &worker.model,
+            worker.mode,
+            &worker.tool_names,
+            worker.depth,
+            worker.max_turns,
+            &worker.effort
+        ),
+        (
+            &local.model,
+            local.mode,
+            &local.tool_names,
+            local.depth,
+            local.max_turns,
+            &local.effort
+        )
+    );
+    assert!(history.is_empty(), "its history is the transcript's");
+    // What the worker writes into the meta file is the parent's record.
+    assert_eq!(SubagentMeta::from_value(&on_worker.meta.to_value()), meta);
+    // A plan an older parent published, its meta file as an object with
+    // the status on top, still reads.
+    let mut older = serde_json::to_value(&published).unwrap();
+    older["meta"]["status"] = json!("running");
+    older["meta"]["spawnDepth"] = json!(1);
+    let older: TaskPlan = serde_json::from_value(older).unwrap();
+    assert_eq!(older.meta.worktree_base.as_deref(), Some("0123abcd"));
+}
+
 mod main_session {
     use super::*;
     use crate::runtime::main_plan::{MainInput, MainRefusal, plan_main};
