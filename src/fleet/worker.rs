@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Isolation;
 use crate::message::Role;
-use crate::runtime::resume::{is_session_id, read_task};
+use crate::runtime::restore::read_task;
+use crate::runtime::resume::is_session_id;
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
 use crate::runtime::texts::{TaskBackendFailed, WorktreeNotice};

@@ -152,7 +152,7 @@ pub fn plan_main(snap: &Snapshot, input: &MainInput<'_>) -> Result<MainPlan, Mai
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
         .unwrap_or(settings.agents.default_max_turns);
-    let effort = def.as_deref().and_then(super::spawn::def_effort);
+    let effort = def.as_deref().and_then(super::plan::def_effort);
     Ok(MainPlan {
         def,
         core: SessionPlan {

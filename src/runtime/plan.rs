@@ -29,7 +29,6 @@ use crate::snapshot::Snapshot;
 use crate::templates::Templates;
 
 use super::prompt;
-use super::resume::Recorded;
 use super::session::{Frozen, SessionSpec};
 use super::team_texts::{BadTeammateMode, ModeNeedsTeammate};
 use super::texts::{
@@ -282,6 +281,28 @@ pub struct ParentTurn<'a> {
     /// The turn's rendered request parts (its `tool_names` are the
     /// parent's tools).
     pub frozen: Frozen,
+}
+
+/// What a sub-agent's files (its meta file and its transcript's `spawn`
+/// line) say it was, read back to resume it. None of it is trusted:
+/// [`super::plan::plan_resumed`] plans the child again and lets these values only
+/// narrow the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub agent_id: String,
+    pub parent_agent_id: String,
+    pub agent_type: String,
+    pub description: String,
+    pub name: Option<String>,
+    /// Started by the fork route.
+    pub fork: bool,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub mode: Option<PermissionMode>,
+    pub tools: Option<Vec<String>>,
+    pub depth: Option<u32>,
+    /// A fork's inherited request parts.
+    pub frozen: Option<Frozen>,
 }
 
 /// Plans the spawn `input` asks `parent` for, as `agent_id`.
@@ -575,13 +596,18 @@ fn plan_named(
     let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
     plan.core.mode = crate::permissions::child_mode(parent.mode, def_mode);
     plan.messages = named_messages(snap, &def, &input.prompt);
-    plan.core.effort = input
-        .effort
-        .clone()
-        .or_else(|| super::spawn::def_effort(&def));
+    plan.core.effort = input.effort.clone().or_else(|| def_effort(&def));
     plan.skills = def.skills.clone();
     plan.background = def.background;
     Ok((plan, def))
+}
+
+/// A definition's `effort` as a level name (integers are not levels).
+pub(crate) fn def_effort(def: &AgentDef) -> Option<String> {
+    def.effort
+        .as_ref()
+        .and_then(crate::catalog::EffortSetting::level)
+        .map(str::to_string)
 }
 
 /// The names of the agents `kind` may spawn by type.

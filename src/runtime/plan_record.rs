@@ -17,8 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent_tool::ModelSource;
 use crate::config::PermissionMode;
 
-use super::plan::SpawnPlan;
-use super::resume::Recorded;
+use super::plan::{Recorded, SpawnPlan};
 use super::session::Frozen;
 use super::worktree::KeptWorktree;
 

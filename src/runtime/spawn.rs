@@ -641,11 +641,3 @@ async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
         }
     }
 }
-
-/// A definition's `effort` as a level name (integers are not levels).
-pub(crate) fn def_effort(def: &crate::catalog::AgentDef) -> Option<String> {
-    def.effort
-        .as_ref()
-        .and_then(crate::catalog::EffortSetting::level)
-        .map(str::to_string)
-}
