@@ -10,7 +10,7 @@
 //! times and result a running task adds are written over these fields by
 //! [`super::tasks::Task::write_meta`] and ignored here.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +23,22 @@ use super::worktree::KeptWorktree;
 
 /// The main session's agent id, a sub-agent's parent when a file names none.
 const MAIN: &str = "main";
+
+/// Why a meta file does not describe a sub-agent (for the log).
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("{}:{line}:{column}: not a sub-agent meta file: {why}", path.display())]
+    NotMeta {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        why: String,
+    },
+    #[error("{}: no agent_id, parent_agent_id or agent_type", path.display())]
+    Incomplete { path: PathBuf },
+    #[error("{}: agent_id {id:?} is not an id", path.display())]
+    BadId { path: PathBuf, id: String },
+}
 
 /// The fixed fields of a sub-agent's meta file, in the order they are
 /// written. Every field defaults when absent, so that older files and
@@ -98,14 +114,12 @@ impl SubagentMeta {
 
     /// Reads a meta file's text; a file that is not one is an error with
     /// its path, line and column.
-    pub fn parse(path: &Path, text: &str) -> Result<Self, String> {
-        serde_json::from_str(text).map_err(|e| {
-            format!(
-                "{}:{}:{}: not a sub-agent meta file: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            )
+    pub fn parse(path: &Path, text: &str) -> Result<Self, MetaError> {
+        serde_json::from_str(text).map_err(|e| MetaError::NotMeta {
+            path: path.to_path_buf(),
+            line: e.line(),
+            column: e.column(),
+            why: e.to_string(),
         })
     }
 
@@ -136,7 +150,7 @@ impl SubagentMeta {
     /// (which trusts none of it), with a fork's request parts from its
     /// spawn line. `None` when it does not name the child's id, parent
     /// and type, or the id is not one.
-    pub fn recorded(&self, path: &Path, frozen: Option<Frozen>) -> Result<Recorded, String> {
+    pub fn recorded(&self, path: &Path, frozen: Option<Frozen>) -> Result<Recorded, MetaError> {
         // Claude Code's sidecar names the parent only for a sub-agent's
         // own sub-agent; a sidecar without it is the main session's child.
         let parent = self
@@ -151,16 +165,18 @@ impl SubagentMeta {
                 .clone()
                 .or_else(|| self.cc_agent_type.clone()),
         ) else {
-            return Err(format!(
-                "{}: no agent_id, parent_agent_id or agent_type",
-                path.display()
-            ));
+            return Err(MetaError::Incomplete {
+                path: path.to_path_buf(),
+            });
         };
         if !id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         {
-            return Err(format!("{}: agent_id {id:?} is not an id", path.display()));
+            return Err(MetaError::BadId {
+                path: path.to_path_buf(),
+                id,
+            });
         }
         Ok(Recorded {
             agent_id: id,
@@ -282,7 +298,9 @@ mod tests {
         assert_eq!(r.mode, Some(PermissionMode::AcceptEdits));
         assert_eq!(r.tools, Some(vec!["Read".to_string()]));
         assert_eq!(r.depth, Some(1));
-        let broken = SubagentMeta::parse(p, "{\n \"depth\": \"deep\"}").unwrap_err();
+        let broken = SubagentMeta::parse(p, "{\n \"depth\": \"deep\"}")
+            .unwrap_err()
+            .to_string();
         assert!(
             broken.starts_with("/s/subagents/agent-a1b2.meta.json:2:"),
             "{broken}"

@@ -117,7 +117,8 @@ pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
             let read = crate::raw::read_text(&meta_path, MAX_META_BYTES)
                 .map_err(|e| format!("{}: {e}", meta_path.display()))
                 .and_then(|t| {
-                    super::plan_record::SubagentMeta::parse(&meta_path, &t)?;
+                    super::plan_record::SubagentMeta::parse(&meta_path, &t)
+                        .map_err(|e| e.to_string())?;
                     serde_json::from_str(&t).map_err(|e| e.to_string())
                 });
             match read {
