@@ -58,12 +58,6 @@ const KNOWN_FILE_CIRCLES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "runtime",
-        &["plan", "spawn"],
-        "the planner and spawning share the session description; to be \
-         one plan type",
-    ),
-    (
-        "runtime",
         &[
             "ask_user",
             "compact",
@@ -133,8 +127,10 @@ fn sources() -> Vec<Source> {
             }
         }
     }
-    // Files declared as `#[cfg(test)] mod NAME;` are test code.
-    let test_decl = Regex::new(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*mod\s+(\w+)\s*;").unwrap();
+    // Files declared as `#[cfg(test)] mod NAME;` are test code (at the
+    // file a `#[path = "…"]` names, relative to the declaring file's folder).
+    let test_decl = Regex::new(r"#\[cfg\(test\)\]\s*((?:#\[[^\]]*\]\s*)*)mod\s+(\w+)\s*;").unwrap();
+    let path_attr = Regex::new(r#"#\[path\s*=\s*"([^"]+)"\]"#).unwrap();
     let mut test_files = BTreeSet::new();
     for path in &files {
         let text = std::fs::read_to_string(path).unwrap();
@@ -147,8 +143,12 @@ fn sources() -> Vec<Source> {
             path.with_extension("")
         };
         for c in test_decl.captures_iter(&text) {
-            test_files.insert(dir.join(format!("{}.rs", &c[1])));
-            test_files.insert(dir.join(&c[1]).join("mod.rs"));
+            if let Some(p) = path_attr.captures(&c[1]) {
+                test_files.insert(path.parent().unwrap().join(&p[1]));
+                continue;
+            }
+            test_files.insert(dir.join(format!("{}.rs", &c[2])));
+            test_files.insert(dir.join(&c[2]).join("mod.rs"));
         }
     }
     files

@@ -56,6 +56,9 @@ pub struct Changes {
     pub settings_changed: bool,
     /// Project memory (`CLAUDE.md` files and their imports) changed.
     pub memory_changed: bool,
+    /// Team files (`.claude/teams/NAME.yaml`) added, removed or changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub teams_changed: Vec<String>,
 }
 
 impl Changes {
@@ -109,6 +112,7 @@ impl fmt::Display for ReloadEvent {
             ("templates changed", &c.templates_changed),
             ("tools changed", &c.tools_changed),
             ("skills changed", &c.skills_changed),
+            ("team files changed", &c.teams_changed),
         ];
         for (label, names) in lists {
             if !names.is_empty() {
@@ -212,6 +216,8 @@ pub fn diff(old: &Snapshot, new: &Snapshot, interactive: bool) -> Changes {
     ns.flags.clear();
     c.settings_changed = os != ns;
     c.memory_changed = old.memory.files != new.memory.files;
+    let (ot, nt) = (&old.teams.teams, &new.teams.teams);
+    c.teams_changed = differing(ot.keys(), nt.keys(), |n| ot.get(n) != nt.get(n));
     c
 }
 

@@ -66,6 +66,8 @@ pub struct Snapshot {
     pub hooks: Arc<config::Hooks>,
     /// Skills (`SKILL.md` folders) by name.
     pub skills: Arc<catalog::Skills>,
+    /// Team files (`.claude/teams/NAME.yaml`) by team name, typed.
+    pub teams: Arc<catalog::teams::TeamFiles>,
     /// Which files the project supplies may be read (every reader of them
     /// asks this one judge; see `config::trust::ProjectFiles`).
     pub project_files: config::trust::ProjectFiles,
@@ -304,7 +306,19 @@ pub fn build_after(
     let rules = Arc::new(rules);
     // Bad matchers were reported above, with their positions.
     let hooks = Arc::new(config::Hooks::from_settings(&config.settings.hooks).0);
+    // Team files, read once here: a broken one keeps its last good form.
+    let (teams, team_diags) = catalog::teams::load_team_files(
+        &input.load.cwd,
+        &project_files,
+        previous.map(|p| p.teams.as_ref()),
+    );
+    diagnostics.extend(team_diags);
+    let teams_dir = input.load.cwd.join(catalog::teams::TEAMS_DIR);
+    if teams_dir.is_dir() {
+        watched_dirs.push(teams_dir);
+    }
     Ok(Snapshot {
+        teams: Arc::new(teams),
         generation,
         rules,
         hooks,

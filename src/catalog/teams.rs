@@ -37,11 +37,102 @@ pub struct TeamDef {
 
 /// The file for team `name` under `cwd/.claude/teams`, if there is one.
 pub fn team_file(cwd: &Path, name: &str) -> Option<PathBuf> {
-    let dir = cwd.join(".claude/teams");
+    let dir = cwd.join(TEAMS_DIR);
     ["yaml", "yml", "toml"]
         .iter()
         .map(|ext| dir.join(format!("{name}.{ext}")))
         .find(|p| p.is_file())
+}
+
+/// The folder team files are read from, under the working directory.
+pub const TEAMS_DIR: &str = ".claude/teams";
+
+/// The most team files read from [`TEAMS_DIR`] (the rest are left out,
+/// with a diagnostic).
+const MAX_TEAM_FILES: usize = 256;
+
+/// One team's file as a snapshot holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamFile {
+    /// The file as last read without error: this build's, or, when this
+    /// build's read failed, the previous snapshot's (the last good one).
+    pub def: Option<TeamDef>,
+    /// Why this build's read failed (empty when it did not).
+    pub errors: Vec<Diagnostic>,
+}
+
+/// Every team file of the project, by team name, read once per snapshot:
+/// nothing reads them after the snapshot is built.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TeamFiles {
+    pub teams: std::collections::BTreeMap<String, TeamFile>,
+}
+
+impl TeamFiles {
+    /// The file of team `name`, if the project has one.
+    pub fn get(&self, name: &str) -> Option<&TeamFile> {
+        self.teams.get(name)
+    }
+}
+
+/// Reads every team file under `cwd/.claude/teams` (`NAME.yaml`, else
+/// `.yml`, else `.toml`). A file that does not resolve is a diagnostic with
+/// its position, and keeps the definition `previous` had for it.
+pub fn load_team_files(
+    cwd: &Path,
+    files: &crate::config::trust::ProjectFiles,
+    previous: Option<&TeamFiles>,
+) -> (TeamFiles, Vec<Diagnostic>) {
+    let dir = cwd.join(TEAMS_DIR);
+    let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (stem, ext) = name.rsplit_once('.')?;
+                (["yaml", "yml", "toml"].contains(&ext) && crate::teams::valid_name(stem))
+                    .then(|| stem.to_string())
+            })
+            .collect(),
+        Err(_) => return (TeamFiles::default(), Vec::new()),
+    };
+    names.sort();
+    names.dedup();
+    let mut diags = Vec::new();
+    if names.len() > MAX_TEAM_FILES {
+        diags.push(Diagnostic::warning(
+            Some(&dir),
+            None,
+            format!(
+                "{} team files; only the first {MAX_TEAM_FILES} by name are read",
+                names.len()
+            ),
+        ));
+        names.truncate(MAX_TEAM_FILES);
+    }
+    let mut out = TeamFiles::default();
+    for name in names {
+        let Some(path) = team_file(cwd, &name) else {
+            continue;
+        };
+        let file = match load_team(&path, files) {
+            Ok(def) => TeamFile {
+                def: Some(def),
+                errors: Vec::new(),
+            },
+            Err(errors) => {
+                diags.extend(errors.iter().cloned());
+                TeamFile {
+                    def: previous
+                        .and_then(|p| p.get(&name))
+                        .and_then(|f| f.def.clone()),
+                    errors,
+                }
+            }
+        };
+        out.teams.insert(name, file);
+    }
+    (out, diags)
 }
 
 /// Reads and resolves a team file, a project file read only where `files`
@@ -226,6 +317,46 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
         let e = load_team(&zero, &trusted).unwrap_err();
         assert!(e[0].to_string().contains("not a regular file"), "{}", e[0]);
+    }
+
+    #[test]
+    fn team_files_are_read_typed_once_and_a_broken_one_keeps_its_last_good_form() {
+        let proj = tempfile::tempdir().unwrap();
+        let dir = proj.path().join(TEAMS_DIR);
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = crate::config::trust::ProjectFiles::any();
+        std::fs::write(
+            dir.join("squad.yaml"),
+            "members:\n  - name: alice\n    prompt: go\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("notes.txt"), "not a team").unwrap();
+        let (first, diags) = load_team_files(proj.path(), &files, None);
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(first.teams.keys().collect::<Vec<_>>(), ["squad"]);
+        let squad = first.get("squad").unwrap();
+        assert_eq!(squad.def.as_ref().unwrap().members[0].name, "alice");
+
+        // Broken: reported with its position; the last good form stays.
+        std::fs::write(dir.join("squad.yaml"), "members:\n  - name: bob\n").unwrap();
+        let (second, diags) = load_team_files(proj.path(), &files, Some(&first));
+        assert!(
+            diags[0].to_string().contains("squad.yaml:2:"),
+            "{}",
+            diags[0]
+        );
+        let squad = second.get("squad").unwrap();
+        assert_eq!(squad.errors, diags);
+        assert_eq!(squad.def, first.get("squad").unwrap().def);
+        // Without an earlier snapshot there is no good form to keep.
+        let (fresh, _) = load_team_files(proj.path(), &files, None);
+        assert_eq!(fresh.get("squad").unwrap().def, None);
+        // No folder: no teams, no diagnostics.
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(
+            load_team_files(empty.path(), &files, None),
+            (TeamFiles::default(), Vec::new())
+        );
     }
 
     #[test]

@@ -222,7 +222,7 @@ fn effective_json(
             crate::catalog::agent_memory::agent_memory_dir(scope, &d.name, home.as_deref(), cwd)?;
         Some(json!({"scope": scope, "dir": dir}))
     });
-    let mut v = json!({"model": plan.model, "model_source": plan.model_source, "tools": plan.tools, "withheld_tools": withheld, "permission_mode": plan.mode.as_str()});
+    let mut v = json!({"model": plan.core.model, "model_source": plan.model_source, "tools": plan.core.tools, "withheld_tools": withheld, "permission_mode": plan.core.mode.as_str()});
     if let Value::Object(m) = &mut v {
         if let Some(e) = effort {
             m.insert("effort".into(), json!(e));

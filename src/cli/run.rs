@@ -240,11 +240,11 @@ pub(super) fn prepare_with(
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let (kind, def, model, model_source, mode) = (
-        plan.kind,
+        plan.core.kind,
         plan.def.clone(),
-        plan.model.clone(),
+        plan.core.model.clone(),
         plan.model_source,
-        plan.mode,
+        plan.core.mode,
     );
     let resumed = restored.as_ref().map(|(id, r)| (id.clone(), r));
     let (session_id, forked_from) = match &resumed {
@@ -295,18 +295,19 @@ pub(super) fn prepare_with(
             .map_err(|e| CliError::Failed(e.to_string()))?;
         // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks
         // added (once per subject), its members started at the first turn.
-        let file = crate::catalog::teams::team_file(&input.load.cwd, &name);
-        if let Some(path) = &file {
-            let def =
-                crate::catalog::teams::load_team(path, &snap.project_files).map_err(|diags| {
-                    CliError::Usage(
-                        diags
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                    )
-                })?;
+        // The snapshot read it (a broken one is an error here, before
+        // anything runs).
+        let file = snap.teams.get(&name);
+        if let Some(f) = file.filter(|f| !f.errors.is_empty()) {
+            return Err(CliError::Usage(
+                f.errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ));
+        }
+        if let Some(def) = file.and_then(|f| f.def.as_ref()) {
             let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
             for t in &def.tasks {
                 if !existing.iter().any(|x| x.subject == t.subject) {
@@ -319,10 +320,11 @@ pub(super) fn prepare_with(
                 lead_prompt = Some(lead.clone());
             }
         }
+        let from_file = file.is_some();
         Some(runtime::TeamSeat {
             store,
             member: crate::teams::LEAD.into(),
-            file,
+            from_file,
             after_plan: None,
         })
     } else if let Some(name) = &args.team {
@@ -363,6 +365,19 @@ pub(super) fn prepare_with(
         asker,
     );
     engine.main_prompt = extras.main_prompt;
+    // A lead's turn brings the snapshot up to date with its team file.
+    engine.catch_up = Some({
+        let (input, swap) = (input.clone(), Arc::clone(&swap));
+        Arc::new(move |dirs: &[PathBuf]| {
+            let t = reload::Targets {
+                files: Vec::new(),
+                dirs: dirs.to_vec(),
+            };
+            if reload::changed_since(&t, swap.load().read_from) {
+                reload::reload_quiet(&input, &swap, interactive, true);
+            }
+        })
+    });
     // The team file's words for the lead join its system prompt.
     if let Some(lead) = lead_prompt {
         let append = match engine.main_prompt.append.take() {
@@ -470,27 +485,12 @@ pub(super) fn prepare_with(
         engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
     }
     let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
-    let header = runtime::resume::SessionHeader {
-        version: runtime::resume::TRANSCRIPT_VERSION,
-        session_id: engine.session_id.clone(),
-        model: spec.model.clone(),
-        agent: def.as_ref().map(|d| d.name.clone()),
-        mode: Some(if kind.coordinator {
-            crate::config::Mode::Coordinator
-        } else {
-            crate::config::Mode::Normal
-        }),
-        tool_names: spec.tool_names.clone(),
-        sampling: crate::message::Sampling {
-            temperature: settings.provider.temperature,
-            thinking_budget: settings.provider.thinking_budget,
-            effort: None,
-        },
-        max_tokens: settings.provider.max_tokens,
-        generation: snap.generation,
-        cwd: Some(spec.cwd.clone()),
+    let header = plan.header(
+        &snap,
+        engine.session_id.clone(),
+        spec.cwd.clone(),
         forked_from,
-    };
+    );
     let header = serde_json::to_value(&header).unwrap_or(Value::Null);
     let history = match &resumed {
         Some((id, r)) => {

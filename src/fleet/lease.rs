@@ -81,20 +81,13 @@ pub(super) async fn claim(broker: &Broker, me: &str, plan: &TaskPlan) -> Result<
 /// The state of a task whose plan is published (the parent writes it; a
 /// worker writes it when the parent's write did not land).
 pub fn queued_record(plan: &TaskPlan) -> TaskRecord {
-    let text = |k: &str| {
-        plan.meta
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
     TaskRecord {
         agent_id: plan.agent_id.clone(),
         session_id: plan.session_id.clone(),
         parent_agent_id: plan.parent_agent_id.clone(),
         pool: plan.pool.clone(),
         agent_type: plan.spawn.agent.name.clone(),
-        description: text("description"),
+        description: plan.meta.description.clone().unwrap_or_default(),
         status: FleetStatus::Queued,
         owner: None,
         attempt: 0,

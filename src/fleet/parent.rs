@@ -24,7 +24,8 @@ use crate::runtime::backend::TaskBackend;
 use crate::runtime::plan::SpawnParent;
 use crate::runtime::plan::SpawnPlan;
 use crate::runtime::restore::rebuild_task;
-use crate::runtime::resume::{self, sub_agent_metas};
+use crate::runtime::restore::sub_agent_metas;
+use crate::runtime::resume;
 use crate::runtime::spawn::notification_text;
 use crate::runtime::tasks::{Task, TaskStatus};
 use crate::runtime::{Engine, EngineEvent, QueueFailed};
@@ -194,12 +195,7 @@ impl NatsBackend {
         plan: &mut TaskPlan,
     ) -> Result<(), FleetError> {
         push_lines(broker, task, &plan.session_id).await?;
-        let Some(head) = plan
-            .meta
-            .get("worktree_base")
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_string)
-        else {
+        let Some(head) = plan.meta.worktree_base.clone() else {
             return Ok(());
         };
         let cwd = task.spec.cwd.clone();
@@ -208,9 +204,7 @@ impl NatsBackend {
             .await
             .map_err(FleetError::broker)??;
         super::git::publish_base(broker, &cwd, &base).await?;
-        if let serde_json::Value::Object(m) = &mut plan.meta {
-            m.insert("worktree_base".into(), serde_json::json!(base));
-        }
+        plan.meta.worktree_base = Some(base);
         Ok(())
     }
 }

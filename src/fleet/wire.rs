@@ -4,11 +4,11 @@
 //! host's provider settings and keys.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::message::Usage;
 use crate::runtime::RunProblem;
 use crate::runtime::plan::SpawnPlan;
+use crate::runtime::plan_record::SubagentMeta;
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
 use crate::runtime::worktree::KeptWorktree;
 
@@ -39,7 +39,7 @@ pub struct TaskPlan {
     pub run: u32,
     /// The child's meta file as the parent wrote it (description, tool use
     /// id, name; `docs/transcripts.md`).
-    pub meta: Value,
+    pub meta: SubagentMeta,
     /// The worker reads and writes the transcript in the parent's session
     /// folder (`distributed.shared_folder`) instead of through the broker.
     #[serde(default)]
@@ -59,7 +59,7 @@ pub fn plan_of(task: &Task, plan: &SpawnPlan, session_id: &str, pool: &str) -> T
             messages: Vec::new(),
             ..plan.clone()
         },
-        meta: task.meta().clone(),
+        meta: SubagentMeta::from_value(task.meta()),
         run: 0,
         shared_folder: false,
     }

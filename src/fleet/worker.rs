@@ -20,7 +20,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::catalog::Isolation;
 use crate::message::Role;
-use crate::runtime::resume::{is_session_id, read_task};
+use crate::runtime::restore::read_task;
+use crate::runtime::resume::is_session_id;
 use crate::runtime::spawn::{notification_text, start_task};
 use crate::runtime::tasks::{Task, TaskResult, TaskStatus};
 use crate::runtime::texts::{TaskBackendFailed, WorktreeNotice};
@@ -544,10 +545,7 @@ async fn materialise(
         .map_err(FleetError::broker)?
         .map_err(FleetError::broker)?;
     if plan.spawn.isolation == Some(Isolation::Worktree)
-        && let Some(base) = plan
-            .meta
-            .get("worktree_base")
-            .and_then(serde_json::Value::as_str)
+        && let Some(base) = plan.meta.worktree_base.as_deref()
     {
         super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base).await?;
     }
@@ -562,10 +560,7 @@ async fn send_branch(
     plan: &TaskPlan,
     kept: &crate::runtime::worktree::KeptWorktree,
 ) -> Option<String> {
-    let base = plan
-        .meta
-        .get("worktree_base")
-        .and_then(serde_json::Value::as_str)?;
+    let base = plan.meta.worktree_base.as_deref()?;
     let object = super::git::branch_object(&plan.agent_id, plan.run);
     match super::git::send_branch(&ctx.broker, kept, base, &object).await {
         Ok(()) => Some(object),
@@ -663,7 +658,7 @@ fn start(
     spec.cwd = ctx.opts.cwd.clone();
     let meta_path = crate::runtime::resume::subagents_dir(&session_dir)
         .join(format!("agent-{}.meta.json", plan.agent_id));
-    let Some(read) = read_task(&engine, &session_dir, meta_path, plan.meta.clone(), true) else {
+    let Some(read) = read_task(&engine, &session_dir, meta_path, plan.meta.to_value(), true) else {
         let path = crate::runtime::resume::subagents_dir(&session_dir)
             .join(format!("agent-{}.jsonl", plan.agent_id));
         return problem("no_transcript", path.display().to_string());
@@ -754,10 +749,7 @@ fn isolate(
     transcript: &Transcript,
     history: &mut crate::message::History,
 ) -> Result<(WorktreeGuard, PathBuf), String> {
-    let base = plan
-        .meta
-        .get("worktree_base")
-        .and_then(serde_json::Value::as_str);
+    let base = plan.meta.worktree_base.as_deref();
     let (wt, child_cwd, made) = worktree::open_or_create(cwd, &plan.agent_id, base)
         .map_err(|e| worktree::failed_text(snap, e))?;
     if made && plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
@@ -831,11 +823,7 @@ fn continue_trace(plan: &TaskPlan, msg: &jetstream::Message) {
             (value.len() <= 512).then(|| (name.to_string(), value.to_string()))
         })
         .collect();
-    let agent_type = plan
-        .meta
-        .get("agent_type")
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or("agent");
+    let agent_type = plan.meta.agent_type.as_deref().unwrap_or("agent");
     crate::telemetry::continue_trace(&plan.agent_id, agent_type, &carried);
 }
 

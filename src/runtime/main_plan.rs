@@ -13,9 +13,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::catalog::AgentDef;
-use crate::config::{Mode, PermissionMode, Scope, SessionKind};
+use crate::config::{Mode, Scope};
 use crate::snapshot::Snapshot;
 
+use super::plan::SessionPlan;
 use super::resume::SessionHeader;
 use super::session::{SessionSpec, TeamSeat};
 
@@ -48,16 +49,11 @@ pub struct MainPlan {
     /// The agent it runs as: `--agent`, else the resumed transcript's,
     /// else the one the mode names.
     pub def: Option<Arc<AgentDef>>,
-    pub kind: SessionKind,
-    /// The model id, aliases resolved.
-    pub model: String,
+    /// What the session is (depth 0), as a sub-agent's plan says it.
+    pub core: SessionPlan,
     /// Where the model came from: `managed`, `flag`, `transcript`, `agent`
     /// or `settings`.
     pub model_source: &'static str,
-    pub mode: PermissionMode,
-    pub tools: Vec<String>,
-    pub max_turns: u32,
-    pub effort: Option<String>,
 }
 
 /// Why the main session cannot be planned (a usage error).
@@ -156,20 +152,57 @@ pub fn plan_main(snap: &Snapshot, input: &MainInput<'_>) -> Result<MainPlan, Mai
         .max_turns
         .or_else(|| def.as_ref().and_then(|d| d.max_turns))
         .unwrap_or(settings.agents.default_max_turns);
-    let effort = def.as_deref().and_then(super::spawn::def_effort);
+    let effort = def.as_deref().and_then(super::plan::def_effort);
     Ok(MainPlan {
         def,
-        kind,
-        model,
+        core: SessionPlan {
+            model,
+            kind,
+            mode,
+            depth: 0,
+            max_turns,
+            tools,
+            effort,
+        },
         model_source,
-        mode,
-        tools,
-        max_turns,
-        effort,
     })
 }
 
 impl MainPlan {
+    /// The transcript's header (its `session` line, a resume's `settings`)
+    /// for the session the plan describes, working in `cwd`: what a
+    /// resume reads back ([`MainInput::resumed`]).
+    pub fn header(
+        &self,
+        snap: &Snapshot,
+        session_id: String,
+        cwd: PathBuf,
+        forked_from: Option<String>,
+    ) -> SessionHeader {
+        let provider = &snap.settings().provider;
+        SessionHeader {
+            version: super::resume::TRANSCRIPT_VERSION,
+            session_id,
+            model: self.core.model.clone(),
+            agent: self.def.as_ref().map(|d| d.name.clone()),
+            mode: Some(if self.core.kind.coordinator {
+                Mode::Coordinator
+            } else {
+                Mode::Normal
+            }),
+            tool_names: self.core.tools.clone(),
+            sampling: crate::message::Sampling {
+                temperature: provider.temperature,
+                thinking_budget: provider.thinking_budget,
+                effort: None,
+            },
+            max_tokens: provider.max_tokens,
+            generation: snap.generation,
+            cwd: Some(cwd),
+            forked_from,
+        }
+    }
+
     /// The session the plan describes, working in `cwd`.
     pub fn session(
         &self,
@@ -177,23 +210,9 @@ impl MainPlan {
         wait_for_background: bool,
         team: Option<TeamSeat>,
     ) -> SessionSpec {
-        SessionSpec {
-            agent_id: "main".into(),
-            parent_agent_id: None,
-            def: self.def.clone(),
-            is_main: true,
-            model: self.model.clone(),
-            kind: self.kind,
-            mode: self.mode,
-            depth: 0,
-            frozen: None,
-            started_by_fork: false,
-            max_turns: self.max_turns,
-            cwd,
-            tool_names: self.tools.clone(),
-            wait_for_background,
-            team,
-            effort: self.effort.clone(),
-        }
+        let mut spec = self.core.spec("main".into(), None, self.def.clone(), cwd);
+        spec.wait_for_background = wait_for_background;
+        spec.team = team;
+        spec
     }
 }

@@ -22,6 +22,7 @@ pub mod main_plan;
 mod manage;
 mod mcp;
 pub mod plan;
+pub mod plan_record;
 mod problem;
 mod prompt;
 mod repeats;
@@ -328,7 +329,15 @@ pub struct Engine {
     /// Where background children run when not in this process
     /// (`[distributed] backend`); `None`: here.
     pub backend: Option<Arc<dyn backend::TaskBackend>>,
+    /// Rebuilds the snapshot now when something under the given folders
+    /// changed since it was read (what the file watcher does a moment
+    /// later), for a turn about to use what they hold. Set by the CLI,
+    /// which knows what the snapshot is built from; `None`: never.
+    pub catch_up: Option<CatchUp>,
 }
+
+/// See [`Engine::catch_up`].
+pub type CatchUp = Arc<dyn Fn(&[PathBuf]) + Send + Sync>;
 
 impl Engine {
     pub fn new(
@@ -378,6 +387,7 @@ impl Engine {
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
             backend: None,
+            catch_up: None,
         }
     }
 

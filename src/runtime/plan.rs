@@ -29,7 +29,6 @@ use crate::snapshot::Snapshot;
 use crate::templates::Templates;
 
 use super::prompt;
-use super::resume::Recorded;
 use super::session::{Frozen, SessionSpec};
 use super::team_texts::{BadTeammateMode, ModeNeedsTeammate};
 use super::texts::{
@@ -60,25 +59,19 @@ pub struct SpawnPlan {
     pub fork: bool,
     /// The definition it runs as (`fork` for a fork).
     pub agent: AgentRef,
-    /// The model id, aliases already resolved, and the layer that chose it.
-    pub model: String,
+    /// What the child session is (model, kind, mode, depth, turn limit,
+    /// tools, effort): for a sub-agent, the model with aliases resolved;
+    /// the kind never interactive in the background; the mode the
+    /// parent's narrowed by the definition's (SPEC §7), `bubble` for a
+    /// fork; the depth the parent's + 1; the tools by name (a fork's are
+    /// its parent's); the effort the call's, else the definition's, before
+    /// trimming to the model ([`SpawnPlan::effort_for_model`]).
+    #[serde(flatten)]
+    pub core: SessionPlan,
+    /// The layer that chose the model.
     pub model_source: ModelSource,
-    /// For flag gates and schema trimming (a background child is never
-    /// interactive).
-    pub kind: SessionKind,
-    /// SPEC §7: the parent's mode narrowed by the definition's; `bubble`
-    /// for a fork.
-    pub mode: PermissionMode,
-    /// The parent's depth + 1.
-    pub depth: u32,
-    pub max_turns: u32,
     /// The folder it runs in, before isolation (a worktree replaces it).
     pub cwd: PathBuf,
-    /// The tools it may call, by name (a fork's are its parent's).
-    pub tools: Vec<String>,
-    /// The reasoning effort asked for (the call's, else the definition's),
-    /// before trimming to the model: see [`SpawnPlan::effort_for_model`].
-    pub effort: Option<String>,
     /// Skills preloaded from the definition's `skills:`, by name.
     pub skills: Vec<String>,
     /// SPEC §9: runs as a background task.
@@ -95,6 +88,60 @@ pub struct SpawnPlan {
     /// approves its plan ([`plan_teammate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after_plan: Option<PermissionMode>,
+}
+
+/// What every session is, whoever starts it: the part of a plan that the
+/// main session's ([`super::main_plan::MainPlan`]) and a spawn's
+/// ([`SpawnPlan`]) share, serialisable, and the one source of a
+/// [`SessionSpec`]'s model, kind, mode, depth, turn limit, tools and
+/// effort ([`SessionPlan::spec`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionPlan {
+    /// The model id, aliases resolved.
+    pub model: String,
+    /// For flag gates and schema trimming.
+    pub kind: SessionKind,
+    pub mode: PermissionMode,
+    /// 0 for the main session, +1 per level of sub-agent.
+    pub depth: u32,
+    pub max_turns: u32,
+    /// The tools it may call, by name, in the order they are offered.
+    pub tools: Vec<String>,
+    /// The reasoning effort asked for, before trimming to the model.
+    pub effort: Option<String>,
+}
+
+impl SessionPlan {
+    /// The session this describes, as `agent_id` (a child of
+    /// `parent_agent_id`; the main session when that is `None`), running
+    /// `def` in `cwd`. The rest of the spec is the caller's: a fork's
+    /// request parts, whether it waits for background children, its team.
+    pub fn spec(
+        &self,
+        agent_id: String,
+        parent_agent_id: Option<String>,
+        def: Option<Arc<AgentDef>>,
+        cwd: PathBuf,
+    ) -> SessionSpec {
+        SessionSpec {
+            agent_id,
+            is_main: parent_agent_id.is_none(),
+            parent_agent_id,
+            def,
+            model: self.model.clone(),
+            kind: self.kind,
+            mode: self.mode,
+            depth: self.depth,
+            frozen: None,
+            started_by_fork: false,
+            max_turns: self.max_turns,
+            cwd,
+            tool_names: self.tools.clone(),
+            wait_for_background: true,
+            effort: self.effort.clone(),
+            team: None,
+        }
+    }
 }
 
 /// The tools of a team member besides its agent's own.
@@ -236,6 +283,28 @@ pub struct ParentTurn<'a> {
     pub frozen: Frozen,
 }
 
+/// What a sub-agent's files (its meta file and its transcript's `spawn`
+/// line) say it was, read back to resume it. None of it is trusted:
+/// [`super::plan::plan_resumed`] plans the child again and lets these values only
+/// narrow the plan.
+#[derive(Debug, Clone, Default)]
+pub struct Recorded {
+    pub agent_id: String,
+    pub parent_agent_id: String,
+    pub agent_type: String,
+    pub description: String,
+    pub name: Option<String>,
+    /// Started by the fork route.
+    pub fork: bool,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub mode: Option<PermissionMode>,
+    pub tools: Option<Vec<String>>,
+    pub depth: Option<u32>,
+    /// A fork's inherited request parts.
+    pub frozen: Option<Frozen>,
+}
+
 /// Plans the spawn `input` asks `parent` for, as `agent_id`.
 ///
 /// Checks in order: `mode` outside a team, the route (a fork inside a
@@ -265,7 +334,7 @@ pub fn plan_spawn(
         (input.run_in_background == Some(true) || plan.background || kind.coordinator)
             && snap.background_enabled(kind);
     if plan.background && !plan.fork {
-        plan.kind.interactive = false;
+        plan.core.kind.interactive = false;
     }
     if input.isolation.as_deref() == Some("worktree") {
         plan.isolation = Some(Isolation::Worktree);
@@ -308,21 +377,21 @@ pub fn plan_teammate(
             .iter()
             .any(|s| crate::catalog::base_name(s) == n.as_str())
     };
-    plan.tools = parent
+    plan.core.tools = parent
         .available_tools
         .iter()
-        .filter(|n| plan.tools.contains(n) || TEAM_TOOLS.contains(&n.as_str()))
+        .filter(|n| plan.core.tools.contains(n) || TEAM_TOOLS.contains(&n.as_str()))
         .filter(|n| not_disallowed(n))
         .cloned()
         .collect();
-    plan.kind.interactive = false;
+    plan.core.kind.interactive = false;
     plan.background = false;
     plan.isolation = None;
     plan.messages = Vec::new();
     plan.skills = Vec::new();
     if plan_mode {
-        plan.after_plan = Some(plan.mode);
-        plan.mode = PermissionMode::Plan;
+        plan.after_plan = Some(plan.core.mode);
+        plan.core.mode = PermissionMode::Plan;
     }
     Ok(plan)
 }
@@ -374,11 +443,11 @@ pub fn plan_resumed(
     } else {
         plan_named(snap, &parent, &input, rec.agent_type.clone(), id)?.0
     };
-    plan.mode = crate::permissions::child_mode(plan.mode, rec.mode);
+    plan.core.mode = crate::permissions::child_mode(plan.core.mode, rec.mode);
     if let Some(tools) = &rec.tools {
-        plan.tools = tools
+        plan.core.tools = tools
             .iter()
-            .filter(|n| plan.tools.contains(n))
+            .filter(|n| plan.core.tools.contains(n))
             .cloned()
             .collect();
     }
@@ -386,15 +455,15 @@ pub fn plan_resumed(
         f.tool_names = f
             .tool_names
             .iter()
-            .filter(|n| plan.tools.contains(n))
+            .filter(|n| plan.core.tools.contains(n))
             .cloned()
             .collect();
         f
     });
     if let Some(model) = &rec.model {
-        plan.model.clone_from(model);
+        plan.core.model.clone_from(model);
     }
-    plan.effort.clone_from(&rec.effort);
+    plan.core.effort.clone_from(&rec.effort);
     plan.background = true;
     plan.messages = Vec::new();
     plan.skills = Vec::new();
@@ -423,17 +492,19 @@ fn base_plan(
             source: def.source,
             path: def.path.clone(),
         },
-        model: model.model,
+        core: SessionPlan {
+            model: model.model,
+            kind: parent.kind,
+            mode: parent.mode,
+            depth: parent.depth + 1,
+            max_turns: def
+                .max_turns
+                .unwrap_or(snap.settings().agents.default_max_turns),
+            tools: Vec::new(),
+            effort: None,
+        },
         model_source: model.source,
-        kind: parent.kind,
-        mode: parent.mode,
-        depth: parent.depth + 1,
-        max_turns: def
-            .max_turns
-            .unwrap_or(snap.settings().agents.default_max_turns),
         cwd: parent.cwd.to_path_buf(),
-        tools: Vec::new(),
-        effort: None,
         skills: Vec::new(),
         background: false,
         isolation: def.isolation,
@@ -461,7 +532,7 @@ fn plan_fork(
     let model = resolve_fork_model(parent.env_model, parent.model, &snap.settings().models);
     let mut plan = base_plan(snap, parent, input, def, agent_id, model);
     plan.fork = true;
-    plan.mode = PermissionMode::Bubble;
+    plan.core.mode = PermissionMode::Bubble;
     match &parent.turn {
         Some(turn) => {
             let t = &snap.templates;
@@ -471,11 +542,11 @@ fn plan_fork(
             let placeholder = t.show(&ForkPlaceholder {});
             plan.messages =
                 fork_messages(turn.messages, turn.assistant, &placeholder, directive, None);
-            plan.tools = turn.frozen.tool_names.to_vec();
+            plan.core.tools = turn.frozen.tool_names.to_vec();
             plan.frozen = Some(turn.frozen.clone());
         }
         // Outside a session (the CLI): the tools a main session is offered.
-        None => plan.tools = parent.available_tools.to_vec(),
+        None => plan.core.tools = parent.available_tools.to_vec(),
     }
     Ok(plan)
 }
@@ -514,7 +585,7 @@ fn plan_named(
     }
     let mut plan = base_plan(snap, parent, input, &def, agent_id, model);
     let interactive_only = |n: &str| snap.tools.get(n).is_some_and(|s| s.interactive_only);
-    plan.tools = tool_pool(
+    plan.core.tools = tool_pool(
         parent.available_tools,
         interactive_only,
         &def,
@@ -523,15 +594,20 @@ fn plan_named(
     );
     // Plugin agents' `permissionMode` is ignored (SPEC §7).
     let def_mode = def.permission_mode.filter(|_| def.source != Source::Plugin);
-    plan.mode = crate::permissions::child_mode(parent.mode, def_mode);
+    plan.core.mode = crate::permissions::child_mode(parent.mode, def_mode);
     plan.messages = named_messages(snap, &def, &input.prompt);
-    plan.effort = input
-        .effort
-        .clone()
-        .or_else(|| super::spawn::def_effort(&def));
+    plan.core.effort = input.effort.clone().or_else(|| def_effort(&def));
     plan.skills = def.skills.clone();
     plan.background = def.background;
     Ok((plan, def))
+}
+
+/// A definition's `effort` as a level name (integers are not levels).
+pub(crate) fn def_effort(def: &AgentDef) -> Option<String> {
+    def.effort
+        .as_ref()
+        .and_then(crate::catalog::EffortSetting::level)
+        .map(str::to_string)
 }
 
 /// The names of the agents `kind` may spawn by type.
@@ -644,9 +720,10 @@ impl SpawnPlan {
         &self,
         levels: &std::collections::BTreeMap<String, Vec<String>>,
     ) -> Option<crate::agent_tool::Effort> {
-        self.effort
+        self.core
+            .effort
             .as_deref()
-            .map(|e| crate::agent_tool::trim_effort(e, &self.model, levels))
+            .map(|e| crate::agent_tool::trim_effort(e, &self.core.model, levels))
     }
 
     /// The session the plan describes, against `snap` (this process's, or
@@ -657,27 +734,17 @@ impl SpawnPlan {
         let def = snap.catalog.get(&self.agent.name).cloned().ok_or_else(|| {
             SpawnRefusal::UnknownAgent {
                 agent_type: self.agent.name.clone(),
-                available: visible_names(snap, self.kind),
+                available: visible_names(snap, self.core.kind),
             }
         })?;
-        let spec = SessionSpec {
-            agent_id: self.agent_id.clone(),
-            parent_agent_id: Some(self.parent_agent_id.clone()),
-            def: Some(def),
-            is_main: false,
-            model: self.model.clone(),
-            kind: self.kind,
-            mode: self.mode,
-            depth: self.depth,
-            frozen: self.frozen.clone(),
-            started_by_fork: self.fork,
-            max_turns: self.max_turns,
-            cwd: self.cwd.clone(),
-            tool_names: self.tools.clone(),
-            wait_for_background: true,
-            effort: self.effort.clone(),
-            team: None,
-        };
+        let mut spec = self.core.spec(
+            self.agent_id.clone(),
+            Some(self.parent_agent_id.clone()),
+            Some(def),
+            self.cwd.clone(),
+        );
+        spec.frozen.clone_from(&self.frozen);
+        spec.started_by_fork = self.fork;
         Ok((spec, self.messages.clone()))
     }
 }

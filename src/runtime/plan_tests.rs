@@ -163,15 +163,17 @@ fn a_named_agent_gets_its_definitions_model_tools_and_turns() {
                 source: Source::Project,
                 path,
             },
-            model: "claude-opus-4-5".into(),
+            core: SessionPlan {
+                model: "claude-opus-4-5".into(),
+                kind: SessionKind::NON_INTERACTIVE,
+                mode: PermissionMode::Default,
+                depth: 1,
+                max_turns: 7,
+                tools: vec!["Grep".into(), "Read".into()],
+                effort: None,
+            },
             model_source: ModelSource::Definition,
-            kind: SessionKind::NON_INTERACTIVE,
-            mode: PermissionMode::Default,
-            depth: 1,
-            max_turns: 7,
             cwd: "/w".into(),
-            tools: vec!["Grep".into(), "Read".into()],
-            effort: None,
             skills: Vec::new(),
             background: false,
             isolation: None,
@@ -190,8 +192,11 @@ fn no_type_is_general_purpose_and_types_match_in_any_case() {
     assert_eq!(plan.agent.name, GENERAL_PURPOSE);
     assert_eq!(plan.agent.source, Source::Builtin);
     assert_eq!(plan.model_source, ModelSource::Inherit);
-    assert!(!plan.tools.contains(&"Agent".to_string()), "no nesting");
-    assert!(plan.tools.contains(&"Write".to_string()));
+    assert!(
+        !plan.core.tools.contains(&"Agent".to_string()),
+        "no nesting"
+    );
+    assert!(plan.core.tools.contains(&"Write".to_string()));
     assert_eq!(
         plan.agent.name,
         f.plan(&p, call("General-Purpose")).agent.name
@@ -222,20 +227,27 @@ fn fork_follows_the_flag_and_is_refused_inside_a_fork() {
     let plan = f.plan(&p, fork_call.clone());
     assert!(plan.fork);
     assert_eq!(plan.agent.name, FORK_AGENT);
-    assert_eq!(plan.mode, PermissionMode::Bubble, "forks ask their parent");
-    assert_eq!(plan.model, PARENT_MODEL);
+    assert_eq!(
+        plan.core.mode,
+        PermissionMode::Bubble,
+        "forks ask their parent"
+    );
+    assert_eq!(plan.core.model, PARENT_MODEL);
     assert_eq!(plan.model_source, ModelSource::Inherit);
-    assert_eq!(plan.tools, vec!["Read".to_string(), "Agent".to_string()]);
+    assert_eq!(
+        plan.core.tools,
+        vec!["Read".to_string(), "Agent".to_string()]
+    );
     assert_eq!(plan.frozen.as_ref(), Some(&parts.frozen));
-    assert_eq!(plan.depth, 1);
-    assert_eq!(plan.kind, SessionKind::INTERACTIVE);
+    assert_eq!(plan.core.depth, 1);
+    assert_eq!(plan.core.kind, SessionKind::INTERACTIVE);
     // The parent's messages, shared, then the two the fork adds.
     assert_eq!(plan.messages.len(), 3);
     assert!(Arc::ptr_eq(&plan.messages[0], &parts.messages[0]));
     // The call's model is ignored for forks.
     let mut with_model = fork_call.clone();
     with_model["model"] = json!("haiku");
-    assert_eq!(f.plan(&p, with_model).model, PARENT_MODEL);
+    assert_eq!(f.plan(&p, with_model).core.model, PARENT_MODEL);
 
     // Inside a fork: refused; a named agent is still fine.
     p.is_fork_child = true;
@@ -301,7 +313,7 @@ fn deny_rules_and_max_depth_refuse() {
     let f = fixture("[agents]\nmax_depth = 2\n", &[]);
     let mut p = f.parent();
     p.depth = 1;
-    assert_eq!(f.plan(&p, call("Plan")).depth, 2);
+    assert_eq!(f.plan(&p, call("Plan")).core.depth, 2);
     p.depth = 2;
     assert_eq!(
         f.try_plan(&p, call("Plan")),
@@ -318,7 +330,7 @@ fn model_sources_in_order() {
     let mut p = f.parent();
     let model = |p: &SpawnParent<'_>, input: serde_json::Value| {
         let plan = f.plan(p, input);
-        (plan.model, plan.model_source)
+        (plan.core.model, plan.model_source)
     };
     assert_eq!(
         model(&p, call("reviewer")),
@@ -346,7 +358,7 @@ fn model_sources_in_order() {
     p.env_model = Some("haiku");
     let plan = f.plan(&p, fork);
     assert_eq!(
-        (plan.model.as_str(), plan.model_source),
+        (plan.core.model.as_str(), plan.model_source),
         ("claude-haiku-4-5", ModelSource::Env)
     );
 }
@@ -370,7 +382,7 @@ fn a_childs_mode_narrows_the_parents_and_never_widens_it() {
         ],
     );
     let mut p = f.parent();
-    let mode = |p: &SpawnParent<'_>, ty: &str| f.plan(p, call(ty)).mode;
+    let mode = |p: &SpawnParent<'_>, ty: &str| f.plan(p, call(ty)).core.mode;
     assert_eq!(mode(&p, "m-bypassPermissions"), PermissionMode::Default);
     assert_eq!(mode(&p, "m-acceptEdits"), PermissionMode::Default);
     assert_eq!(mode(&p, "m-plan"), PermissionMode::Plan);
@@ -391,12 +403,18 @@ fn background_comes_from_the_call_the_definition_or_coordinator_mode() {
     p.kind = SessionKind::INTERACTIVE;
     let plan = f.plan(&p, call("Plan"));
     assert!(!plan.background);
-    assert!(plan.kind.interactive, "a foreground child keeps the kind");
+    assert!(
+        plan.core.kind.interactive,
+        "a foreground child keeps the kind"
+    );
     let mut in_bg = call("Plan");
     in_bg["run_in_background"] = json!(true);
     let plan = f.plan(&p, in_bg);
     assert!(plan.background);
-    assert!(!plan.kind.interactive, "nobody answers a background child");
+    assert!(
+        !plan.core.kind.interactive,
+        "nobody answers a background child"
+    );
     assert!(f.plan(&p, call("bg")).background);
 
     // Disabled: nothing runs in the background.
@@ -445,11 +463,11 @@ fn effort_from_the_call_else_the_definition_trimmed_to_the_model() {
     let f = fixture("", &[(".claude/agents/thinker.md", def)]);
     let p = f.parent();
     let plan = f.plan(&p, call("thinker"));
-    assert_eq!(plan.effort.as_deref(), Some("high"));
+    assert_eq!(plan.core.effort.as_deref(), Some("high"));
     let mut low = call("thinker");
     low["effort"] = json!("low");
-    assert_eq!(f.plan(&p, low).effort.as_deref(), Some("low"));
-    assert_eq!(f.plan(&p, call("Plan")).effort, None);
+    assert_eq!(f.plan(&p, low).core.effort.as_deref(), Some("low"));
+    assert_eq!(f.plan(&p, call("Plan")).core.effort, None);
 
     let levels: BTreeMap<String, Vec<String>> = [(
         "claude-sonnet".to_string(),
@@ -539,9 +557,9 @@ fn a_plan_survives_serialisation_and_becomes_a_session() {
         );
         assert_eq!(spec.agent_id, "a1");
         assert_eq!(spec.parent_agent_id.as_deref(), Some("main"));
-        assert_eq!(spec.model, plan.model);
-        assert_eq!(spec.mode, plan.mode);
-        assert_eq!(spec.tool_names, plan.tools);
+        assert_eq!(spec.model, plan.core.model);
+        assert_eq!(spec.mode, plan.core.mode);
+        assert_eq!(spec.tool_names, plan.core.tools);
         assert_eq!(spec.started_by_fork, plan.fork);
         assert_eq!(spec.frozen, plan.frozen);
         assert_eq!(history, plan.messages);
@@ -631,7 +649,7 @@ fn a_teammate_gets_the_team_tools_a_narrowed_mode_and_plan_mode_on_request() {
     p.mode = PermissionMode::AcceptEdits;
     let plan = f.try_teammate(&p, teammate_call("dev")).unwrap();
     assert_eq!(
-        plan.tools,
+        plan.core.tools,
         [
             "Read",
             "SendMessage",
@@ -643,16 +661,16 @@ fn a_teammate_gets_the_team_tools_a_narrowed_mode_and_plan_mode_on_request() {
         ]
     );
     assert_eq!(
-        plan.mode,
+        plan.core.mode,
         PermissionMode::AcceptEdits,
         "never wider than the lead's"
     );
     assert_eq!(plan.after_plan, None);
-    assert!(!plan.kind.interactive, "nobody answers a teammate");
+    assert!(!plan.core.kind.interactive, "nobody answers a teammate");
     assert!(!plan.background);
-    assert_eq!(plan.depth, 1);
+    assert_eq!(plan.core.depth, 1);
     assert_eq!(plan.name.as_deref(), Some("alice"));
-    assert_eq!(plan.model, "claude-opus-4-5");
+    assert_eq!(plan.core.model, "claude-opus-4-5");
     assert!(
         plan.messages.is_empty(),
         "the team writes its first message"
@@ -661,7 +679,7 @@ fn a_teammate_gets_the_team_tools_a_narrowed_mode_and_plan_mode_on_request() {
     let mut in_plan = teammate_call("dev");
     in_plan["mode"] = json!("plan");
     let plan = f.try_teammate(&p, in_plan).unwrap();
-    assert_eq!(plan.mode, PermissionMode::Plan);
+    assert_eq!(plan.core.mode, PermissionMode::Plan);
     assert_eq!(plan.after_plan, Some(PermissionMode::AcceptEdits));
     let mut bad = teammate_call("dev");
     bad["mode"] = json!("bypassPermissions");
@@ -690,7 +708,7 @@ fn the_environments_model_override_reaches_sub_agents_and_teammates() {
     let mate = f.try_teammate(&p, teammate_call("reviewer")).unwrap();
     for plan in [sub, mate] {
         assert_eq!(
-            (plan.model.as_str(), plan.model_source),
+            (plan.core.model.as_str(), plan.model_source),
             ("claude-haiku-4-5", ModelSource::Env)
         );
     }
@@ -716,8 +734,8 @@ fn a_resumed_child_is_planned_again_and_its_files_only_narrow_the_plan() {
     // Nothing recorded: what a new spawn would get.
     let plan = plan_resumed(&f.snap, &p, &recorded("reviewer")).unwrap();
     assert_eq!(
-        (plan.mode, &plan.tools, plan.depth),
-        (fresh.mode, &fresh.tools, 1)
+        (plan.core.mode, &plan.core.tools, plan.core.depth),
+        (fresh.core.mode, &fresh.core.tools, 1)
     );
     assert!(plan.background);
     assert!(plan.messages.is_empty(), "the history is the transcript's");
@@ -729,10 +747,13 @@ fn a_resumed_child_is_planned_again_and_its_files_only_narrow_the_plan() {
     wide.depth = Some(0);
     wide.model = Some("claude-haiku-4-5".into());
     let plan = plan_resumed(&f.snap, &p, &wide).unwrap();
-    assert_eq!(plan.mode, PermissionMode::Default);
-    assert_eq!(plan.tools, ["Read"], "only tools the plan gives");
-    assert_eq!(plan.depth, 1);
-    assert_eq!(plan.model, "claude-haiku-4-5", "the model it ran on stays");
+    assert_eq!(plan.core.mode, PermissionMode::Default);
+    assert_eq!(plan.core.tools, ["Read"], "only tools the plan gives");
+    assert_eq!(plan.core.depth, 1);
+    assert_eq!(
+        plan.core.model, "claude-haiku-4-5",
+        "the model it ran on stays"
+    );
 
     // A narrower record narrows.
     let mut narrow = recorded("reviewer");
@@ -740,7 +761,7 @@ fn a_resumed_child_is_planned_again_and_its_files_only_narrow_the_plan() {
     narrow.tools = Some(vec!["Grep".into()]);
     let plan = plan_resumed(&f.snap, &p, &narrow).unwrap();
     assert_eq!(
-        (plan.mode, plan.tools),
+        (plan.core.mode, plan.core.tools),
         (PermissionMode::Plan, vec!["Grep".into()])
     );
 
@@ -750,11 +771,11 @@ fn a_resumed_child_is_planned_again_and_its_files_only_narrow_the_plan() {
     let mut was_edits = recorded("reviewer");
     was_edits.mode = Some(PermissionMode::AcceptEdits);
     assert_eq!(
-        plan_resumed(&f.snap, &edits, &was_edits).unwrap().mode,
+        plan_resumed(&f.snap, &edits, &was_edits).unwrap().core.mode,
         PermissionMode::AcceptEdits
     );
     assert_eq!(
-        plan_resumed(&f.snap, &p, &was_edits).unwrap().mode,
+        plan_resumed(&f.snap, &p, &was_edits).unwrap().core.mode,
         PermissionMode::Default
     );
 }
@@ -788,7 +809,7 @@ fn a_resumed_child_passes_the_spawn_checks_of_today() {
     nested.parent_agent_id = "a0".into();
     nested.depth = Some(1);
     let plan = plan_resumed(&f.snap, &p, &nested).unwrap();
-    assert_eq!((plan.depth, plan.parent_agent_id.as_str()), (2, "a0"));
+    assert_eq!((plan.core.depth, plan.parent_agent_id.as_str()), (2, "a0"));
 }
 
 #[test]
@@ -805,11 +826,142 @@ fn a_resumed_fork_keeps_bubble_and_its_request_parts_cut_to_the_tools_offered() 
     fork.frozen = Some(frozen);
     let plan = plan_resumed(&f.snap, &p, &fork).unwrap();
     assert!(plan.fork);
-    assert_eq!(plan.mode, PermissionMode::Bubble);
-    assert_eq!(plan.tools, ["Read", "Agent"]);
+    assert_eq!(plan.core.mode, PermissionMode::Bubble);
+    assert_eq!(plan.core.tools, ["Read", "Agent"]);
     let frozen = plan.frozen.unwrap();
     assert_eq!(&frozen.tool_names[..], ["Read".to_string()]);
     assert_eq!(frozen.system, parts.frozen.system, "its bytes are kept");
+}
+
+/// A plan written to the files a child leaves (its meta file and spawn
+/// line, as JSON text) and read back.
+fn through_files(plan: &SpawnPlan) -> Recorded {
+    use crate::runtime::plan_record::{RecordedSpawn, SpawnLine, SubagentMeta};
+    let path = Path::new("/s/subagents/agent-a1.meta.json");
+    let meta =
+        serde_json::to_string_pretty(&SubagentMeta::of(plan, "toolu_9", None, None)).unwrap();
+    let line = serde_json::to_string(&SpawnLine::of(plan)).unwrap();
+    let spawn: RecordedSpawn = serde_json::from_str(&line).unwrap();
+    let read = SubagentMeta::parse(path, &meta).unwrap();
+    assert_eq!(read.tool_use_id(), "toolu_9");
+    read.recorded(path, spawn.frozen).unwrap()
+}
+
+#[test]
+fn a_plan_written_to_its_meta_file_and_spawn_line_plans_back_equal() {
+    // Named, in the background (a resume runs it there), with an effort.
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let p = f.parent();
+    let mut input = call("reviewer");
+    input["run_in_background"] = json!(true);
+    input["name"] = json!("rev");
+    input["effort"] = json!("high");
+    let named = f.plan(&p, input);
+    let back = plan_resumed(&f.snap, &p, &through_files(&named)).unwrap();
+    assert_eq!(
+        back,
+        SpawnPlan {
+            messages: Vec::new(),
+            skills: Vec::new(),
+            ..named.clone()
+        }
+    );
+    // General-purpose in plan mode (the mode narrows, and is recorded).
+    let mut planning = f.parent();
+    planning.mode = PermissionMode::Plan;
+    let mut input = call(GENERAL_PURPOSE);
+    input["run_in_background"] = json!(true);
+    let gp = f.plan(&planning, input);
+    let back = plan_resumed(&f.snap, &planning, &through_files(&gp)).unwrap();
+    assert_eq!(
+        back,
+        SpawnPlan {
+            messages: Vec::new(),
+            ..gp.clone()
+        }
+    );
+    // A fork: its request parts come back from the spawn line.
+    let parts = turn_parts();
+    let f = fixture(FORK_ON, &[]);
+    let mut p = f.parent();
+    p.kind = SessionKind::INTERACTIVE;
+    p.turn = Some(parts.turn());
+    let fork = f.plan(
+        &p,
+        json!({"description": "d", "prompt": "go", "fork": true}),
+    );
+    assert!(fork.fork && fork.frozen.is_some());
+    p.turn = None;
+    let back = plan_resumed(&f.snap, &p, &through_files(&fork)).unwrap();
+    assert_eq!(
+        back,
+        SpawnPlan {
+            messages: Vec::new(),
+            background: true,
+            ..fork.clone()
+        }
+    );
+}
+
+#[test]
+fn a_fleet_task_is_the_published_plan_read_back_on_a_worker() {
+    use crate::fleet::wire::{PLAN_VERSION, TaskPlan};
+    use crate::runtime::plan_record::SubagentMeta;
+    let f = fixture("", &[(".claude/agents/reviewer.md", REVIEWER)]);
+    let p = f.parent();
+    let mut input = call("reviewer");
+    input["run_in_background"] = json!(true);
+    let plan = f.plan(&p, input);
+    let mut meta = SubagentMeta::of(&plan, "toolu_1", None, Some("nats".into()));
+    meta.worktree_base = Some("0123abcd".into());
+    let published = TaskPlan {
+        version: PLAN_VERSION,
+        agent_id: plan.agent_id.clone(),
+        parent_agent_id: plan.parent_agent_id.clone(),
+        session_id: "s1".into(),
+        pool: "default".into(),
+        spawn: SpawnPlan {
+            messages: Vec::new(),
+            ..plan.clone()
+        },
+        run: 0,
+        meta: meta.clone(),
+        shared_folder: false,
+    };
+    let on_worker: TaskPlan =
+        serde_json::from_str(&serde_json::to_string(&published).unwrap()).unwrap();
+    assert_eq!(on_worker, published);
+    // The session the worker runs is the one the parent planned.
+    let (worker, history) = on_worker.spawn.session(&f.snap).unwrap();
+    let (local, _) = plan.session(&f.snap).unwrap();
+    assert_eq!(
+        (
+            &worker.model,
+            worker.mode,
+            &worker.tool_names,
+            worker.depth,
+            worker.max_turns,
+            &worker.effort
+        ),
+        (
+            &local.model,
+            local.mode,
+            &local.tool_names,
+            local.depth,
+            local.max_turns,
+            &local.effort
+        )
+    );
+    assert!(history.is_empty(), "its history is the transcript's");
+    // What the worker writes into the meta file is the parent's record.
+    assert_eq!(SubagentMeta::from_value(&on_worker.meta.to_value()), meta);
+    // A plan an older parent published, its meta file as an object with
+    // the status on top, still reads.
+    let mut older = serde_json::to_value(&published).unwrap();
+    older["meta"]["status"] = json!("running");
+    older["meta"]["spawnDepth"] = json!(1);
+    let older: TaskPlan = serde_json::from_value(older).unwrap();
+    assert_eq!(older.meta.worktree_base.as_deref(), Some("0123abcd"));
 }
 
 mod main_session {
@@ -844,10 +996,10 @@ mod main_session {
         };
         let plain = plan_main(&f.snap, &input).unwrap();
         assert_eq!(
-            (plain.def.is_none(), plain.mode, plain.model_source),
+            (plain.def.is_none(), plain.core.mode, plain.model_source),
             (true, PermissionMode::Default, "settings")
         );
-        assert!(plain.tools.contains(&"Bash".to_string()));
+        assert!(plain.core.tools.contains(&"Bash".to_string()));
 
         // Chosen on the command line: its mode and model.
         let chosen = MainInput {
@@ -855,12 +1007,12 @@ mod main_session {
             ..input.clone()
         };
         let plan = plan_main(&f.snap, &chosen).unwrap();
-        assert_eq!(plan.mode, PermissionMode::BypassPermissions);
+        assert_eq!(plan.core.mode, PermissionMode::BypassPermissions);
         assert_eq!(
-            (plan.model.as_str(), plan.model_source),
+            (plan.core.model.as_str(), plan.model_source),
             ("claude-opus-4-5", "agent")
         );
-        assert_eq!(plan.tools, ["Bash", "Read", "Write"]);
+        assert_eq!(plan.core.tools, ["Bash", "Read", "Write"]);
 
         // Read back from a transcript: the agent, but not its mode.
         let shipped = header(Some("yolo"), &["Write", "Read", "Agent"]);
@@ -870,20 +1022,20 @@ mod main_session {
         };
         let plan = plan_main(&f.snap, &resumed).unwrap();
         assert_eq!(plan.def.as_ref().map(|d| d.name.as_str()), Some("yolo"));
-        assert_eq!(plan.mode, PermissionMode::Default);
+        assert_eq!(plan.core.mode, PermissionMode::Default);
         assert_eq!(
-            (plan.model.as_str(), plan.model_source),
+            (plan.core.model.as_str(), plan.model_source),
             ("claude-haiku-4-5", "transcript")
         );
         // The recorded pool, in its order, cut to the agent's.
-        assert_eq!(plan.tools, ["Write", "Read"]);
+        assert_eq!(plan.core.tools, ["Write", "Read"]);
         // `--agent` again is the user's choice.
         let again = MainInput {
             agent: Some("yolo"),
             ..resumed.clone()
         };
         assert_eq!(
-            plan_main(&f.snap, &again).unwrap().mode,
+            plan_main(&f.snap, &again).unwrap().core.mode,
             PermissionMode::BypassPermissions
         );
         // A narrower agent mode still narrows.
@@ -896,7 +1048,7 @@ mod main_session {
             ..MainInput::default()
         };
         assert_eq!(
-            plan_main(&f.snap, &input).unwrap().mode,
+            plan_main(&f.snap, &input).unwrap().core.mode,
             PermissionMode::Plan
         );
     }
@@ -919,12 +1071,12 @@ mod main_session {
         let plan = plan_main(&f.snap, &input).unwrap();
         assert_eq!(plan.model_source, "flag");
         assert_eq!(
-            plan.mode,
+            plan.core.mode,
             PermissionMode::Default,
             "the flag's (settings') mode"
         );
-        assert_eq!(plan.max_turns, 3);
-        assert_eq!(plan.tools, ["Read"]);
+        assert_eq!(plan.core.max_turns, 3);
+        assert_eq!(plan.core.tools, ["Read"]);
         let spec = plan.session("/w".into(), true, None);
         assert!(spec.is_main);
         assert_eq!(spec.tool_names, ["Read"]);

@@ -1,14 +1,18 @@
 //! Restoring the sub-agents of a resumed session: each one's files read
-//! back ([`super::resume::read_task`]) and its session planned again from
+//! back ([`read_task`]) and its session planned again from
 //! the current snapshot ([`super::plan::plan_resumed`]), so that nothing a
 //! meta file or transcript says can widen what it may do.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 
+use crate::message::{History, Message, Role};
+
+use super::plan::Recorded;
+
 use super::plan::{SpawnParent, plan_resumed};
-use super::resume::{RebuiltTask, read_task, sub_agent_metas};
 
 /// Registers the sub-agents of a resumed session (from the meta files and
 /// transcripts under `session_dir/agents`) as ended tasks of `engine`, so
@@ -92,6 +96,190 @@ fn is_agent_worktree(path: &Path, cwd: &Path) -> bool {
             path.starts_with(&dir) && path != dir
         })
 }
+
+/// The meta files of a session's sub-agents (`subagents/agent-ID.meta.json`),
+/// sorted by path, parsed; one that does not parse is skipped with a warning.
+pub fn sub_agent_metas(session_dir: &Path) -> Vec<(PathBuf, Value)> {
+    let Ok(entries) = std::fs::read_dir(super::resume::subagents_dir(session_dir)) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".meta.json"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .filter_map(|meta_path| {
+            // Typed first: a field of the wrong type is named with its
+            // line and column, and the file is left out.
+            let read = crate::raw::read_text(&meta_path, MAX_META_BYTES)
+                .map_err(|e| format!("{}: {e}", meta_path.display()))
+                .and_then(|t| {
+                    super::plan_record::SubagentMeta::parse(&meta_path, &t)
+                        .map_err(|e| e.to_string())?;
+                    serde_json::from_str(&t).map_err(|e| e.to_string())
+                });
+            match read {
+                Ok(v) => Some((meta_path, v)),
+                Err(e) => {
+                    tracing::warn!("{e}; sub-agent not restored");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// A sub-agent rebuilt from its meta and transcript.
+pub struct RebuiltTask {
+    /// Ready to register (as ended, or to run again).
+    pub task: super::tasks::NewTask,
+    /// What the meta file says (`killed` for one still running).
+    pub status: super::tasks::TaskStatus,
+    /// Its history, a turn cut mid-way repaired (each tool call without a
+    /// result gets a "cancelled" one, also appended to its transcript).
+    pub history: History,
+}
+
+/// A sub-agent's files read back, before anything is planned from them.
+pub struct ReadTask {
+    /// What its meta file and `spawn` line say (not trusted).
+    pub recorded: Recorded,
+    /// The worktree it kept, as its meta file names it (not checked yet).
+    pub worktree: Option<PathBuf>,
+    pub status: super::tasks::TaskStatus,
+    pub history: History,
+    /// Where the meta file is.
+    pub meta_path: PathBuf,
+    meta: Value,
+    output_file: PathBuf,
+    tool_use_id: String,
+}
+
+/// Reads the sub-agent `meta` describes and its transcript under
+/// `session_dir/subagents`. With `repair`, a turn cut mid-way gets its
+/// "cancelled" tool results (also in the transcript); without, the file is
+/// only read. `None`, with a warning, when its files do not read back.
+pub fn read_task(
+    engine: &super::Engine,
+    session_dir: &Path,
+    meta_path: PathBuf,
+    meta: Value,
+    repair: bool,
+) -> Option<ReadTask> {
+    use super::tasks::TaskStatus;
+    let snap = engine.snapshot.load_full();
+    let typed = match super::plan_record::SubagentMeta::deserialize(&meta) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!("{}: {e}; sub-agent not restored", meta_path.display());
+            return None;
+        }
+    };
+    // Only the ids are needed before the transcript is read.
+    let ids = match typed.recorded(&meta_path, None) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("{e}");
+            return None;
+        }
+    };
+    let (id, parent) = (ids.agent_id.clone(), ids.parent_agent_id.clone());
+    let output_file = super::resume::subagents_dir(session_dir).join(format!("agent-{id}.jsonl"));
+    let loaded = super::resume::load(&output_file).and_then(|r| {
+        if repair {
+            super::resume::trim_partial_tail(&output_file, r.complete_len)?;
+        }
+        Ok(r)
+    });
+    let (mut history, spawn) = match loaded {
+        Ok(r) => (r.history, r.spawn),
+        Err(e) => {
+            tracing::warn!("{e}; sub-agent {id} not restored");
+            return None;
+        }
+    };
+    // Killed mid-turn: each tool call gets its "cancelled" result.
+    if let Some(last) = history
+        .last()
+        .filter(|m| repair && m.role == Role::Assistant)
+    {
+        let cancelled = snap.templates.show(&super::texts::ToolCancelled {});
+        let results: Vec<crate::message::ContentBlock> = last
+            .tool_uses()
+            .map(|(id, _, _)| {
+                crate::message::ContentBlock::tool_result(id, cancelled.clone(), true)
+            })
+            .collect();
+        if !results.is_empty() {
+            let repair = Message::user(results);
+            super::transcript::Transcript::open(output_file.clone(), &id, Some(&parent))
+                .message(&repair);
+            history.push(std::sync::Arc::new(repair));
+        }
+    }
+    let status = match meta.get("status").and_then(Value::as_str) {
+        Some("completed") => TaskStatus::Completed,
+        Some("failed") => TaskStatus::Failed,
+        _ => TaskStatus::Killed,
+    };
+    // A fork sends the request parts it inherited, as its spawn line
+    // recorded them.
+    let frozen = typed
+        .fork
+        .then(|| {
+            spawn.and_then(|s| {
+                super::plan_record::RecordedSpawn::deserialize(Value::Object(s))
+                    .ok()
+                    .and_then(|s| s.frozen)
+            })
+        })
+        .flatten();
+    if typed.fork && frozen.is_none() {
+        tracing::warn!("sub-agent {id}: no recorded fork request parts; they are rendered again");
+    }
+    let recorded = Recorded { frozen, ..ids };
+    Some(ReadTask {
+        recorded,
+        tool_use_id: typed.tool_use_id(),
+        worktree: typed.worktree.map(|w| w.path),
+        status,
+        history,
+        meta,
+        meta_path,
+        output_file,
+    })
+}
+
+impl ReadTask {
+    /// The task to register, running as `spec`.
+    pub fn into_task(self, spec: super::SessionSpec) -> RebuiltTask {
+        let r = self.recorded;
+        RebuiltTask {
+            task: super::tasks::NewTask {
+                id: r.agent_id,
+                description: r.description,
+                agent_type: r.agent_type,
+                parent_agent_id: r.parent_agent_id,
+                tool_use_id: self.tool_use_id,
+                name: r.name,
+                output_file: Some(self.output_file),
+                meta_file: Some(self.meta_path),
+                meta: self.meta,
+                spec,
+                background: true,
+            },
+            status: self.status,
+            history: self.history,
+        }
+    }
+}
+
+/// The largest sub-agent meta file read back (a meta file holds ids,
+/// names, the tool list and at most an error's text).
+const MAX_META_BYTES: u64 = 16 * 1024 * 1024;
 
 #[cfg(test)]
 mod tests {

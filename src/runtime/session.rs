@@ -85,9 +85,10 @@ pub struct TeamSeat {
     pub store: crate::teams::TeamStore,
     /// Its name in the team (`team-lead` for the lead).
     pub member: String,
-    /// The lead's team file (`.claude/teams/NAME.yaml`), read again at each
-    /// of its turns: a member added there joins then.
-    pub file: Option<std::path::PathBuf>,
+    /// The lead's team has a team file (`.claude/teams/NAME.yaml`): its
+    /// members, as the snapshot of each lead turn has them, are started (a
+    /// member added there joins then).
+    pub from_file: bool,
     /// A teammate started in plan mode: the permission mode it gets once
     /// the lead approves its plan (a `plan_approval_response` with
     /// `approve: true`).
@@ -240,6 +241,9 @@ pub struct Session {
     /// The snapshot of this session's last turn: a newer one (a live
     /// reload) fires ConfigChange.
     seen_snap: Option<Arc<Snapshot>>,
+    /// The snapshot generation whose broken team file the lead reported
+    /// last (each is reported once, not at every turn).
+    pub(super) team_file_reported: std::sync::atomic::AtomicU64,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -292,6 +296,7 @@ impl Session {
             skill_rules: Default::default(),
             halted: Default::default(),
             seen_snap: None,
+            team_file_reported: Default::default(),
         }
     }
 
@@ -883,6 +888,7 @@ impl Session {
             }
             // A teammate whose plan was approved meanwhile leaves plan mode.
             self.apply_plan_approval();
+            self.catch_up_team_file().await;
             let snap = self.engine.snapshot.load_full();
             if let Some(seen) = self.seen_snap.replace(Arc::clone(&snap))
                 && seen.generation != snap.generation

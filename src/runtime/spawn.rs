@@ -10,13 +10,14 @@ use futures_util::future::BoxFuture;
 
 use serde_json::{Value, json};
 
-use crate::agent_tool::{AgentInput, ModelSource, has_fork_boilerplate};
+use crate::agent_tool::{AgentInput, has_fork_boilerplate};
 use crate::catalog::{Isolation, ONE_SHOT_AGENTS};
 use crate::message::{History, ToolResultContent, Usage};
 
 use super::exec::text_content;
 use super::hooks;
 use super::plan::{ParentTurn, SpawnParent, SpawnPlan, plan_spawn};
+use super::plan_record::{SpawnLine, SubagentMeta};
 use super::problem::RunProblem;
 use super::session::{Frozen, RunError, Session, SessionSpec, Turn, last_text};
 use super::tasks::{NewTask, Task, TaskResult, TaskStatus};
@@ -24,7 +25,7 @@ use super::texts::{
     AsyncLaunched, InvalidInput, LimitStall, LimitTaskTimeout, McpRequired, ResultEmpty,
     ResultTrailer, SubagentCancelled, SubagentFailed, TaskBackendFailed, TaskNotification,
 };
-use super::transcript::{JsonField, Transcript};
+use super::transcript::Transcript;
 use super::worktree::{self, KeptWorktree, WorktreeGuard};
 use super::{Engine, EngineEvent, new_agent_id, total_tokens};
 use crate::snapshot::Snapshot;
@@ -124,7 +125,6 @@ impl Session {
             spec,
             history,
             agent_type: plan.agent.name.clone(),
-            model_source: plan.model_source,
             background: plan.background,
             plan,
             input,
@@ -182,38 +182,14 @@ impl Session {
                 .backend
                 .clone()
                 .filter(|_| c.background && c.worktree.is_none());
-            let mut meta = json!({
-                "agent_id": agent_id,
-                "parent_agent_id": self.spec.agent_id,
-                "agent_type": c.agent_type,
-                "description": c.input.description,
-                "name": c.input.name,
-                "tool_use_id": c.tool_use_id,
-                "model": c.spec.model,
-                "model_source": c.model_source,
-                "effort": c.spec.effort,
-                "tools": c.spec.tool_names,
-                "permission_mode": c.spec.mode,
-                "fork": c.spec.started_by_fork,
-                "worktree": c.worktree.as_ref().map(WorktreeGuard::meta),
-                "depth": c.spec.depth,
-                "backend": backend.as_ref().map(|b| b.name()),
-            });
-            if let (Some(base), Value::Object(m)) = (&c.worktree_base, &mut meta) {
-                m.insert("worktree_base".into(), json!(base));
-            }
-            // Claude Code's fields of the sidecar, which the SDKs read
-            // (`get_subagent_messages` gives `parent_tool_use_id` from
-            // `toolUseId`, and `parent_agent_id` from `parentAgentId` for
-            // a sub-agent's own sub-agent).
-            if let Value::Object(m) = &mut meta {
-                m.insert("agentType".into(), json!(c.agent_type));
-                m.insert("toolUseId".into(), json!(c.tool_use_id));
-                m.insert("spawnDepth".into(), json!(c.spec.depth));
-                if self.spec.agent_id != "main" {
-                    m.insert("parentAgentId".into(), json!(self.spec.agent_id));
-                }
-            }
+            // The meta file is the plan's, with the call and where it runs.
+            let mut meta = SubagentMeta::of(
+                &c.plan,
+                &c.tool_use_id,
+                c.worktree.as_ref().and_then(WorktreeGuard::record),
+                backend.as_ref().map(|b| b.name().to_string()),
+            );
+            meta.worktree_base.clone_from(&c.worktree_base);
             let (transcript, meta_file) = match &engine.session_dir {
                 Some(dir) => {
                     let agents = super::resume::subagents_dir(dir);
@@ -232,22 +208,7 @@ impl Session {
                 ),
             };
             let transcript = Arc::new(transcript);
-            {
-                let mut spawn_line: Vec<(&str, &dyn JsonField)> = vec![
-                    ("agent_type", &c.agent_type),
-                    ("description", &c.input.description),
-                    ("model", &c.spec.model),
-                    ("model_source", &c.model_source),
-                    ("tools", &c.spec.tool_names),
-                    ("background", &c.background),
-                ];
-                // A fork's inherited system prompt and tools, so that a
-                // later process resumes it with the bytes it sent.
-                if let Some(f) = &c.spec.frozen {
-                    spawn_line.push(("frozen", f));
-                }
-                transcript.record_fields("spawn", &spawn_line);
-            }
+            transcript.record_line("spawn", &SpawnLine::of(&c.plan));
             engine.emit(EngineEvent::SubagentStart {
                 agent_id: agent_id.clone(),
                 parent_agent_id: self.spec.agent_id.clone(),
@@ -273,7 +234,7 @@ impl Session {
                 name: c.input.name.clone(),
                 output_file: transcript.path().map(Path::to_path_buf),
                 meta_file,
-                meta,
+                meta: meta.to_value(),
                 spec: c.spec.clone(),
                 background: c.background,
             });
@@ -366,7 +327,6 @@ struct ChildStart {
     /// The decision the child was made from (what a task backend runs).
     plan: SpawnPlan,
     agent_type: String,
-    model_source: ModelSource,
     input: AgentInput,
     tool_use_id: String,
     background: bool,
@@ -680,12 +640,4 @@ async fn watch_limits(engine: Arc<Engine>, task: Arc<super::tasks::Task>) {
             return;
         }
     }
-}
-
-/// A definition's `effort` as a level name (integers are not levels).
-pub(crate) fn def_effort(def: &crate::catalog::AgentDef) -> Option<String> {
-    def.effort
-        .as_ref()
-        .and_then(crate::catalog::EffortSetting::level)
-        .map(str::to_string)
 }

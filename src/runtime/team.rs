@@ -125,7 +125,7 @@ impl Session {
         // other team has to be deleted first.
         if let Some(seat) = &current {
             let team = seat.store.team().map_err(|e| err(e.into()))?;
-            let implicit = seat.store.name == self.engine.session_id && seat.file.is_none();
+            let implicit = seat.store.name == self.engine.session_id && !seat.from_file;
             let used = team.members.iter().any(|m| m.name != teams::LEAD)
                 || !seat.store.tasks().map_err(|e| err(e.into()))?.is_empty();
             if !implicit || used {
@@ -173,7 +173,7 @@ impl Session {
         self.set_seat(Some(TeamSeat {
             store,
             member: teams::LEAD.into(),
-            file: None,
+            from_file: false,
             after_plan: None,
         }));
         Ok(t.show(&TeamCreatedText {
@@ -406,30 +406,57 @@ impl Session {
             .collect()
     }
 
-    /// The lead with a team file: starts every member the file names that
-    /// has not joined from this session yet (at the first turn, and after
-    /// the file gained a member). A file that no longer validates is
-    /// reported and changes nothing.
+    /// The lead with a team file, before its turn loads the snapshot: a
+    /// team file changed since the snapshot was read is read now by a
+    /// rebuild of the snapshot (what the file watcher does a moment later),
+    /// so that a member added there joins at this turn.
+    pub(super) async fn catch_up_team_file(&self) {
+        if !self.seat().is_some_and(|s| s.is_lead() && s.from_file) {
+            return;
+        }
+        let Some(catch_up) = self.engine.catch_up.clone() else {
+            return;
+        };
+        let dirs = vec![self.spec.cwd.join(crate::catalog::teams::TEAMS_DIR)];
+        if tokio::task::spawn_blocking(move || catch_up(&dirs))
+            .await
+            .is_err()
+        {
+            tracing::warn!("the snapshot was not brought up to date with the team file");
+        }
+    }
+
+    /// The lead with a team file: starts every member the file names (as
+    /// `snap` has it) that has not joined from this session yet (at the
+    /// first turn, and after the file gained a member). A file that no
+    /// longer validates was reported when the snapshot was built, and
+    /// its last good form counts.
     pub(super) async fn sync_team_file(&self, snap: &Arc<Snapshot>) {
-        let Some(seat) = self.seat().filter(TeamSeat::is_lead) else {
+        let Some(seat) = self.seat().filter(|s| s.is_lead() && s.from_file) else {
             return;
         };
-        let Some(path) = &seat.file else {
+        let Some(file) = snap.teams.get(&seat.store.name) else {
             return;
         };
-        let def = match crate::catalog::teams::load_team(path, &snap.project_files) {
-            Ok(d) => d,
-            Err(diags) => {
-                for d in diags {
-                    tracing::warn!("{d}");
-                }
-                return;
+        // Broken since the session started: said once per snapshot, with
+        // the position; the last good form counts meanwhile.
+        if !file.errors.is_empty()
+            && self
+                .team_file_reported
+                .swap(snap.generation, std::sync::atomic::Ordering::SeqCst)
+                != snap.generation
+        {
+            for d in &file.errors {
+                tracing::warn!("{d}; the team file as last read without errors counts");
             }
+        }
+        let Some(def) = &file.def else {
+            return;
         };
         let Ok(team) = seat.store.team() else {
             return;
         };
-        for m in def.members {
+        for m in &def.members {
             let joined = team
                 .members
                 .iter()
@@ -445,7 +472,7 @@ impl Session {
                 ..AgentInput::default()
             };
             if let Err(e) = self.spawn_teammate(snap, &input, &m.name).await {
-                tracing::warn!("team file {}: member {}: {e}", path.display(), m.name);
+                tracing::warn!("team file {}: member {}: {e}", def.path.display(), m.name);
             }
         }
     }
@@ -553,7 +580,7 @@ impl Session {
         spec.team = Some(TeamSeat {
             store: store.clone(),
             member: member.clone(),
-            file: None,
+            from_file: false,
             after_plan: plan.after_plan,
         });
         let others: Vec<String> = team
@@ -587,10 +614,9 @@ impl Session {
             ),
             None => Transcript::disabled(&agent_id, Some(&self.spec.agent_id)),
         });
-        transcript.record(
+        transcript.record_line(
             "spawn",
-            json!({"agent_type": plan.agent.name, "description": input.description, "team": store.name,
-                   "name": member, "tools": spec.tool_names}),
+            &super::plan_record::SpawnLine::teammate(&plan, &store.name, &member),
         );
         let history: History = vec![Arc::new(Message::user(vec![ContentBlock::text(intro)]))];
         start_teammate(

@@ -541,6 +541,37 @@ impl Transcript {
         self.write_line(&bytes);
     }
 
+    /// Appends a line: the line's own fields (kind, agent ids, time), then
+    /// `body`'s (a struct), written by serde. Same bytes as
+    /// [`Transcript::record_fields`] with those fields, none of which may
+    /// be one of the line's own.
+    pub(crate) fn record_line<T: Serialize>(&self, kind: &str, body: &T) {
+        #[derive(Serialize)]
+        struct Line<'a, T> {
+            #[serde(rename = "type")]
+            kind: &'a str,
+            agent_id: &'a str,
+            parent_agent_id: &'a Option<String>,
+            timestamp: &'a str,
+            #[serde(flatten)]
+            body: &'a T,
+        }
+        let time = crate::clock::now_rfc3339();
+        let line = Line {
+            kind,
+            agent_id: &self.agent_id,
+            parent_agent_id: &self.parent_agent_id,
+            timestamp: &time,
+            body,
+        };
+        let mut bytes = Vec::with_capacity(256);
+        if serde_json::to_writer(&mut bytes, &line).is_err() {
+            return;
+        }
+        bytes.push(b'\n');
+        self.write_line(&bytes);
+    }
+
     /// After cadre's own `compact` line: the compaction as Claude Code
     /// writes one, so that its `--resume` and the SDKs' readers go on from
     /// the summary. A `system` `compact_boundary` line that starts a new

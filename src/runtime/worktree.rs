@@ -346,10 +346,11 @@ impl WorktreeGuard {
 
 impl WorktreeGuard {
     /// The meta file's `worktree` value while the child runs.
-    pub fn meta(&self) -> Value {
-        self.0
-            .as_ref()
-            .map_or(Value::Null, |w| json!({"path": w.path, "branch": w.branch}))
+    pub fn record(&self) -> Option<KeptWorktree> {
+        self.0.as_ref().map(|w| KeptWorktree {
+            path: w.path.clone(),
+            branch: w.branch.clone(),
+        })
     }
 }
 

@@ -1198,6 +1198,86 @@ fn a_header_naming_a_bypass_agent_does_not_widen_a_continued_session() {
 /// SendMessage resumes it: it is planned again from the definition and the
 /// main session's mode now, and its Write is refused.
 #[test]
+fn a_meta_file_in_claude_codes_sidecar_shape_still_resumes_its_sub_agent() {
+    use super::harness::{assistant_turns, is_main_session};
+    let p = Project::new();
+    let first = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "helper", "prompt": "look around"}),
+                ),
+                _ => anthropic::text_reply("ok"),
+            };
+        }
+        anthropic::text_reply("looked")
+    });
+    p.run(Some(&first), &["run", "go"]).ok();
+    let tools_of = |r: &super::kit::RecordedRequest| -> Vec<String> {
+        r.json["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first_child = first
+        .requests()
+        .into_iter()
+        .find(|r| !is_main_session(r))
+        .unwrap();
+    let metas: Vec<std::path::PathBuf> = p
+        .written_files()
+        .into_iter()
+        .map(|(path, _)| path)
+        .filter(|path| path.to_string_lossy().ends_with(".meta.json"))
+        .collect();
+    assert_eq!(metas.len(), 1, "{metas:?}");
+    let agent_id = p.meta_files()[0]["agent_id"].as_str().unwrap().to_string();
+    // Only what Claude Code writes: the type and the call, the id in the
+    // file's name.
+    std::fs::write(
+        &metas[0],
+        r#"{"agentType":"general-purpose","toolUseId":"toolu_a"}"#,
+    )
+    .unwrap();
+    let second = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                2 => anthropic::tool_use_reply(
+                    "toolu_send",
+                    "SendMessage",
+                    json!({"to": agent_id, "message": "look again"}),
+                ),
+                _ => anthropic::text_reply("all good"),
+            };
+        }
+        anthropic::text_reply("looked again")
+    });
+    let r = p.run(Some(&second), &["run", "--continue", "carry on"]);
+    r.ok();
+    second.assert_invariants();
+    let child: Vec<_> = second
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main_session(r))
+        .collect();
+    assert_eq!(child.len(), 1, "the child was resumed and answered");
+    assert_eq!(
+        tools_of(&child[0]),
+        tools_of(&first_child),
+        "planned again as it was first planned"
+    );
+    assert!(
+        super::harness::user_texts(&child[0]).contains("look again"),
+        "{}",
+        child[0].body_str()
+    );
+}
+
+#[test]
 fn a_meta_file_edited_to_bypass_does_not_widen_a_resumed_sub_agent() {
     use super::harness::{assistant_turns, is_main_session};
     let p = Project::new();

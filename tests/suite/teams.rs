@@ -440,6 +440,45 @@ fn a_member_added_to_the_team_file_joins_at_the_leads_next_turn() {
     assert_eq!(assistant_turns(&first_lead), 0);
 }
 
+#[test]
+fn a_team_file_broken_mid_session_is_reported_with_its_position_and_its_last_good_form_counts() {
+    let p = teams_project();
+    let file = p.write(
+        ".claude/teams/keep.yaml",
+        "members:\n  - name: alice\n    prompt: say hi\n",
+    );
+    let server = FakeServer::route(move |r| {
+        if is_main_session(r) {
+            if assistant_turns(r) == 0 {
+                // While the lead works, the file gains a member without a
+                // prompt: it no longer validates.
+                std::fs::write(
+                    &file,
+                    "members:\n  - name: alice\n    prompt: say hi\n  - name: bob\n",
+                )
+                .unwrap();
+            }
+            return anthropic::text_reply("noted");
+        }
+        anthropic::text_reply("hi")
+    });
+    let r = p.run(Some(&server), &["run", "--team", "keep", "go"]);
+    r.ok();
+    let requests = server.requests();
+    assert!(
+        requests.iter().any(|r| teammate(r) == Some("alice")),
+        "alice, from the file as first read, ran"
+    );
+    assert!(
+        !requests.iter().any(|r| teammate(r) == Some("bob")),
+        "bob, from the broken file, did not join"
+    );
+    let leads = requests.iter().filter(|r| is_main_session(r)).count();
+    assert!(leads >= 2, "the lead had a turn after the file broke");
+    assert!(r.stderr.contains("keep.yaml:4:"), "{}", r.stderr);
+    assert!(r.stderr.contains("needs a `prompt`"), "{}", r.stderr);
+}
+
 /// Everything the last user message of a request says: its text blocks and
 /// its tool results, joined.
 fn last_user_message(r: &RecordedRequest) -> String {

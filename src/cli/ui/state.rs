@@ -133,7 +133,7 @@ impl Source {
 
     fn row(&self, found: &Found) -> Option<Value> {
         let main = resume::main_file(&found.folder);
-        let metas = resume::sub_agent_metas(&found.folder);
+        let metas = crate::runtime::restore::sub_agent_metas(&found.folder);
         let mut stamps = vec![stamp(&main)];
         for (meta, v) in &metas {
             stamps.push(stamp(meta));
@@ -196,7 +196,7 @@ impl Source {
         let found = self.found(id)?;
         let folder = &found.folder;
         let main = self.load(&resume::main_file(folder))?;
-        let metas = resume::sub_agent_metas(folder);
+        let metas = crate::runtime::restore::sub_agent_metas(folder);
         let status = self.main_status(folder, &main, &metas);
         let header = main.header.as_ref();
         let model = header.map(|h| h.model.clone());
