@@ -905,7 +905,7 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 21] = [
+const CLIENT_HOOK_EVENTS: [&str; 23] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -927,6 +927,8 @@ const CLIENT_HOOK_EVENTS: [&str; 21] = [
     "InstructionsLoaded",
     "WorktreeRemove",
     "PostToolBatch",
+    "Elicitation",
+    "ElicitationResult",
 ];
 
 /// Calls the client's callbacks registered for `event` whose matcher

@@ -581,6 +581,18 @@ pub struct Fired {
     /// PermissionRequest: `hookSpecificOutput.decision` (`allow` or `deny`
     /// on the user's behalf); a deny wins.
     pub permission: Option<PermissionAnswer>,
+    /// Elicitation, ElicitationResult: `hookSpecificOutput.action` (and
+    /// `content`) answering the server; a `cancel` wins, else the last.
+    pub elicit: Option<ElicitReply>,
+}
+
+/// An Elicitation hook's answer for the user, or an ElicitationResult
+/// hook's replacement answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitReply {
+    /// `accept`, `decline` or `cancel`.
+    pub action: String,
+    pub content: Option<Value>,
 }
 
 /// A PermissionRequest hook's decision on the user's behalf.
@@ -616,6 +628,8 @@ fn decision_blocks(event: &str) -> bool {
             | "TeammateIdle"
             | "TaskCreated"
             | "TaskCompleted"
+            | "Elicitation"
+            | "ElicitationResult"
     )
 }
 
@@ -682,6 +696,8 @@ impl Fired {
         match event {
             "PreToolUse" => self.decisions.extend(tool_decision(&as_text)),
             "PermissionRequest" => self.permission_answer(v),
+            "Elicitation" | "ElicitationResult" if block => self.blocks.push(reason()),
+            "Elicitation" | "ElicitationResult" => self.elicit_reply(event, v),
             // The tool has run: the reason reaches the model with its result
             // (as an exit 2's stderr does).
             "PostToolUse" | "PostToolUseFailure" if block => self.blocks.push(reason()),
@@ -689,6 +705,37 @@ impl Fired {
             _ => {}
         }
         self.contexts.extend(additional_context(&as_text));
+    }
+
+    /// `hookSpecificOutput.action` (`accept`, `decline`, `cancel`) and
+    /// `content`, read only with the event's own `hookEventName` (as
+    /// Claude Code does). A `decline` also counts as a block (with the
+    /// top-level `reason`); a `cancel` wins over every other answer.
+    fn elicit_reply(&mut self, event: &str, v: &Value) {
+        let Some(h) = v.get("hookSpecificOutput") else {
+            return;
+        };
+        if h.get("hookEventName").and_then(Value::as_str) != Some(event) {
+            return;
+        }
+        let Some(action) = h
+            .get("action")
+            .and_then(Value::as_str)
+            .filter(|a| matches!(*a, "accept" | "decline" | "cancel"))
+        else {
+            return;
+        };
+        if action == "decline" {
+            let reason = v.get("reason").and_then(Value::as_str).unwrap_or_default();
+            self.blocks.push(reason.trim().to_string());
+        }
+        if self.elicit.as_ref().is_some_and(|r| r.action == "cancel") {
+            return;
+        }
+        self.elicit = Some(ElicitReply {
+            action: action.to_string(),
+            content: h.get("content").filter(|c| c.is_object()).cloned(),
+        });
     }
 
     /// `hookSpecificOutput.decision: {behavior, message?, updatedInput?}`.
@@ -758,7 +805,7 @@ pub(super) async fn fire_all(
 }
 
 /// Whether the client registered callbacks for `event`.
-fn client_wants(engine: &Engine, event: &str) -> bool {
+pub(super) fn client_wants(engine: &Engine, event: &str) -> bool {
     engine.client_hooks.as_ref().is_some_and(|c| c.wants(event))
 }
 

@@ -12,6 +12,7 @@ pub mod backend;
 mod command_notes;
 pub mod commands;
 mod compact;
+pub mod elicit_hooks;
 mod exec;
 pub mod grants;
 pub mod hooks;

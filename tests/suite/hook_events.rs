@@ -474,3 +474,93 @@ fn post_tool_batch_sees_every_call_of_the_turn_once() {
     let last = server.requests().into_iter().rfind(is_main).unwrap();
     assert!(last.last_user_text().contains("BATCH-CONTEXT"));
 }
+
+/// A project whose `.mcp.json` has the test kit's `rich` server (its `ask`
+/// tool elicits a `name`), allowed in `.claude/settings.json` with these
+/// hooks; a model that calls `ask` once.
+fn eliciting_project(hooks: Value) -> (Project, FakeServer) {
+    let p = Project::new();
+    let (cmd, args) = super::mcp::server_command();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"rich": {"command": cmd, "args": args,
+            "env": {super::mcp::MODE_ENV: "rich"}}}})
+        .to_string(),
+    );
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(
+            &json!({"permissions": {"allow": ["mcp__rich"]}, "hooks": hooks}),
+        )
+        .unwrap(),
+    );
+    let server = calling(vec![("t1", "mcp__rich__ask", json!({}))]);
+    (p, server)
+}
+
+/// What the server's `ask` tool saw as the answer to its elicitation.
+fn elicited(server: &FakeServer) -> String {
+    result_text(&main_results(server)[0])
+}
+
+#[test]
+fn an_elicitation_hook_answers_for_the_user_and_a_result_hook_is_then_not_asked() {
+    let (p, server) = eliciting_project(json!({
+        "Elicitation": [{"matcher": "rich", "hooks": [{"type": "command", "command":
+            "cat > elicitation.json; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"Elicitation\", \"action\": \"accept\", \"content\": {\"name\": \"Ada\"}}}'"}]},
+            {"matcher": "other", "hooks": [{"type": "command", "command": "touch wrong-server"}]}],
+        "ElicitationResult": command("touch result-fired"),
+    }));
+    p.run(Some(&server), &["-p", "go"]).ok();
+    assert_eq!(
+        elicited(&server),
+        "declared true, action Accept, content {\"name\":\"Ada\"}"
+    );
+    let input = read_json(&p, "elicitation.json");
+    assert_eq!(input["hook_event_name"], "Elicitation");
+    assert_eq!(input["mcp_server_name"], "rich");
+    assert_eq!(input["message"], "What is your name?");
+    assert_eq!(input["mode"], "form");
+    assert_eq!(input["requested_schema"]["required"], json!(["name"]));
+    assert!(input["session_id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(input["permission_mode"], "default");
+    assert!(!p.path().join("wrong-server").exists(), "matcher: the server");
+    // Answered by a hook: nobody was asked, and no result hook runs (as in
+    // Claude Code).
+    assert!(!p.path().join("result-fired").exists());
+}
+
+#[test]
+fn elicitation_result_hooks_see_the_answer_and_may_replace_it_and_exit_2_declines() {
+    // In `-p` nobody can answer: the answer is a decline, which the
+    // ElicitationResult hook sees and turns into an accept with values.
+    let (p, server) = eliciting_project(json!({
+        "Elicitation": command("cat > elicitation.json"),
+        "ElicitationResult": [{"matcher": "rich", "hooks": [{"type": "command", "command":
+            "cat > result.json; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"ElicitationResult\", \"action\": \"accept\", \"content\": {\"name\": \"Grace\"}}}'"}]}],
+    }));
+    p.run(Some(&server), &["-p", "go"]).ok();
+    assert_eq!(
+        elicited(&server),
+        "declared true, action Accept, content {\"name\":\"Grace\"}"
+    );
+    assert_eq!(read_json(&p, "elicitation.json")["mode"], "form");
+    let result = read_json(&p, "result.json");
+    assert_eq!(result["hook_event_name"], "ElicitationResult");
+    assert_eq!(result["mcp_server_name"], "rich");
+    assert_eq!(result["action"], "decline");
+    assert_eq!(result["mode"], "form");
+
+    // An Elicitation hook's exit 2 declines, even where the result hook
+    // would accept.
+    let (p, server) = eliciting_project(json!({
+        "Elicitation": command("echo 'no forms in CI' >&2; exit 2"),
+        "ElicitationResult": command(
+            "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"ElicitationResult\", \"action\": \"accept\", \"content\": {\"name\": \"X\"}}}'"
+        ),
+    }));
+    let run = p.run(Some(&server), &["-p", "go"]);
+    run.ok();
+    assert_eq!(elicited(&server), "declared true, action Decline");
+    assert!(run.stderr.contains("no forms in CI"), "{}", run.stderr);
+}
