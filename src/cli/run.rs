@@ -1046,7 +1046,7 @@ async fn status_line(session: &Session, engine: &Arc<Engine>, progress: &Progres
         &input,
         &cwd,
         &place.env,
-        None,
+        runtime::hooks::Asked::default(),
         place.sandbox.as_deref(),
     )
     .await

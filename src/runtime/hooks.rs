@@ -93,6 +93,10 @@ pub struct HookPlace<'a> {
     /// Answers `prompt` hooks; `None` where no model is at hand (such a
     /// hook is then logged and decides nothing).
     pub model: Option<HookModel>,
+    /// Answers `agent` hooks: runs the hook's sub-agent with the prompt
+    /// and gives back its `{ok, reason}` as JSON text; `None` outside a
+    /// session (such a hook is then logged and decides nothing).
+    pub agent: Option<HookModel>,
     /// The sandbox command hooks run in when `sandbox.enabled` is set and
     /// this machine can sandbox (docs/sandbox.md, "Hooks").
     pub sandbox: Option<Arc<Policy>>,
@@ -116,6 +120,7 @@ impl<'a> HookPlace<'a> {
             env,
             templates: &snap.templates,
             model: None,
+            agent: None,
             sandbox: hook_sandbox(snap, cwd),
         }
     }
@@ -131,14 +136,23 @@ pub async fn run_any(
     input: &Value,
     cwd: &Path,
     env: &ChildEnv,
-    model: Option<&HookModel>,
+    asked: Asked<'_>,
     sandbox: Option<&Policy>,
 ) -> HookRun {
     match hook.kind {
         HookType::Command => run_hook_in(hook, input, cwd, env, sandbox).await,
         HookType::Http => run_http(hook, input, env).await,
-        HookType::Prompt => run_prompt(hook, input, model).await,
+        HookType::Prompt => run_prompt(hook, input, asked.model).await,
+        HookType::Agent => run_prompt(hook, input, asked.agent).await,
     }
+}
+
+/// Who answers the hooks that ask: `prompt` hooks (a model) and `agent`
+/// hooks (a sub-agent); `None` where there is none here.
+#[derive(Clone, Copy, Default)]
+pub struct Asked<'a> {
+    pub model: Option<&'a HookModel>,
+    pub agent: Option<&'a HookModel>,
 }
 
 /// Bytes of an `http` hook's response body that are read; a longer body
@@ -253,7 +267,13 @@ pub async fn run_http(hook: &HookConfig, input: &Value, env: &ChildEnv) -> HookR
 /// reason (a block where the event can block), as Claude Code does.
 pub async fn run_prompt(hook: &HookConfig, input: &Value, model: Option<&HookModel>) -> HookRun {
     let Some(model) = model else {
-        return HookRun::Failed("no model is at hand for a prompt hook here".into());
+        return HookRun::Failed(format!(
+            "nothing can answer {} hook here",
+            match hook.kind {
+                HookType::Agent => "an agent",
+                _ => "a prompt",
+            }
+        ));
     };
     let prompt = hook.prompt.as_deref().unwrap_or_default();
     let json = input.to_string();
@@ -824,18 +844,14 @@ pub async fn fire(
     for hook in background {
         let (hook, input) = (hook.clone(), input.clone());
         let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
-        let model = place.model.clone();
+        let (model, agent) = (place.model.clone(), place.agent.clone());
         let sandbox = place.sandbox.clone();
         tokio::spawn(async move {
-            let run = run_any(
-                &hook,
-                &input,
-                &cwd,
-                &env,
-                model.as_ref(),
-                sandbox.as_deref(),
-            )
-            .await;
+            let asked = Asked {
+                model: model.as_ref(),
+                agent: agent.as_ref(),
+            };
+            let run = run_any(&hook, &input, &cwd, &env, asked, sandbox.as_deref()).await;
             let event = event.as_str();
             let command = hook.label();
             match run {
@@ -855,13 +871,17 @@ pub async fn fire(
             }
         });
     }
+    let asked = Asked {
+        model: place.model.as_ref(),
+        agent: place.agent.as_ref(),
+    };
     let runs = join_all(awaited.iter().map(|h| {
         run_any(
             h,
             input,
             place.cwd,
             &place.env,
-            place.model.as_ref(),
+            asked,
             place.sandbox.as_deref(),
         )
     }))
@@ -1041,19 +1061,30 @@ impl Session {
         event: HookEvent,
         target: &str,
     ) -> Vec<HookConfig> {
+        if self.is_hook_agent() {
+            return Vec::new();
+        }
         applicable(&snap.hooks, self.spec.def.as_deref(), event, target)
+    }
+
+    /// Whether the SDK client's callbacks for `event` are called here
+    /// (never in an `agent` hook's own session, whose tool calls and stop
+    /// fire no hooks: a hook must not set off itself).
+    fn client_wants(&self, event: HookEvent) -> bool {
+        !self.is_hook_agent() && client_wants(&self.engine, event.as_str())
     }
 
     /// Where this session's hooks run, with a model for `prompt` hooks.
     pub(super) fn hook_place<'a>(&'a self, snap: &'a Snapshot) -> HookPlace<'a> {
         let mut place = HookPlace::new(snap, &self.spec.cwd);
         place.model = Some(self.hook_model());
+        place.agent = Some(self.hook_agent());
         place
     }
 
     /// Whether anything listens to `event` for `target` here.
     fn hooked(&self, hooks: &[HookConfig], event: HookEvent) -> bool {
-        !hooks.is_empty() || client_wants(&self.engine, event.as_str())
+        !hooks.is_empty() || self.client_wants(event)
     }
 
     /// A hook answered `continue: false`: the run ends before the next
@@ -1442,7 +1473,7 @@ impl Session {
             .iter()
             .chain(own.iter().flat_map(|h| h.0.iter()))
             .any(|h| h.event == event);
-        if !configured && !client_wants(&self.engine, event.as_str()) {
+        if !configured && !self.client_wants(event) {
             return;
         }
         let changes = crate::reload::diff(seen, now, self.spec.kind.interactive);
@@ -1497,7 +1528,7 @@ impl Session {
     ) {
         let event = HookEvent::PreCompact;
         let hooks = self.hooks_for(snap, event, trigger);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+        if hooks.is_empty() && !self.client_wants(event) {
             return;
         }
         let mut m = self.hook_input(event);
@@ -1524,7 +1555,7 @@ impl Session {
     ) -> PreTool {
         let event = HookEvent::PreToolUse;
         let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+        if hooks.is_empty() && !self.client_wants(event) {
             return PreTool::Go {
                 verdict: None,
                 input: None,
@@ -1586,7 +1617,7 @@ impl Session {
             HookEvent::PostToolUse
         };
         let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+        if hooks.is_empty() && !self.client_wants(event) {
             return;
         }
         let response: Vec<&str> = content
@@ -1988,6 +2019,7 @@ mod tests {
             env: ChildEnv::default(),
             templates: &templates,
             model: None,
+            agent: None,
             sandbox: None,
         };
         let fired = fire(

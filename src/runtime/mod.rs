@@ -14,6 +14,7 @@ pub mod commands;
 mod compact;
 pub mod elicit_hooks;
 mod exec;
+mod hook_agent;
 pub mod grants;
 pub mod hooks;
 pub mod instructions;
@@ -194,6 +195,32 @@ pub enum EngineEvent {
     },
 }
 
+impl EngineEvent {
+    /// The session whose work the event shows; `None` for the events that
+    /// count what it cost (a model response, a failed request).
+    fn shown_agent(&self) -> Option<&str> {
+        use EngineEvent as E;
+        match self {
+            E::ModelResponse { .. } | E::ApiError { .. } => None,
+            E::TextDelta { agent_id, .. }
+            | E::ThinkingDelta { agent_id, .. }
+            | E::SignatureDelta { agent_id, .. }
+            | E::Message { agent_id, .. }
+            | E::ToolUse { agent_id, .. }
+            | E::ToolResult { agent_id, .. }
+            | E::ToolProgress { agent_id, .. }
+            | E::SubagentStart { agent_id, .. }
+            | E::SubagentProgress { agent_id, .. }
+            | E::SubagentEnd { agent_id, .. }
+            | E::Retrying { agent_id, .. }
+            | E::Todos { agent_id, .. }
+            | E::UserPrompt { agent_id, .. }
+            | E::TurnEnd { agent_id }
+            | E::ToolDecision { agent_id, .. } => Some(agent_id),
+        }
+    }
+}
+
 /// Receives every engine event.
 pub type EventSink = Arc<dyn Fn(&EngineEvent) + Send + Sync>;
 
@@ -328,6 +355,9 @@ pub struct Engine {
     /// Where background children run when not in this process
     /// (`[distributed] backend`); `None`: here.
     pub backend: Option<Arc<dyn backend::TaskBackend>>,
+    /// Sessions whose events nobody outside sees (an `agent` hook's
+    /// sub-agent): only their cost is reported.
+    quiet: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Engine {
@@ -378,11 +408,34 @@ impl Engine {
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
             backend: None,
+            quiet: Mutex::default(),
         }
     }
 
     pub fn emit(&self, event: EngineEvent) {
+        if let Some(id) = event.shown_agent()
+            && self
+                .quiet
+                .lock()
+                .is_ok_and(|q| !q.is_empty() && q.contains(id))
+        {
+            return;
+        }
         (self.events)(&event);
+    }
+
+    /// From now on only the cost of `agent_id`'s requests is reported, not
+    /// its messages, tool calls or progress (until [`Engine::unquiet`]).
+    pub(crate) fn quiet(&self, agent_id: &str) {
+        if let Ok(mut q) = self.quiet.lock() {
+            q.insert(agent_id.to_string());
+        }
+    }
+
+    pub(crate) fn unquiet(&self, agent_id: &str) {
+        if let Ok(mut q) = self.quiet.lock() {
+            q.remove(agent_id);
+        }
     }
 
     /// A model response arrived for `agent_id`: counts its tokens against

@@ -409,6 +409,10 @@ contexts! {
     /// with a JSON decision.
     "hook_prompt_system" => pub struct HookPromptSystem {}
 
+    /// The system text of an `agent` hook's sub-agent: it inspects the
+    /// project and answers `{ok, reason}` with the StructuredOutput tool.
+    "hook_agent_system" => pub struct HookAgentSystem {}
+
     /// The result of a tool call cut short by a cancel.
     "tool_cancelled" => pub struct ToolCancelled {}
 

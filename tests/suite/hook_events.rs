@@ -301,7 +301,8 @@ fn in_an_untrusted_folder_no_project_hook_of_any_type_runs() {
             "SessionStart": command("touch start-ran"),
             "UserPromptSubmit": [{"hooks": [
                 {"type": "http", "url": format!("{}/hook", endpoint.url())},
-                {"type": "prompt", "prompt": "Is this fine? $ARGUMENTS"}
+                {"type": "prompt", "prompt": "Is this fine? $ARGUMENTS"},
+                {"type": "agent", "prompt": "Look around: is this fine? $ARGUMENTS"}
             ]}],
             "Stop": command("touch stop-ran"),
             "SessionEnd": command("touch end-ran"),
@@ -563,4 +564,101 @@ fn elicitation_result_hooks_see_the_answer_and_may_replace_it_and_exit_2_decline
     run.ok();
     assert_eq!(elicited(&server), "declared true, action Decline");
     assert!(run.stderr.contains("no forms in CI"), "{}", run.stderr);
+}
+
+/// Whether a request is an agent hook's sub-agent's.
+fn is_hook_agent(r: &super::kit::RecordedRequest) -> bool {
+    r.system_text()
+        .contains("a checker that a hook of a coding agent started")
+}
+
+#[test]
+fn an_agent_hook_reads_the_project_and_its_no_keeps_the_agent_working() {
+    let p = Project::new();
+    p.write("NOTES.md", "status: pending\n");
+    settings_hooks(
+        &p,
+        json!({"Stop": [{"hooks": [{"type": "agent",
+            "prompt": "Does NOTES.md say `status: done`? $ARGUMENTS"}]}]}),
+    );
+    let notes = p.path().join("NOTES.md");
+    let server = FakeServer::route(move |r| {
+        let turns = super::harness::assistant_turns(r);
+        if is_hook_agent(r) {
+            if turns == 0 {
+                return anthropic::tool_use_reply(
+                    "toolu_read",
+                    "Read",
+                    json!({"file_path": notes.display().to_string()}),
+                );
+            }
+            let read = result_text(&last_tool_results(&r.json)[0]);
+            let verdict = if read.contains("status: pending") {
+                json!({"ok": false, "reason": "NOTES.md still says pending"})
+            } else {
+                json!({"ok": true, "reason": "the notes say done"})
+            };
+            return anthropic::tool_use_reply("toolu_answer", "StructuredOutput", verdict);
+        }
+        match turns {
+            0 => anthropic::text_reply("first answer"),
+            1 => anthropic::tool_use_reply(
+                "toolu_write",
+                "Write",
+                json!({"file_path": notes.display().to_string(), "content": "status: done\n"}),
+            ),
+            _ => anthropic::text_reply("done now"),
+        }
+    });
+    let out = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "finish",
+            "--permission-mode",
+            "acceptEdits",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ],
+    );
+    out.ok();
+    assert!(
+        out.stdout.contains("done now"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    // The hook's agent works out of sight, as in Claude Code.
+    for unseen in ["toolu_read", "toolu_answer", "StructuredOutput"] {
+        assert!(!out.stdout.contains(unseen), "{unseen}: {}", out.stdout);
+    }
+    let requests = server.requests();
+    let (agent, main): (Vec<_>, Vec<_>) = requests.iter().partition(|r| is_hook_agent(r));
+    assert_eq!(main.len(), 3, "an answer, the write after the block, the last answer");
+    assert!(
+        main[1].last_user_text().contains("NOTES.md still says pending"),
+        "{}",
+        main[1].last_user_text()
+    );
+    // Two stops, two agents of two requests each: a Read, then the answer.
+    assert_eq!(agent.len(), 4);
+    let mut tools = super::harness::tool_names(&agent[0].json);
+    tools.sort();
+    assert_eq!(tools, ["Glob", "Grep", "Read", "StructuredOutput"]);
+    let asked = agent[0].last_user_text();
+    assert!(
+        asked.starts_with("Does NOTES.md say `status: done`? {"),
+        "{asked}"
+    );
+    assert!(asked.contains("\"hook_event_name\":\"Stop\""), "{asked}");
+    let read = |r: &super::kit::RecordedRequest| result_text(&last_tool_results(&r.json)[0]);
+    assert!(read(agent[1]).contains("status: pending"), "{}", read(agent[1]));
+    assert!(read(agent[3]).contains("status: done"), "{}", read(agent[3]));
+    // The small model, unless the hook names one.
+    assert!(
+        agent[0].json["model"].as_str().unwrap().contains("haiku"),
+        "{}",
+        agent[0].json["model"]
+    );
 }
