@@ -905,7 +905,7 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 23] = [
+const CLIENT_HOOK_EVENTS: [&str; 24] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -925,6 +925,7 @@ const CLIENT_HOOK_EVENTS: [&str; 23] = [
     "StopFailure",
     "ConfigChange",
     "InstructionsLoaded",
+    "WorktreeCreate",
     "WorktreeRemove",
     "PostToolBatch",
     "Elicitation",

@@ -604,6 +604,13 @@ pub struct Fired {
     /// Elicitation, ElicitationResult: `hookSpecificOutput.action` (and
     /// `content`) answering the server; a `cancel` wins, else the last.
     pub elicit: Option<ElicitReply>,
+    /// WorktreeCreate: the folder each hook made — a command's stdout
+    /// (its first line), or `hookSpecificOutput.worktreePath`.
+    pub worktree_paths: Vec<String>,
+    /// What failed, for the events where a failure matters
+    /// (WorktreeCreate): each hook that exited with a code other than 0
+    /// or 2, timed out or could not start, with its stderr.
+    pub failures: Vec<String>,
 }
 
 /// An Elicitation hook's answer for the user, or an ElicitationResult
@@ -688,6 +695,10 @@ impl Fired {
     pub fn absorb_stdout(&mut self, event: &str, stdout: &str) {
         match serde_json::from_str::<Value>(stdout.trim()) {
             Ok(v) if v.is_object() => self.absorb(event, &v),
+            _ if event == "WorktreeCreate" => {
+                let first = stdout.lines().map(str::trim).find(|l| !l.is_empty());
+                self.worktree_paths.extend(first.map(str::to_string));
+            }
             _ if plain_stdout_is_context(event) && !stdout.trim().is_empty() => {
                 self.contexts.push(stdout.trim().to_string());
             }
@@ -718,6 +729,14 @@ impl Fired {
             "PermissionRequest" => self.permission_answer(v),
             "Elicitation" | "ElicitationResult" if block => self.blocks.push(reason()),
             "Elicitation" | "ElicitationResult" => self.elicit_reply(event, v),
+            "WorktreeCreate" => self.worktree_paths.extend(
+                v.get("hookSpecificOutput")
+                    .and_then(|h| h.get("worktreePath"))
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+            ),
             // The tool has run: the reason reaches the model with its result
             // (as an exit 2's stderr does).
             "PostToolUse" | "PostToolUseFailure" if block => self.blocks.push(reason()),
@@ -912,16 +931,25 @@ pub async fn fire(
             } => fired.blocks.push(clipped(place.templates, stderr)),
             HookRun::Exited { code, stderr, .. } => {
                 let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
-                tracing::warn!(
-                    "{event} hook `{command}` exited with {code}: {}",
+                let why = format!(
+                    "`{command}` exited with {code}: {}",
                     clipped(place.templates, stderr)
                 );
+                tracing::warn!("{event} hook {why}");
+                fired.failures.push(why);
             }
-            HookRun::TimedOut => tracing::warn!(
-                "{event} hook `{command}` timed out after {} ms; its process group was killed",
-                hook.timeout_ms
-            ),
-            HookRun::Failed(e) => tracing::warn!("{event} hook `{command}`: {e}"),
+            HookRun::TimedOut => {
+                let why = format!(
+                    "`{command}` timed out after {} ms; its process group was killed",
+                    hook.timeout_ms
+                );
+                tracing::warn!("{event} hook {why}");
+                fired.failures.push(why);
+            }
+            HookRun::Failed(e) => {
+                tracing::warn!("{event} hook `{command}`: {e}");
+                fired.failures.push(format!("`{command}`: {e}"));
+            }
         }
     }
     fired
@@ -1445,6 +1473,40 @@ impl Session {
         });
         self.fire_event(snap, HookEvent::StopFailure, kind, fields)
             .await;
+    }
+
+    /// WorktreeCreate, when a child of this session is about to run in a
+    /// worktree (`name`: the worktree's name): `None` when no hook listens
+    /// (cadre makes a git worktree, as without hooks); else the folder the
+    /// hooks made — the last path a hook printed on stdout (or answered as
+    /// `hookSpecificOutput.worktreePath`), relative to this session's
+    /// working directory — or why there is none (a hook failed, with its
+    /// stderr; no path; a path that is not a folder).
+    pub(super) async fn worktree_create_hooks(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+    ) -> Option<Result<PathBuf, String>> {
+        let event = HookEvent::WorktreeCreate;
+        let fired = self
+            .fire_event(snap, event, "", json!({"name": name}))
+            .await?;
+        let mut why: Vec<String> = fired.blocks.into_iter().filter(|b| !b.is_empty()).collect();
+        why.extend(fired.failures);
+        if !why.is_empty() {
+            return Some(Err(why.join("; ")));
+        }
+        let Some(path) = fired.worktree_paths.last() else {
+            return Some(Err("no hook printed the path of the worktree it made".into()));
+        };
+        let path = self.spec.cwd.join(path);
+        if !path.is_dir() {
+            return Some(Err(format!(
+                "the hook printed {}, which is not a folder",
+                path.display()
+            )));
+        }
+        Some(Ok(path))
     }
 
     /// WorktreeRemove, before the unchanged worktree this sub-agent ran

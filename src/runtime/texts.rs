@@ -451,6 +451,8 @@ contexts! {
     "error_worktree" => pub struct WorktreeFailed {
         pub not_a_repo: bool = false,
         pub cwd: String = "/tmp/x".into(),
+        /// Why the `WorktreeCreate` hooks made no worktree.
+        pub hook_failed: Option<String> = None,
         pub no_commits: bool = false,
         pub root: String = "/repo".into(),
         /// The git command that failed (`None` with `not_a_repo` or
