@@ -905,7 +905,7 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 24] = [
+const CLIENT_HOOK_EVENTS: [&str; 25] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -919,6 +919,7 @@ const CLIENT_HOOK_EVENTS: [&str; 24] = [
     "SessionEnd",
     "Notification",
     "PermissionRequest",
+    "PermissionDenied",
     "PreModelSwitch",
     "PostModelSwitch",
     "PreSkillShellCommand",

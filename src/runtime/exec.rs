@@ -350,7 +350,7 @@ impl Session {
             Some(c) => (Some(c.rule.clone()), c.origin.clone()),
             None => (None, None),
         };
-        let denied = |reason, rule, origin, asked, message| {
+        let denied = |reason, rule, origin, asked, message, retry| {
             CallResult::text(
                 id,
                 snap.templates.show(&PermissionDenied {
@@ -361,6 +361,7 @@ impl Session {
                     asked,
                     interactive: asked && self.engine.asker.is_some(),
                     message,
+                    retry,
                 }),
                 true,
             )
@@ -370,7 +371,9 @@ impl Session {
         }
         match explained.decision {
             Decision::Allow => {}
-            Decision::Deny { reason } => return Err(denied(reason, rule, origin, false, None)),
+            Decision::Deny { reason } => {
+                return Err(denied(reason, rule, origin, false, None, false));
+            }
             // A sandboxed command runs without asking when only the mode
             // would have asked (`autoAllowBashIfSandboxed`): the kernel
             // keeps it inside the boundary. Deny and ask rules still decide.
@@ -386,6 +389,9 @@ impl Session {
                 // PermissionRequest hooks may answer on the user's behalf,
                 // before the user (or the SDK client) is asked.
                 let hooked = self.permission_request_hooks(snap, name, &input).await;
+                // Nobody can answer: the session refuses on its own (what
+                // Claude Code's auto mode has its classifier decide).
+                let unanswered = hooked.is_none() && self.engine.asker.is_none();
                 let answer = match (hooked, &self.engine.asker) {
                     (Some(a), _) => super::AskAnswer {
                         allow: a.allow,
@@ -424,7 +430,17 @@ impl Session {
                     };
                 }
                 if !answer.allow {
-                    return Err(denied(reason, rule, origin, true, answer.message));
+                    let retry = unanswered
+                        && self
+                            .permission_denied_hooks(
+                                snap,
+                                id,
+                                name,
+                                &input,
+                                &reason.words(&snap.templates),
+                            )
+                            .await;
+                    return Err(denied(reason, rule, origin, true, answer.message, retry));
                 }
                 if !answer.updates.is_empty()
                     && let Ok(mut g) = self.engine.grants.lock()
@@ -451,7 +467,7 @@ impl Session {
                     if let Decision::Deny { reason } =
                         decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
                     {
-                        return Err(denied(reason, None, None, false, None));
+                        return Err(denied(reason, None, None, false, None, false));
                     }
                     input = updated;
                 }

@@ -611,6 +611,8 @@ pub struct Fired {
     /// (WorktreeCreate): each hook that exited with a code other than 0
     /// or 2, timed out or could not start, with its stderr.
     pub failures: Vec<String>,
+    /// PermissionDenied: a hook answered `hookSpecificOutput.retry: true`.
+    pub retry: bool,
 }
 
 /// An Elicitation hook's answer for the user, or an ElicitationResult
@@ -729,6 +731,13 @@ impl Fired {
             "PermissionRequest" => self.permission_answer(v),
             "Elicitation" | "ElicitationResult" if block => self.blocks.push(reason()),
             "Elicitation" | "ElicitationResult" => self.elicit_reply(event, v),
+            "PermissionDenied" => {
+                self.retry |= v
+                    .get("hookSpecificOutput")
+                    .and_then(|h| h.get("retry"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+            }
             "WorktreeCreate" => self.worktree_paths.extend(
                 v.get("hookSpecificOutput")
                     .and_then(|h| h.get("worktreePath"))
@@ -1355,6 +1364,32 @@ impl Session {
             });
         }
         fired.permission
+    }
+
+    /// PermissionDenied, when a call is refused because nobody could be
+    /// asked (a session without a user or SDK client to ask, and no
+    /// PermissionRequest hook answered) — cadre's counterpart of Claude
+    /// Code's auto-mode classifier refusing on the user's behalf. Matcher:
+    /// the tool's name. `true` when a hook answered `retry: true`: the
+    /// model is told it may try the call again. The refusal stands.
+    pub(super) async fn permission_denied_hooks(
+        &self,
+        snap: &Snapshot,
+        id: &str,
+        name: &str,
+        input: &Value,
+        reason: &str,
+    ) -> bool {
+        let fields = json!({
+            "permission_mode": self.spec.mode.as_str(),
+            "tool_name": name,
+            "tool_input": input,
+            "tool_use_id": id,
+            "reason": reason,
+        });
+        self.fire_event(snap, HookEvent::PermissionDenied, name, fields)
+            .await
+            .is_some_and(|f| f.retry)
     }
 
     /// Notification (`kind`: `permission_prompt`, `idle_prompt`, …; the

@@ -98,6 +98,8 @@ contexts! {
         pub interactive: bool = false,
         /// What the user said when declining.
         pub message: Option<String> = None,
+        /// A PermissionDenied hook answered `retry: true`.
+        pub retry: bool = false,
     }
 
     /// WebFetch's request to the small model.

@@ -662,3 +662,44 @@ fn an_agent_hook_reads_the_project_and_its_no_keeps_the_agent_working() {
         agent[0].json["model"]
     );
 }
+
+#[test]
+fn permission_denied_fires_when_nobody_could_approve_and_retry_tells_the_model() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({
+            "permissions": {"deny": ["Bash(rm:*)"]},
+            "hooks": {"PermissionDenied": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "cat >> denied.jsonl; echo >> denied.jsonl; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PermissionDenied\", \"retry\": true}}'"}]}]}
+        }))
+        .unwrap(),
+    );
+    // In `-p` nobody can approve the first call (the mode asks); a deny
+    // rule refuses the second: only the first is the session's own refusal.
+    let server = calling(vec![
+        ("toolu_1", "Bash", json!({"command": "touch made.txt"})),
+        ("toolu_2", "Bash", json!({"command": "rm -r build"})),
+    ]);
+    p.run(Some(&server), &["-p", "go"]).ok();
+    let text = p.read("denied.jsonl");
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "{text}");
+    assert_eq!(seen[0]["hook_event_name"], "PermissionDenied");
+    assert_eq!(seen[0]["tool_name"], "Bash");
+    assert_eq!(seen[0]["tool_use_id"], "toolu_1");
+    assert_eq!(seen[0]["tool_input"]["command"], "touch made.txt");
+    assert!(seen[0]["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    let results = main_results(&server);
+    let first = result_text(&results[0]);
+    assert_eq!(results[0]["is_error"], true);
+    assert!(first.contains("nobody could approve it"), "{first}");
+    assert!(first.contains("PermissionDenied hook says you may retry"), "{first}");
+    let second = result_text(&results[1]);
+    assert!(!second.contains("retry"), "{second}");
+    assert!(!p.path().join("made.txt").exists());
+}
