@@ -532,7 +532,11 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
             format!(
                 "unknown key `{}`; a{} {type_name} hook has {}",
                 key.name,
-                if matches!(kind, HookType::Http | HookType::Agent) { "n" } else { "" },
+                if matches!(kind, HookType::Http | HookType::Agent) {
+                    "n"
+                } else {
+                    ""
+                },
                 known.join(", ")
             ),
         ));
@@ -547,7 +551,11 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
             v.pos,
             format!(
                 "a{} {type_name} hook needs a `{needs}`",
-                if matches!(kind, HookType::Http | HookType::Agent) { "n" } else { "" }
+                if matches!(kind, HookType::Http | HookType::Agent) {
+                    "n"
+                } else {
+                    ""
+                }
             ),
         ));
     }
@@ -727,7 +735,11 @@ mod tests {
         };
         assert_eq!(
             (a.kind, a.timeout_ms, a.model.as_deref()),
-            (HookType::Agent, DEFAULT_AGENT_HOOK_TIMEOUT_MS, Some("sonnet"))
+            (
+                HookType::Agent,
+                DEFAULT_AGENT_HOOK_TIMEOUT_MS,
+                Some("sonnet")
+            )
         );
         assert_eq!(
             why(r#"{"type": "agent"}"#),

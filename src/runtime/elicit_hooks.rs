@@ -20,7 +20,11 @@ use super::hooks::{ElicitReply, Fired, HookEvent, HookPlace, applicable, client_
 use super::transcript::Transcript;
 
 /// The hooks around every elicitation of the process's MCP servers.
-pub fn elicit_hooks(engine: Weak<Engine>, cwd: PathBuf, transcript: Arc<Transcript>) -> ElicitHooks {
+pub fn elicit_hooks(
+    engine: Weak<Engine>,
+    cwd: PathBuf,
+    transcript: Arc<Transcript>,
+) -> ElicitHooks {
     let here = Arc::new((engine, cwd, transcript));
     let before = {
         let here = Arc::clone(&here);
@@ -144,7 +148,9 @@ fn answer(reply: ElicitReply, fallback: Option<Map<String, Value>>) -> ElicitAns
     };
     ElicitAnswer {
         action,
-        content: (action == ElicitAction::Accept).then_some(content).flatten(),
+        content: (action == ElicitAction::Accept)
+            .then_some(content)
+            .flatten(),
     }
 }
 

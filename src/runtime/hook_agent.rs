@@ -120,7 +120,8 @@ async fn run(parent: Parent, model: Option<String>, text: String) -> Result<Stri
         "properties": {"ok": {"type": "boolean"}, "reason": {"type": "string"}},
         "required": ["ok"],
     });
-    let structured = StructuredSpec::new(schema).map_err(|e| format!("the answer's schema: {e}"))?;
+    let structured =
+        StructuredSpec::new(schema).map_err(|e| format!("the answer's schema: {e}"))?;
     let mut child = Session::new(
         Arc::clone(&engine),
         spec,

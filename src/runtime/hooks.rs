@@ -1532,7 +1532,9 @@ impl Session {
             return Some(Err(why.join("; ")));
         }
         let Some(path) = fired.worktree_paths.last() else {
-            return Some(Err("no hook printed the path of the worktree it made".into()));
+            return Some(Err(
+                "no hook printed the path of the worktree it made".into()
+            ));
         };
         let path = self.spec.cwd.join(path);
         if !path.is_dir() {

@@ -525,7 +525,10 @@ fn an_elicitation_hook_answers_for_the_user_and_a_result_hook_is_then_not_asked(
     assert_eq!(input["requested_schema"]["required"], json!(["name"]));
     assert!(input["session_id"].as_str().is_some_and(|s| !s.is_empty()));
     assert_eq!(input["permission_mode"], "default");
-    assert!(!p.path().join("wrong-server").exists(), "matcher: the server");
+    assert!(
+        !p.path().join("wrong-server").exists(),
+        "matcher: the server"
+    );
     // Answered by a hook: nobody was asked, and no result hook runs (as in
     // Claude Code).
     assert!(!p.path().join("result-fired").exists());
@@ -635,9 +638,15 @@ fn an_agent_hook_reads_the_project_and_its_no_keeps_the_agent_working() {
     }
     let requests = server.requests();
     let (agent, main): (Vec<_>, Vec<_>) = requests.iter().partition(|r| is_hook_agent(r));
-    assert_eq!(main.len(), 3, "an answer, the write after the block, the last answer");
+    assert_eq!(
+        main.len(),
+        3,
+        "an answer, the write after the block, the last answer"
+    );
     assert!(
-        main[1].last_user_text().contains("NOTES.md still says pending"),
+        main[1]
+            .last_user_text()
+            .contains("NOTES.md still says pending"),
         "{}",
         main[1].last_user_text()
     );
@@ -653,8 +662,16 @@ fn an_agent_hook_reads_the_project_and_its_no_keeps_the_agent_working() {
     );
     assert!(asked.contains("\"hook_event_name\":\"Stop\""), "{asked}");
     let read = |r: &super::kit::RecordedRequest| result_text(&last_tool_results(&r.json)[0]);
-    assert!(read(agent[1]).contains("status: pending"), "{}", read(agent[1]));
-    assert!(read(agent[3]).contains("status: done"), "{}", read(agent[3]));
+    assert!(
+        read(agent[1]).contains("status: pending"),
+        "{}",
+        read(agent[1])
+    );
+    assert!(
+        read(agent[3]).contains("status: done"),
+        "{}",
+        read(agent[3])
+    );
     // The small model, unless the hook names one.
     assert!(
         agent[0].json["model"].as_str().unwrap().contains("haiku"),
@@ -698,7 +715,10 @@ fn permission_denied_fires_when_nobody_could_approve_and_retry_tells_the_model()
     let first = result_text(&results[0]);
     assert_eq!(results[0]["is_error"], true);
     assert!(first.contains("nobody could approve it"), "{first}");
-    assert!(first.contains("PermissionDenied hook says you may retry"), "{first}");
+    assert!(
+        first.contains("PermissionDenied hook says you may retry"),
+        "{first}"
+    );
     let second = result_text(&results[1]);
     assert!(!second.contains("retry"), "{second}");
     assert!(!p.path().join("made.txt").exists());

@@ -540,7 +540,9 @@ fn a_worktree_create_hook_replaces_git_and_worktree_remove_then_fires_for_its_fo
     let created: Value = serde_json::from_str(&p.read("create.json")).unwrap();
     assert_eq!(created["hook_event_name"], "WorktreeCreate");
     assert!(
-        created["name"].as_str().is_some_and(|n| n.starts_with("agent-")),
+        created["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("agent-")),
         "{created}"
     );
     let removed: Value = serde_json::from_str(&p.read("removed.json")).unwrap();
