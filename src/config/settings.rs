@@ -555,6 +555,11 @@ pub struct AgentSettings {
     /// same input); the next identical call is not run and the model is
     /// told to use the result it has. 0 = no limit.
     pub repeated_call_limit: u32,
+    /// An agent about to stop is sent back once to read the files its
+    /// prompt names that it has not read and to check the paths its answer
+    /// names that do not exist; what is still missing is said after the
+    /// answer (docs/local-model.md). Off by default.
+    pub check_answers: bool,
     /// Where agent teams keep their folders (docs/teams.md), relative to
     /// the working directory.
     pub teams_dir: PathBuf,
@@ -586,6 +591,7 @@ impl Default for AgentSettings {
             notification_gap_ms: 10,
             task_token_budget: 0,
             repeated_call_limit: 0,
+            check_answers: false,
             teams_dir: PathBuf::from(".cadre/teams"),
             session_token_budget: 0,
         }

@@ -7,6 +7,7 @@
 //! [`Session`] is one agent's conversation and loop; an Agent tool call
 //! starts a child session. This module does not parse files.
 
+mod answer_check;
 pub mod ask_user;
 pub mod backend;
 mod command_notes;

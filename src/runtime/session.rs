@@ -824,6 +824,10 @@ impl Session {
 
     async fn run_prompt(&mut self) -> Result<Outcome, RunError> {
         let mut stop_blocks = 0;
+        // Where this prompt's messages start (the prompt is the one just
+        // before), and whether its answer was checked already.
+        let asked_at = self.history.len();
+        let mut answer_checked = false;
         // Continuations asked for after answers cut at max_tokens in a row.
         let mut recoveries = 0u32;
         // The next turn answers task notifications only (a wake-up): it
@@ -1058,6 +1062,15 @@ impl Session {
                     self.append(Arc::new(Message::user(blocks)));
                     continue;
                 }
+                // An answer that names what the project does not have, or
+                // a question's file nobody read: sent back once.
+                if !answer_checked {
+                    answer_checked = true;
+                    if let Some(blocks) = self.answer_check(&snap, asked_at).await {
+                        self.append(Arc::new(Message::user(blocks)));
+                        continue;
+                    }
+                }
                 // Structured output asked for and answered in text: told
                 // once to call the tool (then the text answer stands).
                 if self.structured.is_some() && !self.structured_state.enforced {
@@ -1222,10 +1235,14 @@ impl Session {
     }
 
     fn outcome(&self, stop: StopKind) -> Outcome {
-        let final_text = match stop {
+        let mut final_text = match stop {
             StopKind::RepeatedCalls => self.partial_answer(),
             _ => last_text(&self.history),
         };
+        if let Some(text) = final_text.as_mut() {
+            let snap = self.engine.snapshot.load();
+            text.extend(self.unverified_note(&snap, text));
+        }
         Outcome {
             final_text,
             stop,

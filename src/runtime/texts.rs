@@ -218,6 +218,25 @@ contexts! {
         pub from_subagent: bool = true,
     }
 
+    /// An answer sent back once to be checked (`agents.check_answers`):
+    /// files the prompt names that no call has read, paths the answer
+    /// names that do not exist.
+    "answer_check" => pub struct AnswerCheck {
+        /// Named in the prompt, read for the agent now (their text comes
+        /// before these words).
+        pub read: Vec<String> = vec!["config/defaults.toml".into()],
+        /// Named in the prompt, and the Read call was refused or failed.
+        pub not_read: Vec<String> = vec!["secrets.toml".into()],
+        /// Named in the answer, and not in the project.
+        pub missing: Vec<String> = vec!["src/agent/schema.rs".into()],
+    }
+
+    /// Said after a final answer that still names paths the project does
+    /// not have (`agents.check_answers`).
+    "answer_unverified" => pub struct AnswerUnverified {
+        pub missing: Vec<String> = vec!["src/agent/schema.rs".into()],
+    }
+
     /// The lines after a sub-agent's result.
     "result_trailer" => pub struct ResultTrailer {
         pub agent_id: String = "a1b2c3d4".into(),

@@ -316,3 +316,124 @@ fn run_main_job_says_the_local_model_server_is_still_running_when_it_ends() {
         "{stderr}"
     );
 }
+
+/// `agents.check_answers`: an answer to a question about a file nobody read,
+/// naming a path the project lacks, is sent back once with the file read
+/// for it; what is still missing in the final answer is said after it.
+#[test]
+fn a_checked_answer_is_sent_back_once_with_the_file_and_a_missing_path_is_said() {
+    let mut p = Project::new();
+    p.config("[agents]\ncheck_answers = true\n");
+    p.write("config/defaults.toml", "lease_ms = 8000\n");
+    let server = FakeServer::start([
+        anthropic::text_reply("It is 5000, set in src/lease.rs."),
+        anthropic::text_reply("It is 8000 (config/defaults.toml; see also src/gone.rs)."),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &["run", "What is lease_ms in config/defaults.toml?"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.request_count(), 2);
+    let sent_back = server.request(1).last_user_text();
+    assert!(
+        super::harness::user_texts(&server.request(1)).contains("lease_ms = 8000")
+            && sent_back
+                .contains("`config/defaults.toml` is named in the request: its text is above")
+            && sent_back.contains("`src/lease.rs`, named in your answer, does not exist"),
+        "{sent_back}"
+    );
+    assert!(
+        run.stdout.contains("It is 8000")
+            && run
+                .stdout
+                .contains("not found in the project: `src/gone.rs`"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        !run.stdout.contains("config/defaults.toml`"),
+        "{}",
+        run.stdout
+    );
+
+    // A file the rules deny is not read for the agent.
+    let mut p = Project::new();
+    p.config("[agents]\ncheck_answers = true\n[permissions]\ndeny = [\"Read(config/**)\"]\n");
+    p.write("config/defaults.toml", "lease_ms = 8000\n");
+    let server = FakeServer::start([
+        anthropic::text_reply("It is 5000."),
+        anthropic::text_reply("I could not find it."),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &["run", "What is lease_ms in config/defaults.toml?"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent_back = server.request(1).last_user_text();
+    assert!(
+        !super::harness::user_texts(&server.request(1)).contains("lease_ms = 8000")
+            && sent_back.contains(
+                "`config/defaults.toml` is named in the request, and it could not be read"
+            ),
+        "{sent_back}"
+    );
+
+    // Off (the default): the first answer stands as it is.
+    let p = Project::new();
+    p.write("config/defaults.toml", "lease_ms = 8000\n");
+    let server = FakeServer::start([anthropic::text_reply("It is 5000, set in src/lease.rs.")]);
+    let run = p.run(
+        Some(&server),
+        &["run", "What is lease_ms in config/defaults.toml?"],
+    );
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(run.stdout.trim(), "It is 5000, set in src/lease.rs.");
+}
+
+/// A sub-agent's answer is checked too, inside the child: the parent gets
+/// the report it gave after reading.
+#[test]
+fn a_sub_agents_answer_is_checked_before_the_parent_gets_it() {
+    let mut p = Project::new();
+    p.config("[agents]\ncheck_answers = true\n");
+    p.write("scripts/go", "#!/bin/sh\necho go\n");
+    let server = FakeServer::route(|r| {
+        let turns = assistant_turns(r);
+        if is_main_session(r) {
+            match turns {
+                0 => anthropic::tool_use_reply(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "look", "prompt": "What does scripts/go print?",
+                           "subagent_type": "Explore"}),
+                ),
+                _ => anthropic::text_reply("It prints go."),
+            }
+        } else {
+            match turns {
+                0 => anthropic::text_reply("It prints hello."),
+                _ => anthropic::text_reply("It prints go (scripts/go)."),
+            }
+        }
+    });
+    let run = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let children = child_requests_of(&server, false);
+    assert_eq!(children.len(), 2, "{children:?}");
+    assert!(
+        super::harness::user_texts(&children[1]).contains("echo go"),
+        "{}",
+        super::harness::user_texts(&children[1])
+    );
+    assert!(
+        children[1]
+            .last_user_text()
+            .contains("`scripts/go` is named in the request"),
+        "{}",
+        children[1].last_user_text()
+    );
+    let last_main = main_requests(&server).pop().unwrap();
+    let result = result_text(&last_tool_results(&last_main.json)[0]);
+    assert!(result.starts_with("It prints go (scripts/go)."), "{result}");
+}
