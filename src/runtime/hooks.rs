@@ -45,7 +45,7 @@ use crate::tools::sandbox::{self, Policy};
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
-use super::texts::{HookBlocked, HookContext, HookStopFeedback};
+use super::texts::{HookBlocked, HookContext, HookStopFeedback, WorktreeHookFailure};
 use super::transcript::Transcript;
 
 /// How many times SubagentStop hooks may send one child back to work.
@@ -609,10 +609,23 @@ pub struct Fired {
     pub worktree_paths: Vec<String>,
     /// What failed, for the events where a failure matters
     /// (WorktreeCreate): each hook that exited with a code other than 0
-    /// or 2, timed out or could not start, with its stderr.
-    pub failures: Vec<String>,
+    /// or 2, timed out or could not start.
+    pub failures: Vec<HookFailure>,
     /// PermissionDenied: a hook answered `hookSpecificOutput.retry: true`.
     pub retry: bool,
+}
+
+/// One hook that failed, as the `error_worktree` template words it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HookFailure {
+    /// Its command (or URL, or prompt); `None` for an exit 2, whose
+    /// stderr is all that is kept.
+    pub command: Option<String>,
+    /// The exit code (`None`: killed by a signal, or it never ran).
+    pub code: Option<i32>,
+    pub timed_out: bool,
+    /// Its stderr, or why it could not run.
+    pub output: String,
 }
 
 /// An Elicitation hook's answer for the user, or an ElicitationResult
@@ -939,25 +952,36 @@ pub async fn fire(
                 ..
             } => fired.blocks.push(clipped(place.templates, stderr)),
             HookRun::Exited { code, stderr, .. } => {
-                let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
-                let why = format!(
-                    "`{command}` exited with {code}: {}",
-                    clipped(place.templates, stderr)
-                );
-                tracing::warn!("{event} hook {why}");
-                fired.failures.push(why);
+                let output = clipped(place.templates, stderr);
+                let shown = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
+                tracing::warn!("{event} hook `{command}` exited with {shown}: {output}");
+                fired.failures.push(HookFailure {
+                    command: Some(command.to_string()),
+                    code,
+                    timed_out: false,
+                    output,
+                });
             }
             HookRun::TimedOut => {
-                let why = format!(
-                    "`{command}` timed out after {} ms; its process group was killed",
+                tracing::warn!(
+                    "{event} hook `{command}` timed out after {} ms; its process group was killed",
                     hook.timeout_ms
                 );
-                tracing::warn!("{event} hook {why}");
-                fired.failures.push(why);
+                fired.failures.push(HookFailure {
+                    command: Some(command.to_string()),
+                    code: None,
+                    timed_out: true,
+                    output: String::new(),
+                });
             }
             HookRun::Failed(e) => {
                 tracing::warn!("{event} hook `{command}`: {e}");
-                fired.failures.push(format!("`{command}`: {e}"));
+                fired.failures.push(HookFailure {
+                    command: Some(command.to_string()),
+                    code: None,
+                    timed_out: false,
+                    output: e,
+                });
             }
         }
     }
@@ -1521,27 +1545,36 @@ impl Session {
         &self,
         snap: &Snapshot,
         name: &str,
-    ) -> Option<Result<PathBuf, String>> {
+    ) -> Option<Result<PathBuf, WorktreeHookFailure>> {
         let event = HookEvent::WorktreeCreate;
         let fired = self
             .fire_event(snap, event, "", json!({"name": name}))
             .await?;
-        let mut why: Vec<String> = fired.blocks.into_iter().filter(|b| !b.is_empty()).collect();
-        why.extend(fired.failures);
-        if !why.is_empty() {
-            return Some(Err(why.join("; ")));
+        let mut why = WorktreeHookFailure {
+            failures: fired
+                .blocks
+                .into_iter()
+                .map(|output| HookFailure {
+                    command: None,
+                    code: Some(2),
+                    timed_out: false,
+                    output,
+                })
+                .chain(fired.failures)
+                .collect(),
+            ..WorktreeHookFailure::default()
+        };
+        if !why.failures.is_empty() {
+            return Some(Err(why));
         }
         let Some(path) = fired.worktree_paths.last() else {
-            return Some(Err(
-                "no hook printed the path of the worktree it made".into()
-            ));
+            why.no_path = true;
+            return Some(Err(why));
         };
         let path = self.spec.cwd.join(path);
         if !path.is_dir() {
-            return Some(Err(format!(
-                "the hook printed {}, which is not a folder",
-                path.display()
-            )));
+            why.not_a_folder = Some(path.display().to_string());
+            return Some(Err(why));
         }
         Some(Ok(path))
     }

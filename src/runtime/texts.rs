@@ -14,6 +14,17 @@ use crate::tools::spec::{AgentLine, SkillLine};
 use super::problem::{QueueProblem, RunProblem};
 use super::tasks::TaskStatus;
 
+/// Why the `WorktreeCreate` hooks made no worktree: the hooks that
+/// failed, or what the ones that succeeded printed.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WorktreeHookFailure {
+    pub failures: Vec<super::hooks::HookFailure>,
+    /// No hook printed a path.
+    pub no_path: bool,
+    /// The path printed, when it is not a folder.
+    pub not_a_folder: Option<String>,
+}
+
 /// A skill's text as a sub-agent gets it preloaded.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SkillText {
@@ -473,7 +484,7 @@ contexts! {
         pub not_a_repo: bool = false,
         pub cwd: String = "/tmp/x".into(),
         /// Why the `WorktreeCreate` hooks made no worktree.
-        pub hook_failed: Option<String> = None,
+        pub hook_failed: Option<WorktreeHookFailure> = None,
         pub no_commits: bool = false,
         pub root: String = "/repo".into(),
         /// The git command that failed (`None` with `not_a_repo` or

@@ -423,7 +423,7 @@ pub fn push_notice(history: &mut History, notice: String) {
 
 /// Why the `WorktreeCreate` hooks made no worktree, worded by the
 /// `error_worktree` template (the Agent call's error).
-pub fn hook_failed_text(snap: &Snapshot, why: String) -> String {
+pub fn hook_failed_text(snap: &Snapshot, why: super::texts::WorktreeHookFailure) -> String {
     snap.templates.show(&WorktreeFailed {
         not_a_repo: false,
         cwd: String::new(),
