@@ -615,6 +615,10 @@ pub struct Fired {
     pub retry: bool,
 }
 
+/// Characters of a failed WorktreeCreate hook's output that the model is
+/// shown.
+pub const WORKTREE_HOOK_OUTPUT_CHARS: usize = 4000;
+
 /// One hook that failed, as the `error_worktree` template words it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct HookFailure {
@@ -1565,6 +1569,12 @@ impl Session {
             ..WorktreeHookFailure::default()
         };
         if !why.failures.is_empty() {
+            // The model gets the start of each hook's output.
+            for f in &mut why.failures {
+                if let Some((at, _)) = f.output.char_indices().nth(WORKTREE_HOOK_OUTPUT_CHARS) {
+                    f.output.truncate(at);
+                }
+            }
             return Some(Err(why));
         }
         let Some(path) = fired.worktree_paths.last() else {
