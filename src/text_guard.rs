@@ -108,6 +108,11 @@ const SKIP_FNS: &[(&str, &str, &str)] = &[
         "why a prompt hook's request failed: logged, never sent",
     ),
     (
+        "runtime/hook_agent.rs",
+        "async fn run(parent: Parent",
+        "why an agent hook failed: logged, never sent; the synthetic agent's description is never listed",
+    ),
+    (
         "tools/sandbox/mod.rs",
         "pub fn mechanism(&self)",
         "the sandbox's mechanism, for `config show` and `permissions check`; the model sees it only as a value in the `error_sandbox_unavailable` template",
@@ -561,6 +566,11 @@ fn stringifies(line: &str, name: &str) -> bool {
 /// Lines in such functions that make an error text for people, not the
 /// model: (file, text on the line, why).
 const SESSION_ERROR_TEXT: &[(&str, &str, &str)] = &[
+    (
+        "runtime/exec.rs",
+        ".map_err(|e| format!(\"the model request failed: {e:?}\"))?;",
+        "why a prompt or agent hook's request failed: logged, never sent",
+    ),
     (
         "runtime/hooks.rs",
         "\"error_details\": e.to_string(),",

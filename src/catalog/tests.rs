@@ -341,7 +341,7 @@ fn frontmatter_hooks_keep_args_and_async_and_an_entry_with_a_typo_never_runs() {
 #[test]
 fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
     let (def, diags) = ok_md(&format!(
-        "{HEAD}hooks:\n  Notifications: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: agent, prompt: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
+        "{HEAD}hooks:\n  Notifications: [{{command: x}}]\n  PreToolUse:\n    - matcher: Bash\n    - hooks: [{{type: mcp_tool, server: judge}}]\n    - echo\n    - matcher: \"[\"\n      command: never\n    - command: ok\n"
     ));
     let rows = hook_rows(&def);
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -357,7 +357,7 @@ fn bad_hook_entries_are_dropped_one_by_one_at_their_position() {
         "{texts:?}"
     );
     assert!(
-        texts[2].contains("`agent` hooks are not implemented in cadre yet"),
+        texts[2].contains("hook type \"mcp_tool\" is not supported"),
         "{texts:?}"
     );
     assert!(

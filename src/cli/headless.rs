@@ -905,7 +905,7 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 21] = [
+const CLIENT_HOOK_EVENTS: [&str; 25] = [
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -919,14 +919,18 @@ const CLIENT_HOOK_EVENTS: [&str; 21] = [
     "SessionEnd",
     "Notification",
     "PermissionRequest",
+    "PermissionDenied",
     "PreModelSwitch",
     "PostModelSwitch",
     "PreSkillShellCommand",
     "StopFailure",
     "ConfigChange",
     "InstructionsLoaded",
+    "WorktreeCreate",
     "WorktreeRemove",
     "PostToolBatch",
+    "Elicitation",
+    "ElicitationResult",
 ];
 
 /// Calls the client's callbacks registered for `event` whose matcher

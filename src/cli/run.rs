@@ -473,6 +473,13 @@ pub(super) fn prepare_with(
     if connect_mcp {
         engine.mcp.set_extra_roots(engine.add_dirs.clone());
         engine.mcp.set_elicitor(elicitor);
+        engine
+            .mcp
+            .set_elicit_hooks(Some(runtime::elicit_hooks::elicit_hooks(
+                Arc::downgrade(&engine),
+                input.load.cwd.clone(),
+                Arc::clone(&transcript),
+            )));
         if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
             engine.mcp.set_sampler(Some(runtime::sampling::sampler(
                 Arc::downgrade(&engine),
@@ -1039,7 +1046,7 @@ async fn status_line(session: &Session, engine: &Arc<Engine>, progress: &Progres
         &input,
         &cwd,
         &place.env,
-        None,
+        runtime::hooks::Asked::default(),
         place.sandbox.as_deref(),
     )
     .await

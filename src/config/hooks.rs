@@ -150,6 +150,9 @@ pub enum HookType {
     Http,
     /// A request to a small model that answers `{ok, reason}`.
     Prompt,
+    /// A small read-only sub-agent that inspects the project and answers
+    /// `{ok, reason}`.
+    Agent,
 }
 
 impl HookType {
@@ -231,7 +234,7 @@ impl HookConfig {
         match self.kind {
             HookType::Command => &self.command,
             HookType::Http => self.url.as_deref().unwrap_or_default(),
-            HookType::Prompt => self.prompt.as_deref().unwrap_or_default(),
+            HookType::Prompt | HookType::Agent => self.prompt.as_deref().unwrap_or_default(),
         }
     }
 }
@@ -245,6 +248,9 @@ pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 60_000;
 
 /// A prompt hook's default, as Claude Code's.
 pub const DEFAULT_PROMPT_HOOK_TIMEOUT_MS: u64 = 30_000;
+
+/// An agent hook's default, as Claude Code's.
+pub const DEFAULT_AGENT_HOOK_TIMEOUT_MS: u64 = 60_000;
 
 fn default_hook_timeout_ms() -> u64 {
     DEFAULT_HOOK_TIMEOUT_MS
@@ -337,7 +343,7 @@ fn type_keys(kind: HookType) -> &'static [&'static str] {
     match kind {
         HookType::Command => &["command", "args", "shell"],
         HookType::Http => &["url", "headers", "allowedEnvVars"],
-        HookType::Prompt => &["prompt", "model"],
+        HookType::Prompt | HookType::Agent => &["prompt", "model"],
     }
 }
 
@@ -356,22 +362,17 @@ pub enum Entry {
     /// read (`matcher` left `None`: the caller knows where the matcher is
     /// written).
     Hook(HookConfig),
-    /// A hook of a type cadre does not run (`agent`, `mcp_tool`), written
+    /// A hook of a type cadre does not run (`mcp_tool`), written
     /// at `pos`.
     OtherType { kind: String, pos: Pos },
 }
 
 /// What a caller says of an entry of a type cadre does not run.
 pub fn other_type_note(kind: &str) -> String {
-    match kind {
-        "agent" => "`agent` hooks are not implemented in cadre yet (use a `prompt` hook, or a \
-                    command that runs `cadre -p`); this hook is not run"
-            .to_string(),
-        other => format!(
-            "hook type {other:?} is not supported; cadre runs `command`, `http` and `prompt` \
-             hooks; this hook is not run"
-        ),
-    }
+    format!(
+        "hook type {kind:?} is not supported; cadre runs `command`, `http`, `prompt` and \
+         `agent` hooks; this hook is not run"
+    )
 }
 
 /// Reads one hook entry — a `command` hook `{type?, command, args?,
@@ -396,6 +397,7 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
             Some("command") => HookType::Command,
             Some("http") => HookType::Http,
             Some("prompt") => HookType::Prompt,
+            Some("agent") => HookType::Agent,
             Some(other) => {
                 return Ok(Entry::OtherType {
                     kind: other.to_string(),
@@ -413,9 +415,11 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     let mut problems = Vec::new();
     let mut config = HookConfig::command("");
     config.kind = kind;
-    if kind != HookType::Command {
-        config.timeout_ms = DEFAULT_PROMPT_HOOK_TIMEOUT_MS;
-    }
+    config.timeout_ms = match kind {
+        HookType::Command => DEFAULT_HOOK_TIMEOUT_MS,
+        HookType::Agent => DEFAULT_AGENT_HOOK_TIMEOUT_MS,
+        HookType::Http | HookType::Prompt => DEFAULT_PROMPT_HOOK_TIMEOUT_MS,
+    };
     let mut timeout_ms = None;
     let mut unknown = Vec::new();
     let own = type_keys(kind);
@@ -512,6 +516,7 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
         HookType::Command => "command",
         HookType::Http => "http",
         HookType::Prompt => "prompt",
+        HookType::Agent => "agent",
     };
     for key in unknown {
         let extra = if cadre_form { CADRE_KEYS } else { &[] };
@@ -527,7 +532,11 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
             format!(
                 "unknown key `{}`; a{} {type_name} hook has {}",
                 key.name,
-                if kind == HookType::Http { "n" } else { "" },
+                if matches!(kind, HookType::Http | HookType::Agent) {
+                    "n"
+                } else {
+                    ""
+                },
                 known.join(", ")
             ),
         ));
@@ -535,14 +544,18 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     let needs = match kind {
         HookType::Command => "command",
         HookType::Http => "url",
-        HookType::Prompt => "prompt",
+        HookType::Prompt | HookType::Agent => "prompt",
     };
     if v.get(needs).is_none() {
         problems.push((
             v.pos,
             format!(
                 "a{} {type_name} hook needs a `{needs}`",
-                if kind == HookType::Http { "n" } else { "" }
+                if matches!(kind, HookType::Http | HookType::Agent) {
+                    "n"
+                } else {
+                    ""
+                }
             ),
         ));
     }
@@ -716,9 +729,25 @@ mod tests {
             why(r#"{"type": "prompt"}"#),
             ["a prompt hook needs a `prompt`"]
         );
+        let Ok(Entry::Hook(a)) = entry(r#"{"type": "agent", "prompt": "x", "model": "sonnet"}"#)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (a.kind, a.timeout_ms, a.model.as_deref()),
+            (
+                HookType::Agent,
+                DEFAULT_AGENT_HOOK_TIMEOUT_MS,
+                Some("sonnet")
+            )
+        );
+        assert_eq!(
+            why(r#"{"type": "agent"}"#),
+            ["an agent hook needs a `prompt`"]
+        );
         assert!(matches!(
-            entry(r#"{"type": "agent", "prompt": "x"}"#),
-            Ok(Entry::OtherType { ref kind, .. }) if kind == "agent"
+            entry(r#"{"type": "mcp_tool", "server": "x"}"#),
+            Ok(Entry::OtherType { ref kind, .. }) if kind == "mcp_tool"
         ));
         // Round trip through the settings' shape.
         let v = serde_json::to_value(&h).unwrap();

@@ -212,6 +212,9 @@ pub struct Client {
     pub sampler: Option<super::Sampler>,
     /// Puts a server's requests for input to the user; `None` declines them.
     pub elicitor: Option<super::Elicitor>,
+    /// Asked before the elicitor (they may answer instead) and after it
+    /// (they may change the answer).
+    pub elicit_hooks: Option<super::ElicitHooks>,
     /// Routes the server's progress notifications to the call that asked
     /// for them (by progress token).
     pub progress: super::progress::Progress,
@@ -348,26 +351,42 @@ impl ClientHandler for Client {
             }
             _ => {}
         }
-        let Some(elicitor) = &self.elicitor else {
-            tracing::warn!(
-                "MCP server `{}` asked for input ({:?}); declined: this session cannot ask \
-                 anyone (it is not interactive)",
-                self.server,
-                ask.message
-            );
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        let answer = elicitor(ask).await;
-        let mut result = ElicitResult::new(match answer.action {
-            super::ElicitAction::Accept => ElicitationAction::Accept,
-            super::ElicitAction::Decline => ElicitationAction::Decline,
-            super::ElicitAction::Cancel => ElicitationAction::Cancel,
-        });
-        if answer.action == super::ElicitAction::Accept {
-            result.content = answer.content.map(Value::Object);
+        if let Some(hooks) = &self.elicit_hooks
+            && let Some(answer) = (hooks.before)(ask.clone()).await
+        {
+            return Ok(elicit_result(answer));
         }
-        Ok(result)
+        let answer = match &self.elicitor {
+            Some(elicitor) => elicitor(ask.clone()).await,
+            None => {
+                tracing::warn!(
+                    "MCP server `{}` asked for input ({:?}); declined: this session cannot ask \
+                     anyone (it is not interactive)",
+                    self.server,
+                    ask.message
+                );
+                super::ElicitAnswer::declined()
+            }
+        };
+        let answer = match &self.elicit_hooks {
+            Some(hooks) => (hooks.after)(ask, answer).await,
+            None => answer,
+        };
+        Ok(elicit_result(answer))
     }
+}
+
+/// The protocol's form of an answer (values only with `accept`).
+fn elicit_result(answer: super::ElicitAnswer) -> ElicitResult {
+    let mut result = ElicitResult::new(match answer.action {
+        super::ElicitAction::Accept => ElicitationAction::Accept,
+        super::ElicitAction::Decline => ElicitationAction::Decline,
+        super::ElicitAction::Cancel => ElicitationAction::Cancel,
+    });
+    if answer.action == super::ElicitAction::Accept {
+        result.content = answer.content.map(Value::Object);
+    }
+    result
 }
 
 /// A tool as the server describes it.

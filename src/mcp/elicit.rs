@@ -2,6 +2,8 @@
 //! calls. The CLI supplies the [`Elicitor`] that puts the question to
 //! someone (a terminal prompt in `chat`, the SDK client's `elicitation`
 //! control request); without one the request is declined and reported.
+//! [`ElicitHooks`], when set, are asked before anyone (they may answer for
+//! the user) and see the answer before it goes back (they may change it).
 
 use std::sync::Arc;
 
@@ -51,3 +53,14 @@ impl ElicitAnswer {
 
 /// Puts elicitation requests to the user.
 pub type Elicitor = Arc<dyn Fn(Elicitation) -> BoxFuture<'static, ElicitAnswer> + Send + Sync>;
+
+/// The hooks around one elicitation (the runtime's `Elicitation` and
+/// `ElicitationResult` events): `before` may answer instead of the user
+/// (`Some`); `after` sees what the user (or `before`'s absence of an
+/// answer: a decline) said and returns what goes back to the server.
+#[derive(Clone)]
+pub struct ElicitHooks {
+    pub before: Arc<dyn Fn(Elicitation) -> BoxFuture<'static, Option<ElicitAnswer>> + Send + Sync>,
+    pub after:
+        Arc<dyn Fn(Elicitation, ElicitAnswer) -> BoxFuture<'static, ElicitAnswer> + Send + Sync>,
+}

@@ -85,6 +85,8 @@ pub struct McpManager {
     sampler: Mutex<Option<super::Sampler>>,
     /// Puts servers' requests for input to the user.
     elicitor: Mutex<Option<super::Elicitor>>,
+    /// The hooks asked around every elicitation.
+    elicit_hooks: Mutex<Option<super::ElicitHooks>>,
     /// Reaches an SDK client's in-process servers.
     local: Mutex<Option<super::LocalConnector>>,
     /// When set, only these shared servers are used (`--strict-mcp-config`).
@@ -153,6 +155,15 @@ impl McpManager {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = elicitor;
     }
 
+    /// Asks `hooks` around every elicitation of servers that connect from
+    /// now on.
+    pub fn set_elicit_hooks(&self, hooks: Option<super::ElicitHooks>) {
+        *self
+            .elicit_hooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = hooks;
+    }
+
     /// How cadre answers one server. A shared server's tool-list changes
     /// are followed (an agent's inline servers keep their first list).
     fn client(self: &Arc<Self>, server: &str, cwd: &Path, shared: bool) -> super::client::Client {
@@ -180,6 +191,11 @@ impl McpManager {
                 .clone(),
             elicitor: self
                 .elicitor
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            elicit_hooks: self
+                .elicit_hooks
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone(),

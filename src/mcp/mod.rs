@@ -28,7 +28,7 @@ mod tool;
 
 pub use client::{ConnectError, Connection, LocalConnector, McpError};
 pub use config::{effective_servers, plugin_servers, read_mcp_json};
-pub use elicit::{ElicitAction, ElicitAnswer, Elicitation, Elicitor};
+pub use elicit::{ElicitAction, ElicitAnswer, ElicitHooks, Elicitation, Elicitor};
 pub use manager::{McpManager, RequiredError, ServerState};
 pub use prompts::{PromptCommand, prompt_commands, run_prompt_command};
 pub use resources::{RESOURCE_TOOLS, ResourceTool};

@@ -350,7 +350,7 @@ impl Session {
             Some(c) => (Some(c.rule.clone()), c.origin.clone()),
             None => (None, None),
         };
-        let denied = |reason, rule, origin, asked, message| {
+        let denied = |reason, rule, origin, asked, message, retry| {
             CallResult::text(
                 id,
                 snap.templates.show(&PermissionDenied {
@@ -361,6 +361,7 @@ impl Session {
                     asked,
                     interactive: asked && self.engine.asker.is_some(),
                     message,
+                    retry,
                 }),
                 true,
             )
@@ -370,7 +371,9 @@ impl Session {
         }
         match explained.decision {
             Decision::Allow => {}
-            Decision::Deny { reason } => return Err(denied(reason, rule, origin, false, None)),
+            Decision::Deny { reason } => {
+                return Err(denied(reason, rule, origin, false, None, false));
+            }
             // A sandboxed command runs without asking when only the mode
             // would have asked (`autoAllowBashIfSandboxed`): the kernel
             // keeps it inside the boundary. Deny and ask rules still decide.
@@ -386,6 +389,9 @@ impl Session {
                 // PermissionRequest hooks may answer on the user's behalf,
                 // before the user (or the SDK client) is asked.
                 let hooked = self.permission_request_hooks(snap, name, &input).await;
+                // Nobody can answer: the session refuses on its own (what
+                // Claude Code's auto mode has its classifier decide).
+                let unanswered = hooked.is_none() && self.engine.asker.is_none();
                 let answer = match (hooked, &self.engine.asker) {
                     (Some(a), _) => super::AskAnswer {
                         allow: a.allow,
@@ -424,7 +430,17 @@ impl Session {
                     };
                 }
                 if !answer.allow {
-                    return Err(denied(reason, rule, origin, true, answer.message));
+                    let retry = unanswered
+                        && self
+                            .permission_denied_hooks(
+                                snap,
+                                id,
+                                name,
+                                &input,
+                                &reason.words(&snap.templates),
+                            )
+                            .await;
+                    return Err(denied(reason, rule, origin, true, answer.message, retry));
                 }
                 if !answer.updates.is_empty()
                     && let Ok(mut g) = self.engine.grants.lock()
@@ -451,7 +467,7 @@ impl Session {
                     if let Decision::Deny { reason } =
                         decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
                     {
-                        return Err(denied(reason, None, None, false, None));
+                        return Err(denied(reason, None, None, false, None, false));
                     }
                     input = updated;
                 }
@@ -773,6 +789,22 @@ pub(super) struct SideCall {
 }
 
 impl SideCall {
+    /// A side request of `agent_id`, recorded in `transcript`, for `tool`.
+    pub(super) fn new(
+        engine: Arc<super::Engine>,
+        agent_id: &str,
+        transcript: Arc<super::transcript::Transcript>,
+        tool: &'static str,
+    ) -> SideCall {
+        SideCall {
+            provider: engine.provider.clone(),
+            engine,
+            agent_id: agent_id.to_string(),
+            transcript,
+            tool,
+        }
+    }
+
     pub(super) async fn send(
         &self,
         request: &crate::message::ModelRequest,
@@ -796,6 +828,40 @@ impl SideCall {
         );
         Ok(response)
     }
+}
+
+/// Answers `prompt` hooks: one request, without tools, to the hook's
+/// `model` or the small model (`haiku`, as Claude Code's), with the
+/// system text `hook_prompt_system`; counted as a side request.
+pub(super) fn hook_model(side: SideCall) -> super::hooks::HookModel {
+    Arc::new(move |model: Option<String>, text: String| {
+        let side = side.clone();
+        Box::pin(async move {
+            let snap = side.engine.snapshot.load_full();
+            let request = crate::message::ModelRequest {
+                model: snap
+                    .resolve_alias(model.as_deref().unwrap_or("haiku"))
+                    .to_string(),
+                system: Arc::from(snap.templates.show(&super::texts::HookPromptSystem {})),
+                tools: Arc::from(Vec::new()),
+                messages: vec![Arc::new(crate::message::Message::user_text(text))],
+                max_tokens: 1024,
+                sampling: Default::default(),
+                server_tools: Vec::new(),
+            };
+            let response = side
+                .send(&request)
+                .await
+                .map_err(|e| format!("the model request failed: {e:?}"))?;
+            let texts: Vec<&str> = response
+                .message
+                .content
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .collect();
+            Ok(texts.join("\n"))
+        }) as futures_util::future::BoxFuture<'static, Result<String, String>>
+    })
 }
 
 impl Session {
@@ -873,13 +939,12 @@ impl Session {
     }
 
     pub(super) fn side_call(&self, tool: &'static str) -> SideCall {
-        SideCall {
-            provider: self.engine.provider.clone(),
-            engine: Arc::clone(&self.engine),
-            agent_id: self.spec.agent_id.clone(),
-            transcript: Arc::clone(&self.transcript),
+        SideCall::new(
+            Arc::clone(&self.engine),
+            &self.spec.agent_id,
+            Arc::clone(&self.transcript),
             tool,
-        }
+        )
     }
 
     /// WebFetch's reader: one request, without tools, to the model that
@@ -897,40 +962,9 @@ impl Session {
         })
     }
 
-    /// Answers `prompt` hooks: one request, without tools, to the hook's
-    /// `model` or the small model (`haiku`, as Claude Code's), with the
-    /// system text `hook_prompt_system`; counted as a side request.
+    /// Answers `prompt` hooks ([`hook_model`]) in this session.
     pub(super) fn hook_model(&self) -> super::hooks::HookModel {
-        let side = self.side_call("hook");
-        let engine = Arc::clone(&self.engine);
-        Arc::new(move |model: Option<String>, text: String| {
-            let (side, engine) = (side.clone(), Arc::clone(&engine));
-            Box::pin(async move {
-                let snap = engine.snapshot.load_full();
-                let request = crate::message::ModelRequest {
-                    model: snap
-                        .resolve_alias(model.as_deref().unwrap_or("haiku"))
-                        .to_string(),
-                    system: Arc::from(snap.templates.show(&super::texts::HookPromptSystem {})),
-                    tools: Arc::from(Vec::new()),
-                    messages: vec![Arc::new(crate::message::Message::user_text(text))],
-                    max_tokens: 1024,
-                    sampling: Default::default(),
-                    server_tools: Vec::new(),
-                };
-                let response = side
-                    .send(&request)
-                    .await
-                    .map_err(|e| format!("the model request failed: {e:?}"))?;
-                let texts: Vec<&str> = response
-                    .message
-                    .content
-                    .iter()
-                    .filter_map(ContentBlock::as_text)
-                    .collect();
-                Ok(texts.join("\n"))
-            }) as futures_util::future::BoxFuture<'static, Result<String, String>>
-        })
+        hook_model(self.side_call("hook"))
     }
 
     /// `web_fetch.model` names (the `haiku` alias of the active provider by

@@ -45,7 +45,7 @@ use crate::tools::sandbox::{self, Policy};
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
-use super::texts::{HookBlocked, HookContext, HookStopFeedback};
+use super::texts::{HookBlocked, HookContext, HookStopFeedback, WorktreeHookFailure};
 use super::transcript::Transcript;
 
 /// How many times SubagentStop hooks may send one child back to work.
@@ -93,6 +93,10 @@ pub struct HookPlace<'a> {
     /// Answers `prompt` hooks; `None` where no model is at hand (such a
     /// hook is then logged and decides nothing).
     pub model: Option<HookModel>,
+    /// Answers `agent` hooks: runs the hook's sub-agent with the prompt
+    /// and gives back its `{ok, reason}` as JSON text; `None` outside a
+    /// session (such a hook is then logged and decides nothing).
+    pub agent: Option<HookModel>,
     /// The sandbox command hooks run in when `sandbox.enabled` is set and
     /// this machine can sandbox (docs/sandbox.md, "Hooks").
     pub sandbox: Option<Arc<Policy>>,
@@ -116,6 +120,7 @@ impl<'a> HookPlace<'a> {
             env,
             templates: &snap.templates,
             model: None,
+            agent: None,
             sandbox: hook_sandbox(snap, cwd),
         }
     }
@@ -131,14 +136,23 @@ pub async fn run_any(
     input: &Value,
     cwd: &Path,
     env: &ChildEnv,
-    model: Option<&HookModel>,
+    asked: Asked<'_>,
     sandbox: Option<&Policy>,
 ) -> HookRun {
     match hook.kind {
         HookType::Command => run_hook_in(hook, input, cwd, env, sandbox).await,
         HookType::Http => run_http(hook, input, env).await,
-        HookType::Prompt => run_prompt(hook, input, model).await,
+        HookType::Prompt => run_prompt(hook, input, asked.model).await,
+        HookType::Agent => run_prompt(hook, input, asked.agent).await,
     }
+}
+
+/// Who answers the hooks that ask: `prompt` hooks (a model) and `agent`
+/// hooks (a sub-agent); `None` where there is none here.
+#[derive(Clone, Copy, Default)]
+pub struct Asked<'a> {
+    pub model: Option<&'a HookModel>,
+    pub agent: Option<&'a HookModel>,
 }
 
 /// Bytes of an `http` hook's response body that are read; a longer body
@@ -253,7 +267,13 @@ pub async fn run_http(hook: &HookConfig, input: &Value, env: &ChildEnv) -> HookR
 /// reason (a block where the event can block), as Claude Code does.
 pub async fn run_prompt(hook: &HookConfig, input: &Value, model: Option<&HookModel>) -> HookRun {
     let Some(model) = model else {
-        return HookRun::Failed("no model is at hand for a prompt hook here".into());
+        return HookRun::Failed(format!(
+            "nothing can answer {} hook here",
+            match hook.kind {
+                HookType::Agent => "an agent",
+                _ => "a prompt",
+            }
+        ));
     };
     let prompt = hook.prompt.as_deref().unwrap_or_default();
     let json = input.to_string();
@@ -581,6 +601,44 @@ pub struct Fired {
     /// PermissionRequest: `hookSpecificOutput.decision` (`allow` or `deny`
     /// on the user's behalf); a deny wins.
     pub permission: Option<PermissionAnswer>,
+    /// Elicitation, ElicitationResult: `hookSpecificOutput.action` (and
+    /// `content`) answering the server; a `cancel` wins, else the last.
+    pub elicit: Option<ElicitReply>,
+    /// WorktreeCreate: the folder each hook made — a command's stdout
+    /// (its first line), or `hookSpecificOutput.worktreePath`.
+    pub worktree_paths: Vec<String>,
+    /// What failed, for the events where a failure matters
+    /// (WorktreeCreate): each hook that exited with a code other than 0
+    /// or 2, timed out or could not start.
+    pub failures: Vec<HookFailure>,
+    /// PermissionDenied: a hook answered `hookSpecificOutput.retry: true`.
+    pub retry: bool,
+}
+
+/// Characters of a failed WorktreeCreate hook's output that the model is
+/// shown.
+pub const WORKTREE_HOOK_OUTPUT_CHARS: usize = 4000;
+
+/// One hook that failed, as the `error_worktree` template words it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HookFailure {
+    /// Its command (or URL, or prompt); `None` for an exit 2, whose
+    /// stderr is all that is kept.
+    pub command: Option<String>,
+    /// The exit code (`None`: killed by a signal, or it never ran).
+    pub code: Option<i32>,
+    pub timed_out: bool,
+    /// Its stderr, or why it could not run.
+    pub output: String,
+}
+
+/// An Elicitation hook's answer for the user, or an ElicitationResult
+/// hook's replacement answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ElicitReply {
+    /// `accept`, `decline` or `cancel`.
+    pub action: String,
+    pub content: Option<Value>,
 }
 
 /// A PermissionRequest hook's decision on the user's behalf.
@@ -616,6 +674,8 @@ fn decision_blocks(event: &str) -> bool {
             | "TeammateIdle"
             | "TaskCreated"
             | "TaskCompleted"
+            | "Elicitation"
+            | "ElicitationResult"
     )
 }
 
@@ -654,6 +714,10 @@ impl Fired {
     pub fn absorb_stdout(&mut self, event: &str, stdout: &str) {
         match serde_json::from_str::<Value>(stdout.trim()) {
             Ok(v) if v.is_object() => self.absorb(event, &v),
+            _ if event == "WorktreeCreate" => {
+                let first = stdout.lines().map(str::trim).find(|l| !l.is_empty());
+                self.worktree_paths.extend(first.map(str::to_string));
+            }
             _ if plain_stdout_is_context(event) && !stdout.trim().is_empty() => {
                 self.contexts.push(stdout.trim().to_string());
             }
@@ -682,6 +746,23 @@ impl Fired {
         match event {
             "PreToolUse" => self.decisions.extend(tool_decision(&as_text)),
             "PermissionRequest" => self.permission_answer(v),
+            "Elicitation" | "ElicitationResult" if block => self.blocks.push(reason()),
+            "Elicitation" | "ElicitationResult" => self.elicit_reply(event, v),
+            "PermissionDenied" => {
+                self.retry |= v
+                    .get("hookSpecificOutput")
+                    .and_then(|h| h.get("retry"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+            }
+            "WorktreeCreate" => self.worktree_paths.extend(
+                v.get("hookSpecificOutput")
+                    .and_then(|h| h.get("worktreePath"))
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+            ),
             // The tool has run: the reason reaches the model with its result
             // (as an exit 2's stderr does).
             "PostToolUse" | "PostToolUseFailure" if block => self.blocks.push(reason()),
@@ -689,6 +770,37 @@ impl Fired {
             _ => {}
         }
         self.contexts.extend(additional_context(&as_text));
+    }
+
+    /// `hookSpecificOutput.action` (`accept`, `decline`, `cancel`) and
+    /// `content`, read only with the event's own `hookEventName` (as
+    /// Claude Code does). A `decline` also counts as a block (with the
+    /// top-level `reason`); a `cancel` wins over every other answer.
+    fn elicit_reply(&mut self, event: &str, v: &Value) {
+        let Some(h) = v.get("hookSpecificOutput") else {
+            return;
+        };
+        if h.get("hookEventName").and_then(Value::as_str) != Some(event) {
+            return;
+        }
+        let Some(action) = h
+            .get("action")
+            .and_then(Value::as_str)
+            .filter(|a| matches!(*a, "accept" | "decline" | "cancel"))
+        else {
+            return;
+        };
+        if action == "decline" {
+            let reason = v.get("reason").and_then(Value::as_str).unwrap_or_default();
+            self.blocks.push(reason.trim().to_string());
+        }
+        if self.elicit.as_ref().is_some_and(|r| r.action == "cancel") {
+            return;
+        }
+        self.elicit = Some(ElicitReply {
+            action: action.to_string(),
+            content: h.get("content").filter(|c| c.is_object()).cloned(),
+        });
     }
 
     /// `hookSpecificOutput.decision: {behavior, message?, updatedInput?}`.
@@ -758,7 +870,7 @@ pub(super) async fn fire_all(
 }
 
 /// Whether the client registered callbacks for `event`.
-fn client_wants(engine: &Engine, event: &str) -> bool {
+pub(super) fn client_wants(engine: &Engine, event: &str) -> bool {
     engine.client_hooks.as_ref().is_some_and(|c| c.wants(event))
 }
 
@@ -777,18 +889,14 @@ pub async fn fire(
     for hook in background {
         let (hook, input) = (hook.clone(), input.clone());
         let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
-        let model = place.model.clone();
+        let (model, agent) = (place.model.clone(), place.agent.clone());
         let sandbox = place.sandbox.clone();
         tokio::spawn(async move {
-            let run = run_any(
-                &hook,
-                &input,
-                &cwd,
-                &env,
-                model.as_ref(),
-                sandbox.as_deref(),
-            )
-            .await;
+            let asked = Asked {
+                model: model.as_ref(),
+                agent: agent.as_ref(),
+            };
+            let run = run_any(&hook, &input, &cwd, &env, asked, sandbox.as_deref()).await;
             let event = event.as_str();
             let command = hook.label();
             match run {
@@ -808,13 +916,17 @@ pub async fn fire(
             }
         });
     }
+    let asked = Asked {
+        model: place.model.as_ref(),
+        agent: place.agent.as_ref(),
+    };
     let runs = join_all(awaited.iter().map(|h| {
         run_any(
             h,
             input,
             place.cwd,
             &place.env,
-            place.model.as_ref(),
+            asked,
             place.sandbox.as_deref(),
         )
     }))
@@ -844,17 +956,37 @@ pub async fn fire(
                 ..
             } => fired.blocks.push(clipped(place.templates, stderr)),
             HookRun::Exited { code, stderr, .. } => {
-                let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
-                tracing::warn!(
-                    "{event} hook `{command}` exited with {code}: {}",
-                    clipped(place.templates, stderr)
-                );
+                let output = clipped(place.templates, stderr);
+                let shown = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
+                tracing::warn!("{event} hook `{command}` exited with {shown}: {output}");
+                fired.failures.push(HookFailure {
+                    command: Some(command.to_string()),
+                    code,
+                    timed_out: false,
+                    output,
+                });
             }
-            HookRun::TimedOut => tracing::warn!(
-                "{event} hook `{command}` timed out after {} ms; its process group was killed",
-                hook.timeout_ms
-            ),
-            HookRun::Failed(e) => tracing::warn!("{event} hook `{command}`: {e}"),
+            HookRun::TimedOut => {
+                tracing::warn!(
+                    "{event} hook `{command}` timed out after {} ms; its process group was killed",
+                    hook.timeout_ms
+                );
+                fired.failures.push(HookFailure {
+                    command: Some(command.to_string()),
+                    code: None,
+                    timed_out: true,
+                    output: String::new(),
+                });
+            }
+            HookRun::Failed(e) => {
+                tracing::warn!("{event} hook `{command}`: {e}");
+                fired.failures.push(HookFailure {
+                    command: Some(command.to_string()),
+                    code: None,
+                    timed_out: false,
+                    output: e,
+                });
+            }
         }
     }
     fired
@@ -994,19 +1126,30 @@ impl Session {
         event: HookEvent,
         target: &str,
     ) -> Vec<HookConfig> {
+        if self.is_hook_agent() {
+            return Vec::new();
+        }
         applicable(&snap.hooks, self.spec.def.as_deref(), event, target)
+    }
+
+    /// Whether the SDK client's callbacks for `event` are called here
+    /// (never in an `agent` hook's own session, whose tool calls and stop
+    /// fire no hooks: a hook must not set off itself).
+    fn client_wants(&self, event: HookEvent) -> bool {
+        !self.is_hook_agent() && client_wants(&self.engine, event.as_str())
     }
 
     /// Where this session's hooks run, with a model for `prompt` hooks.
     pub(super) fn hook_place<'a>(&'a self, snap: &'a Snapshot) -> HookPlace<'a> {
         let mut place = HookPlace::new(snap, &self.spec.cwd);
         place.model = Some(self.hook_model());
+        place.agent = Some(self.hook_agent());
         place
     }
 
     /// Whether anything listens to `event` for `target` here.
     fn hooked(&self, hooks: &[HookConfig], event: HookEvent) -> bool {
-        !hooks.is_empty() || client_wants(&self.engine, event.as_str())
+        !hooks.is_empty() || self.client_wants(event)
     }
 
     /// A hook answered `continue: false`: the run ends before the next
@@ -1251,6 +1394,32 @@ impl Session {
         fired.permission
     }
 
+    /// PermissionDenied, when a call is refused because nobody could be
+    /// asked (a session without a user or SDK client to ask, and no
+    /// PermissionRequest hook answered) — cadre's counterpart of Claude
+    /// Code's auto-mode classifier refusing on the user's behalf. Matcher:
+    /// the tool's name. `true` when a hook answered `retry: true`: the
+    /// model is told it may try the call again. The refusal stands.
+    pub(super) async fn permission_denied_hooks(
+        &self,
+        snap: &Snapshot,
+        id: &str,
+        name: &str,
+        input: &Value,
+        reason: &str,
+    ) -> bool {
+        let fields = json!({
+            "permission_mode": self.spec.mode.as_str(),
+            "tool_name": name,
+            "tool_input": input,
+            "tool_use_id": id,
+            "reason": reason,
+        });
+        self.fire_event(snap, HookEvent::PermissionDenied, name, fields)
+            .await
+            .is_some_and(|f| f.retry)
+    }
+
     /// Notification (`kind`: `permission_prompt`, `idle_prompt`, …; the
     /// matcher's target): for side effects only.
     pub(super) async fn notification_hooks(&self, snap: &Snapshot, kind: &str, message: &str) {
@@ -1369,6 +1538,57 @@ impl Session {
             .await;
     }
 
+    /// WorktreeCreate, when a child of this session is about to run in a
+    /// worktree (`name`: the worktree's name): `None` when no hook listens
+    /// (cadre makes a git worktree, as without hooks); else the folder the
+    /// hooks made — the last path a hook printed on stdout (or answered as
+    /// `hookSpecificOutput.worktreePath`), relative to this session's
+    /// working directory — or why there is none (a hook failed, with its
+    /// stderr; no path; a path that is not a folder).
+    pub(super) async fn worktree_create_hooks(
+        &self,
+        snap: &Snapshot,
+        name: &str,
+    ) -> Option<Result<PathBuf, WorktreeHookFailure>> {
+        let event = HookEvent::WorktreeCreate;
+        let fired = self
+            .fire_event(snap, event, "", json!({"name": name}))
+            .await?;
+        let mut why = WorktreeHookFailure {
+            failures: fired
+                .blocks
+                .into_iter()
+                .map(|output| HookFailure {
+                    command: None,
+                    code: Some(2),
+                    timed_out: false,
+                    output,
+                })
+                .chain(fired.failures)
+                .collect(),
+            ..WorktreeHookFailure::default()
+        };
+        if !why.failures.is_empty() {
+            // The model gets the start of each hook's output.
+            for f in &mut why.failures {
+                if let Some((at, _)) = f.output.char_indices().nth(WORKTREE_HOOK_OUTPUT_CHARS) {
+                    f.output.truncate(at);
+                }
+            }
+            return Some(Err(why));
+        }
+        let Some(path) = fired.worktree_paths.last() else {
+            why.no_path = true;
+            return Some(Err(why));
+        };
+        let path = self.spec.cwd.join(path);
+        if !path.is_dir() {
+            why.not_a_folder = Some(path.display().to_string());
+            return Some(Err(why));
+        }
+        Some(Ok(path))
+    }
+
     /// WorktreeRemove, before the unchanged worktree this sub-agent ran
     /// in is removed (hooks run in it, while it exists): for side effects
     /// only.
@@ -1395,7 +1615,7 @@ impl Session {
             .iter()
             .chain(own.iter().flat_map(|h| h.0.iter()))
             .any(|h| h.event == event);
-        if !configured && !client_wants(&self.engine, event.as_str()) {
+        if !configured && !self.client_wants(event) {
             return;
         }
         let changes = crate::reload::diff(seen, now, self.spec.kind.interactive);
@@ -1450,7 +1670,7 @@ impl Session {
     ) {
         let event = HookEvent::PreCompact;
         let hooks = self.hooks_for(snap, event, trigger);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+        if hooks.is_empty() && !self.client_wants(event) {
             return;
         }
         let mut m = self.hook_input(event);
@@ -1477,7 +1697,7 @@ impl Session {
     ) -> PreTool {
         let event = HookEvent::PreToolUse;
         let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+        if hooks.is_empty() && !self.client_wants(event) {
             return PreTool::Go {
                 verdict: None,
                 input: None,
@@ -1539,7 +1759,7 @@ impl Session {
             HookEvent::PostToolUse
         };
         let hooks = self.hooks_for(snap, event, name);
-        if hooks.is_empty() && !client_wants(&self.engine, event.as_str()) {
+        if hooks.is_empty() && !self.client_wants(event) {
             return;
         }
         let response: Vec<&str> = content
@@ -1941,6 +2161,7 @@ mod tests {
             env: ChildEnv::default(),
             templates: &templates,
             model: None,
+            agent: None,
             sandbox: None,
         };
         let fired = fire(

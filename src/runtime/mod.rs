@@ -13,8 +13,10 @@ pub mod backend;
 mod command_notes;
 pub mod commands;
 mod compact;
+pub mod elicit_hooks;
 mod exec;
 pub mod grants;
+mod hook_agent;
 pub mod hooks;
 pub mod instructions;
 mod listing;
@@ -195,6 +197,32 @@ pub enum EngineEvent {
     },
 }
 
+impl EngineEvent {
+    /// The session whose work the event shows; `None` for the events that
+    /// count what it cost (a model response, a failed request).
+    fn shown_agent(&self) -> Option<&str> {
+        use EngineEvent as E;
+        match self {
+            E::ModelResponse { .. } | E::ApiError { .. } => None,
+            E::TextDelta { agent_id, .. }
+            | E::ThinkingDelta { agent_id, .. }
+            | E::SignatureDelta { agent_id, .. }
+            | E::Message { agent_id, .. }
+            | E::ToolUse { agent_id, .. }
+            | E::ToolResult { agent_id, .. }
+            | E::ToolProgress { agent_id, .. }
+            | E::SubagentStart { agent_id, .. }
+            | E::SubagentProgress { agent_id, .. }
+            | E::SubagentEnd { agent_id, .. }
+            | E::Retrying { agent_id, .. }
+            | E::Todos { agent_id, .. }
+            | E::UserPrompt { agent_id, .. }
+            | E::TurnEnd { agent_id }
+            | E::ToolDecision { agent_id, .. } => Some(agent_id),
+        }
+    }
+}
+
 /// Receives every engine event.
 pub type EventSink = Arc<dyn Fn(&EngineEvent) + Send + Sync>;
 
@@ -334,6 +362,9 @@ pub struct Engine {
     /// later), for a turn about to use what they hold. Set by the CLI,
     /// which knows what the snapshot is built from; `None`: never.
     pub catch_up: Option<CatchUp>,
+    /// Sessions whose events nobody outside sees (an `agent` hook's
+    /// sub-agent): only their cost is reported.
+    quiet: Mutex<std::collections::HashSet<String>>,
 }
 
 /// See [`Engine::catch_up`].
@@ -388,11 +419,34 @@ impl Engine {
             team_handles: Mutex::new(Vec::new()),
             backend: None,
             catch_up: None,
+            quiet: Mutex::default(),
         }
     }
 
     pub fn emit(&self, event: EngineEvent) {
+        if let Some(id) = event.shown_agent()
+            && self
+                .quiet
+                .lock()
+                .is_ok_and(|q| !q.is_empty() && q.contains(id))
+        {
+            return;
+        }
         (self.events)(&event);
+    }
+
+    /// From now on only the cost of `agent_id`'s requests is reported, not
+    /// its messages, tool calls or progress (until [`Engine::unquiet`]).
+    pub(crate) fn quiet(&self, agent_id: &str) {
+        if let Ok(mut q) = self.quiet.lock() {
+            q.insert(agent_id.to_string());
+        }
+    }
+
+    pub(crate) fn unquiet(&self, agent_id: &str) {
+        if let Ok(mut q) = self.quiet.lock() {
+            q.remove(agent_id);
+        }
     }
 
     /// A model response arrived for `agent_id`: counts its tokens against

@@ -114,8 +114,18 @@ impl Session {
         };
         let worktree = if plan.isolation == Some(Isolation::Worktree) && !remote_worktree {
             let fork_history = plan.fork.then_some(&mut history);
-            let (guard, cwd) =
-                worktree::isolate(snap, &self.spec.cwd, &plan.agent_id, fork_history).await?;
+            // A WorktreeCreate hook replaces git: the folder it made.
+            let name = worktree::slug(&plan.agent_id);
+            let (guard, cwd) = match self.worktree_create_hooks(snap, &name).await {
+                Some(Ok(path)) => {
+                    worktree::announce(snap, &self.spec.cwd, &path, fork_history);
+                    (WorktreeGuard::made_by_hook(path.clone()), path)
+                }
+                Some(Err(why)) => return Err(worktree::hook_failed_text(snap, why)),
+                None => {
+                    worktree::isolate(snap, &self.spec.cwd, &plan.agent_id, fork_history).await?
+                }
+            };
             spec.cwd = cwd;
             Some(guard)
         } else {
@@ -469,11 +479,15 @@ pub(crate) fn start_task(
         }
         // WorktreeRemove hooks run in a worktree about to be removed (one
         // without changes), while it still exists.
+        // A folder a WorktreeCreate hook made is the hooks' to remove: they
+        // always run for it.
         if let Some(wt) = worktree.as_ref().and_then(WorktreeGuard::worktree).cloned() {
             let path = wt.path.clone();
-            let unchanged = tokio::task::spawn_blocking(move || !worktree::has_changes(&wt))
-                .await
-                .unwrap_or(false);
+            let by_hook = worktree.as_ref().is_some_and(WorktreeGuard::by_hook);
+            let unchanged = by_hook
+                || tokio::task::spawn_blocking(move || !worktree::has_changes(&wt))
+                    .await
+                    .unwrap_or(false);
             if unchanged {
                 child.worktree_remove_hooks(&path).await;
             }

@@ -14,6 +14,17 @@ use crate::tools::spec::{AgentLine, SkillLine};
 use super::problem::{QueueProblem, RunProblem};
 use super::tasks::TaskStatus;
 
+/// Why the `WorktreeCreate` hooks made no worktree: the hooks that
+/// failed, or what the ones that succeeded printed.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WorktreeHookFailure {
+    pub failures: Vec<super::hooks::HookFailure>,
+    /// No hook printed a path.
+    pub no_path: bool,
+    /// The path printed, when it is not a folder.
+    pub not_a_folder: Option<String>,
+}
+
 /// A skill's text as a sub-agent gets it preloaded.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SkillText {
@@ -98,6 +109,8 @@ contexts! {
         pub interactive: bool = false,
         /// What the user said when declining.
         pub message: Option<String> = None,
+        /// A PermissionDenied hook answered `retry: true`.
+        pub retry: bool = false,
     }
 
     /// WebFetch's request to the small model.
@@ -428,6 +441,10 @@ contexts! {
     /// with a JSON decision.
     "hook_prompt_system" => pub struct HookPromptSystem {}
 
+    /// The system text of an `agent` hook's sub-agent: it inspects the
+    /// project and answers `{ok, reason}` with the StructuredOutput tool.
+    "hook_agent_system" => pub struct HookAgentSystem {}
+
     /// The result of a tool call cut short by a cancel.
     "tool_cancelled" => pub struct ToolCancelled {}
 
@@ -466,6 +483,8 @@ contexts! {
     "error_worktree" => pub struct WorktreeFailed {
         pub not_a_repo: bool = false,
         pub cwd: String = "/tmp/x".into(),
+        /// Why the `WorktreeCreate` hooks made no worktree.
+        pub hook_failed: Option<WorktreeHookFailure> = None,
         pub no_commits: bool = false,
         pub root: String = "/repo".into(),
         /// The git command that failed (`None` with `not_a_repo` or

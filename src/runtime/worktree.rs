@@ -302,11 +302,31 @@ pub fn finish(wt: &Worktree) -> Option<KeptWorktree> {
 /// first — the same check on drop, so no path leaves an unchanged worktree
 /// behind.
 #[derive(Debug)]
-pub struct WorktreeGuard(Option<Worktree>, Option<Arc<WriteFence>>);
+pub struct WorktreeGuard(Option<Worktree>, Option<Arc<WriteFence>>, bool);
 
 impl WorktreeGuard {
     pub fn new(wt: Worktree) -> Self {
-        WorktreeGuard(Some(wt), None)
+        WorktreeGuard(Some(wt), None, false)
+    }
+
+    /// A folder a `WorktreeCreate` hook made at `path` (the child's
+    /// working directory): cadre runs no git on it and never removes it;
+    /// when the child ends, the `WorktreeRemove` hooks do what they do,
+    /// and a folder still there is reported as kept.
+    pub fn made_by_hook(path: PathBuf) -> Self {
+        let branch = git(&path, &["rev-parse", "--abbrev-ref", "HEAD"]).unwrap_or_default();
+        let wt = Worktree {
+            git_root: path.clone(),
+            path,
+            branch,
+            base: String::new(),
+        };
+        WorktreeGuard(Some(wt), None, true)
+    }
+
+    /// Whether a `WorktreeCreate` hook made it.
+    pub fn by_hook(&self) -> bool {
+        self.2
     }
 
     /// A worktree of a task a fleet worker holds: once the task's lease is
@@ -334,6 +354,12 @@ impl WorktreeGuard {
             return None;
         }
         let wt = self.0.take()?;
+        if self.2 {
+            return wt.path.exists().then_some(KeptWorktree {
+                path: wt.path,
+                branch: wt.branch,
+            });
+        }
         match tokio::task::spawn_blocking(move || finish(&wt)).await {
             Ok(kept) => kept,
             Err(e) => {
@@ -377,7 +403,7 @@ pub async fn finish_child(
 
 impl Drop for WorktreeGuard {
     fn drop(&mut self) {
-        if !self.fence_open() {
+        if !self.fence_open() || self.2 {
             return;
         }
         if let Some(wt) = self.0.take() {
@@ -396,6 +422,19 @@ pub fn push_notice(history: &mut History, notice: String) {
     }
 }
 
+/// Why the `WorktreeCreate` hooks made no worktree, worded by the
+/// `error_worktree` template (the Agent call's error).
+pub fn hook_failed_text(snap: &Snapshot, why: super::texts::WorktreeHookFailure) -> String {
+    snap.templates.show(&WorktreeFailed {
+        not_a_repo: false,
+        cwd: String::new(),
+        hook_failed: Some(why),
+        no_commits: false,
+        root: String::new(),
+        error: None,
+    })
+}
+
 /// Why no worktree could be made, worded by the `error_worktree` template
 /// (the Agent call's error, or a remote task's problem).
 pub fn failed_text(snap: &Snapshot, e: WorktreeError) -> String {
@@ -403,6 +442,7 @@ pub fn failed_text(snap: &Snapshot, e: WorktreeError) -> String {
     let blank = WorktreeFailed {
         not_a_repo: false,
         cwd: String::new(),
+        hook_failed: None,
         no_commits: false,
         root: String::new(),
         error: None,
@@ -449,7 +489,6 @@ pub async fn isolate(
     agent_id: &str,
     fork_history: Option<&mut History>,
 ) -> Result<(WorktreeGuard, PathBuf), String> {
-    let t = &snap.templates;
     let (cwd, id) = (parent_cwd.to_path_buf(), agent_id.to_string());
     let made = tokio::task::spawn_blocking(move || {
         let _one_at_a_time = git_lock();
@@ -462,16 +501,26 @@ pub async fn isolate(
         }))
     });
     let (wt, child_cwd) = made.map_err(|e| failed_text(snap, e))?;
+    announce(snap, parent_cwd, &child_cwd, fork_history);
+    Ok((WorktreeGuard::new(wt), child_cwd))
+}
+
+/// A fork's starting history gets the notice of the worktree it runs in.
+pub fn announce(
+    snap: &Snapshot,
+    parent_cwd: &Path,
+    child_cwd: &Path,
+    fork_history: Option<&mut History>,
+) {
     if let Some(history) = fork_history {
         push_notice(
             history,
-            t.show(&WorktreeNotice {
+            snap.templates.show(&WorktreeNotice {
                 worktree_path: child_cwd.display().to_string(),
                 parent_cwd: parent_cwd.display().to_string(),
             }),
         );
     }
-    Ok((WorktreeGuard::new(wt), child_cwd))
 }
 
 /// One kept agent worktree of a repository, as `git worktree list` shows it.

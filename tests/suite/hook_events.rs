@@ -301,7 +301,8 @@ fn in_an_untrusted_folder_no_project_hook_of_any_type_runs() {
             "SessionStart": command("touch start-ran"),
             "UserPromptSubmit": [{"hooks": [
                 {"type": "http", "url": format!("{}/hook", endpoint.url())},
-                {"type": "prompt", "prompt": "Is this fine? $ARGUMENTS"}
+                {"type": "prompt", "prompt": "Is this fine? $ARGUMENTS"},
+                {"type": "agent", "prompt": "Look around: is this fine? $ARGUMENTS"}
             ]}],
             "Stop": command("touch stop-ran"),
             "SessionEnd": command("touch end-ran"),
@@ -473,4 +474,252 @@ fn post_tool_batch_sees_every_call_of_the_turn_once() {
     assert!(calls[1]["tool_response"].as_str().unwrap().contains("two"));
     let last = server.requests().into_iter().rfind(is_main).unwrap();
     assert!(last.last_user_text().contains("BATCH-CONTEXT"));
+}
+
+/// A project whose `.mcp.json` has the test kit's `rich` server (its `ask`
+/// tool elicits a `name`), allowed in `.claude/settings.json` with these
+/// hooks; a model that calls `ask` once.
+fn eliciting_project(hooks: Value) -> (Project, FakeServer) {
+    let p = Project::new();
+    let (cmd, args) = super::mcp::server_command();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"rich": {"command": cmd, "args": args,
+            "env": {super::mcp::MODE_ENV: "rich"}}}})
+        .to_string(),
+    );
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(
+            &json!({"permissions": {"allow": ["mcp__rich"]}, "hooks": hooks}),
+        )
+        .unwrap(),
+    );
+    let server = calling(vec![("t1", "mcp__rich__ask", json!({}))]);
+    (p, server)
+}
+
+/// What the server's `ask` tool saw as the answer to its elicitation.
+fn elicited(server: &FakeServer) -> String {
+    result_text(&main_results(server)[0])
+}
+
+#[test]
+fn an_elicitation_hook_answers_for_the_user_and_a_result_hook_is_then_not_asked() {
+    let (p, server) = eliciting_project(json!({
+        "Elicitation": [{"matcher": "rich", "hooks": [{"type": "command", "command":
+            "cat > elicitation.json; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"Elicitation\", \"action\": \"accept\", \"content\": {\"name\": \"Ada\"}}}'"}]},
+            {"matcher": "other", "hooks": [{"type": "command", "command": "touch wrong-server"}]}],
+        "ElicitationResult": command("touch result-fired"),
+    }));
+    p.run(Some(&server), &["-p", "go"]).ok();
+    assert_eq!(
+        elicited(&server),
+        "declared true, action Accept, content {\"name\":\"Ada\"}"
+    );
+    let input = read_json(&p, "elicitation.json");
+    assert_eq!(input["hook_event_name"], "Elicitation");
+    assert_eq!(input["mcp_server_name"], "rich");
+    assert_eq!(input["message"], "What is your name?");
+    assert_eq!(input["mode"], "form");
+    assert_eq!(input["requested_schema"]["required"], json!(["name"]));
+    assert!(input["session_id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(input["permission_mode"], "default");
+    assert!(
+        !p.path().join("wrong-server").exists(),
+        "matcher: the server"
+    );
+    // Answered by a hook: nobody was asked, and no result hook runs (as in
+    // Claude Code).
+    assert!(!p.path().join("result-fired").exists());
+}
+
+#[test]
+fn elicitation_result_hooks_see_the_answer_and_may_replace_it_and_exit_2_declines() {
+    // In `-p` nobody can answer: the answer is a decline, which the
+    // ElicitationResult hook sees and turns into an accept with values.
+    let (p, server) = eliciting_project(json!({
+        "Elicitation": command("cat > elicitation.json"),
+        "ElicitationResult": [{"matcher": "rich", "hooks": [{"type": "command", "command":
+            "cat > result.json; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"ElicitationResult\", \"action\": \"accept\", \"content\": {\"name\": \"Grace\"}}}'"}]}],
+    }));
+    p.run(Some(&server), &["-p", "go"]).ok();
+    assert_eq!(
+        elicited(&server),
+        "declared true, action Accept, content {\"name\":\"Grace\"}"
+    );
+    assert_eq!(read_json(&p, "elicitation.json")["mode"], "form");
+    let result = read_json(&p, "result.json");
+    assert_eq!(result["hook_event_name"], "ElicitationResult");
+    assert_eq!(result["mcp_server_name"], "rich");
+    assert_eq!(result["action"], "decline");
+    assert_eq!(result["mode"], "form");
+
+    // An Elicitation hook's exit 2 declines, even where the result hook
+    // would accept.
+    let (p, server) = eliciting_project(json!({
+        "Elicitation": command("echo 'no forms in CI' >&2; exit 2"),
+        "ElicitationResult": command(
+            "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"ElicitationResult\", \"action\": \"accept\", \"content\": {\"name\": \"X\"}}}'"
+        ),
+    }));
+    let run = p.run(Some(&server), &["-p", "go"]);
+    run.ok();
+    assert_eq!(elicited(&server), "declared true, action Decline");
+    assert!(run.stderr.contains("no forms in CI"), "{}", run.stderr);
+}
+
+/// Whether a request is an agent hook's sub-agent's.
+fn is_hook_agent(r: &super::kit::RecordedRequest) -> bool {
+    r.system_text()
+        .contains("a checker that a hook of a coding agent started")
+}
+
+#[test]
+fn an_agent_hook_reads_the_project_and_its_no_keeps_the_agent_working() {
+    let p = Project::new();
+    p.write("NOTES.md", "status: pending\n");
+    settings_hooks(
+        &p,
+        json!({"Stop": [{"hooks": [{"type": "agent",
+            "prompt": "Does NOTES.md say `status: done`? $ARGUMENTS"}]}]}),
+    );
+    let notes = p.path().join("NOTES.md");
+    let server = FakeServer::route(move |r| {
+        let turns = super::harness::assistant_turns(r);
+        if is_hook_agent(r) {
+            if turns == 0 {
+                return anthropic::tool_use_reply(
+                    "toolu_read",
+                    "Read",
+                    json!({"file_path": notes.display().to_string()}),
+                );
+            }
+            let read = result_text(&last_tool_results(&r.json)[0]);
+            let verdict = if read.contains("status: pending") {
+                json!({"ok": false, "reason": "NOTES.md still says pending"})
+            } else {
+                json!({"ok": true, "reason": "the notes say done"})
+            };
+            return anthropic::tool_use_reply("toolu_answer", "StructuredOutput", verdict);
+        }
+        match turns {
+            0 => anthropic::text_reply("first answer"),
+            1 => anthropic::tool_use_reply(
+                "toolu_write",
+                "Write",
+                json!({"file_path": notes.display().to_string(), "content": "status: done\n"}),
+            ),
+            _ => anthropic::text_reply("done now"),
+        }
+    });
+    let out = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "finish",
+            "--permission-mode",
+            "acceptEdits",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ],
+    );
+    out.ok();
+    assert!(
+        out.stdout.contains("done now"),
+        "{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    // The hook's agent works out of sight, as in Claude Code.
+    for unseen in ["toolu_read", "toolu_answer", "StructuredOutput"] {
+        assert!(!out.stdout.contains(unseen), "{unseen}: {}", out.stdout);
+    }
+    let requests = server.requests();
+    let (agent, main): (Vec<_>, Vec<_>) = requests.iter().partition(|r| is_hook_agent(r));
+    assert_eq!(
+        main.len(),
+        3,
+        "an answer, the write after the block, the last answer"
+    );
+    assert!(
+        main[1]
+            .last_user_text()
+            .contains("NOTES.md still says pending"),
+        "{}",
+        main[1].last_user_text()
+    );
+    // Two stops, two agents of two requests each: a Read, then the answer.
+    assert_eq!(agent.len(), 4);
+    let mut tools = super::harness::tool_names(&agent[0].json);
+    tools.sort();
+    assert_eq!(tools, ["Glob", "Grep", "Read", "StructuredOutput"]);
+    let asked = agent[0].last_user_text();
+    assert!(
+        asked.starts_with("Does NOTES.md say `status: done`? {"),
+        "{asked}"
+    );
+    assert!(asked.contains("\"hook_event_name\":\"Stop\""), "{asked}");
+    let read = |r: &super::kit::RecordedRequest| result_text(&last_tool_results(&r.json)[0]);
+    assert!(
+        read(agent[1]).contains("status: pending"),
+        "{}",
+        read(agent[1])
+    );
+    assert!(
+        read(agent[3]).contains("status: done"),
+        "{}",
+        read(agent[3])
+    );
+    // The small model, unless the hook names one.
+    assert!(
+        agent[0].json["model"].as_str().unwrap().contains("haiku"),
+        "{}",
+        agent[0].json["model"]
+    );
+}
+
+#[test]
+fn permission_denied_fires_when_nobody_could_approve_and_retry_tells_the_model() {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({
+            "permissions": {"deny": ["Bash(rm:*)"]},
+            "hooks": {"PermissionDenied": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "cat >> denied.jsonl; echo >> denied.jsonl; echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PermissionDenied\", \"retry\": true}}'"}]}]}
+        }))
+        .unwrap(),
+    );
+    // In `-p` nobody can approve the first call (the mode asks); a deny
+    // rule refuses the second: only the first is the session's own refusal.
+    let server = calling(vec![
+        ("toolu_1", "Bash", json!({"command": "touch made.txt"})),
+        ("toolu_2", "Bash", json!({"command": "rm -r build"})),
+    ]);
+    p.run(Some(&server), &["-p", "go"]).ok();
+    let text = p.read("denied.jsonl");
+    let seen: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.len(), 1, "{text}");
+    assert_eq!(seen[0]["hook_event_name"], "PermissionDenied");
+    assert_eq!(seen[0]["tool_name"], "Bash");
+    assert_eq!(seen[0]["tool_use_id"], "toolu_1");
+    assert_eq!(seen[0]["tool_input"]["command"], "touch made.txt");
+    assert!(seen[0]["reason"].as_str().is_some_and(|r| !r.is_empty()));
+    let results = main_results(&server);
+    let first = result_text(&results[0]);
+    assert_eq!(results[0]["is_error"], true);
+    assert!(first.contains("nobody could approve it"), "{first}");
+    assert!(
+        first.contains("PermissionDenied hook says you may retry"),
+        "{first}"
+    );
+    let second = result_text(&results[1]);
+    assert!(!second.contains("retry"), "{second}");
+    assert!(!p.path().join("made.txt").exists());
 }

@@ -496,3 +496,80 @@ fn worktree_remove_hooks_run_in_an_unchanged_worktree_before_it_goes() {
         "the written one is kept: {list}"
     );
 }
+
+/// A project (not a git repository) whose `.claude/settings.json` has
+/// these hooks.
+fn hooked(hooks: Value) -> Project {
+    let p = Project::new();
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({"hooks": hooks})).unwrap(),
+    );
+    p
+}
+
+#[test]
+fn a_worktree_create_hook_replaces_git_and_worktree_remove_then_fires_for_its_folder() {
+    let cmd = |c: &str| json!([{"hooks": [{"type": "command", "command": c}]}]);
+    let p = hooked(json!({
+        "WorktreeCreate": cmd(
+            "cat > \"$CLAUDE_PROJECT_DIR/create.json\"; d=\"$CLAUDE_PROJECT_DIR/.wt/made\"; \
+             mkdir -p \"$d\"; echo 'made by the hook' > \"$d/marker.txt\"; echo \"$d\""
+        ),
+        "WorktreeRemove": cmd(
+            "cat > \"$CLAUDE_PROJECT_DIR/removed.json\"; rm -rf \"$CLAUDE_PROJECT_DIR/.wt/made\""
+        ),
+    }));
+    let server = server(vec!["look"], |_| {
+        vec![("Read", json!({"file_path": "marker.txt"}))]
+    });
+    p.run(Some(&server), &["run", "go"]).ok();
+    // The child ran in the hook's folder (no git repository needed).
+    let child_read = server
+        .requests()
+        .into_iter()
+        .find(|r| !is_main(r) && assistant_turns(r) == 1)
+        .expect("the child's second request");
+    let read = result_text(&last_tool_results(&child_read.json)[0]);
+    assert!(read.contains("made by the hook"), "{read}");
+    let results = main_results(&server);
+    assert_ne!(results[0]["is_error"], true, "{results:?}");
+    // The hook removed it: nothing is reported as kept.
+    let text = result_text(&results[0]);
+    assert!(line_value(&text, "worktreePath:").is_none(), "{text}");
+    let created: Value = serde_json::from_str(&p.read("create.json")).unwrap();
+    assert_eq!(created["hook_event_name"], "WorktreeCreate");
+    assert!(
+        created["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("agent-")),
+        "{created}"
+    );
+    let removed: Value = serde_json::from_str(&p.read("removed.json")).unwrap();
+    assert_eq!(removed["hook_event_name"], "WorktreeRemove");
+    assert!(
+        removed["worktree_path"]
+            .as_str()
+            .is_some_and(|w| w.ends_with(".wt/made")),
+        "{removed}"
+    );
+    assert!(!p.path().join(".wt/made").exists());
+    assert!(!worktrees_dir(&p).exists(), "git made nothing");
+}
+
+#[test]
+fn a_failing_worktree_create_hook_fails_the_spawn_with_its_stderr() {
+    let p = hooked(json!({"WorktreeCreate": [{"hooks": [{"type": "command",
+        "command": "echo 'the disk is full' >&2; exit 1"}]}]}));
+    let server = server(vec!["look"], |_| vec![]);
+    p.run(Some(&server), &["run", "go"]).ok();
+    let results = main_results(&server);
+    assert_eq!(results[0]["is_error"], true);
+    let text = result_text(&results[0]);
+    assert!(text.contains("WorktreeCreate hook failed"), "{text}");
+    assert!(text.contains("the disk is full"), "{text}");
+    assert!(
+        !server.requests().iter().any(|r| !is_main(r)),
+        "no child started"
+    );
+}
