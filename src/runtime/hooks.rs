@@ -45,7 +45,7 @@ use crate::tools::sandbox::{self, Policy};
 
 use super::Engine;
 use super::session::{Session, SessionSpec};
-use super::texts::{HookBlocked, HookContext, HookStopFeedback, WorktreeHookFailure};
+use super::texts::{HookBlocked, HookContext, HookFailure, HookStopFeedback, WorktreeHookFailure};
 use super::transcript::Transcript;
 
 /// How many times SubagentStop hooks may send one child back to work.
@@ -618,19 +618,6 @@ pub struct Fired {
 /// Characters of a failed WorktreeCreate hook's output that the model is
 /// shown.
 pub const WORKTREE_HOOK_OUTPUT_CHARS: usize = 4000;
-
-/// One hook that failed, as the `error_worktree` template words it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct HookFailure {
-    /// Its command (or URL, or prompt); `None` for an exit 2, whose
-    /// stderr is all that is kept.
-    pub command: Option<String>,
-    /// The exit code (`None`: killed by a signal, or it never ran).
-    pub code: Option<i32>,
-    pub timed_out: bool,
-    /// Its stderr, or why it could not run.
-    pub output: String,
-}
 
 /// An Elicitation hook's answer for the user, or an ElicitationResult
 /// hook's replacement answer.

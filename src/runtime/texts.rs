@@ -18,11 +18,24 @@ use super::tasks::TaskStatus;
 /// failed, or what the ones that succeeded printed.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct WorktreeHookFailure {
-    pub failures: Vec<super::hooks::HookFailure>,
+    pub failures: Vec<HookFailure>,
     /// No hook printed a path.
     pub no_path: bool,
     /// The path printed, when it is not a folder.
     pub not_a_folder: Option<String>,
+}
+
+/// One hook that failed, as the `error_worktree` template words it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HookFailure {
+    /// Its command (or URL, or prompt); `None` for an exit 2, whose
+    /// stderr is all that is kept.
+    pub command: Option<String>,
+    /// The exit code (`None`: killed by a signal, or it never ran).
+    pub code: Option<i32>,
+    pub timed_out: bool,
+    /// Its stderr, or why it could not run.
+    pub output: String,
 }
 
 /// A skill's text as a sub-agent gets it preloaded.
