@@ -31,6 +31,9 @@ receiver in this script that answers 200), for the overhead of telemetry
 telemetry up and of the flush at exit is summarised as
 `telemetry_setup_ms` (on its own thread), `telemetry_wait_ms` (what of
 it the first event still waited for) and `telemetry_flush_ms` (the exit).
+`--baseline PATH` adds another cadre build as `baseline` (and, with
+`--telemetry`, `baseline+telemetry`), run in turn with the others: a
+before/after comparison under the same load.
 """
 
 import argparse
@@ -190,6 +193,7 @@ def main():
                     "bench/fake_anthropic.py); e.g. target/release/examples/fake_anthropic")
     ap.add_argument("--tls", action="store_true",
                     help="serve HTTPS with HTTP/2 by ALPN, as the real API does (Rust server only)")
+    ap.add_argument("--baseline", help="another cadre build to run in turn with --cadre")
     ap.add_argument("--telemetry", action="store_true",
                     help="also run cadre with OpenTelemetry on, to a local OTLP receiver")
     ap.add_argument("--h2-streams", type=int,
@@ -198,6 +202,8 @@ def main():
     args.cadre = os.path.abspath(args.cadre)
     if args.claude:
         args.claude = os.path.abspath(args.claude)
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
 
     work = tempfile.mkdtemp(prefix="cadre-bench-")
     server_cmd = ([os.path.abspath(args.server)] if args.server
@@ -242,14 +248,16 @@ def main():
                 reset += f"&latency_ms={args.latency_ms}&children={args.children}"
             with open(os.path.join(proj, "cadre.toml"), "w") as f:
                 f.write(cfg)
-            programs["cadre"] = ([args.cadre, "run", PROMPTS[scenario]], dict(base_env))
-            if otlp:
-                programs["cadre+telemetry"] = ([args.cadre, "run", PROMPTS[scenario]], dict(
-                    base_env, CLAUDE_CODE_ENABLE_TELEMETRY="1", OTEL_METRICS_EXPORTER="otlp",
-                    OTEL_LOGS_EXPORTER="otlp", OTEL_TRACES_EXPORTER="otlp",
-                    OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-                    OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{otlp.server_address[1]}",
-                    CADRE_LOG="cadre::telemetry=debug"))
+            builds = [("cadre", args.cadre)] + ([("baseline", args.baseline)] if args.baseline else [])
+            for name, binary in builds:
+                programs[name] = ([binary, "run", PROMPTS[scenario]], dict(base_env))
+                if otlp:
+                    programs[name + "+telemetry"] = ([binary, "run", PROMPTS[scenario]], dict(
+                        base_env, CLAUDE_CODE_ENABLE_TELEMETRY="1", OTEL_METRICS_EXPORTER="otlp",
+                        OTEL_LOGS_EXPORTER="otlp", OTEL_TRACES_EXPORTER="otlp",
+                        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{otlp.server_address[1]}",
+                        CADRE_LOG="cadre::telemetry=debug"))
             if args.claude and scenario not in ("script3", "bg1000"):
                 env = dict(base_env, DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
                            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
@@ -337,10 +345,12 @@ def main():
                     "failed_runs": len(r["errors"]),
                     "first_error": r["errors"][0] if r["errors"] else None,
                 }
-            if "cadre+telemetry" in out and out["cadre"]["wall_ms"] and out["cadre+telemetry"]["wall_ms"]:
-                off, on = out["cadre"]["wall_ms"]["median"], out["cadre+telemetry"]["wall_ms"]["median"]
-                out["telemetry_overhead"] = {"wall_ms": on - off, "share": (on - off) / off,
-                                             "exports_received": OtlpReceiver.received}
+            for name in ("cadre", "baseline"):
+                if name + "+telemetry" in out and out[name]["wall_ms"] and out[name + "+telemetry"]["wall_ms"]:
+                    off, on = out[name]["wall_ms"]["median"], out[name + "+telemetry"]["wall_ms"]["median"]
+                    out[name + "_telemetry_overhead"] = {"wall_ms": on - off, "share": (on - off) / off}
+            if otlp:
+                out["exports_received"] = OtlpReceiver.received
             if "claude-code" in out and out["cadre"]["wall_ms"] and out["claude-code"]["wall_ms"]:
                 out["ratio_cadre_over_claude_code"] = {
                     "wall": out["cadre"]["wall_ms"]["median"] / out["claude-code"]["wall_ms"]["median"],

@@ -915,19 +915,19 @@ pub async fn fire(
             let end = match run {
                 HookRun::Exited { code: Some(0), .. } => RunEnd::allow(Some(0)),
                 HookRun::Exited { code, stderr, .. } => {
-                    let said = exit_words(code);
+                    let shown = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
                     tracing::warn!(
-                        "async {name} hook `{command}` {said} (an async hook decides nothing): {}",
+                        "async {name} hook `{command}` exited with {shown} (an async hook decides nothing): {}",
                         stderr.head.trim()
                     );
-                    RunEnd::error(code, said)
+                    RunEnd::error(code, exit_kind(code))
                 }
                 HookRun::TimedOut => {
                     tracing::warn!(
                         "async {name} hook `{command}` timed out after {} ms; its process group was killed",
                         hook.timeout_ms
                     );
-                    RunEnd::error(None, timed_out(&hook))
+                    RunEnd::error(None, "timeout".into())
                 }
                 HookRun::Failed(e) => {
                     tracing::warn!("async {name} hook `{command}`: {e}");
@@ -968,7 +968,7 @@ pub async fn fire(
                         "{name} hook `{command}` wrote more than {} bytes to stdout; its output is not read",
                         2 * HOOK_KEEP_BYTES
                     );
-                    RunEnd::error(Some(0), "its output was too long to read".into())
+                    RunEnd::error(Some(0), "output_too_long".into())
                 } else {
                     let mark = fired.mark();
                     fired.absorb_stdout(name, &stdout.head);
@@ -988,19 +988,19 @@ pub async fn fire(
                 RunEnd::block(Some(2))
             }
             HookRun::Exited { code, stderr, .. } => {
-                let said = exit_words(code);
+                let shown = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
                 tracing::warn!(
-                    "{name} hook `{command}` {said}: {}",
+                    "{name} hook `{command}` exited with {shown}: {}",
                     clipped(place.templates, stderr)
                 );
-                RunEnd::error(code, said)
+                RunEnd::error(code, exit_kind(code))
             }
             HookRun::TimedOut => {
                 tracing::warn!(
                     "{name} hook `{command}` timed out after {} ms; its process group was killed",
                     hook.timeout_ms
                 );
-                RunEnd::error(None, timed_out(hook))
+                RunEnd::error(None, "timeout".into())
             }
             HookRun::Failed(e) => {
                 tracing::warn!("{name} hook `{command}`: {e}");
@@ -1014,16 +1014,15 @@ pub async fn fire(
     fired
 }
 
-/// `exited with 1`, or `was ended by a signal`.
-fn exit_words(code: Option<i32>) -> String {
-    code.map_or_else(
-        || "was ended by a signal".to_string(),
-        |c| format!("exited with {c}"),
-    )
-}
-
-fn timed_out(hook: &HookConfig) -> String {
-    format!("timed out after {} ms", hook.timeout_ms)
+/// What ended a run that failed with `code`: `exit_code` (another
+/// code than 0 or 2), or `signal`.
+fn exit_kind(code: Option<i32>) -> String {
+    if code.is_some() {
+        "exit_code"
+    } else {
+        "signal"
+    }
+    .to_string()
 }
 
 /// A hook's output as text, with a note of what was cut from its middle.

@@ -213,7 +213,8 @@ pub enum EngineEvent {
         outcome: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
         exit_code: Option<i32>,
-        /// What went wrong, for an `error`.
+        /// What went wrong, for an `error`: `exit_code`, `signal`,
+        /// `timeout`, `output_too_long`, or why it could not run.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
         /// An `async` hook: nothing waited for it and it decided nothing.
