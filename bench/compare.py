@@ -22,9 +22,23 @@ instead of the system's store) and `NODE_EXTRA_CA_CERTS` (Claude Code).
 Without it the server speaks plain HTTP/1.1 (one connection per request in
 flight). `--h2-streams N` makes the TLS server announce a limit of N
 concurrent streams per connection.
+
+`--telemetry` adds a program `cadre+telemetry`: the same cadre with
+OpenTelemetry on (metrics, events and traces over OTLP/HTTP protobuf to a
+receiver in this script that answers 200), for the overhead of telemetry
+(docs/observability.md, "Cost"). Its runs log with
+`CADRE_LOG=cadre::telemetry=debug`, and what cadre reports of setting
+telemetry up and of the flush at exit is summarised as
+`telemetry_setup_ms` (on its own thread), `telemetry_wait_ms` (what of
+it the first event still waited for) and `telemetry_flush_ms` (the exit).
+`--baseline PATH` adds another cadre build as `baseline` (and, with
+`--telemetry`, `baseline+telemetry`), run in turn with the others: a
+before/after comparison under the same load.
 """
 
 import argparse
+import http.server as http_server
+import threading
 import json
 import os
 import re
@@ -128,6 +142,34 @@ def measure(cmd, env, cwd):
     return p.returncode, wall, rss_kib, p.stdout.decode(errors="replace"), err
 
 
+class OtlpReceiver(http_server.BaseHTTPRequestHandler):
+    """Answers every OTLP/HTTP export with 200 and counts it."""
+    received = 0
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        OtlpReceiver.received += 1
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def start_otlp_receiver():
+    server = http_server.ThreadingHTTPServer(("127.0.0.1", 0), OtlpReceiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def telemetry_ms(err, what):
+    """The milliseconds cadre logged for `what` (`set up`, `flushed`)."""
+    m = re.search(r"telemetry: " + what + r" in ([0-9.]+) ?ms", err)
+    return float(m.group(1)) if m else None
+
+
 def summary(xs):
     xs = [x for x in xs if x is not None]
     if not xs:
@@ -151,12 +193,17 @@ def main():
                     "bench/fake_anthropic.py); e.g. target/release/examples/fake_anthropic")
     ap.add_argument("--tls", action="store_true",
                     help="serve HTTPS with HTTP/2 by ALPN, as the real API does (Rust server only)")
+    ap.add_argument("--baseline", help="another cadre build to run in turn with --cadre")
+    ap.add_argument("--telemetry", action="store_true",
+                    help="also run cadre with OpenTelemetry on, to a local OTLP receiver")
     ap.add_argument("--h2-streams", type=int,
                     help="with --tls: the server's HTTP/2 limit of concurrent streams (default: none)")
     args = ap.parse_args()
     args.cadre = os.path.abspath(args.cadre)
     if args.claude:
         args.claude = os.path.abspath(args.claude)
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
 
     work = tempfile.mkdtemp(prefix="cadre-bench-")
     server_cmd = ([os.path.abspath(args.server)] if args.server
@@ -171,6 +218,7 @@ def main():
     server = subprocess.Popen(server_cmd + ["--port", "0"], stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline())
     base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    otlp = start_otlp_receiver() if args.telemetry else None
     report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "scenarios": {},
               "server": "rust" if args.server else "python",
               "transport": "https (h2 by ALPN)" if tls else "http/1.1",
@@ -200,7 +248,16 @@ def main():
                 reset += f"&latency_ms={args.latency_ms}&children={args.children}"
             with open(os.path.join(proj, "cadre.toml"), "w") as f:
                 f.write(cfg)
-            programs["cadre"] = ([args.cadre, "run", PROMPTS[scenario]], dict(base_env))
+            builds = [("cadre", args.cadre)] + ([("baseline", args.baseline)] if args.baseline else [])
+            for name, binary in builds:
+                programs[name] = ([binary, "run", PROMPTS[scenario]], dict(base_env))
+                if otlp:
+                    programs[name + "+telemetry"] = ([binary, "run", PROMPTS[scenario]], dict(
+                        base_env, CLAUDE_CODE_ENABLE_TELEMETRY="1", OTEL_METRICS_EXPORTER="otlp",
+                        OTEL_LOGS_EXPORTER="otlp", OTEL_TRACES_EXPORTER="otlp",
+                        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+                        OTEL_EXPORTER_OTLP_ENDPOINT=f"http://127.0.0.1:{otlp.server_address[1]}",
+                        CADRE_LOG="cadre::telemetry=debug"))
             if args.claude and scenario not in ("script3", "bg1000"):
                 env = dict(base_env, DISABLE_TELEMETRY="1", DISABLE_AUTOUPDATER="1",
                            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1")
@@ -209,7 +266,8 @@ def main():
                 programs["claude-code"] = ([args.claude, "-p", PROMPTS[scenario]], env)
             results = {name: {"wall_s": [], "rss_kib": [], "request_bytes": [], "requests": [],
                               "child_shared": [], "errors": [], "cpu_s": [], "cpu_per_child_turn_ms": [],
-                              "last_main_request_s": [], "notifications": [], "timelines": []} for name in programs}
+                              "last_main_request_s": [], "notifications": [], "timelines": [],
+                              "setup_ms": [], "flush_ms": [], "wait_ms": []} for name in programs}
             order = list(programs)
             for i in range(args.warmup + args.runs):
                 for name in (order if i % 2 == 0 else order[::-1]):
@@ -243,6 +301,9 @@ def main():
                                                "child_ms": {"first": q(0), "p50": q(0.5), "p90": q(0.9),
                                                             "last": q(1)} if kid_t else None})
                     r["cpu_s"].append(measure.cpu_s)
+                    r["setup_ms"].append(telemetry_ms(err, "set up"))
+                    r["flush_ms"].append(telemetry_ms(err, "flushed"))
+                    r["wait_ms"].append(telemetry_ms(err, "waited"))
                     if kids_n:
                         r["cpu_per_child_turn_ms"].append(measure.cpu_s * 1000 / kids_n)
                     r["wall_s"].append(wall)
@@ -278,9 +339,18 @@ def main():
                     "last_main_request_s": summary(r["last_main_request_s"]),
                     "notifications": r["notifications"][:1],
                     "timelines": r["timelines"],
+                    "telemetry_setup_ms": summary(r["setup_ms"]),
+                    "telemetry_flush_ms": summary(r["flush_ms"]),
+                    "telemetry_wait_ms": summary(r["wait_ms"]),
                     "failed_runs": len(r["errors"]),
                     "first_error": r["errors"][0] if r["errors"] else None,
                 }
+            for name in ("cadre", "baseline"):
+                if name + "+telemetry" in out and out[name]["wall_ms"] and out[name + "+telemetry"]["wall_ms"]:
+                    off, on = out[name]["wall_ms"]["median"], out[name + "+telemetry"]["wall_ms"]["median"]
+                    out[name + "_telemetry_overhead"] = {"wall_ms": on - off, "share": (on - off) / off}
+            if otlp:
+                out["exports_received"] = OtlpReceiver.received
             if "claude-code" in out and out["cadre"]["wall_ms"] and out["claude-code"]["wall_ms"]:
                 out["ratio_cadre_over_claude_code"] = {
                     "wall": out["cadre"]["wall_ms"]["median"] / out["claude-code"]["wall_ms"]["median"],

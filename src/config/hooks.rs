@@ -156,6 +156,16 @@ pub enum HookType {
 }
 
 impl HookType {
+    /// Its name as written in the settings' `type`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            HookType::Command => "command",
+            HookType::Http => "http",
+            HookType::Prompt => "prompt",
+            HookType::Agent => "agent",
+        }
+    }
+
     fn is_command(&self) -> bool {
         *self == HookType::Command
     }

@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{BoxFuture, join_all};
 use nix::unistd::Pid;
@@ -43,10 +43,10 @@ use crate::tools::child::{Captured, GroupGuard};
 use crate::tools::outcome::{Clip, Clipped};
 use crate::tools::sandbox::{self, Policy};
 
-use super::Engine;
 use super::session::{Session, SessionSpec};
 use super::texts::{HookBlocked, HookContext, HookFailure, HookStopFeedback, WorktreeHookFailure};
 use super::transcript::Transcript;
+use super::{Engine, EngineEvent, EventSink};
 
 /// How many times SubagentStop hooks may send one child back to work.
 pub const MAX_STOP_BLOCKS: u32 = 3;
@@ -100,6 +100,82 @@ pub struct HookPlace<'a> {
     /// The sandbox command hooks run in when `sandbox.enabled` is set and
     /// this machine can sandbox (docs/sandbox.md, "Hooks").
     pub sandbox: Option<Arc<Policy>>,
+    /// Where each run is told of when it ended (telemetry's hook spans);
+    /// `None`: nowhere.
+    pub report: Option<HookReport>,
+}
+
+/// The session a hook runs for: each run is emitted to its event sink as
+/// an [`EngineEvent::HookRun`] of its agent.
+#[derive(Clone)]
+pub struct HookReport {
+    pub events: EventSink,
+    pub agent_id: String,
+}
+
+/// How one run ended, for its [`EngineEvent::HookRun`].
+struct RunEnd {
+    outcome: &'static str,
+    exit_code: Option<i32>,
+    error: Option<String>,
+}
+
+impl RunEnd {
+    fn allow(code: Option<i32>) -> RunEnd {
+        RunEnd {
+            outcome: "allow",
+            exit_code: code,
+            error: None,
+        }
+    }
+
+    fn block(code: Option<i32>) -> RunEnd {
+        RunEnd {
+            outcome: "block",
+            exit_code: code,
+            error: None,
+        }
+    }
+
+    fn error(code: Option<i32>, why: String) -> RunEnd {
+        RunEnd {
+            outcome: "error",
+            exit_code: code,
+            error: Some(why),
+        }
+    }
+}
+
+impl HookReport {
+    /// Emits one run of `event` that started at `started`.
+    fn ran(
+        &self,
+        event: HookEvent,
+        input: &Value,
+        hook: Option<&HookConfig>,
+        end: RunEnd,
+        started: Instant,
+    ) {
+        (self.events)(&EngineEvent::HookRun {
+            agent_id: self.agent_id.clone(),
+            tool_use_id: input
+                .get("tool_use_id")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            event: event.as_str(),
+            hook_type: hook.map_or("callback", |h| h.kind.as_str()),
+            hook: hook.map(|h| h.label().to_string()).unwrap_or_default(),
+            outcome: end.outcome,
+            // A prompt or http hook's answer is read as an exit code; only
+            // a command's is its own.
+            exit_code: end
+                .exit_code
+                .filter(|_| hook.is_some_and(|h| h.kind == HookType::Command)),
+            error: end.error,
+            run_async: hook.is_some_and(|h| h.run_async),
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        });
+    }
 }
 
 /// A small model's answer to a `prompt` hook: called with the hook's
@@ -122,6 +198,7 @@ impl<'a> HookPlace<'a> {
             model: None,
             agent: None,
             sandbox: hook_sandbox(snap, cwd),
+            report: None,
         }
     }
 }
@@ -694,7 +771,39 @@ impl Fired {
     }
 }
 
+/// How much a [`Fired`] held before one more hook's answer was added.
+pub struct FiredMark {
+    blocks: usize,
+    decisions: usize,
+    stopped: bool,
+    denied: bool,
+}
+
 impl Fired {
+    pub fn mark(&self) -> FiredMark {
+        FiredMark {
+            blocks: self.blocks.len(),
+            decisions: self.decisions.len(),
+            stopped: self.stop.is_some(),
+            denied: self.denied(),
+        }
+    }
+
+    fn denied(&self) -> bool {
+        self.permission.as_ref().is_some_and(|p| !p.allow)
+    }
+
+    /// Whether what was added since `mark` blocks: a reason to block, a
+    /// `deny`, `continue: false`.
+    pub fn blocked_since(&self, mark: &FiredMark) -> bool {
+        self.blocks.len() > mark.blocks
+            || (self.stop.is_some() && !mark.stopped)
+            || (self.denied() && !mark.denied)
+            || self.decisions[mark.decisions..]
+                .iter()
+                .any(|d| d.decision == Some(HookDecision::Deny))
+    }
+
     /// Adds what a hook answered on exit 0: a command's or an http hook's
     /// stdout, read as JSON when it is an object, else (for the events
     /// whose plain output is context) as text.
@@ -849,8 +958,18 @@ pub(super) async fn fire_all(
         .as_ref()
         .filter(|c| c.wants(client_event))
     {
+        let started = Instant::now();
+        let mark = fired.mark();
         for out in (c.call)(client_event, target.to_string(), input.clone()).await {
             fired.absorb(client_event, &out);
+        }
+        if let Some(r) = &place.report {
+            let end = if fired.blocked_since(&mark) {
+                RunEnd::block(None)
+            } else {
+                RunEnd::allow(None)
+            };
+            r.ran(event, input, None, end, started);
         }
     }
     fired
@@ -878,28 +997,40 @@ pub async fn fire(
         let (cwd, env) = (place.cwd.to_path_buf(), place.env.clone());
         let (model, agent) = (place.model.clone(), place.agent.clone());
         let sandbox = place.sandbox.clone();
+        let report = place.report.clone();
         tokio::spawn(async move {
             let asked = Asked {
                 model: model.as_ref(),
                 agent: agent.as_ref(),
             };
+            let started = Instant::now();
             let run = run_any(&hook, &input, &cwd, &env, asked, sandbox.as_deref()).await;
-            let event = event.as_str();
+            let name = event.as_str();
             let command = hook.label();
-            match run {
-                HookRun::Exited { code: Some(0), .. } => {}
+            let end = match run {
+                HookRun::Exited { code: Some(0), .. } => RunEnd::allow(Some(0)),
                 HookRun::Exited { code, stderr, .. } => {
-                    let code = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
+                    let shown = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
                     tracing::warn!(
-                        "async {event} hook `{command}` exited with {code} (an async hook decides nothing): {}",
+                        "async {name} hook `{command}` exited with {shown} (an async hook decides nothing): {}",
                         stderr.head.trim()
                     );
+                    RunEnd::error(code, exit_kind(code))
                 }
-                HookRun::TimedOut => tracing::warn!(
-                    "async {event} hook `{command}` timed out after {} ms; its process group was killed",
-                    hook.timeout_ms
-                ),
-                HookRun::Failed(e) => tracing::warn!("async {event} hook `{command}`: {e}"),
+                HookRun::TimedOut => {
+                    tracing::warn!(
+                        "async {name} hook `{command}` timed out after {} ms; its process group was killed",
+                        hook.timeout_ms
+                    );
+                    RunEnd::error(None, "timeout".into())
+                }
+                HookRun::Failed(e) => {
+                    tracing::warn!("async {name} hook `{command}`: {e}");
+                    RunEnd::error(None, e)
+                }
+            };
+            if let Some(r) = report {
+                r.ran(event, &input, Some(&hook), end, started);
             }
         });
     }
@@ -907,8 +1038,9 @@ pub async fn fire(
         model: place.model.as_ref(),
         agent: place.agent.as_ref(),
     };
-    let runs = join_all(awaited.iter().map(|h| {
-        run_any(
+    let runs = join_all(awaited.iter().map(|h| async move {
+        let started = Instant::now();
+        let run = run_any(
             h,
             input,
             place.cwd,
@@ -916,13 +1048,15 @@ pub async fn fire(
             asked,
             place.sandbox.as_deref(),
         )
+        .await;
+        (run, started)
     }))
     .await;
     let mut fired = Fired::default();
-    for (hook, run) in awaited.into_iter().zip(runs) {
-        let event = event.as_str();
+    for (hook, (run, started)) in awaited.into_iter().zip(runs) {
+        let name = event.as_str();
         let command = hook.label();
-        match run {
+        let end = match run {
             HookRun::Exited {
                 code: Some(0),
                 stdout,
@@ -930,32 +1064,43 @@ pub async fn fire(
             } => {
                 if stdout.cut > 0 {
                     tracing::warn!(
-                        "{event} hook `{command}` wrote more than {} bytes to stdout; its output is not read",
+                        "{name} hook `{command}` wrote more than {} bytes to stdout; its output is not read",
                         2 * HOOK_KEEP_BYTES
                     );
-                    continue;
+                    RunEnd::error(Some(0), "output_too_long".into())
+                } else {
+                    let mark = fired.mark();
+                    fired.absorb_stdout(name, &stdout.head);
+                    if fired.blocked_since(&mark) {
+                        RunEnd::block(Some(0))
+                    } else {
+                        RunEnd::allow(Some(0))
+                    }
                 }
-                fired.absorb_stdout(event, &stdout.head);
             }
             HookRun::Exited {
                 code: Some(2),
                 stderr,
                 ..
-            } => fired.blocks.push(clipped(place.templates, stderr)),
+            } => {
+                fired.blocks.push(clipped(place.templates, stderr));
+                RunEnd::block(Some(2))
+            }
             HookRun::Exited { code, stderr, .. } => {
                 let output = clipped(place.templates, stderr);
                 let shown = code.map_or_else(|| "a signal".to_string(), |c| c.to_string());
-                tracing::warn!("{event} hook `{command}` exited with {shown}: {output}");
+                tracing::warn!("{name} hook `{command}` exited with {shown}: {output}");
                 fired.failures.push(HookFailure {
                     command: Some(command.to_string()),
                     code,
                     timed_out: false,
                     output,
                 });
+                RunEnd::error(code, exit_kind(code))
             }
             HookRun::TimedOut => {
                 tracing::warn!(
-                    "{event} hook `{command}` timed out after {} ms; its process group was killed",
+                    "{name} hook `{command}` timed out after {} ms; its process group was killed",
                     hook.timeout_ms
                 );
                 fired.failures.push(HookFailure {
@@ -964,19 +1109,35 @@ pub async fn fire(
                     timed_out: true,
                     output: String::new(),
                 });
+                RunEnd::error(None, "timeout".into())
             }
             HookRun::Failed(e) => {
-                tracing::warn!("{event} hook `{command}`: {e}");
+                tracing::warn!("{name} hook `{command}`: {e}");
                 fired.failures.push(HookFailure {
                     command: Some(command.to_string()),
                     code: None,
                     timed_out: false,
-                    output: e,
+                    output: e.clone(),
                 });
+                RunEnd::error(None, e)
             }
+        };
+        if let Some(r) = &place.report {
+            r.ran(event, input, Some(hook), end, started);
         }
     }
     fired
+}
+
+/// What ended a run that failed with `code`: `exit_code` (another
+/// code than 0 or 2), or `signal`.
+fn exit_kind(code: Option<i32>) -> String {
+    if code.is_some() {
+        "exit_code"
+    } else {
+        "signal"
+    }
+    .to_string()
 }
 
 /// A hook's output as text, with a note of what was cut from its middle.
@@ -1075,13 +1236,18 @@ pub(super) async fn subagent_start(
         return;
     }
     let input = Value::Object(base_input(engine, spec, transcript, event));
+    let mut place = HookPlace::new(snap, &spec.cwd);
+    place.report = Some(HookReport {
+        events: Arc::clone(&engine.events),
+        agent_id: spec.agent_id.clone(),
+    });
     let fired = fire_all(
         engine,
         &hooks,
         event,
         (event.as_str(), agent_type(spec)),
         &input,
-        &HookPlace::new(snap, &spec.cwd),
+        &place,
     )
     .await;
     if fired.contexts.is_empty() {
@@ -1131,6 +1297,10 @@ impl Session {
         let mut place = HookPlace::new(snap, &self.spec.cwd);
         place.model = Some(self.hook_model());
         place.agent = Some(self.hook_agent());
+        place.report = Some(HookReport {
+            events: Arc::clone(&self.engine.events),
+            agent_id: self.spec.agent_id.clone(),
+        });
         place
     }
 
@@ -2150,6 +2320,7 @@ mod tests {
             model: None,
             agent: None,
             sandbox: None,
+            report: None,
         };
         let fired = fire(
             &[

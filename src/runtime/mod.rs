@@ -195,6 +195,36 @@ pub enum EngineEvent {
         accept: bool,
         source: &'static str,
     },
+    /// One hook ran (a command, an `http` POST, a `prompt` question, or
+    /// an SDK client's callbacks of one event), for telemetry's span of
+    /// it. Emitted when it ended, with how long it took.
+    HookRun {
+        agent_id: String,
+        /// The tool call the hook is about, as its input names it
+        /// (PreToolUse, PostToolUse, PostToolUseFailure,
+        /// PermissionRequest).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_use_id: Option<String>,
+        /// Claude Code's name of the event (`PreToolUse`, `Stop`, …).
+        event: &'static str,
+        /// `command`, `http`, `prompt` or `callback`.
+        hook_type: &'static str,
+        /// The command, URL or prompt as configured (empty for callbacks).
+        hook: String,
+        /// `allow` (it let things go on), `block` (exit 2, a `deny`, a
+        /// `decision: "block"`, `continue: false`) or `error` (another
+        /// exit, a timeout, a failure to run).
+        outcome: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// What went wrong, for an `error`: `exit_code`, `signal`,
+        /// `timeout`, `output_too_long`, or why it could not run.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        /// An `async` hook: nothing waited for it and it decided nothing.
+        run_async: bool,
+        duration_ms: u64,
+    },
 }
 
 impl EngineEvent {
@@ -218,7 +248,8 @@ impl EngineEvent {
             | E::Todos { agent_id, .. }
             | E::UserPrompt { agent_id, .. }
             | E::TurnEnd { agent_id }
-            | E::ToolDecision { agent_id, .. } => Some(agent_id),
+            | E::ToolDecision { agent_id, .. }
+            | E::HookRun { agent_id, .. } => Some(agent_id),
         }
     }
 }

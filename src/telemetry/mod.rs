@@ -13,7 +13,7 @@ mod switches;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use opentelemetry::KeyValue;
 use opentelemetry::logs::LoggerProvider as _;
@@ -57,10 +57,30 @@ struct Running {
     traces: Option<SdkTracerProvider>,
 }
 
-static RUNNING: Mutex<Option<Running>> = Mutex::new(None);
+/// The process's telemetry: being set up on its own thread, set up, or
+/// not to be had (the HTTP client could not be built).
+enum Slot {
+    Building(std::thread::JoinHandle<Option<Running>>),
+    Built(Running),
+    Failed,
+}
+
+static RUNNING: Mutex<Option<Slot>> = Mutex::new(None);
+
+/// What the set-up thread needs of [`Start`].
+struct Owned {
+    session_id: String,
+    start_type: Option<&'static str>,
+    terminal: Option<String>,
+    prices: BTreeMap<String, ModelPrice>,
+}
 
 /// The session's sink, with telemetry recording every event after it when
 /// telemetry is on; `events` itself when it is off.
+///
+/// The providers, exporters and their threads are set up on a thread of
+/// their own, while the session goes on starting; the first event waits
+/// for them only if they are not ready by then.
 pub fn start(events: EventSink, how: &Start) -> EventSink {
     let vars = Vars {
         settings: how.settings_env,
@@ -69,44 +89,176 @@ pub fn start(events: EventSink, how: &Start) -> EventSink {
     if !switches::enabled(&vars) {
         return events;
     }
-    let Ok(mut running) = RUNNING.lock() else {
+    let Ok(mut slot) = RUNNING.lock() else {
         return events;
     };
-    let recorder = match &*running {
-        // One process, one set of providers (a second session of `chat`).
-        Some(r) => Arc::clone(&r.recorder),
-        None => {
-            let s = switches::read(&vars);
-            for why in &s.refused {
-                eprintln!("cadre: telemetry: {why}");
-            }
-            let Some(r) = build(&s, how) else {
-                return events;
-            };
-            let recorder = Arc::clone(&r.recorder);
-            *running = Some(r);
-            recorder
+    let first = slot.is_none();
+    if first {
+        let s = switches::read(&vars);
+        for why in &s.refused {
+            eprintln!("cadre: telemetry: {why}");
         }
-    };
-    drop(running);
-    if let Some(start_type) = how.start_type {
-        recorder.session_started(start_type);
+        let owned = Owned {
+            session_id: how.session_id.to_string(),
+            start_type: how.start_type,
+            terminal: vars.get("TERM_PROGRAM").map(str::to_string),
+            prices: how.prices.clone(),
+        };
+        // The exporters send on this process's runtime.
+        let runtime = tokio::runtime::Handle::try_current().ok();
+        let setup = move || {
+            let _inside = runtime.as_ref().map(tokio::runtime::Handle::enter);
+            let began = Instant::now();
+            let built = build(&s, &owned);
+            if let Some(r) = &built {
+                if let Some(start_type) = owned.start_type {
+                    r.recorder.session_started(start_type);
+                }
+                tracing::debug!("telemetry: set up in {:.3} ms", ms_since(began));
+            }
+            built
+        };
+        *slot = Some(
+            match std::thread::Builder::new()
+                .name("telemetry-setup".into())
+                .spawn(setup)
+            {
+                Ok(h) => Slot::Building(h),
+                Err(_) => Slot::Failed,
+            },
+        );
     }
+    drop(slot);
+    // One process, one set of providers: a second session (of `chat`)
+    // records into the same.
+    if !first && let (Some(r), Some(start_type)) = (recorder(), how.start_type) {
+        r.session_started(start_type);
+    }
+    let recorder_once: std::sync::OnceLock<Option<Arc<Recorder>>> = std::sync::OnceLock::new();
     Arc::new(move |e: &EngineEvent| {
         events(e);
+        let Some(recorder) = recorder_once.get_or_init(|| {
+            let began = Instant::now();
+            let r = recorder();
+            tracing::debug!("telemetry: waited in {:.3} ms", ms_since(began));
+            r
+        }) else {
+            return;
+        };
         recorder.record(e);
+        // A prompt's data goes out as soon as it is answered, while the
+        // process ends its session and prints: the flush at exit then has
+        // only what came after to send, and often nothing.
+        if matches!(e, EngineEvent::TurnEnd { .. }) {
+            flush_soon();
+        }
     })
+}
+
+/// The set-up telemetry, waiting for its set-up thread if it still runs.
+fn ready(slot: &mut Option<Slot>) -> Option<&Running> {
+    if matches!(slot, Some(Slot::Building(_)))
+        && let Some(Slot::Building(h)) = slot.take()
+    {
+        *slot = Some(match h.join() {
+            Ok(Some(r)) => Slot::Built(r),
+            _ => Slot::Failed,
+        });
+    }
+    match slot {
+        Some(Slot::Built(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// The recorder, once set up; `None` when telemetry is off or failed.
+fn recorder() -> Option<Arc<Recorder>> {
+    let mut slot = RUNNING.lock().ok()?;
+    ready(&mut slot).map(|r| Arc::clone(&r.recorder))
+}
+
+/// Starts an export of everything recorded so far, not waiting for it.
+fn flush_soon() {
+    let jobs = match RUNNING.lock() {
+        Ok(mut slot) => ready(&mut slot).map_or_else(Vec::new, |r| {
+            per_signal(
+                r.metrics.clone(),
+                r.logs.clone(),
+                r.traces.clone(),
+                Signal::Flush,
+            )
+        }),
+        Err(_) => return,
+    };
+    for job in jobs {
+        let _ = std::thread::Builder::new()
+            .name("telemetry-flush".into())
+            .spawn(job);
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Signal {
+    Flush,
+    Shutdown,
+}
+
+/// One job per signal switched on: a flush of its provider, or its
+/// shutdown (which exports what is left, bounded by [`SHUTDOWN_WAIT`]).
+/// Each waits for its collector's answer, so each runs on its own thread.
+fn per_signal(
+    metrics: Option<SdkMeterProvider>,
+    logs: Option<SdkLoggerProvider>,
+    traces: Option<SdkTracerProvider>,
+    op: Signal,
+) -> Vec<Box<dyn FnOnce() + Send>> {
+    let said = |what: &str, r: opentelemetry_sdk::error::OTelSdkResult| {
+        if let Err(e) = r {
+            tracing::debug!("telemetry: {what}: {e}");
+        }
+    };
+    let mut jobs: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
+    if let Some(t) = traces {
+        jobs.push(Box::new(move || {
+            said(
+                "traces",
+                match op {
+                    Signal::Flush => t.force_flush(),
+                    Signal::Shutdown => t.shutdown_with_timeout(SHUTDOWN_WAIT),
+                },
+            );
+        }));
+    }
+    if let Some(l) = logs {
+        jobs.push(Box::new(move || {
+            said(
+                "logs",
+                match op {
+                    Signal::Flush => l.force_flush(),
+                    Signal::Shutdown => l.shutdown_with_timeout(SHUTDOWN_WAIT),
+                },
+            );
+        }));
+    }
+    if let Some(m) = metrics {
+        jobs.push(Box::new(move || {
+            said(
+                "metrics",
+                match op {
+                    Signal::Flush => m.force_flush(),
+                    Signal::Shutdown => m.shutdown_with_timeout(SHUTDOWN_WAIT),
+                },
+            );
+        }));
+    }
+    jobs
 }
 
 /// The headers that carry a sub-agent's trace context to the worker that
 /// runs it (W3C `traceparent`); none when telemetry is off or the
 /// sub-agent has no span.
 pub fn trace_headers(agent_id: &str) -> Vec<(String, String)> {
-    let recorder = match RUNNING.lock() {
-        Ok(r) => r.as_ref().map(|r| Arc::clone(&r.recorder)),
-        Err(_) => None,
-    };
-    recorder
+    recorder()
         .and_then(|r| r.trace_context(agent_id))
         .map(|c| c.into_iter().collect())
         .unwrap_or_default()
@@ -119,11 +271,7 @@ pub fn continue_trace(agent_id: &str, agent_type: &str, headers: &[(String, Stri
     if headers.is_empty() {
         return;
     }
-    let recorder = match RUNNING.lock() {
-        Ok(r) => r.as_ref().map(|r| Arc::clone(&r.recorder)),
-        Err(_) => None,
-    };
-    if let Some(r) = recorder {
+    if let Some(r) = recorder() {
         r.adopt(agent_id, agent_type, &headers.iter().cloned().collect());
     }
 }
@@ -133,35 +281,22 @@ pub fn continue_trace(agent_id: &str, agent_type: &str, headers: &[(String, Stri
 /// the process exits, outside the async runtime's worker threads (the
 /// exports run on that runtime).
 pub fn shutdown() {
-    let Some(r) = RUNNING.lock().ok().and_then(|mut r| r.take()) else {
+    let Some(r) = RUNNING.lock().ok().and_then(|mut slot| {
+        ready(&mut slot)?;
+        match slot.take() {
+            Some(Slot::Built(r)) => Some(r),
+            _ => None,
+        }
+    }) else {
         return;
     };
+    let began = Instant::now();
     r.recorder.finish();
-    // The three flush at once, each on its own thread (each waits for its
-    // collector's answer): the exit waits for the slowest, not the sum.
+    // The three stop at once, each on its own thread: the exit waits for
+    // the slowest, not the sum. A signal with nothing left since the flush
+    // at the prompt's end sends nothing (the SDK exports no empty batch).
     let (done, wait) = std::sync::mpsc::channel::<()>();
-    let mut stops: Vec<Box<dyn FnOnce() + Send>> = Vec::new();
-    if let Some(t) = r.traces {
-        stops.push(Box::new(move || {
-            if let Err(e) = t.shutdown_with_timeout(SHUTDOWN_WAIT) {
-                tracing::debug!("telemetry: traces: {e}");
-            }
-        }));
-    }
-    if let Some(l) = r.logs {
-        stops.push(Box::new(move || {
-            if let Err(e) = l.shutdown_with_timeout(SHUTDOWN_WAIT) {
-                tracing::debug!("telemetry: logs: {e}");
-            }
-        }));
-    }
-    if let Some(m) = r.metrics {
-        stops.push(Box::new(move || {
-            if let Err(e) = m.shutdown_with_timeout(SHUTDOWN_WAIT) {
-                tracing::debug!("telemetry: metrics: {e}");
-            }
-        }));
-    }
+    let stops = per_signal(r.metrics, r.logs, r.traces, Signal::Shutdown);
     let mut started = 0;
     for stop in stops {
         let done = done.clone();
@@ -182,9 +317,14 @@ pub fn shutdown() {
             return;
         }
     }
+    tracing::debug!("telemetry: flushed in {:.3} ms", ms_since(began));
 }
 
-fn build(s: &Switches, how: &Start) -> Option<Running> {
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+fn build(s: &Switches, how: &Owned) -> Option<Running> {
     let mut resource = Resource::builder_empty()
         .with_service_name(s.service_name.clone())
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
@@ -304,18 +444,13 @@ fn build(s: &Switches, how: &Start) -> Option<Running> {
         b.build()
     });
     let shared = Shared {
-        session_id: how.session_id.to_string(),
+        session_id: how.session_id.clone(),
         version: env!("CARGO_PKG_VERSION"),
         include_session_id: s.include_session_id,
         include_version: s.include_version,
         log_user_prompts: s.log_user_prompts,
         log_tool_details: s.log_tool_details,
-        terminal: Vars {
-            settings: how.settings_env,
-            process: how.process_env,
-        }
-        .get("TERM_PROGRAM")
-        .map(str::to_string),
+        terminal: how.terminal.clone(),
         prices: how.prices.clone(),
     };
     let recorder = Arc::new(Recorder::new(

@@ -109,12 +109,27 @@ struct Prompt {
     usage: Usage,
 }
 
+/// The most hook runs held for the next prompt's span.
+const MAX_PENDING_HOOKS: usize = 256;
+
+/// A hook run with no span to go under yet (SessionStart and
+/// UserPromptSubmit run before their prompt's span starts): its span is
+/// made under the next prompt's, or at the end as a root of its own.
+struct PendingHook {
+    name: String,
+    start: SystemTime,
+    end: SystemTime,
+    attrs: Vec<KeyValue>,
+    failed: Option<String>,
+}
+
 #[derive(Default)]
 struct State {
     sequence: u64,
     prompt: Option<Prompt>,
     calls: HashMap<String, Call>,
     agents: HashMap<String, Agent>,
+    hooks: Vec<PendingHook>,
 }
 
 pub(super) struct Recorder {
@@ -209,11 +224,106 @@ impl Recorder {
     /// The span context a call or request of `agent_id` goes under: its
     /// sub-agent span, else the prompt's.
     fn parent_of(st: &State, agent_id: &str) -> Context {
+        Self::open_parent(st, agent_id).unwrap_or_default()
+    }
+
+    /// [`Recorder::parent_of`], `None` when there is no span to go under.
+    fn open_parent(st: &State, agent_id: &str) -> Option<Context> {
         st.agents
             .get(agent_id)
             .and_then(|a| a.span.clone())
             .or_else(|| st.prompt.as_ref().and_then(|p| p.span.clone()))
-            .unwrap_or_default()
+    }
+
+    /// A hook's span: under the tool call it is about, else its agent's
+    /// span or the prompt's; held for the next prompt when there is none.
+    fn hook_run(&self, st: &mut State, run: &EngineEvent) {
+        let EngineEvent::HookRun {
+            agent_id,
+            tool_use_id,
+            event,
+            hook_type,
+            hook,
+            outcome,
+            exit_code,
+            error,
+            run_async,
+            duration_ms,
+        } = run
+        else {
+            return;
+        };
+        if self.tracer.is_none() {
+            return;
+        }
+        let end = SystemTime::now();
+        let start = end - Duration::from_millis(*duration_ms);
+        let mut attrs = vec![
+            KeyValue::new("span.type", "hook"),
+            KeyValue::new("hook_event", *event),
+            KeyValue::new("hook_name", *event),
+            KeyValue::new("duration_ms", to_i64(*duration_ms)),
+            KeyValue::new("cadre.hook.type", *hook_type),
+            KeyValue::new("cadre.hook.outcome", *outcome),
+            KeyValue::new("cadre.agent_id", agent_id.clone()),
+        ];
+        if let Some(id) = tool_use_id {
+            attrs.push(KeyValue::new("gen_ai.tool.call.id", id.clone()));
+        }
+        if let Some(code) = exit_code {
+            attrs.push(KeyValue::new("cadre.hook.exit_code", i64::from(*code)));
+        }
+        if *run_async {
+            attrs.push(KeyValue::new("cadre.hook.async", true));
+        }
+        // What the hook is (a command line, a URL) and what it said may
+        // carry a team's secrets: only with OTEL_LOG_TOOL_DETAILS, as
+        // Claude Code's `hook_definitions`.
+        if self.shared.log_tool_details {
+            if !hook.is_empty() {
+                attrs.push(KeyValue::new("hook_definitions", hook.clone()));
+            }
+            if let Some(e) = error {
+                attrs.push(KeyValue::new("cadre.hook.error", e.clone()));
+            }
+        }
+        let failed = (*outcome == "error").then(|| {
+            error
+                .as_deref()
+                .filter(|_| self.shared.log_tool_details)
+                .unwrap_or("the hook failed")
+                .to_string()
+        });
+        let parent = tool_use_id
+            .as_ref()
+            .and_then(|id| st.calls.get(id))
+            .and_then(|c| c.span.clone())
+            .or_else(|| Self::open_parent(st, agent_id));
+        let pending = PendingHook {
+            name: "claude_code.hook".to_string(),
+            start,
+            end,
+            attrs,
+            failed,
+        };
+        match parent {
+            Some(parent) => self.hook_span(pending, &parent),
+            // Bounded: a long pause between prompts full of hooks sends
+            // the rest at once, each its own trace.
+            None if st.hooks.len() >= MAX_PENDING_HOOKS => {
+                self.hook_span(pending, &Context::new());
+            }
+            None => st.hooks.push(pending),
+        }
+    }
+
+    fn hook_span(&self, h: PendingHook, parent: &Context) {
+        if let Some(cx) = self.start_span(h.name, parent, h.start, h.attrs) {
+            if let Some(why) = h.failed {
+                cx.span().set_status(Status::error(why));
+            }
+            cx.span().end_with_timestamp(h.end);
+        }
     }
 
     fn start_span(
@@ -241,6 +351,7 @@ impl Recorder {
         match event {
             EngineEvent::UserPrompt { text, .. } => self.prompt(st, text),
             EngineEvent::TurnEnd { .. } => self.end_prompt(st),
+            EngineEvent::HookRun { .. } => self.hook_run(st, event),
             EngineEvent::ModelResponse {
                 agent_id,
                 model,
@@ -477,12 +588,24 @@ impl Recorder {
         if self.shared.log_user_prompts {
             attrs.push(KeyValue::new("user_prompt", text.to_string()));
         }
+        // The hooks that ran on the way to the prompt (SessionStart,
+        // UserPromptSubmit) are its first children, so it starts with them.
+        let pending = std::mem::take(&mut st.hooks);
+        let start = pending
+            .iter()
+            .map(|h| h.start)
+            .fold(SystemTime::now(), SystemTime::min);
         let span = self.start_span(
             "claude_code.interaction".into(),
             &Context::new(),
-            SystemTime::now(),
+            start,
             attrs,
         );
+        if let Some(parent) = &span {
+            for h in pending {
+                self.hook_span(h, parent);
+            }
+        }
         st.prompt = Some(Prompt {
             id,
             span,
@@ -643,6 +766,11 @@ impl Recorder {
             }
         }
         self.end_prompt(st);
+        // Hooks no prompt followed (SessionEnd, a prompt a hook blocked):
+        // each a trace of its own.
+        for h in std::mem::take(&mut st.hooks) {
+            self.hook_span(h, &Context::new());
+        }
     }
 }
 

@@ -713,3 +713,106 @@ fn a_failed_request_is_an_api_error_event() {
         got.spans
     );
 }
+
+/// Each hook run is a `claude_code.hook` span under what it belongs to:
+/// PreToolUse and PostToolUse under their tool call's span, SessionStart,
+/// UserPromptSubmit and Stop under the prompt's, SessionEnd (after the
+/// last prompt) a trace of its own; with its event, type (`command`,
+/// `http`, `prompt`), outcome (`allow`, `block`, `error`) and duration.
+/// The hooks' commands stay out without OTEL_LOG_TOOL_DETAILS.
+#[test]
+fn each_hook_run_is_a_span_under_its_tool_call_or_prompt() {
+    let receiver = collector();
+    let endpoint = FakeServer::route(|_| Reply::status(200, "{}"));
+    let server = FakeServer::route(|r| {
+        if r.system_text().contains("You evaluate a hook condition") {
+            return anthropic::text_reply(r#"{"ok": true}"#);
+        }
+        if assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use("toolu_b", "Bash", json!({"command": "ls"}))
+                .tool_use("toolu_r", "Read", json!({"file_path": "notes.txt"}))
+                .reply();
+        }
+        anthropic::text_reply("done")
+    });
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_METRICS_EXPORTER", "none")
+        .env("OTEL_LOGS_EXPORTER", "none");
+    p.write("notes.txt", "some notes\n");
+    let command = |c: &str| json!([{"hooks": [{"type": "command", "command": c}]}]);
+    p.write(
+        ".claude/settings.json",
+        &json!({"hooks": {
+            "SessionStart": command("true"),
+            "UserPromptSubmit": command("echo HOOK-CONTEXT-5521"),
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command",
+                    "command": "echo SECRET-HOOK-9137 no shell here >&2; exit 2"}]},
+                {"matcher": "Read", "hooks": [{"type": "http",
+                    "url": format!("{}/hooks/pre", endpoint.url())}]},
+            ],
+            "PostToolUse": [{"matcher": "Read", "hooks": [{"type": "command", "command": "exit 1"}]}],
+            "Stop": [{"hooks": [{"type": "prompt", "prompt": "Is it finished? $ARGUMENTS"}]}],
+            "SessionEnd": command("true"),
+        }})
+        .to_string(),
+    );
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    assert_eq!(run.stdout.trim(), "done");
+    assert_eq!(endpoint.requests().len(), 1, "the http hook ran");
+    let got = decode_protobuf(&receiver);
+    assert!(
+        !got.raw.contains("SECRET-HOOK-9137") && !got.raw.contains("HOOK-CONTEXT-5521"),
+        "a hook's command or output was exported"
+    );
+    let hook = |event: &str| -> &Span {
+        let found: Vec<&Span> = got
+            .spans
+            .iter()
+            .filter(|s| s.name == "claude_code.hook" && s.attrs["hook_event"] == event)
+            .collect();
+        assert_eq!(found.len(), 1, "{event}: {:#?}", got.spans);
+        assert!(!found[0].attrs.contains_key("hook_definitions"));
+        assert!(found[0].attrs["duration_ms"].parse::<u64>().is_ok());
+        found[0]
+    };
+    let root = got.span("claude_code.interaction");
+    let bash = got.span("execute_tool Bash");
+    let read = got.span("execute_tool Read");
+    let check = |s: &Span, parent: &Span, kind: &str, outcome: &str| {
+        assert_eq!(s.parent, parent.id, "{s:#?}");
+        assert_eq!(s.trace, root.trace, "{s:#?}");
+        assert_eq!(s.attrs["cadre.hook.type"], kind, "{s:#?}");
+        assert_eq!(s.attrs["cadre.hook.outcome"], outcome, "{s:#?}");
+    };
+    check(hook("SessionStart"), root, "command", "allow");
+    check(hook("UserPromptSubmit"), root, "command", "allow");
+    check(hook("Stop"), root, "prompt", "allow");
+    let pre: Vec<&Span> = got
+        .spans
+        .iter()
+        .filter(|s| s.name == "claude_code.hook" && s.attrs["hook_event"] == "PreToolUse")
+        .collect();
+    assert_eq!(pre.len(), 2, "{pre:#?}");
+    let pre_bash = pre
+        .iter()
+        .find(|s| s.parent == bash.id)
+        .expect("under Bash");
+    check(pre_bash, bash, "command", "block");
+    assert_eq!(pre_bash.attrs["cadre.hook.exit_code"], "2");
+    assert_eq!(pre_bash.attrs["gen_ai.tool.call.id"], "toolu_b");
+    let pre_read = pre
+        .iter()
+        .find(|s| s.parent == read.id)
+        .expect("under Read");
+    check(pre_read, read, "http", "allow");
+    assert!(!pre_read.attrs.contains_key("cadre.hook.exit_code"));
+    let post = hook("PostToolUse");
+    check(post, read, "command", "error");
+    assert_eq!(post.attrs["cadre.hook.exit_code"], "1");
+    let end = hook("SessionEnd");
+    assert_eq!(end.parent, "", "after the last prompt: a root");
+    assert_ne!(end.trace, root.trace);
+}

@@ -70,6 +70,69 @@ fn start_ui(p: &Project) -> (Killed, String) {
     (ui, url)
 }
 
+/// tests/suite/ui_browser.cjs driving chromium on `url` in `mode`
+/// (`tree` or `fleet`), talking to the test in lines.
+struct Driver {
+    process: Killed,
+    to: std::process::ChildStdin,
+    from: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl Driver {
+    fn start(url: &str, mode: &str) -> Driver {
+        let (chromium, modules) = (chromium(), browser_modules());
+        let mut process = Killed(
+            Command::new("node")
+                .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/suite/ui_browser.cjs"))
+                .args([url, mode])
+                .env("CADRE_BROWSER_MODULES", &modules)
+                .env("CADRE_CHROMIUM", &chromium)
+                .envs(std::env::var_os("CADRE_UI_SCREENSHOT").map(|v| ("CADRE_UI_SCREENSHOT", v)))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap(),
+        );
+        let to = process.0.stdin.take().unwrap();
+        let from = BufReader::new(process.0.stdout.take().unwrap()).lines();
+        Driver { process, to, from }
+    }
+
+    /// The next line, which must start with `word`; the JSON after it.
+    fn expect(&mut self, word: &str) -> Value {
+        let line = self
+            .from
+            .next()
+            .unwrap_or_else(|| panic!("the browser driver ended before {word}"))
+            .unwrap();
+        let rest = line
+            .strip_prefix(word)
+            .unwrap_or_else(|| panic!("expected {word}, the browser driver said: {line}"));
+        serde_json::from_str(rest.trim()).unwrap_or(Value::Null)
+    }
+
+    /// Lets the driver go on to its next step.
+    fn go(&mut self) {
+        writeln!(self.to, "go").unwrap();
+    }
+
+    fn done(mut self) {
+        self.expect("DONE");
+        assert!(self.process.0.wait().unwrap().success());
+    }
+}
+
+/// The text of each cell of a row the driver sent.
+fn cells(row: &Value) -> Vec<&str> {
+    row["text"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect()
+}
+
 /// A raw HTTP/1 GET of `target` with `host` as the Host header: the
 /// status and the body.
 fn get(port: &str, host: &str, target: &str) -> (u16, String) {
@@ -106,7 +169,6 @@ fn port_and_token(url: &str) -> (String, String) {
 
 #[test]
 fn the_web_view_shows_a_running_tree_live_in_a_browser_and_refuses_requests_without_the_token() {
-    let (chromium, modules) = (chromium(), browser_modules());
     let p = Project::new();
     p.write(
         ".claude/settings.json",
@@ -166,45 +228,16 @@ fn the_web_view_shows_a_running_tree_live_in_a_browser_and_refuses_requests_with
     );
     assert_eq!(get_status(&port, &format!("127.0.0.1:{port}"), "/"), 403);
 
-    let mut driver = Killed(
-        Command::new("node")
-            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/suite/ui_browser.cjs"))
-            .arg(&url)
-            .env("CADRE_BROWSER_MODULES", &modules)
-            .env("CADRE_CHROMIUM", &chromium)
-            .envs(std::env::var_os("CADRE_UI_SCREENSHOT").map(|v| ("CADRE_UI_SCREENSHOT", v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let mut to_driver = driver.0.stdin.take().unwrap();
-    let mut from_driver = BufReader::new(driver.0.stdout.take().unwrap()).lines();
-    let mut expect = |word: &str| -> Value {
-        let line = from_driver
-            .next()
-            .unwrap_or_else(|| panic!("the browser driver ended before {word}"))
-            .unwrap();
-        let rest = line
-            .strip_prefix(word)
-            .unwrap_or_else(|| panic!("expected {word}, the browser driver said: {line}"));
-        serde_json::from_str(rest.trim()).unwrap_or(Value::Null)
-    };
+    let mut driver = Driver::start(&url, "tree");
 
     // The page shows the tree while the child runs: the main agent and
     // the named background child, in its Bash call.
-    let rows = expect("RUNNING");
+    let rows = driver.expect("RUNNING");
     let rows = rows.as_array().unwrap();
     assert_eq!(rows[0]["agent"], "main", "{rows:?}");
     let child = &rows[1];
     assert_eq!(child["status"], "running", "{rows:?}");
-    let cells: Vec<&str> = child["text"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap())
-        .collect();
+    let cells = cells(child);
     assert!(cells[0].contains("waiter"), "its name: {cells:?}");
     assert!(cells[0].contains("background"), "{cells:?}");
     assert!(cells[0].contains("wait for the release"), "{cells:?}");
@@ -213,8 +246,8 @@ fn the_web_view_shows_a_running_tree_live_in_a_browser_and_refuses_requests_with
 
     // Let the child end; the page follows without a reload.
     std::fs::write(p.path().join("release"), "").unwrap();
-    writeln!(to_driver, "go").unwrap();
-    let rows = expect("COMPLETED");
+    driver.go();
+    let rows = driver.expect("COMPLETED");
     let child = &rows.as_array().unwrap()[1];
     assert_eq!(child["status"], "completed", "{rows:?}");
     assert_eq!(
@@ -222,19 +255,18 @@ fn the_web_view_shows_a_running_tree_live_in_a_browser_and_refuses_requests_with
         "no current tool once it ended: {rows:?}"
     );
     assert_eq!(child["text"][3], "2", "{rows:?}");
-    let transcript = expect("TRANSCRIPT");
+    let transcript = driver.expect("TRANSCRIPT");
     assert!(
         transcript.as_str().unwrap().contains("released"),
         "the child's transcript, its tool result included: {transcript}"
     );
-    let refused = expect("REFUSED");
+    let refused = driver.expect("REFUSED");
     assert_eq!(
         refused,
         json!({"noToken": 403, "wrong": 403, "page": 403}),
         "no data and no page without the token"
     );
-    expect("DONE");
-    assert!(driver.0.wait().unwrap().success());
+    driver.done();
 
     let mut run = run;
     let status = run.0.wait().unwrap();
@@ -323,6 +355,29 @@ fn the_web_view_shows_the_fleet_s_tasks_with_their_workers_and_lease_ages() {
         "the worker holding the lease: {task}"
     );
     assert_eq!(task["description"], "remote wait");
+
+    // The page draws the same: the task's row with its status, the worker
+    // holding its lease, the lease's age, the session and description.
+    let mut driver = Driver::start(&url, "fleet");
+    let rows = driver.expect("FLEET_RUNNING");
+    let row = &rows.as_array().unwrap()[0];
+    assert_eq!(row["task"], task["agent_id"], "{rows:?}");
+    assert_eq!(row["status"], "running", "{rows:?}");
+    let drawn = cells(row);
+    assert_eq!(drawn[0], task["agent_id"].as_str().unwrap(), "{drawn:?}");
+    assert_eq!(drawn[1], "running", "{drawn:?}");
+    assert_eq!(
+        drawn[2],
+        task["owner"].as_str().unwrap(),
+        "the worker: {drawn:?}"
+    );
+    assert!(
+        drawn[3].ends_with(" s") && drawn[3].trim_end_matches(" s").parse::<f64>().is_ok(),
+        "the lease's age in seconds: {drawn:?}"
+    );
+    assert_eq!(drawn[4], task["attempt"].to_string(), "{drawn:?}");
+    assert_eq!(drawn[5], task["session_id"].as_str().unwrap(), "{drawn:?}");
+    assert_eq!(drawn[6], "remote wait", "{drawn:?}");
     let session = task["session_id"].as_str().unwrap().to_string();
     let tree_of = || -> Value {
         let (status, body) = get(
@@ -343,6 +398,12 @@ fn the_web_view_shows_the_fleet_s_tasks_with_their_workers_and_lease_ages() {
     );
 
     std::fs::write(p.path().join("release"), "").unwrap();
+    driver.go();
+    let rows = driver.expect("FLEET_COMPLETED");
+    let drawn = cells(&rows.as_array().unwrap()[0]);
+    assert_eq!(drawn[1], "completed", "{rows:?}");
+    assert_eq!(drawn[3], "–", "no lease once it ended: {drawn:?}");
+    driver.done();
     super::harness::wait_until("the task to end", Duration::from_secs(30), || {
         fleet()["tasks"][0]["status"] == "completed"
     });

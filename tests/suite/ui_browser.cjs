@@ -7,7 +7,12 @@
 // then checks the transcript view and a request without the token, and
 // prints `DONE`. Any failure prints `FAIL <why>` and exits 1.
 //
-// Usage: node ui_browser.cjs URL   (CADRE_BROWSER_MODULES: a node_modules
+// In `fleet` mode it watches the fleet's table instead: `FLEET_RUNNING
+// <rows>` once a task is drawn running with the worker holding its lease
+// and the lease's age, then (after a line on stdin) `FLEET_COMPLETED
+// <rows>` once it is drawn ended, then `DONE`.
+//
+// Usage: node ui_browser.cjs URL [tree|fleet]   (CADRE_BROWSER_MODULES: a node_modules
 // holding puppeteer-core; CADRE_CHROMIUM: the browser; CADRE_UI_SCREENSHOT:
 // a PNG path to save the page to once the child ended.)
 "use strict";
@@ -16,6 +21,7 @@ const readline = require("readline");
 const puppeteer = require(path.join(process.env.CADRE_BROWSER_MODULES, "puppeteer-core"));
 
 const url = process.argv[2];
+const mode = process.argv[3] || "tree";
 const WAIT = { timeout: 30000, polling: 50 };
 const say = (line) => process.stdout.write(line + "\n");
 const lines = readline.createInterface({ input: process.stdin });
@@ -28,6 +34,27 @@ const rows = () =>
     status: tr.dataset.status,
     text: [...tr.cells].map((c) => c.textContent.trim()),
   }));
+
+// What the fleet's table shows, row by row.
+const fleetRows = () =>
+  [...document.querySelectorAll("#fleet-tasks tr")].map((tr) => ({
+    task: tr.dataset.task,
+    status: tr.dataset.status,
+    text: [...tr.cells].map((c) => c.textContent.trim()),
+  }));
+
+async function watchFleet(page) {
+  await page.waitForFunction(
+    () => !document.querySelector("#fleet").hidden &&
+      [...document.querySelectorAll('#fleet-tasks tr[data-status="running"]')].some(
+        (tr) => tr.cells[2].textContent !== "–" && / s$/.test(tr.cells[3].textContent)),
+    WAIT);
+  say("FLEET_RUNNING " + JSON.stringify(await page.evaluate(fleetRows)));
+  await nextLine();
+  await page.waitForFunction(
+    () => document.querySelector('#fleet-tasks tr[data-status="completed"]') !== null, WAIT);
+  say("FLEET_COMPLETED " + JSON.stringify(await page.evaluate(fleetRows)));
+}
 
 (async () => {
   const browser = await puppeteer.launch({
@@ -45,6 +72,12 @@ const rows = () =>
     page.on("console", (m) => m.type() === "error" && errors.push(m.text()));
     const first = await page.goto(url);
     if (first.status() !== 200) throw new Error(`page answered ${first.status()}`);
+    if (mode === "fleet") {
+      await watchFleet(page);
+      if (errors.length) throw new Error("errors on the page: " + errors.join("; "));
+      say("DONE");
+      return;
+    }
 
     // The tree: the main agent and the background child calling Bash.
     await page.waitForFunction(
