@@ -841,16 +841,26 @@ fn spawn_reader<R>(
                                 },
                             ))
                         }
-                        // Claude Code's answers with checkpointing off.
-                        FromClient::RewindFiles { dry_run, .. } => {
-                            let why = "File rewinding is not enabled.";
-                            Some(if dry_run == Some(true) {
-                                wire::ControlResponseOut::success(
+                        // Claude Code's answers: a failed dry run is a
+                        // success saying why; a failed rewind an error.
+                        FromClient::RewindFiles {
+                            user_message_id,
+                            dry_run,
+                        } => {
+                            let dry_run = dry_run == Some(true);
+                            let done = match engine.get().and_then(|e| e.file_history.as_ref()) {
+                                None => Err("File rewinding is not enabled.".to_string()),
+                                Some(h) => {
+                                    h.rewind(user_message_id.as_deref().unwrap_or(""), dry_run)
+                                }
+                            };
+                            Some(match done {
+                                Ok(r) => wire::ControlResponseOut::success(&id, r.answer(dry_run)),
+                                Err(why) if dry_run => wire::ControlResponseOut::success(
                                     &id,
                                     json!({"canRewind": false, "error": why}),
-                                )
-                            } else {
-                                wire::ControlResponseOut::error(&id, why)
+                                ),
+                                Err(why) => wire::ControlResponseOut::error(&id, why),
                             })
                         }
                         FromClient::Unsupported => {
@@ -1710,6 +1720,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     if plan.stdio_permissions {
         extras.questioner = Some(client_questioner(Arc::clone(&control)));
     }
+    // The SDKs' `enable_file_checkpointing`.
+    extras.file_checkpoints = std::env::var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
+        .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
     let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
     let events: EventSink = match &progress {
         Some(p) => {
@@ -1920,6 +1933,15 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
         }
+        // The message's id: the client's, or a new one; `rewind_files`
+        // names a checkpoint by it.
+        let message_uuid = echo
+            .as_ref()
+            .and_then(|e| e.uuid.clone())
+            .unwrap_or_else(wire::new_uuid);
+        if let Some(history) = &engine.file_history {
+            history.begin(&message_uuid);
+        }
         if let Some(e) = echo
             && plan.output == OutputFormat::StreamJson
         {
@@ -1927,7 +1949,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 message: e.message,
                 parent_tool_use_id: e.parent_tool_use_id,
                 session_id: engine.session_id.clone(),
-                uuid: e.uuid.unwrap_or_else(wire::new_uuid),
+                uuid: message_uuid.clone(),
                 timestamp: crate::clock::now_rfc3339(),
                 is_replay: true,
                 origin: e.origin,

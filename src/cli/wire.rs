@@ -609,8 +609,8 @@ pub enum FromClient {
         #[serde(default)]
         enabled: Option<bool>,
     },
-    /// File checkpoints (`enable_file_checkpointing`): cadre keeps none,
-    /// so nothing can be rewound.
+    /// Puts the files the tools changed back as they were at a user
+    /// message (`enable_file_checkpointing`).
     RewindFiles {
         #[serde(default)]
         user_message_id: Option<String>,

@@ -561,6 +561,12 @@ impl Session {
             sandbox,
             ask_host,
         };
+        if let Some(history) = &self.engine.file_history
+            && let Some(path) = super::file_history::target(name, input, &ctx.cwd)
+        {
+            let history = Arc::clone(history);
+            let _ = tokio::task::spawn_blocking(move || history.before_change(&path)).await;
+        }
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
         let images = out.images;

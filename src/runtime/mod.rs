@@ -13,6 +13,7 @@ mod command_notes;
 pub mod commands;
 mod compact;
 mod exec;
+pub mod file_history;
 pub mod grants;
 pub mod hooks;
 pub mod instructions;
@@ -327,6 +328,9 @@ pub struct Engine {
     /// Where background children run when not in this process
     /// (`[distributed] backend`); `None`: here.
     pub backend: Option<Arc<dyn backend::TaskBackend>>,
+    /// File checkpoints for `rewind_files` (an SDK's
+    /// `enable_file_checkpointing`); `None`: none are kept.
+    pub file_history: Option<Arc<file_history::FileHistory>>,
 }
 
 impl Engine {
@@ -377,6 +381,7 @@ impl Engine {
             team_cancel: tokio_util::sync::CancellationToken::new(),
             team_handles: Mutex::new(Vec::new()),
             backend: None,
+            file_history: None,
         }
     }
 
