@@ -597,6 +597,11 @@ impl Prompts {
         }
     }
 
+    /// Prompts read and not yet answered.
+    fn queued(&self) -> u64 {
+        self.open.lock().map_or(0, |open| open.len() as u64)
+    }
+
     /// Cancels every open prompt; how many there were.
     fn interrupt(&self) -> usize {
         match self.open.lock() {
@@ -1233,28 +1238,8 @@ pub(super) fn result_of(
     turns: u32,
 ) -> ResultOut {
     let a = emitter.accounts();
-    let usage = Usage {
-        input_tokens: a
-            .usage
-            .input_tokens
-            .saturating_sub(start.usage.input_tokens),
-        output_tokens: a
-            .usage
-            .output_tokens
-            .saturating_sub(start.usage.output_tokens),
-        cache_creation_input_tokens: a
-            .usage
-            .cache_creation_input_tokens
-            .saturating_sub(start.usage.cache_creation_input_tokens),
-        cache_read_input_tokens: a
-            .usage
-            .cache_read_input_tokens
-            .saturating_sub(start.usage.cache_read_input_tokens),
-        web_search_requests: a
-            .usage
-            .web_search_requests
-            .saturating_sub(start.usage.web_search_requests),
-    };
+    let usage = a.usage.since(&start.usage);
+    let (result_index, model_usage_since_last_result, subagent_stats) = emitter.next_result();
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
         // `--json-schema`: the answer is the structured output, as JSON.
         Ok(o) if o.structured_output.is_some() => (
@@ -1365,9 +1350,14 @@ pub(super) fn result_of(
         result,
         session_id: session_id.to_string(),
         total_cost_usd: a.cost,
-        usage: wire_usage(&usage),
+        usage: super::emit::result_usage(&usage),
         model_usage: a.model_usage,
+        model_usage_since_last_result: model_usage_since_last_result
+            .filter(|_| subtype == ResultSubtype::Success),
         permission_denials: Vec::new(),
+        result_index,
+        queued_turn_count: 0,
+        subagent_stats,
         stop_reason,
         terminal_reason,
         api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
@@ -1427,6 +1417,7 @@ fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields)
         parent_tool_use_id: None,
         session_id: session_id.to_string(),
         uuid: wire::new_uuid(),
+        timestamp: crate::clock::now_rfc3339(),
         api_error: Some(fields),
     })
 }
@@ -1506,6 +1497,15 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .collect(),
         plugins: snap.config.plugins.iter().map(|p| p.init_entry()).collect(),
         uuid: wire::new_uuid(),
+        original_cwd: std::env::current_dir()
+            .unwrap_or_else(|_| spec.cwd.clone())
+            .display()
+            .to_string(),
+        additional_directories: engine
+            .added_dirs(&snap, &spec.cwd)
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect(),
         cadre_version: wire::CADRE_VERSION.into(),
         model_source: model_source.into(),
         reload_generation: snap.generation,
@@ -1779,7 +1779,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     emitter.configure(
         &prepared.engine.session_id,
         &prepared.session.spec().model,
-        prepared.engine.snapshot.load().settings().prices.clone(),
+        prepared.engine.snapshot.load().settings(),
     );
     if let Some(id) = &init_reply {
         send(&Output::ControlResponse(wire::ControlResponseOut::success(
@@ -2015,7 +2015,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     emitter.configure(
                         &prepared.engine.session_id,
                         &prepared.session.spec().model,
-                        prepared.engine.snapshot.load().settings().prices.clone(),
+                        prepared.engine.snapshot.load().settings(),
                     );
                     session = prepared.session;
                     engine = prepared.engine;
@@ -2049,6 +2049,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             prompts.done(prompt_id);
             let mut result = local_result(&emitter, &engine.session_id, &start, text, command);
             result.origin = origin;
+            result.queued_turn_count = prompts.queued();
             last_error = false;
             last_failed = false;
             last_text = result.result.clone();
@@ -2091,6 +2092,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             session.turns_this_prompt(),
         );
         result.origin = origin;
+        result.queued_turn_count = prompts.queued();
         if let Some(reason) = blocked {
             result.errors = vec![format!(
                 "UserPromptSubmit hook blocked the prompt: {reason}"

@@ -805,7 +805,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     emitter.configure(
         &prepared.engine.session_id,
         &prepared.session.spec().model,
-        prepared.engine.snapshot.load().settings().prices.clone(),
+        prepared.engine.snapshot.load().settings(),
     );
     let Prepared {
         mut session,

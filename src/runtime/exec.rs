@@ -584,21 +584,8 @@ impl Session {
         Ok(result)
     }
 
-    /// The folders besides the working directory where edits need no
-    /// rule: the settings', `--add-dir`'s and the session's own.
     fn added_dirs(&self, snap: &crate::snapshot::Snapshot) -> Vec<PathBuf> {
-        let session_dirs = match self.engine.grants.lock() {
-            Ok(g) => g.add_dirs.clone(),
-            Err(_) => Vec::new(),
-        };
-        snap.settings()
-            .permissions
-            .additional_directories
-            .iter()
-            .chain(&self.engine.add_dirs)
-            .chain(&session_dirs)
-            .map(|d| self.spec.cwd.join(d))
-            .collect()
+        self.engine.added_dirs(snap, &self.spec.cwd)
     }
 
     /// Whether a Bash call runs without asking because it runs sandboxed

@@ -41,7 +41,7 @@ pub mod transcript;
 pub mod worktree;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -175,6 +175,8 @@ pub enum EngineEvent {
     UserPrompt {
         agent_id: String,
         text: String,
+        /// The prompt's id, as hook inputs carry it (`prompt_id`).
+        prompt_id: String,
     },
     /// The main session's run for a prompt ended (answered, stopped,
     /// failed or cancelled).
@@ -331,6 +333,9 @@ pub struct Engine {
     /// File checkpoints for `rewind_files` (an SDK's
     /// `enable_file_checkpointing`); `None`: none are kept.
     pub file_history: Option<Arc<file_history::FileHistory>>,
+    /// The id of the user's prompt being answered (hook inputs'
+    /// `prompt_id`, telemetry's `prompt.id`).
+    prompt_id: Mutex<Option<String>>,
 }
 
 impl Engine {
@@ -382,11 +387,43 @@ impl Engine {
             team_handles: Mutex::new(Vec::new()),
             backend: None,
             file_history: None,
+            prompt_id: Mutex::new(None),
         }
     }
 
     pub fn emit(&self, event: EngineEvent) {
         (self.events)(&event);
+    }
+
+    /// A new prompt of the user's starts: its fresh id.
+    pub fn new_prompt_id(&self) -> String {
+        let id = transcript::new_uuid();
+        if let Ok(mut p) = self.prompt_id.lock() {
+            *p = Some(id.clone());
+        }
+        id
+    }
+
+    /// The id of the prompt being answered, if one is.
+    pub fn prompt_id(&self) -> Option<String> {
+        self.prompt_id.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// The folders besides the working directory `cwd` where edits need
+    /// no rule: the settings', `--add-dir`'s and the session's own.
+    pub fn added_dirs(&self, snap: &Snapshot, cwd: &Path) -> Vec<PathBuf> {
+        let session_dirs = match self.grants.lock() {
+            Ok(g) => g.add_dirs.clone(),
+            Err(_) => Vec::new(),
+        };
+        snap.settings()
+            .permissions
+            .additional_directories
+            .iter()
+            .chain(&self.add_dirs)
+            .chain(&session_dirs)
+            .map(|d| cwd.join(d))
+            .collect()
     }
 
     /// A model response arrived for `agent_id`: counts its tokens against
