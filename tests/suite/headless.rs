@@ -241,6 +241,17 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     let result = lines.last().unwrap();
     assert_eq!(result["result"], "main done");
     assert_eq!(result["num_turns"], 2);
+    // Claude Code's count of the session's sub-agents.
+    let stats = &result["subagent_stats"];
+    assert_eq!(stats["spawned"], 1, "{result:#}");
+    assert_eq!(stats["completed"], 1);
+    assert_eq!(stats["failed"], 0);
+    assert_eq!(stats["max_depth"], 1);
+    assert_eq!(
+        stats["requested"],
+        json!({"background": 0, "foreground": 0, "unset": 1})
+    );
+    assert_eq!(stats["by_type"], json!({"reader": 1}));
 
     // With forwardSubagentText in `initialize`, its text goes out too.
     let mut d = Driven::start(&p, &server, &[]);
@@ -256,6 +267,55 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     assert_eq!(child.len(), 3, "{:#?}", d.seen);
     assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
     d.finish();
+}
+
+/// Each result numbers itself, and reports the API's usage details: the
+/// cache writes split by lifetime, per model with the window and the
+/// output cap cadre asked for, and what the prompt alone counted.
+#[test]
+fn results_number_themselves_and_carry_the_usage_details() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| {
+        anthropic::message()
+            .text("ok")
+            .usage(100, 7)
+            .cache(30, 0)
+            .cache_split(10, 20)
+            .reply()
+    });
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    let first = d.until("result", is_result);
+    d.user("two");
+    let second = d.until("result", is_result);
+    // Messages carry when they were sent.
+    let answer = d.seen.iter().find(|l| l["type"] == "assistant").unwrap();
+    let stamp = answer["timestamp"].as_str().unwrap_or_default();
+    assert!(stamp.ends_with('Z') && stamp.contains('T'), "{answer:#}");
+    d.finish();
+    assert_eq!(first["result_index"], 0, "{first:#}");
+    assert_eq!(second["result_index"], 1);
+    assert_eq!(first["queued_turn_count"], 0);
+    assert_eq!(
+        second["usage"]["cache_creation"],
+        json!({"ephemeral_1h_input_tokens": 20, "ephemeral_5m_input_tokens": 10})
+    );
+    let models = second["modelUsage"].as_object().unwrap();
+    assert_eq!(models.len(), 1, "{second:#}");
+    let (model, m) = models.iter().next().unwrap();
+    assert_eq!(m["inputTokens"], 200, "the session so far");
+    assert_eq!(m["cacheCreationEphemeral5mInputTokens"], 20);
+    assert_eq!(m["cacheCreationEphemeral1hInputTokens"], 40);
+    assert_eq!(m["contextWindow"], 200_000);
+    assert_eq!(m["maxOutputTokens"], server.request(0).json["max_tokens"]);
+    assert_eq!(m["provider"], "firstParty");
+    assert_eq!(m["canonicalModel"], model.as_str());
+    let since = &second["model_usage_since_last_result"][model.as_str()];
+    assert_eq!(
+        since["inputTokens"], 100,
+        "the second prompt alone: {second:#}"
+    );
+    assert_eq!(since["cacheCreationEphemeral1hInputTokens"], 20);
 }
 
 #[test]
