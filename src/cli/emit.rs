@@ -56,10 +56,7 @@ impl Limits {
         Limits {
             compact: settings.compact.clone(),
             max_tokens: u64::from(settings.provider.max_tokens),
-            provider: match settings.provider.kind {
-                crate::config::ProviderKind::Anthropic => "firstParty",
-                crate::config::ProviderKind::Openai => "openai",
-            },
+            provider: crate::provider::api_provider(settings.provider.kind),
         }
     }
 }

@@ -1512,6 +1512,56 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
     })))
 }
 
+/// `initialize`'s `commands`: the skills and commands of the catalog, then
+/// the built-ins (`builtin: true`, as Claude Code marks its own).
+fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+    let entries = snap.skills.skills.values().map(|s| {
+        json!({
+            "name": s.name,
+            "description": s.description,
+            "argumentHint": s.argument_hint.clone().unwrap_or_default(),
+        })
+    });
+    let builtins = runtime::commands::BUILTINS.iter().map(|(name, hint, what)| {
+        json!({"name": name, "description": what, "argumentHint": hint, "builtin": true})
+    });
+    entries.chain(builtins).collect()
+}
+
+/// `initialize`'s `agents`: those the main session may call, with their
+/// description and, when set, their model.
+fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<Value> {
+    let snap = engine.snapshot.load();
+    let kind = snap.session_kind(session.spec().kind.interactive);
+    snap.visible_agents(kind)
+        .iter()
+        .map(|d| {
+            let mut a = json!({"name": d.name, "description": d.description});
+            if let Some(m) = &d.model {
+                a["model"] = json!(m);
+            }
+            a
+        })
+        .collect()
+}
+
+/// `initialize`'s `account`: cadre has no login; the provider's key
+/// variable, when it is set.
+fn account(engine: &runtime::Engine) -> Value {
+    let snap = engine.snapshot.load();
+    let provider = &snap.settings().provider;
+    let key_env = crate::provider::key_env(provider);
+    let has_key = engine
+        .env
+        .iter()
+        .any(|(k, v)| *k == key_env && !v.is_empty());
+    json!({
+        "tokenSource": "none",
+        "apiKeySource": if has_key { key_env.as_str() } else { "none" },
+        "apiProvider": crate::provider::api_provider(provider.kind),
+    })
+}
+
 /// `system`/`session_state_changed`.
 fn session_state(session_id: &str, state: &'static str) -> Output {
     Output::System(wire::System::SessionStateChanged(
@@ -1782,25 +1832,29 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         prepared.engine.snapshot.load().settings(),
     );
     if let Some(id) = &init_reply {
-        send(&Output::ControlResponse(wire::ControlResponseOut::success(
+        send(&Output::InitializeResponse(wire::ControlResponseOut::success(
             id,
             json!({
-                "commands": prepared.engine.snapshot.load().skills.skills.values()
-                    .map(|s| json!({
-                        "name": s.name,
-                        "description": s.description,
-                        "argumentHint": s.argument_hint.clone().unwrap_or_default(),
-                    }))
-                    .collect::<Vec<_>>(),
+                "commands": command_list(&prepared.engine.snapshot.load()),
                 "output_style": prepared.engine.snapshot.load().chosen_output_style(),
                 "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
                 "models": model_list(&prepared.engine.snapshot.load()),
-                "account": {},
+                "agents": agent_list(&prepared.engine, &prepared.session),
+                "account": account(&prepared.engine),
                 "pid": std::process::id(),
+                "claude_code_version": wire::CLAUDE_CODE_VERSION,
+                "current_permission_mode": prepared.session.spec().mode.as_str(),
+                // No prompt has been read yet.
+                "session_state": "idle",
+                // None of Claude Code's optional protocol extensions.
+                "capabilities": [],
                 "hook_on_failure_supported": true,
                 "hooks_applied": true,
             }),
-        )));
+        )
+        // cadre answers `initialize` before it runs anything: no permission
+        // request can be waiting yet.
+        .with_pending_permission_requests(Vec::new())));
     }
     let Prepared {
         mut session,

@@ -57,6 +57,9 @@ pub enum Output {
     Result(ResultOut),
     ControlRequest(ControlRequestOut),
     ControlResponse(ControlResponseOut),
+    /// The answer to `initialize`.
+    #[serde(rename = "control_response")]
+    InitializeResponse(InitializeResponseOut),
     ToolProgress(ToolProgress),
     /// cadre's extras: types an SDK skips.
     SubagentStart(SubagentStart),
@@ -488,6 +491,20 @@ pub struct ControlResponseOut {
     pub response: ResponseBody,
 }
 
+/// `initialize`'s answer also lists the permission requests that wait for
+/// the client (beside `request_id`, as Claude Code puts them).
+#[derive(Debug, Clone, Serialize)]
+pub struct InitializeResponseOut {
+    pub response: InitializeBody,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InitializeBody {
+    #[serde(flatten)]
+    pub body: ResponseBody,
+    pub pending_permission_requests: Vec<Value>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ResponseBody {
@@ -505,6 +522,16 @@ pub enum ResponseBody {
 }
 
 impl ControlResponseOut {
+    /// With the permission requests waiting (`initialize`).
+    pub fn with_pending_permission_requests(self, pending: Vec<Value>) -> InitializeResponseOut {
+        InitializeResponseOut {
+            response: InitializeBody {
+                body: self.response,
+                pending_permission_requests: pending,
+            },
+        }
+    }
+
     pub fn success(request_id: &str, response: Value) -> Self {
         ControlResponseOut {
             response: ResponseBody::Success {

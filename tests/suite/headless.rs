@@ -994,6 +994,30 @@ fn sdk_invocation_initializes_and_runs_many_turns() {
     let r = d.until("initialize response", |v| v["type"] == "control_response");
     assert_eq!(r["response"]["subtype"], "success", "{r}");
     assert_eq!(r["response"]["request_id"], "req_1");
+    // What the SDKs read from the answer, as Claude Code gives it.
+    assert_eq!(r["response"]["pending_permission_requests"], json!([]));
+    let answer = &r["response"]["response"];
+    let poet = answer["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "poet")
+        .unwrap_or_else(|| panic!("no poet: {answer:#}"));
+    assert_eq!(poet["description"], "Writes poems");
+    let clear = answer["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "clear")
+        .unwrap_or_else(|| panic!("no /clear: {answer:#}"));
+    assert_eq!(clear["builtin"], true);
+    assert_eq!(answer["current_permission_mode"], "default");
+    assert_eq!(answer["session_state"], "idle");
+    assert!(answer["claude_code_version"].is_string());
+    assert_eq!(
+        answer["account"],
+        json!({"tokenSource": "none", "apiKeySource": "ANTHROPIC_API_KEY", "apiProvider": "firstParty"})
+    );
     d.user("first");
     let init = d.until("init", |v| v["subtype"] == "init");
     assert!(
