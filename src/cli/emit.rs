@@ -145,10 +145,8 @@ struct State {
     /// Results sent so far.
     results: u64,
     subagents: wire::SubagentStats,
-    /// agent id → how deep it runs (the main session's children: 1).
-    depths: HashMap<String, u64>,
-    /// Agent calls that asked to run in the background, by tool_use id.
-    background_calls: std::collections::HashSet<String>,
+    /// agent id → what its messages say of it.
+    subagent_of: HashMap<String, wire::SubagentOf>,
     usage: Usage,
     api_ms: u64,
     cost: f64,
@@ -201,8 +199,7 @@ impl Emitter {
                 model_usage_at_result: BTreeMap::new(),
                 results: 0,
                 subagents: wire::SubagentStats::default(),
-                depths: HashMap::new(),
-                background_calls: std::collections::HashSet::new(),
+                subagent_of: HashMap::new(),
                 usage: Usage::default(),
                 api_ms: 0,
                 cost: 0.0,
@@ -478,18 +475,10 @@ impl State {
     /// they are mapped).
     fn count_subagents(&mut self, event: &EngineEvent) {
         match event {
-            EngineEvent::ToolUse {
-                tool_use_id,
-                name,
-                input,
-                ..
-            } if name == crate::agent_tool::AGENT_TOOL => {
+            EngineEvent::ToolUse { name, input, .. } if name == crate::agent_tool::AGENT_TOOL => {
                 let r = &mut self.subagents.requested;
                 match input.get("run_in_background").and_then(Value::as_bool) {
-                    Some(true) => {
-                        r.background += 1;
-                        self.background_calls.insert(tool_use_id.clone());
-                    }
+                    Some(true) => r.background += 1,
                     Some(false) => r.foreground += 1,
                     None => r.unset += 1,
                 }
@@ -657,6 +646,7 @@ impl State {
                                 session_id: sid,
                                 uuid: wire::new_uuid(),
                                 timestamp: crate::clock::now_rfc3339(),
+                                subagent: self.subagent_of.get(agent_id).cloned(),
                             }));
                         }
                     }
@@ -697,19 +687,26 @@ impl State {
                 model,
                 fork,
                 tool_use_id,
+                prompt,
+                background,
+                depth,
                 ..
             } => {
                 self.parents.insert(agent_id.clone(), tool_use_id.clone());
                 self.models.insert(agent_id.clone(), model.clone());
-                let depth = self.depths.get(parent_agent_id).copied().unwrap_or(0) + 1;
-                self.depths.insert(agent_id.clone(), depth);
+                let of = wire::SubagentOf {
+                    agent_id: agent_id.clone(),
+                    subagent_type: agent_type.clone(),
+                    task_description: description.clone(),
+                };
+                self.subagent_of.insert(agent_id.clone(), of.clone());
                 let st = &mut self.subagents;
                 st.spawned += 1;
-                st.max_depth = st.max_depth.max(depth);
+                st.max_depth = st.max_depth.max(u64::from(*depth));
                 if parent_agent_id != "main" {
                     st.spawned_by_subagents += 1;
                 }
-                if self.background_calls.contains(tool_use_id) {
+                if *background {
                     st.started_in_background += 1;
                 }
                 *st.by_type.entry(agent_type.clone()).or_default() += 1;
@@ -731,10 +728,25 @@ impl State {
                             description: description.clone(),
                             subagent_type: agent_type.clone(),
                             task_type: "local_agent",
+                            prompt: prompt.clone(),
+                            is_backgrounded: *background,
+                            spawn_depth: *depth,
                             uuid: wire::new_uuid(),
-                            session_id: sid,
+                            session_id: sid.clone(),
                         },
                     )));
+                    // Its task, as the first message of its conversation.
+                    out.push(Output::User(wire::UserOut {
+                        message: wire::UserApiMessage {
+                            role: "user",
+                            content: json!([{"type": "text", "text": prompt}]),
+                        },
+                        parent_tool_use_id: Some(tool_use_id.clone()),
+                        session_id: sid,
+                        uuid: wire::new_uuid(),
+                        timestamp: crate::clock::now_rfc3339(),
+                        subagent: Some(of),
+                    }));
                 }
             }
             EngineEvent::SubagentProgress {
@@ -884,6 +896,9 @@ mod tests {
                 fork: false,
                 tool_use_id: "toolu_1".into(),
                 color: None,
+                prompt: String::new(),
+                background: false,
+                depth: 1,
             },
             Print::Messages,
         );
@@ -948,6 +963,9 @@ mod tests {
                 fork: false,
                 tool_use_id: "toolu_agent".into(),
                 color: None,
+                prompt: String::new(),
+                background: false,
+                depth: 1,
             },
             Print::Messages,
         );

@@ -114,6 +114,11 @@ pub struct TaskStarted {
     pub subagent_type: String,
     /// `local_agent`: a sub-agent of this process.
     pub task_type: &'static str,
+    /// The task the Agent call gave it.
+    pub prompt: String,
+    pub is_backgrounded: bool,
+    /// How deep it runs: the main session's children are 1.
+    pub spawn_depth: u32,
     pub uuid: String,
     pub session_id: String,
 }
@@ -246,6 +251,17 @@ pub struct UserOut {
     pub uuid: String,
     /// When it was sent (RFC 3339, UTC).
     pub timestamp: String,
+    /// A sub-agent's message: which one, of which type, doing what.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<SubagentOf>,
+}
+
+/// The sub-agent a message comes from (Claude Code's fields).
+#[derive(Debug, Clone, Serialize)]
+pub struct SubagentOf {
+    pub agent_id: String,
+    pub subagent_type: String,
+    pub task_description: String,
 }
 
 /// A user message of stdin as Claude Code echoes it with

@@ -127,6 +127,15 @@ pub enum EngineEvent {
         /// The definition's `color`, for its progress line.
         #[serde(skip_serializing_if = "Option::is_none")]
         color: Option<crate::catalog::Color>,
+        /// The task the Agent call gave it.
+        #[serde(default)]
+        prompt: String,
+        /// It runs in the background (the parent goes on without it).
+        #[serde(default)]
+        background: bool,
+        /// How deep it runs: the main session's children are 1.
+        #[serde(default)]
+        depth: u32,
     },
     SubagentProgress {
         agent_id: String,

@@ -203,11 +203,17 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
         .collect();
     let kinds: Vec<&str> = child.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    // The sub-agent's Read call and its result; its answer in text stays
-    // in it, as in Claude Code (the SDKs' forwardSubagentText is off).
-    assert_eq!(kinds, ["assistant", "user"], "{lines:#?}");
-    assert_eq!(child[0]["message"]["content"][0]["name"], "Read");
-    assert_eq!(child[1]["type"], "user");
+    // Its task, its Read call and the call's result; its answer in text
+    // stays in it, as in Claude Code (the SDKs' forwardSubagentText is
+    // off). Its user messages say which sub-agent they are from.
+    assert_eq!(kinds, ["user", "assistant", "user"], "{lines:#?}");
+    assert_eq!(child[0]["message"]["content"][0]["text"], "read notes.txt");
+    assert_eq!(child[1]["message"]["content"][0]["name"], "Read");
+    for user in [child[0], child[2]] {
+        assert!(user["agent_id"].is_string(), "{user}");
+        assert_eq!(user["subagent_type"], "reader");
+        assert_eq!(user["task_description"], "read it");
+    }
     let start = lines
         .iter()
         .find(|l| l["type"] == "subagent_start")
@@ -223,6 +229,10 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     };
     let started = task("task_started");
     assert_eq!(started["task_id"], start["agent_id"]);
+    assert_eq!(child[0]["agent_id"], start["agent_id"]);
+    assert_eq!(started["prompt"], "read notes.txt");
+    assert_eq!(started["is_backgrounded"], false);
+    assert_eq!(started["spawn_depth"], 1);
     assert_eq!(started["tool_use_id"], "toolu_agent");
     assert_eq!(started["subagent_type"], "reader");
     let done = task("task_notification");
@@ -264,8 +274,8 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .iter()
         .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
         .collect();
-    assert_eq!(child.len(), 3, "{:#?}", d.seen);
-    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    assert_eq!(child.len(), 4, "{:#?}", d.seen);
+    assert_eq!(child[3]["message"]["content"][0]["text"], "notes say hi");
     d.finish();
 }
 
