@@ -198,6 +198,12 @@ impl ChatInput {
     }
 }
 
+/// Whether the line editor treats this terminal as one it cannot drive
+/// (the `TERM` names rustyline reads plain lines on).
+fn plain_terminal() -> bool {
+    std::env::var("TERM").is_ok_and(|t| ["dumb", "cons25", "emacs"].contains(&t.as_str()))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -229,10 +235,4 @@ mod tests {
         let names: Vec<&str> = found.iter().map(|p| p.replacement.as_str()).collect();
         assert_eq!((at, names), (5, vec!["agent-reviewer "]));
     }
-}
-
-/// Whether the line editor treats this terminal as one it cannot drive
-/// (the `TERM` names rustyline reads plain lines on).
-fn plain_terminal() -> bool {
-    std::env::var("TERM").is_ok_and(|t| ["dumb", "cons25", "emacs"].contains(&t.as_str()))
 }

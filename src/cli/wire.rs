@@ -417,7 +417,7 @@ pub struct ResultOut {
     pub result: String,
     pub session_id: String,
     pub total_cost_usd: f64,
-    pub usage: ResultUsage,
+    pub usage: Box<ResultUsage>,
     #[serde(rename = "modelUsage")]
     pub model_usage: BTreeMap<String, ModelUsage>,
     /// What each model counted since the session's previous result (on
@@ -429,7 +429,7 @@ pub struct ResultOut {
     pub result_index: u64,
     /// Prompts read and waiting behind this one.
     pub queued_turn_count: u64,
-    pub subagent_stats: SubagentStats,
+    pub subagent_stats: Box<SubagentStats>,
     pub stop_reason: Option<String>,
     /// Why the run ended, in Claude Code's words (`completed`, `max_turns`,
     /// `api_error`, `prompt_too_long`, `aborted_streaming`, …); absent for
@@ -1048,13 +1048,13 @@ mod tests {
             result: String::new(),
             session_id: "s".into(),
             total_cost_usd: 0.5,
-            usage: ResultUsage::default(),
+            usage: Box::default(),
             model_usage: BTreeMap::new(),
             model_usage_since_last_result: None,
             permission_denials: vec![],
             result_index: 0,
             queued_turn_count: 0,
-            subagent_stats: SubagentStats::default(),
+            subagent_stats: Box::default(),
             stop_reason: None,
             terminal_reason: Some("max_turns"),
             api_error_status: None,

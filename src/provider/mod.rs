@@ -395,15 +395,14 @@ impl Provider {
                     .base_url
                     .clone()
                     .or_else(|| env_get(env, "OPENAI_BASE_URL").map(str::to_string));
-                let endpoint = match base {
+                match base {
                     Some(base) => join_endpoint(&base, "chat/completions"),
                     None => Err(
                         "provider.base_url is required for provider.kind = \"openai\" \
                                  (for example http://127.0.0.1:8080 for llama-server)"
                             .to_string(),
                     ),
-                };
-                endpoint
+                }
             }
         };
         let key_env = key_env(settings);
