@@ -1693,13 +1693,14 @@ fn a_fork_is_reported_under_its_agent_call() {
         .unwrap();
     assert_eq!(start["fork"], true);
     assert_eq!(start["tool_use_id"], "toolu_fork");
-    // The fork only answered in text, which stays in it.
-    assert!(
-        !lines
-            .iter()
-            .any(|l| l["parent_tool_use_id"] == "toolu_fork"),
-        "{lines:#?}"
-    );
+    // The fork only answered in text, which stays in it: under its call
+    // only its task, as Claude Code sends it.
+    let under: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_fork")
+        .collect();
+    assert_eq!(under.len(), 1, "{lines:#?}");
+    assert_eq!(under[0]["message"]["content"][0]["text"], "check the tests");
     assert_eq!(lines.last().unwrap()["result"], "merged");
 }
 
@@ -1745,8 +1746,14 @@ fn a_background_task_reports_its_messages_and_end() {
             .contains("Async agent launched"),
         "{launched}"
     );
-    // The child's text answer stays in it (no forwardSubagentText).
-    assert!(!lines.iter().any(|l| l["parent_tool_use_id"] == "toolu_bg"));
+    // The child's text answer stays in it (no forwardSubagentText): under
+    // its call only its task.
+    let under: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_bg")
+        .collect();
+    assert_eq!(under.len(), 1, "{lines:#?}");
+    assert_eq!(under[0]["type"], "user");
     let end = lines.iter().find(|l| l["type"] == "subagent_end").unwrap();
     assert_eq!(end["status"], "completed");
     let result = lines.last().unwrap();
