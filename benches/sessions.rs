@@ -272,7 +272,7 @@ fn write_transcript(dir: &Path, home: &Path, bytes: u64) -> PathBuf {
             output_tokens: 20,
             cache_creation_input_tokens: 0,
             cache_read_input_tokens: 1000,
-            web_search_requests: 0,
+            ..Usage::default()
         };
         t.record("usage", json!({"usage": usage}));
         t.message(&Message::user(vec![ContentBlock::tool_result(

@@ -211,6 +211,20 @@ pub struct Usage {
     /// not per token; `usage.server_tool_use.web_search_requests`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub web_search_requests: u64,
+    /// Fetches Anthropic's server-side web fetch ran
+    /// (`usage.server_tool_use.web_fetch_requests`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub web_fetch_requests: u64,
+    /// Of `cache_creation_input_tokens`, those written to the 5-minute
+    /// and to the 1-hour cache (`usage.cache_creation`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_5m_input_tokens: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_creation_1h_input_tokens: u64,
+    /// Of `output_tokens`, thinking (`usage.output_tokens_details`), when
+    /// the API says.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub thinking_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -233,6 +247,38 @@ impl Usage {
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
         self.web_search_requests += other.web_search_requests;
+        self.web_fetch_requests += other.web_fetch_requests;
+        self.cache_creation_5m_input_tokens += other.cache_creation_5m_input_tokens;
+        self.cache_creation_1h_input_tokens += other.cache_creation_1h_input_tokens;
+        self.thinking_tokens += other.thinking_tokens;
+    }
+
+    /// What was counted since `start` (an earlier reading of the same
+    /// running total).
+    pub fn since(&self, start: &Usage) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens.saturating_sub(start.input_tokens),
+            output_tokens: self.output_tokens.saturating_sub(start.output_tokens),
+            cache_creation_input_tokens: self
+                .cache_creation_input_tokens
+                .saturating_sub(start.cache_creation_input_tokens),
+            cache_read_input_tokens: self
+                .cache_read_input_tokens
+                .saturating_sub(start.cache_read_input_tokens),
+            web_search_requests: self
+                .web_search_requests
+                .saturating_sub(start.web_search_requests),
+            web_fetch_requests: self
+                .web_fetch_requests
+                .saturating_sub(start.web_fetch_requests),
+            cache_creation_5m_input_tokens: self
+                .cache_creation_5m_input_tokens
+                .saturating_sub(start.cache_creation_5m_input_tokens),
+            cache_creation_1h_input_tokens: self
+                .cache_creation_1h_input_tokens
+                .saturating_sub(start.cache_creation_1h_input_tokens),
+            thinking_tokens: self.thinking_tokens.saturating_sub(start.thinking_tokens),
+        }
     }
 }
 
@@ -364,6 +410,7 @@ mod tests {
             cache_creation_input_tokens: 3,
             cache_read_input_tokens: 4,
             web_search_requests: 5,
+            ..Usage::default()
         };
         assert_eq!(u.total(), 10, "searches are not tokens");
     }

@@ -57,6 +57,10 @@ const SKIP_FILES: &[(&str, &str)] = &[
     ),
     ("runtime/resume.rs", "transcript diagnostics, for the user"),
     (
+        "runtime/file_history.rs",
+        "rewind_files answers and errors, for the SDK client (never the model)",
+    ),
+    (
         "runtime/command_notes.rs",
         "the built-in command table for /help and notes on stderr, for the user",
     ),

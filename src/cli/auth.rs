@@ -28,14 +28,12 @@ pub fn dispatch(g: &GlobalArgs, cmd: AuthCommand) -> Result<(), CliError> {
     let (input, snap) = load_snapshot(g, &Overrides::default())?;
     let snap = snap.load_full();
     let provider = &snap.settings().provider;
-    let (default_env, api_provider, name) = match provider.kind {
-        ProviderKind::Anthropic => ("ANTHROPIC_API_KEY", "firstParty", "Anthropic"),
-        ProviderKind::Openai => ("OPENAI_API_KEY", "openai", "OpenAI-compatible"),
+    let name = match provider.kind {
+        ProviderKind::Anthropic => "Anthropic",
+        ProviderKind::Openai => "OpenAI-compatible",
     };
-    let key_env = provider
-        .api_key_env
-        .clone()
-        .unwrap_or_else(|| default_env.to_string());
+    let api_provider = crate::provider::api_provider(provider.kind);
+    let key_env = crate::provider::key_env(provider);
     let has_key = input
         .load
         .env

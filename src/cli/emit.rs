@@ -42,6 +42,77 @@ struct Streaming {
     blocks: u64,
 }
 
+/// What the result's per-model usage says of a model besides its counts:
+/// its window, the output cadre asks for, and who serves it.
+#[derive(Debug, Clone, Default)]
+pub struct Limits {
+    compact: crate::config::CompactSettings,
+    max_tokens: u64,
+    provider: &'static str,
+}
+
+impl Limits {
+    pub fn of(settings: &crate::config::Settings) -> Self {
+        Limits {
+            compact: settings.compact.clone(),
+            max_tokens: u64::from(settings.provider.max_tokens),
+            provider: crate::provider::api_provider(settings.provider.kind),
+        }
+    }
+}
+
+/// A model id without its date suffix (`claude-sonnet-4-5-20250929` →
+/// `claude-sonnet-4-5`).
+fn canonical_model(model: &str) -> String {
+    match model.rsplit_once('-') {
+        Some((head, date)) if date.len() == 8 && date.bytes().all(|b| b.is_ascii_digit()) => {
+            head.to_string()
+        }
+        _ => model.to_string(),
+    }
+}
+
+/// What each model counted since the previous result.
+pub type SinceLast = BTreeMap<String, wire::ModelUsage>;
+
+/// `now` less `before`, model by model (the counts; the descriptions as now).
+fn usage_since(
+    now: &BTreeMap<String, wire::ModelUsage>,
+    before: &BTreeMap<String, wire::ModelUsage>,
+) -> BTreeMap<String, wire::ModelUsage> {
+    now.iter()
+        .filter_map(|(model, n)| {
+            let b = before.get(model).cloned().unwrap_or_default();
+            let d = wire::ModelUsage {
+                input_tokens: n.input_tokens.saturating_sub(b.input_tokens),
+                output_tokens: n.output_tokens.saturating_sub(b.output_tokens),
+                cache_read_input_tokens: n
+                    .cache_read_input_tokens
+                    .saturating_sub(b.cache_read_input_tokens),
+                cache_creation_input_tokens: n
+                    .cache_creation_input_tokens
+                    .saturating_sub(b.cache_creation_input_tokens),
+                web_search_requests: n.web_search_requests.saturating_sub(b.web_search_requests),
+                cost_usd: (n.cost_usd - b.cost_usd).max(0.0),
+                thinking_tokens: n.thinking_tokens.saturating_sub(b.thinking_tokens),
+                cache_creation_ephemeral5m_input_tokens: n
+                    .cache_creation_ephemeral5m_input_tokens
+                    .saturating_sub(b.cache_creation_ephemeral5m_input_tokens),
+                cache_creation_ephemeral1h_input_tokens: n
+                    .cache_creation_ephemeral1h_input_tokens
+                    .saturating_sub(b.cache_creation_ephemeral1h_input_tokens),
+                ..n.clone()
+            };
+            let counted = d.input_tokens
+                + d.output_tokens
+                + d.cache_read_input_tokens
+                + d.cache_creation_input_tokens
+                + d.web_search_requests;
+            (counted > 0).then(|| (model.clone(), d))
+        })
+        .collect()
+}
+
 /// The session's accounts and the state the mapping needs.
 struct State {
     session_id: String,
@@ -67,7 +138,15 @@ struct State {
     /// `tool_progress`.
     calls: HashMap<String, (String, std::time::Instant)>,
     prices: BTreeMap<String, ModelPrice>,
+    limits: Limits,
     model_usage: BTreeMap<String, wire::ModelUsage>,
+    /// `model_usage` when the last result was sent.
+    model_usage_at_result: BTreeMap<String, wire::ModelUsage>,
+    /// Results sent so far.
+    results: u64,
+    subagents: wire::SubagentStats,
+    /// agent id → what its messages say of it.
+    subagent_of: HashMap<String, wire::SubagentOf>,
     usage: Usage,
     api_ms: u64,
     cost: f64,
@@ -115,7 +194,12 @@ impl Emitter {
                 last_text: HashMap::new(),
                 calls: HashMap::new(),
                 prices,
+                limits: Limits::default(),
                 model_usage: BTreeMap::new(),
+                model_usage_at_result: BTreeMap::new(),
+                results: 0,
+                subagents: wire::SubagentStats::default(),
+                subagent_of: HashMap::new(),
                 usage: Usage::default(),
                 api_ms: 0,
                 cost: 0.0,
@@ -150,13 +234,31 @@ impl Emitter {
         &self,
         session_id: &str,
         main_model: &str,
-        prices: BTreeMap<String, ModelPrice>,
+        settings: &crate::config::Settings,
     ) {
         if let Ok(mut s) = self.state.lock() {
             session_id.clone_into(&mut s.session_id);
             main_model.clone_into(&mut s.main_model);
-            s.prices = prices;
+            s.prices = settings.prices.clone();
+            s.limits = Limits::of(settings);
             s.main_last = None;
+        }
+    }
+
+    /// A result is being sent: its index, what each model counted since
+    /// the previous one, and the sub-agents so far.
+    pub fn next_result(&self) -> (u64, Option<SinceLast>, wire::SubagentStats) {
+        match self.state.lock() {
+            Ok(mut s) => {
+                let index = s.results;
+                s.results += 1;
+                // In a stream of messages only, as Claude Code.
+                let since = (self.print != Print::Nothing)
+                    .then(|| usage_since(&s.model_usage, &s.model_usage_at_result));
+                s.model_usage_at_result = s.model_usage.clone();
+                (index, since, s.subagents.clone())
+            }
+            Err(_) => (0, None, wire::SubagentStats::default()),
         }
     }
 
@@ -215,6 +317,24 @@ impl Emitter {
 
 use crate::message::{cost_of, price_of};
 
+/// A result's `usage`.
+pub fn result_usage(u: &Usage) -> wire::ResultUsage {
+    wire::ResultUsage {
+        tokens: wire_usage(u),
+        output_tokens_details: wire::OutputTokensDetails {
+            thinking_tokens: u.thinking_tokens,
+        },
+        server_tool_use: wire::ServerToolUse {
+            web_search_requests: u.web_search_requests,
+            web_fetch_requests: u.web_fetch_requests,
+        },
+        cache_creation: wire::CacheCreation {
+            ephemeral_1h_input_tokens: u.cache_creation_1h_input_tokens,
+            ephemeral_5m_input_tokens: u.cache_creation_5m_input_tokens,
+        },
+    }
+}
+
 pub fn wire_usage(u: &Usage) -> WireUsage {
     WireUsage {
         input_tokens: u.input_tokens,
@@ -240,15 +360,31 @@ impl State {
     }
 
     fn account(&mut self, model: &str, usage: &Usage, api_ms: u64) {
-        let cost = cost_of(price_of(&self.prices, model), usage);
+        let price = price_of(&self.prices, model);
+        let cost = cost_of(price, usage);
         self.usage.add(usage);
         self.api_ms = self.api_ms.saturating_add(api_ms);
         self.cost += cost;
-        let m = self.model_usage.entry(model.to_string()).or_default();
+        let limits = &self.limits;
+        let m = self
+            .model_usage
+            .entry(model.to_string())
+            .or_insert_with(|| wire::ModelUsage {
+                context_window: limits.compact.window(model),
+                max_output_tokens: limits.max_tokens,
+                canonical_model: canonical_model(model),
+                provider: limits.provider,
+                cost_basis: if price.is_some() { "list" } else { "none" },
+                ..wire::ModelUsage::default()
+            });
         m.input_tokens += usage.input_tokens;
         m.output_tokens += usage.output_tokens;
         m.cache_read_input_tokens += usage.cache_read_input_tokens;
         m.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+        m.web_search_requests += usage.web_search_requests;
+        m.thinking_tokens += usage.thinking_tokens;
+        m.cache_creation_ephemeral5m_input_tokens += usage.cache_creation_5m_input_tokens;
+        m.cache_creation_ephemeral1h_input_tokens += usage.cache_creation_1h_input_tokens;
         m.cost_usd += cost;
         if let Some(limit) = self.budget
             && self.cost >= limit
@@ -334,9 +470,36 @@ impl State {
             .map_or(0, |(i, _)| i)
     }
 
+    /// Counts what the result's `subagent_stats` reports: the Agent calls'
+    /// requests and how sub-agents ended (their starts are counted where
+    /// they are mapped).
+    fn count_subagents(&mut self, event: &EngineEvent) {
+        match event {
+            EngineEvent::ToolUse { name, input, .. } if name == crate::agent_tool::AGENT_TOOL => {
+                let r = &mut self.subagents.requested;
+                match input.get("run_in_background").and_then(Value::as_bool) {
+                    Some(true) => r.background += 1,
+                    Some(false) => r.foreground += 1,
+                    None => r.unset += 1,
+                }
+            }
+            EngineEvent::SubagentEnd { status, .. } => {
+                let st = &mut self.subagents;
+                match status.as_str() {
+                    "completed" => st.completed += 1,
+                    "cancelled" => st.killed.parent += 1,
+                    "killed" | "stopped" => st.killed.user += 1,
+                    _ => st.failed += 1,
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
         let sid = self.session_id.clone();
         let mut out = Vec::new();
+        self.count_subagents(event);
         match event {
             EngineEvent::ModelResponse {
                 agent_id,
@@ -461,6 +624,7 @@ impl State {
                             parent_tool_use_id: parent,
                             session_id: sid,
                             uuid: line_uuid.clone().unwrap_or_else(wire::new_uuid),
+                            timestamp: crate::clock::now_rfc3339(),
                             api_error: None,
                         }));
                     }
@@ -481,6 +645,8 @@ impl State {
                                 parent_tool_use_id: parent,
                                 session_id: sid,
                                 uuid: wire::new_uuid(),
+                                timestamp: crate::clock::now_rfc3339(),
+                                subagent: self.subagent_of.get(agent_id).cloned(),
                             }));
                         }
                     }
@@ -521,10 +687,29 @@ impl State {
                 model,
                 fork,
                 tool_use_id,
+                prompt,
+                background,
+                depth,
                 ..
             } => {
                 self.parents.insert(agent_id.clone(), tool_use_id.clone());
                 self.models.insert(agent_id.clone(), model.clone());
+                let of = wire::SubagentOf {
+                    agent_id: agent_id.clone(),
+                    subagent_type: agent_type.clone(),
+                    task_description: description.clone(),
+                };
+                self.subagent_of.insert(agent_id.clone(), of.clone());
+                let st = &mut self.subagents;
+                st.spawned += 1;
+                st.max_depth = st.max_depth.max(u64::from(*depth));
+                if parent_agent_id != "main" {
+                    st.spawned_by_subagents += 1;
+                }
+                if *background {
+                    st.started_in_background += 1;
+                }
+                *st.by_type.entry(agent_type.clone()).or_default() += 1;
                 if print != Print::Nothing {
                     out.push(Output::SubagentStart(wire::SubagentStart {
                         agent_id: agent_id.clone(),
@@ -543,10 +728,25 @@ impl State {
                             description: description.clone(),
                             subagent_type: agent_type.clone(),
                             task_type: "local_agent",
+                            prompt: prompt.clone(),
+                            is_backgrounded: *background,
+                            spawn_depth: *depth,
                             uuid: wire::new_uuid(),
-                            session_id: sid,
+                            session_id: sid.clone(),
                         },
                     )));
+                    // Its task, as the first message of its conversation.
+                    out.push(Output::User(wire::UserOut {
+                        message: wire::UserApiMessage {
+                            role: "user",
+                            content: json!([{"type": "text", "text": prompt}]),
+                        },
+                        parent_tool_use_id: Some(tool_use_id.clone()),
+                        session_id: sid,
+                        uuid: wire::new_uuid(),
+                        timestamp: crate::clock::now_rfc3339(),
+                        subagent: Some(of),
+                    }));
                 }
             }
             EngineEvent::SubagentProgress {
@@ -666,7 +866,7 @@ mod tests {
             output_tokens: 100_000,
             cache_creation_input_tokens: 200_000,
             cache_read_input_tokens: 1_000_000,
-            web_search_requests: 0,
+            ..Usage::default()
         };
         let p = prices();
         let c = cost_of(price_of(&p, "claude-sonnet-4-5-20250929"), &u);
@@ -696,6 +896,9 @@ mod tests {
                 fork: false,
                 tool_use_id: "toolu_1".into(),
                 color: None,
+                prompt: String::new(),
+                background: false,
+                depth: 1,
             },
             Print::Messages,
         );
@@ -760,6 +963,9 @@ mod tests {
                 fork: false,
                 tool_use_id: "toolu_agent".into(),
                 color: None,
+                prompt: String::new(),
+                background: false,
+                depth: 1,
             },
             Print::Messages,
         );

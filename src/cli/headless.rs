@@ -597,6 +597,11 @@ impl Prompts {
         }
     }
 
+    /// Prompts read and not yet answered.
+    fn queued(&self) -> u64 {
+        self.open.lock().map_or(0, |open| open.len() as u64)
+    }
+
     /// Cancels every open prompt; how many there were.
     fn interrupt(&self) -> usize {
         match self.open.lock() {
@@ -841,16 +846,26 @@ fn spawn_reader<R>(
                                 },
                             ))
                         }
-                        // Claude Code's answers with checkpointing off.
-                        FromClient::RewindFiles { dry_run, .. } => {
-                            let why = "File rewinding is not enabled.";
-                            Some(if dry_run == Some(true) {
-                                wire::ControlResponseOut::success(
+                        // Claude Code's answers: a failed dry run is a
+                        // success saying why; a failed rewind an error.
+                        FromClient::RewindFiles {
+                            user_message_id,
+                            dry_run,
+                        } => {
+                            let dry_run = dry_run == Some(true);
+                            let done = match engine.get().and_then(|e| e.file_history.as_ref()) {
+                                None => Err("File rewinding is not enabled.".to_string()),
+                                Some(h) => {
+                                    h.rewind(user_message_id.as_deref().unwrap_or(""), dry_run)
+                                }
+                            };
+                            Some(match done {
+                                Ok(r) => wire::ControlResponseOut::success(&id, r.answer(dry_run)),
+                                Err(why) if dry_run => wire::ControlResponseOut::success(
                                     &id,
                                     json!({"canRewind": false, "error": why}),
-                                )
-                            } else {
-                                wire::ControlResponseOut::error(&id, why)
+                                ),
+                                Err(why) => wire::ControlResponseOut::error(&id, why),
                             })
                         }
                         FromClient::Unsupported => {
@@ -1227,28 +1242,8 @@ pub(super) fn result_of(
     turns: u32,
 ) -> ResultOut {
     let a = emitter.accounts();
-    let usage = Usage {
-        input_tokens: a
-            .usage
-            .input_tokens
-            .saturating_sub(start.usage.input_tokens),
-        output_tokens: a
-            .usage
-            .output_tokens
-            .saturating_sub(start.usage.output_tokens),
-        cache_creation_input_tokens: a
-            .usage
-            .cache_creation_input_tokens
-            .saturating_sub(start.usage.cache_creation_input_tokens),
-        cache_read_input_tokens: a
-            .usage
-            .cache_read_input_tokens
-            .saturating_sub(start.usage.cache_read_input_tokens),
-        web_search_requests: a
-            .usage
-            .web_search_requests
-            .saturating_sub(start.usage.web_search_requests),
-    };
+    let usage = a.usage.since(&start.usage);
+    let (result_index, model_usage_since_last_result, subagent_stats) = emitter.next_result();
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
         // `--json-schema`: the answer is the structured output, as JSON.
         Ok(o) if o.structured_output.is_some() => (
@@ -1359,9 +1354,14 @@ pub(super) fn result_of(
         result,
         session_id: session_id.to_string(),
         total_cost_usd: a.cost,
-        usage: wire_usage(&usage),
+        usage: Box::new(super::emit::result_usage(&usage)),
         model_usage: a.model_usage,
+        model_usage_since_last_result: model_usage_since_last_result
+            .filter(|_| subtype == ResultSubtype::Success),
         permission_denials: Vec::new(),
+        result_index,
+        queued_turn_count: 0,
+        subagent_stats: Box::new(subagent_stats),
         stop_reason,
         terminal_reason,
         api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
@@ -1421,6 +1421,7 @@ fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields)
         parent_tool_use_id: None,
         session_id: session_id.to_string(),
         uuid: wire::new_uuid(),
+        timestamp: crate::clock::now_rfc3339(),
         api_error: Some(fields),
     })
 }
@@ -1500,10 +1501,69 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
             .collect(),
         plugins: snap.config.plugins.iter().map(|p| p.init_entry()).collect(),
         uuid: wire::new_uuid(),
+        original_cwd: std::env::current_dir()
+            .unwrap_or_else(|_| spec.cwd.clone())
+            .display()
+            .to_string(),
+        additional_directories: engine
+            .added_dirs(&snap, &spec.cwd)
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect(),
         cadre_version: wire::CADRE_VERSION.into(),
         model_source: model_source.into(),
         reload_generation: snap.generation,
     })))
+}
+
+/// `initialize`'s `commands`: the skills and commands of the catalog, then
+/// the built-ins (`builtin: true`, as Claude Code marks its own).
+fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+    let entries = snap.skills.skills.values().map(|s| {
+        json!({
+            "name": s.name,
+            "description": s.description,
+            "argumentHint": s.argument_hint.clone().unwrap_or_default(),
+        })
+    });
+    let builtins = runtime::commands::BUILTINS.iter().map(|(name, hint, what)| {
+        json!({"name": name, "description": what, "argumentHint": hint, "builtin": true})
+    });
+    entries.chain(builtins).collect()
+}
+
+/// `initialize`'s `agents`: those the main session may call, with their
+/// description and, when set, their model.
+fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<Value> {
+    let snap = engine.snapshot.load();
+    let kind = snap.session_kind(session.spec().kind.interactive);
+    snap.visible_agents(kind)
+        .iter()
+        .map(|d| {
+            let mut a = json!({"name": d.name, "description": d.description});
+            if let Some(m) = &d.model {
+                a["model"] = json!(m);
+            }
+            a
+        })
+        .collect()
+}
+
+/// `initialize`'s `account`: cadre has no login; the provider's key
+/// variable, when it is set.
+fn account(engine: &runtime::Engine) -> Value {
+    let snap = engine.snapshot.load();
+    let provider = &snap.settings().provider;
+    let key_env = crate::provider::key_env(provider);
+    let has_key = engine
+        .env
+        .iter()
+        .any(|(k, v)| *k == key_env && !v.is_empty());
+    json!({
+        "tokenSource": "none",
+        "apiKeySource": if has_key { key_env.as_str() } else { "none" },
+        "apiProvider": crate::provider::api_provider(provider.kind),
+    })
 }
 
 /// `system`/`session_state_changed`.
@@ -1714,6 +1774,9 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     if plan.stdio_permissions {
         extras.questioner = Some(client_questioner(Arc::clone(&control)));
     }
+    // The SDKs' `enable_file_checkpointing`.
+    extras.file_checkpoints = std::env::var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
+        .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
     let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
     let events: EventSink = match &progress {
         Some(p) => {
@@ -1770,28 +1833,32 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     emitter.configure(
         &prepared.engine.session_id,
         &prepared.session.spec().model,
-        prepared.engine.snapshot.load().settings().prices.clone(),
+        prepared.engine.snapshot.load().settings(),
     );
     if let Some(id) = &init_reply {
-        send(&Output::ControlResponse(wire::ControlResponseOut::success(
+        send(&Output::InitializeResponse(wire::ControlResponseOut::success(
             id,
             json!({
-                "commands": prepared.engine.snapshot.load().skills.skills.values()
-                    .map(|s| json!({
-                        "name": s.name,
-                        "description": s.description,
-                        "argumentHint": s.argument_hint.clone().unwrap_or_default(),
-                    }))
-                    .collect::<Vec<_>>(),
+                "commands": command_list(&prepared.engine.snapshot.load()),
                 "output_style": prepared.engine.snapshot.load().chosen_output_style(),
                 "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
                 "models": model_list(&prepared.engine.snapshot.load()),
-                "account": {},
+                "agents": agent_list(&prepared.engine, &prepared.session),
+                "account": account(&prepared.engine),
                 "pid": std::process::id(),
+                "claude_code_version": wire::CLAUDE_CODE_VERSION,
+                "current_permission_mode": prepared.session.spec().mode.as_str(),
+                // No prompt has been read yet.
+                "session_state": "idle",
+                // None of Claude Code's optional protocol extensions.
+                "capabilities": [],
                 "hook_on_failure_supported": true,
                 "hooks_applied": true,
             }),
-        )));
+        )
+        // cadre answers `initialize` before it runs anything: no permission
+        // request can be waiting yet.
+        .with_pending_permission_requests(Vec::new())));
     }
     let Prepared {
         mut session,
@@ -1924,6 +1991,15 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         if emitter.prints() {
             send(&init_message(&engine, model_source, &session));
         }
+        // The message's id: the client's, or a new one; `rewind_files`
+        // names a checkpoint by it.
+        let message_uuid = echo
+            .as_ref()
+            .and_then(|e| e.uuid.clone())
+            .unwrap_or_else(wire::new_uuid);
+        if let Some(history) = &engine.file_history {
+            history.begin(&message_uuid);
+        }
         if let Some(e) = echo
             && plan.output == OutputFormat::StreamJson
         {
@@ -1931,7 +2007,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 message: e.message,
                 parent_tool_use_id: e.parent_tool_use_id,
                 session_id: engine.session_id.clone(),
-                uuid: e.uuid.unwrap_or_else(wire::new_uuid),
+                uuid: message_uuid.clone(),
                 timestamp: crate::clock::now_rfc3339(),
                 is_replay: true,
                 origin: e.origin,
@@ -1997,7 +2073,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     emitter.configure(
                         &prepared.engine.session_id,
                         &prepared.session.spec().model,
-                        prepared.engine.snapshot.load().settings().prices.clone(),
+                        prepared.engine.snapshot.load().settings(),
                     );
                     session = prepared.session;
                     engine = prepared.engine;
@@ -2031,6 +2107,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             prompts.done(prompt_id);
             let mut result = local_result(&emitter, &engine.session_id, &start, text, command);
             result.origin = origin;
+            result.queued_turn_count = prompts.queued();
             last_error = false;
             last_failed = false;
             last_text = result.result.clone();
@@ -2073,6 +2150,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             session.turns_this_prompt(),
         );
         result.origin = origin;
+        result.queued_turn_count = prompts.queued();
         if let Some(reason) = blocked {
             result.errors = vec![format!(
                 "UserPromptSubmit hook blocked the prompt: {reason}"

@@ -718,6 +718,9 @@ mod tests {
             fork: false,
             tool_use_id: format!("toolu_{id}"),
             color: None,
+            prompt: String::new(),
+            background: false,
+            depth: 1,
         });
     }
 

@@ -99,6 +99,9 @@ pub(super) struct Extras {
     pub mcp_local: Option<crate::mcp::LocalConnector>,
     /// `--strict-mcp-config`: only these MCP servers.
     pub mcp_only: Option<Vec<String>>,
+    /// Keep file checkpoints for `rewind_files`
+    /// (`CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING`).
+    pub file_checkpoints: bool,
 }
 
 pub(super) fn parse_mode(s: &str) -> Result<PermissionMode, String> {
@@ -395,6 +398,11 @@ pub(super) fn prepare_with(
     }
     let elicitor = extras.elicitor;
     engine.questioner = extras.questioner;
+    if extras.file_checkpoints {
+        let history = runtime::file_history::FileHistory::new(session_dir.as_deref())
+            .map_err(|e| CliError::Failed(format!("file checkpoints: {e}")))?;
+        engine.file_history = Some(Arc::new(history));
+    }
     engine.mcp.set_local_connector(extras.mcp_local);
     engine.mcp.set_only(extras.mcp_only);
     for d in &args.add_dirs {
@@ -804,7 +812,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     emitter.configure(
         &prepared.engine.session_id,
         &prepared.session.spec().model,
-        prepared.engine.snapshot.load().settings().prices.clone(),
+        prepared.engine.snapshot.load().settings(),
     );
     let Prepared {
         mut session,

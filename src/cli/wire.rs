@@ -57,6 +57,9 @@ pub enum Output {
     Result(ResultOut),
     ControlRequest(ControlRequestOut),
     ControlResponse(ControlResponseOut),
+    /// The answer to `initialize`.
+    #[serde(rename = "control_response")]
+    InitializeResponse(InitializeResponseOut),
     ToolProgress(ToolProgress),
     /// cadre's extras: types an SDK skips.
     SubagentStart(SubagentStart),
@@ -111,6 +114,11 @@ pub struct TaskStarted {
     pub subagent_type: String,
     /// `local_agent`: a sub-agent of this process.
     pub task_type: &'static str,
+    /// The task the Agent call gave it.
+    pub prompt: String,
+    pub is_backgrounded: bool,
+    /// How deep it runs: the main session's children are 1.
+    pub spawn_depth: u32,
     pub uuid: String,
     pub session_id: String,
 }
@@ -167,6 +175,11 @@ pub struct Init {
     pub skills: Vec<String>,
     pub plugins: Vec<Value>,
     pub uuid: String,
+    /// Where the process started (`cwd` may be a worktree since).
+    pub original_cwd: String,
+    /// Folders besides `cwd` the session may edit without a rule
+    /// (`--add-dir`, `permissions.additionalDirectories`, grants).
+    pub additional_directories: Vec<String>,
     /// cadre's extras.
     pub cadre_version: String,
     /// Where the model came from: `flag`, `agent`, `settings` or `managed`.
@@ -202,6 +215,8 @@ pub struct AssistantOut {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+    /// When it was sent (RFC 3339, UTC).
+    pub timestamp: String,
     /// Set on the message that reports a failed model request in place of
     /// an answer (Claude Code's API error message).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -234,6 +249,19 @@ pub struct UserOut {
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
+    /// When it was sent (RFC 3339, UTC).
+    pub timestamp: String,
+    /// A sub-agent's message: which one, of which type, doing what.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<SubagentOf>,
+}
+
+/// The sub-agent a message comes from (Claude Code's fields).
+#[derive(Debug, Clone, Serialize)]
+pub struct SubagentOf {
+    pub agent_id: String,
+    pub subagent_type: String,
+    pub task_description: String,
 }
 
 /// A user message of stdin as Claude Code echoes it with
@@ -271,16 +299,100 @@ pub struct WireUsage {
     pub output_tokens: u64,
 }
 
-/// Per-model totals in the result (`modelUsage`), camelCase as Claude Code writes them.
+/// The result's `usage`: the prompt's token counts with Claude Code's
+/// details of them (each summed from the API's own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ResultUsage {
+    #[serde(flatten)]
+    pub tokens: WireUsage,
+    pub output_tokens_details: OutputTokensDetails,
+    pub server_tool_use: ServerToolUse,
+    pub cache_creation: CacheCreation,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct OutputTokensDetails {
+    pub thinking_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ServerToolUse {
+    pub web_search_requests: u64,
+    pub web_fetch_requests: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CacheCreation {
+    pub ephemeral_1h_input_tokens: u64,
+    pub ephemeral_5m_input_tokens: u64,
+}
+
+/// Per-model totals in the result (`modelUsage`), camelCase as Claude Code writes them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cache_read_input_tokens: u64,
     pub cache_creation_input_tokens: u64,
+    pub web_search_requests: u64,
     #[serde(rename = "costUSD")]
     pub cost_usd: f64,
+    /// The model's context window as cadre measures it (`[compact]`).
+    pub context_window: u64,
+    /// The most output tokens cadre asks the model for.
+    pub max_output_tokens: u64,
+    pub thinking_tokens: u64,
+    pub cache_creation_ephemeral5m_input_tokens: u64,
+    pub cache_creation_ephemeral1h_input_tokens: u64,
+    /// The model id without a date suffix.
+    pub canonical_model: String,
+    /// Who serves it: `firstParty` (the Anthropic API) or `openai` (an
+    /// OpenAI-compatible server).
+    pub provider: &'static str,
+    /// `list` when the cost comes from a price table (cadre's holds list
+    /// prices), `none` when no price is known for the model.
+    pub cost_basis: &'static str,
+}
+
+/// Sub-agents of the session so far (the result's `subagent_stats`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SubagentStats {
+    pub spawned: u64,
+    pub requested: Requested,
+    pub started_in_background: u64,
+    pub max_depth: u64,
+    pub spawned_by_subagents: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub killed: Killed,
+    pub refused: Refused,
+    pub by_type: BTreeMap<String, u64>,
+}
+
+/// What the Agent calls asked for (`run_in_background`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Requested {
+    pub background: u64,
+    pub foreground: u64,
+    pub unset: u64,
+}
+
+/// Sub-agents stopped before they ended: by their parent, the user, or
+/// cadre itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Killed {
+    pub parent: u64,
+    pub user: u64,
+    pub system: u64,
+}
+
+/// Agent calls refused before a sub-agent started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Refused {
+    pub depth_limit: u64,
+    pub concurrency_limit: u64,
+    pub budget: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -305,10 +417,19 @@ pub struct ResultOut {
     pub result: String,
     pub session_id: String,
     pub total_cost_usd: f64,
-    pub usage: WireUsage,
+    pub usage: Box<ResultUsage>,
     #[serde(rename = "modelUsage")]
     pub model_usage: BTreeMap<String, ModelUsage>,
+    /// What each model counted since the session's previous result (on
+    /// a `success` result, as Claude Code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_usage_since_last_result: Option<BTreeMap<String, ModelUsage>>,
     pub permission_denials: Vec<Value>,
+    /// This result's place among the session's results, from 0.
+    pub result_index: u64,
+    /// Prompts read and waiting behind this one.
+    pub queued_turn_count: u64,
+    pub subagent_stats: Box<SubagentStats>,
     pub stop_reason: Option<String>,
     /// Why the run ended, in Claude Code's words (`completed`, `max_turns`,
     /// `api_error`, `prompt_too_long`, `aborted_streaming`, …); absent for
@@ -386,6 +507,20 @@ pub struct ControlResponseOut {
     pub response: ResponseBody,
 }
 
+/// `initialize`'s answer also lists the permission requests that wait for
+/// the client (beside `request_id`, as Claude Code puts them).
+#[derive(Debug, Clone, Serialize)]
+pub struct InitializeResponseOut {
+    pub response: InitializeBody,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct InitializeBody {
+    #[serde(flatten)]
+    pub body: ResponseBody,
+    pub pending_permission_requests: Vec<Value>,
+}
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ResponseBody {
@@ -403,6 +538,16 @@ pub enum ResponseBody {
 }
 
 impl ControlResponseOut {
+    /// With the permission requests waiting (`initialize`).
+    pub fn with_pending_permission_requests(self, pending: Vec<Value>) -> InitializeResponseOut {
+        InitializeResponseOut {
+            response: InitializeBody {
+                body: self.response,
+                pending_permission_requests: pending,
+            },
+        }
+    }
+
     pub fn success(request_id: &str, response: Value) -> Self {
         ControlResponseOut {
             response: ResponseBody::Success {
@@ -609,8 +754,8 @@ pub enum FromClient {
         #[serde(default)]
         enabled: Option<bool>,
     },
-    /// File checkpoints (`enable_file_checkpointing`): cadre keeps none,
-    /// so nothing can be rewound.
+    /// Puts the files the tools changed back as they were at a user
+    /// message (`enable_file_checkpointing`).
     RewindFiles {
         #[serde(default)]
         user_message_id: Option<String>,
@@ -903,9 +1048,13 @@ mod tests {
             result: String::new(),
             session_id: "s".into(),
             total_cost_usd: 0.5,
-            usage: WireUsage::default(),
+            usage: Box::default(),
             model_usage: BTreeMap::new(),
+            model_usage_since_last_result: None,
             permission_denials: vec![],
+            result_index: 0,
+            queued_turn_count: 0,
+            subagent_stats: Box::default(),
             stop_reason: None,
             terminal_reason: Some("max_turns"),
             api_error_status: None,
@@ -931,10 +1080,47 @@ mod tests {
             "input_tokens": 0,
             "cache_creation_input_tokens": 0,
             "cache_read_input_tokens": 0,
-            "output_tokens": 0
+            "output_tokens": 0,
+            "output_tokens_details": {
+              "thinking_tokens": 0
+            },
+            "server_tool_use": {
+              "web_search_requests": 0,
+              "web_fetch_requests": 0
+            },
+            "cache_creation": {
+              "ephemeral_1h_input_tokens": 0,
+              "ephemeral_5m_input_tokens": 0
+            }
           },
           "modelUsage": {},
           "permission_denials": [],
+          "result_index": 0,
+          "queued_turn_count": 0,
+          "subagent_stats": {
+            "spawned": 0,
+            "requested": {
+              "background": 0,
+              "foreground": 0,
+              "unset": 0
+            },
+            "started_in_background": 0,
+            "max_depth": 0,
+            "spawned_by_subagents": 0,
+            "completed": 0,
+            "failed": 0,
+            "killed": {
+              "parent": 0,
+              "user": 0,
+              "system": 0
+            },
+            "refused": {
+              "depth_limit": 0,
+              "concurrency_limit": 0,
+              "budget": 0
+            },
+            "by_type": {}
+          },
           "stop_reason": null,
           "terminal_reason": "max_turns",
           "api_error_status": null,

@@ -271,12 +271,37 @@ fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
     if let Some(n) = field("cache_read_input_tokens") {
         usage.cache_read_input_tokens = n;
     }
-    if let Some(n) = v
-        .get("server_tool_use")
-        .and_then(|s| s.get("web_search_requests"))
-        .and_then(Value::as_u64)
-    {
-        usage.web_search_requests = n;
+    let nested = |outer: &str, inner: &str| v.get(outer)?.get(inner)?.as_u64();
+    for (to, outer, inner) in [
+        (
+            &mut usage.web_search_requests,
+            "server_tool_use",
+            "web_search_requests",
+        ),
+        (
+            &mut usage.web_fetch_requests,
+            "server_tool_use",
+            "web_fetch_requests",
+        ),
+        (
+            &mut usage.cache_creation_5m_input_tokens,
+            "cache_creation",
+            "ephemeral_5m_input_tokens",
+        ),
+        (
+            &mut usage.cache_creation_1h_input_tokens,
+            "cache_creation",
+            "ephemeral_1h_input_tokens",
+        ),
+        (
+            &mut usage.thinking_tokens,
+            "output_tokens_details",
+            "thinking_tokens",
+        ),
+    ] {
+        if let Some(n) = nested(outer, inner) {
+            *to = n;
+        }
     }
 }
 
@@ -384,11 +409,27 @@ mod wire {
         cache_read_input_tokens: Option<u64>,
         #[serde(default)]
         server_tool_use: Option<ServerUsage>,
+        #[serde(default)]
+        cache_creation: Option<CacheCreation>,
+        #[serde(default)]
+        output_tokens_details: Option<OutputDetails>,
     }
 
     #[derive(Deserialize)]
     struct ServerUsage {
         web_search_requests: Option<u64>,
+        web_fetch_requests: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    struct CacheCreation {
+        ephemeral_5m_input_tokens: Option<u64>,
+        ephemeral_1h_input_tokens: Option<u64>,
+    }
+
+    #[derive(Deserialize)]
+    struct OutputDetails {
+        thinking_tokens: Option<u64>,
     }
 
     impl WireUsage {
@@ -409,10 +450,23 @@ mod wire {
                 &mut usage.cache_read_input_tokens,
                 self.cache_read_input_tokens,
             );
-            set(
-                &mut usage.web_search_requests,
-                self.server_tool_use.and_then(|s| s.web_search_requests),
-            );
+            if let Some(s) = self.server_tool_use {
+                set(&mut usage.web_search_requests, s.web_search_requests);
+                set(&mut usage.web_fetch_requests, s.web_fetch_requests);
+            }
+            if let Some(c) = self.cache_creation {
+                set(
+                    &mut usage.cache_creation_5m_input_tokens,
+                    c.ephemeral_5m_input_tokens,
+                );
+                set(
+                    &mut usage.cache_creation_1h_input_tokens,
+                    c.ephemeral_1h_input_tokens,
+                );
+            }
+            if let Some(d) = self.output_tokens_details {
+                set(&mut usage.thinking_tokens, d.thinking_tokens);
+            }
         }
     }
 }

@@ -348,6 +348,28 @@ fn helper_key(helper: &str) -> Result<String, ProviderError> {
     Ok(key)
 }
 
+/// The variable that holds the provider's API key: `provider.api_key_env`,
+/// else `ANTHROPIC_API_KEY` or `OPENAI_API_KEY` by kind.
+pub fn key_env(settings: &ProviderSettings) -> String {
+    settings.api_key_env.clone().unwrap_or_else(|| {
+        match settings.kind {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::Openai => "OPENAI_API_KEY",
+        }
+        .to_string()
+    })
+}
+
+/// Who serves the model, in Claude Code's words (`apiProvider`):
+/// `firstParty` for the Anthropic API, `openai` for an OpenAI-compatible
+/// server.
+pub fn api_provider(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => "firstParty",
+        ProviderKind::Openai => "openai",
+    }
+}
+
 impl Provider {
     /// Builds the provider from settings and the process environment
     /// (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`, `OPENAI_BASE_URL`,
@@ -359,35 +381,31 @@ impl Provider {
         settings: &ProviderSettings,
         env: &[(String, String)],
     ) -> Result<Provider, ProviderError> {
-        let (default_key_env, endpoint) = match settings.kind {
+        let endpoint = match settings.kind {
             ProviderKind::Anthropic => {
                 let base = settings
                     .base_url
                     .clone()
                     .or_else(|| env_get(env, "ANTHROPIC_BASE_URL").map(str::to_string))
                     .unwrap_or_else(|| "https://api.anthropic.com".to_string());
-                ("ANTHROPIC_API_KEY", join_endpoint(&base, "messages"))
+                join_endpoint(&base, "messages")
             }
             ProviderKind::Openai => {
                 let base = settings
                     .base_url
                     .clone()
                     .or_else(|| env_get(env, "OPENAI_BASE_URL").map(str::to_string));
-                let endpoint = match base {
+                match base {
                     Some(base) => join_endpoint(&base, "chat/completions"),
                     None => Err(
                         "provider.base_url is required for provider.kind = \"openai\" \
                                  (for example http://127.0.0.1:8080 for llama-server)"
                             .to_string(),
                     ),
-                };
-                ("OPENAI_API_KEY", endpoint)
+                }
             }
         };
-        let key_env = settings
-            .api_key_env
-            .clone()
-            .unwrap_or_else(|| default_key_env.to_string());
+        let key_env = key_env(settings);
         let api_key = match (env_get(env, &key_env), &settings.api_key_helper) {
             (Some(k), _) => Some(k.to_string()),
             (None, Some(helper)) => Some(helper_key(helper)?),

@@ -256,7 +256,7 @@ impl Assembler for OpenAiAssembler {
                     .unwrap_or(0),
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: cached,
-                web_search_requests: 0,
+                ..Usage::default()
             };
         }
         let Some(choice) = v

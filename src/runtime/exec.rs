@@ -577,6 +577,12 @@ impl Session {
             sandbox,
             ask_host,
         };
+        if let Some(history) = &self.engine.file_history
+            && let Some(path) = super::file_history::target(name, input, &ctx.cwd)
+        {
+            let history = Arc::clone(history);
+            let _ = tokio::task::spawn_blocking(move || history.before_change(&path)).await;
+        }
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
         let images = out.images;
@@ -594,21 +600,8 @@ impl Session {
         Ok(result)
     }
 
-    /// The folders besides the working directory where edits need no
-    /// rule: the settings', `--add-dir`'s and the session's own.
     fn added_dirs(&self, snap: &crate::snapshot::Snapshot) -> Vec<PathBuf> {
-        let session_dirs = match self.engine.grants.lock() {
-            Ok(g) => g.add_dirs.clone(),
-            Err(_) => Vec::new(),
-        };
-        snap.settings()
-            .permissions
-            .additional_directories
-            .iter()
-            .chain(&self.engine.add_dirs)
-            .chain(&session_dirs)
-            .map(|d| self.spec.cwd.join(d))
-            .collect()
+        self.engine.added_dirs(snap, &self.spec.cwd)
     }
 
     /// Whether a Bash call runs without asking because it runs sandboxed

@@ -1213,6 +1213,9 @@ fn base_input(
     m.insert("agent_type".into(), json!(agent_type(spec)));
     m.insert("cwd".into(), json!(spec.cwd));
     m.insert("transcript_path".into(), json!(transcript.path()));
+    if let Some(id) = engine.prompt_id() {
+        m.insert("prompt_id".into(), json!(id));
+    }
     m
 }
 
@@ -1459,6 +1462,9 @@ impl Session {
     /// blocks to add to the prompt's message. Its matcher is not used (as
     /// in Claude Code).
     pub async fn user_prompt_hooks(&self, prompt: &str) -> Result<Vec<ContentBlock>, String> {
+        if self.spec.is_main {
+            self.engine.new_prompt_id();
+        }
         let fields = json!({"permission_mode": self.spec.mode.as_str(), "prompt": prompt});
         self.prompt_gate(HookEvent::UserPromptSubmit, "", fields)
             .await

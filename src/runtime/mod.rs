@@ -15,6 +15,7 @@ pub mod commands;
 mod compact;
 pub mod elicit_hooks;
 mod exec;
+pub mod file_history;
 pub mod grants;
 mod hook_agent;
 pub mod hooks;
@@ -44,7 +45,7 @@ pub mod transcript;
 pub mod worktree;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -130,6 +131,15 @@ pub enum EngineEvent {
         /// The definition's `color`, for its progress line.
         #[serde(skip_serializing_if = "Option::is_none")]
         color: Option<crate::catalog::Color>,
+        /// The task the Agent call gave it.
+        #[serde(default)]
+        prompt: String,
+        /// It runs in the background (the parent goes on without it).
+        #[serde(default)]
+        background: bool,
+        /// How deep it runs: the main session's children are 1.
+        #[serde(default)]
+        depth: u32,
     },
     SubagentProgress {
         agent_id: String,
@@ -178,6 +188,8 @@ pub enum EngineEvent {
     UserPrompt {
         agent_id: String,
         text: String,
+        /// The prompt's id, as hook inputs carry it (`prompt_id`).
+        prompt_id: String,
     },
     /// The main session's run for a prompt ended (answered, stopped,
     /// failed or cancelled).
@@ -396,6 +408,12 @@ pub struct Engine {
     /// Sessions whose events nobody outside sees (an `agent` hook's
     /// sub-agent): only their cost is reported.
     quiet: Mutex<std::collections::HashSet<String>>,
+    /// File checkpoints for `rewind_files` (an SDK's
+    /// `enable_file_checkpointing`); `None`: none are kept.
+    pub file_history: Option<Arc<file_history::FileHistory>>,
+    /// The id of the user's prompt being answered (hook inputs'
+    /// `prompt_id`, telemetry's `prompt.id`).
+    prompt_id: Mutex<Option<String>>,
 }
 
 /// See [`Engine::catch_up`].
@@ -451,6 +469,8 @@ impl Engine {
             backend: None,
             catch_up: None,
             quiet: Mutex::default(),
+            file_history: None,
+            prompt_id: Mutex::new(None),
         }
     }
 
@@ -478,6 +498,37 @@ impl Engine {
         if let Ok(mut q) = self.quiet.lock() {
             q.remove(agent_id);
         }
+    }
+
+    /// A new prompt of the user's starts: its fresh id.
+    pub fn new_prompt_id(&self) -> String {
+        let id = transcript::new_uuid();
+        if let Ok(mut p) = self.prompt_id.lock() {
+            *p = Some(id.clone());
+        }
+        id
+    }
+
+    /// The id of the prompt being answered, if one is.
+    pub fn prompt_id(&self) -> Option<String> {
+        self.prompt_id.lock().ok().and_then(|p| p.clone())
+    }
+
+    /// The folders besides the working directory `cwd` where edits need
+    /// no rule: the settings', `--add-dir`'s and the session's own.
+    pub fn added_dirs(&self, snap: &Snapshot, cwd: &Path) -> Vec<PathBuf> {
+        let session_dirs = match self.grants.lock() {
+            Ok(g) => g.add_dirs.clone(),
+            Err(_) => Vec::new(),
+        };
+        snap.settings()
+            .permissions
+            .additional_directories
+            .iter()
+            .chain(&self.add_dirs)
+            .chain(&session_dirs)
+            .map(|d| cwd.join(d))
+            .collect()
     }
 
     /// A model response arrived for `agent_id`: counts its tokens against

@@ -409,9 +409,14 @@ impl Session {
                 .rev()
                 .find_map(ContentBlock::as_text)
                 .unwrap_or_default();
+            let prompt_id = self
+                .engine
+                .prompt_id()
+                .unwrap_or_else(|| self.engine.new_prompt_id());
             self.engine.emit(EngineEvent::UserPrompt {
                 agent_id: self.spec.agent_id.clone(),
                 text: text.to_string(),
+                prompt_id,
             });
         }
         let mut content = self.take_incoming();

@@ -228,6 +228,9 @@ impl Session {
                 fork: c.spec.started_by_fork,
                 tool_use_id: c.tool_use_id.clone(),
                 color: c.spec.def.as_ref().and_then(|d| d.color),
+                prompt: c.input.prompt.clone(),
+                background: c.background,
+                depth: c.spec.depth,
             });
             let mut history = c.history;
             hooks::subagent_start(&engine, &snap, &c.spec, &transcript, &mut history).await;

@@ -349,7 +349,9 @@ impl Recorder {
         };
         let st = &mut *st;
         match event {
-            EngineEvent::UserPrompt { text, .. } => self.prompt(st, text),
+            EngineEvent::UserPrompt {
+                text, prompt_id, ..
+            } => self.prompt(st, text, prompt_id),
             EngineEvent::TurnEnd { .. } => self.end_prompt(st),
             EngineEvent::HookRun { .. } => self.hook_run(st, event),
             EngineEvent::ModelResponse {
@@ -577,9 +579,9 @@ impl Recorder {
         }
     }
 
-    fn prompt(&self, st: &mut State, text: &str) {
+    fn prompt(&self, st: &mut State, text: &str, id: &str) {
         self.end_prompt(st);
-        let id = new_id();
+        let id = id.to_string();
         let mut attrs = vec![
             KeyValue::new("session.id", self.shared.session_id.clone()),
             KeyValue::new("prompt.id", id.clone()),
@@ -836,22 +838,6 @@ fn elapsed_ms(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A random id in the UUID v4 form.
-fn new_id() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
-}
-
 /// Lines added and removed by an edit tool's call, and the language of
 /// its file; `None` for other tools.
 fn edit_lines(tool: &str, input: &Value) -> Option<(u64, u64, &'static str)> {
@@ -940,13 +926,5 @@ mod tests {
         let write = serde_json::json!({"file_path": "x.unknownext", "content": "1\n2\n3\n"});
         assert_eq!(edit_lines("Write", &write), Some((3, 0, "unknown")));
         assert_eq!(edit_lines("Read", &write), None);
-    }
-
-    #[test]
-    fn ids_look_like_uuid_v4() {
-        let id = new_id();
-        assert_eq!(id.len(), 36, "{id}");
-        assert_eq!(&id[14..15], "4");
-        assert_eq!(id.matches('-').count(), 4);
     }
 }

@@ -485,9 +485,66 @@ async def session_store():
     }
 
 
+async def rewind_files():
+    """enable_file_checkpointing: rewind_files(uuid) puts the files the
+    tools changed back as they were when that user message came, and
+    removes the ones made after it; dry_run only says what would change."""
+    root = os.environ["CADRE_PROJECT"]
+
+    def state():
+        def read(name):
+            path = os.path.join(root, name)
+            return open(path).read() if os.path.exists(path) else None
+
+        return {"a": read("a.txt"), "b": read("sub/b.txt")}
+
+    async def control(client, request):
+        try:
+            return await client._query._send_control_request(request)
+        except Exception as e:  # the CLI's error answer
+            return {"error_response": str(e)}
+
+    opts = options(
+        enable_file_checkpointing=True,
+        permission_mode="acceptEdits",
+        extra_args={"replay-user-messages": None},
+    )
+    seen = {}
+    async with ClaudeSDKClient(opts) as client:
+        uuids = []
+        for prompt in ["change a", "make b"]:
+            await client.query(prompt)
+            async for m in client.receive_response():
+                if isinstance(m, UserMessage) and m.uuid and isinstance(m.content, str):
+                    uuids.append(m.uuid)
+        seen["after_turns"] = state()
+        seen["uuids"] = len(uuids)
+        seen["dry_run"] = await control(
+            client, {"subtype": "rewind_files", "user_message_id": uuids[0], "dry_run": True}
+        )
+        seen["after_dry_run"] = state()
+        seen["unknown"] = await control(
+            client, {"subtype": "rewind_files", "user_message_id": "no-such-message", "dry_run": True}
+        )
+        seen["unknown_real"] = await control(
+            client, {"subtype": "rewind_files", "user_message_id": "no-such-message"}
+        )
+        seen["to_second"] = await control(
+            client, {"subtype": "rewind_files", "user_message_id": uuids[1]}
+        )
+        seen["after_second"] = state()
+        await client.rewind_files(uuids[0])
+        seen["after_first"] = state()
+        seen["again"] = await control(
+            client, {"subtype": "rewind_files", "user_message_id": uuids[0], "dry_run": True}
+        )
+    return seen
+
+
 SCENARIOS = {
     f.__name__: f
     for f in [
+        rewind_files,
         session_store,
         truncating_resume,
         session_reads,

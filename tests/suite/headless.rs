@@ -203,11 +203,17 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
         .collect();
     let kinds: Vec<&str> = child.iter().map(|l| l["type"].as_str().unwrap()).collect();
-    // The sub-agent's Read call and its result; its answer in text stays
-    // in it, as in Claude Code (the SDKs' forwardSubagentText is off).
-    assert_eq!(kinds, ["assistant", "user"], "{lines:#?}");
-    assert_eq!(child[0]["message"]["content"][0]["name"], "Read");
-    assert_eq!(child[1]["type"], "user");
+    // Its task, its Read call and the call's result; its answer in text
+    // stays in it, as in Claude Code (the SDKs' forwardSubagentText is
+    // off). Its user messages say which sub-agent they are from.
+    assert_eq!(kinds, ["user", "assistant", "user"], "{lines:#?}");
+    assert_eq!(child[0]["message"]["content"][0]["text"], "read notes.txt");
+    assert_eq!(child[1]["message"]["content"][0]["name"], "Read");
+    for user in [child[0], child[2]] {
+        assert!(user["agent_id"].is_string(), "{user}");
+        assert_eq!(user["subagent_type"], "reader");
+        assert_eq!(user["task_description"], "read it");
+    }
     let start = lines
         .iter()
         .find(|l| l["type"] == "subagent_start")
@@ -223,6 +229,10 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     };
     let started = task("task_started");
     assert_eq!(started["task_id"], start["agent_id"]);
+    assert_eq!(child[0]["agent_id"], start["agent_id"]);
+    assert_eq!(started["prompt"], "read notes.txt");
+    assert_eq!(started["is_backgrounded"], false);
+    assert_eq!(started["spawn_depth"], 1);
     assert_eq!(started["tool_use_id"], "toolu_agent");
     assert_eq!(started["subagent_type"], "reader");
     let done = task("task_notification");
@@ -241,6 +251,17 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     let result = lines.last().unwrap();
     assert_eq!(result["result"], "main done");
     assert_eq!(result["num_turns"], 2);
+    // Claude Code's count of the session's sub-agents.
+    let stats = &result["subagent_stats"];
+    assert_eq!(stats["spawned"], 1, "{result:#}");
+    assert_eq!(stats["completed"], 1);
+    assert_eq!(stats["failed"], 0);
+    assert_eq!(stats["max_depth"], 1);
+    assert_eq!(
+        stats["requested"],
+        json!({"background": 0, "foreground": 0, "unset": 1})
+    );
+    assert_eq!(stats["by_type"], json!({"reader": 1}));
 
     // With forwardSubagentText in `initialize`, its text goes out too.
     let mut d = Driven::start(&p, &server, &[]);
@@ -253,9 +274,58 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
         .iter()
         .filter(|l| l["parent_tool_use_id"] == "toolu_agent")
         .collect();
-    assert_eq!(child.len(), 3, "{:#?}", d.seen);
-    assert_eq!(child[2]["message"]["content"][0]["text"], "notes say hi");
+    assert_eq!(child.len(), 4, "{:#?}", d.seen);
+    assert_eq!(child[3]["message"]["content"][0]["text"], "notes say hi");
     d.finish();
+}
+
+/// Each result numbers itself, and reports the API's usage details: the
+/// cache writes split by lifetime, per model with the window and the
+/// output cap cadre asked for, and what the prompt alone counted.
+#[test]
+fn results_number_themselves_and_carry_the_usage_details() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| {
+        anthropic::message()
+            .text("ok")
+            .usage(100, 7)
+            .cache(30, 0)
+            .cache_split(10, 20)
+            .reply()
+    });
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    let first = d.until("result", is_result);
+    d.user("two");
+    let second = d.until("result", is_result);
+    // Messages carry when they were sent.
+    let answer = d.seen.iter().find(|l| l["type"] == "assistant").unwrap();
+    let stamp = answer["timestamp"].as_str().unwrap_or_default();
+    assert!(stamp.ends_with('Z') && stamp.contains('T'), "{answer:#}");
+    d.finish();
+    assert_eq!(first["result_index"], 0, "{first:#}");
+    assert_eq!(second["result_index"], 1);
+    assert_eq!(first["queued_turn_count"], 0);
+    assert_eq!(
+        second["usage"]["cache_creation"],
+        json!({"ephemeral_1h_input_tokens": 20, "ephemeral_5m_input_tokens": 10})
+    );
+    let models = second["modelUsage"].as_object().unwrap();
+    assert_eq!(models.len(), 1, "{second:#}");
+    let (model, m) = models.iter().next().unwrap();
+    assert_eq!(m["inputTokens"], 200, "the session so far");
+    assert_eq!(m["cacheCreationEphemeral5mInputTokens"], 20);
+    assert_eq!(m["cacheCreationEphemeral1hInputTokens"], 40);
+    assert_eq!(m["contextWindow"], 200_000);
+    assert_eq!(m["maxOutputTokens"], server.request(0).json["max_tokens"]);
+    assert_eq!(m["provider"], "firstParty");
+    assert_eq!(m["canonicalModel"], model.as_str());
+    let since = &second["model_usage_since_last_result"][model.as_str()];
+    assert_eq!(
+        since["inputTokens"], 100,
+        "the second prompt alone: {second:#}"
+    );
+    assert_eq!(since["cacheCreationEphemeral1hInputTokens"], 20);
 }
 
 #[test]
@@ -934,6 +1004,30 @@ fn sdk_invocation_initializes_and_runs_many_turns() {
     let r = d.until("initialize response", |v| v["type"] == "control_response");
     assert_eq!(r["response"]["subtype"], "success", "{r}");
     assert_eq!(r["response"]["request_id"], "req_1");
+    // What the SDKs read from the answer, as Claude Code gives it.
+    assert_eq!(r["response"]["pending_permission_requests"], json!([]));
+    let answer = &r["response"]["response"];
+    let poet = answer["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "poet")
+        .unwrap_or_else(|| panic!("no poet: {answer:#}"));
+    assert_eq!(poet["description"], "Writes poems");
+    let clear = answer["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "clear")
+        .unwrap_or_else(|| panic!("no /clear: {answer:#}"));
+    assert_eq!(clear["builtin"], true);
+    assert_eq!(answer["current_permission_mode"], "default");
+    assert_eq!(answer["session_state"], "idle");
+    assert!(answer["claude_code_version"].is_string());
+    assert_eq!(
+        answer["account"],
+        json!({"tokenSource": "none", "apiKeySource": "ANTHROPIC_API_KEY", "apiProvider": "firstParty"})
+    );
     d.user("first");
     let init = d.until("init", |v| v["subtype"] == "init");
     assert!(
@@ -1599,13 +1693,14 @@ fn a_fork_is_reported_under_its_agent_call() {
         .unwrap();
     assert_eq!(start["fork"], true);
     assert_eq!(start["tool_use_id"], "toolu_fork");
-    // The fork only answered in text, which stays in it.
-    assert!(
-        !lines
-            .iter()
-            .any(|l| l["parent_tool_use_id"] == "toolu_fork"),
-        "{lines:#?}"
-    );
+    // The fork only answered in text, which stays in it: under its call
+    // only its task, as Claude Code sends it.
+    let under: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_fork")
+        .collect();
+    assert_eq!(under.len(), 1, "{lines:#?}");
+    assert_eq!(under[0]["message"]["content"][0]["text"], "check the tests");
     assert_eq!(lines.last().unwrap()["result"], "merged");
 }
 
@@ -1651,8 +1746,14 @@ fn a_background_task_reports_its_messages_and_end() {
             .contains("Async agent launched"),
         "{launched}"
     );
-    // The child's text answer stays in it (no forwardSubagentText).
-    assert!(!lines.iter().any(|l| l["parent_tool_use_id"] == "toolu_bg"));
+    // The child's text answer stays in it (no forwardSubagentText): under
+    // its call only its task.
+    let under: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["parent_tool_use_id"] == "toolu_bg")
+        .collect();
+    assert_eq!(under.len(), 1, "{lines:#?}");
+    assert_eq!(under[0]["type"], "user");
     let end = lines.iter().find(|l| l["type"] == "subagent_end").unwrap();
     assert_eq!(end["status"], "completed");
     let result = lines.last().unwrap();

@@ -96,6 +96,15 @@ fn session_start_prompt_submit_stop_and_session_end_fire_with_their_input() {
     assert_eq!(stop0["last_assistant_message"], "answer 0");
     let stop1 = read_json(&p, "stop-1.json");
     assert_eq!(stop1["stop_hook_active"], true);
+    // The prompt's id, as Claude Code gives it: the same in every hook
+    // while the prompt is answered; none before the first prompt.
+    assert!(
+        prompt["prompt_id"].as_str().is_some_and(|s| s.len() == 36),
+        "{prompt}"
+    );
+    assert_eq!(stop0["prompt_id"], prompt["prompt_id"]);
+    assert_eq!(stop1["prompt_id"], prompt["prompt_id"]);
+    assert!(start.get("prompt_id").is_none(), "{start}");
     assert!(!p.path().join("stop-2.json").exists());
 
     let end = read_json(&p, "session-end.json");

@@ -324,7 +324,8 @@ async fn anthropic_usage_includes_cache_counters() {
             output_tokens: 42,
             cache_creation_input_tokens: 2000,
             cache_read_input_tokens: 3000,
-            web_search_requests: 0
+            web_search_requests: 0,
+            ..Usage::default()
         }
     );
 }
@@ -1034,7 +1035,8 @@ fn decoded_fixture_has_the_expected_content() {
             output_tokens: 22,
             cache_creation_input_tokens: 33,
             cache_read_input_tokens: 44,
-            web_search_requests: 0
+            web_search_requests: 0,
+            ..Usage::default()
         }
     );
 }

@@ -238,6 +238,61 @@ fn sdk_can_use_tool_rewrites_input_and_grants_a_rule_and_post_hooks_fire() {
     assert!(result_text(second).contains("again"), "{second}");
 }
 
+/// `enable_file_checkpointing` through the Python SDK: the model edits
+/// `a.txt` in the first message and creates `sub/b.txt` in the second;
+/// `rewind_files` to the second message removes `b.txt` and keeps the
+/// edit, to the first puts `a.txt` back. The answers (a dry run's counts,
+/// an unknown message) are Claude Code 2.1.330's for the same script.
+#[test]
+fn sdk_rewind_files_restores_what_the_tools_changed() {
+    let p = Project::new();
+    p.write("a.txt", "original\n");
+    let (a, b) = (p.path().join("a.txt"), p.path().join("sub/b.txt"));
+    let (a_s, b_s) = (a.display().to_string(), b.display().to_string());
+    let server = FakeServer::route(move |r| match turn(r) {
+        0 => anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": a_s})),
+        1 => anthropic::tool_use_reply(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": a_s, "old_string": "original", "new_string": "changed"}),
+        ),
+        3 => anthropic::tool_use_reply(
+            "toolu_w",
+            "Write",
+            json!({"file_path": b_s, "content": "bee\n"}),
+        ),
+        _ => anthropic::text_reply("done"),
+    });
+    let seen = drive(&p, &server, "rewind_files");
+    let files = |a: &str, b: Value| json!({"a": a, "b": b});
+    assert_eq!(seen["uuids"], 2, "{seen:#}");
+    assert_eq!(
+        seen["after_turns"],
+        files("changed\n", json!("bee\n")),
+        "{seen:#}"
+    );
+    assert_eq!(
+        seen["dry_run"],
+        json!({"canRewind": true, "filesChanged": [a.display().to_string(), b.display().to_string()],
+               "insertions": 1, "deletions": 2}),
+        "{seen:#}"
+    );
+    assert_eq!(seen["after_dry_run"], seen["after_turns"]);
+    let none = "No file checkpoint found for this message.";
+    assert_eq!(seen["unknown"], json!({"canRewind": false, "error": none}));
+    assert_eq!(seen["unknown_real"], json!({"error_response": none}));
+    assert_eq!(
+        seen["to_second"],
+        json!({"canRewind": true, "skippedLinks": 0})
+    );
+    assert_eq!(seen["after_second"], files("changed\n", Value::Null));
+    assert_eq!(seen["after_first"], files("original\n", Value::Null));
+    assert_eq!(
+        seen["again"],
+        json!({"canRewind": true, "filesChanged": [], "insertions": 0, "deletions": 0})
+    );
+}
+
 /// The TypeScript SDK's folder (installed by `scripts/test-deps-sdk-ts`).
 fn sdk_ts() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/sdk-ts");

@@ -36,6 +36,8 @@ pub struct MessageBuilder {
     output_tokens: u64,
     cache_creation: u64,
     cache_read: u64,
+    /// Of `cache_creation`, written for 5 minutes and for an hour.
+    cache_split: Option<(u64, u64)>,
 }
 
 /// Starts a message (model `claude-test`, usage 10 in / 5 out).
@@ -49,6 +51,7 @@ pub fn message() -> MessageBuilder {
         output_tokens: 5,
         cache_creation: 0,
         cache_read: 0,
+        cache_split: None,
     }
 }
 
@@ -126,6 +129,12 @@ impl MessageBuilder {
         self
     }
 
+    /// `usage.cache_creation`: the 5-minute and 1-hour cache writes.
+    pub fn cache_split(mut self, five_minutes: u64, one_hour: u64) -> Self {
+        self.cache_split = Some((five_minutes, one_hour));
+        self
+    }
+
     /// The full event list, `message_start` to `message_stop`.
     pub fn events(&self) -> Vec<SseEvent> {
         let ev = |v: Value| {
@@ -136,12 +145,17 @@ impl MessageBuilder {
                 .to_string();
             SseEvent::named(name, v.to_string())
         };
+        let mut usage = json!({"input_tokens": self.input_tokens, "output_tokens": 1,
+                      "cache_creation_input_tokens": self.cache_creation,
+                      "cache_read_input_tokens": self.cache_read});
+        if let Some((five_minutes, one_hour)) = self.cache_split {
+            usage["cache_creation"] = json!({"ephemeral_5m_input_tokens": five_minutes,
+                                             "ephemeral_1h_input_tokens": one_hour});
+        }
         let mut out = vec![ev(json!({"type": "message_start", "message": {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": null, "stop_sequence": null,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": 1,
-                      "cache_creation_input_tokens": self.cache_creation,
-                      "cache_read_input_tokens": self.cache_read}}}))];
+            "usage": usage}}))];
         out.push(ev(json!({"type": "ping"})));
         for (index, block) in self.blocks.iter().enumerate() {
             let delta =
