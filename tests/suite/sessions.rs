@@ -655,11 +655,18 @@ fn a_child_killed_with_its_process_is_killed_on_resume_and_send_message_resumes_
         .transcript_lines()
         .iter()
         .any(|l| l["message"]["content"][0]["text"] == "waiting for the survey")
-        && first.requests().iter().any(|r| !is_main_session(r)))
+        && first.requests().iter().any(|r| !is_main_session(r))
+        // The child's files are made beside its run, not before it (a
+        // turn that starts many children does not wait for them): the
+        // kill is for a child whose meta file says it runs.
+        && p.written_files().iter().any(|(path, text)| {
+            path.to_string_lossy().ends_with(".meta.json")
+                && serde_json::from_str::<serde_json::Value>(text).is_ok()
+        }))
     {
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "the main agent never answered"
+            "the main agent never answered, or the child's meta file never appeared"
         );
         std::thread::sleep(Duration::from_millis(10));
     }
