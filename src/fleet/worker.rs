@@ -283,6 +283,10 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &
         Ran::Finished(record, revision) => {
             let finishing = Instant::now();
             finish(&ctx.broker, &ctx.opts.id, &plan, &msg, *record, revision).await;
+            if !plan.shared_folder && plan.spawn.isolation == Some(Isolation::Worktree) {
+                let object = super::git::wip_object(&plan.agent_id, plan.run);
+                super::git::forget_wip(&ctx.broker, &object).await;
+            }
             // For the benchmark (bench/fleet.py): time spent in the broker.
             tracing::debug!(
                 "task {id}: broker_ms claim={claim_ms:.3} finish={:.3}",
@@ -353,6 +357,7 @@ async fn run_task(
     let wake = Arc::new(tokio::sync::Notify::new());
     let (flush, flushes) = tokio::sync::mpsc::unbounded_channel();
     let mut tip = None;
+    let mut wip = None;
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
         Ok(engine) => {
@@ -360,12 +365,13 @@ async fn run_task(
             if !plan.shared_folder {
                 let fetching = Instant::now();
                 match materialise(ctx, plan, &engine).await {
-                    Ok(t) => {
+                    Ok((t, w)) => {
                         tracing::debug!(
                             "task {id}: broker_ms fetch={:.3}",
                             fetching.elapsed().as_secs_f64() * 1000.0
                         );
                         tip = Some(t);
+                        wip = w;
                     }
                     Err(e) => {
                         // The broker is away or lost the copy: tried again
@@ -384,11 +390,12 @@ async fn run_task(
                 engine,
                 fence,
                 tip.map(|_| (Arc::clone(&wake), flush)),
+                wip.as_deref(),
             )
         }
     };
-    let (engine, task) = match begun {
-        Started::Running(engine, task) => (engine, task),
+    let (engine, task, wip) = match begun {
+        Started::Running(engine, task, wip) => (engine, task, wip),
         Started::Done(result) => {
             record = record_result(record, &ctx.opts.id, plan, &result, None);
             return Ran::Finished(Box::new(record), revision);
@@ -412,6 +419,7 @@ async fn run_task(
                 pusher,
                 Arc::clone(&wake),
                 flushes,
+                wip,
             ))
         }
         _ => None,
@@ -523,13 +531,13 @@ async fn run_task(
 
 /// A shared-nothing fleet: this worker's copy of the child's transcript
 /// becomes the broker's (a takeover continues from what reached it), and
-/// a worktree child's starting commit is fetched when this clone lacks
-/// it. Returns where the broker's copy stands.
+/// it, with the work in progress an earlier worker of the task published.
+/// Returns where the broker's copy stands, and that work in progress.
 async fn materialise(
     ctx: &Ctx,
     plan: &TaskPlan,
     engine: &Engine,
-) -> Result<super::lines::Tip, FleetError> {
+) -> Result<(super::lines::Tip, Option<String>), FleetError> {
     let dir = engine
         .session_dir
         .clone()
@@ -550,8 +558,11 @@ async fn materialise(
             .and_then(serde_json::Value::as_str)
     {
         super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base).await?;
+        let object = super::git::wip_object(&plan.agent_id, plan.run);
+        let wip = super::git::fetch_wip(&ctx.broker, &ctx.opts.cwd, &object).await?;
+        return Ok((tip, wip));
     }
-    Ok(tip)
+    Ok((tip, None))
 }
 
 /// A shared-nothing fleet: the kept worktree's branch goes to the object
@@ -610,7 +621,9 @@ fn record_result(
 }
 
 enum Started {
-    Running(Arc<Engine>, Arc<Task>),
+    /// Running, with its worktree's work in progress to publish (a
+    /// worktree child on a shared-nothing fleet).
+    Running(Arc<Engine>, Arc<Task>, Option<super::git::Wip>),
     /// Nothing to run: the transcript already ends with the child's answer,
     /// or the child could not be rebuilt (a failed result).
     Done(Box<TaskResult>),
@@ -640,6 +653,7 @@ fn start(
     engine: Arc<Engine>,
     fence: &Arc<WriteFence>,
     lines: Option<(Arc<tokio::sync::Notify>, FlushRequests)>,
+    wip: Option<&str>,
 ) -> Started {
     let snap = engine.snapshot.load_full();
     let problem = |stage: &str, detail: String| {
@@ -711,10 +725,12 @@ fn start(
     let transcript = Arc::new(transcript);
     let mut spec = task.spec.clone();
     let mut history = history;
+    let mut progress = None;
     let worktree = if plan.spawn.isolation == Some(Isolation::Worktree) {
-        match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history) {
+        match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history, wip) {
             Ok((guard, cwd)) => {
                 spec.cwd = cwd;
+                progress = work_in_progress(plan, &guard);
                 Some(guard.fenced(Arc::clone(fence)))
             }
             Err(text) => {
@@ -737,13 +753,35 @@ fn start(
         true,
         worktree,
     );
-    Started::Running(engine, task)
+    Started::Running(engine, task, progress)
+}
+
+/// The work in progress a worktree child on a shared-nothing fleet
+/// publishes as it goes (none with a shared folder: a takeover finds the
+/// worktree there).
+fn work_in_progress(plan: &TaskPlan, guard: &WorktreeGuard) -> Option<super::git::Wip> {
+    if plan.shared_folder {
+        return None;
+    }
+    let wt = guard.worktree()?;
+    let object = super::git::wip_object(&plan.agent_id, plan.run);
+    super::git::Wip::new(&wt.path, &wt.base, object)
+        .inspect_err(|e| {
+            tracing::warn!(
+                "task {}: its worktree's state cannot be published ({e}): a worker taking it over starts from the base commit",
+                plan.agent_id
+            );
+        })
+        .ok()
 }
 
 /// The child's worktree (`isolation: worktree`), made here as a local
 /// spawn makes it, in this worker's checkout of the shared repository and
 /// from the commit the parent had checked out; a task taken over from a
-/// worker that died continues in the worktree that one made. A fork whose
+/// worker that died continues in the worktree that one made (a shared
+/// folder) or from the work in progress `wip` that one published (shared
+/// nothing: the worktree is made from the base, then given the child's
+/// commits and files as they were). A fork whose
 /// worktree is new gets the worktree notice after its directive, as a
 /// line joined to it in its transcript. `Err` is the `error_worktree`
 /// text.
@@ -753,6 +791,7 @@ fn isolate(
     cwd: &std::path::Path,
     transcript: &Transcript,
     history: &mut crate::message::History,
+    wip: Option<&str>,
 ) -> Result<(WorktreeGuard, PathBuf), String> {
     let base = plan
         .meta
@@ -760,6 +799,10 @@ fn isolate(
         .and_then(serde_json::Value::as_str);
     let (wt, child_cwd, made) = worktree::open_or_create(cwd, &plan.agent_id, base)
         .map_err(|e| worktree::failed_text(snap, e))?;
+    if let Some(wip) = wip {
+        super::git::restore_wip(&wt.path, wip)
+            .map_err(|e| worktree::failed_text(snap, worktree::WorktreeError::Git(e)))?;
+    }
     if made && plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
         let notice = snap.templates.show(&WorktreeNotice {
             worktree_path: child_cwd.display().to_string(),

@@ -2265,3 +2265,149 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
     assert_eq!(p.read("README.md"), "hello, edited\n");
     assert!(!p.path().join("made.txt").exists());
 }
+
+/// A worktree child on a shared-nothing fleet whose worker is killed
+/// (SIGKILL) mid-task: the worker that takes it over, in its own clone,
+/// starts from the work in progress the first one published after its
+/// tool call (a file made, a file changed, a file deleted), not from the
+/// base commit, and the branch that comes back to the parent holds both
+/// workers' changes. The first Bash call is not run again.
+#[test]
+fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "lease_ms = 1500\n",
+    );
+    git_repo(&p);
+    p.write("notes.txt", "one\n");
+    super::worktrees::git(p.path(), &["add", "notes.txt"]);
+    super::worktrees::git(p.path(), &["commit", "-qm", "notes"]);
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match seen.fetch_add(1, Ordering::SeqCst) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_first",
+                    "Bash",
+                    json!({"command": "echo first >> first.txt && echo two >> notes.txt && rm README.md && echo did-first",
+                           "description": "first"}),
+                ),
+                1 => anthropic::text_reply("never sent").delayed(Duration::from_secs(60)),
+                2 => anthropic::tool_use_reply(
+                    "toolu_second",
+                    "Bash",
+                    json!({"command": "echo second > second.txt && cat first.txt notes.txt && ls",
+                           "description": "second"}),
+                ),
+                _ => anthropic::text_reply("child done"),
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Edit in two steps.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let (mut a, _wa, clone_a) = isolated_worker(&p, &server, "workerA");
+    a.wait_pulling();
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.home.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    // The second request goes out only once the first call's result (and
+    // so the worktree's state before it) is on the broker.
+    wait_until(
+        "the child's second request",
+        Duration::from_secs(60),
+        || child_requests.load(Ordering::SeqCst) >= 2,
+    );
+    a.kill9();
+    let (b, _wb, _clone_b) = isolated_worker(&p, &server, "workerB");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}\n{}",
+            std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default(),
+            logs(&[b])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default();
+    let workers = [a, b];
+    assert!(status.success(), "{err}\n{}", logs(&workers));
+    // The first worker's worktree had the change (the call ran there).
+    let wt_a: Vec<PathBuf> = std::fs::read_dir(clone_a.join(".cadre/worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(wt_a.len(), 1, "{wt_a:?}");
+    assert_eq!(
+        std::fs::read_to_string(wt_a[0].join("first.txt")).unwrap(),
+        "first\n"
+    );
+    let requests = server.requests();
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    assert_eq!(child.len(), 4, "{}", logs(&workers));
+    // The second worker's Bash call saw the first one's files.
+    let seen_by_second: String = super::harness::last_tool_results(&child[3].json)
+        .iter()
+        .map(super::harness::result_text)
+        .collect();
+    assert!(
+        seen_by_second.contains("first\none\ntwo\n") && !seen_by_second.contains("README"),
+        "{seen_by_second}\n{}",
+        logs(&workers)
+    );
+    // One branch back in the parent's repository, with both workers'
+    // changes and the first call run once.
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let branch = user_texts(last_main)
+        .split("<worktreeBranch>")
+        .nth(1)
+        .and_then(|s| s.split("</worktreeBranch>").next())
+        .unwrap()
+        .to_string();
+    let show = |f: &str| {
+        super::worktrees::git(p.path(), &["show", &format!("{branch}:{f}")])
+            .trim()
+            .to_string()
+    };
+    assert_eq!(show("first.txt"), "first");
+    assert_eq!(show("notes.txt"), "one\ntwo");
+    assert_eq!(show("second.txt"), "second");
+    let files = super::worktrees::git(p.path(), &["ls-tree", "--name-only", &branch]);
+    assert!(!files.lines().any(|f| f == "README.md"), "{files}");
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("first.txt")).unwrap(),
+        "first\n"
+    );
+    let states = task_states(&p);
+    let state = states.values().next().unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["attempt"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+}
