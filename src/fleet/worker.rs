@@ -397,7 +397,7 @@ async fn run_task(
     let (engine, task, wip) = match begun {
         Started::Running(engine, task, wip) => (engine, task, wip),
         Started::Done(result) => {
-            record = record_result(record, &ctx.opts.id, plan, &result, None);
+            record = ended(ctx, plan, record, &result).await;
             return Ran::Finished(Box::new(record), revision);
         }
     };
@@ -521,12 +521,19 @@ async fn run_task(
     });
     // The mailbox copy of the notification is not needed here.
     let _ = engine.tasks.take_notifications(&plan.parent_agent_id);
+    record = ended(ctx, plan, record, &result).await;
+    Ran::Finished(Box::new(record), revision)
+}
+
+/// The record carrying the task's end; on a shared-nothing fleet a kept
+/// worktree's branch goes to the object store first (its bundle is named
+/// in the notice).
+async fn ended(ctx: &Ctx, plan: &TaskPlan, record: TaskRecord, result: &TaskResult) -> TaskRecord {
     let branch = match (&result.worktree, plan.shared_folder) {
         (Some(kept), false) => send_branch(ctx, plan, kept).await,
         _ => None,
     };
-    record = record_result(record, &ctx.opts.id, plan, &result, branch);
-    Ran::Finished(Box::new(record), revision)
+    record_result(record, &ctx.opts.id, plan, result, branch)
 }
 
 /// A shared-nothing fleet: this worker's copy of the child's transcript
@@ -702,11 +709,17 @@ fn start(
         && last.role == Role::Assistant
         && last.tool_uses().next().is_none()
     {
+        // Its worktree (what it did there, from the shared folder or the
+        // published work in progress) is kept or removed as at any end.
+        let worktree = (plan.spawn.isolation == Some(Isolation::Worktree))
+            .then(|| answered_worktree(plan, &ctx.opts.cwd, wip))
+            .flatten();
         let result = TaskResult {
             status: TaskStatus::Completed,
             texts: last_text(&history),
             error: None,
             problem: None,
+            worktree,
             ..failed(String::new())
         };
         engine.tasks.finish(&task, result.clone(), history, |r| {
@@ -754,6 +767,29 @@ fn start(
         worktree,
     );
     Started::Running(engine, task, progress)
+}
+
+/// The worktree of a child that an earlier attempt saw answer (its worker
+/// died before finishing the task): reopened, or made again from the base
+/// with the work in progress `wip`, then kept or removed by the local rule.
+fn answered_worktree(
+    plan: &TaskPlan,
+    cwd: &std::path::Path,
+    wip: Option<&str>,
+) -> Option<worktree::KeptWorktree> {
+    let base = plan
+        .meta
+        .get("worktree_base")
+        .and_then(serde_json::Value::as_str);
+    let (wt, _, _) = worktree::open_or_create(cwd, &plan.agent_id, base)
+        .inspect_err(|e| tracing::warn!("task {}: its worktree: {e}", plan.agent_id))
+        .ok()?;
+    if let Some(wip) = wip
+        && let Err(e) = super::git::restore_wip(&wt.path, wip)
+    {
+        tracing::warn!("task {}: its work in progress: {e}", plan.agent_id);
+    }
+    worktree::finish(&wt)
 }
 
 /// The work in progress a worktree child on a shared-nothing fleet

@@ -2054,6 +2054,8 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
     p.write("draft.txt", "the parent's draft\n");
     let slow_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&slow_requests);
+    let wt_answers = Arc::new(AtomicUsize::new(0));
+    let wt_seen = Arc::clone(&wt_answers);
     let (release, late) = tokio::sync::watch::channel(false);
     let server = FakeServer::route(move |r| {
         if !is_main(r) {
@@ -2079,6 +2081,7 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
                         json!({"command": "cat draft.txt README.md && echo from-the-worker > made.txt", "description": "edit"}),
                     )
                 } else {
+                    wt_seen.fetch_add(1, Ordering::SeqCst);
                     anthropic::text_reply("worktree child done")
                 };
             }
@@ -2131,10 +2134,15 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
         .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
         .spawn()
         .unwrap();
+    // The worktree child may run on the worker killed below: its Bash
+    // call's result (so its worktree's state) is on the broker once its
+    // second request went out, and a takeover continues from both. Killed
+    // between its Bash call and that, it would start again without the
+    // file (the call recorded as cancelled, the model answering "done").
     wait_until(
-        "the slow child's second request",
+        "the slow child's and the worktree child's second requests",
         Duration::from_secs(60),
-        || slow_requests.load(Ordering::SeqCst) >= 2,
+        || slow_requests.load(Ordering::SeqCst) >= 2 && wt_answers.load(Ordering::SeqCst) >= 1,
     );
     // Kill the worker holding the slow child, then restart the broker.
     let (holder, other) = if std::fs::read_to_string(clone_a.join("marker.txt")).is_ok() {
@@ -2274,6 +2282,27 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
 /// workers' changes. The first Bash call is not run again.
 #[test]
 fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
+    worktree_takeover(KillAt::SecondRequest);
+}
+
+/// The same, killed after the child's answer reached the broker but
+/// before its worker sent the branch (held in `git status`): the worker
+/// that takes it over sends no request (the answer stands) and still
+/// brings the first worker's changes back as the branch.
+#[test]
+fn a_worktree_child_answered_before_its_worker_died_still_returns_its_branch() {
+    worktree_takeover(KillAt::Answered);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KillAt {
+    /// While the child waits for its second model answer.
+    SecondRequest,
+    /// Once its answer is on the broker, before the task is finished.
+    Answered,
+}
+
+fn worktree_takeover(at: KillAt) {
     let nats = NatsServer::start();
     let p = fleet_project(
         &nats,
@@ -2284,19 +2313,44 @@ fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
     p.write("notes.txt", "one\n");
     super::worktrees::git(p.path(), &["add", "notes.txt"]);
     super::worktrees::git(p.path(), &["commit", "-qm", "notes"]);
+    // Worker A's git waits in its fsmonitor hook while `hold` exists: the
+    // child's end (its worktree's `git status`) stalls there.
+    let gate = tempfile::tempdir().unwrap();
+    let hold = gate.path().join("hold");
+    let hook = gate.path().join("fsmonitor.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nwhile [ -e '{}' ]; do sleep 0.05; done\nexit 1\n",
+            hold.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let child_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&child_requests);
+    let held = hold.clone();
     let server = FakeServer::route(move |r| {
         if !is_main(r) {
-            return match seen.fetch_add(1, Ordering::SeqCst) {
-                0 => anthropic::tool_use_reply(
+            return match (seen.fetch_add(1, Ordering::SeqCst), at) {
+                (0, _) => anthropic::tool_use_reply(
                     "toolu_first",
                     "Bash",
                     json!({"command": "echo first >> first.txt && echo two >> notes.txt && rm README.md && echo did-first",
                            "description": "first"}),
                 ),
-                1 => anthropic::text_reply("never sent").delayed(Duration::from_secs(60)),
-                2 => anthropic::tool_use_reply(
+                (1, KillAt::SecondRequest) => {
+                    anthropic::text_reply("never sent").delayed(Duration::from_secs(60))
+                }
+                (1, KillAt::Answered) => {
+                    std::fs::write(&held, "").unwrap();
+                    anthropic::text_reply("child done")
+                }
+                (2, _) => anthropic::tool_use_reply(
                     "toolu_second",
                     "Bash",
                     json!({"command": "echo second > second.txt && cat first.txt notes.txt && ls",
@@ -2323,6 +2377,17 @@ fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
         }
     });
     let (mut a, _wa, clone_a) = isolated_worker(&p, &server, "workerA");
+    let config = clone_a.join(".git/config");
+    super::worktrees::git(
+        gate.path(),
+        &[
+            "config",
+            "--file",
+            config.to_str().unwrap(),
+            "core.fsmonitor",
+            hook.to_str().unwrap(),
+        ],
+    );
     a.wait_pulling();
     let mut parent = p
         .command(Some(&server))
@@ -2331,14 +2396,28 @@ fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
         .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
         .spawn()
         .unwrap();
-    // The second request goes out only once the first call's result (and
-    // so the worktree's state before it) is on the broker.
-    wait_until(
-        "the child's second request",
-        Duration::from_secs(60),
-        || child_requests.load(Ordering::SeqCst) >= 2,
-    );
+    match at {
+        // The second request goes out only once the first call's result
+        // (and so the worktree's state before it) is on the broker.
+        KillAt::SecondRequest => wait_until(
+            "the child's second request",
+            Duration::from_secs(60),
+            || child_requests.load(Ordering::SeqCst) >= 2,
+        ),
+        // The parent's copy of the transcript has the answer: the broker
+        // has it.
+        KillAt::Answered => wait_until(
+            "the child's answer in the parent's copy",
+            Duration::from_secs(60),
+            || {
+                child_transcripts(&p)
+                    .values()
+                    .any(|t| t.contains("child done"))
+            },
+        ),
+    }
     a.kill9();
+    let _ = std::fs::remove_file(&hold);
     let (b, _wb, _clone_b) = isolated_worker(&p, &server, "workerB");
     let deadline = Instant::now() + Duration::from_secs(90);
     let status = loop {
@@ -2368,22 +2447,25 @@ fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
     );
     let requests = server.requests();
     let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
-    assert_eq!(child.len(), 4, "{}", logs(&workers));
-    // The second worker's Bash call saw the first one's files.
-    let seen_by_second: String = super::harness::last_tool_results(&child[3].json)
-        .iter()
-        .map(super::harness::result_text)
-        .collect();
-    assert!(
-        seen_by_second.contains("first\none\ntwo\n") && !seen_by_second.contains("README"),
-        "{seen_by_second}\n{}",
-        logs(&workers)
-    );
+    let expected = if at == KillAt::SecondRequest { 4 } else { 2 };
+    assert_eq!(child.len(), expected, "{}", logs(&workers));
+    if at == KillAt::SecondRequest {
+        // The second worker's Bash call saw the first one's files.
+        let seen_by_second: String = super::harness::last_tool_results(&child[3].json)
+            .iter()
+            .map(super::harness::result_text)
+            .collect();
+        assert!(
+            seen_by_second.contains("first\none\ntwo\n") && !seen_by_second.contains("README"),
+            "{seen_by_second}\n{}",
+            logs(&workers)
+        );
+    }
     // One branch back in the parent's repository, with both workers'
     // changes and the first call run once.
     let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
     let kept = notified_worktrees(last_main);
-    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept.len(), 1, "{kept:?}\n{}", logs(&workers));
     let branch = user_texts(last_main)
         .split("<worktreeBranch>")
         .nth(1)
@@ -2397,7 +2479,9 @@ fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
     };
     assert_eq!(show("first.txt"), "first");
     assert_eq!(show("notes.txt"), "one\ntwo");
-    assert_eq!(show("second.txt"), "second");
+    if at == KillAt::SecondRequest {
+        assert_eq!(show("second.txt"), "second");
+    }
     let files = super::worktrees::git(p.path(), &["ls-tree", "--name-only", &branch]);
     assert!(!files.lines().any(|f| f == "README.md"), "{files}");
     assert_eq!(
