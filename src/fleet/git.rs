@@ -265,9 +265,126 @@ fn fetch_bundle(cwd: &Path, file: &Path) -> Result<String, FleetError> {
     Ok(sha.to_string())
 }
 
+/// A branch of one of the parent's remotes that holds a worktree child's
+/// starting commit (as the parent last fetched or pushed it): a worker
+/// whose clone has that remote fetches the commit from there, and the
+/// parent publishes no bundle of it. The URL carries no user or password.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemoteBranch {
+    pub name: String,
+    pub url: String,
+    pub branch: String,
+}
+
+/// `url` without its user and password (`scheme://user:pass@host/…`); an
+/// scp-like `user@host:path` is left as it is (its user is no secret).
+fn without_userinfo(url: &str) -> String {
+    let Some(scheme) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme + 3..];
+    let authority = rest.find('/').map_or(rest, |end| &rest[..end]);
+    match authority.rfind('@') {
+        Some(at) => format!("{}{}", &url[..scheme + 3], &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
+/// What two spellings of one remote's URL have in common: no userinfo, no
+/// trailing `/` or `.git`.
+fn url_key(url: &str) -> String {
+    let bare = without_userinfo(url);
+    let bare = bare.trim_end_matches('/');
+    bare.strip_suffix(".git").unwrap_or(bare).to_string()
+}
+
+/// Parent: a branch of a remote of `cwd`'s repository that holds commit
+/// `sha`, if one does. Blocking.
+pub fn pushed_to(cwd: &Path, sha: &str) -> Option<RemoteBranch> {
+    let root = worktree::git_root(cwd).ok()?;
+    let remotes = git(&root, &["remote"]).ok()?;
+    let refs = git(
+        &root,
+        &[
+            "for-each-ref",
+            "--contains",
+            sha,
+            "--format=%(refname)",
+            "refs/remotes/",
+        ],
+    )
+    .ok()?;
+    refs.lines().find_map(|r| {
+        remotes.lines().find_map(|name| {
+            let branch = r.strip_prefix(&format!("refs/remotes/{name}/"))?;
+            if branch == "HEAD" {
+                return None;
+            }
+            let url = git(&root, &["remote", "get-url", name]).ok()?;
+            Some(RemoteBranch {
+                name: name.to_string(),
+                url: without_userinfo(&url),
+                branch: branch.to_string(),
+            })
+        })
+    })
+}
+
+/// Worker: fetches `remote`'s branch from this clone's own remote of the
+/// same URL (or, failing that, of the same name); whether `sha` is here
+/// then. A plan cannot make a worker fetch from a URL its clone does not
+/// name. Blocking.
+fn fetch_from_remote(cwd: &Path, sha: &str, remote: &RemoteBranch) -> bool {
+    let has = || git(cwd, &["cat-file", "-e", &format!("{sha}^{{commit}}")]).is_ok();
+    // Sibling tasks of one commit fetch it once.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if has() {
+        return true;
+    }
+    let Ok(names) = git(cwd, &["remote"]) else {
+        return false;
+    };
+    let want = url_key(&remote.url);
+    let by_url = names
+        .lines()
+        .filter(|n| git(cwd, &["remote", "get-url", n]).is_ok_and(|u| url_key(&u) == want));
+    let by_name = names.lines().filter(|n| *n == remote.name);
+    let mut tried = Vec::new();
+    for name in by_url.chain(by_name) {
+        if tried.contains(&name) {
+            continue;
+        }
+        tried.push(name);
+        let branch = format!("refs/heads/{}", remote.branch);
+        // A fetch that fails after it got the objects (a ref lock lost
+        // to another process) is as good as one that did not fail.
+        if let Err(e) = git_env(
+            cwd,
+            &["fetch", "--quiet", "--no-write-fetch-head", name, &branch],
+            &[("GIT_TERMINAL_PROMPT", Path::new("0"))],
+        ) {
+            tracing::debug!("fetching {sha} from remote {name}: {e}");
+        }
+        if has() {
+            tracing::info!("commit {sha} fetched from remote {name}");
+            return true;
+        }
+    }
+    false
+}
+
 /// Worker: makes sure `cwd`'s repository has commit `sha`, fetching it
-/// from the parent's bundle when it does not.
-pub async fn ensure_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), FleetError> {
+/// from the remote the parent names (`remote`: when it had pushed it), or
+/// else from the parent's bundle.
+pub async fn ensure_base(
+    broker: &Broker,
+    cwd: &Path,
+    sha: &str,
+    remote: Option<&RemoteBranch>,
+) -> Result<(), FleetError> {
     let has = |cwd: PathBuf, sha: String| async move {
         tokio::task::spawn_blocking(move || {
             git(&cwd, &["cat-file", "-e", &format!("{sha}^{{commit}}")]).is_ok()
@@ -278,7 +395,24 @@ pub async fn ensure_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), F
     if has(cwd.to_path_buf(), sha.to_string()).await {
         return Ok(());
     }
-    let (_dir, file) = get(broker, &base_object(sha)).await?;
+    if let Some(remote) = remote {
+        let (at, sha, remote) = (cwd.to_path_buf(), sha.to_string(), remote.clone());
+        let fetched = tokio::task::spawn_blocking(move || fetch_from_remote(&at, &sha, &remote))
+            .await
+            .unwrap_or(false);
+        if fetched {
+            return Ok(());
+        }
+    }
+    let Some((_dir, file)) = get_if_any(broker, &base_object(sha)).await? else {
+        return Err(FleetError::Broker(match remote {
+            Some(r) => format!(
+                "commit {sha} is not in this clone, could not be fetched from a remote of URL {} or named {}, and has no bundle",
+                r.url, r.name
+            ),
+            None => format!("commit {sha} is not in this clone and has no bundle"),
+        }));
+    };
     let cwd = cwd.to_path_buf();
     tokio::task::spawn_blocking(move || fetch_bundle(&cwd, &file).map(|_| ()))
         .await
@@ -468,5 +602,35 @@ pub fn restore_wip(path: &Path, wip: &str) -> Result<(), worktree::GitError> {
 pub async fn forget_wip(broker: &Broker, object: &str) {
     if let Ok(store) = broker.git_store().await {
         let _ = store.delete(object).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_remote_s_url_travels_without_credentials() {
+        assert_eq!(
+            without_userinfo("https://user:tok3n@git.example.com/team/app.git"),
+            "https://git.example.com/team/app.git"
+        );
+        assert_eq!(
+            without_userinfo("https://tok3n@git.example.com/a@b/app"),
+            "https://git.example.com/a@b/app"
+        );
+        assert_eq!(
+            without_userinfo("git@git.example.com:team/app.git"),
+            "git@git.example.com:team/app.git"
+        );
+        assert_eq!(without_userinfo("/srv/app.git"), "/srv/app.git");
+        assert_eq!(
+            url_key("https://u:p@git.example.com/team/app.git/"),
+            url_key("https://git.example.com/team/app")
+        );
+        assert_ne!(
+            url_key("https://git.example.com/team/app"),
+            url_key("https://git.example.com/team/other")
+        );
     }
 }

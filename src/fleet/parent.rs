@@ -204,12 +204,25 @@ impl NatsBackend {
         };
         let cwd = task.spec.cwd.clone();
         let at = cwd.clone();
-        let base = tokio::task::spawn_blocking(move || super::git::snapshot(&at, &head))
-            .await
-            .map_err(FleetError::broker)??;
-        super::git::publish_base(broker, &cwd, &base).await?;
+        let (base, remote) = tokio::task::spawn_blocking(move || {
+            let base = super::git::snapshot(&at, &head)?;
+            // Only `HEAD` itself can be on a remote (a snapshot of
+            // uncommitted changes is made here).
+            let remote = (base == head)
+                .then(|| super::git::pushed_to(&at, &base))
+                .flatten();
+            Ok::<_, FleetError>((base, remote))
+        })
+        .await
+        .map_err(FleetError::broker)??;
+        if remote.is_none() {
+            super::git::publish_base(broker, &cwd, &base).await?;
+        }
         if let serde_json::Value::Object(m) = &mut plan.meta {
             m.insert("worktree_base".into(), serde_json::json!(base));
+            if let Some(r) = remote {
+                m.insert("worktree_remote".into(), serde_json::json!(r));
+            }
         }
         Ok(())
     }

@@ -342,6 +342,25 @@ async fn extend_lease(broker: &Broker, msg: &jetstream::Message, fence: &WriteFe
     }
 }
 
+/// Runs `work`, telling the broker every quarter of a lease that this
+/// worker still holds the task (before its child runs: fetching what it
+/// needs).
+async fn keeping_lease<T>(
+    broker: &Broker,
+    msg: &jetstream::Message,
+    fence: &WriteFence,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let beat = broker.lease() / HEARTBEATS_PER_LEASE;
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            r = &mut work => return r,
+            () = tokio::time::sleep(beat) => extend_lease(broker, msg, fence).await,
+        }
+    }
+}
+
 async fn run_task(
     ctx: &Ctx,
     plan: &TaskPlan,
@@ -364,7 +383,10 @@ async fn run_task(
             continue_trace(plan, msg);
             if !plan.shared_folder {
                 let fetching = Instant::now();
-                match materialise(ctx, plan, &engine).await {
+                // A fetch from a remote may take a while: the lease is
+                // kept meanwhile.
+                match keeping_lease(&ctx.broker, msg, fence, materialise(ctx, plan, &engine)).await
+                {
                     Ok((t, w)) => {
                         tracing::debug!(
                             "task {id}: broker_ms fetch={:.3}",
@@ -564,7 +586,12 @@ async fn materialise(
             .get("worktree_base")
             .and_then(serde_json::Value::as_str)
     {
-        super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base).await?;
+        // A remote named in the plan is only a hint: one this clone has.
+        let remote = plan
+            .meta
+            .get("worktree_remote")
+            .and_then(|r| serde_json::from_value(r.clone()).ok());
+        super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base, remote.as_ref()).await?;
         let object = super::git::wip_object(&plan.agent_id, plan.run);
         let wip = super::git::fetch_wip(&ctx.broker, &ctx.opts.cwd, &object).await?;
         return Ok((tip, wip));

@@ -2473,9 +2473,18 @@ fn worktree_takeover(at: KillAt) {
         .unwrap()
         .to_string();
     let show = |f: &str| {
-        super::worktrees::git(p.path(), &["show", &format!("{branch}:{f}")])
-            .trim()
-            .to_string()
+        let out = std::process::Command::new("git")
+            .args(["show", &format!("{branch}:{f}")])
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{branch}:{f}: {}\n{kept:?}\n{err}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs(&workers)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     assert_eq!(show("first.txt"), "first");
     assert_eq!(show("notes.txt"), "one\ntwo");
@@ -2493,5 +2502,122 @@ fn worktree_takeover(at: KillAt) {
     assert_eq!(
         (state["status"].as_str(), state["attempt"].as_u64()),
         (Some("completed"), Some(2))
+    );
+}
+
+/// A worktree child whose starting commit the parent has pushed: the plan
+/// names the parent's remote branch (its URL without credentials), and a
+/// worker whose clone lacks the commit fetches it from its own remote of
+/// that URL (named differently here) instead of a bundle.
+#[test]
+fn a_pushed_base_commit_is_fetched_from_the_worker_s_own_remote() {
+    use super::worktrees::git;
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    git_repo(&p);
+    // The shared remote: a bare repository the parent pushes to.
+    let shared = tempfile::tempdir().unwrap();
+    let bare = shared.path().join("app.git");
+    git(
+        shared.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(
+        p.path(),
+        &["remote", "add", "origin", bare.to_str().unwrap()],
+    );
+    git(p.path(), &["push", "-q", "origin", "main"]);
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            return if super::harness::assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_cat",
+                    "Bash",
+                    json!({"command": "cat pushed.txt && echo edited > pushed.txt", "description": "read"}),
+                )
+            } else {
+                anthropic::text_reply("child done")
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Read and edit.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    // The worker's clone is made now: it lacks the commit pushed below.
+    let (w, _ww, clone) = isolated_worker(&p, &server, "worker");
+    p.write("pushed.txt", "from the pushed commit\n");
+    git(p.path(), &["add", "pushed.txt"]);
+    git(p.path(), &["commit", "-qm", "pushed"]);
+    git(p.path(), &["push", "-q", "origin", "main"]);
+    let pushed = git(p.path(), &["rev-parse", "HEAD"]).trim().to_string();
+    if nix::unistd::geteuid().is_root() {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&bare)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    // The worker's own remote for it, under another name.
+    let config = clone.join(".git/config");
+    for (k, v) in [
+        ("remote.shared.url", bare.to_str().unwrap()),
+        ("remote.shared.fetch", "+refs/heads/*:refs/remotes/shared/*"),
+    ] {
+        git(
+            shared.path(),
+            &["config", "--file", config.to_str().unwrap(), k, v],
+        );
+    }
+    w.wait_pulling();
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    let workers = [w];
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(run.json_lines().last().unwrap()["result"], "parent done");
+    // The child saw the pushed commit, fetched from the worker's remote.
+    let requests = server.requests();
+    let seen: String = requests
+        .iter()
+        .filter(|r| !is_main(r))
+        .flat_map(|r| super::harness::last_tool_results(&r.json))
+        .map(|b| super::harness::result_text(&b))
+        .collect();
+    assert!(
+        seen.contains("from the pushed commit"),
+        "{seen}\n{}",
+        logs(&workers)
+    );
+    assert!(
+        logs(&workers).contains(&format!("commit {pushed} fetched from remote shared")),
+        "{}",
+        logs(&workers)
+    );
+    // Its branch came back as usual.
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}\n{}", logs(&workers));
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("pushed.txt")).unwrap(),
+        "edited\n"
     );
 }
