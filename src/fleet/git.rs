@@ -8,8 +8,14 @@
 //!   allows), a commit on top of `HEAD` holding them, made with a
 //!   temporary index (the parent's index, branch and files are not
 //!   touched). It publishes a bundle of that commit once per commit.
-//! - The worker fetches the commit from the bundle when its clone lacks it
-//!   and makes the child's worktree from it.
+//!   When the commit is on one of the parent's remotes, the plan names that
+//!   remote's branch instead, and no bundle is published.
+//! - The worker fetches the commit, when its clone lacks it, from its own
+//!   remote of that URL (or name), else from the bundle, and makes the
+//!   child's worktree from it.
+//! - While the child runs, the worker publishes the worktree's state (its
+//!   work in progress) before each tool result reaches the broker; a
+//!   worker taking the task over starts the worktree from it.
 //! - A child that changed something ends with its changes committed on its
 //!   branch; the worker publishes a bundle of the branch (its commits after
 //!   the base) and removes its worktree; the parent fetches the branch and
@@ -533,6 +539,9 @@ pub struct Wip {
     object: String,
     /// The state last published, or found when the task started here.
     last: (String, String),
+    /// git failed on the worktree (a child removed it, say): nothing more
+    /// is published.
+    broken: bool,
 }
 
 impl Wip {
@@ -544,11 +553,17 @@ impl Wip {
             path: path.to_path_buf(),
             base: base.to_string(),
             object,
+            broken: false,
         })
     }
 
     /// Publishes the worktree's state if it changed since the last one.
+    /// `Err` only when the broker did not take it (tried again by the
+    /// caller); a worktree git cannot read is given up on.
     pub async fn publish(&mut self, broker: &Broker) -> Result<(), FleetError> {
+        if self.broken {
+            return Ok(());
+        }
         let (path, base, last) = (self.path.clone(), self.base.clone(), self.last.clone());
         let made = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
             let now = worktree_state(&path)?;
@@ -561,7 +576,18 @@ impl Wip {
             Ok(Some((now, dir, file)))
         })
         .await
-        .map_err(FleetError::broker)??;
+        .map_err(FleetError::broker)?;
+        let made = match made {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(
+                    "{}: the worktree's state cannot be read ({e}): a worker taking the task over starts from the last one published",
+                    self.path.display()
+                );
+                self.broken = true;
+                return Ok(());
+            }
+        };
         if let Some((now, _dir, file)) = made {
             put(broker, &self.object, &file).await?;
             self.last = now;

@@ -560,6 +560,7 @@ async fn ended(ctx: &Ctx, plan: &TaskPlan, record: TaskRecord, result: &TaskResu
 
 /// A shared-nothing fleet: this worker's copy of the child's transcript
 /// becomes the broker's (a takeover continues from what reached it), and
+/// a worktree child's starting commit is fetched when this clone lacks
 /// it, with the work in progress an earlier worker of the task published.
 /// Returns where the broker's copy stands, and that work in progress.
 async fn materialise(
