@@ -133,7 +133,7 @@ fn bundle_ref(
     let dir = tempfile::tempdir().map_err(FleetError::broker)?;
     let file = dir.path().join("out.bundle");
     let path = file.to_string_lossy().into_owned();
-    let not = exclude.map(|e| format!("^{e}"));
+    let not = exclude.map(|commit| format!("^{commit}"));
     let mut args = vec!["bundle", "create", "--quiet", &path, r];
     args.extend(not.as_deref());
     git(root, &args)?;
