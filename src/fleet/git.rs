@@ -179,24 +179,33 @@ pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), 
     put(broker, &name, &file).await
 }
 
-/// How long a bundle's put or get keeps trying while the broker is away
-/// (a restart): about as long as a parent's catch-up waits for it.
+/// How long a bundle's put or get keeps trying after it first failed
+/// while the broker is away (a restart): about as long as a parent's
+/// catch-up waits for it. (One try may itself take the client's
+/// acknowledgement timeout, 5 s, while the server is gone.)
 const RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// Runs `op` again, every 250 ms, while it fails and `RETRY_FOR` has not
-/// passed; the last error when it never went through.
+/// passed since its first failure; the last error when it never went
+/// through.
 async fn retried<T, F, Fut>(what: &str, mut op: F) -> Result<T, FleetError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, FleetError>>,
 {
-    let until = tokio::time::Instant::now() + RETRY_FOR;
+    let mut until = None;
     loop {
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if tokio::time::Instant::now() >= until => return Err(e),
+            Err(e)
+                if until
+                    .is_some_and(|u: tokio::time::Instant| tokio::time::Instant::now() >= u) =>
+            {
+                return Err(e);
+            }
             Err(e) => {
-                tracing::debug!("{what}: {e}; trying again");
+                until.get_or_insert_with(|| tokio::time::Instant::now() + RETRY_FOR);
+                tracing::warn!("{what}: {e}; trying again");
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }

@@ -2621,3 +2621,118 @@ fn a_pushed_base_commit_is_fetched_from_the_worker_s_own_remote() {
         "edited\n"
     );
 }
+
+/// The broker goes away just as a worker is about to store a worktree
+/// child's branch (held in its clone's post-commit hook, which runs in the
+/// middle of it): the bundle's put is tried again until the broker is
+/// back, and the branch reaches the parent.
+#[test]
+fn a_branch_bundle_is_stored_once_the_broker_is_back() {
+    let mut nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    git_repo(&p);
+    let gate = tempfile::tempdir().unwrap();
+    let (hold, entered) = (gate.path().join("hold"), gate.path().join("entered"));
+    std::fs::write(&hold, "").unwrap();
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            return if super::harness::assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_write",
+                    "Bash",
+                    json!({"command": "echo kept > kept.txt", "description": "write"}),
+                )
+            } else {
+                anthropic::text_reply("child done")
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Write.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let (w, _ww, clone) = isolated_worker(&p, &server, "worker");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let hook = clone.join(".git/hooks/post-commit");
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\ntouch '{}'\nwhile [ -e '{}' ]; do sleep 0.05; done\n",
+                entered.display(),
+                hold.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    w.wait_pulling();
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.home.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the worker to commit the child's changes",
+        Duration::from_secs(60),
+        || entered.exists(),
+    );
+    nats.kill();
+    std::fs::remove_file(&hold).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !w.log_text().contains("trying again") {
+        assert!(Instant::now() < deadline, "{}", w.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nats.launch();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let workers = [w];
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}\n{}",
+            std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default(),
+            logs(&workers)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default();
+    assert!(status.success(), "{err}\n{}", logs(&workers));
+    assert!(
+        logs(&workers).contains("storing branch-"),
+        "{}",
+        logs(&workers)
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}\n{err}\n{}", logs(&workers));
+    let root = p.path().canonicalize().unwrap().join(".cadre/worktrees");
+    assert!(PathBuf::from(&kept[0]).starts_with(&root), "{kept:?}");
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("kept.txt")).unwrap(),
+        "kept\n"
+    );
+}
