@@ -436,12 +436,14 @@ pub async fn ensure_base(
 
 /// Worker: commits what the kept worktree `kept` holds uncommitted on its
 /// branch, publishes a bundle of the branch's commits after `base` as
-/// `object`, and removes the worktree and its branch here.
+/// `object`, and removes the worktree and its branch here if the task is
+/// `still_mine` then.
 pub async fn send_branch(
     broker: &Broker,
     kept: &KeptWorktree,
     base: &str,
     object: &str,
+    still_mine: impl Fn() -> bool,
 ) -> Result<(), FleetError> {
     let (k, base) = (kept.clone(), base.to_string());
     let (dir, file, root) = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
@@ -468,6 +470,10 @@ pub async fn send_branch(
     .map_err(FleetError::broker)??;
     put(broker, object, &file).await?;
     drop(dir);
+    if !still_mine() {
+        // Another worker holds the task now: the worktree is its own.
+        return Err(FleetError::Broker("the task's lease is lost".into()));
+    }
     let kept = kept.clone();
     tokio::task::spawn_blocking(move || worktree::remove(&root, &kept.path, &kept.branch))
         .await

@@ -419,8 +419,10 @@ async fn run_task(
     let (engine, task, wip) = match begun {
         Started::Running(engine, task, wip) => (engine, task, wip),
         Started::Done(result) => {
-            record = ended(ctx, plan, record, &result).await;
-            return Ran::Finished(Box::new(record), revision);
+            return match ended(ctx, plan, msg, fence, record, &result).await {
+                Some(record) => Ran::Finished(Box::new(record), revision),
+                None => Ran::Lost,
+            };
         }
     };
     // Its lines as they are written (and any the rebuild added: a
@@ -543,19 +545,35 @@ async fn run_task(
     });
     // The mailbox copy of the notification is not needed here.
     let _ = engine.tasks.take_notifications(&plan.parent_agent_id);
-    record = ended(ctx, plan, record, &result).await;
-    Ran::Finished(Box::new(record), revision)
+    match ended(ctx, plan, msg, fence, record, &result).await {
+        Some(record) => Ran::Finished(Box::new(record), revision),
+        None => Ran::Lost,
+    }
 }
 
 /// The record carrying the task's end; on a shared-nothing fleet a kept
 /// worktree's branch goes to the object store first (its bundle is named
-/// in the notice).
-async fn ended(ctx: &Ctx, plan: &TaskPlan, record: TaskRecord, result: &TaskResult) -> TaskRecord {
+/// in the notice), the lease kept meanwhile. `None` when the lease was
+/// lost on the way (the broker away for longer than it): the task is
+/// another worker's.
+async fn ended(
+    ctx: &Ctx,
+    plan: &TaskPlan,
+    msg: &jetstream::Message,
+    fence: &Arc<WriteFence>,
+    record: TaskRecord,
+    result: &TaskResult,
+) -> Option<TaskRecord> {
     let branch = match (&result.worktree, plan.shared_folder) {
-        (Some(kept), false) => send_branch(ctx, plan, kept).await,
+        (Some(kept), false) => {
+            keeping_lease(&ctx.broker, msg, fence, send_branch(ctx, plan, kept, fence)).await
+        }
         _ => None,
     };
-    record_result(record, &ctx.opts.id, plan, result, branch)
+    if !fence.open() {
+        return None;
+    }
+    Some(record_result(record, &ctx.opts.id, plan, result, branch))
 }
 
 /// A shared-nothing fleet: this worker's copy of the child's transcript
@@ -607,13 +625,14 @@ async fn send_branch(
     ctx: &Ctx,
     plan: &TaskPlan,
     kept: &crate::runtime::worktree::KeptWorktree,
+    fence: &WriteFence,
 ) -> Option<String> {
     let base = plan
         .meta
         .get("worktree_base")
         .and_then(serde_json::Value::as_str)?;
     let object = super::git::branch_object(&plan.agent_id, plan.run);
-    match super::git::send_branch(&ctx.broker, kept, base, &object).await {
+    match super::git::send_branch(&ctx.broker, kept, base, &object, || fence.open()).await {
         Ok(()) => Some(object),
         Err(e) => {
             tracing::warn!(

@@ -2730,7 +2730,11 @@ fn a_branch_bundle_is_stored_once_the_broker_is_back() {
     let kept = notified_worktrees(last_main);
     assert_eq!(kept.len(), 1, "{kept:?}\n{err}\n{}", logs(&workers));
     let root = p.path().canonicalize().unwrap().join(".cadre/worktrees");
-    assert!(PathBuf::from(&kept[0]).starts_with(&root), "{kept:?}");
+    assert!(
+        PathBuf::from(&kept[0]).starts_with(&root),
+        "{kept:?}\n{err}\n{}",
+        logs(&workers)
+    );
     assert_eq!(
         std::fs::read_to_string(PathBuf::from(&kept[0]).join("kept.txt")).unwrap(),
         "kept\n"
