@@ -252,10 +252,25 @@ impl Pusher {
     /// went through, or when another writer appended to the broker's copy
     /// meanwhile (a worker that lost its lease must stop).
     pub async fn push(&mut self, broker: &Broker, tries: u32) -> Result<(), FleetError> {
+        let lines = self.pending().await?;
+        self.publish(broker, lines, tries).await
+    }
+
+    /// The file's complete lines past the broker's copy.
+    async fn pending(&self) -> Result<Vec<Bytes>, FleetError> {
         let (path, from) = (self.path.clone(), self.offset);
-        let lines = tokio::task::spawn_blocking(move || lines_from(&path, from))
+        tokio::task::spawn_blocking(move || lines_from(&path, from))
             .await
-            .map_err(FleetError::broker)?;
+            .map_err(FleetError::broker)
+    }
+
+    /// Publishes `lines`, the file's next ones, as [`Pusher::push`] does.
+    async fn publish(
+        &mut self,
+        broker: &Broker,
+        lines: Vec<Bytes>,
+        tries: u32,
+    ) -> Result<(), FleetError> {
         for line in lines {
             let mut left = tries.max(1);
             loop {
@@ -303,6 +318,20 @@ impl Pusher {
         Ok(())
     }
 
+    /// Publishes `wip`, tried again while the lease holds.
+    async fn wip(&self, broker: &Broker, wip: &mut super::git::Wip) -> Result<(), FleetError> {
+        loop {
+            match wip.publish(broker).await {
+                Ok(()) => return Ok(()),
+                Err(e) if self.fence.as_ref().is_none_or(|f| f.open()) => {
+                    tracing::warn!("{}: the worktree's state: {e}; trying again", self.subject);
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     fn advance(&mut self, seq: u64, len: usize) {
         self.tip = Tip {
             lines: self.tip.lines + 1,
@@ -310,6 +339,12 @@ impl Pusher {
         };
         self.offset += len as u64 + 1;
     }
+}
+
+/// Whether a transcript line holds a tool's result (a line that names one
+/// in its text is escaped: `\"tool_result\"`, not matched).
+fn holds_tool_result(line: &[u8]) -> bool {
+    line.windows(13).any(|w| w == b"\"tool_result\"")
 }
 
 async fn last(broker: &Broker, subject: &str) -> Option<(u64, Bytes, Option<u64>)> {
@@ -379,12 +414,17 @@ pub struct Streamer {
 
 impl Streamer {
     /// `flushes`: a transcript's [`Transcript::flushed`] requests, each
-    /// answered once what its file holds is on the broker.
+    /// answered once what its file holds is on the broker. `wip`: a
+    /// worktree child's work in progress, published before any line that
+    /// holds a tool's result goes out, so that whatever a tool did to the
+    /// files the broker's transcript says it did is in the broker's copy
+    /// of the worktree too.
     pub fn start(
         broker: Arc<Broker>,
         mut pusher: Pusher,
         wake: Arc<tokio::sync::Notify>,
         mut flushes: tokio::sync::mpsc::UnboundedReceiver<tokio::sync::oneshot::Sender<()>>,
+        mut wip: Option<super::git::Wip>,
     ) -> Self {
         let done = tokio_util::sync::CancellationToken::new();
         let (w, d) = (Arc::clone(&wake), done.clone());
@@ -397,7 +437,16 @@ impl Streamer {
                 };
                 // A broker away (restarting) is waited for as long as the
                 // lease holds (the fence says when it does not).
-                if let Err(e) = pusher.push(&broker, u32::MAX).await {
+                let pushed = async {
+                    let lines = pusher.pending().await?;
+                    if let Some(w) = wip.as_mut()
+                        && lines.iter().any(|l| holds_tool_result(l))
+                    {
+                        pusher.wip(&broker, w).await?;
+                    }
+                    pusher.publish(&broker, lines, u32::MAX).await
+                };
+                if let Err(e) = pushed.await {
                     if let Some(f) = &pusher.fence {
                         f.close();
                     }

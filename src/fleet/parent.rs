@@ -200,11 +200,22 @@ impl NatsBackend {
         };
         let cwd = task.spec.cwd.clone();
         let at = cwd.clone();
-        let base = tokio::task::spawn_blocking(move || super::git::snapshot(&at, &head))
-            .await
-            .map_err(FleetError::broker)??;
-        super::git::publish_base(broker, &cwd, &base).await?;
+        let (base, remote) = tokio::task::spawn_blocking(move || {
+            let base = super::git::snapshot(&at, &head)?;
+            // Only `HEAD` itself can be on a remote (a snapshot of
+            // uncommitted changes is made here).
+            let remote = (base == head)
+                .then(|| super::git::pushed_to(&at, &base))
+                .flatten();
+            Ok::<_, FleetError>((base, remote))
+        })
+        .await
+        .map_err(FleetError::broker)??;
+        if remote.is_none() {
+            super::git::publish_base(broker, &cwd, &base).await?;
+        }
         plan.meta.worktree_base = Some(base);
+        plan.meta.worktree_remote = remote;
         Ok(())
     }
 }

@@ -284,6 +284,10 @@ async fn handle(ctx: &Ctx, msg: jetstream::Message, fetched_at: Instant, stop: &
         Ran::Finished(record, revision) => {
             let finishing = Instant::now();
             finish(&ctx.broker, &ctx.opts.id, &plan, &msg, *record, revision).await;
+            if !plan.shared_folder && plan.spawn.isolation == Some(Isolation::Worktree) {
+                let object = super::git::wip_object(&plan.agent_id, plan.run);
+                super::git::forget_wip(&ctx.broker, &object).await;
+            }
             // For the benchmark (bench/fleet.py): time spent in the broker.
             tracing::debug!(
                 "task {id}: broker_ms claim={claim_ms:.3} finish={:.3}",
@@ -339,6 +343,25 @@ async fn extend_lease(broker: &Broker, msg: &jetstream::Message, fence: &WriteFe
     }
 }
 
+/// Runs `work`, telling the broker every quarter of a lease that this
+/// worker still holds the task (before its child runs: fetching what it
+/// needs).
+async fn keeping_lease<T>(
+    broker: &Broker,
+    msg: &jetstream::Message,
+    fence: &WriteFence,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let beat = broker.lease() / HEARTBEATS_PER_LEASE;
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            r = &mut work => return r,
+            () = tokio::time::sleep(beat) => extend_lease(broker, msg, fence).await,
+        }
+    }
+}
+
 async fn run_task(
     ctx: &Ctx,
     plan: &TaskPlan,
@@ -354,19 +377,24 @@ async fn run_task(
     let wake = Arc::new(tokio::sync::Notify::new());
     let (flush, flushes) = tokio::sync::mpsc::unbounded_channel();
     let mut tip = None;
+    let mut wip = None;
     let begun = match (ctx.make_engine)(plan, events) {
         Err(e) => Started::Done(Box::new(failed(e))),
         Ok(engine) => {
             continue_trace(plan, msg);
             if !plan.shared_folder {
                 let fetching = Instant::now();
-                match materialise(ctx, plan, &engine).await {
-                    Ok(t) => {
+                // A fetch from a remote may take a while: the lease is
+                // kept meanwhile.
+                match keeping_lease(&ctx.broker, msg, fence, materialise(ctx, plan, &engine)).await
+                {
+                    Ok((t, w)) => {
                         tracing::debug!(
                             "task {id}: broker_ms fetch={:.3}",
                             fetching.elapsed().as_secs_f64() * 1000.0
                         );
                         tip = Some(t);
+                        wip = w;
                     }
                     Err(e) => {
                         // The broker is away or lost the copy: tried again
@@ -385,14 +413,17 @@ async fn run_task(
                 engine,
                 fence,
                 tip.map(|_| (Arc::clone(&wake), flush)),
+                wip.as_deref(),
             )
         }
     };
-    let (engine, task) = match begun {
-        Started::Running(engine, task) => (engine, task),
+    let (engine, task, wip) = match begun {
+        Started::Running(engine, task, wip) => (engine, task, wip),
         Started::Done(result) => {
-            record = record_result(record, &ctx.opts.id, plan, &result, None);
-            return Ran::Finished(Box::new(record), revision);
+            return match ended(ctx, plan, msg, fence, record, &result).await {
+                Some(record) => Ran::Finished(Box::new(record), revision),
+                None => Ran::Lost,
+            };
         }
     };
     // Its lines as they are written (and any the rebuild added: a
@@ -413,6 +444,7 @@ async fn run_task(
                 pusher,
                 Arc::clone(&wake),
                 flushes,
+                wip,
             ))
         }
         _ => None,
@@ -514,23 +546,47 @@ async fn run_task(
     });
     // The mailbox copy of the notification is not needed here.
     let _ = engine.tasks.take_notifications(&plan.parent_agent_id);
+    match ended(ctx, plan, msg, fence, record, &result).await {
+        Some(record) => Ran::Finished(Box::new(record), revision),
+        None => Ran::Lost,
+    }
+}
+
+/// The record carrying the task's end; on a shared-nothing fleet a kept
+/// worktree's branch goes to the object store first (its bundle is named
+/// in the notice), the lease kept meanwhile. `None` when the lease was
+/// lost on the way (the broker away for longer than it): the task is
+/// another worker's.
+async fn ended(
+    ctx: &Ctx,
+    plan: &TaskPlan,
+    msg: &jetstream::Message,
+    fence: &Arc<WriteFence>,
+    record: TaskRecord,
+    result: &TaskResult,
+) -> Option<TaskRecord> {
     let branch = match (&result.worktree, plan.shared_folder) {
-        (Some(kept), false) => send_branch(ctx, plan, kept).await,
+        (Some(kept), false) => {
+            keeping_lease(&ctx.broker, msg, fence, send_branch(ctx, plan, kept, fence)).await
+        }
         _ => None,
     };
-    record = record_result(record, &ctx.opts.id, plan, &result, branch);
-    Ran::Finished(Box::new(record), revision)
+    if !fence.open() {
+        return None;
+    }
+    Some(record_result(record, &ctx.opts.id, plan, result, branch))
 }
 
 /// A shared-nothing fleet: this worker's copy of the child's transcript
 /// becomes the broker's (a takeover continues from what reached it), and
 /// a worktree child's starting commit is fetched when this clone lacks
-/// it. Returns where the broker's copy stands.
+/// it, with the work in progress an earlier worker of the task published.
+/// Returns where the broker's copy stands, and that work in progress.
 async fn materialise(
     ctx: &Ctx,
     plan: &TaskPlan,
     engine: &Engine,
-) -> Result<super::lines::Tip, FleetError> {
+) -> Result<(super::lines::Tip, Option<String>), FleetError> {
     let dir = engine
         .session_dir
         .clone()
@@ -547,9 +603,14 @@ async fn materialise(
     if plan.spawn.isolation == Some(Isolation::Worktree)
         && let Some(base) = plan.meta.worktree_base.as_deref()
     {
-        super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base).await?;
+        // A remote named in the plan is only a hint: one this clone has.
+        let remote = plan.meta.worktree_remote.as_ref();
+        super::git::ensure_base(&ctx.broker, &ctx.opts.cwd, base, remote).await?;
+        let object = super::git::wip_object(&plan.agent_id, plan.run);
+        let wip = super::git::fetch_wip(&ctx.broker, &ctx.opts.cwd, &object).await?;
+        return Ok((tip, wip));
     }
-    Ok(tip)
+    Ok((tip, None))
 }
 
 /// A shared-nothing fleet: the kept worktree's branch goes to the object
@@ -559,10 +620,11 @@ async fn send_branch(
     ctx: &Ctx,
     plan: &TaskPlan,
     kept: &crate::runtime::worktree::KeptWorktree,
+    fence: &WriteFence,
 ) -> Option<String> {
     let base = plan.meta.worktree_base.as_deref()?;
     let object = super::git::branch_object(&plan.agent_id, plan.run);
-    match super::git::send_branch(&ctx.broker, kept, base, &object).await {
+    match super::git::send_branch(&ctx.broker, kept, base, &object, || fence.open()).await {
         Ok(()) => Some(object),
         Err(e) => {
             tracing::warn!(
@@ -605,7 +667,9 @@ fn record_result(
 }
 
 enum Started {
-    Running(Arc<Engine>, Arc<Task>),
+    /// Running, with its worktree's work in progress to publish (a
+    /// worktree child on a shared-nothing fleet).
+    Running(Arc<Engine>, Arc<Task>, Option<super::git::Wip>),
     /// Nothing to run: the transcript already ends with the child's answer,
     /// or the child could not be rebuilt (a failed result).
     Done(Box<TaskResult>),
@@ -635,6 +699,7 @@ fn start(
     engine: Arc<Engine>,
     fence: &Arc<WriteFence>,
     lines: Option<(Arc<tokio::sync::Notify>, FlushRequests)>,
+    wip: Option<&str>,
 ) -> Started {
     let snap = engine.snapshot.load_full();
     let problem = |stage: &str, detail: String| {
@@ -683,11 +748,17 @@ fn start(
         && last.role == Role::Assistant
         && last.tool_uses().next().is_none()
     {
+        // Its worktree (what it did there, from the shared folder or the
+        // published work in progress) is kept or removed as at any end.
+        let worktree = (plan.spawn.isolation == Some(Isolation::Worktree))
+            .then(|| answered_worktree(plan, &ctx.opts.cwd, wip))
+            .flatten();
         let result = TaskResult {
             status: TaskStatus::Completed,
             texts: last_text(&history),
             error: None,
             problem: None,
+            worktree,
             ..failed(String::new())
         };
         engine.tasks.finish(&task, result.clone(), history, |r| {
@@ -706,10 +777,12 @@ fn start(
     let transcript = Arc::new(transcript);
     let mut spec = task.spec.clone();
     let mut history = history;
+    let mut progress = None;
     let worktree = if plan.spawn.isolation == Some(Isolation::Worktree) {
-        match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history) {
+        match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history, wip) {
             Ok((guard, cwd)) => {
                 spec.cwd = cwd;
+                progress = work_in_progress(plan, &guard);
                 Some(guard.fenced(Arc::clone(fence)))
             }
             Err(text) => {
@@ -732,13 +805,55 @@ fn start(
         true,
         worktree,
     );
-    Started::Running(engine, task)
+    Started::Running(engine, task, progress)
+}
+
+/// The worktree of a child that an earlier attempt saw answer (its worker
+/// died before finishing the task): reopened, or made again from the base
+/// with the work in progress `wip`, then kept or removed by the local rule.
+fn answered_worktree(
+    plan: &TaskPlan,
+    cwd: &std::path::Path,
+    wip: Option<&str>,
+) -> Option<worktree::KeptWorktree> {
+    let base = plan.meta.worktree_base.as_deref();
+    let (wt, _, _) = worktree::open_or_create(cwd, &plan.agent_id, base)
+        .inspect_err(|e| tracing::warn!("task {}: its worktree: {e}", plan.agent_id))
+        .ok()?;
+    if let Some(wip) = wip
+        && let Err(e) = super::git::restore_wip(&wt.path, wip)
+    {
+        tracing::warn!("task {}: its work in progress: {e}", plan.agent_id);
+    }
+    worktree::finish(&wt)
+}
+
+/// The work in progress a worktree child on a shared-nothing fleet
+/// publishes as it goes (none with a shared folder: a takeover finds the
+/// worktree there).
+fn work_in_progress(plan: &TaskPlan, guard: &WorktreeGuard) -> Option<super::git::Wip> {
+    if plan.shared_folder {
+        return None;
+    }
+    let wt = guard.worktree()?;
+    let object = super::git::wip_object(&plan.agent_id, plan.run);
+    super::git::Wip::new(&wt.path, &wt.base, object)
+        .inspect_err(|e| {
+            tracing::warn!(
+                "task {}: its worktree's state cannot be published ({e}): a worker taking it over starts from the base commit",
+                plan.agent_id
+            );
+        })
+        .ok()
 }
 
 /// The child's worktree (`isolation: worktree`), made here as a local
 /// spawn makes it, in this worker's checkout of the shared repository and
 /// from the commit the parent had checked out; a task taken over from a
-/// worker that died continues in the worktree that one made. A fork whose
+/// worker that died continues in the worktree that one made (a shared
+/// folder) or from the work in progress `wip` that one published (shared
+/// nothing: the worktree is made from the base, then given the child's
+/// commits and files as they were). A fork whose
 /// worktree is new gets the worktree notice after its directive, as a
 /// line joined to it in its transcript. `Err` is the `error_worktree`
 /// text.
@@ -748,10 +863,15 @@ fn isolate(
     cwd: &std::path::Path,
     transcript: &Transcript,
     history: &mut crate::message::History,
+    wip: Option<&str>,
 ) -> Result<(WorktreeGuard, PathBuf), String> {
     let base = plan.meta.worktree_base.as_deref();
     let (wt, child_cwd, made) = worktree::open_or_create(cwd, &plan.agent_id, base)
         .map_err(|e| worktree::failed_text(snap, e))?;
+    if let Some(wip) = wip {
+        super::git::restore_wip(&wt.path, wip)
+            .map_err(|e| worktree::failed_text(snap, worktree::WorktreeError::Git(e)))?;
+    }
     if made && plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
         let notice = snap.templates.show(&WorktreeNotice {
             worktree_path: child_cwd.display().to_string(),

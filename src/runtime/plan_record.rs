@@ -40,6 +40,17 @@ pub enum MetaError {
     BadId { path: PathBuf, id: String },
 }
 
+/// A branch of one of the parent's remotes that holds a worktree child's
+/// starting commit (as the parent last fetched or pushed it): a worker
+/// whose clone has that remote fetches the commit from there, and the
+/// parent publishes no bundle of it. The URL carries no user or password.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteBranch {
+    pub name: String,
+    pub url: String,
+    pub branch: String,
+}
+
 /// The fixed fields of a sub-agent's meta file, in the order they are
 /// written. Every field defaults when absent, so that older files and
 /// Claude Code's sidecar read back; [`SubagentMeta::recorded`] says what a
@@ -67,6 +78,10 @@ pub struct SubagentMeta {
     /// The commit a worker makes the child's worktree from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree_base: Option<String>,
+    /// A remote branch of the parent's that holds `worktree_base`, when
+    /// the fleet fetches it from there instead of a bundle.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree_remote: Option<RemoteBranch>,
     /// Claude Code's sidecar fields.
     #[serde(rename = "agentType")]
     pub cc_agent_type: Option<String>,
@@ -105,6 +120,7 @@ impl SubagentMeta {
             depth: Some(plan.core.depth),
             backend,
             worktree_base: None,
+            worktree_remote: None,
             cc_agent_type: Some(plan.agent.name.clone()),
             cc_tool_use_id: Some(tool_use_id.to_string()),
             cc_spawn_depth: Some(plan.core.depth),

@@ -2054,6 +2054,8 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
     p.write("draft.txt", "the parent's draft\n");
     let slow_requests = Arc::new(AtomicUsize::new(0));
     let seen = Arc::clone(&slow_requests);
+    let wt_answers = Arc::new(AtomicUsize::new(0));
+    let wt_seen = Arc::clone(&wt_answers);
     let (release, late) = tokio::sync::watch::channel(false);
     let server = FakeServer::route(move |r| {
         if !is_main(r) {
@@ -2079,6 +2081,7 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
                         json!({"command": "cat draft.txt README.md && echo from-the-worker > made.txt", "description": "edit"}),
                     )
                 } else {
+                    wt_seen.fetch_add(1, Ordering::SeqCst);
                     anthropic::text_reply("worktree child done")
                 };
             }
@@ -2131,10 +2134,15 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
         .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
         .spawn()
         .unwrap();
+    // The worktree child may run on the worker killed below: its Bash
+    // call's result (so its worktree's state) is on the broker once its
+    // second request went out, and a takeover continues from both. Killed
+    // between its Bash call and that, it would start again without the
+    // file (the call recorded as cancelled, the model answering "done").
     wait_until(
-        "the slow child's second request",
+        "the slow child's and the worktree child's second requests",
         Duration::from_secs(60),
-        || slow_requests.load(Ordering::SeqCst) >= 2,
+        || slow_requests.load(Ordering::SeqCst) >= 2 && wt_answers.load(Ordering::SeqCst) >= 1,
     );
     // Kill the worker holding the slow child, then restart the broker.
     let (holder, other) = if std::fs::read_to_string(clone_a.join("marker.txt")).is_ok() {
@@ -2264,4 +2272,471 @@ fn a_fleet_that_shares_nothing_but_the_broker_runs_and_survives_a_kill_and_a_res
     // The parent's checkout is as it was.
     assert_eq!(p.read("README.md"), "hello, edited\n");
     assert!(!p.path().join("made.txt").exists());
+}
+
+/// A worktree child on a shared-nothing fleet whose worker is killed
+/// (SIGKILL) mid-task: the worker that takes it over, in its own clone,
+/// starts from the work in progress the first one published after its
+/// tool call (a file made, a file changed, a file deleted), not from the
+/// base commit, and the branch that comes back to the parent holds both
+/// workers' changes. The first Bash call is not run again.
+#[test]
+fn a_worktree_child_taken_over_keeps_the_first_worker_s_changes() {
+    worktree_takeover(KillAt::SecondRequest);
+}
+
+/// The same, killed after the child's answer reached the broker but
+/// before its worker sent the branch (held in `git status`): the worker
+/// that takes it over sends no request (the answer stands) and still
+/// brings the first worker's changes back as the branch.
+#[test]
+fn a_worktree_child_answered_before_its_worker_died_still_returns_its_branch() {
+    worktree_takeover(KillAt::Answered);
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KillAt {
+    /// While the child waits for its second model answer.
+    SecondRequest,
+    /// Once its answer is on the broker, before the task is finished.
+    Answered,
+}
+
+fn worktree_takeover(at: KillAt) {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "lease_ms = 1500\n",
+    );
+    git_repo(&p);
+    p.write("notes.txt", "one\n");
+    super::worktrees::git(p.path(), &["add", "notes.txt"]);
+    super::worktrees::git(p.path(), &["commit", "-qm", "notes"]);
+    // Worker A's git waits in its fsmonitor hook while `hold` exists: the
+    // child's end (its worktree's `git status`) stalls there.
+    let gate = tempfile::tempdir().unwrap();
+    let hold = gate.path().join("hold");
+    let hook = gate.path().join("fsmonitor.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nwhile [ -e '{}' ]; do sleep 0.05; done\nexit 1\n",
+            hold.display()
+        ),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let child_requests = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&child_requests);
+    let held = hold.clone();
+    let server = FakeServer::route(move |r| {
+        if !is_main(r) {
+            return match (seen.fetch_add(1, Ordering::SeqCst), at) {
+                (0, _) => anthropic::tool_use_reply(
+                    "toolu_first",
+                    "Bash",
+                    json!({"command": "echo first >> first.txt && echo two >> notes.txt && rm README.md && echo did-first",
+                           "description": "first"}),
+                ),
+                (1, KillAt::SecondRequest) => {
+                    anthropic::text_reply("never sent").delayed(Duration::from_secs(60))
+                }
+                (1, KillAt::Answered) => {
+                    std::fs::write(&held, "").unwrap();
+                    anthropic::text_reply("child done")
+                }
+                (2, _) => anthropic::tool_use_reply(
+                    "toolu_second",
+                    "Bash",
+                    json!({"command": "echo second > second.txt && cat first.txt notes.txt && ls",
+                           "description": "second"}),
+                ),
+                _ => anthropic::text_reply("child done"),
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Edit in two steps.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let (mut a, _wa, clone_a) = isolated_worker(&p, &server, "workerA");
+    let config = clone_a.join(".git/config");
+    super::worktrees::git(
+        gate.path(),
+        &[
+            "config",
+            "--file",
+            config.to_str().unwrap(),
+            "core.fsmonitor",
+            hook.to_str().unwrap(),
+        ],
+    );
+    a.wait_pulling();
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.home.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    match at {
+        // The second request goes out only once the first call's result
+        // (and so the worktree's state before it) is on the broker.
+        KillAt::SecondRequest => wait_until(
+            "the child's second request",
+            Duration::from_secs(60),
+            || child_requests.load(Ordering::SeqCst) >= 2,
+        ),
+        // The parent's copy of the transcript has the answer: the broker
+        // has it.
+        KillAt::Answered => wait_until(
+            "the child's answer in the parent's copy",
+            Duration::from_secs(60),
+            || {
+                child_transcripts(&p)
+                    .values()
+                    .any(|t| t.contains("child done"))
+            },
+        ),
+    }
+    a.kill9();
+    let _ = std::fs::remove_file(&hold);
+    let (b, _wb, _clone_b) = isolated_worker(&p, &server, "workerB");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}\n{}",
+            std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default(),
+            logs(&[b])
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default();
+    let workers = [a, b];
+    assert!(status.success(), "{err}\n{}", logs(&workers));
+    // The first worker's worktree had the change (the call ran there).
+    let wt_a: Vec<PathBuf> = std::fs::read_dir(clone_a.join(".cadre/worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(wt_a.len(), 1, "{wt_a:?}");
+    assert_eq!(
+        std::fs::read_to_string(wt_a[0].join("first.txt")).unwrap(),
+        "first\n"
+    );
+    let requests = server.requests();
+    let child: Vec<&RecordedRequest> = requests.iter().filter(|r| !is_main(r)).collect();
+    let expected = if at == KillAt::SecondRequest { 4 } else { 2 };
+    assert_eq!(child.len(), expected, "{}", logs(&workers));
+    if at == KillAt::SecondRequest {
+        // The second worker's Bash call saw the first one's files.
+        let seen_by_second: String = super::harness::last_tool_results(&child[3].json)
+            .iter()
+            .map(super::harness::result_text)
+            .collect();
+        assert!(
+            seen_by_second.contains("first\none\ntwo\n") && !seen_by_second.contains("README"),
+            "{seen_by_second}\n{}",
+            logs(&workers)
+        );
+    }
+    // One branch back in the parent's repository, with both workers'
+    // changes and the first call run once.
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}\n{}", logs(&workers));
+    let branch = user_texts(last_main)
+        .split("<worktreeBranch>")
+        .nth(1)
+        .and_then(|s| s.split("</worktreeBranch>").next())
+        .unwrap()
+        .to_string();
+    let show = |f: &str| {
+        let out = std::process::Command::new("git")
+            .args(["show", &format!("{branch}:{f}")])
+            .current_dir(p.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{branch}:{f}: {}\n{kept:?}\n{err}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            logs(&workers)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(show("first.txt"), "first");
+    assert_eq!(show("notes.txt"), "one\ntwo");
+    if at == KillAt::SecondRequest {
+        assert_eq!(show("second.txt"), "second");
+    }
+    let files = super::worktrees::git(p.path(), &["ls-tree", "--name-only", &branch]);
+    assert!(!files.lines().any(|f| f == "README.md"), "{files}");
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("first.txt")).unwrap(),
+        "first\n"
+    );
+    let states = task_states(&p);
+    let state = states.values().next().unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["attempt"].as_u64()),
+        (Some("completed"), Some(2))
+    );
+}
+
+/// A worktree child whose starting commit the parent has pushed: the plan
+/// names the parent's remote branch (its URL without credentials), and a
+/// worker whose clone lacks the commit fetches it from its own remote of
+/// that URL (named differently here) instead of a bundle.
+#[test]
+fn a_pushed_base_commit_is_fetched_from_the_worker_s_own_remote() {
+    use super::worktrees::git;
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    git_repo(&p);
+    // The shared remote: a bare repository the parent pushes to.
+    let shared = tempfile::tempdir().unwrap();
+    let bare = shared.path().join("app.git");
+    git(
+        shared.path(),
+        &["init", "-q", "--bare", bare.to_str().unwrap()],
+    );
+    git(
+        p.path(),
+        &["remote", "add", "origin", bare.to_str().unwrap()],
+    );
+    git(p.path(), &["push", "-q", "origin", "main"]);
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            return if super::harness::assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_cat",
+                    "Bash",
+                    json!({"command": "cat pushed.txt && echo edited > pushed.txt", "description": "read"}),
+                )
+            } else {
+                anthropic::text_reply("child done")
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Read and edit.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    // The worker's clone is made now: it lacks the commit pushed below.
+    let (w, _ww, clone) = isolated_worker(&p, &server, "worker");
+    p.write("pushed.txt", "from the pushed commit\n");
+    git(p.path(), &["add", "pushed.txt"]);
+    git(p.path(), &["commit", "-qm", "pushed"]);
+    git(p.path(), &["push", "-q", "origin", "main"]);
+    let pushed = git(p.path(), &["rev-parse", "HEAD"]).trim().to_string();
+    if nix::unistd::geteuid().is_root() {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(&bare)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    // The worker's own remote for it, under another name.
+    let config = clone.join(".git/config");
+    for (k, v) in [
+        ("remote.shared.url", bare.to_str().unwrap()),
+        ("remote.shared.fetch", "+refs/heads/*:refs/remotes/shared/*"),
+    ] {
+        git(
+            shared.path(),
+            &["config", "--file", config.to_str().unwrap(), k, v],
+        );
+    }
+    w.wait_pulling();
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    let workers = [w];
+    assert!(run.code == 0, "{}\n{}", run.stderr, logs(&workers));
+    assert_eq!(run.json_lines().last().unwrap()["result"], "parent done");
+    // The child saw the pushed commit, fetched from the worker's remote.
+    let requests = server.requests();
+    let seen: String = requests
+        .iter()
+        .filter(|r| !is_main(r))
+        .flat_map(|r| super::harness::last_tool_results(&r.json))
+        .map(|b| super::harness::result_text(&b))
+        .collect();
+    assert!(
+        seen.contains("from the pushed commit"),
+        "{seen}\n{}",
+        logs(&workers)
+    );
+    assert!(
+        logs(&workers).contains(&format!("commit {pushed} fetched from remote shared")),
+        "{}",
+        logs(&workers)
+    );
+    // Its branch came back as usual.
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}\n{}", logs(&workers));
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("pushed.txt")).unwrap(),
+        "edited\n"
+    );
+}
+
+/// The broker goes away just as a worker is about to store a worktree
+/// child's branch (held in its clone's post-commit hook, which runs in the
+/// middle of it): the bundle's put is tried again until the broker is
+/// back, and the branch reaches the parent.
+#[test]
+fn a_branch_bundle_is_stored_once_the_broker_is_back() {
+    let mut nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    git_repo(&p);
+    let gate = tempfile::tempdir().unwrap();
+    let (hold, entered) = (gate.path().join("hold"), gate.path().join("entered"));
+    std::fs::write(&hold, "").unwrap();
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            return if super::harness::assistant_turns(r) == 0 {
+                anthropic::tool_use_reply(
+                    "toolu_write",
+                    "Bash",
+                    json!({"command": "echo kept > kept.txt", "description": "write"}),
+                )
+            } else {
+                anthropic::text_reply("child done")
+            };
+        }
+        if r.messages().iter().all(|m| m["role"] != "assistant") {
+            return anthropic::message()
+                .tool_use(
+                    "toolu_agent",
+                    "Agent",
+                    json!({"description": "isolated", "prompt": "Write.",
+                           "subagent_type": "general-purpose", "run_in_background": true,
+                           "isolation": "worktree"}),
+                )
+                .reply();
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("parent done")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    let (w, _ww, clone) = isolated_worker(&p, &server, "worker");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(gate.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let hook = clone.join(".git/hooks/post-commit");
+        std::fs::write(
+            &hook,
+            format!(
+                "#!/bin/sh\ntouch '{}'\nwhile [ -e '{}' ]; do sleep 0.05; done\n",
+                entered.display(),
+                hold.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    w.wait_pulling();
+    let mut parent = p
+        .command(Some(&server))
+        .args(["run", "--output-format", "stream-json", "go"])
+        .stdout(std::fs::File::create(p.home.path().join("run.out")).unwrap())
+        .stderr(std::fs::File::create(p.home.path().join("run.err")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until(
+        "the worker to commit the child's changes",
+        Duration::from_secs(60),
+        || entered.exists(),
+    );
+    nats.kill();
+    std::fs::remove_file(&hold).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !w.log_text().contains("trying again") {
+        assert!(Instant::now() < deadline, "{}", w.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nats.launch();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let workers = [w];
+    let status = loop {
+        if let Some(s) = parent.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parent did not end:\n{}\n{}",
+            std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default(),
+            logs(&workers)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let err = std::fs::read_to_string(p.home.path().join("run.err")).unwrap_or_default();
+    assert!(status.success(), "{err}\n{}", logs(&workers));
+    assert!(
+        logs(&workers).contains("storing branch-"),
+        "{}",
+        logs(&workers)
+    );
+    let requests = server.requests();
+    let last_main = requests.iter().rfind(|r| is_main(r)).unwrap();
+    let kept = notified_worktrees(last_main);
+    assert_eq!(kept.len(), 1, "{kept:?}\n{err}\n{}", logs(&workers));
+    let root = p.path().canonicalize().unwrap().join(".cadre/worktrees");
+    assert!(
+        PathBuf::from(&kept[0]).starts_with(&root),
+        "{kept:?}\n{err}\n{}",
+        logs(&workers)
+    );
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(&kept[0]).join("kept.txt")).unwrap(),
+        "kept\n"
+    );
 }

@@ -55,7 +55,9 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
-    fn launch(&mut self) {
+    /// Starts the server (again, after [`NatsServer::kill`]) on its port
+    /// and store.
+    pub fn launch(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
