@@ -129,6 +129,32 @@ fn is_main(r: &RecordedRequest) -> bool {
     r.system_text().contains(MAIN_MARKER)
 }
 
+/// The parent's side of a fleet test: its first request starts one
+/// background general-purpose child (in a worktree when `isolated`); a
+/// task notification is answered "parent done", anything else "waiting".
+fn background_parent(
+    r: &RecordedRequest,
+    description: &str,
+    prompt: &str,
+    isolated: bool,
+) -> super::kit::Reply {
+    if r.messages().iter().all(|m| m["role"] != "assistant") {
+        let mut input = json!({"description": description, "prompt": prompt,
+                               "subagent_type": "general-purpose", "run_in_background": true});
+        if isolated {
+            input["isolation"] = json!("worktree");
+        }
+        return anthropic::message()
+            .tool_use("toolu_agent", "Agent", input)
+            .reply();
+    }
+    if user_texts(r).contains("<task-notification>") {
+        anthropic::text_reply("parent done")
+    } else {
+        anthropic::text_reply("waiting")
+    }
+}
+
 /// `cadre tasks list --json`, by agent id.
 fn task_states(p: &Project) -> BTreeMap<String, Value> {
     let run = p.run(None, &["tasks", "list", "--json"]);
@@ -303,21 +329,7 @@ fn takeover(disruption: Disruption) {
                 _ => anthropic::text_reply("child done"),
             };
         }
-        if r.messages().iter().all(|m| m["role"] != "assistant") {
-            return anthropic::message()
-                .tool_use(
-                    "toolu_agent",
-                    "Agent",
-                    json!({"description": "takeover", "prompt": "Mark and report.",
-                           "subagent_type": "general-purpose", "run_in_background": true}),
-                )
-                .reply();
-        }
-        if user_texts(r).contains("<task-notification>") {
-            anthropic::text_reply("parent done")
-        } else {
-            anthropic::text_reply("waiting")
-        }
+        background_parent(r, "takeover", "Mark and report.", false)
     });
     let mut a = Worker::start(&p, &server, "workerA");
     let out = p.path().join("run.out");
@@ -1604,22 +1616,7 @@ fn a_task_taken_over_continues_in_its_worktree() {
                 _ => anthropic::text_reply("child done"),
             };
         }
-        if r.messages().iter().all(|m| m["role"] != "assistant") {
-            return anthropic::message()
-                .tool_use(
-                    "toolu_agent",
-                    "Agent",
-                    json!({"description": "isolated", "prompt": "Mark and report.",
-                           "subagent_type": "general-purpose", "run_in_background": true,
-                           "isolation": "worktree"}),
-                )
-                .reply();
-        }
-        if user_texts(r).contains("<task-notification>") {
-            anthropic::text_reply("parent done")
-        } else {
-            anthropic::text_reply("waiting")
-        }
+        background_parent(r, "isolated", "Mark and report.", true)
     });
     let mut a = Worker::start(&p, &server, "workerA");
     let mut parent = p
@@ -2359,22 +2356,7 @@ fn worktree_takeover(at: KillAt) {
                 _ => anthropic::text_reply("child done"),
             };
         }
-        if r.messages().iter().all(|m| m["role"] != "assistant") {
-            return anthropic::message()
-                .tool_use(
-                    "toolu_agent",
-                    "Agent",
-                    json!({"description": "isolated", "prompt": "Edit in two steps.",
-                           "subagent_type": "general-purpose", "run_in_background": true,
-                           "isolation": "worktree"}),
-                )
-                .reply();
-        }
-        if user_texts(r).contains("<task-notification>") {
-            anthropic::text_reply("parent done")
-        } else {
-            anthropic::text_reply("waiting")
-        }
+        background_parent(r, "isolated", "Edit in two steps.", true)
     });
     let (mut a, _wa, clone_a) = isolated_worker(&p, &server, "workerA");
     let config = clone_a.join(".git/config");
@@ -2543,22 +2525,7 @@ fn a_pushed_base_commit_is_fetched_from_the_worker_s_own_remote() {
                 anthropic::text_reply("child done")
             };
         }
-        if r.messages().iter().all(|m| m["role"] != "assistant") {
-            return anthropic::message()
-                .tool_use(
-                    "toolu_agent",
-                    "Agent",
-                    json!({"description": "isolated", "prompt": "Read and edit.",
-                           "subagent_type": "general-purpose", "run_in_background": true,
-                           "isolation": "worktree"}),
-                )
-                .reply();
-        }
-        if user_texts(r).contains("<task-notification>") {
-            anthropic::text_reply("parent done")
-        } else {
-            anthropic::text_reply("waiting")
-        }
+        background_parent(r, "isolated", "Read and edit.", true)
     });
     // The worker's clone is made now: it lacks the commit pushed below.
     let (w, _ww, clone) = isolated_worker(&p, &server, "worker");
@@ -2650,22 +2617,7 @@ fn a_branch_bundle_is_stored_once_the_broker_is_back() {
                 anthropic::text_reply("child done")
             };
         }
-        if r.messages().iter().all(|m| m["role"] != "assistant") {
-            return anthropic::message()
-                .tool_use(
-                    "toolu_agent",
-                    "Agent",
-                    json!({"description": "isolated", "prompt": "Write.",
-                           "subagent_type": "general-purpose", "run_in_background": true,
-                           "isolation": "worktree"}),
-                )
-                .reply();
-        }
-        if user_texts(r).contains("<task-notification>") {
-            anthropic::text_reply("parent done")
-        } else {
-            anthropic::text_reply("waiting")
-        }
+        background_parent(r, "isolated", "Write.", true)
     });
     let (w, _ww, clone) = isolated_worker(&p, &server, "worker");
     {
