@@ -10,16 +10,15 @@
 //!
 //! Either sends the agent back once (template `answer_check`), with the
 //! unread files read for it through the Read tool's pipeline (permission
-//! rules, deny rules and hooks apply as to any call; shown as an `@path`
-//! file is), to answer again. What is still missing in the final answer is
+//! rules, deny rules and hooks apply as to any call; a link that leads out
+//! of the project is not followed; shown as an `@path` file is), to answer
+//! again. What is still missing in the final answer is
 //! said after it (template `answer_unverified`), so an invented path never
 //! stands as if it were found. Only paths inside the working directory are
 //! looked at: nothing outside the project is touched.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-use serde_json::json;
 
 use crate::message::{ContentBlock, Message, Role};
 use crate::snapshot::Snapshot;
@@ -69,16 +68,14 @@ impl Session {
         let mut read = Vec::new();
         let mut not_read = Vec::new();
         for path in unread {
-            let input = json!({"file_path": root.join(&path).display().to_string()});
-            match self.side_tool_call(snap, "Read", input.clone()).await {
-                Ok((result, false)) => {
-                    blocks.push(ContentBlock::text(snap.templates.show(&CommandFile {
-                        input: input.to_string(),
-                        result,
-                    })));
+            match self.read_for_agent(snap, &path).await {
+                Some(Ok((input, result))) => {
+                    blocks.push(ContentBlock::text(
+                        snap.templates.show(&CommandFile { input, result }),
+                    ));
                     read.push(path);
                 }
-                Ok((_, true)) | Err(_) => not_read.push(path),
+                Some(Err(_)) | None => not_read.push(path),
             }
         }
         let words = snap.templates.show(&AnswerCheck {

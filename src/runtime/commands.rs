@@ -303,26 +303,42 @@ impl Session {
         notes: &mut Vec<String>,
     ) {
         for path in file_references(text) {
-            let file = self.spec.cwd.join(&path);
-            if !file.is_file() {
-                continue;
-            }
-            if !snap.project_files.holds(&file) {
-                notes.push(Note::Outside { path }.to_string());
-                continue;
-            }
-            let input = json!({"file_path": file.display().to_string()});
-            match self.side_tool_call(snap, "Read", input.clone()).await {
-                Ok((result, false)) => files.push((input.to_string(), result)),
-                Ok((why, true)) | Err(why) => notes.push(
-                    Note::NotRead {
-                        path,
-                        why: first_line(&why),
-                    }
-                    .to_string(),
-                ),
+            match self.read_for_agent(snap, &path).await {
+                Some(Ok(file)) => files.push(file),
+                Some(Err(note)) => notes.push(note.to_string()),
+                None => {}
             }
         }
+    }
+
+    /// Reads `path` (relative to the working directory) for the agent, as
+    /// the Read tool would: only a file inside the project, through the
+    /// tool's pipeline (rules, hooks). `Some(Ok((input, text)))` with the
+    /// call's input; `Some(Err(note))` when it is outside or the call was
+    /// refused or failed; `None` when it is no file.
+    pub(super) async fn read_for_agent(
+        &self,
+        snap: &Arc<Snapshot>,
+        path: &str,
+    ) -> Option<Result<(String, String), Note>> {
+        let file = self.spec.cwd.join(path);
+        if !file.is_file() {
+            return None;
+        }
+        let path = path.to_string();
+        if !snap.project_files.holds(&file) {
+            return Some(Err(Note::Outside { path }));
+        }
+        let input = json!({"file_path": file.display().to_string()});
+        Some(
+            match self.side_tool_call(snap, "Read", input.clone()).await {
+                Ok((result, false)) => Ok((input.to_string(), result)),
+                Ok((why, true)) | Err(why) => Err(Note::NotRead {
+                    path,
+                    why: first_line(&why),
+                }),
+            },
+        )
     }
 
     /// A plain prompt (no `/command`): its `@path` files, read as a

@@ -379,6 +379,31 @@ fn a_checked_answer_is_sent_back_once_with_the_file_and_a_missing_path_is_said()
         "{sent_back}"
     );
 
+    // A link that leads out of the project is not followed.
+    let mut p = Project::new();
+    p.config("[agents]\ncheck_answers = true\n");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.toml"), "token = 42\n").unwrap();
+    std::fs::create_dir_all(p.path().join("config")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.toml"),
+        p.path().join("config/linked.toml"),
+    )
+    .unwrap();
+    let server = FakeServer::start([
+        anthropic::text_reply("It is 5."),
+        anthropic::text_reply("I could not find it."),
+    ]);
+    let run = p.run(Some(&server), &["run", "What is in config/linked.toml?"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = super::harness::user_texts(&server.request(1));
+    assert!(
+        !sent.contains("token = 42")
+            && sent
+                .contains("`config/linked.toml` is named in the request, and it could not be read"),
+        "{sent}"
+    );
+
     // Off (the default): the first answer stands as it is.
     let p = Project::new();
     p.write("config/defaults.toml", "lease_ms = 8000\n");
