@@ -1088,12 +1088,7 @@ fn a_stopped_worker_releases_its_task_to_another() {
     );
     let [a, _b] = workers;
     assert!(p.read("run.out").contains("released and done"));
-    let states = task_states(&p);
-    let state = states.values().next().unwrap();
-    assert_eq!(
-        (state["status"].as_str(), state["attempt"].as_u64()),
-        (Some("completed"), Some(2))
-    );
+    assert_completed_on_second_attempt(&p);
     assert!(a.log_text().contains("released"), "{}", a.log_text());
 }
 
@@ -1655,12 +1650,7 @@ fn a_task_taken_over_continues_in_its_worktree() {
         child[1].system_text(),
         "the resumed child works where it worked"
     );
-    let states = task_states(&p);
-    let state = states.values().next().unwrap();
-    assert_eq!(
-        (state["status"].as_str(), state["attempt"].as_u64()),
-        (Some("completed"), Some(2))
-    );
+    assert_completed_on_second_attempt(&p);
 }
 
 /// SendMessage to a remote task that has ended resumes it where background
@@ -2479,12 +2469,7 @@ fn worktree_takeover(at: KillAt) {
         std::fs::read_to_string(PathBuf::from(&kept[0]).join("first.txt")).unwrap(),
         "first\n"
     );
-    let states = task_states(&p);
-    let state = states.values().next().unwrap();
-    assert_eq!(
-        (state["status"].as_str(), state["attempt"].as_u64()),
-        (Some("completed"), Some(2))
-    );
+    assert_completed_on_second_attempt(&p);
 }
 
 /// A worktree child whose starting commit the parent has pushed: the plan
@@ -2690,5 +2675,15 @@ fn a_branch_bundle_is_stored_once_the_broker_is_back() {
     assert_eq!(
         std::fs::read_to_string(PathBuf::from(&kept[0]).join("kept.txt")).unwrap(),
         "kept\n"
+    );
+}
+
+/// The only task of `p` completed, on its second attempt (a takeover).
+fn assert_completed_on_second_attempt(p: &Project) {
+    let states = task_states(p);
+    let state = states.values().next().unwrap();
+    assert_eq!(
+        (state["status"].as_str(), state["attempt"].as_u64()),
+        (Some("completed"), Some(2))
     );
 }

@@ -1208,20 +1208,7 @@ fn a_header_naming_a_bypass_agent_does_not_widen_a_continued_session() {
 fn a_meta_file_in_claude_codes_sidecar_shape_still_resumes_its_sub_agent() {
     use super::harness::{assistant_turns, is_main_session};
     let p = Project::new();
-    let first = FakeServer::route(|r| {
-        if is_main_session(r) {
-            return match assistant_turns(r) {
-                0 => anthropic::tool_use_reply(
-                    "toolu_a",
-                    "Agent",
-                    json!({"description": "helper", "prompt": "look around"}),
-                ),
-                _ => anthropic::text_reply("ok"),
-            };
-        }
-        anthropic::text_reply("looked")
-    });
-    p.run(Some(&first), &["run", "go"]).ok();
+    let first = one_helper_child_run(&p);
     let tools_of = |r: &super::kit::RecordedRequest| -> Vec<String> {
         r.json["tools"]
             .as_array()
@@ -1288,20 +1275,7 @@ fn a_meta_file_in_claude_codes_sidecar_shape_still_resumes_its_sub_agent() {
 fn a_meta_file_edited_to_bypass_does_not_widen_a_resumed_sub_agent() {
     use super::harness::{assistant_turns, is_main_session};
     let p = Project::new();
-    let first = FakeServer::route(|r| {
-        if is_main_session(r) {
-            return match assistant_turns(r) {
-                0 => anthropic::tool_use_reply(
-                    "toolu_a",
-                    "Agent",
-                    json!({"description": "helper", "prompt": "look around"}),
-                ),
-                _ => anthropic::text_reply("ok"),
-            };
-        }
-        anthropic::text_reply("looked")
-    });
-    p.run(Some(&first), &["run", "go"]).ok();
+    one_helper_child_run(&p);
     let metas: Vec<std::path::PathBuf> = p
         .written_files()
         .into_iter()
@@ -1350,4 +1324,25 @@ fn a_meta_file_edited_to_bypass_does_not_widen_a_resumed_sub_agent() {
     );
     let results = super::harness::last_tool_results(&child[1].json);
     assert_eq!(results[0]["is_error"], true, "{results:?}");
+}
+
+/// A first run of `p` whose main agent starts one general-purpose child
+/// ("helper"), which answers "looked"; the server, for its requests.
+fn one_helper_child_run(p: &Project) -> FakeServer {
+    use super::harness::{assistant_turns, is_main_session};
+    let first = FakeServer::route(|r| {
+        if is_main_session(r) {
+            return match assistant_turns(r) {
+                0 => anthropic::tool_use_reply(
+                    "toolu_a",
+                    "Agent",
+                    json!({"description": "helper", "prompt": "look around"}),
+                ),
+                _ => anthropic::text_reply("ok"),
+            };
+        }
+        anthropic::text_reply("looked")
+    });
+    p.run(Some(&first), &["run", "go"]).ok();
+    first
 }
