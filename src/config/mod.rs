@@ -43,8 +43,8 @@ pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};
 pub use settings::{
     AgentSettings, BashSettings, ChildEnv, CompactSettings, DistributedSettings, EFFORT_LEVELS,
     McpServerConfig, ModelPrice, PermissionSettings, PluginSettings, ProviderKind,
-    ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, Settings,
-    StatusLineSetting, TaskBackendKind, ToolCallFallback, TranscriptSettings, WebFetchSettings,
-    WebSearchSettings,
+    ProviderSettings, ReloadSettings, SCRUBBED_ENV, SamplingPolicy, SearchBackend, SearchStep,
+    Settings, StatusLineSetting, TaskBackendKind, ToolCallFallback, TranscriptSettings,
+    WebFetchSettings, WebSearchSettings,
 };
 pub use trust::Skipped;

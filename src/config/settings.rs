@@ -229,6 +229,20 @@ impl Default for WebFetchSettings {
     }
 }
 
+/// One step of `agents.first_search`; the steps run in this order,
+/// whatever the order of the list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchStep {
+    /// The files the prompt names are read (at most three in all).
+    ReadNamedFiles,
+    /// The folders the prompt names have their files listed.
+    ListNamedFolders,
+    /// Files whose name without its extension is a word of the prompt are
+    /// listed; read when only one matches and nothing else was read.
+    FindNamedFiles,
+}
+
 /// Which service answers WebSearch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -560,6 +574,11 @@ pub struct AgentSettings {
     /// names that do not exist; what is still missing is said after the
     /// answer (docs/local-model.md). Off by default.
     pub check_answers: bool,
+    /// Searches made for an agent before its first request of each prompt
+    /// (docs/local-model.md): the files the prompt names are read, the
+    /// folders it names listed, the files named like its words found.
+    /// Empty (none) by default.
+    pub first_search: Vec<SearchStep>,
     /// Where agent teams keep their folders (docs/teams.md), relative to
     /// the working directory.
     pub teams_dir: PathBuf,
@@ -592,6 +611,7 @@ impl Default for AgentSettings {
             task_token_budget: 0,
             repeated_call_limit: 0,
             check_answers: false,
+            first_search: Vec::new(),
             teams_dir: PathBuf::from(".cadre/teams"),
             session_token_budget: 0,
         }

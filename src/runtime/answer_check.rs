@@ -46,17 +46,16 @@ impl Session {
         }
         let root = &self.spec.cwd;
         let this_prompt = self.history.get(asked_at.saturating_sub(1)..)?;
-        let asked: String = this_prompt
-            .iter()
-            .take(1)
+        let asked = this_prompt
+            .first()
             .filter(|m| m.role == Role::User)
-            .flat_map(|m| m.content.iter().filter_map(ContentBlock::as_text))
-            .collect::<Vec<_>>()
-            .join("\n");
+            .map(|m| asked_text(m))
+            .unwrap_or_default();
         let reads = reads_of(this_prompt);
         let unread: Vec<String> = files_named(&asked, root)
             .into_iter()
             .filter(|f| !reads.iter().any(|r| r.contains(f.as_str())))
+            .filter(|f| !self.pre_read.contains(f))
             .take(MAX_FILES)
             .collect();
         let answer = super::session::last_text(&self.history)?.join("\n");
@@ -98,6 +97,22 @@ impl Session {
     }
 }
 
+/// What the asker wrote in a prompt's message: its text blocks but
+/// cadre's own reminders (the agent listing, what a first search found)
+/// and task notifications.
+pub(super) fn asked_text(prompt: &Message) -> String {
+    prompt
+        .content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .filter(|t| {
+            let t = t.trim_start();
+            !t.starts_with("<system-reminder>") && !t.starts_with("<task-notification>")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The inputs of this prompt's calls that read a file's text: Read, a
 /// shell command, a Grep that shows matching lines, and a sub-agent's
 /// prompt (the child is checked in its turn). A Glob, or a Grep that only
@@ -119,7 +134,7 @@ fn reads_of(messages: &[Arc<Message>]) -> Vec<String> {
 /// The words of `text` that may be paths: split at spaces, quotes,
 /// brackets and the like, without trailing punctuation or a `:line`
 /// suffix; links left out.
-fn words(text: &str) -> impl Iterator<Item = &str> {
+pub(super) fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| c.is_whitespace() || "`'\"()[]{}<>,;*|".contains(c))
         .filter(|w| !w.contains("://") && !w.starts_with("www."))
         .map(|w| {
@@ -149,7 +164,7 @@ fn looks_like_path(word: &str, root: &Path) -> bool {
 }
 
 /// `word` as a path inside `root`, or `None` when it leaves the project.
-fn inside(word: &str, root: &Path) -> Option<PathBuf> {
+pub(super) fn inside(word: &str, root: &Path) -> Option<PathBuf> {
     let root = crate::paths::lexical(root);
     let path = crate::paths::lexical(&root.join(word));
     (path.starts_with(&root) && path != root).then_some(path)
@@ -158,7 +173,7 @@ fn inside(word: &str, root: &Path) -> Option<PathBuf> {
 /// The files `text` names that exist in the project, as it wrote them: a
 /// path with a `/`, or a bare file name with an extension in the top
 /// folder (`Cargo.toml`).
-fn files_named(text: &str, root: &Path) -> Vec<String> {
+pub(super) fn files_named(text: &str, root: &Path) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
     for w in words(text) {
         let candidate = if w.contains('/') {

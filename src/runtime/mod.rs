@@ -16,6 +16,7 @@ mod compact;
 pub mod elicit_hooks;
 mod exec;
 pub mod file_history;
+mod first_search;
 pub mod grants;
 mod hook_agent;
 pub mod hooks;

@@ -244,6 +244,9 @@ pub struct Session {
     /// The snapshot generation whose broken team file the lead reported
     /// last (each is reported once, not at every turn).
     pub(super) team_file_reported: std::sync::atomic::AtomicU64,
+    /// The files `agents.first_search` read for this prompt (the answer
+    /// check counts them as read).
+    pub(super) pre_read: Vec<String>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -297,6 +300,7 @@ impl Session {
             halted: Default::default(),
             seen_snap: None,
             team_file_reported: Default::default(),
+            pre_read: Vec::new(),
         }
     }
 
@@ -861,6 +865,15 @@ impl Session {
         if let Ok(mut h) = self.halted.lock() {
             h.take();
         }
+        // What the configured first search finds joins the prompt.
+        let first = self.engine.snapshot.load_full();
+        self.pre_read = match self.first_search(&first).await {
+            Some((blocks, read)) => {
+                self.join_last_user_message(blocks);
+                read
+            }
+            None => Vec::new(),
+        };
         let stop = loop {
             if self.turns >= self.spec.max_turns && !wake_up {
                 let left = *after_limit

@@ -46,6 +46,18 @@ pub struct SkillText {
     pub body: String,
 }
 
+/// A folder the prompt names, with the files `first_search` listed in it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FolderFiles {
+    /// As the prompt wrote it, without a trailing `/`.
+    pub path: String,
+    /// Its files (not those of its subfolders), relative to the working
+    /// directory.
+    pub files: Vec<String>,
+    /// How many more files it holds than are listed.
+    pub more: usize,
+}
+
 fn sample_skill() -> SkillText {
     SkillText {
         name: "release".into(),
@@ -253,6 +265,23 @@ contexts! {
         pub not_read: Vec<String> = vec!["secrets.toml".into()],
         /// Named in the answer, and not in the project.
         pub missing: Vec<String> = vec!["src/agent/schema.rs".into()],
+    }
+
+    /// What `agents.first_search` found for a prompt before the agent's
+    /// first request (the read files' texts come before these words).
+    "first_search" => pub struct FirstSearch {
+        /// Files read for the agent.
+        pub read: Vec<String> = vec!["config/defaults.toml".into()],
+        /// Files the prompt names whose Read was refused or failed.
+        pub not_read: Vec<String> = vec!["secrets.toml".into()],
+        /// Folders the prompt names, with their files.
+        pub folders: Vec<FolderFiles> = vec![FolderFiles {
+            path: "tests".into(),
+            files: vec!["tests/all.rs".into()],
+            more: 0,
+        }],
+        /// Files whose name is a word of the prompt.
+        pub named: Vec<String> = vec!["src/cli/worker.rs".into()],
     }
 
     /// Said after a final answer that still names paths the project does

@@ -462,3 +462,115 @@ fn a_sub_agents_answer_is_checked_before_the_parent_gets_it() {
     let result = result_text(&last_tool_results(&last_main.json)[0]);
     assert!(result.starts_with("It prints go (scripts/go)."), "{result}");
 }
+
+/// `agents.first_search`: before an agent's first request of a prompt, the
+/// files the prompt names are read for it, the folders it names listed and
+/// the files named like its words found — through the tool pipeline, so a
+/// deny rule keeps a file unread; a sub-agent's task gets the same.
+#[test]
+fn a_first_search_reads_lists_and_finds_what_the_prompt_names_before_the_first_request() {
+    const ALL: &str = "[agents]\nfirst_search = [\"find_named_files\", \"read_named_files\", \"list_named_folders\"]\n";
+    let team_files = |p: &Project| {
+        p.write("config/defaults.toml", "lease_ms = 8000\n");
+        p.write("tests/all.rs", "mod suite;\n");
+        p.write("tests/suite/x.rs", "\n");
+        p.write("src/cli/worker.rs", "// the worker command\n");
+        p.write("agents/worker.md", "---\nname: worker\n---\n");
+        p.write(
+            "agents/Explore.md",
+            "---\nname: Explore\nmodel: haiku\n---\n",
+        );
+    };
+    let mut p = Project::new();
+    p.config(ALL);
+    team_files(&p);
+    let server = FakeServer::start([anthropic::text_reply("8000.")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "run",
+            "What is lease_ms in config/defaults.toml, what is in tests/, and where is `cadre worker`?",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.request_count(), 1);
+    let sent = super::harness::user_texts(&server.request(0));
+    assert!(
+        sent.contains("lease_ms = 8000")
+            && sent.contains("- `config/defaults.toml`: its text is above, read for you.")
+            && sent.contains("- Files in `tests/`: `tests/all.rs`\n")
+            && sent.contains("`src/cli/worker.rs`")
+            && sent.contains("`agents/worker.md`")
+            // Two files match `worker`: listed, not read.
+            && !sent.contains("the worker command"),
+        "{sent}"
+    );
+
+    // One file named like a word, and nothing else read: it is read.
+    let server = FakeServer::start([anthropic::text_reply("haiku")]);
+    let run = p.run(
+        Some(&server),
+        &["run", "Which model does the Explore agent use?"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = super::harness::user_texts(&server.request(0));
+    assert!(
+        sent.contains("model: haiku") && sent.contains("`agents/Explore.md`: its text is above"),
+        "{sent}"
+    );
+
+    // A file the rules deny is not read, and the agent is told.
+    let mut p = Project::new();
+    p.config(&format!(
+        "{ALL}[permissions]\ndeny = [\"Read(config/**)\"]\n"
+    ));
+    team_files(&p);
+    let server = FakeServer::start([anthropic::text_reply("I could not find it.")]);
+    let run = p.run(
+        Some(&server),
+        &["run", "What is lease_ms in config/defaults.toml?"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = super::harness::user_texts(&server.request(0));
+    assert!(
+        !sent.contains("lease_ms = 8000")
+            && sent.contains("`config/defaults.toml` could not be read"),
+        "{sent}"
+    );
+
+    // A sub-agent's task is searched for the child.
+    let mut p = Project::new();
+    p.config(ALL);
+    team_files(&p);
+    let server = FakeServer::route(|r| match (is_main_session(r), assistant_turns(r)) {
+        (true, 0) => anthropic::tool_use_reply(
+            "toolu_a",
+            "Agent",
+            json!({"description": "look", "prompt": "What is lease_ms in config/defaults.toml?",
+                   "subagent_type": "Explore"}),
+        ),
+        _ => anthropic::text_reply("8000"),
+    });
+    let run = p.run(Some(&server), &["run", "look"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let children = child_requests_of(&server, false);
+    assert!(
+        super::harness::user_texts(&children[0]).contains("lease_ms = 8000"),
+        "{children:?}"
+    );
+
+    // Off (the default): the prompt goes as typed.
+    let p = Project::new();
+    team_files(&p);
+    let server = FakeServer::start([anthropic::text_reply("8000.")]);
+    let run = p.run(
+        Some(&server),
+        &["run", "What is lease_ms in config/defaults.toml?"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = super::harness::user_texts(&server.request(0));
+    assert!(
+        !sent.contains("lease_ms = 8000") && !sent.contains("Before you start"),
+        "{sent}"
+    );
+}
