@@ -451,11 +451,17 @@ fn check_settings(config: &LoadedConfig, known_tools: &[&str]) -> Vec<Diagnostic
         }
     }
     for (event, hook, why) in config::Hooks::from_settings(&config.settings.hooks).1 {
-        out.push(at(
-            &format!("hooks.{}", event.as_str()),
-            hook.label(),
-            format!("hooks.{}: {why}; this hook never fires", event.as_str()),
-        ));
+        let list = format!("hooks.{}", event.as_str());
+        let msg = format!("hooks.{}: {why}; this hook never fires", event.as_str());
+        // At the matcher when it was written apart from the hook.
+        let matcher = format!(
+            "{}.matcher",
+            config::layers::nth_item_key(&list, hook.label(), 1)
+        );
+        out.push(match config.origins.keys.get(&matcher) {
+            Some(o) => o.diagnostic(Severity::Error, msg),
+            None => at(&list, hook.label(), msg),
+        });
     }
     out
 }
