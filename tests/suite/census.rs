@@ -322,3 +322,39 @@ fn census_skill_keys_cadre_does_not_act_on_are_listed_at_their_position() {
     assert!(text.contains("skill `review`: effort"), "{text}");
     assert!(text.contains("SKILL.md:4:1"), "{text}");
 }
+
+/// humanlayer/humanlayer: `"env": {"MAX_THINKING_TOKENS": "32000"}`.
+/// Claude Code 2.1.330 sends `max_tokens` 32000 with a budget of 31999
+/// (measured); cadre's default `max_tokens` of 8192 cut the team's budget
+/// to 8191 without a word. A `max_tokens` someone set still bounds it.
+#[test]
+fn census_a_thinking_budget_from_the_settings_env_gets_claude_codes_output_limit() {
+    let p = repo();
+    // The harness's own file sets `max_tokens`; this project leaves it.
+    p.write(
+        "cadre.toml",
+        &super::harness::BASE_CONFIG.replace("max_tokens = 1024\n", ""),
+    );
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"env\": {\n    \"MAX_THINKING_TOKENS\": \"32000\"\n  }\n}\n",
+    );
+    let server = FakeServer::start([anthropic::text_reply("done")]);
+    p.run(Some(&server), &["-p", "hi"]).ok();
+    let body = &server.request(0).json;
+    assert_eq!(body["max_tokens"], 32000, "{body}");
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 31999})
+    );
+
+    p.write(
+        ".claude/settings.json",
+        "{\n  \"env\": {\n    \"MAX_THINKING_TOKENS\": \"32000\",\n    \"CLAUDE_CODE_MAX_OUTPUT_TOKENS\": \"16000\"\n  }\n}\n",
+    );
+    let server = FakeServer::start([anthropic::text_reply("done")]);
+    p.run(Some(&server), &["-p", "hi"]).ok();
+    let body = &server.request(0).json;
+    assert_eq!(body["max_tokens"], 16000, "{body}");
+    assert_eq!(body["thinking"]["budget_tokens"], 15999, "{body}");
+}
