@@ -358,3 +358,24 @@ fn census_a_thinking_budget_from_the_settings_env_gets_claude_codes_output_limit
     assert_eq!(body["max_tokens"], 16000, "{body}");
     assert_eq!(body["thinking"]["budget_tokens"], 15999, "{body}");
 }
+
+/// An agent file's `hooks` and `requiredMcpServers` are acted on, but
+/// `cadre agents list --json` did not show them, so nothing outside could
+/// tell they were read.
+#[test]
+fn census_agents_list_shows_an_agents_hooks_and_required_servers() {
+    let p = repo();
+    p.write(
+        ".claude/agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews changes\nrequiredMcpServers: [github]\nhooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - type: command\n          command: ./check.sh\n---\nReview.\n",
+    );
+    let v = p
+        .run(None, &["agents", "show", "reviewer", "--json"])
+        .json();
+    assert_eq!(v["required_mcp_servers"], json!(["github"]), "{v}");
+    let hooks = v["hooks"].to_string();
+    assert!(
+        hooks.contains("PreToolUse") && hooks.contains("./check.sh"),
+        "{hooks}"
+    );
+}
