@@ -242,6 +242,15 @@ fn census_script_classes_every_item_of_a_team_folder() {
         ".claude/skills/adhd/SKILL.md",
         "---\nname: adhd\ndescription: Be brief.\nuser-invocable: false\nlicense: MIT\n---\nBrief.\n",
     );
+    // PostHog/posthog's rules: `paths` as a YAML list.
+    p.write(
+        ".claude/rules/django-migrations.md",
+        "---\npaths:\n  - 'posthog/migrations/**'\n  - 'products/*/backend/migrations/**'\n---\n\nInvoke the `/django-migrations` skill first.\n",
+    );
+    p.write(
+        ".claude/rules/python.mdc",
+        "---\nglobs: \"**/*.py\"\n---\nCursor's.\n",
+    );
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/dotclaude-census");
     let out = std::process::Command::new("python3")
         .arg(script)
@@ -285,6 +294,8 @@ fn census_script_classes_every_item_of_a_team_folder() {
     assert_eq!(class_of("@AGENTS.md"), "honoured");
     assert_eq!(class_of("user-invocable"), "honoured");
     assert_eq!(class_of("license"), "inert");
+    assert_eq!(class_of("django-migrations.md: paths"), "honoured");
+    assert_eq!(class_of("python.mdc"), "inert");
     assert_eq!(r["counts"]["dropped"], 0, "{classes:?}");
 }
 
