@@ -54,6 +54,9 @@ pub struct Snapshot {
     pub watched_dirs: Vec<PathBuf>,
     /// The shared MCP servers: `.mcp.json` files under `[mcp_servers]`.
     pub mcp_servers: std::collections::BTreeMap<String, config::McpServerConfig>,
+    /// Where each of `mcp_servers` was written: `FILE:LINE:COL` of a
+    /// `.mcp.json` entry, a settings origin, or `plugin`.
+    pub mcp_origins: std::collections::BTreeMap<String, String>,
     /// Project memory (`CLAUDE.md` and its imports, rule files), in order.
     pub memory: catalog::Memory,
     /// Every output style, and the one `output_style` chose.
@@ -134,30 +137,63 @@ pub fn build_after(
         None => (catalog::load(&catalog_input), Arc::default()),
     };
 
-    let (mut mcp_json, mcp_diags) = crate::mcp::read_mcp_json(&input.load.cwd, &input.load.env);
+    let (mut mcp_json, mcp_placed, mcp_diags) =
+        crate::mcp::read_mcp_json_placed(&input.load.cwd, &input.load.env);
     let mut skipped = Vec::new();
     // A repository's `.mcp.json` starts processes: only in a trusted folder,
-    // and then as Claude Code's per-server approvals say.
+    // and then as Claude Code's per-server approvals say. A server left out
+    // is said, with why, where it was written.
     mcp_json.retain(|name, _| {
-        let keep = config.trusted
-            && !settings.disabled_mcpjson_servers.contains(name)
-            && (settings.enable_all_project_mcp_servers
-                || settings.enabled_mcpjson_servers.is_empty()
-                || settings.enabled_mcpjson_servers.contains(name));
-        if !config.trusted {
+        let why = if !config.trusted {
+            Some("")
+        } else if settings.disabled_mcpjson_servers.contains(name) {
+            Some(" (in disabledMcpjsonServers)")
+        } else if !(settings.enable_all_project_mcp_servers
+            || settings.enabled_mcpjson_servers.is_empty()
+            || settings.enabled_mcpjson_servers.contains(name))
+        {
+            Some(" (not in enabledMcpjsonServers)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
             skipped.push(config::Skipped {
-                what: format!(".mcp.json server `{name}`"),
-                origin: ".mcp.json".into(),
+                what: format!(".mcp.json server `{name}`{why}"),
+                origin: mcp_placed
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(|| ".mcp.json".into()),
             });
         }
-        keep
+        why.is_none()
     });
     let mut mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
+    // Where each server came from, for `config show`: a `.mcp.json` entry,
+    // a settings file, or a plugin.
+    let mut mcp_origins: std::collections::BTreeMap<String, String> = mcp_servers
+        .keys()
+        .map(|name| {
+            let at = match (
+                settings.mcp_servers.contains_key(name),
+                mcp_placed.get(name),
+            ) {
+                (false, Some(at)) => at.clone(),
+                _ => config
+                    .origins
+                    .of(&format!("mcp_servers.{name}"))
+                    .map_or_else(|| "settings".into(), ToString::to_string),
+            };
+            (name.clone(), at)
+        })
+        .collect();
     // The plugins' servers (`plugin:NAME:SERVER`); a plugin a project
     // enables is loaded only in a trusted folder (config::plugins).
     let (plugin_servers, plugin_mcp_diags) =
         crate::mcp::plugin_servers(&config.plugins, &input.load.env);
     for (name, server) in plugin_servers {
+        mcp_origins
+            .entry(name.clone())
+            .or_insert_with(|| "plugin".into());
         mcp_servers.entry(name).or_insert(server);
     }
     let child_env = Arc::new(settings.child_env());
@@ -270,6 +306,25 @@ pub fn build_after(
         });
     }
     config.skipped.extend(skipped);
+    // Claude Code keys of skills that cadre does not act on: listed with
+    // the settings keys it does not implement.
+    for skill in skills.skills.values() {
+        let scope = match skill.source {
+            catalog::SkillSource::User => config::Scope::User,
+            catalog::SkillSource::Project | catalog::SkillSource::Plugin => config::Scope::Project,
+        };
+        for (key, pos) in &skill.unimplemented {
+            config.ignored.push(config::IgnoredKey {
+                key: format!("{} `{}`: {key}", skill.kind, skill.name),
+                origin: config::Origin {
+                    scope,
+                    source: skill.path.display().to_string(),
+                    line: Some(pos.line),
+                    column: Some(pos.column),
+                },
+            });
+        }
+    }
     for def in catalog.agents.values() {
         for name in &def.skills {
             if skills.get(name).is_none() {
@@ -329,6 +384,7 @@ pub fn build_after(
         diagnostics,
         watched_dirs,
         mcp_servers,
+        mcp_origins,
         memory,
         output_styles,
         skills: Arc::new(skills),
@@ -395,11 +451,17 @@ fn check_settings(config: &LoadedConfig, known_tools: &[&str]) -> Vec<Diagnostic
         }
     }
     for (event, hook, why) in config::Hooks::from_settings(&config.settings.hooks).1 {
-        out.push(at(
-            &format!("hooks.{}", event.as_str()),
-            hook.label(),
-            format!("hooks.{}: {why}; this hook never fires", event.as_str()),
-        ));
+        let list = format!("hooks.{}", event.as_str());
+        let msg = format!("hooks.{}: {why}; this hook never fires", event.as_str());
+        // At the matcher when it was written apart from the hook.
+        let matcher = format!(
+            "{}.matcher",
+            config::layers::nth_item_key(&list, hook.label(), 1)
+        );
+        out.push(match config.origins.keys.get(&matcher) {
+            Some(o) => o.diagnostic(Severity::Error, msg),
+            None => at(&list, hook.label(), msg),
+        });
     }
     out
 }

@@ -92,6 +92,15 @@ pub struct Skill {
     /// `false` with `disable-model-invocation: true`: the model is not told
     /// of the skill and the Skill tool does not load it.
     pub model_invocable: bool,
+    /// `false` with `user-invocable: false`: the user cannot type
+    /// `/name` (Claude Code answers that only Claude may use it, without
+    /// asking the model) and `/help` does not list it; the model still can.
+    pub user_invocable: bool,
+    /// Claude Code keys of the frontmatter that cadre accepts and does not
+    /// act on ([`NOT_ACTED_ON`]), with where each was written: `config
+    /// show` lists them, so none is dropped without a word.
+    #[serde(skip)]
+    pub unimplemented: Vec<(String, Pos)>,
     /// The instructions: the file after its frontmatter (a skill's
     /// trimmed; a command's as written).
     pub body: String,
@@ -404,6 +413,19 @@ const KNOWN_KEYS: &[&str] = &[
     "shell",
 ];
 
+/// Claude Code's frontmatter keys that change how a skill runs and that
+/// cadre does not implement yet (docs/skills.md): accepted, and listed by
+/// `cadre config show` at their position.
+const NOT_ACTED_ON: &[&str] = &[
+    "disallowed-tools",
+    "effort",
+    "paths",
+    "context",
+    "agent",
+    "hooks",
+    "shell",
+];
+
 /// Parses one `SKILL.md`. The name defaults to the folder's name.
 pub fn parse_skill(
     path: &Path,
@@ -466,7 +488,11 @@ fn parse_entry(
             return (None, diags);
         }
     };
+    let mut unimplemented = Vec::new();
     for (key, _) in doc.entries() {
+        if NOT_ACTED_ON.contains(&key.name.as_str()) {
+            unimplemented.push((key.name.clone(), at(key.pos)));
+        }
         if !KNOWN_KEYS.contains(&key.name.as_str()) {
             diags.push(Diagnostic::warning(
                 Some(path),
@@ -538,21 +564,24 @@ fn parse_entry(
     let model = string("model", &mut diags);
     let when_to_use = string("when_to_use", &mut diags);
     let argument_hint = string("argument-hint", &mut diags);
-    let model_invocable = match doc.get("disable-model-invocation").map(|v| &v.kind) {
-        None | Some(Kind::Bool(false) | Kind::Null) => true,
-        Some(Kind::Bool(true)) => false,
-        Some(_) => {
-            let pos = doc
-                .get("disable-model-invocation")
-                .map_or(Pos::START, |n| at(n.pos));
-            diags.push(Diagnostic::warning(
-                Some(path),
-                Some(pos),
-                "disable-model-invocation: expected true or false; ignored",
-            ));
-            true
-        }
-    };
+    // A `true`/`false` key; absent (or null), `default`.
+    let flag =
+        |key: &str, default: bool, diags: &mut Vec<Diagnostic>| match doc.get(key).map(|v| &v.kind)
+        {
+            None | Some(Kind::Null) => default,
+            Some(Kind::Bool(b)) => *b,
+            Some(_) => {
+                let pos = doc.get(key).map_or(Pos::START, |n| at(n.pos));
+                diags.push(Diagnostic::warning(
+                    Some(path),
+                    Some(pos),
+                    format!("{key}: expected true or false; ignored"),
+                ));
+                default
+            }
+        };
+    let model_invocable = !flag("disable-model-invocation", false, &mut diags);
+    let user_invocable = flag("user-invocable", true, &mut diags);
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let body = match kind {
         SkillKind::Skill => fm.body.trim().to_string(),
@@ -571,6 +600,8 @@ fn parse_entry(
         model,
         when_to_use,
         model_invocable,
+        user_invocable,
+        unimplemented,
         body,
     };
     (Some(skill), diags)

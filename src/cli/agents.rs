@@ -80,6 +80,8 @@ fn agent_json(d: &AgentDef) -> Value {
         "color": d.color,
         "when": d.when,
         "mcp_servers": d.mcp_servers,
+        "required_mcp_servers": d.required_mcp_servers,
+        "hooks": d.hooks,
         "skills": d.skills,
         "memory": d.memory,
         "effort": d.effort,

@@ -66,6 +66,17 @@ struct ShowJson<'a> {
     commands: Vec<Value>,
     /// The plugins loaded (`--plugin-dir`, `enabledPlugins`).
     plugins: &'a [crate::config::plugins::Plugin],
+    /// The MCP servers a session connects to, each with where it was
+    /// written (`.mcp.json` entries, settings, plugins).
+    mcp_servers: Vec<Value>,
+}
+
+/// The MCP servers of the snapshot with where each was written, for `show`.
+fn mcp_servers(snap: &Snapshot) -> Vec<Value> {
+    snap.mcp_servers
+        .keys()
+        .map(|name| json!({"name": name, "origin": snap.mcp_origins.get(name)}))
+        .collect()
 }
 
 /// What the model is told beside the settings: memory files and rules
@@ -80,6 +91,9 @@ fn instructions(snap: &Snapshot) -> Value {
         })).collect::<Vec<_>>(),
         "path_rules": m.path_rules,
         "nested_memory": m.nested_files(),
+        "nested_imports": nested_imports(m).iter().map(|(path, from)| json!({
+            "path": path, "imported_from": from,
+        })).collect::<Vec<_>>(),
         "output_style": snap.output_style_name(),
         "output_styles": snap.output_styles.styles.values().collect::<Vec<_>>(),
     })
@@ -115,6 +129,9 @@ pub(super) fn show_instructions(snap: &Snapshot) {
         for f in nested {
             outln!("#   {}", f.display());
         }
+        for (path, from) in nested_imports(m) {
+            outln!("#   {}    imported by {}", path.display(), from.display());
+        }
     }
     let active = snap.output_style_name();
     outln!("# output styles (active: {active})");
@@ -126,6 +143,22 @@ pub(super) fn show_instructions(snap: &Snapshot) {
         let mark = if s.name == active { "*" } else { " " };
         outln!("#  {mark}{}    {from}", s.name);
     }
+}
+
+/// The files the nested memory files import (`@path`), each with its
+/// importer: read with them, by the same loader a session uses.
+fn nested_imports(m: &crate::catalog::Memory) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut out: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
+    for f in m.nested_files() {
+        for file in m.nested_for(&f).0 {
+            if let Some(from) = file.imported_from
+                && !out.iter().any(|(p, _)| *p == file.path)
+            {
+                out.push((file.path, from));
+            }
+        }
+    }
+    out
 }
 
 /// The slash commands of the snapshot (name, source, path), for `show`.
@@ -167,6 +200,7 @@ fn show(g: &GlobalArgs, args: ShowArgs) -> Result<(), CliError> {
             instructions: instructions(&snap),
             commands: commands(&snap),
             plugins: &c.plugins,
+            mcp_servers: mcp_servers(&snap),
         });
     }
     print_settings(c, &settings, args.origin, "");
@@ -234,6 +268,17 @@ fn print_rest(c: &crate::config::LoadedConfig, snap: &Snapshot) {
                 p.source,
                 p.path.display(),
                 p.enabled_by
+            );
+        }
+    }
+    let servers = mcp_servers(snap);
+    if !servers.is_empty() {
+        outln!("# MCP servers (honoured: started by a session; `cadre mcp list` connects)");
+        for v in &servers {
+            outln!(
+                "#   {}    {}",
+                v["name"].as_str().unwrap_or_default(),
+                v["origin"].as_str().unwrap_or_default()
             );
         }
     }

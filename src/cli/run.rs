@@ -598,7 +598,8 @@ pub(super) async fn help_text(engine: &Engine, which: &str, chat: bool) -> Strin
         if snap.skills.skills.is_empty() {
             text.push_str("\n  none: add .claude/commands/NAME.md or .claude/skills/NAME/SKILL.md");
         }
-        for s in snap.skills.skills.values() {
+        // A `user-invocable: false` skill cannot be typed: not listed.
+        for s in snap.skills.skills.values().filter(|s| s.user_invocable) {
             let usage = format!("/{} {}", s.name, s.argument_hint.as_deref().unwrap_or(""));
             let desc = super::output::first_line(&s.description, 70);
             text.push_str(&format!(

@@ -65,10 +65,10 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
             outln!("{:w$}  {:7}  {:7}  DESCRIPTION", "NAME", "KIND", "SOURCE");
             for s in skills.skills.values() {
                 let desc = super::output::first_line(&s.description, 70);
-                let user_only = if s.model_invocable {
-                    ""
-                } else {
-                    " [user only]"
+                let user_only = match (s.model_invocable, s.user_invocable) {
+                    (false, _) => " [user only]",
+                    (true, false) => " [model only]",
+                    (true, true) => "",
                 };
                 outln!(
                     "{:w$}  {:7}  {:7}  {desc}{user_only}",
@@ -110,6 +110,14 @@ pub fn dispatch(g: &GlobalArgs, cmd: SkillsCommand) -> Result<(), CliError> {
                     "no (disable-model-invocation)"
                 }
             );
+            outln!(
+                "user may type: {}",
+                if s.user_invocable {
+                    "yes"
+                } else {
+                    "no (user-invocable: false)"
+                }
+            );
             if !s.shell_allowed {
                 outln!("shell lines:   not run (the folder is not trusted)");
             }
@@ -143,6 +151,8 @@ fn skill_json(s: &Skill, body: bool) -> Value {
         "kind": s.kind,
         "argument_hint": s.argument_hint,
         "model_invocable": s.model_invocable,
+        "user_invocable": s.user_invocable,
+        "when_to_use": s.when_to_use,
         "shell_allowed": s.shell_allowed,
     });
     if body && let Value::Object(m) = &mut v {

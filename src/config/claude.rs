@@ -499,10 +499,10 @@ pub(super) fn hooks(path: &Path, node: &Node, t: &mut Translated) {
                     // Left to the default of the merged settings.
                     entry.remove("timeout_ms");
                 }
-                // A hook is shown at its matcher when it has one: the part
-                // most often wrong.
-                let item_pos = group.get("matcher").map_or(h.pos, |m| m.pos);
-                t.positions.push((item, item_pos));
+                // Each hook is shown at its own entry (its matcher has its
+                // own position, `….matcher`): two hooks of one group are two
+                // items, each at its line.
+                t.positions.push((item, h.pos));
                 list.push(Value::Object(entry));
             }
         }

@@ -404,7 +404,14 @@ fn merge_at(
                         *n += 1;
                         if !list.contains(item) {
                             list.push(item.clone());
-                            let o = layer.origin(&nth_item_key(&key, &text, *n));
+                            let item_key = nth_item_key(&key, &text, *n);
+                            // A hook's matcher, written apart from the
+                            // hook (Claude Code's groups): its own place.
+                            let matcher = format!("{item_key}.matcher");
+                            if layer.positions.contains_key(&matcher) {
+                                origins.keys.insert(matcher.clone(), layer.origin(&matcher));
+                            }
+                            let o = layer.origin(&item_key);
                             added.push((text, o));
                         }
                     }

@@ -414,6 +414,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         ));
     }
     settings.transcripts.dir = transcripts_dir(input, &settings.transcripts.dir);
+    fit_thinking_budget(&mut settings, &origins);
     apply_limits(&mut settings, &origins, &mut warnings)?;
     // The catalog reads a plugin's agents, skills, commands and styles.
     settings
@@ -530,6 +531,26 @@ fn narrow_sandbox(doc: &mut LayerDoc, trusted: bool, skipped: &mut Vec<Skipped>)
             what: format!("{what} (a repository may only narrow the sandbox)"),
             origin,
         });
+    }
+}
+
+/// Claude Code's output limit when nothing sets one (`max_tokens` of its
+/// requests; measured with 2.1.330 on Sonnet, Opus and Haiku 4.5).
+const CLAUDE_CODE_MAX_OUTPUT_TOKENS: u32 = 32_000;
+
+/// A thinking budget (`MAX_THINKING_TOKENS`, `--max-thinking-tokens`, …)
+/// that cadre's default `max_tokens` could not hold is given Claude Code's
+/// output limit, as Claude Code sends it: `MAX_THINKING_TOKENS=32000` in a
+/// team's settings asks for 31,999 tokens of thinking in 32,000, not for
+/// 8,191 in cadre's default 8,192. A `max_tokens` someone set stays (the
+/// budget is then cut below it, as Claude Code cuts it).
+fn fit_thinking_budget(settings: &mut Settings, origins: &layers::Origins) {
+    let p = &mut settings.provider;
+    if let Some(budget) = p.thinking_budget
+        && budget >= p.max_tokens
+        && !origins.keys.contains_key("provider.max_tokens")
+    {
+        p.max_tokens = p.max_tokens.max(CLAUDE_CODE_MAX_OUTPUT_TOKENS);
     }
 }
 

@@ -41,6 +41,20 @@ pub fn read_mcp_json(
     cwd: &Path,
     env: &[(String, String)],
 ) -> (BTreeMap<String, McpServerConfig>, Vec<Diagnostic>) {
+    let (servers, _, diags) = read_mcp_json_placed(cwd, env);
+    (servers, diags)
+}
+
+/// [`read_mcp_json`], with where each server kept was written
+/// (`FILE:LINE:COL`, for `config show`).
+pub fn read_mcp_json_placed(
+    cwd: &Path,
+    env: &[(String, String)],
+) -> (
+    BTreeMap<String, McpServerConfig>,
+    BTreeMap<String, String>,
+    Vec<Diagnostic>,
+) {
     let lookup = |k: &str| {
         env.iter()
             .rev()
@@ -48,6 +62,7 @@ pub fn read_mcp_json(
             .map(|(_, v)| v.clone())
     };
     let mut servers = BTreeMap::new();
+    let mut placed = BTreeMap::new();
     let mut diags = Vec::new();
     for path in mcp_json_paths(cwd) {
         let text = match crate::raw::read_text(&path, crate::config::MAX_SETTINGS_BYTES) {
@@ -88,6 +103,11 @@ pub fn read_mcp_json(
         for (name, entry) in entries {
             match parse_server(entry).and_then(|c| expand_server(c, &lookup)) {
                 Ok(c) => {
+                    let at = key_pos(name).map_or_else(
+                        || path.display().to_string(),
+                        |p| format!("{}:{}:{}", path.display(), p.line, p.column),
+                    );
+                    placed.insert(name.clone(), at);
                     servers.insert(name.clone(), c);
                 }
                 Err(why) => diags.push(Diagnostic::warning(
@@ -98,7 +118,7 @@ pub fn read_mcp_json(
             }
         }
     }
-    (servers, diags)
+    (servers, placed, diags)
 }
 
 /// One server entry (from `.mcp.json` or an agent's inline `mcpServers`).

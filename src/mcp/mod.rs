@@ -27,7 +27,7 @@ mod texts;
 mod tool;
 
 pub use client::{ConnectError, Connection, LocalConnector, McpError};
-pub use config::{effective_servers, plugin_servers, read_mcp_json};
+pub use config::{effective_servers, plugin_servers, read_mcp_json, read_mcp_json_placed};
 pub use elicit::{ElicitAction, ElicitAnswer, ElicitHooks, Elicitation, Elicitor};
 pub use manager::{McpManager, RequiredError, ServerState};
 pub use prompts::{PromptCommand, prompt_commands, run_prompt_command};

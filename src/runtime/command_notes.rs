@@ -91,6 +91,9 @@ pub enum Note {
     NotRead { path: String, why: String },
     /// `/mcp__…` naming no ready server's prompt.
     NoMcpPrompt { name: String },
+    /// `/name` typed for a skill with `user-invocable: false` (Claude
+    /// Code's answer, word for word).
+    NotUserInvocable { name: String },
 }
 
 impl fmt::Display for Note {
@@ -119,6 +122,10 @@ impl fmt::Display for Note {
             Note::NoMcpPrompt { name } => write!(
                 f,
                 "no MCP prompt `/{name}` (a ready server's prompts: type /mcp)"
+            ),
+            Note::NotUserInvocable { name } => write!(
+                f,
+                "This skill can only be invoked by Claude, not directly by users. Ask Claude to use the \"{name}\" skill for you."
             ),
         }
     }

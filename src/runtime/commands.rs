@@ -136,8 +136,13 @@ impl Session {
             };
         }
         let Some(skill) = snap.skills.get(name).cloned() else {
-            let mut known: Vec<String> =
-                snap.skills.skills.keys().map(|k| format!("/{k}")).collect();
+            let mut known: Vec<String> = snap
+                .skills
+                .skills
+                .values()
+                .filter(|s| s.user_invocable)
+                .map(|s| format!("/{}", s.name))
+                .collect();
             known.extend(BUILTINS.iter().map(|(b, _, _)| format!("/{b}")));
             let shown = 16.min(known.len());
             let more = known.len() - shown;
@@ -151,6 +156,14 @@ impl Session {
             out.extend(blocks);
             return send(out);
         };
+        if !skill.user_invocable {
+            return Prompted::Local(
+                Note::NotUserInvocable {
+                    name: skill.name.clone(),
+                }
+                .to_string(),
+            );
+        }
         // Claude Code's names for where a command comes from.
         let source = match skill.source {
             crate::catalog::SkillSource::Project => "projectSettings",

@@ -7,6 +7,7 @@ mod ask_user;
 mod background;
 mod bad_input;
 mod bounded;
+mod census;
 mod chat_render;
 mod commands;
 mod conformance;
