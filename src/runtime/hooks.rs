@@ -1456,6 +1456,38 @@ impl Session {
         }
     }
 
+    /// Setup (`trigger`: `init` for `--init` and `--init-only`,
+    /// `maintenance` for `--maintenance`; the matcher's target), before
+    /// SessionStart. As in Claude Code's headless runs, nothing the hooks
+    /// say reaches the model and nothing is blocked: an exit 2 is logged.
+    pub async fn setup_hooks(&self, trigger: &str) {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::Setup;
+        if let Some(fired) = self
+            .fire_event(&snap, event, trigger, json!({"trigger": trigger}))
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("Setup hook: {b}");
+            }
+        }
+    }
+
+    /// CwdChanged, when a Bash call's `cd` moved the session's shell
+    /// (`old_cwd`, `new_cwd`; `cwd` is the new folder, as in Claude Code).
+    /// It has no matcher and decides nothing.
+    pub(super) async fn cwd_changed_hooks(&self, snap: &Snapshot, from: &Path, to: &Path) {
+        let fields = json!({"cwd": to, "old_cwd": from, "new_cwd": to});
+        if let Some(fired) = self
+            .fire_event(snap, HookEvent::CwdChanged, "", fields)
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("CwdChanged hook: {b}");
+            }
+        }
+    }
+
     /// UserPromptSubmit, before a prompt joins the conversation: `Err` with
     /// the reason when a hook blocked it (exit 2, `decision: "block"`, a
     /// prompt hook's `ok: false`, or `continue: false`), else the context

@@ -244,6 +244,9 @@ pub struct Session {
     /// The snapshot generation whose broken team file the lead reported
     /// last (each is reported once, not at every turn).
     pub(super) team_file_reported: std::sync::atomic::AtomicU64,
+    /// Where a `cd` in a Bash call left the shell, when that is not the
+    /// session's folder (`spec.cwd`): the next Bash call starts there.
+    pub(super) shell_dir: std::sync::Mutex<Option<std::path::PathBuf>>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -295,6 +298,7 @@ impl Session {
             active_skills: Default::default(),
             skill_rules: Default::default(),
             halted: Default::default(),
+            shell_dir: Default::default(),
             seen_snap: None,
             team_file_reported: Default::default(),
         }
