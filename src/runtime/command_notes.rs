@@ -50,6 +50,11 @@ pub const CHAT_BUILTINS: &[(&str, &str, &str)] = &[
         "",
         "tokens, cache-read share and cost so far, per agent (also /usage)",
     ),
+    (
+        "add-dir",
+        "PATH",
+        "let the tools use another folder for this session (as --add-dir)",
+    ),
     ("exit", "", "leave the chat (as Ctrl-D)"),
     ("memory", "", "the memory files and rules loaded"),
     (
@@ -91,6 +96,8 @@ pub enum Note {
     NotRead { path: String, why: String },
     /// `/mcp__…` naming no ready server's prompt.
     NoMcpPrompt { name: String },
+    /// A command of `cadre chat` only, typed in a headless session.
+    ChatOnly { name: &'static str },
 }
 
 impl fmt::Display for Note {
@@ -120,6 +127,8 @@ impl fmt::Display for Note {
                 f,
                 "no MCP prompt `/{name}` (a ready server's prompts: type /mcp)"
             ),
+            // Claude Code's words for its interactive-only commands.
+            Note::ChatOnly { name } => write!(f, "/{name} isn't available in this environment."),
         }
     }
 }

@@ -690,6 +690,9 @@ pub struct Fired {
     pub failures: Vec<HookFailure>,
     /// PermissionDenied: a hook answered `hookSpecificOutput.retry: true`.
     pub retry: bool,
+    /// SessionStart, CwdChanged, FileChanged: the paths a hook answered
+    /// in `hookSpecificOutput.watchPaths`, for the FileChanged watcher.
+    pub watch_paths: Vec<String>,
 }
 
 /// Characters of a failed WorktreeCreate hook's output that the model is
@@ -857,6 +860,16 @@ impl Fired {
                     .and_then(Value::as_str)
                     .map(str::trim)
                     .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+            ),
+            "SessionStart" | "CwdChanged" | "FileChanged" => self.watch_paths.extend(
+                v.get("hookSpecificOutput")
+                    .and_then(|h| h.get("watchPaths"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|p| !p.trim().is_empty())
                     .map(str::to_string),
             ),
             // The tool has run: the reason reaches the model with its result
@@ -1397,6 +1410,7 @@ impl Session {
         for b in &fired.blocks {
             tracing::warn!("SessionStart hook: {b}");
         }
+        self.engine.watch_more(&self.spec.cwd, &fired.watch_paths);
         Self::context_blocks(&snap, event, fired.contexts)
     }
 
@@ -1484,6 +1498,23 @@ impl Session {
         {
             for b in &fired.blocks {
                 tracing::warn!("CwdChanged hook: {b}");
+            }
+            self.engine.watch_more(to, &fired.watch_paths);
+        }
+    }
+
+    /// DirectoryAdded, after a folder was added to the session's working
+    /// directories (`source`: `slash_command` for chat's `/add-dir`; the
+    /// matcher's target). It decides nothing.
+    pub async fn directory_added_hooks(&self, directory: &Path, source: &str) {
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({"directory": directory, "source": source});
+        if let Some(fired) = self
+            .fire_event(&snap, HookEvent::DirectoryAdded, source, fields)
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("DirectoryAdded hook: {b}");
             }
         }
     }

@@ -883,3 +883,121 @@ fn bash_calls_after_a_cd_are_judged_from_the_shells_folder_and_never_beyond_the_
             .exists()
     );
 }
+
+#[test]
+fn add_dir_in_chat_adds_a_working_directory_and_fires_directory_added() {
+    let p = Project::new();
+    let extra = tempfile::tempdir().unwrap();
+    let extra_path = extra.path().canonicalize().unwrap().display().to_string();
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({
+            "permissions": {"allow": ["Bash(cd:*)", "Bash(pwd:*)", "Bash(echo:*)"]},
+            "hooks": {"DirectoryAdded": [{"matcher": "slash_command",
+                "hooks": [{"type": "command", "command": log_to("added.jsonl")}]}]}
+        }))
+        .unwrap(),
+    );
+    let server = FakeServer::start([
+        // Inside the added folder: allowed by the echo rule, no asking.
+        anthropic::tool_use_reply(
+            "t1",
+            "Bash",
+            json!({"command": format!("echo hi > {extra_path}/note.txt")}),
+        ),
+        // The shell may stay there too.
+        anthropic::tool_use_reply(
+            "t2",
+            "Bash",
+            json!({"command": format!("cd {extra_path} && pwd")}),
+        ),
+        anthropic::tool_use_reply("t3", "Bash", json!({"command": "pwd"})),
+        anthropic::text_reply("done"),
+    ]);
+    let out = p.chat(
+        Some(&server),
+        &format!("/add-dir {extra_path}\nwrite there\n"),
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("Added {extra_path} as a working directory")),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(extra.path().join("note.txt")).unwrap_or_default(),
+        "hi\n",
+        "{}",
+        out.stderr
+    );
+    let last = result_text(&last_tool_results(&server.request(3).json)[0]);
+    assert_eq!(last, extra_path, "the cd into the added folder stayed");
+    let added = read_lines(&p, "added.jsonl");
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert_eq!(added[0]["hook_event_name"], "DirectoryAdded");
+    assert_eq!(added[0]["directory"], extra_path);
+    assert_eq!(added[0]["source"], "slash_command");
+
+    // Headless, as in Claude Code: not available; nothing is asked or added.
+    let before = server.request_count();
+    let out = p.run(Some(&server), &["-p", &format!("/add-dir {extra_path}")]);
+    out.ok();
+    assert_eq!(
+        out.stdout.trim(),
+        "/add-dir isn't available in this environment."
+    );
+    assert_eq!(server.request_count(), before);
+    assert_eq!(read_lines(&p, "added.jsonl").len(), 1);
+}
+
+/// A Bash command that waits (up to 60 s) for `file` to have content: a
+/// hook that fires on its own time has then fired.
+fn wait_for(file: &str) -> String {
+    format!("for i in $(seq 1 600); do [ -s {file} ] && break; sleep 0.1; done")
+}
+
+#[test]
+fn file_changed_fires_for_the_files_the_matchers_name_and_the_paths_hooks_answer() {
+    let p = Project::new();
+    p.write(".envrc", "export A=0\n");
+    p.write("data/.keep", "");
+    settings_hooks(
+        &p,
+        json!({
+            "FileChanged": [
+                {"matcher": ".envrc", "hooks": [{"type": "command", "command": log_to("envrc.jsonl")}]},
+                {"matcher": "other.txt", "hooks": [{"type": "command", "command": log_to("other.jsonl")}]},
+                {"matcher": "x.json", "hooks": [{"type": "command", "command": log_to("data.jsonl")}]}
+            ],
+            "SessionStart": command(
+                "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"SessionStart\", \"watchPaths\": [\"data\"]}}'"
+            ),
+        }),
+    );
+    let server = FakeServer::start([
+        anthropic::tool_use_reply(
+            "t1",
+            "Bash",
+            json!({"command": format!("echo 'export A=1' > .envrc; {}", wait_for("envrc.jsonl"))}),
+        ),
+        anthropic::tool_use_reply(
+            "t2",
+            "Bash",
+            json!({"command": format!("echo '{{}}' > data/x.json; {}", wait_for("data.jsonl"))}),
+        ),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["-p", "edit", "--allowedTools", "Bash"])
+        .ok();
+    let root = p.path().canonicalize().unwrap().display().to_string();
+    let envrc = read_lines(&p, "envrc.jsonl");
+    assert_eq!(envrc[0]["hook_event_name"], "FileChanged");
+    assert_eq!(envrc[0]["file_path"], format!("{root}/.envrc"));
+    assert_eq!(envrc[0]["event"], "change");
+    // A folder a SessionStart hook answered is watched with what is in it;
+    // the matcher is tested against the file's name.
+    let data = read_lines(&p, "data.jsonl");
+    assert_eq!(data[0]["file_path"], format!("{root}/data/x.json"));
+    assert_eq!(data[0]["event"], "add");
+    assert!(!p.path().join("other.jsonl").exists());
+}
