@@ -573,6 +573,7 @@ impl Session {
             allowed: std::iter::once(self.spec.cwd.clone())
                 .chain(self.added_dirs(snap))
                 .collect(),
+            moved_to: Default::default(),
         });
         let ctx = ToolContext {
             cwd: self.call_dir(name),
@@ -597,9 +598,9 @@ impl Session {
             let history = Arc::clone(history);
             let _ = tokio::task::spawn_blocking(move || history.before_change(&path)).await;
         }
-        let mut out: ToolOutput = tool.call(input.clone(), &ctx).await;
-        if let Some(to) = out.moved_to.take() {
-            self.shell_moved(snap, &ctx.cwd, to).await;
+        let out: ToolOutput = tool.call(input.clone(), &ctx).await;
+        if let Some(to) = ctx.shell.as_ref().and_then(|s| s.moved_to.get()) {
+            self.shell_moved(snap, &ctx.cwd, to.clone()).await;
         }
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
         let images = out.images;

@@ -211,17 +211,16 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         (Some(shell), Some(file)) => landed(file.path(), &ctx.cwd, shell),
         _ => (None, None),
     };
-    let moved = |mut out: ToolOutput| {
-        out.moved_to = moved_to.clone();
-        out
-    };
+    if let (Some(shell), Some(to)) = (&ctx.shell, moved_to) {
+        let _ = shell.moved_to.set(to);
+    }
     let ending = match ending {
         Ending::Exited(status) if status.success() => {
-            return Ok(moved(ToolOutput::ok(BashOutput {
+            return Ok(ToolOutput::ok(BashOutput {
                 output,
                 refused,
                 reset_to,
-            })));
+            }));
         }
         Ending::Exited(status) => match status.code() {
             Some(code) => BashEnding::Exit { code },
@@ -235,12 +234,12 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         Ending::TimedOut(ms) => BashEnding::Timeout { ms },
         Ending::Cancelled => BashEnding::Cancelled,
     };
-    Ok(moved(ToolOutput::error(BashFailed {
+    Ok(ToolOutput::error(BashFailed {
         output,
         ending,
         refused,
         reset_to,
-    })))
+    }))
 }
 
 /// `s` as one word for bash.

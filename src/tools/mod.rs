@@ -89,6 +89,9 @@ pub struct ShellDirs {
     pub root: PathBuf,
     /// The folders (the session's, the added ones) a `cd` may stay in.
     pub allowed: Vec<PathBuf>,
+    /// Set by the call: the folder the shell is in after the command, when
+    /// it is not where the command started.
+    pub moved_to: std::sync::OnceLock<PathBuf>,
 }
 
 /// Receives a running call's progress, as a short line.
@@ -155,9 +158,6 @@ pub struct ToolOutput {
     /// Images sent after the text, as Anthropic image `source` objects
     /// (MCP tools).
     pub images: Vec<Value>,
-    /// Bash: the folder the shell is in after the command, when it is not
-    /// where the command started.
-    pub moved_to: Option<PathBuf>,
 }
 
 impl ToolOutput {
@@ -181,7 +181,6 @@ impl ToolOutput {
             ctx: serde_json::to_value(&ctx).unwrap_or_default(),
             is_error,
             images: Vec::new(),
-            moved_to: None,
         }
     }
 
