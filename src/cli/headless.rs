@@ -943,7 +943,8 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 29] = [
+const CLIENT_HOOK_EVENTS: [&str; 30] = [
+    "MessageDisplay",
     "FileChanged",
     "DirectoryAdded",
     "Setup",

@@ -693,6 +693,8 @@ pub struct Fired {
     /// SessionStart, CwdChanged, FileChanged: the paths a hook answered
     /// in `hookSpecificOutput.watchPaths`, for the FileChanged watcher.
     pub watch_paths: Vec<String>,
+    /// MessageDisplay: the last `hookSpecificOutput.displayContent`.
+    pub display: Option<String>,
 }
 
 /// Characters of a failed WorktreeCreate hook's output that the model is
@@ -862,6 +864,15 @@ impl Fired {
                     .filter(|p| !p.is_empty())
                     .map(str::to_string),
             ),
+            "MessageDisplay" => {
+                if let Some(shown) = v
+                    .get("hookSpecificOutput")
+                    .and_then(|h| h.get("displayContent"))
+                    .and_then(Value::as_str)
+                {
+                    self.display = Some(shown.to_string());
+                }
+            }
             "SessionStart" | "CwdChanged" | "FileChanged" => self.watch_paths.extend(
                 v.get("hookSpecificOutput")
                     .and_then(|h| h.get("watchPaths"))
@@ -1517,6 +1528,37 @@ impl Session {
                 tracing::warn!("DirectoryAdded hook: {b}");
             }
         }
+    }
+
+    /// MessageDisplay, for a finished assistant message of the main
+    /// session with text, before it is printed (`turn_id`, `message_id`,
+    /// `index` 0, `final` true, `delta`: its text): the last
+    /// `displayContent` a hook answered is printed instead — in the
+    /// stream's `assistant` message, chat's display and the `result` —
+    /// while the conversation keeps what the model said. No matcher.
+    pub(super) async fn message_display_hooks(&self, message: &Message) -> Option<String> {
+        if !self.spec.is_main || message.role != crate::message::Role::Assistant {
+            return None;
+        }
+        let delta: String = message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect();
+        if delta.is_empty() {
+            return None;
+        }
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({
+            "turn_id": self.engine.prompt_id().unwrap_or_default(),
+            "message_id": super::transcript::new_uuid(),
+            "index": 0,
+            "final": true,
+            "delta": delta,
+        });
+        self.fire_event(&snap, HookEvent::MessageDisplay, "", fields)
+            .await?
+            .display
     }
 
     /// UserPromptSubmit, before a prompt joins the conversation: `Err` with

@@ -1001,3 +1001,63 @@ fn file_changed_fires_for_the_files_the_matchers_name_and_the_paths_hooks_answer
     assert_eq!(data[0]["event"], "add");
     assert!(!p.path().join("other.jsonl").exists());
 }
+
+#[test]
+fn message_display_rewrites_what_is_printed_and_the_model_keeps_what_it_said() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"MessageDisplay": command(&format!(
+            "{}; echo '{{\"hookSpecificOutput\": {{\"hookEventName\": \"MessageDisplay\", \"displayContent\": \"[shown]\"}}}}'",
+            log_to("shown.jsonl")
+        ))}),
+    );
+    let server = FakeServer::start([
+        anthropic::message()
+            .text("looking SECRET")
+            .tool_use("t1", "Bash", json!({"command": "true"}))
+            .reply(),
+        anthropic::text_reply("final SECRET"),
+    ]);
+    let out = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "go",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash",
+        ],
+    );
+    out.ok();
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let printed: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["type"] == "assistant")
+        .flat_map(|v| v["message"]["content"].as_array().into_iter().flatten())
+        .filter(|b| b["type"] == "text")
+        .collect();
+    assert_eq!(printed.len(), 2, "{}", out.stdout);
+    assert!(
+        printed.iter().all(|b| b["text"] == "[shown]"),
+        "{printed:?}"
+    );
+    let result = lines.iter().find(|v| v["type"] == "result").unwrap();
+    assert_eq!(result["result"], "[shown]");
+    assert!(!out.stdout.contains("SECRET"), "{}", out.stdout);
+    // The conversation keeps what the model said.
+    assert!(server.request(1).body_str().contains("looking SECRET"));
+    let seen = read_lines(&p, "shown.jsonl");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["hook_event_name"], "MessageDisplay");
+    assert_eq!(seen[0]["delta"], "looking SECRET");
+    assert_eq!(seen[0]["index"], 0);
+    assert_eq!(seen[0]["final"], true);
+    assert_eq!(seen[1]["delta"], "final SECRET");
+}
