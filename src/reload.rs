@@ -964,6 +964,119 @@ async fn next_hangup(_: &mut Hangup) {
     std::future::pending::<()>().await
 }
 
+/// The most paths FileChanged hooks may have watched at once (the files
+/// their matchers name and the `watchPaths` hooks answer); more are left
+/// out with a warning.
+pub const MAX_HOOK_WATCHED: usize = 64;
+
+/// A change to a watched path: the path and Claude Code's word for what
+/// happened (`add`, `change`, `unlink`).
+pub type PathChange = (PathBuf, &'static str);
+
+/// Watches single files and folders for FileChanged hooks, apart from the
+/// snapshot's watcher: a folder with everything below it, a file through
+/// its folder (so a file an editor replaces, or one not made yet, is still
+/// seen). Dropping it stops the watches.
+pub struct PathWatcher {
+    debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
+    targets: Arc<std::sync::Mutex<Vec<PathBuf>>>,
+    armed: BTreeMap<PathBuf, RecursiveMode>,
+}
+
+impl PathWatcher {
+    /// Starts a watcher (watching nothing yet) whose changes go to `tx`,
+    /// one per path per burst of writes.
+    pub fn start(tx: mpsc::UnboundedSender<PathChange>) -> Result<PathWatcher, WatchError> {
+        use notify::event::{CreateKind, RemoveKind, RenameMode};
+        let targets: Arc<std::sync::Mutex<Vec<PathBuf>>> = Arc::default();
+        let seen = Arc::clone(&targets);
+        let debouncer = new_debouncer(
+            Duration::from_millis(200),
+            None,
+            move |r: DebounceEventResult| {
+                let Ok(events) = r else { return };
+                let targets = match seen.lock() {
+                    Ok(t) => t.clone(),
+                    Err(_) => return,
+                };
+                let mut changes: Vec<PathChange> = Vec::new();
+                for e in events {
+                    let word = match e.kind {
+                        EventKind::Create(CreateKind::Folder) => continue,
+                        EventKind::Create(_) => "add",
+                        EventKind::Remove(RemoveKind::Folder) => continue,
+                        EventKind::Remove(_) => "unlink",
+                        EventKind::Modify(ModifyKind::Name(RenameMode::From)) => "unlink",
+                        EventKind::Modify(ModifyKind::Name(RenameMode::To)) => "add",
+                        EventKind::Modify(ModifyKind::Metadata(_)) => continue,
+                        EventKind::Modify(_) => "change",
+                        _ => continue,
+                    };
+                    for p in &e.paths {
+                        let watched = targets.iter().any(|t| p == t || p.starts_with(t));
+                        if watched && !changes.iter().any(|(c, _)| c == p) {
+                            changes.push((p.clone(), word));
+                        }
+                    }
+                }
+                for c in changes {
+                    let _ = tx.send(c);
+                }
+            },
+        )?;
+        Ok(PathWatcher {
+            debouncer,
+            targets,
+            armed: BTreeMap::new(),
+        })
+    }
+
+    /// Watches these paths too (absolute), up to [`MAX_HOOK_WATCHED`] in
+    /// all; a path whose folder does not exist is skipped.
+    pub fn add(&mut self, paths: impl IntoIterator<Item = PathBuf>) {
+        for p in paths {
+            let Ok(mut targets) = self.targets.lock() else {
+                return;
+            };
+            if targets.contains(&p) {
+                continue;
+            }
+            if targets.len() >= MAX_HOOK_WATCHED {
+                tracing::warn!(
+                    "FileChanged: not watching {}: {MAX_HOOK_WATCHED} paths are watched already",
+                    p.display()
+                );
+                continue;
+            }
+            let (at, mode) = if p.is_dir() {
+                (p.clone(), RecursiveMode::Recursive)
+            } else {
+                match p.parent() {
+                    Some(d) if d.is_dir() => (d.to_path_buf(), RecursiveMode::NonRecursive),
+                    _ => {
+                        tracing::warn!("FileChanged: not watching {}: no such folder", p.display());
+                        continue;
+                    }
+                }
+            };
+            let armed = self.armed.get(&at).copied();
+            if armed != Some(RecursiveMode::Recursive) && armed != Some(mode) {
+                if let Err(e) = self.debouncer.watch(&at, mode) {
+                    tracing::warn!("FileChanged: cannot watch {}: {e}", at.display());
+                    continue;
+                }
+                self.armed.insert(at, mode);
+            }
+            targets.push(p);
+        }
+    }
+
+    /// The paths watched now.
+    pub fn targets(&self) -> Vec<PathBuf> {
+        self.targets.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -156,13 +156,36 @@ pub struct HeadlessArgs {
     /// adapters pass `--replay-user-messages ""`.
     #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "", value_name = "")]
     pub replay_user_messages: Option<String>,
+    /// Claude Code's `--init`: run the Setup hooks (`trigger` `init`)
+    /// before the session starts, then go on (hidden, as in Claude Code).
+    #[arg(long, hide = true)]
+    pub init: bool,
+    /// Run the Setup hooks (`init`) and the SessionStart hooks, then exit
+    /// without reading a prompt.
+    #[arg(long, hide = true)]
+    pub init_only: bool,
+    /// Run the Setup hooks with `trigger` `maintenance`, then go on.
+    #[arg(long, hide = true)]
+    pub maintenance: bool,
 }
 
 impl HeadlessArgs {
     /// Whether these flags ask for a headless run: `-p`, a prompt, or the
     /// SDK's `--output-format`/`--input-format` without `-p`.
     pub fn selected(&self) -> bool {
-        self.print || self.output_format.is_some() || self.input_format.is_some()
+        self.print || self.output_format.is_some() || self.input_format.is_some() || self.init_only
+    }
+
+    /// The Setup hooks' trigger these flags ask for: `init` (`--init`,
+    /// `--init-only`, which wins as in Claude Code) or `maintenance`.
+    pub fn setup_trigger(&self) -> Option<&'static str> {
+        if self.init_only || self.init {
+            Some("init")
+        } else if self.maintenance {
+            Some("maintenance")
+        } else {
+            None
+        }
     }
 
     /// Whether any of these flags was given.
@@ -920,7 +943,12 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
 /// `Stop` is the main session's stop).
-const CLIENT_HOOK_EVENTS: [&str; 25] = [
+const CLIENT_HOOK_EVENTS: [&str; 30] = [
+    "MessageDisplay",
+    "FileChanged",
+    "DirectoryAdded",
+    "Setup",
+    "CwdChanged",
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
@@ -1671,6 +1699,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     // Over-long lines read before the session was set up.
     let mut skipped: Vec<(u64, u64)> = Vec::new();
     match plan.input {
+        // `--init-only` reads no prompt: it runs hooks and ends.
+        _ if h.init_only => {}
         InputFormat::Text => {
             let text = match h.prompt.clone() {
                 Some(p) => p,
@@ -1888,7 +1918,14 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     } else {
         "startup"
     };
+    if let Some(trigger) = h.setup_trigger() {
+        session.setup_hooks(trigger).await;
+    }
     let mut start_context = session.session_start_hooks(source).await;
+    if h.init_only {
+        session.session_end_hooks("other").await;
+        return Ok(());
+    }
     let mut last_error = false;
     let mut last_failed = false;
     let mut last_text = String::new();

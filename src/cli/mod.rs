@@ -309,6 +309,13 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
         if cli.headless.selected() {
             return headless::headless(&g, cli.headless).await;
         }
+        if cli.headless.init || cli.headless.maintenance {
+            return Err(CliError::Usage(
+                "--init and --maintenance run the Setup hooks before a headless session: \
+                 add -p \"task\" (or use --init-only to run the hooks and exit)"
+                    .into(),
+            ));
+        }
         if let Some(word) = &cli.headless.prompt {
             return Err(CliError::Usage(format!(
                 "unknown command `{word}` (see cadre --help); to run it as a prompt: cadre -p {word:?}"

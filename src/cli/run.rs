@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Read};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
@@ -406,13 +406,8 @@ pub(super) fn prepare_with(
     engine.mcp.set_local_connector(extras.mcp_local);
     engine.mcp.set_only(extras.mcp_only);
     for d in &args.add_dirs {
-        let d = input.load.cwd.join(d);
-        if !d.is_dir() {
-            return Err(CliError::Usage(format!(
-                "--add-dir {}: not a directory",
-                d.display()
-            )));
-        }
+        let d =
+            added_dir(&input.load.cwd, d).map_err(|e| CliError::Usage(format!("--add-dir {e}")))?;
         engine.add_dirs.push(d);
     }
     let engine = Arc::new(engine);
@@ -498,6 +493,7 @@ pub(super) fn prepare_with(
             )));
         }
         engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+        runtime::file_hooks::spawn(&engine, input.load.cwd.clone(), Arc::clone(&transcript));
     }
     let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
     let header = plan.header(
@@ -1091,6 +1087,54 @@ fn allow_choices(always: Option<&super::remember::Offer>) -> String {
     }
 }
 
+/// A folder to add to the session's working directories (`--add-dir`,
+/// `/add-dir`): relative to `cwd`; `Err` names it when it is no directory.
+fn added_dir(cwd: &Path, d: &Path) -> Result<PathBuf, String> {
+    let d = cwd.join(d);
+    if d.is_dir() {
+        Ok(d)
+    } else {
+        Err(format!("{}: not a directory", d.display()))
+    }
+}
+
+/// `/add-dir PATH` in chat: the folder joins this session's working
+/// directories (as an SDK client's `addDirectories` update does: the
+/// permission checks, the sandbox and the shell's `cd` count it), and
+/// DirectoryAdded fires. A folder already inside one is left as it is.
+async fn add_dir(session: &Session, engine: &Engine, args: &str) -> String {
+    if args.is_empty() {
+        return "usage: /add-dir PATH".into();
+    }
+    let cwd = session.spec().cwd.clone();
+    let dir = match added_dir(&cwd, Path::new(args)) {
+        Ok(d) => crate::paths::lexical(&d),
+        Err(e) => return format!("not added: {e}"),
+    };
+    let snap = engine.snapshot.load_full();
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let dirs: Vec<PathBuf> = std::iter::once(cwd.clone())
+        .chain(engine.added_dirs(&snap, &cwd))
+        .collect();
+    if let Some(within) = dirs.iter().find(|w| real(&dir).starts_with(real(w))) {
+        return format!(
+            "{} is already a working directory (it is in {})",
+            dir.display(),
+            within.display()
+        );
+    }
+    if let Ok(mut grants) = engine.grants.lock() {
+        grants.apply(&runtime::grants::PermissionUpdate::AddDirectories(vec![
+            dir.clone(),
+        ]));
+    }
+    session.directory_added_hooks(&dir, "slash_command").await;
+    format!(
+        "Added {} as a working directory for this session",
+        dir.display()
+    )
+}
+
 /// Chat's own built-in commands (`CHAT_BUILTINS`) and the answer to an
 /// unknown `/name`; `None` for anything else (a prompt, a command, a skill,
 /// another built-in).
@@ -1106,6 +1150,7 @@ async fn chat_builtin(
     let snap = engine.snapshot.load_full();
     match name {
         "exit" | "quit" => return Some(ChatDone::Exit),
+        "add-dir" => eprintln!("{}", add_dir(session, engine, args).await),
         "model" if args.is_empty() => eprintln!("model: {}", session.spec().model),
         "model" => {
             let model = snap.resolve_alias(args).to_string();

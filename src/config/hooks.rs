@@ -130,6 +130,7 @@ impl HookEvent {
                 | HookEvent::WorktreeCreate
                 | HookEvent::WorktreeRemove
                 | HookEvent::CwdChanged
+                | HookEvent::MessageDisplay
         )
     }
 

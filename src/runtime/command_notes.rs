@@ -50,6 +50,11 @@ pub const CHAT_BUILTINS: &[(&str, &str, &str)] = &[
         "",
         "tokens, cache-read share and cost so far, per agent (also /usage)",
     ),
+    (
+        "add-dir",
+        "PATH",
+        "let the tools use another folder for this session (as --add-dir)",
+    ),
     ("exit", "", "leave the chat (as Ctrl-D)"),
     ("memory", "", "the memory files and rules loaded"),
     (
@@ -94,6 +99,8 @@ pub enum Note {
     /// `/name` typed for a skill with `user-invocable: false` (Claude
     /// Code's answer, word for word).
     NotUserInvocable { name: String },
+    /// A command of `cadre chat` only, typed in a headless session.
+    ChatOnly { name: &'static str },
 }
 
 impl fmt::Display for Note {
@@ -127,6 +134,8 @@ impl fmt::Display for Note {
                 f,
                 "This skill can only be invoked by Claude, not directly by users. Ask Claude to use the \"{name}\" skill for you."
             ),
+            // Claude Code's words for its interactive-only commands.
+            Note::ChatOnly { name } => write!(f, "/{name} isn't available in this environment."),
         }
     }
 }

@@ -108,6 +108,11 @@ impl Session {
         if let Some((b, _, _)) = BUILTINS.iter().find(|(b, _, _)| *b == name) {
             return Prompted::Builtin(b, args.to_string());
         }
+        // As in Claude Code, folders are added headless with --add-dir
+        // only (`cadre chat` carries `/add-dir` out before this point).
+        if name == "add-dir" {
+            return Prompted::Local(Note::ChatOnly { name: "add-dir" }.to_string());
+        }
         let snap = self.engine.snapshot.load_full();
         if name.starts_with("mcp__") {
             let context = match self

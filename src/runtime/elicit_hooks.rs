@@ -83,18 +83,22 @@ pub fn elicit_hooks(
     ElicitHooks { before, after }
 }
 
-/// Fires `event` as the main session's; `None` when nothing listens (or
-/// the session has ended).
-async fn fire(
-    here: &(Weak<Engine>, PathBuf, Arc<Transcript>),
+/// The main session as hooks fired outside its turns see it: its engine
+/// (gone once the session ended), working directory and transcript.
+pub(super) type MainPlace = (Weak<Engine>, PathBuf, Arc<Transcript>);
+
+/// Fires `event` as the main session's, matching `target`; `None` when
+/// nothing listens (or the session has ended). Also FileChanged's way.
+pub(super) async fn fire(
+    here: &MainPlace,
     event: HookEvent,
-    server: &str,
+    target: &str,
     fields: Value,
 ) -> Option<Fired> {
     let (engine, cwd, transcript) = here;
     let engine = engine.upgrade()?;
     let snap = engine.snapshot.load_full();
-    let hooks = applicable(&snap.hooks, None, event, server);
+    let hooks = applicable(&snap.hooks, None, event, target);
     if hooks.is_empty() && !client_wants(&engine, event.as_str()) {
         return None;
     }
@@ -124,7 +128,7 @@ async fn fire(
         &engine,
         &hooks,
         event,
-        (event.as_str(), server),
+        (event.as_str(), target),
         &Value::Object(input),
         &place,
     )

@@ -13,7 +13,7 @@ use crate::agent_tool::AGENT_TOOL;
 use crate::message::{ContentBlock, ToolResultContent, Usage};
 use crate::permissions::{Decision, Rules, decide_in, explain_with_hook};
 use crate::tools::outcome::{FetchProblem, SearchProblem};
-use crate::tools::{PathFilter, Tool, ToolContext, ToolOutput};
+use crate::tools::{PathFilter, ShellDirs, Tool, ToolContext, ToolOutput};
 
 use super::EngineEvent;
 
@@ -329,19 +329,26 @@ impl Session {
             _ => self.spec.mode,
         }
         .unless_bypass_disabled(snap.config.bypass_disabled_by.is_some());
-        let add_dirs: Vec<PathBuf> = permissions
+        let mut add_dirs: Vec<PathBuf> = permissions
             .additional_directories
             .iter()
             .chain(&self.engine.add_dirs)
             .chain(&session_dirs)
             .map(|d| self.spec.cwd.join(d))
             .collect();
+        // A Bash call is judged from where the shell is; the session's
+        // folder stays a working directory (a `cd` never widens them: the
+        // shell only stays inside these folders).
+        let here = self.call_dir(name);
+        if here != self.spec.cwd {
+            add_dirs.push(self.spec.cwd.clone());
+        }
         let explained = explain_with_hook(
             rules,
             mode,
             name,
             &input,
-            &self.spec.cwd,
+            &here,
             &add_dirs,
             verdict.as_ref(),
         );
@@ -384,7 +391,7 @@ impl Session {
             Decision::Ask { .. } if self.in_memory_dir(name, &input) => {}
             // So are the tools an active skill lists in `allowed-tools`.
             Decision::Ask { .. }
-                if self.skill_allows(snap, name, &input, &add_dirs, verdict.as_ref()) => {}
+                if self.skill_allows(snap, name, &input, &here, &add_dirs, verdict.as_ref()) => {}
             Decision::Ask { reason } => {
                 // PermissionRequest hooks may answer on the user's behalf,
                 // before the user (or the SDK client) is asked.
@@ -465,7 +472,7 @@ impl Session {
                         ));
                     }
                     if let Decision::Deny { reason } =
-                        decide_in(rules, mode, name, &updated, &self.spec.cwd, &add_dirs)
+                        decide_in(rules, mode, name, &updated, &here, &add_dirs)
                     {
                         return Err(denied(reason, None, None, false, None, false));
                     }
@@ -561,8 +568,16 @@ impl Session {
             .as_ref()
             .filter(|p| p.isolate_network)
             .and_then(|_| self.host_asker(snap, id));
+        let shell = (name == "Bash").then(|| ShellDirs {
+            root: self.spec.cwd.clone(),
+            allowed: std::iter::once(self.spec.cwd.clone())
+                .chain(self.added_dirs(snap))
+                .collect(),
+            moved_to: Default::default(),
+        });
         let ctx = ToolContext {
-            cwd: self.spec.cwd.clone(),
+            cwd: self.call_dir(name),
+            shell,
             cancel: self.cancel.child_token(),
             env: std::sync::Arc::new(snap.settings().child_env()),
             hidden,
@@ -584,6 +599,9 @@ impl Session {
             let _ = tokio::task::spawn_blocking(move || history.before_change(&path)).await;
         }
         let out: ToolOutput = tool.call(input.clone(), &ctx).await;
+        if let Some(to) = ctx.shell.as_ref().and_then(|s| s.moved_to.get()) {
+            self.shell_moved(snap, &ctx.cwd, to.clone()).await;
+        }
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
         let images = out.images;
         if !images.is_empty()
@@ -598,6 +616,29 @@ impl Session {
             );
         }
         Ok(result)
+    }
+
+    /// The folder a call runs in and is judged from: for Bash, where the
+    /// last `cd` left the shell; for every other tool, the session's.
+    pub(super) fn call_dir(&self, tool: &str) -> PathBuf {
+        if tool == "Bash"
+            && let Ok(dir) = self.shell_dir.lock()
+            && let Some(dir) = dir.as_ref()
+        {
+            return dir.clone();
+        }
+        self.spec.cwd.clone()
+    }
+
+    /// A Bash call left the shell in `to` (inside the allowed folders, or
+    /// the session's folder it was sent back to): later calls start there,
+    /// and CwdChanged fires.
+    async fn shell_moved(&self, snap: &crate::snapshot::Snapshot, from: &Path, to: PathBuf) {
+        let home = std::fs::canonicalize(&self.spec.cwd).unwrap_or_else(|_| self.spec.cwd.clone());
+        if let Ok(mut dir) = self.shell_dir.lock() {
+            *dir = (to != home).then(|| to.clone());
+        }
+        self.cwd_changed_hooks(snap, from, &to).await;
     }
 
     fn added_dirs(&self, snap: &crate::snapshot::Snapshot) -> Vec<PathBuf> {
@@ -883,6 +924,7 @@ impl Session {
         snap: &crate::snapshot::Snapshot,
         name: &str,
         input: &Value,
+        here: &Path,
         add_dirs: &[PathBuf],
         verdict: Option<&crate::permissions::HookVerdict>,
     ) -> bool {
@@ -895,7 +937,7 @@ impl Session {
                 self.spec.mode,
                 name,
                 input,
-                &self.spec.cwd,
+                here,
                 add_dirs,
                 verdict
             ),

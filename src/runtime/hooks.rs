@@ -690,6 +690,11 @@ pub struct Fired {
     pub failures: Vec<HookFailure>,
     /// PermissionDenied: a hook answered `hookSpecificOutput.retry: true`.
     pub retry: bool,
+    /// SessionStart, CwdChanged, FileChanged: the paths a hook answered
+    /// in `hookSpecificOutput.watchPaths`, for the FileChanged watcher.
+    pub watch_paths: Vec<String>,
+    /// MessageDisplay: the last `hookSpecificOutput.displayContent`.
+    pub display: Option<String>,
 }
 
 /// Characters of a failed WorktreeCreate hook's output that the model is
@@ -857,6 +862,25 @@ impl Fired {
                     .and_then(Value::as_str)
                     .map(str::trim)
                     .filter(|p| !p.is_empty())
+                    .map(str::to_string),
+            ),
+            "MessageDisplay" => {
+                if let Some(shown) = v
+                    .get("hookSpecificOutput")
+                    .and_then(|h| h.get("displayContent"))
+                    .and_then(Value::as_str)
+                {
+                    self.display = Some(shown.to_string());
+                }
+            }
+            "SessionStart" | "CwdChanged" | "FileChanged" => self.watch_paths.extend(
+                v.get("hookSpecificOutput")
+                    .and_then(|h| h.get("watchPaths"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .filter(|p| !p.trim().is_empty())
                     .map(str::to_string),
             ),
             // The tool has run: the reason reaches the model with its result
@@ -1397,6 +1421,7 @@ impl Session {
         for b in &fired.blocks {
             tracing::warn!("SessionStart hook: {b}");
         }
+        self.engine.watch_more(&self.spec.cwd, &fired.watch_paths);
         Self::context_blocks(&snap, event, fired.contexts)
     }
 
@@ -1454,6 +1479,86 @@ impl Session {
                 tracing::warn!("SessionEnd hook: {b}");
             }
         }
+    }
+
+    /// Setup (`trigger`: `init` for `--init` and `--init-only`,
+    /// `maintenance` for `--maintenance`; the matcher's target), before
+    /// SessionStart. As in Claude Code's headless runs, nothing the hooks
+    /// say reaches the model and nothing is blocked: an exit 2 is logged.
+    pub async fn setup_hooks(&self, trigger: &str) {
+        let snap = self.engine.snapshot.load_full();
+        let event = HookEvent::Setup;
+        if let Some(fired) = self
+            .fire_event(&snap, event, trigger, json!({"trigger": trigger}))
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("Setup hook: {b}");
+            }
+        }
+    }
+
+    /// CwdChanged, when a Bash call's `cd` moved the session's shell
+    /// (`old_cwd`, `new_cwd`; `cwd` is the new folder, as in Claude Code).
+    /// It has no matcher and decides nothing.
+    pub(super) async fn cwd_changed_hooks(&self, snap: &Snapshot, from: &Path, to: &Path) {
+        let fields = json!({"cwd": to, "old_cwd": from, "new_cwd": to});
+        if let Some(fired) = self
+            .fire_event(snap, HookEvent::CwdChanged, "", fields)
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("CwdChanged hook: {b}");
+            }
+            self.engine.watch_more(to, &fired.watch_paths);
+        }
+    }
+
+    /// DirectoryAdded, after a folder was added to the session's working
+    /// directories (`source`: `slash_command` for chat's `/add-dir`; the
+    /// matcher's target). It decides nothing.
+    pub async fn directory_added_hooks(&self, directory: &Path, source: &str) {
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({"directory": directory, "source": source});
+        if let Some(fired) = self
+            .fire_event(&snap, HookEvent::DirectoryAdded, source, fields)
+            .await
+        {
+            for b in &fired.blocks {
+                tracing::warn!("DirectoryAdded hook: {b}");
+            }
+        }
+    }
+
+    /// MessageDisplay, for a finished assistant message of the main
+    /// session with text, before it is printed (`turn_id`, `message_id`,
+    /// `index` 0, `final` true, `delta`: its text): the last
+    /// `displayContent` a hook answered is printed instead — in the
+    /// stream's `assistant` message, chat's display and the `result` —
+    /// while the conversation keeps what the model said. No matcher.
+    pub(super) async fn message_display_hooks(&self, message: &Message) -> Option<String> {
+        if !self.spec.is_main || message.role != crate::message::Role::Assistant {
+            return None;
+        }
+        let delta: String = message
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect();
+        if delta.is_empty() {
+            return None;
+        }
+        let snap = self.engine.snapshot.load_full();
+        let fields = json!({
+            "turn_id": self.engine.prompt_id().unwrap_or_default(),
+            "message_id": super::transcript::new_uuid(),
+            "index": 0,
+            "final": true,
+            "delta": delta,
+        });
+        self.fire_event(&snap, HookEvent::MessageDisplay, "", fields)
+            .await?
+            .display
     }
 
     /// UserPromptSubmit, before a prompt joins the conversation: `Err` with

@@ -16,6 +16,7 @@ mod compact;
 pub mod elicit_hooks;
 mod exec;
 pub mod file_history;
+pub mod file_hooks;
 mod first_search;
 pub mod grants;
 mod hook_agent;
@@ -415,6 +416,9 @@ pub struct Engine {
     /// The id of the user's prompt being answered (hook inputs'
     /// `prompt_id`, telemetry's `prompt.id`).
     prompt_id: Mutex<Option<String>>,
+    /// The FileChanged watcher's inbox for more paths (the `watchPaths`
+    /// hooks answer); `None`: nothing is watched for hooks.
+    pub(crate) watch_more: Mutex<Option<tokio::sync::mpsc::UnboundedSender<Vec<PathBuf>>>>,
 }
 
 /// See [`Engine::catch_up`].
@@ -472,6 +476,7 @@ impl Engine {
             quiet: Mutex::default(),
             file_history: None,
             prompt_id: Mutex::new(None),
+            watch_more: Mutex::new(None),
         }
     }
 
@@ -508,6 +513,19 @@ impl Engine {
             *p = Some(id.clone());
         }
         id
+    }
+
+    /// Hooks answered `watchPaths` (relative ones are `cwd`'s): the
+    /// FileChanged watcher, when one runs, watches them too.
+    pub fn watch_more(&self, cwd: &Path, paths: &[String]) {
+        if paths.is_empty() {
+            return;
+        }
+        if let Ok(tx) = self.watch_more.lock()
+            && let Some(tx) = tx.as_ref()
+        {
+            let _ = tx.send(paths.iter().map(|p| cwd.join(p)).collect());
+        }
     }
 
     /// The id of the prompt being answered, if one is.

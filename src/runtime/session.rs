@@ -247,6 +247,12 @@ pub struct Session {
     /// The files `agents.first_search` read for this prompt (the answer
     /// check counts them as read).
     pub(super) pre_read: Vec<String>,
+    /// Where a `cd` in a Bash call left the shell, when that is not the
+    /// session's folder (`spec.cwd`): the next Bash call starts there.
+    pub(super) shell_dir: std::sync::Mutex<Option<std::path::PathBuf>>,
+    /// The last assistant message a MessageDisplay hook rewrote for the
+    /// user, and the text shown instead (the history keeps the original).
+    displayed: Option<(Arc<Message>, String)>,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -298,6 +304,8 @@ impl Session {
             active_skills: Default::default(),
             skill_rules: Default::default(),
             halted: Default::default(),
+            shell_dir: Default::default(),
+            displayed: None,
             seen_snap: None,
             team_file_reported: Default::default(),
             pre_read: Vec::new(),
@@ -461,11 +469,18 @@ impl Session {
     }
 
     pub(super) fn append(&mut self, message: Arc<Message>) {
-        self.append_marked(message, &[]);
+        self.append_marked(message, &[], None);
     }
 
-    /// [`Session::append`], marking tool calls converted from text.
-    fn append_marked(&mut self, message: Arc<Message>, converted: &[String]) {
+    /// [`Session::append`], marking tool calls converted from text; what is
+    /// printed of an assistant message is `shown`'s text instead of its
+    /// own, when a MessageDisplay hook rewrote it.
+    fn append_marked(
+        &mut self,
+        message: Arc<Message>,
+        converted: &[String],
+        shown: Option<String>,
+    ) {
         if message.role == Role::Assistant && !self.spec.is_main {
             let texts: Vec<String> = message
                 .content
@@ -483,11 +498,18 @@ impl Session {
             t.touch();
         }
         let uuid = self.transcript.assistant_message(&message, converted);
+        let printed = match &shown {
+            Some(text) => Arc::new(displayed_as(&message, text)),
+            None => Arc::clone(&message),
+        };
         self.engine.emit(EngineEvent::Message {
             agent_id: self.spec.agent_id.clone(),
-            message: Arc::clone(&message),
+            message: printed,
             uuid,
         });
+        if let Some(text) = shown {
+            self.displayed = Some((Arc::clone(&message), text));
+        }
         self.history.push(message);
     }
 
@@ -1021,7 +1043,12 @@ impl Session {
             self.usage.add(&response.usage);
             self.last_usage = response.usage;
             let assistant = Arc::new(response.message);
-            self.append_marked(Arc::clone(&assistant), &response.converted_tool_calls);
+            let shown = self.message_display_hooks(&assistant).await;
+            self.append_marked(
+                Arc::clone(&assistant),
+                &response.converted_tool_calls,
+                shown,
+            );
             self.transcript
                 .record("usage", serde_json::json!({"usage": response.usage}));
             let cut = response.stop_reason == Some(StopReason::MaxTokens);
@@ -1263,6 +1290,13 @@ impl Session {
             StopKind::RepeatedCalls => self.partial_answer(),
             _ => last_text(&self.history),
         };
+        // The answer as the user was shown it (a MessageDisplay hook's
+        // rewrite), as in Claude Code's `result`.
+        if let (Some(_), Some((message, shown))) = (&final_text, &self.displayed)
+            && last_with_text(&self.history).is_some_and(|m| Arc::ptr_eq(m, message))
+        {
+            final_text = Some(vec![shown.clone()]);
+        }
         if let Some(text) = final_text.as_mut() {
             let snap = self.engine.snapshot.load();
             text.extend(self.unverified_note(&snap, text));
@@ -1282,6 +1316,39 @@ impl Session {
 }
 
 /// The text blocks of the last assistant message that has any.
+/// `message` with its text replaced by `shown`: the first text block
+/// holds it, the others are emptied (as Claude Code prints a rewrite).
+fn displayed_as(message: &Message, shown: &str) -> Message {
+    let mut first = true;
+    let content = message
+        .content
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { .. } => {
+                let text = if first { shown } else { "" };
+                first = false;
+                ContentBlock::text(text)
+            }
+            other => other.clone(),
+        })
+        .collect();
+    Message {
+        role: message.role,
+        content,
+    }
+}
+
+/// The last assistant message with some text.
+fn last_with_text(history: &History) -> Option<&Arc<Message>> {
+    history.iter().rev().find(|m| {
+        m.role == Role::Assistant
+            && m.content
+                .iter()
+                .filter_map(ContentBlock::as_text)
+                .any(|t| !t.trim().is_empty())
+    })
+}
+
 pub fn last_text(history: &History) -> Option<Vec<String>> {
     history
         .iter()

@@ -5,6 +5,12 @@
 //! the command's normal exit (background jobs it left behind are killed).
 //! Long output keeps its head and tail. This file knows nothing of
 //! permissions: the engine decided before the call ran.
+//!
+//! As in Claude Code, a `cd` stays for the next call when the context
+//! says where it may ([`super::ShellDirs`]): an `EXIT` trap put before the
+//! command writes the shell's last folder (`pwd -P`) to a file of cadre's,
+//! and a folder outside the allowed ones sends the shell back to the
+//! session's folder, which the result says.
 
 use std::io::Read as _;
 use std::process::Stdio;
@@ -73,6 +79,35 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
             path: ctx.cwd.display().to_string(),
         }));
     }
+
+    // Where the shell ends up, when a `cd` may stay: the trap writes it.
+    let cwd_file = match &ctx.shell {
+        Some(_) => {
+            let dir = match &ctx.sandbox {
+                Some(policy) => policy.tmp.clone(),
+                None => std::env::temp_dir(),
+            };
+            let file = tempfile::Builder::new()
+                .prefix("cadre-cwd-")
+                .tempfile_in(&dir)
+                .map_err(|e| failed(BashStep::Start, &e))?;
+            Some(file)
+        }
+        None => None,
+    };
+    let traced;
+    let command = match &cwd_file {
+        Some(file) => {
+            // On the command's own line, so its errors keep their line numbers.
+            let body = format!(
+                "pwd -P >| {} 2>/dev/null",
+                quoted(&file.path().to_string_lossy())
+            );
+            traced = format!("trap {} EXIT; {command}", quoted(&body));
+            traced.as_str()
+        }
+        None => command,
+    };
 
     // One pipe for both streams keeps their interleaving.
     let (mut reader, writer) = std::io::pipe().map_err(|e| failed(BashStep::Pipe, &e))?;
@@ -172,9 +207,20 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     output.trim_end_newlines();
     let refused = proxy.as_ref().map(|p| p.refused()).unwrap_or_default();
     drop(proxy);
+    let (moved_to, reset_to) = match (&ctx.shell, &cwd_file) {
+        (Some(shell), Some(file)) => landed(file.path(), &ctx.cwd, shell),
+        _ => (None, None),
+    };
+    if let (Some(shell), Some(to)) = (&ctx.shell, moved_to) {
+        let _ = shell.moved_to.set(to);
+    }
     let ending = match ending {
         Ending::Exited(status) if status.success() => {
-            return Ok(ToolOutput::ok(BashOutput { output, refused }));
+            return Ok(ToolOutput::ok(BashOutput {
+                output,
+                refused,
+                reset_to,
+            }));
         }
         Ending::Exited(status) => match status.code() {
             Some(code) => BashEnding::Exit { code },
@@ -192,7 +238,44 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
         output,
         ending,
         refused,
+        reset_to,
     }))
+}
+
+/// `s` as one word for bash.
+fn quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Where the shell is after the command, read from the trap's `file`:
+/// (the folder it moved to, when it is not `started`; the folder it was
+/// sent back to, when it ended outside the allowed ones). A command that
+/// did not end normally (killed, `exec`) wrote nothing and moves nothing.
+fn landed(
+    file: &std::path::Path,
+    started: &std::path::Path,
+    shell: &super::ShellDirs,
+) -> (Option<std::path::PathBuf>, Option<String>) {
+    use std::io::Read as _;
+    let mut text = String::new();
+    // A path, not a stream: 64 KiB is more than any folder's name.
+    let read = std::fs::File::open(file).and_then(|f| f.take(64 * 1024).read_to_string(&mut text));
+    let path = text.strip_suffix('\n').unwrap_or(&text);
+    if read.is_err() || path.is_empty() {
+        return (None, None);
+    }
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let now = std::path::PathBuf::from(path);
+    let started = real(started);
+    if now == started {
+        return (None, None);
+    }
+    if shell.allowed.iter().any(|a| now.starts_with(real(a))) {
+        return (Some(now), None);
+    }
+    let root = real(&shell.root);
+    let back = (root != started).then(|| root.clone());
+    (back, Some(root.display().to_string()))
 }
 
 fn failed(step: BashStep, e: &std::io::Error) -> ToolOutput {
@@ -293,6 +376,7 @@ mod tests {
         let t = ToolOutput::ok(BashOutput {
             output: c.text(crate::config::BashSettings::default().max_output_chars),
             refused: vec![],
+            reset_to: None,
         })
         .text();
         assert!(t.starts_with("HEAD") && t.ends_with("TAIL"));

@@ -76,6 +76,22 @@ pub struct ToolContext {
     /// Asked about a host the sandbox's network does not allow; `None`:
     /// such hosts are refused.
     pub ask_host: Option<sandbox::proxy::HostAsker>,
+    /// Bash keeps a `cd` for the next call within these folders; `None`:
+    /// it keeps none (each command starts in `cwd`).
+    pub shell: Option<ShellDirs>,
+}
+
+/// Where a Bash call's `cd` may leave the session's shell.
+#[derive(Debug, Clone)]
+pub struct ShellDirs {
+    /// The session's folder: where the shell goes back to when a command
+    /// ends outside `allowed`.
+    pub root: PathBuf,
+    /// The folders (the session's, the added ones) a `cd` may stay in.
+    pub allowed: Vec<PathBuf>,
+    /// Set by the call: the folder the shell is in after the command, when
+    /// it is not where the command started.
+    pub moved_to: std::sync::OnceLock<PathBuf>,
 }
 
 /// Receives a running call's progress, as a short line.
@@ -115,6 +131,7 @@ impl ToolContext {
             searcher: None,
             sandbox: None,
             ask_host: None,
+            shell: None,
         }
     }
 
@@ -450,6 +467,7 @@ mod tests {
         let t = ToolOutput::ok(outcome::BashOutput {
             output: truncate_middle(&s, 20),
             refused: vec![],
+            reset_to: None,
         })
         .text();
         assert_eq!(

@@ -465,6 +465,9 @@ contexts! {
         pub output: Clip = Clip::whole("done".into()),
         /// Hosts the sandbox's proxy refused during the call.
         pub refused: Vec<String> = vec![],
+        /// The command's `cd` left the allowed folders: the shell went
+        /// back to this one.
+        pub reset_to: Option<String> = None,
     }
 
     /// A Bash command that failed, timed out or was cancelled (verbatim).
@@ -473,6 +476,8 @@ contexts! {
         pub ending: BashEnding = BashEnding::Exit { code: 3 },
         /// Hosts the sandbox's proxy refused during the call.
         pub refused: Vec<String> = vec!["blocked.example".into()],
+        /// As in `BashOutput`.
+        pub reset_to: Option<String> = Some("/repo".into()),
     }
 
     /// Bash could not run the command.

@@ -732,3 +732,332 @@ fn permission_denied_fires_when_nobody_could_approve_and_retry_tells_the_model()
     assert!(!second.contains("retry"), "{second}");
     assert!(!p.path().join("made.txt").exists());
 }
+
+/// The JSON objects a hook appended to `rel`, one a line.
+fn read_lines(p: &Project, rel: &str) -> Vec<Value> {
+    p.read(rel)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{rel}: {e}: {l}")))
+        .collect()
+}
+
+/// A hook command that appends its input, one object a line, to `file`.
+fn log_to(file: &str) -> String {
+    format!("cat >> {file}; echo >> {file}")
+}
+
+#[test]
+fn setup_hooks_run_for_init_only_and_maintenance_before_session_start() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({
+            "Setup": [
+                {"matcher": "init", "hooks": [{"type": "command",
+                    "command": format!("{}; echo 'not now' >&2; exit 2", log_to("events.jsonl"))}]},
+                {"matcher": "maintenance", "hooks": [{"type": "command", "command": log_to("events.jsonl")}]}
+            ],
+            "SessionStart": command(&log_to("events.jsonl")),
+            "SessionEnd": command(&log_to("events.jsonl")),
+        }),
+    );
+    // --init-only: the Setup hooks (init), SessionStart, and out; no prompt
+    // is read and no model is asked.
+    let server = FakeServer::route(|_| anthropic::text_reply("answered"));
+    let out = p.run(Some(&server), &["--init-only"]);
+    out.ok();
+    assert_eq!(out.stdout, "", "--init-only prints nothing");
+    assert_eq!(server.request_count(), 0);
+    let events = read_lines(&p, "events.jsonl");
+    let names: Vec<_> = events
+        .iter()
+        .map(|e| e["hook_event_name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["Setup", "SessionStart", "SessionEnd"], "{events:?}");
+    assert_eq!(events[0]["trigger"], "init");
+    assert_eq!(events[1]["source"], "startup");
+    assert_eq!(events[0]["session_id"], events[1]["session_id"]);
+
+    // --maintenance with a prompt: the maintenance hooks, then the session
+    // as usual (the init hook's exit 2 above blocked nothing either).
+    std::fs::remove_file(p.path().join("events.jsonl")).unwrap();
+    let out = p.run(Some(&server), &["-p", "hi", "--maintenance"]);
+    out.ok();
+    assert!(out.stdout.contains("answered"), "{}", out.stdout);
+    let events = read_lines(&p, "events.jsonl");
+    assert_eq!(events[0]["hook_event_name"], "Setup");
+    assert_eq!(events[0]["trigger"], "maintenance");
+    assert_eq!(events[1]["hook_event_name"], "SessionStart");
+    assert_eq!(events.len(), 3, "the init hook did not run: {events:?}");
+
+    // Without -p, --init has nothing to go on with.
+    let out = p.run(Some(&server), &["--init"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("--init-only"), "{}", out.stderr);
+
+    // A fresh clone's Setup hooks never run.
+    std::fs::remove_file(p.path().join("events.jsonl")).unwrap();
+    p.untrust();
+    p.run(Some(&server), &["--init-only"]).ok();
+    assert!(!p.path().join("events.jsonl").exists());
+}
+
+#[test]
+fn a_cd_in_bash_stays_for_the_next_call_within_the_project_and_fires_cwd_changed() {
+    let p = Project::new();
+    p.write("sub/here.txt", "");
+    settings_hooks(&p, json!({"CwdChanged": command(&log_to("cwd.jsonl"))}));
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("t1", "Bash", json!({"command": "cd sub && pwd"})),
+        anthropic::tool_use_reply("t2", "Bash", json!({"command": "pwd; ls"})),
+        anthropic::tool_use_reply("t3", "Bash", json!({"command": "cd / && pwd"})),
+        anthropic::tool_use_reply("t4", "Bash", json!({"command": "pwd"})),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(
+        Some(&server),
+        &["-p", "look around", "--allowedTools", "Bash"],
+    )
+    .ok();
+    let root = p.path().canonicalize().unwrap().display().to_string();
+    let sub = format!("{root}/sub");
+    let results: Vec<String> = (1..5)
+        .map(|n| result_text(&last_tool_results(&server.request(n).json)[0]))
+        .collect();
+    assert_eq!(results[0], sub);
+    assert_eq!(results[1], format!("{sub}\nhere.txt"), "the cd stayed");
+    // Out of the project: the shell goes back, and the result says so
+    // (Claude Code's words).
+    assert_eq!(results[2], format!("/\nShell cwd was reset to {root}"));
+    assert_eq!(results[3], root);
+
+    let moves = read_lines(&p, "cwd.jsonl");
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    assert_eq!(moves[0]["hook_event_name"], "CwdChanged");
+    assert_eq!(moves[0]["old_cwd"], root);
+    assert_eq!(moves[0]["new_cwd"], sub);
+    assert_eq!(moves[0]["cwd"], sub);
+    assert_eq!(moves[1]["old_cwd"], sub);
+    assert_eq!(moves[1]["new_cwd"], root, "back to where it was kept");
+    // The system prompt never changes: the cached prefix stays valid.
+    let systems: Vec<String> = server.requests().iter().map(|r| r.system_text()).collect();
+    assert!(systems.iter().all(|s| *s == systems[0]));
+}
+
+#[test]
+fn bash_calls_after_a_cd_are_judged_from_the_shells_folder_and_never_beyond_the_project() {
+    let p = Project::new();
+    p.write("sub/.keep", "");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("t1", "Bash", json!({"command": "cd sub"})),
+        // From sub, ../note.txt is the project's: an echo there is allowed.
+        anthropic::tool_use_reply("t2", "Bash", json!({"command": "echo hi > ../note.txt"})),
+        // ../../ is beyond the project: asked (refused, with nobody to ask).
+        anthropic::tool_use_reply(
+            "t3",
+            "Bash",
+            json!({"command": "echo hi > ../../cadre-escaped-note.txt"}),
+        ),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(
+        Some(&server),
+        &[
+            "-p",
+            "write",
+            "--allowedTools",
+            "Bash(cd:*)",
+            "Bash(echo:*)",
+        ],
+    )
+    .ok();
+    assert_eq!(p.read("note.txt"), "hi\n");
+    let refused = &last_tool_results(&server.request(3).json)[0];
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(
+        !p.path()
+            .parent()
+            .unwrap()
+            .join("cadre-escaped-note.txt")
+            .exists()
+    );
+}
+
+#[test]
+fn add_dir_in_chat_adds_a_working_directory_and_fires_directory_added() {
+    let p = Project::new();
+    let extra = tempfile::tempdir().unwrap();
+    let extra_path = extra.path().canonicalize().unwrap().display().to_string();
+    p.write(
+        ".claude/settings.json",
+        &serde_json::to_string_pretty(&json!({
+            "permissions": {"allow": ["Bash(cd:*)", "Bash(pwd:*)", "Bash(echo:*)"]},
+            "hooks": {"DirectoryAdded": [{"matcher": "slash_command",
+                "hooks": [{"type": "command", "command": log_to("added.jsonl")}]}]}
+        }))
+        .unwrap(),
+    );
+    let server = FakeServer::start([
+        // Inside the added folder: allowed by the echo rule, no asking.
+        anthropic::tool_use_reply(
+            "t1",
+            "Bash",
+            json!({"command": format!("echo hi > {extra_path}/note.txt")}),
+        ),
+        // The shell may stay there too.
+        anthropic::tool_use_reply(
+            "t2",
+            "Bash",
+            json!({"command": format!("cd {extra_path} && pwd")}),
+        ),
+        anthropic::tool_use_reply("t3", "Bash", json!({"command": "pwd"})),
+        anthropic::text_reply("done"),
+    ]);
+    let out = p.chat(
+        Some(&server),
+        &format!("/add-dir {extra_path}\nwrite there\n"),
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("Added {extra_path} as a working directory")),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(extra.path().join("note.txt")).unwrap_or_default(),
+        "hi\n",
+        "{}",
+        out.stderr
+    );
+    let last = result_text(&last_tool_results(&server.request(3).json)[0]);
+    assert_eq!(last, extra_path, "the cd into the added folder stayed");
+    let added = read_lines(&p, "added.jsonl");
+    assert_eq!(added.len(), 1, "{added:?}");
+    assert_eq!(added[0]["hook_event_name"], "DirectoryAdded");
+    assert_eq!(added[0]["directory"], extra_path);
+    assert_eq!(added[0]["source"], "slash_command");
+
+    // Headless, as in Claude Code: not available; nothing is asked or added.
+    let before = server.request_count();
+    let out = p.run(Some(&server), &["-p", &format!("/add-dir {extra_path}")]);
+    out.ok();
+    assert_eq!(
+        out.stdout.trim(),
+        "/add-dir isn't available in this environment."
+    );
+    assert_eq!(server.request_count(), before);
+    assert_eq!(read_lines(&p, "added.jsonl").len(), 1);
+}
+
+/// A Bash command that waits (up to 60 s) for `file` to have content: a
+/// hook that fires on its own time has then fired.
+fn wait_for(file: &str) -> String {
+    format!("for i in $(seq 1 600); do [ -s {file} ] && break; sleep 0.1; done")
+}
+
+#[test]
+fn file_changed_fires_for_the_files_the_matchers_name_and_the_paths_hooks_answer() {
+    let p = Project::new();
+    p.write(".envrc", "export A=0\n");
+    p.write("data/.keep", "");
+    settings_hooks(
+        &p,
+        json!({
+            "FileChanged": [
+                {"matcher": ".envrc", "hooks": [{"type": "command", "command": log_to("envrc.jsonl")}]},
+                {"matcher": "other.txt", "hooks": [{"type": "command", "command": log_to("other.jsonl")}]},
+                {"matcher": "x.json", "hooks": [{"type": "command", "command": log_to("data.jsonl")}]}
+            ],
+            "SessionStart": command(
+                "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"SessionStart\", \"watchPaths\": [\"data\"]}}'"
+            ),
+        }),
+    );
+    let server = FakeServer::start([
+        anthropic::tool_use_reply(
+            "t1",
+            "Bash",
+            json!({"command": format!("echo 'export A=1' > .envrc; {}", wait_for("envrc.jsonl"))}),
+        ),
+        anthropic::tool_use_reply(
+            "t2",
+            "Bash",
+            json!({"command": format!("echo '{{}}' > data/x.json; {}", wait_for("data.jsonl"))}),
+        ),
+        anthropic::text_reply("done"),
+    ]);
+    p.run(Some(&server), &["-p", "edit", "--allowedTools", "Bash"])
+        .ok();
+    let root = p.path().canonicalize().unwrap().display().to_string();
+    let envrc = read_lines(&p, "envrc.jsonl");
+    assert_eq!(envrc[0]["hook_event_name"], "FileChanged");
+    assert_eq!(envrc[0]["file_path"], format!("{root}/.envrc"));
+    assert_eq!(envrc[0]["event"], "change");
+    // A folder a SessionStart hook answered is watched with what is in it;
+    // the matcher is tested against the file's name.
+    let data = read_lines(&p, "data.jsonl");
+    assert_eq!(data[0]["file_path"], format!("{root}/data/x.json"));
+    assert_eq!(data[0]["event"], "add");
+    assert!(!p.path().join("other.jsonl").exists());
+}
+
+#[test]
+fn message_display_rewrites_what_is_printed_and_the_model_keeps_what_it_said() {
+    let p = Project::new();
+    settings_hooks(
+        &p,
+        json!({"MessageDisplay": command(&format!(
+            "{}; echo '{{\"hookSpecificOutput\": {{\"hookEventName\": \"MessageDisplay\", \"displayContent\": \"[shown]\"}}}}'",
+            log_to("shown.jsonl")
+        ))}),
+    );
+    let server = FakeServer::start([
+        anthropic::message()
+            .text("looking SECRET")
+            .tool_use("t1", "Bash", json!({"command": "true"}))
+            .reply(),
+        anthropic::text_reply("final SECRET"),
+    ]);
+    let out = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "go",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--allowedTools",
+            "Bash",
+        ],
+    );
+    out.ok();
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let printed: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["type"] == "assistant")
+        .flat_map(|v| v["message"]["content"].as_array().into_iter().flatten())
+        .filter(|b| b["type"] == "text")
+        .collect();
+    assert_eq!(printed.len(), 2, "{}", out.stdout);
+    assert!(
+        printed.iter().all(|b| b["text"] == "[shown]"),
+        "{printed:?}"
+    );
+    let result = lines.iter().find(|v| v["type"] == "result").unwrap();
+    assert_eq!(result["result"], "[shown]");
+    assert!(!out.stdout.contains("SECRET"), "{}", out.stdout);
+    // The conversation keeps what the model said.
+    assert!(server.request(1).body_str().contains("looking SECRET"));
+    let seen = read_lines(&p, "shown.jsonl");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0]["hook_event_name"], "MessageDisplay");
+    assert_eq!(seen[0]["delta"], "looking SECRET");
+    assert_eq!(seen[0]["index"], 0);
+    assert_eq!(seen[0]["final"], true);
+    assert_eq!(seen[1]["delta"], "final SECRET");
+}
