@@ -3,504 +3,31 @@
 //! control protocol (see `docs/headless.md`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::args::{HeadlessArgs, InputFormat, MAX_INPUT_LINE_BYTES, SessionArgs};
 use super::emit::{Emitter, Print, send, wire_usage};
-use super::output::{OutputFormat, Progress, print_answer, print_line};
-use super::run::{self, Extras, Mode, Prepared, SessionArgs, parse_mode};
-use super::wire::{self, FromClient, Input, Output, ResultOut, ResultSubtype, ToClient};
-use super::{CliError, GlobalArgs};
+use super::headless_flags::plan;
+use super::output::{OutputFormat, Progress, note, print_answer, print_line};
+use super::prepare::{self, Mode, Prepared};
+use super::results::{
+    PromptStart, api_error, api_error_message, local_result, result_of, too_long_result,
+};
+use super::wire::{
+    self, FromClient, Input, Output, ResultOut, ResultSubtype, ToClient, parse_mode,
+};
+use super::{CliError, GlobalArgs, commands};
 use crate::config::PermissionMode;
-use crate::message::{ContentBlock, Message, Usage};
-use crate::provider::{ProviderError, ProviderErrorKind};
+use crate::message::{ContentBlock, Message};
+use crate::provider::ProviderErrorKind;
 use crate::raw::lines::Line;
-use crate::runtime::{self, EventSink, Outcome, RunError, Session, StopKind};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InputFormat {
-    /// The prompt as text (argument or stdin).
-    Text,
-    /// User messages and control requests, one JSON object per line on stdin.
-    StreamJson,
-}
-
-/// Claude Code's flags, on the top-level command (see `docs/headless.md`).
-#[derive(Debug, Clone, Default, PartialEq, Args)]
-#[command(next_help_heading = "Headless mode (Claude Code's flags)")]
-pub struct HeadlessArgs {
-    /// The prompt (`-p "task"`); read from stdin when absent.
-    #[arg(value_name = "PROMPT")]
-    pub prompt: Option<String>,
-    /// Print the answer and exit (headless mode).
-    #[arg(short = 'p', long = "print")]
-    pub print: bool,
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub output_format: Option<OutputFormat>,
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub input_format: Option<InputFormat>,
-    /// With stream-json input: the longest line read from stdin, in bytes
-    /// (default 64 MiB). A longer line is skipped and answered with an
-    /// error `result`; the session goes on.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_input_line_bytes: Option<u64>,
-    /// With stream-json output: also `stream_event` partial messages.
-    #[arg(long)]
-    pub include_partial_messages: bool,
-    /// Model for the main session (an alias from [models] or a full id).
-    #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Not supported yet: said on stderr and ignored.
-    #[arg(long, value_name = "MODEL")]
-    pub fallback_model: Option<String>,
-    #[arg(long, value_name = "N")]
-    pub max_turns: Option<u32>,
-    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
-    pub permission_mode: Option<PermissionMode>,
-    /// Same as `--permission-mode bypassPermissions`.
-    #[arg(long)]
-    pub dangerously_skip_permissions: bool,
-    /// Permission rules to allow (`Read`, `Bash(git:*)`); comma or space separated.
-    #[arg(long = "allowedTools", visible_alias = "allowed-tools", num_args = 1.., value_name = "RULES")]
-    pub allowed_tools: Vec<String>,
-    /// Permission rules to deny; a bare tool name also removes the tool.
-    #[arg(long = "disallowedTools", visible_alias = "disallowed-tools", num_args = 1.., value_name = "RULES")]
-    pub disallowed_tools: Vec<String>,
-    /// Only these built-in tools (`""` for none, `default` for all).
-    #[arg(long, num_args = 1.., value_name = "TOOLS")]
-    pub tools: Vec<String>,
-    /// Replace the main system prompt (the environment block stays).
-    #[arg(long, value_name = "TEXT")]
-    pub system_prompt: Option<String>,
-    #[arg(long, value_name = "FILE")]
-    pub system_prompt_file: Option<PathBuf>,
-    /// Append to the main system prompt.
-    #[arg(long, value_name = "TEXT")]
-    pub append_system_prompt: Option<String>,
-    #[arg(long, value_name = "FILE")]
-    pub append_system_prompt_file: Option<PathBuf>,
-    /// MCP servers from files or JSON strings (`{"mcpServers": {...}}`).
-    #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
-    pub mcp_config: Vec<String>,
-    /// Only the servers of --mcp-config.
-    #[arg(long)]
-    pub strict_mcp_config: bool,
-    /// More directories the tools may use.
-    #[arg(long, num_args = 1.., value_name = "DIR")]
-    pub add_dir: Vec<PathBuf>,
-    /// Run as this agent.
-    #[arg(long, value_name = "NAME")]
-    pub agent: Option<String>,
-    /// Resume the session with this id (see `cadre sessions list`).
-    #[arg(short = 'r', long, num_args = 0..=1, default_missing_value = "", value_name = "ID")]
-    pub resume: Option<String>,
-    /// Continue the latest session of this project.
-    #[arg(short = 'c', long = "continue")]
-    pub continue_session: bool,
-    /// Use this session id.
-    #[arg(long, value_name = "ID")]
-    pub session_id: Option<String>,
-    /// With --resume or --continue: go on in a copy under a new session id.
-    #[arg(long)]
-    pub fork_session: bool,
-    /// Stop the session once its model calls have cost this much (US dollars).
-    #[arg(long, value_name = "USD")]
-    pub max_budget_usd: Option<f64>,
-    /// `stdio`: ask the SDK client (its `can_use_tool`) when a rule says ask.
-    #[arg(long, value_name = "TOOL")]
-    pub permission_prompt_tool: Option<String>,
-    /// Accepted for the SDKs; not supported yet (said on stderr).
-    #[arg(long, hide = true)]
-    pub include_hook_events: bool,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub betas: Vec<String>,
-    /// Extended thinking with this budget in tokens (0: off); wins over
-    /// `MAX_THINKING_TOKENS` and `provider.thinking_budget`.
-    #[arg(long, value_name = "N")]
-    pub max_thinking_tokens: Option<u32>,
-    /// `enabled`/`adaptive`: think (with the budget given, else
-    /// max_tokens - 1); `disabled`: do not.
-    #[arg(long, value_name = "MODE", value_parser = ["enabled", "adaptive", "disabled"])]
-    pub thinking: Option<String>,
-    /// Accepted for the SDKs; not supported (said on stderr).
-    #[arg(long, hide = true)]
-    pub thinking_display: Option<String>,
-    /// The main session's reasoning effort (`low`, `medium`, `high`,
-    /// `xhigh`, `max`), sent where the model takes it.
-    #[arg(long, value_name = "LEVEL")]
-    pub effort: Option<String>,
-    /// Structured output: the answer is a StructuredOutput tool call whose
-    /// input fits this JSON Schema (the result's `structured_output`).
-    #[arg(long, value_name = "SCHEMA")]
-    pub json_schema: Option<String>,
-    /// The SDKs' session store (`session_store`): every transcript line is
-    /// also written to stdout as a `transcript_mirror` frame.
-    #[arg(long, hide = true)]
-    pub session_mirror: bool,
-    /// The SDKs' truncating resume (with --fork-session): continue from
-    /// this message, leaving out what came after it.
-    #[arg(long, hide = true, value_name = "UUID")]
-    pub resume_session_at: Option<String>,
-    #[arg(long, hide = true, value_name = "UUID")]
-    pub resume_drops_turn: Option<String>,
-    /// Echo each user message read from stdin back on stdout, as Claude
-    /// Code does (stream-json in and out). Takes an empty value too: the ACP
-    /// adapters pass `--replay-user-messages ""`.
-    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "", value_name = "")]
-    pub replay_user_messages: Option<String>,
-}
-
-impl HeadlessArgs {
-    /// Whether these flags ask for a headless run: `-p`, a prompt, or the
-    /// SDK's `--output-format`/`--input-format` without `-p`.
-    pub fn selected(&self) -> bool {
-        self.print || self.output_format.is_some() || self.input_format.is_some()
-    }
-
-    /// Whether any of these flags was given.
-    pub fn any(&self) -> bool {
-        *self != HeadlessArgs::default()
-    }
-}
-
-/// The longest stdin line read with stream-json input unless
-/// `--max-input-line-bytes` says otherwise.
-pub const MAX_INPUT_LINE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Splits rule lists as Claude Code does: commas and spaces separate,
-/// except inside parentheses (`Bash(git log:*)` is one rule).
-pub fn split_rules(values: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for v in values {
-        let mut depth = 0i32;
-        let mut cur = String::new();
-        for ch in v.chars() {
-            match ch {
-                '(' => {
-                    depth += 1;
-                    cur.push(ch);
-                }
-                ')' => {
-                    depth -= 1;
-                    cur.push(ch);
-                }
-                ',' | ' ' | '\t' | '\n' if depth <= 0 => {
-                    if !cur.trim().is_empty() {
-                        out.push(cur.trim().to_string());
-                    }
-                    cur.clear();
-                }
-                _ => cur.push(ch),
-            }
-        }
-        if !cur.trim().is_empty() {
-            out.push(cur.trim().to_string());
-        }
-    }
-    out
-}
-
-/// Reads a flag value that is a JSON string or the path of a JSON file.
-fn json_arg(flag: &str, value: &str) -> Result<Value, CliError> {
-    let t = value.trim();
-    let (text, origin) = if t.starts_with('{') {
-        (t.to_string(), format!("{flag} (inline JSON)"))
-    } else {
-        let text = std::fs::read_to_string(t)
-            .map_err(|e| CliError::Usage(format!("{flag} {t}: cannot read: {e}")))?;
-        (text, format!("{flag} {t}"))
-    };
-    serde_json::from_str(&text).map_err(|e| {
-        CliError::Usage(format!(
-            "{origin}:{}:{}: not valid JSON: {e}",
-            e.line(),
-            e.column()
-        ))
-    })
-}
-
-fn note(g: &GlobalArgs, text: &str) {
-    if !g.quiet {
-        eprintln!("cadre: {text}");
-    }
-}
-
-/// What the flags turn into before the session starts.
-struct Plan {
-    session: SessionArgs,
-    extras: Extras,
-    output: OutputFormat,
-    input: InputFormat,
-    stdio_permissions: bool,
-    /// In-process MCP servers of the SDK client.
-    sdk_servers: Vec<String>,
-    /// `--json-schema`, compiled.
-    structured: Option<runtime::structured::StructuredSpec>,
-}
-
-fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
-    if h.resume.as_deref() == Some("") {
-        return Err(CliError::Usage(
-            "--resume needs a session id here (cadre has no session picker); \
-             `cadre sessions list` shows them, or use --continue for the latest"
-                .into(),
-        ));
-    }
-    if h.fork_session && h.resume.is_none() && !h.continue_session {
-        return Err(CliError::Usage(
-            "--fork-session goes with --resume ID or --continue".into(),
-        ));
-    }
-    if h.resume_drops_turn.is_some() && h.resume_session_at.is_none() {
-        return Err(CliError::Usage(
-            "--resume-drops-turn requires --resume-session-at".into(),
-        ));
-    }
-    if h.resume_session_at.is_some() && h.resume.is_none() && !h.continue_session {
-        return Err(CliError::Usage(
-            "--resume-session-at goes with --resume ID".into(),
-        ));
-    }
-    let output = h.output_format.unwrap_or(OutputFormat::Text);
-    let input = h.input_format.unwrap_or(InputFormat::Text);
-    if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--input-format stream-json requires --output-format stream-json".into(),
-        ));
-    }
-    if h.max_input_line_bytes.is_some() && input != InputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--max-input-line-bytes goes with --input-format stream-json".into(),
-        ));
-    }
-    if h.include_partial_messages && output != OutputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--include-partial-messages requires --output-format stream-json".into(),
-        ));
-    }
-    if let Some(b) = h.max_budget_usd
-        && !(b.is_finite() && b > 0.0)
-    {
-        return Err(CliError::Usage(format!(
-            "--max-budget-usd {b}: expected a positive amount of dollars"
-        )));
-    }
-    let mut unsupported = Vec::new();
-    if h.fallback_model.is_some() {
-        unsupported.push("--fallback-model (cadre has no fallback model; ignored)");
-    }
-    if h.include_hook_events {
-        unsupported.push("--include-hook-events (hook events are not reported; ignored)");
-    }
-    if !h.betas.is_empty() {
-        unsupported.push("--betas (ignored)");
-    }
-    if h.thinking_display.is_some() {
-        unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
-    }
-    if h.session_mirror {
-        // The SDKs' session store: every transcript line (and sub-agent
-        // meta file) also goes to stdout as a `transcript_mirror` frame,
-        // after it is on disk.
-        runtime::transcript::set_mirror(Box::new(|path, lines| {
-            let entries: Vec<&str> = std::str::from_utf8(lines)
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| !l.is_empty())
-                .collect();
-            let path = serde_json::to_string(&path.display().to_string()).unwrap_or_default();
-            super::output::print_line(&format!(
-                "{{\"type\":\"transcript_mirror\",\"filePath\":{path},\"entries\":[{}]}}",
-                entries.join(",")
-            ));
-        }));
-    }
-    if let Some(v) = &h.replay_user_messages {
-        if !v.is_empty() {
-            return Err(CliError::Usage(format!(
-                "--replay-user-messages takes no value, found {v:?}"
-            )));
-        }
-        if input != InputFormat::StreamJson {
-            return Err(CliError::Usage(
-                "--replay-user-messages requires --input-format stream-json and --output-format stream-json"
-                    .into(),
-            ));
-        }
-    }
-    for u in unsupported {
-        note(g, &format!("not supported: {u}"));
-    }
-
-    let mut extras = Extras::default();
-    let mut session = SessionArgs {
-        agent: h.agent.clone(),
-        model: h.model.clone(),
-        max_turns: h.max_turns,
-        permission_mode: h.permission_mode,
-        add_dirs: h.add_dir.clone(),
-        resume: h.resume.clone(),
-        continue_latest: h.continue_session,
-        fork_session: h.fork_session,
-        resume_session_at: h.resume_session_at.clone(),
-        resume_drops_turn: h.resume_drops_turn.clone(),
-        team: None,
-    };
-    if h.dangerously_skip_permissions {
-        session.permission_mode = Some(PermissionMode::BypassPermissions);
-    }
-    extras.allow.extend(split_rules(&h.allowed_tools));
-    let deny = split_rules(&h.disallowed_tools);
-    extras.remove_tools = deny.iter().filter(|r| !r.contains('(')).cloned().collect();
-    extras.deny.extend(deny);
-    if !h.tools.is_empty() {
-        let names = split_rules(&h.tools);
-        if !(names.len() == 1 && names[0] == "default") {
-            extras.tools = Some(names);
-        }
-    }
-    let read = |flag: &str, p: &PathBuf| {
-        std::fs::read_to_string(p)
-            .map_err(|e| CliError::Usage(format!("{flag} {}: cannot read: {e}", p.display())))
-    };
-    extras.main_prompt.replace = match (&h.system_prompt, &h.system_prompt_file) {
-        (Some(_), Some(_)) => {
-            return Err(CliError::Usage(
-                "give --system-prompt or --system-prompt-file, not both".into(),
-            ));
-        }
-        (Some(t), None) => Some(t.clone()),
-        (None, Some(p)) => Some(read("--system-prompt-file", p)?),
-        (None, None) => None,
-    };
-    let mut append = Vec::new();
-    if let Some(t) = &h.append_system_prompt {
-        append.push(t.clone());
-    }
-    if let Some(p) = &h.append_system_prompt_file {
-        append.push(read("--append-system-prompt-file", p)?);
-    }
-    if !append.is_empty() {
-        extras.main_prompt.append = Some(append.join("\n\n"));
-    }
-    if let Some(id) = &h.session_id {
-        // As Claude Code: a UUID, and not one a session already has.
-        if !runtime::resume::is_uuid(id) {
-            return Err(CliError::Usage(format!(
-                "--session-id {id:?}: invalid session ID. Must be a valid UUID."
-            )));
-        }
-        extras.session_id = Some(id.clone());
-    }
-    let mut sdk_servers = Vec::new();
-    let mut strict_names = Vec::new();
-    if !h.mcp_config.is_empty() {
-        let mut servers = Map::new();
-        for c in &h.mcp_config {
-            let v = json_arg("--mcp-config", c)?;
-            let Some(list) = v.get("mcpServers").and_then(Value::as_object) else {
-                return Err(CliError::Usage(format!(
-                    "--mcp-config {c}: expected an object with `mcpServers`"
-                )));
-            };
-            for (name, server) in list {
-                if server.get("type").and_then(Value::as_str) == Some("sdk") {
-                    if input != InputFormat::StreamJson {
-                        note(
-                            g,
-                            &format!(
-                                "not supported: SDK MCP server `{name}` without --input-format stream-json (no client to reach it); its tools are not offered"
-                            ),
-                        );
-                        continue;
-                    }
-                    sdk_servers.push(name.clone());
-                    servers.insert(name.clone(), json!({"type": "sdk"}));
-                    continue;
-                }
-                servers.insert(name.clone(), server.clone());
-            }
-        }
-        strict_names = servers.keys().cloned().collect();
-        if !servers.is_empty() {
-            extras.env.push((
-                "CADRE_MCP_SERVERS".into(),
-                Value::Object(servers).to_string(),
-            ));
-        }
-    }
-    if h.strict_mcp_config {
-        extras.mcp_only = Some(strict_names);
-    }
-    // Thinking is one setting, provider.thinking_budget (0: off); these
-    // flags set it above every other layer.
-    let budget = match (h.thinking.as_deref(), h.max_thinking_tokens) {
-        (Some("disabled"), _) => Some(0),
-        (_, Some(n)) => Some(n),
-        // As Claude Code on a model without adaptive thinking: the most
-        // the answer leaves room for (cut to max_tokens - 1 when sent).
-        (Some(_), None) => Some(u32::MAX),
-        (None, None) => None,
-    };
-    if let Some(b) = budget {
-        extras
-            .env
-            .push(("CADRE_PROVIDER__THINKING_BUDGET".into(), b.to_string()));
-    }
-    let stdio_permissions = match h.permission_prompt_tool.as_deref() {
-        None => false,
-        Some("stdio") if input == InputFormat::StreamJson => true,
-        Some("stdio") => {
-            return Err(CliError::Usage(
-                "--permission-prompt-tool stdio needs --input-format stream-json (the answers come on stdin)"
-                    .into(),
-            ));
-        }
-        Some(other) => {
-            note(
-                g,
-                &format!(
-                    "not supported: --permission-prompt-tool {other} (only `stdio`); questions are denied"
-                ),
-            );
-            false
-        }
-    };
-    let structured = match &h.json_schema {
-        None => None,
-        Some(text) => {
-            let schema: Value = serde_json::from_str(text).map_err(|e| {
-                CliError::Usage(format!(
-                    "--json-schema:{}:{}: not JSON: {e}",
-                    e.line(),
-                    e.column()
-                ))
-            })?;
-            Some(
-                runtime::structured::StructuredSpec::new(schema).map_err(|e| {
-                    CliError::Usage(format!("--json-schema: not a JSON Schema: {e}"))
-                })?,
-            )
-        }
-    };
-    Ok(Plan {
-        session,
-        extras,
-        output,
-        input,
-        stdio_permissions,
-        sdk_servers,
-        structured,
-    })
-}
+use crate::runtime::{self, EventSink, Outcome, RunError, Session};
 
 /// Requests cadre sends to the client and the answers it waits for.
 #[derive(Default)]
@@ -1191,261 +718,6 @@ fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
     g.agents = Some(Value::Object(all).to_string());
 }
 
-/// The numbers a result reports for one prompt.
-pub(super) struct PromptStart {
-    started: Instant,
-    api_ms: u64,
-    usage: Usage,
-}
-
-impl PromptStart {
-    pub(super) fn now(emitter: &Emitter) -> Self {
-        let a = emitter.accounts();
-        PromptStart {
-            started: Instant::now(),
-            api_ms: a.api_ms,
-            usage: a.usage,
-        }
-    }
-}
-
-/// The `result` that answers a stdin line longer than the cap: a prompt
-/// that failed before it started (cadre could not know what the line was).
-fn too_long_result(
-    emitter: &Emitter,
-    session_id: &str,
-    line: u64,
-    bytes: u64,
-    max: u64,
-) -> ResultOut {
-    let start = PromptStart::now(emitter);
-    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled), 0);
-    let why = format!(
-        "stdin line {line} ({bytes} bytes) is longer than the limit of {max} bytes \
-         (--max-input-line-bytes); it was skipped unread"
-    );
-    result.result.clone_from(&why);
-    result.errors = vec![why];
-    result
-}
-
-/// The `result` of one prompt's run.
-///
-/// `turns` is how many model turns of this prompt completed, for a run
-/// that failed (a failed model request counts as one more, as in Claude
-/// Code).
-pub(super) fn result_of(
-    emitter: &Emitter,
-    session_id: &str,
-    start: &PromptStart,
-    outcome: &Result<Outcome, RunError>,
-    turns: u32,
-) -> ResultOut {
-    let a = emitter.accounts();
-    let usage = a.usage.since(&start.usage);
-    let (result_index, model_usage_since_last_result, subagent_stats) = emitter.next_result();
-    let (subtype, result, num_turns, stop_reason, errors) = match outcome {
-        // `--json-schema`: the answer is the structured output, as JSON.
-        Ok(o) if o.structured_output.is_some() => (
-            ResultSubtype::Success,
-            o.structured_output
-                .as_ref()
-                .map(Value::to_string)
-                .unwrap_or_default(),
-            o.turns,
-            Some("tool_use".to_string()),
-            vec![],
-        ),
-        Ok(o) if o.structured_failure.is_some() => (
-            ResultSubtype::ErrorMaxStructuredOutputRetries,
-            String::new(),
-            o.turns,
-            Some("tool_use".to_string()),
-            o.structured_failure.iter().cloned().collect(),
-        ),
-        Ok(o) => {
-            let text = o.final_text.clone().unwrap_or_default().join("\n");
-            // A run that answered nothing never reports success.
-            match o.stop {
-                StopKind::MaxTurns => (
-                    ResultSubtype::ErrorMaxTurns,
-                    text,
-                    o.turns,
-                    None,
-                    vec![format!("Reached maximum number of turns ({})", o.turns)],
-                ),
-                StopKind::RepeatedCalls => (
-                    ResultSubtype::ErrorDuringExecution,
-                    text,
-                    o.turns,
-                    None,
-                    vec![run::repeated_calls_error(o.turns)],
-                ),
-                StopKind::EndTurn | StopKind::MaxTokens if text.trim().is_empty() => (
-                    ResultSubtype::ErrorDuringExecution,
-                    text,
-                    o.turns,
-                    Some(o.stop.as_str().to_string()),
-                    vec![run::empty_answer(o.stop.as_str(), o.turns)],
-                ),
-                StopKind::EndTurn | StopKind::MaxTokens => (
-                    ResultSubtype::Success,
-                    text,
-                    o.turns,
-                    Some(o.stop.as_str().to_string()),
-                    vec![],
-                ),
-            }
-        }
-        Err(RunError::Cancelled) if a.over_budget => (
-            ResultSubtype::ErrorMaxBudgetUsd,
-            String::new(),
-            0,
-            None,
-            vec![format!("Reached the maximum budget: spent ${:.4}", a.cost)],
-        ),
-        Err(RunError::Cancelled) => (
-            ResultSubtype::ErrorDuringExecution,
-            String::new(),
-            0,
-            None,
-            vec!["interrupted".to_string()],
-        ),
-        // A failed model request: Claude Code's `success` with `is_error`
-        // and the API's status.
-        Err(RunError::Provider(p)) if api_error(p).is_some() => (
-            ResultSubtype::Success,
-            p.to_string(),
-            turns.saturating_add(1),
-            Some("stop_sequence".to_string()),
-            vec![],
-        ),
-        Err(e) => (
-            ResultSubtype::ErrorDuringExecution,
-            e.to_string(),
-            0,
-            None,
-            vec![e.to_string()],
-        ),
-    };
-    let failed = match outcome {
-        Err(RunError::Provider(p)) => api_error(p),
-        _ => None,
-    };
-    let terminal_reason = match outcome {
-        Ok(o) if o.structured_failure.is_some() => Some("structured_output_retry_exhausted"),
-        Ok(o) => match o.stop {
-            StopKind::MaxTurns => Some("max_turns"),
-            StopKind::RepeatedCalls => None,
-            StopKind::EndTurn | StopKind::MaxTokens => Some("completed"),
-        },
-        Err(RunError::Cancelled) if a.over_budget => Some("budget_exhausted"),
-        Err(RunError::Cancelled) => Some("aborted_streaming"),
-        Err(RunError::Provider(p)) if runtime::is_context_overflow(p) => Some("prompt_too_long"),
-        Err(RunError::Provider(_)) if failed.is_some() => Some("api_error"),
-        Err(_) => None,
-    };
-    ResultOut {
-        is_error: subtype != ResultSubtype::Success || failed.is_some(),
-        subtype,
-        duration_ms: u64::try_from(start.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        duration_api_ms: a.api_ms.saturating_sub(start.api_ms),
-        num_turns,
-        result,
-        session_id: session_id.to_string(),
-        total_cost_usd: a.cost,
-        usage: Box::new(super::emit::result_usage(&usage)),
-        model_usage: a.model_usage,
-        model_usage_since_last_result: model_usage_since_last_result
-            .filter(|_| subtype == ResultSubtype::Success),
-        permission_denials: Vec::new(),
-        result_index,
-        queued_turn_count: 0,
-        subagent_stats: Box::new(subagent_stats),
-        stop_reason,
-        terminal_reason,
-        api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
-        api_error_type: failed.and_then(|f| f.api_error_type),
-        errors,
-        structured_output: outcome
-            .as_ref()
-            .ok()
-            .and_then(|o| o.structured_output.clone()),
-        local_command: None,
-        origin: None,
-        uuid: wire::new_uuid(),
-    }
-}
-
-/// How Claude Code reports a model request that failed for good (after
-/// any retries): the SDKs' error category, the status and the API's error
-/// type. `None` for failures before any request could be sent (no key, a
-/// bad URL), which are cadre's configuration errors.
-pub(super) fn api_error(p: &ProviderError) -> Option<wire::ApiErrorFields> {
-    let status = match p.kind {
-        ProviderErrorKind::Config => return None,
-        ProviderErrorKind::Status(s) => Some(s),
-        _ => None,
-    };
-    let error = match status {
-        Some(401 | 403) => "authentication_failed",
-        Some(402) => "billing_error",
-        Some(404) => "model_not_found",
-        Some(429) => "rate_limit",
-        Some(400 | 413 | 422) => "invalid_request",
-        Some(s) if s >= 500 => "server_error",
-        _ => "unknown",
-    };
-    Some(wire::ApiErrorFields {
-        error,
-        is_api_error_message: true,
-        api_error_status: status,
-        api_error_type: p.server.as_ref().and_then(|s| s.error_type.clone()),
-    })
-}
-
-/// The assistant message Claude Code sends in place of an answer when a
-/// model request failed: its text is the result's.
-fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields) -> Output {
-    Output::Assistant(wire::AssistantOut {
-        message: wire::ApiMessage {
-            id: wire::new_uuid(),
-            kind: "message",
-            role: "assistant",
-            model: "<synthetic>".into(),
-            content: json!([{"type": "text", "text": text}]),
-            stop_reason: Some("stop_sequence".into()),
-            stop_sequence: Some(String::new()),
-            usage: wire::WireUsage::default(),
-        },
-        parent_tool_use_id: None,
-        session_id: session_id.to_string(),
-        uuid: wire::new_uuid(),
-        timestamp: crate::clock::now_rfc3339(),
-        api_error: Some(fields),
-    })
-}
-
-/// The `result` of a prompt that sent nothing to the model: a built-in
-/// command (`local_command`), or a command that stopped before (a refused
-/// shell line); `text` is what the user is told.
-pub(super) fn local_result(
-    emitter: &Emitter,
-    session_id: &str,
-    start: &PromptStart,
-    text: String,
-    command: Option<&str>,
-) -> ResultOut {
-    let mut result = result_of(emitter, session_id, start, &Err(RunError::Cancelled), 0);
-    result.subtype = ResultSubtype::Success;
-    result.is_error = false;
-    result.errors.clear();
-    result.result = text;
-    result.local_command = command.map(str::to_string);
-    result.terminal_reason = Some("completed");
-    result
-}
-
 /// The MCP servers and their states, as `init` and `mcp_status` report them.
 fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
     mcp.states()
@@ -1674,7 +946,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         InputFormat::Text => {
             let text = match h.prompt.clone() {
                 Some(p) => p,
-                None => run::read_stdin_prompt("after -p")?,
+                None => super::args::read_stdin_prompt("after -p")?,
             };
             let (id, cancel) = prompts.admit();
             first = Some(Prompt {
@@ -1754,7 +1026,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let session_id = extras
         .session_id
         .clone()
-        .unwrap_or_else(run::new_session_id);
+        .unwrap_or_else(prepare::new_session_id);
     extras.session_id = Some(session_id.clone());
     if !hooks.is_empty() {
         extras.client_hooks = Some(client_hooks(Arc::clone(&control), hooks));
@@ -1798,7 +1070,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     // What `/clear` sets a new session up with.
     let (clear_events, clear_asker, clear_extras) =
         (Arc::clone(&events), asker.clone(), extras.clone());
-    let prepared = run::prepare_with(&g, &session_args, mode(), events, asker, extras);
+    let prepared = prepare::prepare_with(&g, &session_args, mode(), events, asker, extras);
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -1811,7 +1083,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             if init_reply.is_some() && session_args.resuming() {
                 let start = PromptStart::now(&emitter);
                 let failed = Err(RunError::Limit(e.to_string()));
-                let id = run::new_session_id();
+                let id = prepare::new_session_id();
                 send(&Output::Result(result_of(
                     &emitter, &id, &start, &failed, 0,
                 )));
@@ -1880,7 +1152,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     // that came up within mcp.startup_timeout_ms.
     let startup =
         std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
-    run::wait_for_servers(&engine, progress.as_deref(), startup).await;
+    prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
     // A resumed conversation already has its first message (and memory).
     let mut is_first = !session_args.resuming();
     let source = if session_args.resuming() {
@@ -2058,10 +1330,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         fork_session: false,
                         ..session_args.clone()
                     };
-                    let new_id = run::new_session_id();
+                    let new_id = prepare::new_session_id();
                     let mut extras = clear_extras.clone();
                     extras.session_id = Some(new_id.clone());
-                    let prepared = run::prepare_with(
+                    let prepared = prepare::prepare_with(
                         &g,
                         &fresh,
                         mode(),
@@ -2078,7 +1350,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     session = prepared.session;
                     engine = prepared.engine;
                     def = prepared.def;
-                    run::wait_for_servers(&engine, progress.as_deref(), startup).await;
+                    prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
                     is_first = true;
                     start_context = session.session_start_hooks("clear").await;
                     if emitter.prints() {
@@ -2095,11 +1367,11 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     local = Some((String::new(), Some("clear")));
                 }
                 runtime::commands::Prompted::Builtin("compact", instructions) => {
-                    let text = run::compact_now(&mut session, &engine, &instructions).await;
+                    let text = commands::compact_now(&mut session, &engine, &instructions).await;
                     local = Some((text, Some("compact")));
                 }
                 runtime::commands::Prompted::Builtin(name, _) => {
-                    local = Some((run::help_text(&engine, name, false).await, Some(name)));
+                    local = Some((commands::help_text(&engine, name, false).await, Some(name)));
                 }
             }
         }
@@ -2121,7 +1393,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             continue;
         }
         let mut message = if is_first {
-            run::first_message_with(&engine, def.as_deref(), content)
+            prepare::first_message_with(&engine, def.as_deref(), content)
         } else {
             Message::user(content)
         };
@@ -2236,7 +1508,7 @@ mod tests {
 
     use tokio::sync::mpsc;
 
-    use super::{Control, Incoming, Prompts, spawn_reader, split_rules};
+    use super::{Control, Incoming, Prompts, spawn_reader};
 
     const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
     const INTERRUPT: &str =
@@ -2298,14 +1570,5 @@ mod tests {
         assert_eq!(p.interrupt(), 1);
         assert!(!ta.is_cancelled());
         assert!(tb.is_cancelled());
-    }
-
-    #[test]
-    fn rules_split_on_commas_and_spaces_outside_parentheses() {
-        assert_eq!(
-            split_rules(&["Read,Bash(git log:*) Edit".into(), "Grep".into()]),
-            ["Read", "Bash(git log:*)", "Edit", "Grep"]
-        );
-        assert!(split_rules(&[String::new()]).is_empty());
     }
 }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::PermissionMode;
 use crate::runtime::grants::{Destination, PermissionUpdate};
 
 /// The Claude Code version cadre speaks the protocol of. The SDKs read it
@@ -972,7 +973,7 @@ fn permission_update(u: &Value) -> Result<(Destination, PermissionUpdate), Strin
         },
         Some("setMode") => {
             let m = field("mode").ok_or("setMode: no mode")?;
-            PermissionUpdate::SetMode(super::run::parse_mode(m)?)
+            PermissionUpdate::SetMode(parse_mode(m)?)
         }
         Some("addDirectories") => PermissionUpdate::AddDirectories(dirs()?),
         Some("removeDirectories") => PermissionUpdate::RemoveDirectories(dirs()?),
@@ -1029,6 +1030,15 @@ pub fn matcher_selects(matcher: Option<&str>, tool: &str) -> bool {
             Ok(re) => re.is_match(tool),
             Err(_) => m == tool,
         },
+    }
+}
+
+/// A permission mode as the flags and the protocol name it (`bubble`, a
+/// fork's own mode, is not one a client may set).
+pub fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+    match s.parse::<PermissionMode>()? {
+        PermissionMode::Bubble => Err("`bubble` is internal to forks".into()),
+        m => Ok(m),
     }
 }
 

@@ -1,0 +1,619 @@
+//! Session preparation: a main session set up from its arguments — the
+//! snapshot loaded, the main session planned (`runtime::main_plan`), a
+//! resumed session read back, the engine wired (team, fleet, MCP, file
+//! checkpoints) and the transcript opened. `run`, `chat`, `render` and
+//! headless mode all start here.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::args::SessionArgs;
+use super::output::Progress;
+use super::{CliError, GlobalArgs, Overrides, load_snapshot};
+use crate::catalog::AgentDef;
+use crate::message::{ContentBlock, Message};
+use crate::provider::Provider;
+use crate::reload::{self, ReloadHandle};
+use crate::runtime::{self, Engine, EventSink, Session, transcript::Transcript};
+use crate::snapshot::SnapshotInput;
+
+/// What the headless flags add to a main session's setup.
+#[derive(Default, Clone)]
+pub(super) struct Extras {
+    /// Settings given as `CADRE_*` variables (`--mcp-config` servers).
+    pub env: Vec<(String, String)>,
+    /// `--allowedTools`/`--disallowedTools`: the command-line layer's rules.
+    pub allow: Vec<String>,
+    pub deny: Vec<String>,
+    /// `--tools`: only these built-in tools (`None` = all).
+    pub tools: Option<Vec<String>>,
+    /// Tools removed from the main session's pool (bare names of `--disallowedTools`).
+    pub remove_tools: Vec<String>,
+    pub session_id: Option<String>,
+    pub main_prompt: runtime::MainPrompt,
+    pub client_hooks: Option<runtime::ClientHooks>,
+    /// Who answers MCP servers' requests for input (`None` declines them).
+    pub elicitor: Option<crate::mcp::Elicitor>,
+    /// Who answers AskUserQuestion (`None`: nobody; the model decides).
+    pub questioner: Option<runtime::ask_user::Questioner>,
+    /// Reaches the SDK client's in-process MCP servers.
+    pub mcp_local: Option<crate::mcp::LocalConnector>,
+    /// `--strict-mcp-config`: only these MCP servers.
+    pub mcp_only: Option<Vec<String>>,
+    /// Keep file checkpoints for `rewind_files`
+    /// (`CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING`).
+    pub file_checkpoints: bool,
+}
+
+/// A main session ready to run.
+pub(super) struct Prepared {
+    pub session: Session,
+    pub engine: Arc<Engine>,
+    pub def: Option<Arc<AgentDef>>,
+    /// Where the main model came from: `flag`, `agent`, `settings` or `managed`.
+    pub model_source: &'static str,
+    /// What the snapshot was built from, for the reload watcher.
+    input: SnapshotInput,
+    interactive: bool,
+}
+
+impl Prepared {
+    /// Starts reloading the engine's snapshot when its files change; the
+    /// watcher stops when the handle is dropped.
+    pub fn watch(&self) -> Option<ReloadHandle> {
+        reload::spawn(
+            self.input.clone(),
+            Arc::clone(&self.engine.snapshot),
+            self.interactive,
+        )
+    }
+}
+
+/// How a main session is set up.
+pub(super) struct Mode {
+    /// The session kind for flag gates.
+    pub interactive: bool,
+    pub write_transcripts: bool,
+    /// `run` waits for background children before it ends; `chat` does not.
+    pub wait_for_background: bool,
+    /// Start the MCP servers (`render` starts no process).
+    pub connect_mcp: bool,
+}
+
+pub(super) fn prepare(
+    g: &GlobalArgs,
+    args: &SessionArgs,
+    how: Mode,
+    events: EventSink,
+    asker: Option<runtime::Asker>,
+) -> Result<Prepared, CliError> {
+    prepare_with(g, args, how, events, asker, Extras::default())
+}
+
+pub(super) fn prepare_with(
+    g: &GlobalArgs,
+    args: &SessionArgs,
+    how: Mode,
+    events: EventSink,
+    asker: Option<runtime::Asker>,
+    extras: Extras,
+) -> Result<Prepared, CliError> {
+    let Mode {
+        interactive,
+        write_transcripts,
+        wait_for_background,
+        connect_mcp,
+    } = how;
+    let overrides = Overrides {
+        model: args.model.clone(),
+        permission_mode: args.permission_mode,
+        env: extras.env.clone(),
+        allow: extras.allow.clone(),
+        deny: extras.deny.clone(),
+    };
+    let (input, swap) = load_snapshot(g, &overrides)?;
+    let snap = swap.load_full();
+    let sessions_dir = snap.settings().transcripts.dir.clone();
+    if args.fork_session && !args.resuming() {
+        return Err(CliError::Usage(
+            "--fork-session needs --resume ID or --continue".into(),
+        ));
+    }
+    let restored = if args.resuming() {
+        Some(restore(
+            &runtime::session_dirs::SessionDirs::new(&sessions_dir, &input.load.cwd),
+            args,
+        )?)
+    } else {
+        None
+    };
+    let settings = snap.settings();
+    let tools = crate::tools::builtin_tools();
+    let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
+    let plan = runtime::main_plan::plan_main(
+        &snap,
+        &runtime::main_plan::MainInput {
+            interactive,
+            agent: args.agent.as_deref(),
+            model: args.model.as_deref(),
+            mode_flag: args.permission_mode.is_some(),
+            max_turns: args.max_turns,
+            resumed: restored.as_ref().and_then(|(_, r)| r.header.as_ref()),
+            available_tools: &available,
+            only_tools: extras.tools.as_deref(),
+            remove_tools: &extras.remove_tools,
+        },
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
+    let provider = Provider::new(&settings.provider, &input.load.env)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let (kind, def, model, model_source, mode) = (
+        plan.core.kind,
+        plan.def.clone(),
+        plan.core.model.clone(),
+        plan.model_source,
+        plan.core.mode,
+    );
+    let resumed = restored.as_ref().map(|(id, r)| (id.clone(), r));
+    let (session_id, forked_from) = match &resumed {
+        Some((id, _)) if !args.fork_session => (id.clone(), None),
+        Some((id, _)) => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            Some(id.clone()),
+        ),
+        None => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            None,
+        ),
+    };
+    let session_dir: Option<PathBuf> =
+        (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
+    if let (Some(given), Some(dir)) = (&extras.session_id, &session_dir)
+        && (resumed.is_none() || args.fork_session)
+        && runtime::resume::main_file(dir).exists()
+    {
+        return Err(CliError::Usage(format!(
+            "Session ID {given} is already in use."
+        )));
+    }
+    if session_dir.is_some()
+        && let Some(days) = settings.transcripts.cleanup_period_days
+    {
+        let n = runtime::transcript::remove_old_sessions(&sessions_dir, days);
+        if n > 0 {
+            tracing::info!("removed {n} session folder(s) older than {days} days");
+        }
+    }
+    // With AGENT_TEAMS on, the main session leads a team.
+    let mut lead_prompt: Option<String> = None;
+    let team = if snap.teams_effective(kind) {
+        let name = args.team.clone().unwrap_or_else(|| session_id.clone());
+        let dir = input.load.cwd.join(&settings.agents.teams_dir);
+        let store = crate::teams::TeamStore::open(&dir, &name)
+            .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
+        store
+            .join(crate::teams::Member {
+                name: crate::teams::LEAD.into(),
+                agent_id: "main".into(),
+                agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
+                status: crate::teams::MemberStatus::Active,
+                session_id: session_id.clone(),
+                joined: crate::clock::now_rfc3339(),
+            })
+            .map_err(|e| CliError::Failed(e.to_string()))?;
+        // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks
+        // added (once per subject), its members started at the first turn.
+        // The snapshot read it (a broken one is an error here, before
+        // anything runs).
+        let file = snap.teams.get(&name);
+        if let Some(f) = file.filter(|f| !f.errors.is_empty()) {
+            return Err(CliError::Usage(
+                f.errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ));
+        }
+        if let Some(def) = file.and_then(|f| f.def.as_ref()) {
+            let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
+            for t in &def.tasks {
+                if !existing.iter().any(|x| x.subject == t.subject) {
+                    store
+                        .create_task(&t.subject, &t.description)
+                        .map_err(|e| CliError::Failed(e.to_string()))?;
+                }
+            }
+            if let Some(lead) = &def.lead_prompt {
+                lead_prompt = Some(lead.clone());
+            }
+        }
+        let from_file = file.is_some();
+        Some(runtime::TeamSeat {
+            store,
+            member: crate::teams::LEAD.into(),
+            from_file,
+            after_plan: None,
+        })
+    } else if let Some(name) = &args.team {
+        return Err(CliError::Usage(format!(
+            "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
+        )));
+    } else {
+        None
+    };
+    // Telemetry records after the session's own sink, when it is on; a
+    // session that runs nothing (`render`) starts none.
+    let events = if connect_mcp {
+        crate::telemetry::start(
+            events,
+            &crate::telemetry::Start {
+                settings_env: &settings.env,
+                process_env: &input.load.env,
+                session_id: &session_id,
+                start_type: Some(match (&resumed, args.continue_latest) {
+                    (None, _) => "fresh",
+                    (Some(_), true) => "continue",
+                    (Some(_), false) => "resume",
+                }),
+                prices: &settings.prices,
+            },
+        )
+    } else {
+        events
+    };
+    let mut engine = Engine::new(
+        Arc::clone(&swap),
+        provider,
+        tools,
+        input.load.env.clone(),
+        session_dir.clone(),
+        session_id,
+        events,
+        asker,
+    );
+    engine.main_prompt = extras.main_prompt;
+    // A lead's turn brings the snapshot up to date with its team file.
+    engine.catch_up = Some({
+        let (input, swap) = (input.clone(), Arc::clone(&swap));
+        Arc::new(move |dirs: &[PathBuf]| {
+            let t = reload::Targets {
+                files: Vec::new(),
+                dirs: dirs.to_vec(),
+            };
+            if reload::changed_since(&t, swap.load().read_from) {
+                reload::reload_quiet(&input, &swap, interactive, true);
+            }
+        })
+    });
+    // The team file's words for the lead join its system prompt.
+    if let Some(lead) = lead_prompt {
+        let append = match engine.main_prompt.append.take() {
+            Some(a) => format!("{a}\n\n{lead}"),
+            None => lead,
+        };
+        engine.main_prompt.append = Some(append);
+    }
+    engine.client_hooks = extras.client_hooks;
+    // `[distributed] backend = "nats"`: background children run on workers.
+    let fleet = (settings.distributed.backend == crate::config::TaskBackendKind::Nats)
+        .then(|| crate::fleet::parent::NatsBackend::new(settings.distributed.clone()));
+    if let Some(f) = &fleet {
+        engine.backend = Some(Arc::clone(f) as Arc<dyn runtime::backend::TaskBackend>);
+    }
+    let elicitor = extras.elicitor;
+    engine.questioner = extras.questioner;
+    if extras.file_checkpoints {
+        let history = runtime::file_history::FileHistory::new(session_dir.as_deref())
+            .map_err(|e| CliError::Failed(format!("file checkpoints: {e}")))?;
+        engine.file_history = Some(Arc::new(history));
+    }
+    engine.mcp.set_local_connector(extras.mcp_local);
+    engine.mcp.set_only(extras.mcp_only);
+    for d in &args.add_dirs {
+        let d = input.load.cwd.join(d);
+        if !d.is_dir() {
+            return Err(CliError::Usage(format!(
+                "--add-dir {}: not a directory",
+                d.display()
+            )));
+        }
+        engine.add_dirs.push(d);
+    }
+    let engine = Arc::new(engine);
+    if let (Some((id, _)), Some(dir)) = (&resumed, &session_dir) {
+        // The sub-agents of the resumed session, for SendMessage, planned
+        // again as children of this session as it is now.
+        let parent = runtime::plan::SpawnParent {
+            agent_id: "main",
+            session_id: &engine.session_id,
+            kind,
+            depth: 0,
+            model: &model,
+            mode,
+            def: def.as_deref(),
+            cwd: &input.load.cwd,
+            is_fork_child: false,
+            env_model: engine.subagent_model.as_deref(),
+            available_tools: &available,
+            turn: None,
+        };
+        let n = runtime::restore::restore_tasks(&engine, dir, &parent);
+        if n > 0 {
+            tracing::info!("restored {n} sub-agent(s) of session {id}");
+        }
+        if let (Some(f), Some((_, r))) = (&fleet, &resumed) {
+            let n = f.restore(&engine, dir, &parent, &r.history);
+            if n > 0 {
+                tracing::info!("{n} background task(s) on workers wait for their notice");
+            }
+        }
+    }
+    let main_file = session_dir.as_deref().map(runtime::resume::main_file);
+    if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
+        let original = runtime::resume::main_file(&sessions_dir.join(id));
+        if forked_from.is_some() {
+            // The fork starts as a copy of the complete lines.
+            let bytes = fs_err::read(&original).map_err(|e| CliError::Failed(e.to_string()))?;
+            let keep = usize::try_from(r.complete_len)
+                .unwrap_or(bytes.len())
+                .min(bytes.len());
+            if let Some(d) = file.parent() {
+                fs_err::create_dir_all(d).map_err(|e| CliError::Failed(e.to_string()))?;
+            }
+            fs_err::write(file, &bytes[..keep]).map_err(|e| CliError::Failed(e.to_string()))?;
+            if let Some(to) = &session_dir {
+                copy_agent_files(&sessions_dir.join(id), to)?;
+            }
+        } else {
+            runtime::resume::trim_partial_tail(file, r.complete_len)
+                .map_err(|e| CliError::Failed(e.to_string()))?;
+        }
+    }
+    let transcript = Arc::new(match &main_file {
+        Some(f) => Transcript::open(f.clone(), "main", None),
+        None => Transcript::disabled("main", None),
+    });
+    // The new messages continue the chain of the last one read back
+    // (lines another program wrote included).
+    transcript.chain_after(resumed.as_ref().and_then(|(_, r)| r.last_uuid.clone()));
+    *engine
+        .main_mode
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+    // MCP servers start connecting now, in the background (each turn
+    // re-syncs them with the snapshot).
+    if connect_mcp {
+        engine.mcp.set_extra_roots(engine.add_dirs.clone());
+        engine.mcp.set_elicitor(elicitor);
+        engine
+            .mcp
+            .set_elicit_hooks(Some(runtime::elicit_hooks::elicit_hooks(
+                Arc::downgrade(&engine),
+                input.load.cwd.clone(),
+                Arc::clone(&transcript),
+            )));
+        if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
+            engine.mcp.set_sampler(Some(runtime::sampling::sampler(
+                Arc::downgrade(&engine),
+                model.clone(),
+                settings.provider.max_tokens,
+                settings.mcp.sampling,
+                Arc::clone(&transcript),
+            )));
+        }
+        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
+    }
+    let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
+    let header = plan.header(
+        &snap,
+        engine.session_id.clone(),
+        spec.cwd.clone(),
+        forked_from,
+    );
+    let header = serde_json::to_value(&header).unwrap_or(Value::Null);
+    let history = match &resumed {
+        Some((id, r)) => {
+            transcript.record(
+                "resume",
+                serde_json::json!({"from": id, "settings": header}),
+            );
+            r.history.clone()
+        }
+        None => {
+            transcript.record("session", header);
+            Vec::new()
+        }
+    };
+    let mut session = Session::new(
+        Arc::clone(&engine),
+        spec,
+        history,
+        transcript,
+        CancellationToken::new(),
+    );
+    if let Some((_, r)) = &resumed {
+        if let Some(listing) = r.listing.clone() {
+            session.set_announced(listing);
+        }
+        session.set_delivered(r.instructions.iter().cloned());
+    }
+    if resumed.is_some() {
+        // A turn cut by a crash or kill: its tool calls get one
+        // "cancelled" result each, so every tool_use keeps exactly one.
+        session.repair_after_cancel();
+    }
+    Ok(Prepared {
+        session,
+        engine,
+        def,
+        model_source,
+        input,
+        interactive,
+    })
+}
+
+/// `--fork-session`: the sub-agents' transcripts and meta files go with
+/// the copy, so the fork can resume them without touching the original.
+fn copy_agent_files(from: &std::path::Path, to: &std::path::Path) -> Result<(), CliError> {
+    let failed = |e: std::io::Error| CliError::Failed(e.to_string());
+    let (from, to) = (
+        runtime::resume::subagents_dir(from),
+        runtime::resume::subagents_dir(to),
+    );
+    let Ok(entries) = std::fs::read_dir(&from) else {
+        return Ok(());
+    };
+    fs_err::create_dir_all(&to).map_err(failed)?;
+    for e in entries.flatten() {
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        let name = e.file_name();
+        let wanted = name.to_string_lossy().ends_with(".jsonl")
+            || name.to_string_lossy().ends_with(".meta.json");
+        if is_file && wanted {
+            fs_err::copy(e.path(), to.join(&name)).map_err(failed)?;
+        }
+    }
+    Ok(())
+}
+
+/// The session `--resume ID` or `--continue` names, read back from its
+/// transcript. `--continue` takes the newest session of the session folder
+/// only; `--resume ID` of a session in the project's old `.cadre/sessions`
+/// moves it into the session folder first, and says so.
+fn restore(
+    dirs: &runtime::session_dirs::SessionDirs,
+    args: &SessionArgs,
+) -> Result<(String, runtime::resume::Restored), CliError> {
+    use runtime::resume;
+    let usage = |e: resume::ResumeError| CliError::Usage(e.to_string());
+    let id = match &args.resume {
+        Some(id) => id.clone(),
+        None => dirs.latest().map_err(usage)?,
+    };
+    let found = dirs.find(&id).map_err(usage)?;
+    if found.old {
+        // Read with the same rule as any other: the session is re-planned
+        // from the current settings (runtime::restore).
+        eprintln!(
+            "cadre: session {id} is in the project's old {} (a repository can ship files there); moving it to {} and resuming it under the current settings",
+            found.folder.display(),
+            dirs.dir.display()
+        );
+    }
+    let folder = dirs
+        .adopt(&found)
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let path = resume::main_file(&folder);
+    let Some(at) = &args.resume_session_at else {
+        return Ok((id, resume::load(&path).map_err(usage)?));
+    };
+    // Truncating resume: the transcript up to the message `at`, read
+    // back as a whole one; the fork copies just that part.
+    if !args.fork_session {
+        return Err(CliError::Usage(
+            "--resume-session-at: cadre resumes part of a session only into a new one; \
+             add --fork-session (the original session is left as it was)"
+                .into(),
+        ));
+    }
+    let cut = resume::find_cut(&path, at)
+        .map_err(usage)?
+        .ok_or_else(|| CliError::Usage(format!("No message found with message.uuid of: {at}")))?;
+    if let Some(turn) = &args.resume_drops_turn {
+        cut.check_drops_turn(at, turn).map_err(CliError::Usage)?;
+    }
+    // Only the part kept is read (the file may have grown since).
+    let mut bytes = Vec::new();
+    fs_err::File::open(&path)
+        .and_then(|f| f.take(cut.len).read_to_end(&mut bytes))
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    Ok((id, resume::parse(&path, &bytes).map_err(usage)?))
+}
+
+/// A new session's id: a random UUID, as Claude Code names sessions.
+pub(super) fn new_session_id() -> String {
+    runtime::transcript::new_uuid()
+}
+
+/// The first user message: project memory (unless the agent is one that
+/// goes without it), the agent's `initialPrompt` (for `--agent`), then the
+/// prompt.
+pub(super) fn first_message(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: String,
+) -> Message {
+    first_message_with(engine, def, vec![ContentBlock::text(prompt)])
+}
+
+/// [`first_message`] for a prompt given as content blocks (stream-json input).
+pub(super) fn first_message_with(
+    engine: &runtime::Engine,
+    def: Option<&AgentDef>,
+    prompt: Vec<ContentBlock>,
+) -> Message {
+    let mut blocks = Vec::new();
+    if runtime::gets_memory(def)
+        && let Some(memory) = runtime::memory_block(&engine.snapshot.load())
+    {
+        blocks.push(ContentBlock::text(memory));
+    }
+    if let Some(initial) = def.and_then(|d| d.initial_prompt.clone()) {
+        blocks.push(ContentBlock::text(initial));
+    }
+    blocks.extend(prompt);
+    Message::user(blocks)
+}
+
+pub(super) async fn wait_for_servers(
+    engine: &Engine,
+    progress: Option<&Progress>,
+    limit: std::time::Duration,
+) {
+    use crate::mcp::ServerState;
+    if engine.mcp.states().is_empty() {
+        return;
+    }
+    let bar = progress.map(|p| p.status(String::new()));
+    let pending = engine
+        .mcp
+        .wait_settled(limit, |states| {
+            if let Some(bar) = &bar {
+                let ready = states
+                    .values()
+                    .filter(|s| **s == ServerState::Ready)
+                    .count();
+                let waiting: Vec<&str> = states
+                    .iter()
+                    .filter(|(_, s)| **s == ServerState::Connecting)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                bar.set_message(format!(
+                    "MCP servers: {ready} of {} ready, waiting for {}",
+                    states.len(),
+                    waiting.join(", ")
+                ));
+            }
+        })
+        .await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if !pending.is_empty() {
+        tracing::warn!(
+            "MCP server(s) {} still connecting after {} ms (mcp.startup_timeout_ms); \
+             the first turn goes without their tools",
+            pending
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            limit.as_millis()
+        );
+    }
+}
