@@ -13,6 +13,7 @@ mod agents;
 mod args;
 mod ask;
 mod auth;
+mod chat;
 mod chat_input;
 mod commands;
 mod config;
@@ -334,7 +335,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
     }
     match command {
         Command::Run(args) => run::run(&g, args).await,
-        Command::Chat(args) => run::chat(&g, args).await,
+        Command::Chat(args) => chat::chat(&g, args).await,
         Command::Render(args) => run::render(&g, args).await,
         Command::Agents(cmd) => agents::dispatch(&g, cmd).await,
         Command::Skills(cmd) => skills::dispatch(&g, cmd),

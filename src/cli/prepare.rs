@@ -570,6 +570,11 @@ pub(super) fn first_message_with(
     Message::user(blocks)
 }
 
+/// Before the first request of a one-shot run: waits until every MCP
+/// server is ready or has failed (failures are reported as they happen),
+/// at most `limit`, with the wait on a progress line. Servers still
+/// connecting after that are reported; the run goes on without them, and
+/// their tools join a later turn if they become ready.
 pub(super) async fn wait_for_servers(
     engine: &Engine,
     progress: Option<&Progress>,
