@@ -15,7 +15,7 @@ use super::args::{HeadlessArgs, InputFormat, MAX_INPUT_LINE_BYTES, SessionArgs};
 use super::emit::{Emitter, Print, send, wire_usage};
 use super::headless_flags::plan;
 use super::output::{OutputFormat, Progress, note, print_answer, print_line};
-use super::prepare::{self, Mode, Prepared};
+use super::prepare::{self, Extras, Mode, Prepared};
 use super::results::{
     PromptStart, api_error, api_error_message, local_result, result_of, too_long_result,
 };
@@ -153,12 +153,12 @@ struct Prompt {
     /// With `--replay-user-messages`: the message as the client sent it.
     echo: Option<Echo>,
     /// Echoed on the prompt's result (`origin`).
-    origin: Option<Value>,
+    origin: Option<wire::HumanOrigin>,
 }
 
 /// A user message of stdin, kept to be echoed back (`--replay-user-messages`).
 struct Echo {
-    message: Value,
+    message: wire::UserApiMessage,
     parent_tool_use_id: Option<String>,
     uuid: Option<String>,
     origin: Option<Value>,
@@ -261,7 +261,10 @@ fn spawn_reader<R>(
                 Input::User(u) => {
                     let verbatim = u.client_composed;
                     let echo = replay.then(|| Echo {
-                        message: json!({"role": "user", "content": u.message.content.clone()}),
+                        message: wire::UserApiMessage {
+                            role: "user",
+                            content: u.message.content.clone(),
+                        },
                         parent_tool_use_id: u.parent_tool_use_id.clone(),
                         uuid: u.uuid.clone(),
                         origin: u.origin.clone(),
@@ -318,7 +321,7 @@ fn spawn_reader<R>(
                             // `result` of the prompt it stops.
                             send(&Output::ControlResponse(wire::ControlResponseOut::success(
                                 &id,
-                                json!({}),
+                                wire::Done {},
                             )));
                             let n = prompts.interrupt();
                             tracing::debug!("interrupt: {n} prompt(s) cancelled");
@@ -327,7 +330,7 @@ fn spawn_reader<R>(
                         FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
                             Ok(m) => {
                                 let _ = tx.send(Incoming::SetMode(m));
-                                wire::ControlResponseOut::success(&id, json!({}))
+                                wire::ControlResponseOut::success(&id, wire::Done {})
                             }
                             Err(e) => wire::ControlResponseOut::error(&id, e),
                         }),
@@ -336,23 +339,25 @@ fn spawn_reader<R>(
                             // the configured model, as `null`.
                             let model = model.filter(|m| m != "default");
                             let _ = tx.send(Incoming::SetModel(model));
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
                         }
                         FromClient::SetMaxThinkingTokens {
                             max_thinking_tokens,
                         } => {
                             let _ = tx.send(Incoming::SetThinking(max_thinking_tokens));
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
                             &id,
-                            json!({"mcpServers": mcp.map(|m| server_statuses(m)).unwrap_or_default()}),
+                            wire::McpStatusAnswer {
+                                mcp_servers: mcp.map(|m| server_statuses(m)).unwrap_or_default(),
+                            },
                         )),
                         FromClient::StopTask { task_id } => {
                             if let Some(task) = engine.get().and_then(|e| e.tasks.get(&task_id)) {
                                 task.cancel.cancel();
                             }
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
                         }
                         FromClient::GetContextUsage => Some(wire::ControlResponseOut::success(
                             &id,
@@ -387,10 +392,20 @@ fn spawn_reader<R>(
                                 }
                             };
                             Some(match done {
-                                Ok(r) => wire::ControlResponseOut::success(&id, r.answer(dry_run)),
+                                Ok(r) => wire::ControlResponseOut::success(
+                                    &id,
+                                    rewind_answer(&r, dry_run),
+                                ),
                                 Err(why) if dry_run => wire::ControlResponseOut::success(
                                     &id,
-                                    json!({"canRewind": false, "error": why}),
+                                    wire::RewindAnswer {
+                                        can_rewind: false,
+                                        error: Some(why),
+                                        files_changed: None,
+                                        insertions: None,
+                                        deletions: None,
+                                        skipped_links: None,
+                                    },
                                 ),
                                 Err(why) => wire::ControlResponseOut::error(&id, why),
                             })
@@ -416,7 +431,7 @@ fn spawn_reader<R>(
 /// The answer to `get_context_usage`: Claude Code's main figures for the
 /// main conversation, counted from its last response (what it read and
 /// wrote), against the model's window and the auto-compact threshold.
-fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Value {
+fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> wire::ContextUsage {
     let (model, last) = emitter.main_context();
     let used = last.map_or(0, |u| u.total());
     let (window, limit, auto) = engine.map_or((0, 0, false), |e| {
@@ -426,23 +441,55 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
     });
     let free = window.saturating_sub(used);
     let percentage = used.saturating_mul(100).checked_div(window).unwrap_or(0);
-    json!({
-        "categories": [
-            {"id": "messages", "name": "Messages", "tokens": used, "color": "purple", "kind": "used"},
-            {"id": "free_space", "name": "Free space", "tokens": free, "color": "promptBorder", "kind": "free"},
+    let category = |id, name, tokens, color, kind| wire::ContextCategory {
+        id,
+        name,
+        tokens,
+        color,
+        kind,
+    };
+    wire::ContextUsage {
+        categories: vec![
+            category("messages", "Messages", used, "purple", "used"),
+            category("free_space", "Free space", free, "promptBorder", "free"),
         ],
-        "totalTokens": used,
-        "maxTokens": window,
-        "rawMaxTokens": window,
-        "percentage": percentage,
-        "model": model,
-        "autoCompactThreshold": limit,
-        "isAutoCompactEnabled": auto,
-        "memoryFiles": [],
-        "mcpTools": [],
-        "agents": [],
-        "apiUsage": last.map(|u| wire_usage(&u)),
-    })
+        total_tokens: used,
+        max_tokens: window,
+        raw_max_tokens: window,
+        percentage,
+        model,
+        auto_compact_threshold: limit,
+        is_auto_compact_enabled: auto,
+        memory_files: Vec::new(),
+        mcp_tools: Vec::new(),
+        agents: Vec::new(),
+        api_usage: last.map(|u| wire_usage(&u)),
+    }
+}
+
+/// `rewind_files`' answer for a rewind done (or, dry, previewed).
+fn rewind_answer(r: &runtime::file_history::Rewind, dry_run: bool) -> wire::RewindAnswer {
+    let mut answer = wire::RewindAnswer {
+        can_rewind: true,
+        error: None,
+        files_changed: None,
+        insertions: None,
+        deletions: None,
+        skipped_links: None,
+    };
+    if dry_run {
+        answer.files_changed = Some(
+            r.files_changed
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+        );
+        answer.insertions = Some(r.insertions);
+        answer.deletions = Some(r.deletions);
+    } else {
+        answer.skipped_links = Some(r.skipped_links);
+    }
+    answer
 }
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
@@ -790,40 +837,42 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
 
 /// `initialize`'s `commands`: the skills and commands of the catalog, then
 /// the built-ins (`builtin: true`, as Claude Code marks its own).
-fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
-    let entries = snap.skills.skills.values().map(|s| {
-        json!({
-            "name": s.name,
-            "description": s.description,
-            "argumentHint": s.argument_hint.clone().unwrap_or_default(),
-        })
+fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<wire::CommandEntry> {
+    let entries = snap.skills.skills.values().map(|s| wire::CommandEntry {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        argument_hint: s.argument_hint.clone().unwrap_or_default(),
+        builtin: None,
     });
-    let builtins = runtime::commands::BUILTINS.iter().map(|(name, hint, what)| {
-        json!({"name": name, "description": what, "argumentHint": hint, "builtin": true})
-    });
+    let builtins = runtime::commands::BUILTINS
+        .iter()
+        .map(|(name, hint, what)| wire::CommandEntry {
+            name: name.to_string(),
+            description: what.to_string(),
+            argument_hint: hint.to_string(),
+            builtin: Some(true),
+        });
     entries.chain(builtins).collect()
 }
 
 /// `initialize`'s `agents`: those the main session may call, with their
 /// description and, when set, their model.
-fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<Value> {
+fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<wire::AgentEntry> {
     let snap = engine.snapshot.load();
     let kind = snap.session_kind(session.spec().kind.interactive);
     snap.visible_agents(kind)
         .iter()
-        .map(|d| {
-            let mut a = json!({"name": d.name, "description": d.description});
-            if let Some(m) = &d.model {
-                a["model"] = json!(m);
-            }
-            a
+        .map(|d| wire::AgentEntry {
+            name: d.name.clone(),
+            description: d.description.clone(),
+            model: d.model.clone(),
         })
         .collect()
 }
 
 /// `initialize`'s `account`: cadre has no login; the provider's key
 /// variable, when it is set.
-fn account(engine: &runtime::Engine) -> Value {
+fn account(engine: &runtime::Engine) -> wire::Account {
     let snap = engine.snapshot.load();
     let provider = &snap.settings().provider;
     let key_env = crate::provider::key_env(provider);
@@ -831,11 +880,11 @@ fn account(engine: &runtime::Engine) -> Value {
         .env
         .iter()
         .any(|(k, v)| *k == key_env && !v.is_empty());
-    json!({
-        "tokenSource": "none",
-        "apiKeySource": if has_key { key_env.as_str() } else { "none" },
-        "apiProvider": crate::provider::api_provider(provider.kind),
-    })
+    wire::Account {
+        token_source: "none",
+        api_key_source: if has_key { key_env } else { "none".into() },
+        api_provider: crate::provider::api_provider(provider.kind),
+    }
 }
 
 /// `system`/`session_state_changed`.
@@ -853,23 +902,23 @@ fn session_state(session_id: &str, state: &'static str) -> Output {
 /// configured model) first, then each alias of `[models]`. None offers
 /// Claude Code's `auto` permission mode (`supportsAutoMode`), which cadre
 /// runs as `default`; effort levels are those of `effort_levels`.
-fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<wire::ModelEntry> {
     let settings = snap.settings();
     let entry = |value: &str, model: &str, name: &str, description: String| {
         let levels = crate::agent_tool::accepted_effort_levels(model, &settings.effort_levels)
             .unwrap_or_default();
-        json!({
-            "value": value,
-            "resolvedModel": model,
-            "displayName": name,
-            "description": description,
-            "supportsEffort": !levels.is_empty(),
-            "supportedEffortLevels": levels,
-            "supportsAdaptiveThinking": false,
-            "supportsFastMode": false,
-            "supportsAutoMode": false,
-            "supportsThinkingOff": true,
-        })
+        wire::ModelEntry {
+            value: value.to_string(),
+            resolved_model: model.to_string(),
+            display_name: name.to_string(),
+            description,
+            supports_effort: !levels.is_empty(),
+            supported_effort_levels: levels.to_vec(),
+            supports_adaptive_thinking: false,
+            supports_fast_mode: false,
+            supports_auto_mode: false,
+            supports_thinking_off: true,
+        }
     };
     let main = snap.resolve_alias(&settings.provider.model);
     let mut out = vec![entry(
@@ -931,25 +980,184 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let live_engine = Arc::new(std::sync::OnceLock::new());
     let mut extras = plan.extras;
     let mut session_args = plan.session;
+    let reader = Reader {
+        control: Arc::clone(&control),
+        prompts: Arc::clone(&prompts),
+        engine: Arc::clone(&live_engine),
+        emitter: emitter.clone(),
+    };
+    let mut opening = open_input(&mut g, &h, plan.input, &mut session_args, reader).await?;
+    let session_id = extras
+        .session_id
+        .clone()
+        .unwrap_or_else(prepare::new_session_id);
+    extras.session_id = Some(session_id);
+    let hooks = std::mem::take(&mut opening.hooks);
+    let asker = wire_client(
+        &g,
+        &control,
+        &mut extras,
+        hooks,
+        (&plan.sdk_servers, plan.stdio_permissions, plan.input),
+    );
+    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
+    let events = event_sink(&emitter, progress.as_ref());
+    // What `/clear` sets a new session up with.
+    let clear_with = (Arc::clone(&events), asker.clone(), extras.clone());
+    let prepared =
+        match prepare::prepare_with(&g, &session_args, headless_mode(), events, asker, extras) {
+            Ok(p) => p,
+            Err(e) => {
+                let init = opening.init_reply.as_deref();
+                return Err(setup_failed(e, init, &session_args, &emitter));
+            }
+        };
+    let reload = prepared.watch();
+    let _ = live_engine.set(Arc::clone(&prepared.engine));
+    // A resumed session keeps its own id.
+    emitter.configure(
+        &prepared.engine.session_id,
+        &prepared.session.spec().model,
+        prepared.engine.snapshot.load().settings(),
+    );
+    if let Some(id) = &opening.init_reply {
+        answer_initialize(id, &prepared);
+    }
+    let Prepared {
+        mut session,
+        engine,
+        def,
+        model_source,
+        ..
+    } = prepared;
+    if let Some(spec) = plan.structured.clone() {
+        session.set_structured_output(spec);
+    }
+    if let Some(effort) = &h.effort {
+        session.set_effort(effort.clone());
+    }
+    if let Some(t) = opening.thinking {
+        session.set_thinking_budget(t);
+    }
+    // As in `run`: the first request offers the MCP tools of every server
+    // that came up within mcp.startup_timeout_ms.
+    let startup =
+        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
+    prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
+    // A resumed conversation already has its first message (and memory).
+    let source = if session_args.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    let start_context = session.session_start_hooks(source).await;
+    let run = Run {
+        g: &g,
+        output: plan.output,
+        input: plan.input,
+        emitter: &emitter,
+        prompts: &prompts,
+        progress,
+        startup,
+        max_line: h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES),
+        // Claude Code's `session_state_changed` messages, which clients such
+        // as the ACP adapters ask for with this variable and wait on.
+        state_events: plan.output == OutputFormat::StreamJson
+            && std::env::var("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
+                .is_ok_and(|v| matches!(v.trim(), "1" | "true")),
+        model_source,
+        session_args: &session_args,
+        clear_with,
+    };
+    let mut live = Live {
+        is_first: !session_args.resuming(),
+        session,
+        engine,
+        def,
+        _reload: reload,
+        start_context,
+        last_error: false,
+        last_failed: false,
+        last_text: String::new(),
+        last_result: None,
+    };
+    for (line, bytes) in std::mem::take(&mut opening.skipped) {
+        run.too_long(&mut live, line, bytes);
+    }
+    let mut first = opening.first.take();
+    loop {
+        let prompt = match first.take() {
+            Some(m) => m,
+            None => match opening.rx.as_mut() {
+                None => break,
+                Some(r) => match run.next_prompt(&mut live, r).await {
+                    Some(p) => p,
+                    None => break,
+                },
+            },
+        };
+        if run.answer(&mut live, prompt).await? {
+            break;
+        }
+    }
+    live.session.session_end_hooks("other").await;
+    // The session is over: children still running end with it.
+    live.engine
+        .shutdown(std::time::Duration::from_secs(5))
+        .await;
+    finish(plan.output, &live)
+}
 
-    // Text input: one prompt. Stream input: the reader, then initialize
-    // (if the client sends it) before the first user message.
-    let mut rx = None;
-    let mut first: Option<Prompt> = None;
-    let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
-    let mut init_reply: Option<String> = None;
-    // `set_max_thinking_tokens` read before the session was set up.
-    let mut thinking: Option<Option<u32>> = None;
-    // Over-long lines read before the session was set up.
-    let mut skipped: Vec<(u64, u64)> = Vec::new();
-    match plan.input {
+/// How headless mode sets a main session up.
+fn headless_mode() -> Mode {
+    Mode {
+        interactive: false,
+        write_transcripts: true,
+        wait_for_background: true,
+        connect_mcp: true,
+    }
+}
+
+/// What the stdin reader shares with the session loop.
+struct Reader {
+    control: Arc<Control>,
+    prompts: Arc<Prompts>,
+    engine: Arc<std::sync::OnceLock<Arc<runtime::Engine>>>,
+    emitter: Emitter,
+}
+
+/// What was read before the session was set up.
+#[derive(Default)]
+struct Opening {
+    rx: Option<mpsc::UnboundedReceiver<Incoming>>,
+    first: Option<Prompt>,
+    hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+    /// The `initialize` request to answer once the session is set up.
+    init_reply: Option<String>,
+    /// `set_max_thinking_tokens` read before the session was set up.
+    thinking: Option<Option<u32>>,
+    /// Over-long lines read before the session was set up.
+    skipped: Vec<(u64, u64)>,
+}
+
+/// Text input: one prompt. Stream input: the reader, then initialize (if
+/// the client sends it) before the first user message.
+async fn open_input(
+    g: &mut GlobalArgs,
+    h: &HeadlessArgs,
+    input: InputFormat,
+    session_args: &mut SessionArgs,
+    reader: Reader,
+) -> Result<Opening, CliError> {
+    let mut opening = Opening::default();
+    match input {
         InputFormat::Text => {
             let text = match h.prompt.clone() {
                 Some(p) => p,
                 None => super::args::read_stdin_prompt("after -p")?,
             };
-            let (id, cancel) = prompts.admit();
-            first = Some(Prompt {
+            let (id, cancel) = reader.prompts.admit();
+            opening.first = Some(Prompt {
                 message: Message::user_text(text),
                 id,
                 cancel,
@@ -965,18 +1173,17 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         .into(),
                 ));
             }
-            let (tx, r) = mpsc::unbounded_channel();
+            let (tx, mut r) = mpsc::unbounded_channel();
             spawn_reader(
                 tokio::io::BufReader::new(tokio::io::stdin()),
                 h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES),
                 h.replay_user_messages.is_some(),
                 tx,
-                Arc::clone(&control),
-                Arc::clone(&prompts),
-                Arc::clone(&live_engine),
-                emitter.clone(),
+                reader.control,
+                reader.prompts,
+                reader.engine,
+                reader.emitter.clone(),
             );
-            let mut r = r;
             loop {
                 match r.recv().await {
                     Some(Incoming::Initialize {
@@ -986,29 +1193,42 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         forward_subagent_text,
                     }) => {
                         if let Some(a) = agents {
-                            merge_agents(&mut g, a);
+                            merge_agents(g, a);
                         }
-                        emitter.forward_subagent_text(forward_subagent_text);
-                        hooks = hk;
-                        init_reply = Some(request_id);
+                        reader.emitter.forward_subagent_text(forward_subagent_text);
+                        opening.hooks = hk;
+                        opening.init_reply = Some(request_id);
                         // Answered once the session is set up (or failed to be).
                         break;
                     }
                     Some(Incoming::User(m)) => {
-                        first = Some(m);
+                        opening.first = Some(m);
                         break;
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
                     Some(Incoming::SetModel(m)) => session_args.model = m,
-                    Some(Incoming::SetThinking(t)) => thinking = Some(t),
+                    Some(Incoming::SetThinking(t)) => opening.thinking = Some(t),
                     // Answered once the session is set up, in order.
-                    Some(Incoming::TooLong { line, bytes }) => skipped.push((line, bytes)),
+                    Some(Incoming::TooLong { line, bytes }) => opening.skipped.push((line, bytes)),
                     Some(Incoming::End) | None => break,
                 }
             }
-            rx = Some(r);
+            opening.rx = Some(r);
         }
     }
+    Ok(opening)
+}
+
+/// The SDK client's parts of the session: its hook callbacks, its
+/// in-process MCP servers, its answers to permission questions,
+/// elicitations and AskUserQuestion, file checkpoints.
+fn wire_client(
+    g: &GlobalArgs,
+    control: &Arc<Control>,
+    extras: &mut Extras,
+    hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+    (sdk_servers, stdio_permissions, input): (&[String], bool, InputFormat),
+) -> Option<runtime::Asker> {
     let unsupported_hooks: Vec<String> = hooks
         .keys()
         .filter(|e| !CLIENT_HOOK_EVENTS.contains(&e.as_str()))
@@ -1016,41 +1236,36 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         .collect();
     if !unsupported_hooks.is_empty() {
         note(
-            &g,
+            g,
             &format!(
                 "not supported: SDK hook callbacks for {} (cadre has no such event; they are never called)",
                 unsupported_hooks.join(", ")
             ),
         );
     }
-    let session_id = extras
-        .session_id
-        .clone()
-        .unwrap_or_else(prepare::new_session_id);
-    extras.session_id = Some(session_id.clone());
     if !hooks.is_empty() {
-        extras.client_hooks = Some(client_hooks(Arc::clone(&control), hooks));
+        extras.client_hooks = Some(client_hooks(Arc::clone(control), hooks));
     }
-    if !plan.sdk_servers.is_empty() {
-        extras.mcp_local = Some(sdk_connector(
-            Arc::clone(&control),
-            plan.sdk_servers.clone(),
-        ));
+    if !sdk_servers.is_empty() {
+        extras.mcp_local = Some(sdk_connector(Arc::clone(control), sdk_servers.to_vec()));
     }
-    let asker = plan
-        .stdio_permissions
-        .then(|| client_asker(Arc::clone(&control)));
-    if plan.input == InputFormat::StreamJson {
-        extras.elicitor = Some(client_elicitor(Arc::clone(&control)));
+    let asker = stdio_permissions.then(|| client_asker(Arc::clone(control)));
+    if input == InputFormat::StreamJson {
+        extras.elicitor = Some(client_elicitor(Arc::clone(control)));
     }
-    if plan.stdio_permissions {
-        extras.questioner = Some(client_questioner(Arc::clone(&control)));
+    if stdio_permissions {
+        extras.questioner = Some(client_questioner(Arc::clone(control)));
     }
     // The SDKs' `enable_file_checkpointing`.
     extras.file_checkpoints = std::env::var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
         .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
-    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
-    let events: EventSink = match &progress {
+    asker
+}
+
+/// The engine's events go to the emitter's accounts, and with text output
+/// to the progress lines too.
+fn event_sink(emitter: &Emitter, progress: Option<&Arc<Progress>>) -> EventSink {
+    match progress {
         Some(p) => {
             let bars = p.sink();
             let accounts = emitter.sink();
@@ -1060,179 +1275,171 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             })
         }
         None => emitter.sink(),
-    };
-    let mode = || Mode {
-        interactive: false,
-        write_transcripts: true,
-        wait_for_background: true,
-        connect_mcp: true,
-    };
-    // What `/clear` sets a new session up with.
-    let (clear_events, clear_asker, clear_extras) =
-        (Arc::clone(&events), asker.clone(), extras.clone());
-    let prepared = prepare::prepare_with(&g, &session_args, mode(), events, asker, extras);
-    let prepared = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            // A session that cannot be resumed (unknown id, a truncating
-            // resume refused) ends the process before any answer, as
-            // Claude Code checks it before it reads stdin: the SDKs raise
-            // their process error with the reason from stderr.
-            // (The process ends now: the reader of stdin would keep it
-            // waiting for a client that waits for the answer.)
-            if init_reply.is_some() && session_args.resuming() {
-                let start = PromptStart::now(&emitter);
-                let failed = Err(RunError::Limit(e.to_string()));
-                let id = prepare::new_session_id();
-                send(&Output::Result(result_of(
-                    &emitter, &id, &start, &failed, 0,
-                )));
-                eprintln!("error: {e}");
-                std::process::exit(1);
-            }
-            if let Some(id) = &init_reply {
-                send(&Output::ControlResponse(wire::ControlResponseOut::error(
-                    id,
-                    e.to_string(),
-                )));
-            }
-            return Err(e);
-        }
-    };
-    let mut _reload = prepared.watch();
-    let _ = live_engine.set(Arc::clone(&prepared.engine));
-    // A resumed session keeps its own id.
-    emitter.configure(
-        &prepared.engine.session_id,
-        &prepared.session.spec().model,
-        prepared.engine.snapshot.load().settings(),
-    );
-    if let Some(id) = &init_reply {
-        send(&Output::InitializeResponse(wire::ControlResponseOut::success(
+    }
+}
+
+/// The session could not be set up: the error, after what the client
+/// waits for.
+fn setup_failed(
+    e: CliError,
+    init_reply: Option<&str>,
+    session_args: &SessionArgs,
+    emitter: &Emitter,
+) -> CliError {
+    // A session that cannot be resumed (unknown id, a truncating resume
+    // refused) ends the process before any answer, as Claude Code checks
+    // it before it reads stdin: the SDKs raise their process error with
+    // the reason from stderr. (The process ends now: the reader of stdin
+    // would keep it waiting for a client that waits for the answer.)
+    if init_reply.is_some() && session_args.resuming() {
+        let start = PromptStart::now(emitter);
+        let failed = Err(RunError::Limit(e.to_string()));
+        let id = prepare::new_session_id();
+        send(&Output::Result(result_of(emitter, &id, &start, &failed, 0)));
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+    if let Some(id) = init_reply {
+        send(&Output::ControlResponse(wire::ControlResponseOut::error(
             id,
-            json!({
-                "commands": command_list(&prepared.engine.snapshot.load()),
-                "output_style": prepared.engine.snapshot.load().chosen_output_style(),
-                "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
-                "models": model_list(&prepared.engine.snapshot.load()),
-                "agents": agent_list(&prepared.engine, &prepared.session),
-                "account": account(&prepared.engine),
-                "pid": std::process::id(),
-                "claude_code_version": wire::CLAUDE_CODE_VERSION,
-                "current_permission_mode": prepared.session.spec().mode.as_str(),
+            e.to_string(),
+        )));
+    }
+    e
+}
+
+/// The answer to `initialize`, once the session is set up.
+fn answer_initialize(id: &str, prepared: &Prepared) {
+    let snap = prepared.engine.snapshot.load();
+    send(&Output::InitializeResponse(
+        wire::ControlResponseOut::success(
+            id,
+            wire::InitializeAnswer {
+                commands: command_list(&snap),
+                output_style: snap.chosen_output_style(),
+                available_output_styles: snap.output_styles.names(),
+                models: model_list(&snap),
+                agents: agent_list(&prepared.engine, &prepared.session),
+                account: account(&prepared.engine),
+                pid: std::process::id(),
+                claude_code_version: wire::CLAUDE_CODE_VERSION,
+                current_permission_mode: prepared.session.spec().mode.as_str().to_string(),
                 // No prompt has been read yet.
-                "session_state": "idle",
+                session_state: "idle",
                 // None of Claude Code's optional protocol extensions.
-                "capabilities": [],
-                "hook_on_failure_supported": true,
-                "hooks_applied": true,
-            }),
+                capabilities: Vec::new(),
+                hook_on_failure_supported: true,
+                hooks_applied: true,
+            },
         )
         // cadre answers `initialize` before it runs anything: no permission
         // request can be waiting yet.
-        .with_pending_permission_requests(Vec::new())));
-    }
-    let Prepared {
-        mut session,
-        mut engine,
-        mut def,
-        model_source,
-        ..
-    } = prepared;
-    if let Some(spec) = plan.structured.clone() {
-        session.set_structured_output(spec);
-    }
-    if let Some(effort) = &h.effort {
-        session.set_effort(effort.clone());
-    }
-    if let Some(t) = thinking {
-        session.set_thinking_budget(t);
-    }
-    // As in `run`: the first request offers the MCP tools of every server
-    // that came up within mcp.startup_timeout_ms.
-    let startup =
-        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
-    prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
-    // A resumed conversation already has its first message (and memory).
-    let mut is_first = !session_args.resuming();
-    let source = if session_args.resuming() {
-        "resume"
-    } else {
-        "startup"
-    };
-    let mut start_context = session.session_start_hooks(source).await;
-    let mut last_error = false;
-    let mut last_failed = false;
-    let mut last_text = String::new();
-    let mut last_result: Option<ResultOut> = None;
-    let max_line = h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES);
-    // Claude Code's `session_state_changed` messages, which clients such as
-    // the ACP adapters ask for with this variable and wait on.
-    let state_events = plan.output == OutputFormat::StreamJson
-        && std::env::var("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
-            .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
-    for (line, bytes) in skipped {
-        let result = too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
+        .with_pending_permission_requests(Vec::new()),
+    ));
+}
+
+/// What a headless run keeps for its whole length.
+struct Run<'a> {
+    g: &'a GlobalArgs,
+    output: OutputFormat,
+    input: InputFormat,
+    emitter: &'a Emitter,
+    prompts: &'a Prompts,
+    progress: Option<Arc<Progress>>,
+    startup: std::time::Duration,
+    max_line: u64,
+    state_events: bool,
+    model_source: &'static str,
+    session_args: &'a SessionArgs,
+    /// What `/clear` sets a new session up with.
+    clear_with: (EventSink, Option<runtime::Asker>, Extras),
+}
+
+/// The session a headless run drives, and what its end reports.
+struct Live {
+    session: Session,
+    engine: Arc<runtime::Engine>,
+    def: Option<Arc<crate::catalog::AgentDef>>,
+    _reload: Option<crate::reload::ReloadHandle>,
+    is_first: bool,
+    /// SessionStart's context, joining the first prompt that is sent.
+    start_context: Vec<ContentBlock>,
+    last_error: bool,
+    last_failed: bool,
+    last_text: String,
+    last_result: Option<ResultOut>,
+}
+
+/// A prompt's text, or a built-in's, answered without the model.
+type Local = (String, Option<&'static str>);
+
+impl Run<'_> {
+    /// Answers a stdin line longer than the cap with an error `result`.
+    fn too_long(&self, live: &mut Live, line: u64, bytes: u64) {
+        let result = too_long_result(
+            self.emitter,
+            &live.engine.session_id,
+            line,
+            bytes,
+            self.max_line,
+        );
         send(&Output::Result(result.clone()));
-        last_error = true;
-        last_result = Some(result);
+        live.last_error = true;
+        live.last_result = Some(result);
     }
-    loop {
-        let prompt = match first.take() {
-            Some(m) => m,
-            None => match rx.as_mut() {
-                None => break,
-                Some(r) => match r.recv().await {
-                    Some(Incoming::User(p)) => p,
-                    Some(Incoming::SetMode(m)) => {
-                        session.set_mode(m);
-                        // The client's latest word wins over an earlier
-                        // permission update's mode.
-                        if let Ok(mut g) = engine.grants.lock() {
-                            g.mode = None;
-                        }
+
+    /// The next prompt from stdin, after the requests that come between
+    /// prompts; `None` when stdin ended.
+    async fn next_prompt(
+        &self,
+        live: &mut Live,
+        r: &mut mpsc::UnboundedReceiver<Incoming>,
+    ) -> Option<Prompt> {
+        loop {
+            let (session, engine) = (&mut live.session, &live.engine);
+            match r.recv().await {
+                Some(Incoming::User(p)) => return Some(p),
+                Some(Incoming::SetMode(m)) => {
+                    session.set_mode(m);
+                    // The client's latest word wins over an earlier
+                    // permission update's mode.
+                    if let Ok(mut g) = engine.grants.lock() {
+                        g.mode = None;
+                    }
+                }
+                Some(Incoming::SetThinking(t)) => session.set_thinking_budget(t),
+                Some(Incoming::SetModel(m)) => {
+                    let snap = engine.snapshot.load_full();
+                    let requested = m.unwrap_or_else(|| snap.settings().provider.model.clone());
+                    let model = snap.resolve_alias(&requested).to_string();
+                    if let Err(why) = session.pre_model_switch_hooks(&requested, "sdk").await {
+                        note(
+                            self.g,
+                            &format!("the model stays {}: {why}", session.spec().model),
+                        );
                         continue;
                     }
-                    Some(Incoming::SetThinking(t)) => {
-                        session.set_thinking_budget(t);
-                        continue;
-                    }
-                    Some(Incoming::SetModel(m)) => {
-                        let snap = engine.snapshot.load_full();
-                        let requested = m.unwrap_or_else(|| snap.settings().provider.model.clone());
-                        let model = snap.resolve_alias(&requested).to_string();
-                        if let Err(why) = session.pre_model_switch_hooks(&requested, "sdk").await {
-                            note(
-                                &g,
-                                &format!("the model stays {}: {why}", session.spec().model),
-                            );
-                            continue;
-                        }
-                        let from = session.spec().model.clone();
-                        emitter.set_main_model(&model);
-                        session.set_model(model);
-                        session.post_model_switch_hooks(&from, "sdk").await;
-                        continue;
-                    }
-                    Some(Incoming::Initialize { request_id, .. }) => {
-                        send(&Output::ControlResponse(wire::ControlResponseOut::error(
-                            &request_id,
-                            "already initialized",
-                        )));
-                        continue;
-                    }
-                    Some(Incoming::TooLong { line, bytes }) => {
-                        let result =
-                            too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
-                        send(&Output::Result(result.clone()));
-                        last_error = true;
-                        last_result = Some(result);
-                        continue;
-                    }
-                    Some(Incoming::End) | None => break,
-                },
-            },
-        };
+                    let from = session.spec().model.clone();
+                    self.emitter.set_main_model(&model);
+                    session.set_model(model);
+                    session.post_model_switch_hooks(&from, "sdk").await;
+                }
+                Some(Incoming::Initialize { request_id, .. }) => {
+                    send(&Output::ControlResponse(wire::ControlResponseOut::error(
+                        &request_id,
+                        "already initialized",
+                    )));
+                }
+                Some(Incoming::TooLong { line, bytes }) => self.too_long(live, line, bytes),
+                Some(Incoming::End) | None => return None,
+            }
+        }
+    }
+
+    /// Runs one prompt and sends its `result`; `true` when the session
+    /// stops after it (the budget is spent, or text input met a
+    /// configuration problem).
+    async fn answer(&self, live: &mut Live, prompt: Prompt) -> Result<bool, CliError> {
         let Prompt {
             message,
             id: prompt_id,
@@ -1241,7 +1448,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             echo,
             origin,
         } = prompt;
-        let was_first = is_first;
+        let was_first = live.is_first;
         let prompt_text = message
             .content
             .iter()
@@ -1250,18 +1457,106 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             .join("\n");
         // The budget stop cancels the prompt running; an interrupt has had
         // this token since the prompt was read.
-        emitter.set_current(Some(cancel.clone()));
+        self.emitter.set_current(Some(cancel.clone()));
+        self.begin(live, echo);
+        let start = PromptStart::now(self.emitter);
+        // UserPromptSubmit sees the prompt as typed, before a slash
+        // command is expanded.
+        let mut contexts = Vec::new();
+        let mut blocked = None;
+        // UserPromptSubmit: the settings' hooks and the client's callbacks.
+        match live.session.user_prompt_hooks(&prompt_text).await {
+            Ok(c) => contexts = c,
+            Err(reason) => blocked = Some(reason),
+        }
+        let mut local: Option<Local> = None;
+        let mut active = None;
+        let mut content = Vec::new();
+        if verbatim && blocked.is_none() {
+            content = message.content;
+        } else if blocked.is_none() {
+            match self.expand(live, message.content).await? {
+                Ok((blocks, skill)) => {
+                    content = blocks;
+                    active = skill;
+                }
+                Err(l) => local = Some(l),
+            }
+        }
+        if let Some((text, command)) = local {
+            self.prompts.done(prompt_id);
+            let mut result =
+                local_result(self.emitter, &live.engine.session_id, &start, text, command);
+            result.origin = origin;
+            result.queued_turn_count = self.prompts.queued();
+            live.last_error = false;
+            live.last_failed = false;
+            live.last_text = result.result.clone();
+            if self.output == OutputFormat::StreamJson {
+                send(&Output::Result(result.clone()));
+            }
+            if self.state_events {
+                send(&session_state(&live.engine.session_id, "idle"));
+            }
+            live.last_result = Some(result);
+            return Ok(false);
+        }
+        let mut message = if live.is_first {
+            prepare::first_message_with(&live.engine, live.def.as_deref(), content)
+        } else {
+            Message::user(content)
+        };
+        live.is_first = false;
+        message.content.extend(contexts);
+        // SessionStart's context joins the first prompt that is sent.
+        message.content.append(&mut live.start_context);
+        let outcome = match &blocked {
+            // A blocked prompt never joins the conversation (the next one
+            // is the first, if this was).
+            Some(_) => {
+                live.is_first = was_first;
+                Err(RunError::Cancelled)
+            }
+            None => {
+                live.session.push_user_with(message, active);
+                run_prompt(&mut live.session, self.emitter, cancel).await
+            }
+        };
+        self.prompts.done(prompt_id);
+        let mut result = result_of(
+            self.emitter,
+            &live.engine.session_id,
+            &start,
+            &outcome,
+            live.session.turns_this_prompt(),
+        );
+        result.origin = origin;
+        result.queued_turn_count = self.prompts.queued();
+        if let Some(reason) = blocked {
+            result.errors = vec![format!(
+                "UserPromptSubmit hook blocked the prompt: {reason}"
+            )];
+            result.result = reason;
+        }
+        Ok(self.report(live, &outcome, result))
+    }
+
+    /// Before a prompt runs: the mode a permission update set, the
+    /// `running` state, `init`, and the prompt's echo; its file checkpoint
+    /// starts.
+    fn begin(&self, live: &mut Live, echo: Option<Echo>) {
+        let engine = &live.engine;
         // A mode set by a permission update becomes the session's own
         // (reported in `init`, inherited by sub-agents).
         let granted = engine.grants.lock().ok().and_then(|mut g| g.mode.take());
         if let Some(m) = granted {
-            session.set_mode(m);
+            live.session.set_mode(m);
         }
-        if state_events {
+        if self.state_events {
             send(&session_state(&engine.session_id, "running"));
         }
-        if emitter.prints() {
-            send(&init_message(&engine, model_source, &session));
+        if self.emitter.prints() {
+            send(&init_message(engine, self.model_source, &live.session));
         }
         // The message's id: the client's, or a new one; `rewind_files`
         // names a checkpoint by it.
@@ -1273,180 +1568,142 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             history.begin(&message_uuid);
         }
         if let Some(e) = echo
-            && plan.output == OutputFormat::StreamJson
+            && self.output == OutputFormat::StreamJson
         {
             send(&Output::UserReplay(wire::UserReplay {
                 message: e.message,
                 parent_tool_use_id: e.parent_tool_use_id,
                 session_id: engine.session_id.clone(),
-                uuid: message_uuid.clone(),
+                uuid: message_uuid,
                 timestamp: crate::clock::now_rfc3339(),
                 is_replay: true,
                 origin: e.origin,
             }));
         }
-        let start = PromptStart::now(&emitter);
-        // UserPromptSubmit sees the prompt as typed, before a slash
-        // command is expanded.
-        let mut contexts = Vec::new();
-        let mut blocked = None;
-        // UserPromptSubmit: the settings' hooks and the client's callbacks.
-        match session.user_prompt_hooks(&prompt_text).await {
-            Ok(c) => contexts = c,
-            Err(reason) => blocked = Some(reason),
-        }
-        // Slash commands: a built-in is carried out here, a skill or
-        // command is expanded (its shell lines run now), anything else is
-        // sent as it is.
-        let mut local: Option<(String, Option<&str>)> = None;
-        let mut active = None;
-        let mut content = Vec::new();
-        if verbatim && blocked.is_none() {
-            content = message.content;
-        } else if blocked.is_none() {
-            match session.prompted(message.content).await {
-                runtime::commands::Prompted::Send {
-                    blocks,
-                    skill,
-                    notes,
-                } => {
-                    for n in &notes {
-                        note(&g, n);
-                    }
-                    content = blocks;
-                    active = skill;
+    }
+
+    /// Slash commands: a built-in is carried out here (`Err`: its text),
+    /// a skill or command is expanded (its shell lines run now), anything
+    /// else is sent as it is.
+    async fn expand(
+        &self,
+        live: &mut Live,
+        blocks: Vec<ContentBlock>,
+    ) -> Result<Result<(Vec<ContentBlock>, Option<runtime::todos::ActiveSkill>), Local>, CliError>
+    {
+        Ok(match live.session.prompted(blocks).await {
+            runtime::commands::Prompted::Send {
+                blocks,
+                skill,
+                notes,
+            } => {
+                for n in &notes {
+                    note(self.g, n);
                 }
-                runtime::commands::Prompted::Local(text) => local = Some((text, None)),
-                runtime::commands::Prompted::Builtin("clear", _) => {
-                    let old = engine.session_id.clone();
-                    session.session_end_hooks("clear").await;
-                    engine.shutdown(std::time::Duration::from_secs(5)).await;
-                    session
-                        .transcript()
-                        .record("end", json!({"status": "completed", "cleared": true}));
-                    let fresh = SessionArgs {
-                        resume: None,
-                        continue_latest: false,
-                        fork_session: false,
-                        ..session_args.clone()
-                    };
-                    let new_id = prepare::new_session_id();
-                    let mut extras = clear_extras.clone();
-                    extras.session_id = Some(new_id.clone());
-                    let prepared = prepare::prepare_with(
-                        &g,
-                        &fresh,
-                        mode(),
-                        Arc::clone(&clear_events),
-                        clear_asker.clone(),
-                        extras,
-                    )?;
-                    _reload = prepared.watch();
-                    emitter.configure(
-                        &prepared.engine.session_id,
-                        &prepared.session.spec().model,
-                        prepared.engine.snapshot.load().settings(),
-                    );
-                    session = prepared.session;
-                    engine = prepared.engine;
-                    def = prepared.def;
-                    prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
-                    is_first = true;
-                    start_context = session.session_start_hooks("clear").await;
-                    if emitter.prints() {
-                        let id = wire::new_uuid();
-                        send(&Output::ConversationReset(wire::ConversationReset {
-                            new_conversation_id: new_id,
-                            uuid: id,
-                            trigger: "clear".into(),
-                            timestamp: crate::clock::now_rfc3339(),
-                            session_id: old,
-                        }));
-                        send(&init_message(&engine, model_source, &session));
-                    }
-                    local = Some((String::new(), Some("clear")));
-                }
-                runtime::commands::Prompted::Builtin("compact", instructions) => {
-                    let text = commands::compact_now(&mut session, &engine, &instructions).await;
-                    local = Some((text, Some("compact")));
-                }
-                runtime::commands::Prompted::Builtin(name, _) => {
-                    local = Some((commands::help_text(&engine, name, false).await, Some(name)));
-                }
+                Ok((blocks, skill))
             }
-        }
-        if let Some((text, command)) = local {
-            prompts.done(prompt_id);
-            let mut result = local_result(&emitter, &engine.session_id, &start, text, command);
-            result.origin = origin;
-            result.queued_turn_count = prompts.queued();
-            last_error = false;
-            last_failed = false;
-            last_text = result.result.clone();
-            if plan.output == OutputFormat::StreamJson {
-                send(&Output::Result(result.clone()));
+            runtime::commands::Prompted::Local(text) => Err((text, None)),
+            runtime::commands::Prompted::Builtin("clear", _) => {
+                self.clear(live).await?;
+                Err((String::new(), Some("clear")))
             }
-            if state_events {
-                send(&session_state(&engine.session_id, "idle"));
+            runtime::commands::Prompted::Builtin("compact", instructions) => {
+                let text =
+                    commands::compact_now(&mut live.session, &live.engine, &instructions).await;
+                Err((text, Some("compact")))
             }
-            last_result = Some(result);
-            continue;
-        }
-        let mut message = if is_first {
-            prepare::first_message_with(&engine, def.as_deref(), content)
-        } else {
-            Message::user(content)
+            runtime::commands::Prompted::Builtin(name, _) => Err((
+                commands::help_text(&live.engine, name, false).await,
+                Some(name),
+            )),
+        })
+    }
+
+    /// `/clear`: the session ends and a new one starts under a new id.
+    async fn clear(&self, live: &mut Live) -> Result<(), CliError> {
+        let old = live.engine.session_id.clone();
+        live.session.session_end_hooks("clear").await;
+        live.engine
+            .shutdown(std::time::Duration::from_secs(5))
+            .await;
+        live.session
+            .transcript()
+            .record("end", json!({"status": "completed", "cleared": true}));
+        let fresh = SessionArgs {
+            resume: None,
+            continue_latest: false,
+            fork_session: false,
+            ..self.session_args.clone()
         };
-        is_first = false;
-        message.content.extend(contexts);
-        // SessionStart's context joins the first prompt that is sent.
-        message.content.append(&mut start_context);
-        let outcome = match &blocked {
-            // A blocked prompt never joins the conversation (the next one
-            // is the first, if this was).
-            Some(_) => {
-                is_first = was_first;
-                Err(RunError::Cancelled)
-            }
-            None => {
-                session.push_user_with(message, active);
-                run_prompt(&mut session, &emitter, cancel).await
-            }
-        };
-        prompts.done(prompt_id);
-        let mut result = result_of(
-            &emitter,
-            &engine.session_id,
-            &start,
-            &outcome,
-            session.turns_this_prompt(),
+        let new_id = prepare::new_session_id();
+        let (events, asker, extras) = &self.clear_with;
+        let mut extras = extras.clone();
+        extras.session_id = Some(new_id.clone());
+        let prepared = prepare::prepare_with(
+            self.g,
+            &fresh,
+            headless_mode(),
+            Arc::clone(events),
+            asker.clone(),
+            extras,
+        )?;
+        live._reload = prepared.watch();
+        self.emitter.configure(
+            &prepared.engine.session_id,
+            &prepared.session.spec().model,
+            prepared.engine.snapshot.load().settings(),
         );
-        result.origin = origin;
-        result.queued_turn_count = prompts.queued();
-        if let Some(reason) = blocked {
-            result.errors = vec![format!(
-                "UserPromptSubmit hook blocked the prompt: {reason}"
-            )];
-            result.result = reason;
+        live.session = prepared.session;
+        live.engine = prepared.engine;
+        live.def = prepared.def;
+        prepare::wait_for_servers(&live.engine, self.progress.as_deref(), self.startup).await;
+        live.is_first = true;
+        live.start_context = live.session.session_start_hooks("clear").await;
+        if self.emitter.prints() {
+            let id = wire::new_uuid();
+            send(&Output::ConversationReset(wire::ConversationReset {
+                new_conversation_id: new_id,
+                uuid: id,
+                trigger: "clear".into(),
+                timestamp: crate::clock::now_rfc3339(),
+                session_id: old,
+            }));
+            send(&init_message(
+                &live.engine,
+                self.model_source,
+                &live.session,
+            ));
         }
-        last_error = result.is_error;
-        last_text = result.result.clone();
-        if plan.output == OutputFormat::StreamJson {
-            if let Err(RunError::Provider(p)) = &outcome
+        Ok(())
+    }
+
+    /// Sends a run's `result` (after the API error message of a failed
+    /// model request) and says on stderr why it failed; `true` when the
+    /// session stops after it.
+    fn report(
+        &self,
+        live: &mut Live,
+        outcome: &Result<Outcome, RunError>,
+        result: ResultOut,
+    ) -> bool {
+        live.last_error = result.is_error;
+        live.last_text = result.result.clone();
+        if self.output == OutputFormat::StreamJson {
+            if let Err(RunError::Provider(p)) = outcome
                 && let Some(fields) = api_error(p)
             {
                 send(&api_error_message(
-                    &engine.session_id,
+                    &live.engine.session_id,
                     &result.result,
                     fields,
                 ));
             }
             send(&Output::Result(result.clone()));
         }
-        if state_events {
-            send(&session_state(&engine.session_id, "idle"));
+        if self.state_events {
+            send(&session_state(&live.engine.session_id, "idle"));
         }
-        if let Err(e) = &outcome
+        if let Err(e) = outcome
             && !matches!(e, RunError::Cancelled)
         {
             eprintln!("error: {e}");
@@ -1458,45 +1715,45 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 eprintln!("error: {e}");
             }
         }
-        last_failed = outcome.is_err();
+        live.last_failed = outcome.is_err();
         if over {
-            note(&g, "stopped: the session reached --max-budget-usd");
+            note(self.g, "stopped: the session reached --max-budget-usd");
         }
         let config_problem =
-            matches!(&outcome, Err(RunError::Provider(p)) if p.kind == ProviderErrorKind::Config);
-        last_result = Some(result);
-        if over || (config_problem && plan.input == InputFormat::Text) {
-            break;
-        }
+            matches!(outcome, Err(RunError::Provider(p)) if p.kind == ProviderErrorKind::Config);
+        live.last_result = Some(result);
+        over || (config_problem && self.input == InputFormat::Text)
     }
-    session.session_end_hooks("other").await;
-    // The session is over: children still running end with it.
-    engine.shutdown(std::time::Duration::from_secs(5)).await;
-    match plan.output {
+}
+
+/// What text and json output print once the session is over, and the
+/// exit status.
+fn finish(output: OutputFormat, live: &Live) -> Result<(), CliError> {
+    match output {
         OutputFormat::Text => {
-            if let Some(r) = &last_result {
+            if let Some(r) = &live.last_result {
                 // A failure's text went to stderr; an answer, even a
                 // partial one, goes to stdout. A failed model request's
                 // text goes to stdout too, as Claude Code prints it there.
-                if last_failed {
+                if live.last_failed {
                     if matches!(r.terminal_reason, Some("api_error" | "prompt_too_long")) {
                         print_line(&r.result);
                     }
                     return Err(CliError::Exit(1));
                 }
-                if !r.is_error || !last_text.trim().is_empty() {
-                    print_answer(&last_text);
+                if !r.is_error || !live.last_text.trim().is_empty() {
+                    print_answer(&live.last_text);
                 }
             }
         }
         OutputFormat::Json => {
-            if let Some(r) = &last_result {
+            if let Some(r) = &live.last_result {
                 print_line(&serde_json::to_string(&Output::Result(r.clone())).unwrap_or_default());
             }
         }
         OutputFormat::StreamJson => {}
     }
-    if last_error {
+    if live.last_error {
         return Err(CliError::Exit(1));
     }
     Ok(())

@@ -7,8 +7,10 @@ use std::path::PathBuf;
 use serde_json::{Map, Value, json};
 
 use super::args::{HeadlessArgs, InputFormat, SessionArgs, split_rules};
+use super::emit::send;
 use super::output::{OutputFormat, note};
 use super::prepare::Extras;
+use super::wire::{self, Output};
 use super::{CliError, GlobalArgs};
 use crate::config::PermissionMode;
 use crate::runtime;
@@ -46,98 +48,14 @@ pub(super) struct Plan {
 }
 
 pub(super) fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
-    if h.resume.as_deref() == Some("") {
-        return Err(CliError::Usage(
-            "--resume needs a session id here (cadre has no session picker); \
-             `cadre sessions list` shows them, or use --continue for the latest"
-                .into(),
-        ));
-    }
-    if h.fork_session && h.resume.is_none() && !h.continue_session {
-        return Err(CliError::Usage(
-            "--fork-session goes with --resume ID or --continue".into(),
-        ));
-    }
-    if h.resume_drops_turn.is_some() && h.resume_session_at.is_none() {
-        return Err(CliError::Usage(
-            "--resume-drops-turn requires --resume-session-at".into(),
-        ));
-    }
-    if h.resume_session_at.is_some() && h.resume.is_none() && !h.continue_session {
-        return Err(CliError::Usage(
-            "--resume-session-at goes with --resume ID".into(),
-        ));
-    }
     let output = h.output_format.unwrap_or(OutputFormat::Text);
     let input = h.input_format.unwrap_or(InputFormat::Text);
-    if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--input-format stream-json requires --output-format stream-json".into(),
-        ));
-    }
-    if h.max_input_line_bytes.is_some() && input != InputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--max-input-line-bytes goes with --input-format stream-json".into(),
-        ));
-    }
-    if h.include_partial_messages && output != OutputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--include-partial-messages requires --output-format stream-json".into(),
-        ));
-    }
-    if let Some(b) = h.max_budget_usd
-        && !(b.is_finite() && b > 0.0)
-    {
-        return Err(CliError::Usage(format!(
-            "--max-budget-usd {b}: expected a positive amount of dollars"
-        )));
-    }
-    let mut unsupported = Vec::new();
-    if h.fallback_model.is_some() {
-        unsupported.push("--fallback-model (cadre has no fallback model; ignored)");
-    }
-    if h.include_hook_events {
-        unsupported.push("--include-hook-events (hook events are not reported; ignored)");
-    }
-    if !h.betas.is_empty() {
-        unsupported.push("--betas (ignored)");
-    }
-    if h.thinking_display.is_some() {
-        unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
-    }
+    check(h, input, output)?;
+    note_unsupported(g, h);
     if h.session_mirror {
-        // The SDKs' session store: every transcript line (and sub-agent
-        // meta file) also goes to stdout as a `transcript_mirror` frame,
-        // after it is on disk.
-        runtime::transcript::set_mirror(Box::new(|path, lines| {
-            let entries: Vec<&str> = std::str::from_utf8(lines)
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| !l.is_empty())
-                .collect();
-            let path = serde_json::to_string(&path.display().to_string()).unwrap_or_default();
-            super::output::print_line(&format!(
-                "{{\"type\":\"transcript_mirror\",\"filePath\":{path},\"entries\":[{}]}}",
-                entries.join(",")
-            ));
-        }));
+        mirror_transcripts();
     }
-    if let Some(v) = &h.replay_user_messages {
-        if !v.is_empty() {
-            return Err(CliError::Usage(format!(
-                "--replay-user-messages takes no value, found {v:?}"
-            )));
-        }
-        if input != InputFormat::StreamJson {
-            return Err(CliError::Usage(
-                "--replay-user-messages requires --input-format stream-json and --output-format stream-json"
-                    .into(),
-            ));
-        }
-    }
-    for u in unsupported {
-        note(g, &format!("not supported: {u}"));
-    }
+    check_replay(h, input)?;
 
     let mut extras = Extras::default();
     let mut session = SessionArgs {
@@ -166,11 +84,163 @@ pub(super) fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             extras.tools = Some(names);
         }
     }
+    extras.main_prompt = main_prompt(h)?;
+    if let Some(id) = &h.session_id {
+        // As Claude Code: a UUID, and not one a session already has.
+        if !runtime::resume::is_uuid(id) {
+            return Err(CliError::Usage(format!(
+                "--session-id {id:?}: invalid session ID. Must be a valid UUID."
+            )));
+        }
+        extras.session_id = Some(id.clone());
+    }
+    let sdk_servers = mcp_servers(g, h, input, &mut extras)?;
+    // Thinking is one setting, provider.thinking_budget (0: off); these
+    // flags set it above every other layer.
+    let budget = match (h.thinking.as_deref(), h.max_thinking_tokens) {
+        (Some("disabled"), _) => Some(0),
+        (_, Some(n)) => Some(n),
+        // As Claude Code on a model without adaptive thinking: the most
+        // the answer leaves room for (cut to max_tokens - 1 when sent).
+        (Some(_), None) => Some(u32::MAX),
+        (None, None) => None,
+    };
+    if let Some(b) = budget {
+        extras
+            .env
+            .push(("CADRE_PROVIDER__THINKING_BUDGET".into(), b.to_string()));
+    }
+    let stdio_permissions = stdio_permissions(g, h, input)?;
+    let structured = structured(h)?;
+    Ok(Plan {
+        session,
+        extras,
+        output,
+        input,
+        stdio_permissions,
+        sdk_servers,
+        structured,
+    })
+}
+
+/// Claude Code's checks of the flags together, before anything else.
+fn check(h: &HeadlessArgs, input: InputFormat, output: OutputFormat) -> Result<(), CliError> {
+    if h.resume.as_deref() == Some("") {
+        return Err(CliError::Usage(
+            "--resume needs a session id here (cadre has no session picker); \
+             `cadre sessions list` shows them, or use --continue for the latest"
+                .into(),
+        ));
+    }
+    if h.fork_session && h.resume.is_none() && !h.continue_session {
+        return Err(CliError::Usage(
+            "--fork-session goes with --resume ID or --continue".into(),
+        ));
+    }
+    if h.resume_drops_turn.is_some() && h.resume_session_at.is_none() {
+        return Err(CliError::Usage(
+            "--resume-drops-turn requires --resume-session-at".into(),
+        ));
+    }
+    if h.resume_session_at.is_some() && h.resume.is_none() && !h.continue_session {
+        return Err(CliError::Usage(
+            "--resume-session-at goes with --resume ID".into(),
+        ));
+    }
+    if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
+        return Err(CliError::Usage(
+            "--input-format stream-json requires --output-format stream-json".into(),
+        ));
+    }
+    if h.max_input_line_bytes.is_some() && input != InputFormat::StreamJson {
+        return Err(CliError::Usage(
+            "--max-input-line-bytes goes with --input-format stream-json".into(),
+        ));
+    }
+    if h.include_partial_messages && output != OutputFormat::StreamJson {
+        return Err(CliError::Usage(
+            "--include-partial-messages requires --output-format stream-json".into(),
+        ));
+    }
+    if let Some(b) = h.max_budget_usd
+        && !(b.is_finite() && b > 0.0)
+    {
+        return Err(CliError::Usage(format!(
+            "--max-budget-usd {b}: expected a positive amount of dollars"
+        )));
+    }
+    Ok(())
+}
+
+/// `--replay-user-messages` takes no value and needs stream-json input.
+fn check_replay(h: &HeadlessArgs, input: InputFormat) -> Result<(), CliError> {
+    if let Some(v) = &h.replay_user_messages {
+        if !v.is_empty() {
+            return Err(CliError::Usage(format!(
+                "--replay-user-messages takes no value, found {v:?}"
+            )));
+        }
+        if input != InputFormat::StreamJson {
+            return Err(CliError::Usage(
+                "--replay-user-messages requires --input-format stream-json and --output-format stream-json"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Flags accepted and ignored, each named on stderr.
+fn note_unsupported(g: &GlobalArgs, h: &HeadlessArgs) {
+    let mut unsupported = Vec::new();
+    if h.fallback_model.is_some() {
+        unsupported.push("--fallback-model (cadre has no fallback model; ignored)");
+    }
+    if h.include_hook_events {
+        unsupported.push("--include-hook-events (hook events are not reported; ignored)");
+    }
+    if !h.betas.is_empty() {
+        unsupported.push("--betas (ignored)");
+    }
+    if h.thinking_display.is_some() {
+        unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
+    }
+    for u in unsupported {
+        note(g, &format!("not supported: {u}"));
+    }
+}
+
+/// `--session-mirror`, the SDKs' session store: every transcript line
+/// (and sub-agent meta file) also goes to stdout as a `transcript_mirror`
+/// frame, after it is on disk.
+fn mirror_transcripts() {
+    // The SDKs' session store: every transcript line (and sub-agent
+    // meta file) also goes to stdout as a `transcript_mirror` frame,
+    // after it is on disk.
+    // Each line goes out as written (a line that is not JSON, which
+    // cadre never writes, is left out).
+    runtime::transcript::set_mirror(Box::new(|path, lines| {
+        let entries = std::str::from_utf8(lines)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::value::RawValue::from_string(l.to_string()).ok())
+            .collect();
+        send(&Output::TranscriptMirror(wire::TranscriptMirror {
+            file_path: path.display().to_string(),
+            entries,
+        }));
+    }));
+}
+
+/// `--system-prompt[-file]` and `--append-system-prompt[-file]`.
+fn main_prompt(h: &HeadlessArgs) -> Result<runtime::MainPrompt, CliError> {
+    let mut prompt = runtime::MainPrompt::default();
     let read = |flag: &str, p: &PathBuf| {
         std::fs::read_to_string(p)
             .map_err(|e| CliError::Usage(format!("{flag} {}: cannot read: {e}", p.display())))
     };
-    extras.main_prompt.replace = match (&h.system_prompt, &h.system_prompt_file) {
+    prompt.replace = match (&h.system_prompt, &h.system_prompt_file) {
         (Some(_), Some(_)) => {
             return Err(CliError::Usage(
                 "give --system-prompt or --system-prompt-file, not both".into(),
@@ -188,17 +258,19 @@ pub(super) fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
         append.push(read("--append-system-prompt-file", p)?);
     }
     if !append.is_empty() {
-        extras.main_prompt.append = Some(append.join("\n\n"));
+        prompt.append = Some(append.join("\n\n"));
     }
-    if let Some(id) = &h.session_id {
-        // As Claude Code: a UUID, and not one a session already has.
-        if !runtime::resume::is_uuid(id) {
-            return Err(CliError::Usage(format!(
-                "--session-id {id:?}: invalid session ID. Must be a valid UUID."
-            )));
-        }
-        extras.session_id = Some(id.clone());
-    }
+    Ok(prompt)
+}
+
+/// `--mcp-config` and `--strict-mcp-config`: the servers as a settings
+/// layer; the SDK client's in-process servers (`"type": "sdk"`) by name.
+fn mcp_servers(
+    g: &GlobalArgs,
+    h: &HeadlessArgs,
+    input: InputFormat,
+    extras: &mut Extras,
+) -> Result<Vec<String>, CliError> {
     let mut sdk_servers = Vec::new();
     let mut strict_names = Vec::new();
     if !h.mcp_config.is_empty() {
@@ -239,22 +311,16 @@ pub(super) fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
     if h.strict_mcp_config {
         extras.mcp_only = Some(strict_names);
     }
-    // Thinking is one setting, provider.thinking_budget (0: off); these
-    // flags set it above every other layer.
-    let budget = match (h.thinking.as_deref(), h.max_thinking_tokens) {
-        (Some("disabled"), _) => Some(0),
-        (_, Some(n)) => Some(n),
-        // As Claude Code on a model without adaptive thinking: the most
-        // the answer leaves room for (cut to max_tokens - 1 when sent).
-        (Some(_), None) => Some(u32::MAX),
-        (None, None) => None,
-    };
-    if let Some(b) = budget {
-        extras
-            .env
-            .push(("CADRE_PROVIDER__THINKING_BUDGET".into(), b.to_string()));
-    }
-    let stdio_permissions = match h.permission_prompt_tool.as_deref() {
+    Ok(sdk_servers)
+}
+
+/// `--permission-prompt-tool stdio`: questions go to the SDK client.
+fn stdio_permissions(
+    g: &GlobalArgs,
+    h: &HeadlessArgs,
+    input: InputFormat,
+) -> Result<bool, CliError> {
+    Ok(match h.permission_prompt_tool.as_deref() {
         None => false,
         Some("stdio") if input == InputFormat::StreamJson => true,
         Some("stdio") => {
@@ -272,8 +338,12 @@ pub(super) fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
             );
             false
         }
-    };
-    let structured = match &h.json_schema {
+    })
+}
+
+/// `--json-schema`, compiled.
+fn structured(h: &HeadlessArgs) -> Result<Option<runtime::structured::StructuredSpec>, CliError> {
+    Ok(match &h.json_schema {
         None => None,
         Some(text) => {
             let schema: Value = serde_json::from_str(text).map_err(|e| {
@@ -289,14 +359,5 @@ pub(super) fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
                 })?,
             )
         }
-    };
-    Ok(Plan {
-        session,
-        extras,
-        output,
-        input,
-        stdio_permissions,
-        sdk_servers,
-        structured,
     })
 }

@@ -134,135 +134,48 @@ pub(super) fn prepare_with(
     let settings = snap.settings();
     let tools = crate::tools::builtin_tools();
     let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
-    let plan = runtime::main_plan::plan_main(
+    let resumed_header = restored.as_ref().and_then(|(_, r)| r.header.as_ref());
+    let plan = plan(
         &snap,
-        &runtime::main_plan::MainInput {
-            interactive,
-            agent: args.agent.as_deref(),
-            model: args.model.as_deref(),
-            mode_flag: args.permission_mode.is_some(),
-            max_turns: args.max_turns,
-            resumed: restored.as_ref().and_then(|(_, r)| r.header.as_ref()),
-            available_tools: &available,
-            only_tools: extras.tools.as_deref(),
-            remove_tools: &extras.remove_tools,
-        },
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
+        args,
+        &extras,
+        resumed_header,
+        &available,
+        interactive,
+    )?;
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let (kind, def, model, model_source, mode) = (
-        plan.core.kind,
-        plan.def.clone(),
-        plan.core.model.clone(),
-        plan.model_source,
-        plan.core.mode,
-    );
     let resumed = restored.as_ref().map(|(id, r)| (id.clone(), r));
+    // A resumed session keeps its id, unless forked; a new one takes the
+    // one given (`--session-id`) or a fresh one.
     let (session_id, forked_from) = match &resumed {
         Some((id, _)) if !args.fork_session => (id.clone(), None),
-        Some((id, _)) => (
+        resumed => (
             extras.session_id.clone().unwrap_or_else(new_session_id),
-            Some(id.clone()),
-        ),
-        None => (
-            extras.session_id.clone().unwrap_or_else(new_session_id),
-            None,
+            resumed.as_ref().map(|(id, _)| id.clone()),
         ),
     };
     let session_dir: Option<PathBuf> =
         (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
-    if let (Some(given), Some(dir)) = (&extras.session_id, &session_dir)
-        && (resumed.is_none() || args.fork_session)
-        && runtime::resume::main_file(dir).exists()
-    {
-        return Err(CliError::Usage(format!(
-            "Session ID {given} is already in use."
-        )));
+    if let Some(dir) = &session_dir {
+        let new = resumed.is_none() || args.fork_session;
+        check_session_dir(
+            dir,
+            extras.session_id.as_deref().filter(|_| new),
+            &sessions_dir,
+            settings,
+        )?;
     }
-    if session_dir.is_some()
-        && let Some(days) = settings.transcripts.cleanup_period_days
-    {
-        let n = runtime::transcript::remove_old_sessions(&sessions_dir, days);
-        if n > 0 {
-            tracing::info!("removed {n} session folder(s) older than {days} days");
-        }
-    }
-    // With AGENT_TEAMS on, the main session leads a team.
-    let mut lead_prompt: Option<String> = None;
-    let team = if snap.teams_effective(kind) {
-        let name = args.team.clone().unwrap_or_else(|| session_id.clone());
-        let dir = input.load.cwd.join(&settings.agents.teams_dir);
-        let store = crate::teams::TeamStore::open(&dir, &name)
-            .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
-        store
-            .join(crate::teams::Member {
-                name: crate::teams::LEAD.into(),
-                agent_id: "main".into(),
-                agent_type: def.as_ref().map_or("main", |d| d.name.as_str()).into(),
-                status: crate::teams::MemberStatus::Active,
-                session_id: session_id.clone(),
-                joined: crate::clock::now_rfc3339(),
-            })
-            .map_err(|e| CliError::Failed(e.to_string()))?;
-        // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks
-        // added (once per subject), its members started at the first turn.
-        // The snapshot read it (a broken one is an error here, before
-        // anything runs).
-        let file = snap.teams.get(&name);
-        if let Some(f) = file.filter(|f| !f.errors.is_empty()) {
-            return Err(CliError::Usage(
-                f.errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("\n"),
-            ));
-        }
-        if let Some(def) = file.and_then(|f| f.def.as_ref()) {
-            let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
-            for t in &def.tasks {
-                if !existing.iter().any(|x| x.subject == t.subject) {
-                    store
-                        .create_task(&t.subject, &t.description)
-                        .map_err(|e| CliError::Failed(e.to_string()))?;
-                }
-            }
-            if let Some(lead) = &def.lead_prompt {
-                lead_prompt = Some(lead.clone());
-            }
-        }
-        let from_file = file.is_some();
-        Some(runtime::TeamSeat {
-            store,
-            member: crate::teams::LEAD.into(),
-            from_file,
-            after_plan: None,
-        })
-    } else if let Some(name) = &args.team {
-        return Err(CliError::Usage(format!(
-            "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
-        )));
-    } else {
-        None
-    };
+    let (team, lead_prompt) = team_seat(&snap, args, &input, &plan, &session_id)?;
     // Telemetry records after the session's own sink, when it is on; a
     // session that runs nothing (`render`) starts none.
     let events = if connect_mcp {
-        crate::telemetry::start(
-            events,
-            &crate::telemetry::Start {
-                settings_env: &settings.env,
-                process_env: &input.load.env,
-                session_id: &session_id,
-                start_type: Some(match (&resumed, args.continue_latest) {
-                    (None, _) => "fresh",
-                    (Some(_), true) => "continue",
-                    (Some(_), false) => "resume",
-                }),
-                prices: &settings.prices,
-            },
-        )
+        let start_type = match (&resumed, args.continue_latest) {
+            (None, _) => "fresh",
+            (Some(_), true) => "continue",
+            (Some(_), false) => "resume",
+        };
+        with_telemetry(events, settings, &input, &session_id, start_type)
     } else {
         events
     };
@@ -276,10 +189,299 @@ pub(super) fn prepare_with(
         events,
         asker,
     );
+    let wired = wire_engine(
+        &mut engine,
+        extras,
+        lead_prompt,
+        (&input, &swap, &snap, interactive),
+        &args.add_dirs,
+        session_dir.as_deref(),
+    )?;
+    let engine = Arc::new(engine);
+    if let (Some((id, r)), Some(dir)) = (&resumed, &session_dir) {
+        restore_children(
+            &engine,
+            (id, r),
+            dir,
+            &plan,
+            &input,
+            &available,
+            wired.fleet.as_ref(),
+        );
+    }
+    let transcript = open_transcript(
+        session_dir.as_deref(),
+        &sessions_dir,
+        resumed.as_ref().map(|(id, r)| (id.as_str(), *r)),
+        forked_from.is_some(),
+    )?;
+    *engine
+        .main_mode
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = plan.core.mode;
+    // MCP servers start connecting now, in the background (each turn
+    // re-syncs them with the snapshot).
+    if connect_mcp {
+        start_mcp(
+            &engine,
+            &snap,
+            &input,
+            &transcript,
+            &plan.core.model,
+            wired.elicitor,
+        );
+    }
+    let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
+    let header = plan.header(
+        &snap,
+        engine.session_id.clone(),
+        spec.cwd.clone(),
+        forked_from,
+    );
+    let session = open_session(&engine, spec, &header, transcript, resumed);
+    Ok(Prepared {
+        session,
+        engine,
+        def: plan.def.clone(),
+        model_source: plan.model_source,
+        input,
+        interactive,
+    })
+}
+
+/// The main session planned (`runtime::main_plan`) from its arguments.
+fn plan(
+    snap: &crate::snapshot::Snapshot,
+    args: &SessionArgs,
+    extras: &Extras,
+    resumed: Option<&runtime::resume::SessionHeader>,
+    available: &[String],
+    interactive: bool,
+) -> Result<runtime::main_plan::MainPlan, CliError> {
+    runtime::main_plan::plan_main(
+        snap,
+        &runtime::main_plan::MainInput {
+            interactive,
+            agent: args.agent.as_deref(),
+            model: args.model.as_deref(),
+            mode_flag: args.permission_mode.is_some(),
+            max_turns: args.max_turns,
+            resumed,
+            available_tools: available,
+            only_tools: extras.tools.as_deref(),
+            remove_tools: &extras.remove_tools,
+        },
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))
+}
+
+/// The main session's transcript (disabled without a session folder); a
+/// resumed one continues the file (a fork, a copy of it).
+fn open_transcript(
+    session_dir: Option<&std::path::Path>,
+    sessions_dir: &std::path::Path,
+    resumed: Option<(&str, &runtime::resume::Restored)>,
+    forked: bool,
+) -> Result<Arc<Transcript>, CliError> {
+    let main_file = session_dir.map(runtime::resume::main_file);
+    if let (Some((id, r)), Some(file)) = (resumed, &main_file) {
+        continue_transcript(
+            &sessions_dir.join(id),
+            file,
+            r.complete_len,
+            session_dir.filter(|_| forked),
+        )?;
+    }
+    let transcript = Arc::new(match main_file {
+        Some(f) => Transcript::open(f, "main", None),
+        None => Transcript::disabled("main", None),
+    });
+    // The new messages continue the chain of the last one read back
+    // (lines another program wrote included).
+    transcript.chain_after(resumed.and_then(|(_, r)| r.last_uuid.clone()));
+    Ok(transcript)
+}
+
+/// The session's events, also recorded by telemetry when it is on.
+fn with_telemetry(
+    events: EventSink,
+    settings: &crate::config::Settings,
+    input: &SnapshotInput,
+    session_id: &str,
+    start_type: &'static str,
+) -> EventSink {
+    crate::telemetry::start(
+        events,
+        &crate::telemetry::Start {
+            settings_env: &settings.env,
+            process_env: &input.load.env,
+            session_id,
+            start_type: Some(start_type),
+            prices: &settings.prices,
+        },
+    )
+}
+
+/// A new session's folder: its id (`--session-id`, `given`) must not be
+/// one a session already has; old session folders are cleaned up.
+fn check_session_dir(
+    dir: &std::path::Path,
+    given: Option<&str>,
+    sessions_dir: &std::path::Path,
+    settings: &crate::config::Settings,
+) -> Result<(), CliError> {
+    if let Some(given) = given
+        && runtime::resume::main_file(dir).exists()
+    {
+        return Err(CliError::Usage(format!(
+            "Session ID {given} is already in use."
+        )));
+    }
+    if let Some(days) = settings.transcripts.cleanup_period_days {
+        let n = runtime::transcript::remove_old_sessions(sessions_dir, days);
+        if n > 0 {
+            tracing::info!("removed {n} session folder(s) older than {days} days");
+        }
+    }
+    Ok(())
+}
+
+/// The session itself: its transcript's first line (`session`, or
+/// `resume` with what it continues), and a resumed conversation's history
+/// and state read back.
+fn open_session(
+    engine: &Arc<Engine>,
+    spec: runtime::SessionSpec,
+    header: &impl serde::Serialize,
+    transcript: Arc<Transcript>,
+    resumed: Option<(String, &runtime::resume::Restored)>,
+) -> Session {
+    let header = serde_json::to_value(header).unwrap_or(Value::Null);
+    let history = match &resumed {
+        Some((id, r)) => {
+            transcript.record(
+                "resume",
+                serde_json::json!({"from": id, "settings": header}),
+            );
+            r.history.clone()
+        }
+        None => {
+            transcript.record("session", header);
+            Vec::new()
+        }
+    };
+    let mut session = Session::new(
+        Arc::clone(engine),
+        spec,
+        history,
+        transcript,
+        CancellationToken::new(),
+    );
+    if let Some((_, r)) = &resumed {
+        if let Some(listing) = r.listing.clone() {
+            session.set_announced(listing);
+        }
+        session.set_delivered(r.instructions.iter().cloned());
+        // A turn cut by a crash or kill: its tool calls get one
+        // "cancelled" result each, so every tool_use keeps exactly one.
+        session.repair_after_cancel();
+    }
+    session
+}
+
+/// With AGENT_TEAMS on, the main session leads a team: its seat, and the
+/// team file's words for the lead (joined to its system prompt).
+fn team_seat(
+    snap: &crate::snapshot::Snapshot,
+    args: &SessionArgs,
+    input: &SnapshotInput,
+    plan: &runtime::main_plan::MainPlan,
+    session_id: &str,
+) -> Result<(Option<runtime::TeamSeat>, Option<String>), CliError> {
+    let settings = snap.settings();
+    if !snap.teams_effective(plan.core.kind) {
+        if let Some(name) = &args.team {
+            return Err(CliError::Usage(format!(
+                "--team {name}: agent teams are off; turn on AGENT_TEAMS (--feature AGENT_TEAMS=on or CLAUDE_CODE_EXPERIMENTAL_AGENT_TEAMS=1)"
+            )));
+        }
+        return Ok((None, None));
+    }
+    let name = args.team.clone().unwrap_or_else(|| session_id.to_string());
+    let dir = input.load.cwd.join(&settings.agents.teams_dir);
+    let store = crate::teams::TeamStore::open(&dir, &name)
+        .map_err(|e| CliError::Usage(format!("--team {name}: {e}")))?;
+    store
+        .join(crate::teams::Member {
+            name: crate::teams::LEAD.into(),
+            agent_id: "main".into(),
+            agent_type: plan.def.as_ref().map_or("main", |d| d.name.as_str()).into(),
+            status: crate::teams::MemberStatus::Active,
+            session_id: session_id.to_string(),
+            joined: crate::clock::now_rfc3339(),
+        })
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    // A team file (`.claude/teams/NAME.yaml`): checked now, its tasks
+    // added (once per subject), its members started at the first turn.
+    // The snapshot read it (a broken one is an error here, before
+    // anything runs).
+    let file = snap.teams.get(&name);
+    if let Some(f) = file.filter(|f| !f.errors.is_empty()) {
+        return Err(CliError::Usage(
+            f.errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ));
+    }
+    let mut lead_prompt = None;
+    if let Some(def) = file.and_then(|f| f.def.as_ref()) {
+        let existing = store.tasks().map_err(|e| CliError::Failed(e.to_string()))?;
+        for t in &def.tasks {
+            if !existing.iter().any(|x| x.subject == t.subject) {
+                store
+                    .create_task(&t.subject, &t.description)
+                    .map_err(|e| CliError::Failed(e.to_string()))?;
+            }
+        }
+        lead_prompt.clone_from(&def.lead_prompt);
+    }
+    let seat = runtime::TeamSeat {
+        store,
+        member: crate::teams::LEAD.into(),
+        from_file: file.is_some(),
+        after_plan: None,
+    };
+    Ok((Some(seat), lead_prompt))
+}
+
+/// What [`wire_engine`] set up that is used after the engine is shared.
+struct Wired {
+    fleet: Option<Arc<crate::fleet::parent::NatsBackend>>,
+    elicitor: Option<crate::mcp::Elicitor>,
+}
+
+/// The engine's parts beyond what `Engine::new` takes: the extras of the
+/// headless flags, the lead's words, the snapshot catch-up, the fleet,
+/// file checkpoints and `--add-dir` folders.
+fn wire_engine(
+    engine: &mut Engine,
+    extras: Extras,
+    lead_prompt: Option<String>,
+    (input, swap, snap, interactive): (
+        &SnapshotInput,
+        &Arc<arc_swap::ArcSwap<crate::snapshot::Snapshot>>,
+        &crate::snapshot::Snapshot,
+        bool,
+    ),
+    add_dirs: &[PathBuf],
+    session_dir: Option<&std::path::Path>,
+) -> Result<Wired, CliError> {
     engine.main_prompt = extras.main_prompt;
     // A lead's turn brings the snapshot up to date with its team file.
     engine.catch_up = Some({
-        let (input, swap) = (input.clone(), Arc::clone(&swap));
+        let (input, swap) = (input.clone(), Arc::clone(swap));
         Arc::new(move |dirs: &[PathBuf]| {
             let t = reload::Targets {
                 files: Vec::new(),
@@ -300,21 +502,21 @@ pub(super) fn prepare_with(
     }
     engine.client_hooks = extras.client_hooks;
     // `[distributed] backend = "nats"`: background children run on workers.
+    let settings = snap.settings();
     let fleet = (settings.distributed.backend == crate::config::TaskBackendKind::Nats)
         .then(|| crate::fleet::parent::NatsBackend::new(settings.distributed.clone()));
     if let Some(f) = &fleet {
         engine.backend = Some(Arc::clone(f) as Arc<dyn runtime::backend::TaskBackend>);
     }
-    let elicitor = extras.elicitor;
     engine.questioner = extras.questioner;
     if extras.file_checkpoints {
-        let history = runtime::file_history::FileHistory::new(session_dir.as_deref())
+        let history = runtime::file_history::FileHistory::new(session_dir)
             .map_err(|e| CliError::Failed(format!("file checkpoints: {e}")))?;
         engine.file_history = Some(Arc::new(history));
     }
     engine.mcp.set_local_connector(extras.mcp_local);
     engine.mcp.set_only(extras.mcp_only);
-    for d in &args.add_dirs {
+    for d in add_dirs {
         let d = input.load.cwd.join(d);
         if !d.is_dir() {
             return Err(CliError::Usage(format!(
@@ -324,137 +526,106 @@ pub(super) fn prepare_with(
         }
         engine.add_dirs.push(d);
     }
-    let engine = Arc::new(engine);
-    if let (Some((id, _)), Some(dir)) = (&resumed, &session_dir) {
-        // The sub-agents of the resumed session, for SendMessage, planned
-        // again as children of this session as it is now.
-        let parent = runtime::plan::SpawnParent {
-            agent_id: "main",
-            session_id: &engine.session_id,
-            kind,
-            depth: 0,
-            model: &model,
-            mode,
-            def: def.as_deref(),
-            cwd: &input.load.cwd,
-            is_fork_child: false,
-            env_model: engine.subagent_model.as_deref(),
-            available_tools: &available,
-            turn: None,
-        };
-        let n = runtime::restore::restore_tasks(&engine, dir, &parent);
-        if n > 0 {
-            tracing::info!("restored {n} sub-agent(s) of session {id}");
-        }
-        if let (Some(f), Some((_, r))) = (&fleet, &resumed) {
-            let n = f.restore(&engine, dir, &parent, &r.history);
-            if n > 0 {
-                tracing::info!("{n} background task(s) on workers wait for their notice");
-            }
-        }
-    }
-    let main_file = session_dir.as_deref().map(runtime::resume::main_file);
-    if let (Some((id, r)), Some(file)) = (&resumed, &main_file) {
-        let original = runtime::resume::main_file(&sessions_dir.join(id));
-        if forked_from.is_some() {
-            // The fork starts as a copy of the complete lines.
-            let bytes = fs_err::read(&original).map_err(|e| CliError::Failed(e.to_string()))?;
-            let keep = usize::try_from(r.complete_len)
-                .unwrap_or(bytes.len())
-                .min(bytes.len());
-            if let Some(d) = file.parent() {
-                fs_err::create_dir_all(d).map_err(|e| CliError::Failed(e.to_string()))?;
-            }
-            fs_err::write(file, &bytes[..keep]).map_err(|e| CliError::Failed(e.to_string()))?;
-            if let Some(to) = &session_dir {
-                copy_agent_files(&sessions_dir.join(id), to)?;
-            }
-        } else {
-            runtime::resume::trim_partial_tail(file, r.complete_len)
-                .map_err(|e| CliError::Failed(e.to_string()))?;
-        }
-    }
-    let transcript = Arc::new(match &main_file {
-        Some(f) => Transcript::open(f.clone(), "main", None),
-        None => Transcript::disabled("main", None),
-    });
-    // The new messages continue the chain of the last one read back
-    // (lines another program wrote included).
-    transcript.chain_after(resumed.as_ref().and_then(|(_, r)| r.last_uuid.clone()));
-    *engine
-        .main_mode
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
-    // MCP servers start connecting now, in the background (each turn
-    // re-syncs them with the snapshot).
-    if connect_mcp {
-        engine.mcp.set_extra_roots(engine.add_dirs.clone());
-        engine.mcp.set_elicitor(elicitor);
-        engine
-            .mcp
-            .set_elicit_hooks(Some(runtime::elicit_hooks::elicit_hooks(
-                Arc::downgrade(&engine),
-                input.load.cwd.clone(),
-                Arc::clone(&transcript),
-            )));
-        if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
-            engine.mcp.set_sampler(Some(runtime::sampling::sampler(
-                Arc::downgrade(&engine),
-                model.clone(),
-                settings.provider.max_tokens,
-                settings.mcp.sampling,
-                Arc::clone(&transcript),
-            )));
-        }
-        engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
-    }
-    let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
-    let header = plan.header(
-        &snap,
-        engine.session_id.clone(),
-        spec.cwd.clone(),
-        forked_from,
-    );
-    let header = serde_json::to_value(&header).unwrap_or(Value::Null);
-    let history = match &resumed {
-        Some((id, r)) => {
-            transcript.record(
-                "resume",
-                serde_json::json!({"from": id, "settings": header}),
-            );
-            r.history.clone()
-        }
-        None => {
-            transcript.record("session", header);
-            Vec::new()
-        }
-    };
-    let mut session = Session::new(
-        Arc::clone(&engine),
-        spec,
-        history,
-        transcript,
-        CancellationToken::new(),
-    );
-    if let Some((_, r)) = &resumed {
-        if let Some(listing) = r.listing.clone() {
-            session.set_announced(listing);
-        }
-        session.set_delivered(r.instructions.iter().cloned());
-    }
-    if resumed.is_some() {
-        // A turn cut by a crash or kill: its tool calls get one
-        // "cancelled" result each, so every tool_use keeps exactly one.
-        session.repair_after_cancel();
-    }
-    Ok(Prepared {
-        session,
-        engine,
-        def,
-        model_source,
-        input,
-        interactive,
+    Ok(Wired {
+        fleet,
+        elicitor: extras.elicitor,
     })
+}
+
+/// The sub-agents of the resumed session, for SendMessage, planned again
+/// as children of this session as it is now; tasks on workers wait for
+/// their notice.
+fn restore_children(
+    engine: &Arc<Engine>,
+    (id, r): (&str, &runtime::resume::Restored),
+    dir: &std::path::Path,
+    plan: &runtime::main_plan::MainPlan,
+    input: &SnapshotInput,
+    available: &[String],
+    fleet: Option<&Arc<crate::fleet::parent::NatsBackend>>,
+) {
+    let parent = runtime::plan::SpawnParent {
+        agent_id: "main",
+        session_id: &engine.session_id,
+        kind: plan.core.kind,
+        depth: 0,
+        model: &plan.core.model,
+        mode: plan.core.mode,
+        def: plan.def.as_deref(),
+        cwd: &input.load.cwd,
+        is_fork_child: false,
+        env_model: engine.subagent_model.as_deref(),
+        available_tools: available,
+        turn: None,
+    };
+    let n = runtime::restore::restore_tasks(engine, dir, &parent);
+    if n > 0 {
+        tracing::info!("restored {n} sub-agent(s) of session {id}");
+    }
+    if let Some(f) = fleet {
+        let n = f.restore(engine, dir, &parent, &r.history);
+        if n > 0 {
+            tracing::info!("{n} background task(s) on workers wait for their notice");
+        }
+    }
+}
+
+/// The resumed session's transcript, made ready to continue: a fork
+/// (`fork_to`, its session folder) starts as a copy of the complete lines
+/// with its sub-agents' files; otherwise a partial last line is trimmed.
+fn continue_transcript(
+    original_dir: &std::path::Path,
+    file: &std::path::Path,
+    complete_len: u64,
+    fork_to: Option<&std::path::Path>,
+) -> Result<(), CliError> {
+    let failed = |e: std::io::Error| CliError::Failed(e.to_string());
+    let Some(to) = fork_to else {
+        return runtime::resume::trim_partial_tail(file, complete_len)
+            .map_err(|e| CliError::Failed(e.to_string()));
+    };
+    let original = runtime::resume::main_file(original_dir);
+    let bytes = fs_err::read(&original).map_err(failed)?;
+    let keep = usize::try_from(complete_len)
+        .unwrap_or(bytes.len())
+        .min(bytes.len());
+    if let Some(d) = file.parent() {
+        fs_err::create_dir_all(d).map_err(failed)?;
+    }
+    fs_err::write(file, &bytes[..keep]).map_err(failed)?;
+    copy_agent_files(original_dir, to)
+}
+
+/// The MCP servers start connecting, with the session's roots, elicitor,
+/// elicitation hooks and (unless off) sampling.
+fn start_mcp(
+    engine: &Arc<Engine>,
+    snap: &crate::snapshot::Snapshot,
+    input: &SnapshotInput,
+    transcript: &Arc<Transcript>,
+    model: &str,
+    elicitor: Option<crate::mcp::Elicitor>,
+) {
+    let settings = snap.settings();
+    engine.mcp.set_extra_roots(engine.add_dirs.clone());
+    engine.mcp.set_elicitor(elicitor);
+    engine
+        .mcp
+        .set_elicit_hooks(Some(runtime::elicit_hooks::elicit_hooks(
+            Arc::downgrade(engine),
+            input.load.cwd.clone(),
+            Arc::clone(transcript),
+        )));
+    if settings.mcp.sampling != crate::config::SamplingPolicy::Off {
+        engine.mcp.set_sampler(Some(runtime::sampling::sampler(
+            Arc::downgrade(engine),
+            model.to_string(),
+            settings.provider.max_tokens,
+            settings.mcp.sampling,
+            Arc::clone(transcript),
+        )));
+    }
+    engine.mcp.sync(&snap.mcp_servers, &input.load.cwd);
 }
 
 /// `--fork-session`: the sub-agents' transcripts and meta files go with

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::emit::Emitter;
+use super::emit::{Emitter, text_content};
 use super::wire::{self, Output, ResultOut, ResultSubtype};
 use crate::message::Usage;
 use crate::provider::{ProviderError, ProviderErrorKind};
@@ -238,7 +238,7 @@ pub(super) fn api_error_message(
             kind: "message",
             role: "assistant",
             model: "<synthetic>".into(),
-            content: json!([{"type": "text", "text": text}]),
+            content: text_content(&text),
             stop_reason: Some("stop_sequence".into()),
             stop_sequence: Some(String::new()),
             usage: wire::WireUsage::default(),
