@@ -231,7 +231,7 @@ pub(super) fn prepare_with(
             wired.elicitor,
         );
     }
-    let spec = plan.session(input.load.cwd.clone(), wait_for_background, team);
+    let spec = plan.session(&snap, input.load.cwd.clone(), wait_for_background, team);
     let header = plan.header(
         &snap,
         engine.session_id.clone(),
@@ -242,8 +242,8 @@ pub(super) fn prepare_with(
     Ok(Prepared {
         session,
         engine,
-        def: plan.def.clone(),
-        model_source: plan.model_source,
+        def: plan.def(&snap),
+        model_source: plan.model_source.as_str(),
         input,
         interactive,
     })
@@ -415,7 +415,7 @@ fn team_seat(
         .join(crate::teams::Member {
             name: crate::teams::LEAD.into(),
             agent_id: "main".into(),
-            agent_type: plan.def.as_ref().map_or("main", |d| d.name.as_str()).into(),
+            agent_type: plan.agent.as_deref().unwrap_or("main").into(),
             status: crate::teams::MemberStatus::Active,
             session_id: session_id.to_string(),
             joined: crate::clock::now_rfc3339(),
@@ -544,6 +544,7 @@ fn restore_children(
     available: &[String],
     fleet: Option<&Arc<crate::fleet::parent::NatsBackend>>,
 ) {
+    let def = plan.def(&engine.snapshot.load());
     let parent = runtime::plan::SpawnParent {
         agent_id: "main",
         session_id: &engine.session_id,
@@ -551,7 +552,7 @@ fn restore_children(
         depth: 0,
         model: &plan.core.model,
         mode: plan.core.mode,
-        def: plan.def.as_deref(),
+        def: def.as_deref(),
         cwd: &input.load.cwd,
         is_fork_child: false,
         env_model: engine.subagent_model.as_deref(),

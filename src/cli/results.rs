@@ -238,7 +238,7 @@ pub(super) fn api_error_message(
             kind: "message",
             role: "assistant",
             model: "<synthetic>".into(),
-            content: text_content(&text),
+            content: text_content(text),
             stop_reason: Some("stop_sequence".into()),
             stop_sequence: Some(String::new()),
             usage: wire::WireUsage::default(),
