@@ -318,6 +318,22 @@ impl Emitter {
 use crate::message::{cost_of, price_of};
 
 /// A result's `usage`.
+/// The engine's events go to the emitter's accounts, and to the progress
+/// lines when there are some.
+pub fn event_sink(emitter: &Emitter, progress: Option<&Arc<super::output::Progress>>) -> EventSink {
+    match progress {
+        Some(p) => {
+            let bars = p.sink();
+            let accounts = emitter.sink();
+            Arc::new(move |e: &EngineEvent| {
+                accounts(e);
+                bars(e);
+            })
+        }
+        None => emitter.sink(),
+    }
+}
+
 /// A message's content of one text block, as a user message carries it.
 pub fn text_content(text: &str) -> Value {
     serde_json::to_value([ContentBlock::text(text)]).unwrap_or(Value::Null)

@@ -12,7 +12,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::args::{HeadlessArgs, InputFormat, MAX_INPUT_LINE_BYTES, SessionArgs};
-use super::emit::{Emitter, Print, send, wire_usage};
+use super::emit::{Emitter, Print, event_sink, send, wire_usage};
 use super::headless_flags::plan;
 use super::output::{OutputFormat, Progress, note, print_answer, print_line};
 use super::prepare::{self, Extras, Mode, Prepared};
@@ -1260,22 +1260,6 @@ fn wire_client(
     extras.file_checkpoints = std::env::var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
         .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
     asker
-}
-
-/// The engine's events go to the emitter's accounts, and with text output
-/// to the progress lines too.
-fn event_sink(emitter: &Emitter, progress: Option<&Arc<Progress>>) -> EventSink {
-    match progress {
-        Some(p) => {
-            let bars = p.sink();
-            let accounts = emitter.sink();
-            Arc::new(move |e: &runtime::EngineEvent| {
-                accounts(e);
-                bars(e);
-            })
-        }
-        None => emitter.sink(),
-    }
 }
 
 /// The session could not be set up: the error, after what the client

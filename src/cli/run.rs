@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::args::{RenderArgs, RunArgs, read_prompt};
 use super::commands::{compact_now, help_text};
-use super::emit::{Emitter, Print};
+use super::emit::{Emitter, Print, event_sink};
 use super::output::{OutputFormat, Progress, print_answer, print_line};
 use super::prepare::{
     Mode, Prepared, first_message, first_message_with, prepare, wait_for_servers,
@@ -33,17 +33,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
     };
     // The accounts (cost, usage) and, for stream-json, the protocol lines.
     let emitter = Emitter::new(print, String::new(), String::new(), BTreeMap::new(), None);
-    let events: EventSink = match &progress {
-        None => emitter.sink(),
-        Some(progress) => {
-            let bars = progress.sink();
-            let accounts = emitter.sink();
-            Arc::new(move |e: &runtime::EngineEvent| {
-                accounts(e);
-                bars(e);
-            })
-        }
-    };
+    let events = event_sink(&emitter, progress.as_ref());
     let resumed = args.session.resuming();
     let prepared = prepare(
         g,
@@ -156,6 +146,16 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
         &result,
         session.turns_this_prompt(),
     );
+    print_outcome(g, args.output_format, result, &wire_result)
+}
+
+/// What `cadre run` prints and how it exits, once the run is over.
+fn print_outcome(
+    g: &GlobalArgs,
+    format: OutputFormat,
+    result: Result<runtime::Outcome, RunError>,
+    wire_result: &super::wire::ResultOut,
+) -> Result<(), CliError> {
     let line = || serde_json::to_string(&Output::Result(wire_result.clone())).unwrap_or_default();
     match result {
         Ok(outcome) => {
@@ -169,7 +169,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             for e in &wire_result.errors {
                 eprintln!("error: {e}");
             }
-            match args.output_format {
+            match format {
                 OutputFormat::Text if wire_result.is_error && text.trim().is_empty() => {}
                 OutputFormat::Text => print_answer(&text),
                 OutputFormat::Json | OutputFormat::StreamJson => print_line(&line()),
@@ -184,7 +184,7 @@ pub async fn run(g: &GlobalArgs, args: RunArgs) -> Result<(), CliError> {
             let msg = e.to_string();
             let config_problem =
                 matches!(&e, RunError::Provider(p) if p.kind == ProviderErrorKind::Config);
-            match args.output_format {
+            match format {
                 OutputFormat::Text if config_problem => Err(CliError::Usage(msg)),
                 OutputFormat::Text => Err(CliError::Failed(msg)),
                 OutputFormat::Json | OutputFormat::StreamJson => {
