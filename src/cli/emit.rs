@@ -966,6 +966,67 @@ mod tests {
         assert_eq!(cost_of(price_of(&p, "qwen2.5-coder"), &u), 0.0);
     }
 
+    /// The partial messages (`--include-partial-messages`) keep the bytes
+    /// they had when they were built with `json!`: the field order is the
+    /// Messages API's, which the SDKs' parsers do not need but scripts
+    /// comparing lines do.
+    #[test]
+    fn partial_messages_keep_their_bytes() {
+        let e = Emitter::new(
+            Print::Partials,
+            "s".into(),
+            "claude-sonnet-4-5".into(),
+            prices(),
+            None,
+        );
+        let mut s = e.state.lock().unwrap();
+        let main = || "main".to_string();
+        let mut lines = Vec::new();
+        for event in [
+            EngineEvent::ThinkingDelta {
+                agent_id: main(),
+                thinking: "hm".into(),
+            },
+            EngineEvent::SignatureDelta {
+                agent_id: main(),
+                signature: "sig".into(),
+            },
+            EngineEvent::TextDelta {
+                agent_id: main(),
+                text: "hi".into(),
+            },
+            EngineEvent::Message {
+                agent_id: main(),
+                message: Arc::new(Message::assistant(vec![ContentBlock::text("hi")])),
+                uuid: None,
+            },
+        ] {
+            for out in s.map(&event, Print::Partials) {
+                if let Output::StreamEvent(se) = out {
+                    lines.push(serde_json::to_string(&se.event).unwrap());
+                }
+            }
+        }
+        let id = lines[0].split('"').nth(9).unwrap().to_string();
+        assert!(id.starts_with("msg_"), "{}", lines[0]);
+        let lines: Vec<String> = lines.iter().map(|l| l.replace(&id, "ID")).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"type":"message_start","message":{"id":"ID","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}"#,
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+                r#"{"type":"content_block_stop","index":0}"#,
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#,
+                r#"{"type":"content_block_stop","index":1}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":0}}"#,
+                r#"{"type":"message_stop"}"#,
+            ]
+        );
+    }
+
     #[test]
     fn sub_agent_messages_carry_the_agent_call_and_the_budget_cancels() {
         let e = Emitter::new(
