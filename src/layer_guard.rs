@@ -33,13 +33,6 @@ const KNOWN_FILE_CIRCLES: &[(&str, &[&str], &str)] = &[
          to split: the shared field helpers as a leaf",
     ),
     (
-        "cli",
-        &["emit", "headless", "run", "wire"],
-        "headless mode, the run command and the protocol types still \
-         share helpers both ways; to split by concern (parsing, session \
-         preparation, emitters, wire types)",
-    ),
-    (
         "config",
         &["env", "files", "load"],
         "the layer loader and the layer readers call each other; to split: \

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::output::print_line;
@@ -318,6 +318,27 @@ impl Emitter {
 use crate::message::{cost_of, price_of};
 
 /// A result's `usage`.
+/// The engine's events go to the emitter's accounts, and to the progress
+/// lines when there are some.
+pub fn event_sink(emitter: &Emitter, progress: Option<&Arc<super::output::Progress>>) -> EventSink {
+    match progress {
+        Some(p) => {
+            let bars = p.sink();
+            let accounts = emitter.sink();
+            Arc::new(move |e: &EngineEvent| {
+                accounts(e);
+                bars(e);
+            })
+        }
+        None => emitter.sink(),
+    }
+}
+
+/// A message's content of one text block, as a user message carries it.
+pub fn text_content(text: &str) -> Value {
+    serde_json::to_value([ContentBlock::text(text)]).unwrap_or(Value::Null)
+}
+
 pub fn result_usage(u: &Usage) -> wire::ResultUsage {
     wire::ResultUsage {
         tokens: wire_usage(u),
@@ -397,7 +418,7 @@ impl State {
         }
     }
 
-    fn stream_event(&self, agent_id: &str, event: Value) -> Output {
+    fn stream_event(&self, agent_id: &str, event: wire::StreamEvent) -> Output {
         Output::StreamEvent(wire::StreamEventOut {
             uuid: wire::new_uuid(),
             session_id: self.session_id.clone(),
@@ -415,10 +436,21 @@ impl State {
             let model = self.model_of(agent_id);
             out.push(self.stream_event(
                 agent_id,
-                json!({"type": "message_start", "message": {
-                    "id": id, "type": "message", "role": "assistant", "model": model,
-                    "content": [], "stop_reason": null, "stop_sequence": null,
-                    "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+                wire::StreamEvent::MessageStart {
+                    message: wire::StreamMessage {
+                        id: id.clone(),
+                        kind: "message",
+                        role: "assistant",
+                        model,
+                        content: [],
+                        stop_reason: None,
+                        stop_sequence: None,
+                        usage: wire::StreamStartUsage {
+                            input_tokens: 0,
+                            output_tokens: 0,
+                        },
+                    },
+                },
             ));
             self.streaming.insert(
                 agent_id.to_string(),
@@ -436,19 +468,24 @@ impl State {
             return;
         }
         if let Some((index, _)) = open {
-            out.push(self.stream_event(
-                agent_id,
-                json!({"type": "content_block_stop", "index": index}),
-            ));
+            out.push(self.stream_event(agent_id, wire::StreamEvent::ContentBlockStop { index }));
         }
         let index = self.streaming.get(agent_id).map_or(0, |s| s.blocks);
-        let block = match kind {
-            "thinking" => json!({"type": "thinking", "thinking": "", "signature": ""}),
-            _ => json!({"type": "text", "text": ""}),
+        let content_block = match kind {
+            "thinking" => wire::StreamBlock::Thinking {
+                thinking: String::new(),
+                signature: String::new(),
+            },
+            _ => wire::StreamBlock::Text {
+                text: String::new(),
+            },
         };
         out.push(self.stream_event(
             agent_id,
-            json!({"type": "content_block_start", "index": index, "content_block": block}),
+            wire::StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            },
         ));
         if let Some(s) = self.streaming.get_mut(agent_id) {
             s.block = Some((index, kind));
@@ -496,6 +533,262 @@ impl State {
         }
     }
 
+    /// A message of the conversation: an assistant message (closing its
+    /// partial message), or a user message with tool results or of a
+    /// sub-agent.
+    fn map_message(&mut self, event: &EngineEvent, sid: String, out: &mut Vec<Output>) {
+        let EngineEvent::Message {
+            agent_id,
+            message,
+            uuid: line_uuid,
+        } = event
+        else {
+            return;
+        };
+        let parent = self.parent_of(agent_id);
+        if parent.is_some()
+            && message.role == Role::Assistant
+            && let Some(text) = message.joined_text()
+        {
+            self.last_text.insert(agent_id.clone(), text);
+        }
+        // A sub-agent's text and thinking stay in it unless asked
+        // for: only its tool calls go out.
+        let kept: Vec<&ContentBlock> = message
+            .content
+            .iter()
+            .filter(|b| {
+                self.forwards_text(agent_id)
+                    || message.role != Role::Assistant
+                    || matches!(b, ContentBlock::ToolUse { .. })
+            })
+            .collect();
+        let nothing_kept = kept.is_empty();
+        let content = serde_json::to_value(&kept).unwrap_or(Value::Null);
+        match message.role {
+            Role::Assistant => {
+                let stop = if message.tool_uses().next().is_some() {
+                    "tool_use"
+                } else {
+                    "end_turn"
+                };
+                let (model, usage) = self
+                    .pending_usage
+                    .remove(agent_id)
+                    .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
+                let id = match self.streaming.remove(agent_id) {
+                    Some(Streaming { id, block, .. }) => {
+                        if let Some((index, _)) = block {
+                            out.push(self.stream_event(
+                                agent_id,
+                                wire::StreamEvent::ContentBlockStop { index },
+                            ));
+                        }
+                        out.push(self.stream_event(
+                            agent_id,
+                            wire::StreamEvent::MessageDelta {
+                                delta: wire::StreamStop {
+                                    stop_reason: stop,
+                                    stop_sequence: None,
+                                },
+                                usage: wire::StreamOutputTokens {
+                                    output_tokens: usage.output_tokens,
+                                },
+                            },
+                        ));
+                        out.push(self.stream_event(agent_id, wire::StreamEvent::MessageStop));
+                        id
+                    }
+                    None => format!("msg_{}", wire::new_uuid().replace('-', "")),
+                };
+                if nothing_kept {
+                    return;
+                }
+                out.push(Output::Assistant(wire::AssistantOut {
+                    message: wire::ApiMessage {
+                        id,
+                        kind: "message",
+                        role: "assistant",
+                        model,
+                        content,
+                        stop_reason: Some(stop.into()),
+                        stop_sequence: None,
+                        usage: wire_usage(&usage),
+                    },
+                    parent_tool_use_id: parent,
+                    session_id: sid,
+                    uuid: line_uuid.clone().unwrap_or_else(wire::new_uuid),
+                    timestamp: crate::clock::now_rfc3339(),
+                    api_error: None,
+                }));
+            }
+            Role::User => {
+                // The main session's own prompts are the client's;
+                // only tool results go back. A sub-agent's prompt
+                // and results all go, under its Agent call.
+                let has_results = message
+                    .content
+                    .iter()
+                    .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+                if parent.is_some() || has_results {
+                    out.push(Output::User(wire::UserOut {
+                        message: wire::UserApiMessage {
+                            role: "user",
+                            content,
+                        },
+                        parent_tool_use_id: parent,
+                        session_id: sid,
+                        uuid: wire::new_uuid(),
+                        timestamp: crate::clock::now_rfc3339(),
+                        subagent: self.subagent_of.get(agent_id).cloned(),
+                    }));
+                }
+            }
+        }
+    }
+
+    /// A sub-agent started: counted; cadre's `subagent_start`, Claude
+    /// Code's `task_started`, and its task as its first user message.
+    fn map_subagent_start(
+        &mut self,
+        event: &EngineEvent,
+        print: Print,
+        sid: String,
+        out: &mut Vec<Output>,
+    ) {
+        let EngineEvent::SubagentStart {
+            agent_id,
+            parent_agent_id,
+            agent_type,
+            description,
+            model,
+            fork,
+            tool_use_id,
+            prompt,
+            background,
+            depth,
+            ..
+        } = event
+        else {
+            return;
+        };
+        self.parents.insert(agent_id.clone(), tool_use_id.clone());
+        self.models.insert(agent_id.clone(), model.clone());
+        let of = wire::SubagentOf {
+            agent_id: agent_id.clone(),
+            subagent_type: agent_type.clone(),
+            task_description: description.clone(),
+        };
+        self.subagent_of.insert(agent_id.clone(), of.clone());
+        let st = &mut self.subagents;
+        st.spawned += 1;
+        st.max_depth = st.max_depth.max(u64::from(*depth));
+        if parent_agent_id != "main" {
+            st.spawned_by_subagents += 1;
+        }
+        if *background {
+            st.started_in_background += 1;
+        }
+        *st.by_type.entry(agent_type.clone()).or_default() += 1;
+        if print != Print::Nothing {
+            out.push(Output::SubagentStart(wire::SubagentStart {
+                agent_id: agent_id.clone(),
+                parent_agent_id: parent_agent_id.clone(),
+                agent_type: agent_type.clone(),
+                description: description.clone(),
+                model: model.clone(),
+                fork: *fork,
+                tool_use_id: tool_use_id.clone(),
+                session_id: sid.clone(),
+            }));
+            out.push(Output::System(wire::System::TaskStarted(
+                wire::TaskStarted {
+                    task_id: agent_id.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    description: description.clone(),
+                    subagent_type: agent_type.clone(),
+                    task_type: "local_agent",
+                    prompt: prompt.clone(),
+                    is_backgrounded: *background,
+                    spawn_depth: *depth,
+                    uuid: wire::new_uuid(),
+                    session_id: sid.clone(),
+                },
+            )));
+            // Its task, as the first message of its conversation.
+            out.push(Output::User(wire::UserOut {
+                message: wire::UserApiMessage {
+                    role: "user",
+                    content: text_content(prompt),
+                },
+                parent_tool_use_id: Some(tool_use_id.clone()),
+                session_id: sid,
+                uuid: wire::new_uuid(),
+                timestamp: crate::clock::now_rfc3339(),
+                subagent: Some(of),
+            }));
+        }
+    }
+
+    /// A sub-agent ended: cadre's `subagent_end`, then Claude Code's
+    /// `task_updated` and `task_notification`.
+    fn map_subagent_end(&mut self, event: &EngineEvent, sid: String, out: &mut Vec<Output>) {
+        let EngineEvent::SubagentEnd {
+            agent_id,
+            status,
+            tool_uses,
+            duration_ms,
+            total_tokens,
+        } = event
+        else {
+            return;
+        };
+        out.push(Output::SubagentEnd(wire::SubagentEnd {
+            agent_id: agent_id.clone(),
+            status: status.clone(),
+            tool_uses: *tool_uses,
+            duration_ms: *duration_ms,
+            total_tokens: *total_tokens,
+            session_id: sid.clone(),
+        }));
+        // Claude Code's words for how a task ended.
+        let ended = match status.as_str() {
+            "completed" => "completed",
+            "killed" | "cancelled" | "stopped" => "stopped",
+            _ => "failed",
+        };
+        let end_time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        out.push(Output::System(wire::System::TaskUpdated(
+            wire::TaskUpdated {
+                task_id: agent_id.clone(),
+                patch: wire::TaskPatch {
+                    status: ended,
+                    end_time,
+                },
+                uuid: wire::new_uuid(),
+                session_id: sid.clone(),
+            },
+        )));
+        out.push(Output::System(wire::System::TaskNotification(
+            wire::TaskNotification {
+                task_id: agent_id.clone(),
+                tool_use_id: self.parent_of(agent_id),
+                status: ended.to_string(),
+                output_file: String::new(),
+                summary: self.last_text.remove(agent_id).unwrap_or_default(),
+                usage: wire::TaskUsage {
+                    total_tokens: *total_tokens,
+                    tool_uses: *tool_uses,
+                    duration_ms: *duration_ms,
+                },
+                uuid: wire::new_uuid(),
+                session_id: sid,
+            },
+        )));
+    }
+
     fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
         let sid = self.session_id.clone();
         let mut out = Vec::new();
@@ -521,8 +814,10 @@ impl State {
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
-                    json!({"type": "content_block_delta", "index": index,
-                           "delta": {"type": "text_delta", "text": text}}),
+                    wire::StreamEvent::ContentBlockDelta {
+                        index,
+                        delta: wire::StreamDelta::TextDelta { text: text.clone() },
+                    },
                 ));
             }
             EngineEvent::ThinkingDelta { agent_id, thinking }
@@ -532,8 +827,12 @@ impl State {
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
-                    json!({"type": "content_block_delta", "index": index,
-                           "delta": {"type": "thinking_delta", "thinking": thinking}}),
+                    wire::StreamEvent::ContentBlockDelta {
+                        index,
+                        delta: wire::StreamDelta::ThinkingDelta {
+                            thinking: thinking.clone(),
+                        },
+                    },
                 ));
             }
             EngineEvent::SignatureDelta {
@@ -545,112 +844,17 @@ impl State {
                 if let Some((index, "thinking")) = open {
                     out.push(self.stream_event(
                         agent_id,
-                        json!({"type": "content_block_delta", "index": index,
-                               "delta": {"type": "signature_delta", "signature": signature}}),
+                        wire::StreamEvent::ContentBlockDelta {
+                            index,
+                            delta: wire::StreamDelta::SignatureDelta {
+                                signature: signature.clone(),
+                            },
+                        },
                     ));
                 }
             }
-            EngineEvent::Message {
-                agent_id,
-                message,
-                uuid: line_uuid,
-            } if print != Print::Nothing => {
-                let parent = self.parent_of(agent_id);
-                if parent.is_some()
-                    && message.role == Role::Assistant
-                    && let Some(text) = message.joined_text()
-                {
-                    self.last_text.insert(agent_id.clone(), text);
-                }
-                // A sub-agent's text and thinking stay in it unless asked
-                // for: only its tool calls go out.
-                let kept: Vec<&ContentBlock> = message
-                    .content
-                    .iter()
-                    .filter(|b| {
-                        self.forwards_text(agent_id)
-                            || message.role != Role::Assistant
-                            || matches!(b, ContentBlock::ToolUse { .. })
-                    })
-                    .collect();
-                let nothing_kept = kept.is_empty();
-                let content = serde_json::to_value(&kept).unwrap_or(Value::Null);
-                match message.role {
-                    Role::Assistant => {
-                        let stop = if message.tool_uses().next().is_some() {
-                            "tool_use"
-                        } else {
-                            "end_turn"
-                        };
-                        let (model, usage) = self
-                            .pending_usage
-                            .remove(agent_id)
-                            .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
-                        let id = match self.streaming.remove(agent_id) {
-                            Some(Streaming { id, block, .. }) => {
-                                if let Some((index, _)) = block {
-                                    out.push(self.stream_event(
-                                        agent_id,
-                                        json!({"type": "content_block_stop", "index": index}),
-                                    ));
-                                }
-                                out.push(self.stream_event(
-                                    agent_id,
-                                    json!({"type": "message_delta",
-                                           "delta": {"stop_reason": stop, "stop_sequence": null},
-                                           "usage": {"output_tokens": usage.output_tokens}}),
-                                ));
-                                out.push(
-                                    self.stream_event(agent_id, json!({"type": "message_stop"})),
-                                );
-                                id
-                            }
-                            None => format!("msg_{}", wire::new_uuid().replace('-', "")),
-                        };
-                        if nothing_kept {
-                            return out;
-                        }
-                        out.push(Output::Assistant(wire::AssistantOut {
-                            message: wire::ApiMessage {
-                                id,
-                                kind: "message",
-                                role: "assistant",
-                                model,
-                                content,
-                                stop_reason: Some(stop.into()),
-                                stop_sequence: None,
-                                usage: wire_usage(&usage),
-                            },
-                            parent_tool_use_id: parent,
-                            session_id: sid,
-                            uuid: line_uuid.clone().unwrap_or_else(wire::new_uuid),
-                            timestamp: crate::clock::now_rfc3339(),
-                            api_error: None,
-                        }));
-                    }
-                    Role::User => {
-                        // The main session's own prompts are the client's;
-                        // only tool results go back. A sub-agent's prompt
-                        // and results all go, under its Agent call.
-                        let has_results = message
-                            .content
-                            .iter()
-                            .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
-                        if parent.is_some() || has_results {
-                            out.push(Output::User(wire::UserOut {
-                                message: wire::UserApiMessage {
-                                    role: "user",
-                                    content,
-                                },
-                                parent_tool_use_id: parent,
-                                session_id: sid,
-                                uuid: wire::new_uuid(),
-                                timestamp: crate::clock::now_rfc3339(),
-                                subagent: self.subagent_of.get(agent_id).cloned(),
-                            }));
-                        }
-                    }
-                }
+            e @ EngineEvent::Message { .. } if print != Print::Nothing => {
+                self.map_message(e, sid, &mut out);
             }
             EngineEvent::ToolUse {
                 tool_use_id, name, ..
@@ -679,75 +883,8 @@ impl State {
                     }));
                 }
             }
-            EngineEvent::SubagentStart {
-                agent_id,
-                parent_agent_id,
-                agent_type,
-                description,
-                model,
-                fork,
-                tool_use_id,
-                prompt,
-                background,
-                depth,
-                ..
-            } => {
-                self.parents.insert(agent_id.clone(), tool_use_id.clone());
-                self.models.insert(agent_id.clone(), model.clone());
-                let of = wire::SubagentOf {
-                    agent_id: agent_id.clone(),
-                    subagent_type: agent_type.clone(),
-                    task_description: description.clone(),
-                };
-                self.subagent_of.insert(agent_id.clone(), of.clone());
-                let st = &mut self.subagents;
-                st.spawned += 1;
-                st.max_depth = st.max_depth.max(u64::from(*depth));
-                if parent_agent_id != "main" {
-                    st.spawned_by_subagents += 1;
-                }
-                if *background {
-                    st.started_in_background += 1;
-                }
-                *st.by_type.entry(agent_type.clone()).or_default() += 1;
-                if print != Print::Nothing {
-                    out.push(Output::SubagentStart(wire::SubagentStart {
-                        agent_id: agent_id.clone(),
-                        parent_agent_id: parent_agent_id.clone(),
-                        agent_type: agent_type.clone(),
-                        description: description.clone(),
-                        model: model.clone(),
-                        fork: *fork,
-                        tool_use_id: tool_use_id.clone(),
-                        session_id: sid.clone(),
-                    }));
-                    out.push(Output::System(wire::System::TaskStarted(
-                        wire::TaskStarted {
-                            task_id: agent_id.clone(),
-                            tool_use_id: tool_use_id.clone(),
-                            description: description.clone(),
-                            subagent_type: agent_type.clone(),
-                            task_type: "local_agent",
-                            prompt: prompt.clone(),
-                            is_backgrounded: *background,
-                            spawn_depth: *depth,
-                            uuid: wire::new_uuid(),
-                            session_id: sid.clone(),
-                        },
-                    )));
-                    // Its task, as the first message of its conversation.
-                    out.push(Output::User(wire::UserOut {
-                        message: wire::UserApiMessage {
-                            role: "user",
-                            content: json!([{"type": "text", "text": prompt}]),
-                        },
-                        parent_tool_use_id: Some(tool_use_id.clone()),
-                        session_id: sid,
-                        uuid: wire::new_uuid(),
-                        timestamp: crate::clock::now_rfc3339(),
-                        subagent: Some(of),
-                    }));
-                }
+            e @ EngineEvent::SubagentStart { .. } => {
+                self.map_subagent_start(e, print, sid, &mut out);
             }
             EngineEvent::SubagentProgress {
                 agent_id,
@@ -763,54 +900,8 @@ impl State {
                     session_id: sid,
                 }));
             }
-            EngineEvent::SubagentEnd {
-                agent_id,
-                status,
-                tool_uses,
-                duration_ms,
-                total_tokens,
-            } if print != Print::Nothing => {
-                out.push(Output::SubagentEnd(wire::SubagentEnd {
-                    agent_id: agent_id.clone(),
-                    status: status.clone(),
-                    tool_uses: *tool_uses,
-                    duration_ms: *duration_ms,
-                    total_tokens: *total_tokens,
-                    session_id: sid.clone(),
-                }));
-                // Claude Code's words for how a task ended.
-                let ended = match status.as_str() {
-                    "completed" => "completed",
-                    "killed" | "cancelled" | "stopped" => "stopped",
-                    _ => "failed",
-                };
-                let end_time = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-                out.push(Output::System(wire::System::TaskUpdated(
-                    wire::TaskUpdated {
-                        task_id: agent_id.clone(),
-                        patch: json!({"status": ended, "end_time": end_time}),
-                        uuid: wire::new_uuid(),
-                        session_id: sid.clone(),
-                    },
-                )));
-                out.push(Output::System(wire::System::TaskNotification(
-                    wire::TaskNotification {
-                        task_id: agent_id.clone(),
-                        tool_use_id: self.parent_of(agent_id),
-                        status: ended.to_string(),
-                        output_file: String::new(),
-                        summary: self.last_text.remove(agent_id).unwrap_or_default(),
-                        usage: wire::TaskUsage {
-                            total_tokens: *total_tokens,
-                            tool_uses: *tool_uses,
-                            duration_ms: *duration_ms,
-                        },
-                        uuid: wire::new_uuid(),
-                        session_id: sid,
-                    },
-                )));
+            e @ EngineEvent::SubagentEnd { .. } if print != Print::Nothing => {
+                self.map_subagent_end(e, sid, &mut out);
             }
             EngineEvent::Retrying {
                 agent_id,
@@ -843,6 +934,7 @@ impl State {
 mod tests {
     use super::*;
     use crate::message::Message;
+    use serde_json::json;
 
     fn prices() -> BTreeMap<String, ModelPrice> {
         let mut p = BTreeMap::new();
@@ -872,6 +964,67 @@ mod tests {
         let c = cost_of(price_of(&p, "claude-sonnet-4-5-20250929"), &u);
         assert!((c - (3.0 + 1.5 + 0.75 + 0.3)).abs() < 1e-9, "{c}");
         assert_eq!(cost_of(price_of(&p, "qwen2.5-coder"), &u), 0.0);
+    }
+
+    /// The partial messages (`--include-partial-messages`) keep the bytes
+    /// they had when they were built with `json!`: the field order is the
+    /// Messages API's, which the SDKs' parsers do not need but scripts
+    /// comparing lines do.
+    #[test]
+    fn partial_messages_keep_their_bytes() {
+        let e = Emitter::new(
+            Print::Partials,
+            "s".into(),
+            "claude-sonnet-4-5".into(),
+            prices(),
+            None,
+        );
+        let mut s = e.state.lock().unwrap();
+        let main = || "main".to_string();
+        let mut lines = Vec::new();
+        for event in [
+            EngineEvent::ThinkingDelta {
+                agent_id: main(),
+                thinking: "hm".into(),
+            },
+            EngineEvent::SignatureDelta {
+                agent_id: main(),
+                signature: "sig".into(),
+            },
+            EngineEvent::TextDelta {
+                agent_id: main(),
+                text: "hi".into(),
+            },
+            EngineEvent::Message {
+                agent_id: main(),
+                message: Arc::new(Message::assistant(vec![ContentBlock::text("hi")])),
+                uuid: None,
+            },
+        ] {
+            for out in s.map(&event, Print::Partials) {
+                if let Output::StreamEvent(se) = out {
+                    lines.push(serde_json::to_string(&se.event).unwrap());
+                }
+            }
+        }
+        let id = lines[0].split('"').nth(9).unwrap().to_string();
+        assert!(id.starts_with("msg_"), "{}", lines[0]);
+        let lines: Vec<String> = lines.iter().map(|l| l.replace(&id, "ID")).collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"type":"message_start","message":{"id":"ID","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}"#,
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+                r#"{"type":"content_block_stop","index":0}"#,
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#,
+                r#"{"type":"content_block_stop","index":1}"#,
+                r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":0}}"#,
+                r#"{"type":"message_stop"}"#,
+            ]
+        );
     }
 
     #[test]

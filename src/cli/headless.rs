@@ -3,527 +3,31 @@
 //! control protocol (see `docs/headless.md`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
-use clap::{Args, ValueEnum};
 use serde_json::{Map, Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::emit::{Emitter, Print, send, wire_usage};
-use super::output::{OutputFormat, Progress, print_answer, print_line};
-use super::run::{self, Extras, Mode, Prepared, SessionArgs, parse_mode};
-use super::wire::{self, FromClient, Input, Output, ResultOut, ResultSubtype, ToClient};
-use super::{CliError, GlobalArgs};
+use super::args::{HeadlessArgs, InputFormat, MAX_INPUT_LINE_BYTES, SessionArgs};
+use super::emit::{Emitter, Print, event_sink, send, wire_usage};
+use super::headless_flags::plan;
+use super::output::{OutputFormat, Progress, note, print_answer, print_line};
+use super::prepare::{self, Extras, Mode, Prepared};
+use super::results::{
+    PromptStart, api_error, api_error_message, local_result, result_of, too_long_result,
+};
+use super::wire::{
+    self, FromClient, Input, Output, ResultOut, ResultSubtype, ToClient, parse_mode,
+};
+use super::{CliError, GlobalArgs, commands};
 use crate::config::PermissionMode;
-use crate::message::{ContentBlock, Message, Usage};
-use crate::provider::{ProviderError, ProviderErrorKind};
+use crate::message::{ContentBlock, Message};
+use crate::provider::ProviderErrorKind;
 use crate::raw::lines::Line;
-use crate::runtime::{self, EventSink, Outcome, RunError, Session, StopKind};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InputFormat {
-    /// The prompt as text (argument or stdin).
-    Text,
-    /// User messages and control requests, one JSON object per line on stdin.
-    StreamJson,
-}
-
-/// Claude Code's flags, on the top-level command (see `docs/headless.md`).
-#[derive(Debug, Clone, Default, PartialEq, Args)]
-#[command(next_help_heading = "Headless mode (Claude Code's flags)")]
-pub struct HeadlessArgs {
-    /// The prompt (`-p "task"`); read from stdin when absent.
-    #[arg(value_name = "PROMPT")]
-    pub prompt: Option<String>,
-    /// Print the answer and exit (headless mode).
-    #[arg(short = 'p', long = "print")]
-    pub print: bool,
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub output_format: Option<OutputFormat>,
-    #[arg(long, value_enum, value_name = "FORMAT")]
-    pub input_format: Option<InputFormat>,
-    /// With stream-json input: the longest line read from stdin, in bytes
-    /// (default 64 MiB). A longer line is skipped and answered with an
-    /// error `result`; the session goes on.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
-    pub max_input_line_bytes: Option<u64>,
-    /// With stream-json output: also `stream_event` partial messages.
-    #[arg(long)]
-    pub include_partial_messages: bool,
-    /// Model for the main session (an alias from [models] or a full id).
-    #[arg(long, value_name = "MODEL")]
-    pub model: Option<String>,
-    /// Not supported yet: said on stderr and ignored.
-    #[arg(long, value_name = "MODEL")]
-    pub fallback_model: Option<String>,
-    #[arg(long, value_name = "N")]
-    pub max_turns: Option<u32>,
-    #[arg(long, value_name = "MODE", value_parser = parse_mode)]
-    pub permission_mode: Option<PermissionMode>,
-    /// Same as `--permission-mode bypassPermissions`.
-    #[arg(long)]
-    pub dangerously_skip_permissions: bool,
-    /// Permission rules to allow (`Read`, `Bash(git:*)`); comma or space separated.
-    #[arg(long = "allowedTools", visible_alias = "allowed-tools", num_args = 1.., value_name = "RULES")]
-    pub allowed_tools: Vec<String>,
-    /// Permission rules to deny; a bare tool name also removes the tool.
-    #[arg(long = "disallowedTools", visible_alias = "disallowed-tools", num_args = 1.., value_name = "RULES")]
-    pub disallowed_tools: Vec<String>,
-    /// Only these built-in tools (`""` for none, `default` for all).
-    #[arg(long, num_args = 1.., value_name = "TOOLS")]
-    pub tools: Vec<String>,
-    /// Replace the main system prompt (the environment block stays).
-    #[arg(long, value_name = "TEXT")]
-    pub system_prompt: Option<String>,
-    #[arg(long, value_name = "FILE")]
-    pub system_prompt_file: Option<PathBuf>,
-    /// Append to the main system prompt.
-    #[arg(long, value_name = "TEXT")]
-    pub append_system_prompt: Option<String>,
-    #[arg(long, value_name = "FILE")]
-    pub append_system_prompt_file: Option<PathBuf>,
-    /// MCP servers from files or JSON strings (`{"mcpServers": {...}}`).
-    #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
-    pub mcp_config: Vec<String>,
-    /// Only the servers of --mcp-config.
-    #[arg(long)]
-    pub strict_mcp_config: bool,
-    /// More directories the tools may use.
-    #[arg(long, num_args = 1.., value_name = "DIR")]
-    pub add_dir: Vec<PathBuf>,
-    /// Run as this agent.
-    #[arg(long, value_name = "NAME")]
-    pub agent: Option<String>,
-    /// Resume the session with this id (see `cadre sessions list`).
-    #[arg(short = 'r', long, num_args = 0..=1, default_missing_value = "", value_name = "ID")]
-    pub resume: Option<String>,
-    /// Continue the latest session of this project.
-    #[arg(short = 'c', long = "continue")]
-    pub continue_session: bool,
-    /// Use this session id.
-    #[arg(long, value_name = "ID")]
-    pub session_id: Option<String>,
-    /// With --resume or --continue: go on in a copy under a new session id.
-    #[arg(long)]
-    pub fork_session: bool,
-    /// Stop the session once its model calls have cost this much (US dollars).
-    #[arg(long, value_name = "USD")]
-    pub max_budget_usd: Option<f64>,
-    /// `stdio`: ask the SDK client (its `can_use_tool`) when a rule says ask.
-    #[arg(long, value_name = "TOOL")]
-    pub permission_prompt_tool: Option<String>,
-    /// Accepted for the SDKs; not supported yet (said on stderr).
-    #[arg(long, hide = true)]
-    pub include_hook_events: bool,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub betas: Vec<String>,
-    /// Extended thinking with this budget in tokens (0: off); wins over
-    /// `MAX_THINKING_TOKENS` and `provider.thinking_budget`.
-    #[arg(long, value_name = "N")]
-    pub max_thinking_tokens: Option<u32>,
-    /// `enabled`/`adaptive`: think (with the budget given, else
-    /// max_tokens - 1); `disabled`: do not.
-    #[arg(long, value_name = "MODE", value_parser = ["enabled", "adaptive", "disabled"])]
-    pub thinking: Option<String>,
-    /// Accepted for the SDKs; not supported (said on stderr).
-    #[arg(long, hide = true)]
-    pub thinking_display: Option<String>,
-    /// The main session's reasoning effort (`low`, `medium`, `high`,
-    /// `xhigh`, `max`), sent where the model takes it.
-    #[arg(long, value_name = "LEVEL")]
-    pub effort: Option<String>,
-    /// Structured output: the answer is a StructuredOutput tool call whose
-    /// input fits this JSON Schema (the result's `structured_output`).
-    #[arg(long, value_name = "SCHEMA")]
-    pub json_schema: Option<String>,
-    /// The SDKs' session store (`session_store`): every transcript line is
-    /// also written to stdout as a `transcript_mirror` frame.
-    #[arg(long, hide = true)]
-    pub session_mirror: bool,
-    /// The SDKs' truncating resume (with --fork-session): continue from
-    /// this message, leaving out what came after it.
-    #[arg(long, hide = true, value_name = "UUID")]
-    pub resume_session_at: Option<String>,
-    #[arg(long, hide = true, value_name = "UUID")]
-    pub resume_drops_turn: Option<String>,
-    /// Echo each user message read from stdin back on stdout, as Claude
-    /// Code does (stream-json in and out). Takes an empty value too: the ACP
-    /// adapters pass `--replay-user-messages ""`.
-    #[arg(long, hide = true, num_args = 0..=1, default_missing_value = "", value_name = "")]
-    pub replay_user_messages: Option<String>,
-    /// Claude Code's `--init`: run the Setup hooks (`trigger` `init`)
-    /// before the session starts, then go on (hidden, as in Claude Code).
-    #[arg(long, hide = true)]
-    pub init: bool,
-    /// Run the Setup hooks (`init`) and the SessionStart hooks, then exit
-    /// without reading a prompt.
-    #[arg(long, hide = true)]
-    pub init_only: bool,
-    /// Run the Setup hooks with `trigger` `maintenance`, then go on.
-    #[arg(long, hide = true)]
-    pub maintenance: bool,
-}
-
-impl HeadlessArgs {
-    /// Whether these flags ask for a headless run: `-p`, a prompt, or the
-    /// SDK's `--output-format`/`--input-format` without `-p`.
-    pub fn selected(&self) -> bool {
-        self.print || self.output_format.is_some() || self.input_format.is_some() || self.init_only
-    }
-
-    /// The Setup hooks' trigger these flags ask for: `init` (`--init`,
-    /// `--init-only`, which wins as in Claude Code) or `maintenance`.
-    pub fn setup_trigger(&self) -> Option<&'static str> {
-        if self.init_only || self.init {
-            Some("init")
-        } else if self.maintenance {
-            Some("maintenance")
-        } else {
-            None
-        }
-    }
-
-    /// Whether any of these flags was given.
-    pub fn any(&self) -> bool {
-        *self != HeadlessArgs::default()
-    }
-}
-
-/// The longest stdin line read with stream-json input unless
-/// `--max-input-line-bytes` says otherwise.
-pub const MAX_INPUT_LINE_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Splits rule lists as Claude Code does: commas and spaces separate,
-/// except inside parentheses (`Bash(git log:*)` is one rule).
-pub fn split_rules(values: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for v in values {
-        let mut depth = 0i32;
-        let mut cur = String::new();
-        for ch in v.chars() {
-            match ch {
-                '(' => {
-                    depth += 1;
-                    cur.push(ch);
-                }
-                ')' => {
-                    depth -= 1;
-                    cur.push(ch);
-                }
-                ',' | ' ' | '\t' | '\n' if depth <= 0 => {
-                    if !cur.trim().is_empty() {
-                        out.push(cur.trim().to_string());
-                    }
-                    cur.clear();
-                }
-                _ => cur.push(ch),
-            }
-        }
-        if !cur.trim().is_empty() {
-            out.push(cur.trim().to_string());
-        }
-    }
-    out
-}
-
-/// Reads a flag value that is a JSON string or the path of a JSON file.
-fn json_arg(flag: &str, value: &str) -> Result<Value, CliError> {
-    let t = value.trim();
-    let (text, origin) = if t.starts_with('{') {
-        (t.to_string(), format!("{flag} (inline JSON)"))
-    } else {
-        let text = std::fs::read_to_string(t)
-            .map_err(|e| CliError::Usage(format!("{flag} {t}: cannot read: {e}")))?;
-        (text, format!("{flag} {t}"))
-    };
-    serde_json::from_str(&text).map_err(|e| {
-        CliError::Usage(format!(
-            "{origin}:{}:{}: not valid JSON: {e}",
-            e.line(),
-            e.column()
-        ))
-    })
-}
-
-fn note(g: &GlobalArgs, text: &str) {
-    if !g.quiet {
-        eprintln!("cadre: {text}");
-    }
-}
-
-/// What the flags turn into before the session starts.
-struct Plan {
-    session: SessionArgs,
-    extras: Extras,
-    output: OutputFormat,
-    input: InputFormat,
-    stdio_permissions: bool,
-    /// In-process MCP servers of the SDK client.
-    sdk_servers: Vec<String>,
-    /// `--json-schema`, compiled.
-    structured: Option<runtime::structured::StructuredSpec>,
-}
-
-fn plan(g: &GlobalArgs, h: &HeadlessArgs) -> Result<Plan, CliError> {
-    if h.resume.as_deref() == Some("") {
-        return Err(CliError::Usage(
-            "--resume needs a session id here (cadre has no session picker); \
-             `cadre sessions list` shows them, or use --continue for the latest"
-                .into(),
-        ));
-    }
-    if h.fork_session && h.resume.is_none() && !h.continue_session {
-        return Err(CliError::Usage(
-            "--fork-session goes with --resume ID or --continue".into(),
-        ));
-    }
-    if h.resume_drops_turn.is_some() && h.resume_session_at.is_none() {
-        return Err(CliError::Usage(
-            "--resume-drops-turn requires --resume-session-at".into(),
-        ));
-    }
-    if h.resume_session_at.is_some() && h.resume.is_none() && !h.continue_session {
-        return Err(CliError::Usage(
-            "--resume-session-at goes with --resume ID".into(),
-        ));
-    }
-    let output = h.output_format.unwrap_or(OutputFormat::Text);
-    let input = h.input_format.unwrap_or(InputFormat::Text);
-    if input == InputFormat::StreamJson && output != OutputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--input-format stream-json requires --output-format stream-json".into(),
-        ));
-    }
-    if h.max_input_line_bytes.is_some() && input != InputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--max-input-line-bytes goes with --input-format stream-json".into(),
-        ));
-    }
-    if h.include_partial_messages && output != OutputFormat::StreamJson {
-        return Err(CliError::Usage(
-            "--include-partial-messages requires --output-format stream-json".into(),
-        ));
-    }
-    if let Some(b) = h.max_budget_usd
-        && !(b.is_finite() && b > 0.0)
-    {
-        return Err(CliError::Usage(format!(
-            "--max-budget-usd {b}: expected a positive amount of dollars"
-        )));
-    }
-    let mut unsupported = Vec::new();
-    if h.fallback_model.is_some() {
-        unsupported.push("--fallback-model (cadre has no fallback model; ignored)");
-    }
-    if h.include_hook_events {
-        unsupported.push("--include-hook-events (hook events are not reported; ignored)");
-    }
-    if !h.betas.is_empty() {
-        unsupported.push("--betas (ignored)");
-    }
-    if h.thinking_display.is_some() {
-        unsupported.push("--thinking-display (cadre sends no display choice; ignored)");
-    }
-    if h.session_mirror {
-        // The SDKs' session store: every transcript line (and sub-agent
-        // meta file) also goes to stdout as a `transcript_mirror` frame,
-        // after it is on disk.
-        runtime::transcript::set_mirror(Box::new(|path, lines| {
-            let entries: Vec<&str> = std::str::from_utf8(lines)
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| !l.is_empty())
-                .collect();
-            let path = serde_json::to_string(&path.display().to_string()).unwrap_or_default();
-            super::output::print_line(&format!(
-                "{{\"type\":\"transcript_mirror\",\"filePath\":{path},\"entries\":[{}]}}",
-                entries.join(",")
-            ));
-        }));
-    }
-    if let Some(v) = &h.replay_user_messages {
-        if !v.is_empty() {
-            return Err(CliError::Usage(format!(
-                "--replay-user-messages takes no value, found {v:?}"
-            )));
-        }
-        if input != InputFormat::StreamJson {
-            return Err(CliError::Usage(
-                "--replay-user-messages requires --input-format stream-json and --output-format stream-json"
-                    .into(),
-            ));
-        }
-    }
-    for u in unsupported {
-        note(g, &format!("not supported: {u}"));
-    }
-
-    let mut extras = Extras::default();
-    let mut session = SessionArgs {
-        agent: h.agent.clone(),
-        model: h.model.clone(),
-        max_turns: h.max_turns,
-        permission_mode: h.permission_mode,
-        add_dirs: h.add_dir.clone(),
-        resume: h.resume.clone(),
-        continue_latest: h.continue_session,
-        fork_session: h.fork_session,
-        resume_session_at: h.resume_session_at.clone(),
-        resume_drops_turn: h.resume_drops_turn.clone(),
-        team: None,
-    };
-    if h.dangerously_skip_permissions {
-        session.permission_mode = Some(PermissionMode::BypassPermissions);
-    }
-    extras.allow.extend(split_rules(&h.allowed_tools));
-    let deny = split_rules(&h.disallowed_tools);
-    extras.remove_tools = deny.iter().filter(|r| !r.contains('(')).cloned().collect();
-    extras.deny.extend(deny);
-    if !h.tools.is_empty() {
-        let names = split_rules(&h.tools);
-        if !(names.len() == 1 && names[0] == "default") {
-            extras.tools = Some(names);
-        }
-    }
-    let read = |flag: &str, p: &PathBuf| {
-        std::fs::read_to_string(p)
-            .map_err(|e| CliError::Usage(format!("{flag} {}: cannot read: {e}", p.display())))
-    };
-    extras.main_prompt.replace = match (&h.system_prompt, &h.system_prompt_file) {
-        (Some(_), Some(_)) => {
-            return Err(CliError::Usage(
-                "give --system-prompt or --system-prompt-file, not both".into(),
-            ));
-        }
-        (Some(t), None) => Some(t.clone()),
-        (None, Some(p)) => Some(read("--system-prompt-file", p)?),
-        (None, None) => None,
-    };
-    let mut append = Vec::new();
-    if let Some(t) = &h.append_system_prompt {
-        append.push(t.clone());
-    }
-    if let Some(p) = &h.append_system_prompt_file {
-        append.push(read("--append-system-prompt-file", p)?);
-    }
-    if !append.is_empty() {
-        extras.main_prompt.append = Some(append.join("\n\n"));
-    }
-    if let Some(id) = &h.session_id {
-        // As Claude Code: a UUID, and not one a session already has.
-        if !runtime::resume::is_uuid(id) {
-            return Err(CliError::Usage(format!(
-                "--session-id {id:?}: invalid session ID. Must be a valid UUID."
-            )));
-        }
-        extras.session_id = Some(id.clone());
-    }
-    let mut sdk_servers = Vec::new();
-    let mut strict_names = Vec::new();
-    if !h.mcp_config.is_empty() {
-        let mut servers = Map::new();
-        for c in &h.mcp_config {
-            let v = json_arg("--mcp-config", c)?;
-            let Some(list) = v.get("mcpServers").and_then(Value::as_object) else {
-                return Err(CliError::Usage(format!(
-                    "--mcp-config {c}: expected an object with `mcpServers`"
-                )));
-            };
-            for (name, server) in list {
-                if server.get("type").and_then(Value::as_str) == Some("sdk") {
-                    if input != InputFormat::StreamJson {
-                        note(
-                            g,
-                            &format!(
-                                "not supported: SDK MCP server `{name}` without --input-format stream-json (no client to reach it); its tools are not offered"
-                            ),
-                        );
-                        continue;
-                    }
-                    sdk_servers.push(name.clone());
-                    servers.insert(name.clone(), json!({"type": "sdk"}));
-                    continue;
-                }
-                servers.insert(name.clone(), server.clone());
-            }
-        }
-        strict_names = servers.keys().cloned().collect();
-        if !servers.is_empty() {
-            extras.env.push((
-                "CADRE_MCP_SERVERS".into(),
-                Value::Object(servers).to_string(),
-            ));
-        }
-    }
-    if h.strict_mcp_config {
-        extras.mcp_only = Some(strict_names);
-    }
-    // Thinking is one setting, provider.thinking_budget (0: off); these
-    // flags set it above every other layer.
-    let budget = match (h.thinking.as_deref(), h.max_thinking_tokens) {
-        (Some("disabled"), _) => Some(0),
-        (_, Some(n)) => Some(n),
-        // As Claude Code on a model without adaptive thinking: the most
-        // the answer leaves room for (cut to max_tokens - 1 when sent).
-        (Some(_), None) => Some(u32::MAX),
-        (None, None) => None,
-    };
-    if let Some(b) = budget {
-        extras
-            .env
-            .push(("CADRE_PROVIDER__THINKING_BUDGET".into(), b.to_string()));
-    }
-    let stdio_permissions = match h.permission_prompt_tool.as_deref() {
-        None => false,
-        Some("stdio") if input == InputFormat::StreamJson => true,
-        Some("stdio") => {
-            return Err(CliError::Usage(
-                "--permission-prompt-tool stdio needs --input-format stream-json (the answers come on stdin)"
-                    .into(),
-            ));
-        }
-        Some(other) => {
-            note(
-                g,
-                &format!(
-                    "not supported: --permission-prompt-tool {other} (only `stdio`); questions are denied"
-                ),
-            );
-            false
-        }
-    };
-    let structured = match &h.json_schema {
-        None => None,
-        Some(text) => {
-            let schema: Value = serde_json::from_str(text).map_err(|e| {
-                CliError::Usage(format!(
-                    "--json-schema:{}:{}: not JSON: {e}",
-                    e.line(),
-                    e.column()
-                ))
-            })?;
-            Some(
-                runtime::structured::StructuredSpec::new(schema).map_err(|e| {
-                    CliError::Usage(format!("--json-schema: not a JSON Schema: {e}"))
-                })?,
-            )
-        }
-    };
-    Ok(Plan {
-        session,
-        extras,
-        output,
-        input,
-        stdio_permissions,
-        sdk_servers,
-        structured,
-    })
-}
+use crate::runtime::{self, EventSink, Outcome, RunError, Session};
 
 /// Requests cadre sends to the client and the answers it waits for.
 #[derive(Default)]
@@ -649,12 +153,12 @@ struct Prompt {
     /// With `--replay-user-messages`: the message as the client sent it.
     echo: Option<Echo>,
     /// Echoed on the prompt's result (`origin`).
-    origin: Option<Value>,
+    origin: Option<wire::HumanOrigin>,
 }
 
 /// A user message of stdin, kept to be echoed back (`--replay-user-messages`).
 struct Echo {
-    message: Value,
+    message: wire::UserApiMessage,
     parent_tool_use_id: Option<String>,
     uuid: Option<String>,
     origin: Option<Value>,
@@ -757,7 +261,10 @@ fn spawn_reader<R>(
                 Input::User(u) => {
                     let verbatim = u.client_composed;
                     let echo = replay.then(|| Echo {
-                        message: json!({"role": "user", "content": u.message.content.clone()}),
+                        message: wire::UserApiMessage {
+                            role: "user",
+                            content: u.message.content.clone(),
+                        },
                         parent_tool_use_id: u.parent_tool_use_id.clone(),
                         uuid: u.uuid.clone(),
                         origin: u.origin.clone(),
@@ -814,7 +321,7 @@ fn spawn_reader<R>(
                             // `result` of the prompt it stops.
                             send(&Output::ControlResponse(wire::ControlResponseOut::success(
                                 &id,
-                                json!({}),
+                                wire::Done {},
                             )));
                             let n = prompts.interrupt();
                             tracing::debug!("interrupt: {n} prompt(s) cancelled");
@@ -823,7 +330,7 @@ fn spawn_reader<R>(
                         FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
                             Ok(m) => {
                                 let _ = tx.send(Incoming::SetMode(m));
-                                wire::ControlResponseOut::success(&id, json!({}))
+                                wire::ControlResponseOut::success(&id, wire::Done {})
                             }
                             Err(e) => wire::ControlResponseOut::error(&id, e),
                         }),
@@ -832,23 +339,25 @@ fn spawn_reader<R>(
                             // the configured model, as `null`.
                             let model = model.filter(|m| m != "default");
                             let _ = tx.send(Incoming::SetModel(model));
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
                         }
                         FromClient::SetMaxThinkingTokens {
                             max_thinking_tokens,
                         } => {
                             let _ = tx.send(Incoming::SetThinking(max_thinking_tokens));
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
                         }
                         FromClient::McpStatus => Some(wire::ControlResponseOut::success(
                             &id,
-                            json!({"mcpServers": mcp.map(|m| server_statuses(m)).unwrap_or_default()}),
+                            wire::McpStatusAnswer {
+                                mcp_servers: mcp.map(|m| server_statuses(m)).unwrap_or_default(),
+                            },
                         )),
                         FromClient::StopTask { task_id } => {
                             if let Some(task) = engine.get().and_then(|e| e.tasks.get(&task_id)) {
                                 task.cancel.cancel();
                             }
-                            Some(wire::ControlResponseOut::success(&id, json!({})))
+                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
                         }
                         FromClient::GetContextUsage => Some(wire::ControlResponseOut::success(
                             &id,
@@ -883,10 +392,20 @@ fn spawn_reader<R>(
                                 }
                             };
                             Some(match done {
-                                Ok(r) => wire::ControlResponseOut::success(&id, r.answer(dry_run)),
+                                Ok(r) => wire::ControlResponseOut::success(
+                                    &id,
+                                    rewind_answer(&r, dry_run),
+                                ),
                                 Err(why) if dry_run => wire::ControlResponseOut::success(
                                     &id,
-                                    json!({"canRewind": false, "error": why}),
+                                    wire::RewindAnswer {
+                                        can_rewind: false,
+                                        error: Some(why),
+                                        files_changed: None,
+                                        insertions: None,
+                                        deletions: None,
+                                        skipped_links: None,
+                                    },
                                 ),
                                 Err(why) => wire::ControlResponseOut::error(&id, why),
                             })
@@ -912,7 +431,7 @@ fn spawn_reader<R>(
 /// The answer to `get_context_usage`: Claude Code's main figures for the
 /// main conversation, counted from its last response (what it read and
 /// wrote), against the model's window and the auto-compact threshold.
-fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Value {
+fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> wire::ContextUsage {
     let (model, last) = emitter.main_context();
     let used = last.map_or(0, |u| u.total());
     let (window, limit, auto) = engine.map_or((0, 0, false), |e| {
@@ -922,23 +441,55 @@ fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> Va
     });
     let free = window.saturating_sub(used);
     let percentage = used.saturating_mul(100).checked_div(window).unwrap_or(0);
-    json!({
-        "categories": [
-            {"id": "messages", "name": "Messages", "tokens": used, "color": "purple", "kind": "used"},
-            {"id": "free_space", "name": "Free space", "tokens": free, "color": "promptBorder", "kind": "free"},
+    let category = |id, name, tokens, color, kind| wire::ContextCategory {
+        id,
+        name,
+        tokens,
+        color,
+        kind,
+    };
+    wire::ContextUsage {
+        categories: vec![
+            category("messages", "Messages", used, "purple", "used"),
+            category("free_space", "Free space", free, "promptBorder", "free"),
         ],
-        "totalTokens": used,
-        "maxTokens": window,
-        "rawMaxTokens": window,
-        "percentage": percentage,
-        "model": model,
-        "autoCompactThreshold": limit,
-        "isAutoCompactEnabled": auto,
-        "memoryFiles": [],
-        "mcpTools": [],
-        "agents": [],
-        "apiUsage": last.map(|u| wire_usage(&u)),
-    })
+        total_tokens: used,
+        max_tokens: window,
+        raw_max_tokens: window,
+        percentage,
+        model,
+        auto_compact_threshold: limit,
+        is_auto_compact_enabled: auto,
+        memory_files: Vec::new(),
+        mcp_tools: Vec::new(),
+        agents: Vec::new(),
+        api_usage: last.map(|u| wire_usage(&u)),
+    }
+}
+
+/// `rewind_files`' answer for a rewind done (or, dry, previewed).
+fn rewind_answer(r: &runtime::file_history::Rewind, dry_run: bool) -> wire::RewindAnswer {
+    let mut answer = wire::RewindAnswer {
+        can_rewind: true,
+        error: None,
+        files_changed: None,
+        insertions: None,
+        deletions: None,
+        skipped_links: None,
+    };
+    if dry_run {
+        answer.files_changed = Some(
+            r.files_changed
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+        );
+        answer.insertions = Some(r.insertions);
+        answer.deletions = Some(r.deletions);
+    } else {
+        answer.skipped_links = Some(r.skipped_links);
+    }
+    answer
 }
 
 /// The hook events whose callbacks cadre calls (Claude Code's names;
@@ -1219,261 +770,6 @@ fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
     g.agents = Some(Value::Object(all).to_string());
 }
 
-/// The numbers a result reports for one prompt.
-pub(super) struct PromptStart {
-    started: Instant,
-    api_ms: u64,
-    usage: Usage,
-}
-
-impl PromptStart {
-    pub(super) fn now(emitter: &Emitter) -> Self {
-        let a = emitter.accounts();
-        PromptStart {
-            started: Instant::now(),
-            api_ms: a.api_ms,
-            usage: a.usage,
-        }
-    }
-}
-
-/// The `result` that answers a stdin line longer than the cap: a prompt
-/// that failed before it started (cadre could not know what the line was).
-fn too_long_result(
-    emitter: &Emitter,
-    session_id: &str,
-    line: u64,
-    bytes: u64,
-    max: u64,
-) -> ResultOut {
-    let start = PromptStart::now(emitter);
-    let mut result = result_of(emitter, session_id, &start, &Err(RunError::Cancelled), 0);
-    let why = format!(
-        "stdin line {line} ({bytes} bytes) is longer than the limit of {max} bytes \
-         (--max-input-line-bytes); it was skipped unread"
-    );
-    result.result.clone_from(&why);
-    result.errors = vec![why];
-    result
-}
-
-/// The `result` of one prompt's run.
-///
-/// `turns` is how many model turns of this prompt completed, for a run
-/// that failed (a failed model request counts as one more, as in Claude
-/// Code).
-pub(super) fn result_of(
-    emitter: &Emitter,
-    session_id: &str,
-    start: &PromptStart,
-    outcome: &Result<Outcome, RunError>,
-    turns: u32,
-) -> ResultOut {
-    let a = emitter.accounts();
-    let usage = a.usage.since(&start.usage);
-    let (result_index, model_usage_since_last_result, subagent_stats) = emitter.next_result();
-    let (subtype, result, num_turns, stop_reason, errors) = match outcome {
-        // `--json-schema`: the answer is the structured output, as JSON.
-        Ok(o) if o.structured_output.is_some() => (
-            ResultSubtype::Success,
-            o.structured_output
-                .as_ref()
-                .map(Value::to_string)
-                .unwrap_or_default(),
-            o.turns,
-            Some("tool_use".to_string()),
-            vec![],
-        ),
-        Ok(o) if o.structured_failure.is_some() => (
-            ResultSubtype::ErrorMaxStructuredOutputRetries,
-            String::new(),
-            o.turns,
-            Some("tool_use".to_string()),
-            o.structured_failure.iter().cloned().collect(),
-        ),
-        Ok(o) => {
-            let text = o.final_text.clone().unwrap_or_default().join("\n");
-            // A run that answered nothing never reports success.
-            match o.stop {
-                StopKind::MaxTurns => (
-                    ResultSubtype::ErrorMaxTurns,
-                    text,
-                    o.turns,
-                    None,
-                    vec![format!("Reached maximum number of turns ({})", o.turns)],
-                ),
-                StopKind::RepeatedCalls => (
-                    ResultSubtype::ErrorDuringExecution,
-                    text,
-                    o.turns,
-                    None,
-                    vec![run::repeated_calls_error(o.turns)],
-                ),
-                StopKind::EndTurn | StopKind::MaxTokens if text.trim().is_empty() => (
-                    ResultSubtype::ErrorDuringExecution,
-                    text,
-                    o.turns,
-                    Some(o.stop.as_str().to_string()),
-                    vec![run::empty_answer(o.stop.as_str(), o.turns)],
-                ),
-                StopKind::EndTurn | StopKind::MaxTokens => (
-                    ResultSubtype::Success,
-                    text,
-                    o.turns,
-                    Some(o.stop.as_str().to_string()),
-                    vec![],
-                ),
-            }
-        }
-        Err(RunError::Cancelled) if a.over_budget => (
-            ResultSubtype::ErrorMaxBudgetUsd,
-            String::new(),
-            0,
-            None,
-            vec![format!("Reached the maximum budget: spent ${:.4}", a.cost)],
-        ),
-        Err(RunError::Cancelled) => (
-            ResultSubtype::ErrorDuringExecution,
-            String::new(),
-            0,
-            None,
-            vec!["interrupted".to_string()],
-        ),
-        // A failed model request: Claude Code's `success` with `is_error`
-        // and the API's status.
-        Err(RunError::Provider(p)) if api_error(p).is_some() => (
-            ResultSubtype::Success,
-            p.to_string(),
-            turns.saturating_add(1),
-            Some("stop_sequence".to_string()),
-            vec![],
-        ),
-        Err(e) => (
-            ResultSubtype::ErrorDuringExecution,
-            e.to_string(),
-            0,
-            None,
-            vec![e.to_string()],
-        ),
-    };
-    let failed = match outcome {
-        Err(RunError::Provider(p)) => api_error(p),
-        _ => None,
-    };
-    let terminal_reason = match outcome {
-        Ok(o) if o.structured_failure.is_some() => Some("structured_output_retry_exhausted"),
-        Ok(o) => match o.stop {
-            StopKind::MaxTurns => Some("max_turns"),
-            StopKind::RepeatedCalls => None,
-            StopKind::EndTurn | StopKind::MaxTokens => Some("completed"),
-        },
-        Err(RunError::Cancelled) if a.over_budget => Some("budget_exhausted"),
-        Err(RunError::Cancelled) => Some("aborted_streaming"),
-        Err(RunError::Provider(p)) if runtime::is_context_overflow(p) => Some("prompt_too_long"),
-        Err(RunError::Provider(_)) if failed.is_some() => Some("api_error"),
-        Err(_) => None,
-    };
-    ResultOut {
-        is_error: subtype != ResultSubtype::Success || failed.is_some(),
-        subtype,
-        duration_ms: u64::try_from(start.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        duration_api_ms: a.api_ms.saturating_sub(start.api_ms),
-        num_turns,
-        result,
-        session_id: session_id.to_string(),
-        total_cost_usd: a.cost,
-        usage: Box::new(super::emit::result_usage(&usage)),
-        model_usage: a.model_usage,
-        model_usage_since_last_result: model_usage_since_last_result
-            .filter(|_| subtype == ResultSubtype::Success),
-        permission_denials: Vec::new(),
-        result_index,
-        queued_turn_count: 0,
-        subagent_stats: Box::new(subagent_stats),
-        stop_reason,
-        terminal_reason,
-        api_error_status: failed.as_ref().and_then(|f| f.api_error_status),
-        api_error_type: failed.and_then(|f| f.api_error_type),
-        errors,
-        structured_output: outcome
-            .as_ref()
-            .ok()
-            .and_then(|o| o.structured_output.clone()),
-        local_command: None,
-        origin: None,
-        uuid: wire::new_uuid(),
-    }
-}
-
-/// How Claude Code reports a model request that failed for good (after
-/// any retries): the SDKs' error category, the status and the API's error
-/// type. `None` for failures before any request could be sent (no key, a
-/// bad URL), which are cadre's configuration errors.
-pub(super) fn api_error(p: &ProviderError) -> Option<wire::ApiErrorFields> {
-    let status = match p.kind {
-        ProviderErrorKind::Config => return None,
-        ProviderErrorKind::Status(s) => Some(s),
-        _ => None,
-    };
-    let error = match status {
-        Some(401 | 403) => "authentication_failed",
-        Some(402) => "billing_error",
-        Some(404) => "model_not_found",
-        Some(429) => "rate_limit",
-        Some(400 | 413 | 422) => "invalid_request",
-        Some(s) if s >= 500 => "server_error",
-        _ => "unknown",
-    };
-    Some(wire::ApiErrorFields {
-        error,
-        is_api_error_message: true,
-        api_error_status: status,
-        api_error_type: p.server.as_ref().and_then(|s| s.error_type.clone()),
-    })
-}
-
-/// The assistant message Claude Code sends in place of an answer when a
-/// model request failed: its text is the result's.
-fn api_error_message(session_id: &str, text: &str, fields: wire::ApiErrorFields) -> Output {
-    Output::Assistant(wire::AssistantOut {
-        message: wire::ApiMessage {
-            id: wire::new_uuid(),
-            kind: "message",
-            role: "assistant",
-            model: "<synthetic>".into(),
-            content: json!([{"type": "text", "text": text}]),
-            stop_reason: Some("stop_sequence".into()),
-            stop_sequence: Some(String::new()),
-            usage: wire::WireUsage::default(),
-        },
-        parent_tool_use_id: None,
-        session_id: session_id.to_string(),
-        uuid: wire::new_uuid(),
-        timestamp: crate::clock::now_rfc3339(),
-        api_error: Some(fields),
-    })
-}
-
-/// The `result` of a prompt that sent nothing to the model: a built-in
-/// command (`local_command`), or a command that stopped before (a refused
-/// shell line); `text` is what the user is told.
-pub(super) fn local_result(
-    emitter: &Emitter,
-    session_id: &str,
-    start: &PromptStart,
-    text: String,
-    command: Option<&str>,
-) -> ResultOut {
-    let mut result = result_of(emitter, session_id, start, &Err(RunError::Cancelled), 0);
-    result.subtype = ResultSubtype::Success;
-    result.is_error = false;
-    result.errors.clear();
-    result.result = text;
-    result.local_command = command.map(str::to_string);
-    result.terminal_reason = Some("completed");
-    result
-}
-
 /// The MCP servers and their states, as `init` and `mcp_status` report them.
 fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
     mcp.states()
@@ -1546,40 +842,42 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
 
 /// `initialize`'s `commands`: the skills and commands of the catalog, then
 /// the built-ins (`builtin: true`, as Claude Code marks its own).
-fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
-    let entries = snap.skills.skills.values().map(|s| {
-        json!({
-            "name": s.name,
-            "description": s.description,
-            "argumentHint": s.argument_hint.clone().unwrap_or_default(),
-        })
+fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<wire::CommandEntry> {
+    let entries = snap.skills.skills.values().map(|s| wire::CommandEntry {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        argument_hint: s.argument_hint.clone().unwrap_or_default(),
+        builtin: None,
     });
-    let builtins = runtime::commands::BUILTINS.iter().map(|(name, hint, what)| {
-        json!({"name": name, "description": what, "argumentHint": hint, "builtin": true})
-    });
+    let builtins = runtime::commands::BUILTINS
+        .iter()
+        .map(|(name, hint, what)| wire::CommandEntry {
+            name: name.to_string(),
+            description: what.to_string(),
+            argument_hint: hint.to_string(),
+            builtin: Some(true),
+        });
     entries.chain(builtins).collect()
 }
 
 /// `initialize`'s `agents`: those the main session may call, with their
 /// description and, when set, their model.
-fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<Value> {
+fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<wire::AgentEntry> {
     let snap = engine.snapshot.load();
     let kind = snap.session_kind(session.spec().kind.interactive);
     snap.visible_agents(kind)
         .iter()
-        .map(|d| {
-            let mut a = json!({"name": d.name, "description": d.description});
-            if let Some(m) = &d.model {
-                a["model"] = json!(m);
-            }
-            a
+        .map(|d| wire::AgentEntry {
+            name: d.name.clone(),
+            description: d.description.clone(),
+            model: d.model.clone(),
         })
         .collect()
 }
 
 /// `initialize`'s `account`: cadre has no login; the provider's key
 /// variable, when it is set.
-fn account(engine: &runtime::Engine) -> Value {
+fn account(engine: &runtime::Engine) -> wire::Account {
     let snap = engine.snapshot.load();
     let provider = &snap.settings().provider;
     let key_env = crate::provider::key_env(provider);
@@ -1587,11 +885,11 @@ fn account(engine: &runtime::Engine) -> Value {
         .env
         .iter()
         .any(|(k, v)| *k == key_env && !v.is_empty());
-    json!({
-        "tokenSource": "none",
-        "apiKeySource": if has_key { key_env.as_str() } else { "none" },
-        "apiProvider": crate::provider::api_provider(provider.kind),
-    })
+    wire::Account {
+        token_source: "none",
+        api_key_source: if has_key { key_env } else { "none".into() },
+        api_provider: crate::provider::api_provider(provider.kind),
+    }
 }
 
 /// `system`/`session_state_changed`.
@@ -1609,23 +907,23 @@ fn session_state(session_id: &str, state: &'static str) -> Output {
 /// configured model) first, then each alias of `[models]`. None offers
 /// Claude Code's `auto` permission mode (`supportsAutoMode`), which cadre
 /// runs as `default`; effort levels are those of `effort_levels`.
-fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<wire::ModelEntry> {
     let settings = snap.settings();
     let entry = |value: &str, model: &str, name: &str, description: String| {
         let levels = crate::agent_tool::accepted_effort_levels(model, &settings.effort_levels)
             .unwrap_or_default();
-        json!({
-            "value": value,
-            "resolvedModel": model,
-            "displayName": name,
-            "description": description,
-            "supportsEffort": !levels.is_empty(),
-            "supportedEffortLevels": levels,
-            "supportsAdaptiveThinking": false,
-            "supportsFastMode": false,
-            "supportsAutoMode": false,
-            "supportsThinkingOff": true,
-        })
+        wire::ModelEntry {
+            value: value.to_string(),
+            resolved_model: model.to_string(),
+            display_name: name.to_string(),
+            description,
+            supports_effort: !levels.is_empty(),
+            supported_effort_levels: levels.to_vec(),
+            supports_adaptive_thinking: false,
+            supports_fast_mode: false,
+            supports_auto_mode: false,
+            supports_thinking_off: true,
+        }
     };
     let main = snap.resolve_alias(&settings.provider.model);
     let mut out = vec![entry(
@@ -1687,27 +985,193 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let live_engine = Arc::new(std::sync::OnceLock::new());
     let mut extras = plan.extras;
     let mut session_args = plan.session;
+    let reader = Reader {
+        control: Arc::clone(&control),
+        prompts: Arc::clone(&prompts),
+        engine: Arc::clone(&live_engine),
+        emitter: emitter.clone(),
+    };
+    let mut opening = open_input(&mut g, &h, plan.input, &mut session_args, reader).await?;
+    let session_id = extras
+        .session_id
+        .clone()
+        .unwrap_or_else(prepare::new_session_id);
+    extras.session_id = Some(session_id);
+    let hooks = std::mem::take(&mut opening.hooks);
+    let asker = wire_client(
+        &g,
+        &control,
+        &mut extras,
+        hooks,
+        (&plan.sdk_servers, plan.stdio_permissions, plan.input),
+    );
+    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
+    let events = event_sink(&emitter, progress.as_ref());
+    // What `/clear` sets a new session up with.
+    let clear_with = (Arc::clone(&events), asker.clone(), extras.clone());
+    let prepared =
+        match prepare::prepare_with(&g, &session_args, headless_mode(), events, asker, extras) {
+            Ok(p) => p,
+            Err(e) => {
+                let init = opening.init_reply.as_deref();
+                return Err(setup_failed(e, init, &session_args, &emitter));
+            }
+        };
+    let reload = prepared.watch();
+    let _ = live_engine.set(Arc::clone(&prepared.engine));
+    // A resumed session keeps its own id.
+    emitter.configure(
+        &prepared.engine.session_id,
+        &prepared.session.spec().model,
+        prepared.engine.snapshot.load().settings(),
+    );
+    if let Some(id) = &opening.init_reply {
+        answer_initialize(id, &prepared);
+    }
+    let Prepared {
+        mut session,
+        engine,
+        def,
+        model_source,
+        ..
+    } = prepared;
+    if let Some(spec) = plan.structured.clone() {
+        session.set_structured_output(spec);
+    }
+    if let Some(effort) = &h.effort {
+        session.set_effort(effort.clone());
+    }
+    if let Some(t) = opening.thinking {
+        session.set_thinking_budget(t);
+    }
+    // As in `run`: the first request offers the MCP tools of every server
+    // that came up within mcp.startup_timeout_ms.
+    let startup =
+        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
+    prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
+    // A resumed conversation already has its first message (and memory).
+    let source = if session_args.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    if let Some(trigger) = h.setup_trigger() {
+        session.setup_hooks(trigger).await;
+    }
+    let start_context = session.session_start_hooks(source).await;
+    if h.init_only {
+        session.session_end_hooks("other").await;
+        return Ok(());
+    }
+    let run = Run {
+        g: &g,
+        output: plan.output,
+        input: plan.input,
+        emitter: &emitter,
+        prompts: &prompts,
+        progress,
+        startup,
+        max_line: h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES),
+        // Claude Code's `session_state_changed` messages, which clients such
+        // as the ACP adapters ask for with this variable and wait on.
+        state_events: plan.output == OutputFormat::StreamJson
+            && std::env::var("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
+                .is_ok_and(|v| matches!(v.trim(), "1" | "true")),
+        model_source,
+        session_args: &session_args,
+        clear_with,
+    };
+    let mut live = Live {
+        is_first: !session_args.resuming(),
+        session,
+        engine,
+        def,
+        _reload: reload,
+        start_context,
+        last_error: false,
+        last_failed: false,
+        last_text: String::new(),
+        last_result: None,
+    };
+    for (line, bytes) in std::mem::take(&mut opening.skipped) {
+        run.too_long(&mut live, line, bytes);
+    }
+    let mut first = opening.first.take();
+    loop {
+        let prompt = match first.take() {
+            Some(m) => m,
+            None => match opening.rx.as_mut() {
+                None => break,
+                Some(r) => match run.next_prompt(&mut live, r).await {
+                    Some(p) => p,
+                    None => break,
+                },
+            },
+        };
+        if run.answer(&mut live, prompt).await? {
+            break;
+        }
+    }
+    live.session.session_end_hooks("other").await;
+    // The session is over: children still running end with it.
+    live.engine
+        .shutdown(std::time::Duration::from_secs(5))
+        .await;
+    finish(plan.output, &live)
+}
 
-    // Text input: one prompt. Stream input: the reader, then initialize
-    // (if the client sends it) before the first user message.
-    let mut rx = None;
-    let mut first: Option<Prompt> = None;
-    let mut hooks: BTreeMap<String, Vec<wire::HookMatcherIn>> = BTreeMap::new();
-    let mut init_reply: Option<String> = None;
-    // `set_max_thinking_tokens` read before the session was set up.
-    let mut thinking: Option<Option<u32>> = None;
-    // Over-long lines read before the session was set up.
-    let mut skipped: Vec<(u64, u64)> = Vec::new();
-    match plan.input {
+/// How headless mode sets a main session up.
+fn headless_mode() -> Mode {
+    Mode {
+        interactive: false,
+        write_transcripts: true,
+        wait_for_background: true,
+        connect_mcp: true,
+    }
+}
+
+/// What the stdin reader shares with the session loop.
+struct Reader {
+    control: Arc<Control>,
+    prompts: Arc<Prompts>,
+    engine: Arc<std::sync::OnceLock<Arc<runtime::Engine>>>,
+    emitter: Emitter,
+}
+
+/// What was read before the session was set up.
+#[derive(Default)]
+struct Opening {
+    rx: Option<mpsc::UnboundedReceiver<Incoming>>,
+    first: Option<Prompt>,
+    hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+    /// The `initialize` request to answer once the session is set up.
+    init_reply: Option<String>,
+    /// `set_max_thinking_tokens` read before the session was set up.
+    thinking: Option<Option<u32>>,
+    /// Over-long lines read before the session was set up.
+    skipped: Vec<(u64, u64)>,
+}
+
+/// Text input: one prompt. Stream input: the reader, then initialize (if
+/// the client sends it) before the first user message.
+async fn open_input(
+    g: &mut GlobalArgs,
+    h: &HeadlessArgs,
+    input: InputFormat,
+    session_args: &mut SessionArgs,
+    reader: Reader,
+) -> Result<Opening, CliError> {
+    let mut opening = Opening::default();
+    match input {
         // `--init-only` reads no prompt: it runs hooks and ends.
         _ if h.init_only => {}
         InputFormat::Text => {
             let text = match h.prompt.clone() {
                 Some(p) => p,
-                None => run::read_stdin_prompt("after -p")?,
+                None => super::args::read_stdin_prompt("after -p")?,
             };
-            let (id, cancel) = prompts.admit();
-            first = Some(Prompt {
+            let (id, cancel) = reader.prompts.admit();
+            opening.first = Some(Prompt {
                 message: Message::user_text(text),
                 id,
                 cancel,
@@ -1723,18 +1187,17 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         .into(),
                 ));
             }
-            let (tx, r) = mpsc::unbounded_channel();
+            let (tx, mut r) = mpsc::unbounded_channel();
             spawn_reader(
                 tokio::io::BufReader::new(tokio::io::stdin()),
                 h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES),
                 h.replay_user_messages.is_some(),
                 tx,
-                Arc::clone(&control),
-                Arc::clone(&prompts),
-                Arc::clone(&live_engine),
-                emitter.clone(),
+                reader.control,
+                reader.prompts,
+                reader.engine,
+                reader.emitter.clone(),
             );
-            let mut r = r;
             loop {
                 match r.recv().await {
                     Some(Incoming::Initialize {
@@ -1744,29 +1207,42 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         forward_subagent_text,
                     }) => {
                         if let Some(a) = agents {
-                            merge_agents(&mut g, a);
+                            merge_agents(g, a);
                         }
-                        emitter.forward_subagent_text(forward_subagent_text);
-                        hooks = hk;
-                        init_reply = Some(request_id);
+                        reader.emitter.forward_subagent_text(forward_subagent_text);
+                        opening.hooks = hk;
+                        opening.init_reply = Some(request_id);
                         // Answered once the session is set up (or failed to be).
                         break;
                     }
                     Some(Incoming::User(m)) => {
-                        first = Some(m);
+                        opening.first = Some(m);
                         break;
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
                     Some(Incoming::SetModel(m)) => session_args.model = m,
-                    Some(Incoming::SetThinking(t)) => thinking = Some(t),
+                    Some(Incoming::SetThinking(t)) => opening.thinking = Some(t),
                     // Answered once the session is set up, in order.
-                    Some(Incoming::TooLong { line, bytes }) => skipped.push((line, bytes)),
+                    Some(Incoming::TooLong { line, bytes }) => opening.skipped.push((line, bytes)),
                     Some(Incoming::End) | None => break,
                 }
             }
-            rx = Some(r);
+            opening.rx = Some(r);
         }
     }
+    Ok(opening)
+}
+
+/// The SDK client's parts of the session: its hook callbacks, its
+/// in-process MCP servers, its answers to permission questions,
+/// elicitations and AskUserQuestion, file checkpoints.
+fn wire_client(
+    g: &GlobalArgs,
+    control: &Arc<Control>,
+    extras: &mut Extras,
+    hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
+    (sdk_servers, stdio_permissions, input): (&[String], bool, InputFormat),
+) -> Option<runtime::Asker> {
     let unsupported_hooks: Vec<String> = hooks
         .keys()
         .filter(|e| !CLIENT_HOOK_EVENTS.contains(&e.as_str()))
@@ -1774,230 +1250,194 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         .collect();
     if !unsupported_hooks.is_empty() {
         note(
-            &g,
+            g,
             &format!(
                 "not supported: SDK hook callbacks for {} (cadre has no such event; they are never called)",
                 unsupported_hooks.join(", ")
             ),
         );
     }
-    let session_id = extras
-        .session_id
-        .clone()
-        .unwrap_or_else(run::new_session_id);
-    extras.session_id = Some(session_id.clone());
     if !hooks.is_empty() {
-        extras.client_hooks = Some(client_hooks(Arc::clone(&control), hooks));
+        extras.client_hooks = Some(client_hooks(Arc::clone(control), hooks));
     }
-    if !plan.sdk_servers.is_empty() {
-        extras.mcp_local = Some(sdk_connector(
-            Arc::clone(&control),
-            plan.sdk_servers.clone(),
-        ));
+    if !sdk_servers.is_empty() {
+        extras.mcp_local = Some(sdk_connector(Arc::clone(control), sdk_servers.to_vec()));
     }
-    let asker = plan
-        .stdio_permissions
-        .then(|| client_asker(Arc::clone(&control)));
-    if plan.input == InputFormat::StreamJson {
-        extras.elicitor = Some(client_elicitor(Arc::clone(&control)));
+    let asker = stdio_permissions.then(|| client_asker(Arc::clone(control)));
+    if input == InputFormat::StreamJson {
+        extras.elicitor = Some(client_elicitor(Arc::clone(control)));
     }
-    if plan.stdio_permissions {
-        extras.questioner = Some(client_questioner(Arc::clone(&control)));
+    if stdio_permissions {
+        extras.questioner = Some(client_questioner(Arc::clone(control)));
     }
     // The SDKs' `enable_file_checkpointing`.
     extras.file_checkpoints = std::env::var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
         .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
-    let progress = (plan.output == OutputFormat::Text).then(|| Progress::new(false, g.quiet));
-    let events: EventSink = match &progress {
-        Some(p) => {
-            let bars = p.sink();
-            let accounts = emitter.sink();
-            Arc::new(move |e: &runtime::EngineEvent| {
-                accounts(e);
-                bars(e);
-            })
-        }
-        None => emitter.sink(),
-    };
-    let mode = || Mode {
-        interactive: false,
-        write_transcripts: true,
-        wait_for_background: true,
-        connect_mcp: true,
-    };
-    // What `/clear` sets a new session up with.
-    let (clear_events, clear_asker, clear_extras) =
-        (Arc::clone(&events), asker.clone(), extras.clone());
-    let prepared = run::prepare_with(&g, &session_args, mode(), events, asker, extras);
-    let prepared = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            // A session that cannot be resumed (unknown id, a truncating
-            // resume refused) ends the process before any answer, as
-            // Claude Code checks it before it reads stdin: the SDKs raise
-            // their process error with the reason from stderr.
-            // (The process ends now: the reader of stdin would keep it
-            // waiting for a client that waits for the answer.)
-            if init_reply.is_some() && session_args.resuming() {
-                let start = PromptStart::now(&emitter);
-                let failed = Err(RunError::Limit(e.to_string()));
-                let id = run::new_session_id();
-                send(&Output::Result(result_of(
-                    &emitter, &id, &start, &failed, 0,
-                )));
-                eprintln!("error: {e}");
-                std::process::exit(1);
-            }
-            if let Some(id) = &init_reply {
-                send(&Output::ControlResponse(wire::ControlResponseOut::error(
-                    id,
-                    e.to_string(),
-                )));
-            }
-            return Err(e);
-        }
-    };
-    let mut _reload = prepared.watch();
-    let _ = live_engine.set(Arc::clone(&prepared.engine));
-    // A resumed session keeps its own id.
-    emitter.configure(
-        &prepared.engine.session_id,
-        &prepared.session.spec().model,
-        prepared.engine.snapshot.load().settings(),
-    );
-    if let Some(id) = &init_reply {
-        send(&Output::InitializeResponse(wire::ControlResponseOut::success(
+    asker
+}
+
+/// The session could not be set up: the error, after what the client
+/// waits for.
+fn setup_failed(
+    e: CliError,
+    init_reply: Option<&str>,
+    session_args: &SessionArgs,
+    emitter: &Emitter,
+) -> CliError {
+    // A session that cannot be resumed (unknown id, a truncating resume
+    // refused) ends the process before any answer, as Claude Code checks
+    // it before it reads stdin: the SDKs raise their process error with
+    // the reason from stderr. (The process ends now: the reader of stdin
+    // would keep it waiting for a client that waits for the answer.)
+    if init_reply.is_some() && session_args.resuming() {
+        let start = PromptStart::now(emitter);
+        let failed = Err(RunError::Limit(e.to_string()));
+        let id = prepare::new_session_id();
+        send(&Output::Result(result_of(emitter, &id, &start, &failed, 0)));
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+    if let Some(id) = init_reply {
+        send(&Output::ControlResponse(wire::ControlResponseOut::error(
             id,
-            json!({
-                "commands": command_list(&prepared.engine.snapshot.load()),
-                "output_style": prepared.engine.snapshot.load().chosen_output_style(),
-                "available_output_styles": prepared.engine.snapshot.load().output_styles.names(),
-                "models": model_list(&prepared.engine.snapshot.load()),
-                "agents": agent_list(&prepared.engine, &prepared.session),
-                "account": account(&prepared.engine),
-                "pid": std::process::id(),
-                "claude_code_version": wire::CLAUDE_CODE_VERSION,
-                "current_permission_mode": prepared.session.spec().mode.as_str(),
+            e.to_string(),
+        )));
+    }
+    e
+}
+
+/// The answer to `initialize`, once the session is set up.
+fn answer_initialize(id: &str, prepared: &Prepared) {
+    let snap = prepared.engine.snapshot.load();
+    send(&Output::InitializeResponse(
+        wire::ControlResponseOut::success(
+            id,
+            wire::InitializeAnswer {
+                commands: command_list(&snap),
+                output_style: snap.chosen_output_style(),
+                available_output_styles: snap.output_styles.names(),
+                models: model_list(&snap),
+                agents: agent_list(&prepared.engine, &prepared.session),
+                account: account(&prepared.engine),
+                pid: std::process::id(),
+                claude_code_version: wire::CLAUDE_CODE_VERSION,
+                current_permission_mode: prepared.session.spec().mode.as_str().to_string(),
                 // No prompt has been read yet.
-                "session_state": "idle",
+                session_state: "idle",
                 // None of Claude Code's optional protocol extensions.
-                "capabilities": [],
-                "hook_on_failure_supported": true,
-                "hooks_applied": true,
-            }),
+                capabilities: Vec::new(),
+                hook_on_failure_supported: true,
+                hooks_applied: true,
+            },
         )
         // cadre answers `initialize` before it runs anything: no permission
         // request can be waiting yet.
-        .with_pending_permission_requests(Vec::new())));
-    }
-    let Prepared {
-        mut session,
-        mut engine,
-        mut def,
-        model_source,
-        ..
-    } = prepared;
-    if let Some(spec) = plan.structured.clone() {
-        session.set_structured_output(spec);
-    }
-    if let Some(effort) = &h.effort {
-        session.set_effort(effort.clone());
-    }
-    if let Some(t) = thinking {
-        session.set_thinking_budget(t);
-    }
-    // As in `run`: the first request offers the MCP tools of every server
-    // that came up within mcp.startup_timeout_ms.
-    let startup =
-        std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
-    run::wait_for_servers(&engine, progress.as_deref(), startup).await;
-    // A resumed conversation already has its first message (and memory).
-    let mut is_first = !session_args.resuming();
-    let source = if session_args.resuming() {
-        "resume"
-    } else {
-        "startup"
-    };
-    if let Some(trigger) = h.setup_trigger() {
-        session.setup_hooks(trigger).await;
-    }
-    let mut start_context = session.session_start_hooks(source).await;
-    if h.init_only {
-        session.session_end_hooks("other").await;
-        return Ok(());
-    }
-    let mut last_error = false;
-    let mut last_failed = false;
-    let mut last_text = String::new();
-    let mut last_result: Option<ResultOut> = None;
-    let max_line = h.max_input_line_bytes.unwrap_or(MAX_INPUT_LINE_BYTES);
-    // Claude Code's `session_state_changed` messages, which clients such as
-    // the ACP adapters ask for with this variable and wait on.
-    let state_events = plan.output == OutputFormat::StreamJson
-        && std::env::var("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS")
-            .is_ok_and(|v| matches!(v.trim(), "1" | "true"));
-    for (line, bytes) in skipped {
-        let result = too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
+        .with_pending_permission_requests(Vec::new()),
+    ));
+}
+
+/// What a headless run keeps for its whole length.
+struct Run<'a> {
+    g: &'a GlobalArgs,
+    output: OutputFormat,
+    input: InputFormat,
+    emitter: &'a Emitter,
+    prompts: &'a Prompts,
+    progress: Option<Arc<Progress>>,
+    startup: std::time::Duration,
+    max_line: u64,
+    state_events: bool,
+    model_source: &'static str,
+    session_args: &'a SessionArgs,
+    /// What `/clear` sets a new session up with.
+    clear_with: (EventSink, Option<runtime::Asker>, Extras),
+}
+
+/// The session a headless run drives, and what its end reports.
+struct Live {
+    session: Session,
+    engine: Arc<runtime::Engine>,
+    def: Option<Arc<crate::catalog::AgentDef>>,
+    _reload: Option<crate::reload::ReloadHandle>,
+    is_first: bool,
+    /// SessionStart's context, joining the first prompt that is sent.
+    start_context: Vec<ContentBlock>,
+    last_error: bool,
+    last_failed: bool,
+    last_text: String,
+    last_result: Option<ResultOut>,
+}
+
+/// A prompt's text, or a built-in's, answered without the model.
+type Local = (String, Option<&'static str>);
+
+impl Run<'_> {
+    /// Answers a stdin line longer than the cap with an error `result`.
+    fn too_long(&self, live: &mut Live, line: u64, bytes: u64) {
+        let result = too_long_result(
+            self.emitter,
+            &live.engine.session_id,
+            line,
+            bytes,
+            self.max_line,
+        );
         send(&Output::Result(result.clone()));
-        last_error = true;
-        last_result = Some(result);
+        live.last_error = true;
+        live.last_result = Some(result);
     }
-    loop {
-        let prompt = match first.take() {
-            Some(m) => m,
-            None => match rx.as_mut() {
-                None => break,
-                Some(r) => match r.recv().await {
-                    Some(Incoming::User(p)) => p,
-                    Some(Incoming::SetMode(m)) => {
-                        session.set_mode(m);
-                        // The client's latest word wins over an earlier
-                        // permission update's mode.
-                        if let Ok(mut g) = engine.grants.lock() {
-                            g.mode = None;
-                        }
+
+    /// The next prompt from stdin, after the requests that come between
+    /// prompts; `None` when stdin ended.
+    async fn next_prompt(
+        &self,
+        live: &mut Live,
+        r: &mut mpsc::UnboundedReceiver<Incoming>,
+    ) -> Option<Prompt> {
+        loop {
+            let (session, engine) = (&mut live.session, &live.engine);
+            match r.recv().await {
+                Some(Incoming::User(p)) => return Some(p),
+                Some(Incoming::SetMode(m)) => {
+                    session.set_mode(m);
+                    // The client's latest word wins over an earlier
+                    // permission update's mode.
+                    if let Ok(mut g) = engine.grants.lock() {
+                        g.mode = None;
+                    }
+                }
+                Some(Incoming::SetThinking(t)) => session.set_thinking_budget(t),
+                Some(Incoming::SetModel(m)) => {
+                    let snap = engine.snapshot.load_full();
+                    let requested = m.unwrap_or_else(|| snap.settings().provider.model.clone());
+                    let model = snap.resolve_alias(&requested).to_string();
+                    if let Err(why) = session.pre_model_switch_hooks(&requested, "sdk").await {
+                        note(
+                            self.g,
+                            &format!("the model stays {}: {why}", session.spec().model),
+                        );
                         continue;
                     }
-                    Some(Incoming::SetThinking(t)) => {
-                        session.set_thinking_budget(t);
-                        continue;
-                    }
-                    Some(Incoming::SetModel(m)) => {
-                        let snap = engine.snapshot.load_full();
-                        let requested = m.unwrap_or_else(|| snap.settings().provider.model.clone());
-                        let model = snap.resolve_alias(&requested).to_string();
-                        if let Err(why) = session.pre_model_switch_hooks(&requested, "sdk").await {
-                            note(
-                                &g,
-                                &format!("the model stays {}: {why}", session.spec().model),
-                            );
-                            continue;
-                        }
-                        let from = session.spec().model.clone();
-                        emitter.set_main_model(&model);
-                        session.set_model(model);
-                        session.post_model_switch_hooks(&from, "sdk").await;
-                        continue;
-                    }
-                    Some(Incoming::Initialize { request_id, .. }) => {
-                        send(&Output::ControlResponse(wire::ControlResponseOut::error(
-                            &request_id,
-                            "already initialized",
-                        )));
-                        continue;
-                    }
-                    Some(Incoming::TooLong { line, bytes }) => {
-                        let result =
-                            too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
-                        send(&Output::Result(result.clone()));
-                        last_error = true;
-                        last_result = Some(result);
-                        continue;
-                    }
-                    Some(Incoming::End) | None => break,
-                },
-            },
-        };
+                    let from = session.spec().model.clone();
+                    self.emitter.set_main_model(&model);
+                    session.set_model(model);
+                    session.post_model_switch_hooks(&from, "sdk").await;
+                }
+                Some(Incoming::Initialize { request_id, .. }) => {
+                    send(&Output::ControlResponse(wire::ControlResponseOut::error(
+                        &request_id,
+                        "already initialized",
+                    )));
+                }
+                Some(Incoming::TooLong { line, bytes }) => self.too_long(live, line, bytes),
+                Some(Incoming::End) | None => return None,
+            }
+        }
+    }
+
+    /// Runs one prompt and sends its `result`; `true` when the session
+    /// stops after it (the budget is spent, or text input met a
+    /// configuration problem).
+    async fn answer(&self, live: &mut Live, prompt: Prompt) -> Result<bool, CliError> {
         let Prompt {
             message,
             id: prompt_id,
@@ -2006,7 +1446,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             echo,
             origin,
         } = prompt;
-        let was_first = is_first;
+        let was_first = live.is_first;
         let prompt_text = message
             .content
             .iter()
@@ -2015,18 +1455,106 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             .join("\n");
         // The budget stop cancels the prompt running; an interrupt has had
         // this token since the prompt was read.
-        emitter.set_current(Some(cancel.clone()));
+        self.emitter.set_current(Some(cancel.clone()));
+        self.begin(live, echo);
+        let start = PromptStart::now(self.emitter);
+        // UserPromptSubmit sees the prompt as typed, before a slash
+        // command is expanded.
+        let mut contexts = Vec::new();
+        let mut blocked = None;
+        // UserPromptSubmit: the settings' hooks and the client's callbacks.
+        match live.session.user_prompt_hooks(&prompt_text).await {
+            Ok(c) => contexts = c,
+            Err(reason) => blocked = Some(reason),
+        }
+        let mut local: Option<Local> = None;
+        let mut active = None;
+        let mut content = Vec::new();
+        if verbatim && blocked.is_none() {
+            content = message.content;
+        } else if blocked.is_none() {
+            match self.expand(live, message.content).await? {
+                Ok((blocks, skill)) => {
+                    content = blocks;
+                    active = skill;
+                }
+                Err(l) => local = Some(l),
+            }
+        }
+        if let Some((text, command)) = local {
+            self.prompts.done(prompt_id);
+            let mut result =
+                local_result(self.emitter, &live.engine.session_id, &start, text, command);
+            result.origin = origin;
+            result.queued_turn_count = self.prompts.queued();
+            live.last_error = false;
+            live.last_failed = false;
+            live.last_text = result.result.clone();
+            if self.output == OutputFormat::StreamJson {
+                send(&Output::Result(result.clone()));
+            }
+            if self.state_events {
+                send(&session_state(&live.engine.session_id, "idle"));
+            }
+            live.last_result = Some(result);
+            return Ok(false);
+        }
+        let mut message = if live.is_first {
+            prepare::first_message_with(&live.engine, live.def.as_deref(), content)
+        } else {
+            Message::user(content)
+        };
+        live.is_first = false;
+        message.content.extend(contexts);
+        // SessionStart's context joins the first prompt that is sent.
+        message.content.append(&mut live.start_context);
+        let outcome = match &blocked {
+            // A blocked prompt never joins the conversation (the next one
+            // is the first, if this was).
+            Some(_) => {
+                live.is_first = was_first;
+                Err(RunError::Cancelled)
+            }
+            None => {
+                live.session.push_user_with(message, active);
+                run_prompt(&mut live.session, self.emitter, cancel).await
+            }
+        };
+        self.prompts.done(prompt_id);
+        let mut result = result_of(
+            self.emitter,
+            &live.engine.session_id,
+            &start,
+            &outcome,
+            live.session.turns_this_prompt(),
+        );
+        result.origin = origin;
+        result.queued_turn_count = self.prompts.queued();
+        if let Some(reason) = blocked {
+            result.errors = vec![format!(
+                "UserPromptSubmit hook blocked the prompt: {reason}"
+            )];
+            result.result = reason;
+        }
+        Ok(self.report(live, &outcome, result))
+    }
+
+    /// Before a prompt runs: the mode a permission update set, the
+    /// `running` state, `init`, and the prompt's echo; its file checkpoint
+    /// starts.
+    fn begin(&self, live: &mut Live, echo: Option<Echo>) {
+        let engine = &live.engine;
         // A mode set by a permission update becomes the session's own
         // (reported in `init`, inherited by sub-agents).
         let granted = engine.grants.lock().ok().and_then(|mut g| g.mode.take());
         if let Some(m) = granted {
-            session.set_mode(m);
+            live.session.set_mode(m);
         }
-        if state_events {
+        if self.state_events {
             send(&session_state(&engine.session_id, "running"));
         }
-        if emitter.prints() {
-            send(&init_message(&engine, model_source, &session));
+        if self.emitter.prints() {
+            send(&init_message(engine, self.model_source, &live.session));
         }
         // The message's id: the client's, or a new one; `rewind_files`
         // names a checkpoint by it.
@@ -2038,180 +1566,142 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             history.begin(&message_uuid);
         }
         if let Some(e) = echo
-            && plan.output == OutputFormat::StreamJson
+            && self.output == OutputFormat::StreamJson
         {
             send(&Output::UserReplay(wire::UserReplay {
                 message: e.message,
                 parent_tool_use_id: e.parent_tool_use_id,
                 session_id: engine.session_id.clone(),
-                uuid: message_uuid.clone(),
+                uuid: message_uuid,
                 timestamp: crate::clock::now_rfc3339(),
                 is_replay: true,
                 origin: e.origin,
             }));
         }
-        let start = PromptStart::now(&emitter);
-        // UserPromptSubmit sees the prompt as typed, before a slash
-        // command is expanded.
-        let mut contexts = Vec::new();
-        let mut blocked = None;
-        // UserPromptSubmit: the settings' hooks and the client's callbacks.
-        match session.user_prompt_hooks(&prompt_text).await {
-            Ok(c) => contexts = c,
-            Err(reason) => blocked = Some(reason),
-        }
-        // Slash commands: a built-in is carried out here, a skill or
-        // command is expanded (its shell lines run now), anything else is
-        // sent as it is.
-        let mut local: Option<(String, Option<&str>)> = None;
-        let mut active = None;
-        let mut content = Vec::new();
-        if verbatim && blocked.is_none() {
-            content = message.content;
-        } else if blocked.is_none() {
-            match session.prompted(message.content).await {
-                runtime::commands::Prompted::Send {
-                    blocks,
-                    skill,
-                    notes,
-                } => {
-                    for n in &notes {
-                        note(&g, n);
-                    }
-                    content = blocks;
-                    active = skill;
+    }
+
+    /// Slash commands: a built-in is carried out here (`Err`: its text),
+    /// a skill or command is expanded (its shell lines run now), anything
+    /// else is sent as it is.
+    async fn expand(
+        &self,
+        live: &mut Live,
+        blocks: Vec<ContentBlock>,
+    ) -> Result<Result<(Vec<ContentBlock>, Option<runtime::todos::ActiveSkill>), Local>, CliError>
+    {
+        Ok(match live.session.prompted(blocks).await {
+            runtime::commands::Prompted::Send {
+                blocks,
+                skill,
+                notes,
+            } => {
+                for n in &notes {
+                    note(self.g, n);
                 }
-                runtime::commands::Prompted::Local(text) => local = Some((text, None)),
-                runtime::commands::Prompted::Builtin("clear", _) => {
-                    let old = engine.session_id.clone();
-                    session.session_end_hooks("clear").await;
-                    engine.shutdown(std::time::Duration::from_secs(5)).await;
-                    session
-                        .transcript()
-                        .record("end", json!({"status": "completed", "cleared": true}));
-                    let fresh = SessionArgs {
-                        resume: None,
-                        continue_latest: false,
-                        fork_session: false,
-                        ..session_args.clone()
-                    };
-                    let new_id = run::new_session_id();
-                    let mut extras = clear_extras.clone();
-                    extras.session_id = Some(new_id.clone());
-                    let prepared = run::prepare_with(
-                        &g,
-                        &fresh,
-                        mode(),
-                        Arc::clone(&clear_events),
-                        clear_asker.clone(),
-                        extras,
-                    )?;
-                    _reload = prepared.watch();
-                    emitter.configure(
-                        &prepared.engine.session_id,
-                        &prepared.session.spec().model,
-                        prepared.engine.snapshot.load().settings(),
-                    );
-                    session = prepared.session;
-                    engine = prepared.engine;
-                    def = prepared.def;
-                    run::wait_for_servers(&engine, progress.as_deref(), startup).await;
-                    is_first = true;
-                    start_context = session.session_start_hooks("clear").await;
-                    if emitter.prints() {
-                        let id = wire::new_uuid();
-                        send(&Output::ConversationReset(wire::ConversationReset {
-                            new_conversation_id: new_id,
-                            uuid: id,
-                            trigger: "clear".into(),
-                            timestamp: crate::clock::now_rfc3339(),
-                            session_id: old,
-                        }));
-                        send(&init_message(&engine, model_source, &session));
-                    }
-                    local = Some((String::new(), Some("clear")));
-                }
-                runtime::commands::Prompted::Builtin("compact", instructions) => {
-                    let text = run::compact_now(&mut session, &engine, &instructions).await;
-                    local = Some((text, Some("compact")));
-                }
-                runtime::commands::Prompted::Builtin(name, _) => {
-                    local = Some((run::help_text(&engine, name, false).await, Some(name)));
-                }
+                Ok((blocks, skill))
             }
-        }
-        if let Some((text, command)) = local {
-            prompts.done(prompt_id);
-            let mut result = local_result(&emitter, &engine.session_id, &start, text, command);
-            result.origin = origin;
-            result.queued_turn_count = prompts.queued();
-            last_error = false;
-            last_failed = false;
-            last_text = result.result.clone();
-            if plan.output == OutputFormat::StreamJson {
-                send(&Output::Result(result.clone()));
+            runtime::commands::Prompted::Local(text) => Err((text, None)),
+            runtime::commands::Prompted::Builtin("clear", _) => {
+                self.clear(live).await?;
+                Err((String::new(), Some("clear")))
             }
-            if state_events {
-                send(&session_state(&engine.session_id, "idle"));
+            runtime::commands::Prompted::Builtin("compact", instructions) => {
+                let text =
+                    commands::compact_now(&mut live.session, &live.engine, &instructions).await;
+                Err((text, Some("compact")))
             }
-            last_result = Some(result);
-            continue;
-        }
-        let mut message = if is_first {
-            run::first_message_with(&engine, def.as_deref(), content)
-        } else {
-            Message::user(content)
+            runtime::commands::Prompted::Builtin(name, _) => Err((
+                commands::help_text(&live.engine, name, false).await,
+                Some(name),
+            )),
+        })
+    }
+
+    /// `/clear`: the session ends and a new one starts under a new id.
+    async fn clear(&self, live: &mut Live) -> Result<(), CliError> {
+        let old = live.engine.session_id.clone();
+        live.session.session_end_hooks("clear").await;
+        live.engine
+            .shutdown(std::time::Duration::from_secs(5))
+            .await;
+        live.session
+            .transcript()
+            .record("end", json!({"status": "completed", "cleared": true}));
+        let fresh = SessionArgs {
+            resume: None,
+            continue_latest: false,
+            fork_session: false,
+            ..self.session_args.clone()
         };
-        is_first = false;
-        message.content.extend(contexts);
-        // SessionStart's context joins the first prompt that is sent.
-        message.content.append(&mut start_context);
-        let outcome = match &blocked {
-            // A blocked prompt never joins the conversation (the next one
-            // is the first, if this was).
-            Some(_) => {
-                is_first = was_first;
-                Err(RunError::Cancelled)
-            }
-            None => {
-                session.push_user_with(message, active);
-                run_prompt(&mut session, &emitter, cancel).await
-            }
-        };
-        prompts.done(prompt_id);
-        let mut result = result_of(
-            &emitter,
-            &engine.session_id,
-            &start,
-            &outcome,
-            session.turns_this_prompt(),
+        let new_id = prepare::new_session_id();
+        let (events, asker, extras) = &self.clear_with;
+        let mut extras = extras.clone();
+        extras.session_id = Some(new_id.clone());
+        let prepared = prepare::prepare_with(
+            self.g,
+            &fresh,
+            headless_mode(),
+            Arc::clone(events),
+            asker.clone(),
+            extras,
+        )?;
+        live._reload = prepared.watch();
+        self.emitter.configure(
+            &prepared.engine.session_id,
+            &prepared.session.spec().model,
+            prepared.engine.snapshot.load().settings(),
         );
-        result.origin = origin;
-        result.queued_turn_count = prompts.queued();
-        if let Some(reason) = blocked {
-            result.errors = vec![format!(
-                "UserPromptSubmit hook blocked the prompt: {reason}"
-            )];
-            result.result = reason;
+        live.session = prepared.session;
+        live.engine = prepared.engine;
+        live.def = prepared.def;
+        prepare::wait_for_servers(&live.engine, self.progress.as_deref(), self.startup).await;
+        live.is_first = true;
+        live.start_context = live.session.session_start_hooks("clear").await;
+        if self.emitter.prints() {
+            let id = wire::new_uuid();
+            send(&Output::ConversationReset(wire::ConversationReset {
+                new_conversation_id: new_id,
+                uuid: id,
+                trigger: "clear".into(),
+                timestamp: crate::clock::now_rfc3339(),
+                session_id: old,
+            }));
+            send(&init_message(
+                &live.engine,
+                self.model_source,
+                &live.session,
+            ));
         }
-        last_error = result.is_error;
-        last_text = result.result.clone();
-        if plan.output == OutputFormat::StreamJson {
-            if let Err(RunError::Provider(p)) = &outcome
+        Ok(())
+    }
+
+    /// Sends a run's `result` (after the API error message of a failed
+    /// model request) and says on stderr why it failed; `true` when the
+    /// session stops after it.
+    fn report(
+        &self,
+        live: &mut Live,
+        outcome: &Result<Outcome, RunError>,
+        result: ResultOut,
+    ) -> bool {
+        live.last_error = result.is_error;
+        live.last_text = result.result.clone();
+        if self.output == OutputFormat::StreamJson {
+            if let Err(RunError::Provider(p)) = outcome
                 && let Some(fields) = api_error(p)
             {
                 send(&api_error_message(
-                    &engine.session_id,
+                    &live.engine.session_id,
                     &result.result,
                     fields,
                 ));
             }
             send(&Output::Result(result.clone()));
         }
-        if state_events {
-            send(&session_state(&engine.session_id, "idle"));
+        if self.state_events {
+            send(&session_state(&live.engine.session_id, "idle"));
         }
-        if let Err(e) = &outcome
+        if let Err(e) = outcome
             && !matches!(e, RunError::Cancelled)
         {
             eprintln!("error: {e}");
@@ -2223,45 +1713,45 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 eprintln!("error: {e}");
             }
         }
-        last_failed = outcome.is_err();
+        live.last_failed = outcome.is_err();
         if over {
-            note(&g, "stopped: the session reached --max-budget-usd");
+            note(self.g, "stopped: the session reached --max-budget-usd");
         }
         let config_problem =
-            matches!(&outcome, Err(RunError::Provider(p)) if p.kind == ProviderErrorKind::Config);
-        last_result = Some(result);
-        if over || (config_problem && plan.input == InputFormat::Text) {
-            break;
-        }
+            matches!(outcome, Err(RunError::Provider(p)) if p.kind == ProviderErrorKind::Config);
+        live.last_result = Some(result);
+        over || (config_problem && self.input == InputFormat::Text)
     }
-    session.session_end_hooks("other").await;
-    // The session is over: children still running end with it.
-    engine.shutdown(std::time::Duration::from_secs(5)).await;
-    match plan.output {
+}
+
+/// What text and json output print once the session is over, and the
+/// exit status.
+fn finish(output: OutputFormat, live: &Live) -> Result<(), CliError> {
+    match output {
         OutputFormat::Text => {
-            if let Some(r) = &last_result {
+            if let Some(r) = &live.last_result {
                 // A failure's text went to stderr; an answer, even a
                 // partial one, goes to stdout. A failed model request's
                 // text goes to stdout too, as Claude Code prints it there.
-                if last_failed {
+                if live.last_failed {
                     if matches!(r.terminal_reason, Some("api_error" | "prompt_too_long")) {
                         print_line(&r.result);
                     }
                     return Err(CliError::Exit(1));
                 }
-                if !r.is_error || !last_text.trim().is_empty() {
-                    print_answer(&last_text);
+                if !r.is_error || !live.last_text.trim().is_empty() {
+                    print_answer(&live.last_text);
                 }
             }
         }
         OutputFormat::Json => {
-            if let Some(r) = &last_result {
+            if let Some(r) = &live.last_result {
                 print_line(&serde_json::to_string(&Output::Result(r.clone())).unwrap_or_default());
             }
         }
         OutputFormat::StreamJson => {}
     }
-    if last_error {
+    if live.last_error {
         return Err(CliError::Exit(1));
     }
     Ok(())
@@ -2273,7 +1763,7 @@ mod tests {
 
     use tokio::sync::mpsc;
 
-    use super::{Control, Incoming, Prompts, spawn_reader, split_rules};
+    use super::{Control, Incoming, Prompts, spawn_reader};
 
     const USER: &str = r#"{"type":"user","message":{"role":"user","content":"hi"}}"#;
     const INTERRUPT: &str =
@@ -2335,14 +1825,5 @@ mod tests {
         assert_eq!(p.interrupt(), 1);
         assert!(!ta.is_cancelled());
         assert!(tb.is_cancelled());
-    }
-
-    #[test]
-    fn rules_split_on_commas_and_spaces_outside_parentheses() {
-        assert_eq!(
-            split_rules(&["Read,Bash(git log:*) Edit".into(), "Grep".into()]),
-            ["Read", "Bash(git log:*)", "Edit", "Grep"]
-        );
-        assert!(split_rules(&[String::new()]).is_empty());
     }
 }

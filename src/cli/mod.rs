@@ -10,20 +10,26 @@ macro_rules! outln {
 }
 
 mod agents;
+mod args;
 mod ask;
 mod auth;
+mod chat;
 mod chat_input;
+mod commands;
 mod config;
 mod elicit;
 mod emit;
 mod flags;
 mod headless;
+mod headless_flags;
 mod markdown;
 mod mcp;
 mod output;
 mod permissions;
 mod plugins;
+mod prepare;
 mod remember;
+mod results;
 mod run;
 mod sessions;
 mod signals;
@@ -66,7 +72,7 @@ pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
     #[command(flatten)]
-    pub headless: headless::HeadlessArgs,
+    pub headless: args::HeadlessArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -123,11 +129,11 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one task to completion, non-interactively (PROMPT or stdin).
-    Run(run::RunArgs),
+    Run(args::RunArgs),
     /// An interactive session: type prompts, see answers stream in.
-    Chat(run::ChatArgs),
+    Chat(args::ChatArgs),
     /// Print the first request body that `run` would send, without sending it.
-    Render(run::RenderArgs),
+    Render(args::RenderArgs),
     /// Inspect and check agent definitions.
     #[command(subcommand)]
     Agents(agents::AgentsCommand),
@@ -336,7 +342,7 @@ async fn dispatch(cli: Cli) -> Result<(), CliError> {
     }
     match command {
         Command::Run(args) => run::run(&g, args).await,
-        Command::Chat(args) => run::chat(&g, args).await,
+        Command::Chat(args) => chat::chat(&g, args).await,
         Command::Render(args) => run::render(&g, args).await,
         Command::Agents(cmd) => agents::dispatch(&g, cmd).await,
         Command::Skills(cmd) => skills::dispatch(&g, cmd),

@@ -689,6 +689,13 @@ pub fn short_input(tool: &str, input: &Value) -> String {
     }
 }
 
+/// A notice on stderr, unless `--quiet`.
+pub(super) fn note(g: &super::GlobalArgs, text: &str) {
+    if !g.quiet {
+        eprintln!("cadre: {text}");
+    }
+}
+
 #[cfg(test)]
 mod color_tests {
     use super::*;

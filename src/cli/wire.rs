@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::config::PermissionMode;
 use crate::runtime::grants::{Destination, PermissionUpdate};
 
 /// The Claude Code version cadre speaks the protocol of. The SDKs read it
@@ -45,6 +46,7 @@ pub fn new_uuid() -> String {
 
 /// One line of stream-json output.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Output {
     System(System),
@@ -69,11 +71,14 @@ pub enum Output {
     Todos(Todos),
     /// `/clear`: the conversation starts afresh under a new session id.
     ConversationReset(ConversationReset),
+    /// `--session-mirror`: transcript lines as they are written.
+    TranscriptMirror(TranscriptMirror),
 }
 
 /// `conversation_reset`, as Claude Code sends it after `/clear`:
 /// `session_id` is the old session's, `new_conversation_id` the new one's.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ConversationReset {
     pub new_conversation_id: String,
     pub uuid: String,
@@ -83,6 +88,7 @@ pub struct ConversationReset {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum System {
     Init(Box<Init>),
@@ -100,6 +106,7 @@ pub enum System {
 /// `system`/`session_state_changed`: `running` when a prompt starts,
 /// `idle` after its `result`.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SessionStateChanged {
     pub state: &'static str,
     pub uuid: String,
@@ -107,6 +114,7 @@ pub struct SessionStateChanged {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskStarted {
     pub task_id: String,
     pub tool_use_id: String,
@@ -124,15 +132,17 @@ pub struct TaskStarted {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskUpdated {
     pub task_id: String,
-    /// The fields that changed: `status`, `end_time` (Unix ms).
-    pub patch: Value,
+    /// The fields that changed.
+    pub patch: TaskPatch,
     pub uuid: String,
     pub session_id: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskNotification {
     pub task_id: String,
     pub tool_use_id: Option<String>,
@@ -150,6 +160,7 @@ pub struct TaskNotification {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskUsage {
     pub total_tokens: u64,
     pub tool_uses: u32,
@@ -158,6 +169,7 @@ pub struct TaskUsage {
 
 /// `system`/`init`: sent before each prompt's first message.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Init {
     pub cwd: String,
     pub session_id: String,
@@ -189,6 +201,7 @@ pub struct Init {
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct McpServerStatus {
     pub name: String,
     pub status: String,
@@ -196,6 +209,7 @@ pub struct McpServerStatus {
 
 /// An assistant message in the Messages API shape.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ApiMessage {
     pub id: String,
     #[serde(rename = "type")]
@@ -209,6 +223,7 @@ pub struct ApiMessage {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct AssistantOut {
     pub message: ApiMessage,
     /// The Agent tool call whose sub-agent sent it; `null` for the main session.
@@ -226,6 +241,7 @@ pub struct AssistantOut {
 /// What an assistant message reporting a failed model request carries, as
 /// Claude Code sends it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ApiErrorFields {
     /// The SDKs' `AssistantMessageError`: `authentication_failed`,
     /// `billing_error`, `rate_limit`, `invalid_request`, `server_error`,
@@ -238,12 +254,14 @@ pub struct ApiErrorFields {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct UserApiMessage {
     pub role: &'static str,
     pub content: Value,
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct UserOut {
     pub message: UserApiMessage,
     pub parent_tool_use_id: Option<String>,
@@ -258,6 +276,7 @@ pub struct UserOut {
 
 /// The sub-agent a message comes from (Claude Code's fields).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SubagentOf {
     pub agent_id: String,
     pub subagent_type: String,
@@ -268,8 +287,9 @@ pub struct SubagentOf {
 /// `--replay-user-messages`: the message as sent, under the client's own
 /// `uuid` (a fresh one if it sent none), marked `isReplay`.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct UserReplay {
-    pub message: Value,
+    pub message: UserApiMessage,
     pub parent_tool_use_id: Option<String>,
     pub session_id: String,
     pub uuid: String,
@@ -283,15 +303,17 @@ pub struct UserReplay {
 /// A partial message (`--include-partial-messages`): `event` is a Messages
 /// API streaming event.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct StreamEventOut {
     pub uuid: String,
     pub session_id: String,
-    pub event: Value,
+    pub event: StreamEvent,
     pub parent_tool_use_id: Option<String>,
 }
 
 /// Token counts in the Messages API shape.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct WireUsage {
     pub input_tokens: u64,
     pub cache_creation_input_tokens: u64,
@@ -302,6 +324,7 @@ pub struct WireUsage {
 /// The result's `usage`: the prompt's token counts with Claude Code's
 /// details of them (each summed from the API's own).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ResultUsage {
     #[serde(flatten)]
     pub tokens: WireUsage,
@@ -311,17 +334,20 @@ pub struct ResultUsage {
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct OutputTokensDetails {
     pub thinking_tokens: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ServerToolUse {
     pub web_search_requests: u64,
     pub web_fetch_requests: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct CacheCreation {
     pub ephemeral_1h_input_tokens: u64,
     pub ephemeral_5m_input_tokens: u64,
@@ -329,6 +355,7 @@ pub struct CacheCreation {
 
 /// Per-model totals in the result (`modelUsage`), camelCase as Claude Code writes them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ModelUsage {
     pub input_tokens: u64,
@@ -357,6 +384,7 @@ pub struct ModelUsage {
 
 /// Sub-agents of the session so far (the result's `subagent_stats`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SubagentStats {
     pub spawned: u64,
     pub requested: Requested,
@@ -372,6 +400,7 @@ pub struct SubagentStats {
 
 /// What the Agent calls asked for (`run_in_background`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Requested {
     pub background: u64,
     pub foreground: u64,
@@ -381,6 +410,7 @@ pub struct Requested {
 /// Sub-agents stopped before they ended: by their parent, the user, or
 /// cadre itself.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Killed {
     pub parent: u64,
     pub user: u64,
@@ -389,6 +419,7 @@ pub struct Killed {
 
 /// Agent calls refused before a sub-agent started.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Refused {
     pub depth_limit: u64,
     pub concurrency_limit: u64,
@@ -396,6 +427,7 @@ pub struct Refused {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ResultSubtype {
     Success,
@@ -408,6 +440,7 @@ pub enum ResultSubtype {
 
 /// The last message of each prompt's run.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ResultOut {
     pub subtype: ResultSubtype,
     pub is_error: bool,
@@ -452,25 +485,27 @@ pub struct ResultOut {
     pub local_command: Option<String>,
     /// The prompt's origin as the host stamped it (`{"kind": "human"}`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub origin: Option<Value>,
+    pub origin: Option<HumanOrigin>,
     pub uuid: String,
 }
 
 /// A request from cadre to the client.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ControlRequestOut {
     pub request_id: String,
     pub request: ToClient,
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ToClient {
     /// `--permission-prompt-tool stdio`: may this tool call run?
     CanUseTool {
         tool_name: String,
         input: Value,
-        permission_suggestions: Vec<Value>,
+        permission_suggestions: Vec<PermissionSuggestion>,
         tool_use_id: String,
         /// Set for a sub-agent's call.
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -503,6 +538,7 @@ pub enum ToClient {
 
 /// cadre's answer to a client's request.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ControlResponseOut {
     pub response: ResponseBody,
 }
@@ -510,11 +546,13 @@ pub struct ControlResponseOut {
 /// `initialize`'s answer also lists the permission requests that wait for
 /// the client (beside `request_id`, as Claude Code puts them).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct InitializeResponseOut {
     pub response: InitializeBody,
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct InitializeBody {
     #[serde(flatten)]
     pub body: ResponseBody,
@@ -522,11 +560,12 @@ pub struct InitializeBody {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ResponseBody {
     Success {
         request_id: String,
-        response: Value,
+        response: ControlAnswer,
     },
     Error {
         request_id: String,
@@ -548,11 +587,11 @@ impl ControlResponseOut {
         }
     }
 
-    pub fn success(request_id: &str, response: Value) -> Self {
+    pub fn success(request_id: &str, response: impl Into<ControlAnswer>) -> Self {
         ControlResponseOut {
             response: ResponseBody::Success {
                 request_id: request_id.to_string(),
-                response,
+                response: response.into(),
             },
         }
     }
@@ -583,6 +622,7 @@ impl ControlResponseOut {
 /// `SDKToolProgressMessage`; cadre sends one per MCP progress
 /// notification).
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ToolProgress {
     pub tool_use_id: String,
     pub tool_name: String,
@@ -597,6 +637,7 @@ pub struct ToolProgress {
 
 /// cadre extra: a sub-agent started.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SubagentStart {
     pub agent_id: String,
     pub parent_agent_id: String,
@@ -610,6 +651,7 @@ pub struct SubagentStart {
 
 /// cadre extra: a sub-agent made a tool call.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SubagentProgress {
     pub agent_id: String,
     pub tool_uses: u32,
@@ -620,6 +662,7 @@ pub struct SubagentProgress {
 
 /// cadre extra: a sub-agent ended.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct SubagentEnd {
     pub agent_id: String,
     pub status: String,
@@ -631,6 +674,7 @@ pub struct SubagentEnd {
 
 /// cadre extra: a model request failed and will be retried.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Retrying {
     pub agent_id: String,
     pub attempt: u32,
@@ -641,16 +685,343 @@ pub struct Retrying {
 
 /// cadre extra: a session's whole todo list after a TodoWrite call.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct Todos {
     pub agent_id: String,
+    #[cfg_attr(test, schemars(with = "Vec<Value>"))]
     pub todos: Vec<crate::runtime::todos::Todo>,
     pub session_id: String,
+}
+
+// ------------------------------------------------- partial messages
+
+/// A Messages API streaming event, as a `stream_event` line carries it
+/// (`--include-partial-messages`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamEvent {
+    MessageStart {
+        message: StreamMessage,
+    },
+    ContentBlockStart {
+        index: u64,
+        content_block: StreamBlock,
+    },
+    ContentBlockDelta {
+        index: u64,
+        delta: StreamDelta,
+    },
+    ContentBlockStop {
+        index: u64,
+    },
+    MessageDelta {
+        delta: StreamStop,
+        usage: StreamOutputTokens,
+    },
+    MessageStop,
+}
+
+/// The message a `message_start` opens: empty, its usage not known yet.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct StreamMessage {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub role: &'static str,
+    pub model: String,
+    pub content: [Value; 0],
+    pub stop_reason: Option<String>,
+    pub stop_sequence: Option<String>,
+    pub usage: StreamStartUsage,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct StreamStartUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// The block a `content_block_start` opens, empty.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamBlock {
+    Text { text: String },
+    Thinking { thinking: String, signature: String },
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamDelta {
+    TextDelta { text: String },
+    ThinkingDelta { thinking: String },
+    SignatureDelta { signature: String },
+}
+
+/// `message_delta`'s `delta`: why the message stopped.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct StreamStop {
+    pub stop_reason: &'static str,
+    pub stop_sequence: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct StreamOutputTokens {
+    pub output_tokens: u64,
+}
+
+// ------------------------------------------------- control answers
+
+/// What a `success` control response carries: one shape per request.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(untagged)]
+pub enum ControlAnswer {
+    /// `initialize`.
+    Initialize(Box<InitializeAnswer>),
+    /// `mcp_status`.
+    McpStatus(McpStatusAnswer),
+    /// `get_context_usage`.
+    ContextUsage(Box<ContextUsage>),
+    /// `rewind_files`.
+    Rewind(RewindAnswer),
+    /// The requests answered with an empty object (`interrupt`,
+    /// `set_permission_mode`, `set_model`, …).
+    Done(Done),
+}
+
+/// An empty answer: `{}`.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Done {}
+
+impl From<Done> for ControlAnswer {
+    fn from(d: Done) -> Self {
+        ControlAnswer::Done(d)
+    }
+}
+
+impl From<McpStatusAnswer> for ControlAnswer {
+    fn from(a: McpStatusAnswer) -> Self {
+        ControlAnswer::McpStatus(a)
+    }
+}
+
+impl From<ContextUsage> for ControlAnswer {
+    fn from(a: ContextUsage) -> Self {
+        ControlAnswer::ContextUsage(Box::new(a))
+    }
+}
+
+impl From<RewindAnswer> for ControlAnswer {
+    fn from(a: RewindAnswer) -> Self {
+        ControlAnswer::Rewind(a)
+    }
+}
+
+impl From<InitializeAnswer> for ControlAnswer {
+    fn from(a: InitializeAnswer) -> Self {
+        ControlAnswer::Initialize(Box::new(a))
+    }
+}
+
+/// `mcp_status`'s answer.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct McpStatusAnswer {
+    #[serde(rename = "mcpServers")]
+    pub mcp_servers: Vec<McpServerStatus>,
+}
+
+/// `rewind_files`' answer (the SDK's `RewindFilesResult`): a dry run's
+/// preview, a rewind's links left alone, or why a dry run cannot rewind.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RewindAnswer {
+    pub can_rewind: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files_changed: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insertions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deletions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_links: Option<u64>,
+}
+
+/// `get_context_usage`'s answer: Claude Code's main figures.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ContextUsage {
+    pub categories: Vec<ContextCategory>,
+    pub total_tokens: u64,
+    pub max_tokens: u64,
+    pub raw_max_tokens: u64,
+    pub percentage: u64,
+    pub model: String,
+    pub auto_compact_threshold: u64,
+    pub is_auto_compact_enabled: bool,
+    /// Claude Code's breakdowns cadre does not count: always empty.
+    pub memory_files: Vec<Value>,
+    pub mcp_tools: Vec<Value>,
+    pub agents: Vec<Value>,
+    pub api_usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct ContextCategory {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub tokens: u64,
+    pub color: &'static str,
+    pub kind: &'static str,
+}
+
+/// `initialize`'s answer.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct InitializeAnswer {
+    pub commands: Vec<CommandEntry>,
+    pub output_style: String,
+    pub available_output_styles: Vec<String>,
+    pub models: Vec<ModelEntry>,
+    pub agents: Vec<AgentEntry>,
+    pub account: Account,
+    pub pid: u32,
+    pub claude_code_version: &'static str,
+    pub current_permission_mode: String,
+    /// No prompt has been read yet: `idle`.
+    pub session_state: &'static str,
+    /// None of Claude Code's optional protocol extensions.
+    pub capabilities: Vec<String>,
+    pub hook_on_failure_supported: bool,
+    pub hooks_applied: bool,
+}
+
+/// A slash command `initialize` lists.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CommandEntry {
+    pub name: String,
+    pub description: String,
+    pub argument_hint: String,
+    /// Set on Claude Code's own (built-in) commands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<bool>,
+}
+
+/// A model `initialize` offers.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ModelEntry {
+    pub value: String,
+    pub resolved_model: String,
+    pub display_name: String,
+    pub description: String,
+    pub supports_effort: bool,
+    pub supported_effort_levels: Vec<String>,
+    pub supports_adaptive_thinking: bool,
+    pub supports_fast_mode: bool,
+    pub supports_auto_mode: bool,
+    pub supports_thinking_off: bool,
+}
+
+/// An agent `initialize` lists.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct AgentEntry {
+    pub name: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `initialize`'s `account`: cadre has no login.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Account {
+    pub token_source: &'static str,
+    pub api_key_source: String,
+    pub api_provider: &'static str,
+}
+
+// ------------------------------------------------- small shared parts
+
+/// `system`/`task_updated`'s `patch`: the task ended.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct TaskPatch {
+    /// `completed`, `failed` or `stopped`.
+    pub status: &'static str,
+    /// Unix milliseconds.
+    pub end_time: u64,
+}
+
+/// A prompt's origin as a result echoes it: only a host's
+/// `{"kind": "human"}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct HumanOrigin {
+    pub kind: &'static str,
+}
+
+/// A permission update a `can_use_tool` request offers the client to
+/// remember (Claude Code's `PermissionUpdate`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum PermissionSuggestion {
+    AddRules {
+        rules: Vec<RuleValue>,
+        behavior: &'static str,
+        destination: &'static str,
+    },
+    SetMode {
+        mode: &'static str,
+        destination: &'static str,
+    },
+}
+
+/// A rule as Claude Code's permission updates name it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RuleValue {
+    pub tool_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_content: Option<String>,
+}
+
+/// `transcript_mirror` (`--session-mirror`): transcript lines written to
+/// `filePath`, each as it is on disk.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct TranscriptMirror {
+    #[serde(rename = "filePath")]
+    pub file_path: String,
+    #[cfg_attr(test, schemars(with = "Vec<Value>"))]
+    pub entries: Vec<Box<serde_json::value::RawValue>>,
 }
 
 // ----------------------------------------------------------------- input
 
 /// One line of stream-json input.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Input {
     User(UserIn),
@@ -661,6 +1032,7 @@ pub enum Input {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct UserIn {
     pub message: UserMessageIn,
     #[serde(default)]
@@ -684,13 +1056,14 @@ pub struct UserIn {
 impl UserIn {
     /// The origin to echo on the result: only a host's `{"kind": "human"}`
     /// (Claude Code 2.1.330 drops other kinds and any other fields).
-    pub fn echoed_origin(&self) -> Option<Value> {
+    pub fn echoed_origin(&self) -> Option<HumanOrigin> {
         let human = self.origin.as_ref()?.get("kind")?.as_str()? == "human";
-        human.then(|| serde_json::json!({"kind": "human"}))
+        human.then_some(HumanOrigin { kind: "human" })
     }
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct UserMessageIn {
     #[serde(default)]
     pub role: Option<String>,
@@ -699,6 +1072,7 @@ pub struct UserMessageIn {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ControlRequestIn {
     pub request_id: String,
     pub request: FromClient,
@@ -706,6 +1080,7 @@ pub struct ControlRequestIn {
 
 /// A request from the client.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum FromClient {
     Initialize {
@@ -771,6 +1146,7 @@ pub enum FromClient {
 
 /// One hook matcher registered by the client.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct HookMatcherIn {
     #[serde(default)]
     pub matcher: Option<String>,
@@ -786,11 +1162,13 @@ pub struct HookMatcherIn {
 
 /// The client's answer to one of cadre's requests.
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ControlResponseIn {
     pub response: ResponseIn,
 }
 
 #[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ResponseIn {
     Success {
@@ -870,15 +1248,20 @@ pub fn permission_answer(response: &Value) -> PermissionAnswer {
 /// sandboxed command wants → allow the domain (`WebFetch(domain:HOST)`,
 /// which the sandbox's network reads) in the local settings; any other
 /// tool → allow it in the local settings.
-pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<Value> {
-    let allow = |rule: Value| {
-        serde_json::json!({"type": "addRules", "rules": [rule], "behavior": "allow",
-                           "destination": "localSettings"})
+pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<PermissionSuggestion> {
+    let allow = |tool_name: &str, rule_content: Option<String>| PermissionSuggestion::AddRules {
+        rules: vec![RuleValue {
+            tool_name: tool_name.to_string(),
+            rule_content,
+        }],
+        behavior: "allow",
+        destination: "localSettings",
     };
     match tool {
-        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => vec![serde_json::json!(
-            {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
-        )],
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => vec![PermissionSuggestion::SetMode {
+            mode: "acceptEdits",
+            destination: "session",
+        }],
         "Bash" => {
             let first = input
                 .get("command")
@@ -889,21 +1272,17 @@ pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<Value> {
                         .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
                 });
             first
-                .map(|w| {
-                    allow(serde_json::json!({"toolName": "Bash", "ruleContent": format!("{w}:*")}))
-                })
+                .map(|w| allow("Bash", Some(format!("{w}:*"))))
                 .into_iter()
                 .collect()
         }
         crate::tools::sandbox::proxy::SANDBOX_NETWORK_ACCESS => input
             .get("host")
             .and_then(Value::as_str)
-            .map(|host| {
-                allow(serde_json::json!({"toolName": "WebFetch", "ruleContent": format!("domain:{host}")}))
-            })
+            .map(|host| allow("WebFetch", Some(format!("domain:{host}"))))
             .into_iter()
             .collect(),
-        _ => vec![allow(serde_json::json!({"toolName": tool}))],
+        _ => vec![allow(tool, None)],
     }
 }
 
@@ -972,7 +1351,7 @@ fn permission_update(u: &Value) -> Result<(Destination, PermissionUpdate), Strin
         },
         Some("setMode") => {
             let m = field("mode").ok_or("setMode: no mode")?;
-            PermissionUpdate::SetMode(super::run::parse_mode(m)?)
+            PermissionUpdate::SetMode(parse_mode(m)?)
         }
         Some("addDirectories") => PermissionUpdate::AddDirectories(dirs()?),
         Some("removeDirectories") => PermissionUpdate::RemoveDirectories(dirs()?),
@@ -1029,6 +1408,15 @@ pub fn matcher_selects(matcher: Option<&str>, tool: &str) -> bool {
             Ok(re) => re.is_match(tool),
             Err(_) => m == tool,
         },
+    }
+}
+
+/// A permission mode as the flags and the protocol name it (`bubble`, a
+/// fork's own mode, is not one a client may set).
+pub fn parse_mode(s: &str) -> Result<PermissionMode, String> {
+    match s.parse::<PermissionMode>()? {
+        PermissionMode::Bubble => Err("`bubble` is internal to forks".into()),
+        m => Ok(m),
     }
 }
 
@@ -1161,7 +1549,7 @@ mod tests {
           }
         }
         "#);
-        let ok = Output::ControlResponse(ControlResponseOut::success("r2", json!({})));
+        let ok = Output::ControlResponse(ControlResponseOut::success("r2", Done {}));
         assert_eq!(
             serde_json::to_value(ok).unwrap(),
             json!({"type": "control_response", "response": {"subtype": "success", "request_id": "r2", "response": {}}})
@@ -1262,8 +1650,11 @@ mod tests {
         );
         assert!(permission_suggestions("Bash", &json!({"command": "$(evil) x"})).is_empty());
         assert_eq!(
-            permission_suggestions("Write", &json!({}))[0]["mode"],
-            "acceptEdits"
+            permission_suggestions("Write", &json!({})),
+            [PermissionSuggestion::SetMode {
+                mode: "acceptEdits",
+                destination: "session"
+            }]
         );
     }
 
@@ -1316,5 +1707,77 @@ mod tests {
         assert!(parts >= vec![2, 0, 0], "{line}");
         assert!(line.contains(CADRE_VERSION));
         assert_eq!(new_uuid().len(), 36);
+    }
+
+    /// The JSON Schema of a wire type as `docs/schemas/` holds it: what
+    /// schemars derives (as serde writes or reads the type), with two changes that make it say what cadre
+    /// accepts and writes. Every `oneOf` is an `anyOf`: a line fits when
+    /// it fits one of the shapes, and some overlap (a user message and its
+    /// replay; a control response and `initialize`'s, which has one field
+    /// more). The catch-all request (`#[serde(other)]`) takes any subtype.
+    fn schema_of<T: schemars::JsonSchema>(written: bool) -> Value {
+        fn walk(v: &mut Value) {
+            match v {
+                Value::Object(map) => {
+                    if let Some(one) = map.remove("oneOf") {
+                        map.insert("anyOf".into(), one);
+                    }
+                    let catch_all = map
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .is_some_and(|d| d.starts_with("Anything else: answered with"));
+                    if catch_all
+                        && let Some(subtype) =
+                            map.get_mut("properties").and_then(|p| p.get_mut("subtype"))
+                    {
+                        *subtype = json!({"type": "string"});
+                    }
+                    map.values_mut().for_each(walk);
+                }
+                Value::Array(items) => items.iter_mut().for_each(walk),
+                _ => {}
+            }
+        }
+        // What cadre writes is described as serde writes it (a field
+        // skipped when empty is optional); what it reads, as serde reads it.
+        let mut settings = schemars::generate::SchemaSettings::draft2020_12();
+        if written {
+            settings = settings.for_serialize();
+        }
+        let schema = settings.into_generator().into_root_schema_for::<T>();
+        let mut schema = serde_json::to_value(schema).unwrap();
+        walk(&mut schema);
+        schema
+    }
+
+    /// The JSON Schemas of what cadre writes on stdout and reads on stdin
+    /// in headless mode, committed in `docs/schemas/`, are the ones the wire
+    /// types give (`CADRE_WRITE_SCHEMAS=1` writes them).
+    #[test]
+    fn the_committed_wire_schemas_are_what_the_types_give() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schemas");
+        let schemas = [
+            ("stream-json-output.schema.json", schema_of::<Output>(true)),
+            ("stream-json-input.schema.json", schema_of::<Input>(false)),
+        ];
+        let write = std::env::var_os("CADRE_WRITE_SCHEMAS").is_some();
+        let mut stale = Vec::new();
+        for (name, schema) in schemas {
+            let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+            let path = dir.join(name);
+            if write {
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(&path, &text).unwrap();
+            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+                stale.push(format!("docs/schemas/{name}"));
+            }
+        }
+        assert!(
+            stale.is_empty(),
+            "{} differ from the wire types of src/cli/wire.rs; regenerate them with\n  \
+             CADRE_WRITE_SCHEMAS=1 cargo nextest run --lib -E 'test(/committed_wire_schemas/)'\n\
+             and commit them (docs/schemas/README.md)",
+            stale.join(" and ")
+        );
     }
 }

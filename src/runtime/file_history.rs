@@ -18,7 +18,7 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The largest file a checkpoint copies.
 pub const MAX_FILE_BYTES: u64 = 16 << 20;
@@ -92,22 +92,6 @@ pub struct Rewind {
     pub insertions: u64,
     pub deletions: u64,
     pub skipped_links: u64,
-}
-
-impl Rewind {
-    /// The SDK's `RewindFilesResult` for a dry run (a preview) or a rewind.
-    pub fn answer(&self, dry_run: bool) -> Value {
-        if dry_run {
-            json!({
-                "canRewind": true,
-                "filesChanged": self.files_changed.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-                "insertions": self.insertions,
-                "deletions": self.deletions,
-            })
-        } else {
-            json!({"canRewind": true, "skippedLinks": self.skipped_links})
-        }
-    }
 }
 
 impl FileHistory {

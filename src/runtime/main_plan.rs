@@ -7,10 +7,12 @@
 //! read back: a header is data a repository can ship, so it may only
 //! narrow what the user's settings and flags give now (docs/sessions.md).
 //! Opening the transcript, starting the team and wiring the engine are the
-//! caller's (`cli::run`).
+//! caller's (`cli::prepare`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::AgentDef;
 use crate::config::{Mode, Scope};
@@ -43,17 +45,47 @@ pub struct MainInput<'a> {
     pub remove_tools: &'a [String],
 }
 
-/// The main session as [`plan_main`] decided it.
-#[derive(Debug, Clone, PartialEq)]
+/// The main session as [`plan_main`] decided it: values only, so it
+/// serialises like a sub-agent's [`super::plan::SpawnPlan`]; the agent
+/// definition is named and resolved from the snapshot ([`MainPlan::def`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MainPlan {
-    /// The agent it runs as: `--agent`, else the resumed transcript's,
-    /// else the one the mode names.
-    pub def: Option<Arc<AgentDef>>,
+    /// The agent it runs as, by name: `--agent`, else the resumed
+    /// transcript's, else the one the mode names.
+    pub agent: Option<String>,
     /// What the session is (depth 0), as a sub-agent's plan says it.
     pub core: SessionPlan,
-    /// Where the model came from: `managed`, `flag`, `transcript`, `agent`
-    /// or `settings`.
-    pub model_source: &'static str,
+    /// Where the model came from.
+    pub model_source: MainModelSource,
+}
+
+/// Where the main session's model came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MainModelSource {
+    /// Managed settings set `provider.model`.
+    Managed,
+    /// `--model`.
+    Flag,
+    /// The resumed transcript's.
+    Transcript,
+    /// The agent definition's `model`.
+    Agent,
+    /// The settings' `provider.model`.
+    Settings,
+}
+
+impl MainModelSource {
+    /// The word `init`'s `model_source` reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MainModelSource::Managed => "managed",
+            MainModelSource::Flag => "flag",
+            MainModelSource::Transcript => "transcript",
+            MainModelSource::Agent => "agent",
+            MainModelSource::Settings => "settings",
+        }
+    }
 }
 
 /// Why the main session cannot be planned (a usage error).
@@ -115,14 +147,15 @@ pub fn plan_main(snap: &Snapshot, input: &MainInput<'_>) -> Result<MainPlan, Mai
         .is_some_and(|o| o.scope == Scope::Managed);
     let (model_written, model_source) =
         match (input.model, def.as_ref().and_then(|d| d.model.as_deref())) {
-            _ if managed_model => (settings.provider.model.as_str(), "managed"),
-            (Some(m), _) => (m, "flag"),
+            _ if managed_model => (settings.provider.model.as_str(), MainModelSource::Managed),
+            (Some(m), _) => (m, MainModelSource::Flag),
             // A resumed session keeps the model its transcript names.
-            (None, _) if recorded.is_some() => {
-                (recorded.map_or("", |h| h.model.as_str()), "transcript")
-            }
-            (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => (m, "agent"),
-            _ => (settings.provider.model.as_str(), "settings"),
+            (None, _) if recorded.is_some() => (
+                recorded.map_or("", |h| h.model.as_str()),
+                MainModelSource::Transcript,
+            ),
+            (None, Some(m)) if !m.eq_ignore_ascii_case("inherit") => (m, MainModelSource::Agent),
+            _ => (settings.provider.model.as_str(), MainModelSource::Settings),
         };
     let model = snap.resolve_alias(model_written).to_string();
     let mode = match def.as_ref().and_then(|d| d.permission_mode) {
@@ -154,7 +187,7 @@ pub fn plan_main(snap: &Snapshot, input: &MainInput<'_>) -> Result<MainPlan, Mai
         .unwrap_or(settings.agents.default_max_turns);
     let effort = def.as_deref().and_then(super::plan::def_effort);
     Ok(MainPlan {
-        def,
+        agent: def.map(|d| d.name.clone()),
         core: SessionPlan {
             model,
             kind,
@@ -184,7 +217,7 @@ impl MainPlan {
             version: super::resume::TRANSCRIPT_VERSION,
             session_id,
             model: self.core.model.clone(),
-            agent: self.def.as_ref().map(|d| d.name.clone()),
+            agent: self.agent.clone(),
             mode: Some(if self.core.kind.coordinator {
                 Mode::Coordinator
             } else {
@@ -203,14 +236,23 @@ impl MainPlan {
         }
     }
 
-    /// The session the plan describes, working in `cwd`.
+    /// The agent definition the plan names, from `snap` (the snapshot it
+    /// was planned from, or one that still has the agent).
+    pub fn def(&self, snap: &Snapshot) -> Option<Arc<AgentDef>> {
+        let name = self.agent.as_deref()?;
+        snap.visible_agent(name, self.core.kind).cloned()
+    }
+
+    /// The session the plan describes, working in `cwd`, with its agent
+    /// definition from `snap`.
     pub fn session(
         &self,
+        snap: &Snapshot,
         cwd: PathBuf,
         wait_for_background: bool,
         team: Option<TeamSeat>,
     ) -> SessionSpec {
-        let mut spec = self.core.spec("main".into(), None, self.def.clone(), cwd);
+        let mut spec = self.core.spec("main".into(), None, self.def(snap), cwd);
         spec.wait_for_background = wait_for_background;
         spec.team = team;
         spec

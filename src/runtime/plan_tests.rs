@@ -996,7 +996,11 @@ mod main_session {
         };
         let plain = plan_main(&f.snap, &input).unwrap();
         assert_eq!(
-            (plain.def.is_none(), plain.core.mode, plain.model_source),
+            (
+                plain.agent.is_none(),
+                plain.core.mode,
+                plain.model_source.as_str()
+            ),
             (true, PermissionMode::Default, "settings")
         );
         assert!(plain.core.tools.contains(&"Bash".to_string()));
@@ -1009,7 +1013,7 @@ mod main_session {
         let plan = plan_main(&f.snap, &chosen).unwrap();
         assert_eq!(plan.core.mode, PermissionMode::BypassPermissions);
         assert_eq!(
-            (plan.core.model.as_str(), plan.model_source),
+            (plan.core.model.as_str(), plan.model_source.as_str()),
             ("claude-opus-4-5", "agent")
         );
         assert_eq!(plan.core.tools, ["Bash", "Read", "Write"]);
@@ -1021,10 +1025,19 @@ mod main_session {
             ..input.clone()
         };
         let plan = plan_main(&f.snap, &resumed).unwrap();
-        assert_eq!(plan.def.as_ref().map(|d| d.name.as_str()), Some("yolo"));
+        assert_eq!(plan.agent.as_deref(), Some("yolo"));
+        // The plan is values: it reads back as it was written, and names
+        // the definition the snapshot holds.
+        let back: crate::runtime::main_plan::MainPlan =
+            serde_json::from_value(serde_json::to_value(&plan).unwrap()).unwrap();
+        assert_eq!(back, plan);
+        assert!(std::sync::Arc::ptr_eq(
+            &back.def(&f.snap).unwrap(),
+            f.snap.catalog.get("yolo").unwrap()
+        ));
         assert_eq!(plan.core.mode, PermissionMode::Default);
         assert_eq!(
-            (plan.core.model.as_str(), plan.model_source),
+            (plan.core.model.as_str(), plan.model_source.as_str()),
             ("claude-haiku-4-5", "transcript")
         );
         // The recorded pool, in its order, cut to the agent's.
@@ -1069,7 +1082,7 @@ mod main_session {
             ..MainInput::default()
         };
         let plan = plan_main(&f.snap, &input).unwrap();
-        assert_eq!(plan.model_source, "flag");
+        assert_eq!(plan.model_source.as_str(), "flag");
         assert_eq!(
             plan.core.mode,
             PermissionMode::Default,
@@ -1077,7 +1090,7 @@ mod main_session {
         );
         assert_eq!(plan.core.max_turns, 3);
         assert_eq!(plan.core.tools, ["Read"]);
-        let spec = plan.session("/w".into(), true, None);
+        let spec = plan.session(&f.snap, "/w".into(), true, None);
         assert!(spec.is_main);
         assert_eq!(spec.tool_names, ["Read"]);
 

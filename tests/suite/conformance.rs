@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 
 use super::harness::Project;
 use super::kit::shape::{self, Area, Difference};
+use super::kit::wire_schema;
 use super::kit::{FakeServer, RecordedRequest, Reply, TEST_KEY, anthropic};
 
 /// The reviewed list of differences, relative to the repository.
@@ -614,6 +615,13 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
     for step in &sc.steps {
         match step {
             Step::Send(v) => {
+                let problems = wire_schema::input_problems(v);
+                assert!(
+                    problems.is_empty(),
+                    "{}: a line sent does not fit docs/schemas/stream-json-input.schema.json: {v}\n{}",
+                    sc.name,
+                    problems.join("\n")
+                );
                 if let Some(w) = stdin.as_mut() {
                     let _ = writeln!(w, "{v}").and_then(|()| w.flush());
                 }
@@ -631,6 +639,7 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
                 let answer = json!({"type": "control_response", "response": {
                     "subtype": "success", "request_id": ask["request_id"],
                     "response": {"behavior": "deny", "message": message}}});
+                assert_eq!(wire_schema::input_problems(&answer), Vec::<String>::new());
                 if let Some(w) = stdin.as_mut() {
                     let _ = writeln!(w, "{answer}").and_then(|()| w.flush());
                 }
@@ -655,19 +664,23 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
         (p.path().display().to_string(), "<project>"),
         (p.home.path().display().to_string(), "<home>"),
     ];
-    let parsed: Vec<Value> = lines
+    let raw: Vec<Value> = lines
         .iter()
         .filter(|l| !l.trim().is_empty())
         .map(|l| {
-            let v = serde_json::from_str::<Value>(l).unwrap_or_else(|e| {
+            serde_json::from_str::<Value>(l).unwrap_or_else(|e| {
                 panic!(
                     "{} / {program:?}: stdout line is not JSON ({e}): {l}\nstderr:\n{stderr}",
                     sc.name
                 )
-            });
-            shape::normalise(&v, &replace)
+            })
         })
         .collect();
+    // What cadre writes fits the schemas it commits (docs/schemas/).
+    if matches!(program, Program::Cadre) {
+        wire_schema::assert_output_fits(sc.name, &raw);
+    }
+    let parsed: Vec<Value> = raw.iter().map(|v| shape::normalise(v, &replace)).collect();
     let (control, events) = parsed
         .into_iter()
         .partition(|v| v["type"] == "control_response");

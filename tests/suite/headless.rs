@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::harness::{Project, is_main_session, last_tool_results, result_text, tool_names};
-use super::kit::{FakeServer, RecordedRequest, Reply, anthropic};
+use super::kit::{FakeServer, RecordedRequest, Reply, anthropic, wire_schema};
 
 fn types(lines: &[Value]) -> Vec<String> {
     lines
@@ -966,6 +966,8 @@ impl Driven {
                 // (a loaded CI machine runs many of these at once).
                 .recv_timeout(Duration::from_secs(60))
                 .unwrap_or_else(|_| panic!("no {what}; saw {:#?}", self.seen));
+            // Every line cadre writes fits the committed output schema.
+            wire_schema::assert_output_fits(what, std::slice::from_ref(&v));
             self.seen.push(v.clone());
             if f(&v) {
                 return v;
@@ -976,6 +978,10 @@ impl Driven {
     pub(super) fn finish(mut self) -> i32 {
         drop(self.stdin.take());
         while let Ok(v) = self.lines.recv_timeout(Duration::from_secs(20)) {
+            wire_schema::assert_output_fits(
+                "the lines after stdin closed",
+                std::slice::from_ref(&v),
+            );
             self.seen.push(v);
         }
         self.child.wait().unwrap().code().unwrap_or(-1)

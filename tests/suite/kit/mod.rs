@@ -16,6 +16,7 @@ pub mod nats;
 pub mod openai;
 mod server;
 pub mod shape;
+pub mod wire_schema;
 
 use cadre::config::{ProviderKind, ProviderSettings};
 
