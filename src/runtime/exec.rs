@@ -21,8 +21,8 @@ use super::hooks::PreTool;
 use super::session::{Session, Turn};
 use super::structured::STRUCTURED_OUTPUT;
 use super::texts::{
-    InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall, StructuredOutputDone,
-    WebFetchPrompt,
+    InvalidInput, InvalidJson, NoSuchTool, PermissionDenied, RepeatedCall, RepeatedCallThisTurn,
+    StructuredOutputDone, WebFetchPrompt,
 };
 
 /// What one call produced, plus the usage of any child it ran.
@@ -171,6 +171,13 @@ impl Session {
         invalid_json: Option<&str>,
     ) -> CallResult {
         if let Err(text) = self.admit(turn, name, &input, invalid_json) {
+            return CallResult::text(id, text, true);
+        }
+        if let Some(first) = self.made_earlier_this_turn(turn, id, name, &input) {
+            let text = turn.snap.templates.show(&RepeatedCallThisTurn {
+                tool: name.to_string(),
+                first_id: first,
+            });
             return CallResult::text(id, text, true);
         }
         let input = match self.permit(&turn.snap, id, name, input).await {

@@ -44,6 +44,27 @@ impl Session {
         (streak >= limit).then_some(streak)
     }
 
+    /// With `agents.repeated_call_limit` set: the id of an earlier call of
+    /// this turn's message that is this very call (same tool, same input),
+    /// which runs in its place — a small model may write one call dozens
+    /// of times in one message. `None` when it is the first such call.
+    pub(super) fn made_earlier_this_turn(
+        &self,
+        turn: &Turn,
+        id: &str,
+        name: &str,
+        input: &Value,
+    ) -> Option<String> {
+        if turn.snap.settings().agents.repeated_call_limit == 0 {
+            return None;
+        }
+        turn.assistant
+            .tool_uses()
+            .take_while(|(i, _, _)| *i != id)
+            .find(|(_, n, i)| *n == name && *i == input)
+            .map(|(i, _, _)| i.to_string())
+    }
+
     /// Whether the guard holds back any call of this turn.
     pub(super) fn guard_holds_back(&self, turn: &Turn) -> bool {
         turn.assistant

@@ -254,6 +254,14 @@ contexts! {
         pub from_subagent: bool = true,
     }
 
+    /// A call made again in the same message (`agents.repeated_call_limit`
+    /// set): not run; the first one's result answers it.
+    "error_repeated_call_this_turn" => pub struct RepeatedCallThisTurn {
+        pub tool: String = "Read".into(),
+        /// The id of the first such call of the message.
+        pub first_id: String = "toolu_01".into(),
+    }
+
     /// An answer sent back once to be checked (`agents.check_answers`):
     /// files the prompt names that no call has read, paths the answer
     /// names that do not exist.

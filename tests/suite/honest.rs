@@ -574,3 +574,46 @@ fn a_first_search_reads_lists_and_finds_what_the_prompt_names_before_the_first_r
         "{sent}"
     );
 }
+
+/// With the repeated-call guard on, a call written again with the same
+/// input in one message runs once; the copies are answered with a line
+/// naming the first. Off, every copy runs (as in Claude Code).
+#[test]
+fn the_same_call_written_many_times_in_one_message_runs_once_with_the_guard_on() {
+    let reply = || {
+        let mut m = anthropic::message();
+        for i in 0..4 {
+            m = m.tool_use(
+                &format!("toolu_{i}"),
+                "Read",
+                json!({"file_path": "notes.txt"}),
+            );
+        }
+        m.tool_use("toolu_g", "Glob", json!({"pattern": "*.txt"}))
+            .stop_reason("tool_use")
+            .reply()
+    };
+    for (guard, copies_run) in [(true, false), (false, true)] {
+        let mut p = Project::new();
+        if guard {
+            p.config("[agents]\nrepeated_call_limit = 1\n");
+        }
+        p.write("notes.txt", "the note\n");
+        let server = FakeServer::start([reply(), anthropic::text_reply("done")]);
+        let run = p.run(Some(&server), &["run", "read it"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let results = last_tool_results(&server.request(1).json);
+        assert_eq!(results.len(), 5, "{results:?}");
+        let texts: Vec<String> = results.iter().map(result_text).collect();
+        assert!(texts[0].contains("the note"), "{texts:?}");
+        assert!(texts[4].contains("notes.txt"), "{texts:?}");
+        for t in &texts[1..4] {
+            assert_eq!(t.contains("the note"), copies_run, "{texts:?}");
+            assert_eq!(
+                t.contains("Not run: the same Read call, with the same input, as call toolu_0"),
+                !copies_run,
+                "{texts:?}"
+            );
+        }
+    }
+}
