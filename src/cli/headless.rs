@@ -1913,7 +1913,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 Some(r) => match r.recv().await {
                     Some(Incoming::User(p)) => p,
                     Some(Incoming::SetMode(m)) => {
-                        session.set_mode(m);
+                        session.set_mode(m, "sdk");
                         // The client's latest word wins over an earlier
                         // permission update's mode.
                         if let Ok(mut g) = engine.grants.lock() {
@@ -1983,7 +1983,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         // (reported in `init`, inherited by sub-agents).
         let granted = engine.grants.lock().ok().and_then(|mut g| g.mode.take());
         if let Some(m) = granted {
-            session.set_mode(m);
+            session.set_mode(m, "sdk");
         }
         if state_events {
             send(&session_state(&engine.session_id, "running"));

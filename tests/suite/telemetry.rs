@@ -1236,3 +1236,116 @@ fn a_collector_that_requires_a_client_certificate() {
         run.stderr
     );
 }
+
+/// Claude Code's other counters and events, from one `cadre run`: a
+/// person's slash command (`skill_activated`, named only with
+/// OTEL_LOG_TOOL_DETAILS), the PreToolUse hooks of a Bash call as one
+/// event (`hook_execution_start`, `hook_execution_complete` with their
+/// outcomes), the call's `git commit` and `gh pr create`
+/// (`claude_code.commit.count`, `claude_code.pull_request.count`), and an
+/// automatic compaction past the threshold (`compaction`).
+#[test]
+fn commits_pull_requests_hooks_skills_and_compaction_are_exported() {
+    let receiver = collector();
+    let command = "git init -q && git -c user.name=t -c user.email=t@example.com commit \
+                   --allow-empty -qm first && ./gh pr create --fill";
+    let server = FakeServer::start([
+        anthropic::message()
+            .tool_use("toolu_c", "Bash", json!({"command": command}))
+            .usage(600, 10)
+            .reply(),
+        anthropic::message()
+            .text("SUMMARY: committed")
+            .usage(50, 20)
+            .reply(),
+        anthropic::message().text("all done").usage(120, 5).reply(),
+    ]);
+    let mut p = project("http/protobuf", &receiver);
+    p.config("[compact]\nthreshold = 0.5\n[compact.windows]\n\"claude-\" = 1000\n");
+    p.env("OTEL_TRACES_EXPORTER", "none");
+    let gh = p.write("gh", "#!/bin/sh\necho https://github.com/o/r/pull/1\n");
+    std::fs::set_permissions(&gh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    p.write(".claude/commands/ship.md", "Ship it: $ARGUMENTS\n");
+    p.write(
+        ".claude/settings.json",
+        &json!({
+            "permissions": {"allow": ["Bash"]},
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+                {"type": "command", "command": "true"},
+                {"type": "command", "command": "exit 1"}]}]}})
+        .to_string(),
+    );
+    let run = p.run(Some(&server), &["run", "/ship the release"]);
+    run.ok();
+    assert_eq!(run.stdout.trim(), "all done");
+    let got = decode_protobuf(&receiver);
+    let one = |name: &str| -> BTreeMap<String, String> {
+        let points = got
+            .metrics
+            .get(name)
+            .unwrap_or_else(|| panic!("{name} in {:#?}", got.metrics.keys()));
+        assert_eq!(points.len(), 1, "{name}: {points:#?}");
+        points[0].clone()
+    };
+    assert_eq!(one("claude_code.commit.count")["=value"], "1");
+    assert_eq!(one("claude_code.pull_request.count")["=value"], "1");
+
+    let skill = got.events_named("claude_code.skill_activated");
+    assert_eq!(skill.len(), 1, "{:#?}", got.events);
+    assert_eq!(skill[0]["skill.name"], "custom_skill");
+    assert_eq!(skill[0]["invocation_trigger"], "user");
+    assert_eq!(skill[0]["skill.source"], "projectSettings");
+
+    let start = got.events_named("claude_code.hook_execution_start");
+    let done = got.events_named("claude_code.hook_execution_complete");
+    assert_eq!((start.len(), done.len()), (1, 1), "{:#?}", got.events);
+    assert_eq!(start[0]["hook_event"], "PreToolUse");
+    assert_eq!(start[0]["num_hooks"], "2");
+    assert_eq!(done[0]["num_success"], "1");
+    assert_eq!(done[0]["num_non_blocking_error"], "1");
+    assert_eq!(done[0]["num_blocking"], "0");
+    assert!(done[0]["total_duration_ms"].parse::<u64>().is_ok());
+
+    let compaction = got.events_named("claude_code.compaction");
+    assert_eq!(compaction.len(), 1, "{:#?}", got.events);
+    assert_eq!(compaction[0]["trigger"], "auto");
+    assert_eq!(compaction[0]["success"], "true");
+    let pre: u64 = compaction[0]["pre_tokens"].parse().unwrap();
+    let post: u64 = compaction[0]["post_tokens"].parse().unwrap();
+    assert!(pre > post, "{pre} → {post}");
+    // The prompt's events carry its id (the slash command was expanded
+    // before its prompt began).
+    for e in [start[0], done[0], compaction[0]] {
+        assert!(e.contains_key("prompt.id"), "{e:#?}");
+    }
+}
+
+/// An SDK client's `set_permission_mode` is a `permission_mode_changed`
+/// event (from, to, what changed it); setting the mode it already has is
+/// none.
+#[test]
+fn an_sdk_clients_mode_change_is_an_event() {
+    use super::headless::Driven;
+    let receiver = collector();
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_METRICS_EXPORTER", "none");
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("first result", |v| v["type"] == "result");
+    for (id, mode) in [("m1", "acceptEdits"), ("m2", "acceptEdits")] {
+        d.send(json!({"type": "control_request", "request_id": id,
+                      "request": {"subtype": "set_permission_mode", "mode": mode}}));
+        d.until(id, |v| v["response"]["request_id"] == id);
+    }
+    d.user("two");
+    d.until("second result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+    let got = decode_protobuf(&receiver);
+    let changed = got.events_named("claude_code.permission_mode_changed");
+    assert_eq!(changed.len(), 1, "{:#?}", got.events);
+    assert_eq!(changed[0]["from_mode"], "default");
+    assert_eq!(changed[0]["to_mode"], "acceptEdits");
+    assert_eq!(changed[0]["trigger"], "sdk");
+}
