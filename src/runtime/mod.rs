@@ -281,17 +281,6 @@ pub enum EngineEvent {
         /// Where it was read from: `project`, `user`, `plugin`, `builtin`, ….
         source: &'static str,
     },
-    /// An MCP server's connection was made or failed.
-    McpConnection {
-        server: String,
-        /// `connected` or `failed`.
-        status: &'static str,
-        /// `stdio`, `http`, `sse`, `sdk`.
-        transport: &'static str,
-        duration_ms: u64,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
-    },
 }
 
 /// How the hooks of one event went that were waited for.
@@ -330,7 +319,6 @@ impl EngineEvent {
             | E::Compacted { agent_id, .. }
             | E::ModeChanged { agent_id, .. }
             | E::SkillActivated { agent_id, .. } => Some(agent_id),
-            E::McpConnection { .. } => None,
         }
     }
 }

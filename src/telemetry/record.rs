@@ -690,26 +690,6 @@ impl Recorder {
                     ],
                 );
             }
-            EngineEvent::McpConnection {
-                server,
-                status,
-                transport,
-                duration_ms,
-                error,
-            } => {
-                let mut attrs = vec![
-                    ("status", AnyValue::from(*status)),
-                    ("transport_type", AnyValue::from(*transport)),
-                    ("duration_ms", AnyValue::from(duration_ms.to_string())),
-                ];
-                if self.shared.log_tool_details {
-                    attrs.push(("server_name", AnyValue::from(server.clone())));
-                    if let Some(e) = error {
-                        attrs.push(("error", AnyValue::from(e.clone())));
-                    }
-                }
-                self.event(st, "mcp_server_connection", attrs);
-            }
             _ => {}
         }
     }
@@ -923,9 +903,7 @@ fn event_name(name: &'static str) -> &'static str {
         "hook_execution_complete" => "claude_code.hook_execution_complete",
         "compaction" => "claude_code.compaction",
         "permission_mode_changed" => "claude_code.permission_mode_changed",
-        "mcp_server_connection" => "claude_code.mcp_server_connection",
         "skill_activated" => "claude_code.skill_activated",
-        "plugin_loaded" => "claude_code.plugin_loaded",
         _ => "claude_code.event",
     }
 }
@@ -969,10 +947,8 @@ fn creates(command: &str) -> Creates {
                     out.commit = true;
                 }
             }
-            Some("gh") => {
-                if words.get(1) == Some(&"pr") && words.get(2) == Some(&"create") {
-                    out.pull_request = true;
-                }
+            Some("gh") if words.get(1) == Some(&"pr") && words.get(2) == Some(&"create") => {
+                out.pull_request = true;
             }
             _ => {}
         }
