@@ -103,8 +103,9 @@ impl Session {
         let done = self.compact_history(snap, trigger, instructions).await;
         let (success, error) = match &done {
             Ok(true) => (true, None),
-            Ok(false) => (false, Some("the summary came back empty".to_string())),
-            Err(e) => (false, Some(e.to_string())),
+            Ok(false) => (false, Some("empty_summary")),
+            Err(RunError::Cancelled) => (false, Some("cancelled")),
+            Err(_) => (false, Some("request_failed")),
         };
         self.engine.emit(EngineEvent::Compacted {
             agent_id: self.spec.agent_id.clone(),

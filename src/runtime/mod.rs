@@ -259,8 +259,9 @@ pub enum EngineEvent {
         pre_tokens: u64,
         #[serde(skip_serializing_if = "Option::is_none")]
         post_tokens: Option<u64>,
+        /// Why it gave up: `empty_summary`, `cancelled`, `request_failed`.
         #[serde(skip_serializing_if = "Option::is_none")]
-        error: Option<String>,
+        error: Option<&'static str>,
     },
     /// A session's permission mode changed.
     ModeChanged {

@@ -652,7 +652,7 @@ impl Recorder {
                     attrs.push(("post_tokens", AnyValue::from(n.to_string())));
                 }
                 if let Some(e) = error {
-                    attrs.push(("error", AnyValue::from(e.clone())));
+                    attrs.push(("error", AnyValue::from(*e)));
                 }
                 self.event(st, "compaction", attrs);
             }
