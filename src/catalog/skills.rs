@@ -37,6 +37,18 @@ pub enum SkillSource {
     Project,
 }
 
+impl SkillSource {
+    /// Claude Code's name for where a skill or command comes from
+    /// (hook inputs, telemetry's `skill.source`).
+    pub fn settings_name(self) -> &'static str {
+        match self {
+            SkillSource::Project => "projectSettings",
+            SkillSource::User => "userSettings",
+            SkillSource::Plugin => "plugin",
+        }
+    }
+}
+
 impl std::fmt::Display for SkillSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -1398,7 +1398,7 @@ impl Run<'_> {
             match r.recv().await {
                 Some(Incoming::User(p)) => return Some(p),
                 Some(Incoming::SetMode(m)) => {
-                    session.set_mode(m);
+                    session.set_mode(m, "sdk");
                     // The client's latest word wins over an earlier
                     // permission update's mode.
                     if let Ok(mut g) = engine.grants.lock() {
@@ -1548,7 +1548,7 @@ impl Run<'_> {
         // (reported in `init`, inherited by sub-agents).
         let granted = engine.grants.lock().ok().and_then(|mut g| g.mode.take());
         if let Some(m) = granted {
-            live.session.set_mode(m);
+            live.session.set_mode(m, "sdk");
         }
         if self.state_events {
             send(&session_state(&engine.session_id, "running"));

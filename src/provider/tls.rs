@@ -13,25 +13,13 @@ use std::sync::{Arc, OnceLock};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
 /// A client builder with cadre's TLS set up (see the module comment).
 pub fn client_builder() -> reqwest::ClientBuilder {
-    super::install_tls_provider();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = Arc::new(LazyPlatformVerifier {
-        provider: Arc::clone(&provider),
-        inner: OnceLock::new(),
-    });
-    match rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-    {
-        Ok(builder) => {
-            let mut config = builder
-                .dangerous()
-                .with_custom_certificate_verifier(verifier)
-                .with_no_client_auth();
+    match client_config(Trust::default()) {
+        Ok(mut config) => {
             // What reqwest offers itself when it builds the configuration.
             config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
             reqwest::Client::builder().tls_backend_preconfigured(config)
@@ -39,6 +27,45 @@ pub fn client_builder() -> reqwest::ClientBuilder {
         // ring supports the default versions; should that ever fail,
         // reqwest's own setup (which reads the store at once) still works.
         Err(_) => reqwest::Client::builder(),
+    }
+}
+
+/// What one kind of connection may change in cadre's TLS: the certificate
+/// authorities its server's certificate is checked against, instead of
+/// the platform's store, and a certificate (with its key) that cadre shows
+/// the server when it asks for one.
+#[derive(Default)]
+pub struct Trust {
+    pub roots: Option<Vec<CertificateDer<'static>>>,
+    pub client: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+}
+
+/// rustls' client configuration with ring: the platform's store (read at
+/// the first handshake) unless `trust` names its own authorities, and
+/// `trust`'s client certificate. No ALPN: the caller sets what it speaks.
+pub fn client_config(trust: Trust) -> Result<rustls::ClientConfig, rustls::Error> {
+    super::install_tls_provider();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()?;
+    let builder = match trust.roots {
+        Some(certs) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in certs {
+                roots.add(c)?;
+            }
+            builder.with_root_certificates(roots)
+        }
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(LazyPlatformVerifier {
+                provider,
+                inner: OnceLock::new(),
+            })),
+    };
+    match trust.client {
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key),
+        None => Ok(builder.with_no_client_auth()),
     }
 }
 

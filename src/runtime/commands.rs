@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use super::EngineEvent;
 use super::session::Session;
 use super::texts::{
     CommandFile, CommandInvoked, CommandShellDenied, CommandShellDisabled, CommandShellFailed,
@@ -169,12 +170,7 @@ impl Session {
                 .to_string(),
             );
         }
-        // Claude Code's names for where a command comes from.
-        let source = match skill.source {
-            crate::catalog::SkillSource::Project => "projectSettings",
-            crate::catalog::SkillSource::User => "userSettings",
-            crate::catalog::SkillSource::Plugin => "plugin",
-        };
+        let source = skill.source.settings_name();
         let context = match self
             .prompt_expansion_hooks("slash_command", name, args, source, &text)
             .await
@@ -225,6 +221,15 @@ impl Session {
         args: &str,
         by: InvokedBy,
     ) -> Result<Expanded, String> {
+        self.engine.emit(EngineEvent::SkillActivated {
+            agent_id: self.spec.agent_id.clone(),
+            name: skill.name.clone(),
+            trigger: match by {
+                InvokedBy::User => "user",
+                InvokedBy::Model => "model",
+            },
+            source: skill.source.settings_name(),
+        });
         let (text, placed_args) = substitute(&skill.body, args);
         let mut out = Expanded {
             placed_args,

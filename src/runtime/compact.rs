@@ -19,6 +19,7 @@ use crate::message::{ContentBlock, Message, Role, Usage};
 use crate::provider::{ProviderError, ProviderErrorKind};
 use crate::snapshot::Snapshot;
 
+use super::EngineEvent;
 use super::session::{RunError, Session};
 use super::texts::{CompactRequest, CompactSummary};
 
@@ -94,20 +95,60 @@ impl Session {
         trigger: Trigger,
         instructions: Option<&str>,
     ) -> Result<bool, RunError> {
+        if self.compactable().is_none() {
+            return Ok(false);
+        }
+        let began = std::time::Instant::now();
+        let pre_tokens = self.context_estimate();
+        let done = self.compact_history(snap, trigger, instructions).await;
+        let (success, error) = match &done {
+            Ok(true) => (true, None),
+            Ok(false) => (false, Some("empty_summary")),
+            Err(RunError::Cancelled) => (false, Some("cancelled")),
+            Err(_) => (false, Some("request_failed")),
+        };
+        self.engine.emit(EngineEvent::Compacted {
+            agent_id: self.spec.agent_id.clone(),
+            trigger: match trigger {
+                Trigger::Manual => "manual",
+                Trigger::Threshold | Trigger::Overflow => "auto",
+            },
+            success,
+            duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+            pre_tokens,
+            post_tokens: success.then(|| self.context_estimate()),
+            error,
+        });
+        done
+    }
+
+    /// How many of the last messages a compaction now keeps; `None` when
+    /// there is too little history to compact. Mid-turn the history ends
+    /// with a user message (a prompt or tool results) and the last
+    /// exchange is kept; between turns (`/compact` at the prompt) it ends
+    /// with the answer and all of it is replaced.
+    fn compactable(&self) -> Option<usize> {
         let n = self.history.len();
-        // Mid-turn the history ends with a user message (a prompt or tool
-        // results) and the last exchange is kept; between turns (`/compact`
-        // at the prompt) it ends with the answer and all of it is replaced.
         let mid_turn = self.history.last().is_some_and(|m| m.role == Role::User);
-        let kept = if mid_turn { KEPT } else { 0 };
-        let tail_ok = if mid_turn {
+        let ok = if mid_turn {
             n > KEPT && self.history[n - KEPT].role == Role::Assistant
         } else {
             n >= 2
         };
-        if !tail_ok {
+        ok.then_some(if mid_turn { KEPT } else { 0 })
+    }
+
+    async fn compact_history(
+        &mut self,
+        snap: &Arc<Snapshot>,
+        trigger: Trigger,
+        instructions: Option<&str>,
+    ) -> Result<bool, RunError> {
+        let n = self.history.len();
+        let Some(kept) = self.compactable() else {
             return Ok(false);
-        }
+        };
+        let mid_turn = kept > 0;
         let hook_trigger = match trigger {
             Trigger::Manual => "manual",
             Trigger::Threshold | Trigger::Overflow => "auto",

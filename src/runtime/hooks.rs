@@ -147,6 +147,16 @@ impl RunEnd {
 }
 
 impl HookReport {
+    /// Emits the start of `event`'s `hooks`, or (with `ended`) their end.
+    fn batch(&self, event: HookEvent, hooks: u32, ended: Option<super::HookTally>) {
+        (self.events)(&EngineEvent::HookEvent {
+            agent_id: self.agent_id.clone(),
+            event: event.as_str(),
+            hooks,
+            ended,
+        });
+    }
+
     /// Emits one run of `event` that started at `started`.
     fn ran(
         &self,
@@ -1062,6 +1072,17 @@ pub async fn fire(
         model: place.model.as_ref(),
         agent: place.agent.as_ref(),
     };
+    let began = Instant::now();
+    let batch = place
+        .report
+        .as_ref()
+        .filter(|_| !awaited.is_empty())
+        .map(|r| {
+            let hooks = u32::try_from(awaited.len()).unwrap_or(u32::MAX);
+            r.batch(event, hooks, None);
+            (r, hooks)
+        });
+    let mut tally = super::HookTally::default();
     let runs = join_all(awaited.iter().map(|h| async move {
         let started = Instant::now();
         let run = run_any(
@@ -1146,9 +1167,18 @@ pub async fn fire(
                 RunEnd::error(None, e)
             }
         };
+        match end.outcome {
+            "allow" => tally.success += 1,
+            "block" => tally.blocking += 1,
+            _ => tally.non_blocking_error += 1,
+        }
         if let Some(r) = &place.report {
             r.ran(event, input, Some(hook), end, started);
         }
+    }
+    if let Some((r, hooks)) = batch {
+        tally.duration_ms = u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX);
+        r.batch(event, hooks, Some(tally));
     }
     fired
 }

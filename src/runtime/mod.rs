@@ -239,6 +239,60 @@ pub enum EngineEvent {
         run_async: bool,
         duration_ms: u64,
     },
+    /// The hooks of one event start (`ended: None`) or ended, with how
+    /// each of those that were waited for went: telemetry's
+    /// `hook_execution_start` and `hook_execution_complete`.
+    HookEvent {
+        agent_id: String,
+        event: &'static str,
+        hooks: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        ended: Option<HookTally>,
+    },
+    /// A compaction of a session's history ended (`success`) or gave up.
+    Compacted {
+        agent_id: String,
+        /// `manual` or `auto`.
+        trigger: &'static str,
+        success: bool,
+        duration_ms: u64,
+        /// The history's estimated size before, and after when it was
+        /// replaced.
+        pre_tokens: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        post_tokens: Option<u64>,
+        /// Why it gave up: `empty_summary`, `cancelled`, `request_failed`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        error: Option<&'static str>,
+    },
+    /// A session's permission mode changed.
+    ModeChanged {
+        agent_id: String,
+        from: &'static str,
+        to: &'static str,
+        /// What changed it: `sdk` (a client's `set_permission_mode`) or
+        /// `plan_approval` (a teammate's plan was approved).
+        trigger: &'static str,
+    },
+    /// A skill was started: by the Skill tool, or by a person's slash
+    /// command.
+    SkillActivated {
+        agent_id: String,
+        name: String,
+        /// `tool` or `slash_command`.
+        trigger: &'static str,
+        /// Where it was read from: `project`, `user`, `plugin`, `builtin`, ….
+        source: &'static str,
+    },
+}
+
+/// How the hooks of one event went that were waited for.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct HookTally {
+    pub success: u32,
+    pub blocking: u32,
+    pub non_blocking_error: u32,
+    pub duration_ms: u64,
 }
 
 impl EngineEvent {
@@ -263,7 +317,11 @@ impl EngineEvent {
             | E::UserPrompt { agent_id, .. }
             | E::TurnEnd { agent_id }
             | E::ToolDecision { agent_id, .. }
-            | E::HookRun { agent_id, .. } => Some(agent_id),
+            | E::HookRun { agent_id, .. }
+            | E::HookEvent { agent_id, .. }
+            | E::Compacted { agent_id, .. }
+            | E::ModeChanged { agent_id, .. }
+            | E::SkillActivated { agent_id, .. } => Some(agent_id),
         }
     }
 }

@@ -358,9 +358,18 @@ impl Session {
         self.task = Some(task);
     }
 
-    /// The permission mode from the next tool call on (an SDK client's
-    /// `set_permission_mode`).
-    pub fn set_mode(&mut self, mode: crate::config::PermissionMode) {
+    /// The permission mode from the next tool call on: `trigger` says
+    /// what changed it (`sdk`: a client's `set_permission_mode`;
+    /// `plan_approval`: a teammate's plan was approved).
+    pub fn set_mode(&mut self, mode: crate::config::PermissionMode, trigger: &'static str) {
+        if mode != self.spec.mode {
+            self.engine.emit(EngineEvent::ModeChanged {
+                agent_id: self.spec.agent_id.clone(),
+                from: self.spec.mode.as_str(),
+                to: mode.as_str(),
+                trigger,
+            });
+        }
         self.spec.mode = mode;
         if self.spec.is_main {
             *self

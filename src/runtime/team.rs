@@ -102,7 +102,7 @@ impl Session {
         {
             self.transcript
                 .record("plan_approved", json!({"permission_mode": after}));
-            self.set_mode(after);
+            self.set_mode(after, "plan_approval");
         }
     }
 

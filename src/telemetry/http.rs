@@ -1,13 +1,17 @@
 //! The HTTP client the OTLP exporters send with: cadre's own reqwest
-//! client (rustls with ring, the platform's trust store), its requests run
+//! client (rustls with ring, the platform's trust store or the collector's
+//! own authority, a client certificate when one is named), its requests run
 //! on the process's tokio runtime. The SDK's exporters run on their own
 //! threads and wait for the answer there, so no second HTTP stack and no
 //! runtime of their own are built.
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
+
+use super::switches::TlsFiles;
 
 /// The most of a collector's answer that is read (it is only looked at for
 /// its status; an OTLP answer is a few bytes).
@@ -20,15 +24,43 @@ pub(super) struct Client {
 }
 
 impl Client {
-    /// `None` outside a tokio runtime or when no client can be built.
-    pub(super) fn new(timeout: Duration) -> Option<Client> {
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let http = crate::provider::tls::client_builder()
+    /// `None` outside a tokio runtime; what is wrong with the TLS files,
+    /// in words.
+    pub(super) fn new(timeout: Duration, tls: &TlsFiles) -> Result<Option<Client>, String> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Ok(None);
+        };
+        let mut config = super::tls::config(tls)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let http = reqwest::Client::builder()
+            .tls_backend_preconfigured(config)
             .timeout(timeout)
+            // `localhost` is the loopback: no resolver thread for it.
+            .resolve_to_addrs("localhost", &LOOPBACK)
             .build()
-            .ok()?;
-        Some(Client { http, runtime })
+            .map_err(|e| format!("the HTTP client: {e}"))?;
+        Ok(Some(Client { http, runtime }))
     }
+}
+
+/// `localhost`'s addresses, as a collector on this machine listens.
+const LOOPBACK: [SocketAddr; 2] = [
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0),
+    SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 0),
+];
+
+/// A TCP connection to `host:port`, `localhost` without a lookup; no
+/// Nagle delay (an export is one request and its answer).
+#[cfg_attr(not(feature = "otlp-grpc"), allow(dead_code))]
+pub(super) async fn tcp(host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = if host.eq_ignore_ascii_case("localhost") {
+        let addrs = LOOPBACK.map(|a| SocketAddr::new(a.ip(), port));
+        tokio::net::TcpStream::connect(&addrs[..]).await?
+    } else {
+        tokio::net::TcpStream::connect((host, port)).await?
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 #[async_trait]

@@ -7,9 +7,12 @@
 //! the open spans and flushes every signal, bounded in time, before the
 //! process exits.
 
+#[cfg(feature = "otlp-grpc")]
+mod grpc;
 mod http;
 mod record;
 mod switches;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -29,7 +32,7 @@ use crate::config::ModelPrice;
 use crate::runtime::{EngineEvent, EventSink};
 
 use record::{Instruments, Recorder, Shared};
-use switches::{Otlp, Switches, Vars};
+use switches::{Otlp, Switches, TlsFiles, Vars, Wire};
 
 /// The instrumentation scope of every signal, Claude Code's.
 const SCOPE: &str = "com.anthropic.claude_code";
@@ -324,6 +327,46 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
+/// One signal's OTLP exporter from its `builder` (`MetricExporter::builder()`,
+/// …) for `o`: over HTTP with the client for its TLS files, or over gRPC
+/// on the channel to its collector.
+macro_rules! otlp_exporter {
+    ($builder:expr, $o:expr, $links:expr) => {{
+        let o: &Otlp = $o;
+        let links: &mut Links = $links;
+        match o.wire {
+            Wire::Protobuf | Wire::Json => links.http(&o.tls).and_then(|client| {
+                $builder
+                    .with_http()
+                    .with_endpoint(o.endpoint.clone())
+                    .with_protocol(if o.wire == Wire::Json {
+                        Protocol::HttpJson
+                    } else {
+                        Protocol::HttpBinary
+                    })
+                    .with_timeout(links.timeout)
+                    .with_headers(o.headers.clone())
+                    .with_http_client(client)
+                    .build()
+                    .map_err(|e| e.to_string())
+            }),
+            #[cfg(feature = "otlp-grpc")]
+            Wire::Grpc => links.grpc(&o.endpoint, &o.tls).and_then(|channel| {
+                use opentelemetry_otlp::WithTonicConfig as _;
+                $builder
+                    .with_tonic()
+                    .with_channel(channel)
+                    .with_timeout(links.timeout)
+                    .with_metadata(grpc::metadata(&o.headers))
+                    .build()
+                    .map_err(|e| e.to_string())
+            }),
+            #[cfg(not(feature = "otlp-grpc"))]
+            Wire::Grpc => Err("this cadre was built without gRPC".to_string()),
+        }
+    }};
+}
+
 fn build(s: &Switches, how: &Owned) -> Option<Running> {
     let mut resource = Resource::builder_empty()
         .with_service_name(s.service_name.clone())
@@ -332,20 +375,7 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
         resource = resource.with_attribute(KeyValue::new(k.clone(), v.clone()));
     }
     let resource = resource.build();
-    let client = if [&s.metrics, &s.logs, &s.traces]
-        .iter()
-        .any(|e| e.otlp.is_some())
-    {
-        match http::Client::new(s.timeout) {
-            Some(c) => Some(c),
-            None => {
-                eprintln!("cadre: telemetry: cannot build the HTTP client; nothing is sent");
-                return None;
-            }
-        }
-    } else {
-        None
-    };
+    let mut links = Links::new(s.timeout);
     let metrics = s.metrics.any().then(|| {
         let mut b = SdkMeterProvider::builder().with_resource(resource.clone());
         let temporality = if s.cumulative {
@@ -353,17 +383,10 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
         } else {
             Temporality::Delta
         };
-        if let (Some(o), Some(c)) = (&s.metrics.otlp, &client) {
-            match opentelemetry_otlp::MetricExporter::builder()
-                .with_http()
-                .with_endpoint(o.endpoint.clone())
-                .with_protocol(protocol(o))
-                .with_timeout(s.timeout)
-                .with_headers(o.headers.clone())
-                .with_http_client(c.clone())
-                .with_temporality(temporality)
-                .build()
-            {
+        if let Some(o) = &s.metrics.otlp {
+            let builder =
+                opentelemetry_otlp::MetricExporter::builder().with_temporality(temporality);
+            match otlp_exporter!(builder, o, &mut links) {
                 Ok(e) => {
                     b = b.with_reader(
                         PeriodicReader::builder(e)
@@ -371,7 +394,7 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
                             .build(),
                     );
                 }
-                Err(e) => eprintln!("cadre: telemetry: metrics: {e}"),
+                Err(e) => eprintln!("cadre: telemetry: metrics: {e}; metrics are not sent"),
             }
         }
         if s.metrics.console {
@@ -393,16 +416,9 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
                 .with_scheduled_delay(s.logs_interval)
                 .build()
         };
-        if let (Some(o), Some(c)) = (&s.logs.otlp, &client) {
-            match opentelemetry_otlp::LogExporter::builder()
-                .with_http()
-                .with_endpoint(o.endpoint.clone())
-                .with_protocol(protocol(o))
-                .with_timeout(s.timeout)
-                .with_headers(o.headers.clone())
-                .with_http_client(c.clone())
-                .build()
-            {
+        if let Some(o) = &s.logs.otlp {
+            let builder = opentelemetry_otlp::LogExporter::builder();
+            match otlp_exporter!(builder, o, &mut links) {
                 Ok(e) => {
                     b = b.with_log_processor(
                         BatchLogProcessor::builder(e)
@@ -410,7 +426,7 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
                             .build(),
                     );
                 }
-                Err(e) => eprintln!("cadre: telemetry: logs: {e}"),
+                Err(e) => eprintln!("cadre: telemetry: events: {e}; events are not sent"),
             }
         }
         if s.logs.console {
@@ -424,18 +440,11 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
     });
     let traces = s.traces.any().then(|| {
         let mut b = SdkTracerProvider::builder().with_resource(resource.clone());
-        if let (Some(o), Some(c)) = (&s.traces.otlp, &client) {
-            match opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_endpoint(o.endpoint.clone())
-                .with_protocol(protocol(o))
-                .with_timeout(s.timeout)
-                .with_headers(o.headers.clone())
-                .with_http_client(c.clone())
-                .build()
-            {
+        if let Some(o) = &s.traces.otlp {
+            let builder = opentelemetry_otlp::SpanExporter::builder();
+            match otlp_exporter!(builder, o, &mut links) {
                 Ok(e) => b = b.with_batch_exporter(e),
-                Err(e) => eprintln!("cadre: telemetry: traces: {e}"),
+                Err(e) => eprintln!("cadre: telemetry: traces: {e}; spans are not sent"),
             }
         }
         if s.traces.console {
@@ -467,10 +476,54 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
     })
 }
 
-fn protocol(o: &Otlp) -> Protocol {
-    if o.json {
-        Protocol::HttpJson
-    } else {
-        Protocol::HttpBinary
+/// The connections the exporters share: one HTTP client per set of TLS
+/// files, one gRPC channel per collector. Signals sent to one place go on
+/// one connection (one HTTP/2 connection over TLS or gRPC): one
+/// handshake at the first export, not three.
+struct Links {
+    timeout: Duration,
+    http: Vec<(TlsFiles, http::Client)>,
+    #[cfg(feature = "otlp-grpc")]
+    grpc: Vec<((String, TlsFiles), tonic::transport::Channel)>,
+}
+
+impl Links {
+    fn new(timeout: Duration) -> Links {
+        Links {
+            timeout,
+            http: Vec::new(),
+            #[cfg(feature = "otlp-grpc")]
+            grpc: Vec::new(),
+        }
+    }
+
+    fn http(&mut self, tls: &TlsFiles) -> Result<http::Client, String> {
+        if let Some((_, c)) = self.http.iter().find(|(t, _)| t == tls) {
+            return Ok(c.clone());
+        }
+        let c = http::Client::new(self.timeout, tls)?
+            .ok_or_else(|| "no async runtime to send on".to_string())?;
+        self.http.push((tls.clone(), c.clone()));
+        Ok(c)
+    }
+
+    #[cfg(feature = "otlp-grpc")]
+    fn grpc(
+        &mut self,
+        endpoint: &str,
+        tls: &TlsFiles,
+    ) -> Result<tonic::transport::Channel, String> {
+        let key = (endpoint.to_string(), tls.clone());
+        if let Some((_, c)) = self.grpc.iter().find(|(k, _)| *k == key) {
+            return Ok(c.clone());
+        }
+        let config = if endpoint.starts_with("https://") {
+            Some(tls::config(tls)?)
+        } else {
+            None
+        };
+        let c = grpc::channel(endpoint, self.timeout, config)?;
+        self.grpc.push((key, c.clone()));
+        Ok(c)
     }
 }

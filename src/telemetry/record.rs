@@ -42,6 +42,8 @@ pub(super) struct Instruments {
     lines: Counter<u64>,
     edit_decision: Counter<u64>,
     active_time: Counter<f64>,
+    commits: Counter<u64>,
+    pull_requests: Counter<u64>,
 }
 
 impl Instruments {
@@ -77,6 +79,16 @@ impl Instruments {
                 .with_unit("s")
                 .with_description("Total active time in seconds")
                 .build(),
+            commits: meter
+                .u64_counter("claude_code.commit.count")
+                .with_unit("count")
+                .with_description("Number of git commits created")
+                .build(),
+            pull_requests: meter
+                .u64_counter("claude_code.pull_request.count")
+                .with_unit("count")
+                .with_description("Number of pull requests created")
+                .build(),
         }
     }
 }
@@ -91,6 +103,8 @@ struct Call {
     /// Lines added and removed, and the language, for the edit tools.
     edit: Option<(u64, u64, &'static str)>,
     decision: Option<(bool, &'static str)>,
+    /// A Bash call that makes a commit or opens a pull request.
+    creates: Creates,
 }
 
 /// One running sub-agent.
@@ -420,6 +434,11 @@ impl Recorder {
                         span,
                         edit: edit_lines(name, input),
                         decision: None,
+                        creates: if name == "Bash" {
+                            creates(input.get("command").and_then(Value::as_str).unwrap_or(""))
+                        } else {
+                            Creates::default()
+                        },
                     },
                 );
             }
@@ -480,6 +499,14 @@ impl Recorder {
                             m.lines
                                 .add(n, &self.metric_attrs(&[KeyValue::new("type", kind)]));
                         }
+                    }
+                }
+                if !is_error && let Some(m) = &self.meters {
+                    if call.creates.commit {
+                        m.commits.add(1, &self.metric_attrs(&[]));
+                    }
+                    if call.creates.pull_request {
+                        m.pull_requests.add(1, &self.metric_attrs(&[]));
                     }
                 }
                 let mut attrs = vec![
@@ -574,6 +601,94 @@ impl Recorder {
                     }
                     span.end();
                 }
+            }
+            EngineEvent::HookEvent {
+                event,
+                hooks,
+                ended,
+                ..
+            } => {
+                let mut attrs = vec![
+                    ("hook_event", AnyValue::from(*event)),
+                    ("hook_name", AnyValue::from(*event)),
+                    ("num_hooks", AnyValue::from(hooks.to_string())),
+                ];
+                match ended {
+                    None => self.event(st, "hook_execution_start", attrs),
+                    Some(t) => {
+                        attrs.extend([
+                            ("num_success", AnyValue::from(t.success.to_string())),
+                            ("num_blocking", AnyValue::from(t.blocking.to_string())),
+                            (
+                                "num_non_blocking_error",
+                                AnyValue::from(t.non_blocking_error.to_string()),
+                            ),
+                            ("num_cancelled", AnyValue::from("0")),
+                            (
+                                "total_duration_ms",
+                                AnyValue::from(t.duration_ms.to_string()),
+                            ),
+                        ]);
+                        self.event(st, "hook_execution_complete", attrs);
+                    }
+                }
+            }
+            EngineEvent::Compacted {
+                trigger,
+                success,
+                duration_ms,
+                pre_tokens,
+                post_tokens,
+                error,
+                ..
+            } => {
+                let mut attrs = vec![
+                    ("trigger", AnyValue::from(*trigger)),
+                    ("success", AnyValue::from(success.to_string())),
+                    ("duration_ms", AnyValue::from(duration_ms.to_string())),
+                    ("pre_tokens", AnyValue::from(pre_tokens.to_string())),
+                ];
+                if let Some(n) = post_tokens {
+                    attrs.push(("post_tokens", AnyValue::from(n.to_string())));
+                }
+                if let Some(e) = error {
+                    attrs.push(("error", AnyValue::from(*e)));
+                }
+                self.event(st, "compaction", attrs);
+            }
+            EngineEvent::ModeChanged {
+                from, to, trigger, ..
+            } => self.event(
+                st,
+                "permission_mode_changed",
+                vec![
+                    ("from_mode", AnyValue::from(*from)),
+                    ("to_mode", AnyValue::from(*to)),
+                    ("trigger", AnyValue::from(*trigger)),
+                ],
+            ),
+            EngineEvent::SkillActivated {
+                name,
+                trigger,
+                source,
+                ..
+            } => {
+                // Claude Code names a team's own skills only with
+                // OTEL_LOG_TOOL_DETAILS (`custom_skill` otherwise).
+                let shown = if self.shared.log_tool_details {
+                    name.clone()
+                } else {
+                    "custom_skill".to_string()
+                };
+                self.event(
+                    st,
+                    "skill_activated",
+                    vec![
+                        ("skill.name", AnyValue::from(shown)),
+                        ("invocation_trigger", AnyValue::from(*trigger)),
+                        ("skill.source", AnyValue::from(*source)),
+                    ],
+                );
             }
             _ => {}
         }
@@ -784,8 +899,61 @@ fn event_name(name: &'static str) -> &'static str {
         "api_error" => "claude_code.api_error",
         "tool_result" => "claude_code.tool_result",
         "tool_decision" => "claude_code.tool_decision",
+        "hook_execution_start" => "claude_code.hook_execution_start",
+        "hook_execution_complete" => "claude_code.hook_execution_complete",
+        "compaction" => "claude_code.compaction",
+        "permission_mode_changed" => "claude_code.permission_mode_changed",
+        "skill_activated" => "claude_code.skill_activated",
         _ => "claude_code.event",
     }
+}
+
+/// What a Bash command creates, as Claude Code counts it: a commit (`git
+/// commit`, not `--dry-run`) and a pull request (`gh pr create`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Creates {
+    commit: bool,
+    pull_request: bool,
+}
+
+/// Each simple command of `command` (split at `;`, `&`, `|` and new
+/// lines), looked at for `git [options] commit` and `gh pr create`.
+fn creates(command: &str) -> Creates {
+    let mut out = Creates::default();
+    for part in command.split([';', '&', '|', '\n', '(', ')']) {
+        let words: Vec<&str> = part
+            .split_whitespace()
+            .map(|w| w.trim_matches(['"', '\'']))
+            .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+            .collect();
+        match words.first().map(|w| w.rsplit('/').next().unwrap_or(w)) {
+            Some("git") => {
+                // Past git's own options (`-C dir`, `-c k=v`, `--no-pager`).
+                let mut rest = words[1..].iter();
+                let mut sub = None;
+                while let Some(w) = rest.next() {
+                    match *w {
+                        "-C" | "-c" | "--git-dir" | "--work-tree" => {
+                            rest.next();
+                        }
+                        w if w.starts_with('-') => {}
+                        w => {
+                            sub = Some(w);
+                            break;
+                        }
+                    }
+                }
+                if sub == Some("commit") && !rest.any(|w| *w == "--dry-run") {
+                    out.commit = true;
+                }
+            }
+            Some("gh") if words.get(1) == Some(&"pr") && words.get(2) == Some(&"create") => {
+                out.pull_request = true;
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 fn chat_attrs(model: &str) -> Vec<KeyValue> {
@@ -914,6 +1082,28 @@ fn language(path: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commits_and_pull_requests_are_seen_in_bash_commands() {
+        let c = |cmd: &str| {
+            let c = creates(cmd);
+            (c.commit, c.pull_request)
+        };
+        assert_eq!(c("git commit -m 'fix the parser'"), (true, false));
+        assert_eq!(c("git add . && git -C repo commit -am x"), (true, false));
+        assert_eq!(
+            c("GIT_AUTHOR_NAME=a /usr/bin/git commit -m x"),
+            (true, false)
+        );
+        assert_eq!(c("git commit --dry-run"), (false, false));
+        assert_eq!(c("git log --grep commit"), (false, false));
+        assert_eq!(c("echo git commit"), (false, false));
+        assert_eq!(
+            c("git push -u origin HEAD; gh pr create --fill"),
+            (false, true)
+        );
+        assert_eq!(c("gh pr list"), (false, false));
+    }
 
     #[test]
     fn edits_count_changed_lines_and_name_the_language() {

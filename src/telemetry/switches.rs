@@ -5,6 +5,7 @@
 //! intervals, `OTEL_LOG_USER_PROMPTS`, `OTEL_RESOURCE_ATTRIBUTES`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// One signal's exporters: `otlp`, `console`, or both.
@@ -20,13 +21,37 @@ impl Exporters {
     }
 }
 
+/// How one signal goes over OTLP: `OTEL_EXPORTER_OTLP_PROTOCOL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Wire {
+    /// `http/protobuf`
+    Protobuf,
+    /// `http/json`
+    Json,
+    /// `grpc`
+    Grpc,
+}
+
+/// The files of a TLS connection to the collector: a certificate
+/// authority to check its certificate with instead of the platform's
+/// store (`…_CERTIFICATE`), and a client certificate with its key
+/// (`…_CLIENT_CERTIFICATE`, `…_CLIENT_KEY`) for a collector that asks for
+/// one. Paths as written; read when the exporters are built.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(super) struct TlsFiles {
+    pub ca: Option<PathBuf>,
+    pub client: Option<(PathBuf, PathBuf)>,
+}
+
 /// Where and how one signal goes over OTLP.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Otlp {
-    /// The whole URL, `/v1/<signal>` included.
+    /// The whole URL, `/v1/<signal>` included over HTTP; the collector's
+    /// address over gRPC (the service names the rest).
     pub endpoint: String,
-    pub json: bool,
+    pub wire: Wire,
     pub headers: HashMap<String, String>,
+    pub tls: TlsFiles,
 }
 
 /// Everything the switches say, for one process.
@@ -150,32 +175,40 @@ fn exporters(vars: &Vars, signal: &str, path: &str, refused: &mut Vec<String>) -
 }
 
 fn otlp(vars: &Vars, signal: &str, path: &str) -> Result<Otlp, String> {
-    let protocol_var = format!("OTEL_EXPORTER_OTLP_{signal}_PROTOCOL");
-    let (protocol_var, protocol) = match vars.get(&protocol_var) {
-        Some(p) => (protocol_var, p),
-        None => (
-            "OTEL_EXPORTER_OTLP_PROTOCOL".to_string(),
-            vars.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-                .unwrap_or("http/protobuf"),
-        ),
+    // A signal's own variable, else the one for all signals: the value
+    // and the name it was read from (for what is said about it).
+    let either = |what: &str| -> Option<(String, &str)> {
+        let own = format!("OTEL_EXPORTER_OTLP_{signal}_{what}");
+        if let Some(v) = vars.get(&own) {
+            return Some((own, v));
+        }
+        let all = format!("OTEL_EXPORTER_OTLP_{what}");
+        vars.get(&all).map(|v| (all, v))
     };
-    let json = match protocol {
-        "http/protobuf" => false,
-        "http/json" => true,
+    let (protocol_var, protocol) = either("PROTOCOL")
+        .unwrap_or_else(|| ("OTEL_EXPORTER_OTLP_PROTOCOL".to_string(), "http/protobuf"));
+    let wire = match protocol {
+        "http/protobuf" => Wire::Protobuf,
+        "http/json" => Wire::Json,
+        "grpc" if cfg!(feature = "otlp-grpc") => Wire::Grpc,
         "grpc" => {
             return Err(format!(
-                "{protocol_var}=grpc: cadre sends OTLP over HTTP only (http/protobuf or http/json, \
-                 usually the collector's port 4318); {path} are not sent"
+                "{protocol_var}=grpc: this cadre was built without gRPC (the `otlp-grpc` feature); \
+                 use http/protobuf or http/json (usually the collector's port 4318); {path} are not sent"
             ));
         }
         other => {
             return Err(format!(
-                "{protocol_var}={other}: not an OTLP protocol (http/protobuf, http/json); {path} are not sent"
+                "{protocol_var}={other}: not an OTLP protocol (grpc, http/protobuf, http/json); {path} are not sent"
             ));
         }
     };
     let endpoint = match vars.get(&format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")) {
         Some(e) => e.to_string(),
+        None if wire == Wire::Grpc => vars
+            .get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .unwrap_or("http://localhost:4317")
+            .to_string(),
         None => format!(
             "{}/v1/{path}",
             vars.get("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -183,17 +216,37 @@ fn otlp(vars: &Vars, signal: &str, path: &str) -> Result<Otlp, String> {
                 .trim_end_matches('/')
         ),
     };
-    let headers = vars
-        .get(&format!("OTEL_EXPORTER_OTLP_{signal}_HEADERS"))
-        .or_else(|| vars.get("OTEL_EXPORTER_OTLP_HEADERS"))
-        .map(pairs)
+    let headers = either("HEADERS")
+        .map(|(_, v)| pairs(v))
         .unwrap_or_default()
         .into_iter()
         .collect();
+    let cert = either("CLIENT_CERTIFICATE");
+    let key = either("CLIENT_KEY");
+    let client = match (cert, key) {
+        (Some((_, c)), Some((_, k))) => Some((PathBuf::from(c), PathBuf::from(k))),
+        (None, None) => None,
+        (Some((var, _)), None) | (None, Some((var, _))) => {
+            let (has, lacks) = if var.ends_with("_KEY") {
+                ("a client key", "CLIENT_CERTIFICATE")
+            } else {
+                ("a client certificate", "CLIENT_KEY")
+            };
+            return Err(format!(
+                "{var} names {has} but no OTEL_EXPORTER_OTLP_{lacks} (or OTEL_EXPORTER_OTLP_{signal}_{lacks}) \
+                 goes with it; {path} are not sent"
+            ));
+        }
+    };
+    let tls = TlsFiles {
+        ca: either("CERTIFICATE").map(|(_, v)| PathBuf::from(v)),
+        client,
+    };
     Ok(Otlp {
         endpoint,
-        json,
+        wire,
         headers,
+        tls,
     })
 }
 
@@ -264,26 +317,85 @@ mod tests {
         );
         let m = s.metrics.otlp.unwrap();
         assert_eq!(m.endpoint, "http://collector:4318/v1/metrics");
-        assert!(!m.json);
+        assert_eq!(m.wire, Wire::Protobuf);
         assert!(s.metrics.console);
         assert_eq!(m.headers["Authorization"], "Bearer x");
-        assert!(s.logs.otlp.unwrap().json);
+        assert_eq!(s.logs.otlp.unwrap().wire, Wire::Json);
         assert!(!s.traces.any());
     }
 
     #[test]
-    fn grpc_and_unknown_exporters_are_refused_in_words() {
+    fn grpc_goes_to_the_collectors_address_and_unknown_names_are_refused_in_words() {
         let s = switches(
             &[],
             &[
                 ("OTEL_METRICS_EXPORTER", "otlp"),
+                ("OTEL_TRACES_EXPORTER", "otlp"),
                 ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "thrift"),
                 ("OTEL_LOGS_EXPORTER", "prometheus"),
             ],
         );
-        assert!(!s.metrics.any());
+        assert!(!s.traces.any());
         assert_eq!(s.refused.len(), 2, "{:?}", s.refused);
-        assert!(s.refused[0].contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc"));
-        assert!(s.refused[1].contains("OTEL_LOGS_EXPORTER=prometheus"));
+        assert!(s.refused[0].contains("OTEL_LOGS_EXPORTER=prometheus"));
+        assert!(s.refused[1].contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=thrift"));
+        if cfg!(feature = "otlp-grpc") {
+            let m = s.metrics.otlp.unwrap();
+            assert_eq!(m.wire, Wire::Grpc);
+            assert_eq!(m.endpoint, "http://localhost:4317");
+        } else {
+            assert!(!s.metrics.any());
+        }
+    }
+
+    #[test]
+    fn certificates_per_signal_or_for_all_and_a_key_needs_its_certificate() {
+        let s = switches(
+            &[],
+            &[
+                ("OTEL_METRICS_EXPORTER", "otlp"),
+                ("OTEL_LOGS_EXPORTER", "otlp"),
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+                ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/ca.pem"),
+                ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/all.pem"),
+                ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/all.key"),
+                ("OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE", "/logs.pem"),
+                ("OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY", "/logs.key"),
+                ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/traces.key"),
+            ],
+        );
+        let m = s.metrics.otlp.unwrap();
+        assert_eq!(m.tls.ca, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(
+            m.tls.client,
+            Some((PathBuf::from("/all.pem"), PathBuf::from("/all.key")))
+        );
+        let l = s.logs.otlp.unwrap();
+        assert_eq!(
+            l.tls.client,
+            Some((PathBuf::from("/logs.pem"), PathBuf::from("/logs.key")))
+        );
+        // The traces' own key, with the certificate for all: taken as a
+        // pair, the signal's key and the general certificate.
+        let t = s.traces.otlp.unwrap();
+        assert_eq!(
+            t.tls.client,
+            Some((PathBuf::from("/all.pem"), PathBuf::from("/traces.key")))
+        );
+        let lone = switches(
+            &[],
+            &[
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+                ("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "/traces.key"),
+            ],
+        );
+        assert!(!lone.traces.any());
+        assert!(
+            lone.refused[0].contains("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY")
+                && lone.refused[0].contains("CLIENT_CERTIFICATE"),
+            "{:?}",
+            lone.refused
+        );
     }
 }
