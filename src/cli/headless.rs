@@ -577,6 +577,10 @@ impl Control {
 struct Prompts {
     open: Mutex<Vec<(u64, CancellationToken)>>,
     next: AtomicU64,
+    /// Prompts not started yet, by the uuid their client gave them
+    /// (`cancel_async_message`); a withdrawn one is dropped unrun.
+    waiting: Mutex<Vec<(u64, String)>>,
+    withdrawn: Mutex<Vec<u64>>,
 }
 
 impl Prompts {
@@ -588,6 +592,45 @@ impl Prompts {
             open.push((id, token.clone()));
         }
         (id, token)
+    }
+
+    /// Prompt `id` came with `uuid`: it can be withdrawn until it starts.
+    fn name(&self, id: u64, uuid: Option<&str>) {
+        if let (Some(u), Ok(mut w)) = (uuid, self.waiting.lock()) {
+            w.push((id, u.to_string()));
+        }
+    }
+
+    /// Withdraws the waiting prompt with this uuid; whether there was one.
+    fn withdraw(&self, uuid: &str) -> bool {
+        let Ok(mut w) = self.waiting.lock() else {
+            return false;
+        };
+        let Some(at) = w.iter().position(|(_, u)| u == uuid) else {
+            return false;
+        };
+        let (id, _) = w.remove(at);
+        if let Ok(mut d) = self.withdrawn.lock() {
+            d.push(id);
+        }
+        true
+    }
+
+    /// Prompt `id` is about to run: `false` when it was withdrawn (it is
+    /// then done, unrun).
+    fn start(&self, id: u64) -> bool {
+        if let Ok(mut w) = self.waiting.lock() {
+            w.retain(|(i, _)| *i != id);
+        }
+        let withdrawn = self.withdrawn.lock().is_ok_and(|mut d| {
+            let was = d.contains(&id);
+            d.retain(|i| *i != id);
+            was
+        });
+        if withdrawn {
+            self.done(id);
+        }
+        !withdrawn
     }
 
     /// The prompt has its result.
@@ -655,6 +698,9 @@ enum Incoming {
         line: u64,
         bytes: u64,
     },
+    /// A control request answered in `control.rs` that came before the
+    /// session was set up.
+    Control(String, Vec<u8>, super::control::Ctx),
     /// stdin ended (or could not be read).
     End,
 }
@@ -694,6 +740,7 @@ fn spawn_reader<R>(
 ) where
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
 {
+    let started = std::time::Instant::now();
     tokio::spawn(async move {
         let cap = usize::try_from(max).unwrap_or(usize::MAX);
         let mut line = Vec::new();
@@ -733,6 +780,7 @@ fn spawn_reader<R>(
             match input {
                 Input::User(u) => {
                     let verbatim = u.client_composed;
+                    let uuid = u.uuid.clone();
                     let echo = replay.then(|| Echo {
                         message: json!({"role": "user", "content": u.message.content.clone()}),
                         parent_tool_use_id: u.parent_tool_use_id.clone(),
@@ -743,6 +791,7 @@ fn spawn_reader<R>(
                     match user_message(u) {
                         Ok(message) => {
                             let (id, cancel) = prompts.admit();
+                            prompts.name(id, uuid.as_deref());
                             let _ = tx.send(Incoming::User(Prompt {
                                 message,
                                 id,
@@ -831,21 +880,6 @@ fn spawn_reader<R>(
                             &id,
                             context_usage(engine.get(), &emitter),
                         )),
-                        FromClient::McpReconnect { server_name }
-                        | FromClient::McpToggle { server_name, .. } => {
-                            let known = mcp.is_some_and(|m| m.states().contains_key(&server_name));
-                            Some(wire::ControlResponseOut::error(
-                                &id,
-                                if known {
-                                    format!(
-                                        "cadre cannot reconnect or switch off the MCP server \
-                                         {server_name} while it runs"
-                                    )
-                                } else {
-                                    format!("Server not found: {server_name}")
-                                },
-                            ))
-                        }
                         // Claude Code's answers: a failed dry run is a
                         // success saying why; a failed rewind an error.
                         FromClient::RewindFiles {
@@ -869,9 +903,23 @@ fn spawn_reader<R>(
                             })
                         }
                         FromClient::Unsupported => {
-                            let raw: Value = serde_json::from_slice(&line).unwrap_or_default();
-                            let subtype = raw["request"]["subtype"].as_str().unwrap_or("?");
-                            Some(wire::ControlResponseOut::unsupported(&id, subtype))
+                            let ctx = super::control::Ctx {
+                                engine: engine.get().cloned(),
+                                emitter: emitter.clone(),
+                                withdraw: {
+                                    let p = Arc::clone(&prompts);
+                                    Arc::new(move |uuid: &str| p.withdraw(uuid))
+                                },
+                                started,
+                            };
+                            if ctx.engine.is_none() && super::control::needs_session(&line) {
+                                // Answered once the session is set up (which
+                                // this starts, as `initialize` does).
+                                let _ = tx.send(Incoming::Control(id, line.clone(), ctx));
+                            } else {
+                                super::control::respond(id, line.clone(), ctx).await;
+                            }
+                            None
                         }
                     };
                     if let Some(r) = reply {
@@ -1447,7 +1495,7 @@ pub(super) fn local_result(
 }
 
 /// The MCP servers and their states, as `init` and `mcp_status` report them.
-fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
+pub(super) fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
     mcp.states()
         .into_iter()
         .map(|(name, s)| wire::McpServerStatus {
@@ -1518,7 +1566,7 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
 
 /// `initialize`'s `commands`: the skills and commands of the catalog, then
 /// the built-ins (`builtin: true`, as Claude Code marks its own).
-fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+pub(super) fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
     let entries = snap.skills.skills.values().map(|s| {
         json!({
             "name": s.name,
@@ -1581,7 +1629,7 @@ fn session_state(session_id: &str, state: &'static str) -> Output {
 /// configured model) first, then each alias of `[models]`. None offers
 /// Claude Code's `auto` permission mode (`supportsAutoMode`), which cadre
 /// runs as `default`; effort levels are those of `effort_levels`.
-fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
+pub(super) fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<Value> {
     let settings = snap.settings();
     let entry = |value: &str, model: &str, name: &str, description: String| {
         let levels = crate::agent_tool::accepted_effort_levels(model, &settings.effort_levels)
@@ -1670,6 +1718,8 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let mut thinking: Option<Option<u32>> = None;
     // Over-long lines read before the session was set up.
     let mut skipped: Vec<(u64, u64)> = Vec::new();
+    // Control requests read before the session was set up.
+    let mut early_control = Vec::new();
     match plan.input {
         InputFormat::Text => {
             let text = match h.prompt.clone() {
@@ -1724,6 +1774,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                     }
                     Some(Incoming::User(m)) => {
                         first = Some(m);
+                        break;
+                    }
+                    Some(Incoming::Control(id, line, ctx)) => {
+                        early_control.push((id, line, ctx));
                         break;
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
@@ -1881,6 +1935,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let startup =
         std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
     run::wait_for_servers(&engine, progress.as_deref(), startup).await;
+    for (id, line, mut ctx) in early_control {
+        ctx.engine = Some(Arc::clone(&engine));
+        super::control::respond(id, line, ctx).await;
+    }
     // A resumed conversation already has its first message (and memory).
     let mut is_first = !session_args.resuming();
     let source = if session_args.resuming() {
@@ -1949,6 +2007,11 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                         )));
                         continue;
                     }
+                    Some(Incoming::Control(id, line, mut ctx)) => {
+                        ctx.engine = Some(Arc::clone(&engine));
+                        super::control::respond(id, line, ctx).await;
+                        continue;
+                    }
                     Some(Incoming::TooLong { line, bytes }) => {
                         let result =
                             too_long_result(&emitter, &engine.session_id, line, bytes, max_line);
@@ -1961,6 +2024,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 },
             },
         };
+        // Withdrawn while it waited (`cancel_async_message`).
+        if !prompts.start(prompt.id) {
+            continue;
+        }
         let Prompt {
             message,
             id: prompt_id,

@@ -14,6 +14,7 @@ mod ask;
 mod auth;
 mod chat_input;
 mod config;
+mod control;
 mod elicit;
 mod emit;
 mod flags;
@@ -461,6 +462,7 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 deny: o.deny.clone(),
                 mode: g.coordinator.then_some(crate::config::Mode::Coordinator),
                 plugin_dirs: g.plugin_dirs.clone(),
+                host_settings: Default::default(),
             },
         },
         cli_agents: g.agents.clone(),

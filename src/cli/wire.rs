@@ -526,6 +526,8 @@ pub struct InitializeBody {
 pub enum ResponseBody {
     Success {
         request_id: String,
+        /// Absent when null (Claude Code's bare acknowledgements).
+        #[serde(skip_serializing_if = "Value::is_null")]
         response: Value,
     },
     Error {
@@ -744,16 +746,6 @@ pub enum FromClient {
     },
     /// How full the main conversation's context window is.
     GetContextUsage,
-    McpReconnect {
-        #[serde(rename = "serverName")]
-        server_name: String,
-    },
-    McpToggle {
-        #[serde(rename = "serverName")]
-        server_name: String,
-        #[serde(default)]
-        enabled: Option<bool>,
-    },
     /// Puts the files the tools changed back as they were at a user
     /// message (`enable_file_checkpointing`).
     RewindFiles {
@@ -763,8 +755,9 @@ pub enum FromClient {
         #[serde(default)]
         dry_run: Option<bool>,
     },
-    /// Anything else: answered with Claude Code's `unsupported_request`
-    /// error naming it.
+    /// Anything else: answered by `control.rs` (settings, MCP servers,
+    /// listings, usage), or with Claude Code's `unsupported_request` error
+    /// naming it.
     #[serde(other)]
     Unsupported,
 }
