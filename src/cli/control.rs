@@ -71,7 +71,6 @@ enum Request {
     },
     BackgroundTasks {
         #[serde(default)]
-        #[allow(dead_code)]
         tool_use_id: Option<String>,
     },
     GetTaskOutput {
@@ -226,7 +225,11 @@ async fn reply(request: Request, engine: &Arc<Engine>, ctx: &Ctx) -> Result<Opti
         }
         // cadre runs no tool call it could move to the background: every
         // Bash command and sub-agent it backgrounds was started so.
-        Request::BackgroundTasks { .. } => to_value(Backgrounded {
+        // With a tool call named, Claude Code says whether it moved it.
+        Request::BackgroundTasks { tool_use_id: None } => to_value(Empty {}),
+        Request::BackgroundTasks {
+            tool_use_id: Some(_),
+        } => to_value(Backgrounded {
             backgrounded: false,
         }),
         // cadre keeps no output of shell commands in the background
@@ -614,9 +617,51 @@ struct RuleRow {
     behavior: &'static str,
     source: &'static str,
     rule: String,
+    /// How `/permissions` words the rule; absent where Claude Code has no
+    /// words for it (a path or domain pattern).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<RuleWords>,
     /// `persistent`: written in a settings file the session may edit;
     /// `readonly`: from managed settings, the command line or the host.
     editability: &'static str,
+}
+
+/// A rule in words: `prefix`, then `emphasis` set apart, then `suffix`.
+#[derive(Serialize, Debug, PartialEq)]
+struct RuleWords {
+    prefix: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    emphasis: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    suffix: Option<String>,
+}
+
+/// Claude Code's words for a whole-tool rule and Bash's command rules.
+fn rule_words(rule: &str) -> Option<RuleWords> {
+    let words = |prefix: &str, emphasis: Option<&str>, suffix: Option<&str>| RuleWords {
+        prefix: prefix.into(),
+        emphasis: emphasis.map(str::to_string),
+        suffix: suffix.map(str::to_string),
+    };
+    let Some((tool, rest)) = rule.split_once('(') else {
+        return Some(if rule == "Bash" {
+            words("Any Bash command", None, None)
+        } else {
+            words("Any use of the ", Some(rule), Some(" tool"))
+        });
+    };
+    let inner = rest.strip_suffix(')')?;
+    if tool != "Bash" {
+        return None;
+    }
+    let prefix = inner
+        .strip_suffix(":*")
+        .or_else(|| inner.strip_suffix(" *"))
+        .filter(|p| !p.contains('*'));
+    Some(match prefix {
+        Some(p) => words("Any Bash command starting with ", Some(p), None),
+        None => words("The Bash command ", Some(inner), None),
+    })
 }
 
 fn rules_state(engine: &Engine) -> RulesState {
@@ -635,6 +680,7 @@ fn rules_state(engine: &Engine) -> RulesState {
             rules.push(RuleRow {
                 behavior,
                 source: source_name(scope),
+                description: rule_words(rule),
                 rule: rule.clone(),
                 editability: if matches!(scope, Scope::User | Scope::Project | Scope::Local) {
                     "persistent"
@@ -651,6 +697,7 @@ fn rules_state(engine: &Engine) -> RulesState {
                 rules.push(RuleRow {
                     behavior: behavior.as_str(),
                     source: "session",
+                    description: rule_words(rule),
                     rule: rule.clone(),
                     editability: "readonly",
                 });
@@ -708,7 +755,34 @@ struct HookRow {
     display_text: String,
     command_text: String,
     content_label: &'static str,
-    timeout: u64,
+    /// Seconds, when the hook sets its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<u64>,
+    /// The entry as settings write it, for a host's edit form (not for a
+    /// plugin's hook).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    editable: Option<Editable>,
+}
+
+#[derive(Serialize)]
+struct Editable {
+    matcher: String,
+    config: WrittenHook,
+}
+
+/// One hook in Claude Code's settings form.
+#[derive(Serialize)]
+struct WrittenHook {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timeout: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -823,16 +897,30 @@ fn hooks_listing(engine: &Engine) -> HooksListing {
             } else {
                 ("settings", "Settings")
             };
+            let timeout = (c.timeout_ms != crate::config::DEFAULT_HOOK_TIMEOUT_MS)
+                .then_some(c.timeout_ms / 1000);
+            let matcher = h.matcher.text().unwrap_or_default().to_string();
+            let editable = c.plugin_root.is_none().then(|| Editable {
+                matcher: matcher.clone(),
+                config: WrittenHook {
+                    kind,
+                    command: (kind == "command").then(|| text.clone()),
+                    url: (kind == "http").then(|| text.clone()),
+                    prompt: matches!(kind, "prompt" | "agent").then(|| text.clone()),
+                    timeout,
+                },
+            });
             hooks.push(HookRow {
                 event: name,
-                matcher: h.matcher.text().unwrap_or_default().to_string(),
+                matcher,
                 source,
                 source_label,
                 kind,
                 display_text: text.clone(),
                 command_text: text,
                 content_label: label,
-                timeout: c.timeout_ms / 1000,
+                timeout,
+                editable,
             });
         }
     }
@@ -1016,6 +1104,30 @@ mod tests {
             Value::Object(acc),
             serde_json::json!({"permissions": {"allow": ["Read", "Bash"], "defaultMode": "plan"}, "model": "b"})
         );
+    }
+
+    #[test]
+    fn rules_are_worded_as_claude_code_words_them() {
+        let w = |r: &str| serde_json::to_value(rule_words(r)).unwrap();
+        assert_eq!(w("Bash"), serde_json::json!({"prefix": "Any Bash command"}));
+        assert_eq!(
+            w("Bash(git:*)"),
+            serde_json::json!({"prefix": "Any Bash command starting with ", "emphasis": "git"})
+        );
+        assert_eq!(
+            w("Bash(ls *)"),
+            serde_json::json!({"prefix": "Any Bash command starting with ", "emphasis": "ls"})
+        );
+        assert_eq!(
+            w("Bash(npm test)"),
+            serde_json::json!({"prefix": "The Bash command ", "emphasis": "npm test"})
+        );
+        assert_eq!(
+            w("mcp__x__y"),
+            serde_json::json!({"prefix": "Any use of the ", "emphasis": "mcp__x__y", "suffix": " tool"})
+        );
+        assert_eq!(w("Read(./src/**)"), Value::Null);
+        assert_eq!(w("WebFetch(domain:example.com)"), Value::Null);
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod bounded;
 mod chat_render;
 mod commands;
 mod conformance;
+mod control;
 mod coordinator;
 mod corpus;
 mod distributed;
