@@ -130,6 +130,8 @@ struct State {
     /// agent id → the text of its last assistant message that had text
     /// (a task's `summary`).
     last_text: HashMap<String, String>,
+    /// agent id → the id of its run, on each of its task events.
+    runs: HashMap<String, String>,
     /// Sub-agents' text and thinking go out too (the SDKs'
     /// `forwardSubagentText`); by default only their tool calls and
     /// results do, as in Claude Code.
@@ -192,6 +194,7 @@ impl Emitter {
                 streaming: HashMap::new(),
                 forward_subagent_text: false,
                 last_text: HashMap::new(),
+                runs: HashMap::new(),
                 calls: HashMap::new(),
                 prices,
                 limits: Limits::default(),
@@ -721,9 +724,12 @@ impl State {
                         tool_use_id: tool_use_id.clone(),
                         session_id: sid.clone(),
                     }));
+                    let run_id = wire::new_run_id();
+                    self.runs.insert(agent_id.clone(), run_id.clone());
                     out.push(Output::System(wire::System::TaskStarted(
                         wire::TaskStarted {
                             task_id: agent_id.clone(),
+                            run_id,
                             tool_use_id: tool_use_id.clone(),
                             description: description.clone(),
                             subagent_type: agent_type.clone(),
@@ -787,9 +793,11 @@ impl State {
                 let end_time = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                let run_id = self.runs.remove(agent_id);
                 out.push(Output::System(wire::System::TaskUpdated(
                     wire::TaskUpdated {
                         task_id: agent_id.clone(),
+                        run_id: run_id.clone(),
                         patch: json!({"status": ended, "end_time": end_time}),
                         uuid: wire::new_uuid(),
                         session_id: sid.clone(),
@@ -798,6 +806,7 @@ impl State {
                 out.push(Output::System(wire::System::TaskNotification(
                     wire::TaskNotification {
                         task_id: agent_id.clone(),
+                        run_id,
                         tool_use_id: self.parent_of(agent_id),
                         status: ended.to_string(),
                         output_file: String::new(),

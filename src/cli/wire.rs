@@ -28,6 +28,17 @@ pub fn version_line() -> String {
 }
 
 /// A fresh message uuid.
+/// A task run's id: the time it opened (ns since the epoch, fixed width)
+/// and a random tail, so that the runs of one task sort in the order they
+/// opened, across processes too (a resumed task gets a new run).
+pub fn new_run_id() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tail: u32 = rand::random();
+    format!("run_{ns:020}_{tail:08x}")
+}
+
 pub fn new_uuid() -> String {
     let a: u128 = rand::random();
     let h = format!("{a:032x}");
@@ -109,6 +120,8 @@ pub struct SessionStateChanged {
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskStarted {
     pub task_id: String,
+    /// The id of this run of the task, the same on each of its task events.
+    pub run_id: String,
     pub tool_use_id: String,
     pub description: String,
     pub subagent_type: String,
@@ -126,6 +139,9 @@ pub struct TaskStarted {
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskUpdated {
     pub task_id: String,
+    /// As on `task_started` (absent for a task this process did not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// The fields that changed: `status`, `end_time` (Unix ms).
     pub patch: Value,
     pub uuid: String,
@@ -135,6 +151,9 @@ pub struct TaskUpdated {
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskNotification {
     pub task_id: String,
+    /// As on `task_started` (absent for a task this process did not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub tool_use_id: Option<String>,
     /// `completed`, `failed` or `stopped`.
     pub status: String,

@@ -916,9 +916,27 @@ fn cadre_matches_claude_code_up_to_the_listed_differences() {
         .filter(|sc| only.as_ref().is_none_or(|o| o.iter().any(|n| n == sc.name)))
         .collect();
     let mut found = Vec::new();
+    // `CADRE_CONFORMANCE_DUMP=DIR` writes what each program printed, per
+    // scenario, to DIR (while working on a difference).
+    let dump = std::env::var_os("CADRE_CONFORMANCE_DUMP").map(PathBuf::from);
     for sc in &all {
         let claude = run(Program::ClaudeCode, &oracle, sc);
         let cadre = run(Program::Cadre, &oracle, sc);
+        if let Some(dir) = &dump {
+            for (who, o) in [("claude", &claude), ("cadre", &cadre)] {
+                let lines: Vec<String> = o
+                    .events
+                    .iter()
+                    .chain(&o.control)
+                    .map(Value::to_string)
+                    .collect();
+                let _ = std::fs::create_dir_all(dir);
+                let _ = std::fs::write(
+                    dir.join(format!("{}.{who}.jsonl", sc.name)),
+                    lines.join("\n"),
+                );
+            }
+        }
         found.extend(
             compare(sc, &claude, &cadre)
                 .into_iter()
