@@ -132,6 +132,11 @@ struct State {
     last_text: HashMap<String, String>,
     /// agent id → the id of its run, on each of its task events.
     runs: HashMap<String, String>,
+    /// Tool calls without their result yet: id → (tool, input), for a
+    /// denial's record.
+    tool_inputs: HashMap<String, (String, Value)>,
+    /// The calls refused since the last result.
+    denials: Vec<wire::PermissionDenial>,
     /// Sub-agents' text and thinking go out too (the SDKs'
     /// `forwardSubagentText`); by default only their tool calls and
     /// results do, as in Claude Code.
@@ -195,6 +200,8 @@ impl Emitter {
                 forward_subagent_text: false,
                 last_text: HashMap::new(),
                 runs: HashMap::new(),
+                tool_inputs: HashMap::new(),
+                denials: Vec::new(),
                 calls: HashMap::new(),
                 prices,
                 limits: Limits::default(),
@@ -263,6 +270,15 @@ impl Emitter {
             }
             Err(_) => (0, None, wire::SubagentStats::default()),
         }
+    }
+
+    /// The tool calls refused since the last call (a result's
+    /// `permission_denials`).
+    pub fn take_denials(&self) -> Vec<wire::PermissionDenial> {
+        self.state
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.denials))
+            .unwrap_or_default()
     }
 
     /// The main session's model and the usage of its last response
@@ -473,6 +489,41 @@ impl State {
             .map_or(0, |(i, _)| i)
     }
 
+    /// Records the refused tool calls for the result's `permission_denials`.
+    fn count_denials(&mut self, event: &EngineEvent) {
+        match event {
+            EngineEvent::ToolUse {
+                tool_use_id,
+                name,
+                input,
+                ..
+            } => {
+                self.tool_inputs
+                    .insert(tool_use_id.clone(), (name.clone(), input.clone()));
+            }
+            EngineEvent::ToolResult { tool_use_id, .. } => {
+                self.tool_inputs.remove(tool_use_id);
+            }
+            EngineEvent::ToolDecision {
+                tool_use_id,
+                tool,
+                accept: false,
+                ..
+            } => {
+                let input = self
+                    .tool_inputs
+                    .get(tool_use_id)
+                    .map_or_else(|| Value::Object(Default::default()), |(_, i)| i.clone());
+                self.denials.push(wire::PermissionDenial {
+                    tool_name: tool.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    tool_input: input,
+                });
+            }
+            _ => {}
+        }
+    }
+
     /// Counts what the result's `subagent_stats` reports: the Agent calls'
     /// requests and how sub-agents ended (their starts are counted where
     /// they are mapped).
@@ -503,6 +554,7 @@ impl State {
         let sid = self.session_id.clone();
         let mut out = Vec::new();
         self.count_subagents(event);
+        self.count_denials(event);
         match event {
             EngineEvent::ModelResponse {
                 agent_id,

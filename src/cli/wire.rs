@@ -346,6 +346,14 @@ pub struct CacheCreation {
     pub ephemeral_5m_input_tokens: u64,
 }
 
+/// One refused tool call (Claude Code's `SDKPermissionDenial`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PermissionDenial {
+    pub tool_name: String,
+    pub tool_use_id: String,
+    pub tool_input: Value,
+}
+
 /// Per-model totals in the result (`modelUsage`), camelCase as Claude Code writes them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -443,7 +451,9 @@ pub struct ResultOut {
     /// a `success` result, as Claude Code).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_usage_since_last_result: Option<BTreeMap<String, ModelUsage>>,
-    pub permission_denials: Vec<Value>,
+    /// The tool calls refused during the prompt (by a rule, the mode, a
+    /// hook, the host or the person).
+    pub permission_denials: Vec<PermissionDenial>,
     /// This result's place among the session's results, from 0.
     pub result_index: u64,
     /// Prompts read and waiting behind this one.

@@ -135,10 +135,23 @@ fn host_settings_apply_for_the_session_and_managed_settings_still_win() {
     assert_eq!(row("ask", "Bash(rm:*)")["editability"], "persistent");
 
     d.user("read notes");
-    d.until("first result", is_result);
+    let first = d.until("first result", is_result);
     d.user("run bash");
-    d.until("second result", is_result);
+    let second = d.until("second result", is_result);
     assert_eq!(d.finish(), 0);
+    // Each result lists the call refused during its prompt.
+    assert_eq!(
+        first["permission_denials"],
+        json!([{"tool_name": "Read", "tool_use_id": "toolu_r",
+                "tool_input": {"file_path": p.path().join("notes.txt").display().to_string()}}]),
+        "{first}"
+    );
+    assert_eq!(
+        second["permission_denials"],
+        json!([{"tool_name": "Bash", "tool_use_id": "toolu_b",
+                "tool_input": {"command": "echo hi"}}]),
+        "{second}"
+    );
     let read = tool_result_after(&server, "read notes");
     assert_eq!(read["is_error"], true, "{read}");
     assert!(!result_text(&read).contains("the notes"), "{read}");

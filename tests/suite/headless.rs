@@ -244,6 +244,13 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     assert_eq!(done["summary"], "notes say hi");
     assert_eq!(done["output_file"], "");
     assert_eq!(task("task_updated")["patch"]["status"], "completed");
+    // One run: the same run id on its three task events.
+    assert!(
+        started["run_id"].as_str().is_some_and(|r| !r.is_empty()),
+        "{started}"
+    );
+    assert_eq!(done["run_id"], started["run_id"]);
+    assert_eq!(task("task_updated")["run_id"], started["run_id"]);
     // The main session's result for the Agent call comes back unparented.
     assert!(lines.iter().any(|l| l["type"] == "user"
         && l["parent_tool_use_id"].is_null()
