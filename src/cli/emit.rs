@@ -609,6 +609,7 @@ impl State {
                 agent_id,
                 message,
                 uuid: line_uuid,
+                synthetic,
             } if print != Print::Nothing => {
                 let parent = self.parent_of(agent_id);
                 if parent.is_some()
@@ -691,7 +692,7 @@ impl State {
                             .content
                             .iter()
                             .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
-                        if parent.is_some() || has_results {
+                        if parent.is_some() || has_results || *synthetic {
                             out.push(Output::User(wire::UserOut {
                                 message: wire::UserApiMessage {
                                     role: "user",
@@ -702,6 +703,7 @@ impl State {
                                 uuid: wire::new_uuid(),
                                 timestamp: crate::clock::now_rfc3339(),
                                 subagent: self.subagent_of.get(agent_id).cloned(),
+                                is_synthetic: *synthetic,
                             }));
                         }
                     }
@@ -804,6 +806,7 @@ impl State {
                         uuid: wire::new_uuid(),
                         timestamp: crate::clock::now_rfc3339(),
                         subagent: Some(of),
+                        is_synthetic: false,
                     }));
                 }
             }
@@ -968,6 +971,7 @@ mod tests {
                 agent_id: "a1".into(),
                 message: Arc::new(Message::user_text("look")),
                 uuid: None,
+                synthetic: false,
             },
             Print::Messages,
         );
@@ -980,6 +984,7 @@ mod tests {
                 agent_id: "main".into(),
                 message: Arc::new(Message::user_text("task")),
                 uuid: None,
+                synthetic: false,
             },
             Print::Messages,
         );

@@ -273,6 +273,9 @@ pub struct UserOut {
     /// A sub-agent's message: which one, of which type, doing what.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<SubagentOf>,
+    /// A message cadre added to the conversation itself (a reminder).
+    #[serde(rename = "isSynthetic", skip_serializing_if = "std::ops::Not::not")]
+    pub is_synthetic: bool,
 }
 
 /// The sub-agent a message comes from (Claude Code's fields).

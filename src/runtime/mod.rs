@@ -97,6 +97,11 @@ pub enum EngineEvent {
         /// are off): the stream's `assistant` message carries it, as
         /// Claude Code's does, for `--resume-session-at`.
         uuid: Option<String>,
+        /// A user message the engine added itself (a reminder), not a
+        /// person's prompt nor a tool's results (Claude Code's
+        /// `isSynthetic`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        synthetic: bool,
     },
     ToolUse {
         agent_id: String,

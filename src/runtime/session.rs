@@ -460,8 +460,18 @@ impl Session {
         self.append_marked(message, &[]);
     }
 
+    /// [`Session::append`] for a user message the engine adds itself (a
+    /// reminder), reported as synthetic.
+    pub(super) fn append_synthetic(&mut self, message: Arc<Message>) {
+        self.append_as(message, &[], true);
+    }
+
     /// [`Session::append`], marking tool calls converted from text.
     fn append_marked(&mut self, message: Arc<Message>, converted: &[String]) {
+        self.append_as(message, converted, false);
+    }
+
+    fn append_as(&mut self, message: Arc<Message>, converted: &[String], synthetic: bool) {
         if message.role == Role::Assistant && !self.spec.is_main {
             let texts: Vec<String> = message
                 .content
@@ -483,6 +493,7 @@ impl Session {
             agent_id: self.spec.agent_id.clone(),
             message: Arc::clone(&message),
             uuid,
+            synthetic,
         });
         self.history.push(message);
     }
@@ -1087,7 +1098,9 @@ impl Session {
                 if self.structured.is_some() && !self.structured_state.enforced {
                     self.structured_state.enforced = true;
                     let text = snap.templates.show(&StructuredOutputEnforce {});
-                    self.append(Arc::new(Message::user_text(text.trim_end().to_string())));
+                    self.append_synthetic(Arc::new(Message::user_text(
+                        text.trim_end().to_string(),
+                    )));
                     continue;
                 }
                 break StopKind::EndTurn;

@@ -505,6 +505,53 @@ fn a_failed_model_request_ends_as_claude_codes_api_error() {
     assert_eq!(v["api_error_status"], Value::Null);
 }
 
+/// The reminder cadre adds when structured output is answered in text
+/// goes out as a `user` message marked `isSynthetic`, as Claude Code's.
+#[test]
+fn the_structured_output_reminder_is_sent_marked_synthetic() {
+    let p = Project::new();
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                        "required": ["answer"]});
+    let server = FakeServer::start([
+        anthropic::text_reply("it is 4"),
+        structured_call("toolu_1", json!({"answer": 4})),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "2+2",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--json-schema",
+            &schema.to_string(),
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let synthetic: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "user" && l["isSynthetic"] == true)
+        .collect();
+    assert_eq!(synthetic.len(), 1, "{lines:#?}");
+    assert!(
+        synthetic[0]["message"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("MUST call the StructuredOutput tool")),
+        "{}",
+        synthetic[0]
+    );
+    // Tool results are not synthetic.
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["type"] == "user" && l != &synthetic[0])
+            .all(|l| l.get("isSynthetic").is_none()),
+        "{lines:#?}"
+    );
+}
+
 /// A StructuredOutput call in a message of its own.
 fn structured_call(id: &str, input: Value) -> Reply {
     anthropic::message()
