@@ -670,13 +670,14 @@ struct Prompt {
     echo: Option<Echo>,
     /// Echoed on the prompt's result (`origin`).
     origin: Option<Value>,
+    /// The client's id for the message (its checkpoint's name).
+    uuid: Option<String>,
 }
 
 /// A user message of stdin, kept to be echoed back (`--replay-user-messages`).
 struct Echo {
     message: Value,
     parent_tool_use_id: Option<String>,
-    uuid: Option<String>,
     origin: Option<Value>,
 }
 
@@ -784,7 +785,6 @@ fn spawn_reader<R>(
                     let echo = replay.then(|| Echo {
                         message: json!({"role": "user", "content": u.message.content.clone()}),
                         parent_tool_use_id: u.parent_tool_use_id.clone(),
-                        uuid: u.uuid.clone(),
                         origin: u.origin.clone(),
                     });
                     let origin = u.echoed_origin();
@@ -799,6 +799,7 @@ fn spawn_reader<R>(
                                 verbatim,
                                 echo,
                                 origin,
+                                uuid,
                             }));
                         }
                         Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
@@ -1734,6 +1735,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 verbatim: false,
                 echo: None,
                 origin: None,
+                uuid: None,
             });
         }
         InputFormat::StreamJson => {
@@ -2035,6 +2037,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
             verbatim,
             echo,
             origin,
+            uuid: client_uuid,
         } = prompt;
         let was_first = is_first;
         let prompt_text = message
@@ -2060,10 +2063,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
         }
         // The message's id: the client's, or a new one; `rewind_files`
         // names a checkpoint by it.
-        let message_uuid = echo
-            .as_ref()
-            .and_then(|e| e.uuid.clone())
-            .unwrap_or_else(wire::new_uuid);
+        let message_uuid = client_uuid.unwrap_or_else(wire::new_uuid);
         if let Some(history) = &engine.file_history {
             history.begin(&message_uuid);
         }

@@ -456,3 +456,54 @@ fn a_settings_request_before_initialize_is_answered() {
     d.until("result", is_result);
     assert_eq!(d.finish(), 0);
 }
+
+/// File checkpoints outlive the process: a session resumed by a new one
+/// rewinds to a message of the first (the SDKs' `enable_file_checkpointing`).
+#[test]
+fn rewind_files_reaches_a_message_from_before_the_resume() {
+    let mut p = Project::new();
+    p.env("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING", "true");
+    let file = p.path().join("new.txt");
+    let target = file.display().to_string();
+    let server = FakeServer::route(move |r| {
+        if !last_tool_results(&r.json).is_empty() {
+            anthropic::text_reply("written")
+        } else {
+            anthropic::tool_use_reply(
+                "toolu_w",
+                "Write",
+                json!({"file_path": target, "content": "made in the first process\n"}),
+            )
+        }
+    });
+    let mut d = Driven::start(&p, &server, &["--permission-mode", "acceptEdits"]);
+    d.send(
+        json!({"type": "user", "session_id": "", "parent_tool_use_id": null, "uuid": "u-first",
+                  "message": {"role": "user", "content": "write it"}}),
+    );
+    let result = d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+    assert!(file.exists(), "{result}");
+    let session = result["session_id"].as_str().unwrap().to_string();
+
+    let mut d = Driven::start(&p, &server, &["--resume", &session]);
+    ok(&ask(&mut d, "r_init", json!({"subtype": "initialize"})));
+    let preview = ask(
+        &mut d,
+        "r_dry",
+        json!({"subtype": "rewind_files", "user_message_id": "u-first", "dry_run": true}),
+    );
+    assert_eq!(ok(&preview)["canRewind"], true, "{preview}");
+    assert_eq!(
+        ok(&preview)["filesChanged"],
+        json!([file.display().to_string()])
+    );
+    let done = ask(
+        &mut d,
+        "r_rewind",
+        json!({"subtype": "rewind_files", "user_message_id": "u-first"}),
+    );
+    assert_eq!(ok(&done)["canRewind"], true, "{done}");
+    assert_eq!(d.finish(), 0);
+    assert!(!file.exists(), "the file the first process made is gone");
+}
