@@ -437,7 +437,8 @@ impl State {
                 json!({"type": "message_start", "message": {
                     "id": id, "type": "message", "role": "assistant", "model": model,
                     "content": [], "stop_reason": null, "stop_sequence": null,
-                    "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+                    // Counted when the message ends (`message_delta`).
+                    "usage": WireUsage::default()}}),
             ));
             self.streaming.insert(
                 agent_id.to_string(),
