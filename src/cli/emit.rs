@@ -347,6 +347,10 @@ pub fn result_usage(u: &Usage) -> wire::ResultUsage {
             web_search_requests: u.web_search_requests,
             web_fetch_requests: u.web_fetch_requests,
         },
+        service_tier: u
+            .service_tier
+            .map_or("standard", crate::message::ServiceTier::as_str),
+        inference_geo: "",
         cache_creation: wire::CacheCreation {
             ephemeral_1h_input_tokens: u.cache_creation_1h_input_tokens,
             ephemeral_5m_input_tokens: u.cache_creation_5m_input_tokens,

@@ -329,7 +329,13 @@ pub struct ResultUsage {
     pub tokens: WireUsage,
     pub output_tokens_details: OutputTokensDetails,
     pub server_tool_use: ServerToolUse,
+    /// The last response's tier as the API said it; `standard` when it
+    /// did not (as Claude Code).
+    pub service_tier: &'static str,
     pub cache_creation: CacheCreation,
+    /// Where the requests ran: cadre is not told, so empty (Claude Code's
+    /// value when the API does not say).
+    pub inference_geo: &'static str,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
