@@ -34,10 +34,12 @@ const KNOWN_FILE_CIRCLES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "cli",
-        &["emit", "headless", "run", "wire"],
+        &["control", "emit", "headless", "run", "wire"],
         "headless mode, the run command and the protocol types still \
-         share helpers both ways; to split by concern (parsing, session \
-         preparation, emitters, wire types)",
+         share helpers both ways (control's answers use the wire's \
+         response, the emitter's accounts and headless's listings, and \
+         headless dispatches to control); to split by concern (parsing, \
+         session preparation, emitters, wire types)",
     ),
     (
         "config",

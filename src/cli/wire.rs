@@ -323,7 +323,7 @@ pub struct WireUsage {
 
 /// The result's `usage`: the prompt's token counts with Claude Code's
 /// details of them (each summed from the API's own).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ResultUsage {
     #[serde(flatten)]
     pub tokens: WireUsage,
@@ -336,6 +336,20 @@ pub struct ResultUsage {
     /// Where the requests ran: cadre is not told, so empty (Claude Code's
     /// value when the API does not say).
     pub inference_geo: &'static str,
+}
+
+impl Default for ResultUsage {
+    /// No tokens, on the standard tier.
+    fn default() -> Self {
+        ResultUsage {
+            tokens: WireUsage::default(),
+            output_tokens_details: OutputTokensDetails::default(),
+            server_tool_use: ServerToolUse::default(),
+            service_tier: "standard",
+            cache_creation: CacheCreation::default(),
+            inference_geo: "",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -1119,10 +1133,12 @@ mod tests {
               "web_search_requests": 0,
               "web_fetch_requests": 0
             },
+            "service_tier": "standard",
             "cache_creation": {
               "ephemeral_1h_input_tokens": 0,
               "ephemeral_5m_input_tokens": 0
-            }
+            },
+            "inference_geo": ""
           },
           "modelUsage": {},
           "permission_denials": [],
