@@ -225,6 +225,33 @@ pub struct Usage {
     /// the API says.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub thinking_tokens: u64,
+    /// The capacity the response was served from, when the API says
+    /// (Anthropic's `usage.service_tier`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<ServiceTier>,
+}
+
+/// Anthropic's `usage.service_tier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceTier {
+    Standard,
+    Priority,
+    Batch,
+    /// A tier this version does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl ServiceTier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceTier::Standard => "standard",
+            ServiceTier::Priority => "priority",
+            ServiceTier::Batch => "batch",
+            ServiceTier::Other => "other",
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -251,6 +278,10 @@ impl Usage {
         self.cache_creation_5m_input_tokens += other.cache_creation_5m_input_tokens;
         self.cache_creation_1h_input_tokens += other.cache_creation_1h_input_tokens;
         self.thinking_tokens += other.thinking_tokens;
+        // The latest response's tier stands for the total.
+        if other.service_tier.is_some() {
+            self.service_tier = other.service_tier;
+        }
     }
 
     /// What was counted since `start` (an earlier reading of the same
@@ -278,6 +309,7 @@ impl Usage {
                 .cache_creation_1h_input_tokens
                 .saturating_sub(start.cache_creation_1h_input_tokens),
             thinking_tokens: self.thinking_tokens.saturating_sub(start.thinking_tokens),
+            service_tier: self.service_tier,
         }
     }
 }

@@ -130,6 +130,13 @@ struct State {
     /// agent id → the text of its last assistant message that had text
     /// (a task's `summary`).
     last_text: HashMap<String, String>,
+    /// agent id → the id of its run, on each of its task events.
+    runs: HashMap<String, String>,
+    /// Tool calls without their result yet: id → (tool, input), for a
+    /// denial's record.
+    tool_inputs: HashMap<String, (String, Value)>,
+    /// The calls refused since the last result.
+    denials: Vec<wire::PermissionDenial>,
     /// Sub-agents' text and thinking go out too (the SDKs'
     /// `forwardSubagentText`); by default only their tool calls and
     /// results do, as in Claude Code.
@@ -192,6 +199,9 @@ impl Emitter {
                 streaming: HashMap::new(),
                 forward_subagent_text: false,
                 last_text: HashMap::new(),
+                runs: HashMap::new(),
+                tool_inputs: HashMap::new(),
+                denials: Vec::new(),
                 calls: HashMap::new(),
                 prices,
                 limits: Limits::default(),
@@ -260,6 +270,15 @@ impl Emitter {
             }
             Err(_) => (0, None, wire::SubagentStats::default()),
         }
+    }
+
+    /// The tool calls refused since the last call (a result's
+    /// `permission_denials`).
+    pub fn take_denials(&self) -> Vec<wire::PermissionDenial> {
+        self.state
+            .lock()
+            .map(|mut s| std::mem::take(&mut s.denials))
+            .unwrap_or_default()
     }
 
     /// The main session's model and the usage of its last response
@@ -349,6 +368,10 @@ pub fn result_usage(u: &Usage) -> wire::ResultUsage {
             web_search_requests: u.web_search_requests,
             web_fetch_requests: u.web_fetch_requests,
         },
+        service_tier: u
+            .service_tier
+            .map_or("standard", crate::message::ServiceTier::as_str),
+        inference_geo: "",
         cache_creation: wire::CacheCreation {
             ephemeral_1h_input_tokens: u.cache_creation_1h_input_tokens,
             ephemeral_5m_input_tokens: u.cache_creation_5m_input_tokens,
@@ -445,10 +468,8 @@ impl State {
                         content: [],
                         stop_reason: None,
                         stop_sequence: None,
-                        usage: wire::StreamStartUsage {
-                            input_tokens: 0,
-                            output_tokens: 0,
-                        },
+                        // Counted when the message ends (`message_delta`).
+                        usage: WireUsage::default(),
                     },
                 },
             ));
@@ -507,6 +528,41 @@ impl State {
             .map_or(0, |(i, _)| i)
     }
 
+    /// Records the refused tool calls for the result's `permission_denials`.
+    fn count_denials(&mut self, event: &EngineEvent) {
+        match event {
+            EngineEvent::ToolUse {
+                tool_use_id,
+                name,
+                input,
+                ..
+            } => {
+                self.tool_inputs
+                    .insert(tool_use_id.clone(), (name.clone(), input.clone()));
+            }
+            EngineEvent::ToolResult { tool_use_id, .. } => {
+                self.tool_inputs.remove(tool_use_id);
+            }
+            EngineEvent::ToolDecision {
+                tool_use_id,
+                tool,
+                accept: false,
+                ..
+            } => {
+                let input = self
+                    .tool_inputs
+                    .get(tool_use_id)
+                    .map_or_else(|| Value::Object(Default::default()), |(_, i)| i.clone());
+                self.denials.push(wire::PermissionDenial {
+                    tool_name: tool.clone(),
+                    tool_use_id: tool_use_id.clone(),
+                    tool_input: input,
+                });
+            }
+            _ => {}
+        }
+    }
+
     /// Counts what the result's `subagent_stats` reports: the Agent calls'
     /// requests and how sub-agents ended (their starts are counted where
     /// they are mapped).
@@ -541,6 +597,7 @@ impl State {
             agent_id,
             message,
             uuid: line_uuid,
+            synthetic,
         } = event
         else {
             return;
@@ -630,7 +687,7 @@ impl State {
                     .content
                     .iter()
                     .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
-                if parent.is_some() || has_results {
+                if parent.is_some() || has_results || *synthetic {
                     out.push(Output::User(wire::UserOut {
                         message: wire::UserApiMessage {
                             role: "user",
@@ -641,6 +698,7 @@ impl State {
                         uuid: wire::new_uuid(),
                         timestamp: crate::clock::now_rfc3339(),
                         subagent: self.subagent_of.get(agent_id).cloned(),
+                        is_synthetic: *synthetic,
                     }));
                 }
             }
@@ -701,9 +759,12 @@ impl State {
                 tool_use_id: tool_use_id.clone(),
                 session_id: sid.clone(),
             }));
+            let run_id = wire::new_run_id();
+            self.runs.insert(agent_id.clone(), run_id.clone());
             out.push(Output::System(wire::System::TaskStarted(
                 wire::TaskStarted {
                     task_id: agent_id.clone(),
+                    run_id,
                     tool_use_id: tool_use_id.clone(),
                     description: description.clone(),
                     subagent_type: agent_type.clone(),
@@ -726,6 +787,7 @@ impl State {
                 uuid: wire::new_uuid(),
                 timestamp: crate::clock::now_rfc3339(),
                 subagent: Some(of),
+                is_synthetic: false,
             }));
         }
     }
@@ -760,9 +822,11 @@ impl State {
         let end_time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let run_id = self.runs.remove(agent_id);
         out.push(Output::System(wire::System::TaskUpdated(
             wire::TaskUpdated {
                 task_id: agent_id.clone(),
+                run_id: run_id.clone(),
                 patch: wire::TaskPatch {
                     status: ended,
                     end_time,
@@ -774,6 +838,7 @@ impl State {
         out.push(Output::System(wire::System::TaskNotification(
             wire::TaskNotification {
                 task_id: agent_id.clone(),
+                run_id,
                 tool_use_id: self.parent_of(agent_id),
                 status: ended.to_string(),
                 output_file: String::new(),
@@ -793,6 +858,7 @@ impl State {
         let sid = self.session_id.clone();
         let mut out = Vec::new();
         self.count_subagents(event);
+        self.count_denials(event);
         match event {
             EngineEvent::ModelResponse {
                 agent_id,
@@ -999,6 +1065,7 @@ mod tests {
                 agent_id: main(),
                 message: Arc::new(Message::assistant(vec![ContentBlock::text("hi")])),
                 uuid: None,
+                synthetic: false,
             },
         ] {
             for out in s.map(&event, Print::Partials) {
@@ -1013,7 +1080,7 @@ mod tests {
         assert_eq!(
             lines,
             [
-                r#"{"type":"message_start","message":{"id":"ID","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}}"#,
+                r#"{"type":"message_start","message":{"id":"ID","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}}}"#,
                 r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
@@ -1060,6 +1127,7 @@ mod tests {
                 agent_id: "a1".into(),
                 message: Arc::new(Message::user_text("look")),
                 uuid: None,
+                synthetic: false,
             },
             Print::Messages,
         );
@@ -1072,6 +1140,7 @@ mod tests {
                 agent_id: "main".into(),
                 message: Arc::new(Message::user_text("task")),
                 uuid: None,
+                synthetic: false,
             },
             Print::Messages,
         );

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::args::{HeadlessArgs, InputFormat, MAX_INPUT_LINE_BYTES, SessionArgs};
 use super::emit::{Emitter, Print, event_sink, send, wire_usage};
 use super::headless_flags::plan;
+use super::listings::{command_list, model_list, server_statuses};
 use super::output::{OutputFormat, Progress, note, print_answer, print_line};
 use super::prepare::{self, Extras, Mode, Prepared};
 use super::results::{
@@ -104,6 +105,10 @@ impl Control {
 struct Prompts {
     open: Mutex<Vec<(u64, CancellationToken)>>,
     next: AtomicU64,
+    /// Prompts not started yet, by the uuid their client gave them
+    /// (`cancel_async_message`); a withdrawn one is dropped unrun.
+    waiting: Mutex<Vec<(u64, String)>>,
+    withdrawn: Mutex<Vec<u64>>,
 }
 
 impl Prompts {
@@ -115,6 +120,45 @@ impl Prompts {
             open.push((id, token.clone()));
         }
         (id, token)
+    }
+
+    /// Prompt `id` came with `uuid`: it can be withdrawn until it starts.
+    fn name(&self, id: u64, uuid: Option<&str>) {
+        if let (Some(u), Ok(mut w)) = (uuid, self.waiting.lock()) {
+            w.push((id, u.to_string()));
+        }
+    }
+
+    /// Withdraws the waiting prompt with this uuid; whether there was one.
+    fn withdraw(&self, uuid: &str) -> bool {
+        let Ok(mut w) = self.waiting.lock() else {
+            return false;
+        };
+        let Some(at) = w.iter().position(|(_, u)| u == uuid) else {
+            return false;
+        };
+        let (id, _) = w.remove(at);
+        if let Ok(mut d) = self.withdrawn.lock() {
+            d.push(id);
+        }
+        true
+    }
+
+    /// Prompt `id` is about to run: `false` when it was withdrawn (it is
+    /// then done, unrun).
+    fn start(&self, id: u64) -> bool {
+        if let Ok(mut w) = self.waiting.lock() {
+            w.retain(|(i, _)| *i != id);
+        }
+        let withdrawn = self.withdrawn.lock().is_ok_and(|mut d| {
+            let was = d.contains(&id);
+            d.retain(|i| *i != id);
+            was
+        });
+        if withdrawn {
+            self.done(id);
+        }
+        !withdrawn
     }
 
     /// The prompt has its result.
@@ -154,13 +198,14 @@ struct Prompt {
     echo: Option<Echo>,
     /// Echoed on the prompt's result (`origin`).
     origin: Option<wire::HumanOrigin>,
+    /// The client's id for the message (its checkpoint's name).
+    uuid: Option<String>,
 }
 
 /// A user message of stdin, kept to be echoed back (`--replay-user-messages`).
 struct Echo {
     message: wire::UserApiMessage,
     parent_tool_use_id: Option<String>,
-    uuid: Option<String>,
     origin: Option<Value>,
 }
 
@@ -182,6 +227,9 @@ enum Incoming {
         line: u64,
         bytes: u64,
     },
+    /// A control request answered in `control.rs` that came before the
+    /// session was set up.
+    Control(String, Vec<u8>, super::control::Ctx),
     /// stdin ended (or could not be read).
     End,
 }
@@ -221,6 +269,7 @@ fn spawn_reader<R>(
 ) where
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
 {
+    let started = std::time::Instant::now();
     tokio::spawn(async move {
         let cap = usize::try_from(max).unwrap_or(usize::MAX);
         let mut line = Vec::new();
@@ -260,19 +309,20 @@ fn spawn_reader<R>(
             match input {
                 Input::User(u) => {
                     let verbatim = u.client_composed;
+                    let uuid = u.uuid.clone();
                     let echo = replay.then(|| Echo {
                         message: wire::UserApiMessage {
                             role: "user",
                             content: u.message.content.clone(),
                         },
                         parent_tool_use_id: u.parent_tool_use_id.clone(),
-                        uuid: u.uuid.clone(),
                         origin: u.origin.clone(),
                     });
                     let origin = u.echoed_origin();
                     match user_message(u) {
                         Ok(message) => {
                             let (id, cancel) = prompts.admit();
+                            prompts.name(id, uuid.as_deref());
                             let _ = tx.send(Incoming::User(Prompt {
                                 message,
                                 id,
@@ -280,6 +330,7 @@ fn spawn_reader<R>(
                                 verbatim,
                                 echo,
                                 origin,
+                                uuid,
                             }));
                         }
                         Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
@@ -363,21 +414,6 @@ fn spawn_reader<R>(
                             &id,
                             context_usage(engine.get(), &emitter),
                         )),
-                        FromClient::McpReconnect { server_name }
-                        | FromClient::McpToggle { server_name, .. } => {
-                            let known = mcp.is_some_and(|m| m.states().contains_key(&server_name));
-                            Some(wire::ControlResponseOut::error(
-                                &id,
-                                if known {
-                                    format!(
-                                        "cadre cannot reconnect or switch off the MCP server \
-                                         {server_name} while it runs"
-                                    )
-                                } else {
-                                    format!("Server not found: {server_name}")
-                                },
-                            ))
-                        }
                         // Claude Code's answers: a failed dry run is a
                         // success saying why; a failed rewind an error.
                         FromClient::RewindFiles {
@@ -411,9 +447,23 @@ fn spawn_reader<R>(
                             })
                         }
                         FromClient::Unsupported => {
-                            let raw: Value = serde_json::from_slice(&line).unwrap_or_default();
-                            let subtype = raw["request"]["subtype"].as_str().unwrap_or("?");
-                            Some(wire::ControlResponseOut::unsupported(&id, subtype))
+                            let ctx = super::control::Ctx {
+                                engine: engine.get().cloned(),
+                                emitter: emitter.clone(),
+                                withdraw: {
+                                    let p = Arc::clone(&prompts);
+                                    Arc::new(move |uuid: &str| p.withdraw(uuid))
+                                },
+                                started,
+                            };
+                            if ctx.engine.is_none() && super::control::needs_session(&line) {
+                                // Answered once the session is set up (which
+                                // this starts, as `initialize` does).
+                                let _ = tx.send(Incoming::Control(id, line.clone(), ctx));
+                            } else {
+                                super::control::respond(id, line.clone(), ctx).await;
+                            }
+                            None
                         }
                     };
                     if let Some(r) = reply {
@@ -770,22 +820,6 @@ fn merge_agents(g: &mut GlobalArgs, agents: Map<String, Value>) {
     g.agents = Some(Value::Object(all).to_string());
 }
 
-/// The MCP servers and their states, as `init` and `mcp_status` report them.
-fn server_statuses(mcp: &crate::mcp::McpManager) -> Vec<wire::McpServerStatus> {
-    mcp.states()
-        .into_iter()
-        .map(|(name, s)| wire::McpServerStatus {
-            name,
-            status: match s {
-                crate::mcp::ServerState::Connecting => "pending",
-                crate::mcp::ServerState::Ready => "connected",
-                crate::mcp::ServerState::Failed => "failed",
-            }
-            .into(),
-        })
-        .collect()
-}
-
 /// The `system`/`init` message for the session as it is now.
 fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session) -> Output {
     let snap = engine.snapshot.load_full();
@@ -840,26 +874,6 @@ fn init_message(engine: &runtime::Engine, model_source: &str, session: &Session)
     })))
 }
 
-/// `initialize`'s `commands`: the skills and commands of the catalog, then
-/// the built-ins (`builtin: true`, as Claude Code marks its own).
-fn command_list(snap: &crate::snapshot::Snapshot) -> Vec<wire::CommandEntry> {
-    let entries = snap.skills.skills.values().map(|s| wire::CommandEntry {
-        name: s.name.clone(),
-        description: s.description.clone(),
-        argument_hint: s.argument_hint.clone().unwrap_or_default(),
-        builtin: None,
-    });
-    let builtins = runtime::commands::BUILTINS
-        .iter()
-        .map(|(name, hint, what)| wire::CommandEntry {
-            name: name.to_string(),
-            description: what.to_string(),
-            argument_hint: hint.to_string(),
-            builtin: Some(true),
-        });
-    entries.chain(builtins).collect()
-}
-
 /// `initialize`'s `agents`: those the main session may call, with their
 /// description and, when set, their model.
 fn agent_list(engine: &runtime::Engine, session: &Session) -> Vec<wire::AgentEntry> {
@@ -901,41 +915,6 @@ fn session_state(session_id: &str, state: &'static str) -> Output {
             session_id: session_id.to_string(),
         },
     ))
-}
-
-/// `initialize`'s `models`, in Claude Code's shape: `default` (the
-/// configured model) first, then each alias of `[models]`. None offers
-/// Claude Code's `auto` permission mode (`supportsAutoMode`), which cadre
-/// runs as `default`; effort levels are those of `effort_levels`.
-fn model_list(snap: &crate::snapshot::Snapshot) -> Vec<wire::ModelEntry> {
-    let settings = snap.settings();
-    let entry = |value: &str, model: &str, name: &str, description: String| {
-        let levels = crate::agent_tool::accepted_effort_levels(model, &settings.effort_levels)
-            .unwrap_or_default();
-        wire::ModelEntry {
-            value: value.to_string(),
-            resolved_model: model.to_string(),
-            display_name: name.to_string(),
-            description,
-            supports_effort: !levels.is_empty(),
-            supported_effort_levels: levels.to_vec(),
-            supports_adaptive_thinking: false,
-            supports_fast_mode: false,
-            supports_auto_mode: false,
-            supports_thinking_off: true,
-        }
-    };
-    let main = snap.resolve_alias(&settings.provider.model);
-    let mut out = vec![entry(
-        "default",
-        main,
-        "Default",
-        format!("The configured model ({main})"),
-    )];
-    for (alias, model) in &settings.models {
-        out.push(entry(alias, model, alias, model.clone()));
-    }
-    out
 }
 
 /// Runs one prompt with interrupts, the budget and Ctrl-C wired to its cancel.
@@ -1049,6 +1028,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let startup =
         std::time::Duration::from_millis(engine.snapshot.load().settings().mcp.startup_timeout_ms);
     prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
+    for (id, line, mut ctx) in std::mem::take(&mut opening.early_control) {
+        ctx.engine = Some(Arc::clone(&engine));
+        super::control::respond(id, line, ctx).await;
+    }
     // A resumed conversation already has its first message (and memory).
     let source = if session_args.resuming() {
         "resume"
@@ -1108,6 +1091,10 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
                 },
             },
         };
+        // Withdrawn while it waited (`cancel_async_message`).
+        if !run.prompts.start(prompt.id) {
+            continue;
+        }
         if run.answer(&mut live, prompt).await? {
             break;
         }
@@ -1150,6 +1137,9 @@ struct Opening {
     thinking: Option<Option<u32>>,
     /// Over-long lines read before the session was set up.
     skipped: Vec<(u64, u64)>,
+    /// Control requests answered in `control.rs` that came before the
+    /// session was set up: answered once it is.
+    early_control: Vec<(String, Vec<u8>, super::control::Ctx)>,
 }
 
 /// Text input: one prompt. Stream input: the reader, then initialize (if
@@ -1178,6 +1168,7 @@ async fn open_input(
                 verbatim: false,
                 echo: None,
                 origin: None,
+                uuid: None,
             });
         }
         InputFormat::StreamJson => {
@@ -1217,6 +1208,10 @@ async fn open_input(
                     }
                     Some(Incoming::User(m)) => {
                         opening.first = Some(m);
+                        break;
+                    }
+                    Some(Incoming::Control(id, line, ctx)) => {
+                        opening.early_control.push((id, line, ctx));
                         break;
                     }
                     Some(Incoming::SetMode(m)) => session_args.permission_mode = Some(m),
@@ -1428,6 +1423,10 @@ impl Run<'_> {
                         "already initialized",
                     )));
                 }
+                Some(Incoming::Control(id, line, mut ctx)) => {
+                    ctx.engine = Some(Arc::clone(engine));
+                    super::control::respond(id, line, ctx).await;
+                }
                 Some(Incoming::TooLong { line, bytes }) => self.too_long(live, line, bytes),
                 Some(Incoming::End) | None => return None,
             }
@@ -1445,6 +1444,7 @@ impl Run<'_> {
             verbatim,
             echo,
             origin,
+            uuid: client_uuid,
         } = prompt;
         let was_first = live.is_first;
         let prompt_text = message
@@ -1456,7 +1456,7 @@ impl Run<'_> {
         // The budget stop cancels the prompt running; an interrupt has had
         // this token since the prompt was read.
         self.emitter.set_current(Some(cancel.clone()));
-        self.begin(live, echo);
+        self.begin(live, echo, client_uuid);
         let start = PromptStart::now(self.emitter);
         // UserPromptSubmit sees the prompt as typed, before a slash
         // command is expanded.
@@ -1542,7 +1542,7 @@ impl Run<'_> {
     /// Before a prompt runs: the mode a permission update set, the
     /// `running` state, `init`, and the prompt's echo; its file checkpoint
     /// starts.
-    fn begin(&self, live: &mut Live, echo: Option<Echo>) {
+    fn begin(&self, live: &mut Live, echo: Option<Echo>, client_uuid: Option<String>) {
         let engine = &live.engine;
         // A mode set by a permission update becomes the session's own
         // (reported in `init`, inherited by sub-agents).
@@ -1558,10 +1558,7 @@ impl Run<'_> {
         }
         // The message's id: the client's, or a new one; `rewind_files`
         // names a checkpoint by it.
-        let message_uuid = echo
-            .as_ref()
-            .and_then(|e| e.uuid.clone())
-            .unwrap_or_else(wire::new_uuid);
+        let message_uuid = client_uuid.unwrap_or_else(wire::new_uuid);
         if let Some(history) = &engine.file_history {
             history.begin(&message_uuid);
         }

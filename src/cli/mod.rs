@@ -17,11 +17,13 @@ mod chat;
 mod chat_input;
 mod commands;
 mod config;
+mod control;
 mod elicit;
 mod emit;
 mod flags;
 mod headless;
 mod headless_flags;
+mod listings;
 mod markdown;
 mod mcp;
 mod output;
@@ -474,6 +476,7 @@ pub fn snapshot_input(g: &GlobalArgs, o: &Overrides) -> Result<SnapshotInput, Cl
                 deny: o.deny.clone(),
                 mode: g.coordinator.then_some(crate::config::Mode::Coordinator),
                 plugin_dirs: g.plugin_dirs.clone(),
+                host_settings: Default::default(),
             },
         },
         cli_agents: g.agents.clone(),

@@ -492,6 +492,24 @@ fn wire_engine(
             }
         })
     });
+    // An SDK host's `apply_flag_settings`, `update_settings` and reloads.
+    engine.apply_settings = Some({
+        let (input, swap) = (input.clone(), Arc::clone(swap));
+        Arc::new(move |patch| {
+            let host = &input.load.cli.host_settings;
+            let before = host.get();
+            if let Some(p) = patch {
+                host.merge(p);
+            }
+            let event = reload::reload(&input, &swap, interactive);
+            if event.ok {
+                Ok(())
+            } else {
+                host.set(before);
+                Err(event.to_string())
+            }
+        })
+    });
     // The team file's words for the lead join its system prompt.
     if let Some(lead) = lead_prompt {
         let append = match engine.main_prompt.append.take() {

@@ -179,7 +179,7 @@ pub(super) fn result_of(
         model_usage: a.model_usage,
         model_usage_since_last_result: model_usage_since_last_result
             .filter(|_| subtype == ResultSubtype::Success),
-        permission_denials: Vec::new(),
+        permission_denials: emitter.take_denials(),
         result_index,
         queued_turn_count: 0,
         subagent_stats: Box::new(subagent_stats),

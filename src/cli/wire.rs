@@ -29,6 +29,17 @@ pub fn version_line() -> String {
 }
 
 /// A fresh message uuid.
+/// A task run's id: the time it opened (ns since the epoch, fixed width)
+/// and a random tail, so that the runs of one task sort in the order they
+/// opened, across processes too (a resumed task gets a new run).
+pub fn new_run_id() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let tail: u32 = rand::random();
+    format!("run_{ns:020}_{tail:08x}")
+}
+
 pub fn new_uuid() -> String {
     let a: u128 = rand::random();
     let h = format!("{a:032x}");
@@ -117,6 +128,8 @@ pub struct SessionStateChanged {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskStarted {
     pub task_id: String,
+    /// The id of this run of the task, the same on each of its task events.
+    pub run_id: String,
     pub tool_use_id: String,
     pub description: String,
     pub subagent_type: String,
@@ -135,6 +148,9 @@ pub struct TaskStarted {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskUpdated {
     pub task_id: String,
+    /// As on `task_started` (absent for a task this process did not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// The fields that changed.
     pub patch: TaskPatch,
     pub uuid: String,
@@ -145,6 +161,9 @@ pub struct TaskUpdated {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct TaskNotification {
     pub task_id: String,
+    /// As on `task_started` (absent for a task this process did not start).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     pub tool_use_id: Option<String>,
     /// `completed`, `failed` or `stopped`.
     pub status: String,
@@ -272,6 +291,9 @@ pub struct UserOut {
     /// A sub-agent's message: which one, of which type, doing what.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<SubagentOf>,
+    /// A message cadre added to the conversation itself (a reminder).
+    #[serde(rename = "isSynthetic", skip_serializing_if = "std::ops::Not::not")]
+    pub is_synthetic: bool,
 }
 
 /// The sub-agent a message comes from (Claude Code's fields).
@@ -323,14 +345,34 @@ pub struct WireUsage {
 
 /// The result's `usage`: the prompt's token counts with Claude Code's
 /// details of them (each summed from the API's own).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 pub struct ResultUsage {
     #[serde(flatten)]
     pub tokens: WireUsage,
     pub output_tokens_details: OutputTokensDetails,
     pub server_tool_use: ServerToolUse,
+    /// The last response's tier as the API said it; `standard` when it
+    /// did not (as Claude Code).
+    pub service_tier: &'static str,
     pub cache_creation: CacheCreation,
+    /// Where the requests ran: cadre is not told, so empty (Claude Code's
+    /// value when the API does not say).
+    pub inference_geo: &'static str,
+}
+
+impl Default for ResultUsage {
+    /// No tokens, on the standard tier.
+    fn default() -> Self {
+        ResultUsage {
+            tokens: WireUsage::default(),
+            output_tokens_details: OutputTokensDetails::default(),
+            server_tool_use: ServerToolUse::default(),
+            service_tier: "standard",
+            cache_creation: CacheCreation::default(),
+            inference_geo: "",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -351,6 +393,15 @@ pub struct ServerToolUse {
 pub struct CacheCreation {
     pub ephemeral_1h_input_tokens: u64,
     pub ephemeral_5m_input_tokens: u64,
+}
+
+/// One refused tool call (Claude Code's `SDKPermissionDenial`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct PermissionDenial {
+    pub tool_name: String,
+    pub tool_use_id: String,
+    pub tool_input: Value,
 }
 
 /// Per-model totals in the result (`modelUsage`), camelCase as Claude Code writes them.
@@ -457,7 +508,9 @@ pub struct ResultOut {
     /// a `success` result, as Claude Code).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model_usage_since_last_result: Option<BTreeMap<String, ModelUsage>>,
-    pub permission_denials: Vec<Value>,
+    /// The tool calls refused during the prompt (by a rule, the mode, a
+    /// hook, the host or the person).
+    pub permission_denials: Vec<PermissionDenial>,
     /// This result's place among the session's results, from 0.
     pub result_index: u64,
     /// Prompts read and waiting behind this one.
@@ -565,6 +618,8 @@ pub struct InitializeBody {
 pub enum ResponseBody {
     Success {
         request_id: String,
+        /// Absent for a bare acknowledgement, as Claude Code sends it.
+        #[serde(skip_serializing_if = "ControlAnswer::is_ack")]
         response: ControlAnswer,
     },
     Error {
@@ -734,14 +789,7 @@ pub struct StreamMessage {
     pub content: [Value; 0],
     pub stop_reason: Option<String>,
     pub stop_sequence: Option<String>,
-    pub usage: StreamStartUsage,
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-#[cfg_attr(test, derive(schemars::JsonSchema))]
-pub struct StreamStartUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    pub usage: WireUsage,
 }
 
 /// The block a `content_block_start` opens, empty.
@@ -794,6 +842,26 @@ pub enum ControlAnswer {
     /// The requests answered with an empty object (`interrupt`,
     /// `set_permission_mode`, `set_model`, …).
     Done(Done),
+    /// The answers of `cli::control`, each serialised from its own typed
+    /// answer there.
+    Other(Value),
+    /// A bare acknowledgement: no `response` at all.
+    Ack,
+}
+
+impl ControlAnswer {
+    pub fn is_ack(&self) -> bool {
+        matches!(self, ControlAnswer::Ack)
+    }
+}
+
+impl From<Value> for ControlAnswer {
+    fn from(v: Value) -> Self {
+        match v {
+            Value::Null => ControlAnswer::Ack,
+            v => ControlAnswer::Other(v),
+        }
+    }
 }
 
 /// An empty answer: `{}`.
@@ -1119,16 +1187,6 @@ pub enum FromClient {
     },
     /// How full the main conversation's context window is.
     GetContextUsage,
-    McpReconnect {
-        #[serde(rename = "serverName")]
-        server_name: String,
-    },
-    McpToggle {
-        #[serde(rename = "serverName")]
-        server_name: String,
-        #[serde(default)]
-        enabled: Option<bool>,
-    },
     /// Puts the files the tools changed back as they were at a user
     /// message (`enable_file_checkpointing`).
     RewindFiles {
@@ -1138,8 +1196,9 @@ pub enum FromClient {
         #[serde(default)]
         dry_run: Option<bool>,
     },
-    /// Anything else: answered with Claude Code's `unsupported_request`
-    /// error naming it.
+    /// Anything else: answered with the answers of `control.rs` (settings,
+    /// MCP servers, listings, usage), or with Claude Code's
+    /// `unsupported_request` error naming it.
     #[serde(other)]
     Unsupported,
 }
@@ -1476,10 +1535,12 @@ mod tests {
               "web_search_requests": 0,
               "web_fetch_requests": 0
             },
+            "service_tier": "standard",
             "cache_creation": {
               "ephemeral_1h_input_tokens": 0,
               "ephemeral_5m_input_tokens": 0
-            }
+            },
+            "inference_geo": ""
           },
           "modelUsage": {},
           "permission_denials": [],

@@ -123,6 +123,9 @@ impl LayerFile {
 /// The label `--settings` JSON given inline is known by in origins.
 pub const INLINE_SETTINGS: &str = "--settings";
 
+/// The label of the settings an SDK host applied (`apply_flag_settings`).
+pub const HOST_SETTINGS: &str = "apply_flag_settings";
+
 fn format_of(path: &std::path::Path) -> Format {
     if file_format_is_yaml(path) {
         Format::Yaml
@@ -193,6 +196,16 @@ pub fn layer_files(input: &LoadInput) -> Result<Vec<LayerFile>, ConfigError> {
     }
     if let Some(f) = flag_layer(input)? {
         out.push(f);
+    }
+    let host = input.cli.host_settings.get();
+    if !host.is_empty() {
+        out.push(LayerFile {
+            scope: Scope::Flag,
+            path: PathBuf::from(HOST_SETTINGS),
+            format: Format::Claude,
+            read: true,
+            inline: Some(serde_json::Value::Object(host).to_string()),
+        });
     }
     let root = managed_root(input);
     let p = root.join("etc/claude-code/managed-settings.json");

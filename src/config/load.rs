@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use figment::providers::Serialized;
 use serde_json::{Map, Value};
@@ -56,6 +57,49 @@ pub struct CliOverrides {
     pub mode: Option<super::Mode>,
     /// `--plugin-dir`, in order.
     pub plugin_dirs: Vec<PathBuf>,
+    /// Settings an SDK host applied while the session runs
+    /// (`apply_flag_settings`): read after `--settings`, at the flag
+    /// layer's place, so managed settings still win. Shared by every copy
+    /// of the input (the reload watcher's too).
+    pub host_settings: HostSettings,
+}
+
+/// See [`CliOverrides::host_settings`].
+#[derive(Debug, Clone, Default)]
+pub struct HostSettings(Arc<std::sync::Mutex<Map<String, Value>>>);
+
+impl HostSettings {
+    /// Merges `patch` in: each top-level key replaces the one before; a
+    /// `null` value removes it.
+    pub fn merge(&self, patch: Map<String, Value>) {
+        let mut m = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (k, v) in patch {
+            if v.is_null() {
+                m.remove(&k);
+            } else {
+                m.insert(k, v);
+            }
+        }
+    }
+
+    /// The settings applied so far (empty when none).
+    pub fn get(&self) -> Map<String, Value> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Puts back what [`HostSettings::get`] returned (a change that did not load).
+    pub fn set(&self, m: Map<String, Value>) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = m;
+    }
 }
 
 /// Everything settings depend on, so that loading is a plain function.

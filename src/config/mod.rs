@@ -35,8 +35,8 @@ pub use hooks::{
 };
 pub use layers::{Origin, Origins, Scope};
 pub use load::{
-    CliOverrides, ConfigError, IgnoredKey, LayerFile, LoadInput, LoadedConfig, MAX_SETTINGS_BYTES,
-    OLD_SESSIONS_DIR, discover, layer_files, load,
+    CliOverrides, ConfigError, HostSettings, IgnoredKey, LayerFile, LoadInput, LoadedConfig,
+    MAX_SETTINGS_BYTES, OLD_SESSIONS_DIR, discover, layer_files, load,
 };
 pub use mode::{Mode, PermissionMode, SessionKind};
 pub use sandbox::{SandboxFilesystem, SandboxNetwork, SandboxSettings};

@@ -780,6 +780,21 @@ impl Connection {
         Ok(out)
     }
 
+    /// Reads one resource: its contents as the server sent them (for a
+    /// host that renders them, not for a model).
+    pub async fn read_resource_contents(&self, uri: &str) -> Result<Vec<Value>, String> {
+        let result = self
+            .peer
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(uri))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(result
+            .contents
+            .iter()
+            .filter_map(|c| serde_json::to_value(c).ok())
+            .collect())
+    }
+
     /// Ends the session; a stdio server's process is closed (and killed if
     /// it does not exit). Later calls fail.
     pub async fn close(&self) {

@@ -91,6 +91,20 @@ pub struct McpManager {
     local: Mutex<Option<super::LocalConnector>>,
     /// When set, only these shared servers are used (`--strict-mcp-config`).
     only: Mutex<Option<Vec<String>>>,
+    /// What an SDK host changed: its own servers, the ones it switched off,
+    /// and the last configured set (to apply a change at once).
+    host: Mutex<HostServers>,
+}
+
+/// See [`McpManager::host`].
+#[derive(Default)]
+struct HostServers {
+    /// `mcp_set_servers`: used beside the configured ones (which win a name).
+    added: BTreeMap<String, McpServerConfig>,
+    /// `mcp_toggle` with `enabled: false`.
+    disabled: std::collections::BTreeSet<String>,
+    /// The servers and folder of the last [`McpManager::sync`].
+    last: Option<(BTreeMap<String, McpServerConfig>, PathBuf)>,
 }
 
 impl McpManager {
@@ -258,7 +272,131 @@ impl McpManager {
     /// new or whose configuration changed start connecting in the
     /// background; servers no longer listed are closed. Returns at once.
     /// Outside a Tokio runtime it does nothing.
+    /// An SDK host's servers (`mcp_set_servers`) are used beside
+    /// `servers`, and those it switched off are left out.
     pub fn sync(self: &Arc<Self>, servers: &BTreeMap<String, McpServerConfig>, cwd: &Path) {
+        let all = {
+            let mut host = self
+                .host
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            host.last = Some((servers.clone(), cwd.to_path_buf()));
+            let mut all = servers.clone();
+            for (name, c) in &host.added {
+                all.entry(name.clone()).or_insert_with(|| c.clone());
+            }
+            all.retain(|name, _| !host.disabled.contains(name));
+            all
+        };
+        self.apply(&all, cwd);
+    }
+
+    /// Syncs again with the last configured set (after a host's change).
+    fn resync(self: &Arc<Self>) {
+        let last = self
+            .host
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .last
+            .clone();
+        if let Some((servers, cwd)) = last {
+            self.sync(&servers, &cwd);
+        }
+    }
+
+    /// Whether `name` is a shared server, configured or the host's, on or
+    /// off.
+    pub fn knows(&self, name: &str) -> bool {
+        let host = self
+            .host
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        host.added.contains_key(name)
+            || host.disabled.contains(name)
+            || host
+                .last
+                .as_ref()
+                .is_some_and(|(s, _)| s.contains_key(name))
+    }
+
+    /// Replaces the host's own servers (`mcp_set_servers`); the names
+    /// added and removed. A name the configuration already has keeps the
+    /// configured server.
+    pub fn set_host_servers(
+        self: &Arc<Self>,
+        servers: BTreeMap<String, McpServerConfig>,
+    ) -> (Vec<String>, Vec<String>) {
+        let (added, removed) = {
+            let mut host = self
+                .host
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let added = servers
+                .keys()
+                .filter(|n| !host.added.contains_key(*n))
+                .cloned()
+                .collect();
+            let removed = host
+                .added
+                .keys()
+                .filter(|n| !servers.contains_key(*n))
+                .cloned()
+                .collect();
+            host.added = servers;
+            (added, removed)
+        };
+        self.resync();
+        (added, removed)
+    }
+
+    /// Switches a shared server off (closed, its tools gone) or on again
+    /// (`mcp_toggle`).
+    pub fn set_enabled(self: &Arc<Self>, name: &str, enabled: bool) {
+        {
+            let mut host = self
+                .host
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if enabled {
+                host.disabled.remove(name);
+            } else {
+                host.disabled.insert(name.to_string());
+            }
+        }
+        self.resync();
+    }
+
+    /// Whether a host switched `name` off.
+    pub fn is_disabled(&self, name: &str) -> bool {
+        self.host
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .disabled
+            .contains(name)
+    }
+
+    /// Closes a shared server and connects it again (`mcp_reconnect`);
+    /// returns at once (its state is `Connecting` until it is done).
+    pub fn reconnect(self: &Arc<Self>, name: &str) {
+        let closing = {
+            let mut inner = self.lock();
+            match inner.shared.remove(name) {
+                Some(Entry {
+                    state: State::Ready { conn, .. },
+                    ..
+                }) => Some(conn),
+                _ => None,
+            }
+        };
+        if let (Some(conn), Ok(rt)) = (closing, tokio::runtime::Handle::try_current()) {
+            rt.spawn(async move { conn.close().await });
+        }
+        self.bump();
+        self.resync();
+    }
+
+    /// Connects, and closes, so that the shared servers are `servers`.
+    fn apply(self: &Arc<Self>, servers: &BTreeMap<String, McpServerConfig>, cwd: &Path) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };

@@ -271,6 +271,12 @@ fn merge_usage(usage: &mut Usage, v: Option<&Value>) {
     if let Some(n) = field("cache_read_input_tokens") {
         usage.cache_read_input_tokens = n;
     }
+    if let Some(t) = v
+        .get("service_tier")
+        .and_then(|t| serde_json::from_value(t.clone()).ok())
+    {
+        usage.service_tier = Some(t);
+    }
     let nested = |outer: &str, inner: &str| v.get(outer)?.get(inner)?.as_u64();
     for (to, outer, inner) in [
         (
@@ -403,6 +409,8 @@ mod wire {
 
     #[derive(Deserialize)]
     pub struct WireUsage {
+        #[serde(default)]
+        service_tier: Option<crate::message::ServiceTier>,
         input_tokens: Option<u64>,
         output_tokens: Option<u64>,
         cache_creation_input_tokens: Option<u64>,
@@ -466,6 +474,9 @@ mod wire {
             }
             if let Some(d) = self.output_tokens_details {
                 set(&mut usage.thinking_tokens, d.thinking_tokens);
+            }
+            if self.service_tier.is_some() {
+                usage.service_tier = self.service_tier;
             }
         }
     }
@@ -829,6 +840,19 @@ mod tests {
         format!("{:?}\n{size}\n{:?}", seen.lock().unwrap(), a.finish())
     }
 
+    /// The API's `usage.service_tier` is kept, by both paths.
+    #[test]
+    fn the_service_tier_the_api_names_is_kept() {
+        let events = [(
+            "message_start",
+            r#"{"type":"message_start","message":{"id":"m","model":"claude-x","usage":{"input_tokens":1,"output_tokens":1,"service_tier":"priority"}}}"#,
+        )];
+        for untyped in [false, true] {
+            let out = assemble(&events, untyped);
+            assert!(out.contains("service_tier: Some(Priority)"), "{out}");
+        }
+    }
+
     /// Events the typed path reads and odd ones it leaves to the `Value`
     /// path: both give the same emitted events, size and response.
     #[test]
@@ -837,7 +861,7 @@ mod tests {
             vec![
                 (
                     "message_start",
-                    r#"{"type":"message_start","message":{"id":"m","model":"claude-x","usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1}}}"#,
+                    r#"{"type":"message_start","message":{"id":"m","model":"claude-x","usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1,"service_tier":"priority"}}}"#,
                 ),
                 (
                     "content_block_start",

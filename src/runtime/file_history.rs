@@ -11,6 +11,12 @@
 //! counted (`skippedLinks`). Storage is bounded: a file larger than
 //! [`MAX_FILE_BYTES`] is not copied, nor anything once the copies reach
 //! [`MAX_TOTAL_BYTES`]; such a file is not rewound.
+//!
+//! In a session folder the checkpoints outlive the process: each message
+//! and copy is also written as a line of `file-history/index.jsonl`, which
+//! a resumed session reads back. What it reads is checked: a copy must be
+//! a numbered file of the store itself, a path absolute, a message one
+//! listed before it; a line that fails is skipped with a warning.
 
 use std::collections::HashSet;
 use std::io::{self, Read as _, Write as _};
@@ -26,6 +32,34 @@ pub const MAX_FILE_BYTES: u64 = 16 << 20;
 pub const MAX_TOTAL_BYTES: u64 = 512 << 20;
 /// Claude Code's words for a message without a checkpoint.
 pub const NO_CHECKPOINT: &str = "No file checkpoint found for this message.";
+/// The index of a session folder's checkpoints.
+const INDEX: &str = "index.jsonl";
+/// The largest index read back.
+const MAX_INDEX_BYTES: u64 = 16 << 20;
+
+/// One line of [`INDEX`].
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Record {
+    /// A user message arrived.
+    Message { id: String },
+    /// A file as it was when message number `message` arrived.
+    Version {
+        message: usize,
+        path: PathBuf,
+        before: Saved,
+        folder: Option<PathBuf>,
+    },
+}
+
+/// [`Before`] as the index keeps it: a copy by its name in the store.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum Saved {
+    Absent,
+    Copy { name: String },
+    Unavailable,
+}
 
 /// The tools whose changes are checkpointed, with the input field naming
 /// the file they change.
@@ -82,6 +116,8 @@ pub struct FileHistory {
     dir: PathBuf,
     /// Holds a scratch folder when the session keeps no folder.
     _scratch: Option<tempfile::TempDir>,
+    /// Whether the checkpoints are written to [`INDEX`] (in a session folder).
+    kept: bool,
     inner: Mutex<Inner>,
 }
 
@@ -111,11 +147,35 @@ impl FileHistory {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
+        let kept = scratch.is_none();
+        let inner = if kept { load(&dir) } else { Inner::default() };
         Ok(FileHistory {
             dir,
             _scratch: scratch,
-            inner: Mutex::new(Inner::default()),
+            kept,
+            inner: Mutex::new(inner),
         })
+    }
+
+    /// Appends `record` to the index (in a session folder).
+    fn save(&self, record: &Record) {
+        if !self.kept {
+            return;
+        }
+        let Ok(mut line) = serde_json::to_string(record) else {
+            return;
+        };
+        line.push('\n');
+        let path = self.dir.join(INDEX);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            tracing::warn!("file checkpoint: cannot write {}: {e}", path.display());
+        }
     }
 
     /// A user message with this id arrived: later changes belong to it.
@@ -123,6 +183,9 @@ impl FileHistory {
         if let Ok(mut g) = self.inner.lock() {
             g.messages.push(message_id.to_string());
             g.copied_now.clear();
+            self.save(&Record::Message {
+                id: message_id.to_string(),
+            });
         }
     }
 
@@ -169,6 +232,22 @@ impl FileHistory {
                 }
             }
         };
+        let saved = match &before {
+            Before::Absent => Saved::Absent,
+            Before::Copy(c) => Saved::Copy {
+                name: c
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            },
+            Before::Unavailable => Saved::Unavailable,
+        };
+        self.save(&Record::Version {
+            message,
+            path: path.to_path_buf(),
+            before: saved,
+            folder: folder.clone(),
+        });
         g.versions.push(Version {
             message,
             path: path.to_path_buf(),
@@ -262,6 +341,78 @@ impl FileHistory {
         }
         Ok(out)
     }
+}
+
+/// The checkpoints an earlier process of the session kept in `dir` (none
+/// when there is no index). Each line is checked; one that fails is
+/// skipped with a warning naming it.
+fn load(dir: &Path) -> Inner {
+    let path = dir.join(INDEX);
+    let mut g = Inner::default();
+    let text = match crate::raw::read_text(&path, MAX_INDEX_BYTES) {
+        Ok(t) => t,
+        Err(e) => {
+            if path.exists() {
+                tracing::warn!("file checkpoint: {e}; earlier checkpoints are not used");
+            }
+            return g;
+        }
+    };
+    for (n, line) in text.lines().enumerate() {
+        let skip = |why: &str| {
+            tracing::warn!(
+                "file checkpoint: {}:{}: {why}; skipped",
+                path.display(),
+                n + 1
+            );
+        };
+        let record = match serde_json::from_str::<Record>(line) {
+            Ok(r) => r,
+            Err(e) => {
+                skip(&e.to_string());
+                continue;
+            }
+        };
+        match record {
+            Record::Message { id } => g.messages.push(id),
+            Record::Version {
+                message,
+                path: file,
+                before,
+                folder,
+            } => {
+                if message >= g.messages.len() || !file.is_absolute() {
+                    skip("no such message, or a relative path");
+                    continue;
+                }
+                let before = match before {
+                    Saved::Absent => Before::Absent,
+                    Saved::Unavailable => Before::Unavailable,
+                    // Only a numbered file of the store itself.
+                    Saved::Copy { name } => match name.parse::<u64>() {
+                        Ok(k) if dir.join(&name).is_file() => {
+                            g.next = g.next.max(k);
+                            let copy = dir.join(&name);
+                            let size = std::fs::metadata(&copy).map_or(0, |m| m.len());
+                            g.bytes = g.bytes.saturating_add(size);
+                            Before::Copy(copy)
+                        }
+                        _ => {
+                            skip("not a copy in the store");
+                            continue;
+                        }
+                    },
+                };
+                g.versions.push(Version {
+                    message,
+                    path: file,
+                    before,
+                    folder,
+                });
+            }
+        }
+    }
+    g
 }
 
 /// Copies a regular file of at most [`MAX_FILE_BYTES`]; its size.
@@ -359,6 +510,7 @@ fn lines(bytes: &[u8]) -> Vec<&[u8]> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn line_changes_count_what_a_diff_shows() {
@@ -395,6 +547,63 @@ mod tests {
         h.rewind("m1", false).unwrap();
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "original\n");
         assert_eq!(h.rewind("m1", true).unwrap(), Rewind::default());
+    }
+
+    #[test]
+    fn checkpoints_of_a_session_folder_outlive_the_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("s");
+        let a = dir.path().join("a.txt");
+        let b = dir.path().join("b.txt");
+        std::fs::write(&a, "original\n").unwrap();
+        {
+            let h = FileHistory::new(Some(&session)).unwrap();
+            h.begin("m1");
+            h.before_change(&a);
+            std::fs::write(&a, "changed\n").unwrap();
+        }
+        // The next process of the session (a resume) goes on from there.
+        let h = FileHistory::new(Some(&session)).unwrap();
+        h.begin("m2");
+        h.before_change(&a);
+        h.before_change(&b);
+        std::fs::write(&a, "changed again\n").unwrap();
+        std::fs::write(&b, "new\n").unwrap();
+        h.rewind("m2", false).unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "changed\n");
+        assert!(!b.exists());
+        h.rewind("m1", false).unwrap();
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "original\n");
+        // The second process's copy did not overwrite the first's.
+        let copies = std::fs::read_dir(session.join("file-history"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name() != INDEX)
+            .count();
+        assert_eq!(copies, 2);
+    }
+
+    #[test]
+    fn an_index_line_naming_a_file_outside_the_store_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("s");
+        let victim = dir.path().join("victim.txt");
+        std::fs::write(&victim, "keep me\n").unwrap();
+        std::fs::create_dir_all(session.join("file-history")).unwrap();
+        let lines = [
+            json!({"kind": "message", "id": "m1"}),
+            // A copy outside the store, and a relative path.
+            json!({"kind": "version", "message": 0, "path": victim,
+                   "before": {"state": "copy", "name": "../../etc/passwd"}, "folder": null}),
+            json!({"kind": "version", "message": 0, "path": "rel.txt",
+                   "before": {"state": "absent"}, "folder": null}),
+            json!({"kind": "version", "message": 5, "path": victim,
+                   "before": {"state": "absent"}, "folder": null}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\nnot json\n")).collect();
+        std::fs::write(session.join("file-history").join(INDEX), text).unwrap();
+        let h = FileHistory::new(Some(&session)).unwrap();
+        assert_eq!(h.rewind("m1", false).unwrap(), Rewind::default());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
     }
 
     #[test]

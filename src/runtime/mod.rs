@@ -99,6 +99,11 @@ pub enum EngineEvent {
         /// are off): the stream's `assistant` message carries it, as
         /// Claude Code's does, for `--resume-session-at`.
         uuid: Option<String>,
+        /// A user message the engine added itself (a reminder), not a
+        /// person's prompt nor a tool's results (Claude Code's
+        /// `isSynthetic`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        synthetic: bool,
     },
     ToolUse {
         agent_id: String,
@@ -465,6 +470,11 @@ pub struct Engine {
     /// later), for a turn about to use what they hold. Set by the CLI,
     /// which knows what the snapshot is built from; `None`: never.
     pub catch_up: Option<CatchUp>,
+    /// Applies an SDK host's settings for the rest of the session
+    /// (`apply_flag_settings`; `None`: none, only rebuild) and rebuilds the
+    /// snapshot now; why not, when the settings do not load (they are then
+    /// dropped). Set by the CLI; `None`: never.
+    pub apply_settings: Option<ApplySettings>,
     /// Sessions whose events nobody outside sees (an `agent` hook's
     /// sub-agent): only their cost is reported.
     quiet: Mutex<std::collections::HashSet<String>>,
@@ -481,6 +491,11 @@ pub struct Engine {
 
 /// See [`Engine::catch_up`].
 pub type CatchUp = Arc<dyn Fn(&[PathBuf]) + Send + Sync>;
+
+/// See [`Engine::apply_settings`].
+pub type ApplySettings = Arc<
+    dyn Fn(Option<serde_json::Map<String, serde_json::Value>>) -> Result<(), String> + Send + Sync,
+>;
 
 impl Engine {
     pub fn new(
@@ -531,6 +546,7 @@ impl Engine {
             team_handles: Mutex::new(Vec::new()),
             backend: None,
             catch_up: None,
+            apply_settings: None,
             quiet: Mutex::default(),
             file_history: None,
             prompt_id: Mutex::new(None),

@@ -481,6 +481,12 @@ impl Session {
         self.append_marked(message, &[], None);
     }
 
+    /// [`Session::append`] for a user message the engine adds itself (a
+    /// reminder), reported as synthetic.
+    pub(super) fn append_synthetic(&mut self, message: Arc<Message>) {
+        self.append_as(message, &[], None, true);
+    }
+
     /// [`Session::append`], marking tool calls converted from text; what is
     /// printed of an assistant message is `shown`'s text instead of its
     /// own, when a MessageDisplay hook rewrote it.
@@ -489,6 +495,16 @@ impl Session {
         message: Arc<Message>,
         converted: &[String],
         shown: Option<String>,
+    ) {
+        self.append_as(message, converted, shown, false);
+    }
+
+    fn append_as(
+        &mut self,
+        message: Arc<Message>,
+        converted: &[String],
+        shown: Option<String>,
+        synthetic: bool,
     ) {
         if message.role == Role::Assistant && !self.spec.is_main {
             let texts: Vec<String> = message
@@ -515,6 +531,7 @@ impl Session {
             agent_id: self.spec.agent_id.clone(),
             message: printed,
             uuid,
+            synthetic,
         });
         if let Some(text) = shown {
             self.displayed = Some((Arc::clone(&message), text));
@@ -1136,7 +1153,9 @@ impl Session {
                 if self.structured.is_some() && !self.structured_state.enforced {
                     self.structured_state.enforced = true;
                     let text = snap.templates.show(&StructuredOutputEnforce {});
-                    self.append(Arc::new(Message::user_text(text.trim_end().to_string())));
+                    self.append_synthetic(Arc::new(Message::user_text(
+                        text.trim_end().to_string(),
+                    )));
                     continue;
                 }
                 break StopKind::EndTurn;

@@ -109,7 +109,58 @@ async function multi_turn() {
   return { results };
 }
 
-const SCENARIOS = { query_read, multi_turn };
+async function control_queries() {
+  // The Query methods that send control requests, on a streaming session
+  // kept open until they are all answered; then one prompt.
+  let done;
+  const allAnswered = new Promise((resolve) => {
+    done = resolve;
+  });
+  async function* prompts() {
+    await allAnswered;
+    yield {
+      type: "user",
+      session_id: "",
+      parent_tool_use_id: null,
+      message: { role: "user", content: "hi" },
+    };
+  }
+  const q = query({ prompt: prompts(), options: options() });
+  const seen = {};
+  const drain = (async () => {
+    const results = [];
+    for await (const m of q) {
+      if (m.type === "result") {
+        results.push(m.result);
+        break;
+      }
+    }
+    return results;
+  })();
+  await q.applyFlagSettings({ permissions: { deny: ["WebFetch"] } });
+  const server = {
+    command: process.env.MCP_COMMAND,
+    args: JSON.parse(process.env.MCP_ARGS),
+    env: JSON.parse(process.env.MCP_ENV),
+  };
+  seen.set = await q.setMcpServers({ echo: server });
+  seen.status = (await q.mcpServerStatus()).map((s) => [s.name, s.status]);
+  seen.page = await q.readMcpResource("echo", "ui://app/page");
+  await q.toggleMcpServer("echo", false);
+  await q.toggleMcpServer("echo", true);
+  await q.reconnectMcpServer("echo");
+  seen.status_after = (await q.mcpServerStatus()).map((s) => [s.name, s.status]);
+  seen.skills = (await q.reloadSkills()).skills.map((s) => s.name);
+  seen.backgrounded = await q.backgroundTasks("toolu_none");
+  await q.seedReadState(path.join(process.env.CADRE_PROJECT, "a.txt"), 1);
+  seen.models = (await q.supportedModels()).map((m) => m.value);
+  done();
+  seen.results = await drain;
+  assert.deepEqual(seen.results, ["ok"]);
+  return seen;
+}
+
+const SCENARIOS = { query_read, multi_turn, control_queries };
 
 const name = process.argv[2];
 const seen = await SCENARIOS[name]();

@@ -435,6 +435,70 @@ fn scenarios() -> Vec<Scenario> {
             hook_fields: &[],
             env: &[],
         },
+        // The control requests the TypeScript SDK sends about settings,
+        // MCP servers, listings, usage and the queue, answered before a
+        // prompt (src/cli/control.rs), then after one turn.
+        Scenario {
+            name: "control-queries",
+            args: args(&STREAM_IO),
+            steps: {
+                let ask = |i: usize, request: Value| {
+                    [
+                        Step::Send(json!({"type": "control_request",
+                                          "request_id": format!("req_{i}"), "request": request})),
+                        Step::Await("control_response"),
+                    ]
+                };
+                let before = [
+                    json!({"subtype": "get_settings"}),
+                    json!({"subtype": "apply_flag_settings",
+                           "settings": {"permissions": {"deny": ["WebFetch"]}}}),
+                    json!({"subtype": "get_settings"}),
+                    json!({"subtype": "list_permission_rules"}),
+                    json!({"subtype": "update_settings", "source": "localSettings",
+                           "settings": {"model": "x"}}),
+                    json!({"subtype": "update_settings", "source": "projectSettings",
+                           "settings": {"outputStyle": "x"}}),
+                    json!({"subtype": "mcp_set_servers", "servers": {}}),
+                    json!({"subtype": "mcp_call", "tool": "mcp__nope__x", "arguments": {}}),
+                    json!({"subtype": "mcp_read_resource", "serverName": "nope", "uri": "ui://a"}),
+                    json!({"subtype": "mcp_read_resource", "serverName": "nope", "uri": "file:///a"}),
+                    json!({"subtype": "background_tasks"}),
+                    json!({"subtype": "get_task_output", "task_id": "b1234567"}),
+                    json!({"subtype": "get_hooks_listing"}),
+                    json!({"subtype": "cancel_async_message", "message_uuid": "nope"}),
+                    json!({"subtype": "seed_read_state", "path": "a.txt", "mtime": 1}),
+                ];
+                let after = [
+                    json!({"subtype": "get_usage", "skip_behaviors": true}),
+                    json!({"subtype": "get_session_cost"}),
+                ];
+                let n = before.len();
+                before
+                    .into_iter()
+                    .enumerate()
+                    .flat_map(|(i, r)| ask(i, r))
+                    .chain([user("hi"), Step::Await("result")])
+                    .chain(
+                        after
+                            .into_iter()
+                            .enumerate()
+                            .flat_map(|(i, r)| ask(n + i, r)),
+                    )
+                    .collect()
+            },
+            setup: |p| {
+                p.write(
+                    ".claude/settings.json",
+                    &json!({"permissions": {"ask": ["Bash(rm:*)"]},
+                            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}})
+                    .to_string(),
+                );
+            },
+            replies: |_| vec![anthropic::text_reply("hello")],
+            hook_fields: &[],
+            env: &[],
+        },
         // A project's own output style, chosen in its settings: `init`
         // names it.
         Scenario {
@@ -865,9 +929,27 @@ fn cadre_matches_claude_code_up_to_the_listed_differences() {
         .filter(|sc| only.as_ref().is_none_or(|o| o.iter().any(|n| n == sc.name)))
         .collect();
     let mut found = Vec::new();
+    // `CADRE_CONFORMANCE_DUMP=DIR` writes what each program printed, per
+    // scenario, to DIR (while working on a difference).
+    let dump = std::env::var_os("CADRE_CONFORMANCE_DUMP").map(PathBuf::from);
     for sc in &all {
         let claude = run(Program::ClaudeCode, &oracle, sc);
         let cadre = run(Program::Cadre, &oracle, sc);
+        if let Some(dir) = &dump {
+            for (who, o) in [("claude", &claude), ("cadre", &cadre)] {
+                let lines: Vec<String> = o
+                    .events
+                    .iter()
+                    .chain(&o.control)
+                    .map(Value::to_string)
+                    .collect();
+                let _ = std::fs::create_dir_all(dir);
+                let _ = std::fs::write(
+                    dir.join(format!("{}.{who}.jsonl", sc.name)),
+                    lines.join("\n"),
+                );
+            }
+        }
         found.extend(
             compare(sc, &claude, &cadre)
                 .into_iter()

@@ -244,6 +244,13 @@ fn sub_agent_messages_carry_the_agent_calls_id() {
     assert_eq!(done["summary"], "notes say hi");
     assert_eq!(done["output_file"], "");
     assert_eq!(task("task_updated")["patch"]["status"], "completed");
+    // One run: the same run id on its three task events.
+    assert!(
+        started["run_id"].as_str().is_some_and(|r| !r.is_empty()),
+        "{started}"
+    );
+    assert_eq!(done["run_id"], started["run_id"]);
+    assert_eq!(task("task_updated")["run_id"], started["run_id"]);
     // The main session's result for the Agent call comes back unparented.
     assert!(lines.iter().any(|l| l["type"] == "user"
         && l["parent_tool_use_id"].is_null()
@@ -496,6 +503,53 @@ fn a_failed_model_request_ends_as_claude_codes_api_error() {
         .json();
     assert_eq!(v["terminal_reason"], "completed");
     assert_eq!(v["api_error_status"], Value::Null);
+}
+
+/// The reminder cadre adds when structured output is answered in text
+/// goes out as a `user` message marked `isSynthetic`, as Claude Code's.
+#[test]
+fn the_structured_output_reminder_is_sent_marked_synthetic() {
+    let p = Project::new();
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                        "required": ["answer"]});
+    let server = FakeServer::start([
+        anthropic::text_reply("it is 4"),
+        structured_call("toolu_1", json!({"answer": 4})),
+    ]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "2+2",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--json-schema",
+            &schema.to_string(),
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let synthetic: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "user" && l["isSynthetic"] == true)
+        .collect();
+    assert_eq!(synthetic.len(), 1, "{lines:#?}");
+    assert!(
+        synthetic[0]["message"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("MUST call the StructuredOutput tool")),
+        "{}",
+        synthetic[0]
+    );
+    // Tool results are not synthetic.
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["type"] == "user" && l != &synthetic[0])
+            .all(|l| l.get("isSynthetic").is_none()),
+        "{lines:#?}"
+    );
 }
 
 /// A StructuredOutput call in a message of its own.

@@ -183,6 +183,8 @@ impl ServerHandler for EchoServer {
         use rmcp::model::{ReadResourceResponse, ReadResourceResult, ResourceContents};
         let contents = match request.uri.as_str() {
             "file:///notes.txt" => ResourceContents::text("notes: ship it", "file:///notes.txt"),
+            // An MCP Apps page, for a host that renders it.
+            "ui://app/page" => ResourceContents::text("<p>the app</p>", "ui://app/page"),
             "file:///pixel.png" => ResourceContents::BlobResourceContents {
                 uri: request.uri.clone(),
                 mime_type: Some("image/png".into()),

@@ -11,6 +11,7 @@ mod census;
 mod chat_render;
 mod commands;
 mod conformance;
+mod control;
 mod coordinator;
 mod corpus;
 mod distributed;

@@ -308,6 +308,16 @@ fn sdk_ts() -> PathBuf {
 
 /// Runs one scenario of tests/sdk/drive.mjs; returns what it saw.
 fn drive_ts(p: &Project, server: &FakeServer, scenario: &str) -> Value {
+    drive_ts_with(p, server, scenario, &[])
+}
+
+/// [`drive_ts`] with more environment for the script.
+fn drive_ts_with(
+    p: &Project,
+    server: &FakeServer,
+    scenario: &str,
+    env: &[(&str, String)],
+) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/drive.mjs");
     let out = Command::new("node")
         .arg(&script)
@@ -322,6 +332,7 @@ fn drive_ts(p: &Project, server: &FakeServer, scenario: &str) -> Value {
         .env("CADRE_PROJECT", p.path())
         .env("ANTHROPIC_BASE_URL", server.url())
         .env("ANTHROPIC_API_KEY", TEST_KEY)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -346,6 +357,53 @@ fn ts_sdk_query_runs_a_read_round_trip() {
 #[test]
 fn ts_sdk_streaming_input_keeps_one_conversation() {
     two_prompts_keep_one_conversation(drive_ts);
+}
+
+/// The TypeScript SDK's Query methods that send control requests about
+/// settings, MCP servers and listings (src/cli/control.rs), each answered
+/// in the shape the SDK hands its caller; a prompt runs after them.
+#[test]
+fn ts_sdk_query_methods_change_settings_and_manage_a_hosts_mcp_server() {
+    let p = Project::new();
+    p.write(
+        ".claude/skills/greet/SKILL.md",
+        "---\nname: greet\ndescription: Says hello\n---\nSay hello.\n",
+    );
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let (command, args) = super::mcp::server_command();
+    let mut mcp_env = serde_json::Map::new();
+    mcp_env.insert(super::mcp::MODE_ENV.into(), "rich".into());
+    let seen = drive_ts_with(
+        &p,
+        &server,
+        "control_queries",
+        &[
+            ("MCP_COMMAND", command),
+            ("MCP_ARGS", serde_json::to_string(&args).unwrap()),
+            ("MCP_ENV", Value::Object(mcp_env).to_string()),
+        ],
+    );
+    assert_eq!(
+        seen["set"],
+        json!({"added": ["echo"], "removed": [], "errors": {}}),
+        "{seen}"
+    );
+    assert_eq!(seen["status"], json!([["echo", "connected"]]), "{seen}");
+    assert_eq!(
+        seen["status_after"],
+        json!([["echo", "connected"]]),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["page"]["contents"][0]["text"], "<p>the app</p>",
+        "{seen}"
+    );
+    assert!(
+        seen["skills"].as_array().unwrap().contains(&json!("greet")),
+        "{seen}"
+    );
+    assert_eq!(seen["backgrounded"], false, "{seen}");
+    assert_eq!(seen["models"][0], "default", "{seen}");
 }
 
 /// A session with a sub-agent, read back by the SDK's own session
