@@ -1074,9 +1074,21 @@ impl Collector {
                                     .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
                                     .await;
                             }
-                            Err(_) => {
+                            // A refusal is the server's verdict on what the
+                            // client presented; a connection the client
+                            // drops before the handshake ends (a pooled one
+                            // abandoned at exit) is not.
+                            Err(e)
+                                if !matches!(
+                                    e.kind(),
+                                    std::io::ErrorKind::UnexpectedEof
+                                        | std::io::ErrorKind::ConnectionReset
+                                        | std::io::ErrorKind::BrokenPipe
+                                ) =>
+                            {
                                 refusals.fetch_add(1, Ordering::SeqCst);
                             }
+                            Err(_) => {}
                         },
                         None => {
                             let _ = builder
