@@ -894,13 +894,7 @@ pub(super) fn hook_model(side: SideCall) -> super::hooks::HookModel {
                 .send(&request)
                 .await
                 .map_err(|e| format!("the model request failed: {e:?}"))?;
-            let texts: Vec<&str> = response
-                .message
-                .content
-                .iter()
-                .filter_map(ContentBlock::as_text)
-                .collect();
-            Ok(texts.join("\n"))
+            Ok(response.message.joined_text().unwrap_or_default())
         }) as futures_util::future::BoxFuture<'static, Result<String, String>>
     })
 }
@@ -1039,13 +1033,7 @@ impl Session {
                     .send(&request)
                     .await
                     .map_err(|provider| FetchProblem::Reader { provider })?;
-                let texts: Vec<&str> = response
-                    .message
-                    .content
-                    .iter()
-                    .filter_map(ContentBlock::as_text)
-                    .collect();
-                Ok(texts.join("\n"))
+                Ok(response.message.joined_text().unwrap_or_default())
             }) as futures_util::future::BoxFuture<'static, Result<String, FetchProblem>>
         })
     }
