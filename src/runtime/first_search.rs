@@ -1,8 +1,11 @@
 //! A search made for an agent before its first request of a prompt
-//! (`agents.first_search`, on in `config/local.toml`): a small model
-//! guesses one file name, finds nothing and gives up, or answers a
-//! question about a file without opening it. The steps are data — the
-//! setting lists which run, in a fixed order:
+//! (`agents.first_search`): a small model guesses one file name, finds
+//! nothing and gives up, or answers a question about a file without
+//! opening it. Only a user's prompt to the main session is searched for:
+//! a sub-agent's task is the parent's own plan of what to search, and a
+//! child handed the file it was asked to search answers from the file's
+//! first lines instead of searching it (the README's demo broke so). The
+//! steps are data — the setting lists which run, in a fixed order:
 //!
 //! - `read_named_files`: the files the prompt names (a path with a `/`, or
 //!   a file name with an extension in the top folder) are read for it;
@@ -45,14 +48,15 @@ const MAX_PER_WORD: usize = 5;
 impl Session {
     /// Runs the configured steps for the prompt just asked (the last
     /// message), and returns what joins it and the paths read; `None` when
-    /// the setting is empty, the prompt is not a user's text (a fork's
-    /// directive keeps its siblings' bytes), or nothing was found.
+    /// the setting is empty, the session is not the main one (a sub-agent's
+    /// task, a fork's directive that keeps its siblings' bytes, a
+    /// teammate's), the prompt is not a user's text, or nothing was found.
     pub(super) async fn first_search(
         &self,
         snap: &Arc<Snapshot>,
     ) -> Option<(Vec<ContentBlock>, Vec<String>)> {
         let steps = &snap.settings().agents.first_search;
-        if steps.is_empty() || self.spec.frozen.is_some() {
+        if steps.is_empty() || !self.spec.is_main || self.spec.frozen.is_some() {
             return None;
         }
         let prompt = self.history.last().filter(|m| m.role == Role::User)?;

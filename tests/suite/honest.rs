@@ -538,7 +538,8 @@ fn a_first_search_reads_lists_and_finds_what_the_prompt_names_before_the_first_r
         "{sent}"
     );
 
-    // A sub-agent's task is searched for the child.
+    // A sub-agent's task is not searched for the child: it is the parent's
+    // plan of what to search (the main prompt here names nothing).
     let mut p = Project::new();
     p.config(ALL);
     team_files(&p);
@@ -554,8 +555,11 @@ fn a_first_search_reads_lists_and_finds_what_the_prompt_names_before_the_first_r
     let run = p.run(Some(&server), &["run", "look"]);
     assert_eq!(run.code, 0, "{run:?}");
     let children = child_requests_of(&server, false);
+    let task = super::harness::user_texts(&children[0]);
     assert!(
-        super::harness::user_texts(&children[0]).contains("lease_ms = 8000"),
+        task.contains("What is lease_ms in config/defaults.toml?")
+            && !task.contains("lease_ms = 8000")
+            && !task.contains("Before you start"),
         "{children:?}"
     );
 
