@@ -219,6 +219,11 @@ pub struct HookConfig {
     /// loader; no settings file can write it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_root: Option<std::path::PathBuf>,
+    /// The plugin's data folder (`CLAUDE_PLUGIN_DATA`, and
+    /// `${CLAUDE_PLUGIN_DATA}` in its command and arguments), created when
+    /// the hook first runs. Set only by the plugin loader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_data: Option<std::path::PathBuf>,
 }
 
 impl HookConfig {
@@ -237,6 +242,7 @@ impl HookConfig {
             timeout_ms: DEFAULT_HOOK_TIMEOUT_MS,
             run_async: false,
             plugin_root: None,
+            plugin_data: None,
         }
     }
 
