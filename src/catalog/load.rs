@@ -396,13 +396,21 @@ struct CachedFile {
 }
 
 /// Where a plugin folder's agents are: the folders and files of its
-/// manifest's `agents` (by default its `agents/`). A folder named `agents`
-/// (cadre's `agents.plugin_dirs` may name a plugin's `agents/` itself) is
-/// read as it is.
+/// manifest's `agents` (by default its `agents/`). A folder that is no
+/// plugin's root (cadre's `agents.plugin_dirs` may name a plugin's
+/// `agents/`, or any folder of agent files) is read as it is.
 fn plugin_agent_roots(dir: &Path) -> Vec<PathBuf> {
-    if dir.file_name().is_some_and(|n| n == "agents")
-        && !crate::config::plugins::manifest_path(dir).is_file()
-    {
+    const PLUGIN_PARTS: [&str; 8] = [
+        ".claude-plugin",
+        "agents",
+        "commands",
+        "skills",
+        "output-styles",
+        "hooks",
+        ".mcp.json",
+        ".lsp.json",
+    ];
+    if !PLUGIN_PARTS.iter().any(|p| dir.join(p).exists()) {
         return vec![dir.to_path_buf()];
     }
     crate::config::plugins::components(dir).0.agents
