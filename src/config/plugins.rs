@@ -2,9 +2,10 @@
 //! hooks they bring.
 //!
 //! A plugin is a folder with an optional `.claude-plugin/plugin.json`
-//! (its `name`, `version`, and optionally `hooks` and `mcpServers`), and
-//! any of `commands/`, `agents/`, `skills/`, `output-styles/`,
-//! `hooks/hooks.json` and `.mcp.json`. A session loads:
+//! (its `name`, `version`, and optionally the paths of its parts:
+//! [`components`]), and any of `commands/`, `agents/`, `skills/`,
+//! `output-styles/`, `hooks/hooks.json`, `.mcp.json` and `.lsp.json`. A
+//! session loads:
 //!
 //! - every folder named by `--plugin-dir` (`NAME@inline`, as Claude Code
 //!   reports it);
