@@ -357,7 +357,11 @@ fn a_plugin_a_project_enables_runs_nothing_until_the_folder_is_trusted() {
 /// manifest.
 fn kit_plugin(root: &Path, outside: &Path) {
     let (cmd, args) = super::mcp::server_command();
-    let server = json!({"command": cmd, "args": args, "env": {super::mcp::MODE_ENV: "echo"}});
+    // The server writes its process id into the plugin's data folder.
+    let server = json!({"command": cmd, "args": args, "env": {
+        super::mcp::MODE_ENV: "echo",
+        super::mcp::PIDFILE_ENV: "${CLAUDE_PLUGIN_DATA}/mcp.pid"
+    }});
     write(
         root,
         ".claude-plugin/plugin.json",
@@ -511,6 +515,10 @@ fn a_plugin_manifest_names_its_parts_paths_and_gets_a_data_folder() {
         run.stderr
     );
     assert!(data.is_dir());
+    assert!(
+        data.join("mcp.pid").is_file(),
+        "the MCP server got the data folder"
+    );
 
     // The LSP servers are listed as not supported, not dropped.
     let list = p.run(None, &["plugins", "list", "--plugin-dir", &dir]);
