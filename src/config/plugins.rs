@@ -322,10 +322,6 @@ pub fn resolve(
             }
         };
         let name = plugin_name(&root, &m);
-        // Its component paths are checked once here; the readers of each
-        // part take the checked list quietly.
-        let (parts, problems) = components(&root);
-        diags.extend(problems);
         if out.iter().any(|p| p.name == name) {
             diags.push(Diagnostic::warning(
                 None,
@@ -337,6 +333,10 @@ pub fn resolve(
             ));
             continue;
         }
+        // Its component paths are checked once here; the readers of each
+        // part take the checked list quietly.
+        let (parts, problems) = components(&root);
+        diags.extend(problems);
         let source = source.unwrap_or_else(|| format!("{name}@inline"));
         out.push(Plugin {
             data: home.map(|h| data_dir(h, &source)),
