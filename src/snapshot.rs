@@ -296,6 +296,7 @@ pub fn build_after(
     // the same way, a skill winning over a command of the same name.
     let mut skills = catalog::load_skills(&skill_dirs, &project_files);
     skills.add_commands(catalog::load_commands(&command_dirs, &project_files));
+    skills.add_commands(catalog::load_named_commands(&plugin_dirs));
     diagnostics.extend(skills.diagnostics.iter().cloned());
     diagnostics.extend(check_skill_rules(&skills));
     skipped.extend(skills.outside.iter().map(config::trust::Outside::skipped));

@@ -258,6 +258,49 @@ fn folders(cwd: &Path, home: Option<&Path>, plugin_dirs: &[PathBuf], sub: &str) 
     dirs
 }
 
+/// The commands plugins name in the mapping form of their manifest's
+/// `commands` (`/PLUGIN:NAME`), read from the plugin's file or written
+/// inline, the mapping's metadata winning over the file's frontmatter.
+pub fn load_named_commands(plugin_dirs: &[PathBuf]) -> Skills {
+    let mut out = Skills::default();
+    for root in plugin_dirs {
+        let plugin = super::load::plugin_name(root);
+        let manifest = crate::config::plugins::manifest_path(root);
+        for c in crate::config::plugins::components(root).0.named_commands {
+            let (path, text) = match (&c.file, &c.content) {
+                (Some(f), _) => match read_text(f) {
+                    Ok(t) => (f.clone(), t),
+                    Err(e) => {
+                        out.diagnostics.push(Diagnostic::error(Some(f), None, e));
+                        continue;
+                    }
+                },
+                (None, Some(t)) => (manifest.clone(), t.clone()),
+                (None, None) => continue,
+            };
+            let name = format!("{plugin}:{}", c.name);
+            let (command, diags) =
+                parse_entry(&path, &text, SkillSource::Plugin, SkillKind::Command, name);
+            out.diagnostics.extend(diags);
+            let Some(mut command) = command else { continue };
+            if let Some(d) = c.description {
+                command.description = d;
+            }
+            if c.argument_hint.is_some() {
+                command.argument_hint = c.argument_hint;
+            }
+            if c.model.is_some() {
+                command.model = c.model;
+            }
+            if c.allowed_tools.is_some() {
+                command.allowed_tools = c.allowed_tools;
+            }
+            out.skills.insert(command.name.clone(), command);
+        }
+    }
+    out
+}
+
 /// How deep command folders are walked (namespaces in namespaces).
 const MAX_COMMAND_DEPTH: usize = 8;
 /// The most command files read from one folder tree.

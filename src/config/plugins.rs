@@ -380,6 +380,23 @@ pub struct Components {
     pub hooks: Vec<Part>,
     pub mcp: Vec<Part>,
     pub lsp: Vec<Part>,
+    /// The commands of the mapping form of `commands` (`{"NAME":
+    /// {"source" | "content", "description", ...}}`).
+    pub named_commands: Vec<NamedCommand>,
+}
+
+/// A command the manifest's `commands` mapping names: `/PLUGIN:NAME`, read
+/// from a file of the plugin (`source`) or written inline (`content`),
+/// with the mapping's metadata over the file's frontmatter.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NamedCommand {
+    pub name: String,
+    pub file: Option<PathBuf>,
+    pub content: Option<String>,
+    pub description: Option<String>,
+    pub argument_hint: Option<String>,
+    pub model: Option<String>,
+    pub allowed_tools: Option<Vec<String>>,
 }
 
 /// A plugin's manifest file.
@@ -420,12 +437,8 @@ pub fn components(root: &Path) -> (Components, Vec<Diagnostic>) {
     let default = |sub: &str| vec![root.join(sub)];
     c.commands = match field("commands") {
         Some(n) if matches!(n.kind, raw::Kind::Map(_)) => {
-            check.warn(
-                n,
-                "commands: the mapping form (commands with inline metadata) is not read by cadre; \
-                 the commands/ folder is read instead",
-            );
-            default("commands")
+            c.named_commands = check.named_commands(n);
+            Vec::new()
         }
         Some(n) => check.paths(n, "commands", false),
         None => default("commands"),
@@ -541,6 +554,80 @@ impl Check<'_> {
             return None;
         }
         Some(path)
+    }
+
+    /// The mapping form of `commands`: each entry a `source` file of the
+    /// plugin or inline `content`, with `description`, `argumentHint`,
+    /// `model` and `allowedTools`.
+    fn named_commands(&mut self, n: &Node) -> Vec<NamedCommand> {
+        const KEYS: [&str; 6] = [
+            "source",
+            "content",
+            "description",
+            "argumentHint",
+            "model",
+            "allowedTools",
+        ];
+        let mut out = Vec::new();
+        for (key, entry) in n.entries() {
+            let name = &key.name;
+            if !matches!(entry.kind, raw::Kind::Map(_)) {
+                self.warn(
+                    entry,
+                    format!(
+                        "commands.{name}: expected a mapping, found {}; ignored",
+                        entry.type_name()
+                    ),
+                );
+                continue;
+            }
+            for (k, _) in entry.entries() {
+                if !KEYS.contains(&k.name.as_str()) {
+                    self.diags.push(Diagnostic::warning(
+                        Some(self.manifest),
+                        Some(k.pos),
+                        format!("commands.{name}: unknown key `{}`; ignored", k.name),
+                    ));
+                }
+            }
+            let text = |k: &str| entry.get(k).and_then(Node::as_str).map(str::to_string);
+            let mut c = NamedCommand {
+                name: name.clone(),
+                content: text("content"),
+                description: text("description"),
+                argument_hint: text("argumentHint"),
+                model: text("model"),
+                allowed_tools: entry.get("allowedTools").map(|v| match &v.kind {
+                    raw::Kind::Seq(items) => items
+                        .iter()
+                        .filter_map(|i| i.as_str().map(str::to_string))
+                        .collect(),
+                    _ => v
+                        .as_str()
+                        .map(|t| t.split(',').map(|x| x.trim().to_string()).collect())
+                        .unwrap_or_default(),
+                }),
+                ..NamedCommand::default()
+            };
+            if let Some(src) = entry.get("source") {
+                c.file = self.path(src, &format!("commands.{name}.source"), false);
+                if c.file.as_ref().is_some_and(|f| !f.is_file()) {
+                    self.warn(src, format!("commands.{name}.source: not a file; ignored"));
+                    c.file = None;
+                }
+                if c.file.is_none() {
+                    continue;
+                }
+            } else if c.content.is_none() {
+                self.warn(
+                    entry,
+                    format!("commands.{name}: neither `source` nor `content`; ignored"),
+                );
+                continue;
+            }
+            out.push(c);
+        }
+        out
     }
 
     /// The default file of `hooks`, `mcpServers` or `lspServers` (if it

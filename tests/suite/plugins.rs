@@ -537,3 +537,73 @@ fn a_plugin_manifest_names_its_parts_paths_and_gets_a_data_folder() {
         show.stdout
     );
 }
+
+/// The mapping form of the manifest's `commands`: a command read from a
+/// file of the plugin under the mapping's name and description, and one
+/// written inline; `commands/` is not read then.
+#[test]
+fn a_plugin_manifest_maps_command_names_to_files_and_inline_text() {
+    let p = Project::new();
+    let plugin = p.home.path().join("dev/notes");
+    write(
+        &plugin,
+        ".claude-plugin/plugin.json",
+        r#"{"name": "notes", "commands": {
+            "about": {"source": "./docs/about.md", "description": "About the notes", "argumentHint": "[topic]"},
+            "hi": {"content": "Say hi to $ARGUMENTS from the notes."},
+            "broken": {"description": "no text"}
+        }}"#,
+    );
+    write(
+        &plugin,
+        "docs/about.md",
+        "---\ndescription: old words\n---\nTell about $ARGUMENTS.\n",
+    );
+    write(&plugin, "commands/old.md", "Old command.\n");
+    let dir = plugin.display().to_string();
+    let server = FakeServer::start([anthropic::text_reply("hi")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "/notes:hi Ann",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--plugin-dir",
+            &dir,
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let commands = strings(&init["slash_commands"]);
+    assert!(
+        commands.contains(&"notes:about".to_string()),
+        "{commands:?}"
+    );
+    assert!(commands.contains(&"notes:hi".to_string()), "{commands:?}");
+    assert!(!commands.contains(&"notes:old".to_string()), "{commands:?}");
+    assert!(
+        !commands.contains(&"notes:broken".to_string()),
+        "{commands:?}"
+    );
+    let texts = first_user_texts(&server);
+    assert!(texts.contains("Say hi to Ann from the notes."), "{texts}");
+    let manifest = plugin
+        .join(".claude-plugin/plugin.json")
+        .display()
+        .to_string();
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains(&format!("{manifest}:4:"))
+                && l.contains("neither `source` nor `content`")),
+        "{}",
+        run.stderr
+    );
+    let list = p.run(None, &["commands", "list", "--json", "--plugin-dir", &dir]);
+    list.ok();
+    assert!(list.stdout.contains("About the notes"), "{}", list.stdout);
+    assert!(!list.stdout.contains("old words"), "{}", list.stdout);
+}
