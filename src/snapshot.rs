@@ -241,7 +241,7 @@ pub fn build_after(
     diagnostics.extend(template_diags);
     diagnostics.extend(tool_diags);
     diagnostics.extend(catalog.diagnostics.iter().cloned());
-    let by_source = |(source, _): &(catalog::SkillSource, PathBuf)| match source {
+    let by_source = |(source, _, _): &catalog::PartDir| match source {
         catalog::SkillSource::User => wanted(config::Scope::User),
         catalog::SkillSource::Project => wanted(config::Scope::Project),
         catalog::SkillSource::Plugin => true,
@@ -258,8 +258,8 @@ pub fn build_after(
         skill_dirs
             .iter()
             .chain(&command_dirs)
-            .filter(|(_, d)| d.is_dir())
-            .map(|(_, d)| d.clone()),
+            .filter(|(_, d, _)| d.is_dir())
+            .map(|(_, d, _)| d.clone()),
     );
     watched_dirs.extend(memory.rule_dirs.iter().cloned());
     let (output_styles, style_diags) = catalog::styles::load_styles(
@@ -296,6 +296,7 @@ pub fn build_after(
     // the same way, a skill winning over a command of the same name.
     let mut skills = catalog::load_skills(&skill_dirs, &project_files);
     skills.add_commands(catalog::load_commands(&command_dirs, &project_files));
+    skills.add_commands(catalog::load_named_commands(&plugin_dirs));
     diagnostics.extend(skills.diagnostics.iter().cloned());
     diagnostics.extend(check_skill_rules(&skills));
     skipped.extend(skills.outside.iter().map(config::trust::Outside::skipped));

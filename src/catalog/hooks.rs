@@ -110,7 +110,7 @@ fn command_hook(
             Some(Hook {
                 event,
                 matcher: matcher.clone(),
-                config,
+                config: *config,
             })
         }
         Ok(HookEntry::OtherType { kind, pos }) => {

@@ -395,6 +395,27 @@ struct CachedFile {
     diags: Vec<Diagnostic>,
 }
 
+/// Where a plugin folder's agents are: the folders and files of its
+/// manifest's `agents` (by default its `agents/`). A folder that is no
+/// plugin's root (cadre's `agents.plugin_dirs` may name a plugin's
+/// `agents/`, or any folder of agent files) is read as it is.
+fn plugin_agent_roots(dir: &Path) -> Vec<PathBuf> {
+    const PLUGIN_PARTS: [&str; 8] = [
+        ".claude-plugin",
+        "agents",
+        "commands",
+        "skills",
+        "output-styles",
+        "hooks",
+        ".mcp.json",
+        ".lsp.json",
+    ];
+    if !PLUGIN_PARTS.iter().any(|p| dir.join(p).exists()) {
+        return vec![dir.to_path_buf()];
+    }
+    crate::config::plugins::components(dir).0.agents
+}
+
 /// A plugin's name, which prefixes its agents' names (`plugin:agent`, as in
 /// Claude Code): `name` in `.claude-plugin/plugin.json` of the folder or of
 /// its parent; else the folder's name, or its parent's when the folder is
@@ -554,7 +575,7 @@ fn walk_and_parse<'a>(
         let mut workers = Vec::new();
         for (dir, (source, root)) in sources.iter().enumerate() {
             seen.guard = guard.filter(|_| *source == Source::Project);
-            walk_each(root, seen, &mut |path, folder| {
+            let mut on_found = |path: PathBuf, folder: Option<&Arc<Folder>>| {
                 pending.push(Found {
                     dir,
                     source: *source,
@@ -577,7 +598,23 @@ fn walk_and_parse<'a>(
                 {
                     done.push((start, batch.into_iter().map(|f| work.one(f)).collect()));
                 }
-            });
+            };
+            // A plugin's agents are in the folders and files its manifest
+            // names (by default its `agents/`), not anywhere in its folder.
+            let roots = if *source == Source::Plugin {
+                plugin_agent_roots(root)
+            } else {
+                vec![root.to_path_buf()]
+            };
+            for r in roots {
+                if r.is_file() {
+                    if is_agent_file(&r) {
+                        on_found(r, None);
+                    }
+                } else {
+                    walk_each(&r, seen, &mut on_found);
+                }
+            }
         }
         let last = std::mem::take(&mut pending);
         let start = found - last.len();

@@ -36,7 +36,8 @@ pub use parse::{
     ParseOptions, parse_agent_file, parse_agent_file_with, parse_cli_agents, parse_cli_agents_with,
 };
 pub use skills::{
-    Skill, SkillKind, SkillSource, Skills, command_dirs, load_commands, load_skills, skill_dirs,
+    PartDir, Skill, SkillKind, SkillSource, Skills, command_dirs, load_commands,
+    load_named_commands, load_skills, skill_dirs,
 };
 pub use sources::{SourceDir, source_dirs};
 pub use tokens::{

@@ -206,54 +206,99 @@ impl Skills {
     }
 }
 
-/// The skill folders to read, lowest precedence first: the user's, then the
-/// project's from the git root down to `cwd`.
-pub fn skill_dirs(
-    cwd: &Path,
-    home: Option<&Path>,
-    plugin_dirs: &[PathBuf],
-) -> Vec<(SkillSource, PathBuf)> {
+/// A folder (or, for a plugin, also a file) to read skills or commands
+/// from, its source, and the name of the plugin it belongs to.
+pub type PartDir = (SkillSource, PathBuf, Option<String>);
+
+/// The skill folders to read, lowest precedence first: the plugins', the
+/// user's, then the project's from the git root down to `cwd`.
+pub fn skill_dirs(cwd: &Path, home: Option<&Path>, plugin_dirs: &[PathBuf]) -> Vec<PartDir> {
     folders(cwd, home, plugin_dirs, "skills")
 }
 
 /// The command folders (`commands`), in the order of [`skill_dirs`].
-pub fn command_dirs(
-    cwd: &Path,
-    home: Option<&Path>,
-    plugin_dirs: &[PathBuf],
-) -> Vec<(SkillSource, PathBuf)> {
+pub fn command_dirs(cwd: &Path, home: Option<&Path>, plugin_dirs: &[PathBuf]) -> Vec<PartDir> {
     folders(cwd, home, plugin_dirs, "commands")
 }
 
-/// The `sub` folders of the plugins, the user and the project chain,
-/// lowest precedence first.
-fn folders(
-    cwd: &Path,
-    home: Option<&Path>,
-    plugin_dirs: &[PathBuf],
-    sub: &str,
-) -> Vec<(SkillSource, PathBuf)> {
+/// The `sub` folders of the plugins (those their manifests name), the
+/// user and the project chain, lowest precedence first.
+fn folders(cwd: &Path, home: Option<&Path>, plugin_dirs: &[PathBuf], sub: &str) -> Vec<PartDir> {
     let mut dirs = Vec::new();
     // A plugin folder (`agents.plugin_dirs`) is the plugin's root or its
-    // `agents` folder; its skills and commands are in the root's folders.
+    // `agents` folder; its skills and commands are where its manifest
+    // says (by default the root's folders).
     for p in plugin_dirs {
         let root = match (p.file_name(), p.parent()) {
             (Some(n), Some(parent)) if n == "agents" => parent.to_path_buf(),
             _ => p.clone(),
         };
-        dirs.push((SkillSource::Plugin, root.join(sub)));
+        let name = super::load::plugin_name(&root);
+        let parts = crate::config::plugins::components(&root).0;
+        let list = if sub == "skills" {
+            parts.skills
+        } else {
+            parts.commands
+        };
+        dirs.extend(
+            list.into_iter()
+                .map(|d| (SkillSource::Plugin, d, Some(name.clone()))),
+        );
     }
     let user = home.map(|h| crate::paths::user_claude_dir(h).join(sub));
     if let Some(u) = &user {
-        dirs.push((SkillSource::User, u.clone()));
+        dirs.push((SkillSource::User, u.clone(), None));
     }
     for d in super::sources::project_chain(cwd) {
         let p = d.join(".claude").join(sub);
         if user.as_ref() != Some(&p) {
-            dirs.push((SkillSource::Project, p));
+            dirs.push((SkillSource::Project, p, None));
         }
     }
     dirs
+}
+
+/// The commands plugins name in the mapping form of their manifest's
+/// `commands` (`/PLUGIN:NAME`), read from the plugin's file or written
+/// inline, the mapping's metadata winning over the file's frontmatter.
+pub fn load_named_commands(plugin_dirs: &[PathBuf]) -> Skills {
+    let mut out = Skills::default();
+    for root in plugin_dirs {
+        let plugin = super::load::plugin_name(root);
+        let manifest = crate::config::plugins::manifest_path(root);
+        for c in crate::config::plugins::components(root).0.named_commands {
+            let (path, text) = match (&c.file, &c.content) {
+                (Some(f), _) => match read_text(f) {
+                    Ok(t) => (f.clone(), t),
+                    Err(e) => {
+                        out.diagnostics.push(Diagnostic::error(Some(f), None, e));
+                        continue;
+                    }
+                },
+                (None, Some(t)) => (manifest.clone(), t.clone()),
+                (None, None) => continue,
+            };
+            let name = format!("{plugin}:{}", c.name);
+            let (command, diags) =
+                parse_entry(&path, &text, SkillSource::Plugin, SkillKind::Command, name);
+            out.diagnostics.extend(diags);
+            let Some(mut command) = command else { continue };
+            if let Some(d) = c.description {
+                command.description = d;
+            }
+            if c.argument_hint.is_some() {
+                command.argument_hint = c.argument_hint;
+            }
+            if c.model.is_some() {
+                command.model = c.model;
+            }
+            if c.allowed_tools.is_some() {
+                command.allowed_tools = c.allowed_tools;
+            }
+            out.skills.insert(command.name.clone(), command);
+        }
+    }
+    out
 }
 
 /// How deep command folders are walked (namespaces in namespaces).
@@ -266,11 +311,17 @@ const MAX_COMMAND_FILES: usize = 2000;
 /// `.md`, folders joined by `:` (`frontend/component.md` is
 /// `frontend:component`), as Claude Code names them; a plugin's commands
 /// are `PLUGIN:NAME`.
-pub fn load_commands(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> Skills {
+pub fn load_commands(dirs: &[PartDir], files: &ProjectFiles) -> Skills {
     let mut out = Skills::default();
-    for (source, dir) in dirs {
+    for (source, dir, plugin) in dirs {
         let mut found = Vec::new();
-        walk_md(dir, 0, &mut found);
+        // A plugin's manifest may name one command file.
+        let single = dir.is_file();
+        if single {
+            found.push(dir.clone());
+        } else {
+            walk_md(dir, 0, &mut found);
+        }
         found.sort();
         if found.len() > MAX_COMMAND_FILES {
             out.diagnostics.push(Diagnostic::warning(
@@ -289,9 +340,14 @@ pub fn load_commands(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> S
                 out.outside.push(outside);
                 continue;
             }
+            let base = if single {
+                dir.parent().unwrap_or(dir)
+            } else {
+                dir.as_path()
+            };
             let Ok(rel) = path
                 .with_extension("")
-                .strip_prefix(dir)
+                .strip_prefix(base)
                 .map(Path::to_path_buf)
             else {
                 continue;
@@ -300,10 +356,8 @@ pub fn load_commands(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> S
                 .components()
                 .map(|c| c.as_os_str().to_string_lossy().to_string())
                 .collect();
-            if *source == SkillSource::Plugin
-                && let Some(root) = dir.parent()
-            {
-                name.insert(0, super::load::plugin_name(root));
+            if let Some(p) = plugin {
+                name.insert(0, p.clone());
             }
             let name = name.join(":");
             let text = match read_text(&path) {
@@ -345,16 +399,21 @@ fn walk_md(dir: &Path, depth: usize, found: &mut Vec<PathBuf>) {
 
 /// Loads every `*/SKILL.md` under `dirs`, in order (a later one wins).
 /// A project skill is read only where `files` admits it.
-pub fn load_skills(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> Skills {
+pub fn load_skills(dirs: &[PartDir], files: &ProjectFiles) -> Skills {
     let mut out = Skills::default();
-    for (source, dir) in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
+    for (source, dir, plugin) in dirs {
+        // A plugin's manifest may name a skill's own folder.
+        let mut folders: Vec<PathBuf> = if plugin.is_some() && dir.join("SKILL.md").is_file() {
+            vec![dir.clone()]
+        } else {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.join("SKILL.md").is_file())
+                .collect()
         };
-        let mut folders: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("SKILL.md").is_file())
-            .collect();
         folders.sort();
         for folder in folders {
             let path = folder.join("SKILL.md");
@@ -375,10 +434,8 @@ pub fn load_skills(dirs: &[(SkillSource, PathBuf)], files: &ProjectFiles) -> Ski
             let (skill, diags) = parse_skill(&path, &text, *source);
             out.diagnostics.extend(diags);
             if let Some(mut s) = skill {
-                if *source == SkillSource::Plugin
-                    && let Some(root) = dir.parent()
-                {
-                    s.name = format!("{}:{}", super::load::plugin_name(root), s.name);
+                if let Some(p) = plugin {
+                    s.name = format!("{p}:{}", s.name);
                 }
                 out.skills.insert(s.name.clone(), s);
             }

@@ -124,13 +124,12 @@ pub fn style_dirs(
             _ => p.clone(),
         };
         // Named as its commands and agents are: the manifest's `name`
-        // (an installed copy's folder is its version).
+        // (an installed copy's folder is its version). Its styles are where
+        // its manifest says (by default `output-styles/`).
         let plugin = super::load::plugin_name(&root);
-        dirs.push((
-            StyleSource::Plugin,
-            root.join("output-styles"),
-            Some(plugin),
-        ));
+        for d in crate::config::plugins::components(&root).0.output_styles {
+            dirs.push((StyleSource::Plugin, d, Some(plugin.clone())));
+        }
     }
     let user = home.map(|h| crate::paths::user_claude_dir(h).join("output-styles"));
     if let Some(u) = user.as_ref().filter(|_| wanted(Scope::User)) {
@@ -171,14 +170,19 @@ pub fn load_styles(
         );
     }
     for (source, dir, plugin) in dirs {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
+        // A plugin's manifest may name one style file.
+        let mut paths: Vec<PathBuf> = if plugin.is_some() && dir.is_file() {
+            vec![dir.clone()]
+        } else {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            out.dirs.push(dir.clone());
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|e| e == "md") && p.is_file())
+                .collect()
         };
-        out.dirs.push(dir.clone());
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "md") && p.is_file())
-            .collect();
         paths.sort();
         paths.truncate(MAX_STYLE_FILES);
         for path in paths {

@@ -269,6 +269,9 @@ fn print_rest(c: &crate::config::LoadedConfig, snap: &Snapshot) {
                 p.path.display(),
                 p.enabled_by
             );
+            if let Some(note) = p.unsupported_note() {
+                outln!("#     {note}");
+            }
         }
     }
     let servers = mcp_servers(snap);

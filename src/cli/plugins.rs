@@ -143,6 +143,12 @@ fn list(loaded: &[Plugin], home: &Path, as_json: bool) -> Result<(), CliError> {
             p.path.display(),
             p.enabled_by
         );
+        if let Some(d) = &p.data {
+            outln!("    data folder: {}", d.display());
+        }
+        if let Some(note) = p.unsupported_note() {
+            outln!("    {note}");
+        }
     }
     for (id, path) in installed {
         if !loaded.iter().any(|p| p.source == id) {

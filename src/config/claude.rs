@@ -466,7 +466,7 @@ pub(super) fn hooks(path: &Path, node: &Node, t: &mut Translated) {
             };
             for h in commands {
                 let mut entry = match read_entry(h, false) {
-                    Ok(HookEntry::Hook(c)) => c,
+                    Ok(HookEntry::Hook(c)) => *c,
                     Ok(HookEntry::OtherType { kind, pos }) => {
                         t.problems.push(Diagnostic::warning(
                             Some(path),

@@ -219,6 +219,11 @@ pub struct HookConfig {
     /// loader; no settings file can write it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin_root: Option<std::path::PathBuf>,
+    /// The plugin's data folder (`CLAUDE_PLUGIN_DATA`, and
+    /// `${CLAUDE_PLUGIN_DATA}` in its command and arguments), created when
+    /// the hook first runs. Set only by the plugin loader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin_data: Option<std::path::PathBuf>,
 }
 
 impl HookConfig {
@@ -237,6 +242,7 @@ impl HookConfig {
             timeout_ms: DEFAULT_HOOK_TIMEOUT_MS,
             run_async: false,
             plugin_root: None,
+            plugin_data: None,
         }
     }
 
@@ -372,7 +378,7 @@ pub enum Entry {
     /// A hook cadre runs (`command`, `http` or `prompt`), with every key
     /// read (`matcher` left `None`: the caller knows where the matcher is
     /// written).
-    Hook(HookConfig),
+    Hook(Box<HookConfig>),
     /// A hook of a type cadre does not run (`mcp_tool`), written
     /// at `pos`.
     OtherType { kind: String, pos: Pos },
@@ -577,7 +583,7 @@ pub fn read_entry(v: &Node, cadre_form: bool) -> Result<Entry, Vec<(Pos, String)
     if let Some(ms) = timeout_ms {
         config.timeout_ms = ms;
     }
-    Ok(Entry::Hook(config))
+    Ok(Entry::Hook(Box::new(config)))
 }
 
 /// A list of strings.
@@ -763,7 +769,7 @@ mod tests {
         // Round trip through the settings' shape.
         let v = serde_json::to_value(&h).unwrap();
         assert_eq!(v["type"], "http");
-        assert_eq!(serde_json::from_value::<HookConfig>(v).unwrap(), h);
+        assert_eq!(serde_json::from_value::<HookConfig>(v).unwrap(), *h);
     }
 
     #[test]

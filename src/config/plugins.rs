@@ -2,9 +2,10 @@
 //! hooks they bring.
 //!
 //! A plugin is a folder with an optional `.claude-plugin/plugin.json`
-//! (its `name`, `version`, and optionally `hooks` and `mcpServers`), and
-//! any of `commands/`, `agents/`, `skills/`, `output-styles/`,
-//! `hooks/hooks.json` and `.mcp.json`. A session loads:
+//! (its `name`, `version`, and optionally the paths of its parts:
+//! [`components`]), and any of `commands/`, `agents/`, `skills/`,
+//! `output-styles/`, `hooks/hooks.json`, `.mcp.json` and `.lsp.json`. A
+//! session loads:
 //!
 //! - every folder named by `--plugin-dir` (`NAME@inline`, as Claude Code
 //!   reports it);
@@ -38,6 +39,12 @@ pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 /// What a plugin's hooks and MCP servers get as the plugin's folder.
 pub const PLUGIN_ROOT_VAR: &str = "CLAUDE_PLUGIN_ROOT";
 
+/// What they get as the plugin's data folder: a folder of its own that
+/// outlives updates of the plugin (Claude Code's
+/// `~/.claude/plugins/data/ID`), created the first time a hook or server
+/// of the plugin is given it.
+pub const PLUGIN_DATA_VAR: &str = "CLAUDE_PLUGIN_DATA";
+
 /// One plugin the session loads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Plugin {
@@ -52,6 +59,13 @@ pub struct Plugin {
     pub version: Option<String>,
     /// Where it was turned on: `--plugin-dir`, or a settings file and line.
     pub enabled_by: String,
+    /// Its data folder (`CLAUDE_PLUGIN_DATA`), when there is a home folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<PathBuf>,
+    /// The LSP servers it declares (`.lsp.json`, `lspServers`): listed, not
+    /// started (cadre has no LSP tool; docs/plugins.md).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lsp_servers: Vec<String>,
     /// The layer that turned it on.
     #[serde(skip)]
     pub scope: Scope,
@@ -69,6 +83,19 @@ impl Plugin {
             v["version"] = Value::String(version.clone());
         }
         v
+    }
+}
+
+impl Plugin {
+    /// What of the plugin cadre does not run, in a line for `plugins list`
+    /// and `config show`; `None` when everything is.
+    pub fn unsupported_note(&self) -> Option<String> {
+        (!self.lsp_servers.is_empty()).then(|| {
+            format!(
+                "lspServers {}: not supported (cadre has no LSP tool; docs/plugins.md)",
+                self.lsp_servers.join(", ")
+            )
+        })
     }
 }
 
@@ -306,8 +333,15 @@ pub fn resolve(
             ));
             continue;
         }
+        // Its component paths are checked once here; the readers of each
+        // part take the checked list quietly.
+        let (parts, problems) = components(&root);
+        diags.extend(problems);
+        let source = source.unwrap_or_else(|| format!("{name}@inline"));
         out.push(Plugin {
-            source: source.unwrap_or_else(|| format!("{name}@inline")),
+            data: home.map(|h| data_dir(h, &source)),
+            lsp_servers: lsp_names(&parts.lsp, &mut diags),
+            source,
             name,
             path: root,
             version: m.get("version").and_then(Value::as_str).map(str::to_string),
@@ -318,50 +352,408 @@ pub fn resolve(
     (out, diags)
 }
 
-/// The hooks of one plugin as settings layers of the scope that enabled
-/// it, one per file: `hooks/hooks.json` and the manifest's `hooks` (an
-/// object, or a path inside the plugin). Each hook is read strictly, as a
-/// settings file's, and knows its plugin's folder.
-pub fn hook_layers(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Vec<LayerDoc> {
-    let root = &plugin.path;
-    let mut files = vec![root.join("hooks").join("hooks.json")];
-    let mut inline = None;
-    match manifest(root).ok().and_then(|mut m| m.remove("hooks")) {
-        Some(Value::String(p)) => {
-            let p = crate::paths::lexical(&root.join(p));
-            if p.starts_with(root) {
-                files.push(p);
-            }
-        }
-        Some(v @ Value::Object(_)) => inline = Some(v),
-        _ => {}
-    }
-    let mut trees: Vec<(PathBuf, Node)> = Vec::new();
-    for f in files.iter().filter(|f| f.is_file()) {
-        match raw::read_text(f, MAX_MANIFEST_BYTES).and_then(|t| {
+/// A part of a plugin: a file, or a value written inline in its
+/// manifest (with the manifest's positions).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    File(PathBuf),
+    Inline(Node),
+}
+
+/// Where a plugin's parts are: the default folders and files, as its
+/// manifest changes them. `commands`, `agents` and `outputStyles` in the
+/// manifest replace their default folder (as in Claude Code: "when set,
+/// the commands/ directory is not auto-loaded"); `skills`, `hooks`,
+/// `mcpServers` and `lspServers` add to theirs. Every path is checked: it
+/// starts with `./`, has no `..`, and does not lead out of the plugin's
+/// folder through a symbolic link.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Components {
+    /// Command files, and folders of them.
+    pub commands: Vec<PathBuf>,
+    /// Agent files, and folders of them.
+    pub agents: Vec<PathBuf>,
+    /// Skill folders (holding `SKILL.md`), and folders of them.
+    pub skills: Vec<PathBuf>,
+    /// Output style files, and folders of them.
+    pub output_styles: Vec<PathBuf>,
+    pub hooks: Vec<Part>,
+    pub mcp: Vec<Part>,
+    pub lsp: Vec<Part>,
+    /// The commands of the mapping form of `commands` (`{"NAME":
+    /// {"source" | "content", "description", ...}}`).
+    pub named_commands: Vec<NamedCommand>,
+}
+
+/// A command the manifest's `commands` mapping names: `/PLUGIN:NAME`, read
+/// from a file of the plugin (`source`) or written inline (`content`),
+/// with the mapping's metadata over the file's frontmatter.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NamedCommand {
+    pub name: String,
+    pub file: Option<PathBuf>,
+    pub content: Option<String>,
+    pub description: Option<String>,
+    pub argument_hint: Option<String>,
+    pub model: Option<String>,
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+/// A plugin's manifest file.
+pub fn manifest_path(root: &Path) -> PathBuf {
+    root.join(".claude-plugin").join("plugin.json")
+}
+
+/// The parts of the plugin at `root` ([`Components`]), and a warning at
+/// its place in `plugin.json` for each entry that is not used.
+pub fn components(root: &Path) -> (Components, Vec<Diagnostic>) {
+    let manifest = manifest_path(root);
+    let mut diags = Vec::new();
+    let tree = if manifest.is_file() {
+        match raw::read_text(&manifest, MAX_MANIFEST_BYTES).and_then(|t| {
             serde_json::from_str::<Value>(&t)
                 .map_err(|e| format!("{}:{}: not valid JSON: {e}", e.line(), e.column()))?;
-            raw::parse_yaml(&t).map_err(|e| e.message)
+            raw::parse_yaml(&t).map_err(|e| e.to_string())
         }) {
-            Ok(node) => trees.push((f.clone(), node)),
-            Err(e) => warnings.push(Diagnostic::warning(
-                Some(f),
+            Ok(node) => Some(node),
+            Err(e) => {
+                diags.push(Diagnostic::warning(Some(&manifest), None, e));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mut check = Check {
+        root,
+        real_root: crate::paths::resolve(root),
+        manifest: &manifest,
+        diags: &mut diags,
+    };
+    let tree = tree.as_ref();
+    let field = |key: &str| tree.and_then(|t| t.get(key));
+    let mut c = Components::default();
+    // The folders a manifest entry replaces or adds to.
+    let default = |sub: &str| vec![root.join(sub)];
+    c.commands = match field("commands") {
+        Some(n) if matches!(n.kind, raw::Kind::Map(_)) => {
+            c.named_commands = check.named_commands(n);
+            Vec::new()
+        }
+        Some(n) => check.paths(n, "commands", false),
+        None => default("commands"),
+    };
+    // A command path that is a skill's folder is read as that skill.
+    let (skill_dirs, commands): (Vec<PathBuf>, Vec<PathBuf>) = std::mem::take(&mut c.commands)
+        .into_iter()
+        .partition(|p| p.join("SKILL.md").is_file());
+    c.commands = commands;
+    c.agents =
+        field("agents").map_or_else(|| default("agents"), |n| check.paths(n, "agents", false));
+    c.skills = default("skills");
+    if let Some(n) = field("skills") {
+        c.skills.extend(check.paths(n, "skills", true));
+    }
+    c.skills.extend(skill_dirs);
+    c.output_styles = field("outputStyles").map_or_else(
+        || default("output-styles"),
+        |n| check.paths(n, "outputStyles", false),
+    );
+    c.hooks = check.parts(
+        field("hooks"),
+        "hooks",
+        &root.join("hooks").join("hooks.json"),
+    );
+    c.mcp = check.parts(field("mcpServers"), "mcpServers", &root.join(".mcp.json"));
+    c.lsp = check.parts(field("lspServers"), "lspServers", &root.join(".lsp.json"));
+    for list in [
+        &mut c.commands,
+        &mut c.agents,
+        &mut c.skills,
+        &mut c.output_styles,
+    ] {
+        dedup(list);
+    }
+    (c, diags)
+}
+
+/// The manifest's entries checked against the plugin's folder.
+struct Check<'a> {
+    root: &'a Path,
+    real_root: PathBuf,
+    manifest: &'a Path,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Check<'_> {
+    fn warn(&mut self, at: &Node, why: impl Into<String>) {
+        self.diags.push(Diagnostic::warning(
+            Some(self.manifest),
+            Some(at.pos),
+            why.into(),
+        ));
+    }
+
+    /// The paths of a component field: one path or a list of them.
+    fn paths(&mut self, n: &Node, key: &str, dot: bool) -> Vec<PathBuf> {
+        let items: Vec<&Node> = match &n.kind {
+            raw::Kind::Seq(items) => items.iter().collect(),
+            _ => vec![n],
+        };
+        items
+            .into_iter()
+            .filter_map(|item| self.path(item, key, dot))
+            .collect()
+    }
+
+    /// One path of the manifest, if it names something inside the plugin.
+    fn path(&mut self, n: &Node, key: &str, dot: bool) -> Option<PathBuf> {
+        let Some(s) = n.as_str() else {
+            self.warn(
+                n,
+                format!(
+                    "{key}: expected a path inside the plugin (`./…`), found {}; ignored",
+                    n.type_name()
+                ),
+            );
+            return None;
+        };
+        let why = if Path::new(s).is_absolute() {
+            Some("is an absolute path; a plugin names its parts inside its folder (`./…`)")
+        } else if Path::new(s)
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            Some("leaves the plugin's folder (`..`)")
+        } else if !(s.starts_with("./") || (dot && s == ".")) {
+            Some("must start with `./` (a path inside the plugin's folder)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.warn(n, format!("{key}: {s:?} {why}; ignored"));
+            return None;
+        }
+        let path = crate::paths::lexical(&self.root.join(s));
+        if !path.exists() {
+            self.warn(
+                n,
+                format!("{key}: {s:?}: no such file or folder in the plugin; ignored"),
+            );
+            return None;
+        }
+        let real = crate::paths::resolve(&path);
+        if !real.starts_with(&self.real_root) {
+            self.warn(
+                n,
+                format!(
+                    "{key}: {s:?} leads out of the plugin's folder (a symbolic link to {}); ignored",
+                    real.display()
+                ),
+            );
+            return None;
+        }
+        Some(path)
+    }
+
+    /// The mapping form of `commands`: each entry a `source` file of the
+    /// plugin or inline `content`, with `description`, `argumentHint`,
+    /// `model` and `allowedTools`.
+    fn named_commands(&mut self, n: &Node) -> Vec<NamedCommand> {
+        const KEYS: [&str; 6] = [
+            "source",
+            "content",
+            "description",
+            "argumentHint",
+            "model",
+            "allowedTools",
+        ];
+        let mut out = Vec::new();
+        for (key, entry) in n.entries() {
+            let name = &key.name;
+            if !matches!(entry.kind, raw::Kind::Map(_)) {
+                self.warn(
+                    entry,
+                    format!(
+                        "commands.{name}: expected a mapping, found {}; ignored",
+                        entry.type_name()
+                    ),
+                );
+                continue;
+            }
+            for (k, _) in entry.entries() {
+                if !KEYS.contains(&k.name.as_str()) {
+                    self.diags.push(Diagnostic::warning(
+                        Some(self.manifest),
+                        Some(k.pos),
+                        format!("commands.{name}: unknown key `{}`; ignored", k.name),
+                    ));
+                }
+            }
+            let text = |k: &str| entry.get(k).and_then(Node::as_str).map(str::to_string);
+            let mut c = NamedCommand {
+                name: name.clone(),
+                content: text("content"),
+                description: text("description"),
+                argument_hint: text("argumentHint"),
+                model: text("model"),
+                allowed_tools: entry.get("allowedTools").map(|v| match &v.kind {
+                    raw::Kind::Seq(items) => items
+                        .iter()
+                        .filter_map(|i| i.as_str().map(str::to_string))
+                        .collect(),
+                    _ => v
+                        .as_str()
+                        .map(|t| t.split(',').map(|x| x.trim().to_string()).collect())
+                        .unwrap_or_default(),
+                }),
+                ..NamedCommand::default()
+            };
+            if let Some(src) = entry.get("source") {
+                c.file = self.path(src, &format!("commands.{name}.source"), false);
+                if c.file.as_ref().is_some_and(|f| !f.is_file()) {
+                    self.warn(src, format!("commands.{name}.source: not a file; ignored"));
+                    c.file = None;
+                }
+                if c.file.is_none() {
+                    continue;
+                }
+            } else if c.content.is_none() {
+                self.warn(
+                    entry,
+                    format!("commands.{name}: neither `source` nor `content`; ignored"),
+                );
+                continue;
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    /// The default file of `hooks`, `mcpServers` or `lspServers` (if it
+    /// exists), and what the manifest adds: paths of JSON files and inline
+    /// mappings, one or a list.
+    fn parts(&mut self, n: Option<&Node>, key: &str, default: &Path) -> Vec<Part> {
+        let mut out = Vec::new();
+        if default.is_file() {
+            out.push(Part::File(default.to_path_buf()));
+        }
+        let items: Vec<&Node> = match n.map(|n| &n.kind) {
+            None => Vec::new(),
+            Some(raw::Kind::Seq(items)) => items.iter().collect(),
+            Some(_) => n.into_iter().collect(),
+        };
+        for item in items {
+            match &item.kind {
+                raw::Kind::Map(_) => out.push(Part::Inline(item.clone())),
+                raw::Kind::Str(s) if s.ends_with(".mcpb") || s.ends_with(".dxt") => self.warn(
+                    item,
+                    format!(
+                        "{key}: {s:?}: MCP bundles (.mcpb, .dxt) are not read by cadre; ignored"
+                    ),
+                ),
+                _ => {
+                    if let Some(p) = self.path(item, key, false)
+                        && !out.contains(&Part::File(p.clone()))
+                    {
+                        out.push(Part::File(p));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A list without repeats, in its order.
+fn dedup(list: &mut Vec<PathBuf>) {
+    let mut seen = std::collections::HashSet::new();
+    list.retain(|p| seen.insert(p.clone()));
+}
+
+/// The part as a tree: an inline value as written, a file read bounded
+/// (strictly JSON, with positions).
+fn part_tree(part: &Part) -> Result<(PathBuf, Node, bool), (PathBuf, String)> {
+    match part {
+        Part::Inline(node) => Ok((PathBuf::new(), node.clone(), true)),
+        Part::File(f) => raw::read_text(f, MAX_MANIFEST_BYTES)
+            .and_then(|t| {
+                serde_json::from_str::<Value>(&t)
+                    .map_err(|e| format!("{}:{}: not valid JSON: {e}", e.line(), e.column()))?;
+                raw::parse_yaml(&t).map_err(|e| e.message)
+            })
+            .map(|node| (f.clone(), node, false))
+            .map_err(|e| (f.clone(), e)),
+    }
+}
+
+/// The names of a plugin's LSP servers (each file's or mapping's keys,
+/// with or without an `lspServers` wrapper).
+fn lsp_names(parts: &[Part], diags: &mut Vec<Diagnostic>) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in parts {
+        match part_tree(part) {
+            Ok((_, node, _)) => {
+                let servers = node.get("lspServers").unwrap_or(&node);
+                out.extend(servers.entries().iter().map(|(k, _)| k.name.clone()));
+            }
+            Err((f, e)) => diags.push(Diagnostic::warning(Some(&f), None, e)),
+        }
+    }
+    out
+}
+
+/// The data folder of the plugin known as `source` (`NAME@MARKETPLACE`):
+/// `~/.claude/plugins/data/NAME-MARKETPLACE`, named as Claude Code names
+/// it (every character but letters, digits, `-` and `_` made `-`), so a
+/// plugin finds the same folder under both.
+pub fn data_dir(home: &Path, source: &str) -> PathBuf {
+    let id: String = source
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    plugins_home(home).join("data").join(id)
+}
+
+/// Creates a plugin's data folder if it is not there yet (the first time
+/// one of its hooks or servers is given it).
+pub fn ensure_data_dir(dir: &Path) {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        tracing::warn!("plugin data folder {}: {e}", dir.display());
+    }
+}
+
+/// The hooks of one plugin as settings layers of the scope that enabled
+/// it, one per file: `hooks/hooks.json` and the manifest's `hooks` (paths
+/// inside the plugin, or mappings). Each hook is read strictly, as a
+/// settings file's, and knows its plugin's folders.
+pub fn hook_layers(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Vec<LayerDoc> {
+    let root = &plugin.path;
+    let manifest = manifest_path(root);
+    let mut trees: Vec<(PathBuf, Node)> = Vec::new();
+    for part in &components(root).0.hooks {
+        match part_tree(part) {
+            Ok((_, node, true)) => trees.push((manifest.clone(), node)),
+            Ok((f, node, false)) => match node.get("hooks") {
+                Some(h) => trees.push((f, h.clone())),
+                None => continue,
+            },
+            Err((f, e)) => warnings.push(Diagnostic::warning(
+                Some(&f),
                 None,
                 format!("{e}; the plugin's hooks here are not run"),
             )),
         }
     }
-    if let Some(v) = inline
-        && let Ok(node) = raw::parse_yaml(&serde_json::json!({ "hooks": v }).to_string())
-    {
-        trees.push((root.join(".claude-plugin").join("plugin.json"), node));
-    }
     let mut docs = Vec::new();
-    for (path, node) in &trees {
+    for (path, h) in &trees {
         let mut hooks = Map::new();
-        let Some(h) = node.get("hooks") else {
-            continue;
-        };
         let mut t = super::claude::Translated::default();
         super::claude::hooks(path, h, &mut t);
         warnings.extend(t.problems);
@@ -383,6 +775,9 @@ pub fn hook_layers(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Vec<Layer
             if let Value::Array(into) = into {
                 for mut h in list {
                     h["plugin_root"] = Value::String(root.display().to_string());
+                    if let Some(data) = &plugin.data {
+                        h["plugin_data"] = Value::String(data.display().to_string());
+                    }
                     into.push(h);
                 }
             }
@@ -399,32 +794,21 @@ pub fn hook_layers(plugin: &Plugin, warnings: &mut Vec<Diagnostic>) -> Vec<Layer
 }
 
 /// A plugin's MCP servers as written: `.mcp.json` at its root (with or
-/// without an `mcpServers` wrapper) and the manifest's `mcpServers` (an
-/// object, or a path inside the plugin), with the file each came from.
+/// without an `mcpServers` wrapper) and the manifest's `mcpServers`
+/// (paths inside the plugin, or mappings), with the file each came from.
 pub fn mcp_servers(root: &Path) -> (Vec<(String, Value, PathBuf)>, Vec<Diagnostic>) {
     let mut out = Vec::new();
     let mut diags = Vec::new();
-    let manifest_path = root.join(".claude-plugin").join("plugin.json");
-    let mut sources: Vec<(PathBuf, Option<Value>)> = vec![(root.join(".mcp.json"), None)];
-    match manifest(root).ok().and_then(|mut m| m.remove("mcpServers")) {
-        Some(Value::String(p)) => {
-            let p = crate::paths::lexical(&root.join(p));
-            if p.starts_with(root) {
-                sources.push((p, None));
-            }
-        }
-        Some(v @ Value::Object(_)) => sources.push((manifest_path, Some(v))),
-        _ => {}
-    }
-    for (path, inline) in sources {
-        let doc = match inline {
-            Some(v) => v,
-            None => match read_json(&path) {
-                Ok(Some(v)) => v,
+    let manifest = manifest_path(root);
+    for part in &components(root).0.mcp {
+        let (path, doc) = match part {
+            Part::Inline(node) => (manifest.clone(), node.to_json()),
+            Part::File(f) => match read_json(f) {
+                Ok(Some(v)) => (f.clone(), v),
                 Ok(None) => continue,
                 Err(e) => {
                     diags.push(Diagnostic::warning(
-                        Some(&path),
+                        Some(f),
                         None,
                         format!("{e}; the plugin's MCP servers here are not started"),
                     ));
@@ -446,7 +830,12 @@ pub fn mcp_servers(root: &Path) -> (Vec<(String, Value, PathBuf)>, Vec<Diagnosti
     (out, diags)
 }
 
-/// `${CLAUDE_PLUGIN_ROOT}` in a plugin's text, replaced by its folder.
-pub fn expand_root(text: &str, root: &Path) -> String {
-    text.replace("${CLAUDE_PLUGIN_ROOT}", &root.display().to_string())
+/// `${CLAUDE_PLUGIN_ROOT}` and `${CLAUDE_PLUGIN_DATA}` in a plugin's
+/// text, replaced by its folders.
+pub fn expand_vars(text: &str, root: &Path, data: Option<&Path>) -> String {
+    let text = text.replace("${CLAUDE_PLUGIN_ROOT}", &root.display().to_string());
+    match data {
+        Some(d) => text.replace("${CLAUDE_PLUGIN_DATA}", &d.display().to_string()),
+        None => text,
+    }
 }

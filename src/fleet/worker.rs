@@ -415,6 +415,7 @@ async fn run_task(
                 tip.map(|_| (Arc::clone(&wake), flush)),
                 wip.as_deref(),
             )
+            .await
         }
     };
     let (engine, task, wip) = match begun {
@@ -566,7 +567,9 @@ async fn ended(
     result: &TaskResult,
 ) -> Option<TaskRecord> {
     let branch = match (&result.worktree, plan.shared_folder) {
-        (Some(kept), false) => {
+        // A folder a WorktreeCreate hook made stays where the hook put it:
+        // no branch of it is sent.
+        (Some(kept), false) if worktree::is_cadre_worktree(&ctx.opts.cwd, &kept.path) => {
             keeping_lease(&ctx.broker, msg, fence, send_branch(ctx, plan, kept, fence)).await
         }
         _ => None,
@@ -693,7 +696,7 @@ fn failed(text: String) -> TaskResult {
 
 /// Rebuilds the child from its plan and its transcript in the shared
 /// folder, and starts it (or finds it already answered).
-fn start(
+async fn start(
     ctx: &Ctx,
     plan: &TaskPlan,
     engine: Arc<Engine>,
@@ -778,7 +781,35 @@ fn start(
     let mut spec = task.spec.clone();
     let mut history = history;
     let mut progress = None;
-    let worktree = if plan.spawn.isolation == Some(Isolation::Worktree) {
+    // A new worktree is the worker's WorktreeCreate hooks' to make when it
+    // has any (its own settings, as its trust allows); one that exists
+    // already (a task taken over in a shared folder) or that is rebuilt
+    // from published work in progress is git's.
+    let by_hooks = if plan.spawn.isolation == Some(Isolation::Worktree)
+        && wip.is_none()
+        && !worktree::exists_for(&ctx.opts.cwd, &plan.agent_id)
+    {
+        let name = worktree::slug(&plan.agent_id);
+        crate::runtime::spawn::worker_worktree_create_hooks(&engine, &spec, &name).await
+    } else {
+        None
+    };
+    let worktree = if let Some(made) = by_hooks {
+        match made {
+            Ok(path) => {
+                fork_notice(&snap, plan, &ctx.opts.cwd, &path, &transcript, &mut history);
+                spec.cwd.clone_from(&path);
+                Some(WorktreeGuard::made_by_hook(path).fenced(Arc::clone(fence)))
+            }
+            Err(why) => {
+                let result = failed(worktree::hook_failed_text(&snap, why));
+                engine.tasks.finish(&task, result.clone(), history, |r| {
+                    notification_text(&snap, &task, r)
+                });
+                return Started::Done(Box::new(result));
+            }
+        }
+    } else if plan.spawn.isolation == Some(Isolation::Worktree) {
         match isolate(&snap, plan, &ctx.opts.cwd, &transcript, &mut history, wip) {
             Ok((guard, cwd)) => {
                 spec.cwd = cwd;
@@ -832,7 +863,9 @@ fn answered_worktree(
 /// publishes as it goes (none with a shared folder: a takeover finds the
 /// worktree there).
 fn work_in_progress(plan: &TaskPlan, guard: &WorktreeGuard) -> Option<super::git::Wip> {
-    if plan.shared_folder {
+    // A folder a WorktreeCreate hook made is the hooks' (no git of cadre's
+    // runs on it).
+    if plan.shared_folder || guard.by_hook() {
         return None;
     }
     let wt = guard.worktree()?;
@@ -872,7 +905,23 @@ fn isolate(
         super::git::restore_wip(&wt.path, wip)
             .map_err(|e| worktree::failed_text(snap, worktree::WorktreeError::Git(e)))?;
     }
-    if made && plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
+    if made {
+        fork_notice(snap, plan, cwd, &child_cwd, transcript, history);
+    }
+    Ok((WorktreeGuard::new(wt), child_cwd))
+}
+
+/// A fork whose worktree is new gets the worktree notice after its
+/// directive, as a line joined to it in its transcript.
+fn fork_notice(
+    snap: &crate::snapshot::Snapshot,
+    plan: &TaskPlan,
+    cwd: &std::path::Path,
+    child_cwd: &std::path::Path,
+    transcript: &Transcript,
+    history: &mut crate::message::History,
+) {
+    if plan.spawn.fork && history.last().is_some_and(|m| m.role == Role::User) {
         let notice = snap.templates.show(&WorktreeNotice {
             worktree_path: child_cwd.display().to_string(),
             parent_cwd: cwd.display().to_string(),
@@ -881,7 +930,6 @@ fn isolate(
         transcript.joined_message(&crate::message::Message::user(vec![block]));
         worktree::push_notice(history, notice);
     }
-    Ok((WorktreeGuard::new(wt), child_cwd))
 }
 
 async fn stop_child(task: &Task) {

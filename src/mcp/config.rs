@@ -196,20 +196,25 @@ fn expand_vars(s: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Strin
 
 /// The MCP servers of the session's plugins, named `plugin:PLUGIN:SERVER`
 /// as Claude Code names them (their tools `mcp__plugin_PLUGIN_SERVER__x`).
-/// `${CLAUDE_PLUGIN_ROOT}` (and `${VAR}` of the environment) expand as in
-/// `.mcp.json`, and the server gets `CLAUDE_PLUGIN_ROOT` too.
+/// `${CLAUDE_PLUGIN_ROOT}`, `${CLAUDE_PLUGIN_DATA}` (and `${VAR}` of the
+/// environment) expand as in `.mcp.json`, and the server gets both
+/// variables too; the data folder is created then, as Claude Code does.
 pub fn plugin_servers(
     plugins: &[crate::config::plugins::Plugin],
     env: &[(String, String)],
 ) -> (BTreeMap<String, McpServerConfig>, Vec<Diagnostic>) {
-    use crate::config::plugins::{PLUGIN_ROOT_VAR, mcp_servers};
+    use crate::config::plugins::{PLUGIN_DATA_VAR, PLUGIN_ROOT_VAR, ensure_data_dir, mcp_servers};
     let mut servers = BTreeMap::new();
     let mut diags = Vec::new();
     for p in plugins {
         let root = p.path.display().to_string();
+        let data = p.data.as_ref().map(|d| d.display().to_string());
         let lookup = |k: &str| {
             if k == PLUGIN_ROOT_VAR {
                 return Some(root.clone());
+            }
+            if k == PLUGIN_DATA_VAR && data.is_some() {
+                return data.clone();
             }
             env.iter()
                 .rev()
@@ -222,6 +227,10 @@ pub fn plugin_servers(
             match parse_server(&entry).and_then(|c| expand_server(c, &lookup)) {
                 Ok(mut c) => {
                     c.env.insert(PLUGIN_ROOT_VAR.to_string(), root.clone());
+                    if let (Some(d), Some(dir)) = (&data, &p.data) {
+                        ensure_data_dir(dir);
+                        c.env.insert(PLUGIN_DATA_VAR.to_string(), d.clone());
+                    }
                     servers.insert(format!("plugin:{}:{name}", p.name), c);
                 }
                 Err(why) => diags.push(Diagnostic::warning(

@@ -468,21 +468,30 @@ pub async fn run_hook_in(
     env: &ChildEnv,
     sandbox: Option<&Policy>,
 ) -> HookRun {
-    // A plugin's hook gets its folder as `CLAUDE_PLUGIN_ROOT`, in its
-    // environment and written into its command and arguments.
+    // A plugin's hook gets its folder as `CLAUDE_PLUGIN_ROOT` and its data
+    // folder as `CLAUDE_PLUGIN_DATA`, in its environment and written into
+    // its command and arguments.
     let with_root;
     let (hook, env) = match &hook.plugin_root {
         Some(root) => {
+            let data = hook.plugin_data.as_deref();
             let mut h = hook.clone();
-            h.command = plugins::expand_root(&h.command, root);
+            h.command = plugins::expand_vars(&h.command, root, data);
             for a in h.args.iter_mut().flatten() {
-                *a = plugins::expand_root(a, root);
+                *a = plugins::expand_vars(a, root, data);
             }
             let mut e = env.clone();
             e.set.insert(
                 plugins::PLUGIN_ROOT_VAR.to_string(),
                 root.display().to_string(),
             );
+            if let Some(d) = data {
+                plugins::ensure_data_dir(d);
+                e.set.insert(
+                    plugins::PLUGIN_DATA_VAR.to_string(),
+                    d.display().to_string(),
+                );
+            }
             with_root = (h, e);
             (&with_root.0, &with_root.1)
         }

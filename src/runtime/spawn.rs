@@ -392,6 +392,28 @@ fn foreground_result(
     }
 }
 
+/// WorktreeCreate for a child a fleet worker is about to run in a new
+/// worktree (`spec`: the child, working in the worker's folder): the hooks
+/// of the engine's snapshot — the worker's own settings, read from its
+/// folder as its trust allows — as a local spawn fires its session's.
+/// `None` when no hook listens (the worker makes a git worktree); else
+/// the folder the hooks made, or why there is none.
+pub(crate) async fn worker_worktree_create_hooks(
+    engine: &Arc<Engine>,
+    spec: &SessionSpec,
+    name: &str,
+) -> Option<Result<std::path::PathBuf, super::texts::WorktreeHookFailure>> {
+    let snap = engine.snapshot.load_full();
+    let session = Session::new(
+        Arc::clone(engine),
+        spec.clone(),
+        History::new(),
+        Arc::new(Transcript::disabled(&spec.agent_id, None)),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    session.worktree_create_hooks(&snap, name).await
+}
+
 /// Runs a child session as a tokio task and records its end: status,
 /// transcript line, event, and exactly one delivery of its result.
 pub(crate) fn start_task(

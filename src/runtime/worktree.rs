@@ -177,6 +177,18 @@ pub fn create_from(
     ))
 }
 
+/// Whether the git worktree of the child `agent_id` is there already in
+/// the repository of `cwd` (a task taken over in a shared folder).
+pub fn exists_for(cwd: &Path, agent_id: &str) -> bool {
+    git_root(cwd).is_ok_and(|r| r.join(WORKTREES_DIR).join(slug(agent_id)).is_dir())
+}
+
+/// Whether `path` is one of the worktrees cadre makes in the repository
+/// of `cwd` (not a folder a `WorktreeCreate` hook made).
+pub fn is_cadre_worktree(cwd: &Path, path: &Path) -> bool {
+    git_root(cwd).is_ok_and(|r| path.starts_with(r.join(WORKTREES_DIR)))
+}
+
 /// The worktree of `agent_id` for a child of `cwd` when it exists already
 /// (a task taken over from a worker that died: the same worktree, with
 /// whatever the child did in it), else a new one from `base`. The bool

@@ -2687,3 +2687,154 @@ fn assert_completed_on_second_attempt(p: &Project) {
         (Some("completed"), Some(2))
     );
 }
+
+/// A background worktree child on a worker whose project folder has
+/// `WorktreeCreate`/`WorktreeRemove` hooks (`.claude/settings.json`): the
+/// worker fires them from its own settings (the parent, which sends the
+/// child away, fires none). Returns the child's Bash result and the
+/// project.
+fn worktree_hooks_on_a_worker(trusted_worker: bool) -> (String, Project) {
+    let nats = NatsServer::start();
+    let p = fleet_project(
+        &nats,
+        "[permissions]\ndefault_mode = \"bypassPermissions\"",
+        "",
+    );
+    let cmd = |c: &str| json!([{"hooks": [{"type": "command", "command": c}]}]);
+    p.write(
+        ".claude/settings.json",
+        &json!({"hooks": {
+            "WorktreeCreate": cmd(
+                "cat > \"$CLAUDE_PROJECT_DIR/create.json\"; d=\"$CLAUDE_PROJECT_DIR/.wt/made\"; \
+                 mkdir -p \"$d\"; echo 'made by the hook' > \"$d/marker.txt\"; echo \"$d\""
+            ),
+            "WorktreeRemove": cmd(
+                "cat > \"$CLAUDE_PROJECT_DIR/removed.json\"; rm -rf \"$CLAUDE_PROJECT_DIR/.wt/made\""
+            ),
+        }})
+        .to_string(),
+    );
+    git_repo(&p);
+    let server = FakeServer::route(|r| {
+        if !is_main(r) {
+            if super::harness::assistant_turns(r) == 0 {
+                return anthropic::tool_use_reply(
+                    "toolu_look",
+                    "Bash",
+                    json!({"command": "pwd; cat marker.txt 2>/dev/null || true", "description": "look"}),
+                );
+            }
+            return anthropic::text_reply("child finished");
+        }
+        if super::harness::assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply(
+                "toolu_0",
+                "Agent",
+                json!({"description": "look", "prompt": "look: go.",
+                       "subagent_type": "general-purpose", "run_in_background": true,
+                       "isolation": "worktree"}),
+            );
+        }
+        if user_texts(r).contains("<task-notification>") {
+            anthropic::text_reply("the isolated child reported")
+        } else {
+            anthropic::text_reply("waiting")
+        }
+    });
+    // A worker whose user has not trusted the project folder finds its
+    // `[distributed]` settings in its own user settings.
+    let worker_home = tempfile::tempdir().unwrap();
+    let mut worker_cmd = p.command(Some(&server));
+    if !trusted_worker {
+        let user = worker_home.path().join(".config/cadre/cadre.toml");
+        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+        std::fs::write(
+            &user,
+            format!(
+                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n[permissions]\ndefault_mode = \"bypassPermissions\"\n",
+                nats.url()
+            ),
+        )
+        .unwrap();
+        worker_cmd.env("HOME", worker_home.path());
+        worker_cmd.env("CLAUDE_CONFIG_DIR", p.home.path().join(".claude"));
+    }
+    let log = p.path().join("worker.log");
+    let worker = Worker {
+        child: Some(
+            worker_cmd
+                .args(["worker"])
+                .env("CADRE_LOG", "info")
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap(),
+        ),
+        log,
+    };
+    let run = p.run(
+        Some(&server),
+        &["run", "--output-format", "stream-json", "go"],
+    );
+    assert!(run.code == 0, "{}\n{}", run.stderr, worker.log_text());
+    assert_eq!(
+        run.json_lines().last().unwrap()["result"],
+        "the isolated child reported"
+    );
+    let states = task_states(&p);
+    assert!(
+        states.len() == 1
+            && states
+                .values()
+                .all(|s| s["status"] == "completed" && s["owner"].is_string()),
+        "the child ran on the worker: {states:?}\n{}",
+        worker.log_text()
+    );
+    let looked = server
+        .requests()
+        .into_iter()
+        .filter(|r| !is_main(r))
+        .flat_map(|r| super::harness::last_tool_results(&r.json))
+        .map(|b| super::harness::result_text(&b))
+        .next()
+        .unwrap_or_default();
+    (looked, p)
+}
+
+#[test]
+fn a_worker_fires_its_worktree_hooks_for_a_child_it_runs() {
+    let (looked, p) = worktree_hooks_on_a_worker(true);
+    // The child ran in the folder the worker's hook made, not in a git
+    // worktree, and the remove hook was given that folder at the end.
+    assert!(looked.contains("made by the hook"), "{looked}");
+    assert!(looked.contains(".wt/made"), "{looked}");
+    let created: Value = serde_json::from_str(&p.read("create.json")).unwrap();
+    assert_eq!(created["hook_event_name"], "WorktreeCreate");
+    assert!(
+        created["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("agent-")),
+        "{created}"
+    );
+    let removed: Value = serde_json::from_str(&p.read("removed.json")).unwrap();
+    assert_eq!(removed["hook_event_name"], "WorktreeRemove");
+    assert!(
+        removed["worktree_path"]
+            .as_str()
+            .is_some_and(|w| w.ends_with(".wt/made")),
+        "{removed}"
+    );
+    assert!(!p.path().join(".wt/made").exists());
+    assert!(agent_worktrees(&p).is_empty(), "git made no worktree");
+}
+
+/// The same project on a worker whose user has not trusted the folder:
+/// the project's hooks never run there; the worker makes a git worktree.
+#[test]
+fn an_untrusted_worker_folder_runs_no_worktree_hook() {
+    let (looked, p) = worktree_hooks_on_a_worker(false);
+    assert!(looked.contains(".cadre/worktrees/agent-"), "{looked}");
+    assert!(!looked.contains("made by the hook"), "{looked}");
+    assert!(!p.path().join("create.json").exists());
+    assert!(!p.path().join("removed.json").exists());
+}

@@ -36,7 +36,7 @@ fn child_requests(server: &FakeServer) -> Vec<RecordedRequest> {
 const PIXEL_PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 
 pub(super) const MODE_ENV: &str = "CADRE_TEST_MCP_SERVER";
-const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
+pub(super) const PIDFILE_ENV: &str = "CADRE_TEST_MCP_PIDFILE";
 
 /// The stdio MCP server, when this binary is started as one.
 #[test]

@@ -347,3 +347,263 @@ fn a_plugin_a_project_enables_runs_nothing_until_the_folder_is_trusted() {
     assert_eq!(init["plugins"][0]["source"], "hello@local");
     assert!(p.path().join("plugin-root.txt").exists());
 }
+
+/// A plugin whose manifest keeps its parts outside the default folders:
+/// `commands`, `agents` and `outputStyles` replace `commands/`, `agents/`
+/// and `output-styles/`; `skills`, `hooks` and `mcpServers` add to
+/// theirs; `lspServers` are listed as not supported. Three `commands`
+/// entries try to leave the plugin (`..`, an absolute path, a symbolic
+/// link to a folder outside it) and are refused at their place in the
+/// manifest.
+fn kit_plugin(root: &Path, outside: &Path) {
+    let (cmd, args) = super::mcp::server_command();
+    // The server writes its process id into the plugin's data folder.
+    let server = json!({"command": cmd, "args": args, "env": {
+        super::mcp::MODE_ENV: "echo",
+        super::mcp::PIDFILE_ENV: "${CLAUDE_PLUGIN_DATA}/mcp.pid"
+    }});
+    write(
+        root,
+        ".claude-plugin/plugin.json",
+        &format!(
+            r#"{{
+  "name": "kit",
+  "commands": ["./cmds/deploy.md", "./more-cmds",
+               "../outside.md",
+               "/etc/passwd",
+               "./link-out"],
+  "agents": "./team/reviewer.md",
+  "skills": "./extra-skills",
+  "outputStyles": "./styles/brief.md",
+  "hooks": "./config/hooks.json",
+  "mcpServers": {{"inline": {server}}},
+  "lspServers": {{"rust": {{"command": "rust-analyzer", "extensionToLanguage": {{".rs": "rust"}}}}}}
+}}"#
+        ),
+    );
+    write(
+        root,
+        "cmds/deploy.md",
+        "---\ndescription: Deploy\n---\nDeploy $ARGUMENTS now.\n",
+    );
+    write(root, "more-cmds/ship.md", "Ship it.\n");
+    // Replaced by the manifest's `commands`, `agents`, `outputStyles`.
+    write(root, "commands/old.md", "Old command.\n");
+    write(
+        root,
+        "agents/old-agent.md",
+        "---\nname: old-agent\ndescription: Old\n---\nOld.\n",
+    );
+    write(
+        root,
+        "output-styles/old.md",
+        "---\nname: Old\ndescription: Old\n---\nOld.\n",
+    );
+    write(
+        root,
+        "team/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews\n---\nYou review.\n",
+    );
+    // Added to `skills/` by the manifest's `skills`.
+    write(
+        root,
+        "skills/base/SKILL.md",
+        "---\nname: base\ndescription: Base skill\n---\nBase.\n",
+    );
+    write(
+        root,
+        "extra-skills/extra/SKILL.md",
+        "---\nname: extra\ndescription: Extra skill\n---\nExtra.\n",
+    );
+    write(
+        root,
+        "styles/brief.md",
+        "---\nname: Brief\ndescription: Brief answers\n---\nBe brief.\n",
+    );
+    write(
+        root,
+        "config/hooks.json",
+        r#"{"hooks": {"SessionStart": [{"hooks": [
+            {"type": "command", "command": "printf '%s|%s' \"$CLAUDE_PLUGIN_DATA\" '${CLAUDE_PLUGIN_DATA}' > \"$CLAUDE_PROJECT_DIR/plugin-data.txt\""}
+        ]}]}}"#,
+    );
+    write(
+        root,
+        ".lsp.json",
+        r#"{"go": {"command": "gopls", "extensionToLanguage": {".go": "go"}}}"#,
+    );
+    write(outside, "evil.md", "Outside the plugin.\n");
+    std::os::unix::fs::symlink(outside, root.join("link-out")).unwrap();
+}
+
+#[test]
+fn a_plugin_manifest_names_its_parts_paths_and_gets_a_data_folder() {
+    let p = Project::new();
+    let plugin = p.home.path().join("dev/kit");
+    kit_plugin(&plugin, &p.home.path().join("elsewhere"));
+    let dir = plugin.display().to_string();
+    let server = FakeServer::start([anthropic::text_reply("deployed")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "/kit:deploy prod",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--plugin-dir",
+            &dir,
+            "--settings",
+            r#"{"outputStyle": "kit:Brief"}"#,
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let commands = strings(&init["slash_commands"]);
+    for wanted in ["kit:deploy", "kit:ship", "kit:base", "kit:extra"] {
+        assert!(
+            commands.contains(&wanted.to_string()),
+            "{wanted}: {commands:?}"
+        );
+    }
+    for unwanted in ["kit:old", "kit:evil"] {
+        assert!(
+            !commands.contains(&unwanted.to_string()),
+            "{unwanted}: {commands:?}"
+        );
+    }
+    let agents = strings(&init["agents"]);
+    assert!(agents.contains(&"kit:reviewer".to_string()), "{agents:?}");
+    assert!(!agents.contains(&"kit:old-agent".to_string()), "{agents:?}");
+    assert_eq!(init["output_style"], "kit:Brief");
+    let texts = first_user_texts(&server);
+    assert!(texts.contains("Deploy prod now."), "{texts}");
+    let tools = tool_names(&server.request(0).json);
+    assert!(
+        tools.contains(&"mcp__plugin_kit_inline__echo".to_string()),
+        "{tools:?}"
+    );
+
+    // Each entry that leaves the plugin is refused where it is written.
+    let manifest = plugin
+        .join(".claude-plugin/plugin.json")
+        .display()
+        .to_string();
+    for (line, why) in [
+        (4, "leaves the plugin's folder"),
+        (5, "is an absolute path"),
+        (6, "leads out of the plugin's folder"),
+    ] {
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.contains(&format!("{manifest}:{line}:")) && l.contains(why)),
+            "line {line} ({why}): {}",
+            run.stderr
+        );
+    }
+
+    // The hook got the data folder, created, as a variable and in its
+    // command: Claude Code's `~/.claude/plugins/data/NAME-SOURCE`.
+    let data = p.home.path().join(".claude/plugins/data/kit-inline");
+    let data_s = data.display().to_string();
+    assert_eq!(
+        p.read("plugin-data.txt"),
+        format!("{data_s}|{data_s}"),
+        "{}",
+        run.stderr
+    );
+    assert!(data.is_dir());
+    assert!(
+        data.join("mcp.pid").is_file(),
+        "the MCP server got the data folder"
+    );
+
+    // The LSP servers are listed as not supported, not dropped.
+    let list = p.run(None, &["plugins", "list", "--plugin-dir", &dir]);
+    list.ok();
+    assert!(
+        list.stdout.contains("lspServers go, rust: not supported"),
+        "{}",
+        list.stdout
+    );
+    assert!(list.stdout.contains(&data_s), "{}", list.stdout);
+    let show = p.run(None, &["config", "show", "--plugin-dir", &dir]);
+    show.ok();
+    assert!(
+        show.stdout.contains("lspServers go, rust: not supported"),
+        "{}",
+        show.stdout
+    );
+}
+
+/// The mapping form of the manifest's `commands`: a command read from a
+/// file of the plugin under the mapping's name and description, and one
+/// written inline; `commands/` is not read then.
+#[test]
+fn a_plugin_manifest_maps_command_names_to_files_and_inline_text() {
+    let p = Project::new();
+    let plugin = p.home.path().join("dev/notes");
+    write(
+        &plugin,
+        ".claude-plugin/plugin.json",
+        r#"{"name": "notes", "commands": {
+            "about": {"source": "./docs/about.md", "description": "About the notes", "argumentHint": "[topic]"},
+            "hi": {"content": "Say hi to $ARGUMENTS from the notes."},
+            "broken": {"description": "no text"}
+        }}"#,
+    );
+    write(
+        &plugin,
+        "docs/about.md",
+        "---\ndescription: old words\n---\nTell about $ARGUMENTS.\n",
+    );
+    write(&plugin, "commands/old.md", "Old command.\n");
+    let dir = plugin.display().to_string();
+    let server = FakeServer::start([anthropic::text_reply("hi")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "-p",
+            "/notes:hi Ann",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--plugin-dir",
+            &dir,
+        ],
+    );
+    run.ok();
+    let lines = run.json_lines();
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let commands = strings(&init["slash_commands"]);
+    assert!(
+        commands.contains(&"notes:about".to_string()),
+        "{commands:?}"
+    );
+    assert!(commands.contains(&"notes:hi".to_string()), "{commands:?}");
+    assert!(!commands.contains(&"notes:old".to_string()), "{commands:?}");
+    assert!(
+        !commands.contains(&"notes:broken".to_string()),
+        "{commands:?}"
+    );
+    let texts = first_user_texts(&server);
+    assert!(texts.contains("Say hi to Ann from the notes."), "{texts}");
+    let manifest = plugin
+        .join(".claude-plugin/plugin.json")
+        .display()
+        .to_string();
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.contains(&format!("{manifest}:4:"))
+                && l.contains("neither `source` nor `content`")),
+        "{}",
+        run.stderr
+    );
+    let list = p.run(None, &["commands", "list", "--json", "--plugin-dir", &dir]);
+    list.ok();
+    assert!(list.stdout.contains("About the notes"), "{}", list.stdout);
+    assert!(!list.stdout.contains("old words"), "{}", list.stdout);
+}
