@@ -67,7 +67,7 @@ impl Session {
         let mut read = Vec::new();
         let mut not_read = Vec::new();
         for path in unread {
-            match self.read_for_agent(snap, &path).await {
+            match self.read_for_agent(snap, &path, None).await {
                 Some(Ok((input, result))) => {
                     blocks.push(ContentBlock::text(
                         snap.templates.show(&CommandFile { input, result }),

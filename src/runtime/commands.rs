@@ -326,7 +326,7 @@ impl Session {
         notes: &mut Vec<String>,
     ) {
         for path in file_references(text) {
-            match self.read_for_agent(snap, &path).await {
+            match self.read_for_agent(snap, &path, None).await {
                 Some(Ok(file)) => files.push(file),
                 Some(Err(note)) => notes.push(note.to_string()),
                 None => {}
@@ -338,11 +338,13 @@ impl Session {
     /// the Read tool would: only a file inside the project, through the
     /// tool's pipeline (rules, hooks). `Some(Ok((input, text)))` with the
     /// call's input; `Some(Err(note))` when it is outside or the call was
-    /// refused or failed; `None` when it is no file.
+    /// refused or failed; `None` when it is no file. `limit` caps the lines
+    /// read, as the tool's own `limit` does.
     pub(super) async fn read_for_agent(
         &self,
         snap: &Arc<Snapshot>,
         path: &str,
+        limit: Option<usize>,
     ) -> Option<Result<(String, String), Note>> {
         let file = self.spec.cwd.join(path);
         if !file.is_file() {
@@ -352,7 +354,10 @@ impl Session {
         if !snap.project_files.holds(&file) {
             return Some(Err(Note::Outside { path }));
         }
-        let input = json!({"file_path": file.display().to_string()});
+        let mut input = json!({"file_path": file.display().to_string()});
+        if let Some(limit) = limit {
+            input["limit"] = json!(limit);
+        }
         Some(
             match self.side_tool_call(snap, "Read", input.clone()).await {
                 Ok((result, false)) => Ok((input.to_string(), result)),

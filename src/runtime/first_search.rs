@@ -34,10 +34,14 @@ use crate::snapshot::Snapshot;
 
 use super::answer_check::{asked_text, files_named, inside, words};
 use super::session::Session;
-use super::texts::{CommandFile, FirstSearch, FolderFiles};
+use super::texts::{CommandFile, FirstRead, FirstSearch, FolderFiles};
 
 /// At most this many files are read, this many folders listed.
 const MAX_READ: usize = 3;
+/// A file is read up to this many lines (a tenth of the Read tool's
+/// default), so that three of them leave a small model's context room for
+/// the work: a 400-line script read whole overflowed a 16k context.
+const MAX_READ_LINES: usize = 200;
 const MAX_FOLDERS: usize = 3;
 /// Files listed per folder, and files found by name in all.
 const MAX_LISTED: usize = 30;
@@ -128,33 +132,40 @@ impl Session {
         {
             return None;
         }
+        let read = found.read.iter().map(|r| r.path.clone()).collect();
         let mut blocks = found.texts;
         blocks.push(ContentBlock::text(
             snap.templates
                 .show(&FirstSearch {
-                    read: found.read.clone(),
+                    read: found.read,
                     not_read: found.not_read,
                     folders: found.folders,
                     named: found.named,
                 })
                 .trim_end(),
         ));
-        Some((blocks, found.read))
+        Some((blocks, read))
     }
 
     /// Reads `path` for the agent (through the Read pipeline), once.
     async fn read_into(&self, snap: &Arc<Snapshot>, path: &str, found: &mut Found) {
         if found.read.len() >= MAX_READ
-            || found.read.iter().chain(&found.not_read).any(|p| p == path)
+            || found.read.iter().any(|r| r.path == path)
+            || found.not_read.iter().any(|p| p == path)
         {
             return;
         }
-        match self.read_for_agent(snap, path).await {
+        match self.read_for_agent(snap, path, Some(MAX_READ_LINES)).await {
             Some(Ok((input, result))) => {
                 found.texts.push(ContentBlock::text(
                     snap.templates.show(&CommandFile { input, result }),
                 ));
-                found.read.push(path.to_string());
+                let lines = line_count(&self.spec.cwd.join(path));
+                found.read.push(FirstRead {
+                    path: path.to_string(),
+                    more: lines.saturating_sub(MAX_READ_LINES),
+                    offset: MAX_READ_LINES + 1,
+                });
             }
             Some(Err(_)) => found.not_read.push(path.to_string()),
             None => {}
@@ -190,10 +201,25 @@ impl Session {
 struct Found {
     /// The read files' texts, shown before the summary.
     texts: Vec<ContentBlock>,
-    read: Vec<String>,
+    read: Vec<FirstRead>,
     not_read: Vec<String>,
     folders: Vec<FolderFiles>,
     named: Vec<String>,
+}
+
+/// The lines of the file at `path` (counted in its first 16 MiB; 0 when
+/// it cannot be read).
+fn line_count(path: &Path) -> usize {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else {
+        return 0;
+    };
+    let mut bytes = Vec::new();
+    if file.take(16 << 20).read_to_end(&mut bytes).is_err() {
+        return 0;
+    }
+    let newlines = bytes.iter().filter(|b| **b == b'\n').count();
+    newlines + usize::from(bytes.last().is_some_and(|b| *b != b'\n'))
 }
 
 /// The folders `text` names inside the project, as it wrote them, without

@@ -46,6 +46,17 @@ pub struct SkillText {
     pub body: String,
 }
 
+/// A file `first_search` read for the agent.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FirstRead {
+    /// Relative to the working directory.
+    pub path: String,
+    /// The lines the file has past those read (0 when it was read whole),
+    /// and the `offset` that reads on from where the read stopped.
+    pub more: usize,
+    pub offset: usize,
+}
+
 /// A folder the prompt names, with the files `first_search` listed in it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FolderFiles {
@@ -278,8 +289,11 @@ contexts! {
     /// What `agents.first_search` found for a prompt before the agent's
     /// first request (the read files' texts come before these words).
     "first_search" => pub struct FirstSearch {
-        /// Files read for the agent.
-        pub read: Vec<String> = vec!["config/defaults.toml".into()],
+        /// Files read for the agent (a long one only in part).
+        pub read: Vec<FirstRead> = vec![
+            FirstRead { path: "config/defaults.toml".into(), more: 0, offset: 0 },
+            FirstRead { path: "scripts/local-model".into(), more: 200, offset: 201 },
+        ],
         /// Files the prompt names whose Read was refused or failed.
         pub not_read: Vec<String> = vec!["secrets.toml".into()],
         /// Folders the prompt names, with their files.

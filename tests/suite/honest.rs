@@ -466,7 +466,8 @@ fn a_sub_agents_answer_is_checked_before_the_parent_gets_it() {
 /// `agents.first_search`: before an agent's first request of a prompt, the
 /// files the prompt names are read for it, the folders it names listed and
 /// the files named like its words found — through the tool pipeline, so a
-/// deny rule keeps a file unread; a sub-agent's task gets the same.
+/// deny rule keeps a file unread; a long file is read in part; a
+/// sub-agent's task is not searched for.
 #[test]
 fn a_first_search_reads_lists_and_finds_what_the_prompt_names_before_the_first_request() {
     const ALL: &str = "[agents]\nfirst_search = [\"find_named_files\", \"read_named_files\", \"list_named_folders\"]\n";
@@ -516,6 +517,28 @@ fn a_first_search_reads_lists_and_finds_what_the_prompt_names_before_the_first_r
     let sent = super::harness::user_texts(&server.request(0));
     assert!(
         sent.contains("model: haiku") && sent.contains("`agents/Explore.md`: its text is above"),
+        "{sent}"
+    );
+
+    // A long file is read in part, and the agent told how to read on.
+    let long: String = (1..=250).map(|n| format!("line {n}\n")).collect();
+    p.write("scripts/long-script", &long);
+    let server = FakeServer::start([anthropic::text_reply("line 3")]);
+    let run = p.run(
+        Some(&server),
+        &[
+            "run",
+            "What does scripts/long-script say on its third line?",
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = super::harness::user_texts(&server.request(0));
+    assert!(
+        sent.contains("line 200\n")
+            && !sent.contains("line 201")
+            && sent.contains(
+                "- `scripts/long-script`: its first lines are above, read for you; 50 more lines follow (Read with offset 201 for them)."
+            ),
         "{sent}"
     );
 
