@@ -167,6 +167,25 @@ struct UserTime {
     uncounted: Duration,
 }
 
+impl UserTime {
+    /// A key pressed `at`: the time since the key before, when under
+    /// [`USER_IDLE`], is the user's. Whether to add what is uncounted to
+    /// the counter now (a whole second of it, or a pause ended).
+    fn key(&mut self, at: Instant) -> bool {
+        let gap = self.last.map(|l| at.saturating_duration_since(l));
+        if let Some(gap) = gap.filter(|g| *g < USER_IDLE) {
+            self.uncounted += gap;
+        }
+        self.last = Some(at);
+        self.uncounted >= Duration::from_secs(1) || gap.is_some_and(|g| g >= USER_IDLE)
+    }
+
+    /// A prompt starts or ends: the time until the next key is no one's.
+    fn pause(&mut self) {
+        self.last = None;
+    }
+}
+
 struct State {
     /// The time of the event being recorded.
     now: At,
@@ -419,15 +438,7 @@ impl Recorder {
         let Ok(mut st) = self.state.lock() else {
             return;
         };
-        if st.prompt.is_some() {
-            return;
-        }
-        let gap = st.user.last.map(|l| at.mono.saturating_duration_since(l));
-        if let Some(gap) = gap.filter(|g| *g < USER_IDLE) {
-            st.user.uncounted += gap;
-        }
-        st.user.last = Some(at.mono);
-        if st.user.uncounted >= Duration::from_secs(1) || gap.is_some_and(|g| g >= USER_IDLE) {
+        if st.prompt.is_none() && st.user.key(at.mono) {
             self.count_user_time(&mut st);
         }
     }
@@ -903,7 +914,7 @@ impl Recorder {
     fn prompt(&self, st: &mut State, text: &str, id: &str) {
         self.end_prompt(st);
         self.count_user_time(st);
-        st.user.last = None;
+        st.user.pause();
         let id = id.to_string();
         let mut attrs = vec![
             KeyValue::new("session.id", self.shared.session_id.clone()),
@@ -950,7 +961,7 @@ impl Recorder {
 
     fn end_prompt(&self, st: &mut State) {
         let Some(p) = st.prompt.take() else { return };
-        st.user.last = None;
+        st.user.pause();
         if let Some(m) = &self.meters {
             m.active_time.add(
                 st.now.mono.duration_since(p.started).as_secs_f64(),
@@ -1317,6 +1328,31 @@ mod tests {
             (false, true)
         );
         assert_eq!(c("gh pr list"), (false, false));
+    }
+
+    #[test]
+    fn user_time_is_the_time_between_keys_less_than_five_seconds_apart() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut u = UserTime::default();
+        // The first key starts the count; 400 ms and 500 ms later, two more.
+        assert!(!u.key(at(0)));
+        assert!(!u.key(at(400)));
+        assert!(!u.key(at(900)));
+        assert_eq!(u.uncounted, Duration::from_millis(900));
+        // Past a second: added now.
+        assert!(u.key(at(1200)));
+        assert_eq!(u.uncounted, Duration::from_millis(1200));
+        u.uncounted = Duration::ZERO;
+        // A pause of 5 s or more counts nothing, and ends a stretch.
+        assert!(u.key(at(6200)));
+        assert_eq!(u.uncounted, Duration::ZERO);
+        // A prompt ran meanwhile: the time since the last key is cli's.
+        u.pause();
+        assert!(!u.key(at(6300)));
+        assert_eq!(u.uncounted, Duration::ZERO);
+        assert!(!u.key(at(6500)));
+        assert_eq!(u.uncounted, Duration::from_millis(200));
     }
 
     #[test]

@@ -1164,3 +1164,25 @@ fn keys_typed_in_the_chat_are_user_time() {
     let user: f64 = active(&got, "user").iter().sum();
     assert!(user > 0.0 && user < 60.0, "{user}");
 }
+
+/// A cadre built without gRPC (`--no-default-features`) refuses `grpc` in
+/// words, naming the variable, and the run goes on.
+#[cfg(not(feature = "otlp-grpc"))]
+#[test]
+fn a_build_without_grpc_refuses_it_in_words() {
+    let receiver = collector();
+    let mut p = project("grpc", &receiver);
+    p.env("OTEL_METRICS_EXPORTER", "none")
+        .env("OTEL_TRACES_EXPORTER", "none");
+    let server = FakeServer::start([anthropic::text_reply("fine")]);
+    let run = p.run(Some(&server), &["run", "hi"]);
+    run.ok();
+    assert_eq!(run.stdout.trim(), "fine");
+    assert!(
+        run.stderr
+            .contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: this cadre was built without gRPC"),
+        "{}",
+        run.stderr
+    );
+    assert!(receiver.requests().is_empty());
+}
