@@ -18,13 +18,14 @@ use super::plugins::Plugin;
 pub const MAX_KEPT: usize = 256;
 
 /// One thing that happened.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
     /// An MCP server was connected to, or could not be.
     McpConnection(McpConnection),
     /// A plugin was loaded from the settings (`enabledPlugins`,
-    /// `--plugin-dir`).
-    PluginLoaded(PluginLoad),
+    /// `--plugin-dir`); what telemetry says of it is
+    /// [`PluginLoad::of`] it, read only when someone watches.
+    PluginLoaded(Plugin),
     /// `cadre plugins install` installed one.
     PluginInstalled {
         name: String,
@@ -33,7 +34,7 @@ pub enum Observed {
     },
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpConnection {
     /// The server's name as configured (`plugin:NAME:SERVER` for a
     /// plugin's).
@@ -120,7 +121,7 @@ pub fn note(what: Observed) {
 /// The plugins a settings load found, each noted as loaded.
 pub fn plugins_loaded(plugins: &[Plugin]) {
     for p in plugins {
-        note(Observed::PluginLoaded(PluginLoad::of(p)));
+        note(Observed::PluginLoaded(p.clone()));
     }
 }
 

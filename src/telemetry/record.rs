@@ -503,7 +503,8 @@ impl Recorder {
                 }
                 self.event(st, "mcp_server_connection", attrs);
             }
-            Observed::PluginLoaded(p) => {
+            Observed::PluginLoaded(plugin) => {
+                let p = crate::config::observed::PluginLoad::of(plugin);
                 if !st.plugins.insert((p.name.clone(), p.marketplace.clone())) {
                     return;
                 }
