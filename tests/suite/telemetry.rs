@@ -55,11 +55,18 @@ pub(super) fn model() -> FakeServer {
 fn project(protocol: &str, collector: &FakeServer) -> Project {
     let mut p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
+    telemetry_env(&mut p, &collector.url(), protocol);
+    p
+}
+
+/// Every signal on, to `endpoint` over `protocol`, with a header and
+/// resource attributes.
+pub(super) fn telemetry_env(p: &mut Project, endpoint: &str, protocol: &str) {
     p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
         .env("OTEL_METRICS_EXPORTER", "otlp")
         .env("OTEL_LOGS_EXPORTER", "otlp")
         .env("OTEL_TRACES_EXPORTER", "otlp")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env(
             "OTEL_EXPORTER_OTLP_HEADERS",
@@ -69,7 +76,6 @@ fn project(protocol: &str, collector: &FakeServer) -> Project {
             "OTEL_RESOURCE_ATTRIBUTES",
             "team.id=platform,cost_center=eng-123",
         );
-    p
 }
 
 /// What a receiver got, in one shape for both encodings.

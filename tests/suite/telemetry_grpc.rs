@@ -13,7 +13,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use super::harness::Project;
 use super::telemetry::{
     Export, PROMPT, REVIEWER, Received, check_agent_tree, check_claude_code_signals, decode_export,
-    model, session_id,
+    model, session_id, telemetry_env,
 };
 
 /// A collector of its own for gRPC and TLS: OTLP over gRPC with the
@@ -301,23 +301,6 @@ impl Collector {
         }
         (got, how)
     }
-}
-
-fn telemetry_env(p: &mut Project, endpoint: &str, protocol: &str) {
-    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
-        .env("OTEL_METRICS_EXPORTER", "otlp")
-        .env("OTEL_LOGS_EXPORTER", "otlp")
-        .env("OTEL_TRACES_EXPORTER", "otlp")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-        .env(
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "Authorization=Bearer otel-token",
-        )
-        .env(
-            "OTEL_RESOURCE_ATTRIBUTES",
-            "team.id=platform,cost_center=eng-123",
-        );
 }
 
 /// `grpc` to a gRPC collector (the official service definitions): the
