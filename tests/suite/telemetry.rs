@@ -55,7 +55,7 @@ pub(super) fn model() -> FakeServer {
 fn project(protocol: &str, collector: &FakeServer) -> Project {
     let mut p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
-    telemetry_env(&mut p, &collector.url(), protocol);
+    telemetry_env(&mut p, collector.url(), protocol);
     p
 }
 
