@@ -104,6 +104,22 @@ impl Validator for ChatHelper {
 
 impl Helper for ChatHelper {}
 
+/// Tells telemetry of each key pressed (nothing when it is off).
+struct KeyActivity;
+
+impl rustyline::ConditionalEventHandler for KeyActivity {
+    fn handle(
+        &self,
+        _: &rustyline::Event,
+        _: rustyline::RepeatCount,
+        _: bool,
+        _: &rustyline::EventContext,
+    ) -> Option<Cmd> {
+        crate::telemetry::user_activity();
+        None
+    }
+}
+
 /// The chat's line editor.
 pub struct ChatInput {
     editor: Editor<ChatHelper, FileHistory>,
@@ -132,6 +148,12 @@ impl ChatInput {
         // terminal arrives as a line feed (the terminal's normal mode turns
         // CR into LF), and must send the line, not continue it.
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
+        // Every other key is a person's activity, for telemetry's
+        // `active_time` of type `user`; the key does what it does anyway.
+        editor.bind_sequence(
+            rustyline::Event::Any,
+            rustyline::EventHandler::Conditional(Box::new(KeyActivity)),
+        );
         let history = history_path();
         if let Some(path) = &history
             && path.exists()

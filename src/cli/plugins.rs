@@ -59,6 +59,12 @@ pub fn dispatch(g: &GlobalArgs, cmd: PluginsCommand) -> Result<(), CliError> {
         PluginsCommand::Install(a) => {
             let settings_file = settings_file(&a.scope, &snap.config.project_dir, &home)?;
             let (id, path) = install(&a.id, &snap.settings().plugins, &home)?;
+            crate::telemetry::plugin_installed(
+                &snap.settings().env,
+                &snap.settings().prices,
+                &id,
+                &path,
+            );
             edit_json_settings(&settings_file, |o| {
                 let enabled = o
                     .entry("enabledPlugins")

@@ -425,6 +425,7 @@ pub fn load(input: &LoadInput) -> Result<LoadedConfig, ConfigError> {
         .unwrap_or_default();
     let (plugins, plugin_diags) =
         super::plugins::resolve(&plugin_settings, &origins, input.home().as_deref());
+    super::observed::plugins_loaded(&plugins);
     warnings.extend(plugin_diags);
     for p in &plugins {
         for doc in super::plugins::hook_layers(p, &mut warnings) {

@@ -17,6 +17,7 @@ mod hooks;
 pub mod layers;
 mod load;
 mod mode;
+pub mod observed;
 pub mod plugins;
 mod sandbox;
 mod settings;

@@ -465,7 +465,9 @@ impl McpManager {
             let cwd: PathBuf = cwd.to_path_buf();
             let client = self.client(&name, &cwd, true);
             rt.spawn(async move {
+                let began = Instant::now();
                 let result = Connection::connect(&config, &cwd, client).await;
+                note_connection(&name, &config, began, result.as_ref().err());
                 this.finish_connect(&name, epoch, result);
             });
         }
@@ -756,7 +758,12 @@ impl McpManager {
         }
         let connecting = inline.iter().map(|(name, config)| {
             let client = self.client(name, cwd, false);
-            async move { (name.clone(), Connection::connect(config, cwd, client).await) }
+            async move {
+                let began = Instant::now();
+                let result = Connection::connect(config, cwd, client).await;
+                note_connection(name, config, began, result.as_ref().err());
+                (name.clone(), result)
+            }
         });
         let results = futures_util::future::join_all(connecting).await;
         let mut scoped = Scoped {
@@ -856,6 +863,28 @@ fn tools_from(
     list.into_iter()
         .map(|t| Arc::new(McpTool::new(server, t, Arc::clone(conn))))
         .collect()
+}
+
+/// A connection's outcome, for telemetry (`claude_code.mcp_server_connection`).
+fn note_connection(
+    name: &str,
+    config: &McpServerConfig,
+    began: Instant,
+    failed: Option<&super::ConnectError>,
+) {
+    use crate::config::observed::{McpConnection, Observed, note};
+    let transport = match (&config.kind, &config.command) {
+        (Some(kind), _) => kind.clone(),
+        (None, Some(_)) => "stdio".to_string(),
+        (None, None) => "http".to_string(),
+    };
+    note(Observed::McpConnection(McpConnection {
+        server: name.to_string(),
+        transport,
+        error: failed.map(|e| e.error.to_string()),
+        duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
+        at: std::time::SystemTime::now(),
+    }));
 }
 
 fn report_failure(label: &str, e: &super::ConnectError) {

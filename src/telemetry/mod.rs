@@ -15,7 +15,7 @@ mod switches;
 mod tls;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use opentelemetry::KeyValue;
@@ -31,7 +31,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use crate::config::ModelPrice;
 use crate::runtime::{EngineEvent, EventSink};
 
-use record::{Instruments, Recorder, Shared};
+use record::{At, Instruments, Recorder, Shared};
 use switches::{Otlp, Switches, TlsFiles, Vars, Wire};
 
 /// The instrumentation scope of every signal, Claude Code's.
@@ -58,17 +58,25 @@ struct Running {
     metrics: Option<SdkMeterProvider>,
     logs: Option<SdkLoggerProvider>,
     traces: Option<SdkTracerProvider>,
+    /// The runtime whose blocking threads wait for exports.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
-/// The process's telemetry: being set up on its own thread, set up, or
-/// not to be had (the HTTP client could not be built).
+/// The most events kept while telemetry is being set up (a session's
+/// first few; set-up takes about a millisecond).
+const MAX_EARLY: usize = 4096;
+
+/// The process's telemetry: being set up on its own thread (with the
+/// events that happened meanwhile, and when), set up, or not to be had.
 enum Slot {
-    Building(std::thread::JoinHandle<Option<Running>>),
+    Building(Vec<(At, Item)>),
     Built(Running),
     Failed,
 }
 
 static RUNNING: Mutex<Option<Slot>> = Mutex::new(None);
+/// Signalled when the set-up thread has left [`Slot::Building`].
+static SET_UP: Condvar = Condvar::new();
 
 /// What the set-up thread needs of [`Start`].
 struct Owned {
@@ -82,8 +90,9 @@ struct Owned {
 /// telemetry is on; `events` itself when it is off.
 ///
 /// The providers, exporters and their threads are set up on a thread of
-/// their own, while the session goes on starting; the first event waits
-/// for them only if they are not ready by then.
+/// their own, while the session goes on starting. Nothing waits for them:
+/// an event that comes first is kept, with the time it happened, and
+/// recorded by the set-up thread once it is done.
 pub fn start(events: EventSink, how: &Start) -> EventSink {
     let vars = Vars {
         settings: how.settings_env,
@@ -109,27 +118,26 @@ pub fn start(events: EventSink, how: &Start) -> EventSink {
         };
         // The exporters send on this process's runtime.
         let runtime = tokio::runtime::Handle::try_current().ok();
-        let setup = move || {
-            let _inside = runtime.as_ref().map(tokio::runtime::Handle::enter);
-            let began = Instant::now();
-            let built = build(&s, &owned);
-            if let Some(r) = &built {
-                if let Some(start_type) = owned.start_type {
-                    r.recorder.session_started(start_type);
-                }
-                tracing::debug!("telemetry: set up in {:.3} ms", ms_since(began));
-            }
-            built
-        };
-        *slot = Some(
-            match std::thread::Builder::new()
-                .name("telemetry-setup".into())
-                .spawn(setup)
-            {
-                Ok(h) => Slot::Building(h),
-                Err(_) => Slot::Failed,
-            },
-        );
+        let spawned = std::thread::Builder::new()
+            .name("telemetry-setup".into())
+            .spawn(move || set_up(&s, &owned, runtime));
+        *slot = Some(match spawned {
+            Ok(_) => Slot::Building(Vec::new()),
+            Err(_) => Slot::Failed,
+        });
+        // What happens beside the sessions (MCP servers connecting,
+        // plugins loading), and what happened before now.
+        let before = crate::config::observed::watch(|o| {
+            deliver(Item::Observed(o), At::now());
+        });
+        if let Some(Slot::Building(early)) = slot.as_mut() {
+            early.extend(
+                before
+                    .into_iter()
+                    .map(|o| (At::now(), Item::Observed(o)))
+                    .take(MAX_EARLY),
+            );
+        }
     }
     drop(slot);
     // One process, one set of providers: a second session (of `chat`)
@@ -137,66 +145,228 @@ pub fn start(events: EventSink, how: &Start) -> EventSink {
     if !first && let (Some(r), Some(start_type)) = (recorder(), how.start_type) {
         r.session_started(start_type);
     }
-    let recorder_once: std::sync::OnceLock<Option<Arc<Recorder>>> = std::sync::OnceLock::new();
+    let built: std::sync::OnceLock<Arc<Recorder>> = std::sync::OnceLock::new();
     Arc::new(move |e: &EngineEvent| {
         events(e);
-        let Some(recorder) = recorder_once.get_or_init(|| {
-            let began = Instant::now();
-            let r = recorder();
-            tracing::debug!("telemetry: waited in {:.3} ms", ms_since(began));
-            r
-        }) else {
+        if !Recorder::wanted(e) {
             return;
-        };
-        recorder.record(e);
-        // A prompt's data goes out as soon as it is answered, while the
-        // process ends its session and prints: the flush at exit then has
-        // only what came after to send, and often nothing.
-        if matches!(e, EngineEvent::TurnEnd { .. }) {
-            flush_soon();
+        }
+        let at = At::now();
+        match built.get() {
+            Some(r) => {
+                r.record(e, at);
+                // A prompt's data goes out as soon as it is answered,
+                // while the process ends its session and prints: the
+                // flush at exit then has only what came after to send,
+                // and often nothing.
+                if matches!(e, EngineEvent::TurnEnd { .. }) {
+                    flush_soon();
+                }
+            }
+            None => {
+                if let Some(r) = deliver(Item::Engine(e.clone()), at) {
+                    let _ = built.set(r);
+                }
+            }
         }
     })
 }
 
+/// Something for the recorder, besides the engine's events.
+enum Item {
+    Engine(EngineEvent),
+    Observed(crate::config::observed::Observed),
+    /// A key a person pressed (chat).
+    UserActivity,
+}
+
+/// Records `item` (which happened `at`), or keeps it while telemetry is
+/// being set up; nothing when telemetry is off or failed. The recorder,
+/// when it is set up.
+fn deliver(item: Item, at: At) -> Option<Arc<Recorder>> {
+    let recorder = {
+        let mut slot = RUNNING.lock().ok()?;
+        match slot.as_mut()? {
+            Slot::Building(early) => {
+                if early.len() < MAX_EARLY {
+                    early.push((at, item));
+                }
+                return None;
+            }
+            Slot::Built(r) => Arc::clone(&r.recorder),
+            Slot::Failed => return None,
+        }
+    };
+    if take(&recorder, &item, at) {
+        flush_soon();
+    }
+    Some(recorder)
+}
+
+/// Records one item; whether it ended a prompt (whose data is then
+/// exported at once).
+fn take(recorder: &Recorder, item: &Item, at: At) -> bool {
+    match item {
+        Item::Engine(e) => {
+            recorder.record(e, at);
+            matches!(e, EngineEvent::TurnEnd { .. })
+        }
+        Item::Observed(o) => {
+            recorder.observed(o, at);
+            false
+        }
+        Item::UserActivity => {
+            recorder.user_activity(at);
+            false
+        }
+    }
+}
+
+/// A person pressed a key in the chat: Claude Code's `active_time` of
+/// type `user` counts the time between keys (at most 5 s apart) while no
+/// prompt is being worked on. Never waits; nothing when telemetry is off.
+pub fn user_activity() {
+    deliver(Item::UserActivity, At::now());
+}
+
+/// `cadre plugins install` installed the plugin `id` (`NAME@MARKETPLACE`)
+/// into `folder`: a `plugin_installed` event, when telemetry is on (the
+/// settings' `env` first, then the process's, as for a session).
+pub fn plugin_installed(
+    settings_env: &BTreeMap<String, String>,
+    prices: &BTreeMap<String, ModelPrice>,
+    id: &str,
+    folder: &std::path::Path,
+) {
+    let Some((name, marketplace)) = id.rsplit_once('@') else {
+        return;
+    };
+    let version = crate::config::plugins::manifest(folder)
+        .ok()
+        .and_then(|m| m.get("version")?.as_str().map(str::to_string));
+    crate::config::observed::note(crate::config::observed::Observed::PluginInstalled {
+        name: name.to_string(),
+        marketplace: marketplace.to_string(),
+        version,
+    });
+    let process: Vec<(String, String)> = std::env::vars().collect();
+    let session_id = format!("{:032x}", rand::random::<u128>());
+    // Started for the event alone; `shutdown` at exit sends it.
+    start(
+        Arc::new(|_: &EngineEvent| {}),
+        &Start {
+            settings_env,
+            process_env: &process,
+            session_id: &session_id,
+            start_type: None,
+            prices,
+        },
+    );
+}
+
+/// The set-up thread: builds the providers, records the events that came
+/// meanwhile (in order, under the lock, so none overtakes them), and
+/// makes telemetry [`Slot::Built`].
+fn set_up(s: &Switches, how: &Owned, runtime: Option<tokio::runtime::Handle>) {
+    /// Leaves `Building` whatever happens (a panic while building
+    /// included), so nothing waits for a set-up that will not come.
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            if let Ok(mut slot) = RUNNING.lock()
+                && matches!(*slot, Some(Slot::Building(_)))
+            {
+                *slot = Some(Slot::Failed);
+            }
+            SET_UP.notify_all();
+        }
+    }
+    let _done = Done;
+    let began = Instant::now();
+    let built = {
+        let _inside = runtime.as_ref().map(tokio::runtime::Handle::enter);
+        build(s, how, runtime.clone())
+    };
+    let Some(running) = built else { return };
+    if let Some(start_type) = how.start_type {
+        running.recorder.session_started(start_type);
+    }
+    let Ok(mut slot) = RUNNING.lock() else { return };
+    let early = match slot.take() {
+        Some(Slot::Building(early)) => early,
+        other => {
+            *slot = other;
+            return;
+        }
+    };
+    let mut answered = false;
+    for (at, item) in &early {
+        answered |= take(&running.recorder, item, *at);
+    }
+    *slot = Some(Slot::Built(running));
+    drop(slot);
+    tracing::debug!(
+        "telemetry: set up in {:.3} ms ({} events kept meanwhile)",
+        ms_since(began),
+        early.len()
+    );
+    if answered {
+        flush_soon();
+    }
+}
+
 /// The set-up telemetry, waiting for its set-up thread if it still runs.
-fn ready(slot: &mut Option<Slot>) -> Option<&Running> {
-    if matches!(slot, Some(Slot::Building(_)))
-        && let Some(Slot::Building(h)) = slot.take()
-    {
-        *slot = Some(match h.join() {
-            Ok(Some(r)) => Slot::Built(r),
-            _ => Slot::Failed,
-        });
-    }
-    match slot {
-        Some(Slot::Built(r)) => Some(r),
-        _ => None,
-    }
+fn ready(slot: MutexGuard<'_, Option<Slot>>) -> Option<MutexGuard<'_, Option<Slot>>> {
+    let slot = SET_UP
+        .wait_while(slot, |s| matches!(s, Some(Slot::Building(_))))
+        .ok()?;
+    matches!(*slot, Some(Slot::Built(_))).then_some(slot)
 }
 
 /// The recorder, once set up; `None` when telemetry is off or failed.
 fn recorder() -> Option<Arc<Recorder>> {
-    let mut slot = RUNNING.lock().ok()?;
-    ready(&mut slot).map(|r| Arc::clone(&r.recorder))
+    let slot = ready(RUNNING.lock().ok()?)?;
+    match slot.as_ref() {
+        Some(Slot::Built(r)) => Some(Arc::clone(&r.recorder)),
+        _ => None,
+    }
 }
 
 /// Starts an export of everything recorded so far, not waiting for it.
 fn flush_soon() {
-    let jobs = match RUNNING.lock() {
-        Ok(mut slot) => ready(&mut slot).map_or_else(Vec::new, |r| {
-            per_signal(
-                r.metrics.clone(),
-                r.logs.clone(),
-                r.traces.clone(),
-                Signal::Flush,
-            )
-        }),
+    let (jobs, runtime) = match RUNNING.lock() {
+        Ok(slot) => match slot.as_ref() {
+            Some(Slot::Built(r)) => (
+                per_signal(
+                    r.metrics.clone(),
+                    r.logs.clone(),
+                    r.traces.clone(),
+                    Signal::Flush,
+                ),
+                r.runtime.clone(),
+            ),
+            _ => return,
+        },
         Err(_) => return,
     };
     for job in jobs {
-        let _ = std::thread::Builder::new()
-            .name("telemetry-flush".into())
-            .spawn(job);
+        run_job(runtime.as_ref(), job);
+    }
+}
+
+/// Runs `job` (which waits for a collector) on one of the runtime's
+/// blocking threads, reused from one job to the next, or on a thread of
+/// its own without a runtime. Whether it was started.
+fn run_job(runtime: Option<&tokio::runtime::Handle>, job: Box<dyn FnOnce() + Send>) -> bool {
+    match runtime {
+        Some(rt) => {
+            drop(rt.spawn_blocking(job));
+            true
+        }
+        None => std::thread::Builder::new()
+            .name("telemetry-export".into())
+            .spawn(job)
+            .is_ok(),
     }
 }
 
@@ -284,8 +454,8 @@ pub fn continue_trace(agent_id: &str, agent_type: &str, headers: &[(String, Stri
 /// the process exits, outside the async runtime's worker threads (the
 /// exports run on that runtime).
 pub fn shutdown() {
-    let Some(r) = RUNNING.lock().ok().and_then(|mut slot| {
-        ready(&mut slot)?;
+    let Some(r) = RUNNING.lock().ok().and_then(|slot| {
+        let mut slot = ready(slot)?;
         match slot.take() {
             Some(Slot::Built(r)) => Some(r),
             _ => None,
@@ -295,21 +465,20 @@ pub fn shutdown() {
     };
     let began = Instant::now();
     r.recorder.finish();
-    // The three stop at once, each on its own thread: the exit waits for
-    // the slowest, not the sum. A signal with nothing left since the flush
-    // at the prompt's end sends nothing (the SDK exports no empty batch).
+    // The three stop at once, each on a thread of its own: the exit waits
+    // for the slowest, not the sum. A signal with nothing left since the
+    // flush at the prompt's end sends nothing (the SDK exports no empty
+    // batch).
     let (done, wait) = std::sync::mpsc::channel::<()>();
     let stops = per_signal(r.metrics, r.logs, r.traces, Signal::Shutdown);
     let mut started = 0;
     for stop in stops {
         let done = done.clone();
-        let spawned = std::thread::Builder::new()
-            .name("telemetry-shutdown".into())
-            .spawn(move || {
-                stop();
-                let _ = done.send(());
-            });
-        started += usize::from(spawned.is_ok());
+        let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+            stop();
+            let _ = done.send(());
+        });
+        started += usize::from(run_job(r.runtime.as_ref(), job));
     }
     drop(done);
     let deadline = std::time::Instant::now() + SHUTDOWN_WAIT * 2;
@@ -367,7 +536,7 @@ macro_rules! otlp_exporter {
     }};
 }
 
-fn build(s: &Switches, how: &Owned) -> Option<Running> {
+fn build(s: &Switches, how: &Owned, runtime: Option<tokio::runtime::Handle>) -> Option<Running> {
     let mut resource = Resource::builder_empty()
         .with_service_name(s.service_name.clone())
         .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
@@ -443,12 +612,12 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
         if let Some(o) = &s.traces.otlp {
             let builder = opentelemetry_otlp::SpanExporter::builder();
             match otlp_exporter!(builder, o, &mut links) {
-                Ok(e) => b = b.with_batch_exporter(e),
+                Ok(e) => b = b.with_span_processor(span_batches(e)),
                 Err(e) => eprintln!("cadre: telemetry: traces: {e}; spans are not sent"),
             }
         }
         if s.traces.console {
-            b = b.with_batch_exporter(opentelemetry_stdout::SpanExporter::default());
+            b = b.with_span_processor(span_batches(opentelemetry_stdout::SpanExporter::default()));
         }
         b.build()
     });
@@ -473,7 +642,33 @@ fn build(s: &Switches, how: &Owned) -> Option<Running> {
         metrics,
         logs,
         traces,
+        runtime,
     })
+}
+
+/// The spans a batch processor holds before they are exported, unless
+/// `OTEL_BSP_MAX_QUEUE_SIZE` says otherwise, and how many go in one
+/// export. The SDK's queue is a channel whose every slot is written when it
+/// is made: its default of 2,048 spans is 0.7 MB touched (about 170 page
+/// faults) on every run. 1,024 still holds a burst of a thousand
+/// background sub-agents' spans while the last batch is being sent, the
+/// batches of 256 leaving room behind them.
+const SPAN_QUEUE: usize = 1024;
+const SPAN_BATCH: usize = 256;
+
+fn span_batches<E: opentelemetry_sdk::trace::SpanExporter + 'static>(
+    exporter: E,
+) -> opentelemetry_sdk::trace::BatchSpanProcessor {
+    let mut config = opentelemetry_sdk::trace::BatchConfigBuilder::default();
+    if std::env::var_os("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+        config = config.with_max_queue_size(SPAN_QUEUE);
+    }
+    if std::env::var_os("OTEL_BSP_MAX_EXPORT_BATCH_SIZE").is_none() {
+        config = config.with_max_export_batch_size(SPAN_BATCH);
+    }
+    opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
+        .with_batch_config(config.build())
+        .build()
 }
 
 /// The connections the exporters share: one HTTP client per set of TLS

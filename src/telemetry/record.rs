@@ -137,13 +137,81 @@ struct PendingHook {
     failed: Option<String>,
 }
 
+/// When something happened: an event may be recorded a little after it
+/// happened (while telemetry was still being set up), and its spans and
+/// events carry the time it happened.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct At {
+    pub wall: SystemTime,
+    pub mono: Instant,
+}
+
+impl At {
+    pub fn now() -> At {
+        At {
+            wall: SystemTime::now(),
+            mono: Instant::now(),
+        }
+    }
+}
+
+/// Claude Code's user time: a person's keys less than this apart count
+/// the time between them.
+const USER_IDLE: Duration = Duration::from_secs(5);
+
+/// The user time not yet added to `active_time`.
 #[derive(Default)]
+struct UserTime {
+    /// The last key, since the last prompt ended.
+    last: Option<Instant>,
+    uncounted: Duration,
+}
+
+impl UserTime {
+    /// A key pressed `at`: the time since the key before, when under
+    /// [`USER_IDLE`], is the user's. Whether to add what is uncounted to
+    /// the counter now (a whole second of it, or a pause ended).
+    fn key(&mut self, at: Instant) -> bool {
+        let gap = self.last.map(|l| at.saturating_duration_since(l));
+        if let Some(gap) = gap.filter(|g| *g < USER_IDLE) {
+            self.uncounted += gap;
+        }
+        self.last = Some(at);
+        self.uncounted >= Duration::from_secs(1) || gap.is_some_and(|g| g >= USER_IDLE)
+    }
+
+    /// A prompt starts or ends: the time until the next key is no one's.
+    fn pause(&mut self) {
+        self.last = None;
+    }
+}
+
 struct State {
+    /// The time of the event being recorded.
+    now: At,
     sequence: u64,
+    user: UserTime,
+    /// The plugins reported as loaded (each once per process).
+    plugins: std::collections::HashSet<(String, Option<String>)>,
     prompt: Option<Prompt>,
     calls: HashMap<String, Call>,
     agents: HashMap<String, Agent>,
     hooks: Vec<PendingHook>,
+}
+
+impl Default for State {
+    fn default() -> State {
+        State {
+            now: At::now(),
+            sequence: 0,
+            user: UserTime::default(),
+            plugins: std::collections::HashSet::new(),
+            prompt: None,
+            calls: HashMap::new(),
+            agents: HashMap::new(),
+            hooks: Vec::new(),
+        }
+    }
 }
 
 pub(super) struct Recorder {
@@ -206,11 +274,15 @@ impl Recorder {
         record.set_event_name(full);
         record.set_body(AnyValue::from(full));
         record.set_severity_number(Severity::Info);
-        let now = SystemTime::now();
+        let now = st.now.wall;
         record.set_timestamp(now);
         record.set_observed_timestamp(now);
         record.add_attribute("event.name", name);
-        record.add_attribute("event.timestamp", crate::clock::now_rfc3339());
+        record.add_attribute(
+            "event.timestamp",
+            jiff::Timestamp::try_from(now)
+                .map_or_else(|_| crate::clock::now_rfc3339(), crate::clock::rfc3339),
+        );
         record.add_attribute(
             "event.sequence",
             i64::try_from(st.sequence).unwrap_or(i64::MAX),
@@ -270,7 +342,7 @@ impl Recorder {
         if self.tracer.is_none() {
             return;
         }
-        let end = SystemTime::now();
+        let end = st.now.wall;
         let start = end - Duration::from_millis(*duration_ms);
         let mut attrs = vec![
             KeyValue::new("span.type", "hook"),
@@ -357,11 +429,161 @@ impl Recorder {
         Some(parent.with_span(span))
     }
 
-    pub fn record(&self, event: &EngineEvent) {
+    /// A key a person pressed `at`: the time since the last one counts as
+    /// the user's when it is under [`USER_IDLE`] and no prompt is being
+    /// worked on (that time is `cli`'s), as Claude Code counts it. Added to
+    /// the counter by whole seconds, after a pause, when a prompt starts,
+    /// and at exit.
+    pub fn user_activity(&self, at: At) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        if st.prompt.is_none() && st.user.key(at.mono) {
+            self.count_user_time(&mut st);
+        }
+    }
+
+    fn count_user_time(&self, st: &mut State) {
+        let t = std::mem::take(&mut st.user.uncounted);
+        if let Some(m) = &self.meters
+            && !t.is_zero()
+        {
+            m.active_time.add(
+                t.as_secs_f64(),
+                &self.metric_attrs(&[KeyValue::new("type", "user")]),
+            );
+        }
+    }
+
+    /// Something that happened beside the sessions: an MCP server's
+    /// connection, a plugin loaded or installed. Names (of servers,
+    /// plugins, marketplaces) and errors only with `OTEL_LOG_TOOL_DETAILS`,
+    /// as Claude Code sends a team's own ones.
+    pub fn observed(&self, what: &crate::config::observed::Observed, at: At) {
+        use crate::config::observed::Observed;
         let Ok(mut st) = self.state.lock() else {
             return;
         };
         let st = &mut *st;
+        st.now = at;
+        let details = self.shared.log_tool_details;
+        let named = |n: &str| {
+            AnyValue::from(if details {
+                n.to_string()
+            } else {
+                "third-party".to_string()
+            })
+        };
+        match what {
+            Observed::McpConnection(c) => {
+                // When it connected (or failed), even if noted before
+                // telemetry was set up.
+                st.now.wall = c.at;
+                let mut attrs = vec![
+                    (
+                        "status",
+                        AnyValue::from(if c.error.is_none() {
+                            "connected"
+                        } else {
+                            "failed"
+                        }),
+                    ),
+                    ("transport_type", AnyValue::from(c.transport.clone())),
+                    ("duration_ms", AnyValue::from(c.duration_ms.to_string())),
+                    ("is_plugin", AnyValue::from(c.plugin().is_some())),
+                ];
+                if let Some(p) = c.plugin() {
+                    attrs.push(("plugin.name", named(p)));
+                }
+                if details {
+                    attrs.push(("server_name", AnyValue::from(c.server.clone())));
+                    if let Some(e) = &c.error {
+                        attrs.push(("error", AnyValue::from(e.clone())));
+                    }
+                }
+                self.event(st, "mcp_server_connection", attrs);
+            }
+            Observed::PluginLoaded(plugin) => {
+                let p = crate::config::observed::PluginLoad::of(plugin);
+                if !st.plugins.insert((p.name.clone(), p.marketplace.clone())) {
+                    return;
+                }
+                let mut attrs = vec![("plugin.name", named(&p.name))];
+                if let Some(m) = &p.marketplace {
+                    attrs.push(("marketplace.name", named(m)));
+                }
+                if let Some(v) = p.version.as_ref().filter(|_| details) {
+                    attrs.push(("plugin.version", AnyValue::from(v.clone())));
+                }
+                attrs.extend([
+                    (
+                        "plugin.scope",
+                        AnyValue::from(if p.managed { "org" } else { "user-local" }),
+                    ),
+                    (
+                        "enabled_via",
+                        AnyValue::from(if p.managed {
+                            "org-policy"
+                        } else {
+                            "user-install"
+                        }),
+                    ),
+                    ("has_hooks", AnyValue::from(p.has_hooks)),
+                    ("has_mcp", AnyValue::from(p.has_mcp)),
+                ]);
+                self.event(st, "plugin_loaded", attrs);
+            }
+            Observed::PluginInstalled {
+                name,
+                marketplace,
+                version,
+            } => {
+                let mut attrs = Vec::new();
+                if details {
+                    attrs.push(("plugin.name", AnyValue::from(name.clone())));
+                    if let Some(v) = version {
+                        attrs.push(("plugin.version", AnyValue::from(v.clone())));
+                    }
+                    attrs.push(("marketplace.name", AnyValue::from(marketplace.clone())));
+                }
+                attrs.extend([
+                    ("marketplace.is_official", AnyValue::from("false")),
+                    ("install.trigger", AnyValue::from("cli")),
+                ]);
+                self.event(st, "plugin_installed", attrs);
+            }
+        }
+    }
+
+    /// Whether [`Recorder::record`] does anything with `event` (the others
+    /// are not kept while telemetry is being set up).
+    pub fn wanted(event: &EngineEvent) -> bool {
+        matches!(
+            event,
+            EngineEvent::UserPrompt { .. }
+                | EngineEvent::TurnEnd { .. }
+                | EngineEvent::HookRun { .. }
+                | EngineEvent::ModelResponse { .. }
+                | EngineEvent::ApiError { .. }
+                | EngineEvent::ToolUse { .. }
+                | EngineEvent::ToolDecision { .. }
+                | EngineEvent::ToolResult { .. }
+                | EngineEvent::SubagentStart { .. }
+                | EngineEvent::SubagentEnd { .. }
+                | EngineEvent::HookEvent { .. }
+                | EngineEvent::Compacted { .. }
+                | EngineEvent::ModeChanged { .. }
+                | EngineEvent::SkillActivated { .. }
+        )
+    }
+
+    /// Records `event`, which happened `at`.
+    pub fn record(&self, event: &EngineEvent, at: At) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let st = &mut *st;
+        st.now = at;
         match event {
             EngineEvent::UserPrompt {
                 text, prompt_id, ..
@@ -393,12 +615,12 @@ impl Recorder {
                 }
                 self.event(st, "api_error", attrs);
                 let parent = Self::parent_of(st, agent_id);
-                let start = SystemTime::now() - Duration::from_millis(*duration_ms);
+                let start = st.now.wall - Duration::from_millis(*duration_ms);
                 if let Some(cx) =
                     self.start_span(format!("chat {model}"), &parent, start, chat_attrs(model))
                 {
                     cx.span().set_status(Status::error(error.clone()));
-                    cx.span().end();
+                    cx.span().end_with_timestamp(st.now.wall);
                 }
             }
             EngineEvent::ToolUse {
@@ -418,18 +640,14 @@ impl Recorder {
                     attrs.push(KeyValue::new("gen_ai.tool.type", "extension"));
                     attrs.push(KeyValue::new("mcp.server.name", server.to_string()));
                 }
-                let span = self.start_span(
-                    format!("execute_tool {name}"),
-                    &parent,
-                    SystemTime::now(),
-                    attrs,
-                );
+                let span =
+                    self.start_span(format!("execute_tool {name}"), &parent, st.now.wall, attrs);
                 st.calls.insert(
                     tool_use_id.clone(),
                     Call {
                         name: name.clone(),
                         agent_id: agent_id.clone(),
-                        started: Instant::now(),
+                        started: st.now.mono,
                         input_bytes: serde_json::to_vec(input).map_or(0, |v| v.len()),
                         span,
                         edit: edit_lines(name, input),
@@ -485,12 +703,12 @@ impl Recorder {
                 let Some(call) = st.calls.remove(tool_use_id) else {
                     return;
                 };
-                let ms = to_i64(elapsed_ms(call.started));
+                let ms = to_i64(ms_between(call.started, st.now.mono));
                 if let Some(cx) = &call.span {
                     if *is_error {
                         cx.span().set_status(Status::error("the tool call failed"));
                     }
-                    cx.span().end();
+                    cx.span().end_with_timestamp(st.now.wall);
                 }
                 if !is_error && let (Some(m), Some((added, removed, _))) = (&self.meters, call.edit)
                 {
@@ -557,7 +775,7 @@ impl Recorder {
                 let span = self.start_span(
                     format!("invoke_agent {agent_type}"),
                     &parent,
-                    SystemTime::now(),
+                    st.now.wall,
                     vec![
                         KeyValue::new("gen_ai.operation.name", "invoke_agent"),
                         KeyValue::new("gen_ai.agent.name", agent_type.clone()),
@@ -599,7 +817,7 @@ impl Recorder {
                     if status != "completed" {
                         span.set_status(Status::error(status.clone()));
                     }
-                    span.end();
+                    span.end_with_timestamp(st.now.wall);
                 }
             }
             EngineEvent::HookEvent {
@@ -696,6 +914,8 @@ impl Recorder {
 
     fn prompt(&self, st: &mut State, text: &str, id: &str) {
         self.end_prompt(st);
+        self.count_user_time(st);
+        st.user.pause();
         let id = id.to_string();
         let mut attrs = vec![
             KeyValue::new("session.id", self.shared.session_id.clone()),
@@ -711,7 +931,7 @@ impl Recorder {
         let start = pending
             .iter()
             .map(|h| h.start)
-            .fold(SystemTime::now(), SystemTime::min);
+            .fold(st.now.wall, SystemTime::min);
         let span = self.start_span(
             "claude_code.interaction".into(),
             &Context::new(),
@@ -726,7 +946,7 @@ impl Recorder {
         st.prompt = Some(Prompt {
             id,
             span,
-            started: Instant::now(),
+            started: st.now.mono,
             cost: 0.0,
             usage: Usage::default(),
         });
@@ -742,9 +962,10 @@ impl Recorder {
 
     fn end_prompt(&self, st: &mut State) {
         let Some(p) = st.prompt.take() else { return };
+        st.user.pause();
         if let Some(m) = &self.meters {
             m.active_time.add(
-                p.started.elapsed().as_secs_f64(),
+                st.now.mono.duration_since(p.started).as_secs_f64(),
                 &self.metric_attrs(&[KeyValue::new("type", "cli")]),
             );
         }
@@ -752,7 +973,7 @@ impl Recorder {
             let span = cx.span();
             span.set_attributes(usage_attrs(&p.usage));
             span.set_attribute(KeyValue::new("cadre.cost_usd", p.cost));
-            span.end();
+            span.end_with_timestamp(st.now.wall);
         }
     }
 
@@ -795,13 +1016,13 @@ impl Recorder {
             p.usage.add(usage);
         }
         let parent = Self::parent_of(st, agent_id);
-        let start = SystemTime::now() - Duration::from_millis(api_ms);
+        let start = st.now.wall - Duration::from_millis(api_ms);
         let mut attrs = chat_attrs(model);
         attrs.extend(usage_attrs(usage));
         attrs.push(KeyValue::new("cadre.cost_usd", cost));
         attrs.push(KeyValue::new("cadre.agent_id", agent_id.to_string()));
         if let Some(cx) = self.start_span(format!("chat {model}"), &parent, start, attrs) {
-            cx.span().end();
+            cx.span().end_with_timestamp(st.now.wall);
         }
         let mut attrs = vec![
             ("model", AnyValue::from(model.to_string())),
@@ -872,6 +1093,7 @@ impl Recorder {
             return;
         };
         let st = &mut *st;
+        st.now = At::now();
         for (_, call) in st.calls.drain() {
             if let Some(cx) = call.span {
                 cx.span().end();
@@ -883,6 +1105,7 @@ impl Recorder {
             }
         }
         self.end_prompt(st);
+        self.count_user_time(st);
         // Hooks no prompt followed (SessionEnd, a prompt a hook blocked):
         // each a trace of its own.
         for h in std::mem::take(&mut st.hooks) {
@@ -904,6 +1127,9 @@ fn event_name(name: &'static str) -> &'static str {
         "compaction" => "claude_code.compaction",
         "permission_mode_changed" => "claude_code.permission_mode_changed",
         "skill_activated" => "claude_code.skill_activated",
+        "mcp_server_connection" => "claude_code.mcp_server_connection",
+        "plugin_loaded" => "claude_code.plugin_loaded",
+        "plugin_installed" => "claude_code.plugin_installed",
         _ => "claude_code.event",
     }
 }
@@ -1002,8 +1228,8 @@ fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn elapsed_ms(t: Instant) -> u64 {
-    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+fn ms_between(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Lines added and removed by an edit tool's call, and the language of
@@ -1103,6 +1329,31 @@ mod tests {
             (false, true)
         );
         assert_eq!(c("gh pr list"), (false, false));
+    }
+
+    #[test]
+    fn user_time_is_the_time_between_keys_less_than_five_seconds_apart() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut u = UserTime::default();
+        // The first key starts the count; 400 ms and 500 ms later, two more.
+        assert!(!u.key(at(0)));
+        assert!(!u.key(at(400)));
+        assert!(!u.key(at(900)));
+        assert_eq!(u.uncounted, Duration::from_millis(900));
+        // Past a second: added now.
+        assert!(u.key(at(1200)));
+        assert_eq!(u.uncounted, Duration::from_millis(1200));
+        u.uncounted = Duration::ZERO;
+        // A pause of 5 s or more counts nothing, and ends a stretch.
+        assert!(u.key(at(6200)));
+        assert_eq!(u.uncounted, Duration::ZERO);
+        // A prompt ran meanwhile: the time since the last key is cli's.
+        u.pause();
+        assert!(!u.key(at(6300)));
+        assert_eq!(u.uncounted, Duration::ZERO);
+        assert!(!u.key(at(6500)));
+        assert_eq!(u.uncounted, Duration::from_millis(200));
     }
 
     #[test]

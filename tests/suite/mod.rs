@@ -50,6 +50,8 @@ mod shutdown;
 mod skills;
 mod teams;
 mod telemetry;
+#[cfg(feature = "otlp-grpc")]
+mod telemetry_grpc;
 mod text_tools;
 mod todos;
 mod ui;

@@ -5,8 +5,6 @@
 //! key or prompt leaks, and the nesting of the agent tree's spans.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -19,9 +17,9 @@ use serde_json::{Value, json};
 use super::harness::{Project, assistant_turns, is_main_session as is_main};
 use super::kit::{FakeServer, Reply, TEST_KEY, anthropic};
 
-const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep, Glob\nmodel: haiku\n---\nREVIEWER-BODY: you review code.\n";
+pub(super) const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep, Glob\nmodel: haiku\n---\nREVIEWER-BODY: you review code.\n";
 
-const PROMPT: &str = "PRIVATE-PROMPT-7781 review the code";
+pub(super) const PROMPT: &str = "PRIVATE-PROMPT-7781 review the code";
 
 /// An OTLP/HTTP receiver: answers every export with 200 and keeps it.
 fn collector() -> FakeServer {
@@ -30,7 +28,7 @@ fn collector() -> FakeServer {
 
 /// The main agent calls the reviewer through the Agent tool; the reviewer
 /// answers; the main agent then answers "all done".
-fn model() -> FakeServer {
+pub(super) fn model() -> FakeServer {
     FakeServer::route(|r| {
         if is_main(r) {
             if assistant_turns(r) == 0 {
@@ -57,11 +55,18 @@ fn model() -> FakeServer {
 fn project(protocol: &str, collector: &FakeServer) -> Project {
     let mut p = Project::new();
     p.write(".claude/agents/reviewer.md", REVIEWER);
+    telemetry_env(&mut p, collector.url(), protocol);
+    p
+}
+
+/// Every signal on, to `endpoint` over `protocol`, with a header and
+/// resource attributes.
+pub(super) fn telemetry_env(p: &mut Project, endpoint: &str, protocol: &str) {
     p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
         .env("OTEL_METRICS_EXPORTER", "otlp")
         .env("OTEL_LOGS_EXPORTER", "otlp")
         .env("OTEL_TRACES_EXPORTER", "otlp")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.url())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env(
             "OTEL_EXPORTER_OTLP_HEADERS",
@@ -71,12 +76,11 @@ fn project(protocol: &str, collector: &FakeServer) -> Project {
             "OTEL_RESOURCE_ATTRIBUTES",
             "team.id=platform,cost_center=eng-123",
         );
-    p
 }
 
 /// What a receiver got, in one shape for both encodings.
 #[derive(Debug, Default)]
-struct Received {
+pub(super) struct Received {
     resource: Vec<BTreeMap<String, String>>,
     /// Metric name → the attributes of each data point.
     metrics: BTreeMap<String, Vec<BTreeMap<String, String>>>,
@@ -157,14 +161,14 @@ fn decode_protobuf(collector: &FakeServer) -> Received {
 
 /// One OTLP export, decoded with the official messages.
 #[derive(Debug, Clone)]
-enum Export {
+pub(super) enum Export {
     Metrics(ExportMetricsServiceRequest),
     Logs(ExportLogsServiceRequest),
     Traces(ExportTraceServiceRequest),
 }
 
 /// An OTLP/HTTP protobuf body sent to `path`.
-fn decode_export(path: &str, body: &[u8]) -> Export {
+pub(super) fn decode_export(path: &str, body: &[u8]) -> Export {
     match path {
         "/v1/metrics" => Export::Metrics(ExportMetricsServiceRequest::decode(body).unwrap()),
         "/v1/logs" => Export::Logs(ExportLogsServiceRequest::decode(body).unwrap()),
@@ -174,7 +178,7 @@ fn decode_export(path: &str, body: &[u8]) -> Export {
 }
 
 impl Received {
-    fn add(&mut self, export: Export) {
+    pub(super) fn add(&mut self, export: Export) {
         match export {
             Export::Metrics(m) => {
                 for rm in m.resource_metrics {
@@ -323,7 +327,7 @@ fn decode_json(collector: &FakeServer) -> Received {
 
 /// The metric and event names and attributes of Claude Code, and no
 /// prompt or key in anything sent.
-fn check_claude_code_signals(got: &Received, session_id: &str) {
+pub(super) fn check_claude_code_signals(got: &Received, session_id: &str) {
     for name in [
         "claude_code.session.count",
         "claude_code.token.usage",
@@ -394,7 +398,7 @@ fn check_claude_code_signals(got: &Received, session_id: &str) {
 /// One trace for the prompt: the interaction, under it the main agent's
 /// model requests and its Agent call, under that the reviewer's span, and
 /// under that the reviewer's own model request.
-fn check_agent_tree(got: &Received) {
+pub(super) fn check_agent_tree(got: &Received) {
     let root = got.span("claude_code.interaction");
     assert_eq!(root.parent, "", "the interaction is a trace's root");
     assert!(
@@ -442,7 +446,7 @@ fn check_agent_tree(got: &Received) {
 }
 
 /// The one session's id: its transcript's name in the session folder.
-fn session_id(p: &Project) -> String {
+pub(super) fn session_id(p: &Project) -> String {
     let ids = p.session_ids();
     assert_eq!(ids.len(), 1, "{ids:?}");
     ids[0].clone()
@@ -833,422 +837,6 @@ fn each_hook_run_is_a_span_under_its_tool_call_or_prompt() {
     assert_ne!(end.trace, root.trace);
 }
 
-/// A collector of its own for gRPC and TLS: OTLP over gRPC with the
-/// official service definitions (`opentelemetry-proto`'s tonic services)
-/// and OTLP/HTTP protobuf, on one port (hyper's server, HTTP/1.1 or
-/// HTTP/2), over plain TCP or over TLS that requires a client certificate
-/// signed by the test's authority.
-struct Collector {
-    url: String,
-    exports: Arc<Mutex<Vec<(String, Export)>>>,
-    /// Every request's `authorization` header (gRPC metadata alike).
-    auth: Arc<Mutex<Vec<String>>>,
-    /// TLS handshakes refused (no client certificate, or a stranger's).
-    refused: Arc<AtomicUsize>,
-    _runtime: tokio::runtime::Runtime,
-}
-
-/// The test's certificates, made with rcgen: an authority, the
-/// collector's certificate for `localhost` signed by it, and a client's.
-struct Pki {
-    ca_pem: String,
-    server: (Vec<u8>, Vec<u8>),
-    client_pem: String,
-    client_key_pem: String,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        use rcgen::{
-            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
-            IsCa, KeyPair, KeyUsagePurpose,
-        };
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(DnType::CommonName, "cadre telemetry test CA");
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
-        let leaf = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
-            let key = KeyPair::generate().unwrap();
-            let mut params = CertificateParams::new(names).unwrap();
-            params.extended_key_usages = vec![usage];
-            let cert = params.signed_by(&key, &ca).unwrap();
-            (cert, key)
-        };
-        let (server, server_key) = leaf(
-            vec!["localhost".into(), "127.0.0.1".into()],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let (client, client_key) = leaf(
-            vec!["cadre-client".into()],
-            ExtendedKeyUsagePurpose::ClientAuth,
-        );
-        Pki {
-            ca_pem: ca.pem(),
-            server: (server.der().to_vec(), server_key.serialize_der()),
-            client_pem: client.pem(),
-            client_key_pem: client_key.serialize_pem(),
-        }
-    }
-
-    fn ca_der(&self) -> Vec<u8> {
-        use rustls::pki_types::CertificateDer;
-        use rustls::pki_types::pem::PemObject as _;
-        CertificateDer::from_pem_slice(self.ca_pem.as_bytes())
-            .unwrap()
-            .to_vec()
-    }
-}
-
-#[derive(Clone)]
-struct Sink {
-    exports: Arc<Mutex<Vec<(String, Export)>>>,
-}
-
-impl Sink {
-    fn keep(&self, how: &str, e: Export) {
-        self.exports.lock().unwrap().push((how.to_string(), e));
-    }
-}
-
-#[tonic::async_trait]
-impl opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsService
-    for Sink
-{
-    async fn export(
-        &self,
-        r: tonic::Request<ExportMetricsServiceRequest>,
-    ) -> Result<
-        tonic::Response<
-            opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse,
-        >,
-        tonic::Status,
-    > {
-        self.keep("grpc", Export::Metrics(r.into_inner()));
-        Ok(tonic::Response::new(Default::default()))
-    }
-}
-
-#[tonic::async_trait]
-impl opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::LogsService for Sink {
-    async fn export(
-        &self,
-        r: tonic::Request<ExportLogsServiceRequest>,
-    ) -> Result<
-        tonic::Response<opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceResponse>,
-        tonic::Status,
-    > {
-        self.keep("grpc", Export::Logs(r.into_inner()));
-        Ok(tonic::Response::new(Default::default()))
-    }
-}
-
-#[tonic::async_trait]
-impl opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceService for Sink {
-    async fn export(
-        &self,
-        r: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<
-        tonic::Response<
-            opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse,
-        >,
-        tonic::Status,
-    > {
-        self.keep("grpc", Export::Traces(r.into_inner()));
-        Ok(tonic::Response::new(Default::default()))
-    }
-}
-
-impl Collector {
-    /// Plain TCP (`http://127.0.0.1:PORT`), or TLS with `pki`'s collector
-    /// certificate, requiring a client certificate (`https://localhost:PORT`).
-    fn start(pki: Option<&Pki>) -> Collector {
-        use opentelemetry_proto::tonic::collector::logs::v1::logs_service_server::LogsServiceServer;
-        use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::MetricsServiceServer;
-        use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::TraceServiceServer;
-
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = runtime
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let acceptor = pki.map(|pki| {
-            use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add(CertificateDer::from(pki.ca_der())).unwrap();
-            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-                Arc::new(roots),
-                Arc::clone(&provider),
-            )
-            .build()
-            .unwrap();
-            let mut config = rustls::ServerConfig::builder_with_provider(provider)
-                .with_safe_default_protocol_versions()
-                .unwrap()
-                .with_client_cert_verifier(verifier)
-                .with_single_cert(
-                    vec![CertificateDer::from(pki.server.0.clone())],
-                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki.server.1.clone())),
-                )
-                .unwrap();
-            config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-            tokio_rustls::TlsAcceptor::from(Arc::new(config))
-        });
-        let url = match acceptor {
-            Some(_) => format!("https://localhost:{port}"),
-            None => format!("http://127.0.0.1:{port}"),
-        };
-        let sink = Sink {
-            exports: Arc::default(),
-        };
-        let (exports, auth, refused) = (
-            Arc::clone(&sink.exports),
-            Arc::new(Mutex::new(Vec::new())),
-            Arc::new(AtomicUsize::new(0)),
-        );
-        let (metrics, logs, traces) = (
-            MetricsServiceServer::new(sink.clone()),
-            LogsServiceServer::new(sink.clone()),
-            TraceServiceServer::new(sink.clone()),
-        );
-        let (seen, refusals) = (Arc::clone(&auth), Arc::clone(&refused));
-        runtime.spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    continue;
-                };
-                let (acceptor, sink, seen, refusals) = (
-                    acceptor.clone(),
-                    sink.clone(),
-                    Arc::clone(&seen),
-                    Arc::clone(&refusals),
-                );
-                let (metrics, logs, traces) = (metrics.clone(), logs.clone(), traces.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
-                            let (metrics, logs, traces, sink, seen) = (
-                                metrics.clone(),
-                                logs.clone(),
-                                traces.clone(),
-                                sink.clone(),
-                                Arc::clone(&seen),
-                            );
-                            async move {
-                                use tower::ServiceExt as _;
-                                if let Some(a) = req.headers().get("authorization") {
-                                    seen.lock()
-                                        .unwrap()
-                                        .push(a.to_str().unwrap_or_default().to_string());
-                                }
-                                let path = req.uri().path().to_string();
-                                if path.starts_with("/opentelemetry.proto.collector.metrics.") {
-                                    return metrics.oneshot(req).await;
-                                }
-                                if path.starts_with("/opentelemetry.proto.collector.logs.") {
-                                    return logs.oneshot(req).await;
-                                }
-                                if path.starts_with("/opentelemetry.proto.collector.trace.") {
-                                    return traces.oneshot(req).await;
-                                }
-                                use http_body_util::BodyExt as _;
-                                let body = req.into_body().collect().await.unwrap().to_bytes();
-                                sink.keep("http", decode_export(&path, &body));
-                                Ok(hyper::Response::new(tonic::body::Body::empty()))
-                            }
-                        },
-                    );
-                    let builder = hyper_util::server::conn::auto::Builder::new(
-                        hyper_util::rt::TokioExecutor::new(),
-                    );
-                    match acceptor {
-                        Some(acceptor) => match acceptor.accept(tcp).await {
-                            Ok(tls) => {
-                                let _ = builder
-                                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
-                                    .await;
-                            }
-                            // A refusal is the server's verdict on what the
-                            // client presented; a connection the client
-                            // drops before the handshake ends (a pooled one
-                            // abandoned at exit) is not.
-                            Err(e)
-                                if !matches!(
-                                    e.kind(),
-                                    std::io::ErrorKind::UnexpectedEof
-                                        | std::io::ErrorKind::ConnectionReset
-                                        | std::io::ErrorKind::BrokenPipe
-                                ) =>
-                            {
-                                refusals.fetch_add(1, Ordering::SeqCst);
-                            }
-                            Err(_) => {}
-                        },
-                        None => {
-                            let _ = builder
-                                .serve_connection(hyper_util::rt::TokioIo::new(tcp), service)
-                                .await;
-                        }
-                    }
-                });
-            }
-        });
-        Collector {
-            url,
-            exports,
-            auth,
-            refused,
-            _runtime: runtime,
-        }
-    }
-
-    /// What arrived, and how (`grpc` or `http`) each export came.
-    fn received(&self) -> (Received, Vec<String>) {
-        let mut got = Received::default();
-        let mut how = Vec::new();
-        for (h, e) in self.exports.lock().unwrap().iter() {
-            how.push(h.clone());
-            got.add(e.clone());
-        }
-        (got, how)
-    }
-}
-
-fn telemetry_env(p: &mut Project, endpoint: &str, protocol: &str) {
-    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
-        .env("OTEL_METRICS_EXPORTER", "otlp")
-        .env("OTEL_LOGS_EXPORTER", "otlp")
-        .env("OTEL_TRACES_EXPORTER", "otlp")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-        .env(
-            "OTEL_EXPORTER_OTLP_HEADERS",
-            "Authorization=Bearer otel-token",
-        )
-        .env(
-            "OTEL_RESOURCE_ATTRIBUTES",
-            "team.id=platform,cost_center=eng-123",
-        );
-}
-
-/// `grpc` to a gRPC collector (the official service definitions): the
-/// same metrics, events and agent tree as over HTTP, every export a gRPC
-/// call with the headers as metadata.
-#[test]
-fn grpc_export_has_claude_codes_signals_and_the_agent_tree() {
-    let collector = Collector::start(None);
-    let server = model();
-    let mut p = Project::new();
-    p.write(".claude/agents/reviewer.md", REVIEWER);
-    telemetry_env(&mut p, &collector.url, "grpc");
-    let run = p.run(Some(&server), &["run", PROMPT]);
-    run.ok();
-    assert!(!run.stderr.contains("telemetry"), "{}", run.stderr);
-    let (got, how) = collector.received();
-    assert!(
-        !how.is_empty() && how.iter().all(|h| h == "grpc"),
-        "{how:?}"
-    );
-    let auth = collector.auth.lock().unwrap().clone();
-    assert!(
-        auth.len() == how.len() && auth.iter().all(|a| a == "Bearer otel-token"),
-        "{auth:?}"
-    );
-    check_claude_code_signals(&got, &session_id(&p));
-    check_agent_tree(&got);
-}
-
-/// A collector that asks for a client certificate, over TLS with its own
-/// authority: with `…_CERTIFICATE` (the authority) and the client's
-/// certificate and key, gRPC and HTTP exports arrive; per signal
-/// variables win over the general ones; without the client certificate
-/// the collector refuses the handshake and nothing arrives.
-#[test]
-fn a_collector_that_requires_a_client_certificate() {
-    let pki = Pki::new();
-    let server = model();
-    let files = |p: &Project| {
-        p.write("certs/ca.pem", &pki.ca_pem);
-        p.write("certs/client.pem", &pki.client_pem);
-        p.write("certs/client.key", &pki.client_key_pem);
-        (
-            p.path().join("certs/ca.pem"),
-            p.path().join("certs/client.pem"),
-            p.path().join("certs/client.key"),
-        )
-    };
-    for protocol in ["grpc", "http/protobuf"] {
-        let collector = Collector::start(Some(&pki));
-        let mut p = Project::new();
-        p.write(".claude/agents/reviewer.md", REVIEWER);
-        let (ca, cert, key) = files(&p);
-        telemetry_env(&mut p, &collector.url, protocol);
-        p.env("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap())
-            .env(
-                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-                cert.to_str().unwrap(),
-            )
-            // The logs' own key wins over a general one that is no key.
-            .env("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/nonexistent/key.pem")
-            .env(
-                "OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY",
-                key.to_str().unwrap(),
-            )
-            .env("OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY", key.to_str().unwrap())
-            .env(
-                "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
-                key.to_str().unwrap(),
-            );
-        let run = p.run(Some(&server), &["run", PROMPT]);
-        run.ok();
-        let (got, how) = collector.received();
-        let wire = if protocol == "grpc" { "grpc" } else { "http" };
-        assert!(
-            !how.is_empty() && how.iter().all(|h| h == wire),
-            "{protocol}: {how:?}\n{}",
-            run.stderr
-        );
-        assert_eq!(collector.refused.load(Ordering::SeqCst), 0, "{protocol}");
-        check_claude_code_signals(&got, &session_id(&p));
-        check_agent_tree(&got);
-    }
-
-    // The authority but no client certificate: refused, nothing arrives.
-    let collector = Collector::start(Some(&pki));
-    let mut p = Project::new();
-    let (ca, _, _) = files(&p);
-    telemetry_env(&mut p, &collector.url, "grpc");
-    p.env("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap());
-    p.run(Some(&server), &["run", PROMPT]).ok();
-    assert!(collector.received().1.is_empty());
-    assert!(collector.refused.load(Ordering::SeqCst) > 0);
-
-    // A key file that is not one: said in words, naming the file.
-    let collector = Collector::start(Some(&pki));
-    let mut p = Project::new();
-    let (ca, cert, _) = files(&p);
-    telemetry_env(&mut p, &collector.url, "http/protobuf");
-    p.env("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap())
-        .env(
-            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-            cert.to_str().unwrap(),
-        )
-        .env("OTEL_EXPORTER_OTLP_CLIENT_KEY", ca.to_str().unwrap());
-    let run = p.run(Some(&server), &["run", PROMPT]);
-    run.ok();
-    assert!(
-        run.stderr.contains("ca.pem: no PEM private key"),
-        "{}",
-        run.stderr
-    );
-}
-
 /// Claude Code's other counters and events, from one `cadre run`: a
 /// person's slash command (`skill_activated`, named only with
 /// OTEL_LOG_TOOL_DETAILS), the PreToolUse hooks of a Bash call as one
@@ -1360,4 +948,247 @@ fn an_sdk_clients_mode_change_is_an_event() {
     assert_eq!(changed[0]["from_mode"], "default");
     assert_eq!(changed[0]["to_mode"], "acceptEdits");
     assert_eq!(changed[0]["trigger"], "sdk");
+}
+
+/// A plugin folder as its author writes one: `hello` 1.2.0 with a hook
+/// file and an MCP server (`plugin:hello:srv`), the test's echo server.
+fn hello_plugin(root: &std::path::Path) {
+    let write = |rel: &str, text: &str| {
+        let path = root.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        ".claude-plugin/plugin.json",
+        r#"{"name": "hello", "version": "1.2.0", "description": "Greets"}"#,
+    );
+    write(
+        "hooks/hooks.json",
+        r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
+    );
+    let (cmd, args) = super::mcp::server_command();
+    write(
+        ".mcp.json",
+        &json!({"mcpServers": {"srv": {"command": cmd, "args": args,
+                                       "env": {super::mcp::MODE_ENV: "echo"}}}})
+        .to_string(),
+    );
+}
+
+/// The events named `name`, by the server (or plugin) they are about.
+fn by_key<'a>(
+    got: &'a Received,
+    name: &str,
+    key: &str,
+) -> BTreeMap<String, &'a BTreeMap<String, String>> {
+    got.events_named(name)
+        .into_iter()
+        .map(|e| (e.get(key).cloned().unwrap_or_default(), e))
+        .collect()
+}
+
+/// Claude Code's `mcp_server_connection` (each server connected, or
+/// failed) and `plugin_loaded` events, from a `-p` run with an MCP server
+/// that works, one that cannot start, and a plugin (`--plugin-dir`) with
+/// hooks and a server of its own. Names, versions and errors only with
+/// OTEL_LOG_TOOL_DETAILS, as Claude Code hides a team's own.
+#[test]
+fn mcp_connections_and_loaded_plugins_are_events() {
+    for details in [false, true] {
+        let receiver = collector();
+        let server = FakeServer::start([anthropic::text_reply("hi")]);
+        let mut p = project("http/protobuf", &receiver);
+        let (cmd, args) = super::mcp::server_command();
+        p.write(
+            ".mcp.json",
+            &json!({"mcpServers": {
+                "echo": {"command": cmd, "args": args, "env": {super::mcp::MODE_ENV: "echo"}},
+                "broken": {"command": "/nonexistent/mcp-server"}}})
+            .to_string(),
+        );
+        p.write(
+            ".claude/settings.json",
+            r#"{"enableAllProjectMcpServers": true}"#,
+        );
+        p.env("OTEL_TRACES_EXPORTER", "none");
+        if details {
+            p.env("OTEL_LOG_TOOL_DETAILS", "1");
+        }
+        let plugin = p.home.path().join("dev/hello-plugin");
+        hello_plugin(&plugin);
+        let dir = plugin.display().to_string();
+        let run = p.run(Some(&server), &["-p", "hello", "--plugin-dir", &dir]);
+        run.ok();
+        let got = decode_protobuf(&receiver);
+        let all = got.events_named("claude_code.mcp_server_connection");
+        assert_eq!(all.len(), 3, "{details}: {:#?}", got.events);
+        let (ok, failed): (Vec<&&BTreeMap<String, String>>, Vec<_>) =
+            all.iter().partition(|e| e["status"] == "connected");
+        assert_eq!((ok.len(), failed.len()), (2, 1), "{all:#?}");
+        for e in &all {
+            assert_eq!(e["transport_type"], "stdio");
+            assert!(e["duration_ms"].parse::<u64>().is_ok(), "{e:#?}");
+            assert_eq!(e.contains_key("server_name"), details, "{e:#?}");
+        }
+        let from_plugin: Vec<_> = all.iter().filter(|e| e["is_plugin"] == "true").collect();
+        assert_eq!(from_plugin.len(), 1, "{all:#?}");
+        assert_eq!(from_plugin[0]["status"], "connected");
+        let shown = |name: &str| if details { name } else { "third-party" }.to_string();
+        assert_eq!(from_plugin[0]["plugin.name"], shown("hello"));
+
+        let loaded = got.events_named("claude_code.plugin_loaded");
+        assert_eq!(loaded.len(), 1, "{:#?}", got.events);
+        let l = loaded[0];
+        assert_eq!(l["plugin.name"], shown("hello"));
+        assert_eq!(l["has_hooks"], "true");
+        assert_eq!(l["has_mcp"], "true");
+        assert_eq!(l["enabled_via"], "user-install");
+        assert_eq!(l["plugin.scope"], "user-local");
+        assert_eq!(
+            l.get("plugin.version").map(String::as_str),
+            details.then_some("1.2.0")
+        );
+
+        if details {
+            let named = by_key(&got, "claude_code.mcp_server_connection", "server_name");
+            assert_eq!(named["echo"]["status"], "connected");
+            assert_eq!(named["plugin:hello:srv"]["status"], "connected");
+            assert_eq!(named["broken"]["status"], "failed");
+            assert!(!named["broken"]["error"].is_empty(), "{named:#?}");
+        } else {
+            // Neither a server's nor the plugin's own name leaves.
+            for e in all.iter().chain(&loaded) {
+                assert!(
+                    !e.values()
+                        .any(|v| v.contains("echo") || v.contains("broken") || v.contains("hello")),
+                    "{e:#?}"
+                );
+            }
+        }
+    }
+}
+
+/// `cadre plugins install NAME@MARKETPLACE` from a team's marketplace (a
+/// local folder the settings declare) is a `plugin_installed` event.
+#[test]
+fn installing_a_plugin_is_an_event() {
+    let receiver = collector();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_LOG_TOOL_DETAILS", "1");
+    let market = p.home.path().join("market");
+    std::fs::create_dir_all(market.join(".claude-plugin")).unwrap();
+    std::fs::write(
+        market.join(".claude-plugin/marketplace.json"),
+        r#"{"name": "team-tools", "owner": {"name": "Team"},
+            "plugins": [{"name": "hello", "source": "./plugins/hello"}]}"#,
+    )
+    .unwrap();
+    hello_plugin(&market.join("plugins/hello"));
+    p.write(
+        ".claude/settings.json",
+        &json!({"extraKnownMarketplaces": {"team-tools": {"source": {
+            "source": "directory", "path": market.display().to_string()}}}})
+        .to_string(),
+    );
+    let run = p.run(None, &["plugins", "install", "hello@team-tools"]);
+    run.ok();
+    let got = decode_protobuf(&receiver);
+    let installed = got.events_named("claude_code.plugin_installed");
+    assert_eq!(installed.len(), 1, "{:#?}\n{}", got.events, run.stderr);
+    let e = installed[0];
+    assert_eq!(e["plugin.name"], "hello");
+    assert_eq!(e["plugin.version"], "1.2.0");
+    assert_eq!(e["marketplace.name"], "team-tools");
+    assert_eq!(e["install.trigger"], "cli");
+}
+
+/// The `active_time` points of `type`, as numbers.
+fn active(got: &Received, kind: &str) -> Vec<f64> {
+    got.metrics
+        .get("claude_code.active_time.total")
+        .into_iter()
+        .flatten()
+        .filter(|a| a["type"] == kind)
+        .map(|a| a["=value"].parse().unwrap())
+        .collect()
+}
+
+/// A program's prompts are no person's time: over stream-json, two
+/// prompts with a pause between the first answer and the second prompt
+/// count `cli` time only, as Claude Code does (no `type=user` point).
+#[test]
+fn headless_prompts_count_no_user_time() {
+    use super::headless::Driven;
+    let receiver = collector();
+    let server = FakeServer::start([anthropic::text_reply("a"), anthropic::text_reply("b")]);
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_LOGS_EXPORTER", "none");
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("one");
+    d.until("first result", |v| v["type"] == "result");
+    d.user("two");
+    d.until("second result", |v| v["type"] == "result");
+    assert_eq!(d.finish(), 0);
+    let got = decode_protobuf(&receiver);
+    assert_eq!(active(&got, "cli").len(), 2, "{:#?}", got.metrics);
+    assert!(active(&got, "user").is_empty(), "{:#?}", got.metrics);
+}
+
+/// In the chat, the keys a person presses before sending a prompt are
+/// `active_time` of type `user`; the time cadre works on the prompt is
+/// `cli`.
+#[test]
+fn keys_typed_in_the_chat_are_user_time() {
+    use super::ask_user::{Tmux, chat_line};
+    let receiver = collector();
+    let server = FakeServer::start([anthropic::text_reply("hello back")]);
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_LOGS_EXPORTER", "none");
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    for key in ["h", "e", "l", "l", "o", "Enter"] {
+        t.keys(&[key]);
+    }
+    t.wait_for("hello back");
+    t.keys(&["C-d"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let got = loop {
+        let got = decode_protobuf(&receiver);
+        if !active(&got, "user").is_empty() && !active(&got, "cli").is_empty() {
+            break got;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no user and cli time: {:#?}\n{}",
+            got.metrics,
+            t.screen()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let user: f64 = active(&got, "user").iter().sum();
+    assert!(user > 0.0 && user < 60.0, "{user}");
+}
+
+/// A cadre built without gRPC (`--no-default-features`) refuses `grpc` in
+/// words, naming the variable, and the run goes on.
+#[cfg(not(feature = "otlp-grpc"))]
+#[test]
+fn a_build_without_grpc_refuses_it_in_words() {
+    let receiver = collector();
+    let mut p = project("grpc", &receiver);
+    p.env("OTEL_METRICS_EXPORTER", "none")
+        .env("OTEL_TRACES_EXPORTER", "none");
+    let server = FakeServer::start([anthropic::text_reply("fine")]);
+    let run = p.run(Some(&server), &["run", "hi"]);
+    run.ok();
+    assert_eq!(run.stdout.trim(), "fine");
+    assert!(
+        run.stderr
+            .contains("OTEL_EXPORTER_OTLP_PROTOCOL=grpc: this cadre was built without gRPC"),
+        "{}",
+        run.stderr
+    );
+    assert!(receiver.requests().is_empty());
 }
