@@ -563,24 +563,36 @@ impl Progress {
                 total_tokens,
             } => {
                 if let Some(r) = running.remove(agent_id) {
-                    let word = if status == "completed" {
-                        "done"
-                    } else {
-                        status.as_str()
-                    };
-                    let line = format!(
-                        "  {} {word} ({tool_uses} tools, {:.1}s, {total_tokens} tokens)",
-                        r.label,
-                        *duration_ms as f64 / 1000.0
-                    );
-                    if let Some(bar) = &r.bar {
-                        bar.finish_and_clear();
-                    }
-                    self.println(line);
+                    self.sub_agent_ended(&r, status, *tool_uses, *duration_ms, *total_tokens);
                 }
             }
             _ => {}
         }
+    }
+
+    /// A sub-agent ended: its bar goes, a last line says how it went.
+    fn sub_agent_ended(
+        &self,
+        r: &Running,
+        status: &str,
+        tool_uses: u32,
+        duration_ms: u64,
+        total_tokens: u64,
+    ) {
+        let word = if status == "completed" {
+            "done"
+        } else {
+            status
+        };
+        let line = format!(
+            "  {} {word} ({tool_uses} tools, {:.1}s, {total_tokens} tokens)",
+            r.label,
+            duration_ms as f64 / 1000.0
+        );
+        if let Some(bar) = &r.bar {
+            bar.finish_and_clear();
+        }
+        self.println(line);
     }
 
     /// A piece of the main agent's text in chat, as the MessageDisplay
