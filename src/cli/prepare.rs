@@ -173,7 +173,12 @@ pub(super) fn prepare_with(
         &engine,
         &plan,
         (&snap, &input, &available),
-        (resumed, session_dir.as_deref(), &sessions_dir, forked_from),
+        Place {
+            resumed,
+            session_dir: session_dir.as_deref(),
+            sessions_dir: &sessions_dir,
+            forked_from,
+        },
         wired,
         (connect_mcp, wait_for_background),
         team,
@@ -250,6 +255,17 @@ fn start_type(resumed: bool, continue_latest: bool) -> &'static str {
     }
 }
 
+/// Where the main session is written, and what it continues.
+struct Place<'a> {
+    /// The session read back, by its id.
+    resumed: Option<(String, &'a runtime::resume::Restored)>,
+    /// Its own folder (none without transcripts).
+    session_dir: Option<&'a std::path::Path>,
+    sessions_dir: &'a std::path::Path,
+    /// The session a `--fork-session` copies.
+    forked_from: Option<String>,
+}
+
 /// The main session on its engine: a resumed session's children known
 /// again, its transcript opened, the mode set, the MCP servers connecting
 /// (in the background; each turn re-syncs them with the snapshot), and
@@ -258,12 +274,12 @@ fn start_main(
     engine: &Arc<Engine>,
     plan: &runtime::main_plan::MainPlan,
     (snap, input, available): (&crate::snapshot::Snapshot, &SnapshotInput, &[String]),
-    (resumed, session_dir, sessions_dir, forked_from): (
-        Option<(String, &runtime::resume::Restored)>,
-        Option<&std::path::Path>,
-        &std::path::Path,
-        Option<String>,
-    ),
+    Place {
+        resumed,
+        session_dir,
+        sessions_dir,
+        forked_from,
+    }: Place<'_>,
     wired: Wired,
     (connect_mcp, wait_for_background): (bool, bool),
     team: Option<runtime::TeamSeat>,
