@@ -240,7 +240,36 @@ def before_after(w, startup, session, bg, bg_mem):
     w("")
 
 
+def before_after_only(src, docs):
+    """Rewrites only the "Before and after" section of docs/benchmarks.md
+    (placed before "## Start-up" when it is not there yet)."""
+    lines = []
+    before_after(lines.append, load_json(os.path.join(src, "startup.json")),
+                 load_json(os.path.join(src, "session.json")), load_json(os.path.join(src, "bg1000.json")),
+                 load_json(os.path.join(src, "bg1000-tmpfs.json")))
+    if not lines:
+        sys.exit("no baseline in target/bench/startup.json: run with BASELINE=")
+    load_start = read(os.path.join(src, "loadavg-start.txt")).split()[:3]
+    load_end = read(os.path.join(src, "loadavg-end.txt")).split()[:3]
+    lines.insert(-1, f"Load average at the start / end: {' '.join(load_start)} / {' '.join(load_end)}.\n")
+    section = "\n".join(lines) + "\n"
+    path = os.path.join(docs, "benchmarks.md")
+    text = read(path)
+    start = text.find("## Before and after\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + text[end + 1:]
+    else:
+        at = text.find("## Start-up\n")
+        text = text[:at] + section + text[at:]
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
+    if sys.argv[1] == "--before-after-only":
+        before_after_only(sys.argv[2], sys.argv[3])
+        return
     src, docs = sys.argv[1], sys.argv[2]
     compare = load_json(os.path.join(src, "compare.json"))
     session = load_json(os.path.join(src, "session.json"))
