@@ -380,7 +380,8 @@ def main_reply(body, is_claude_code):
                      "input": {"file_path": "README.md"}}], "tool_use"
         if turns == 1:
             return [{"type": "tool_use", "id": "toolu_grep", "name": "Grep",
-                     "input": {"pattern": "[Ff]ixture", "output_mode": "content"}}], "tool_use"
+                     "input": {"pattern": "[Ff]ixture", "glob": "*.md",
+                               "output_mode": "content"}}], "tool_use"
         return [{"type": "text", "text": "final answer"}], "end_turn"
     if sc == "script3":
         if turns < 2:

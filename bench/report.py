@@ -198,9 +198,10 @@ unset multiplot
     return True
 
 
-def before_after(w, startup, session, bg, bg_mem):
+def before_after(w, startup, session, bg, bg_mem, same=""):
     """The "Before and after" table, when run-all measured a BASELINE build
-    in turn with this one (`baseline` in the reports)."""
+    in turn with this one (`baseline` in the reports), and what
+    bench/same-requests.py said of the two (`same`)."""
     if not (startup or {}).get("baseline"):
         return
     rows = []
@@ -238,6 +239,13 @@ def before_after(w, startup, session, bg, bg_mem):
     for r in rows:
         w(r)
     w("")
+    if same.strip():
+        w("`bench/same-requests.py baseline this-build`: the request bodies each sends the fake "
+          "model in the same scenarios, compared byte for byte after replacing ids, times and the "
+          "temporary folder:\n")
+        w("```")
+        w(same.strip())
+        w("```\n")
 
 
 def before_after_only(src, docs):
@@ -246,12 +254,13 @@ def before_after_only(src, docs):
     lines = []
     before_after(lines.append, load_json(os.path.join(src, "startup.json")),
                  load_json(os.path.join(src, "session.json")), load_json(os.path.join(src, "bg1000.json")),
-                 load_json(os.path.join(src, "bg1000-tmpfs.json")))
+                 load_json(os.path.join(src, "bg1000-tmpfs.json")),
+                 read(os.path.join(src, "same-requests.txt")))
     if not lines:
         sys.exit("no baseline in target/bench/startup.json: run with BASELINE=")
     load_start = read(os.path.join(src, "loadavg-start.txt")).split()[:3]
     load_end = read(os.path.join(src, "loadavg-end.txt")).split()[:3]
-    lines.insert(-1, f"Load average at the start / end: {' '.join(load_start)} / {' '.join(load_end)}.\n")
+    lines.insert(2, f"Load average at the start / end: {' '.join(load_start)} / {' '.join(load_end)}.\n")
     section = "\n".join(lines) + "\n"
     path = os.path.join(docs, "benchmarks.md")
     text = read(path)
@@ -404,7 +413,7 @@ def main():
             w(f"| {what} | {pct:.1f}% of {n:,} B | {tools} / {system} |")
         w("")
 
-    before_after(w, startup, session, bg, bg_mem)
+    before_after(w, startup, session, bg, bg_mem, read(os.path.join(src, "same-requests.txt")))
 
     w("## Start-up\n")
     cmds = (startup or {}).get("commands") or {}
