@@ -239,6 +239,9 @@ def before_after(w, startup, session, bg, bg_mem, same=""):
     for r in rows:
         w(r)
     w("")
+    note = read(os.path.join(os.path.dirname(os.path.abspath(__file__)), "before-after-notes.md")).strip()
+    if note:
+        w(note + "\n")
     if same.strip():
         w("`bench/same-requests.py baseline this-build`: the request bodies each sends the fake "
           "model in the same scenarios, compared byte for byte after replacing ids, times and the "
