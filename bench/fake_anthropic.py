@@ -370,6 +370,19 @@ def main_reply(body, is_claude_code):
             return [{"type": "tool_use", "id": "toolu_rt", "name": "Glob",
                      "input": {"pattern": "*.md"}}], "tool_use"
         return [{"type": "text", "text": "final answer"}], "end_turn"
+    if sc == "plain":
+        return [{"type": "text", "text": "final answer"}], "end_turn"
+    if sc == "readgrep":
+        # A Read, then a Grep over what it read, then the answer.
+        if turns == 0:
+            return [{"type": "text", "text": "Reading it."},
+                    {"type": "tool_use", "id": "toolu_read", "name": "Read",
+                     "input": {"file_path": "README.md"}}], "tool_use"
+        if turns == 1:
+            return [{"type": "tool_use", "id": "toolu_grep", "name": "Grep",
+                     "input": {"pattern": "[Ff]ixture", "glob": "*.md",
+                               "output_mode": "content"}}], "tool_use"
+        return [{"type": "text", "text": "final answer"}], "end_turn"
     if sc == "script3":
         if turns < 2:
             return [{"type": "tool_use", "id": f"toolu_g{turns}", "name": "Glob",
@@ -381,6 +394,11 @@ def main_reply(body, is_claude_code):
                       "input": {"description": f"job {i}", "prompt": f"Do job {i} and report.",
                                 "subagent_type": "general-purpose", "run_in_background": True}}
                      for i in range(STATE["children"])]
+        elif sc == "named":
+            calls = [{"type": "tool_use", "id": "toolu_named", "name": tool,
+                      "input": {"description": "Review the readme",
+                                "prompt": "Review README.md and report.",
+                                "subagent_type": "reviewer"}}]
         elif sc == "explore":
             calls = [{"type": "tool_use", "id": "toolu_explore", "name": tool,
                       "input": {"description": "Find the readme",
@@ -524,7 +542,8 @@ def main():
     global ARGS, RULES
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "roundtrip", "bg1000", "chat"],
+    ap.add_argument("--scenario", choices=["explore", "fork", "script3", "roundtrip", "bg1000", "chat",
+                                                   "plain", "readgrep", "named"],
                     default="explore")
     ap.add_argument("--latency-ms", type=int, default=0)
     ap.add_argument("--dump")

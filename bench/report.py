@@ -198,7 +198,90 @@ unset multiplot
     return True
 
 
+def before_after(w, startup, session, bg, bg_mem, same=""):
+    """The "Before and after" table, when run-all measured a BASELINE build
+    in turn with this one (`baseline` in the reports), and what
+    bench/same-requests.py said of the two (`same`)."""
+    if not (startup or {}).get("baseline"):
+        return
+    rows = []
+
+    def row(label, old, new, unit, digits):
+        if old is None or new is None:
+            return
+        change = (new - old) / old * 100 if old else 0.0
+        rows.append(f"| {label} | {old:.{digits}f} {unit} | {new:.{digits}f} {unit} | {change:+.1f}% |")
+
+    for name, label in (("version", "`cadre --version`, median wall"),
+                        ("render", "`cadre render hello`, median wall")):
+        o = startup["baseline"]["commands"].get(name, {})
+        n = startup["commands"].get(name, {})
+        row(label, (o.get("wall_ms") or {}).get("median"), (n.get("wall_ms") or {}).get("median"), "ms", 2)
+        if o.get("instructions") and n.get("instructions"):
+            row(label.replace("median wall", "instructions"), o["instructions"] / 1e6,
+                n["instructions"] / 1e6, "M", 2)
+    for report, scenario, label in ((session, "script3", "`cadre run`, 3 requests"),
+                                    (bg, "bg1000", "1,000 background sub-agents (ext4)"),
+                                    (bg_mem, "bg1000", "1,000 background sub-agents (tmpfs)")):
+        progs = ((report or {}).get("scenarios", {}).get(scenario) or {})
+        o, n = progs.get("baseline") or {}, progs.get("cadre") or {}
+        for key, what, unit, digits in (("wall_ms", "median wall", "ms", 1),
+                                        ("rss_mib", "peak RSS", "MiB", 1),
+                                        ("cpu_per_child_turn_ms", "CPU per sub-agent turn", "ms", 3)):
+            if o.get(key) and n.get(key):
+                row(f"{label}, {what}", o[key]["median"], n[key]["median"], unit, digits)
+    w("## Before and after\n")
+    w("`BASELINE=OLD bench/run-all`: the build named by `BASELINE` (`baseline`) and this one "
+      "(`cadre`), each run of one in turn with the same run of the other, so both saw the same "
+      "load. Medians; the change is this build against the baseline.\n")
+    w("| | baseline | this build | change |")
+    w("| --- | --- | --- | --- |")
+    for r in rows:
+        w(r)
+    w("")
+    note = read(os.path.join(os.path.dirname(os.path.abspath(__file__)), "before-after-notes.md")).strip()
+    if note:
+        w(note + "\n")
+    if same.strip():
+        w("`bench/same-requests.py baseline this-build`: the request bodies each sends the fake "
+          "model in the same scenarios, compared byte for byte after replacing ids, times and the "
+          "temporary folder:\n")
+        w("```")
+        w(same.strip())
+        w("```\n")
+
+
+def before_after_only(src, docs):
+    """Rewrites only the "Before and after" section of docs/benchmarks.md
+    (placed before "## Start-up" when it is not there yet)."""
+    lines = []
+    before_after(lines.append, load_json(os.path.join(src, "startup.json")),
+                 load_json(os.path.join(src, "session.json")), load_json(os.path.join(src, "bg1000.json")),
+                 load_json(os.path.join(src, "bg1000-tmpfs.json")),
+                 read(os.path.join(src, "same-requests.txt")))
+    if not lines:
+        sys.exit("no baseline in target/bench/startup.json: run with BASELINE=")
+    load_start = read(os.path.join(src, "loadavg-start.txt")).split()[:3]
+    load_end = read(os.path.join(src, "loadavg-end.txt")).split()[:3]
+    lines.insert(2, f"Load average at the start / end: {' '.join(load_start)} / {' '.join(load_end)}.\n")
+    section = "\n".join(lines) + "\n"
+    path = os.path.join(docs, "benchmarks.md")
+    text = read(path)
+    start = text.find("## Before and after\n")
+    if start >= 0:
+        end = text.find("\n## ", start + 1)
+        text = text[:start] + section + text[end + 1:]
+    else:
+        at = text.find("## Start-up\n")
+        text = text[:at] + section + text[at:]
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def main():
+    if sys.argv[1] == "--before-after-only":
+        before_after_only(sys.argv[2], sys.argv[3])
+        return
     src, docs = sys.argv[1], sys.argv[2]
     compare = load_json(os.path.join(src, "compare.json"))
     session = load_json(os.path.join(src, "session.json"))
@@ -332,6 +415,8 @@ def main():
         for what, pct, n, tools, system in reload["prefix_shares"]:
             w(f"| {what} | {pct:.1f}% of {n:,} B | {tools} / {system} |")
         w("")
+
+    before_after(w, startup, session, bg, bg_mem, read(os.path.join(src, "same-requests.txt")))
 
     w("## Start-up\n")
     cmds = (startup or {}).get("commands") or {}

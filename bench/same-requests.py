@@ -1,18 +1,28 @@
 #!/usr/bin/env python3
 """Do two cadre binaries send the same requests? (a refactoring's proof)
 
-Usage: bench/same-requests.py OLD_CADRE NEW_CADRE [--keep DIR]
+Usage: bench/same-requests.py OLD_CADRE NEW_CADRE [--keep DIR] [--only NAME,...]
 
-Runs both binaries through the fake server's scenarios (`explore`: one
-Explore sub-agent; `fork`: two sibling forks; `script3`: three turns of
-tool calls; `roundtrip`: a tool call and its answer) in the same folder
+Runs both binaries through the fake server's scenarios in the same folder
 with the same settings, has the server dump every request body, and
 compares the bodies of the two runs byte for byte after replacing what
 differs between any two runs (session and agent ids, tool-use ids the
-server makes, times, the temporary folder). It also renders the first
-request with `cadre render` in four flag settings. Prints one line per
-scenario and exits 1 on any difference, showing the first differing bytes.
-Standard library only; the fake server is bench/fake_anthropic.py.
+server makes, times, the temporary folder). The scenarios:
+
+  plain      a prompt answered at once
+  readgrep   a Read of README.md, a Grep, the answer
+  script3    three turns of Glob calls
+  roundtrip  a tool call and its answer
+  explore    one Explore sub-agent (built in)
+  named      one sub-agent the project defines (.claude/agents/reviewer.md)
+  fork       two sibling forks; also checks that the siblings' bodies are
+             the same up to their directives, in both binaries
+  resume     a prompt, then `run --continue` with a second one
+
+It also renders the first request with `cadre render` in four flag
+settings. Prints one line per scenario and exits 1 on any difference,
+showing the first differing bytes. Standard library only; the fake server
+is bench/fake_anthropic.py.
 """
 
 import argparse
@@ -34,9 +44,27 @@ from compare import CADRE_CONFIG as CONFIG, CADRE_FORK_CONFIG as FORK, PROMPTS a
 from fleet import free_port  # noqa: E402
 
 PROMPTS = {
-    **{k: BENCH_PROMPTS[k] for k in ("explore", "fork", "script3")},
+    "plain": "Say hello.",
+    "readgrep": "Read the README and find the fixture in it.",
+    **{k: BENCH_PROMPTS[k] for k in ("script3",)},
     "roundtrip": "List the markdown files, then answer.",
+    **{k: BENCH_PROMPTS[k] for k in ("explore",)},
+    "named": "Have the reviewer look at the README.",
+    **{k: BENCH_PROMPTS[k] for k in ("fork",)},
+    "resume": "Say hello.",
 }
+# The second prompt of `resume`, sent with `run --continue`.
+RESUMED = "And once more."
+# The server's scenario where it is not the scenario's own name.
+SERVER_SCENARIO = {"resume": "plain"}
+# The project's own agent, for `named`.
+REVIEWER = """---
+name: reviewer
+description: Reviews files and reports what it found
+tools: Read, Grep, Glob
+---
+You review the files you are given and report what you found.
+"""
 # `cadre render` settings: (config file, global flags, extra environment).
 RENDERS = {
     "default": (CONFIG, [], {}),
@@ -77,15 +105,23 @@ def run(binary, scenario, work, base, dump):
         f.write("# Fixture\nA fixture.\n")
     with open(os.path.join(proj, "cadre.toml"), "w") as f:
         f.write(CONFIG + (FORK if scenario == "fork" else ""))
+    if scenario == "named":
+        os.makedirs(os.path.join(proj, ".claude", "agents"))
+        with open(os.path.join(proj, ".claude", "agents", "reviewer.md"), "w") as f:
+            f.write(REVIEWER)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.path.join(work, "home"), "NO_COLOR": "1",
            "ANTHROPIC_BASE_URL": base, "ANTHROPIC_API_KEY": "sk-compare-dummy", "TZ": "UTC"}
     shutil.rmtree(dump, ignore_errors=True)
     os.makedirs(dump)
-    http(f"{base}/_reset?scenario={scenario}", "POST")
-    p = subprocess.run([binary, "run", PROMPTS[scenario]], cwd=proj, env=env, capture_output=True,
-                       text=True, timeout=120)
-    if p.returncode != 0:
-        sys.exit(f"{binary} {scenario}: exit {p.returncode}\n{p.stderr[-2000:]}")
+    http(f"{base}/_reset?scenario={SERVER_SCENARIO.get(scenario, scenario)}", "POST")
+    runs = [["run", PROMPTS[scenario]]]
+    if scenario == "resume":
+        runs.append(["run", "--continue", RESUMED])
+    for args in runs:
+        p = subprocess.run([binary, *args], cwd=proj, env=env, capture_output=True,
+                           text=True, timeout=120)
+        if p.returncode != 0:
+            sys.exit(f"{binary} {scenario}: exit {p.returncode}\n{p.stderr[-2000:]}")
     time.sleep(0.2)
     bodies = []
     for name in sorted(os.listdir(dump)):
@@ -109,6 +145,17 @@ def render(binary, setting, work):
     return normalise(p.stdout, work)
 
 
+def sibling_share(bodies):
+    """Two fork children's bodies: how many bytes they share from the
+    start, and the length of the longer (the rest is each one's directive)."""
+    children = [b for k, b in bodies if k.startswith("child")]
+    if len(children) != 2:
+        return None
+    a, b = children
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return n, max(len(a), len(b))
+
+
 def first_difference(a, b):
     n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return f"at byte {n}:\n  old: {a[max(0, n - 80):n + 120]!r}\n  new: {b[max(0, n - 80):n + 120]!r}"
@@ -119,7 +166,9 @@ def main():
     ap.add_argument("old")
     ap.add_argument("new")
     ap.add_argument("--keep", help="keep the work folder here")
+    ap.add_argument("--only", help="these scenarios only (comma-separated)")
     args = ap.parse_args()
+    scenarios = args.only.split(",") if args.only else list(PROMPTS)
     work = os.path.realpath(args.keep or tempfile.mkdtemp(prefix="same-requests-"))
     os.makedirs(work, exist_ok=True)
     dump = os.path.join(work, "dump")
@@ -135,7 +184,7 @@ def main():
                 break
             except OSError:
                 time.sleep(0.1)
-        for scenario in PROMPTS:
+        for scenario in scenarios:
             old = run(os.path.abspath(args.old), scenario, work, base, dump)
             new = run(os.path.abspath(args.new), scenario, work, base, dump)
             same = old == new
@@ -147,7 +196,17 @@ def main():
                 for (ka, a), (kb, b) in zip(old, new):
                     if a != b:
                         print(f"  {ka} vs {kb} {first_difference(a, b)}")
-                        break
+                if len(old) != len(new):
+                    print(f"  kinds: old {[k for k, _ in old]}, new {[k for k, _ in new]}")
+            if scenario == "fork":
+                shares = [sibling_share(bodies) for bodies in (old, new)]
+                for name, share in zip(("old", "new"), shares):
+                    if share is None:
+                        print(f"  fork siblings ({name}): not two children")
+                        failed += 1
+                    else:
+                        print(f"  fork siblings ({name}): the first {share[0]} of {share[1]} bytes "
+                              f"identical ({100 * share[0] / share[1]:.1f}%)")
         for name, flags in RENDERS.items():
             old = render(os.path.abspath(args.old), flags, work)
             new = render(os.path.abspath(args.new), flags, work)

@@ -5,6 +5,9 @@
 `time.perf_counter()` around the process), and their instruction counts
 under callgrind when valgrind is installed (instructions do not depend on
 the machine's load; wall times do). Prints JSON.
+`--baseline PATH` measures another build the same way, each run of one
+right after the same run of the other (the same load), under
+`"baseline"` in the report.
 
     python3 bench/startup.py --cadre target/release/cadre --runs 40
 """
@@ -36,8 +39,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cadre", required=True)
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--baseline", help="another cadre build, run in turn with --cadre")
     args = ap.parse_args()
-    cadre = os.path.abspath(args.cadre)
+    builds = {"cadre": os.path.abspath(args.cadre)}
+    if args.baseline:
+        builds["baseline"] = os.path.abspath(args.baseline)
     work = tempfile.mkdtemp(prefix="cadre-startup-")
     try:
         home = os.path.join(work, "home")
@@ -48,24 +54,31 @@ def main():
             f.write("# Fixture\n")
         env = {"PATH": os.environ.get("PATH", ""), "HOME": home, "NO_COLOR": "1",
                "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "sk-bench-dummy"}
-        report = {"loadavg_start": open("/proc/loadavg").read().split()[:3], "commands": {}}
-        for name, cmd in (("version", [cadre, "--version"]), ("render", [cadre, "render", "hello"])):
-            times = []
+        reports = {b: {"commands": {}} for b in builds}
+        loadavg_start = open("/proc/loadavg").read().split()[:3]
+        for name, args_ in (("version", ["--version"]), ("render", ["render", "hello"])):
+            times = {b: [] for b in builds}
+            order = list(builds)
             for i in range(args.runs + 2):
-                t0 = time.perf_counter()
-                p = subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL)
-                dt = time.perf_counter() - t0
-                if p.returncode != 0:
-                    raise SystemExit(f"{' '.join(cmd)} failed with {p.returncode}")
-                if i >= 2:  # two warm-up runs
-                    times.append(dt * 1000)
-            times.sort()
-            report["commands"][name] = {
-                "wall_ms": {"min": times[0], "median": statistics.median(times), "max": times[-1],
-                            "n": len(times)},
-                "instructions": instructions(cmd, env, work),
-            }
+                for b in (order if i % 2 == 0 else order[::-1]):
+                    cmd = [builds[b], *args_]
+                    t0 = time.perf_counter()
+                    p = subprocess.run(cmd, env=env, cwd=work, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL)
+                    dt = time.perf_counter() - t0
+                    if p.returncode != 0:
+                        raise SystemExit(f"{' '.join(cmd)} failed with {p.returncode}")
+                    if i >= 2:  # two warm-up runs
+                        times[b].append(dt * 1000)
+            for b, t in times.items():
+                t.sort()
+                reports[b]["commands"][name] = {
+                    "wall_ms": {"min": t[0], "median": statistics.median(t), "max": t[-1], "n": len(t)},
+                    "instructions": instructions([builds[b], *args_], env, work),
+                }
+        report = {"loadavg_start": loadavg_start, **reports["cadre"]}
+        if "baseline" in reports:
+            report["baseline"] = reports["baseline"]
         report["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
         print(json.dumps(report, indent=2))
     finally:

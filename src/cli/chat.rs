@@ -460,8 +460,57 @@ fn terminal_elicitor() -> crate::mcp::Elicitor {
 
 pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
     offer_trust(g)?;
-    let progress = Progress::new(true, g.quiet);
-    let asker: runtime::Asker = Arc::new(|ask: runtime::AskRequest| {
+    let mut chat = Chat::open(g, &args.session)?;
+    let current = cancel_on_sigterm(&chat);
+    let mut editor = line_editor(&chat).await?;
+    eprintln!(
+        "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Esc or Ctrl-C cancels a running turn, Ctrl-D quits."
+    );
+    let source = if args.session.resuming() {
+        "resume"
+    } else {
+        "startup"
+    };
+    chat.start_context = chat.session.session_start_hooks(source).await;
+    // What was typed while the last turn ran, for the next prompt.
+    let mut typed = String::new();
+    loop {
+        chat.show_status().await;
+        let line = match chat.read_line(&mut editor, &mut typed).await? {
+            Next::End => break,
+            Next::Again => continue,
+            Next::Line(line) => line,
+        };
+        editor.remember(&line);
+        // Chat's own built-ins (a person at a terminal), and an unknown
+        // `/name`, are answered here and never reach the model.
+        match chat_builtin(&line, &mut chat.session, &chat.engine, &chat.progress).await {
+            Some(ChatDone::Exit) => break,
+            Some(ChatDone::Shown) => continue,
+            Some(ChatDone::Resume(id)) => {
+                chat.resume(id).await;
+                continue;
+            }
+            None => {}
+        }
+        let Some(prompt) = chat.expand(&line).await? else {
+            continue;
+        };
+        let (result, before) = chat.run_turn(prompt, &current, &mut typed).await;
+        chat.report_turn(result, before);
+    }
+    chat.end_session(
+        "prompt_input_exit",
+        serde_json::json!({"status": "completed"}),
+    )
+    .await;
+    Ok(())
+}
+
+/// A permission question asked on the terminal: yes, no, or (when the
+/// rules can keep it) always.
+fn terminal_asker() -> runtime::Asker {
+    Arc::new(|ask: runtime::AskRequest| {
         let question = permission_question(&ask);
         let suggested = super::wire::permission_answer(&serde_json::json!({
             "behavior": "allow",
@@ -489,239 +538,301 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             .await
             .unwrap_or_else(|_| false.into())
         })
-    });
-    let mode = || Mode {
+    })
+}
+
+/// How chat's sessions are set up.
+fn chat_mode() -> Mode {
+    Mode {
         interactive: true,
         write_transcripts: true,
         wait_for_background: false,
         connect_mcp: true,
-    };
-    let extras = Extras {
-        elicitor: Some(terminal_elicitor()),
-        questioner: Some(super::ask::terminal_questioner(Arc::clone(&progress))),
-        ..Extras::default()
-    };
-    let prepared = prepare_with(
-        g,
-        &args.session,
-        mode(),
-        progress.sink(),
-        Some(Arc::clone(&asker)),
-        extras.clone(),
-    )?;
-    let mut _reload = prepared.watch();
-    let Prepared {
-        mut session,
-        mut def,
-        mut engine,
-        ..
-    } = prepared;
-    // SIGTERM ends the chat at any point, even at the prompt: the turn in
-    // flight is cancelled (its Bash groups killed), tasks and MCP servers
-    // are stopped, the transcript gets its final line, then the process
-    // exits with 143 (128 + SIGTERM).
-    let current: Arc<std::sync::Mutex<CancellationToken>> =
-        Arc::new(std::sync::Mutex::new(CancellationToken::new()));
-    {
-        let current = Arc::clone(&current);
-        let engine = Arc::clone(&engine);
-        let transcript = Arc::clone(session.transcript());
-        tokio::spawn(async move {
-            super::signals::terminated().await;
-            if let Ok(c) = current.lock() {
-                c.cancel();
-            }
-            engine.shutdown(std::time::Duration::from_secs(5)).await;
-            transcript.record(
-                "end",
-                serde_json::json!({"status": "killed", "signal": "SIGTERM"}),
-            );
-            // The exports run on this runtime: this thread leaves it
-            // while the last ones go out.
-            tokio::task::block_in_place(crate::telemetry::shutdown);
-            super::turn_keys::restore_terminal();
-            std::process::exit(143);
-        });
     }
-    let agents: Vec<String> = engine
-        .snapshot
-        .load()
-        .visible_agents(session.spec().kind)
-        .iter()
-        .map(|d| d.name.clone())
-        .collect();
-    let mut editor = super::chat_input::ChatInput::new(chat_commands(&engine).await, &agents)?;
-    eprintln!(
-        "cadre chat — type a task; a \\ at the end of a line (or Alt-Enter) goes on to the next; Esc or Ctrl-C cancels a running turn, Ctrl-D quits."
-    );
-    let mut first = !args.session.resuming();
-    let source = if args.session.resuming() {
-        "resume"
-    } else {
-        "startup"
-    };
-    let mut start_context = session.session_start_hooks(source).await;
-    // What was typed while the last turn ran, for the next prompt.
-    let mut typed = String::new();
-    loop {
-        let status = status_line(&session, &engine, &progress).await;
+}
+
+/// What the prompt line gave the chat loop.
+enum Next {
+    Line(String),
+    /// Nothing to send (an empty line, Ctrl-C at the prompt): ask again.
+    Again,
+    End,
+}
+
+/// A prompt as the model gets it: its blocks, the skill it activated, and
+/// the UserPromptSubmit hooks' context.
+type Expanded = (
+    Vec<ContentBlock>,
+    Option<runtime::todos::ActiveSkill>,
+    Vec<ContentBlock>,
+);
+
+/// The chat's session now, and what it takes to make the next one
+/// (`/clear`, `/resume`).
+struct Chat<'a> {
+    g: &'a GlobalArgs,
+    args: &'a SessionArgs,
+    progress: Arc<Progress>,
+    asker: runtime::Asker,
+    extras: Extras,
+    session: Session,
+    engine: Arc<Engine>,
+    def: Option<Arc<crate::catalog::AgentDef>>,
+    /// The reload watcher of the session's snapshot (stops when dropped).
+    reload: Option<crate::reload::ReloadHandle>,
+    /// The next prompt is the session's first (it carries the memory).
+    first: bool,
+    /// What the SessionStart hooks said, for the next prompt.
+    start_context: Vec<ContentBlock>,
+    /// The chat began in bypassPermissions: Shift-Tab offers it again.
+    bypass_offered: bool,
+}
+
+impl<'a> Chat<'a> {
+    /// The chat's first session.
+    fn open(g: &'a GlobalArgs, args: &'a SessionArgs) -> Result<Chat<'a>, CliError> {
+        let progress = Progress::new(true, g.quiet);
+        let asker = terminal_asker();
+        let extras = Extras {
+            elicitor: Some(terminal_elicitor()),
+            questioner: Some(super::ask::terminal_questioner(Arc::clone(&progress))),
+            ..Extras::default()
+        };
+        let prepared = prepare_with(
+            g,
+            args,
+            chat_mode(),
+            progress.sink(),
+            Some(Arc::clone(&asker)),
+            extras.clone(),
+        )?;
+        let reload = prepared.watch();
+        let Prepared {
+            mut session,
+            def,
+            engine,
+            ..
+        } = prepared;
+        progress.display_through(session.stream_display());
+        let bypass_offered =
+            session.spec().mode == crate::config::PermissionMode::BypassPermissions;
+        Ok(Chat {
+            g,
+            args,
+            progress,
+            asker,
+            extras,
+            session,
+            engine,
+            def,
+            reload,
+            first: !args.resuming(),
+            start_context: Vec::new(),
+            bypass_offered,
+        })
+    }
+
+    /// A main session for `args`, set up as the chat's are.
+    fn prepare(&self, args: &SessionArgs, extras: Extras) -> Result<Prepared, CliError> {
+        prepare_with(
+            self.g,
+            args,
+            chat_mode(),
+            self.progress.sink(),
+            Some(Arc::clone(&self.asker)),
+            extras,
+        )
+    }
+
+    /// `prepared` becomes the chat's session.
+    fn take(&mut self, prepared: Prepared, first: bool) {
+        self.reload = prepared.watch();
+        self.session = prepared.session;
+        self.engine = prepared.engine;
+        self.def = prepared.def;
+        self.first = first;
+        self.progress.display_through(self.session.stream_display());
+    }
+
+    /// The session ends: its SessionEnd hooks (`reason`), its tasks and
+    /// MCP servers stopped, the transcript's last line (`end`).
+    async fn end_session(&mut self, reason: &str, end: serde_json::Value) {
+        self.session.session_end_hooks(reason).await;
+        self.engine
+            .shutdown(std::time::Duration::from_secs(5))
+            .await;
+        self.session.transcript().record("end", end);
+    }
+
+    /// `/resume ID`: that session goes on here. It is checked before this
+    /// one ends: a wrong id leaves the chat as it was.
+    async fn resume(&mut self, id: String) {
+        let resumed = SessionArgs {
+            resume: Some(id.clone()),
+            continue_latest: false,
+            fork_session: false,
+            ..self.args.clone()
+        };
+        let prepared = match self.prepare(&resumed, self.extras.clone()) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("cannot resume {id}: {e}");
+                return;
+            }
+        };
+        self.end_session(
+            "resume",
+            serde_json::json!({"status": "completed", "resumed_other": id}),
+        )
+        .await;
+        self.take(prepared, false);
+        self.start_context = self.session.session_start_hooks("resume").await;
+        eprintln!(
+            "resumed session {} ({} messages)",
+            self.engine.session_id,
+            self.session.history().len()
+        );
+    }
+
+    /// `/clear`: a new session; the old one ends (its transcript stays).
+    async fn clear(&mut self) -> Result<(), CliError> {
+        self.end_session(
+            "clear",
+            serde_json::json!({"status": "completed", "cleared": true}),
+        )
+        .await;
+        let fresh = SessionArgs {
+            resume: None,
+            continue_latest: false,
+            fork_session: false,
+            ..self.args.clone()
+        };
+        let mut extras = self.extras.clone();
+        extras.session_id = Some(new_session_id());
+        let prepared = self.prepare(&fresh, extras)?;
+        self.take(prepared, true);
+        self.start_context = self.session.session_start_hooks("clear").await;
+        eprintln!("cleared: new session {}", self.engine.session_id);
+        Ok(())
+    }
+
+    /// The dimmed line above the prompt.
+    async fn show_status(&self) {
+        let status = status_line(&self.session, &self.engine, &self.progress).await;
         eprintln!("{}", super::output::dim(&status));
-        // A line typed and entered while the last turn ran is the next
-        // prompt; a line typed without Enter waits on the prompt line.
+    }
+
+    /// The next prompt: a line typed and entered while the last turn ran,
+    /// else one read on the prompt line (a line typed there without Enter
+    /// waits on it). Shift-Tab moves to the next permission mode and
+    /// keeps what was on the line.
+    async fn read_line(
+        &mut self,
+        editor: &mut super::chat_input::ChatInput,
+        typed: &mut String,
+    ) -> Result<Next, CliError> {
+        use super::chat_input::Read;
         if typed.starts_with(super::turn_keys::END) {
-            break;
+            return Ok(Next::End);
         }
-        let ahead = match typed.split_once('\n') {
-            Some((line, rest)) => {
-                let line = line.to_string();
-                typed = rest.to_string();
-                Some(line)
-            }
-            None => None,
-        };
-        let read = match ahead {
-            Some(line) => {
-                eprintln!("› {line}");
-                Ok(Some(line))
-            }
-            None => editor.read("› ", &std::mem::take(&mut typed)),
-        };
-        let line = match read {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
-            Err(rustyline::error::ReadlineError::Interrupted) => continue,
-            Err(e) => return Err(CliError::Failed(format!("input: {e}"))),
-        };
-        if line.trim().is_empty() {
-            continue;
-        }
-        editor.remember(&line);
-        // Chat's own built-ins (a person at a terminal), and an unknown
-        // `/name`, are answered here and never reach the model.
-        match chat_builtin(&line, &mut session, &engine, &progress).await {
-            Some(ChatDone::Exit) => break,
-            Some(ChatDone::Shown) => continue,
-            Some(ChatDone::Resume(id)) => {
-                // The session is checked before this one ends: a wrong id
-                // leaves the chat as it was.
-                let resumed = SessionArgs {
-                    resume: Some(id.clone()),
-                    continue_latest: false,
-                    fork_session: false,
-                    ..args.session.clone()
-                };
-                let prepared = match prepare_with(
-                    g,
-                    &resumed,
-                    mode(),
-                    progress.sink(),
-                    Some(Arc::clone(&asker)),
-                    extras.clone(),
-                ) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        eprintln!("cannot resume {id}: {e}");
-                        continue;
+        let line = if let Some((line, rest)) = typed.split_once('\n') {
+            let line = line.to_string();
+            *typed = rest.to_string();
+            eprintln!("› {line}");
+            line
+        } else {
+            let mut on_line = std::mem::take(typed);
+            loop {
+                match editor.read("› ", &on_line) {
+                    Ok(Read::Prompt(line)) => break line,
+                    Ok(Read::NextMode(kept)) => {
+                        self.next_mode();
+                        self.show_status().await;
+                        on_line = kept;
                     }
-                };
-                session.session_end_hooks("resume").await;
-                engine.shutdown(std::time::Duration::from_secs(5)).await;
-                session.transcript().record(
-                    "end",
-                    serde_json::json!({"status": "completed", "resumed_other": id}),
-                );
-                _reload = prepared.watch();
-                session = prepared.session;
-                engine = prepared.engine;
-                def = prepared.def;
-                first = false;
-                start_context = session.session_start_hooks("resume").await;
-                eprintln!(
-                    "resumed session {} ({} messages)",
-                    engine.session_id,
-                    session.history().len()
-                );
-                continue;
+                    Ok(Read::End) => return Ok(Next::End),
+                    Err(rustyline::error::ReadlineError::Interrupted) => return Ok(Next::Again),
+                    Err(e) => return Err(CliError::Failed(format!("input: {e}"))),
+                }
             }
-            None => {}
-        }
-        // UserPromptSubmit sees the prompt as typed, before a slash
-        // command is expanded.
-        let contexts = match session.user_prompt_hooks(&line).await {
+        };
+        Ok(if line.trim().is_empty() {
+            Next::Again
+        } else {
+            Next::Line(line)
+        })
+    }
+
+    /// Shift-Tab: the next permission mode, from the next tool call on (a
+    /// mode an "always" answer set counts as the current one).
+    fn next_mode(&mut self) {
+        let granted = self
+            .engine
+            .grants
+            .lock()
+            .ok()
+            .and_then(|mut g| g.mode.take());
+        let now = granted.unwrap_or(self.session.spec().mode);
+        let next = super::chat_input::next_mode(now, self.bypass_offered);
+        self.session.set_mode(next, "shift_tab");
+    }
+
+    /// The typed line as the model gets it, or `None` when it was answered
+    /// here: UserPromptSubmit sees it as typed, before a slash command is
+    /// expanded; a skill or command is expanded (its shell lines run now,
+    /// asking as any call would); built-ins run here.
+    async fn expand(&mut self, line: &str) -> Result<Option<Expanded>, CliError> {
+        let contexts = match self.session.user_prompt_hooks(line).await {
             Ok(c) => c,
             Err(reason) => {
                 eprintln!("UserPromptSubmit hook blocked the prompt: {reason}");
-                continue;
+                return Ok(None);
             }
         };
-        // Slash commands: built-ins here, skills and commands expanded
-        // (their shell lines run now, asking as any call would).
-        let (prompt, active) = match session
-            .prompted(vec![ContentBlock::text(line.clone())])
-            .await
-        {
+        let prompted = self
+            .session
+            .prompted(vec![ContentBlock::text(line.to_string())])
+            .await;
+        match prompted {
             runtime::commands::Prompted::Send {
                 blocks,
                 skill,
                 notes,
-            } => sent(blocks, skill, notes),
-            runtime::commands::Prompted::Local(text) => {
-                eprintln!("{text}");
-                continue;
+            } => {
+                let (blocks, skill) = sent(blocks, skill, notes);
+                return Ok(Some((blocks, skill, contexts)));
             }
-            runtime::commands::Prompted::Builtin("compact", instructions) => {
-                eprintln!(
-                    "{}",
-                    compact_now(&mut session, &engine, &instructions).await
-                );
-                continue;
-            }
-            runtime::commands::Prompted::Builtin("clear", _) => {
-                // A new session: the old one ends (its transcript stays).
-                session.session_end_hooks("clear").await;
-                engine.shutdown(std::time::Duration::from_secs(5)).await;
-                session.transcript().record(
-                    "end",
-                    serde_json::json!({"status": "completed", "cleared": true}),
-                );
-                let fresh = SessionArgs {
-                    resume: None,
-                    continue_latest: false,
-                    fork_session: false,
-                    ..args.session.clone()
-                };
-                let mut extras = extras.clone();
-                extras.session_id = Some(new_session_id());
-                let prepared = prepare_with(
-                    g,
-                    &fresh,
-                    mode(),
-                    progress.sink(),
-                    Some(Arc::clone(&asker)),
-                    extras,
-                )?;
-                _reload = prepared.watch();
-                session = prepared.session;
-                engine = prepared.engine;
-                def = prepared.def;
-                first = true;
-                start_context = session.session_start_hooks("clear").await;
-                eprintln!("cleared: new session {}", engine.session_id);
-                continue;
-            }
+            runtime::commands::Prompted::Local(text) => eprintln!("{text}"),
+            runtime::commands::Prompted::Builtin("compact", instructions) => eprintln!(
+                "{}",
+                compact_now(&mut self.session, &self.engine, &instructions).await
+            ),
+            runtime::commands::Prompted::Builtin("clear", _) => self.clear().await?,
             runtime::commands::Prompted::Builtin(name, _) => {
-                eprintln!("{}", help_text(&engine, name, true).await);
-                continue;
+                eprintln!("{}", help_text(&self.engine, name, true).await);
             }
-        };
-        let mut message = if first {
-            first_message_with(&engine, def.as_deref(), prompt)
+        }
+        Ok(None)
+    }
+
+    /// Runs one prompt until the model answers, Esc or Ctrl-C cancels it
+    /// (`None`), or it fails; `typed` gets what was typed meanwhile. Also
+    /// gives where this prompt's replies start in the history.
+    async fn run_turn(
+        &mut self,
+        (prompt, active, contexts): Expanded,
+        current: &std::sync::Mutex<CancellationToken>,
+        typed: &mut String,
+    ) -> (Option<Result<runtime::Outcome, RunError>>, usize) {
+        let mut message = if self.first {
+            first_message_with(&self.engine, self.def.as_deref(), prompt)
         } else {
             Message::user(prompt)
         };
         message.content.extend(contexts);
-        message.content.append(&mut start_context);
-        first = false;
+        message.content.append(&mut self.start_context);
+        self.first = false;
+        let session = &mut self.session;
         session.push_user_with(message, active);
         let before = session.history().len();
         let cancel = CancellationToken::new();
@@ -737,14 +848,20 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             _ = tokio::signal::ctrl_c() => { cancel.cancel(); None }
             () = cancel.cancelled() => None,
         };
-        typed = keys.finish();
-        progress.end_text();
+        *typed = keys.finish();
+        self.progress.end_text();
         outln!();
+        (result, before)
+    }
+
+    /// After a turn: a warning when the model gave no answer to this
+    /// prompt, the error, or the cancelled turn repaired.
+    fn report_turn(&mut self, result: Option<Result<runtime::Outcome, RunError>>, before: usize) {
         match result {
             Some(Ok(outcome)) => {
                 // Only this prompt's replies count: an earlier answer in the
                 // conversation does not answer this one.
-                let replies = session.history().get(before..).unwrap_or_default();
+                let replies = self.session.history().get(before..).unwrap_or_default();
                 let answered = replies.iter().any(|m| {
                     m.role == Role::Assistant
                         && m.content
@@ -761,18 +878,55 @@ pub async fn chat(g: &GlobalArgs, args: ChatArgs) -> Result<(), CliError> {
             }
             Some(Err(e)) if !matches!(e, RunError::Cancelled) => eprintln!("error: {e}"),
             Some(Err(_)) | None => {
-                session.repair_after_cancel();
-                progress.clear_calls();
+                self.session.repair_after_cancel();
+                self.progress.clear_calls();
                 eprintln!("(cancelled)");
             }
         }
     }
-    session.session_end_hooks("prompt_input_exit").await;
-    engine.shutdown(std::time::Duration::from_secs(5)).await;
-    session
-        .transcript()
-        .record("end", serde_json::json!({"status": "completed"}));
-    Ok(())
+}
+
+/// SIGTERM ends the chat at any point, even at the prompt: the turn in
+/// flight is cancelled (its Bash groups killed), tasks and MCP servers are
+/// stopped, the transcript gets its final line, then the process exits
+/// with 143 (128 + SIGTERM). Gives the slot for the running turn's token.
+fn cancel_on_sigterm(chat: &Chat<'_>) -> Arc<std::sync::Mutex<CancellationToken>> {
+    let current: Arc<std::sync::Mutex<CancellationToken>> =
+        Arc::new(std::sync::Mutex::new(CancellationToken::new()));
+    let slot = Arc::clone(&current);
+    let engine = Arc::clone(&chat.engine);
+    let transcript = Arc::clone(chat.session.transcript());
+    tokio::spawn(async move {
+        super::signals::terminated().await;
+        if let Ok(c) = slot.lock() {
+            c.cancel();
+        }
+        engine.shutdown(std::time::Duration::from_secs(5)).await;
+        transcript.record(
+            "end",
+            serde_json::json!({"status": "killed", "signal": "SIGTERM"}),
+        );
+        // The exports run on this runtime: this thread leaves it while
+        // the last ones go out.
+        tokio::task::block_in_place(crate::telemetry::shutdown);
+        super::turn_keys::restore_terminal();
+        std::process::exit(143);
+    });
+    current
+}
+
+/// The prompt line, completing the chat's commands and the agents a
+/// prompt may name.
+async fn line_editor(chat: &Chat<'_>) -> Result<super::chat_input::ChatInput, CliError> {
+    let agents: Vec<String> = chat
+        .engine
+        .snapshot
+        .load()
+        .visible_agents(chat.session.spec().kind)
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    super::chat_input::ChatInput::new(chat_commands(&chat.engine).await, &agents)
 }
 
 #[cfg(test)]

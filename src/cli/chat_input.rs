@@ -1,19 +1,25 @@
 //! The chat's input line (rustyline): history kept across sessions in the
 //! user's state folder, Ctrl-R to search it, a line continued with a `\`
-//! at its end (or a new line with Alt-Enter), and Tab completion
-//! of slash commands and of file paths after `@`.
+//! at its end (or a new line with Alt-Enter), Tab completion of slash
+//! commands and of file paths after `@`, and Shift-Tab to cycle the
+//! permission mode.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use rustyline::completion::{Completer, FilenameCompleter, Pair};
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
-use rustyline::{Cmd, Config, Context, Editor, Helper, KeyCode, KeyEvent, Modifiers};
+use rustyline::{
+    Cmd, ConditionalEventHandler, Config, Context, Editor, Event, EventContext, EventHandler,
+    Helper, KeyCode, KeyEvent, Modifiers, RepeatCount,
+};
 
 use super::CliError;
+use crate::config::PermissionMode;
 
 /// Entries kept in the history file.
 const HISTORY_ENTRIES: usize = 1000;
@@ -107,16 +113,45 @@ impl Helper for ChatHelper {}
 /// Tells telemetry of each key pressed (nothing when it is off).
 struct KeyActivity;
 
-impl rustyline::ConditionalEventHandler for KeyActivity {
-    fn handle(
-        &self,
-        _: &rustyline::Event,
-        _: rustyline::RepeatCount,
-        _: bool,
-        _: &rustyline::EventContext,
-    ) -> Option<Cmd> {
+impl ConditionalEventHandler for KeyActivity {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, _: &EventContext<'_>) -> Option<Cmd> {
         crate::telemetry::user_activity();
         None
+    }
+}
+
+/// What the prompt line gave.
+pub enum Read {
+    /// A prompt, entered.
+    Prompt(String),
+    /// Shift-Tab was pressed: the permission mode goes to the next one,
+    /// and this text (what was on the line) is put back on it.
+    NextMode(String),
+    /// Ctrl-D on an empty line.
+    End,
+}
+
+/// Shift-Tab: keeps the line as it is and leaves the editor (as Ctrl-C
+/// does, with the line remembered).
+struct NextModeKey(Arc<Mutex<Option<String>>>);
+
+impl ConditionalEventHandler for NextModeKey {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext<'_>) -> Option<Cmd> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx.line().to_string());
+        Some(Cmd::Interrupt)
+    }
+}
+
+/// The mode Shift-Tab goes to from `now`, as Claude Code cycles them:
+/// default → acceptEdits → plan → default, with bypassPermissions after
+/// plan when the session was started in it; from any other mode
+/// (`dontAsk`), default.
+pub fn next_mode(now: PermissionMode, bypass_offered: bool) -> PermissionMode {
+    match now {
+        PermissionMode::Default => PermissionMode::AcceptEdits,
+        PermissionMode::AcceptEdits => PermissionMode::Plan,
+        PermissionMode::Plan if bypass_offered => PermissionMode::BypassPermissions,
+        _ => PermissionMode::Default,
     }
 }
 
@@ -124,6 +159,8 @@ impl rustyline::ConditionalEventHandler for KeyActivity {
 pub struct ChatInput {
     editor: Editor<ChatHelper, FileHistory>,
     history: Option<PathBuf>,
+    /// The line as it was when Shift-Tab was pressed.
+    next_mode: Arc<Mutex<Option<String>>>,
 }
 
 impl ChatInput {
@@ -150,9 +187,11 @@ impl ChatInput {
         editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
         // Every other key is a person's activity, for telemetry's
         // `active_time` of type `user`; the key does what it does anyway.
+        editor.bind_sequence(Event::Any, EventHandler::Conditional(Box::new(KeyActivity)));
+        let next_mode = Arc::new(Mutex::new(None));
         editor.bind_sequence(
-            rustyline::Event::Any,
-            rustyline::EventHandler::Conditional(Box::new(KeyActivity)),
+            KeyEvent(KeyCode::BackTab, Modifiers::NONE),
+            EventHandler::Conditional(Box::new(NextModeKey(Arc::clone(&next_mode)))),
         );
         let history = history_path();
         if let Some(path) = &history
@@ -161,18 +200,22 @@ impl ChatInput {
         {
             tracing::warn!("chat history {}: {e}; starting without it", path.display());
         }
-        Ok(ChatInput { editor, history })
+        Ok(ChatInput {
+            editor,
+            history,
+            next_mode,
+        })
     }
 
-    /// Reads one prompt: `Ok(None)` at Ctrl-D. A `\` that ended a line
-    /// joins it to the next with a newline.
+    /// Reads one prompt ([`Read::End`] at Ctrl-D). A `\` that ended a
+    /// line joins it to the next with a newline.
     /// `typed` is already on the line, with the cursor after it (what was
     /// typed while the last turn ran).
     pub fn read(
         &mut self,
         prompt: &str,
         typed: &str,
-    ) -> Result<Option<String>, rustyline::error::ReadlineError> {
+    ) -> Result<Read, rustyline::error::ReadlineError> {
         // On a terminal the editor cannot drive (TERM=dumb and the like) it
         // reads a plain line and drops the initial text: the text typed
         // during the last turn is then shown after the prompt and put in
@@ -182,10 +225,19 @@ impl ChatInput {
         } else {
             (prompt.to_string(), typed, "")
         };
-        match self.editor.readline_with_initial(&prompt, (typed, "")) {
-            Ok(line) => Ok(Some(format!("{ahead}{line}").replace("\\\n", "\n"))),
-            Err(rustyline::error::ReadlineError::Eof) => Ok(None),
-            Err(e) => Err(e),
+        let read = self.editor.readline_with_initial(&prompt, (typed, ""));
+        let shift_tab = self
+            .next_mode
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        match (read, shift_tab) {
+            (Err(rustyline::error::ReadlineError::Interrupted), Some(line)) => {
+                Ok(Read::NextMode(line))
+            }
+            (Ok(line), _) => Ok(Read::Prompt(format!("{ahead}{line}").replace("\\\n", "\n"))),
+            (Err(rustyline::error::ReadlineError::Eof), _) => Ok(Read::End),
+            (Err(e), _) => Err(e),
         }
     }
 
@@ -230,6 +282,29 @@ fn plain_terminal() -> bool {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shift_tab_cycles_the_modes_as_claude_code_does() {
+        use PermissionMode as M;
+        let cycle = |from, bypass| {
+            let mut seen = vec![from];
+            let mut now = next_mode(from, bypass);
+            while now != from && seen.len() < 8 {
+                seen.push(now);
+                now = next_mode(now, bypass);
+            }
+            seen
+        };
+        assert_eq!(
+            cycle(M::Default, false),
+            [M::Default, M::AcceptEdits, M::Plan]
+        );
+        assert_eq!(
+            cycle(M::BypassPermissions, true),
+            [M::BypassPermissions, M::Default, M::AcceptEdits, M::Plan]
+        );
+        assert_eq!(next_mode(M::DontAsk, false), M::Default);
+    }
 
     #[test]
     fn commands_and_at_paths_complete() {

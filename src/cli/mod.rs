@@ -18,6 +18,7 @@ mod chat_input;
 mod commands;
 mod config;
 mod control;
+mod display;
 mod elicit;
 mod emit;
 mod flags;

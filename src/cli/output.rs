@@ -185,6 +185,9 @@ pub struct Progress {
     /// What each agent's model requests counted, for chat's `/cost` and
     /// `/context`.
     spent: Mutex<Spent>,
+    /// The main text on its way to the screen, through the MessageDisplay
+    /// hooks (chat).
+    display: super::display::Display,
 }
 
 /// Model usage seen so far in this process.
@@ -254,6 +257,7 @@ impl Progress {
                 .flatten()
                 .map(|(width, styled)| Mutex::new(super::markdown::Markdown::new(width, styled))),
             spent: Mutex::new(Spent::default()),
+            display: super::display::Display::default(),
         })
     }
 
@@ -430,10 +434,20 @@ impl Progress {
     /// The main agent's message is over (or its turn was cut): draws the
     /// Markdown still held back (a last line without a newline, a table).
     pub fn end_text(&self) {
+        let rest = self.display.end();
+        if !rest.is_empty() {
+            self.show_text(&rest);
+        }
         if let Some(md) = &self.markdown {
             let drawn = md.lock().map(|mut md| md.finish()).unwrap_or_default();
             self.write_text(&drawn);
         }
+    }
+
+    /// From now on the main text goes through `hooks` (the session chat
+    /// runs now) on its way to the screen.
+    pub fn display_through(&self, hooks: crate::runtime::display_hooks::DisplayHooks) {
+        self.display.fire_with(hooks);
     }
 
     /// What the model requests of this process counted so far.
@@ -472,31 +486,28 @@ impl Progress {
     }
 
     fn on_event(&self, event: &EngineEvent) {
-        if let EngineEvent::ModelResponse {
-            agent_id,
-            model,
-            usage,
-            ..
-        } = event
-            && self.chat
-        {
-            self.count(agent_id, model, usage);
-        }
-        if let EngineEvent::Message {
-            agent_id, message, ..
-        } = event
-            && agent_id == "main"
-            && message.role == crate::message::Role::Assistant
-        {
-            self.end_text();
-        }
-        if matches!(
-            event,
+        match event {
+            EngineEvent::ModelResponse {
+                agent_id,
+                model,
+                usage,
+                ..
+            } if self.chat => self.count(agent_id, model, usage),
+            // Before the sub-agents' lock: the MessageDisplay hooks the
+            // text goes through report through this sink too.
+            EngineEvent::TextDelta { agent_id, text } if self.chat && agent_id == "main" => {
+                self.stream_text(text);
+                return;
+            }
+            EngineEvent::Message {
+                agent_id, message, ..
+            } if agent_id == "main" && message.role == crate::message::Role::Assistant => {
+                self.end_text();
+            }
             EngineEvent::ToolUse { .. }
-                | EngineEvent::ToolProgress { .. }
-                | EngineEvent::ToolResult { .. }
-        ) {
-            self.call_progress(event);
+            | EngineEvent::ToolProgress { .. }
+            | EngineEvent::ToolResult { .. } => self.call_progress(event),
+            _ => {}
         }
         let Ok(mut running) = self.running.lock() else {
             return;
@@ -528,64 +539,13 @@ impl Progress {
                     usage.output_tokens
                 ));
             }
-            EngineEvent::TextDelta { agent_id, text } if self.chat && agent_id == "main" => {
-                if let Some(md) = &self.markdown {
-                    let drawn = md.lock().map(|mut md| md.push(text)).unwrap_or_default();
-                    self.write_text(&drawn);
-                    return;
-                }
-                if let Some(last) = text.chars().last() {
-                    self.mid_line
-                        .store(last != '\n', std::sync::atomic::Ordering::Relaxed);
-                }
-                self.multi.suspend(|| {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(text.as_bytes());
-                    let _ = out.flush();
-                });
-            }
             EngineEvent::SubagentStart {
                 agent_id,
                 agent_type,
                 description,
                 color,
                 ..
-            } => {
-                // Without a terminal nothing is drawn: no bar (a template
-                // parse and a place in the `MultiProgress` each; a turn may
-                // start 1,000 sub-agents); a start line is printed instead,
-                // unless quiet, and then nothing is remembered.
-                if !self.visible && !self.lines {
-                    return;
-                }
-                let bar = self.visible.then(|| {
-                    let bar = self.multi.add(ProgressBar::new_spinner());
-                    bar.set_style(spinner_style());
-                    self.tick(&bar);
-                    bar
-                });
-                let tag = format!("[{agent_type}]");
-                let tag = match color {
-                    Some(c) if self.colored => paint(*c, &tag),
-                    _ => tag,
-                };
-                let label = format!("{tag} {}", shown(description));
-                match &bar {
-                    Some(bar) => bar.set_message(format!("{label} … 0 tools")),
-                    None => self.println(format!("  {label} started")),
-                }
-                running.insert(
-                    agent_id.clone(),
-                    Running {
-                        bar,
-                        label,
-                        agent_type: agent_type.clone(),
-                        description: description.clone(),
-                        tools: 0,
-                        doing: None,
-                    },
-                );
-            }
+            } => self.sub_agent_started(&mut running, agent_id, agent_type, description, *color),
             EngineEvent::SubagentProgress { agent_id, .. } => {
                 if let Some(r) = running.get_mut(agent_id) {
                     r.tools += 1;
@@ -593,23 +553,7 @@ impl Progress {
                 }
             }
             EngineEvent::Todos { agent_id, todos } => {
-                if let Some(r) = running.get_mut(agent_id) {
-                    // The item in progress, under the agent's line.
-                    r.doing = todos
-                        .iter()
-                        .find(|t| t.status == TodoStatus::InProgress)
-                        .map(|t| t.active_form.clone());
-                    r.show();
-                } else if self.chat && agent_id == "main" {
-                    for t in todos {
-                        let mark = match t.status {
-                            TodoStatus::Completed => "[x]",
-                            TodoStatus::InProgress => "[~]",
-                            TodoStatus::Pending => "[ ]",
-                        };
-                        self.println(format!("  {mark} {}", t.content));
-                    }
-                }
+                self.todos_changed(&mut running, agent_id, todos);
             }
             EngineEvent::SubagentEnd {
                 agent_id,
@@ -619,23 +563,132 @@ impl Progress {
                 total_tokens,
             } => {
                 if let Some(r) = running.remove(agent_id) {
-                    let word = if status == "completed" {
-                        "done"
-                    } else {
-                        status.as_str()
-                    };
-                    let line = format!(
-                        "  {} {word} ({tool_uses} tools, {:.1}s, {total_tokens} tokens)",
-                        r.label,
-                        *duration_ms as f64 / 1000.0
-                    );
-                    if let Some(bar) = &r.bar {
-                        bar.finish_and_clear();
-                    }
-                    self.println(line);
+                    self.sub_agent_ended(&r, status, *tool_uses, *duration_ms, *total_tokens);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A sub-agent ended: its bar goes, a last line says how it went.
+    fn sub_agent_ended(
+        &self,
+        r: &Running,
+        status: &str,
+        tool_uses: u32,
+        duration_ms: u64,
+        total_tokens: u64,
+    ) {
+        let word = if status == "completed" {
+            "done"
+        } else {
+            status
+        };
+        let line = format!(
+            "  {} {word} ({tool_uses} tools, {:.1}s, {total_tokens} tokens)",
+            r.label,
+            duration_ms as f64 / 1000.0
+        );
+        if let Some(bar) = &r.bar {
+            bar.finish_and_clear();
+        }
+        self.println(line);
+    }
+
+    /// A piece of the main agent's text in chat, as the MessageDisplay
+    /// hooks let it be shown: drawn as Markdown on a terminal, else
+    /// written as it is.
+    fn stream_text(&self, text: &str) {
+        let shown = self.display.piece(text);
+        self.show_text(&shown);
+    }
+
+    fn show_text(&self, text: &str) {
+        if let Some(md) = &self.markdown {
+            let drawn = md.lock().map(|mut md| md.push(text)).unwrap_or_default();
+            self.write_text(&drawn);
+            return;
+        }
+        if let Some(last) = text.chars().last() {
+            self.mid_line
+                .store(last != '\n', std::sync::atomic::Ordering::Relaxed);
+        }
+        self.multi.suspend(|| {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+        });
+    }
+
+    /// A sub-agent started: its line (a bar on a terminal, else a start
+    /// line), remembered until it ends.
+    fn sub_agent_started(
+        &self,
+        running: &mut HashMap<String, Running>,
+        agent_id: &str,
+        agent_type: &str,
+        description: &str,
+        color: Option<crate::catalog::Color>,
+    ) {
+        // Without a terminal nothing is drawn: no bar (a template parse
+        // and a place in the `MultiProgress` each; a turn may start 1,000
+        // sub-agents); a start line is printed instead, unless quiet, and
+        // then nothing is remembered.
+        if !self.visible && !self.lines {
+            return;
+        }
+        let bar = self.visible.then(|| {
+            let bar = self.multi.add(ProgressBar::new_spinner());
+            bar.set_style(spinner_style());
+            self.tick(&bar);
+            bar
+        });
+        let tag = format!("[{agent_type}]");
+        let tag = match color {
+            Some(c) if self.colored => paint(c, &tag),
+            _ => tag,
+        };
+        let label = format!("{tag} {}", shown(description));
+        match &bar {
+            Some(bar) => bar.set_message(format!("{label} … 0 tools")),
+            None => self.println(format!("  {label} started")),
+        }
+        running.insert(
+            agent_id.to_string(),
+            Running {
+                bar,
+                label,
+                agent_type: agent_type.to_string(),
+                description: description.to_string(),
+                tools: 0,
+                doing: None,
+            },
+        );
+    }
+
+    /// A todo list changed: a sub-agent's item in progress under its
+    /// line; in chat, the main agent's whole list.
+    fn todos_changed(
+        &self,
+        running: &mut HashMap<String, Running>,
+        agent_id: &str,
+        todos: &[crate::runtime::todos::Todo],
+    ) {
+        if let Some(r) = running.get_mut(agent_id) {
+            r.doing = todos
+                .iter()
+                .find(|t| t.status == TodoStatus::InProgress)
+                .map(|t| t.active_form.clone());
+            r.show();
+        } else if self.chat && agent_id == "main" {
+            for t in todos {
+                let mark = match t.status {
+                    TodoStatus::Completed => "[x]",
+                    TodoStatus::InProgress => "[~]",
+                    TodoStatus::Pending => "[ ]",
+                };
+                self.println(format!("  {mark} {}", t.content));
+            }
         }
     }
 }

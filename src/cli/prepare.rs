@@ -118,19 +118,7 @@ pub(super) fn prepare_with(
     let (input, swap) = load_snapshot(g, &overrides)?;
     let snap = swap.load_full();
     let sessions_dir = snap.settings().transcripts.dir.clone();
-    if args.fork_session && !args.resuming() {
-        return Err(CliError::Usage(
-            "--fork-session needs --resume ID or --continue".into(),
-        ));
-    }
-    let restored = if args.resuming() {
-        Some(restore(
-            &runtime::session_dirs::SessionDirs::new(&sessions_dir, &input.load.cwd),
-            args,
-        )?)
-    } else {
-        None
-    };
+    let restored = read_back(args, &sessions_dir, &input)?;
     let settings = snap.settings();
     let tools = crate::tools::builtin_tools();
     let available = runtime::available_tools(&snap, tools.iter().map(|t| t.name()));
@@ -146,35 +134,18 @@ pub(super) fn prepare_with(
     let provider = Provider::new(&settings.provider, &input.load.env)
         .map_err(|e| CliError::Usage(e.to_string()))?;
     let resumed = restored.as_ref().map(|(id, r)| (id.clone(), r));
-    // A resumed session keeps its id, unless forked; a new one takes the
-    // one given (`--session-id`) or a fresh one.
-    let (session_id, forked_from) = match &resumed {
-        Some((id, _)) if !args.fork_session => (id.clone(), None),
-        resumed => (
-            extras.session_id.clone().unwrap_or_else(new_session_id),
-            resumed.as_ref().map(|(id, _)| id.clone()),
-        ),
-    };
-    let session_dir: Option<PathBuf> =
-        (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(&session_id));
-    if let Some(dir) = &session_dir {
-        let new = resumed.is_none() || args.fork_session;
-        check_session_dir(
-            dir,
-            extras.session_id.as_deref().filter(|_| new),
-            &sessions_dir,
-            settings,
-        )?;
-    }
+    let (session_id, forked_from) = session_id(resumed.as_ref().map(|(id, _)| id), args, &extras);
+    let session_dir = session_folder(
+        (write_transcripts, settings, &sessions_dir),
+        &session_id,
+        resumed.is_none() || args.fork_session,
+        extras.session_id.as_deref(),
+    )?;
     let (team, lead_prompt) = team_seat(&snap, args, &input, &plan, &session_id)?;
     // Telemetry records after the session's own sink, when it is on; a
     // session that runs nothing (`render`) starts none.
     let events = if connect_mcp {
-        let start_type = match (&resumed, args.continue_latest) {
-            (None, _) => "fresh",
-            (Some(_), true) => "continue",
-            (Some(_), false) => "resume",
-        };
+        let start_type = start_type(resumed.is_some(), args.continue_latest);
         with_telemetry(events, settings, &input, &session_id, start_type)
     } else {
         events
@@ -198,47 +169,20 @@ pub(super) fn prepare_with(
         session_dir.as_deref(),
     )?;
     let engine = Arc::new(engine);
-    if let (Some((id, r)), Some(dir)) = (&resumed, &session_dir) {
-        restore_children(
-            &engine,
-            (id, r),
-            dir,
-            &plan,
-            &input,
-            &available,
-            wired.fleet.as_ref(),
-        );
-    }
-    let transcript = open_transcript(
-        session_dir.as_deref(),
-        &sessions_dir,
-        resumed.as_ref().map(|(id, r)| (id.as_str(), *r)),
-        forked_from.is_some(),
+    let session = start_main(
+        &engine,
+        &plan,
+        (&snap, &input, &available),
+        Place {
+            resumed,
+            session_dir: session_dir.as_deref(),
+            sessions_dir: &sessions_dir,
+            forked_from,
+        },
+        wired,
+        (connect_mcp, wait_for_background),
+        team,
     )?;
-    *engine
-        .main_mode
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = plan.core.mode;
-    // MCP servers start connecting now, in the background (each turn
-    // re-syncs them with the snapshot).
-    if connect_mcp {
-        start_mcp(
-            &engine,
-            &snap,
-            &input,
-            &transcript,
-            &plan.core.model,
-            wired.elicitor,
-        );
-    }
-    let spec = plan.session(&snap, input.load.cwd.clone(), wait_for_background, team);
-    let header = plan.header(
-        &snap,
-        engine.session_id.clone(),
-        spec.cwd.clone(),
-        forked_from,
-    );
-    let session = open_session(&engine, spec, &header, transcript, resumed);
     Ok(Prepared {
         session,
         engine,
@@ -247,6 +191,138 @@ pub(super) fn prepare_with(
         input,
         interactive,
     })
+}
+
+/// The session `--resume`/`--continue` name, read back (`None` for a new
+/// session).
+fn read_back(
+    args: &SessionArgs,
+    sessions_dir: &std::path::Path,
+    input: &SnapshotInput,
+) -> Result<Option<(String, runtime::resume::Restored)>, CliError> {
+    if args.fork_session && !args.resuming() {
+        return Err(CliError::Usage(
+            "--fork-session needs --resume ID or --continue".into(),
+        ));
+    }
+    if !args.resuming() {
+        return Ok(None);
+    }
+    let dirs = runtime::session_dirs::SessionDirs::new(sessions_dir, &input.load.cwd);
+    Ok(Some(restore(&dirs, args)?))
+}
+
+/// The session's id, and the one it was forked from: a resumed session
+/// keeps its id, unless forked; a new one takes the one given
+/// (`--session-id`) or a fresh one.
+fn session_id(
+    resumed: Option<&String>,
+    args: &SessionArgs,
+    extras: &Extras,
+) -> (String, Option<String>) {
+    match resumed {
+        Some(id) if !args.fork_session => (id.clone(), None),
+        resumed => (
+            extras.session_id.clone().unwrap_or_else(new_session_id),
+            resumed.cloned(),
+        ),
+    }
+}
+
+/// The session's folder, when transcripts are written; a `new` one is
+/// checked (`given`: the `--session-id` it must not share) and old ones
+/// are cleaned up.
+fn session_folder(
+    (write_transcripts, settings, sessions_dir): (bool, &crate::config::Settings, &std::path::Path),
+    session_id: &str,
+    new: bool,
+    given: Option<&str>,
+) -> Result<Option<PathBuf>, CliError> {
+    let session_dir: Option<PathBuf> =
+        (write_transcripts && settings.transcripts.enabled).then(|| sessions_dir.join(session_id));
+    if let Some(dir) = &session_dir {
+        check_session_dir(dir, given.filter(|_| new), sessions_dir, settings)?;
+    }
+    Ok(session_dir)
+}
+
+/// How the session started, as telemetry names it.
+fn start_type(resumed: bool, continue_latest: bool) -> &'static str {
+    match (resumed, continue_latest) {
+        (false, _) => "fresh",
+        (true, true) => "continue",
+        (true, false) => "resume",
+    }
+}
+
+/// Where the main session is written, and what it continues.
+struct Place<'a> {
+    /// The session read back, by its id.
+    resumed: Option<(String, &'a runtime::resume::Restored)>,
+    /// Its own folder (none without transcripts).
+    session_dir: Option<&'a std::path::Path>,
+    sessions_dir: &'a std::path::Path,
+    /// The session a `--fork-session` copies.
+    forked_from: Option<String>,
+}
+
+/// The main session on its engine: a resumed session's children known
+/// again, its transcript opened, the mode set, the MCP servers connecting
+/// (in the background; each turn re-syncs them with the snapshot), and
+/// the session itself.
+fn start_main(
+    engine: &Arc<Engine>,
+    plan: &runtime::main_plan::MainPlan,
+    (snap, input, available): (&crate::snapshot::Snapshot, &SnapshotInput, &[String]),
+    Place {
+        resumed,
+        session_dir,
+        sessions_dir,
+        forked_from,
+    }: Place<'_>,
+    wired: Wired,
+    (connect_mcp, wait_for_background): (bool, bool),
+    team: Option<runtime::TeamSeat>,
+) -> Result<Session, CliError> {
+    if let (Some((id, r)), Some(dir)) = (&resumed, session_dir) {
+        restore_children(
+            engine,
+            (id, r),
+            dir,
+            plan,
+            input,
+            available,
+            wired.fleet.as_ref(),
+        );
+    }
+    let transcript = open_transcript(
+        session_dir,
+        sessions_dir,
+        resumed.as_ref().map(|(id, r)| (id.as_str(), *r)),
+        forked_from.is_some(),
+    )?;
+    *engine
+        .main_mode
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = plan.core.mode;
+    if connect_mcp {
+        start_mcp(
+            engine,
+            snap,
+            input,
+            &transcript,
+            &plan.core.model,
+            wired.elicitor,
+        );
+    }
+    let spec = plan.session(snap, input.load.cwd.clone(), wait_for_background, team);
+    let header = plan.header(
+        snap,
+        engine.session_id.clone(),
+        spec.cwd.clone(),
+        forked_from,
+    );
+    Ok(open_session(engine, spec, &header, transcript, resumed))
 }
 
 /// The main session planned (`runtime::main_plan`) from its arguments.

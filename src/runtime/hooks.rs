@@ -1573,10 +1573,15 @@ impl Session {
     /// session with text, before it is printed (`turn_id`, `message_id`,
     /// `index` 0, `final` true, `delta`: its text): the last
     /// `displayContent` a hook answered is printed instead — in the
-    /// stream's `assistant` message, chat's display and the `result` —
+    /// stream's `assistant` message and the `result` —
     /// while the conversation keeps what the model said. No matcher.
+    /// Not when the front end fires them as it prints the stream
+    /// ([`super::display_hooks`]).
     pub(super) async fn message_display_hooks(&self, message: &Message) -> Option<String> {
-        if !self.spec.is_main || message.role != crate::message::Role::Assistant {
+        if !self.spec.is_main
+            || self.display_streamed
+            || message.role != crate::message::Role::Assistant
+        {
             return None;
         }
         let delta: String = message

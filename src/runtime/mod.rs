@@ -13,6 +13,7 @@ pub mod backend;
 mod command_notes;
 pub mod commands;
 mod compact;
+pub mod display_hooks;
 pub mod elicit_hooks;
 mod exec;
 pub mod file_history;

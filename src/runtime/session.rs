@@ -253,6 +253,9 @@ pub struct Session {
     /// The last assistant message a MessageDisplay hook rewrote for the
     /// user, and the text shown instead (the history keeps the original).
     displayed: Option<(Arc<Message>, String)>,
+    /// The front end fires MessageDisplay as it prints the stream
+    /// ([`Session::stream_display`]): not again for a finished message.
+    pub(super) display_streamed: bool,
 }
 
 /// Parsed skill rules: (snapshot generation, the allowed-tools lists, the
@@ -306,6 +309,7 @@ impl Session {
             halted: Default::default(),
             shell_dir: Default::default(),
             displayed: None,
+            display_streamed: false,
             seen_snap: None,
             team_file_reported: Default::default(),
             pre_read: Vec::new(),

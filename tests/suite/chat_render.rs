@@ -377,3 +377,88 @@ fn chat_resumes_an_earlier_session_in_place() {
         "{last}"
     );
 }
+
+/// A MessageDisplay hook (python): keeps its input, shows the text in
+/// capitals.
+const SHOUT: &str = r#"import json, sys
+event = json.load(sys.stdin)
+with open("display.jsonl", "a") as f:
+    f.write(json.dumps(event) + "\n")
+print(json.dumps({"hookSpecificOutput": {"hookEventName": "MessageDisplay",
+                                         "displayContent": event["delta"].upper()}}))
+"#;
+
+/// MessageDisplay in chat (docs/hooks.md): while the answer streams, each
+/// batch of newly completed lines goes through the hooks, then the rest of
+/// the last line (`final`); the screen shows what the hooks answered, and
+/// the model keeps the words it wrote.
+#[test]
+fn chat_shows_the_answer_as_message_display_hooks_rewrite_it() {
+    let p = Project::new();
+    p.write(".claude/hooks/shout.py", SHOUT);
+    p.write(
+        ".claude/settings.json",
+        &json!({"hooks": {"MessageDisplay": [{"hooks": [
+            {"type": "command", "command": "python3", "args": [".claude/hooks/shout.py"]}
+        ]}]}})
+        .to_string(),
+    );
+    // The fake model streams this text in two pieces: "quiet one\nquiet"
+    // and " two\nquiet end".
+    let server = FakeServer::start([
+        anthropic::text_reply("quiet one\nquiet two\nquiet end"),
+        anthropic::text_reply("next answer"),
+    ]);
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.keys(&["speak", "Enter"]);
+    t.wait_for("QUIET END");
+    t.keys(&["again", "Enter"]);
+    t.wait_for("NEXT ANSWER");
+    let screen = t.screen();
+    for shown in ["QUIET ONE", "QUIET TWO"] {
+        assert!(screen.contains(shown), "{shown:?} missing:\n{screen}");
+    }
+    assert!(!screen.contains("quiet"), "{screen}");
+    // The model is sent its own words back.
+    let second = server.request(1).json["messages"].to_string();
+    assert!(
+        second.contains(r"quiet one\nquiet two\nquiet end"),
+        "{second}"
+    );
+    let seen: Vec<serde_json::Value> = p
+        .read("display.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let batches: Vec<(u64, bool, &str)> = seen
+        .iter()
+        .map(|e| {
+            (
+                e["index"].as_u64().unwrap(),
+                e["final"].as_bool().unwrap(),
+                e["delta"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        batches,
+        [
+            (0, false, "quiet one\n"),
+            (1, false, "quiet two\n"),
+            (2, true, "quiet end"),
+            (0, true, "next answer"),
+        ],
+        "{seen:#?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|e| e["hook_event_name"] == "MessageDisplay")
+    );
+    // One id per message, and each prompt's own turn id.
+    assert_eq!(seen[0]["message_id"], seen[2]["message_id"]);
+    assert_ne!(seen[0]["message_id"], seen[3]["message_id"]);
+    assert!(seen[0]["turn_id"].as_str().is_some_and(|t| !t.is_empty()));
+    assert_ne!(seen[0]["turn_id"], seen[3]["turn_id"]);
+    t.keys(&["C-d"]);
+}

@@ -1192,3 +1192,52 @@ fn a_build_without_grpc_refuses_it_in_words() {
     );
     assert!(receiver.requests().is_empty());
 }
+
+/// Shift-Tab at chat's prompt moves to the next permission mode (Claude
+/// Code's cycle), keeps what was typed on the line, and is reported as
+/// Claude Code reports it (`trigger`: `shift_tab`).
+#[test]
+fn a_mode_changed_with_shift_tab_in_chat_is_an_event() {
+    use super::ask_user::{Tmux, chat_line};
+    let receiver = collector();
+    let server = FakeServer::start([anthropic::text_reply("edits are on")]);
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_TRACES_EXPORTER", "none")
+        .env("OTEL_METRICS_EXPORTER", "none");
+    let t = Tmux::start(p.path(), &chat_line(&p, &server, true));
+    t.wait_for("cadre chat");
+    t.wait_for("· default · context");
+    t.keys(&["half typed", "BTab"]);
+    t.wait_for("· acceptEdits · context");
+    t.wait_for("› half typed");
+    t.keys(&[" then sent", "Enter"]);
+    t.wait_for("edits are on");
+    t.keys(&["C-d"]);
+    let sent = server.request(0).json["messages"].to_string();
+    assert!(sent.contains("half typed then sent"), "{sent}");
+    // The events go out as the chat ends.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let changed = loop {
+        let got = decode_protobuf(&receiver);
+        if !got
+            .events_named("claude_code.permission_mode_changed")
+            .is_empty()
+        {
+            break got
+                .events_named("claude_code.permission_mode_changed")
+                .into_iter()
+                .cloned()
+                .collect::<Vec<_>>();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no mode change exported: {:#?}",
+            got.events
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert_eq!(changed.len(), 1, "{changed:#?}");
+    assert_eq!(changed[0]["from_mode"], "default");
+    assert_eq!(changed[0]["to_mode"], "acceptEdits");
+    assert_eq!(changed[0]["trigger"], "shift_tab");
+}
