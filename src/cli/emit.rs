@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::output::print_line;
 use super::wire::{self, Output, WireUsage};
 use crate::config::ModelPrice;
-use crate::message::{ContentBlock, Role, Usage};
+use crate::message::{ContentBlock, Role, ToolResultContent, Usage};
 use crate::runtime::{EngineEvent, EventSink};
 
 /// Writes one protocol line to stdout.
@@ -40,6 +40,19 @@ struct Streaming {
     block: Option<(u64, &'static str)>,
     /// Blocks started so far.
     blocks: u64,
+    /// Characters of thinking in the open block, for the estimate.
+    thinking_chars: u64,
+}
+
+/// A sub-agent started by an Agent call, for the call's typed result.
+struct AgentCall {
+    agent_id: String,
+    agent_type: String,
+    prompt: String,
+    model: String,
+    usage: Usage,
+    /// How it ended: status, tool uses, duration, tokens.
+    ended: Option<(String, u32, u64, u64)>,
 }
 
 /// What the result's per-model usage says of a model besides its counts:
@@ -137,6 +150,18 @@ struct State {
     tool_inputs: HashMap<String, (String, Value)>,
     /// The calls refused since the last result.
     denials: Vec<wire::PermissionDenial>,
+    /// Tool call id → its result as data, until its `user` message.
+    typed: HashMap<String, Option<Value>>,
+    /// Tool call id → (accepted, who decided, what decided), until its
+    /// `user` message.
+    decisions: HashMap<String, (bool, &'static str, Option<&'static str>)>,
+    /// Agent call id → the sub-agent it started.
+    agent_calls: HashMap<String, AgentCall>,
+    /// Replies stopped by the model's safety systems since the last result.
+    safety_stops: u64,
+    /// The ids of the main session's messages streamed since the last
+    /// result (partial messages).
+    begun: Vec<String>,
     /// Sub-agents' text and thinking go out too (the SDKs'
     /// `forwardSubagentText`); by default only their tool calls and
     /// results do, as in Claude Code.
@@ -202,6 +227,11 @@ impl Emitter {
                 runs: HashMap::new(),
                 tool_inputs: HashMap::new(),
                 denials: Vec::new(),
+                typed: HashMap::new(),
+                decisions: HashMap::new(),
+                agent_calls: HashMap::new(),
+                safety_stops: 0,
+                begun: Vec::new(),
                 calls: HashMap::new(),
                 prices,
                 limits: Limits::default(),
@@ -281,6 +311,22 @@ impl Emitter {
             .unwrap_or_default()
     }
 
+    /// What a result counts of its prompt: the replies the model's safety
+    /// systems stopped, and (partial messages) the ids of the main
+    /// session's messages streamed.
+    pub fn take_prompt_marks(&self) -> (u64, Option<Vec<String>>) {
+        match self.state.lock() {
+            Ok(mut s) => {
+                let begun = std::mem::take(&mut s.begun);
+                (
+                    std::mem::take(&mut s.safety_stops),
+                    (self.print == Print::Partials).then_some(begun),
+                )
+            }
+            Err(_) => (0, None),
+        }
+    }
+
     /// The main session's model and the usage of its last response
     /// (`get_context_usage`); `None` before the first response.
     pub fn main_context(&self) -> (String, Option<Usage>) {
@@ -335,6 +381,29 @@ impl Emitter {
 }
 
 use crate::message::{cost_of, price_of};
+
+/// An Agent call's typed result, once its sub-agent ended.
+fn agent_result(call: AgentCall, content: &[ToolResultContent]) -> Option<Value> {
+    let (status, tool_uses, duration_ms, total_tokens) = call.ended?;
+    let status = match status.as_str() {
+        "completed" => "completed",
+        "killed" | "cancelled" | "stopped" => "stopped",
+        _ => "failed",
+    };
+    serde_json::to_value(wire::AgentToolResult {
+        status,
+        prompt: call.prompt,
+        agent_id: call.agent_id,
+        agent_type: call.agent_type,
+        content: serde_json::to_value(content).unwrap_or(Value::Null),
+        resolved_model: call.model,
+        total_duration_ms: duration_ms,
+        total_tokens,
+        total_tool_use_count: tool_uses,
+        usage: result_usage(&call.usage),
+    })
+    .ok()
+}
 
 /// A result's `usage`.
 /// The engine's events go to the emitter's accounts, and to the progress
@@ -441,13 +510,36 @@ impl State {
         }
     }
 
+    /// A partial of `agent_id`'s open message.
     fn stream_event(&self, agent_id: &str, event: wire::StreamEvent) -> Output {
         Output::StreamEvent(wire::StreamEventOut {
             uuid: wire::new_uuid(),
             session_id: self.session_id.clone(),
             event,
             parent_tool_use_id: self.parent_of(agent_id),
+            api_message_id: self
+                .streaming
+                .get(agent_id)
+                .map(|s| s.id.clone())
+                .unwrap_or_default(),
         })
+    }
+
+    /// `system`/`thinking_tokens`: the estimate for `agent_id`'s open
+    /// thinking block after `more` characters.
+    fn thinking_estimate(&mut self, agent_id: &str, more: &str) -> Option<Output> {
+        let s = self.streaming.get_mut(agent_id)?;
+        let before = s.thinking_chars.div_ceil(4);
+        s.thinking_chars += more.chars().count() as u64;
+        let now = s.thinking_chars.div_ceil(4);
+        Some(Output::System(wire::System::ThinkingTokens(
+            wire::ThinkingTokens {
+                estimated_tokens: now,
+                estimated_tokens_delta: now - before,
+                session_id: self.session_id.clone(),
+                uuid: wire::new_uuid(),
+            },
+        )))
     }
 
     /// Makes sure `agent_id`'s partial message is open (`message_start`)
@@ -457,6 +549,24 @@ impl State {
         if !self.streaming.contains_key(agent_id) {
             let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
             let model = self.model_of(agent_id);
+            self.streaming.insert(
+                agent_id.to_string(),
+                Streaming {
+                    id: id.clone(),
+                    block: None,
+                    blocks: 0,
+                    thinking_chars: 0,
+                },
+            );
+            if self.parent_of(agent_id).is_none() {
+                // A model request of the main session is answering.
+                out.push(Output::System(wire::System::Status(wire::Status {
+                    status: "requesting",
+                    session_id: self.session_id.clone(),
+                    uuid: wire::new_uuid(),
+                })));
+                self.begun.push(id.clone());
+            }
             out.push(self.stream_event(
                 agent_id,
                 wire::StreamEvent::MessageStart {
@@ -473,14 +583,6 @@ impl State {
                     },
                 },
             ));
-            self.streaming.insert(
-                agent_id.to_string(),
-                Streaming {
-                    id,
-                    block: None,
-                    blocks: 0,
-                },
-            );
         }
         let Some(open) = self.streaming.get(agent_id).map(|s| s.block) else {
             return;
@@ -511,6 +613,7 @@ impl State {
         if let Some(s) = self.streaming.get_mut(agent_id) {
             s.block = Some((index, kind));
             s.blocks = index + 1;
+            s.thinking_chars = 0;
         }
     }
 
@@ -633,8 +736,12 @@ impl State {
                     .pending_usage
                     .remove(agent_id)
                     .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
-                let id = match self.streaming.remove(agent_id) {
-                    Some(Streaming { id, block, .. }) => {
+                let open = self
+                    .streaming
+                    .get(agent_id)
+                    .map(|s| (s.id.clone(), s.block));
+                let id = match open {
+                    Some((id, block)) => {
                         if let Some((index, _)) = block {
                             out.push(self.stream_event(
                                 agent_id,
@@ -654,6 +761,7 @@ impl State {
                             },
                         ));
                         out.push(self.stream_event(agent_id, wire::StreamEvent::MessageStop));
+                        self.streaming.remove(agent_id);
                         id
                     }
                     None => format!("msg_{}", wire::new_uuid().replace('-', "")),
@@ -688,6 +796,7 @@ impl State {
                     .iter()
                     .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
                 if parent.is_some() || has_results || *synthetic {
+                    let (tool_use_result, tool_result_meta) = self.typed_results(message);
                     out.push(Output::User(wire::UserOut {
                         message: wire::UserApiMessage {
                             role: "user",
@@ -699,10 +808,72 @@ impl State {
                         timestamp: crate::clock::now_rfc3339(),
                         subagent: self.subagent_of.get(agent_id).cloned(),
                         is_synthetic: *synthetic,
+                        tool_use_result,
+                        tool_result_meta,
                     }));
                 }
             }
         }
+    }
+
+    /// A `user` message's tool results as Claude Code describes them: the
+    /// result as data when the message carries one result (the tool's
+    /// typed result, an Agent call's, else its text, `Error: …` for a
+    /// failure), and how each call was decided.
+    fn typed_results(
+        &mut self,
+        message: &crate::message::Message,
+    ) -> (Option<Value>, Option<Vec<wire::ToolResultMeta>>) {
+        let mut one = None;
+        let mut meta = Vec::new();
+        let results = message.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => Some((tool_use_id, content, *is_error)),
+            _ => None,
+        });
+        let mut count = 0;
+        for (id, content, is_error) in results {
+            count += 1;
+            let typed = self.typed.remove(id).flatten();
+            let agent = self.agent_calls.remove(id);
+            let (accepted, source, reason_type) =
+                self.decisions.remove(id).unwrap_or((true, "config", None));
+            meta.push(wire::ToolResultMeta {
+                id: id.clone(),
+                permission_decision: wire::PermissionDecision {
+                    decision: if accepted { "accept" } else { "reject" },
+                    source,
+                    reason_type,
+                },
+                non_execution_kind: (!accepted).then_some("permission-rule"),
+            });
+            let text = || {
+                content
+                    .iter()
+                    .filter_map(|c| match c {
+                        ToolResultContent::Text { text } => Some(text.as_str()),
+                        ToolResultContent::Image { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            one = Some(match (typed, agent) {
+                _ if is_error => Value::String(format!("Error: {}", text())),
+                (Some(t), _) => t,
+                (None, Some(a)) => match agent_result(a, content) {
+                    Some(v) => v,
+                    None => Value::String(text()),
+                },
+                (None, None) => Value::String(text()),
+            });
+        }
+        if count == 0 {
+            return (None, None);
+        }
+        ((count == 1).then_some(one).flatten(), Some(meta))
     }
 
     /// A sub-agent started: counted; cadre's `subagent_start`, Claude
@@ -732,6 +903,17 @@ impl State {
         };
         self.parents.insert(agent_id.clone(), tool_use_id.clone());
         self.models.insert(agent_id.clone(), model.clone());
+        self.agent_calls.insert(
+            tool_use_id.clone(),
+            AgentCall {
+                agent_id: agent_id.clone(),
+                agent_type: agent_type.clone(),
+                prompt: prompt.clone(),
+                model: model.clone(),
+                usage: Usage::default(),
+                ended: None,
+            },
+        );
         let of = wire::SubagentOf {
             agent_id: agent_id.clone(),
             subagent_type: agent_type.clone(),
@@ -788,6 +970,8 @@ impl State {
                 timestamp: crate::clock::now_rfc3339(),
                 subagent: Some(of),
                 is_synthetic: false,
+                tool_use_result: None,
+                tool_result_meta: None,
             }));
         }
     }
@@ -805,6 +989,13 @@ impl State {
         else {
             return;
         };
+        if let Some(call) = self
+            .parents
+            .get(agent_id)
+            .and_then(|p| self.agent_calls.get_mut(p))
+        {
+            call.ended = Some((status.clone(), *tool_uses, *duration_ms, *total_tokens));
+        }
         out.push(Output::SubagentEnd(wire::SubagentEnd {
             agent_id: agent_id.clone(),
             status: status.clone(),
@@ -865,8 +1056,19 @@ impl State {
                 model,
                 usage,
                 api_ms,
+                refused,
             } => {
                 self.account(model, usage, *api_ms);
+                if *refused {
+                    self.safety_stops += 1;
+                }
+                if let Some(call) = self
+                    .parents
+                    .get(agent_id)
+                    .and_then(|p| self.agent_calls.get_mut(p))
+                {
+                    call.usage.add(usage);
+                }
                 if !self.parents.contains_key(agent_id) {
                     self.main_last = Some(*usage);
                 }
@@ -890,6 +1092,7 @@ impl State {
                 if print == Print::Partials && self.forwards_text(agent_id) =>
             {
                 self.open_block(agent_id, "thinking", &mut out);
+                out.extend(self.thinking_estimate(agent_id, thinking));
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
@@ -930,8 +1133,23 @@ impl State {
                     (name.clone(), std::time::Instant::now()),
                 );
             }
-            EngineEvent::ToolResult { tool_use_id, .. } => {
+            EngineEvent::ToolResult {
+                tool_use_id, typed, ..
+            } => {
                 self.calls.remove(tool_use_id);
+                if print != Print::Nothing {
+                    self.typed.insert(tool_use_id.clone(), typed.clone());
+                }
+            }
+            EngineEvent::ToolDecision {
+                tool_use_id,
+                accept,
+                source,
+                reason_type,
+                ..
+            } if print != Print::Nothing => {
+                self.decisions
+                    .insert(tool_use_id.clone(), (*accept, *source, *reason_type));
             }
             EngineEvent::ToolProgress {
                 agent_id,
@@ -1150,6 +1368,7 @@ mod tests {
             &EngineEvent::ModelResponse {
                 agent_id: "main".into(),
                 model: "claude-sonnet-4-5".into(),
+                refused: false,
                 usage: Usage {
                     input_tokens: 10_000,
                     ..Usage::default()
@@ -1224,6 +1443,7 @@ mod tests {
                 tool_use_id: "toolu_mcp".into(),
                 is_error: false,
                 error: None,
+                typed: None,
             },
             Print::Messages,
         );

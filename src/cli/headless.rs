@@ -455,8 +455,11 @@ fn spawn_reader<R>(
                                     Arc::new(move |uuid: &str| p.withdraw(uuid))
                                 },
                                 started,
+                                transcript: None,
                             };
-                            if ctx.engine.is_none() && super::control::needs_session(&line) {
+                            if (ctx.engine.is_none() && super::control::needs_session(&line))
+                                || super::control::needs_transcript(&line)
+                            {
                                 // Answered once the session is set up (which
                                 // this starts, as `initialize` does).
                                 let _ = tx.send(Incoming::Control(id, line.clone(), ctx));
@@ -610,8 +613,13 @@ async fn call_client_hooks(
             let failure =
                 match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), ask).await {
                     Ok(Ok(v)) => {
-                        out.push(v);
-                        continue;
+                        match wire::read_answer::<wire::HookOutputIn>("hook_callback", v.clone()) {
+                            Ok(_) => {
+                                out.push(v);
+                                continue;
+                            }
+                            Err(why) => format!("{event} hook callback {id}: {why}"),
+                        }
                     }
                     Ok(Err(e)) => format!("{event} hook callback {id} failed: {e}"),
                     Err(_) => format!("{event} hook callback {id} gave no answer within {secs} s"),
@@ -694,11 +702,10 @@ fn spawn_sdk_bridge(control: Arc<Control>, server: String, stream: tokio::io::Du
                     return;
                 }
                 let error = |text: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text}});
-                let response = match answer {
-                    Ok(v) => v
-                        .get("mcp_response")
-                        .cloned()
-                        .unwrap_or_else(|| error("the client's answer has no mcp_response".into())),
+                let response = match answer
+                    .and_then(|v| wire::read_answer::<wire::McpAnswerIn>("mcp_message", v))
+                {
+                    Ok(a) => a.mcp_response,
                     Err(e) => error(e),
                 };
                 let _ = tx.send(format!("{response}\n"));
@@ -708,23 +715,40 @@ fn spawn_sdk_bridge(control: Arc<Control>, server: String, stream: tokio::io::Du
 }
 
 /// `can_use_tool` through the client.
-fn client_asker(control: Arc<Control>) -> runtime::Asker {
+fn client_asker(control: Arc<Control>, prompts: Arc<Prompts>) -> runtime::Asker {
     Arc::new(move |ask: runtime::AskRequest| {
         let control = Arc::clone(&control);
+        let prompts = Arc::clone(&prompts);
         Box::pin(async move {
             let answer = control
-                .ask(ToClient::CanUseTool {
-                    permission_suggestions: wire::permission_suggestions(&ask.tool, &ask.input),
-                    tool_name: ask.tool,
+                .ask(wire::can_use_tool(wire::PermissionAsk {
+                    tool: ask.tool,
                     input: ask.input,
                     tool_use_id: ask.tool_use_id,
-                    agent_id: (ask.agent_id != "main").then_some(ask.agent_id),
-                    decision_reason: ask.reason,
-                })
+                    agent_id: ask.agent_id,
+                    reason: ask.reason,
+                    question: ask.question,
+                    cwd: std::env::current_dir().unwrap_or_default(),
+                }))
                 .await;
             match answer {
                 Ok(v) => {
                     let a = wire::permission_answer(&v);
+                    if let Some(why) = a.invalid {
+                        eprintln!("cadre: {why}; the call is denied");
+                        return runtime::AskAnswer {
+                            allow: false,
+                            message: Some(format!(
+                                "the host's permission answer could not be read ({why})"
+                            )),
+                            ..runtime::AskAnswer::default()
+                        };
+                    }
+                    if a.interrupt {
+                        // Denied, and the prompt's run stops (Claude
+                        // Code's `interrupt: true`).
+                        prompts.interrupt();
+                    }
                     for p in &a.problems {
                         eprintln!("cadre: can_use_tool answer: {p}; that update is ignored");
                     }
@@ -762,8 +786,8 @@ fn client_elicitor(control: Arc<Control>) -> crate::mcp::Elicitor {
                     requested_schema: ask.requested_schema,
                 })
                 .await;
-            match answer {
-                Ok(v) => wire::elicitation_answer(&v),
+            match answer.and_then(|v| wire::elicitation_answer(&v)) {
+                Ok(a) => a,
                 Err(e) => {
                     eprintln!(
                         "cadre: the elicitation request of MCP server `{server}` failed, declined: {e}"
@@ -786,6 +810,9 @@ fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
             let answer = control
                 .ask(ToClient::CanUseTool {
                     tool_name: runtime::ask_user::ASK_USER_QUESTION.to_string(),
+                    display_name: runtime::ask_user::ASK_USER_QUESTION.to_string(),
+                    description: "the model asks the user questions".to_string(),
+                    blocked_path: None,
                     input: q.input,
                     permission_suggestions: Vec::new(),
                     tool_use_id: q.tool_use_id,
@@ -797,6 +824,9 @@ fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
                     error: e.to_string(),
                 })?;
             let read = wire::permission_answer(&answer);
+            if let Some(error) = read.invalid {
+                return Err(Unanswered::Failed { error });
+            }
             if !read.allow {
                 return Err(Unanswered::Declined {
                     message: read.message,
@@ -979,7 +1009,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let hooks = std::mem::take(&mut opening.hooks);
     let asker = wire_client(
         &g,
-        &control,
+        (&control, &prompts),
         &mut extras,
         hooks,
         (&plan.sdk_servers, plan.stdio_permissions, plan.input),
@@ -1030,6 +1060,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
     for (id, line, mut ctx) in std::mem::take(&mut opening.early_control) {
         ctx.engine = Some(Arc::clone(&engine));
+        ctx.transcript = Some(Arc::clone(session.transcript()));
         super::control::respond(id, line, ctx).await;
     }
     // A resumed conversation already has its first message (and memory).
@@ -1233,7 +1264,7 @@ async fn open_input(
 /// elicitations and AskUserQuestion, file checkpoints.
 fn wire_client(
     g: &GlobalArgs,
-    control: &Arc<Control>,
+    (control, prompts): (&Arc<Control>, &Arc<Prompts>),
     extras: &mut Extras,
     hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
     (sdk_servers, stdio_permissions, input): (&[String], bool, InputFormat),
@@ -1258,7 +1289,7 @@ fn wire_client(
     if !sdk_servers.is_empty() {
         extras.mcp_local = Some(sdk_connector(Arc::clone(control), sdk_servers.to_vec()));
     }
-    let asker = stdio_permissions.then(|| client_asker(Arc::clone(control)));
+    let asker = stdio_permissions.then(|| client_asker(Arc::clone(control), Arc::clone(prompts)));
     if input == InputFormat::StreamJson {
         extras.elicitor = Some(client_elicitor(Arc::clone(control)));
     }
@@ -1425,6 +1456,7 @@ impl Run<'_> {
                 }
                 Some(Incoming::Control(id, line, mut ctx)) => {
                     ctx.engine = Some(Arc::clone(engine));
+                    ctx.transcript = Some(Arc::clone(session.transcript()));
                     super::control::respond(id, line, ctx).await;
                 }
                 Some(Incoming::TooLong { line, bytes }) => self.too_long(live, line, bytes),

@@ -27,6 +27,7 @@ pub mod outcome;
 mod read;
 pub mod sandbox;
 pub mod spec;
+pub mod typed;
 pub mod web_fetch;
 pub mod web_search;
 mod write;
@@ -158,6 +159,9 @@ pub struct ToolOutput {
     /// Images sent after the text, as Anthropic image `source` objects
     /// (MCP tools).
     pub images: Vec<Value>,
+    /// The result as data, for programs ([`typed`]); never sent to the
+    /// model.
+    pub typed: Option<Value>,
 }
 
 impl ToolOutput {
@@ -181,7 +185,14 @@ impl ToolOutput {
             ctx: serde_json::to_value(&ctx).unwrap_or_default(),
             is_error,
             images: Vec::new(),
+            typed: None,
         }
+    }
+
+    /// With the result as data too ([`typed`]).
+    pub fn with_typed<T: serde::Serialize>(mut self, typed: T) -> Self {
+        self.typed = serde_json::to_value(typed).ok();
+        self
     }
 
     /// The template that words this result.
