@@ -1045,40 +1045,43 @@ impl State {
         )));
     }
 
-    fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
-        let sid = self.session_id.clone();
-        let mut out = Vec::new();
-        self.count_subagents(event);
-        self.count_denials(event);
+    /// A model response: its cost and tokens, a safety stop, the usage its
+    /// message will carry.
+    fn count_response(&mut self, event: &EngineEvent) {
+        let EngineEvent::ModelResponse {
+            agent_id,
+            model,
+            usage,
+            api_ms,
+            refused,
+        } = event
+        else {
+            return;
+        };
+        self.account(model, usage, *api_ms);
+        if *refused {
+            self.safety_stops += 1;
+        }
+        if let Some(call) = self
+            .parents
+            .get(agent_id)
+            .and_then(|p| self.agent_calls.get_mut(p))
+        {
+            call.usage.add(usage);
+        }
+        if !self.parents.contains_key(agent_id) {
+            self.main_last = Some(*usage);
+        }
+        self.pending_usage
+            .insert(agent_id.clone(), (model.clone(), *usage));
+    }
+
+    /// A piece of a streaming block, as partial messages (its message and
+    /// block opened first).
+    fn map_delta(&mut self, event: &EngineEvent, out: &mut Vec<Output>) {
         match event {
-            EngineEvent::ModelResponse {
-                agent_id,
-                model,
-                usage,
-                api_ms,
-                refused,
-            } => {
-                self.account(model, usage, *api_ms);
-                if *refused {
-                    self.safety_stops += 1;
-                }
-                if let Some(call) = self
-                    .parents
-                    .get(agent_id)
-                    .and_then(|p| self.agent_calls.get_mut(p))
-                {
-                    call.usage.add(usage);
-                }
-                if !self.parents.contains_key(agent_id) {
-                    self.main_last = Some(*usage);
-                }
-                self.pending_usage
-                    .insert(agent_id.clone(), (model.clone(), *usage));
-            }
-            EngineEvent::TextDelta { agent_id, text }
-                if print == Print::Partials && self.forwards_text(agent_id) =>
-            {
-                self.open_block(agent_id, "text", &mut out);
+            EngineEvent::TextDelta { agent_id, text } if self.forwards_text(agent_id) => {
+                self.open_block(agent_id, "text", out);
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
@@ -1088,10 +1091,8 @@ impl State {
                     },
                 ));
             }
-            EngineEvent::ThinkingDelta { agent_id, thinking }
-                if print == Print::Partials && self.forwards_text(agent_id) =>
-            {
-                self.open_block(agent_id, "thinking", &mut out);
+            EngineEvent::ThinkingDelta { agent_id, thinking } if self.forwards_text(agent_id) => {
+                self.open_block(agent_id, "thinking", out);
                 out.extend(self.thinking_estimate(agent_id, thinking));
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
@@ -1107,7 +1108,7 @@ impl State {
             EngineEvent::SignatureDelta {
                 agent_id,
                 signature,
-            } if print == Print::Partials => {
+            } => {
                 // Part of the thinking block streaming now.
                 let open = self.streaming.get(agent_id).and_then(|s| s.block);
                 if let Some((index, "thinking")) = open {
@@ -1121,6 +1122,24 @@ impl State {
                         },
                     ));
                 }
+            }
+            _ => {}
+        }
+    }
+
+    fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
+        let sid = self.session_id.clone();
+        let mut out = Vec::new();
+        self.count_subagents(event);
+        self.count_denials(event);
+        match event {
+            e @ EngineEvent::ModelResponse { .. } => self.count_response(e),
+            e @ (EngineEvent::TextDelta { .. }
+            | EngineEvent::ThinkingDelta { .. }
+            | EngineEvent::SignatureDelta { .. })
+                if print == Print::Partials =>
+            {
+                self.map_delta(e, &mut out);
             }
             e @ EngineEvent::Message { .. } if print != Print::Nothing => {
                 self.map_message(e, sid, &mut out);
