@@ -640,7 +640,7 @@ impl Session {
             self.shell_moved(snap, &ctx.cwd, to.clone()).await;
         }
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
-        result.typed = out.typed;
+        result.typed = out.typed.map(|t| *t);
         let images = out.images;
         if !images.is_empty()
             && let ContentBlock::ToolResult { content, .. } = &mut result.block

@@ -154,14 +154,15 @@ impl ToolContext {
 pub struct ToolOutput {
     template: &'static str,
     verbatim: bool,
-    ctx: Value,
+    /// (Boxed, with `typed`, so a result stays small in a `Result`.)
+    ctx: Box<Value>,
     pub is_error: bool,
     /// Images sent after the text, as Anthropic image `source` objects
     /// (MCP tools).
     pub images: Vec<Value>,
     /// The result as data, for programs ([`typed`]); never sent to the
     /// model.
-    pub typed: Option<Value>,
+    pub typed: Option<Box<Value>>,
 }
 
 impl ToolOutput {
@@ -182,7 +183,7 @@ impl ToolOutput {
             // A context is a struct of strings, numbers and lists: it
             // always serialises; were it not to, the template reports the
             // missing values.
-            ctx: serde_json::to_value(&ctx).unwrap_or_default(),
+            ctx: Box::new(serde_json::to_value(&ctx).unwrap_or_default()),
             is_error,
             images: Vec::new(),
             typed: None,
@@ -191,7 +192,7 @@ impl ToolOutput {
 
     /// With the result as data too ([`typed`]).
     pub fn with_typed<T: serde::Serialize>(mut self, typed: T) -> Self {
-        self.typed = serde_json::to_value(typed).ok();
+        self.typed = serde_json::to_value(typed).ok().map(Box::new);
         self
     }
 
