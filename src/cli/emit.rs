@@ -42,6 +42,18 @@ struct Streaming {
     blocks: u64,
     /// Characters of thinking in the open block, for the estimate.
     thinking_chars: u64,
+    /// The open block's text (or thinking) and signature so far: its own
+    /// `assistant` message when it ends.
+    text: String,
+    signature: String,
+}
+
+/// How a streamed message ended, for its last partials.
+struct Ended<'a> {
+    stop: &'static str,
+    model: &'a str,
+    usage: &'a Usage,
+    line_uuid: Option<&'a String>,
 }
 
 /// A sub-agent started by an Agent call, for the call's typed result.
@@ -556,6 +568,8 @@ impl State {
                     block: None,
                     blocks: 0,
                     thinking_chars: 0,
+                    text: String::new(),
+                    signature: String::new(),
                 },
             );
             if self.parent_of(agent_id).is_none() {
@@ -590,9 +604,7 @@ impl State {
         if open.is_some_and(|(_, k)| k == kind) {
             return;
         }
-        if let Some((index, _)) = open {
-            out.push(self.stream_event(agent_id, wire::StreamEvent::ContentBlockStop { index }));
-        }
+        self.close_block(agent_id, out);
         let index = self.streaming.get(agent_id).map_or(0, |s| s.blocks);
         let content_block = match kind {
             "thinking" => wire::StreamBlock::Thinking {
@@ -615,6 +627,63 @@ impl State {
             s.blocks = index + 1;
             s.thinking_chars = 0;
         }
+    }
+
+    /// Ends `agent_id`'s open block: the block as its own `assistant`
+    /// message, then `content_block_stop` (Claude Code's order).
+    fn close_block(&mut self, agent_id: &str, out: &mut Vec<Output>) {
+        let Some(s) = self.streaming.get_mut(agent_id) else {
+            return;
+        };
+        let Some((index, kind)) = s.block.take() else {
+            return;
+        };
+        let (text, signature) = (
+            std::mem::take(&mut s.text),
+            std::mem::take(&mut s.signature),
+        );
+        let block = match kind {
+            "thinking" => ContentBlock::Thinking {
+                thinking: text,
+                signature,
+            },
+            _ => ContentBlock::text(text),
+        };
+        let content = serde_json::to_value([block]).unwrap_or(Value::Null);
+        out.push(self.block_message(agent_id, content, WireUsage::default(), None));
+        out.push(self.stream_event(agent_id, wire::StreamEvent::ContentBlockStop { index }));
+    }
+
+    /// One block of `agent_id`'s streaming message as an `assistant`
+    /// message (partial messages), under the message's id.
+    fn block_message(
+        &self,
+        agent_id: &str,
+        content: Value,
+        usage: WireUsage,
+        uuid: Option<String>,
+    ) -> Output {
+        Output::Assistant(wire::AssistantOut {
+            message: wire::ApiMessage {
+                id: self
+                    .streaming
+                    .get(agent_id)
+                    .map(|s| s.id.clone())
+                    .unwrap_or_default(),
+                kind: "message",
+                role: "assistant",
+                model: self.model_of(agent_id),
+                content,
+                stop_reason: None,
+                stop_sequence: None,
+                usage,
+            },
+            parent_tool_use_id: self.parent_of(agent_id),
+            session_id: self.session_id.clone(),
+            uuid: uuid.unwrap_or_else(wire::new_uuid),
+            timestamp: crate::clock::now_rfc3339(),
+            api_error: None,
+        })
     }
 
     /// Whether `agent_id`'s text and thinking go out: the main session's
@@ -692,6 +761,57 @@ impl State {
         }
     }
 
+    /// The end of `agent_id`'s streamed message (partial messages): each
+    /// block as its own message, as it ends (the last with the message's
+    /// usage and transcript line), what was not streamed (tool calls)
+    /// after, then `message_delta` and `message_stop`.
+    fn end_streamed(
+        &mut self,
+        agent_id: &str,
+        kept: &[&ContentBlock],
+        ended: &Ended<'_>,
+        out: &mut Vec<Output>,
+    ) {
+        let first = out.len();
+        self.close_block(agent_id, out);
+        for block in kept.iter().filter(|b| {
+            !matches!(
+                b,
+                ContentBlock::Text { .. }
+                    | ContentBlock::Thinking { .. }
+                    | ContentBlock::RedactedThinking { .. }
+            )
+        }) {
+            let content = serde_json::to_value([block]).unwrap_or(Value::Null);
+            out.push(self.block_message(agent_id, content, WireUsage::default(), None));
+        }
+        if let Some(Output::Assistant(last)) = out[first..]
+            .iter_mut()
+            .rev()
+            .find(|o| matches!(o, Output::Assistant(_)))
+        {
+            last.message.usage = wire_usage(ended.usage);
+            ended.model.clone_into(&mut last.message.model);
+            if let Some(u) = ended.line_uuid {
+                last.uuid.clone_from(u);
+            }
+        }
+        out.push(self.stream_event(
+            agent_id,
+            wire::StreamEvent::MessageDelta {
+                delta: wire::StreamStop {
+                    stop_reason: ended.stop,
+                    stop_sequence: None,
+                },
+                usage: wire::StreamOutputTokens {
+                    output_tokens: ended.usage.output_tokens,
+                },
+            },
+        ));
+        out.push(self.stream_event(agent_id, wire::StreamEvent::MessageStop));
+        self.streaming.remove(agent_id);
+    }
+
     /// A message of the conversation: an assistant message (closing its
     /// partial message), or a user message with tool results or of a
     /// sub-agent.
@@ -736,36 +856,16 @@ impl State {
                     .pending_usage
                     .remove(agent_id)
                     .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
-                let open = self
-                    .streaming
-                    .get(agent_id)
-                    .map(|s| (s.id.clone(), s.block));
-                let id = match open {
-                    Some((id, block)) => {
-                        if let Some((index, _)) = block {
-                            out.push(self.stream_event(
-                                agent_id,
-                                wire::StreamEvent::ContentBlockStop { index },
-                            ));
-                        }
-                        out.push(self.stream_event(
-                            agent_id,
-                            wire::StreamEvent::MessageDelta {
-                                delta: wire::StreamStop {
-                                    stop_reason: stop,
-                                    stop_sequence: None,
-                                },
-                                usage: wire::StreamOutputTokens {
-                                    output_tokens: usage.output_tokens,
-                                },
-                            },
-                        ));
-                        out.push(self.stream_event(agent_id, wire::StreamEvent::MessageStop));
-                        self.streaming.remove(agent_id);
-                        id
-                    }
-                    None => format!("msg_{}", wire::new_uuid().replace('-', "")),
-                };
+                if self.streaming.contains_key(agent_id) {
+                    let ended = Ended {
+                        stop,
+                        model: &model,
+                        usage: &usage,
+                        line_uuid: line_uuid.as_ref(),
+                    };
+                    return self.end_streamed(agent_id, &kept, &ended, out);
+                }
+                let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
                 if nothing_kept {
                     return;
                 }
@@ -1082,6 +1182,9 @@ impl State {
         match event {
             EngineEvent::TextDelta { agent_id, text } if self.forwards_text(agent_id) => {
                 self.open_block(agent_id, "text", out);
+                if let Some(s) = self.streaming.get_mut(agent_id) {
+                    s.text.push_str(text);
+                }
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
@@ -1094,6 +1197,9 @@ impl State {
             EngineEvent::ThinkingDelta { agent_id, thinking } if self.forwards_text(agent_id) => {
                 self.open_block(agent_id, "thinking", out);
                 out.extend(self.thinking_estimate(agent_id, thinking));
+                if let Some(s) = self.streaming.get_mut(agent_id) {
+                    s.text.push_str(thinking);
+                }
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
@@ -1112,6 +1218,9 @@ impl State {
                 // Part of the thinking block streaming now.
                 let open = self.streaming.get(agent_id).and_then(|s| s.block);
                 if let Some((index, "thinking")) = open {
+                    if let Some(s) = self.streaming.get_mut(agent_id) {
+                        s.signature.push_str(signature);
+                    }
                     out.push(self.stream_event(
                         agent_id,
                         wire::StreamEvent::ContentBlockDelta {
@@ -1306,8 +1415,13 @@ mod tests {
             },
         ] {
             for out in s.map(&event, Print::Partials) {
-                if let Output::StreamEvent(se) = out {
-                    lines.push(serde_json::to_string(&se.event).unwrap());
+                match out {
+                    Output::StreamEvent(se) => {
+                        lines.push(serde_json::to_string(&se.event).unwrap());
+                    }
+                    // Each block as its own message, before its stop.
+                    Output::Assistant(a) => lines.push(format!("assistant {}", a.message.content)),
+                    _ => {}
                 }
             }
         }
@@ -1321,9 +1435,11 @@ mod tests {
                 r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+                r#"assistant [{"type":"thinking","thinking":"hm","signature":"sig"}]"#,
                 r#"{"type":"content_block_stop","index":0}"#,
                 r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
                 r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#,
+                r#"assistant [{"type":"text","text":"hi"}]"#,
                 r#"{"type":"content_block_stop","index":1}"#,
                 r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":0}}"#,
                 r#"{"type":"message_stop"}"#,

@@ -148,12 +148,42 @@ fn partial_messages_stream_text_deltas_before_the_message() {
         .map(|l| l["event"]["delta"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(text, "hello there");
-    let last_partial = lines
+    // As Claude Code: each block is its own `assistant` message as soon
+    // as it ends, before its `content_block_stop`; the stream ends with
+    // the message's `message_delta` and `message_stop`.
+    let kinds: Vec<String> = lines
         .iter()
-        .rposition(|l| l["type"] == "stream_event")
-        .unwrap();
-    let assistant = lines.iter().position(|l| l["type"] == "assistant").unwrap();
-    assert!(last_partial < assistant);
+        .filter(|l| l["type"] == "stream_event" || l["type"] == "assistant")
+        .map(|l| match l["type"].as_str() {
+            Some("assistant") => "assistant".to_string(),
+            _ => l["event"]["type"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        [
+            "assistant",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let assistant = lines.iter().find(|l| l["type"] == "assistant").unwrap();
+    assert_eq!(
+        assistant["message"]["content"],
+        json!([{"type": "text", "text": "hello there"}])
+    );
+    // Its id is the one every partial of the message names.
+    let id = &assistant["message"]["id"];
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["type"] == "stream_event")
+            .all(|l| &l["api_message_id"] == id),
+        "{lines:?}"
+    );
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["begun_message_ids"], json!([id]));
     // Without the flag, no partials.
     let server = FakeServer::start([anthropic::text_reply("x")]);
     let run = p.run(
@@ -723,9 +753,17 @@ fn thinking_flags_set_the_budget_and_thinking_streams_and_stays_in_history() {
         .map(|l| &l["event"]["content_block"]["type"])
         .collect();
     assert_eq!(starts, ["thinking", "thinking", "text"], "{lines:#?}");
-    let answer = lines.iter().rfind(|l| l["type"] == "assistant").unwrap();
-    assert_eq!(answer["message"]["content"][0]["type"], "thinking");
-    assert_eq!(answer["message"]["content"][0]["signature"], "sig-b");
+    // Each block is its own `assistant` message as it ends (Claude
+    // Code's partial mode): the last thinking block with its signature,
+    // then the text.
+    let answers: Vec<&Value> = lines.iter().filter(|l| l["type"] == "assistant").collect();
+    let thinking = answers[answers.len() - 2];
+    assert_eq!(thinking["message"]["content"][0]["type"], "thinking");
+    assert_eq!(thinking["message"]["content"][0]["signature"], "sig-b");
+    assert_eq!(
+        answers[answers.len() - 1]["message"]["content"][0]["type"],
+        "text"
+    );
 
     // MAX_THINKING_TOKENS sets it too; --thinking disabled turns it off
     // over it, as Claude Code says it.
