@@ -36,6 +36,10 @@ const SKIP_FILES: &[(&str, &str)] = &[
         "context declarations: its literals are samples",
     ),
     (
+        "tools/typed.rs",
+        "tool results as data for programs (the SDKs' `tool_use_result`), never sent to the model",
+    ),
+    (
         "runtime/texts.rs",
         "context declarations: its literals are samples",
     ),

@@ -21,6 +21,7 @@ use super::emit::Emitter;
 use super::wire::ControlResponseOut;
 use crate::config::{LayerFile, Scope};
 use crate::runtime::Engine;
+use crate::runtime::transcript::Transcript;
 
 /// A control request answered here (parsed from the line again when
 /// `wire::FromClient` does not know its subtype).
@@ -91,6 +92,37 @@ enum Request {
         #[allow(dead_code)]
         path: String,
     },
+    /// Paths under the working directory for an `@` mention.
+    FileSuggestions {
+        query: String,
+    },
+    GetBinaryVersion,
+    /// A file of the project or its added folders, bounded.
+    ReadFile {
+        path: String,
+        #[serde(default)]
+        max_bytes: Option<u64>,
+        #[serde(default)]
+        encoding: Option<String>,
+    },
+    /// Another repository's folder joins the session's folders.
+    RegisterRepoRoot {
+        directory: String,
+    },
+    ReloadOutputStyles,
+    /// The session's title, where the SDKs' session list reads it.
+    RenameSession {
+        title: String,
+        #[serde(default)]
+        session_id: Option<String>,
+    },
+    /// Whether anybody watches the output: cadre holds no lines back, so
+    /// nothing changes.
+    SetHasSubscribers {
+        #[allow(dead_code)]
+        #[serde(default)]
+        has_subscribers: Option<bool>,
+    },
     /// Anything else: Claude Code's `unsupported_request` error.
     #[serde(other)]
     Unknown,
@@ -111,6 +143,13 @@ fn waits(line: &[u8]) -> bool {
     })
 }
 
+/// Whether the request on `line` writes to the main session's transcript
+/// (answered by the session loop, between prompts).
+pub(super) fn needs_transcript(line: &[u8]) -> bool {
+    serde_json::from_slice::<RequestLine>(line)
+        .is_ok_and(|r| matches!(r.request, Request::RenameSession { .. }))
+}
+
 /// Whether the request on `line` is one answered here about the session
 /// (not one no program knows).
 pub(super) fn needs_session(line: &[u8]) -> bool {
@@ -128,6 +167,8 @@ pub(super) struct Ctx {
     pub withdraw: Arc<dyn Fn(&str) -> bool + Send + Sync>,
     /// When the process started (`get_usage`'s wall time).
     pub started: std::time::Instant,
+    /// The main session's transcript (set by the session loop).
+    pub transcript: Option<Arc<Transcript>>,
 }
 
 /// Answers request `id` (stdin line `line`) on stdout: those that may wait
@@ -267,6 +308,30 @@ async fn reply(request: Request, engine: &Arc<Engine>, ctx: &Ctx) -> Result<Opti
         // cadre's Edit and Write check a file's state themselves, with no
         // record of earlier reads to seed.
         Request::SeedReadState { .. } => Ok(None),
+        Request::FileSuggestions { query } => to_value(file_suggestions(engine, &query)),
+        Request::GetBinaryVersion => to_value(BinaryVersion {
+            version: env!("CARGO_PKG_VERSION"),
+        }),
+        Request::ReadFile {
+            path,
+            max_bytes,
+            encoding,
+        } => to_value(read_file(engine, &path, max_bytes, encoding.as_deref())?),
+        Request::RegisterRepoRoot { directory } => {
+            register_repo_root(engine, &directory)?;
+            to_value(Empty {})
+        }
+        Request::ReloadOutputStyles => {
+            apply(engine, None)?;
+            to_value(OutputStyles {
+                available_output_styles: engine.snapshot.load().output_styles.names(),
+            })
+        }
+        Request::RenameSession { title, session_id } => {
+            rename_session(engine, ctx, &title, session_id.as_deref())?;
+            Ok(None)
+        }
+        Request::SetHasSubscribers { .. } => Ok(None),
         Request::Unknown => Err("unsupported".into()),
     }
 }
@@ -1141,4 +1206,228 @@ mod tests {
         };
         assert_eq!(layer_json(&f).unwrap()["model"], "x");
     }
+}
+
+/// The session's working directory (the process's: the SDKs start cadre
+/// in it).
+fn cwd() -> Result<PathBuf, String> {
+    std::env::current_dir().map_err(|e| format!("the working directory: {e}"))
+}
+
+#[derive(Serialize)]
+struct BinaryVersion {
+    version: &'static str,
+}
+
+#[derive(Serialize)]
+struct OutputStyles {
+    available_output_styles: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Suggestions {
+    suggestions: Vec<Suggestion>,
+    cwd: String,
+}
+
+#[derive(Serialize)]
+struct Suggestion {
+    path: String,
+}
+
+/// Entries looked at for one `file_suggestions` request.
+const SUGGESTION_WALK_LIMIT: usize = 20_000;
+/// Suggestions returned.
+const SUGGESTIONS: usize = 15;
+
+/// Files and folders under the working directory whose path holds
+/// `query` (case aside), shortest first; ignored files (`.gitignore`) and
+/// what the rules forbid reading left out.
+fn file_suggestions(engine: &Engine, query: &str) -> Suggestions {
+    let Ok(root) = cwd() else {
+        return Suggestions {
+            suggestions: Vec::new(),
+            cwd: String::new(),
+        };
+    };
+    let snap = engine.snapshot.load();
+    let wanted = query.trim_start_matches('@').to_lowercase();
+    let mut found: Vec<String> = ignore::WalkBuilder::new(&root)
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+        .flatten()
+        .take(SUGGESTION_WALK_LIMIT)
+        .filter(|e| e.depth() > 0 && !snap.rules.hides("Read", e.path(), &root))
+        .filter_map(|e| {
+            let rel = e.path().strip_prefix(&root).ok()?.display().to_string();
+            let dir = e.file_type().is_some_and(|t| t.is_dir());
+            rel.to_lowercase()
+                .contains(&wanted)
+                .then(|| if dir { format!("{rel}/") } else { rel })
+        })
+        .collect();
+    found.sort_by(|a, b| a.len().cmp(&b.len()).then_with(|| a.cmp(b)));
+    found.truncate(SUGGESTIONS);
+    Suggestions {
+        suggestions: found.into_iter().map(|path| Suggestion { path }).collect(),
+        cwd: root.display().to_string(),
+    }
+}
+
+#[derive(Serialize)]
+struct FileContents {
+    contents: String,
+    #[serde(rename = "absPath")]
+    abs_path: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    truncated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    encoding: Option<&'static str>,
+    /// utf-8 only: bytes that were not UTF-8 were replaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    lossy: Option<bool>,
+    requested_path: String,
+}
+
+/// `read_file`'s default bound, as Claude Code's (1 MB).
+const READ_FILE_DEFAULT_BYTES: u64 = 1 << 20;
+/// The most one `read_file` reads, whatever it asks.
+const READ_FILE_MAX_BYTES: u64 = 16 << 20;
+
+/// A file inside the working directory or an added folder (links
+/// resolved first), not hidden by the rules, read up to `max_bytes`.
+fn read_file(
+    engine: &Engine,
+    path: &str,
+    max_bytes: Option<u64>,
+    encoding: Option<&str>,
+) -> Result<FileContents, String> {
+    use std::io::Read as _;
+    let base64 = match encoding {
+        None | Some("utf-8") => false,
+        Some("base64") => true,
+        Some(other) => return Err(format!("read_file: unknown encoding {other:?}")),
+    };
+    let root = cwd()?;
+    let snap = engine.snapshot.load();
+    let denied = || format!("read denied: {path}");
+    let real = std::fs::canonicalize(root.join(path)).map_err(|e| format!("{path}: {e}"))?;
+    let inside = std::iter::once(root.clone())
+        .chain(engine.added_dirs(&snap, &root))
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .any(|d| real.starts_with(d));
+    if !inside || snap.rules.hides("Read", &real, &root) {
+        return Err(denied());
+    }
+    if !std::fs::metadata(&real).is_ok_and(|m| m.is_file()) {
+        return Err(format!("read_file: {path} is not a file"));
+    }
+    let max = max_bytes
+        .unwrap_or(READ_FILE_DEFAULT_BYTES)
+        .min(READ_FILE_MAX_BYTES);
+    let file = std::fs::File::open(&real).map_err(|e| format!("{path}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{path}: {e}"))?;
+    let truncated = bytes.len() as u64 > max;
+    bytes.truncate(usize::try_from(max).unwrap_or(usize::MAX));
+    let (contents, encoding, lossy) = if base64 {
+        use base64::Engine as _;
+        let text = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        (text, Some("base64"), None)
+    } else {
+        match String::from_utf8(bytes) {
+            Ok(text) => (text, None, Some(false)),
+            Err(e) => (
+                String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                None,
+                Some(true),
+            ),
+        }
+    };
+    Ok(FileContents {
+        contents,
+        abs_path: real.display().to_string(),
+        truncated,
+        encoding,
+        lossy,
+        requested_path: path.to_string(),
+    })
+}
+
+/// Adds another repository's folder to the session's folders (as an
+/// `addDirectories` permission update for the session does). The working
+/// directory itself is refused with Claude Code's words.
+fn register_repo_root(engine: &Engine, directory: &str) -> Result<(), String> {
+    let root = cwd()?;
+    let dir = std::fs::canonicalize(root.join(directory))
+        .map_err(|e| format!("register_repo_root: {directory}: {e}"))?;
+    if std::fs::canonicalize(&root).is_ok_and(|r| r == dir) {
+        return Err(format!(
+            "register_repo_root: {directory} is the session's working directory, which is \
+             already registered; pass the cloned repo's own directory instead"
+        ));
+    }
+    if !dir.is_dir() {
+        return Err(format!("register_repo_root: {directory} is not a folder"));
+    }
+    let mut grants = engine
+        .grants
+        .lock()
+        .map_err(|_| "register_repo_root: the session's grants are unavailable".to_string())?;
+    grants.apply(&crate::runtime::grants::PermissionUpdate::AddDirectories(
+        vec![dir],
+    ));
+    Ok(())
+}
+
+/// Claude Code's transcript line naming a session (what the SDKs'
+/// `list_sessions` shows as its title).
+#[derive(Serialize)]
+struct CustomTitle<'a> {
+    #[serde(rename = "customTitle")]
+    custom_title: &'a str,
+    #[serde(rename = "sessionId")]
+    session_id: &'a str,
+}
+
+/// Names the session: a `custom-title` line in its transcript, and
+/// `system`/`session_title_changed` on stdout.
+fn rename_session(
+    engine: &Engine,
+    ctx: &Ctx,
+    title: &str,
+    session_id: Option<&str>,
+) -> Result<(), String> {
+    let title = title.trim();
+    if title.is_empty() {
+        return Err("rename_session: the title is empty".into());
+    }
+    if session_id.is_some_and(|id| id != engine.session_id) {
+        return Err(format!(
+            "rename_session: the session is now {}, not the one named",
+            engine.session_id
+        ));
+    }
+    let Some(transcript) = &ctx.transcript else {
+        return Err("rename_session: the session has no transcript".into());
+    };
+    transcript.record_line(
+        "custom-title",
+        &CustomTitle {
+            custom_title: title,
+            session_id: &engine.session_id,
+        },
+    );
+    super::emit::send(&super::wire::Output::System(
+        super::wire::System::SessionTitleChanged(super::wire::SessionTitleChanged {
+            title: title.to_string(),
+            uuid: super::wire::new_uuid(),
+            session_id: engine.session_id.clone(),
+        }),
+    ));
+    Ok(())
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::output::print_line;
 use super::wire::{self, Output, WireUsage};
 use crate::config::ModelPrice;
-use crate::message::{ContentBlock, Role, Usage};
+use crate::message::{ContentBlock, Role, ToolResultContent, Usage};
 use crate::runtime::{EngineEvent, EventSink};
 
 /// Writes one protocol line to stdout.
@@ -40,6 +40,31 @@ struct Streaming {
     block: Option<(u64, &'static str)>,
     /// Blocks started so far.
     blocks: u64,
+    /// Characters of thinking in the open block, for the estimate.
+    thinking_chars: u64,
+    /// The open block's text (or thinking) and signature so far: its own
+    /// `assistant` message when it ends.
+    text: String,
+    signature: String,
+}
+
+/// How a streamed message ended, for its last partials.
+struct Ended<'a> {
+    stop: &'static str,
+    model: &'a str,
+    usage: &'a Usage,
+    line_uuid: Option<&'a String>,
+}
+
+/// A sub-agent started by an Agent call, for the call's typed result.
+struct AgentCall {
+    agent_id: String,
+    agent_type: String,
+    prompt: String,
+    model: String,
+    usage: Usage,
+    /// How it ended: status, tool uses, duration, tokens.
+    ended: Option<(String, u32, u64, u64)>,
 }
 
 /// What the result's per-model usage says of a model besides its counts:
@@ -137,6 +162,18 @@ struct State {
     tool_inputs: HashMap<String, (String, Value)>,
     /// The calls refused since the last result.
     denials: Vec<wire::PermissionDenial>,
+    /// Tool call id → its result as data, until its `user` message.
+    typed: HashMap<String, Option<Value>>,
+    /// Tool call id → (accepted, who decided, what decided), until its
+    /// `user` message.
+    decisions: HashMap<String, (bool, &'static str, Option<&'static str>)>,
+    /// Agent call id → the sub-agent it started.
+    agent_calls: HashMap<String, AgentCall>,
+    /// Replies stopped by the model's safety systems since the last result.
+    safety_stops: u64,
+    /// The ids of the main session's messages streamed since the last
+    /// result (partial messages).
+    begun: Vec<String>,
     /// Sub-agents' text and thinking go out too (the SDKs'
     /// `forwardSubagentText`); by default only their tool calls and
     /// results do, as in Claude Code.
@@ -202,6 +239,11 @@ impl Emitter {
                 runs: HashMap::new(),
                 tool_inputs: HashMap::new(),
                 denials: Vec::new(),
+                typed: HashMap::new(),
+                decisions: HashMap::new(),
+                agent_calls: HashMap::new(),
+                safety_stops: 0,
+                begun: Vec::new(),
                 calls: HashMap::new(),
                 prices,
                 limits: Limits::default(),
@@ -281,6 +323,22 @@ impl Emitter {
             .unwrap_or_default()
     }
 
+    /// What a result counts of its prompt: the replies the model's safety
+    /// systems stopped, and (partial messages) the ids of the main
+    /// session's messages streamed.
+    pub fn take_prompt_marks(&self) -> (u64, Option<Vec<String>>) {
+        match self.state.lock() {
+            Ok(mut s) => {
+                let begun = std::mem::take(&mut s.begun);
+                (
+                    std::mem::take(&mut s.safety_stops),
+                    (self.print == Print::Partials).then_some(begun),
+                )
+            }
+            Err(_) => (0, None),
+        }
+    }
+
     /// The main session's model and the usage of its last response
     /// (`get_context_usage`); `None` before the first response.
     pub fn main_context(&self) -> (String, Option<Usage>) {
@@ -335,6 +393,29 @@ impl Emitter {
 }
 
 use crate::message::{cost_of, price_of};
+
+/// An Agent call's typed result, once its sub-agent ended.
+fn agent_result(call: AgentCall, content: &[ToolResultContent]) -> Option<Value> {
+    let (status, tool_uses, duration_ms, total_tokens) = call.ended?;
+    let status = match status.as_str() {
+        "completed" => "completed",
+        "killed" | "cancelled" | "stopped" => "stopped",
+        _ => "failed",
+    };
+    serde_json::to_value(wire::AgentToolResult {
+        status,
+        prompt: call.prompt,
+        agent_id: call.agent_id,
+        agent_type: call.agent_type,
+        content: serde_json::to_value(content).unwrap_or(Value::Null),
+        resolved_model: call.model,
+        total_duration_ms: duration_ms,
+        total_tokens,
+        total_tool_use_count: tool_uses,
+        usage: result_usage(&call.usage),
+    })
+    .ok()
+}
 
 /// A result's `usage`.
 /// The engine's events go to the emitter's accounts, and to the progress
@@ -441,13 +522,36 @@ impl State {
         }
     }
 
+    /// A partial of `agent_id`'s open message.
     fn stream_event(&self, agent_id: &str, event: wire::StreamEvent) -> Output {
         Output::StreamEvent(wire::StreamEventOut {
             uuid: wire::new_uuid(),
             session_id: self.session_id.clone(),
             event,
             parent_tool_use_id: self.parent_of(agent_id),
+            api_message_id: self
+                .streaming
+                .get(agent_id)
+                .map(|s| s.id.clone())
+                .unwrap_or_default(),
         })
+    }
+
+    /// `system`/`thinking_tokens`: the estimate for `agent_id`'s open
+    /// thinking block after `more` characters.
+    fn thinking_estimate(&mut self, agent_id: &str, more: &str) -> Option<Output> {
+        let s = self.streaming.get_mut(agent_id)?;
+        let before = s.thinking_chars.div_ceil(4);
+        s.thinking_chars += more.chars().count() as u64;
+        let now = s.thinking_chars.div_ceil(4);
+        Some(Output::System(wire::System::ThinkingTokens(
+            wire::ThinkingTokens {
+                estimated_tokens: now,
+                estimated_tokens_delta: now - before,
+                session_id: self.session_id.clone(),
+                uuid: wire::new_uuid(),
+            },
+        )))
     }
 
     /// Makes sure `agent_id`'s partial message is open (`message_start`)
@@ -457,6 +561,26 @@ impl State {
         if !self.streaming.contains_key(agent_id) {
             let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
             let model = self.model_of(agent_id);
+            self.streaming.insert(
+                agent_id.to_string(),
+                Streaming {
+                    id: id.clone(),
+                    block: None,
+                    blocks: 0,
+                    thinking_chars: 0,
+                    text: String::new(),
+                    signature: String::new(),
+                },
+            );
+            if self.parent_of(agent_id).is_none() {
+                // A model request of the main session is answering.
+                out.push(Output::System(wire::System::Status(wire::Status {
+                    status: "requesting",
+                    session_id: self.session_id.clone(),
+                    uuid: wire::new_uuid(),
+                })));
+                self.begun.push(id.clone());
+            }
             out.push(self.stream_event(
                 agent_id,
                 wire::StreamEvent::MessageStart {
@@ -473,14 +597,6 @@ impl State {
                     },
                 },
             ));
-            self.streaming.insert(
-                agent_id.to_string(),
-                Streaming {
-                    id,
-                    block: None,
-                    blocks: 0,
-                },
-            );
         }
         let Some(open) = self.streaming.get(agent_id).map(|s| s.block) else {
             return;
@@ -488,9 +604,7 @@ impl State {
         if open.is_some_and(|(_, k)| k == kind) {
             return;
         }
-        if let Some((index, _)) = open {
-            out.push(self.stream_event(agent_id, wire::StreamEvent::ContentBlockStop { index }));
-        }
+        self.close_block(agent_id, out);
         let index = self.streaming.get(agent_id).map_or(0, |s| s.blocks);
         let content_block = match kind {
             "thinking" => wire::StreamBlock::Thinking {
@@ -511,7 +625,65 @@ impl State {
         if let Some(s) = self.streaming.get_mut(agent_id) {
             s.block = Some((index, kind));
             s.blocks = index + 1;
+            s.thinking_chars = 0;
         }
+    }
+
+    /// Ends `agent_id`'s open block: the block as its own `assistant`
+    /// message, then `content_block_stop` (Claude Code's order).
+    fn close_block(&mut self, agent_id: &str, out: &mut Vec<Output>) {
+        let Some(s) = self.streaming.get_mut(agent_id) else {
+            return;
+        };
+        let Some((index, kind)) = s.block.take() else {
+            return;
+        };
+        let (text, signature) = (
+            std::mem::take(&mut s.text),
+            std::mem::take(&mut s.signature),
+        );
+        let block = match kind {
+            "thinking" => ContentBlock::Thinking {
+                thinking: text,
+                signature,
+            },
+            _ => ContentBlock::text(text),
+        };
+        let content = serde_json::to_value([block]).unwrap_or(Value::Null);
+        out.push(self.block_message(agent_id, content, WireUsage::default(), None));
+        out.push(self.stream_event(agent_id, wire::StreamEvent::ContentBlockStop { index }));
+    }
+
+    /// One block of `agent_id`'s streaming message as an `assistant`
+    /// message (partial messages), under the message's id.
+    fn block_message(
+        &self,
+        agent_id: &str,
+        content: Value,
+        usage: WireUsage,
+        uuid: Option<String>,
+    ) -> Output {
+        Output::Assistant(wire::AssistantOut {
+            message: wire::ApiMessage {
+                id: self
+                    .streaming
+                    .get(agent_id)
+                    .map(|s| s.id.clone())
+                    .unwrap_or_default(),
+                kind: "message",
+                role: "assistant",
+                model: self.model_of(agent_id),
+                content,
+                stop_reason: None,
+                stop_sequence: None,
+                usage,
+            },
+            parent_tool_use_id: self.parent_of(agent_id),
+            session_id: self.session_id.clone(),
+            uuid: uuid.unwrap_or_else(wire::new_uuid),
+            timestamp: crate::clock::now_rfc3339(),
+            api_error: None,
+        })
     }
 
     /// Whether `agent_id`'s text and thinking go out: the main session's
@@ -589,6 +761,57 @@ impl State {
         }
     }
 
+    /// The end of `agent_id`'s streamed message (partial messages): each
+    /// block as its own message, as it ends (the last with the message's
+    /// usage and transcript line), what was not streamed (tool calls)
+    /// after, then `message_delta` and `message_stop`.
+    fn end_streamed(
+        &mut self,
+        agent_id: &str,
+        kept: &[&ContentBlock],
+        ended: &Ended<'_>,
+        out: &mut Vec<Output>,
+    ) {
+        let first = out.len();
+        self.close_block(agent_id, out);
+        for block in kept.iter().filter(|b| {
+            !matches!(
+                b,
+                ContentBlock::Text { .. }
+                    | ContentBlock::Thinking { .. }
+                    | ContentBlock::RedactedThinking { .. }
+            )
+        }) {
+            let content = serde_json::to_value([block]).unwrap_or(Value::Null);
+            out.push(self.block_message(agent_id, content, WireUsage::default(), None));
+        }
+        if let Some(Output::Assistant(last)) = out[first..]
+            .iter_mut()
+            .rev()
+            .find(|o| matches!(o, Output::Assistant(_)))
+        {
+            last.message.usage = wire_usage(ended.usage);
+            ended.model.clone_into(&mut last.message.model);
+            if let Some(u) = ended.line_uuid {
+                last.uuid.clone_from(u);
+            }
+        }
+        out.push(self.stream_event(
+            agent_id,
+            wire::StreamEvent::MessageDelta {
+                delta: wire::StreamStop {
+                    stop_reason: ended.stop,
+                    stop_sequence: None,
+                },
+                usage: wire::StreamOutputTokens {
+                    output_tokens: ended.usage.output_tokens,
+                },
+            },
+        ));
+        out.push(self.stream_event(agent_id, wire::StreamEvent::MessageStop));
+        self.streaming.remove(agent_id);
+    }
+
     /// A message of the conversation: an assistant message (closing its
     /// partial message), or a user message with tool results or of a
     /// sub-agent.
@@ -633,31 +856,16 @@ impl State {
                     .pending_usage
                     .remove(agent_id)
                     .unwrap_or_else(|| (self.model_of(agent_id), Usage::default()));
-                let id = match self.streaming.remove(agent_id) {
-                    Some(Streaming { id, block, .. }) => {
-                        if let Some((index, _)) = block {
-                            out.push(self.stream_event(
-                                agent_id,
-                                wire::StreamEvent::ContentBlockStop { index },
-                            ));
-                        }
-                        out.push(self.stream_event(
-                            agent_id,
-                            wire::StreamEvent::MessageDelta {
-                                delta: wire::StreamStop {
-                                    stop_reason: stop,
-                                    stop_sequence: None,
-                                },
-                                usage: wire::StreamOutputTokens {
-                                    output_tokens: usage.output_tokens,
-                                },
-                            },
-                        ));
-                        out.push(self.stream_event(agent_id, wire::StreamEvent::MessageStop));
-                        id
-                    }
-                    None => format!("msg_{}", wire::new_uuid().replace('-', "")),
-                };
+                if self.streaming.contains_key(agent_id) {
+                    let ended = Ended {
+                        stop,
+                        model: &model,
+                        usage: &usage,
+                        line_uuid: line_uuid.as_ref(),
+                    };
+                    return self.end_streamed(agent_id, &kept, &ended, out);
+                }
+                let id = format!("msg_{}", wire::new_uuid().replace('-', ""));
                 if nothing_kept {
                     return;
                 }
@@ -688,6 +896,7 @@ impl State {
                     .iter()
                     .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
                 if parent.is_some() || has_results || *synthetic {
+                    let (tool_use_result, tool_result_meta) = self.typed_results(message);
                     out.push(Output::User(wire::UserOut {
                         message: wire::UserApiMessage {
                             role: "user",
@@ -699,10 +908,72 @@ impl State {
                         timestamp: crate::clock::now_rfc3339(),
                         subagent: self.subagent_of.get(agent_id).cloned(),
                         is_synthetic: *synthetic,
+                        tool_use_result,
+                        tool_result_meta,
                     }));
                 }
             }
         }
+    }
+
+    /// A `user` message's tool results as Claude Code describes them: the
+    /// result as data when the message carries one result (the tool's
+    /// typed result, an Agent call's, else its text, `Error: …` for a
+    /// failure), and how each call was decided.
+    fn typed_results(
+        &mut self,
+        message: &crate::message::Message,
+    ) -> (Option<Value>, Option<Vec<wire::ToolResultMeta>>) {
+        let mut one = None;
+        let mut meta = Vec::new();
+        let results = message.content.iter().filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => Some((tool_use_id, content, *is_error)),
+            _ => None,
+        });
+        let mut count = 0;
+        for (id, content, is_error) in results {
+            count += 1;
+            let typed = self.typed.remove(id).flatten();
+            let agent = self.agent_calls.remove(id);
+            let (accepted, source, reason_type) =
+                self.decisions.remove(id).unwrap_or((true, "config", None));
+            meta.push(wire::ToolResultMeta {
+                id: id.clone(),
+                permission_decision: wire::PermissionDecision {
+                    decision: if accepted { "accept" } else { "reject" },
+                    source,
+                    reason_type,
+                },
+                non_execution_kind: (!accepted).then_some("permission-rule"),
+            });
+            let text = || {
+                content
+                    .iter()
+                    .filter_map(|c| match c {
+                        ToolResultContent::Text { text } => Some(text.as_str()),
+                        ToolResultContent::Image { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            one = Some(match (typed, agent) {
+                _ if is_error => Value::String(format!("Error: {}", text())),
+                (Some(t), _) => t,
+                (None, Some(a)) => match agent_result(a, content) {
+                    Some(v) => v,
+                    None => Value::String(text()),
+                },
+                (None, None) => Value::String(text()),
+            });
+        }
+        if count == 0 {
+            return (None, None);
+        }
+        ((count == 1).then_some(one).flatten(), Some(meta))
     }
 
     /// A sub-agent started: counted; cadre's `subagent_start`, Claude
@@ -732,6 +1003,17 @@ impl State {
         };
         self.parents.insert(agent_id.clone(), tool_use_id.clone());
         self.models.insert(agent_id.clone(), model.clone());
+        self.agent_calls.insert(
+            tool_use_id.clone(),
+            AgentCall {
+                agent_id: agent_id.clone(),
+                agent_type: agent_type.clone(),
+                prompt: prompt.clone(),
+                model: model.clone(),
+                usage: Usage::default(),
+                ended: None,
+            },
+        );
         let of = wire::SubagentOf {
             agent_id: agent_id.clone(),
             subagent_type: agent_type.clone(),
@@ -788,6 +1070,8 @@ impl State {
                 timestamp: crate::clock::now_rfc3339(),
                 subagent: Some(of),
                 is_synthetic: false,
+                tool_use_result: None,
+                tool_result_meta: None,
             }));
         }
     }
@@ -805,6 +1089,13 @@ impl State {
         else {
             return;
         };
+        if let Some(call) = self
+            .parents
+            .get(agent_id)
+            .and_then(|p| self.agent_calls.get_mut(p))
+        {
+            call.ended = Some((status.clone(), *tool_uses, *duration_ms, *total_tokens));
+        }
         out.push(Output::SubagentEnd(wire::SubagentEnd {
             agent_id: agent_id.clone(),
             status: status.clone(),
@@ -854,29 +1145,46 @@ impl State {
         )));
     }
 
-    fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
-        let sid = self.session_id.clone();
-        let mut out = Vec::new();
-        self.count_subagents(event);
-        self.count_denials(event);
+    /// A model response: its cost and tokens, a safety stop, the usage its
+    /// message will carry.
+    fn count_response(&mut self, event: &EngineEvent) {
+        let EngineEvent::ModelResponse {
+            agent_id,
+            model,
+            usage,
+            api_ms,
+            refused,
+        } = event
+        else {
+            return;
+        };
+        self.account(model, usage, *api_ms);
+        if *refused {
+            self.safety_stops += 1;
+        }
+        if let Some(call) = self
+            .parents
+            .get(agent_id)
+            .and_then(|p| self.agent_calls.get_mut(p))
+        {
+            call.usage.add(usage);
+        }
+        if !self.parents.contains_key(agent_id) {
+            self.main_last = Some(*usage);
+        }
+        self.pending_usage
+            .insert(agent_id.clone(), (model.clone(), *usage));
+    }
+
+    /// A piece of a streaming block, as partial messages (its message and
+    /// block opened first).
+    fn map_delta(&mut self, event: &EngineEvent, out: &mut Vec<Output>) {
         match event {
-            EngineEvent::ModelResponse {
-                agent_id,
-                model,
-                usage,
-                api_ms,
-            } => {
-                self.account(model, usage, *api_ms);
-                if !self.parents.contains_key(agent_id) {
-                    self.main_last = Some(*usage);
+            EngineEvent::TextDelta { agent_id, text } if self.forwards_text(agent_id) => {
+                self.open_block(agent_id, "text", out);
+                if let Some(s) = self.streaming.get_mut(agent_id) {
+                    s.text.push_str(text);
                 }
-                self.pending_usage
-                    .insert(agent_id.clone(), (model.clone(), *usage));
-            }
-            EngineEvent::TextDelta { agent_id, text }
-                if print == Print::Partials && self.forwards_text(agent_id) =>
-            {
-                self.open_block(agent_id, "text", &mut out);
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
@@ -886,10 +1194,12 @@ impl State {
                     },
                 ));
             }
-            EngineEvent::ThinkingDelta { agent_id, thinking }
-                if print == Print::Partials && self.forwards_text(agent_id) =>
-            {
-                self.open_block(agent_id, "thinking", &mut out);
+            EngineEvent::ThinkingDelta { agent_id, thinking } if self.forwards_text(agent_id) => {
+                self.open_block(agent_id, "thinking", out);
+                out.extend(self.thinking_estimate(agent_id, thinking));
+                if let Some(s) = self.streaming.get_mut(agent_id) {
+                    s.text.push_str(thinking);
+                }
                 let index = self.open_index(agent_id);
                 out.push(self.stream_event(
                     agent_id,
@@ -904,10 +1214,13 @@ impl State {
             EngineEvent::SignatureDelta {
                 agent_id,
                 signature,
-            } if print == Print::Partials => {
+            } => {
                 // Part of the thinking block streaming now.
                 let open = self.streaming.get(agent_id).and_then(|s| s.block);
                 if let Some((index, "thinking")) = open {
+                    if let Some(s) = self.streaming.get_mut(agent_id) {
+                        s.signature.push_str(signature);
+                    }
                     out.push(self.stream_event(
                         agent_id,
                         wire::StreamEvent::ContentBlockDelta {
@@ -918,6 +1231,24 @@ impl State {
                         },
                     ));
                 }
+            }
+            _ => {}
+        }
+    }
+
+    fn map(&mut self, event: &EngineEvent, print: Print) -> Vec<Output> {
+        let sid = self.session_id.clone();
+        let mut out = Vec::new();
+        self.count_subagents(event);
+        self.count_denials(event);
+        match event {
+            e @ EngineEvent::ModelResponse { .. } => self.count_response(e),
+            e @ (EngineEvent::TextDelta { .. }
+            | EngineEvent::ThinkingDelta { .. }
+            | EngineEvent::SignatureDelta { .. })
+                if print == Print::Partials =>
+            {
+                self.map_delta(e, &mut out);
             }
             e @ EngineEvent::Message { .. } if print != Print::Nothing => {
                 self.map_message(e, sid, &mut out);
@@ -930,8 +1261,23 @@ impl State {
                     (name.clone(), std::time::Instant::now()),
                 );
             }
-            EngineEvent::ToolResult { tool_use_id, .. } => {
+            EngineEvent::ToolResult {
+                tool_use_id, typed, ..
+            } => {
                 self.calls.remove(tool_use_id);
+                if print != Print::Nothing {
+                    self.typed.insert(tool_use_id.clone(), typed.clone());
+                }
+            }
+            EngineEvent::ToolDecision {
+                tool_use_id,
+                accept,
+                source,
+                reason_type,
+                ..
+            } if print != Print::Nothing => {
+                self.decisions
+                    .insert(tool_use_id.clone(), (*accept, *source, *reason_type));
             }
             EngineEvent::ToolProgress {
                 agent_id,
@@ -1069,8 +1415,13 @@ mod tests {
             },
         ] {
             for out in s.map(&event, Print::Partials) {
-                if let Output::StreamEvent(se) = out {
-                    lines.push(serde_json::to_string(&se.event).unwrap());
+                match out {
+                    Output::StreamEvent(se) => {
+                        lines.push(serde_json::to_string(&se.event).unwrap());
+                    }
+                    // Each block as its own message, before its stop.
+                    Output::Assistant(a) => lines.push(format!("assistant {}", a.message.content)),
+                    _ => {}
                 }
             }
         }
@@ -1084,9 +1435,11 @@ mod tests {
                 r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}"#,
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
                 r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}"#,
+                r#"assistant [{"type":"thinking","thinking":"hm","signature":"sig"}]"#,
                 r#"{"type":"content_block_stop","index":0}"#,
                 r#"{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}"#,
                 r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"hi"}}"#,
+                r#"assistant [{"type":"text","text":"hi"}]"#,
                 r#"{"type":"content_block_stop","index":1}"#,
                 r#"{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":0}}"#,
                 r#"{"type":"message_stop"}"#,
@@ -1150,6 +1503,7 @@ mod tests {
             &EngineEvent::ModelResponse {
                 agent_id: "main".into(),
                 model: "claude-sonnet-4-5".into(),
+                refused: false,
                 usage: Usage {
                     input_tokens: 10_000,
                     ..Usage::default()
@@ -1224,6 +1578,7 @@ mod tests {
                 tool_use_id: "toolu_mcp".into(),
                 is_error: false,
                 error: None,
+                typed: None,
             },
             Print::Messages,
         );

@@ -252,6 +252,196 @@ fn user_message(u: wire::UserIn) -> Result<Message, String> {
     }
 }
 
+/// What the stdin reader passes its lines to.
+struct Lines {
+    replay: bool,
+    tx: mpsc::UnboundedSender<Incoming>,
+    control: Arc<Control>,
+    prompts: Arc<Prompts>,
+    engine: Arc<std::sync::OnceLock<Arc<runtime::Engine>>>,
+    emitter: Emitter,
+    started: std::time::Instant,
+}
+
+impl Lines {
+    /// A user message (line `n`): a prompt for the session loop, kept as
+    /// sent to be echoed with `replay`.
+    fn user(&self, u: wire::UserIn, n: u64) {
+        let verbatim = u.client_composed;
+        let uuid = u.uuid.clone();
+        let echo = self.replay.then(|| Echo {
+            message: wire::UserApiMessage {
+                role: "user",
+                content: u.message.content.clone(),
+            },
+            parent_tool_use_id: u.parent_tool_use_id.clone(),
+            origin: u.origin.clone(),
+        });
+        let origin = u.echoed_origin();
+        match user_message(u) {
+            Ok(message) => {
+                let (id, cancel) = self.prompts.admit();
+                self.prompts.name(id, uuid.as_deref());
+                let _ = self.tx.send(Incoming::User(Prompt {
+                    message,
+                    id,
+                    cancel,
+                    verbatim,
+                    echo,
+                    origin,
+                    uuid,
+                }));
+            }
+            Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
+        }
+    }
+
+    /// A control request (stdin line `line`): answered at once, passed
+    /// to the session loop, or answered by `control.rs`.
+    async fn request(&self, id: String, request: FromClient, line: &[u8]) {
+        let (tx, engine) = (&self.tx, &self.engine);
+        let mcp = engine.get().map(|e| &e.mcp);
+        let reply = match request {
+            FromClient::Initialize {
+                hooks,
+                agents,
+                forward_subagent_text,
+                rest,
+            } => {
+                let ignored: Vec<&str> = rest
+                    .iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, _)| k.as_str())
+                    .collect();
+                if !ignored.is_empty() {
+                    eprintln!(
+                        "cadre: not supported in initialize: {} (ignored)",
+                        ignored.join(", ")
+                    );
+                }
+                let _ = tx.send(Incoming::Initialize {
+                    request_id: id,
+                    hooks: hooks.unwrap_or_default(),
+                    agents,
+                    forward_subagent_text: forward_subagent_text.unwrap_or(false),
+                });
+                None
+            }
+            FromClient::Interrupt => {
+                // Acknowledged first, so the answer precedes the `result`
+                // of the prompt it stops.
+                send(&Output::ControlResponse(wire::ControlResponseOut::success(
+                    &id,
+                    wire::Done {},
+                )));
+                let n = self.prompts.interrupt();
+                tracing::debug!("interrupt: {n} prompt(s) cancelled");
+                None
+            }
+            FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
+                Ok(m) => {
+                    let _ = tx.send(Incoming::SetMode(m));
+                    wire::ControlResponseOut::success(&id, wire::Done {})
+                }
+                Err(e) => wire::ControlResponseOut::error(&id, e),
+            }),
+            FromClient::SetModel { model } => {
+                // `default` (the first of `initialize`'s models): the
+                // configured model, as `null`.
+                let model = model.filter(|m| m != "default");
+                let _ = tx.send(Incoming::SetModel(model));
+                Some(wire::ControlResponseOut::success(&id, wire::Done {}))
+            }
+            FromClient::SetMaxThinkingTokens {
+                max_thinking_tokens,
+            } => {
+                let _ = tx.send(Incoming::SetThinking(max_thinking_tokens));
+                Some(wire::ControlResponseOut::success(&id, wire::Done {}))
+            }
+            FromClient::McpStatus => Some(wire::ControlResponseOut::success(
+                &id,
+                wire::McpStatusAnswer {
+                    mcp_servers: mcp.map(|m| server_statuses(m)).unwrap_or_default(),
+                },
+            )),
+            FromClient::StopTask { task_id } => {
+                if let Some(task) = engine.get().and_then(|e| e.tasks.get(&task_id)) {
+                    task.cancel.cancel();
+                }
+                Some(wire::ControlResponseOut::success(&id, wire::Done {}))
+            }
+            FromClient::GetContextUsage => Some(wire::ControlResponseOut::success(
+                &id,
+                context_usage(engine.get(), &self.emitter),
+            )),
+            FromClient::RewindFiles {
+                user_message_id,
+                dry_run,
+            } => Some(self.rewind(&id, user_message_id.as_deref(), dry_run == Some(true))),
+            FromClient::Unsupported => {
+                self.elsewhere(id, line).await;
+                None
+            }
+        };
+        if let Some(r) = reply {
+            send(&Output::ControlResponse(r));
+        }
+    }
+
+    /// `rewind_files`, with Claude Code's answers: a failed dry run is a
+    /// success saying why; a failed rewind an error.
+    fn rewind(
+        &self,
+        id: &str,
+        user_message_id: Option<&str>,
+        dry_run: bool,
+    ) -> wire::ControlResponseOut {
+        let done = match self.engine.get().and_then(|e| e.file_history.as_ref()) {
+            None => Err("File rewinding is not enabled.".to_string()),
+            Some(h) => h.rewind(user_message_id.unwrap_or(""), dry_run),
+        };
+        match done {
+            Ok(r) => wire::ControlResponseOut::success(id, rewind_answer(&r, dry_run)),
+            Err(why) if dry_run => wire::ControlResponseOut::success(
+                id,
+                wire::RewindAnswer {
+                    can_rewind: false,
+                    error: Some(why),
+                    files_changed: None,
+                    insertions: None,
+                    deletions: None,
+                    skipped_links: None,
+                },
+            ),
+            Err(why) => wire::ControlResponseOut::error(id, why),
+        }
+    }
+
+    /// A request `control.rs` answers: now, or once the session is set up
+    /// (or, for one that writes the transcript, between prompts).
+    async fn elsewhere(&self, id: String, line: &[u8]) {
+        let ctx = super::control::Ctx {
+            engine: self.engine.get().cloned(),
+            emitter: self.emitter.clone(),
+            withdraw: {
+                let p = Arc::clone(&self.prompts);
+                Arc::new(move |uuid: &str| p.withdraw(uuid))
+            },
+            started: self.started,
+            transcript: None,
+        };
+        if (ctx.engine.is_none() && super::control::needs_session(line))
+            || super::control::needs_transcript(line)
+        {
+            // Answered by the session loop (which sets the session up,
+            // as `initialize` does).
+            let _ = self.tx.send(Incoming::Control(id, line.to_vec(), ctx));
+        } else {
+            super::control::respond(id, line.to_vec(), ctx).await;
+        }
+    }
+}
+
 /// Reads stdin lines until it ends: answers control responses and
 /// interrupts at once, passes the rest on in order. No line longer than
 /// `max` bytes is held: it is skipped to its newline and reported. With
@@ -269,7 +459,15 @@ fn spawn_reader<R>(
 ) where
     R: tokio::io::AsyncBufRead + Unpin + Send + 'static,
 {
-    let started = std::time::Instant::now();
+    let lines = Lines {
+        replay,
+        tx,
+        control,
+        prompts,
+        engine,
+        emitter,
+        started: std::time::Instant::now(),
+    };
     tokio::spawn(async move {
         let cap = usize::try_from(max).unwrap_or(usize::MAX);
         let mut line = Vec::new();
@@ -283,7 +481,7 @@ fn spawn_reader<R>(
                         "cadre: stdin:{n}: a line of {bytes} bytes, longer than the limit of \
                          {max} bytes (--max-input-line-bytes); skipped"
                     );
-                    let _ = tx.send(Incoming::TooLong { line: n, bytes });
+                    let _ = lines.tx.send(Incoming::TooLong { line: n, bytes });
                     continue;
                 }
                 Ok(None) => break,
@@ -296,190 +494,25 @@ fn spawn_reader<R>(
             if line.trim_ascii().is_empty() {
                 continue;
             }
-            let input: Input = match serde_json::from_slice(&line) {
-                Ok(i) => i,
-                Err(e) => {
-                    eprintln!(
-                        "cadre: stdin:{n}:{}: not a stream-json message: {e}",
-                        e.column()
-                    );
-                    continue;
+            match serde_json::from_slice::<Input>(&line) {
+                Ok(Input::User(u)) => lines.user(u, n),
+                Ok(Input::ControlResponse(r)) => lines.control.answer(r.response),
+                Ok(Input::ControlCancelRequest { .. } | Input::KeepAlive) => {}
+                Ok(Input::ControlRequest(req)) => {
+                    lines.request(req.request_id, req.request, &line).await;
                 }
-            };
-            match input {
-                Input::User(u) => {
-                    let verbatim = u.client_composed;
-                    let uuid = u.uuid.clone();
-                    let echo = replay.then(|| Echo {
-                        message: wire::UserApiMessage {
-                            role: "user",
-                            content: u.message.content.clone(),
-                        },
-                        parent_tool_use_id: u.parent_tool_use_id.clone(),
-                        origin: u.origin.clone(),
-                    });
-                    let origin = u.echoed_origin();
-                    match user_message(u) {
-                        Ok(message) => {
-                            let (id, cancel) = prompts.admit();
-                            prompts.name(id, uuid.as_deref());
-                            let _ = tx.send(Incoming::User(Prompt {
-                                message,
-                                id,
-                                cancel,
-                                verbatim,
-                                echo,
-                                origin,
-                                uuid,
-                            }));
-                        }
-                        Err(e) => eprintln!("cadre: stdin:{n}: user message: {e}"),
-                    }
-                }
-                Input::ControlResponse(r) => control.answer(r.response),
-                Input::ControlCancelRequest { .. } | Input::KeepAlive => {}
-                Input::ControlRequest(req) => {
-                    let id = req.request_id;
-                    let mcp = engine.get().map(|e| &e.mcp);
-                    let reply = match req.request {
-                        FromClient::Initialize {
-                            hooks,
-                            agents,
-                            forward_subagent_text,
-                            rest,
-                        } => {
-                            let ignored: Vec<&str> = rest
-                                .iter()
-                                .filter(|(_, v)| !v.is_null())
-                                .map(|(k, _)| k.as_str())
-                                .collect();
-                            if !ignored.is_empty() {
-                                eprintln!(
-                                    "cadre: not supported in initialize: {} (ignored)",
-                                    ignored.join(", ")
-                                );
-                            }
-                            let _ = tx.send(Incoming::Initialize {
-                                request_id: id,
-                                hooks: hooks.unwrap_or_default(),
-                                agents,
-                                forward_subagent_text: forward_subagent_text.unwrap_or(false),
-                            });
-                            None
-                        }
-                        FromClient::Interrupt => {
-                            // Acknowledged first, so the answer precedes the
-                            // `result` of the prompt it stops.
-                            send(&Output::ControlResponse(wire::ControlResponseOut::success(
-                                &id,
-                                wire::Done {},
-                            )));
-                            let n = prompts.interrupt();
-                            tracing::debug!("interrupt: {n} prompt(s) cancelled");
-                            None
-                        }
-                        FromClient::SetPermissionMode { mode } => Some(match parse_mode(&mode) {
-                            Ok(m) => {
-                                let _ = tx.send(Incoming::SetMode(m));
-                                wire::ControlResponseOut::success(&id, wire::Done {})
-                            }
-                            Err(e) => wire::ControlResponseOut::error(&id, e),
-                        }),
-                        FromClient::SetModel { model } => {
-                            // `default` (the first of `initialize`'s models):
-                            // the configured model, as `null`.
-                            let model = model.filter(|m| m != "default");
-                            let _ = tx.send(Incoming::SetModel(model));
-                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
-                        }
-                        FromClient::SetMaxThinkingTokens {
-                            max_thinking_tokens,
-                        } => {
-                            let _ = tx.send(Incoming::SetThinking(max_thinking_tokens));
-                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
-                        }
-                        FromClient::McpStatus => Some(wire::ControlResponseOut::success(
-                            &id,
-                            wire::McpStatusAnswer {
-                                mcp_servers: mcp.map(|m| server_statuses(m)).unwrap_or_default(),
-                            },
-                        )),
-                        FromClient::StopTask { task_id } => {
-                            if let Some(task) = engine.get().and_then(|e| e.tasks.get(&task_id)) {
-                                task.cancel.cancel();
-                            }
-                            Some(wire::ControlResponseOut::success(&id, wire::Done {}))
-                        }
-                        FromClient::GetContextUsage => Some(wire::ControlResponseOut::success(
-                            &id,
-                            context_usage(engine.get(), &emitter),
-                        )),
-                        // Claude Code's answers: a failed dry run is a
-                        // success saying why; a failed rewind an error.
-                        FromClient::RewindFiles {
-                            user_message_id,
-                            dry_run,
-                        } => {
-                            let dry_run = dry_run == Some(true);
-                            let done = match engine.get().and_then(|e| e.file_history.as_ref()) {
-                                None => Err("File rewinding is not enabled.".to_string()),
-                                Some(h) => {
-                                    h.rewind(user_message_id.as_deref().unwrap_or(""), dry_run)
-                                }
-                            };
-                            Some(match done {
-                                Ok(r) => wire::ControlResponseOut::success(
-                                    &id,
-                                    rewind_answer(&r, dry_run),
-                                ),
-                                Err(why) if dry_run => wire::ControlResponseOut::success(
-                                    &id,
-                                    wire::RewindAnswer {
-                                        can_rewind: false,
-                                        error: Some(why),
-                                        files_changed: None,
-                                        insertions: None,
-                                        deletions: None,
-                                        skipped_links: None,
-                                    },
-                                ),
-                                Err(why) => wire::ControlResponseOut::error(&id, why),
-                            })
-                        }
-                        FromClient::Unsupported => {
-                            let ctx = super::control::Ctx {
-                                engine: engine.get().cloned(),
-                                emitter: emitter.clone(),
-                                withdraw: {
-                                    let p = Arc::clone(&prompts);
-                                    Arc::new(move |uuid: &str| p.withdraw(uuid))
-                                },
-                                started,
-                            };
-                            if ctx.engine.is_none() && super::control::needs_session(&line) {
-                                // Answered once the session is set up (which
-                                // this starts, as `initialize` does).
-                                let _ = tx.send(Incoming::Control(id, line.clone(), ctx));
-                            } else {
-                                super::control::respond(id, line.clone(), ctx).await;
-                            }
-                            None
-                        }
-                    };
-                    if let Some(r) = reply {
-                        send(&Output::ControlResponse(r));
-                    }
-                }
+                Err(e) => eprintln!(
+                    "cadre: stdin:{n}:{}: not a stream-json message: {e}",
+                    e.column()
+                ),
             }
         }
         tracing::debug!("stdin ended after {n} lines");
-        control.close();
-        let _ = tx.send(Incoming::End);
+        lines.control.close();
+        let _ = lines.tx.send(Incoming::End);
     });
 }
 
-/// The answer to `get_context_usage`: Claude Code's main figures for the
-/// main conversation, counted from its last response (what it read and
 /// wrote), against the model's window and the auto-compact threshold.
 fn context_usage(engine: Option<&Arc<runtime::Engine>>, emitter: &Emitter) -> wire::ContextUsage {
     let (model, last) = emitter.main_context();
@@ -610,8 +643,13 @@ async fn call_client_hooks(
             let failure =
                 match tokio::time::timeout(std::time::Duration::from_secs_f64(secs), ask).await {
                     Ok(Ok(v)) => {
-                        out.push(v);
-                        continue;
+                        match wire::read_answer::<wire::HookOutputIn>("hook_callback", v.clone()) {
+                            Ok(_) => {
+                                out.push(v);
+                                continue;
+                            }
+                            Err(why) => format!("{event} hook callback {id}: {why}"),
+                        }
                     }
                     Ok(Err(e)) => format!("{event} hook callback {id} failed: {e}"),
                     Err(_) => format!("{event} hook callback {id} gave no answer within {secs} s"),
@@ -694,11 +732,10 @@ fn spawn_sdk_bridge(control: Arc<Control>, server: String, stream: tokio::io::Du
                     return;
                 }
                 let error = |text: String| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": text}});
-                let response = match answer {
-                    Ok(v) => v
-                        .get("mcp_response")
-                        .cloned()
-                        .unwrap_or_else(|| error("the client's answer has no mcp_response".into())),
+                let response = match answer
+                    .and_then(|v| wire::read_answer::<wire::McpAnswerIn>("mcp_message", v))
+                {
+                    Ok(a) => a.mcp_response,
                     Err(e) => error(e),
                 };
                 let _ = tx.send(format!("{response}\n"));
@@ -708,23 +745,40 @@ fn spawn_sdk_bridge(control: Arc<Control>, server: String, stream: tokio::io::Du
 }
 
 /// `can_use_tool` through the client.
-fn client_asker(control: Arc<Control>) -> runtime::Asker {
+fn client_asker(control: Arc<Control>, prompts: Arc<Prompts>) -> runtime::Asker {
     Arc::new(move |ask: runtime::AskRequest| {
         let control = Arc::clone(&control);
+        let prompts = Arc::clone(&prompts);
         Box::pin(async move {
             let answer = control
-                .ask(ToClient::CanUseTool {
-                    permission_suggestions: wire::permission_suggestions(&ask.tool, &ask.input),
-                    tool_name: ask.tool,
+                .ask(wire::can_use_tool(wire::PermissionAsk {
+                    tool: ask.tool,
                     input: ask.input,
                     tool_use_id: ask.tool_use_id,
-                    agent_id: (ask.agent_id != "main").then_some(ask.agent_id),
-                    decision_reason: ask.reason,
-                })
+                    agent_id: ask.agent_id,
+                    reason: ask.reason,
+                    question: ask.question,
+                    cwd: std::env::current_dir().unwrap_or_default(),
+                }))
                 .await;
             match answer {
                 Ok(v) => {
                     let a = wire::permission_answer(&v);
+                    if let Some(why) = a.invalid {
+                        eprintln!("cadre: {why}; the call is denied");
+                        return runtime::AskAnswer {
+                            allow: false,
+                            message: Some(format!(
+                                "the host's permission answer could not be read ({why})"
+                            )),
+                            ..runtime::AskAnswer::default()
+                        };
+                    }
+                    if a.interrupt {
+                        // Denied, and the prompt's run stops (Claude
+                        // Code's `interrupt: true`).
+                        prompts.interrupt();
+                    }
                     for p in &a.problems {
                         eprintln!("cadre: can_use_tool answer: {p}; that update is ignored");
                     }
@@ -762,8 +816,8 @@ fn client_elicitor(control: Arc<Control>) -> crate::mcp::Elicitor {
                     requested_schema: ask.requested_schema,
                 })
                 .await;
-            match answer {
-                Ok(v) => wire::elicitation_answer(&v),
+            match answer.and_then(|v| wire::elicitation_answer(&v)) {
+                Ok(a) => a,
                 Err(e) => {
                     eprintln!(
                         "cadre: the elicitation request of MCP server `{server}` failed, declined: {e}"
@@ -786,6 +840,9 @@ fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
             let answer = control
                 .ask(ToClient::CanUseTool {
                     tool_name: runtime::ask_user::ASK_USER_QUESTION.to_string(),
+                    display_name: runtime::ask_user::ASK_USER_QUESTION.to_string(),
+                    description: "the model asks the user questions".to_string(),
+                    blocked_path: None,
                     input: q.input,
                     permission_suggestions: Vec::new(),
                     tool_use_id: q.tool_use_id,
@@ -797,6 +854,9 @@ fn client_questioner(control: Arc<Control>) -> runtime::ask_user::Questioner {
                     error: e.to_string(),
                 })?;
             let read = wire::permission_answer(&answer);
+            if let Some(error) = read.invalid {
+                return Err(Unanswered::Failed { error });
+            }
             if !read.allow {
                 return Err(Unanswered::Declined {
                     message: read.message,
@@ -979,7 +1039,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     let hooks = std::mem::take(&mut opening.hooks);
     let asker = wire_client(
         &g,
-        &control,
+        (&control, &prompts),
         &mut extras,
         hooks,
         (&plan.sdk_servers, plan.stdio_permissions, plan.input),
@@ -1030,6 +1090,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     prepare::wait_for_servers(&engine, progress.as_deref(), startup).await;
     for (id, line, mut ctx) in std::mem::take(&mut opening.early_control) {
         ctx.engine = Some(Arc::clone(&engine));
+        ctx.transcript = Some(Arc::clone(session.transcript()));
         super::control::respond(id, line, ctx).await;
     }
     // A resumed conversation already has its first message (and memory).
@@ -1079,26 +1140,7 @@ pub async fn headless(g: &GlobalArgs, h: HeadlessArgs) -> Result<(), CliError> {
     for (line, bytes) in std::mem::take(&mut opening.skipped) {
         run.too_long(&mut live, line, bytes);
     }
-    let mut first = opening.first.take();
-    loop {
-        let prompt = match first.take() {
-            Some(m) => m,
-            None => match opening.rx.as_mut() {
-                None => break,
-                Some(r) => match run.next_prompt(&mut live, r).await {
-                    Some(p) => p,
-                    None => break,
-                },
-            },
-        };
-        // Withdrawn while it waited (`cancel_async_message`).
-        if !run.prompts.start(prompt.id) {
-            continue;
-        }
-        if run.answer(&mut live, prompt).await? {
-            break;
-        }
-    }
+    run.serve(&mut live, &mut opening).await?;
     live.session.session_end_hooks("other").await;
     // The session is over: children still running end with it.
     live.engine
@@ -1233,7 +1275,7 @@ async fn open_input(
 /// elicitations and AskUserQuestion, file checkpoints.
 fn wire_client(
     g: &GlobalArgs,
-    control: &Arc<Control>,
+    (control, prompts): (&Arc<Control>, &Arc<Prompts>),
     extras: &mut Extras,
     hooks: BTreeMap<String, Vec<wire::HookMatcherIn>>,
     (sdk_servers, stdio_permissions, input): (&[String], bool, InputFormat),
@@ -1258,7 +1300,7 @@ fn wire_client(
     if !sdk_servers.is_empty() {
         extras.mcp_local = Some(sdk_connector(Arc::clone(control), sdk_servers.to_vec()));
     }
-    let asker = stdio_permissions.then(|| client_asker(Arc::clone(control)));
+    let asker = stdio_permissions.then(|| client_asker(Arc::clone(control), Arc::clone(prompts)));
     if input == InputFormat::StreamJson {
         extras.elicitor = Some(client_elicitor(Arc::clone(control)));
     }
@@ -1367,6 +1409,31 @@ struct Live {
 type Local = (String, Option<&'static str>);
 
 impl Run<'_> {
+    /// Answers the prompts, the first one read and then stdin's, until
+    /// stdin ends or a prompt stops the session.
+    async fn serve(&self, live: &mut Live, opening: &mut Opening) -> Result<(), CliError> {
+        let mut first = opening.first.take();
+        loop {
+            let prompt = match first.take() {
+                Some(m) => m,
+                None => match opening.rx.as_mut() {
+                    None => return Ok(()),
+                    Some(r) => match self.next_prompt(live, r).await {
+                        Some(p) => p,
+                        None => return Ok(()),
+                    },
+                },
+            };
+            // Withdrawn while it waited (`cancel_async_message`).
+            if !self.prompts.start(prompt.id) {
+                continue;
+            }
+            if self.answer(live, prompt).await? {
+                return Ok(());
+            }
+        }
+    }
+
     /// Answers a stdin line longer than the cap with an error `result`.
     fn too_long(&self, live: &mut Live, line: u64, bytes: u64) {
         let result = too_long_result(
@@ -1425,6 +1492,7 @@ impl Run<'_> {
                 }
                 Some(Incoming::Control(id, line, mut ctx)) => {
                     ctx.engine = Some(Arc::clone(engine));
+                    ctx.transcript = Some(Arc::clone(session.transcript()));
                     super::control::respond(id, line, ctx).await;
                 }
                 Some(Incoming::TooLong { line, bytes }) => self.too_long(live, line, bytes),

@@ -65,6 +65,7 @@ pub(super) fn result_of(
     let a = emitter.accounts();
     let usage = a.usage.since(&start.usage);
     let (result_index, model_usage_since_last_result, subagent_stats) = emitter.next_result();
+    let (safety_stops, begun_message_ids) = emitter.take_prompt_marks();
     let (subtype, result, num_turns, stop_reason, errors) = match outcome {
         // `--json-schema`: the answer is the structured output, as JSON.
         Ok(o) if o.structured_output.is_some() => (
@@ -183,6 +184,8 @@ pub(super) fn result_of(
         result_index,
         queued_turn_count: 0,
         subagent_stats: Box::new(subagent_stats),
+        safety_stops,
+        begun_message_ids,
         stop_reason,
         terminal_reason,
         api_error_status: failed.as_ref().and_then(|f| f.api_error_status),

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::config::PermissionMode;
 use crate::runtime::grants::{Destination, PermissionUpdate};
@@ -112,6 +112,42 @@ pub enum System {
     /// The session started or finished work (with
     /// `CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS` set, as Claude Code).
     SessionStateChanged(SessionStateChanged),
+    /// `--include-partial-messages`: what the session is doing now
+    /// (`requesting`: a model request is on its way).
+    Status(Status),
+    /// `--include-partial-messages`: an estimate of the thinking streamed
+    /// so far in the open thinking block.
+    ThinkingTokens(ThinkingTokens),
+    /// The host renamed the session (`rename_session`).
+    SessionTitleChanged(SessionTitleChanged),
+}
+
+/// `system`/`status`.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct Status {
+    pub status: &'static str,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+/// `system`/`thinking_tokens`: about four characters a token.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct ThinkingTokens {
+    pub estimated_tokens: u64,
+    pub estimated_tokens_delta: u64,
+    pub session_id: String,
+    pub uuid: String,
+}
+
+/// `system`/`session_title_changed`.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct SessionTitleChanged {
+    pub title: String,
+    pub uuid: String,
+    pub session_id: String,
 }
 
 /// `system`/`session_state_changed`: `running` when a prompt starts,
@@ -294,6 +330,61 @@ pub struct UserOut {
     /// A message cadre added to the conversation itself (a reminder).
     #[serde(rename = "isSynthetic", skip_serializing_if = "std::ops::Not::not")]
     pub is_synthetic: bool,
+    /// A message carrying one tool result: the result as data (the SDKs'
+    /// typed tool results: Read's file, Bash's stdout, Edit's patch, …),
+    /// or its text (`Error: …` for a failed call) where the tool has no
+    /// typed form.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use_result: Option<Value>,
+    /// For each tool result in the message: how its call was decided.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_result_meta: Option<Vec<ToolResultMeta>>,
+}
+
+/// An Agent call's result as data (Claude Code's `AgentOutput`), for a
+/// sub-agent that ran in the foreground.
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AgentToolResult {
+    /// `completed`, `failed`, `stopped`.
+    pub status: &'static str,
+    pub prompt: String,
+    pub agent_id: String,
+    pub agent_type: String,
+    /// The sub-agent's answer, as the tool result's blocks.
+    pub content: Value,
+    pub resolved_model: String,
+    pub total_duration_ms: u64,
+    pub total_tokens: u64,
+    pub total_tool_use_count: u32,
+    pub usage: ResultUsage,
+}
+
+/// How one tool call of a `user` message's results was decided (Claude
+/// Code's `tool_result_meta`).
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct ToolResultMeta {
+    /// The tool call's id.
+    pub id: String,
+    pub permission_decision: PermissionDecision,
+    /// `permission-rule` for a call refused before it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub non_execution_kind: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct PermissionDecision {
+    /// `accept` or `reject`.
+    pub decision: &'static str,
+    /// `config` (rules, mode, flags), `hook`, `user_reject` (the host or
+    /// the person), `user_accept`.
+    pub source: &'static str,
+    /// What in the configuration decided: `rule`, `mode`, `hook`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_type: Option<&'static str>,
 }
 
 /// The sub-agent a message comes from (Claude Code's fields).
@@ -331,6 +422,9 @@ pub struct StreamEventOut {
     pub session_id: String,
     pub event: StreamEvent,
     pub parent_tool_use_id: Option<String>,
+    /// The id of the message it belongs to (its `assistant` message's
+    /// `message.id`).
+    pub api_message_id: String,
 }
 
 /// Token counts in the Messages API shape.
@@ -516,6 +610,13 @@ pub struct ResultOut {
     /// Prompts read and waiting behind this one.
     pub queued_turn_count: u64,
     pub subagent_stats: Box<SubagentStats>,
+    /// Replies the model's safety systems stopped (Claude Code's count of
+    /// `refusal` stop reasons); 0 when none.
+    pub safety_stops: u64,
+    /// `--include-partial-messages`: the ids of the model responses whose
+    /// stream began during this prompt, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub begun_message_ids: Option<Vec<String>>,
     pub stop_reason: Option<String>,
     /// Why the run ended, in Claude Code's words (`completed`, `max_turns`,
     /// `api_error`, `prompt_too_long`, `aborted_streaming`, …); absent for
@@ -557,7 +658,15 @@ pub enum ToClient {
     /// `--permission-prompt-tool stdio`: may this tool call run?
     CanUseTool {
         tool_name: String,
+        /// The tool's name for a person (the tool's name).
+        display_name: String,
         input: Value,
+        /// What the call does, in a line: Bash's `description` or command,
+        /// a file tool's path, else the question cadre would ask.
+        description: String,
+        /// The file or folder the call would change, when it names one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        blocked_path: Option<String>,
         permission_suggestions: Vec<PermissionSuggestion>,
         tool_use_id: String,
         /// Set for a sub-agent's call.
@@ -1062,6 +1171,10 @@ pub enum PermissionSuggestion {
         mode: &'static str,
         destination: &'static str,
     },
+    AddDirectories {
+        directories: Vec<String>,
+        destination: &'static str,
+    },
 }
 
 /// A rule as Claude Code's permission updates name it.
@@ -1232,7 +1345,9 @@ pub struct ControlResponseIn {
 pub enum ResponseIn {
     Success {
         request_id: String,
+        /// Read as the request it answers expects ([`read_answer`]).
         #[serde(default)]
+        #[cfg_attr(test, schemars(with = "Option<ClientAnswerIn>"))]
         response: Value,
     },
     Error {
@@ -1252,12 +1367,164 @@ impl ResponseIn {
     }
 }
 
+/// The client's answer to a `can_use_tool` request (Claude Code's
+/// `PermissionResult`), as it must be written. Anything else is not an
+/// answer: the call is denied, with why (as Claude Code does).
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "behavior", rename_all = "snake_case")]
+pub enum PermissionResultIn {
+    Allow {
+        /// The input to run the call with instead.
+        #[serde(default, rename = "updatedInput")]
+        updated_input: Option<Map<String, Value>>,
+        /// Permission updates to keep (each read on its own: one that
+        /// cannot be read is named on stderr and skipped).
+        #[serde(default, rename = "updatedPermissions")]
+        #[cfg_attr(test, schemars(with = "Option<Vec<PermissionUpdateIn>>"))]
+        updated_permissions: Option<Vec<Value>>,
+        #[serde(default, rename = "toolUseID")]
+        tool_use_id: Option<String>,
+    },
+    Deny {
+        /// Why, for the model.
+        #[serde(default)]
+        message: Option<String>,
+        /// Stop the prompt's run too.
+        #[serde(default)]
+        interrupt: Option<bool>,
+        #[serde(default, rename = "toolUseID")]
+        tool_use_id: Option<String>,
+    },
+}
+
+/// One permission update of an allow (Claude Code's `PermissionUpdate`),
+/// for the schema; [`permission_update`] reads it.
+#[cfg(test)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "camelCase")]
+#[allow(dead_code)]
+pub enum PermissionUpdateIn {
+    AddRules {
+        rules: Vec<RuleIn>,
+        behavior: String,
+        destination: Option<String>,
+    },
+    ReplaceRules {
+        rules: Vec<RuleIn>,
+        behavior: String,
+        destination: Option<String>,
+    },
+    RemoveRules {
+        rules: Vec<RuleIn>,
+        behavior: String,
+        destination: Option<String>,
+    },
+    SetMode {
+        mode: String,
+        destination: Option<String>,
+    },
+    AddDirectories {
+        directories: Vec<String>,
+        destination: Option<String>,
+    },
+    RemoveDirectories {
+        directories: Vec<String>,
+        destination: Option<String>,
+    },
+}
+
+#[cfg(test)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)]
+pub struct RuleIn {
+    tool_name: String,
+    rule_content: Option<String>,
+}
+
+/// The client's answer to an `elicitation` request.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum ElicitationResultIn {
+    Accept {
+        /// The form's values.
+        #[serde(default)]
+        content: Option<Map<String, Value>>,
+    },
+    Decline,
+    Cancel,
+}
+
+/// The client's answer to a `hook_callback` request: a hook's JSON
+/// output (Claude Code's `HookJSONOutput`), the fields cadre reads typed.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct HookOutputIn {
+    #[serde(default, rename = "continue")]
+    pub keep_going: Option<bool>,
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    #[serde(default)]
+    pub suppress_output: Option<bool>,
+    #[serde(default)]
+    pub system_message: Option<String>,
+    /// `approve` or `block` (the older top-level decision).
+    #[serde(default)]
+    pub decision: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The event's own fields (`hookEventName`, `permissionDecision`,
+    /// `additionalContext`, …).
+    #[serde(default)]
+    pub hook_specific_output: Option<Map<String, Value>>,
+    /// `async: true`: the callback goes on in the background.
+    #[serde(default, rename = "async")]
+    pub is_async: Option<bool>,
+    #[serde(default)]
+    pub async_timeout: Option<f64>,
+}
+
+/// The client's answer to an `mcp_message` request.
+#[derive(Debug, Clone, Deserialize)]
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+pub struct McpAnswerIn {
+    /// The JSON-RPC message the client's server answered.
+    pub mcp_response: Value,
+}
+
+/// The answers a client sends back, whichever request they answer (the
+/// schema of `control_response.response.response`; each is read as the
+/// request it answers expects).
+#[cfg(test)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum ClientAnswerIn {
+    Permission(PermissionResultIn),
+    Elicitation(ElicitationResultIn),
+    Mcp(McpAnswerIn),
+    Hook(HookOutputIn),
+}
+
+/// Reads the client's answer to a request of `kind` as `T`: a clear
+/// error naming what does not fit.
+pub fn read_answer<T: serde::de::DeserializeOwned>(kind: &str, v: Value) -> Result<T, String> {
+    serde_json::from_value(v).map_err(|e| format!("the client's {kind} answer does not fit: {e}"))
+}
+
 /// A `can_use_tool` answer.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PermissionAnswer {
     pub allow: bool,
     /// A denial's message.
     pub message: Option<String>,
+    /// The answer did not fit the protocol: why (the call is denied).
+    pub invalid: Option<String>,
+    /// A denial that also stops the prompt's run (`interrupt: true`).
+    pub interrupt: bool,
     /// `updatedInput` of an allow.
     pub updated_input: Option<Value>,
     /// `updatedPermissions` of an allow, each with where it is kept.
@@ -1266,29 +1533,37 @@ pub struct PermissionAnswer {
     pub problems: Vec<String>,
 }
 
-/// Reads a `can_use_tool` answer (Claude Code's `PermissionResult`).
+/// Reads a `can_use_tool` answer (Claude Code's `PermissionResult`): an
+/// answer that does not fit denies the call, saying why.
 pub fn permission_answer(response: &Value) -> PermissionAnswer {
-    let allow = response.get("behavior").and_then(Value::as_str) == Some("allow");
+    let read = read_answer::<PermissionResultIn>("can_use_tool", response.clone());
+    let (updated_input, updates) = match read {
+        Err(why) => {
+            return PermissionAnswer {
+                invalid: Some(why),
+                ..PermissionAnswer::default()
+            };
+        }
+        Ok(PermissionResultIn::Deny {
+            message, interrupt, ..
+        }) => {
+            return PermissionAnswer {
+                message,
+                interrupt: interrupt == Some(true),
+                ..PermissionAnswer::default()
+            };
+        }
+        Ok(PermissionResultIn::Allow {
+            updated_input,
+            updated_permissions,
+            ..
+        }) => (updated_input, updated_permissions.unwrap_or_default()),
+    };
     let mut answer = PermissionAnswer {
-        allow,
-        message: response
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        allow: true,
+        updated_input: updated_input.map(Value::Object),
         ..PermissionAnswer::default()
     };
-    if !allow {
-        return answer;
-    }
-    answer.updated_input = response
-        .get("updatedInput")
-        .filter(|v| v.is_object())
-        .cloned();
-    let updates = response
-        .get("updatedPermissions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
     for (i, u) in updates.iter().enumerate() {
         match permission_update(u) {
             Ok(d) => answer.updates.push(d),
@@ -1342,6 +1617,84 @@ pub fn permission_suggestions(tool: &str, input: &Value) -> Vec<PermissionSugges
             .into_iter()
             .collect(),
         _ => vec![allow(tool, None)],
+    }
+}
+
+/// What a `can_use_tool` request asks about one call.
+pub struct PermissionAsk {
+    pub tool: String,
+    pub input: Value,
+    pub tool_use_id: String,
+    /// `main`, or the sub-agent's id.
+    pub agent_id: String,
+    /// Why the rules ask.
+    pub reason: String,
+    /// The question for a person.
+    pub question: String,
+    /// The folder the call is judged from.
+    pub cwd: std::path::PathBuf,
+}
+
+/// Shell commands whose path arguments they change.
+const CHANGING_COMMANDS: &[&str] = &[
+    "rm", "rmdir", "mv", "cp", "mkdir", "touch", "chmod", "chown", "ln", "truncate",
+];
+
+/// The file or folder a call would change, when it names one: a file
+/// tool's path; for a shell command that changes files (`rm`, `mv`, …) its
+/// first path argument. Relative to `cwd`.
+pub fn blocked_path(tool: &str, input: &Value, cwd: &std::path::Path) -> Option<String> {
+    let named = match tool {
+        "Edit" | "Write" | "MultiEdit" | "Read" => input.get("file_path")?.as_str()?,
+        "NotebookEdit" => input.get("notebook_path")?.as_str()?,
+        "Bash" => {
+            let command = input.get("command")?.as_str()?;
+            let mut words = command.split_whitespace();
+            let first = words.next()?;
+            if !CHANGING_COMMANDS.contains(&first)
+                || command.contains(['|', ';', '&', '$', '`', '>', '<'])
+            {
+                return None;
+            }
+            words.find(|w| !w.starts_with('-'))?
+        }
+        _ => return None,
+    };
+    Some(cwd.join(named).display().to_string())
+}
+
+/// The `can_use_tool` request for a call: Claude Code's fields, the
+/// suggestions to remember the answer, and (when the call names a path)
+/// the suggestion to add its folder to the session's.
+pub fn can_use_tool(ask: PermissionAsk) -> ToClient {
+    let blocked = blocked_path(&ask.tool, &ask.input, &ask.cwd);
+    let mut suggestions = permission_suggestions(&ask.tool, &ask.input);
+    if let Some(folder) = blocked
+        .as_deref()
+        .and_then(|p| std::path::Path::new(p).parent())
+    {
+        suggestions.push(PermissionSuggestion::AddDirectories {
+            directories: vec![folder.display().to_string()],
+            destination: "session",
+        });
+    }
+    let text = |k: &str| ask.input.get(k).and_then(Value::as_str).map(str::to_string);
+    let description = match ask.tool.as_str() {
+        "Bash" => text("description").or_else(|| text("command")),
+        "Edit" | "Write" | "MultiEdit" | "Read" => text("file_path"),
+        _ => None,
+    }
+    .unwrap_or(ask.question);
+    ToClient::CanUseTool {
+        display_name: ask.tool.clone(),
+        tool_name: ask.tool,
+        input: ask.input,
+        description,
+        blocked_path: blocked,
+        permission_suggestions: suggestions,
+        tool_use_id: ask.tool_use_id,
+        agent_id: (ask.agent_id != "main").then_some(ask.agent_id),
+        decision_reason: ask.reason,
     }
 }
 
@@ -1420,20 +1773,26 @@ fn permission_update(u: &Value) -> Result<(Destination, PermissionUpdate), Strin
 }
 
 /// The client's answer to an `elicitation` request: `accept` (with the
-/// form's values), `decline` or `cancel`; anything else declines.
-pub fn elicitation_answer(response: &Value) -> crate::mcp::ElicitAnswer {
+/// form's values), `decline` or `cancel`; an answer that does not fit is
+/// an error (the caller declines, saying why).
+pub fn elicitation_answer(response: &Value) -> Result<crate::mcp::ElicitAnswer, String> {
     use crate::mcp::{ElicitAction, ElicitAnswer};
-    let action = match response.get("action").and_then(Value::as_str) {
-        Some("accept") => ElicitAction::Accept,
-        Some("cancel") => ElicitAction::Cancel,
-        _ => ElicitAction::Decline,
-    };
-    ElicitAnswer {
-        action,
-        content: (action == ElicitAction::Accept)
-            .then(|| response.get("content").and_then(Value::as_object).cloned())
-            .flatten(),
-    }
+    Ok(
+        match read_answer::<ElicitationResultIn>("elicitation", response.clone())? {
+            ElicitationResultIn::Accept { content } => ElicitAnswer {
+                action: ElicitAction::Accept,
+                content,
+            },
+            ElicitationResultIn::Decline => ElicitAnswer {
+                action: ElicitAction::Decline,
+                content: None,
+            },
+            ElicitationResultIn::Cancel => ElicitAnswer {
+                action: ElicitAction::Cancel,
+                content: None,
+            },
+        },
+    )
 }
 
 /// A hook callback's answer: `Some(reason)` when it blocks the tool call
@@ -1502,6 +1861,8 @@ mod tests {
             result_index: 0,
             queued_turn_count: 0,
             subagent_stats: Box::default(),
+            safety_stops: 0,
+            begun_message_ids: None,
             stop_reason: None,
             terminal_reason: Some("max_turns"),
             api_error_status: None,
@@ -1570,6 +1931,7 @@ mod tests {
             },
             "by_type": {}
           },
+          "safety_stops": 0,
           "stop_reason": null,
           "terminal_reason": "max_turns",
           "api_error_status": null,
@@ -1587,7 +1949,10 @@ mod tests {
             request_id: "r1".into(),
             request: ToClient::CanUseTool {
                 tool_name: "Bash".into(),
+                display_name: "Bash".into(),
                 input: json!({"command": "ls"}),
+                description: "ls".into(),
+                blocked_path: None,
                 permission_suggestions: vec![],
                 tool_use_id: "t1".into(),
                 agent_id: None,
@@ -1601,9 +1966,11 @@ mod tests {
           "request": {
             "subtype": "can_use_tool",
             "tool_name": "Bash",
+            "display_name": "Bash",
             "input": {
               "command": "ls"
             },
+            "description": "ls",
             "permission_suggestions": [],
             "tool_use_id": "t1",
             "decision_reason": "ask rule"
@@ -1692,6 +2059,41 @@ mod tests {
                 message: Some("m".into()),
                 ..PermissionAnswer::default()
             }
+        );
+    }
+
+    /// An answer that does not fit Claude Code's `PermissionResult` never
+    /// allows: it is read as invalid, with why (the call is then denied,
+    /// as Claude Code denies it).
+    #[test]
+    fn a_malformed_permission_answer_never_allows() {
+        for bad in [
+            json!({"behavior": "allow", "updatedInput": "rm -rf /"}),
+            json!({"message": "no behavior"}),
+            json!({"behavior": "perhaps"}),
+            json!({"behavior": "deny", "message": 5}),
+            json!("allow"),
+            json!(null),
+        ] {
+            let a = permission_answer(&bad);
+            assert!(!a.allow, "{bad}");
+            let why = a.invalid.unwrap_or_else(|| panic!("{bad} read as valid"));
+            assert!(
+                why.starts_with("the client's can_use_tool answer does not fit"),
+                "{why}"
+            );
+        }
+        let allow = permission_answer(&json!({"behavior": "allow", "updatedInput": {"a": 1}}));
+        assert!(allow.allow && allow.invalid.is_none());
+        assert_eq!(allow.updated_input, Some(json!({"a": 1})));
+        let stop =
+            permission_answer(&json!({"behavior": "deny", "message": "m", "interrupt": true}));
+        assert!(!stop.allow && stop.interrupt && stop.invalid.is_none());
+        assert!(elicitation_answer(&json!({"action": "accept", "content": 3})).is_err());
+        assert!(elicitation_answer(&json!({"action": "maybe"})).is_err());
+        assert_eq!(
+            elicitation_answer(&json!({"action": "cancel"})).map(|a| a.action),
+            Ok(crate::mcp::ElicitAction::Cancel)
         );
     }
 

@@ -180,6 +180,7 @@ impl Session {
             &request.model,
             response.usage,
             u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+            response.stop_reason == Some(crate::message::StopReason::Refusal),
         );
         self.usage.add(&response.usage);
         self.transcript.record(

@@ -29,6 +29,8 @@ use super::texts::{
 pub(super) struct CallResult {
     pub block: ContentBlock,
     pub child_usage: Usage,
+    /// The result as data, for programs (`tools::typed`).
+    pub typed: Option<Value>,
 }
 
 impl CallResult {
@@ -36,7 +38,25 @@ impl CallResult {
         CallResult {
             block: ContentBlock::tool_result(id, text, is_error),
             child_usage: Usage::default(),
+            typed: None,
         }
+    }
+}
+
+/// What in the configuration decided a call, in Claude Code's words
+/// (`tool_result_meta`): `rule`, `mode`, `hook`; none for the tools that
+/// never ask (the Agent tool, the session's own tools), as Claude Code.
+fn reason_type_of(by: &crate::permissions::Reason) -> Option<&'static str> {
+    use crate::permissions::Reason as R;
+    match by {
+        R::DenyRule { .. } | R::AskRule { .. } | R::UnsureRule { .. } | R::AllowRules { .. } => {
+            Some("rule")
+        }
+        R::Mode(_) | R::OutsideDirs { .. } | R::DontAsk { .. } => Some("mode"),
+        R::HookDenied { .. } | R::HookAsked { .. } | R::HookAllowed { .. } => Some("hook"),
+        R::ReadsOnly { tool } if tool == AGENT_TOOL => None,
+        R::ReadsOnly { .. } => Some("mode"),
+        R::SessionOnly { .. } => None,
     }
 }
 
@@ -150,6 +170,7 @@ impl Session {
             tool_use_id: id.into(),
             is_error: error.is_some(),
             error,
+            typed: result.typed.clone(),
         });
         result
     }
@@ -279,13 +300,17 @@ impl Session {
         input: Value,
     ) -> Result<Value, CallResult> {
         let mut source = "config";
-        let permitted = self.permit_inner(snap, id, name, input, &mut source).await;
+        let mut reason_type = None;
+        let permitted = self
+            .permit_inner(snap, id, name, input, (&mut source, &mut reason_type))
+            .await;
         self.engine.emit(EngineEvent::ToolDecision {
             agent_id: self.spec.agent_id.clone(),
             tool_use_id: id.to_string(),
             tool: name.to_string(),
             accept: permitted.is_ok(),
             source,
+            reason_type,
         });
         permitted
     }
@@ -298,11 +323,12 @@ impl Session {
         id: &str,
         name: &str,
         input: Value,
-        source: &mut &'static str,
+        (source, reason_type): (&mut &'static str, &mut Option<&'static str>),
     ) -> Result<Value, CallResult> {
         let (verdict, mut input) = match self.pre_tool_hooks(snap, id, name, &input).await {
             PreTool::Blocked(text) => {
                 *source = "hook";
+                *reason_type = Some("hook");
                 return Err(CallResult::text(id, text, true));
             }
             PreTool::Go {
@@ -380,8 +406,10 @@ impl Session {
                 true,
             )
         };
+        *reason_type = reason_type_of(&explained.by);
         if verdict.is_some() {
             *source = "hook";
+            *reason_type = Some("hook");
         }
         match explained.decision {
             Decision::Allow => {}
@@ -437,6 +465,7 @@ impl Session {
                     (None, None) => super::AskAnswer::from(false),
                 };
                 if self.engine.asker.is_some() {
+                    *reason_type = None;
                     *source = match (answer.allow, answer.updates.is_empty()) {
                         (false, _) => "user_reject",
                         (true, true) => "user_temporary",
@@ -512,6 +541,7 @@ impl Session {
                         is_error: false,
                     },
                     child_usage: usage,
+                    typed: None,
                 }),
                 Err(text) => Err(CallResult::text(id, text, true)),
             };
@@ -610,6 +640,7 @@ impl Session {
             self.shell_moved(snap, &ctx.cwd, to.clone()).await;
         }
         let mut result = CallResult::text(id, out.render(&snap.templates), out.is_error);
+        result.typed = out.typed.map(|t| *t);
         let images = out.images;
         if !images.is_empty()
             && let ContentBlock::ToolResult { content, .. } = &mut result.block
@@ -860,6 +891,7 @@ impl SideCall {
         self.engine.emit(super::EngineEvent::ModelResponse {
             agent_id: self.agent_id.clone(),
             model: request.model.clone(),
+            refused: false,
             usage: response.usage,
             api_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
         });

@@ -119,6 +119,10 @@ pub enum EngineEvent {
         /// The first line of the error text, for failed calls.
         #[serde(skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The result as data, for programs (`tools::typed`): the tools
+        /// that have one, when they succeeded.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        typed: Option<Value>,
     },
     /// A running tool call reported progress (an MCP server's
     /// `notifications/progress`), as a short line.
@@ -178,6 +182,10 @@ pub enum EngineEvent {
     ModelResponse {
         agent_id: String,
         model: String,
+        /// The model's safety systems stopped the reply (stop reason
+        /// `refusal`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        refused: bool,
         usage: Usage,
         api_ms: u64,
     },
@@ -214,6 +222,10 @@ pub enum EngineEvent {
         tool: String,
         accept: bool,
         source: &'static str,
+        /// What in the configuration decided, in Claude Code's words:
+        /// `rule`, `mode`, `hook`; none for a person's answer.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason_type: Option<&'static str>,
     },
     /// One hook ran (a command, an `http` POST, a `prompt` question, or
     /// an SDK client's callbacks of one event), for telemetry's span of
@@ -627,12 +639,22 @@ impl Engine {
 
     /// A model response arrived for `agent_id`: counts its tokens against
     /// the session's budget and emits [`EngineEvent::ModelResponse`].
-    pub fn model_response(&self, agent_id: &str, model: &str, usage: Usage, api_ms: u64) {
+    /// `refused`: the model's safety systems stopped the reply (stop
+    /// reason `refusal`).
+    pub fn model_response(
+        &self,
+        agent_id: &str,
+        model: &str,
+        usage: Usage,
+        api_ms: u64,
+        refused: bool,
+    ) {
         self.session_tokens
             .fetch_add(usage.total(), std::sync::atomic::Ordering::SeqCst);
         self.emit(EngineEvent::ModelResponse {
             agent_id: agent_id.to_string(),
             model: model.to_string(),
+            refused,
             usage,
             api_ms,
         });

@@ -1064,6 +1064,7 @@ impl Session {
                 &request.model,
                 response.usage,
                 u64::try_from(sent.elapsed().as_millis()).unwrap_or(u64::MAX),
+                response.stop_reason == Some(crate::message::StopReason::Refusal),
             );
             if std::mem::take(&mut wake_up) {
                 self.wake_ups += 1;

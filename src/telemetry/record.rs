@@ -595,6 +595,7 @@ impl Recorder {
                 model,
                 usage,
                 api_ms,
+                ..
             } => self.model_response(st, agent_id, model, usage, *api_ms),
             EngineEvent::ApiError {
                 agent_id,

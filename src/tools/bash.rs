@@ -216,11 +216,20 @@ async fn run(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput>
     }
     let ending = match ending {
         Ending::Exited(status) if status.success() => {
+            // cadre captures the command's two streams as one.
+            let typed = super::typed::BashResult {
+                stdout: super::typed::clip_text(&output),
+                stderr: String::new(),
+                interrupted: false,
+                is_image: false,
+                no_output_expected: false,
+            };
             return Ok(ToolOutput::ok(BashOutput {
                 output,
                 refused,
                 reset_to,
-            }));
+            })
+            .with_typed(typed));
         }
         Ending::Exited(status) => match status.code() {
             Some(code) => BashEnding::Exit { code },

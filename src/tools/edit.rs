@@ -78,6 +78,15 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
         return Err(ToolOutput::error(EditAmbiguous { path: shown, count }));
     }
     let updated = text.replace(old, new);
+    let typed = super::typed::EditResult {
+        file_path: shown.clone(),
+        old_string: old.to_string(),
+        new_string: new.to_string(),
+        structured_patch: super::typed::patch(&text, &updated),
+        original_file: text,
+        user_modified: false,
+        replace_all,
+    };
     let written = {
         let path = path.clone();
         tokio::task::spawn_blocking(move || files::write_whole(&path, updated.as_bytes())).await
@@ -89,7 +98,7 @@ async fn edit(input: &Value, ctx: &ToolContext) -> Result<ToolOutput, ToolOutput
         }
         Err(e) => return Err(failed(&e)),
     }
-    Ok(ToolOutput::ok(EditDone { path: shown, count }))
+    Ok(ToolOutput::ok(EditDone { path: shown, count }).with_typed(typed))
 }
 
 fn failed(e: &tokio::task::JoinError) -> ToolOutput {

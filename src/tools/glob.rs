@@ -81,6 +81,7 @@ fn glob(pattern: &str, root: &Path, hidden: Option<PathFilter>) -> Result<ToolOu
             })
         })?
         .compile_matcher();
+    let started = std::time::Instant::now();
     let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
     for entry in walker(root, hidden).build().flatten() {
         if !entry.file_type().is_some_and(|t| t.is_file()) {
@@ -98,8 +99,16 @@ fn glob(pattern: &str, root: &Path, hidden: Option<PathFilter>) -> Result<ToolOu
             found.push((mtime, entry.into_path()));
         }
     }
+    let typed = |filenames: Vec<String>, total: usize| super::typed::GlobResult {
+        num_files: filenames.len(),
+        truncated: total > filenames.len(),
+        filenames,
+        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        total_matches: total,
+        count_is_complete: true,
+    };
     if found.is_empty() {
-        return Ok(ToolOutput::ok(GlobNone {}));
+        return Ok(ToolOutput::ok(GlobNone {}).with_typed(typed(Vec::new(), 0)));
     }
     // Newest first; equal times by path, so the order is stable.
     found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
@@ -109,12 +118,13 @@ fn glob(pattern: &str, root: &Path, hidden: Option<PathFilter>) -> Result<ToolOu
         .take(MAX_RESULTS)
         .map(|(_, p)| p.display().to_string())
         .collect();
-    Ok(ToolOutput::ok(GlobFiles {
+    let done = ToolOutput::ok(GlobFiles {
         files: out.join("\n"),
         more: total > MAX_RESULTS,
         shown: out.len(),
         total,
-    }))
+    });
+    Ok(done.with_typed(typed(out, total)))
 }
 
 #[cfg(test)]

@@ -173,8 +173,24 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
             Mode::Content => entries.extend(sink.lines),
         }
     }
+    let mode = match args.mode {
+        Mode::FilesWithMatches => "files_with_matches",
+        Mode::Count => "count",
+        Mode::Content => "content",
+    };
+    let typed = |entries: &[String], text: &str| {
+        let names = args.mode == Mode::FilesWithMatches;
+        super::typed::GrepResult {
+            mode: mode.to_string(),
+            filenames: if names { entries.to_vec() } else { Vec::new() },
+            num_files: if names { entries.len() } else { matched_files },
+            content: (!names).then(|| text.to_string()),
+            num_lines: (!names).then_some(entries.len()),
+            total_files: matched_files,
+        }
+    };
     if entries.is_empty() {
-        return Ok(ToolOutput::ok(GrepNone {}));
+        return Ok(ToolOutput::ok(GrepNone {}).with_typed(typed(&[], "")));
     }
     let total = entries.len();
     if let Some(limit) = args.head_limit {
@@ -182,13 +198,16 @@ fn grep(args: &Args) -> Result<ToolOutput, ToolOutput> {
     }
     let shown = entries.len();
     let header = args.mode == Mode::FilesWithMatches && shown == total;
+    let text = truncate_middle(&entries.join("\n"), MAX_OUTPUT_CHARS);
+    let typed = typed(&entries, &super::typed::clip_text(&text));
     Ok(ToolOutput::ok(GrepResults {
         files: if header { matched_files } else { 0 },
-        entries: truncate_middle(&entries.join("\n"), MAX_OUTPUT_CHARS),
+        entries: text,
         limited: shown < total,
         shown,
         total,
-    }))
+    })
+    .with_typed(typed))
 }
 
 fn bad_pattern(kind: &str, pattern: &str, e: &dyn std::fmt::Display) -> ToolOutput {

@@ -27,6 +27,7 @@ pub mod outcome;
 mod read;
 pub mod sandbox;
 pub mod spec;
+pub mod typed;
 pub mod web_fetch;
 pub mod web_search;
 mod write;
@@ -153,11 +154,15 @@ impl ToolContext {
 pub struct ToolOutput {
     template: &'static str,
     verbatim: bool,
-    ctx: Value,
+    /// (Boxed, with `typed`, so a result stays small in a `Result`.)
+    ctx: Box<Value>,
     pub is_error: bool,
     /// Images sent after the text, as Anthropic image `source` objects
     /// (MCP tools).
     pub images: Vec<Value>,
+    /// The result as data, for programs ([`typed`]); never sent to the
+    /// model.
+    pub typed: Option<Box<Value>>,
 }
 
 impl ToolOutput {
@@ -178,10 +183,17 @@ impl ToolOutput {
             // A context is a struct of strings, numbers and lists: it
             // always serialises; were it not to, the template reports the
             // missing values.
-            ctx: serde_json::to_value(&ctx).unwrap_or_default(),
+            ctx: Box::new(serde_json::to_value(&ctx).unwrap_or_default()),
             is_error,
             images: Vec::new(),
+            typed: None,
         }
+    }
+
+    /// With the result as data too ([`typed`]).
+    pub fn with_typed<T: serde::Serialize>(mut self, typed: T) -> Self {
+        self.typed = serde_json::to_value(typed).ok().map(Box::new);
+        self
     }
 
     /// The template that words this result.

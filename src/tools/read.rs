@@ -127,6 +127,8 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
     let mut shown_lines: u64 = 0;
     let mut more = false;
     let mut buf = Vec::new();
+    // The lines shown, as in the file, for the typed result.
+    let mut content = String::new();
     loop {
         buf.clear();
         // Lines past the window are only counted; stop at the first one.
@@ -144,6 +146,7 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
         }
         shown_lines += 1;
         let text = String::from_utf8_lossy(&buf);
+        content.push_str(&text);
         let text = text.strip_suffix('\n').unwrap_or(&text);
         let text = text.strip_suffix('\r').unwrap_or(text);
         let cut = text.chars().count() > MAX_LINE_CHARS;
@@ -168,7 +171,21 @@ fn read(path: &Path, args: &Args) -> Result<ToolOutput, ToolOutput> {
         last: first + shown_lines - 1,
         next: first + shown_lines,
     });
-    Ok(ToolOutput::ok(ReadLines { lines, more }))
+    let typed = super::typed::ReadText {
+        kind: "text",
+        file: super::typed::ReadFile {
+            file_path: shown,
+            content,
+            num_lines: shown_lines,
+            start_line: first,
+            total_lines: if more.is_some() {
+                line_no
+            } else {
+                line_no.max(first + shown_lines - 1)
+            },
+        },
+    };
+    Ok(ToolOutput::ok(ReadLines { lines, more }).with_typed(typed))
 }
 
 fn io_error(path: &str, e: &std::io::Error) -> ToolOutput {

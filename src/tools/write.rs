@@ -9,6 +9,10 @@ use super::files;
 use super::outcome::{FileAction, FileIo, IsDirectory, ToolFailed, WriteDone};
 use super::{Input, Tool, ToolContext, ToolOutput};
 
+/// The largest file whose content before a Write is kept for the typed
+/// result (`originalFile`).
+const ORIGINAL_MAX_BYTES: u64 = 1 << 20;
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
@@ -36,6 +40,18 @@ impl Tool for WriteTool {
                 });
             }
             let existed = path.exists();
+            // The file before, for the typed result (bounded: a larger one
+            // is not kept).
+            let original = if existed {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || files::read_capped(&path, ORIGINAL_MAX_BYTES))
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .and_then(|b| String::from_utf8(b).ok())
+            } else {
+                None
+            };
             if let Some(parent) = path.parent()
                 && let Err(e) = tokio::fs::create_dir_all(parent).await
             {
@@ -63,12 +79,24 @@ impl Tool for WriteTool {
                     });
                 }
             }
+            let typed = super::typed::WriteResult {
+                kind: if existed { "update" } else { "create" },
+                file_path: path.display().to_string(),
+                content: content.to_string(),
+                structured_patch: original
+                    .as_deref()
+                    .map(|o| super::typed::patch(o, content))
+                    .unwrap_or_default(),
+                original_file: original,
+                user_modified: false,
+            };
             ToolOutput::ok(WriteDone {
                 path: path.display().to_string(),
                 existed,
                 bytes: content.len(),
                 lines: content.lines().count(),
             })
+            .with_typed(typed)
         }
         .boxed()
     }

@@ -96,6 +96,7 @@ def result_text(block):
 async def query_read():
     """query() one-shot: the model reads a file; the answer comes back."""
     messages = [m async for m in query(prompt="What do the notes say?", options=options(allowed_tools=["Read"]))]
+    messages_seen = list(messages)
     init = [m for m in messages if isinstance(m, SystemMessage) and m.subtype == "init"]
     assert init, "no init message"
     assert init[0].data["claude_code_version"].startswith("2."), init[0].data
@@ -114,7 +115,10 @@ async def query_read():
     listed = list_sessions(directory=project)
     messages = get_session_messages(result.session_id, directory=project)
     subagents = list_subagents(result.session_id, directory=project)
+    # The tool result as data, as the SDK types it (`tool_use_result`).
+    typed = [m.tool_use_result for m in messages_seen if isinstance(m, UserMessage) and m.tool_use_result]
     return {
+        "tool_use_result": typed,
         "session_id": result.session_id,
         "result": result.result,
         "sdk_listed": [s.session_id for s in listed],

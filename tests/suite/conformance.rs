@@ -45,6 +45,10 @@ enum Step {
     /// Wait for a `can_use_tool` control request and deny it with this
     /// message.
     Deny(&'static str),
+    /// Wait for a `can_use_tool` control request and answer it with this
+    /// `response`, which does not fit the protocol (not checked against
+    /// the input schema).
+    Malformed(Value),
 }
 
 /// A scripted run: the same for both programs.
@@ -79,6 +83,14 @@ fn user(text: &str) -> Step {
 }
 
 fn no_setup(_: &Project) {}
+
+/// A `Deny` step's message.
+fn deny_message(step: &Step) -> &'static str {
+    match step {
+        Step::Deny(m) => m,
+        _ => "",
+    }
+}
 
 fn read_notes(dir: &Path) -> Vec<Reply> {
     let file = dir.join("notes.txt").display().to_string();
@@ -338,6 +350,35 @@ fn scenarios() -> Vec<Scenario> {
             hook_fields: &[],
             env: &[],
         },
+        // The host answers two permission requests with answers that do
+        // not fit the protocol: an allow whose `updatedInput` is not an
+        // object, then one with no `behavior`.
+        Scenario {
+            name: "can-use-tool-malformed",
+            args: args(&[&STREAM_IO[..], &["--permission-prompt-tool", "stdio"]].concat()),
+            steps: vec![
+                user("clean up"),
+                Step::Malformed(json!({"behavior": "allow", "updatedInput": "rm -rf /"})),
+                Step::Malformed(json!({"message": "no behavior"})),
+                Step::Await("result"),
+            ],
+            setup: no_setup,
+            replies: |_| {
+                vec![
+                    anthropic::message()
+                        .id("msg_b1")
+                        .tool_use("toolu_b1", "Bash", json!({"command": "rm -rf build"}))
+                        .reply(),
+                    anthropic::message()
+                        .id("msg_b2")
+                        .tool_use("toolu_b2", "Bash", json!({"command": "rm -rf dist"}))
+                        .reply(),
+                    anthropic::text_reply("ok, I won't"),
+                ]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
         Scenario {
             name: "denied-without-a-prompt-tool",
             args: args(&["-p", "write out.txt", "--output-format", "json"]),
@@ -495,6 +536,89 @@ fn scenarios() -> Vec<Scenario> {
                     .to_string(),
                 );
             },
+            replies: |_| vec![anthropic::text_reply("hello")],
+            hook_fields: &[],
+            env: &[],
+        },
+        // One call of each file and shell tool, each allowed by a flag:
+        // the `user` message carrying each result has its typed
+        // `tool_use_result`.
+        Scenario {
+            name: "tool-results",
+            args: args(&[
+                "-p",
+                "use the tools",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--allowedTools",
+                "Bash,Write,Edit,Read,Glob,Grep",
+            ]),
+            steps: vec![],
+            setup: write_notes,
+            replies: |dir| {
+                let file = |name: &str| dir.join(name).display().to_string();
+                let call = |id: &str, name: &str, input: Value| {
+                    anthropic::message()
+                        .id(&format!("msg_{id}"))
+                        .tool_use(id, name, input)
+                        .reply()
+                };
+                vec![
+                    call("toolu_r", "Read", json!({"file_path": file("notes.txt")})),
+                    call(
+                        "toolu_e",
+                        "Edit",
+                        json!({"file_path": file("notes.txt"), "old_string": "hello",
+                               "new_string": "goodbye"}),
+                    ),
+                    call(
+                        "toolu_w",
+                        "Write",
+                        json!({"file_path": file("new.txt"), "content": "one\ntwo\n"}),
+                    ),
+                    call("toolu_b", "Bash", json!({"command": "echo hi"})),
+                    call("toolu_g", "Glob", json!({"pattern": "*.txt"})),
+                    call("toolu_s", "Grep", json!({"pattern": "goodbye"})),
+                    anthropic::text_reply("done"),
+                ]
+            },
+            hook_fields: &[],
+            env: &[],
+        },
+        // The control requests hosts send about files, the session's name
+        // and its watchers, each answered before the next.
+        Scenario {
+            name: "control-host",
+            args: args(&STREAM_IO),
+            steps: [
+                // A query nothing matches: Claude Code's file index is
+                // built in the background, so what it finds at once
+                // depends on timing (tests/suite/control.rs checks cadre's
+                // suggestions).
+                json!({"subtype": "file_suggestions", "query": "no-such-name"}),
+                json!({"subtype": "get_binary_version"}),
+                json!({"subtype": "read_file", "path": "notes.txt"}),
+                json!({"subtype": "read_file", "path": "/etc/hostname"}),
+                json!({"subtype": "read_file", "path": "notes.txt", "max_bytes": 5}),
+                json!({"subtype": "register_repo_root", "directory": "."}),
+                json!({"subtype": "reload_output_styles"}),
+                json!({"subtype": "rename_session", "title": "Tidy notes"}),
+                json!({"subtype": "set_color", "color": "blue"}),
+                json!({"subtype": "set_has_subscribers", "has_subscribers": false}),
+            ]
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, request)| {
+                [
+                    Step::Send(json!({"type": "control_request",
+                                      "request_id": format!("req_{i}"), "request": request})),
+                    Step::Await("control_response"),
+                ]
+            })
+            .chain([user("hi"), Step::Await("result")])
+            .collect(),
+            setup: write_notes,
             replies: |_| vec![anthropic::text_reply("hello")],
             hook_fields: &[],
             env: &[],
@@ -694,16 +818,22 @@ fn run(program: Program, oracle: &Path, sc: &Scenario) -> Observed {
                 await_line(&rx, &mut lines, |v| v["type"] == *ty)
                     .unwrap_or_else(|| hung(&lines, ty, &mut child));
             }
-            Step::Deny(message) => {
+            Step::Deny(_) | Step::Malformed(_) => {
                 let is_ask = |v: &Value| {
                     v["type"] == "control_request" && v["request"]["subtype"] == "can_use_tool"
                 };
                 let ask = await_line(&rx, &mut lines, is_ask)
                     .unwrap_or_else(|| hung(&lines, "can_use_tool request", &mut child));
+                let response = match step {
+                    Step::Malformed(v) => v.clone(),
+                    _ => json!({"behavior": "deny", "message": deny_message(step)}),
+                };
                 let answer = json!({"type": "control_response", "response": {
                     "subtype": "success", "request_id": ask["request_id"],
-                    "response": {"behavior": "deny", "message": message}}});
-                assert_eq!(wire_schema::input_problems(&answer), Vec::<String>::new());
+                    "response": response}});
+                if !matches!(step, Step::Malformed(_)) {
+                    assert_eq!(wire_schema::input_problems(&answer), Vec::<String>::new());
+                }
                 if let Some(w) = stdin.as_mut() {
                     let _ = writeln!(w, "{answer}").and_then(|()| w.flush());
                 }

@@ -507,3 +507,155 @@ fn rewind_files_reaches_a_message_from_before_the_resume() {
     assert_eq!(d.finish(), 0);
     assert!(!file.exists(), "the file the first process made is gone");
 }
+
+/// `read_file` answers a file of the project, bounded by `max_bytes` (in
+/// base64 when asked), and refuses what lies outside the project and its
+/// added folders: an absolute path, a `..` path, a link leading out.
+#[test]
+fn read_file_stays_inside_the_project_and_is_bounded() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let p = Project::new();
+    p.write("notes.txt", "hello from the notes\n");
+    std::os::unix::fs::symlink(&secret, p.path().join("link.txt")).unwrap();
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let mut d = Driven::start(&p, &server, &[]);
+    let whole = ask(
+        &mut d,
+        "r1",
+        json!({"subtype": "read_file", "path": "notes.txt"}),
+    );
+    let whole = ok(&whole);
+    assert_eq!(whole["contents"], "hello from the notes\n", "{whole}");
+    assert_eq!(whole["lossy"], false, "{whole}");
+    assert!(whole.get("truncated").is_none(), "{whole}");
+    assert!(
+        whole["absPath"].as_str().unwrap().ends_with("/notes.txt"),
+        "{whole}"
+    );
+    let cut = ask(
+        &mut d,
+        "r2",
+        json!({"subtype": "read_file", "path": "notes.txt", "max_bytes": 5, "encoding": "base64"}),
+    );
+    let cut = ok(&cut);
+    assert_eq!(cut["contents"], "aGVsbG8=", "{cut}");
+    assert_eq!(cut["encoding"], "base64", "{cut}");
+    assert_eq!(cut["truncated"], true, "{cut}");
+    let sneaky = [
+        secret.display().to_string(),
+        format!(
+            "../{}/secret.txt",
+            outside.path().file_name().unwrap().to_string_lossy()
+        ),
+        "link.txt".to_string(),
+    ];
+    for (i, path) in sneaky.iter().enumerate() {
+        let r = ask(
+            &mut d,
+            &format!("r_out{i}"),
+            json!({"subtype": "read_file", "path": path}),
+        );
+        let why = error(&r);
+        assert!(
+            why.starts_with("read denied") || why.contains("No such file"),
+            "{path}: {r}"
+        );
+        assert!(!r.to_string().contains("secret\\n"), "{path}: {r}");
+    }
+    d.user("hi");
+    d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+}
+
+/// `rename_session` writes Claude Code's `custom-title` line into the
+/// session's transcript (where the SDKs' `list_sessions` reads the title),
+/// says so on stdout, and the session still resumes.
+#[test]
+fn rename_session_titles_the_transcript_and_the_session_resumes() {
+    let p = Project::new();
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let mut d = Driven::start(&p, &server, &[]);
+    d.user("hi");
+    let result = d.until("result", is_result);
+    let sid = result["session_id"].as_str().unwrap().to_string();
+    let empty = ask(
+        &mut d,
+        "r0",
+        json!({"subtype": "rename_session", "title": "  "}),
+    );
+    assert!(error(&empty).contains("empty"), "{empty}");
+    d.send(
+        json!({"type": "control_request", "request_id": "r1", "request":
+        {"subtype": "rename_session", "title": " Tidy notes ", "session_id": sid}}),
+    );
+    // Said on stdout before the answer, as Claude Code does.
+    let told = d.until("title changed", |v| v["subtype"] == "session_title_changed");
+    assert_eq!(told["title"], "Tidy notes");
+    let renamed = d.until("r1", |v| {
+        v["type"] == "control_response" && v["response"]["request_id"] == "r1"
+    });
+    let renamed = &renamed["response"];
+    assert_eq!(renamed["subtype"], "success", "{renamed}");
+    assert!(renamed.get("response").is_none(), "{renamed}");
+    assert_eq!(d.finish(), 0);
+    let file = p.transcript_of(&sid);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let titles: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "custom-title")
+        .collect();
+    assert_eq!(titles.len(), 1, "{text}");
+    assert_eq!(titles[0]["customTitle"], "Tidy notes");
+    assert_eq!(titles[0]["sessionId"], sid.as_str());
+    p.run(Some(&server), &["-p", "again", "--resume", &sid])
+        .ok();
+}
+
+/// The host's file, version and watcher requests: suggestions under the
+/// project, the version, the output styles, and acknowledgements.
+#[test]
+fn file_suggestions_version_styles_and_subscribers_are_answered() {
+    let p = Project::new();
+    p.write("docs/notes.txt", "n\n");
+    p.write("src/main.rs", "fn main() {}\n");
+    let server = FakeServer::route(|_| anthropic::text_reply("ok"));
+    let mut d = Driven::start(&p, &server, &[]);
+    let found = ask(
+        &mut d,
+        "r1",
+        json!({"subtype": "file_suggestions", "query": "NOTE"}),
+    );
+    let found = ok(&found);
+    let paths: Vec<&str> = found["suggestions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["path"].as_str())
+        .collect();
+    assert_eq!(paths, ["docs/notes.txt"], "{found}");
+    let version = ask(&mut d, "r2", json!({"subtype": "get_binary_version"}));
+    assert_eq!(ok(&version)["version"], env!("CARGO_PKG_VERSION"));
+    let styles = ask(&mut d, "r3", json!({"subtype": "reload_output_styles"}));
+    assert!(
+        ok(&styles)["available_output_styles"].is_array(),
+        "{styles}"
+    );
+    let watched = ask(
+        &mut d,
+        "r4",
+        json!({"subtype": "set_has_subscribers", "has_subscribers": false}),
+    );
+    assert_eq!(watched["subtype"], "success", "{watched}");
+    let root = ask(
+        &mut d,
+        "r5",
+        json!({"subtype": "register_repo_root", "directory": "."}),
+    );
+    assert!(error(&root).contains("working directory"), "{root}");
+    d.user("hi");
+    d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+}

@@ -148,12 +148,42 @@ fn partial_messages_stream_text_deltas_before_the_message() {
         .map(|l| l["event"]["delta"]["text"].as_str().unwrap())
         .collect();
     assert_eq!(text, "hello there");
-    let last_partial = lines
+    // As Claude Code: each block is its own `assistant` message as soon
+    // as it ends, before its `content_block_stop`; the stream ends with
+    // the message's `message_delta` and `message_stop`.
+    let kinds: Vec<String> = lines
         .iter()
-        .rposition(|l| l["type"] == "stream_event")
-        .unwrap();
-    let assistant = lines.iter().position(|l| l["type"] == "assistant").unwrap();
-    assert!(last_partial < assistant);
+        .filter(|l| l["type"] == "stream_event" || l["type"] == "assistant")
+        .map(|l| match l["type"].as_str() {
+            Some("assistant") => "assistant".to_string(),
+            _ => l["event"]["type"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        [
+            "assistant",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    let assistant = lines.iter().find(|l| l["type"] == "assistant").unwrap();
+    assert_eq!(
+        assistant["message"]["content"],
+        json!([{"type": "text", "text": "hello there"}])
+    );
+    // Its id is the one every partial of the message names.
+    let id = &assistant["message"]["id"];
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l["type"] == "stream_event")
+            .all(|l| &l["api_message_id"] == id),
+        "{lines:?}"
+    );
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["begun_message_ids"], json!([id]));
     // Without the flag, no partials.
     let server = FakeServer::start([anthropic::text_reply("x")]);
     let run = p.run(
@@ -723,9 +753,17 @@ fn thinking_flags_set_the_budget_and_thinking_streams_and_stays_in_history() {
         .map(|l| &l["event"]["content_block"]["type"])
         .collect();
     assert_eq!(starts, ["thinking", "thinking", "text"], "{lines:#?}");
-    let answer = lines.iter().rfind(|l| l["type"] == "assistant").unwrap();
-    assert_eq!(answer["message"]["content"][0]["type"], "thinking");
-    assert_eq!(answer["message"]["content"][0]["signature"], "sig-b");
+    // Each block is its own `assistant` message as it ends (Claude
+    // Code's partial mode): the last thinking block with its signature,
+    // then the text.
+    let answers: Vec<&Value> = lines.iter().filter(|l| l["type"] == "assistant").collect();
+    let thinking = answers[answers.len() - 2];
+    assert_eq!(thinking["message"]["content"][0]["type"], "thinking");
+    assert_eq!(thinking["message"]["content"][0]["signature"], "sig-b");
+    assert_eq!(
+        answers[answers.len() - 1]["message"]["content"][0]["type"],
+        "text"
+    );
 
     // MAX_THINKING_TOKENS sets it too; --thinking disabled turns it off
     // over it, as Claude Code says it.
@@ -1145,15 +1183,39 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     assert_eq!(ask["request"]["tool_name"], "Bash");
     assert_eq!(ask["request"]["input"]["command"], "rm -rf build");
     assert_eq!(ask["request"]["tool_use_id"], "toolu_b");
+    // What hosts show: the tool's name, what it does, the path it would
+    // change, and the offer to add that path's folder.
+    let dir = std::fs::canonicalize(p.path())
+        .unwrap()
+        .display()
+        .to_string();
+    assert_eq!(ask["request"]["display_name"], "Bash");
+    assert_eq!(ask["request"]["description"], "rm -rf build");
+    assert_eq!(ask["request"]["blocked_path"], format!("{dir}/build"));
     assert_eq!(
         ask["request"]["permission_suggestions"],
         json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}],
-                "behavior": "allow", "destination": "localSettings"}])
+                "behavior": "allow", "destination": "localSettings"},
+               {"type": "addDirectories", "directories": [dir], "destination": "session"}])
     );
     let id = ask["request_id"].as_str().unwrap().to_string();
     d.send(
         json!({"type": "control_response", "response": {"subtype": "success", "request_id": id,
                   "response": {"behavior": "deny", "message": "not today"}}}),
+    );
+    // The refusal as the SDKs type it: the error text, the host's reject.
+    let refused = d.until("tool result", |v| v["type"] == "user");
+    assert!(
+        refused["tool_use_result"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: "),
+        "{refused}"
+    );
+    assert_eq!(
+        refused["tool_result_meta"],
+        json!([{"id": "toolu_b", "non_execution_kind": "permission-rule",
+                "permission_decision": {"decision": "reject", "source": "user_reject"}}])
     );
     let result = d.until("result", is_result);
     assert_eq!(result["result"], "ok, I won't");
@@ -2147,4 +2209,70 @@ fn every_control_request_of_the_python_sdk_is_answered() {
         "Unsupported control request subtype: bogus_thing"
     );
     assert_eq!(bogus["response"]["error_code"], "unsupported_request");
+}
+
+/// The `user` messages carrying tool results have them as data too, as
+/// the SDKs type them: Read's file, Edit's patch, Bash's output; and each
+/// says how its call was decided.
+#[test]
+fn tool_results_come_typed_with_how_each_call_was_decided() {
+    let p = Project::new();
+    p.write("notes.txt", "one\ntwo\nthree\n");
+    let file = p.path().join("notes.txt").display().to_string();
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_r", "Read", json!({"file_path": file})),
+        anthropic::tool_use_reply(
+            "toolu_e",
+            "Edit",
+            json!({"file_path": file, "old_string": "two", "new_string": "2"}),
+        ),
+        anthropic::tool_use_reply("toolu_b", "Bash", json!({"command": "echo hi"})),
+        anthropic::text_reply("done"),
+    ]);
+    let mut d = Driven::start(
+        &p,
+        &server,
+        &[
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash(echo:*)",
+        ],
+    );
+    d.user("go");
+    let read = d.until("Read's result", |v| v["type"] == "user");
+    let typed = &read["tool_use_result"];
+    assert_eq!(typed["type"], "text", "{read}");
+    assert_eq!(typed["file"]["content"], "one\ntwo\nthree\n", "{read}");
+    assert_eq!(typed["file"]["numLines"], 3, "{read}");
+    assert_eq!(typed["file"]["startLine"], 1, "{read}");
+    assert_eq!(read["tool_result_meta"][0]["id"], "toolu_r");
+    assert_eq!(
+        read["tool_result_meta"][0]["permission_decision"]["decision"],
+        "accept"
+    );
+    let edit = d.until("Edit's result", |v| v["type"] == "user");
+    let typed = &edit["tool_use_result"];
+    assert_eq!(typed["originalFile"], "one\ntwo\nthree\n", "{edit}");
+    assert_eq!(typed["replaceAll"], false, "{edit}");
+    assert_eq!(
+        typed["structuredPatch"],
+        json!([{"oldStart": 1, "oldLines": 3, "newStart": 1, "newLines": 3,
+                "lines": [" one", "-two", "+2", " three"]}]),
+        "{edit}"
+    );
+    assert_eq!(
+        edit["tool_result_meta"][0]["permission_decision"]["reason_type"],
+        "mode"
+    );
+    let bash = d.until("Bash's result", |v| v["type"] == "user");
+    assert_eq!(bash["tool_use_result"]["stdout"], "hi", "{bash}");
+    assert_eq!(bash["tool_use_result"]["interrupted"], false, "{bash}");
+    assert_eq!(
+        bash["tool_result_meta"][0]["permission_decision"]["reason_type"],
+        "rule"
+    );
+    d.until("result", is_result);
+    assert_eq!(d.finish(), 0);
+    assert_eq!(p.read("notes.txt"), "one\n2\nthree\n");
 }

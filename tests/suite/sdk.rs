@@ -91,6 +91,15 @@ fn query_runs_a_read_round_trip(drive: Driver) {
         "{seen}"
     );
     assert_eq!(seen["sdk_subagents"], json!(0));
+    // The SDK hands the program the tool result as data.
+    if let Some(typed) = seen.get("tool_use_result") {
+        assert_eq!(typed[0]["type"], "text", "{seen}");
+        assert_eq!(
+            typed[0]["file"]["content"], "the notes say hello\n",
+            "{seen}"
+        );
+        assert_eq!(typed[0]["file"]["numLines"], 1, "{seen}");
+    }
 }
 
 /// Two prompts on one connection: the second request carries the first
