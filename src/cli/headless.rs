@@ -768,9 +768,7 @@ fn client_asker(control: Arc<Control>, prompts: Arc<Prompts>) -> runtime::Asker 
                         eprintln!("cadre: {why}; the call is denied");
                         return runtime::AskAnswer {
                             allow: false,
-                            message: Some(format!(
-                                "the host's permission answer could not be read ({why})"
-                            )),
+                            unreadable: Some(why),
                             ..runtime::AskAnswer::default()
                         };
                     }
@@ -786,6 +784,7 @@ fn client_asker(control: Arc<Control>, prompts: Arc<Prompts>) -> runtime::Asker 
                     runtime::AskAnswer {
                         allow: a.allow,
                         message: a.message,
+                        unreadable: None,
                         updated_input: a.updated_input,
                         updates,
                     }

@@ -390,7 +390,7 @@ impl Session {
             Some(c) => (Some(c.rule.clone()), c.origin.clone()),
             None => (None, None),
         };
-        let denied = |reason, rule, origin, asked, message, retry| {
+        let denied = |reason, rule, origin, asked, message, unreadable, retry| {
             CallResult::text(
                 id,
                 snap.templates.show(&PermissionDenied {
@@ -401,6 +401,7 @@ impl Session {
                     asked,
                     interactive: asked && self.engine.asker.is_some(),
                     message,
+                    unreadable,
                     retry,
                 }),
                 true,
@@ -414,7 +415,7 @@ impl Session {
         match explained.decision {
             Decision::Allow => {}
             Decision::Deny { reason } => {
-                return Err(denied(reason, rule, origin, false, None, false));
+                return Err(denied(reason, rule, origin, false, None, None, false));
             }
             // A sandboxed command runs without asking when only the mode
             // would have asked (`autoAllowBashIfSandboxed`): the kernel
@@ -439,7 +440,7 @@ impl Session {
                         allow: a.allow,
                         message: Some(a.message).filter(|m| !m.is_empty()),
                         updated_input: a.updated_input,
-                        updates: Vec::new(),
+                        ..super::AskAnswer::default()
                     },
                     (None, Some(ask)) => {
                         self.notification_hooks(
@@ -483,7 +484,15 @@ impl Session {
                                 &reason.words(&snap.templates),
                             )
                             .await;
-                    return Err(denied(reason, rule, origin, true, answer.message, retry));
+                    return Err(denied(
+                        reason,
+                        rule,
+                        origin,
+                        true,
+                        answer.message,
+                        answer.unreadable,
+                        retry,
+                    ));
                 }
                 if !answer.updates.is_empty()
                     && let Ok(mut g) = self.engine.grants.lock()
@@ -510,7 +519,7 @@ impl Session {
                     if let Decision::Deny { reason } =
                         decide_in(rules, mode, name, &updated, &here, &add_dirs)
                     {
-                        return Err(denied(reason, None, None, false, None, false));
+                        return Err(denied(reason, None, None, false, None, None, false));
                     }
                     input = updated;
                 }

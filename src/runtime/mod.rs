@@ -366,6 +366,9 @@ pub struct AskAnswer {
     pub allow: bool,
     /// Why not, in the asker's words (an SDK client's denial message).
     pub message: Option<String>,
+    /// The asker's answer could not be read (why, for the model): the
+    /// call is denied, and nobody declined it.
+    pub unreadable: Option<String>,
     /// The input to run the tool with instead (an SDK client's
     /// `updatedInput`); validated and checked against the rules again.
     pub updated_input: Option<Value>,

@@ -145,6 +145,9 @@ contexts! {
         pub interactive: bool = false,
         /// What the user said when declining.
         pub message: Option<String> = None,
+        /// Why the host's answer to the request could not be read (then
+        /// nobody declined: the call is denied for safety).
+        pub unreadable: Option<String> = None,
         /// A PermissionDenied hook answered `retry: true`.
         pub retry: bool = false,
     }

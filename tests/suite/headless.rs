@@ -1228,6 +1228,36 @@ fn can_use_tool_goes_to_the_client_and_a_denial_reaches_the_model() {
     );
 }
 
+/// A host's answer that does not fit the protocol (an `allow` whose
+/// `updatedInput` is a string) denies the call, and the model is told the
+/// answer could not be read, not that a user declined.
+#[test]
+fn an_unreadable_can_use_tool_answer_denies_and_the_model_is_told_why() {
+    let p = Project::new();
+    p.write("keep.txt", "kept");
+    let server = FakeServer::start([
+        anthropic::tool_use_reply("toolu_b", "Bash", json!({"command": "rm keep.txt"})),
+        anthropic::text_reply("not run"),
+    ]);
+    let mut d = Driven::start(&p, &server, &["--permission-prompt-tool", "stdio"]);
+    d.user("remove it");
+    answer_can_use_tool(
+        &mut d,
+        json!({"behavior": "allow", "updatedInput": "rm keep.txt"}),
+    );
+    let result = d.until("result", is_result);
+    assert_eq!(result["result"], "not run");
+    assert_eq!(d.finish(), 0);
+    assert!(p.path().join("keep.txt").exists(), "the call must not run");
+    let text = result_text(&last_tool_results(&server.request(1).json)[0]);
+    assert!(
+        text.contains("the answer to the permission request could not be read (")
+            && text.contains("so the call was not run")
+            && !text.contains("the user declined"),
+        "{text}"
+    );
+}
+
 /// Answers the next `can_use_tool` request with `response`; returns the request.
 fn answer_can_use_tool(d: &mut Driven, response: Value) -> Value {
     let ask = d.until("can_use_tool", |v| {
