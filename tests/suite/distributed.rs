@@ -4,7 +4,7 @@
 //! real `cadre worker` processes sharing the project folder.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,9 +39,15 @@ pub(super) struct Worker {
 
 impl Worker {
     pub(super) fn start(p: &Project, server: &FakeServer, name: &str) -> Worker {
-        let log = p.path().join(format!("{name}.log"));
-        let child = p
-            .command(Some(server))
+        Worker::spawn(
+            p.command(Some(server)),
+            p.path().join(format!("{name}.log")),
+        )
+    }
+
+    /// Runs `cmd` as `cadre worker`, its log written to `log`.
+    fn spawn(mut cmd: std::process::Command, log: PathBuf) -> Worker {
+        let child = cmd
             .args(["worker"])
             .env("CADRE_LOG", "info")
             .stdout(Stdio::null())
@@ -78,6 +84,28 @@ impl Worker {
             self.log_text().contains("pulling pool")
         });
     }
+}
+
+/// Gives a worker's command a home of its own whose user settings hold the
+/// `[distributed]` table for `nats_url` (and `extra`): a worker whose user
+/// has not trusted the project folder finds them there. It keeps the
+/// parent's session folder, which a worker shares.
+fn worker_settings_outside_the_project(
+    cmd: &mut std::process::Command,
+    home: &Path,
+    p: &Project,
+    nats_url: &str,
+    extra: &str,
+) {
+    let user = home.join(".config/cadre/cadre.toml");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    std::fs::write(
+        &user,
+        format!("[distributed]\nbackend = \"nats\"\nurl = \"{nats_url}\"\n{extra}"),
+    )
+    .unwrap();
+    cmd.env("HOME", home);
+    cmd.env("CLAUDE_CONFIG_DIR", p.home.path().join(".claude"));
 }
 
 /// A parent `cadre run` of the prompt `go`, its output discarded.
@@ -1275,33 +1303,15 @@ fn project_server_on_a_worker(
     let mut worker_cmd = p.command(Some(&server));
     worker_cmd.env("MCP_PIDFILE", &worker_pidfile);
     if !trusted_worker {
-        let user = worker_home.path().join(".config/cadre/cadre.toml");
-        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
-        std::fs::write(
-            &user,
-            format!(
-                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n",
-                nats.url()
-            ),
-        )
-        .unwrap();
-        worker_cmd.env("HOME", worker_home.path());
-        // The parent's session folder, which a worker shares.
-        worker_cmd.env("CLAUDE_CONFIG_DIR", p.home.path().join(".claude"));
+        worker_settings_outside_the_project(
+            &mut worker_cmd,
+            worker_home.path(),
+            &p,
+            &nats.url(),
+            "",
+        );
     }
-    let log = p.path().join("worker.log");
-    let _worker = Worker {
-        child: Some(
-            worker_cmd
-                .args(["worker"])
-                .env("CADRE_LOG", "info")
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap(),
-        ),
-        log,
-    };
+    let _worker = Worker::spawn(worker_cmd, p.path().join("worker.log"));
     p.env("MCP_PIDFILE", parent_pidfile.to_str().unwrap());
     let run = p.run(
         Some(&server),
@@ -2746,32 +2756,15 @@ fn worktree_hooks_on_a_worker(trusted_worker: bool) -> (String, Project) {
     let worker_home = tempfile::tempdir().unwrap();
     let mut worker_cmd = p.command(Some(&server));
     if !trusted_worker {
-        let user = worker_home.path().join(".config/cadre/cadre.toml");
-        std::fs::create_dir_all(user.parent().unwrap()).unwrap();
-        std::fs::write(
-            &user,
-            format!(
-                "[distributed]\nbackend = \"nats\"\nurl = \"{}\"\n[permissions]\ndefault_mode = \"bypassPermissions\"\n",
-                nats.url()
-            ),
-        )
-        .unwrap();
-        worker_cmd.env("HOME", worker_home.path());
-        worker_cmd.env("CLAUDE_CONFIG_DIR", p.home.path().join(".claude"));
+        worker_settings_outside_the_project(
+            &mut worker_cmd,
+            worker_home.path(),
+            &p,
+            &nats.url(),
+            "[permissions]\ndefault_mode = \"bypassPermissions\"\n",
+        );
     }
-    let log = p.path().join("worker.log");
-    let worker = Worker {
-        child: Some(
-            worker_cmd
-                .args(["worker"])
-                .env("CADRE_LOG", "info")
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&log).unwrap())
-                .spawn()
-                .unwrap(),
-        ),
-        log,
-    };
+    let worker = Worker::spawn(worker_cmd, p.path().join("worker.log"));
     let run = p.run(
         Some(&server),
         &["run", "--output-format", "stream-json", "go"],
