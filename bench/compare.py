@@ -143,8 +143,12 @@ def measure(cmd, env, cwd):
 
 
 class OtlpReceiver(http_server.BaseHTTPRequestHandler):
-    """Answers every OTLP/HTTP export with 200 and counts it."""
+    """Answers every OTLP/HTTP export with 200 and counts it. HTTP/1.1 with
+    keep-alive, as a collector speaks it (the OpenTelemetry Collector's
+    Go server keeps a connection open): Python's default, HTTP/1.0, closes
+    each connection after one answer."""
     received = 0
+    protocol_version = "HTTP/1.1"
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("content-length") or 0))

@@ -44,6 +44,8 @@ pub struct McpConnection {
     pub transport: String,
     /// Connected, or failed (with why).
     pub error: Option<String>,
+    /// Why it failed, as a short code (`ENOENT`, `CONNECT_TIMEOUT`, …).
+    pub error_code: Option<&'static str>,
     pub duration_ms: u64,
     /// When it ended.
     pub at: SystemTime,

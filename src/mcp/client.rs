@@ -34,7 +34,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, thiserror::Error, miette::Diagnostic)]
 pub enum McpError {
     #[error("cannot start `{command}`: {message}")]
-    Spawn { command: String, message: String },
+    Spawn {
+        command: String,
+        message: String,
+        /// The command was not found (`ENOENT`).
+        not_found: bool,
+    },
     #[error("invalid header `{0}`")]
     Header(String),
     #[error("cannot build the HTTP client: {0}")]
@@ -68,6 +73,33 @@ pub enum McpError {
     /// The legacy HTTP+SSE server named no usable message endpoint.
     #[error("the SSE server's `endpoint` event: {0}")]
     SseEndpoint(String),
+}
+
+impl McpError {
+    /// A short code for why a connection failed, the same whatever the
+    /// words (telemetry's `error_code`, sent without the details switch as
+    /// Claude Code sends its own): `ENOENT` and `CONNECT_TIMEOUT` as Claude
+    /// Code names them, the others cadre's.
+    pub fn code(&self) -> &'static str {
+        match self {
+            McpError::Spawn {
+                not_found: true, ..
+            } => "ENOENT",
+            McpError::Spawn { .. } => "SPAWN_FAILED",
+            McpError::Header(_) => "INVALID_HEADER",
+            McpError::Http(_) => "HTTP_CLIENT",
+            McpError::Handshake(_) => "HANDSHAKE_FAILED",
+            McpError::ListTools(_) => "LIST_TOOLS_FAILED",
+            McpError::Timeout(_) => "CONNECT_TIMEOUT",
+            McpError::NoTransport => "NO_TRANSPORT",
+            McpError::NoSdkClient => "NO_SDK_CLIENT",
+            McpError::UnsupportedType(_) => "UNSUPPORTED_TRANSPORT",
+            McpError::OAuth { .. } => "AUTH_REQUIRED",
+            McpError::Token(_) => "TOKEN_FAILED",
+            McpError::SseConnect(_) => "SSE_CONNECT_FAILED",
+            McpError::SseEndpoint(_) => "SSE_ENDPOINT",
+        }
+    }
 }
 
 /// Why a tool call got no result. The model is told it as data (`kind`,
@@ -502,6 +534,7 @@ impl Connection {
                     StdioServer::spawn(cmd, &handler.server).map_err(|e| McpError::Spawn {
                         command: command.clone(),
                         message: e.to_string(),
+                        not_found: e.kind() == std::io::ErrorKind::NotFound,
                     })?;
                 if let Some(stderr) = stderr {
                     *reader = Some(read_stderr(stderr, Arc::clone(tail), command.clone()));

@@ -882,6 +882,7 @@ fn note_connection(
         server: name.to_string(),
         transport,
         error: failed.map(|e| e.error.to_string()),
+        error_code: failed.map(|e| e.error.code()),
         duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
         at: std::time::SystemTime::now(),
     }));

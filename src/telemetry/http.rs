@@ -1,9 +1,8 @@
 //! The HTTP client the OTLP exporters send with: cadre's own reqwest
 //! client (rustls with ring, the platform's trust store or the collector's
-//! own authority, a client certificate when one is named), its requests run
-//! on the process's tokio runtime. The SDK's exporters run on their own
-//! threads and wait for the answer there, so no second HTTP stack and no
-//! runtime of their own are built.
+//! own authority, a client certificate when one is named), its requests
+//! sent from the exports' tasks on the process's tokio runtime: no second
+//! HTTP stack and no runtime or thread of telemetry's own.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -20,16 +19,11 @@ const MAX_ANSWER: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub(super) struct Client {
     http: reqwest::Client,
-    runtime: tokio::runtime::Handle,
 }
 
 impl Client {
-    /// `None` outside a tokio runtime; what is wrong with the TLS files,
-    /// in words.
-    pub(super) fn new(timeout: Duration, tls: &TlsFiles) -> Result<Option<Client>, String> {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Ok(None);
-        };
+    /// What is wrong with the TLS files, in words.
+    pub(super) fn new(timeout: Duration, tls: &TlsFiles) -> Result<Client, String> {
         let mut config = super::tls::config(tls)?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         let http = reqwest::Client::builder()
@@ -39,7 +33,7 @@ impl Client {
             .resolve_to_addrs("localhost", &LOOPBACK)
             .build()
             .map_err(|e| format!("the HTTP client: {e}"))?;
-        Ok(Some(Client { http, runtime }))
+        Ok(Client { http })
     }
 }
 
@@ -66,29 +60,28 @@ pub(super) async fn tcp(host: &str, port: u16) -> std::io::Result<tokio::net::Tc
 #[async_trait]
 impl HttpClient for Client {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let http = self.http.clone();
+        // Exports run as tasks on the process's runtime (telemetry's pump),
+        // so the request is sent right here, with no task of its own.
         let (parts, body) = request.into_parts();
-        let sent = self.runtime.spawn(async move {
-            let mut answer = http
-                .request(parts.method, parts.uri.to_string())
-                .headers(parts.headers)
-                .body(body)
-                .send()
-                .await?;
-            let mut response = Response::builder().status(answer.status());
-            if let Some(headers) = response.headers_mut() {
-                *headers = answer.headers().clone();
+        let mut answer = self
+            .http
+            .request(parts.method, parts.uri.to_string())
+            .headers(parts.headers)
+            .body(body)
+            .send()
+            .await?;
+        let mut response = Response::builder().status(answer.status());
+        if let Some(headers) = response.headers_mut() {
+            *headers = answer.headers().clone();
+        }
+        let mut read = Vec::new();
+        while let Some(chunk) = answer.chunk().await? {
+            let room = MAX_ANSWER.saturating_sub(read.len());
+            read.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            if read.len() >= MAX_ANSWER {
+                break;
             }
-            let mut read = Vec::new();
-            while let Some(chunk) = answer.chunk().await? {
-                let room = MAX_ANSWER.saturating_sub(read.len());
-                read.extend_from_slice(&chunk[..chunk.len().min(room)]);
-                if read.len() >= MAX_ANSWER {
-                    break;
-                }
-            }
-            Ok::<_, HttpError>(response.body(Bytes::from(read))?)
-        });
-        sent.await?
+        }
+        Ok(response.body(Bytes::from(read))?)
     }
 }

@@ -137,9 +137,8 @@ struct PendingHook {
     failed: Option<String>,
 }
 
-/// When something happened: an event may be recorded a little after it
-/// happened (while telemetry was still being set up), and its spans and
-/// events carry the time it happened.
+/// When something happened, on the wall clock (for the exported times)
+/// and the monotonic one (for durations).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct At {
     pub wall: SystemTime,
@@ -494,6 +493,9 @@ impl Recorder {
                 ];
                 if let Some(p) = c.plugin() {
                     attrs.push(("plugin.name", named(p)));
+                }
+                if let Some(code) = c.error_code {
+                    attrs.push(("error_code", AnyValue::from(code)));
                 }
                 if details {
                     attrs.push(("server_name", AnyValue::from(c.server.clone())));

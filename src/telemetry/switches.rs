@@ -62,6 +62,16 @@ pub(super) struct Switches {
     pub traces: Exporters,
     pub metric_interval: Duration,
     pub logs_interval: Duration,
+    /// `OTEL_BSP_SCHEDULE_DELAY`: how often ended spans are sent.
+    pub spans_interval: Duration,
+    /// The spans (`OTEL_BSP_MAX_QUEUE_SIZE`) and events
+    /// (`OTEL_BLRP_MAX_QUEUE_SIZE`) held before they are sent, past which
+    /// new ones are dropped, and the number that starts an export
+    /// (`…_MAX_EXPORT_BATCH_SIZE`).
+    pub span_queue: usize,
+    pub span_batch: usize,
+    pub log_queue: usize,
+    pub log_batch: usize,
     pub timeout: Duration,
     /// `OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=cumulative`.
     pub cumulative: bool,
@@ -109,6 +119,14 @@ impl Vars<'_> {
                 .unwrap_or(default),
         )
     }
+
+    /// A positive whole number, or `default`.
+    fn count(&self, name: &str, default: usize) -> usize {
+        self.get(name)
+            .and_then(|v| v.parse().ok())
+            .filter(|&n: &usize| n > 0)
+            .unwrap_or(default)
+    }
 }
 
 fn truthy(v: &str) -> bool {
@@ -131,6 +149,11 @@ pub(super) fn read(vars: &Vars) -> Switches {
         traces,
         metric_interval: vars.millis("OTEL_METRIC_EXPORT_INTERVAL", 60_000),
         logs_interval: vars.millis("OTEL_LOGS_EXPORT_INTERVAL", 5_000),
+        spans_interval: vars.millis("OTEL_BSP_SCHEDULE_DELAY", 5_000),
+        span_queue: vars.count("OTEL_BSP_MAX_QUEUE_SIZE", 2_048),
+        span_batch: vars.count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512),
+        log_queue: vars.count("OTEL_BLRP_MAX_QUEUE_SIZE", 2_048),
+        log_batch: vars.count("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", 512),
         timeout: vars.millis("OTEL_EXPORTER_OTLP_TIMEOUT", 5_000),
         cumulative: vars
             .get("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE")

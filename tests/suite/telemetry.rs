@@ -5,6 +5,7 @@
 //! key or prompt leaks, and the nesting of the agent tree's spans.
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
@@ -650,6 +651,161 @@ fn print_mode_flushes_before_it_exits() {
     check_agent_tree(&got);
 }
 
+/// A model whose one answer is held back until `gate` opens (a minute at
+/// most).
+fn held_model(gate: tokio::sync::watch::Receiver<bool>) -> FakeServer {
+    FakeServer::route(move |_| {
+        anthropic::text_reply("all done").held(gate.clone(), Duration::from_secs(60))
+    })
+}
+
+/// Whether the collector is sent an export to `path` within `within`.
+fn exported_to(collector: &FakeServer, path: &str, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if collector.requests().iter().any(|r| r.path == path) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn paths(collector: &FakeServer) -> Vec<String> {
+    collector.requests().into_iter().map(|r| r.path).collect()
+}
+
+/// `cadre -p PROMPT` started, its output thrown away.
+fn start_run(p: &Project, server: &FakeServer) -> std::process::Child {
+    p.command(Some(server))
+        .args(["-p", PROMPT])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for `child` to exit (a minute at most) and says it succeeded.
+fn exits_well(mut child: std::process::Child) {
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            return;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("the run did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// While a turn waits on the model, what was recorded goes out on each
+/// signal's interval (`OTEL_LOGS_EXPORT_INTERVAL`,
+/// `OTEL_METRIC_EXPORT_INTERVAL`), not only when the prompt is answered;
+/// nothing is sent twice.
+#[test]
+fn a_long_turn_is_exported_on_each_signals_interval() {
+    let receiver = collector();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let server = held_model(gate);
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        .env("OTEL_LOGS_EXPORT_INTERVAL", "200");
+    let mut child = start_run(&p, &server);
+    assert!(server.wait_for_requests(1, Duration::from_secs(30)));
+    for path in ["/v1/logs", "/v1/metrics"] {
+        assert!(
+            exported_to(&receiver, path, Duration::from_secs(20)),
+            "{path} while the model thinks: {:?}",
+            paths(&receiver)
+        );
+    }
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the run still waits for the model"
+    );
+    let early = decode_protobuf(&receiver);
+    assert_eq!(early.events_named("claude_code.user_prompt").len(), 1);
+    assert!(early.metrics.contains_key("claude_code.session.count"));
+    assert!(early.events_named("claude_code.api_request").is_empty());
+    open.send(true).unwrap();
+    exits_well(child);
+    let got = decode_protobuf(&receiver);
+    assert_eq!(got.events_named("claude_code.api_request").len(), 1);
+    assert_eq!(
+        got.events_named("claude_code.user_prompt").len(),
+        1,
+        "an event is sent once"
+    );
+    assert_eq!(
+        got.metrics["claude_code.session.count"].len(),
+        1,
+        "delta temporality: the session is counted in one export"
+    );
+}
+
+/// `OTEL_BLRP_MAX_EXPORT_BATCH_SIZE` events waiting start an export at
+/// once, long before their interval; metrics, with nothing of the kind
+/// set, wait for theirs.
+#[test]
+fn a_full_batch_of_events_goes_out_before_its_interval() {
+    let receiver = collector();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let server = held_model(gate);
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_METRIC_EXPORT_INTERVAL", "600000")
+        .env("OTEL_LOGS_EXPORT_INTERVAL", "600000")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "600000")
+        .env("OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", "1");
+    let child = start_run(&p, &server);
+    assert!(server.wait_for_requests(1, Duration::from_secs(30)));
+    assert!(
+        exported_to(&receiver, "/v1/logs", Duration::from_secs(20)),
+        "the prompt's event, a batch of one: {:?}",
+        paths(&receiver)
+    );
+    assert!(
+        !paths(&receiver).iter().any(|p| p != "/v1/logs"),
+        "metrics and spans wait for their interval or the prompt's end: {:?}",
+        paths(&receiver)
+    );
+    open.send(true).unwrap();
+    exits_well(child);
+    let got = decode_protobuf(&receiver);
+    assert_eq!(got.events_named("claude_code.user_prompt").len(), 1);
+    assert!(got.metrics.contains_key("claude_code.token.usage"));
+    assert!(!got.spans.is_empty());
+}
+
+/// `console` prints each signal on standard output, after the answer, as
+/// Claude Code does.
+#[test]
+fn console_exporters_print_every_signal() {
+    let server = model();
+    let mut p = Project::new();
+    p.write(".claude/agents/reviewer.md", REVIEWER);
+    p.env("CLAUDE_CODE_ENABLE_TELEMETRY", "1")
+        .env("OTEL_METRICS_EXPORTER", "console")
+        .env("OTEL_LOGS_EXPORTER", "console")
+        .env("OTEL_TRACES_EXPORTER", "console");
+    let run = p.run(Some(&server), &["-p", PROMPT]);
+    run.ok();
+    let out = &run.stdout;
+    assert!(out.starts_with("all done"), "{out}");
+    for name in [
+        "claude_code.session.count",
+        "claude_code.token.usage",
+        "claude_code.api_request",
+        "claude_code.user_prompt",
+        "invoke_agent",
+    ] {
+        assert!(out.contains(name), "{name} in\n{out}");
+    }
+    assert!(!out.contains(TEST_KEY), "no key printed");
+}
+
 /// An accepted Write: the edit decision (tool, source, language) and the
 /// lines it added are counted, as Claude Code counts them; a refused one
 /// is a `reject` decision and adds no lines.
@@ -1025,6 +1181,10 @@ fn mcp_connections_and_loaded_plugins_are_events() {
         let (ok, failed): (Vec<&&BTreeMap<String, String>>, Vec<_>) =
             all.iter().partition(|e| e["status"] == "connected");
         assert_eq!((ok.len(), failed.len()), (2, 1), "{all:#?}");
+        // Why it failed, as Claude Code's code for a command not found,
+        // with or without the details; none for a connected server.
+        assert_eq!(failed[0]["error_code"], "ENOENT", "{all:#?}");
+        assert!(ok.iter().all(|e| !e.contains_key("error_code")), "{all:#?}");
         for e in &all {
             assert_eq!(e["transport_type"], "stdio");
             assert!(e["duration_ms"].parse::<u64>().is_ok(), "{e:#?}");
