@@ -311,8 +311,8 @@ pub fn shutdown() {
         }),
         None => r.pump.finish(SHUTDOWN_WAIT),
     };
-    if let Some(dropped) = r.pump.dropped() {
-        eprintln!("cadre: telemetry: {dropped}");
+    for said in [r.pump.dropped(), r.pump.failures()].into_iter().flatten() {
+        eprintln!("cadre: telemetry: {said}");
     }
     if !in_time {
         eprintln!("cadre: telemetry: the last export did not finish in time");

@@ -159,6 +159,9 @@ pub(super) struct Pump {
     asked: AtomicU8,
     /// Whether a signal is printed on standard output.
     console: bool,
+    /// Exports that failed, and the last one's words.
+    failed: AtomicUsize,
+    last_failure: Mutex<Option<String>>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -177,6 +180,8 @@ impl Pump {
                 .any(|o| matches!(o, MetricOut::Console(_)));
         Arc::new(Pump {
             console,
+            failed: AtomicUsize::new(0),
+            last_failure: Mutex::new(None),
             spans: Queue::new(sizes.span_batch, sizes.span_max),
             logs: Queue::new(sizes.log_batch, sizes.log_max),
             reader,
@@ -231,6 +236,36 @@ impl Pump {
         (!said.is_empty()).then(|| format!("dropped {}", said.join(" and ")))
     }
 
+    /// Counts a failed export, keeping the last one's words.
+    fn said(&self, what: &str, r: OTelSdkResult) {
+        if let Err(e) = r {
+            tracing::debug!("telemetry: {what}: {e}");
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            if let Ok(mut last) = self.last_failure.lock() {
+                *last = Some(format!("{what}: {e}"));
+            }
+        }
+    }
+
+    /// How many exports failed, with the last failure in words; `None`
+    /// when none did.
+    pub fn failures(&self) -> Option<String> {
+        let n = self.failed.load(Ordering::Relaxed);
+        if n == 0 {
+            return None;
+        }
+        let last = self
+            .last_failure
+            .lock()
+            .ok()
+            .and_then(|l| l.clone())
+            .unwrap_or_default();
+        Some(format!(
+            "{n} export{} to the collector failed (the last: {last})",
+            if n == 1 { "" } else { "s" }
+        ))
+    }
+
     /// Sends what was asked for, once the export before it is done.
     async fn export(&self) {
         let outs = self.outs.lock().await;
@@ -283,9 +318,9 @@ impl Pump {
             return;
         }
         for out in rest {
-            said("traces", out.export(batch.clone()).await);
+            self.said("traces", out.export(batch.clone()).await);
         }
-        said("traces", last.export(batch).await);
+        self.said("traces", last.export(batch).await);
     }
 
     async fn send_logs(&self, outs: &[LogOut]) {
@@ -299,7 +334,7 @@ impl Pump {
         let refs: Vec<(&SdkLogRecord, &InstrumentationScope)> =
             records.iter().map(|(r, s)| (r, s)).collect();
         for out in outs {
-            said("logs", out.export(LogBatch::new(&refs)).await);
+            self.said("logs", out.export(LogBatch::new(&refs)).await);
         }
     }
 
@@ -309,7 +344,7 @@ impl Pump {
         };
         let mut rm = ResourceMetrics::default();
         if let Err(e) = reader.collect(&mut rm) {
-            said("metrics", Err(e));
+            self.said("metrics", Err(e));
             return;
         }
         // Nothing recorded since the last export sends nothing.
@@ -317,7 +352,7 @@ impl Pump {
             return;
         }
         for out in outs {
-            said("metrics", out.export(&rm).await);
+            self.said("metrics", out.export(&rm).await);
         }
     }
 
@@ -354,12 +389,6 @@ impl Pump {
                 }
             }
         })
-    }
-}
-
-fn said(what: &str, r: OTelSdkResult) {
-    if let Err(e) = r {
-        tracing::debug!("telemetry: {what}: {e}");
     }
 }
 

@@ -779,6 +779,37 @@ fn a_full_batch_of_events_goes_out_before_its_interval() {
     assert!(!got.spans.is_empty());
 }
 
+/// A collector that never answers costs a run its export timeout
+/// (`OTEL_EXPORTER_OTLP_TIMEOUT`) per export, not a hang: the run
+/// answers, exits well, and says that the exports failed and why.
+#[test]
+fn a_collector_that_never_answers_does_not_hold_the_run() {
+    let (_never, gate) = tokio::sync::watch::channel(false);
+    let receiver = FakeServer::route(move |_| {
+        Reply::status(200, "").held(gate.clone(), Duration::from_secs(300))
+    });
+    receiver.skip_invariant_checks();
+    let server = model();
+    let mut p = project("http/protobuf", &receiver);
+    p.env("OTEL_EXPORTER_OTLP_TIMEOUT", "300");
+    let began = Instant::now();
+    let run = p.run(Some(&server), &["-p", PROMPT]);
+    run.ok();
+    assert!(run.stdout.starts_with("all done"), "{}", run.stdout);
+    assert!(
+        began.elapsed() < Duration::from_secs(60),
+        "the exit waits for the exports' timeouts, not for the collector"
+    );
+    assert!(
+        run.stderr.contains("cadre: telemetry: ")
+            && run.stderr.contains("export")
+            && run.stderr.contains("to the collector failed (the last: "),
+        "{}",
+        run.stderr
+    );
+    assert!(receiver.request_count() >= 1, "the exports were tried");
+}
+
 /// `console` prints each signal on standard output, after the answer, as
 /// Claude Code does.
 #[test]
