@@ -29,8 +29,8 @@ receiver in this script that answers 200), for the overhead of telemetry
 (docs/observability.md, "Cost"). Its runs log with
 `CADRE_LOG=cadre::telemetry=debug`, and what cadre reports of setting
 telemetry up and of the flush at exit is summarised as
-`telemetry_setup_ms` (on its own thread), `telemetry_wait_ms` (what of
-it the first event still waited for) and `telemetry_flush_ms` (the exit).
+`telemetry_setup_ms` (on the first session's thread) and
+`telemetry_flush_ms` (the exit).
 `--baseline PATH` adds another cadre build as `baseline` (and, with
 `--telemetry`, `baseline+telemetry`), run in turn with the others: a
 before/after comparison under the same load.
@@ -271,7 +271,7 @@ def main():
             results = {name: {"wall_s": [], "rss_kib": [], "request_bytes": [], "requests": [],
                               "child_shared": [], "errors": [], "cpu_s": [], "cpu_per_child_turn_ms": [],
                               "last_main_request_s": [], "notifications": [], "timelines": [],
-                              "setup_ms": [], "flush_ms": [], "wait_ms": []} for name in programs}
+                              "setup_ms": [], "flush_ms": []} for name in programs}
             order = list(programs)
             for i in range(args.warmup + args.runs):
                 for name in (order if i % 2 == 0 else order[::-1]):
@@ -307,7 +307,6 @@ def main():
                     r["cpu_s"].append(measure.cpu_s)
                     r["setup_ms"].append(telemetry_ms(err, "set up"))
                     r["flush_ms"].append(telemetry_ms(err, "flushed"))
-                    r["wait_ms"].append(telemetry_ms(err, "waited"))
                     if kids_n:
                         r["cpu_per_child_turn_ms"].append(measure.cpu_s * 1000 / kids_n)
                     r["wall_s"].append(wall)
@@ -345,7 +344,6 @@ def main():
                     "timelines": r["timelines"],
                     "telemetry_setup_ms": summary(r["setup_ms"]),
                     "telemetry_flush_ms": summary(r["flush_ms"]),
-                    "telemetry_wait_ms": summary(r["wait_ms"]),
                     "failed_runs": len(r["errors"]),
                     "first_error": r["errors"][0] if r["errors"] else None,
                 }
