@@ -170,30 +170,33 @@ pub fn build_after(
     let mut mcp_servers = crate::mcp::effective_servers(&mcp_json, &settings.mcp_servers);
     // Where each server came from, for `config show`: a `.mcp.json` entry,
     // a settings file, or a plugin.
-    let mut mcp_origins: std::collections::BTreeMap<String, String> = mcp_servers
-        .keys()
-        .map(|name| {
-            let at = match (
-                settings.mcp_servers.contains_key(name),
-                mcp_placed.get(name),
-            ) {
-                (false, Some(at)) => at.clone(),
-                _ => config
-                    .origins
-                    .of(&format!("mcp_servers.{name}"))
-                    .map_or_else(|| "settings".into(), ToString::to_string),
-            };
-            (name.clone(), at)
-        })
-        .collect();
+    let mut mcp_origins = std::collections::BTreeMap::new();
+    for (name, server) in &mut mcp_servers {
+        let (at, scope) = match (
+            settings.mcp_servers.contains_key(name),
+            mcp_placed.get(name),
+        ) {
+            (false, Some(at)) => (at.clone(), "project"),
+            _ => {
+                let origin = config.origins.of(&format!("mcp_servers.{name}"));
+                (
+                    origin.map_or_else(|| "settings".into(), ToString::to_string),
+                    origin.map_or("dynamic", |o| mcp_scope(o.scope)),
+                )
+            }
+        };
+        server.scope = Some(scope);
+        mcp_origins.insert(name.clone(), at);
+    }
     // The plugins' servers (`plugin:NAME:SERVER`); a plugin a project
     // enables is loaded only in a trusted folder (config::plugins).
     let (plugin_servers, plugin_mcp_diags) =
         crate::mcp::plugin_servers(&config.plugins, &input.load.env);
-    for (name, server) in plugin_servers {
+    for (name, mut server) in plugin_servers {
         mcp_origins
             .entry(name.clone())
             .or_insert_with(|| "plugin".into());
+        server.scope = Some("dynamic");
         mcp_servers.entry(name).or_insert(server);
     }
     let child_env = Arc::new(settings.child_env());
@@ -569,5 +572,18 @@ impl Snapshot {
             .models
             .get(model)
             .map_or(model, String::as_str)
+    }
+}
+
+/// A settings layer as Claude Code names the scope of an MCP server
+/// configured there (telemetry's `server_scope`).
+fn mcp_scope(layer: config::layers::Scope) -> &'static str {
+    use config::layers::Scope;
+    match layer {
+        Scope::User | Scope::Default => "user",
+        Scope::Project => "project",
+        Scope::Local => "local",
+        Scope::Managed => "managed",
+        Scope::Flag | Scope::Env | Scope::Cli => "dynamic",
     }
 }

@@ -46,6 +46,9 @@ pub struct McpConnection {
     pub error: Option<String>,
     /// Why it failed, as a short code (`ENOENT`, `CONNECT_TIMEOUT`, …).
     pub error_code: Option<&'static str>,
+    /// Where it was configured (`project`, `user`, `local`, `managed`,
+    /// `dynamic`, `agent`).
+    pub scope: Option<&'static str>,
     pub duration_ms: u64,
     /// When it ended.
     pub at: SystemTime,

@@ -842,6 +842,12 @@ pub struct McpServerConfig {
     /// when the snapshot is built; the default removes provider keys).
     #[serde(skip)]
     pub child_env: Option<std::sync::Arc<ChildEnv>>,
+    /// Where the server was configured, in Claude Code's words (its
+    /// `server_scope`): `project` (`.mcp.json`, the project's settings),
+    /// `user`, `local`, `managed`, `dynamic` (the command line, a plugin),
+    /// `agent` (an agent file's own). Set when the snapshot is built.
+    #[serde(skip)]
+    pub scope: Option<&'static str>,
 }
 
 impl McpServerConfig {

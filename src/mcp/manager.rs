@@ -734,6 +734,7 @@ impl McpManager {
                 AgentMcpServer::Inline { name, config } => {
                     let mut config = config.clone();
                     config.child_env = Some(Arc::clone(&child_env));
+                    config.scope = Some("agent");
                     inline.push((name.clone(), config));
                 }
             }
@@ -883,6 +884,7 @@ fn note_connection(
         transport,
         error: failed.map(|e| e.error.to_string()),
         error_code: failed.map(|e| e.error.code()),
+        scope: config.scope,
         duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
         at: std::time::SystemTime::now(),
     }));

@@ -494,6 +494,9 @@ impl Recorder {
                 if let Some(p) = c.plugin() {
                     attrs.push(("plugin.name", named(p)));
                 }
+                if let Some(scope) = c.scope {
+                    attrs.push(("server_scope", AnyValue::from(scope)));
+                }
                 if let Some(code) = c.error_code {
                     attrs.push(("error_code", AnyValue::from(code)));
                 }
@@ -510,10 +513,17 @@ impl Recorder {
                 if !st.plugins.insert((p.name.clone(), p.marketplace.clone())) {
                     return;
                 }
-                let mut attrs = vec![("plugin.name", named(&p.name))];
-                if let Some(m) = &p.marketplace {
-                    attrs.push(("marketplace.name", named(m)));
-                }
+                // A `--plugin-dir` plugin's marketplace is `inline`, as
+                // Claude Code names it.
+                let marketplace = p.marketplace.as_deref().unwrap_or("inline");
+                let mut attrs = vec![
+                    ("plugin.name", named(&p.name)),
+                    ("marketplace.name", named(marketplace)),
+                    (
+                        "plugin_id_hash",
+                        AnyValue::from(plugin_id_hash(&p.name, marketplace)),
+                    ),
+                ];
                 if let Some(v) = p.version.as_ref().filter(|_| details) {
                     attrs.push(("plugin.version", AnyValue::from(v.clone())));
                 }
@@ -1215,6 +1225,19 @@ fn usage_attrs(u: &Usage) -> Vec<KeyValue> {
     ]
 }
 
+/// Claude Code's `plugin_id_hash`: the first 16 hex digits of the SHA-256
+/// of `NAME@MARKETPLACE` (the marketplace in lower case) followed by
+/// Claude Code's fixed salt; checked against Claude Code 2.1.330's own
+/// events. The same plugin has the same id in both tools' data, and its
+/// name does not leave.
+fn plugin_id_hash(name: &str, marketplace: &str) -> String {
+    use sha2::Digest as _;
+    const SALT: &str = "claude-plugin-telemetry-v1";
+    let id = format!("{name}@{}{SALT}", marketplace.to_lowercase());
+    let digest = sha2::Sha256::digest(id.as_bytes());
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
 fn query_source(agent_id: &str) -> &'static str {
     if agent_id == "main" {
         "main"
@@ -1357,6 +1380,19 @@ mod tests {
         assert_eq!(u.uncounted, Duration::ZERO);
         assert!(!u.key(at(6500)));
         assert_eq!(u.uncounted, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn a_plugins_id_hash_is_claude_codes() {
+        // What Claude Code 2.1.330 exported for a `--plugin-dir` plugin
+        // named hello, and for one of its own built-in plugins.
+        assert_eq!(plugin_id_hash("hello", "inline"), "11daaa17733b7153");
+        assert_eq!(
+            plugin_id_hash("cc-plugin-agents-md", "builtin"),
+            "da63145d0acbb62d"
+        );
+        // The marketplace in lower case (Python's hashlib, the same recipe).
+        assert_eq!(plugin_id_hash("hello", "Acme-Tools"), "745951132556a5d7");
     }
 
     #[test]

@@ -1224,6 +1224,15 @@ fn mcp_connections_and_loaded_plugins_are_events() {
         let from_plugin: Vec<_> = all.iter().filter(|e| e["is_plugin"] == "true").collect();
         assert_eq!(from_plugin.len(), 1, "{all:#?}");
         assert_eq!(from_plugin[0]["status"], "connected");
+        // Where each was configured, in Claude Code's words: the
+        // project's `.mcp.json`, or `dynamic` for a plugin's.
+        assert_eq!(from_plugin[0]["server_scope"], "dynamic");
+        let from_project: Vec<_> = all.iter().filter(|e| e["is_plugin"] == "false").collect();
+        assert_eq!(from_project.len(), 2, "{all:#?}");
+        assert!(
+            from_project.iter().all(|e| e["server_scope"] == "project"),
+            "{all:#?}"
+        );
         let shown = |name: &str| if details { name } else { "third-party" }.to_string();
         assert_eq!(from_plugin[0]["plugin.name"], shown("hello"));
 
@@ -1231,6 +1240,9 @@ fn mcp_connections_and_loaded_plugins_are_events() {
         assert_eq!(loaded.len(), 1, "{:#?}", got.events);
         let l = loaded[0];
         assert_eq!(l["plugin.name"], shown("hello"));
+        assert_eq!(l["marketplace.name"], shown("inline"));
+        // Claude Code's id for a `--plugin-dir` plugin named hello.
+        assert_eq!(l["plugin_id_hash"], "11daaa17733b7153");
         assert_eq!(l["has_hooks"], "true");
         assert_eq!(l["has_mcp"], "true");
         assert_eq!(l["enabled_via"], "user-install");
