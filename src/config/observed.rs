@@ -20,7 +20,7 @@ pub const MAX_KEPT: usize = 256;
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observed {
-    /// An MCP server was connected to, or could not be.
+    /// An MCP server was connected to, could not be, or went away.
     McpConnection(McpConnection),
     /// A plugin was loaded from the settings (`enabledPlugins`,
     /// `--plugin-dir`); what telemetry says of it is
@@ -49,6 +49,9 @@ pub struct McpConnection {
     /// Where it was configured (`project`, `user`, `local`, `managed`,
     /// `dynamic`, `agent`).
     pub scope: Option<&'static str>,
+    /// A connected server closed its side on its own (`duration_ms` is
+    /// then how long it had been connected).
+    pub disconnected: bool,
     pub duration_ms: u64,
     /// When it ended.
     pub at: SystemTime,

@@ -75,6 +75,23 @@ pub enum McpError {
     SseEndpoint(String),
 }
 
+/// A stdio server that had connected closed its side on its own: for
+/// telemetry (`claude_code.mcp_server_connection`, status
+/// `disconnected`, with how long it had been connected).
+fn note_gone(server: String, scope: Option<&'static str>, connected: std::time::Instant) {
+    use crate::config::observed::{McpConnection, Observed, note};
+    note(Observed::McpConnection(McpConnection {
+        server,
+        transport: "stdio".to_string(),
+        error: None,
+        error_code: None,
+        scope,
+        disconnected: true,
+        duration_ms: u64::try_from(connected.elapsed().as_millis()).unwrap_or(u64::MAX),
+        at: std::time::SystemTime::now(),
+    }));
+}
+
 impl McpError {
     /// A short code for why a connection failed, the same whatever the
     /// words (telemetry's `error_code`, sent without the details switch as
@@ -530,7 +547,7 @@ impl Connection {
                 let mut cmd = tokio::process::Command::new(command);
                 config.child_env.clone().unwrap_or_default().apply(&mut cmd);
                 cmd.args(&config.args).envs(&config.env).current_dir(cwd);
-                let (transport, stderr) =
+                let (mut transport, stderr) =
                     StdioServer::spawn(cmd, &handler.server).map_err(|e| McpError::Spawn {
                         command: command.clone(),
                         message: e.to_string(),
@@ -540,10 +557,22 @@ impl Connection {
                     *reader = Some(read_stderr(stderr, Arc::clone(tail), command.clone()));
                 }
                 let pid = transport.id();
+                let connected = Arc::new(std::sync::OnceLock::new());
+                {
+                    let connected = Arc::clone(&connected);
+                    let server = handler.server.clone();
+                    let scope = config.scope;
+                    transport.when_gone(move || {
+                        if let Some(at) = connected.get() {
+                            note_gone(server, scope, *at);
+                        }
+                    });
+                }
                 let service = handler
                     .serve(in_order(transport, progress.clone()))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
+                let _ = connected.set(std::time::Instant::now());
                 (service, pid)
             }
             (None, Some(url)) if config.kind.as_deref() == Some("sse") => {

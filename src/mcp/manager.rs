@@ -885,6 +885,7 @@ fn note_connection(
         error: failed.map(|e| e.error.to_string()),
         error_code: failed.map(|e| e.error.code()),
         scope: config.scope,
+        disconnected: false,
         duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
         at: std::time::SystemTime::now(),
     }));

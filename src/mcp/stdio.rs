@@ -38,6 +38,11 @@ pub struct StdioServer {
     /// Spawned with `kill_on_drop`: dropping the transport ends it.
     child: Option<Child>,
     transport: AsyncRwTransport<RoleClient, DuplexStream, ChildStdin>,
+    /// Called once if the server ends its side (its stdout closes) before
+    /// cadre closes the transport.
+    on_gone: Option<Box<dyn FnOnce() + Send + Sync>>,
+    /// cadre is closing it: its end is no news.
+    closing: bool,
 }
 
 impl StdioServer {
@@ -60,6 +65,8 @@ impl StdioServer {
             StdioServer {
                 child: Some(child),
                 transport,
+                on_gone: None,
+                closing: false,
             },
             stderr,
         ))
@@ -70,9 +77,16 @@ impl StdioServer {
         self.child.as_ref()?.id()
     }
 
+    /// `gone` is called once if the server closes its side (it exited, or
+    /// closed its stdout) while cadre still uses it.
+    pub fn when_gone(&mut self, gone: impl FnOnce() + Send + Sync + 'static) {
+        self.on_gone = Some(Box::new(gone));
+    }
+
     /// Closes stdin and waits for the server to exit; SIGTERM, then
     /// SIGKILL, if it does not (the MCP specification's stdio shutdown).
     async fn shutdown(&mut self) -> std::io::Result<()> {
+        self.closing = true;
         self.transport.close().await?;
         let Some(child) = self.child.as_mut() else {
             return Ok(());
@@ -107,8 +121,15 @@ impl Transport<RoleClient> for StdioServer {
         self.transport.send(item)
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.transport.receive()
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.transport.receive().await;
+        if message.is_none()
+            && !self.closing
+            && let Some(gone) = self.on_gone.take()
+        {
+            gone();
+        }
+        message
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

@@ -481,7 +481,9 @@ impl Recorder {
                 let mut attrs = vec![
                     (
                         "status",
-                        AnyValue::from(if c.error.is_none() {
+                        AnyValue::from(if c.disconnected {
+                            "disconnected"
+                        } else if c.error.is_none() {
                             "connected"
                         } else {
                             "failed"

@@ -294,6 +294,14 @@ impl ServerHandler for EchoServer {
             {
                 CallToolResult::success(vec![ContentBlock::text("x".repeat(17 << 20))])
             }
+            // The "bye" mode answers, then exits: a server that goes away.
+            "echo" if std::env::var(MODE_ENV).is_ok_and(|m| m == "bye") => {
+                std::thread::spawn(|| {
+                    std::thread::sleep(Duration::from_millis(100));
+                    std::process::exit(0);
+                });
+                CallToolResult::success(vec![ContentBlock::text("bye")])
+            }
             "echo" => CallToolResult::success(vec![ContentBlock::text(format!(
                 "echo: {}{token}",
                 args.get("text").and_then(Value::as_str).unwrap_or("")

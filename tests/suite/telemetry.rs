@@ -1174,6 +1174,58 @@ fn by_key<'a>(
         .collect()
 }
 
+/// A stdio server that connected and then exited on its own is a
+/// `disconnected` event, with how long it had been connected, as Claude
+/// Code reports a closed connection; the run goes on without it.
+#[test]
+fn an_mcp_server_that_goes_away_is_a_disconnected_event() {
+    let receiver = collector();
+    let server = FakeServer::route(|r| {
+        if assistant_turns(r) == 0 {
+            return anthropic::message()
+                .tool_use("toolu_1", "mcp__srv__echo", json!({"text": "hi"}))
+                .reply();
+        }
+        // The server exits 100 ms after its answer; the run is still on.
+        anthropic::text_reply("all done").delayed(Duration::from_millis(1500))
+    });
+    let mut p = project("http/protobuf", &receiver);
+    let (cmd, args) = super::mcp::server_command();
+    p.write(
+        ".mcp.json",
+        &json!({"mcpServers": {"srv": {"command": cmd, "args": args,
+                                       "env": {super::mcp::MODE_ENV: "bye"}}}})
+        .to_string(),
+    );
+    p.write(
+        ".claude/settings.json",
+        r#"{"enableAllProjectMcpServers": true}"#,
+    );
+    p.env("OTEL_LOG_TOOL_DETAILS", "1");
+    let run = p.run(
+        Some(&server),
+        &["-p", "hello", "--allowedTools", "mcp__srv__echo"],
+    );
+    run.ok();
+    assert!(run.stdout.starts_with("all done"), "{}", run.stdout);
+    let got = decode_protobuf(&receiver);
+    let all = got.events_named("claude_code.mcp_server_connection");
+    let status: Vec<&str> = all.iter().map(|e| e["status"].as_str()).collect();
+    assert_eq!(
+        status,
+        ["connected", "disconnected"],
+        "{all:#?}\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let gone = all[1];
+    assert_eq!(gone["server_name"], "srv");
+    assert_eq!(gone["transport_type"], "stdio");
+    assert_eq!(gone["server_scope"], "project");
+    assert!(!gone.contains_key("error_code"), "{gone:#?}");
+    assert!(gone["duration_ms"].parse::<u64>().is_ok(), "{gone:#?}");
+}
+
 /// Claude Code's `mcp_server_connection` (each server connected, or
 /// failed) and `plugin_loaded` events, from a `-p` run with an MCP server
 /// that works, one that cannot start, and a plugin (`--plugin-dir`) with
