@@ -52,6 +52,8 @@ pub struct McpConnection {
     /// A connected server closed its side on its own (`duration_ms` is
     /// then how long it had been connected).
     pub disconnected: bool,
+    /// The plugin that brought it, `NAME@MARKETPLACE`.
+    pub plugin_source: Option<String>,
     pub duration_ms: u64,
     /// When it ended.
     pub at: SystemTime,

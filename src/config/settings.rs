@@ -848,6 +848,10 @@ pub struct McpServerConfig {
     /// `agent` (an agent file's own). Set when the snapshot is built.
     #[serde(skip)]
     pub scope: Option<&'static str>,
+    /// The plugin that brought it, `NAME@MARKETPLACE` (`NAME@inline` for
+    /// `--plugin-dir`).
+    #[serde(skip)]
+    pub plugin: Option<String>,
 }
 
 impl McpServerConfig {

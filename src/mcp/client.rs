@@ -78,7 +78,12 @@ pub enum McpError {
 /// A stdio server that had connected closed its side on its own: for
 /// telemetry (`claude_code.mcp_server_connection`, status
 /// `disconnected`, with how long it had been connected).
-fn note_gone(server: String, scope: Option<&'static str>, connected: std::time::Instant) {
+fn note_gone(
+    server: String,
+    scope: Option<&'static str>,
+    plugin_source: Option<String>,
+    connected: std::time::Instant,
+) {
     use crate::config::observed::{McpConnection, Observed, note};
     note(Observed::McpConnection(McpConnection {
         server,
@@ -87,6 +92,7 @@ fn note_gone(server: String, scope: Option<&'static str>, connected: std::time::
         error_code: None,
         scope,
         disconnected: true,
+        plugin_source,
         duration_ms: u64::try_from(connected.elapsed().as_millis()).unwrap_or(u64::MAX),
         at: std::time::SystemTime::now(),
     }));
@@ -561,10 +567,10 @@ impl Connection {
                 {
                     let connected = Arc::clone(&connected);
                     let server = handler.server.clone();
-                    let scope = config.scope;
+                    let (scope, plugin) = (config.scope, config.plugin.clone());
                     transport.when_gone(move || {
                         if let Some(at) = connected.get() {
-                            note_gone(server, scope, *at);
+                            note_gone(server, scope, plugin, *at);
                         }
                     });
                 }

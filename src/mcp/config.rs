@@ -231,6 +231,7 @@ pub fn plugin_servers(
                         ensure_data_dir(dir);
                         c.env.insert(PLUGIN_DATA_VAR.to_string(), d.clone());
                     }
+                    c.plugin = Some(p.source.clone());
                     servers.insert(format!("plugin:{}:{name}", p.name), c);
                 }
                 Err(why) => diags.push(Diagnostic::warning(

@@ -886,6 +886,7 @@ fn note_connection(
         error_code: failed.map(|e| e.error.code()),
         scope: config.scope,
         disconnected: false,
+        plugin_source: config.plugin.clone(),
         duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
         at: std::time::SystemTime::now(),
     }));

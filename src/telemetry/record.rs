@@ -496,6 +496,14 @@ impl Recorder {
                 if let Some(p) = c.plugin() {
                     attrs.push(("plugin.name", named(p)));
                 }
+                if let Some((name, marketplace)) =
+                    c.plugin_source.as_deref().and_then(|s| s.rsplit_once('@'))
+                {
+                    attrs.push((
+                        "plugin_id_hash",
+                        AnyValue::from(plugin_id_hash(name, marketplace)),
+                    ));
+                }
                 if let Some(scope) = c.scope {
                     attrs.push(("server_scope", AnyValue::from(scope)));
                 }

@@ -1279,10 +1279,14 @@ fn mcp_connections_and_loaded_plugins_are_events() {
         // Where each was configured, in Claude Code's words: the
         // project's `.mcp.json`, or `dynamic` for a plugin's.
         assert_eq!(from_plugin[0]["server_scope"], "dynamic");
+        // Claude Code's id for a `--plugin-dir` plugin named hello.
+        assert_eq!(from_plugin[0]["plugin_id_hash"], "11daaa17733b7153");
         let from_project: Vec<_> = all.iter().filter(|e| e["is_plugin"] == "false").collect();
         assert_eq!(from_project.len(), 2, "{all:#?}");
         assert!(
-            from_project.iter().all(|e| e["server_scope"] == "project"),
+            from_project
+                .iter()
+                .all(|e| e["server_scope"] == "project" && !e.contains_key("plugin_id_hash")),
             "{all:#?}"
         );
         let shown = |name: &str| if details { name } else { "third-party" }.to_string();
