@@ -75,25 +75,42 @@ pub enum McpError {
     SseEndpoint(String),
 }
 
-/// A stdio server that had connected closed its side on its own: for
-/// telemetry (`claude_code.mcp_server_connection`, status
-/// `disconnected`, with how long it had been connected).
-fn note_gone(
-    server: String,
-    scope: Option<&'static str>,
-    plugin_source: Option<String>,
-    connected: std::time::Instant,
+/// How a connection attempt or a connection ended, for telemetry.
+pub(super) enum Outcome<'a> {
+    Connected,
+    Failed(&'a ConnectError),
+    /// A connected stdio server closed its side on its own.
+    Gone,
+}
+
+/// One `claude_code.mcp_server_connection` event for the server `name`:
+/// `duration_ms` is the time since `since` (the attempt's start, or for
+/// [`Outcome::Gone`] the moment it connected).
+pub(super) fn note_connection(
+    name: &str,
+    config: &McpServerConfig,
+    since: std::time::Instant,
+    outcome: Outcome<'_>,
 ) {
     use crate::config::observed::{McpConnection, Observed, note};
+    let transport = match (&config.kind, &config.command) {
+        (Some(kind), _) => kind.clone(),
+        (None, Some(_)) => "stdio".to_string(),
+        (None, None) => "http".to_string(),
+    };
+    let failed = match outcome {
+        Outcome::Failed(e) => Some(e),
+        Outcome::Connected | Outcome::Gone => None,
+    };
     note(Observed::McpConnection(McpConnection {
-        server,
-        transport: "stdio".to_string(),
-        error: None,
-        error_code: None,
-        scope,
-        disconnected: true,
-        plugin_source,
-        duration_ms: u64::try_from(connected.elapsed().as_millis()).unwrap_or(u64::MAX),
+        server: name.to_string(),
+        transport,
+        error: failed.map(|e| e.error.to_string()),
+        error_code: failed.map(|e| e.error.code()),
+        scope: config.scope,
+        disconnected: matches!(outcome, Outcome::Gone),
+        plugin_source: config.plugin.clone(),
+        duration_ms: u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX),
         at: std::time::SystemTime::now(),
     }));
 }
@@ -566,11 +583,10 @@ impl Connection {
                 let connected = Arc::new(std::sync::OnceLock::new());
                 {
                     let connected = Arc::clone(&connected);
-                    let server = handler.server.clone();
-                    let (scope, plugin) = (config.scope, config.plugin.clone());
+                    let (server, config) = (handler.server.clone(), config.clone());
                     transport.when_gone(move || {
                         if let Some(at) = connected.get() {
-                            note_gone(server, scope, plugin, *at);
+                            note_connection(&server, &config, *at, Outcome::Gone);
                         }
                     });
                 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::AgentMcpServer;
 use crate::config::McpServerConfig;
 
-use super::client::Connection;
+use super::client::{Connection, Outcome, note_connection};
 use super::select::required_matches;
 use super::tool::McpTool;
 
@@ -467,7 +467,7 @@ impl McpManager {
             rt.spawn(async move {
                 let began = Instant::now();
                 let result = Connection::connect(&config, &cwd, client).await;
-                note_connection(&name, &config, began, result.as_ref().err());
+                note_connection(&name, &config, began, outcome(&result));
                 this.finish_connect(&name, epoch, result);
             });
         }
@@ -762,7 +762,7 @@ impl McpManager {
             async move {
                 let began = Instant::now();
                 let result = Connection::connect(config, cwd, client).await;
-                note_connection(name, config, began, result.as_ref().err());
+                note_connection(name, config, began, outcome(&result));
                 (name.clone(), result)
             }
         });
@@ -866,30 +866,12 @@ fn tools_from(
         .collect()
 }
 
-/// A connection's outcome, for telemetry (`claude_code.mcp_server_connection`).
-fn note_connection(
-    name: &str,
-    config: &McpServerConfig,
-    began: Instant,
-    failed: Option<&super::ConnectError>,
-) {
-    use crate::config::observed::{McpConnection, Observed, note};
-    let transport = match (&config.kind, &config.command) {
-        (Some(kind), _) => kind.clone(),
-        (None, Some(_)) => "stdio".to_string(),
-        (None, None) => "http".to_string(),
-    };
-    note(Observed::McpConnection(McpConnection {
-        server: name.to_string(),
-        transport,
-        error: failed.map(|e| e.error.to_string()),
-        error_code: failed.map(|e| e.error.code()),
-        scope: config.scope,
-        disconnected: false,
-        plugin_source: config.plugin.clone(),
-        duration_ms: u64::try_from(began.elapsed().as_millis()).unwrap_or(u64::MAX),
-        at: std::time::SystemTime::now(),
-    }));
+/// What a connection attempt's result is, for telemetry.
+fn outcome<T>(result: &Result<T, super::ConnectError>) -> Outcome<'_> {
+    match result {
+        Ok(_) => Outcome::Connected,
+        Err(e) => Outcome::Failed(e),
+    }
 }
 
 fn report_failure(label: &str, e: &super::ConnectError) {

@@ -1153,12 +1153,24 @@ fn hello_plugin(root: &std::path::Path) {
         "hooks/hooks.json",
         r#"{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}"#,
     );
-    let (cmd, args) = super::mcp::server_command();
     write(
         ".mcp.json",
-        &json!({"mcpServers": {"srv": {"command": cmd, "args": args,
-                                       "env": {super::mcp::MODE_ENV: "echo"}}}})
-        .to_string(),
+        &json!({"mcpServers": {"srv": test_server("echo")}}).to_string(),
+    );
+}
+
+/// The test suite's stdio MCP server in `mode`, as a `.mcp.json` entry.
+fn test_server(mode: &str) -> Value {
+    let (cmd, args) = super::mcp::server_command();
+    json!({"command": cmd, "args": args, "env": {super::mcp::MODE_ENV: mode}})
+}
+
+/// `servers` as the project's `.mcp.json`, all of them approved.
+fn project_servers(p: &Project, servers: Value) {
+    p.write(".mcp.json", &json!({"mcpServers": servers}).to_string());
+    p.write(
+        ".claude/settings.json",
+        r#"{"enableAllProjectMcpServers": true}"#,
     );
 }
 
@@ -1190,17 +1202,7 @@ fn an_mcp_server_that_goes_away_is_a_disconnected_event() {
         anthropic::text_reply("all done").delayed(Duration::from_millis(1500))
     });
     let mut p = project("http/protobuf", &receiver);
-    let (cmd, args) = super::mcp::server_command();
-    p.write(
-        ".mcp.json",
-        &json!({"mcpServers": {"srv": {"command": cmd, "args": args,
-                                       "env": {super::mcp::MODE_ENV: "bye"}}}})
-        .to_string(),
-    );
-    p.write(
-        ".claude/settings.json",
-        r#"{"enableAllProjectMcpServers": true}"#,
-    );
+    project_servers(&p, json!({"srv": test_server("bye")}));
     p.env("OTEL_LOG_TOOL_DETAILS", "1");
     let run = p.run(
         Some(&server),
@@ -1237,17 +1239,10 @@ fn mcp_connections_and_loaded_plugins_are_events() {
         let receiver = collector();
         let server = FakeServer::start([anthropic::text_reply("hi")]);
         let mut p = project("http/protobuf", &receiver);
-        let (cmd, args) = super::mcp::server_command();
-        p.write(
-            ".mcp.json",
-            &json!({"mcpServers": {
-                "echo": {"command": cmd, "args": args, "env": {super::mcp::MODE_ENV: "echo"}},
-                "broken": {"command": "/nonexistent/mcp-server"}}})
-            .to_string(),
-        );
-        p.write(
-            ".claude/settings.json",
-            r#"{"enableAllProjectMcpServers": true}"#,
+        project_servers(
+            &p,
+            json!({"echo": test_server("echo"),
+                   "broken": {"command": "/nonexistent/mcp-server"}}),
         );
         p.env("OTEL_TRACES_EXPORTER", "none");
         if details {
