@@ -39,9 +39,14 @@ fn base_object(sha: &str) -> String {
     format!("base-{sha}")
 }
 
-/// The bundle of run `run` of task `agent`'s branch.
-pub fn branch_object(agent: &str, run: u32) -> String {
-    format!("branch-{agent}-r{run}")
+/// The bundle of run `run` of task `agent`'s branch, as attempt `attempt`
+/// sent it. Each attempt has its own: a worker that lost the task while
+/// the broker was away may still complete its put once the broker is
+/// back, and it must not replace the bundle the task's new holder named in
+/// its notice (a replaced object's chunks go, under a parent reading
+/// them).
+pub fn branch_object(agent: &str, run: u32, attempt: u32) -> String {
+    format!("branch-{agent}-r{run}-a{attempt}")
 }
 
 /// Runs `git ARGS` in `dir` with `env` added; stdout trimmed, or why not.
@@ -177,7 +182,7 @@ pub async fn publish_base(broker: &Broker, cwd: &Path, sha: &str) -> Result<(), 
     })
     .await
     .map_err(FleetError::broker)??;
-    put(broker, &name, &file).await
+    put(broker, &name, &file, &|| true).await
 }
 
 /// How long a bundle's put or get keeps trying after it first failed
@@ -213,10 +218,25 @@ where
     }
 }
 
+/// How long one try at reading a bundle may go without a byte from the
+/// broker before it fails (and is tried again, reading the object's
+/// description afresh): the chunks of an object replaced while it is read
+/// are gone, and the read would otherwise wait for them for ever.
+const STALL: Duration = Duration::from_secs(10);
+
 /// Stores `file` as object `name` (replacing one of that name: the old
-/// one stays whole until the new one is).
-async fn put(broker: &Broker, name: &str, file: &Path) -> Result<(), FleetError> {
+/// one stays whole until the new one is), while `still_mine` holds: a
+/// writer whose task moved to another worker tries no more.
+async fn put(
+    broker: &Broker,
+    name: &str,
+    file: &Path,
+    still_mine: &(dyn Fn() -> bool + Sync),
+) -> Result<(), FleetError> {
     retried(&format!("storing {name}"), || async {
+        if !still_mine() {
+            return Err(FleetError::Broker("the task's lease is lost".into()));
+        }
         let store = broker.git_store().await?;
         let mut f = tokio::fs::File::open(file)
             .await
@@ -236,17 +256,30 @@ async fn get_if_any(
     use async_nats::jetstream::object_store::GetErrorKind;
     let bytes = retried(&format!("reading {name}"), || async {
         let store = broker.git_store().await?;
-        let mut object = match store.get(name).await {
-            Ok(o) => o,
-            Err(e) if e.kind() == GetErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(FleetError::broker(e)),
+        let stalled = || FleetError::Broker(format!("reading {name}: nothing came for {STALL:?}"));
+        let mut object = match tokio::time::timeout(STALL, store.get(name)).await {
+            Err(_) => return Err(stalled()),
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) if e.kind() == GetErrorKind::NotFound => return Ok(None),
+            Ok(Err(e)) => return Err(FleetError::broker(e)),
         };
         let mut bytes = Vec::new();
-        (&mut object)
-            .take(MAX_BUNDLE_BYTES)
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(FleetError::broker)?;
+        let mut chunk = vec![0; 128 * 1024];
+        loop {
+            let n = tokio::time::timeout(STALL, object.read(&mut chunk))
+                .await
+                .map_err(|_| stalled())?
+                .map_err(FleetError::broker)?;
+            if n == 0 {
+                break;
+            }
+            if bytes.len() as u64 + n as u64 > MAX_BUNDLE_BYTES {
+                return Err(FleetError::Broker(format!(
+                    "{name} is larger than {MAX_BUNDLE_BYTES} bytes"
+                )));
+            }
+            bytes.extend_from_slice(&chunk[..n]);
+        }
         Ok(Some(bytes))
     })
     .await?;
@@ -433,7 +466,7 @@ pub async fn send_branch(
     kept: &KeptWorktree,
     base: &str,
     object: &str,
-    still_mine: impl Fn() -> bool,
+    still_mine: impl Fn() -> bool + Sync,
 ) -> Result<(), FleetError> {
     let (k, base) = (kept.clone(), base.to_string());
     let (dir, file, root) = tokio::task::spawn_blocking(move || -> Result<_, FleetError> {
@@ -458,7 +491,7 @@ pub async fn send_branch(
     })
     .await
     .map_err(FleetError::broker)??;
-    put(broker, object, &file).await?;
+    put(broker, object, &file, &still_mine).await?;
     drop(dir);
     if !still_mine() {
         // Another worker holds the task now: the worktree is its own.
@@ -562,10 +595,15 @@ impl Wip {
         })
     }
 
-    /// Publishes the worktree's state if it changed since the last one.
-    /// `Err` only when the broker did not take it (tried again by the
-    /// caller); a worktree git cannot read is given up on.
-    pub async fn publish(&mut self, broker: &Broker) -> Result<(), FleetError> {
+    /// Publishes the worktree's state if it changed since the last one,
+    /// while `still_mine` holds. `Err` only when the broker did not take it
+    /// (tried again by the caller); a worktree git cannot read is given up
+    /// on.
+    pub async fn publish(
+        &mut self,
+        broker: &Broker,
+        still_mine: &(dyn Fn() -> bool + Sync),
+    ) -> Result<(), FleetError> {
         if self.broken {
             return Ok(());
         }
@@ -594,7 +632,7 @@ impl Wip {
             }
         };
         if let Some((now, _dir, file)) = made {
-            put(broker, &self.object, &file).await?;
+            put(broker, &self.object, &file, still_mine).await?;
             self.last = now;
         }
         Ok(())

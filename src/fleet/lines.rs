@@ -321,7 +321,8 @@ impl Pusher {
     /// Publishes `wip`, tried again while the lease holds.
     async fn wip(&self, broker: &Broker, wip: &mut super::git::Wip) -> Result<(), FleetError> {
         loop {
-            match wip.publish(broker).await {
+            let mine = || self.fence.as_ref().is_none_or(|f| f.open());
+            match wip.publish(broker, &mine).await {
                 Ok(()) => return Ok(()),
                 Err(e) if self.fence.as_ref().is_none_or(|f| f.open()) => {
                     tracing::warn!("{}: the worktree's state: {e}; trying again", self.subject);

@@ -570,7 +570,14 @@ async fn ended(
         // A folder a WorktreeCreate hook made stays where the hook put it:
         // no branch of it is sent.
         (Some(kept), false) if worktree::is_cadre_worktree(&ctx.opts.cwd, &kept.path) => {
-            keeping_lease(&ctx.broker, msg, fence, send_branch(ctx, plan, kept, fence)).await
+            let attempt = record.attempt;
+            keeping_lease(
+                &ctx.broker,
+                msg,
+                fence,
+                send_branch(ctx, plan, attempt, kept, fence),
+            )
+            .await
         }
         _ => None,
     };
@@ -622,11 +629,12 @@ async fn materialise(
 async fn send_branch(
     ctx: &Ctx,
     plan: &TaskPlan,
+    attempt: u32,
     kept: &crate::runtime::worktree::KeptWorktree,
     fence: &WriteFence,
 ) -> Option<String> {
     let base = plan.meta.worktree_base.as_deref()?;
-    let object = super::git::branch_object(&plan.agent_id, plan.run);
+    let object = super::git::branch_object(&plan.agent_id, plan.run, attempt);
     match super::git::send_branch(&ctx.broker, kept, base, &object, || fence.open()).await {
         Ok(()) => Some(object),
         Err(e) => {

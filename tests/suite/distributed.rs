@@ -2584,6 +2584,64 @@ fn a_pushed_base_commit_is_fetched_from_the_worker_s_own_remote() {
     );
 }
 
+/// A bundle whose chunks go while a parent reads it (the object was
+/// replaced under it) ends the read with an error, tried again for a
+/// while, instead of waiting for the chunks for ever; the same bundle
+/// whole is read back.
+#[test]
+fn a_bundle_whose_chunks_vanish_under_a_reader_fails_instead_of_hanging() {
+    use tokio::io::AsyncReadExt;
+    let nats = NatsServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let settings = cadre::config::DistributedSettings {
+            url: nats.url(),
+            ..Default::default()
+        };
+        let broker = cadre::fleet::Broker::connect(&settings).await.unwrap();
+        let store = broker.git_store().await.unwrap();
+        // Several chunks (128 KiB each by default).
+        let data: Vec<u8> = (0..400_000u32).map(|i| (i % 251) as u8).collect();
+        store
+            .put("branch-x-r0-a1", &mut data.as_slice())
+            .await
+            .unwrap();
+        let mut whole = Vec::new();
+        store
+            .get("branch-x-r0-a1")
+            .await
+            .unwrap()
+            .read_to_end(&mut whole)
+            .await
+            .unwrap();
+        assert_eq!(whole, data);
+        let nuid = store.info("branch-x-r0-a1").await.unwrap().nuid;
+        let bucket = &broker.names.git_bucket;
+        let stream = broker.js.get_stream(format!("OBJ_{bucket}")).await.unwrap();
+        stream
+            .purge()
+            .filter(format!("$O.{bucket}.C.{nuid}"))
+            .await
+            .unwrap();
+        // Bounded by the test, not by the code under test: the old read
+        // never ended.
+        let read = tokio::time::timeout(
+            Duration::from_secs(120),
+            cadre::fleet::git::receive_branch(&broker, dir.path(), "x", "b", "branch-x-r0-a1"),
+        )
+        .await
+        .expect("the read of a bundle with no chunks never ended");
+        let err = read
+            .expect_err("a bundle with no chunks was read")
+            .to_string();
+        assert!(
+            err.contains("reading branch-x-r0-a1: nothing came"),
+            "{err}"
+        );
+    });
+}
+
 /// The broker goes away just as a worker is about to store a worktree
 /// child's branch (held in its clone's post-commit hook, which runs in the
 /// middle of it): the bundle's put is tried again until the broker is
