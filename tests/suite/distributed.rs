@@ -31,6 +31,16 @@ pub(super) fn fleet_project(nats: &NatsServer, extra: &str, distributed: &str) -
     p
 }
 
+/// A client of `nats`'s broker, with the default names, as cadre's own
+/// processes connect.
+async fn broker_of(nats: &NatsServer) -> cadre::fleet::Broker {
+    let settings = cadre::config::DistributedSettings {
+        url: nats.url(),
+        ..Default::default()
+    };
+    cadre::fleet::Broker::connect(&settings).await.unwrap()
+}
+
 /// A `cadre worker` process, killed (SIGKILL, by PID) when dropped.
 pub(super) struct Worker {
     child: Option<Child>,
@@ -469,11 +479,7 @@ fn takeover(disruption: Disruption) {
     // second one (a forged or repeated completion).
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let settings = cadre::config::DistributedSettings {
-            url: nats.url(),
-            ..Default::default()
-        };
-        let broker = cadre::fleet::Broker::connect(&settings).await.unwrap();
+        let broker = broker_of(&nats).await;
         let session = state["session_id"].as_str().unwrap();
         let subject = broker.names.notice_subject(session, &ids[0]);
         let forged = json!({"agent_id": ids[0], "session_id": session, "status": "failed",
@@ -2595,11 +2601,7 @@ fn a_bundle_whose_chunks_vanish_under_a_reader_fails_instead_of_hanging() {
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let settings = cadre::config::DistributedSettings {
-            url: nats.url(),
-            ..Default::default()
-        };
-        let broker = cadre::fleet::Broker::connect(&settings).await.unwrap();
+        let broker = broker_of(&nats).await;
         let store = broker.git_store().await.unwrap();
         // Several chunks (128 KiB each by default).
         let data: Vec<u8> = (0..400_000u32).map(|i| (i % 251) as u8).collect();
