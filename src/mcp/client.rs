@@ -79,7 +79,7 @@ pub enum McpError {
 pub(super) enum Outcome<'a> {
     Connected,
     Failed(&'a ConnectError),
-    /// A connected stdio server closed its side on its own.
+    /// A connected server ended the connection on its own.
     Gone,
 }
 
@@ -551,6 +551,19 @@ impl Connection {
             Some(kind) => return Err(McpError::UnsupportedType(kind.to_string())),
         }
         let sdk = config.kind.as_deref() == Some("sdk");
+        // A server that had connected and ends the connection on its own
+        // is a `disconnected` event; one that fails before is a failed
+        // connection, reported by the caller.
+        let connected = Arc::new(std::sync::OnceLock::new());
+        let gone = {
+            let connected = Arc::clone(&connected);
+            let (server, config) = (handler.server.clone(), config.clone());
+            move || {
+                if let Some(at) = connected.get() {
+                    note_connection(&server, &config, *at, Outcome::Gone);
+                }
+            }
+        };
         let (service, pid) = match (&config.command, &config.url) {
             _ if sdk => {
                 let stream = handler
@@ -561,7 +574,7 @@ impl Connection {
                 let (read, write) = tokio::io::split(stream);
                 let transport = client_transport(&handler.server, read, write);
                 let service = handler
-                    .serve(in_order(transport, progress.clone()))
+                    .serve(in_order(transport, progress.clone()).when_gone(gone))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
@@ -570,7 +583,7 @@ impl Connection {
                 let mut cmd = tokio::process::Command::new(command);
                 config.child_env.clone().unwrap_or_default().apply(&mut cmd);
                 cmd.args(&config.args).envs(&config.env).current_dir(cwd);
-                let (mut transport, stderr) =
+                let (transport, stderr) =
                     StdioServer::spawn(cmd, &handler.server).map_err(|e| McpError::Spawn {
                         command: command.clone(),
                         message: e.to_string(),
@@ -580,21 +593,10 @@ impl Connection {
                     *reader = Some(read_stderr(stderr, Arc::clone(tail), command.clone()));
                 }
                 let pid = transport.id();
-                let connected = Arc::new(std::sync::OnceLock::new());
-                {
-                    let connected = Arc::clone(&connected);
-                    let (server, config) = (handler.server.clone(), config.clone());
-                    transport.when_gone(move || {
-                        if let Some(at) = connected.get() {
-                            note_connection(&server, &config, *at, Outcome::Gone);
-                        }
-                    });
-                }
                 let service = handler
-                    .serve(in_order(transport, progress.clone()))
+                    .serve(in_order(transport, progress.clone()).when_gone(gone))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
-                let _ = connected.set(std::time::Instant::now());
                 (service, pid)
             }
             (None, Some(url)) if config.kind.as_deref() == Some("sse") => {
@@ -608,7 +610,7 @@ impl Connection {
                 let transport =
                     super::sse::SseTransport::connect(&handler.server, url, headers, auth).await?;
                 let service = handler
-                    .serve(in_order(transport, progress.clone()))
+                    .serve(in_order(transport, progress.clone()).when_gone(gone))
                     .await
                     .map_err(|e| McpError::Handshake(e.to_string()))?;
                 (service, None)
@@ -640,17 +642,26 @@ impl Connection {
                     .map_err(McpError::Token)?
                 {
                     Some(auth) => handler
-                        .serve(in_order(
-                            StreamableHttpClientTransport::with_client(auth, transport_config),
-                            progress.clone(),
-                        ))
+                        .serve(
+                            in_order(
+                                StreamableHttpClientTransport::with_client(auth, transport_config),
+                                progress.clone(),
+                            )
+                            .when_gone(gone),
+                        )
                         .await
                         .map_err(oauth_error)?,
                     None => handler
-                        .serve(in_order(
-                            StreamableHttpClientTransport::with_client(client, transport_config),
-                            progress.clone(),
-                        ))
+                        .serve(
+                            in_order(
+                                StreamableHttpClientTransport::with_client(
+                                    client,
+                                    transport_config,
+                                ),
+                                progress.clone(),
+                            )
+                            .when_gone(gone),
+                        )
                         .await
                         .map_err(oauth_error)?,
                 };
@@ -663,6 +674,7 @@ impl Connection {
             .peer_info()
             .is_some_and(|i| i.capabilities.resources.is_some());
         let tools = fetch_tools(&peer).await?;
+        let _ = connected.set(std::time::Instant::now());
         Ok(Connection {
             peer,
             service: Mutex::new(Some(service)),

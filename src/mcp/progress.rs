@@ -158,13 +158,31 @@ impl Drop for Subscription {
     }
 }
 
-/// A transport that dispatches progress notifications as it reads them.
+/// A transport that dispatches progress notifications as it reads them,
+/// and tells when the server ends the connection on its own. Every
+/// client transport cadre makes (stdio, SSE, streamable HTTP, an SDK
+/// client's in-process server) is one.
 pub struct InOrder<T> {
     inner: T,
     progress: Progress,
     /// A progress notification read and not yet handed on (see
     /// [`InOrder::receive`]).
     held: Option<RxJsonRpcMessage<RoleClient>>,
+    /// Called once if the transport ends (a stdio server exited or closed
+    /// its stdout, an SSE stream ended, rmcp's HTTP worker stopped) before
+    /// cadre closes it.
+    on_gone: Option<Box<dyn FnOnce() + Send + Sync>>,
+    /// cadre is closing it: its end is no news.
+    closing: bool,
+}
+
+impl<T> InOrder<T> {
+    /// `gone` is called once if the server ends the connection while
+    /// cadre still uses it.
+    pub fn when_gone(mut self, gone: impl FnOnce() + Send + Sync + 'static) -> Self {
+        self.on_gone = Some(Box::new(gone));
+        self
+    }
 }
 
 /// Wraps what rmcp would accept as a client transport (a transport, a
@@ -181,6 +199,8 @@ where
         inner: transport.into_transport(),
         progress,
         held: None,
+        on_gone: None,
+        closing: false,
     }
 }
 
@@ -212,7 +232,17 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         let message = match self.held.take() {
             Some(m) => m,
-            None => self.inner.receive().await?,
+            None => match self.inner.receive().await {
+                Some(m) => m,
+                None => {
+                    if !self.closing
+                        && let Some(gone) = self.on_gone.take()
+                    {
+                        gone();
+                    }
+                    return None;
+                }
+            },
         };
         let JsonRpcMessage::Notification(n) = &message else {
             return Some(message);
@@ -227,6 +257,7 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.closing = true;
         self.inner.close()
     }
 }

@@ -38,11 +38,6 @@ pub struct StdioServer {
     /// Spawned with `kill_on_drop`: dropping the transport ends it.
     child: Option<Child>,
     transport: AsyncRwTransport<RoleClient, DuplexStream, ChildStdin>,
-    /// Called once if the server ends its side (its stdout closes) before
-    /// cadre closes the transport.
-    on_gone: Option<Box<dyn FnOnce() + Send + Sync>>,
-    /// cadre is closing it: its end is no news.
-    closing: bool,
 }
 
 impl StdioServer {
@@ -65,8 +60,6 @@ impl StdioServer {
             StdioServer {
                 child: Some(child),
                 transport,
-                on_gone: None,
-                closing: false,
             },
             stderr,
         ))
@@ -77,16 +70,9 @@ impl StdioServer {
         self.child.as_ref()?.id()
     }
 
-    /// `gone` is called once if the server closes its side (it exited, or
-    /// closed its stdout) while cadre still uses it.
-    pub fn when_gone(&mut self, gone: impl FnOnce() + Send + Sync + 'static) {
-        self.on_gone = Some(Box::new(gone));
-    }
-
     /// Closes stdin and waits for the server to exit; SIGTERM, then
     /// SIGKILL, if it does not (the MCP specification's stdio shutdown).
     async fn shutdown(&mut self) -> std::io::Result<()> {
-        self.closing = true;
         self.transport.close().await?;
         let Some(child) = self.child.as_mut() else {
             return Ok(());
@@ -122,14 +108,7 @@ impl Transport<RoleClient> for StdioServer {
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        let message = self.transport.receive().await;
-        if message.is_none()
-            && !self.closing
-            && let Some(gone) = self.on_gone.take()
-        {
-            gone();
-        }
-        message
+        self.transport.receive().await
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {

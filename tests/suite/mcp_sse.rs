@@ -618,6 +618,32 @@ fn an_sse_server_that_dies_mid_call_gives_a_clear_error() {
     );
 }
 
+/// With telemetry on, a server whose stream ends on its own after it had
+/// connected is an `mcp_server_connection` event with status
+/// `disconnected`, as a stdio server that exits is.
+#[test]
+fn an_sse_server_whose_stream_ends_is_a_disconnected_event() {
+    let receiver = super::telemetry::collector();
+    let fake = FakeSse::start("/message?sessionId=1", OnCall::Die);
+    let mut p = Project::new();
+    p.config(&fake_toml(&fake));
+    super::telemetry::telemetry_env(&mut p, receiver.url(), "http/protobuf");
+    let server = call_hang();
+    let run = p.run(Some(&server), &["run", "go"]);
+    run.ok();
+    let got = super::telemetry::decode_protobuf(&receiver);
+    let all = got.events_named("claude_code.mcp_server_connection");
+    let status: Vec<&str> = all.iter().map(|e| e["status"].as_str()).collect();
+    assert_eq!(
+        status,
+        ["connected", "disconnected"],
+        "{all:#?}\n{}",
+        run.stderr
+    );
+    assert_eq!(all[1]["transport_type"], "sse");
+    assert!(all[1]["duration_ms"].parse::<u64>().is_ok(), "{all:#?}");
+}
+
 /// A connection that breaks in the middle of a call (the server died):
 /// the call gets an error that says the stream failed.
 #[test]

@@ -15,7 +15,9 @@ use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
 use prost::Message as _;
 use serde_json::{Value, json};
 
-use super::harness::{Project, assistant_turns, is_main_session as is_main};
+use super::harness::{
+    Project, assistant_turns, is_main_session as is_main, last_tool_results, result_text,
+};
 use super::kit::{FakeServer, Reply, TEST_KEY, anthropic};
 
 pub(super) const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews code for bugs\ntools: Read, Grep, Glob\nmodel: haiku\n---\nREVIEWER-BODY: you review code.\n";
@@ -23,7 +25,7 @@ pub(super) const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews cod
 pub(super) const PROMPT: &str = "PRIVATE-PROMPT-7781 review the code";
 
 /// An OTLP/HTTP receiver: answers every export with 200 and keeps it.
-fn collector() -> FakeServer {
+pub(super) fn collector() -> FakeServer {
     FakeServer::route(|_| Reply::status(200, ""))
 }
 
@@ -102,7 +104,7 @@ struct Span {
 }
 
 impl Received {
-    fn events_named(&self, name: &str) -> Vec<&BTreeMap<String, String>> {
+    pub(super) fn events_named(&self, name: &str) -> Vec<&BTreeMap<String, String>> {
         self.events
             .iter()
             .filter(|(n, _)| n == name)
@@ -145,7 +147,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn decode_protobuf(collector: &FakeServer) -> Received {
+pub(super) fn decode_protobuf(collector: &FakeServer) -> Received {
     let mut got = Received::default();
     for r in collector.requests() {
         assert_eq!(
@@ -1226,6 +1228,38 @@ fn an_mcp_server_that_goes_away_is_a_disconnected_event() {
     assert_eq!(gone["server_scope"], "project");
     assert!(!gone.contains_key("error_code"), "{gone:#?}");
     assert!(gone["duration_ms"].parse::<u64>().is_ok(), "{gone:#?}");
+}
+
+/// A streamable-HTTP server that stays up through a run that calls it is
+/// one `connected` event: the HTTP transport ending only at exit is no
+/// `disconnected`.
+#[test]
+fn an_http_server_that_stays_up_is_only_connected() {
+    let receiver = collector();
+    let server = FakeServer::route(|r| {
+        if assistant_turns(r) == 0 {
+            return anthropic::tool_use_reply("toolu_1", "mcp__web__echo", json!({"text": "hi"}));
+        }
+        anthropic::text_reply("all done")
+    });
+    let mut p = project("http/protobuf", &receiver);
+    project_servers(
+        &p,
+        json!({"web": {"type": "http", "url": super::mcp::http_echo_server()}}),
+    );
+    p.env("OTEL_LOG_TOOL_DETAILS", "1");
+    let run = p.run(
+        Some(&server),
+        &["-p", "hello", "--allowedTools", "mcp__web__echo"],
+    );
+    run.ok();
+    let results = last_tool_results(&server.requests()[1].json);
+    assert_eq!(result_text(&results[0]), "echo: hi", "{}", run.stderr);
+    let got = decode_protobuf(&receiver);
+    let all = got.events_named("claude_code.mcp_server_connection");
+    let status: Vec<&str> = all.iter().map(|e| e["status"].as_str()).collect();
+    assert_eq!(status, ["connected"], "{all:#?}");
+    assert_eq!(all[0]["transport_type"], "http");
 }
 
 /// Claude Code's `mcp_server_connection` (each server connected, or
