@@ -320,11 +320,11 @@ impl Pusher {
 
     /// Publishes `wip`, tried again while the lease holds.
     async fn wip(&self, broker: &Broker, wip: &mut super::git::Wip) -> Result<(), FleetError> {
+        let mine = || self.fence.as_ref().is_none_or(|f| f.open());
         loop {
-            let mine = || self.fence.as_ref().is_none_or(|f| f.open());
             match wip.publish(broker, &mine).await {
                 Ok(()) => return Ok(()),
-                Err(e) if self.fence.as_ref().is_none_or(|f| f.open()) => {
+                Err(e) if mine() => {
                     tracing::warn!("{}: the worktree's state: {e}; trying again", self.subject);
                     tokio::time::sleep(Duration::from_millis(250)).await;
                 }
