@@ -15,6 +15,10 @@
 //! transport also notes the token of each `tools/call` request as it sends
 //! it, before the server can see it: reports for a noted token are kept
 //! until the call subscribes (or says it wants none).
+//!
+//! Being the one wrapper every client transport passes through, [`InOrder`]
+//! is also where a server that ends the connection on its own is noticed
+//! ([`InOrder::when_gone`]): its read ends while cadre has not closed it.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
